@@ -1,0 +1,347 @@
+/**
+ * Journal entries: their JSON schemas (field names exactly chio-http-session's), the
+ * hash encodings of DESIGN §2, input validation, and constructors that link and hash
+ * a new entry. Plain functions and schemas; nothing here runs an effect.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import { InvalidRecordField, InvalidSessionId } from "./Errors.ts"
+import { canonicalize, firstInvalid } from "./internal/jcs.ts"
+import { hashHex, otherPreimage, toolPreimage } from "./internal/preimage.ts"
+
+/**
+ * The hash that the first entry of a chain links to: 64 ASCII zeros.
+ *
+ * @since 0.1.0
+ */
+export const ZERO_HASH = "0000000000000000000000000000000000000000000000000000000000000000"
+
+/**
+ * Largest value of `bytes_read`, `bytes_written`, `sequence` and `timestamp_secs`
+ * (2^53 − 1: every such value is exact as a JSON number).
+ *
+ * @since 0.1.0
+ */
+export const MAX_U53 = Number.MAX_SAFE_INTEGER
+
+/**
+ * Largest `delegation_depth` (chio stores it as u32).
+ *
+ * @since 0.1.0
+ */
+export const MAX_U32 = 4294967295
+
+const U53 = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_U53 }))
+const U32 = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_U32 }))
+const Hash = Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/))
+
+/**
+ * A tool invocation as stored and exchanged: chio's `SessionJournalEntry` JSON plus
+ * `kind: "tool"`. Decoding input without `kind` yields a tool entry.
+ *
+ * @since 0.1.0
+ */
+export const ToolEntry = Schema.Struct({
+  sequence: U53,
+  prev_hash: Hash,
+  entry_hash: Hash,
+  timestamp_secs: U53,
+  kind: Schema.Literal("tool").pipe(Schema.withDecodingDefaultKey(Effect.succeed("tool" as const))),
+  tool_name: Schema.String,
+  server_id: Schema.String,
+  agent_id: Schema.String,
+  bytes_read: U53,
+  bytes_written: U53,
+  delegation_depth: U32,
+  allowed: Schema.Boolean
+})
+
+/**
+ * A decoded tool entry.
+ *
+ * @since 0.1.0
+ */
+export type ToolEntry = typeof ToolEntry.Type
+
+const OtherKind = Schema.String.check(
+  Schema.makeFilter((k: string) => k.length > 0 && k !== "tool" ? undefined : "a non-empty kind other than \"tool\"")
+)
+
+/**
+ * Any entry that is not a tool invocation: conversation messages (`kind: "message"`)
+ * and kinds this version does not know, which are kept verbatim. `payload` is any
+ * JSON; it is hashed in its RFC 8785 canonical form.
+ *
+ * @since 0.1.0
+ */
+export const OtherEntry = Schema.Struct({
+  sequence: U53,
+  prev_hash: Hash,
+  entry_hash: Hash,
+  timestamp_secs: U53,
+  kind: OtherKind,
+  payload: Schema.Json
+})
+
+/**
+ * A decoded non-tool entry.
+ *
+ * @since 0.1.0
+ */
+export type OtherEntry = typeof OtherEntry.Type
+
+/**
+ * Any journal entry.
+ *
+ * @since 0.1.0
+ */
+export const Entry = Schema.Union([ToolEntry, OtherEntry])
+
+/**
+ * Any journal entry.
+ *
+ * @since 0.1.0
+ */
+export type Entry = ToolEntry | OtherEntry
+
+/**
+ * Entries as a JSON string (one JSONL line), decoded and encoded with the same rules.
+ *
+ * @since 0.1.0
+ */
+export const EntryFromJson = Schema.fromJsonString(Entry)
+
+/**
+ * Whether an entry is a tool invocation.
+ *
+ * @since 0.1.0
+ */
+export const isTool = (entry: Entry): entry is ToolEntry => entry.kind === "tool"
+
+/**
+ * Decodes unknown input (e.g. parsed JSON) into an entry, or a `SchemaError`.
+ *
+ * @since 0.1.0
+ */
+export const decode = Schema.decodeUnknownResult(Entry)
+
+/**
+ * Encodes an entry to its canonical JSON object (with `kind`).
+ *
+ * @since 0.1.0
+ */
+export const encode = Schema.encodeSync(Entry)
+
+/**
+ * The parameters of one tool invocation, as a caller passes them to `record`.
+ * `allowed` defaults to `true`.
+ *
+ * @since 0.1.0
+ */
+export interface ToolParams {
+  readonly tool_name: string
+  readonly server_id: string
+  readonly agent_id: string
+  readonly bytes_read: number
+  readonly bytes_written: number
+  readonly delegation_depth: number
+  readonly allowed?: boolean | undefined
+}
+
+/**
+ * Tool parameters after validation (`allowed` resolved).
+ *
+ * @since 0.1.0
+ */
+export interface ValidToolParams extends ToolParams {
+  readonly allowed: boolean
+}
+
+const whiteSpaceStart = /^\p{White_Space}+/u
+const whiteSpaceEnd = /\p{White_Space}+$/u
+const control = /\p{Cc}/u
+const loneSurrogate = /\p{Cs}/u
+
+/**
+ * Rust's `str::trim`: strips Unicode `White_Space` (which includes U+0085 and excludes
+ * U+FEFF) from both ends.
+ *
+ * @since 0.1.0
+ */
+export const trimWhiteSpace = (s: string): string => s.replace(whiteSpaceStart, "").replace(whiteSpaceEnd, "")
+
+const checkIdentity = (field: string, value: unknown): InvalidRecordField | undefined => {
+  if (typeof value !== "string") return new InvalidRecordField({ field, reason: "must be a string" })
+  const trimmed = trimWhiteSpace(value)
+  if (trimmed.length === 0) return new InvalidRecordField({ field, reason: "must not be empty or only whitespace" })
+  if (trimmed !== value) return new InvalidRecordField({ field, reason: "must not have leading or trailing whitespace" })
+  if (control.test(value)) return new InvalidRecordField({ field, reason: "must not contain control characters" })
+  if (loneSurrogate.test(value)) return new InvalidRecordField({ field, reason: "must be well-formed Unicode" })
+  return undefined
+}
+
+const checkInt = (field: string, value: unknown, max: number): InvalidRecordField | undefined =>
+  typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= max
+    ? undefined
+    : new InvalidRecordField({ field, reason: `must be an integer in 0..${max}` })
+
+/**
+ * Validates tool parameters exactly as chio does, naming the first failing field in
+ * the order tool_name, server_id, agent_id, bytes_read, bytes_written,
+ * delegation_depth, allowed.
+ *
+ * @since 0.1.0
+ */
+export const validateToolParams = (params: ToolParams): Result.Result<ValidToolParams, InvalidRecordField> => {
+  const bad = checkIdentity("tool_name", params.tool_name) ??
+    checkIdentity("server_id", params.server_id) ??
+    checkIdentity("agent_id", params.agent_id) ??
+    checkInt("bytes_read", params.bytes_read, MAX_U53) ??
+    checkInt("bytes_written", params.bytes_written, MAX_U53) ??
+    checkInt("delegation_depth", params.delegation_depth, MAX_U32) ??
+    (params.allowed === undefined || typeof params.allowed === "boolean"
+      ? undefined
+      : new InvalidRecordField({ field: "allowed", reason: "must be a boolean" }))
+  if (bad !== undefined) return Result.fail(bad)
+  return Result.succeed({
+    tool_name: params.tool_name,
+    server_id: params.server_id,
+    agent_id: params.agent_id,
+    bytes_read: params.bytes_read,
+    bytes_written: params.bytes_written,
+    delegation_depth: params.delegation_depth,
+    allowed: params.allowed ?? true
+  })
+}
+
+const kindPattern = /^[A-Za-z0-9_.:-]{1,64}$/
+
+/**
+ * Validates the kind and payload of a non-tool entry: the kind matches
+ * `^[A-Za-z0-9_.:-]{1,64}$` and is not `tool`; the payload is JSON that RFC 8785 can
+ * canonicalize (finite numbers, well-formed strings, plain objects, no cycles).
+ *
+ * @since 0.1.0
+ */
+export const validatePayload = (
+  kind: string,
+  payload: unknown
+): Result.Result<Schema.Json, InvalidRecordField> => {
+  if (typeof kind !== "string" || !kindPattern.test(kind) || kind === "tool") {
+    return Result.fail(
+      new InvalidRecordField({ field: "kind", reason: "must match ^[A-Za-z0-9_.:-]{1,64}$ and not be \"tool\"" })
+    )
+  }
+  if (payload === undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: "is required" }))
+  const bad = firstInvalid(payload)
+  if (bad !== undefined) {
+    return Result.fail(new InvalidRecordField({ field: "payload", reason: `not canonical JSON at ${bad}` }))
+  }
+  return Result.succeed(payload as Schema.Json)
+}
+
+/**
+ * Validates a timestamp (whole seconds since the epoch, 0..2^53−1).
+ *
+ * @since 0.1.0
+ */
+export const validateTimestamp = (timestampSecs: number): Result.Result<number, InvalidRecordField> => {
+  const bad = checkInt("timestamp_secs", timestampSecs, MAX_U53)
+  return bad === undefined ? Result.succeed(timestampSecs) : Result.fail(bad)
+}
+
+const sessionIdPattern = /^[A-Za-z0-9_-]{1,128}$/
+
+/**
+ * Whether `id` is a valid session id (`^[A-Za-z0-9_-]{1,128}$`).
+ *
+ * @since 0.1.0
+ */
+export const isSessionId = (id: unknown): id is string => typeof id === "string" && sessionIdPattern.test(id)
+
+/**
+ * Validates a session id; to be called before any storage call.
+ *
+ * @since 0.1.0
+ */
+export const validateSessionId = (id: unknown): Result.Result<string, InvalidSessionId> =>
+  isSessionId(id) ? Result.succeed(id) : Result.fail(new InvalidSessionId({ id: String(id) }))
+
+/**
+ * The canonical (RFC 8785) JSON text of a payload, as hashed.
+ *
+ * @since 0.1.0
+ */
+export const canonicalPayload = (payload: Schema.Json): string => canonicalize(payload)
+
+/**
+ * Recomputes the hash an entry should carry from its other fields.
+ *
+ * @since 0.1.0
+ */
+export const computeHash = (entry: Entry): string =>
+  isTool(entry)
+    ? hashHex(toolPreimage(entry))
+    : hashHex(otherPreimage(entry.sequence, entry.prev_hash, entry.timestamp_secs, entry.kind, canonicalize(entry.payload)))
+
+/**
+ * The position of a new entry in its chain.
+ *
+ * @since 0.1.0
+ */
+export interface Link {
+  readonly sequence: number
+  readonly prev_hash: string
+  readonly timestamp_secs: number
+}
+
+/**
+ * Builds and hashes a tool entry from validated parameters.
+ *
+ * @since 0.1.0
+ */
+export const makeTool = (link: Link, params: ValidToolParams): ToolEntry => {
+  const fields = {
+    sequence: link.sequence,
+    prev_hash: link.prev_hash,
+    timestamp_secs: link.timestamp_secs,
+    tool_name: params.tool_name,
+    server_id: params.server_id,
+    agent_id: params.agent_id,
+    bytes_read: params.bytes_read,
+    bytes_written: params.bytes_written,
+    delegation_depth: params.delegation_depth,
+    allowed: params.allowed
+  }
+  return {
+    sequence: link.sequence,
+    prev_hash: link.prev_hash,
+    entry_hash: hashHex(toolPreimage(fields)),
+    timestamp_secs: link.timestamp_secs,
+    kind: "tool",
+    tool_name: params.tool_name,
+    server_id: params.server_id,
+    agent_id: params.agent_id,
+    bytes_read: params.bytes_read,
+    bytes_written: params.bytes_written,
+    delegation_depth: params.delegation_depth,
+    allowed: params.allowed
+  }
+}
+
+/**
+ * Builds and hashes a non-tool entry from a validated kind and payload.
+ *
+ * @since 0.1.0
+ */
+export const makeOther = (link: Link, kind: string, payload: Schema.Json): OtherEntry => ({
+  sequence: link.sequence,
+  prev_hash: link.prev_hash,
+  entry_hash: hashHex(otherPreimage(link.sequence, link.prev_hash, link.timestamp_secs, kind, canonicalize(payload))),
+  timestamp_secs: link.timestamp_secs,
+  kind,
+  payload
+})

@@ -1,0 +1,135 @@
+/**
+ * The typed failures of session-journal. Every expected failure is one of these
+ * values in the error channel; anything else is a defect (a bug).
+ *
+ * @since 0.1.0
+ */
+import * as Schema from "effect/Schema"
+
+/**
+ * A field of a record or payload failed validation before anything was appended.
+ * `field` names the first failing field (`tool_name`, `server_id`, `agent_id`,
+ * `bytes_read`, `bytes_written`, `delegation_depth`, `timestamp_secs`, `kind`,
+ * `payload`, ...); `reason` says what was wrong with it.
+ *
+ * @since 0.1.0
+ */
+export class InvalidRecordField extends Schema.TaggedError<InvalidRecordField>()("InvalidRecordField", {
+  field: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `invalid ${this.field}: ${this.reason}`
+  }
+}
+
+/**
+ * A session id does not match `^[A-Za-z0-9_-]{1,128}$`. Checked before any storage call.
+ *
+ * @since 0.1.0
+ */
+export class InvalidSessionId extends Schema.TaggedError<InvalidSessionId>()("InvalidSessionId", {
+  id: Schema.String
+}) {
+  override get message(): string {
+    const shown = this.id.length > 40 ? `${this.id.slice(0, 40)}…` : this.id
+    return `invalid session id ${JSON.stringify(shown)}: must match ^[A-Za-z0-9_-]{1,128}$`
+  }
+}
+
+/**
+ * The hash chain does not verify. `index` is the position in the checked window,
+ * `sequence` the entry's sequence number, `expected` / `actual` the hashes compared
+ * (`what` says whether the link or the entry's own hash failed).
+ *
+ * @since 0.1.0
+ */
+export class IntegrityViolation extends Schema.TaggedError<IntegrityViolation>()("IntegrityViolation", {
+  index: Schema.Number,
+  sequence: Schema.Number,
+  what: Schema.Literals(["prev_hash", "entry_hash"]),
+  expected: Schema.String,
+  actual: Schema.String
+}) {
+  override get message(): string {
+    return `integrity violation at index ${this.index} (sequence ${this.sequence}): ${this.what} expected ${this.expected}, found ${this.actual}`
+  }
+}
+
+/**
+ * The session does not exist in storage.
+ *
+ * @since 0.1.0
+ */
+export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("SessionNotFound", {
+  id: Schema.String
+}) {
+  override get message(): string {
+    return `session ${this.id} not found`
+  }
+}
+
+/**
+ * Another writer holds the session's single-writer lock.
+ *
+ * @since 0.1.0
+ */
+export class SessionLocked extends Schema.TaggedError<SessionLocked>()("SessionLocked", {
+  id: Schema.String,
+  holder: Schema.String
+}) {
+  override get message(): string {
+    return `session ${this.id} is locked by another writer (${this.holder})`
+  }
+}
+
+/**
+ * Storage failed. `operation` names the port operation or primitive, `path` the file
+ * or table when there is one, `cause` the underlying error. After a StorageError on a
+ * write, the session's in-memory state is dropped and re-read before the next write.
+ *
+ * @since 0.1.0
+ */
+export class StorageError extends Schema.TaggedError<StorageError>()("StorageError", {
+  operation: Schema.String,
+  path: Schema.optionalKey(Schema.String),
+  reason: Schema.optionalKey(Schema.String),
+  cause: Schema.optionalKey(Schema.Defect())
+}) {
+  override get message(): string {
+    const where = this.path === undefined ? "" : ` (${this.path})`
+    const why = this.reason ?? (this.cause instanceof Error ? this.cause.message : this.cause === undefined ? "failed" : String(this.cause))
+    return `storage ${this.operation} failed${where}: ${why}`
+  }
+}
+
+/**
+ * Stored bytes are damaged in a way that is not a torn tail: `segment` names the
+ * file (or table), `offset` the byte offset (or sequence) where the damage starts.
+ *
+ * @since 0.1.0
+ */
+export class CorruptJournal extends Schema.TaggedError<CorruptJournal>()("CorruptJournal", {
+  segment: Schema.String,
+  offset: Schema.Number,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `corrupt journal in ${this.segment} at offset ${this.offset}: ${this.reason}`
+  }
+}
+
+/**
+ * Two writers raced for the same sequence and this one lost. The service reloads
+ * and retries; callers only see it when retries are exhausted.
+ *
+ * @since 0.1.0
+ */
+export class SequenceConflict extends Schema.TaggedError<SequenceConflict>()("SequenceConflict", {
+  id: Schema.String,
+  sequence: Schema.Number
+}) {
+  override get message(): string {
+    return `session ${this.id}: another writer already stored sequence ${this.sequence}`
+  }
+}

@@ -1,0 +1,320 @@
+/**
+ * The state of one session as plain data, and the pure, total `fold` that advances it
+ * by one entry (DESIGN §3). Everything a guard decides on lives here: the retained
+ * entry ring, the tool-name ring, the cumulative counters and the head.
+ *
+ * @since 0.1.0
+ */
+import * as HashMap from "effect/HashMap"
+import * as Option from "effect/Option"
+import type * as Schema from "effect/Schema"
+import * as Chain from "./Chain.ts"
+import * as Entry from "./Entry.ts"
+import * as Ring from "./internal/Ring.ts"
+import type { SessionMeta } from "./SessionMeta.ts"
+
+/**
+ * Default number of retained entries (and tool names in `tool_sequence`).
+ *
+ * @since 0.1.0
+ */
+export const DEFAULT_ENTRY_CAP = 4096
+
+/**
+ * Default number of distinct tool names counted in `tool_counts`.
+ *
+ * @since 0.1.0
+ */
+export const DEFAULT_TOOL_COUNTS_CAP = 4096
+
+/**
+ * 2^64 − 1: every cumulative counter saturates here, as chio's u64 counters do.
+ *
+ * @since 0.1.0
+ */
+export const U64_MAX = 18446744073709551615n
+
+/**
+ * Cumulative data-flow counters (chio's `SessionDataFlow`).
+ *
+ * @since 0.1.0
+ */
+export interface DataFlow {
+  readonly total_bytes_read: bigint
+  readonly total_bytes_written: bigint
+  readonly total_invocations: bigint
+  readonly max_delegation_depth: number
+}
+
+/**
+ * Caps of a journal; both default to 4096.
+ *
+ * @since 0.1.0
+ */
+export interface Caps {
+  readonly entry_cap?: number | undefined
+  readonly tool_counts_cap?: number | undefined
+}
+
+/**
+ * The whole state of one session. Treat it as immutable; `fold` returns a new value
+ * and never changes its argument.
+ *
+ * @since 0.1.0
+ */
+export interface JournalState {
+  readonly session_id: string
+  readonly entry_cap: number
+  readonly tool_counts_cap: number
+  /** Sequence of the next entry; monotonic, independent of the ring's length. */
+  readonly next_sequence: number
+  /** Retained entries, oldest first, at most `entry_cap`. */
+  readonly entries: Ring.Ring<Entry.Entry>
+  /** Tool names of retained-window tool entries, oldest first, at most `entry_cap`. */
+  readonly tool_sequence: Ring.Ring<string>
+  /** `null` until the first eviction, then the fold of every evicted hash. */
+  readonly evicted_head: string | null
+  readonly data_flow: DataFlow
+  /** Calls per tool name; at most `tool_counts_cap` names, unseen names past it are dropped. */
+  readonly tool_counts: HashMap.HashMap<string, bigint>
+  readonly current_streak_tool: string | null
+  readonly current_streak_len: bigint
+  readonly message_count: bigint
+  readonly meta: SessionMeta | null
+}
+
+const emptyDataFlow: DataFlow = {
+  total_bytes_read: 0n,
+  total_bytes_written: 0n,
+  total_invocations: 0n,
+  max_delegation_depth: 0
+}
+
+const normalizeCap = (cap: number | undefined, fallback: number): number =>
+  cap === undefined || !Number.isInteger(cap) || cap < 0 ? fallback : cap
+
+/**
+ * The state of a session with no entries.
+ *
+ * @since 0.1.0
+ */
+export const empty = (sessionId: string, caps?: Caps): JournalState => ({
+  session_id: sessionId,
+  entry_cap: normalizeCap(caps?.entry_cap, DEFAULT_ENTRY_CAP),
+  tool_counts_cap: normalizeCap(caps?.tool_counts_cap, DEFAULT_TOOL_COUNTS_CAP),
+  next_sequence: 0,
+  entries: Ring.empty(),
+  tool_sequence: Ring.empty(),
+  evicted_head: null,
+  data_flow: emptyDataFlow,
+  tool_counts: HashMap.empty(),
+  current_streak_tool: null,
+  current_streak_len: 0n,
+  message_count: 0n,
+  meta: null
+})
+
+const sat = (n: bigint): bigint => n > U64_MAX ? U64_MAX : n
+
+/**
+ * Advances the state by one entry. Pure and total: the entry is taken as given (the
+ * caller links and hashes it, see `nextTool` / `nextOther`); its sequence sets
+ * `next_sequence`. Tool entries — allowed or denied — update every counter; other
+ * kinds touch only the chain, the ring and `message_count`.
+ *
+ * @since 0.1.0
+ */
+export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
+  let evictedHead = state.evicted_head
+  const entries = Ring.push(state.entries, entry, state.entry_cap, (evicted) => {
+    evictedHead = Chain.foldHash(evictedHead ?? "", evicted.entry_hash)
+  })
+  const next_sequence = entry.sequence + 1
+  if (!Entry.isTool(entry)) {
+    return { ...state, next_sequence, entries, evicted_head: evictedHead, message_count: sat(state.message_count + 1n) }
+  }
+  const name = entry.tool_name
+  const df = state.data_flow
+  const known = HashMap.get(state.tool_counts, name)
+  const tool_counts = Option.isSome(known)
+    ? HashMap.set(state.tool_counts, name, sat(known.value + 1n))
+    : HashMap.size(state.tool_counts) < state.tool_counts_cap
+    ? HashMap.set(state.tool_counts, name, 1n)
+    : state.tool_counts
+  const sameTool = state.current_streak_tool === name
+  return {
+    ...state,
+    next_sequence,
+    entries,
+    evicted_head: evictedHead,
+    tool_sequence: Ring.push(state.tool_sequence, name, state.entry_cap),
+    data_flow: {
+      total_bytes_read: sat(df.total_bytes_read + BigInt(entry.bytes_read)),
+      total_bytes_written: sat(df.total_bytes_written + BigInt(entry.bytes_written)),
+      total_invocations: sat(df.total_invocations + 1n),
+      max_delegation_depth: Math.max(df.max_delegation_depth, entry.delegation_depth)
+    },
+    tool_counts,
+    current_streak_tool: name,
+    current_streak_len: sameTool ? sat(state.current_streak_len + 1n) : 1n
+  }
+}
+
+/**
+ * Folds many entries in order.
+ *
+ * @since 0.1.0
+ */
+export const foldAll = (state: JournalState, entries: Iterable<Entry.Entry>): JournalState => {
+  let s = state
+  for (const e of entries) s = fold(s, e)
+  return s
+}
+
+/**
+ * Applies session metadata: the value with the later `updated_at` wins (ties go to
+ * the one applied last). Metadata is not part of the chain.
+ *
+ * @since 0.1.0
+ */
+export const applyMeta = (state: JournalState, meta: SessionMeta): JournalState =>
+  state.meta === null || meta.updated_at >= state.meta.updated_at ? { ...state, meta } : state
+
+/**
+ * Hash of the newest retained entry, or ZERO_HASH when none is retained: what the
+ * next entry's `prev_hash` must be.
+ *
+ * @since 0.1.0
+ */
+export const lastHash = (state: JournalState): string => Ring.last(state.entries)?.entry_hash ?? Entry.ZERO_HASH
+
+/**
+ * The exported head (DESIGN §2): commits to every entry ever folded.
+ *
+ * @since 0.1.0
+ */
+export const head = (state: JournalState): string =>
+  Chain.exportedHead(state.evicted_head, Ring.last(state.entries)?.entry_hash)
+
+/**
+ * The link of the next entry at the given time.
+ *
+ * @since 0.1.0
+ */
+export const nextLink = (state: JournalState, timestampSecs: number): Entry.Link => ({
+  sequence: state.next_sequence,
+  prev_hash: lastHash(state),
+  timestamp_secs: timestampSecs
+})
+
+/**
+ * Builds the next tool entry (validated parameters) without folding it.
+ *
+ * @since 0.1.0
+ */
+export const nextTool = (state: JournalState, timestampSecs: number, params: Entry.ValidToolParams): Entry.ToolEntry =>
+  Entry.makeTool(nextLink(state, timestampSecs), params)
+
+/**
+ * Builds the next non-tool entry (validated kind and payload) without folding it.
+ *
+ * @since 0.1.0
+ */
+export const nextOther = (
+  state: JournalState,
+  timestampSecs: number,
+  kind: string,
+  payload: Schema.Json
+): Entry.OtherEntry => Entry.makeOther(nextLink(state, timestampSecs), kind, payload)
+
+/**
+ * The retained entries, oldest first.
+ *
+ * @since 0.1.0
+ */
+export const entries = (state: JournalState): Array<Entry.Entry> => Ring.toArray(state.entries)
+
+/**
+ * Number of retained entries.
+ *
+ * @since 0.1.0
+ */
+export const entryCount = (state: JournalState): number => Ring.size(state.entries)
+
+/**
+ * Verifies the retained window (DESIGN §2).
+ *
+ * @since 0.1.0
+ */
+export const verify = (state: JournalState) =>
+  Chain.verify(entries(state), { prefixEvicted: state.evicted_head !== null })
+
+/**
+ * One consistent view of the counters that guards decide on, with chio's
+ * `SessionJournalSnapshot` field names.
+ *
+ * @since 0.1.0
+ */
+export interface Snapshot {
+  readonly session_id: string
+  readonly entry_count: number
+  readonly head_hash: string
+  readonly data_flow: DataFlow
+  readonly tool_sequence: ReadonlyArray<string>
+  readonly tool_counts: ReadonlyMap<string, bigint>
+  readonly current_streak_tool: string | null
+  readonly current_streak_len: bigint
+}
+
+/**
+ * Takes the snapshot of a state. The result shares nothing mutable with later states.
+ *
+ * @since 0.1.0
+ */
+export const snapshot = (state: JournalState): Snapshot => ({
+  session_id: state.session_id,
+  entry_count: Ring.size(state.entries),
+  head_hash: head(state),
+  data_flow: state.data_flow,
+  tool_sequence: Ring.toArray(state.tool_sequence),
+  tool_counts: new Map(state.tool_counts),
+  current_streak_tool: state.current_streak_tool,
+  current_streak_len: state.current_streak_len
+})
+
+/**
+ * A counter as JSON: a number up to 2^53 − 1, a decimal string above.
+ *
+ * @since 0.1.0
+ */
+export const counterToJson = (n: bigint): number | string =>
+  n <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(n) : n.toString()
+
+/**
+ * The JSON form of a data-flow value (counters above 2^53 − 1 as decimal strings).
+ *
+ * @since 0.1.0
+ */
+export const dataFlowToJson = (df: DataFlow) => ({
+  total_bytes_read: counterToJson(df.total_bytes_read),
+  total_bytes_written: counterToJson(df.total_bytes_written),
+  total_invocations: counterToJson(df.total_invocations),
+  max_delegation_depth: df.max_delegation_depth
+})
+
+/**
+ * The JSON form of a snapshot, field for field as chio serializes it (counters above
+ * 2^53 − 1 as decimal strings).
+ *
+ * @since 0.1.0
+ */
+export const snapshotToJson = (s: Snapshot) => ({
+  session_id: s.session_id,
+  entry_count: s.entry_count,
+  head_hash: s.head_hash,
+  data_flow: dataFlowToJson(s.data_flow),
+  tool_sequence: [...s.tool_sequence],
+  tool_counts: Object.fromEntries(Array.from(s.tool_counts, ([k, v]) => [k, counterToJson(v)])),
+  current_streak_tool: s.current_streak_tool,
+  current_streak_len: counterToJson(s.current_streak_len)
+})

@@ -1,0 +1,131 @@
+/**
+ * Byte encodings hashed by the chain (DESIGN §2). Plain functions, no Effect: this
+ * is the hot path of every write and every replay.
+ */
+import { sha256 } from "@noble/hashes/sha2.js"
+import { bytesToHex, utf8ToBytes } from "@noble/hashes/utils.js"
+
+const TWO_32 = 4294967296
+
+/** @internal */
+export class Writer {
+  readonly bytes: Uint8Array
+  private readonly view: DataView
+  private pos = 0
+  constructor(size: number) {
+    this.bytes = new Uint8Array(size)
+    this.view = new DataView(this.bytes.buffer)
+  }
+  /** An unsigned integer below 2^53 as u64 little-endian. */
+  u64(n: number): void {
+    this.view.setUint32(this.pos, n >>> 0, true)
+    this.view.setUint32(this.pos + 4, Math.floor(n / TWO_32), true)
+    this.pos += 8
+  }
+  /** u64 2^64 − 1: the marker that separates non-tool encodings from tool encodings. */
+  u64Max(): void {
+    this.view.setUint32(this.pos, 0xffffffff, true)
+    this.view.setUint32(this.pos + 4, 0xffffffff, true)
+    this.pos += 8
+  }
+  u32(n: number): void {
+    this.view.setUint32(this.pos, n >>> 0, true)
+    this.pos += 4
+  }
+  u8(n: number): void {
+    this.bytes[this.pos++] = n
+  }
+  /** Length-prefixed bytes: u64le(length) ‖ bytes. */
+  lp(b: Uint8Array): void {
+    this.u64(b.length)
+    this.bytes.set(b, this.pos)
+    this.pos += b.length
+  }
+}
+
+/** @internal */
+export const hashHex = (bytes: Uint8Array): string => bytesToHex(sha256(bytes))
+
+/** @internal */
+export const utf8 = utf8ToBytes
+
+/** @internal */
+export interface ToolFields {
+  readonly sequence: number
+  readonly prev_hash: string
+  readonly timestamp_secs: number
+  readonly tool_name: string
+  readonly server_id: string
+  readonly agent_id: string
+  readonly bytes_read: number
+  readonly bytes_written: number
+  readonly delegation_depth: number
+  readonly allowed: boolean
+}
+
+/**
+ * chio-http-session's encoding: u64(sequence) ‖ lp(prev_hash) ‖ u64(timestamp_secs) ‖
+ * lp(tool_name) ‖ lp(server_id) ‖ lp(agent_id) ‖ u64(bytes_read) ‖ u64(bytes_written) ‖
+ * u32(delegation_depth) ‖ u8(allowed).
+ *
+ * @internal
+ */
+export const toolPreimage = (e: ToolFields): Uint8Array => {
+  const prev = utf8(e.prev_hash)
+  const tool = utf8(e.tool_name)
+  const server = utf8(e.server_id)
+  const agent = utf8(e.agent_id)
+  const w = new Writer(8 + 8 + prev.length + 8 + 24 + tool.length + server.length + agent.length + 8 + 8 + 4 + 1)
+  w.u64(e.sequence)
+  w.lp(prev)
+  w.u64(e.timestamp_secs)
+  w.lp(tool)
+  w.lp(server)
+  w.lp(agent)
+  w.u64(e.bytes_read)
+  w.u64(e.bytes_written)
+  w.u32(e.delegation_depth)
+  w.u8(e.allowed ? 1 : 0)
+  return w.bytes
+}
+
+/**
+ * Any other kind: u64(sequence) ‖ lp(prev_hash) ‖ u64(timestamp_secs) ‖ u64(2^64−1) ‖
+ * lp(kind) ‖ lp(canonical payload). The all-ones marker sits where a tool entry has
+ * the length of its tool name, which can never be 2^64−1, so no two kinds collide.
+ *
+ * @internal
+ */
+export const otherPreimage = (
+  sequence: number,
+  prevHash: string,
+  timestampSecs: number,
+  kind: string,
+  canonicalPayload: string
+): Uint8Array => {
+  const prev = utf8(prevHash)
+  const k = utf8(kind)
+  const p = utf8(canonicalPayload)
+  const w = new Writer(8 + 8 + prev.length + 8 + 8 + 8 + k.length + 8 + p.length)
+  w.u64(sequence)
+  w.lp(prev)
+  w.u64(timestampSecs)
+  w.u64Max()
+  w.lp(k)
+  w.lp(p)
+  return w.bytes
+}
+
+/**
+ * fold(p, h) = SHA-256(lp(p) ‖ lp(h)) over the hex strings.
+ *
+ * @internal
+ */
+export const foldPreimage = (p: string, h: string): Uint8Array => {
+  const pb = utf8(p)
+  const hb = utf8(h)
+  const w = new Writer(16 + pb.length + hb.length)
+  w.lp(pb)
+  w.lp(hb)
+  return w.bytes
+}
