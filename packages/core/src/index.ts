@@ -17,3 +17,7 @@ export * from "./Errors.ts"
 export * as JournalState from "./JournalState.ts"
 /** @since 0.1.0 */
 export * as SessionMeta from "./SessionMeta.ts"
+/** @since 0.1.0 */
+export * as Persistence from "./Persistence.ts"
+/** @since 0.1.0 */
+export * as Replay from "./Replay.ts"

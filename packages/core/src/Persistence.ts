@@ -1,0 +1,417 @@
+/**
+ * The storage port of the journal, and its in-memory adapter.
+ *
+ * A session is opened for reading or writing; a write handle holds the session's
+ * single-writer guarantee for as long as its scope is open (a lock file on disk, a
+ * sequence key in PostgreSQL, a flag in memory). Through the handle the service
+ * loads the session's state, appends batches durably, and writes checkpoints.
+ * History, listing, deletion and following are available without a handle.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as PubSub from "effect/PubSub"
+import * as Result from "effect/Result"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as Checkpoint from "./Checkpoint.ts"
+import type * as Entry from "./Entry.ts"
+import { ZERO_HASH } from "./Entry.ts"
+import {
+  CorruptJournal,
+  type IntegrityViolation,
+  SequenceConflict,
+  SessionLocked,
+  SessionNotFound,
+  type StorageError
+} from "./Errors.ts"
+import * as JournalState from "./JournalState.ts"
+import * as Replay from "./Replay.ts"
+import type { SessionMeta } from "./SessionMeta.ts"
+
+/**
+ * What a load found beyond the valid state: whether a checkpoint was used, how many
+ * entries were replayed or skipped, a torn tail (benign: an incomplete last record),
+ * and where and why the replay stopped early, if it did.
+ *
+ * @since 0.1.0
+ */
+export interface RecoveryReport {
+  readonly checkpoint: "none" | "loaded" | "rebuilt"
+  readonly replayed: number
+  readonly skipped: number
+  readonly tornTail: null | {
+    readonly segment: string
+    readonly offset: number
+    readonly bytes: number
+  }
+  readonly stopped: null | {
+    readonly reason: "corruption" | "gap" | "unknown_version" | "integrity"
+    readonly segment: string
+    readonly offset: number
+    readonly sequence: number | null
+    readonly detail: string
+  }
+}
+
+/**
+ * A report for a load that found nothing unusual.
+ *
+ * @since 0.1.0
+ */
+export const cleanReport = (checkpoint: RecoveryReport["checkpoint"], replayed: number): RecoveryReport => ({
+  checkpoint,
+  replayed,
+  skipped: 0,
+  tornTail: null,
+  stopped: null
+})
+
+/**
+ * A session as loaded: its state (checkpoint plus verified replay), whether it
+ * existed in storage, and the recovery report.
+ *
+ * @since 0.1.0
+ */
+export interface Loaded {
+  readonly state: JournalState.JournalState
+  readonly exists: boolean
+  readonly recovery: RecoveryReport
+}
+
+/**
+ * Failures of a load.
+ *
+ * @since 0.1.0
+ */
+export type LoadError = StorageError | CorruptJournal | IntegrityViolation
+
+/**
+ * One durable append: consecutive, linked entries continuing the stored chain,
+ * optionally a metadata update, and the state after them (an adapter may write a
+ * checkpoint from it when one is due).
+ *
+ * @since 0.1.0
+ */
+export interface AppendBatch {
+  readonly entries: ReadonlyArray<Entry.Entry>
+  readonly meta?: SessionMeta | undefined
+  readonly state: JournalState.JournalState
+}
+
+/**
+ * An open session. For a write handle, the single-writer guarantee holds until the
+ * scope that opened it closes.
+ *
+ * @since 0.1.0
+ */
+export interface SessionHandle {
+  readonly id: string
+  /**
+   * Reads the session from storage: the newest valid checkpoint, then every stored
+   * entry after it, replayed with `Replay.step`. A session that does not exist loads
+   * as the empty state with `exists: false`.
+   */
+  readonly load: Effect.Effect<Loaded, LoadError>
+  /**
+   * Appends a batch; durable when it succeeds. An entry whose sequence is already
+   * stored with the same hash is accepted again (idempotent re-append); a different
+   * entry at a stored sequence (a fork) or a sequence past the end (a gap) fails with
+   * `SequenceConflict` and stores nothing of the batch.
+   */
+  readonly append: (batch: AppendBatch) => Effect.Effect<void, StorageError | SequenceConflict>
+  /** Stores a checkpoint of `state`, atomically replacing the previous one. */
+  readonly checkpoint: (state: JournalState.JournalState) => Effect.Effect<void, StorageError>
+}
+
+/**
+ * How to open a session: `write` takes the single-writer guarantee; `read` never
+ * blocks a writer. `caps` apply when the session has no checkpoint of its own.
+ *
+ * @since 0.1.0
+ */
+export interface OpenOptions {
+  readonly mode: "read" | "write"
+  readonly caps?: JournalState.Caps | undefined
+}
+
+/**
+ * One line of `list`.
+ *
+ * @since 0.1.0
+ */
+export interface SessionInfo {
+  readonly id: string
+  /** Number of entries ever stored (the next sequence). */
+  readonly entries: number
+  readonly head: string
+  /** Last change, milliseconds since the epoch, when known. */
+  readonly updatedAt: number | null
+  /** Bytes the session occupies in storage, when the adapter can tell. */
+  readonly bytes: number | null
+}
+
+/**
+ * Range of a history read: entries with `sequence >= from`, at most `limit` of them.
+ *
+ * @since 0.1.0
+ */
+export interface HistoryOptions {
+  readonly from?: number | undefined
+  readonly limit?: number | undefined
+}
+
+/**
+ * The storage port. Every adapter passes the contract suite exported from
+ * `@session-journal/core/test/PersistenceContract`.
+ *
+ * @since 0.1.0
+ */
+export class Persistence extends Context.Service<Persistence, {
+  /** Opens a session; the handle lives as long as the surrounding scope. */
+  readonly open: (
+    id: string,
+    options: OpenOptions
+  ) => Effect.Effect<SessionHandle, StorageError | SessionLocked, Scope.Scope>
+  /** Every stored entry with `sequence >= from`, in order, read lazily in pages. */
+  readonly history: (
+    id: string,
+    options?: HistoryOptions
+  ) => Stream.Stream<Entry.Entry, StorageError | CorruptJournal | SessionNotFound>
+  /**
+   * Entries from `from` on, then every entry stored later by any writer (this
+   * process or another), without end.
+   */
+  readonly follow: (
+    id: string,
+    from: number
+  ) => Stream.Stream<Entry.Entry, StorageError | CorruptJournal | SessionNotFound>
+  /** All sessions in storage. */
+  readonly list: Effect.Effect<ReadonlyArray<SessionInfo>, StorageError>
+  /** Deletes a session and all its history; fails with `SessionLocked` while a writer holds it. */
+  readonly delete: (id: string) => Effect.Effect<void, StorageError | SessionLocked | SessionNotFound>
+}>()("@session-journal/core/Persistence") {}
+
+
+/**
+ * Replays `entries` after a checkpoint state (or the empty state) and builds the
+ * load result; shared by adapters whose storage yields entries as an iterable.
+ *
+ * @since 0.1.0
+ */
+export const loadFrom = (
+  base: JournalState.JournalState,
+  checkpoint: RecoveryReport["checkpoint"],
+  entries: Iterable<Entry.Entry>,
+  exists: boolean,
+  location: string
+): Effect.Effect<Loaded, IntegrityViolation> => {
+  const verified = JournalState.verify(base)
+  if (Result.isFailure(verified)) return Effect.fail(verified.failure)
+  const outcome = Replay.replayAll(base, entries, JournalState.entryCount(base))
+  if (outcome.stopped !== null && outcome.stopped.step._tag === "Violation") {
+    return Effect.fail(outcome.stopped.step.error)
+  }
+  const stopped = outcome.stopped === null ? null : {
+    reason: "gap" as const,
+    segment: location,
+    offset: outcome.stopped.index,
+    sequence: outcome.stopped.step._tag === "Gap" ? outcome.stopped.step.found : null,
+    detail: outcome.stopped.step._tag === "Gap"
+      ? `expected sequence ${outcome.stopped.step.expected}, found ${outcome.stopped.step.found}`
+      : "stopped"
+  }
+  return Effect.succeed({
+    state: outcome.state,
+    exists,
+    recovery: { checkpoint, replayed: outcome.replayed, skipped: outcome.skipped, tornTail: null, stopped }
+  })
+}
+
+/**
+ * Options of the in-memory adapter.
+ *
+ * @since 0.1.0
+ */
+export interface MemoryOptions {
+  /** Write a checkpoint after this many entries since the last one (default 1024). */
+  readonly checkpointEvery?: number | undefined
+}
+
+interface MemorySession {
+  readonly entries: Array<Entry.Entry>
+  checkpoint: Checkpoint.CheckpointJson | null
+  meta: SessionMeta | null
+  writer: boolean
+  updatedAt: number
+  sinceCheckpoint: number
+}
+
+/**
+ * A complete in-memory adapter: full history, checkpoints (stored encoded, so the
+ * codec is exercised), metadata, the session list, a writer flag per session, and
+ * `follow` through a `PubSub`. Nothing survives the process; use it in tests and
+ * for ephemeral journals.
+ *
+ * @since 0.1.0
+ */
+export const makeMemory = Effect.fnUntraced(function*(options?: MemoryOptions) {
+  const checkpointEvery = options?.checkpointEvery ?? 1024
+  const sessions = new Map<string, MemorySession>()
+  const appended = yield* PubSub.unbounded<{ readonly id: string; readonly entries: ReadonlyArray<Entry.Entry> }>()
+
+  const sessionFor = (id: string): MemorySession => {
+    let s = sessions.get(id)
+    if (s === undefined) {
+      s = { entries: [], checkpoint: null, meta: null, writer: false, updatedAt: 0, sinceCheckpoint: 0 }
+      sessions.set(id, s)
+    }
+    return s
+  }
+
+  const load = (id: string, caps: JournalState.Caps | undefined): Effect.Effect<Loaded, LoadError> =>
+    Effect.suspend((): Effect.Effect<Loaded, LoadError> => {
+      const s = sessions.get(id)
+      if (s === undefined || (s.entries.length === 0 && s.checkpoint === null && s.meta === null)) {
+        return Effect.succeed<Loaded>({
+          state: JournalState.empty(id, caps),
+          exists: false,
+          recovery: cleanReport("none", 0)
+        })
+      }
+      let base = JournalState.empty(id, caps)
+      let kind: RecoveryReport["checkpoint"] = "none"
+      if (s.checkpoint !== null) {
+        const decoded = Checkpoint.decode(s.checkpoint)
+        if (Result.isFailure(decoded)) {
+          return Effect.fail(new CorruptJournal({ segment: `memory:${id}/checkpoint`, offset: 0, reason: decoded.failure }))
+        }
+        base = decoded.success
+        kind = "loaded"
+      }
+      const tail = s.entries.slice(base.next_sequence)
+      return loadFrom(base, kind, tail, true, `memory:${id}`).pipe(
+        Effect.map((loaded) => s.meta === null ? loaded : { ...loaded, state: JournalState.applyMeta(loaded.state, s.meta) })
+      )
+    })
+
+  const append = (id: string, batch: AppendBatch): Effect.Effect<void, SequenceConflict> =>
+    Effect.suspend(() => {
+      const s = sessionFor(id)
+      const fresh: Array<Entry.Entry> = []
+      let next = s.entries.length
+      for (const entry of batch.entries) {
+        if (entry.sequence < next && fresh.length === 0) {
+          if (s.entries[entry.sequence]!.entry_hash !== entry.entry_hash) {
+            return Effect.fail(new SequenceConflict({ id, sequence: entry.sequence }))
+          }
+          continue
+        }
+        if (entry.sequence !== next) return Effect.fail(new SequenceConflict({ id, sequence: entry.sequence }))
+        fresh.push(entry)
+        next++
+      }
+      for (const e of fresh) s.entries.push(e)
+      if (batch.meta !== undefined && (s.meta === null || batch.meta.updated_at >= s.meta.updated_at)) {
+        s.meta = batch.meta
+      }
+      s.updatedAt = Date.now()
+      s.sinceCheckpoint += fresh.length
+      if (s.sinceCheckpoint >= checkpointEvery && batch.state.next_sequence === s.entries.length) {
+        s.checkpoint = Checkpoint.encode(batch.state)
+        s.sinceCheckpoint = 0
+      }
+      return fresh.length === 0 ? Effect.void : Effect.asVoid(PubSub.publish(appended, { id, entries: fresh }))
+    })
+
+  const history = (id: string, options?: HistoryOptions) =>
+    Stream.suspend(() => {
+      const s = sessions.get(id)
+      if (s === undefined) return Stream.fail(new SessionNotFound({ id }))
+      const from = Math.max(0, options?.from ?? 0)
+      const to = options?.limit === undefined ? s.entries.length : Math.min(s.entries.length, from + options.limit)
+      return Stream.fromIterable(s.entries.slice(from, to))
+    })
+
+  const follow = (id: string, from: number) =>
+    Stream.unwrap(Effect.gen(function*() {
+      // Subscribe before reading the catch-up, then drop what the catch-up covered:
+      // nothing appended in between is lost.
+      const sub = yield* PubSub.subscribe(appended)
+      const s = sessions.get(id)
+      if (s === undefined) return Stream.fail(new SessionNotFound({ id }))
+      const catchUp = s.entries.slice(Math.max(0, from))
+      let next = Math.max(from, s.entries.length)
+      const live = Stream.fromSubscription(sub).pipe(
+        Stream.filter((m) => m.id === id),
+        Stream.flatMap((m) => Stream.fromIterable(m.entries)),
+        Stream.filter((e) => {
+          if (e.sequence < next) return false
+          next = e.sequence + 1
+          return true
+        })
+      )
+      return Stream.concat(Stream.fromIterable(catchUp), live)
+    }))
+
+  const open = (id: string, openOptions: OpenOptions) =>
+    Effect.gen(function*() {
+      if (openOptions.mode === "write") {
+        yield* Effect.acquireRelease(
+          Effect.suspend(() => {
+            const s = sessionFor(id)
+            if (s.writer) return Effect.fail(new SessionLocked({ id, holder: "another writer in this process" }))
+            s.writer = true
+            return Effect.void
+          }),
+          () => Effect.sync(() => { const s = sessions.get(id); if (s !== undefined) s.writer = false })
+        )
+      }
+      const handle: SessionHandle = {
+        id,
+        load: load(id, openOptions.caps),
+        append: (batch) =>
+          openOptions.mode === "write"
+            ? append(id, batch)
+            : Effect.fail(new SequenceConflict({ id, sequence: batch.entries[0]?.sequence ?? 0 })),
+        checkpoint: (state) =>
+          Effect.sync(() => {
+            const s = sessionFor(id)
+            s.checkpoint = Checkpoint.encode(state)
+            s.sinceCheckpoint = 0
+          })
+      }
+      return handle
+    })
+
+  const list = Effect.sync(() =>
+    Array.from(sessions.entries())
+      .filter(([, s]) => s.entries.length > 0 || s.checkpoint !== null || s.meta !== null)
+      .map(([id, s]): SessionInfo => {
+        const last = s.entries[s.entries.length - 1]
+        return { id, entries: s.entries.length, head: last?.entry_hash ?? ZERO_HASH, updatedAt: s.updatedAt, bytes: null }
+      })
+      .sort((a, b) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+  )
+
+  const remove = (id: string) =>
+    Effect.suspend((): Effect.Effect<void, SessionLocked | SessionNotFound> => {
+      const s = sessions.get(id)
+      if (s === undefined) return Effect.fail(new SessionNotFound({ id }))
+      if (s.writer) return Effect.fail(new SessionLocked({ id, holder: "a writer in this process" }))
+      sessions.delete(id)
+      return Effect.void
+    })
+
+  return Persistence.of({ open, history, follow, list, delete: remove })
+})
+
+/**
+ * The in-memory adapter as a layer.
+ *
+ * @since 0.1.0
+ */
+export const layerMemory = (options?: MemoryOptions): Layer.Layer<Persistence> =>
+  Layer.effect(Persistence, makeMemory(options))

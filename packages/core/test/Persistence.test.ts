@@ -1,0 +1,4 @@
+import { Persistence } from "../src/index.ts"
+import { suite } from "./PersistenceContract.ts"
+
+suite("memory", Persistence.layerMemory({ checkpointEvery: 7 }))
