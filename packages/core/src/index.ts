@@ -21,3 +21,7 @@ export * as SessionMeta from "./SessionMeta.ts"
 export * as Persistence from "./Persistence.ts"
 /** @since 0.1.0 */
 export * as Replay from "./Replay.ts"
+/** @since 0.1.0 */
+export * as Guard from "./Guard.ts"
+/** @since 0.1.0 */
+export * as SessionJournal from "./SessionJournal.ts"

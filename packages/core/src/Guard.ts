@@ -1,0 +1,178 @@
+/**
+ * Guards: pure policies that decide, from one consistent snapshot of a session and
+ * the parameters of a proposed tool call, whether the call is allowed. The service's
+ * `decide` evaluates a guard and records the call with `allowed` set by the verdict,
+ * atomically, so no other write can slip between the decision and its record.
+ *
+ * Every built-in guard reads cumulative counters, never the bounded rings, so it
+ * keeps holding after entries are evicted.
+ *
+ * @since 0.1.0
+ */
+import type { ValidToolParams } from "./Entry.ts"
+import type { Snapshot } from "./JournalState.ts"
+
+/**
+ * The outcome of a guard.
+ *
+ * @since 0.1.0
+ */
+export type Verdict =
+  | { readonly _tag: "Allow" }
+  | { readonly _tag: "Deny"; readonly reason: string }
+
+/**
+ * A guard: a pure function of the session snapshot and the proposed call.
+ *
+ * @since 0.1.0
+ */
+export type Guard = (snapshot: Snapshot, params: ValidToolParams) => Verdict
+
+/**
+ * The allowing verdict.
+ *
+ * @since 0.1.0
+ */
+export const allow: Verdict = { _tag: "Allow" }
+
+/**
+ * A denying verdict with its reason (returned to the caller of `decide`).
+ *
+ * @since 0.1.0
+ */
+export const deny = (reason: string): Verdict => ({ _tag: "Deny", reason })
+
+/**
+ * Whether a verdict allows.
+ *
+ * @since 0.1.0
+ */
+export const isAllowed = (verdict: Verdict): boolean => verdict._tag === "Allow"
+
+/**
+ * Denies when the session's total bytes read plus this call's would exceed `limit`.
+ *
+ * @since 0.1.0
+ */
+export const maxBytesRead = (limit: number | bigint): Guard => (s, p) =>
+  s.data_flow.total_bytes_read + BigInt(p.bytes_read) > BigInt(limit)
+    ? deny(`bytes read would exceed ${limit}`)
+    : allow
+
+/**
+ * Denies when the session's total bytes written plus this call's would exceed `limit`.
+ *
+ * @since 0.1.0
+ */
+export const maxBytesWritten = (limit: number | bigint): Guard => (s, p) =>
+  s.data_flow.total_bytes_written + BigInt(p.bytes_written) > BigInt(limit)
+    ? deny(`bytes written would exceed ${limit}`)
+    : allow
+
+/**
+ * Denies the call that would make more than `limit` invocations (denied calls count
+ * too, as in chio).
+ *
+ * @since 0.1.0
+ */
+export const maxInvocations = (limit: number | bigint): Guard => (s) =>
+  s.data_flow.total_invocations + 1n > BigInt(limit)
+    ? deny(`invocations would exceed ${limit}`)
+    : allow
+
+/**
+ * Denies a call whose delegation depth exceeds `limit`.
+ *
+ * @since 0.1.0
+ */
+export const maxDelegationDepth = (limit: number): Guard => (_, p) =>
+  p.delegation_depth > limit ? deny(`delegation depth ${p.delegation_depth} exceeds ${limit}`) : allow
+
+/**
+ * Denies the call that would make the same tool run more than `limit` times in a
+ * row. Reads the streak counter, so it holds after the streak outgrew the ring.
+ *
+ * @since 0.1.0
+ */
+export const maxStreak = (limit: number | bigint): Guard => (s, p) =>
+  s.current_streak_tool === p.tool_name && s.current_streak_len + 1n > BigInt(limit)
+    ? deny(`${p.tool_name} would run more than ${limit} times in a row`)
+    : allow
+
+/**
+ * Denies a call to `to` directly after a call to `from`, for each listed pair.
+ *
+ * @since 0.1.0
+ */
+export const forbiddenTransitions = (pairs: ReadonlyArray<readonly [from: string, to: string]>): Guard => (s, p) => {
+  const last = s.current_streak_tool
+  if (last === null) return allow
+  for (const [from, to] of pairs) {
+    if (from === last && to === p.tool_name) return deny(`${to} may not follow ${from}`)
+  }
+  return allow
+}
+
+/**
+ * Denies a call to a tool unless each of its required predecessors has been called
+ * at least once. Reads `tool_counts`: a predecessor that was never counted (also one
+ * dropped because the cap was full) fails closed.
+ *
+ * @since 0.1.0
+ */
+export const requirePredecessors = (required: Readonly<Record<string, ReadonlyArray<string>>>): Guard => (s, p) => {
+  const needs = Object.hasOwn(required, p.tool_name) ? required[p.tool_name]! : []
+  for (const name of needs) {
+    if ((s.tool_counts.get(name) ?? 0n) === 0n) return deny(`${p.tool_name} requires ${name} first`)
+  }
+  return allow
+}
+
+/**
+ * Allows only the listed tools.
+ *
+ * @since 0.1.0
+ */
+export const allowList = (names: Iterable<string>): Guard => {
+  const set = new Set(names)
+  return (_, p) => set.has(p.tool_name) ? allow : deny(`${p.tool_name} is not on the allow list`)
+}
+
+/**
+ * Denies the listed tools.
+ *
+ * @since 0.1.0
+ */
+export const denyList = (names: Iterable<string>): Guard => {
+  const set = new Set(names)
+  return (_, p) => set.has(p.tool_name) ? deny(`${p.tool_name} is on the deny list`) : allow
+}
+
+/**
+ * Allows when every guard allows; the first denial (in order) is the verdict.
+ *
+ * @since 0.1.0
+ */
+export const all = (...guards: ReadonlyArray<Guard>): Guard => (s, p) => {
+  for (const g of guards) {
+    const v = g(s, p)
+    if (v._tag === "Deny") return v
+  }
+  return allow
+}
+
+/**
+ * Allows when at least one guard allows; otherwise denies with every reason. With no
+ * guards it denies (fail closed).
+ *
+ * @since 0.1.0
+ */
+export const any = (...guards: ReadonlyArray<Guard>): Guard => (s, p) => {
+  const reasons: Array<string> = []
+  for (const g of guards) {
+    const v = g(s, p)
+    if (v._tag === "Allow") return v
+    reasons.push(v.reason)
+  }
+  return deny(reasons.length === 0 ? "no guard allows" : reasons.join("; "))
+}

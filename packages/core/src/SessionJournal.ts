@@ -1,0 +1,634 @@
+/**
+ * The SessionJournal service: the journal of every session of an application.
+ *
+ * Each open session keeps its `JournalState` in one `SynchronizedRef`; every write
+ * goes through it, so the chain, the rings and the counters always change together.
+ * Writers that arrive while a durable append is in flight are group-committed: the
+ * next holder of the ref takes every pending request, builds their entries in order,
+ * and stores them with one `append`. Each caller gets its own entry back once
+ * storage says the batch is durable. When storage fails, the session's in-memory
+ * state is dropped and re-read from storage before the next write: a failed sync may
+ * or may not have reached the disk, and storage is the truth.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as PubSub from "effect/PubSub"
+import * as Result from "effect/Result"
+import type * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as SynchronizedRef from "effect/SynchronizedRef"
+import * as Chain from "./Chain.ts"
+import * as Entry from "./Entry.ts"
+import {
+  CorruptJournal,
+  type IntegrityViolation,
+  type InvalidRecordField,
+  InvalidSessionId,
+  type SequenceConflict,
+  type SessionLocked,
+  SessionNotFound,
+  StorageError
+} from "./Errors.ts"
+import * as Guard from "./Guard.ts"
+import * as JournalState from "./JournalState.ts"
+import * as Persistence from "./Persistence.ts"
+import * as Replay from "./Replay.ts"
+import * as SessionMeta from "./SessionMeta.ts"
+
+/**
+ * Failures of opening or loading a session for writing.
+ *
+ * @since 0.1.0
+ */
+export type OpenError = InvalidSessionId | StorageError | SessionLocked | CorruptJournal | IntegrityViolation
+
+/**
+ * Failures of a write (`record`, `append`, `decide`, `setMeta`).
+ *
+ * @since 0.1.0
+ */
+export type WriteError = OpenError | InvalidRecordField
+
+/**
+ * Failures of a read of one session's state.
+ *
+ * @since 0.1.0
+ */
+export type ReadError = InvalidSessionId | StorageError | CorruptJournal | IntegrityViolation | SessionNotFound
+
+/**
+ * One element of `changes`: a committed entry, or the number of entries this
+ * subscriber missed because it fell more than the stream capacity behind.
+ *
+ * @since 0.1.0
+ */
+export type Change =
+  | { readonly _tag: "Entry"; readonly entry: Entry.Entry }
+  | { readonly _tag: "Missed"; readonly count: number; readonly fromSequence: number }
+
+/**
+ * The result of `decide`: the verdict and the entry recorded for it.
+ *
+ * @since 0.1.0
+ */
+export interface Decision {
+  readonly verdict: Guard.Verdict
+  readonly entry: Entry.ToolEntry
+}
+
+/**
+ * One item of `writeAll`: a tool call or a non-tool entry.
+ *
+ * @since 0.1.0
+ */
+export type WriteItem =
+  | { readonly _tag: "Tool"; readonly params: Entry.ToolParams }
+  | { readonly _tag: "Other"; readonly kind: string; readonly payload: unknown }
+
+/**
+ * The result of `verify`: the head of the verified chain and how many stored
+ * entries were checked.
+ *
+ * @since 0.1.0
+ */
+export interface VerifyReport {
+  readonly id: string
+  readonly head: string
+  readonly entriesChecked: number
+  readonly nextSequence: number
+}
+
+/**
+ * Options of the service.
+ *
+ * @since 0.1.0
+ */
+export interface Options {
+  /** Caps of new sessions (default 4096 / 4096); an existing session keeps its own. */
+  readonly caps?: JournalState.Caps | undefined
+  /** Capacity of each session's `changes` hub; the strategy is sliding (default 1024). */
+  readonly changesCapacity?: number | undefined
+  /** Most requests stored by one append (default 1024). */
+  readonly maxBatch?: number | undefined
+  /** Reload-and-retry rounds when another instance wrote the same sequence (default 8). */
+  readonly conflictRetries?: number | undefined
+}
+
+/**
+ * The journal service.
+ *
+ * @since 0.1.0
+ */
+export class SessionJournal extends Context.Service<SessionJournal, {
+  /** Records a tool invocation; returns the durable entry. */
+  readonly record: (id: string, params: Entry.ToolParams) => Effect.Effect<Entry.ToolEntry, WriteError>
+  /** Appends a message (`kind: "message"`) or an entry of another kind. */
+  readonly append: (id: string, kind: string, payload: unknown) => Effect.Effect<Entry.OtherEntry, WriteError>
+  /** Stores several items with one durable append, in order; all or none. */
+  readonly writeAll: (id: string, items: ReadonlyArray<WriteItem>) => Effect.Effect<Array<Entry.Entry>, WriteError>
+  /** Evaluates `guard` on the current snapshot and records the call with `allowed` set by the verdict, atomically. */
+  readonly decide: (id: string, params: Entry.ToolParams, guard: Guard.Guard) => Effect.Effect<Decision, WriteError>
+  /** Changes the session's metadata (not chained; the latest `updated_at` wins). */
+  readonly setMeta: (id: string, patch: SessionMeta.MetaPatch) => Effect.Effect<SessionMeta.SessionMeta, WriteError>
+  /** The state of a session (its open state, or a read-only load). */
+  readonly state: (id: string) => Effect.Effect<JournalState.JournalState, ReadError>
+  /** The chio snapshot of a session. */
+  readonly snapshot: (id: string) => Effect.Effect<JournalState.Snapshot, ReadError>
+  /** The exported head of a session. */
+  readonly head: (id: string) => Effect.Effect<string, ReadError>
+  /** Verifies the whole stored history of a session against its state. */
+  readonly verify: (id: string) => Effect.Effect<VerifyReport, ReadError>
+  /** Full history from storage (not only the retained ring). */
+  readonly entries: (
+    id: string,
+    options?: Persistence.HistoryOptions
+  ) => Stream.Stream<Entry.Entry, InvalidSessionId | StorageError | CorruptJournal | SessionNotFound>
+  /** Entries from `from` on, then every entry any writer stores later (other processes included). */
+  readonly follow: (
+    id: string,
+    from?: number
+  ) => Stream.Stream<Entry.Entry, InvalidSessionId | StorageError | CorruptJournal | SessionNotFound>
+  /**
+   * Subscribes to every entry this service commits to the session from now on. The
+   * subscription exists once the effect completes (so nothing committed after that
+   * is lost) and lasts as long as its scope; the stream delivers entries in order,
+   * with a "missed" marker where a slow consumer fell more than the hub's capacity
+   * behind.
+   */
+  readonly changes: (id: string) => Effect.Effect<Stream.Stream<Change>, ReadError, Scope.Scope>
+  /** Completes when this service has committed entry `sequence` (at once if it already has). */
+  readonly awaitSequence: (id: string, sequence: number) => Effect.Effect<void, ReadError>
+  /** All sessions in storage. */
+  readonly list: Effect.Effect<ReadonlyArray<Persistence.SessionInfo>, StorageError>
+  /** Closes the session here (releasing its writer guarantee) and deletes it from storage. */
+  readonly delete: (id: string) => Effect.Effect<void, InvalidSessionId | StorageError | SessionLocked | SessionNotFound>
+  /** Closes an open session, releasing its writer guarantee; a no-op when it is not open. */
+  readonly close: (id: string) => Effect.Effect<void>
+}>()("@session-journal/core/SessionJournal") {}
+
+interface Built<A> {
+  readonly entries: ReadonlyArray<Entry.Entry>
+  readonly meta: SessionMeta.SessionMeta | null
+  readonly result: A
+}
+
+interface Request<A> {
+  readonly build: (state: JournalState.JournalState, timestampSecs: number, nowMillis: number) => Built<A>
+  readonly deferred: Deferred.Deferred<A, WriteError>
+}
+
+interface Slot {
+  /** `null` after a storage failure: reload before the next write. */
+  readonly state: JournalState.JournalState | null
+  /** Set when the stored history is damaged: writes refuse until it is repaired. */
+  readonly blocked: CorruptJournal | null
+}
+
+interface OpenSession {
+  readonly id: string
+  readonly scope: Scope.Closeable
+  readonly handle: Persistence.SessionHandle
+  readonly ref: SynchronizedRef.SynchronizedRef<Slot>
+  readonly pending: Array<Request<unknown>>
+}
+
+interface Hub {
+  readonly pubsub: PubSub.PubSub<Entry.Entry>
+  /** Next sequence this service will publish, once known. */
+  next: number | null
+  readonly waiters: Array<{ readonly sequence: number; readonly deferred: Deferred.Deferred<void> }>
+}
+
+const blockedBy = (loaded: Persistence.Loaded, id: string): CorruptJournal | null =>
+  loaded.recovery.stopped === null ? null : new CorruptJournal({
+    segment: loaded.recovery.stopped.segment,
+    offset: loaded.recovery.stopped.offset,
+    reason: `${loaded.recovery.stopped.reason}: ${loaded.recovery.stopped.detail} (session ${id} needs repair before it can be written)`
+  })
+
+/**
+ * Builds the service on a `Persistence`.
+ *
+ * @since 0.1.0
+ */
+export const make = Effect.fnUntraced(function*(options?: Options) {
+  const persistence = yield* Persistence.Persistence
+  const caps = options?.caps
+  const changesCapacity = options?.changesCapacity ?? 1024
+  const maxBatch = Math.max(1, options?.maxBatch ?? 1024)
+  const conflictRetries = options?.conflictRetries ?? 8
+
+  const sessions = new Map<string, Deferred.Deferred<OpenSession, OpenError>>()
+  const hubs = new Map<string, Hub>()
+
+  const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))
+
+  const hubFor = (id: string): Effect.Effect<Hub> =>
+    Effect.suspend(() => {
+      const existing = hubs.get(id)
+      if (existing !== undefined) return Effect.succeed(existing)
+      return Effect.map(PubSub.sliding<Entry.Entry>(changesCapacity), (pubsub) => {
+        // Re-check: another fiber may have created the hub while this one yielded.
+        const raced = hubs.get(id)
+        if (raced !== undefined) return raced
+        const hub: Hub = { pubsub, next: null, waiters: [] }
+        hubs.set(id, hub)
+        return hub
+      })
+    })
+
+  const publish = (id: string, entries: ReadonlyArray<Entry.Entry>) =>
+    Effect.flatMap(hubFor(id), (hub) => {
+      const last = entries[entries.length - 1]
+      if (last === undefined) return Effect.void
+      hub.next = last.sequence + 1
+      const ready = hub.waiters.filter((w) => w.sequence < last.sequence + 1)
+      if (ready.length > 0) {
+        const keep = hub.waiters.filter((w) => w.sequence >= last.sequence + 1)
+        hub.waiters.length = 0
+        hub.waiters.push(...keep)
+        for (const w of ready) Deferred.doneUnsafe(w.deferred, Effect.void)
+      }
+      return Effect.asVoid(PubSub.publishAll(hub.pubsub, entries))
+    })
+
+  const openSession = (id: string): Effect.Effect<OpenSession, OpenError> =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const opened = yield* Effect.exit(Effect.gen(function*() {
+        const handle = yield* Scope.provide(scope)(persistence.open(id, { mode: "write", caps }))
+        const loaded = yield* handle.load
+        return { handle, loaded }
+      }))
+      if (Exit.isFailure(opened)) {
+        yield* Scope.close(scope, Exit.void)
+        return yield* Effect.failCause(opened.cause)
+      }
+      const { handle, loaded } = opened.value
+      const hub = yield* hubFor(id)
+      hub.next = Math.max(hub.next ?? 0, loaded.state.next_sequence)
+      const ref = yield* SynchronizedRef.make<Slot>({ state: loaded.state, blocked: blockedBy(loaded, id) })
+      return { id, scope, handle, ref, pending: [] }
+    })
+
+  const acquire = (id: string): Effect.Effect<OpenSession, OpenError> =>
+    Effect.suspend(() => {
+      const existing = sessions.get(id)
+      if (existing !== undefined) return Deferred.await(existing)
+      const deferred = Deferred.makeUnsafe<OpenSession, OpenError>()
+      sessions.set(id, deferred)
+      return openSession(id).pipe(
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            if (Exit.isFailure(exit)) sessions.delete(id)
+            Deferred.doneUnsafe(deferred, exit)
+          })
+        ),
+        Effect.uninterruptible,
+        Effect.andThen(Deferred.await(deferred))
+      )
+    })
+
+  const reload = (session: OpenSession): Effect.Effect<Slot, OpenError> =>
+    Effect.map(session.handle.load, (loaded) => ({ state: loaded.state, blocked: blockedBy(loaded, session.id) }))
+
+  const failAll = (batch: ReadonlyArray<Request<unknown>>, error: WriteError) =>
+    Effect.sync(() => {
+      for (const r of batch) Deferred.doneUnsafe(r.deferred, Effect.fail(error))
+    })
+
+  const toWriteError = (error: StorageError | SequenceConflict): StorageError =>
+    error._tag === "SequenceConflict"
+      ? new StorageError({
+        operation: "append",
+        reason: `another writer kept winning sequence ${error.sequence} after ${conflictRetries} retries`,
+        cause: error
+      })
+      : error
+
+  // One group commit: takes the pending requests, builds their entries against the
+  // current state, stores them with one append, then answers every caller. Runs
+  // inside the session's SynchronizedRef, so commits of one session never overlap.
+  const commit = (session: OpenSession, current: Slot): Effect.Effect<readonly [void, Slot]> =>
+    Effect.gen(function*() {
+      const batch = session.pending.splice(0, maxBatch)
+      if (batch.length === 0) return [undefined, current] as const
+      let slot = current
+      for (let attempt = 0;; attempt++) {
+        if (slot.state === null) {
+          const reloaded = yield* Effect.result(reload(session))
+          if (Result.isFailure(reloaded)) {
+            yield* failAll(batch, reloaded.failure)
+            return [undefined, slot] as const
+          }
+          slot = reloaded.success
+        }
+        if (slot.blocked !== null) {
+          yield* failAll(batch, slot.blocked)
+          return [undefined, slot] as const
+        }
+        const nowMillis = yield* Clock.currentTimeMillis
+        const timestampSecs = Math.floor(nowMillis / 1000)
+        let state: JournalState.JournalState = slot.state!
+        const entries: Array<Entry.Entry> = []
+        const results: Array<unknown> = []
+        let meta: SessionMeta.SessionMeta | undefined
+        for (const request of batch) {
+          const built = request.build(state, timestampSecs, nowMillis)
+          for (const entry of built.entries) {
+            entries.push(entry)
+            state = JournalState.fold(state, entry)
+          }
+          if (built.meta !== null) {
+            meta = built.meta
+            state = JournalState.applyMeta(state, built.meta)
+          }
+          results.push(built.result)
+        }
+        const stored = yield* Effect.result(session.handle.append({ entries, meta, state }))
+        if (Result.isSuccess(stored)) {
+          for (let i = 0; i < batch.length; i++) {
+            Deferred.doneUnsafe(batch[i]!.deferred, Effect.succeed(results[i]))
+          }
+          yield* publish(session.id, entries)
+          return [undefined, { state, blocked: null }] as const
+        }
+        // Storage is the truth after any failure: drop the state, reload before the
+        // next write. A lost race for a sequence is retried against the new state.
+        if (stored.failure._tag === "SequenceConflict" && attempt < conflictRetries) {
+          slot = { state: null, blocked: null }
+          continue
+        }
+        yield* failAll(batch, toWriteError(stored.failure))
+        return [undefined, { state: null, blocked: null }] as const
+      }
+    })
+
+  const submit = <A>(id: string, build: Request<A>["build"]): Effect.Effect<A, WriteError> =>
+    Effect.gen(function*() {
+      const session = yield* acquire(id)
+      const deferred = Deferred.makeUnsafe<A, WriteError>()
+      session.pending.push({ build, deferred } as Request<unknown>)
+      // Whoever holds the ref next commits everything pending, ours included; we
+      // only commit again if our request did not fit in the batches before it.
+      while (!Deferred.isDoneUnsafe(deferred)) {
+        yield* Effect.uninterruptible(SynchronizedRef.modifyEffect(session.ref, (slot) => commit(session, slot)))
+      }
+      return yield* Deferred.await(deferred)
+    })
+
+  const record = Effect.fn("SessionJournal.record")(function*(id: string, params: Entry.ToolParams) {
+    yield* validId(id)
+    const valid = yield* Effect.fromResult(Entry.validateToolParams(params))
+    return yield* submit(id, (state, ts) => {
+      const entry = JournalState.nextTool(state, ts, valid)
+      return { entries: [entry], meta: null, result: entry }
+    })
+  })
+
+  const append = Effect.fn("SessionJournal.append")(function*(id: string, kind: string, payload: unknown) {
+    yield* validId(id)
+    const json = yield* Effect.fromResult(Entry.validatePayload(kind, payload))
+    return yield* submit(id, (state, ts) => {
+      const entry = JournalState.nextOther(state, ts, kind, json)
+      return { entries: [entry], meta: null, result: entry }
+    })
+  })
+
+  const writeAll = Effect.fn("SessionJournal.writeAll")(function*(id: string, items: ReadonlyArray<WriteItem>) {
+    yield* validId(id)
+    const valid: Array<
+      { readonly _tag: "Tool"; readonly params: Entry.ValidToolParams } | {
+        readonly _tag: "Other"
+        readonly kind: string
+        readonly payload: Schema.Json
+      }
+    > = []
+    for (const item of items) {
+      valid.push(
+        item._tag === "Tool"
+          ? { _tag: "Tool", params: yield* Effect.fromResult(Entry.validateToolParams(item.params)) }
+          : { _tag: "Other", kind: item.kind, payload: yield* Effect.fromResult(Entry.validatePayload(item.kind, item.payload)) }
+      )
+    }
+    if (valid.length === 0) return []
+    // One request for the whole list keeps it contiguous and all-or-nothing.
+    return yield* submit(id, (state, ts) => {
+      let s = state
+      const out: Array<Entry.Entry> = []
+      for (const v of valid) {
+        const e = v._tag === "Tool" ? JournalState.nextTool(s, ts, v.params) : JournalState.nextOther(s, ts, v.kind, v.payload)
+        out.push(e)
+        s = JournalState.fold(s, e)
+      }
+      return { entries: out, meta: null, result: out }
+    })
+  })
+
+  const decide = Effect.fn("SessionJournal.decide")(
+    function*(id: string, params: Entry.ToolParams, guard: Guard.Guard) {
+      yield* validId(id)
+      const valid = yield* Effect.fromResult(Entry.validateToolParams(params))
+      return yield* submit(id, (state, ts): Built<Decision> => {
+        const verdict = guard(JournalState.snapshot(state), valid)
+        const entry = JournalState.nextTool(state, ts, { ...valid, allowed: Guard.isAllowed(verdict) && valid.allowed })
+        return { entries: [entry], meta: null, result: { verdict, entry } }
+      })
+    }
+  )
+
+  const setMeta = Effect.fn("SessionJournal.setMeta")(function*(id: string, patch: SessionMeta.MetaPatch) {
+    yield* validId(id)
+    if (patch.data !== undefined) yield* Effect.fromResult(Entry.validatePayload("meta", patch.data))
+    return yield* submit(id, (state, _ts, nowMillis) => {
+      const meta = SessionMeta.patch(state.meta, patch, nowMillis)
+      return { entries: [], meta, result: meta }
+    })
+  })
+
+  // Reads use the open session when there is one; otherwise a read-only load that
+  // never takes the writer guarantee.
+  const state = (id: string): Effect.Effect<JournalState.JournalState, ReadError> =>
+    Effect.gen(function*() {
+      yield* validId(id)
+      const open = sessions.get(id)
+      if (open !== undefined) {
+        const session = yield* Deferred.await(open)
+        const slot = yield* SynchronizedRef.get(session.ref)
+        if (slot.state !== null) return slot.state
+        return (yield* session.handle.load).state
+      }
+      const loaded = yield* Effect.scoped(
+        Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => h.load)
+      )
+      if (!loaded.exists) return yield* new SessionNotFound({ id })
+      return loaded.state
+    }).pipe(
+      Effect.catchTag("SessionLocked", (e) => Effect.fail(new StorageError({ operation: "open", reason: e.message })))
+    )
+
+  const snapshot = (id: string) => Effect.map(state(id), JournalState.snapshot)
+  const head = (id: string) => Effect.map(state(id), JournalState.head)
+
+  const verify = Effect.fn("SessionJournal.verify")(function*(id: string) {
+    const current = yield* state(id)
+    const window = JournalState.verify(current)
+    if (Result.isFailure(window)) return yield* window.failure
+    // Replay every stored entry from the start: the recomputed head must equal the
+    // state's. Where old history was removed by retention, check links only.
+    let replay: JournalState.JournalState | null = null
+    let previous: string | undefined
+    let checked = 0
+    let failure: IntegrityViolation | null = null
+    yield* persistence.history(id).pipe(
+      Stream.runForEachArray((chunk) =>
+        Effect.sync(() => {
+          for (const entry of chunk) {
+            if (failure !== null) return
+            if (checked === 0) {
+              replay = entry.sequence === 0
+                ? JournalState.empty(id, { entry_cap: current.entry_cap, tool_counts_cap: current.tool_counts_cap })
+                : null
+            }
+            if (replay !== null) {
+              const step = Replay.step(replay, entry, checked)
+              if (step._tag === "Applied") replay = step.state
+              else if (step._tag === "Violation") failure = step.error
+            } else {
+              const r = Chain.verify([entry], { prefixEvicted: previous === undefined, previousHash: previous, indexOffset: checked })
+              if (Result.isFailure(r)) failure = r.failure
+            }
+            previous = entry.entry_hash
+            checked++
+          }
+        })
+      )
+    )
+    if (failure !== null) return yield* (failure as IntegrityViolation)
+    const replayed = replay as JournalState.JournalState | null
+    if (replayed !== null && JournalState.head(replayed) !== JournalState.head(current)) {
+      return yield* new CorruptJournal({
+        segment: id,
+        offset: replayed.next_sequence,
+        reason: `replayed head ${JournalState.head(replayed)} differs from the session head ${JournalState.head(current)}`
+      })
+    }
+    return { id, head: JournalState.head(current), entriesChecked: checked, nextSequence: current.next_sequence }
+  })
+
+  const entries = (id: string, options?: Persistence.HistoryOptions) =>
+    Entry.isSessionId(id) ? persistence.history(id, options) : Stream.fail(new InvalidSessionId({ id }))
+
+  const follow = (id: string, from = 0) =>
+    Entry.isSessionId(id) ? persistence.follow(id, from) : Stream.fail(new InvalidSessionId({ id }))
+
+  // The next sequence this service has committed, or what storage holds when this
+  // service has not committed to the session yet.
+  const knownNext = (id: string, hub: Hub): Effect.Effect<number, ReadError> =>
+    hub.next !== null
+      ? Effect.succeed(hub.next)
+      : Effect.map(
+        Effect.catchTag(state(id), "SessionNotFound", () => Effect.succeed(JournalState.empty(id))),
+        (s) => Math.max(hub.next ?? 0, s.next_sequence)
+      )
+
+  const changes = (id: string): Effect.Effect<Stream.Stream<Change>, ReadError, Scope.Scope> =>
+    Effect.gen(function*() {
+      yield* validId(id)
+      const hub = yield* hubFor(id)
+      const known = yield* knownNext(id, hub)
+      // Read the baseline before subscribing: an entry published in between shows
+      // up as "missed", never as silently skipped.
+      let expected = Math.max(known, hub.next ?? 0)
+      const subscription = yield* PubSub.subscribe(hub.pubsub)
+      return Stream.fromSubscription(subscription).pipe(
+        Stream.flatMap((entry) => {
+          if (entry.sequence < expected) return Stream.empty
+          const missed = entry.sequence - expected
+          const fromSequence = expected
+          expected = entry.sequence + 1
+          const item: Change = { _tag: "Entry", entry }
+          return missed > 0 ? Stream.make<Array<Change>>({ _tag: "Missed", count: missed, fromSequence }, item) : Stream.succeed(item)
+        })
+      )
+    })
+
+  const awaitSequence = (id: string, sequence: number): Effect.Effect<void, ReadError> =>
+    Effect.gen(function*() {
+      yield* validId(id)
+      const hub = yield* hubFor(id)
+      const known = yield* knownNext(id, hub)
+      if (hub.next === null || hub.next < known) hub.next = known
+      const deferred = Deferred.makeUnsafe<void>()
+      // Check and register in one synchronous step: commits publish synchronously
+      // too, so no commit can fall between the check and the wait.
+      const done = yield* Effect.sync(() => {
+        if (sequence < (hub.next ?? 0)) return true
+        hub.waiters.push({ sequence, deferred })
+        return false
+      })
+      if (!done) yield* Deferred.await(deferred)
+    })
+
+  const close = (id: string): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      const open = sessions.get(id)
+      if (open === undefined) return Effect.void
+      return Deferred.await(open).pipe(
+        // Wait for an in-flight commit, then release the writer guarantee.
+        Effect.flatMap((session) =>
+          SynchronizedRef.modifyEffect(session.ref, (slot) =>
+            Effect.sync(() => {
+              sessions.delete(id)
+              return [session, slot] as const
+            }))
+        ),
+        Effect.flatMap((session) => Scope.close(session.scope, Exit.void)),
+        Effect.catch(() => Effect.sync(() => { sessions.delete(id) }))
+      )
+    })
+
+  const remove = Effect.fn("SessionJournal.delete")(function*(id: string) {
+    yield* validId(id)
+    yield* close(id)
+    yield* persistence.delete(id)
+    hubs.delete(id)
+  })
+
+  yield* Effect.addFinalizer(() => Effect.forEach(Array.from(sessions.keys()), close, { discard: true }))
+
+  return SessionJournal.of({
+    record,
+    append,
+    writeAll,
+    decide,
+    setMeta,
+    state,
+    snapshot,
+    head,
+    verify,
+    entries,
+    follow,
+    changes,
+    awaitSequence,
+    list: persistence.list,
+    delete: remove,
+    close
+  })
+})
+
+/**
+ * The service as a layer over a `Persistence` layer. Open sessions are closed (and
+ * their writer guarantees released) when the layer's scope closes.
+ *
+ * @since 0.1.0
+ */
+export const layer = (options?: Options): Layer.Layer<SessionJournal, never, Persistence.Persistence> =>
+  Layer.effect(SessionJournal, make(options))
