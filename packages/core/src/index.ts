@@ -25,3 +25,5 @@ export * as Replay from "./Replay.ts"
 export * as Guard from "./Guard.ts"
 /** @since 0.1.0 */
 export * as SessionJournal from "./SessionJournal.ts"
+/** @since 0.1.0 */
+export * as Mirror from "./Mirror.ts"
