@@ -1,1 +1,9 @@
-export {}
+/**
+ * @session-journal/postgres: the PostgreSQL adapter of the session journal's
+ * `Persistence` port, for application instances on many machines sharing sessions.
+ *
+ * @since 0.1.0
+ */
+
+/** @since 0.1.0 */
+export * as PgPersistence from "./PgPersistence.ts"

@@ -1,0 +1,558 @@
+/**
+ * The PostgreSQL adapter of the `Persistence` port: many application instances, on
+ * many machines, share sessions through one database.
+ *
+ * Every entry is a row keyed by (session_id, sequence), so two instances can never
+ * store two entries at one sequence. An append locks its session's row for the
+ * length of one short transaction, checks that the batch continues exactly what is
+ * stored, inserts it and notifies listeners on commit; a writer whose state is
+ * behind gets `SequenceConflict`, reloads and retries (the service does that), so
+ * concurrent writers interleave into one valid chain. Followers in any instance
+ * learn of commits through LISTEN/NOTIFY and read the new rows themselves, so a
+ * lost notification delays an entry (until the next notification or poll) but never
+ * drops it.
+ *
+ * @since 0.1.0
+ */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import {
+  Checkpoint,
+  CorruptJournal,
+  Entry,
+  JournalState,
+  Persistence,
+  SequenceConflict,
+  SessionLocked,
+  SessionMeta,
+  SessionNotFound,
+  StorageError
+} from "@session-journal/core"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
+import * as Queue from "effect/Queue"
+import * as Reactivity from "effect/reactivity/Reactivity"
+import * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import * as Stream from "effect/Stream"
+import { stringify } from "./internal/json.ts"
+import * as Tables from "./internal/schema.ts"
+
+/**
+ * Options of the adapter.
+ *
+ * @since 0.1.0
+ */
+export interface Options {
+  /**
+   * Start of every table name (default `"session_journal_"`): lowercase letters,
+   * digits and `_`, at most 40 characters. Instances that share sessions must use
+   * the same prefix.
+   */
+  readonly tablePrefix?: string | undefined
+  /** Store a checkpoint whenever an append crosses a multiple of this many entries (default 1024). */
+  readonly checkpointEvery?: number | undefined
+  /** Rows read per query by `history` and `follow` (default 500). */
+  readonly pageSize?: number | undefined
+  /**
+   * How often a follower re-reads without a notification (default 2 seconds): the
+   * safety net for notifications lost while the listening connection was down.
+   */
+  readonly pollInterval?: Duration.Input | undefined
+}
+
+/**
+ * Options of `layerFromUrl`: the adapter's options plus the connection pool's.
+ *
+ * @since 0.1.0
+ */
+export interface UrlOptions extends Options {
+  /** `application_name` of every connection (default `"session-journal"`). */
+  readonly applicationName?: string | undefined
+  /** Most connections in the pool (the driver's default when absent). */
+  readonly maxConnections?: number | undefined
+}
+
+/**
+ * The default table prefix.
+ *
+ * @since 0.1.0
+ */
+export const DEFAULT_PREFIX = "session_journal_"
+
+interface LockedRow {
+  readonly next_sequence: bigint | number | string
+  readonly head: string
+  readonly meta_updated_at: bigint | number | string | null
+}
+
+interface SessionRow {
+  readonly next_sequence: bigint | number | string
+  readonly entry_cap: number
+  readonly tool_counts_cap: number
+  readonly meta: string | null
+}
+
+interface EntryRow {
+  readonly sequence: bigint | number | string
+  readonly entry: string
+}
+
+interface ListRow {
+  readonly session_id: string
+  readonly next_sequence: bigint | number | string
+  readonly head: string
+  readonly updated_ms: bigint | number | string | null
+  readonly bytes: bigint | number | string | null
+}
+
+/** "Session `id` now ends before `next`"; `id: null` asks every follower to re-read. */
+interface Signal {
+  readonly id: string | null
+  readonly next: number
+}
+
+const decodeMeta = Schema.decodeUnknownResult(SessionMeta.SessionMeta)
+const encodeMeta = Schema.encodeSync(SessionMeta.SessionMeta)
+
+const parseJson = (text: string): Result.Result<unknown, string> => {
+  try {
+    return Result.succeed(JSON.parse(text))
+  } catch (e) {
+    return Result.fail(e instanceof Error ? e.message : String(e))
+  }
+}
+
+/**
+ * Builds the adapter on a `PgClient`, first bringing the schema up to date. The
+ * LISTEN connection that serves `follow` is opened on first use and held, and
+ * reopened after a failure, until the surrounding scope closes.
+ *
+ * @since 0.1.0
+ */
+export const make = Effect.fnUntraced(function*(options?: Options) {
+  const prefix = options?.tablePrefix ?? DEFAULT_PREFIX
+  if (!Tables.isPrefix(prefix)) {
+    return yield* new StorageError({
+      operation: "configure",
+      reason: `invalid table prefix ${JSON.stringify(prefix)}: use lowercase letters, digits and _, at most 40 characters`
+    })
+  }
+  const checkpointEvery = Math.max(1, options?.checkpointEvery ?? 1024)
+  const pageSize = Math.max(1, options?.pageSize ?? 500)
+  const pollInterval = Duration.fromInputUnsafe(options?.pollInterval ?? "2 seconds")
+  const names = Tables.names(prefix)
+  const pg = yield* PgClient.PgClient
+  const sql = pg.withoutTransforms()
+  const layerScope = yield* Effect.scope
+
+  yield* Tables.migrate(names).pipe(
+    Effect.provideService(SqlClient.SqlClient, sql),
+    Effect.mapError((cause) => new StorageError({ operation: "migrate", path: names.migrations, cause }))
+  )
+
+  const sessionsT = sql(names.sessions)
+  const entriesT = sql(names.entries)
+  const checkpointsT = sql(names.checkpoints)
+
+  const storageError = (operation: string, path: string) => (cause: SqlError) =>
+    new StorageError({ operation, path, reason: cause.message, cause })
+
+  // Writers of this instance, by session: the port's single-writer guarantee within
+  // one process. Across instances writers are not excluded; the sequence key and
+  // the row lock of each append keep them from forking the chain.
+  const writers = new Set<string>()
+  const signals = yield* PubSub.sliding<Signal>(4096)
+
+  const corrupt = (id: string, offset: number, reason: string) =>
+    new CorruptJournal({ segment: `${names.entries}:${id}`, offset, reason })
+
+  const decodeRow = (id: string, row: EntryRow): Result.Result<Entry.Entry, CorruptJournal> => {
+    const sequence = Number(row.sequence)
+    const parsed = parseJson(row.entry)
+    if (Result.isFailure(parsed)) return Result.fail(corrupt(id, sequence, `unparsable entry: ${parsed.failure}`))
+    const decoded = Entry.decode(parsed.success)
+    if (Result.isFailure(decoded)) return Result.fail(corrupt(id, sequence, `invalid entry: ${decoded.failure.message}`))
+    if (decoded.success.sequence !== sequence) {
+      return Result.fail(corrupt(id, sequence, `row holds sequence ${decoded.success.sequence}`))
+    }
+    return Result.succeed(decoded.success)
+  }
+
+  const decodeRows = (id: string, rows: ReadonlyArray<EntryRow>) =>
+    Effect.suspend(() => {
+      const out: Array<Entry.Entry> = []
+      for (const row of rows) {
+        const r = decodeRow(id, row)
+        if (Result.isFailure(r)) return Effect.fail(r.failure)
+        out.push(r.success)
+      }
+      return Effect.succeed(out)
+    })
+
+  const readPage = (id: string, from: number, limit: number) =>
+    sql<EntryRow>`SELECT sequence, entry FROM ${entriesT}
+      WHERE session_id = ${id} AND sequence >= ${from} ORDER BY sequence LIMIT ${limit}`.pipe(
+      Effect.flatMap((rows) => decodeRows(id, rows))
+    )
+
+  const sessionExists = (id: string) =>
+    Effect.map(sql`SELECT 1 AS found FROM ${sessionsT} WHERE session_id = ${id}`, (rows) => rows.length > 0)
+
+  // --- load
+
+  const loadTx = (id: string, caps: JournalState.Caps | undefined) =>
+    Effect.gen(function*() {
+      const [row] = yield* sql<SessionRow>`SELECT next_sequence, entry_cap, tool_counts_cap, meta
+        FROM ${sessionsT} WHERE session_id = ${id}`
+      const [cp] = yield* sql<{ readonly doc: string }>`SELECT doc FROM ${checkpointsT} WHERE session_id = ${id}`
+      if (row === undefined && cp === undefined) {
+        return { state: JournalState.empty(id, caps), exists: false, recovery: Persistence.cleanReport("none", 0) }
+      }
+      let base = JournalState.empty(id, row === undefined ? caps : { entry_cap: row.entry_cap, tool_counts_cap: row.tool_counts_cap })
+      let kind: Persistence.RecoveryReport["checkpoint"] = "none"
+      if (cp !== undefined) {
+        const decoded = Result.flatMap(parseJson(cp.doc), Checkpoint.decode)
+        if (Result.isFailure(decoded)) {
+          return yield* new CorruptJournal({ segment: `${names.checkpoints}:${id}`, offset: 0, reason: decoded.failure })
+        }
+        base = decoded.success
+        kind = "loaded"
+      }
+      const rows = yield* sql<EntryRow>`SELECT sequence, entry FROM ${entriesT}
+        WHERE session_id = ${id} AND sequence >= ${base.next_sequence} ORDER BY sequence`
+      const entries = yield* decodeRows(id, rows)
+      let loaded = yield* Persistence.loadFrom(base, kind, entries, true, `${names.entries}:${id}`)
+      const stored = row === undefined ? 0 : Number(row.next_sequence)
+      if (loaded.recovery.stopped === null && loaded.state.next_sequence < stored) {
+        loaded = {
+          ...loaded,
+          recovery: {
+            ...loaded.recovery,
+            stopped: {
+              reason: "gap",
+              segment: `${names.entries}:${id}`,
+              offset: loaded.state.next_sequence,
+              sequence: loaded.state.next_sequence,
+              detail: `entries end before sequence ${loaded.state.next_sequence}, the session records ${stored}`
+            }
+          }
+        }
+      }
+      if (row?.meta != null) {
+        const meta = Result.flatMap(parseJson(row.meta), (json) => Result.mapError(decodeMeta(json), (e) => e.message))
+        if (Result.isFailure(meta)) {
+          return yield* new CorruptJournal({ segment: `${names.sessions}:${id}`, offset: 0, reason: `invalid meta: ${meta.failure}` })
+        }
+        loaded = { ...loaded, state: JournalState.applyMeta(loaded.state, meta.success) }
+      }
+      return loaded
+    })
+
+  // One snapshot for the checkpoint and the rows after it: a concurrent append
+  // or delete cannot fall between the two reads.
+  const load = (id: string, caps: JournalState.Caps | undefined): Effect.Effect<Persistence.Loaded, Persistence.LoadError> =>
+    sql.withTransaction(loadTx(id, caps)).pipe(
+      Effect.provideService(SqlClient.BeginTransaction, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+      Effect.catchTag("SqlError", (e) => Effect.fail(storageError("load", names.entries)(e)))
+    )
+
+  // --- checkpoint
+
+  // Stored only when it describes what is stored: the session holds at least its
+  // entries, its newest retained entry is the stored one, and it is not older than
+  // the checkpoint it replaces.
+  const upsertCheckpoint = (id: string, state: JournalState.JournalState) => {
+    const doc = stringify(Checkpoint.encode(state))
+    const next = state.next_sequence
+    const matchesLast = JournalState.entryCount(state) === 0
+      ? sql`TRUE`
+      : sql`EXISTS (SELECT 1 FROM ${entriesT} WHERE session_id = ${id} AND sequence = ${next - 1}
+          AND entry_hash = ${JournalState.lastHash(state)})`
+    return sql`INSERT INTO ${checkpointsT} (session_id, next_sequence, doc)
+      SELECT ${id}, ${next}, ${doc}
+      WHERE EXISTS (SELECT 1 FROM ${sessionsT} WHERE session_id = ${id} AND next_sequence >= ${next}) AND ${matchesLast}
+      ON CONFLICT (session_id) DO UPDATE SET next_sequence = EXCLUDED.next_sequence, doc = EXCLUDED.doc, written_at = now()
+      WHERE ${checkpointsT}.next_sequence <= EXCLUDED.next_sequence`
+  }
+
+  const checkpoint = (id: string, state: JournalState.JournalState): Effect.Effect<void, StorageError> =>
+    Effect.asVoid(upsertCheckpoint(id, state)).pipe(
+      Effect.catchTag("SqlError", (e) => Effect.fail(storageError("checkpoint", names.checkpoints)(e)))
+    )
+
+  // --- append
+
+  const appendTx = (id: string, batch: Persistence.AppendBatch) =>
+    Effect.gen(function*() {
+      // Creates the session row if needed and locks it until commit: appends to one
+      // session are serialized across every instance, and the row says exactly
+      // what is stored.
+      const [row] = yield* sql<LockedRow>`INSERT INTO ${sessionsT} (session_id, head, entry_cap, tool_counts_cap)
+        VALUES (${id}, ${Entry.ZERO_HASH}, ${batch.state.entry_cap}, ${batch.state.tool_counts_cap})
+        ON CONFLICT (session_id) DO UPDATE SET session_id = EXCLUDED.session_id
+        RETURNING next_sequence, head, meta_updated_at`
+      const stored = Number(row!.next_sequence)
+      const overlap: Array<Entry.Entry> = []
+      const fresh: Array<Entry.Entry> = []
+      for (const entry of batch.entries) {
+        if (fresh.length === 0 && entry.sequence < stored) overlap.push(entry)
+        else if (entry.sequence === stored + fresh.length) fresh.push(entry)
+        else return yield* new SequenceConflict({ id, sequence: entry.sequence })
+      }
+      if (overlap.length > 0) {
+        const existing = yield* sql<{ readonly sequence: bigint; readonly entry_hash: string }>`SELECT sequence, entry_hash
+          FROM ${entriesT} WHERE session_id = ${id} AND sequence = ANY(${overlap.map((e) => String(e.sequence))}::int8[])`
+        const hashes = new Map(existing.map((r) => [Number(r.sequence), r.entry_hash]))
+        for (const entry of overlap) {
+          if (hashes.get(entry.sequence) !== entry.entry_hash) {
+            return yield* new SequenceConflict({ id, sequence: entry.sequence })
+          }
+        }
+      }
+      const first = fresh[0]
+      // A session deleted and recreated by another instance can end at the same
+      // sequence with a different head; linking to the old head would fork it.
+      if (first !== undefined && stored > 0 && batch.state.entry_cap > 0 && first.prev_hash !== row!.head) {
+        return yield* new SequenceConflict({ id, sequence: first.sequence })
+      }
+      const storedMetaAt = row!.meta_updated_at === null ? null : Number(row!.meta_updated_at)
+      const meta = batch.meta !== undefined && (storedMetaAt === null || batch.meta.updated_at >= storedMetaAt)
+        ? batch.meta
+        : undefined
+      const setMeta = meta === undefined
+        ? sql``
+        : sql`, meta = ${stringify(encodeMeta(meta))}, meta_updated_at = ${meta.updated_at}`
+      if (first === undefined) {
+        if (meta !== undefined) {
+          yield* sql`UPDATE ${sessionsT} SET updated_at = now() ${setMeta} WHERE session_id = ${id}`
+        }
+        return null
+      }
+      const next = stored + fresh.length
+      const last = fresh[fresh.length - 1]!
+      // Insert, advance the session row and notify in one statement; PostgreSQL
+      // delivers the notification only if the transaction commits.
+      yield* sql`WITH inserted AS (
+          INSERT INTO ${entriesT} (session_id, sequence, entry_hash, entry)
+          SELECT ${id}, t.s, t.h, t.e
+          FROM unnest(${fresh.map((e) => String(e.sequence))}::int8[], ${fresh.map((e) => e.entry_hash)}::text[],
+            ${fresh.map((e) => stringify(Entry.encode(e)))}::text[]) AS t(s, h, e)
+          RETURNING octet_length(entry) AS n
+        )
+        UPDATE ${sessionsT} SET next_sequence = ${next}, head = ${last.entry_hash},
+          entry_bytes = entry_bytes + (SELECT coalesce(sum(n), 0) FROM inserted), updated_at = now() ${setMeta}
+        WHERE session_id = ${id}
+        RETURNING pg_notify(${names.channel}, ${`${id} ${next}`})`
+      if (batch.state.next_sequence === next && Math.floor(stored / checkpointEvery) !== Math.floor(next / checkpointEvery)) {
+        yield* upsertCheckpoint(id, batch.state)
+      }
+      return next
+    })
+
+  const append = (id: string, batch: Persistence.AppendBatch): Effect.Effect<void, StorageError | SequenceConflict> =>
+    batch.entries.length === 0 && batch.meta === undefined ? Effect.void : sql.withTransaction(appendTx(id, batch)).pipe(
+      Effect.catchTag("SqlError", (e) =>
+        // The row lock makes this unreachable between instances of this adapter;
+        // the key still settles any other writer that skips the lock.
+        Effect.fail(
+          e.reason._tag === "UniqueViolation"
+            ? new SequenceConflict({ id, sequence: batch.entries[0]?.sequence ?? 0 })
+            : storageError("append", names.entries)(e)
+        )),
+      Effect.flatMap((next) => next === null ? Effect.void : Effect.asVoid(PubSub.publish(signals, { id, next })))
+    )
+
+  // --- follow
+
+  const parseSignal = (payload: string): Signal | null => {
+    const space = payload.lastIndexOf(" ")
+    const next = Number(payload.slice(space + 1))
+    return space > 0 && Number.isSafeInteger(next) ? { id: payload.slice(0, space), next } : null
+  }
+
+  // One LISTEN connection per instance fans notifications out to the followers of
+  // this process. After every (re)connect all followers re-read, since commits may
+  // have happened while nobody listened.
+  const listenOnce = Effect.scoped(Effect.gen(function*() {
+    const queue = yield* pg.listen(names.channel)
+    yield* PubSub.publish(signals, { id: null, next: 0 })
+    while (true) {
+      const note = yield* Queue.take(queue)
+      const signal = parseSignal(note.payload)
+      if (signal !== null) yield* PubSub.publish(signals, signal)
+    }
+  }))
+  let listening = false
+  const startListener = Effect.suspend(() => {
+    if (listening) return Effect.void
+    listening = true
+    return Effect.asVoid(Effect.forkIn(
+      listenOnce.pipe(
+        Effect.catchCause(() => Effect.void),
+        Effect.andThen(Effect.sleep(Duration.min(pollInterval, Duration.seconds(1)))),
+        Effect.forever
+      ),
+      layerScope
+    ))
+  })
+
+  const notFound = (id: string): Stream.Stream<Entry.Entry, SessionNotFound | CorruptJournal | SqlError> =>
+    Stream.fail(new SessionNotFound({ id }))
+
+  const history = (id: string, options?: Persistence.HistoryOptions) =>
+    Stream.unwrap(Effect.gen(function*() {
+      if (!(yield* sessionExists(id))) return notFound(id)
+      const limit = options?.limit ?? Number.POSITIVE_INFINITY
+      // Keyset pagination: each page starts after the last sequence read.
+      return Stream.paginate({ from: Math.max(0, options?.from ?? 0), left: limit }, (s) =>
+        s.left <= 0
+          ? Effect.succeed([[], Option.none()] as const)
+          : Effect.map(readPage(id, s.from, Math.min(pageSize, s.left)), (page) => {
+            const last = page[page.length - 1]
+            const more = last !== undefined && page.length === Math.min(pageSize, s.left)
+            return [page, more ? Option.some({ from: last.sequence + 1, left: s.left - page.length }) : Option.none()] as const
+          }))
+    })).pipe(Stream.catchTag("SqlError", (e) => Stream.fail(storageError("history", names.entries)(e))))
+
+  const follow = (id: string, from: number) =>
+    Stream.unwrap(Effect.gen(function*() {
+      yield* startListener
+      // Subscribe before the first read: a commit signalled after that read is
+      // never missed.
+      const subscription = yield* PubSub.subscribe(signals)
+      if (!(yield* sessionExists(id))) return notFound(id)
+      let next = Math.max(0, from)
+      const relevant = (s: Signal) => s.id === null || (s.id === id && s.next > next)
+      // Waits for a signal about this session, or the poll interval, whichever
+      // comes first; then the caller reads whatever is there.
+      const waitForMore: Effect.Effect<void> = Effect.gen(function*() {
+        while (true) {
+          const signal = yield* Effect.timeoutOption(PubSub.take(subscription), pollInterval)
+          if (Option.isNone(signal) || relevant(signal.value)) return
+        }
+      })
+      return Stream.paginate(undefined, () =>
+        Effect.gen(function*() {
+          const page = yield* readPage(id, next, pageSize)
+          const fresh = page.filter((e) => e.sequence >= next)
+          const last = fresh[fresh.length - 1]
+          if (last === undefined) {
+            yield* waitForMore
+            return [[], Option.some(undefined)] as const
+          }
+          next = last.sequence + 1
+          return [fresh, Option.some(undefined)] as const
+        }))
+    })).pipe(Stream.catchTag("SqlError", (e) => Stream.fail(storageError("follow", names.entries)(e))))
+
+  // --- open, list, delete
+
+  const open = (id: string, openOptions: Persistence.OpenOptions) =>
+    Effect.gen(function*() {
+      const write = openOptions.mode === "write"
+      if (write) {
+        yield* Effect.acquireRelease(
+          Effect.suspend(() => {
+            if (writers.has(id)) return Effect.fail(new SessionLocked({ id, holder: "another writer in this process" }))
+            writers.add(id)
+            return Effect.void
+          }),
+          () => Effect.sync(() => writers.delete(id))
+        )
+      }
+      const handle: Persistence.SessionHandle = {
+        id,
+        load: load(id, openOptions.caps),
+        append: (batch) =>
+          write
+            ? append(id, batch)
+            : Effect.fail(new StorageError({ operation: "append", path: names.entries, reason: "session opened for reading" })),
+        checkpoint: (state) => checkpoint(id, state)
+      }
+      return handle
+    })
+
+  const list = sql<ListRow>`SELECT s.session_id, s.next_sequence, s.head,
+      (extract(epoch FROM s.updated_at) * 1000)::int8 AS updated_ms,
+      s.entry_bytes + coalesce(octet_length(c.doc), 0) AS bytes
+    FROM ${sessionsT} s LEFT JOIN ${checkpointsT} c ON c.session_id = s.session_id
+    ORDER BY s.session_id`.pipe(
+    Effect.map((rows) =>
+      rows.map((r): Persistence.SessionInfo => ({
+        id: r.session_id,
+        entries: Number(r.next_sequence),
+        head: r.head,
+        updatedAt: r.updated_ms === null ? null : Number(r.updated_ms),
+        bytes: r.bytes === null ? null : Number(r.bytes)
+      }))
+    ),
+    Effect.catchTag("SqlError", (e) => Effect.fail(storageError("list", names.sessions)(e)))
+  )
+
+  const remove = (id: string): Effect.Effect<void, StorageError | SessionLocked | SessionNotFound> =>
+    Effect.suspend(() => {
+      if (writers.has(id)) return Effect.fail(new SessionLocked({ id, holder: "a writer in this process" }))
+      // Deleting the session row first takes the lock appends take: an append in
+      // flight finishes before, and one that follows finds an empty session.
+      return sql.withTransaction(Effect.gen(function*() {
+        const deleted = yield* sql`DELETE FROM ${sessionsT} WHERE session_id = ${id} RETURNING session_id`
+        if (deleted.length === 0) return yield* new SessionNotFound({ id })
+        yield* sql`DELETE FROM ${entriesT} WHERE session_id = ${id}`
+        yield* sql`DELETE FROM ${checkpointsT} WHERE session_id = ${id}`
+      })).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(storageError("delete", names.sessions)(e))))
+    })
+
+  return Persistence.Persistence.of({ open, history, follow, list, delete: remove })
+})
+
+/**
+ * The adapter as a layer over a `PgClient` (from `@effect/sql-pg`), for
+ * applications that already have one.
+ *
+ * @since 0.1.0
+ */
+export const layer = (options?: Options): Layer.Layer<Persistence.Persistence, StorageError, PgClient.PgClient> =>
+  Layer.effect(Persistence.Persistence, make(options))
+
+/**
+ * The adapter with its own connection pool to `url`
+ * (`postgres://user@host:port/database`). The pool closes with the layer.
+ *
+ * @since 0.1.0
+ */
+export const layerFromUrl = (url: string, options?: UrlOptions): Layer.Layer<Persistence.Persistence, StorageError> =>
+  Layer.effect(
+    Persistence.Persistence,
+    Effect.gen(function*() {
+      const client = yield* PgClient.make({
+        url: Redacted.make(url),
+        applicationName: options?.applicationName ?? "session-journal",
+        maxConnections: options?.maxConnections
+      }).pipe(Effect.mapError((cause) => new StorageError({ operation: "connect", reason: cause.message, cause })))
+      return yield* Effect.provideService(make(options), PgClient.PgClient, client)
+    }).pipe(Effect.provide(Reactivity.layer))
+  )
+
+/**
+ * Drops every table of a prefix (default `"session_journal_"`): all sessions,
+ * entries, checkpoints and the migration record. For tests and teardown.
+ *
+ * @since 0.1.0
+ */
+export const dropTables = (tablePrefix: string = DEFAULT_PREFIX): Effect.Effect<void, StorageError, PgClient.PgClient> =>
+  Effect.gen(function*() {
+    if (!Tables.isPrefix(tablePrefix)) {
+      return yield* new StorageError({ operation: "drop", reason: `invalid table prefix ${JSON.stringify(tablePrefix)}` })
+    }
+    const pg = yield* PgClient.PgClient
+    yield* Tables.drop(Tables.names(tablePrefix)).pipe(
+      Effect.provideService(SqlClient.SqlClient, pg),
+      Effect.mapError((cause) => new StorageError({ operation: "drop", reason: cause.message, cause }))
+    )
+  })

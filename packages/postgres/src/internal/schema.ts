@@ -1,0 +1,100 @@
+/**
+ * Table names and migrations of the PostgreSQL adapter. Every name starts with a
+ * configurable prefix, so several journals (or test runs) share one database
+ * without touching each other. Migrations run through Effect's SQL migrator, which
+ * records them in `<prefix>migrations` and serializes concurrent runs with a table
+ * lock, so many instances may start at once.
+ */
+import * as Effect from "effect/Effect"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+
+/**
+ * The names of everything the adapter creates for one prefix.
+ */
+export interface Names {
+  readonly prefix: string
+  readonly sessions: string
+  readonly entries: string
+  readonly checkpoints: string
+  readonly migrations: string
+  /** The LISTEN/NOTIFY channel that carries "session X now ends before sequence N". */
+  readonly channel: string
+}
+
+const prefixPattern = /^[a-z_][a-z0-9_]{0,39}$/
+
+/**
+ * Whether `prefix` can start table names: lowercase letters, digits and `_`, at
+ * most 40 characters (so every derived name fits PostgreSQL's 63-byte limit).
+ */
+export const isPrefix = (prefix: string): boolean => prefixPattern.test(prefix)
+
+/**
+ * The names for a prefix.
+ */
+export const names = (prefix: string): Names => ({
+  prefix,
+  sessions: `${prefix}sessions`,
+  entries: `${prefix}entries`,
+  checkpoints: `${prefix}checkpoints`,
+  migrations: `${prefix}migrations`,
+  channel: `${prefix}changes`
+})
+
+const createTables = (n: Names) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // One row per session: the writers' lock target and the list's source.
+    // `head` is the entry_hash of the newest stored entry (64 zeros when none).
+    yield* sql`CREATE TABLE ${sql(n.sessions)} (
+      session_id text PRIMARY KEY,
+      next_sequence bigint NOT NULL DEFAULT 0 CHECK (next_sequence >= 0),
+      head text NOT NULL,
+      entry_cap integer NOT NULL,
+      tool_counts_cap integer NOT NULL,
+      entry_bytes bigint NOT NULL DEFAULT 0,
+      meta text,
+      meta_updated_at bigint,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      updated_at timestamptz NOT NULL DEFAULT now()
+    )`
+    // The entry is kept as the exact JSON text that was hashed and written, not
+    // jsonb, so numbers and key order come back as they went in.
+    yield* sql`CREATE TABLE ${sql(n.entries)} (
+      session_id text NOT NULL,
+      sequence bigint NOT NULL CHECK (sequence >= 0),
+      entry_hash text NOT NULL,
+      entry text NOT NULL,
+      PRIMARY KEY (session_id, sequence)
+    )`
+    yield* sql`CREATE TABLE ${sql(n.checkpoints)} (
+      session_id text PRIMARY KEY,
+      next_sequence bigint NOT NULL,
+      doc text NOT NULL,
+      written_at timestamptz NOT NULL DEFAULT now()
+    )`
+  })
+
+/**
+ * Brings the schema for `n` up to date.
+ */
+export const migrate = (n: Names): Effect.Effect<void, Migrator.MigrationError | SqlError, SqlClient.SqlClient> =>
+  Effect.asVoid(
+    Migrator.make({})({
+      loader: Migrator.fromRecord({ "1_create_tables": createTables(n) }),
+      table: n.migrations
+    })
+  )
+
+/**
+ * Drops every table of `n`.
+ */
+export const drop = (n: Names): Effect.Effect<void, SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    for (const table of [n.entries, n.checkpoints, n.sessions, n.migrations]) {
+      yield* sql`DROP TABLE IF EXISTS ${sql(table)}`
+    }
+  })
