@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { InvalidRecordField, InvalidSessionId } from "./Errors.ts"
-import { canonicalize, firstInvalid } from "./internal/jcs.ts"
+import { canonicalize, firstInvalid, isWellFormed } from "./internal/jcs.ts"
 import { hashHex, otherPreimage, toolPreimage } from "./internal/preimage.ts"
 
 /**
@@ -38,6 +38,13 @@ const U53 = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_U53 }))
 const U32 = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_U32 }))
 const Hash = Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/))
 
+// Hashing encodes strings as UTF-8, which maps every lone surrogate to U+FFFD: two
+// different stored strings would then share one hash. Refusing them keeps the
+// encoding injective, so a swapped surrogate cannot pass verification.
+const WellFormed = Schema.String.check(
+  Schema.makeFilter((s: string) => isWellFormed(s) ? undefined : "well-formed Unicode (no lone surrogates)")
+)
+
 /**
  * A tool invocation as stored and exchanged: chio's `SessionJournalEntry` JSON plus
  * `kind: "tool"`. Decoding input without `kind` yields a tool entry.
@@ -50,9 +57,9 @@ export const ToolEntry = Schema.Struct({
   entry_hash: Hash,
   timestamp_secs: U53,
   kind: Schema.Literal("tool").pipe(Schema.withDecodingDefaultKey(Effect.succeed("tool" as const))),
-  tool_name: Schema.String,
-  server_id: Schema.String,
-  agent_id: Schema.String,
+  tool_name: WellFormed,
+  server_id: WellFormed,
+  agent_id: WellFormed,
   bytes_read: U53,
   bytes_written: U53,
   delegation_depth: U32,
@@ -66,8 +73,17 @@ export const ToolEntry = Schema.Struct({
  */
 export type ToolEntry = typeof ToolEntry.Type
 
-const OtherKind = Schema.String.check(
+const OtherKind = WellFormed.check(
   Schema.makeFilter((k: string) => k.length > 0 && k !== "tool" ? undefined : "a non-empty kind other than \"tool\"")
+)
+
+// The payload is hashed in its RFC 8785 form, so a stored payload must be one that
+// RFC 8785 defines (no lone surrogates in strings or keys).
+const Payload = Schema.Json.check(
+  Schema.makeFilter((p: Schema.Json) => {
+    const bad = firstInvalid(p)
+    return bad === undefined ? undefined : `JSON that RFC 8785 can canonicalize (bad at ${bad})`
+  })
 )
 
 /**
@@ -83,7 +99,7 @@ export const OtherEntry = Schema.Struct({
   entry_hash: Hash,
   timestamp_secs: U53,
   kind: OtherKind,
-  payload: Schema.Json
+  payload: Payload
 })
 
 /**
@@ -109,6 +125,8 @@ export type Entry = ToolEntry | OtherEntry
 
 /**
  * Entries as a JSON string (one JSONL line), decoded and encoded with the same rules.
+ * Decode with `{ onExcessProperty: "error" }` (as `decodeJson` does): the default
+ * strips unknown keys, which would silently drop data from an entry.
  *
  * @since 0.1.0
  */
@@ -121,12 +139,25 @@ export const EntryFromJson = Schema.fromJsonString(Entry)
  */
 export const isTool = (entry: Entry): entry is ToolEntry => entry.kind === "tool"
 
+// Unknown keys are refused, not stripped: a tool entry carrying a payload, or a
+// message carrying tool fields, is not an entry this version can keep verbatim.
+const strict = { onExcessProperty: "error" } as const
+
 /**
  * Decodes unknown input (e.g. parsed JSON) into an entry, or a `SchemaError`.
+ * Unknown keys are an error, so `encode(decode(x))` equals `x` whenever decoding
+ * succeeds on an entry that carries its `kind`.
  *
  * @since 0.1.0
  */
-export const decode = Schema.decodeUnknownResult(Entry)
+export const decode = Schema.decodeUnknownResult(Entry, strict)
+
+/**
+ * Decodes one JSON text (a JSONL line) into an entry, with the same rules as `decode`.
+ *
+ * @since 0.1.0
+ */
+export const decodeJson = Schema.decodeUnknownResult(EntryFromJson, strict)
 
 /**
  * Encodes an entry to its canonical JSON object (with `kind`).
@@ -163,7 +194,6 @@ export interface ValidToolParams extends ToolParams {
 const whiteSpaceStart = /^\p{White_Space}+/u
 const whiteSpaceEnd = /\p{White_Space}+$/u
 const control = /\p{Cc}/u
-const loneSurrogate = /\p{Cs}/u
 
 /**
  * Rust's `str::trim`: strips Unicode `White_Space` (which includes U+0085 and excludes
@@ -179,7 +209,7 @@ const checkIdentity = (field: string, value: unknown): InvalidRecordField | unde
   if (trimmed.length === 0) return new InvalidRecordField({ field, reason: "must not be empty or only whitespace" })
   if (trimmed !== value) return new InvalidRecordField({ field, reason: "must not have leading or trailing whitespace" })
   if (control.test(value)) return new InvalidRecordField({ field, reason: "must not contain control characters" })
-  if (loneSurrogate.test(value)) return new InvalidRecordField({ field, reason: "must be well-formed Unicode" })
+  if (!isWellFormed(value)) return new InvalidRecordField({ field, reason: "must be well-formed Unicode" })
   return undefined
 }
 

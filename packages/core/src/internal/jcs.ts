@@ -58,9 +58,13 @@ export const firstInvalid = (value: unknown, path = "$", seen: Set<object> = new
   }
 }
 
-// In unicode mode a correctly paired surrogate is one code point, so only a lone
-// surrogate (which has no UTF-8 encoding) matches the Cs category.
-const isWellFormed = (s: string): boolean => !loneSurrogate.test(s)
+/**
+ * Whether a string has a UTF-8 encoding (no lone surrogates). In unicode mode a
+ * correctly paired surrogate is one code point, so only a lone surrogate matches Cs.
+ *
+ * @internal
+ */
+export const isWellFormed = (s: string): boolean => !loneSurrogate.test(s)
 
 /**
  * The RFC 8785 canonical form of a JSON value (call `firstInvalid` first).
