@@ -258,13 +258,23 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           if (keep < stored.length) items.push({ _tag: "Other", kind: REWIND_KIND, payload: { keep } })
           if (fresh.length === 0) return { items, resultIds } satisfies Turn
           const encoded = yield* encodeMessages(fresh)
+          // A result's call is normally in the same turn; one answered in a later turn
+          // (an approval) is looked up in the older history only then.
           const calls = new Map<string, Prompt.ToolCallPart>()
-          toolCallsOf(current, calls)
+          toolCallsOf(fresh, calls)
+          let scannedOlder = false
+          const callOf = (id: string) => {
+            if (!calls.has(id) && !scannedOlder) {
+              scannedOlder = true
+              toolCallsOf(current.slice(0, keep), calls)
+            }
+            return calls.get(id)
+          }
           for (let i = 0; i < fresh.length; i++) {
             items.push({ _tag: "Other", kind: MESSAGE_KIND, payload: toJson(encoded[i]) })
             for (const part of resultsOf(fresh[i]!)) {
               if (recorded.has(part.id)) continue
-              const call = calls.get(part.id)
+              const call = callOf(part.id)
               items.push({ _tag: "Tool", params: toolParams(part.name, call?.params, part.result, true) })
               resultIds.push(part.id)
             }
