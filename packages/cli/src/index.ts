@@ -1,1 +1,63 @@
-export {}
+/**
+ * @session-journal/cli: the `session-journal` command as a value, so it can be
+ * embedded or run with other arguments; `bin/session-journal.js` runs it on Node.
+ *
+ * @since 0.1.0
+ */
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { CliOutput, Command } from "effect/cli"
+import { root } from "./Commands.ts"
+import { describe, ExitCode, stackOf } from "./Failure.ts"
+import * as Output from "./Output.ts"
+
+/** @since 0.1.0 */
+export * as Commands from "./Commands.ts"
+/** @since 0.1.0 */
+export * as Failure from "./Failure.ts"
+/** @since 0.1.0 */
+export * as Storage from "./Storage.ts"
+
+/**
+ * The version printed by `--version`.
+ *
+ * @since 0.1.0
+ */
+export const VERSION = "0.1.0"
+
+// Help goes to stdout as usual; a usage error is one sentence on stderr, with no
+// help text mixed into a script's output.
+const presenter = CliOutput.layerPresenter({
+  present: (event) =>
+    event._tag === "InvalidInvocation"
+      ? Output.errorLine(
+        `session-journal: ${describe(event.errors[0]?.message ?? "invalid usage")} ` +
+          `Run \`${event.commandPath.join(" ")} --help\` for usage.`
+      )
+      : CliOutput.defaultPresenter.present(event)
+})
+
+/**
+ * Runs the command with the process arguments and yields the exit code: 0 ok,
+ * 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked.
+ *
+ * @since 0.1.0
+ */
+export const main = Command.run(root, { version: VERSION }).pipe(
+  Effect.as(ExitCode.ok as number),
+  Effect.catch((error): Effect.Effect<number> => {
+    if (error._tag === "CliExit") return Effect.succeed(error.code)
+    if (error._tag === "ShowHelp") return Effect.succeed(error.errors.length > 0 ? ExitCode.usage : ExitCode.ok)
+    return Effect.as(Output.errorLine(`session-journal: ${describe(error)}`), ExitCode.usage)
+  }),
+  Effect.catchCause((cause) =>
+    Cause.hasInterruptsOnly(cause)
+      ? Effect.succeed(ExitCode.interrupted)
+      : Effect.as(
+        Output.errorLine(`session-journal: unexpected failure (a bug): ${describe(Cause.squash(cause))}\n${stackOf(cause)}`),
+        ExitCode.defect
+      )
+  ),
+  Effect.provide(Layer.mergeAll(presenter))
+)

@@ -1,0 +1,5 @@
+#!/usr/bin/env node
+// The `session-journal` command. The sources are TypeScript and run as they are:
+// Node 22 strips the types of files outside node_modules, and this package is
+// reached through a workspace symlink, so its real path never is inside one.
+import "../src/main.ts"
