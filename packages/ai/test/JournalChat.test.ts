@@ -5,17 +5,18 @@
  * read back equal.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chat, Prompt } from "effect/ai"
+import { AiError, Chat, Prompt } from "effect/ai"
 import * as Arbitrary from "effect/Arbitrary"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
+import * as Scope from "effect/Scope"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { Entry, Guard, Persistence, SessionJournal } from "@session-journal/core"
 import { JournalChat } from "../src/index.ts"
-import { type Calls, chats, type Counter, counting, inProcess, Tools } from "./fixtures.ts"
+import { type Calls, chats, type Counter, counting, inProcess, processLayer, Tools } from "./fixtures.ts"
 
 /** Storage that outlives a "process": every layer built from it sees the same data. */
 const storage = Effect.map(Persistence.makeMemory(), (memory) => Layer.succeed(Persistence.Persistence, memory))
@@ -237,6 +238,61 @@ describe("JournalChat", () => {
       )
       assert.deepStrictEqual(read, written.exported)
       assert.strictEqual((read as Prompt.PromptEncoded).content[0]?.role, "system")
+    }))
+
+  it.live("a turn that cannot be stored fails with AiError; the next save stores it", () =>
+    Effect.gen(function*() {
+      const store = yield* storage
+      // Another process holds the session's writer guarantee.
+      const holderScope = yield* Scope.make()
+      const holder = yield* Layer.buildWithScope(processLayer(store, freshCalls()), holderScope)
+      yield* Effect.provide(Effect.flatMap(chats, (c) => c.getOrCreate("held")), holder)
+
+      const result = yield* inProcess(
+        store,
+        freshCalls(),
+        Effect.gen(function*() {
+          const chat = yield* (yield* chats).get("held")
+          const failed = yield* Effect.exit(chat.generateText({ prompt: "hello" }))
+          const kept = (yield* Ref.get(chat.history)).content.length
+          yield* Scope.close(holderScope, Exit.void)
+          yield* chat.save
+          return { failed, kept, entries: yield* journalEntries("held") }
+        })
+      )
+      assert.isTrue(Exit.isFailure(result.failed))
+      const reason = Exit.isFailure(result.failed) ? result.failed.cause.reasons[0] : undefined
+      const error = reason !== undefined && reason._tag === "Fail" ? reason.error : undefined
+      assert.instanceOf(error, AiError.AiError)
+      assert.strictEqual(error instanceof AiError.AiError ? error.module : undefined, "JournalChat")
+      assert.strictEqual(result.kept, 2)
+      assert.deepStrictEqual(result.entries.map((e) => e.kind), ["message", "message"])
+    }))
+
+  it.live("a tool name the journal refuses is counted under a placeholder", () =>
+    Effect.gen(function*() {
+      const store = yield* storage
+      const entries = yield* inProcess(
+        store,
+        freshCalls(),
+        Effect.gen(function*() {
+          const chat = yield* (yield* chats).getOrCreate("odd-name")
+          yield* Ref.set(
+            chat.history,
+            Prompt.make([
+              { role: "assistant", content: [{ type: "tool-call", id: "c1", name: " spaced ", params: { a: 1 } }] },
+              { role: "tool", content: [{ type: "tool-result", id: "c1", name: " spaced ", isFailure: false, result: "ok" }] }
+            ])
+          )
+          yield* chat.save
+          return yield* journalEntries("odd-name")
+        })
+      )
+      const tools = entries.filter(Entry.isTool)
+      assert.deepStrictEqual(
+        tools.map((e) => [e.tool_name, e.bytes_read, e.bytes_written]),
+        [[JournalChat.INVALID_TOOL_NAME, JournalChat.jsonBytes({ a: 1 }), JournalChat.jsonBytes("ok")]]
+      )
     }))
 
   it.live("ids are validated; a missing chat is ChatNotFoundError", () =>
