@@ -87,13 +87,16 @@ const toBig = (c: number | string): bigint | undefined => {
   return n <= JournalState.U64_MAX ? n : undefined
 }
 
-const decodeDoc = Schema.decodeUnknownResult(CheckpointJson)
+// Unknown keys are refused rather than stripped: a document with fields this
+// version does not know is not one it can restore exactly.
+const decodeDoc = Schema.decodeUnknownResult(CheckpointJson, { onExcessProperty: "error" })
 
 /**
  * Decodes a checkpoint document (already parsed JSON). Fails with a reason when the
  * document is malformed or internally inconsistent (rings over the cap, counters
- * above 2^64 − 1, sequence numbers that do not fit). Chain verification of the
- * entries is the caller's job (`JournalState.verify`).
+ * above 2^64 − 1, sequence numbers that do not fit, a tool counted twice, a streak
+ * without a tool). Chain verification of the entries is the caller's job
+ * (`JournalState.verify`).
  *
  * @since 0.1.0
  */
@@ -108,6 +111,18 @@ export const decode = (input: unknown): Result.Result<JournalState.JournalState,
   if (lastEntry !== undefined && lastEntry.sequence + 1 !== d.next_sequence) {
     return Result.fail("next_sequence does not follow the last entry")
   }
+  const firstSequence = d.next_sequence - d.entries.length
+  if (d.entries.some((e, i) => e.sequence !== firstSequence + i)) {
+    return Result.fail("retained entries are not consecutive")
+  }
+  // Without an eviction the window still starts at sequence 0; otherwise entries
+  // would have vanished without being committed to evicted_head.
+  if (d.evicted_head === null && firstSequence !== 0) {
+    return Result.fail("entries missing before the window but evicted_head is null")
+  }
+  if (new Set(d.tool_counts.map(([name]) => name)).size !== d.tool_counts.length) {
+    return Result.fail("a tool name is counted twice")
+  }
   const counters = [
     d.data_flow.total_bytes_read,
     d.data_flow.total_bytes_written,
@@ -118,6 +133,9 @@ export const decode = (input: unknown): Result.Result<JournalState.JournalState,
   ].map(toBig)
   if (counters.some((c) => c === undefined)) return Result.fail("counter above 2^64 - 1")
   const big = counters as Array<bigint>
+  if ((d.current_streak_tool === null) !== (big[3] === 0n)) {
+    return Result.fail("current_streak_len does not match current_streak_tool")
+  }
   return Result.succeed({
     session_id: d.session_id,
     entry_cap: d.entry_cap,

@@ -1,0 +1,182 @@
+/**
+ * The checkpoint codec: state -> JSON text -> state is exact, counters above 2^53 - 1
+ * travel as decimal strings, and damaged or inconsistent documents are refused with
+ * a reason.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Result from "effect/Result"
+import * as fc from "fast-check"
+import { Checkpoint, JournalState } from "../src/index.ts"
+import * as A from "./arbitraries.ts"
+
+const sortedCounts = (s: JournalState.JournalState) =>
+  Array.from(s.tool_counts, ([k, v]): [string, bigint] => [k, v]).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0)
+
+/** Every field of a state as comparable data (rings and maps flattened). */
+const flat = (s: JournalState.JournalState) => ({
+  session_id: s.session_id,
+  entry_cap: s.entry_cap,
+  tool_counts_cap: s.tool_counts_cap,
+  next_sequence: s.next_sequence,
+  entries: JournalState.entries(s),
+  tool_sequence: JournalState.snapshot(s).tool_sequence,
+  evicted_head: s.evicted_head,
+  data_flow: s.data_flow,
+  tool_counts: sortedCounts(s),
+  current_streak_tool: s.current_streak_tool,
+  current_streak_len: s.current_streak_len,
+  message_count: s.message_count,
+  meta: s.meta,
+  head: JournalState.head(s)
+})
+
+const throughText = (s: JournalState.JournalState): Result.Result<JournalState.JournalState, string> =>
+  Checkpoint.decode(JSON.parse(JSON.stringify(Checkpoint.encode(s))))
+
+const meta = fc.option(
+  fc.record(
+    {
+      title: fc.string(),
+      labels: fc.array(fc.string(), { maxLength: 3 }),
+      created_at: fc.maxSafeNat(),
+      updated_at: fc.maxSafeNat(),
+      data: A.json
+    },
+    { requiredKeys: ["updated_at"] }
+  ),
+  { nil: null }
+)
+
+const fold = (s: JournalState.JournalState, o: A.Op) => JournalState.fold(s, A.entryFor(s, o))
+
+describe("Checkpoint: round trip", () => {
+  it("property: state -> JSON text -> state is exact, and both continue identically", () => {
+    fc.assert(
+      fc.property(A.caps, A.ops(30), meta, A.ops(5), (c, list, m, more) => {
+        let state = A.run(c, list).states.at(-1)!
+        if (m !== null) state = JournalState.applyMeta(state, m)
+        const back = Result.getOrThrow(throughText(state))
+        assert.deepStrictEqual(flat(back), flat(state))
+        assert.deepStrictEqual(Checkpoint.encode(back), Checkpoint.encode(state))
+        assert.deepStrictEqual(JournalState.verify(back), JournalState.verify(state))
+        assert.deepStrictEqual(flat(more.reduce(fold, back)), flat(more.reduce(fold, state)))
+      }),
+      { numRuns: 80 }
+    )
+  })
+
+  it("property: counters anywhere in 0..2^64-1 survive exactly; above 2^53-1 they are decimal strings", () => {
+    fc.assert(
+      fc.property(fc.array(fc.bigInt({ min: 0n, max: JournalState.U64_MAX }), { minLength: 5, maxLength: 5 }), (ns) => {
+        const base = A.run({ entry_cap: 2 }, [A.record("t")]).states.at(-1)!
+        const state: JournalState.JournalState = {
+          ...base,
+          data_flow: { ...base.data_flow, total_bytes_read: ns[0]!, total_bytes_written: ns[1]!, total_invocations: ns[2]! },
+          current_streak_len: ns[3]! === 0n ? 1n : ns[3]!,
+          message_count: ns[4]!
+        }
+        const doc = JSON.parse(JSON.stringify(Checkpoint.encode(state)))
+        const expectJson = (n: bigint) => n > 9007199254740991n ? n.toString() : Number(n)
+        assert.strictEqual(doc.data_flow.total_bytes_read, expectJson(ns[0]!))
+        assert.strictEqual(doc.data_flow.total_bytes_written, expectJson(ns[1]!))
+        assert.strictEqual(doc.data_flow.total_invocations, expectJson(ns[2]!))
+        assert.strictEqual(doc.message_count, expectJson(ns[4]!))
+        assert.deepStrictEqual(flat(Result.getOrThrow(Checkpoint.decode(doc))), flat(state))
+      })
+    )
+  })
+
+  it("2^53 - 1 stays a number, 2^53 and 2^64 - 1 become strings", () => {
+    const base = A.run({}, [A.record("t")]).states.at(-1)!
+    const state = {
+      ...base,
+      data_flow: {
+        ...base.data_flow,
+        total_bytes_read: 9007199254740991n,
+        total_bytes_written: 9007199254740992n,
+        total_invocations: JournalState.U64_MAX
+      }
+    }
+    const text = JSON.stringify(Checkpoint.encode(state))
+    assert.include(text, `"total_bytes_read":9007199254740991`)
+    assert.include(text, `"total_bytes_written":"9007199254740992"`)
+    assert.include(text, `"total_invocations":"18446744073709551615"`)
+    assert.strictEqual(Result.getOrThrow(throughText(state)).data_flow.total_invocations, JournalState.U64_MAX)
+  })
+
+  it("an empty state and an entry_cap 0 state round-trip", () => {
+    for (const s of [
+      JournalState.empty("s"),
+      JournalState.empty("s", { entry_cap: 0, tool_counts_cap: 0 }),
+      A.run({ entry_cap: 0, tool_counts_cap: 0 }, [A.record("a"), A.message(1)]).states.at(-1)!
+    ]) {
+      assert.deepStrictEqual(flat(Result.getOrThrow(throughText(s))), flat(s))
+    }
+  })
+})
+
+describe("Checkpoint: damaged documents are refused with a reason", () => {
+  const state = JournalState.applyMeta(
+    A.run({ entry_cap: 3, tool_counts_cap: 2 }, [
+      A.record("a"),
+      A.record("b"),
+      A.message({ x: 1 }),
+      A.record("a"),
+      A.record("c")
+    ]).states.at(-1)!,
+    { updated_at: 5, title: "t" }
+  )
+  const doc = JSON.parse(JSON.stringify(Checkpoint.encode(state)))
+
+  it("the undamaged document decodes", () => {
+    assert.isTrue(Result.isSuccess(Checkpoint.decode(doc)))
+    assert.isNotNull(doc.evicted_head)
+  })
+
+  const cases: ReadonlyArray<readonly [string, (d: any) => unknown, RegExp]> = [
+    ["not an object", () => "checkpoint", /malformed/],
+    ["null", () => null, /malformed/],
+    ["unknown version", (d) => ({ ...d, v: 2 }), /malformed/],
+    ["missing field", ({ message_count: _, ...d }) => d, /malformed/],
+    ["unknown top-level key", (d) => ({ ...d, extra: true }), /malformed/],
+    ["unknown key in meta", (d) => ({ ...d, meta: { ...d.meta, owner: "x" } }), /malformed/],
+    ["bad evicted_head", (d) => ({ ...d, evicted_head: "XYZ" }), /malformed/],
+    ["an entry that is not an entry", (d) => ({ ...d, entries: [...d.entries.slice(0, -1), { ...d.entries.at(-1), payload: 1 }] }), /malformed/],
+    ["negative cap", (d) => ({ ...d, entry_cap: -1 }), /malformed/],
+    ["counter above 2^64 - 1", (d) => ({ ...d, message_count: "18446744073709551616" }), /2\^64/],
+    ["counter as an unsafe number", (d) => ({ ...d, data_flow: { ...d.data_flow, total_bytes_read: 2 ** 60 } }), /malformed/],
+    ["counter as a negative string", (d) => ({ ...d, current_streak_len: "-1" }), /malformed/],
+    ["counter in exponent form", (d) => ({ ...d, data_flow: { ...d.data_flow, total_invocations: "1e3" } }), /malformed/],
+    ["counter as an empty string", (d) => ({ ...d, message_count: "" }), /malformed/],
+    ["fractional counter", (d) => ({ ...d, message_count: 1.5 }), /malformed/],
+    ["delegation depth above 2^32 - 1", (d) => ({ ...d, data_flow: { ...d.data_flow, max_delegation_depth: 2 ** 32 } }), /malformed/],
+    ["more entries than entry_cap", (d) => ({ ...d, entry_cap: 2, tool_sequence: d.tool_sequence.slice(-2) }), /entry_cap/],
+    ["tool_sequence longer than entry_cap", (d) => ({ ...d, tool_sequence: [...d.tool_sequence, "z"] }), /tool_sequence/],
+    ["more tool_counts than the cap", (d) => ({ ...d, tool_counts: [...d.tool_counts, ["z", 1]] }), /tool_counts/],
+    ["a tool counted twice", (d) => ({ ...d, tool_counts_cap: 3, tool_counts: [...d.tool_counts, [d.tool_counts[0][0], 1]] }), /twice/],
+    ["next_sequence that does not follow the last entry", (d) => ({ ...d, next_sequence: d.next_sequence + 1 }), /next_sequence/],
+    ["entries that are not consecutive", (d) => ({ ...d, entries: [d.entries[0], d.entries[2]], next_sequence: d.entries[2].sequence + 1 }), /consecutive/],
+    ["entries missing while evicted_head is null", (d) => ({ ...d, evicted_head: null }), /evicted_head/],
+    ["a streak without a tool", (d) => ({ ...d, current_streak_tool: null }), /streak/],
+    ["a tool without a streak", (d) => ({ ...d, current_streak_len: 0 }), /streak/]
+  ]
+
+  for (const [name, damage, reason] of cases) {
+    it(name, () => {
+      const r = Checkpoint.decode(damage(structuredClone(doc)))
+      assert.isTrue(Result.isFailure(r))
+      if (Result.isFailure(r)) {
+        assert.isString(r.failure)
+        assert.match(r.failure, reason)
+      }
+    })
+  }
+
+  it("a tampered entry decodes (the shape is fine) and JournalState.verify finds it", () => {
+    const d = structuredClone(doc)
+    d.entries[1] = { ...d.entries[1], bytes_read: d.entries[1].bytes_read + 1 }
+    const back = Result.getOrThrow(Checkpoint.decode(d))
+    const v = JournalState.verify(back)
+    assert.isTrue(Result.isFailure(v) && v.failure.index === 1 && v.failure.what === "entry_hash")
+  })
+})
