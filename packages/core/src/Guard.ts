@@ -49,25 +49,44 @@ export const deny = (reason: string): Verdict => ({ _tag: "Deny", reason })
  */
 export const isAllowed = (verdict: Verdict): boolean => verdict._tag === "Allow"
 
+// Limits are turned into bigint bounds once, when the guard is built, so that
+// evaluating a guard inside `decide` can never throw (BigInt(1.5) would). The
+// quantities compared are whole numbers, so a fractional limit rounds down;
+// +Infinity means unbounded; NaN and -Infinity bound everything (fail closed).
+const toBound = (limit: number | bigint): bigint | null => {
+  if (typeof limit === "bigint") return limit
+  if (limit === Infinity) return null
+  if (Number.isNaN(limit) || limit === -Infinity) return -1n
+  return BigInt(Math.floor(limit))
+}
+
+const exceeds = (n: bigint, bound: bigint | null): boolean => bound !== null && n > bound
+
 /**
  * Denies when the session's total bytes read plus this call's would exceed `limit`.
  *
  * @since 0.1.0
  */
-export const maxBytesRead = (limit: number | bigint): Guard => (s, p) =>
-  s.data_flow.total_bytes_read + BigInt(p.bytes_read) > BigInt(limit)
-    ? deny(`bytes read would exceed ${limit}`)
-    : allow
+export const maxBytesRead = (limit: number | bigint): Guard => {
+  const bound = toBound(limit)
+  return (s, p) =>
+    exceeds(s.data_flow.total_bytes_read + BigInt(p.bytes_read), bound)
+      ? deny(`bytes read would exceed ${limit}`)
+      : allow
+}
 
 /**
  * Denies when the session's total bytes written plus this call's would exceed `limit`.
  *
  * @since 0.1.0
  */
-export const maxBytesWritten = (limit: number | bigint): Guard => (s, p) =>
-  s.data_flow.total_bytes_written + BigInt(p.bytes_written) > BigInt(limit)
-    ? deny(`bytes written would exceed ${limit}`)
-    : allow
+export const maxBytesWritten = (limit: number | bigint): Guard => {
+  const bound = toBound(limit)
+  return (s, p) =>
+    exceeds(s.data_flow.total_bytes_written + BigInt(p.bytes_written), bound)
+      ? deny(`bytes written would exceed ${limit}`)
+      : allow
+}
 
 /**
  * Denies the call that would make more than `limit` invocations (denied calls count
@@ -75,29 +94,38 @@ export const maxBytesWritten = (limit: number | bigint): Guard => (s, p) =>
  *
  * @since 0.1.0
  */
-export const maxInvocations = (limit: number | bigint): Guard => (s) =>
-  s.data_flow.total_invocations + 1n > BigInt(limit)
-    ? deny(`invocations would exceed ${limit}`)
-    : allow
+export const maxInvocations = (limit: number | bigint): Guard => {
+  const bound = toBound(limit)
+  return (s) => exceeds(s.data_flow.total_invocations + 1n, bound) ? deny(`invocations would exceed ${limit}`) : allow
+}
 
 /**
  * Denies a call whose delegation depth exceeds `limit`.
  *
  * @since 0.1.0
  */
-export const maxDelegationDepth = (limit: number): Guard => (_, p) =>
-  p.delegation_depth > limit ? deny(`delegation depth ${p.delegation_depth} exceeds ${limit}`) : allow
+export const maxDelegationDepth = (limit: number): Guard => {
+  const bound = toBound(limit)
+  return (_, p) =>
+    exceeds(BigInt(p.delegation_depth), bound)
+      ? deny(`delegation depth ${p.delegation_depth} exceeds ${limit}`)
+      : allow
+}
 
 /**
  * Denies the call that would make the same tool run more than `limit` times in a
- * row. Reads the streak counter, so it holds after the streak outgrew the ring.
+ * row (a first call counts as a run of one). Reads the streak counter, so it holds
+ * after the streak outgrew the ring.
  *
  * @since 0.1.0
  */
-export const maxStreak = (limit: number | bigint): Guard => (s, p) =>
-  s.current_streak_tool === p.tool_name && s.current_streak_len + 1n > BigInt(limit)
-    ? deny(`${p.tool_name} would run more than ${limit} times in a row`)
-    : allow
+export const maxStreak = (limit: number | bigint): Guard => {
+  const bound = toBound(limit)
+  return (s, p) => {
+    const streak = s.current_streak_tool === p.tool_name ? s.current_streak_len + 1n : 1n
+    return exceeds(streak, bound) ? deny(`${p.tool_name} would run more than ${limit} times in a row`) : allow
+  }
+}
 
 /**
  * Denies a call to `to` directly after a call to `from`, for each listed pair.
