@@ -21,12 +21,14 @@ import {
   Entry,
   JournalState,
   Persistence,
+  Replay,
   SequenceConflict,
   SessionLocked,
   SessionMeta,
   SessionNotFound,
   StorageError
 } from "@session-journal/core"
+import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -38,7 +40,7 @@ import * as Redacted from "effect/Redacted"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
-import type { SqlError } from "effect/sql/SqlError"
+import { isSqlError, type SqlError } from "effect/sql/SqlError"
 import * as Stream from "effect/Stream"
 import { stringify } from "./internal/json.ts"
 import * as Tables from "./internal/schema.ts"
@@ -111,6 +113,12 @@ interface ListRow {
   readonly bytes: bigint | number | string | null
 }
 
+/** A state a handle saw stored, and how it was first loaded. */
+interface Cached {
+  readonly state: JournalState.JournalState
+  readonly checkpoint: Persistence.RecoveryReport["checkpoint"]
+}
+
 /** "Session `id` now ends before `next`"; `id: null` asks every follower to re-read. */
 interface Signal {
   readonly id: string | null
@@ -162,6 +170,19 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   const storageError = (operation: string, path: string) => (cause: SqlError) =>
     new StorageError({ operation, path, reason: cause.message, cause })
+
+  // A connection lost inside a transaction also fails its ROLLBACK, which the SQL
+  // client reports as a defect; it is a storage failure like any other here.
+  const transaction = <A, E>(self: Effect.Effect<A, E>): Effect.Effect<A, E | SqlError> =>
+    sql.withTransaction(self).pipe(
+      Effect.catchCause((cause): Effect.Effect<A, E | SqlError> => {
+        if (cause.reasons.some(Cause.isInterruptReason)) return Effect.failCause(cause)
+        const failure = cause.reasons.find(Cause.isFailReason)
+        if (failure !== undefined) return Effect.fail(failure.error)
+        const lost = cause.reasons.find((r) => Cause.isDieReason(r) && isSqlError(r.defect))
+        return lost !== undefined && Cause.isDieReason(lost) ? Effect.fail(lost.defect as SqlError) : Effect.failCause(cause)
+      })
+    )
 
   // Writers of this instance, by session: the port's single-writer guarantee within
   // one process. Across instances writers are not excluded; the sequence key and
@@ -256,11 +277,56 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   // One snapshot for the checkpoint and the rows after it: a concurrent append
   // or delete cannot fall between the two reads.
-  const load = (id: string, caps: JournalState.Caps | undefined): Effect.Effect<Persistence.Loaded, Persistence.LoadError> =>
-    sql.withTransaction(loadTx(id, caps)).pipe(
-      Effect.provideService(SqlClient.BeginTransaction, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
-      Effect.catchTag("SqlError", (e) => Effect.fail(storageError("load", names.entries)(e)))
+  const repeatableRead = <A, E>(self: Effect.Effect<A, E>) =>
+    transaction(self).pipe(
+      Effect.provideService(SqlClient.BeginTransaction, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     )
+
+  // A reload after a lost race only needs what was stored since the state this
+  // handle last saw: stored entries never change, and the entry just before the
+  // new ones is checked against that state's last hash, so a session deleted and
+  // recreated meanwhile is noticed. Anything unexpected falls back to a full load.
+  const loadSinceTx = (id: string, cached: Cached) =>
+    Effect.gen(function*() {
+      const [row] = yield* sql<SessionRow>`SELECT next_sequence, entry_cap, tool_counts_cap, meta
+        FROM ${sessionsT} WHERE session_id = ${id}`
+      if (row === undefined || Number(row.next_sequence) < cached.state.next_sequence) return null
+      const start = cached.state.next_sequence
+      const rows = yield* sql<EntryRow & { readonly entry_hash: string }>`SELECT sequence, entry_hash, entry
+        FROM ${entriesT} WHERE session_id = ${id} AND sequence >= ${Math.max(0, start - 1)} ORDER BY sequence`
+      let tail: ReadonlyArray<EntryRow> = rows
+      if (start > 0) {
+        const previous = rows[0]
+        if (previous === undefined || Number(previous.sequence) !== start - 1) return null
+        if (previous.entry_hash !== JournalState.lastHash(cached.state)) return null
+        tail = rows.slice(1)
+      }
+      const entries = yield* decodeRows(id, tail)
+      const outcome = Replay.replayAll(cached.state, entries, JournalState.entryCount(cached.state))
+      if (outcome.stopped !== null || outcome.state.next_sequence !== Number(row.next_sequence)) return null
+      let state = outcome.state
+      if (row.meta !== null) {
+        const meta = Result.flatMap(parseJson(row.meta), (json) => Result.mapError(decodeMeta(json), (e) => e.message))
+        if (Result.isFailure(meta)) return null
+        state = JournalState.applyMeta(state, meta.success)
+      }
+      const loaded: Persistence.Loaded = {
+        state,
+        exists: true,
+        recovery: Persistence.cleanReport(cached.checkpoint, outcome.replayed)
+      }
+      return loaded
+    })
+
+  const load = (
+    id: string,
+    caps: JournalState.Caps | undefined,
+    cached: Cached | null
+  ): Effect.Effect<Persistence.Loaded, Persistence.LoadError> =>
+    Effect.gen(function*() {
+      const since = cached === null ? null : yield* repeatableRead(loadSinceTx(id, cached))
+      return since ?? (yield* repeatableRead(loadTx(id, caps)))
+    }).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(storageError("load", names.entries)(e))))
 
   // --- checkpoint
 
@@ -332,7 +398,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         if (meta !== undefined) {
           yield* sql`UPDATE ${sessionsT} SET updated_at = now() ${setMeta} WHERE session_id = ${id}`
         }
-        return null
+        return { next: stored, notify: false }
       }
       const next = stored + fresh.length
       const last = fresh[fresh.length - 1]!
@@ -352,11 +418,12 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       if (batch.state.next_sequence === next && Math.floor(stored / checkpointEvery) !== Math.floor(next / checkpointEvery)) {
         yield* upsertCheckpoint(id, batch.state)
       }
-      return next
+      return { next, notify: true }
     })
 
-  const append = (id: string, batch: Persistence.AppendBatch): Effect.Effect<void, StorageError | SequenceConflict> =>
-    batch.entries.length === 0 && batch.meta === undefined ? Effect.void : sql.withTransaction(appendTx(id, batch)).pipe(
+  // Resolves to the sequence the session ends before once the batch is stored.
+  const append = (id: string, batch: Persistence.AppendBatch): Effect.Effect<number | null, StorageError | SequenceConflict> =>
+    batch.entries.length === 0 && batch.meta === undefined ? Effect.succeed(null) : transaction(appendTx(id, batch)).pipe(
       Effect.catchTag("SqlError", (e) =>
         // The row lock makes this unreachable between instances of this adapter;
         // the key still settles any other writer that skips the lock.
@@ -365,7 +432,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
             ? new SequenceConflict({ id, sequence: batch.entries[0]?.sequence ?? 0 })
             : storageError("append", names.entries)(e)
         )),
-      Effect.flatMap((next) => next === null ? Effect.void : Effect.asVoid(PubSub.publish(signals, { id, next })))
+      Effect.tap((r) => r.notify ? PubSub.publish(signals, { id, next: r.next }) : Effect.void),
+      Effect.map((r) => r.next)
     )
 
   // --- follow
@@ -466,12 +534,32 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           () => Effect.sync(() => writers.delete(id))
         )
       }
+      // The state this handle last saw stored, for cheap reloads.
+      let cached: Cached | null = null
+      const remember = (state: JournalState.JournalState, checkpoint: Persistence.RecoveryReport["checkpoint"]) => {
+        // Without a retained entry there is no hash to check continuity against.
+        cached = state.next_sequence === 0 || JournalState.entryCount(state) > 0 ? { state, checkpoint } : null
+      }
       const handle: Persistence.SessionHandle = {
         id,
-        load: load(id, openOptions.caps),
+        load: Effect.suspend(() => load(id, openOptions.caps, cached)).pipe(
+          Effect.tap((loaded) =>
+            Effect.sync(() => {
+              if (loaded.exists && loaded.recovery.stopped === null) remember(loaded.state, loaded.recovery.checkpoint)
+              else cached = null
+            })
+          )
+        ),
         append: (batch) =>
           write
-            ? append(id, batch)
+            ? append(id, batch).pipe(
+              Effect.tap((next) =>
+                Effect.sync(() => {
+                  if (next !== null && next === batch.state.next_sequence) remember(batch.state, cached?.checkpoint ?? "none")
+                })
+              ),
+              Effect.asVoid
+            )
             : Effect.fail(new StorageError({ operation: "append", path: names.entries, reason: "session opened for reading" })),
         checkpoint: (state) => checkpoint(id, state)
       }
@@ -500,7 +588,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       if (writers.has(id)) return Effect.fail(new SessionLocked({ id, holder: "a writer in this process" }))
       // Deleting the session row first takes the lock appends take: an append in
       // flight finishes before, and one that follows finds an empty session.
-      return sql.withTransaction(Effect.gen(function*() {
+      return transaction(Effect.gen(function*() {
         const deleted = yield* sql`DELETE FROM ${sessionsT} WHERE session_id = ${id} RETURNING session_id`
         if (deleted.length === 0) return yield* new SessionNotFound({ id })
         yield* sql`DELETE FROM ${entriesT} WHERE session_id = ${id}`

@@ -1,0 +1,124 @@
+/**
+ * What the adapter does when PostgreSQL connections die, and when notifications
+ * are lost: writes fail with a typed error and the next one continues the chain;
+ * followers in other instances still receive every entry.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Entry, JournalState, Persistence, SessionJournal } from "@session-journal/core"
+import { chain } from "@session-journal/core/test/PersistenceContract"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+import { afterAll } from "vitest"
+import { PgPersistence } from "../src/index.ts"
+import { adminLayer, freshPrefix, skipReason, url } from "./pg.ts"
+
+const prefix = freshPrefix("fail")
+const appName = `sj-victim-${process.pid}`
+
+const params = (n: number): Entry.ToolParams => ({
+  tool_name: "tool",
+  server_id: "srv",
+  agent_id: "agent",
+  bytes_read: n,
+  bytes_written: 0,
+  delegation_depth: 0
+})
+
+// The instance under attack, and a second instance (same application_name, so its
+// connections die too) that only follows and learns of commits by notification.
+const Victim = SessionJournal.layer().pipe(
+  Layer.provideMerge(PgPersistence.layerFromUrl(url, { tablePrefix: prefix, applicationName: appName }))
+)
+const makeFollower = PgPersistence.layerFromUrl(url, { tablePrefix: prefix, applicationName: appName, pollInterval: "1 hour" })
+
+const waitUntil = <E, R>(check: Effect.Effect<boolean, E, R>): Effect.Effect<void, E, R> =>
+  Effect.flatMap(check, (ok) => ok ? Effect.void : Effect.andThen(Effect.sleep("20 millis"), waitUntil(check)))
+
+describe.skipIf(skipReason !== null)("postgres: failures", () => {
+  afterAll(() => Effect.runPromise(PgPersistence.dropTables(prefix).pipe(Effect.provide(adminLayer()))))
+
+  it.live("a connection killed mid-write gives StorageError; the next write continues with no gap", () =>
+    Effect.gen(function*() {
+      const id = `kill-${Date.now().toString(36)}`
+      const journal = yield* SessionJournal.SessionJournal
+      const admin = yield* PgClient.PgClient
+      for (let n = 0; n < 3; n++) yield* journal.record(id, params(n))
+
+      const followerScope = yield* Effect.scope
+      const follower = yield* Layer.buildWithScope(makeFollower, followerScope)
+      const followed = yield* Persistence.Persistence.use((p) => p.follow(id, 0).pipe(Stream.take(4), Stream.runCollect)).pipe(
+        Effect.provideContext(follower),
+        Effect.forkChild
+      )
+
+      // Hold the session row from another connection, so the next append blocks
+      // inside its transaction; then kill every connection of the instance.
+      const locked = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* admin.withTransaction(Effect.gen(function*() {
+        yield* admin`SELECT 1 AS one FROM ${admin(`${prefix}sessions`)} WHERE session_id = ${id} FOR UPDATE`
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(release)
+      })).pipe(Effect.forkChild)
+      yield* Deferred.await(locked)
+      const write = yield* journal.record(id, params(3)).pipe(Effect.exit, Effect.forkChild)
+      yield* waitUntil(Effect.map(
+        admin`SELECT pid FROM pg_stat_activity WHERE application_name = ${appName} AND wait_event_type = 'Lock'`,
+        (rows) => rows.length > 0
+      ))
+      const killed = yield* admin<{ readonly pid: number }>`SELECT pid FROM pg_stat_activity WHERE application_name = ${appName}`
+      yield* admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ${appName}`
+      const failed = yield* Fiber.join(write)
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+
+      assert.isTrue(Exit.isFailure(failed))
+      if (Exit.isFailure(failed)) {
+        const error = Exit.findErrorOption(failed)
+        assert.strictEqual(error._tag === "Some" ? error.value._tag : "none", "StorageError")
+      }
+      assert.isAbove(killed.length, 1)
+
+      const next = yield* journal.record(id, params(4))
+      assert.strictEqual(next.sequence, 3)
+      const stored = yield* journal.entries(id).pipe(Stream.runCollect)
+      assert.deepStrictEqual(stored.map((e) => e.sequence), [0, 1, 2, 3])
+      assert.deepStrictEqual(stored.map((e) => (Entry.isTool(e) ? e.bytes_read : -1)), [0, 1, 2, 4])
+      const report = yield* journal.verify(id)
+      assert.strictEqual(report.nextSequence, 4)
+
+      // The other instance's LISTEN connection died too; it reconnects, re-reads,
+      // and still delivers every entry.
+      const got = yield* Fiber.join(followed)
+      assert.deepStrictEqual(got.map((e) => e.entry_hash), stored.map((e) => e.entry_hash))
+    }).pipe(Effect.provide(Layer.merge(Victim, adminLayer("sj-test-killer")))), { timeout: 60_000 })
+
+  it.live("a follower polls: entries stored without a notification still arrive", () =>
+    Effect.gen(function*() {
+      const id = `quiet-${Date.now().toString(36)}`
+      const p = yield* Persistence.Persistence
+      const admin = yield* PgClient.PgClient
+      const first = chain(JournalState.empty(id), 2)
+      yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.append({ entries: first.entries, state: first.state })))
+      const followed = yield* p.follow(id, 0).pipe(Stream.take(3), Stream.runCollect, Effect.forkChild)
+      // Stored behind the adapter's back: no NOTIFY is sent.
+      const quiet = chain(first.state, 1).entries[0]!
+      yield* admin.withTransaction(Effect.gen(function*() {
+        yield* admin`INSERT INTO ${admin(`${prefix}entries`)} (session_id, sequence, entry_hash, entry)
+          VALUES (${id}, ${quiet.sequence}, ${quiet.entry_hash}, ${JSON.stringify(Entry.encode(quiet))})`
+        yield* admin`UPDATE ${admin(`${prefix}sessions`)} SET next_sequence = 3, head = ${quiet.entry_hash} WHERE session_id = ${id}`
+      }))
+      const got = yield* Fiber.join(followed)
+      assert.deepStrictEqual(got.map((e) => e.entry_hash), [...first.entries, quiet].map((e) => e.entry_hash))
+    }).pipe(
+      Effect.provide(Layer.merge(
+        PgPersistence.layerFromUrl(url, { tablePrefix: prefix, applicationName: "sj-test-quiet", pollInterval: "100 millis" }),
+        adminLayer("sj-test-quiet-admin")
+      ))
+    ), { timeout: 60_000 })
+})
