@@ -244,6 +244,8 @@ interface MemorySession {
   readonly entries: Array<Entry.Entry>
   checkpoint: Checkpoint.CheckpointJson | null
   meta: SessionMeta | null
+  /** Caps of the state the session was first written with; a checkpoint's caps take precedence. */
+  caps: JournalState.Caps | null
   writer: boolean
   updatedAt: number
   sinceCheckpoint: number
@@ -265,7 +267,7 @@ export const makeMemory = Effect.fnUntraced(function*(options?: MemoryOptions) {
   const sessionFor = (id: string): MemorySession => {
     let s = sessions.get(id)
     if (s === undefined) {
-      s = { entries: [], checkpoint: null, meta: null, writer: false, updatedAt: 0, sinceCheckpoint: 0 }
+      s = { entries: [], checkpoint: null, meta: null, caps: null, writer: false, updatedAt: 0, sinceCheckpoint: 0 }
       sessions.set(id, s)
     }
     return s
@@ -281,7 +283,9 @@ export const makeMemory = Effect.fnUntraced(function*(options?: MemoryOptions) {
           recovery: cleanReport("none", 0)
         })
       }
-      let base = JournalState.empty(id, caps)
+      // A session keeps the caps it was created with, also before its first checkpoint:
+      // replaying under other caps would evict differently and change the head.
+      let base = JournalState.empty(id, s.caps ?? caps)
       let kind: RecoveryReport["checkpoint"] = "none"
       if (s.checkpoint !== null) {
         const decoded = Checkpoint.decode(s.checkpoint)
@@ -314,6 +318,7 @@ export const makeMemory = Effect.fnUntraced(function*(options?: MemoryOptions) {
         next++
       }
       for (const e of fresh) s.entries.push(e)
+      if (s.caps === null) s.caps = { entry_cap: batch.state.entry_cap, tool_counts_cap: batch.state.tool_counts_cap }
       if (batch.meta !== undefined && (s.meta === null || batch.meta.updated_at >= s.meta.updated_at)) {
         s.meta = batch.meta
       }
