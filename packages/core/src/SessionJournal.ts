@@ -29,7 +29,7 @@ import * as Entry from "./Entry.ts"
 import {
   CorruptJournal,
   type IntegrityViolation,
-  type InvalidRecordField,
+  InvalidRecordField,
   InvalidSessionId,
   type SequenceConflict,
   type SessionLocked,
@@ -182,6 +182,8 @@ interface Built<A> {
 interface Request<A> {
   readonly build: (state: JournalState.JournalState, timestampSecs: number, nowMillis: number) => Built<A>
   readonly deferred: Deferred.Deferred<A, WriteError>
+  /** Completed when the request is answered, or when its caller is to take over committing. */
+  wake: Deferred.Deferred<void>
 }
 
 interface Slot {
@@ -197,13 +199,20 @@ interface OpenSession {
   readonly handle: Persistence.SessionHandle
   readonly ref: SynchronizedRef.SynchronizedRef<Slot>
   readonly pending: Array<Request<unknown>>
+  /** Set (while holding `ref`, with nothing pending) when the session is closed: its handle must not write again. */
+  closed: boolean
+  /** Whether a caller is committing rounds; the others wait for their answer. */
+  flushing: boolean
 }
 
+/** Published when a session is deleted, so its subscribers' streams end. */
+const Ended = { _tag: "Ended" } as const
+
 interface Hub {
-  readonly pubsub: PubSub.PubSub<Entry.Entry>
+  readonly pubsub: PubSub.PubSub<Entry.Entry | typeof Ended>
   /** Next sequence this service will publish, once known. */
   next: number | null
-  readonly waiters: Array<{ readonly sequence: number; readonly deferred: Deferred.Deferred<void> }>
+  readonly waiters: Array<{ readonly sequence: number; readonly deferred: Deferred.Deferred<void, SessionNotFound> }>
 }
 
 const blockedBy = (loaded: Persistence.Loaded, id: string): CorruptJournal | null =>
@@ -226,6 +235,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const conflictRetries = options?.conflictRetries ?? 8
 
   const sessions = new Map<string, Deferred.Deferred<OpenSession, OpenError>>()
+  const closing = new Map<string, Deferred.Deferred<void>>()
   const hubs = new Map<string, Hub>()
 
   const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))
@@ -234,7 +244,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     Effect.suspend(() => {
       const existing = hubs.get(id)
       if (existing !== undefined) return Effect.succeed(existing)
-      return Effect.map(PubSub.sliding<Entry.Entry>(changesCapacity), (pubsub) => {
+      return Effect.map(PubSub.sliding<Entry.Entry | typeof Ended>(changesCapacity), (pubsub) => {
         // Re-check: another fiber may have created the hub while this one yielded.
         const raced = hubs.get(id)
         if (raced !== undefined) return raced
@@ -244,19 +254,38 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       })
     })
 
+  // Moves the hub's committed mark forward and wakes the waiters it passes. Runs
+  // synchronously, as does awaitSequence's check-and-register, so no wake-up is lost.
+  const advance = (hub: Hub, next: number) => {
+    if (hub.next !== null && next <= hub.next) return
+    hub.next = next
+    const ready = hub.waiters.filter((w) => w.sequence < next)
+    if (ready.length > 0) {
+      const keep = hub.waiters.filter((w) => w.sequence >= next)
+      hub.waiters.length = 0
+      hub.waiters.push(...keep)
+      for (const w of ready) Deferred.doneUnsafe(w.deferred, Effect.void)
+    }
+  }
+
   const publish = (id: string, entries: ReadonlyArray<Entry.Entry>) =>
     Effect.flatMap(hubFor(id), (hub) => {
       const last = entries[entries.length - 1]
       if (last === undefined) return Effect.void
-      hub.next = last.sequence + 1
-      const ready = hub.waiters.filter((w) => w.sequence < last.sequence + 1)
-      if (ready.length > 0) {
-        const keep = hub.waiters.filter((w) => w.sequence >= last.sequence + 1)
-        hub.waiters.length = 0
-        hub.waiters.push(...keep)
-        for (const w of ready) Deferred.doneUnsafe(w.deferred, Effect.void)
-      }
+      advance(hub, last.sequence + 1)
       return Effect.asVoid(PubSub.publishAll(hub.pubsub, entries))
+    })
+
+  // After a (re)load: entries that storage holds beyond what this service published
+  // (written by a failed append that reached the disk after all, or by another
+  // writer) are committed too; publish those still in the ring, so subscribers get
+  // them, and a "missed" marker for the rest.
+  const catchUp = (id: string, state: JournalState.JournalState) =>
+    Effect.flatMap(hubFor(id), (hub) => {
+      const from = hub.next ?? state.next_sequence
+      if (state.next_sequence <= from) return Effect.sync(() => advance(hub, state.next_sequence))
+      const unseen = JournalState.entries(state).filter((e) => e.sequence >= from)
+      return unseen.length > 0 ? publish(id, unseen) : Effect.sync(() => advance(hub, state.next_sequence))
     })
 
   const openSession = (id: string): Effect.Effect<OpenSession, OpenError> =>
@@ -272,14 +301,17 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         return yield* Effect.failCause(opened.cause)
       }
       const { handle, loaded } = opened.value
-      const hub = yield* hubFor(id)
-      hub.next = Math.max(hub.next ?? 0, loaded.state.next_sequence)
+      yield* catchUp(id, loaded.state)
       const ref = yield* SynchronizedRef.make<Slot>({ state: loaded.state, blocked: blockedBy(loaded, id) })
-      return { id, scope, handle, ref, pending: [] }
+      return { id, scope, handle, ref, pending: [], closed: false, flushing: false }
     })
 
   const acquire = (id: string): Effect.Effect<OpenSession, OpenError> =>
-    Effect.suspend(() => {
+    Effect.suspend((): Effect.Effect<OpenSession, OpenError> => {
+      // A closing session still holds the writer guarantee: open it again only
+      // once the close is complete.
+      const closed = closing.get(id)
+      if (closed !== undefined) return Effect.andThen(Deferred.await(closed), acquire(id))
       const existing = sessions.get(id)
       if (existing !== undefined) return Deferred.await(existing)
       const deferred = Deferred.makeUnsafe<OpenSession, OpenError>()
@@ -297,11 +329,19 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     })
 
   const reload = (session: OpenSession): Effect.Effect<Slot, OpenError> =>
-    Effect.map(session.handle.load, (loaded) => ({ state: loaded.state, blocked: blockedBy(loaded, session.id) }))
+    Effect.flatMap(
+      session.handle.load,
+      (loaded) => Effect.as(catchUp(session.id, loaded.state), { state: loaded.state, blocked: blockedBy(loaded, session.id) })
+    )
+
+  const answer = (request: Request<unknown>, result: Effect.Effect<unknown, WriteError>) => {
+    Deferred.doneUnsafe(request.deferred, result)
+    Deferred.doneUnsafe(request.wake, Effect.void)
+  }
 
   const failAll = (batch: ReadonlyArray<Request<unknown>>, error: WriteError) =>
     Effect.sync(() => {
-      for (const r of batch) Deferred.doneUnsafe(r.deferred, Effect.fail(error))
+      for (const r of batch) answer(r, Effect.fail(error))
     })
 
   const toWriteError = (error: StorageError | SequenceConflict): StorageError =>
@@ -318,8 +358,33 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   // inside the session's SynchronizedRef, so commits of one session never overlap.
   const commit = (session: OpenSession, current: Slot): Effect.Effect<readonly [void, Slot]> =>
     Effect.gen(function*() {
+      // A closed session's handle no longer holds the writer guarantee; its callers
+      // take their requests to a fresh opening (see submit).
+      if (session.closed || session.pending.length === 0) return [undefined, current] as const
+      // Let writers that are already runnable enqueue first: with a backend that
+      // answers without suspending, the batch would otherwise only ever hold the
+      // committer's own request.
+      yield* Effect.yieldNow
       const batch = session.pending.splice(0, maxBatch)
       if (batch.length === 0) return [undefined, current] as const
+      return yield* commitBatch(session, current, batch).pipe(
+        // A defect (say, a guard that throws) answers its batch instead of leaving
+        // the callers waiting; the state is re-read before the next write.
+        Effect.catchCause((cause) =>
+          Effect.sync(() => {
+            for (const r of batch) if (!Deferred.isDoneUnsafe(r.deferred)) answer(r, Effect.failCause(cause))
+            return [undefined, { state: null, blocked: null }] as const
+          })
+        )
+      )
+    })
+
+  const commitBatch = (
+    session: OpenSession,
+    current: Slot,
+    batch: ReadonlyArray<Request<unknown>>
+  ): Effect.Effect<readonly [void, Slot]> =>
+    Effect.gen(function*() {
       let slot = current
       for (let attempt = 0;; attempt++) {
         if (slot.state === null) {
@@ -355,7 +420,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         const stored = yield* Effect.result(session.handle.append({ entries, meta, state }))
         if (Result.isSuccess(stored)) {
           for (let i = 0; i < batch.length; i++) {
-            Deferred.doneUnsafe(batch[i]!.deferred, Effect.succeed(results[i]))
+            answer(batch[i]!, Effect.succeed(results[i]))
           }
           yield* publish(session.id, entries)
           return [undefined, { state, blocked: null }] as const
@@ -371,18 +436,51 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       }
     })
 
-  const submit = <A>(id: string, build: Request<A>["build"]): Effect.Effect<A, WriteError> =>
+  // Commits rounds until the caller's own request is answered, then hands the
+  // queue to the next waiting caller, so that no caller commits for others forever.
+  const flush = (session: OpenSession, own: Request<unknown>) =>
     Effect.gen(function*() {
-      const session = yield* acquire(id)
-      const deferred = Deferred.makeUnsafe<A, WriteError>()
-      session.pending.push({ build, deferred } as Request<unknown>)
-      // Whoever holds the ref next commits everything pending, ours included; we
-      // only commit again if our request did not fit in the batches before it.
-      while (!Deferred.isDoneUnsafe(deferred)) {
-        yield* Effect.uninterruptible(SynchronizedRef.modifyEffect(session.ref, (slot) => commit(session, slot)))
+      while (!Deferred.isDoneUnsafe(own.deferred) && !session.closed) {
+        yield* SynchronizedRef.modifyEffect(session.ref, (slot) => commit(session, slot))
       }
-      return yield* Deferred.await(deferred)
-    })
+    }).pipe(
+      Effect.ensuring(Effect.sync(() => {
+        session.flushing = false
+        const next = session.pending[0]
+        if (next !== undefined) Deferred.doneUnsafe(next.wake, Effect.void)
+      }))
+    )
+
+  // One caller at a time commits (every pending request per round); the others wait
+  // for their answer instead of queueing for the ref. Once a request is queued it is
+  // committed or failed, never abandoned: an interrupted caller could otherwise leave
+  // a request that a later commit stores without anyone waiting for it.
+  const submit = <A>(id: string, build: Request<A>["build"]): Effect.Effect<A, WriteError> =>
+    Effect.uninterruptible(Effect.gen(function*() {
+      const request: Request<unknown> = {
+        build,
+        deferred: Deferred.makeUnsafe<unknown, WriteError>(),
+        wake: Deferred.makeUnsafe<void>()
+      }
+      for (;;) {
+        const session = yield* acquire(id)
+        session.pending.push(request)
+        while (!Deferred.isDoneUnsafe(request.deferred) && !session.closed) {
+          if (!session.flushing) {
+            session.flushing = true
+            yield* flush(session, request)
+          } else {
+            yield* Deferred.await(request.wake)
+            if (!Deferred.isDoneUnsafe(request.deferred)) request.wake = Deferred.makeUnsafe<void>()
+          }
+        }
+        if (Deferred.isDoneUnsafe(request.deferred)) return (yield* Deferred.await(request.deferred)) as A
+        // The session was closed before the request was queued in time: take it to
+        // a fresh opening.
+        const at = session.pending.indexOf(request)
+        if (at >= 0) session.pending.splice(at, 1)
+      }
+    }))
 
   const record = Effect.fn("SessionJournal.record")(function*(id: string, params: Entry.ToolParams) {
     yield* validId(id)
@@ -446,7 +544,16 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   const setMeta = Effect.fn("SessionJournal.setMeta")(function*(id: string, patch: SessionMeta.MetaPatch) {
     yield* validId(id)
-    if (patch.data !== undefined) yield* Effect.fromResult(Entry.validatePayload("meta", patch.data))
+    if (patch.title !== undefined && typeof patch.title !== "string") {
+      return yield* new InvalidRecordField({ field: "title", reason: "must be a string" })
+    }
+    if (patch.labels !== undefined && !(Array.isArray(patch.labels) && patch.labels.every((l) => typeof l === "string"))) {
+      return yield* new InvalidRecordField({ field: "labels", reason: "must be an array of strings" })
+    }
+    if (patch.data !== undefined) {
+      const checked = Entry.validatePayload("meta", patch.data)
+      if (Result.isFailure(checked)) return yield* new InvalidRecordField({ field: "data", reason: checked.failure.reason })
+    }
     return yield* submit(id, (state, _ts, nowMillis) => {
       const meta = SessionMeta.patch(state.meta, patch, nowMillis)
       return { entries: [], meta, result: meta }
@@ -462,8 +569,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       if (open !== undefined) {
         const session = yield* Deferred.await(open)
         const slot = yield* SynchronizedRef.get(session.ref)
-        if (slot.state !== null) return slot.state
-        return (yield* session.handle.load).state
+        const current = slot.state ?? (yield* session.handle.load).state
+        // Open for writing but nothing stored yet (say, its first append failed).
+        if (current.next_sequence === 0 && current.meta === null) return yield* new SessionNotFound({ id })
+        return current
       }
       const loaded = yield* Effect.scoped(
         Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => h.load)
@@ -487,11 +596,13 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     let previous: string | undefined
     let checked = 0
     let failure: IntegrityViolation | null = null
-    yield* persistence.history(id).pipe(
+    // Stop at the state's end: a write committed after the state was read must not
+    // count as a difference between storage and the session.
+    yield* persistence.history(id, { limit: current.next_sequence }).pipe(
       Stream.runForEachArray((chunk) =>
         Effect.sync(() => {
           for (const entry of chunk) {
-            if (failure !== null) return
+            if (failure !== null || entry.sequence >= current.next_sequence) return
             if (checked === 0) {
               replay = entry.sequence === 0
                 ? JournalState.empty(id, { entry_cap: current.entry_cap, tool_counts_cap: current.tool_counts_cap })
@@ -549,6 +660,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       let expected = Math.max(known, hub.next ?? 0)
       const subscription = yield* PubSub.subscribe(hub.pubsub)
       return Stream.fromSubscription(subscription).pipe(
+        Stream.takeWhile((item): item is Entry.Entry => item !== Ended),
         Stream.flatMap((entry) => {
           if (entry.sequence < expected) return Stream.empty
           const missed = entry.sequence - expected
@@ -565,8 +677,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       yield* validId(id)
       const hub = yield* hubFor(id)
       const known = yield* knownNext(id, hub)
-      if (hub.next === null || hub.next < known) hub.next = known
-      const deferred = Deferred.makeUnsafe<void>()
+      advance(hub, known)
+      const deferred = Deferred.makeUnsafe<void, SessionNotFound>()
       // Check and register in one synchronous step: commits publish synchronously
       // too, so no commit can fall between the check and the wait.
       const done = yield* Effect.sync(() => {
@@ -577,21 +689,39 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       if (!done) yield* Deferred.await(deferred)
     })
 
+  // Commits whatever is still pending, marks the session closed in the same hold of
+  // the ref, then releases the writer guarantee. New writers wait for the close and
+  // then open the session afresh.
+  const drainAndClose = (session: OpenSession) =>
+    Effect.gen(function*() {
+      while (!session.closed) {
+        yield* SynchronizedRef.modifyEffect(session.ref, (slot) =>
+          Effect.map(commit(session, slot), ([, next]) => {
+            if (session.pending.length === 0) session.closed = true
+            return [undefined, next] as const
+          }))
+      }
+      yield* Scope.close(session.scope, Exit.void)
+    })
+
   const close = (id: string): Effect.Effect<void> =>
     Effect.suspend(() => {
+      const inProgress = closing.get(id)
+      if (inProgress !== undefined) return Deferred.await(inProgress)
       const open = sessions.get(id)
       if (open === undefined) return Effect.void
+      const done = Deferred.makeUnsafe<void>()
+      closing.set(id, done)
       return Deferred.await(open).pipe(
-        // Wait for an in-flight commit, then release the writer guarantee.
-        Effect.flatMap((session) =>
-          SynchronizedRef.modifyEffect(session.ref, (slot) =>
-            Effect.sync(() => {
-              sessions.delete(id)
-              return [session, slot] as const
-            }))
-        ),
-        Effect.flatMap((session) => Scope.close(session.scope, Exit.void)),
-        Effect.catch(() => Effect.sync(() => { sessions.delete(id) }))
+        Effect.flatMap(drainAndClose),
+        // A session whose opening failed holds nothing to release.
+        Effect.catch(() => Effect.void),
+        Effect.ensuring(Effect.sync(() => {
+          if (sessions.get(id) === open) sessions.delete(id)
+          closing.delete(id)
+          Deferred.doneUnsafe(done, Effect.void)
+        })),
+        Effect.uninterruptible
       )
     })
 
@@ -599,7 +729,15 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     yield* validId(id)
     yield* close(id)
     yield* persistence.delete(id)
-    hubs.delete(id)
+    // End the streams of the deleted session and fail its waiters: its sequences
+    // start again at 0 if it is written again.
+    const hub = hubs.get(id)
+    if (hub !== undefined) {
+      hubs.delete(id)
+      for (const w of hub.waiters) Deferred.doneUnsafe(w.deferred, Effect.fail(new SessionNotFound({ id })))
+      hub.waiters.length = 0
+      yield* PubSub.publish(hub.pubsub, Ended)
+    }
   })
 
   yield* Effect.addFinalizer(() => Effect.forEach(Array.from(sessions.keys()), close, { discard: true }))
