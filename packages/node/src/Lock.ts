@@ -1,0 +1,276 @@
+/**
+ * The single-writer lock of a session directory (DESIGN §6): a file `lock` that
+ * holds the writer's pid, host, process start time and a random token.
+ *
+ * Taking the lock: the record is written to a fresh temp file (O_EXCL) and then
+ * hard-linked to `lock`; `link` fails when `lock` exists, so exactly one process
+ * wins and nobody ever sees a half-written lock file. A lock whose holder is a
+ * dead process of this host (no such pid, a zombie, or a pid reused by a process
+ * that started at another time) is stale. Taking over a stale lock is serialized
+ * by a claim file `lock.takeover`, taken the same way: only the claimant may remove
+ * the stale lock, and only after re-reading it and finding the same record, so two
+ * processes racing for a takeover can never both end up holding the lock. A claim
+ * left by a process that died during a takeover is itself stale and is removed the
+ * same careful way. Readers never take the lock.
+ *
+ * @since 0.1.0
+ */
+import { SessionLocked, StorageError } from "@session-journal/core"
+import { readFileSync } from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as FileOps from "./internal/fileOps.ts"
+
+/**
+ * Name of the lock file inside a session directory.
+ *
+ * @since 0.1.0
+ */
+export const LOCK_FILE = "lock"
+
+/**
+ * Name of the takeover claim file inside a session directory.
+ *
+ * @since 0.1.0
+ */
+export const CLAIM_FILE = "lock.takeover"
+
+/**
+ * The record a lock file holds.
+ *
+ * @since 0.1.0
+ */
+export interface LockRecord {
+  readonly pid: number
+  readonly host: string
+  /** Start time of the holder process (Linux: clock ticks after boot, from /proc), or null. */
+  readonly start: string | null
+  readonly token: string
+  /** When the lock was taken, milliseconds since the epoch. */
+  readonly acquired_at: number
+}
+
+/**
+ * A held lock; `release` removes it if it is still ours.
+ *
+ * @since 0.1.0
+ */
+export interface Held {
+  readonly record: LockRecord
+  readonly release: () => Promise<void>
+}
+
+/**
+ * Start time of process `pid` (field 22 of /proc/<pid>/stat), its state letter,
+ * or null where /proc is not available.
+ *
+ * @since 0.1.0
+ */
+export const processStat = (pid: number): { readonly start: string; readonly state: string } | null => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    const state = fields[0]
+    const start = fields[19]
+    return state === undefined || start === undefined ? null : { start, state }
+  } catch {
+    return null
+  }
+}
+
+const ownStart = processStat(process.pid)?.start ?? null
+
+/**
+ * Whether the holder of `record` may still be alive. A holder on another host is
+ * always considered alive (it cannot be checked from here).
+ *
+ * @since 0.1.0
+ */
+export const holderAlive = (record: LockRecord): boolean => {
+  if (record.host !== os.hostname()) return true
+  try {
+    process.kill(record.pid, 0)
+  } catch (e) {
+    if (FileOps.codeOf(e) === "ESRCH") return false
+    // EPERM: a process of another user owns the pid, so it is alive.
+  }
+  const stat = processStat(record.pid)
+  if (stat === null) return processStat(process.pid) === null
+  if (stat.state === "Z" || stat.state === "X") return false
+  return record.start === null || stat.start === record.start
+}
+
+/**
+ * A human-readable description of a lock holder, for `SessionLocked`.
+ *
+ * @since 0.1.0
+ */
+export const describe = (record: LockRecord): string =>
+  `pid ${record.pid} on ${record.host} since ${new Date(record.acquired_at).toISOString()}`
+
+const parseRecord = (text: string): LockRecord | null => {
+  try {
+    const o = JSON.parse(text) as Partial<LockRecord>
+    if (
+      typeof o.pid === "number" && typeof o.host === "string" && typeof o.token === "string" &&
+      typeof o.acquired_at === "number" && (o.start === null || typeof o.start === "string")
+    ) return o as LockRecord
+    return null
+  } catch {
+    return null
+  }
+}
+
+type Seen =
+  | { readonly _tag: "Missing" }
+  | { readonly _tag: "Found"; readonly raw: string; readonly ino: number; readonly record: LockRecord | null }
+
+const readLockFile = async (ctx: FileOps.Context, file: string): Promise<Seen> => {
+  let fh: FileOps.FileHandle
+  try {
+    fh = await FileOps.openRead(ctx, file)
+  } catch (e) {
+    if (FileOps.codeOf((e as { cause?: unknown }).cause) === "ENOENT") return { _tag: "Missing" }
+    throw e
+  }
+  try {
+    const st = await FileOps.call("fstat", file, () => fh.stat())
+    const raw = new TextDecoder().decode(await FileOps.readBounded(ctx, fh, file, 64 * 1024))
+    return { _tag: "Found", raw, ino: st.ino, record: parseRecord(raw) }
+  } finally {
+    await FileOps.close(fh)
+  }
+}
+
+const same = (a: Seen, b: Seen): boolean =>
+  a._tag === "Found" && b._tag === "Found" && a.ino === b.ino && a.raw === b.raw
+
+// A lock or claim whose content cannot be parsed was cut short by a crash of the
+// whole machine (it is complete before it is linked), so its holder is gone.
+const alive = (seen: Seen): boolean => seen._tag === "Found" && seen.record !== null && holderAlive(seen.record)
+
+const tryLink = async (ctx: FileOps.Context, from: string, to: string): Promise<boolean> => {
+  try {
+    await ctx.fs.link(from, to)
+    return true
+  } catch (cause) {
+    if (FileOps.codeOf(cause) === "EEXIST") return false
+    throw cause
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/**
+ * Takes the lock of the (confined, existing) session directory `dir` for session
+ * `id`, taking over a stale lock of a dead local process. Fails with
+ * `SessionLocked` while a live writer holds it; with `StorageError` when the
+ * filesystem fails.
+ *
+ * @since 0.1.0
+ */
+export const acquire = async (ctx: FileOps.Context, dir: string, id: string): Promise<Held> => {
+  const lockPath = path.join(dir, LOCK_FILE)
+  const claimPath = path.join(dir, CLAIM_FILE)
+  const record: LockRecord = {
+    pid: process.pid,
+    host: os.hostname(),
+    start: ownStart,
+    token: `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`,
+    acquired_at: Date.now()
+  }
+  const tmp = path.join(dir, `${LOCK_FILE}${FileOps.TEMP_PREFIX}${process.pid}-${record.token}`)
+  const fh = await FileOps.createExclusive(ctx, tmp)
+  try {
+    try {
+      await FileOps.writeAll(fh, tmp, new TextEncoder().encode(`${JSON.stringify(record)}\n`), 0)
+    } finally {
+      await FileOps.close(fh)
+    }
+    for (let attempt = 0; attempt < 200; attempt++) {
+      if (await FileOps.call("link", lockPath, () => tryLink(ctx, tmp, lockPath))) {
+        return { record, release: () => release(ctx, lockPath, record.token) }
+      }
+      const seen = await readLockFile(ctx, lockPath)
+      if (seen._tag === "Missing") continue
+      if (alive(seen)) {
+        throw new SessionLocked({ id, holder: seen._tag === "Found" && seen.record !== null ? describe(seen.record) : "unknown" })
+      }
+      // Stale: only the holder of the claim may remove it.
+      if (await FileOps.call("link", claimPath, () => tryLink(ctx, tmp, claimPath))) {
+        try {
+          const again = await readLockFile(ctx, lockPath)
+          if (same(seen, again)) await FileOps.unlinkIfExists(ctx, lockPath)
+        } finally {
+          await FileOps.unlinkIfExists(ctx, claimPath)
+        }
+        continue
+      }
+      const claim = await readLockFile(ctx, claimPath)
+      if (claim._tag === "Missing") continue
+      if (alive(claim)) {
+        // Another process is taking over right now; it finishes within milliseconds.
+        await sleep(5 + Math.random() * 10)
+        continue
+      }
+      // A claim left by a process that died mid-takeover: move it aside and check
+      // that what moved is the dead one; put back a live one moved by mistake.
+      const aside = path.join(dir, `${CLAIM_FILE}${FileOps.TEMP_PREFIX}${process.pid}-${record.token}`)
+      try {
+        await ctx.fs.rename(claimPath, aside)
+      } catch (cause) {
+        if (FileOps.codeOf(cause) === "ENOENT") continue
+        throw new StorageError({ operation: "rename", path: claimPath, cause })
+      }
+      const moved = await readLockFile(ctx, aside)
+      if (!same(claim, moved)) await FileOps.call("link", claimPath, () => tryLink(ctx, aside, claimPath))
+      await FileOps.unlinkIfExists(ctx, aside)
+    }
+    throw new SessionLocked({ id, holder: "contended: the lock changed hands too often" })
+  } finally {
+    await FileOps.unlinkIfExists(ctx, tmp).catch(() => undefined)
+  }
+}
+
+const release = async (ctx: FileOps.Context, lockPath: string, token: string): Promise<void> => {
+  const seen = await readLockFile(ctx, lockPath)
+  if (seen._tag === "Found" && seen.record?.token === token) await FileOps.unlinkIfExists(ctx, lockPath)
+}
+
+/**
+ * Reads the lock of a session directory: its holder, and whether that holder is
+ * alive; null when there is no lock file.
+ *
+ * @since 0.1.0
+ */
+export const inspect = async (
+  ctx: FileOps.Context,
+  dir: string
+): Promise<null | { readonly record: LockRecord | null; readonly alive: boolean }> => {
+  const seen = await readLockFile(ctx, path.join(dir, LOCK_FILE))
+  return seen._tag === "Missing" ? null : { record: seen.record, alive: alive(seen) }
+}
+
+/**
+ * Removes temp files of lock attempts by dead local processes (their names carry
+ * the pid). Called by a writer after it took the lock.
+ *
+ * @since 0.1.0
+ */
+export const clearStaleTemps = async (ctx: FileOps.Context, dir: string, names: ReadonlyArray<string>): Promise<void> => {
+  const pattern = new RegExp(`^(?:${LOCK_FILE}|${CLAIM_FILE.replace(".", "\\.")})${FileOps.TEMP_PREFIX.replace(".", "\\.")}(\\d+)-`)
+  for (const n of names) {
+    const m = pattern.exec(n)
+    if (m === null) continue
+    const pid = Number(m[1])
+    if (pid === process.pid) continue
+    try {
+      process.kill(pid, 0)
+      const stat = processStat(pid)
+      if (stat !== null && stat.state !== "Z" && stat.state !== "X") continue
+    } catch (e) {
+      if (FileOps.codeOf(e) !== "ESRCH") continue
+    }
+    await FileOps.unlinkIfExists(ctx, path.join(dir, n))
+  }
+}

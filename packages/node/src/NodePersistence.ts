@@ -1,0 +1,673 @@
+/**
+ * The filesystem adapter of the `Persistence` port (DESIGN §6): one directory per
+ * session under a root, holding append-only JSONL segments named by their first
+ * sequence, an atomically replaced checkpoint, and a single-writer lock.
+ *
+ * Also the maintenance functions the command line builds on: `inspect` (what
+ * `verify` prints: the recovery report and the integrity of every segment) and
+ * `repair` (sets damaged bytes aside so the session can be written again).
+ *
+ * @since 0.1.0
+ */
+import {
+  CorruptJournal,
+  Entry,
+  IntegrityViolation,
+  InvalidSessionId,
+  JournalState,
+  Persistence,
+  Replay,
+  SequenceConflict,
+  SessionLocked,
+  SessionNotFound,
+  StorageError
+} from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import * as path from "node:path"
+import * as FileOps from "./internal/fileOps.ts"
+import * as Segment from "./internal/segment.ts"
+import * as Session from "./internal/session.ts"
+import * as Lock from "./Lock.ts"
+
+/**
+ * Options of the filesystem adapter.
+ *
+ * @since 0.1.0
+ */
+export interface Options {
+  /** The journal root; created (0700) when missing, its parent must exist. */
+  readonly root: string
+  /**
+   * Smallest size of the active segment at which a checkpoint is written and the
+   * next segment started (the threshold is max(this, checkpoint size / 4));
+   * default 256 KiB.
+   */
+  readonly segmentBytes?: number | undefined
+  /**
+   * Remove segments once a checkpoint covers them (default false: every segment is
+   * kept as audit history). History then starts at the oldest kept segment; the
+   * checkpoint's `evicted_head` still commits to the removed entries.
+   */
+  readonly removeCheckpointedSegments?: boolean | undefined
+  /** How often `follow` polls for entries written by other processes (default 50 ms). */
+  readonly pollMillis?: number | undefined
+  /** Largest file read (default 1 GiB). */
+  readonly maxFileBytes?: number | undefined
+  /** Largest segment line (default 8 MiB); a longer record is refused on append. */
+  readonly maxLineBytes?: number | undefined
+  /** The filesystem calls to use (default `node:fs/promises`); tests inject failures here. */
+  readonly fs?: FileOps.Fs | undefined
+}
+
+/**
+ * The filesystem calls the adapter makes; implement it (usually by wrapping
+ * `nodeFs`) to inject failures in tests.
+ *
+ * @since 0.1.0
+ */
+export type Fs = FileOps.Fs
+
+/**
+ * The real filesystem (`node:fs/promises`).
+ *
+ * @since 0.1.0
+ */
+export const nodeFs: Fs = FileOps.nodeFs
+
+/**
+ * Smallest active-segment size that makes a checkpoint due: 256 KiB.
+ *
+ * @since 0.1.0
+ */
+export const DEFAULT_SEGMENT_BYTES = 256 * 1024
+
+/**
+ * Largest segment line read or written: 8 MiB.
+ *
+ * @since 0.1.0
+ */
+export const MAX_LINE_BYTES = FileOps.MAX_LINE_BYTES
+
+/**
+ * Largest file read: 1 GiB.
+ *
+ * @since 0.1.0
+ */
+export const MAX_FILE_BYTES = FileOps.MAX_FILE_BYTES
+
+const WINDOWS_NAMES = /^(?:con|prn|aux|nul|com[0-9]|lpt[0-9])$/i
+
+const invalidId = (operation: string, id: string) =>
+  new StorageError({ operation, reason: new InvalidSessionId({ id }).message, cause: new InvalidSessionId({ id }) })
+
+/**
+ * Whether `id` may name a session directory: the session id pattern of DESIGN §2,
+ * and none of the device names Windows reserves (so a journal copied there stays
+ * readable).
+ *
+ * @since 0.1.0
+ */
+export const isSafeSessionId = (id: unknown): id is string => Entry.isSessionId(id) && !WINDOWS_NAMES.test(id)
+
+interface Resolved {
+  readonly ctx: FileOps.Context
+  readonly segmentBytes: number
+  readonly removeCheckpointedSegments: boolean
+  readonly pollMillis: number
+}
+
+const resolve = (options: Options): Resolved => ({
+  ctx: {
+    fs: options.fs ?? FileOps.nodeFs,
+    root: path.resolve(options.root),
+    uid: typeof process.getuid === "function" ? process.getuid() : null,
+    maxFileBytes: options.maxFileBytes ?? FileOps.MAX_FILE_BYTES,
+    maxLineBytes: options.maxLineBytes ?? FileOps.MAX_LINE_BYTES
+  },
+  segmentBytes: options.segmentBytes ?? DEFAULT_SEGMENT_BYTES,
+  removeCheckpointedSegments: options.removeCheckpointedSegments ?? false,
+  pollMillis: options.pollMillis ?? 50
+})
+
+type Known = StorageError | CorruptJournal | SessionLocked | SessionNotFound | SequenceConflict | IntegrityViolation
+
+const isKnown = (e: unknown): e is Known =>
+  e instanceof StorageError || e instanceof CorruptJournal || e instanceof SessionLocked ||
+  e instanceof SessionNotFound || e instanceof SequenceConflict || e instanceof IntegrityViolation
+
+// The edge between the async primitives and the error channel: typed failures
+// pass through, anything else becomes a StorageError naming the operation.
+const attempt = <A>(operation: string, where: string, f: () => Promise<A>): Effect.Effect<A, Known> =>
+  Effect.tryPromise({
+    try: f,
+    catch: (cause) => isKnown(cause) ? cause : new StorageError({ operation, path: where, cause })
+  })
+
+const narrow = <A, E extends Known>(effect: Effect.Effect<A, Known>, keep: ReadonlyArray<Known["_tag"]>, operation: string) =>
+  Effect.catch(effect, (e): Effect.Effect<never, E> =>
+    keep.includes(e._tag)
+      ? Effect.fail(e as E)
+      : Effect.fail((e instanceof StorageError ? e : new StorageError({ operation, reason: e.message, cause: e })) as E))
+
+const ensureRoot = async (ctx: FileOps.Context): Promise<void> => {
+  await FileOps.ensureDir(ctx, ctx.root, path.dirname(ctx.root))
+  // Leftovers of a delete interrupted by a crash.
+  for (const n of await FileOps.listDir(ctx, ctx.root)) {
+    if (n.startsWith(TRASH_PREFIX)) await removeTree(ctx, path.join(ctx.root, n)).catch(() => undefined)
+  }
+}
+
+const TRASH_PREFIX = ".trash-"
+
+const removeTree = async (ctx: FileOps.Context, dir: string): Promise<void> => {
+  const st = await FileOps.call("lstat", dir, () => ctx.fs.lstat(dir))
+  if (!st.isDirectory() || st.isSymbolicLink()) throw new StorageError({ operation: "delete", path: dir, reason: "not a directory" })
+  for (const n of await FileOps.listDir(ctx, dir)) await FileOps.unlinkIfExists(ctx, path.join(dir, n))
+  await FileOps.call("rmdir", dir, () => ctx.fs.rmdir(dir))
+}
+
+/**
+ * Takes the lock of a session for maintenance or writing: confines the root,
+ * creates the session directory when asked, takes the lock and clears temp files
+ * left by dead writers.
+ */
+const lockSession = async (r: Resolved, id: string, create: boolean): Promise<Lock.Held | null> => {
+  const dir = path.join(r.ctx.root, id)
+  await FileOps.checkDir(r.ctx, r.ctx.root)
+  if (create) await FileOps.ensureDir(r.ctx, dir, r.ctx.root)
+  else if (!(await FileOps.confineSessionDir(r.ctx, dir))) return null
+  const held = await Lock.acquire(r.ctx, dir, id)
+  try {
+    const names = await FileOps.listDir(r.ctx, dir)
+    for (const n of names) {
+      if (n.startsWith(FileOps.TEMP_PREFIX)) await FileOps.unlinkIfExists(r.ctx, path.join(dir, n))
+    }
+    await Lock.clearStaleTemps(r.ctx, dir, names)
+  } catch (e) {
+    await held.release().catch(() => undefined)
+    throw e
+  }
+  return held
+}
+
+/**
+ * Builds the adapter: checks (or creates) the root, then serves the port. Fails
+ * with `StorageError` when the root is unusable (a symlink, foreign-owned,
+ * group/other-writable).
+ *
+ * @since 0.1.0
+ */
+export const make = (options: Options): Effect.Effect<Persistence.Persistence["Service"], StorageError> =>
+  Effect.gen(function*() {
+    const r = resolve(options)
+    const ctx = r.ctx
+    yield* narrow<void, StorageError>(attempt("open root", ctx.root, () => ensureRoot(ctx)), [], "open root")
+    const dirOf = (id: string) => path.join(ctx.root, id)
+
+    const open = (id: string, openOptions: Persistence.OpenOptions) =>
+      Effect.gen(function*() {
+        if (!isSafeSessionId(id)) return yield* invalidId("open", id)
+        const dir = dirOf(id)
+        if (openOptions.mode === "read") {
+          const handle: Persistence.SessionHandle = {
+            id,
+            load: narrow<Persistence.Loaded, Persistence.LoadError>(
+              attempt("load", dir, async () => (await Session.load(ctx, dir, id, openOptions.caps, r.segmentBytes)).loaded),
+              ["StorageError", "CorruptJournal", "IntegrityViolation"],
+              "load"
+            ),
+            append: () => Effect.fail(new StorageError({ operation: "append", path: dir, reason: "the session is open for reading" })),
+            checkpoint: () =>
+              Effect.fail(new StorageError({ operation: "checkpoint", path: dir, reason: "the session is open for reading" }))
+          }
+          return handle
+        }
+        const writer = yield* Effect.acquireRelease(
+          narrow<{ held: Lock.Held; writer: Session.Writer }, StorageError | SessionLocked>(
+            attempt("open", dir, async () => {
+              const held = (await lockSession(r, id, true))!
+              return {
+                held,
+                writer: new Session.Writer(ctx, dir, id, openOptions.caps, {
+                  segmentBytes: r.segmentBytes,
+                  removeCheckpointedSegments: r.removeCheckpointedSegments
+                })
+              }
+            }),
+            ["StorageError", "SessionLocked"],
+            "open"
+          ),
+          ({ held, writer }) =>
+            Effect.promise(async () => {
+              await writer.close().catch(() => undefined)
+              await held.release().catch(() => undefined)
+            })
+        )
+        const handle: Persistence.SessionHandle = {
+          id,
+          load: narrow<Persistence.Loaded, Persistence.LoadError>(
+            attempt("load", dir, async () => (await writer.writer.load()).loaded),
+            ["StorageError", "CorruptJournal", "IntegrityViolation"],
+            "load"
+          ),
+          append: (batch) =>
+            narrow<void, StorageError | SequenceConflict>(
+              attempt("append", dir, () => writer.writer.append(batch)),
+              ["StorageError", "SequenceConflict"],
+              "append"
+            ),
+          checkpoint: (state) =>
+            narrow<void, StorageError>(attempt("checkpoint", dir, () => writer.writer.checkpoint(state)), [], "checkpoint")
+        }
+        return handle
+      })
+
+    const readerFor = async (id: string, from: number): Promise<Session.Reader> => {
+      const dir = dirOf(id)
+      if (!(await FileOps.confineSessionDir(ctx, dir))) throw new SessionNotFound({ id })
+      const list = await Session.listing(ctx, dir)
+      if (list.segments.length === 0 && !list.hasCheckpoint) throw new SessionNotFound({ id })
+      return new Session.Reader(ctx, dir, from)
+    }
+
+    type ReadError = StorageError | CorruptJournal | SessionNotFound
+    const readTags: ReadonlyArray<Known["_tag"]> = ["StorageError", "CorruptJournal", "SessionNotFound"]
+
+    const history = (id: string, historyOptions?: Persistence.HistoryOptions): Stream.Stream<Entry.Entry, ReadError> => {
+      if (!isSafeSessionId(id)) return Stream.fail(invalidId("history", id))
+      const limit = historyOptions?.limit ?? Number.POSITIVE_INFINITY
+      return Stream.unwrap(Effect.map(
+        narrow<Session.Reader, ReadError>(attempt("history", dirOf(id), () => readerFor(id, historyOptions?.from ?? 0)), readTags, "history"),
+        (reader) => {
+          let remaining = limit
+          return Stream.paginate(undefined, () =>
+            narrow<readonly [Array<Entry.Entry>, Option.Option<undefined>], ReadError>(
+              attempt("history", dirOf(id), async () => {
+                if (remaining <= 0) return [[], Option.none()] as const
+                const page = await reader.page(Math.min(512, remaining))
+                remaining -= page.entries.length
+                return [page.entries, page.atEnd || remaining <= 0 ? Option.none() : Option.some(undefined)] as const
+              }),
+              readTags,
+              "history"
+            ))
+        }
+      ))
+    }
+
+    const follow = (id: string, from: number): Stream.Stream<Entry.Entry, ReadError> => {
+      if (!isSafeSessionId(id)) return Stream.fail(invalidId("follow", id))
+      return Stream.unwrap(Effect.map(
+        narrow<Session.Reader, ReadError>(attempt("follow", dirOf(id), () => readerFor(id, from)), readTags, "follow"),
+        (reader) =>
+          Stream.paginate(undefined, () =>
+            Effect.gen(function*() {
+              for (;;) {
+                const page = yield* narrow<{ entries: Array<Entry.Entry>; atEnd: boolean }, ReadError>(
+                  attempt("follow", dirOf(id), () => reader.page(512)),
+                  readTags,
+                  "follow"
+                )
+                if (page.entries.length > 0) return [page.entries, Option.some(undefined)] as const
+                yield* Effect.sleep(r.pollMillis)
+              }
+            }))
+      ))
+    }
+
+    const list = narrow<ReadonlyArray<Persistence.SessionInfo>, StorageError>(
+      attempt("list", ctx.root, async () => {
+        await FileOps.checkDir(ctx, ctx.root)
+        const out: Array<Persistence.SessionInfo> = []
+        for (const id of (await FileOps.listDir(ctx, ctx.root)).sort()) {
+          if (!isSafeSessionId(id)) continue
+          const dir = dirOf(id)
+          const st = await FileOps.call("lstat", dir, () => ctx.fs.lstat(dir)).catch(() => null)
+          if (st === null || !st.isDirectory() || st.isSymbolicLink()) continue
+          const files = await Session.listing(ctx, dir)
+          if (files.segments.length === 0 && !files.hasCheckpoint) continue
+          let bytes = 0
+          let updatedAt = 0
+          for (const n of files.names) {
+            const fst = await ctx.fs.lstat(path.join(dir, n)).catch(() => null)
+            if (fst === null || !fst.isFile()) continue
+            bytes += fst.size
+            if (n === Session.CHECKPOINT_FILE || Segment.parseName(n) !== null) updatedAt = Math.max(updatedAt, fst.mtimeMs)
+          }
+          const loaded = await Session.load(ctx, dir, id, undefined, r.segmentBytes).catch(() => null)
+          out.push({
+            id,
+            entries: loaded?.loaded.state.next_sequence ?? 0,
+            head: loaded === null ? Entry.ZERO_HASH : JournalState.lastHash(loaded.loaded.state),
+            updatedAt: updatedAt === 0 ? null : Math.floor(updatedAt),
+            bytes
+          })
+        }
+        return out
+      }),
+      [],
+      "list"
+    )
+
+    const remove = (id: string) =>
+      Effect.gen(function*() {
+        if (!isSafeSessionId(id)) return yield* invalidId("delete", id)
+        const dir = dirOf(id)
+        yield* narrow<void, StorageError | SessionLocked | SessionNotFound>(
+          attempt("delete", dir, async () => {
+            const held = await lockSession(r, id, false)
+            if (held === null) throw new SessionNotFound({ id })
+            const files = await Session.listing(ctx, dir)
+            if (files.segments.length === 0 && !files.hasCheckpoint) {
+              await held.release()
+              throw new SessionNotFound({ id })
+            }
+            // Rename first, so the session disappears at once and a crash half way
+            // leaves a trash directory (cleared later), never half a session.
+            const trash = path.join(ctx.root, `${TRASH_PREFIX}${id}-${held.record.token}`)
+            try {
+              await FileOps.call("rename", dir, () => ctx.fs.rename(dir, trash))
+            } catch (e) {
+              await held.release().catch(() => undefined)
+              throw e
+            }
+            await FileOps.syncDir(ctx, ctx.root)
+            await removeTree(ctx, trash)
+            await FileOps.syncDir(ctx, ctx.root)
+          }),
+          ["StorageError", "SessionLocked", "SessionNotFound"],
+          "delete"
+        )
+      })
+
+    return Persistence.Persistence.of({ open, history, follow, list, delete: remove })
+  })
+
+/**
+ * The filesystem adapter as a layer.
+ *
+ * @since 0.1.0
+ */
+export const layer = (options: Options): Layer.Layer<Persistence.Persistence, StorageError> =>
+  Layer.effect(Persistence.Persistence, make(options))
+
+/**
+ * Integrity of one segment file, as `inspect` found it.
+ *
+ * @since 0.1.0
+ */
+export interface SegmentReport {
+  readonly name: string
+  readonly base: number
+  readonly bytes: number
+  /** Entries read from it (valid records). */
+  readonly entries: number
+  readonly firstSequence: number | null
+  readonly lastSequence: number | null
+  /** ok; torn (a damaged last line); damaged (the chain or the bytes are broken here); unread (after a stop). */
+  readonly status: "ok" | "torn" | "damaged" | "unread"
+  readonly problem: null | { readonly offset: number; readonly sequence: number | null; readonly detail: string }
+}
+
+/**
+ * What `inspect` found: the recovery report of a load, the checkpoint, every
+ * segment checked from the oldest (hash chain replayed from sequence 0 when the
+ * segments reach back that far, links only otherwise), files set aside by earlier
+ * repairs, and the lock holder. `ok` is false when anything other than a torn
+ * tail is wrong.
+ *
+ * @since 0.1.0
+ */
+export interface InspectReport {
+  readonly id: string
+  readonly ok: boolean
+  readonly recovery: Persistence.RecoveryReport
+  readonly nextSequence: number
+  readonly head: string
+  readonly checkpoint:
+    | { readonly status: "missing" }
+    | { readonly status: "broken"; readonly detail: string }
+    | { readonly status: "ok" | "mismatch"; readonly nextSequence: number; readonly detail: string | null }
+  readonly segments: ReadonlyArray<SegmentReport>
+  readonly setAside: ReadonlyArray<string>
+  readonly lock: null | { readonly holder: string; readonly alive: boolean }
+}
+
+const inspectAsync = async (r: Resolved, id: string): Promise<InspectReport> => {
+  const ctx = r.ctx
+  const dir = path.join(ctx.root, id)
+  if (!(await FileOps.confineSessionDir(ctx, dir))) throw new SessionNotFound({ id })
+  const files = await Session.listing(ctx, dir)
+  if (files.segments.length === 0 && !files.hasCheckpoint) throw new SessionNotFound({ id })
+  let recovery: Persistence.RecoveryReport
+  let nextSequence = 0
+  let head = Entry.ZERO_HASH
+  let loadProblem: string | null = null
+  try {
+    const loaded = await Session.load(ctx, dir, id, undefined, r.segmentBytes)
+    recovery = loaded.loaded.recovery
+    nextSequence = loaded.loaded.state.next_sequence
+    head = JournalState.head(loaded.loaded.state)
+  } catch (e) {
+    if (!(e instanceof CorruptJournal)) throw e
+    loadProblem = e.message
+    recovery = {
+      checkpoint: "none",
+      replayed: 0,
+      skipped: 0,
+      tornTail: null,
+      stopped: { reason: "corruption", segment: e.segment, offset: e.offset, sequence: null, detail: e.reason }
+    }
+  }
+  let checkpoint: InspectReport["checkpoint"] = { status: "missing" }
+  let cpState: JournalState.JournalState | null = null
+  if (files.hasCheckpoint) {
+    const cp = await Session.readCheckpoint(ctx, dir, id)
+    if ("broken" in cp) checkpoint = { status: "broken", detail: cp.broken }
+    else {
+      cpState = cp.state
+      checkpoint = { status: "ok", nextSequence: cp.state.next_sequence, detail: null }
+    }
+  }
+  // Full replay of every segment, independent of the checkpoint.
+  const segments: Array<SegmentReport> = []
+  const first = files.segments[0]
+  let state: JournalState.JournalState | null = first !== undefined && first.base === 0
+    ? JournalState.empty(id, cpState === null ? undefined : { entry_cap: cpState.entry_cap, tool_counts_cap: cpState.tool_counts_cap })
+    : null
+  let expected = first?.base ?? 0
+  let previousHash: string | null = null
+  let stoppedAt = false
+  for (let i = 0; i < files.segments.length; i++) {
+    const seg = files.segments[i]!
+    const file = path.join(dir, seg.name)
+    const st = await FileOps.call("lstat", file, () => ctx.fs.lstat(file))
+    if (stoppedAt) {
+      segments.push({ name: seg.name, base: seg.base, bytes: st.size, entries: 0, firstSequence: null, lastSequence: null, status: "unread", problem: null })
+      continue
+    }
+    let entries = 0
+    let firstSequence: number | null = null
+    let lastSequence: number | null = null
+    let problem: SegmentReport["problem"] = null
+    let status: SegmentReport["status"] = "ok"
+    const fh = await FileOps.openRead(ctx, file)
+    let scan: Segment.Scan
+    try {
+      scan = await Segment.scan(ctx, fh, file, file, seg.base, 0, (record, offset) => {
+        if (record._tag === "Meta") return true
+        const e = record.entry
+        if (e.sequence < expected) return true
+        if (e.sequence > expected) {
+          problem = { offset, sequence: e.sequence, detail: `gap: expected sequence ${expected}, found ${e.sequence}` }
+          return false
+        }
+        if (state !== null) {
+          const step = Replay.step(state, e, e.sequence)
+          if (step._tag === "Violation") {
+            problem = { offset, sequence: e.sequence, detail: step.error.message }
+            return false
+          }
+          if (step._tag === "Applied") state = step.state
+        } else if (previousHash !== null && e.prev_hash !== previousHash) {
+          problem = { offset, sequence: e.sequence, detail: `prev_hash does not link to sequence ${e.sequence - 1}` }
+          return false
+        } else if (Entry.computeHash(e) !== e.entry_hash) {
+          problem = { offset, sequence: e.sequence, detail: `entry_hash of sequence ${e.sequence} does not verify` }
+          return false
+        }
+        if (cpState !== null && state !== null && state.next_sequence === cpState.next_sequence) {
+          if (JournalState.head(state) !== JournalState.head(cpState)) {
+            checkpoint = { status: "mismatch", nextSequence: cpState.next_sequence, detail: "checkpoint head differs from the replayed segments" }
+          }
+        }
+        previousHash = e.entry_hash
+        firstSequence ??= e.sequence
+        lastSequence = e.sequence
+        entries++
+        expected++
+        return true
+      })
+    } finally {
+      await FileOps.close(fh)
+    }
+    const end = scan.end
+    if (problem !== null) status = "damaged"
+    else if (end._tag === "UnknownVersion") {
+      status = "damaged"
+      problem = { offset: end.offset, sequence: expected, detail: `record of unknown schema version ${JSON.stringify(end.v)}` }
+    } else if (end._tag === "Damaged") {
+      const torn = !end.more && i === files.segments.length - 1
+      status = torn ? "torn" : "damaged"
+      problem = { offset: end.offset, sequence: expected, detail: torn ? `torn tail: ${end.reason}` : `${end.reason}, followed by more data` }
+    }
+    if (status === "damaged") stoppedAt = true
+    segments.push({ name: seg.name, base: seg.base, bytes: scan.size, entries, firstSequence, lastSequence, status, problem })
+  }
+  const lockInfo = await Lock.inspect(ctx, dir)
+  const ok = loadProblem === null && recovery.stopped === null && checkpoint.status !== "broken" &&
+    checkpoint.status !== "mismatch" && segments.every((s) => s.status === "ok" || s.status === "torn")
+  return {
+    id,
+    ok,
+    recovery,
+    nextSequence,
+    head,
+    checkpoint,
+    segments,
+    setAside: files.names.filter((n) => n.includes(".damaged-")).sort(),
+    lock: lockInfo === null
+      ? null
+      : { holder: lockInfo.record === null ? "unreadable lock file" : Lock.describe(lockInfo.record), alive: lockInfo.alive }
+  }
+}
+
+/**
+ * Checks a session without changing it and without the lock (safe next to a
+ * running writer): the load's recovery report, the checkpoint, and every segment's
+ * integrity from the oldest entry. For the command line's `verify`: it should fail
+ * when `ok` is false.
+ *
+ * @since 0.1.0
+ */
+export const inspect = (options: Options, id: string): Effect.Effect<InspectReport, StorageError | SessionNotFound> =>
+  isSafeSessionId(id)
+    ? narrow<InspectReport, StorageError | SessionNotFound>(
+      attempt("inspect", path.join(path.resolve(options.root), id), () => inspectAsync(resolve(options), id)),
+      ["StorageError", "SessionNotFound"],
+      "inspect"
+    )
+    : Effect.fail(invalidId("inspect", id))
+
+/**
+ * What `repair` did.
+ *
+ * @since 0.1.0
+ */
+export interface RepairReport {
+  readonly id: string
+  /** The recovery report before the repair. */
+  readonly before: Persistence.RecoveryReport
+  /** The recovery report after it (`stopped` is null when the session is writable). */
+  readonly after: Persistence.RecoveryReport
+  /** Files created or renamed to keep the damaged bytes (in the session directory). */
+  readonly setAside: ReadonlyArray<string>
+  /** Segments cut back to their valid prefix, with the new length. */
+  readonly truncated: ReadonlyArray<{ readonly segment: string; readonly length: number }>
+  /** Sequence the next entry will get. */
+  readonly nextSequence: number
+}
+
+const repairAsync = async (r: Resolved, id: string): Promise<RepairReport> => {
+  const ctx = r.ctx
+  const dir = path.join(ctx.root, id)
+  const held = await lockSession(r, id, false)
+  if (held === null) throw new SessionNotFound({ id })
+  try {
+    const setAside: Array<string> = []
+    const truncated: Array<{ segment: string; length: number }> = []
+    let first = await Session.load(ctx, dir, id, undefined, r.segmentBytes)
+    if (first.brokenCheckpoint !== null) setAside.push(await Session.moveAside(ctx, dir, Session.CHECKPOINT_FILE))
+    const before = first.loaded.recovery
+    const cut = before.stopped ?? (before.tornTail === null ? null : { segment: before.tornTail.segment, offset: before.tornTail.offset })
+    if (cut !== null) {
+      const name = path.basename(cut.segment)
+      const base = Segment.parseName(name)
+      if (base !== null) {
+        if (cut.offset === 0) setAside.push(await Session.moveAside(ctx, dir, name))
+        else {
+          setAside.push(await FileOps.copyAside(ctx, dir, name, cut.offset))
+          const fh = await FileOps.openWrite(ctx, cut.segment)
+          try {
+            await FileOps.call("ftruncate", cut.segment, () => fh.truncate(cut.offset))
+            await FileOps.call("fdatasync", cut.segment, () => fh.datasync())
+          } finally {
+            await FileOps.close(fh)
+          }
+          truncated.push({ segment: name, length: cut.offset })
+        }
+        // Everything after the damaged point is past the valid prefix: keep it aside.
+        for (const s of first.listing.segments) {
+          if (s.base > base) setAside.push(await Session.moveAside(ctx, dir, s.name))
+        }
+      }
+      first = await Session.load(ctx, dir, id, undefined, r.segmentBytes)
+    }
+    return {
+      id,
+      before,
+      after: first.loaded.recovery,
+      setAside,
+      truncated,
+      nextSequence: first.loaded.state.next_sequence
+    }
+  } finally {
+    await held.release().catch(() => undefined)
+  }
+}
+
+/**
+ * Makes a damaged session writable again without deleting a byte: takes the
+ * session's lock (fails with `SessionLocked` while a writer runs), copies the bytes
+ * from the point where the valid prefix ends into `<segment>.damaged-<offset>` and
+ * cuts the segment back to that prefix, renames every later segment and a broken
+ * checkpoint to `<name>.damaged-0`, and reloads. Entries past the damage are not
+ * lost (they stay in the side files) but are no longer part of the session. For
+ * the command line's `repair`.
+ *
+ * @since 0.1.0
+ */
+export const repair = (
+  options: Options,
+  id: string
+): Effect.Effect<RepairReport, StorageError | SessionLocked | SessionNotFound | CorruptJournal> =>
+  isSafeSessionId(id)
+    ? narrow<RepairReport, StorageError | SessionLocked | SessionNotFound | CorruptJournal>(
+      attempt("repair", path.join(path.resolve(options.root), id), () => repairAsync(resolve(options), id)),
+      ["StorageError", "SessionLocked", "SessionNotFound", "CorruptJournal"],
+      "repair"
+    )
+    : Effect.fail(invalidId("repair", id))

@@ -1,0 +1,194 @@
+/**
+ * Segment framing (DESIGN §6): file names, the JSONL records of schema `v` 1, and
+ * the scan that reads a segment's records and tells a torn tail (an incomplete or
+ * unparsable last line) from damage followed by more bytes (corruption).
+ */
+import { Entry, SessionMeta } from "@session-journal/core"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import type { Context, FileHandle } from "./fileOps.ts"
+import { boundedSize, LineReader } from "./fileOps.ts"
+
+/** Schema version of the records this release writes and reads. */
+export const VERSION = 1
+
+const NAME = /^([0-9]{20})\.jsonl$/
+
+/** The file name of the segment whose first sequence is `base`: 20 digits. */
+export const name = (base: number): string => `${String(base).padStart(20, "0")}.jsonl`
+
+/** The base of a segment file name, or null for any other name. */
+export const parseName = (file: string): number | null => {
+  const m = NAME.exec(file)
+  if (m === null) return null
+  const n = Number(m[1])
+  return Number.isSafeInteger(n) ? n : null
+}
+
+/** Segment names in `names`, sorted by base. */
+export const segmentsOf = (names: ReadonlyArray<string>): Array<{ readonly name: string; readonly base: number }> =>
+  names.flatMap((n) => {
+    const base = parseName(n)
+    return base === null ? [] : [{ name: n, base }]
+  }).sort((a, b) => a.base - b.base)
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder("utf-8", { fatal: true })
+const encodeMeta = Schema.encodeSync(SessionMeta.SessionMeta)
+const decodeMeta = Schema.decodeUnknownResult(SessionMeta.SessionMeta)
+
+/**
+ * JSON text of a JSON value, like `JSON.stringify` except that negative zero is
+ * written as `-0`: payloads are stored exactly as given (their hash is over the
+ * canonical form, where -0 is 0, so both forms verify).
+ */
+export const stringify = (value: unknown): string => {
+  if (typeof value === "number") return Object.is(value, -0) ? "-0" : JSON.stringify(value)
+  if (Array.isArray(value)) return `[${value.map((v) => v === undefined ? "null" : stringify(v)).join(",")}]`
+  if (typeof value === "object" && value !== null) {
+    const parts: Array<string> = []
+    for (const [k, v] of Object.entries(value)) {
+      if (v !== undefined) parts.push(`${JSON.stringify(k)}:${stringify(v)}`)
+    }
+    return `{${parts.join(",")}}`
+  }
+  return JSON.stringify(value)
+}
+
+/** The first line of a segment. */
+export const openLine = (base: number): string => `${JSON.stringify({ k: "open", v: VERSION, base })}\n`
+
+/** The line of an entry. */
+export const entryLine = (entry: Entry.Entry): string =>
+  `${stringify({ k: "entry", v: VERSION, e: Entry.encode(entry) })}\n`
+
+/** The line of a metadata update. */
+export const metaLine = (meta: SessionMeta.SessionMeta): string =>
+  `${JSON.stringify({ k: "meta", v: VERSION, meta: encodeMeta(meta) })}\n`
+
+/** UTF-8 bytes of a string. */
+export const bytes = (s: string): Uint8Array => encoder.encode(s)
+
+/** One parsed line. */
+export type Record =
+  | { readonly _tag: "Open"; readonly base: number }
+  | { readonly _tag: "Entry"; readonly entry: Entry.Entry }
+  | { readonly _tag: "Meta"; readonly meta: SessionMeta.SessionMeta }
+  | { readonly _tag: "UnknownVersion"; readonly v: unknown }
+  | { readonly _tag: "Damaged"; readonly reason: string }
+
+/** Parses one complete line (without its newline). Never throws. */
+export const parseLine = (line: Uint8Array): Record => {
+  let json: unknown
+  try {
+    json = JSON.parse(decoder.decode(line))
+  } catch {
+    return { _tag: "Damaged", reason: "not a JSON line" }
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return { _tag: "Damaged", reason: "not a JSON object" }
+  const o = json as { readonly [k: string]: unknown }
+  if (!("v" in o)) return { _tag: "Damaged", reason: "record without a version" }
+  if (o["v"] !== VERSION) return { _tag: "UnknownVersion", v: o["v"] }
+  switch (o["k"]) {
+    case "open": {
+      const base = o["base"]
+      return typeof base === "number" && Number.isSafeInteger(base) && base >= 0
+        ? { _tag: "Open", base }
+        : { _tag: "Damaged", reason: "malformed open record" }
+    }
+    case "entry": {
+      const e = Entry.decode(o["e"])
+      return Result.isSuccess(e) ? { _tag: "Entry", entry: e.success } : { _tag: "Damaged", reason: "malformed entry" }
+    }
+    case "meta": {
+      const m = decodeMeta(o["meta"])
+      return Result.isSuccess(m) ? { _tag: "Meta", meta: m.success } : { _tag: "Damaged", reason: "malformed metadata" }
+    }
+    default:
+      return { _tag: "Damaged", reason: "unknown record kind" }
+  }
+}
+
+/** How a scan of one segment ended. */
+export type End =
+  /** Every byte read was a valid record. */
+  | { readonly _tag: "Clean" }
+  /** The visitor asked to stop at the record at `offset`. */
+  | { readonly _tag: "Halted"; readonly offset: number }
+  /** A record of another schema version at `offset`: the valid prefix ends there. */
+  | { readonly _tag: "UnknownVersion"; readonly offset: number; readonly v: unknown }
+  /**
+   * A damaged line at `offset`. `more` says whether bytes follow the damaged line
+   * (then it is corruption); otherwise it is this segment's last line.
+   */
+  | { readonly _tag: "Damaged"; readonly offset: number; readonly reason: string; readonly more: boolean }
+
+/** The result of scanning one segment. */
+export interface Scan {
+  /** Size of the file when the scan started. */
+  readonly size: number
+  /** End of the last valid record (where a writer may continue). */
+  readonly validEnd: number
+  readonly end: End
+}
+
+/**
+ * Reads every record of a segment from `start` (0, or the offset of a record
+ * boundary) and hands entries and metadata to `visit`, which returns false to stop.
+ * The first line must be the open record with the segment's own base. Reading is
+ * bounded (file size and line length, see `fileOps`).
+ */
+export const scan = async (
+  ctx: Context,
+  fh: FileHandle,
+  file: string,
+  label: string,
+  base: number,
+  start: number,
+  visit: (record: Extract<Record, { _tag: "Entry" | "Meta" }>, offset: number, end: number) => boolean
+): Promise<Scan> => {
+  const size = await boundedSize(ctx, fh, file)
+  const reader = new LineReader(ctx, fh, file, label, start, size)
+  let validEnd = start
+  let first = start === 0
+  for (;;) {
+    const item = await reader.next()
+    if (item === null) return { size, validEnd, end: { _tag: "Clean" } }
+    const lineEnd = item.offset + item.line.length + 1
+    if (!item.complete) {
+      return { size, validEnd, end: { _tag: "Damaged", offset: item.offset, reason: "incomplete last line", more: false } }
+    }
+    const record = parseLine(item.line)
+    if (first) {
+      first = false
+      if (record._tag === "Open" && record.base === base) {
+        validEnd = lineEnd
+        continue
+      }
+      if (record._tag === "UnknownVersion") return { size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } }
+      return {
+        size,
+        validEnd,
+        end: {
+          _tag: "Damaged",
+          offset: item.offset,
+          reason: record._tag === "Open" ? `open record names base ${record.base}, file ${base}` : "missing open record",
+          more: lineEnd < size
+        }
+      }
+    }
+    switch (record._tag) {
+      case "Entry":
+      case "Meta":
+        if (!visit(record, item.offset, lineEnd)) return { size, validEnd, end: { _tag: "Halted", offset: item.offset } }
+        validEnd = lineEnd
+        break
+      case "UnknownVersion":
+        return { size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } }
+      case "Open":
+        return { size, validEnd, end: { _tag: "Damaged", offset: item.offset, reason: "open record inside a segment", more: lineEnd < size } }
+      case "Damaged":
+        return { size, validEnd, end: { _tag: "Damaged", offset: item.offset, reason: record.reason, more: lineEnd < size } }
+    }
+  }
+}

@@ -1,0 +1,615 @@
+/**
+ * The session directory as the adapter sees it: loading (checkpoint, then replay of
+ * the segments with the rules of DESIGN §6), the writer's view of where the next
+ * bytes go, durable appends with segment rollover and checkpoints, and a paged
+ * reader of stored entries shared by `history` and `follow`.
+ */
+import {
+  Checkpoint,
+  CorruptJournal,
+  type Entry,
+  JournalState,
+  type Persistence,
+  Replay,
+  SequenceConflict,
+  StorageError
+} from "@session-journal/core"
+import * as path from "node:path"
+import * as Result from "effect/Result"
+import * as FileOps from "./fileOps.ts"
+import * as Segment from "./segment.ts"
+
+/** Name of the checkpoint file inside a session directory. */
+export const CHECKPOINT_FILE = "checkpoint.json"
+
+/** Files of a session directory, as found by one `readdir`. */
+export interface Listing {
+  readonly names: ReadonlyArray<string>
+  readonly segments: ReadonlyArray<{ readonly name: string; readonly base: number }>
+  readonly hasCheckpoint: boolean
+}
+
+/** Lists a session directory (which must be confined already). */
+export const listing = async (ctx: FileOps.Context, dir: string): Promise<Listing> => {
+  const names = await FileOps.listDir(ctx, dir)
+  return { names, segments: Segment.segmentsOf(names), hasCheckpoint: names.includes(CHECKPOINT_FILE) }
+}
+
+/** What the writer knows about the last segment after a load. */
+export interface LastSegment {
+  readonly name: string
+  readonly base: number
+  /** File size when scanned (or after the writer's own appends). */
+  size: number
+  /** End of the last valid record; bytes past it are a torn tail. */
+  validEnd: number
+  /** One past the highest sequence stored in it (its base when it holds none). */
+  contentNext: number
+}
+
+/** The writer's view of the stored session, rebuilt by every load. */
+export interface View {
+  next: number
+  lastHash: string
+  readonly entryCap: number
+  stopped: Persistence.RecoveryReport["stopped"]
+  checkpointNext: number
+  checkpointSize: number
+  last: LastSegment | null
+  rollPending: boolean
+}
+
+/** The outcome of a load. */
+export interface LoadResult {
+  readonly loaded: Persistence.Loaded
+  readonly view: View
+  readonly listing: Listing
+  /** Why the checkpoint file was not used although it exists, if so. */
+  readonly brokenCheckpoint: string | null
+}
+
+const decoder = new TextDecoder("utf-8", { fatal: true })
+
+/** Reads and checks the checkpoint: the state and its file size, or why it is broken. */
+export const readCheckpoint = async (
+  ctx: FileOps.Context,
+  dir: string,
+  id: string
+): Promise<{ readonly state: JournalState.JournalState; readonly size: number } | { readonly broken: string }> => {
+  const file = path.join(dir, CHECKPOINT_FILE)
+  const fh = await FileOps.openRead(ctx, file)
+  let raw: Uint8Array
+  try {
+    raw = await FileOps.readBounded(ctx, fh, file)
+  } finally {
+    await FileOps.close(fh)
+  }
+  let json: unknown
+  try {
+    json = JSON.parse(decoder.decode(raw))
+  } catch {
+    return { broken: "checkpoint is not valid JSON" }
+  }
+  const decoded = Checkpoint.decode(json)
+  if (Result.isFailure(decoded)) return { broken: decoded.failure }
+  if (decoded.success.session_id !== id) return { broken: `checkpoint belongs to session ${decoded.success.session_id}` }
+  const verified = JournalState.verify(decoded.success)
+  if (Result.isFailure(verified)) return { broken: `checkpoint does not verify: ${verified.failure.message}` }
+  return { state: decoded.success, size: raw.length }
+}
+
+/**
+ * Loads a session: the checkpoint (when it decodes and verifies), then the
+ * segments from the one holding the checkpoint's next sequence. Entries are
+ * offered to `Replay.step`; a gap, an integrity failure, a record of an unknown
+ * version or damage followed by more bytes ends the valid prefix and is reported
+ * in `stopped`; a damaged last line of the last segment is a torn tail.
+ */
+export const load = async (
+  ctx: FileOps.Context,
+  dir: string,
+  id: string,
+  caps: JournalState.Caps | undefined,
+  segmentBytes: number
+): Promise<LoadResult> => {
+  const exists = await FileOps.confineSessionDir(ctx, dir)
+  const list: Listing = exists ? await listing(ctx, dir) : { names: [], segments: [], hasCheckpoint: false }
+  let state = JournalState.empty(id, caps)
+  let checkpointKind: Persistence.RecoveryReport["checkpoint"] = "none"
+  let checkpointNext = -1
+  let checkpointSize = 0
+  let brokenCheckpoint: string | null = null
+  if (list.hasCheckpoint) {
+    const cp = await readCheckpoint(ctx, dir, id)
+    if ("broken" in cp) {
+      brokenCheckpoint = cp.broken
+      checkpointKind = "rebuilt"
+    } else {
+      state = cp.state
+      checkpointKind = "loaded"
+      checkpointNext = cp.state.next_sequence
+      checkpointSize = cp.size
+    }
+  }
+  const segments = list.segments
+  if (checkpointKind !== "loaded" && segments.length > 0 && segments[0]!.base !== 0) {
+    throw new CorruptJournal({
+      segment: path.join(dir, CHECKPOINT_FILE),
+      offset: 0,
+      reason: `${brokenCheckpoint ?? "checkpoint missing"}, and the segments start at sequence ${segments[0]!.base}: cannot rebuild`
+    })
+  }
+  if (brokenCheckpoint !== null && segments.length === 0) {
+    throw new CorruptJournal({ segment: path.join(dir, CHECKPOINT_FILE), offset: 0, reason: `${brokenCheckpoint}; no segments to rebuild from` })
+  }
+  let start = 0
+  for (let i = 0; i < segments.length; i++) if (segments[i]!.base <= state.next_sequence) start = i
+  let replayed = 0
+  let skipped = 0
+  let tornTail: Persistence.RecoveryReport["tornTail"] = null
+  let stopped: Persistence.RecoveryReport["stopped"] = null
+  let last: LastSegment | null = null
+  for (let i = start; i < segments.length && stopped === null; i++) {
+    const seg = segments[i]!
+    const file = path.join(dir, seg.name)
+    if (seg.base > state.next_sequence) {
+      stopped = {
+        reason: "gap",
+        segment: file,
+        offset: 0,
+        sequence: seg.base,
+        detail: `segment starts at sequence ${seg.base}, expected ${state.next_sequence}`
+      }
+      break
+    }
+    let contentNext = seg.base
+    const fh = await FileOps.openRead(ctx, file)
+    let scan: Segment.Scan
+    try {
+      scan = await Segment.scan(ctx, fh, file, file, seg.base, 0, (record, offset) => {
+        if (record._tag === "Meta") {
+          state = JournalState.applyMeta(state, record.meta)
+          return true
+        }
+        const entry = record.entry
+        const step = Replay.step(state, entry, entry.sequence)
+        switch (step._tag) {
+          case "Applied":
+            state = step.state
+            replayed++
+            contentNext = Math.max(contentNext, entry.sequence + 1)
+            return true
+          case "Stale":
+            skipped++
+            contentNext = Math.max(contentNext, entry.sequence + 1)
+            return true
+          case "Gap":
+            stopped = {
+              reason: "gap",
+              segment: file,
+              offset,
+              sequence: step.found,
+              detail: `expected sequence ${step.expected}, found ${step.found}`
+            }
+            return false
+          case "Violation":
+            stopped = { reason: "integrity", segment: file, offset, sequence: entry.sequence, detail: step.error.message }
+            return false
+        }
+      })
+    } finally {
+      await FileOps.close(fh)
+    }
+    const end = scan.end
+    if (end._tag === "UnknownVersion") {
+      stopped = {
+        reason: "unknown_version",
+        segment: file,
+        offset: end.offset,
+        sequence: state.next_sequence,
+        detail: `record of schema version ${JSON.stringify(end.v)}; this release reads version ${Segment.VERSION}`
+      }
+    } else if (end._tag === "Damaged") {
+      if (end.more || i < segments.length - 1) {
+        stopped = {
+          reason: "corruption",
+          segment: file,
+          offset: end.offset,
+          sequence: state.next_sequence,
+          detail: `${end.reason}, followed by more data`
+        }
+      } else {
+        tornTail = { segment: file, offset: end.offset, bytes: scan.size - end.offset }
+      }
+    }
+    if (i === segments.length - 1) {
+      last = { name: seg.name, base: seg.base, size: scan.size, validEnd: scan.validEnd, contentNext }
+    }
+  }
+  const view: View = {
+    next: state.next_sequence,
+    lastHash: JournalState.lastHash(state),
+    entryCap: state.entry_cap,
+    stopped,
+    checkpointNext,
+    checkpointSize,
+    last,
+    rollPending: last !== null && checkpointNext === state.next_sequence && last.contentNext === state.next_sequence &&
+      last.size >= Math.max(segmentBytes, checkpointSize / 4) && tornTail === null
+  }
+  return {
+    loaded: {
+      state,
+      exists: segments.length > 0 || list.hasCheckpoint,
+      recovery: { checkpoint: checkpointKind, replayed, skipped, tornTail, stopped }
+    },
+    view,
+    listing: list,
+    brokenCheckpoint
+  }
+}
+
+/** Options the writer needs. */
+export interface WriterOptions {
+  readonly segmentBytes: number
+  readonly removeCheckpointedSegments: boolean
+}
+
+/**
+ * The write side of one session (the caller holds the lock). It keeps the view
+ * of the last load and the open active segment; after any failure it forgets both
+ * and reloads before the next write, because a failed write or sync may have left
+ * any prefix of its bytes on disk.
+ */
+export class Writer {
+  view: View | null = null
+  private active: { readonly name: string; readonly fh: FileOps.FileHandle } | null = null
+  private readonly ctx: FileOps.Context
+  private readonly dir: string
+  private readonly id: string
+  private readonly caps: JournalState.Caps | undefined
+  private readonly options: WriterOptions
+  constructor(ctx: FileOps.Context, dir: string, id: string, caps: JournalState.Caps | undefined, options: WriterOptions) {
+    this.ctx = ctx
+    this.dir = dir
+    this.id = id
+    this.caps = caps
+    this.options = options
+  }
+
+  /** Loads the session and makes the result the writer's view. */
+  async load(): Promise<LoadResult> {
+    await this.closeActive()
+    this.view = null
+    const result = await load(this.ctx, this.dir, this.id, this.caps, this.options.segmentBytes)
+    if (result.brokenCheckpoint !== null) {
+      // Never let the next checkpoint silently replace the damaged bytes.
+      await moveAside(this.ctx, this.dir, CHECKPOINT_FILE)
+    }
+    this.view = result.view
+    return result
+  }
+
+  async close(): Promise<void> {
+    await this.closeActive()
+  }
+
+  private async closeActive(): Promise<void> {
+    const a = this.active
+    this.active = null
+    if (a !== null) await FileOps.close(a.fh)
+  }
+
+  private async ensureView(): Promise<View> {
+    if (this.view === null) await this.load()
+    return this.view!
+  }
+
+  /** Appends a batch durably (see `SessionHandle.append`). */
+  async append(batch: Persistence.AppendBatch): Promise<void> {
+    const view = await this.ensureView()
+    if (view.stopped !== null) {
+      throw new StorageError({
+        operation: "append",
+        path: view.stopped.segment,
+        reason: `the stored history stops early (${view.stopped.reason}: ${view.stopped.detail}); repair the session first`
+      })
+    }
+    const entries = batch.entries
+    let i = 0
+    if (entries.length > 0 && entries[0]!.sequence < view.next) {
+      const from = entries[0]!.sequence
+      const stored = await readRange(this.ctx, this.dir, from, view.next - from)
+      for (; i < entries.length && entries[i]!.sequence < view.next; i++) {
+        const e = entries[i]!
+        if (stored.get(e.sequence) !== e.entry_hash) throw new SequenceConflict({ id: this.id, sequence: e.sequence })
+      }
+    }
+    const fresh = entries.slice(i)
+    for (let k = 0; k < fresh.length; k++) {
+      const e = fresh[k]!
+      if (e.sequence !== view.next + k) throw new SequenceConflict({ id: this.id, sequence: e.sequence })
+    }
+    if (fresh.length > 0 && fresh[0]!.prev_hash !== view.lastHash) {
+      throw new SequenceConflict({ id: this.id, sequence: fresh[0]!.sequence })
+    }
+    if (fresh.length === 0 && batch.meta === undefined) return
+    if (view.last === null && view.checkpointNext < 0) {
+      // A new session: its caps live in the checkpoint, so one is stored before
+      // the first segment (a crash in between leaves an empty, valid session).
+      const caps = { entry_cap: batch.state.entry_cap, tool_counts_cap: batch.state.tool_counts_cap }
+      view.checkpointSize = await this.writeCheckpoint(JournalState.empty(this.id, caps))
+      view.checkpointNext = 0
+    }
+    let text = ""
+    for (const e of fresh) text += lineChecked(this.ctx, Segment.entryLine(e), this.dir)
+    if (batch.meta !== undefined) text += lineChecked(this.ctx, Segment.metaLine(batch.meta), this.dir)
+    try {
+      await this.write(view, Segment.bytes(text), fresh.length)
+    } catch (e) {
+      await this.closeActive()
+      this.view = null
+      throw e
+    }
+    const lastFresh = fresh[fresh.length - 1]
+    if (lastFresh !== undefined) view.lastHash = view.entryCap === 0 ? view.lastHash : lastFresh.entry_hash
+    await this.maybeCheckpoint(view, batch.state)
+  }
+
+  private async write(view: View, data: Uint8Array, count: number): Promise<void> {
+    let last = view.last
+    if (last !== null && last.validEnd < last.size) {
+      // A torn tail: keep its bytes in a side file, then cut the segment back to its
+      // valid prefix so the next record starts on a line boundary.
+      await FileOps.copyAside(this.ctx, this.dir, last.name, last.validEnd)
+      const fh = await this.activeHandle(last.name)
+      await FileOps.call("ftruncate", path.join(this.dir, last.name), () => fh.truncate(last!.validEnd))
+      await FileOps.call("fdatasync", path.join(this.dir, last.name), () => fh.datasync())
+      last.size = last.validEnd
+    }
+    const needNew = last === null || (last.base !== view.next && (view.rollPending || last.contentNext !== view.next))
+    if (needNew) {
+      const base = view.next
+      const name = Segment.name(base)
+      const file = path.join(this.dir, name)
+      const fh = await FileOps.createExclusive(this.ctx, file)
+      const header = Segment.bytes(Segment.openLine(base))
+      const all = new Uint8Array(header.length + data.length)
+      all.set(header, 0)
+      all.set(data, header.length)
+      try {
+        await FileOps.appendDurable(fh, file, all, 0)
+        await FileOps.syncDir(this.ctx, this.dir)
+      } catch (e) {
+        await FileOps.close(fh)
+        throw e
+      }
+      await this.closeActive()
+      this.active = { name, fh }
+      const previous = last
+      last = { name, base, size: all.length, validEnd: all.length, contentNext: base + count }
+      view.last = last
+      view.next = base + count
+      view.rollPending = false
+      if (this.options.removeCheckpointedSegments && previous !== null && view.checkpointNext >= base) {
+        await this.removeCovered(base)
+      }
+      return
+    }
+    const seg = last!
+    const file = path.join(this.dir, seg.name)
+    const fh = await this.activeHandle(seg.name)
+    let bytes = data
+    if (seg.validEnd === 0) {
+      const header = Segment.bytes(Segment.openLine(seg.base))
+      bytes = new Uint8Array(header.length + data.length)
+      bytes.set(header, 0)
+      bytes.set(data, header.length)
+    }
+    await FileOps.appendDurable(fh, file, bytes, seg.validEnd)
+    seg.size = seg.validEnd + bytes.length
+    seg.validEnd = seg.size
+    seg.contentNext = view.next + count
+    view.next += count
+  }
+
+  private async activeHandle(name: string): Promise<FileOps.FileHandle> {
+    if (this.active !== null && this.active.name === name) return this.active.fh
+    await this.closeActive()
+    const fh = await FileOps.openWrite(this.ctx, path.join(this.dir, name))
+    this.active = { name, fh }
+    return fh
+  }
+
+  // Old segments are removed only once the checkpoint covers them and the segment
+  // after them is durable; failures leave them in place (they are harmless).
+  private async removeCovered(base: number): Promise<void> {
+    try {
+      const list = await listing(this.ctx, this.dir)
+      for (const s of list.segments) {
+        if (s.base < base) await FileOps.unlinkIfExists(this.ctx, path.join(this.dir, s.name))
+      }
+      await FileOps.syncDir(this.ctx, this.dir)
+    } catch {
+      // Retention is an optimization; the next rollover tries again.
+    }
+  }
+
+  private async maybeCheckpoint(view: View, state: JournalState.JournalState): Promise<void> {
+    const last = view.last
+    if (last === null || view.rollPending || state.next_sequence !== view.next || state.session_id !== this.id) return
+    if (last.size < Math.max(this.options.segmentBytes, view.checkpointSize / 4)) return
+    try {
+      const size = await this.writeCheckpoint(state)
+      view.checkpointNext = state.next_sequence
+      view.checkpointSize = size
+      view.rollPending = true
+    } catch {
+      // The entries are durable; the checkpoint is retried after the next append.
+    }
+  }
+
+  private async writeCheckpoint(state: JournalState.JournalState): Promise<number> {
+    const bytes = Segment.bytes(Segment.stringify(Checkpoint.encode(state)))
+    await FileOps.atomicReplace(this.ctx, this.dir, CHECKPOINT_FILE, bytes)
+    return bytes.length
+  }
+
+  /** Stores a checkpoint of `state` (see `SessionHandle.checkpoint`). */
+  async checkpoint(state: JournalState.JournalState): Promise<void> {
+    const view = await this.ensureView()
+    if (state.session_id !== this.id || state.next_sequence > view.next) {
+      throw new StorageError({
+        operation: "checkpoint",
+        path: path.join(this.dir, CHECKPOINT_FILE),
+        reason: `state (session ${state.session_id}, next ${state.next_sequence}) is not a prefix of the stored session (next ${view.next})`
+      })
+    }
+    const size = await this.writeCheckpoint(state)
+    if (state.next_sequence >= view.checkpointNext) {
+      view.checkpointNext = state.next_sequence
+      view.checkpointSize = size
+    }
+  }
+}
+
+const lineChecked = (ctx: FileOps.Context, line: string, dir: string): string => {
+  if (Buffer.byteLength(line) > ctx.maxLineBytes) {
+    throw new StorageError({
+      operation: "append",
+      path: dir,
+      reason: `record of ${Buffer.byteLength(line)} bytes exceeds the line bound of ${ctx.maxLineBytes} bytes`
+    })
+  }
+  return line
+}
+
+/** Renames `dir/name` to a free `name.damaged-0[.n]`, keeping its bytes, and syncs `dir`. */
+export const moveAside = async (ctx: FileOps.Context, dir: string, name: string): Promise<string> => {
+  const names = new Set(await FileOps.listDir(ctx, dir))
+  let target = `${name}.damaged-0`
+  for (let n = 1; names.has(target); n++) target = `${name}.damaged-0.${n}`
+  await FileOps.call("rename", path.join(dir, name), () => ctx.fs.rename(path.join(dir, name), path.join(dir, target)))
+  await FileOps.syncDir(ctx, dir)
+  return target
+}
+
+const readRange = async (ctx: FileOps.Context, dir: string, from: number, count: number): Promise<Map<number, string>> => {
+  const reader = new Reader(ctx, dir, from)
+  const out = new Map<number, string>()
+  while (out.size < count) {
+    const page = await reader.page(Math.min(512, count - out.size))
+    for (const e of page.entries) out.set(e.sequence, e.entry_hash)
+    if (page.atEnd) break
+  }
+  return out
+}
+
+/**
+ * A cursor over the stored entries of one session from a sequence on, reading a
+ * page at a time (a segment is opened per page, so nothing stays open between
+ * pages). A damaged last line of the last segment is where the stored entries end
+ * for now (a writer may be completing it); damage followed by more data fails with
+ * `CorruptJournal`.
+ */
+export class Reader {
+  private expected: number
+  private segment: { readonly name: string; readonly base: number } | null = null
+  private offset = 0
+  private rescans = 0
+  private readonly ctx: FileOps.Context
+  private readonly dir: string
+  constructor(ctx: FileOps.Context, dir: string, from: number) {
+    this.ctx = ctx
+    this.dir = dir
+    this.expected = Math.max(0, from)
+  }
+
+  private async position(): Promise<boolean> {
+    const list = await listing(this.ctx, this.dir)
+    if (list.segments.length === 0) return false
+    let chosen = list.segments[0]!
+    for (const s of list.segments) if (s.base <= this.expected) chosen = s
+    // Retention may have removed the history before the first segment.
+    if (chosen.base > this.expected) this.expected = chosen.base
+    this.segment = chosen
+    this.offset = 0
+    return true
+  }
+
+  /** Up to `max` entries; `atEnd` when the stored entries are exhausted for now. */
+  async page(max: number): Promise<{ readonly entries: Array<Entry.Entry>; readonly atEnd: boolean }> {
+    const out: Array<Entry.Entry> = []
+    for (;;) {
+      if (this.segment === null && !(await this.position())) return { entries: out, atEnd: true }
+      const seg = this.segment!
+      const file = path.join(this.dir, seg.name)
+      let fh: FileOps.FileHandle
+      try {
+        fh = await FileOps.openRead(this.ctx, file)
+      } catch (e) {
+        if (e instanceof StorageError && FileOps.codeOf(e.cause) === "ENOENT") {
+          // Removed by retention or a repair while we read: find our place again.
+          this.segment = null
+          if (!(await this.position())) return { entries: out, atEnd: true }
+          continue
+        }
+        throw e
+      }
+      let consumed = this.offset
+      let gap: CorruptJournal | null = null
+      let scan: Segment.Scan
+      try {
+        scan = await Segment.scan(this.ctx, fh, file, file, seg.base, this.offset, (record, offset, end) => {
+          if (record._tag === "Meta") {
+            consumed = end
+            return true
+          }
+          const e = record.entry
+          if (e.sequence < this.expected) {
+            consumed = end
+            return true
+          }
+          if (e.sequence > this.expected) {
+            gap = new CorruptJournal({ segment: file, offset, reason: `expected sequence ${this.expected}, found ${e.sequence}` })
+            return false
+          }
+          if (out.length >= max) return false
+          out.push(e)
+          this.expected++
+          consumed = end
+          return true
+        })
+      } finally {
+        await FileOps.close(fh)
+      }
+      this.offset = consumed
+      if (gap !== null) throw gap
+      const end = scan.end
+      if (end._tag === "Halted") return { entries: out, atEnd: false }
+      if (end._tag === "Damaged" && end.more) {
+        throw new CorruptJournal({ segment: file, offset: end.offset, reason: `${end.reason}, followed by more data` })
+      }
+      const list = await listing(this.ctx, this.dir)
+      const next = list.segments.find((s) => s.base > seg.base)
+      if (next === undefined) return { entries: out, atEnd: true }
+      if (end._tag !== "Clean" || next.base > this.expected) {
+        // A later segment exists, so this one is complete; re-read it once in case
+        // the writer finished it after our read, then call it what it is.
+        if (this.rescans++ === 0) continue
+        if (end._tag === "UnknownVersion") return { entries: out, atEnd: true }
+        throw new CorruptJournal({
+          segment: file,
+          offset: end._tag === "Damaged" ? end.offset : this.offset,
+          reason: end._tag === "Damaged"
+            ? `${end.reason}, followed by segment ${next.name}`
+            : `segment ${next.name} starts at ${next.base}, expected ${this.expected}`
+        })
+      }
+      this.rescans = 0
+      this.segment = next
+      this.offset = 0
+      if (out.length >= max) return { entries: out, atEnd: false }
+    }
+  }
+}
