@@ -29,8 +29,12 @@ import {
   StorageError
 } from "@session-journal/core"
 import * as Cause from "effect/Cause"
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
@@ -39,6 +43,7 @@ import * as Reactivity from "effect/reactivity/Reactivity"
 import * as Redacted from "effect/Redacted"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
 import { isSqlError, type SqlError } from "effect/sql/SqlError"
 import * as Stream from "effect/Stream"
@@ -66,6 +71,13 @@ export interface Options {
    * safety net for notifications lost while the listening connection was down.
    */
   readonly pollInterval?: Duration.Input | undefined
+  /**
+   * How long a writer that lost a race keeps the session's row locked while it
+   * reloads and retries (default 2 seconds). Holding the lock makes the retry
+   * succeed instead of racing the winner again; if no retry comes, the lock is
+   * released when this time is up.
+   */
+  readonly conflictHold?: Duration.Input | undefined
 }
 
 /**
@@ -119,6 +131,18 @@ interface Cached {
   readonly checkpoint: Persistence.RecoveryReport["checkpoint"]
 }
 
+/**
+ * A transaction kept open after a lost race: it holds the session's row lock until
+ * the retry commits through it, or it is released.
+ */
+interface Held {
+  readonly level: SqlClient.TransactionConnection.Service
+  readonly finish: Deferred.Deferred<boolean>
+  readonly fiber: Fiber.Fiber<void, SqlError | HoldReleased>
+}
+
+class HoldReleased extends Data.TaggedError("HoldReleased")<{}> {}
+
 /** "Session `id` now ends before `next`"; `id: null` asks every follower to re-read. */
 interface Signal {
   readonly id: string | null
@@ -154,6 +178,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const checkpointEvery = Math.max(1, options?.checkpointEvery ?? 1024)
   const pageSize = Math.max(1, options?.pageSize ?? 500)
   const pollInterval = Duration.fromInputUnsafe(options?.pollInterval ?? "2 seconds")
+  const conflictHold = Duration.fromInputUnsafe(options?.conflictHold ?? "2 seconds")
   const names = Tables.names(prefix)
   const pg = yield* PgClient.PgClient
   const sql = pg.withoutTransforms()
@@ -318,14 +343,19 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       return loaded
     })
 
+  // Inside a held transaction the reads run on its connection: the row lock it
+  // holds keeps the session still, and no second connection is needed.
   const load = (
     id: string,
     caps: JournalState.Caps | undefined,
-    cached: Cached | null
+    cached: Cached | null,
+    held: Held | null
   ): Effect.Effect<Persistence.Loaded, Persistence.LoadError> =>
     Effect.gen(function*() {
-      const since = cached === null ? null : yield* repeatableRead(loadSinceTx(id, cached))
-      return since ?? (yield* repeatableRead(loadTx(id, caps)))
+      const run = <A, E>(self: Effect.Effect<A, E>) =>
+        held === null ? repeatableRead(self) : Effect.provideService(self, sql.transactionService, held.level)
+      const since = cached === null ? null : yield* run(loadSinceTx(id, cached))
+      return since ?? (yield* run(loadTx(id, caps)))
     }).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(storageError("load", names.entries)(e))))
 
   // --- checkpoint
@@ -421,9 +451,66 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       return { next, notify: true }
     })
 
-  // Resolves to the sequence the session ends before once the batch is stored.
-  const append = (id: string, batch: Persistence.AppendBatch): Effect.Effect<number | null, StorageError | SequenceConflict> =>
-    batch.entries.length === 0 && batch.meta === undefined ? Effect.succeed(null) : transaction(appendTx(id, batch)).pipe(
+  // Opens a transaction in its own fiber (in `scope`) and hands out its connection;
+  // the fiber commits when told `true`, rolls back when told `false` or when
+  // `conflictHold` passes first.
+  const openHold = (scope: Scope.Scope) =>
+    Effect.gen(function*() {
+      const ready = yield* Deferred.make<SqlClient.TransactionConnection.Service>()
+      const finish = yield* Deferred.make<boolean>()
+      const fiber = yield* Effect.forkIn(
+        transaction(Effect.gen(function*() {
+          const level = yield* Effect.serviceOption(sql.transactionService)
+          if (Option.isNone(level)) return yield* Effect.die(new Error("no transaction connection inside a transaction"))
+          yield* Deferred.succeed(ready, level.value)
+          const commit = yield* Effect.timeoutOption(Deferred.await(finish), conflictHold)
+          if (Option.isNone(commit) || !commit.value) return yield* new HoldReleased()
+        })),
+        scope
+      )
+      const level = yield* Effect.raceFirst(
+        Deferred.await(ready),
+        Effect.andThen(Fiber.join(fiber), Effect.never)
+      ).pipe(Effect.catchTag("HoldReleased", () => Effect.never))
+      const held: Held = { level, finish, fiber }
+      return held
+    })
+
+  const finishHold = (held: Held, commit: boolean): Effect.Effect<void, SqlError> =>
+    Effect.gen(function*() {
+      yield* Deferred.succeed(held.finish, commit)
+      const exit = yield* Fiber.await(held.fiber)
+      if (!commit || Exit.isSuccess(exit)) return
+      const error = Exit.findErrorOption(exit)
+      if (Option.isSome(error) && error.value._tag === "SqlError") return yield* error.value
+      return yield* Effect.failCause(Cause.die(new Error("a held transaction ended before it could commit")))
+    })
+
+  const isLive = (held: Held | null): held is Held =>
+    held !== null && !Deferred.isDoneUnsafe(held.finish) && held.fiber.pollUnsafe() === undefined
+
+  // Resolves to the sequence the session ends before once the batch is stored. A
+  // lost race keeps the transaction (and the session's row lock) for the retry,
+  // which the caller makes through the same slot.
+  const append = (
+    id: string,
+    batch: Persistence.AppendBatch,
+    slot: { held: Held | null },
+    scope: Scope.Scope
+  ): Effect.Effect<number | null, StorageError | SequenceConflict> => {
+    if (batch.entries.length === 0 && batch.meta === undefined) return Effect.succeed(null)
+    return Effect.gen(function*() {
+      const held = isLive(slot.held) ? slot.held : yield* openHold(scope)
+      slot.held = null
+      const result = yield* Effect.result(Effect.provideService(appendTx(id, batch), sql.transactionService, held.level))
+      if (Result.isSuccess(result)) {
+        yield* finishHold(held, true)
+        return result.success
+      }
+      if (result.failure._tag === "SequenceConflict") slot.held = held
+      else yield* Effect.ignore(finishHold(held, false))
+      return yield* Effect.fail(result.failure)
+    }).pipe(
       Effect.catchTag("SqlError", (e) =>
         // The row lock makes this unreachable between instances of this adapter;
         // the key still settles any other writer that skips the lock.
@@ -435,6 +522,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       Effect.tap((r) => r.notify ? PubSub.publish(signals, { id, next: r.next }) : Effect.void),
       Effect.map((r) => r.next)
     )
+  }
 
   // --- follow
 
@@ -524,6 +612,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const open = (id: string, openOptions: Persistence.OpenOptions) =>
     Effect.gen(function*() {
       const write = openOptions.mode === "write"
+      const scope = yield* Effect.scope
+      const slot: { held: Held | null } = { held: null }
       if (write) {
         yield* Effect.acquireRelease(
           Effect.suspend(() => {
@@ -542,7 +632,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       }
       const handle: Persistence.SessionHandle = {
         id,
-        load: Effect.suspend(() => load(id, openOptions.caps, cached)).pipe(
+        load: Effect.suspend(() => load(id, openOptions.caps, cached, isLive(slot.held) ? slot.held : null)).pipe(
           Effect.tap((loaded) =>
             Effect.sync(() => {
               if (loaded.exists && loaded.recovery.stopped === null) remember(loaded.state, loaded.recovery.checkpoint)
@@ -552,7 +642,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         ),
         append: (batch) =>
           write
-            ? append(id, batch).pipe(
+            ? append(id, batch, slot, scope).pipe(
               Effect.tap((next) =>
                 Effect.sync(() => {
                   if (next !== null && next === batch.state.next_sequence) remember(batch.state, cached?.checkpoint ?? "none")

@@ -73,7 +73,7 @@ describe.skipIf(skipReason !== null)("postgres: many instances", () => {
       yield* journal.close(id)
 
       const follower = start("follower", [url, prefix, id, String(2 * perWriter)])
-      const writers = ["a", "b"].map((label) => start("writer", [url, prefix, id, label, String(perWriter), "16"]))
+      const writers = ["a", "b"].map((label) => start("writer", [url, prefix, id, label, String(perWriter), "16", "8"]))
       yield* Effect.promise(() => Promise.all([follower, ...writers].map((c) => c.waitFor("ready"))))
       for (const w of writers) w.proc.stdin!.write("go\n")
       const codes = yield* Effect.promise(() => Promise.all([...writers, follower].map((c) => c.exited)))
@@ -111,7 +111,10 @@ describe.skipIf(skipReason !== null)("postgres: many instances", () => {
       assert.deepStrictEqual(got.map(([, seq]) => Number(seq)), stored.map((e) => e.sequence))
       assert.deepStrictEqual(got.map(([, , hash]) => hash), stored.map((e) => e.entry_hash))
 
-      const conflicts = writers.map((w) => w.lines.filter((l) => l.startsWith("err ")).length)
-      console.log(`multi-instance: ${2 * perWriter} entries, ${runs} switches between writers, failed attempts ${conflicts.join("/")}`)
+      // With the service's default of 8 retries, no caller saw a lost race: the
+      // loser keeps the row lock while it reloads, so its retry cannot lose again.
+      const failed = writers.map((w) => w.lines.filter((l) => l.startsWith("err ")))
+      assert.deepStrictEqual(failed, [[], []])
+      console.log(`multi-instance: ${2 * perWriter} entries, ${runs} switches between writers`)
     }).pipe(Effect.provide(Live)), { timeout: stress ? 600_000 : 120_000 })
 })
