@@ -1,0 +1,73 @@
+/**
+ * `pnpm bench`: runs every scenario, prints the table (and with `--json` one JSON
+ * line per figure). Options: `--quick` (smaller sizes, under a minute), `--json`,
+ * `--only <name>` (a scenario or figure name; repeatable).
+ */
+import type { Figure, Scenario } from "./lib/harness.ts"
+import { jsonLine, notRun, table } from "./lib/harness.ts"
+import { chatScenario } from "./scenarios/chat.ts"
+import { fsManySessions, fsRecord } from "./scenarios/fs.ts"
+import { cliVerify, fsHistory } from "./scenarios/history.ts"
+import { memoryRecord } from "./scenarios/memory.ts"
+import { pgRecord } from "./scenarios/pg.ts"
+import { memoryRss } from "./scenarios/rss.ts"
+
+const scenarios: ReadonlyArray<Scenario> = [
+  memoryRecord,
+  fsRecord,
+  fsManySessions,
+  fsHistory,
+  chatScenario,
+  memoryRss,
+  cliVerify,
+  pgRecord
+]
+
+const args = process.argv.slice(2)
+const quick = args.includes("--quick")
+const json = args.includes("--json")
+const only: Array<string> = []
+for (let i = 0; i < args.length; i++) {
+  if (args[i] === "--only" && args[i + 1] !== undefined) only.push(args[++i]!)
+  else if (args[i]!.startsWith("--only=")) only.push(args[i]!.slice("--only=".length))
+}
+const known = new Set(scenarios.flatMap((s) => [s.name, ...s.figures]))
+for (const o of only) {
+  if (!known.has(o)) {
+    process.stderr.write(`unknown scenario ${o}; known: ${[...known].join(", ")}\n`)
+    process.exit(2)
+  }
+}
+const selected = only.length === 0
+  ? scenarios
+  : scenarios.filter((s) => only.includes(s.name) || s.figures.some((f) => only.includes(f)))
+
+// Progress goes to stderr so that `--json` output on stdout stays one figure per line.
+const log = (line: string) => process.stderr.write(line + "\n")
+
+const started = performance.now()
+const figures: Array<Figure> = []
+for (const scenario of selected) {
+  const t0 = performance.now()
+  log(`▶ ${scenario.name}${quick ? " (quick)" : ""}`)
+  try {
+    const produced = await scenario.run({ quick, log })
+    const wanted = only.length === 0 || only.includes(scenario.name)
+      ? produced
+      : produced.filter((f) => only.includes(f.name))
+    figures.push(...wanted)
+    if (json) for (const f of wanted) process.stdout.write(jsonLine(f) + "\n")
+  } catch (error) {
+    const why = `failed: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`
+    log(`  ${scenario.name} ${why}`)
+    if (error instanceof Error && error.stack !== undefined) log(error.stack)
+    const failed = scenario.figures.map((name) => notRun(name, "", "", null, why))
+    figures.push(...failed)
+    if (json) for (const f of failed) process.stdout.write(jsonLine(f) + "\n")
+  }
+  log(`  done in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+}
+const summary = `\n${table(figures)}\n\n${quick ? "quick run" : "full run"} in ${((performance.now() - started) / 1000).toFixed(1)} s, ` +
+  `Node ${process.version}; ratios are medians of interleaved per-round ratios.\n`
+if (json) log(summary)
+else process.stdout.write(summary)

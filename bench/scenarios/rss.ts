@@ -1,0 +1,77 @@
+/**
+ * `memory.rss`: the resident set size of a process that has recorded 1,000,000
+ * entries (default caps) against one that has recorded 10,000, each in its own
+ * child process, measured after a full garbage collection. The journal keeps a
+ * bounded ring and bounded counters, so the difference must stay small.
+ */
+import { spawn } from "node:child_process"
+import * as path from "node:path"
+import { loadNode, nodeEnv } from "../lib/adapters.ts"
+import { withTempDir } from "../lib/env.ts"
+import type { Figure, RunOptions, Scenario } from "../lib/harness.ts"
+import { meets, notRun } from "../lib/harness.ts"
+
+const GOAL = { op: "<=", target: 32, on: "growth MiB" } as const
+const MiB = 2 ** 20
+
+interface ChildResult {
+  readonly count: number
+  readonly rss: number
+  readonly heapUsed: number
+  readonly gc: boolean
+  readonly ms: number
+}
+
+const child = (root: string, count: number): Promise<ChildResult> =>
+  new Promise((resolve, reject) => {
+    const t0 = performance.now()
+    const p = spawn(process.execPath, ["--expose-gc", path.join(import.meta.dirname, "..", "child", "rss.ts"), root, String(count)], {
+      env: nodeEnv(),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let out = ""
+    let err = ""
+    p.stdout.on("data", (d) => (out += d))
+    p.stderr.on("data", (d) => (err += d))
+    p.on("error", reject)
+    p.on("close", (code) => {
+      if (code !== 0) return reject(new Error(`rss child exited ${code}: ${err.slice(0, 400)}`))
+      try {
+        resolve({ ...(JSON.parse(out.trim().split("\n").pop()!) as Omit<ChildResult, "ms">), ms: performance.now() - t0 })
+      } catch (error) {
+        reject(error)
+      }
+    })
+  })
+
+const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
+  const small = 10_000
+  const large = options.quick ? 100_000 : 1_000_000
+  const baselineName = `RSS after ${small.toLocaleString("en-US")} records`
+  const node = await loadNode()
+  if (!node.ok) return [notRun("memory.rss", "MiB", baselineName, GOAL, node.why)]
+  // One pair per run, baseline first then subject: each child is a fresh process, so
+  // order does not leak state; what noise there is (other load) does not change RSS much.
+  const base = await withTempDir("rss-small", (dir) => child(dir, small))
+  options.log(`  ${small} records: RSS ${(base.rss / MiB).toFixed(1)} MiB (${(base.ms / 1000).toFixed(1)} s)`)
+  const big = await withTempDir("rss-large", (dir) => child(dir, large))
+  options.log(`  ${large} records: RSS ${(big.rss / MiB).toFixed(1)} MiB (${(big.ms / 1000).toFixed(1)} s)`)
+  if (base.count !== small || big.count !== large) throw new Error(`children recorded ${base.count} / ${big.count}`)
+  const growth = (big.rss - base.rss) / MiB
+  return [{
+    name: "memory.rss",
+    value: big.rss / MiB,
+    unit: "MiB",
+    baseline: baselineName,
+    baseline_value: base.rss / MiB,
+    ratio: big.rss / base.rss,
+    goal: GOAL,
+    goal_value: growth,
+    met: meets(GOAL, growth),
+    note: `subject: RSS after ${large.toLocaleString("en-US")} records (filesystem adapter, default caps, 64 callers); ` +
+      `heap used ${(base.heapUsed / MiB).toFixed(1)} → ${(big.heapUsed / MiB).toFixed(1)} MiB; gc ${big.gc ? "forced" : "not exposed"}`
+  }]
+}
+
+/** The scenario. */
+export const memoryRss: Scenario = { name: "memory.rss", figures: ["memory.rss"], run }
