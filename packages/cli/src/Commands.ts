@@ -497,7 +497,7 @@ const mirror = Command.make("mirror", {
     }))).pipe(Command.withDescription("Back up the journal directory to DEST (copy, extend, refresh, skip)"))
 
 const demo = Command.make("demo", {}, () =>
-  withJournal(({ json }) => Demo.run(json))).pipe(
+  withJournal(({ json, storage }) => Demo.run(json, storage))).pipe(
     Command.withDescription("Run a simulated agent session with guards into the journal directory, then verify it")
   )
 

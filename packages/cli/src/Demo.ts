@@ -13,6 +13,7 @@ import type { Entry } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import { VerificationFailed } from "./Failure.ts"
 import * as Output from "./Output.ts"
+import type * as Storage from "./Storage.ts"
 import * as Verify from "./Verify.ts"
 
 type Step =
@@ -57,7 +58,7 @@ const script: ReadonlyArray<Step> = [
  *
  * @since 0.1.0
  */
-export const run = (json: boolean) =>
+export const run = (json: boolean, storage: Storage.Options) =>
   Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
     const id = `demo-${Date.now()}`
@@ -88,7 +89,7 @@ export const run = (json: boolean) =>
     }
     // Release the writer lock before verifying, as a separate reader would.
     yield* journal.close(id)
-    const report = yield* Verify.session(id, { dir: "", postgres: undefined })
+    const report = yield* Verify.session(id, storage)
     const state = yield* journal.state(id)
     const deniedCount = steps.filter((s) => s.denied !== null).length
     if (json) {

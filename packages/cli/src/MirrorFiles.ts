@@ -32,8 +32,12 @@ export interface Result extends Mirror.Summary {
   readonly failures: ReadonlyArray<{ readonly path: string; readonly reason: string }>
 }
 
-// The lock file belongs to the writing process and means nothing in a backup.
-const excluded = (rel: string): boolean => path.posix.basename(rel) === "lock"
+// The lock files belong to the writing process and temporary files to a write in
+// progress: neither means anything in a backup.
+const excluded = (rel: string): boolean => {
+  const name = path.posix.basename(rel)
+  return name === "lock" || name === "lock.takeover" || name.startsWith(".tmp-") || name.includes(".mirror-")
+}
 
 const CHUNK = 1 << 16
 

@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import { Persistence, StorageError } from "@session-journal/core"
+import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { NotAvailable } from "./Failure.ts"
@@ -71,8 +72,16 @@ export const layer = (options: Options): Layer.Layer<Persistence.Persistence, St
       }).pipe(Effect.map((pg) => pg.PgPersistence.layerFromUrl(url)))
     )
   }
-  return Persistence.layerMemory()
+  return NodePersistence.layer(nodeOptions(options))
 }
+
+/**
+ * The filesystem adapter's options for an invocation (also used by `verify` and
+ * `repair`, which inspect segment files directly).
+ *
+ * @since 0.1.0
+ */
+export const nodeOptions = (options: Options): NodePersistence.Options => ({ root: options.dir })
 
 /**
  * Whether the storage of this invocation is the local filesystem (mirror and

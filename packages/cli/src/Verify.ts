@@ -10,10 +10,11 @@
  */
 import { Persistence, SessionJournal, SessionNotFound } from "@session-journal/core"
 import type { CorruptJournal, IntegrityViolation } from "@session-journal/core"
+import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import { NotAvailable } from "./Failure.ts"
-import type * as Storage from "./Storage.ts"
+import * as Storage from "./Storage.ts"
 
 /**
  * The verification report of one session.
@@ -51,13 +52,77 @@ const corruptionJson = (e: CorruptJournal): NonNullable<Report["corruption"]> =>
 })
 
 /**
- * Verifies one session: loads it read-only (checkpoint, then every segment after
- * it, as recovery does) for the torn-tail and corruption report, then replays the
- * whole stored history against the loaded head.
+ * Verifies one session. On the filesystem: `NodePersistence.inspect` checks the
+ * checkpoint and replays every retained segment from the oldest entry (without
+ * the lock, so it is safe next to a running writer). On other storage: a
+ * read-only load (recovery report) and a replay of the whole stored history. When
+ * something is wrong, the service's verify names the broken link or hash.
  *
  * @since 0.1.0
  */
-export const session = (id: string, _storage: Storage.Options) =>
+export const session = (id: string, storage: Storage.Options) =>
+  Effect.gen(function*() {
+    if (Storage.isFilesystem(storage)) return yield* inspectFiles(id, storage)
+    return yield* loadAndReplay(id)
+  })
+
+// The structured failure of the service's verify, to name the entry that broke.
+const pinpoint = (id: string) =>
+  Effect.gen(function*() {
+    const journal = yield* SessionJournal.SessionJournal
+    const verified = yield* Effect.result(journal.verify(id))
+    if (Result.isSuccess(verified)) return { violation: null, corruption: null }
+    const e = verified.failure
+    if (e._tag === "IntegrityViolation") return { violation: violationJson(e), corruption: null }
+    if (e._tag === "CorruptJournal") return { violation: null, corruption: corruptionJson(e) }
+    return { violation: null, corruption: null }
+  })
+
+const inspectFiles = (id: string, storage: Storage.Options) =>
+  Effect.gen(function*() {
+    const inspected = yield* NodePersistence.inspect(Storage.nodeOptions(storage), id)
+    const tornSegment = inspected.segments.find((s) => s.status === "torn")
+    const torn: Report["torn_tail"] = inspected.recovery.tornTail ?? (tornSegment?.problem == null
+      ? null
+      : { segment: tornSegment.name, offset: tornSegment.problem.offset, bytes: tornSegment.bytes - tornSegment.problem.offset })
+    const checked = inspected.segments.reduce((n, s) => n + s.entries, 0)
+    if (inspected.ok) {
+      return {
+        id,
+        ok: true,
+        head: inspected.head,
+        entries_checked: checked,
+        torn_tail: torn,
+        corruption: null,
+        violation: null
+      } satisfies Report
+    }
+    const found = yield* pinpoint(id)
+    let corruption = found.corruption
+    if (found.violation === null && corruption === null) {
+      const damaged = inspected.segments.find((s) => s.status === "damaged")
+      const stopped = inspected.recovery.stopped
+      const cp = inspected.checkpoint
+      corruption = damaged?.problem != null
+        ? { segment: damaged.name, offset: damaged.problem.offset, reason: damaged.problem.detail }
+        : stopped !== null
+        ? { segment: stopped.segment, offset: stopped.offset, reason: `${stopped.reason}: ${stopped.detail}` }
+        : cp.status === "broken" || cp.status === "mismatch"
+        ? { segment: "checkpoint.json", offset: 0, reason: cp.detail ?? `checkpoint ${cp.status}` }
+        : { segment: id, offset: 0, reason: "the session does not verify" }
+    }
+    return {
+      id,
+      ok: false,
+      head: inspected.head,
+      entries_checked: checked,
+      torn_tail: torn,
+      corruption,
+      violation: found.violation
+    } satisfies Report
+  })
+
+const loadAndReplay = (id: string) =>
   Effect.gen(function*() {
     const persistence = yield* Persistence.Persistence
     const journal = yield* SessionJournal.SessionJournal
@@ -127,29 +192,50 @@ export const text = (r: Report): string => {
 }
 
 /**
- * What a repair did.
+ * What a repair did, as printed with `--json`.
  *
  * @since 0.1.0
  */
 export interface RepairReport {
   readonly id: string
+  /** Whether anything was set aside or cut back. */
   readonly repaired: boolean
-  readonly set_aside: ReadonlyArray<{ readonly path: string; readonly bytes: number }>
+  /** Files created or renamed in the session directory to keep the damaged bytes. */
+  readonly set_aside: ReadonlyArray<string>
+  /** Segments cut back to their valid prefix, with the new length. */
+  readonly truncated: ReadonlyArray<{ readonly segment: string; readonly length: number }>
+  /** Sequence the next entry will get. */
   readonly next_sequence: number
-  readonly head: string
+  /** Whether the session can be written now. */
+  readonly writable: boolean
+  readonly before: Persistence.RecoveryReport
+  readonly after: Persistence.RecoveryReport
 }
 
 /**
  * Sets damaged bytes of a session aside (never deleting them) so it becomes
- * writable again.
+ * writable again. Filesystem only; it takes the session's lock.
  *
  * @since 0.1.0
  */
-export const repair = (
-  _id: string,
-  _storage: Storage.Options
-): Effect.Effect<RepairReport, NotAvailable, Persistence.Persistence> =>
-  Effect.fail(new NotAvailable({ feature: "repair", reason: "the filesystem adapter does not offer repair yet" }))
+export const repair = (id: string, storage: Storage.Options) =>
+  Effect.gen(function*() {
+    if (!Storage.isFilesystem(storage)) {
+      return yield* new NotAvailable({ feature: "repair", reason: "it works on segment files; PostgreSQL never stores a torn or partial batch" })
+    }
+    const r = yield* NodePersistence.repair(Storage.nodeOptions(storage), id)
+    const report: RepairReport = {
+      id,
+      repaired: r.setAside.length > 0 || r.truncated.length > 0,
+      set_aside: r.setAside,
+      truncated: r.truncated,
+      next_sequence: r.nextSequence,
+      writable: r.after.stopped === null,
+      before: r.before,
+      after: r.after
+    }
+    return report
+  })
 
 /**
  * Human output for a repair report.
@@ -157,6 +243,9 @@ export const repair = (
  * @since 0.1.0
  */
 export const repairText = (r: RepairReport): Array<string> => [
-  r.repaired ? `repaired ${r.id}: writable again at sequence ${r.next_sequence} (head ${r.head})` : `${r.id} needed no repair (head ${r.head})`,
-  ...r.set_aside.map((s) => `  set aside ${s.bytes} bytes as ${s.path}`)
+  r.repaired
+    ? `repaired ${r.id}: ${r.writable ? "writable again" : "STILL NOT WRITABLE"}, next sequence ${r.next_sequence}`
+    : `${r.id} needed no repair (next sequence ${r.next_sequence})`,
+  ...r.truncated.map((t) => `  cut ${t.segment} back to its valid prefix of ${t.length} bytes`),
+  ...r.set_aside.map((p) => `  damaged bytes kept in ${p}`)
 ]

@@ -20,11 +20,12 @@ export * as Failure from "./Failure.ts"
 export * as Storage from "./Storage.ts"
 
 /**
- * The version printed by `--version`.
+ * The version printed by `--version`, with the Node version it runs on (the
+ * project brings its own Node 22; this shows which one a shell picked up).
  *
  * @since 0.1.0
  */
-export const VERSION = "0.1.0"
+export const VERSION = `0.1.0 (node ${process.version})`
 
 // Help goes to stdout as usual; a usage error is one sentence on stderr, with no
 // help text mixed into a script's output.

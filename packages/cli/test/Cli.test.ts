@@ -1,0 +1,354 @@
+/**
+ * The `session-journal` command as users script it: the real binary in child
+ * processes against temporary directories. Exit codes, `--json` shapes, errors on
+ * stderr, and the cross-process behaviour (locks, `tail --follow`) are checked as
+ * they really happen.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { exited, filesUnder, hasNodeAdapter, run, SHIM, start, tempDir, waitForLine } from "./Run.ts"
+
+const nodeAdapter = await hasNodeAdapter()
+
+const TOOL_KEYS = [
+  "agent_id",
+  "allowed",
+  "bytes_read",
+  "bytes_written",
+  "delegation_depth",
+  "entry_hash",
+  "kind",
+  "prev_hash",
+  "sequence",
+  "server_id",
+  "timestamp_secs",
+  "tool_name"
+]
+const OTHER_KEYS = ["entry_hash", "kind", "payload", "prev_hash", "sequence", "timestamp_secs"]
+
+const lines = (s: string): Array<string> => s.split("\n").filter((l) => l.length > 0)
+const jsonLines = (s: string): Array<Record<string, unknown>> => lines(s).map((l) => JSON.parse(l))
+
+const recordArgs = (dir: string, id: string, tool = "read_file", extra: ReadonlyArray<string> = []) =>
+  ["--dir", dir, "record", id, "--tool", tool, "--server", "srv-1", "--agent", "agent-1", "--read", "100", "--written", "7", ...extra]
+
+describe("session-journal (any storage)", () => {
+  it("the workspace shim runs on Node 22", async () => {
+    const r = await run(["--version"], { command: SHIM })
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.match(r.stdout, /^session-journal v\S+ \(node v22\.\d+\.\d+\)/)
+  })
+
+  it("--help works on every command and exits 0", async () => {
+    for (const cmd of ["", "record", "append", "import", "list", "show", "stats", "verify", "tail", "export", "checkpoint", "repair", "mirror", "demo"]) {
+      const r = await run(cmd === "" ? ["--help"] : [cmd, "--help"])
+      assert.strictEqual(r.code, 0, `${cmd}: ${r.stderr}`)
+      assert.include(r.stdout, "USAGE", cmd)
+      assert.include(r.stdout, "--dir", cmd)
+      assert.strictEqual(r.stderr, "", cmd)
+    }
+  })
+
+  it("bad usage and invalid input exit 2 with one sentence naming the field", async () => {
+    const dir = tempDir()
+    const cases: Array<[Array<string>, RegExp]> = [
+      [recordArgs(dir, "bad id"), /invalid session id "bad id"/],
+      [["--dir", dir, "record", "s", "--tool", " x", "--server", "s", "--agent", "a"], /tool_name.*--tool/],
+      [["--dir", dir, "record", "s", "--tool", "t", "--server", "s", "--agent", "a\u0007"], /agent_id.*--agent/],
+      [["--dir", dir, "record", "s", "--tool", "t", "--server", "s", "--agent", "a", "--read", "x"], /--read/],
+      [["--dir", dir, "record", "s", "--tool", "t", "--server", "s"], /--agent/],
+      [["--dir", dir, "append", "s", "--payload", "{nope"], /--payload/],
+      [["--dir", dir, "append", "s", "--kind", "tool", "--payload", "{}"], /kind/],
+      [["--dir", dir, "show", "s", "--from", "-3"], /from/],
+      [["--dir", dir, "nonsense"], /nonsense/],
+      [["--dir", dir, "list", "--no-such-flag"], /no-such-flag/]
+    ]
+    for (const [args, pattern] of cases) {
+      const r = await run(args)
+      assert.strictEqual(r.code, 2, `${args.join(" ")}: ${r.stderr}`)
+      assert.match(r.stderr, pattern, args.join(" "))
+      assert.strictEqual(lines(r.stderr).length, 1, `one line: ${r.stderr}`)
+      assert.notInclude(r.stderr, "    at ", "no stack trace without --verbose")
+    }
+    const verbose = await run(["--verbose", ...recordArgs(dir, "bad id")])
+    assert.strictEqual(verbose.code, 2)
+    assert.include(verbose.stderr, "    at ", "a stack trace with --verbose")
+  })
+
+  it("import names the line and the field of a bad input line", async () => {
+    const dir = tempDir()
+    const input = [
+      JSON.stringify({ tool_name: "a", server_id: "s", agent_id: "g" }),
+      JSON.stringify({ tool_name: "b", server_id: "", agent_id: "g" })
+    ].join("\n")
+    const r = await run(["--dir", dir, "import", "imp", "-"], { input })
+    assert.strictEqual(r.code, 2, r.stderr)
+    assert.match(r.stderr, /server_id on line 2/)
+    const notJson = await run(["--dir", dir, "import", "imp"], { input: "{\"kind\":\"message\",\"payload\":1}\n[1,2" })
+    assert.strictEqual(notJson.code, 2)
+    assert.match(notJson.stderr, /line 2/)
+  })
+
+  it("record and append print the entry; --json prints it with chio field names", async () => {
+    const dir = tempDir()
+    const text = await run(recordArgs(dir, "shape"))
+    assert.strictEqual(text.code, 0, text.stderr)
+    assert.match(text.stdout, /^#0 \S+ tool read_file srv-1\/agent-1 read=100 written=7 depth=0 allowed [0-9a-f]{12}\n$/)
+
+    const tool = await run(["--json", ...recordArgs(dir, "shape-json", "bash", ["--depth", "2", "--denied"])])
+    assert.strictEqual(tool.code, 0, tool.stderr)
+    const [entry] = jsonLines(tool.stdout)
+    assert.deepStrictEqual(Object.keys(entry!).sort(), TOOL_KEYS)
+    assert.strictEqual(entry!["kind"], "tool")
+    assert.strictEqual(entry!["tool_name"], "bash")
+    assert.strictEqual(entry!["delegation_depth"], 2)
+    assert.strictEqual(entry!["allowed"], false)
+    assert.match(String(entry!["entry_hash"]), /^[0-9a-f]{64}$/)
+
+    const msg = await run(["--dir", dir, "append", "shape-msg", "--payload", "{\"role\":\"user\",\"content\":\"hi\"}", "--json"])
+    assert.strictEqual(msg.code, 0, msg.stderr)
+    const [m] = jsonLines(msg.stdout)
+    assert.deepStrictEqual(Object.keys(m!).sort(), OTHER_KEYS)
+    assert.strictEqual(m!["kind"], "message")
+    assert.deepStrictEqual(m!["payload"], { role: "user", content: "hi" })
+
+    const other = await run(["--dir", dir, "append", "shape-msg2", "--kind", "note", "--payload", "[1,2]", "--json"])
+    assert.strictEqual(other.code, 0, other.stderr)
+    assert.strictEqual(jsonLines(other.stdout)[0]!["kind"], "note")
+  })
+
+  it("demo runs clean twice in a row, each time into a new session", async () => {
+    const cwd = tempDir()
+    const first = await run(["demo", "--json"], { cwd })
+    assert.strictEqual(first.code, 0, first.stderr)
+    const second = await run(["demo", "--json"], { cwd })
+    assert.strictEqual(second.code, 0, second.stderr)
+    const a = JSON.parse(first.stdout)
+    const b = JSON.parse(second.stdout)
+    assert.notStrictEqual(a.session, b.session)
+    for (const doc of [a, b]) {
+      assert.match(doc.session, /^demo-\d+$/)
+      assert.isTrue(doc.verify.ok)
+      assert.strictEqual(doc.verify.violation, null)
+      assert.isAbove(doc.denied, 0)
+      assert.isAbove(doc.stats.message_count, 0)
+      assert.strictEqual(doc.entries.length, doc.verify.entries_checked)
+    }
+    const text = await run(["demo"], { cwd })
+    assert.strictEqual(text.code, 0, text.stderr)
+    assert.match(text.stdout, /DENY {4}deploy: deploy may not follow write_file/)
+    assert.match(text.stdout, /^ok {4}demo-\d+: \d+ entries/m)
+    if (nodeAdapter) {
+      // The default directory is ./.session-journal in the working directory.
+      assert.isTrue(fs.existsSync(path.join(cwd, ".session-journal", a.session)))
+      const list = await run(["list", "--json"], { cwd })
+      const ids = JSON.parse(list.stdout).sessions.map((s: { id: string }) => s.id)
+      assert.includeMembers(ids, [a.session, b.session])
+    }
+  })
+})
+
+describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
+  it("every command's happy path and --json shape", async () => {
+    const dir = tempDir()
+    for (const tool of ["read_file", "read_file", "write_file"]) {
+      const r = await run(recordArgs(dir, "s1", tool))
+      assert.strictEqual(r.code, 0, r.stderr)
+    }
+    const app = await run(["--dir", dir, "append", "s1", "--payload", "{\"role\":\"assistant\",\"content\":\"done\"}"])
+    assert.strictEqual(app.code, 0, app.stderr)
+
+    const list = await run(["--dir", dir, "list", "--json"])
+    assert.strictEqual(list.code, 0, list.stderr)
+    const sessions = JSON.parse(list.stdout).sessions
+    assert.strictEqual(sessions.length, 1)
+    assert.deepStrictEqual(Object.keys(sessions[0]).sort(), ["bytes", "entries", "head", "id", "updated"])
+    assert.strictEqual(sessions[0].id, "s1")
+    assert.strictEqual(sessions[0].entries, 4)
+    assert.isAbove(sessions[0].bytes, 0)
+
+    const show = await run(["--dir", dir, "show", "s1", "--json"])
+    assert.strictEqual(show.code, 0, show.stderr)
+    const all = jsonLines(show.stdout)
+    assert.deepStrictEqual(all.map((e) => e["sequence"]), [0, 1, 2, 3])
+    assert.strictEqual(all[1]!["prev_hash"], all[0]!["entry_hash"])
+    const window = jsonLines((await run(["--dir", dir, "show", "s1", "--from", "1", "--limit", "2", "--json"])).stdout)
+    assert.deepStrictEqual(window.map((e) => e["sequence"]), [1, 2])
+
+    const stats = await run(["--dir", dir, "stats", "s1", "--json"])
+    assert.strictEqual(stats.code, 0, stats.stderr)
+    const snap = JSON.parse(stats.stdout)
+    for (const key of ["session_id", "entry_count", "head_hash", "data_flow", "tool_sequence", "tool_counts", "current_streak_tool", "current_streak_len", "message_count", "meta"]) {
+      assert.property(snap, key)
+    }
+    assert.deepStrictEqual(snap.tool_counts, { read_file: 2, write_file: 1 })
+    assert.strictEqual(snap.data_flow.total_bytes_read, 300)
+    assert.strictEqual(snap.message_count, 1)
+    assert.strictEqual(snap.head_hash, sessions[0].head)
+
+    const tail = jsonLines((await run(["--dir", dir, "tail", "s1", "-n", "2", "--json"])).stdout)
+    assert.deepStrictEqual(tail.map((e) => e["sequence"]), [2, 3])
+
+    const jsonl = await run(["--dir", dir, "export", "s1"])
+    assert.strictEqual(jsonl.code, 0, jsonl.stderr)
+    assert.deepStrictEqual(jsonLines(jsonl.stdout), all)
+    const doc = await run(["--dir", dir, "export", "s1", "--format", "json"])
+    assert.deepStrictEqual(JSON.parse(doc.stdout), all)
+    assert.strictEqual(doc.stderr, "", "no progress bar when stderr is not a terminal")
+
+    const cp = await run(["--dir", dir, "checkpoint", "s1", "--json"])
+    assert.strictEqual(cp.code, 0, cp.stderr)
+    assert.deepStrictEqual(JSON.parse(cp.stdout), { id: "s1", next_sequence: 4, head: snap.head_hash })
+
+    const verify = await run(["--dir", dir, "verify", "--json"])
+    assert.strictEqual(verify.code, 0, verify.stderr)
+    const report = JSON.parse(verify.stdout)
+    assert.deepStrictEqual(Object.keys(report), ["sessions"])
+    assert.deepStrictEqual(Object.keys(report.sessions[0]).sort(), [
+      "corruption",
+      "entries_checked",
+      "head",
+      "id",
+      "ok",
+      "torn_tail",
+      "violation"
+    ])
+    assert.deepStrictEqual(report.sessions[0], {
+      id: "s1",
+      ok: true,
+      head: snap.head_hash,
+      entries_checked: 4,
+      torn_tail: null,
+      corruption: null,
+      violation: null
+    })
+    const missing = await run(["--dir", dir, "show", "nobody"])
+    assert.strictEqual(missing.code, 2)
+    assert.match(missing.stderr, /nobody not found/)
+  })
+
+  it("a tampered byte in a segment makes verify exit 1", async () => {
+    const dir = tempDir()
+    for (let i = 0; i < 3; i++) assert.strictEqual((await run(recordArgs(dir, "t1"))).code, 0)
+    assert.strictEqual((await run(recordArgs(dir, "t2"))).code, 0)
+    const segment = filesUnder(path.join(dir, "t1")).find((f) => f.endsWith(".jsonl"))!
+    const file = path.join(dir, "t1", segment)
+    const bytes = fs.readFileSync(file, "utf8")
+    const at = bytes.indexOf("read_file")
+    assert.isAbove(at, 0)
+    fs.writeFileSync(file, bytes.slice(0, at) + "reaD" + bytes.slice(at + 4))
+    const r = await run(["--dir", dir, "verify", "--json"])
+    assert.strictEqual(r.code, 1, r.stderr)
+    const bySession = Object.fromEntries(JSON.parse(r.stdout).sessions.map((s: { id: string }) => [s.id, s]))
+    assert.isFalse(bySession["t1"].ok)
+    assert.isTrue(bySession["t1"].violation !== null || bySession["t1"].corruption !== null)
+    assert.isTrue(bySession["t2"].ok)
+    assert.match(r.stderr, /verification failed for 1 of 2 sessions/)
+    const one = await run(["--dir", dir, "verify", "t1"])
+    assert.strictEqual(one.code, 1)
+    assert.match(one.stdout, /^FAIL {2}t1: /)
+  })
+
+  it("an unusable journal directory exits 3", async () => {
+    const base = tempDir()
+    const file = path.join(base, "file.txt")
+    fs.writeFileSync(file, "not a directory")
+    const r = await run(recordArgs(path.join(file, "sub"), "x"))
+    assert.strictEqual(r.code, 3, r.stderr)
+    assert.match(r.stderr, /^session-journal: storage .*\.\n$/)
+  })
+
+  it("a second writer gets exit 4 while another process holds the session", async () => {
+    const dir = tempDir()
+    // `import` from a pipe that stays open holds the session for writing after
+    // its first durable batch.
+    const holder = start(["--dir", dir, "--json", "import", "held", "-"])
+    const batch = Array.from({ length: 1000 }, (_, i) => JSON.stringify({ tool_name: "t", server_id: "s", agent_id: `a${i}` }))
+    holder.stdin!.write(batch.join("\n") + "\n")
+    await waitForLine(holder, (l) => l.includes("\"sequence\":999"))
+    const second = await run(recordArgs(dir, "held"))
+    assert.strictEqual(second.code, 4, second.stderr)
+    assert.match(second.stderr, /locked/)
+    holder.stdin!.end()
+    assert.strictEqual(await exited(holder), 0)
+    const after = await run(recordArgs(dir, "held", "read_file", ["--json"]))
+    assert.strictEqual(after.code, 0, after.stderr)
+    assert.strictEqual(jsonLines(after.stdout)[0]!["sequence"], 1000)
+  })
+
+  it("tail --follow sees an entry appended by another process within a second", async () => {
+    const dir = tempDir()
+    assert.strictEqual((await run(recordArgs(dir, "f1"))).code, 0)
+    const follower = start(["--dir", dir, "--json", "tail", "f1", "--follow"])
+    try {
+      await waitForLine(follower, (l) => l.includes("\"sequence\":0"))
+      const seen = waitForLine(follower, (l) => l.includes("\"sequence\":1"))
+      const writer = await run(recordArgs(dir, "f1", "write_file"))
+      assert.strictEqual(writer.code, 0, writer.stderr)
+      const written = Date.now()
+      const line = await seen
+      assert.isBelow(Date.now() - written, 1000, "seen within a second")
+      assert.strictEqual(JSON.parse(line)["tool_name"], "write_file")
+    } finally {
+      follower.kill("SIGKILL")
+    }
+  })
+
+  it("imports 100,000 lines, printing each durable entry once, and verifies", async () => {
+    const dir = tempDir()
+    const n = 100_000
+    const input: Array<string> = []
+    for (let i = 0; i < n; i++) {
+      input.push(
+        i % 10 === 9
+          ? JSON.stringify({ kind: "message", payload: { role: "assistant", n: i } })
+          : JSON.stringify({ tool_name: `tool_${i % 7}`, server_id: "srv", agent_id: "agent", bytes_read: i, bytes_written: 1, delegation_depth: 0 })
+      )
+    }
+    const file = path.join(tempDir(), "big.jsonl")
+    fs.writeFileSync(file, input.join("\n") + "\n")
+    const r = await run(["--dir", dir, "--json", "import", "big", file])
+    assert.strictEqual(r.code, 0, r.stderr)
+    const out = lines(r.stdout)
+    assert.strictEqual(out.length, n)
+    assert.strictEqual(JSON.parse(out[n - 1]!)["sequence"], n - 1)
+    const verify = await run(["--dir", dir, "verify", "big", "--json"])
+    assert.strictEqual(verify.code, 0, verify.stderr)
+    const report = JSON.parse(verify.stdout).sessions[0]
+    assert.isTrue(report.ok)
+    assert.strictEqual(report.entries_checked, n)
+    const text = await run(["--dir", dir, "import", "big"], { input: input[0]! })
+    assert.strictEqual(text.stdout, `imported 1 entry into big (last sequence ${n})\n`)
+  }, 120_000)
+
+  it("mirror copies, then extends what grew, and the mirror verifies", async () => {
+    const dir = tempDir()
+    const dest = path.join(tempDir(), "backup")
+    for (let i = 0; i < 3; i++) assert.strictEqual((await run(recordArgs(dir, "m1"))).code, 0)
+    assert.strictEqual((await run(recordArgs(dir, "m2"))).code, 0)
+    const first = await run(["--dir", dir, "mirror", dest, "--json"])
+    assert.strictEqual(first.code, 0, first.stderr)
+    const a = JSON.parse(first.stdout)
+    assert.isAbove(a.copied, 0)
+    assert.strictEqual(a.failed, 0)
+    assert.strictEqual(fs.statSync(dest).mode & 0o777, 0o700)
+    assert.notInclude(filesUnder(dest), "m1/lock")
+
+    assert.strictEqual((await run(recordArgs(dir, "m1", "write_file"))).code, 0)
+    const second = await run(["--dir", dir, "mirror", dest, "--json"])
+    assert.strictEqual(second.code, 0, second.stderr)
+    const b = JSON.parse(second.stdout)
+    assert.isAbove(b.extended + b.refreshed, 0)
+    assert.isAbove(b.skipped, 0, "m2 did not change")
+    const text = await run(["--dir", dir, "mirror", dest])
+    assert.match(text.stdout, /copied 0, extended 0, refreshed 0, skipped \d+, failed 0/)
+
+    const verify = await run(["--dir", dest, "verify", "--json"])
+    assert.strictEqual(verify.code, 0, verify.stderr)
+    const ids = JSON.parse(verify.stdout).sessions.map((s: { id: string; ok: boolean }) => `${s.id}:${s.ok}`)
+    assert.deepStrictEqual(ids.sort(), ["m1:true", "m2:true"])
+    const inside = await run(["--dir", dir, "mirror", path.join(dir, "nested")])
+    assert.strictEqual(inside.code, 2)
+  })
+})

@@ -1,0 +1,104 @@
+/**
+ * Runs the real `session-journal` binary in child processes against temporary
+ * directories, for the command's tests.
+ */
+import { spawn, type ChildProcess } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+/** The package's bin file, run with the Node of the test (Node 22). */
+export const BIN = fileURLToPath(new URL("../bin/session-journal.js", import.meta.url))
+
+/** The workspace's shim, as `pnpm install` creates it. */
+export const SHIM = fileURLToPath(new URL("../../../node_modules/.bin/session-journal", import.meta.url))
+
+export interface Ran {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** A fresh temporary directory, removed by `cleanup`. */
+export const tempDir = (): string => fs.mkdtempSync(path.join(os.tmpdir(), "sj-cli-"))
+
+const baseEnv = (): NodeJS.ProcessEnv => {
+  const env = { ...process.env }
+  delete env["SESSION_JOURNAL_DIR"]
+  delete env["SESSION_JOURNAL_PG_URL"]
+  return env
+}
+
+/** Starts the binary; the caller reads and ends it. */
+export const start = (args: ReadonlyArray<string>, options?: { readonly cwd?: string; readonly env?: NodeJS.ProcessEnv }): ChildProcess =>
+  spawn(process.execPath, [BIN, ...args], {
+    cwd: options?.cwd ?? os.tmpdir(),
+    env: { ...baseEnv(), ...options?.env },
+    stdio: ["pipe", "pipe", "pipe"]
+  })
+
+/** Runs the binary to completion, feeding `input` on stdin. */
+export const run = (
+  args: ReadonlyArray<string>,
+  options?: { readonly cwd?: string; readonly env?: NodeJS.ProcessEnv; readonly input?: string; readonly command?: string }
+): Promise<Ran> =>
+  new Promise((resolve, reject) => {
+    const child = options?.command === undefined
+      ? start(args, options)
+      : spawn(options.command, [...args], { cwd: options.cwd ?? os.tmpdir(), env: { ...baseEnv(), ...options.env } })
+    const out: Array<Buffer> = []
+    const err: Array<Buffer> = []
+    child.stdout!.on("data", (b: Buffer) => out.push(b))
+    child.stderr!.on("data", (b: Buffer) => err.push(b))
+    child.on("error", reject)
+    child.on("close", (code) =>
+      resolve({ code, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") }))
+    child.stdin!.end(options?.input ?? "")
+  })
+
+/** Resolves with the first stdout line of `child` that satisfies `predicate`. */
+export const waitForLine = (child: ChildProcess, predicate: (line: string) => boolean): Promise<string> =>
+  new Promise((resolve, reject) => {
+    let buffer = ""
+    const onData = (b: Buffer) => {
+      buffer += b.toString("utf8")
+      let nl: number
+      while ((nl = buffer.indexOf("\n")) >= 0) {
+        const line = buffer.slice(0, nl)
+        buffer = buffer.slice(nl + 1)
+        if (predicate(line)) {
+          child.stdout!.off("data", onData)
+          resolve(line)
+          return
+        }
+      }
+    }
+    child.stdout!.on("data", onData)
+    child.on("close", (code) => reject(new Error(`process ended (${code}) before the expected line`)))
+  })
+
+/** Waits for a child to exit and returns its code. */
+export const exited = (child: ChildProcess): Promise<number | null> =>
+  child.exitCode !== null ? Promise.resolve(child.exitCode) : new Promise((resolve) => child.on("close", (code) => resolve(code)))
+
+/** Whether the filesystem adapter is available (the durable commands need it). */
+export const hasNodeAdapter = async (): Promise<boolean> => {
+  const mod: Record<string, unknown> = await import("@session-journal/node")
+  return "NodePersistence" in mod
+}
+
+/** Every regular file under `dir`, relative, sorted. */
+export const filesUnder = (dir: string): Array<string> => {
+  const out: Array<string> = []
+  const visit = (rel: string) => {
+    for (const name of fs.readdirSync(path.join(dir, rel)).sort()) {
+      const r = rel === "" ? name : `${rel}/${name}`
+      const st = fs.lstatSync(path.join(dir, r))
+      if (st.isDirectory()) visit(r)
+      else if (st.isFile()) out.push(r)
+    }
+  }
+  visit("")
+  return out
+}
