@@ -403,10 +403,18 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         const timestampSecs = Math.floor(nowMillis / 1000)
         let state: JournalState.JournalState = slot.state!
         const entries: Array<Entry.Entry> = []
-        const results: Array<unknown> = []
+        const accepted: Array<{ readonly request: Request<unknown>; readonly result: unknown }> = []
         let meta: SessionMeta.SessionMeta | undefined
         for (const request of batch) {
-          const built = request.build(state, timestampSecs, nowMillis)
+          if (Deferred.isDoneUnsafe(request.deferred)) continue
+          let built: Built<unknown>
+          try {
+            built = request.build(state, timestampSecs, nowMillis)
+          } catch (defect) {
+            // A throwing guard fails its own caller only, not the batch it shares.
+            answer(request, Effect.die(defect))
+            continue
+          }
           for (const entry of built.entries) {
             entries.push(entry)
             state = JournalState.fold(state, entry)
@@ -415,13 +423,12 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
             meta = built.meta
             state = JournalState.applyMeta(state, built.meta)
           }
-          results.push(built.result)
+          accepted.push({ request, result: built.result })
         }
+        if (accepted.length === 0) return [undefined, slot] as const
         const stored = yield* Effect.result(session.handle.append({ entries, meta, state }))
         if (Result.isSuccess(stored)) {
-          for (let i = 0; i < batch.length; i++) {
-            answer(batch[i]!, Effect.succeed(results[i]))
-          }
+          for (const a of accepted) answer(a.request, Effect.succeed(a.result))
           yield* publish(session.id, entries)
           return [undefined, { state, blocked: null }] as const
         }
@@ -431,7 +438,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           slot = { state: null, blocked: null }
           continue
         }
-        yield* failAll(batch, toWriteError(stored.failure))
+        yield* failAll(accepted.map((a) => a.request), toWriteError(stored.failure))
         return [undefined, { state: null, blocked: null }] as const
       }
     })

@@ -211,6 +211,26 @@ layer(Live)("SessionJournal on memory", (it) => {
       assert.isFalse(d.entry.allowed)
     }))
 
+  it.effect("a guard that throws fails its own caller only, not the batch it shares", () =>
+    Effect.gen(function*() {
+      const j = yield* Journal
+      const id = "throwing-guard"
+      const boom: Guard.Guard = () => {
+        throw new Error("guard bug")
+      }
+      const exits = yield* Effect.forEach(
+        range(21),
+        (i) => Effect.exit<unknown, SessionJournal.WriteError, never>(i === 10 ? j.decide(id, params("x"), boom) : j.record(id, params("y"))),
+        { concurrency: "unbounded" }
+      )
+      const failed = exits.flatMap((e, i) => Exit.isFailure(e) ? [i] : [])
+      assert.deepStrictEqual(failed, [10])
+      const bad = exits[10]!
+      assert.isTrue(Exit.isFailure(bad) && bad.cause.reasons.some((r) => r._tag === "Die"))
+      assert.strictEqual((yield* assertConsistent(id)).length, 20)
+      assert.strictEqual((yield* j.record(id, params("z"))).sequence, 20)
+    }))
+
   it.effect("changes delivers every committed entry, in order, to two subscribers", () =>
     Effect.gen(function*() {
       const j = yield* Journal
