@@ -80,6 +80,10 @@ export const processStat = (pid: number): { readonly start: string; readonly sta
 
 const ownStart = processStat(process.pid)?.start ?? null
 
+// Tokens of the locks this process holds: a lock file naming this process with
+// another token was left by a release that failed, and is stale.
+const heldTokens = new Set<string>()
+
 /**
  * Whether the holder of `record` may still be alive. A holder on another host is
  * always considered alive (it cannot be checked from here).
@@ -88,6 +92,7 @@ const ownStart = processStat(process.pid)?.start ?? null
  */
 export const holderAlive = (record: LockRecord): boolean => {
   if (record.host !== os.hostname()) return true
+  if (record.pid === process.pid && record.start === ownStart) return heldTokens.has(record.token)
   try {
     process.kill(record.pid, 0)
   } catch (e) {
@@ -189,6 +194,7 @@ export const acquire = async (ctx: FileOps.Context, dir: string, id: string): Pr
     }
     for (let attempt = 0; attempt < 200; attempt++) {
       if (await FileOps.call("link", lockPath, () => tryLink(ctx, tmp, lockPath))) {
+        heldTokens.add(record.token)
         return { record, release: () => release(ctx, lockPath, record.token) }
       }
       const seen = await readLockFile(ctx, lockPath)
@@ -233,6 +239,7 @@ export const acquire = async (ctx: FileOps.Context, dir: string, id: string): Pr
 }
 
 const release = async (ctx: FileOps.Context, lockPath: string, token: string): Promise<void> => {
+  heldTokens.delete(token)
   const seen = await readLockFile(ctx, lockPath)
   if (seen._tag === "Found" && seen.record?.token === token) await FileOps.unlinkIfExists(ctx, lockPath)
 }

@@ -1,0 +1,141 @@
+/**
+ * Shared pieces of the adapter's tests: temp roots, running an effect against a
+ * layer, building chained entries, and spawning the fixture processes.
+ */
+import { Entry, JournalState, Persistence } from "@session-journal/core"
+import { chain } from "@session-journal/core/test/PersistenceContract"
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { NodePersistence } from "../src/index.ts"
+
+/**
+ * A fresh private temp directory (0700). `memory` puts it on /dev/shm when there
+ * is one: a real filesystem whose fsync costs nothing, for sweeps of many cases
+ * whose point is not durability.
+ */
+export const tempDir = (prefix: string, memory = false): string => {
+  const base = memory && fs.existsSync("/dev/shm") ? "/dev/shm" : os.tmpdir()
+  const dir = fs.mkdtempSync(path.join(base, `sj-${prefix}-`))
+  fs.chmodSync(dir, 0o700)
+  return dir
+}
+
+/** Runs an effect that needs `Persistence` on the filesystem adapter at `root`. */
+export const run = <A, E>(
+  options: NodePersistence.Options,
+  effect: Effect.Effect<A, E, Persistence.Persistence>
+): Promise<A> => Effect.runPromise(Effect.provide(effect, NodePersistence.layer(options) as Layer.Layer<Persistence.Persistence, unknown>) as Effect.Effect<A, unknown>)
+
+/** Like `run`, but resolves to the exit's failure or success. */
+export const runExit = <A, E>(options: NodePersistence.Options, effect: Effect.Effect<A, E, Persistence.Persistence>) =>
+  Effect.runPromise(Effect.exit(Effect.provide(effect, NodePersistence.layer(options))))
+
+/** Opens `id` for writing and runs `f` with the handle. */
+export const withWriter = <A, E>(id: string, f: (h: Persistence.SessionHandle) => Effect.Effect<A, E>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const p = yield* Persistence.Persistence
+    const h = yield* p.open(id, { mode: "write" })
+    return yield* f(h)
+  }))
+
+/** Loads `id` read-only. */
+export const loadRead = (id: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const p = yield* Persistence.Persistence
+    const h = yield* p.open(id, { mode: "read" })
+    return yield* h.load
+  }))
+
+/** Appends `count` chained entries after `state`. */
+export const appendChain = (h: Persistence.SessionHandle, state: JournalState.JournalState, count: number) =>
+  Effect.gen(function*() {
+    const c = chain(state, count)
+    yield* h.append({ entries: c.entries, state: c.state })
+    return c
+  })
+
+/** All stored entries of `id`. */
+export const historyOf = (id: string) =>
+  Persistence.Persistence.use((p) => Stream.runCollect(p.history(id)))
+
+export { chain, Entry, JournalState }
+
+/** Files of a session directory whose names mark them as temp files. */
+export const tempFiles = (dir: string): Array<string> =>
+  fs.existsSync(dir) ? fs.readdirSync(dir).filter((n) => n.startsWith(".tmp-") || n.includes(".tmp-")) : []
+
+/** The Node 22 binary running these tests. */
+export const nodeBin = process.execPath
+
+/** A running fixture process with its collected stdout lines. */
+export interface Child {
+  readonly pid: number
+  readonly lines: Array<string>
+  readonly exited: Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
+  readonly waitFor: (predicate: (line: string) => boolean) => Promise<boolean>
+  readonly kill: () => Promise<void>
+}
+
+/** Spawns a fixture script (packages/node/test/fixtures/<name>.ts) with extra env. */
+export const spawnFixture = (name: string, env: Record<string, string>): Child => {
+  const child = spawn(nodeBin, [path.join(import.meta.dirname, "fixtures", `${name}.ts`)], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  const lines: Array<string> = []
+  const waiters: Array<{ predicate: (l: string) => boolean; resolve: (ok: boolean) => void }> = []
+  let buffer = ""
+  child.stdout.setEncoding("utf8")
+  child.stdout.on("data", (chunk: string) => {
+    buffer += chunk
+    let nl: number
+    while ((nl = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, nl)
+      buffer = buffer.slice(nl + 1)
+      lines.push(line)
+      for (let i = waiters.length - 1; i >= 0; i--) {
+        if (waiters[i]!.predicate(line)) {
+          waiters[i]!.resolve(true)
+          waiters.splice(i, 1)
+        }
+      }
+    }
+  })
+  let stderr = ""
+  child.stderr.setEncoding("utf8")
+  child.stderr.on("data", (c: string) => { stderr += c })
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    // "close" fires after stdout is drained, so every line the child wrote is in.
+    child.on("close", (code, signal) => {
+      if (stderr.length > 0 && signal === null && code !== 0) lines.push(`stderr ${stderr}`)
+      for (const w of waiters.splice(0)) w.resolve(false)
+      resolve({ code, signal })
+    })
+  })
+  return {
+    pid: child.pid!,
+    lines,
+    exited,
+    waitFor: (predicate) => {
+      if (lines.some(predicate)) return Promise.resolve(true)
+      if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(false)
+      return new Promise((resolve) => waiters.push({ predicate, resolve }))
+    },
+    kill: async () => {
+      child.kill("SIGKILL")
+      await exited
+    }
+  }
+}
+
+/** Sequences acknowledged by a fixture (`ack <n>` lines). */
+export const acks = (lines: ReadonlyArray<string>): Array<number> =>
+  lines.filter((l) => l.startsWith("ack ")).map((l) => Number(l.slice(4)))
+
+/** Number of open file descriptors of this process. */
+export const openFds = (): number => fs.readdirSync("/proc/self/fd").length
