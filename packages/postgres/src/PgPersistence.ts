@@ -42,6 +42,7 @@ import * as Queue from "effect/Queue"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as Redacted from "effect/Redacted"
 import * as Result from "effect/Result"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -241,14 +242,27 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       return Effect.succeed(out)
     })
 
+  const retryLostConnection = <A>(self: Effect.Effect<A, SqlError>): Effect.Effect<A, SqlError> =>
+    Effect.retry(self, {
+      times: 3,
+      schedule: Schedule.spaced("100 millis"),
+      while: (e: SqlError) => e.reason._tag === "ConnectionError"
+    })
+
+  // A page read is idempotent (keyset from a sequence), so a connection that died
+  // while idle in the pool is retried on a fresh one before anyone is told.
   const readPage = (id: string, from: number, limit: number) =>
     sql<EntryRow>`SELECT sequence, entry FROM ${entriesT}
       WHERE session_id = ${id} AND sequence >= ${from} ORDER BY sequence LIMIT ${limit}`.pipe(
+      retryLostConnection,
       Effect.flatMap((rows) => decodeRows(id, rows))
     )
 
   const sessionExists = (id: string) =>
-    Effect.map(sql`SELECT 1 AS found FROM ${sessionsT} WHERE session_id = ${id}`, (rows) => rows.length > 0)
+    sql`SELECT 1 AS found FROM ${sessionsT} WHERE session_id = ${id}`.pipe(
+      retryLostConnection,
+      Effect.map((rows) => rows.length > 0)
+    )
 
   // --- load
 
