@@ -5,6 +5,9 @@
  * read back equal.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { AiError, Chat, Prompt } from "effect/ai"
 import * as Arbitrary from "effect/Arbitrary"
 import * as Effect from "effect/Effect"
@@ -15,11 +18,23 @@ import * as Scope from "effect/Scope"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { Entry, Guard, Persistence, SessionJournal } from "@session-journal/core"
+import { NodePersistence } from "@session-journal/node"
 import { JournalChat } from "../src/index.ts"
 import { type Calls, chats, type Counter, counting, inProcess, processLayer, Tools } from "./fixtures.ts"
 
-/** Storage that outlives a "process": every layer built from it sees the same data. */
-const storage = Effect.map(Persistence.makeMemory(), (memory) => Layer.succeed(Persistence.Persistence, memory))
+/** In-memory storage that outlives a "process": every layer built from it sees the same data. */
+const memory = Effect.map(Persistence.makeMemory(), (m) => Layer.succeed(Persistence.Persistence, m))
+
+/**
+ * The filesystem adapter over a fresh temporary directory (removed with the test's
+ * scope): each layer built from it is a new adapter instance over the same files,
+ * as after a process restart.
+ */
+const tempDir = Effect.acquireRelease(
+  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "sj-ai-"))),
+  (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+)
+const filesystem = Effect.map(tempDir, (dir) => NodePersistence.layer({ root: path.join(dir, "journal") }))
 
 const freshCalls = (): Calls => ({ lookup: 0, wipe: 0 })
 
@@ -35,7 +50,8 @@ const journalEntries = (id: string) =>
 describe("JournalChat", () => {
   it.live("a 50-turn conversation with tool calls survives a restart", () =>
     Effect.gen(function*() {
-      const store = yield* storage
+      const root = path.join(yield* tempDir, "journal")
+      const store = NodePersistence.layer({ root })
       const counter: Counter = { bytes: 0, appends: 0 }
       const calls = freshCalls()
       const turnBytes: Array<number> = []
@@ -58,6 +74,8 @@ describe("JournalChat", () => {
         })
       )
       assert.strictEqual(calls.lookup, 50)
+      // The conversation is on disk, as segment files of the session's directory.
+      assert.isTrue(fs.readdirSync(path.join(root, "chat-50")).some((name) => name.endsWith(".jsonl")))
       // One durable append per turn, and its size does not depend on the turn number.
       assert.deepStrictEqual(turnAppends, Array.from({ length: 50 }, () => 1))
       assert.isAbove(turnBytes[1]!, 0)
@@ -107,7 +125,7 @@ describe("JournalChat", () => {
 
   it.live("a denied tool call is recorded with allowed: false and not executed", () =>
     Effect.gen(function*() {
-      const store = yield* storage
+      const store = yield* filesystem
       const calls = freshCalls()
       const options = { guard: Guard.denyList(["wipe"]), agentId: "agent-7" }
       const result = yield* inProcess(
@@ -158,7 +176,7 @@ describe("JournalChat", () => {
 
   it.live("guards see the calls before them (max invocations)", () =>
     Effect.gen(function*() {
-      const store = yield* storage
+      const store = yield* filesystem
       const calls = freshCalls()
       const entries = yield* inProcess(
         store,
@@ -177,7 +195,7 @@ describe("JournalChat", () => {
 
   it.live("streamText and generateObject turns are stored and read back", () =>
     Effect.gen(function*() {
-      const store = yield* storage
+      const store = yield* filesystem
       const calls = freshCalls()
       const written = yield* inProcess(
         store,
@@ -209,7 +227,7 @@ describe("JournalChat", () => {
 
   it.live("a history changed in place is stored with a rewind, not rewritten", () =>
     Effect.gen(function*() {
-      const store = yield* storage
+      const store = yield* filesystem
       const written = yield* inProcess(
         store,
         freshCalls(),
@@ -242,7 +260,7 @@ describe("JournalChat", () => {
 
   it.live("a turn that cannot be stored fails with AiError; the next save stores it", () =>
     Effect.gen(function*() {
-      const store = yield* storage
+      const store = yield* filesystem
       // Another process holds the session's writer guarantee.
       const holderScope = yield* Scope.make()
       const holder = yield* Layer.buildWithScope(processLayer(store, freshCalls()), holderScope)
@@ -271,7 +289,7 @@ describe("JournalChat", () => {
 
   it.live("a tool name the journal refuses is counted under a placeholder", () =>
     Effect.gen(function*() {
-      const store = yield* storage
+      const store = yield* memory
       const entries = yield* inProcess(
         store,
         freshCalls(),
@@ -297,7 +315,7 @@ describe("JournalChat", () => {
 
   it.live("ids are validated; a missing chat is ChatNotFoundError", () =>
     Effect.gen(function*() {
-      const store = yield* storage
+      const store = yield* memory
       const { invalid, missing } = yield* inProcess(
         store,
         freshCalls(),
@@ -342,7 +360,7 @@ describe("JournalChat round trip", () => {
   let n = 0
   it.live.prop("any prompt written is read back equal", { messages: Messages }, ({ messages }) =>
     Effect.gen(function*() {
-      const store = yield* storage
+      const store = yield* memory
       const id = `prop-${n++}`
       const prompt = Prompt.fromMessages(messages)
       yield* inProcess(
