@@ -9,6 +9,7 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import { Entry, JournalState, Persistence, StorageError } from "../src/index.ts"
 
 /** What happens to one planned `append`. */
@@ -25,7 +26,7 @@ export interface Probe {
   readonly faults: Map<string, Map<number, Fault>>
   /** Entries stored by the simulated other writer, per session. */
   readonly sneaked: Map<string, Array<Entry.Entry>>
-  /** Sessions whose appends suspend for a while first, as a real sync does. */
+  /** Sessions whose appends and history reads suspend for a while first, as real I/O does. */
   readonly slow: Set<string>
 }
 
@@ -133,7 +134,11 @@ const wrapHandle = (probe: Probe, handle: Persistence.SessionHandle): Persistenc
 export const instrument = (probe: Probe, inner: Persistence.Persistence["Service"]): Persistence.Persistence["Service"] =>
   Persistence.Persistence.of({
     ...inner,
-    open: (id, options) => Effect.map(inner.open(id, options), (h) => wrapHandle(probe, h))
+    open: (id, options) => Effect.map(inner.open(id, options), (h) => wrapHandle(probe, h)),
+    history: (id, options) =>
+      probe.slow.has(id)
+        ? Stream.unwrap(Effect.as(Effect.forEach(range(16), () => Effect.yieldNow, { discard: true }), inner.history(id, options)))
+        : inner.history(id, options)
   })
 
 /** The memory adapter, instrumented. */

@@ -557,10 +557,16 @@ layer(Capped)("guards through decide", (it) => {
       for (let i = 0; i < 5; i++) yield* j.record("caps-reload", params(`k${i}`))
       const before = yield* j.snapshot("caps-reload")
       yield* j.close("caps-reload")
-      const after = yield* j.state("caps-reload")
+      // A service with other (default) caps reads and continues the session with its own.
+      const other = yield* serviceOver(yield* Persistence.Persistence)
+      const after = yield* other.state("caps-reload")
       assert.strictEqual(after.entry_cap, 2)
       assert.strictEqual(after.tool_counts_cap, 3)
       assert.strictEqual(snapshotJson(JournalState.snapshot(after)), snapshotJson(before))
+      yield* other.record("caps-reload", params("k5"))
+      assert.strictEqual((yield* other.snapshot("caps-reload")).entry_count, 2)
+      yield* other.close("caps-reload")
+      yield* assertConsistent("caps-reload", caps)
     }))
 })
 
@@ -624,6 +630,26 @@ layer(Instrumented)("SessionJournal on instrumented storage", (it) => {
       assert.isAtMost(appends, 256 / 8, `256 writes from 32 fibers took ${appends} appends`)
       assert.strictEqual(new Set(out.map((e) => e.sequence)).size, 256)
       yield* assertConsistent(id)
+    }))
+
+  it.effect("verify while writes commit: storage ahead of the state read is not corruption", () =>
+    Effect.gen(function*() {
+      const j = yield* Journal
+      const id = "verify-racing"
+      probe.slow.add(id)
+      yield* j.record(id, params("v"))
+      const writes = yield* Effect.forkChild(
+        Effect.forEach(range(200), (i) => j.record(id, params(`v${i % 2}`)), { concurrency: 4 })
+      )
+      let verified = 0
+      while (writes.pollUnsafe() === undefined) {
+        const report = yield* j.verify(id)
+        assert.isAtLeast(report.entriesChecked, 1)
+        verified++
+      }
+      yield* Fiber.join(writes)
+      assert.isAtLeast(verified, 2, "verify ran while writes were committing")
+      assert.strictEqual((yield* assertConsistent(id)).length, 201)
     }))
 
   for (const mode of ["FailBefore", "FailAfter"] as const) {
