@@ -76,7 +76,7 @@ describe("Chain: the hash encoding", () => {
           assert.match(e.entry_hash, /^[0-9a-f]{64}$/)
         }
       }),
-      { numRuns: 60 }
+      { numRuns: A.runs(60) }
     )
   })
 
@@ -93,7 +93,7 @@ describe("Chain: the hash encoding", () => {
           assert.strictEqual(JournalState.head(s), evicted === null ? last : referenceFold(evicted, last))
         })
       }),
-      { numRuns: 60 }
+      { numRuns: A.runs(60) }
     )
   })
 
@@ -260,7 +260,7 @@ describe("Chain.verify", () => {
           assert.deepStrictEqual(Chain.verify(window, { prefixEvicted }), Result.succeed(window.length))
         }
       ),
-      { numRuns: 300 }
+      { numRuns: A.runs(300) }
     )
   })
 
@@ -283,7 +283,7 @@ describe("Chain.verify", () => {
           for (let k = 0; k <= j; k++) assert.strictEqual(JournalState.head(b.states[k]!), JournalState.head(a.states[k]!))
         }
       ),
-      { numRuns: 200 }
+      { numRuns: A.runs(200) }
     )
   })
 

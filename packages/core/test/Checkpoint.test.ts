@@ -61,7 +61,7 @@ describe("Checkpoint: round trip", () => {
         assert.deepStrictEqual(JournalState.verify(back), JournalState.verify(state))
         assert.deepStrictEqual(flat(more.reduce(fold, back)), flat(more.reduce(fold, state)))
       }),
-      { numRuns: 80 }
+      { numRuns: A.runs(80) }
     )
   })
 

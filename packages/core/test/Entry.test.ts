@@ -341,7 +341,7 @@ describe("Entry JSON: the round-trip law", () => {
           assert.strictEqual(Entry.computeHash(back), e.entry_hash)
         }
       }),
-      { numRuns: 50 }
+      { numRuns: A.runs(50) }
     )
   })
 

@@ -241,7 +241,7 @@ describe("Guard lists and combinators", () => {
         for (const g of guards) assert.deepStrictEqual(g(s, p), g(s, p))
         assert.deepStrictEqual(JournalState.snapshotToJson(s), before)
       }),
-      { numRuns: 50 }
+      { numRuns: A.runs(50) }
     )
   })
 })

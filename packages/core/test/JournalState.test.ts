@@ -168,7 +168,7 @@ describe("JournalState: the rings share structure without leaking it", () => {
         foldOps(states.at(-1)!, alt)
         states.forEach((s, i) => assert.deepStrictEqual(view(s), views[i]))
       }),
-      { numRuns: 60 }
+      { numRuns: A.runs(60) }
     )
   })
 
@@ -181,7 +181,7 @@ describe("JournalState: the rings share structure without leaking it", () => {
         fold(state, extra)
         assert.deepStrictEqual(view(state), before)
       }),
-      { numRuns: 60 }
+      { numRuns: A.runs(60) }
     )
   })
 })

@@ -4,9 +4,22 @@
  * empty state while keeping every intermediate state.
  */
 import * as fc from "fast-check"
+import { vi } from "vitest"
 import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
 import { Entry, JournalState } from "../src/index.ts"
+
+/** STRESS=1 runs every property many more times (root script `test:stress`). */
+export const STRESS = process.env.STRESS === "1"
+
+if (STRESS) {
+  fc.configureGlobal({ numRuns: 2000 })
+  // Twenty times the runs need more than the default five seconds per test.
+  vi.setConfig({ testTimeout: 600_000 })
+}
+
+/** The number of runs of a property: `n` normally, 20 times more under STRESS=1. */
+export const runs = (n: number): number => STRESS ? n * 20 : n
 
 export type Op =
   | { readonly op: "record"; readonly ts: number; readonly params: Entry.ValidToolParams }
