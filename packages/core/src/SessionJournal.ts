@@ -160,16 +160,26 @@ export class SessionJournal extends Context.Service<SessionJournal, {
    * subscription exists once the effect completes (so nothing committed after that
    * is lost) and lasts as long as its scope; the stream delivers entries in order,
    * with a "missed" marker where a slow consumer fell more than the hub's capacity
-   * behind.
+   * behind. Entries this service finds in storage when it reloads (another writer's,
+   * or those of an append that failed after reaching storage) are delivered too. The
+   * stream ends when the session is deleted.
    */
   readonly changes: (id: string) => Effect.Effect<Stream.Stream<Change>, ReadError, Scope.Scope>
-  /** Completes when this service has committed entry `sequence` (at once if it already has). */
+  /**
+   * Completes when this service has committed entry `sequence` (at once if it already
+   * has, or if storage already holds it); fails with `SessionNotFound` if the session
+   * is deleted meanwhile.
+   */
   readonly awaitSequence: (id: string, sequence: number) => Effect.Effect<void, ReadError>
   /** All sessions in storage. */
   readonly list: Effect.Effect<ReadonlyArray<Persistence.SessionInfo>, StorageError>
   /** Closes the session here (releasing its writer guarantee) and deletes it from storage. */
   readonly delete: (id: string) => Effect.Effect<void, InvalidSessionId | StorageError | SessionLocked | SessionNotFound>
-  /** Closes an open session, releasing its writer guarantee; a no-op when it is not open. */
+  /**
+   * Closes an open session: commits what is already queued, then releases the writer
+   * guarantee; writes that arrive meanwhile open the session afresh once it is
+   * released. A no-op when the session is not open.
+   */
   readonly close: (id: string) => Effect.Effect<void>
 }>()("@session-journal/core/SessionJournal") {}
 
@@ -368,8 +378,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       const batch = session.pending.splice(0, maxBatch)
       if (batch.length === 0) return [undefined, current] as const
       return yield* commitBatch(session, current, batch).pipe(
-        // A defect (say, a guard that throws) answers its batch instead of leaving
-        // the callers waiting; the state is re-read before the next write.
+        // Any other defect answers its batch instead of leaving the callers waiting;
+        // the append may or may not have happened, so the state is re-read.
         Effect.catchCause((cause) =>
           Effect.sync(() => {
             for (const r of batch) if (!Deferred.isDoneUnsafe(r.deferred)) answer(r, Effect.failCause(cause))
