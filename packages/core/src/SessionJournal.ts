@@ -657,10 +657,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const follow = (id: string, from = 0) =>
     Entry.isSessionId(id) ? persistence.follow(id, from) : Stream.fail(new InvalidSessionId({ id }))
 
-  // The next sequence this service has committed, or what storage holds when this
-  // service has not committed to the session yet.
+  // The next sequence this service has committed while it holds the session open;
+  // otherwise what storage holds (another instance may have written since).
   const knownNext = (id: string, hub: Hub): Effect.Effect<number, ReadError> =>
-    hub.next !== null
+    hub.next !== null && sessions.has(id)
       ? Effect.succeed(hub.next)
       : Effect.map(
         Effect.catchTag(state(id), "SessionNotFound", () => Effect.succeed(JournalState.empty(id))),

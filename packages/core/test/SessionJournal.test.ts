@@ -278,9 +278,14 @@ layer(Live)("SessionJournal on memory", (it) => {
       assert.isUndefined(waiter.pollUnsafe(), "must not complete before entry 3 is committed")
       yield* j.record(id, params("a"))
       yield* Fiber.join(waiter)
-      // A session this service never opened: what storage holds counts as committed.
+      // A session this service does not hold open: what storage holds counts as
+      // committed, also entries another service wrote after this one closed it.
       yield* j.close(id)
       yield* j.awaitSequence(id, 3)
+      const other = yield* serviceOver(yield* Persistence.Persistence)
+      yield* other.record(id, params("b"))
+      yield* other.close(id)
+      yield* j.awaitSequence(id, 4)
     }))
 
   it.effect("awaitSequence: no lost wake-up while commits race with many waiters", () =>
