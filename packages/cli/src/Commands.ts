@@ -378,7 +378,7 @@ const stats = Command.make("stats", { id: sessionId }, (a) =>
       const counts = Array.from(JournalState.snapshot(state).tool_counts)
       if (Output.stdoutIsTerminal() && counts.length > 0) {
         out.push("", "tool calls")
-        out.push(...Output.barChart(counts, process.stdout.columns ?? 80))
+        out.push(...Output.barChart(counts, process.stdout.columns || 80))
       } else {
         for (const [name, n] of counts.sort((x, y) => (x[0] < y[0] ? -1 : 1))) out.push(`tool_count       ${name} ${n}`)
       }

@@ -27,6 +27,17 @@ const TOOL_KEYS = [
 ]
 const OTHER_KEYS = ["entry_hash", "kind", "payload", "prev_hash", "sequence", "timestamp_secs"]
 
+// Independent invocations, a few at a time (each is a Node start-up).
+const inParallel = async <A, B>(items: ReadonlyArray<A>, f: (a: A) => Promise<B>): Promise<Array<[A, B]>> => {
+  const out: Array<[A, B]> = []
+  for (let i = 0; i < items.length; i += 4) {
+    const slice = items.slice(i, i + 4)
+    const done = await Promise.all(slice.map(f))
+    slice.forEach((a, j) => out.push([a, done[j]!]))
+  }
+  return out
+}
+
 const lines = (s: string): Array<string> => s.split("\n").filter((l) => l.length > 0)
 const jsonLines = (s: string): Array<Record<string, unknown>> => lines(s).map((l) => JSON.parse(l))
 
@@ -41,8 +52,9 @@ describe("session-journal (any storage)", () => {
   })
 
   it("--help works on every command and exits 0", async () => {
-    for (const cmd of ["", "record", "append", "import", "list", "show", "stats", "verify", "tail", "export", "checkpoint", "repair", "mirror", "demo"]) {
-      const r = await run(cmd === "" ? ["--help"] : [cmd, "--help"])
+    const cmds = ["", "record", "append", "import", "list", "show", "stats", "verify", "tail", "export", "checkpoint", "repair", "mirror", "demo"]
+    const results = await inParallel(cmds, (cmd) => run(cmd === "" ? ["--help"] : [cmd, "--help"]))
+    for (const [cmd, r] of results) {
       assert.strictEqual(r.code, 0, `${cmd}: ${r.stderr}`)
       assert.include(r.stdout, "USAGE", cmd)
       assert.include(r.stdout, "--dir", cmd)
@@ -64,8 +76,8 @@ describe("session-journal (any storage)", () => {
       [["--dir", dir, "nonsense"], /nonsense/],
       [["--dir", dir, "list", "--no-such-flag"], /no-such-flag/]
     ]
-    for (const [args, pattern] of cases) {
-      const r = await run(args)
+    const results = await inParallel(cases, ([args]) => run(args))
+    for (const [[args, pattern], r] of results) {
       assert.strictEqual(r.code, 2, `${args.join(" ")}: ${r.stderr}`)
       assert.match(r.stderr, pattern, args.join(" "))
       assert.strictEqual(lines(r.stderr).length, 1, `one line: ${r.stderr}`)
