@@ -114,7 +114,7 @@ const kvChat = (services: Layer.Layer<FileSystem.FileSystem | Path.Path>, dir: s
 const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   const KV = "Chat.layerPersisted over KeyValueStore.layerFileSystem"
   const BYTES_GOAL = { op: "<=", target: 0.02 } as const
-  const turns = options.quick ? 100 : 1000
+  const turns = options.quick ? 50 : 1000
   const node = await loadNode()
   let subjectLayer: ((root: string) => Promise<ChatLayer>) | null = null
   let why: string | null = null
@@ -161,7 +161,7 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
           return m
         })
     }
-  ], { log: options.log, label: "chat", warmup: options.quick })
+  ], { log: options.log, label: "chat", warmup: false })
   if (messages.journal !== messages.kv) throw new Error(`histories differ: ${messages.journal} vs ${messages.kv} messages`)
   const jb = Math.max(...bytes.journal)
   const kb = Math.min(...bytes.kv)

@@ -45,9 +45,9 @@ const recordRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> =>
     ]
   }
   const sqlite = loadSqlite(options.log)
-  const n = options.quick ? 300 : 1500
+  const n = options.quick ? 150 : 1500
   const callers = 64
-  const groupN = options.quick ? 64 * 40 : 64 * 150
+  const groupN = options.quick ? 64 * 15 : 64 * 150
   const rounds = options.quick ? 3 : 7
   return withTempDir("fs-record", async (dir) => {
     const entries = makeEntries(n)
@@ -127,7 +127,7 @@ const manyRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   if (!node.ok) return [notRun("fs.record.many_sessions", "records/s", RAW_PARALLEL, GOALS.many, node.why)]
   const sessions = 64
   const callers = 4
-  const per = options.quick ? 10 : 40
+  const per = options.quick ? 5 : 40
   const rounds = options.quick ? 3 : 7
   return withTempDir("fs-many", async (dir) => manyIn(dir, node.value, sessions, callers, per, rounds, options, RAW_PARALLEL))
 }

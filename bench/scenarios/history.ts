@@ -24,7 +24,7 @@ import {
 } from "../lib/harness.ts"
 import { history } from "../lib/history.ts"
 
-const sizeOf = (options: RunOptions) => options.quick ? 50_000 : 1_000_000
+const sizeOf = (options: RunOptions) => options.quick ? 20_000 : 1_000_000
 
 const OPEN_GOAL = { op: "<=", target: 0.05 } as const
 const REPLAY_GOAL = { op: ">=", target: 0.5 } as const
@@ -121,7 +121,7 @@ const cliRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   // holding a million buffers in memory.
   const encoded = preimages(makeEntries(Math.min(n, 200_000)))
   let sink = 0
-  const rounds = 3
+  const rounds = options.quick ? 2 : 3
   const s = await interleaveMany(rounds, [
     {
       name: "cli",

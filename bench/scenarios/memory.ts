@@ -9,7 +9,7 @@ import { type Figure, interleave, type RunOptions, type Scenario, throughputFigu
 import { journalRuntime, makeEntries, preimages, recordSequential, serviceOf } from "../lib/env.ts"
 
 const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
-  const n = options.quick ? 5_000 : 20_000
+  const n = options.quick ? 3_000 : 20_000
   const rounds = options.quick ? 3 : 7
   const encoded = preimages(makeEntries(n))
   const rt = journalRuntime(Persistence.layerMemory())

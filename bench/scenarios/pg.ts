@@ -68,9 +68,9 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
       notRun("pg.record.group_commit", "records/s", GROUP, null, why ?? "")
     ]
   }
-  const n = options.quick ? 200 : 1000
+  const n = options.quick ? 60 : 1000
   const callers = 64
-  const per = options.quick ? 20 : 80
+  const per = options.quick ? 10 : 80
   const rounds = options.quick ? 3 : 5
   const prefix = `bench_${process.pid}_`
   return withTempDir("pg-baseline", async (dir) => {

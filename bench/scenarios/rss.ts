@@ -46,7 +46,7 @@ const child = (root: string, count: number): Promise<ChildResult> =>
 
 const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   const small = 10_000
-  const large = options.quick ? 100_000 : 1_000_000
+  const large = options.quick ? 30_000 : 1_000_000
   const baselineName = `RSS after ${small.toLocaleString("en-US")} records`
   const node = await loadNode()
   if (!node.ok) return [notRun("memory.rss", "MiB", baselineName, GOAL, node.why)]
