@@ -235,6 +235,8 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
       corruption: null,
       violation: null
     })
+    const fromEnv = await run(["list", "--json"], { env: { SESSION_JOURNAL_DIR: dir } })
+    assert.deepStrictEqual(JSON.parse(fromEnv.stdout).sessions.map((x: { id: string }) => x.id), ["s1"])
     const missing = await run(["--dir", dir, "show", "nobody"])
     assert.strictEqual(missing.code, 2)
     assert.match(missing.stderr, /nobody not found/)
@@ -260,6 +262,39 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     const one = await run(["--dir", dir, "verify", "t1"])
     assert.strictEqual(one.code, 1)
     assert.match(one.stdout, /^FAIL {2}t1: /)
+  })
+
+  it("damage followed by more data blocks writes until repair sets it aside", async () => {
+    const dir = tempDir()
+    for (const tool of ["t1", "t2", "t3", "t4"]) assert.strictEqual((await run(recordArgs(dir, "r1", tool))).code, 0)
+    const segment = path.join(dir, "r1", filesUnder(path.join(dir, "r1")).find((f) => f.endsWith(".jsonl"))!)
+    const rows = fs.readFileSync(segment, "utf8").split("\n")
+    rows[2] = "X" + rows[2]!.slice(1) // the second entry's line no longer parses; two more follow
+    fs.writeFileSync(segment, rows.join("\n"))
+
+    const verify = await run(["--dir", dir, "verify", "r1", "--json"])
+    assert.strictEqual(verify.code, 1, verify.stderr)
+    const report = JSON.parse(verify.stdout).sessions[0]
+    assert.isFalse(report.ok)
+    assert.isNotNull(report.corruption)
+    assert.isNull(report.torn_tail, "damage followed by more lines is never a torn tail")
+    const blocked = await run(recordArgs(dir, "r1", "t5"))
+    assert.strictEqual(blocked.code, 1, blocked.stderr)
+    assert.match(blocked.stderr, /needs repair/)
+
+    const repair = await run(["--dir", dir, "repair", "r1", "--json"])
+    assert.strictEqual(repair.code, 0, repair.stderr)
+    const r = JSON.parse(repair.stdout)
+    assert.isTrue(r.repaired)
+    assert.isTrue(r.writable)
+    assert.strictEqual(r.next_sequence, 1)
+    assert.isAbove(r.set_aside.length, 0)
+    for (const kept of r.set_aside) assert.isTrue(fs.existsSync(path.join(dir, "r1", kept)), kept)
+
+    assert.strictEqual((await run(["--dir", dir, "verify", "r1"])).code, 0)
+    const again = await run(recordArgs(dir, "r1", "t5", ["--json"]))
+    assert.strictEqual(again.code, 0, again.stderr)
+    assert.strictEqual(jsonLines(again.stdout)[0]!["sequence"], 1)
   })
 
   it("an unusable journal directory exits 3", async () => {
