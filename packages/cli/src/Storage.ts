@@ -52,8 +52,15 @@ export const resolvePostgres = (flag: string | undefined): string | undefined =>
   return env !== undefined && env.length > 0 ? env : undefined
 }
 
+// Several journals can share one database under different table prefixes.
+const tablePrefix = (): string | undefined => {
+  const env = process.env["SESSION_JOURNAL_PG_TABLE_PREFIX"]
+  return env !== undefined && env.length > 0 ? env : undefined
+}
+
 /**
- * The `Persistence` layer for an invocation.
+ * The `Persistence` layer for an invocation. With PostgreSQL, the tables are named
+ * with `$SESSION_JOURNAL_PG_TABLE_PREFIX` when it is set (default `session_journal_`).
  *
  * @since 0.1.0
  */
@@ -69,7 +76,7 @@ export const layer = (options: Options): Layer.Layer<Persistence.Persistence, St
             feature: "PostgreSQL storage",
             reason: `the PostgreSQL adapter could not be loaded (${cause instanceof Error ? cause.message : String(cause)})`
           })
-      }).pipe(Effect.map((pg) => pg.PgPersistence.layerFromUrl(url)))
+      }).pipe(Effect.map((pg) => pg.PgPersistence.layerFromUrl(url, { tablePrefix: tablePrefix() })))
     )
   }
   return NodePersistence.layer(nodeOptions(options))
