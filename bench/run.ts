@@ -3,6 +3,8 @@
  * line per figure). Options: `--quick` (smaller sizes, under a minute), `--json`,
  * `--only <name>` (a scenario or figure name; repeatable).
  */
+import * as fs from "node:fs"
+import * as os from "node:os"
 import type { Figure, Scenario } from "./lib/harness.ts"
 import { jsonLine, notRun, table } from "./lib/harness.ts"
 import { chatScenario } from "./scenarios/chat.ts"
@@ -46,6 +48,7 @@ const selected = only.length === 0
 const log = (line: string) => process.stderr.write(line + "\n")
 
 const started = performance.now()
+const loadBefore = os.loadavg()
 const figures: Array<Figure> = []
 for (const scenario of selected) {
   const t0 = performance.now()
@@ -67,7 +70,17 @@ for (const scenario of selected) {
   }
   log(`  done in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
 }
-const summary = `\n${table(figures)}\n\n${quick ? "quick run" : "full run"} in ${((performance.now() - started) / 1000).toFixed(1)} s, ` +
-  `Node ${process.version}; ratios are medians of interleaved per-round ratios.\n`
+const cpuModel = (): string => {
+  try {
+    return fs.readFileSync("/proc/cpuinfo", "utf8").match(/^model name\s*:\s*(.*)$/m)?.[1] ?? os.cpus()[0]?.model ?? "?"
+  } catch {
+    return os.cpus()[0]?.model ?? "?"
+  }
+}
+const machine = `${os.availableParallelism()} CPUs (${cpuModel()}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ` +
+  `${os.type()} ${os.release()}, Node ${process.version}, temp dir ${os.tmpdir()}, load average before/after ` +
+  `${loadBefore.map((l) => l.toFixed(1)).join(" ")} / ${os.loadavg().map((l) => l.toFixed(1)).join(" ")}`
+const summary = `\n${table(figures)}\n\n${quick ? "quick run" : "full run"} in ${((performance.now() - started) / 1000).toFixed(1)} s; ` +
+  `ratios are medians of interleaved per-round ratios.\n${machine}\n`
 if (json) log(summary)
 else process.stdout.write(summary)

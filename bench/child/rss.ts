@@ -31,5 +31,15 @@ const state = await rt.runPromise(journal.state("bench-rss"))
 const gc = (globalThis as { gc?: () => void }).gc
 for (let i = 0; i < 3; i++) gc?.()
 const usage = process.memoryUsage()
-process.stdout.write(JSON.stringify({ count: state.next_sequence, rss: usage.rss, heapUsed: usage.heapUsed, gc: gc !== undefined }) + "\n")
+process.stdout.write(
+  JSON.stringify({
+    count: state.next_sequence,
+    rss: usage.rss,
+    heapUsed: usage.heapUsed,
+    heapTotal: usage.heapTotal,
+    external: usage.external,
+    arrayBuffers: usage.arrayBuffers,
+    gc: gc !== undefined
+  }) + "\n"
+)
 await rt.dispose()

@@ -13,11 +13,15 @@ import { meets, notRun } from "../lib/harness.ts"
 
 const GOAL = { op: "<=", target: 32, on: "growth MiB" } as const
 const MiB = 2 ** 20
+const mib = (bytes: number) => (bytes / MiB).toFixed(1)
 
 interface ChildResult {
   readonly count: number
   readonly rss: number
   readonly heapUsed: number
+  readonly heapTotal: number
+  readonly external: number
+  readonly arrayBuffers: number
   readonly gc: boolean
   readonly ms: number
 }
@@ -69,7 +73,8 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
     goal_value: growth,
     met: meets(GOAL, growth),
     note: `subject: RSS after ${large.toLocaleString("en-US")} records (filesystem adapter, default caps, 64 callers); ` +
-      `heap used ${(base.heapUsed / MiB).toFixed(1)} → ${(big.heapUsed / MiB).toFixed(1)} MiB; gc ${big.gc ? "forced" : "not exposed"}`
+      `heap used ${mib(base.heapUsed)} → ${mib(big.heapUsed)} MiB, heap total ${mib(base.heapTotal)} → ${mib(big.heapTotal)} MiB, ` +
+      `external ${mib(base.external)} → ${mib(big.external)} MiB; gc ${big.gc ? "forced" : "not exposed"}`
   }]
 }
 
