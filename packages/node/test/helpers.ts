@@ -72,6 +72,9 @@ export const tempFiles = (dir: string): Array<string> =>
 /** The Node 22 binary running these tests. */
 export const nodeBin = process.execPath
 
+// Fixture processes load the same modules hundreds of times: let V8 cache them.
+const compileCache = path.join(os.tmpdir(), "sj-node-compile-cache")
+
 /** A running fixture process with its collected stdout lines. */
 export interface Child {
   readonly pid: number
@@ -79,14 +82,17 @@ export interface Child {
   readonly exited: Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
   readonly waitFor: (predicate: (line: string) => boolean) => Promise<boolean>
   readonly kill: () => Promise<void>
+  /** Writes a line to the child's stdin. */
+  readonly send: (line: string) => void
 }
 
 /** Spawns a fixture script (packages/node/test/fixtures/<name>.ts) with extra env. */
 export const spawnFixture = (name: string, env: Record<string, string>): Child => {
   const child = spawn(nodeBin, [path.join(import.meta.dirname, "fixtures", `${name}.ts`)], {
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"]
+    env: { ...process.env, NODE_COMPILE_CACHE: compileCache, ...env },
+    stdio: ["pipe", "pipe", "pipe"]
   })
+  child.stdin.on("error", () => undefined)
   const lines: Array<string> = []
   const waiters: Array<{ predicate: (l: string) => boolean; resolve: (ok: boolean) => void }> = []
   let buffer = ""
@@ -125,6 +131,9 @@ export const spawnFixture = (name: string, env: Record<string, string>): Child =
       if (lines.some(predicate)) return Promise.resolve(true)
       if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(false)
       return new Promise((resolve) => waiters.push({ predicate, resolve }))
+    },
+    send: (line) => {
+      child.stdin.write(`${line}\n`)
     },
     kill: async () => {
       child.kill("SIGKILL")
