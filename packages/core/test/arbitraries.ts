@@ -65,9 +65,17 @@ export const toolParams: fc.Arbitrary<Entry.ValidToolParams> = fc.record({
   allowed: fc.boolean()
 })
 
-/** JSON values RFC 8785 can canonicalize, with `__proto__` keys mixed in. */
+/**
+ * JSON values RFC 8785 can canonicalize, with `__proto__` keys mixed in. `-0` is
+ * folded to `0` here because several tests move values through JSON.stringify,
+ * which writes `-0` as `0` (the adapters keep `-0` with their own serializer, and
+ * the hash is the same either way since RFC 8785 writes `-0` as `0`).
+ */
 export const json: fc.Arbitrary<Schema.Json> = fc.oneof(
-  { arbitrary: fc.jsonValue({ maxDepth: 3, stringUnit: "grapheme" }), weight: 5 },
+  {
+    arbitrary: fc.jsonValue({ maxDepth: 3, stringUnit: "grapheme" }).map((v) => JSON.parse(JSON.stringify(v))),
+    weight: 5
+  },
   {
     arbitrary: fc.jsonValue({ maxDepth: 1 }).map((v) => JSON.parse(`{"__proto__":${JSON.stringify(v)},"x":1}`)),
     weight: 1
