@@ -146,6 +146,10 @@ export interface SessionInfo {
   readonly id: string
   /** Number of entries ever stored (the next sequence). */
   readonly entries: number
+  /**
+   * `entry_hash` of the newest stored entry (ZERO_HASH when none). The exported head,
+   * which also commits to evicted entries, is `SessionJournal.head`.
+   */
   readonly head: string
   /** Last change, milliseconds since the epoch, when known. */
   readonly updatedAt: number | null

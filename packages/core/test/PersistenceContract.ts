@@ -206,6 +206,24 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
         assert.strictEqual(again.state.next_sequence, 5)
       }))
 
+    it.effect("caps of a new session survive a reopen without an explicit checkpoint", () =>
+      Effect.gen(function*() {
+        const id = freshId()
+        const p = yield* Persistence.Persistence
+        const written = yield* Effect.scoped(Effect.gen(function*() {
+          const h = yield* p.open(id, { mode: "write", caps: { entry_cap: 0, tool_counts_cap: 1 } })
+          return yield* appendChain(h, (yield* h.load).state, 4)
+        }))
+        // Reopened with other caps: the session keeps the ones it was created with.
+        const again = yield* Effect.scoped(Effect.gen(function*() {
+          const h = yield* p.open(id, { mode: "write", caps: { entry_cap: 16, tool_counts_cap: 16 } })
+          return yield* h.load
+        }))
+        assert.strictEqual(again.state.entry_cap, 0)
+        assert.strictEqual(again.state.tool_counts_cap, 1)
+        assert.strictEqual(JournalState.head(again.state), JournalState.head(written.state))
+      }))
+
     it.effect("entries of unknown kinds survive storage untouched", () =>
       Effect.gen(function*() {
         const id = freshId()
