@@ -1,0 +1,89 @@
+/**
+ * One subject of a scenario, alone, for a fixed number of operations: what to run
+ * under `node --cpu-prof` when a goal is not met, so the profile shows the journal
+ * and not the baseline it is compared with. Usage:
+ *
+ *   node --cpu-prof --cpu-prof-dir=/tmp/prof/seq bench/target.ts fs.record.sequential [count]
+ *   node bench/profile.ts /tmp/prof/seq/*.cpuprofile
+ *
+ * Targets: memory.record, fs.record.sequential, fs.record.group_commit,
+ * fs.record.many_sessions, fs.replay (verify of a written history), fs.open.
+ */
+import * as path from "node:path"
+import * as Effect from "effect/Effect"
+import { Persistence } from "../packages/core/src/index.ts"
+import { loadNode } from "./lib/adapters.ts"
+import { journalRuntime, params, recordConcurrent, recordSequential, serviceOf, withTempDir } from "./lib/env.ts"
+import { history } from "./lib/history.ts"
+
+const [target, countText] = process.argv.slice(2)
+const count = countText === undefined ? undefined : Number(countText)
+const log = (line: string) => process.stderr.write(line + "\n")
+
+const node = await loadNode()
+const fsLayer = () => {
+  if (!node.ok) throw new Error(node.why)
+  return node.value
+}
+
+const t0 = performance.now()
+let ops = 0
+switch (target) {
+  case "memory.record": {
+    const n = count ?? 100_000
+    const rt = journalRuntime(Persistence.layerMemory())
+    const journal = await serviceOf(rt)
+    await rt.runPromise(recordSequential(journal, "target", n))
+    await rt.dispose()
+    ops = n
+    break
+  }
+  case "fs.record.sequential":
+  case "fs.record.group_commit":
+    await withTempDir("target", async (dir) => {
+      const rt = journalRuntime(fsLayer()(path.join(dir, "journal")))
+      const journal = await serviceOf(rt)
+      const n = count ?? (target === "fs.record.sequential" ? 5_000 : 50_000)
+      if (target === "fs.record.sequential") await rt.runPromise(recordSequential(journal, "target", n))
+      else await rt.runPromise(recordConcurrent(journal, "target", n, 64))
+      await rt.dispose()
+      ops = n
+    })
+    break
+  case "fs.record.many_sessions":
+    await withTempDir("target", async (dir) => {
+      const rt = journalRuntime(fsLayer()(path.join(dir, "journal")))
+      const journal = await serviceOf(rt)
+      const per = count === undefined ? 100 : Math.ceil(count / 256)
+      await rt.runPromise(Effect.forEach(
+        Array.from({ length: 256 }, (_, k) => k),
+        (k) =>
+          Effect.gen(function*() {
+            for (let i = 0; i < per; i++) yield* journal.record(`target-${k % 64}`, params(k * per + i))
+          }),
+        { concurrency: "unbounded", discard: true }
+      ))
+      await rt.dispose()
+      ops = per * 256
+    })
+    break
+  case "fs.replay":
+  case "fs.open": {
+    const n = count ?? 200_000
+    const h = await history(fsLayer(), n, log)
+    const t1 = performance.now()
+    const rt = journalRuntime(fsLayer()(h.root))
+    const journal = await serviceOf(rt)
+    if (target === "fs.replay") await rt.runPromise(journal.verify(h.id))
+    else for (let i = 0; i < 20; i++) await rt.runPromise(journal.state(h.id))
+    await rt.dispose()
+    log(`  (history built before the measured part; measured ${(performance.now() - t1).toFixed(0)} ms)`)
+    ops = target === "fs.replay" ? n : 20
+    break
+  }
+  default:
+    log(`unknown target ${target}`)
+    process.exit(2)
+}
+const ms = performance.now() - t0
+log(`${target}: ${ops} operations in ${ms.toFixed(0)} ms (${(ops / (ms / 1000)).toFixed(0)}/s)`)
