@@ -507,7 +507,10 @@ const demo = Command.make("demo", {}, () =>
  * @since 0.1.0
  */
 export const root = Command.make("session-journal").pipe(
-  Command.withDescription("A durable, tamper-evident journal of AI-agent sessions"),
+  Command.withDescription(
+    "A durable, tamper-evident journal of AI-agent sessions. " +
+      "Exit codes: 0 ok, 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked by another writer."
+  ),
   Command.withSubcommands([
     record,
     append,

@@ -105,7 +105,7 @@ export const run = (json: boolean, storage: Storage.Options) =>
         "",
         `session ${id}: ${steps.length} entries, ${deniedCount} calls denied by guards`,
         Verify.text(report),
-        `try: session-journal stats ${id}   |   session-journal show ${id}   |   session-journal verify`
+        `next: session-journal stats ${id}   (in this repository: npx -y pnpm@10 sj stats ${id})`
       ])
     }
     if (!report.ok) return yield* new VerificationFailed({ failed: 1, total: 1 })

@@ -7,7 +7,7 @@
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { CliOutput, Command } from "effect/cli"
+import { CliConfig, CliOutput, Command, GlobalFlag } from "effect/cli"
 import { root } from "./Commands.ts"
 import { describe, ExitCode, stackOf } from "./Failure.ts"
 import * as Output from "./Output.ts"
@@ -60,5 +60,9 @@ export const main = Command.run(root, { version: VERSION }).pipe(
         ExitCode.defect
       )
   ),
-  Effect.provide(Layer.mergeAll(presenter))
+  Effect.provide(Layer.mergeAll(
+    presenter,
+    // No wizard or log level: the command logs nothing and prompts for nothing.
+    CliConfig.layer({ builtIns: [GlobalFlag.Help, GlobalFlag.Version, GlobalFlag.Completions] })
+  ))
 )
