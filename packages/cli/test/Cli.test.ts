@@ -380,7 +380,8 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     assert.isAbove(a.copied, 0)
     assert.strictEqual(a.failed, 0)
     assert.strictEqual(fs.statSync(dest).mode & 0o777, 0o700)
-    assert.notInclude(filesUnder(dest), "m1/lock")
+    const isLock = (f: string) => /(^|\/)lock(\.takeover)?$/.test(f)
+    assert.deepStrictEqual(filesUnder(dest), filesUnder(dir).filter((f) => !isLock(f)))
 
     assert.strictEqual((await run(recordArgs(dir, "m1", "write_file"))).code, 0)
     const second = await run(["--dir", dir, "mirror", dest, "--json"])
@@ -388,6 +389,9 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     const b = JSON.parse(second.stdout)
     assert.isAbove(b.extended + b.refreshed, 0)
     assert.isAbove(b.skipped, 0, "m2 did not change")
+    for (const f of filesUnder(dir).filter((x) => x.startsWith("m1/") && x.endsWith(".jsonl"))) {
+      assert.isTrue(fs.readFileSync(path.join(dest, f)).equals(fs.readFileSync(path.join(dir, f))), f)
+    }
     const text = await run(["--dir", dir, "mirror", dest])
     assert.match(text.stdout, /copied 0, extended 0, refreshed 0, skipped \d+, failed 0/)
 
@@ -397,5 +401,17 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     assert.deepStrictEqual(ids.sort(), ["m1:true", "m2:true"])
     const inside = await run(["--dir", dir, "mirror", path.join(dir, "nested")])
     assert.strictEqual(inside.code, 2)
+
+    // A file that cannot be written in the mirror fails alone; the rest is copied.
+    const other = path.join(tempDir(), "backup2")
+    const blocked = filesUnder(dir).find((f) => f.startsWith("m2/") && f.endsWith(".jsonl"))!
+    fs.mkdirSync(path.join(other, blocked), { recursive: true })
+    const partial = await run(["--dir", dir, "mirror", other, "--json"])
+    assert.strictEqual(partial.code, 3, partial.stderr)
+    const p = JSON.parse(partial.stdout)
+    assert.strictEqual(p.failed, 1)
+    assert.strictEqual(p.failures[0].path, blocked)
+    assert.isAbove(p.copied, 0)
+    assert.match(partial.stderr, /1 file could not be mirrored/)
   })
 })
