@@ -278,9 +278,20 @@ const importCmd = Command.make("import", {
       let line = 0
       let imported = 0
       let last: Entry.Entry | undefined
-      yield* Output.withProgress(`import ${a.id}`, 0, (bar) =>
+      // For a file the bar measures bytes read; for stdin it counts entries.
+      const size = a.file === "-" ? 0 : yield* Effect.sync(() => {
+        try {
+          return fs.statSync(a.file).size
+        } catch {
+          return 0
+        }
+      })
+      yield* Output.withProgress(`import ${a.id}`, size, (bar) =>
         inputLines(a.file).pipe(
-          Stream.map((text) => [text, ++line] as const),
+          Stream.map((text) => {
+            if (size > 0) bar.advance(Buffer.byteLength(text) + 1)
+            return [text, ++line] as const
+          }),
           Stream.filter(([text]) => text.trim().length > 0),
           Stream.grouped(IMPORT_BATCH),
           Stream.runForEach((batch) =>
@@ -290,7 +301,7 @@ const importCmd = Command.make("import", {
               const written = yield* journal.writeAll(a.id, items)
               imported += written.length
               last = written[written.length - 1] ?? last
-              bar.advance(written.length)
+              if (size === 0) bar.advance(written.length)
               // Printed only now that the batch is durable: a caller reading this
               // output knows exactly which entries were acknowledged.
               if (json) yield* Output.lines(written.map(Output.entryJson))

@@ -82,7 +82,7 @@ export const progress = (label: string, total = 0): Progress => {
     const now = Date.now()
     if (!force && now - last < 100) return
     last = now
-    const columns = Math.max(40, stream.columns ?? 80)
+    const columns = Math.max(40, stream.columns || 80)
     const width = Math.min(40, columns - label.length - 24)
     const ratio = max > 0 ? Math.min(1, current / max) : 0
     const filled = Math.round(ratio * width)
