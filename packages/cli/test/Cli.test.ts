@@ -7,9 +7,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { exited, filesUnder, hasNodeAdapter, run, SHIM, start, tempDir, waitForLine } from "./Run.ts"
+import { spawnSync } from "node:child_process"
+import { BIN, exited, filesUnder, hasNodeAdapter, run, SHIM, start, tempDir, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
+const hasScript = spawnSync("script", ["--version"]).status === 0
 
 const TOOL_KEYS = [
   "agent_id",
@@ -240,6 +242,21 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     const missing = await run(["--dir", dir, "show", "nobody"])
     assert.strictEqual(missing.code, 2)
     assert.match(missing.stderr, /nobody not found/)
+  })
+
+  it.skipIf(!hasScript)("draws a progress bar on stderr only when it is a terminal", async () => {
+    const dir = tempDir()
+    const file = path.join(dir, "in.jsonl")
+    fs.writeFileSync(file, Array.from({ length: 3000 }, (_, i) => JSON.stringify({ kind: "message", payload: i })).join("\n"))
+    assert.strictEqual((await run(["--dir", dir, "import", "p1", file])).code, 0)
+    // `script` gives the command a pseudo-terminal; stdout goes to /dev/null inside it.
+    const command = `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} --dir ${JSON.stringify(dir)} export p1 >/dev/null`
+    const tty = await run(["-qec", command, "/dev/null"], { command: "script" })
+    assert.strictEqual(tty.code, 0, tty.stderr)
+    assert.include(tty.stdout, "\r\x1b[2Kexport p1 [")
+    const piped = await run(["--dir", dir, "export", "p1"])
+    assert.strictEqual(piped.stderr, "")
+    assert.strictEqual(lines(piped.stdout).length, 3000)
   })
 
   it("a tampered byte in a segment makes verify exit 1", async () => {
