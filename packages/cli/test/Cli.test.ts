@@ -8,10 +8,13 @@ import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { spawnSync } from "node:child_process"
-import { BIN, exited, filesUnder, hasNodeAdapter, run, SHIM, start, tempDir, waitForLine } from "./Run.ts"
+import { afterAll } from "vitest"
+import { BIN, cleanup, exited, filesUnder, hasNodeAdapter, run, SHIM, start, tempDir, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 const hasScript = spawnSync("script", ["--version"]).status === 0
+
+afterAll(cleanup)
 
 const TOOL_KEYS = [
   "agent_id",

@@ -20,8 +20,19 @@ export interface Ran {
   readonly stderr: string
 }
 
+const made: Array<string> = []
+
 /** A fresh temporary directory, removed by `cleanup`. */
-export const tempDir = (): string => fs.mkdtempSync(path.join(os.tmpdir(), "sj-cli-"))
+export const tempDir = (): string => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sj-cli-"))
+  made.push(dir)
+  return dir
+}
+
+/** Removes every directory `tempDir` made. */
+export const cleanup = (): void => {
+  for (const dir of made.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
+}
 
 const baseEnv = (): NodeJS.ProcessEnv => {
   const env = { ...process.env }
