@@ -13,6 +13,7 @@ import type { CorruptJournal, IntegrityViolation } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
+import * as path from "node:path"
 import { NotAvailable } from "./Failure.ts"
 import * as Storage from "./Storage.ts"
 
@@ -81,10 +82,15 @@ const pinpoint = (id: string) =>
 const inspectFiles = (id: string, storage: Storage.Options) =>
   Effect.gen(function*() {
     const inspected = yield* NodePersistence.inspect(Storage.nodeOptions(storage), id)
+    // Files are named by their full path, whichever part of the report found them.
+    const where = (file: string) => path.isAbsolute(file) ? file : path.resolve(storage.dir, id, file)
     const tornSegment = inspected.segments.find((s) => s.status === "torn")
-    const torn: Report["torn_tail"] = inspected.recovery.tornTail ?? (tornSegment?.problem == null
+    const tornTail = inspected.recovery.tornTail
+    const torn: Report["torn_tail"] = tornTail !== null
+      ? { ...tornTail, segment: where(tornTail.segment) }
+      : tornSegment?.problem == null
       ? null
-      : { segment: tornSegment.name, offset: tornSegment.problem.offset, bytes: tornSegment.bytes - tornSegment.problem.offset })
+      : { segment: where(tornSegment.name), offset: tornSegment.problem.offset, bytes: tornSegment.bytes - tornSegment.problem.offset }
     const checked = inspected.segments.reduce((n, s) => n + s.entries, 0)
     if (inspected.ok) {
       return {
@@ -98,18 +104,18 @@ const inspectFiles = (id: string, storage: Storage.Options) =>
       } satisfies Report
     }
     const found = yield* pinpoint(id)
-    let corruption = found.corruption
+    let corruption = found.corruption === null ? null : { ...found.corruption, segment: where(found.corruption.segment) }
     if (found.violation === null && corruption === null) {
       const damaged = inspected.segments.find((s) => s.status === "damaged")
       const stopped = inspected.recovery.stopped
       const cp = inspected.checkpoint
       corruption = damaged?.problem != null
-        ? { segment: damaged.name, offset: damaged.problem.offset, reason: damaged.problem.detail }
+        ? { segment: where(damaged.name), offset: damaged.problem.offset, reason: damaged.problem.detail }
         : stopped !== null
-        ? { segment: stopped.segment, offset: stopped.offset, reason: `${stopped.reason}: ${stopped.detail}` }
+        ? { segment: where(stopped.segment), offset: stopped.offset, reason: `${stopped.reason}: ${stopped.detail}` }
         : cp.status === "broken" || cp.status === "mismatch"
-        ? { segment: "checkpoint.json", offset: 0, reason: cp.detail ?? `checkpoint ${cp.status}` }
-        : { segment: id, offset: 0, reason: "the session does not verify" }
+        ? { segment: where("checkpoint.json"), offset: 0, reason: cp.detail ?? `checkpoint ${cp.status}` }
+        : { segment: where("."), offset: 0, reason: "the session does not verify" }
     }
     return {
       id,

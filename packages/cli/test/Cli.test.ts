@@ -284,6 +284,27 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     assert.match(one.stdout, /^FAIL {2}t1: /)
   })
 
+  it("a torn tail is reported by verify, still ok, and set aside by the next write", async () => {
+    const dir = tempDir()
+    for (let i = 0; i < 2; i++) assert.strictEqual((await run(recordArgs(dir, "torn"))).code, 0)
+    const segment = path.join(dir, "torn", filesUnder(path.join(dir, "torn")).find((f) => f.endsWith(".jsonl"))!)
+    const size = fs.statSync(segment).size
+    fs.appendFileSync(segment, "{\"k\":\"entry\",\"v\":1,\"e\":{\"seq")
+    const verify = await run(["--dir", dir, "verify", "torn", "--json"])
+    assert.strictEqual(verify.code, 0, verify.stderr)
+    const report = JSON.parse(verify.stdout).sessions[0]
+    assert.isTrue(report.ok)
+    assert.strictEqual(report.entries_checked, 2)
+    assert.deepStrictEqual(report.torn_tail, { segment, offset: size, bytes: 28 })
+    const next = await run(recordArgs(dir, "torn", "read_file", ["--json"]))
+    assert.strictEqual(next.code, 0, next.stderr)
+    assert.strictEqual(jsonLines(next.stdout)[0]!["sequence"], 2)
+    const after = JSON.parse((await run(["--dir", dir, "verify", "torn", "--json"])).stdout).sessions[0]
+    assert.isTrue(after.ok)
+    assert.isNull(after.torn_tail)
+    assert.strictEqual(after.entries_checked, 3)
+  })
+
   it("damage followed by more data blocks writes until repair sets it aside", async () => {
     const dir = tempDir()
     for (const tool of ["t1", "t2", "t3", "t4"]) assert.strictEqual((await run(recordArgs(dir, "r1", tool))).code, 0)
