@@ -65,18 +65,25 @@ for (const file of files) {
   const fns = new Map<string, number>()
   const areas = new Map<string, number>()
   let total = 0
+  let idle = 0
   for (const [id, us] of self) {
     const n = byId.get(id)!
     const name = n.callFrame.functionName || "(anonymous)"
     const a = area(n.callFrame.url, name)
-    if (a === "(idle)") continue
+    if (a === "(idle)") {
+      idle += us
+      continue
+    }
     total += us
     const key = `${name}  ${short(n.callFrame.url)}:${n.callFrame.lineNumber + 1}`
     fns.set(key, (fns.get(key) ?? 0) + us)
     areas.set(a, (areas.get(a) ?? 0) + us)
   }
   const pct = (us: number) => `${((100 * us) / total).toFixed(1).padStart(5)} %`
-  process.stdout.write(`\n${file}: ${(total / 1000).toFixed(0)} ms of non-idle samples\n\nby area:\n`)
+  process.stdout.write(
+    `\n${file}: ${(total / 1000).toFixed(0)} ms busy, ${(idle / 1000).toFixed(0)} ms idle ` +
+      `(main thread waiting, e.g. for I/O in libuv's pool: ${((100 * idle) / (idle + total)).toFixed(0)} % of the wall time)\n\nby area (share of busy time):\n`
+  )
   for (const [a, us] of [...areas].sort((x, y) => y[1] - x[1])) process.stdout.write(`  ${pct(us)}  ${a}\n`)
   process.stdout.write(`\ntop ${top} functions by self time:\n`)
   for (const [k, us] of [...fns].sort((x, y) => y[1] - x[1]).slice(0, top)) process.stdout.write(`  ${pct(us)}  ${k}\n`)

@@ -3,21 +3,42 @@
  * under `node --cpu-prof` when a goal is not met, so the profile shows the journal
  * and not the baseline it is compared with. Usage:
  *
- *   node --cpu-prof --cpu-prof-dir=/tmp/prof/seq bench/target.ts fs.record.sequential [count]
- *   node bench/profile.ts /tmp/prof/seq/*.cpuprofile
+ *   node bench/target.ts fs.record.sequential [count] --profile /tmp/seq.cpuprofile
+ *   node bench/profile.ts /tmp/seq.cpuprofile
+ *
+ * With `--profile FILE` only the measured part is profiled (through the inspector),
+ * not the setup (such as writing the history that `fs.replay` reads).
  *
  * Targets: memory.record, fs.record.sequential, fs.record.group_commit,
- * fs.record.many_sessions, fs.replay (verify of a written history), fs.open.
+ * fs.record.many_sessions, fs.replay (verify of a written history), fs.open,
+ * cli.verify (the binary runs with `--cpu-prof`; its profile goes next to FILE).
  */
+import * as fs from "node:fs"
+import { Session } from "node:inspector/promises"
+import { spawnSync } from "node:child_process"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import { Persistence } from "../packages/core/src/index.ts"
-import { loadNode } from "./lib/adapters.ts"
+import { loadCli, loadNode, nodeEnv } from "./lib/adapters.ts"
 import { journalRuntime, params, recordConcurrent, recordSequential, serviceOf, withTempDir } from "./lib/env.ts"
 import { history } from "./lib/history.ts"
 
-const [target, countText] = process.argv.slice(2)
+const argv = process.argv.slice(2)
+const profileAt = argv.indexOf("--profile")
+const profileFile = profileAt === -1 ? null : argv[profileAt + 1]!
+const [target, countText] = profileAt === -1 ? argv : argv.filter((_, i) => i !== profileAt && i !== profileAt + 1)
 const count = countText === undefined ? undefined : Number(countText)
+
+const session = profileFile === null ? null : new Session()
+session?.connect()
+/** Starts the profiler (when asked for) just before the measured part. */
+let profiling = false
+const measureStart = async () => {
+  if (session === null) return
+  profiling = true
+  await session.post("Profiler.enable")
+  await session.post("Profiler.start")
+}
 const log = (line: string) => process.stderr.write(line + "\n")
 
 const node = await loadNode()
@@ -33,6 +54,7 @@ switch (target) {
     const n = count ?? 100_000
     const rt = journalRuntime(Persistence.layerMemory())
     const journal = await serviceOf(rt)
+    await measureStart()
     await rt.runPromise(recordSequential(journal, "target", n))
     await rt.dispose()
     ops = n
@@ -44,6 +66,7 @@ switch (target) {
       const rt = journalRuntime(fsLayer()(path.join(dir, "journal")))
       const journal = await serviceOf(rt)
       const n = count ?? (target === "fs.record.sequential" ? 5_000 : 50_000)
+      await measureStart()
       if (target === "fs.record.sequential") await rt.runPromise(recordSequential(journal, "target", n))
       else await rt.runPromise(recordConcurrent(journal, "target", n, 64))
       await rt.dispose()
@@ -55,6 +78,7 @@ switch (target) {
       const rt = journalRuntime(fsLayer()(path.join(dir, "journal")))
       const journal = await serviceOf(rt)
       const per = count === undefined ? 100 : Math.ceil(count / 256)
+      await measureStart()
       await rt.runPromise(Effect.forEach(
         Array.from({ length: 256 }, (_, k) => k),
         (k) =>
@@ -71,6 +95,7 @@ switch (target) {
   case "fs.open": {
     const n = count ?? 200_000
     const h = await history(fsLayer(), n, log)
+    await measureStart()
     const t1 = performance.now()
     const rt = journalRuntime(fsLayer()(h.root))
     const journal = await serviceOf(rt)
@@ -81,9 +106,31 @@ switch (target) {
     ops = target === "fs.replay" ? n : 20
     break
   }
+  case "cli.verify": {
+    const cli = loadCli()
+    if (!cli.ok) throw new Error(cli.why)
+    const n = count ?? 200_000
+    const h = await history(fsLayer(), n, log)
+    const profileDir = profileFile === null ? null : path.dirname(profileFile)
+    const out = spawnSync(cli.value, ["verify", h.id], {
+      encoding: "utf8",
+      env: nodeEnv({
+        SESSION_JOURNAL_DIR: h.root,
+        ...(profileDir === null ? {} : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir} --cpu-prof-name=cli.verify.cpuprofile` })
+      })
+    })
+    if (out.status !== 0) throw new Error(`verify exited ${out.status}: ${out.stderr}`)
+    ops = n
+    break
+  }
   default:
     log(`unknown target ${target}`)
     process.exit(2)
 }
 const ms = performance.now() - t0
+if (session !== null && profileFile !== null && profiling) {
+  const { profile } = await session.post("Profiler.stop")
+  fs.writeFileSync(profileFile, JSON.stringify(profile))
+  session.disconnect()
+}
 log(`${target}: ${ops} operations in ${ms.toFixed(0)} ms (${(ops / (ms / 1000)).toFixed(0)}/s)`)

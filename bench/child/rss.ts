@@ -4,6 +4,8 @@
  * the journal, not by fdatasync), collects garbage, and prints its resident set
  * size as one JSON line. Run with `--expose-gc`.
  */
+import * as fs from "node:fs"
+import * as v8 from "node:v8"
 import * as Effect from "effect/Effect"
 import { loadNode } from "../lib/adapters.ts"
 import { journalRuntime, params, serviceOf } from "../lib/env.ts"
@@ -31,6 +33,17 @@ const state = await rt.runPromise(journal.state("bench-rss"))
 const gc = (globalThis as { gc?: () => void }).gc
 for (let i = 0; i < 3; i++) gc?.()
 const usage = process.memoryUsage()
+const heap = v8.getHeapStatistics()
+// Resident memory by kind (Linux): anonymous (heaps, allocator), file-backed (the
+// mapped binary and libraries), shared memory.
+const status = (() => {
+  try {
+    return fs.readFileSync("/proc/self/status", "utf8")
+  } catch {
+    return ""
+  }
+})()
+const kb = (key: string) => Number(status.match(new RegExp(`^${key}:\\s*(\\d+) kB`, "m"))?.[1] ?? NaN) * 1024
 process.stdout.write(
   JSON.stringify({
     count: state.next_sequence,
@@ -39,6 +52,10 @@ process.stdout.write(
     heapTotal: usage.heapTotal,
     external: usage.external,
     arrayBuffers: usage.arrayBuffers,
+    v8Physical: heap.total_physical_size,
+    v8Malloced: heap.malloced_memory,
+    rssAnon: kb("RssAnon"),
+    rssFile: kb("RssFile"),
     gc: gc !== undefined
   }) + "\n"
 )

@@ -22,6 +22,8 @@ interface ChildResult {
   readonly heapTotal: number
   readonly external: number
   readonly arrayBuffers: number
+  readonly v8Physical: number
+  readonly v8Malloced: number
   readonly gc: boolean
   readonly ms: number
 }
@@ -74,7 +76,8 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
     met: meets(GOAL, growth),
     note: `subject: RSS after ${large.toLocaleString("en-US")} records (filesystem adapter, default caps, 64 callers); ` +
       `heap used ${mib(base.heapUsed)} → ${mib(big.heapUsed)} MiB, heap total ${mib(base.heapTotal)} → ${mib(big.heapTotal)} MiB, ` +
-      `external ${mib(base.external)} → ${mib(big.external)} MiB; gc ${big.gc ? "forced" : "not exposed"}`
+      `V8 physical ${mib(base.v8Physical)} → ${mib(big.v8Physical)} MiB, external ${mib(base.external)} → ${mib(big.external)} MiB; ` +
+      `the rest of RSS is native memory outside V8's heap; gc ${big.gc ? "forced" : "not exposed"}`
   }]
 }
 
