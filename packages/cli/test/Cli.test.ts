@@ -447,6 +447,8 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     const other = path.join(tempDir(), "backup2")
     const blocked = filesUnder(dir).find((f) => f.startsWith("m2/") && f.endsWith(".jsonl"))!
     fs.mkdirSync(path.join(other, blocked), { recursive: true })
+    // A symlink in the journal directory is skipped, never followed.
+    fs.symlinkSync("/etc/hostname", path.join(dir, "m2", "link"))
     const partial = await run(["--dir", dir, "mirror", other, "--json"])
     assert.strictEqual(partial.code, 3, partial.stderr)
     const p = JSON.parse(partial.stdout)
@@ -454,5 +456,7 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     assert.strictEqual(p.failures[0].path, blocked)
     assert.isAbove(p.copied, 0)
     assert.match(partial.stderr, /1 file could not be mirrored/)
+    assert.notInclude(fs.readdirSync(path.join(other, "m2")), "link")
+    assert.isAtLeast(p.skipped, 1)
   })
 })
