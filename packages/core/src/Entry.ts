@@ -431,10 +431,14 @@ export interface Link {
  * @since 0.1.0
  */
 export const makeTool = (link: Link, params: ValidToolParams): ToolEntry => {
-  const fields = {
+  // The entry is every hashed field plus the hash and the kind; build it once and
+  // hash it as it stands (extra fields are ignored by the encoder).
+  const entry = {
     sequence: link.sequence,
     prev_hash: link.prev_hash,
+    entry_hash: "",
     timestamp_secs: link.timestamp_secs,
+    kind: "tool" as const,
     tool_name: params.tool_name,
     server_id: params.server_id,
     agent_id: params.agent_id,
@@ -443,20 +447,8 @@ export const makeTool = (link: Link, params: ValidToolParams): ToolEntry => {
     delegation_depth: params.delegation_depth,
     allowed: params.allowed
   }
-  return {
-    sequence: link.sequence,
-    prev_hash: link.prev_hash,
-    entry_hash: hashHex(toolPreimage(fields)),
-    timestamp_secs: link.timestamp_secs,
-    kind: "tool",
-    tool_name: params.tool_name,
-    server_id: params.server_id,
-    agent_id: params.agent_id,
-    bytes_read: params.bytes_read,
-    bytes_written: params.bytes_written,
-    delegation_depth: params.delegation_depth,
-    allowed: params.allowed
-  }
+  entry.entry_hash = hashHex(toolPreimage(entry))
+  return entry
 }
 
 /**
