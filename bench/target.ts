@@ -47,6 +47,15 @@ const fsLayer = () => {
   return node.value
 }
 
+/** Stops the profiler and writes the profile (before any teardown such as removing temp dirs). */
+const measureStop = async () => {
+  if (session === null || profileFile === null || !profiling) return
+  profiling = false
+  const { profile } = await session.post("Profiler.stop")
+  fs.writeFileSync(profileFile, JSON.stringify(profile))
+  session.disconnect()
+}
+
 const t0 = performance.now()
 let ops = 0
 switch (target) {
@@ -69,6 +78,7 @@ switch (target) {
       await measureStart()
       if (target === "fs.record.sequential") await rt.runPromise(recordSequential(journal, "target", n))
       else await rt.runPromise(recordConcurrent(journal, "target", n, 64))
+      await measureStop()
       await rt.dispose()
       ops = n
     })
@@ -87,6 +97,7 @@ switch (target) {
           }),
         { concurrency: "unbounded", discard: true }
       ))
+      await measureStop()
       await rt.dispose()
       ops = per * 256
     })
@@ -127,10 +138,6 @@ switch (target) {
     log(`unknown target ${target}`)
     process.exit(2)
 }
+await measureStop()
 const ms = performance.now() - t0
-if (session !== null && profileFile !== null && profiling) {
-  const { profile } = await session.post("Profiler.stop")
-  fs.writeFileSync(profileFile, JSON.stringify(profile))
-  session.disconnect()
-}
 log(`${target}: ${ops} operations in ${ms.toFixed(0)} ms (${(ops / (ms / 1000)).toFixed(0)}/s)`)
