@@ -12,11 +12,23 @@ import { root } from "./Commands.ts"
 import { describe, ExitCode, stackOf } from "./Failure.ts"
 import * as Output from "./Output.ts"
 
-/** @since 0.1.0 */
+/**
+ * The command tree of `session-journal`: global flags and one subcommand per operation.
+ *
+ * @since 0.1.0
+ */
 export * as Commands from "./Commands.ts"
-/** @since 0.1.0 */
+/**
+ * The failures of the command line and the exit code each maps to.
+ *
+ * @since 0.1.0
+ */
 export * as Failure from "./Failure.ts"
-/** @since 0.1.0 */
+/**
+ * Where the command keeps journals: a directory (the default) or PostgreSQL.
+ *
+ * @since 0.1.0
+ */
 export * as Storage from "./Storage.ts"
 
 /**

@@ -5,25 +5,69 @@
  * @since 0.1.0
  */
 
-/** @since 0.1.0 */
+/**
+ * The hash chain: the eviction fold, the exported head and verification of a retained window.
+ *
+ * @since 0.1.0
+ */
 export * as Chain from "./Chain.ts"
-/** @since 0.1.0 */
+/**
+ * The checkpoint document: a `JournalState` as JSON, encoded and decoded losslessly.
+ *
+ * @since 0.1.0
+ */
 export * as Checkpoint from "./Checkpoint.ts"
-/** @since 0.1.0 */
+/**
+ * Journal entries: their JSON schemas, the hash encodings, input validation and constructors.
+ *
+ * @since 0.1.0
+ */
 export * as Entry from "./Entry.ts"
-/** @since 0.1.0 */
+/**
+ * The typed errors of the journal, shared by the service and every adapter.
+ *
+ * @since 0.1.0
+ */
 export * from "./Errors.ts"
-/** @since 0.1.0 */
+/**
+ * The state of one session as plain data and the pure, total `fold` that advances it.
+ *
+ * @since 0.1.0
+ */
 export * as JournalState from "./JournalState.ts"
-/** @since 0.1.0 */
+/**
+ * Session metadata (title, labels, times, free JSON): not chained, the latest `updated_at` wins.
+ *
+ * @since 0.1.0
+ */
 export * as SessionMeta from "./SessionMeta.ts"
-/** @since 0.1.0 */
+/**
+ * The `Persistence` port that adapters implement, and its in-memory adapter.
+ *
+ * @since 0.1.0
+ */
 export * as Persistence from "./Persistence.ts"
-/** @since 0.1.0 */
+/**
+ * Replay of stored entries onto a state: applied, stale duplicate, gap or integrity violation.
+ *
+ * @since 0.1.0
+ */
 export * as Replay from "./Replay.ts"
-/** @since 0.1.0 */
+/**
+ * Pure policy guards over a snapshot and the proposed call, and the built-in ones.
+ *
+ * @since 0.1.0
+ */
 export * as Guard from "./Guard.ts"
-/** @since 0.1.0 */
+/**
+ * The `SessionJournal` service: durable group-committed writes, guards, reads and change streams.
+ *
+ * @since 0.1.0
+ */
 export * as SessionJournal from "./SessionJournal.ts"
-/** @since 0.1.0 */
+/**
+ * The pure planner that decides, file by file, how to bring a backup copy up to date.
+ *
+ * @since 0.1.0
+ */
 export * as Mirror from "./Mirror.ts"

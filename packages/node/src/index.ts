@@ -5,7 +5,15 @@
  * @since 0.1.0
  */
 
-/** @since 0.1.0 */
+/**
+ * The filesystem adapter of the `Persistence` port, and its `inspect` and `repair` maintenance functions.
+ *
+ * @since 0.1.0
+ */
 export * as NodePersistence from "./NodePersistence.ts"
-/** @since 0.1.0 */
+/**
+ * The single-writer lock of a session directory, with safe takeover of a dead local holder's lock.
+ *
+ * @since 0.1.0
+ */
 export * as Lock from "./Lock.ts"

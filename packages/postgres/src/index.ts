@@ -5,5 +5,9 @@
  * @since 0.1.0
  */
 
-/** @since 0.1.0 */
+/**
+ * The PostgreSQL adapter of the `Persistence` port: entries keyed by session and sequence, LISTEN/NOTIFY for changes.
+ *
+ * @since 0.1.0
+ */
 export * as PgPersistence from "./PgPersistence.ts"
