@@ -80,8 +80,10 @@ export const processStat = (pid: number): { readonly start: string; readonly sta
 
 const ownStart = processStat(process.pid)?.start ?? null
 
-// Tokens of the locks this process holds: a lock file naming this process with
-// another token was left by a release that failed, and is stale.
+// Tokens of the lock records this process uses: held locks, and acquisitions in
+// progress (their takeover claim carries the same record, and must count as live
+// for another acquirer in this process). A lock or claim naming this process with
+// any other token was left by a release that failed, and is stale.
 const heldTokens = new Set<string>()
 
 /**
@@ -185,8 +187,10 @@ export const acquire = async (ctx: FileOps.Context, dir: string, id: string): Pr
     acquired_at: Date.now()
   }
   const tmp = path.join(dir, `${LOCK_FILE}${FileOps.TEMP_PREFIX}${process.pid}-${record.token}`)
-  const fh = await FileOps.createExclusive(ctx, tmp)
+  heldTokens.add(record.token)
+  let acquired = false
   try {
+    const fh = await FileOps.createExclusive(ctx, tmp)
     try {
       await FileOps.writeAll(fh, tmp, new TextEncoder().encode(`${JSON.stringify(record)}\n`), 0)
     } finally {
@@ -194,7 +198,7 @@ export const acquire = async (ctx: FileOps.Context, dir: string, id: string): Pr
     }
     for (let attempt = 0; attempt < 200; attempt++) {
       if (await FileOps.call("link", lockPath, () => tryLink(ctx, tmp, lockPath))) {
-        heldTokens.add(record.token)
+        acquired = true
         return { record, release: () => release(ctx, lockPath, record.token) }
       }
       const seen = await readLockFile(ctx, lockPath)
@@ -234,6 +238,7 @@ export const acquire = async (ctx: FileOps.Context, dir: string, id: string): Pr
     }
     throw new SessionLocked({ id, holder: "contended: the lock changed hands too often" })
   } finally {
+    if (!acquired) heldTokens.delete(record.token)
     await FileOps.unlinkIfExists(ctx, tmp).catch(() => undefined)
   }
 }
