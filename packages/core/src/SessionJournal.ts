@@ -115,6 +115,14 @@ export interface Options {
   readonly caps?: JournalState.Caps | undefined
   /** Capacity of each session's `changes` hub; the strategy is sliding (default 1024). */
   readonly changesCapacity?: number | undefined
+  /**
+   * Where `changes` takes entries from: `"service"` (default) streams what this service
+   * commits, through its hub; `"storage"` streams what storage commits, from any writer
+   * of any instance (through `Persistence.follow`: LISTEN/NOTIFY on PostgreSQL,
+   * polling on the filesystem), which never misses an entry and so never reports
+   * "missed". Choose `"storage"` when several instances write the same sessions.
+   */
+  readonly changesFrom?: "service" | "storage" | undefined
   /** Most requests stored by one append (default 1024). */
   readonly maxBatch?: number | undefined
   /** Reload-and-retry rounds when another instance wrote the same sequence (default 8). */
@@ -164,7 +172,9 @@ export class SessionJournal extends Context.Service<SessionJournal, {
    * or those of an append that failed after reaching storage) are delivered too. The
    * stream ends when the session is deleted.
    */
-  readonly changes: (id: string) => Effect.Effect<Stream.Stream<Change>, ReadError, Scope.Scope>
+  readonly changes: (
+    id: string
+  ) => Effect.Effect<Stream.Stream<Change, StorageError | CorruptJournal | SessionNotFound>, ReadError, Scope.Scope>
   /**
    * Completes when this service has committed entry `sequence` (at once if it already
    * has, or if storage already holds it); fails with `SessionNotFound` if the session
@@ -241,6 +251,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const persistence = yield* Persistence.Persistence
   const caps = options?.caps
   const changesCapacity = options?.changesCapacity ?? 1024
+  const changesFrom = options?.changesFrom ?? "service"
   const maxBatch = Math.max(1, options?.maxBatch ?? 1024)
   const conflictRetries = options?.conflictRetries ?? 8
 
@@ -669,7 +680,24 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         (s) => Math.max(hub.next ?? 0, s.next_sequence)
       )
 
-  const changes = (id: string): Effect.Effect<Stream.Stream<Change>, ReadError, Scope.Scope> =>
+  const changes = (
+    id: string
+  ): Effect.Effect<Stream.Stream<Change, StorageError | CorruptJournal | SessionNotFound>, ReadError, Scope.Scope> =>
+    changesFrom === "storage" ? changesFromStorage(id) : changesFromHub(id)
+
+  // The baseline is read when `changes` is called; `follow` replays from it, so
+  // whatever any writer commits after the call is delivered, however late the
+  // stream starts.
+  const changesFromStorage = (id: string) =>
+    Effect.gen(function*() {
+      yield* validId(id)
+      const current = yield* Effect.catchTag(state(id), "SessionNotFound", () => Effect.succeed(JournalState.empty(id)))
+      return persistence.follow(id, current.next_sequence).pipe(
+        Stream.map((entry): Change => ({ _tag: "Entry", entry }))
+      )
+    })
+
+  const changesFromHub = (id: string): Effect.Effect<Stream.Stream<Change>, ReadError, Scope.Scope> =>
     Effect.gen(function*() {
       yield* validId(id)
       const hub = yield* hubFor(id)
