@@ -8,6 +8,7 @@
 import { execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
+import * as os from "node:os"
 import * as path from "node:path"
 import type * as Layer from "effect/Layer"
 import type { Persistence } from "../../packages/core/src/index.ts"
@@ -117,17 +118,58 @@ export const loadSqlite = (log: (line: string) => void): Loaded<SqliteCtor> => {
   let result = probe()
   if (result.status !== 0 && /NODE_MODULE_VERSION/.test(result.stderr)) {
     log(`  better-sqlite3 was built for another Node ABI; rebuilding it for ${process.version} (once)`)
-    const nodeDir = path.resolve(path.dirname(process.execPath), "..")
+    const headers = nodeHeaders(log)
+    if (!headers.ok) return fail(`better-sqlite3 needs a rebuild for ${process.version}, but ${headers.why}`)
     const rebuilt = spawnSync("npx", ["-y", "pnpm@10", "rebuild", "better-sqlite3"], {
       cwd: repoRoot,
       encoding: "utf8",
-      env: nodeEnv(fs.existsSync(path.join(nodeDir, "include", "node")) ? { npm_config_nodedir: nodeDir } : {})
+      env: nodeEnv({ npm_config_nodedir: headers.value })
     })
+    if (headers.temp) fs.rmSync(headers.value, { recursive: true, force: true })
     if (rebuilt.status !== 0) return fail(`rebuilding better-sqlite3 failed: ${(rebuilt.stderr || rebuilt.stdout).slice(-300)}`)
     result = probe()
   }
   if (result.status !== 0) return fail(`better-sqlite3 does not load: ${result.stderr.split("\n").find((l) => l.includes("Error")) ?? result.stderr.slice(0, 200)}`)
   return { ok: true, value: require("better-sqlite3") as SqliteCtor }
+}
+
+/**
+ * A directory with this Node's C headers (`include/node`), for building the addon
+ * against it: next to the running binary, inside an installed `node-<os>-<arch>`
+ * package, or else fetched once with `npm pack node-<os>-<arch>@<version>` (the
+ * registry package the `node` devDependency itself installs from; the headers'
+ * usual download site may not be reachable) into a temp dir that is removed after.
+ */
+const nodeHeaders = (log: (line: string) => void): Loaded<string> & { readonly temp?: boolean } => {
+  const has = (dir: string) => fs.existsSync(path.join(dir, "include", "node", "node_api.h"))
+  const besideBinary = path.resolve(path.dirname(fs.realpathSync(process.execPath)), "..")
+  if (has(besideBinary)) return { ok: true, value: besideBinary }
+  const pkg = `node-${process.platform}-${process.arch}`
+  const pnpmDir = path.join(repoRoot, "node_modules", ".pnpm")
+  for (const entry of fs.existsSync(pnpmDir) ? fs.readdirSync(pnpmDir) : []) {
+    for (const candidate of [
+      path.join(pnpmDir, entry, "node_modules", pkg),
+      path.join(pnpmDir, entry, "node_modules", "node", "node_modules", pkg)
+    ]) {
+      if (entry.startsWith(`${pkg}@${process.version.slice(1)}`) || entry.startsWith(`node@${process.version.slice(1)}`)) {
+        if (has(candidate)) return { ok: true, value: candidate }
+      }
+    }
+  }
+  const temp = fs.mkdtempSync(path.join(os.tmpdir(), "sj-bench-node-headers-"))
+  log(`  fetching ${pkg}@${process.version.slice(1)} from the npm registry for its C headers`)
+  const packed = spawnSync("npm", ["pack", `${pkg}@${process.version.slice(1)}`, "--silent"], { cwd: temp, encoding: "utf8" })
+  const tarball = packed.stdout.trim().split("\n").pop()
+  if (packed.status !== 0 || tarball === undefined || tarball === "") {
+    fs.rmSync(temp, { recursive: true, force: true })
+    return fail(`no C headers of Node ${process.version} were found and npm pack ${pkg} failed: ${packed.stderr.slice(-200)}`)
+  }
+  const unpacked = spawnSync("tar", ["-xzf", tarball, "package/include"], { cwd: temp, encoding: "utf8" })
+  if (unpacked.status !== 0 || !has(path.join(temp, "package"))) {
+    fs.rmSync(temp, { recursive: true, force: true })
+    return fail(`the headers in ${tarball} could not be unpacked: ${unpacked.stderr.slice(-200)}`)
+  }
+  return { ok: true, value: path.join(temp, "package"), temp: true }
 }
 
 /** The first line of an error's message. */
