@@ -125,7 +125,7 @@ export const loadSqlite = (log: (line: string) => void): Loaded<SqliteCtor> => {
       encoding: "utf8",
       env: nodeEnv({ npm_config_nodedir: headers.value })
     })
-    if (headers.temp) fs.rmSync(headers.value, { recursive: true, force: true })
+    if (headers.temp !== undefined) fs.rmSync(headers.temp, { recursive: true, force: true })
     if (rebuilt.status !== 0) return fail(`rebuilding better-sqlite3 failed: ${(rebuilt.stderr || rebuilt.stdout).slice(-300)}`)
     result = probe()
   }
@@ -140,7 +140,7 @@ export const loadSqlite = (log: (line: string) => void): Loaded<SqliteCtor> => {
  * registry package the `node` devDependency itself installs from; the headers'
  * usual download site may not be reachable) into a temp dir that is removed after.
  */
-const nodeHeaders = (log: (line: string) => void): Loaded<string> & { readonly temp?: boolean } => {
+const nodeHeaders = (log: (line: string) => void): Loaded<string> & { readonly temp?: string } => {
   const has = (dir: string) => fs.existsSync(path.join(dir, "include", "node", "node_api.h"))
   const besideBinary = path.resolve(path.dirname(fs.realpathSync(process.execPath)), "..")
   if (has(besideBinary)) return { ok: true, value: besideBinary }
@@ -169,7 +169,7 @@ const nodeHeaders = (log: (line: string) => void): Loaded<string> & { readonly t
     fs.rmSync(temp, { recursive: true, force: true })
     return fail(`the headers in ${tarball} could not be unpacked: ${unpacked.stderr.slice(-200)}`)
   }
-  return { ok: true, value: path.join(temp, "package"), temp: true }
+  return { ok: true, value: path.join(temp, "package"), temp }
 }
 
 /** The first line of an error's message. */
