@@ -459,4 +459,70 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     assert.notInclude(fs.readdirSync(path.join(other, "m2")), "link")
     assert.isAtLeast(p.skipped, 1)
   })
+
+  it("mirror refuses a symlinked destination, never writing through it", async () => {
+    const dir = tempDir()
+    assert.strictEqual((await run(recordArgs(dir, "s1"))).code, 0)
+    assert.strictEqual((await run(recordArgs(dir, "s2"))).code, 0)
+    const base = tempDir()
+    const elsewhere = path.join(base, "elsewhere")
+    fs.mkdirSync(elsewhere, { mode: 0o755 })
+    fs.chmodSync(elsewhere, 0o755)
+    const link = path.join(base, "link")
+    fs.symlinkSync(elsewhere, link)
+
+    // The destination root itself, and a destination below a symlinked ancestor.
+    for (const dest of [link, path.join(link, "sub")]) {
+      const r = await run(["--dir", dir, "mirror", dest])
+      assert.strictEqual(r.code, 3, r.stderr)
+      assert.match(r.stderr, /refused .*link: a symbolic link/)
+      assert.strictEqual(r.stdout, "")
+    }
+    assert.strictEqual(fs.readlinkSync(link), elsewhere)
+    assert.deepStrictEqual(fs.readdirSync(elsewhere), [])
+    assert.strictEqual(fs.statSync(elsewhere).mode & 0o777, 0o755)
+
+    // A symlinked directory inside the mirror fails its files alone; the rest is copied.
+    const dest = path.join(base, "backup")
+    fs.mkdirSync(dest)
+    fs.symlinkSync(elsewhere, path.join(dest, "s2"))
+    const partial = await run(["--dir", dir, "mirror", dest, "--json"])
+    assert.strictEqual(partial.code, 3, partial.stderr)
+    const p = JSON.parse(partial.stdout)
+    const s2Files = filesUnder(dir).filter((f) => f.startsWith("s2/") && !/(^|\/)lock$/.test(f))
+    assert.deepStrictEqual(p.failures.map((f: { path: string }) => f.path).sort(), s2Files)
+    for (const f of p.failures) assert.match(f.reason, /s2: a symbolic link/)
+    assert.isAbove(p.copied, 0)
+    assert.deepStrictEqual(fs.readdirSync(elsewhere), [])
+    assert.strictEqual(fs.statSync(dest).mode & 0o777, 0o700)
+  })
+
+  it("mirror removes temporary files left by a dead run and is not disturbed by them", async () => {
+    const dir = tempDir()
+    const dest = path.join(tempDir(), "backup")
+    for (let i = 0; i < 2; i++) assert.strictEqual((await run(recordArgs(dir, "t1"))).code, 0)
+    assert.strictEqual((await run(["--dir", dir, "mirror", dest])).code, 0)
+    const segment = filesUnder(dir).find((f) => f.startsWith("t1/") && f.endsWith(".jsonl"))!
+    // A pid that certainly belonged to a process which has exited.
+    const dead = spawnSync(process.execPath, ["-e", ""]).pid!
+    const stale = [`${segment}.mirror-${dead}.tmp`, `${segment}.mirror-${dead}-0-0123456789ab.tmp`]
+    const live = `${segment}.mirror-${process.pid}-0-0123456789ab.tmp`
+    for (const f of [...stale, live]) fs.writeFileSync(path.join(dest, f), "partial copy", { mode: 0o600 })
+
+    assert.strictEqual((await run(recordArgs(dir, "t1", "write_file"))).code, 0)
+    const r = await run(["--dir", dir, "mirror", dest, "--json"])
+    assert.strictEqual(r.code, 0, r.stderr)
+    const result = JSON.parse(r.stdout)
+    assert.strictEqual(result.failed, 0)
+    assert.isAbove(result.extended + result.refreshed, 0)
+    for (const f of stale) assert.isFalse(fs.existsSync(path.join(dest, f)), f)
+    // A live process may be another run in progress: its file stays, and is never planned.
+    assert.isTrue(fs.existsSync(path.join(dest, live)))
+    fs.unlinkSync(path.join(dest, live))
+    const isLock = (f: string) => /(^|\/)lock(\.takeover)?$/.test(f)
+    assert.deepStrictEqual(filesUnder(dest), filesUnder(dir).filter((f) => !isLock(f)))
+    for (const f of filesUnder(dest)) {
+      assert.isTrue(fs.readFileSync(path.join(dest, f)).equals(fs.readFileSync(path.join(dir, f))), f)
+    }
+  })
 })
