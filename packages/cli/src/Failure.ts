@@ -4,7 +4,9 @@
  * Scripts branch on the exit code, so the mapping is part of the contract:
  * 0 success, 1 verification failed (integrity violation or corruption), 2 bad
  * usage or invalid input, 3 storage error, 4 session locked by another writer.
- * Every failure is reported on stderr as one sentence; `--verbose` adds the stack.
+ * Outside that range: 70 (EX_SOFTWARE of sysexits.h) for a defect, which is a
+ * bug and is reported with its stack, and 130 (128 + SIGINT, as shells report it)
+ * when the run was interrupted. Every failure is reported on stderr as one sentence; `--verbose` adds the stack.
  *
  * @since 0.1.0
  */
@@ -67,8 +69,9 @@ export const ExitCode = {
   usage: 2,
   storage: 3,
   locked: 4,
-  /** A bug: an unexpected defect, reported with its stack. */
+  /** A bug: an unexpected defect, reported with its stack (sysexits' EX_SOFTWARE). */
   defect: 70,
+  /** Interrupted (SIGINT or SIGTERM): 128 + SIGINT, as shells report an interrupted command. */
   interrupted: 130
 } as const
 

@@ -65,6 +65,8 @@ describe("session-journal (any storage)", () => {
       assert.include(r.stdout, "--dir", cmd)
       assert.strictEqual(r.stderr, "", cmd)
     }
+    const top = results.find(([cmd]) => cmd === "")![1].stdout.replace(/\s+/g, " ")
+    assert.include(top, "Exit codes: 0 ok, 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked by another writer, 70 unexpected failure (a bug), 130 interrupted.")
   })
 
   it("bad usage and invalid input exit 2 with one sentence naming the field", async () => {
@@ -380,6 +382,22 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
       assert.strictEqual(JSON.parse(line)["tool_name"], "write_file")
     } finally {
       follower.kill("SIGKILL")
+    }
+  })
+
+  it("an interrupt (SIGINT or SIGTERM) ends the command with exit 130", async () => {
+    const dir = tempDir()
+    assert.strictEqual((await run(recordArgs(dir, "i1"))).code, 0)
+    for (const signal of ["SIGINT", "SIGTERM"] as const) {
+      const follower = start(["--dir", dir, "--json", "tail", "i1", "--follow"])
+      try {
+        await waitForLine(follower, (l) => l.includes("\"sequence\":0"))
+        const code = exited(follower)
+        follower.kill(signal)
+        assert.strictEqual(await code, 130, signal)
+      } finally {
+        follower.kill("SIGKILL")
+      }
     }
   })
 
