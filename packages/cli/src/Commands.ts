@@ -330,7 +330,9 @@ const list = Command.make("list", {}, () =>
           sessions: sessions.map((s) => ({
             id: s.id,
             entries: s.entries,
-            head: s.head,
+            // The newest stored entry's hash, not the exported head (see the README):
+            // the exported head needs each session's state, too costly for a listing.
+            last_hash: s.head,
             updated: updated(s.updatedAt),
             bytes: s.bytes
           }))
@@ -338,7 +340,7 @@ const list = Command.make("list", {}, () =>
       }
       if (sessions.length === 0) return yield* Output.write("no sessions\n")
       yield* Output.lines(Output.table(
-        ["ID", "ENTRIES", "HEAD", "UPDATED", "BYTES"],
+        ["ID", "ENTRIES", "LAST HASH", "UPDATED", "BYTES"],
         sessions.map((s) => [
           s.id,
           String(s.entries),
@@ -347,7 +349,7 @@ const list = Command.make("list", {}, () =>
           s.bytes === null ? "-" : String(s.bytes)
         ])
       ))
-    }))).pipe(Command.withDescription("List sessions: id, entries, head, updated, bytes on disk"))
+    }))).pipe(Command.withDescription("List sessions: id, entries, hash of the last stored entry, updated, bytes on disk"))
 
 const show = Command.make("show", {
   id: sessionId,

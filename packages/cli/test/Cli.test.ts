@@ -182,7 +182,7 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     assert.strictEqual(list.code, 0, list.stderr)
     const sessions = JSON.parse(list.stdout).sessions
     assert.strictEqual(sessions.length, 1)
-    assert.deepStrictEqual(Object.keys(sessions[0]).sort(), ["bytes", "entries", "head", "id", "updated"])
+    assert.deepStrictEqual(Object.keys(sessions[0]).sort(), ["bytes", "entries", "id", "last_hash", "updated"])
     assert.strictEqual(sessions[0].id, "s1")
     assert.strictEqual(sessions[0].entries, 4)
     assert.isAbove(sessions[0].bytes, 0)
@@ -204,7 +204,12 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     assert.deepStrictEqual(snap.tool_counts, { read_file: 2, write_file: 1 })
     assert.strictEqual(snap.data_flow.total_bytes_read, 300)
     assert.strictEqual(snap.message_count, 1)
-    assert.strictEqual(snap.head_hash, sessions[0].head)
+    // Nothing evicted: the exported head is the newest stored entry's hash.
+    assert.strictEqual(snap.head_hash, sessions[0].last_hash)
+    assert.strictEqual(snap.head_hash, all[3]!["entry_hash"])
+    const listText = await run(["--dir", dir, "list"])
+    assert.match(listText.stdout, /^ID +ENTRIES +LAST HASH +UPDATED +BYTES\n/)
+    assert.include(listText.stdout, String(all[3]!["entry_hash"]).slice(0, 16))
 
     const tail = jsonLines((await run(["--dir", dir, "tail", "s1", "-n", "2", "--json"])).stdout)
     assert.deepStrictEqual(tail.map((e) => e["sequence"]), [2, 3])
