@@ -383,7 +383,14 @@ export const readBounded = async (ctx: Context, fh: FileHandle, file: string, li
  * last newline are reported as the incomplete tail.
  */
 export class LineReader {
-  private buf: Uint8Array = new Uint8Array(0)
+  // Unconsumed bytes are store[lo, hi). Lines handed out are views into a store,
+  // so a store is only ever written past `hi`, never compacted in place: when a
+  // chunk does not fit, a new store twice the needed size takes the unconsumed
+  // bytes. Growing geometrically keeps a long line at O(line) copying and its
+  // peak memory near twice the line, instead of one new buffer per chunk.
+  private store: Uint8Array = new Uint8Array(0)
+  private lo = 0
+  private hi = 0
   private bufStart: number
   private readPos: number
   private readonly ctx: Context
@@ -406,18 +413,19 @@ export class LineReader {
    * incomplete tail (`complete: false`) if there is one, then `null`.
    */
   async next(): Promise<null | { readonly offset: number; readonly line: Uint8Array; readonly complete: boolean }> {
-    let scanFrom = 0
+    let scanFrom = this.lo
     for (;;) {
-      const nl = this.buf.indexOf(10, scanFrom)
+      const nl = this.store.subarray(0, this.hi).indexOf(10, scanFrom)
       if (nl >= 0) {
-        const line = this.buf.subarray(0, nl)
+        const line = this.store.subarray(this.lo, nl)
         const offset = this.bufStart
-        this.buf = this.buf.subarray(nl + 1)
-        this.bufStart += nl + 1
+        this.bufStart += nl + 1 - this.lo
+        this.lo = nl + 1
         return { offset, line, complete: true }
       }
-      scanFrom = this.buf.length
-      if (this.buf.length > this.ctx.maxLineBytes) {
+      scanFrom = this.hi
+      const pending = this.hi - this.lo
+      if (pending > this.ctx.maxLineBytes) {
         throw new CorruptJournal({
           segment: this.label,
           offset: this.bufStart,
@@ -425,11 +433,11 @@ export class LineReader {
         })
       }
       if (this.readPos >= this.end) {
-        if (this.buf.length === 0) return null
-        const line = this.buf
+        if (pending === 0) return null
+        const line = this.store.subarray(this.lo, this.hi)
         const offset = this.bufStart
-        this.buf = new Uint8Array(0)
-        this.bufStart += line.length
+        this.bufStart += pending
+        this.lo = this.hi
         return { offset, line, complete: false }
       }
       const want = Math.min(256 * 1024, this.end - this.readPos)
@@ -440,10 +448,16 @@ export class LineReader {
         continue
       }
       this.readPos += chunk.length
-      const merged = new Uint8Array(this.buf.length + chunk.length)
-      merged.set(this.buf, 0)
-      merged.set(chunk, this.buf.length)
-      this.buf = merged
+      if (this.hi + chunk.length > this.store.length) {
+        const grown = new Uint8Array(2 * (pending + chunk.length))
+        grown.set(this.store.subarray(this.lo, this.hi), 0)
+        this.store = grown
+        scanFrom -= this.lo
+        this.lo = 0
+        this.hi = pending
+      }
+      this.store.set(chunk, this.hi)
+      this.hi += chunk.length
     }
   }
 }
