@@ -436,7 +436,7 @@ export interface InspectReport {
   readonly lock: null | { readonly holder: string; readonly alive: boolean }
 }
 
-const inspectAsync = async (r: Resolved, id: string): Promise<InspectReport> => {
+const inspectAsync = async (r: Resolved, id: string, caps: JournalState.Caps | undefined): Promise<InspectReport> => {
   const ctx = r.ctx
   const dir = path.join(ctx.root, id)
   if (!(await FileOps.confineSessionDir(ctx, dir))) throw new SessionNotFound({ id })
@@ -447,7 +447,7 @@ const inspectAsync = async (r: Resolved, id: string): Promise<InspectReport> => 
   let head = Entry.ZERO_HASH
   let loadProblem: string | null = null
   try {
-    const loaded = await Session.load(ctx, dir, id, undefined, r.segmentBytes)
+    const loaded = await Session.load(ctx, dir, id, caps, r.segmentBytes)
     recovery = loaded.loaded.recovery
     nextSequence = loaded.loaded.state.next_sequence
     head = JournalState.head(loaded.loaded.state)
@@ -476,7 +476,7 @@ const inspectAsync = async (r: Resolved, id: string): Promise<InspectReport> => 
   const segments: Array<SegmentReport> = []
   const first = files.segments[0]
   let state: JournalState.JournalState | null = first !== undefined && first.base === 0
-    ? JournalState.empty(id, cpState === null ? undefined : { entry_cap: cpState.entry_cap, tool_counts_cap: cpState.tool_counts_cap })
+    ? JournalState.empty(id, cpState === null ? caps : { entry_cap: cpState.entry_cap, tool_counts_cap: cpState.tool_counts_cap })
     : null
   let expected = first?.base ?? 0
   let previousHash: string | null = null
@@ -571,12 +571,23 @@ const inspectAsync = async (r: Resolved, id: string): Promise<InspectReport> => 
  * integrity from the oldest entry. For the command line's `verify`: it should fail
  * when `ok` is false.
  *
+ * `caps` (default: 4096 each, as in `JournalState.empty`) matter only when the
+ * session's checkpoint is missing or broken, because a session's caps live only
+ * in its checkpoint (the segment format carries none): a session created with
+ * non-default caps must be opened with the same caps when its checkpoint has to
+ * be rebuilt. Other caps evict differently, so the replayed head differs, and with
+ * `entry_cap: 0` (every `prev_hash` is ZERO_HASH) the links do not verify at all.
+ *
  * @since 0.1.0
  */
-export const inspect = (options: Options, id: string): Effect.Effect<InspectReport, StorageError | SessionNotFound> =>
+export const inspect = (
+  options: Options,
+  id: string,
+  caps?: JournalState.Caps | undefined
+): Effect.Effect<InspectReport, StorageError | SessionNotFound> =>
   isSafeSessionId(id)
     ? narrow<InspectReport, StorageError | SessionNotFound>(
-      attempt("inspect", path.join(path.resolve(options.root), id), () => inspectAsync(resolve(options), id)),
+      attempt("inspect", path.join(path.resolve(options.root), id), () => inspectAsync(resolve(options), id, caps)),
       ["StorageError", "SessionNotFound"],
       "inspect"
     )
@@ -601,7 +612,7 @@ export interface RepairReport {
   readonly nextSequence: number
 }
 
-const repairAsync = async (r: Resolved, id: string): Promise<RepairReport> => {
+const repairAsync = async (r: Resolved, id: string, caps: JournalState.Caps | undefined): Promise<RepairReport> => {
   const ctx = r.ctx
   const dir = path.join(ctx.root, id)
   const held = await lockSession(r, id, false)
@@ -609,7 +620,7 @@ const repairAsync = async (r: Resolved, id: string): Promise<RepairReport> => {
   try {
     const setAside: Array<string> = []
     const truncated: Array<{ segment: string; length: number }> = []
-    let first = await Session.load(ctx, dir, id, undefined, r.segmentBytes)
+    let first = await Session.load(ctx, dir, id, caps, r.segmentBytes)
     if (first.brokenCheckpoint !== null) setAside.push(await Session.moveAside(ctx, dir, Session.CHECKPOINT_FILE))
     const before = first.loaded.recovery
     const cut = before.stopped ?? (before.tornTail === null ? null : { segment: before.tornTail.segment, offset: before.tornTail.offset })
@@ -634,7 +645,7 @@ const repairAsync = async (r: Resolved, id: string): Promise<RepairReport> => {
           if (s.base > base) setAside.push(await Session.moveAside(ctx, dir, s.name))
         }
       }
-      first = await Session.load(ctx, dir, id, undefined, r.segmentBytes)
+      first = await Session.load(ctx, dir, id, caps, r.segmentBytes)
     }
     return {
       id,
@@ -658,15 +669,22 @@ const repairAsync = async (r: Resolved, id: string): Promise<RepairReport> => {
  * lost (they stay in the side files) but are no longer part of the session. For
  * the command line's `repair`.
  *
+ * `caps` (default: 4096 each) are used when the checkpoint is missing or broken
+ * and the session is replayed from its segments: a session created with
+ * non-default caps must be opened with the same caps when its checkpoint has to
+ * be rebuilt. With the wrong caps an `entry_cap: 0` session's links do not verify,
+ * and `repair` would set valid entries aside as damage.
+ *
  * @since 0.1.0
  */
 export const repair = (
   options: Options,
-  id: string
+  id: string,
+  caps?: JournalState.Caps | undefined
 ): Effect.Effect<RepairReport, StorageError | SessionLocked | SessionNotFound | CorruptJournal> =>
   isSafeSessionId(id)
     ? narrow<RepairReport, StorageError | SessionLocked | SessionNotFound | CorruptJournal>(
-      attempt("repair", path.join(path.resolve(options.root), id), () => repairAsync(resolve(options), id)),
+      attempt("repair", path.join(path.resolve(options.root), id), () => repairAsync(resolve(options), id, caps)),
       ["StorageError", "SessionLocked", "SessionNotFound", "CorruptJournal"],
       "repair"
     )

@@ -238,3 +238,53 @@ describe("corruption", () => {
     expect(all[all.length - 1]!.sequence).toBe(89)
   })
 })
+
+describe("a rebuilt checkpoint and the session's caps", () => {
+  // The caps live only in checkpoint.json: without it, the caps passed in decide.
+  const seedCapped = async (root: string, id: string, caps: JournalState.Caps, n: number) => {
+    const c = await run({ root }, Effect.scoped(Effect.gen(function*() {
+      const p = yield* Persistence.Persistence
+      const h = yield* p.open(id, { mode: "write", caps })
+      return yield* appendChain(h, JournalState.empty(id, caps), n)
+    })))
+    fs.rmSync(path.join(root, id, "checkpoint.json"))
+    return JournalState.head(c.state)
+  }
+
+  it("entry_cap 2: inspect with the session's caps rebuilds its head, the defaults do not", async () => {
+    const root = tempDir("caps-evict")
+    const caps = { entry_cap: 2 }
+    const head = await seedCapped(root, "small", caps, 6)
+    const same = await Effect.runPromise(NodePersistence.inspect({ root }, "small", caps))
+    expect(same.ok).toBe(true)
+    expect(same.nextSequence).toBe(6)
+    expect(same.head).toBe(head)
+    const defaults = await Effect.runPromise(NodePersistence.inspect({ root }, "small"))
+    expect(defaults.nextSequence).toBe(6)
+    expect(defaults.head).not.toBe(head)
+    const reopened = await run({ root }, Effect.scoped(Effect.gen(function*() {
+      const p = yield* Persistence.Persistence
+      return yield* (yield* p.open("small", { mode: "read", caps })).load
+    })))
+    expect(reopened.recovery.checkpoint).toBe("none")
+    expect(JournalState.head(reopened.state)).toBe(head)
+  })
+
+  it("entry_cap 0: only the session's caps verify its links; repair with them sets nothing aside", async () => {
+    const root = tempDir("caps-zero")
+    const caps = { entry_cap: 0 }
+    const head = await seedCapped(root, "zero", caps, 4)
+    const defaults = await Effect.runPromise(NodePersistence.inspect({ root }, "zero"))
+    expect(defaults.ok).toBe(false)
+    const same = await Effect.runPromise(NodePersistence.inspect({ root }, "zero", caps))
+    expect(same.ok).toBe(true)
+    expect(same.head).toBe(head)
+    const segment = fs.readFileSync(path.join(root, "zero", SEG0))
+    const repaired = await Effect.runPromise(NodePersistence.repair({ root }, "zero", caps))
+    expect(repaired.before.stopped).toBeNull()
+    expect(repaired.setAside).toEqual([])
+    expect(repaired.truncated).toEqual([])
+    expect(repaired.nextSequence).toBe(4)
+    expect(fs.readFileSync(path.join(root, "zero", SEG0))).toEqual(segment)
+  })
+})
