@@ -140,6 +140,10 @@ interface Held {
   readonly level: SqlClient.TransactionConnection.Service
   readonly finish: Deferred.Deferred<boolean>
   readonly fiber: Fiber.Fiber<void, SqlError | HoldReleased>
+  /** An append is running on it: the release timer must leave it alone. */
+  inUse: boolean
+  /** Counts the appends that used it, so a timer armed for an earlier one is void. */
+  uses: number
 }
 
 class HoldReleased extends Data.TaggedError("HoldReleased")<{}> {}
@@ -466,8 +470,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     })
 
   // Opens a transaction in its own fiber (in `scope`) and hands out its connection;
-  // the fiber commits when told `true`, rolls back when told `false` or when
-  // `conflictHold` passes first.
+  // the fiber commits when told `true` and rolls back when told `false`. Only an
+  // idle hold kept after a lost race is released by time (`releaseLater`): a timer
+  // running from BEGIN would roll back, and hand back to the pool, the connection
+  // of an append that is merely slow or waiting for the row lock.
   const openHold = (scope: Scope.Scope) =>
     Effect.gen(function*() {
       const ready = yield* Deferred.make<SqlClient.TransactionConnection.Service>()
@@ -477,8 +483,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           const level = yield* Effect.serviceOption(sql.transactionService)
           if (Option.isNone(level)) return yield* Effect.die(new Error("no transaction connection inside a transaction"))
           yield* Deferred.succeed(ready, level.value)
-          const commit = yield* Effect.timeoutOption(Deferred.await(finish), conflictHold)
-          if (Option.isNone(commit) || !commit.value) return yield* new HoldReleased()
+          const commit = yield* Deferred.await(finish)
+          if (!commit) return yield* new HoldReleased()
         })),
         scope
       )
@@ -486,18 +492,39 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         Deferred.await(ready),
         Effect.andThen(Fiber.join(fiber), Effect.never)
       ).pipe(Effect.catchTag("HoldReleased", () => Effect.never))
-      const held: Held = { level, finish, fiber }
+      const held: Held = { level, finish, fiber, inUse: false, uses: 0 }
       return held
     })
 
-  const finishHold = (held: Held, commit: boolean): Effect.Effect<void, SqlError> =>
+  // Rolls an idle hold back once `conflictHold` has passed without the retry that
+  // was to use it. Synchronous check and release, so a retry claiming the hold
+  // (also synchronously) and the timer can never both have it.
+  const releaseLater = (held: Held, scope: Scope.Scope) => {
+    const uses = held.uses
+    return Effect.forkIn(
+      Effect.andThen(
+        Effect.sleep(conflictHold),
+        Effect.sync(() => {
+          if (!held.inUse && held.uses === uses) Deferred.doneUnsafe(held.finish, Exit.succeed(false))
+        })
+      ),
+      scope
+    )
+  }
+
+  const finishHold = (held: Held, commit: boolean): Effect.Effect<void, SqlError | StorageError> =>
     Effect.gen(function*() {
       yield* Deferred.succeed(held.finish, commit)
       const exit = yield* Fiber.await(held.fiber)
       if (!commit || Exit.isSuccess(exit)) return
       const error = Exit.findErrorOption(exit)
       if (Option.isSome(error) && error.value._tag === "SqlError") return yield* error.value
-      return yield* Effect.failCause(Cause.die(new Error("a held transaction ended before it could commit")))
+      // Rolled back instead (released or interrupted): nothing of the batch is stored.
+      return yield* new StorageError({
+        operation: "append",
+        path: names.entries,
+        reason: "the transaction ended before it could commit; nothing was stored"
+      })
     })
 
   const isLive = (held: Held | null): held is Held =>
@@ -515,14 +542,19 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     if (batch.entries.length === 0 && batch.meta === undefined) return Effect.succeed(null)
     return Effect.gen(function*() {
       const held = isLive(slot.held) ? slot.held : yield* openHold(scope)
+      held.inUse = true
+      held.uses++
       slot.held = null
       const result = yield* Effect.result(Effect.provideService(appendTx(id, batch), sql.transactionService, held.level))
       if (Result.isSuccess(result)) {
         yield* finishHold(held, true)
         return result.success
       }
-      if (result.failure._tag === "SequenceConflict") slot.held = held
-      else yield* Effect.ignore(finishHold(held, false))
+      if (result.failure._tag === "SequenceConflict") {
+        held.inUse = false
+        slot.held = held
+        yield* releaseLater(held, scope)
+      } else yield* Effect.ignore(finishHold(held, false))
       return yield* Effect.fail(result.failure)
     }).pipe(
       Effect.catchTag("SqlError", (e) =>

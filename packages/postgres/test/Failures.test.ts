@@ -98,6 +98,45 @@ describe.skipIf(skipReason !== null)("postgres: failures", () => {
       assert.deepStrictEqual(got.map((e) => e.entry_hash), stored.map((e) => e.entry_hash))
     }).pipe(Effect.provide(Layer.merge(Victim, adminLayer("sj-test-killer")))), { timeout: 60_000 })
 
+  it.live("an append that waits on the session's row longer than conflictHold still commits, once", () =>
+    Effect.gen(function*() {
+      const id = `slow-${Date.now().toString(36)}`
+      const p = yield* Persistence.Persistence
+      const admin = yield* PgClient.PgClient
+      const first = chain(JournalState.empty(id), 2)
+      yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.append({ entries: first.entries, state: first.state })))
+      const locked = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* admin.withTransaction(Effect.gen(function*() {
+        yield* admin`SELECT 1 AS one FROM ${admin(`${prefix}sessions`)} WHERE session_id = ${id} FOR UPDATE`
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(release)
+      })).pipe(Effect.forkChild)
+      yield* Deferred.await(locked)
+      const second = chain(first.state, 3)
+      const write = yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) =>
+        h.append({ entries: second.entries, state: second.state }))).pipe(Effect.exit, Effect.forkChild)
+      // Blocked on the row lock, then kept there for several times conflictHold.
+      yield* waitUntil(Effect.map(
+        admin`SELECT pid FROM pg_stat_activity WHERE application_name = 'sj-test-slow' AND wait_event_type = 'Lock'`,
+        (rows) => rows.length > 0
+      ))
+      yield* Effect.sleep("500 millis")
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      const exit = yield* Fiber.join(write)
+      assert.isTrue(Exit.isSuccess(exit), String(exit))
+      const stored = yield* p.history(id).pipe(Stream.runCollect)
+      assert.deepStrictEqual(stored.map((e) => e.entry_hash), [...first.entries, ...second.entries].map((e) => e.entry_hash))
+      const [row] = yield* admin<{ readonly next_sequence: string }>`SELECT next_sequence FROM ${admin(`${prefix}sessions`)} WHERE session_id = ${id}`
+      assert.strictEqual(Number(row!.next_sequence), 5)
+    }).pipe(
+      Effect.provide(Layer.merge(
+        PgPersistence.layerFromUrl(url, { tablePrefix: prefix, applicationName: "sj-test-slow", conflictHold: "100 millis" }),
+        adminLayer("sj-test-slow-admin")
+      ))
+    ), { timeout: 60_000 })
+
   it.live("a follower polls: entries stored without a notification still arrive", () =>
     Effect.gen(function*() {
       const id = `quiet-${Date.now().toString(36)}`
