@@ -166,7 +166,9 @@ const parseJson = (text: string): Result.Result<unknown, string> => {
 }
 
 /**
- * Builds the adapter on a `PgClient`, first bringing the schema up to date. The
+ * Builds the adapter on a `PgClient`, first bringing the schema up to date. An
+ * invalid option (table prefix, a count that is not an integer, a duration that
+ * does not parse) fails with `StorageError` (operation `configure`). The
  * LISTEN connection that serves `follow` is opened on first use and held, and
  * reopened after a failure, until the surrounding scope closes.
  *
@@ -180,10 +182,21 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       reason: `invalid table prefix ${JSON.stringify(prefix)}: use lowercase letters, digits and _, at most 40 characters`
     })
   }
-  const checkpointEvery = Math.max(1, options?.checkpointEvery ?? 1024)
-  const pageSize = Math.max(1, options?.pageSize ?? 500)
-  const pollInterval = Duration.fromInputUnsafe(options?.pollInterval ?? "2 seconds")
-  const conflictHold = Duration.fromInputUnsafe(options?.conflictHold ?? "2 seconds")
+  // A bad option is reported like a bad prefix, as a typed failure of the layer,
+  // not as a defect when the value is first used.
+  const invalid = (name: string, value: unknown) =>
+    new StorageError({ operation: "configure", reason: `invalid ${name} ${String(value)}` })
+  const count = (name: string, value: number | undefined, fallback: number) =>
+    value === undefined ? Effect.succeed(fallback) : Number.isSafeInteger(value) ? Effect.succeed(Math.max(1, value)) : Effect.fail(invalid(name, value))
+  const duration = (name: string, value: Duration.Input | undefined) =>
+    Option.match(Duration.fromInput(value ?? "2 seconds"), {
+      onNone: () => Effect.fail(invalid(name, value)),
+      onSome: (d) => Effect.succeed(d)
+    })
+  const checkpointEvery = yield* count("checkpointEvery", options?.checkpointEvery, 1024)
+  const pageSize = yield* count("pageSize", options?.pageSize, 500)
+  const pollInterval = yield* duration("pollInterval", options?.pollInterval)
+  const conflictHold = yield* duration("conflictHold", options?.conflictHold)
   const names = Tables.names(prefix)
   const pg = yield* PgClient.PgClient
   const sql = pg.withoutTransforms()

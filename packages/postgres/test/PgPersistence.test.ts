@@ -1,6 +1,9 @@
 import { PgPersistence } from "../src/index.ts"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import { afterAll, describe } from "vitest"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import { afterAll, describe, expect, it } from "vitest"
 import { suite } from "@session-journal/core/test/PersistenceContract"
 import { adminLayer, freshPrefix, skipReason, url } from "./pg.ts"
 
@@ -8,6 +11,21 @@ const prefix = freshPrefix("contract")
 
 describe.skipIf(skipReason !== null)("postgres", () => {
   suite("postgres", PgPersistence.layerFromUrl(url, { tablePrefix: prefix, checkpointEvery: 7, pageSize: 16, pollInterval: "200 millis" }))
+
+  it("invalid options fail the layer with a typed StorageError, not a defect", async () => {
+    const bad: ReadonlyArray<PgPersistence.Options> = [
+      { pollInterval: "soon" as Duration.Input },
+      { conflictHold: "a while" as Duration.Input },
+      { pageSize: Number.NaN },
+      { checkpointEvery: 1.5 }
+    ]
+    for (const options of bad) {
+      const exit = await Effect.runPromiseExit(Effect.scoped(Layer.build(PgPersistence.layerFromUrl(url, { tablePrefix: prefix, ...options }))))
+      expect(Exit.isFailure(exit), JSON.stringify(options)).toBe(true)
+      const error = Exit.isFailure(exit) ? Exit.findErrorOption(exit) : undefined
+      expect(error?._tag === "Some" ? [error.value._tag, error.value.operation] : String(exit)).toEqual(["StorageError", "configure"])
+    }
+  })
 
   afterAll(() =>
     Effect.runPromise(PgPersistence.dropTables(prefix).pipe(Effect.provide(adminLayer())))
