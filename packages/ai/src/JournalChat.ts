@@ -111,8 +111,9 @@ export const jsonBytes = (value: unknown): number => {
 
 /**
  * The encoded messages of a chat, folded from its journal entries in order:
- * `message` entries append, `chat.rewind` entries truncate; other entries (tool
- * calls, kinds of other writers) are skipped.
+ * `message` entries append, `chat.rewind` entries truncate (a rewind whose `keep`
+ * is not a non-negative integer is skipped); other entries (tool calls, kinds of
+ * other writers) are skipped.
  *
  * @since 0.1.0
  */
@@ -123,7 +124,9 @@ export const encodedHistory = (entries: Iterable<Entry.Entry>): Array<unknown> =
       messages.push((entry as Entry.OtherEntry).payload)
     } else if (entry.kind === REWIND_KIND) {
       const keep = ((entry as Entry.OtherEntry).payload as { readonly keep?: unknown } | null)?.keep
-      if (typeof keep === "number" && keep >= 0) messages.length = Math.min(messages.length, keep)
+      // Any writer can append this kind: a keep that is not a whole count is ignored
+      // like a missing one (assigning it to `length` would throw).
+      if (typeof keep === "number" && Number.isSafeInteger(keep) && keep >= 0) messages.length = Math.min(messages.length, keep)
     }
   }
   return messages

@@ -313,6 +313,21 @@ describe("JournalChat", () => {
       )
     }))
 
+  it("a rewind whose keep is not a whole count, written by another writer, is skipped", () => {
+    const at = (sequence: number, kind: string, payload: Schema.Json): Entry.Entry =>
+      ({ sequence, prev_hash: Entry.ZERO_HASH, entry_hash: Entry.ZERO_HASH, timestamp_secs: 0, kind, payload })
+    const messages = [{ role: "user", content: "a" }, { role: "user", content: "b" }, { role: "user", content: "c" }]
+    const entries = [
+      ...messages.map((m, i) => at(i, JournalChat.MESSAGE_KIND, m)),
+      at(3, JournalChat.REWIND_KIND, { keep: 1.5 }),
+      at(4, JournalChat.REWIND_KIND, { keep: "1" }),
+      at(5, JournalChat.REWIND_KIND, { keep: -1 }),
+      at(6, JournalChat.REWIND_KIND, { keep: 1e300 })
+    ]
+    assert.deepStrictEqual(JournalChat.encodedHistory(entries), messages)
+    assert.deepStrictEqual(JournalChat.encodedHistory([...entries, at(7, JournalChat.REWIND_KIND, { keep: 2 })]), messages.slice(0, 2))
+  })
+
   it.live("ids are validated; a missing chat is ChatNotFoundError", () =>
     Effect.gen(function*() {
       const store = yield* memory
