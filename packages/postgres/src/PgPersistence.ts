@@ -691,7 +691,20 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       }
       const handle: Persistence.SessionHandle = {
         id,
-        load: Effect.suspend(() => load(id, openOptions.caps, cached, isLive(slot.held) ? slot.held : null)).pipe(
+        load: Effect.suspend(() => {
+          // The reload after a lost race runs on the held connection: the release
+          // timer must not roll it back under the reload, and restarts after it.
+          const held = isLive(slot.held) ? slot.held : null
+          if (held === null) return load(id, openOptions.caps, cached, null)
+          held.inUse = true
+          held.uses++
+          return load(id, openOptions.caps, cached, held).pipe(
+            Effect.ensuring(Effect.suspend(() => {
+              held.inUse = false
+              return Effect.asVoid(releaseLater(held, scope))
+            }))
+          )
+        }).pipe(
           Effect.tap((loaded) =>
             Effect.sync(() => {
               if (loaded.exists && loaded.recovery.stopped === null) remember(loaded.state, loaded.recovery.checkpoint)

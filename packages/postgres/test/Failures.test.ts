@@ -137,6 +137,35 @@ describe.skipIf(skipReason !== null)("postgres: failures", () => {
       ))
     ), { timeout: 60_000 })
 
+  it.live("with a tiny conflictHold, the reload after a lost race and the retry still succeed", () =>
+    Effect.gen(function*() {
+      const id = `race-${Date.now().toString(36)}`
+      const scope = yield* Effect.scope
+      const options = { tablePrefix: prefix, applicationName: "sj-test-race", conflictHold: "1 millis" } as const
+      const a = yield* Layer.buildWithScope(PgPersistence.layerFromUrl(url, options), scope)
+      const b = yield* Layer.buildWithScope(PgPersistence.layerFromUrl(url, options), scope)
+      const writer = (ctx: typeof a) => Effect.provideContext(Persistence.Persistence.use((p) => p.open(id, { mode: "write" })), ctx)
+      const ha = yield* writer(a)
+      const hb = yield* writer(b)
+      for (let round = 0; round < 5; round++) {
+        const stale = yield* hb.load
+        const now = yield* ha.load
+        const mine = chain(now.state, 1)
+        yield* ha.append({ entries: mine.entries, state: mine.state })
+        // b is behind: it loses, reloads on the held connection, and retries.
+        const lost = chain(stale.state, 1, 1764500000)
+        const conflict = yield* Effect.exit(hb.append({ entries: lost.entries, state: lost.state }))
+        assert.isTrue(Exit.isFailure(conflict))
+        const reloaded = yield* hb.load
+        assert.strictEqual(reloaded.state.next_sequence, 2 * round + 1)
+        yield* Effect.sleep("5 millis")
+        const retry = chain(reloaded.state, 1)
+        yield* hb.append({ entries: retry.entries, state: retry.state })
+      }
+      const stored = yield* Effect.provideContext(Persistence.Persistence.use((p) => Stream.runCollect(p.history(id))), a)
+      assert.deepStrictEqual(stored.map((e) => e.sequence), Array.from({ length: 10 }, (_, i) => i))
+    }), { timeout: 60_000 })
+
   it.live("a follower polls: entries stored without a notification still arrive", () =>
     Effect.gen(function*() {
       const id = `quiet-${Date.now().toString(36)}`
