@@ -39,21 +39,9 @@ const decodeMeta = Schema.decodeUnknownResult(SessionMeta.SessionMeta)
 
 /**
  * JSON text of a JSON value, like `JSON.stringify` except that negative zero is
- * written as `-0`: payloads are stored exactly as given (their hash is over the
- * canonical form, where -0 is 0, so both forms verify).
+ * written as `-0` (core's `Entry.toJsonText`).
  */
-export const stringify = (value: unknown): string => {
-  if (typeof value === "number") return Object.is(value, -0) ? "-0" : JSON.stringify(value)
-  if (Array.isArray(value)) return `[${value.map((v) => v === undefined ? "null" : stringify(v)).join(",")}]`
-  if (typeof value === "object" && value !== null) {
-    const parts: Array<string> = []
-    for (const [k, v] of Object.entries(value)) {
-      if (v !== undefined) parts.push(`${JSON.stringify(k)}:${stringify(v)}`)
-    }
-    return `{${parts.join(",")}}`
-  }
-  return JSON.stringify(value)
-}
+export const stringify = Entry.toJsonText
 
 /** The first line of a segment. */
 export const openLine = (base: number): string => `${JSON.stringify({ k: "open", v: VERSION, base })}\n`

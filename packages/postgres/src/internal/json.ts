@@ -6,28 +6,9 @@
  * `JSON.parse` reads it back unchanged.
  */
 
+import { Entry } from "@session-journal/core"
+
 /**
  * Serializes plain JSON data (as produced by `Entry.encode`), keeping `-0`.
  */
-export const stringify = (value: unknown): string => {
-  if (typeof value === "number") return Object.is(value, -0) ? "-0" : JSON.stringify(value)
-  if (value === null || typeof value !== "object") return JSON.stringify(value)
-  if (Array.isArray(value)) {
-    let out = "["
-    for (let i = 0; i < value.length; i++) {
-      if (i > 0) out += ","
-      const item: unknown = value[i]
-      out += item === undefined ? "null" : stringify(item)
-    }
-    return out + "]"
-  }
-  let out = "{"
-  let first = true
-  for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
-    if (item === undefined) continue
-    if (!first) out += ","
-    first = false
-    out += JSON.stringify(key) + ":" + stringify(item)
-  }
-  return out + "}"
-}
+export const stringify = Entry.toJsonText
