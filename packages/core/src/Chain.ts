@@ -7,7 +7,7 @@
 import * as Result from "effect/Result"
 import { computeHash, type Entry, ZERO_HASH } from "./Entry.ts"
 import { IntegrityViolation } from "./Errors.ts"
-import { foldPreimage, hashHex } from "./internal/preimage.ts"
+import { hashFold } from "./internal/preimage.ts"
 
 /**
  * `fold(p, h) = SHA-256(lp(p) ‖ lp(h))` over the hex strings; `p` is `""` before the
@@ -15,7 +15,7 @@ import { foldPreimage, hashHex } from "./internal/preimage.ts"
  *
  * @since 0.1.0
  */
-export const foldHash = (p: string, h: string): string => hashHex(foldPreimage(p, h))
+export const foldHash = (p: string, h: string): string => hashFold(p, h)
 
 /**
  * The exported head: the last retained hash (ZERO_HASH when empty) while nothing was

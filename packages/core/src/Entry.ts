@@ -10,7 +10,7 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { InvalidRecordField, InvalidSessionId } from "./Errors.ts"
 import { canonicalize, firstInvalid, isWellFormed } from "./internal/jcs.ts"
-import { hashHex, otherPreimage, toolPreimage } from "./internal/preimage.ts"
+import { hashOther, hashTool } from "./internal/preimage.ts"
 
 /**
  * The hash that the first entry of a chain links to: 64 ASCII zeros.
@@ -411,8 +411,8 @@ export const canonicalPayload = (payload: Schema.Json): string => canonicalize(p
  */
 export const computeHash = (entry: Entry): string =>
   isTool(entry)
-    ? hashHex(toolPreimage(entry))
-    : hashHex(otherPreimage(entry.sequence, entry.prev_hash, entry.timestamp_secs, entry.kind, canonicalize(entry.payload)))
+    ? hashTool(entry)
+    : hashOther(entry.sequence, entry.prev_hash, entry.timestamp_secs, entry.kind, canonicalize(entry.payload))
 
 /**
  * The position of a new entry in its chain.
@@ -447,7 +447,7 @@ export const makeTool = (link: Link, params: ValidToolParams): ToolEntry => {
     delegation_depth: params.delegation_depth,
     allowed: params.allowed
   }
-  entry.entry_hash = hashHex(toolPreimage(entry))
+  entry.entry_hash = hashTool(entry)
   return entry
 }
 
@@ -459,7 +459,7 @@ export const makeTool = (link: Link, params: ValidToolParams): ToolEntry => {
 export const makeOther = (link: Link, kind: string, payload: Schema.Json): OtherEntry => ({
   sequence: link.sequence,
   prev_hash: link.prev_hash,
-  entry_hash: hashHex(otherPreimage(link.sequence, link.prev_hash, link.timestamp_secs, kind, canonicalize(payload))),
+  entry_hash: hashOther(link.sequence, link.prev_hash, link.timestamp_secs, kind, canonicalize(payload)),
   timestamp_secs: link.timestamp_secs,
   kind,
   payload

@@ -129,3 +129,122 @@ export const foldPreimage = (p: string, h: string): Uint8Array => {
   w.lp(hb)
   return w.bytes
 }
+
+// The hashing entry points below encode into one reused scratch buffer instead of a
+// fresh Writer per hash: every record and every replayed entry hashes once or twice,
+// and the allocations showed up as garbage-collection time. Each call finishes with
+// the buffer before it returns, so nothing holds on to it.
+interface Utf8Encoder {
+  encodeInto(source: string, destination: Uint8Array): { readonly read: number; readonly written: number }
+}
+// A global of every runtime core targets (browsers, Node, Deno, Bun); declared here
+// because core compiles without DOM or Node typings.
+declare const TextEncoder: { new(): Utf8Encoder }
+const encoder = new TextEncoder()
+
+const SCRATCH_LIMIT = 1 << 20
+let scratch = new Uint8Array(4096)
+let scratchView = new DataView(scratch.buffer)
+
+class Scratch {
+  bytes: Uint8Array
+  view: DataView
+  pos = 0
+  constructor(bound: number) {
+    if (bound <= scratch.length) {
+      this.bytes = scratch
+      this.view = scratchView
+    } else if (bound <= SCRATCH_LIMIT) {
+      scratch = new Uint8Array(Math.max(bound, scratch.length * 2))
+      scratchView = new DataView(scratch.buffer)
+      this.bytes = scratch
+      this.view = scratchView
+    } else {
+      // A one-off for very large payloads, so the shared buffer stays small.
+      this.bytes = new Uint8Array(bound)
+      this.view = new DataView(this.bytes.buffer)
+    }
+  }
+  u64(n: number): void {
+    this.view.setUint32(this.pos, n >>> 0, true)
+    this.view.setUint32(this.pos + 4, Math.floor(n / TWO_32), true)
+    this.pos += 8
+  }
+  u64Max(): void {
+    this.view.setUint32(this.pos, 0xffffffff, true)
+    this.view.setUint32(this.pos + 4, 0xffffffff, true)
+    this.pos += 8
+  }
+  /** Length-prefixed UTF-8 of `s`. */
+  lp(s: string): void {
+    const at = this.pos
+    this.pos += 8
+    const { written } = encoder.encodeInto(s, this.bytes.subarray(this.pos))
+    this.pos += written
+    this.view.setUint32(at, written, true)
+    this.view.setUint32(at + 4, 0, true)
+  }
+  digest(): string {
+    return bytesToHex(sha256(this.bytes.subarray(0, this.pos)))
+  }
+}
+
+// UTF-8 needs at most 3 bytes per UTF-16 code unit.
+const utf8Bound = (s: string): number => 8 + 3 * s.length
+
+/**
+ * The hash of a tool entry: SHA-256 of `toolPreimage(e)`, hex.
+ *
+ * @internal
+ */
+export const hashTool = (e: ToolFields): string => {
+  const w = new Scratch(
+    8 + utf8Bound(e.prev_hash) + 8 + utf8Bound(e.tool_name) + utf8Bound(e.server_id) + utf8Bound(e.agent_id) + 21
+  )
+  w.u64(e.sequence)
+  w.lp(e.prev_hash)
+  w.u64(e.timestamp_secs)
+  w.lp(e.tool_name)
+  w.lp(e.server_id)
+  w.lp(e.agent_id)
+  w.u64(e.bytes_read)
+  w.u64(e.bytes_written)
+  w.view.setUint32(w.pos, e.delegation_depth >>> 0, true)
+  w.pos += 4
+  w.bytes[w.pos++] = e.allowed ? 1 : 0
+  return w.digest()
+}
+
+/**
+ * The hash of a non-tool entry: SHA-256 of `otherPreimage(...)`, hex.
+ *
+ * @internal
+ */
+export const hashOther = (
+  sequence: number,
+  prevHash: string,
+  timestampSecs: number,
+  kind: string,
+  canonicalPayload: string
+): string => {
+  const w = new Scratch(8 + utf8Bound(prevHash) + 16 + utf8Bound(kind) + utf8Bound(canonicalPayload))
+  w.u64(sequence)
+  w.lp(prevHash)
+  w.u64(timestampSecs)
+  w.u64Max()
+  w.lp(kind)
+  w.lp(canonicalPayload)
+  return w.digest()
+}
+
+/**
+ * `fold(p, h)`: SHA-256 of `foldPreimage(p, h)`, hex.
+ *
+ * @internal
+ */
+export const hashFold = (p: string, h: string): string => {
+  const w = new Scratch(utf8Bound(p) + utf8Bound(h))
+  w.lp(p)
+  w.lp(h)
+  return w.digest()
+}
