@@ -147,10 +147,17 @@ export interface SessionInfo {
   /** Number of entries ever stored (the next sequence). */
   readonly entries: number
   /**
-   * `entry_hash` of the newest stored entry (ZERO_HASH when none). The exported head,
-   * which also commits to evicted entries, is `SessionJournal.head`.
+   * The exported head (`JournalState.head`): the newest entry's hash while nothing was
+   * evicted, and from the first eviction on a fold that also commits to every evicted
+   * entry. The value to save and later compare against `SessionJournal.head` or a
+   * verify report.
    */
   readonly head: string
+  /**
+   * `entry_hash` of the newest stored entry (ZERO_HASH when none): what the next entry
+   * links to. Equal to `head` until the session's ring evicts its first entry.
+   */
+  readonly lastHash: string
   /** Last change, milliseconds since the epoch, when known. */
   readonly updatedAt: number | null
   /** Bytes the session occupies in storage, when the adapter can tell. */
@@ -395,14 +402,30 @@ export const makeMemory = Effect.fnUntraced(function*(options?: MemoryOptions) {
       return handle
     })
 
-  const list = Effect.sync(() =>
-    Array.from(sessions.entries())
-      .filter(([, s]) => s.entries.length > 0 || s.checkpoint !== null || s.meta !== null)
-      .map(([id, s]): SessionInfo => {
-        const last = s.entries[s.entries.length - 1]
-        return { id, entries: s.entries.length, head: last?.entry_hash ?? ZERO_HASH, updatedAt: s.updatedAt, bytes: null }
-      })
-      .sort((a, b) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+  // The exported head depends on the session's caps and evictions, so it is taken
+  // from a load rather than kept beside the entries: a load always agrees with them.
+  // A session that no longer loads still lists, with its newest hash as the head.
+  const list = Effect.suspend(() =>
+    Effect.forEach(
+      Array.from(sessions.entries())
+        .filter(([, s]) => s.entries.length > 0 || s.checkpoint !== null || s.meta !== null)
+        .sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0),
+      ([id, s]) => {
+        const lastHash = s.entries[s.entries.length - 1]?.entry_hash ?? ZERO_HASH
+        return load(id, undefined).pipe(
+          Effect.map((loaded) => JournalState.head(loaded.state)),
+          Effect.orElseSucceed(() => lastHash),
+          Effect.map((head): SessionInfo => ({
+            id,
+            entries: s.entries.length,
+            head,
+            lastHash,
+            updatedAt: s.updatedAt,
+            bytes: null
+          }))
+        )
+      }
+    )
   )
 
   const remove = (id: string) =>

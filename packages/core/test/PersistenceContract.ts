@@ -277,7 +277,9 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
         const infoB = listed.find((s) => s.id === b)
         assert.isDefined(listed.find((s) => s.id === a))
         assert.strictEqual(infoB?.entries, 5)
-        assert.strictEqual(infoB?.head, JournalState.lastHash(cb.state))
+        assert.strictEqual(infoB?.head, JournalState.head(cb.state))
+        assert.strictEqual(infoB?.lastHash, JournalState.lastHash(cb.state))
+        assert.strictEqual(infoB?.head, infoB?.lastHash)
         yield* p.delete(a)
         const after = yield* p.list
         assert.isUndefined(after.find((s) => s.id === a))
@@ -286,6 +288,32 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
         assert.isTrue(Exit.isFailure(gone))
         const again = yield* Effect.exit(p.delete(a))
         assert.isTrue(Exit.isFailure(again))
+      }))
+
+    it.effect("list shows the exported head, apart from the newest hash once the ring evicts", () =>
+      Effect.gen(function*() {
+        const id = freshId("evict")
+        const c = yield* withWriter(id, (h) => appendChain(h, JournalState.empty(id, { entry_cap: 2 }), 5))
+        const head = JournalState.head(c.state)
+        const lastHash = JournalState.lastHash(c.state)
+        assert.notStrictEqual(head, lastHash)
+        assert.strictEqual(lastHash, c.entries[4]!.entry_hash)
+        const p = yield* Persistence.Persistence
+        const info = (yield* p.list).find((s) => s.id === id)
+        assert.strictEqual(info?.entries, 5)
+        assert.strictEqual(info?.head, head)
+        assert.strictEqual(info?.lastHash, lastHash)
+        // A checkpoint and later appends keep the listed head in step.
+        const more = yield* withWriter(id, (h) =>
+          Effect.gen(function*() {
+            yield* h.checkpoint(c.state)
+            return yield* appendChain(h, c.state, 2)
+          }))
+        const after = (yield* p.list).find((s) => s.id === id)
+        assert.strictEqual(after?.entries, 7)
+        assert.strictEqual(after?.head, JournalState.head(more.state))
+        assert.strictEqual(after?.lastHash, JournalState.lastHash(more.state))
+        assert.notStrictEqual(after?.head, info?.head)
       }))
 
     it.effect("delete is refused while a writer holds the session", () =>

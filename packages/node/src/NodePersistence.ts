@@ -341,7 +341,8 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
           out.push({
             id,
             entries: loaded?.loaded.state.next_sequence ?? 0,
-            head: loaded === null ? Entry.ZERO_HASH : JournalState.lastHash(loaded.loaded.state),
+            head: loaded === null ? Entry.ZERO_HASH : JournalState.head(loaded.loaded.state),
+            lastHash: loaded === null ? Entry.ZERO_HASH : JournalState.lastHash(loaded.loaded.state),
             updatedAt: updatedAt === 0 ? null : Math.floor(updatedAt),
             bytes
           })

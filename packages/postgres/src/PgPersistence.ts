@@ -122,6 +122,7 @@ interface ListRow {
   readonly session_id: string
   readonly next_sequence: bigint | number | string
   readonly head: string
+  readonly exported_head: string | null
   readonly updated_ms: bigint | number | string | null
   readonly bytes: bigint | number | string | null
 }
@@ -408,8 +409,16 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       WHERE ${checkpointsT}.next_sequence <= EXCLUDED.next_sequence`
   }
 
+  // The exported head a state gives the session row, when the state ends where the
+  // session does: it fills in rows written before the column existed.
+  const updateExportedHead = (id: string, state: JournalState.JournalState) => {
+    const matchesLast = JournalState.entryCount(state) === 0 ? sql`TRUE` : sql`head = ${JournalState.lastHash(state)}`
+    return sql`UPDATE ${sessionsT} SET exported_head = ${JournalState.head(state)}
+      WHERE session_id = ${id} AND next_sequence = ${state.next_sequence} AND ${matchesLast}`
+  }
+
   const checkpoint = (id: string, state: JournalState.JournalState): Effect.Effect<void, StorageError> =>
-    Effect.asVoid(upsertCheckpoint(id, state)).pipe(
+    Effect.asVoid(Effect.andThen(upsertCheckpoint(id, state), updateExportedHead(id, state))).pipe(
       Effect.catchTag("SqlError", (e) => Effect.fail(storageError("checkpoint", names.checkpoints)(e)))
     )
 
@@ -463,6 +472,12 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       }
       const next = stored + fresh.length
       const last = fresh[fresh.length - 1]!
+      // The batch's state gives the exported head only if it ends with what is now
+      // stored; otherwise the head is not known (NULL) until the next checkpoint.
+      const exportedHead = batch.state.next_sequence === next &&
+          (JournalState.entryCount(batch.state) === 0 || JournalState.lastHash(batch.state) === last.entry_hash)
+        ? JournalState.head(batch.state)
+        : null
       // Insert, advance the session row and notify in one statement; PostgreSQL
       // delivers the notification only if the transaction commits.
       yield* sql`WITH inserted AS (
@@ -472,7 +487,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
             ${fresh.map((e) => stringify(Entry.encode(e)))}::text[]) AS t(s, h, e)
           RETURNING octet_length(entry) AS n
         )
-        UPDATE ${sessionsT} SET next_sequence = ${next}, head = ${last.entry_hash},
+        UPDATE ${sessionsT} SET next_sequence = ${next}, head = ${last.entry_hash}, exported_head = ${exportedHead},
           entry_bytes = entry_bytes + (SELECT coalesce(sum(n), 0) FROM inserted), updated_at = now() ${setMeta}
         WHERE session_id = ${id}
         RETURNING pg_notify(${names.channel}, ${`${id} ${next}`})`
@@ -728,7 +743,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       return handle
     })
 
-  const list = sql<ListRow>`SELECT s.session_id, s.next_sequence, s.head,
+  const list = sql<ListRow>`SELECT s.session_id, s.next_sequence, s.head, s.exported_head,
       (extract(epoch FROM s.updated_at) * 1000)::int8 AS updated_ms,
       s.entry_bytes + coalesce(octet_length(c.doc), 0) AS bytes
     FROM ${sessionsT} s LEFT JOIN ${checkpointsT} c ON c.session_id = s.session_id
@@ -737,7 +752,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       rows.map((r): Persistence.SessionInfo => ({
         id: r.session_id,
         entries: Number(r.next_sequence),
-        head: r.head,
+        // NULL: written before the column existed, or not known; the newest hash is
+        // the exported head of every session that has not evicted yet.
+        head: r.exported_head ?? r.head,
+        lastHash: r.head,
         updatedAt: r.updated_ms === null ? null : Number(r.updated_ms),
         bytes: r.bytes === null ? null : Number(r.bytes)
       }))

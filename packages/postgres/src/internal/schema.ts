@@ -77,13 +77,26 @@ const createTables = (n: Names) =>
     )`
   })
 
+// `exported_head` is the session's exported head (`JournalState.head`), which
+// `head` stops being once the ring evicts. It is written with every append and
+// checkpoint; NULL (rows written before this migration, or an append whose state
+// did not match what it stored) means not known, and the list shows `head`.
+const addExportedHead = (n: Names) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`ALTER TABLE ${sql(n.sessions)} ADD COLUMN exported_head text`
+  })
+
 /**
  * Brings the schema for `n` up to date.
  */
 export const migrate = (n: Names): Effect.Effect<void, Migrator.MigrationError | SqlError, SqlClient.SqlClient> =>
   Effect.asVoid(
     Migrator.make({})({
-      loader: Migrator.fromRecord({ "1_create_tables": createTables(n) }),
+      loader: Migrator.fromRecord({
+        "1_create_tables": createTables(n),
+        "2_exported_head": addExportedHead(n)
+      }),
       table: n.migrations
     })
   )
