@@ -330,9 +330,8 @@ const list = Command.make("list", {}, () =>
           sessions: sessions.map((s) => ({
             id: s.id,
             entries: s.entries,
-            // The newest stored entry's hash, not the exported head (see the README):
-            // the exported head needs each session's state, too costly for a listing.
-            last_hash: s.head,
+            head: s.head,
+            last_hash: s.lastHash,
             updated: updated(s.updatedAt),
             bytes: s.bytes
           }))
@@ -340,7 +339,7 @@ const list = Command.make("list", {}, () =>
       }
       if (sessions.length === 0) return yield* Output.write("no sessions\n")
       yield* Output.lines(Output.table(
-        ["ID", "ENTRIES", "LAST HASH", "UPDATED", "BYTES"],
+        ["ID", "ENTRIES", "HEAD", "UPDATED", "BYTES"],
         sessions.map((s) => [
           s.id,
           String(s.entries),
@@ -349,7 +348,7 @@ const list = Command.make("list", {}, () =>
           s.bytes === null ? "-" : String(s.bytes)
         ])
       ))
-    }))).pipe(Command.withDescription("List sessions: id, entries, hash of the last stored entry, updated, bytes on disk"))
+    }))).pipe(Command.withDescription("List sessions: id, entries, head, updated, bytes on disk"))
 
 const show = Command.make("show", {
   id: sessionId,

@@ -5,6 +5,10 @@
  * they really happen.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { SessionJournal } from "@session-journal/core"
+import { NodePersistence } from "@session-journal/node"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { spawnSync } from "node:child_process"
@@ -182,7 +186,7 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     assert.strictEqual(list.code, 0, list.stderr)
     const sessions = JSON.parse(list.stdout).sessions
     assert.strictEqual(sessions.length, 1)
-    assert.deepStrictEqual(Object.keys(sessions[0]).sort(), ["bytes", "entries", "id", "last_hash", "updated"])
+    assert.deepStrictEqual(Object.keys(sessions[0]).sort(), ["bytes", "entries", "head", "id", "last_hash", "updated"])
     assert.strictEqual(sessions[0].id, "s1")
     assert.strictEqual(sessions[0].entries, 4)
     assert.isAbove(sessions[0].bytes, 0)
@@ -205,10 +209,11 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     assert.strictEqual(snap.data_flow.total_bytes_read, 300)
     assert.strictEqual(snap.message_count, 1)
     // Nothing evicted: the exported head is the newest stored entry's hash.
-    assert.strictEqual(snap.head_hash, sessions[0].last_hash)
+    assert.strictEqual(snap.head_hash, sessions[0].head)
+    assert.strictEqual(sessions[0].last_hash, sessions[0].head)
     assert.strictEqual(snap.head_hash, all[3]!["entry_hash"])
     const listText = await run(["--dir", dir, "list"])
-    assert.match(listText.stdout, /^ID +ENTRIES +LAST HASH +UPDATED +BYTES\n/)
+    assert.match(listText.stdout, /^ID +ENTRIES +HEAD +UPDATED +BYTES\n/)
     assert.include(listText.stdout, String(all[3]!["entry_hash"]).slice(0, 16))
 
     const tail = jsonLines((await run(["--dir", dir, "tail", "s1", "-n", "2", "--json"])).stdout)
@@ -252,6 +257,35 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     const missing = await run(["--dir", dir, "show", "nobody"])
     assert.strictEqual(missing.code, 2)
     assert.match(missing.stderr, /nobody not found/)
+  })
+
+  it("list prints the exported head, and last_hash beside it once the ring has evicted", async () => {
+    const dir = tempDir()
+    // The command line only creates sessions with the default caps; a small ring
+    // comes from the library.
+    const journal = SessionJournal.layer({ caps: { entry_cap: 2 } }).pipe(Layer.provide(NodePersistence.layer({ root: dir })))
+    await Effect.runPromise(Effect.gen(function*() {
+      const j = yield* SessionJournal.SessionJournal
+      for (let i = 0; i < 5; i++) {
+        yield* j.record("small", { tool_name: "read_file", server_id: "srv-1", agent_id: "agent-1", bytes_read: i, bytes_written: 0, delegation_depth: 0 })
+      }
+    }).pipe(Effect.provide(journal)))
+
+    const list = await run(["--dir", dir, "list", "--json"])
+    assert.strictEqual(list.code, 0, list.stderr)
+    const [info] = JSON.parse(list.stdout).sessions
+    const all = jsonLines((await run(["--dir", dir, "show", "small", "--json"])).stdout)
+    assert.strictEqual(info.entries, 5)
+    assert.strictEqual(info.last_hash, all[4]!["entry_hash"])
+    assert.notStrictEqual(info.head, info.last_hash)
+    const stats = await run(["--dir", dir, "stats", "small", "--json"])
+    assert.strictEqual(stats.code, 0, stats.stderr)
+    assert.strictEqual(info.head, JSON.parse(stats.stdout).head_hash)
+    const verify = await run(["--dir", dir, "verify", "small", "--json"])
+    assert.strictEqual(JSON.parse(verify.stdout).sessions[0].head, info.head)
+    const text = await run(["--dir", dir, "list"])
+    assert.include(text.stdout, info.head.slice(0, 16))
+    assert.notInclude(text.stdout, info.last_hash.slice(0, 16))
   })
 
   it.skipIf(!hasScript)("draws a progress bar on stderr only when it is a terminal", async () => {

@@ -52,7 +52,8 @@ describe.skipIf(!reachable)("session-journal --postgres", () => {
     const report = JSON.parse(verify.stdout).sessions[0]
     assert.isTrue(report.ok)
     assert.strictEqual(report.entries_checked, 2)
-    assert.strictEqual(report.head, sessions[0].last_hash)
+    assert.strictEqual(report.head, sessions[0].head)
+    assert.strictEqual(sessions[0].last_hash, sessions[0].head)
 
     const mirror = await run([...base, "mirror", "/tmp/never"], { env })
     assert.strictEqual(mirror.code, 3)
