@@ -7,52 +7,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Result from "effect/Result"
 import * as fc from "fast-check"
-import { createHash } from "node:crypto"
 import { Chain, Entry, IntegrityViolation, JournalState } from "../src/index.ts"
 import * as A from "./arbitraries.ts"
-
-// An encoder written from DESIGN §2 with node's Buffer and crypto, sharing no code
-// with the implementation under test.
-const u64 = (n: number | bigint): Buffer => {
-  const b = Buffer.alloc(8)
-  b.writeBigUInt64LE(BigInt(n))
-  return b
-}
-const u32 = (n: number): Buffer => {
-  const b = Buffer.alloc(4)
-  b.writeUInt32LE(n)
-  return b
-}
-const lp = (s: string): Buffer => {
-  const bytes = Buffer.from(s, "utf8")
-  return Buffer.concat([u64(bytes.length), bytes])
-}
-const sha = (b: Buffer): string => createHash("sha256").update(b).digest("hex")
-
-const referenceHash = (e: Entry.Entry): string =>
-  Entry.isTool(e)
-    ? sha(Buffer.concat([
-      u64(e.sequence),
-      lp(e.prev_hash),
-      u64(e.timestamp_secs),
-      lp(e.tool_name),
-      lp(e.server_id),
-      lp(e.agent_id),
-      u64(e.bytes_read),
-      u64(e.bytes_written),
-      u32(e.delegation_depth),
-      Buffer.from([e.allowed ? 1 : 0])
-    ]))
-    : sha(Buffer.concat([
-      u64(e.sequence),
-      lp(e.prev_hash),
-      u64(e.timestamp_secs),
-      u64(2n ** 64n - 1n),
-      lp(e.kind),
-      lp(Entry.canonicalPayload(e.payload))
-    ]))
-
-const referenceFold = (p: string, h: string): string => sha(Buffer.concat([lp(p), lp(h)]))
+import { referenceFold, referenceHash } from "./reference.ts"
 
 const tool = (over: Partial<Entry.ValidToolParams>, link: Entry.Link = { sequence: 0, prev_hash: Entry.ZERO_HASH, timestamp_secs: 1 }) =>
   Entry.makeTool(link, {

@@ -3,51 +3,9 @@
  * is the hot path of every write and every replay.
  */
 import { sha256 } from "@noble/hashes/sha2.js"
-import { bytesToHex, utf8ToBytes } from "@noble/hashes/utils.js"
+import { bytesToHex } from "@noble/hashes/utils.js"
 
 const TWO_32 = 4294967296
-
-/** @internal */
-export class Writer {
-  readonly bytes: Uint8Array
-  private readonly view: DataView
-  private pos = 0
-  constructor(size: number) {
-    this.bytes = new Uint8Array(size)
-    this.view = new DataView(this.bytes.buffer)
-  }
-  /** An unsigned integer below 2^53 as u64 little-endian. */
-  u64(n: number): void {
-    this.view.setUint32(this.pos, n >>> 0, true)
-    this.view.setUint32(this.pos + 4, Math.floor(n / TWO_32), true)
-    this.pos += 8
-  }
-  /** u64 2^64 − 1: the marker that separates non-tool encodings from tool encodings. */
-  u64Max(): void {
-    this.view.setUint32(this.pos, 0xffffffff, true)
-    this.view.setUint32(this.pos + 4, 0xffffffff, true)
-    this.pos += 8
-  }
-  u32(n: number): void {
-    this.view.setUint32(this.pos, n >>> 0, true)
-    this.pos += 4
-  }
-  u8(n: number): void {
-    this.bytes[this.pos++] = n
-  }
-  /** Length-prefixed bytes: u64le(length) ‖ bytes. */
-  lp(b: Uint8Array): void {
-    this.u64(b.length)
-    this.bytes.set(b, this.pos)
-    this.pos += b.length
-  }
-}
-
-/** @internal */
-export const hashHex = (bytes: Uint8Array): string => bytesToHex(sha256(bytes))
-
-/** @internal */
-export const utf8 = utf8ToBytes
 
 /** @internal */
 export interface ToolFields {
@@ -63,77 +21,10 @@ export interface ToolFields {
   readonly allowed: boolean
 }
 
-/**
- * chio-http-session's encoding: u64(sequence) ‖ lp(prev_hash) ‖ u64(timestamp_secs) ‖
- * lp(tool_name) ‖ lp(server_id) ‖ lp(agent_id) ‖ u64(bytes_read) ‖ u64(bytes_written) ‖
- * u32(delegation_depth) ‖ u8(allowed).
- *
- * @internal
- */
-export const toolPreimage = (e: ToolFields): Uint8Array => {
-  const prev = utf8(e.prev_hash)
-  const tool = utf8(e.tool_name)
-  const server = utf8(e.server_id)
-  const agent = utf8(e.agent_id)
-  const w = new Writer(8 + 8 + prev.length + 8 + 24 + tool.length + server.length + agent.length + 8 + 8 + 4 + 1)
-  w.u64(e.sequence)
-  w.lp(prev)
-  w.u64(e.timestamp_secs)
-  w.lp(tool)
-  w.lp(server)
-  w.lp(agent)
-  w.u64(e.bytes_read)
-  w.u64(e.bytes_written)
-  w.u32(e.delegation_depth)
-  w.u8(e.allowed ? 1 : 0)
-  return w.bytes
-}
-
-/**
- * Any other kind: u64(sequence) ‖ lp(prev_hash) ‖ u64(timestamp_secs) ‖ u64(2^64−1) ‖
- * lp(kind) ‖ lp(canonical payload). The all-ones marker sits where a tool entry has
- * the length of its tool name, which can never be 2^64−1, so no two kinds collide.
- *
- * @internal
- */
-export const otherPreimage = (
-  sequence: number,
-  prevHash: string,
-  timestampSecs: number,
-  kind: string,
-  canonicalPayload: string
-): Uint8Array => {
-  const prev = utf8(prevHash)
-  const k = utf8(kind)
-  const p = utf8(canonicalPayload)
-  const w = new Writer(8 + 8 + prev.length + 8 + 8 + 8 + k.length + 8 + p.length)
-  w.u64(sequence)
-  w.lp(prev)
-  w.u64(timestampSecs)
-  w.u64Max()
-  w.lp(k)
-  w.lp(p)
-  return w.bytes
-}
-
-/**
- * fold(p, h) = SHA-256(lp(p) ‖ lp(h)) over the hex strings.
- *
- * @internal
- */
-export const foldPreimage = (p: string, h: string): Uint8Array => {
-  const pb = utf8(p)
-  const hb = utf8(h)
-  const w = new Writer(16 + pb.length + hb.length)
-  w.lp(pb)
-  w.lp(hb)
-  return w.bytes
-}
-
-// The hashing entry points below encode into one reused scratch buffer instead of a
-// fresh Writer per hash: every record and every replayed entry hashes once or twice,
-// and the allocations showed up as garbage-collection time. Each call finishes with
-// the buffer before it returns, so nothing holds on to it.
+// Preimages are encoded into one reused scratch buffer rather than a fresh buffer per
+// hash: every record and every replayed entry hashes once or twice, and the
+// allocations showed up as garbage-collection time. Each call finishes with the
+// buffer before it returns (the preimage functions return a copy).
 interface Utf8Encoder {
   encodeInto(source: string, destination: Uint8Array): { readonly read: number; readonly written: number }
 }
@@ -184,20 +75,28 @@ class Scratch {
     this.view.setUint32(at, written, true)
     this.view.setUint32(at + 4, 0, true)
   }
+  u32(n: number): void {
+    this.view.setUint32(this.pos, n >>> 0, true)
+    this.pos += 4
+  }
+  u8(n: number): void {
+    this.bytes[this.pos++] = n
+  }
   digest(): string {
     return bytesToHex(sha256(this.bytes.subarray(0, this.pos)))
+  }
+  copy(): Uint8Array {
+    return this.bytes.slice(0, this.pos)
   }
 }
 
 // UTF-8 needs at most 3 bytes per UTF-16 code unit.
 const utf8Bound = (s: string): number => 8 + 3 * s.length
 
-/**
- * The hash of a tool entry: SHA-256 of `toolPreimage(e)`, hex.
- *
- * @internal
- */
-export const hashTool = (e: ToolFields): string => {
+// chio-http-session's encoding: u64(sequence) ‖ lp(prev_hash) ‖ u64(timestamp_secs) ‖
+// lp(tool_name) ‖ lp(server_id) ‖ lp(agent_id) ‖ u64(bytes_read) ‖ u64(bytes_written) ‖
+// u32(delegation_depth) ‖ u8(allowed).
+const writeTool = (e: ToolFields): Scratch => {
   const w = new Scratch(
     8 + utf8Bound(e.prev_hash) + 8 + utf8Bound(e.tool_name) + utf8Bound(e.server_id) + utf8Bound(e.agent_id) + 21
   )
@@ -209,14 +108,75 @@ export const hashTool = (e: ToolFields): string => {
   w.lp(e.agent_id)
   w.u64(e.bytes_read)
   w.u64(e.bytes_written)
-  w.view.setUint32(w.pos, e.delegation_depth >>> 0, true)
-  w.pos += 4
-  w.bytes[w.pos++] = e.allowed ? 1 : 0
-  return w.digest()
+  w.u32(e.delegation_depth)
+  w.u8(e.allowed ? 1 : 0)
+  return w
+}
+
+// Any other kind: u64(sequence) ‖ lp(prev_hash) ‖ u64(timestamp_secs) ‖ u64(2^64−1) ‖
+// lp(kind) ‖ lp(canonical payload). The all-ones marker sits where a tool entry has
+// the length of its tool name, which can never be 2^64−1, so no two kinds collide.
+const writeOther = (
+  sequence: number,
+  prevHash: string,
+  timestampSecs: number,
+  kind: string,
+  canonicalPayload: string
+): Scratch => {
+  const w = new Scratch(8 + utf8Bound(prevHash) + 16 + utf8Bound(kind) + utf8Bound(canonicalPayload))
+  w.u64(sequence)
+  w.lp(prevHash)
+  w.u64(timestampSecs)
+  w.u64Max()
+  w.lp(kind)
+  w.lp(canonicalPayload)
+  return w
+}
+
+// fold(p, h) = SHA-256(lp(p) ‖ lp(h)) over the hex strings.
+const writeFold = (p: string, h: string): Scratch => {
+  const w = new Scratch(utf8Bound(p) + utf8Bound(h))
+  w.lp(p)
+  w.lp(h)
+  return w
 }
 
 /**
- * The hash of a non-tool entry: SHA-256 of `otherPreimage(...)`, hex.
+ * The bytes a tool entry's hash is taken over (a fresh copy).
+ *
+ * @internal
+ */
+export const toolPreimage = (e: ToolFields): Uint8Array => writeTool(e).copy()
+
+/**
+ * The bytes a non-tool entry's hash is taken over (a fresh copy).
+ *
+ * @internal
+ */
+export const otherPreimage = (
+  sequence: number,
+  prevHash: string,
+  timestampSecs: number,
+  kind: string,
+  canonicalPayload: string
+): Uint8Array => writeOther(sequence, prevHash, timestampSecs, kind, canonicalPayload).copy()
+
+/**
+ * The bytes `fold(p, h)` is taken over (a fresh copy).
+ *
+ * @internal
+ */
+export const foldPreimage = (p: string, h: string): Uint8Array => writeFold(p, h).copy()
+
+/**
+ * The hash of a tool entry, hex.
+ *
+ * @internal
+ */
+export const hashTool = (e: ToolFields): string => writeTool(e).digest()
+
+/**
+ * The hash of a non-tool entry, hex.
  *
  * @internal
  */
@@ -226,25 +186,11 @@ export const hashOther = (
   timestampSecs: number,
   kind: string,
   canonicalPayload: string
-): string => {
-  const w = new Scratch(8 + utf8Bound(prevHash) + 16 + utf8Bound(kind) + utf8Bound(canonicalPayload))
-  w.u64(sequence)
-  w.lp(prevHash)
-  w.u64(timestampSecs)
-  w.u64Max()
-  w.lp(kind)
-  w.lp(canonicalPayload)
-  return w.digest()
-}
+): string => writeOther(sequence, prevHash, timestampSecs, kind, canonicalPayload).digest()
 
 /**
- * `fold(p, h)`: SHA-256 of `foldPreimage(p, h)`, hex.
+ * `fold(p, h)`, hex.
  *
  * @internal
  */
-export const hashFold = (p: string, h: string): string => {
-  const w = new Scratch(utf8Bound(p) + utf8Bound(h))
-  w.lp(p)
-  w.lp(h)
-  return w.digest()
-}
+export const hashFold = (p: string, h: string): string => writeFold(p, h).digest()
