@@ -11,16 +11,7 @@ import * as A from "./arbitraries.ts"
 const snap = (ops: ReadonlyArray<A.Op>, caps: JournalState.Caps = {}): JournalState.Snapshot =>
   JournalState.snapshot(A.run(caps, ops).states.at(-1)!)
 
-const call = (tool_name: string, extra: Partial<Entry.ValidToolParams> = {}): Entry.ValidToolParams => ({
-  tool_name,
-  server_id: "srv-1",
-  agent_id: "agent-1",
-  bytes_read: 0,
-  bytes_written: 0,
-  delegation_depth: 0,
-  allowed: true,
-  ...extra
-})
+const call = A.call
 
 const allowed = (g: Guard.Guard, s: JournalState.Snapshot, p: Entry.ValidToolParams): boolean => {
   const v = g(s, p)

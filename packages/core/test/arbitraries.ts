@@ -135,20 +135,23 @@ export const run = (
   return { states, entries }
 }
 
+/** Tool parameters with default numbers, for hand-written cases. */
+export const call = (tool_name: string, extra: Partial<Entry.ValidToolParams> = {}): Entry.ValidToolParams => ({
+  tool_name,
+  server_id: "srv-1",
+  agent_id: "agent-1",
+  bytes_read: 0,
+  bytes_written: 0,
+  delegation_depth: 0,
+  allowed: true,
+  ...extra
+})
+
 /** A record operation with default numbers, for hand-written cases. */
 export const record = (tool_name: string, extra: Partial<Entry.ValidToolParams> = {}, ts = 1_764_400_000): Op => ({
   op: "record",
   ts,
-  params: {
-    tool_name,
-    server_id: "srv-1",
-    agent_id: "agent-1",
-    bytes_read: 0,
-    bytes_written: 0,
-    delegation_depth: 0,
-    allowed: true,
-    ...extra
-  }
+  params: call(tool_name, extra)
 })
 
 /** A message append, for hand-written cases. */
