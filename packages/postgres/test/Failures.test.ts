@@ -39,6 +39,22 @@ const makeFollower = PgPersistence.layerFromUrl(url, { tablePrefix: prefix, appl
 const waitUntil = <E, R>(check: Effect.Effect<boolean, E, R>): Effect.Effect<void, E, R> =>
   Effect.flatMap(check, (ok) => ok ? Effect.void : Effect.andThen(Effect.sleep("20 millis"), waitUntil(check)))
 
+// Holds the session's row from another connection (SELECT … FOR UPDATE in an open
+// transaction) until `release` is completed, so an append blocks inside its own
+// transaction.
+const holdSessionRow = (admin: PgClient.PgClient, id: string) =>
+  Effect.gen(function*() {
+    const locked = yield* Deferred.make<void>()
+    const release = yield* Deferred.make<void>()
+    const holder = yield* admin.withTransaction(Effect.gen(function*() {
+      yield* admin`SELECT 1 AS one FROM ${admin(`${prefix}sessions`)} WHERE session_id = ${id} FOR UPDATE`
+      yield* Deferred.succeed(locked, undefined)
+      yield* Deferred.await(release)
+    })).pipe(Effect.forkChild)
+    yield* Deferred.await(locked)
+    return { holder, release }
+  })
+
 describe.skipIf(skipReason !== null)("postgres: failures", () => {
   afterAll(() => Effect.runPromise(PgPersistence.dropTables(prefix).pipe(Effect.provide(adminLayer()))))
 
@@ -58,14 +74,7 @@ describe.skipIf(skipReason !== null)("postgres: failures", () => {
 
       // Hold the session row from another connection, so the next append blocks
       // inside its transaction; then kill every connection of the instance.
-      const locked = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const holder = yield* admin.withTransaction(Effect.gen(function*() {
-        yield* admin`SELECT 1 AS one FROM ${admin(`${prefix}sessions`)} WHERE session_id = ${id} FOR UPDATE`
-        yield* Deferred.succeed(locked, undefined)
-        yield* Deferred.await(release)
-      })).pipe(Effect.forkChild)
-      yield* Deferred.await(locked)
+      const { holder, release } = yield* holdSessionRow(admin, id)
       const write = yield* journal.record(id, params(3)).pipe(Effect.exit, Effect.forkChild)
       yield* waitUntil(Effect.map(
         admin`SELECT pid FROM pg_stat_activity WHERE application_name = ${appName} AND wait_event_type = 'Lock'`,
@@ -105,14 +114,7 @@ describe.skipIf(skipReason !== null)("postgres: failures", () => {
       const admin = yield* PgClient.PgClient
       const first = chain(JournalState.empty(id), 2)
       yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.append({ entries: first.entries, state: first.state })))
-      const locked = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const holder = yield* admin.withTransaction(Effect.gen(function*() {
-        yield* admin`SELECT 1 AS one FROM ${admin(`${prefix}sessions`)} WHERE session_id = ${id} FOR UPDATE`
-        yield* Deferred.succeed(locked, undefined)
-        yield* Deferred.await(release)
-      })).pipe(Effect.forkChild)
-      yield* Deferred.await(locked)
+      const { holder, release } = yield* holdSessionRow(admin, id)
       const second = chain(first.state, 3)
       const write = yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) =>
         h.append({ entries: second.entries, state: second.state }))).pipe(Effect.exit, Effect.forkChild)
