@@ -19,6 +19,7 @@ import {
   Checkpoint,
   CorruptJournal,
   Entry,
+  IntegrityViolation,
   JournalState,
   Persistence,
   Replay,
@@ -125,6 +126,18 @@ interface ListRow {
   readonly exported_head: string | null
   readonly updated_ms: bigint | number | string | null
   readonly bytes: bigint | number | string | null
+}
+
+/** A checkpoint row found broken and rebuilt around, to be set aside. */
+interface Damaged {
+  readonly doc: string
+  readonly reason: string
+}
+
+/** What a full load read, and the broken checkpoint it replaced, if any. */
+interface Loading {
+  readonly loaded: Persistence.Loaded
+  readonly damaged: Damaged | null
 }
 
 /** A state a handle saw stored, and how it was first loaded. */
@@ -284,28 +297,52 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   // --- load
 
+  // A damaged checkpoint or entry as a value; a failed query stays a failure.
+  const attempt = <A, R>(self: Effect.Effect<A, CorruptJournal | IntegrityViolation | SqlError, R>) =>
+    self.pipe(
+      Effect.map((a): Result.Result<A, CorruptJournal | IntegrityViolation> => Result.succeed(a)),
+      Effect.catchTags({
+        CorruptJournal: (e) => Effect.succeed(Result.fail(e)),
+        IntegrityViolation: (e) => Effect.succeed(Result.fail(e))
+      })
+    )
+
   const loadTx = (id: string, caps: JournalState.Caps | undefined) =>
     Effect.gen(function*() {
       const [row] = yield* sql<SessionRow>`SELECT next_sequence, entry_cap, tool_counts_cap, meta
         FROM ${sessionsT} WHERE session_id = ${id}`
       const [cp] = yield* sql<{ readonly doc: string }>`SELECT doc FROM ${checkpointsT} WHERE session_id = ${id}`
       if (row === undefined && cp === undefined) {
-        return { state: JournalState.empty(id, caps), exists: false, recovery: Persistence.cleanReport("none", 0) }
+        const none: Loading = { loaded: { state: JournalState.empty(id, caps), exists: false, recovery: Persistence.cleanReport("none", 0) }, damaged: null }
+        return none
       }
-      let base = JournalState.empty(id, row === undefined ? caps : { entry_cap: row.entry_cap, tool_counts_cap: row.tool_counts_cap })
-      let kind: Persistence.RecoveryReport["checkpoint"] = "none"
-      if (cp !== undefined) {
+      const empty = JournalState.empty(id, row === undefined ? caps : { entry_cap: row.entry_cap, tool_counts_cap: row.tool_counts_cap })
+      const replayFrom = (base: JournalState.JournalState, kind: Persistence.RecoveryReport["checkpoint"]) =>
+        Effect.gen(function*() {
+          const rows = yield* sql<EntryRow>`SELECT sequence, entry FROM ${entriesT}
+            WHERE session_id = ${id} AND sequence >= ${base.next_sequence} ORDER BY sequence`
+          const entries = yield* decodeRows(id, rows)
+          return yield* Persistence.loadFrom(base, kind, entries, true, `${names.entries}:${id}`)
+        })
+      let loaded: Persistence.Loaded
+      let damaged: Damaged | null = null
+      if (cp === undefined) loaded = yield* replayFrom(empty, "none")
+      else {
+        // A checkpoint that does not decode, or that the stored entries do not
+        // continue, is rebuilt from sequence 0: every entry is in the table. Only
+        // when that replay fails too are the entries themselves damaged.
         const decoded = Result.flatMap(parseJson(cp.doc), Checkpoint.decode)
-        if (Result.isFailure(decoded)) {
-          return yield* new CorruptJournal({ segment: `${names.checkpoints}:${id}`, offset: 0, reason: decoded.failure })
+        const fromCheckpoint = Result.isFailure(decoded)
+          ? Result.fail(new CorruptJournal({ segment: `${names.checkpoints}:${id}`, offset: 0, reason: decoded.failure }))
+          : yield* attempt(replayFrom(decoded.success, "loaded"))
+        if (Result.isSuccess(fromCheckpoint)) loaded = fromCheckpoint.success
+        else {
+          const rebuilt = yield* attempt(replayFrom(empty, "rebuilt"))
+          if (Result.isFailure(rebuilt)) return yield* Effect.fail(fromCheckpoint.failure)
+          loaded = rebuilt.success
+          damaged = { doc: cp.doc, reason: fromCheckpoint.failure.message }
         }
-        base = decoded.success
-        kind = "loaded"
       }
-      const rows = yield* sql<EntryRow>`SELECT sequence, entry FROM ${entriesT}
-        WHERE session_id = ${id} AND sequence >= ${base.next_sequence} ORDER BY sequence`
-      const entries = yield* decodeRows(id, rows)
-      let loaded = yield* Persistence.loadFrom(base, kind, entries, true, `${names.entries}:${id}`)
       const stored = row === undefined ? 0 : Number(row.next_sequence)
       if (loaded.recovery.stopped === null && loaded.state.next_sequence < stored) {
         loaded = {
@@ -329,7 +366,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         }
         loaded = { ...loaded, state: JournalState.applyMeta(loaded.state, meta.success) }
       }
-      return loaded
+      const loading: Loading = { loaded, damaged }
+      return loading
     })
 
   // One snapshot for the checkpoint and the rows after it: a concurrent append
@@ -387,7 +425,23 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       const run = <A, E>(self: Effect.Effect<A, E>) =>
         held === null ? repeatableRead(self) : Effect.provideService(self, sql.transactionService, held.level)
       const since = cached === null ? null : yield* run(loadSinceTx(id, cached))
-      return since ?? (yield* run(loadTx(id, caps)))
+      if (since !== null) return since
+      const { damaged, loaded } = yield* run(loadTx(id, caps))
+      // The load snapshot is read-only, so the broken row is set aside after it, in
+      // one statement of its own (committed even if a held transaction is rolled
+      // back later) that moves it only if it is still the row that was read: a
+      // checkpoint written meanwhile is left alone. If the move fails the load
+      // fails, rather than leave the bytes where the next checkpoint overwrites them.
+      if (damaged !== null) {
+        const move = sql`WITH moved AS (
+            DELETE FROM ${checkpointsT} WHERE session_id = ${id} AND doc = ${damaged.doc}
+            RETURNING session_id, next_sequence, doc, written_at
+          )
+          INSERT INTO ${sql(names.checkpointsDamaged)} (session_id, next_sequence, doc, written_at, reason)
+          SELECT session_id, next_sequence, doc, written_at, ${damaged.reason} FROM moved`
+        yield* move
+      }
+      return loaded
     }).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(storageError("load", names.entries)(e))))
 
   // --- checkpoint

@@ -18,6 +18,8 @@ export interface Names {
   readonly sessions: string
   readonly entries: string
   readonly checkpoints: string
+  /** Checkpoint rows found broken and set aside when their session was rebuilt from its entries. */
+  readonly checkpointsDamaged: string
   readonly migrations: string
   /** The LISTEN/NOTIFY channel that carries "session X now ends before sequence N". */
   readonly channel: string
@@ -39,6 +41,7 @@ export const names = (prefix: string): Names => ({
   sessions: `${prefix}sessions`,
   entries: `${prefix}entries`,
   checkpoints: `${prefix}checkpoints`,
+  checkpointsDamaged: `${prefix}checkpoints_damaged`,
   migrations: `${prefix}migrations`,
   channel: `${prefix}changes`
 })
@@ -87,6 +90,24 @@ const addExportedHead = (n: Names) =>
     yield* sql`ALTER TABLE ${sql(n.sessions)} ADD COLUMN exported_head text`
   })
 
+// A checkpoint that does not decode, or that the stored entries do not continue,
+// is replaced by a replay of the entries from sequence 0; its row is moved here,
+// bytes unchanged, so an operator can still look at it. Rows stay when their
+// session is deleted: they are evidence, not session data.
+const addCheckpointsDamaged = (n: Names) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE ${sql(n.checkpointsDamaged)} (
+      damaged_id bigserial PRIMARY KEY,
+      session_id text NOT NULL,
+      next_sequence bigint NOT NULL,
+      doc text NOT NULL,
+      written_at timestamptz NOT NULL,
+      reason text NOT NULL,
+      moved_at timestamptz NOT NULL DEFAULT now()
+    )`
+  })
+
 /**
  * Brings the schema for `n` up to date.
  */
@@ -95,7 +116,8 @@ export const migrate = (n: Names): Effect.Effect<void, Migrator.MigrationError |
     Migrator.make({})({
       loader: Migrator.fromRecord({
         "1_create_tables": createTables(n),
-        "2_exported_head": addExportedHead(n)
+        "2_exported_head": addExportedHead(n),
+        "3_checkpoints_damaged": addCheckpointsDamaged(n)
       }),
       table: n.migrations
     })
@@ -107,7 +129,7 @@ export const migrate = (n: Names): Effect.Effect<void, Migrator.MigrationError |
 export const drop = (n: Names): Effect.Effect<void, SqlError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    for (const table of [n.entries, n.checkpoints, n.sessions, n.migrations]) {
+    for (const table of [n.entries, n.checkpoints, n.checkpointsDamaged, n.sessions, n.migrations]) {
       yield* sql`DROP TABLE IF EXISTS ${sql(table)}`
     }
   })
