@@ -273,11 +273,13 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       return Effect.succeed(out)
     })
 
-  const retryLostConnection = <A>(self: Effect.Effect<A, SqlError>): Effect.Effect<A, SqlError> =>
+  // Only connection-level failures are retried: a logical error (a typed failure
+  // of `self`, or a query the server rejected) is reported at once.
+  const retryLostConnection = <A, E>(self: Effect.Effect<A, E | SqlError>): Effect.Effect<A, E | SqlError> =>
     Effect.retry(self, {
       times: 3,
       schedule: Schedule.spaced("100 millis"),
-      while: (e: SqlError) => e.reason._tag === "ConnectionError"
+      while: (e: E | SqlError) => isSqlError(e) && e.reason._tag === "ConnectionError"
     })
 
   // A page read is idempotent (keyset from a sequence), so a connection that died
@@ -802,6 +804,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       s.entry_bytes + coalesce(octet_length(c.doc), 0) AS bytes
     FROM ${sessionsT} s LEFT JOIN ${checkpointsT} c ON c.session_id = s.session_id
     ORDER BY s.session_id`.pipe(
+    retryLostConnection,
     Effect.map((rows) =>
       rows.map((r): Persistence.SessionInfo => ({
         id: r.session_id,
@@ -822,12 +825,19 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       if (writers.has(id)) return Effect.fail(new SessionLocked({ id, holder: "a writer in this process" }))
       // Deleting the session row first takes the lock appends take: an append in
       // flight finishes before, and one that follows finds an empty session.
-      return transaction(Effect.gen(function*() {
+      // A lost connection is retried like a page read. An attempt that ran every
+      // statement and lost its connection at COMMIT may have deleted the session,
+      // so a retry that then finds no session reports success, not SessionNotFound.
+      let mayHaveCommitted = false
+      return retryLostConnection(transaction(Effect.gen(function*() {
         const deleted = yield* sql`DELETE FROM ${sessionsT} WHERE session_id = ${id} RETURNING session_id`
-        if (deleted.length === 0) return yield* new SessionNotFound({ id })
+        if (deleted.length === 0) {
+          return mayHaveCommitted ? undefined : yield* new SessionNotFound({ id })
+        }
         yield* sql`DELETE FROM ${entriesT} WHERE session_id = ${id}`
         yield* sql`DELETE FROM ${checkpointsT} WHERE session_id = ${id}`
-      })).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(storageError("delete", names.sessions)(e))))
+        mayHaveCommitted = true
+      }))).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(storageError("delete", names.sessions)(e))))
     })
 
   return Persistence.Persistence.of({ open, history, follow, list, delete: remove })
