@@ -729,6 +729,9 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           const fresh = page.filter((e) => e.sequence >= next)
           const last = fresh[fresh.length - 1]
           if (last === undefined) {
+            // Caught up: a session deleted meanwhile ends the stream instead of
+            // being polled forever (its row goes first, in the delete's transaction).
+            if (!(yield* sessionExists(id))) return yield* new SessionNotFound({ id })
             yield* waitForMore
             return [[], Option.some(undefined)] as const
           }

@@ -4,7 +4,7 @@
  * followers in other instances still receive every entry.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Entry, JournalState, Persistence, SessionJournal } from "@session-journal/core"
+import { Entry, JournalState, Persistence, SessionJournal, SessionNotFound } from "@session-journal/core"
 import { chain } from "@session-journal/core/test/PersistenceContract"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Deferred from "effect/Deferred"
@@ -190,5 +190,28 @@ describe.skipIf(skipReason !== null)("postgres: failures", () => {
         PgPersistence.layerFromUrl(url, { tablePrefix: prefix, applicationName: "sj-test-quiet", pollInterval: "100 millis" }),
         adminLayer("sj-test-quiet-admin")
       ))
+    ), { timeout: 60_000 })
+  it.live("a follower of a session deleted while it is followed ends with SessionNotFound", () =>
+    Effect.gen(function*() {
+      const id = `gone-${Date.now().toString(36)}`
+      const p = yield* Persistence.Persistence
+      const first = chain(JournalState.empty(id), 2)
+      yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.append({ entries: first.entries, state: first.state })))
+      const caughtUp = yield* Deferred.make<void>()
+      let received = 0
+      const followed = yield* p.follow(id, 0).pipe(
+        Stream.tap(() => (++received === 2 ? Deferred.succeed(caughtUp, undefined) : Effect.void)),
+        Stream.runDrain,
+        Effect.exit,
+        Effect.forkChild
+      )
+      yield* Deferred.await(caughtUp)
+      yield* p.delete(id)
+      const exit = yield* Fiber.join(followed)
+      assert.strictEqual(received, 2)
+      const error = Exit.isFailure(exit) ? Exit.findErrorOption(exit) : undefined
+      assert.isTrue(error?._tag === "Some" && error.value instanceof SessionNotFound, String(exit))
+    }).pipe(
+      Effect.provide(PgPersistence.layerFromUrl(url, { tablePrefix: prefix, applicationName: "sj-test-gone", pollInterval: "100 millis" }))
     ), { timeout: 60_000 })
 })
