@@ -22,7 +22,6 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import { Persistence } from "effect/persistence"
 import * as Ref from "effect/Ref"
-import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
@@ -156,15 +155,7 @@ const resultsOf = (message: Prompt.Message): Array<Prompt.ToolResultPart> => {
   return out
 }
 
-const isToolName = (name: string): boolean =>
-  Result.isSuccess(Entry.validateToolParams({
-    tool_name: name,
-    server_id: "s",
-    agent_id: "a",
-    bytes_read: 0,
-    bytes_written: 0,
-    delegation_depth: 0
-  }))
+const isToolName = (name: string): boolean => Entry.isIdentity(name)
 
 const journalFailure = (chatId: string, what: string) => (cause: unknown): PersistenceError =>
   new PersistenceError({ message: `Failed to ${what} chat "${chatId}" in the session journal`, cause })

@@ -310,6 +310,16 @@ const checkIdentity = (field: string, value: unknown): InvalidRecordField | unde
   return undefined
 }
 
+/**
+ * Whether `value` is acceptable as `tool_name`, `server_id` or `agent_id` (chio's
+ * rules: non-empty after trimming Unicode `White_Space`, equal to its trimmed form,
+ * no `Cc` character, well-formed Unicode). `validateToolParams` applies the same
+ * check and names the failing field.
+ *
+ * @since 0.1.0
+ */
+export const isIdentity = (value: unknown): value is string => checkIdentity("identity", value) === undefined
+
 const checkInt = (field: string, value: unknown, max: number): InvalidRecordField | undefined =>
   typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= max
     ? undefined

@@ -433,3 +433,15 @@ describe("Entry JSON: invalid entries fail to decode", () => {
     assert.isTrue(Result.isSuccess(Entry.decodeJson(JSON.stringify(tool))))
   })
 })
+
+describe("Entry.isIdentity", () => {
+  it("accepts exactly what validateToolParams accepts as a tool_name", () => {
+    const base = { server_id: "s", agent_id: "a", bytes_read: 0, bytes_written: 0, delegation_depth: 0 }
+    fc.assert(
+      fc.property(fc.oneof(fc.string({ unit: "binary", maxLength: 8 }), fc.constantFrom(" x", "x\u0085", "\ufeffx", "", "a\ud800")), (s) => {
+        assert.strictEqual(Entry.isIdentity(s), Result.isSuccess(Entry.validateToolParams({ ...base, tool_name: s })))
+      })
+    )
+    assert.isFalse(Entry.isIdentity(3))
+  })
+})

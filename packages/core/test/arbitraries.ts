@@ -5,7 +5,6 @@
  */
 import * as fc from "fast-check"
 import { vi } from "vitest"
-import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
 import { Entry, JournalState } from "../src/index.ts"
 
@@ -25,15 +24,7 @@ export type Op =
   | { readonly op: "record"; readonly ts: number; readonly params: Entry.ValidToolParams }
   | { readonly op: "append"; readonly ts: number; readonly kind: string; readonly payload: Schema.Json }
 
-const isValidIdentity = (s: string): boolean =>
-  Result.isSuccess(Entry.validateToolParams({
-    tool_name: s,
-    server_id: "s",
-    agent_id: "a",
-    bytes_read: 0,
-    bytes_written: 0,
-    delegation_depth: 0
-  }))
+const isValidIdentity = (s: string): boolean => Entry.isIdentity(s)
 
 /** Any string chio accepts as a tool name, server id or agent id. */
 export const identity: fc.Arbitrary<string> = fc.string({ minLength: 1, maxLength: 12, unit: "grapheme" }).filter(

@@ -4,22 +4,12 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
+import type { Link, ValidToolParams } from "../Entry.ts"
 
 const TWO_32 = 4294967296
 
 /** @internal */
-export interface ToolFields {
-  readonly sequence: number
-  readonly prev_hash: string
-  readonly timestamp_secs: number
-  readonly tool_name: string
-  readonly server_id: string
-  readonly agent_id: string
-  readonly bytes_read: number
-  readonly bytes_written: number
-  readonly delegation_depth: number
-  readonly allowed: boolean
-}
+export type ToolFields = Link & ValidToolParams
 
 // Preimages are encoded into one reused scratch buffer rather than a fresh buffer per
 // hash: every record and every replayed entry hashes once or twice, and the
