@@ -271,16 +271,31 @@ export interface Snapshot {
  *
  * @since 0.1.0
  */
-export const snapshot = (state: JournalState): Snapshot => ({
-  session_id: state.session_id,
-  entry_count: Ring.size(state.entries),
-  head_hash: head(state),
-  data_flow: state.data_flow,
-  tool_sequence: Ring.toArray(state.tool_sequence),
-  tool_counts: new Map(state.tool_counts),
-  current_streak_tool: state.current_streak_tool,
-  current_streak_len: state.current_streak_len
-})
+export const snapshot = (state: JournalState): Snapshot => {
+  // `decide` takes a snapshot for every guarded call, and most guards read only
+  // counters: the head (a SHA-256 after an eviction), the ring copy and the counts
+  // map are built on first access. The state is immutable, so a deferred field has
+  // the value it would have had at the time of the snapshot.
+  let headHash: string | undefined
+  let toolSequence: ReadonlyArray<string> | undefined
+  let toolCounts: ReadonlyMap<string, bigint> | undefined
+  return {
+    session_id: state.session_id,
+    entry_count: Ring.size(state.entries),
+    get head_hash() {
+      return headHash ??= head(state)
+    },
+    data_flow: state.data_flow,
+    get tool_sequence() {
+      return toolSequence ??= Ring.toArray(state.tool_sequence)
+    },
+    get tool_counts() {
+      return toolCounts ??= new Map(state.tool_counts)
+    },
+    current_streak_tool: state.current_streak_tool,
+    current_streak_len: state.current_streak_len
+  }
+}
 
 /**
  * A counter as JSON: a number up to 2^53 − 1, a decimal string above.
