@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Persistence, SessionJournal, SessionNotFound } from "@session-journal/core"
+import { Entry, JournalState, Persistence, Recovery, SessionNotFound } from "@session-journal/core"
 import type { CorruptJournal, IntegrityViolation } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
@@ -18,7 +18,11 @@ import { NotAvailable } from "./Failure.ts"
 import * as Storage from "./Storage.ts"
 
 /**
- * The verification report of one session.
+ * The verification report of one session. `corruption` and `violation` name the
+ * segment (file or table), the byte offset (a sequence for row stores) and the
+ * sequence where the valid prefix ends; a `violation` is a link or hash that does
+ * not verify, a `corruption` anything else (damaged bytes, forged or missing
+ * records, a checkpoint the history contradicts).
  *
  * @since 0.1.0
  */
@@ -28,13 +32,56 @@ export interface Report {
   readonly head: string | null
   readonly entries_checked: number
   readonly torn_tail: null | { readonly segment: string; readonly offset: number; readonly bytes: number }
-  readonly corruption: null | { readonly segment: string; readonly offset: number; readonly reason: string }
+  readonly corruption: null | {
+    readonly kind: Recovery.StopReason
+    readonly segment: string
+    readonly offset: number
+    readonly sequence: number | null
+    readonly reason: string
+    readonly missing: null | { readonly from: number; readonly to: number }
+  }
   readonly violation: null | {
     readonly index: number
     readonly sequence: number
     readonly what: string
     readonly expected: string
     readonly actual: string
+    readonly segment: string | null
+    readonly offset: number | null
+  }
+}
+
+/**
+ * The failure fields of a report, from where a recovery found the valid prefix to end.
+ *
+ * @since 0.2.0
+ */
+export const problemOf = (stopped: Recovery.Stopped | null): Pick<Report, "corruption" | "violation"> => {
+  if (stopped === null) return { corruption: null, violation: null }
+  if (stopped.violation !== undefined && stopped.sequence !== null) {
+    return {
+      corruption: null,
+      violation: {
+        index: stopped.sequence,
+        sequence: stopped.sequence,
+        what: stopped.violation.what,
+        expected: stopped.violation.expected,
+        actual: stopped.violation.actual,
+        segment: stopped.segment,
+        offset: stopped.offset
+      }
+    }
+  }
+  return {
+    corruption: {
+      kind: stopped.reason,
+      segment: stopped.segment,
+      offset: stopped.offset,
+      sequence: stopped.sequence,
+      reason: `${stopped.reason}: ${stopped.detail}`,
+      missing: stopped.missing ?? null
+    },
+    violation: null
   }
 }
 
@@ -43,40 +90,33 @@ const violationJson = (e: IntegrityViolation): NonNullable<Report["violation"]> 
   sequence: e.sequence,
   what: e.what,
   expected: e.expected,
-  actual: e.actual
+  actual: e.actual,
+  segment: null,
+  offset: null
 })
 
 const corruptionJson = (e: CorruptJournal): NonNullable<Report["corruption"]> => ({
+  kind: "corruption",
   segment: e.segment,
   offset: e.offset,
-  reason: e.reason
+  sequence: null,
+  reason: e.reason,
+  missing: null
 })
 
 /**
- * Verifies one session. On the filesystem: `NodePersistence.inspect` checks the
- * checkpoint and replays every retained segment from the oldest entry (without
- * the lock, so it is safe next to a running writer). On other storage: a
- * read-only load (recovery report) and a replay of the whole stored history. When
- * something is wrong, the service's verify names the broken link or hash.
+ * Verifies one session: the whole stored history replayed from its start by
+ * core's `Recovery` (verify mode), every link and hash checked and every field of
+ * the checkpoint compared with the replay. On the filesystem through
+ * `NodePersistence.inspect` (without the lock, so it is safe next to a running
+ * writer); on other storage through the port's `verify`.
  *
  * @since 0.1.0
  */
 export const session = (id: string, storage: Storage.Options) =>
   Effect.gen(function*() {
     if (Storage.isFilesystem(storage)) return yield* inspectFiles(id, storage)
-    return yield* loadAndReplay(id)
-  })
-
-// The structured failure of the service's verify, to name the entry that broke.
-const pinpoint = (id: string) =>
-  Effect.gen(function*() {
-    const journal = yield* SessionJournal.SessionJournal
-    const verified = yield* Effect.result(journal.verify(id))
-    if (Result.isSuccess(verified)) return { violation: null, corruption: null }
-    const e = verified.failure
-    if (e._tag === "IntegrityViolation") return { violation: violationJson(e), corruption: null }
-    if (e._tag === "CorruptJournal") return { violation: null, corruption: corruptionJson(e) }
-    return { violation: null, corruption: null }
+    return yield* verifyStored(id)
   })
 
 const inspectFiles = (id: string, storage: Storage.Options) =>
@@ -84,97 +124,55 @@ const inspectFiles = (id: string, storage: Storage.Options) =>
     const inspected = yield* NodePersistence.inspect(Storage.nodeOptions(storage), id)
     // Files are named by their full path, whichever part of the report found them.
     const where = (file: string) => path.isAbsolute(file) ? file : path.resolve(storage.dir, id, file)
-    const tornSegment = inspected.segments.find((s) => s.status === "torn")
     const tornTail = inspected.recovery.tornTail
-    const torn: Report["torn_tail"] = tornTail !== null
-      ? { ...tornTail, segment: where(tornTail.segment) }
-      : tornSegment?.problem == null
+    const problem = problemOf(inspected.recovery.stopped)
+    const cp = inspected.checkpoint
+    const corruption = problem.corruption !== null
+      ? { ...problem.corruption, segment: where(problem.corruption.segment) }
+      : problem.violation === null && cp.status === "broken"
+      ? { kind: "checkpoint" as const, segment: where("checkpoint.json"), offset: 0, sequence: null, reason: `checkpoint: ${cp.detail}`, missing: null }
+      : null
+    const violation = problem.violation === null
       ? null
-      : { segment: where(tornSegment.name), offset: tornSegment.problem.offset, bytes: tornSegment.bytes - tornSegment.problem.offset }
-    const checked = inspected.segments.reduce((n, s) => n + s.entries, 0)
-    if (inspected.ok) {
-      return {
-        id,
-        ok: true,
-        head: inspected.head,
-        entries_checked: checked,
-        torn_tail: torn,
-        corruption: null,
-        violation: null
-      } satisfies Report
-    }
-    const found = yield* pinpoint(id)
-    let corruption = found.corruption === null ? null : { ...found.corruption, segment: where(found.corruption.segment) }
-    if (found.violation === null && corruption === null) {
-      const damaged = inspected.segments.find((s) => s.status === "damaged")
-      const stopped = inspected.recovery.stopped
-      const cp = inspected.checkpoint
-      corruption = damaged?.problem != null
-        ? { segment: where(damaged.name), offset: damaged.problem.offset, reason: damaged.problem.detail }
-        : stopped !== null
-        ? { segment: where(stopped.segment), offset: stopped.offset, reason: `${stopped.reason}: ${stopped.detail}` }
-        : cp.status === "broken" || cp.status === "mismatch"
-        ? { segment: where("checkpoint.json"), offset: 0, reason: cp.detail ?? `checkpoint ${cp.status}` }
-        : { segment: where("."), offset: 0, reason: "the session does not verify" }
-    }
-    return {
-      id,
-      ok: false,
-      head: inspected.head,
-      entries_checked: checked,
-      torn_tail: torn,
-      corruption,
-      violation: found.violation
-    } satisfies Report
-  })
-
-const loadAndReplay = (id: string) =>
-  Effect.gen(function*() {
-    const persistence = yield* Persistence.Persistence
-    const journal = yield* SessionJournal.SessionJournal
-    const loaded = yield* Effect.result(
-      Effect.scoped(Effect.flatMap(persistence.open(id, { mode: "read" }), (h) => h.load))
-    )
-    let torn: Report["torn_tail"] = null
-    let corruption: Report["corruption"] = null
-    let violation: Report["violation"] = null
-    if (Result.isFailure(loaded)) {
-      const e = loaded.failure
-      if (e._tag === "IntegrityViolation") violation = violationJson(e)
-      else if (e._tag === "CorruptJournal") corruption = corruptionJson(e)
-      else return yield* e
-    } else {
-      if (!loaded.success.exists) return yield* new SessionNotFound({ id })
-      const recovery = loaded.success.recovery
-      torn = recovery.tornTail
-      if (recovery.stopped !== null) {
-        corruption = {
-          segment: recovery.stopped.segment,
-          offset: recovery.stopped.offset,
-          reason: `${recovery.stopped.reason}: ${recovery.stopped.detail}`
-        }
-      }
-    }
-    const verified = yield* Effect.result(journal.verify(id))
-    let head: string | null = null
-    let checked = 0
-    if (Result.isSuccess(verified)) {
-      head = verified.success.head
-      checked = verified.success.entriesChecked
-    } else {
-      const e = verified.failure
-      if (e._tag === "IntegrityViolation") violation ??= violationJson(e)
-      else if (e._tag === "CorruptJournal") corruption ??= corruptionJson(e)
-      else if (violation === null && corruption === null) return yield* e
-    }
+      : { ...problem.violation, segment: problem.violation.segment === null ? null : where(problem.violation.segment) }
     const report: Report = {
       id,
-      ok: violation === null && corruption === null,
-      head,
-      entries_checked: checked,
-      torn_tail: torn,
+      ok: inspected.ok,
+      head: inspected.head,
+      entries_checked: inspected.recovery.replayed,
+      torn_tail: tornTail === null ? null : { ...tornTail, segment: where(tornTail.segment) },
       corruption,
       violation
+    }
+    return report
+  })
+
+const verifyStored = (id: string) =>
+  Effect.gen(function*() {
+    const persistence = yield* Persistence.Persistence
+    const verified = yield* Effect.result(
+      Effect.scoped(Effect.flatMap(persistence.open(id, { mode: "read" }), (h) => h.verify))
+    )
+    if (Result.isFailure(verified)) {
+      const e = verified.failure
+      if (e._tag === "IntegrityViolation") {
+        return { id, ok: false, head: null, entries_checked: 0, torn_tail: null, corruption: null, violation: violationJson(e) } satisfies Report
+      }
+      if (e._tag === "CorruptJournal") {
+        return { id, ok: false, head: null, entries_checked: 0, torn_tail: null, corruption: corruptionJson(e), violation: null } satisfies Report
+      }
+      return yield* e
+    }
+    if (!verified.success.exists) return yield* new SessionNotFound({ id })
+    const recovery = verified.success.recovery
+    const problem = problemOf(recovery.stopped)
+    const report: Report = {
+      id,
+      ok: recovery.stopped === null,
+      head: JournalState.head(verified.success.state),
+      entries_checked: recovery.replayed,
+      torn_tail: recovery.tornTail,
+      ...problem
     }
     return report
   })
@@ -210,6 +208,14 @@ export interface RepairReport {
   readonly set_aside: ReadonlyArray<string>
   /** Segments cut back to their valid prefix, with the new length. */
   readonly truncated: ReadonlyArray<{ readonly segment: string; readonly length: number }>
+  /** Whether the checkpoint was rebuilt from the records (the old one is among `set_aside`). */
+  readonly checkpoint_rebuilt: boolean
+  /** Sequences the session held or claimed and no longer holds. */
+  readonly lost: null | { readonly from: number; readonly to: number }
+  /** The exported head the session claimed before the repair. */
+  readonly previous_head: string
+  /** The `recovery` entry the repair appended to the chain, as stored. */
+  readonly entry: typeof Entry.Entry.Encoded | null
   /** Sequence the next entry will get. */
   readonly next_sequence: number
   /** Whether the session can be written now. */
@@ -232,9 +238,13 @@ export const repair = (id: string, storage: Storage.Options) =>
     const r = yield* NodePersistence.repair(Storage.nodeOptions(storage), id)
     const report: RepairReport = {
       id,
-      repaired: r.setAside.length > 0 || r.truncated.length > 0,
+      repaired: r.setAside.length > 0 || r.truncated.length > 0 || r.checkpointRebuilt,
       set_aside: r.setAside,
       truncated: r.truncated,
+      checkpoint_rebuilt: r.checkpointRebuilt,
+      lost: r.lost,
+      previous_head: r.previousHead,
+      entry: r.entry === null ? null : Entry.encode(r.entry),
       next_sequence: r.nextSequence,
       writable: r.after.stopped === null,
       before: r.before,
@@ -253,5 +263,10 @@ export const repairText = (r: RepairReport): Array<string> => [
     ? `repaired ${r.id}: ${r.writable ? "writable again" : "STILL NOT WRITABLE"}, next sequence ${r.next_sequence}`
     : `${r.id} needed no repair (next sequence ${r.next_sequence})`,
   ...r.truncated.map((t) => `  cut ${t.segment} back to its valid prefix of ${t.length} bytes`),
-  ...r.set_aside.map((p) => `  damaged bytes kept in ${p}`)
+  ...r.set_aside.map((p) => `  damaged bytes kept in ${p}`),
+  ...(r.checkpoint_rebuilt ? ["  checkpoint rebuilt from the stored records"] : []),
+  ...(r.lost === null
+    ? []
+    : [`  entries ${r.lost.from}..${r.lost.to} are lost (previous head ${r.previous_head}); kept bytes above hold what survived of them`]),
+  ...(r.entry === null ? [] : [`  recorded as entry ${r.entry.sequence} (kind recovery)`])
 ]

@@ -369,14 +369,17 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     const r = JSON.parse(repair.stdout)
     assert.isTrue(r.repaired)
     assert.isTrue(r.writable)
-    assert.strictEqual(r.next_sequence, 1)
+    // Sequence 1 is the repair's own `recovery` entry, saying what was set aside.
+    assert.strictEqual(r.next_sequence, 2)
+    assert.strictEqual(r.entry.sequence, 1)
+    assert.deepStrictEqual(r.lost, { from: 1, to: 3 })
     assert.isAbove(r.set_aside.length, 0)
     for (const kept of r.set_aside) assert.isTrue(fs.existsSync(path.join(dir, "r1", kept)), kept)
 
     assert.strictEqual((await run(["--dir", dir, "verify", "r1"])).code, 0)
     const again = await run(recordArgs(dir, "r1", "t5", ["--json"]))
     assert.strictEqual(again.code, 0, again.stderr)
-    assert.strictEqual(jsonLines(again.stdout)[0]!["sequence"], 1)
+    assert.strictEqual(jsonLines(again.stdout)[0]!["sequence"], 2)
   })
 
   it("an unusable journal directory exits 3", async () => {

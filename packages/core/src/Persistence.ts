@@ -13,14 +13,13 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as PubSub from "effect/PubSub"
-import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Checkpoint from "./Checkpoint.ts"
 import type * as Entry from "./Entry.ts"
 import { ZERO_HASH } from "./Entry.ts"
 import {
-  CorruptJournal,
+  type CorruptJournal,
   type IntegrityViolation,
   SequenceConflict,
   SessionLocked,
@@ -28,33 +27,15 @@ import {
   type StorageError
 } from "./Errors.ts"
 import * as JournalState from "./JournalState.ts"
-import * as Replay from "./Replay.ts"
+import * as Recovery from "./Recovery.ts"
 import type { SessionMeta } from "./SessionMeta.ts"
 
 /**
- * What a load found beyond the valid state: whether a checkpoint was used, how many
- * entries were replayed or skipped, a torn tail (benign: an incomplete last record),
- * and where and why the replay stopped early, if it did.
+ * What a load found beyond the valid state (see `Recovery.RecoveryReport`).
  *
  * @since 0.1.0
  */
-export interface RecoveryReport {
-  readonly checkpoint: "none" | "loaded" | "rebuilt"
-  readonly replayed: number
-  readonly skipped: number
-  readonly tornTail: null | {
-    readonly segment: string
-    readonly offset: number
-    readonly bytes: number
-  }
-  readonly stopped: null | {
-    readonly reason: "corruption" | "gap" | "unknown_version" | "integrity"
-    readonly segment: string
-    readonly offset: number
-    readonly sequence: number | null
-    readonly detail: string
-  }
-}
+export type RecoveryReport = Recovery.RecoveryReport
 
 /**
  * A report for a load that found nothing unusual.
@@ -110,11 +91,18 @@ export interface AppendBatch {
 export interface SessionHandle {
   readonly id: string
   /**
-   * Reads the session from storage: the newest valid checkpoint, then every stored
-   * entry after it, replayed with `Replay.step`. A session that does not exist loads
-   * as the empty state with `exists: false`.
+   * Reads the session from storage with `Recovery` in `load` mode: the checkpoint,
+   * checked against the stored records around its end, then every stored entry
+   * after it. A session that does not exist loads as the empty state with
+   * `exists: false`. Damage is reported in `recovery.stopped`, not failed.
    */
   readonly load: Effect.Effect<Loaded, LoadError>
+  /**
+   * Reads the whole stored history from its start with `Recovery` in `verify`
+   * mode: every record replayed, every field of the checkpoint compared with the
+   * replay.
+   */
+  readonly verify: Effect.Effect<Loaded, LoadError>
   /**
    * Appends a batch; durable when it succeeds. An entry whose sequence is already
    * stored with the same hash is accepted again (idempotent re-append); a different
@@ -162,6 +150,12 @@ export interface SessionInfo {
   readonly updatedAt: number | null
   /** Bytes the session occupies in storage, when the adapter can tell. */
   readonly bytes: number | null
+  /**
+   * Why the session does not load cleanly (its valid prefix ends early, or it
+   * cannot be read at all), or null. `entries` and `head` are then those of the
+   * valid prefix, not what the session once held.
+   */
+  readonly problem: string | null
 }
 
 /**
@@ -207,39 +201,15 @@ export class Persistence extends Context.Service<Persistence, {
 
 
 /**
- * Replays `entries` after a checkpoint state (or the empty state) and builds the
- * load result; shared by adapters whose storage yields entries as an iterable.
+ * The load result of a recovery outcome.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
-export const loadFrom = (
-  base: JournalState.JournalState,
-  checkpoint: RecoveryReport["checkpoint"],
-  entries: Iterable<Entry.Entry>,
-  exists: boolean,
-  location: string
-): Effect.Effect<Loaded, IntegrityViolation> => {
-  const verified = JournalState.verify(base)
-  if (Result.isFailure(verified)) return Effect.fail(verified.failure)
-  const outcome = Replay.replayAll(base, entries, JournalState.entryCount(base))
-  if (outcome.stopped !== null && outcome.stopped.step._tag === "Violation") {
-    return Effect.fail(outcome.stopped.step.error)
-  }
-  const stopped = outcome.stopped === null ? null : {
-    reason: "gap" as const,
-    segment: location,
-    offset: outcome.stopped.index,
-    sequence: outcome.stopped.step._tag === "Gap" ? outcome.stopped.step.found : null,
-    detail: outcome.stopped.step._tag === "Gap"
-      ? `expected sequence ${outcome.stopped.step.expected}, found ${outcome.stopped.step.found}`
-      : "stopped"
-  }
-  return Effect.succeed({
-    state: outcome.state,
-    exists,
-    recovery: { checkpoint, replayed: outcome.replayed, skipped: outcome.skipped, tornTail: null, stopped }
-  })
-}
+export const loaded = (outcome: Recovery.Outcome, exists = outcome.exists): Loaded => ({
+  state: outcome.state,
+  exists,
+  recovery: outcome.report
+})
 
 /**
  * Options of the in-memory adapter.
@@ -284,32 +254,31 @@ export const makeMemory = Effect.fnUntraced(function*(options?: MemoryOptions) {
     return s
   }
 
-  const load = (id: string, caps: JournalState.Caps | undefined): Effect.Effect<Loaded, LoadError> =>
-    Effect.suspend((): Effect.Effect<Loaded, LoadError> => {
+  const load = (id: string, caps: JournalState.Caps | undefined, mode: Recovery.Options["mode"]): Effect.Effect<Loaded> =>
+    Effect.sync((): Loaded => {
       const s = sessions.get(id)
       if (s === undefined || (s.entries.length === 0 && s.checkpoint === null && s.meta === null)) {
-        return Effect.succeed<Loaded>({
-          state: JournalState.empty(id, caps),
-          exists: false,
-          recovery: cleanReport("none", 0)
-        })
+        return { state: JournalState.empty(id, caps), exists: false, recovery: cleanReport("none", 0) }
       }
-      // A session keeps the caps it was created with, also before its first checkpoint:
-      // replaying under other caps would evict differently and change the head.
-      let base = JournalState.empty(id, s.caps ?? caps)
-      let kind: RecoveryReport["checkpoint"] = "none"
-      if (s.checkpoint !== null) {
-        const decoded = Checkpoint.decode(s.checkpoint)
-        if (Result.isFailure(decoded)) {
-          return Effect.fail(new CorruptJournal({ segment: `memory:${id}/checkpoint`, offset: 0, reason: decoded.failure }))
-        }
-        base = decoded.success
-        kind = "loaded"
-      }
-      const tail = s.entries.slice(base.next_sequence)
-      return loadFrom(base, kind, tail, true, `memory:${id}`).pipe(
-        Effect.map((loaded) => s.meta === null ? loaded : { ...loaded, state: JournalState.applyMeta(loaded.state, s.meta) })
+      const location = `memory:${id}`
+      // Load mode reads from the entry the checkpoint ends with, so it can check it.
+      const from = mode === "verify" || s.checkpoint === null
+        ? 0
+        : Math.min(Math.max(0, s.checkpoint.next_sequence - 1), s.entries.length)
+      const outcome = Recovery.run(
+        {
+          id,
+          mode,
+          // A session keeps the caps it was created with, also before its first
+          // checkpoint: replaying under other caps would evict differently.
+          caps: s.caps ?? caps,
+          checkpoint: s.checkpoint === null ? null : { _tag: "Document", document: s.checkpoint, location: `${location}/checkpoint` },
+          location
+        },
+        Recovery.rows(location, from, s.entries.slice(from))
       )
+      const result = loaded(outcome, true)
+      return s.meta === null ? result : { ...result, state: JournalState.applyMeta(result.state, s.meta) }
     })
 
   const append = (id: string, batch: AppendBatch): Effect.Effect<void, SequenceConflict> =>
@@ -387,7 +356,9 @@ export const makeMemory = Effect.fnUntraced(function*(options?: MemoryOptions) {
       }
       const handle: SessionHandle = {
         id,
-        load: load(id, openOptions.caps),
+        load: load(id, openOptions.caps, "load"),
+        // A full replay is long work: let other fibers (writers) run first.
+        verify: Effect.andThen(Effect.yieldNow, load(id, openOptions.caps, "verify")),
         append: (batch) =>
           openOptions.mode === "write"
             ? append(id, batch)
@@ -412,14 +383,13 @@ export const makeMemory = Effect.fnUntraced(function*(options?: MemoryOptions) {
         .sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0),
       ([id, s]) => {
         const lastHash = s.entries[s.entries.length - 1]?.entry_hash ?? ZERO_HASH
-        return load(id, undefined).pipe(
-          Effect.map((loaded) => JournalState.head(loaded.state)),
-          Effect.orElseSucceed(() => lastHash),
-          Effect.map((head): SessionInfo => ({
+        return load(id, undefined, "load").pipe(
+          Effect.map((loaded): SessionInfo => ({
             id,
-            entries: s.entries.length,
-            head,
+            entries: loaded.state.next_sequence,
+            head: JournalState.head(loaded.state),
             lastHash,
+            problem: loaded.recovery.stopped === null ? null : `${loaded.recovery.stopped.reason}: ${loaded.recovery.stopped.detail}`,
             updatedAt: s.updatedAt,
             bytes: null
           }))

@@ -24,11 +24,10 @@ import type * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SynchronizedRef from "effect/SynchronizedRef"
-import * as Chain from "./Chain.ts"
 import * as Entry from "./Entry.ts"
 import {
   CorruptJournal,
-  type IntegrityViolation,
+  IntegrityViolation,
   InvalidRecordField,
   InvalidSessionId,
   type SequenceConflict,
@@ -39,7 +38,7 @@ import {
 import * as Guard from "./Guard.ts"
 import * as JournalState from "./JournalState.ts"
 import * as Persistence from "./Persistence.ts"
-import * as Replay from "./Replay.ts"
+import * as Recovery from "./Recovery.ts"
 import * as SessionMeta from "./SessionMeta.ts"
 
 /**
@@ -239,8 +238,20 @@ const blockedBy = (loaded: Persistence.Loaded, id: string): CorruptJournal | nul
   loaded.recovery.stopped === null ? null : new CorruptJournal({
     segment: loaded.recovery.stopped.segment,
     offset: loaded.recovery.stopped.offset,
-    reason: `${loaded.recovery.stopped.reason}: ${loaded.recovery.stopped.detail} (session ${id} needs repair before it can be written)`
+    reason: `${loaded.recovery.stopped.reason}: ${loaded.recovery.stopped.detail} (session ${id} needs repair: session-journal repair ${id})`
   })
+
+// The typed failure a verify reports for where the valid prefix ends.
+const failureOf = (stopped: Recovery.Stopped): CorruptJournal | IntegrityViolation =>
+  stopped.violation !== undefined && stopped.sequence !== null
+    ? new IntegrityViolation({
+      index: stopped.sequence,
+      sequence: stopped.sequence,
+      what: stopped.violation.what,
+      expected: stopped.violation.expected,
+      actual: stopped.violation.actual
+    })
+    : new CorruptJournal({ segment: stopped.segment, offset: stopped.offset, reason: `${stopped.reason}: ${stopped.detail}` })
 
 /**
  * Builds the service on a `Persistence`.
@@ -591,7 +602,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   })
 
   // Reads use the open session when there is one; otherwise a read-only load that
-  // never takes the writer guarantee.
+  // never takes the writer guarantee. A session whose stored history does not bear
+  // out its checkpoint is not read as if it did: the read fails as the write would.
   const state = (id: string): Effect.Effect<JournalState.JournalState, ReadError> =>
     Effect.gen(function*() {
       yield* validId(id)
@@ -599,7 +611,14 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       if (open !== undefined) {
         const session = yield* Deferred.await(open)
         const slot = yield* SynchronizedRef.get(session.ref)
-        const current = slot.state ?? (yield* session.handle.load).state
+        if (slot.blocked !== null) return yield* slot.blocked
+        let current = slot.state
+        if (current === null) {
+          const loaded = yield* session.handle.load
+          const blocked = blockedBy(loaded, id)
+          if (blocked !== null) return yield* blocked
+          current = loaded.state
+        }
         // Open for writing but nothing stored yet (say, its first append failed).
         if (current.next_sequence === 0 && current.meta === null) return yield* new SessionNotFound({ id })
         return current
@@ -608,6 +627,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => h.load)
       )
       if (!loaded.exists) return yield* new SessionNotFound({ id })
+      const blocked = blockedBy(loaded, id)
+      if (blocked !== null) return yield* blocked
       return loaded.state
     }).pipe(
       Effect.catchTag("SessionLocked", (e) => Effect.fail(new StorageError({ operation: "open", reason: e.message })))
@@ -616,52 +637,23 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const snapshot = (id: string) => Effect.map(state(id), JournalState.snapshot)
   const head = (id: string) => Effect.map(state(id), JournalState.head)
 
+  // The whole stored history replayed from its start by `Recovery` (verify mode):
+  // every link and hash, and every field of the checkpoint against the replay.
   const verify = Effect.fn("SessionJournal.verify")(function*(id: string) {
-    const current = yield* state(id)
-    const window = JournalState.verify(current)
-    if (Result.isFailure(window)) return yield* window.failure
-    // Replay every stored entry from the start: the recomputed head must equal the
-    // state's. Where old history was removed by retention, check links only.
-    let replay: JournalState.JournalState | null = null
-    let previous: string | undefined
-    let checked = 0
-    let failure: IntegrityViolation | null = null
-    // Stop at the state's end: a write committed after the state was read must not
-    // count as a difference between storage and the session.
-    yield* persistence.history(id, { limit: current.next_sequence }).pipe(
-      Stream.runForEachArray((chunk) =>
-        Effect.sync(() => {
-          for (const entry of chunk) {
-            if (failure !== null || entry.sequence >= current.next_sequence) return
-            if (checked === 0) {
-              replay = entry.sequence === 0
-                ? JournalState.empty(id, { entry_cap: current.entry_cap, tool_counts_cap: current.tool_counts_cap })
-                : null
-            }
-            if (replay !== null) {
-              const step = Replay.step(replay, entry, checked)
-              if (step._tag === "Applied") replay = step.state
-              else if (step._tag === "Violation") failure = step.error
-            } else {
-              const r = Chain.verify([entry], { prefixEvicted: previous === undefined, previousHash: previous, indexOffset: checked })
-              if (Result.isFailure(r)) failure = r.failure
-            }
-            previous = entry.entry_hash
-            checked++
-          }
-        })
-      )
-    )
-    if (failure !== null) return yield* (failure as IntegrityViolation)
-    const replayed = replay as JournalState.JournalState | null
-    if (replayed !== null && JournalState.head(replayed) !== JournalState.head(current)) {
-      return yield* new CorruptJournal({
-        segment: id,
-        offset: replayed.next_sequence,
-        reason: `replayed head ${JournalState.head(replayed)} differs from the session head ${JournalState.head(current)}`
-      })
+    yield* validId(id)
+    const verified = yield* Effect.scoped(
+      Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => h.verify)
+    ).pipe(Effect.catchTag("SessionLocked", (e) => Effect.fail(new StorageError({ operation: "open", reason: e.message }))))
+    if (!verified.exists) return yield* new SessionNotFound({ id })
+    const stopped = verified.recovery.stopped
+    if (stopped !== null) return yield* failureOf(stopped)
+    const report: VerifyReport = {
+      id,
+      head: JournalState.head(verified.state),
+      entriesChecked: verified.recovery.replayed,
+      nextSequence: verified.state.next_sequence
     }
-    return { id, head: JournalState.head(current), entriesChecked: checked, nextSequence: current.next_sequence }
+    return report
   })
 
   const entries = (id: string, options?: Persistence.HistoryOptions) =>

@@ -54,6 +54,13 @@ export * as Persistence from "./Persistence.ts"
  */
 export * as Replay from "./Replay.ts"
 /**
+ * The one recovery of a stored session: checkpoint and stored records in, state and
+ * recovery report out; checkpoints checked against the history, strict records.
+ *
+ * @since 0.2.0
+ */
+export * as Recovery from "./Recovery.ts"
+/**
  * Pure policy guards over a snapshot and the proposed call, and the built-in ones.
  *
  * @since 0.1.0

@@ -95,6 +95,7 @@ const wrapHandle = (probe: Probe, handle: Persistence.SessionHandle): Persistenc
     bump(probe.loads, handle.id)
     return handle.load
   }),
+  verify: handle.verify,
   checkpoint: handle.checkpoint,
   append: (batch) =>
     Effect.suspend(() => {

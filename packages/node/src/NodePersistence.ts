@@ -16,7 +16,6 @@ import {
   InvalidSessionId,
   JournalState,
   Persistence,
-  Replay,
   SequenceConflict,
   SessionLocked,
   SessionNotFound,
@@ -193,6 +192,12 @@ const lockSession = async (r: Resolved, id: string, create: boolean): Promise<Lo
   return held
 }
 
+const loadOptions = (
+  r: Resolved,
+  caps: JournalState.Caps | undefined,
+  mode: Session.LoadOptions["mode"]
+): Session.LoadOptions => ({ caps, segmentBytes: r.segmentBytes, mode, retention: r.removeCheckpointedSegments })
+
 /**
  * Builds the adapter: checks (or creates) the root, then serves the port. Fails
  * with `StorageError` when the root is unusable (a symlink, foreign-owned,
@@ -211,14 +216,20 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
       Effect.gen(function*() {
         if (!isSafeSessionId(id)) return yield* invalidId("open", id)
         const dir = dirOf(id)
+        const verify = narrow<Persistence.Loaded, Persistence.LoadError>(
+          attempt("verify", dir, async () => (await Session.load(ctx, dir, id, loadOptions(r, openOptions.caps, "verify"))).loaded),
+          ["StorageError", "CorruptJournal", "IntegrityViolation"],
+          "verify"
+        )
         if (openOptions.mode === "read") {
           const handle: Persistence.SessionHandle = {
             id,
             load: narrow<Persistence.Loaded, Persistence.LoadError>(
-              attempt("load", dir, async () => (await Session.load(ctx, dir, id, openOptions.caps, r.segmentBytes)).loaded),
+              attempt("load", dir, async () => (await Session.load(ctx, dir, id, loadOptions(r, openOptions.caps, "load"))).loaded),
               ["StorageError", "CorruptJournal", "IntegrityViolation"],
               "load"
             ),
+            verify,
             append: () => Effect.fail(new StorageError({ operation: "append", path: dir, reason: "the session is open for reading" })),
             checkpoint: () =>
               Effect.fail(new StorageError({ operation: "checkpoint", path: dir, reason: "the session is open for reading" }))
@@ -253,6 +264,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
             ["StorageError", "CorruptJournal", "IntegrityViolation"],
             "load"
           ),
+          verify,
           append: (batch) =>
             narrow<void, StorageError | SequenceConflict>(
               attempt("append", dir, () => writer.writer.append(batch)),
@@ -337,14 +349,26 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
             bytes += fst.size
             if (n === Session.CHECKPOINT_FILE || Segment.parseName(n) !== null) updatedAt = Math.max(updatedAt, fst.mtimeMs)
           }
-          const loaded = await Session.load(ctx, dir, id, undefined, r.segmentBytes).catch(() => null)
+          // A session that does not load cleanly is listed with what is wrong, never
+          // as if its checkpoint's claims held.
+          const loaded = await Session.load(ctx, dir, id, loadOptions(r, undefined, "load")).then(
+            (l) => ({ ok: l } as const),
+            (e: unknown) => ({ error: e instanceof Error ? e.message : String(e) } as const)
+          )
+          const state = "ok" in loaded ? loaded.ok.loaded.state : null
+          const stopped = "ok" in loaded ? loaded.ok.loaded.recovery.stopped : null
           out.push({
             id,
-            entries: loaded?.loaded.state.next_sequence ?? 0,
-            head: loaded === null ? Entry.ZERO_HASH : JournalState.head(loaded.loaded.state),
-            lastHash: loaded === null ? Entry.ZERO_HASH : JournalState.lastHash(loaded.loaded.state),
+            entries: state?.next_sequence ?? 0,
+            head: state === null ? Entry.ZERO_HASH : JournalState.head(state),
+            lastHash: state === null ? Entry.ZERO_HASH : JournalState.lastHash(state),
             updatedAt: updatedAt === 0 ? null : Math.floor(updatedAt),
-            bytes
+            bytes,
+            problem: "error" in loaded
+              ? `unreadable: ${loaded.error}`
+              : stopped === null
+              ? null
+              : `${stopped.reason}: ${stopped.detail}`
           })
         }
         return out
@@ -400,25 +424,14 @@ export const layer = (options: Options): Layer.Layer<Persistence.Persistence, St
  *
  * @since 0.1.0
  */
-export interface SegmentReport {
-  readonly name: string
-  readonly base: number
-  readonly bytes: number
-  /** Entries read from it (valid records). */
-  readonly entries: number
-  readonly firstSequence: number | null
-  readonly lastSequence: number | null
-  /** ok; torn (a damaged last line); damaged (the chain or the bytes are broken here); unread (after a stop). */
-  readonly status: "ok" | "torn" | "damaged" | "unread"
-  readonly problem: null | { readonly offset: number; readonly sequence: number | null; readonly detail: string }
-}
+export type SegmentReport = Session.SegmentReport
 
 /**
- * What `inspect` found: the recovery report of a load, the checkpoint, every
- * segment checked from the oldest (hash chain replayed from sequence 0 when the
- * segments reach back that far, links only otherwise), files set aside by earlier
- * repairs, and the lock holder. `ok` is false when anything other than a torn
- * tail is wrong.
+ * What `inspect` found: the recovery report of a verify (the whole history
+ * replayed from its start, the checkpoint compared field by field with the
+ * replay), the checkpoint's status, every segment's integrity, files set aside by
+ * earlier repairs, and the lock holder. `ok` is false when anything other than a
+ * torn tail is wrong.
  *
  * @since 0.1.0
  */
@@ -443,122 +456,26 @@ const inspectAsync = async (r: Resolved, id: string, caps: JournalState.Caps | u
   if (!(await FileOps.confineSessionDir(ctx, dir))) throw new SessionNotFound({ id })
   const files = await Session.listing(ctx, dir)
   if (files.segments.length === 0 && !files.hasCheckpoint) throw new SessionNotFound({ id })
-  let recovery: Persistence.RecoveryReport
-  let nextSequence = 0
-  let head = Entry.ZERO_HASH
-  let loadProblem: string | null = null
-  try {
-    const loaded = await Session.load(ctx, dir, id, caps, r.segmentBytes)
-    recovery = loaded.loaded.recovery
-    nextSequence = loaded.loaded.state.next_sequence
-    head = JournalState.head(loaded.loaded.state)
-  } catch (e) {
-    if (!(e instanceof CorruptJournal)) throw e
-    loadProblem = e.message
-    recovery = {
-      checkpoint: "none",
-      replayed: 0,
-      skipped: 0,
-      tornTail: null,
-      stopped: { reason: "corruption", segment: e.segment, offset: e.offset, sequence: null, detail: e.reason }
-    }
-  }
-  let checkpoint: InspectReport["checkpoint"] = { status: "missing" }
-  let cpState: JournalState.JournalState | null = null
-  if (files.hasCheckpoint) {
-    const cp = await Session.readCheckpoint(ctx, dir, id)
-    if ("broken" in cp) checkpoint = { status: "broken", detail: cp.broken }
-    else {
-      cpState = cp.state
-      checkpoint = { status: "ok", nextSequence: cp.state.next_sequence, detail: null }
-    }
-  }
-  // Full replay of every segment, independent of the checkpoint.
-  const segments: Array<SegmentReport> = []
-  const first = files.segments[0]
-  let state: JournalState.JournalState | null = first !== undefined && first.base === 0
-    ? JournalState.empty(id, cpState === null ? caps : { entry_cap: cpState.entry_cap, tool_counts_cap: cpState.tool_counts_cap })
-    : null
-  let expected = first?.base ?? 0
-  let previousHash: string | null = null
-  let stoppedAt = false
-  for (let i = 0; i < files.segments.length; i++) {
-    const seg = files.segments[i]!
-    const file = path.join(dir, seg.name)
-    const st = await FileOps.call("lstat", file, () => ctx.fs.lstat(file))
-    if (stoppedAt) {
-      segments.push({ name: seg.name, base: seg.base, bytes: st.size, entries: 0, firstSequence: null, lastSequence: null, status: "unread", problem: null })
-      continue
-    }
-    let entries = 0
-    let firstSequence: number | null = null
-    let lastSequence: number | null = null
-    let problem: SegmentReport["problem"] = null
-    let status: SegmentReport["status"] = "ok"
-    const fh = await FileOps.openRead(ctx, file)
-    let scan: Segment.Scan
-    try {
-      scan = await Segment.scan(ctx, fh, file, file, seg.base, 0, (record, offset) => {
-        if (record._tag === "Meta") return true
-        const e = record.entry
-        if (e.sequence < expected) return true
-        if (e.sequence > expected) {
-          problem = { offset, sequence: e.sequence, detail: `gap: expected sequence ${expected}, found ${e.sequence}` }
-          return false
-        }
-        if (state !== null) {
-          const step = Replay.step(state, e, e.sequence)
-          if (step._tag === "Violation") {
-            problem = { offset, sequence: e.sequence, detail: step.error.message }
-            return false
-          }
-          if (step._tag === "Applied") state = step.state
-        } else if (previousHash !== null && e.prev_hash !== previousHash) {
-          problem = { offset, sequence: e.sequence, detail: `prev_hash does not link to sequence ${e.sequence - 1}` }
-          return false
-        } else if (Entry.computeHash(e) !== e.entry_hash) {
-          problem = { offset, sequence: e.sequence, detail: `entry_hash of sequence ${e.sequence} does not verify` }
-          return false
-        }
-        if (cpState !== null && state !== null && state.next_sequence === cpState.next_sequence) {
-          if (JournalState.head(state) !== JournalState.head(cpState)) {
-            checkpoint = { status: "mismatch", nextSequence: cpState.next_sequence, detail: "checkpoint head differs from the replayed segments" }
-          }
-        }
-        previousHash = e.entry_hash
-        firstSequence ??= e.sequence
-        lastSequence = e.sequence
-        entries++
-        expected++
-        return true
-      })
-    } finally {
-      await FileOps.close(fh)
-    }
-    const end = scan.end
-    if (problem !== null) status = "damaged"
-    else if (end._tag === "UnknownVersion") {
-      status = "damaged"
-      problem = { offset: end.offset, sequence: expected, detail: `record of unknown schema version ${JSON.stringify(end.v)}` }
-    } else if (end._tag === "Damaged") {
-      const torn = !end.more && i === files.segments.length - 1
-      status = torn ? "torn" : "damaged"
-      problem = { offset: end.offset, sequence: expected, detail: torn ? `torn tail: ${end.reason}` : `${end.reason}, followed by more data` }
-    }
-    if (status === "damaged") stoppedAt = true
-    segments.push({ name: seg.name, base: seg.base, bytes: scan.size, entries, firstSequence, lastSequence, status, problem })
-  }
+  const verified = await Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
+  const recovery = verified.loaded.recovery
+  const stopped = recovery.stopped
+  const cp = verified.checkpoint
+  const checkpoint: InspectReport["checkpoint"] = !files.hasCheckpoint
+    ? { status: "missing" }
+    : cp === null
+    ? { status: "broken", detail: verified.brokenCheckpoint ?? "checkpoint unusable" }
+    : stopped !== null && (stopped.reason === "checkpoint" || stopped.reason === "missing")
+    ? { status: "mismatch", nextSequence: cp.next_sequence, detail: stopped.detail }
+    : { status: "ok", nextSequence: cp.next_sequence, detail: null }
   const lockInfo = await Lock.inspect(ctx, dir)
-  const ok = loadProblem === null && recovery.stopped === null && checkpoint.status !== "broken" &&
-    checkpoint.status !== "mismatch" && segments.every((s) => s.status === "ok" || s.status === "torn")
   return {
     id,
-    ok,
+    ok: stopped === null && checkpoint.status !== "broken",
     recovery,
-    nextSequence,
-    head,
+    nextSequence: verified.loaded.state.next_sequence,
+    head: JournalState.head(verified.loaded.state),
     checkpoint,
-    segments,
+    segments: verified.segments,
     setAside: files.names.filter((n) => n.includes(".damaged-")).sort(),
     lock: lockInfo === null
       ? null
@@ -601,7 +518,7 @@ export const inspect = (
  */
 export interface RepairReport {
   readonly id: string
-  /** The recovery report before the repair. */
+  /** The recovery report before the repair (a verify of the whole history). */
   readonly before: Persistence.RecoveryReport
   /** The recovery report after it (`stopped` is null when the session is writable). */
   readonly after: Persistence.RecoveryReport
@@ -609,9 +526,20 @@ export interface RepairReport {
   readonly setAside: ReadonlyArray<string>
   /** Segments cut back to their valid prefix, with the new length. */
   readonly truncated: ReadonlyArray<{ readonly segment: string; readonly length: number }>
+  /** Whether the checkpoint was rebuilt from the records (the old one, if any, is set aside). */
+  readonly checkpointRebuilt: boolean
+  /** Sequences that the session held or claimed and no longer holds, if any. */
+  readonly lost: null | { readonly from: number; readonly to: number }
+  /** The exported head the session claimed before the repair. */
+  readonly previousHead: string
+  /** The `recovery` entry appended to the chain, saying what was done (null when nothing was). */
+  readonly entry: Entry.Entry | null
   /** Sequence the next entry will get. */
   readonly nextSequence: number
 }
+
+/** Kind of the entry every repair appends. */
+export const RECOVERY_KIND = "recovery"
 
 const repairAsync = async (r: Resolved, id: string, caps: JournalState.Caps | undefined): Promise<RepairReport> => {
   const ctx = r.ctx
@@ -621,14 +549,37 @@ const repairAsync = async (r: Resolved, id: string, caps: JournalState.Caps | un
   try {
     const setAside: Array<string> = []
     const truncated: Array<{ segment: string; length: number }> = []
-    let first = await Session.load(ctx, dir, id, caps, r.segmentBytes)
-    if (first.brokenCheckpoint !== null) setAside.push(await Session.moveAside(ctx, dir, Session.CHECKPOINT_FILE))
-    const before = first.loaded.recovery
-    const cut = before.stopped ?? (before.tornTail === null ? null : { segment: before.tornTail.segment, offset: before.tornTail.offset })
+    const before = await Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
+    const claimed = await Session.load(ctx, dir, id, loadOptions(r, caps, "load"))
+    const previousHead = JournalState.head(claimed.loaded.state)
+    const claimedNext = Math.max(claimed.loaded.state.next_sequence, before.checkpoint?.next_sequence ?? 0)
+    // The records carry their own proof; the checkpoint is only a claim about them.
+    // So the cut is decided by the records alone, and the checkpoint is then
+    // checked against what remains.
+    const records = await Session.load(ctx, dir, id, { ...loadOptions(r, caps, "verify"), ignoreCheckpoint: true })
+    const fullHistory = (records.listing.segments[0]?.base ?? 0) === 0
+    const problem = fullHistory
+      ? records.loaded.recovery.stopped
+      : claimed.loaded.recovery.stopped !== null && claimed.loaded.recovery.stopped.reason !== "missing" &&
+          claimed.loaded.recovery.stopped.reason !== "checkpoint"
+      ? claimed.loaded.recovery.stopped
+      : null
+    const torn = (fullHistory ? records : claimed).loaded.recovery.tornTail
+    const cut = problem ?? (torn === null ? null : { segment: torn.segment, offset: torn.offset, sequence: null })
+    let lostFrom: number | null = null
+    let seenNext = records.storedNext
+    for (const s of records.segments) if (s.lastSequence !== null) seenNext = Math.max(seenNext, s.lastSequence + 1)
     if (cut !== null) {
       const name = path.basename(cut.segment)
       const base = Segment.parseName(name)
-      if (base !== null) {
+      if (base !== null && cut.segment === path.join(dir, name)) {
+        if (problem !== null) lostFrom = problem.sequence ?? records.storedNext
+        // How far the bytes set aside reached, for the report of what is lost.
+        for (const s of records.listing.segments) {
+          if (s.base < base) continue
+          const highest = await Session.highestSequence(ctx, path.join(dir, s.name), s.base === base ? cut.offset : 0)
+          if (highest !== null) seenNext = Math.max(seenNext, highest + 1)
+        }
         if (cut.offset === 0) setAside.push(await Session.moveAside(ctx, dir, name))
         else {
           setAside.push(await FileOps.copyAside(ctx, dir, name, cut.offset))
@@ -642,19 +593,72 @@ const repairAsync = async (r: Resolved, id: string, caps: JournalState.Caps | un
           truncated.push({ segment: name, length: cut.offset })
         }
         // Everything after the damaged point is past the valid prefix: keep it aside.
-        for (const s of first.listing.segments) {
+        for (const s of records.listing.segments) {
           if (s.base > base) setAside.push(await Session.moveAside(ctx, dir, s.name))
         }
       }
-      first = await Session.load(ctx, dir, id, caps, r.segmentBytes)
     }
+    let checkpointRebuilt = false
+    if (fullHistory) {
+      const remaining = await Session.load(ctx, dir, id, { ...loadOptions(r, caps, "verify"), ignoreCheckpoint: true })
+      const check = await Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
+      const state = remaining.loaded.state
+      if (
+        remaining.loaded.recovery.stopped === null && check.listing.hasCheckpoint &&
+        (check.loaded.recovery.stopped !== null || check.checkpoint === null)
+      ) {
+        // The records verify and the checkpoint disagrees with them (or is broken):
+        // the checkpoint is what is wrong. Keep it aside, write the truth. (A missing
+        // checkpoint is no damage: every load rebuilds it from the records.)
+        setAside.push(await Session.moveAside(ctx, dir, Session.CHECKPOINT_FILE))
+        await Session.writeCheckpointFile(ctx, dir, state)
+        checkpointRebuilt = true
+        if (claimedNext > state.next_sequence) lostFrom ??= state.next_sequence
+      }
+    }
+    const lostTo = Math.max(claimedNext, seenNext) - 1
+    const lost = lostFrom !== null && lostTo >= lostFrom ? { from: lostFrom, to: lostTo } : null
+    let entry: Entry.Entry | null = null
+    if (setAside.length > 0 || truncated.length > 0 || checkpointRebuilt) {
+      // The chain tells its own history: what was set aside or lost, and the head
+      // the session claimed before.
+      const writer = new Session.Writer(ctx, dir, id, caps, {
+        segmentBytes: r.segmentBytes,
+        removeCheckpointedSegments: r.removeCheckpointedSegments
+      })
+      try {
+        const loaded = (await writer.load()).loaded
+        if (loaded.recovery.stopped === null) {
+          const problemText = problem === null
+            ? torn !== null ? "torn tail" : "checkpoint disagrees with the stored records"
+            : `${problem.reason}: ${problem.detail}`
+          entry = JournalState.nextOther(loaded.state, Math.floor(Date.now() / 1000), RECOVERY_KIND, {
+            problem: problemText,
+            set_aside: setAside,
+            truncated: truncated.map((t) => ({ segment: t.segment, length: t.length })),
+            checkpoint_rebuilt: checkpointRebuilt,
+            lost,
+            previous_head: previousHead,
+            previous_next_sequence: claimedNext
+          })
+          await writer.append({ entries: [entry], state: JournalState.fold(loaded.state, entry) })
+        }
+      } finally {
+        await writer.close()
+      }
+    }
+    const after = await Session.load(ctx, dir, id, loadOptions(r, caps, "load"))
     return {
       id,
-      before,
-      after: first.loaded.recovery,
+      before: before.loaded.recovery,
+      after: after.loaded.recovery,
       setAside,
       truncated,
-      nextSequence: first.loaded.state.next_sequence
+      checkpointRebuilt,
+      lost,
+      previousHead,
+      entry,
+      nextSequence: after.loaded.state.next_sequence
     }
   } finally {
     await held.release().catch(() => undefined)

@@ -92,7 +92,6 @@ describe("torn tails", () => {
     const tails: Array<[string, Buffer]> = [
       ["zeros", Buffer.alloc(4096)],
       ["garbage", Buffer.from("{\"k\":\"entry\",\"v\":1,\"e\":{\"sequence\":5,\"prev")],
-      ["garbage-line", Buffer.from("not json at all\n")],
       ["binary", Buffer.from(Array.from({ length: 300 }, (_, i) => (i * 37 + 11) % 256).filter((b) => b !== 10))]
     ]
     for (const [name, tail] of tails) {
@@ -103,6 +102,26 @@ describe("torn tails", () => {
 })
 
 describe("corruption", () => {
+  it("a complete (newline-terminated) last line that does not parse is corruption, not a torn tail", async () => {
+    const root = tempDir("garbage-line")
+    const files = await seed(root, "seed", 5)
+    const dir = plant(root, "bad", { ...files, segment: Buffer.concat([files.segment, Buffer.from("not json at all\n")]) })
+    const loaded = await run({ root }, loadRead("bad"))
+    expect(loaded.recovery.tornTail).toBeNull()
+    expect(loaded.recovery.stopped?.reason).toBe("corruption")
+    expect(loaded.recovery.stopped?.offset).toBe(files.segment.length)
+    expect(loaded.recovery.stopped?.sequence).toBe(5)
+    // The acknowledged history is never given away to a new entry: the write refuses.
+    const refused = await run({ root }, Effect.exit(withWriter("bad", (h) =>
+      Effect.gen(function*() {
+        const l = yield* h.load
+        const c = chain(l.state, 1)
+        yield* h.append({ entries: c.entries, state: c.state })
+      }))))
+    expect(Exit.isFailure(refused)).toBe(true)
+    expect(fs.readFileSync(path.join(dir, SEG0)).subarray(files.segment.length).toString()).toBe("not json at all\n")
+  })
+
   const flip = (bytes: Buffer, sequence: number, find: (line: string) => number, to: (b: number) => number = (b) => b === 0x78 ? 0x79 : 0x78) => {
     const starts = lineStarts(bytes)
     const start = starts[sequence + 1]!
@@ -140,9 +159,13 @@ describe("corruption", () => {
     const repaired = await Effect.runPromise(NodePersistence.repair({ root }, "bad"))
     expect(repaired.before.stopped?.reason).toBe("corruption")
     expect(repaired.after.stopped).toBeNull()
-    expect(repaired.nextSequence).toBe(5)
+    // The repair's own entry (sequence 5) says what was set aside and lost.
+    expect(repaired.nextSequence).toBe(6)
+    expect(repaired.entry?.sequence).toBe(5)
+    expect(repaired.entry?.kind).toBe("recovery")
+    expect(repaired.lost).toEqual({ from: 5, to: 19 })
     expect(fs.readFileSync(path.join(dir, repaired.setAside[0]!))).toEqual(copy.subarray(start))
-    await reopenAndContinue(root, "bad", 5, false)
+    await reopenAndContinue(root, "bad", 6, false)
     expect((await Effect.runPromise(NodePersistence.inspect({ root }, "bad"))).ok).toBe(true)
   })
 

@@ -19,9 +19,9 @@ import {
   Checkpoint,
   CorruptJournal,
   Entry,
-  IntegrityViolation,
   JournalState,
   Persistence,
+  Recovery,
   Replay,
   SequenceConflict,
   SessionLocked,
@@ -299,17 +299,9 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   // --- load
 
-  // A damaged checkpoint or entry as a value; a failed query stays a failure.
-  const attempt = <A, R>(self: Effect.Effect<A, CorruptJournal | IntegrityViolation | SqlError, R>) =>
-    self.pipe(
-      Effect.map((a): Result.Result<A, CorruptJournal | IntegrityViolation> => Result.succeed(a)),
-      Effect.catchTags({
-        CorruptJournal: (e) => Effect.succeed(Result.fail(e)),
-        IntegrityViolation: (e) => Effect.succeed(Result.fail(e))
-      })
-    )
-
-  const loadTx = (id: string, caps: JournalState.Caps | undefined) =>
+  // One recovery (core's) over the checkpoint row and the entry rows: load mode
+  // reads from the checkpoint's last entry on, verify mode every row.
+  const recoverTx = (id: string, caps: JournalState.Caps | undefined, mode: Recovery.Options["mode"]) =>
     Effect.gen(function*() {
       const [row] = yield* sql<SessionRow>`SELECT next_sequence, entry_cap, tool_counts_cap, meta
         FROM ${sessionsT} WHERE session_id = ${id}`
@@ -318,49 +310,41 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         const none: Loading = { loaded: { state: JournalState.empty(id, caps), exists: false, recovery: Persistence.cleanReport("none", 0) }, damaged: null }
         return none
       }
-      const empty = JournalState.empty(id, row === undefined ? caps : { entry_cap: row.entry_cap, tool_counts_cap: row.tool_counts_cap })
-      const replayFrom = (base: JournalState.JournalState, kind: Persistence.RecoveryReport["checkpoint"]) =>
+      const location = `${names.entries}:${id}`
+      const sessionCaps = row === undefined ? caps : { entry_cap: row.entry_cap, tool_counts_cap: row.tool_counts_cap }
+      const storedCount = row === undefined ? undefined : Number(row.next_sequence)
+      const recoverWith = (checkpoint: Recovery.CheckpointInput, recoverMode: Recovery.Options["mode"]) =>
         Effect.gen(function*() {
+          const recovery = Recovery.make({ id, mode: recoverMode, checkpoint, caps: sessionCaps, storedCount, location })
+          const from = recoverMode === "load" && recovery.checkpoint !== null ? Math.max(0, recovery.checkpoint.next_sequence - 1) : 0
           const rows = yield* sql<EntryRow>`SELECT sequence, entry FROM ${entriesT}
-            WHERE session_id = ${id} AND sequence >= ${base.next_sequence} ORDER BY sequence`
+            WHERE session_id = ${id} AND sequence >= ${from} ORDER BY sequence`
           const entries = yield* decodeRows(id, rows)
-          return yield* Persistence.loadFrom(base, kind, entries, true, `${names.entries}:${id}`)
+          for (const input of Recovery.rows(location, from, entries)) if (!recovery.offer(input)) break
+          return recovery.done()
         })
-      let loaded: Persistence.Loaded
+      const checkpoint: Recovery.CheckpointInput = cp === undefined
+        ? null
+        : Result.match(parseJson(cp.doc), {
+          onSuccess: (document): Recovery.CheckpointInput => ({ _tag: "Document", document, location: `${names.checkpoints}:${id}` }),
+          onFailure: (reason): Recovery.CheckpointInput => ({ _tag: "Unreadable", reason, location: `${names.checkpoints}:${id}` })
+        })
+      let outcome = yield* recoverWith(checkpoint, mode)
       let damaged: Damaged | null = null
-      if (cp === undefined) loaded = yield* replayFrom(empty, "none")
-      else {
-        // A checkpoint that does not decode, or that the stored entries do not
-        // continue, is rebuilt from sequence 0: every entry is in the table. Only
-        // when that replay fails too are the entries themselves damaged.
-        const decoded = Result.flatMap(parseJson(cp.doc), Checkpoint.decode)
-        const fromCheckpoint = Result.isFailure(decoded)
-          ? Result.fail(new CorruptJournal({ segment: `${names.checkpoints}:${id}`, offset: 0, reason: decoded.failure }))
-          : yield* attempt(replayFrom(decoded.success, "loaded"))
-        if (Result.isSuccess(fromCheckpoint)) loaded = fromCheckpoint.success
-        else {
-          const rebuilt = yield* attempt(replayFrom(empty, "rebuilt"))
-          if (Result.isFailure(rebuilt)) return yield* Effect.fail(fromCheckpoint.failure)
-          loaded = rebuilt.success
-          damaged = { doc: cp.doc, reason: fromCheckpoint.failure.message }
+      // Every entry is in the table, so a checkpoint row that is unusable or that the
+      // rows contradict is rebuilt from sequence 0 when the rows verify by
+      // themselves, and set aside. Rows missing under it are not its fault: the
+      // session stays corrupt.
+      const stop = outcome.report.stopped
+      if (cp !== undefined && (outcome.brokenCheckpoint !== null || stop?.reason === "checkpoint")) {
+        const rebuilt = yield* recoverWith(null, "verify")
+        if (rebuilt.report.stopped === null) {
+          // A verify only reports; a load sets the row aside before it is overwritten.
+          if (mode === "load") damaged = { doc: cp.doc, reason: outcome.brokenCheckpoint ?? `${stop!.reason}: ${stop!.detail}` }
+          outcome = { ...rebuilt, report: { ...rebuilt.report, checkpoint: "rebuilt" } }
         }
       }
-      const stored = row === undefined ? 0 : Number(row.next_sequence)
-      if (loaded.recovery.stopped === null && loaded.state.next_sequence < stored) {
-        loaded = {
-          ...loaded,
-          recovery: {
-            ...loaded.recovery,
-            stopped: {
-              reason: "gap",
-              segment: `${names.entries}:${id}`,
-              offset: loaded.state.next_sequence,
-              sequence: loaded.state.next_sequence,
-              detail: `entries end before sequence ${loaded.state.next_sequence}, the session records ${stored}`
-            }
-          }
-        }
-      }
+      let loaded = Persistence.loaded(outcome, true)
       if (row?.meta != null) {
         const meta = Result.flatMap(parseJson(row.meta), (json) => Result.mapError(decodeMeta(json), (e) => e.message))
         if (Result.isFailure(meta)) {
@@ -421,14 +405,15 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     id: string,
     caps: JournalState.Caps | undefined,
     cached: Cached | null,
-    held: Held | null
+    held: Held | null,
+    mode: Recovery.Options["mode"] = "load"
   ): Effect.Effect<Persistence.Loaded, Persistence.LoadError> =>
     Effect.gen(function*() {
       const run = <A, E>(self: Effect.Effect<A, E>) =>
         held === null ? repeatableRead(self) : Effect.provideService(self, sql.transactionService, held.level)
       const since = cached === null ? null : yield* run(loadSinceTx(id, cached))
       if (since !== null) return since
-      const { damaged, loaded } = yield* run(loadTx(id, caps))
+      const { damaged, loaded } = yield* run(recoverTx(id, caps, mode))
       // The load snapshot is read-only, so the broken row is set aside after it, in
       // one statement of its own (committed even if a held transaction is rolled
       // back later) that moves it only if it is still the row that was read: a
@@ -797,6 +782,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
               Effect.asVoid
             )
             : Effect.fail(new StorageError({ operation: "append", path: names.entries, reason: "session opened for reading" })),
+        verify: load(id, openOptions.caps, null, null, "verify"),
         checkpoint: (state) => checkpoint(id, state)
       }
       return handle
@@ -817,7 +803,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         head: r.exported_head ?? r.head,
         lastHash: r.head,
         updatedAt: r.updated_ms === null ? null : Number(r.updated_ms),
-        bytes: r.bytes === null ? null : Number(r.bytes)
+        bytes: r.bytes === null ? null : Number(r.bytes),
+        problem: null
       }))
     ),
     Effect.catchTag("SqlError", (e) => Effect.fail(storageError("list", names.sessions)(e)))

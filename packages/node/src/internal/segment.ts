@@ -97,6 +97,11 @@ export const parseLine = (line: Uint8Array): Record => {
   }
 }
 
+const isZeros = (bytes: Uint8Array): boolean => {
+  for (let i = 0; i < bytes.length; i++) if (bytes[i] !== 0) return false
+  return bytes.length > 0
+}
+
 /** How a scan of one segment ended. */
 export type End =
   /** Every byte read was a valid record. */
@@ -108,8 +113,18 @@ export type End =
   /**
    * A damaged line at `offset`. `more` says whether bytes follow the damaged line
    * (then it is corruption); otherwise it is this segment's last line.
+   * `terminated` says whether the line ended with a newline (a crash cannot leave a
+   * complete line that does not parse), `zeros` whether every byte from `offset` to
+   * the end of the file is zero (a crash can leave a zero-filled tail).
    */
-  | { readonly _tag: "Damaged"; readonly offset: number; readonly reason: string; readonly more: boolean }
+  | {
+    readonly _tag: "Damaged"
+    readonly offset: number
+    readonly reason: string
+    readonly more: boolean
+    readonly terminated: boolean
+    readonly zeros: boolean
+  }
 
 /** The result of scanning one segment. */
 export interface Scan {
@@ -144,7 +159,19 @@ export const scan = async (
     if (item === null) return { size, validEnd, end: { _tag: "Clean" } }
     const lineEnd = item.offset + item.line.length + 1
     if (!item.complete) {
-      return { size, validEnd, end: { _tag: "Damaged", offset: item.offset, reason: "incomplete last line", more: false } }
+      const zeros = (item as { readonly zeros?: boolean }).zeros === true || isZeros(item.line)
+      return {
+        size,
+        validEnd,
+        end: {
+          _tag: "Damaged",
+          offset: item.offset,
+          reason: zeros ? "zero-filled tail" : "incomplete last line",
+          more: false,
+          terminated: false,
+          zeros
+        }
+      }
     }
     const record = parseLine(item.line)
     if (first) {
@@ -161,7 +188,9 @@ export const scan = async (
           _tag: "Damaged",
           offset: item.offset,
           reason: record._tag === "Open" ? `open record names base ${record.base}, file ${base}` : "missing open record",
-          more: lineEnd < size
+          more: lineEnd < size,
+          terminated: true,
+          zeros: false
         }
       }
     }
@@ -174,9 +203,25 @@ export const scan = async (
       case "UnknownVersion":
         return { size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } }
       case "Open":
-        return { size, validEnd, end: { _tag: "Damaged", offset: item.offset, reason: "open record inside a segment", more: lineEnd < size } }
+        return {
+          size,
+          validEnd,
+          end: { _tag: "Damaged", offset: item.offset, reason: "open record inside a segment", more: lineEnd < size, terminated: true, zeros: false }
+        }
       case "Damaged":
-        return { size, validEnd, end: { _tag: "Damaged", offset: item.offset, reason: record.reason, more: lineEnd < size } }
+        return {
+          size,
+          validEnd,
+          end: {
+            _tag: "Damaged",
+            offset: item.offset,
+            reason: record.reason,
+            more: lineEnd < size,
+            terminated: true,
+            // A line of zeros ended by a newline is written data, not a zero-filled tail.
+            zeros: false
+          }
+        }
     }
   }
 }

@@ -10,12 +10,11 @@ import {
   type Entry,
   JournalState,
   type Persistence,
-  Replay,
+  Recovery,
   SequenceConflict,
   StorageError
 } from "@session-journal/core"
 import * as path from "node:path"
-import * as Result from "effect/Result"
 import * as FileOps from "./fileOps.ts"
 import * as Segment from "./segment.ts"
 
@@ -59,6 +58,20 @@ export interface View {
   rollPending: boolean
 }
 
+/** Integrity of one segment file, as a scan found it. */
+export interface SegmentReport {
+  readonly name: string
+  readonly base: number
+  readonly bytes: number
+  /** Entries read from it (valid records). */
+  readonly entries: number
+  readonly firstSequence: number | null
+  readonly lastSequence: number | null
+  /** ok; torn (a torn tail); damaged (the valid prefix ends here); unread (after that, or before a load-mode start). */
+  readonly status: "ok" | "torn" | "damaged" | "unread"
+  readonly problem: null | { readonly offset: number; readonly sequence: number | null; readonly detail: string }
+}
+
 /** The outcome of a load. */
 export interface LoadResult {
   readonly loaded: Persistence.Loaded
@@ -66,16 +79,21 @@ export interface LoadResult {
   readonly listing: Listing
   /** Why the checkpoint file was not used although it exists, if so. */
   readonly brokenCheckpoint: string | null
+  /** The checkpoint as decoded, when it decoded and verified by itself. */
+  readonly checkpoint: JournalState.JournalState | null
+  /** What the scan found in each segment. */
+  readonly segments: ReadonlyArray<SegmentReport>
+  /** One past the highest sequence of the valid stored records. */
+  readonly storedNext: number
 }
 
 const decoder = new TextDecoder("utf-8", { fatal: true })
 
-/** Reads and checks the checkpoint: the state and its file size, or why it is broken. */
+/** Reads the checkpoint file as Recovery's input, with its size. */
 export const readCheckpoint = async (
   ctx: FileOps.Context,
-  dir: string,
-  id: string
-): Promise<{ readonly state: JournalState.JournalState; readonly size: number } | { readonly broken: string }> => {
+  dir: string
+): Promise<{ readonly input: Recovery.CheckpointInput; readonly size: number }> => {
   const file = path.join(dir, CHECKPOINT_FILE)
   const fh = await FileOps.openRead(ctx, file)
   let raw: Uint8Array
@@ -84,168 +102,156 @@ export const readCheckpoint = async (
   } finally {
     await FileOps.close(fh)
   }
-  let json: unknown
   try {
-    json = JSON.parse(decoder.decode(raw))
+    return { input: { _tag: "Document", document: JSON.parse(decoder.decode(raw)), location: file }, size: raw.length }
   } catch {
-    return { broken: "checkpoint is not valid JSON" }
+    return { input: { _tag: "Unreadable", reason: "checkpoint is not valid JSON", location: file }, size: raw.length }
   }
-  const decoded = Checkpoint.decode(json)
-  if (Result.isFailure(decoded)) return { broken: decoded.failure }
-  if (decoded.success.session_id !== id) return { broken: `checkpoint belongs to session ${decoded.success.session_id}` }
-  const verified = JournalState.verify(decoded.success)
-  if (Result.isFailure(verified)) return { broken: `checkpoint does not verify: ${verified.failure.message}` }
-  return { state: decoded.success, size: raw.length }
+}
+
+/** How to load: `load` from the checkpoint, or `verify` the whole history (Recovery's modes). */
+export interface LoadOptions {
+  readonly caps: JournalState.Caps | undefined
+  readonly segmentBytes: number
+  readonly mode: Recovery.Options["mode"]
+  /** Whether a retention option removes checkpointed segments (history may start after 0). */
+  readonly retention: boolean
+  /**
+   * Recover from the records alone (the checkpoint lends only its caps, when it
+   * decodes): what `repair` trusts, since records carry their own proof.
+   */
+  readonly ignoreCheckpoint?: boolean | undefined
 }
 
 /**
- * Loads a session: the checkpoint (when it decodes and verifies), then the
- * segments from the one holding the checkpoint's next sequence. Entries are
- * offered to `Replay.step`; a gap, an integrity failure, a record of an unknown
- * version or damage followed by more bytes ends the valid prefix and is reported
- * in `stopped`; a damaged last line of the last segment is a torn tail.
+ * Loads a session with `Recovery`: the checkpoint, then the segments from the one
+ * holding the checkpoint's last entry (load mode) or from the first (verify mode),
+ * each record handed to the recovery with its file and byte offset. The adapter
+ * only reads; every rule is the recovery's.
  */
-export const load = async (
-  ctx: FileOps.Context,
-  dir: string,
-  id: string,
-  caps: JournalState.Caps | undefined,
-  segmentBytes: number
-): Promise<LoadResult> => {
+export const load = async (ctx: FileOps.Context, dir: string, id: string, options: LoadOptions): Promise<LoadResult> => {
   const exists = await FileOps.confineSessionDir(ctx, dir)
   const list: Listing = exists ? await listing(ctx, dir) : { names: [], segments: [], hasCheckpoint: false }
-  let state = JournalState.empty(id, caps)
-  let checkpointKind: Persistence.RecoveryReport["checkpoint"] = "none"
-  let checkpointNext = -1
+  let checkpointInput: Recovery.CheckpointInput = null
   let checkpointSize = 0
-  let brokenCheckpoint: string | null = null
   if (list.hasCheckpoint) {
-    const cp = await readCheckpoint(ctx, dir, id)
-    if ("broken" in cp) {
-      brokenCheckpoint = cp.broken
-      checkpointKind = "rebuilt"
-    } else {
-      state = cp.state
-      checkpointKind = "loaded"
-      checkpointNext = cp.state.next_sequence
-      checkpointSize = cp.size
+    const cp = await readCheckpoint(ctx, dir)
+    checkpointInput = cp.input
+    checkpointSize = cp.size
+  }
+  let caps = options.caps
+  if (options.ignoreCheckpoint === true) {
+    const decoded = Recovery.decodeCheckpoint(id, checkpointInput)
+    if (decoded._tag === "Success" && decoded.success !== null) {
+      caps = { entry_cap: decoded.success.entry_cap, tool_counts_cap: decoded.success.tool_counts_cap }
     }
+    checkpointInput = null
   }
+  const recovery = Recovery.make({
+    id,
+    mode: options.mode,
+    checkpoint: checkpointInput,
+    caps,
+    retention: options.retention,
+    location: dir
+  })
+  const cp = recovery.checkpoint
   const segments = list.segments
-  if (checkpointKind !== "loaded" && segments.length > 0 && segments[0]!.base !== 0) {
-    throw new CorruptJournal({
-      segment: path.join(dir, CHECKPOINT_FILE),
-      offset: 0,
-      reason: `${brokenCheckpoint ?? "checkpoint missing"}, and the segments start at sequence ${segments[0]!.base}: cannot rebuild`
-    })
-  }
-  if (brokenCheckpoint !== null && segments.length === 0) {
-    throw new CorruptJournal({ segment: path.join(dir, CHECKPOINT_FILE), offset: 0, reason: `${brokenCheckpoint}; no segments to rebuild from` })
-  }
   let start = 0
-  for (let i = 0; i < segments.length; i++) if (segments[i]!.base <= state.next_sequence) start = i
-  let replayed = 0
-  let skipped = 0
-  let tornTail: Persistence.RecoveryReport["tornTail"] = null
-  let stopped: Persistence.RecoveryReport["stopped"] = null
+  if (options.mode === "load" && cp !== null) {
+    const wanted = Math.max(0, cp.next_sequence - 1)
+    for (let i = 0; i < segments.length; i++) if (segments[i]!.base <= wanted) start = i
+  }
+  const reports: Array<SegmentReport> = []
   let last: LastSegment | null = null
-  for (let i = start; i < segments.length && stopped === null; i++) {
+  for (let i = 0; i < segments.length; i++) {
     const seg = segments[i]!
     const file = path.join(dir, seg.name)
-    if (seg.base > state.next_sequence) {
-      stopped = {
-        reason: "gap",
-        segment: file,
-        offset: 0,
-        sequence: seg.base,
-        detail: `segment starts at sequence ${seg.base}, expected ${state.next_sequence}`
-      }
-      break
+    if (i < start || recovery.stopped()) {
+      reports.push({ name: seg.name, base: seg.base, bytes: 0, entries: 0, firstSequence: null, lastSequence: null, status: "unread", problem: null })
+      continue
     }
     let contentNext = seg.base
+    let entries = 0
+    let firstSequence: number | null = null
+    let lastSequence: number | null = null
+    recovery.offer({ _tag: "Segment", segment: file, base: seg.base })
     const fh = await FileOps.openRead(ctx, file)
     let scan: Segment.Scan
     try {
       scan = await Segment.scan(ctx, fh, file, file, seg.base, 0, (record, offset) => {
-        if (record._tag === "Meta") {
-          state = JournalState.applyMeta(state, record.meta)
-          return true
-        }
+        if (record._tag === "Meta") return recovery.offer({ _tag: "Meta", meta: record.meta })
         const entry = record.entry
-        const step = Replay.step(state, entry, entry.sequence)
-        switch (step._tag) {
-          case "Applied":
-            state = step.state
-            replayed++
-            contentNext = Math.max(contentNext, entry.sequence + 1)
-            return true
-          case "Stale":
-            skipped++
-            contentNext = Math.max(contentNext, entry.sequence + 1)
-            return true
-          case "Gap":
-            stopped = {
-              reason: "gap",
-              segment: file,
-              offset,
-              sequence: step.found,
-              detail: `expected sequence ${step.expected}, found ${step.found}`
-            }
-            return false
-          case "Violation":
-            stopped = { reason: "integrity", segment: file, offset, sequence: entry.sequence, detail: step.error.message }
-            return false
-        }
+        if (!recovery.offer({ _tag: "Entry", entry, segment: file, offset })) return false
+        contentNext = Math.max(contentNext, entry.sequence + 1)
+        entries++
+        firstSequence ??= entry.sequence
+        lastSequence = entry.sequence
+        return true
       })
     } finally {
       await FileOps.close(fh)
     }
     const end = scan.end
     if (end._tag === "UnknownVersion") {
-      stopped = {
-        reason: "unknown_version",
+      recovery.offer({ _tag: "UnknownVersion", segment: file, offset: end.offset, version: end.v })
+    } else if (end._tag === "Damaged") {
+      recovery.offer({
+        _tag: "Damaged",
         segment: file,
         offset: end.offset,
-        sequence: state.next_sequence,
-        detail: `record of schema version ${JSON.stringify(end.v)}; this release reads version ${Segment.VERSION}`
+        reason: end.reason,
+        terminated: end.terminated,
+        zeros: end.zeros,
+        atEnd: !end.more && i === segments.length - 1,
+        bytes: scan.size - end.offset
+      })
+    }
+    let status: SegmentReport["status"] = "ok"
+    let problem: SegmentReport["problem"] = null
+    if (recovery.stopped()) {
+      const stopped = recovery.done().report.stopped
+      if (stopped !== null && stopped.segment === file) {
+        status = "damaged"
+        problem = { offset: stopped.offset, sequence: stopped.sequence, detail: `${stopped.reason}: ${stopped.detail}` }
       }
     } else if (end._tag === "Damaged") {
-      if (end.more || i < segments.length - 1) {
-        stopped = {
-          reason: "corruption",
-          segment: file,
-          offset: end.offset,
-          sequence: state.next_sequence,
-          detail: `${end.reason}, followed by more data`
-        }
-      } else {
-        tornTail = { segment: file, offset: end.offset, bytes: scan.size - end.offset }
-      }
+      status = "torn"
+      problem = { offset: end.offset, sequence: contentNext, detail: `torn tail: ${end.reason}` }
     }
+    reports.push({ name: seg.name, base: seg.base, bytes: scan.size, entries, firstSequence, lastSequence, status, problem })
     if (i === segments.length - 1) {
       last = { name: seg.name, base: seg.base, size: scan.size, validEnd: scan.validEnd, contentNext }
     }
   }
+  const outcome = recovery.done()
+  const state = outcome.state
+  const stopped = outcome.report.stopped
+  const tornTail = outcome.report.tornTail
+  const checkpointNext = cp === null ? -1 : cp.next_sequence
   const view: View = {
     next: state.next_sequence,
     lastHash: JournalState.lastHash(state),
     entryCap: state.entry_cap,
     stopped,
     checkpointNext,
-    checkpointSize,
+    checkpointSize: cp === null ? 0 : checkpointSize,
     last,
     rollPending: last !== null && checkpointNext === state.next_sequence && last.contentNext === state.next_sequence &&
-      last.size >= Math.max(segmentBytes, checkpointSize / 4) && tornTail === null
+      last.size >= Math.max(options.segmentBytes, checkpointSize / 4) && tornTail === null
   }
   return {
     loaded: {
       state,
       exists: segments.length > 0 || list.hasCheckpoint,
-      recovery: { checkpoint: checkpointKind, replayed, skipped, tornTail, stopped }
+      recovery: outcome.report
     },
     view,
     listing: list,
-    brokenCheckpoint
+    brokenCheckpoint: outcome.brokenCheckpoint,
+    checkpoint: cp,
+    segments: reports,
+    storedNext: outcome.storedNext
   }
 }
 
@@ -254,6 +260,14 @@ export interface WriterOptions {
   readonly segmentBytes: number
   readonly removeCheckpointedSegments: boolean
 }
+
+/** Load-mode options of a writer's loads. */
+export const writerLoad = (caps: JournalState.Caps | undefined, options: WriterOptions): LoadOptions => ({
+  caps,
+  segmentBytes: options.segmentBytes,
+  mode: "load",
+  retention: options.removeCheckpointedSegments
+})
 
 /**
  * The write side of one session (the caller holds the lock). It keeps the view
@@ -281,7 +295,7 @@ export class Writer {
   async load(): Promise<LoadResult> {
     await this.closeActive()
     this.view = null
-    const result = await load(this.ctx, this.dir, this.id, this.caps, this.options.segmentBytes)
+    const result = await load(this.ctx, this.dir, this.id, writerLoad(this.caps, this.options))
     if (result.brokenCheckpoint !== null) {
       // Never let the next checkpoint silently replace the damaged bytes.
       await moveAside(this.ctx, this.dir, CHECKPOINT_FILE)
@@ -449,10 +463,8 @@ export class Writer {
     }
   }
 
-  private async writeCheckpoint(state: JournalState.JournalState): Promise<number> {
-    const bytes = Segment.bytes(Segment.stringify(Checkpoint.encode(state)))
-    await FileOps.atomicReplace(this.ctx, this.dir, CHECKPOINT_FILE, bytes)
-    return bytes.length
+  private writeCheckpoint(state: JournalState.JournalState): Promise<number> {
+    return writeCheckpointFile(this.ctx, this.dir, state)
   }
 
   /** Stores a checkpoint of `state` (see `SessionHandle.checkpoint`). */
@@ -471,6 +483,39 @@ export class Writer {
       view.checkpointSize = size
     }
   }
+}
+
+/**
+ * The highest entry sequence that any parseable record of `file` from byte `from`
+ * on names, skipping what does not parse: how far the bytes that a repair sets
+ * aside reached, for its report of what was lost.
+ */
+export const highestSequence = async (ctx: FileOps.Context, file: string, from: number): Promise<number | null> => {
+  const fh = await FileOps.openRead(ctx, file)
+  try {
+    const size = await FileOps.boundedSize(ctx, fh, file)
+    const reader = new FileOps.LineReader(ctx, fh, file, file, from, size)
+    let highest: number | null = null
+    for (;;) {
+      const item = await reader.next().catch(() => null)
+      if (item === null) return highest
+      const record = Segment.parseLine(item.line)
+      if (record._tag === "Entry") highest = Math.max(highest ?? 0, record.entry.sequence)
+    }
+  } finally {
+    await FileOps.close(fh)
+  }
+}
+
+/** Atomically replaces the checkpoint of `dir` with one of `state`; returns its size. */
+export const writeCheckpointFile = async (
+  ctx: FileOps.Context,
+  dir: string,
+  state: JournalState.JournalState
+): Promise<number> => {
+  const bytes = Segment.bytes(Segment.stringify(Checkpoint.encode(state)))
+  await FileOps.atomicReplace(ctx, dir, CHECKPOINT_FILE, bytes)
+  return bytes.length
 }
 
 const lineChecked = (ctx: FileOps.Context, line: string, dir: string): string => {

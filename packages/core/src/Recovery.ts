@@ -1,0 +1,610 @@
+/**
+ * The one recovery of a stored session (DESIGN §6), pure: given the checkpoint
+ * document and the stored records in storage order, it returns the state and the
+ * one `RecoveryReport`. Every adapter's load, the service's verify, the node
+ * adapter's `inspect` / `repair` and PostgreSQL's load feed it; adapters only move
+ * bytes and say where each record was found.
+ *
+ * A checkpoint is a claim, not a proof. It is accepted only when the stored
+ * records bear it out:
+ * - records before the checkpoint's `next_sequence` that the adapter hands in must
+ *   chain to each other and equal the checkpoint's retained entries where those
+ *   cover them, and storage must hold the entry at `next_sequence − 1` (when the
+ *   history is not cut by a retention policy);
+ * - records after it must link to its head;
+ * - in `verify` mode the whole history is replayed from sequence 0 and every field
+ *   of the checkpoint is compared with the replay, naming the first that differs.
+ *
+ * Records are strict: inside a segment whose first sequence is `base`, the records
+ * run `base, base + 1, …`; a record at an already used sequence is skipped only when
+ * it is hash-identical to the entry accepted there; anything else at a used
+ * sequence, a segment whose base does not continue the previous one, a gap, or a
+ * complete line that does not parse is corruption, reported with its segment, byte
+ * offset and sequence. Only an unterminated last line, or a zero-filled tail, at the
+ * very end of storage is a torn tail (benign: a crash leaves exactly that).
+ *
+ * @since 0.2.0
+ */
+import * as Result from "effect/Result"
+import * as Checkpoint from "./Checkpoint.ts"
+import * as Entry from "./Entry.ts"
+import * as Ring from "./internal/Ring.ts"
+import * as JournalState from "./JournalState.ts"
+import type { SessionMeta } from "./SessionMeta.ts"
+
+/**
+ * Why the valid prefix of a stored session ends early:
+ * - `corruption`: bytes that are not a valid record, a record at a used sequence
+ *   that differs from the accepted one, a segment that does not continue the
+ *   previous one;
+ * - `gap`: a record or segment past the next expected sequence;
+ * - `missing`: entries the checkpoint claims (or that a complete history must
+ *   hold) are not in storage;
+ * - `checkpoint`: the checkpoint disagrees with the stored records;
+ * - `unknown_version`: a record of a schema version this release does not read;
+ * - `integrity`: a record's link or hash does not verify.
+ *
+ * @since 0.2.0
+ */
+export type StopReason = "corruption" | "gap" | "missing" | "checkpoint" | "unknown_version" | "integrity"
+
+/**
+ * Where and why the valid prefix ends. `offset` is a byte offset in `segment` for
+ * files (a sequence for row stores, which have no bytes to point at); `sequence`
+ * is the sequence where the valid prefix ends; `missing` names the range of
+ * sequences storage lacks, when that is the problem.
+ *
+ * @since 0.2.0
+ */
+export interface Stopped {
+  readonly reason: StopReason
+  readonly segment: string
+  readonly offset: number
+  readonly sequence: number | null
+  readonly detail: string
+  readonly missing?: { readonly from: number; readonly to: number } | undefined
+  /** For `integrity`: which hash failed, the value expected and the value found. */
+  readonly violation?: {
+    readonly what: "prev_hash" | "entry_hash"
+    readonly expected: string
+    readonly actual: string
+  } | undefined
+}
+
+/**
+ * What a load or verify found beyond the valid state: whether a checkpoint was
+ * used (`loaded`), rebuilt from the records because it was missing or unreadable
+ * (`rebuilt`), or compared field by field with a replay of the whole history
+ * (`verified`); how many entries were replayed and skipped (identical
+ * re-appends); a torn tail; and where and why the valid prefix ends, if it does.
+ *
+ * @since 0.1.0
+ */
+export interface RecoveryReport {
+  readonly checkpoint: "none" | "loaded" | "rebuilt" | "verified"
+  readonly replayed: number
+  readonly skipped: number
+  readonly tornTail: null | {
+    readonly segment: string
+    readonly offset: number
+    readonly bytes: number
+  }
+  readonly stopped: null | Stopped
+}
+
+/**
+ * One stored record, as an adapter found it, in storage order.
+ *
+ * - `Segment`: a new segment (a file, or the one table of a row store) starts; its
+ *   records begin at `base`.
+ * - `Entry` / `Meta`: a parsed record at byte `offset` of `segment`.
+ * - `Damaged`: bytes at `offset` that are no record. `terminated` says whether the
+ *   line ended with a newline; `zeros` that the bytes from `offset` to the end of
+ *   the file are all zero; `atEnd` that nothing follows in storage (no more bytes,
+ *   no later segment). Only `atEnd` and (`!terminated` or `zeros`) is a torn tail.
+ * - `UnknownVersion`: a record of another schema version at `offset`.
+ *
+ * @since 0.2.0
+ */
+export type Input =
+  | { readonly _tag: "Segment"; readonly segment: string; readonly base: number }
+  | { readonly _tag: "Entry"; readonly entry: Entry.Entry; readonly segment: string; readonly offset: number }
+  | { readonly _tag: "Meta"; readonly meta: SessionMeta }
+  | {
+    readonly _tag: "Damaged"
+    readonly segment: string
+    readonly offset: number
+    readonly reason: string
+    readonly terminated: boolean
+    readonly zeros: boolean
+    readonly atEnd: boolean
+    /** Bytes from `offset` to the end of the file. */
+    readonly bytes: number
+  }
+  | { readonly _tag: "UnknownVersion"; readonly segment: string; readonly offset: number; readonly version: unknown }
+
+/**
+ * The checkpoint as storage holds it: absent, a parsed JSON document, or bytes that
+ * could not even be parsed (with the reason).
+ *
+ * @since 0.2.0
+ */
+export type CheckpointInput =
+  | null
+  | { readonly _tag: "Document"; readonly document: unknown; readonly location: string }
+  | { readonly _tag: "Unreadable"; readonly reason: string; readonly location: string }
+
+/**
+ * How to recover.
+ *
+ * - `load`: start from the checkpoint; the adapter hands in the records from (at
+ *   least) the one at `next_sequence − 1` on.
+ * - `verify`: replay every stored record from sequence 0 (or from where a
+ *   retention policy cut the history) and compare the checkpoint with the replay.
+ *
+ * `retention` says that history before the first stored record was removed on
+ * purpose (a retention option): then the checkpoint alone vouches for it. Without
+ * it, storage must hold every entry from sequence 0.
+ *
+ * @since 0.2.0
+ */
+export interface Options {
+  readonly id: string
+  readonly mode: "load" | "verify"
+  readonly checkpoint: CheckpointInput
+  /** Caps when there is no usable checkpoint (a checkpoint's own caps win). */
+  readonly caps?: JournalState.Caps | undefined
+  readonly retention?: boolean | undefined
+  /**
+   * Storage's own count of the entries it holds, when it keeps one (a row store's
+   * session row): the stored records must reach it.
+   */
+  readonly storedCount?: number | undefined
+  /** Names the storage in reports when no segment was seen (a table, a directory). */
+  readonly location: string
+}
+
+/**
+ * The outcome of a recovery.
+ *
+ * @since 0.2.0
+ */
+export interface Outcome {
+  /** The recovered state (when `report.stopped` is set: the state up to where the valid prefix ends). */
+  readonly state: JournalState.JournalState
+  readonly report: RecoveryReport
+  /** The checkpoint as decoded, when it decoded and verified by itself. */
+  readonly checkpoint: JournalState.JournalState | null
+  /** Why the checkpoint could not be used at all (unparsable, inconsistent, another session's). */
+  readonly brokenCheckpoint: string | null
+  /** One past the highest sequence of the valid stored records (where the next entry goes). */
+  readonly storedNext: number
+  /** Whether storage holds anything of the session (a checkpoint or a segment). */
+  readonly exists: boolean
+}
+
+/**
+ * A recovery in progress: offer the stored records in order, then take the outcome.
+ * `offer` returns false once the valid prefix has ended (the adapter may stop reading).
+ *
+ * @since 0.2.0
+ */
+export interface Recovery {
+  /** The checkpoint as decoded, when it decoded and verified by itself. */
+  readonly checkpoint: JournalState.JournalState | null
+  readonly offer: (input: Input) => boolean
+  readonly done: () => Outcome
+  /** Whether the valid prefix has ended. */
+  readonly stopped: () => boolean
+}
+
+/**
+ * Decodes a checkpoint document and checks it by itself: it decodes, belongs to
+ * the session, and its retained window verifies.
+ *
+ * @since 0.2.0
+ */
+export const decodeCheckpoint = (
+  id: string,
+  input: CheckpointInput
+): Result.Result<JournalState.JournalState | null, string> => {
+  if (input === null) return Result.succeed(null)
+  if (input._tag === "Unreadable") return Result.fail(input.reason)
+  const decoded = Checkpoint.decode(input.document)
+  if (Result.isFailure(decoded)) return decoded
+  if (decoded.success.session_id !== id) return Result.fail(`checkpoint belongs to session ${decoded.success.session_id}`)
+  const verified = JournalState.verify(decoded.success)
+  if (Result.isFailure(verified)) return Result.fail(`checkpoint does not verify: ${verified.failure.message}`)
+  return Result.succeed(decoded.success)
+}
+
+const hashList = (state: JournalState.JournalState): string =>
+  Ring.toArray(state.entries).map((e) => e.entry_hash).join(",")
+
+/**
+ * The first field in which two states differ (meta excepted: it is not chained),
+ * with both values as text, or null when they agree.
+ *
+ * @since 0.2.0
+ */
+export const firstDifference = (
+  claimed: JournalState.JournalState,
+  actual: JournalState.JournalState
+): null | { readonly field: string; readonly claimed: string; readonly actual: string } => {
+  const counts = (s: JournalState.JournalState) =>
+    Array.from(s.tool_counts, ([k, v]) => `${JSON.stringify(k)}:${v}`).sort().join(",")
+  const fields: ReadonlyArray<readonly [string, (s: JournalState.JournalState) => string]> = [
+    ["next_sequence", (s) => String(s.next_sequence)],
+    ["entry_cap", (s) => String(s.entry_cap)],
+    ["tool_counts_cap", (s) => String(s.tool_counts_cap)],
+    ["evicted_head", (s) => String(s.evicted_head)],
+    ["entries", hashList],
+    ["tool_sequence", (s) => JSON.stringify(Ring.toArray(s.tool_sequence))],
+    ["data_flow.total_bytes_read", (s) => String(s.data_flow.total_bytes_read)],
+    ["data_flow.total_bytes_written", (s) => String(s.data_flow.total_bytes_written)],
+    ["data_flow.total_invocations", (s) => String(s.data_flow.total_invocations)],
+    ["data_flow.max_delegation_depth", (s) => String(s.data_flow.max_delegation_depth)],
+    ["tool_counts", counts],
+    ["current_streak_tool", (s) => String(s.current_streak_tool)],
+    ["current_streak_len", (s) => String(s.current_streak_len)],
+    ["message_count", (s) => String(s.message_count)]
+  ]
+  for (const [field, get] of fields) {
+    const a = get(claimed)
+    const b = get(actual)
+    if (a !== b) return { field, claimed: short(a), actual: short(b) }
+  }
+  return null
+}
+
+const short = (s: string): string => s.length > 200 ? `${s.slice(0, 200)}…` : s
+
+/**
+ * Starts a recovery.
+ *
+ * @since 0.2.0
+ */
+export const make = (options: Options): Recovery => {
+  const cp = decodeCheckpoint(options.id, options.checkpoint)
+  const checkpoint = Result.isSuccess(cp) ? cp.success : null
+  const brokenCheckpoint = Result.isFailure(cp) ? cp.failure : null
+  const cpLocation = options.checkpoint?.location ?? options.location
+  const caps: JournalState.Caps = checkpoint === null
+    ? options.caps ?? {}
+    : { entry_cap: checkpoint.entry_cap, tool_counts_cap: checkpoint.tool_counts_cap }
+  const verifyMode = options.mode === "verify"
+  const retention = options.retention === true
+
+  // In load mode the state starts at the checkpoint; in verify mode (and without a
+  // usable checkpoint) it is replayed from the empty state. `claimed` is what the
+  // replay must agree with when it reaches the checkpoint's next sequence.
+  let state: JournalState.JournalState = checkpoint !== null && !verifyMode ? checkpoint : JournalState.empty(options.id, caps)
+  let claimedPending = checkpoint !== null && verifyMode
+  let compared = false
+  let replayed = 0
+  let skipped = 0
+  let tornTail: RecoveryReport["tornTail"] = null
+  let stopped: Stopped | null = null
+  let exists = options.checkpoint !== null
+
+  // Storage order: the sequence the next record must carry, and the hash it must
+  // link to (null at the start of what was handed in: nothing to link to yet).
+  let cursor = -1
+  let segmentBase = 0
+  let previousHash: string | null = null
+  let firstSegment = true
+  // Whether the stored record at the checkpoint's next_sequence − 1 was seen and matched.
+  let checkpointTailSeen = checkpoint === null || checkpoint.next_sequence === 0
+  let lastSegment = options.location
+  let damagedPending: Extract<Input, { _tag: "Damaged" }> | null = null
+
+  const stop = (s: Stopped): false => {
+    stopped = s
+    return false
+  }
+
+  const compareClaimed = (segment: string, offset: number): boolean => {
+    if (!claimedPending || checkpoint === null || state.next_sequence !== checkpoint.next_sequence) return true
+    claimedPending = false
+    const diff = firstDifference(checkpoint, state)
+    if (diff === null) {
+      compared = true
+      return true
+    }
+    return stop({
+      reason: "checkpoint",
+      segment: cpLocation,
+      offset: 0,
+      sequence: checkpoint.next_sequence,
+      detail: `the checkpoint's ${diff.field} is ${diff.claimed}, the stored history gives ${diff.actual} (at ${segment}, offset ${offset})`
+    })
+  }
+
+  // Records before the state's next sequence (those a load-mode checkpoint already
+  // covers): they must chain among themselves and equal the checkpoint's retained
+  // entries where the window reaches them.
+  const checkCovered = (entry: Entry.Entry, segment: string, offset: number): boolean => {
+    const linkTo = state.entry_cap === 0 ? Entry.ZERO_HASH : previousHash
+    if (linkTo !== null && entry.prev_hash !== linkTo) {
+      return stop({
+        reason: "integrity",
+        segment,
+        offset,
+        sequence: entry.sequence,
+        detail: `prev_hash of sequence ${entry.sequence} is ${entry.prev_hash}, the record before it has ${linkTo}`,
+        violation: { what: "prev_hash", expected: linkTo, actual: entry.prev_hash }
+      })
+    }
+    const retained = retainedAt(state, entry.sequence)
+    if (retained !== undefined) {
+      if (retained.entry_hash !== entry.entry_hash) {
+        return stop({
+          reason: "checkpoint",
+          segment,
+          offset,
+          sequence: entry.sequence,
+          detail: `stored sequence ${entry.sequence} has hash ${entry.entry_hash}, the checkpoint's entry there has ${retained.entry_hash}`
+        })
+      }
+    } else {
+      const recomputed = Entry.computeHash(entry)
+      if (recomputed !== entry.entry_hash) {
+        return stop({
+          reason: "integrity",
+          segment,
+          offset,
+          sequence: entry.sequence,
+          detail: `entry_hash of sequence ${entry.sequence} is ${entry.entry_hash}, the entry hashes to ${recomputed}`,
+          violation: { what: "entry_hash", expected: recomputed, actual: entry.entry_hash }
+        })
+      }
+    }
+    if (checkpoint !== null && entry.sequence === checkpoint.next_sequence - 1) checkpointTailSeen = true
+    return true
+  }
+
+  const apply = (entry: Entry.Entry, segment: string, offset: number): boolean => {
+    const expectedPrev = JournalState.lastHash(state)
+    if (entry.prev_hash !== expectedPrev) {
+      return stop({
+        reason: "integrity",
+        segment,
+        offset,
+        sequence: entry.sequence,
+        detail: `prev_hash of sequence ${entry.sequence} is ${entry.prev_hash}, expected ${expectedPrev}`,
+        violation: { what: "prev_hash", expected: expectedPrev, actual: entry.prev_hash }
+      })
+    }
+    const recomputed = Entry.computeHash(entry)
+    if (recomputed !== entry.entry_hash) {
+      return stop({
+        reason: "integrity",
+        segment,
+        offset,
+        sequence: entry.sequence,
+        detail: `entry_hash of sequence ${entry.sequence} is ${entry.entry_hash}, the entry hashes to ${recomputed}`,
+        violation: { what: "entry_hash", expected: recomputed, actual: entry.entry_hash }
+      })
+    }
+    state = JournalState.fold(state, entry)
+    replayed++
+    if (checkpoint !== null && entry.sequence === checkpoint.next_sequence - 1) checkpointTailSeen = true
+    return compareClaimed(segment, offset)
+  }
+
+  const startSegment = (segment: string, base: number): boolean => {
+    exists = true
+    lastSegment = segment
+    if (firstSegment) {
+      firstSegment = false
+      if (verifyMode && checkpoint !== null && base > 0) {
+        if (!retention) {
+          return stop({
+            reason: "missing",
+            segment,
+            offset: 0,
+            sequence: 0,
+            detail: `the stored history starts at sequence ${base}: entries 0..${base - 1} are missing`,
+            missing: { from: 0, to: base - 1 }
+          })
+        }
+        // History cut by retention: the checkpoint vouches for what is gone.
+        state = checkpoint
+        claimedPending = false
+      }
+      const anchor = checkpoint !== null && !(verifyMode && base === 0) ? checkpoint.next_sequence : 0
+      if (base > anchor || (checkpoint === null && base !== 0)) {
+        return stop({
+          reason: "missing",
+          segment,
+          offset: 0,
+          sequence: anchor,
+          detail: checkpoint === null
+            ? `${brokenCheckpoint === null ? "no checkpoint" : `checkpoint unusable (${brokenCheckpoint})`}, and the stored history starts at sequence ${base}: entries 0..${base - 1} are missing`
+            : `the checkpoint covers sequences up to ${anchor - 1}, the stored history resumes at ${base}: entries ${anchor}..${base - 1} are missing`,
+          missing: { from: anchor, to: base - 1 }
+        })
+      }
+      if (checkpoint !== null && !verifyMode && retention && base === checkpoint.next_sequence) checkpointTailSeen = true
+    } else if (base !== cursor) {
+      return stop({
+        reason: base > cursor ? "gap" : "corruption",
+        segment,
+        offset: 0,
+        sequence: cursor,
+        detail: `segment starts at sequence ${base}, but the previous segment ends before ${cursor}`
+      })
+    }
+    cursor = base
+    segmentBase = base
+    return true
+  }
+
+  const offerEntry = (entry: Entry.Entry, segment: string, offset: number): boolean => {
+    const seq = entry.sequence
+    if (seq < cursor && seq >= segmentBase) {
+      // An identical re-append of an accepted entry is harmless; anything else at
+      // a used sequence is a forged or damaged record.
+      const accepted = retainedAt(state, seq)
+      if (accepted !== undefined && accepted.entry_hash === entry.entry_hash && Entry.computeHash(entry) === entry.entry_hash) {
+        skipped++
+        return true
+      }
+      return stop({
+        reason: "corruption",
+        segment,
+        offset,
+        sequence: seq,
+        detail: `a record at the already used sequence ${seq} differs from the accepted entry`
+      })
+    }
+    if (seq !== cursor) {
+      return stop({
+        reason: seq > cursor ? "gap" : "corruption",
+        segment,
+        offset,
+        sequence: cursor,
+        detail: seq > cursor
+          ? `expected sequence ${cursor}, found ${seq}: entries ${cursor}..${seq - 1} are missing`
+          : `a record of sequence ${seq} inside the segment that starts at ${segmentBase}`,
+        missing: seq > cursor ? { from: cursor, to: seq - 1 } : undefined
+      })
+    }
+    const ok = seq < state.next_sequence ? checkCovered(entry, segment, offset) : apply(entry, segment, offset)
+    if (!ok) return false
+    cursor = seq + 1
+    previousHash = entry.entry_hash
+    return true
+  }
+
+  const offer = (input: Input): boolean => {
+    if (stopped !== null) return false
+    if (damagedPending !== null) {
+      // Damage followed by anything more is not a torn tail.
+      const d = damagedPending
+      return stop({ reason: "corruption", segment: d.segment, offset: d.offset, sequence: Math.max(cursor, 0), detail: `${d.reason}, followed by more data` })
+    }
+    switch (input._tag) {
+      case "Segment":
+        return startSegment(input.segment, input.base)
+      case "Meta":
+        state = JournalState.applyMeta(state, input.meta)
+        return true
+      case "Entry":
+        if (cursor < 0) {
+          if (!startSegment(input.segment, input.entry.sequence)) return false
+        }
+        return offerEntry(input.entry, input.segment, input.offset)
+      case "UnknownVersion":
+        return stop({
+          reason: "unknown_version",
+          segment: input.segment,
+          offset: input.offset,
+          sequence: Math.max(cursor, 0),
+          detail: `record of schema version ${short(JSON.stringify(input.version) ?? String(input.version))}; this release reads version 1`
+        })
+      case "Damaged":
+        if (input.atEnd && (!input.terminated || input.zeros)) {
+          damagedPending = input
+          return true
+        }
+        return stop({
+          reason: "corruption",
+          segment: input.segment,
+          offset: input.offset,
+          sequence: Math.max(cursor, 0),
+          detail: input.atEnd ? `${input.reason} (a complete line: not a torn write)` : `${input.reason}, followed by more data`
+        })
+    }
+  }
+
+  const done = (): Outcome => {
+    if (stopped === null && damagedPending !== null) {
+      tornTail = { segment: damagedPending.segment, offset: damagedPending.offset, bytes: damagedPending.bytes }
+    }
+    if (stopped === null) compareClaimed(lastSegment, 0)
+    if (stopped === null && checkpoint !== null && !checkpointTailSeen) {
+      const claimedEnd = checkpoint.next_sequence - 1
+      const from = cursor < 0 ? 0 : Math.min(cursor, claimedEnd)
+      stopped = {
+        reason: "missing",
+        segment: lastSegment,
+        offset: 0,
+        sequence: from,
+        detail: `the checkpoint covers sequences up to ${claimedEnd}, but storage ${
+          cursor <= 0 ? "holds none of them" : cursor <= claimedEnd ? `ends at ${cursor - 1}` : `lacks the entry at ${claimedEnd}`
+        }: entries ${from}..${claimedEnd} are missing`,
+        missing: { from, to: claimedEnd }
+      }
+    }
+    const holds = Math.max(cursor, state.next_sequence)
+    if (stopped === null && options.storedCount !== undefined && options.storedCount > holds) {
+      stopped = {
+        reason: "missing",
+        segment: lastSegment,
+        offset: holds,
+        sequence: holds,
+        detail: `storage records ${options.storedCount} entries, its records end at ${holds}: entries ${holds}..${
+          options.storedCount - 1
+        } are missing`,
+        missing: { from: holds, to: options.storedCount - 1 }
+      }
+    }
+    const kind: RecoveryReport["checkpoint"] = checkpoint !== null
+      ? compared && stopped === null ? "verified" : "loaded"
+      : brokenCheckpoint !== null
+      ? "rebuilt"
+      : "none"
+    return {
+      state,
+      report: { checkpoint: kind, replayed, skipped, tornTail, stopped },
+      checkpoint,
+      brokenCheckpoint,
+      storedNext: Math.max(cursor, 0),
+      exists
+    }
+  }
+
+  return { checkpoint, offer, done, stopped: () => stopped !== null }
+}
+
+const retainedAt = (state: JournalState.JournalState, sequence: number): Entry.Entry | undefined => {
+  const size = Ring.size(state.entries)
+  const first = state.next_sequence - size
+  if (sequence < first || sequence >= state.next_sequence) return undefined
+  return Ring.get(state.entries, sequence - first)
+}
+
+/**
+ * Runs a whole recovery over records already in memory.
+ *
+ * @since 0.2.0
+ */
+export const run = (options: Options, inputs: Iterable<Input>): Outcome => {
+  const r = make(options)
+  for (const input of inputs) if (!r.offer(input)) break
+  return r.done()
+}
+
+/**
+ * The inputs of an array of consecutive entries stored as one segment (row stores
+ * and the in-memory adapter): a `Segment` starting at the first entry's sequence
+ * (or `base` when there are none), then each entry with its sequence as offset.
+ *
+ * @since 0.2.0
+ */
+export const rows = function*(
+  location: string,
+  base: number,
+  entries: Iterable<Entry.Entry>
+): Generator<Input> {
+  let started = false
+  for (const entry of entries) {
+    if (!started) {
+      started = true
+      yield { _tag: "Segment", segment: location, base: entry.sequence }
+    }
+    yield { _tag: "Entry", entry, segment: location, offset: entry.sequence }
+  }
+  if (!started && base >= 0) yield { _tag: "Segment", segment: location, base }
+}
