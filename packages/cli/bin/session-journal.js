@@ -1,7 +1,19 @@
-#!/usr/bin/env node
-// The `session-journal` command. The sources are TypeScript and run as they are:
-// Node 22 strips the types of files outside node_modules, and this package is
-// reached through a workspace symlink, so its real path never is inside one.
+#!/bin/sh
+":" //; # The `session-journal` command. This file is both a shell script and an
+":" //; # ES module: pnpm's shim starts it with /bin/sh, which replaces itself with
+":" //; # Node (exec), so the pid a caller holds is Node's and a signal sent to it
+":" //; # (SIGTERM, SIGINT) reaches the command, which then ends with exit 130 after
+":" //; # releasing its session lock. `node bin/session-journal.js` runs it directly.
+":" //; # Node is the workspace's own (node_modules/node/bin/node, the `node`
+":" //; # devDependency, Node 22) found from this file's real directory upwards;
+":" //; # not node_modules/.bin/node, a wrapper that would start Node as its child.
+":" //; d=$(cd -P -- "$(dirname -- "$0")" && pwd) || exit 70; n=node
+":" //; while :; do if [ -x "$d/node_modules/node/bin/node" ]; then n="$d/node_modules/node/bin/node"; break; fi; [ "$d" = / ] && break; d=$(dirname -- "$d"); done
+":" //; exec "$n" "$0" "$@"
+
+// The module: the sources are TypeScript and run as they are: Node 22 strips the
+// types of files outside node_modules, and this package is reached through a
+// workspace symlink, so its real path never is inside one.
 import module from "node:module"
 
 // Reuse compiled code between runs (a command is started many times in scripts).

@@ -18,14 +18,24 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { Argument, Command, Flag, GlobalFlag } from "effect/cli"
-import * as readline from "node:readline"
 import * as fs from "node:fs"
 import * as Demo from "./Demo.ts"
-import { describe as describeFailure, Exit, ExitCode, exitCodeOf, InvalidInput, stackOf, VerificationFailed } from "./Failure.ts"
+import {
+  describe as describeFailure,
+  Exit,
+  ExitCode,
+  exitCodeOf,
+  type Failure,
+  ImportStopped,
+  InvalidInput,
+  stackOf,
+  VerificationFailed
+} from "./Failure.ts"
+import * as Import from "./Import.ts"
+import * as Input from "./Input.ts"
 import * as MirrorFiles from "./MirrorFiles.ts"
 import * as Output from "./Output.ts"
 import * as Storage from "./Storage.ts"
@@ -96,7 +106,7 @@ export interface Context {
 
 type Journal = SessionJournal.SessionJournal | Persistence.Persistence
 
-const reportFailure = (cause: Cause.Cause<unknown>, verbose: boolean, flags: boolean) =>
+const reportFailure = (cause: Cause.Cause<Failure>, verbose: boolean, flags: boolean) =>
   Effect.gen(function*() {
     if (Cause.hasInterruptsOnly(cause)) return yield* Effect.failCause(cause as Cause.Cause<never>)
     const error = Cause.squash(cause)
@@ -117,7 +127,7 @@ const settings = Effect.gen(function*() {
   const postgres = yield* Postgres
   const storage: Storage.Options = {
     dir: Storage.resolveDir(Option.getOrUndefined(dir)),
-    postgres: Storage.resolvePostgres(Option.getOrUndefined(postgres))
+    ...Storage.resolvePostgres(Option.getOrUndefined(postgres))
   }
   return { json, verbose, storage }
 })
@@ -128,7 +138,7 @@ const settings = Effect.gen(function*() {
  *
  * @since 0.1.0
  */
-const withJournal = <E>(
+const withJournal = <E extends Failure>(
   body: (ctx: Context) => Effect.Effect<void, E, Journal | Scope.Scope>,
   options?: { readonly flags?: boolean }
 ) =>
@@ -146,7 +156,7 @@ const withJournal = <E>(
  *
  * @since 0.1.0
  */
-const withoutJournal = <E>(body: (ctx: Context) => Effect.Effect<void, E, Scope.Scope>) =>
+const withoutJournal = <E extends Failure>(body: (ctx: Context) => Effect.Effect<void, E, Scope.Scope>) =>
   Effect.gen(function*() {
     const { json, verbose, storage } = yield* settings
     yield* Effect.scoped(body({ json, storage })).pipe(
@@ -195,74 +205,47 @@ const parsePayload = (text: string, field: string) =>
     catch: (e) => new InvalidInput({ field, reason: `not valid JSON (${e instanceof Error ? e.message : String(e)})` })
   })
 
+// `--payload -` reads stdin and `--payload @FILE` a file (neither is JSON, so
+// there is no ambiguity), bounded and as strict UTF-8.
+const payloadText = (flag: string) => {
+  if (flag !== "-" && !flag.startsWith("@")) return Effect.succeed(flag)
+  const file = flag === "-" ? "-" : flag.slice(1)
+  return Effect.tryPromise({
+    try: () => Input.readBounded(file === "-" ? process.stdin : fs.createReadStream(file), "--payload"),
+    catch: (e) => new InvalidInput({ field: "--payload", reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}` })
+  }).pipe(Effect.flatMap(Effect.fromResult))
+}
+
 const append = Command.make("append", {
   id: sessionId,
   kind: Flag.String("kind").pipe(Flag.withDefault("message"), Flag.withDescription("Entry kind (default message)")),
-  payload: Flag.String("payload").pipe(Flag.withMetavar("JSON"), Flag.withDescription("Payload, any JSON"))
+  payload: Flag.String("payload").pipe(
+    Flag.withMetavar("JSON"),
+    Flag.withDescription("Payload, any JSON; - reads it from stdin, @FILE from FILE (strict UTF-8, at most 8 MiB)")
+  )
 }, (a) =>
   withJournal(({ json }) =>
     Effect.gen(function*() {
-      const payload = yield* parsePayload(a.payload, "--payload")
+      const payload = yield* parsePayload(yield* payloadText(a.payload), "--payload")
       const journal = yield* SessionJournal.SessionJournal
       const entry = yield* journal.append(a.id, a.kind, payload)
       yield* Output.write(Output.entryLine(json)(entry) + "\n")
     }), { flags: true })).pipe(Command.withDescription("Append a message (default kind) or an entry of another kind"))
 
-const IMPORT_BATCH = 1000
-
 /**
- * Turns one import line into a write item: a tool call (`kind` absent or
- * `"tool"`) or any other kind with its payload. Stored fields of exported entries
- * (`sequence`, hashes, `timestamp_secs`) are ignored: the entries are chained anew.
+ * Turns one import line into a write item (see `Import.importItem`).
  *
  * @since 0.1.0
  */
-export const importItem = (text: string, line: number): Result.Result<SessionJournal.WriteItem, InvalidInput> => {
-  let value: unknown
-  try {
-    value = JSON.parse(text)
-  } catch (e) {
-    return Result.fail(new InvalidInput({ field: "JSON", line, reason: e instanceof Error ? e.message : String(e) }))
-  }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    return Result.fail(new InvalidInput({ field: "JSON", line, reason: "each line must be a JSON object" }))
-  }
-  const o = value as Record<string, unknown>
-  if (o["kind"] === undefined || o["kind"] === "tool") {
-    const params = {
-      tool_name: o["tool_name"] as string,
-      server_id: o["server_id"] as string,
-      agent_id: o["agent_id"] as string,
-      bytes_read: (o["bytes_read"] ?? 0) as number,
-      bytes_written: (o["bytes_written"] ?? 0) as number,
-      delegation_depth: (o["delegation_depth"] ?? 0) as number,
-      allowed: (o["allowed"] ?? true) as boolean
-    }
-    const valid = Entry.validateToolParams(params)
-    if (Result.isFailure(valid)) {
-      return Result.fail(new InvalidInput({ field: valid.failure.field, line, reason: valid.failure.reason }))
-    }
-    return Result.succeed({ _tag: "Tool", params: valid.success })
-  }
-  if (typeof o["kind"] !== "string") {
-    return Result.fail(new InvalidInput({ field: "kind", line, reason: "must be a string" }))
-  }
-  const valid = Entry.validatePayload(o["kind"], o["payload"])
-  if (Result.isFailure(valid)) {
-    return Result.fail(new InvalidInput({ field: valid.failure.field, line, reason: valid.failure.reason }))
-  }
-  return Result.succeed({ _tag: "Other", kind: o["kind"], payload: valid.success })
-}
+export const importItem = Import.importItem
 
-const inputLines = (file: string) =>
-  Stream.unwrap(Effect.sync(() => {
-    const input = file === "-" ? process.stdin : fs.createReadStream(file)
-    const rl = readline.createInterface({ input, crlfDelay: Infinity })
-    return Stream.fromAsyncIterable(
-      rl,
+const inputBytes = (file: string): Stream.Stream<Uint8Array, InvalidInput> =>
+  Stream.unwrap(Effect.sync(() =>
+    Stream.fromAsyncIterable(
+      (file === "-" ? process.stdin : fs.createReadStream(file)) as AsyncIterable<Uint8Array>,
       (e) => new InvalidInput({ field: "FILE", reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}` })
     )
-  }))
+  ))
 
 const importCmd = Command.make("import", {
   id: sessionId,
@@ -275,9 +258,6 @@ const importCmd = Command.make("import", {
     Effect.gen(function*() {
       yield* validId(a.id)
       const journal = yield* SessionJournal.SessionJournal
-      let line = 0
-      let imported = 0
-      let last: Entry.Entry | undefined
       // For a file the bar measures bytes read; for stdin it counts entries.
       const size = a.file === "-" ? 0 : yield* Effect.sync(() => {
         try {
@@ -286,35 +266,44 @@ const importCmd = Command.make("import", {
           return 0
         }
       })
-      yield* Output.withProgress(`import ${a.id}`, size, (bar) =>
-        inputLines(a.file).pipe(
-          Stream.map((text) => {
-            if (size > 0) bar.advance(Buffer.byteLength(text) + 1)
-            return [text, ++line] as const
-          }),
-          Stream.filter(([text]) => text.trim().length > 0),
-          Stream.grouped(IMPORT_BATCH),
-          Stream.runForEach((batch) =>
-            Effect.gen(function*() {
-              const items: Array<SessionJournal.WriteItem> = []
-              for (const [text, n] of batch) items.push(yield* Effect.fromResult(importItem(text, n)))
-              const written = yield* journal.writeAll(a.id, items)
-              imported += written.length
-              last = written[written.length - 1] ?? last
+      const summary = yield* Output.withProgress(`import ${a.id}`, size, (bar) =>
+        Import.run({
+          id: a.id,
+          source: inputBytes(a.file),
+          writeAll: (items) => journal.writeAll(a.id, items),
+          onRead: (n) => {
+            if (size > 0) bar.advance(n)
+          },
+          // Printed only once durable: a caller reading this output knows
+          // exactly which entries were acknowledged.
+          onDurable: (written) =>
+            Effect.suspend(() => {
               if (size === 0) bar.advance(written.length)
-              // Printed only now that the batch is durable: a caller reading this
-              // output knows exactly which entries were acknowledged.
-              if (json) yield* Output.lines(written.map(Output.entryJson))
+              return json ? Output.lines(written.map(Output.entryJson)) : Effect.void
             })
+        })).pipe(
+          Effect.tapError((e) =>
+            json && e._tag === "ImportStopped" ? Output.json(stoppedJson(e)) : Effect.void
           )
-        ))
+        )
       if (!json) {
+        const { imported, last } = summary
         yield* Output.write(
           `imported ${imported} entr${imported === 1 ? "y" : "ies"} into ${a.id}` +
             (last === undefined ? "\n" : ` (last sequence ${last.sequence})\n`)
         )
       }
-    }))).pipe(Command.withDescription("Append JSON lines ({tool_name,…} or {kind,payload}) in batches"))
+    }))).pipe(Command.withDescription(
+      "Append JSON lines ({tool_name,…} or {kind,payload}) as they arrive, each durable within moments; " +
+        "a bad line stops the import after every line before it is committed"
+    ))
+
+// The last JSON line of `--json import` when a line stopped it.
+const stoppedJson = (e: ImportStopped) => ({
+  imported: e.imported,
+  last_sequence: e.lastSequence,
+  stopped: { line: e.input.line ?? null, field: e.input.field, reason: e.input.reason }
+})
 
 // ---------------------------------------------------------------------------
 // list / show / stats / tail / export

@@ -10,6 +10,16 @@
  *
  * @since 0.1.0
  */
+import type {
+  CorruptJournal,
+  IntegrityViolation,
+  InvalidRecordField,
+  InvalidSessionId,
+  SequenceConflict,
+  SessionLocked,
+  SessionNotFound,
+  StorageError
+} from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Schema from "effect/Schema"
 
@@ -27,6 +37,27 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInp
   override get message(): string {
     const where = this.line === undefined ? "" : ` on line ${this.line}`
     return `invalid ${this.field}${where}: ${this.reason}`
+  }
+}
+
+/**
+ * `import` stopped at a line it could not accept. Every line before it is
+ * committed; `imported` and `lastSequence` say what was (`lastSequence` is null
+ * when nothing was), so a caller can resume after the bad line.
+ *
+ * @since 0.1.0
+ */
+export class ImportStopped extends Schema.TaggedError<ImportStopped>()("ImportStopped", {
+  input: InvalidInput,
+  imported: Schema.Number,
+  lastSequence: Schema.NullOr(Schema.Number)
+}) {
+  override get message(): string {
+    const n = this.imported
+    const committed = n === 0 || this.lastSequence === null
+      ? "nothing was imported"
+      : `the ${n} entr${n === 1 ? "y" : "ies"} before it ${n === 1 ? "is" : "are"} committed (last sequence ${this.lastSequence})`
+    return `${this.input.message}; import stopped there, ${committed}`
   }
 }
 
@@ -75,13 +106,36 @@ export const ExitCode = {
   interrupted: 130
 } as const
 
-const codeByTag: Record<string, number> = {
+/**
+ * Every typed failure a command may end with. A handler whose error type is not
+ * part of this union does not compile, so no new error can slip through as a
+ * defect (exit 70) unnoticed.
+ *
+ * @since 0.1.0
+ */
+export type Failure =
+  | IntegrityViolation
+  | CorruptJournal
+  | VerificationFailed
+  | InvalidSessionId
+  | InvalidRecordField
+  | InvalidInput
+  | ImportStopped
+  | SessionNotFound
+  | StorageError
+  | SequenceConflict
+  | NotAvailable
+  | SessionLocked
+
+// A mapped type over the union's tags: a missing tag is a compile error.
+const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
   IntegrityViolation: ExitCode.verificationFailed,
   CorruptJournal: ExitCode.verificationFailed,
   VerificationFailed: ExitCode.verificationFailed,
   InvalidSessionId: ExitCode.usage,
   InvalidRecordField: ExitCode.usage,
   InvalidInput: ExitCode.usage,
+  ImportStopped: ExitCode.usage,
   SessionNotFound: ExitCode.usage,
   StorageError: ExitCode.storage,
   SequenceConflict: ExitCode.storage,
@@ -90,14 +144,11 @@ const codeByTag: Record<string, number> = {
 }
 
 /**
- * The exit code for a typed failure (by its `_tag`); unknown values are defects.
+ * The exit code for a typed failure.
  *
  * @since 0.1.0
  */
-export const exitCodeOf = (error: unknown): number => {
-  const tag = typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : ""
-  return codeByTag[tag] ?? ExitCode.defect
-}
+export const exitCodeOf = (error: Failure): number => codeByTag[error._tag]
 
 // Core names fields by their JSON names; on the command line the user typed a flag.
 const flagOfField: Record<string, string> = {

@@ -9,7 +9,7 @@ import { Persistence, StorageError } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { NotAvailable } from "./Failure.ts"
+import { InvalidInput, NotAvailable } from "./Failure.ts"
 
 /**
  * The resolved storage choice of one invocation.
@@ -21,6 +21,8 @@ export interface Options {
   readonly dir: string
   /** PostgreSQL connection URL, when PostgreSQL is chosen. */
   readonly postgres: string | undefined
+  /** Where the URL came from, named when it is invalid (`--postgres` when absent). */
+  readonly postgresFrom?: "--postgres" | "SESSION_JOURNAL_PG_URL" | undefined
 }
 
 /**
@@ -42,20 +44,64 @@ export const resolveDir = (flag: string | undefined): string => {
 }
 
 /**
- * Resolves the PostgreSQL URL: the flag, else `$SESSION_JOURNAL_PG_URL`, else none.
+ * Resolves the PostgreSQL URL: the flag, else `$SESSION_JOURNAL_PG_URL`, else
+ * none; with where it came from.
  *
  * @since 0.1.0
  */
-export const resolvePostgres = (flag: string | undefined): string | undefined => {
-  if (flag !== undefined && flag.length > 0) return flag
+export const resolvePostgres = (
+  flag: string | undefined
+): Pick<Options, "postgres" | "postgresFrom"> => {
+  if (flag !== undefined && flag.length > 0) return { postgres: flag, postgresFrom: "--postgres" }
   const env = process.env["SESSION_JOURNAL_PG_URL"]
-  return env !== undefined && env.length > 0 ? env : undefined
+  return env !== undefined && env.length > 0
+    ? { postgres: env, postgresFrom: "SESSION_JOURNAL_PG_URL" }
+    : { postgres: undefined }
 }
+
+/**
+ * The environment variable that names the PostgreSQL table prefix.
+ *
+ * @since 0.1.0
+ */
+export const TABLE_PREFIX_VAR = "SESSION_JOURNAL_PG_TABLE_PREFIX"
 
 // Several journals can share one database under different table prefixes.
 const tablePrefix = (): string | undefined => {
-  const env = process.env["SESSION_JOURNAL_PG_TABLE_PREFIX"]
+  const env = process.env[TABLE_PREFIX_VAR]
   return env !== undefined && env.length > 0 ? env : undefined
+}
+
+// The adapter's rule for a prefix (it checks it again and reports a violation
+// as a `configure` failure, mapped below); checked here first so that a bad
+// prefix is bad input even when the server cannot be reached.
+const prefixPattern = /^[a-z_][a-z0-9_]{0,39}$/
+
+/**
+ * Checks the PostgreSQL settings of an invocation before anything connects: the
+ * URL must be a `postgres://` or `postgresql://` URL and the table prefix (when
+ * set) lowercase letters, digits and `_`, at most 40 characters. A failure
+ * names the flag or environment variable.
+ *
+ * @since 0.1.0
+ */
+export const checkPostgres = (url: string, from: string, prefix: string | undefined): InvalidInput | undefined => {
+  let parsed: URL | undefined
+  try {
+    parsed = new URL(url)
+  } catch {
+    parsed = undefined
+  }
+  if (parsed === undefined || (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:")) {
+    return new InvalidInput({ field: from, reason: "must be a URL of the form postgres://USER@HOST:PORT/DATABASE" })
+  }
+  if (prefix !== undefined && !prefixPattern.test(prefix)) {
+    return new InvalidInput({
+      field: TABLE_PREFIX_VAR,
+      reason: `${JSON.stringify(prefix)} is not a table prefix: use lowercase letters, digits and _, at most 40 characters, not starting with a digit`
+    })
+  }
+  return undefined
 }
 
 /**
@@ -64,9 +110,14 @@ const tablePrefix = (): string | undefined => {
  *
  * @since 0.1.0
  */
-export const layer = (options: Options): Layer.Layer<Persistence.Persistence, StorageError | NotAvailable> => {
+export const layer = (
+  options: Options
+): Layer.Layer<Persistence.Persistence, StorageError | NotAvailable | InvalidInput> => {
   if (options.postgres !== undefined) {
     const url = options.postgres
+    const prefix = tablePrefix()
+    const bad = checkPostgres(url, options.postgresFrom ?? "--postgres", prefix)
+    if (bad !== undefined) return Layer.effect(Persistence.Persistence, Effect.fail(bad))
     // Loaded only when chosen: the driver is not needed for the filesystem.
     return Layer.unwrap(
       Effect.tryPromise({
@@ -76,7 +127,20 @@ export const layer = (options: Options): Layer.Layer<Persistence.Persistence, St
             feature: "PostgreSQL storage",
             reason: `the PostgreSQL adapter could not be loaded (${cause instanceof Error ? cause.message : String(cause)})`
           })
-      }).pipe(Effect.map((pg) => pg.PgPersistence.layerFromUrl(url, { tablePrefix: tablePrefix() })))
+      }).pipe(Effect.map((pg) =>
+        pg.PgPersistence.layerFromUrl(url, { tablePrefix: prefix }).pipe(
+          // The adapter's own check of the prefix (the one above mirrors it).
+          Layer.catchTag("StorageError", (e) =>
+            Layer.effect(
+              Persistence.Persistence,
+              Effect.fail(
+                e.operation === "configure" && e.reason?.includes("table prefix") === true
+                  ? new InvalidInput({ field: TABLE_PREFIX_VAR, reason: e.reason })
+                  : e
+              )
+            ))
+        )
+      ))
     )
   }
   return NodePersistence.layer(nodeOptions(options))
