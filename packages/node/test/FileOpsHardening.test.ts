@@ -5,13 +5,14 @@
  * place of the lock (a symlink, a directory, a FIFO) never break or hang a reader
  * and give a writer a clear typed error; lock records are judged strictly.
  */
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import { describe, expect, it } from "vitest"
-import { NodePersistence } from "../src/index.ts"
+import { SessionLocked, StorageError } from "@session-journal/core"
+import { Lock, NodePersistence } from "../src/index.ts"
 import * as FileOps from "../src/internal/fileOps.ts"
 import { appendChain, chain, JournalState, loadRead, run, tempDir, withWriter } from "./helpers.ts"
 
@@ -261,3 +262,196 @@ describe("command line", () => {
   }, 60_000)
 })
 
+
+// ---------------------------------------------------------------------------
+// Odd files where the lock must be.
+
+const ODD_KINDS = ["symlink", "dangling symlink", "directory", "fifo"] as const
+
+const plantOdd = (dir: string, kind: (typeof ODD_KINDS)[number], name = Lock.LOCK_FILE) => {
+  const file = path.join(dir, name)
+  fs.rmSync(file, { force: true })
+  switch (kind) {
+    case "symlink":
+      fs.symlinkSync(path.join(dir, "checkpoint.json"), file)
+      break
+    case "dangling symlink":
+      fs.symlinkSync(path.join(dir, "nowhere"), file)
+      break
+    case "directory":
+      fs.mkdirSync(file, { mode: 0o700 })
+      break
+    case "fifo": {
+      const made = spawnSync("mkfifo", ["-m", "600", file])
+      if (made.status !== 0) throw new Error(`mkfifo failed: ${made.stderr}`)
+      break
+    }
+  }
+  return file
+}
+
+describe("odd lock files", () => {
+  it("Lock.inspect reports each kind without failing; a writer gets a StorageError naming it", async () => {
+    const root = tempDir("odd-inspect")
+    for (const kind of ODD_KINDS) {
+      const id = kind.replace(/ /g, "-")
+      await seed(root, id, 1)
+      const dir = path.join(root, id)
+      const file = plantOdd(dir, kind)
+      const seen = await Lock.inspect(context(root), dir)
+      expect(seen?.record, kind).toBeNull()
+      expect(seen?.alive, kind).toBe(false)
+      expect(seen?.problem, kind).toContain(kind === "fifo" ? "a FIFO" : kind === "directory" ? "a directory" : "a symbolic link")
+      const error = await Lock.acquire(context(root), dir, id).then(() => null, (e: unknown) => e)
+      expect(error, kind).toBeInstanceOf(StorageError)
+      expect((error as StorageError).message, kind).toContain("remove it")
+      // Nothing was followed, removed or replaced.
+      expect(fs.lstatSync(file).isFile(), kind).toBe(false)
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, id))
+      expect(report.ok, kind).toBe(true)
+    }
+  })
+
+  it("an odd takeover claim next to a stale lock gives a writer a StorageError naming the claim", async () => {
+    const root = tempDir("odd-claim")
+    await seed(root, "c", 1)
+    const dir = path.join(root, "c")
+    fs.writeFileSync(path.join(dir, Lock.LOCK_FILE), JSON.stringify({ ...liveRecord(deadPid()), start: null }), { mode: 0o600 })
+    plantOdd(dir, "directory", Lock.CLAIM_FILE)
+    const error = await Lock.acquire(context(root), dir, "c").then(() => null, (e: unknown) => e)
+    expect(error).toBeInstanceOf(StorageError)
+    expect((error as StorageError).message).toContain(Lock.CLAIM_FILE)
+  })
+
+  for (const kind of ODD_KINDS) {
+    it(`command line, lock is a ${kind}: verify exits 0, record fails with a storage error and does not hang`, async () => {
+      const dir = tempDir("odd-cli")
+      expect((await record(dir, "s")).code).toBe(0)
+      const file = plantOdd(path.join(dir, "s"), kind)
+      const verify = await cli(["--dir", dir, "verify", "s"])
+      expect(verify.code, verify.stderr).toBe(0)
+      const all = await cli(["--dir", dir, "verify"])
+      expect(all.code, all.stderr).toBe(0)
+      const write = await record(dir, "s")
+      expect(write.code, write.stderr).toBe(3)
+      expect(write.stderr).toContain(file)
+      expect(write.stderr).toMatch(/remove it/)
+      expect(fs.lstatSync(file).isFile()).toBe(false)
+    }, 60_000)
+  }
+})
+
+// ---------------------------------------------------------------------------
+// Lock records judged strictly.
+
+const deadPid = (): number => spawnSync(process.execPath, ["-e", ""]).pid!
+
+const liveRecord = (pid: number): Lock.LockRecord => ({
+  pid,
+  host: os.hostname(),
+  start: Lock.processStat(pid)?.start ?? null,
+  token: "someone-else",
+  acquired_at: Date.now()
+})
+
+/** A process that stays alive until killed; `zombie` is a child it never reaps. */
+const startSleeper = async (): Promise<{ pid: number; zombie: number; stop: () => Promise<void> }> => {
+  const child = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 600"], { stdio: ["ignore", "pipe", "ignore"] })
+  const zombie = await new Promise<number>((resolve, reject) => {
+    child.stdout.once("data", (b: Buffer) => resolve(Number(b.toString().trim())))
+    child.once("error", reject)
+  })
+  const exited = new Promise<void>((resolve) => child.once("close", () => resolve()))
+  return {
+    pid: child.pid!,
+    zombie,
+    stop: async () => {
+      child.kill("SIGKILL")
+      await exited
+    }
+  }
+}
+
+const writeLock = (dir: string, content: string) => fs.writeFileSync(path.join(dir, Lock.LOCK_FILE), content, { mode: 0o600 })
+
+const takes = async (root: string, dir: string) => {
+  let held: Lock.Held
+  try {
+    held = await Lock.acquire(context(root), dir, "s")
+  } catch (e) {
+    return e
+  }
+  const onDisk = JSON.parse(fs.readFileSync(path.join(dir, Lock.LOCK_FILE), "utf8")) as Lock.LockRecord
+  expect(onDisk.token).toBe(held.record.token)
+  await held.release()
+  return "taken"
+}
+
+describe.runIf(Lock.processStat(process.pid) !== null)("lock holders", () => {
+  it("a live holder keeps the lock; the same pid with another start time, a zombie, or another boot does not", async () => {
+    const { dir, root } = sessionDir("holders")
+    const sleeper = await startSleeper()
+    try {
+      writeLock(dir, JSON.stringify(liveRecord(sleeper.pid)))
+      expect(await takes(root, dir)).toBeInstanceOf(SessionLocked)
+      // The pid was reused by another process: the start time differs.
+      writeLock(dir, JSON.stringify({ ...liveRecord(sleeper.pid), start: "1" }))
+      expect(await takes(root, dir)).toBe("taken")
+      // A holder of an earlier boot is gone, whatever now runs under its pid.
+      writeLock(dir, JSON.stringify({ ...liveRecord(sleeper.pid), boot: "00000000-0000-0000-0000-000000000000" }))
+      expect(await takes(root, dir)).toBe("taken")
+      // A zombie is dead.
+      while (Lock.processStat(sleeper.zombie)?.state !== "Z") await new Promise((resolve) => setImmediate(resolve))
+      writeLock(dir, JSON.stringify(liveRecord(sleeper.zombie)))
+      expect(Lock.pidAlive(sleeper.zombie)).toBe(false)
+      expect(await takes(root, dir)).toBe("taken")
+    } finally {
+      await sleeper.stop()
+    }
+  })
+
+  it("a holder in another pid namespace of this host cannot be checked, so it keeps the lock", async () => {
+    const { dir, root } = sessionDir("pidns")
+    writeLock(dir, JSON.stringify({ ...liveRecord(deadPid()), pidns: "pid:[1]" }))
+    const error = await takes(root, dir)
+    expect(error).toBeInstanceOf(SessionLocked)
+    expect((error as SessionLocked).message).toContain("another pid namespace")
+  })
+
+  it("garbage, an oversized file and pids that address process groups are stale records, taken over", async () => {
+    const { dir, root } = sessionDir("garbage")
+    const base = liveRecord(process.pid)
+    const cases: Array<[string, string]> = [
+      ["empty", ""],
+      ["binary", "\u0000\u0001garbage"],
+      ["array", "[1,2,3]"],
+      ["pid 0", JSON.stringify({ ...base, pid: 0 })],
+      ["pid -1", JSON.stringify({ ...base, pid: -1 })],
+      ["pid 1.5", JSON.stringify({ ...base, pid: 1.5 })],
+      ["huge pid", JSON.stringify({ ...base, pid: 1e20 })],
+      ["no host", JSON.stringify({ ...base, host: "" })],
+      ["oversized", " ".repeat(200 * 1024) + JSON.stringify(base)]
+    ]
+    for (const [name, content] of cases) {
+      writeLock(dir, content)
+      const seen = await Lock.inspect(context(root), dir)
+      expect(seen?.record, name).toBeNull()
+      expect(seen?.problem, name).toContain("unreadable lock file")
+      expect(await takes(root, dir), name).toBe("taken")
+    }
+  })
+
+  it("temp files of a lock attempt are cleared only when their process is dead or a zombie", async () => {
+    const { dir, root } = sessionDir("temps")
+    const sleeper = await startSleeper()
+    try {
+      while (Lock.processStat(sleeper.zombie)?.state !== "Z") await new Promise((resolve) => setImmediate(resolve))
+      const names = [sleeper.pid, sleeper.zombie, deadPid()].map((pid) => `${Lock.LOCK_FILE}${FileOps.TEMP_PREFIX}${pid}-x`)
+      for (const n of names) fs.writeFileSync(path.join(dir, n), "{}", { mode: 0o600 })
+      await Lock.clearStaleTemps(context(root), dir, names)
+      expect(fs.readdirSync(dir)).toEqual([names[0]])
+    } finally {
+      await sleeper.stop()
+    }
+  })
+})
