@@ -13,10 +13,16 @@
  * left by a process that died during a takeover is itself stale and is removed the
  * same careful way. Readers never take the lock.
  *
+ * Anything else in place of the lock (a symbolic link, a directory, a FIFO, a file
+ * of another owner or one this user cannot read) is never followed, opened for a
+ * blocking read or removed: readers report it, writers fail with a `StorageError`
+ * that names it and says how to clear it.
+ *
  * @since 0.1.0
  */
 import { SessionLocked, StorageError } from "@session-journal/core"
-import { readFileSync } from "node:fs"
+import type { Stats } from "node:fs"
+import { readFileSync, readlinkSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as FileOps from "./internal/fileOps.ts"
@@ -48,6 +54,10 @@ export interface LockRecord {
   readonly token: string
   /** When the lock was taken, milliseconds since the epoch. */
   readonly acquired_at: number
+  /** Linux boot id of the holder's machine; absent in records of older versions. */
+  readonly boot?: string | null
+  /** Pid namespace of the holder (`/proc/self/ns/pid`); absent in records of older versions. */
+  readonly pidns?: string | null
 }
 
 /**
@@ -80,6 +90,42 @@ export const processStat = (pid: number): { readonly start: string; readonly sta
 
 const ownStart = processStat(process.pid)?.start ?? null
 
+const readOr = (read: () => string): string | null => {
+  try {
+    return read().trim()
+  } catch {
+    return null
+  }
+}
+
+// Pids, start times and zombies mean something only within one boot and one pid
+// namespace: a holder of another boot is gone, one in another namespace (another
+// container with the same host name) cannot be checked from here.
+const ownBoot = readOr(() => readFileSync("/proc/sys/kernel/random/boot_id", "utf8"))
+const ownPidns = readOr(() => readlinkSync("/proc/self/ns/pid"))
+const procAvailable = processStat(process.pid) !== null
+
+/**
+ * Whether a local process `pid` exists and is not a zombie. Where /proc is not
+ * available, a pid that exists counts as alive.
+ *
+ * @since 0.1.0
+ */
+export const pidAlive = (pid: number): boolean => {
+  if (!validPid(pid)) return false
+  try {
+    process.kill(pid, 0)
+  } catch (e) {
+    if (FileOps.codeOf(e) === "ESRCH") return false
+    // EPERM: a process of another user owns the pid; it exists.
+  }
+  const stat = processStat(pid)
+  if (stat === null) return !procAvailable
+  return stat.state !== "Z" && stat.state !== "X"
+}
+
+const validPid = (pid: unknown): pid is number => typeof pid === "number" && Number.isSafeInteger(pid) && pid > 0 && pid < 2 ** 31
+
 // Tokens of the lock records this process uses: held locks, and acquisitions in
 // progress (their takeover claim carries the same record, and must count as live
 // for another acquirer in this process). A lock or claim naming this process with
@@ -94,17 +140,14 @@ const heldTokens = new Set<string>()
  */
 export const holderAlive = (record: LockRecord): boolean => {
   if (record.host !== os.hostname()) return true
+  if (typeof record.boot === "string" && ownBoot !== null && record.boot !== ownBoot) return false
+  if (typeof record.pidns === "string" && ownPidns !== null && record.pidns !== ownPidns) return true
+  if (!validPid(record.pid)) return false
   if (record.pid === process.pid && record.start === ownStart) return heldTokens.has(record.token)
-  try {
-    process.kill(record.pid, 0)
-  } catch (e) {
-    if (FileOps.codeOf(e) === "ESRCH") return false
-    // EPERM: a process of another user owns the pid, so it is alive.
-  }
+  if (!pidAlive(record.pid)) return false
   const stat = processStat(record.pid)
-  if (stat === null) return processStat(process.pid) === null
-  if (stat.state === "Z" || stat.state === "X") return false
-  return record.start === null || stat.start === record.start
+  // The pid exists but its start time differs: it was reused by another process.
+  return record.start === null || stat === null || stat.start === record.start
 }
 
 /**
@@ -112,15 +155,27 @@ export const holderAlive = (record: LockRecord): boolean => {
  *
  * @since 0.1.0
  */
-export const describe = (record: LockRecord): string =>
-  `pid ${record.pid} on ${record.host} since ${new Date(record.acquired_at).toISOString()}`
+export const describe = (record: LockRecord): string => {
+  const since = Number.isFinite(record.acquired_at) ? new Date(record.acquired_at).toISOString() : "an unknown time"
+  const elsewhere = typeof record.pidns === "string" && ownPidns !== null && record.pidns !== ownPidns &&
+      record.host === os.hostname()
+    ? " (in another pid namespace, so it cannot be checked from here)"
+    : ""
+  return `pid ${record.pid} on ${record.host} since ${since}${elsewhere}`
+}
 
+const optionalText = (v: unknown): boolean => v === undefined || v === null || typeof v === "string"
+
+// A record is used only when every field has the shape this module writes: a pid
+// that `process.kill` cannot misread (0 and -1 address process groups), a finite
+// time. Anything else is garbage, like a record cut short.
 const parseRecord = (text: string): LockRecord | null => {
   try {
-    const o = JSON.parse(text) as Partial<LockRecord>
+    const o = JSON.parse(text) as { readonly [k in keyof LockRecord]?: unknown }
     if (
-      typeof o.pid === "number" && typeof o.host === "string" && typeof o.token === "string" &&
-      typeof o.acquired_at === "number" && (o.start === null || typeof o.start === "string")
+      typeof o === "object" && o !== null && validPid(o.pid) && typeof o.host === "string" && o.host.length > 0 &&
+      typeof o.token === "string" && typeof o.acquired_at === "number" && Number.isFinite(o.acquired_at) &&
+      (o.start === null || typeof o.start === "string") && optionalText(o.boot) && optionalText(o.pidns)
     ) return o as LockRecord
     return null
   } catch {
@@ -128,26 +183,80 @@ const parseRecord = (text: string): LockRecord | null => {
   }
 }
 
+/** Largest lock record read; a larger lock file is garbage, never read whole. */
+const MAX_RECORD_BYTES = 64 * 1024
+
 type Seen =
   | { readonly _tag: "Missing" }
   | { readonly _tag: "Found"; readonly raw: string; readonly ino: number; readonly record: LockRecord | null }
+  /** Something other than a lock file of ours: `reason` says what. */
+  | { readonly _tag: "Odd"; readonly reason: string; readonly directory: boolean }
 
+const kindOf = (st: Stats): string =>
+  st.isSymbolicLink()
+    ? "a symbolic link"
+    : st.isDirectory()
+    ? "a directory"
+    : st.isFIFO()
+    ? "a FIFO"
+    : st.isSocket()
+    ? "a socket"
+    : st.isCharacterDevice() || st.isBlockDevice()
+    ? "a device"
+    : "not a regular file"
+
+const oddOf = (ctx: FileOps.Context, st: Stats): string | null => {
+  if (!st.isFile() || st.isSymbolicLink()) return kindOf(st)
+  if (ctx.uid !== null && st.uid !== ctx.uid) return `owned by uid ${st.uid}, not ${ctx.uid}`
+  if ((st.mode & 0o022) !== 0) return `group- or other-writable (mode ${(st.mode & 0o777).toString(8)})`
+  return null
+}
+
+// Reads a lock or claim file without ever following a symlink or blocking: lstat
+// first, and only a regular file of ours is opened (O_NOFOLLOW|O_NONBLOCK, dev/ino
+// checked). Whatever else is there is reported as Odd, never thrown.
 const readLockFile = async (ctx: FileOps.Context, file: string): Promise<Seen> => {
+  let st: Stats
+  try {
+    st = await ctx.fs.lstat(file)
+  } catch (cause) {
+    if (FileOps.codeOf(cause) === "ENOENT") return { _tag: "Missing" }
+    throw new StorageError({ operation: "lstat", path: file, cause })
+  }
+  const odd = oddOf(ctx, st)
+  if (odd !== null) return { _tag: "Odd", reason: odd, directory: st.isDirectory() }
   let fh: FileOps.FileHandle
   try {
     fh = await FileOps.openRead(ctx, file)
   } catch (e) {
-    if (FileOps.codeOf((e as { cause?: unknown }).cause) === "ENOENT") return { _tag: "Missing" }
+    const code = FileOps.codeOf((e as { cause?: unknown }).cause)
+    if (code === "ENOENT") return { _tag: "Missing" }
+    if (code === "EACCES" || code === "EPERM") return { _tag: "Odd", reason: "not readable by this user", directory: false }
+    // Replaced between the lstat and the open: report what was found.
+    if (e instanceof StorageError && e.operation === "confine") return { _tag: "Odd", reason: e.reason ?? "replaced while being read", directory: false }
     throw e
   }
   try {
-    const st = await FileOps.call("fstat", file, () => fh.stat())
-    const raw = new TextDecoder().decode(await FileOps.readBounded(ctx, fh, file, 64 * 1024))
-    return { _tag: "Found", raw, ino: st.ino, record: parseRecord(raw) }
+    const fst = await FileOps.call("fstat", file, () => fh.stat())
+    if (fst.size > MAX_RECORD_BYTES) {
+      return { _tag: "Found", raw: `${fst.size} bytes, modified ${fst.mtimeMs}`, ino: fst.ino, record: null }
+    }
+    const raw = new TextDecoder().decode(await FileOps.readAt(fh, file, 0, MAX_RECORD_BYTES))
+    return { _tag: "Found", raw, ino: fst.ino, record: parseRecord(raw) }
   } finally {
     await FileOps.close(fh)
   }
 }
+
+/** The error a writer gets when something odd stands where its lock must go. */
+const oddLock = (file: string, reason: string, directory: boolean): StorageError =>
+  new StorageError({
+    operation: "lock",
+    path: file,
+    reason: `${path.basename(file)} is ${/^(a |an |not )/.test(reason) ? "" : "a file "}${reason}, where only a lock ` +
+      `file of this program may be; no writer can take the session while it is there: check that no writer is ` +
+      `running, then remove it (rm ${directory ? "-r " : ""}${JSON.stringify(file)})`
+  })
 
 const same = (a: Seen, b: Seen): boolean =>
   a._tag === "Found" && b._tag === "Found" && a.ino === b.ino && a.raw === b.raw
@@ -183,6 +292,8 @@ export const acquire = async (ctx: FileOps.Context, dir: string, id: string): Pr
     pid: process.pid,
     host: os.hostname(),
     start: ownStart,
+    boot: ownBoot,
+    pidns: ownPidns,
     token: `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`,
     acquired_at: Date.now()
   }
@@ -203,6 +314,7 @@ export const acquire = async (ctx: FileOps.Context, dir: string, id: string): Pr
       }
       const seen = await readLockFile(ctx, lockPath)
       if (seen._tag === "Missing") continue
+      if (seen._tag === "Odd") throw oddLock(lockPath, seen.reason, seen.directory)
       if (alive(seen)) {
         throw new SessionLocked({ id, holder: seen._tag === "Found" && seen.record !== null ? describe(seen.record) : "unknown" })
       }
@@ -218,6 +330,7 @@ export const acquire = async (ctx: FileOps.Context, dir: string, id: string): Pr
       }
       const claim = await readLockFile(ctx, claimPath)
       if (claim._tag === "Missing") continue
+      if (claim._tag === "Odd") throw oddLock(claimPath, claim.reason, claim.directory)
       if (alive(claim)) {
         // Another process is taking over right now; it finishes within milliseconds.
         await sleep(5 + Math.random() * 10)
@@ -258,9 +371,26 @@ const release = async (ctx: FileOps.Context, lockPath: string, token: string): P
 export const inspect = async (
   ctx: FileOps.Context,
   dir: string
-): Promise<null | { readonly record: LockRecord | null; readonly alive: boolean }> => {
-  const seen = await readLockFile(ctx, path.join(dir, LOCK_FILE))
-  return seen._tag === "Missing" ? null : { record: seen.record, alive: alive(seen) }
+): Promise<null | { readonly record: LockRecord | null; readonly alive: boolean; readonly problem?: string }> => {
+  const file = path.join(dir, LOCK_FILE)
+  let seen: Seen
+  try {
+    seen = await readLockFile(ctx, file)
+  } catch (e) {
+    // A reader only reports the lock: whatever happens reading it is not its failure.
+    const why = e instanceof StorageError ? e.message : String(e)
+    return { record: null, alive: false, problem: `unreadable lock file: ${why}` }
+  }
+  switch (seen._tag) {
+    case "Missing":
+      return null
+    case "Odd":
+      return { record: null, alive: false, problem: oddLock(file, seen.reason, seen.directory).reason! }
+    case "Found":
+      return seen.record === null
+        ? { record: null, alive: false, problem: "unreadable lock file (not a lock record: a stale lock cut short, or garbage)" }
+        : { record: seen.record, alive: alive(seen) }
+  }
 }
 
 /**
@@ -275,14 +405,7 @@ export const clearStaleTemps = async (ctx: FileOps.Context, dir: string, names: 
     const m = pattern.exec(n)
     if (m === null) continue
     const pid = Number(m[1])
-    if (pid === process.pid) continue
-    try {
-      process.kill(pid, 0)
-      const stat = processStat(pid)
-      if (stat !== null && stat.state !== "Z" && stat.state !== "X") continue
-    } catch (e) {
-      if (FileOps.codeOf(e) !== "ESRCH") continue
-    }
+    if (pid === process.pid || pidAlive(pid)) continue
     await FileOps.unlinkIfExists(ctx, path.join(dir, n))
   }
 }

@@ -376,11 +376,62 @@ export const readBounded = async (ctx: Context, fh: FileHandle, file: string, li
   return await readAt(fh, file, 0, size)
 }
 
+/** One line handed out by `LineReader`. */
+export interface Line {
+  /** Byte offset of the line's first byte in the file. */
+  readonly offset: number
+  /** The line without its newline; empty for a zero-filled tail. */
+  readonly line: Uint8Array
+  /** False for the incomplete tail (the bytes after the last newline). */
+  readonly complete: boolean
+  /**
+   * Set on an incomplete tail that is a run of zero bytes from a line start to the
+   * end of the file (DESIGN §6: a zero-filled tail of any length is a torn tail).
+   * Its bytes are not handed out (`line` is empty); it runs from `offset` to the end.
+   */
+  readonly zeros?: boolean
+}
+
+// Bytes read per call when checking a run of zeros; also the size of the shared
+// zero buffer it is compared with.
+const ZERO_CHUNK = 1024 * 1024
+let zeroBuffer: Buffer | undefined
+
+const allZero = (bytes: Uint8Array): boolean => {
+  zeroBuffer ??= Buffer.alloc(ZERO_CHUNK)
+  for (let at = 0; at < bytes.length; at += ZERO_CHUNK) {
+    const part = bytes.subarray(at, Math.min(bytes.length, at + ZERO_CHUNK))
+    if (Buffer.compare(part, zeroBuffer.subarray(0, part.length)) !== 0) return false
+  }
+  return true
+}
+
+/**
+ * Whether the bytes of `fh` from `from` to `end` are all zero, read in bounded
+ * chunks (never more than `ZERO_CHUNK` bytes held). A file that ends before `end`
+ * (trimmed under us) ends the run there.
+ */
+const zerosTo = async (fh: FileHandle, file: string, from: number, end: number): Promise<boolean> => {
+  const scratch = new Uint8Array(Math.min(ZERO_CHUNK, Math.max(0, end - from)))
+  for (let pos = from; pos < end;) {
+    const want = Math.min(scratch.length, end - pos)
+    const { bytesRead } = await call("read", file, () => fh.read(scratch, 0, want, pos))
+    if (bytesRead === 0) return true
+    if (!allZero(scratch.subarray(0, bytesRead))) return false
+    pos += bytesRead
+  }
+  return true
+}
+
 /**
  * Reads complete lines from an opened file from `start` up to `end`, in chunks,
  * without ever holding more than one chunk plus one line (at most
  * `ctx.maxLineBytes`; a longer line fails with `CorruptJournal`). Bytes after the
- * last newline are reported as the incomplete tail.
+ * last newline are reported as the incomplete tail. A run of zero bytes that starts
+ * at a line and reaches `end` is reported as an incomplete tail with `zeros` set,
+ * whatever its length: it is checked in bounded chunks, never buffered, so a
+ * zero-filled tail longer than the line bound is still a torn tail. A run of zeros
+ * followed by other bytes is read like any other line.
  */
 export class LineReader {
   // Unconsumed bytes are store[lo, hi). Lines handed out are views into a store,
@@ -410,9 +461,16 @@ export class LineReader {
 
   /**
    * The next complete line (without its newline) and its offset; at the end, the
-   * incomplete tail (`complete: false`) if there is one, then `null`.
+   * incomplete tail (`complete: false`, with `zeros` when it is a zero-filled
+   * tail) if there is one, then `null`.
    */
-  async next(): Promise<null | { readonly offset: number; readonly line: Uint8Array; readonly complete: boolean }> {
+  async next(): Promise<null | Line> {
+    // Every call starts at a line start: a zero byte there may begin a zero-filled tail.
+    if (this.lo === this.hi && this.readPos < this.end) await this.fill(this.lo)
+    if (this.lo < this.hi && this.store[this.lo] === 0) {
+      const zeros = await this.zeroTail()
+      if (zeros !== null) return zeros
+    }
     let scanFrom = this.lo
     for (;;) {
       const nl = this.store.subarray(0, this.hi).indexOf(10, scanFrom)
@@ -440,59 +498,125 @@ export class LineReader {
         this.lo = this.hi
         return { offset, line, complete: false }
       }
-      const want = Math.min(256 * 1024, this.end - this.readPos)
-      const chunk = await readAt(this.fh, this.file, this.readPos, want)
-      if (chunk.length === 0) {
-        // The file shrank under us (a writer trimmed a torn tail): stop here.
-        this.readPos = this.end
-        continue
-      }
-      this.readPos += chunk.length
-      if (this.hi + chunk.length > this.store.length) {
-        const grown = new Uint8Array(2 * (pending + chunk.length))
-        grown.set(this.store.subarray(this.lo, this.hi), 0)
-        this.store = grown
-        scanFrom -= this.lo
-        this.lo = 0
-        this.hi = pending
-      }
-      this.store.set(chunk, this.hi)
-      this.hi += chunk.length
+      scanFrom = await this.fill(scanFrom)
     }
+  }
+
+  /**
+   * Reads the next chunk into the store; returns `scanFrom` moved along with the
+   * store. At the end of the file (or where it shrank under us) reading stops.
+   */
+  private async fill(scanFrom: number): Promise<number> {
+    const want = Math.min(256 * 1024, this.end - this.readPos)
+    const chunk = await readAt(this.fh, this.file, this.readPos, want)
+    if (chunk.length === 0) {
+      // The file shrank under us (a writer trimmed a torn tail): stop here.
+      this.readPos = this.end
+      return scanFrom
+    }
+    this.readPos += chunk.length
+    const pending = this.hi - this.lo
+    if (this.hi + chunk.length > this.store.length) {
+      const grown = new Uint8Array(2 * (pending + chunk.length))
+      grown.set(this.store.subarray(this.lo, this.hi), 0)
+      this.store = grown
+      scanFrom -= this.lo
+      this.lo = 0
+      this.hi = pending
+    }
+    this.store.set(chunk, this.hi)
+    this.hi += chunk.length
+    return scanFrom
+  }
+
+  /**
+   * At a line start whose first byte is zero: when every byte from here to the end
+   * is zero, consumes them all and returns the zero-filled tail; otherwise changes
+   * nothing and returns null.
+   */
+  private async zeroTail(): Promise<Line | null> {
+    if (!allZero(this.store.subarray(this.lo, this.hi))) return null
+    if (!(await zerosTo(this.fh, this.file, this.readPos, this.end))) return null
+    const offset = this.bufStart
+    this.bufStart = Math.max(this.bufStart + (this.hi - this.lo), this.end)
+    this.lo = this.hi
+    this.readPos = this.end
+    return { offset, line: new Uint8Array(0), complete: false, zeros: true }
   }
 }
 
+/** Suffix of the side files that keep damaged bytes: `<name>.damaged-<offset>[.<n>]`. */
+export const DAMAGED_INFIX = ".damaged-"
+
 /**
- * Copies the bytes of `dir/name` from `from` to its end into a new file
- * `dir/name.damaged-<from>` (0600, fsynced, directory fsynced), so damaged bytes
- * survive before the caller truncates or abandons them. Returns the new name.
+ * Links the complete, fsynced temp file `tmp` to the first free name among
+ * `dir/base`, `dir/base.1`, `dir/base.2`, ... and returns that name. `link` never
+ * replaces an existing name, so a name taken meanwhile is skipped, and the names
+ * never run out (the next free one is found from a listing of `dir`). The caller
+ * removes `tmp` and fsyncs `dir`.
+ */
+export const linkToFreeName = async (ctx: Context, dir: string, tmp: string, base: string): Promise<string> => {
+  for (let listing = 0; listing < 64; listing++) {
+    const taken = new Set(await listDir(ctx, dir))
+    let n = 0
+    for (let tries = 0; tries < 64; tries++) {
+      let name = n === 0 ? base : `${base}.${n}`
+      while (taken.has(name)) name = `${base}.${++n}`
+      try {
+        await ctx.fs.link(tmp, path.join(dir, name))
+        return name
+      } catch (cause) {
+        if (codeOf(cause) !== "EEXIST") throw new StorageError({ operation: "link", path: path.join(dir, name), cause })
+        taken.add(name)
+      }
+    }
+  }
+  throw new StorageError({ operation: "link", path: path.join(dir, base), reason: "no free name: the directory keeps changing" })
+}
+
+/**
+ * Copies the bytes of `dir/name` from `from` to its end into a new side file
+ * `dir/name.damaged-<from>` (or `.damaged-<from>.<n>` when that name is taken), so
+ * damaged bytes survive before the caller truncates or abandons them. Returns the
+ * new name.
+ *
+ * Crash and failure guarantees: the copy is written to a temp file (0600, in
+ * bounded chunks, runs of zero bytes left as holes so a huge sparse zero-filled
+ * tail costs neither memory nor disk), fsynced, and only then linked to its final
+ * name and the directory fsynced. So a side file with the final name is always
+ * complete; a copy that fails (a full disk) leaves no side file, and its temp file
+ * is removed (or, after a crash, cleared by the next writer with the temp files).
  */
 export const copyAside = async (ctx: Context, dir: string, name: string, from: number): Promise<string> => {
   const src = path.join(dir, name)
   const fh = await openRead(ctx, src)
   try {
     const size = await boundedSize(ctx, fh, src)
-    let target = `${name}.damaged-${from}`
-    let out: FileHandle | undefined
-    for (let n = 1; out === undefined; n++) {
-      try {
-        out = await createExclusive(ctx, path.join(dir, target))
-      } catch (e) {
-        if (!(e instanceof StorageError && codeOf(e.cause) === "EEXIST") || n > 100) throw e
-        target = `${name}.damaged-${from}.${n}`
-      }
-    }
-    const outPath = path.join(dir, target)
+    const tmp = tempName(dir, name)
+    let target: string
     try {
-      for (let pos = from; pos < size;) {
-        const chunk = await readAt(fh, src, pos, Math.min(1024 * 1024, size - pos))
-        if (chunk.length === 0) break
-        await writeAll(out, outPath, chunk, pos - from)
-        pos += chunk.length
+      const out = await createExclusive(ctx, tmp)
+      try {
+        let pos = from
+        while (pos < size) {
+          const chunk = await readAt(fh, src, pos, Math.min(ZERO_CHUNK, size - pos))
+          if (chunk.length === 0) break
+          if (!allZero(chunk)) await writeAll(out, tmp, chunk, pos - from)
+          pos += chunk.length
+        }
+        // Sets the length; trailing zero chunks that were skipped become a hole.
+        await call("ftruncate", tmp, () => out.truncate(pos - from))
+        await call("fsync", tmp, () => out.sync())
+      } finally {
+        await closeQuietly(out)
       }
-      await call("fsync", outPath, () => out.sync())
+      target = await linkToFreeName(ctx, dir, tmp, `${name}${DAMAGED_INFIX}${from}`)
     } finally {
-      await closeQuietly(out)
+      try {
+        await ctx.fs.unlink(tmp)
+      } catch {
+        // Already gone, or the filesystem is failing; the next writer clears it.
+      }
     }
     await syncDir(ctx, dir)
     return target
