@@ -479,7 +479,10 @@ const inspectAsync = async (r: Resolved, id: string, caps: JournalState.Caps | u
     setAside: files.names.filter((n) => n.includes(".damaged-")).sort(),
     lock: lockInfo === null
       ? null
-      : { holder: lockInfo.record === null ? "unreadable lock file" : Lock.describe(lockInfo.record), alive: lockInfo.alive }
+      : {
+        holder: lockInfo.problem ?? (lockInfo.record === null ? "unreadable lock file" : Lock.describe(lockInfo.record)),
+        alive: lockInfo.alive
+      }
   }
 }
 

@@ -159,7 +159,7 @@ export const scan = async (
     if (item === null) return { size, validEnd, end: { _tag: "Clean" } }
     const lineEnd = item.offset + item.line.length + 1
     if (!item.complete) {
-      const zeros = (item as { readonly zeros?: boolean }).zeros === true || isZeros(item.line)
+      const zeros = item.zeros === true || isZeros(item.line)
       return {
         size,
         validEnd,
