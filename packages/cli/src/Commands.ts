@@ -322,22 +322,29 @@ const list = Command.make("list", {}, () =>
             head: s.head,
             last_hash: s.lastHash,
             updated: updated(s.updatedAt),
-            bytes: s.bytes
+            bytes: s.bytes,
+            problem: s.problem
           }))
         })
       }
       if (sessions.length === 0) return yield* Output.write("no sessions\n")
+      // A session that does not load cleanly is marked, never shown as if its
+      // checkpoint's claims held: its entries and head are those of the valid prefix.
       yield* Output.lines(Output.table(
         ["ID", "ENTRIES", "HEAD", "UPDATED", "BYTES"],
         sessions.map((s) => [
-          s.id,
+          s.problem === null ? s.id : `${s.id} (DAMAGED)`,
           String(s.entries),
           s.head.slice(0, 16),
           updated(s.updatedAt) ?? "-",
           s.bytes === null ? "-" : String(s.bytes)
         ])
       ))
-    }))).pipe(Command.withDescription("List sessions: id, entries, head, updated, bytes on disk"))
+      const damaged = sessions.filter((s) => s.problem !== null)
+      if (damaged.length > 0) {
+        yield* Output.lines(damaged.map((s) => `${s.id}: ${s.problem} (run: session-journal verify ${s.id})`))
+      }
+    }))).pipe(Command.withDescription("List sessions: id, entries, head, updated, bytes on disk; damaged sessions are marked"))
 
 const show = Command.make("show", {
   id: sessionId,

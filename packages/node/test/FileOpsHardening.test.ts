@@ -249,7 +249,9 @@ describe("command line", () => {
     expect(repair.code, repair.stderr).toBe(0)
     const repaired = JSON.parse(repair.stdout)
     expect(repaired.writable).toBe(true)
-    expect(repaired.next_sequence).toBe(2)
+    // Sequence 2 is the repair's own `recovery` entry naming the bytes it set aside.
+    expect(repaired.next_sequence).toBe(3)
+    expect(repaired.entry.kind).toBe("recovery")
     expect(fs.statSync(path.join(dir, "z", `${SEG0}.damaged-${size}`)).size).toBe(20 * MiB)
     const next = await record(dir, "z", ["--json"])
     expect(next.code, next.stderr).toBe(0)

@@ -562,6 +562,8 @@ export class Reader {
   private segment: { readonly name: string; readonly base: number } | null = null
   private offset = 0
   private rescans = 0
+  /** Sequence of the last entry record consumed in the current segment. */
+  private lastInSegment: number | null = null
   private readonly ctx: FileOps.Context
   private readonly dir: string
   constructor(ctx: FileOps.Context, dir: string, from: number) {
@@ -579,6 +581,7 @@ export class Reader {
     if (chosen.base > this.expected) this.expected = chosen.base
     this.segment = chosen
     this.offset = 0
+    this.lastInSegment = null
     return true
   }
 
@@ -603,6 +606,7 @@ export class Reader {
       }
       let consumed = this.offset
       let gap: CorruptJournal | null = null
+      const fromStart = this.offset === 0 && this.lastInSegment === null
       let scan: Segment.Scan
       try {
         scan = await Segment.scan(this.ctx, fh, file, file, seg.base, this.offset, (record, offset, end) => {
@@ -611,8 +615,20 @@ export class Reader {
             return true
           }
           const e = record.entry
+          // Records of a segment run base, base + 1, …: anything else is a forged or
+          // misplaced record, never skipped as a harmless duplicate.
+          const expectedHere = this.lastInSegment !== null ? this.lastInSegment + 1 : fromStart ? seg.base : null
+          if (expectedHere !== null && e.sequence !== expectedHere) {
+            gap = new CorruptJournal({
+              segment: file,
+              offset,
+              reason: `record of sequence ${e.sequence} where the segment holds ${expectedHere}`
+            })
+            return false
+          }
           if (e.sequence < this.expected) {
             consumed = end
+            this.lastInSegment = e.sequence
             return true
           }
           if (e.sequence > this.expected) {
@@ -623,6 +639,7 @@ export class Reader {
           out.push(e)
           this.expected++
           consumed = end
+          this.lastInSegment = e.sequence
           return true
         })
       } finally {
@@ -654,6 +671,7 @@ export class Reader {
       this.rescans = 0
       this.segment = next
       this.offset = 0
+      this.lastInSegment = null
       if (out.length >= max) return { entries: out, atEnd: false }
     }
   }
