@@ -333,14 +333,13 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       let damaged: Damaged | null = null
       // Every entry is in the table, so a checkpoint row that is unusable or that the
       // rows contradict is rebuilt from sequence 0 when the rows verify by
-      // themselves, and set aside. Rows missing under it are not its fault: the
-      // session stays corrupt.
+      // themselves, and set aside (a load only: a verify reports and never writes).
+      // Rows missing under it are not its fault: the session stays corrupt.
       const stop = outcome.report.stopped
-      if (cp !== undefined && (outcome.brokenCheckpoint !== null || stop?.reason === "checkpoint")) {
+      if (mode === "load" && cp !== undefined && (outcome.brokenCheckpoint !== null || stop?.reason === "checkpoint")) {
         const rebuilt = yield* recoverWith(null, "verify")
         if (rebuilt.report.stopped === null) {
-          // A verify only reports; a load sets the row aside before it is overwritten.
-          if (mode === "load") damaged = { doc: cp.doc, reason: outcome.brokenCheckpoint ?? `${stop!.reason}: ${stop!.detail}` }
+          damaged = { doc: cp.doc, reason: outcome.brokenCheckpoint ?? `${stop!.reason}: ${stop!.detail}` }
           outcome = { ...rebuilt, report: { ...rebuilt.report, checkpoint: "rebuilt" } }
         }
       }

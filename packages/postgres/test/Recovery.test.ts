@@ -109,3 +109,48 @@ describe.skipIf(skipReason !== null)("postgres: checkpoint recovery", () => {
       return JSON.stringify(Checkpoint.encode(other))
     }), { timeout: 60_000 })
 })
+
+describe.skipIf(skipReason !== null)("postgres: the checkpoint row proves nothing by itself", () => {
+  const deleteRows = (id: string, from: number, to: number) =>
+    admin((sql) =>
+      sql`DELETE FROM ${sql(`${prefix}entries`)} WHERE session_id = ${id} AND sequence BETWEEN ${from} AND ${to}`
+    )
+
+  const refusesWrites = (id: string) =>
+    Effect.gen(function*() {
+      const loaded = yield* withAdapter((p) => withWriter(p, id, (h) => h.load))
+      assert.strictEqual(loaded.recovery.stopped?.reason, "missing")
+      return loaded.recovery.stopped!
+    })
+
+  it.live("entry rows deleted under the checkpoint row: the session is corrupt, naming the missing range", () =>
+    Effect.gen(function*() {
+      yield* damagedSession("rows-under", (at8) => JSON.stringify(Checkpoint.encode(at8)))
+      yield* deleteRows("rows-under", 5, 7)
+      // A load reads from the checkpoint's last entry on: it sees that one missing.
+      const stopped = yield* refusesWrites("rows-under")
+      assert.deepStrictEqual(stopped.missing, { from: 7, to: 7 })
+      const verified = yield* withAdapter((p) => Effect.scoped(Effect.flatMap(p.open("rows-under", { mode: "read" }), (h) => h.verify)))
+      assert.strictEqual(verified.recovery.stopped?.reason, "gap")
+      assert.deepStrictEqual(verified.recovery.stopped?.missing, { from: 5, to: 7 })
+    }), { timeout: 60_000 })
+
+  it.live("entry rows deleted at the tail, after the checkpoint: the session row's count exposes them", () =>
+    Effect.gen(function*() {
+      yield* damagedSession("rows-tail", (at8) => JSON.stringify(Checkpoint.encode(at8)))
+      yield* deleteRows("rows-tail", 8, 9)
+      const stopped = yield* refusesWrites("rows-tail")
+      assert.deepStrictEqual(stopped.missing, { from: 8, to: 9 })
+    }), { timeout: 60_000 })
+
+  it.live("a forged counter in the checkpoint row: verify names the field", () =>
+    Effect.gen(function*() {
+      yield* damagedSession("forged-row", (at8) => {
+        const doc = Checkpoint.encode(at8)
+        return JSON.stringify({ ...doc, data_flow: { ...doc.data_flow, total_bytes_read: 0 } })
+      })
+      const verified = yield* withAdapter((p) => Effect.scoped(Effect.flatMap(p.open("forged-row", { mode: "read" }), (h) => h.verify)))
+      assert.strictEqual(verified.recovery.stopped?.reason, "checkpoint")
+      assert.include(verified.recovery.stopped?.detail, "data_flow.total_bytes_read")
+    }), { timeout: 60_000 })
+})
