@@ -323,7 +323,8 @@ const list = Command.make("list", {}, () =>
             last_hash: s.lastHash,
             updated: updated(s.updatedAt),
             bytes: s.bytes,
-            problem: s.problem
+            // Present only for a session that does not load cleanly.
+            ...(s.problem === null ? {} : { problem: s.problem })
           }))
         })
       }
