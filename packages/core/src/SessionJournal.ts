@@ -12,13 +12,18 @@
  *
  * @since 0.1.0
  */
+import type * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
+import type * as Duration from "effect/Duration"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as MutableHashMap from "effect/MutableHashMap"
 import * as PubSub from "effect/PubSub"
+import * as Queue from "effect/Queue"
+import * as RcMap from "effect/RcMap"
 import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
@@ -126,6 +131,19 @@ export interface Options {
   readonly maxBatch?: number | undefined
   /** Reload-and-retry rounds when another instance wrote the same sequence (default 8). */
   readonly conflictRetries?: number | undefined
+  /**
+   * How long a session with nothing to write stays open (its writer guarantee held,
+   * its files open, its state in memory) before it is released; the next use opens
+   * it again from storage (default 30 seconds).
+   */
+  readonly idleTimeToLive?: Duration.Input | undefined
+  /**
+   * Most sessions kept open at once (default 256). Opening one more first releases
+   * the session idle the longest; sessions with writes in flight are never released
+   * under them, so the bound is exceeded only while more than this many sessions
+   * are being written at the same moment.
+   */
+  readonly maxOpenSessions?: number | undefined
 }
 
 /**
@@ -201,8 +219,6 @@ interface Built<A> {
 interface Request<A> {
   readonly build: (state: JournalState.JournalState, timestampSecs: number, nowMillis: number) => Built<A>
   readonly deferred: Deferred.Deferred<A, WriteError>
-  /** Completed when the request is answered, or when its caller is to take over committing. */
-  wake: Deferred.Deferred<void>
 }
 
 interface Slot {
@@ -212,16 +228,18 @@ interface Slot {
   readonly blocked: CorruptJournal | null
 }
 
+/**
+ * An open session: its write handle, its state behind a `SynchronizedRef` (only the
+ * writer fiber modifies it; readers `get` it without waiting for a write), and the
+ * queue its writer fiber drains. Lives as an entry of the service's `RcMap`.
+ */
 interface OpenSession {
   readonly id: string
-  readonly scope: Scope.Closeable
   readonly handle: Persistence.SessionHandle
   readonly ref: SynchronizedRef.SynchronizedRef<Slot>
-  readonly pending: Array<Request<unknown>>
-  /** Set (while holding `ref`, with nothing pending) when the session is closed: its handle must not write again. */
-  closed: boolean
-  /** Whether a caller is committing rounds; the others wait for their answer. */
-  flushing: boolean
+  readonly queue: Queue.Queue<Request<unknown>, Cause.Done>
+  /** Completed once the session is released: its writer guarantee is free again. */
+  readonly released: Deferred.Deferred<void>
 }
 
 /** Published when a session is deleted, so its subscribers' streams end. */
@@ -232,6 +250,8 @@ interface Hub {
   /** Next sequence this service will publish, once known. */
   next: number | null
   readonly waiters: Array<{ readonly sequence: number; readonly deferred: Deferred.Deferred<void, SessionNotFound> }>
+  /** Subscribers of `changes`; the hub lives while it has subscribers or waiters. */
+  subscribers: number
 }
 
 const blockedBy = (loaded: Persistence.Loaded, id: string): CorruptJournal | null =>
@@ -266,8 +286,14 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const maxBatch = Math.max(1, options?.maxBatch ?? 1024)
   const conflictRetries = options?.conflictRetries ?? 8
 
-  const sessions = new Map<string, Deferred.Deferred<OpenSession, OpenError>>()
-  const closing = new Map<string, Deferred.Deferred<void>>()
+  const idleTimeToLive = options?.idleTimeToLive ?? "30 seconds"
+  const maxOpenSessions = Math.max(1, options?.maxOpenSessions ?? 256)
+
+  // Sessions open now (also while one is being released), to read their state
+  // without taking a reference, and so that a new opening waits for the release
+  // of the previous one: its writer guarantee is not free before.
+  const live = new Map<string, OpenSession>()
+  // Hubs exist only while someone listens: `changes` subscribers or `awaitSequence` waiters.
   const hubs = new Map<string, Hub>()
 
   const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))
@@ -280,11 +306,15 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         // Re-check: another fiber may have created the hub while this one yielded.
         const raced = hubs.get(id)
         if (raced !== undefined) return raced
-        const hub: Hub = { pubsub, next: null, waiters: [] }
+        const hub: Hub = { pubsub, next: null, waiters: [], subscribers: 0 }
         hubs.set(id, hub)
         return hub
       })
     })
+
+  const dropIfUnused = (id: string, hub: Hub) => {
+    if (hub.subscribers === 0 && hub.waiters.length === 0 && hubs.get(id) === hub) hubs.delete(id)
+  }
 
   // Moves the hub's committed mark forward and wakes the waiters it passes. Runs
   // synchronously, as does awaitSequence's check-and-register, so no wake-up is lost.
@@ -301,9 +331,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   }
 
   const publish = (id: string, entries: ReadonlyArray<Entry.Entry>) =>
-    Effect.flatMap(hubFor(id), (hub) => {
+    Effect.suspend(() => {
+      const hub = hubs.get(id)
       const last = entries[entries.length - 1]
-      if (last === undefined) return Effect.void
+      if (hub === undefined || last === undefined) return Effect.void
       advance(hub, last.sequence + 1)
       return Effect.asVoid(PubSub.publishAll(hub.pubsub, entries))
     })
@@ -313,52 +344,66 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   // writer) are committed too; publish those still in the ring, so subscribers get
   // them, and a "missed" marker for the rest.
   const catchUp = (id: string, state: JournalState.JournalState) =>
-    Effect.flatMap(hubFor(id), (hub) => {
+    Effect.suspend(() => {
+      const hub = hubs.get(id)
+      if (hub === undefined) return Effect.void
       const from = hub.next ?? state.next_sequence
       if (state.next_sequence <= from) return Effect.sync(() => advance(hub, state.next_sequence))
       const unseen = JournalState.entries(state).filter((e) => e.sequence >= from)
       return unseen.length > 0 ? publish(id, unseen) : Effect.sync(() => advance(hub, state.next_sequence))
     })
 
-  const openSession = (id: string): Effect.Effect<OpenSession, OpenError> =>
+  // Opens a session as an entry of the RcMap (its scope is the entry's): waits for
+  // the release of a previous opening, takes the writer guarantee, loads, and forks
+  // the one writer fiber. Released when idle (or evicted, or closed): the queue is
+  // ended, the writer commits what is queued, then the handle lets go.
+  const openSession = (id: string): Effect.Effect<OpenSession, OpenError, Scope.Scope> =>
     Effect.gen(function*() {
-      const scope = yield* Scope.make()
-      const opened = yield* Effect.exit(Effect.gen(function*() {
-        const handle = yield* Scope.provide(scope)(persistence.open(id, { mode: "write", caps }))
-        const loaded = yield* handle.load
-        return { handle, loaded }
-      }))
-      if (Exit.isFailure(opened)) {
-        yield* Scope.close(scope, Exit.void)
-        return yield* Effect.failCause(opened.cause)
-      }
-      const { handle, loaded } = opened.value
+      const previous = live.get(id)
+      if (previous !== undefined) yield* Deferred.await(previous.released)
+      const released = yield* Deferred.make<void>()
+      yield* Effect.addFinalizer(() => Deferred.succeed(released, undefined))
+      const handle = yield* persistence.open(id, { mode: "write", caps })
+      const loaded = yield* handle.load
       yield* catchUp(id, loaded.state)
       const ref = yield* SynchronizedRef.make<Slot>({ state: loaded.state, blocked: blockedBy(loaded, id) })
-      return { id, scope, handle, ref, pending: [], closed: false, flushing: false }
+      const queue = yield* Queue.unbounded<Request<unknown>, Cause.Done>()
+      const session: OpenSession = { id, handle, ref, queue, released }
+      live.set(id, session)
+      yield* Effect.addFinalizer(() => Effect.sync(() => {
+        if (live.get(id) === session) live.delete(id)
+      }))
+      const writer = yield* Effect.forkDetach(writerLoop(session))
+      yield* Effect.addFinalizer(() => Effect.andThen(Queue.end(queue), Fiber.await(writer)))
+      return session
     })
 
-  const acquire = (id: string): Effect.Effect<OpenSession, OpenError> =>
-    Effect.suspend((): Effect.Effect<OpenSession, OpenError> => {
-      // A closing session still holds the writer guarantee: open it again only
-      // once the close is complete.
-      const closed = closing.get(id)
-      if (closed !== undefined) return Effect.andThen(Deferred.await(closed), acquire(id))
-      const existing = sessions.get(id)
-      if (existing !== undefined) return Deferred.await(existing)
-      const deferred = Deferred.makeUnsafe<OpenSession, OpenError>()
-      sessions.set(id, deferred)
-      return openSession(id).pipe(
-        Effect.onExit((exit) =>
-          Effect.sync(() => {
-            if (Exit.isFailure(exit)) sessions.delete(id)
-            Deferred.doneUnsafe(deferred, exit)
-          })
-        ),
-        Effect.uninterruptible,
-        Effect.andThen(Deferred.await(deferred))
-      )
-    })
+  const sessions = yield* RcMap.make({ lookup: openSession, idleTimeToLive })
+
+  // Below the bound, opens (or shares) the session; at the bound, first releases
+  // the sessions idle the longest. A session with a reference (a write in flight)
+  // is never released.
+  const evictIdle: Effect.Effect<void> = Effect.suspend((): Effect.Effect<void> => {
+    if (sessions.state._tag !== "Open" || live.size < maxOpenSessions) return Effect.void
+    const map = sessions.state.map
+    let victim: string | null = null
+    let oldest = Number.POSITIVE_INFINITY
+    for (const id of live.keys()) {
+      const entry = MutableHashMap.get(map, id)
+      if (entry._tag === "Some" && entry.value.refCount === 0 && entry.value.expiresAt < oldest) {
+        oldest = entry.value.expiresAt
+        victim = id
+      }
+    }
+    return victim === null ? Effect.void : Effect.andThen(RcMap.invalidate(sessions, victim), evictIdle)
+  })
+
+  const acquire = (id: string): Effect.Effect<OpenSession, OpenError, Scope.Scope> =>
+    Effect.andThen(
+      live.has(id) ? Effect.void : evictIdle,
+      // A failed opening is not kept: the next write tries again.
+      Effect.tapError(RcMap.get(sessions, id), () => RcMap.invalidate(sessions, id))
+    )
 
   const reload = (session: OpenSession): Effect.Effect<Slot, OpenError> =>
     Effect.flatMap(
@@ -368,7 +413,6 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   const answer = (request: Request<unknown>, result: Effect.Effect<unknown, WriteError>) => {
     Deferred.doneUnsafe(request.deferred, result)
-    Deferred.doneUnsafe(request.wake, Effect.void)
   }
 
   const failAll = (batch: ReadonlyArray<Request<unknown>>, error: WriteError) =>
@@ -385,37 +429,39 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       })
       : error
 
-  // One group commit: takes the pending requests, builds their entries against the
-  // current state, stores them with one append, then answers every caller. Runs
-  // inside the session's SynchronizedRef, so commits of one session never overlap.
-  const commit = (session: OpenSession, current: Slot): Effect.Effect<readonly [void, Slot]> =>
+  // The session's one writer: takes every queued request (group commit: whatever
+  // arrived during the previous append is the next batch), builds their entries in
+  // order against the state, stores them with one append, answers each caller, and
+  // repeats until the queue is ended and empty. The only fiber that modifies `ref`.
+  const writerLoop = (session: OpenSession): Effect.Effect<void> =>
     Effect.gen(function*() {
-      // A closed session's handle no longer holds the writer guarantee; its callers
-      // take their requests to a fresh opening (see submit).
-      if (session.closed || session.pending.length === 0) return [undefined, current] as const
-      // Let writers that are already runnable enqueue first: with a backend that
-      // answers without suspending, the batch would otherwise only ever hold the
-      // committer's own request.
-      yield* Effect.yieldNow
-      const batch = session.pending.splice(0, maxBatch)
-      if (batch.length === 0) return [undefined, current] as const
-      return yield* commitBatch(session, current, batch).pipe(
-        // Any other defect answers its batch instead of leaving the callers waiting;
-        // the append may or may not have happened, so the state is re-read.
-        Effect.catchCause((cause) =>
-          Effect.sync(() => {
-            for (const r of batch) if (!Deferred.isDoneUnsafe(r.deferred)) answer(r, Effect.failCause(cause))
-            return [undefined, { state: null, blocked: null }] as const
-          })
-        )
-      )
-    })
+      for (;;) {
+        // Let callers that are already runnable enqueue first: with a backend that
+        // answers without suspending, batches would otherwise hold one request each.
+        yield* Effect.yieldNow
+        const taken = yield* Effect.result(Queue.takeBetween(session.queue, 1, maxBatch))
+        if (Result.isFailure(taken)) return
+        const batch = taken.success
+        const after = yield* SynchronizedRef.modifyEffect(session.ref, (slot) =>
+          commitBatch(session, slot, batch).pipe(
+            // Any other defect answers its batch instead of leaving the callers waiting;
+            // the append may or may not have happened, so the state is re-read.
+            Effect.catchCause((cause) =>
+              Effect.sync(() => {
+                for (const r of batch) if (!Deferred.isDoneUnsafe(r.deferred)) answer(r, Effect.failCause(cause))
+                return [Effect.void, { state: null, blocked: null }] as const
+              })
+            )
+          ))
+        yield* after
+      }
+    }).pipe(Effect.uninterruptible)
 
   const commitBatch = (
     session: OpenSession,
     current: Slot,
     batch: ReadonlyArray<Request<unknown>>
-  ): Effect.Effect<readonly [void, Slot]> =>
+  ): Effect.Effect<readonly [Effect.Effect<void>, Slot]> =>
     Effect.gen(function*() {
       let slot = current
       for (let attempt = 0;; attempt++) {
@@ -423,13 +469,13 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           const reloaded = yield* Effect.result(reload(session))
           if (Result.isFailure(reloaded)) {
             yield* failAll(batch, reloaded.failure)
-            return [undefined, slot] as const
+            return [Effect.void, slot] as const
           }
           slot = reloaded.success
         }
         if (slot.blocked !== null) {
           yield* failAll(batch, slot.blocked)
-          return [undefined, slot] as const
+          return [Effect.void, slot] as const
         }
         const nowMillis = yield* Clock.currentTimeMillis
         const timestampSecs = Math.floor(nowMillis / 1000)
@@ -457,12 +503,18 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           }
           accepted.push({ request, result: built.result })
         }
-        if (accepted.length === 0) return [undefined, slot] as const
+        if (accepted.length === 0) return [Effect.void, slot] as const
         const stored = yield* Effect.result(session.handle.append({ entries, meta, state }))
         if (Result.isSuccess(stored)) {
-          for (const a of accepted) answer(a.request, Effect.succeed(a.result))
-          yield* publish(session.id, entries)
-          return [undefined, { state, blocked: null }] as const
+          // Answered (and published) once the ref holds the new state, so a caller
+          // that reads right after its write sees it.
+          const after = Effect.andThen(
+            Effect.sync(() => {
+              for (const a of accepted) answer(a.request, Effect.succeed(a.result))
+            }),
+            publish(session.id, entries)
+          )
+          return [after, { state, blocked: null }] as const
         }
         // Storage is the truth after any failure: drop the state, reload before the
         // next write. A lost race for a sequence is retried against the new state.
@@ -471,54 +523,20 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           continue
         }
         yield* failAll(accepted.map((a) => a.request), toWriteError(stored.failure))
-        return [undefined, { state: null, blocked: null }] as const
+        return [Effect.void, { state: null, blocked: null }] as const
       }
     })
 
-  // Commits rounds until the caller's own request is answered, then hands the
-  // queue to the next waiting caller, so that no caller commits for others forever.
-  const flush = (session: OpenSession, own: Request<unknown>) =>
-    Effect.gen(function*() {
-      while (!Deferred.isDoneUnsafe(own.deferred) && !session.closed) {
-        yield* SynchronizedRef.modifyEffect(session.ref, (slot) => commit(session, slot))
-      }
-    }).pipe(
-      Effect.ensuring(Effect.sync(() => {
-        session.flushing = false
-        const next = session.pending[0]
-        if (next !== undefined) Deferred.doneUnsafe(next.wake, Effect.void)
-      }))
-    )
-
-  // One caller at a time commits (every pending request per round); the others wait
-  // for their answer instead of queueing for the ref. Once a request is queued it is
-  // committed or failed, never abandoned: an interrupted caller could otherwise leave
-  // a request that a later commit stores without anyone waiting for it.
+  // A write takes a reference to the open session for as long as its caller waits,
+  // so an idle release or an eviction never happens under it. Once offered, a
+  // request is committed or failed by the writer, never abandoned, even when its
+  // caller is interrupted (the release waits for the queue to drain).
   const submit = <A>(id: string, build: Request<A>["build"]): Effect.Effect<A, WriteError> =>
-    Effect.uninterruptible(Effect.gen(function*() {
-      const request: Request<unknown> = {
-        build,
-        deferred: Deferred.makeUnsafe<unknown, WriteError>(),
-        wake: Deferred.makeUnsafe<void>()
-      }
-      for (;;) {
-        const session = yield* acquire(id)
-        session.pending.push(request)
-        while (!Deferred.isDoneUnsafe(request.deferred) && !session.closed) {
-          if (!session.flushing) {
-            session.flushing = true
-            yield* flush(session, request)
-          } else {
-            yield* Deferred.await(request.wake)
-            if (!Deferred.isDoneUnsafe(request.deferred)) request.wake = Deferred.makeUnsafe<void>()
-          }
-        }
-        if (Deferred.isDoneUnsafe(request.deferred)) return (yield* Deferred.await(request.deferred)) as A
-        // The session was closed before the request was queued in time: take it to
-        // a fresh opening.
-        const at = session.pending.indexOf(request)
-        if (at >= 0) session.pending.splice(at, 1)
-      }
+    Effect.scoped(Effect.gen(function*() {
+      const session = yield* acquire(id)
+      const request: Request<unknown> = { build, deferred: Deferred.makeUnsafe<unknown, WriteError>() }
+      yield* Queue.offer(session.queue, request)
+      return (yield* Deferred.await(request.deferred)) as A
     }))
 
   // The write paths run once per entry and are left untraced: a span per call is a
@@ -607,9 +625,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const state = (id: string): Effect.Effect<JournalState.JournalState, ReadError> =>
     Effect.gen(function*() {
       yield* validId(id)
-      const open = sessions.get(id)
-      if (open !== undefined) {
-        const session = yield* Deferred.await(open)
+      const session = live.get(id)
+      if (session !== undefined) {
         const slot = yield* SynchronizedRef.get(session.ref)
         if (slot.blocked !== null) return yield* slot.blocked
         let current = slot.state
@@ -665,7 +682,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   // The next sequence this service has committed while it holds the session open;
   // otherwise what storage holds (another instance may have written since).
   const knownNext = (id: string, hub: Hub): Effect.Effect<number, ReadError> =>
-    hub.next !== null && sessions.has(id)
+    hub.next !== null && live.has(id)
       ? Effect.succeed(hub.next)
       : Effect.map(
         Effect.catchTag(state(id), "SessionNotFound", () => Effect.succeed(JournalState.empty(id))),
@@ -697,6 +714,16 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       // Read the baseline before subscribing: an entry published in between shows
       // up as "missed", never as silently skipped.
       let expected = Math.max(known, hub.next ?? 0)
+      yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          hub.subscribers++
+        }),
+        () =>
+          Effect.sync(() => {
+            hub.subscribers--
+            dropIfUnused(id, hub)
+          })
+      )
       const subscription = yield* PubSub.subscribe(hub.pubsub)
       return Stream.fromSubscription(subscription).pipe(
         Stream.takeWhile((item): item is Entry.Entry => item !== Ended),
@@ -725,43 +752,23 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         hub.waiters.push({ sequence, deferred })
         return false
       })
-      if (!done) yield* Deferred.await(deferred)
-    })
-
-  // Commits whatever is still pending, marks the session closed in the same hold of
-  // the ref, then releases the writer guarantee. New writers wait for the close and
-  // then open the session afresh.
-  const drainAndClose = (session: OpenSession) =>
-    Effect.gen(function*() {
-      while (!session.closed) {
-        yield* SynchronizedRef.modifyEffect(session.ref, (slot) =>
-          Effect.map(commit(session, slot), ([, next]) => {
-            if (session.pending.length === 0) session.closed = true
-            return [undefined, next] as const
-          }))
+      if (!done) {
+        yield* Deferred.await(deferred).pipe(Effect.ensuring(Effect.sync(() => {
+          const at = hub.waiters.findIndex((w) => w.deferred === deferred)
+          if (at >= 0) hub.waiters.splice(at, 1)
+        })))
       }
-      yield* Scope.close(session.scope, Exit.void)
+      dropIfUnused(id, hub)
     })
 
+  // Releases the session now if nothing is writing, otherwise once the writes in
+  // flight are answered; either way its queue is drained first. Waits for the
+  // release: afterwards the writer guarantee is free for another process.
   const close = (id: string): Effect.Effect<void> =>
     Effect.suspend(() => {
-      const inProgress = closing.get(id)
-      if (inProgress !== undefined) return Deferred.await(inProgress)
-      const open = sessions.get(id)
-      if (open === undefined) return Effect.void
-      const done = Deferred.makeUnsafe<void>()
-      closing.set(id, done)
-      return Deferred.await(open).pipe(
-        Effect.flatMap(drainAndClose),
-        // A session whose opening failed holds nothing to release.
-        Effect.catch(() => Effect.void),
-        Effect.ensuring(Effect.sync(() => {
-          if (sessions.get(id) === open) sessions.delete(id)
-          closing.delete(id)
-          Deferred.doneUnsafe(done, Effect.void)
-        })),
-        Effect.uninterruptible
-      )
+      const session = live.get(id)
+      if (session === undefined) return Effect.void
+      return Effect.andThen(RcMap.invalidate(sessions, id), Deferred.await(session.released))
     })
 
   const remove = Effect.fn("SessionJournal.delete")(function*(id: string) {
@@ -779,7 +786,6 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     }
   })
 
-  yield* Effect.addFinalizer(() => Effect.forEach(Array.from(sessions.keys()), close, { discard: true }))
 
   return SessionJournal.of({
     record,

@@ -305,7 +305,7 @@ const open = async (m: Model, persistence: Persistence.Persistence["Service"]) =
   const scope = await runOk(m, Scope.make())
   const journal = await runOk(
     m,
-    SessionJournal.make({ caps: m.caps }).pipe(
+    SessionJournal.make({ caps: m.caps, idleTimeToLive: Duration.infinity }).pipe(
       Scope.provide(scope),
       Effect.provideService(Persistence.Persistence, persistence)
     )
