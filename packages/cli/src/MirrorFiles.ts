@@ -169,6 +169,7 @@ const prepareRoot = async (ctx: Files.Context, target: string): Promise<void> =>
     current = path.join(current, parts[i]!)
     const st = await lstatOrNull(current)
     if (st === null) await Files.ensureDir(ctx, current, parent)
+    else if (st.isSymbolicLink()) throw refused(current, "a symbolic link")
     else if (i === parts.length - 1) await Files.privateDir(ctx, current)
     else checkAncestor(ctx, current, st)
   }
