@@ -9,13 +9,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { cleanup, exited, filesUnder, run, start, tempDir } from "./Run.ts"
+import { cleanup, exited, filesUnder, run, tempDir, waitForLine } from "./Run.ts"
 
 afterAll(cleanup)
+
+const WRITER = path.join(import.meta.dirname, "fixtures", "writer.ts")
 
 const recordArgs = (dir: string, id: string, tool = "read_file") =>
   ["--dir", dir, "record", id, "--tool", tool, "--server", "srv", "--agent", "agent"]
@@ -88,22 +90,25 @@ const assertGoodBackup = async (root: string, id: string): Promise<number> => {
 }
 
 describe("session-journal mirror", () => {
-  it("mirrored while a child process imports into the source, every run publishes a verified copy or refuses", async () => {
+  it("mirrored while a child process appends to the source, every run publishes a verified copy or refuses", async () => {
     const dir = tempDir()
     const dest = path.join(tempDir(), "backup")
-    assert.strictEqual((await run(["--dir", dir, "import", "live", importFile(10)])).code, 0)
-    // The writer: one import reading stdin. Before each mirror run it is handed
-    // another 2,500 lines, so it is appending (and starting new segments and
-    // checkpoints) while the mirror copies.
-    const writer = start(["--dir", dir, "import", "live"])
-    writer.stdout!.resume()
-    let fed = 0
+    // The writer starts a new segment and replaces the checkpoint every few
+    // appends; it appends from "go" to "stop", that is for the whole mirror run.
+    const writer = spawn(process.execPath, [WRITER, dir, "live"], { stdio: ["pipe", "pipe", "inherit"] })
+    const written = async (): Promise<number> => {
+      const pending = waitForLine(writer, (l) => l.startsWith("written "))
+      writer.stdin!.write("stop\n")
+      return Number((await pending).slice("written ".length))
+    }
+    writer.stdin!.write("go\n")
+    let total = await written()
     let published = 0
     let last = 0
     for (let i = 0; i < 8; i++) {
-      writer.stdin!.write(Array.from({ length: 2500 }, (_, j) => toolLine(fed + j)).join("\n") + "\n")
-      fed += 2500
+      writer.stdin!.write("go\n")
       const r = await mirror(dir, dest)
+      total = await written()
       assert.include([0, 1], r.code, r.stderr)
       const s = r.sessions.get("live")!
       assert.include(["copied", "extended", "unchanged", "refused"], s.outcome, s.reason ?? "")
@@ -122,7 +127,7 @@ describe("session-journal mirror", () => {
     const final = await mirror(dir, dest)
     assert.strictEqual(final.code, 0, final.stderr)
     assert.include(["copied", "extended", "unchanged"], final.sessions.get("live")!.outcome)
-    assert.strictEqual(await assertGoodBackup(dest, "live"), 10 + fed)
+    assert.strictEqual(await assertGoodBackup(dest, "live"), total)
     assert.deepStrictEqual(fs.readdirSync(path.join(dest, ".mirror")), [], "no staging left behind")
   }, 240_000)
 
