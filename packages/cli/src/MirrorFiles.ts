@@ -354,6 +354,7 @@ const readCheckpoint = async (
 
 type Staged =
   | { readonly _tag: "Staged"; readonly plan: Mirror.Plan; readonly verified: Mirror.Verified }
+  | { readonly _tag: "Empty" }
   | { readonly _tag: "Retry"; readonly reason: string }
 
 // Takes one cut of the source session and assembles and verifies its copy in
@@ -424,7 +425,9 @@ const stageOnce = (
     const report = yield* NodePersistence.inspect({ root: stageRoot }, id).pipe(
       Effect.catchTag("SessionNotFound", () => Effect.succeed(null))
     )
-    if (report === null) return { _tag: "Retry", reason: "the source holds no entries to copy" } satisfies Staged
+    // A session directory without a checkpoint or a segment (a writer that died
+    // before its first append) holds nothing to back up.
+    if (report === null) return { _tag: "Empty" } satisfies Staged
     if (!report.ok) {
       const problem = report.recovery.stopped?.detail ?? report.segments.find((s) => s.problem !== null)?.problem?.detail ??
         ("detail" in report.checkpoint ? report.checkpoint.detail : null) ?? "damaged"
@@ -459,6 +462,10 @@ const mirrorSession = (ctx: Files.Context, source: string, target: string, house
         Effect.andThen(stageOnce(ctx, source, stageRoot, id, backupDir, backup)),
         Effect.catchTag("StorageError", (e) => Effect.succeed({ _tag: "Retry", reason: e.message } satisfies Staged))
       )
+      if (staged._tag === "Empty") {
+        yield* discard
+        return done({ id, outcome: "unchanged", reason: "the source session holds nothing yet", ...current(), attempts: attempt })
+      }
       if (staged._tag === "Retry") {
         reason = staged.reason
         yield* discard
