@@ -355,7 +355,7 @@ const readCheckpoint = async (
 type Staged =
   | { readonly _tag: "Staged"; readonly plan: Mirror.Plan; readonly verified: Mirror.Verified }
   | { readonly _tag: "Empty" }
-  | { readonly _tag: "Retry"; readonly reason: string }
+  | { readonly _tag: "Retry"; readonly reason: string; readonly storage?: boolean }
 
 // Takes one cut of the source session and assembles and verifies its copy in
 // `stageRoot/<id>`.
@@ -455,12 +455,14 @@ const mirrorSession = (ctx: Files.Context, source: string, target: string, house
     const current = (): Pick<SessionResult, "entries" | "head"> =>
       backup.verified === null ? { entries: null, head: null } : { entries: backup.verified.nextSequence, head: backup.verified.head }
     let reason = ""
+    // The last attempt failed on the filesystem rather than on the content: a failure, not a refusal.
+    let storageFailed = false
     for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
       const stageRoot = path.join(house, `stage-${process.pid}-${randomBytes(6).toString("hex")}`)
       const discard = io("mirror: remove staging", stageRoot, () => removeTree(stageRoot)).pipe(Effect.ignore)
-      const staged = yield* io("mirror: stage", stageRoot, () => Files.ensureDir(ctx, stageRoot, house)).pipe(
+      const staged: Staged = yield* io("mirror: stage", stageRoot, () => Files.ensureDir(ctx, stageRoot, house)).pipe(
         Effect.andThen(stageOnce(ctx, source, stageRoot, id, backupDir, backup)),
-        Effect.catchTag("StorageError", (e) => Effect.succeed({ _tag: "Retry", reason: e.message } satisfies Staged))
+        Effect.catchTag("StorageError", (e) => Effect.succeed({ _tag: "Retry", reason: e.message, storage: true } satisfies Staged))
       )
       if (staged._tag === "Empty") {
         yield* discard
@@ -468,6 +470,7 @@ const mirrorSession = (ctx: Files.Context, source: string, target: string, house
       }
       if (staged._tag === "Retry") {
         reason = staged.reason
+        storageFailed = staged.storage === true
         yield* discard
         yield* Effect.sleep(`${10 * attempt} millis`)
         continue
@@ -497,7 +500,9 @@ const mirrorSession = (ctx: Files.Context, source: string, target: string, house
       }
       return { result, plan: staged.plan }
     }
-    return done({ id, outcome: "refused", reason: `no consistent copy in ${ATTEMPTS} attempts: ${reason}`, ...current(), attempts: ATTEMPTS })
+    return storageFailed
+      ? done({ id, outcome: "failed", reason, ...current(), attempts: ATTEMPTS })
+      : done({ id, outcome: "refused", reason: `no consistent copy in ${ATTEMPTS} attempts: ${reason}`, ...current(), attempts: ATTEMPTS })
   }).pipe(
     Effect.catchTag("StorageError", (e) =>
       Effect.succeed(done({ id, outcome: "failed", reason: e.message, entries: null, head: null, attempts: 0 })))
