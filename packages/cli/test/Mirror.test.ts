@@ -36,6 +36,7 @@ interface SessionJson {
   readonly outcome: string
   readonly reason: string | null
   readonly entries: number | null
+  readonly attempts: number
 }
 
 const mirror = async (dir: string, dest: string) => {
@@ -180,6 +181,34 @@ describe("session-journal mirror", () => {
     assert.match(s.reason!, /fewer than the 3000|lacks entry 2999|stores no entry 2999|does not verify/)
     assert.deepStrictEqual(snapshot(dest), before, "backup unchanged byte for byte")
     assert.strictEqual(await assertGoodBackup(dest, "t"), 3000)
+  }, 60_000)
+
+  it("a checkpoint that does not parse is read again, then the session is refused and no copy published", async () => {
+    const dir = tempDir()
+    const dest = path.join(tempDir(), "backup")
+    assert.strictEqual((await run(["--dir", dir, "import", "c", importFile(20)])).code, 0)
+    assert.strictEqual((await run(["--dir", dir, "import", "d", importFile(20)])).code, 0)
+    assert.strictEqual((await mirror(dir, dest)).code, 0)
+    const before = snapshot(dest)
+    assert.strictEqual((await run(["--dir", dir, "import", "c", importFile(5)])).code, 0)
+    // A torn checkpoint, as a copy made across its replacement would read it.
+    const cp = path.join(dir, "c", "checkpoint.json")
+    fs.writeFileSync(cp, fs.readFileSync(cp).subarray(0, 100))
+    const r = await mirror(dir, dest)
+    assert.strictEqual(r.code, 1, r.stderr)
+    const s = r.sessions.get("c")!
+    assert.strictEqual(s.outcome, "refused")
+    assert.strictEqual(s.attempts, 5)
+    assert.match(s.reason!, /checkpoint\.json is not valid JSON/)
+    assert.strictEqual(r.sessions.get("d")!.outcome, "unchanged")
+    assert.deepStrictEqual(snapshot(dest), before, "backup unchanged byte for byte")
+    // Without a backup, nothing is published for it.
+    const fresh = path.join(tempDir(), "fresh")
+    const first = await mirror(dir, fresh)
+    assert.strictEqual(first.code, 1, first.stderr)
+    assert.strictEqual(first.sessions.get("c")!.outcome, "refused")
+    assert.isFalse(fs.existsSync(path.join(fresh, "c")))
+    assert.strictEqual(await assertGoodBackup(fresh, "d"), 20)
   }, 60_000)
 
   it("refuses a destination inside the journal reached through a symlinked ancestor of --dir", async () => {
