@@ -487,7 +487,7 @@ const mirrorSession = (ctx: Files.Context, source: string, target: string, house
         yield* discard
         return done({ id, outcome: "refused", reason: verdict.reason, ...current(), attempts: attempt })
       }
-      const outcome = Mirror.published(staged.plan, backup.exists)
+      const outcome = Mirror.published(staged.plan, backup.exists ? backup.verified : null, staged.verified)
       if (outcome !== "unchanged") yield* publish(ctx, target, house, stageRoot, id, backup.exists)
       yield* discard
       const result: SessionResult = {

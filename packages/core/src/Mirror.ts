@@ -289,15 +289,22 @@ export const judge = (c: Comparison): Verdict => {
 export type SessionOutcome = "copied" | "extended" | "unchanged" | "refused" | "failed"
 
 /**
- * The outcome of publishing a plan: `copied` when there was no backup or a file
- * had to be copied again, `extended` when files were only added or extended,
- * `unchanged` when every file was already in the backup.
+ * The outcome of publishing a plan: `copied` when there was no backup, or when
+ * files changed without the chain growing (a checkpoint rewritten, a file copied
+ * again); `extended` when the published copy holds more entries than the backup
+ * (`judge` has shown that they extend it); `unchanged` when every file was already
+ * in the backup.
  *
  * @since 0.1.0
  */
-export const published = (p: Plan, hadBackup: boolean): Extract<SessionOutcome, "copied" | "extended" | "unchanged"> => {
-  if (!hadBackup || p.actions.some((a) => a._tag === "Recopy")) return "copied"
-  return p.actions.some((a) => a._tag === "Copy" || a._tag === "Extend") ? "extended" : "unchanged"
+export const published = (
+  p: Plan,
+  backup: Verified | null,
+  staged: Verified
+): Extract<SessionOutcome, "copied" | "extended" | "unchanged"> => {
+  if (backup === null) return "copied"
+  if (p.actions.every((a) => a._tag === "Unchanged" || a._tag === "Skip")) return "unchanged"
+  return staged.nextSequence > backup.nextSequence ? "extended" : "copied"
 }
 
 const refuse = (reason: string): Verdict => ({ _tag: "Refuse", reason })

@@ -167,7 +167,7 @@ describe("Mirror.plan", () => {
         // A second run over the same source has nothing left to do.
         const again = Mirror.plan(listing(source, mirror), mirrored(mirror))
         assert.isTrue(again.actions.every((a) => a._tag === "Unchanged" || a._tag === "Skip"))
-        assert.strictEqual(Mirror.published(again, true), "unchanged")
+        assert.strictEqual(Mirror.published(again, verified(["x"]), verified(["x"])), "unchanged")
       })
     )
   })
@@ -177,10 +177,11 @@ describe("Mirror.plan", () => {
       fc.property(bytesArb, bytesArb, (first, more) => {
         const mirror = new Map<string, Uint8Array>()
         const one = execute(new Map([["s", { type: "file", bytes: first }]]), mirror)
-        assert.strictEqual(Mirror.published(one, false), "copied")
+        assert.strictEqual(Mirror.published(one, null, verified(["x"])), "copied")
         const two = execute(new Map([["s", { type: "file", bytes: concat(first, more) }]]), mirror)
         assert.strictEqual(two.actions[0]!._tag, more.length === 0 ? "Unchanged" : "Extend")
-        assert.strictEqual(Mirror.published(two, true), more.length === 0 ? "unchanged" : "extended")
+        assert.strictEqual(Mirror.published(two, verified(["x"]), verified(["x", "y"])), more.length === 0 ? "unchanged" : "extended")
+        if (more.length > 0) assert.strictEqual(Mirror.published(two, verified(["x"]), verified(["x"])), "copied")
         const outcome = Mirror.outcomeOf(two.actions[0]!)
         if (more.length > 0) assert.deepStrictEqual(outcome, { _tag: "Extended", path: "s", bytes: more.length })
         assert.isTrue(equalBytes(mirror.get("s")!, concat(first, more)))
