@@ -342,5 +342,18 @@ describe("session-journal mirror", () => {
     assert.strictEqual(grown.sessions.get("t1")!.outcome, "extended")
     assert.notInclude(fs.readdirSync(path.join(dest, "t1")).join(" "), ".mirror-")
     assert.strictEqual(await assertGoodBackup(dest, "t1"), 3)
+
+    // A run in progress (a live process holds the lock): another run exits 4 and changes nothing.
+    const held = snapshot(dest)
+    fs.writeFileSync(
+      path.join(house, "lock"),
+      JSON.stringify({ pid: process.pid, host: (await import("node:os")).hostname(), start: null, token: "y", acquired_at: 0 }) + "\n",
+      { mode: 0o600 }
+    )
+    assert.strictEqual((await run(recordArgs(dir, "t1", "write_file"))).code, 0)
+    const locked = await run(["--dir", dir, "mirror", dest])
+    assert.strictEqual(locked.code, 4, locked.stderr)
+    fs.unlinkSync(path.join(house, "lock"))
+    assert.deepStrictEqual(snapshot(dest), held)
   }, 60_000)
 })
