@@ -523,7 +523,13 @@ const publish = (ctx: Files.Context, target: string, house: string, stageRoot: s
       await Files.syncDir(ctx, target)
       await Files.syncDir(ctx, house)
     }
-    await Files.call("rename", live, () => fs.rename(path.join(stageRoot, id), live))
+    try {
+      await Files.call("rename", live, () => fs.rename(path.join(stageRoot, id), live))
+    } catch (e) {
+      // Put the backup back now rather than leave it to the next run.
+      if (replacing) await fs.rename(prev, live).then(() => Files.syncDir(ctx, target), () => undefined)
+      throw e
+    }
     await Files.syncDir(ctx, target)
     if (replacing) {
       await removeTree(prev)
