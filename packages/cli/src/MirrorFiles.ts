@@ -527,7 +527,7 @@ const publish = (ctx: Files.Context, target: string, house: string, stageRoot: s
       await Files.call("rename", live, () => fs.rename(path.join(stageRoot, id), live))
     } catch (e) {
       // Put the backup back now rather than leave it to the next run.
-      if (replacing) await fs.rename(prev, live).then(() => Files.syncDir(ctx, target), () => undefined)
+      if (replacing) await fs.rename(prev, live).then(() => Files.syncDir(ctx, target)).catch(() => undefined)
       throw e
     }
     await Files.syncDir(ctx, target)
