@@ -428,10 +428,10 @@ const stageOnce = (
     // A session directory without a checkpoint or a segment (a writer that died
     // before its first append) holds nothing to back up.
     if (report === null) return { _tag: "Empty" } satisfies Staged
+    // Only ok, nextSequence and head of the report are relied on; `verify` on the
+    // source tells what is wrong in detail.
     if (!report.ok) {
-      const problem = report.recovery.stopped?.detail ?? report.segments.find((s) => s.problem !== null)?.problem?.detail ??
-        ("detail" in report.checkpoint ? report.checkpoint.detail : null) ?? "damaged"
-      return { _tag: "Retry", reason: `the copy does not verify: ${problem}` } satisfies Staged
+      return { _tag: "Retry", reason: `the copy of ${report.nextSequence} entries does not verify (run verify on the source)` } satisfies Staged
     }
     // The copy must store the entry its checkpoint ends at, whatever the
     // verifier accepts: a checkpoint ahead of its segments is a torn cut.
