@@ -11,8 +11,7 @@ import {
   Persistence,
   SessionJournal,
   SessionNotFound,
-  CorruptJournal,
-  StorageError
+  CorruptJournal
 } from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -496,14 +495,8 @@ const mirror = Command.make("mirror", {
       const result = yield* MirrorFiles.run(storage, a.dest)
       if (json) yield* Output.json(result)
       else yield* Output.lines(MirrorFiles.text(result))
-      if (result.failed > 0) {
-        return yield* new StorageError({
-          operation: "mirror",
-          path: result.dest,
-          reason: `${result.failed} file${result.failed === 1 ? "" : "s"} could not be mirrored`
-        })
-      }
-    }))).pipe(Command.withDescription("Back up the journal directory to DEST (copy, extend, refresh, skip)"))
+      yield* MirrorFiles.check(result)
+    }))).pipe(Command.withDescription("Back up every session to DEST, each copy verified before it replaces the last"))
 
 const demo = Command.make("demo", {}, () =>
   withJournal(({ json, storage }) => Demo.run(json, storage))).pipe(

@@ -1,356 +1,549 @@
 /**
- * The executing side of `mirror DEST`: lists the journal directory and the
- * mirror without following symlinks, asks the pure planner of
- * `@session-journal/core/Mirror` what to do, and does it file by file.
+ * The executing side of `mirror DEST` (DESIGN §7): backs up every session of a
+ * journal directory, possibly while writers append to it, into DEST, so that what
+ * DEST holds for a session is always a copy that verified.
  *
- * Guarantees per file: a copy is written to a temporary file in the mirror
- * directory, synced and renamed into place (the directory synced after), so a
- * crash leaves the old mirrored file or the new one, never a mix. An extension
- * first checks that the mirrored bytes are a byte prefix of the source, then
- * appends and syncs. Failures are recorded per file and the run goes on; mirror
- * directories are created 0700 and files 0600.
+ * Per session:
  *
- * Hardening (DESIGN §6 applied to the backup side): every existing component of
- * the destination path is lstat-checked, so a symlink anywhere on the way is
- * refused rather than followed; the destination root and every directory below it
- * must be directories owned by us, and each one we create is fchmod-ed to 0700
- * whatever the umask. Every file, source or mirror, is opened with O_NOFOLLOW and
- * its fstat dev/ino compared with the lstat taken just before, so a file swapped
- * between the check and the open is refused. Temporary files carry the pid, a
- * counter and random bytes in their name, and those left behind by runs whose
- * process is gone are removed before planning.
+ * 1. A consistent cut of the source: `checkpoint.json` is read first, whole, on
+ *    one handle (it is replaced atomically, so one read sees one version) and
+ *    parsed; a read that does not parse is retried. Only then is the directory
+ *    listed and every file's size taken, so the segments hold at least what the
+ *    checkpoint covers. A segment appended to meanwhile is copied up to that size
+ *    and may end on a partial line: a torn tail, which the adapter tolerates.
+ * 2. The pure planner of `@session-journal/core/Mirror` compares the cut with the
+ *    backup by content (SHA-256 of each backup file against the source's first
+ *    bytes of that length): copy, extend, recopy or unchanged; backup-only files
+ *    are kept.
+ * 3. The new copy is assembled in a staging directory inside DEST (unchanged and
+ *    kept files hard-linked from the backup, which is never written to), every
+ *    file and directory fsynced, then verified with `NodePersistence.inspect`;
+ *    it must also store the entry its own checkpoint ends at. A copy that does not
+ *    verify is discarded and the cut taken again, a few times.
+ * 4. `Mirror.judge` compares it with the backup: a source with fewer entries, or
+ *    whose entry at the backup's last sequence is not the backup's, is refused and
+ *    the backup left byte for byte as it was.
+ * 5. Publishing renames the backup to `DEST/.mirror/prev-<id>` and the staged copy
+ *    to `DEST/<id>`, fsyncing DEST and `.mirror` after each rename. A crash between
+ *    the two renames leaves both copies under names the next run recognizes: it
+ *    puts `prev-<id>` back when `DEST/<id>` is missing and removes it otherwise.
+ *
+ * One run at a time per DEST: the run holds the adapter's single-writer lock on
+ * `DEST/.mirror` (a lock of a dead run, zombies included, is taken over), so
+ * staging directories left behind are removed without guessing whose they are.
+ *
+ * Hardening: DEST and the journal directory are compared by their real paths (a
+ * symlinked ancestor does not hide one inside the other); every existing component
+ * of DEST's path is lstat-checked, so a symlink on the way is refused rather than
+ * followed; files are read, created and synced through the adapter's hardened
+ * primitives (`@session-journal/node` `Files`): O_NOFOLLOW opens checked against
+ * the lstat, exclusive creation at 0600, directories 0700 whatever the umask.
  *
  * @since 0.1.0
  */
-import { Mirror, StorageError } from "@session-journal/core"
+import { Checkpoint, Mirror, SessionLocked, StorageError } from "@session-journal/core"
+import { Files, Lock, NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
+import * as Result_ from "effect/Result"
+import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
-import { constants, type Stats } from "node:fs"
-import { randomBytes } from "node:crypto"
+import type { Stats } from "node:fs"
 import * as path from "node:path"
-import { InvalidInput, NotAvailable } from "./Failure.ts"
+import { InvalidInput, NotAvailable, VerificationFailed } from "./Failure.ts"
 import * as Output from "./Output.ts"
 import * as Storage from "./Storage.ts"
 
 /**
- * The result of a mirror run, as printed with `--json`.
+ * What happened to one session, as printed with `--json`. `entries` and `head`
+ * describe the backup after the run (null when there is none).
+ *
+ * @since 0.1.0
+ */
+export interface SessionResult {
+  readonly id: string
+  readonly outcome: Mirror.SessionOutcome
+  readonly reason: string | null
+  readonly entries: number | null
+  readonly head: string | null
+  readonly attempts: number
+}
+
+/**
+ * The result of a mirror run, as printed with `--json`: file totals, then one
+ * result per session of the source.
  *
  * @since 0.1.0
  */
 export interface Result extends Mirror.Summary {
   readonly source: string
   readonly dest: string
+  readonly refused: number
+  readonly sessions: ReadonlyArray<SessionResult>
   readonly failures: ReadonlyArray<{ readonly path: string; readonly reason: string }>
 }
 
-// The lock files belong to the writing process and temporary files to a write in
-// progress: neither means anything in a backup.
-const excluded = (rel: string): boolean => {
-  const name = path.posix.basename(rel)
-  return name === "lock" || name === "lock.takeover" || name.startsWith(".tmp-") || name.includes(".mirror-")
-}
+/** The housekeeping directory inside DEST: the run's lock, staging, previous copies. */
+export const HOUSE = ".mirror"
 
-const CHUNK = 1 << 16
+/** How many cuts of one session are taken before it is reported. */
+const ATTEMPTS = 5
 
-const walk = async (root: string, onlyFiles: boolean): Promise<Array<Mirror.SourceFile>> => {
-  const out: Array<Mirror.SourceFile> = []
-  const visit = async (rel: string): Promise<void> => {
-    const names = await fs.readdir(path.join(root, rel))
-    names.sort()
-    for (const name of names) {
-      const r = rel === "" ? name : `${rel}/${name}`
-      const st = await fs.lstat(path.join(root, r))
-      if (st.isDirectory()) await visit(r)
-      else if (st.isFile()) out.push({ path: r, type: "file", size: st.size })
-      else if (!onlyFiles) out.push({ path: r, type: st.isSymbolicLink() ? "symlink" : "other", size: 0 })
-    }
-  }
-  await visit("")
-  return out
-}
+const CHECKPOINT = "checkpoint.json"
 
-const uid: number | null = typeof process.getuid === "function" ? process.getuid() : null
+const CHUNK = 1 << 20
 
-const codeOf = (e: unknown): string | undefined =>
-  typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
+// Temporary files of the writer, its lock, and the per-file temporaries older
+// versions of `mirror` left in backups: none of them is session data.
+const OLD_TEMP = /\.mirror-\d+(?:-[0-9a-z]+-[0-9a-f]+)?\.tmp$/
+const excluded = (name: string): boolean =>
+  name === Lock.LOCK_FILE || name === Lock.CLAIM_FILE || name.includes(Files.TEMP_PREFIX) || OLD_TEMP.test(name)
 
-const refused = (p: string, reason: string): Error => new Error(`refused ${p}: ${reason}`)
+const message = (e: unknown): string => (e instanceof Error ? e.message : String(e))
+
+const io = <A>(operation: string, p: string, f: () => Promise<A>): Effect.Effect<A, StorageError> =>
+  Effect.tryPromise({
+    try: f,
+    catch: (e) => e instanceof StorageError ? e : new StorageError({ operation, path: p, reason: message(e), cause: e })
+  })
 
 const lstatOrNull = async (p: string): Promise<Stats | null> => {
   try {
     return await fs.lstat(p)
   } catch (e) {
-    if (codeOf(e) === "ENOENT") return null
+    if (Files.codeOf(e) === "ENOENT") return null
     throw e
   }
 }
 
-const syncDir = async (dir: string): Promise<void> => {
-  const handle = await fs.open(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW)
-  try {
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
-}
+const removeTree = (p: string): Promise<void> => fs.rm(p, { recursive: true, force: true })
 
-// Opens `p` with O_NOFOLLOW and requires the handle to be the very inode that `st`
-// (an lstat of `p`) described: a swap between the check and the open is refused.
-const openChecked = async (p: string, flags: number, st: Stats): Promise<fs.FileHandle> => {
-  let handle: fs.FileHandle
-  try {
-    handle = await fs.open(p, flags | constants.O_NOFOLLOW)
-  } catch (e) {
-    if (codeOf(e) === "ELOOP") throw refused(p, "a symbolic link")
-    throw e
-  }
-  try {
-    const fst = await handle.stat()
-    if (fst.dev !== st.dev || fst.ino !== st.ino) throw refused(p, "replaced between lstat and open")
-    return handle
-  } catch (e) {
-    await handle.close()
-    throw e
-  }
-}
+const refused = (p: string, reason: string): StorageError =>
+  new StorageError({ operation: "confine", path: p, reason: `refused ${p}: ${reason}` })
 
-// A directory of the mirror: ours, not a symlink, and 0700 (set through the opened
-// handle, so a directory swapped in after the lstat is never chmod-ed).
-const ownDir = async (dir: string, st: Stats): Promise<void> => {
-  if (st.isSymbolicLink()) throw refused(dir, "a symbolic link")
-  if (!st.isDirectory()) throw refused(dir, "not a directory")
-  if (uid !== null && st.uid !== uid) throw refused(dir, `owned by uid ${st.uid}, not ${uid}`)
-  if ((st.mode & 0o777) === 0o700) return
-  const handle = await openChecked(dir, constants.O_RDONLY | constants.O_DIRECTORY, st)
-  try {
-    await handle.chmod(0o700)
-  } finally {
-    await handle.close()
-  }
-}
-
-// Creates `dir` 0700 whatever the umask, then makes its name durable in `parent`.
-// A name that appeared meanwhile is checked like any existing directory.
-const makeDir = async (dir: string, parent: string): Promise<void> => {
-  try {
-    await fs.mkdir(dir, { mode: 0o700 })
-  } catch (e) {
-    if (codeOf(e) !== "EEXIST") throw e
-  }
-  const st = await fs.lstat(dir)
-  if (st.isSymbolicLink() || !st.isDirectory()) throw refused(dir, "replaced while being created")
-  if (uid !== null && st.uid !== uid) throw refused(dir, `owned by uid ${st.uid}, not ${uid}`)
-  const handle = await openChecked(dir, constants.O_RDONLY | constants.O_DIRECTORY, st)
-  try {
-    await handle.chmod(0o700)
-  } finally {
-    await handle.close()
-  }
-  await syncDir(parent)
-}
-
-// An ancestor of the destination root is not ours to chmod, but it must not
-// redirect us (symlink) nor let another user swap what lies below it: owned by us
-// or root, and not writable by others unless sticky (like /tmp).
-const checkAncestor = (dir: string, st: Stats): void => {
-  if (st.isSymbolicLink()) throw refused(dir, "a symbolic link")
-  if (!st.isDirectory()) throw refused(dir, "not a directory")
-  if (uid === null) return
-  if (st.uid !== uid && st.uid !== 0) throw refused(dir, `owned by uid ${st.uid}, neither ${uid} nor root`)
-  if ((st.mode & 0o022) !== 0 && (st.mode & 0o1000) === 0) {
-    throw refused(dir, `group- or other-writable without the sticky bit (mode ${(st.mode & 0o7777).toString(8)})`)
-  }
-}
-
-// Prepares the destination root: every existing component of the absolute path is
-// lstat-checked (a symlink anywhere is refused, never followed, unlike
-// `mkdir -p`), every missing one is created 0700, and the root itself must be a
-// directory owned by us (made 0700).
-const prepareRoot = async (target: string): Promise<void> => {
-  const parts = target.split(path.sep).filter((part) => part.length > 0)
-  let current = path.parse(target).root
-  for (let i = 0; i < parts.length; i++) {
-    const parent = current
-    current = path.join(current, parts[i]!)
-    const st = await lstatOrNull(current)
-    if (st === null) await makeDir(current, parent)
-    else if (i === parts.length - 1) await ownDir(current, st)
-    else checkAncestor(current, st)
-  }
-}
-
-// Creates every missing directory from the mirror root down, 0700 whatever the
-// umask; existing ones must be directories owned by us, never symlinks.
-const ensureDir = async (root: string, relDir: string): Promise<void> => {
-  let current = root
-  for (const part of relDir === "." || relDir === "" ? [] : relDir.split("/")) {
-    const parent = current
-    current = path.join(current, part)
-    const st = await lstatOrNull(current)
-    if (st === null) await makeDir(current, parent)
-    else await ownDir(current, st)
-  }
-}
-
-// Opens a source file for reading: it must still be the regular file it was when
-// listed, and the opened handle must be that file (O_NONBLOCK so a FIFO planted
-// between the checks cannot hang the run).
-const openSource = async (src: string): Promise<fs.FileHandle> => {
-  const st = await fs.lstat(src)
-  if (st.isSymbolicLink()) throw refused(src, "a symbolic link")
-  if (!st.isFile()) throw refused(src, "not a regular file")
-  return await openChecked(src, constants.O_RDONLY | constants.O_NONBLOCK, st)
-}
-
-// Opens a mirrored file to extend it: a regular file owned by us, opened as checked.
-const openMirrored = async (dst: string): Promise<fs.FileHandle> => {
-  const st = await fs.lstat(dst)
-  if (st.isSymbolicLink()) throw refused(dst, "a symbolic link")
-  if (!st.isFile()) throw refused(dst, "not a regular file")
-  if (uid !== null && st.uid !== uid) throw refused(dst, `owned by uid ${st.uid}, not ${uid}`)
-  return await openChecked(dst, constants.O_RDWR | constants.O_NONBLOCK, st)
-}
-
-let tempCounter = 0
-
-// Unique per run and per file: the pid tells later runs whether the writer is
-// gone (see `removeStaleTemps`), the counter separates files of one run, and the
-// random part keeps a reused pid from meeting an old leftover.
-const tempName = (dst: string): string =>
-  `${dst}.mirror-${process.pid}-${(tempCounter++).toString(36)}-${randomBytes(6).toString("hex")}.tmp`
-
-const TEMP = /\.mirror-(\d+)(?:-[0-9a-z]+-[0-9a-f]+)?\.tmp$/
-
-const isAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return codeOf(e) !== "ESRCH"
-  }
-}
-
-// Removes the temporary files that runs whose process no longer exists left in
-// the mirror (a crash between create and rename). A live pid may be a concurrent
-// run, so its files stay; leftovers are never planned either way.
-const removeStaleTemps = async (root: string, mirrored: ReadonlyArray<Mirror.SourceFile>): Promise<void> => {
-  for (const file of mirrored) {
-    const match = TEMP.exec(path.posix.basename(file.path))
-    if (match === null || isAlive(Number(match[1]))) continue
-    try {
-      await fs.unlink(path.join(root, file.path))
-    } catch {
-      // Best effort: a leftover that cannot be removed is still never planned.
-    }
-  }
-}
-
-const copyRange = async (
-  from: fs.FileHandle,
-  to: fs.FileHandle,
-  start: number,
-  end: number
-): Promise<void> => {
-  const buffer = Buffer.allocUnsafe(CHUNK)
-  let pos = start
-  while (pos < end) {
-    const { bytesRead } = await from.read(buffer, 0, Math.min(CHUNK, end - pos), pos)
-    if (bytesRead === 0) throw new Error(`source ended at ${pos} bytes, ${end} expected`)
-    let off = 0
-    while (off < bytesRead) {
-      const { bytesWritten } = await to.write(buffer, off, bytesRead - off, pos + off)
-      off += bytesWritten
-    }
-    pos += bytesRead
-  }
-}
-
-const copyWhole = async (src: string, dst: string, size: number): Promise<void> => {
-  const tmp = tempName(dst)
-  const source = await openSource(src)
-  try {
-    const target = await fs.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600)
-    try {
-      await target.chmod(0o600)
-      const [fst, st] = await Promise.all([target.stat(), fs.lstat(tmp)])
-      if (st.isSymbolicLink() || fst.dev !== st.dev || fst.ino !== st.ino) throw refused(tmp, "replaced while being created")
-      await copyRange(source, target, 0, size)
-      await target.sync()
-    } finally {
-      await target.close()
-    }
-    await fs.rename(tmp, dst)
-    await syncDir(path.dirname(dst))
-  } catch (e) {
-    await fs.rm(tmp, { force: true })
-    throw e
-  } finally {
-    await source.close()
-  }
-}
-
-const isPrefix = async (mirrored: fs.FileHandle, source: fs.FileHandle, length: number): Promise<boolean> => {
-  const a = Buffer.allocUnsafe(CHUNK)
-  const b = Buffer.allocUnsafe(CHUNK)
-  let pos = 0
-  while (pos < length) {
-    const n = Math.min(CHUNK, length - pos)
-    const ra = await mirrored.read(a, 0, n, pos)
-    const rb = await source.read(b, 0, n, pos)
-    if (ra.bytesRead !== n || rb.bytesRead !== n || !a.subarray(0, n).equals(b.subarray(0, n))) return false
-    pos += n
-  }
-  return true
-}
-
-const execute = async (srcRoot: string, dstRoot: string, action: Mirror.Action): Promise<Mirror.Outcome> => {
-  const src = path.join(srcRoot, action.path)
-  const dst = path.join(dstRoot, action.path)
-  try {
-    switch (action._tag) {
-      case "Skip":
-        return { _tag: "Skipped", path: action.path, reason: action.reason }
-      case "Copy":
-      case "Recopy":
-        await ensureDir(dstRoot, path.posix.dirname(action.path))
-        await copyWhole(src, dst, action.size)
-        return { _tag: action._tag === "Copy" ? "Copied" : "Refreshed", path: action.path, bytes: action.size }
-      case "Extend": {
-        await ensureDir(dstRoot, path.posix.dirname(action.path))
-        const source = await openSource(src)
-        try {
-          const target = await openMirrored(dst)
-          let checked: ReturnType<typeof Mirror.afterPrefixCheck>
-          try {
-            checked = Mirror.afterPrefixCheck(action, await isPrefix(target, source, action.from))
-            if (checked._tag === "Extend") {
-              await copyRange(source, target, checked.from, checked.size)
-              await target.sync()
-            }
-          } finally {
-            await target.close()
-          }
-          if (checked._tag === "Extend") return { _tag: "Extended", path: action.path, bytes: action.size - action.from }
-          await copyWhole(src, dst, action.size)
-          return { _tag: "Refreshed", path: action.path, bytes: action.size }
-        } finally {
-          await source.close()
-        }
-      }
-    }
-  } catch (e) {
-    return { _tag: "Failed", path: action.path, reason: e instanceof Error ? e.message : String(e) }
-  }
-}
+// ---------------------------------------------------------------------------
+// The destination
 
 const isInside = (parent: string, child: string): boolean => {
   const rel = path.relative(parent, child)
   return rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel))
 }
 
+// The real path of `p` even when its tail does not exist yet: the deepest existing
+// ancestor resolved through every symlink, then the missing components.
+const realPathOf = async (p: string): Promise<string> => {
+  const missing: Array<string> = []
+  let current = p
+  for (;;) {
+    try {
+      return path.join(await fs.realpath(current), ...missing.reverse())
+    } catch (e) {
+      const parent = path.dirname(current)
+      if (Files.codeOf(e) !== "ENOENT" || parent === current) throw e
+      missing.push(path.basename(current))
+      current = parent
+    }
+  }
+}
+
+// An ancestor of DEST is not ours to chmod, but it must not redirect us (symlink)
+// nor let another user swap what lies below it: owned by us or root, and not
+// writable by others unless sticky (like /tmp).
+const checkAncestor = (ctx: Files.Context, dir: string, st: Stats): void => {
+  if (st.isSymbolicLink()) throw refused(dir, "a symbolic link")
+  if (!st.isDirectory()) throw refused(dir, "not a directory")
+  if (ctx.uid === null) return
+  if (st.uid !== ctx.uid && st.uid !== 0) throw refused(dir, `owned by uid ${st.uid}, neither ${ctx.uid} nor root`)
+  if ((st.mode & 0o022) !== 0 && (st.mode & 0o1000) === 0) {
+    throw refused(dir, `group- or other-writable without the sticky bit (mode ${(st.mode & 0o7777).toString(8)})`)
+  }
+}
+
+// Every existing component of DEST's absolute path is lstat-checked (a symlink
+// anywhere is refused, never followed, unlike `mkdir -p`), every missing one is
+// created 0700, and DEST itself must be a directory of ours (made 0700).
+const prepareRoot = async (ctx: Files.Context, target: string): Promise<void> => {
+  const parts = target.split(path.sep).filter((part) => part.length > 0)
+  let current = path.parse(target).root
+  for (let i = 0; i < parts.length; i++) {
+    const parent = current
+    current = path.join(current, parts[i]!)
+    const st = await lstatOrNull(current)
+    if (st === null) await Files.ensureDir(ctx, current, parent)
+    else if (st.isSymbolicLink()) throw refused(current, "a symbolic link")
+    else if (i === parts.length - 1) await Files.privateDir(ctx, current)
+    else checkAncestor(ctx, current, st)
+  }
+}
+
+// Finishes what a run that died left in `.mirror`: a previous copy whose
+// replacement never arrived is put back, one that was replaced is removed, and
+// staging directories are removed. Only called while holding the lock.
+const recoverHouse = async (ctx: Files.Context, target: string, house: string): Promise<void> => {
+  for (const name of await Files.listDir(ctx, house)) {
+    const p = path.join(house, name)
+    if (name.startsWith("prev-")) {
+      const live = path.join(target, name.slice("prev-".length))
+      if ((await lstatOrNull(live)) === null) {
+        await Files.call("rename", p, () => fs.rename(p, live))
+        await Files.syncDir(ctx, target)
+        await Files.syncDir(ctx, house)
+      } else await removeTree(p)
+    } else if (name.startsWith("stage-")) await removeTree(p)
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Files of one session
+
+interface Listed {
+  readonly name: string
+  readonly type: "file" | "symlink" | "other"
+  readonly size: number
+}
+
+const listSession = async (dir: string): Promise<Array<Listed>> => {
+  const out: Array<Listed> = []
+  for (const name of (await fs.readdir(dir)).sort()) {
+    if (excluded(name)) continue
+    const st = await lstatOrNull(path.join(dir, name))
+    if (st === null) continue
+    out.push({ name, type: st.isFile() ? "file" : st.isSymbolicLink() ? "symlink" : "other", size: st.isFile() ? st.size : 0 })
+  }
+  return out
+}
+
+// SHA-256 of the first `length` bytes of a file; null when it holds fewer.
+const hashPrefix = async (ctx: Files.Context, file: string, length: number): Promise<string | null> => {
+  const fh = await Files.openRead(ctx, file)
+  try {
+    const hash = createHash("sha256")
+    for (let pos = 0; pos < length;) {
+      const chunk = await Files.readAt(fh, file, pos, Math.min(CHUNK, length - pos))
+      if (chunk.length === 0) return null
+      hash.update(chunk)
+      pos += chunk.length
+    }
+    return hash.digest("hex")
+  } finally {
+    await Files.close(fh)
+  }
+}
+
+const sha256 = (bytes: Uint8Array): string => createHash("sha256").update(bytes).digest("hex")
+
+// Appends `[start, end)` of `from` to `out` at `at`; the source must still hold them.
+const copyRange = async (
+  ctx: Files.Context,
+  from: string,
+  start: number,
+  end: number,
+  out: Files.FileHandle,
+  outPath: string,
+  at: number
+): Promise<void> => {
+  const fh = await Files.openRead(ctx, from)
+  try {
+    for (let pos = start; pos < end;) {
+      const chunk = await Files.readAt(fh, from, pos, Math.min(CHUNK, end - pos))
+      if (chunk.length === 0) throw new StorageError({ operation: "read", path: from, reason: `ended at ${pos} bytes, ${end} expected` })
+      await Files.writeAll(out, outPath, chunk, at + pos - start)
+      pos += chunk.length
+    }
+  } finally {
+    await Files.close(fh)
+  }
+}
+
+type Piece =
+  | { readonly _tag: "Bytes"; readonly bytes: Uint8Array }
+  | { readonly _tag: "Range"; readonly file: string; readonly start: number; readonly end: number }
+
+// A new file in the staging directory from pieces, fsynced before it is closed.
+const writeStaged = async (ctx: Files.Context, file: string, pieces: ReadonlyArray<Piece>): Promise<void> => {
+  const out = await Files.createExclusive(ctx, file)
+  try {
+    let at = 0
+    for (const piece of pieces) {
+      if (piece._tag === "Bytes") {
+        await Files.writeAll(out, file, piece.bytes, at)
+        at += piece.bytes.length
+      } else {
+        await copyRange(ctx, piece.file, piece.start, piece.end, out, file, at)
+        at += piece.end - piece.start
+      }
+    }
+    await Files.call("fsync", file, () => out.sync())
+  } finally {
+    await Files.close(out)
+  }
+}
+
+// A backup file that goes into the new copy unchanged: hard-linked (nothing ever
+// writes to it, so both copies may share it), after checking it is a regular file
+// of ours.
+const linkStaged = async (ctx: Files.Context, from: string, to: string): Promise<void> => {
+  const fh = await Files.openRead(ctx, from)
+  await Files.close(fh)
+  await Files.call("link", to, () => fs.link(from, to))
+}
+
+// ---------------------------------------------------------------------------
+// One session
+
+interface Backup {
+  readonly exists: boolean
+  readonly files: ReadonlyMap<string, Mirror.MirroredFile>
+  readonly verified: Mirror.Verified | null
+  readonly last: string | null
+}
+
+const readBackup = (ctx: Files.Context, target: string, id: string) =>
+  Effect.gen(function*() {
+    const dir = path.join(target, id)
+    const st = yield* io("mirror: lstat backup", dir, () => lstatOrNull(dir))
+    if (st === null) return { exists: false, files: new Map(), verified: null, last: null } satisfies Backup
+    yield* io("mirror: check backup", dir, () => Files.checkDir(ctx, dir))
+    const listed = yield* io("mirror: list backup", dir, () => listSession(dir))
+    const files = new Map<string, Mirror.MirroredFile>()
+    for (const f of listed) {
+      if (f.type !== "file") continue
+      const file = path.join(dir, f.name)
+      const hash = yield* io("mirror: hash backup", file, () => hashPrefix(ctx, file, f.size))
+      if (hash !== null) files.set(f.name, { size: f.size, hash })
+    }
+    const report = yield* NodePersistence.inspect({ root: target }, id).pipe(
+      Effect.map((r): Mirror.Verified | null => ({ ok: r.ok, nextSequence: r.nextSequence, head: r.head })),
+      Effect.catchTag("SessionNotFound", () => Effect.succeed(null))
+    )
+    const last = report !== null && report.ok && report.nextSequence > 0
+      ? yield* io("mirror: read backup", dir, () => Files.entryHashAt(ctx, dir, report.nextSequence - 1))
+      : null
+    return { exists: true, files, verified: report, last } satisfies Backup
+  })
+
+// The checkpoint of the cut: one read of the whole file, parsed and decoded.
+const readCheckpoint = async (
+  ctx: Files.Context,
+  dir: string,
+  id: string
+): Promise<{ readonly bytes: Uint8Array | null } | { readonly broken: string }> => {
+  const file = path.join(dir, CHECKPOINT)
+  let bytes: Uint8Array
+  try {
+    const fh = await Files.openRead(ctx, file)
+    try {
+      bytes = await Files.readBounded(ctx, fh, file)
+    } finally {
+      await Files.close(fh)
+    }
+  } catch (e) {
+    if (Files.codeOf(e) === "ENOENT") return { bytes: null }
+    throw e
+  }
+  let json: unknown
+  try {
+    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes))
+  } catch {
+    return { broken: `${CHECKPOINT} is not valid JSON (${bytes.length} bytes read)` }
+  }
+  const decoded = Checkpoint.decode(json)
+  if (Result_.isFailure(decoded)) return { broken: `${CHECKPOINT}: ${decoded.failure}` }
+  if (decoded.success.session_id !== id) return { broken: `${CHECKPOINT} belongs to session ${decoded.success.session_id}` }
+  return { bytes }
+}
+
+type Staged =
+  | { readonly _tag: "Staged"; readonly plan: Mirror.Plan; readonly verified: Mirror.Verified }
+  | { readonly _tag: "Empty" }
+  | { readonly _tag: "Retry"; readonly reason: string; readonly storage?: boolean }
+
+// Takes one cut of the source session and assembles and verifies its copy in
+// `stageRoot/<id>`.
+const stageOnce = (
+  ctx: Files.Context,
+  source: string,
+  stageRoot: string,
+  id: string,
+  backupDir: string,
+  backup: Backup
+) =>
+  Effect.gen(function*() {
+    const srcDir = path.join(source, id)
+    const cp = yield* io("mirror: read checkpoint", srcDir, () => readCheckpoint(ctx, srcDir, id))
+    if ("broken" in cp) return { _tag: "Retry", reason: cp.broken } satisfies Staged
+    // Listed only now: the segments then hold at least what the checkpoint covers.
+    const listed = yield* io("mirror: list source", srcDir, () => listSession(srcDir))
+    const files: Array<Mirror.SourceFile> = []
+    for (const f of listed) {
+      if (f.name === CHECKPOINT) continue
+      const mirrored = backup.files.get(f.name)
+      const length = Mirror.prefixLength({ path: f.name, type: f.type, size: f.size }, mirrored)
+      const file = path.join(srcDir, f.name)
+      const hash = length === null ? null : yield* io("mirror: hash source", file, () => hashPrefix(ctx, file, length))
+      files.push({ path: f.name, type: f.type, size: f.size, prefix: length === null || hash === null ? undefined : { length, hash } })
+    }
+    if (cp.bytes !== null) {
+      const mirrored = backup.files.get(CHECKPOINT)
+      const size = cp.bytes.length
+      const length = Mirror.prefixLength({ path: CHECKPOINT, type: "file", size }, mirrored)
+      files.push({ path: CHECKPOINT, type: "file", size, prefix: length === null ? undefined : { length, hash: sha256(cp.bytes.subarray(0, length)) } })
+    }
+    const plan = Mirror.plan(files, backup.files)
+    const dir = path.join(stageRoot, id)
+    yield* io("mirror: stage", dir, async () => {
+      await Files.ensureDir(ctx, dir, stageRoot)
+      for (const action of plan.actions) {
+        const to = path.join(dir, action.path)
+        const from = path.join(srcDir, action.path)
+        const old = path.join(backupDir, action.path)
+        const whole = (size: number): Array<Piece> =>
+          action.path === CHECKPOINT ? [{ _tag: "Bytes", bytes: cp.bytes! }] : [{ _tag: "Range", file: from, start: 0, end: size }]
+        switch (action._tag) {
+          case "Copy":
+          case "Recopy":
+            await writeStaged(ctx, to, whole(action.size))
+            break
+          case "Extend":
+            await writeStaged(ctx, to, [
+              { _tag: "Range", file: old, start: 0, end: action.from },
+              action.path === CHECKPOINT
+                ? { _tag: "Bytes", bytes: cp.bytes!.subarray(action.from) }
+                : { _tag: "Range", file: from, start: action.from, end: action.size }
+            ])
+            break
+          case "Unchanged":
+            await linkStaged(ctx, old, to)
+            break
+          case "Skip":
+            break
+        }
+      }
+      for (const name of plan.kept) await linkStaged(ctx, path.join(backupDir, name), path.join(dir, name))
+      await Files.syncDir(ctx, dir)
+      await Files.syncDir(ctx, stageRoot)
+    })
+    const report = yield* NodePersistence.inspect({ root: stageRoot }, id).pipe(
+      Effect.catchTag("SessionNotFound", () => Effect.succeed(null))
+    )
+    // A session directory without a checkpoint or a segment (a writer that died
+    // before its first append) holds nothing to back up.
+    if (report === null) return { _tag: "Empty" } satisfies Staged
+    // Only ok, nextSequence and head of the report are relied on; `verify` on the
+    // source tells what is wrong in detail.
+    if (!report.ok) {
+      return { _tag: "Retry", reason: `the copy of ${report.nextSequence} entries does not verify (run verify on the source)` } satisfies Staged
+    }
+    // The copy must store the entry its checkpoint ends at, whatever the
+    // verifier accepts: a checkpoint ahead of its segments is a torn cut.
+    if (report.nextSequence > 0) {
+      const last = yield* io("mirror: read copy", dir, () => Files.entryHashAt(ctx, dir, report.nextSequence - 1))
+      if (last === null) {
+        return { _tag: "Retry", reason: `the copy claims ${report.nextSequence} entries but stores no entry ${report.nextSequence - 1}` } satisfies Staged
+      }
+    }
+    return {
+      _tag: "Staged",
+      plan,
+      verified: { ok: report.ok, nextSequence: report.nextSequence, head: report.head }
+    } satisfies Staged
+  })
+
+const mirrorSession = (ctx: Files.Context, source: string, target: string, house: string, id: string) =>
+  Effect.gen(function*() {
+    const backupDir = path.join(target, id)
+    const backup = yield* readBackup(ctx, target, id)
+    const current = (): Pick<SessionResult, "entries" | "head"> =>
+      backup.verified === null ? { entries: null, head: null } : { entries: backup.verified.nextSequence, head: backup.verified.head }
+    let reason = ""
+    // The last attempt failed on the filesystem rather than on the content: a failure, not a refusal.
+    let storageFailed = false
+    for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+      const stageRoot = path.join(house, `stage-${process.pid}-${randomBytes(6).toString("hex")}`)
+      const discard = io("mirror: remove staging", stageRoot, () => removeTree(stageRoot)).pipe(Effect.ignore)
+      const staged: Staged = yield* io("mirror: stage", stageRoot, () => Files.ensureDir(ctx, stageRoot, house)).pipe(
+        Effect.andThen(stageOnce(ctx, source, stageRoot, id, backupDir, backup)),
+        Effect.catchTag("StorageError", (e) => Effect.succeed({ _tag: "Retry", reason: e.message, storage: true } satisfies Staged))
+      )
+      if (staged._tag === "Empty") {
+        yield* discard
+        return done({ id, outcome: "unchanged", reason: "the source session holds nothing yet", ...current(), attempts: attempt })
+      }
+      if (staged._tag === "Retry") {
+        reason = staged.reason
+        storageFailed = staged.storage === true
+        yield* discard
+        yield* Effect.sleep(`${10 * attempt} millis`)
+        continue
+      }
+      const verdict = Mirror.judge({
+        backup: backup.verified,
+        staged: staged.verified,
+        backupLast: backup.last,
+        stagedAtBackupLast: backup.verified !== null && backup.verified.nextSequence > 0
+          ? yield* io("mirror: read copy", stageRoot, () => Files.entryHashAt(ctx, path.join(stageRoot, id), backup.verified!.nextSequence - 1))
+          : null
+      })
+      if (verdict._tag === "Refuse") {
+        yield* discard
+        return done({ id, outcome: "refused", reason: verdict.reason, ...current(), attempts: attempt })
+      }
+      const outcome = Mirror.published(staged.plan, backup.exists ? backup.verified : null, staged.verified)
+      if (outcome !== "unchanged") yield* publish(ctx, target, house, stageRoot, id, backup.exists)
+      yield* discard
+      const result: SessionResult = {
+        id,
+        outcome,
+        reason: null,
+        entries: staged.verified.nextSequence,
+        head: staged.verified.head,
+        attempts: attempt
+      }
+      return { result, plan: staged.plan }
+    }
+    return storageFailed
+      ? done({ id, outcome: "failed", reason, ...current(), attempts: ATTEMPTS })
+      : done({ id, outcome: "refused", reason: `no consistent copy in ${ATTEMPTS} attempts: ${reason}`, ...current(), attempts: ATTEMPTS })
+  }).pipe(
+    Effect.catchTag("StorageError", (e) =>
+      Effect.succeed(done({ id, outcome: "failed", reason: e.message, entries: null, head: null, attempts: 0 })))
+  )
+
+// A session result without a published plan (refused or failed).
+const done = (result: SessionResult): { readonly result: SessionResult; readonly plan: Mirror.Plan | null } => ({ result, plan: null })
+
+// Replaces `target/<id>` by the verified `stageRoot/<id>`. The backup is first
+// renamed into `.mirror` (prev-<id>), so at every moment the old copy or the new
+// one is under a name that `recoverHouse` restores from.
+const publish = (ctx: Files.Context, target: string, house: string, stageRoot: string, id: string, replacing: boolean) =>
+  io("mirror: publish", path.join(target, id), async () => {
+    const live = path.join(target, id)
+    const prev = path.join(house, `prev-${id}`)
+    if (replacing) {
+      await Files.call("rename", live, () => fs.rename(live, prev))
+      await Files.syncDir(ctx, target)
+      await Files.syncDir(ctx, house)
+    }
+    try {
+      await Files.call("rename", live, () => fs.rename(path.join(stageRoot, id), live))
+    } catch (e) {
+      // Put the backup back now rather than leave it to the next run.
+      if (replacing) await fs.rename(prev, live).then(() => Files.syncDir(ctx, target)).catch(() => undefined)
+      throw e
+    }
+    await Files.syncDir(ctx, target)
+    if (replacing) {
+      await removeTree(prev)
+      await Files.syncDir(ctx, house)
+    }
+  })
+
+// ---------------------------------------------------------------------------
+// The run
+
 /**
- * Mirrors the journal directory of `storage` into `dest`. Fails only when the run
- * cannot start; per-file failures are in the result (and make the command exit 3).
+ * Mirrors every session of the journal directory of `storage` into `dest`.
+ * Fails only when the run cannot start (bad DEST, another run holds DEST, the
+ * source cannot be listed); what happened to each session is in the result.
  *
  * @since 0.1.0
  */
@@ -359,50 +552,105 @@ export const run = (storage: Storage.Options, dest: string) =>
     if (!Storage.isFilesystem(storage)) {
       return yield* new NotAvailable({ feature: "mirror", reason: "it copies a journal directory, not a PostgreSQL database" })
     }
-    const source = path.resolve(storage.dir)
-    const target = path.resolve(dest)
     if (dest.length === 0) return yield* new InvalidInput({ field: "DEST", reason: "must not be empty" })
-    if (isInside(source, target) || isInside(target, source)) {
-      return yield* new InvalidInput({ field: "DEST", reason: `must not contain or be inside the journal directory ${source}` })
+    const given = path.resolve(storage.dir)
+    const sourceSt = yield* io("mirror: list source", given, () => fs.lstat(given))
+    if (sourceSt.isSymbolicLink()) return yield* refused(given, "a symbolic link")
+    if (!sourceSt.isDirectory()) return yield* refused(given, "not a directory")
+    // Compared by real paths: a symlinked ancestor of either must not hide one inside the other.
+    const source = yield* io("mirror: resolve source", given, () => fs.realpath(given))
+    const target = path.resolve(dest)
+    const realTarget = yield* io("mirror: resolve destination", target, () => realPathOf(target))
+    for (const [a, b] of [[source, target], [source, realTarget], [given, target]] as const) {
+      if (isInside(a, b) || isInside(b, a)) {
+        return yield* new InvalidInput({ field: "DEST", reason: `must not contain or be inside the journal directory ${source}` })
+      }
     }
-    const fail = (operation: string, p: string) => (e: unknown) =>
-      new StorageError({ operation, path: p, reason: e instanceof Error ? e.message : String(e), cause: e })
-    const sourceFiles = yield* Effect.tryPromise({
-      try: async () => {
-        // The journal root is listed, not followed: the adapter refuses a symlinked root too.
-        const st = await fs.lstat(source)
-        if (st.isSymbolicLink()) throw refused(source, "a symbolic link")
-        if (!st.isDirectory()) throw refused(source, "not a directory")
-        return await walk(source, false)
-      },
-      catch: fail("mirror: list source", source)
-    })
-    yield* Effect.tryPromise({ try: () => prepareRoot(target), catch: fail("mirror: prepare destination", target) })
-    const mirrored = yield* Effect.tryPromise({ try: () => walk(target, true), catch: fail("mirror: list destination", target) })
-    yield* Effect.promise(() => removeStaleTemps(target, mirrored))
-    const plan = Mirror.plan(
-      sourceFiles.filter((f) => !excluded(f.path)),
-      new Map(mirrored.filter((f) => !excluded(f.path)).map((f) => [f.path, f.size]))
+    const ctx = Files.context(target)
+    yield* io("mirror: prepare destination", target, () => prepareRoot(ctx, target))
+    const house = path.join(target, HOUSE)
+    yield* io("mirror: prepare destination", house, () => Files.ensureDir(ctx, house, target))
+    yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () => Lock.acquire(ctx, house, "mirror"),
+        catch: (e) =>
+          e instanceof SessionLocked
+            ? new SessionLocked({ id: `mirror ${target}`, holder: e.holder })
+            : e instanceof StorageError
+            ? e
+            : new StorageError({ operation: "mirror: lock", path: house, cause: e })
+      }),
+      (h) => Effect.promise(() => h.release().catch(() => undefined))
     )
-    const outcomes = yield* Output.withProgress("mirror", plan.actions.length, (bar) =>
-      Effect.forEach(plan.actions, (action) =>
-        Effect.promise(() => execute(source, target, action)).pipe(Effect.tap(() => Effect.sync(() => bar.advance(1))))))
-    const summary = Mirror.summarize(outcomes, plan.kept.length)
+    yield* io("mirror: recover", house, () => recoverHouse(ctx, target, house))
+    const ids = yield* io("mirror: list source", source, async () => {
+      const out: Array<string> = []
+      for (const name of (await Files.listDir(ctx, source)).sort()) {
+        if (!NodePersistence.isSafeSessionId(name)) continue
+        const st = await lstatOrNull(path.join(source, name))
+        if (st !== null && st.isDirectory()) out.push(name)
+      }
+      return out
+    })
+    const backupOnly = yield* io("mirror: list destination", target, async () =>
+      (await Files.listDir(ctx, target)).filter((n) => NodePersistence.isSafeSessionId(n) && !ids.includes(n)).length)
+    const sessions: Array<SessionResult> = []
+    const outcomes: Array<Mirror.Outcome> = []
+    let kept = backupOnly
+    yield* Output.withProgress("mirror", ids.length, (bar) =>
+      Effect.forEach(ids, (id) =>
+        Effect.gen(function*() {
+          const { plan, result } = yield* mirrorSession(ctx, source, target, house, id)
+          sessions.push(result)
+          if (plan !== null) {
+            outcomes.push(...plan.actions.map(Mirror.outcomeOf))
+            kept += plan.kept.length
+          } else if (result.outcome === "failed") {
+            outcomes.push({ _tag: "Failed", path: id, reason: result.reason ?? "failed" })
+          }
+          bar.advance(1)
+        }), { discard: true }))
+    const summary = Mirror.summarize(outcomes, kept)
     const result: Result = {
       source,
       dest: target,
       ...summary,
-      failures: outcomes.flatMap((o) => (o._tag === "Failed" ? [{ path: o.path, reason: o.reason }] : []))
+      refused: sessions.filter((s) => s.outcome === "refused").length,
+      sessions,
+      failures: sessions.flatMap((s) => (s.outcome === "failed" ? [{ path: s.id, reason: s.reason ?? "failed" }] : []))
     }
     return result
-  })
+  }).pipe(Effect.scoped)
 
 /**
- * Human output for a mirror run.
+ * Ends the command with the exit code a run calls for: 1 (verification failed)
+ * when a session was refused, 3 (storage error) when one could not be mirrored.
+ *
+ * @since 0.1.0
+ */
+export const check = (r: Result): Effect.Effect<void, VerificationFailed | StorageError> => {
+  if (r.refused > 0) return Effect.fail(new VerificationFailed({ failed: r.refused, total: r.sessions.length }))
+  const failed = r.sessions.filter((s) => s.outcome === "failed").length
+  if (failed > 0) {
+    return Effect.fail(
+      new StorageError({
+        operation: "mirror",
+        path: r.dest,
+        reason: `${failed} session${failed === 1 ? "" : "s"} could not be mirrored`
+      })
+    )
+  }
+  return Effect.void
+}
+
+/**
+ * Human output for a mirror run: the totals, then every session that was not
+ * unchanged.
  *
  * @since 0.1.0
  */
 export const text = (r: Result): Array<string> => [
   `mirror ${r.source} -> ${r.dest}: copied ${r.copied}, extended ${r.extended}, refreshed ${r.refreshed}, skipped ${r.skipped}, failed ${r.failed} (${r.bytes} bytes; ${r.kept} mirror-only files kept)`,
-  ...r.failures.map((f) => `  failed ${f.path}: ${f.reason}`)
+  ...r.sessions.filter((s) => s.outcome !== "unchanged").map((s) =>
+    `  ${s.outcome} ${s.id}` + (s.entries === null ? "" : ` (${s.entries} entries)`) + (s.reason === null ? "" : `: ${s.reason}`))
 ]

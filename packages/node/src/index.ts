@@ -17,3 +17,9 @@ export * as NodePersistence from "./NodePersistence.ts"
  * @since 0.1.0
  */
 export * as Lock from "./Lock.ts"
+/**
+ * The hardened file primitives (checked opens, exclusive 0600 creation, directory fsyncs) for tools working on journal directories.
+ *
+ * @since 0.1.0
+ */
+export * as Files from "./Files.ts"

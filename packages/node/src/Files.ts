@@ -1,0 +1,215 @@
+/**
+ * The hardened file primitives of the filesystem adapter, for tools that work on
+ * journal directories from the outside (the command line's `mirror`): confined,
+ * checked opens (O_NOFOLLOW plus a dev/ino check against the lstat), exclusive
+ * creation at 0600 whatever the umask, directory creation at 0700 and directory
+ * fsyncs. Each function keeps the crash guarantee its adapter twin documents in
+ * `internal/fileOps.ts`; this module only chooses what is public.
+ *
+ * Also a reader of one stored entry (`entryHashAt`), so a tool can compare two
+ * copies of a session at a sequence without loading either.
+ *
+ * @since 0.1.0
+ */
+import { constants } from "node:fs"
+import * as path from "node:path"
+import { StorageError } from "@session-journal/core"
+import * as FileOps from "./internal/fileOps.ts"
+import * as Segment from "./internal/segment.ts"
+
+/**
+ * What the primitives need: the filesystem, a root, the uid that must own
+ * everything (null where the platform has none) and the read bounds.
+ *
+ * @since 0.1.0
+ */
+export type Context = FileOps.Context
+
+/**
+ * An open file.
+ *
+ * @since 0.1.0
+ */
+export type FileHandle = FileOps.FileHandle
+
+/**
+ * A context for the real filesystem rooted at `root` (absolute), owned by the
+ * current user, with the adapter's read bounds.
+ *
+ * @since 0.1.0
+ */
+export const context = (root: string): Context => ({
+  fs: FileOps.nodeFs,
+  root: path.resolve(root),
+  uid: typeof process.getuid === "function" ? process.getuid() : null,
+  maxFileBytes: FileOps.MAX_FILE_BYTES,
+  maxLineBytes: FileOps.MAX_LINE_BYTES
+})
+
+/**
+ * The node error code of a failure (also of the `cause` a `StorageError` carries).
+ *
+ * @since 0.1.0
+ */
+export const codeOf = (e: unknown): string | undefined =>
+  FileOps.codeOf(e) ?? (e instanceof StorageError ? FileOps.codeOf(e.cause) : undefined)
+
+/**
+ * Runs one filesystem call, turning a failure into a `StorageError` naming it.
+ *
+ * @since 0.1.0
+ */
+export const call = FileOps.call
+
+/**
+ * Checks a directory: not a symlink, a directory, owned by us, not
+ * group/other-writable.
+ *
+ * @since 0.1.0
+ */
+export const checkDir = FileOps.checkDir
+
+/**
+ * Fsyncs a directory (opened O_NOFOLLOW), making creations, renames and removals
+ * in it durable.
+ *
+ * @since 0.1.0
+ */
+export const syncDir = FileOps.syncDir
+
+/**
+ * Creates `dir` in an already checked `parent` at 0700 whatever the umask and
+ * fsyncs `parent`; an existing directory is only checked.
+ *
+ * @since 0.1.0
+ */
+export const ensureDir = FileOps.ensureDir
+
+/**
+ * Opens an existing regular file for reading, checked (no symlink, ours, the very
+ * inode the lstat saw, O_NONBLOCK).
+ *
+ * @since 0.1.0
+ */
+export const openRead = FileOps.openRead
+
+/**
+ * Creates a new file exclusively (O_CREAT|O_EXCL|O_NOFOLLOW) at 0600 whatever the
+ * umask; durable once written, fsynced and its directory fsynced.
+ *
+ * @since 0.1.0
+ */
+export const createExclusive = FileOps.createExclusive
+
+/**
+ * Writes all of `bytes` at `position`.
+ *
+ * @since 0.1.0
+ */
+export const writeAll = FileOps.writeAll
+
+/**
+ * Reads `length` bytes at `position` (fewer at the end of the file).
+ *
+ * @since 0.1.0
+ */
+export const readAt = FileOps.readAt
+
+/**
+ * The size of an opened file, refusing files above the read bound.
+ *
+ * @since 0.1.0
+ */
+export const boundedSize = FileOps.boundedSize
+
+/**
+ * Reads a whole opened file, refusing files above the read bound before reading.
+ *
+ * @since 0.1.0
+ */
+export const readBounded = FileOps.readBounded
+
+/**
+ * Closes a handle, ignoring errors.
+ *
+ * @since 0.1.0
+ */
+export const close = FileOps.close
+
+/**
+ * Lists a directory; a missing directory lists as empty.
+ *
+ * @since 0.1.0
+ */
+export const listDir = FileOps.listDir
+
+/**
+ * Prefix of the adapter's temporary files; such files are never session data.
+ *
+ * @since 0.1.0
+ */
+export const TEMP_PREFIX = FileOps.TEMP_PREFIX
+
+/**
+ * Makes an existing directory of ours private (0700): lstat-checked (no symlink,
+ * a directory, owned by us), opened O_NOFOLLOW and checked to be the inode the
+ * lstat saw before the fchmod, so a directory swapped in meanwhile is never
+ * changed.
+ *
+ * @since 0.1.0
+ */
+export const privateDir = async (ctx: Context, dir: string): Promise<void> => {
+  const st = await call("lstat", dir, () => ctx.fs.lstat(dir))
+  const refuse = (reason: string) => new StorageError({ operation: "confine", path: dir, reason: `refused: ${reason}` })
+  if (st.isSymbolicLink()) throw refuse("a symbolic link")
+  if (!st.isDirectory()) throw refuse("not a directory")
+  if (ctx.uid !== null && st.uid !== ctx.uid) throw refuse(`owned by uid ${st.uid}, not ${ctx.uid}`)
+  if ((st.mode & 0o777) === FileOps.DIR_MODE) return
+  const fh = await call("open", dir, () => ctx.fs.open(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW))
+  try {
+    const fst = await call("fstat", dir, () => fh.stat())
+    if (fst.dev !== st.dev || fst.ino !== st.ino) throw refuse("replaced between lstat and open")
+    await call("fchmod", dir, () => fh.chmod(FileOps.DIR_MODE))
+  } finally {
+    await FileOps.close(fh)
+  }
+}
+
+/**
+ * The base sequence of a segment file name (`00000000000000004096.jsonl`), or null
+ * when the name is not a segment's.
+ *
+ * @since 0.1.0
+ */
+export const segmentBase = Segment.parseName
+
+/**
+ * The `entry_hash` of the record a session directory stores at `sequence`, or
+ * null when none of its segments holds a well-formed record there. Reads only the
+ * segments that can hold it (newest base ≤ `sequence` first), line by line with
+ * the adapter's bounds; it does not verify the chain (the caller verifies the
+ * directory first).
+ *
+ * @since 0.1.0
+ */
+export const entryHashAt = async (ctx: Context, dir: string, sequence: number): Promise<string | null> => {
+  const candidates = Segment.segmentsOf(await FileOps.listDir(ctx, dir))
+    .filter((s) => s.base <= sequence)
+    .sort((a, b) => b.base - a.base)
+  for (const seg of candidates) {
+    const file = path.join(dir, seg.name)
+    const fh = await FileOps.openRead(ctx, file)
+    try {
+      const size = await FileOps.boundedSize(ctx, fh, file)
+      const reader = new FileOps.LineReader(ctx, fh, file, file, 0, size)
+      for (let line = await reader.next(); line !== null; line = await reader.next()) {
+        if (!line.complete) break
+        const record = Segment.parseLine(line.line)
+        if (record._tag === "Entry" && record.entry.sequence === sequence) return record.entry.entry_hash
+      }
+    } finally {
+      await FileOps.close(fh)
+    }
+  }
+  return null
+}

@@ -1,0 +1,70 @@
+/**
+ * The public file primitives: `entryHashAt` finds the entry stored at every
+ * sequence across segments (and nothing past the end), `privateDir` makes a
+ * directory 0700 and refuses a symlink.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { SessionJournal } from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Files, NodePersistence } from "../src/index.ts"
+
+const tempDir = (): string => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sj-files-"))
+  fs.chmodSync(dir, 0o700)
+  return dir
+}
+
+const write = (root: string, id: string, n: number) =>
+  Effect.runPromise(
+    Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      const items = Array.from({ length: n }, (_, i): SessionJournal.WriteItem => ({
+        _tag: "Tool",
+        params: { tool_name: `tool_${i % 3}`, server_id: "srv", agent_id: "agent", bytes_read: i, bytes_written: 0, delegation_depth: 0 }
+      }))
+      const out = []
+      for (let i = 0; i < n; i += 10) out.push(...(yield* journal.writeAll(id, items.slice(i, i + 10))))
+      return out
+    }).pipe(
+      Effect.provide(SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root, segmentBytes: 4096 })))),
+      Effect.scoped
+    )
+  )
+
+describe("Files", () => {
+  it("entryHashAt reads the entry stored at each sequence, across segments", async () => {
+    const root = tempDir()
+    try {
+      const entries = await write(root, "s", 200)
+      const dir = path.join(root, "s")
+      assert.isAbove(fs.readdirSync(dir).filter((n) => Files.segmentBase(n) !== null).length, 1)
+      const ctx = Files.context(root)
+      for (const e of entries) assert.strictEqual(await Files.entryHashAt(ctx, dir, e.sequence), e.entry_hash)
+      assert.isNull(await Files.entryHashAt(ctx, dir, 200))
+      assert.isNull(await Files.entryHashAt(ctx, path.join(root, "missing"), 0))
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true })
+    }
+  })
+
+  it("privateDir makes a directory 0700 and refuses a symlink", async () => {
+    const root = tempDir()
+    try {
+      const ctx = Files.context(root)
+      const dir = path.join(root, "d")
+      fs.mkdirSync(dir, { mode: 0o755 })
+      fs.chmodSync(dir, 0o755)
+      await Files.privateDir(ctx, dir)
+      assert.strictEqual(fs.statSync(dir).mode & 0o777, 0o700)
+      fs.symlinkSync(dir, path.join(root, "link"))
+      const error = await Files.privateDir(ctx, path.join(root, "link")).then(() => null, (e: unknown) => e)
+      assert.match(String((error as Error).message), /a symbolic link/)
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true })
+    }
+  })
+})
