@@ -1,13 +1,16 @@
 /**
  * The SessionJournal service: the journal of every session of an application.
  *
- * Each open session keeps its `JournalState` in one `SynchronizedRef`; every write
- * goes through it, so the chain, the rings and the counters always change together.
- * Writers that arrive while a durable append is in flight are group-committed: the
- * next holder of the ref takes every pending request, builds their entries in order,
- * and stores them with one `append`. Each caller gets its own entry back once
- * storage says the batch is durable. When storage fails, the session's in-memory
- * state is dropped and re-read from storage before the next write: a failed sync may
+ * Open sessions live in an `RcMap`: a session is opened on first use (its writer
+ * guarantee taken, its state loaded), shared by every concurrent caller, released
+ * when it has been idle for `idleTimeToLive`, and released early, idlest first,
+ * when `maxOpenSessions` would be exceeded. A session with a write in flight is
+ * never released under it. Each open session has one writer fiber draining one
+ * `Queue`: it takes every queued request (group commit), builds their entries in
+ * order against the session's `JournalState`, stores them with one durable append
+ * and answers each caller. The state sits in a `SynchronizedRef` that only the
+ * writer modifies, so readers never wait for a write. When storage fails, the
+ * session's state is dropped and re-read before the next write: a failed sync may
  * or may not have reached the disk, and storage is the truth.
  *
  * @since 0.1.0
