@@ -66,9 +66,10 @@ const describe = (problem: Problem): string => {
     case "NotJson":
       return `not canonical JSON at ${problem.path}`
     case "TooDeep":
-      return `nesting depth ${problem.depth} exceeds the limit of ${MAX_PAYLOAD_DEPTH} (at ${problem.path})`
+      // No path: it would be the limit's worth of "[0]"s.
+      return `nesting depth ${problem.depth} exceeds the limit of ${MAX_PAYLOAD_DEPTH}`
     case "TooLarge":
-      return `larger than the limit of ${MAX_PAYLOAD_SIZE} (values plus string and key lengths; reached at ${problem.path})`
+      return `larger than the limit of ${MAX_PAYLOAD_SIZE} (one per value plus the length of every string and key)`
   }
 }
 

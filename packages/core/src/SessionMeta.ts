@@ -19,9 +19,9 @@ const Data = Schema.Json.check(
   Schema.makeFilter((data: Schema.Json) => {
     const problem = check(data, limits)
     if (problem?._tag === "TooDeep") {
-      return `nesting depth ${problem.depth} exceeds the limit of ${MAX_PAYLOAD_DEPTH} (at ${problem.path})`
+      return `nesting depth ${problem.depth} exceeds the limit of ${MAX_PAYLOAD_DEPTH}`
     }
-    if (problem?._tag === "TooLarge") return `larger than the limit of ${MAX_PAYLOAD_SIZE} (at ${problem.path})`
+    if (problem?._tag === "TooLarge") return `larger than the limit of ${MAX_PAYLOAD_SIZE}`
     return undefined
   })
 )
