@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { InvalidRecordField, InvalidSessionId } from "./Errors.ts"
-import { canonicalize, firstInvalid, isWellFormed } from "./internal/jcs.ts"
+import { canonicalize, check, isWellFormed, type Problem } from "./internal/jcs.ts"
 import { hashOther, hashTool } from "./internal/preimage.ts"
 
 /**
@@ -33,6 +33,57 @@ export const MAX_U53 = Number.MAX_SAFE_INTEGER
  * @since 0.1.0
  */
 export const MAX_U32 = 4294967295
+
+/**
+ * Deepest nesting a payload (and the free `data` of session metadata) may have,
+ * counted in levels of arrays and objects: a scalar has depth 0, `[]` and `{}`
+ * depth 1, `{"a":[1]}` depth 2. A deeper payload is refused before anything is
+ * appended (`InvalidRecordField` on `payload`), and a stored one fails to decode.
+ * 256 is far beyond any real transcript and far below the depth at which any reader
+ * of a stored entry runs out of stack (`JSON.stringify` gives up a few thousand
+ * levels down, PostgreSQL's jsonb parser near its `max_stack_depth`).
+ *
+ * @since 0.1.0
+ */
+export const MAX_PAYLOAD_DEPTH = 256
+
+/**
+ * Largest payload, measured as the value written out as a tree: one per value plus
+ * the UTF-16 length of every string and key (a value shared in several places counts
+ * every time; that is how it is hashed and stored). 16 Mi keeps the canonical text
+ * and the stored line within what a JavaScript string can hold, so a small object
+ * graph that would be huge written out is refused rather than hanging the writer.
+ * Storage may bound entries more tightly (the Node adapter's line length).
+ *
+ * @since 0.1.0
+ */
+export const MAX_PAYLOAD_SIZE = 16 * 1024 * 1024
+
+const payloadLimits = { maxDepth: MAX_PAYLOAD_DEPTH, maxSize: MAX_PAYLOAD_SIZE } as const
+
+const describe = (problem: Problem): string => {
+  switch (problem._tag) {
+    case "NotJson":
+      return `not canonical JSON at ${problem.path}`
+    case "TooDeep":
+      // No path: it would be the limit's worth of "[0]"s.
+      return `nesting depth ${problem.depth} exceeds the limit of ${MAX_PAYLOAD_DEPTH}`
+    case "TooLarge":
+      return `larger than the limit of ${MAX_PAYLOAD_SIZE} (one per value plus the length of every string and key)`
+  }
+}
+
+/**
+ * Why a payload is not acceptable (not RFC 8785 JSON, nested deeper than
+ * `MAX_PAYLOAD_DEPTH`, larger than `MAX_PAYLOAD_SIZE`), or `undefined` when it is.
+ * Iterative: total for any input, however deep or cyclic.
+ *
+ * @since 0.1.0
+ */
+export const payloadProblem = (payload: unknown): string | undefined => {
+  const problem = check(payload, payloadLimits)
+  return problem === undefined ? undefined : describe(problem)
+}
 
 const U53 = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_U53 }))
 const U32 = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_U32 }))
@@ -78,11 +129,13 @@ const OtherKind = WellFormed.check(
 )
 
 // The payload is hashed in its RFC 8785 form, so a stored payload must be one that
-// RFC 8785 defines (no lone surrogates in strings or keys).
+// RFC 8785 defines (no lone surrogates in strings or keys), and within the bounds
+// every writer and reader can handle; a deeper stored payload is an issue, never a
+// stack overflow in whoever decodes it.
 const Payload = Schema.Json.check(
   Schema.makeFilter((p: Schema.Json) => {
-    const bad = firstInvalid(p)
-    return bad === undefined ? undefined : `JSON that RFC 8785 can canonicalize (bad at ${bad})`
+    const bad = payloadProblem(p)
+    return bad === undefined ? undefined : `JSON that RFC 8785 can canonicalize within the payload limits (${bad})`
   })
 )
 
@@ -204,7 +257,7 @@ const decodeFast = (input: unknown): Entry | undefined => {
     }
   }
   if (keys !== 6 || !isText(kind) || kind.length === 0 || !("payload" in o)) return undefined
-  if (firstInvalid(o.payload) !== undefined) return undefined
+  if (check(o.payload, payloadLimits) !== undefined) return undefined
   return {
     sequence: o.sequence,
     prev_hash: o.prev_hash,
@@ -288,17 +341,28 @@ export interface ValidToolParams extends ToolParams {
   readonly allowed: boolean
 }
 
-const whiteSpaceStart = /^\p{White_Space}+/u
-const whiteSpaceEnd = /\p{White_Space}+$/u
+const whiteSpace = /^\p{White_Space}$/u
 const control = /\p{Cc}/u
+
+// Every White_Space code point is in the BMP and not a surrogate, so testing one
+// UTF-16 unit at a time is exact. A scan, not `/\p{White_Space}+$/u`: that regex
+// retries from every position of an inner run of spaces, which is quadratic (a
+// 160,000-character name took over a minute).
+const isWhiteSpaceAt = (s: string, i: number): boolean => whiteSpace.test(s[i]!)
 
 /**
  * Rust's `str::trim`: strips Unicode `White_Space` (which includes U+0085 and excludes
- * U+FEFF) from both ends.
+ * U+FEFF) from both ends. Linear in the length of `s`.
  *
  * @since 0.1.0
  */
-export const trimWhiteSpace = (s: string): string => s.replace(whiteSpaceStart, "").replace(whiteSpaceEnd, "")
+export const trimWhiteSpace = (s: string): string => {
+  let start = 0
+  let end = s.length
+  while (start < end && isWhiteSpaceAt(s, start)) start++
+  while (end > start && isWhiteSpaceAt(s, end - 1)) end--
+  return start === 0 && end === s.length ? s : s.slice(start, end)
+}
 
 const checkIdentity = (field: string, value: unknown): InvalidRecordField | undefined => {
   if (typeof value !== "string") return new InvalidRecordField({ field, reason: "must be a string" })
@@ -359,7 +423,8 @@ const kindPattern = /^[A-Za-z0-9_.:-]{1,64}$/
 /**
  * Validates the kind and payload of a non-tool entry: the kind matches
  * `^[A-Za-z0-9_.:-]{1,64}$` and is not `tool`; the payload is JSON that RFC 8785 can
- * canonicalize (finite numbers, well-formed strings, plain objects, no cycles).
+ * canonicalize (finite numbers, well-formed strings, plain objects, no cycles),
+ * nested at most `MAX_PAYLOAD_DEPTH` deep and at most `MAX_PAYLOAD_SIZE` large.
  *
  * @since 0.1.0
  */
@@ -373,10 +438,8 @@ export const validatePayload = (
     )
   }
   if (payload === undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: "is required" }))
-  const bad = firstInvalid(payload)
-  if (bad !== undefined) {
-    return Result.fail(new InvalidRecordField({ field: "payload", reason: `not canonical JSON at ${bad}` }))
-  }
+  const bad = payloadProblem(payload)
+  if (bad !== undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: bad }))
   return Result.succeed(payload as Schema.Json)
 }
 
@@ -475,40 +538,100 @@ export const makeOther = (link: Link, kind: string, payload: Schema.Json): Other
   payload
 })
 
-const hasNegativeZero = (value: unknown): boolean => {
-  if (typeof value === "number") return Object.is(value, -0)
-  if (typeof value !== "object" || value === null) return false
-  if (Array.isArray(value)) {
-    for (const item of value) if (hasNegativeZero(item)) return true
-    return false
+// JSON.stringify recurses, and overflows the call stack a few thousand levels down
+// (fewer when called from deep in a stack). Entries never come near that (payloads
+// are bounded by MAX_PAYLOAD_DEPTH), but this writer takes any plain data, so past
+// this depth it writes with its own stack instead.
+const NATIVE_MAX_DEPTH = 512
+
+// One iterative pass: does the value hold a -0, or nest deeper than NATIVE_MAX_DEPTH?
+// A cycle answers "native", so JSON.stringify reports it as it always does.
+const needsOwnWriter = (root: unknown): boolean => {
+  if (typeof root === "number") return Object.is(root, -0)
+  if (typeof root !== "object" || root === null) return false
+  const open = new Set<object>()
+  const stack: Array<{ readonly value: object; readonly children: ReadonlyArray<unknown>; index: number }> = []
+  const enter = (value: object): boolean => {
+    if (open.has(value)) return false
+    open.add(value)
+    stack.push({ value, children: Array.isArray(value) ? value : Object.values(value), index: 0 })
+    return true
   }
-  for (const key in value) {
-    if (Object.hasOwn(value, key) && hasNegativeZero((value as Record<string, unknown>)[key])) return true
+  enter(root)
+  while (stack.length > 0) {
+    if (stack.length > NATIVE_MAX_DEPTH) return true
+    const top = stack[stack.length - 1]!
+    if (top.index >= top.children.length) {
+      stack.pop()
+      open.delete(top.value)
+      continue
+    }
+    const child = top.children[top.index++]
+    if (typeof child === "number") {
+      if (Object.is(child, -0)) return true
+    } else if (typeof child === "object" && child !== null && !enter(child)) {
+      return false
+    }
   }
   return false
 }
 
-const stringifyKeepingNegativeZero = (value: unknown): string => {
-  if (typeof value === "number") return Object.is(value, -0) ? "-0" : JSON.stringify(value)
-  if (value === null || typeof value !== "object") return JSON.stringify(value)
-  if (Array.isArray(value)) {
-    let out = "["
-    for (let i = 0; i < value.length; i++) {
-      if (i > 0) out += ","
-      const item: unknown = value[i]
-      out += item === undefined ? "null" : stringifyKeepingNegativeZero(item)
+// What JSON.stringify writes for a value that is not an array or object, or
+// undefined where it writes nothing (undefined, functions, symbols).
+const scalarText = (value: unknown): string | undefined =>
+  typeof value === "number" && Object.is(value, -0) ? "-0" : JSON.stringify(value) as string | undefined
+
+// JSON.stringify for plain data, with its own stack, writing -0 as -0. Called only
+// when `needsOwnWriter` found no cycle.
+const stringifyOwn = (root: unknown): string => {
+  if (typeof root !== "object" || root === null) return scalarText(root) ?? "null"
+  const stack: Array<{
+    readonly value: object
+    readonly keys: ReadonlyArray<string> | undefined
+    index: number
+    first: boolean
+  }> = []
+  let out = ""
+  let next: unknown = root
+  while (true) {
+    if (typeof next === "object" && next !== null) {
+      const isArray = Array.isArray(next)
+      out += isArray ? "[" : "{"
+      stack.push({ value: next, keys: isArray ? undefined : Object.keys(next), index: 0, first: true })
+    } else {
+      // Array slots that JSON.stringify would drop are written as null.
+      out += scalarText(next) ?? "null"
     }
-    return out + "]"
+    let top = stack[stack.length - 1]!
+    while (true) {
+      if (top.keys === undefined) {
+        if (top.index < (top.value as ReadonlyArray<unknown>).length) {
+          next = (top.value as ReadonlyArray<unknown>)[top.index++]
+          if (!top.first) out += ","
+          top.first = false
+          break
+        }
+      } else {
+        let found = false
+        while (top.index < top.keys.length) {
+          const key = top.keys[top.index++]!
+          const item = (top.value as Record<string, unknown>)[key]
+          if ((typeof item !== "object" || item === null) && scalarText(item) === undefined) continue
+          if (!top.first) out += ","
+          top.first = false
+          out += JSON.stringify(key) + ":"
+          next = item
+          found = true
+          break
+        }
+        if (found) break
+      }
+      out += top.keys === undefined ? "]" : "}"
+      stack.pop()
+      if (stack.length === 0) return out
+      top = stack[stack.length - 1]!
+    }
   }
-  let out = "{"
-  let first = true
-  for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
-    if (item === undefined) continue
-    if (!first) out += ","
-    first = false
-    out += JSON.stringify(key) + ":" + stringifyKeepingNegativeZero(item)
-  }
-  return out + "}"
 }
 
 /**
@@ -516,9 +639,10 @@ const stringifyKeepingNegativeZero = (value: unknown): string => {
  * of storage), exactly `JSON.stringify` except that `-0` is written as `-0`, so a
  * payload reads back as it was written (`JSON.parse` keeps `-0`; the hash is the same
  * either way, since RFC 8785 writes `0`). Values without `-0` — nearly all — go
- * through the native `JSON.stringify` after one cheap scan.
+ * through the native `JSON.stringify` after one cheap scan. Never recurses on the
+ * value: data nested deeper than the native writer can take is written iteratively.
  *
  * @since 0.1.0
  */
 export const toJsonText = (value: unknown): string =>
-  hasNegativeZero(value) ? stringifyKeepingNegativeZero(value) : JSON.stringify(value)
+  needsOwnWriter(value) ? stringifyOwn(value) : JSON.stringify(value)

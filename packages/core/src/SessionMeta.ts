@@ -5,8 +5,26 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import { MAX_PAYLOAD_DEPTH, MAX_PAYLOAD_SIZE } from "./Entry.ts"
+import { check } from "./internal/jcs.ts"
 
 const Millis = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))
+
+// The free JSON is bounded like an entry payload (`setMeta` refuses more with
+// `InvalidRecordField`), so stored metadata deeper than the bound is an issue when
+// decoded rather than a stack overflow in whoever writes or reads it next. Strings
+// are not held to RFC 8785 here: metadata is stored, never hashed.
+const limits = { maxDepth: MAX_PAYLOAD_DEPTH, maxSize: MAX_PAYLOAD_SIZE, wellFormed: false } as const
+const Data = Schema.Json.check(
+  Schema.makeFilter((data: Schema.Json) => {
+    const problem = check(data, limits)
+    if (problem?._tag === "TooDeep") {
+      return `nesting depth ${problem.depth} exceeds the limit of ${MAX_PAYLOAD_DEPTH}`
+    }
+    if (problem?._tag === "TooLarge") return `larger than the limit of ${MAX_PAYLOAD_SIZE}`
+    return undefined
+  })
+)
 
 /**
  * Metadata of a session. Times are milliseconds since the epoch.
@@ -18,7 +36,7 @@ export const SessionMeta = Schema.Struct({
   labels: Schema.optionalKey(Schema.Array(Schema.String)),
   created_at: Schema.optionalKey(Millis),
   updated_at: Millis,
-  data: Schema.optionalKey(Schema.Json)
+  data: Schema.optionalKey(Data)
 })
 
 /**
