@@ -420,6 +420,10 @@ export const validateToolParams = (params: ToolParams): Result.Result<ValidToolP
 
 const kindPattern = /^[A-Za-z0-9_.:-]{1,64}$/
 
+// A global of every runtime Effect runs on (Node 17+, browsers, Deno, Bun); core's
+// ES2022 lib does not declare it.
+declare const structuredClone: <T>(value: T) => T
+
 /**
  * Validates the kind and payload of a non-tool entry: the kind matches
  * `^[A-Za-z0-9_.:-]{1,64}$` and is not `tool`; the payload is JSON that RFC 8785 can
@@ -440,7 +444,14 @@ export const validatePayload = (
   if (payload === undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: "is required" }))
   const bad = payloadProblem(payload)
   if (bad !== undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: bad }))
-  return Result.succeed(payload as Schema.Json)
+  if (typeof payload !== "object" || payload === null) return Result.succeed(payload as Schema.Json)
+  // The entry keeps its own copy: a caller that changes its object after the call
+  // must not change what was hashed and stored.
+  try {
+    return Result.succeed(structuredClone(payload) as Schema.Json)
+  } catch {
+    return Result.fail(new InvalidRecordField({ field: "payload", reason: "cannot be copied as plain JSON" }))
+  }
 }
 
 /**
