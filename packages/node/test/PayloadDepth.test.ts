@@ -13,7 +13,7 @@ import * as fc from "fast-check"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { deepArray, item, nest, writeAndReread } from "./payloads.ts"
+import { deepArray, item, nest, writeAndReread } from "@session-journal/core/test/Payloads"
 import { NodePersistence } from "../src/index.ts"
 import { loadRead, run, runExit, tempDir } from "./helpers.ts"
 
