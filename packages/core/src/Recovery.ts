@@ -320,6 +320,20 @@ export const make = (options: Options): Recovery => {
     })
   }
 
+  // Whether the entry's own hash recomputes; otherwise the valid prefix ends here.
+  const hashVerifies = (entry: Entry.Entry, segment: string, offset: number): boolean => {
+    const recomputed = Entry.computeHash(entry)
+    if (recomputed === entry.entry_hash) return true
+    return stop({
+      reason: "integrity",
+      segment,
+      offset,
+      sequence: entry.sequence,
+      detail: `entry_hash of sequence ${entry.sequence} is ${entry.entry_hash}, the entry hashes to ${recomputed}`,
+      violation: { what: "entry_hash", expected: recomputed, actual: entry.entry_hash }
+    })
+  }
+
   // Records before the state's next sequence (those a load-mode checkpoint already
   // covers): they must chain among themselves and equal the checkpoint's retained
   // entries where the window reaches them.
@@ -346,18 +360,8 @@ export const make = (options: Options): Recovery => {
           detail: `stored sequence ${entry.sequence} has hash ${entry.entry_hash}, the checkpoint's entry there has ${retained.entry_hash}`
         })
       }
-    } else {
-      const recomputed = Entry.computeHash(entry)
-      if (recomputed !== entry.entry_hash) {
-        return stop({
-          reason: "integrity",
-          segment,
-          offset,
-          sequence: entry.sequence,
-          detail: `entry_hash of sequence ${entry.sequence} is ${entry.entry_hash}, the entry hashes to ${recomputed}`,
-          violation: { what: "entry_hash", expected: recomputed, actual: entry.entry_hash }
-        })
-      }
+    } else if (!hashVerifies(entry, segment, offset)) {
+      return false
     }
     if (checkpoint !== null && entry.sequence === checkpoint.next_sequence - 1) checkpointTailSeen = true
     return true
@@ -375,17 +379,7 @@ export const make = (options: Options): Recovery => {
         violation: { what: "prev_hash", expected: expectedPrev, actual: entry.prev_hash }
       })
     }
-    const recomputed = Entry.computeHash(entry)
-    if (recomputed !== entry.entry_hash) {
-      return stop({
-        reason: "integrity",
-        segment,
-        offset,
-        sequence: entry.sequence,
-        detail: `entry_hash of sequence ${entry.sequence} is ${entry.entry_hash}, the entry hashes to ${recomputed}`,
-        violation: { what: "entry_hash", expected: recomputed, actual: entry.entry_hash }
-      })
-    }
+    if (!hashVerifies(entry, segment, offset)) return false
     state = JournalState.fold(state, entry)
     replayed++
     if (checkpoint !== null && entry.sequence === checkpoint.next_sequence - 1) checkpointTailSeen = true
