@@ -201,7 +201,9 @@ describe("strict records", () => {
     assert.strictEqual(v.report.corruption.kind, "corruption")
     assert.strictEqual(v.report.corruption.segment, first)
     assert.strictEqual(v.report.corruption.offset, offset)
-    assert.strictEqual(v.report.corruption.sequence, victim.e.sequence)
+    // The valid prefix ends before the forged line: after the two records before it.
+    assert.strictEqual(v.report.corruption.sequence, victim.e.sequence + 2)
+    assert.include(v.report.corruption.reason, `already used sequence ${victim.e.sequence}`)
     // History readers never skip it as a harmless duplicate either.
     const shown = await run(["--dir", dir, "export", "fl"])
     assert.strictEqual(shown.code, 1, shown.stderr)
@@ -274,5 +276,71 @@ describe("strict records", () => {
     assert.strictEqual(v.report.violation.what, "entry_hash")
     assert.strictEqual(v.report.violation.segment, first)
     assert.strictEqual(v.report.violation.offset, offset)
+  })
+})
+
+describe("checkpoint claims found by review", () => {
+  it("a checkpoint at sequence 0 with forged counters is caught by verify and by every load", async () => {
+    const dir = tempDir()
+    await seed(dir, "zero", 3)
+    const file = path.join(dir, "zero", "checkpoint.json")
+    const doc = JSON.parse(fs.readFileSync(file, "utf8"))
+    assert.strictEqual(doc.next_sequence, 0)
+    doc.tool_counts = [["auth", 5]]
+    fs.writeFileSync(file, JSON.stringify(doc))
+    const v = await verifyJson(dir, "zero")
+    assert.strictEqual(v.code, 1, v.stderr)
+    assert.strictEqual(v.report.corruption.kind, "checkpoint")
+    assert.include(v.report.corruption.reason, "tool_counts")
+    assert.strictEqual((await recordCode(dir, "zero")).code, 1)
+    const repaired = JSON.parse((await run(["--dir", dir, "repair", "zero", "--json"])).stdout)
+    assert.deepStrictEqual(repaired.set_aside, ["checkpoint.json.damaged-0"])
+    assert.isNull(repaired.lost)
+    assert.strictEqual((await verifyJson(dir, "zero")).code, 0)
+  })
+
+  it("forged caps in the checkpoint: repair keeps every record and rebuilds the checkpoint", async () => {
+    const dir = tempDir()
+    const { count } = await seed(dir, "caps", 6)
+    const file = path.join(dir, "caps", "checkpoint.json")
+    const doc = JSON.parse(fs.readFileSync(file, "utf8"))
+    doc.entry_cap = 0
+    fs.writeFileSync(file, JSON.stringify(doc))
+    assert.strictEqual((await verifyJson(dir, "caps")).code, 1)
+    const repaired = JSON.parse((await run(["--dir", dir, "repair", "caps", "--json"])).stdout)
+    assert.deepStrictEqual(repaired.truncated, [])
+    assert.deepStrictEqual(repaired.set_aside, ["checkpoint.json.damaged-0"])
+    assert.isNull(repaired.lost)
+    assert.strictEqual(repaired.next_sequence, count + 1)
+    const after = await verifyJson(dir, "caps")
+    assert.strictEqual(after.code, 0, after.stderr)
+  })
+
+  it("a forged copy of an old record after the last one: repair cuts only that line and loses nothing", async () => {
+    const dir = tempDir()
+    const { count } = await seed(dir, "tail", 10)
+    const last = path.join(dir, "tail", segments(dir, "tail").at(-1)!)
+    const rows = lines(last)
+    const copy = JSON.parse(rows[2]!)
+    copy.e.tool_name = "forged"
+    fs.appendFileSync(last, JSON.stringify(copy) + "\n")
+    const repaired = JSON.parse((await run(["--dir", dir, "repair", "tail", "--json"])).stdout)
+    assert.isNull(repaired.lost)
+    assert.strictEqual(repaired.entry.sequence, count)
+    assert.strictEqual((await verifyJson(dir, "tail")).code, 0)
+  })
+
+  it("an unparsable checkpoint is rebuilt on disk by the next writer, keeping the session's caps", async () => {
+    const dir = tempDir()
+    await seed(dir, "rebuild", 4)
+    const file = path.join(dir, "rebuild", "checkpoint.json")
+    fs.writeFileSync(file, "{\"v\":1,\"broken")
+    const v = await verifyJson(dir, "rebuild")
+    assert.strictEqual(v.code, 1, v.stderr)
+    const next = await recordCode(dir, "rebuild")
+    assert.strictEqual(next.code, 0, next.stderr)
+    assert.strictEqual(JSON.parse(fs.readFileSync(file, "utf8")).v, 1)
+    assert.isTrue(fs.existsSync(`${file}.damaged-0`))
+    assert.strictEqual((await verifyJson(dir, "rebuild")).code, 0)
   })
 })

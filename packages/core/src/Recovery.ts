@@ -448,7 +448,7 @@ export const make = (options: Options): Recovery => {
         reason: "corruption",
         segment,
         offset,
-        sequence: seq,
+        sequence: cursor,
         detail: `a record at the already used sequence ${seq} differs from the accepted entry`
       })
     }
@@ -544,6 +544,19 @@ export const make = (options: Options): Recovery => {
         missing: { from: holds, to: options.storedCount - 1 }
       }
     }
+    if (stopped === null && options.storedCount !== undefined && options.storedCount < holds) {
+      stopped = {
+        reason: "corruption",
+        segment: lastSegment,
+        offset: options.storedCount,
+        sequence: options.storedCount,
+        detail: `storage records ${options.storedCount} entries, but holds records up to sequence ${holds - 1}`
+      }
+    }
+    // A load rebuilds an unusable checkpoint from the records; a verify says it is unusable.
+    if (stopped === null && verifyMode && brokenCheckpoint !== null) {
+      stopped = { reason: "checkpoint", segment: cpLocation, offset: 0, sequence: null, detail: brokenCheckpoint }
+    }
     const kind: RecoveryReport["checkpoint"] = checkpoint !== null
       ? compared && stopped === null ? "verified" : "loaded"
       : brokenCheckpoint !== null
@@ -557,6 +570,18 @@ export const make = (options: Options): Recovery => {
       storedNext: Math.max(cursor, 0),
       exists
     }
+  }
+
+  // A checkpoint at sequence 0 claims no history, so it must be the empty state of
+  // its caps; the replay never meets its next_sequence once it has an entry, so it
+  // is compared before the first record, in both modes.
+  if (checkpoint !== null && checkpoint.next_sequence === 0) {
+    claimedPending = true
+    const empty = JournalState.empty(options.id, caps)
+    const claimedState = state
+    state = empty
+    compareClaimed(cpLocation, 0)
+    if (stopped === null) state = verifyMode ? empty : claimedState
   }
 
   return { checkpoint, offer, done, stopped: () => stopped !== null }

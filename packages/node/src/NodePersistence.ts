@@ -559,7 +559,21 @@ const repairAsync = async (r: Resolved, id: string, caps: JournalState.Caps | un
     // The records carry their own proof; the checkpoint is only a claim about them.
     // So the cut is decided by the records alone, and the checkpoint is then
     // checked against what remains.
-    const records = await Session.load(ctx, dir, id, { ...loadOptions(r, caps, "verify"), ignoreCheckpoint: true })
+    // The caps live only in the checkpoint, which may be the forged part: the records
+    // are replayed under every candidate (the checkpoint's, the given ones, the
+    // defaults, entry_cap 0) and the caps under which they verify furthest are used.
+    let checkpointCaps = true
+    const recordsOnly = (): Session.LoadOptions => ({ ...loadOptions(r, caps, "verify"), ignoreCheckpoint: true, checkpointCaps })
+    let records = await Session.load(ctx, dir, id, recordsOnly())
+    for (const candidate of [caps, {}, { entry_cap: 0 }]) {
+      if (records.loaded.recovery.stopped === null) break
+      const tried = await Session.load(ctx, dir, id, { ...loadOptions(r, candidate, "verify"), ignoreCheckpoint: true, checkpointCaps: false })
+      if (tried.storedNext > records.storedNext) {
+        records = tried
+        caps = candidate
+        checkpointCaps = false
+      }
+    }
     const fullHistory = (records.listing.segments[0]?.base ?? 0) === 0
     const problem = fullHistory
       ? records.loaded.recovery.stopped
@@ -603,7 +617,7 @@ const repairAsync = async (r: Resolved, id: string, caps: JournalState.Caps | un
     }
     let checkpointRebuilt = false
     if (fullHistory) {
-      const remaining = await Session.load(ctx, dir, id, { ...loadOptions(r, caps, "verify"), ignoreCheckpoint: true })
+      const remaining = await Session.load(ctx, dir, id, recordsOnly())
       const check = await Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
       const state = remaining.loaded.state
       if (

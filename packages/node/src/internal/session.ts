@@ -121,6 +121,8 @@ export interface LoadOptions {
    * decodes): what `repair` trusts, since records carry their own proof.
    */
   readonly ignoreCheckpoint?: boolean | undefined
+  /** With `ignoreCheckpoint`: whether the checkpoint lends its caps (default true). */
+  readonly checkpointCaps?: boolean | undefined
 }
 
 /**
@@ -140,9 +142,9 @@ export const load = async (ctx: FileOps.Context, dir: string, id: string, option
     checkpointSize = cp.size
   }
   let caps = options.caps
-  if (options.ignoreCheckpoint === true) {
+  if (options.ignoreCheckpoint === true || options.checkpointCaps === false) {
     const decoded = Recovery.decodeCheckpoint(id, checkpointInput)
-    if (decoded._tag === "Success" && decoded.success !== null) {
+    if (options.checkpointCaps !== false && decoded._tag === "Success" && decoded.success !== null) {
       caps = { entry_cap: decoded.success.entry_cap, tool_counts_cap: decoded.success.tool_counts_cap }
     }
     checkpointInput = null
@@ -297,8 +299,15 @@ export class Writer {
     this.view = null
     const result = await load(this.ctx, this.dir, this.id, writerLoad(this.caps, this.options))
     if (result.brokenCheckpoint !== null) {
-      // Never let the next checkpoint silently replace the damaged bytes.
+      // Never let the next checkpoint silently replace the damaged bytes; then store
+      // the state rebuilt from the records at once, so the session's caps are on disk
+      // again (the segments do not carry them).
       await moveAside(this.ctx, this.dir, CHECKPOINT_FILE)
+      const state = result.loaded.state
+      if (result.loaded.recovery.stopped === null && result.view.last !== null && result.view.last.contentNext === state.next_sequence) {
+        result.view.checkpointSize = await writeCheckpointFile(this.ctx, this.dir, state)
+        result.view.checkpointNext = state.next_sequence
+      }
     }
     this.view = result.view
     return result
@@ -564,6 +573,12 @@ export class Reader {
   private rescans = 0
   /** Sequence of the last entry record consumed in the current segment. */
   private lastInSegment: number | null = null
+  /** Hashes of the latest entries read, to recognise an identical re-append. */
+  private readonly seen = new Map<number, string>()
+  private remember(e: Entry.Entry): void {
+    this.seen.set(e.sequence, e.entry_hash)
+    if (this.seen.size > 4096) this.seen.delete(this.seen.keys().next().value!)
+  }
   private readonly ctx: FileOps.Context
   private readonly dir: string
   constructor(ctx: FileOps.Context, dir: string, from: number) {
@@ -618,6 +633,11 @@ export class Reader {
           // Records of a segment run base, base + 1, …: anything else is a forged or
           // misplaced record, never skipped as a harmless duplicate.
           const expectedHere = this.lastInSegment !== null ? this.lastInSegment + 1 : fromStart ? seg.base : null
+          if (expectedHere !== null && e.sequence < expectedHere && this.seen.get(e.sequence) === e.entry_hash) {
+            // An identical re-append of an entry already read here: harmless, as in Recovery.
+            consumed = end
+            return true
+          }
           if (expectedHere !== null && e.sequence !== expectedHere) {
             gap = new CorruptJournal({
               segment: file,
@@ -629,6 +649,7 @@ export class Reader {
           if (e.sequence < this.expected) {
             consumed = end
             this.lastInSegment = e.sequence
+            this.remember(e)
             return true
           }
           if (e.sequence > this.expected) {
@@ -640,6 +661,7 @@ export class Reader {
           this.expected++
           consumed = end
           this.lastInSegment = e.sequence
+          this.remember(e)
           return true
         })
       } finally {
