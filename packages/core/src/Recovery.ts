@@ -582,6 +582,8 @@ export const make = (options: Options): Recovery => {
     state = empty
     compareClaimed(cpLocation, 0)
     if (stopped === null) state = verifyMode ? empty : claimedState
+    // A load takes the checkpoint as loaded; only a verify reports it verified.
+    if (!verifyMode) compared = false
   }
 
   return { checkpoint, offer, done, stopped: () => stopped !== null }

@@ -224,6 +224,22 @@ describe("forged checkpoints", () => {
     })
   }
 
+  it("a forged counter of the checkpoint of the empty state is caught by verify", () => {
+    const h = history({}, simpleOps(4))
+    const forges: ReadonlyArray<readonly [string, (d: Record<string, any>) => void]> = [
+      ["data_flow.total_bytes_read", (d) => { d.data_flow.total_bytes_read = 5 }],
+      ["data_flow.total_invocations", (d) => { d.data_flow.total_invocations = 2 }],
+      ["data_flow.max_delegation_depth", (d) => { d.data_flow.max_delegation_depth = 4 }],
+      ["message_count", (d) => { d.message_count = 3 }]
+    ]
+    for (const [field, forge] of forges) {
+      const out = recover("verify", forged(h.states[0]!, forge), segments(h.entries))
+      assert.isNull(out.brokenCheckpoint)
+      assert.strictEqual(out.report.stopped?.reason, "checkpoint", field)
+      assert.include(out.report.stopped?.detail, `checkpoint's ${field} is`)
+    }
+  })
+
   it("a checkpoint of another session is never used", () => {
     const h = history({}, simpleOps(6))
     const other = history({}, simpleOps(6), "other-session")
@@ -232,6 +248,11 @@ describe("forged checkpoints", () => {
       assert.include(out.brokenCheckpoint, "other-session")
       assert.isNull(out.checkpoint)
       assert.strictEqual(out.report.checkpoint, "rebuilt")
+      // A load rebuilds around it; a verify reports it.
+      if (mode === "verify") {
+        assert.strictEqual(out.report.stopped?.reason, "checkpoint")
+        continue
+      }
       // Rebuilt from the records, which reach back to 0.
       assertClean(out, h.states[6]!)
     }
@@ -254,6 +275,10 @@ describe("forged checkpoints", () => {
         const out = recover(mode, cp, segments(h.entries), { caps: { entry_cap: 4 } })
         assert.isNotNull(out.brokenCheckpoint, JSON.stringify(cp))
         assert.strictEqual(out.report.checkpoint, "rebuilt")
+        if (mode === "verify") {
+          assert.strictEqual(out.report.stopped?.reason, "checkpoint")
+          continue
+        }
         assertClean(out, h.states[8]!)
       }
     }
@@ -306,7 +331,9 @@ describe("strict records", () => {
         const out = recover(mode, cp === null ? null : doc(h.states[cp]!), attacked, { caps: { entry_cap: 4 } })
         assert.strictEqual(out.report.stopped?.reason, "corruption")
         assert.strictEqual(out.report.stopped?.offset, 4242)
-        assert.strictEqual(out.report.stopped?.sequence, 3)
+        // `sequence` is where the valid prefix ends (after entry 6); the forged one is named in the detail.
+        assert.strictEqual(out.report.stopped?.sequence, 7)
+        assert.include(out.report.stopped?.detail, "sequence 3")
       })
 
       it(`${mode}, checkpoint ${cp}: an identical re-append of retained entries is skipped, clean`, () => {
@@ -586,7 +613,7 @@ describe("properties", () => {
               break
             }
             case "counter": {
-              if (cp === null || cp === 0) return
+              if (cp === null) return
               const d = JSON.parse(JSON.stringify(Checkpoint.encode(h.states[cp]!)))
               const before = JSON.stringify(d)
               counterForge(mutation.which)(d)
