@@ -344,3 +344,29 @@ describe("checkpoint claims found by review", () => {
     assert.strictEqual((await verifyJson(dir, "rebuild")).code, 0)
   })
 })
+
+describe("repair never sets aside records that verify", () => {
+  it("a garbage line between entries is set aside alone; the entries after it stay", async () => {
+    const dir = tempDir()
+    const { count, head } = await seed(dir, "mid", 12)
+    const first = path.join(dir, "mid", segments(dir, "mid")[0]!)
+    const rows = lines(first)
+    rows.splice(4, 0, "{\"k\":\"meTa\",\"v\":1,\"meta\":{}}")
+    fs.writeFileSync(first, rows.join("\n") + "\n")
+    const offset = rows.slice(0, 4).reduce((n, l) => n + Buffer.byteLength(l) + 1, 0)
+    assert.strictEqual((await verifyJson(dir, "mid")).code, 1)
+    const repaired = JSON.parse((await run(["--dir", dir, "repair", "mid", "--json"])).stdout)
+    assert.deepStrictEqual(repaired.set_aside, [`${segments(dir, "mid")[0]}.damaged-${offset}`])
+    assert.deepStrictEqual(repaired.truncated, [])
+    assert.isNull(repaired.lost)
+    assert.strictEqual(repaired.entry.sequence, count)
+    assert.strictEqual(repaired.previous_head, head)
+    assert.strictEqual(
+      fs.readFileSync(path.join(dir, "mid", repaired.set_aside[0]), "utf8"),
+      "{\"k\":\"meTa\",\"v\":1,\"meta\":{}}\n"
+    )
+    const after = await verifyJson(dir, "mid")
+    assert.strictEqual(after.code, 0, after.stderr)
+    assert.strictEqual(after.report.entries_checked, count + 1)
+  })
+})

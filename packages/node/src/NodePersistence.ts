@@ -574,7 +574,22 @@ const repairAsync = async (r: Resolved, id: string, caps: JournalState.Caps | un
         checkpointCaps = false
       }
     }
-    const fullHistory = (records.listing.segments[0]?.base ?? 0) === 0
+    let fullHistory = (records.listing.segments[0]?.base ?? 0) === 0
+    // A damaged line that is no entry (a garbled meta or open record, inserted
+    // garbage) is set aside alone when the records after it still continue the
+    // chain: the entries that verify stay where they are.
+    for (let round = 0; fullHistory && round < 64; round++) {
+      const stop = records.loaded.recovery.stopped
+      if (stop === null || stop.reason !== "corruption") break
+      const kept = await Session.dropLineIfChainContinues(ctx, dir, stop.segment, stop.offset, async () => {
+        const again = await Session.load(ctx, dir, id, recordsOnly())
+        return again.storedNext > records.storedNext || again.loaded.recovery.stopped === null
+      })
+      if (kept === null) break
+      setAside.push(kept)
+      records = await Session.load(ctx, dir, id, recordsOnly())
+      fullHistory = (records.listing.segments[0]?.base ?? 0) === 0
+    }
     const problem = fullHistory
       ? records.loaded.recovery.stopped
       : claimed.loaded.recovery.stopped !== null && claimed.loaded.recovery.stopped.reason !== "missing" &&

@@ -516,6 +516,47 @@ export const highestSequence = async (ctx: FileOps.Context, file: string, from: 
   }
 }
 
+/**
+ * For `repair`: when the line at `offset` of `file` is complete and is not an entry,
+ * rewrites the segment without it (the line kept in `<segment>.damaged-<offset>`,
+ * the segment replaced atomically) and asks `better` whether the records now verify
+ * further; if not, puts the segment back as it was. Returns the side file's name,
+ * or null when nothing was changed.
+ */
+export const dropLineIfChainContinues = async (
+  ctx: FileOps.Context,
+  dir: string,
+  file: string,
+  offset: number,
+  better: () => Promise<boolean>
+): Promise<string | null> => {
+  const name = path.basename(file)
+  if (Segment.parseName(name) === null || file !== path.join(dir, name)) return null
+  const fh = await FileOps.openRead(ctx, file)
+  let bytes: Uint8Array
+  try {
+    bytes = await FileOps.readBounded(ctx, fh, file)
+  } finally {
+    await FileOps.close(fh)
+  }
+  const end = bytes.indexOf(10, offset)
+  if (offset === 0 || end < 0 || end + 1 >= bytes.length) return null
+  const line = bytes.subarray(offset, end + 1)
+  if (Segment.parseLine(line.subarray(0, line.length - 1))._tag === "Entry") return null
+  const names = new Set(await FileOps.listDir(ctx, dir))
+  let side = `${name}.damaged-${offset}`
+  for (let n = 1; names.has(side); n++) side = `${name}.damaged-${offset}.${n}`
+  await FileOps.atomicReplace(ctx, dir, side, line)
+  const without = new Uint8Array(bytes.length - line.length)
+  without.set(bytes.subarray(0, offset), 0)
+  without.set(bytes.subarray(end + 1), offset)
+  await FileOps.atomicReplace(ctx, dir, name, without)
+  if (await better()) return side
+  await FileOps.atomicReplace(ctx, dir, name, bytes)
+  await FileOps.unlinkIfExists(ctx, path.join(dir, side))
+  return null
+}
+
 /** Atomically replaces the checkpoint of `dir` with one of `state`; returns its size. */
 export const writeCheckpointFile = async (
   ctx: FileOps.Context,
