@@ -311,3 +311,27 @@ describe("a rebuilt checkpoint and the session's caps", () => {
     expect(fs.readFileSync(path.join(root, "zero", SEG0))).toEqual(segment)
   })
 })
+
+describe("checkpoint claims written through a handle", () => {
+  it("a handle refuses a checkpoint older than the stored one, or of another chain at the same sequence", async () => {
+    const root = tempDir("cp-claims")
+    const refused = await run({ root }, withWriter("c", (h) =>
+      Effect.gen(function*() {
+        const l = yield* h.load
+        const a = chain(l.state, 4)
+        yield* h.append({ entries: a.entries, state: a.state })
+        const b = chain(a.state, 4)
+        yield* h.append({ entries: b.entries, state: b.state })
+        yield* h.checkpoint(b.state)
+        const older = yield* Effect.exit(h.checkpoint(a.state))
+        const other = chain(JournalState.empty("c"), 8, 1_700_000_000).state
+        const foreign = yield* Effect.exit(h.checkpoint(other))
+        return { older, foreign }
+      })))
+    expect(Exit.isFailure(refused.older)).toBe(true)
+    expect(Exit.isFailure(refused.foreign)).toBe(true)
+    const report = await Effect.runPromise(NodePersistence.inspect({ root }, "c"))
+    expect(report.ok).toBe(true)
+    expect(report.nextSequence).toBe(8)
+  })
+})

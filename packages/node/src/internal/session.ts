@@ -479,18 +479,25 @@ export class Writer {
   /** Stores a checkpoint of `state` (see `SessionHandle.checkpoint`). */
   async checkpoint(state: JournalState.JournalState): Promise<void> {
     const view = await this.ensureView()
+    const refuse = (why: string) =>
+      new StorageError({ operation: "checkpoint", path: path.join(this.dir, CHECKPOINT_FILE), reason: why })
     if (state.session_id !== this.id || state.next_sequence > view.next) {
-      throw new StorageError({
-        operation: "checkpoint",
-        path: path.join(this.dir, CHECKPOINT_FILE),
-        reason: `state (session ${state.session_id}, next ${state.next_sequence}) is not a prefix of the stored session (next ${view.next})`
-      })
+      throw refuse(`state (session ${state.session_id}, next ${state.next_sequence}) is not a prefix of the stored session (next ${view.next})`)
     }
-    const size = await this.writeCheckpoint(state)
-    if (state.next_sequence >= view.checkpointNext) {
-      view.checkpointNext = state.next_sequence
-      view.checkpointSize = size
+    // A checkpoint never moves back, and must end with the entry storage holds there.
+    if (state.next_sequence < view.checkpointNext) {
+      throw refuse(`state (next ${state.next_sequence}) is older than the stored checkpoint (next ${view.checkpointNext})`)
     }
+    if (state.next_sequence > 0 && state.entry_cap > 0) {
+      const stored = state.next_sequence === view.next
+        ? view.lastHash
+        : (await readRange(this.ctx, this.dir, state.next_sequence - 1, 1)).get(state.next_sequence - 1)
+      if (stored !== JournalState.lastHash(state)) {
+        throw refuse(`state's entry ${state.next_sequence - 1} is not the stored one`)
+      }
+    }
+    view.checkpointSize = await this.writeCheckpoint(state)
+    view.checkpointNext = state.next_sequence
   }
 }
 
