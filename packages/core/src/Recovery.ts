@@ -426,7 +426,8 @@ export const make = (options: Options): Recovery => {
         segment,
         offset: 0,
         sequence: cursor,
-        detail: `segment starts at sequence ${base}, but the previous segment ends before ${cursor}`
+        detail: `segment starts at sequence ${base}, but the previous segment ends before ${cursor}`,
+        missing: base > cursor ? { from: cursor, to: base - 1 } : undefined
       })
     }
     cursor = base

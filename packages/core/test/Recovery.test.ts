@@ -378,6 +378,16 @@ describe("strict records", () => {
     }
   })
 
+  it("a segment base that skips ahead is a gap naming the missing range", () => {
+    for (const mode of modes) {
+      const out = recover(mode, null, [...segments(h.entries.slice(0, 4)), ...segments(h.entries.slice(7))], { caps: { entry_cap: 4 } })
+      assert.strictEqual(out.report.stopped?.reason, "gap")
+      assert.strictEqual(out.report.stopped?.sequence, 4)
+      assert.deepStrictEqual(out.report.stopped?.missing, { from: 4, to: 6 })
+      assertState(out.state, h.states[4]!)
+    }
+  })
+
   it("a record past the next sequence inside a segment is a gap naming the missing range", () => {
     for (const mode of modes) {
       const out = recover(mode, null, segments([...h.entries.slice(0, 4), ...h.entries.slice(6)]), { caps: { entry_cap: 4 } })
