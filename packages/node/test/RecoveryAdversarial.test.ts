@@ -166,8 +166,11 @@ describe("doctored segments on disk", () => {
     expect(report.ok).toBe(false)
     expect(report.recovery.stopped?.reason).toBe("corruption")
     expect(report.recovery.stopped?.offset).toBe(segment.length)
-    expect(report.recovery.stopped?.sequence).toBe(3)
+    // `sequence` is where the valid prefix ends: after the six records before the forged one.
+    expect(report.recovery.stopped?.sequence).toBe(6)
+    expect(report.recovery.stopped?.detail).toContain("sequence 3")
     const repaired = await repair(root, id)
+    expect(repaired.lost).toBeNull()
     expect(repaired.truncated).toEqual([{ segment: SEG0, length: segment.length }])
     expect(repaired.setAside).toEqual([`${SEG0}.damaged-${segment.length}`])
     expect(fs.readFileSync(path.join(dir, repaired.setAside[0]!), "utf8")).toBe(forgedLine)
