@@ -360,9 +360,10 @@ export const make = (options: Options): Recovery => {
           detail: `stored sequence ${entry.sequence} has hash ${entry.entry_hash}, the checkpoint's entry there has ${retained.entry_hash}`
         })
       }
-    } else if (!hashVerifies(entry, segment, offset)) {
-      return false
     }
+    // The stored record must also be what its hash says (a record with changed
+    // content and the old hash must not pass as the checkpoint's entry).
+    if (!hashVerifies(entry, segment, offset)) return false
     if (checkpoint !== null && entry.sequence === checkpoint.next_sequence - 1) checkpointTailSeen = true
     return true
   }

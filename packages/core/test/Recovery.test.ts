@@ -307,6 +307,15 @@ describe("forged checkpoints", () => {
     assert.include(out.report.stopped?.detail, "evicted_head")
   })
 
+  it("load: a record the checkpoint covers, with changed content but its old hash, is an integrity failure", () => {
+    const h = history({}, simpleOps(10))
+    const entries = h.entries.slice()
+    entries[8] = { ...entries[8]!, timestamp_secs: entries[8]!.timestamp_secs + 1 } as Entry.Entry
+    const out = recover("load", doc(h.states[10]!), segments(entries))
+    assert.strictEqual(out.report.stopped?.reason, "integrity")
+    assert.strictEqual(out.report.stopped?.sequence, 8)
+  })
+
   it("a checkpoint of an earlier prefix is legitimate: the records after it replay", () => {
     const h = history({ entry_cap: 2 }, simpleOps(10))
     for (const mode of modes) {
