@@ -102,6 +102,22 @@ const isZeros = (bytes: Uint8Array): boolean => {
   return bytes.length > 0
 }
 
+// A damaged line ends a scan: a terminated line is no torn write; only an
+// unterminated line or a zero-filled tail can be.
+const damagedAt = (
+  size: number,
+  validEnd: number,
+  offset: number,
+  lineEnd: number,
+  reason: string,
+  terminated: boolean,
+  zeros: boolean
+): Scan => ({
+  size,
+  validEnd,
+  end: { _tag: "Damaged", offset, reason, more: terminated && lineEnd < size, terminated, zeros }
+})
+
 /** How a scan of one segment ended. */
 export type End =
   /** Every byte read was a valid record. */
@@ -160,18 +176,7 @@ export const scan = async (
     const lineEnd = item.offset + item.line.length + 1
     if (!item.complete) {
       const zeros = item.zeros === true || isZeros(item.line)
-      return {
-        size,
-        validEnd,
-        end: {
-          _tag: "Damaged",
-          offset: item.offset,
-          reason: zeros ? "zero-filled tail" : "incomplete last line",
-          more: false,
-          terminated: false,
-          zeros
-        }
-      }
+      return damagedAt(size, validEnd, item.offset, lineEnd, zeros ? "zero-filled tail" : "incomplete last line", false, zeros)
     }
     const record = parseLine(item.line)
     if (first) {
@@ -181,18 +186,8 @@ export const scan = async (
         continue
       }
       if (record._tag === "UnknownVersion") return { size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } }
-      return {
-        size,
-        validEnd,
-        end: {
-          _tag: "Damaged",
-          offset: item.offset,
-          reason: record._tag === "Open" ? `open record names base ${record.base}, file ${base}` : "missing open record",
-          more: lineEnd < size,
-          terminated: true,
-          zeros: false
-        }
-      }
+      const reason = record._tag === "Open" ? `open record names base ${record.base}, file ${base}` : "missing open record"
+      return damagedAt(size, validEnd, item.offset, lineEnd, reason, true, false)
     }
     switch (record._tag) {
       case "Entry":
@@ -203,25 +198,10 @@ export const scan = async (
       case "UnknownVersion":
         return { size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } }
       case "Open":
-        return {
-          size,
-          validEnd,
-          end: { _tag: "Damaged", offset: item.offset, reason: "open record inside a segment", more: lineEnd < size, terminated: true, zeros: false }
-        }
+        return damagedAt(size, validEnd, item.offset, lineEnd, "open record inside a segment", true, false)
       case "Damaged":
-        return {
-          size,
-          validEnd,
-          end: {
-            _tag: "Damaged",
-            offset: item.offset,
-            reason: record.reason,
-            more: lineEnd < size,
-            terminated: true,
-            // A line of zeros ended by a newline is written data, not a zero-filled tail.
-            zeros: false
-          }
-        }
+        // A line of zeros ended by a newline is written data, not a zero-filled tail.
+        return damagedAt(size, validEnd, item.offset, lineEnd, record.reason, true, false)
     }
   }
 }
