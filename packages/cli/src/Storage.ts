@@ -147,12 +147,24 @@ export const layer = (
 }
 
 /**
+ * The variable that says the journal's sessions are written with the retention
+ * option (`removeCheckpointedSegments`): history may then start after sequence 0,
+ * vouched for by the checkpoint. Without it, missing early segments are damage.
+ *
+ * @since 0.2.0
+ */
+export const RETENTION_VAR = "SESSION_JOURNAL_RETENTION"
+
+/**
  * The filesystem adapter's options for an invocation (also used by `verify` and
  * `repair`, which inspect segment files directly).
  *
  * @since 0.1.0
  */
-export const nodeOptions = (options: Options): NodePersistence.Options => ({ root: options.dir })
+export const nodeOptions = (options: Options): NodePersistence.Options => ({
+  root: options.dir,
+  removeCheckpointedSegments: process.env[RETENTION_VAR] === "1"
+})
 
 /**
  * Whether the storage of this invocation is the local filesystem (mirror and

@@ -370,3 +370,22 @@ describe("repair never sets aside records that verify", () => {
     assert.strictEqual(after.report.entries_checked, count + 1)
   })
 })
+
+describe("retention", () => {
+  it("a session written with retention is missing history to verify, unless SESSION_JOURNAL_RETENTION=1 says so", async () => {
+    const dir = tempDir()
+    const layer = SessionJournal.layer().pipe(
+      Layer.provide(NodePersistence.layer({ root: dir, segmentBytes: 2048, removeCheckpointedSegments: true }))
+    )
+    await Effect.runPromise(Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      for (let i = 0; i < 60; i++) yield* journal.record("kept", call(i))
+    }).pipe(Effect.provide(layer)))
+    assert.notStrictEqual(segments(dir, "kept")[0], "00000000000000000000.jsonl")
+    const strict = await verifyJson(dir, "kept")
+    assert.strictEqual(strict.code, 1, strict.stderr)
+    assert.strictEqual(strict.report.corruption.kind, "missing")
+    const told = await run(["--dir", dir, "verify", "kept", "--json"], { env: { SESSION_JOURNAL_RETENTION: "1" } })
+    assert.strictEqual(told.code, 0, told.stderr)
+  })
+})
