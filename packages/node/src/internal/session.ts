@@ -89,19 +89,23 @@ export interface LoadResult {
 
 const decoder = new TextDecoder("utf-8", { fatal: true })
 
+/** Reads a whole file of the session directory, checked and bounded. */
+const readWhole = async (ctx: FileOps.Context, file: string): Promise<Uint8Array> => {
+  const fh = await FileOps.openRead(ctx, file)
+  try {
+    return await FileOps.readBounded(ctx, fh, file)
+  } finally {
+    await FileOps.close(fh)
+  }
+}
+
 /** Reads the checkpoint file as Recovery's input, with its size. */
 export const readCheckpoint = async (
   ctx: FileOps.Context,
   dir: string
 ): Promise<{ readonly input: Recovery.CheckpointInput; readonly size: number }> => {
   const file = path.join(dir, CHECKPOINT_FILE)
-  const fh = await FileOps.openRead(ctx, file)
-  let raw: Uint8Array
-  try {
-    raw = await FileOps.readBounded(ctx, fh, file)
-  } finally {
-    await FileOps.close(fh)
-  }
+  const raw = await readWhole(ctx, file)
   try {
     return { input: { _tag: "Document", document: JSON.parse(decoder.decode(raw)), location: file }, size: raw.length }
   } catch {
@@ -539,13 +543,7 @@ export const dropLineIfChainContinues = async (
 ): Promise<string | null> => {
   const name = path.basename(file)
   if (Segment.parseName(name) === null || file !== path.join(dir, name)) return null
-  const fh = await FileOps.openRead(ctx, file)
-  let bytes: Uint8Array
-  try {
-    bytes = await FileOps.readBounded(ctx, fh, file)
-  } finally {
-    await FileOps.close(fh)
-  }
+  const bytes = await readWhole(ctx, file)
   const end = bytes.indexOf(10, offset)
   if (offset === 0 || end < 0 || end + 1 >= bytes.length) return null
   const line = bytes.subarray(offset, end + 1)
