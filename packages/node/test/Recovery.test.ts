@@ -59,6 +59,15 @@ const reopenAndContinue = async (root: string, id: string, expectedNext: number,
   return loaded
 }
 
+// One more entry through a writer, as the outcome of the attempt.
+const appendOne = (root: string, id: string) =>
+  run({ root }, Effect.exit(withWriter(id, (h) =>
+    Effect.gen(function*() {
+      const l = yield* h.load
+      const c = chain(l.state, 1)
+      yield* h.append({ entries: c.entries, state: c.state })
+    }))))
+
 describe("torn tails", () => {
   it("a cut at every byte offset of the last two records reopens to the longest valid prefix", async () => {
     const root = tempDir("torn", true)
@@ -112,13 +121,7 @@ describe("corruption", () => {
     expect(loaded.recovery.stopped?.offset).toBe(files.segment.length)
     expect(loaded.recovery.stopped?.sequence).toBe(5)
     // The acknowledged history is never given away to a new entry: the write refuses.
-    const refused = await run({ root }, Effect.exit(withWriter("bad", (h) =>
-      Effect.gen(function*() {
-        const l = yield* h.load
-        const c = chain(l.state, 1)
-        yield* h.append({ entries: c.entries, state: c.state })
-      }))))
-    expect(Exit.isFailure(refused)).toBe(true)
+    expect(Exit.isFailure(await appendOne(root, "bad"))).toBe(true)
     expect(fs.readFileSync(path.join(dir, SEG0)).subarray(files.segment.length).toString()).toBe("not json at all\n")
   })
 
@@ -148,13 +151,7 @@ describe("corruption", () => {
     expect(report.segments[0]!.status).toBe("damaged")
     expect(report.segments[0]!.problem?.sequence).toBe(5)
     // The writer refuses to continue past damage.
-    const refused = await run({ root }, Effect.exit(withWriter("bad", (h) =>
-      Effect.gen(function*() {
-        const l = yield* h.load
-        const c = chain(l.state, 1)
-        yield* h.append({ entries: c.entries, state: c.state })
-      }))))
-    expect(Exit.isFailure(refused)).toBe(true)
+    expect(Exit.isFailure(await appendOne(root, "bad"))).toBe(true)
     // Repair sets the damaged bytes aside and makes the session writable again.
     const repaired = await Effect.runPromise(NodePersistence.repair({ root }, "bad"))
     expect(repaired.before.stopped?.reason).toBe("corruption")
