@@ -110,16 +110,19 @@ export const counting = (
       const inner = yield* Persistence.Persistence
       return Persistence.Persistence.of({
         ...inner,
-        open: (id, options) =>
-          Effect.map(inner.open(id, options), (handle) => ({
-            ...handle,
-            append: (batch: Persistence.AppendBatch) =>
-              Effect.tap(handle.append(batch), () =>
-                Effect.sync(() => {
-                  counter.appends++
-                  for (const e of batch.entries) counter.bytes += JournalChat.jsonBytes(Entry.encode(e))
-                }))
-          }))
+        open: Persistence.makeOpen({
+          read: (id, caps) => inner.open(id, { mode: "read", caps }),
+          write: (id, caps) =>
+            Effect.map(inner.open(id, { mode: "write", caps }), (handle) => ({
+              ...handle,
+              append: (request: Persistence.AppendRequest) =>
+                Effect.tap(handle.append(request), () =>
+                  Effect.sync(() => {
+                    counter.appends++
+                    for (const e of request.entries) counter.bytes += JournalChat.jsonBytes(Entry.encode(e))
+                  }))
+            }))
+        })
       })
     })
   ).pipe(Layer.provide(storage))

@@ -82,6 +82,25 @@ export const encode = (state: JournalState.JournalState): CheckpointJson => ({
   meta: state.meta === null ? null : Schema.encodeSync(SessionMeta)(state.meta)
 })
 
+/**
+ * The floor of the checkpoint policy: a checkpoint is never due before this many
+ * bytes were appended since the last one (256 KiB).
+ *
+ * @since 0.3.0
+ */
+export const MIN_BYTES = 256 * 1024
+
+/**
+ * The one checkpoint policy (DESIGN §6): a checkpoint is due once the bytes
+ * appended since the last one reach max(`minBytes`, a quarter of the last
+ * checkpoint's size). The quarter bounds write amplification: however large a
+ * session's state, rewriting it costs at most four bytes per byte of history.
+ *
+ * @since 0.3.0
+ */
+export const due = (appendedBytes: number, checkpointBytes: number, minBytes: number = MIN_BYTES): boolean =>
+  appendedBytes >= Math.max(minBytes, checkpointBytes / 4)
+
 const toBig = (c: number | string): bigint | undefined => {
   const n = BigInt(c)
   return n <= JournalState.U64_MAX ? n : undefined

@@ -1,33 +1,35 @@
 /**
  * The storage port of the journal, and its in-memory adapter.
  *
- * A session is opened for reading or writing; a write handle holds the session's
- * single-writer guarantee for as long as its scope is open (a lock file on disk, a
- * sequence key in PostgreSQL, a flag in memory). Through the handle the service
- * loads the session's state, appends batches durably, and writes checkpoints.
- * History, listing, deletion and following are available without a handle.
+ * A session is opened for reading or writing. A read handle loads and verifies;
+ * a write handle also holds the session's single-writer guarantee for as long as
+ * its scope is open (a lock file on disk, a sequence key in PostgreSQL, a flag in
+ * memory), appends with compare-and-append (stored only if the stored tip is the
+ * one the writer built on) and stores checkpoint documents. Adapters move bytes:
+ * recovery is core's (`Recovery`), the decision when to checkpoint is core's
+ * (`Checkpoint.due`, fed with the bytes each append reports). History, listing,
+ * deletion and following are available without a handle.
  *
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as PubSub from "effect/PubSub"
 import type * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
-import * as Checkpoint from "./Checkpoint.ts"
+import type * as Stream from "effect/Stream"
+import type * as Checkpoint from "./Checkpoint.ts"
 import type * as Entry from "./Entry.ts"
-import { ZERO_HASH } from "./Entry.ts"
-import {
-  type CorruptJournal,
-  type IntegrityViolation,
+import type {
+  CorruptJournal,
+  IntegrityViolation,
   SequenceConflict,
   SessionLocked,
   SessionNotFound,
-  type StorageError
+  StorageError
 } from "./Errors.ts"
+import * as Memory from "./internal/memory.ts"
 import * as JournalState from "./JournalState.ts"
-import * as Recovery from "./Recovery.ts"
+import type * as Recovery from "./Recovery.ts"
 import type { SessionMeta } from "./SessionMeta.ts"
 
 /**
@@ -52,7 +54,8 @@ export const cleanReport = (checkpoint: RecoveryReport["checkpoint"], replayed: 
 
 /**
  * A session as loaded: its state (checkpoint plus verified replay), whether it
- * existed in storage, and the recovery report.
+ * existed in storage, the recovery report, and what the checkpoint policy needs
+ * to go on where the previous writer stopped.
  *
  * @since 0.1.0
  */
@@ -60,6 +63,14 @@ export interface Loaded {
   readonly state: JournalState.JournalState
   readonly exists: boolean
   readonly recovery: RecoveryReport
+  /**
+   * Bytes stored after the checkpoint the load started from (the records it
+   * replayed, as the adapter counts bytes; 0 when unknown). With `checkpointBytes`
+   * this lets `Checkpoint.due` carry on across a reopen.
+   */
+  readonly sinceCheckpointBytes?: number | undefined
+  /** Size of the stored checkpoint document in bytes (0 when there is none). */
+  readonly checkpointBytes?: number | undefined
 }
 
 /**
@@ -70,25 +81,68 @@ export interface Loaded {
 export type LoadError = StorageError | CorruptJournal | IntegrityViolation
 
 /**
- * One durable append: consecutive, linked entries continuing the stored chain,
- * optionally a metadata update, and the state after them (an adapter may write a
- * checkpoint from it when one is due).
+ * The tip of a stored chain: how many entries are stored (the next sequence) and
+ * the `entry_hash` of the newest one (`ZERO_HASH` when none). `hash` is `null`
+ * when the writer does not retain the newest entry (a session with `entry_cap`
+ * 0): then only the sequence is compared.
  *
- * @since 0.1.0
+ * @since 0.3.0
  */
-export interface AppendBatch {
-  readonly entries: ReadonlyArray<Entry.Entry>
-  readonly meta?: SessionMeta | undefined
-  readonly state: JournalState.JournalState
+export interface Tip {
+  readonly sequence: number
+  readonly hash: string | null
 }
 
 /**
- * An open session. For a write handle, the single-writer guarantee holds until the
- * scope that opened it closes.
+ * The tip of a state's chain.
  *
- * @since 0.1.0
+ * @since 0.3.0
  */
-export interface SessionHandle {
+export const tipOf = (state: JournalState.JournalState): Tip => ({
+  sequence: state.next_sequence,
+  hash: state.next_sequence > 0 && JournalState.entryCount(state) === 0 ? null : JournalState.lastHash(state)
+})
+
+/**
+ * Whether a stored tip (its entry count and newest `entry_hash`) is the one a
+ * compare-and-append was built on.
+ *
+ * @since 0.3.0
+ */
+export const tipMatches = (after: Tip, storedCount: number, storedHash: string): boolean =>
+  after.sequence === storedCount && (after.hash === null || after.hash === storedHash)
+
+/**
+ * One compare-and-append: `entries` (consecutive, the first at `after.sequence`
+ * linking to `after.hash`) are stored only if the stored tip is `after`;
+ * optionally with a metadata update. `head` is the exported head once they are
+ * stored (`JournalState.head`), for listings; adapters store it, never compute it.
+ *
+ * @since 0.3.0
+ */
+export interface AppendRequest {
+  readonly after: Tip
+  readonly entries: ReadonlyArray<Entry.Entry>
+  readonly meta?: SessionMeta | undefined
+  readonly head: string
+}
+
+/**
+ * What an append stored: its size in bytes as the adapter counts them (the lines
+ * of a segment, the rows of a table), which feeds the checkpoint policy.
+ *
+ * @since 0.3.0
+ */
+export interface Appended {
+  readonly bytes: number
+}
+
+/**
+ * A session opened for reading: loads and verifications, never a write.
+ *
+ * @since 0.3.0
+ */
+export interface ReadHandle {
   readonly id: string
   /**
    * Reads the session from storage with `Recovery` in `load` mode: the checkpoint,
@@ -103,16 +157,35 @@ export interface SessionHandle {
    * replay.
    */
   readonly verify: Effect.Effect<Loaded, LoadError>
-  /**
-   * Appends a batch; durable when it succeeds. An entry whose sequence is already
-   * stored with the same hash is accepted again (idempotent re-append); a different
-   * entry at a stored sequence (a fork) or a sequence past the end (a gap) fails with
-   * `SequenceConflict` and stores nothing of the batch.
-   */
-  readonly append: (batch: AppendBatch) => Effect.Effect<void, StorageError | SequenceConflict>
-  /** Stores a checkpoint of `state`, atomically replacing the previous one. */
-  readonly checkpoint: (state: JournalState.JournalState) => Effect.Effect<void, StorageError>
 }
+
+/**
+ * A session opened for writing: a read handle that also holds the session's
+ * single-writer guarantee until the scope that opened it closes.
+ *
+ * @since 0.3.0
+ */
+export interface WriteHandle extends ReadHandle {
+  /**
+   * Compare-and-append; durable when it succeeds. Fails with `SequenceConflict`,
+   * storing nothing, unless the stored tip is `request.after` (another writer got
+   * there first, or an earlier append reached storage although it failed).
+   */
+  readonly append: (request: AppendRequest) => Effect.Effect<Appended, StorageError | SequenceConflict>
+  /**
+   * Stores a checkpoint document, atomically replacing the previous one, and
+   * returns its size in bytes. Refused (`StorageError`) when the document is older
+   * than the stored one or does not end with the entry storage holds there.
+   */
+  readonly checkpoint: (document: Checkpoint.CheckpointJson) => Effect.Effect<number, StorageError>
+}
+
+/**
+ * An open session of either kind.
+ *
+ * @since 0.1.0
+ */
+export type SessionHandle = ReadHandle | WriteHandle
 
 /**
  * How to open a session: `write` takes the single-writer guarantee; `read` never
@@ -124,6 +197,34 @@ export interface OpenOptions {
   readonly mode: "read" | "write"
   readonly caps?: JournalState.Caps | undefined
 }
+
+/**
+ * `open` by mode: a write handle for `write`, a read handle (no write methods)
+ * for `read`.
+ *
+ * @since 0.3.0
+ */
+export interface Open {
+  (id: string, options: OpenOptions & { readonly mode: "write" }): Effect.Effect<
+    WriteHandle,
+    StorageError | SessionLocked,
+    Scope.Scope
+  >
+  (id: string, options: OpenOptions & { readonly mode: "read" }): Effect.Effect<ReadHandle, StorageError, Scope.Scope>
+  (id: string, options: OpenOptions): Effect.Effect<SessionHandle, StorageError | SessionLocked, Scope.Scope>
+}
+
+/**
+ * Builds an adapter's `open` from its two ways of opening.
+ *
+ * @since 0.3.0
+ */
+export const makeOpen = <RE, WE>(opens: {
+  readonly read: (id: string, caps: JournalState.Caps | undefined) => Effect.Effect<ReadHandle, RE, Scope.Scope>
+  readonly write: (id: string, caps: JournalState.Caps | undefined) => Effect.Effect<WriteHandle, WE, Scope.Scope>
+}): Open =>
+  ((id: string, options: OpenOptions) =>
+    options.mode === "write" ? opens.write(id, options.caps) : opens.read(id, options.caps)) as Open
 
 /**
  * One line of `list`.
@@ -176,10 +277,7 @@ export interface HistoryOptions {
  */
 export class Persistence extends Context.Service<Persistence, {
   /** Opens a session; the handle lives as long as the surrounding scope. */
-  readonly open: (
-    id: string,
-    options: OpenOptions
-  ) => Effect.Effect<SessionHandle, StorageError | SessionLocked, Scope.Scope>
+  readonly open: Open
   /** Every stored entry with `sequence >= from`, in order, read lazily in pages. */
   readonly history: (
     id: string,
@@ -199,7 +297,6 @@ export class Persistence extends Context.Service<Persistence, {
   readonly delete: (id: string) => Effect.Effect<void, StorageError | SessionLocked | SessionNotFound>
 }>()("@session-journal/core/Persistence") {}
 
-
 /**
  * The load result of a recovery outcome.
  *
@@ -212,25 +309,12 @@ export const loaded = (outcome: Recovery.Outcome, exists = outcome.exists): Load
 })
 
 /**
- * Options of the in-memory adapter.
+ * Options of the in-memory adapter (none yet: checkpoints are the service's
+ * decision, see `Checkpoint.due`).
  *
  * @since 0.1.0
  */
-export interface MemoryOptions {
-  /** Write a checkpoint after this many entries since the last one (default 1024). */
-  readonly checkpointEvery?: number | undefined
-}
-
-interface MemorySession {
-  readonly entries: Array<Entry.Entry>
-  checkpoint: Checkpoint.CheckpointJson | null
-  meta: SessionMeta | null
-  /** Caps of the state the session was first written with; a checkpoint's caps take precedence. */
-  caps: JournalState.Caps | null
-  writer: boolean
-  updatedAt: number
-  sinceCheckpoint: number
-}
+export interface MemoryOptions {}
 
 /**
  * A complete in-memory adapter: full history, checkpoints (stored encoded, so the
@@ -240,175 +324,15 @@ interface MemorySession {
  *
  * @since 0.1.0
  */
-export const makeMemory = Effect.fnUntraced(function*(options?: MemoryOptions) {
-  const checkpointEvery = options?.checkpointEvery ?? 1024
-  const sessions = new Map<string, MemorySession>()
-  const appended = yield* PubSub.unbounded<{ readonly id: string; readonly entries: ReadonlyArray<Entry.Entry> }>()
-
-  const sessionFor = (id: string): MemorySession => {
-    let s = sessions.get(id)
-    if (s === undefined) {
-      s = { entries: [], checkpoint: null, meta: null, caps: null, writer: false, updatedAt: 0, sinceCheckpoint: 0 }
-      sessions.set(id, s)
-    }
-    return s
-  }
-
-  const load = (id: string, caps: JournalState.Caps | undefined, mode: Recovery.Options["mode"]): Effect.Effect<Loaded> =>
-    Effect.sync((): Loaded => {
-      const s = sessions.get(id)
-      if (s === undefined || (s.entries.length === 0 && s.checkpoint === null && s.meta === null)) {
-        return { state: JournalState.empty(id, caps), exists: false, recovery: cleanReport("none", 0) }
-      }
-      const location = `memory:${id}`
-      // Load mode reads from the entry the checkpoint ends with, so it can check it.
-      const from = mode === "verify" || s.checkpoint === null
-        ? 0
-        : Math.min(Math.max(0, s.checkpoint.next_sequence - 1), s.entries.length)
-      const outcome = Recovery.run(
-        {
-          id,
-          mode,
-          // A session keeps the caps it was created with, also before its first
-          // checkpoint: replaying under other caps would evict differently.
-          caps: s.caps ?? caps,
-          checkpoint: s.checkpoint === null ? null : { _tag: "Document", document: s.checkpoint, location: `${location}/checkpoint` },
-          location
-        },
-        Recovery.rows(location, from, s.entries.slice(from))
-      )
-      const result = loaded(outcome, true)
-      return s.meta === null ? result : { ...result, state: JournalState.applyMeta(result.state, s.meta) }
-    })
-
-  const append = (id: string, batch: AppendBatch): Effect.Effect<void, SequenceConflict> =>
-    Effect.suspend(() => {
-      const s = sessionFor(id)
-      const fresh: Array<Entry.Entry> = []
-      let next = s.entries.length
-      for (const entry of batch.entries) {
-        if (entry.sequence < next && fresh.length === 0) {
-          if (s.entries[entry.sequence]!.entry_hash !== entry.entry_hash) {
-            return Effect.fail(new SequenceConflict({ id, sequence: entry.sequence }))
-          }
-          continue
-        }
-        if (entry.sequence !== next) return Effect.fail(new SequenceConflict({ id, sequence: entry.sequence }))
-        fresh.push(entry)
-        next++
-      }
-      for (const e of fresh) s.entries.push(e)
-      if (s.caps === null) s.caps = { entry_cap: batch.state.entry_cap, tool_counts_cap: batch.state.tool_counts_cap }
-      if (batch.meta !== undefined && (s.meta === null || batch.meta.updated_at >= s.meta.updated_at)) {
-        s.meta = batch.meta
-      }
-      s.updatedAt = Date.now()
-      s.sinceCheckpoint += fresh.length
-      if (s.sinceCheckpoint >= checkpointEvery && batch.state.next_sequence === s.entries.length) {
-        s.checkpoint = Checkpoint.encode(batch.state)
-        s.sinceCheckpoint = 0
-      }
-      return fresh.length === 0 ? Effect.void : Effect.asVoid(PubSub.publish(appended, { id, entries: fresh }))
-    })
-
-  const history = (id: string, options?: HistoryOptions) =>
-    Stream.suspend(() => {
-      const s = sessions.get(id)
-      if (s === undefined) return Stream.fail(new SessionNotFound({ id }))
-      const from = Math.max(0, options?.from ?? 0)
-      const to = options?.limit === undefined ? s.entries.length : Math.min(s.entries.length, from + options.limit)
-      return Stream.fromIterable(s.entries.slice(from, to))
-    })
-
-  const follow = (id: string, from: number) =>
-    Stream.unwrap(Effect.gen(function*() {
-      // Subscribe before reading the catch-up, then drop what the catch-up covered:
-      // nothing appended in between is lost.
-      const sub = yield* PubSub.subscribe(appended)
-      const s = sessions.get(id)
-      if (s === undefined) return Stream.fail(new SessionNotFound({ id }))
-      const catchUp = s.entries.slice(Math.max(0, from))
-      let next = Math.max(from, s.entries.length)
-      const live = Stream.fromSubscription(sub).pipe(
-        Stream.filter((m) => m.id === id),
-        Stream.flatMap((m) => Stream.fromIterable(m.entries)),
-        Stream.filter((e) => {
-          if (e.sequence < next) return false
-          next = e.sequence + 1
-          return true
-        })
-      )
-      return Stream.concat(Stream.fromIterable(catchUp), live)
+export const makeMemory = (_options?: MemoryOptions): Effect.Effect<Persistence["Service"]> =>
+  Effect.map(Memory.make(), (m) =>
+    Persistence.of({
+      open: makeOpen({ read: m.read, write: m.write }),
+      history: m.history,
+      follow: m.follow,
+      list: m.list,
+      delete: m.delete
     }))
-
-  const open = (id: string, openOptions: OpenOptions) =>
-    Effect.gen(function*() {
-      if (openOptions.mode === "write") {
-        yield* Effect.acquireRelease(
-          Effect.suspend(() => {
-            const s = sessionFor(id)
-            if (s.writer) return Effect.fail(new SessionLocked({ id, holder: "another writer in this process" }))
-            s.writer = true
-            return Effect.void
-          }),
-          () => Effect.sync(() => { const s = sessions.get(id); if (s !== undefined) s.writer = false })
-        )
-      }
-      const handle: SessionHandle = {
-        id,
-        load: load(id, openOptions.caps, "load"),
-        // A full replay is long work: let other fibers (writers) run first.
-        verify: Effect.andThen(Effect.yieldNow, load(id, openOptions.caps, "verify")),
-        append: (batch) =>
-          openOptions.mode === "write"
-            ? append(id, batch)
-            : Effect.fail(new SequenceConflict({ id, sequence: batch.entries[0]?.sequence ?? 0 })),
-        checkpoint: (state) =>
-          Effect.sync(() => {
-            const s = sessionFor(id)
-            s.checkpoint = Checkpoint.encode(state)
-            s.sinceCheckpoint = 0
-          })
-      }
-      return handle
-    })
-
-  // The exported head depends on the session's caps and evictions, so it is taken
-  // from a load rather than kept beside the entries: a load always agrees with them.
-  // A session that no longer loads still lists, with its newest hash as the head.
-  const list = Effect.suspend(() =>
-    Effect.forEach(
-      Array.from(sessions.entries())
-        .filter(([, s]) => s.entries.length > 0 || s.checkpoint !== null || s.meta !== null)
-        .sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0),
-      ([id, s]) => {
-        const lastHash = s.entries[s.entries.length - 1]?.entry_hash ?? ZERO_HASH
-        return load(id, undefined, "load").pipe(
-          Effect.map((loaded): SessionInfo => ({
-            id,
-            entries: loaded.state.next_sequence,
-            head: JournalState.head(loaded.state),
-            lastHash,
-            problem: loaded.recovery.stopped === null ? null : `${loaded.recovery.stopped.reason}: ${loaded.recovery.stopped.detail}`,
-            updatedAt: s.updatedAt,
-            bytes: null
-          }))
-        )
-      }
-    )
-  )
-
-  const remove = (id: string) =>
-    Effect.suspend((): Effect.Effect<void, SessionLocked | SessionNotFound> => {
-      const s = sessions.get(id)
-      if (s === undefined) return Effect.fail(new SessionNotFound({ id }))
-      if (s.writer) return Effect.fail(new SessionLocked({ id, holder: "a writer in this process" }))
-      sessions.delete(id)
-      return Effect.void
-    })
-
-  return Persistence.of({ open, history, follow, list, delete: remove })
-})
 
 /**
  * The in-memory adapter as a layer.

@@ -89,43 +89,52 @@ export const foreignEntries = (state: JournalState.JournalState, count: number) 
   return { entries: out, state: s }
 }
 
-const wrapHandle = (probe: Probe, handle: Persistence.SessionHandle): Persistence.SessionHandle => ({
+const countLoads = (probe: Probe, handle: Persistence.ReadHandle): Persistence.ReadHandle => ({
   id: handle.id,
   load: Effect.suspend(() => {
     bump(probe.loads, handle.id)
     return handle.load
   }),
-  verify: handle.verify,
+  verify: handle.verify
+})
+
+const wrapHandle = (probe: Probe, handle: Persistence.WriteHandle): Persistence.WriteHandle => ({
+  ...countLoads(probe, handle),
   checkpoint: handle.checkpoint,
-  append: (batch) =>
+  append: (request) =>
     Effect.suspend(() => {
       const n = bump(probe.appends, handle.id)
       const sizes = probe.entriesPerAppend.get(handle.id) ?? []
-      sizes.push(batch.entries.length)
+      sizes.push(request.entries.length)
       probe.entriesPerAppend.set(handle.id, sizes)
       const fault = probe.faults.get(handle.id)?.get(n)
       if (fault === undefined) {
         return probe.slow.has(handle.id)
-          ? Effect.andThen(Effect.forEach(range(16), () => Effect.yieldNow, { discard: true }), handle.append(batch))
-          : handle.append(batch)
+          ? Effect.andThen(Effect.forEach(range(16), () => Effect.yieldNow, { discard: true }), handle.append(request))
+          : handle.append(request)
       }
       const injected = new StorageError({ operation: "append", reason: `injected failure of append #${n}` })
       switch (fault._tag) {
         case "FailBefore":
           return Effect.fail(injected)
         case "FailAfter":
-          return Effect.andThen(handle.append(batch), Effect.fail(injected))
+          return Effect.andThen(handle.append(request), Effect.fail(injected))
         case "Sneak":
           // Another writer stores its entries through the same storage, past the
-          // single-writer guarantee, then the service's append goes ahead.
+          // single-writer guarantee, then the service's append goes ahead (and
+          // loses the compare-and-append).
           return Effect.gen(function*() {
             const loaded = yield* Effect.orDie(handle.load)
             const foreign = foreignEntries(loaded.state, fault.count)
-            yield* Effect.orDie(handle.append(foreign))
+            yield* Effect.orDie(handle.append({
+              after: Persistence.tipOf(loaded.state),
+              entries: foreign.entries,
+              head: JournalState.head(foreign.state)
+            }))
             const list = probe.sneaked.get(handle.id) ?? []
             list.push(...foreign.entries)
             probe.sneaked.set(handle.id, list)
-            return yield* handle.append(batch)
+            return yield* handle.append(request)
           })
       }
     })
@@ -135,7 +144,10 @@ const wrapHandle = (probe: Probe, handle: Persistence.SessionHandle): Persistenc
 export const instrument = (probe: Probe, inner: Persistence.Persistence["Service"]): Persistence.Persistence["Service"] =>
   Persistence.Persistence.of({
     ...inner,
-    open: (id, options) => Effect.map(inner.open(id, options), (h) => wrapHandle(probe, h)),
+    open: Persistence.makeOpen({
+      read: (id, caps) => Effect.map(inner.open(id, { mode: "read", caps }), (h) => countLoads(probe, h)),
+      write: (id, caps) => Effect.map(inner.open(id, { mode: "write", caps }), (h) => wrapHandle(probe, h))
+    }),
     history: (id, options) =>
       probe.slow.has(id)
         ? Stream.unwrap(Effect.as(Effect.forEach(range(16), () => Effect.yieldNow, { discard: true }), inner.history(id, options)))
@@ -156,16 +168,20 @@ export const shareWriters = (
   inner: Persistence.Persistence["Service"],
   scope: Scope.Scope
 ): Persistence.Persistence["Service"] => {
-  const shared = new Map<string, Persistence.SessionHandle>()
+  const shared = new Map<string, Persistence.WriteHandle>()
   return Persistence.Persistence.of({
     ...inner,
-    open: (id, options) =>
-      options.mode === "read"
-        ? inner.open(id, options)
-        : Effect.suspend(() => {
+    open: Persistence.makeOpen({
+      read: (id, caps) => inner.open(id, { mode: "read", caps }),
+      write: (id, caps) =>
+        Effect.suspend(() => {
           const existing = shared.get(id)
           if (existing !== undefined) return Effect.succeed(existing)
-          return Effect.tap(Scope.provide(scope)(inner.open(id, options)), (h) => Effect.sync(() => shared.set(id, h)))
+          return Effect.tap(
+            Scope.provide(scope)(inner.open(id, { mode: "write", caps })),
+            (h) => Effect.sync(() => shared.set(id, h))
+          )
         })
+    })
   })
 }

@@ -163,15 +163,15 @@ describe("payload depth: stored values past the limit decode to typed failures",
 })
 
 // ---------------------------------------------------------------------------
-// Through the service: the in-memory adapter, checkpointing after every entry.
+// Through the service: the in-memory adapter, checkpointing as often as the policy allows.
 
 const run = <A, E>(effect: Effect.Effect<A, E, import("effect/Scope").Scope>) =>
   Effect.runPromise(Effect.scoped(effect))
 
-describe("payload depth: through SessionJournal on the memory adapter (checkpoint after every entry)", () => {
+describe("payload depth: through SessionJournal on the memory adapter (checkpoints as often as the policy allows)", () => {
   it("depth = limit is appended and reads back after a checkpoint; limit + 1 and 100,000 are refused", async () => {
     await run(Effect.gen(function*() {
-      const persistence = yield* Persistence.makeMemory({ checkpointEvery: 1 })
+      const persistence = yield* Persistence.makeMemory()
       const accepted = yield* writeAndReread(persistence, "edge", [
         { _tag: "append", kind: "message", payload: nest(LIMIT) },
         { _tag: "append", kind: "message", payload: deepArray(LIMIT + 1) },
@@ -196,7 +196,7 @@ describe("payload depth: through SessionJournal on the memory adapter (checkpoin
     await fc.assert(
       fc.asyncProperty(fc.array(item, { minLength: 1, maxLength: 8 }), (items) =>
         run(Effect.gen(function*() {
-          const persistence = yield* Persistence.makeMemory({ checkpointEvery: 1 })
+          const persistence = yield* Persistence.makeMemory()
           yield* writeAndReread(persistence, "prop", items)
         }))),
       {

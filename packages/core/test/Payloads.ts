@@ -58,11 +58,17 @@ export type Item =
  * service over the same storage. Every write is either refused with
  * InvalidRecordField (and then nothing changes) or reads back exactly.
  */
-export const writeAndReread = (persistence: Persistence.Persistence["Service"], id: string, items: ReadonlyArray<Item>) =>
+export const writeAndReread = (
+  persistence: Persistence.Persistence["Service"],
+  id: string,
+  items: ReadonlyArray<Item>,
+  // Checkpoints as often as the policy allows, so reads go through the codec.
+  options: SessionJournal.Options = { checkpointMinBytes: 1 }
+) =>
   Effect.gen(function*() {
     const accepted: Array<Entry.Entry> = []
     let wrote = false
-    const first = yield* SessionJournal.make().pipe(Effect.provideService(Persistence.Persistence, persistence))
+    const first = yield* SessionJournal.make(options).pipe(Effect.provideService(Persistence.Persistence, persistence))
     for (const item of items) {
       const write: Effect.Effect<Entry.Entry | undefined, unknown> = item._tag === "append"
           ? first.append(id, item.kind, item.payload)
@@ -82,7 +88,7 @@ export const writeAndReread = (persistence: Persistence.Persistence["Service"], 
     }
     const before = wrote ? yield* observe(first, id) : null
     yield* first.close(id)
-    const second = yield* SessionJournal.make().pipe(Effect.provideService(Persistence.Persistence, persistence))
+    const second = yield* SessionJournal.make(options).pipe(Effect.provideService(Persistence.Persistence, persistence))
     if (before === null) return accepted
     const after = yield* observe(second, id)
     assert.deepStrictEqual(asText(after.entries), asText(accepted))

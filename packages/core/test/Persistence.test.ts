@@ -1,4 +1,4 @@
 import { Persistence } from "../src/index.ts"
 import { suite } from "./PersistenceContract.ts"
 
-suite("memory", Persistence.layerMemory({ checkpointEvery: 7 }))
+suite("memory", Persistence.layerMemory())

@@ -10,7 +10,7 @@ import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
-import { Checkpoint, Entry, JournalState, Persistence } from "../src/index.ts"
+import { Checkpoint, Entry, JournalState, Persistence, type SessionMeta } from "../src/index.ts"
 
 let counter = 0
 /** A session id unique within the process and across runs. */
@@ -47,17 +47,33 @@ export const chain = (state: JournalState.JournalState, count: number, ts = 1764
   return { state: s, entries }
 }
 
-const withWriter = <A, E>(id: string, f: (h: Persistence.SessionHandle) => Effect.Effect<A, E>) =>
+const withWriter = <A, E>(
+  id: string,
+  f: (h: Persistence.WriteHandle) => Effect.Effect<A, E>,
+  caps?: JournalState.Caps
+) =>
   Effect.scoped(Effect.gen(function*() {
     const p = yield* Persistence.Persistence
-    const h = yield* p.open(id, { mode: "write" })
+    const h = yield* p.open(id, { mode: "write", caps })
     return yield* f(h)
   }))
 
-const appendChain = (h: Persistence.SessionHandle, state: JournalState.JournalState, count: number) =>
+/** The compare-and-append request that stores `entries` on top of `before`. */
+export const requestOf = (
+  before: JournalState.JournalState,
+  entries: ReadonlyArray<Entry.Entry>,
+  meta?: SessionMeta.SessionMeta
+): Persistence.AppendRequest => ({
+  after: Persistence.tipOf(before),
+  entries,
+  meta,
+  head: JournalState.head(JournalState.foldAll(before, entries))
+})
+
+const appendChain = (h: Persistence.WriteHandle, state: JournalState.JournalState, count: number) =>
   Effect.gen(function*() {
     const c = chain(state, count)
-    yield* h.append({ entries: c.entries, state: c.state })
+    yield* h.append(requestOf(state, c.entries))
     return c
   })
 
@@ -129,16 +145,30 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
         }
       }))
 
-    it.effect("re-appending already stored entries is idempotent", () =>
+    it.effect("an append built on a stale tip is refused and stores nothing", () =>
       Effect.gen(function*() {
         const id = freshId()
         yield* withWriter(id, (h) =>
           Effect.gen(function*() {
             const c = yield* appendChain(h, JournalState.empty(id), 6)
-            yield* h.append({ entries: c.entries.slice(3), state: c.state })
-            const more = chain(c.state, 2)
-            // A batch that overlaps the stored tail and then continues it.
-            yield* h.append({ entries: [...c.entries.slice(4), ...more.entries], state: more.state })
+            // The same entries again, on the tip they were built on: already stored.
+            const again = yield* Effect.exit(h.append(requestOf(JournalState.empty(id), c.entries)))
+            assert.isTrue(Exit.isFailure(again))
+            // A writer that believes in an older tip (sequence 4 of 6).
+            const stale = chain(JournalState.empty(id), 4).state
+            const late = yield* Effect.exit(h.append(requestOf(stale, chain(stale, 2).entries)))
+            assert.isTrue(Exit.isFailure(late))
+            if (Exit.isFailure(late)) {
+              const e = Exit.findErrorOption(late)
+              assert.strictEqual(e._tag === "Some" ? e.value._tag : "none", "SequenceConflict")
+            }
+            // The right tip with a wrong hash is refused too.
+            const forged = yield* Effect.exit(h.append({
+              ...requestOf(c.state, chain(c.state, 1).entries),
+              after: { sequence: 6, hash: "f".repeat(64) }
+            }))
+            assert.isTrue(Exit.isFailure(forged))
+            yield* appendChain(h, c.state, 2)
           }))
         const all = yield* history(id)
         assert.deepStrictEqual(all.map((e) => e.sequence), [0, 1, 2, 3, 4, 5, 6, 7])
@@ -151,12 +181,12 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
           Effect.gen(function*() {
             const c = yield* appendChain(h, JournalState.empty(id), 4)
             const ahead = chain(c.state, 3)
-            const gap = yield* Effect.exit(h.append({ entries: ahead.entries.slice(1), state: ahead.state }))
+            const gap = yield* Effect.exit(h.append({ ...requestOf(c.state, ahead.entries.slice(1)), after: { sequence: 5, hash: ahead.entries[0]!.entry_hash } }))
             assert.isTrue(Exit.isFailure(gap))
             // A different entry at a stored sequence: same position, other content.
             const forkBase = chain(JournalState.empty(id), 3).state
             const fork = JournalState.nextTool(forkBase, 1, { ...tool(99), tool_name: "forked" })
-            const forked = yield* Effect.exit(h.append({ entries: [fork], state: JournalState.fold(forkBase, fork) }))
+            const forked = yield* Effect.exit(h.append(requestOf(forkBase, [fork])))
             assert.isTrue(Exit.isFailure(forked))
           }))
         const all = yield* history(id)
@@ -171,9 +201,9 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
         const final = yield* withWriter(id, (h) =>
           Effect.gen(function*() {
             const a = yield* appendChain(h, JournalState.empty(id, { entry_cap: 8 }), 30)
-            yield* h.checkpoint(a.state)
+            yield* h.checkpoint(Checkpoint.encode(a.state))
             return (yield* appendChain(h, a.state, 12)).state
-          }))
+          }), { entry_cap: 8 })
         const loaded = yield* withWriter(id, (h) => h.load)
         assert.strictEqual(loaded.state.next_sequence, 42)
         assert.strictEqual(loaded.state.entry_cap, 8)
@@ -182,6 +212,59 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
         assert.notStrictEqual(loaded.recovery.checkpoint, "none")
         // History still reaches back past the checkpoint.
         assert.strictEqual((yield* history(id)).length, 42)
+      }))
+
+    it.effect("appends report their bytes, loads report the bytes since the checkpoint", () =>
+      Effect.gen(function*() {
+        const id = freshId()
+        const sizes = yield* withWriter(id, (h) =>
+          Effect.gen(function*() {
+            const a = chain(JournalState.empty(id), 10)
+            const first = yield* h.append(requestOf(JournalState.empty(id), a.entries))
+            const size = yield* h.checkpoint(Checkpoint.encode(a.state))
+            const b = chain(a.state, 3)
+            const second = yield* h.append(requestOf(a.state, b.entries))
+            return { first: first.bytes, size, second: second.bytes }
+          }))
+        assert.isAbove(sizes.first, 10 * 100)
+        assert.isAbove(sizes.size, 0)
+        assert.isAbove(sizes.second, 0)
+        const loaded = yield* withWriter(id, (h) => h.load)
+        assert.strictEqual(loaded.state.next_sequence, 13)
+        // Counted the adapter's way; what matters is that a reopen carries on.
+        assert.isAbove(loaded.checkpointBytes ?? 0, 0)
+        assert.isAbove(loaded.sinceCheckpointBytes ?? 0, 0)
+      }))
+
+    it.effect("a checkpoint that storage does not bear out is refused", () =>
+      Effect.gen(function*() {
+        const id = freshId()
+        yield* withWriter(id, (h) =>
+          Effect.gen(function*() {
+            const a = yield* appendChain(h, JournalState.empty(id), 8)
+            // Ahead of storage.
+            const ahead = chain(a.state, 2).state
+            assert.isTrue(Exit.isFailure(yield* Effect.exit(h.checkpoint(Checkpoint.encode(ahead)))))
+            // Another chain of the same length.
+            const other = chain(JournalState.empty(id), 8, 1).state
+            assert.isTrue(Exit.isFailure(yield* Effect.exit(h.checkpoint(Checkpoint.encode(other)))))
+            // Older than the stored one.
+            yield* h.checkpoint(Checkpoint.encode(a.state))
+            const older = chain(JournalState.empty(id), 4).state
+            assert.isTrue(Exit.isFailure(yield* Effect.exit(h.checkpoint(Checkpoint.encode(older)))))
+          }))
+        const loaded = yield* withWriter(id, (h) => h.load)
+        assert.isNull(loaded.recovery.stopped)
+        assert.strictEqual(loaded.state.next_sequence, 8)
+      }))
+
+    it.effect("a read handle has no write methods", () =>
+      Effect.gen(function*() {
+        const id = freshId()
+        yield* withWriter(id, (h) => appendChain(h, JournalState.empty(id), 2))
+        const p = yield* Persistence.Persistence
+        const keys = yield* Effect.scoped(Effect.map(p.open(id, { mode: "read" }), (h) => Object.keys(h).sort()))
+        assert.deepStrictEqual(keys, ["id", "load", "verify"])
       }))
 
     it.effect("caps of a new session come from the open options", () =>
@@ -194,8 +277,8 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
           assert.strictEqual(l.state.entry_cap, 0)
           const c = chain(l.state, 5)
           for (const e of c.entries) assert.strictEqual(e.prev_hash, Entry.ZERO_HASH)
-          yield* h.append({ entries: c.entries, state: c.state })
-          yield* h.checkpoint(c.state)
+          yield* h.append(requestOf(l.state, c.entries))
+          yield* h.checkpoint(Checkpoint.encode(c.state))
         }))
         const again = yield* Effect.scoped(Effect.gen(function*() {
           const p = yield* Persistence.Persistence
@@ -229,7 +312,7 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
         const id = freshId()
         const payload = { "é": [1.5, -0, 1e21, "\u2028"], z: { b: 1, a: 2 }, "": null }
         const e = Entry.makeOther({ sequence: 0, prev_hash: Entry.ZERO_HASH, timestamp_secs: 5 }, "vendor.custom:v9", payload)
-        yield* withWriter(id, (h) => h.append({ entries: [e], state: JournalState.fold(JournalState.empty(id), e) }))
+        yield* withWriter(id, (h) => h.append(requestOf(JournalState.empty(id), [e])))
         const [back] = yield* history(id)
         assert.isDefined(back)
         assert.strictEqual(back!.kind, "vendor.custom:v9")
@@ -243,8 +326,8 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
         yield* withWriter(id, (h) =>
           Effect.gen(function*() {
             const c = chain(JournalState.empty(id), 2)
-            yield* h.append({ entries: c.entries, state: c.state, meta: { title: "first", updated_at: 10 } })
-            yield* h.append({ entries: [], state: c.state, meta: { title: "second", labels: ["x"], updated_at: 20 } })
+            yield* h.append(requestOf(JournalState.empty(id), c.entries, { title: "first", updated_at: 10 }))
+            yield* h.append(requestOf(c.state, [], { title: "second", labels: ["x"], updated_at: 20 }))
           }))
         const loaded = yield* withWriter(id, (h) => h.load)
         assert.strictEqual(loaded.state.meta?.title, "second")
@@ -293,7 +376,7 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
     it.effect("list shows the exported head, apart from the newest hash once the ring evicts", () =>
       Effect.gen(function*() {
         const id = freshId("evict")
-        const c = yield* withWriter(id, (h) => appendChain(h, JournalState.empty(id, { entry_cap: 2 }), 5))
+        const c = yield* withWriter(id, (h) => appendChain(h, JournalState.empty(id, { entry_cap: 2 }), 5), { entry_cap: 2 })
         const head = JournalState.head(c.state)
         const lastHash = JournalState.lastHash(c.state)
         assert.notStrictEqual(head, lastHash)
@@ -306,7 +389,7 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
         // A checkpoint and later appends keep the listed head in step.
         const more = yield* withWriter(id, (h) =>
           Effect.gen(function*() {
-            yield* h.checkpoint(c.state)
+            yield* h.checkpoint(Checkpoint.encode(c.state))
             return yield* appendChain(h, c.state, 2)
           }))
         const after = (yield* p.list).find((s) => s.id === id)
@@ -344,7 +427,7 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
     it.effect("loaded state verifies", () =>
       Effect.gen(function*() {
         const id = freshId()
-        yield* withWriter(id, (h) => appendChain(h, JournalState.empty(id, { entry_cap: 4 }), 20))
+        yield* withWriter(id, (h) => appendChain(h, JournalState.empty(id, { entry_cap: 4 }), 20), { entry_cap: 4 })
         const loaded = yield* withWriter(id, (h) => h.load)
         assert.isTrue(Result.isSuccess(JournalState.verify(loaded.state)))
         assert.strictEqual(JournalState.entryCount(loaded.state), 4)

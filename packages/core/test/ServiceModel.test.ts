@@ -41,6 +41,8 @@ interface ModelSession {
 
 interface Model {
   readonly caps: JournalState.Caps
+  /** The checkpoint policy's floor: small, so checkpoints come every few entries. */
+  readonly checkpointMinBytes: number
   readonly sessions: Map<string, ModelSession>
   /** The clock, shared with the real side. */
   readonly now: { millis: number }
@@ -302,10 +304,11 @@ class Reopen implements Cmd {
 }
 
 const open = async (m: Model, persistence: Persistence.Persistence["Service"]) => {
+  const checkpointMinBytes = m.checkpointMinBytes
   const scope = await runOk(m, Scope.make())
   const journal = await runOk(
     m,
-    SessionJournal.make({ caps: m.caps, idleTimeToLive: Duration.infinity }).pipe(
+    SessionJournal.make({ caps: m.caps, idleTimeToLive: Duration.infinity, checkpointMinBytes }).pipe(
       Scope.provide(scope),
       Effect.provideService(Persistence.Persistence, persistence)
     )
@@ -374,8 +377,13 @@ describe("SessionJournal against a model journal", () => {
         fc.integer({ min: 1, max: 9 }),
         fc.commands(commands, { maxCommands: STRESS ? 200 : 40 }),
         async (caps, checkpointEvery, cmds) => {
-          const model: Model = { caps, sessions: new Map(), now: { millis: 1_764_400_000_000 } }
-          const persistence = await runOk(model, Persistence.makeMemory({ checkpointEvery }))
+          const model: Model = {
+            caps,
+            checkpointMinBytes: checkpointEvery * 300,
+            sessions: new Map(),
+            now: { millis: 1_764_400_000_000 }
+          }
+          const persistence = await runOk(model, Persistence.makeMemory())
           const real: Real = { persistence, ...(await open(model, persistence)) }
           try {
             await fc.asyncModelRun(() => ({ model, real }), cmds)

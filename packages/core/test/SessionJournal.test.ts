@@ -334,13 +334,13 @@ layer(Live)("SessionJournal on memory", (it) => {
       yield* Effect.scoped(Effect.gen(function*() {
         const h = yield* p.open(id, { mode: "write" })
         const loaded = yield* h.load
-        yield* h.append({ entries: [], meta: { updated_at: 1_500, title: "stale" }, state: loaded.state })
+        yield* h.append({ after: Persistence.tipOf(loaded.state), entries: [], meta: { updated_at: 1_500, title: "stale" }, head: JournalState.head(loaded.state) })
       }))
       assert.strictEqual((yield* j.state(id)).meta?.title, "second")
       yield* Effect.scoped(Effect.gen(function*() {
         const h = yield* p.open(id, { mode: "write" })
         const loaded = yield* h.load
-        yield* h.append({ entries: [], meta: { updated_at: 5_000, title: "newer" }, state: loaded.state })
+        yield* h.append({ after: Persistence.tipOf(loaded.state), entries: [], meta: { updated_at: 5_000, title: "newer" }, head: JournalState.head(loaded.state) })
       }))
       assert.strictEqual((yield* j.state(id)).meta?.title, "newer")
       // A writer whose clock is behind still wins over what it patched: updated_at never moves back.
@@ -604,7 +604,7 @@ layer(SessionJournal.layer({ changesCapacity: 4 }).pipe(Layer.provideMerge(Persi
 
 // Counting and failing storage: a wrapper over the real memory adapter.
 const probe = IP.makeProbe()
-const Instrumented = SessionJournal.layer().pipe(Layer.provideMerge(IP.layerMemory(probe, { checkpointEvery: 16 })))
+const Instrumented = SessionJournal.layer({ checkpointMinBytes: 16 * 300 }).pipe(Layer.provideMerge(IP.layerMemory(probe)))
 
 layer(Instrumented)("SessionJournal on instrumented storage", (it) => {
   it.effect("group commit: 64 concurrent callers share far fewer than 64 appends", () =>

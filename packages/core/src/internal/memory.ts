@@ -1,0 +1,258 @@
+/**
+ * The in-memory adapter of the `Persistence` port: full history, checkpoints stored
+ * encoded (so the codec is exercised), metadata, the session list, a writer flag per
+ * session, and `follow` through a `PubSub`. Recovery is core's, as for every adapter.
+ */
+import * as Effect from "effect/Effect"
+import * as PubSub from "effect/PubSub"
+import * as Stream from "effect/Stream"
+import * as Checkpoint from "../Checkpoint.ts"
+import * as Entry from "../Entry.ts"
+import { SequenceConflict, SessionLocked, SessionNotFound, StorageError } from "../Errors.ts"
+import * as JournalState from "../JournalState.ts"
+import type * as Persistence from "../Persistence.ts"
+import { tipMatches } from "../Persistence.ts"
+import * as Recovery from "../Recovery.ts"
+import type { SessionMeta } from "../SessionMeta.ts"
+
+interface MemorySession {
+  readonly entries: Array<Entry.Entry>
+  checkpoint: Checkpoint.CheckpointJson | null
+  checkpointBytes: number
+  /** Bytes appended since the checkpoint, counted as the lines a segment would hold. */
+  sinceCheckpointBytes: number
+  meta: SessionMeta | null
+  /** Caps the session was first written with; a checkpoint's caps take precedence. */
+  caps: JournalState.Caps | null
+  writer: boolean
+  updatedAt: number
+}
+
+// The size of an entry as a segment line would store it: the adapter keeps objects,
+// but counts bytes the way the filesystem adapter does, so the checkpoint policy
+// behaves the same on both.
+const LINE_OVERHEAD = '{"k":"entry","v":1,"e":}\n'.length
+const lineBytes = (entry: Entry.Entry): number => JSON.stringify(entry).length + LINE_OVERHEAD
+
+const exists = (s: MemorySession | undefined): s is MemorySession =>
+  s !== undefined && (s.entries.length > 0 || s.checkpoint !== null || s.meta !== null)
+
+/** Builds the in-memory adapter. */
+export const make = Effect.fnUntraced(function*() {
+  const sessions = new Map<string, MemorySession>()
+  const appended = yield* PubSub.unbounded<{ readonly id: string; readonly entries: ReadonlyArray<Entry.Entry> }>()
+
+  const sessionFor = (id: string): MemorySession => {
+    let s = sessions.get(id)
+    if (s === undefined) {
+      s = {
+        entries: [],
+        checkpoint: null,
+        checkpointBytes: 0,
+        sinceCheckpointBytes: 0,
+        meta: null,
+        caps: null,
+        writer: false,
+        updatedAt: 0
+      }
+      sessions.set(id, s)
+    }
+    return s
+  }
+
+  const load = (
+    id: string,
+    caps: JournalState.Caps | undefined,
+    mode: Recovery.Options["mode"]
+  ): Effect.Effect<Persistence.Loaded> =>
+    Effect.sync((): Persistence.Loaded => {
+      const s = sessions.get(id)
+      if (!exists(s)) {
+        return {
+          state: JournalState.empty(id, caps),
+          exists: false,
+          recovery: { checkpoint: "none", replayed: 0, skipped: 0, tornTail: null, stopped: null }
+        }
+      }
+      const location = `memory:${id}`
+      // Load mode reads from the entry the checkpoint ends with, so it can check it.
+      const from = mode === "verify" || s.checkpoint === null
+        ? 0
+        : Math.min(Math.max(0, s.checkpoint.next_sequence - 1), s.entries.length)
+      const outcome = Recovery.run(
+        {
+          id,
+          mode,
+          // A session keeps the caps it was created with, also before its first
+          // checkpoint: replaying under other caps would evict differently.
+          caps: s.caps ?? caps,
+          checkpoint: s.checkpoint === null
+            ? null
+            : { _tag: "Document", document: s.checkpoint, location: `${location}/checkpoint` },
+          location
+        },
+        Recovery.rows(location, from, s.entries.slice(from))
+      )
+      const state = s.meta === null ? outcome.state : JournalState.applyMeta(outcome.state, s.meta)
+      return {
+        state,
+        exists: true,
+        recovery: outcome.report,
+        sinceCheckpointBytes: s.sinceCheckpointBytes,
+        checkpointBytes: s.checkpointBytes
+      }
+    })
+
+  const append = (
+    id: string,
+    caps: JournalState.Caps | undefined,
+    request: Persistence.AppendRequest
+  ): Effect.Effect<Persistence.Appended, SequenceConflict> =>
+    Effect.suspend(() => {
+      const s = sessionFor(id)
+      const tipHash = s.entries[s.entries.length - 1]?.entry_hash ?? Entry.ZERO_HASH
+      if (!tipMatches(request.after, s.entries.length, tipHash)) {
+        return Effect.fail(new SequenceConflict({ id, sequence: request.after.sequence }))
+      }
+      let bytes = 0
+      for (const entry of request.entries) {
+        s.entries.push(entry)
+        bytes += lineBytes(entry)
+      }
+      if (s.caps === null) {
+        const initial = JournalState.empty(id, caps)
+        s.caps = { entry_cap: initial.entry_cap, tool_counts_cap: initial.tool_counts_cap }
+      }
+      if (request.meta !== undefined && (s.meta === null || request.meta.updated_at >= s.meta.updated_at)) {
+        s.meta = request.meta
+        bytes += JSON.stringify(request.meta).length
+      }
+      s.updatedAt = Date.now()
+      s.sinceCheckpointBytes += bytes
+      const result: Persistence.Appended = { bytes }
+      return request.entries.length === 0
+        ? Effect.succeed(result)
+        : Effect.as(PubSub.publish(appended, { id, entries: request.entries }), result)
+    })
+
+  const checkpoint = (id: string, document: Checkpoint.CheckpointJson): Effect.Effect<number, StorageError> =>
+    Effect.suspend(() => {
+      const s = sessionFor(id)
+      const refuse = (reason: string) =>
+        Effect.fail(new StorageError({ operation: "checkpoint", path: `memory:${id}/checkpoint`, reason }))
+      if (document.next_sequence > s.entries.length) {
+        return refuse(`checkpoint (next ${document.next_sequence}) is ahead of storage (${s.entries.length} entries)`)
+      }
+      if (s.checkpoint !== null && document.next_sequence < s.checkpoint.next_sequence) {
+        return refuse(`checkpoint (next ${document.next_sequence}) is older than the stored one (next ${s.checkpoint.next_sequence})`)
+      }
+      const last = document.entries[document.entries.length - 1]
+      if (last !== undefined && s.entries[last.sequence]?.entry_hash !== last.entry_hash) {
+        return refuse(`checkpoint ends with entry ${last.sequence}, which storage holds with another hash`)
+      }
+      const bytes = JSON.stringify(document).length
+      s.checkpoint = document
+      s.checkpointBytes = bytes
+      s.sinceCheckpointBytes = 0
+      return Effect.succeed(bytes)
+    })
+
+  const history = (id: string, options?: Persistence.HistoryOptions) =>
+    Stream.suspend(() => {
+      const s = sessions.get(id)
+      if (s === undefined) return Stream.fail(new SessionNotFound({ id }))
+      const from = Math.max(0, options?.from ?? 0)
+      const to = options?.limit === undefined ? s.entries.length : Math.min(s.entries.length, from + options.limit)
+      return Stream.fromIterable(s.entries.slice(from, to))
+    })
+
+  const follow = (id: string, from: number) =>
+    Stream.unwrap(Effect.gen(function*() {
+      // Subscribe before reading the catch-up, then drop what the catch-up covered:
+      // nothing appended in between is lost.
+      const sub = yield* PubSub.subscribe(appended)
+      const s = sessions.get(id)
+      if (s === undefined) return Stream.fail(new SessionNotFound({ id }))
+      const catchUp = s.entries.slice(Math.max(0, from))
+      let next = Math.max(from, s.entries.length)
+      const live = Stream.fromSubscription(sub).pipe(
+        Stream.filter((m) => m.id === id),
+        Stream.flatMap((m) => Stream.fromIterable(m.entries)),
+        Stream.filter((e) => {
+          if (e.sequence < next) return false
+          next = e.sequence + 1
+          return true
+        })
+      )
+      return Stream.concat(Stream.fromIterable(catchUp), live)
+    }))
+
+  const readHandle = (id: string, caps: JournalState.Caps | undefined): Persistence.ReadHandle => ({
+    id,
+    load: load(id, caps, "load"),
+    // A full replay is long work: let other fibers (writers) run first.
+    verify: Effect.andThen(Effect.yieldNow, load(id, caps, "verify"))
+  })
+
+  const openWrite = (id: string, caps: JournalState.Caps | undefined) =>
+    Effect.as(
+      Effect.acquireRelease(
+        Effect.suspend(() => {
+          const s = sessionFor(id)
+          if (s.writer) return Effect.fail(new SessionLocked({ id, holder: "another writer in this process" }))
+          s.writer = true
+          return Effect.void
+        }),
+        () =>
+          Effect.sync(() => {
+            const s = sessions.get(id)
+            if (s !== undefined) s.writer = false
+          })
+      ),
+      {
+        ...readHandle(id, caps),
+        append: (request: Persistence.AppendRequest) => append(id, caps, request),
+        checkpoint: (document: Checkpoint.CheckpointJson) => checkpoint(id, document)
+      } satisfies Persistence.WriteHandle
+    )
+
+  // The exported head depends on the session's caps and evictions, so it is taken
+  // from a load rather than kept beside the entries: a load always agrees with them.
+  const list = Effect.suspend(() =>
+    Effect.forEach(
+      Array.from(sessions.entries())
+        .filter(([, s]) => exists(s))
+        .sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0),
+      ([id, s]) =>
+        Effect.map(load(id, undefined, "load"), (loaded): Persistence.SessionInfo => ({
+          id,
+          entries: loaded.state.next_sequence,
+          head: JournalState.head(loaded.state),
+          lastHash: s.entries[s.entries.length - 1]?.entry_hash ?? Entry.ZERO_HASH,
+          problem: loaded.recovery.stopped === null
+            ? null
+            : `${loaded.recovery.stopped.reason}: ${loaded.recovery.stopped.detail}`,
+          updatedAt: s.updatedAt,
+          bytes: null
+        }))
+    )
+  )
+
+  const remove = (id: string) =>
+    Effect.suspend((): Effect.Effect<void, SessionLocked | SessionNotFound> => {
+      const s = sessions.get(id)
+      if (s === undefined) return Effect.fail(new SessionNotFound({ id }))
+      if (s.writer) return Effect.fail(new SessionLocked({ id, holder: "a writer in this process" }))
+      sessions.delete(id)
+      return Effect.void
+    })
+
+  return {
+    read: (id: string, caps: JournalState.Caps | undefined) => Effect.succeed(readHandle(id, caps)),
+    write: openWrite,
+    history,
+    follow,
+    list,
+    delete: remove
+  }
+})
