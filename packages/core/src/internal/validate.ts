@@ -1,0 +1,240 @@
+/**
+ * Input validation of entries: the limits, chio's rules for tool parameters, the
+ * kinds and payloads of other entries, timestamps and session ids.
+ */
+import * as Result from "effect/Result"
+import type * as Schema from "effect/Schema"
+import { InvalidRecordField, InvalidSessionId } from "../Errors.ts"
+import { check, isWellFormed, type Problem } from "./jcs.ts"
+
+/**
+ * Largest value of `bytes_read`, `bytes_written`, `sequence` and `timestamp_secs`
+ * (2^53 − 1: every such value is exact as a JSON number).
+ *
+ * @since 0.1.0
+ */
+export const MAX_U53 = Number.MAX_SAFE_INTEGER
+
+/**
+ * Largest `delegation_depth` (chio stores it as u32).
+ *
+ * @since 0.1.0
+ */
+export const MAX_U32 = 4294967295
+
+/**
+ * Deepest nesting a payload (and the free `data` of session metadata) may have,
+ * counted in levels of arrays and objects: a scalar has depth 0, `[]` and `{}`
+ * depth 1, `{"a":[1]}` depth 2. A deeper payload is refused before anything is
+ * appended (`InvalidRecordField` on `payload`), and a stored one fails to decode.
+ * 256 is far beyond any real transcript and far below the depth at which any reader
+ * of a stored entry runs out of stack (`JSON.stringify` gives up a few thousand
+ * levels down, PostgreSQL's jsonb parser near its `max_stack_depth`).
+ *
+ * @since 0.1.0
+ */
+export const MAX_PAYLOAD_DEPTH = 256
+
+/**
+ * Largest payload, measured as the value written out as a tree: one per value plus
+ * the UTF-16 length of every string and key (a value shared in several places counts
+ * every time; that is how it is hashed and stored). 16 Mi keeps the canonical text
+ * and the stored line within what a JavaScript string can hold, so a small object
+ * graph that would be huge written out is refused rather than hanging the writer.
+ * Storage may bound entries more tightly (the Node adapter's line length).
+ *
+ * @since 0.1.0
+ */
+export const MAX_PAYLOAD_SIZE = 16 * 1024 * 1024
+
+/** The payload limits as `check` takes them. */
+export const payloadLimits = { maxDepth: MAX_PAYLOAD_DEPTH, maxSize: MAX_PAYLOAD_SIZE } as const
+
+const describe = (problem: Problem): string => {
+  switch (problem._tag) {
+    case "NotJson":
+      return `not canonical JSON at ${problem.path}`
+    case "TooDeep":
+      // No path: it would be the limit's worth of "[0]"s.
+      return `nesting depth ${problem.depth} exceeds the limit of ${MAX_PAYLOAD_DEPTH}`
+    case "TooLarge":
+      return `larger than the limit of ${MAX_PAYLOAD_SIZE} (one per value plus the length of every string and key)`
+  }
+}
+
+/**
+ * Why a payload is not acceptable (not RFC 8785 JSON, nested deeper than
+ * `MAX_PAYLOAD_DEPTH`, larger than `MAX_PAYLOAD_SIZE`), or `undefined` when it is.
+ * Iterative: total for any input, however deep or cyclic.
+ *
+ * @since 0.1.0
+ */
+export const payloadProblem = (payload: unknown): string | undefined => {
+  const problem = check(payload, payloadLimits)
+  return problem === undefined ? undefined : describe(problem)
+}
+
+/**
+ * The parameters of one tool invocation, as a caller passes them to `record`.
+ * `allowed` defaults to `true`.
+ *
+ * @since 0.1.0
+ */
+export interface ToolParams {
+  readonly tool_name: string
+  readonly server_id: string
+  readonly agent_id: string
+  readonly bytes_read: number
+  readonly bytes_written: number
+  readonly delegation_depth: number
+  readonly allowed?: boolean | undefined
+}
+
+/**
+ * Tool parameters after validation (`allowed` resolved).
+ *
+ * @since 0.1.0
+ */
+export interface ValidToolParams extends ToolParams {
+  readonly allowed: boolean
+}
+
+const whiteSpace = /^\p{White_Space}$/u
+const control = /\p{Cc}/u
+
+// Every White_Space code point is in the BMP and not a surrogate, so testing one
+// UTF-16 unit at a time is exact. A scan, not `/\p{White_Space}+$/u`: that regex
+// retries from every position of an inner run of spaces, which is quadratic (a
+// 160,000-character name took over a minute).
+const isWhiteSpaceAt = (s: string, i: number): boolean => whiteSpace.test(s[i]!)
+
+/**
+ * Rust's `str::trim`: strips Unicode `White_Space` (which includes U+0085 and excludes
+ * U+FEFF) from both ends. Linear in the length of `s`.
+ *
+ * @since 0.1.0
+ */
+export const trimWhiteSpace = (s: string): string => {
+  let start = 0
+  let end = s.length
+  while (start < end && isWhiteSpaceAt(s, start)) start++
+  while (end > start && isWhiteSpaceAt(s, end - 1)) end--
+  return start === 0 && end === s.length ? s : s.slice(start, end)
+}
+
+const checkIdentity = (field: string, value: unknown): InvalidRecordField | undefined => {
+  if (typeof value !== "string") return new InvalidRecordField({ field, reason: "must be a string" })
+  const trimmed = trimWhiteSpace(value)
+  if (trimmed.length === 0) return new InvalidRecordField({ field, reason: "must not be empty or only whitespace" })
+  if (trimmed !== value) return new InvalidRecordField({ field, reason: "must not have leading or trailing whitespace" })
+  if (control.test(value)) return new InvalidRecordField({ field, reason: "must not contain control characters" })
+  if (!isWellFormed(value)) return new InvalidRecordField({ field, reason: "must be well-formed Unicode" })
+  return undefined
+}
+
+/**
+ * Whether `value` is acceptable as `tool_name`, `server_id` or `agent_id` (chio's
+ * rules: non-empty after trimming Unicode `White_Space`, equal to its trimmed form,
+ * no `Cc` character, well-formed Unicode). `validateToolParams` applies the same
+ * check and names the failing field.
+ *
+ * @since 0.1.0
+ */
+export const isIdentity = (value: unknown): value is string => checkIdentity("identity", value) === undefined
+
+const checkInt = (field: string, value: unknown, max: number): InvalidRecordField | undefined =>
+  typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= max
+    ? undefined
+    : new InvalidRecordField({ field, reason: `must be an integer in 0..${max}` })
+
+/**
+ * Validates tool parameters exactly as chio does, naming the first failing field in
+ * the order tool_name, server_id, agent_id, bytes_read, bytes_written,
+ * delegation_depth, allowed.
+ *
+ * @since 0.1.0
+ */
+export const validateToolParams = (params: ToolParams): Result.Result<ValidToolParams, InvalidRecordField> => {
+  const bad = checkIdentity("tool_name", params.tool_name) ??
+    checkIdentity("server_id", params.server_id) ??
+    checkIdentity("agent_id", params.agent_id) ??
+    checkInt("bytes_read", params.bytes_read, MAX_U53) ??
+    checkInt("bytes_written", params.bytes_written, MAX_U53) ??
+    checkInt("delegation_depth", params.delegation_depth, MAX_U32) ??
+    (params.allowed === undefined || typeof params.allowed === "boolean"
+      ? undefined
+      : new InvalidRecordField({ field: "allowed", reason: "must be a boolean" }))
+  if (bad !== undefined) return Result.fail(bad)
+  return Result.succeed({
+    tool_name: params.tool_name,
+    server_id: params.server_id,
+    agent_id: params.agent_id,
+    bytes_read: params.bytes_read,
+    bytes_written: params.bytes_written,
+    delegation_depth: params.delegation_depth,
+    allowed: params.allowed ?? true
+  })
+}
+
+const kindPattern = /^[A-Za-z0-9_.:-]{1,64}$/
+
+// A global of every runtime Effect runs on (Node 17+, browsers, Deno, Bun); core's
+// ES2022 lib does not declare it.
+declare const structuredClone: <T>(value: T) => T
+
+/**
+ * Validates the kind and payload of a non-tool entry: the kind matches
+ * `^[A-Za-z0-9_.:-]{1,64}$` and is not `tool`; the payload is JSON that RFC 8785 can
+ * canonicalize (finite numbers, well-formed strings, plain objects, no cycles),
+ * nested at most `MAX_PAYLOAD_DEPTH` deep and at most `MAX_PAYLOAD_SIZE` large.
+ *
+ * @since 0.1.0
+ */
+export const validatePayload = (
+  kind: string,
+  payload: unknown
+): Result.Result<Schema.Json, InvalidRecordField> => {
+  if (typeof kind !== "string" || !kindPattern.test(kind) || kind === "tool") {
+    return Result.fail(
+      new InvalidRecordField({ field: "kind", reason: "must match ^[A-Za-z0-9_.:-]{1,64}$ and not be \"tool\"" })
+    )
+  }
+  if (payload === undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: "is required" }))
+  const bad = payloadProblem(payload)
+  if (bad !== undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: bad }))
+  if (typeof payload !== "object" || payload === null) return Result.succeed(payload as Schema.Json)
+  // The entry keeps its own copy: a caller that changes its object after the call
+  // must not change what was hashed and stored.
+  try {
+    return Result.succeed(structuredClone(payload) as Schema.Json)
+  } catch {
+    return Result.fail(new InvalidRecordField({ field: "payload", reason: "cannot be copied as plain JSON" }))
+  }
+}
+
+/**
+ * Validates a timestamp (whole seconds since the epoch, 0..2^53−1).
+ *
+ * @since 0.1.0
+ */
+export const validateTimestamp = (timestampSecs: number): Result.Result<number, InvalidRecordField> => {
+  const bad = checkInt("timestamp_secs", timestampSecs, MAX_U53)
+  return bad === undefined ? Result.succeed(timestampSecs) : Result.fail(bad)
+}
+
+const sessionIdPattern = /^[A-Za-z0-9_-]{1,128}$/
+
+/**
+ * Whether `id` is a valid session id (`^[A-Za-z0-9_-]{1,128}$`).
+ *
+ * @since 0.1.0
+ */
+export const isSessionId = (id: unknown): id is string => typeof id === "string" && sessionIdPattern.test(id)
+
+/**
+ * Validates a session id; to be called before any storage call.
+ *
+ * @since 0.1.0
+ */
+export const validateSessionId = (id: unknown): Result.Result<string, InvalidSessionId> =>
+  isSessionId(id) ? Result.succeed(id) : Result.fail(new InvalidSessionId({ id: String(id) }))
