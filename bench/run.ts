@@ -13,6 +13,7 @@ import { cliVerify, fsHistory } from "./scenarios/history.ts"
 import { memoryRecord } from "./scenarios/memory.ts"
 import { pgRecord } from "./scenarios/pg.ts"
 import { memoryRss } from "./scenarios/rss.ts"
+import { fsSessionsTouched } from "./scenarios/sessions.ts"
 
 const scenarios: ReadonlyArray<Scenario> = [
   memoryRecord,
@@ -22,7 +23,8 @@ const scenarios: ReadonlyArray<Scenario> = [
   chatScenario,
   memoryRss,
   cliVerify,
-  pgRecord
+  pgRecord,
+  fsSessionsTouched
 ]
 
 const args = process.argv.slice(2)
