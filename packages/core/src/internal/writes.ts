@@ -1,0 +1,114 @@
+/**
+ * The write operations of the service (`record`, `append`, `writeAll`, `decide`,
+ * `setMeta`): each validates its input before anything touches storage, then
+ * submits a request that builds its entries against the state the session's
+ * writer holds when it gets there.
+ */
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import type * as Schema from "effect/Schema"
+import * as Entry from "../Entry.ts"
+import { InvalidRecordField } from "../Errors.ts"
+import * as Guard from "../Guard.ts"
+import * as JournalState from "../JournalState.ts"
+import * as SessionMeta from "../SessionMeta.ts"
+import type * as Sessions from "./sessions.ts"
+
+/** One item of `writeAll`: a tool call or a non-tool entry. */
+export type WriteItem =
+  | { readonly _tag: "Tool"; readonly params: Entry.ToolParams }
+  | { readonly _tag: "Other"; readonly kind: string; readonly payload: unknown }
+
+/** The result of `decide`: the verdict and the entry recorded for it. */
+export interface Decision {
+  readonly verdict: Guard.Verdict
+  readonly entry: Entry.ToolEntry
+}
+
+/** The write operations over a session registry's `submit`. */
+export const make = (submit: <A>(id: string, build: Sessions.Build<A>) => Effect.Effect<A, Sessions.WriteError>) => {
+  const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))
+
+  // The write paths run once per entry and are left untraced: a span per call is a
+  // measurable share of a call's cost (pnpm bench, memory.record).
+  const record = Effect.fnUntraced(function*(id: string, params: Entry.ToolParams) {
+    yield* validId(id)
+    const valid = yield* Effect.fromResult(Entry.validateToolParams(params))
+    return yield* submit(id, (state, ts) => {
+      const entry = JournalState.nextTool(state, ts, valid)
+      return { entries: [entry], meta: null, result: entry }
+    })
+  })
+
+  const append = Effect.fnUntraced(function*(id: string, kind: string, payload: unknown) {
+    yield* validId(id)
+    const json = yield* Effect.fromResult(Entry.validatePayload(kind, payload))
+    return yield* submit(id, (state, ts) => {
+      const entry = JournalState.nextOther(state, ts, kind, json)
+      return { entries: [entry], meta: null, result: entry }
+    })
+  })
+
+  const writeAll = Effect.fnUntraced(function*(id: string, items: ReadonlyArray<WriteItem>) {
+    yield* validId(id)
+    const valid: Array<
+      { readonly _tag: "Tool"; readonly params: Entry.ValidToolParams } | {
+        readonly _tag: "Other"
+        readonly kind: string
+        readonly payload: Schema.Json
+      }
+    > = []
+    for (const item of items) {
+      valid.push(
+        item._tag === "Tool"
+          ? { _tag: "Tool", params: yield* Effect.fromResult(Entry.validateToolParams(item.params)) }
+          : { _tag: "Other", kind: item.kind, payload: yield* Effect.fromResult(Entry.validatePayload(item.kind, item.payload)) }
+      )
+    }
+    if (valid.length === 0) return []
+    // One request for the whole list keeps it contiguous and all-or-nothing.
+    return yield* submit(id, (state, ts) => {
+      let s = state
+      const out: Array<Entry.Entry> = []
+      for (const v of valid) {
+        const e = v._tag === "Tool" ? JournalState.nextTool(s, ts, v.params) : JournalState.nextOther(s, ts, v.kind, v.payload)
+        out.push(e)
+        s = JournalState.fold(s, e)
+      }
+      return { entries: out, meta: null, result: out }
+    })
+  })
+
+  const decide = Effect.fnUntraced(
+    function*(id: string, params: Entry.ToolParams, guard: Guard.Guard) {
+      yield* validId(id)
+      const valid = yield* Effect.fromResult(Entry.validateToolParams(params))
+      return yield* submit(id, (state, ts): Sessions.Built<Decision> => {
+        const verdict = guard(JournalState.snapshot(state), valid)
+        const entry = JournalState.nextTool(state, ts, { ...valid, allowed: Guard.isAllowed(verdict) && valid.allowed })
+        return { entries: [entry], meta: null, result: { verdict, entry } }
+      })
+    }
+  )
+
+  const setMeta = Effect.fn("SessionJournal.setMeta")(function*(id: string, patch: SessionMeta.MetaPatch) {
+    yield* validId(id)
+    if (patch.title !== undefined && typeof patch.title !== "string") {
+      return yield* new InvalidRecordField({ field: "title", reason: "must be a string" })
+    }
+    if (patch.labels !== undefined && !(Array.isArray(patch.labels) && patch.labels.every((l) => typeof l === "string"))) {
+      return yield* new InvalidRecordField({ field: "labels", reason: "must be an array of strings" })
+    }
+    if (patch.data !== undefined) {
+      const checked = Entry.validatePayload("meta", patch.data)
+      if (Result.isFailure(checked)) return yield* new InvalidRecordField({ field: "data", reason: checked.failure.reason })
+    }
+    return yield* submit(id, (state, _ts, nowMillis) => {
+      const meta = SessionMeta.patch(state.meta, patch, nowMillis)
+      return { entries: [], meta, result: meta }
+    })
+  })
+
+
+  return { record, append, writeAll, decide, setMeta }
+}
