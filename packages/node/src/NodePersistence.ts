@@ -24,6 +24,7 @@ import {
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as path from "node:path"
 import * as FileOps from "./internal/fileOps.ts"
@@ -39,12 +40,6 @@ import * as Lock from "./Lock.ts"
 export interface Options {
   /** The journal root; created (0700) when missing, its parent must exist. */
   readonly root: string
-  /**
-   * Smallest size of the active segment at which a checkpoint is written and the
-   * next segment started (the threshold is max(this, checkpoint size / 4));
-   * default 256 KiB.
-   */
-  readonly segmentBytes?: number | undefined
   /**
    * Remove segments once a checkpoint covers them (default false: every segment is
    * kept as audit history). History then starts at the oldest kept segment; the
@@ -77,13 +72,6 @@ export type Fs = FileOps.Fs
 export const nodeFs: Fs = FileOps.nodeFs
 
 /**
- * Smallest active-segment size that makes a checkpoint due: 256 KiB.
- *
- * @since 0.1.0
- */
-export const DEFAULT_SEGMENT_BYTES = 256 * 1024
-
-/**
  * Largest segment line read or written: 8 MiB.
  *
  * @since 0.1.0
@@ -113,7 +101,6 @@ export const isSafeSessionId = (id: unknown): id is string => Entry.isSessionId(
 
 interface Resolved {
   readonly ctx: FileOps.Context
-  readonly segmentBytes: number
   readonly removeCheckpointedSegments: boolean
   readonly pollMillis: number
 }
@@ -126,7 +113,6 @@ const resolve = (options: Options): Resolved => ({
     maxFileBytes: options.maxFileBytes ?? FileOps.MAX_FILE_BYTES,
     maxLineBytes: options.maxLineBytes ?? FileOps.MAX_LINE_BYTES
   },
-  segmentBytes: options.segmentBytes ?? DEFAULT_SEGMENT_BYTES,
   removeCheckpointedSegments: options.removeCheckpointedSegments ?? false,
   pollMillis: options.pollMillis ?? 50
 })
@@ -196,7 +182,7 @@ const loadOptions = (
   r: Resolved,
   caps: JournalState.Caps | undefined,
   mode: Session.LoadOptions["mode"]
-): Session.LoadOptions => ({ caps, segmentBytes: r.segmentBytes, mode, retention: r.removeCheckpointedSegments })
+): Session.LoadOptions => ({ caps, mode, retention: r.removeCheckpointedSegments })
 
 /**
  * Builds the adapter: checks (or creates) the root, then serves the port. Fails
@@ -212,40 +198,42 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
     yield* narrow<void, StorageError>(attempt("open root", ctx.root, () => ensureRoot(ctx)), [], "open root")
     const dirOf = (id: string) => path.join(ctx.root, id)
 
-    const open = (id: string, openOptions: Persistence.OpenOptions) =>
+    const loadTags: ReadonlyArray<Known["_tag"]> = ["StorageError", "CorruptJournal", "IntegrityViolation"]
+
+    const readHandle = (id: string, caps: JournalState.Caps | undefined): Persistence.ReadHandle => {
+      const dir = dirOf(id)
+      return {
+        id,
+        load: narrow<Persistence.Loaded, Persistence.LoadError>(
+          attempt("load", dir, async () => (await Session.load(ctx, dir, id, loadOptions(r, caps, "load"))).loaded),
+          loadTags,
+          "load"
+        ),
+        verify: narrow<Persistence.Loaded, Persistence.LoadError>(
+          attempt("verify", dir, async () => (await Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))).loaded),
+          loadTags,
+          "verify"
+        )
+      }
+    }
+
+    const openRead = (id: string, caps: JournalState.Caps | undefined): Effect.Effect<Persistence.ReadHandle, StorageError> =>
+      isSafeSessionId(id) ? Effect.succeed(readHandle(id, caps)) : Effect.fail(invalidId("open", id))
+
+    const openWrite = (
+      id: string,
+      caps: JournalState.Caps | undefined
+    ): Effect.Effect<Persistence.WriteHandle, StorageError | SessionLocked, Scope.Scope> =>
       Effect.gen(function*() {
         if (!isSafeSessionId(id)) return yield* invalidId("open", id)
         const dir = dirOf(id)
-        const verify = narrow<Persistence.Loaded, Persistence.LoadError>(
-          attempt("verify", dir, async () => (await Session.load(ctx, dir, id, loadOptions(r, openOptions.caps, "verify"))).loaded),
-          ["StorageError", "CorruptJournal", "IntegrityViolation"],
-          "verify"
-        )
-        if (openOptions.mode === "read") {
-          const handle: Persistence.SessionHandle = {
-            id,
-            load: narrow<Persistence.Loaded, Persistence.LoadError>(
-              attempt("load", dir, async () => (await Session.load(ctx, dir, id, loadOptions(r, openOptions.caps, "load"))).loaded),
-              ["StorageError", "CorruptJournal", "IntegrityViolation"],
-              "load"
-            ),
-            verify,
-            append: () => Effect.fail(new StorageError({ operation: "append", path: dir, reason: "the session is open for reading" })),
-            checkpoint: () =>
-              Effect.fail(new StorageError({ operation: "checkpoint", path: dir, reason: "the session is open for reading" }))
-          }
-          return handle
-        }
-        const writer = yield* Effect.acquireRelease(
+        const { writer } = yield* Effect.acquireRelease(
           narrow<{ held: Lock.Held; writer: Session.Writer }, StorageError | SessionLocked>(
             attempt("open", dir, async () => {
               const held = (await lockSession(r, id, true))!
               return {
                 held,
-                writer: new Session.Writer(ctx, dir, id, openOptions.caps, {
-                  segmentBytes: r.segmentBytes,
-                  removeCheckpointedSegments: r.removeCheckpointedSegments
-                })
+                writer: new Session.Writer(ctx, dir, id, caps, { removeCheckpointedSegments: r.removeCheckpointedSegments })
               }
             }),
             ["StorageError", "SessionLocked"],
@@ -257,25 +245,27 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
               await held.release().catch(() => undefined)
             })
         )
-        const handle: Persistence.SessionHandle = {
+        const handle: Persistence.WriteHandle = {
           id,
           load: narrow<Persistence.Loaded, Persistence.LoadError>(
-            attempt("load", dir, async () => (await writer.writer.load()).loaded),
-            ["StorageError", "CorruptJournal", "IntegrityViolation"],
+            attempt("load", dir, async () => (await writer.load()).loaded),
+            loadTags,
             "load"
           ),
-          verify,
-          append: (batch) =>
-            narrow<void, StorageError | SequenceConflict>(
-              attempt("append", dir, () => writer.writer.append(batch)),
+          verify: readHandle(id, caps).verify,
+          append: (request) =>
+            narrow<Persistence.Appended, StorageError | SequenceConflict>(
+              attempt("append", dir, () => writer.append(request)),
               ["StorageError", "SequenceConflict"],
               "append"
             ),
-          checkpoint: (state) =>
-            narrow<void, StorageError>(attempt("checkpoint", dir, () => writer.writer.checkpoint(state)), [], "checkpoint")
+          checkpoint: (document) =>
+            narrow<number, StorageError>(attempt("checkpoint", dir, () => writer.checkpoint(document)), [], "checkpoint")
         }
         return handle
       })
+
+    const open = Persistence.makeOpen({ read: openRead, write: openWrite })
 
     const readerFor = async (id: string, from: number): Promise<Session.Reader> => {
       const dir = dirOf(id)
@@ -654,10 +644,7 @@ const repairAsync = async (r: Resolved, id: string, caps: JournalState.Caps | un
     if (setAside.length > 0 || truncated.length > 0 || checkpointRebuilt) {
       // The chain tells its own history: what was set aside or lost, and the head
       // the session claimed before.
-      const writer = new Session.Writer(ctx, dir, id, caps, {
-        segmentBytes: r.segmentBytes,
-        removeCheckpointedSegments: r.removeCheckpointedSegments
-      })
+      const writer = new Session.Writer(ctx, dir, id, caps, { removeCheckpointedSegments: r.removeCheckpointedSegments })
       try {
         const loaded = (await writer.load()).loaded
         if (loaded.recovery.stopped === null) {
@@ -673,7 +660,11 @@ const repairAsync = async (r: Resolved, id: string, caps: JournalState.Caps | un
             previous_head: previousHead,
             previous_next_sequence: claimedNext
           })
-          await writer.append({ entries: [entry], state: JournalState.fold(loaded.state, entry) })
+          await writer.append({
+            after: Persistence.tipOf(loaded.state),
+            entries: [entry],
+            head: JournalState.head(JournalState.fold(loaded.state, entry))
+          })
         }
       } finally {
         await writer.close()

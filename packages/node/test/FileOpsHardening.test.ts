@@ -14,7 +14,7 @@ import { describe, expect, it } from "vitest"
 import { SessionLocked, StorageError } from "@session-journal/core"
 import { Lock, NodePersistence } from "../src/index.ts"
 import * as FileOps from "../src/internal/fileOps.ts"
-import { appendChain, chain, JournalState, loadRead, run, tempDir, withWriter } from "./helpers.ts"
+import { appendChain, chain, JournalState, loadRead, requestOf, run, tempDir, withWriter } from "./helpers.ts"
 
 const SEG0 = "00000000000000000000.jsonl"
 const MiB = 1024 * 1024
@@ -192,7 +192,7 @@ describe("LineReader and zero-filled tails", () => {
       Effect.gen(function*() {
         const l = yield* h.load
         const c = chain(l.state, 1)
-        yield* h.append({ entries: c.entries, state: c.state })
+        yield* h.append(requestOf(l.state, c.entries))
       })))
     const aside = path.join(root, "z", `${SEG0}.damaged-${size}`)
     expect(fs.statSync(aside).size).toBe(20 * MiB)

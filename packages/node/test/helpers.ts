@@ -2,8 +2,8 @@
  * Shared pieces of the adapter's tests: temp roots, running an effect against a
  * layer, building chained entries, and spawning the fixture processes.
  */
-import { Entry, JournalState, Persistence } from "@session-journal/core"
-import { chain } from "@session-journal/core/test/PersistenceContract"
+import { Checkpoint, Entry, JournalState, Persistence } from "@session-journal/core"
+import { chain, requestOf } from "@session-journal/core/test/PersistenceContract"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
@@ -35,11 +35,15 @@ export const run = <A, E>(
 export const runExit = <A, E>(options: NodePersistence.Options, effect: Effect.Effect<A, E, Persistence.Persistence>) =>
   Effect.runPromise(Effect.exit(Effect.provide(effect, NodePersistence.layer(options))))
 
-/** Opens `id` for writing and runs `f` with the handle. */
-export const withWriter = <A, E>(id: string, f: (h: Persistence.SessionHandle) => Effect.Effect<A, E>) =>
+/** Opens `id` for writing (with `caps` for a new session) and runs `f` with the handle. */
+export const withWriter = <A, E>(
+  id: string,
+  f: (h: Persistence.WriteHandle) => Effect.Effect<A, E>,
+  caps?: JournalState.Caps
+) =>
   Effect.scoped(Effect.gen(function*() {
     const p = yield* Persistence.Persistence
-    const h = yield* p.open(id, { mode: "write" })
+    const h = yield* p.open(id, { mode: "write", caps })
     return yield* f(h)
   }))
 
@@ -52,18 +56,39 @@ export const loadRead = (id: string) =>
   }))
 
 /** Appends `count` chained entries after `state`. */
-export const appendChain = (h: Persistence.SessionHandle, state: JournalState.JournalState, count: number) =>
+export const appendChain = (h: Persistence.WriteHandle, state: JournalState.JournalState, count: number) =>
   Effect.gen(function*() {
     const c = chain(state, count)
-    yield* h.append({ entries: c.entries, state: c.state })
+    yield* h.append(requestOf(state, c.entries))
     return c
   })
+
+/**
+ * The service's checkpoint policy for tests that drive a handle themselves: each
+ * call appends `count` chained entries in one batch and stores a checkpoint when
+ * `Checkpoint.due` says so with `minBytes` (as `SessionJournal` with
+ * `checkpointMinBytes: minBytes` would). Segments roll at those checkpoints.
+ */
+export const checkpointing = (minBytes: number) => {
+  let since = 0
+  let size = 0
+  return (h: Persistence.WriteHandle, state: JournalState.JournalState, count: number) =>
+    Effect.gen(function*() {
+      const c = chain(state, count)
+      since += (yield* h.append(requestOf(state, c.entries))).bytes
+      if (Checkpoint.due(since, size, minBytes)) {
+        size = yield* h.checkpoint(Checkpoint.encode(c.state))
+        since = 0
+      }
+      return c
+    })
+}
 
 /** All stored entries of `id`. */
 export const historyOf = (id: string) =>
   Persistence.Persistence.use((p) => Stream.runCollect(p.history(id)))
 
-export { chain, Entry, JournalState }
+export { chain, Entry, JournalState, requestOf }
 
 /** Files of a session directory whose names mark them as temp files. */
 export const tempFiles = (dir: string): Array<string> =>

@@ -7,9 +7,9 @@
 import {
   Checkpoint,
   CorruptJournal,
-  type Entry,
+  Entry,
   JournalState,
-  type Persistence,
+  Persistence,
   Recovery,
   SequenceConflict,
   StorageError
@@ -49,12 +49,16 @@ export interface LastSegment {
 /** The writer's view of the stored session, rebuilt by every load. */
 export interface View {
   next: number
+  /** What the next entry links to (`JournalState.lastHash`: ZERO_HASH with `entry_cap` 0). */
   lastHash: string
+  /** `entry_hash` of the newest stored entry (ZERO_HASH when none): the tip a compare-and-append names. */
+  tipHash: string
   readonly entryCap: number
   stopped: Persistence.RecoveryReport["stopped"]
   checkpointNext: number
   checkpointSize: number
   last: LastSegment | null
+  /** A checkpoint covers everything stored: the next append starts a new segment (DESIGN §6). */
   rollPending: boolean
 }
 
@@ -116,7 +120,6 @@ export const readCheckpoint = async (
 /** How to load: `load` from the checkpoint, or `verify` the whole history (Recovery's modes). */
 export interface LoadOptions {
   readonly caps: JournalState.Caps | undefined
-  readonly segmentBytes: number
   readonly mode: Recovery.Options["mode"]
   /** Whether a retention option removes checkpointed segments (history may start after 0). */
   readonly retention: boolean
@@ -170,6 +173,12 @@ export const load = async (ctx: FileOps.Context, dir: string, id: string, option
   }
   const reports: Array<SegmentReport> = []
   let last: LastSegment | null = null
+  // The newest accepted entry, and where the checkpoint's last entry ends: the
+  // bytes after it are what was stored since the checkpoint (the policy's count).
+  let tipNext = 0
+  let tipHash: string = Entry.ZERO_HASH
+  const cpLast = cp === null ? -1 : cp.next_sequence - 1
+  let sinceCheckpointBytes = 0
   for (let i = 0; i < segments.length; i++) {
     const seg = segments[i]!
     const file = path.join(dir, seg.name)
@@ -184,11 +193,17 @@ export const load = async (ctx: FileOps.Context, dir: string, id: string, option
     recovery.offer({ _tag: "Segment", segment: file, base: seg.base })
     const fh = await FileOps.openRead(ctx, file)
     let scan: Segment.Scan
+    let cpEnd = -1
     try {
-      scan = await Segment.scan(ctx, fh, file, file, seg.base, 0, (record, offset) => {
+      scan = await Segment.scan(ctx, fh, file, file, seg.base, 0, (record, offset, end) => {
         if (record._tag === "Meta") return recovery.offer({ _tag: "Meta", meta: record.meta })
         const entry = record.entry
         if (!recovery.offer({ _tag: "Entry", entry, segment: file, offset })) return false
+        if (entry.sequence + 1 >= tipNext) {
+          tipNext = entry.sequence + 1
+          tipHash = entry.entry_hash
+        }
+        if (entry.sequence === cpLast) cpEnd = end
         contentNext = Math.max(contentNext, entry.sequence + 1)
         entries++
         firstSequence ??= entry.sequence
@@ -225,6 +240,8 @@ export const load = async (ctx: FileOps.Context, dir: string, id: string, option
       status = "torn"
       problem = { offset: end.offset, sequence: contentNext, detail: `torn tail: ${end.reason}` }
     }
+    if (cpEnd >= 0) sinceCheckpointBytes = scan.validEnd - cpEnd
+    else sinceCheckpointBytes += scan.validEnd
     reports.push({ name: seg.name, base: seg.base, bytes: scan.size, entries, firstSequence, lastSequence, status, problem })
     if (i === segments.length - 1) {
       last = { name: seg.name, base: seg.base, size: scan.size, validEnd: scan.validEnd, contentNext }
@@ -238,19 +255,24 @@ export const load = async (ctx: FileOps.Context, dir: string, id: string, option
   const view: View = {
     next: state.next_sequence,
     lastHash: JournalState.lastHash(state),
+    tipHash: tipNext === state.next_sequence ? tipHash : JournalState.lastHash(state),
     entryCap: state.entry_cap,
     stopped,
     checkpointNext,
     checkpointSize: cp === null ? 0 : checkpointSize,
     last,
+    // A checkpoint that covers every stored entry of a segment holding some: the
+    // segment is complete, the next append starts the next one.
     rollPending: last !== null && checkpointNext === state.next_sequence && last.contentNext === state.next_sequence &&
-      last.size >= Math.max(options.segmentBytes, checkpointSize / 4) && tornTail === null
+      last.contentNext > last.base && tornTail === null
   }
   return {
     loaded: {
       state,
       exists: segments.length > 0 || list.hasCheckpoint,
-      recovery: outcome.report
+      recovery: outcome.report,
+      sinceCheckpointBytes,
+      checkpointBytes: view.checkpointSize
     },
     view,
     listing: list,
@@ -263,14 +285,12 @@ export const load = async (ctx: FileOps.Context, dir: string, id: string, option
 
 /** Options the writer needs. */
 export interface WriterOptions {
-  readonly segmentBytes: number
   readonly removeCheckpointedSegments: boolean
 }
 
 /** Load-mode options of a writer's loads. */
 export const writerLoad = (caps: JournalState.Caps | undefined, options: WriterOptions): LoadOptions => ({
   caps,
-  segmentBytes: options.segmentBytes,
   mode: "load",
   retention: options.removeCheckpointedSegments
 })
@@ -311,6 +331,11 @@ export class Writer {
       if (result.loaded.recovery.stopped === null && result.view.last !== null && result.view.last.contentNext === state.next_sequence) {
         result.view.checkpointSize = await writeCheckpointFile(this.ctx, this.dir, state)
         result.view.checkpointNext = state.next_sequence
+        this.view = result.view
+        return {
+          ...result,
+          loaded: { ...result.loaded, sinceCheckpointBytes: 0, checkpointBytes: result.view.checkpointSize }
+        }
       }
     }
     this.view = result.view
@@ -332,8 +357,11 @@ export class Writer {
     return this.view!
   }
 
-  /** Appends a batch durably (see `SessionHandle.append`). */
-  async append(batch: Persistence.AppendBatch): Promise<void> {
+  /**
+   * Compare-and-append (see `WriteHandle.append`): stores the entries only when
+   * the stored tip is `request.after`, and reports the bytes added to the segments.
+   */
+  async append(request: Persistence.AppendRequest): Promise<Persistence.Appended> {
     const view = await this.ensureView()
     if (view.stopped !== null) {
       throw new StorageError({
@@ -342,48 +370,46 @@ export class Writer {
         reason: `the stored history stops early (${view.stopped.reason}: ${view.stopped.detail}); repair the session first`
       })
     }
-    const entries = batch.entries
-    let i = 0
-    if (entries.length > 0 && entries[0]!.sequence < view.next) {
-      const from = entries[0]!.sequence
-      const stored = await readRange(this.ctx, this.dir, from, view.next - from)
-      for (; i < entries.length && entries[i]!.sequence < view.next; i++) {
-        const e = entries[i]!
-        if (stored.get(e.sequence) !== e.entry_hash) throw new SequenceConflict({ id: this.id, sequence: e.sequence })
-      }
+    if (!Persistence.tipMatches(request.after, view.next, view.tipHash)) {
+      throw new SequenceConflict({ id: this.id, sequence: request.after.sequence })
     }
-    const fresh = entries.slice(i)
-    for (let k = 0; k < fresh.length; k++) {
-      const e = fresh[k]!
+    const entries = request.entries
+    for (let k = 0; k < entries.length; k++) {
+      const e = entries[k]!
       if (e.sequence !== view.next + k) throw new SequenceConflict({ id: this.id, sequence: e.sequence })
     }
-    if (fresh.length > 0 && fresh[0]!.prev_hash !== view.lastHash) {
-      throw new SequenceConflict({ id: this.id, sequence: fresh[0]!.sequence })
+    if (entries.length > 0 && entries[0]!.prev_hash !== view.lastHash) {
+      throw new SequenceConflict({ id: this.id, sequence: entries[0]!.sequence })
     }
-    if (fresh.length === 0 && batch.meta === undefined) return
+    if (entries.length === 0 && request.meta === undefined) return { bytes: 0 }
     if (view.last === null && view.checkpointNext < 0) {
       // A new session: its caps live in the checkpoint, so one is stored before
       // the first segment (a crash in between leaves an empty, valid session).
-      const caps = { entry_cap: batch.state.entry_cap, tool_counts_cap: batch.state.tool_counts_cap }
-      view.checkpointSize = await this.writeCheckpoint(JournalState.empty(this.id, caps))
+      view.checkpointSize = await writeCheckpointFile(this.ctx, this.dir, JournalState.empty(this.id, this.caps))
       view.checkpointNext = 0
     }
     let text = ""
-    for (const e of fresh) text += lineChecked(this.ctx, Segment.entryLine(e), this.dir)
-    if (batch.meta !== undefined) text += lineChecked(this.ctx, Segment.metaLine(batch.meta), this.dir)
+    for (const e of entries) text += lineChecked(this.ctx, Segment.entryLine(e), this.dir)
+    if (request.meta !== undefined) text += lineChecked(this.ctx, Segment.metaLine(request.meta), this.dir)
+    let bytes: number
     try {
-      await this.write(view, Segment.bytes(text), fresh.length)
+      bytes = await this.write(view, Segment.bytes(text), entries.length)
     } catch (e) {
       await this.closeActive()
       this.view = null
       throw e
     }
-    const lastFresh = fresh[fresh.length - 1]
-    if (lastFresh !== undefined) view.lastHash = view.entryCap === 0 ? view.lastHash : lastFresh.entry_hash
-    await this.maybeCheckpoint(view, batch.state)
+    const lastEntry = entries[entries.length - 1]
+    if (lastEntry !== undefined) {
+      view.tipHash = lastEntry.entry_hash
+      if (view.entryCap !== 0) view.lastHash = lastEntry.entry_hash
+    }
+    return { bytes }
   }
 
-  private async write(view: View, data: Uint8Array, count: number): Promise<void> {
+  // Writes the records durably; returns the bytes added to the segments (a new
+  // segment's open line included).
+  private async write(view: View, data: Uint8Array, count: number): Promise<number> {
     let last = view.last
     if (last !== null && last.validEnd < last.size) {
       // A torn tail: keep its bytes in a side file, then cut the segment back to its
@@ -421,7 +447,7 @@ export class Writer {
       if (this.options.removeCheckpointedSegments && previous !== null && view.checkpointNext >= base) {
         await this.removeCovered(base)
       }
-      return
+      return all.length
     }
     const seg = last!
     const file = path.join(this.dir, seg.name)
@@ -438,6 +464,7 @@ export class Writer {
     seg.validEnd = seg.size
     seg.contentNext = view.next + count
     view.next += count
+    return bytes.length
   }
 
   private async activeHandle(name: string): Promise<FileOps.FileHandle> {
@@ -462,46 +489,38 @@ export class Writer {
     }
   }
 
-  private async maybeCheckpoint(view: View, state: JournalState.JournalState): Promise<void> {
-    const last = view.last
-    if (last === null || view.rollPending || state.next_sequence !== view.next || state.session_id !== this.id) return
-    if (last.size < Math.max(this.options.segmentBytes, view.checkpointSize / 4)) return
-    try {
-      const size = await this.writeCheckpoint(state)
-      view.checkpointNext = state.next_sequence
-      view.checkpointSize = size
-      view.rollPending = true
-    } catch {
-      // The entries are durable; the checkpoint is retried after the next append.
-    }
-  }
-
-  private writeCheckpoint(state: JournalState.JournalState): Promise<number> {
-    return writeCheckpointFile(this.ctx, this.dir, state)
-  }
-
-  /** Stores a checkpoint of `state` (see `SessionHandle.checkpoint`). */
-  async checkpoint(state: JournalState.JournalState): Promise<void> {
+  /**
+   * Stores a checkpoint document (see `WriteHandle.checkpoint`) and returns its
+   * size. One that covers everything stored completes the active segment: the
+   * next append starts a new one.
+   */
+  async checkpoint(document: Checkpoint.CheckpointJson): Promise<number> {
     const view = await this.ensureView()
     const refuse = (why: string) =>
       new StorageError({ operation: "checkpoint", path: path.join(this.dir, CHECKPOINT_FILE), reason: why })
-    if (state.session_id !== this.id || state.next_sequence > view.next) {
-      throw refuse(`state (session ${state.session_id}, next ${state.next_sequence}) is not a prefix of the stored session (next ${view.next})`)
+    const next = document.next_sequence
+    if (document.session_id !== this.id || next > view.next) {
+      throw refuse(`checkpoint (session ${document.session_id}, next ${next}) is not a prefix of the stored session (next ${view.next})`)
     }
     // A checkpoint never moves back, and must end with the entry storage holds there.
-    if (state.next_sequence < view.checkpointNext) {
-      throw refuse(`state (next ${state.next_sequence}) is older than the stored checkpoint (next ${view.checkpointNext})`)
+    if (next < view.checkpointNext) {
+      throw refuse(`checkpoint (next ${next}) is older than the stored checkpoint (next ${view.checkpointNext})`)
     }
-    if (state.next_sequence > 0 && state.entry_cap > 0) {
-      const stored = state.next_sequence === view.next
-        ? view.lastHash
-        : (await readRange(this.ctx, this.dir, state.next_sequence - 1, 1)).get(state.next_sequence - 1)
-      if (stored !== JournalState.lastHash(state)) {
-        throw refuse(`state's entry ${state.next_sequence - 1} is not the stored one`)
+    const last = document.entries[document.entries.length - 1]
+    if (last !== undefined) {
+      const stored = last.sequence === view.next - 1
+        ? view.tipHash
+        : (await readRange(this.ctx, this.dir, last.sequence, 1)).get(last.sequence)
+      if (last.sequence !== next - 1 || stored !== last.entry_hash) {
+        throw refuse(`checkpoint's entry ${last.sequence} is not the stored one`)
       }
     }
-    view.checkpointSize = await this.writeCheckpoint(state)
-    view.checkpointNext = state.next_sequence
+    const bytes = Segment.bytes(Segment.stringify(document))
+    await FileOps.atomicReplace(this.ctx, this.dir, CHECKPOINT_FILE, bytes)
+    view.checkpointSize = bytes.length
+    view.checkpointNext = next
+    if (next === view.next && view.last !== null && view.last.base !== next) view.rollPending = true
+    return bytes.length
   }
 }
 
