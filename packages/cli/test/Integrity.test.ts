@@ -37,8 +37,11 @@ const seed = async (dir: string, id: string, count: number, options?: { readonly
   }
   return Effect.runPromise(Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
+    // The service stores a due checkpoint after it answers the append: closing the
+    // session waits for it.
+    const settled = Effect.andThen(journal.close(id), Effect.sync(cpNext))
     let n = 0
-    for (; n < count || (options?.coverAll === true && cpNext() !== n); n++) {
+    for (; n < count || (options?.coverAll === true && (yield* settled) !== n); n++) {
       if (n % 5 === 4) yield* journal.append(id, "message", { role: "user", text: `turn ${n}` })
       else yield* journal.record(id, call(n))
     }
