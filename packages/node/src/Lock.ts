@@ -256,8 +256,8 @@ export const acquire = async (ctx: FileOps.Context, dir: string, id: string): Pr
     start: ownStart,
     boot: ownBoot,
     pidns: ownPidns,
-    token: `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`,
-    acquired_at: Date.now()
+    token: `${ctx.clock.currentTimeMillisUnsafe().toString(36)}-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`,
+    acquired_at: ctx.clock.currentTimeMillisUnsafe()
   }
   const tmp = path.join(dir, `${LOCK_FILE}${FileOps.TEMP_PREFIX}${process.pid}-${record.token}`)
   heldTokens.add(record.token)

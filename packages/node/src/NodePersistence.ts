@@ -19,6 +19,7 @@ import {
   SessionNotFound,
   StorageError
 } from "@session-journal/core"
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -26,7 +27,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as path from "node:path"
 import * as Adapter from "./internal/adapter.ts"
-import { attempt, invalidId, type Known, loadOptions, lockSession, narrow, resolve } from "./internal/adapter.ts"
+import { attempt, invalidId, type Known, loadOptions, lockSession, narrow, resolveWith } from "./internal/adapter.ts"
 import * as FileOps from "./internal/fileOps.ts"
 import * as Segment from "./internal/segment.ts"
 import * as Session from "./internal/session.ts"
@@ -52,17 +53,30 @@ export interface Options {
   readonly maxFileBytes?: number | undefined
   /** Largest segment line (default 8 MiB); a longer record is refused on append. */
   readonly maxLineBytes?: number | undefined
-  /** The filesystem calls to use (default `node:fs/promises`); tests inject failures here. */
-  readonly fs?: FileOps.Fs | undefined
 }
 
 /**
  * The filesystem calls the adapter makes; implement it (usually by wrapping
- * `nodeFs`) to inject failures in tests.
+ * `nodeFs`) to inject failures in tests, and provide it with `layerFs`.
  *
  * @since 0.1.0
  */
 export type Fs = FileOps.Fs
+
+/**
+ * The filesystem calls as a service, read by `make`, `layer`, `inspect` and
+ * `repair`; the real filesystem (`nodeFs`) unless a layer provides another.
+ *
+ * @since 0.3.0
+ */
+export const Fs: Context.Reference<Fs> = Adapter.Fs
+
+/**
+ * A layer that makes the adapter use `fs` (fault injection in tests).
+ *
+ * @since 0.3.0
+ */
+export const layerFs = (fs: Fs): Layer.Layer<never> => Layer.succeed(Fs, fs)
 
 /**
  * The real filesystem (`node:fs/promises`).
@@ -120,7 +134,7 @@ const removeTree = async (ctx: FileOps.Context, dir: string): Promise<void> => {
  */
 export const make = (options: Options): Effect.Effect<Persistence.Persistence["Service"], StorageError> =>
   Effect.gen(function*() {
-    const r = resolve(options)
+    const r = yield* resolveWith(options)
     const ctx = r.ctx
     yield* narrow<void, StorageError>(attempt("open root", ctx.root, () => ensureRoot(ctx)), [], "open root")
     const dirOf = (id: string) => path.join(ctx.root, id)

@@ -9,6 +9,7 @@ import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { describe, expect, it } from "vitest"
 import { SessionLocked, StorageError } from "@session-journal/core"
@@ -21,6 +22,7 @@ const MiB = 1024 * 1024
 
 const context = (root: string, fsImpl: FileOps.Fs = FileOps.nodeFs): FileOps.Context => ({
   fs: fsImpl,
+  clock: Clock.Clock.defaultValue(),
   root,
   uid: typeof process.getuid === "function" ? process.getuid() : null,
   maxFileBytes: FileOps.MAX_FILE_BYTES,

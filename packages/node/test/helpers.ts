@@ -5,7 +5,7 @@
 import { Checkpoint, Entry, JournalState, Persistence } from "@session-journal/core"
 import { chain, requestOf } from "@session-journal/core/test/PersistenceContract"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
+import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -25,15 +25,22 @@ export const tempDir = (prefix: string, memory = false): string => {
   return dir
 }
 
+/** The adapter's options, and the filesystem calls to inject (`NodePersistence.layerFs`). */
+export type Options = NodePersistence.Options & { readonly fs?: NodePersistence.Fs | undefined }
+
+/** The adapter as a layer, on `options.fs` when given. */
+export const adapter = ({ fs, ...options }: Options) =>
+  fs === undefined ? NodePersistence.layer(options) : NodePersistence.layer(options).pipe(Layer.provide(NodePersistence.layerFs(fs)))
+
 /** Runs an effect that needs `Persistence` on the filesystem adapter at `root`. */
 export const run = <A, E>(
-  options: NodePersistence.Options,
+  options: Options,
   effect: Effect.Effect<A, E, Persistence.Persistence>
-): Promise<A> => Effect.runPromise(Effect.provide(effect, NodePersistence.layer(options) as Layer.Layer<Persistence.Persistence, unknown>) as Effect.Effect<A, unknown>)
+): Promise<A> => Effect.runPromise(Effect.provide(effect, adapter(options) as Layer.Layer<Persistence.Persistence, unknown>) as Effect.Effect<A, unknown>)
 
 /** Like `run`, but resolves to the exit's failure or success. */
-export const runExit = <A, E>(options: NodePersistence.Options, effect: Effect.Effect<A, E, Persistence.Persistence>) =>
-  Effect.runPromise(Effect.exit(Effect.provide(effect, NodePersistence.layer(options))))
+export const runExit = <A, E>(options: Options, effect: Effect.Effect<A, E, Persistence.Persistence>) =>
+  Effect.runPromise(Effect.exit(Effect.provide(effect, adapter(options))))
 
 /** Opens `id` for writing (with `caps` for a new session) and runs `f` with the handle. */
 export const withWriter = <A, E>(

@@ -14,6 +14,8 @@ import {
   SessionNotFound,
   StorageError
 } from "@session-journal/core"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
 import type { Options } from "../NodePersistence.ts"
@@ -41,9 +43,24 @@ export interface Resolved {
   readonly pollMillis: number
 }
 
-export const resolve = (options: Options): Resolved => ({
+/**
+ * The filesystem calls the adapter makes, as a service with the real filesystem
+ * as its default: fault injection provides another one.
+ */
+export const Fs: Context.Reference<FileOps.Fs> = Context.Reference<FileOps.Fs>("@session-journal/node/Fs", {
+  defaultValue: () => FileOps.nodeFs
+})
+
+/** Resolves the options with the filesystem and clock of the environment. */
+export const resolveWith = (options: Options): Effect.Effect<Resolved> =>
+  Effect.gen(function*() {
+    return resolve(options, yield* Fs, yield* Clock.Clock)
+  })
+
+export const resolve = (options: Options, fs: FileOps.Fs, clock: Clock.Clock): Resolved => ({
   ctx: {
-    fs: options.fs ?? FileOps.nodeFs,
+    fs,
+    clock,
     root: path.resolve(options.root),
     uid: typeof process.getuid === "function" ? process.getuid() : null,
     maxFileBytes: options.maxFileBytes ?? FileOps.MAX_FILE_BYTES,

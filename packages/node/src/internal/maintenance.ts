@@ -16,7 +16,7 @@ import * as Effect from "effect/Effect"
 import * as path from "node:path"
 import * as Lock from "../Lock.ts"
 import type { Options } from "../NodePersistence.ts"
-import { attempt, invalidId, isSafeSessionId, loadOptions, lockSession, narrow, type Resolved, resolve } from "./adapter.ts"
+import { attempt, invalidId, isSafeSessionId, loadOptions, lockSession, narrow, type Resolved, resolveWith } from "./adapter.ts"
 import * as FileOps from "./fileOps.ts"
 import * as Segment from "./segment.ts"
 import * as Session from "./session.ts"
@@ -110,7 +110,8 @@ export const inspect = (
 ): Effect.Effect<InspectReport, StorageError | SessionNotFound> =>
   isSafeSessionId(id)
     ? narrow<InspectReport, StorageError | SessionNotFound>(
-      attempt("inspect", path.join(path.resolve(options.root), id), () => inspectAsync(resolve(options), id, caps)),
+      Effect.flatMap(resolveWith(options), (r) =>
+        attempt("inspect", path.join(r.ctx.root, id), () => inspectAsync(r, id, caps))),
       ["StorageError", "SessionNotFound"],
       "inspect"
     )
@@ -263,7 +264,7 @@ const repairAsync = async (r: Resolved, id: string, caps: JournalState.Caps | un
           const problemText = problem === null
             ? torn !== null ? "torn tail" : "checkpoint disagrees with the stored records"
             : `${problem.reason}: ${problem.detail}`
-          entry = JournalState.nextOther(loaded.state, Math.floor(Date.now() / 1000), RECOVERY_KIND, {
+          entry = JournalState.nextOther(loaded.state, Math.floor(ctx.clock.currentTimeMillisUnsafe() / 1000), RECOVERY_KIND, {
             problem: problemText,
             set_aside: setAside,
             truncated: truncated.map((t) => ({ segment: t.segment, length: t.length })),
@@ -324,7 +325,8 @@ export const repair = (
 ): Effect.Effect<RepairReport, StorageError | SessionLocked | SessionNotFound | CorruptJournal> =>
   isSafeSessionId(id)
     ? narrow<RepairReport, StorageError | SessionLocked | SessionNotFound | CorruptJournal>(
-      attempt("repair", path.join(path.resolve(options.root), id), () => repairAsync(resolve(options), id, caps)),
+      Effect.flatMap(resolveWith(options), (r) =>
+        attempt("repair", path.join(r.ctx.root, id), () => repairAsync(r, id, caps))),
       ["StorageError", "SessionLocked", "SessionNotFound", "CorruptJournal"],
       "repair"
     )

@@ -3,6 +3,7 @@
  * the one place a failed call becomes a `StorageError`.
  */
 import type { Stats } from "node:fs"
+import type * as Clock from "effect/Clock"
 import * as fsp from "node:fs/promises"
 import { CorruptJournal, StorageError } from "@session-journal/core"
 
@@ -65,11 +66,13 @@ export const DIR_MODE = 0o700
 export const FILE_MODE = 0o600
 
 /**
- * What the primitives need: the filesystem, the journal root (absolute), the uid
- * that must own everything (null where the platform has none), and the bounds.
+ * What the primitives need: the filesystem, the clock (lock records and repair
+ * entries carry times), the journal root (absolute), the uid that must own
+ * everything (null where the platform has none), and the bounds.
  */
 export interface Context {
   readonly fs: Fs
+  readonly clock: Clock.Clock
   readonly root: string
   readonly uid: number | null
   readonly maxFileBytes: number

@@ -1,6 +1,7 @@
 /**
  * Atomic replacement of a file, and the side files that keep damaged bytes aside.
  */
+import { randomBytes } from "node:crypto"
 import * as path from "node:path"
 import { StorageError } from "@session-journal/core"
 import { call, codeOf, type Context } from "./base.ts"
@@ -14,7 +15,7 @@ export const TEMP_PREFIX = ".tmp-"
 
 /** A unique temporary name in `dir` for a file that will become `name`. */
 export const tempName = (dir: string, name: string): string =>
-  path.join(dir, `${TEMP_PREFIX}${name}-${process.pid}-${Date.now().toString(36)}-${(tempCounter++).toString(36)}`)
+  path.join(dir, `${TEMP_PREFIX}${name}-${process.pid}-${randomBytes(4).toString("hex")}-${(tempCounter++).toString(36)}`)
 
 /**
  * Atomic replace: writes `bytes` to a fresh temp file (O_CREAT|O_EXCL|O_NOFOLLOW,
