@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import {
+  Checkpoint,
   Entry,
   JournalState,
   Persistence,
@@ -472,7 +473,7 @@ const checkpoint = Command.make("checkpoint", { id: sessionId }, (a) =>
           reason: `${stopped.reason}: ${stopped.detail} (run repair first)`
         })
       }
-      yield* handle.checkpoint(loaded.state)
+      yield* handle.checkpoint(Checkpoint.encode(loaded.state))
       const head = JournalState.head(loaded.state)
       if (json) return yield* Output.json({ id: a.id, next_sequence: loaded.state.next_sequence, head })
       yield* Output.write(`checkpoint of ${a.id} written at sequence ${loaded.state.next_sequence} (head ${head})\n`)

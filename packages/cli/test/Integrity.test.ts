@@ -30,15 +30,18 @@ const call = (i: number) => ({
  * checkpoint covers every entry: the state a cut tail hides behind.
  */
 const seed = async (dir: string, id: string, count: number, options?: { readonly coverAll?: boolean }) => {
-  const layer = SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: dir, segmentBytes: 4096 })))
+  const layer = SessionJournal.layer({ checkpointMinBytes: 4096 }).pipe(Layer.provide(NodePersistence.layer({ root: dir })))
   const cpNext = () => {
     const file = path.join(dir, id, "checkpoint.json")
     return fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, "utf8")) as { next_sequence: number }).next_sequence : -1
   }
   return Effect.runPromise(Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
+    // The service stores a due checkpoint after it answers the append: closing the
+    // session waits for it.
+    const settled = Effect.andThen(journal.close(id), Effect.sync(cpNext))
     let n = 0
-    for (; n < count || (options?.coverAll === true && cpNext() !== n); n++) {
+    for (; n < count || (options?.coverAll === true && (yield* settled) !== n); n++) {
       if (n % 5 === 4) yield* journal.append(id, "message", { role: "user", text: `turn ${n}` })
       else yield* journal.record(id, call(n))
     }
@@ -374,8 +377,8 @@ describe("repair never sets aside records that verify", () => {
 describe("retention", () => {
   it("a session written with retention is missing history to verify, unless SESSION_JOURNAL_RETENTION=1 says so", async () => {
     const dir = tempDir()
-    const layer = SessionJournal.layer().pipe(
-      Layer.provide(NodePersistence.layer({ root: dir, segmentBytes: 2048, removeCheckpointedSegments: true }))
+    const layer = SessionJournal.layer({ checkpointMinBytes: 2048 }).pipe(
+      Layer.provide(NodePersistence.layer({ root: dir, removeCheckpointedSegments: true }))
     )
     await Effect.runPromise(Effect.gen(function*() {
       const journal = yield* SessionJournal.SessionJournal

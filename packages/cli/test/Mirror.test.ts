@@ -356,4 +356,43 @@ describe("session-journal mirror", () => {
     fs.unlinkSync(path.join(house, "lock"))
     assert.deepStrictEqual(snapshot(dest), held)
   }, 60_000)
+
+  it.runIf(fs.existsSync("/proc/self/stat"))("a lock held by a zombie is a dead run's: the next run takes it over", async () => {
+    const dir = tempDir()
+    const dest = path.join(tempDir(), "backup")
+    assert.strictEqual((await run(recordArgs(dir, "z1"))).code, 0)
+    assert.strictEqual((await mirror(dir, dest)).code, 0)
+    // A child that exits and is never reaped (its parent became `sleep`): a zombie.
+    const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 600"], { stdio: ["ignore", "pipe", "ignore"] })
+    const closed = new Promise<void>((resolve) => parent.once("close", () => resolve()))
+    try {
+      const zombie = await new Promise<number>((resolve, reject) => {
+        parent.stdout.once("data", (b: Buffer) => resolve(Number(b.toString().trim())))
+        parent.once("error", reject)
+      })
+      const state = () => {
+        try {
+          const stat = fs.readFileSync(`/proc/${zombie}/stat`, "utf8")
+          return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0]
+        } catch {
+          return null
+        }
+      }
+      while (state() !== "Z") await new Promise((resolve) => setTimeout(resolve, 10))
+      const house = path.join(dest, ".mirror")
+      fs.writeFileSync(
+        path.join(house, "lock"),
+        JSON.stringify({ pid: zombie, host: (await import("node:os")).hostname(), start: null, token: "z", acquired_at: 0 }) + "\n",
+        { mode: 0o600 }
+      )
+      assert.strictEqual((await run(recordArgs(dir, "z1", "write_file"))).code, 0)
+      const r = await mirror(dir, dest)
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.sessions.get("z1")!.outcome, "extended")
+      assert.deepStrictEqual(fs.readdirSync(house), [])
+    } finally {
+      parent.kill("SIGKILL")
+      await closed
+    }
+  }, 60_000)
 })

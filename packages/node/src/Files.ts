@@ -11,6 +11,7 @@
  *
  * @since 0.1.0
  */
+import * as Clock from "effect/Clock"
 import { constants } from "node:fs"
 import * as path from "node:path"
 import { StorageError } from "@session-journal/core"
@@ -38,8 +39,9 @@ export type FileHandle = FileOps.FileHandle
  *
  * @since 0.1.0
  */
-export const context = (root: string): Context => ({
+export const context = (root: string, clock: Clock.Clock = Clock.Clock.defaultValue()): Context => ({
   fs: FileOps.nodeFs,
+  clock,
   root: path.resolve(root),
   uid: typeof process.getuid === "function" ? process.getuid() : null,
   maxFileBytes: FileOps.MAX_FILE_BYTES,

@@ -22,10 +22,11 @@
  */
 import { SessionLocked, StorageError } from "@session-journal/core"
 import type { Stats } from "node:fs"
-import { readFileSync, readlinkSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as FileOps from "./internal/fileOps.ts"
+import * as Process from "./internal/process.ts"
+import { ownBoot, ownPidns, ownStart, validPid } from "./internal/process.ts"
 
 /**
  * Name of the lock file inside a session directory.
@@ -76,55 +77,16 @@ export interface Held {
  *
  * @since 0.1.0
  */
-export const processStat = (pid: number): { readonly start: string; readonly state: string } | null => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    const state = fields[0]
-    const start = fields[19]
-    return state === undefined || start === undefined ? null : { start, state }
-  } catch {
-    return null
-  }
-}
-
-const ownStart = processStat(process.pid)?.start ?? null
-
-const readOr = (read: () => string): string | null => {
-  try {
-    return read().trim()
-  } catch {
-    return null
-  }
-}
-
-// Pids, start times and zombies mean something only within one boot and one pid
-// namespace: a holder of another boot is gone, one in another namespace (another
-// container with the same host name) cannot be checked from here.
-const ownBoot = readOr(() => readFileSync("/proc/sys/kernel/random/boot_id", "utf8"))
-const ownPidns = readOr(() => readlinkSync("/proc/self/ns/pid"))
-const procAvailable = processStat(process.pid) !== null
+export const processStat = Process.processStat
 
 /**
- * Whether a local process `pid` exists and is not a zombie. Where /proc is not
- * available, a pid that exists counts as alive.
+ * Whether a local process `pid` exists and is not a zombie (a zombie is dead).
+ * Where /proc is not available, a pid that exists counts as alive. The one
+ * liveness check of the package, also used by the command line's `mirror`.
  *
  * @since 0.1.0
  */
-export const pidAlive = (pid: number): boolean => {
-  if (!validPid(pid)) return false
-  try {
-    process.kill(pid, 0)
-  } catch (e) {
-    if (FileOps.codeOf(e) === "ESRCH") return false
-    // EPERM: a process of another user owns the pid; it exists.
-  }
-  const stat = processStat(pid)
-  if (stat === null) return !procAvailable
-  return stat.state !== "Z" && stat.state !== "X"
-}
-
-const validPid = (pid: unknown): pid is number => typeof pid === "number" && Number.isSafeInteger(pid) && pid > 0 && pid < 2 ** 31
+export const pidAlive = Process.pidAlive
 
 // Tokens of the lock records this process uses: held locks, and acquisitions in
 // progress (their takeover claim carries the same record, and must count as live
@@ -294,8 +256,8 @@ export const acquire = async (ctx: FileOps.Context, dir: string, id: string): Pr
     start: ownStart,
     boot: ownBoot,
     pidns: ownPidns,
-    token: `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`,
-    acquired_at: Date.now()
+    token: `${ctx.clock.currentTimeMillisUnsafe().toString(36)}-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`,
+    acquired_at: ctx.clock.currentTimeMillisUnsafe()
   }
   const tmp = path.join(dir, `${LOCK_FILE}${FileOps.TEMP_PREFIX}${process.pid}-${record.token}`)
   heldTokens.add(record.token)

@@ -10,22 +10,24 @@
  * @since 0.1.0
  */
 import {
-  CorruptJournal,
+  type CorruptJournal,
   Entry,
-  IntegrityViolation,
-  InvalidSessionId,
   JournalState,
   Persistence,
-  SequenceConflict,
-  SessionLocked,
+  type SequenceConflict,
+  type SessionLocked,
   SessionNotFound,
   StorageError
 } from "@session-journal/core"
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as path from "node:path"
+import * as Adapter from "./internal/adapter.ts"
+import { attempt, invalidId, type Known, loadOptions, lockSession, narrow, resolveWith } from "./internal/adapter.ts"
 import * as FileOps from "./internal/fileOps.ts"
 import * as Segment from "./internal/segment.ts"
 import * as Session from "./internal/session.ts"
@@ -40,12 +42,6 @@ export interface Options {
   /** The journal root; created (0700) when missing, its parent must exist. */
   readonly root: string
   /**
-   * Smallest size of the active segment at which a checkpoint is written and the
-   * next segment started (the threshold is max(this, checkpoint size / 4));
-   * default 256 KiB.
-   */
-  readonly segmentBytes?: number | undefined
-  /**
    * Remove segments once a checkpoint covers them (default false: every segment is
    * kept as audit history). History then starts at the oldest kept segment; the
    * checkpoint's `evicted_head` still commits to the removed entries.
@@ -57,17 +53,30 @@ export interface Options {
   readonly maxFileBytes?: number | undefined
   /** Largest segment line (default 8 MiB); a longer record is refused on append. */
   readonly maxLineBytes?: number | undefined
-  /** The filesystem calls to use (default `node:fs/promises`); tests inject failures here. */
-  readonly fs?: FileOps.Fs | undefined
 }
 
 /**
  * The filesystem calls the adapter makes; implement it (usually by wrapping
- * `nodeFs`) to inject failures in tests.
+ * `nodeFs`) to inject failures in tests, and provide it with `layerFs`.
  *
  * @since 0.1.0
  */
 export type Fs = FileOps.Fs
+
+/**
+ * The filesystem calls as a service, read by `make`, `layer`, `inspect` and
+ * `repair`; the real filesystem (`nodeFs`) unless a layer provides another.
+ *
+ * @since 0.3.0
+ */
+export const Fs: Context.Reference<Fs> = Adapter.Fs
+
+/**
+ * A layer that makes the adapter use `fs` (fault injection in tests).
+ *
+ * @since 0.3.0
+ */
+export const layerFs = (fs: Fs): Layer.Layer<never> => Layer.succeed(Fs, fs)
 
 /**
  * The real filesystem (`node:fs/promises`).
@@ -75,13 +84,6 @@ export type Fs = FileOps.Fs
  * @since 0.1.0
  */
 export const nodeFs: Fs = FileOps.nodeFs
-
-/**
- * Smallest active-segment size that makes a checkpoint due: 256 KiB.
- *
- * @since 0.1.0
- */
-export const DEFAULT_SEGMENT_BYTES = 256 * 1024
 
 /**
  * Largest segment line read or written: 8 MiB.
@@ -97,11 +99,6 @@ export const MAX_LINE_BYTES = FileOps.MAX_LINE_BYTES
  */
 export const MAX_FILE_BYTES = FileOps.MAX_FILE_BYTES
 
-const WINDOWS_NAMES = /^(?:con|prn|aux|nul|com[0-9]|lpt[0-9])$/i
-
-const invalidId = (operation: string, id: string) =>
-  new StorageError({ operation, reason: new InvalidSessionId({ id }).message, cause: new InvalidSessionId({ id }) })
-
 /**
  * Whether `id` may name a session directory: the session id pattern of DESIGN §2,
  * and none of the device names Windows reserves (so a journal copied there stays
@@ -109,47 +106,7 @@ const invalidId = (operation: string, id: string) =>
  *
  * @since 0.1.0
  */
-export const isSafeSessionId = (id: unknown): id is string => Entry.isSessionId(id) && !WINDOWS_NAMES.test(id)
-
-interface Resolved {
-  readonly ctx: FileOps.Context
-  readonly segmentBytes: number
-  readonly removeCheckpointedSegments: boolean
-  readonly pollMillis: number
-}
-
-const resolve = (options: Options): Resolved => ({
-  ctx: {
-    fs: options.fs ?? FileOps.nodeFs,
-    root: path.resolve(options.root),
-    uid: typeof process.getuid === "function" ? process.getuid() : null,
-    maxFileBytes: options.maxFileBytes ?? FileOps.MAX_FILE_BYTES,
-    maxLineBytes: options.maxLineBytes ?? FileOps.MAX_LINE_BYTES
-  },
-  segmentBytes: options.segmentBytes ?? DEFAULT_SEGMENT_BYTES,
-  removeCheckpointedSegments: options.removeCheckpointedSegments ?? false,
-  pollMillis: options.pollMillis ?? 50
-})
-
-type Known = StorageError | CorruptJournal | SessionLocked | SessionNotFound | SequenceConflict | IntegrityViolation
-
-const isKnown = (e: unknown): e is Known =>
-  e instanceof StorageError || e instanceof CorruptJournal || e instanceof SessionLocked ||
-  e instanceof SessionNotFound || e instanceof SequenceConflict || e instanceof IntegrityViolation
-
-// The edge between the async primitives and the error channel: typed failures
-// pass through, anything else becomes a StorageError naming the operation.
-const attempt = <A>(operation: string, where: string, f: () => Promise<A>): Effect.Effect<A, Known> =>
-  Effect.tryPromise({
-    try: f,
-    catch: (cause) => isKnown(cause) ? cause : new StorageError({ operation, path: where, cause })
-  })
-
-const narrow = <A, E extends Known>(effect: Effect.Effect<A, Known>, keep: ReadonlyArray<Known["_tag"]>, operation: string) =>
-  Effect.catch(effect, (e): Effect.Effect<never, E> =>
-    keep.includes(e._tag)
-      ? Effect.fail(e as E)
-      : Effect.fail((e instanceof StorageError ? e : new StorageError({ operation, reason: e.message, cause: e })) as E))
+export const isSafeSessionId = Adapter.isSafeSessionId
 
 const ensureRoot = async (ctx: FileOps.Context): Promise<void> => {
   await FileOps.ensureDir(ctx, ctx.root, path.dirname(ctx.root))
@@ -169,36 +126,6 @@ const removeTree = async (ctx: FileOps.Context, dir: string): Promise<void> => {
 }
 
 /**
- * Takes the lock of a session for maintenance or writing: confines the root,
- * creates the session directory when asked, takes the lock and clears temp files
- * left by dead writers.
- */
-const lockSession = async (r: Resolved, id: string, create: boolean): Promise<Lock.Held | null> => {
-  const dir = path.join(r.ctx.root, id)
-  await FileOps.checkDir(r.ctx, r.ctx.root)
-  if (create) await FileOps.ensureDir(r.ctx, dir, r.ctx.root)
-  else if (!(await FileOps.confineSessionDir(r.ctx, dir))) return null
-  const held = await Lock.acquire(r.ctx, dir, id)
-  try {
-    const names = await FileOps.listDir(r.ctx, dir)
-    for (const n of names) {
-      if (n.startsWith(FileOps.TEMP_PREFIX)) await FileOps.unlinkIfExists(r.ctx, path.join(dir, n))
-    }
-    await Lock.clearStaleTemps(r.ctx, dir, names)
-  } catch (e) {
-    await held.release().catch(() => undefined)
-    throw e
-  }
-  return held
-}
-
-const loadOptions = (
-  r: Resolved,
-  caps: JournalState.Caps | undefined,
-  mode: Session.LoadOptions["mode"]
-): Session.LoadOptions => ({ caps, segmentBytes: r.segmentBytes, mode, retention: r.removeCheckpointedSegments })
-
-/**
  * Builds the adapter: checks (or creates) the root, then serves the port. Fails
  * with `StorageError` when the root is unusable (a symlink, foreign-owned,
  * group/other-writable).
@@ -207,45 +134,47 @@ const loadOptions = (
  */
 export const make = (options: Options): Effect.Effect<Persistence.Persistence["Service"], StorageError> =>
   Effect.gen(function*() {
-    const r = resolve(options)
+    const r = yield* resolveWith(options)
     const ctx = r.ctx
     yield* narrow<void, StorageError>(attempt("open root", ctx.root, () => ensureRoot(ctx)), [], "open root")
     const dirOf = (id: string) => path.join(ctx.root, id)
 
-    const open = (id: string, openOptions: Persistence.OpenOptions) =>
+    const loadTags: ReadonlyArray<Known["_tag"]> = ["StorageError", "CorruptJournal", "IntegrityViolation"]
+
+    const readHandle = (id: string, caps: JournalState.Caps | undefined): Persistence.ReadHandle => {
+      const dir = dirOf(id)
+      return {
+        id,
+        load: narrow<Persistence.Loaded, Persistence.LoadError>(
+          attempt("load", dir, async () => (await Session.load(ctx, dir, id, loadOptions(r, caps, "load"))).loaded),
+          loadTags,
+          "load"
+        ),
+        verify: narrow<Persistence.Loaded, Persistence.LoadError>(
+          attempt("verify", dir, async () => (await Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))).loaded),
+          loadTags,
+          "verify"
+        )
+      }
+    }
+
+    const openRead = (id: string, caps: JournalState.Caps | undefined): Effect.Effect<Persistence.ReadHandle, StorageError> =>
+      isSafeSessionId(id) ? Effect.succeed(readHandle(id, caps)) : Effect.fail(invalidId("open", id))
+
+    const openWrite = (
+      id: string,
+      caps: JournalState.Caps | undefined
+    ): Effect.Effect<Persistence.WriteHandle, StorageError | SessionLocked, Scope.Scope> =>
       Effect.gen(function*() {
         if (!isSafeSessionId(id)) return yield* invalidId("open", id)
         const dir = dirOf(id)
-        const verify = narrow<Persistence.Loaded, Persistence.LoadError>(
-          attempt("verify", dir, async () => (await Session.load(ctx, dir, id, loadOptions(r, openOptions.caps, "verify"))).loaded),
-          ["StorageError", "CorruptJournal", "IntegrityViolation"],
-          "verify"
-        )
-        if (openOptions.mode === "read") {
-          const handle: Persistence.SessionHandle = {
-            id,
-            load: narrow<Persistence.Loaded, Persistence.LoadError>(
-              attempt("load", dir, async () => (await Session.load(ctx, dir, id, loadOptions(r, openOptions.caps, "load"))).loaded),
-              ["StorageError", "CorruptJournal", "IntegrityViolation"],
-              "load"
-            ),
-            verify,
-            append: () => Effect.fail(new StorageError({ operation: "append", path: dir, reason: "the session is open for reading" })),
-            checkpoint: () =>
-              Effect.fail(new StorageError({ operation: "checkpoint", path: dir, reason: "the session is open for reading" }))
-          }
-          return handle
-        }
-        const writer = yield* Effect.acquireRelease(
+        const { writer } = yield* Effect.acquireRelease(
           narrow<{ held: Lock.Held; writer: Session.Writer }, StorageError | SessionLocked>(
             attempt("open", dir, async () => {
               const held = (await lockSession(r, id, true))!
               return {
                 held,
-                writer: new Session.Writer(ctx, dir, id, openOptions.caps, {
-                  segmentBytes: r.segmentBytes,
-                  removeCheckpointedSegments: r.removeCheckpointedSegments
-                })
+                writer: new Session.Writer(ctx, dir, id, caps, { removeCheckpointedSegments: r.removeCheckpointedSegments })
               }
             }),
             ["StorageError", "SessionLocked"],
@@ -257,25 +186,27 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
               await held.release().catch(() => undefined)
             })
         )
-        const handle: Persistence.SessionHandle = {
+        const handle: Persistence.WriteHandle = {
           id,
           load: narrow<Persistence.Loaded, Persistence.LoadError>(
-            attempt("load", dir, async () => (await writer.writer.load()).loaded),
-            ["StorageError", "CorruptJournal", "IntegrityViolation"],
+            attempt("load", dir, async () => (await writer.load()).loaded),
+            loadTags,
             "load"
           ),
-          verify,
-          append: (batch) =>
-            narrow<void, StorageError | SequenceConflict>(
-              attempt("append", dir, () => writer.writer.append(batch)),
+          verify: readHandle(id, caps).verify,
+          append: (request) =>
+            narrow<Persistence.Appended, StorageError | SequenceConflict>(
+              attempt("append", dir, () => writer.append(request)),
               ["StorageError", "SequenceConflict"],
               "append"
             ),
-          checkpoint: (state) =>
-            narrow<void, StorageError>(attempt("checkpoint", dir, () => writer.writer.checkpoint(state)), [], "checkpoint")
+          checkpoint: (document) =>
+            narrow<number, StorageError>(attempt("checkpoint", dir, () => writer.checkpoint(document)), [], "checkpoint")
         }
         return handle
       })
+
+    const open = Persistence.makeOpen({ read: openRead, write: openWrite })
 
     const readerFor = async (id: string, from: number): Promise<Session.Reader> => {
       const dir = dirOf(id)
@@ -419,310 +350,44 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
 export const layer = (options: Options): Layer.Layer<Persistence.Persistence, StorageError> =>
   Layer.effect(Persistence.Persistence, make(options))
 
-/**
- * Integrity of one segment file, as `inspect` found it.
- *
- * @since 0.1.0
- */
-export type SegmentReport = Session.SegmentReport
+export {
+  /**
+   * Checks a session without changing it and without the lock (see the maintenance module).
+   *
+   * @since 0.1.0
+   */
+  inspect,
+  /**
+   * Kind of the entry every repair appends.
+   *
+   * @since 0.1.0
+   */
+  RECOVERY_KIND,
+  /**
+   * Makes a damaged session writable again without deleting a byte (see the maintenance module).
+   *
+   * @since 0.1.0
+   */
+  repair
+} from "./internal/maintenance.ts"
 
-/**
- * What `inspect` found: the recovery report of a verify (the whole history
- * replayed from its start, the checkpoint compared field by field with the
- * replay), the checkpoint's status, every segment's integrity, files set aside by
- * earlier repairs, and the lock holder. `ok` is false when anything other than a
- * torn tail is wrong.
- *
- * @since 0.1.0
- */
-export interface InspectReport {
-  readonly id: string
-  readonly ok: boolean
-  readonly recovery: Persistence.RecoveryReport
-  readonly nextSequence: number
-  readonly head: string
-  readonly checkpoint:
-    | { readonly status: "missing" }
-    | { readonly status: "broken"; readonly detail: string }
-    | { readonly status: "ok" | "mismatch"; readonly nextSequence: number; readonly detail: string | null }
-  readonly segments: ReadonlyArray<SegmentReport>
-  readonly setAside: ReadonlyArray<string>
-  readonly lock: null | { readonly holder: string; readonly alive: boolean }
-}
-
-const inspectAsync = async (r: Resolved, id: string, caps: JournalState.Caps | undefined): Promise<InspectReport> => {
-  const ctx = r.ctx
-  const dir = path.join(ctx.root, id)
-  if (!(await FileOps.confineSessionDir(ctx, dir))) throw new SessionNotFound({ id })
-  const files = await Session.listing(ctx, dir)
-  if (files.segments.length === 0 && !files.hasCheckpoint) throw new SessionNotFound({ id })
-  const verified = await Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
-  const recovery = verified.loaded.recovery
-  const stopped = recovery.stopped
-  const cp = verified.checkpoint
-  const checkpoint: InspectReport["checkpoint"] = !files.hasCheckpoint
-    ? { status: "missing" }
-    : cp === null
-    ? { status: "broken", detail: verified.brokenCheckpoint ?? "checkpoint unusable" }
-    : stopped !== null && (stopped.reason === "checkpoint" || stopped.reason === "missing")
-    ? { status: "mismatch", nextSequence: cp.next_sequence, detail: stopped.detail }
-    : { status: "ok", nextSequence: cp.next_sequence, detail: null }
-  const lockInfo = await Lock.inspect(ctx, dir)
-  return {
-    id,
-    ok: stopped === null && checkpoint.status !== "broken",
-    recovery,
-    nextSequence: verified.loaded.state.next_sequence,
-    head: JournalState.head(verified.loaded.state),
-    checkpoint,
-    segments: verified.segments,
-    setAside: files.names.filter((n) => n.includes(".damaged-")).sort(),
-    lock: lockInfo === null
-      ? null
-      : {
-        holder: lockInfo.problem ?? (lockInfo.record === null ? "unreadable lock file" : Lock.describe(lockInfo.record)),
-        alive: lockInfo.alive
-      }
-  }
-}
-
-/**
- * Checks a session without changing it and without the lock (safe next to a
- * running writer): the load's recovery report, the checkpoint, and every segment's
- * integrity from the oldest entry. For the command line's `verify`: it should fail
- * when `ok` is false.
- *
- * `caps` (default: 4096 each, as in `JournalState.empty`) matter only when the
- * session's checkpoint is missing or broken, because a session's caps live only
- * in its checkpoint (the segment format carries none): a session created with
- * non-default caps must be opened with the same caps when its checkpoint has to
- * be rebuilt. Other caps evict differently, so the replayed head differs, and with
- * `entry_cap: 0` (every `prev_hash` is ZERO_HASH) the links do not verify at all.
- *
- * @since 0.1.0
- */
-export const inspect = (
-  options: Options,
-  id: string,
-  caps?: JournalState.Caps | undefined
-): Effect.Effect<InspectReport, StorageError | SessionNotFound> =>
-  isSafeSessionId(id)
-    ? narrow<InspectReport, StorageError | SessionNotFound>(
-      attempt("inspect", path.join(path.resolve(options.root), id), () => inspectAsync(resolve(options), id, caps)),
-      ["StorageError", "SessionNotFound"],
-      "inspect"
-    )
-    : Effect.fail(invalidId("inspect", id))
-
-/**
- * What `repair` did.
- *
- * @since 0.1.0
- */
-export interface RepairReport {
-  readonly id: string
-  /** The recovery report before the repair (a verify of the whole history). */
-  readonly before: Persistence.RecoveryReport
-  /** The recovery report after it (`stopped` is null when the session is writable). */
-  readonly after: Persistence.RecoveryReport
-  /** Files created or renamed to keep the damaged bytes (in the session directory). */
-  readonly setAside: ReadonlyArray<string>
-  /** Segments cut back to their valid prefix, with the new length. */
-  readonly truncated: ReadonlyArray<{ readonly segment: string; readonly length: number }>
-  /** Whether the checkpoint was rebuilt from the records (the old one, if any, is set aside). */
-  readonly checkpointRebuilt: boolean
-  /** Sequences that the session held or claimed and no longer holds, if any. */
-  readonly lost: null | { readonly from: number; readonly to: number }
-  /** The exported head the session claimed before the repair. */
-  readonly previousHead: string
-  /** The `recovery` entry appended to the chain, saying what was done (null when nothing was). */
-  readonly entry: Entry.Entry | null
-  /** Sequence the next entry will get. */
-  readonly nextSequence: number
-}
-
-/** Kind of the entry every repair appends. */
-export const RECOVERY_KIND = "recovery"
-
-const repairAsync = async (r: Resolved, id: string, caps: JournalState.Caps | undefined): Promise<RepairReport> => {
-  const ctx = r.ctx
-  const dir = path.join(ctx.root, id)
-  const held = await lockSession(r, id, false)
-  if (held === null) throw new SessionNotFound({ id })
-  try {
-    const setAside: Array<string> = []
-    const truncated: Array<{ segment: string; length: number }> = []
-    const before = await Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
-    const claimed = await Session.load(ctx, dir, id, loadOptions(r, caps, "load"))
-    const previousHead = JournalState.head(claimed.loaded.state)
-    const claimedNext = Math.max(claimed.loaded.state.next_sequence, before.checkpoint?.next_sequence ?? 0)
-    // The records carry their own proof; the checkpoint is only a claim about them.
-    // So the cut is decided by the records alone, and the checkpoint is then
-    // checked against what remains.
-    // The caps live only in the checkpoint, which may be the forged part: the records
-    // are replayed under every candidate (the checkpoint's, the given ones, the
-    // defaults, entry_cap 0) and the caps under which they verify furthest are used.
-    let checkpointCaps = true
-    const recordsOnly = (): Session.LoadOptions => ({ ...loadOptions(r, caps, "verify"), ignoreCheckpoint: true, checkpointCaps })
-    let records = await Session.load(ctx, dir, id, recordsOnly())
-    for (const candidate of [caps, {}, { entry_cap: 0 }]) {
-      if (records.loaded.recovery.stopped === null) break
-      const tried = await Session.load(ctx, dir, id, { ...loadOptions(r, candidate, "verify"), ignoreCheckpoint: true, checkpointCaps: false })
-      if (tried.storedNext > records.storedNext) {
-        records = tried
-        caps = candidate
-        checkpointCaps = false
-      }
-    }
-    let fullHistory = (records.listing.segments[0]?.base ?? 0) === 0
-    // A damaged line that is no entry (a garbled meta or open record, inserted
-    // garbage) is set aside alone when the records after it still continue the
-    // chain: the entries that verify stay where they are.
-    for (let round = 0; fullHistory && round < 64; round++) {
-      const stop = records.loaded.recovery.stopped
-      if (stop === null || stop.reason !== "corruption") break
-      const kept = await Session.dropLineIfChainContinues(ctx, dir, stop.segment, stop.offset, async () => {
-        const again = await Session.load(ctx, dir, id, recordsOnly())
-        return again.storedNext > records.storedNext || again.loaded.recovery.stopped === null
-      })
-      if (kept === null) break
-      setAside.push(kept)
-      records = await Session.load(ctx, dir, id, recordsOnly())
-      fullHistory = (records.listing.segments[0]?.base ?? 0) === 0
-    }
-    const problem = fullHistory
-      ? records.loaded.recovery.stopped
-      : claimed.loaded.recovery.stopped !== null && claimed.loaded.recovery.stopped.reason !== "missing" &&
-          claimed.loaded.recovery.stopped.reason !== "checkpoint"
-      ? claimed.loaded.recovery.stopped
-      : null
-    const torn = (fullHistory ? records : claimed).loaded.recovery.tornTail
-    const cut = problem ?? (torn === null ? null : { segment: torn.segment, offset: torn.offset, sequence: null })
-    let lostFrom: number | null = null
-    let seenNext = records.storedNext
-    for (const s of records.segments) if (s.lastSequence !== null) seenNext = Math.max(seenNext, s.lastSequence + 1)
-    if (cut !== null) {
-      const name = path.basename(cut.segment)
-      const base = Segment.parseName(name)
-      if (base !== null && cut.segment === path.join(dir, name)) {
-        if (problem !== null) lostFrom = problem.sequence ?? records.storedNext
-        // How far the bytes set aside reached, for the report of what is lost.
-        for (const s of records.listing.segments) {
-          if (s.base < base) continue
-          const highest = await Session.highestSequence(ctx, path.join(dir, s.name), s.base === base ? cut.offset : 0)
-          if (highest !== null) seenNext = Math.max(seenNext, highest + 1)
-        }
-        if (cut.offset === 0) setAside.push(await Session.moveAside(ctx, dir, name))
-        else {
-          setAside.push(await FileOps.copyAside(ctx, dir, name, cut.offset))
-          const fh = await FileOps.openWrite(ctx, cut.segment)
-          try {
-            await FileOps.call("ftruncate", cut.segment, () => fh.truncate(cut.offset))
-            await FileOps.call("fdatasync", cut.segment, () => fh.datasync())
-          } finally {
-            await FileOps.close(fh)
-          }
-          truncated.push({ segment: name, length: cut.offset })
-        }
-        // Everything after the damaged point is past the valid prefix: keep it aside.
-        for (const s of records.listing.segments) {
-          if (s.base > base) setAside.push(await Session.moveAside(ctx, dir, s.name))
-        }
-      }
-    }
-    let checkpointRebuilt = false
-    if (fullHistory) {
-      const remaining = await Session.load(ctx, dir, id, recordsOnly())
-      const check = await Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
-      const state = remaining.loaded.state
-      if (
-        remaining.loaded.recovery.stopped === null && check.listing.hasCheckpoint &&
-        (check.loaded.recovery.stopped !== null || check.checkpoint === null)
-      ) {
-        // The records verify and the checkpoint disagrees with them (or is broken):
-        // the checkpoint is what is wrong. Keep it aside, write the truth. (A missing
-        // checkpoint is no damage: every load rebuilds it from the records.)
-        setAside.push(await Session.moveAside(ctx, dir, Session.CHECKPOINT_FILE))
-        await Session.writeCheckpointFile(ctx, dir, state)
-        checkpointRebuilt = true
-        if (claimedNext > state.next_sequence) lostFrom ??= state.next_sequence
-      }
-    }
-    const lostTo = Math.max(claimedNext, seenNext) - 1
-    const lost = lostFrom !== null && lostTo >= lostFrom ? { from: lostFrom, to: lostTo } : null
-    let entry: Entry.Entry | null = null
-    if (setAside.length > 0 || truncated.length > 0 || checkpointRebuilt) {
-      // The chain tells its own history: what was set aside or lost, and the head
-      // the session claimed before.
-      const writer = new Session.Writer(ctx, dir, id, caps, {
-        segmentBytes: r.segmentBytes,
-        removeCheckpointedSegments: r.removeCheckpointedSegments
-      })
-      try {
-        const loaded = (await writer.load()).loaded
-        if (loaded.recovery.stopped === null) {
-          const problemText = problem === null
-            ? torn !== null ? "torn tail" : "checkpoint disagrees with the stored records"
-            : `${problem.reason}: ${problem.detail}`
-          entry = JournalState.nextOther(loaded.state, Math.floor(Date.now() / 1000), RECOVERY_KIND, {
-            problem: problemText,
-            set_aside: setAside,
-            truncated: truncated.map((t) => ({ segment: t.segment, length: t.length })),
-            checkpoint_rebuilt: checkpointRebuilt,
-            lost,
-            previous_head: previousHead,
-            previous_next_sequence: claimedNext
-          })
-          await writer.append({ entries: [entry], state: JournalState.fold(loaded.state, entry) })
-        }
-      } finally {
-        await writer.close()
-      }
-    }
-    const after = await Session.load(ctx, dir, id, loadOptions(r, caps, "load"))
-    return {
-      id,
-      before: before.loaded.recovery,
-      after: after.loaded.recovery,
-      setAside,
-      truncated,
-      checkpointRebuilt,
-      lost,
-      previousHead,
-      entry,
-      nextSequence: after.loaded.state.next_sequence
-    }
-  } finally {
-    await held.release().catch(() => undefined)
-  }
-}
-
-/**
- * Makes a damaged session writable again without deleting a byte: takes the
- * session's lock (fails with `SessionLocked` while a writer runs), copies the bytes
- * from the point where the valid prefix ends into `<segment>.damaged-<offset>` and
- * cuts the segment back to that prefix, renames every later segment and a broken
- * checkpoint to `<name>.damaged-0`, and reloads. Entries past the damage are not
- * lost (they stay in the side files) but are no longer part of the session. For
- * the command line's `repair`.
- *
- * `caps` (default: 4096 each) are used when the checkpoint is missing or broken
- * and the session is replayed from its segments: a session created with
- * non-default caps must be opened with the same caps when its checkpoint has to
- * be rebuilt. With the wrong caps an `entry_cap: 0` session's links do not verify,
- * and `repair` would set valid entries aside as damage.
- *
- * @since 0.1.0
- */
-export const repair = (
-  options: Options,
-  id: string,
-  caps?: JournalState.Caps | undefined
-): Effect.Effect<RepairReport, StorageError | SessionLocked | SessionNotFound | CorruptJournal> =>
-  isSafeSessionId(id)
-    ? narrow<RepairReport, StorageError | SessionLocked | SessionNotFound | CorruptJournal>(
-      attempt("repair", path.join(path.resolve(options.root), id), () => repairAsync(resolve(options), id, caps)),
-      ["StorageError", "SessionLocked", "SessionNotFound", "CorruptJournal"],
-      "repair"
-    )
-    : Effect.fail(invalidId("repair", id))
+export type {
+  /**
+   * What `inspect` found.
+   *
+   * @since 0.1.0
+   */
+  InspectReport,
+  /**
+   * What `repair` did.
+   *
+   * @since 0.1.0
+   */
+  RepairReport,
+  /**
+   * Integrity of one segment file, as `inspect` found it.
+   *
+   * @since 0.1.0
+   */
+  SegmentReport
+} from "./internal/maintenance.ts"

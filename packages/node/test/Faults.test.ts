@@ -108,7 +108,7 @@ describe("fault injection", () => {
         return { acked, errors }
       })
     const layerFor = (inj: Injector) =>
-      SessionJournal.layer().pipe(Layer.provideMerge(NodePersistence.layer({ root, fs: inj.fs, segmentBytes: 1024 })))
+      SessionJournal.layer({ checkpointMinBytes: 1024 }).pipe(Layer.provideMerge(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(inj.fs)))))
     let start = 0
     await Effect.runPromise(Effect.provide(workload(probe, "probe", () => { start = probe.calls }), layerFor(probe)))
     const span = probe.calls - start

@@ -9,18 +9,20 @@ import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { describe, expect, it } from "vitest"
 import { SessionLocked, StorageError } from "@session-journal/core"
 import { Lock, NodePersistence } from "../src/index.ts"
 import * as FileOps from "../src/internal/fileOps.ts"
-import { appendChain, chain, JournalState, loadRead, run, tempDir, withWriter } from "./helpers.ts"
+import { appendChain, chain, JournalState, loadRead, requestOf, run, tempDir, withWriter } from "./helpers.ts"
 
 const SEG0 = "00000000000000000000.jsonl"
 const MiB = 1024 * 1024
 
 const context = (root: string, fsImpl: FileOps.Fs = FileOps.nodeFs): FileOps.Context => ({
   fs: fsImpl,
+  clock: Clock.Clock.defaultValue(),
   root,
   uid: typeof process.getuid === "function" ? process.getuid() : null,
   maxFileBytes: FileOps.MAX_FILE_BYTES,
@@ -192,7 +194,7 @@ describe("LineReader and zero-filled tails", () => {
       Effect.gen(function*() {
         const l = yield* h.load
         const c = chain(l.state, 1)
-        yield* h.append({ entries: c.entries, state: c.state })
+        yield* h.append(requestOf(l.state, c.entries))
       })))
     const aside = path.join(root, "z", `${SEG0}.damaged-${size}`)
     expect(fs.statSync(aside).size).toBe(20 * MiB)

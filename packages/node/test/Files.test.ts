@@ -30,7 +30,7 @@ const write = (root: string, id: string, n: number) =>
       for (let i = 0; i < n; i += 10) out.push(...(yield* journal.writeAll(id, items.slice(i, i + 10))))
       return out
     }).pipe(
-      Effect.provide(SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root, segmentBytes: 4096 })))),
+      Effect.provide(SessionJournal.layer({ checkpointMinBytes: 4096 }).pipe(Layer.provide(NodePersistence.layer({ root })))),
       Effect.scoped
     )
   )

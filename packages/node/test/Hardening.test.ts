@@ -4,7 +4,7 @@
  * group-writable directories are refused, modes are exact under any umask, and
  * reads are bounded.
  */
-import { JournalState } from "@session-journal/core"
+import { Checkpoint, JournalState } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Stream from "effect/Stream"
@@ -67,7 +67,7 @@ describe("symlink matrix", () => {
         Effect.gen(function*() {
           const l = yield* h.load
           yield* appendChain(h, l.state, 2)
-          yield* h.checkpoint(l.state)
+          yield* h.checkpoint(Checkpoint.encode(l.state))
         })))
       expect(failureTag(exit), name).toBe("StorageError")
     }

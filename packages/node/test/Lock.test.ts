@@ -3,6 +3,7 @@
  * stale lock, with the interleaving forced through an injected filesystem (real
  * files; only the timing of one call is held back).
  */
+import * as Clock from "effect/Clock"
 import { SessionLocked } from "@session-journal/core"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -13,6 +14,7 @@ import { tempDir } from "./helpers.ts"
 
 const context = (root: string, fsImpl: NodePersistence.Fs) => ({
   fs: fsImpl,
+  clock: Clock.Clock.defaultValue(),
   root,
   uid: typeof process.getuid === "function" ? process.getuid() : null,
   maxFileBytes: NodePersistence.MAX_FILE_BYTES,

@@ -8,4 +8,3 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "sj-contract-"))
 fs.chmodSync(tmp, 0o700)
 
 suite("node", NodePersistence.layer({ root: path.join(tmp, "journal") }))
-suite("node, small segments", NodePersistence.layer({ root: path.join(tmp, "small"), segmentBytes: 512 }))

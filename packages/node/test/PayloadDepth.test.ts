@@ -20,11 +20,11 @@ import { loadRead, run, runExit, tempDir } from "./helpers.ts"
 const LIMIT = Entry.MAX_PAYLOAD_DEPTH
 const SEG0 = "00000000000000000000.jsonl"
 
-/** Runs `f` with the adapter at `root`; a segment size of 1 makes a checkpoint due after every append. */
+/** Runs `f` with the adapter at `root`. */
 const withAdapter = <A, E>(root: string, f: (p: Persistence.Persistence["Service"]) => Effect.Effect<A, E>) =>
   Effect.runPromise(
     Effect.scoped(Persistence.Persistence.use(f)).pipe(
-      Effect.provide(Layer.fresh(NodePersistence.layer({ root, segmentBytes: 1 })))
+      Effect.provide(Layer.fresh(NodePersistence.layer({ root })))
     ) as Effect.Effect<A, unknown>
   )
 
@@ -41,7 +41,7 @@ describe("payload depth on the filesystem", () => {
         { _tag: "append", kind: "message", payload: nest(LIMIT, -0) }
       ])))
     expect(accepted.length).toBe(2)
-    // The deep entry went through a checkpoint (a segment size of 1 makes one due).
+    // The deep entry went through a checkpoint (`writeAndReread` makes one due after every append).
     const dir = path.join(root, "edge")
     const checkpoint = JSON.parse(fs.readFileSync(path.join(dir, "checkpoint.json"), "utf8"))
     expect(checkpoint.next_sequence).toBeGreaterThanOrEqual(1)
@@ -75,7 +75,7 @@ describe("payload depth on the filesystem", () => {
       const root = tempDir("depth-stored")
       await withAdapter(root, (p) =>
         Effect.scoped(Effect.gen(function*() {
-          const j = yield* SessionJournal.make().pipe(Effect.provideService(Persistence.Persistence, p))
+          const j = yield* SessionJournal.make({ checkpointMinBytes: 1 }).pipe(Effect.provideService(Persistence.Persistence, p))
           yield* j.append(id, "message", deepArray(LIMIT))
           yield* j.append(id, "message", "after")
         })))
@@ -98,7 +98,7 @@ describe("payload depth on the filesystem", () => {
       // The service never dies on it either, nor claims the entry verified.
       const verify = await withAdapter(root, (p) =>
         Effect.scoped(Effect.gen(function*() {
-          const j = yield* SessionJournal.make().pipe(Effect.provideService(Persistence.Persistence, p))
+          const j = yield* SessionJournal.make({ checkpointMinBytes: 1 }).pipe(Effect.provideService(Persistence.Persistence, p))
           return yield* Effect.exit(j.verify(id))
         })))
       if (Exit.isFailure(verify)) expect(verify.cause.reasons.some((r) => r._tag === "Die")).toBe(false)
@@ -131,7 +131,7 @@ describe("payload depth on the filesystem", () => {
       const { root, dir } = await seed("meta")
       await withAdapter(root, (p) =>
         Effect.scoped(Effect.gen(function*() {
-          const j = yield* SessionJournal.make().pipe(Effect.provideService(Persistence.Persistence, p))
+          const j = yield* SessionJournal.make({ checkpointMinBytes: 1 }).pipe(Effect.provideService(Persistence.Persistence, p))
           yield* j.setMeta("meta", { data: deepArray(LIMIT) })
         })))
       const segs = fs.readdirSync(dir).filter((n) => n.endsWith(".jsonl")).sort()

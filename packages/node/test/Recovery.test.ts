@@ -8,9 +8,9 @@ import * as Exit from "effect/Exit"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { Persistence } from "@session-journal/core"
+import { Checkpoint, Persistence } from "@session-journal/core"
 import { NodePersistence } from "../src/index.ts"
-import { appendChain, chain, historyOf, JournalState, loadRead, run, tempDir, withWriter } from "./helpers.ts"
+import { appendChain, chain, checkpointing, historyOf, JournalState, loadRead, requestOf, run, tempDir, withWriter } from "./helpers.ts"
 
 const SEG0 = "00000000000000000000.jsonl"
 
@@ -44,7 +44,7 @@ const reopenAndContinue = async (root: string, id: string, expectedNext: number,
     Effect.gen(function*() {
       const l = yield* h.load
       const c = chain(l.state, 1)
-      yield* h.append({ entries: c.entries, state: c.state })
+      yield* h.append(requestOf(l.state, c.entries))
       return l
     })))
   expect(loaded.state.next_sequence).toBe(expectedNext)
@@ -65,7 +65,7 @@ const appendOne = (root: string, id: string) =>
     Effect.gen(function*() {
       const l = yield* h.load
       const c = chain(l.state, 1)
-      yield* h.append({ entries: c.entries, state: c.state })
+      yield* h.append(requestOf(l.state, c.entries))
     }))))
 
 describe("torn tails", () => {
@@ -191,12 +191,13 @@ describe("corruption", () => {
   it("a missing or broken checkpoint is rebuilt from the segments, and the broken one is kept", async () => {
     const root = tempDir("rebuild")
     const id = "cp"
-    const final = await run({ root, segmentBytes: 1024 }, withWriter(id, (h) =>
+    const final = await run({ root }, withWriter(id, (h) =>
       Effect.gen(function*() {
+        const append = checkpointing(1024)
         let s = JournalState.empty(id, { entry_cap: 16 })
-        for (let i = 0; i < 20; i++) s = (yield* appendChain(h, s, 5)).state
+        for (let i = 0; i < 20; i++) s = (yield* append(h, s, 5)).state
         return s
-      })))
+      }), { entry_cap: 16 }))
     const dir = path.join(root, id)
     expect(fs.readdirSync(dir).filter((n) => n.endsWith(".jsonl")).length).toBeGreaterThan(2)
     fs.writeFileSync(path.join(dir, "checkpoint.json"), "{\"v\":1,")
@@ -222,16 +223,16 @@ describe("corruption", () => {
   it("a crash between a checkpoint and the next segment is harmless", async () => {
     const root = tempDir("between")
     const id = "roll"
-    const c = await run({ root, segmentBytes: 1024 }, withWriter(id, (h) => appendChain(h, JournalState.empty(id), 30)))
+    const c = await run({ root }, withWriter(id, (h) => checkpointing(1024)(h, JournalState.empty(id), 30)))
     const dir = path.join(root, id)
     // Simulate the crash: the checkpoint covers everything, no new segment exists.
     const segs = fs.readdirSync(dir).filter((n) => n.endsWith(".jsonl")).sort()
     fs.writeFileSync(path.join(dir, "checkpoint.json"), JSON.stringify((await import("@session-journal/core")).Checkpoint.encode(c.state)))
-    const more = await run({ root, segmentBytes: 1024 }, withWriter(id, (h) =>
+    const more = await run({ root }, withWriter(id, (h) =>
       Effect.gen(function*() {
         const l = yield* h.load
         expect(l.state.next_sequence).toBe(30)
-        return yield* appendChain(h, l.state, 3)
+        return yield* checkpointing(1024)(h, l.state, 3)
       })))
     const all = await run({ root }, historyOf(id))
     expect(all.length).toBe(33)
@@ -242,13 +243,14 @@ describe("corruption", () => {
   it("retention removes checkpointed segments; history starts later, state and head are unchanged", async () => {
     const root = tempDir("retain")
     const id = "r"
-    const options = { root, segmentBytes: 1024, removeCheckpointedSegments: true }
+    const options = { root, removeCheckpointedSegments: true }
     const final = await run(options, withWriter(id, (h) =>
       Effect.gen(function*() {
+        const append = checkpointing(1024)
         let s = JournalState.empty(id, { entry_cap: 8 })
-        for (let i = 0; i < 30; i++) s = (yield* appendChain(h, s, 3)).state
+        for (let i = 0; i < 30; i++) s = (yield* append(h, s, 3)).state
         return s
-      })))
+      }), { entry_cap: 8 }))
     const segs = fs.readdirSync(path.join(root, id)).filter((n) => n.endsWith(".jsonl"))
     expect(segs.length).toBe(1)
     const loaded = await run(options, loadRead(id))
@@ -316,13 +318,13 @@ describe("checkpoint claims written through a handle", () => {
       Effect.gen(function*() {
         const l = yield* h.load
         const a = chain(l.state, 4)
-        yield* h.append({ entries: a.entries, state: a.state })
+        yield* h.append(requestOf(l.state, a.entries))
         const b = chain(a.state, 4)
-        yield* h.append({ entries: b.entries, state: b.state })
-        yield* h.checkpoint(b.state)
-        const older = yield* Effect.exit(h.checkpoint(a.state))
+        yield* h.append(requestOf(a.state, b.entries))
+        yield* h.checkpoint(Checkpoint.encode(b.state))
+        const older = yield* Effect.exit(h.checkpoint(Checkpoint.encode(a.state)))
         const other = chain(JournalState.empty("c"), 8, 1_700_000_000).state
-        const foreign = yield* Effect.exit(h.checkpoint(other))
+        const foreign = yield* Effect.exit(h.checkpoint(Checkpoint.encode(other)))
         return { older, foreign }
       })))
     expect(Exit.isFailure(refused.older)).toBe(true)

@@ -2,10 +2,10 @@
  * Shared pieces of the adapter's tests: temp roots, running an effect against a
  * layer, building chained entries, and spawning the fixture processes.
  */
-import { Entry, JournalState, Persistence } from "@session-journal/core"
-import { chain } from "@session-journal/core/test/PersistenceContract"
+import { Checkpoint, Entry, JournalState, Persistence } from "@session-journal/core"
+import { chain, requestOf } from "@session-journal/core/test/PersistenceContract"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
+import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -25,21 +25,32 @@ export const tempDir = (prefix: string, memory = false): string => {
   return dir
 }
 
+/** The adapter's options, and the filesystem calls to inject (`NodePersistence.layerFs`). */
+export type Options = NodePersistence.Options & { readonly fs?: NodePersistence.Fs | undefined }
+
+/** The adapter as a layer, on `options.fs` when given. */
+export const adapter = ({ fs, ...options }: Options) =>
+  fs === undefined ? NodePersistence.layer(options) : NodePersistence.layer(options).pipe(Layer.provide(NodePersistence.layerFs(fs)))
+
 /** Runs an effect that needs `Persistence` on the filesystem adapter at `root`. */
 export const run = <A, E>(
-  options: NodePersistence.Options,
+  options: Options,
   effect: Effect.Effect<A, E, Persistence.Persistence>
-): Promise<A> => Effect.runPromise(Effect.provide(effect, NodePersistence.layer(options) as Layer.Layer<Persistence.Persistence, unknown>) as Effect.Effect<A, unknown>)
+): Promise<A> => Effect.runPromise(Effect.provide(effect, adapter(options) as Layer.Layer<Persistence.Persistence, unknown>) as Effect.Effect<A, unknown>)
 
 /** Like `run`, but resolves to the exit's failure or success. */
-export const runExit = <A, E>(options: NodePersistence.Options, effect: Effect.Effect<A, E, Persistence.Persistence>) =>
-  Effect.runPromise(Effect.exit(Effect.provide(effect, NodePersistence.layer(options))))
+export const runExit = <A, E>(options: Options, effect: Effect.Effect<A, E, Persistence.Persistence>) =>
+  Effect.runPromise(Effect.exit(Effect.provide(effect, adapter(options))))
 
-/** Opens `id` for writing and runs `f` with the handle. */
-export const withWriter = <A, E>(id: string, f: (h: Persistence.SessionHandle) => Effect.Effect<A, E>) =>
+/** Opens `id` for writing (with `caps` for a new session) and runs `f` with the handle. */
+export const withWriter = <A, E>(
+  id: string,
+  f: (h: Persistence.WriteHandle) => Effect.Effect<A, E>,
+  caps?: JournalState.Caps
+) =>
   Effect.scoped(Effect.gen(function*() {
     const p = yield* Persistence.Persistence
-    const h = yield* p.open(id, { mode: "write" })
+    const h = yield* p.open(id, { mode: "write", caps })
     return yield* f(h)
   }))
 
@@ -52,18 +63,39 @@ export const loadRead = (id: string) =>
   }))
 
 /** Appends `count` chained entries after `state`. */
-export const appendChain = (h: Persistence.SessionHandle, state: JournalState.JournalState, count: number) =>
+export const appendChain = (h: Persistence.WriteHandle, state: JournalState.JournalState, count: number) =>
   Effect.gen(function*() {
     const c = chain(state, count)
-    yield* h.append({ entries: c.entries, state: c.state })
+    yield* h.append(requestOf(state, c.entries))
     return c
   })
+
+/**
+ * The service's checkpoint policy for tests that drive a handle themselves: each
+ * call appends `count` chained entries in one batch and stores a checkpoint when
+ * `Checkpoint.due` says so with `minBytes` (as `SessionJournal` with
+ * `checkpointMinBytes: minBytes` would). Segments roll at those checkpoints.
+ */
+export const checkpointing = (minBytes: number) => {
+  let since = 0
+  let size = 0
+  return (h: Persistence.WriteHandle, state: JournalState.JournalState, count: number) =>
+    Effect.gen(function*() {
+      const c = chain(state, count)
+      since += (yield* h.append(requestOf(state, c.entries))).bytes
+      if (Checkpoint.due(since, size, minBytes)) {
+        size = yield* h.checkpoint(Checkpoint.encode(c.state))
+        since = 0
+      }
+      return c
+    })
+}
 
 /** All stored entries of `id`. */
 export const historyOf = (id: string) =>
   Persistence.Persistence.use((p) => Stream.runCollect(p.history(id)))
 
-export { chain, Entry, JournalState }
+export { chain, Entry, JournalState, requestOf }
 
 /** Files of a session directory whose names mark them as temp files. */
 export const tempFiles = (dir: string): Array<string> =>

@@ -1,0 +1,121 @@
+/**
+ * What the filesystem adapter and its maintenance functions share: resolved
+ * options, session id checks, the edge between the async primitives and the
+ * error channel, and taking a session's lock.
+ */
+import {
+  CorruptJournal,
+  Entry,
+  IntegrityViolation,
+  InvalidSessionId,
+  type JournalState,
+  SequenceConflict,
+  SessionLocked,
+  SessionNotFound,
+  StorageError
+} from "@session-journal/core"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as path from "node:path"
+import type { Options } from "../NodePersistence.ts"
+import * as Lock from "../Lock.ts"
+import * as FileOps from "./fileOps.ts"
+import type * as Session from "./session.ts"
+
+const WINDOWS_NAMES = /^(?:con|prn|aux|nul|com[0-9]|lpt[0-9])$/i
+
+export const invalidId = (operation: string, id: string) =>
+  new StorageError({ operation, reason: new InvalidSessionId({ id }).message, cause: new InvalidSessionId({ id }) })
+
+/**
+ * Whether `id` may name a session directory: the session id pattern of DESIGN §2,
+ * and none of the device names Windows reserves (so a journal copied there stays
+ * readable).
+ *
+ * @since 0.1.0
+ */
+export const isSafeSessionId = (id: unknown): id is string => Entry.isSessionId(id) && !WINDOWS_NAMES.test(id)
+
+export interface Resolved {
+  readonly ctx: FileOps.Context
+  readonly removeCheckpointedSegments: boolean
+  readonly pollMillis: number
+}
+
+/**
+ * The filesystem calls the adapter makes, as a service with the real filesystem
+ * as its default: fault injection provides another one.
+ */
+export const Fs: Context.Reference<FileOps.Fs> = Context.Reference<FileOps.Fs>("@session-journal/node/Fs", {
+  defaultValue: () => FileOps.nodeFs
+})
+
+/** Resolves the options with the filesystem and clock of the environment. */
+export const resolveWith = (options: Options): Effect.Effect<Resolved> =>
+  Effect.gen(function*() {
+    return resolve(options, yield* Fs, yield* Clock.Clock)
+  })
+
+export const resolve = (options: Options, fs: FileOps.Fs, clock: Clock.Clock): Resolved => ({
+  ctx: {
+    fs,
+    clock,
+    root: path.resolve(options.root),
+    uid: typeof process.getuid === "function" ? process.getuid() : null,
+    maxFileBytes: options.maxFileBytes ?? FileOps.MAX_FILE_BYTES,
+    maxLineBytes: options.maxLineBytes ?? FileOps.MAX_LINE_BYTES
+  },
+  removeCheckpointedSegments: options.removeCheckpointedSegments ?? false,
+  pollMillis: options.pollMillis ?? 50
+})
+
+export type Known = StorageError | CorruptJournal | SessionLocked | SessionNotFound | SequenceConflict | IntegrityViolation
+
+const isKnown = (e: unknown): e is Known =>
+  e instanceof StorageError || e instanceof CorruptJournal || e instanceof SessionLocked ||
+  e instanceof SessionNotFound || e instanceof SequenceConflict || e instanceof IntegrityViolation
+
+// The edge between the async primitives and the error channel: typed failures
+// pass through, anything else becomes a StorageError naming the operation.
+export const attempt = <A>(operation: string, where: string, f: () => Promise<A>): Effect.Effect<A, Known> =>
+  Effect.tryPromise({
+    try: f,
+    catch: (cause) => isKnown(cause) ? cause : new StorageError({ operation, path: where, cause })
+  })
+
+export const narrow = <A, E extends Known>(effect: Effect.Effect<A, Known>, keep: ReadonlyArray<Known["_tag"]>, operation: string) =>
+  Effect.catch(effect, (e): Effect.Effect<never, E> =>
+    keep.includes(e._tag)
+      ? Effect.fail(e as E)
+      : Effect.fail((e instanceof StorageError ? e : new StorageError({ operation, reason: e.message, cause: e })) as E))
+
+/**
+ * Takes the lock of a session for maintenance or writing: confines the root,
+ * creates the session directory when asked, takes the lock and clears temp files
+ * left by dead writers.
+ */
+export const lockSession = async (r: Resolved, id: string, create: boolean): Promise<Lock.Held | null> => {
+  const dir = path.join(r.ctx.root, id)
+  await FileOps.checkDir(r.ctx, r.ctx.root)
+  if (create) await FileOps.ensureDir(r.ctx, dir, r.ctx.root)
+  else if (!(await FileOps.confineSessionDir(r.ctx, dir))) return null
+  const held = await Lock.acquire(r.ctx, dir, id)
+  try {
+    const names = await FileOps.listDir(r.ctx, dir)
+    for (const n of names) {
+      if (n.startsWith(FileOps.TEMP_PREFIX)) await FileOps.unlinkIfExists(r.ctx, path.join(dir, n))
+    }
+    await Lock.clearStaleTemps(r.ctx, dir, names)
+  } catch (e) {
+    await held.release().catch(() => undefined)
+    throw e
+  }
+  return held
+}
+
+export const loadOptions = (
+  r: Resolved,
+  caps: JournalState.Caps | undefined,
+  mode: Session.LoadOptions["mode"]
+): Session.LoadOptions => ({ caps, mode, retention: r.removeCheckpointedSegments })

@@ -1,0 +1,96 @@
+/**
+ * The filesystem the primitives run on (`Fs`, `nodeFs`), their context and bounds, and
+ * the one place a failed call becomes a `StorageError`.
+ */
+import type { Stats } from "node:fs"
+import type * as Clock from "effect/Clock"
+import * as fsp from "node:fs/promises"
+import { CorruptJournal, StorageError } from "@session-journal/core"
+
+/**
+ * The calls made on an open file. `node:fs/promises`' `FileHandle` satisfies it.
+ */
+export interface FileHandle {
+  readonly fd: number
+  read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ readonly bytesRead: number }>
+  write(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ readonly bytesWritten: number }>
+  datasync(): Promise<void>
+  sync(): Promise<void>
+  stat(): Promise<Stats>
+  chmod(mode: number): Promise<void>
+  truncate(length: number): Promise<void>
+  close(): Promise<void>
+}
+
+/**
+ * The filesystem calls the adapter makes. The default is `node:fs/promises`; tests
+ * wrap it to inject failures (real files, only the failure is made up).
+ */
+export interface Fs {
+  open(path: string, flags: number, mode?: number): Promise<FileHandle>
+  lstat(path: string): Promise<Stats>
+  mkdir(path: string, mode: number): Promise<void>
+  readdir(path: string): Promise<Array<string>>
+  rename(from: string, to: string): Promise<void>
+  link(existing: string, newPath: string): Promise<void>
+  unlink(path: string): Promise<void>
+  rmdir(path: string): Promise<void>
+}
+
+/**
+ * The real filesystem.
+ */
+export const nodeFs: Fs = {
+  open: (p, flags, mode) => fsp.open(p, flags, mode),
+  lstat: (p) => fsp.lstat(p),
+  mkdir: async (p, mode) => {
+    await fsp.mkdir(p, { mode })
+  },
+  readdir: (p) => fsp.readdir(p),
+  rename: (a, b) => fsp.rename(a, b),
+  link: (a, b) => fsp.link(a, b),
+  unlink: (p) => fsp.unlink(p),
+  rmdir: (p) => fsp.rmdir(p)
+}
+
+/** Largest file the adapter reads (DESIGN §6): 1 GiB. */
+export const MAX_FILE_BYTES = 1024 * 1024 * 1024
+
+/** Largest line of a segment: 8 MiB. Longer entries are refused on append. */
+export const MAX_LINE_BYTES = 8 * 1024 * 1024
+
+/** Mode of every directory the adapter creates, whatever the umask. */
+export const DIR_MODE = 0o700
+
+/** Mode of every file the adapter creates, whatever the umask. */
+export const FILE_MODE = 0o600
+
+/**
+ * What the primitives need: the filesystem, the clock (lock records and repair
+ * entries carry times), the journal root (absolute), the uid that must own
+ * everything (null where the platform has none), and the bounds.
+ */
+export interface Context {
+  readonly fs: Fs
+  readonly clock: Clock.Clock
+  readonly root: string
+  readonly uid: number | null
+  readonly maxFileBytes: number
+  readonly maxLineBytes: number
+}
+
+/** The node error code of a failure, if it has one. */
+export const codeOf = (cause: unknown): string | undefined =>
+  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
+    ? cause.code
+    : undefined
+
+/** Runs one filesystem call, turning a failure into a `StorageError` naming it. */
+export const call = async <A>(operation: string, p: string, f: () => Promise<A>): Promise<A> => {
+  try {
+    return await f()
+  } catch (cause) {
+    if (cause instanceof StorageError || cause instanceof CorruptJournal) throw cause
+    throw new StorageError({ operation, path: p, cause })
+  }
+}
