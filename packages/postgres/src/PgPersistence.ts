@@ -3,11 +3,13 @@
  * many machines, share sessions through one database.
  *
  * Every entry is a row keyed by (session_id, sequence), so two instances can never
- * store two entries at one sequence. An append locks its session's row for the
- * length of one short transaction, checks that the batch continues exactly what is
- * stored, inserts it and notifies listeners on commit; a writer whose state is
- * behind gets `SequenceConflict`, reloads and retries (the service does that), so
- * concurrent writers interleave into one valid chain. Followers in any instance
+ * store two entries at one sequence. An append is a compare-and-append in one short
+ * transaction: it locks its session's row, compares the stored tip (entry count and
+ * newest hash) with the one the writer built on, inserts the batch and notifies
+ * listeners on commit; a writer whose state is behind gets `SequenceConflict`,
+ * storing nothing, and the service reloads and retries, so concurrent writers
+ * interleave into one valid chain. When to checkpoint is the service's decision
+ * (`Checkpoint.due`), fed with the bytes each append reports. Followers in any instance
  * learn of commits through LISTEN/NOTIFY and read the new rows themselves, so a
  * lost notification delays an entry (until the next notification or poll) but never
  * drops it.
@@ -21,8 +23,8 @@ import {
   Entry,
   JournalState,
   Persistence,
+  Chain,
   Recovery,
-  Replay,
   SequenceConflict,
   SessionLocked,
   SessionMeta,
@@ -64,8 +66,6 @@ export interface Options {
    * the same prefix.
    */
   readonly tablePrefix?: string | undefined
-  /** Store a checkpoint whenever an append crosses a multiple of this many entries (default 1024). */
-  readonly checkpointEvery?: number | undefined
   /** Rows read per query by `history` and `follow` (default 500). */
   readonly pageSize?: number | undefined
   /**
@@ -140,12 +140,6 @@ interface Loading {
   readonly damaged: Damaged | null
 }
 
-/** A state a handle saw stored, and how it was first loaded. */
-interface Cached {
-  readonly state: JournalState.JournalState
-  readonly checkpoint: Persistence.RecoveryReport["checkpoint"]
-}
-
 /**
  * A transaction kept open after a lost race: it holds the session's row lock until
  * the retry commits through it, or it is released.
@@ -154,10 +148,15 @@ interface Held {
   readonly level: SqlClient.TransactionConnection.Service
   readonly finish: Deferred.Deferred<boolean>
   readonly fiber: Fiber.Fiber<void, SqlError | HoldReleased>
-  /** An append is running on it: the release timer must leave it alone. */
+  /** An append or a reload is running on it: the release timer must leave it alone. */
   inUse: boolean
-  /** Counts the appends that used it, so a timer armed for an earlier one is void. */
+  /** Counts the uses, so a timer armed for an earlier one is void. */
   uses: number
+}
+
+/** The hold of one write handle: the transaction its last lost race left open, if any. */
+interface Slot {
+  held: Held | null
 }
 
 class HoldReleased extends Data.TaggedError("HoldReleased")<{}> {}
@@ -207,7 +206,6 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       onNone: () => Effect.fail(invalid(name, value)),
       onSome: (d) => Effect.succeed(d)
     })
-  const checkpointEvery = yield* count("checkpointEvery", options?.checkpointEvery, 1024)
   const pageSize = yield* count("pageSize", options?.pageSize, 500)
   const pollInterval = yield* duration("pollInterval", options?.pollInterval)
   const conflictHold = yield* duration("conflictHold", options?.conflictHold)
@@ -241,9 +239,6 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       })
     )
 
-  // Writers of this instance, by session: the port's single-writer guarantee within
-  // one process. Across instances writers are not excluded; the sequence key and
-  // the row lock of each append keep them from forking the chain.
   const writers = new Set<string>()
   const signals = yield* PubSub.sliding<Signal>(4096)
 
@@ -300,12 +295,15 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   // --- load
 
   // One recovery (core's) over the checkpoint row and the entry rows: load mode
-  // reads from the checkpoint's last entry on, verify mode every row.
+  // reads from the checkpoint's last entry on, verify mode every row. The bytes of
+  // the rows after the checkpoint the recovery started from, and the checkpoint's
+  // own size, let the service's checkpoint policy carry on where it stopped.
   const recoverTx = (id: string, caps: JournalState.Caps | undefined, mode: Recovery.Options["mode"]) =>
     Effect.gen(function*() {
       const [row] = yield* sql<SessionRow>`SELECT next_sequence, entry_cap, tool_counts_cap, meta
         FROM ${sessionsT} WHERE session_id = ${id}`
-      const [cp] = yield* sql<{ readonly doc: string }>`SELECT doc FROM ${checkpointsT} WHERE session_id = ${id}`
+      const [cp] = yield* sql<{ readonly doc: string; readonly bytes: bigint | number | string }>`SELECT doc,
+        octet_length(doc) AS bytes FROM ${checkpointsT} WHERE session_id = ${id}`
       if (row === undefined && cp === undefined) {
         const none: Loading = { loaded: { state: JournalState.empty(id, caps), exists: false, recovery: Persistence.cleanReport("none", 0) }, damaged: null }
         return none
@@ -316,12 +314,16 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       const recoverWith = (checkpoint: Recovery.CheckpointInput, recoverMode: Recovery.Options["mode"]) =>
         Effect.gen(function*() {
           const recovery = Recovery.make({ id, mode: recoverMode, checkpoint, caps: sessionCaps, storedCount, location })
-          const from = recoverMode === "load" && recovery.checkpoint !== null ? Math.max(0, recovery.checkpoint.next_sequence - 1) : 0
-          const rows = yield* sql<EntryRow>`SELECT sequence, entry FROM ${entriesT}
+          const after = recovery.checkpoint?.next_sequence ?? 0
+          const from = recoverMode === "load" ? Math.max(0, after - 1) : 0
+          const rows = yield* sql<EntryRow & { readonly bytes: bigint | number | string }>`SELECT sequence, entry,
+            octet_length(entry) AS bytes FROM ${entriesT}
             WHERE session_id = ${id} AND sequence >= ${from} ORDER BY sequence`
           const entries = yield* decodeRows(id, rows)
+          let since = 0
+          for (const r of rows) if (Number(r.sequence) >= after) since += Number(r.bytes)
           for (const input of Recovery.rows(location, from, entries)) if (!recovery.offer(input)) break
-          return recovery.done()
+          return { outcome: recovery.done(), since }
         })
       const checkpoint: Recovery.CheckpointInput = cp === undefined
         ? null
@@ -329,7 +331,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           onSuccess: (document): Recovery.CheckpointInput => ({ _tag: "Document", document, location: `${names.checkpoints}:${id}` }),
           onFailure: (reason): Recovery.CheckpointInput => ({ _tag: "Unreadable", reason, location: `${names.checkpoints}:${id}` })
         })
-      let outcome = yield* recoverWith(checkpoint, mode)
+      let { outcome, since } = yield* recoverWith(checkpoint, mode)
+      let checkpointBytes = cp === undefined ? 0 : Number(cp.bytes)
       let damaged: Damaged | null = null
       // Every entry is in the table, so a checkpoint row that is unusable or that the
       // rows contradict is rebuilt from sequence 0 when the rows verify by
@@ -338,12 +341,14 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       const stop = outcome.report.stopped
       if (mode === "load" && cp !== undefined && (outcome.brokenCheckpoint !== null || stop?.reason === "checkpoint")) {
         const rebuilt = yield* recoverWith(null, "verify")
-        if (rebuilt.report.stopped === null) {
+        if (rebuilt.outcome.report.stopped === null) {
           damaged = { doc: cp.doc, reason: outcome.brokenCheckpoint ?? `${stop!.reason}: ${stop!.detail}` }
-          outcome = { ...rebuilt, report: { ...rebuilt.report, checkpoint: "rebuilt" } }
+          outcome = { ...rebuilt.outcome, report: { ...rebuilt.outcome.report, checkpoint: "rebuilt" } }
+          since = rebuilt.since
+          checkpointBytes = 0
         }
       }
-      let loaded = Persistence.loaded(outcome, true)
+      let loaded: Persistence.Loaded = { ...Persistence.loaded(outcome, true), sinceCheckpointBytes: since, checkpointBytes }
       if (row?.meta != null) {
         const meta = Result.flatMap(parseJson(row.meta), (json) => Result.mapError(decodeMeta(json), (e) => e.message))
         if (Result.isFailure(meta)) {
@@ -362,70 +367,30 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       Effect.provideService(SqlClient.BeginTransaction, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     )
 
-  // A reload after a lost race only needs what was stored since the state this
-  // handle last saw: stored entries never change, and the entry just before the
-  // new ones is checked against that state's last hash, so a session deleted and
-  // recreated meanwhile is noticed. Anything unexpected falls back to a full load.
-  const loadSinceTx = (id: string, cached: Cached) =>
-    Effect.gen(function*() {
-      const [row] = yield* sql<SessionRow>`SELECT next_sequence, entry_cap, tool_counts_cap, meta
-        FROM ${sessionsT} WHERE session_id = ${id}`
-      if (row === undefined || Number(row.next_sequence) < cached.state.next_sequence) return null
-      const start = cached.state.next_sequence
-      const rows = yield* sql<EntryRow & { readonly entry_hash: string }>`SELECT sequence, entry_hash, entry
-        FROM ${entriesT} WHERE session_id = ${id} AND sequence >= ${Math.max(0, start - 1)} ORDER BY sequence`
-      let tail: ReadonlyArray<EntryRow> = rows
-      if (start > 0) {
-        const previous = rows[0]
-        if (previous === undefined || Number(previous.sequence) !== start - 1) return null
-        if (previous.entry_hash !== JournalState.lastHash(cached.state)) return null
-        tail = rows.slice(1)
-      }
-      const entries = yield* decodeRows(id, tail)
-      const outcome = Replay.replayAll(cached.state, entries, JournalState.entryCount(cached.state))
-      if (outcome.stopped !== null || outcome.state.next_sequence !== Number(row.next_sequence)) return null
-      let state = outcome.state
-      if (row.meta !== null) {
-        const meta = Result.flatMap(parseJson(row.meta), (json) => Result.mapError(decodeMeta(json), (e) => e.message))
-        if (Result.isFailure(meta)) return null
-        state = JournalState.applyMeta(state, meta.success)
-      }
-      const loaded: Persistence.Loaded = {
-        state,
-        exists: true,
-        recovery: Persistence.cleanReport(cached.checkpoint, outcome.replayed)
-      }
-      return loaded
-    })
-
   // Inside a held transaction the reads run on its connection: the row lock it
   // holds keeps the session still, and no second connection is needed.
   const load = (
     id: string,
     caps: JournalState.Caps | undefined,
-    cached: Cached | null,
-    held: Held | null,
-    mode: Recovery.Options["mode"] = "load"
+    mode: Recovery.Options["mode"],
+    held: Held | null
   ): Effect.Effect<Persistence.Loaded, Persistence.LoadError> =>
     Effect.gen(function*() {
-      const run = <A, E>(self: Effect.Effect<A, E>) =>
-        held === null ? repeatableRead(self) : Effect.provideService(self, sql.transactionService, held.level)
-      const since = cached === null ? null : yield* run(loadSinceTx(id, cached))
-      if (since !== null) return since
-      const { damaged, loaded } = yield* run(recoverTx(id, caps, mode))
+      const recover = recoverTx(id, caps, mode)
+      const { damaged, loaded } = yield* (held === null
+        ? repeatableRead(recover)
+        : Effect.provideService(recover, sql.transactionService, held.level))
       // The load snapshot is read-only, so the broken row is set aside after it, in
-      // one statement of its own (committed even if a held transaction is rolled
-      // back later) that moves it only if it is still the row that was read: a
-      // checkpoint written meanwhile is left alone. If the move fails the load
-      // fails, rather than leave the bytes where the next checkpoint overwrites them.
+      // one statement of its own that moves it only if it is still the row that was
+      // read: a checkpoint written meanwhile is left alone. If the move fails the
+      // load fails, rather than leave the bytes where the next checkpoint overwrites them.
       if (damaged !== null) {
-        const move = sql`WITH moved AS (
+        yield* sql`WITH moved AS (
             DELETE FROM ${checkpointsT} WHERE session_id = ${id} AND doc = ${damaged.doc}
             RETURNING session_id, next_sequence, doc, written_at
           )
           INSERT INTO ${sql(names.checkpointsDamaged)} (session_id, next_sequence, doc, written_at, reason)
           SELECT session_id, next_sequence, doc, written_at, ${damaged.reason} FROM moved`
-        yield* move
       }
       return loaded
     }).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(storageError("load", names.entries)(e))))
@@ -434,107 +399,103 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   // Stored only when it describes what is stored: the session holds at least its
   // entries, its newest retained entry is the stored one, and it is not older than
-  // the checkpoint it replaces.
-  const upsertCheckpoint = (id: string, state: JournalState.JournalState) => {
-    const doc = stringify(Checkpoint.encode(state))
-    const next = state.next_sequence
-    const matchesLast = JournalState.entryCount(state) === 0
-      ? sql`TRUE`
-      : sql`EXISTS (SELECT 1 FROM ${entriesT} WHERE session_id = ${id} AND sequence = ${next - 1}
-          AND entry_hash = ${JournalState.lastHash(state)})`
-    return sql`INSERT INTO ${checkpointsT} (session_id, next_sequence, doc)
-      SELECT ${id}, ${next}, ${doc}
-      WHERE EXISTS (SELECT 1 FROM ${sessionsT} WHERE session_id = ${id} AND next_sequence >= ${next}) AND ${matchesLast}
-      ON CONFLICT (session_id) DO UPDATE SET next_sequence = EXCLUDED.next_sequence, doc = EXCLUDED.doc, written_at = now()
-      WHERE ${checkpointsT}.next_sequence <= EXCLUDED.next_sequence`
-  }
+  // the checkpoint it replaces. The same statement gives the session row the
+  // exported head when the checkpoint ends where the session does (filling in rows
+  // written before that column existed).
+  const checkpoint = (id: string, document: Checkpoint.CheckpointJson): Effect.Effect<number, StorageError> =>
+    Effect.gen(function*() {
+      const doc = stringify(document)
+      const next = document.next_sequence
+      const last = document.entries[document.entries.length - 1]
+      const head = Chain.exportedHead(document.evicted_head, last?.entry_hash)
+      const matchesLast = last === undefined
+        ? sql`TRUE`
+        : sql`EXISTS (SELECT 1 FROM ${entriesT} WHERE session_id = ${id} AND sequence = ${next - 1}
+            AND entry_hash = ${last.entry_hash})`
+      const sessionAtEnd = last === undefined ? sql`TRUE` : sql`head = ${last.entry_hash}`
+      const stored = yield* sql<{ readonly bytes: bigint | number | string }>`WITH stored AS (
+          INSERT INTO ${checkpointsT} (session_id, next_sequence, doc)
+          SELECT ${id}, ${next}, ${doc}
+          WHERE EXISTS (SELECT 1 FROM ${sessionsT} WHERE session_id = ${id} AND next_sequence >= ${next}) AND ${matchesLast}
+          ON CONFLICT (session_id) DO UPDATE SET next_sequence = EXCLUDED.next_sequence, doc = EXCLUDED.doc, written_at = now()
+          WHERE ${checkpointsT}.next_sequence <= EXCLUDED.next_sequence
+          RETURNING octet_length(doc) AS bytes
+        ), exported AS (
+          UPDATE ${sessionsT} SET exported_head = ${head}
+          WHERE session_id = ${id} AND next_sequence = ${next} AND ${sessionAtEnd} AND EXISTS (SELECT 1 FROM stored)
+        )
+        SELECT bytes FROM stored`
+      const [row] = stored
+      if (row !== undefined) return Number(row.bytes)
+      return yield* refused(id, document)
+    }).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(storageError("checkpoint", names.checkpoints)(e))))
 
-  // The exported head a state gives the session row, when the state ends where the
-  // session does: it fills in rows written before the column existed.
-  const updateExportedHead = (id: string, state: JournalState.JournalState) => {
-    const matchesLast = JournalState.entryCount(state) === 0 ? sql`TRUE` : sql`head = ${JournalState.lastHash(state)}`
-    return sql`UPDATE ${sessionsT} SET exported_head = ${JournalState.head(state)}
-      WHERE session_id = ${id} AND next_sequence = ${state.next_sequence} AND ${matchesLast}`
-  }
-
-  const checkpoint = (id: string, state: JournalState.JournalState): Effect.Effect<void, StorageError> =>
-    Effect.asVoid(Effect.andThen(upsertCheckpoint(id, state), updateExportedHead(id, state))).pipe(
-      Effect.catchTag("SqlError", (e) => Effect.fail(storageError("checkpoint", names.checkpoints)(e)))
-    )
+  // Why a checkpoint was refused, as far as storage can tell now.
+  const refused = (id: string, document: Checkpoint.CheckpointJson) =>
+    Effect.gen(function*() {
+      const next = document.next_sequence
+      const [row] = yield* sql<{
+        readonly stored: bigint | number | string | null
+        readonly checkpointed: bigint | number | string | null
+      }>`SELECT (SELECT next_sequence FROM ${sessionsT} WHERE session_id = ${id}) AS stored,
+          (SELECT next_sequence FROM ${checkpointsT} WHERE session_id = ${id}) AS checkpointed`
+      const stored = row?.stored == null ? 0 : Number(row.stored)
+      const checkpointed = row?.checkpointed == null ? null : Number(row.checkpointed)
+      const reason = next > stored
+        ? `checkpoint (next ${next}) is ahead of storage (${stored} entries)`
+        : checkpointed !== null && next < checkpointed
+        ? `checkpoint (next ${next}) is older than the stored one (next ${checkpointed})`
+        : `checkpoint ends with entry ${next - 1}, which storage holds with another hash`
+      return yield* new StorageError({ operation: "checkpoint", path: `${names.checkpoints}:${id}`, reason })
+    })
 
   // --- append
 
-  const appendTx = (id: string, batch: Persistence.AppendBatch) =>
+  // The compare-and-append, inside one transaction: stores the batch only if the
+  // stored tip is `request.after`.
+  const appendTx = (id: string, caps: JournalState.Caps | undefined, request: Persistence.AppendRequest) =>
     Effect.gen(function*() {
+      const initial = JournalState.empty(id, caps)
       // Creates the session row if needed and locks it until commit: appends to one
       // session are serialized across every instance, and the row says exactly
       // what is stored.
       const [row] = yield* sql<LockedRow>`INSERT INTO ${sessionsT} (session_id, head, entry_cap, tool_counts_cap)
-        VALUES (${id}, ${Entry.ZERO_HASH}, ${batch.state.entry_cap}, ${batch.state.tool_counts_cap})
+        VALUES (${id}, ${Entry.ZERO_HASH}, ${initial.entry_cap}, ${initial.tool_counts_cap})
         ON CONFLICT (session_id) DO UPDATE SET session_id = EXCLUDED.session_id
         RETURNING next_sequence, head, meta_updated_at`
       const stored = Number(row!.next_sequence)
-      const overlap: Array<Entry.Entry> = []
-      const fresh: Array<Entry.Entry> = []
-      for (const entry of batch.entries) {
-        if (fresh.length === 0 && entry.sequence < stored) overlap.push(entry)
-        else if (entry.sequence === stored + fresh.length) fresh.push(entry)
-        else return yield* new SequenceConflict({ id, sequence: entry.sequence })
-      }
-      if (overlap.length > 0) {
-        const existing = yield* sql<{ readonly sequence: bigint; readonly entry_hash: string }>`SELECT sequence, entry_hash
-          FROM ${entriesT} WHERE session_id = ${id} AND sequence = ANY(${overlap.map((e) => String(e.sequence))}::int8[])`
-        const hashes = new Map(existing.map((r) => [Number(r.sequence), r.entry_hash]))
-        for (const entry of overlap) {
-          if (hashes.get(entry.sequence) !== entry.entry_hash) {
-            return yield* new SequenceConflict({ id, sequence: entry.sequence })
-          }
-        }
-      }
-      const first = fresh[0]
-      // A session deleted and recreated by another instance can end at the same
-      // sequence with a different head; linking to the old head would fork it.
-      if (first !== undefined && stored > 0 && batch.state.entry_cap > 0 && first.prev_hash !== row!.head) {
-        return yield* new SequenceConflict({ id, sequence: first.sequence })
+      const conflict = new SequenceConflict({ id, sequence: request.after.sequence })
+      if (!Persistence.tipMatches(request.after, stored, row!.head)) return yield* conflict
+      for (const [i, entry] of request.entries.entries()) {
+        if (entry.sequence !== stored + i) return yield* conflict
       }
       const storedMetaAt = row!.meta_updated_at === null ? null : Number(row!.meta_updated_at)
-      const meta = batch.meta !== undefined && (storedMetaAt === null || batch.meta.updated_at >= storedMetaAt)
-        ? batch.meta
+      const meta = request.meta !== undefined && (storedMetaAt === null || request.meta.updated_at >= storedMetaAt)
+        ? request.meta
         : undefined
       const setMeta = meta === undefined
         ? sql``
         : sql`, meta = ${stringify(encodeMeta(meta))}, meta_updated_at = ${meta.updated_at}`
-      if (first === undefined) {
-        if (meta !== undefined) {
-          yield* sql`UPDATE ${sessionsT} SET updated_at = now() ${setMeta} WHERE session_id = ${id}`
-        }
-        return { next: stored, notify: false }
+      const last = request.entries[request.entries.length - 1]
+      if (last === undefined) {
+        yield* sql`UPDATE ${sessionsT} SET exported_head = ${request.head}, updated_at = now() ${setMeta} WHERE session_id = ${id}`
+        return { bytes: 0, notify: null }
       }
-      const next = stored + fresh.length
-      const last = fresh[fresh.length - 1]!
-      // The batch's state gives the exported head only if it ends with what is now
-      // stored; otherwise the head is not known (NULL) until the next checkpoint.
-      const exportedHead = batch.state.next_sequence === next &&
-          (JournalState.entryCount(batch.state) === 0 || JournalState.lastHash(batch.state) === last.entry_hash)
-        ? JournalState.head(batch.state)
-        : null
+      const next = stored + request.entries.length
       // Insert, advance the session row and notify in one statement; PostgreSQL
       // delivers the notification only if the transaction commits.
-      yield* sql`WITH inserted AS (
+      const [appended] = yield* sql<{ readonly bytes: bigint | number | string }>`WITH inserted AS (
           INSERT INTO ${entriesT} (session_id, sequence, entry_hash, entry)
           SELECT ${id}, t.s, t.h, t.e
-          FROM unnest(${fresh.map((e) => String(e.sequence))}::int8[], ${fresh.map((e) => e.entry_hash)}::text[],
-            ${fresh.map((e) => stringify(Entry.encode(e)))}::text[]) AS t(s, h, e)
+          FROM unnest(${request.entries.map((e) => String(e.sequence))}::int8[], ${request.entries.map((e) => e.entry_hash)}::text[],
+            ${request.entries.map((e) => stringify(Entry.encode(e)))}::text[]) AS t(s, h, e)
           RETURNING octet_length(entry) AS n
-        )
-        UPDATE ${sessionsT} SET next_sequence = ${next}, head = ${last.entry_hash}, exported_head = ${exportedHead},
-          entry_bytes = entry_bytes + (SELECT coalesce(sum(n), 0) FROM inserted), updated_at = now() ${setMeta}
+        ), total AS (SELECT coalesce(sum(n), 0)::int8 AS bytes FROM inserted)
+        UPDATE ${sessionsT} SET next_sequence = ${next}, head = ${last.entry_hash}, exported_head = ${request.head},
+          entry_bytes = entry_bytes + (SELECT bytes FROM total), updated_at = now() ${setMeta}
         WHERE session_id = ${id}
-        RETURNING pg_notify(${names.channel}, ${`${id} ${next}`})`
-      if (batch.state.next_sequence === next && Math.floor(stored / checkpointEvery) !== Math.floor(next / checkpointEvery)) {
-        yield* upsertCheckpoint(id, batch.state)
-      }
-      return { next, notify: true }
+        RETURNING (SELECT bytes FROM total) AS bytes, pg_notify(${names.channel}, ${`${id} ${next}`})`
+      return { bytes: Number(appended!.bytes), notify: next }
     })
 
   // Opens a transaction in its own fiber (in `scope`) and hands out its connection;
@@ -598,22 +559,24 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const isLive = (held: Held | null): held is Held =>
     held !== null && !Deferred.isDoneUnsafe(held.finish) && held.fiber.pollUnsafe() === undefined
 
-  // Resolves to the sequence the session ends before once the batch is stored. A
-  // lost race keeps the transaction (and the session's row lock) for the retry,
-  // which the caller makes through the same slot.
+  // The compare-and-append, committed as one transaction. A lost race keeps that
+  // transaction open (and with it the session's row lock) for the reload and the
+  // retry, which the service makes through the same handle: the retry cannot lose
+  // again, so two busy writers take turns instead of one starving the other.
   const append = (
     id: string,
-    batch: Persistence.AppendBatch,
-    slot: { held: Held | null },
+    caps: JournalState.Caps | undefined,
+    request: Persistence.AppendRequest,
+    slot: Slot,
     scope: Scope.Scope
-  ): Effect.Effect<number | null, StorageError | SequenceConflict> => {
-    if (batch.entries.length === 0 && batch.meta === undefined) return Effect.succeed(null)
+  ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> => {
+    if (request.entries.length === 0 && request.meta === undefined) return Effect.succeed({ bytes: 0 })
     return Effect.gen(function*() {
       const held = isLive(slot.held) ? slot.held : yield* openHold(scope)
       held.inUse = true
       held.uses++
       slot.held = null
-      const result = yield* Effect.result(Effect.provideService(appendTx(id, batch), sql.transactionService, held.level))
+      const result = yield* Effect.result(Effect.provideService(appendTx(id, caps, request), sql.transactionService, held.level))
       if (Result.isSuccess(result)) {
         yield* finishHold(held, true)
         return result.success
@@ -630,11 +593,11 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         // the key still settles any other writer that skips the lock.
         Effect.fail(
           e.reason._tag === "UniqueViolation"
-            ? new SequenceConflict({ id, sequence: batch.entries[0]?.sequence ?? 0 })
+            ? new SequenceConflict({ id, sequence: request.after.sequence })
             : storageError("append", names.entries)(e)
         )),
-      Effect.tap((r) => r.notify ? PubSub.publish(signals, { id, next: r.next }) : Effect.void),
-      Effect.map((r) => r.next)
+      Effect.tap((r) => r.notify !== null ? PubSub.publish(signals, { id, next: r.notify }) : Effect.void),
+      Effect.map((r): Persistence.Appended => ({ bytes: r.bytes }))
     )
   }
 
@@ -726,66 +689,54 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   // --- open, list, delete
 
-  const open = (id: string, openOptions: Persistence.OpenOptions) =>
+  const readHandle = (id: string, caps: JournalState.Caps | undefined): Persistence.ReadHandle => ({
+    id,
+    load: load(id, caps, "load", null),
+    verify: load(id, caps, "verify", null)
+  })
+
+  // Writers of this instance, by session: the port's single-writer guarantee within
+  // one process. Across instances writers are not excluded; the sequence key and
+  // the row lock of each compare-and-append keep them from forking the chain.
+  const openWrite = (id: string, caps: JournalState.Caps | undefined) =>
     Effect.gen(function*() {
-      const write = openOptions.mode === "write"
+      yield* Effect.acquireRelease(
+        Effect.suspend(() => {
+          if (writers.has(id)) return Effect.fail(new SessionLocked({ id, holder: "another writer in this process" }))
+          writers.add(id)
+          return Effect.void
+        }),
+        () => Effect.sync(() => writers.delete(id))
+      )
       const scope = yield* Effect.scope
-      const slot: { held: Held | null } = { held: null }
-      if (write) {
-        yield* Effect.acquireRelease(
-          Effect.suspend(() => {
-            if (writers.has(id)) return Effect.fail(new SessionLocked({ id, holder: "another writer in this process" }))
-            writers.add(id)
-            return Effect.void
-          }),
-          () => Effect.sync(() => writers.delete(id))
-        )
-      }
-      // The state this handle last saw stored, for cheap reloads.
-      let cached: Cached | null = null
-      const remember = (state: JournalState.JournalState, checkpoint: Persistence.RecoveryReport["checkpoint"]) => {
-        // Without a retained entry there is no hash to check continuity against.
-        cached = state.next_sequence === 0 || JournalState.entryCount(state) > 0 ? { state, checkpoint } : null
-      }
-      const handle: Persistence.SessionHandle = {
+      const slot: Slot = { held: null }
+      const handle: Persistence.WriteHandle = {
         id,
+        // The reload after a lost race runs on the held connection: the release
+        // timer must not roll it back under the reload, and restarts after it.
         load: Effect.suspend(() => {
-          // The reload after a lost race runs on the held connection: the release
-          // timer must not roll it back under the reload, and restarts after it.
           const held = isLive(slot.held) ? slot.held : null
-          if (held === null) return load(id, openOptions.caps, cached, null)
+          if (held === null) return load(id, caps, "load", null)
           held.inUse = true
           held.uses++
-          return load(id, openOptions.caps, cached, held).pipe(
+          return load(id, caps, "load", held).pipe(
             Effect.ensuring(Effect.suspend(() => {
               held.inUse = false
               return Effect.asVoid(releaseLater(held, scope))
             }))
           )
-        }).pipe(
-          Effect.tap((loaded) =>
-            Effect.sync(() => {
-              if (loaded.exists && loaded.recovery.stopped === null) remember(loaded.state, loaded.recovery.checkpoint)
-              else cached = null
-            })
-          )
-        ),
-        append: (batch) =>
-          write
-            ? append(id, batch, slot, scope).pipe(
-              Effect.tap((next) =>
-                Effect.sync(() => {
-                  if (next !== null && next === batch.state.next_sequence) remember(batch.state, cached?.checkpoint ?? "none")
-                })
-              ),
-              Effect.asVoid
-            )
-            : Effect.fail(new StorageError({ operation: "append", path: names.entries, reason: "session opened for reading" })),
-        verify: load(id, openOptions.caps, null, null, "verify"),
-        checkpoint: (state) => checkpoint(id, state)
+        }),
+        verify: load(id, caps, "verify", null),
+        append: (request) => append(id, caps, request, slot, scope),
+        checkpoint: (document) => checkpoint(id, document)
       }
       return handle
     })
+
+  const open = Persistence.makeOpen({
+    read: (id, caps) => Effect.succeed(readHandle(id, caps)),
+    write: openWrite
+  })
 
   const list = sql<ListRow>`SELECT s.session_id, s.next_sequence, s.head, s.exported_head,
       (extract(epoch FROM s.updated_at) * 1000)::int8 AS updated_ms,
