@@ -52,6 +52,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { isSqlError, type SqlError } from "effect/sql/SqlError"
 import * as Stream from "effect/Stream"
 import { stringify } from "./internal/json.ts"
+import * as Rows from "./internal/rows.ts"
 import * as Tables from "./internal/schema.ts"
 
 /**
@@ -100,33 +101,6 @@ export interface UrlOptions extends Options {
  * @since 0.1.0
  */
 export const DEFAULT_PREFIX = "session_journal_"
-
-interface LockedRow {
-  readonly next_sequence: bigint | number | string
-  readonly head: string
-  readonly meta_updated_at: bigint | number | string | null
-}
-
-interface SessionRow {
-  readonly next_sequence: bigint | number | string
-  readonly entry_cap: number
-  readonly tool_counts_cap: number
-  readonly meta: string | null
-}
-
-interface EntryRow {
-  readonly sequence: bigint | number | string
-  readonly entry: string
-}
-
-interface ListRow {
-  readonly session_id: string
-  readonly next_sequence: bigint | number | string
-  readonly head: string
-  readonly exported_head: string | null
-  readonly updated_ms: bigint | number | string | null
-  readonly bytes: bigint | number | string | null
-}
 
 /** A checkpoint row found broken and rebuilt around, to be set aside. */
 interface Damaged {
@@ -245,8 +219,23 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const corrupt = (id: string, offset: number, reason: string) =>
     new CorruptJournal({ segment: `${names.entries}:${id}`, offset, reason })
 
-  const decodeRow = (id: string, row: EntryRow): Result.Result<Entry.Entry, CorruptJournal> => {
-    const sequence = Number(row.sequence)
+  // The rows of each query, decoded by its Schema; `operation` names the caller.
+  const rowsOf = {
+    session: (operation: string) => Rows.decode(Rows.SessionRow, names.sessions, operation),
+    locked: Rows.decode(Rows.LockedRow, names.sessions, "append"),
+    entry: (operation: string) => Rows.decode(Rows.EntryRow, names.entries, operation),
+    sizedEntry: (operation: string) => Rows.decode(Rows.SizedEntryRow, names.entries, operation),
+    checkpoint: (operation: string) => Rows.decode(Rows.CheckpointRow, names.checkpoints, operation),
+    stored: Rows.decode(Rows.BytesRow, names.checkpoints, "checkpoint"),
+    appended: Rows.decode(Rows.BytesRow, names.entries, "append"),
+    ends: Rows.decode(Rows.EndsRow, names.sessions, "checkpoint"),
+    list: Rows.decode(Rows.ListRow, names.sessions, "list")
+  }
+
+  // An entry row that decodes as a row but whose JSON text is no valid entry (or
+  // another sequence's) is damage in the journal, not a storage failure.
+  const decodeRow = (id: string, row: typeof Rows.EntryRow.Type): Result.Result<Entry.Entry, CorruptJournal> => {
+    const sequence = row.sequence
     const parsed = parseJson(row.entry)
     if (Result.isFailure(parsed)) return Result.fail(corrupt(id, sequence, `unparsable entry: ${parsed.failure}`))
     const decoded = Entry.decode(parsed.success)
@@ -257,7 +246,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     return Result.succeed(decoded.success)
   }
 
-  const decodeRows = (id: string, rows: ReadonlyArray<EntryRow>) =>
+  const decodeRows = (id: string, rows: ReadonlyArray<typeof Rows.EntryRow.Type>) =>
     Effect.suspend(() => {
       const out: Array<Entry.Entry> = []
       for (const row of rows) {
@@ -279,10 +268,11 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   // A page read is idempotent (keyset from a sequence), so a connection that died
   // while idle in the pool is retried on a fresh one before anyone is told.
-  const readPage = (id: string, from: number, limit: number) =>
-    sql<EntryRow>`SELECT sequence, entry FROM ${entriesT}
+  const readPage = (id: string, from: number, limit: number, operation: string) =>
+    sql`SELECT sequence, entry FROM ${entriesT}
       WHERE session_id = ${id} AND sequence >= ${from} ORDER BY sequence LIMIT ${limit}`.pipe(
       retryLostConnection,
+      Effect.flatMap(rowsOf.entry(operation)),
       Effect.flatMap((rows) => decodeRows(id, rows))
     )
 
@@ -300,28 +290,28 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   // own size, let the service's checkpoint policy carry on where it stopped.
   const recoverTx = (id: string, caps: JournalState.Caps | undefined, mode: Recovery.Options["mode"]) =>
     Effect.gen(function*() {
-      const [row] = yield* sql<SessionRow>`SELECT next_sequence, entry_cap, tool_counts_cap, meta
-        FROM ${sessionsT} WHERE session_id = ${id}`
-      const [cp] = yield* sql<{ readonly doc: string; readonly bytes: bigint | number | string }>`SELECT doc,
-        octet_length(doc) AS bytes FROM ${checkpointsT} WHERE session_id = ${id}`
+      const operation = mode
+      const [row] = yield* sql`SELECT next_sequence, entry_cap, tool_counts_cap, meta
+        FROM ${sessionsT} WHERE session_id = ${id}`.pipe(Effect.flatMap(rowsOf.session(operation)))
+      const [cp] = yield* sql`SELECT doc, octet_length(doc) AS bytes FROM ${checkpointsT}
+        WHERE session_id = ${id}`.pipe(Effect.flatMap(rowsOf.checkpoint(operation)))
       if (row === undefined && cp === undefined) {
         const none: Loading = { loaded: { state: JournalState.empty(id, caps), exists: false, recovery: Persistence.cleanReport("none", 0) }, damaged: null }
         return none
       }
       const location = `${names.entries}:${id}`
       const sessionCaps = row === undefined ? caps : { entry_cap: row.entry_cap, tool_counts_cap: row.tool_counts_cap }
-      const storedCount = row === undefined ? undefined : Number(row.next_sequence)
+      const storedCount = row?.next_sequence
       const recoverWith = (checkpoint: Recovery.CheckpointInput, recoverMode: Recovery.Options["mode"]) =>
         Effect.gen(function*() {
           const recovery = Recovery.make({ id, mode: recoverMode, checkpoint, caps: sessionCaps, storedCount, location })
           const after = recovery.checkpoint?.next_sequence ?? 0
           const from = recoverMode === "load" ? Math.max(0, after - 1) : 0
-          const rows = yield* sql<EntryRow & { readonly bytes: bigint | number | string }>`SELECT sequence, entry,
-            octet_length(entry) AS bytes FROM ${entriesT}
-            WHERE session_id = ${id} AND sequence >= ${from} ORDER BY sequence`
+          const rows = yield* sql`SELECT sequence, entry, octet_length(entry) AS bytes FROM ${entriesT}
+            WHERE session_id = ${id} AND sequence >= ${from} ORDER BY sequence`.pipe(Effect.flatMap(rowsOf.sizedEntry(operation)))
           const entries = yield* decodeRows(id, rows)
           let since = 0
-          for (const r of rows) if (Number(r.sequence) >= after) since += Number(r.bytes)
+          for (const r of rows) if (r.sequence >= after) since += r.bytes
           for (const input of Recovery.rows(location, from, entries)) if (!recovery.offer(input)) break
           return { outcome: recovery.done(), since }
         })
@@ -332,7 +322,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           onFailure: (reason): Recovery.CheckpointInput => ({ _tag: "Unreadable", reason, location: `${names.checkpoints}:${id}` })
         })
       let { outcome, since } = yield* recoverWith(checkpoint, mode)
-      let checkpointBytes = cp === undefined ? 0 : Number(cp.bytes)
+      let checkpointBytes = cp?.bytes ?? 0
       let damaged: Damaged | null = null
       // Every entry is in the table, so a checkpoint row that is unusable or that the
       // rows contradict is rebuilt from sequence 0 when the rows verify by
@@ -413,7 +403,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         : sql`EXISTS (SELECT 1 FROM ${entriesT} WHERE session_id = ${id} AND sequence = ${next - 1}
             AND entry_hash = ${last.entry_hash})`
       const sessionAtEnd = last === undefined ? sql`TRUE` : sql`head = ${last.entry_hash}`
-      const stored = yield* sql<{ readonly bytes: bigint | number | string }>`WITH stored AS (
+      const stored = yield* sql`WITH stored AS (
           INSERT INTO ${checkpointsT} (session_id, next_sequence, doc)
           SELECT ${id}, ${next}, ${doc}
           WHERE EXISTS (SELECT 1 FROM ${sessionsT} WHERE session_id = ${id} AND next_sequence >= ${next}) AND ${matchesLast}
@@ -424,9 +414,9 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           UPDATE ${sessionsT} SET exported_head = ${head}
           WHERE session_id = ${id} AND next_sequence = ${next} AND ${sessionAtEnd} AND EXISTS (SELECT 1 FROM stored)
         )
-        SELECT bytes FROM stored`
+        SELECT bytes FROM stored`.pipe(Effect.flatMap(rowsOf.stored))
       const [row] = stored
-      if (row !== undefined) return Number(row.bytes)
+      if (row !== undefined) return row.bytes
       return yield* refused(id, document)
     }).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(storageError("checkpoint", names.checkpoints)(e))))
 
@@ -434,13 +424,12 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const refused = (id: string, document: Checkpoint.CheckpointJson) =>
     Effect.gen(function*() {
       const next = document.next_sequence
-      const [row] = yield* sql<{
-        readonly stored: bigint | number | string | null
-        readonly checkpointed: bigint | number | string | null
-      }>`SELECT (SELECT next_sequence FROM ${sessionsT} WHERE session_id = ${id}) AS stored,
-          (SELECT next_sequence FROM ${checkpointsT} WHERE session_id = ${id}) AS checkpointed`
-      const stored = row?.stored == null ? 0 : Number(row.stored)
-      const checkpointed = row?.checkpointed == null ? null : Number(row.checkpointed)
+      const [row] = yield* sql`SELECT (SELECT next_sequence FROM ${sessionsT} WHERE session_id = ${id}) AS stored,
+          (SELECT next_sequence FROM ${checkpointsT} WHERE session_id = ${id}) AS checkpointed`.pipe(
+        Effect.flatMap(rowsOf.ends)
+      )
+      const stored = row?.stored ?? 0
+      const checkpointed = row?.checkpointed ?? null
       const reason = next > stored
         ? `checkpoint (next ${next}) is ahead of storage (${stored} entries)`
         : checkpointed !== null && next < checkpointed
@@ -459,17 +448,17 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       // Creates the session row if needed and locks it until commit: appends to one
       // session are serialized across every instance, and the row says exactly
       // what is stored.
-      const [row] = yield* sql<LockedRow>`INSERT INTO ${sessionsT} (session_id, head, entry_cap, tool_counts_cap)
+      const [row] = yield* sql`INSERT INTO ${sessionsT} (session_id, head, entry_cap, tool_counts_cap)
         VALUES (${id}, ${Entry.ZERO_HASH}, ${initial.entry_cap}, ${initial.tool_counts_cap})
         ON CONFLICT (session_id) DO UPDATE SET session_id = EXCLUDED.session_id
-        RETURNING next_sequence, head, meta_updated_at`
-      const stored = Number(row!.next_sequence)
+        RETURNING next_sequence, head, meta_updated_at`.pipe(Effect.flatMap(rowsOf.locked))
+      const stored = row!.next_sequence
       const conflict = new SequenceConflict({ id, sequence: request.after.sequence })
       if (!Persistence.tipMatches(request.after, stored, row!.head)) return yield* conflict
       for (const [i, entry] of request.entries.entries()) {
         if (entry.sequence !== stored + i) return yield* conflict
       }
-      const storedMetaAt = row!.meta_updated_at === null ? null : Number(row!.meta_updated_at)
+      const storedMetaAt = row!.meta_updated_at
       const meta = request.meta !== undefined && (storedMetaAt === null || request.meta.updated_at >= storedMetaAt)
         ? request.meta
         : undefined
@@ -484,7 +473,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       const next = stored + request.entries.length
       // Insert, advance the session row and notify in one statement; PostgreSQL
       // delivers the notification only if the transaction commits.
-      const [appended] = yield* sql<{ readonly bytes: bigint | number | string }>`WITH inserted AS (
+      const [appended] = yield* sql`WITH inserted AS (
           INSERT INTO ${entriesT} (session_id, sequence, entry_hash, entry)
           SELECT ${id}, t.s, t.h, t.e
           FROM unnest(${request.entries.map((e) => String(e.sequence))}::int8[], ${request.entries.map((e) => e.entry_hash)}::text[],
@@ -494,8 +483,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         UPDATE ${sessionsT} SET next_sequence = ${next}, head = ${last.entry_hash}, exported_head = ${request.head},
           entry_bytes = entry_bytes + (SELECT bytes FROM total), updated_at = now() ${setMeta}
         WHERE session_id = ${id}
-        RETURNING (SELECT bytes FROM total) AS bytes, pg_notify(${names.channel}, ${`${id} ${next}`})`
-      return { bytes: Number(appended!.bytes), notify: next }
+        RETURNING (SELECT bytes FROM total) AS bytes, pg_notify(${names.channel}, ${`${id} ${next}`})`.pipe(
+        Effect.flatMap(rowsOf.appended)
+      )
+      return { bytes: appended!.bytes, notify: next }
     })
 
   // Opens a transaction in its own fiber (in `scope`) and hands out its connection;
@@ -603,11 +594,14 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   // --- follow
 
+  // "<session id> <next sequence>", as the append's pg_notify writes it.
   const parseSignal = (payload: string): Signal | null => {
-    const space = payload.lastIndexOf(" ")
-    const next = Number(payload.slice(space + 1))
-    return space > 0 && Number.isSafeInteger(next) ? { id: payload.slice(0, space), next } : null
+    const match = /^(.+) (0|[1-9][0-9]{0,15})$/.exec(payload)
+    if (match === null) return null
+    const next = Number.parseInt(match[2]!, 10)
+    return Number.isSafeInteger(next) ? { id: match[1]!, next } : null
   }
+
 
   // One LISTEN connection per instance fans notifications out to the followers of
   // this process. After every (re)connect all followers re-read, since commits may
@@ -635,7 +629,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     ))
   })
 
-  const notFound = (id: string): Stream.Stream<Entry.Entry, SessionNotFound | CorruptJournal | SqlError> =>
+  const notFound = (id: string): Stream.Stream<Entry.Entry, SessionNotFound | CorruptJournal | StorageError | SqlError> =>
     Stream.fail(new SessionNotFound({ id }))
 
   const history = (id: string, options?: Persistence.HistoryOptions) =>
@@ -646,7 +640,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       return Stream.paginate({ from: Math.max(0, options?.from ?? 0), left: limit }, (s) =>
         s.left <= 0
           ? Effect.succeed([[], Option.none()] as const)
-          : Effect.map(readPage(id, s.from, Math.min(pageSize, s.left)), (page) => {
+          : Effect.map(readPage(id, s.from, Math.min(pageSize, s.left), "history"), (page) => {
             const last = page[page.length - 1]
             const more = last !== undefined && page.length === Math.min(pageSize, s.left)
             return [page, more ? Option.some({ from: last.sequence + 1, left: s.left - page.length }) : Option.none()] as const
@@ -672,7 +666,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       })
       return Stream.paginate(undefined, () =>
         Effect.gen(function*() {
-          const page = yield* readPage(id, next, pageSize)
+          const page = yield* readPage(id, next, pageSize, "follow")
           const fresh = page.filter((e) => e.sequence >= next)
           const last = fresh[fresh.length - 1]
           if (last === undefined) {
@@ -738,22 +732,23 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     write: openWrite
   })
 
-  const list = sql<ListRow>`SELECT s.session_id, s.next_sequence, s.head, s.exported_head,
+  const list = sql`SELECT s.session_id, s.next_sequence, s.head, s.exported_head,
       (extract(epoch FROM s.updated_at) * 1000)::int8 AS updated_ms,
       s.entry_bytes + coalesce(octet_length(c.doc), 0) AS bytes
     FROM ${sessionsT} s LEFT JOIN ${checkpointsT} c ON c.session_id = s.session_id
     ORDER BY s.session_id`.pipe(
     retryLostConnection,
+    Effect.flatMap(rowsOf.list),
     Effect.map((rows) =>
       rows.map((r): Persistence.SessionInfo => ({
         id: r.session_id,
-        entries: Number(r.next_sequence),
+        entries: r.next_sequence,
         // NULL: written before the column existed, or not known; the newest hash is
         // the exported head of every session that has not evicted yet.
         head: r.exported_head ?? r.head,
         lastHash: r.head,
-        updatedAt: r.updated_ms === null ? null : Number(r.updated_ms),
-        bytes: r.bytes === null ? null : Number(r.bytes),
+        updatedAt: r.updated_ms,
+        bytes: r.bytes,
         problem: null
       }))
     ),
