@@ -149,16 +149,17 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       )
       const scope = yield* Effect.scope
       const slot: Hold.Slot = { held: null }
+      const cache: Load.Cache = { seen: null }
       const handle: Persistence.WriteHandle = {
         id,
         // The reload after a lost race runs on the held connection: the release
         // timer must not roll it back under the reload, and restarts after it.
         load: Effect.suspend(() => {
           const held = hold.isLive(slot.held) ? slot.held : null
-          if (held === null) return load(id, caps, "load", null)
+          if (held === null) return load(id, caps, "load", null, cache)
           held.inUse = true
           held.uses++
-          return load(id, caps, "load", held.level).pipe(
+          return load(id, caps, "load", held.level, cache).pipe(
             Effect.ensuring(Effect.suspend(() => {
               held.inUse = false
               return Effect.asVoid(hold.releaseLater(held, scope))

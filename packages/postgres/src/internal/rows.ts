@@ -59,9 +59,16 @@ export const SizedEntryRow = Schema.Struct({
   bytes: Int8
 })
 
-/** A checkpoint row: the document's text and its size in bytes. */
+/** A checkpoint row: where it ends and its size in bytes. */
+export const CheckpointKeyRow = Schema.Struct({
+  next_sequence: Int8,
+  bytes: Int8
+})
+
+/** A checkpoint row: the document's text, where it ends and its size in bytes. */
 export const CheckpointRow = Schema.Struct({
   doc: Schema.String,
+  next_sequence: Int8,
   bytes: Int8
 })
 

@@ -75,6 +75,7 @@ const rowDecoders = (names: Tables.Names) => ({
   entry: (operation: string) => Rows.decode(Rows.EntryRow, names.entries, operation),
   sizedEntry: (operation: string) => Rows.decode(Rows.SizedEntryRow, names.entries, operation),
   checkpoint: (operation: string) => Rows.decode(Rows.CheckpointRow, names.checkpoints, operation),
+  checkpointKey: (operation: string) => Rows.decode(Rows.CheckpointKeyRow, names.checkpoints, operation),
   stored: Rows.decode(Rows.BytesRow, names.checkpoints, "checkpoint"),
   appended: Rows.decode(Rows.BytesRow, names.entries, "append"),
   ends: Rows.decode(Rows.EndsRow, names.sessions, "checkpoint"),
