@@ -46,8 +46,10 @@ export interface Cache {
   seen: Seen | null
 }
 
-// Rows kept per write handle at most: beyond that a reload reads everything again.
-const MAX_SEEN = 8192
+// Rows kept per write handle at most (beyond that a reload reads everything again):
+// no more than the ring of a session with the default caps, which the service
+// keeps in memory anyway and which mostly holds these very entries.
+const MAX_SEEN = 4096
 
 const keyOf = (cp: { readonly next_sequence: number; readonly bytes: number } | undefined): string =>
   cp === undefined ? "none" : `${cp.next_sequence}:${cp.bytes}`
