@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Entry, JournalState, Persistence, SessionJournal, SessionNotFound } from "@session-journal/core"
-import { chain } from "@session-journal/core/test/PersistenceContract"
+import { chain, requestOf } from "@session-journal/core/test/PersistenceContract"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -113,11 +113,11 @@ describe.skipIf(skipReason !== null)("postgres: failures", () => {
       const p = yield* Persistence.Persistence
       const admin = yield* PgClient.PgClient
       const first = chain(JournalState.empty(id), 2)
-      yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.append({ entries: first.entries, state: first.state })))
+      yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.append(requestOf(JournalState.empty(id), first.entries))))
       const { holder, release } = yield* holdSessionRow(admin, id)
       const second = chain(first.state, 3)
       const write = yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) =>
-        h.append({ entries: second.entries, state: second.state }))).pipe(Effect.exit, Effect.forkChild)
+        h.append(requestOf(first.state, second.entries)))).pipe(Effect.exit, Effect.forkChild)
       // Blocked on the row lock, then kept there for several times conflictHold.
       yield* waitUntil(Effect.map(
         admin`SELECT pid FROM pg_stat_activity WHERE application_name = 'sj-test-slow' AND wait_event_type = 'Lock'`,
@@ -153,16 +153,16 @@ describe.skipIf(skipReason !== null)("postgres: failures", () => {
         const stale = yield* hb.load
         const now = yield* ha.load
         const mine = chain(now.state, 1)
-        yield* ha.append({ entries: mine.entries, state: mine.state })
+        yield* ha.append(requestOf(now.state, mine.entries))
         // b is behind: it loses, reloads on the held connection, and retries.
         const lost = chain(stale.state, 1, 1764500000)
-        const conflict = yield* Effect.exit(hb.append({ entries: lost.entries, state: lost.state }))
+        const conflict = yield* Effect.exit(hb.append(requestOf(stale.state, lost.entries)))
         assert.isTrue(Exit.isFailure(conflict))
         const reloaded = yield* hb.load
         assert.strictEqual(reloaded.state.next_sequence, 2 * round + 1)
         yield* Effect.sleep("5 millis")
         const retry = chain(reloaded.state, 1)
-        yield* hb.append({ entries: retry.entries, state: retry.state })
+        yield* hb.append(requestOf(reloaded.state, retry.entries))
       }
       const stored = yield* Effect.provideContext(Persistence.Persistence.use((p) => Stream.runCollect(p.history(id))), a)
       assert.deepStrictEqual(stored.map((e) => e.sequence), Array.from({ length: 10 }, (_, i) => i))
@@ -174,7 +174,7 @@ describe.skipIf(skipReason !== null)("postgres: failures", () => {
       const p = yield* Persistence.Persistence
       const admin = yield* PgClient.PgClient
       const first = chain(JournalState.empty(id), 2)
-      yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.append({ entries: first.entries, state: first.state })))
+      yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.append(requestOf(JournalState.empty(id), first.entries))))
       const followed = yield* p.follow(id, 0).pipe(Stream.take(3), Stream.runCollect, Effect.forkChild)
       // Stored behind the adapter's back: no NOTIFY is sent.
       const quiet = chain(first.state, 1).entries[0]!
@@ -196,7 +196,7 @@ describe.skipIf(skipReason !== null)("postgres: failures", () => {
       const id = `gone-${Date.now().toString(36)}`
       const p = yield* Persistence.Persistence
       const first = chain(JournalState.empty(id), 2)
-      yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.append({ entries: first.entries, state: first.state })))
+      yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.append(requestOf(JournalState.empty(id), first.entries))))
       const caughtUp = yield* Deferred.make<void>()
       let received = 0
       const followed = yield* p.follow(id, 0).pipe(

@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { JournalState, Persistence, SessionNotFound } from "@session-journal/core"
-import { chain } from "@session-journal/core/test/PersistenceContract"
+import { chain, requestOf } from "@session-journal/core/test/PersistenceContract"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -28,7 +28,7 @@ describe.skipIf(skipReason !== null)("postgres: idle connections", () => {
       const ids = ["idle-a", "idle-b"]
       for (const id of ids) {
         const c = chain(JournalState.empty(id), 2)
-        yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.append({ entries: c.entries, state: c.state })))
+        yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.append(requestOf(JournalState.empty(id), c.entries))))
       }
       // Several connections in the pool, all idle afterwards. The next call comes
       // right after the terminations, before the pool has noticed them.

@@ -3,8 +3,8 @@
  * start, and sessions written before still list correctly.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { JournalState, Persistence } from "@session-journal/core"
-import { chain } from "@session-journal/core/test/PersistenceContract"
+import { Checkpoint, JournalState, Persistence } from "@session-journal/core"
+import { chain, requestOf } from "@session-journal/core/test/PersistenceContract"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -29,8 +29,8 @@ describe.skipIf(skipReason !== null)("postgres: migrations", () => {
       const c = chain(JournalState.empty(id, { entry_cap: 2 }), 5)
       yield* withAdapter((p) =>
         Effect.scoped(Effect.gen(function*() {
-          const h = yield* p.open(id, { mode: "write" })
-          yield* h.append({ entries: c.entries, state: c.state })
+          const h = yield* p.open(id, { mode: "write", caps: { entry_cap: 2 } })
+          yield* h.append(requestOf(JournalState.empty(id, { entry_cap: 2 }), c.entries))
         }))
       )
       // Back to the schema of migration 1, with the row as it was written then.
@@ -60,7 +60,7 @@ describe.skipIf(skipReason !== null)("postgres: migrations", () => {
             const h = yield* p.open(id, { mode: "write" })
             const loaded = yield* h.load
             assert.strictEqual(JournalState.head(loaded.state), head)
-            yield* h.checkpoint(loaded.state)
+            yield* h.checkpoint(Checkpoint.encode(loaded.state))
           }))
           return yield* p.list
         })

@@ -36,10 +36,10 @@ const withService = <A, E>(f: (j: SessionJournal.SessionJournal["Service"]) => E
   Effect.runPromise(
     Effect.scoped(Effect.gen(function*() {
       const p = yield* Persistence.Persistence
-      const j = yield* SessionJournal.make().pipe(Effect.provideService(Persistence.Persistence, p))
+      const j = yield* SessionJournal.make({ checkpointMinBytes: 1 }).pipe(Effect.provideService(Persistence.Persistence, p))
       return yield* f(j)
     })).pipe(
-      Effect.provide(Layer.fresh(PgPersistence.layerFromUrl(url, { tablePrefix: prefix, checkpointEvery: 1 })))
+      Effect.provide(Layer.fresh(PgPersistence.layerFromUrl(url, { tablePrefix: prefix })))
     ) as Effect.Effect<A, unknown>
   )
 

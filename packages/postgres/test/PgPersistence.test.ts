@@ -10,14 +10,14 @@ import { adminLayer, freshPrefix, skipReason, url } from "./pg.ts"
 const prefix = freshPrefix("contract")
 
 describe.skipIf(skipReason !== null)("postgres", () => {
-  suite("postgres", PgPersistence.layerFromUrl(url, { tablePrefix: prefix, checkpointEvery: 7, pageSize: 16, pollInterval: "200 millis" }))
+  suite("postgres", PgPersistence.layerFromUrl(url, { tablePrefix: prefix, pageSize: 16, pollInterval: "200 millis" }))
 
   it("invalid options fail the layer with a typed StorageError, not a defect", async () => {
     const bad: ReadonlyArray<PgPersistence.Options> = [
       { pollInterval: "soon" as Duration.Input },
       { conflictHold: "a while" as Duration.Input },
       { pageSize: Number.NaN },
-      { checkpointEvery: 1.5 }
+      { pageSize: 1.5 }
     ]
     for (const options of bad) {
       const exit = await Effect.runPromiseExit(Effect.scoped(Layer.build(PgPersistence.layerFromUrl(url, { tablePrefix: prefix, ...options }))))

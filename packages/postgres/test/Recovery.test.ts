@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Checkpoint, JournalState, Persistence } from "@session-journal/core"
-import { chain } from "@session-journal/core/test/PersistenceContract"
+import { chain, requestOf } from "@session-journal/core/test/PersistenceContract"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -20,10 +20,10 @@ const caps = { entry_cap: 3, tool_counts_cap: 2 }
 
 const withAdapter = <A, E>(f: (p: Persistence.Persistence["Service"]) => Effect.Effect<A, E>) =>
   Effect.scoped(Persistence.Persistence.use(f)).pipe(
-    Effect.provide(Layer.fresh(PgPersistence.layerFromUrl(url, { tablePrefix: prefix, checkpointEvery: 4 })))
+    Effect.provide(Layer.fresh(PgPersistence.layerFromUrl(url, { tablePrefix: prefix })))
   )
 
-const withWriter = <A, E>(p: Persistence.Persistence["Service"], id: string, f: (h: Persistence.SessionHandle) => Effect.Effect<A, E>) =>
+const withWriter = <A, E>(p: Persistence.Persistence["Service"], id: string, f: (h: Persistence.WriteHandle) => Effect.Effect<A, E>) =>
   Effect.scoped(Effect.flatMap(p.open(id, { mode: "write", caps }), f))
 
 const admin = <A, E>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, E>) =>
@@ -41,7 +41,8 @@ const damagedSession = (id: string, broken: (at8: JournalState.JournalState) => 
         Effect.gen(function*() {
           for (let i = 0; i < 5; i++) {
             const c = chain(state, 2)
-            yield* h.append({ entries: c.entries, state: c.state })
+            yield* h.append(requestOf(state, c.entries))
+            if (c.state.next_sequence % 4 === 0) yield* h.checkpoint(Checkpoint.encode(c.state))
             state = c.state
             written.push(...c.entries.map((e) => e.entry_hash))
             if (state.next_sequence === 8) at8 = state
@@ -84,7 +85,11 @@ const rebuildsAndContinues = (id: string, broken: (at8: JournalState.JournalStat
     const more = chain(loaded.state, 2)
     const reloaded = yield* withAdapter((p) =>
       Effect.gen(function*() {
-        yield* withWriter(p, id, (h) => Effect.andThen(h.load, h.append({ entries: more.entries, state: more.state })))
+        yield* withWriter(p, id, (h) =>
+          Effect.andThen(
+            h.load,
+            Effect.andThen(h.append(requestOf(loaded.state, more.entries)), h.checkpoint(Checkpoint.encode(more.state)))
+          ))
         const stored = yield* p.history(id).pipe(Stream.runCollect)
         assert.deepStrictEqual(stored.map((e) => e.entry_hash), [...original.written, ...more.entries.map((e) => e.entry_hash)])
         return yield* withWriter(p, id, (h) => h.load)

@@ -1,0 +1,165 @@
+/**
+ * Writing a session in PostgreSQL: the compare-and-append of a batch (the session
+ * row locked, the stored tip compared with the one the writer built on, the rows
+ * inserted, the session row advanced and listeners notified, all in one
+ * transaction), and storing a checkpoint document only when the stored rows bear
+ * it out.
+ */
+import { Chain, type Checkpoint, Entry, JournalState, Persistence, SequenceConflict, StorageError } from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as PubSub from "effect/PubSub"
+import * as Result from "effect/Result"
+import type * as Scope from "effect/Scope"
+import type * as Hold from "./hold.ts"
+import { stringify } from "./json.ts"
+import { encodeMeta, type Store } from "./store.ts"
+
+/** `append` and `checkpoint` of a write handle, over the store and the hold operations. */
+export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
+  const { checkpointsT, entriesT, names, rows: rowsOf, sessionsT, signals, sql, storageError } = store
+  const { finishHold, isLive, openHold, releaseLater } = hold
+
+  // Stored only when it describes what is stored: the session holds at least its
+  // entries, its newest retained entry is the stored one, and it is not older than
+  // the checkpoint it replaces. The same statement gives the session row the
+  // exported head when the checkpoint ends where the session does (filling in rows
+  // written before that column existed).
+  const checkpoint = (id: string, document: Checkpoint.CheckpointJson): Effect.Effect<number, StorageError> =>
+    Effect.gen(function*() {
+      const doc = stringify(document)
+      const next = document.next_sequence
+      const last = document.entries[document.entries.length - 1]
+      const head = Chain.exportedHead(document.evicted_head, last?.entry_hash)
+      const matchesLast = last === undefined
+        ? sql`TRUE`
+        : sql`EXISTS (SELECT 1 FROM ${entriesT} WHERE session_id = ${id} AND sequence = ${next - 1}
+            AND entry_hash = ${last.entry_hash})`
+      const sessionAtEnd = last === undefined ? sql`TRUE` : sql`head = ${last.entry_hash}`
+      const stored = yield* sql`WITH stored AS (
+          INSERT INTO ${checkpointsT} (session_id, next_sequence, doc)
+          SELECT ${id}, ${next}, ${doc}
+          WHERE EXISTS (SELECT 1 FROM ${sessionsT} WHERE session_id = ${id} AND next_sequence >= ${next}) AND ${matchesLast}
+          ON CONFLICT (session_id) DO UPDATE SET next_sequence = EXCLUDED.next_sequence, doc = EXCLUDED.doc, written_at = now()
+          WHERE ${checkpointsT}.next_sequence <= EXCLUDED.next_sequence
+          RETURNING octet_length(doc) AS bytes
+        ), exported AS (
+          UPDATE ${sessionsT} SET exported_head = ${head}
+          WHERE session_id = ${id} AND next_sequence = ${next} AND ${sessionAtEnd} AND EXISTS (SELECT 1 FROM stored)
+        )
+        SELECT bytes FROM stored`.pipe(Effect.flatMap(rowsOf.stored))
+      const [row] = stored
+      if (row !== undefined) return row.bytes
+      return yield* refused(id, document)
+    }).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(storageError("checkpoint", names.checkpoints)(e))))
+
+  // Why a checkpoint was refused, as far as storage can tell now.
+  const refused = (id: string, document: Checkpoint.CheckpointJson) =>
+    Effect.gen(function*() {
+      const next = document.next_sequence
+      const [row] = yield* sql`SELECT (SELECT next_sequence FROM ${sessionsT} WHERE session_id = ${id}) AS stored,
+          (SELECT next_sequence FROM ${checkpointsT} WHERE session_id = ${id}) AS checkpointed`.pipe(
+        Effect.flatMap(rowsOf.ends)
+      )
+      const stored = row?.stored ?? 0
+      const checkpointed = row?.checkpointed ?? null
+      const reason = next > stored
+        ? `checkpoint (next ${next}) is ahead of storage (${stored} entries)`
+        : checkpointed !== null && next < checkpointed
+        ? `checkpoint (next ${next}) is older than the stored one (next ${checkpointed})`
+        : `checkpoint ends with entry ${next - 1}, which storage holds with another hash`
+      return yield* new StorageError({ operation: "checkpoint", path: `${names.checkpoints}:${id}`, reason })
+    })
+
+  // The compare-and-append, inside one transaction: stores the batch only if the
+  // stored tip is `request.after`.
+  const appendTx = (id: string, caps: JournalState.Caps | undefined, request: Persistence.AppendRequest) =>
+    Effect.gen(function*() {
+      const initial = JournalState.empty(id, caps)
+      // Creates the session row if needed and locks it until commit: appends to one
+      // session are serialized across every instance, and the row says exactly
+      // what is stored.
+      const [row] = yield* sql`INSERT INTO ${sessionsT} (session_id, head, entry_cap, tool_counts_cap)
+        VALUES (${id}, ${Entry.ZERO_HASH}, ${initial.entry_cap}, ${initial.tool_counts_cap})
+        ON CONFLICT (session_id) DO UPDATE SET session_id = EXCLUDED.session_id
+        RETURNING next_sequence, head, meta_updated_at`.pipe(Effect.flatMap(rowsOf.locked))
+      const stored = row!.next_sequence
+      const conflict = new SequenceConflict({ id, sequence: request.after.sequence })
+      if (!Persistence.tipMatches(request.after, stored, row!.head)) return yield* conflict
+      for (const [i, entry] of request.entries.entries()) {
+        if (entry.sequence !== stored + i) return yield* conflict
+      }
+      const storedMetaAt = row!.meta_updated_at
+      const meta = request.meta !== undefined && (storedMetaAt === null || request.meta.updated_at >= storedMetaAt)
+        ? request.meta
+        : undefined
+      const setMeta = meta === undefined
+        ? sql``
+        : sql`, meta = ${stringify(encodeMeta(meta))}, meta_updated_at = ${meta.updated_at}`
+      const last = request.entries[request.entries.length - 1]
+      if (last === undefined) {
+        yield* sql`UPDATE ${sessionsT} SET exported_head = ${request.head}, updated_at = now() ${setMeta} WHERE session_id = ${id}`
+        return { bytes: 0, notify: null }
+      }
+      const next = stored + request.entries.length
+      // Insert, advance the session row and notify in one statement; PostgreSQL
+      // delivers the notification only if the transaction commits.
+      const [appended] = yield* sql`WITH inserted AS (
+          INSERT INTO ${entriesT} (session_id, sequence, entry_hash, entry)
+          SELECT ${id}, t.s, t.h, t.e
+          FROM unnest(${request.entries.map((e) => String(e.sequence))}::int8[], ${request.entries.map((e) => e.entry_hash)}::text[],
+            ${request.entries.map((e) => stringify(Entry.encode(e)))}::text[]) AS t(s, h, e)
+          RETURNING octet_length(entry) AS n
+        ), total AS (SELECT coalesce(sum(n), 0)::int8 AS bytes FROM inserted)
+        UPDATE ${sessionsT} SET next_sequence = ${next}, head = ${last.entry_hash}, exported_head = ${request.head},
+          entry_bytes = entry_bytes + (SELECT bytes FROM total), updated_at = now() ${setMeta}
+        WHERE session_id = ${id}
+        RETURNING (SELECT bytes FROM total) AS bytes, pg_notify(${names.channel}, ${`${id} ${next}`})`.pipe(
+        Effect.flatMap(rowsOf.appended)
+      )
+      return { bytes: appended!.bytes, notify: next }
+    })
+
+  // The compare-and-append, committed as one transaction. A lost race keeps that
+  // transaction open (and with it the session's row lock) for the reload and the
+  // retry, which the service makes through the same handle: the retry cannot lose
+  // again, so two busy writers take turns instead of one starving the other.
+  const append = (
+    id: string,
+    caps: JournalState.Caps | undefined,
+    request: Persistence.AppendRequest,
+    slot: Hold.Slot,
+    scope: Scope.Scope
+  ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> => {
+    if (request.entries.length === 0 && request.meta === undefined) return Effect.succeed({ bytes: 0 })
+    return Effect.gen(function*() {
+      const held = isLive(slot.held) ? slot.held : yield* openHold(scope)
+      held.inUse = true
+      held.uses++
+      slot.held = null
+      const result = yield* Effect.result(Effect.provideService(appendTx(id, caps, request), sql.transactionService, held.level))
+      if (Result.isSuccess(result)) {
+        yield* finishHold(held, true)
+        return result.success
+      }
+      if (result.failure._tag === "SequenceConflict") {
+        held.inUse = false
+        slot.held = held
+        yield* releaseLater(held, scope)
+      } else yield* Effect.ignore(finishHold(held, false))
+      return yield* Effect.fail(result.failure)
+    }).pipe(
+      Effect.catchTag("SqlError", (e) =>
+        // The row lock makes this unreachable between instances of this adapter;
+        // the key still settles any other writer that skips the lock.
+        Effect.fail(
+          e.reason._tag === "UniqueViolation"
+            ? new SequenceConflict({ id, sequence: request.after.sequence })
+            : storageError("append", names.entries)(e)
+        )),
+      Effect.tap((r) => r.notify !== null ? PubSub.publish(signals, { id, next: r.notify }) : Effect.void),
+      Effect.map((r): Persistence.Appended => ({ bytes: r.bytes }))
+    )
+  }
+
+  return { append, checkpoint }
+}
