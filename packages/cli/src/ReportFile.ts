@@ -1,0 +1,107 @@
+/**
+ * `session-journal report ID [--out FILE]`: writes the session's report page to
+ * a file (default `ID.html`) through a temporary file and a rename, so a reader
+ * never sees half a report, and prints where it went with the verification
+ * result. The report is written also when verification fails; the command then
+ * exits 1, as `verify` does.
+ *
+ * @since 0.3.0
+ */
+import { StorageError } from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { VerificationFailed } from "./Failure.ts"
+import * as Html from "./Html.ts"
+import * as Output from "./Output.ts"
+import * as Report from "./Report.ts"
+import type * as Storage from "./Storage.ts"
+
+/**
+ * The link from one report to another session's report: a file next to it.
+ *
+ * @since 0.3.0
+ */
+export const fileLink = (id: string): string => `${encodeURIComponent(id)}.html`
+
+/**
+ * What `report` did, as printed with `--json`.
+ *
+ * @since 0.3.0
+ */
+export interface Written {
+  readonly id: string
+  readonly file: string
+  readonly bytes: number
+  readonly entries: number
+  readonly ok: boolean | null
+  readonly head: string
+  readonly millis: number
+}
+
+const writeChunks = (file: string, chunks: Iterable<string>) =>
+  Effect.try({
+    try: () => {
+      const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`)
+      let bytes = 0
+      const fd = fs.openSync(tmp, "w", 0o644)
+      try {
+        // Chunks are buffered up to about 1 MiB per write.
+        let buffer: Array<string> = []
+        let pending = 0
+        const flush = () => {
+          if (buffer.length === 0) return
+          const data = Buffer.from(buffer.join(""), "utf8")
+          fs.writeSync(fd, data)
+          bytes += data.length
+          buffer = []
+          pending = 0
+        }
+        for (const chunk of chunks) {
+          buffer.push(chunk)
+          pending += chunk.length
+          if (pending >= 1 << 20) flush()
+        }
+        flush()
+        fs.fsyncSync(fd)
+      } catch (e) {
+        fs.closeSync(fd)
+        fs.rmSync(tmp, { force: true })
+        throw e
+      }
+      fs.closeSync(fd)
+      fs.renameSync(tmp, file)
+      return bytes
+    },
+    catch: (cause) => new StorageError({ operation: "write report", path: file, cause })
+  })
+
+/**
+ * Makes the report of session `id` and writes it to `out` (default `ID.html`).
+ *
+ * @since 0.3.0
+ */
+export const run = (id: string, out: string | undefined, storage: Storage.Options, json: boolean) =>
+  Effect.gen(function*() {
+    const started = performance.now()
+    const model = yield* Report.collect(id, storage)
+    const file = path.resolve(out ?? `${id}.html`)
+    const bytes = yield* writeChunks(file, Report.render(model, { link: fileLink }))
+    const written: Written = {
+      id,
+      file,
+      bytes,
+      entries: model.summary.entries,
+      ok: model.verify?.ok ?? null,
+      head: model.head,
+      millis: Math.round(performance.now() - started)
+    }
+    if (json) yield* Output.json(written)
+    else {
+      const status = model.verify === null ? "" : model.verify.ok ? ", verified ok" : ", VERIFICATION FAILED"
+      yield* Output.write(
+        `report of ${id} written to ${file} (${written.entries} entries, ${Html.bytes(bytes)}${status}; head ${written.head})\n`
+      )
+    }
+    if (model.verify !== null && !model.verify.ok) return yield* new VerificationFailed({ failed: 1, total: 1 })
+  })
