@@ -107,8 +107,9 @@ dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;word-break:break-all}
 table.tl{border-collapse:collapse;width:100%;table-layout:fixed}
 table.tl td,table.tl th{border-bottom:1px solid var(--line);padding:3px 6px;vertical-align:top;text-align:left;overflow-wrap:anywhere}
 table.tl th{background:var(--soft);font-weight:600;font-size:12px}
-table.tl col.seq{width:64px}table.tl col.time{width:150px}table.tl col.kind{width:90px}table.tl col.hash{width:110px}
+table.tl col.seq{width:64px}table.tl col.time{width:172px}table.tl col.kind{width:90px}table.tl col.hash{width:110px}
 tr.denied{background:#ffebe9}
+table.tl td.when{white-space:nowrap}
 tr.denied .verdict{color:var(--bad);font-weight:700}
 tr.msg td.body{background:#f3f8ff}
 tr.msg.role-user td.body{background:#fff8e6}

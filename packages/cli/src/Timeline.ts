@@ -77,7 +77,7 @@ export const collapsible = (text: string, pre = false): string => {
 
 const cells = (entry: Entry.Entry, kind: string, body: string) =>
   `<td class="mono"><a href="#e${entry.sequence}">${entry.sequence}</a></td>` +
-  `<td class="mono">${Html.escape(Html.isoSeconds(entry.timestamp_secs))}</td>` +
+  `<td class="mono when">${Html.escape(Html.isoSeconds(entry.timestamp_secs))}</td>` +
   `<td>${kind}</td><td class="body">${body}</td>` +
   `<td class="mono" title="${Html.escape(entry.entry_hash)}">${Html.escape(Html.shortHash(entry.entry_hash))}</td>`
 
