@@ -8,7 +8,7 @@
  *
  * @since 0.3.0
  */
-import { Entry, SessionJournal } from "@session-journal/core"
+import { Entry, JournalState, SessionJournal } from "@session-journal/core"
 import type { SessionMeta } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
@@ -170,15 +170,24 @@ export const collect = (id: string, storage: Storage.Options, options?: { readon
     yield* Effect.fromResult(Entry.validateSessionId(id))
     const journal = yield* SessionJournal.SessionJournal
     const report = options?.verify === false ? null : yield* Verify.session(id, storage)
-    const state = yield* journal.state(id)
-    const entries = yield* Stream.runCollect(journal.entries(id))
+    // A session that failed verification still gets its report: the entries of
+    // its valid prefix, with the failure in the header.
+    const damaged = report !== null && !report.ok
+    const isDamage = (e: { readonly _tag: string }) => e._tag === "CorruptJournal" || e._tag === "IntegrityViolation"
+    const state = yield* journal.state(id).pipe(
+      Effect.map((s) => ({ meta: s.meta, head: JournalState.head(s) })),
+      Effect.catch((e) => (damaged && isDamage(e) ? Effect.succeed({ meta: null, head: report.head ?? "" }) : Effect.fail(e)))
+    )
+    const entries = yield* Stream.runCollect(journal.entries(id).pipe(
+      Stream.catch((e) => (damaged && isDamage(e) ? Stream.empty : Stream.fail(e)))
+    ))
     const model: Model = {
       id,
       meta: state.meta,
       entries,
       summary: summarize(entries),
       verify: report,
-      head: report?.head ?? (yield* journal.head(id)),
+      head: report?.head ?? state.head,
       generatedAt: Date.now()
     }
     return model
@@ -211,12 +220,13 @@ export const verifyBox = (id: string, r: Verify.Report): string => {
     : r.torn_tail !== null
     ? `<p class="muted">a torn tail of ${r.torn_tail.bytes} bytes (an unfinished last write, benign) in <code>${Html.escape(r.torn_tail.segment)}</code></p>`
     : ""
+  const prefix = r.ok ? "" : `<p>The timeline below shows the entries that could be read before the damage.</p>`
   return `<section class="verify${r.ok ? "" : " failed"}" id="verification" data-ok="${r.ok}">` +
     `<b>Verification</b> ${status} <span class="muted">at ${Html.escape(new Date().toISOString())}</span>` +
     `<dl class="facts"><dt>entries checked</dt><dd id="entries-checked">${r.entries_checked}</dd>` +
     `<dt>exported head</dt><dd class="mono" id="head">${Html.escape(r.head ?? "(none)")}</dd>` +
     `<dt>re-check</dt><dd><code>session-journal verify ${Html.escape(id)}</code> and compare the head it prints with the one above</dd></dl>` +
-    problem + `</section>`
+    problem + prefix + `</section>`
 }
 
 /**
