@@ -24,8 +24,13 @@ const special = /[&<>"']|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])
  *
  * @since 0.3.0
  */
-export const escape = (value: string | number | bigint | boolean): string =>
-  String(value).replace(special, (c) => replacements[c] ?? "\uFFFD")
+export const escape = (value: string | number | bigint | boolean): string => {
+  const s = String(value)
+  // Most values need nothing: test before replacing.
+  return needsEscape.test(s) ? s.replace(special, (c) => replacements[c] ?? "\uFFFD") : s
+}
+
+const needsEscape = /[&<>"'\uD800-\uDFFF]/
 
 /**
  * JSON text of a value for display, pretty-printed; undefined becomes `null`.
@@ -108,13 +113,16 @@ table.tl{border-collapse:collapse;width:100%;table-layout:fixed}
 table.tl td,table.tl th{border-bottom:1px solid var(--line);padding:3px 6px;vertical-align:top;text-align:left;overflow-wrap:anywhere}
 table.tl th{background:var(--soft);font-weight:600;font-size:12px}
 table.tl col.seq{width:64px}table.tl col.time{width:172px}table.tl col.kind{width:90px}table.tl col.hash{width:110px}
+table.tl td:nth-child(1),table.tl td:nth-child(2),table.tl td:nth-child(5),table.tl code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
+table.tl td:nth-child(2){white-space:nowrap}
+table.tl i{font-style:normal;color:var(--muted)}
+table.tl em{font-style:normal;font-weight:600;color:var(--ok)}
+table.tl .text{white-space:pre-wrap}
 tr.denied{background:#ffebe9}
-table.tl td.when{white-space:nowrap}
-tr.denied .verdict{color:var(--bad);font-weight:700}
-tr.msg td.body{background:#f3f8ff}
-tr.msg.role-user td.body{background:#fff8e6}
-.role{font-weight:600;margin-right:6px}
-.verdict{font-weight:600;color:var(--ok)}
+tr.denied em{color:var(--bad);font-weight:700}
+tr.msg td:nth-child(4){background:#f3f8ff}
+tr.msg.role-user td:nth-child(4){background:#fff8e6}
+.role{margin-right:6px}
 details.page{margin:4px 0;border:1px solid var(--line);border-radius:6px}
 details.page>summary{padding:4px 8px;cursor:pointer;background:var(--soft)}
 details.page>div{content-visibility:auto;contain-intrinsic-size:auto 20000px}

@@ -9,7 +9,7 @@
  * @since 0.3.0
  */
 import { Entry, JournalState, SessionJournal } from "@session-journal/core"
-import type { SessionMeta } from "@session-journal/core"
+import type { CorruptJournal, SessionMeta } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as Charts from "./Charts.ts"
@@ -169,18 +169,27 @@ export const collect = (id: string, storage: Storage.Options, options?: { readon
   Effect.gen(function*() {
     yield* Effect.fromResult(Entry.validateSessionId(id))
     const journal = yield* SessionJournal.SessionJournal
-    const report = options?.verify === false ? null : yield* Verify.session(id, storage)
-    // A session that failed verification still gets its report: the entries of
-    // its valid prefix, with the failure in the header.
-    const damaged = report !== null && !report.ok
     const isDamage = (e: { readonly _tag: string }) => e._tag === "CorruptJournal" || e._tag === "IntegrityViolation"
+    // The verification and the history read run side by side (both mostly wait on
+    // reads). A read that meets damage keeps the valid prefix; that is allowed
+    // only when the verification found the damage too.
+    let damage: CorruptJournal | undefined
+    const [report, entries] = yield* Effect.all([
+      options?.verify === false ? Effect.succeed(null) : Verify.session(id, storage),
+      Stream.runCollect(journal.entries(id).pipe(
+        Stream.catch((e) => {
+          if (e._tag !== "CorruptJournal") return Stream.fail(e)
+          damage = e
+          return Stream.empty
+        })
+      ))
+    ], { concurrency: 2 })
+    const damaged = report !== null && !report.ok
+    if (damage !== undefined && !damaged) return yield* Effect.fail(damage)
     const state = yield* journal.state(id).pipe(
       Effect.map((s) => ({ meta: s.meta, head: JournalState.head(s) })),
       Effect.catch((e) => (damaged && isDamage(e) ? Effect.succeed({ meta: null, head: report.head ?? "" }) : Effect.fail(e)))
     )
-    const entries = yield* Stream.runCollect(journal.entries(id).pipe(
-      Stream.catch((e) => (damaged && isDamage(e) ? Stream.empty : Stream.fail(e)))
-    ))
     const model: Model = {
       id,
       meta: state.meta,

@@ -69,17 +69,17 @@ export const messageText = (payload: unknown): { readonly role: string | null; r
  */
 export const collapsible = (text: string, pre = false): string => {
   const lines = text.split("\n")
-  const wrap = (t: string) => (pre ? `<pre>${Html.escape(t)}</pre>` : `<div class="text">${Html.escape(t).replace(/\n/g, "<br>")}</div>`)
+  const wrap = (t: string) => (pre ? `<pre>${Html.escape(t)}</pre>` : `<div class="text">${Html.escape(t)}</div>`)
   if (text.length <= COLLAPSE_CHARS && lines.length <= COLLAPSE_LINES) return wrap(text)
   const start = lines[0]!.slice(0, 160)
   return `<details><summary>${Html.escape(start)}… <span class="muted">(${text.length} characters, ${lines.length} lines)</span></summary>${wrap(text)}</details>`
 }
 
+// Compact markup: a 100,000-entry report is mostly these rows. Columns are
+// styled by position; <i> is a field label, <code> a value, <em> the verdict.
 const cells = (entry: Entry.Entry, kind: string, body: string) =>
-  `<td class="mono"><a href="#e${entry.sequence}">${entry.sequence}</a></td>` +
-  `<td class="mono when">${Html.escape(Html.isoSeconds(entry.timestamp_secs))}</td>` +
-  `<td>${kind}</td><td class="body">${body}</td>` +
-  `<td class="mono" title="${Html.escape(entry.entry_hash)}">${Html.escape(Html.shortHash(entry.entry_hash))}</td>`
+  `<td><a href="#e${entry.sequence}">${entry.sequence}</a></td><td>${Html.isoSeconds(entry.timestamp_secs)}</td>` +
+  `<td>${kind}</td><td>${body}</td><td title="${entry.entry_hash}">${Html.shortHash(entry.entry_hash)}</td>`
 
 /**
  * One entry as a table row, with `id="eN"` and `data-seq` / `data-kind`.
@@ -89,25 +89,20 @@ const cells = (entry: Entry.Entry, kind: string, body: string) =>
 export const row = (entry: Entry.Entry): string => {
   const attrs = `id="e${entry.sequence}" data-seq="${entry.sequence}" data-kind="${Html.escape(entry.kind)}"`
   if (Entry.isTool(entry)) {
-    const verdict = entry.allowed
-      ? `<span class="verdict">allowed</span>`
-      : `<span class="verdict">DENIED</span>`
-    const body = `<b class="mono tool-name">${Html.escape(entry.tool_name)}</b> ` +
-      `<span class="muted">server</span> <span class="mono">${Html.escape(entry.server_id)}</span> ` +
-      `<span class="muted">agent</span> <span class="mono">${Html.escape(entry.agent_id)}</span> · ` +
-      `<span class="muted">read</span> ${Html.escape(Html.bytes(entry.bytes_read))} · ` +
-      `<span class="muted">written</span> ${Html.escape(Html.bytes(entry.bytes_written))} · ` +
-      `<span class="muted">depth</span> ${entry.delegation_depth} · ${verdict}`
+    const body = `<b>${Html.escape(entry.tool_name)}</b> <i>server</i> <code>${Html.escape(entry.server_id)}</code> ` +
+      `<i>agent</i> <code>${Html.escape(entry.agent_id)}</code> · <i>read</i> ${Html.bytes(entry.bytes_read)} · ` +
+      `<i>written</i> ${Html.bytes(entry.bytes_written)} · <i>depth</i> ${entry.delegation_depth} · ` +
+      (entry.allowed ? `<em>allowed</em>` : `<em>DENIED</em>`)
     return `<tr ${attrs} class="tool ${entry.allowed ? "allowed" : "denied"}">${cells(entry, "tool", body)}</tr>`
   }
   if (entry.kind === "message") {
     const { role, text } = messageText(entry.payload)
     const roleClass = role === null ? "" : ` role-${Html.escape(role.replace(/[^A-Za-z0-9_-]/g, "_"))}`
-    const body = (role === null ? "" : `<span class="role">${Html.escape(role)}</span>`) + collapsible(text)
+    const body = (role === null ? "" : `<b class="role">${Html.escape(role)}</b>`) + collapsible(text)
     return `<tr ${attrs} class="msg${roleClass}">${cells(entry, "message", body)}</tr>`
   }
   const body = collapsible(Html.jsonText(entry.payload), true)
-  return `<tr ${attrs} class="other">${cells(entry, `<span class="mono">${Html.escape(entry.kind)}</span>`, body)}</tr>`
+  return `<tr ${attrs} class="other">${cells(entry, `<code>${Html.escape(entry.kind)}</code>`, body)}</tr>`
 }
 
 const tableOpen = `<table class="tl"><colgroup><col class="seq"><col class="time"><col class="kind"><col><col class="hash"></colgroup>` +
