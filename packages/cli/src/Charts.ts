@@ -43,9 +43,10 @@ export const bars = (
   }
   if (shown.length === 0) return `<p class="muted">none recorded</p>`
   const rowH = 18
-  const labelW = 150
-  const width = 520
-  const barMax = width - labelW - 60
+  // Drawn small so that text stays legible when three charts share a row.
+  const labelW = 130
+  const width = 400
+  const barMax = width - labelW - 50
   const max = Math.max(1, ...shown.map((r) => r[1]))
   const height = shown.length * rowH + 4
   const color = options.color ?? "#0969da"
@@ -54,7 +55,7 @@ export const bars = (
     const w = value === 0 ? 0 : Math.max(1, Math.round((value / max) * barMax))
     return `<g class="bar${other ? " other" : ""}" data-label="${Html.escape(label)}" data-value="${value}">` +
       `<title>${Html.escape(label)}: ${value}</title>` +
-      `<text x="${labelW - 6}" y="${y + 12}" text-anchor="end">${Html.escape(clip(label, 22))}</text>` +
+      `<text x="${labelW - 6}" y="${y + 12}" text-anchor="end">${Html.escape(clip(label, 20))}</text>` +
       `<rect x="${labelW}" y="${y + 2}" width="${w}" height="${rowH - 5}" fill="${color}" rx="2"></rect>` +
       `<text x="${labelW + w + 4}" y="${y + 12}">${value}</text></g>`
   })
@@ -93,11 +94,12 @@ const sampleIndexes = (length: number): Array<number> => {
 export const lines = (series: ReadonlyArray<Series>, options: { readonly className: string; readonly title: string }): string => {
   const length = series[0]?.values.length ?? 0
   if (length === 0) return `<p class="muted">no entries</p>`
-  const width = 520
-  const height = 200
-  const left = 64
+  const width = 400
+  const height = 190
+  const left = 60
   const bottom = 24
-  const top = 8
+  // The legend sits above the plot, never on a line.
+  const top = 26
   const plotW = width - left - 10
   const plotH = height - top - bottom
   const idx = sampleIndexes(length)
@@ -111,7 +113,7 @@ export const lines = (series: ReadonlyArray<Series>, options: { readonly classNa
     return `<polyline class="series" data-name="${Html.escape(s.name)}" data-final="${final}" fill="none" stroke="${s.color}" stroke-width="2" points="${pts}"></polyline>`
   })
   const legend = series.map((s, i) =>
-    `<g transform="translate(${left + 8 + i * 210},${top + 4})"><rect width="10" height="10" fill="${s.color}"></rect>` +
+    `<g transform="translate(${left + i * 160},6)"><rect width="10" height="10" fill="${s.color}"></rect>` +
     `<text x="14" y="9">${Html.escape(s.name)}: ${Html.escape(Html.bytes(s.values[length - 1] ?? 0))}</text></g>`
   )
   const axes = `<line x1="${left}" y1="${top + plotH}" x2="${left + plotW}" y2="${top + plotH}" stroke="#8c959f"></line>` +

@@ -214,7 +214,7 @@ const duration = (secs: number): string => {
  *
  * @since 0.3.0
  */
-export const verifyBox = (id: string, r: Verify.Report): string => {
+export const verifyBox = (id: string, r: Verify.Report, at: number = Date.now()): string => {
   const status = !r.ok
     ? (r.violation !== null
       ? `<span class="badge bad">INTEGRITY VIOLATION</span>`
@@ -231,7 +231,7 @@ export const verifyBox = (id: string, r: Verify.Report): string => {
     : ""
   const prefix = r.ok ? "" : `<p>The timeline below shows the entries that could be read before the damage.</p>`
   return `<section class="verify${r.ok ? "" : " failed"}" id="verification" data-ok="${r.ok}">` +
-    `<b>Verification</b> ${status} <span class="muted">at ${Html.escape(new Date().toISOString())}</span>` +
+    `<b>Verification</b> ${status} <span class="muted">at ${Html.escape(new Date(at).toISOString())}</span>` +
     `<dl class="facts"><dt>entries checked</dt><dd id="entries-checked">${r.entries_checked}</dd>` +
     `<dt>exported head</dt><dd class="mono" id="head">${Html.escape(r.head ?? "(none)")}</dd>` +
     `<dt>re-check</dt><dd><code>session-journal verify ${Html.escape(id)}</code> and compare the head it prints with the one above</dd></dl>` +
@@ -268,7 +268,7 @@ export const header = (m: Model, link: (id: string) => string): string => {
     `<dt>data flow</dt><dd>${Html.escape(Html.bytes(s.cumulativeRead[s.entries - 1] ?? 0))} read, ` +
     `${Html.escape(Html.bytes(s.cumulativeWritten[s.entries - 1] ?? 0))} written</dd>` +
     rel + `</dl>` +
-    (m.verify === null ? "" : verifyBox(m.id, m.verify)) + `</header>`
+    (m.verify === null ? "" : verifyBox(m.id, m.verify, m.generatedAt)) + `</header>`
 }
 
 /**

@@ -105,8 +105,8 @@ export const row = (entry: Entry.Entry): string => {
   return `<tr ${attrs} class="other">${cells(entry, `<code>${Html.escape(entry.kind)}</code>`, body)}</tr>`
 }
 
-const tableOpen = `<table class="tl"><colgroup><col class="seq"><col class="time"><col class="kind"><col><col class="hash"></colgroup>` +
-  `<thead><tr><th>#</th><th>time (UTC)</th><th>kind</th><th>entry</th><th>hash</th></tr></thead>`
+const colgroup = `<table class="tl"><colgroup><col class="seq"><col class="time"><col class="kind"><col><col class="hash"></colgroup>`
+const tableOpen = colgroup + `<thead><tr><th>#</th><th>time (UTC)</th><th>kind</th><th>entry</th><th>hash</th></tr></thead>`
 
 /**
  * The timeline as HTML chunks (one per page, so a caller can write them out as
@@ -129,5 +129,6 @@ export const pages = function*(entries: ReadonlyArray<Entry.Entry>, options?: { 
       tableOpen + `<tbody>` + slice.map(row).join("\n") + `</tbody></table></div></details>\n`
   }
   if (entries.length === 0) yield `<p class="muted" id="no-entries">no entries yet</p>`
-  if (options?.live === true) yield tableOpen + `<tbody id="live"></tbody></table>\n`
+  // Live rows continue the last page's columns, without a header of their own.
+  if (options?.live === true) yield colgroup + `<tbody id="live"></tbody></table>\n`
 }

@@ -77,6 +77,11 @@ const assertInert = async (page: Page) => {
   assert.include(text, `"><img src=x onerror="window.__pwned=2"> and </textarea><b>not bold</b>`)
 }
 
+const screenshot = async (page: Page, name: string) => {
+  await page.setViewportSize({ width: 1200, height: 900 })
+  await page.screenshot({ path: path.join(SCREENSHOTS!, name), fullPage: true })
+}
+
 const barsOf = (page: Page, chart: string) =>
   page.locator(`svg.${chart} g.bar`).evaluateAll((gs) => gs.map((g) => [g.getAttribute("data-label"), Number(g.getAttribute("data-value"))] as const))
 
@@ -146,7 +151,7 @@ describe.skipIf(!hasChromium())("report and serve in Chromium", () => {
     assert.strictEqual(await page.locator("#e13 details").count(), 1, "a long message is collapsed")
     assert.strictEqual(await page.locator("#sub-sessions a").getAttribute("href"), "main-sub-1.html")
     await assertInert(page)
-    if (SCREENSHOTS !== undefined) await page.screenshot({ path: path.join(SCREENSHOTS, "report.png"), fullPage: false })
+    if (SCREENSHOTS !== undefined) await screenshot(page, "report.png")
     await page.close()
   })
 
@@ -203,7 +208,7 @@ describe.skipIf(!hasChromium())("report and serve in Chromium", () => {
     assert.strictEqual(await page.locator("#count-entries").innerText(), "15")
     assert.strictEqual(await page.locator("#count-denied").innerText(), "4 denied")
     await assertInert(page)
-    if (SCREENSHOTS !== undefined) await page.screenshot({ path: path.join(SCREENSHOTS, "serve.png"), fullPage: false })
+    if (SCREENSHOTS !== undefined) await screenshot(page, "serve.png")
 
     const missing = await page.goto(base + "/sessions/nope")
     assert.strictEqual(missing?.status(), 404)
