@@ -38,7 +38,7 @@ import * as Input from "./Input.ts"
 import * as MirrorFiles from "./MirrorFiles.ts"
 import * as Output from "./Output.ts"
 import * as ReportFile from "./ReportFile.ts"
-import * as Serve from "./Serve.ts"
+import type * as Serve from "./Serve.ts"
 import * as Storage from "./Storage.ts"
 import * as Verify from "./Verify.ts"
 
@@ -512,7 +512,12 @@ const serve = Command.make("serve", {
   port: nonNegative("port").pipe(Flag.withDefault(8080), Flag.withDescription("Port to listen on (0 picks a free one)")),
   host: Flag.String("host").pipe(Flag.withDefault("127.0.0.1"), Flag.withDescription("Address to bind (default 127.0.0.1)"))
 }, (a) =>
-  withJournal(({ storage }) => Serve.run({ port: a.port, host: a.host, storage }))).pipe(
+  withJournal(({ storage }) =>
+    // The HTTP server's modules load only for this command, not at every start.
+    Effect.flatMap(
+      Effect.promise((): Promise<typeof Serve> => import("./Serve.ts")),
+      (module) => module.run({ port: a.port, host: a.host, storage })
+    ))).pipe(
     Command.withDescription("Serve a read-only local web viewer of the journal, with sessions updating live")
   )
 

@@ -39,6 +39,13 @@ export interface Written {
   readonly millis: number
 }
 
+// write(2) on a regular file may still write less than asked (a full disk
+// reports itself on the next call): loop until everything is written.
+const writeFully = (fd: number, data: Buffer, length: number) => {
+  let done = 0
+  while (done < length) done += fs.writeSync(fd, data, done, length - done)
+}
+
 const writeChunks = (file: string, chunks: Iterable<string>) =>
   Effect.try({
     try: () => {
@@ -46,21 +53,26 @@ const writeChunks = (file: string, chunks: Iterable<string>) =>
       let bytes = 0
       const fd = fs.openSync(tmp, "w", 0o644)
       try {
-        // Chunks are buffered up to about 1 MiB per write.
-        let buffer: Array<string> = []
-        let pending = 0
+        // Chunks are encoded straight into one 4 MiB buffer, written when full: no
+        // joined strings and no buffer per chunk (a long report is 100,000s of rows).
+        const buffer = Buffer.allocUnsafe(1 << 22)
+        let used = 0
         const flush = () => {
-          if (buffer.length === 0) return
-          const data = Buffer.from(buffer.join(""), "utf8")
-          fs.writeSync(fd, data)
-          bytes += data.length
-          buffer = []
-          pending = 0
+          if (used === 0) return
+          writeFully(fd, buffer, used)
+          bytes += used
+          used = 0
         }
         for (const chunk of chunks) {
-          buffer.push(chunk)
-          pending += chunk.length
-          if (pending >= 1 << 20) flush()
+          // At most 3 bytes of UTF-8 per UTF-16 unit.
+          if (chunk.length * 3 > buffer.length - used) flush()
+          if (chunk.length * 3 > buffer.length) {
+            const data = Buffer.from(chunk, "utf8")
+            writeFully(fd, data, data.length)
+            bytes += data.length
+          } else {
+            used += buffer.write(chunk, used, "utf8")
+          }
         }
         flush()
         fs.fsyncSync(fd)
