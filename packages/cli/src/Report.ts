@@ -175,7 +175,7 @@ export const collect = (id: string, storage: Storage.Options, options?: { readon
     // only when the verification found the damage too.
     let damage: CorruptJournal | undefined
     const [report, entries] = yield* Effect.all([
-      options?.verify === false ? Effect.succeed(null) : Verify.session(id, storage),
+      options?.verify === false ? Effect.succeed(null) : Verify.sessionBeside(id, storage),
       Stream.runCollect(journal.entries(id).pipe(
         Stream.catch((e) => {
           if (e._tag !== "CorruptJournal") return Stream.fail(e)
