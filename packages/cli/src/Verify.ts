@@ -13,9 +13,7 @@ import type { CorruptJournal, IntegrityViolation } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import * as fs from "node:fs"
 import * as path from "node:path"
-import { Worker } from "node:worker_threads"
 import { NotAvailable } from "./Failure.ts"
 import * as Storage from "./Storage.ts"
 
@@ -178,58 +176,6 @@ const verifyStored = (id: string) =>
     }
     return report
   })
-
-/**
- * Stored size from which `sessionBeside` verifies in a worker thread (4 MiB,
- * roughly 10,000 entries).
- *
- * @since 0.3.0
- */
-export const BESIDE_MIN_BYTES = 4 * 1024 * 1024
-
-// The session directory's size, 0 when it cannot be read (the verification that
-// follows then reports why).
-const storedBytes = (id: string, storage: Storage.Options): number => {
-  try {
-    const dir = path.join(storage.dir, id)
-    return fs.readdirSync(dir).reduce((n, name) => n + fs.lstatSync(path.join(dir, name)).size, 0)
-  } catch {
-    return 0
-  }
-}
-
-/**
- * `session`, on the filesystem run in a worker thread (`VerifyWorker.ts`), so
- * that it takes a second core while the caller reads the same session. When the
- * worker cannot start or does not succeed, the session is verified here, which
- * also gives a failure its type.
- *
- * @since 0.3.0
- */
-export const sessionBeside = (id: string, storage: Storage.Options, minBytes: number = BESIDE_MIN_BYTES) => {
-  // Starting a worker costs about 0.2 s: worth it only for a long session.
-  if (!Storage.isFilesystem(storage) || storedBytes(id, storage) < minBytes) return session(id, storage)
-  const inWorker = Effect.callback<Report | null>((resume) => {
-    let done = false
-    const finish = (report: Report | null) => {
-      if (done) return
-      done = true
-      resume(Effect.succeed(report))
-    }
-    let worker: Worker
-    try {
-      worker = new Worker(new URL("./VerifyWorker.ts", import.meta.url), { workerData: { id, storage } })
-    } catch {
-      finish(null)
-      return
-    }
-    worker.once("message", (m: { readonly ok: boolean; readonly report?: Report }) => finish(m.ok && m.report !== undefined ? m.report : null))
-    worker.once("error", () => finish(null))
-    worker.once("exit", () => finish(null))
-    return Effect.promise(() => worker.terminate())
-  })
-  return Effect.flatMap(inWorker, (report) => (report === null ? session(id, storage) : Effect.succeed(report)))
-}
 
 /**
  * One line of human output for a report.

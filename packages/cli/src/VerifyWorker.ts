@@ -1,7 +1,7 @@
 /**
  * A worker thread that verifies one session on the filesystem and posts its
  * `Verify.Report` back (or `{ ok: false }` when it could not, and the caller
- * verifies in its own thread to get the typed failure). `report` uses it so
+ * verifies in its own thread to get the typed failure). `VerifyBeside.session` uses it so
  * that verification (hashing the whole history) runs on a second core while
  * the main thread reads and renders the same history.
  *

@@ -17,6 +17,7 @@ import * as path from "node:path"
 import { afterAll } from "vitest"
 import * as Storage from "../src/Storage.ts"
 import * as Verify from "../src/Verify.ts"
+import * as VerifyBeside from "../src/VerifyBeside.ts"
 import { cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const started: Array<ChildProcess> = []
@@ -133,7 +134,7 @@ describe("verification beside the main thread", () => {
     for (let i = 0; i < 3; i++) assert.strictEqual((await record(["--dir", dir], "vw", `t${i}`)).code, 0)
     const storage: Storage.Options = { dir, postgres: undefined }
     const both = () =>
-      Effect.runPromise(Effect.all([Verify.sessionBeside("vw", storage, 0), Verify.session("vw", storage)]).pipe(
+      Effect.runPromise(Effect.all([VerifyBeside.session("vw", storage, 0), Verify.session("vw", storage)]).pipe(
         Effect.provide(Storage.layer(storage))
       ))
     const [beside, here] = await both()
