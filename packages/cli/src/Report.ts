@@ -16,8 +16,7 @@ import * as Charts from "./Charts.ts"
 import * as Html from "./Html.ts"
 import type * as Storage from "./Storage.ts"
 import * as Timeline from "./Timeline.ts"
-import type * as Verify from "./Verify.ts"
-import * as VerifyBeside from "./VerifyBeside.ts"
+import * as Verify from "./Verify.ts"
 
 /**
  * Figures of a session computed in one pass over its entries.
@@ -176,7 +175,7 @@ export const collect = (id: string, storage: Storage.Options, options?: { readon
     // only when the verification found the damage too.
     let damage: CorruptJournal | undefined
     const [report, entries] = yield* Effect.all([
-      options?.verify === false ? Effect.succeed(null) : VerifyBeside.session(id, storage),
+      options?.verify === false ? Effect.succeed(null) : Verify.session(id, storage),
       Stream.runCollect(journal.entries(id).pipe(
         Stream.catch((e) => {
           if (e._tag !== "CorruptJournal") return Stream.fail(e)

@@ -15,9 +15,6 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import * as Storage from "../src/Storage.ts"
-import * as Verify from "../src/Verify.ts"
-import * as VerifyBeside from "../src/VerifyBeside.ts"
 import { cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const started: Array<ChildProcess> = []
@@ -125,26 +122,6 @@ describe("report", () => {
     const html = fs.readFileSync(file, "utf8")
     assert.match(html, /data-ok="false"/)
     assert.match(html, /INTEGRITY VIOLATION|CORRUPTION/)
-  })
-})
-
-describe("verification beside the main thread", () => {
-  it("a worker thread gives the same report as the main thread, damaged or not", async () => {
-    const dir = tempDir()
-    for (let i = 0; i < 3; i++) assert.strictEqual((await record(["--dir", dir], "vw", `t${i}`)).code, 0)
-    const storage: Storage.Options = { dir, postgres: undefined }
-    const both = () =>
-      Effect.runPromise(Effect.all([VerifyBeside.session("vw", storage, 0), Verify.session("vw", storage)]).pipe(
-        Effect.provide(Storage.layer(storage))
-      ))
-    const [beside, here] = await both()
-    assert.isTrue(beside.ok)
-    assert.deepStrictEqual(beside, here)
-    const segment = path.join(dir, "vw", fs.readdirSync(path.join(dir, "vw")).find((f) => f.endsWith(".jsonl"))!)
-    fs.writeFileSync(segment, fs.readFileSync(segment, "utf8").replace("\"t1\"", "\"tX\""))
-    const [damagedBeside, damagedHere] = await both()
-    assert.isFalse(damagedBeside.ok)
-    assert.deepStrictEqual(damagedBeside, damagedHere)
   })
 })
 
