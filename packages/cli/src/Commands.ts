@@ -38,6 +38,8 @@ import * as Import from "./Import.ts"
 import * as Input from "./Input.ts"
 import * as MirrorFiles from "./MirrorFiles.ts"
 import * as Output from "./Output.ts"
+import * as ReportFile from "./ReportFile.ts"
+import type * as Serve from "./Serve.ts"
 import * as Storage from "./Storage.ts"
 import * as Verify from "./Verify.ts"
 
@@ -499,6 +501,27 @@ const mirror = Command.make("mirror", {
       yield* MirrorFiles.check(result)
     }))).pipe(Command.withDescription("Back up every session to DEST, each copy verified before it replaces the last"))
 
+const report = Command.make("report", {
+  id: sessionId,
+  out: Flag.String("out").pipe(Flag.optional, Flag.withMetavar("FILE"), Flag.withDescription("Where to write the report (default ID.html)"))
+}, (a) =>
+  withJournal(({ json, storage }) => ReportFile.run(a.id, Option.getOrUndefined(a.out), storage, json))).pipe(
+    Command.withDescription("Write a self-contained HTML report of a session: header with verification, charts, timeline")
+  )
+
+const serve = Command.make("serve", {
+  port: nonNegative("port").pipe(Flag.withDefault(8080), Flag.withDescription("Port to listen on (0 picks a free one)")),
+  host: Flag.String("host").pipe(Flag.withDefault("127.0.0.1"), Flag.withDescription("Address to bind (default 127.0.0.1)"))
+}, (a) =>
+  withJournal(({ storage }) =>
+    // The HTTP server's modules load only for this command, not at every start.
+    Effect.flatMap(
+      Effect.promise((): Promise<typeof Serve> => import("./Serve.ts")),
+      (module) => module.run({ port: a.port, host: a.host, storage })
+    ))).pipe(
+    Command.withDescription("Serve a read-only local web viewer of the journal, with sessions updating live")
+  )
+
 const demo = Command.make("demo", {}, () =>
   withJournal(({ json, storage }) => Demo.run(json, storage))).pipe(
     Command.withDescription("Run a simulated agent session with guards into the journal directory, then verify it")
@@ -528,6 +551,8 @@ export const root = Command.make("session-journal").pipe(
     checkpoint,
     repair,
     mirror,
+    report,
+    serve,
     demo
   ]),
   Command.withGlobalFlags([Dir, Json, Verbose, Postgres])

@@ -1,0 +1,344 @@
+/**
+ * The report of one session as one self-contained HTML page: a header (id,
+ * title, labels, time span, counts and the verification done while the report
+ * was made, with how to re-check it), charts as inline SVG and the timeline.
+ * No network, no external assets and no script: it opens from `file://` or as
+ * a mail attachment, and its Content-Security-Policy forbids scripts outright.
+ * The live viewer (`Serve`) renders the same page with one script of its own.
+ *
+ * @since 0.3.0
+ */
+import { Entry, JournalState, SessionJournal } from "@session-journal/core"
+import type { CorruptJournal, SessionMeta } from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import * as Charts from "./Charts.ts"
+import * as Html from "./Html.ts"
+import type * as Storage from "./Storage.ts"
+import * as Timeline from "./Timeline.ts"
+import * as Verify from "./Verify.ts"
+
+/**
+ * Figures of a session computed in one pass over its entries.
+ *
+ * @since 0.3.0
+ */
+export interface Summary {
+  readonly entries: number
+  readonly messages: number
+  readonly tools: number
+  readonly others: number
+  readonly denied: number
+  readonly firstSecs: number | null
+  readonly lastSecs: number | null
+  /** Calls per tool name, denied calls included (as `stats` counts them). */
+  readonly toolCounts: ReadonlyMap<string, number>
+  /** Denials per guard reason, where entries record one (see `deniedReasons`). */
+  readonly reasons: ReadonlyMap<string, number>
+  /** Bytes read and written up to and including each entry. */
+  readonly cumulativeRead: ReadonlyArray<number>
+  readonly cumulativeWritten: ReadonlyArray<number>
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+
+/**
+ * The guard reasons a payload records for denied calls: objects
+ * `{"type":"execution-denied","reason":…}` (what `@session-journal/ai` returns to
+ * the model for a denied call) and `denied_reason` fields (as `demo --json`
+ * prints them), searched a few levels deep.
+ *
+ * @since 0.3.0
+ */
+export const deniedReasons = (payload: unknown): Array<string> => {
+  const out: Array<string> = []
+  const visit = (v: unknown, depth: number) => {
+    if (depth > 6) return
+    if (Array.isArray(v)) {
+      for (const x of v) visit(x, depth + 1)
+    } else if (isRecord(v)) {
+      if (v["type"] === "execution-denied" && typeof v["reason"] === "string") out.push(v["reason"])
+      if (typeof v["denied_reason"] === "string") out.push(v["denied_reason"])
+      for (const k in v) visit(v[k], depth + 1)
+    }
+  }
+  visit(payload, 0)
+  return out
+}
+
+/**
+ * Computes the summary of a session's entries.
+ *
+ * @since 0.3.0
+ */
+export const summarize = (entries: ReadonlyArray<Entry.Entry>): Summary => {
+  let messages = 0, tools = 0, others = 0, denied = 0, read = 0, written = 0
+  const toolCounts = new Map<string, number>()
+  const reasons = new Map<string, number>()
+  const cumulativeRead: Array<number> = []
+  const cumulativeWritten: Array<number> = []
+  for (const e of entries) {
+    if (Entry.isTool(e)) {
+      tools++
+      if (!e.allowed) denied++
+      toolCounts.set(e.tool_name, (toolCounts.get(e.tool_name) ?? 0) + 1)
+      read += e.bytes_read
+      written += e.bytes_written
+    } else {
+      if (e.kind === "message") messages++
+      else others++
+      for (const r of deniedReasons(e.payload)) reasons.set(r, (reasons.get(r) ?? 0) + 1)
+    }
+    cumulativeRead.push(read)
+    cumulativeWritten.push(written)
+  }
+  return {
+    entries: entries.length,
+    messages,
+    tools,
+    others,
+    denied,
+    firstSecs: entries[0]?.timestamp_secs ?? null,
+    lastSecs: entries[entries.length - 1]?.timestamp_secs ?? null,
+    toolCounts,
+    reasons,
+    cumulativeRead,
+    cumulativeWritten
+  }
+}
+
+const SUB_KEYS = ["sub_sessions", "subagent_sessions", "sub_agents", "subagents", "child_sessions", "children"]
+const PARENT_KEYS = ["parent_session", "parent"]
+
+const sessionRef = (v: unknown): string | null => {
+  const id = isRecord(v) ? (v["id"] ?? v["session_id"]) : v
+  return Entry.isSessionId(id) ? id : null
+}
+
+/**
+ * Sessions the metadata names: sub-agent sessions (`data.sub_sessions`,
+ * `subagent_sessions`, `sub_agents`, `subagents`, `child_sessions` or `children`:
+ * a list of ids or of `{id}` objects) and the parent (`data.parent_session` or
+ * `data.parent`). Only valid session ids are kept.
+ *
+ * @since 0.3.0
+ */
+export const relatedSessions = (meta: SessionMeta.SessionMeta | null): { readonly parent: string | null; readonly subs: ReadonlyArray<string> } => {
+  const data = meta?.data
+  if (!isRecord(data)) return { parent: null, subs: [] }
+  const subs = new Set<string>()
+  for (const k of SUB_KEYS) {
+    const list = data[k]
+    if (Array.isArray(list)) {
+      for (const v of list) {
+        const id = sessionRef(v)
+        if (id !== null) subs.add(id)
+      }
+    }
+  }
+  let parent: string | null = null
+  for (const k of PARENT_KEYS) parent ??= sessionRef(data[k])
+  return { parent, subs: [...subs] }
+}
+
+/**
+ * Everything a report page shows.
+ *
+ * @since 0.3.0
+ */
+export interface Model {
+  readonly id: string
+  readonly meta: SessionMeta.SessionMeta | null
+  readonly entries: ReadonlyArray<Entry.Entry>
+  readonly summary: Summary
+  /** The verification done for this page (null when not asked for). */
+  readonly verify: Verify.Report | null
+  /** The exported head of the session's state when it was read. */
+  readonly head: string
+  /** When the page was made, milliseconds since the epoch. */
+  readonly generatedAt: number
+}
+
+/**
+ * Reads a session for its report: its state, its full history and (unless
+ * `verify` is false) a verification of the whole stored history.
+ *
+ * @since 0.3.0
+ */
+export const collect = (id: string, storage: Storage.Options, options?: { readonly verify?: boolean }) =>
+  Effect.gen(function*() {
+    yield* Effect.fromResult(Entry.validateSessionId(id))
+    const journal = yield* SessionJournal.SessionJournal
+    const isDamage = (e: { readonly _tag: string }) => e._tag === "CorruptJournal" || e._tag === "IntegrityViolation"
+    // The verification and the history read run side by side (both mostly wait on
+    // reads). A read that meets damage keeps the valid prefix; that is allowed
+    // only when the verification found the damage too.
+    let damage: CorruptJournal | undefined
+    const [report, entries] = yield* Effect.all([
+      options?.verify === false ? Effect.succeed(null) : Verify.session(id, storage),
+      Stream.runCollect(journal.entries(id).pipe(
+        Stream.catch((e) => {
+          if (e._tag !== "CorruptJournal") return Stream.fail(e)
+          damage = e
+          return Stream.empty
+        })
+      ))
+    ], { concurrency: 2 })
+    const damaged = report !== null && !report.ok
+    if (damage !== undefined && !damaged) return yield* Effect.fail(damage)
+    const state = yield* journal.state(id).pipe(
+      Effect.map((s) => ({ meta: s.meta, head: JournalState.head(s) })),
+      Effect.catch((e) => (damaged && isDamage(e) ? Effect.succeed({ meta: null, head: report.head ?? "" }) : Effect.fail(e)))
+    )
+    const model: Model = {
+      id,
+      meta: state.meta,
+      entries,
+      summary: summarize(entries),
+      verify: report,
+      head: report?.head ?? state.head,
+      generatedAt: Date.now()
+    }
+    return model
+  })
+
+const duration = (secs: number): string => {
+  if (secs < 60) return `${secs} s`
+  if (secs < 3600) return `${Math.floor(secs / 60)} min ${secs % 60} s`
+  return `${Math.floor(secs / 3600)} h ${Math.floor((secs % 3600) / 60)} min`
+}
+
+/**
+ * The verification box: status, entries checked, the exported head in full and
+ * the command that re-checks it.
+ *
+ * @since 0.3.0
+ */
+export const verifyBox = (id: string, r: Verify.Report, at: number = Date.now()): string => {
+  const status = !r.ok
+    ? (r.violation !== null
+      ? `<span class="badge bad">INTEGRITY VIOLATION</span>`
+      : `<span class="badge bad">CORRUPTION</span>`)
+    : r.torn_tail !== null
+    ? `<span class="badge warn">ok, torn tail</span>`
+    : `<span class="badge ok">verified ok</span>`
+  const problem = r.violation !== null
+    ? `<p>at sequence ${r.violation.sequence}: ${Html.escape(r.violation.what)} expected <code>${Html.escape(r.violation.expected)}</code>, found <code>${Html.escape(r.violation.actual)}</code></p>`
+    : r.corruption !== null
+    ? `<p>in <code>${Html.escape(r.corruption.segment)}</code> at offset ${r.corruption.offset}: ${Html.escape(r.corruption.reason)}</p>`
+    : r.torn_tail !== null
+    ? `<p class="muted">a torn tail of ${r.torn_tail.bytes} bytes (an unfinished last write, benign) in <code>${Html.escape(r.torn_tail.segment)}</code></p>`
+    : ""
+  const prefix = r.ok ? "" : `<p>The timeline below shows the entries that could be read before the damage.</p>`
+  return `<section class="verify${r.ok ? "" : " failed"}" id="verification" data-ok="${r.ok}">` +
+    `<b>Verification</b> ${status} <span class="muted">at ${Html.escape(new Date(at).toISOString())}</span>` +
+    `<dl class="facts"><dt>entries checked</dt><dd id="entries-checked">${r.entries_checked}</dd>` +
+    `<dt>exported head</dt><dd class="mono" id="head">${Html.escape(r.head ?? "(none)")}</dd>` +
+    `<dt>re-check</dt><dd><code>session-journal verify ${Html.escape(id)}</code> and compare the head it prints with the one above</dd></dl>` +
+    problem + prefix + `</section>`
+}
+
+/**
+ * The header: title, id, labels, time span, counts, related sessions and the
+ * verification box.
+ *
+ * @since 0.3.0
+ */
+export const header = (m: Model, link: (id: string) => string): string => {
+  const s = m.summary
+  const title = m.meta?.title
+  const labels = (m.meta?.labels ?? []).map((l) => `<span class="badge label">${Html.escape(l)}</span>`).join(" ")
+  const span = s.firstSecs === null || s.lastSecs === null
+    ? "—"
+    : `${Html.escape(Html.isoSeconds(s.firstSecs))} → ${Html.escape(Html.isoSeconds(s.lastSecs))} (${duration(s.lastSecs - s.firstSecs)})`
+  const related = relatedSessions(m.meta)
+  const rel = [
+    related.parent === null ? "" : `<dt>parent session</dt><dd><a href="${Html.escape(link(related.parent))}">${Html.escape(related.parent)}</a></dd>`,
+    related.subs.length === 0
+      ? ""
+      : `<dt>sub-agent sessions</dt><dd id="sub-sessions">${related.subs.map((id) => `<a href="${Html.escape(link(id))}">${Html.escape(id)}</a>`).join(", ")}</dd>`
+  ].join("")
+  return `<header><h1 id="title">${Html.escape(title ?? m.id)}</h1>` +
+    `<dl class="facts"><dt>session</dt><dd class="mono" id="session-id">${Html.escape(m.id)}</dd>` +
+    (labels === "" ? "" : `<dt>labels</dt><dd id="labels">${labels}</dd>`) +
+    `<dt>time span</dt><dd id="span">${span}</dd>` +
+    `<dt>entries</dt><dd><span id="count-entries">${s.entries}</span>: <span id="count-messages">${s.messages}</span> messages, ` +
+    `<span id="count-tools">${s.tools}</span> tool calls (<span id="count-denied" class="${s.denied > 0 ? "badge bad" : ""}">${s.denied} denied</span>)` +
+    (s.others > 0 ? `, <span id="count-others">${s.others}</span> other` : "") + `</dd>` +
+    `<dt>data flow</dt><dd>${Html.escape(Html.bytes(s.cumulativeRead[s.entries - 1] ?? 0))} read, ` +
+    `${Html.escape(Html.bytes(s.cumulativeWritten[s.entries - 1] ?? 0))} written</dd>` +
+    rel + `</dl>` +
+    (m.verify === null ? "" : verifyBox(m.id, m.verify, m.generatedAt)) + `</header>`
+}
+
+/**
+ * The charts: calls per tool, cumulative bytes read and written, and denials
+ * per guard reason when entries record reasons.
+ *
+ * @since 0.3.0
+ */
+export const charts = (s: Summary): string => {
+  const reasons = s.reasons.size === 0
+    ? ""
+    : `<div class="chart"><h3>Denials per guard reason</h3>${Charts.bars([...s.reasons], { className: "chart-reasons", title: "denials per guard reason", color: "#cf222e" })}</div>`
+  return `<h2>Charts</h2><div class="charts">` +
+    `<div class="chart"><h3>Calls per tool</h3>${Charts.bars([...s.toolCounts], { className: "chart-tools", title: "calls per tool" })}</div>` +
+    `<div class="chart"><h3>Bytes over the session (cumulative)</h3>${
+      Charts.lines([
+        { name: "read", color: "#0969da", values: s.cumulativeRead },
+        { name: "written", color: "#bf3989", values: s.cumulativeWritten }
+      ], { className: "chart-bytes", title: "cumulative bytes read and written" })
+    }</div>` + reasons + `</div>`
+}
+
+/**
+ * What differs between the report file and the viewer's page.
+ *
+ * @since 0.3.0
+ */
+export interface PageOptions {
+  /** The link to another session's page (a file next to this one, or a viewer path). */
+  readonly link: (id: string) => string
+  /** Extra `<head>` content and the script source, for the viewer. */
+  readonly live?: { readonly script: string; readonly from: number } | undefined
+  /** A link back to the list, for the viewer. */
+  readonly back?: string | undefined
+}
+
+const CSP_REPORT = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+const CSP_LIVE = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'"
+
+/**
+ * The opening of a page: doctype, metadata, the Content-Security-Policy and the
+ * style sheet, then `<body><main>`.
+ *
+ * @since 0.3.0
+ */
+export const documentStart = (title: string, live: boolean): string =>
+  `<!doctype html><html lang="en"><head><meta charset="utf-8">` +
+  `<meta http-equiv="Content-Security-Policy" content="${live ? CSP_LIVE : CSP_REPORT}">` +
+  `<meta name="viewport" content="width=device-width,initial-scale=1">` +
+  `<title>${Html.escape(title)}</title><style>${Html.STYLE}</style></head><body><main>`
+
+/**
+ * The page of a session as HTML chunks, in order; joined they are the whole
+ * document.
+ *
+ * @since 0.3.0
+ */
+export const render = function*(m: Model, options: PageOptions): Generator<string> {
+  const live = options.live !== undefined
+  yield documentStart(`${m.meta?.title ?? m.id} · session-journal`, live)
+  if (options.back !== undefined) yield `<p><a href="${Html.escape(options.back)}">← all sessions</a></p>`
+  yield header(m, options.link)
+  yield charts(m.summary)
+  yield `<h2>Timeline</h2>`
+  if (live) {
+    yield `<p class="muted" id="live-status" data-from="${options.live!.from}">live: new entries appear below as they are written</p>`
+  }
+  yield* Timeline.pages(m.entries, { live })
+  yield `<footer class="muted"><p>Written by <code>session-journal</code> at ${Html.escape(new Date(m.generatedAt).toISOString())}. ` +
+    `Charts and header as of then.</p></footer></main>`
+  if (live) yield `<script src="${Html.escape(options.live!.script)}" defer></script>`
+  yield `</body></html>\n`
+}
