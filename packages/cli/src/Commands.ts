@@ -21,6 +21,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { Argument, Command, Flag, GlobalFlag } from "effect/cli"
 import * as fs from "node:fs"
+import * as ClaudeCode from "./ClaudeCode.ts"
 import * as Demo from "./Demo.ts"
 import {
   describe as describeFailure,
@@ -527,7 +528,8 @@ export const root = Command.make("session-journal").pipe(
     checkpoint,
     repair,
     mirror,
-    demo
+    demo,
+    ClaudeCode.make((body) => withJournal(body))
   ]),
   Command.withGlobalFlags([Dir, Json, Verbose, Postgres])
 )
