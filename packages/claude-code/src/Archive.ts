@@ -80,6 +80,8 @@ export class Cache {
   readonly spawns = new Map<string, Sync.Spawns>()
   readonly unlinked = new Set<string>()
   readonly missing = new Set<string>()
+  /** Transcript paths of the previous pass; null before the first. */
+  seen: ReadonlySet<string> | null = null
 }
 
 const sameStamp = (a: Source.Stamp | undefined, b: Source.Stamp | null) =>
@@ -158,8 +160,13 @@ export const archive = (
     }
     changedParents = new Set()
 
-    // Sessions of this source whose transcript is gone.
-    const sessions = yield* Effect.orElseSucceed(journal.list, () => [])
+    // Sessions of this source whose transcript is gone. A follow pass looks only
+    // when a transcript of the previous pass is no longer there.
+    const paths = new Set([...mains, ...subs].map((x) => x.file))
+    const previous = cache?.seen ?? null
+    if (cache !== undefined) cache.seen = paths
+    const vanished = previous === null || Array.from(previous).some((p) => !paths.has(p))
+    const sessions = vanished ? yield* Effect.orElseSucceed(journal.list, () => []) : []
     for (const info of sessions) {
       if (!info.id.startsWith(SessionIds.PREFIX) || seen.has(info.id) || cache?.missing.has(info.id) === true) continue
       const state = yield* Effect.option(journal.state(info.id))
