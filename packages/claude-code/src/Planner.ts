@@ -77,6 +77,8 @@ export interface Journaled {
   readonly refs: Array<EntryRef>
   /** Whether the latest presence entry says the file disappeared. */
   missing: boolean
+  /** Whether the chain holds a divergence (so lines of earlier versions are on it too). */
+  diverged: boolean
 }
 
 /**
@@ -84,7 +86,7 @@ export interface Journaled {
  *
  * @since 0.1.0
  */
-export const empty = (): Journaled => ({ lines: 0, mismatch: null, refs: [], missing: false })
+export const empty = (): Journaled => ({ lines: 0, mismatch: null, refs: [], missing: false, diverged: false })
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
@@ -125,6 +127,7 @@ export const observe = (state: Journaled, entry: Entry.Entry, file: ReadonlyArra
     state.lines = keep
     state.refs.length = keep
     if (state.mismatch !== null && state.mismatch > keep) state.mismatch = null
+    state.diverged = true
   } else if (entry.kind === MISSING_KIND) {
     state.missing = true
   } else if (entry.kind === REAPPEARED_KIND) {

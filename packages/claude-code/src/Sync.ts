@@ -4,7 +4,9 @@
  * nothing), then write the new line entries with the tool entries each line
  * completes, in batches that each end after a line and its tool entries (so a
  * crash between batches leaves a journal the next run continues with no gap
- * and no duplicate), and keep the session's metadata current. A failure of
+ * and no duplicate), and keep the session's metadata current. Each `tool_use`
+ * id yields at most one tool entry on a session's chain, so a rewritten
+ * transcript does not count the calls it repeats twice. A failure of
  * this one file is returned in its report, never raised.
  *
  * @since 0.1.0
@@ -183,7 +185,19 @@ export const syncFile = (
 
     const agentId = t._tag === "Main" ? "main" : t.agentId
     const depth = t._tag === "Main" ? 0 : 1
+    // Each tool_use id yields one tool entry on the whole chain: after a rewrite,
+    // calls already recorded from an earlier version are not recorded again.
     const pairing = Transcript.emptyPairing()
+    if (state.diverged || plan._tag === "Diverge") {
+      const earlier = Transcript.emptyPairing()
+      yield* journal.entries(session).pipe(Stream.runForEachArray((chunk) => Effect.sync(() => {
+        for (const e of chunk) {
+          const value = e.kind === Planner.LINE_KIND ? Planner.lineOf(e.payload) : undefined
+          if (value !== undefined) Transcript.pair(earlier, infoOf(value), agentId, depth)
+        }
+      })))
+      for (const id of earlier.paired) pairing.paired.add(id)
+    }
     const spawnLine = new Map<string, number>()
     const byAgentId = new Map<string, string>()
     const byPromptId = new Map<string, string>()

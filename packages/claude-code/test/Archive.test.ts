@@ -166,6 +166,9 @@ describe("Archive", () => {
         assert.strictEqual(file.divergedAt, 4)
         assert.strictEqual(file.lines, edited.length - 3)
         assert.isTrue((yield* restored(mainId)).equals(fs.readFileSync(tree.main)))
+        // The calls of the rewritten part were recorded before: not again.
+        assert.strictEqual(file.tools, 0)
+        assert.deepStrictEqual(yield* toolCounts(mainId), F.mainTools())
         const entries = yield* entriesOf(mainId)
         const divergence = entries.find((e) => e.kind === Planner.DIVERGENCE_KIND)!
         assert.deepStrictEqual(payloadOf(divergence), {
@@ -185,6 +188,11 @@ describe("Archive", () => {
         assert.strictEqual(cut.status, "diverged")
         assert.strictEqual(cut.divergedAt, 3)
         assert.isTrue((yield* restored(mainId)).equals(fs.readFileSync(tree.main)))
+        // A new call after the rewrite is recorded.
+        fs.appendFileSync(tree.main, F.mainTurn(5).join("\n") + "\n")
+        const grown = (yield* Archive.archive({ source })).files.find((f) => f.session === mainId)!
+        assert.deepStrictEqual([grown.status, grown.tools], ["extended", 3])
+        assert.strictEqual((yield* toolCounts(mainId))["Bash"], 3)
         const j = yield* SessionJournal.SessionJournal
         yield* j.verify(mainId)
       }))
