@@ -76,13 +76,20 @@ export const defaultSource = (env: Record<string, string | undefined> = process.
  * @since 0.1.0
  */
 export class Cache {
-  readonly stamps = new Map<string, Source.Stamp>()
+  /** Each file's stamp when last brought in, and until when a failed file is left alone (ms since the epoch). */
+  readonly stamps = new Map<string, { readonly stamp: Source.Stamp; readonly retryAt: number | null }>()
+  /** The spawns of each main transcript, by its session id. */
   readonly spawns = new Map<string, Sync.Spawns>()
+  /** Sub-agent sessions whose parent entry is not known yet. */
   readonly unlinked = new Set<string>()
+  /** Sessions already recorded as missing. */
   readonly missing = new Set<string>()
   /** Transcript paths of the previous pass; null before the first. */
   seen: ReadonlySet<string> | null = null
 }
+
+// How long a file that failed is left alone while it does not change.
+const RETRY_MILLIS = 5_000
 
 const sameStamp = (a: Source.Stamp | undefined, b: Source.Stamp | null) =>
   a !== undefined && b !== null && a.size === b.size && a.mtimeMs === b.mtimeMs && a.ino === b.ino
@@ -125,13 +132,20 @@ export const archive = (
       Effect.gen(function*() {
         seen.add(SessionIds.sessionId(t))
         const before = cache === undefined ? null : yield* Effect.orElseSucceed(Source.stamp(file), () => null)
-        if (!force && cache !== undefined && sameStamp(cache.stamps.get(file), before)) return undefined
+        const known = cache?.stamps.get(file)
+        if (
+          !force && known !== undefined && sameStamp(known.stamp, before) &&
+          (known.retryAt === null || known.retryAt > Date.now())
+        ) return undefined
         const result = yield* Sync.syncFile(t, file, limits, parent)
         if (cache !== undefined) {
-          // Remembered only when complete: a failure or a pending tail is looked at again.
-          if (result.report.status !== "failed" && result.report.pendingBytes === 0 && before !== null) {
-            cache.stamps.set(file, before)
-          } else cache.stamps.delete(file)
+          // A file is looked at again when it changes; one that failed also after a while
+          // (a lock held by another writer goes away without the file changing).
+          if (before === null) cache.stamps.delete(file)
+          else {
+            const retryAt = result.report.status === "failed" ? Date.now() + RETRY_MILLIS : null
+            cache.stamps.set(file, { stamp: before, retryAt })
+          }
           cache.missing.delete(SessionIds.sessionId(t))
         }
         if (cache === undefined || result.report.status !== "unchanged") files.push(result.report)
@@ -175,8 +189,9 @@ export const archive = (
       if (!isRecord(data) || typeof data["source"] !== "string" || typeof data["project"] !== "string") continue
       const source = data["source"]
       if (!source.startsWith(root + path.sep) || !wanted(data["project"])) continue
+      // Present, or refused (a link now stands there: reported by the walk, not taken for a deletion).
       const now = yield* Effect.result(Source.stamp(source))
-      if (now._tag === "Success" && now.success !== null) continue // present (refused or not yet classified)
+      if (now._tag === "Failure" || now.success !== null) continue
       const retained = JournalState.entries(state.value)
       const last = retained[retained.length - 1]
       if (last !== undefined && last.kind === Planner.MISSING_KIND) {

@@ -9,6 +9,7 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Entry, JournalState, SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
@@ -195,6 +196,37 @@ describe("Archive", () => {
         assert.strictEqual((yield* toolCounts(mainId))["Bash"], 3)
         const j = yield* SessionJournal.SessionJournal
         yield* j.verify(mainId)
+      }))
+    }))
+
+  it.live("follow journals new lines within a second, records a deletion, and leaves unchanged files alone", () =>
+    Effect.gen(function*() {
+      const { source, tree, journal } = setup()
+      yield* inJournal(journal, Effect.gen(function*() {
+        const passes: Array<Archive.Report> = []
+        const fiber = yield* Effect.forkChild(Archive.follow({ source }, (r) => Effect.sync(() => void passes.push(r))))
+        const waitFor = (p: () => boolean) =>
+          Effect.gen(function*() {
+            const t0 = Date.now()
+            while (!p()) {
+              if (Date.now() - t0 > 5_000) return yield* Effect.die(new Error("timed out"))
+              yield* Effect.sleep("10 millis")
+            }
+            return Date.now() - t0
+          })
+        yield* waitFor(() => passes.length >= 1)
+        assert.deepStrictEqual(statuses(passes[0]!), { [mainId]: "created", [subId]: "created" })
+        fs.appendFileSync(tree.main, F.mainTurn(3).join("\n") + "\n")
+        const took = yield* waitFor(() => passes.some((r) => r.files.some((f) => f.status === "extended")))
+        assert.isBelow(took, 1000)
+        const extended = passes.flatMap((r) => r.files).filter((f) => f.status === "extended")
+        assert.deepStrictEqual(extended.map((f) => [f.session, f.lines, f.tools]), [[mainId, 10, 3]])
+        fs.rmSync(tree.sub)
+        yield* waitFor(() => passes.some((r) => r.files.some((f) => f.status === "missing")))
+        yield* Fiber.interrupt(fiber)
+        // Unchanged files were never reported again.
+        assert.strictEqual(passes.flatMap((r) => r.files).length, 4)
+        assert.isTrue((yield* restored(mainId)).equals(fs.readFileSync(tree.main)))
       }))
     }))
 
