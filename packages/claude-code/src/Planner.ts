@@ -208,6 +208,7 @@ export const divergenceItem = (p: Extract<Plan, { _tag: "Diverge" }>): SessionJo
  * @since 0.1.0
  */
 export class Restorer {
+  /** The lines of the current version so far. */
   readonly lines: Array<LineValue> = []
   /** Folds one entry. */
   push(entry: Entry.Entry): void {

@@ -56,8 +56,15 @@ const MAX_ESCAPED_BYTES = 7 * 1024 * 1024
  * @since 0.1.0
  */
 export interface FileReport {
+  /** The transcript file. */
   readonly path: string
+  /** Its journal session. */
   readonly session: string
+  /**
+   * `created` (new session), `extended`, `unchanged`, `diverged` (rewritten: a
+   * divergence entry, then the new content), `reappeared`, `missing` (the file is
+   * gone; recorded), `failed` (see `reason`).
+   */
   readonly status: "created" | "extended" | "unchanged" | "diverged" | "reappeared" | "missing" | "failed"
   /** Line entries written. */
   readonly lines: number
