@@ -259,6 +259,9 @@ describe("Archive", () => {
       fs.symlinkSync(path.join(outside, "secret.jsonl"), path.join(tree.projectDir, "11111111-1111-4111-8111-111111111111.jsonl"))
       fs.symlinkSync(outside, path.join(source, "-linked-project"))
       fs.symlinkSync(outside, path.join(tree.projectDir, F.SESSION, "subagents", "nested"))
+      // Group-writable files (a umask of 002) are Claude Code's as well: archived.
+      fs.chmodSync(tree.main, 0o664)
+      fs.chmodSync(tree.projectDir, 0o775)
       yield* inJournal(journal, Effect.gen(function*() {
         const report = yield* Archive.archive({ source })
         assert.deepStrictEqual(report.refused.map((r) => path.relative(source, r.path)).sort(), [

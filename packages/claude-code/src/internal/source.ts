@@ -7,6 +7,7 @@
  */
 import { Files } from "@session-journal/node"
 import * as Effect from "effect/Effect"
+import { constants } from "node:fs"
 import * as path from "node:path"
 import { SourceError } from "../Errors.ts"
 
@@ -134,16 +135,32 @@ export const stamp = (file: string): Effect.Effect<Stamp | null, SourceError> =>
   })
 
 /**
- * Reads a whole transcript through a checked open (no symbolic link, a regular
- * file owned by us, the very inode the lstat saw), refusing files above
- * `maxBytes` by their size before reading.
+ * Reads a whole transcript through a checked open: lstat (no symbolic link, a
+ * regular file), open with O_NOFOLLOW and O_NONBLOCK (a FIFO planted meanwhile
+ * cannot hang the read), fstat must show the very inode the lstat saw; then a
+ * bounded read that refuses files above `maxBytes` by their size before reading.
+ *
+ * Unlike the journal's own files, owner and mode are not checked: these files are
+ * Claude Code's, often 0664 under a umask of 002, and custody means recording
+ * what is there.
  */
 export const read = (file: string, maxBytes: number): Effect.Effect<Uint8Array, SourceError> =>
   Effect.tryPromise({
     try: async () => {
       const c = ctx(path.dirname(file))
-      const fh = await Files.openRead(c, file)
+      const st = await c.fs.lstat(file)
+      if (st.isSymbolicLink()) throw new Error("refused: a symbolic link")
+      if (!st.isFile()) throw new Error("refused: not a regular file")
+      let fh: Files.FileHandle
       try {
+        fh = await c.fs.open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+      } catch (e) {
+        if (Files.codeOf(e) === "ELOOP") throw new Error("refused: a symbolic link")
+        throw e
+      }
+      try {
+        const fst = await fh.stat()
+        if (fst.dev !== st.dev || fst.ino !== st.ino) throw new Error("refused: replaced between lstat and open")
         return await Files.readBounded(c, fh, file, maxBytes)
       } finally {
         await Files.close(fh)
