@@ -135,5 +135,5 @@ describe("session-journal claude-code", () => {
     const tools = entries.filter((e) => e.kind === "tool")
     expect(tools.length).toBe(turns * 3)
     expect((await exportBytes(journal, mainId)).equals(fs.readFileSync(file))).toBe(true)
-  })
+  }, process.env["STRESS"] === "1" ? 600_000 : 60_000)
 })
