@@ -92,7 +92,8 @@ export const mainLines = (turns = 2): Array<string> => {
     assistant(false, [toolUse("toolu_task", "Task", { description: "Find callers", prompt: TASK_PROMPT, subagent_type: "general-purpose" })]),
     JSON.stringify(base("progress", false, { data: { type: "agent_progress", agentId: AGENT, prompt: TASK_PROMPT }, toolUseID: "toolu_task", parentToolUseID: "toolu_task" })),
     result(false, "toolu_task", [{ type: "text", text: `Found 2 callers.\nagentId: ${AGENT}` }], { toolUseResult: { status: "completed", agentId: AGENT, totalToolUseCount: 2 } }),
-    JSON.stringify({ type: "custom-title", customTitle: "checkout", sessionId: SESSION, futureField: [1, 2, 3] }),
+    JSON.stringify({ type: "custom-title", customTitle: "checkout", sessionId: SESSION }),
+    JSON.stringify({ type: "hologram-snapshot", schema: 9, sessionId: SESSION, frames: [{ at: 1.5, data: "AAEC" }] }),
     "this line is not JSON {",
     ""
   )
