@@ -223,10 +223,37 @@ describe("Archive", () => {
         assert.deepStrictEqual(extended.map((f) => [f.session, f.lines, f.tools]), [[mainId, 10, 3]])
         fs.rmSync(tree.sub)
         yield* waitFor(() => passes.some((r) => r.files.some((f) => f.status === "missing")))
+        // A new transcript is picked up.
+        const other = path.join(tree.projectDir, "0a6afc57-2f31-4cb4-8ff0-01247f50c64c.jsonl")
+        fs.writeFileSync(other, F.bytesOf(F.mainTurn(0)))
+        yield* waitFor(() => passes.some((r) => r.files.some((f) => f.path === other && f.status === "created")))
         yield* Fiber.interrupt(fiber)
         // Unchanged files were never reported again.
-        assert.strictEqual(passes.flatMap((r) => r.files).length, 4)
+        assert.strictEqual(passes.flatMap((r) => r.files).length, 5)
         assert.isTrue((yield* restored(mainId)).equals(fs.readFileSync(tree.main)))
+      }))
+    }))
+
+  it.live("a sub-agent whose spawning call is not journaled yet is linked by a later run", () =>
+    Effect.gen(function*() {
+      const { source, tree, journal } = setup()
+      const full = fs.readFileSync(tree.main)
+      // The parent without its last lines: the Task call is not there yet.
+      const cut = full.subarray(0, full.indexOf(Buffer.from("\"toolu_task\"")))
+      fs.writeFileSync(tree.main, cut.subarray(0, cut.lastIndexOf(0x0a) + 1))
+      yield* inJournal(journal, Effect.gen(function*() {
+        const j = yield* SessionJournal.SessionJournal
+        yield* Archive.archive({ source })
+        const before = (yield* j.state(subId)).meta!.data as Record<string, unknown>
+        assert.deepStrictEqual([before["parent_session"], before["parent_entry"]], [mainId, null])
+        fs.writeFileSync(tree.main, full)
+        const report = yield* Archive.archive({ source })
+        assert.deepStrictEqual(statuses(report), { [mainId]: "extended", [subId]: "unchanged" })
+        const after = (yield* j.state(subId)).meta!.data as Record<string, unknown>
+        const ref = after["parent_entry"] as { sequence: number; entry_hash: string }
+        const main = yield* entriesOf(mainId)
+        assert.strictEqual(main[ref.sequence]!.entry_hash, ref.entry_hash)
+        assert.include(JSON.stringify(payloadOf(main[ref.sequence]!)), "toolu_task")
       }))
     }))
 
