@@ -213,7 +213,7 @@ export const archive = (
       if (recorded._tag === "Success") cache?.missing.add(info.id)
     }
     return { source: root, files, refused }
-  })
+  }).pipe(Effect.withSpan("ClaudeCode.archive"))
 
 // The highest line number among the retained entries (a hint for the reader only).
 const countLines = (entries: ReadonlyArray<Entry.Entry>): number => {
@@ -266,4 +266,4 @@ export const restore = (
       for (const e of chunk) restorer.push(e)
     })))
     return Planner.bytesOf(restorer.lines)
-  })
+  }).pipe(Effect.withSpan("ClaudeCode.restore"))
