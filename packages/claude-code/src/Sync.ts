@@ -186,7 +186,12 @@ export const syncFile = (
       Effect.as(true),
       Effect.catchTag("SessionNotFound", () => Effect.succeed(false))
     )
-    const plan = Planner.plan(state, lines.length)
+    const planned = Planner.plan(state, lines.length)
+    // Past a line above the bound the file is not seen: lines journaled there (under a
+    // larger bound) are not "gone", and the run does nothing beyond the failure.
+    const plan: Planner.Plan = tooLong !== null && planned._tag === "Diverge" && planned.line > lines.length
+      ? { _tag: "Unchanged" }
+      : planned
     const start = Planner.firstNew(plan, lines.length)
     const refs = state.refs.slice(0, start)
 
@@ -271,9 +276,15 @@ export const syncFile = (
     const spawn = t._tag === "SubAgent" && parent !== undefined
       ? parent.byAgent.get(t.agentId) ?? (userText === undefined ? undefined : parent.byPrompt.get(userText))
       : undefined
-    const data = metaData(t, file, spawn)
     const title = t._tag === "Main" ? `Claude Code ${t.session}` : `Claude Code ${t.session} sub-agent ${t.agentId}`
     const current = existed || batches.length > 0 ? (yield* journal.state(session)).meta : null
+    const known = current?.data
+    // A link once found is kept: a run that cannot see the parent's call (the
+    // parent failed this time, or was rewritten) does not take it back.
+    const keep = spawn?.entry == null && isJsonObject(known) && known["parent_entry"] != null
+    const data = keep
+      ? { ...metaData(t, file, undefined), parent_tool_use_id: known["parent_tool_use_id"] ?? null, parent_entry: known["parent_entry"] ?? null }
+      : metaData(t, file, spawn)
     if (current === null || current.title !== title || JSON.stringify(current.data) !== JSON.stringify(data)) {
       yield* journal.setMeta(session, { title, labels: ["claude-code"], data })
     }
@@ -300,7 +311,7 @@ export const syncFile = (
         ? undefined
         : `line ${tooLong.line} is ${tooLong.bytes} bytes, above the bound of ${limits.maxLineBytes} bytes (the ${lines.length} lines before it are journaled)`
     }
-    return { report, spawns, linked: spawn?.entry != null }
+    return { report, spawns, linked: spawn?.entry != null || keep }
   }).pipe(
     Effect.catchCause((cause) =>
       Cause.hasInterruptsOnly(cause)
@@ -311,3 +322,6 @@ export const syncFile = (
 }
 
 const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e))
+
+const isJsonObject = (v: Schema.Json | undefined): v is { readonly [key: string]: Schema.Json } =>
+  typeof v === "object" && v !== null && !Array.isArray(v)

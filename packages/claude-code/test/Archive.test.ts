@@ -254,6 +254,15 @@ describe("Archive", () => {
         const main = yield* entriesOf(mainId)
         assert.strictEqual(main[ref.sequence]!.entry_hash, ref.entry_hash)
         assert.include(JSON.stringify(payloadOf(main[ref.sequence]!)), "toolu_task")
+        // A run in which the parent fails (here: its lines are above a tiny bound) keeps the link.
+        const failing = yield* Archive.archive({ source, limits: { maxLineBytes: 10 } })
+        assert.strictEqual(failing.files.find((f) => f.session === mainId)!.status, "failed")
+        const kept = (yield* j.state(subId)).meta!.data as Record<string, unknown>
+        assert.deepStrictEqual(kept["parent_entry"], ref)
+        // What a smaller bound hides is not taken for a rewrite.
+        for (const id of [mainId, subId]) {
+          assert.isFalse((yield* entriesOf(id)).some((e) => e.kind === Planner.DIVERGENCE_KIND))
+        }
       }))
     }))
 
