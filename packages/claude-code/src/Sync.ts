@@ -169,8 +169,10 @@ export const syncFile = (
   parent: Spawns | undefined
 ): Effect.Effect<{ readonly report: FileReport; readonly spawns: Spawns | undefined; readonly linked: boolean }, never, SessionJournal.SessionJournal> => {
   const session = SessionIds.sessionId(t)
+  // What is durable so far, so that a failure after some batches reports them.
+  const done = { lines: 0, tools: 0 }
   const failed = (reason: string) => ({
-    report: { path: file, session, status: "failed" as const, lines: 0, tools: 0, pendingBytes: 0, reason },
+    report: { path: file, session, status: "failed" as const, lines: done.lines, tools: done.tools, pendingBytes: 0, reason },
     spawns: undefined,
     linked: false
   })
@@ -259,7 +261,12 @@ export const syncFile = (
     if (batch.length > 0) batches.push(batch)
     for (const items of batches) {
       const written: Array<Entry.Entry> = yield* journal.writeAll(session, items)
-      for (const e of written) if (e.kind === Planner.LINE_KIND) refs.push({ sequence: e.sequence, entry_hash: e.entry_hash })
+      for (const e of written) {
+        if (e.kind === Planner.LINE_KIND) {
+          refs.push({ sequence: e.sequence, entry_hash: e.entry_hash })
+          done.lines++
+        } else if (e.kind === "tool") done.tools++
+      }
     }
 
     const spawnOf = (id: string | undefined): Spawn | undefined => {
