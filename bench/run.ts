@@ -8,6 +8,7 @@ import * as os from "node:os"
 import type { Figure, Scenario } from "./lib/harness.ts"
 import { jsonLine, notRun, table } from "./lib/harness.ts"
 import { chatScenario } from "./scenarios/chat.ts"
+import { claudeCodeArchive } from "./scenarios/claudeCode.ts"
 import { fsManySessions, fsRecord } from "./scenarios/fs.ts"
 import { cliVerify, fsHistory } from "./scenarios/history.ts"
 import { memoryRecord } from "./scenarios/memory.ts"
@@ -23,6 +24,7 @@ const scenarios: ReadonlyArray<Scenario> = [
   chatScenario,
   memoryRss,
   cliVerify,
+  claudeCodeArchive,
   pgRecord,
   fsSessionsTouched
 ]

@@ -22,6 +22,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { Argument, Command, Flag, GlobalFlag } from "effect/cli"
 import * as fs from "node:fs"
+import * as ClaudeCode from "./ClaudeCode.ts"
 import * as Demo from "./Demo.ts"
 import {
   describe as describeFailure,
@@ -553,7 +554,8 @@ export const root = Command.make("session-journal").pipe(
     mirror,
     report,
     serve,
-    demo
+    demo,
+    ClaudeCode.make((body) => withJournal(body))
   ]),
   Command.withGlobalFlags([Dir, Json, Verbose, Postgres])
 )

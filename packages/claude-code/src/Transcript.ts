@@ -1,0 +1,273 @@
+/**
+ * What one transcript line says, as far as the journal cares: the `tool_use`
+ * blocks of an assistant line, the `tool_result` blocks of a user line, and the
+ * hints that tie a sub-agent to the `Task` call that spawned it. Everything else
+ * in a line (its type, thinking, text, snapshots, types this version does not
+ * know) is kept verbatim by the line entry and never interpreted here; a line
+ * that is not JSON, or JSON of an unexpected shape, says nothing. Pure and
+ * total: no input makes it throw.
+ *
+ * `Pairing` then pairs each `tool_use` with its `tool_result` (by id, across
+ * lines and runs) into the parameters of one chio tool entry.
+ *
+ * @since 0.1.0
+ */
+import { Entry } from "@session-journal/core"
+import { Base64 } from "effect/encoding"
+import * as Result from "effect/Result"
+
+/**
+ * One `tool_use` block.
+ *
+ * @since 0.1.0
+ */
+export interface ToolUse {
+  readonly id: string
+  readonly name: string
+  /** UTF-8 bytes of the JSON of its `input`. */
+  readonly inputBytes: number
+  /** The `prompt` of a sub-agent call (`Task` / `Agent`), to recognise its transcript. */
+  readonly prompt: string | undefined
+}
+
+/**
+ * One `tool_result` block.
+ *
+ * @since 0.1.0
+ */
+export interface ToolResult {
+  readonly toolUseId: string
+  /** UTF-8 bytes of its `content`: the string itself, or the JSON of any other value. */
+  readonly contentBytes: number
+}
+
+/**
+ * What a line says.
+ *
+ * @since 0.1.0
+ */
+export interface LineInfo {
+  /** The record's `type`, or null for a line that is not a JSON object with a string `type`. */
+  readonly type: string | null
+  readonly toolUses: ReadonlyArray<ToolUse>
+  readonly toolResults: ReadonlyArray<ToolResult>
+  /** A sub-agent id tied to the `tool_use` that spawned it (from a result's `toolUseResult.agentId` or a progress line). */
+  readonly agentLink: { readonly agentId: string; readonly toolUseId: string } | undefined
+  /** The text of a user line whose content is a plain string (a sub-agent's first line is its prompt). */
+  readonly userText: string | undefined
+}
+
+const EMPTY: LineInfo = { type: null, toolUses: [], toolResults: [], agentLink: undefined, userText: undefined }
+
+const encoder = new TextEncoder()
+
+/**
+ * UTF-8 length of a string without encoding it.
+ *
+ * @since 0.1.0
+ */
+export const utf8Length = (s: string): number => {
+  let n = 0
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    if (c < 0x80) n += 1
+    else if (c < 0x800) n += 2
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1)
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n += 4
+        i++
+      } else n += 3
+    } else n += 3
+  }
+  return n
+}
+
+const jsonBytes = (value: unknown): number => {
+  if (typeof value === "string") return utf8Length(value)
+  try {
+    const text = JSON.stringify(value)
+    return text === undefined ? 0 : utf8Length(text)
+  } catch {
+    return 0
+  }
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined)
+
+/**
+ * The names of the tool Claude Code spawns sub-agents with.
+ *
+ * @since 0.1.0
+ */
+export const SPAWN_TOOLS: ReadonlySet<string> = new Set(["Task", "Agent"])
+
+/**
+ * Reads one line (its text without the newline).
+ *
+ * @since 0.1.0
+ */
+export const parse = (text: string): LineInfo => {
+  // Cheap refusal of what cannot be a record, before JSON.parse.
+  if (text.length === 0 || text.charCodeAt(0) !== 0x7b) return EMPTY
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    return EMPTY
+  }
+  if (!isObject(value)) return EMPTY
+  const type = str(value["type"]) ?? null
+  const toolUses: Array<ToolUse> = []
+  const toolResults: Array<ToolResult> = []
+  let agentLink: LineInfo["agentLink"]
+  let userText: string | undefined
+  const message = value["message"]
+  const content = isObject(message) ? message["content"] : undefined
+  if (type === "user" && typeof content === "string") userText = content
+  if (Array.isArray(content)) {
+    for (const block of content) {
+      if (!isObject(block)) continue
+      if (block["type"] === "tool_use") {
+        const id = str(block["id"])
+        const name = str(block["name"])
+        if (id === undefined || name === undefined) continue
+        const input = block["input"]
+        const prompt = SPAWN_TOOLS.has(name) && isObject(input) ? str(input["prompt"]) : undefined
+        toolUses.push({ id, name, inputBytes: jsonBytes(input ?? {}), prompt })
+      } else if (block["type"] === "tool_result") {
+        const id = str(block["tool_use_id"])
+        if (id === undefined) continue
+        toolResults.push({ toolUseId: id, contentBytes: block["content"] === undefined ? 0 : jsonBytes(block["content"]) })
+      }
+    }
+  }
+  const result = value["toolUseResult"]
+  if (isObject(result) && toolResults.length === 1) {
+    const agentId = str(result["agentId"])
+    if (agentId !== undefined) agentLink = { agentId, toolUseId: toolResults[0]!.toolUseId }
+  }
+  if (agentLink === undefined && type === "progress") {
+    const data = value["data"]
+    const parent = str(value["parentToolUseID"])
+    const agentId = isObject(data) ? str(data["agentId"]) : undefined
+    if (parent !== undefined && agentId !== undefined) agentLink = { agentId, toolUseId: parent }
+  }
+  return { type, toolUses, toolResults, agentLink, userText }
+}
+
+/**
+ * A line's text as it is stored, or its bytes in base64 when they are not
+ * UTF-8 (a string could not hold them exactly).
+ *
+ * @since 0.1.0
+ */
+export type LineValue = { readonly text: string } | { readonly base64: string }
+
+/**
+ * The `server_id` of a tool: `server` for an MCP tool `mcp__server__tool`,
+ * else `claude-code`.
+ *
+ * @since 0.1.0
+ */
+export const serverOf = (name: string): string => {
+  if (!name.startsWith("mcp__")) return "claude-code"
+  const rest = name.slice("mcp__".length)
+  const end = rest.indexOf("__")
+  const server = end < 0 ? rest : rest.slice(0, end)
+  return Entry.isIdentity(server) ? server : "claude-code"
+}
+
+/**
+ * The pairing of `tool_use` blocks with their results: the uses still waiting
+ * and the ids already paired (a repeated id is paired once).
+ *
+ * @since 0.1.0
+ */
+export interface Pairing {
+  readonly pending: Map<string, ToolUse>
+  readonly paired: Set<string>
+}
+
+/**
+ * An empty pairing.
+ *
+ * @since 0.1.0
+ */
+export const emptyPairing = (): Pairing => ({ pending: new Map(), paired: new Set() })
+
+/**
+ * Advances the pairing by one line (mutating it, for speed) and returns the
+ * tool calls the line completes, as chio tool parameters, in the order of the
+ * line's results. `agentId` and `depth` are the transcript's (`main` / 0, or
+ * the sub-agent's id / 1).
+ *
+ * @since 0.1.0
+ */
+export const pair = (
+  pairing: Pairing,
+  info: LineInfo,
+  agentId: string,
+  depth: number
+): Array<Entry.ToolParams> => {
+  for (const use of info.toolUses) {
+    if (!pairing.paired.has(use.id) && !pairing.pending.has(use.id)) pairing.pending.set(use.id, use)
+  }
+  const calls: Array<Entry.ToolParams> = []
+  for (const result of info.toolResults) {
+    const use = pairing.pending.get(result.toolUseId)
+    if (use === undefined) continue
+    pairing.pending.delete(result.toolUseId)
+    pairing.paired.add(result.toolUseId)
+    calls.push({
+      // A name chio would refuse (empty, padded, control characters) is still counted.
+      tool_name: Entry.isIdentity(use.name) ? use.name : "invalid-tool-name",
+      server_id: serverOf(use.name),
+      agent_id: agentId,
+      bytes_read: result.contentBytes,
+      bytes_written: use.inputBytes,
+      delegation_depth: depth,
+      allowed: true
+    })
+  }
+  return calls
+}
+
+/**
+ * A text decoder (the platform's `TextDecoder`).
+ *
+ * @since 0.1.0
+ */
+export interface Decoder {
+  readonly decode: (input: Uint8Array) => string
+}
+
+/**
+ * Decodes a line's bytes: its text when they are UTF-8 (a byte-order mark is
+ * kept), else base64.
+ *
+ * @since 0.1.0
+ */
+export const decodeLine = (bytes: Uint8Array, decoder: Decoder): LineValue => {
+  try {
+    return { text: decoder.decode(bytes) }
+  } catch {
+    return { base64: Base64.encode(bytes) }
+  }
+}
+
+/**
+ * A strict UTF-8 decoder that keeps a byte-order mark, as `decodeLine` needs.
+ *
+ * @since 0.1.0
+ */
+export const strictDecoder = (): Decoder => new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
+/**
+ * The bytes of a stored line.
+ *
+ * @since 0.1.0
+ */
+export const lineBytes = (value: LineValue): Uint8Array =>
+  "text" in value ? encoder.encode(value.text) : Result.getOrElse(Base64.decode(value.base64), () => new Uint8Array(0))

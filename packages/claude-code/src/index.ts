@@ -1,0 +1,51 @@
+/**
+ * @session-journal/claude-code: custody of Claude Code transcripts. Every
+ * transcript under `~/.claude/projects` (main sessions and their sub-agents)
+ * archived and followed into its own verified journal session, byte for byte,
+ * with each tool call on the hash chain.
+ *
+ * @since 0.1.0
+ */
+
+/**
+ * Archive and follow a transcripts tree; restore a transcript from its journal.
+ *
+ * @since 0.1.0
+ */
+export * as Archive from "./Archive.ts"
+/**
+ * The typed failure of reading the transcripts' source.
+ *
+ * @since 0.1.0
+ */
+export * from "./Errors.ts"
+/**
+ * The incremental plan of one transcript (extend, diverge, nothing) and the entries it writes.
+ *
+ * @since 0.1.0
+ */
+export * as Planner from "./Planner.ts"
+/**
+ * Claude Code's project-directory encoding of a working directory.
+ *
+ * @since 0.1.0
+ */
+export * as ProjectDir from "./ProjectDir.ts"
+/**
+ * Which journal session holds which transcript file.
+ *
+ * @since 0.1.0
+ */
+export * as SessionIds from "./SessionIds.ts"
+/**
+ * One transcript file brought into its journal session.
+ *
+ * @since 0.1.0
+ */
+export * as Sync from "./Sync.ts"
+/**
+ * What a transcript line says: tool calls, their results, sub-agent links; and their pairing.
+ *
+ * @since 0.1.0
+ */
+export * as Transcript from "./Transcript.ts"

@@ -1,0 +1,156 @@
+/**
+ * `session-journal claude-code …`: custody of Claude Code transcripts.
+ * `archive` brings `~/.claude/projects` (or `--source`) into journal sessions,
+ * one per transcript file; `follow` keeps doing it until interrupted; `export`
+ * writes a transcript back, byte for byte, from its journal.
+ *
+ * @since 0.2.0
+ */
+import { Archive, type Sync } from "@session-journal/claude-code"
+import { type SessionJournal, StorageError } from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import { Argument, Command, Flag } from "effect/cli"
+import * as path from "node:path"
+import { type Failure, InvalidInput } from "./Failure.ts"
+import * as Output from "./Output.ts"
+
+/**
+ * What a handler gets besides its own flags (as `Commands.Context`).
+ *
+ * @since 0.2.0
+ */
+export interface Context {
+  readonly json: boolean
+}
+
+/**
+ * The wrapper that gives a handler its journal and reports its failure (the
+ * command tree's own).
+ *
+ * @since 0.2.0
+ */
+export type WithJournal<EOut, ROut> = <E extends Failure>(
+  body: (ctx: Context) => Effect.Effect<void, E, SessionJournal.SessionJournal | Scope.Scope>
+) => Effect.Effect<void, EOut, ROut>
+
+const source = Flag.String("source").pipe(
+  Flag.optional,
+  Flag.withMetavar("DIR"),
+  Flag.withDescription("Transcripts directory (default $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects)")
+)
+
+const project = Flag.String("project").pipe(
+  Flag.optional,
+  Flag.withMetavar("PATH"),
+  Flag.withDescription("Only the project whose working directory is PATH (encoded as Claude Code does: every character outside [A-Za-z0-9] becomes -)")
+)
+
+const options = (a: { readonly source: Option.Option<string>; readonly project: Option.Option<string> }): Archive.Options => ({
+  source: Option.getOrUndefined(a.source),
+  project: Option.getOrUndefined(a.project)
+})
+
+const asInput = Effect.mapError((e: { readonly message: string }) => new InvalidInput({ field: "--source", reason: e.message }))
+
+const fileJson = (f: Sync.FileReport) => ({
+  path: f.path,
+  session: f.session,
+  status: f.status,
+  lines: f.lines,
+  tools: f.tools,
+  ...(f.divergedAt === undefined ? {} : { diverged_at: f.divergedAt }),
+  pending_bytes: f.pendingBytes,
+  ...(f.reason === undefined ? {} : { reason: f.reason })
+})
+
+const fileText = (root: string) => (f: Sync.FileReport): string => {
+  const where = path.relative(root, f.path)
+  const what = f.status === "failed"
+    ? f.reason ?? "failed"
+    : f.status === "diverged"
+    ? `diverged at line ${f.divergedAt}, ${f.lines} lines and ${f.tools} tool calls journaled after it`
+    : f.status === "missing"
+    ? "transcript disappeared, recorded"
+    : `${f.lines} lines, ${f.tools} tool calls` + (f.pendingBytes > 0 ? ` (${f.pendingBytes} bytes wait for their newline)` : "")
+  return `${f.status.padEnd(10)} ${f.session}  ${where}: ${what}`
+}
+
+const reportText = (report: Archive.Report, summary: boolean): Array<string> => {
+  const out = report.files.map(fileText(report.source))
+  for (const r of report.refused) out.push(`${"refused".padEnd(10)} ${path.relative(report.source, r.path)}: ${r.reason}`)
+  if (summary) {
+    const count = (s: string) => report.files.filter((f) => f.status === s).length
+    const parts = ["created", "extended", "unchanged", "diverged", "reappeared", "missing", "failed"]
+      .filter((s) => count(s) > 0)
+      .map((s) => `${count(s)} ${s}`)
+    const lines = report.files.reduce((n, f) => n + f.lines, 0)
+    const tools = report.files.reduce((n, f) => n + f.tools, 0)
+    out.push(
+      `${report.files.length} transcript${report.files.length === 1 ? "" : "s"} in ${report.source}` +
+        (parts.length > 0 ? ` (${parts.join(", ")})` : "") +
+        `: ${lines} lines and ${tools} tool calls journaled` +
+        (report.refused.length > 0 ? `, ${report.refused.length} refused` : "")
+    )
+  }
+  return out
+}
+
+const problems = (report: Archive.Report) =>
+  report.files.filter((f) => f.status === "failed").length + report.refused.length
+
+/**
+ * The `claude-code` command and its subcommands, run through `withJournal`.
+ *
+ * @since 0.2.0
+ */
+export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
+  const archive = Command.make("archive", { source, project }, (a) =>
+    withJournal(({ json }) =>
+      Effect.gen(function*() {
+        const report = yield* asInput(Archive.archive(options(a)))
+        if (json) {
+          yield* Output.json({ source: report.source, files: report.files.map(fileJson), refused: report.refused })
+        } else yield* Output.lines(reportText(report, true))
+        const n = problems(report)
+        if (n > 0) {
+          return yield* new StorageError({
+            operation: "archive",
+            reason: `${n} path${n === 1 ? "" : "s"} under ${report.source} could not be archived (listed above); everything else was`
+          })
+        }
+      })
+    )).pipe(Command.withDescription(
+      "Journal every Claude Code transcript (main and sub-agent) into its own session: new lines extend it after a byte-prefix check, " +
+        "a rewritten transcript is recorded as a divergence, a vanished one as missing; symbolic links are refused"
+    ))
+
+  const follow = Command.make("follow", { source, project }, (a) =>
+    withJournal(({ json }) =>
+      asInput(Archive.follow(options(a), (report) =>
+        json
+          ? Output.lines([
+            ...report.files.map((f) => JSON.stringify(fileJson(f))),
+            ...report.refused.map((r) => JSON.stringify({ ...r, status: "refused" }))
+          ])
+          : Output.lines(reportText(report, false))))
+    )).pipe(Command.withDescription("Archive, then journal new lines as they are written (within a second) until interrupted"))
+
+  const exportCmd = Command.make("export", {
+    id: Argument.String("id").pipe(Argument.withDescription("Session id of a transcript (as archive prints it)"))
+  }, (a) =>
+    withJournal(() =>
+      Effect.gen(function*() {
+        const bytes = yield* Archive.restore(a.id)
+        yield* Effect.callback<void>((resume) => {
+          process.stdout.write(bytes, () => resume(Effect.void))
+        })
+      })
+    )).pipe(Command.withDescription("Write the journaled transcript to stdout, byte for byte as Claude Code wrote it"))
+
+  return Command.make("claude-code").pipe(
+    Command.withDescription("Custody of Claude Code transcripts (~/.claude/projects) in verified journals"),
+    Command.withSubcommands([archive, follow, exportCmd])
+  )
+}

@@ -1,0 +1,139 @@
+/**
+ * `session-journal claude-code` as a user runs it: archive a transcripts tree,
+ * export each transcript back byte for byte, `follow` a live transcript, and a
+ * SIGKILL in the middle of an archive followed by a rerun that completes with no
+ * duplicate and no gap.
+ */
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { SessionIds } from "@session-journal/claude-code"
+import * as F from "@session-journal/claude-code/test/Fixtures"
+import { afterAll, describe, expect, it } from "vitest"
+import { BIN, cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
+
+afterAll(cleanup)
+
+const mainId = SessionIds.sessionId({ _tag: "Main", project: F.PROJECT, session: F.SESSION })
+const subId = SessionIds.sessionId({ _tag: "SubAgent", project: F.PROJECT, session: F.SESSION, stem: `agent-${F.AGENT}`, agentId: F.AGENT })
+
+// stdout as bytes (a transcript may hold a line that is not UTF-8).
+const exportBytes = (dir: string, id: string): Promise<Buffer> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, "--dir", dir, "claude-code", "export", id], { stdio: ["ignore", "pipe", "pipe"] })
+    const out: Array<Buffer> = []
+    child.stdout.on("data", (b: Buffer) => out.push(b))
+    child.on("error", reject)
+    child.on("close", (code) => (code === 0 ? resolve(Buffer.concat(out)) : reject(new Error(`export exited ${code}`))))
+  })
+
+interface Shown {
+  readonly kind?: string
+  readonly tool_name?: string
+  readonly payload?: { readonly n?: number }
+}
+
+const shown = async (dir: string, id: string): Promise<Array<Shown>> => {
+  const r = await run(["--dir", dir, "--json", "show", id])
+  expect(r.code).toBe(0)
+  return r.stdout.trim().split("\n").map((l) => JSON.parse(l) as Shown)
+}
+
+describe("session-journal claude-code", () => {
+  it("archives a tree and exports every transcript byte for byte; a symbolic link is refused with exit 3", async () => {
+    const dir = tempDir()
+    const source = path.join(dir, "projects")
+    fs.mkdirSync(source)
+    const tree = F.writeTree(source)
+    const journal = path.join(dir, "journal")
+    const first = await run(["--dir", journal, "--json", "claude-code", "archive", "--source", source])
+    expect(first.stderr).toBe("")
+    expect(first.code).toBe(0)
+    const report = JSON.parse(first.stdout) as { files: Array<{ session: string; status: string; tools: number }> }
+    expect(report.files.map((f) => [f.session, f.status, f.tools])).toEqual([
+      [mainId, "created", 7],
+      [subId, "created", 2]
+    ])
+    expect((await exportBytes(journal, mainId)).equals(fs.readFileSync(tree.main))).toBe(true)
+    expect((await exportBytes(journal, subId)).equals(fs.readFileSync(tree.sub))).toBe(true)
+    const stats = await run(["--dir", journal, "--json", "stats", mainId])
+    expect(JSON.parse(stats.stdout).tool_counts).toEqual(F.mainTools())
+    const verify = await run(["--dir", journal, "verify"])
+    expect(verify.code).toBe(0)
+
+    // A symbolic link makes the run report it and exit 3, after archiving the rest.
+    fs.symlinkSync(tree.main, path.join(tree.projectDir, "33333333-3333-4333-8333-333333333333.jsonl"))
+    const linked = await run(["--dir", journal, "claude-code", "archive", "--source", source])
+    expect(linked.code).toBe(3)
+    expect(linked.stdout).toMatch(/refused +-home-dev-shop-app-v2\/33333333-3333-4333-8333-333333333333\.jsonl: refused: a symbolic link/)
+    expect(linked.stderr).toContain("1 path under")
+  })
+
+  it("follow journals a new line within a second, until interrupted", async () => {
+    const dir = tempDir()
+    const source = path.join(dir, "projects")
+    fs.mkdirSync(source)
+    const tree = F.writeTree(source)
+    const journal = path.join(dir, "journal")
+    const child = start(["--dir", journal, "--json", "claude-code", "follow", "--source", source])
+    try {
+      await waitForLine(child, (l) => l.includes(subId))
+      const t0 = Date.now()
+      fs.appendFileSync(tree.main, F.mainTurn(9).slice(0, 4).join("\n") + "\n")
+      const line = JSON.parse(await waitForLine(child, (l) => l.includes("extended"))) as { lines: number; session: string }
+      const took = Date.now() - t0
+      expect(line.session).toBe(mainId)
+      expect(line.lines).toBe(4)
+      expect(took).toBeLessThan(1000)
+      child.kill("SIGINT")
+      expect(await exited(child)).toBe(130)
+    } finally {
+      child.kill("SIGKILL")
+    }
+    expect((await exportBytes(journal, mainId)).equals(fs.readFileSync(tree.main))).toBe(true)
+  })
+
+  it("a SIGKILL during archive: the rerun completes with no duplicate and no gap", async () => {
+    const dir = tempDir()
+    const source = path.join(dir, "projects")
+    const projectDir = path.join(source, F.PROJECT)
+    fs.mkdirSync(projectDir, { recursive: true })
+    const file = path.join(projectDir, `${F.SESSION}.jsonl`)
+    const turns = Number(process.env["STRESS"] === "1" ? 2000 : 400)
+    fs.writeFileSync(file, F.longTranscript(turns * 10, turns * 1600))
+    const journal = path.join(dir, "journal")
+    const sessionDir = path.join(journal, mainId)
+    const stored = () =>
+      fs.existsSync(sessionDir)
+        ? fs.readdirSync(sessionDir).filter((n) => n.endsWith(".jsonl")).reduce((n, f) => n + fs.statSync(path.join(sessionDir, f)).size, 0)
+        : 0
+    // Each run is killed once it has stored some more batches, before its last one.
+    const kills = process.env["STRESS"] === "1" ? 5 : 1
+    for (let k = 0; k < kills; k++) {
+      const from = stored()
+      const child = start(["--dir", journal, "claude-code", "archive", "--source", source])
+      const deadline = Date.now() + 30_000
+      let killed = false
+      while (Date.now() < deadline && child.exitCode === null) {
+        if (stored() > from + 100_000) {
+          child.kill("SIGKILL")
+          killed = true
+          break
+        }
+        await new Promise((r) => setTimeout(r, 5))
+      }
+      await exited(child)
+      expect(killed).toBe(true)
+    }
+    const rerun = await run(["--dir", journal, "--json", "claude-code", "archive", "--source", source])
+    expect(rerun.code).toBe(0)
+    const status = (JSON.parse(rerun.stdout) as { files: Array<{ status: string }> }).files[0]!.status
+    expect(["extended", "created"]).toContain(status)
+    const entries = await shown(journal, mainId)
+    const numbers = entries.filter((e) => e.kind === "claude-code.line").map((e) => e.payload!.n!)
+    expect(numbers).toEqual(Array.from({ length: turns * 10 }, (_, i) => i + 1))
+    const tools = entries.filter((e) => e.kind === "tool")
+    expect(tools.length).toBe(turns * 3)
+    expect((await exportBytes(journal, mainId)).equals(fs.readFileSync(file))).toBe(true)
+  }, process.env["STRESS"] === "1" ? 600_000 : 60_000)
+})
