@@ -364,7 +364,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     const context = { params: toolParams, recorded: new WeakSet<object>(), pending: [], used: () => {} }
     yield* store(chatId, sid, view, [], ttl, context)
     if (ChatStore.isMapped(chatId)) {
-      yield* journal.setMeta(sid, { title: chatId, data: { chat_id: chatId } }).pipe(Effect.mapError(failure(chatId, "create")))
+      // Metadata is JSON on the journal's terms: an id with a lone surrogate is kept
+      // as its JSON text, which escapes it.
+      const data = !/\p{Cs}/u.test(chatId) ? { chat_id: chatId } : { chat_id_json: JSON.stringify(chatId) }
+      yield* journal.setMeta(sid, { title: chatId, data }).pipe(Effect.mapError(failure(chatId, "create")))
     }
     return yield* toPersisted(chatId, sid, view, [], ttl)
   })
