@@ -26,6 +26,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Persistence } from "effect/persistence"
 import * as Ref from "effect/Ref"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
@@ -87,11 +88,18 @@ export interface Options {
    */
   readonly guard?: Guard.Guard | undefined
   /**
-   * Close the chat's session after each save that wrote (default true), so that
-   * another process can continue the chat at once; on the filesystem the writer
-   * lock is held only during a save.
+   * How long after a save that wrote, with no further save of the chat's session
+   * in this layer, the session is closed (`SessionJournal.close`), so that another
+   * process can continue the chat; on the filesystem this frees the writer lock
+   * (default 500 millis). A conversation that saves more often keeps its session
+   * open instead of loading it again at every turn.
    */
-  readonly releaseAfterSave?: boolean | undefined
+  readonly releaseAfter?: Duration.Input | undefined
+  /**
+   * How long a save waits for another process to release the chat's session
+   * (`SessionLocked`) before it fails (default 5 seconds).
+   */
+  readonly lockWait?: Duration.Input | undefined
 }
 
 /**
@@ -145,7 +153,25 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const agentId = options?.agentId ?? "chat"
   const delegationDepth = options?.delegationDepth ?? 0
   const guard = options?.guard
-  const release = options?.releaseAfterSave ?? true
+  const releaseAfter = options?.releaseAfter ?? "500 millis"
+  const lockWait = options?.lockWait ?? "5 seconds"
+  const layerScope = yield* Effect.scope
+  // The save generation of each session: a delayed release closes the session only
+  // when no save came after the one that scheduled it.
+  const generations = new Map<string, number>()
+  const scheduleRelease = (sid: string) =>
+    Effect.suspend(() => {
+      const generation = (generations.get(sid) ?? 0) + 1
+      generations.set(sid, generation)
+      return Effect.forkIn(
+        Effect.andThen(
+          Effect.sleep(releaseAfter),
+          Effect.suspend(() => generations.get(sid) === generation ? journal.close(sid) : Effect.void)
+        ),
+        layerScope
+      )
+    })
+  const lockRetry = Schedule.spaced("25 millis").pipe(Schedule.upTo({ duration: lockWait }))
   // Saves of one session in this layer take turns, and each knows the sequence the
   // last of them left, so a chat object behind another one re-reads before it plans.
   const locks = new Map<string, Semaphore.Semaphore>()
@@ -236,7 +262,9 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       for (let round = 0; round < 8; round++) {
         const planned = yield* plan(view, current, expiresAt, context)
         if (planned.items.length === 0) break
-        const written = yield* journal.writeAll(sid, planned.items)
+        const written = yield* journal.writeAll(sid, planned.items).pipe(
+          Effect.retry({ schedule: lockRetry, while: (e) => e._tag === "SessionLocked" })
+        )
         wrote = true
         context.used(planned.tools.used)
         for (const part of planned.tools.parts) context.recorded.add(part)
@@ -251,7 +279,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         lastNext.set(sid, view.next)
         if (clean) break
       }
-      if (wrote && release) yield* journal.close(sid)
+      if (wrote) yield* scheduleRelease(sid)
     }).pipe(Effect.mapError(failure(chatId, "save"))))
 
   const toPersisted = Effect.fnUntraced(function*(

@@ -116,7 +116,8 @@ describe("JournalChat as Chat.layerPersisted", () => {
 
   it.live("4. a failed save after a turn dies with the PersistenceError; its typed cause is inspectable; no duplicate on retry", () =>
     Effect.gen(function*() {
-      const store = yield* filesystem.make()
+      // A save waits this long for the session's writer lock before it fails.
+      const store = yield* filesystem.make({ lockWait: "100 millis" })
       let modelCalls = 0
       const counted = Layer.effect(
         LanguageModel.LanguageModel,

@@ -281,7 +281,8 @@ describe("JournalChat", () => {
           yield* Scope.close(holderScope, Exit.void)
           yield* chat.save
           return { failed, kept, entries: yield* journalEntries("held") }
-        })
+        }),
+        { lockWait: "100 millis" }
       )
       assert.isTrue(Exit.isFailure(result.failed))
       const reason = Exit.isFailure(result.failed) ? result.failed.cause.reasons[0] : undefined

@@ -8,11 +8,9 @@ import { Chat, Prompt } from "effect/ai"
 import * as Effect from "effect/Effect"
 import * as Ref from "effect/Ref"
 import { TestClock } from "effect/testing"
-import { answering, constantIds, filesystem, memory, postgres, type StoreKind, upstream } from "./stores.ts"
+import { answering, constantIds, filesystem, memory, pgAvailable, postgres, type StoreKind, upstream } from "./stores.ts"
 
-const withPg = process.env["SESSION_JOURNAL_PG_URL"] !== undefined || process.env["SJ_AI_PG"] !== "0"
-
-const kinds: ReadonlyArray<StoreKind> = [upstream, memory, filesystem, ...(withPg ? [postgres] : [])]
+const kinds: ReadonlyArray<StoreKind> = [upstream, memory, filesystem, ...(pgAvailable ? [postgres] : [])]
 
 const stamp = (messageId: string) => ({ [Chat.Persistence.key]: { messageId } })
 

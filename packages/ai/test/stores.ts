@@ -20,6 +20,7 @@ import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import * as Schema from "effect/Schema"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
 import { Persistence, SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
@@ -104,27 +105,50 @@ export const filesystem: StoreKind = {
     Effect.map(tempDir, (dir) => journalStore(NodePersistence.layer({ root: path.join(dir, "journal") }), options))
 }
 
-const pgUrl = process.env["SESSION_JOURNAL_PG_URL"] ?? "postgres://postgres@127.0.0.1:5432/test"
+const pgFromEnv = process.env["SESSION_JOURNAL_PG_URL"]
+const pgUrl = pgFromEnv !== undefined && pgFromEnv !== "" ? pgFromEnv : "postgres://postgres@127.0.0.1:5432/test"
+
+// As in the PostgreSQL package's tests: with SESSION_JOURNAL_PG_URL set the server
+// must answer; without it the default local server is tried and, when nothing
+// answers, the PostgreSQL variants are skipped with one line saying why.
+const pgProbe = (): Promise<string | null> =>
+  Effect.runPromise(
+    Effect.scoped(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`SELECT 1 AS one`
+      return null
+    })).pipe(
+      Effect.provide(PgClient.layer({ url: Redacted.make(pgUrl), connectTimeout: "3 seconds", applicationName: "sj-ai-probe" })),
+      Effect.timeout("5 seconds"),
+      Effect.catchCause((cause) => Effect.succeed(String(cause).split("\n")[0] ?? "unreachable"))
+    )
+  )
+
+const pgFailure = pgFromEnv !== undefined && pgFromEnv !== "" ? null : await pgProbe()
+
+/** Whether the PostgreSQL variants run. */
+export const pgAvailable: boolean = pgFailure === null
+
+if (!pgAvailable) console.warn(`PostgreSQL chat tests skipped: SESSION_JOURNAL_PG_URL is not set and ${pgUrl} does not answer (${pgFailure})`)
 let pgTables = 0
 const pgPrefix = `sjt_ai_${Date.now().toString(36)}_${process.pid.toString(36)}_`
 
 /**
  * `JournalChat` over PostgreSQL, with tables of their own per test (dropped with
- * the scope). The pool is one per test, shared by every process built on it.
+ * the scope). Each process built on it has its own adapter and connection pool,
+ * as separate application instances would.
  */
 export const postgres: StoreKind = {
   name: "JournalChat (postgres)",
   make: (options) =>
     Effect.gen(function*() {
       const prefix = `${pgPrefix}${pgTables++}_`
-      const context = yield* Layer.build(PgPersistence.layerFromUrl(pgUrl, { tablePrefix: prefix, pollInterval: "200 millis" }))
-      const storage = Layer.succeedContext(context)
       yield* Effect.addFinalizer(() =>
         Effect.ignore(PgPersistence.dropTables(prefix).pipe(
           Effect.provide(PgClient.layer({ url: Redacted.make(pgUrl), applicationName: "sj-ai-test-admin" }))
         ))
       )
-      return journalStore(storage, options)
+      return journalStore(PgPersistence.layerFromUrl(pgUrl, { tablePrefix: prefix, pollInterval: "200 millis" }), options)
     })
 }
 
