@@ -26,10 +26,11 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Persistence } from "effect/persistence"
 import * as Ref from "effect/Ref"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
-import { Entry, type Guard, JournalState, SessionJournal } from "@session-journal/core"
+import { Entry, Guard, JournalState, SessionJournal } from "@session-journal/core"
 import * as ChatHistory from "./ChatHistory.ts"
 import * as ChatStore from "./ChatStore.ts"
 import * as Save from "./internal/save.ts"
@@ -156,7 +157,6 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     allowed
   })
 
-
   const toPersisted = Effect.fnUntraced(function*(
     chatId: string,
     sid: string,
@@ -212,12 +212,18 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       decisions.withPermits(1)(Effect.gen(function*() {
         const proposed = toolParams(name, params, undefined, true)
         const valid = Entry.validateToolParams(proposed)
+        // A chat not stored yet has an empty state; a state that cannot be read
+        // denies the call (fail closed) rather than letting it run unchecked.
         const state = yield* journal.state(sid).pipe(
-          Effect.catch(() => Effect.succeed(JournalState.empty(sid)))
+          Effect.map(Result.succeed),
+          Effect.catchTag("SessionNotFound", () => Effect.succeed(Result.succeed(JournalState.empty(sid)))),
+          Effect.catch((e) => Effect.succeed(Result.fail(e)))
         )
         // Parameters the journal would refuse fail the save anyway; the guard still decides.
         const checked: Entry.ValidToolParams = valid._tag === "Success" ? valid.success : { ...proposed, allowed: true }
-        const verdict = guard!(JournalState.snapshot(Tools.withPending(state, pending)), checked)
+        const verdict = Result.isSuccess(state)
+          ? guard!(JournalState.snapshot(Tools.withPending(state.success, pending)), checked)
+          : Guard.deny(`the session's state cannot be read: ${state.failure.message}`)
         const entry: Tools.Pending = { id: toolCallId, params: { ...checked, allowed: verdict._tag === "Allow" } }
         pending = [...pending, entry]
         return { verdict, pending: entry }
