@@ -26,6 +26,9 @@ type PersistenceError = Persistence.PersistenceError
 const encodeMessages = Schema.encodeUnknownEffect(Schema.Array(Prompt.Message))
 const toJson = (value: unknown): unknown => JSON.parse(JSON.stringify(value))
 
+// Rounds of read-and-append again when other writers keep appending in between.
+const MAX_ROUNDS = 8
+
 /** A journal failure of one chat as the `PersistenceError` `Chat.Persistence` speaks. */
 export const failure = (chatId: string, what: string) => (cause: unknown): PersistenceError =>
   new PersistenceError({ message: `Failed to ${what} chat "${chatId}" in the session journal`, cause })
@@ -156,9 +159,13 @@ export const make = (
           yield* readInto(view, sid)
         }
         let wrote = false
-        for (let round = 0; round < 8; round++) {
+        let stored = false
+        for (let round = 0; round < MAX_ROUNDS && !stored; round++) {
           const planned = yield* plan(view, current, expiresAt, context)
-          if (planned.items.length === 0) break
+          if (planned.items.length === 0) {
+            stored = true
+            break
+          }
           const written = yield* journal.writeAll(sid, planned.items).pipe(
             Effect.retry({ schedule: lockRetry, while: (e) => e._tag === "SessionLocked" })
           )
@@ -174,9 +181,12 @@ export const make = (
             yield* readInto(view, sid)
           }
           lastNext.set(sid, view.next)
-          if (clean) break
+          stored = clean
         }
         if (wrote) yield* scheduleRelease(sid)
+        if (!stored) {
+          return yield* Effect.fail(new Error(`other writers appended to the session during ${MAX_ROUNDS} attempts to store the chat`))
+        }
       }).pipe(Effect.mapError(failure(chatId, "save"))))
 
     return { loadView, store } satisfies Saver
