@@ -290,8 +290,25 @@ describe("JournalChat as Chat.layerPersisted", () => {
         return yield* Stream.runCollect((yield* SessionJournal.SessionJournal).entries("guarded"))
       }).pipe(Effect.provide(chats), Effect.provide(reusingIds), Effect.provide(echoHandlers))
       for (const n of appends) assert.isAtMost(n, 2)
-      const kinds = entries.map((e) => e.kind === "tool" ? "tool" : (e as Entry.OtherEntry).payload !== null && e.kind === JournalChat.MESSAGE_KIND ? ((e as Entry.OtherEntry).payload as { role: string }).role : e.kind)
-      assert.deepStrictEqual(kinds, [JournalChat.SAVE_KIND, "user", "assistant", "tool", "tool", "user", "assistant", "tool", "tool"])
+      // A message entry is shown by its role, a tool entry as "tool entry".
+      const shape = entries.map((e) =>
+        Entry.isTool(e)
+          ? "tool entry"
+          : e.kind === JournalChat.MESSAGE_KIND
+          ? (e.payload as { readonly role: string }).role
+          : e.kind
+      )
+      assert.deepStrictEqual(shape, [
+        JournalChat.SAVE_KIND,
+        "user",
+        "assistant",
+        "tool",
+        "tool entry",
+        "user",
+        "assistant",
+        "tool",
+        "tool entry"
+      ])
       const tools = entries.filter(Entry.isTool)
       assert.deepStrictEqual(tools.map((e) => [e.allowed, e.bytes_read, e.bytes_written]), [
         [true, JournalChat.jsonBytes({ text: "t1" }), result],
