@@ -12,3 +12,18 @@
  * @since 0.1.0
  */
 export * as JournalChat from "./JournalChat.ts"
+
+/**
+ * Where a chat lives in the journal: chat ids mapped to session ids, and the entry
+ * kinds of a store.
+ *
+ * @since 0.1.0
+ */
+export * as ChatStore from "./ChatStore.ts"
+
+/**
+ * A chat's stored history folded from its store's entries.
+ *
+ * @since 0.1.0
+ */
+export * as ChatHistory from "./ChatHistory.ts"

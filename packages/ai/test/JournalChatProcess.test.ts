@@ -71,7 +71,7 @@ describe("JournalChat across processes", () => {
       )
       assert.deepStrictEqual(asJson(read.exported), written.history)
       assert.strictEqual(read.report.head, written.head)
-      assert.strictEqual(read.report.entriesChecked, 200)
+      assert.strictEqual(read.report.entriesChecked, 201)
 
       const messages = read.entries.filter((e) => e.kind === JournalChat.MESSAGE_KIND) as Array<Entry.OtherEntry>
       assert.deepStrictEqual(messages.map((e) => e.payload), asJson(written.history.content))
@@ -85,5 +85,5 @@ describe("JournalChat across processes", () => {
       }
       // Reading back runs no tool.
       assert.strictEqual(calls.lookup, 0)
-    }))
+    }), 30_000)
 })
