@@ -1,6 +1,7 @@
-import { defineProject } from "vitest/config"
+import { defineProject, mergeConfig } from "vitest/config"
+import { fromSources } from "../../vitest.shared.ts"
 
-export default defineProject({
+export default mergeConfig(fromSources, defineProject({
   test: {
     name: "ai",
     include: ["test/**/*.test.ts"],
@@ -8,4 +9,4 @@ export default defineProject({
     // loaded machine a few of them take longer than the default 5 seconds.
     testTimeout: 30_000
   }
-})
+}))

@@ -1,9 +1,10 @@
-import { defineProject } from "vitest/config"
+import { defineProject, mergeConfig } from "vitest/config"
+import { fromSources } from "../../vitest.shared.ts"
 
-export default defineProject({
+export default mergeConfig(fromSources, defineProject({
   test: {
     name: "claude-code",
     include: ["test/**/*.test.ts"],
     testTimeout: 60_000
   }
-})
+}))

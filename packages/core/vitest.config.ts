@@ -1,8 +1,9 @@
-import { defineProject } from "vitest/config"
+import { defineProject, mergeConfig } from "vitest/config"
+import { fromSources } from "../../vitest.shared.ts"
 
-export default defineProject({
+export default mergeConfig(fromSources, defineProject({
   test: {
     name: "core",
     include: ["test/**/*.test.ts"]
   }
-})
+}))

@@ -11,11 +11,14 @@
 ":" //; while :; do if [ -x "$d/node_modules/node/bin/node" ]; then n="$d/node_modules/node/bin/node"; break; fi; [ "$d" = / ] && break; d=$(dirname -- "$d"); done
 ":" //; exec "$n" "$0" "$@"
 
-// The module: the sources are TypeScript and run as they are: Node 22 strips the
-// types of files outside node_modules, and this package is reached through a
-// workspace symlink, so its real path never is inside one.
+// The module: `#main` (package.json `imports`) is the command bundled into one
+// file by `pnpm build` (dist/bin), which any supported Node runs, installed or not.
+// With the condition `@session-journal/source` (the workspace's tests and its
+// `pnpm sj` / `pnpm demo` set it in NODE_OPTIONS) it is the TypeScript source,
+// which Node 22 runs as it is: this package is reached through a workspace
+// symlink, so its real path is never inside node_modules.
 import module from "node:module"
 
 // Reuse compiled code between runs (a command is started many times in scripts).
 module.enableCompileCache?.()
-await import("../src/main.ts")
+await import("#main")

@@ -1,0 +1,286 @@
+/**
+ * The packages as a host application gets them: builds the workspace, packs every
+ * package under packages/, installs only those tarballs (plus their registry
+ * dependencies) into a fresh project outside the workspace with plain npm, and then
+ * type-checks a host program against the installed declarations, runs the README's
+ * library example on Node 22 and on Node 20, runs the installed `session-journal`
+ * command, and counts the copies of `effect`.
+ *
+ * Nothing is reused between runs: the build starts from empty `dist/` directories
+ * and the host project is new each time (npm's download cache only saves fetching
+ * registry packages again; the workspace's own packages come from the tarballs).
+ */
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as module from "node:module"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, assert, describe, it } from "vitest"
+
+const ROOT = fileURLToPath(new URL("../../../", import.meta.url))
+const TSC = path.join(ROOT, "node_modules", ".bin", "tsc")
+/** The workspace's Node 22 (the `node` devDependency), not the `.bin/node` wrapper. */
+const NODE22 = process.execPath
+
+interface Manifest {
+  readonly name: string
+  readonly version: string
+  readonly private?: boolean
+  readonly dependencies?: Record<string, string>
+  readonly peerDependencies?: Record<string, string>
+}
+
+const readJson = <A>(file: string): A => JSON.parse(fs.readFileSync(file, "utf8")) as A
+
+/** Every publishable package of the workspace: a directory under packages/ with a package.json. */
+const packages = fs.readdirSync(path.join(ROOT, "packages"))
+  .map((name) => path.join(ROOT, "packages", name))
+  .filter((dir) => fs.existsSync(path.join(dir, "package.json")))
+  .map((dir) => ({ dir, manifest: readJson<Manifest>(path.join(dir, "package.json")) }))
+  .filter((p) => p.manifest.private !== true)
+
+/**
+ * A clean environment for the host's processes: no export condition of the
+ * workspace (the tests run the sources through NODE_OPTIONS), no npm or pnpm
+ * settings inherited from the script that started the tests.
+ */
+const hostEnv = (extra?: NodeJS.ProcessEnv): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = {}
+  for (const [k, v] of Object.entries(process.env)) {
+    if (k === "NODE_OPTIONS" || k.startsWith("npm_") || k.startsWith("NPM_") || k.startsWith("PNPM_")) continue
+    if (k.startsWith("VITEST") || k === "NODE_ENV" || k.startsWith("SESSION_JOURNAL_")) continue
+    env[k] = v
+  }
+  return { ...env, ...extra }
+}
+
+/** Runs a command to completion; fails the test with its output when it exits non-zero. */
+const sh = (command: string, args: ReadonlyArray<string>, options: { readonly cwd: string; readonly env?: NodeJS.ProcessEnv }): string => {
+  const ran = spawnSync(command, [...args], { cwd: options.cwd, env: options.env ?? hostEnv(), encoding: "utf8", maxBuffer: 64 * 1024 * 1024 })
+  if (ran.error !== undefined) throw ran.error
+  if (ran.status !== 0) {
+    throw new Error(`${command} ${args.join(" ")} exited ${ran.status} in ${options.cwd}\n${ran.stdout}\n${ran.stderr}`)
+  }
+  return ran.stdout + ran.stderr
+}
+
+/** The machine's Node 20: the first `node` on PATH (outside the workspace) whose version is 20. */
+const findNode20 = (): string | undefined => {
+  for (const dir of (process.env["PATH"] ?? "").split(path.delimiter)) {
+    if (dir === "" || dir.startsWith(ROOT)) continue
+    const candidate = path.join(dir, "node")
+    if (!fs.existsSync(candidate)) continue
+    const version = spawnSync(candidate, ["--version"], { encoding: "utf8", env: hostEnv() }).stdout ?? ""
+    if (version.startsWith("v20.")) return candidate
+  }
+  return ["/usr/bin/node", "/usr/local/bin/node"].find((c) =>
+    fs.existsSync(c) && (spawnSync(c, ["--version"], { encoding: "utf8" }).stdout ?? "").startsWith("v20.")
+  )
+}
+
+/** pnpm as the test was started with it (`pnpm test`), else the README's `npx -y pnpm@10`. */
+const pnpm = (): { readonly command: string; readonly args: ReadonlyArray<string> } => {
+  const execpath = process.env["npm_execpath"]
+  return execpath !== undefined && /pnpm\.c?js$/.test(execpath)
+    ? { command: NODE22, args: [execpath] }
+    : { command: "npx", args: ["-y", "pnpm@10"] }
+}
+
+/** The first ```ts block after the README heading "## Use it as a library". */
+const readmeExample = (): string => {
+  const readme = fs.readFileSync(path.join(ROOT, "README.md"), "utf8")
+  const section = readme.slice(readme.indexOf("## Use it as a library"))
+  const match = /```ts\n([\s\S]*?)```/.exec(section)
+  if (match === null) throw new Error("README.md: no ```ts block under \"## Use it as a library\"")
+  return match[1]!
+}
+
+/** Every installed copy of a package under `dir`/node_modules, at any depth. */
+const copiesOf = (dir: string, name: string): Array<string> => {
+  const found: Array<string> = []
+  const visit = (nodeModules: string) => {
+    if (!fs.existsSync(nodeModules)) return
+    for (const entry of fs.readdirSync(nodeModules)) {
+      if (entry.startsWith(".")) continue
+      const names = entry.startsWith("@")
+        ? fs.readdirSync(path.join(nodeModules, entry)).map((n) => `${entry}/${n}`)
+        : [entry]
+      for (const n of names) {
+        const pkgDir = path.join(nodeModules, n)
+        if (n === name) found.push(pkgDir)
+        visit(path.join(pkgDir, "node_modules"))
+      }
+    }
+  }
+  visit(path.join(dir, "node_modules"))
+  return found
+}
+
+/** Paths a published package must not hold: tests, fixtures, benchmarks, build state. */
+const NOT_PUBLISHED = /(^|\/)(test|tests|__tests__|fixtures|bench|benchmarks?|examples|\.tsbuild)(\/|$)|\.(test|spec|bench)\.[cm]?[jt]s$|\.tsbuildinfo$/
+
+/** Wall time of each step, printed at the end (the test's budget is about a minute). */
+const steps: Array<string> = []
+let last = Date.now()
+const step = (name: string): void => {
+  const now = Date.now()
+  steps.push(`${name} ${((now - last) / 1000).toFixed(1)} s`)
+  last = now
+}
+
+const work = fs.mkdtempSync(path.join(os.tmpdir(), "sj-install-"))
+afterAll(() => fs.rmSync(work, { recursive: true, force: true }))
+
+describe("the packages installed into a host application", () => {
+  it("build, pack, install with npm, type-check, run on Node 22 and 20, one copy of effect", { timeout: 300_000 }, () => {
+    const node20 = findNode20()
+    assert.isDefined(node20, "no Node 20 on PATH: the library's oldest supported Node must be tested")
+
+    // Versions move in step: every package has the same version, and the packages
+    // depend on each other through the workspace (packed as that exact version).
+    const version = packages[0]!.manifest.version
+    for (const { manifest } of packages) {
+      assert.strictEqual(manifest.version, version, `${manifest.name} is not at the workspace version ${version}`)
+      assert.property(manifest.peerDependencies ?? {}, "effect", `${manifest.name}: effect must be a peer dependency`)
+      assert.notProperty(manifest.dependencies ?? {}, "effect", `${manifest.name}: effect must not be a dependency`)
+      for (const [dep, spec] of Object.entries(manifest.dependencies ?? {})) {
+        if (dep.startsWith("@session-journal/")) assert.strictEqual(spec, "workspace:*", `${manifest.name} → ${dep}`)
+      }
+    }
+
+    last = Date.now()
+    // 1. Build from scratch.
+    sh(NODE22, [path.join(ROOT, "scripts", "build.ts")], { cwd: ROOT })
+
+    step("build")
+
+    // 2. What npm would publish: no tests, fixtures or benchmark code.
+    // One npm process lists every package (npm takes several folders at once).
+    const listed = JSON.parse(
+      sh("npm", ["pack", "--dry-run", "--json", "--ignore-scripts", ...packages.map((p) => p.dir)], { cwd: work })
+    ) as Array<{ readonly name: string; readonly files: ReadonlyArray<{ readonly path: string }> }>
+    assert.strictEqual(listed.length, packages.length)
+    for (const { manifest } of packages) {
+      const files = listed.find((l) => l.name === manifest.name)!.files.map((f) => f.path)
+      assert.deepStrictEqual(files.filter((f) => NOT_PUBLISHED.test(f)), [], `${manifest.name} would publish these`)
+      assert.include(files, "dist/index.js", `${manifest.name}: dist/index.js is missing (is src/ its tsconfig's rootDir?)`)
+      assert.include(files, "dist/index.d.ts", manifest.name)
+    }
+    step("npm pack --dry-run")
+
+    // 3. The tarballs, as pnpm publishes them (workspace:* becomes the version).
+    const tarballs = path.join(work, "tarballs")
+    const p = pnpm()
+    sh(p.command, [...p.args, "-r", "--silent", "pack", "--pack-destination", tarballs], { cwd: ROOT })
+    const packed = fs.readdirSync(tarballs).filter((f) => f.endsWith(".tgz")).sort()
+    assert.strictEqual(packed.length, packages.length, `packed ${packed.join(", ")}`)
+
+    step("pnpm pack")
+
+    // 4. A fresh host project outside the workspace, installed with plain npm.
+    const host = path.join(work, "host")
+    fs.mkdirSync(host)
+    fs.writeFileSync(
+      path.join(host, "package.json"),
+      JSON.stringify({ name: "host-app", version: "1.0.0", private: true, type: "module" }, null, 2)
+    )
+    sh("npm", [
+      "install",
+      "--no-audit",
+      "--no-fund",
+      "--no-update-notifier",
+      "--loglevel=error",
+      ...packed.map((f) => path.join(tarballs, f)),
+      "@types/node@22"
+    ], { cwd: host })
+    for (const { manifest } of packages) {
+      assert.isTrue(fs.existsSync(path.join(host, "node_modules", manifest.name, "package.json")), `${manifest.name} installed`)
+    }
+
+    step("npm install")
+
+    // 5. Exactly one copy of effect, the peer every package shares.
+    const effects = copiesOf(host, "effect")
+    assert.strictEqual(effects.length, 1, `copies of effect: ${effects.join(", ")}`)
+
+    // 6. The host program type-checks against the installed declarations (strict,
+    //    nodenext, the declarations themselves checked too), and with bundler resolution.
+    const example = readmeExample()
+    fs.writeFileSync(path.join(host, "example.ts"), example)
+    fs.writeFileSync(
+      path.join(host, "api.ts"),
+      [
+        `import { Guard, Persistence, SessionJournal } from "@session-journal/core"`,
+        `import * as Mirror from "@session-journal/core/Mirror"`,
+        `import { NodePersistence } from "@session-journal/node"`,
+        `import { PgPersistence } from "@session-journal/postgres"`,
+        `import { JournalChat } from "@session-journal/ai"`,
+        `import { main } from "@session-journal/cli"`,
+        `import { Effect, Layer } from "effect"`,
+        ``,
+        `export const memory: Layer.Layer<SessionJournal.SessionJournal> = SessionJournal.layer().pipe(Layer.provide(Persistence.layerMemory()))`,
+        `export const files = NodePersistence.layer({ root: "./journal" })`,
+        `export const pg = PgPersistence.layerFromUrl`,
+        `export const guard = Guard.maxStreak(3)`,
+        `export const plan = Mirror`,
+        `export const chat = JournalChat`,
+        `export const command: Effect.Effect<number, never, unknown> = main`,
+        ``
+      ].join("\n")
+    )
+    const tsconfig = (module: string, moduleResolution: string, skipLibCheck: boolean) => ({
+      compilerOptions: {
+        target: "ES2022",
+        // effect's own declarations name Web Crypto and structured-clone types.
+        lib: ["ES2022", "DOM"],
+        module,
+        moduleResolution,
+        strict: true,
+        noEmit: true,
+        skipLibCheck,
+        types: ["node"]
+      },
+      files: ["example.ts", "api.ts"]
+    })
+    // nodenext checks every installed declaration; bundler resolution only has to find the same ones.
+    fs.writeFileSync(path.join(host, "tsconfig.json"), JSON.stringify(tsconfig("nodenext", "nodenext", false), null, 2))
+    fs.writeFileSync(path.join(host, "tsconfig.bundler.json"), JSON.stringify(tsconfig("preserve", "bundler", true), null, 2))
+    sh(TSC, ["--noEmit", "-p", "tsconfig.json"], { cwd: host })
+    sh(TSC, ["--noEmit", "-p", "tsconfig.bundler.json"], { cwd: host })
+
+    step("tsc")
+
+    // 7. The README's example runs on Node 22 and on Node 20, each in its own directory.
+    fs.writeFileSync(path.join(host, "example.js"), module.stripTypeScriptTypes(example))
+    for (const [label, node] of [["22", NODE22], ["20", node20!]] as const) {
+      const cwd = path.join(host, `run-node${label}`)
+      fs.mkdirSync(cwd)
+      const out = sh(node, [path.join(host, "example.js")], { cwd })
+      assert.include(out, "deploy may not follow write_file", `Node ${label}`)
+    }
+
+    step("example on Node 22 and 20")
+
+    // 8. The installed command, through npm's bin link: `node` on PATH is Node 20.
+    const bin = path.join(host, "node_modules", ".bin", "session-journal")
+    const onNode20 = hostEnv({ PATH: `${path.dirname(node20!)}${path.delimiter}${process.env["PATH"] ?? ""}` })
+    const versionLine = sh(bin, ["--version"], { cwd: host, env: onNode20 })
+    assert.include(versionLine, `session-journal v${version} (node v20.`)
+    const demoDir = path.join(host, "run-node20")
+    assert.match(sh(bin, ["demo"], { cwd: demoDir, env: onNode20 }), /^ok +demo-/m)
+    // …and on Node 22, started directly on the installed bin file.
+    const installedBin = path.join(host, "node_modules", "@session-journal", "cli", "bin", "session-journal.js")
+    for (const dir of ["run-node20", "run-node22"]) {
+      const report = JSON.parse(sh(NODE22, [installedBin, "--json", "verify"], { cwd: path.join(host, dir) })) as {
+        readonly sessions: ReadonlyArray<{ readonly id: string; readonly ok: boolean }>
+      }
+      assert.isAbove(report.sessions.length, 0, dir)
+      for (const s of report.sessions) assert.isTrue(s.ok, `${dir}: session ${s.id} verifies`)
+      assert.include(report.sessions.map((s) => s.id), "s-1", dir)
+    }
+    assert.match(sh(bin, ["verify"], { cwd: demoDir, env: onNode20 }), /^ok +s-1:/m)
+    step("session-journal demo and verify")
+    process.stdout.write(`install test steps: ${steps.join(", ")}\n`)
+  })
+})
