@@ -10,7 +10,7 @@ import * as path from "node:path"
 import { SessionIds } from "@session-journal/claude-code"
 import * as F from "@session-journal/claude-code/test/Fixtures"
 import { afterAll, describe, expect, it } from "vitest"
-import { BIN, cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
+import { baseEnv, BIN, cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
 
 afterAll(cleanup)
 
@@ -20,7 +20,7 @@ const subId = SessionIds.sessionId({ _tag: "SubAgent", project: F.PROJECT, sessi
 // stdout as bytes (a transcript may hold a line that is not UTF-8).
 const exportBytes = (dir: string, id: string): Promise<Buffer> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, "--dir", dir, "claude-code", "export", id], { stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, [BIN, "--dir", dir, "claude-code", "export", id], { env: baseEnv(), stdio: ["ignore", "pipe", "pipe"] })
     const out: Array<Buffer> = []
     child.stdout.on("data", (b: Buffer) => out.push(b))
     child.on("error", reject)

@@ -34,7 +34,8 @@ export const cleanup = (): void => {
   for (const dir of made.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
 }
 
-const baseEnv = (): NodeJS.ProcessEnv => {
+/** The test's environment without the variables that choose a journal (directory, PostgreSQL). */
+export const baseEnv = (): NodeJS.ProcessEnv => {
   const env = { ...process.env }
   delete env["SESSION_JOURNAL_DIR"]
   delete env["SESSION_JOURNAL_PG_URL"]

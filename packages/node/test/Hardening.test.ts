@@ -154,7 +154,7 @@ describe("modes under any umask", () => {
 // reports how much its peak RSS grew: that is this load's memory alone, whatever
 // else runs on the machine or in the test runner.
 const boundedLoad = async (root: string, id: string) => {
-  const child = spawnFixture("bounded", { SJ_ROOT: root, SJ_ID: id, SJ_WARM: "warm", NODE_OPTIONS: "--expose-gc" })
+  const child = spawnFixture("bounded", { SJ_ROOT: root, SJ_ID: id, SJ_WARM: "warm", NODE_OPTIONS: `${process.env["NODE_OPTIONS"] ?? ""} --expose-gc` })
   const { code } = await child.exited
   expect(code, child.lines.join("\n")).toBe(0)
   return JSON.parse(child.lines.find((l) => l.startsWith("{"))!) as { tag: string | null; cause: string; peakGrowthBytes: number }
