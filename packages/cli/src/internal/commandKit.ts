@@ -1,0 +1,161 @@
+/**
+ * The command tree's shared parts: global flags, the handler wrappers that give each
+ * handler its storage and turn its failures into one sentence and an exit code,
+ * and common arguments.
+ */
+import {
+  Entry,
+  Persistence,
+  SessionJournal
+} from "@session-journal/core"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import { Argument, Flag, GlobalFlag } from "effect/cli"
+import {
+  describe as describeFailure,
+  Exit,
+  ExitCode,
+  exitCodeOf,
+  type Failure,
+  stackOf
+} from "../Failure.ts"
+import * as Output from "../Output.ts"
+import * as Storage from "../Storage.ts"
+
+// ---------------------------------------------------------------------------
+// Global flags
+
+/**
+ * `--dir DIR`: the journal root (default `$SESSION_JOURNAL_DIR`, else `./.session-journal`).
+ *
+ * @since 0.1.0
+ */
+export const Dir = GlobalFlag.Setting("dir")({
+  flag: Flag.String("dir").pipe(
+    Flag.optional,
+    Flag.withMetavar("DIR"),
+    Flag.withDescription("Journal directory (default $SESSION_JOURNAL_DIR, else ./.session-journal)")
+  )
+})
+
+/**
+ * `--json`: machine output (one JSON document, or JSON lines for streams).
+ *
+ * @since 0.1.0
+ */
+export const Json = GlobalFlag.Setting("json")({
+  flag: Flag.Boolean("json").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("Machine output: one JSON document, or JSON lines for streams")
+  )
+})
+
+/**
+ * `--verbose`: add stack traces to failures.
+ *
+ * @since 0.1.0
+ */
+export const Verbose = GlobalFlag.Setting("verbose")({
+  flag: Flag.Boolean("verbose").pipe(Flag.withDefault(false), Flag.withDescription("Print stack traces of failures"))
+})
+
+/**
+ * `--postgres URL`: keep journals in PostgreSQL (default `$SESSION_JOURNAL_PG_URL`).
+ *
+ * @since 0.1.0
+ */
+export const Postgres = GlobalFlag.Setting("postgres")({
+  flag: Flag.String("postgres").pipe(
+    Flag.optional,
+    Flag.withMetavar("URL"),
+    Flag.withDescription("Keep journals in PostgreSQL at URL (default $SESSION_JOURNAL_PG_URL)")
+  )
+})
+
+// ---------------------------------------------------------------------------
+// Handler wrapper
+
+/**
+ * What every handler gets besides its own flags.
+ *
+ * @since 0.1.0
+ */
+export interface Context {
+  readonly json: boolean
+  readonly storage: Storage.Options
+}
+
+/** What a journal handler may use. */
+export type Journal = SessionJournal.SessionJournal | Persistence.Persistence
+
+const reportFailure = (cause: Cause.Cause<Failure>, verbose: boolean, flags: boolean) =>
+  Effect.gen(function*() {
+    if (Cause.hasInterruptsOnly(cause)) return yield* Effect.failCause(cause as Cause.Cause<never>)
+    const error = Cause.squash(cause)
+    const typed = Cause.findErrorOption(cause)
+    const code = Option.isSome(typed) ? exitCodeOf(typed.value) : ExitCode.defect
+    const text = code === ExitCode.defect
+      ? `unexpected failure (a bug): ${describeFailure(error)}`
+      : describeFailure(error, { flags })
+    yield* Output.errorLine(`session-journal: ${text}`)
+    if (verbose || code === ExitCode.defect) yield* Output.errorLine(stackOf(cause))
+    return yield* new Exit({ code })
+  })
+
+const settings = Effect.gen(function*() {
+  const dir = yield* Dir
+  const json = yield* Json
+  const verbose = yield* Verbose
+  const postgres = yield* Postgres
+  const storage: Storage.Options = {
+    dir: Storage.resolveDir(Option.getOrUndefined(dir)),
+    ...Storage.resolvePostgres(Option.getOrUndefined(postgres))
+  }
+  return { json, verbose, storage }
+})
+
+/**
+ * Runs a handler with the journal of the chosen storage. Failures are reported
+ * here, so the top level only sees `Exit`.
+ *
+ * @since 0.1.0
+ */
+export const withJournal = <E extends Failure>(
+  body: (ctx: Context) => Effect.Effect<void, E, Journal | Scope.Scope>,
+  options?: { readonly flags?: boolean }
+) =>
+  Effect.gen(function*() {
+    const { json, verbose, storage } = yield* settings
+    const live = SessionJournal.layer().pipe(Layer.provideMerge(Storage.layer(storage)))
+    yield* Effect.scoped(body({ json, storage })).pipe(
+      Effect.provide(live),
+      Effect.catchCause((cause) => reportFailure(cause, verbose, options?.flags === true))
+    )
+  })
+
+/**
+ * Runs a handler that works on files directly (no journal service).
+ *
+ * @since 0.1.0
+ */
+export const withoutJournal = <E extends Failure>(body: (ctx: Context) => Effect.Effect<void, E, Scope.Scope>) =>
+  Effect.gen(function*() {
+    const { json, verbose, storage } = yield* settings
+    yield* Effect.scoped(body({ json, storage })).pipe(
+      Effect.catchCause((cause) => reportFailure(cause, verbose, false))
+    )
+  })
+
+/** Validates a session id argument. */
+export const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))
+
+/** The `id` argument. */
+export const sessionId = Argument.String("id").pipe(Argument.withDescription("Session id (^[A-Za-z0-9_-]{1,128}$)"))
+
+/** A non-negative integer flag. */
+export const nonNegative = (name: string) =>
+  Flag.Int(name).pipe(Flag.filter((n) => n >= 0, (n) => `must be a non-negative integer, got ${n}`))
+

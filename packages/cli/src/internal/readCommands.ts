@@ -1,0 +1,149 @@
+/**
+ * The commands that read: `list`, `show`, `stats`, `tail`, `export`.
+ */
+import {
+  JournalState,
+  SessionJournal
+} from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import { Command, Flag } from "effect/cli"
+import * as Output from "../Output.ts"
+import { nonNegative, sessionId, withJournal } from "./commandKit.ts"
+
+// ---------------------------------------------------------------------------
+// list / show / stats / tail / export
+
+/** The `list` command. */
+export const list = Command.make("list", {}, () =>
+  withJournal(({ json }) =>
+    Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      const sessions = yield* journal.list
+      const updated = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+      if (json) {
+        return yield* Output.json({
+          sessions: sessions.map((s) => ({
+            id: s.id,
+            entries: s.entries,
+            head: s.head,
+            last_hash: s.lastHash,
+            updated: updated(s.updatedAt),
+            bytes: s.bytes,
+            // Present only for a session that does not load cleanly.
+            ...(s.problem === null ? {} : { problem: s.problem })
+          }))
+        })
+      }
+      if (sessions.length === 0) return yield* Output.write("no sessions\n")
+      // A session that does not load cleanly is marked, never shown as if its
+      // checkpoint's claims held: its entries and head are those of the valid prefix.
+      yield* Output.lines(Output.table(
+        ["ID", "ENTRIES", "HEAD", "UPDATED", "BYTES"],
+        sessions.map((s) => [
+          s.problem === null ? s.id : `${s.id} (DAMAGED)`,
+          String(s.entries),
+          s.head.slice(0, 16),
+          updated(s.updatedAt) ?? "-",
+          s.bytes === null ? "-" : String(s.bytes)
+        ])
+      ))
+      const damaged = sessions.filter((s) => s.problem !== null)
+      if (damaged.length > 0) {
+        yield* Output.lines(damaged.map((s) => `${s.id}: ${s.problem} (run: session-journal verify ${s.id})`))
+      }
+    }))).pipe(Command.withDescription("List sessions: id, entries, head, updated, bytes on disk; damaged sessions are marked"))
+
+/** The `show` command. */
+export const show = Command.make("show", {
+  id: sessionId,
+  from: nonNegative("from").pipe(Flag.withDefault(0), Flag.withDescription("First sequence to show")),
+  limit: nonNegative("limit").pipe(Flag.optional, Flag.withDescription("Most entries to show"))
+}, (a) =>
+  withJournal(({ json }) =>
+    Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      const fmt = Output.entryLine(json)
+      yield* journal.entries(a.id, { from: a.from, limit: Option.getOrUndefined(a.limit) }).pipe(
+        Stream.runForEachArray((chunk) => Output.lines(chunk.map(fmt)))
+      )
+    }))).pipe(Command.withDescription("Print entries from the full history"))
+
+/** The `stats` command. */
+export const stats = Command.make("stats", { id: sessionId }, (a) =>
+  withJournal(({ json }) =>
+    Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      const state = yield* journal.state(a.id)
+      const doc = Output.statsJson(state)
+      if (json) return yield* Output.json(doc)
+      const df = doc.data_flow
+      const out = [
+        `session          ${doc.session_id}`,
+        `entries          ${state.next_sequence} (${doc.entry_count} retained)`,
+        `head             ${doc.head_hash}`,
+        `invocations      ${df.total_invocations}`,
+        `messages         ${doc.message_count}`,
+        `bytes read       ${df.total_bytes_read}`,
+        `bytes written    ${df.total_bytes_written}`,
+        `max depth        ${df.max_delegation_depth}`,
+        `streak           ${doc.current_streak_tool ?? "-"} x${doc.current_streak_len}`
+      ]
+      if (state.meta !== null) {
+        if (state.meta.title !== undefined) out.push(`title            ${state.meta.title}`)
+        if (state.meta.labels !== undefined) out.push(`labels           ${state.meta.labels.join(", ")}`)
+      }
+      const counts = Array.from(JournalState.snapshot(state).tool_counts)
+      if (Output.stdoutIsTerminal() && counts.length > 0) {
+        out.push("", "tool calls")
+        out.push(...Output.barChart(counts, process.stdout.columns || 80))
+      } else {
+        for (const [name, n] of counts.sort((x, y) => (x[0] < y[0] ? -1 : 1))) out.push(`tool_count       ${name} ${n}`)
+      }
+      yield* Output.lines(out)
+    }))).pipe(Command.withDescription("Snapshot counters, message count and metadata; a bar chart on a terminal"))
+
+/** The `tail` command. */
+export const tail = Command.make("tail", {
+  id: sessionId,
+  lines: nonNegative("lines").pipe(Flag.withAlias("n"), Flag.withDefault(10), Flag.withDescription("How many of the last entries to print first")),
+  follow: Flag.Boolean("follow").pipe(Flag.withAlias("f"), Flag.withDefault(false), Flag.withDescription("Keep printing entries written later, by any process"))
+}, (a) =>
+  withJournal(({ json }) =>
+    Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      const state = yield* journal.state(a.id)
+      const from = Math.max(0, state.next_sequence - a.lines)
+      const fmt = Output.entryLine(json)
+      const entries = a.follow ? journal.follow(a.id, from) : journal.entries(a.id, { from })
+      yield* entries.pipe(Stream.runForEachArray((chunk) => Output.lines(chunk.map(fmt))))
+    }))).pipe(Command.withDescription("Print the last entries; --follow keeps printing new ones from other processes"))
+
+/** The `exportCmd` command. */
+export const exportCmd = Command.make("export", {
+  id: sessionId,
+  format: Flag.Literals("format", ["jsonl", "json"]).pipe(Flag.withDefault("jsonl" as const), Flag.withDescription("jsonl (one entry a line) or json (one array)"))
+}, (a) =>
+  withJournal(() =>
+    Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      const state = yield* journal.state(a.id)
+      let first = true
+      yield* Output.withProgress(`export ${a.id}`, state.next_sequence, (bar) =>
+        Effect.gen(function*() {
+          if (a.format === "json") yield* Output.write("[")
+          yield* journal.entries(a.id).pipe(
+            Stream.runForEachArray((chunk) => {
+              bar.advance(chunk.length)
+              if (a.format === "jsonl") return Output.lines(chunk.map(Output.entryJson))
+              const text = chunk.map(Output.entryJson).join(",\n")
+              const sep = first ? "\n" : ",\n"
+              first = false
+              return Output.write(sep + text)
+            })
+          )
+          if (a.format === "json") yield* Output.write(first ? "]\n" : "\n]\n")
+        }))
+    }))).pipe(Command.withDescription("Write the full history to stdout"))
+

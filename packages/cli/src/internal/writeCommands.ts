@@ -1,0 +1,156 @@
+/**
+ * The commands that write: `record`, `append`, `import`.
+ */
+import {
+  SessionJournal
+} from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import { Argument, Command, Flag } from "effect/cli"
+import * as fs from "node:fs"
+import {
+  ImportStopped,
+  InvalidInput
+} from "../Failure.ts"
+import * as Import from "../Import.ts"
+import * as Input from "../Input.ts"
+import * as Output from "../Output.ts"
+import { sessionId, validId, withJournal } from "./commandKit.ts"
+
+// ---------------------------------------------------------------------------
+// record / append / import
+
+/** The `record` command. */
+export const record = Command.make("record", {
+  id: sessionId,
+  tool: Flag.String("tool").pipe(Flag.withDescription("Tool name")),
+  server: Flag.String("server").pipe(Flag.withDescription("Server id")),
+  agent: Flag.String("agent").pipe(Flag.withDescription("Agent id")),
+  read: Flag.Int("read").pipe(Flag.withDefault(0), Flag.withDescription("Bytes read by the call")),
+  written: Flag.Int("written").pipe(Flag.withDefault(0), Flag.withDescription("Bytes written by the call")),
+  depth: Flag.Int("depth").pipe(Flag.withDefault(0), Flag.withDescription("Delegation depth")),
+  denied: Flag.Boolean("denied").pipe(Flag.withDefault(false), Flag.withDescription("Record the call as denied"))
+}, (a) =>
+  withJournal(({ json }) =>
+    Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      const entry = yield* journal.record(a.id, {
+        tool_name: a.tool,
+        server_id: a.server,
+        agent_id: a.agent,
+        bytes_read: a.read,
+        bytes_written: a.written,
+        delegation_depth: a.depth,
+        allowed: !a.denied
+      })
+      yield* Output.write(Output.entryLine(json)(entry) + "\n")
+    }), { flags: true })).pipe(Command.withDescription("Append a tool entry and print it"))
+
+const parsePayload = (text: string, field: string) =>
+  Effect.try({
+    try: () => JSON.parse(text) as unknown,
+    catch: (e) => new InvalidInput({ field, reason: `not valid JSON (${e instanceof Error ? e.message : String(e)})` })
+  })
+
+// `--payload -` reads stdin and `--payload @FILE` a file (neither is JSON, so
+// there is no ambiguity), bounded and as strict UTF-8.
+const payloadText = (flag: string) => {
+  if (flag !== "-" && !flag.startsWith("@")) return Effect.succeed(flag)
+  const file = flag === "-" ? "-" : flag.slice(1)
+  return Effect.tryPromise({
+    try: () => Input.readBounded(file === "-" ? process.stdin : fs.createReadStream(file), "--payload"),
+    catch: (e) => new InvalidInput({ field: "--payload", reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}` })
+  }).pipe(Effect.flatMap(Effect.fromResult))
+}
+
+/** The `append` command. */
+export const append = Command.make("append", {
+  id: sessionId,
+  kind: Flag.String("kind").pipe(Flag.withDefault("message"), Flag.withDescription("Entry kind (default message)")),
+  payload: Flag.String("payload").pipe(
+    Flag.withMetavar("JSON"),
+    Flag.withDescription("Payload, any JSON; - reads it from stdin, @FILE from FILE (strict UTF-8, at most 8 MiB)")
+  )
+}, (a) =>
+  withJournal(({ json }) =>
+    Effect.gen(function*() {
+      const payload = yield* parsePayload(yield* payloadText(a.payload), "--payload")
+      const journal = yield* SessionJournal.SessionJournal
+      const entry = yield* journal.append(a.id, a.kind, payload)
+      yield* Output.write(Output.entryLine(json)(entry) + "\n")
+    }), { flags: true })).pipe(Command.withDescription("Append a message (default kind) or an entry of another kind"))
+
+/**
+ * Turns one import line into a write item (see `Import.importItem`).
+ *
+ * @since 0.1.0
+ */
+export const importItem = Import.importItem
+
+const inputBytes = (file: string): Stream.Stream<Uint8Array, InvalidInput> =>
+  Stream.unwrap(Effect.sync(() =>
+    Stream.fromAsyncIterable(
+      (file === "-" ? process.stdin : fs.createReadStream(file)) as AsyncIterable<Uint8Array>,
+      (e) => new InvalidInput({ field: "FILE", reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}` })
+    )
+  ))
+
+/** The `importCmd` command. */
+export const importCmd = Command.make("import", {
+  id: sessionId,
+  file: Argument.String("file").pipe(
+    Argument.withDefault("-"),
+    Argument.withDescription("JSON lines to import; - or nothing for stdin")
+  )
+}, (a) =>
+  withJournal(({ json }) =>
+    Effect.gen(function*() {
+      yield* validId(a.id)
+      const journal = yield* SessionJournal.SessionJournal
+      // For a file the bar measures bytes read; for stdin it counts entries.
+      const size = a.file === "-" ? 0 : yield* Effect.sync(() => {
+        try {
+          return fs.statSync(a.file).size
+        } catch {
+          return 0
+        }
+      })
+      const summary = yield* Output.withProgress(`import ${a.id}`, size, (bar) =>
+        Import.run({
+          id: a.id,
+          source: inputBytes(a.file),
+          writeAll: (items) => journal.writeAll(a.id, items),
+          onRead: (n) => {
+            if (size > 0) bar.advance(n)
+          },
+          // Printed only once durable: a caller reading this output knows
+          // exactly which entries were acknowledged.
+          onDurable: (written) =>
+            Effect.suspend(() => {
+              if (size === 0) bar.advance(written.length)
+              return json ? Output.lines(written.map(Output.entryJson)) : Effect.void
+            })
+        })).pipe(
+          Effect.tapError((e) =>
+            json && e._tag === "ImportStopped" ? Output.json(stoppedJson(e)) : Effect.void
+          )
+        )
+      if (!json) {
+        const { imported, last } = summary
+        yield* Output.write(
+          `imported ${imported} entr${imported === 1 ? "y" : "ies"} into ${a.id}` +
+            (last === undefined ? "\n" : ` (last sequence ${last.sequence})\n`)
+        )
+      }
+    }))).pipe(Command.withDescription(
+      "Append JSON lines ({tool_name,…} or {kind,payload}) as they arrive, each durable within moments; " +
+        "a bad line stops the import after every line before it is committed"
+    ))
+
+// The last JSON line of `--json import` when a line stopped it.
+const stoppedJson = (e: ImportStopped) => ({
+  imported: e.imported,
+  last_sequence: e.lastSequence,
+  stopped: { line: e.input.line ?? null, field: e.input.field, reason: e.input.reason }
+})
+
