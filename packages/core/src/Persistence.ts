@@ -115,7 +115,7 @@ export const tipMatches = (after: Tip, storedCount: number, storedHash: string):
 /**
  * One compare-and-append: `entries` (consecutive, the first at `after.sequence`
  * linking to `after.hash`) are stored only if the stored tip is `after`;
- * optionally with a metadata update. `head` is the exported head once they are
+ * optionally with a metadata update. `head()` is the exported head once they are
  * stored (`JournalState.head`), for listings; adapters store it, never compute it.
  *
  * @since 0.3.0
@@ -124,7 +124,12 @@ export interface AppendRequest {
   readonly after: Tip
   readonly entries: ReadonlyArray<Entry.Entry>
   readonly meta?: SessionMeta | undefined
-  readonly head: string
+  /**
+   * The exported head once the entries are stored, computed on demand: once the
+   * ring has evicted it costs a SHA-256, which an adapter that does not list
+   * heads should not pay on every append.
+   */
+  readonly head: () => string
 }
 
 /**

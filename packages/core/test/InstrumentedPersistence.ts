@@ -129,7 +129,7 @@ const wrapHandle = (probe: Probe, handle: Persistence.WriteHandle): Persistence.
             yield* Effect.orDie(handle.append({
               after: Persistence.tipOf(loaded.state),
               entries: foreign.entries,
-              head: JournalState.head(foreign.state)
+              head: () => JournalState.head(foreign.state)
             }))
             const list = probe.sneaked.get(handle.id) ?? []
             list.push(...foreign.entries)

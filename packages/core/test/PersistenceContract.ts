@@ -67,7 +67,7 @@ export const requestOf = (
   after: Persistence.tipOf(before),
   entries,
   meta,
-  head: JournalState.head(JournalState.foldAll(before, entries))
+  head: () => JournalState.head(JournalState.foldAll(before, entries))
 })
 
 const appendChain = (h: Persistence.WriteHandle, state: JournalState.JournalState, count: number) =>

@@ -334,13 +334,13 @@ layer(Live)("SessionJournal on memory", (it) => {
       yield* Effect.scoped(Effect.gen(function*() {
         const h = yield* p.open(id, { mode: "write" })
         const loaded = yield* h.load
-        yield* h.append({ after: Persistence.tipOf(loaded.state), entries: [], meta: { updated_at: 1_500, title: "stale" }, head: JournalState.head(loaded.state) })
+        yield* h.append({ after: Persistence.tipOf(loaded.state), entries: [], meta: { updated_at: 1_500, title: "stale" }, head: () => JournalState.head(loaded.state) })
       }))
       assert.strictEqual((yield* j.state(id)).meta?.title, "second")
       yield* Effect.scoped(Effect.gen(function*() {
         const h = yield* p.open(id, { mode: "write" })
         const loaded = yield* h.load
-        yield* h.append({ after: Persistence.tipOf(loaded.state), entries: [], meta: { updated_at: 5_000, title: "newer" }, head: JournalState.head(loaded.state) })
+        yield* h.append({ after: Persistence.tipOf(loaded.state), entries: [], meta: { updated_at: 5_000, title: "newer" }, head: () => JournalState.head(loaded.state) })
       }))
       assert.strictEqual((yield* j.state(id)).meta?.title, "newer")
       // A writer whose clock is behind still wins over what it patched: updated_at never moves back.

@@ -28,11 +28,27 @@ interface MemorySession {
   updatedAt: number
 }
 
-// The size of an entry as a segment line would store it: the adapter keeps objects,
-// but counts bytes the way the filesystem adapter does, so the checkpoint policy
-// behaves the same on both.
-const LINE_OVERHEAD = '{"k":"entry","v":1,"e":}\n'.length
-const lineBytes = (entry: Entry.Entry): number => JSON.stringify(entry).length + LINE_OVERHEAD
+// The size of an entry as a segment line would store it, estimated: the adapter
+// keeps objects, and writing each one out only to count its bytes would cost more
+// than the rest of an append. Tool entries are counted from their fields (their
+// keys and numbers have a fixed size up to a few digits); other entries write
+// their payload out. The checkpoint policy needs sizes of the right order, not
+// exact ones.
+const TOOL_LINE = 330
+const OTHER_LINE = 200
+const lineBytes = (entry: Entry.Entry): number =>
+  Entry.isTool(entry)
+    ? TOOL_LINE + entry.tool_name.length + entry.server_id.length + entry.agent_id.length
+    : OTHER_LINE + entry.kind.length + JSON.stringify(entry.payload).length
+
+// A checkpoint's size, estimated the same way: its retained entries and counters.
+const documentBytes = (document: Checkpoint.CheckpointJson): number => {
+  let bytes = 512 + JSON.stringify(document.meta ?? null).length
+  for (const entry of document.entries) bytes += lineBytes(entry as Entry.Entry)
+  for (const name of document.tool_sequence) bytes += name.length + 3
+  for (const [name] of document.tool_counts) bytes += name.length + 24
+  return bytes
+}
 
 const exists = (s: MemorySession | undefined): s is MemorySession =>
   s !== undefined && (s.entries.length > 0 || s.checkpoint !== null || s.meta !== null)
@@ -125,7 +141,7 @@ export const make = Effect.fnUntraced(function*() {
       }
       if (request.meta !== undefined && (s.meta === null || request.meta.updated_at >= s.meta.updated_at)) {
         s.meta = request.meta
-        bytes += JSON.stringify(request.meta).length
+        bytes += 64 + JSON.stringify(request.meta.data ?? null).length
       }
       s.updatedAt = Date.now()
       s.sinceCheckpointBytes += bytes
@@ -150,7 +166,7 @@ export const make = Effect.fnUntraced(function*() {
       if (last !== undefined && s.entries[last.sequence]?.entry_hash !== last.entry_hash) {
         return refuse(`checkpoint ends with entry ${last.sequence}, which storage holds with another hash`)
       }
-      const bytes = JSON.stringify(document).length
+      const bytes = documentBytes(document)
       s.checkpoint = document
       s.checkpointBytes = bytes
       s.sinceCheckpointBytes = 0

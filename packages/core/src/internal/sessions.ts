@@ -194,13 +194,17 @@ export const make = Effect.fnUntraced(function*(config: Config) {
       })
       : error
 
-  // Stores a checkpoint when the policy says one is due. Its failure fails no one:
-  // the entries are durable, and the next append tries again.
-  const checkpointIfDue = (session: OpenSession): Effect.Effect<void> =>
+  // Whether the policy wants a checkpoint of this slot now.
+  const isDue = (slot: Slot): boolean =>
+    slot.state !== null && slot.blocked === null &&
+    Checkpoint.due(slot.sinceCheckpoint, slot.checkpointBytes, config.checkpointMinBytes)
+
+  // Stores the checkpoint the policy asked for. Its failure fails no one: the
+  // entries are durable, and the next append asks again.
+  const checkpoint = (session: OpenSession): Effect.Effect<void> =>
     Effect.gen(function*() {
       const slot = yield* SynchronizedRef.get(session.ref)
-      if (slot.state === null || slot.blocked !== null) return
-      if (!Checkpoint.due(slot.sinceCheckpoint, slot.checkpointBytes, config.checkpointMinBytes)) return
+      if (slot.state === null) return
       const stored = yield* Effect.result(session.handle.checkpoint(Checkpoint.encode(slot.state)))
       if (Result.isSuccess(stored)) {
         yield* SynchronizedRef.update(session.ref, (s) => ({ ...s, sinceCheckpoint: 0, checkpointBytes: stored.success }))
@@ -221,19 +225,20 @@ export const make = Effect.fnUntraced(function*(config: Config) {
         const taken = yield* Effect.result(Queue.takeBetween(session.queue, 1, maxBatch))
         if (Result.isFailure(taken)) return
         const batch = taken.success
-        const after = yield* SynchronizedRef.modifyEffect(session.ref, (slot) =>
+        const [after, due] = yield* SynchronizedRef.modifyEffect(session.ref, (slot) =>
           commitBatch(session, slot, batch).pipe(
+            Effect.map(([after, next]) => [[after, isDue(next)] as const, next] as const),
             // Any other defect answers its batch instead of leaving the callers waiting;
             // the append may or may not have happened, so the state is re-read.
             Effect.catchCause((cause) =>
               Effect.sync(() => {
                 for (const r of batch) if (!Deferred.isDoneUnsafe(r.deferred)) answer(r, Effect.failCause(cause))
-                return [Effect.void, dropped(slot)] as const
+                return [[Effect.void, false] as const, dropped(slot)] as const
               })
             )
           ))
         yield* after
-        yield* checkpointIfDue(session)
+        if (due) yield* checkpoint(session)
       }
     }).pipe(Effect.uninterruptible)
 
@@ -286,7 +291,7 @@ export const make = Effect.fnUntraced(function*(config: Config) {
         }
         if (accepted.length === 0) return [Effect.void, slot] as const
         const stored = yield* Effect.result(
-          session.handle.append({ after: Persistence.tipOf(before), entries, meta, head: JournalState.head(state) })
+          session.handle.append({ after: Persistence.tipOf(before), entries, meta, head: () => JournalState.head(state) })
         )
         if (Result.isSuccess(stored)) {
           // Answered (and published) once the ref holds the new state, so a caller

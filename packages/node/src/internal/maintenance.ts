@@ -273,11 +273,8 @@ const repairAsync = async (r: Resolved, id: string, caps: JournalState.Caps | un
             previous_head: previousHead,
             previous_next_sequence: claimedNext
           })
-          await writer.append({
-            after: Persistence.tipOf(loaded.state),
-            entries: [entry],
-            head: JournalState.head(JournalState.fold(loaded.state, entry))
-          })
+          const after = JournalState.fold(loaded.state, entry)
+          await writer.append({ after: Persistence.tipOf(loaded.state), entries: [entry], head: () => JournalState.head(after) })
         }
       } finally {
         await writer.close()

@@ -97,7 +97,7 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
         : sql`, meta = ${stringify(encodeMeta(meta))}, meta_updated_at = ${meta.updated_at}`
       const last = request.entries[request.entries.length - 1]
       if (last === undefined) {
-        yield* sql`UPDATE ${sessionsT} SET exported_head = ${request.head}, updated_at = now() ${setMeta} WHERE session_id = ${id}`
+        yield* sql`UPDATE ${sessionsT} SET exported_head = ${request.head()}, updated_at = now() ${setMeta} WHERE session_id = ${id}`
         return { bytes: 0, notify: null }
       }
       const next = stored + request.entries.length
@@ -110,7 +110,7 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
             ${request.entries.map((e) => stringify(Entry.encode(e)))}::text[]) AS t(s, h, e)
           RETURNING octet_length(entry) AS n
         ), total AS (SELECT coalesce(sum(n), 0)::int8 AS bytes FROM inserted)
-        UPDATE ${sessionsT} SET next_sequence = ${next}, head = ${last.entry_hash}, exported_head = ${request.head},
+        UPDATE ${sessionsT} SET next_sequence = ${next}, head = ${last.entry_hash}, exported_head = ${request.head()},
           entry_bytes = entry_bytes + (SELECT bytes FROM total), updated_at = now() ${setMeta}
         WHERE session_id = ${id}
         RETURNING (SELECT bytes FROM total) AS bytes, pg_notify(${names.channel}, ${`${id} ${next}`})`.pipe(
