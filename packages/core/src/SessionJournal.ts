@@ -234,7 +234,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     maxOpenSessions: Math.max(1, options?.maxOpenSessions ?? 256),
     maxBatch: Math.max(1, options?.maxBatch ?? 1024),
     conflictRetries: options?.conflictRetries ?? 8,
-    checkpointMinBytes: options?.checkpointMinBytes ?? Checkpoint.MIN_BYTES
+    checkpointMinBytes: Math.max(1, options?.checkpointMinBytes ?? Checkpoint.MIN_BYTES)
   })
 
   const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))
@@ -251,16 +251,14 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       if (session !== undefined) {
         const slot = yield* SynchronizedRef.get(session.ref)
         if (slot.blocked !== null) return yield* slot.blocked
-        let current = slot.state
-        if (current === null) {
-          const loaded = yield* session.handle.load
-          const blocked = Sessions.blockedBy(loaded, id)
-          if (blocked !== null) return yield* blocked
-          current = loaded.state
-        }
+        const current = slot.state
         // Open for writing but nothing stored yet (say, its first append failed).
-        if (current.next_sequence === 0 && current.meta === null) return yield* new SessionNotFound({ id })
-        return current
+        if (current !== null && current.next_sequence === 0 && current.meta === null) {
+          return yield* new SessionNotFound({ id })
+        }
+        if (current !== null) return current
+        // After a failed append the writer reloads on its own; a reader does not
+        // use the writer's handle meanwhile, but a read handle of its own.
       }
       const loaded = yield* Effect.scoped(
         Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => h.load)

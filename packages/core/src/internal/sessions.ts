@@ -122,7 +122,18 @@ export const make = Effect.fnUntraced(function*(config: Config) {
       const previous = live.get(id)
       if (previous !== undefined) yield* Deferred.await(previous.released)
       const released = yield* Deferred.make<void>()
-      yield* Effect.addFinalizer(() => Deferred.succeed(released, undefined))
+      // Registered first, so it runs last: the session leaves `live` only once its
+      // writer guarantee is free, so an opening meanwhile waits for `released`
+      // instead of finding the guarantee still held by this very process.
+      let opened: OpenSession | undefined
+      yield* Effect.addFinalizer(() =>
+        Effect.andThen(
+          Effect.sync(() => {
+            if (opened !== undefined && live.get(id) === opened) live.delete(id)
+          }),
+          Deferred.succeed(released, undefined)
+        )
+      )
       const handle = yield* config.persistence.open(id, { mode: "write", caps: config.caps })
       const loaded = yield* handle.load
       yield* hubs.catchUp(id, loaded.state)
@@ -130,11 +141,7 @@ export const make = Effect.fnUntraced(function*(config: Config) {
       const queue = yield* Queue.unbounded<Request<unknown>, Cause.Done>()
       const session: OpenSession = { id, handle, ref, queue, released }
       live.set(id, session)
-      yield* Effect.addFinalizer(() =>
-        Effect.sync(() => {
-          if (live.get(id) === session) live.delete(id)
-        })
-      )
+      opened = session
       const writer = yield* Effect.forkDetach(writerLoop(session))
       yield* Effect.addFinalizer(() => Effect.andThen(Queue.end(queue), Fiber.await(writer)))
       return session
@@ -171,8 +178,8 @@ export const make = Effect.fnUntraced(function*(config: Config) {
     Effect.flatMap(session.handle.load, (loaded) =>
       Effect.as(
         hubs.catchUp(session.id, loaded.state),
-        // A reload after a failure keeps counting from where the writer was: the
-        // adapter reports what was stored since its checkpoint only on a fresh open.
+        // A reload after a failure keeps the larger count: the writer's own, or what
+        // the adapter reports as stored since its checkpoint.
         { ...slotOf(loaded, session.id), sinceCheckpoint: Math.max(previous.sinceCheckpoint, loaded.sinceCheckpointBytes ?? 0) }
       ))
 
@@ -237,8 +244,10 @@ export const make = Effect.fnUntraced(function*(config: Config) {
               })
             )
           ))
-        yield* after
-        if (due) yield* checkpoint(session)
+        // Neither answering nor a checkpoint may end the writer: a defect there
+        // would leave every later write of the session waiting.
+        yield* Effect.catchCause(after, () => Effect.void)
+        if (due) yield* Effect.catchCause(checkpoint(session), () => Effect.void)
       }
     }).pipe(Effect.uninterruptible)
 
