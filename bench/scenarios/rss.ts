@@ -4,9 +4,9 @@
  * child process, measured after a full garbage collection. The journal keeps a
  * bounded ring and bounded counters, so the difference must stay small.
  */
-import { spawn } from "node:child_process"
 import * as path from "node:path"
-import { loadNode, nodeEnv } from "../lib/adapters.ts"
+import { loadNode } from "../lib/adapters.ts"
+import { lastJsonLine } from "../lib/child.ts"
 import { withTempDir } from "../lib/env.ts"
 import type { Figure, RunOptions, Scenario } from "../lib/harness.ts"
 import { meets, notRun } from "../lib/harness.ts"
@@ -28,27 +28,12 @@ interface ChildResult {
   readonly ms: number
 }
 
-const child = (root: string, count: number): Promise<ChildResult> =>
-  new Promise((resolve, reject) => {
-    const t0 = performance.now()
-    const p = spawn(process.execPath, ["--expose-gc", path.join(import.meta.dirname, "..", "child", "rss.ts"), root, String(count)], {
-      env: nodeEnv(),
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let out = ""
-    let err = ""
-    p.stdout.on("data", (d) => (out += d))
-    p.stderr.on("data", (d) => (err += d))
-    p.on("error", reject)
-    p.on("close", (code) => {
-      if (code !== 0) return reject(new Error(`rss child exited ${code}: ${err.slice(0, 400)}`))
-      try {
-        resolve({ ...(JSON.parse(out.trim().split("\n").pop()!) as Omit<ChildResult, "ms">), ms: performance.now() - t0 })
-      } catch (error) {
-        reject(error)
-      }
-    })
-  })
+const child = async (root: string, count: number): Promise<ChildResult> => {
+  const t0 = performance.now()
+  const script = path.join(import.meta.dirname, "..", "child", "rss.ts")
+  const result = await lastJsonLine<Omit<ChildResult, "ms">>("rss", process.execPath, ["--expose-gc", script, root, String(count)])
+  return { ...result, ms: performance.now() - t0 }
+}
 
 const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   const small = 10_000

@@ -7,10 +7,10 @@
  * new durable session needs: a directory, one file with one line, fdatasync, and
  * an fsync of the directory, 8 at a time.
  */
-import { spawn } from "node:child_process"
 import * as fsp from "node:fs/promises"
 import * as path from "node:path"
-import { loadNode, nodeEnv } from "../lib/adapters.ts"
+import { loadNode } from "../lib/adapters.ts"
+import { lastJsonLine } from "../lib/child.ts"
 import { withTempDir } from "../lib/env.ts"
 import type { Figure, RunOptions, Scenario } from "../lib/harness.ts"
 import { meets, notRun } from "../lib/harness.ts"
@@ -28,26 +28,15 @@ interface ChildResult {
 }
 
 const child = (root: string, count: number): Promise<ChildResult> =>
-  new Promise((resolve, reject) => {
-    const script = path.join(import.meta.dirname, "..", "child", "sessions.ts")
-    const p = spawn("sh", ["-c", `ulimit -n 1024 && exec "$0" "$@"`, process.execPath, "--expose-gc", script, root, String(count)], {
-      env: nodeEnv(),
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let out = ""
-    let err = ""
-    p.stdout.on("data", (d) => (out += d))
-    p.stderr.on("data", (d) => (err += d))
-    p.on("error", reject)
-    p.on("close", (code) => {
-      if (code !== 0) return reject(new Error(`sessions child exited ${code}: ${err.slice(0, 400)}`))
-      try {
-        resolve(JSON.parse(out.trim().split("\n").pop()!) as ChildResult)
-      } catch (error) {
-        reject(error)
-      }
-    })
-  })
+  lastJsonLine("sessions", "sh", [
+    "-c",
+    `ulimit -n 1024 && exec "$0" "$@"`,
+    process.execPath,
+    "--expose-gc",
+    path.join(import.meta.dirname, "..", "child", "sessions.ts"),
+    root,
+    String(count)
+  ])
 
 // The raw baseline: per session a directory, one synced file, a synced directory.
 const raw = async (root: string, count: number): Promise<number> => {
