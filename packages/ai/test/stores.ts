@@ -8,7 +8,6 @@
  *
  * Also a test language model that answers every call with fixed parts.
  */
-import * as PgClient from "@effect/sql-pg/PgClient"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -16,15 +15,14 @@ import { Chat, IdGenerator, LanguageModel, Prompt, type Response } from "effect/
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { Persistence as KvPersistence } from "effect/persistence"
-import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import * as Schema from "effect/Schema"
-import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
 import { Persistence, SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import { PgPersistence } from "@session-journal/postgres"
+import * as Pg from "@session-journal/postgres/test/pg"
 import { JournalChat } from "../src/index.ts"
 
 /** One storage under test. */
@@ -105,33 +103,10 @@ export const filesystem: StoreKind = {
     Effect.map(tempDir, (dir) => journalStore(NodePersistence.layer({ root: path.join(dir, "journal") }), options))
 }
 
-const pgFromEnv = process.env["SESSION_JOURNAL_PG_URL"]
-const pgUrl = pgFromEnv !== undefined && pgFromEnv !== "" ? pgFromEnv : "postgres://postgres@127.0.0.1:5432/test"
-
-// As in the PostgreSQL package's tests: with SESSION_JOURNAL_PG_URL set the server
-// must answer; without it the default local server is tried and, when nothing
-// answers, the PostgreSQL variants are skipped with one line saying why.
-const pgProbe = (): Promise<string | null> =>
-  Effect.runPromise(
-    Effect.scoped(Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql`SELECT 1 AS one`
-      return null
-    })).pipe(
-      Effect.provide(PgClient.layer({ url: Redacted.make(pgUrl), connectTimeout: "3 seconds", applicationName: "sj-ai-probe" })),
-      Effect.timeout("5 seconds"),
-      Effect.catchCause((cause) => Effect.succeed(String(cause).split("\n")[0] ?? "unreachable"))
-    )
-  )
-
-const pgFailure = pgFromEnv !== undefined && pgFromEnv !== "" ? null : await pgProbe()
-
-/** Whether the PostgreSQL variants run. */
-export const pgAvailable: boolean = pgFailure === null
-
-if (!pgAvailable) console.warn(`PostgreSQL chat tests skipped: SESSION_JOURNAL_PG_URL is not set and ${pgUrl} does not answer (${pgFailure})`)
+/** Whether the PostgreSQL variants run (see the PostgreSQL package's test setup). */
+export const pgAvailable: boolean = Pg.skipReason === null
 let pgTables = 0
-const pgPrefix = `sjt_ai_${Date.now().toString(36)}_${process.pid.toString(36)}_`
+const pgPrefix = Pg.freshPrefix("ai")
 
 /**
  * `JournalChat` over PostgreSQL, with tables of their own per test (dropped with
@@ -145,10 +120,10 @@ export const postgres: StoreKind = {
       const prefix = `${pgPrefix}${pgTables++}_`
       yield* Effect.addFinalizer(() =>
         Effect.ignore(PgPersistence.dropTables(prefix).pipe(
-          Effect.provide(PgClient.layer({ url: Redacted.make(pgUrl), applicationName: "sj-ai-test-admin" }))
+          Effect.provide(Pg.adminLayer("sj-ai-test-admin"))
         ))
       )
-      return journalStore(PgPersistence.layerFromUrl(pgUrl, { tablePrefix: prefix, pollInterval: "200 millis" }), options)
+      return journalStore(PgPersistence.layerFromUrl(Pg.url, { tablePrefix: prefix, pollInterval: "200 millis" }), options)
     })
 }
 

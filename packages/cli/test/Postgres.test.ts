@@ -4,29 +4,18 @@
  * or `SESSION_JOURNAL_PG_URL`); the tables get a prefix of their own and are
  * dropped afterwards.
  */
-import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
 import { PgPersistence } from "@session-journal/postgres"
+import * as Pg from "@session-journal/postgres/test/pg"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
-import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll } from "vitest"
 import { run } from "./Run.ts"
 
-const fromEnv = process.env["SESSION_JOURNAL_PG_URL"]
-const url = fromEnv !== undefined && fromEnv !== "" ? fromEnv : "postgres://postgres@127.0.0.1:5432/test"
-const admin = () => PgClient.layer({ url: Redacted.make(url), applicationName: "sj-cli-test-admin", connectTimeout: "3 seconds" })
+const url = Pg.url
+const admin = () => Pg.adminLayer("sj-cli-test-admin")
+const reachable = Pg.skipReason === null
 
-const reachable = fromEnv !== undefined && fromEnv !== "" ? true : await Effect.runPromise(
-  Effect.scoped(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql`SELECT 1 AS one`
-    return true
-  })).pipe(Effect.provide(admin()), Effect.timeout("5 seconds"), Effect.catchCause(() => Effect.succeed(false)))
-)
-if (!reachable) console.warn(`PostgreSQL command tests skipped: nothing answers at ${url}`)
-
-const prefix = `sjt_cli_${Date.now().toString(36)}_${process.pid.toString(36)}_`
+const prefix = Pg.freshPrefix("cli")
 const env = { SESSION_JOURNAL_PG_TABLE_PREFIX: prefix }
 
 describe.skipIf(!reachable)("session-journal --postgres", () => {

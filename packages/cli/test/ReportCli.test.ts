@@ -4,12 +4,10 @@
  * (other methods, foreign Host names), a port in use, and the viewer on
  * PostgreSQL with its live events.
  */
-import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
 import { PgPersistence } from "@session-journal/postgres"
+import * as Pg from "@session-journal/postgres/test/pg"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
-import * as SqlClient from "effect/sql/SqlClient"
 import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -151,17 +149,10 @@ describe("serve", () => {
   })
 })
 
-const fromEnv = process.env["SESSION_JOURNAL_PG_URL"]
-const url = fromEnv !== undefined && fromEnv !== "" ? fromEnv : "postgres://postgres@127.0.0.1:5432/test"
-const admin = () => PgClient.layer({ url: Redacted.make(url), applicationName: "sj-cli-test-admin", connectTimeout: "3 seconds" })
-const reachable = fromEnv !== undefined && fromEnv !== "" ? true : await Effect.runPromise(
-  Effect.scoped(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql`SELECT 1 AS one`
-    return true
-  })).pipe(Effect.provide(admin()), Effect.timeout("5 seconds"), Effect.catchCause(() => Effect.succeed(false)))
-)
-const prefix = `sjt_view_${Date.now().toString(36)}_${process.pid.toString(36)}_`
+const url = Pg.url
+const admin = () => Pg.adminLayer("sj-cli-test-admin")
+const reachable = Pg.skipReason === null
+const prefix = Pg.freshPrefix("view")
 const pgEnv = { SESSION_JOURNAL_PG_TABLE_PREFIX: prefix }
 
 describe.skipIf(!reachable)("serve --postgres", () => {
