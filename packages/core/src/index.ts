@@ -42,6 +42,13 @@ export * as JournalState from "./JournalState.ts"
  */
 export * as SessionMeta from "./SessionMeta.ts"
 /**
+ * The SHA-256 of the chain: `@noble/hashes` by default, or a faster byte-identical
+ * implementation a platform installs (checked on install).
+ *
+ * @since 0.3.0
+ */
+export * as Sha256 from "./Sha256.ts"
+/**
  * The `Persistence` port that adapters implement, and its in-memory adapter.
  *
  * @since 0.1.0

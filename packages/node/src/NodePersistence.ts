@@ -28,6 +28,7 @@ import * as Stream from "effect/Stream"
 import * as path from "node:path"
 import * as Adapter from "./internal/adapter.ts"
 import { attempt, invalidId, type Known, loadOptions, lockSession, narrow, resolveWith } from "./internal/adapter.ts"
+import * as NodeSha256 from "./NodeSha256.ts"
 import * as FileOps from "./internal/fileOps.ts"
 import * as Segment from "./internal/segment.ts"
 import * as Session from "./internal/session.ts"
@@ -348,7 +349,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
  * @since 0.1.0
  */
 export const layer = (options: Options): Layer.Layer<Persistence.Persistence, StorageError> =>
-  Layer.effect(Persistence.Persistence, make(options))
+  Layer.merge(Layer.effect(Persistence.Persistence, make(options)), NodeSha256.layer)
 
 export {
   /**

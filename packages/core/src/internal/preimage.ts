@@ -2,8 +2,7 @@
  * Byte encodings hashed by the chain (DESIGN §2). Plain functions, no Effect: this
  * is the hot path of every write and every replay.
  */
-import { sha256 } from "@noble/hashes/sha2.js"
-import { bytesToHex } from "@noble/hashes/utils.js"
+import * as Sha256 from "../Sha256.ts"
 import type { Link, ValidToolParams } from "../Entry.ts"
 
 const TWO_32 = 4294967296
@@ -73,7 +72,7 @@ class Scratch {
     this.bytes[this.pos++] = n
   }
   digest(): string {
-    return bytesToHex(sha256(this.bytes.subarray(0, this.pos)))
+    return Sha256.hex(this.bytes.subarray(0, this.pos))
   }
   copy(): Uint8Array {
     return this.bytes.slice(0, this.pos)

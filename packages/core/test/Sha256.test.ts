@@ -1,0 +1,46 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { Chain, Sha256 } from "@session-journal/core"
+
+describe("Sha256", () => {
+  it("hashes with @noble/hashes unless something else is installed", () => {
+    assert.strictEqual(Sha256.implementation(), "@noble/hashes")
+    assert.strictEqual(
+      Sha256.hex(new TextEncoder().encode("abc")),
+      "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    )
+  })
+
+  it.effect("installs a byte-identical implementation for the layer's lifetime and restores the previous one", () =>
+    Effect.gen(function*() {
+      let calls = 0
+      const counted: Sha256.HexDigest = (bytes) => {
+        calls++
+        return Sha256.noble(bytes)
+      }
+      const before = Chain.foldHash("a".repeat(64), "b".repeat(64))
+      yield* Effect.gen(function*() {
+        assert.strictEqual(Sha256.implementation(), "counted")
+        const probes = calls
+        assert.strictEqual(Chain.foldHash("a".repeat(64), "b".repeat(64)), before)
+        assert.strictEqual(calls, probes + 1)
+      }).pipe(Effect.provide(Sha256.layer("counted", counted)))
+      assert.strictEqual(Sha256.implementation(), "@noble/hashes")
+    }))
+
+  it.effect("refuses an implementation that differs on any probe, with the input length and both digests", () =>
+    Effect.gen(function*() {
+      const wrongOnPadding: Sha256.HexDigest = (bytes) =>
+        bytes.length === 56 ? "0".repeat(64) : Sha256.noble(bytes)
+      const error = yield* Effect.flip(Layer.build(Sha256.layer("broken", wrongOnPadding)).pipe(Effect.scoped))
+      assert.strictEqual(error._tag, "Sha256Mismatch")
+      assert.strictEqual(error.inputBytes, 56)
+      assert.strictEqual(error.actual, "0".repeat(64))
+      assert.strictEqual(Sha256.implementation(), "@noble/hashes")
+      const throwing: Sha256.HexDigest = () => {
+        throw new Error("no")
+      }
+      assert.isDefined(Sha256.check("throwing", throwing))
+    }))
+})

@@ -1,0 +1,39 @@
+/**
+ * `node:crypto`'s SHA-256 for the chain. Node's one-shot `crypto.hash` digests the
+ * short preimages of entries and folds several times faster than `@noble/hashes`;
+ * core checks it reproduces `@noble/hashes` before installing it (`Sha256.layer`).
+ * `NodePersistence.layer` installs it; a host using another adapter can provide
+ * `NodeSha256.layer` itself.
+ *
+ * @since 0.3.0
+ */
+import { hash } from "node:crypto"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { Sha256 } from "@session-journal/core"
+
+/**
+ * SHA-256 with `node:crypto`'s one-shot `hash`, as lowercase hex.
+ *
+ * @since 0.3.0
+ */
+export const digest: Sha256.HexDigest = (bytes) => hash("sha256", bytes, "hex")
+
+/**
+ * Installs `digest` for the process while the layer is alive; fails with
+ * `Sha256Mismatch` if it does not reproduce `@noble/hashes`.
+ *
+ * @since 0.3.0
+ */
+export const layerStrict: Layer.Layer<never, Sha256.Sha256Mismatch> = Sha256.layer("node:crypto", digest)
+
+/**
+ * Like `layerStrict`, but a mismatch leaves `@noble/hashes` in place (with a warning
+ * in the log) instead of failing: the faster hash is an optimisation, never a
+ * requirement.
+ *
+ * @since 0.3.0
+ */
+export const layer: Layer.Layer<never> = layerStrict.pipe(
+  Layer.catchTag("Sha256Mismatch", (mismatch) => Layer.effectDiscard(Effect.logWarning(mismatch.message)))
+)
