@@ -12,6 +12,12 @@ describe("Sha256", () => {
     )
   })
 
+  it("the probes' expected digests are @noble/hashes' own", () => {
+    assert.strictEqual(Sha256.probes.length, 15)
+    for (const [length, digest] of Sha256.probes) assert.strictEqual(Sha256.noble(Sha256.probe(length)), digest)
+    assert.isUndefined(Sha256.check("@noble/hashes", Sha256.noble))
+  })
+
   it.effect("installs a byte-identical implementation for the layer's lifetime and restores the previous one", () =>
     Effect.gen(function*() {
       let calls = 0
