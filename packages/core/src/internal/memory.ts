@@ -57,6 +57,8 @@ const exists = (s: MemorySession | undefined): s is MemorySession =>
 export const make = Effect.fnUntraced(function*() {
   const sessions = new Map<string, MemorySession>()
   const appended = yield* PubSub.unbounded<{ readonly id: string; readonly entries: ReadonlyArray<Entry.Entry> }>()
+  // Subscriptions of `follow` to `appended` open now.
+  let followers = 0
 
   const sessionFor = (id: string): MemorySession => {
     let s = sessions.get(id)
@@ -146,7 +148,9 @@ export const make = Effect.fnUntraced(function*() {
       s.updatedAt = Date.now()
       s.sinceCheckpointBytes += bytes
       const result: Persistence.Appended = { bytes }
-      return request.entries.length === 0
+      // Only a `follow` that is subscribed needs the entries; one that subscribes
+      // later reads them from the session's entries.
+      return request.entries.length === 0 || followers === 0
         ? Effect.succeed(result)
         : Effect.as(PubSub.publish(appended, { id, entries: request.entries }), result)
     })
@@ -186,6 +190,15 @@ export const make = Effect.fnUntraced(function*() {
     Stream.unwrap(Effect.gen(function*() {
       // Subscribe before reading the catch-up, then drop what the catch-up covered:
       // nothing appended in between is lost.
+      yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          followers++
+        }),
+        () =>
+          Effect.sync(() => {
+            followers--
+          })
+      )
       const sub = yield* PubSub.subscribe(appended)
       const s = sessions.get(id)
       if (s === undefined) return Stream.fail(new SessionNotFound({ id }))
