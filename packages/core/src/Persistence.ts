@@ -183,6 +183,15 @@ export interface WriteHandle extends ReadHandle {
    * than the stored one or does not end with the entry storage holds there.
    */
   readonly checkpoint: (document: Checkpoint.CheckpointJson) => Effect.Effect<number, StorageError>
+  /**
+   * Optional: stores the state itself as the checkpoint, with the contract of
+   * `checkpoint`. For adapters that keep values rather than bytes (the in-memory
+   * adapter, which encodes it only when a load needs the document); when present
+   * the service calls it instead of `checkpoint`, sparing the encoding.
+   *
+   * @since 0.3.0
+   */
+  readonly checkpointState?: ((state: JournalState.JournalState) => Effect.Effect<number, StorageError>) | undefined
 }
 
 /**

@@ -1,9 +1,12 @@
 /**
- * The in-memory adapter of the `Persistence` port: full history, checkpoints stored
- * encoded (so the codec is exercised), metadata, the session list, a writer flag per
- * session, and `follow` through a `PubSub`. Recovery is core's, as for every adapter.
+ * The in-memory adapter of the `Persistence` port: full history, checkpoints (a
+ * document as given, or the service's state kept as a value and encoded when a load
+ * reads it, so the codec is exercised on every load), metadata, the session list, a
+ * writer flag per session, and `follow` through a `PubSub`. Recovery is core's, as
+ * for every adapter.
  */
 import * as Effect from "effect/Effect"
+import * as HashMap from "effect/HashMap"
 import * as PubSub from "effect/PubSub"
 import * as Stream from "effect/Stream"
 import * as Checkpoint from "../Checkpoint.ts"
@@ -13,11 +16,27 @@ import * as JournalState from "../JournalState.ts"
 import type * as Persistence from "../Persistence.ts"
 import { tipMatches } from "../Persistence.ts"
 import * as Recovery from "../Recovery.ts"
+import * as Ring from "./Ring.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
+
+// A stored checkpoint: a document, or a state kept as it is (states are immutable).
+type Stored =
+  | { readonly _tag: "Document"; readonly document: Checkpoint.CheckpointJson }
+  | { readonly _tag: "State"; readonly state: JournalState.JournalState }
+
+const nextOf = (stored: Stored): number =>
+  stored._tag === "Document" ? stored.document.next_sequence : stored.state.next_sequence
+
+// The entry a checkpoint ends with: its sequence and hash.
+const lastOf = (stored: Stored): { readonly sequence: number; readonly entry_hash: string } | undefined =>
+  stored._tag === "Document" ? stored.document.entries[stored.document.entries.length - 1] : Ring.last(stored.state.entries)
+
+const documentOf = (stored: Stored): Checkpoint.CheckpointJson =>
+  stored._tag === "Document" ? stored.document : Checkpoint.encode(stored.state)
 
 interface MemorySession {
   readonly entries: Array<Entry.Entry>
-  checkpoint: Checkpoint.CheckpointJson | null
+  checkpoint: Stored | null
   checkpointBytes: number
   /** Bytes appended since the checkpoint, counted as the lines a segment would hold. */
   sinceCheckpointBytes: number
@@ -47,6 +66,16 @@ const documentBytes = (document: Checkpoint.CheckpointJson): number => {
   for (const entry of document.entries) bytes += lineBytes(entry as Entry.Entry)
   for (const name of document.tool_sequence) bytes += name.length + 3
   for (const [name] of document.tool_counts) bytes += name.length + 24
+  return bytes
+}
+
+const stateBytes = (state: JournalState.JournalState): number => {
+  let bytes = 512 + JSON.stringify(state.meta ?? null).length
+  const entries = state.entries
+  for (let i = entries.start; i < entries.end; i++) bytes += lineBytes(entries.buf[i]!)
+  const names = state.tool_sequence
+  for (let i = names.start; i < names.end; i++) bytes += names.buf[i]!.length + 3
+  for (const name of HashMap.keys(state.tool_counts)) bytes += name.length + 24
   return bytes
 }
 
@@ -96,7 +125,7 @@ export const make = Effect.fnUntraced(function*() {
       // Load mode reads from the entry the checkpoint ends with, so it can check it.
       const from = mode === "verify" || s.checkpoint === null
         ? 0
-        : Math.min(Math.max(0, s.checkpoint.next_sequence - 1), s.entries.length)
+        : Math.min(Math.max(0, nextOf(s.checkpoint) - 1), s.entries.length)
       const outcome = Recovery.run(
         {
           id,
@@ -106,7 +135,7 @@ export const make = Effect.fnUntraced(function*() {
           caps: s.caps ?? caps,
           checkpoint: s.checkpoint === null
             ? null
-            : { _tag: "Document", document: s.checkpoint, location: `${location}/checkpoint` },
+            : { _tag: "Document", document: documentOf(s.checkpoint), location: `${location}/checkpoint` },
           location
         },
         Recovery.rows(location, from, s.entries.slice(from))
@@ -155,23 +184,24 @@ export const make = Effect.fnUntraced(function*() {
         : Effect.as(PubSub.publish(appended, { id, entries: request.entries }), result)
     })
 
-  const checkpoint = (id: string, document: Checkpoint.CheckpointJson): Effect.Effect<number, StorageError> =>
+  const checkpoint = (id: string, stored: Stored): Effect.Effect<number, StorageError> =>
     Effect.suspend(() => {
       const s = sessionFor(id)
       const refuse = (reason: string) =>
         Effect.fail(new StorageError({ operation: "checkpoint", path: `memory:${id}/checkpoint`, reason }))
-      if (document.next_sequence > s.entries.length) {
-        return refuse(`checkpoint (next ${document.next_sequence}) is ahead of storage (${s.entries.length} entries)`)
+      const next = nextOf(stored)
+      if (next > s.entries.length) {
+        return refuse(`checkpoint (next ${next}) is ahead of storage (${s.entries.length} entries)`)
       }
-      if (s.checkpoint !== null && document.next_sequence < s.checkpoint.next_sequence) {
-        return refuse(`checkpoint (next ${document.next_sequence}) is older than the stored one (next ${s.checkpoint.next_sequence})`)
+      if (s.checkpoint !== null && next < nextOf(s.checkpoint)) {
+        return refuse(`checkpoint (next ${next}) is older than the stored one (next ${nextOf(s.checkpoint)})`)
       }
-      const last = document.entries[document.entries.length - 1]
+      const last = lastOf(stored)
       if (last !== undefined && s.entries[last.sequence]?.entry_hash !== last.entry_hash) {
         return refuse(`checkpoint ends with entry ${last.sequence}, which storage holds with another hash`)
       }
-      const bytes = documentBytes(document)
-      s.checkpoint = document
+      const bytes = stored._tag === "Document" ? documentBytes(stored.document) : stateBytes(stored.state)
+      s.checkpoint = stored
       s.checkpointBytes = bytes
       s.sinceCheckpointBytes = 0
       return Effect.succeed(bytes)
@@ -241,7 +271,8 @@ export const make = Effect.fnUntraced(function*() {
       {
         ...readHandle(id, caps),
         append: (request: Persistence.AppendRequest) => append(id, caps, request),
-        checkpoint: (document: Checkpoint.CheckpointJson) => checkpoint(id, document)
+        checkpoint: (document: Checkpoint.CheckpointJson) => checkpoint(id, { _tag: "Document", document }),
+        checkpointState: (state: JournalState.JournalState) => checkpoint(id, { _tag: "State", state })
       } satisfies Persistence.WriteHandle
     )
 

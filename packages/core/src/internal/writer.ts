@@ -152,7 +152,8 @@ export const make = (settings: Settings) => {
       Effect.suspend(() => {
         const state = slotOfTarget(target).state
         if (state === null) return Effect.void
-        return Effect.match(target.handle.checkpoint(Checkpoint.encode(state)), {
+        const store = target.handle.checkpointState
+        return Effect.match(store !== undefined ? store(state) : target.handle.checkpoint(Checkpoint.encode(state)), {
           onFailure: () => {},
           onSuccess: (bytes) => setSlot(target, { ...slotOfTarget(target), sinceCheckpoint: 0, checkpointBytes: bytes })
         })
