@@ -250,17 +250,21 @@ export const make = (settings: Settings) => {
   // A batch; any defect answers the requests of the batch not answered yet instead
   // of leaving their callers waiting, and since the append may or may not have
   // happened, the state is re-read before the next write.
-  const commit = (target: Target, batch: ReadonlyArray<Request<unknown>>, clock: Clock.Clock): Effect.Effect<void> =>
-    Effect.catchCause(
-      Effect.suspend(() => attempt(target, slotOfTarget(target), batch, clock, 0)),
-      (cause) =>
-        Effect.sync(() => {
-          for (const r of batch) {
-            if (!Deferred.isDoneUnsafe(r.deferred)) Deferred.doneUnsafe(r.deferred, Exit.failCause(cause))
-          }
-          setSlot(target, dropped(slotOfTarget(target)))
-        })
-    )
+  const commit = (target: Target, batch: ReadonlyArray<Request<unknown>>, clock: Clock.Clock): Effect.Effect<void> => {
+    let attempted: Effect.Effect<void>
+    try {
+      attempted = attempt(target, slotOfTarget(target), batch, clock, 0)
+    } catch (defect) {
+      attempted = Effect.die(defect)
+    }
+    return Effect.catchCause(attempted, (cause) =>
+      Effect.sync(() => {
+        for (const r of batch) {
+          if (!Deferred.isDoneUnsafe(r.deferred)) Deferred.doneUnsafe(r.deferred, Exit.failCause(cause))
+        }
+        setSlot(target, dropped(slotOfTarget(target)))
+      }))
+  }
 
   /**
    * The writer of one session: takes every queued request (whatever arrived during
@@ -271,16 +275,16 @@ export const make = (settings: Settings) => {
    */
   const run = (target: Target): Effect.Effect<void> =>
     Effect.clockWith((clock) => {
-      const commitNext = (batch: Array<Request<unknown>>) => Effect.flatMap(commit(target, batch, clock), () => loop)
-      const take = Effect.matchEffect(Queue.takeBetween(target.queue, 1, maxBatch), {
+      // What follows a round: the next take, after letting go of the reference of
+      // the queued writes if there is nothing left to take.
+      const next = (): Effect.Effect<void> =>
+        target.pending && Queue.sizeUnsafe(target.queue) === 0 ? Effect.andThen(settings.idle(target), take) : take
+      const take: Effect.Effect<void> = Effect.matchEffect(Queue.takeBetween(target.queue, 1, maxBatch), {
         // Failure is the end of the queue: it was ended and everything is answered.
         onFailure: () => Effect.void,
-        onSuccess: commitNext
+        onSuccess: (batch) => Effect.flatMap(commit(target, batch, clock), next)
       })
-      const loop: Effect.Effect<void> = Effect.suspend(() =>
-        target.pending && Queue.sizeUnsafe(target.queue) === 0 ? Effect.andThen(settings.idle(target), take) : take
-      )
-      return loop
+      return take
     }).pipe(Effect.uninterruptible)
 
   return { run }
