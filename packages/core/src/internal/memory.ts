@@ -16,6 +16,7 @@ import * as JournalState from "../JournalState.ts"
 import type * as Persistence from "../Persistence.ts"
 import { tipMatches } from "../Persistence.ts"
 import * as Recovery from "../Recovery.ts"
+import * as RecordBytes from "./recordBytes.ts"
 import * as Ring from "./Ring.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
 
@@ -83,7 +84,7 @@ const exists = (s: MemorySession | undefined): s is MemorySession =>
   s !== undefined && (s.entries.length > 0 || s.checkpoint !== null || s.meta !== null)
 
 /** Builds the in-memory adapter. */
-export const make = Effect.fnUntraced(function*() {
+export const make = Effect.fnUntraced(function*(maxRecordBytes?: number | undefined) {
   const sessions = new Map<string, MemorySession>()
   const appended = yield* PubSub.unbounded<{ readonly id: string; readonly entries: ReadonlyArray<Entry.Entry> }>()
   // Subscriptions of `follow` to `appended` open now.
@@ -154,12 +155,26 @@ export const make = Effect.fnUntraced(function*() {
     id: string,
     caps: JournalState.Caps | undefined,
     request: Persistence.AppendRequest
-  ): Effect.Effect<Persistence.Appended, SequenceConflict> =>
-    Effect.suspend(() => {
+  ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> =>
+    Effect.suspend((): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> => {
       const s = sessionFor(id)
       const tipHash = s.entries[s.entries.length - 1]?.entry_hash ?? Entry.ZERO_HASH
       if (!tipMatches(request.after, s.entries.length, tipHash)) {
         return Effect.fail(new SequenceConflict({ id, sequence: request.after.sequence }))
+      }
+      if (maxRecordBytes !== undefined) {
+        for (const entry of request.entries) {
+          const size = RecordBytes.over(entry, maxRecordBytes)
+          if (size !== undefined) {
+            return Effect.fail(
+              new StorageError({
+                operation: "append",
+                path: `memory:${id}`,
+                reason: `record of ${size} bytes exceeds the bound of ${maxRecordBytes} bytes`
+              })
+            )
+          }
+        }
       }
       let bytes = 0
       for (const entry of request.entries) {
@@ -272,7 +287,8 @@ export const make = Effect.fnUntraced(function*() {
         ...readHandle(id, caps),
         append: (request: Persistence.AppendRequest) => append(id, caps, request),
         checkpoint: (document: Checkpoint.CheckpointJson) => checkpoint(id, { _tag: "Document", document }),
-        checkpointState: (state: JournalState.JournalState) => checkpoint(id, { _tag: "State", state })
+        checkpointState: (state: JournalState.JournalState) => checkpoint(id, { _tag: "State", state }),
+        maxRecordBytes
       } satisfies Persistence.WriteHandle
     )
 

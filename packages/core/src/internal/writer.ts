@@ -16,7 +16,7 @@ import * as MutableRef from "effect/MutableRef"
 import * as Queue from "effect/Queue"
 import type * as SynchronizedRef from "effect/SynchronizedRef"
 import * as Checkpoint from "../Checkpoint.ts"
-import type * as Entry from "../Entry.ts"
+import * as Entry from "../Entry.ts"
 import {
   CorruptJournal,
   type IntegrityViolation,
@@ -30,6 +30,7 @@ import * as JournalState from "../JournalState.ts"
 import * as Persistence from "../Persistence.ts"
 import type * as SessionMeta from "../SessionMeta.ts"
 import type * as Hubs from "./hubs.ts"
+import * as RecordBytes from "./recordBytes.ts"
 
 /** Failures of opening or loading a session for writing. */
 export type OpenError = InvalidSessionId | StorageError | SessionLocked | CorruptJournal | IntegrityViolation
@@ -112,6 +113,26 @@ const setSlot = (target: Target, slot: Slot): void => {
   MutableRef.set(target.ref.backing.ref, slot)
 }
 
+// The failure of a write with an entry over the storage's bound, if it has one.
+const oversized = (entries: ReadonlyArray<Entry.Entry>, max: number): InvalidRecordField | undefined => {
+  for (const entry of entries) {
+    const bytes = RecordBytes.over(entry, max)
+    if (bytes === undefined) continue
+    // The field that makes it large: the payload, or a tool entry's longest name.
+    let field = "payload"
+    if (Entry.isTool(entry)) {
+      field = "tool_name"
+      if (entry.server_id.length > entry.tool_name.length) field = "server_id"
+      if (entry.agent_id.length > Math.max(entry.tool_name.length, entry.server_id.length)) field = "agent_id"
+    }
+    return new InvalidRecordField({
+      field,
+      reason: `makes a record of ${bytes} bytes, more than the storage's bound of ${max} bytes per record`
+    })
+  }
+  return undefined
+}
+
 const failAll = (requests: ReadonlyArray<Request<unknown>>, error: WriteError): void => {
   const exit = Exit.fail(error)
   for (const r of requests) Deferred.doneUnsafe(r.deferred, exit)
@@ -191,6 +212,7 @@ export const make = (settings: Settings) => {
     const accepted: Array<Request<unknown>> = []
     const results: Array<unknown> = []
     let meta: SessionMeta.SessionMeta | undefined
+    const maxRecordBytes = target.handle.maxRecordBytes
     for (const request of batch) {
       if (Deferred.isDoneUnsafe(request.deferred)) continue
       let built: Built<unknown>
@@ -200,6 +222,15 @@ export const make = (settings: Settings) => {
         // A throwing guard fails its own caller only, not the batch it shares.
         Deferred.doneUnsafe(request.deferred, Exit.die(defect))
         continue
+      }
+      if (maxRecordBytes !== undefined) {
+        // An entry the storage cannot hold would fail the whole append: its write
+        // fails alone, before it joins the batch.
+        const refused = oversized(built.entries, maxRecordBytes)
+        if (refused !== undefined) {
+          Deferred.doneUnsafe(request.deferred, Exit.fail(refused))
+          continue
+        }
       }
       for (const entry of built.entries) {
         entries.push(entry)
