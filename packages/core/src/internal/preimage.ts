@@ -29,13 +29,25 @@ const SCRATCH_LIMIT = 1 << 20
 // rest of a string from its first non-ASCII character on.
 const ASCII_COPY_MAX = 256
 
+// Views of the first n bytes of a writer's buffer are kept for n up to this: making
+// a view (`subarray`) costs about as much as encoding a short preimage, and preimages
+// come in few lengths (a fold's is nearly always 144 bytes).
+const VIEW_CACHE_MAX = 1024
+
 class Scratch {
   bytes: Uint8Array
   view: DataView
   pos = 0
+  readonly prefixes: Array<Uint8Array | undefined> = new Array<Uint8Array | undefined>(VIEW_CACHE_MAX + 1).fill(undefined)
   constructor(bytes: Uint8Array) {
     this.bytes = bytes
     this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  }
+  /** The bytes written so far, as a view of the buffer. */
+  written(): Uint8Array {
+    const n = this.pos
+    if (n > VIEW_CACHE_MAX) return this.bytes.subarray(0, n)
+    return this.prefixes[n] ??= this.bytes.subarray(0, n)
   }
   u64(n: number): void {
     this.view.setUint32(this.pos, n >>> 0, true)
@@ -75,7 +87,7 @@ class Scratch {
     this.bytes[this.pos++] = n
   }
   digest(): string {
-    return Sha256.hex(this.bytes.subarray(0, this.pos))
+    return Sha256.hex(this.written())
   }
   copy(): Uint8Array {
     return this.bytes.slice(0, this.pos)
