@@ -239,13 +239,20 @@ export const make = Effect.fnUntraced(function*(config: Config) {
    * (a release waits for the queue to drain).
    */
   const submit = <A>(id: string, build: Writer.Build<A>): Effect.Effect<A, WriteError> =>
-    Effect.suspend(() => {
-      const request: Writer.Request<unknown> = { build, deferred: Deferred.makeUnsafe<unknown, WriteError>() }
-      const session = live.get(id)
-      const wait = Deferred.await(request.deferred) as Effect.Effect<A, WriteError>
-      if (direct && session !== undefined && !session.retired && enqueue(session, request)) return wait
-      return Effect.andThen(submitOpening(id, request), wait)
-    })
+    Effect.suspend(() => submitNow(id, build))
+
+  /**
+   * `submit` for a caller that is already running an effect's body: queues the
+   * write now when the session is open (and returns the wait for its answer), or
+   * returns the opening path.
+   */
+  const submitNow = <A>(id: string, build: Writer.Build<A>): Effect.Effect<A, WriteError> => {
+    const request: Writer.Request<unknown> = { build, deferred: Deferred.makeUnsafe<unknown, WriteError>() }
+    const session = live.get(id)
+    const wait = Deferred.await(request.deferred) as Effect.Effect<A, WriteError>
+    if (direct && session !== undefined && !session.retired && enqueue(session, request)) return wait
+    return Effect.andThen(submitOpening(id, request), wait)
+  }
 
   /**
    * Releases the session now if nothing is writing, otherwise once the writes in
@@ -262,5 +269,5 @@ export const make = Effect.fnUntraced(function*(config: Config) {
   /** The session open now, if it is. */
   const opened = (id: string): OpenSession | undefined => live.get(id)
 
-  return { submit, close, opened }
+  return { submit, submitNow, close, opened }
 })

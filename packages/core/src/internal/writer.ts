@@ -262,7 +262,12 @@ export const make = (settings: Settings) => {
         onSuccess: (stored) => {
           // The ref holds the new state before anyone is answered, so a caller that
           // reads right after its write sees it.
-          const next: Slot = { ...slot, state: after, sinceCheckpoint: slot.sinceCheckpoint + stored.bytes }
+          const next: Slot = {
+            state: after,
+            blocked: slot.blocked,
+            sinceCheckpoint: slot.sinceCheckpoint + stored.bytes,
+            checkpointBytes: slot.checkpointBytes
+          }
           setSlot(target, next)
           for (let i = 0; i < accepted.length; i++) {
             Deferred.doneUnsafe(accepted[i]!.deferred, Exit.succeed(results[i]))

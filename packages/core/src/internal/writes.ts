@@ -25,8 +25,16 @@ export interface Decision {
   readonly entry: Entry.ToolEntry
 }
 
+/** How the write operations queue a request (see `Sessions.make`). */
+export interface Submit {
+  /** Queues when run. */
+  readonly submit: <A>(id: string, build: Sessions.Build<A>) => Effect.Effect<A, Sessions.WriteError>
+  /** Queues now, from inside an effect's body; the result waits for the answer. */
+  readonly submitNow: <A>(id: string, build: Sessions.Build<A>) => Effect.Effect<A, Sessions.WriteError>
+}
+
 /** The write operations over a session registry's `submit`. */
-export const make = (submit: <A>(id: string, build: Sessions.Build<A>) => Effect.Effect<A, Sessions.WriteError>) => {
+export const make = ({ submit, submitNow }: Submit) => {
   const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))
 
   // The write paths run once per entry: plain functions over the validation results
@@ -39,7 +47,7 @@ export const make = (submit: <A>(id: string, build: Sessions.Build<A>) => Effect
       const checked = Entry.validateToolParams(params)
       if (Result.isFailure(checked)) return Effect.fail(checked.failure)
       const valid = checked.success
-      return submit(id, (state, ts) => {
+      return submitNow(id, (state, ts) => {
         const entry = JournalState.nextTool(state, ts, valid)
         return { entries: [entry], meta: null, result: entry }
       })
@@ -52,7 +60,7 @@ export const make = (submit: <A>(id: string, build: Sessions.Build<A>) => Effect
       const checked = Entry.validatePayload(kind, payload)
       if (Result.isFailure(checked)) return Effect.fail(checked.failure)
       const json = checked.success
-      return submit(id, (state, ts) => {
+      return submitNow(id, (state, ts) => {
         const entry = JournalState.nextOther(state, ts, kind, json)
         return { entries: [entry], meta: null, result: entry }
       })
@@ -95,7 +103,7 @@ export const make = (submit: <A>(id: string, build: Sessions.Build<A>) => Effect
       const checked = Entry.validateToolParams(params)
       if (Result.isFailure(checked)) return Effect.fail(checked.failure)
       const valid = checked.success
-      return submit(id, (state, ts): Sessions.Built<Decision> => {
+      return submitNow(id, (state, ts): Sessions.Built<Decision> => {
         const verdict = guard(JournalState.snapshot(state), valid)
         const entry = JournalState.nextTool(state, ts, { ...valid, allowed: Guard.isAllowed(verdict) && valid.allowed })
         return { entries: [entry], meta: null, result: { verdict, entry } }
