@@ -312,14 +312,16 @@ export const make = (settings: Settings) => {
   const run = (target: Target): Effect.Effect<void> =>
     Effect.clockWith((clock) => {
       // What follows a round: the next take, after letting go of the reference of
-      // the queued writes if there is nothing left to take.
+      // the queued writes if there is nothing left to take. A defect there must not
+      // end the writer either: later writes of the session would wait forever.
       const next = (): Effect.Effect<void> =>
-        target.pending && Queue.sizeUnsafe(target.queue) === 0 ? Effect.andThen(settings.idle(target), take) : take
+        target.pending && Queue.sizeUnsafe(target.queue) === 0 ? idleThenTake : take
       const take: Effect.Effect<void> = Effect.matchEffect(Queue.takeBetween(target.queue, 1, maxBatch), {
         // Failure is the end of the queue: it was ended and everything is answered.
         onFailure: () => Effect.void,
         onSuccess: (batch) => Effect.flatMap(commit(target, batch, clock), next)
       })
+      const idleThenTake = Effect.andThen(Effect.ignoreCause(Effect.suspend(() => settings.idle(target))), take)
       return take
     }).pipe(Effect.uninterruptible)
 
