@@ -38,7 +38,10 @@ export type OpenError = InvalidSessionId | StorageError | SessionLocked | Corrup
 /** Failures of a write. */
 export type WriteError = OpenError | InvalidRecordField
 
-/** What a request adds: its entries, a metadata change, and its caller's result. */
+/**
+ * What a request adds: its entries, a metadata change, and its caller's result.
+ * `entries` may be handed to storage as it is: it must not be the caller's result.
+ */
 export interface Built<A> {
   readonly entries: ReadonlyArray<Entry.Entry>
   readonly meta: SessionMeta.SessionMeta | null
@@ -133,6 +136,8 @@ const oversized = (entries: ReadonlyArray<Entry.Entry>, max: number): InvalidRec
   return undefined
 }
 
+const noEntries: ReadonlyArray<Entry.Entry> = []
+
 const failAll = (requests: ReadonlyArray<Request<unknown>>, error: WriteError): void => {
   const exit = Exit.fail(error)
   for (const r of requests) Deferred.doneUnsafe(r.deferred, exit)
@@ -208,9 +213,13 @@ export const make = (settings: Settings) => {
     const timestampSecs = Math.floor(nowMillis / 1000)
     const before = slot.state
     let state = before
-    const entries: Array<Entry.Entry> = []
-    const accepted: Array<Request<unknown>> = []
-    const results: Array<unknown> = []
+    // The batch's entries and accepted requests with their results; a lone request
+    // (one caller writing) keeps its own entries and needs no arrays of the batch.
+    let entries: ReadonlyArray<Entry.Entry> = noEntries
+    let lone: Request<unknown> | undefined
+    let loneResult: unknown
+    let accepted: Array<Request<unknown>> | undefined
+    let results: Array<unknown> | undefined
     let meta: SessionMeta.SessionMeta | undefined
     const maxRecordBytes = target.handle.maxRecordBytes
     for (const request of batch) {
@@ -232,18 +241,28 @@ export const make = (settings: Settings) => {
           continue
         }
       }
-      for (const entry of built.entries) {
-        entries.push(entry)
-        state = JournalState.fold(state, entry)
-      }
+      for (const entry of built.entries) state = JournalState.fold(state, entry)
       if (built.meta !== null) {
         meta = built.meta
         state = JournalState.applyMeta(state, built.meta)
       }
-      accepted.push(request)
-      results.push(built.result)
+      if (lone === undefined && accepted === undefined) {
+        lone = request
+        loneResult = built.result
+        entries = built.entries
+      } else {
+        if (accepted === undefined || results === undefined) {
+          accepted = [lone!]
+          results = [loneResult]
+          entries = entries.slice()
+          lone = undefined
+        }
+        accepted.push(request)
+        results.push(built.result)
+        ;(entries as Array<Entry.Entry>).push(...built.entries)
+      }
     }
-    if (accepted.length === 0) return Effect.void
+    if (lone === undefined && accepted === undefined) return Effect.void
     const after = state
     return Effect.matchEffect(
       target.handle.append({ after: Persistence.tipOf(before), entries, meta, head: () => JournalState.head(after) }),
@@ -256,7 +275,7 @@ export const make = (settings: Settings) => {
           if (error._tag === "SequenceConflict" && round < conflictRetries) {
             return attempt(target, next, batch, clock, round + 1)
           }
-          failAll(accepted, toWriteError(error))
+          failAll(accepted ?? [lone!], toWriteError(error))
           return Effect.void
         },
         onSuccess: (stored) => {
@@ -269,8 +288,9 @@ export const make = (settings: Settings) => {
             checkpointBytes: slot.checkpointBytes
           }
           setSlot(target, next)
-          for (let i = 0; i < accepted.length; i++) {
-            Deferred.doneUnsafe(accepted[i]!.deferred, Exit.succeed(results[i]))
+          if (lone !== undefined) Deferred.doneUnsafe(lone.deferred, Exit.succeed(loneResult))
+          else if (accepted !== undefined && results !== undefined) {
+            for (let i = 0; i < accepted.length; i++) Deferred.doneUnsafe(accepted[i]!.deferred, Exit.succeed(results[i]))
           }
           // Subscribers pull from a sliding hub: they run before the next batch, or a
           // caller writing in a loop could slide entries out before they pull.

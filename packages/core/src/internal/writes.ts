@@ -92,7 +92,8 @@ export const make = ({ submit, submitNow }: Submit) => {
         out.push(e)
         s = JournalState.fold(s, e)
       }
-      return { entries: out, meta: null, result: out }
+      // The caller gets its own array: the writer may hand `entries` itself to storage.
+      return { entries: out, meta: null, result: out.slice() }
     })
   })
 
