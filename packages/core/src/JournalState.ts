@@ -125,13 +125,37 @@ const sat = (n: bigint): bigint => n > U64_MAX ? U64_MAX : n
  * @since 0.1.0
  */
 export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
+  const cap = state.entry_cap
+  const retained = state.entries
+  const entries = Ring.push(retained, entry, cap)
+  // Every entry the push evicted, oldest first, is folded into `evicted_head`: the
+  // oldest ones of the previous window (its cells never change), or with a cap of 0
+  // the new entry itself. Read back from the rings rather than through a callback:
+  // this runs once per record.
   let evictedHead = state.evicted_head
-  const entries = Ring.push(state.entries, entry, state.entry_cap, (evicted) => {
-    evictedHead = Chain.foldHash(evictedHead ?? "", evicted.entry_hash)
-  })
+  if (cap <= 0) {
+    evictedHead = Chain.foldHash(evictedHead ?? "", entry.entry_hash)
+  } else {
+    const evicted = Ring.size(retained) + 1 - Ring.size(entries)
+    for (let i = 0; i < evicted; i++) evictedHead = Chain.foldHash(evictedHead ?? "", Ring.get(retained, i)!.entry_hash)
+  }
   const next_sequence = entry.sequence + 1
   if (!Entry.isTool(entry)) {
-    return { ...state, next_sequence, entries, evicted_head: evictedHead, message_count: sat(state.message_count + 1n) }
+    return {
+      session_id: state.session_id,
+      entry_cap: cap,
+      tool_counts_cap: state.tool_counts_cap,
+      next_sequence,
+      entries,
+      tool_sequence: state.tool_sequence,
+      evicted_head: evictedHead,
+      data_flow: state.data_flow,
+      tool_counts: state.tool_counts,
+      current_streak_tool: state.current_streak_tool,
+      current_streak_len: state.current_streak_len,
+      message_count: sat(state.message_count + 1n),
+      meta: state.meta
+    }
   }
   const name = entry.tool_name
   const df = state.data_flow
@@ -141,22 +165,27 @@ export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
     : HashMap.size(state.tool_counts) < state.tool_counts_cap
     ? HashMap.set(state.tool_counts, name, 1n)
     : state.tool_counts
-  const sameTool = state.current_streak_tool === name
   return {
-    ...state,
+    session_id: state.session_id,
+    entry_cap: cap,
+    tool_counts_cap: state.tool_counts_cap,
     next_sequence,
     entries,
+    tool_sequence: Ring.push(state.tool_sequence, name, cap),
     evicted_head: evictedHead,
-    tool_sequence: Ring.push(state.tool_sequence, name, state.entry_cap),
     data_flow: {
-      total_bytes_read: sat(df.total_bytes_read + BigInt(entry.bytes_read)),
-      total_bytes_written: sat(df.total_bytes_written + BigInt(entry.bytes_written)),
+      total_bytes_read: entry.bytes_read === 0 ? df.total_bytes_read : sat(df.total_bytes_read + BigInt(entry.bytes_read)),
+      total_bytes_written: entry.bytes_written === 0
+        ? df.total_bytes_written
+        : sat(df.total_bytes_written + BigInt(entry.bytes_written)),
       total_invocations: sat(df.total_invocations + 1n),
       max_delegation_depth: Math.max(df.max_delegation_depth, entry.delegation_depth)
     },
     tool_counts,
     current_streak_tool: name,
-    current_streak_len: sameTool ? sat(state.current_streak_len + 1n) : 1n
+    current_streak_len: state.current_streak_tool === name ? sat(state.current_streak_len + 1n) : 1n,
+    message_count: state.message_count,
+    meta: state.meta
   }
 }
 

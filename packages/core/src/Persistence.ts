@@ -183,6 +183,26 @@ export interface WriteHandle extends ReadHandle {
    * than the stored one or does not end with the entry storage holds there.
    */
   readonly checkpoint: (document: Checkpoint.CheckpointJson) => Effect.Effect<number, StorageError>
+  /**
+   * Optional: stores the state itself as the checkpoint, with the contract of
+   * `checkpoint`. For adapters that keep values rather than bytes (the in-memory
+   * adapter, which encodes it only when a load needs the document); when present
+   * the service calls it instead of `checkpoint`, sparing the encoding.
+   *
+   * @since 0.3.0
+   */
+  readonly checkpointState?: ((state: JournalState.JournalState) => Effect.Effect<number, StorageError>) | undefined
+  /**
+   * Optional: the largest entry this handle can store, in UTF-8 bytes of the entry's
+   * JSON text (`Entry.toJsonText(Entry.encode(entry))`); an adapter whose records
+   * have a bound (a line of a segment file) advertises it, less its own framing.
+   * The service refuses a write with a larger entry on its own, with
+   * `InvalidRecordField`, before it joins a group-committed append, so the writes
+   * it would have shared an append with are stored.
+   *
+   * @since 0.3.0
+   */
+  readonly maxRecordBytes?: number | undefined
 }
 
 /**
@@ -314,12 +334,22 @@ export const loaded = (outcome: Recovery.Outcome, exists = outcome.exists): Load
 })
 
 /**
- * Options of the in-memory adapter (none yet: checkpoints are the service's
- * decision, see `Checkpoint.due`).
+ * Options of the in-memory adapter (checkpoints are the service's decision, see
+ * `Checkpoint.due`).
  *
  * @since 0.1.0
  */
-export interface MemoryOptions {}
+export interface MemoryOptions {
+  /**
+   * A bound on each stored entry, as a storage with bounded records has one (see
+   * `WriteHandle.maxRecordBytes`): write handles advertise it, and an append with
+   * a larger entry fails as a whole with `StorageError`, storing nothing (default:
+   * no bound).
+   *
+   * @since 0.3.0
+   */
+  readonly maxRecordBytes?: number | undefined
+}
 
 /**
  * A complete in-memory adapter: full history, checkpoints (stored encoded, so the
@@ -329,8 +359,8 @@ export interface MemoryOptions {}
  *
  * @since 0.1.0
  */
-export const makeMemory = (_options?: MemoryOptions): Effect.Effect<Persistence["Service"]> =>
-  Effect.map(Memory.make(), (m) =>
+export const makeMemory = (options?: MemoryOptions): Effect.Effect<Persistence["Service"]> =>
+  Effect.map(Memory.make(options?.maxRecordBytes), (m) =>
     Persistence.of({
       open: makeOpen({ read: m.read, write: m.write }),
       history: m.history,

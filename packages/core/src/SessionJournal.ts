@@ -239,7 +239,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))
 
-  const { append, decide, record, setMeta, writeAll } = Writes.make(sessions.submit)
+  const { append, decide, record, setMeta, writeAll } = Writes.make(sessions)
 
   // Reads use the open session when there is one; otherwise a read-only load that
   // never takes the writer guarantee. A session whose stored history does not bear

@@ -444,4 +444,17 @@ describe("Entry.isIdentity", () => {
     )
     assert.isFalse(Entry.isIdentity(3))
   })
+
+  it("agrees with chio's rules written out, on mostly-ASCII strings of any length", () => {
+    // The rules as stated: non-empty after trimming White_Space, equal to its trimmed
+    // form, no Cc character, no lone surrogate.
+    const rules = (s: string) => {
+      const trimmed = s.replace(/^\p{White_Space}+/u, "").replace(/\p{White_Space}+$/u, "")
+      return trimmed.length > 0 && trimmed === s && !/\p{Cc}/u.test(s) && !/\p{Cs}/u.test(s)
+    }
+    const ascii = fc.string({ unit: fc.integer({ min: 0, max: 0x7f }).map((c) => String.fromCharCode(c)), maxLength: 300 })
+    const mixed = fc.tuple(ascii, fc.constantFrom(" ", "\t", "\u0085", "\u00a0", "\u3000", "é", "\ud800", "\u007f"), ascii)
+      .map(([a, b, c]) => a + b + c)
+    fc.assert(fc.property(fc.oneof(ascii, mixed), (s) => assert.strictEqual(Entry.isIdentity(s), rules(s), JSON.stringify(s))))
+  })
 })

@@ -214,6 +214,32 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
         assert.strictEqual((yield* history(id)).length, 42)
       }))
 
+    it.effect("a checkpoint stored as a state (when the handle offers it) follows the checkpoint's contract", () =>
+      Effect.gen(function*() {
+        const id = freshId()
+        const final = yield* withWriter(id, (h) =>
+          Effect.gen(function*() {
+            const store = h.checkpointState
+            const a = yield* appendChain(h, JournalState.empty(id, { entry_cap: 8 }), 30)
+            if (store === undefined) return null
+            // Ahead of storage, another chain of the same length: refused.
+            assert.isTrue(Exit.isFailure(yield* Effect.exit(store(chain(a.state, 2).state))))
+            assert.isTrue(Exit.isFailure(yield* Effect.exit(store(chain(JournalState.empty(id, { entry_cap: 8 }), 30, 1).state))))
+            assert.isAbove(yield* store(a.state), 0)
+            // Older than the stored one: refused.
+            assert.isTrue(Exit.isFailure(yield* Effect.exit(store(chain(JournalState.empty(id, { entry_cap: 8 }), 4).state))))
+            return (yield* appendChain(h, a.state, 12)).state
+          }), { entry_cap: 8 })
+        if (final === null) return
+        const loaded = yield* withWriter(id, (h) => h.load)
+        assert.strictEqual(loaded.recovery.checkpoint, "loaded")
+        assert.strictEqual(loaded.state.next_sequence, 42)
+        assert.strictEqual(JournalState.head(loaded.state), JournalState.head(final))
+        assert.deepStrictEqual(Checkpoint.encode(loaded.state), Checkpoint.encode(final))
+        const verified = yield* withWriter(id, (h) => h.verify)
+        assert.isNull(verified.recovery.stopped)
+      }))
+
     it.effect("appends report their bytes, loads report the bytes since the checkpoint", () =>
       Effect.gen(function*() {
         const id = freshId()

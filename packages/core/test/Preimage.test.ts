@@ -66,4 +66,21 @@ describe("preimages in the shared scratch buffer", () => {
     P.foldPreimage("zz", "yy")
     assert.deepStrictEqual(Buffer.from(first), Buffer.concat([lp(""), lp("a")]))
   })
+
+  it("strings that start as ASCII and go on with other characters encode as UTF-8 does", () => {
+    const cases = [
+      "read_file",
+      "read_fileé",
+      "a".repeat(255) + "€",
+      "a".repeat(256) + "€",
+      "a".repeat(257),
+      "abc\u{1F600}def",
+      "abc\uD800def",
+      "\uDC00",
+      ""
+    ]
+    for (const s of cases) {
+      assert.strictEqual(P.hashFold(s, "x" + s), sha(Buffer.concat([lp(s), lp("x" + s)])), JSON.stringify(s))
+    }
+  })
 })

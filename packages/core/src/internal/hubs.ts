@@ -71,15 +71,21 @@ export const make = (capacity: number) => {
     }
   }
 
-  /** Publishes committed entries to the session's listeners, if any. */
-  const publish = (id: string, entries: ReadonlyArray<Entry.Entry>): Effect.Effect<void> =>
-    Effect.suspend(() => {
-      const hub = hubs.get(id)
-      const last = entries[entries.length - 1]
-      if (hub === undefined || last === undefined) return Effect.void
-      advance(hub, last.sequence + 1)
-      return Effect.asVoid(PubSub.publishAll(hub.pubsub, entries))
-    })
+  /**
+   * Publishes committed entries to the session's listeners, if any. The committed
+   * mark moves (and waiters wake) at once, when this is called; the returned effect
+   * hands the entries to the `changes` subscribers. With no subscriber there is
+   * nothing to hand over: a subscriber counts itself before it subscribes, and an
+   * entry published before its subscription would not reach it anyway (its stream
+   * reports it as missed).
+   */
+  const publish = (id: string, entries: ReadonlyArray<Entry.Entry>): Effect.Effect<void> => {
+    const hub = hubs.get(id)
+    const last = entries[entries.length - 1]
+    if (hub === undefined || last === undefined) return Effect.void
+    advance(hub, last.sequence + 1)
+    return hub.subscribers === 0 ? Effect.void : Effect.asVoid(PubSub.publishAll(hub.pubsub, entries))
+  }
 
   /**
    * After a (re)load: entries that storage holds beyond what this service published
@@ -96,6 +102,9 @@ export const make = (capacity: number) => {
       const unseen = JournalState.entries(state).filter((e) => e.sequence >= from)
       return unseen.length > 0 ? publish(id, unseen) : Effect.sync(() => advance(hub, state.next_sequence))
     })
+
+  /** Whether the session has `changes` subscribers now. */
+  const subscribed = (id: string): boolean => (hubs.get(id)?.subscribers ?? 0) > 0
 
   /** The next sequence the service has published, when it has. */
   const published = (id: string): number | null => hubs.get(id)?.next ?? null
@@ -179,7 +188,7 @@ export const make = (capacity: number) => {
       return Effect.asVoid(PubSub.publish(hub.pubsub, Ended))
     })
 
-  return { publish, catchUp, published, changes, awaitSequence, end }
+  return { publish, subscribed, catchUp, published, changes, awaitSequence, end }
 }
 
 /** The hubs of one service. */

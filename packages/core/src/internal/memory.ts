@@ -1,9 +1,12 @@
 /**
- * The in-memory adapter of the `Persistence` port: full history, checkpoints stored
- * encoded (so the codec is exercised), metadata, the session list, a writer flag per
- * session, and `follow` through a `PubSub`. Recovery is core's, as for every adapter.
+ * The in-memory adapter of the `Persistence` port: full history, checkpoints (a
+ * document as given, or the service's state kept as a value and encoded when a load
+ * reads it, so the codec is exercised on every load), metadata, the session list, a
+ * writer flag per session, and `follow` through a `PubSub`. Recovery is core's, as
+ * for every adapter.
  */
 import * as Effect from "effect/Effect"
+import * as HashMap from "effect/HashMap"
 import * as PubSub from "effect/PubSub"
 import * as Stream from "effect/Stream"
 import * as Checkpoint from "../Checkpoint.ts"
@@ -13,11 +16,28 @@ import * as JournalState from "../JournalState.ts"
 import type * as Persistence from "../Persistence.ts"
 import { tipMatches } from "../Persistence.ts"
 import * as Recovery from "../Recovery.ts"
+import * as RecordBytes from "./recordBytes.ts"
+import * as Ring from "./Ring.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
+
+// A stored checkpoint: a document, or a state kept as it is (states are immutable).
+type Stored =
+  | { readonly _tag: "Document"; readonly document: Checkpoint.CheckpointJson }
+  | { readonly _tag: "State"; readonly state: JournalState.JournalState }
+
+const nextOf = (stored: Stored): number =>
+  stored._tag === "Document" ? stored.document.next_sequence : stored.state.next_sequence
+
+// The entry a checkpoint ends with: its sequence and hash.
+const lastOf = (stored: Stored): { readonly sequence: number; readonly entry_hash: string } | undefined =>
+  stored._tag === "Document" ? stored.document.entries[stored.document.entries.length - 1] : Ring.last(stored.state.entries)
+
+const documentOf = (stored: Stored): Checkpoint.CheckpointJson =>
+  stored._tag === "Document" ? stored.document : Checkpoint.encode(stored.state)
 
 interface MemorySession {
   readonly entries: Array<Entry.Entry>
-  checkpoint: Checkpoint.CheckpointJson | null
+  checkpoint: Stored | null
   checkpointBytes: number
   /** Bytes appended since the checkpoint, counted as the lines a segment would hold. */
   sinceCheckpointBytes: number
@@ -50,13 +70,25 @@ const documentBytes = (document: Checkpoint.CheckpointJson): number => {
   return bytes
 }
 
+const stateBytes = (state: JournalState.JournalState): number => {
+  let bytes = 512 + JSON.stringify(state.meta ?? null).length
+  const entries = state.entries
+  for (let i = entries.start; i < entries.end; i++) bytes += lineBytes(entries.buf[i]!)
+  const names = state.tool_sequence
+  for (let i = names.start; i < names.end; i++) bytes += names.buf[i]!.length + 3
+  for (const name of HashMap.keys(state.tool_counts)) bytes += name.length + 24
+  return bytes
+}
+
 const exists = (s: MemorySession | undefined): s is MemorySession =>
   s !== undefined && (s.entries.length > 0 || s.checkpoint !== null || s.meta !== null)
 
 /** Builds the in-memory adapter. */
-export const make = Effect.fnUntraced(function*() {
+export const make = Effect.fnUntraced(function*(maxRecordBytes?: number | undefined) {
   const sessions = new Map<string, MemorySession>()
   const appended = yield* PubSub.unbounded<{ readonly id: string; readonly entries: ReadonlyArray<Entry.Entry> }>()
+  // Subscriptions of `follow` to `appended` open now.
+  let followers = 0
 
   const sessionFor = (id: string): MemorySession => {
     let s = sessions.get(id)
@@ -94,7 +126,7 @@ export const make = Effect.fnUntraced(function*() {
       // Load mode reads from the entry the checkpoint ends with, so it can check it.
       const from = mode === "verify" || s.checkpoint === null
         ? 0
-        : Math.min(Math.max(0, s.checkpoint.next_sequence - 1), s.entries.length)
+        : Math.min(Math.max(0, nextOf(s.checkpoint) - 1), s.entries.length)
       const outcome = Recovery.run(
         {
           id,
@@ -104,7 +136,7 @@ export const make = Effect.fnUntraced(function*() {
           caps: s.caps ?? caps,
           checkpoint: s.checkpoint === null
             ? null
-            : { _tag: "Document", document: s.checkpoint, location: `${location}/checkpoint` },
+            : { _tag: "Document", document: documentOf(s.checkpoint), location: `${location}/checkpoint` },
           location
         },
         Recovery.rows(location, from, s.entries.slice(from))
@@ -123,12 +155,26 @@ export const make = Effect.fnUntraced(function*() {
     id: string,
     caps: JournalState.Caps | undefined,
     request: Persistence.AppendRequest
-  ): Effect.Effect<Persistence.Appended, SequenceConflict> =>
-    Effect.suspend(() => {
+  ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> =>
+    Effect.suspend((): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> => {
       const s = sessionFor(id)
       const tipHash = s.entries[s.entries.length - 1]?.entry_hash ?? Entry.ZERO_HASH
       if (!tipMatches(request.after, s.entries.length, tipHash)) {
         return Effect.fail(new SequenceConflict({ id, sequence: request.after.sequence }))
+      }
+      if (maxRecordBytes !== undefined) {
+        for (const entry of request.entries) {
+          const size = RecordBytes.over(entry, maxRecordBytes)
+          if (size !== undefined) {
+            return Effect.fail(
+              new StorageError({
+                operation: "append",
+                path: `memory:${id}`,
+                reason: `record of ${size} bytes exceeds the bound of ${maxRecordBytes} bytes`
+              })
+            )
+          }
+        }
       }
       let bytes = 0
       for (const entry of request.entries) {
@@ -146,28 +192,31 @@ export const make = Effect.fnUntraced(function*() {
       s.updatedAt = Date.now()
       s.sinceCheckpointBytes += bytes
       const result: Persistence.Appended = { bytes }
-      return request.entries.length === 0
+      // Only a `follow` that is subscribed needs the entries; one that subscribes
+      // later reads them from the session's entries.
+      return request.entries.length === 0 || followers === 0
         ? Effect.succeed(result)
         : Effect.as(PubSub.publish(appended, { id, entries: request.entries }), result)
     })
 
-  const checkpoint = (id: string, document: Checkpoint.CheckpointJson): Effect.Effect<number, StorageError> =>
+  const checkpoint = (id: string, stored: Stored): Effect.Effect<number, StorageError> =>
     Effect.suspend(() => {
       const s = sessionFor(id)
       const refuse = (reason: string) =>
         Effect.fail(new StorageError({ operation: "checkpoint", path: `memory:${id}/checkpoint`, reason }))
-      if (document.next_sequence > s.entries.length) {
-        return refuse(`checkpoint (next ${document.next_sequence}) is ahead of storage (${s.entries.length} entries)`)
+      const next = nextOf(stored)
+      if (next > s.entries.length) {
+        return refuse(`checkpoint (next ${next}) is ahead of storage (${s.entries.length} entries)`)
       }
-      if (s.checkpoint !== null && document.next_sequence < s.checkpoint.next_sequence) {
-        return refuse(`checkpoint (next ${document.next_sequence}) is older than the stored one (next ${s.checkpoint.next_sequence})`)
+      if (s.checkpoint !== null && next < nextOf(s.checkpoint)) {
+        return refuse(`checkpoint (next ${next}) is older than the stored one (next ${nextOf(s.checkpoint)})`)
       }
-      const last = document.entries[document.entries.length - 1]
+      const last = lastOf(stored)
       if (last !== undefined && s.entries[last.sequence]?.entry_hash !== last.entry_hash) {
         return refuse(`checkpoint ends with entry ${last.sequence}, which storage holds with another hash`)
       }
-      const bytes = documentBytes(document)
-      s.checkpoint = document
+      const bytes = stored._tag === "Document" ? documentBytes(stored.document) : stateBytes(stored.state)
+      s.checkpoint = stored
       s.checkpointBytes = bytes
       s.sinceCheckpointBytes = 0
       return Effect.succeed(bytes)
@@ -186,6 +235,15 @@ export const make = Effect.fnUntraced(function*() {
     Stream.unwrap(Effect.gen(function*() {
       // Subscribe before reading the catch-up, then drop what the catch-up covered:
       // nothing appended in between is lost.
+      yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          followers++
+        }),
+        () =>
+          Effect.sync(() => {
+            followers--
+          })
+      )
       const sub = yield* PubSub.subscribe(appended)
       const s = sessions.get(id)
       if (s === undefined) return Stream.fail(new SessionNotFound({ id }))
@@ -228,7 +286,9 @@ export const make = Effect.fnUntraced(function*() {
       {
         ...readHandle(id, caps),
         append: (request: Persistence.AppendRequest) => append(id, caps, request),
-        checkpoint: (document: Checkpoint.CheckpointJson) => checkpoint(id, document)
+        checkpoint: (document: Checkpoint.CheckpointJson) => checkpoint(id, { _tag: "Document", document }),
+        checkpointState: (state: JournalState.JournalState) => checkpoint(id, { _tag: "State", state }),
+        maxRecordBytes
       } satisfies Persistence.WriteHandle
     )
 

@@ -23,27 +23,31 @@ declare const TextEncoder: { new(): Utf8Encoder }
 const encoder = new TextEncoder()
 
 const SCRATCH_LIMIT = 1 << 20
-let scratch = new Uint8Array(4096)
-let scratchView = new DataView(scratch.buffer)
+
+// Strings up to this length are copied byte by byte while they are ASCII (hex
+// hashes, tool names, ids): cheaper than a call into the encoder, which takes the
+// rest of a string from its first non-ASCII character on.
+const ASCII_COPY_MAX = 256
+
+// Views of the first n bytes of a writer's buffer are kept for n up to this: making
+// a view (`subarray`) costs about as much as encoding a short preimage, and preimages
+// come in few lengths (a fold's is nearly always 144 bytes).
+const VIEW_CACHE_MAX = 1024
 
 class Scratch {
   bytes: Uint8Array
   view: DataView
   pos = 0
-  constructor(bound: number) {
-    if (bound <= scratch.length) {
-      this.bytes = scratch
-      this.view = scratchView
-    } else if (bound <= SCRATCH_LIMIT) {
-      scratch = new Uint8Array(Math.max(bound, scratch.length * 2))
-      scratchView = new DataView(scratch.buffer)
-      this.bytes = scratch
-      this.view = scratchView
-    } else {
-      // A one-off for very large payloads, so the shared buffer stays small.
-      this.bytes = new Uint8Array(bound)
-      this.view = new DataView(this.bytes.buffer)
-    }
+  readonly prefixes: Array<Uint8Array | undefined> = new Array<Uint8Array | undefined>(VIEW_CACHE_MAX + 1).fill(undefined)
+  constructor(bytes: Uint8Array) {
+    this.bytes = bytes
+    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  }
+  /** The bytes written so far, as a view of the buffer. */
+  written(): Uint8Array {
+    const n = this.pos
+    if (n > VIEW_CACHE_MAX) return this.bytes.subarray(0, n)
+    return this.prefixes[n] ??= this.bytes.subarray(0, n)
   }
   u64(n: number): void {
     this.view.setUint32(this.pos, n >>> 0, true)
@@ -58,9 +62,20 @@ class Scratch {
   /** Length-prefixed UTF-8 of `s`. */
   lp(s: string): void {
     const at = this.pos
-    this.pos += 8
-    const { written } = encoder.encodeInto(s, this.bytes.subarray(this.pos))
-    this.pos += written
+    const start = at + 8
+    const bytes = this.bytes
+    const n = s.length
+    let i = 0
+    if (n <= ASCII_COPY_MAX) {
+      for (; i < n; i++) {
+        const c = s.charCodeAt(i)
+        if (c >= 0x80) break
+        bytes[start + i] = c
+      }
+    }
+    let written = i
+    if (i < n) written += encoder.encodeInto(i === 0 ? s : s.slice(i), bytes.subarray(start + i)).written
+    this.pos = start + written
     this.view.setUint32(at, written, true)
     this.view.setUint32(at + 4, 0, true)
   }
@@ -72,11 +87,24 @@ class Scratch {
     this.bytes[this.pos++] = n
   }
   digest(): string {
-    return Sha256.hex(this.bytes.subarray(0, this.pos))
+    return Sha256.hex(this.written())
   }
   copy(): Uint8Array {
     return this.bytes.slice(0, this.pos)
   }
+}
+
+let shared = new Scratch(new Uint8Array(4096))
+
+// The shared writer, emptied, when `bound` bytes fit in it (growing it up to a
+// limit); a one-off writer for very large preimages, so the shared one stays small.
+const writer = (bound: number): Scratch => {
+  if (bound > shared.bytes.length) {
+    if (bound > SCRATCH_LIMIT) return new Scratch(new Uint8Array(bound))
+    shared = new Scratch(new Uint8Array(Math.max(bound, shared.bytes.length * 2)))
+  }
+  shared.pos = 0
+  return shared
 }
 
 // UTF-8 needs at most 3 bytes per UTF-16 code unit.
@@ -86,7 +114,7 @@ const utf8Bound = (s: string): number => 8 + 3 * s.length
 // lp(tool_name) ‖ lp(server_id) ‖ lp(agent_id) ‖ u64(bytes_read) ‖ u64(bytes_written) ‖
 // u32(delegation_depth) ‖ u8(allowed).
 const writeTool = (e: ToolFields): Scratch => {
-  const w = new Scratch(
+  const w = writer(
     8 + utf8Bound(e.prev_hash) + 8 + utf8Bound(e.tool_name) + utf8Bound(e.server_id) + utf8Bound(e.agent_id) + 21
   )
   w.u64(e.sequence)
@@ -112,7 +140,7 @@ const writeOther = (
   kind: string,
   canonicalPayload: string
 ): Scratch => {
-  const w = new Scratch(8 + utf8Bound(prevHash) + 16 + utf8Bound(kind) + utf8Bound(canonicalPayload))
+  const w = writer(8 + utf8Bound(prevHash) + 16 + utf8Bound(kind) + utf8Bound(canonicalPayload))
   w.u64(sequence)
   w.lp(prevHash)
   w.u64(timestampSecs)
@@ -124,7 +152,7 @@ const writeOther = (
 
 // fold(p, h) = SHA-256(lp(p) ‖ lp(h)) over the hex strings.
 const writeFold = (p: string, h: string): Scratch => {
-  const w = new Scratch(utf8Bound(p) + utf8Bound(h))
+  const w = writer(utf8Bound(p) + utf8Bound(h))
   w.lp(p)
   w.lp(h)
   return w

@@ -122,8 +122,24 @@ export const trimWhiteSpace = (s: string): string => {
   return start === 0 && end === s.length ? s : s.slice(start, end)
 }
 
+// Printable ASCII with no space at either end: none of the rules below can refuse
+// it. Names and ids nearly always are; checking that costs less than the rules.
+const isPlainAscii = (s: string): boolean => {
+  const n = s.length
+  if (n === 0 || n > 256) return false
+  const first = s.charCodeAt(0)
+  const last = s.charCodeAt(n - 1)
+  if (first <= 0x20 || first >= 0x7f || last <= 0x20 || last >= 0x7f) return false
+  for (let i = 1; i < n - 1; i++) {
+    const c = s.charCodeAt(i)
+    if (c < 0x20 || c >= 0x7f) return false
+  }
+  return true
+}
+
 const checkIdentity = (field: string, value: unknown): InvalidRecordField | undefined => {
   if (typeof value !== "string") return new InvalidRecordField({ field, reason: "must be a string" })
+  if (isPlainAscii(value)) return undefined
   const trimmed = trimWhiteSpace(value)
   if (trimmed.length === 0) return new InvalidRecordField({ field, reason: "must not be empty or only whitespace" })
   if (trimmed !== value) return new InvalidRecordField({ field, reason: "must not have leading or trailing whitespace" })

@@ -25,29 +25,46 @@ export interface Decision {
   readonly entry: Entry.ToolEntry
 }
 
+/** How the write operations queue a request (see `Sessions.make`). */
+export interface Submit {
+  /** Queues when run. */
+  readonly submit: <A>(id: string, build: Sessions.Build<A>) => Effect.Effect<A, Sessions.WriteError>
+  /** Queues now, from inside an effect's body; the result waits for the answer. */
+  readonly submitNow: <A>(id: string, build: Sessions.Build<A>) => Effect.Effect<A, Sessions.WriteError>
+}
+
 /** The write operations over a session registry's `submit`. */
-export const make = (submit: <A>(id: string, build: Sessions.Build<A>) => Effect.Effect<A, Sessions.WriteError>) => {
+export const make = ({ submit, submitNow }: Submit) => {
   const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))
 
-  // The write paths run once per entry and are left untraced: a span per call is a
-  // measurable share of a call's cost (pnpm bench, memory.record).
-  const record = Effect.fnUntraced(function*(id: string, params: Entry.ToolParams) {
-    yield* validId(id)
-    const valid = yield* Effect.fromResult(Entry.validateToolParams(params))
-    return yield* submit(id, (state, ts) => {
-      const entry = JournalState.nextTool(state, ts, valid)
-      return { entries: [entry], meta: null, result: entry }
+  // The write paths run once per entry: plain functions over the validation results
+  // (no generator, no span); a span or a generator per call is a measurable share of
+  // a call's cost (pnpm bench, memory.record).
+  const record = (id: string, params: Entry.ToolParams): Effect.Effect<Entry.ToolEntry, Sessions.WriteError> =>
+    Effect.suspend(() => {
+      const checkedId = Entry.validateSessionId(id)
+      if (Result.isFailure(checkedId)) return Effect.fail(checkedId.failure)
+      const checked = Entry.validateToolParams(params)
+      if (Result.isFailure(checked)) return Effect.fail(checked.failure)
+      const valid = checked.success
+      return submitNow(id, (state, ts) => {
+        const entry = JournalState.nextTool(state, ts, valid)
+        return { entries: [entry], meta: null, result: entry }
+      })
     })
-  })
 
-  const append = Effect.fnUntraced(function*(id: string, kind: string, payload: unknown) {
-    yield* validId(id)
-    const json = yield* Effect.fromResult(Entry.validatePayload(kind, payload))
-    return yield* submit(id, (state, ts) => {
-      const entry = JournalState.nextOther(state, ts, kind, json)
-      return { entries: [entry], meta: null, result: entry }
+  const append = (id: string, kind: string, payload: unknown): Effect.Effect<Entry.OtherEntry, Sessions.WriteError> =>
+    Effect.suspend(() => {
+      const checkedId = Entry.validateSessionId(id)
+      if (Result.isFailure(checkedId)) return Effect.fail(checkedId.failure)
+      const checked = Entry.validatePayload(kind, payload)
+      if (Result.isFailure(checked)) return Effect.fail(checked.failure)
+      const json = checked.success
+      return submitNow(id, (state, ts) => {
+        const entry = JournalState.nextOther(state, ts, kind, json)
+        return { entries: [entry], meta: null, result: entry }
+      })
     })
-  })
 
   const writeAll = Effect.fnUntraced(function*(id: string, items: ReadonlyArray<WriteItem>) {
     yield* validId(id)
@@ -75,21 +92,24 @@ export const make = (submit: <A>(id: string, build: Sessions.Build<A>) => Effect
         out.push(e)
         s = JournalState.fold(s, e)
       }
-      return { entries: out, meta: null, result: out }
+      // The caller gets its own array: the writer may hand `entries` itself to storage.
+      return { entries: out, meta: null, result: out.slice() }
     })
   })
 
-  const decide = Effect.fnUntraced(
-    function*(id: string, params: Entry.ToolParams, guard: Guard.Guard) {
-      yield* validId(id)
-      const valid = yield* Effect.fromResult(Entry.validateToolParams(params))
-      return yield* submit(id, (state, ts): Sessions.Built<Decision> => {
+  const decide = (id: string, params: Entry.ToolParams, guard: Guard.Guard): Effect.Effect<Decision, Sessions.WriteError> =>
+    Effect.suspend(() => {
+      const checkedId = Entry.validateSessionId(id)
+      if (Result.isFailure(checkedId)) return Effect.fail(checkedId.failure)
+      const checked = Entry.validateToolParams(params)
+      if (Result.isFailure(checked)) return Effect.fail(checked.failure)
+      const valid = checked.success
+      return submitNow(id, (state, ts): Sessions.Built<Decision> => {
         const verdict = guard(JournalState.snapshot(state), valid)
         const entry = JournalState.nextTool(state, ts, { ...valid, allowed: Guard.isAllowed(verdict) && valid.allowed })
         return { entries: [entry], meta: null, result: { verdict, entry } }
       })
-    }
-  )
+    })
 
   const setMeta = Effect.fn("SessionJournal.setMeta")(function*(id: string, patch: SessionMeta.MetaPatch) {
     yield* validId(id)

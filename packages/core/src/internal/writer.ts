@@ -1,0 +1,352 @@
+/**
+ * The writer fiber of an open session: the one fiber that drains the session's
+ * queue and the only one that changes its state. Every round takes whatever is
+ * queued (group commit), builds the requests' entries in order against the state,
+ * stores them with one compare-and-append, answers each caller and checkpoints when
+ * the policy asks. The per-record path is plain `flatMap`s over synchronous work:
+ * it runs once per record, and every effect, fiber step and allocation on it is a
+ * measurable share of a record's cost (`pnpm bench`, memory.record).
+ */
+import type * as Cause from "effect/Cause"
+import type * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as MutableRef from "effect/MutableRef"
+import * as Queue from "effect/Queue"
+import type * as SynchronizedRef from "effect/SynchronizedRef"
+import * as Checkpoint from "../Checkpoint.ts"
+import * as Entry from "../Entry.ts"
+import {
+  CorruptJournal,
+  type IntegrityViolation,
+  InvalidRecordField,
+  type InvalidSessionId,
+  type SequenceConflict,
+  type SessionLocked,
+  StorageError
+} from "../Errors.ts"
+import * as JournalState from "../JournalState.ts"
+import * as Persistence from "../Persistence.ts"
+import type * as SessionMeta from "../SessionMeta.ts"
+import type * as Hubs from "./hubs.ts"
+import * as RecordBytes from "./recordBytes.ts"
+
+/** Failures of opening or loading a session for writing. */
+export type OpenError = InvalidSessionId | StorageError | SessionLocked | CorruptJournal | IntegrityViolation
+
+/** Failures of a write. */
+export type WriteError = OpenError | InvalidRecordField
+
+/**
+ * What a request adds: its entries, a metadata change, and its caller's result.
+ * `entries` may be handed to storage as it is: it must not be the caller's result.
+ */
+export interface Built<A> {
+  readonly entries: ReadonlyArray<Entry.Entry>
+  readonly meta: SessionMeta.SessionMeta | null
+  readonly result: A
+}
+
+/** Builds a request's entries against the state the writer holds when it gets there. */
+export type Build<A> = (state: JournalState.JournalState, timestampSecs: number, nowMillis: number) => Built<A>
+
+/** One queued write and the one `Deferred` its caller waits on. */
+export interface Request<A> {
+  readonly build: Build<A>
+  readonly deferred: Deferred.Deferred<A, WriteError>
+}
+
+/** The state of an open session, as the writer keeps it. */
+export interface Slot {
+  /** `null` after a storage failure: reload before the next write. */
+  readonly state: JournalState.JournalState | null
+  /** Set when the stored history is damaged: writes refuse until it is repaired. */
+  readonly blocked: CorruptJournal | null
+  /** Bytes appended since the stored checkpoint, and that checkpoint's size (`Checkpoint.due`). */
+  readonly sinceCheckpoint: number
+  readonly checkpointBytes: number
+}
+
+/** What the writer needs of an open session. */
+export interface Target {
+  readonly id: string
+  readonly handle: Persistence.WriteHandle
+  readonly ref: SynchronizedRef.SynchronizedRef<Slot>
+  readonly queue: Queue.Queue<Request<unknown>, Cause.Done>
+  /** Whether the queued writes hold a reference to the session (see `Settings.idle`). */
+  pending: boolean
+}
+
+/** The damage a load found, as the failure writes and reads report. */
+export const blockedBy = (loaded: Persistence.Loaded, id: string): CorruptJournal | null =>
+  loaded.recovery.stopped === null ? null : new CorruptJournal({
+    segment: loaded.recovery.stopped.segment,
+    offset: loaded.recovery.stopped.offset,
+    reason: `${loaded.recovery.stopped.reason}: ${loaded.recovery.stopped.detail} (session ${id} needs repair: session-journal repair ${id})`
+  })
+
+/** The slot of a freshly loaded session. */
+export const slotOf = (loaded: Persistence.Loaded, id: string): Slot => ({
+  state: loaded.state,
+  blocked: blockedBy(loaded, id),
+  sinceCheckpoint: loaded.sinceCheckpointBytes ?? 0,
+  checkpointBytes: loaded.checkpointBytes ?? 0
+})
+
+const dropped = (slot: Slot): Slot => ({ ...slot, state: null, blocked: null })
+
+/** Settings of the writers of one service. */
+export interface Settings {
+  readonly hubs: Hubs.Hubs
+  readonly maxBatch: number
+  readonly conflictRetries: number
+  readonly checkpointMinBytes: number
+  /**
+   * Called when the writer finds the queue empty while the queued writes hold a
+   * reference to the session (`Target.pending`): lets that reference go.
+   */
+  readonly idle: (target: Target) => Effect.Effect<void>
+}
+
+// The writer is the only fiber that changes the slot, and readers only `get` it:
+// the writer sets it directly, without taking the ref's semaphore.
+const slotOfTarget = (target: Target): Slot => MutableRef.get(target.ref.backing.ref)
+const setSlot = (target: Target, slot: Slot): void => {
+  MutableRef.set(target.ref.backing.ref, slot)
+}
+
+// The failure of a write with an entry over the storage's bound, if it has one.
+const oversized = (entries: ReadonlyArray<Entry.Entry>, max: number): InvalidRecordField | undefined => {
+  for (const entry of entries) {
+    const bytes = RecordBytes.over(entry, max)
+    if (bytes === undefined) continue
+    // The field that makes it large: the payload, or a tool entry's longest name.
+    let field = "payload"
+    if (Entry.isTool(entry)) {
+      field = "tool_name"
+      if (entry.server_id.length > entry.tool_name.length) field = "server_id"
+      if (entry.agent_id.length > Math.max(entry.tool_name.length, entry.server_id.length)) field = "agent_id"
+    }
+    return new InvalidRecordField({
+      field,
+      reason: `makes a record of ${bytes} bytes, more than the storage's bound of ${max} bytes per record`
+    })
+  }
+  return undefined
+}
+
+const noEntries: ReadonlyArray<Entry.Entry> = []
+
+const failAll = (requests: ReadonlyArray<Request<unknown>>, error: WriteError): void => {
+  const exit = Exit.fail(error)
+  for (const r of requests) Deferred.doneUnsafe(r.deferred, exit)
+}
+
+/** The writer loop over the service's settings. */
+export const make = (settings: Settings) => {
+  const { conflictRetries, hubs, maxBatch } = settings
+
+  const toWriteError = (error: StorageError | SequenceConflict): StorageError =>
+    error._tag === "SequenceConflict"
+      ? new StorageError({
+        operation: "append",
+        reason: `another writer kept winning sequence ${error.sequence} after ${conflictRetries} retries`,
+        cause: error
+      })
+      : error
+
+  const reload = (target: Target, previous: Slot): Effect.Effect<Slot, OpenError> =>
+    Effect.flatMap(target.handle.load, (loaded) =>
+      Effect.as(
+        hubs.catchUp(target.id, loaded.state),
+        // A reload after a failure keeps the larger count: the writer's own, or what
+        // the adapter reports as stored since its checkpoint.
+        { ...slotOf(loaded, target.id), sinceCheckpoint: Math.max(previous.sinceCheckpoint, loaded.sinceCheckpointBytes ?? 0) }
+      ))
+
+  // Whether the policy wants a checkpoint of this slot now.
+  const isDue = (slot: Slot): boolean =>
+    slot.state !== null && slot.blocked === null &&
+    Checkpoint.due(slot.sinceCheckpoint, slot.checkpointBytes, settings.checkpointMinBytes)
+
+  // Stores the checkpoint the policy asked for. Its failure fails no one (the
+  // entries are durable, and the next append asks again), and neither may a defect
+  // end the writer.
+  const checkpoint = (target: Target): Effect.Effect<void> =>
+    Effect.catchCause(
+      Effect.suspend(() => {
+        const state = slotOfTarget(target).state
+        if (state === null) return Effect.void
+        const store = target.handle.checkpointState
+        return Effect.match(store !== undefined ? store(state) : target.handle.checkpoint(Checkpoint.encode(state)), {
+          onFailure: () => {},
+          onSuccess: (bytes) => setSlot(target, { ...slotOfTarget(target), sinceCheckpoint: 0, checkpointBytes: bytes })
+        })
+      }),
+      () => Effect.void
+    )
+
+  // One attempt at a batch against `slot`; retried against a reloaded state when
+  // another writer won the sequence.
+  const attempt = (
+    target: Target,
+    slot: Slot,
+    batch: ReadonlyArray<Request<unknown>>,
+    clock: Clock.Clock,
+    round: number
+  ): Effect.Effect<void> => {
+    if (slot.state === null) {
+      return Effect.matchEffect(reload(target, slot), {
+        onFailure: (error) => Effect.sync(() => failAll(batch, error)),
+        onSuccess: (reloaded) => {
+          setSlot(target, reloaded)
+          return attempt(target, reloaded, batch, clock, round)
+        }
+      })
+    }
+    if (slot.blocked !== null) {
+      failAll(batch, slot.blocked)
+      return Effect.void
+    }
+    const nowMillis = clock.currentTimeMillisUnsafe()
+    const timestampSecs = Math.floor(nowMillis / 1000)
+    const before = slot.state
+    let state = before
+    // The batch's entries and accepted requests with their results; a lone request
+    // (one caller writing) keeps its own entries and needs no arrays of the batch.
+    let entries: ReadonlyArray<Entry.Entry> = noEntries
+    let lone: Request<unknown> | undefined
+    let loneResult: unknown
+    let accepted: Array<Request<unknown>> | undefined
+    let results: Array<unknown> | undefined
+    let meta: SessionMeta.SessionMeta | undefined
+    const maxRecordBytes = target.handle.maxRecordBytes
+    for (const request of batch) {
+      if (Deferred.isDoneUnsafe(request.deferred)) continue
+      let built: Built<unknown>
+      try {
+        built = request.build(state, timestampSecs, nowMillis)
+      } catch (defect) {
+        // A throwing guard fails its own caller only, not the batch it shares.
+        Deferred.doneUnsafe(request.deferred, Exit.die(defect))
+        continue
+      }
+      if (maxRecordBytes !== undefined) {
+        // An entry the storage cannot hold would fail the whole append: its write
+        // fails alone, before it joins the batch.
+        const refused = oversized(built.entries, maxRecordBytes)
+        if (refused !== undefined) {
+          Deferred.doneUnsafe(request.deferred, Exit.fail(refused))
+          continue
+        }
+      }
+      for (const entry of built.entries) state = JournalState.fold(state, entry)
+      if (built.meta !== null) {
+        meta = built.meta
+        state = JournalState.applyMeta(state, built.meta)
+      }
+      if (lone === undefined && accepted === undefined) {
+        lone = request
+        loneResult = built.result
+        entries = built.entries
+      } else {
+        if (accepted === undefined || results === undefined) {
+          accepted = [lone!]
+          results = [loneResult]
+          entries = entries.slice()
+          lone = undefined
+        }
+        accepted.push(request)
+        results.push(built.result)
+        ;(entries as Array<Entry.Entry>).push(...built.entries)
+      }
+    }
+    if (lone === undefined && accepted === undefined) return Effect.void
+    const after = state
+    return Effect.matchEffect(
+      target.handle.append({ after: Persistence.tipOf(before), entries, meta, head: () => JournalState.head(after) }),
+      {
+        onFailure: (error) => {
+          // Storage is the truth after any failure: drop the state, reload before the
+          // next write. A lost race for a sequence is retried against the new state.
+          const next = dropped(slot)
+          setSlot(target, next)
+          if (error._tag === "SequenceConflict" && round < conflictRetries) {
+            return attempt(target, next, batch, clock, round + 1)
+          }
+          failAll(accepted ?? [lone!], toWriteError(error))
+          return Effect.void
+        },
+        onSuccess: (stored) => {
+          // The ref holds the new state before anyone is answered, so a caller that
+          // reads right after its write sees it.
+          const next: Slot = {
+            state: after,
+            blocked: slot.blocked,
+            sinceCheckpoint: slot.sinceCheckpoint + stored.bytes,
+            checkpointBytes: slot.checkpointBytes
+          }
+          setSlot(target, next)
+          if (lone !== undefined) Deferred.doneUnsafe(lone.deferred, Exit.succeed(loneResult))
+          else if (accepted !== undefined && results !== undefined) {
+            for (let i = 0; i < accepted.length; i++) Deferred.doneUnsafe(accepted[i]!.deferred, Exit.succeed(results[i]))
+          }
+          // Subscribers pull from a sliding hub: they run before the next batch, or a
+          // caller writing in a loop could slide entries out before they pull.
+          const published = hubs.subscribed(target.id)
+            ? Effect.andThen(Effect.ignoreCause(hubs.publish(target.id, entries)), Effect.yieldNow)
+            : hubs.publish(target.id, entries)
+          return isDue(next) ? Effect.andThen(published, checkpoint(target)) : published
+        }
+      }
+    )
+  }
+
+  // A batch; any defect answers the requests of the batch not answered yet instead
+  // of leaving their callers waiting, and since the append may or may not have
+  // happened, the state is re-read before the next write.
+  const commit = (target: Target, batch: ReadonlyArray<Request<unknown>>, clock: Clock.Clock): Effect.Effect<void> => {
+    let attempted: Effect.Effect<void>
+    try {
+      attempted = attempt(target, slotOfTarget(target), batch, clock, 0)
+    } catch (defect) {
+      attempted = Effect.die(defect)
+    }
+    return Effect.catchCause(attempted, (cause) =>
+      Effect.sync(() => {
+        for (const r of batch) {
+          if (!Deferred.isDoneUnsafe(r.deferred)) Deferred.doneUnsafe(r.deferred, Exit.failCause(cause))
+        }
+        setSlot(target, dropped(slotOfTarget(target)))
+      }))
+  }
+
+  /**
+   * The writer of one session: takes every queued request (whatever arrived during
+   * the previous round is the next batch), commits it, and repeats until the queue
+   * is ended and empty. Before it waits on an empty queue it lets go of the
+   * reference the queued writes held. Uninterruptible: once offered, a request is
+   * committed or failed, never abandoned.
+   */
+  const run = (target: Target): Effect.Effect<void> =>
+    Effect.clockWith((clock) => {
+      // What follows a round: the next take, after letting go of the reference of
+      // the queued writes if there is nothing left to take. A defect there must not
+      // end the writer either: later writes of the session would wait forever.
+      const next = (): Effect.Effect<void> =>
+        target.pending && Queue.sizeUnsafe(target.queue) === 0 ? idleThenTake : take
+      const take: Effect.Effect<void> = Effect.matchEffect(Queue.takeBetween(target.queue, 1, maxBatch), {
+        // Failure is the end of the queue: it was ended and everything is answered.
+        onFailure: () => Effect.void,
+        onSuccess: (batch) => Effect.flatMap(commit(target, batch, clock), next)
+      })
+      const idleThenTake = Effect.andThen(Effect.ignoreCause(Effect.suspend(() => settings.idle(target))), take)
+      return take
+    }).pipe(Effect.uninterruptible)
+
+  return { run }
+}
+
+/** The writers of one service. */
+export type Writers = ReturnType<typeof make>
