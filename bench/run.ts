@@ -15,6 +15,7 @@ import { memoryRecord } from "./scenarios/memory.ts"
 import { pgRecord } from "./scenarios/pg.ts"
 import { memoryRss } from "./scenarios/rss.ts"
 import { fsSessionsTouched } from "./scenarios/sessions.ts"
+import { cliStartup } from "./scenarios/startup.ts"
 
 const scenarios: ReadonlyArray<Scenario> = [
   memoryRecord,
@@ -24,6 +25,7 @@ const scenarios: ReadonlyArray<Scenario> = [
   chatScenario,
   memoryRss,
   cliVerify,
+  cliStartup,
   claudeCodeArchive,
   pgRecord,
   fsSessionsTouched

@@ -6,13 +6,14 @@
  * sides run in the same rounds, each open and verify on a fresh service (nothing
  * cached in memory but the OS page cache, warm for every side alike).
  * `cli.verify`: the real `session-journal verify` binary on the same session
- * against the raw SHA-256 rate over the entries' hash preimages.
+ * against reading the same lines, `JSON.parse` of each and the two SHA-256 every
+ * entry of a full ring costs (its own hash and the eviction fold), on one core.
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import { sha256 } from "@noble/hashes/sha2.js"
 import { loadCli, loadNode, nodeEnv } from "../lib/adapters.ts"
-import { journalRuntime, makeEntries, preimages, serviceOf } from "../lib/env.ts"
+import { journalRuntime, serviceOf } from "../lib/env.ts"
 import {
   durationFigure,
   type Figure,
@@ -23,12 +24,13 @@ import {
   throughputFigure
 } from "../lib/harness.ts"
 import { history } from "../lib/history.ts"
+import { parseAndHashTwice } from "../lib/rawVerify.ts"
 
 const sizeOf = (options: RunOptions) => options.quick ? 20_000 : 1_000_000
 
 const OPEN_GOAL = { op: "<=", target: 0.05 } as const
 const REPLAY_GOAL = { op: ">=", target: 0.5 } as const
-const CLI_GOAL = { op: ">=", target: 0.5 } as const
+const CLI_GOAL = { op: ">=", target: 0.7 } as const
 
 const encoder = new TextEncoder()
 
@@ -110,16 +112,14 @@ const historyRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> =
 export const fsHistory: Scenario = { name: "fs.history", figures: ["fs.open.checkpointed", "fs.replay"], run: historyRun }
 
 const cliRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
-  const RAW = "raw SHA-256 (@noble/hashes) over the entries' preimages"
+  const RAW = "JSON.parse + 2 SHA-256 (node:crypto) per entry, same lines"
   const node = await loadNode()
   if (!node.ok) return [notRun("cli.verify", "entries/s", RAW, CLI_GOAL, node.why)]
   const cli = loadCli()
   if (!cli.ok) return [notRun("cli.verify", "entries/s", RAW, CLI_GOAL, cli.why)]
+  const { NodeSha256 } = await import("../../packages/node/src/index.ts")
   const n = sizeOf(options)
   const h = await history(node.value, n, options.log)
-  // The baseline is a rate; 200,000 preimages of the same shape give it without
-  // holding a million buffers in memory.
-  const encoded = preimages(makeEntries(Math.min(n, 200_000)))
   let sink = 0
   const rounds = options.quick ? 2 : 3
   const s = await interleaveMany(rounds, [
@@ -134,15 +134,19 @@ const cliRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
         })
         const ms = performance.now() - t0
         if (out.status !== 0) throw new Error(`session-journal verify exited ${out.status}: ${(out.stderr || out.stdout).slice(0, 400)}`)
+        const checked = (JSON.parse(out.stdout) as { sessions: Array<{ entries_checked: number }> }).sessions[0]?.entries_checked
+        if (checked !== n) throw new Error(`session-journal verify checked ${checked} entries, expected ${n}`)
         return { ops: n, ms }
       }
     },
     {
-      name: "sha256",
+      name: "parse+2sha",
       run: async () => {
         const t0 = performance.now()
-        for (let i = 0; i < encoded.length; i++) sink ^= sha256(encoded[i]!)[0]!
-        return { ops: encoded.length, ms: performance.now() - t0 }
+        const { count, fold } = parseAndHashTwice(h.segments, NodeSha256.digest)
+        if (count !== n) throw new Error(`parsed ${count} entry lines, expected ${n}`)
+        sink ^= fold.charCodeAt(0)
+        return { ops: count, ms: performance.now() - t0 }
       }
     }
   ], { log: options.log, label: "cli.verify", warmup: false })
@@ -152,9 +156,9 @@ const cliRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
       "cli.verify",
       "entries/s",
       RAW,
-      { subject: s["cli"]!, baseline: s["sha256"]! },
+      { subject: s["cli"]!, baseline: s["parse+2sha"]! },
       CLI_GOAL,
-      `${n.toLocaleString("en-US")}-entry session; the CLI's time includes starting Node`
+      `${n.toLocaleString("en-US")}-entry session; the CLI's time includes starting Node; the baseline runs on one core`
     )
   ]
 }

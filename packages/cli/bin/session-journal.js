@@ -7,8 +7,10 @@
 ":" //; # Node is the workspace's own (node_modules/node/bin/node, the `node`
 ":" //; # devDependency, Node 22) found from this file's real directory upwards;
 ":" //; # not node_modules/.bin/node, a wrapper that would start Node as its child.
-":" //; d=$(cd -P -- "$(dirname -- "$0")" && pwd) || exit 70; n=node
-":" //; while :; do if [ -x "$d/node_modules/node/bin/node" ]; then n="$d/node_modules/node/bin/node"; break; fi; [ "$d" = / ] && break; d=$(dirname -- "$d"); done
+":" //; # Directories are cut with the shell's own ${d%/*}, not dirname: every
+":" //; # program the shell starts adds to each call's start-up time.
+":" //; case $0 in */*) d=${0%/*};; *) d=.;; esac; d=$(cd -P -- "$d" && pwd) || exit 70; n=node
+":" //; while :; do if [ -x "$d/node_modules/node/bin/node" ]; then n="$d/node_modules/node/bin/node"; break; fi; [ -z "$d" ] && break; d=${d%/*}; done
 ":" //; exec "$n" "$0" "$@"
 
 // The module: `#main` (package.json `imports`) is the command bundled into one

@@ -27,7 +27,6 @@
  */
 import * as Result from "effect/Result"
 import * as Entry from "./Entry.ts"
-import * as Ring from "./internal/Ring.ts"
 import * as JournalState from "./JournalState.ts"
 import {
   decodeCheckpoint,
@@ -40,6 +39,7 @@ import {
   short,
   type Stopped
 } from "./internal/recovery.ts"
+import { Replayed } from "./internal/replayFold.ts"
 
 export {
   /**
@@ -126,7 +126,13 @@ export const make = (options: Options): Recovery => {
   // In load mode the state starts at the checkpoint; in verify mode (and without a
   // usable checkpoint) it is replayed from the empty state. `claimed` is what the
   // replay must agree with when it reaches the checkpoint's next sequence.
-  let state: JournalState.JournalState = checkpoint !== null && !verifyMode ? checkpoint : JournalState.empty(options.id, caps)
+  // A replay from the empty state folds into a mutable accumulator in verify mode,
+  // where no intermediate state is kept (`ReplayFold`: the fold's data, a fraction
+  // of its cost on a long history).
+  const state = new Replayed(
+    checkpoint !== null && !verifyMode ? checkpoint : JournalState.empty(options.id, caps),
+    { mutable: verifyMode }
+  )
   let claimedPending = checkpoint !== null && verifyMode
   let compared = false
   let replayed = 0
@@ -152,9 +158,9 @@ export const make = (options: Options): Recovery => {
   }
 
   const compareClaimed = (segment: string, offset: number): boolean => {
-    if (!claimedPending || checkpoint === null || state.next_sequence !== checkpoint.next_sequence) return true
+    if (!claimedPending || checkpoint === null || state.nextSequence !== checkpoint.next_sequence) return true
     claimedPending = false
-    const diff = firstDifference(checkpoint, state)
+    const diff = firstDifference(checkpoint, state.state())
     if (diff === null) {
       compared = true
       return true
@@ -186,7 +192,7 @@ export const make = (options: Options): Recovery => {
   // covers): they must chain among themselves and equal the checkpoint's retained
   // entries where the window reaches them.
   const checkCovered = (entry: Entry.Entry, segment: string, offset: number): boolean => {
-    const linkTo = state.entry_cap === 0 ? Entry.ZERO_HASH : previousHash
+    const linkTo = state.entryCap === 0 ? Entry.ZERO_HASH : previousHash
     if (linkTo !== null && entry.prev_hash !== linkTo) {
       return stop({
         reason: "integrity",
@@ -197,7 +203,7 @@ export const make = (options: Options): Recovery => {
         violation: { what: "prev_hash", expected: linkTo, actual: entry.prev_hash }
       })
     }
-    const retained = retainedAt(state, entry.sequence)
+    const retained = state.retainedAt(entry.sequence)
     if (retained !== undefined) {
       if (retained.entry_hash !== entry.entry_hash) {
         return stop({
@@ -217,7 +223,7 @@ export const make = (options: Options): Recovery => {
   }
 
   const apply = (entry: Entry.Entry, segment: string, offset: number): boolean => {
-    const expectedPrev = JournalState.lastHash(state)
+    const expectedPrev = state.lastHash()
     if (entry.prev_hash !== expectedPrev) {
       return stop({
         reason: "integrity",
@@ -229,7 +235,7 @@ export const make = (options: Options): Recovery => {
       })
     }
     if (!hashVerifies(entry, segment, offset)) return false
-    state = JournalState.fold(state, entry)
+    state.fold(entry)
     replayed++
     if (checkpoint !== null && entry.sequence === checkpoint.next_sequence - 1) checkpointTailSeen = true
     return compareClaimed(segment, offset)
@@ -252,7 +258,7 @@ export const make = (options: Options): Recovery => {
           })
         }
         // History cut by retention: the checkpoint vouches for what is gone.
-        state = checkpoint
+        state.set(checkpoint, { mutable: false })
         claimedPending = false
       }
       const anchor = checkpoint !== null && !(verifyMode && base === 0) ? checkpoint.next_sequence : 0
@@ -289,7 +295,7 @@ export const make = (options: Options): Recovery => {
     if (seq < cursor && seq >= segmentBase) {
       // An identical re-append of an accepted entry is harmless; anything else at
       // a used sequence is a forged or damaged record.
-      const accepted = retainedAt(state, seq)
+      const accepted = state.retainedAt(seq)
       if (accepted !== undefined && accepted.entry_hash === entry.entry_hash && Entry.computeHash(entry) === entry.entry_hash) {
         skipped++
         return true
@@ -314,7 +320,7 @@ export const make = (options: Options): Recovery => {
         missing: seq > cursor ? { from: cursor, to: seq - 1 } : undefined
       })
     }
-    const ok = seq < state.next_sequence ? checkCovered(entry, segment, offset) : apply(entry, segment, offset)
+    const ok = seq < state.nextSequence ? checkCovered(entry, segment, offset) : apply(entry, segment, offset)
     if (!ok) return false
     cursor = seq + 1
     previousHash = entry.entry_hash
@@ -332,7 +338,7 @@ export const make = (options: Options): Recovery => {
       case "Segment":
         return startSegment(input.segment, input.base)
       case "Meta":
-        state = JournalState.applyMeta(state, input.meta)
+        state.applyMeta(input.meta)
         return true
       case "Entry":
         if (cursor < 0) {
@@ -381,7 +387,7 @@ export const make = (options: Options): Recovery => {
         missing: { from, to: claimedEnd }
       }
     }
-    const holds = Math.max(cursor, state.next_sequence)
+    const holds = Math.max(cursor, state.nextSequence)
     if (stopped === null && options.storedCount !== undefined && options.storedCount > holds) {
       stopped = {
         reason: "missing",
@@ -413,7 +419,7 @@ export const make = (options: Options): Recovery => {
       ? "rebuilt"
       : "none"
     return {
-      state,
+      state: state.state(),
       report: { checkpoint: kind, replayed, skipped, tornTail, stopped },
       checkpoint,
       brokenCheckpoint,
@@ -428,22 +434,15 @@ export const make = (options: Options): Recovery => {
   if (checkpoint !== null && checkpoint.next_sequence === 0) {
     claimedPending = true
     const empty = JournalState.empty(options.id, caps)
-    const claimedState = state
-    state = empty
+    const claimedState = state.state()
+    state.set(empty, { mutable: false })
     compareClaimed(cpLocation, 0)
-    if (stopped === null) state = verifyMode ? empty : claimedState
+    if (stopped === null) state.set(verifyMode ? empty : claimedState, { mutable: verifyMode })
     // A load takes the checkpoint as loaded; only a verify reports it verified.
     if (!verifyMode) compared = false
   }
 
   return { checkpoint, offer, done, stopped: () => stopped !== null }
-}
-
-const retainedAt = (state: JournalState.JournalState, sequence: number): Entry.Entry | undefined => {
-  const size = Ring.size(state.entries)
-  const first = state.next_sequence - size
-  if (sequence < first || sequence >= state.next_sequence) return undefined
-  return Ring.get(state.entries, sequence - first)
 }
 
 /**

@@ -57,6 +57,26 @@ describe("Entry.decode fast path", () => {
     )
   })
 
+  it("agrees with the schema on hashes with any one character replaced, and of any length", () => {
+    const hex = "0123456789abcdef"
+    fc.assert(
+      fc.property(
+        fc.constantFrom("prev_hash", "entry_hash"),
+        fc.nat(63),
+        fc.oneof(fc.string({ minLength: 1, maxLength: 1, unit: "binary" }), fc.constantFrom("A", "F", "g", "G", "/", ":", "`", "\u0660", "\uff10")),
+        fc.integer({ min: 0, max: 70 }),
+        (field, at, c, length) => {
+          const { entries } = Arb.run({}, [Arb.record("read_file")], "hash")
+          const json = Entry.encode(entries[0]!) as Record<string, unknown>
+          const h = json[field] as string
+          agree({ ...json, [field]: h.slice(0, at) + c + h.slice(at + 1) })
+          agree({ ...json, [field]: Array.from({ length }, (_, i) => hex[(i * 7 + at) % 16]).join("") })
+        }
+      ),
+      { numRuns: Arb.runs(300) }
+    )
+  })
+
   it("refuses non-objects like the schema does", () => {
     for (const input of [null, 1, "x", [], [1], true, undefined]) agree(input)
   })
