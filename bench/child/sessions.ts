@@ -50,6 +50,7 @@ await rt.runPromise(Effect.forEach(
 ))
 const ms = performance.now() - t0
 const end = readMemory()
+const reduced = readMemory({ reduce: true })
 process.stdout.write(
   JSON.stringify({
     touched: count,
@@ -59,6 +60,7 @@ process.stdout.write(
     rssAtEnd: end.rss,
     fdsAtEnd: fds(),
     end,
+    reduced,
     sha256: core.Sha256.implementation()
   }) + "\n"
 )

@@ -101,10 +101,20 @@ const v8PagesResident = (): number => {
   return total
 }
 
-/** Reads this process's memory (Linux `/proc`; the `/proc` fields are NaN elsewhere), after three forced collections. */
-export const readMemory = (): MemoryReading => {
-  const gc = (globalThis as { gc?: () => void }).gc
-  for (let i = 0; i < 3; i++) gc?.()
+/**
+ * Reads this process's memory (Linux `/proc`; the `/proc` fields are NaN elsewhere)
+ * after three forced collections. With `reduce`, the collection is V8's
+ * memory-reducing one (`gc({ flavor: "last-resort" })`, what V8's memory reducer
+ * does on its own once the process has been idle for a while): it also gives the
+ * pooled pages back to the system, so the reading is what stays resident, not the
+ * heap's high-water mark.
+ */
+export const readMemory = (options?: { readonly reduce?: boolean }): MemoryReading => {
+  const gc = globalThis.gc
+  for (let i = 0; i < 3; i++) {
+    if (options?.reduce === true) gc?.({ type: "major", execution: "sync", flavor: "last-resort" })
+    else gc?.()
+  }
   const usage = process.memoryUsage()
   const heap = v8.getHeapStatistics()
   const paged = v8.getHeapSpaceStatistics()
