@@ -5,23 +5,30 @@
  * size as one JSON line. Run with `--expose-gc`, after `pnpm build`: it runs the
  * packages from their `dist/`, as they are published (`loadBuiltPackages`).
  *
- *   node --expose-gc bench/child/rss.ts <root> <count> [<mark>,<mark>,…]
+ *   node --expose-gc bench/child/rss.ts <root> <count> [<mark>,<mark>,…] [<idle seconds>]
  *
  * With marks, it also prints a line at each mark (after forced collections, which
  * the run without marks does not have), to show where the resident set stops
  * growing. The last line also carries `reduced`: the same reading after V8's
- * memory-reducing collection.
+ * memory-reducing collection. With idle seconds, the child waits that long after
+ * the last record before its last reading and prints its RSS once a second
+ * (stderr): V8's memory reducer gives the pooled pages back by itself once it
+ * judges the process idle.
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import { loadBuiltPackages, readMemory } from "../lib/child.ts"
 
-const [root, countText, marksText] = process.argv.slice(2)
+const [root, countText, marksText, idleText] = process.argv.slice(2)
 const count = Number(countText)
 const marks = (marksText ?? "").split(",").filter((m) => m !== "").map(Number)
-if (root === undefined || !Number.isInteger(count) || !marks.every((m) => Number.isInteger(m) && m < count)) {
-  process.stderr.write("usage: rss.ts <root> <count> [<mark>,<mark>,…] (marks below count)\n")
+const idle = Number(idleText ?? 0)
+if (
+  root === undefined || !Number.isInteger(count) || !marks.every((m) => Number.isInteger(m) && m < count) ||
+  !Number.isInteger(idle)
+) {
+  process.stderr.write("usage: rss.ts <root> <count> [<mark>,<mark>,…] [<idle seconds>] (marks below count)\n")
   process.exit(2)
 }
 const { core, node } = await loadBuiltPackages()
@@ -54,6 +61,12 @@ for (const target of [...marks, count]) {
     { concurrency: "unbounded", discard: true }
   ))
   done = target
+  if (target === count) {
+    for (let s = 1; s <= idle; s++) {
+      await new Promise((resolve) => setTimeout(resolve, 1000))
+      process.stderr.write(`idle ${s} s: RSS ${(process.memoryUsage().rss / MiB).toFixed(1)} MiB\n`)
+    }
+  }
   const state = await rt.runPromise(journal.state("bench-rss"))
   const m = readMemory()
   if (target !== count) {
