@@ -3,24 +3,35 @@
  * record per session, 8 at a time) through one SessionJournal with default options
  * on the filesystem adapter, sampling the open descriptors (/proc/self/fd) and the
  * RSS as it goes; prints one JSON line. Run it under `ulimit -n 1024`, with
- * `--expose-gc`.
+ * `--expose-gc`, after `pnpm build`: it runs the packages from their `dist/`, as
+ * they are published (`loadBuiltPackages`).
  */
 import * as fs from "node:fs"
 import * as Effect from "effect/Effect"
-import { loadNode } from "../lib/adapters.ts"
-import { journalRuntime, params, serviceOf } from "../lib/env.ts"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import { loadBuiltPackages, readMemory } from "../lib/child.ts"
 
 const [root, countText] = process.argv.slice(2)
 const count = Number(countText)
-const node = await loadNode()
-if (!node.ok || root === undefined || !Number.isInteger(count)) {
-  process.stderr.write(`usage: sessions.ts <root> <count> (${node.ok ? "bad arguments" : node.why})\n`)
+if (root === undefined || !Number.isInteger(count)) {
+  process.stderr.write("usage: sessions.ts <root> <count>\n")
   process.exit(2)
 }
+const { core, node } = await loadBuiltPackages()
+const params = (i: number) => ({
+  tool_name: i % 3 === 0 ? "read_file" : i % 3 === 1 ? "write_file" : "search",
+  server_id: "srv-1",
+  agent_id: "agent-1",
+  bytes_read: (i * 7919) % 100000,
+  bytes_written: (i * 104729) % 50000,
+  delegation_depth: i % 4,
+  allowed: true
+})
 const fds = () => fs.readdirSync("/proc/self/fd").length
 const gc = (globalThis as { gc?: () => void }).gc
-const rt = journalRuntime(node.value(root))
-const journal = await serviceOf(rt)
+const rt = ManagedRuntime.make(core.SessionJournal.layer().pipe(Layer.provide(node.NodePersistence.layer({ root }))))
+const journal = await rt.runPromise(Effect.service(core.SessionJournal.SessionJournal))
 let maxFds = fds()
 let rssAt1000 = 0
 const t0 = performance.now()
@@ -38,8 +49,19 @@ await rt.runPromise(Effect.forEach(
   { concurrency: 8, discard: true }
 ))
 const ms = performance.now() - t0
-for (let i = 0; i < 3; i++) gc?.()
+const end = readMemory()
+const reduced = readMemory({ reduce: true })
 process.stdout.write(
-  JSON.stringify({ touched: count, ms, maxFds, rssAt1000, rssAtEnd: process.memoryUsage().rss, fdsAtEnd: fds() }) + "\n"
+  JSON.stringify({
+    touched: count,
+    ms,
+    maxFds,
+    rssAt1000,
+    rssAtEnd: end.rss,
+    fdsAtEnd: fds(),
+    end,
+    reduced,
+    sha256: core.Sha256.implementation()
+  }) + "\n"
 )
 process.exit(0)

@@ -10,7 +10,8 @@
 import * as fsp from "node:fs/promises"
 import * as path from "node:path"
 import { loadNode } from "../lib/adapters.ts"
-import { lastJsonLine } from "../lib/child.ts"
+import { lastJsonLine, packagesBuilt } from "../lib/child.ts"
+import type { MemoryReading } from "../lib/child.ts"
 import { withTempDir } from "../lib/env.ts"
 import type { Figure, RunOptions, Scenario } from "../lib/harness.ts"
 import { meets, notRun } from "../lib/harness.ts"
@@ -25,6 +26,9 @@ interface ChildResult {
   readonly rssAt1000: number
   readonly rssAtEnd: number
   readonly fdsAtEnd: number
+  readonly end: MemoryReading
+  readonly reduced: MemoryReading
+  readonly sha256: string
 }
 
 const child = (root: string, count: number): Promise<ChildResult> =>
@@ -67,6 +71,9 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   const baselineName = "raw: mkdir + one synced file + synced dir per session, 8 at a time"
   const node = await loadNode()
   if (!node.ok) return [notRun("fs.sessions.touched", "sessions/s", baselineName, GOAL, node.why)]
+  if (!packagesBuilt()) {
+    return [notRun("fs.sessions.touched", "sessions/s", baselineName, GOAL, "packages/*/dist is missing (pnpm build)")]
+  }
   const rawRate = await withTempDir("sessions-raw", (dir) => raw(dir, Math.min(count, 5_000)))
   options.log(`  raw: ${rawRate.toFixed(0)} sessions/s`)
   const r = await withTempDir("sessions", (dir) => child(path.join(dir, "journal"), count))
@@ -85,7 +92,11 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
     met: meets(GOAL, growth),
     note: `${r.touched.toLocaleString("en-US")} sessions under ulimit -n 1024, default options (idle 30 s, ` +
       `at most 256 open); open descriptors at most ${r.maxFds} (${r.fdsAtEnd} at the end); ` +
-      `RSS ${(r.rssAt1000 / MiB).toFixed(1)} MiB after 1,000 sessions, ${(r.rssAtEnd / MiB).toFixed(1)} MiB at the end`
+      `RSS ${(r.rssAt1000 / MiB).toFixed(1)} MiB after 1,000 sessions, ${(r.rssAtEnd / MiB).toFixed(1)} MiB at the end ` +
+      `(heap used ${(r.end.heapUsed / MiB).toFixed(1)} MiB, V8 heap pages kept in its page pool ` +
+      `${(r.end.v8Pooled / MiB).toFixed(1)} MiB, highest RSS ${(r.end.rssPeak / MiB).toFixed(1)} MiB; ` +
+      `${(r.reduced.rss / MiB).toFixed(1)} MiB after a memory-reducing collection); ` +
+      `built packages (dist), SHA-256 ${r.sha256}`
   }]
 }
 
