@@ -30,6 +30,10 @@ import * as FileOps from "./internal/fileOps.ts"
 import * as Process from "./internal/process.ts"
 import { ownBoot, ownPidns, ownStart, validPid } from "./internal/process.ts"
 
+
+const realSleep = (millis: number): Effect.Effect<void> =>
+  Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis)))
+
 /**
  * Name of the lock file inside a session directory.
  *
@@ -300,7 +304,9 @@ export const acquire = (ctx: FileOps.Context, dir: string, id: string): Effect.E
         if (claim._tag === "Odd") return yield* oddLock(claimPath, claim.reason, claim.directory)
         if (alive(claim)) {
           // Another process is taking over right now; it finishes within milliseconds.
-          yield* Effect.sleep(5 + Math.random() * 10)
+          // Real time, not the fiber's Clock: this runs uninterruptibly, and under a
+          // test clock a Clock sleep would never end.
+          yield* realSleep(5 + Math.random() * 10)
           continue
         }
         // A claim left by a process that died mid-takeover: move it aside and check

@@ -178,6 +178,9 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
         )
         const handle: Persistence.WriteHandle = {
           id,
+          // The writer refuses an entry whose line would pass the line bound before it
+          // joins a batch, so only its own caller fails.
+          maxRecordBytes: ctx.maxLineBytes - Segment.ENTRY_LINE_OVERHEAD,
           load: narrow<Persistence.Loaded, Persistence.LoadError>(
             Effect.map(writer.load(), (l) => l.loaded),
             loadTags,

@@ -52,11 +52,15 @@ export const isInside = (parent: string, child: string): boolean => {
 
 // The real path of `p` even when its tail does not exist yet: the deepest existing
 // ancestor resolved through every symlink, then the missing components.
-export const realPathOf = (operation: string, p: string): Effect.Effect<string, StorageError> => {
+export const realPathOf = (operation: string, p: string): Effect.Effect<string, StorageError> =>
+  // Fresh state on every run (the effect may be retried).
+  Effect.suspend(() => realPathFrom(operation, p))
+
+const realPathFrom = (operation: string, p: string): Effect.Effect<string, StorageError> => {
   const missing: Array<string> = []
   const from = (current: string): Effect.Effect<string, StorageError> =>
     io(operation, p, () => fs.realpath(current)).pipe(
-      Effect.map((real) => path.join(real, ...missing.reverse())),
+      Effect.map((real) => path.join(real, ...[...missing].reverse())),
       Effect.catchIf((e) => Files.codeOf(e.cause) === "ENOENT" && path.dirname(current) !== current, () => {
         missing.push(path.basename(current))
         return from(path.dirname(current))

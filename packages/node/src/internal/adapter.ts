@@ -95,10 +95,12 @@ export const lockSession = (
   create: boolean
 ): Effect.Effect<Lock.Held | null, StorageError | SessionLocked, Scope.Scope> => {
   const dir = path.join(r.ctx.root, id)
-  const exists = Effect.andThen(
+  // Uninterruptible: an interruption between creating the directory and fsyncing the
+  // root would leave a directory the next open finds existing and never makes durable.
+  const exists = Effect.uninterruptible(Effect.andThen(
     FileOps.checkDir(r.ctx, r.ctx.root),
     create ? Effect.as(FileOps.ensureDir(r.ctx, dir, r.ctx.root), true) : FileOps.confineSessionDir(r.ctx, dir)
-  )
+  ))
   const take = Effect.flatMap(Lock.acquire(r.ctx, dir, id), (held) =>
     Effect.gen(function*() {
       const names = yield* FileOps.listDir(r.ctx, dir)

@@ -52,6 +52,12 @@ export const openLine = (base: number): string => `${JSON.stringify({ k: "open",
 export const entryLine = (entry: Entry.Entry): string =>
   `${stringify({ k: "entry", v: VERSION, e: Entry.encode(entry) })}\n`
 
+/**
+ * Bytes an entry line adds around the entry's own JSON text: `{"k":"entry","v":1,"e":`,
+ * the closing brace and the newline.
+ */
+export const ENTRY_LINE_OVERHEAD = 25
+
 /** The line of a metadata update. */
 export const metaLine = (meta: SessionMeta.SessionMeta): string =>
   `${JSON.stringify({ k: "meta", v: VERSION, meta: encodeMeta(meta) })}\n`

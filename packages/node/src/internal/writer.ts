@@ -147,23 +147,28 @@ export class Writer {
       : Effect.void
     // Uninterruptible from the first byte on: the view and the active handle must
     // follow what reached the disk. A failure forgets both (any prefix may be there).
+    // The tip moves in the same region: an interruption arriving during the write
+    // takes effect only after it, and must find the view complete.
     const written = Effect.uninterruptible(
-      Effect.onExit(this.write(view, Segment.bytes(text), entries.length), (exit) =>
-        Exit.isSuccess(exit)
-          ? Effect.void
-          : Effect.suspend(() => {
-            this.view = null
-            return this.closeActive()
-          }))
+      Effect.onExit(
+        Effect.map(this.write(view, Segment.bytes(text), entries.length), (bytes) => {
+          const lastEntry = entries[entries.length - 1]
+          if (lastEntry !== undefined) {
+            view.tipHash = lastEntry.entry_hash
+            if (view.entryCap !== 0) view.lastHash = lastEntry.entry_hash
+          }
+          return { bytes }
+        }),
+        (exit) =>
+          Exit.isSuccess(exit)
+            ? Effect.void
+            : Effect.suspend(() => {
+              this.view = null
+              return this.closeActive()
+            })
+      )
     )
-    return Effect.andThen(fresh, Effect.map(tooLong === null ? written : Effect.fail(tooLong), (bytes) => {
-      const lastEntry = entries[entries.length - 1]
-      if (lastEntry !== undefined) {
-        view.tipHash = lastEntry.entry_hash
-        if (view.entryCap !== 0) view.lastHash = lastEntry.entry_hash
-      }
-      return { bytes }
-    }))
+    return Effect.andThen(fresh, tooLong === null ? written : Effect.fail(tooLong))
   }
 
   // Writes the records durably; succeeds with the bytes added to the segments (a
@@ -309,11 +314,14 @@ export class Writer {
         }
       }
       const bytes = Segment.bytes(Segment.stringify(document))
-      yield* FileOps.atomicReplace(self.ctx, self.dir, CHECKPOINT_FILE, bytes)
-      view.checkpointSize = bytes.length
-      view.checkpointNext = next
-      if (next === view.next && view.last !== null && view.last.base !== next) view.rollPending = true
-      return bytes.length
+      // The replace and the view's record of it in one region, so an interruption
+      // cannot leave a stored checkpoint the view does not know.
+      return yield* Effect.uninterruptible(Effect.map(FileOps.atomicReplace(self.ctx, self.dir, CHECKPOINT_FILE, bytes), () => {
+        view.checkpointSize = bytes.length
+        view.checkpointNext = next
+        if (next === view.next && view.last !== null && view.last.base !== next) view.rollPending = true
+        return bytes.length
+      }))
     })
   }
 }

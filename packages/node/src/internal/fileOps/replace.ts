@@ -38,8 +38,17 @@ const removeTemp = (ctx: Context, tmp: string): Effect.Effect<void> =>
  * interruption before the rename the temp file is removed (best effort; a writer
  * also clears stale temp files when it takes the lock).
  */
-export const atomicReplace = (ctx: Context, dir: string, name: string, bytes: Uint8Array): Effect.Effect<void, StorageError> => {
-  const tmp = tempName(dir, name)
+export const atomicReplace = (ctx: Context, dir: string, name: string, bytes: Uint8Array): Effect.Effect<void, StorageError> =>
+  // A fresh temp name on every run (the effect may be retried).
+  Effect.suspend(() => atomicReplaceAs(ctx, dir, name, bytes, tempName(dir, name)))
+
+const atomicReplaceAs = (
+  ctx: Context,
+  dir: string,
+  name: string,
+  bytes: Uint8Array,
+  tmp: string
+): Effect.Effect<void, StorageError> => {
   const target = path.join(dir, name)
   const written = withHandle(
     createExclusive(ctx, tmp),
