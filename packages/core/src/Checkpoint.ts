@@ -108,7 +108,25 @@ const toBig = (c: number | string): bigint | undefined => {
 
 // Unknown keys are refused rather than stripped: a document with fields this
 // version does not know is not one it can restore exactly.
-const decodeDoc = Schema.decodeUnknownResult(CheckpointJson, { onExcessProperty: "error" })
+//
+// The retained entries (up to entry_cap, 4,096 by default) are decoded one by one
+// with `Entry.decode`, whose hand-written fast path accepts exactly what the entry
+// schema accepts (the schema runs only to describe a rejected entry): the document
+// schema over thousands of entries was most of a command's start on a long session.
+const decodeDoc = Schema.decodeUnknownResult(
+  Schema.Struct({ ...CheckpointJson.fields, entries: Schema.Array(Schema.Unknown) }),
+  { onExcessProperty: "error" }
+)
+
+const decodeEntries = (input: ReadonlyArray<unknown>): Result.Result<Array<Entry.Entry>, string> => {
+  const out = new Array<Entry.Entry>(input.length)
+  for (let i = 0; i < input.length; i++) {
+    const entry = Entry.decode(input[i])
+    if (Result.isFailure(entry)) return Result.fail(`malformed checkpoint: entries[${i}]: ${entry.failure.message}`)
+    out[i] = entry.success
+  }
+  return Result.succeed(out)
+}
 
 /**
  * Decodes a checkpoint document (already parsed JSON). Fails with a reason when the
@@ -122,7 +140,9 @@ const decodeDoc = Schema.decodeUnknownResult(CheckpointJson, { onExcessProperty:
 export const decode = (input: unknown): Result.Result<JournalState.JournalState, string> => {
   const doc = decodeDoc(input)
   if (Result.isFailure(doc)) return Result.fail(`malformed checkpoint: ${doc.failure.message}`)
-  const d = doc.success
+  const decodedEntries = decodeEntries(doc.success.entries)
+  if (Result.isFailure(decodedEntries)) return Result.fail(decodedEntries.failure)
+  const d = { ...doc.success, entries: decodedEntries.success }
   if (d.entries.length > d.entry_cap) return Result.fail("more entries than entry_cap")
   if (d.tool_sequence.length > d.entry_cap) return Result.fail("tool_sequence longer than entry_cap")
   if (d.tool_counts.length > d.tool_counts_cap) return Result.fail("more tool_counts than tool_counts_cap")
