@@ -5,6 +5,7 @@
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
+import { requireOneCore } from "./lib/oneCore.ts"
 import type { Figure, Scenario } from "./lib/harness.ts"
 import { jsonLine, notRun, table } from "./lib/harness.ts"
 import { chatScenario } from "./scenarios/chat.ts"
@@ -16,6 +17,8 @@ import { pgRecord } from "./scenarios/pg.ts"
 import { memoryRss } from "./scenarios/rss.ts"
 import { fsSessionsTouched } from "./scenarios/sessions.ts"
 import { cliStartup } from "./scenarios/startup.ts"
+
+requireOneCore("bench/run.ts")
 
 const scenarios: ReadonlyArray<Scenario> = [
   memoryRecord,

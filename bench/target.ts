@@ -3,7 +3,7 @@
  * under `node --cpu-prof` when a goal is not met, so the profile shows the journal
  * and not the baseline it is compared with. Usage:
  *
- *   node bench/target.ts fs.record.sequential [count] --profile /tmp/seq.cpuprofile
+ *   node --conditions=@session-journal/source bench/target.ts fs.record.sequential [count] --profile /tmp/seq.cpuprofile
  *   node bench/profile.ts /tmp/seq.cpuprofile
  *
  * With `--profile FILE` only the measured part is profiled (through the inspector),
@@ -22,6 +22,9 @@ import { Persistence } from "../packages/core/src/index.ts"
 import { loadCli, loadNode, nodeEnv } from "./lib/adapters.ts"
 import { journalRuntime, params, recordConcurrent, recordSequential, serviceOf, withTempDir } from "./lib/env.ts"
 import { history } from "./lib/history.ts"
+import { requireOneCore } from "./lib/oneCore.ts"
+
+requireOneCore("bench/target.ts")
 
 const argv = process.argv.slice(2)
 const profileAt = argv.indexOf("--profile")
