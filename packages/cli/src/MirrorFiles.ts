@@ -53,6 +53,7 @@ import * as Storage from "./Storage.ts"
 import {
   type Backup,
   CHECKPOINT,
+  entryHashAt,
   hashPrefix,
   io,
   isInside,
@@ -119,17 +120,17 @@ const stageOnce = (
 ) =>
   Effect.gen(function*() {
     const srcDir = path.join(source, id)
-    const cp = yield* io("mirror: read checkpoint", srcDir, () => readCheckpoint(ctx, srcDir, id))
+    const cp = yield* readCheckpoint(ctx, srcDir, id)
     if ("broken" in cp) return { _tag: "Retry", reason: cp.broken } satisfies Staged
     // Listed only now: the segments then hold at least what the checkpoint covers.
-    const listed = yield* io("mirror: list source", srcDir, () => listSession(srcDir))
+    const listed = yield* listSession("mirror: list source", srcDir)
     const files: Array<Mirror.SourceFile> = []
     for (const f of listed) {
       if (f.name === CHECKPOINT) continue
       const mirrored = backup.files.get(f.name)
       const length = Mirror.prefixLength({ path: f.name, type: f.type, size: f.size }, mirrored)
       const file = path.join(srcDir, f.name)
-      const hash = length === null ? null : yield* io("mirror: hash source", file, () => hashPrefix(ctx, file, length))
+      const hash = length === null ? null : yield* hashPrefix(ctx, file, length)
       files.push({ path: f.name, type: f.type, size: f.size, prefix: length === null || hash === null ? undefined : { length, hash } })
     }
     if (cp.bytes !== null) {
@@ -140,8 +141,8 @@ const stageOnce = (
     }
     const plan = Mirror.plan(files, backup.files)
     const dir = path.join(stageRoot, id)
-    yield* io("mirror: stage", dir, async () => {
-      await Files.ensureDir(ctx, dir, stageRoot)
+    yield* Effect.gen(function*() {
+      yield* Files.ensureDir(ctx, dir, stageRoot)
       for (const action of plan.actions) {
         const to = path.join(dir, action.path)
         const from = path.join(srcDir, action.path)
@@ -151,10 +152,10 @@ const stageOnce = (
         switch (action._tag) {
           case "Copy":
           case "Recopy":
-            await writeStaged(ctx, to, whole(action.size))
+            yield* writeStaged(ctx, to, whole(action.size))
             break
           case "Extend":
-            await writeStaged(ctx, to, [
+            yield* writeStaged(ctx, to, [
               { _tag: "Range", file: old, start: 0, end: action.from },
               action.path === CHECKPOINT
                 ? { _tag: "Bytes", bytes: cp.bytes!.subarray(action.from) }
@@ -162,15 +163,15 @@ const stageOnce = (
             ])
             break
           case "Unchanged":
-            await linkStaged(ctx, old, to)
+            yield* linkStaged(ctx, old, to)
             break
           case "Skip":
             break
         }
       }
-      for (const name of plan.kept) await linkStaged(ctx, path.join(backupDir, name), path.join(dir, name))
-      await Files.syncDir(ctx, dir)
-      await Files.syncDir(ctx, stageRoot)
+      for (const name of plan.kept) yield* linkStaged(ctx, path.join(backupDir, name), path.join(dir, name))
+      yield* Files.syncDir(ctx, dir)
+      yield* Files.syncDir(ctx, stageRoot)
     })
     const report = yield* NodePersistence.inspect({ root: stageRoot }, id).pipe(
       Effect.catchTag("SessionNotFound", () => Effect.succeed(null))
@@ -186,7 +187,7 @@ const stageOnce = (
     // The copy must store the entry its checkpoint ends at, whatever the
     // verifier accepts: a checkpoint ahead of its segments is a torn cut.
     if (report.nextSequence > 0) {
-      const last = yield* io("mirror: read copy", dir, () => Files.entryHashAt(ctx, dir, report.nextSequence - 1))
+      const last = yield* entryHashAt("mirror: read copy", ctx, dir, report.nextSequence - 1)
       if (last === null) {
         return { _tag: "Retry", reason: `the copy claims ${report.nextSequence} entries but stores no entry ${report.nextSequence - 1}` } satisfies Staged
       }
@@ -209,8 +210,8 @@ const mirrorSession = (ctx: Files.Context, source: string, target: string, house
     let storageFailed = false
     for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
       const stageRoot = path.join(house, `stage-${process.pid}-${randomBytes(6).toString("hex")}`)
-      const discard = io("mirror: remove staging", stageRoot, () => removeTree(stageRoot)).pipe(Effect.ignore)
-      const staged: Staged = yield* io("mirror: stage", stageRoot, () => Files.ensureDir(ctx, stageRoot, house)).pipe(
+      const discard = removeTree(stageRoot).pipe(Effect.ignore)
+      const staged: Staged = yield* Files.ensureDir(ctx, stageRoot, house).pipe(
         Effect.andThen(stageOnce(ctx, source, stageRoot, id, backupDir, backup)),
         Effect.catchTag("StorageError", (e) => Effect.succeed({ _tag: "Retry", reason: e.message, storage: true } satisfies Staged))
       )
@@ -230,7 +231,7 @@ const mirrorSession = (ctx: Files.Context, source: string, target: string, house
         staged: staged.verified,
         backupLast: backup.last,
         stagedAtBackupLast: backup.verified !== null && backup.verified.nextSequence > 0
-          ? yield* io("mirror: read copy", stageRoot, () => Files.entryHashAt(ctx, path.join(stageRoot, id), backup.verified!.nextSequence - 1))
+          ? yield* entryHashAt("mirror: read copy", ctx, path.join(stageRoot, id), backup.verified!.nextSequence - 1)
           : null
       })
       if (verdict._tag === "Refuse") {
@@ -264,28 +265,35 @@ const done = (result: SessionResult): { readonly result: SessionResult; readonly
 // Replaces `target/<id>` by the verified `stageRoot/<id>`. The backup is first
 // renamed into `.mirror` (prev-<id>), so at every moment the old copy or the new
 // one is under a name that `recoverHouse` restores from.
-const publish = (ctx: Files.Context, target: string, house: string, stageRoot: string, id: string, replacing: boolean) =>
-  io("mirror: publish", path.join(target, id), async () => {
-    const live = path.join(target, id)
-    const prev = path.join(house, `prev-${id}`)
-    if (replacing) {
-      await Files.call("rename", live, () => fs.rename(live, prev))
-      await Files.syncDir(ctx, target)
-      await Files.syncDir(ctx, house)
-    }
-    try {
-      await Files.call("rename", live, () => fs.rename(path.join(stageRoot, id), live))
-    } catch (e) {
-      // Put the backup back now rather than leave it to the next run.
-      if (replacing) await fs.rename(prev, live).then(() => Files.syncDir(ctx, target)).catch(() => undefined)
-      throw e
-    }
-    await Files.syncDir(ctx, target)
-    if (replacing) {
-      await removeTree(prev)
-      await Files.syncDir(ctx, house)
-    }
-  })
+const publish = Effect.fnUntraced(function*(
+  ctx: Files.Context,
+  target: string,
+  house: string,
+  stageRoot: string,
+  id: string,
+  replacing: boolean
+) {
+  const live = path.join(target, id)
+  const prev = path.join(house, `prev-${id}`)
+  if (replacing) {
+    yield* Files.call("rename", live, () => fs.rename(live, prev))
+    yield* Files.syncDir(ctx, target)
+    yield* Files.syncDir(ctx, house)
+  }
+  yield* Files.call("rename", live, () => fs.rename(path.join(stageRoot, id), live)).pipe(
+    // Put the backup back now rather than leave it to the next run.
+    Effect.onError(() =>
+      replacing
+        ? Files.call("rename", prev, () => fs.rename(prev, live)).pipe(Effect.andThen(Files.syncDir(ctx, target)), Effect.ignore)
+        : Effect.void
+    )
+  )
+  yield* Files.syncDir(ctx, target)
+  if (replacing) {
+    yield* removeTree(prev)
+    yield* Files.syncDir(ctx, house)
+  }
+})
 
 // ---------------------------------------------------------------------------
 // The run
@@ -310,40 +318,31 @@ export const run = (storage: Storage.Options, dest: string) =>
     // Compared by real paths: a symlinked ancestor of either must not hide one inside the other.
     const source = yield* io("mirror: resolve source", given, () => fs.realpath(given))
     const target = path.resolve(dest)
-    const realTarget = yield* io("mirror: resolve destination", target, () => realPathOf(target))
+    const realTarget = yield* realPathOf("mirror: resolve destination", target)
     for (const [a, b] of [[source, target], [source, realTarget], [given, target]] as const) {
       if (isInside(a, b) || isInside(b, a)) {
         return yield* new InvalidInput({ field: "DEST", reason: `must not contain or be inside the journal directory ${source}` })
       }
     }
     const ctx = Files.context(target)
-    yield* io("mirror: prepare destination", target, () => prepareRoot(ctx, target))
+    yield* prepareRoot(ctx, target)
     const house = path.join(target, HOUSE)
-    yield* io("mirror: prepare destination", house, () => Files.ensureDir(ctx, house, target))
+    yield* Files.ensureDir(ctx, house, target)
     yield* Effect.acquireRelease(
-      Effect.tryPromise({
-        try: () => Lock.acquire(ctx, house, "mirror"),
-        catch: (e) =>
-          e instanceof SessionLocked
-            ? new SessionLocked({ id: `mirror ${target}`, holder: e.holder })
-            : e instanceof StorageError
-            ? e
-            : new StorageError({ operation: "mirror: lock", path: house, cause: e })
-      }),
-      (h) => Effect.promise(() => h.release().catch(() => undefined))
+      Lock.acquire(ctx, house, "mirror").pipe(
+        Effect.catchTag("SessionLocked", (e) => Effect.fail(new SessionLocked({ id: `mirror ${target}`, holder: e.holder })))
+      ),
+      (h) => Effect.ignore(h.release)
     )
-    yield* io("mirror: recover", house, () => recoverHouse(ctx, target, house))
-    const ids = yield* io("mirror: list source", source, async () => {
-      const out: Array<string> = []
-      for (const name of (await Files.listDir(ctx, source)).sort()) {
-        if (!NodePersistence.isSafeSessionId(name)) continue
-        const st = await lstatOrNull(path.join(source, name))
-        if (st !== null && st.isDirectory()) out.push(name)
-      }
-      return out
-    })
-    const backupOnly = yield* io("mirror: list destination", target, async () =>
-      (await Files.listDir(ctx, target)).filter((n) => NodePersistence.isSafeSessionId(n) && !ids.includes(n)).length)
+    yield* recoverHouse(ctx, target, house)
+    const ids: Array<string> = []
+    for (const name of (yield* Files.listDir(ctx, source)).sort()) {
+      if (!NodePersistence.isSafeSessionId(name)) continue
+      const st = yield* lstatOrNull("mirror: list source", path.join(source, name))
+      if (st !== null && st.isDirectory()) ids.push(name)
+    }
+    const backupOnly = (yield* Files.listDir(ctx, target)).filter((n) => NodePersistence.isSafeSessionId(n) && !ids.includes(n))
+      .length
     const sessions: Array<SessionResult> = []
     const outcomes: Array<Mirror.Outcome> = []
     let kept = backupOnly

@@ -9,12 +9,17 @@
  * Also a reader of one stored entry (`entryHashAt`), so a tool can compare two
  * copies of a session at a sequence without loading either.
  *
+ * Every primitive is an Effect failing with `StorageError` (the node error code,
+ * if any, is `codeOf(error.cause)`); a handle from `openRead` or `createExclusive`
+ * is closed by `withHandle`, on every exit.
+ *
  * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import { constants } from "node:fs"
 import * as path from "node:path"
-import { StorageError } from "@session-journal/core"
+import { type CorruptJournal, StorageError } from "@session-journal/core"
 import * as FileOps from "./internal/fileOps.ts"
 import * as Segment from "./internal/segment.ts"
 
@@ -57,11 +62,20 @@ export const codeOf = (e: unknown): string | undefined =>
   FileOps.codeOf(e) ?? (e instanceof StorageError ? FileOps.codeOf(e.cause) : undefined)
 
 /**
- * Runs one filesystem call, turning a failure into a `StorageError` naming it.
+ * Runs one filesystem call as an Effect, a failure becoming a `StorageError`
+ * naming the operation and the path.
  *
  * @since 0.1.0
  */
 export const call = FileOps.call
+
+/**
+ * Runs `use` on the handle `open` yields (opened uninterruptibly) and closes it on
+ * every exit, interruption included.
+ *
+ * @since 0.3.0
+ */
+export const withHandle = FileOps.withHandle
 
 /**
  * Checks a directory: not a symlink, a directory, owned by us, not
@@ -160,22 +174,23 @@ export const TEMP_PREFIX = FileOps.TEMP_PREFIX
  *
  * @since 0.1.0
  */
-export const privateDir = async (ctx: Context, dir: string): Promise<void> => {
-  const st = await call("lstat", dir, () => ctx.fs.lstat(dir))
+export const privateDir = Effect.fnUntraced(function*(ctx: Context, dir: string) {
+  const st = yield* call("lstat", dir, () => ctx.fs.lstat(dir))
   const refuse = (reason: string) => new StorageError({ operation: "confine", path: dir, reason: `refused: ${reason}` })
-  if (st.isSymbolicLink()) throw refuse("a symbolic link")
-  if (!st.isDirectory()) throw refuse("not a directory")
-  if (ctx.uid !== null && st.uid !== ctx.uid) throw refuse(`owned by uid ${st.uid}, not ${ctx.uid}`)
+  if (st.isSymbolicLink()) return yield* refuse("a symbolic link")
+  if (!st.isDirectory()) return yield* refuse("not a directory")
+  if (ctx.uid !== null && st.uid !== ctx.uid) return yield* refuse(`owned by uid ${st.uid}, not ${ctx.uid}`)
   if ((st.mode & 0o777) === FileOps.DIR_MODE) return
-  const fh = await call("open", dir, () => ctx.fs.open(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW))
-  try {
-    const fst = await call("fstat", dir, () => fh.stat())
-    if (fst.dev !== st.dev || fst.ino !== st.ino) throw refuse("replaced between lstat and open")
-    await call("fchmod", dir, () => fh.chmod(FileOps.DIR_MODE))
-  } finally {
-    await FileOps.close(fh)
-  }
-}
+  yield* withHandle(
+    call("open", dir, () => ctx.fs.open(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW)),
+    (fh) =>
+      Effect.gen(function*() {
+        const fst = yield* call("fstat", dir, () => fh.stat())
+        if (fst.dev !== st.dev || fst.ino !== st.ino) return yield* refuse("replaced between lstat and open")
+        yield* call("fchmod", dir, () => fh.chmod(FileOps.DIR_MODE))
+      })
+  )
+})
 
 /**
  * The base sequence of a segment file name (`00000000000000004096.jsonl`), or null
@@ -194,24 +209,29 @@ export const segmentBase = Segment.parseName
  *
  * @since 0.1.0
  */
-export const entryHashAt = async (ctx: Context, dir: string, sequence: number): Promise<string | null> => {
-  const candidates = Segment.segmentsOf(await FileOps.listDir(ctx, dir))
-    .filter((s) => s.base <= sequence)
-    .sort((a, b) => b.base - a.base)
-  for (const seg of candidates) {
-    const file = path.join(dir, seg.name)
-    const fh = await FileOps.openRead(ctx, file)
-    try {
-      const size = await FileOps.boundedSize(ctx, fh, file)
-      const reader = new FileOps.LineReader(ctx, fh, file, file, 0, size)
-      for (let line = await reader.next(); line !== null; line = await reader.next()) {
-        if (!line.complete) break
-        const record = Segment.parseLine(line.line)
-        if (record._tag === "Entry" && record.entry.sequence === sequence) return record.entry.entry_hash
-      }
-    } finally {
-      await FileOps.close(fh)
+export const entryHashAt = (ctx: Context, dir: string, sequence: number): Effect.Effect<string | null, StorageError | CorruptJournal> =>
+  Effect.gen(function*() {
+    const candidates = Segment.segmentsOf(yield* FileOps.listDir(ctx, dir))
+      .filter((s) => s.base <= sequence)
+      .sort((a, b) => b.base - a.base)
+    for (const seg of candidates) {
+      const file = path.join(dir, seg.name)
+      const found = yield* withHandle(FileOps.openRead(ctx, file), (fh) =>
+        Effect.flatMap(FileOps.boundedSize(ctx, fh, file), (size) => {
+          const reader = new FileOps.LineReader(ctx, fh, file, file, 0, size)
+          // Lines are split synchronously; only the reads are Effects.
+          const loop: Effect.Effect<string | null, StorageError | CorruptJournal> = Effect.suspend(() => {
+            for (;;) {
+              const line = reader.poll()
+              if (line === FileOps.NeedIo) return Effect.flatMap(reader.io(), () => loop)
+              if (line === null || !line.complete) return Effect.succeed(null)
+              const record = Segment.parseLine(line.line)
+              if (record._tag === "Entry" && record.entry.sequence === sequence) return Effect.succeed(record.entry.entry_hash)
+            }
+          })
+          return loop
+        }))
+      if (found !== null) return found
     }
-  }
-  return null
-}
+    return null
+  })

@@ -21,6 +21,8 @@
  * @since 0.1.0
  */
 import { SessionLocked, StorageError } from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import type { Stats } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -68,7 +70,7 @@ export interface LockRecord {
  */
 export interface Held {
   readonly record: LockRecord
-  readonly release: () => Promise<void>
+  readonly release: Effect.Effect<void, StorageError>
 }
 
 /**
@@ -176,39 +178,42 @@ const oddOf = (ctx: FileOps.Context, st: Stats): string | null => {
 
 // Reads a lock or claim file without ever following a symlink or blocking: lstat
 // first, and only a regular file of ours is opened (O_NOFOLLOW|O_NONBLOCK, dev/ino
-// checked). Whatever else is there is reported as Odd, never thrown.
-const readLockFile = async (ctx: FileOps.Context, file: string): Promise<Seen> => {
-  let st: Stats
-  try {
-    st = await ctx.fs.lstat(file)
-  } catch (cause) {
-    if (FileOps.codeOf(cause) === "ENOENT") return { _tag: "Missing" }
-    throw new StorageError({ operation: "lstat", path: file, cause })
-  }
-  const odd = oddOf(ctx, st)
-  if (odd !== null) return { _tag: "Odd", reason: odd, directory: st.isDirectory() }
-  let fh: FileOps.FileHandle
-  try {
-    fh = await FileOps.openRead(ctx, file)
-  } catch (e) {
-    const code = FileOps.codeOf((e as { cause?: unknown }).cause)
-    if (code === "ENOENT") return { _tag: "Missing" }
-    if (code === "EACCES" || code === "EPERM") return { _tag: "Odd", reason: "not readable by this user", directory: false }
-    // Replaced between the lstat and the open: report what was found.
-    if (e instanceof StorageError && e.operation === "confine") return { _tag: "Odd", reason: e.reason ?? "replaced while being read", directory: false }
-    throw e
-  }
-  try {
-    const fst = await FileOps.call("fstat", file, () => fh.stat())
-    if (fst.size > MAX_RECORD_BYTES) {
-      return { _tag: "Found", raw: `${fst.size} bytes, modified ${fst.mtimeMs}`, ino: fst.ino, record: null }
-    }
-    const raw = new TextDecoder().decode(await FileOps.readAt(fh, file, 0, MAX_RECORD_BYTES))
-    return { _tag: "Found", raw, ino: fst.ino, record: parseRecord(raw) }
-  } finally {
-    await FileOps.close(fh)
-  }
-}
+// checked). Whatever else is there is reported as Odd, never failed with.
+const readLockFile = (ctx: FileOps.Context, file: string): Effect.Effect<Seen, StorageError> =>
+  FileOps.call("lstat", file, () => ctx.fs.lstat(file)).pipe(
+    Effect.flatMap((st): Effect.Effect<Seen, StorageError> => {
+      const odd = oddOf(ctx, st)
+      if (odd !== null) return Effect.succeed({ _tag: "Odd", reason: odd, directory: st.isDirectory() })
+      return Effect.acquireUseRelease(
+        Effect.result(FileOps.openRead(ctx, file)),
+        (opened): Effect.Effect<Seen, StorageError> => {
+          if (opened._tag === "Failure") {
+            const e = opened.failure
+            const code = FileOps.codeOf(e.cause)
+            if (code === "ENOENT") return Effect.succeed({ _tag: "Missing" })
+            if (code === "EACCES" || code === "EPERM") {
+              return Effect.succeed({ _tag: "Odd", reason: "not readable by this user", directory: false })
+            }
+            // Replaced between the lstat and the open: report what was found.
+            if (e.operation === "confine") {
+              return Effect.succeed({ _tag: "Odd", reason: e.reason ?? "replaced while being read", directory: false })
+            }
+            return Effect.fail(e)
+          }
+          const fh = opened.success
+          return Effect.flatMap(FileOps.call("fstat", file, () => fh.stat()), (fst) =>
+            fst.size > MAX_RECORD_BYTES
+              ? Effect.succeed<Seen>({ _tag: "Found", raw: `${fst.size} bytes, modified ${fst.mtimeMs}`, ino: fst.ino, record: null })
+              : Effect.map(FileOps.readAt(fh, file, 0, MAX_RECORD_BYTES), (bytes): Seen => {
+                const raw = new TextDecoder().decode(bytes)
+                return { _tag: "Found", raw, ino: fst.ino, record: parseRecord(raw) }
+              }))
+        },
+        (opened) => opened._tag === "Success" ? FileOps.close(opened.success) : Effect.void
+      )
+    }),
+    Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT") && e.operation === "lstat", () => Effect.succeed<Seen>({ _tag: "Missing" }))
+  )
 
 /** The error a writer gets when something odd stands where its lock must go. */
 const oddLock = (file: string, reason: string, directory: boolean): StorageError =>
@@ -227,102 +232,104 @@ const same = (a: Seen, b: Seen): boolean =>
 // whole machine (it is complete before it is linked), so its holder is gone.
 const alive = (seen: Seen): boolean => seen._tag === "Found" && seen.record !== null && holderAlive(seen.record)
 
-const tryLink = async (ctx: FileOps.Context, from: string, to: string): Promise<boolean> => {
-  try {
-    await ctx.fs.link(from, to)
-    return true
-  } catch (cause) {
-    if (FileOps.codeOf(cause) === "EEXIST") return false
-    throw cause
-  }
-}
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+// Links `from` to `to`: false when `to` exists.
+const tryLink = (ctx: FileOps.Context, from: string, to: string): Effect.Effect<boolean, StorageError> =>
+  FileOps.call("link", to, () => ctx.fs.link(from, to)).pipe(
+    Effect.as(true),
+    Effect.catchIf((e) => FileOps.hasCode(e, "EEXIST"), () => Effect.succeed(false))
+  )
 
 /**
  * Takes the lock of the (confined, existing) session directory `dir` for session
  * `id`, taking over a stale lock of a dead local process. Fails with
  * `SessionLocked` while a live writer holds it; with `StorageError` when the
- * filesystem fails.
+ * filesystem fails. Use it as the acquire of `Effect.acquireRelease` (it is not
+ * meant to be interrupted half way: a lock taken then would be left to the
+ * stale-lock takeover).
  *
  * @since 0.1.0
  */
-export const acquire = async (ctx: FileOps.Context, dir: string, id: string): Promise<Held> => {
-  const lockPath = path.join(dir, LOCK_FILE)
-  const claimPath = path.join(dir, CLAIM_FILE)
-  const record: LockRecord = {
-    pid: process.pid,
-    host: os.hostname(),
-    start: ownStart,
-    boot: ownBoot,
-    pidns: ownPidns,
-    token: `${ctx.clock.currentTimeMillisUnsafe().toString(36)}-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`,
-    acquired_at: ctx.clock.currentTimeMillisUnsafe()
-  }
-  const tmp = path.join(dir, `${LOCK_FILE}${FileOps.TEMP_PREFIX}${process.pid}-${record.token}`)
-  heldTokens.add(record.token)
-  let acquired = false
-  try {
-    const fh = await FileOps.createExclusive(ctx, tmp)
-    try {
-      await FileOps.writeAll(fh, tmp, new TextEncoder().encode(`${JSON.stringify(record)}\n`), 0)
-    } finally {
-      await FileOps.close(fh)
+export const acquire = (ctx: FileOps.Context, dir: string, id: string): Effect.Effect<Held, StorageError | SessionLocked> =>
+  Effect.suspend(() => {
+    const lockPath = path.join(dir, LOCK_FILE)
+    const claimPath = path.join(dir, CLAIM_FILE)
+    const record: LockRecord = {
+      pid: process.pid,
+      host: os.hostname(),
+      start: ownStart,
+      boot: ownBoot,
+      pidns: ownPidns,
+      token: `${ctx.clock.currentTimeMillisUnsafe().toString(36)}-${Math.random().toString(36).slice(2)}${
+        Math.random().toString(36).slice(2)
+      }`,
+      acquired_at: ctx.clock.currentTimeMillisUnsafe()
     }
-    for (let attempt = 0; attempt < 200; attempt++) {
-      if (await FileOps.call("link", lockPath, () => tryLink(ctx, tmp, lockPath))) {
-        acquired = true
-        return { record, release: () => release(ctx, lockPath, record.token) }
-      }
-      const seen = await readLockFile(ctx, lockPath)
-      if (seen._tag === "Missing") continue
-      if (seen._tag === "Odd") throw oddLock(lockPath, seen.reason, seen.directory)
-      if (alive(seen)) {
-        throw new SessionLocked({ id, holder: seen._tag === "Found" && seen.record !== null ? describe(seen.record) : "unknown" })
-      }
-      // Stale: only the holder of the claim may remove it.
-      if (await FileOps.call("link", claimPath, () => tryLink(ctx, tmp, claimPath))) {
-        try {
-          const again = await readLockFile(ctx, lockPath)
-          if (same(seen, again)) await FileOps.unlinkIfExists(ctx, lockPath)
-        } finally {
-          await FileOps.unlinkIfExists(ctx, claimPath)
+    const tmp = path.join(dir, `${LOCK_FILE}${FileOps.TEMP_PREFIX}${process.pid}-${record.token}`)
+    heldTokens.add(record.token)
+    let acquired = false
+    return Effect.gen(function*() {
+      yield* FileOps.withHandle(
+        FileOps.createExclusive(ctx, tmp),
+        (fh) => FileOps.writeAll(fh, tmp, new TextEncoder().encode(`${JSON.stringify(record)}\n`), 0)
+      )
+      for (let attempt = 0; attempt < 200; attempt++) {
+        if (yield* tryLink(ctx, tmp, lockPath)) {
+          acquired = true
+          return { record, release: release(ctx, lockPath, record.token) } satisfies Held
         }
-        continue
+        const seen = yield* readLockFile(ctx, lockPath)
+        if (seen._tag === "Missing") continue
+        if (seen._tag === "Odd") return yield* oddLock(lockPath, seen.reason, seen.directory)
+        if (alive(seen)) {
+          return yield* new SessionLocked({ id, holder: seen.record !== null ? describe(seen.record) : "unknown" })
+        }
+        // Stale: only the holder of the claim may remove it.
+        if (yield* tryLink(ctx, tmp, claimPath)) {
+          // The claim is removed whatever happened (and its removal failing fails the
+          // acquisition, as the lock's does); not interrupted half way.
+          yield* Effect.uninterruptible(Effect.gen(function*() {
+            const removal = yield* Effect.exit(Effect.flatMap(readLockFile(ctx, lockPath), (again) =>
+              same(seen, again) ? FileOps.unlinkIfExists(ctx, lockPath) : Effect.void))
+            yield* FileOps.unlinkIfExists(ctx, claimPath)
+            if (Exit.isFailure(removal)) return yield* Effect.failCause(removal.cause)
+          }))
+          continue
+        }
+        const claim = yield* readLockFile(ctx, claimPath)
+        if (claim._tag === "Missing") continue
+        if (claim._tag === "Odd") return yield* oddLock(claimPath, claim.reason, claim.directory)
+        if (alive(claim)) {
+          // Another process is taking over right now; it finishes within milliseconds.
+          yield* Effect.sleep(5 + Math.random() * 10)
+          continue
+        }
+        // A claim left by a process that died mid-takeover: move it aside and check
+        // that what moved is the dead one; put back a live one moved by mistake.
+        const aside = path.join(dir, `${CLAIM_FILE}${FileOps.TEMP_PREFIX}${process.pid}-${record.token}`)
+        const moved = yield* FileOps.call("rename", claimPath, () => ctx.fs.rename(claimPath, aside)).pipe(
+          Effect.as(true),
+          Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT"), () => Effect.succeed(false))
+        )
+        if (!moved) continue
+        const movedSeen = yield* readLockFile(ctx, aside)
+        if (!same(claim, movedSeen)) yield* tryLink(ctx, aside, claimPath)
+        yield* FileOps.unlinkIfExists(ctx, aside)
       }
-      const claim = await readLockFile(ctx, claimPath)
-      if (claim._tag === "Missing") continue
-      if (claim._tag === "Odd") throw oddLock(claimPath, claim.reason, claim.directory)
-      if (alive(claim)) {
-        // Another process is taking over right now; it finishes within milliseconds.
-        await sleep(5 + Math.random() * 10)
-        continue
-      }
-      // A claim left by a process that died mid-takeover: move it aside and check
-      // that what moved is the dead one; put back a live one moved by mistake.
-      const aside = path.join(dir, `${CLAIM_FILE}${FileOps.TEMP_PREFIX}${process.pid}-${record.token}`)
-      try {
-        await ctx.fs.rename(claimPath, aside)
-      } catch (cause) {
-        if (FileOps.codeOf(cause) === "ENOENT") continue
-        throw new StorageError({ operation: "rename", path: claimPath, cause })
-      }
-      const moved = await readLockFile(ctx, aside)
-      if (!same(claim, moved)) await FileOps.call("link", claimPath, () => tryLink(ctx, aside, claimPath))
-      await FileOps.unlinkIfExists(ctx, aside)
-    }
-    throw new SessionLocked({ id, holder: "contended: the lock changed hands too often" })
-  } finally {
-    if (!acquired) heldTokens.delete(record.token)
-    await FileOps.unlinkIfExists(ctx, tmp).catch(() => undefined)
-  }
-}
+      return yield* new SessionLocked({ id, holder: "contended: the lock changed hands too often" })
+    }).pipe(
+      Effect.ensuring(Effect.suspend(() => {
+        if (!acquired) heldTokens.delete(record.token)
+        return Effect.ignore(FileOps.unlinkIfExists(ctx, tmp))
+      }))
+    )
+  })
 
-const release = async (ctx: FileOps.Context, lockPath: string, token: string): Promise<void> => {
-  heldTokens.delete(token)
-  const seen = await readLockFile(ctx, lockPath)
-  if (seen._tag === "Found" && seen.record?.token === token) await FileOps.unlinkIfExists(ctx, lockPath)
-}
+const release = (ctx: FileOps.Context, lockPath: string, token: string): Effect.Effect<void, StorageError> =>
+  Effect.suspend(() => {
+    heldTokens.delete(token)
+    return Effect.flatMap(readLockFile(ctx, lockPath), (seen) =>
+      seen._tag === "Found" && seen.record?.token === token ? FileOps.unlinkIfExists(ctx, lockPath) : Effect.void)
+  })
 
 /**
  * Reads the lock of a session directory: its holder, and whether that holder is
@@ -330,29 +337,27 @@ const release = async (ctx: FileOps.Context, lockPath: string, token: string): P
  *
  * @since 0.1.0
  */
-export const inspect = async (
+export const inspect = (
   ctx: FileOps.Context,
   dir: string
-): Promise<null | { readonly record: LockRecord | null; readonly alive: boolean; readonly problem?: string }> => {
+): Effect.Effect<null | { readonly record: LockRecord | null; readonly alive: boolean; readonly problem?: string }> => {
   const file = path.join(dir, LOCK_FILE)
-  let seen: Seen
-  try {
-    seen = await readLockFile(ctx, file)
-  } catch (e) {
+  return readLockFile(ctx, file).pipe(
+    Effect.map((seen) => {
+      switch (seen._tag) {
+        case "Missing":
+          return null
+        case "Odd":
+          return { record: null, alive: false, problem: oddLock(file, seen.reason, seen.directory).reason! }
+        case "Found":
+          return seen.record === null
+            ? { record: null, alive: false, problem: "unreadable lock file (not a lock record: a stale lock cut short, or garbage)" }
+            : { record: seen.record, alive: alive(seen) }
+      }
+    }),
     // A reader only reports the lock: whatever happens reading it is not its failure.
-    const why = e instanceof StorageError ? e.message : String(e)
-    return { record: null, alive: false, problem: `unreadable lock file: ${why}` }
-  }
-  switch (seen._tag) {
-    case "Missing":
-      return null
-    case "Odd":
-      return { record: null, alive: false, problem: oddLock(file, seen.reason, seen.directory).reason! }
-    case "Found":
-      return seen.record === null
-        ? { record: null, alive: false, problem: "unreadable lock file (not a lock record: a stale lock cut short, or garbage)" }
-        : { record: seen.record, alive: alive(seen) }
-  }
+    Effect.catch((e) => Effect.succeed({ record: null, alive: false, problem: `unreadable lock file: ${e.message}` }))
+  )
 }
 
 /**
@@ -361,13 +366,13 @@ export const inspect = async (
  *
  * @since 0.1.0
  */
-export const clearStaleTemps = async (ctx: FileOps.Context, dir: string, names: ReadonlyArray<string>): Promise<void> => {
+export const clearStaleTemps = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: string, names: ReadonlyArray<string>) {
   const pattern = new RegExp(`^(?:${LOCK_FILE}|${CLAIM_FILE.replace(".", "\\.")})${FileOps.TEMP_PREFIX.replace(".", "\\.")}(\\d+)-`)
   for (const n of names) {
     const m = pattern.exec(n)
     if (m === null) continue
     const pid = Number(m[1])
     if (pid === process.pid || pidAlive(pid)) continue
-    await FileOps.unlinkIfExists(ctx, path.join(dir, n))
+    yield* FileOps.unlinkIfExists(ctx, path.join(dir, n))
   }
-}
+})

@@ -27,12 +27,11 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as path from "node:path"
 import * as Adapter from "./internal/adapter.ts"
-import { attempt, invalidId, type Known, loadOptions, lockSession, narrow, resolveWith } from "./internal/adapter.ts"
+import { invalidId, type Known, loadOptions, lockSession, narrow, resolveWith } from "./internal/adapter.ts"
 import * as NodeSha256 from "./NodeSha256.ts"
 import * as FileOps from "./internal/fileOps.ts"
 import * as Segment from "./internal/segment.ts"
 import * as Session from "./internal/session.ts"
-import * as Lock from "./Lock.ts"
 
 /**
  * Options of the filesystem adapter.
@@ -109,22 +108,23 @@ export const MAX_FILE_BYTES = FileOps.MAX_FILE_BYTES
  */
 export const isSafeSessionId = Adapter.isSafeSessionId
 
-const ensureRoot = async (ctx: FileOps.Context): Promise<void> => {
-  await FileOps.ensureDir(ctx, ctx.root, path.dirname(ctx.root))
-  // Leftovers of a delete interrupted by a crash.
-  for (const n of await FileOps.listDir(ctx, ctx.root)) {
-    if (n.startsWith(TRASH_PREFIX)) await removeTree(ctx, path.join(ctx.root, n)).catch(() => undefined)
-  }
-}
+const ensureRoot = (ctx: FileOps.Context): Effect.Effect<void, StorageError> =>
+  Effect.gen(function*() {
+    yield* FileOps.ensureDir(ctx, ctx.root, path.dirname(ctx.root))
+    // Leftovers of a delete interrupted by a crash.
+    for (const n of yield* FileOps.listDir(ctx, ctx.root)) {
+      if (n.startsWith(TRASH_PREFIX)) yield* Effect.ignore(removeTree(ctx, path.join(ctx.root, n)))
+    }
+  })
 
 const TRASH_PREFIX = ".trash-"
 
-const removeTree = async (ctx: FileOps.Context, dir: string): Promise<void> => {
-  const st = await FileOps.call("lstat", dir, () => ctx.fs.lstat(dir))
-  if (!st.isDirectory() || st.isSymbolicLink()) throw new StorageError({ operation: "delete", path: dir, reason: "not a directory" })
-  for (const n of await FileOps.listDir(ctx, dir)) await FileOps.unlinkIfExists(ctx, path.join(dir, n))
-  await FileOps.call("rmdir", dir, () => ctx.fs.rmdir(dir))
-}
+const removeTree = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: string) {
+  const st = yield* FileOps.call("lstat", dir, () => ctx.fs.lstat(dir))
+  if (!st.isDirectory() || st.isSymbolicLink()) return yield* new StorageError({ operation: "delete", path: dir, reason: "not a directory" })
+  for (const n of yield* FileOps.listDir(ctx, dir)) yield* FileOps.unlinkIfExists(ctx, path.join(dir, n))
+  yield* FileOps.call("rmdir", dir, () => ctx.fs.rmdir(dir))
+})
 
 /**
  * Builds the adapter: checks (or creates) the root, then serves the port. Fails
@@ -137,7 +137,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
   Effect.gen(function*() {
     const r = yield* resolveWith(options)
     const ctx = r.ctx
-    yield* narrow<void, StorageError>(attempt("open root", ctx.root, () => ensureRoot(ctx)), [], "open root")
+    yield* ensureRoot(ctx)
     const dirOf = (id: string) => path.join(ctx.root, id)
 
     const loadTags: ReadonlyArray<Known["_tag"]> = ["StorageError", "CorruptJournal", "IntegrityViolation"]
@@ -147,12 +147,12 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
       return {
         id,
         load: narrow<Persistence.Loaded, Persistence.LoadError>(
-          attempt("load", dir, async () => (await Session.load(ctx, dir, id, loadOptions(r, caps, "load"))).loaded),
+          Effect.map(Session.load(ctx, dir, id, loadOptions(r, caps, "load")), (l) => l.loaded),
           loadTags,
           "load"
         ),
         verify: narrow<Persistence.Loaded, Persistence.LoadError>(
-          attempt("verify", dir, async () => (await Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))).loaded),
+          Effect.map(Session.load(ctx, dir, id, loadOptions(r, caps, "verify")), (l) => l.loaded),
           loadTags,
           "verify"
         )
@@ -169,71 +169,61 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
       Effect.gen(function*() {
         if (!isSafeSessionId(id)) return yield* invalidId("open", id)
         const dir = dirOf(id)
-        const { writer } = yield* Effect.acquireRelease(
-          narrow<{ held: Lock.Held; writer: Session.Writer }, StorageError | SessionLocked>(
-            attempt("open", dir, async () => {
-              const held = (await lockSession(r, id, true))!
-              return {
-                held,
-                writer: new Session.Writer(ctx, dir, id, caps, { removeCheckpointedSegments: r.removeCheckpointedSegments })
-              }
-            }),
-            ["StorageError", "SessionLocked"],
-            "open"
-          ),
-          ({ held, writer }) =>
-            Effect.promise(async () => {
-              await writer.close().catch(() => undefined)
-              await held.release().catch(() => undefined)
-            })
+        // The lock is released after the writer's handle is closed (finalizers run
+        // in reverse order).
+        yield* lockSession(r, id, true)
+        const writer = yield* Effect.acquireRelease(
+          Effect.sync(() => new Session.Writer(ctx, dir, id, caps, { removeCheckpointedSegments: r.removeCheckpointedSegments })),
+          (writer) => writer.close()
         )
         const handle: Persistence.WriteHandle = {
           id,
           load: narrow<Persistence.Loaded, Persistence.LoadError>(
-            attempt("load", dir, async () => (await writer.load()).loaded),
+            Effect.map(writer.load(), (l) => l.loaded),
             loadTags,
             "load"
           ),
           verify: readHandle(id, caps).verify,
           append: (request) =>
             narrow<Persistence.Appended, StorageError | SequenceConflict>(
-              attempt("append", dir, () => writer.append(request)),
+              writer.append(request),
               ["StorageError", "SequenceConflict"],
               "append"
             ),
-          checkpoint: (document) =>
-            narrow<number, StorageError>(attempt("checkpoint", dir, () => writer.checkpoint(document)), [], "checkpoint")
+          checkpoint: (document) => narrow<number, StorageError>(writer.checkpoint(document), [], "checkpoint")
         }
         return handle
       })
 
     const open = Persistence.makeOpen({ read: openRead, write: openWrite })
 
-    const readerFor = async (id: string, from: number): Promise<Session.Reader> => {
-      const dir = dirOf(id)
-      if (!(await FileOps.confineSessionDir(ctx, dir))) throw new SessionNotFound({ id })
-      const list = await Session.listing(ctx, dir)
-      if (list.segments.length === 0 && !list.hasCheckpoint) throw new SessionNotFound({ id })
-      return new Session.Reader(ctx, dir, from)
-    }
-
     type ReadError = StorageError | CorruptJournal | SessionNotFound
     const readTags: ReadonlyArray<Known["_tag"]> = ["StorageError", "CorruptJournal", "SessionNotFound"]
+
+    const readerFor = (id: string, from: number): Effect.Effect<Session.Reader, ReadError> =>
+      Effect.gen(function*() {
+        const dir = dirOf(id)
+        if (!(yield* FileOps.confineSessionDir(ctx, dir))) return yield* new SessionNotFound({ id })
+        const list = yield* Session.listing(ctx, dir)
+        if (list.segments.length === 0 && !list.hasCheckpoint) return yield* new SessionNotFound({ id })
+        return new Session.Reader(ctx, dir, from)
+      })
 
     const history = (id: string, historyOptions?: Persistence.HistoryOptions): Stream.Stream<Entry.Entry, ReadError> => {
       if (!isSafeSessionId(id)) return Stream.fail(invalidId("history", id))
       const limit = historyOptions?.limit ?? Number.POSITIVE_INFINITY
       return Stream.unwrap(Effect.map(
-        narrow<Session.Reader, ReadError>(attempt("history", dirOf(id), () => readerFor(id, historyOptions?.from ?? 0)), readTags, "history"),
+        narrow<Session.Reader, ReadError>(readerFor(id, historyOptions?.from ?? 0), readTags, "history"),
         (reader) => {
           let remaining = limit
           return Stream.paginate(undefined, () =>
             narrow<readonly [Array<Entry.Entry>, Option.Option<undefined>], ReadError>(
-              attempt("history", dirOf(id), async () => {
-                if (remaining <= 0) return [[], Option.none()] as const
-                const page = await reader.page(Math.min(512, remaining))
-                remaining -= page.entries.length
-                return [page.entries, page.atEnd || remaining <= 0 ? Option.none() : Option.some(undefined)] as const
+              Effect.suspend(() => {
+                if (remaining <= 0) return Effect.succeed([[], Option.none()] as const)
+                return Effect.map(reader.page(Math.min(512, remaining)), (page) => {
+                  remaining -= page.entries.length
+                  return [page.entries, page.atEnd || remaining <= 0 ? Option.none() : Option.some(undefined)] as const
+                })
               }),
               readTags,
               "history"
@@ -245,13 +235,13 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
     const follow = (id: string, from: number): Stream.Stream<Entry.Entry, ReadError> => {
       if (!isSafeSessionId(id)) return Stream.fail(invalidId("follow", id))
       return Stream.unwrap(Effect.map(
-        narrow<Session.Reader, ReadError>(attempt("follow", dirOf(id), () => readerFor(id, from)), readTags, "follow"),
+        narrow<Session.Reader, ReadError>(readerFor(id, from), readTags, "follow"),
         (reader) =>
           Stream.paginate(undefined, () =>
             Effect.gen(function*() {
               for (;;) {
                 const page = yield* narrow<{ entries: Array<Entry.Entry>; atEnd: boolean }, ReadError>(
-                  attempt("follow", dirOf(id), () => reader.page(512)),
+                  reader.page(512),
                   readTags,
                   "follow"
                 )
@@ -262,46 +252,49 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
       ))
     }
 
+    const info = Effect.fnUntraced(function*(id: string) {
+      const dir = dirOf(id)
+      const st = yield* Effect.option(FileOps.call("lstat", dir, () => ctx.fs.lstat(dir)))
+      if (Option.isNone(st) || !st.value.isDirectory() || st.value.isSymbolicLink()) return null
+      const files = yield* Session.listing(ctx, dir)
+      if (files.segments.length === 0 && !files.hasCheckpoint) return null
+      let bytes = 0
+      let updatedAt = 0
+      for (const n of files.names) {
+        const fst = yield* Effect.option(FileOps.call("lstat", path.join(dir, n), () => ctx.fs.lstat(path.join(dir, n))))
+        if (Option.isNone(fst) || !fst.value.isFile()) continue
+        bytes += fst.value.size
+        if (n === Session.CHECKPOINT_FILE || Segment.parseName(n) !== null) updatedAt = Math.max(updatedAt, fst.value.mtimeMs)
+      }
+      // A session that does not load cleanly is listed with what is wrong, never
+      // as if its checkpoint's claims held.
+      const loaded = yield* Effect.result(Session.load(ctx, dir, id, loadOptions(r, undefined, "load")))
+      const state = loaded._tag === "Success" ? loaded.success.loaded.state : null
+      const stopped = loaded._tag === "Success" ? loaded.success.loaded.recovery.stopped : null
+      const session: Persistence.SessionInfo = {
+        id,
+        entries: state?.next_sequence ?? 0,
+        head: state === null ? Entry.ZERO_HASH : JournalState.head(state),
+        lastHash: state === null ? Entry.ZERO_HASH : JournalState.lastHash(state),
+        updatedAt: updatedAt === 0 ? null : Math.floor(updatedAt),
+        bytes,
+        problem: loaded._tag === "Failure"
+          ? `unreadable: ${loaded.failure.message}`
+          : stopped === null
+          ? null
+          : `${stopped.reason}: ${stopped.detail}`
+      }
+      return session
+    })
+
     const list = narrow<ReadonlyArray<Persistence.SessionInfo>, StorageError>(
-      attempt("list", ctx.root, async () => {
-        await FileOps.checkDir(ctx, ctx.root)
+      Effect.gen(function*() {
+        yield* FileOps.checkDir(ctx, ctx.root)
         const out: Array<Persistence.SessionInfo> = []
-        for (const id of (await FileOps.listDir(ctx, ctx.root)).sort()) {
+        for (const id of (yield* FileOps.listDir(ctx, ctx.root)).sort()) {
           if (!isSafeSessionId(id)) continue
-          const dir = dirOf(id)
-          const st = await FileOps.call("lstat", dir, () => ctx.fs.lstat(dir)).catch(() => null)
-          if (st === null || !st.isDirectory() || st.isSymbolicLink()) continue
-          const files = await Session.listing(ctx, dir)
-          if (files.segments.length === 0 && !files.hasCheckpoint) continue
-          let bytes = 0
-          let updatedAt = 0
-          for (const n of files.names) {
-            const fst = await ctx.fs.lstat(path.join(dir, n)).catch(() => null)
-            if (fst === null || !fst.isFile()) continue
-            bytes += fst.size
-            if (n === Session.CHECKPOINT_FILE || Segment.parseName(n) !== null) updatedAt = Math.max(updatedAt, fst.mtimeMs)
-          }
-          // A session that does not load cleanly is listed with what is wrong, never
-          // as if its checkpoint's claims held.
-          const loaded = await Session.load(ctx, dir, id, loadOptions(r, undefined, "load")).then(
-            (l) => ({ ok: l } as const),
-            (e: unknown) => ({ error: e instanceof Error ? e.message : String(e) } as const)
-          )
-          const state = "ok" in loaded ? loaded.ok.loaded.state : null
-          const stopped = "ok" in loaded ? loaded.ok.loaded.recovery.stopped : null
-          out.push({
-            id,
-            entries: state?.next_sequence ?? 0,
-            head: state === null ? Entry.ZERO_HASH : JournalState.head(state),
-            lastHash: state === null ? Entry.ZERO_HASH : JournalState.lastHash(state),
-            updatedAt: updatedAt === 0 ? null : Math.floor(updatedAt),
-            bytes,
-            problem: "error" in loaded
-              ? `unreadable: ${loaded.error}`
-              : stopped === null
-              ? null
-              : `${stopped.reason}: ${stopped.detail}`
-          })
+          const one = yield* info(id)
+          if (one !== null) out.push(one)
         }
         return out
       }),
@@ -314,27 +307,20 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
         if (!isSafeSessionId(id)) return yield* invalidId("delete", id)
         const dir = dirOf(id)
         yield* narrow<void, StorageError | SessionLocked | SessionNotFound>(
-          attempt("delete", dir, async () => {
-            const held = await lockSession(r, id, false)
-            if (held === null) throw new SessionNotFound({ id })
-            const files = await Session.listing(ctx, dir)
-            if (files.segments.length === 0 && !files.hasCheckpoint) {
-              await held.release()
-              throw new SessionNotFound({ id })
-            }
+          Effect.scoped(Effect.gen(function*() {
+            const held = yield* lockSession(r, id, false)
+            if (held === null) return yield* new SessionNotFound({ id })
+            const files = yield* Session.listing(ctx, dir)
+            if (files.segments.length === 0 && !files.hasCheckpoint) return yield* new SessionNotFound({ id })
             // Rename first, so the session disappears at once and a crash half way
-            // leaves a trash directory (cleared later), never half a session.
+            // leaves a trash directory (cleared later), never half a session. The lock
+            // file goes with the directory; its release then finds no lock of ours.
             const trash = path.join(ctx.root, `${TRASH_PREFIX}${id}-${held.record.token}`)
-            try {
-              await FileOps.call("rename", dir, () => ctx.fs.rename(dir, trash))
-            } catch (e) {
-              await held.release().catch(() => undefined)
-              throw e
-            }
-            await FileOps.syncDir(ctx, ctx.root)
-            await removeTree(ctx, trash)
-            await FileOps.syncDir(ctx, ctx.root)
-          }),
+            yield* FileOps.call("rename", dir, () => ctx.fs.rename(dir, trash))
+            yield* FileOps.syncDir(ctx, ctx.root)
+            yield* removeTree(ctx, trash)
+            yield* FileOps.syncDir(ctx, ctx.root)
+          })),
           ["StorageError", "SessionLocked", "SessionNotFound"],
           "delete"
         )

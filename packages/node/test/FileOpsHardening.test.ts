@@ -63,12 +63,12 @@ const seed = async (root: string, id: string, n: number) =>
 
 const readAll = async (reader: FileOps.LineReader) => {
   const out: Array<FileOps.Line> = []
-  for (let item = await reader.next(); item !== null; item = await reader.next()) out.push(item)
+  for (let item = await Effect.runPromise(reader.next); item !== null; item = await Effect.runPromise(reader.next)) out.push(item)
   return out
 }
 
 const lineReader = async (ctx: FileOps.Context, file: string) => {
-  const fh = await FileOps.openRead(ctx, file)
+  const fh = await Effect.runPromise(FileOps.openRead(ctx, file))
   const size = (await fh.stat()).size
   return { fh, reader: new FileOps.LineReader(ctx, fh, file, file, 0, size), size }
 }
@@ -79,13 +79,13 @@ describe("copyAside", () => {
     fs.writeFileSync(path.join(dir, SEG0), "good\ntorn tail bytes", { mode: 0o600 })
     const ctx = context(root, fullDisk())
     for (let i = 0; i < 150; i++) {
-      const error = await FileOps.copyAside(ctx, dir, SEG0, 5).then(() => null, (e: unknown) => e)
+      const error = await Effect.runPromise(FileOps.copyAside(ctx, dir, SEG0, 5)).then(() => null, (e: unknown) => e)
       expect(error).toBeInstanceOf(Error)
       expect(FileOps.codeOf((error as { cause?: unknown }).cause)).toBe("ENOSPC")
     }
     expect(fs.readdirSync(dir).sort()).toEqual([SEG0])
     // Once there is space again, the bytes are kept under the first name.
-    const name = await FileOps.copyAside(context(root), dir, SEG0, 5)
+    const name = await Effect.runPromise(FileOps.copyAside(context(root), dir, SEG0, 5))
     expect(name).toBe(`${SEG0}.damaged-5`)
     expect(fs.readFileSync(path.join(dir, name), "utf8")).toBe("torn tail bytes")
     expect(fs.statSync(path.join(dir, name)).mode & 0o777).toBe(0o600)
@@ -97,7 +97,7 @@ describe("copyAside", () => {
     fs.writeFileSync(path.join(dir, SEG0), "good\nbad", { mode: 0o600 })
     const taken = [`${SEG0}.damaged-5`, ...Array.from({ length: 150 }, (_, i) => `${SEG0}.damaged-5.${i + 1}`)]
     for (const n of taken) fs.writeFileSync(path.join(dir, n), `old ${n}`, { mode: 0o600 })
-    const name = await FileOps.copyAside(context(root), dir, SEG0, 5)
+    const name = await Effect.runPromise(FileOps.copyAside(context(root), dir, SEG0, 5))
     expect(name).toBe(`${SEG0}.damaged-5.151`)
     expect(fs.readFileSync(path.join(dir, name), "utf8")).toBe("bad")
     for (const n of taken) expect(fs.readFileSync(path.join(dir, n), "utf8")).toBe(`old ${n}`)
@@ -110,7 +110,7 @@ describe("copyAside", () => {
     fs.writeFileSync(file, "head\n", { mode: 0o600 })
     fs.truncateSync(file, 5 + 300 * MiB)
     fs.appendFileSync(file, "end")
-    const name = await FileOps.copyAside(context(root), dir, SEG0, 5)
+    const name = await Effect.runPromise(FileOps.copyAside(context(root), dir, SEG0, 5))
     const copy = path.join(dir, name)
     expect(fs.statSync(copy).size).toBe(300 * MiB + 3)
     const fd = fs.openSync(copy, "r")
@@ -143,7 +143,7 @@ describe("LineReader and zero-filled tails", () => {
         [8, "", false, true]
       ])
     } finally {
-      await FileOps.close(fh)
+      await Effect.runPromise(FileOps.close(fh))
     }
   })
 
@@ -164,7 +164,7 @@ describe("LineReader and zero-filled tails", () => {
         expect(items.map((i) => [i.offset, i.line.length, i.complete]), name).toEqual(expected)
         expect(items.some((i) => i.zeros === true), name).toBe(false)
       } finally {
-        await FileOps.close(fh)
+        await Effect.runPromise(FileOps.close(fh))
       }
     }
     // A zero run longer than the line bound, followed by other bytes, is still refused at the bound.
@@ -176,7 +176,7 @@ describe("LineReader and zero-filled tails", () => {
     try {
       await expect(readAll(reader)).rejects.toMatchObject({ _tag: "CorruptJournal", offset: 2 })
     } finally {
-      await FileOps.close(fh)
+      await Effect.runPromise(FileOps.close(fh))
     }
   })
 
@@ -302,11 +302,11 @@ describe("odd lock files", () => {
       await seed(root, id, 1)
       const dir = path.join(root, id)
       const file = plantOdd(dir, kind)
-      const seen = await Lock.inspect(context(root), dir)
+      const seen = await Effect.runPromise(Lock.inspect(context(root), dir))
       expect(seen?.record, kind).toBeNull()
       expect(seen?.alive, kind).toBe(false)
       expect(seen?.problem, kind).toContain(kind === "fifo" ? "a FIFO" : kind === "directory" ? "a directory" : "a symbolic link")
-      const error = await Lock.acquire(context(root), dir, id).then(() => null, (e: unknown) => e)
+      const error = await Effect.runPromise(Lock.acquire(context(root), dir, id)).then(() => null, (e: unknown) => e)
       expect(error, kind).toBeInstanceOf(StorageError)
       expect((error as StorageError).message, kind).toContain("remove it")
       // Nothing was followed, removed or replaced.
@@ -322,7 +322,7 @@ describe("odd lock files", () => {
     const dir = path.join(root, "c")
     fs.writeFileSync(path.join(dir, Lock.LOCK_FILE), JSON.stringify({ ...liveRecord(deadPid()), start: null }), { mode: 0o600 })
     plantOdd(dir, "directory", Lock.CLAIM_FILE)
-    const error = await Lock.acquire(context(root), dir, "c").then(() => null, (e: unknown) => e)
+    const error = await Effect.runPromise(Lock.acquire(context(root), dir, "c")).then(() => null, (e: unknown) => e)
     expect(error).toBeInstanceOf(StorageError)
     expect((error as StorageError).message).toContain(Lock.CLAIM_FILE)
   })
@@ -381,13 +381,13 @@ const writeLock = (dir: string, content: string) => fs.writeFileSync(path.join(d
 const takes = async (root: string, dir: string) => {
   let held: Lock.Held
   try {
-    held = await Lock.acquire(context(root), dir, "s")
+    held = await Effect.runPromise(Lock.acquire(context(root), dir, "s"))
   } catch (e) {
     return e
   }
   const onDisk = JSON.parse(fs.readFileSync(path.join(dir, Lock.LOCK_FILE), "utf8")) as Lock.LockRecord
   expect(onDisk.token).toBe(held.record.token)
-  await held.release()
+  await Effect.runPromise(held.release)
   return "taken"
 }
 
@@ -438,7 +438,7 @@ describe.runIf(Lock.processStat(process.pid) !== null)("lock holders", () => {
     ]
     for (const [name, content] of cases) {
       writeLock(dir, content)
-      const seen = await Lock.inspect(context(root), dir)
+      const seen = await Effect.runPromise(Lock.inspect(context(root), dir))
       expect(seen?.record, name).toBeNull()
       expect(seen?.problem, name).toContain("unreadable lock file")
       expect(await takes(root, dir), name).toBe("taken")
@@ -452,7 +452,7 @@ describe.runIf(Lock.processStat(process.pid) !== null)("lock holders", () => {
       while (Lock.processStat(sleeper.zombie)?.state !== "Z") await new Promise((resolve) => setImmediate(resolve))
       const names = [sleeper.pid, sleeper.zombie, deadPid()].map((pid) => `${Lock.LOCK_FILE}${FileOps.TEMP_PREFIX}${pid}-x`)
       for (const n of names) fs.writeFileSync(path.join(dir, n), "{}", { mode: 0o600 })
-      await Lock.clearStaleTemps(context(root), dir, names)
+      await Effect.runPromise(Lock.clearStaleTemps(context(root), dir, names))
       expect(fs.readdirSync(dir)).toEqual([names[0]])
     } finally {
       await sleeper.stop()

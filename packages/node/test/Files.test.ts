@@ -43,9 +43,9 @@ describe("Files", () => {
       const dir = path.join(root, "s")
       assert.isAbove(fs.readdirSync(dir).filter((n) => Files.segmentBase(n) !== null).length, 1)
       const ctx = Files.context(root)
-      for (const e of entries) assert.strictEqual(await Files.entryHashAt(ctx, dir, e.sequence), e.entry_hash)
-      assert.isNull(await Files.entryHashAt(ctx, dir, 200))
-      assert.isNull(await Files.entryHashAt(ctx, path.join(root, "missing"), 0))
+      for (const e of entries) assert.strictEqual(await Effect.runPromise(Files.entryHashAt(ctx, dir, e.sequence)), e.entry_hash)
+      assert.isNull(await Effect.runPromise(Files.entryHashAt(ctx, dir, 200)))
+      assert.isNull(await Effect.runPromise(Files.entryHashAt(ctx, path.join(root, "missing"), 0)))
     } finally {
       fs.rmSync(root, { recursive: true, force: true })
     }
@@ -58,10 +58,10 @@ describe("Files", () => {
       const dir = path.join(root, "d")
       fs.mkdirSync(dir, { mode: 0o755 })
       fs.chmodSync(dir, 0o755)
-      await Files.privateDir(ctx, dir)
+      await Effect.runPromise(Files.privateDir(ctx, dir))
       assert.strictEqual(fs.statSync(dir).mode & 0o777, 0o700)
       fs.symlinkSync(dir, path.join(root, "link"))
-      const error = await Files.privateDir(ctx, path.join(root, "link")).then(() => null, (e: unknown) => e)
+      const error = await Effect.runPromise(Files.privateDir(ctx, path.join(root, "link"))).then(() => null, (e: unknown) => e)
       assert.match(String((error as Error).message), /a symbolic link/)
     } finally {
       fs.rmSync(root, { recursive: true, force: true })

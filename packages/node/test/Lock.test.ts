@@ -4,6 +4,7 @@
  * files; only the timing of one call is held back).
  */
 import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import { SessionLocked } from "@session-journal/core"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -67,9 +68,9 @@ describe("Lock", () => {
         }
       }
     }
-    const a = Lock.acquire(context(root, fsA), dir, "s")
+    const a = Effect.runPromise(Lock.acquire(context(root, fsA), dir, "s"))
     while (!paused) await new Promise((resolve) => setImmediate(resolve))
-    const b = Lock.acquire(context(root, fsB), dir, "s")
+    const b = Effect.runPromise(Lock.acquire(context(root, fsB), dir, "s"))
     const [ra, rb] = await Promise.allSettled([a, b.finally(() => release())])
 
     const holders = [ra, rb].filter((r) => r.status === "fulfilled")
@@ -79,7 +80,7 @@ describe("Lock", () => {
     const held = (holders[0] as PromiseFulfilledResult<Lock.Held>).value
     const onDisk = JSON.parse(fs.readFileSync(lockPath, "utf8")) as Lock.LockRecord
     assert.strictEqual(onDisk.token, held.record.token)
-    await held.release()
+    await Effect.runPromise(held.release)
     assert.isFalse(fs.existsSync(lockPath))
     fs.rmSync(root, { recursive: true, force: true })
   })

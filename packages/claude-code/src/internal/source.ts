@@ -144,27 +144,22 @@ export const stamp = (file: string): Effect.Effect<Stamp | null, SourceError> =>
  * Claude Code's, often 0664 under a umask of 002, and custody means recording
  * what is there.
  */
-export const read = (file: string, maxBytes: number): Effect.Effect<Uint8Array, SourceError> =>
-  Effect.tryPromise({
-    try: async () => {
-      const c = ctx(path.dirname(file))
-      const st = await c.fs.lstat(file)
-      if (st.isSymbolicLink()) throw new Error("refused: a symbolic link")
-      if (!st.isFile()) throw new Error("refused: not a regular file")
-      let fh: Files.FileHandle
-      try {
-        fh = await c.fs.open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
-      } catch (e) {
-        if (Files.codeOf(e) === "ELOOP") throw new Error("refused: a symbolic link")
-        throw e
-      }
-      try {
-        const fst = await fh.stat()
-        if (fst.dev !== st.dev || fst.ino !== st.ino) throw new Error("refused: replaced between lstat and open")
-        return await Files.readBounded(c, fh, file, maxBytes)
-      } finally {
-        await Files.close(fh)
-      }
-    },
-    catch: (e) => fail(file, e)
+export const read = (file: string, maxBytes: number): Effect.Effect<Uint8Array, SourceError> => {
+  const c = ctx(path.dirname(file))
+  const refused = (reason: string) => fail(file, new Error(`refused: ${reason}`))
+  const attempt = <A>(f: () => Promise<A>) => Effect.tryPromise({ try: f, catch: (e) => fail(file, e) })
+  // Opened uninterruptibly (the acquire below) and closed on every exit.
+  const open = Effect.tryPromise({
+    try: () => c.fs.open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK),
+    catch: (e) => Files.codeOf(e) === "ELOOP" ? refused("a symbolic link") : fail(file, e)
   })
+  return Effect.flatMap(attempt(() => c.fs.lstat(file)), (st) => {
+    if (st.isSymbolicLink()) return Effect.fail(refused("a symbolic link"))
+    if (!st.isFile()) return Effect.fail(refused("not a regular file"))
+    return Files.withHandle(open, (fh) =>
+      Effect.flatMap(attempt(() => fh.stat()), (fst) =>
+        fst.dev !== st.dev || fst.ino !== st.ino
+          ? Effect.fail(refused("replaced between lstat and open"))
+          : Effect.mapError(Files.readBounded(c, fh, file, maxBytes), (e) => fail(file, e))))
+  })
+}

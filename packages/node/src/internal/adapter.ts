@@ -1,7 +1,7 @@
 /**
  * What the filesystem adapter and its maintenance functions share: resolved
- * options, session id checks, the edge between the async primitives and the
- * error channel, and taking a session's lock.
+ * options, session id checks, narrowing the typed errors to what a method
+ * declares, and taking a session's lock.
  */
 import {
   CorruptJournal,
@@ -17,6 +17,7 @@ import {
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import * as path from "node:path"
 import type { Options } from "../NodePersistence.ts"
 import * as Lock from "../Lock.ts"
@@ -72,46 +73,45 @@ export const resolve = (options: Options, fs: FileOps.Fs, clock: Clock.Clock): R
 
 export type Known = StorageError | CorruptJournal | SessionLocked | SessionNotFound | SequenceConflict | IntegrityViolation
 
-const isKnown = (e: unknown): e is Known =>
-  e instanceof StorageError || e instanceof CorruptJournal || e instanceof SessionLocked ||
-  e instanceof SessionNotFound || e instanceof SequenceConflict || e instanceof IntegrityViolation
-
-// The edge between the async primitives and the error channel: typed failures
-// pass through, anything else becomes a StorageError naming the operation.
-export const attempt = <A>(operation: string, where: string, f: () => Promise<A>): Effect.Effect<A, Known> =>
-  Effect.tryPromise({
-    try: f,
-    catch: (cause) => isKnown(cause) ? cause : new StorageError({ operation, path: where, cause })
-  })
-
+// Narrows the typed errors of a method to those it declares: any other one
+// becomes a StorageError naming the operation.
 export const narrow = <A, E extends Known>(effect: Effect.Effect<A, Known>, keep: ReadonlyArray<Known["_tag"]>, operation: string) =>
   Effect.catch(effect, (e): Effect.Effect<never, E> =>
     keep.includes(e._tag)
       ? Effect.fail(e as E)
-      : Effect.fail((e instanceof StorageError ? e : new StorageError({ operation, reason: e.message, cause: e })) as E))
+      : Effect.fail((e._tag === "StorageError" ? e : new StorageError({ operation, reason: e.message, cause: e })) as E))
 
 /**
  * Takes the lock of a session for maintenance or writing: confines the root,
  * creates the session directory when asked, takes the lock and clears temp files
- * left by dead writers.
+ * left by dead writers (a failure there releases the lock). Succeeds with null when
+ * the session directory does not exist and `create` is false. Taking the lock is
+ * uninterruptible and its release belongs to the scope, so an interruption never
+ * leaves it taken.
  */
-export const lockSession = async (r: Resolved, id: string, create: boolean): Promise<Lock.Held | null> => {
+export const lockSession = (
+  r: Resolved,
+  id: string,
+  create: boolean
+): Effect.Effect<Lock.Held | null, StorageError | SessionLocked, Scope.Scope> => {
   const dir = path.join(r.ctx.root, id)
-  await FileOps.checkDir(r.ctx, r.ctx.root)
-  if (create) await FileOps.ensureDir(r.ctx, dir, r.ctx.root)
-  else if (!(await FileOps.confineSessionDir(r.ctx, dir))) return null
-  const held = await Lock.acquire(r.ctx, dir, id)
-  try {
-    const names = await FileOps.listDir(r.ctx, dir)
-    for (const n of names) {
-      if (n.startsWith(FileOps.TEMP_PREFIX)) await FileOps.unlinkIfExists(r.ctx, path.join(dir, n))
-    }
-    await Lock.clearStaleTemps(r.ctx, dir, names)
-  } catch (e) {
-    await held.release().catch(() => undefined)
-    throw e
-  }
-  return held
+  const exists = Effect.andThen(
+    FileOps.checkDir(r.ctx, r.ctx.root),
+    create ? Effect.as(FileOps.ensureDir(r.ctx, dir, r.ctx.root), true) : FileOps.confineSessionDir(r.ctx, dir)
+  )
+  const take = Effect.flatMap(Lock.acquire(r.ctx, dir, id), (held) =>
+    Effect.gen(function*() {
+      const names = yield* FileOps.listDir(r.ctx, dir)
+      for (const n of names) {
+        if (n.startsWith(FileOps.TEMP_PREFIX)) yield* FileOps.unlinkIfExists(r.ctx, path.join(dir, n))
+      }
+      yield* Lock.clearStaleTemps(r.ctx, dir, names)
+      return held
+    }).pipe(Effect.onError(() => Effect.ignore(held.release))))
+  return Effect.flatMap(
+    exists,
+    (found) => found ? Effect.acquireRelease(take, (held) => Effect.ignore(held.release)) : Effect.succeed(null)
+  )
 }
 
 export const loadOptions = (

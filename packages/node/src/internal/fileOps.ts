@@ -4,11 +4,13 @@
  * each function's comment states the crash guarantee it gives and what the caller
  * must still do (DESIGN §6).
  *
- * The functions are plain async code over a small `Fs` interface (the calls the
- * adapter makes, with `node:fs/promises` as the default), so tests can inject a
- * failing filesystem that wraps the real one. Failures surface as the typed errors
- * of core (`StorageError`, `CorruptJournal`); the adapter maps them into the
- * Effect error channel at its edge.
+ * The functions are Effects over a small `Fs` interface (the calls the adapter
+ * makes, with `node:fs/promises` as the default), so tests can inject a failing
+ * filesystem that wraps the real one (`layerFs`). Each raw call is wrapped once
+ * (`call`): its failure is a `StorageError` naming the operation and the path, with
+ * the node error as its cause, in the typed error channel; damage is
+ * `CorruptJournal`. Descriptors are resources: opened uninterruptibly and closed
+ * on every exit (`withHandle`), so an interruption never leaks one.
  *
  * Confinement: Node has `O_NOFOLLOW` only for the last path component and no
  * `openat`, so every open is preceded by an lstat walk from the journal root (no

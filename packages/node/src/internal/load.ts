@@ -3,7 +3,8 @@
  * core's `Recovery` (DESIGN §6), and what the writer needs to know about where the
  * next bytes go.
  */
-import { Entry, JournalState, type Persistence, Recovery } from "@session-journal/core"
+import { type CorruptJournal, Entry, JournalState, type Persistence, Recovery, type StorageError } from "@session-journal/core"
+import * as Effect from "effect/Effect"
 import * as path from "node:path"
 import * as FileOps from "./fileOps.ts"
 import * as Segment from "./segment.ts"
@@ -19,10 +20,12 @@ export interface Listing {
 }
 
 /** Lists a session directory (which must be confined already). */
-export const listing = async (ctx: FileOps.Context, dir: string): Promise<Listing> => {
-  const names = await FileOps.listDir(ctx, dir)
-  return { names, segments: Segment.segmentsOf(names), hasCheckpoint: names.includes(CHECKPOINT_FILE) }
-}
+export const listing = (ctx: FileOps.Context, dir: string): Effect.Effect<Listing, StorageError> =>
+  Effect.map(FileOps.listDir(ctx, dir), (names) => ({
+    names,
+    segments: Segment.segmentsOf(names),
+    hasCheckpoint: names.includes(CHECKPOINT_FILE)
+  }))
 
 /** What the writer knows about the last segment after a load. */
 export interface LastSegment {
@@ -84,27 +87,22 @@ export interface LoadResult {
 const decoder = new TextDecoder("utf-8", { fatal: true })
 
 /** Reads a whole file of the session directory, checked and bounded. */
-export const readWhole = async (ctx: FileOps.Context, file: string): Promise<Uint8Array> => {
-  const fh = await FileOps.openRead(ctx, file)
-  try {
-    return await FileOps.readBounded(ctx, fh, file)
-  } finally {
-    await FileOps.close(fh)
-  }
-}
+export const readWhole = (ctx: FileOps.Context, file: string): Effect.Effect<Uint8Array, StorageError> =>
+  FileOps.withHandle(FileOps.openRead(ctx, file), (fh) => FileOps.readBounded(ctx, fh, file))
 
 /** Reads the checkpoint file as Recovery's input, with its size. */
-export const readCheckpoint = async (
+export const readCheckpoint = (
   ctx: FileOps.Context,
   dir: string
-): Promise<{ readonly input: Recovery.CheckpointInput; readonly size: number }> => {
+): Effect.Effect<{ readonly input: Recovery.CheckpointInput; readonly size: number }, StorageError> => {
   const file = path.join(dir, CHECKPOINT_FILE)
-  const raw = await readWhole(ctx, file)
-  try {
-    return { input: { _tag: "Document", document: JSON.parse(decoder.decode(raw)), location: file }, size: raw.length }
-  } catch {
-    return { input: { _tag: "Unreadable", reason: "checkpoint is not valid JSON", location: file }, size: raw.length }
-  }
+  return Effect.map(readWhole(ctx, file), (raw) => {
+    try {
+      return { input: { _tag: "Document", document: JSON.parse(decoder.decode(raw)), location: file }, size: raw.length }
+    } catch {
+      return { input: { _tag: "Unreadable", reason: "checkpoint is not valid JSON", location: file }, size: raw.length }
+    }
+  })
 }
 
 /** How to load: `load` from the checkpoint, or `verify` the whole history (Recovery's modes). */
@@ -128,13 +126,23 @@ export interface LoadOptions {
  * each record handed to the recovery with its file and byte offset. The adapter
  * only reads; every rule is the recovery's.
  */
-export const load = async (ctx: FileOps.Context, dir: string, id: string, options: LoadOptions): Promise<LoadResult> => {
-  const exists = await FileOps.confineSessionDir(ctx, dir)
-  const list: Listing = exists ? await listing(ctx, dir) : { names: [], segments: [], hasCheckpoint: false }
+export const load: (
+  ctx: FileOps.Context,
+  dir: string,
+  id: string,
+  options: LoadOptions
+) => Effect.Effect<LoadResult, StorageError | CorruptJournal> = Effect.fnUntraced(function*(
+  ctx: FileOps.Context,
+  dir: string,
+  id: string,
+  options: LoadOptions
+) {
+  const exists = yield* FileOps.confineSessionDir(ctx, dir)
+  const list: Listing = exists ? yield* listing(ctx, dir) : { names: [], segments: [], hasCheckpoint: false }
   let checkpointInput: Recovery.CheckpointInput = null
   let checkpointSize = 0
   if (list.hasCheckpoint) {
-    const cp = await readCheckpoint(ctx, dir)
+    const cp = yield* readCheckpoint(ctx, dir)
     checkpointInput = cp.input
     checkpointSize = cp.size
   }
@@ -181,11 +189,9 @@ export const load = async (ctx: FileOps.Context, dir: string, id: string, option
     let firstSequence: number | null = null
     let lastSequence: number | null = null
     recovery.offer({ _tag: "Segment", segment: file, base: seg.base })
-    const fh = await FileOps.openRead(ctx, file)
-    let scan: Segment.Scan
     let cpEnd = -1
-    try {
-      scan = await Segment.scan(ctx, fh, file, file, seg.base, 0, (record, offset, end) => {
+    const scan = yield* FileOps.withHandle(FileOps.openRead(ctx, file), (fh) =>
+      Segment.scan(ctx, fh, file, file, seg.base, 0, (record, offset, end) => {
         if (record._tag === "Meta") return recovery.offer({ _tag: "Meta", meta: record.meta })
         const entry = record.entry
         if (!recovery.offer({ _tag: "Entry", entry, segment: file, offset })) return false
@@ -199,10 +205,7 @@ export const load = async (ctx: FileOps.Context, dir: string, id: string, option
         firstSequence ??= entry.sequence
         lastSequence = entry.sequence
         return true
-      })
-    } finally {
-      await FileOps.close(fh)
-    }
+      }))
     const end = scan.end
     if (end._tag === "UnknownVersion") {
       recovery.offer({ _tag: "UnknownVersion", segment: file, offset: end.offset, version: end.v })
@@ -271,4 +274,4 @@ export const load = async (ctx: FileOps.Context, dir: string, id: string, option
     segments: reports,
     storedNext: outcome.storedNext
   }
-}
+})

@@ -16,7 +16,7 @@ import * as Effect from "effect/Effect"
 import * as path from "node:path"
 import * as Lock from "../Lock.ts"
 import type { Options } from "../NodePersistence.ts"
-import { attempt, invalidId, isSafeSessionId, loadOptions, lockSession, narrow, type Resolved, resolveWith } from "./adapter.ts"
+import { invalidId, isSafeSessionId, loadOptions, lockSession, narrow, type Resolved, resolveWith } from "./adapter.ts"
 import * as FileOps from "./fileOps.ts"
 import * as Segment from "./segment.ts"
 import * as Session from "./session.ts"
@@ -52,13 +52,13 @@ export interface InspectReport {
   readonly lock: null | { readonly holder: string; readonly alive: boolean }
 }
 
-const inspectAsync = async (r: Resolved, id: string, caps: JournalState.Caps | undefined): Promise<InspectReport> => {
+const inspectSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps: JournalState.Caps | undefined) {
   const ctx = r.ctx
   const dir = path.join(ctx.root, id)
-  if (!(await FileOps.confineSessionDir(ctx, dir))) throw new SessionNotFound({ id })
-  const files = await Session.listing(ctx, dir)
-  if (files.segments.length === 0 && !files.hasCheckpoint) throw new SessionNotFound({ id })
-  const verified = await Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
+  if (!(yield* FileOps.confineSessionDir(ctx, dir))) return yield* new SessionNotFound({ id })
+  const files = yield* Session.listing(ctx, dir)
+  if (files.segments.length === 0 && !files.hasCheckpoint) return yield* new SessionNotFound({ id })
+  const verified = yield* Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
   const recovery = verified.loaded.recovery
   const stopped = recovery.stopped
   const cp = verified.checkpoint
@@ -69,8 +69,8 @@ const inspectAsync = async (r: Resolved, id: string, caps: JournalState.Caps | u
     : stopped !== null && (stopped.reason === "checkpoint" || stopped.reason === "missing")
     ? { status: "mismatch", nextSequence: cp.next_sequence, detail: stopped.detail }
     : { status: "ok", nextSequence: cp.next_sequence, detail: null }
-  const lockInfo = await Lock.inspect(ctx, dir)
-  return {
+  const lockInfo = yield* Lock.inspect(ctx, dir)
+  const report: InspectReport = {
     id,
     ok: stopped === null && checkpoint.status !== "broken",
     recovery,
@@ -86,7 +86,8 @@ const inspectAsync = async (r: Resolved, id: string, caps: JournalState.Caps | u
         alive: lockInfo.alive
       }
   }
-}
+  return report
+})
 
 /**
  * Checks a session without changing it and without the lock (safe next to a
@@ -110,8 +111,7 @@ export const inspect = (
 ): Effect.Effect<InspectReport, StorageError | SessionNotFound> =>
   isSafeSessionId(id)
     ? narrow<InspectReport, StorageError | SessionNotFound>(
-      Effect.flatMap(resolveWith(options), (r) =>
-        attempt("inspect", path.join(r.ctx.root, id), () => inspectAsync(r, id, caps))),
+      Effect.flatMap(resolveWith(options), (r) => inspectSession(r, id, caps)),
       ["StorageError", "SessionNotFound"],
       "inspect"
     )
@@ -147,156 +147,158 @@ export interface RepairReport {
 /** Kind of the entry every repair appends. */
 export const RECOVERY_KIND = "recovery"
 
-const repairAsync = async (r: Resolved, id: string, caps: JournalState.Caps | undefined): Promise<RepairReport> => {
+// Runs in a scope that holds the session's lock until it closes.
+const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps: JournalState.Caps | undefined) {
   const ctx = r.ctx
   const dir = path.join(ctx.root, id)
-  const held = await lockSession(r, id, false)
-  if (held === null) throw new SessionNotFound({ id })
-  try {
-    const setAside: Array<string> = []
-    const truncated: Array<{ segment: string; length: number }> = []
-    const before = await Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
-    const claimed = await Session.load(ctx, dir, id, loadOptions(r, caps, "load"))
-    const previousHead = JournalState.head(claimed.loaded.state)
-    const claimedNext = Math.max(claimed.loaded.state.next_sequence, before.checkpoint?.next_sequence ?? 0)
-    // The records carry their own proof; the checkpoint is only a claim about them.
-    // So the cut is decided by the records alone, and the checkpoint is then
-    // checked against what remains.
-    // The caps live only in the checkpoint, which may be the forged part: the records
-    // are replayed under every candidate (the checkpoint's, the given ones, the
-    // defaults, entry_cap 0) and the caps under which they verify furthest are used.
-    let checkpointCaps = true
-    const recordsOnly = (): Session.LoadOptions => ({ ...loadOptions(r, caps, "verify"), ignoreCheckpoint: true, checkpointCaps })
-    let records = await Session.load(ctx, dir, id, recordsOnly())
-    for (const candidate of [caps, {}, { entry_cap: 0 }]) {
-      if (records.loaded.recovery.stopped === null) break
-      const tried = await Session.load(ctx, dir, id, { ...loadOptions(r, candidate, "verify"), ignoreCheckpoint: true, checkpointCaps: false })
-      if (tried.storedNext > records.storedNext) {
-        records = tried
-        caps = candidate
-        checkpointCaps = false
-      }
+  const held = yield* lockSession(r, id, false)
+  if (held === null) return yield* new SessionNotFound({ id })
+  const setAside: Array<string> = []
+  const truncated: Array<{ segment: string; length: number }> = []
+  const before = yield* Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
+  const claimed = yield* Session.load(ctx, dir, id, loadOptions(r, caps, "load"))
+  const previousHead = JournalState.head(claimed.loaded.state)
+  const claimedNext = Math.max(claimed.loaded.state.next_sequence, before.checkpoint?.next_sequence ?? 0)
+  // The records carry their own proof; the checkpoint is only a claim about them.
+  // So the cut is decided by the records alone, and the checkpoint is then
+  // checked against what remains.
+  // The caps live only in the checkpoint, which may be the forged part: the records
+  // are replayed under every candidate (the checkpoint's, the given ones, the
+  // defaults, entry_cap 0) and the caps under which they verify furthest are used.
+  let checkpointCaps = true
+  const recordsOnly = (): Session.LoadOptions => ({ ...loadOptions(r, caps, "verify"), ignoreCheckpoint: true, checkpointCaps })
+  let records = yield* Session.load(ctx, dir, id, recordsOnly())
+  for (const candidate of [caps, {}, { entry_cap: 0 }]) {
+    if (records.loaded.recovery.stopped === null) break
+    const tried = yield* Session.load(ctx, dir, id, { ...loadOptions(r, candidate, "verify"), ignoreCheckpoint: true, checkpointCaps: false })
+    if (tried.storedNext > records.storedNext) {
+      records = tried
+      caps = candidate
+      checkpointCaps = false
     }
-    let fullHistory = (records.listing.segments[0]?.base ?? 0) === 0
-    // A damaged line that is no entry (a garbled meta or open record, inserted
-    // garbage) is set aside alone when the records after it still continue the
-    // chain: the entries that verify stay where they are.
-    for (let round = 0; fullHistory && round < 64; round++) {
-      const stop = records.loaded.recovery.stopped
-      if (stop === null || stop.reason !== "corruption") break
-      const kept = await Session.dropLineIfChainContinues(ctx, dir, stop.segment, stop.offset, async () => {
-        const again = await Session.load(ctx, dir, id, recordsOnly())
-        return again.storedNext > records.storedNext || again.loaded.recovery.stopped === null
-      })
-      if (kept === null) break
-      setAside.push(kept)
-      records = await Session.load(ctx, dir, id, recordsOnly())
-      fullHistory = (records.listing.segments[0]?.base ?? 0) === 0
-    }
-    const problem = fullHistory
-      ? records.loaded.recovery.stopped
-      : claimed.loaded.recovery.stopped !== null && claimed.loaded.recovery.stopped.reason !== "missing" &&
-          claimed.loaded.recovery.stopped.reason !== "checkpoint"
-      ? claimed.loaded.recovery.stopped
-      : null
-    const torn = (fullHistory ? records : claimed).loaded.recovery.tornTail
-    const cut = problem ?? (torn === null ? null : { segment: torn.segment, offset: torn.offset, sequence: null })
-    let lostFrom: number | null = null
-    let seenNext = records.storedNext
-    for (const s of records.segments) if (s.lastSequence !== null) seenNext = Math.max(seenNext, s.lastSequence + 1)
-    if (cut !== null) {
-      const name = path.basename(cut.segment)
-      const base = Segment.parseName(name)
-      if (base !== null && cut.segment === path.join(dir, name)) {
-        if (problem !== null) lostFrom = problem.sequence ?? records.storedNext
-        // How far the bytes set aside reached, for the report of what is lost.
-        for (const s of records.listing.segments) {
-          if (s.base < base) continue
-          const highest = await Session.highestSequence(ctx, path.join(dir, s.name), s.base === base ? cut.offset : 0)
-          if (highest !== null) seenNext = Math.max(seenNext, highest + 1)
-        }
-        if (cut.offset === 0) setAside.push(await Session.moveAside(ctx, dir, name))
-        else {
-          setAside.push(await FileOps.copyAside(ctx, dir, name, cut.offset))
-          const fh = await FileOps.openWrite(ctx, cut.segment)
-          try {
-            await FileOps.call("ftruncate", cut.segment, () => fh.truncate(cut.offset))
-            await FileOps.call("fdatasync", cut.segment, () => fh.datasync())
-          } finally {
-            await FileOps.close(fh)
-          }
-          truncated.push({ segment: name, length: cut.offset })
-        }
-        // Everything after the damaged point is past the valid prefix: keep it aside.
-        for (const s of records.listing.segments) {
-          if (s.base > base) setAside.push(await Session.moveAside(ctx, dir, s.name))
-        }
-      }
-    }
-    let checkpointRebuilt = false
-    if (fullHistory) {
-      const remaining = await Session.load(ctx, dir, id, recordsOnly())
-      const check = await Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
-      const state = remaining.loaded.state
-      if (
-        remaining.loaded.recovery.stopped === null && check.listing.hasCheckpoint &&
-        (check.loaded.recovery.stopped !== null || check.checkpoint === null)
-      ) {
-        // The records verify and the checkpoint disagrees with them (or is broken):
-        // the checkpoint is what is wrong. Keep it aside, write the truth. (A missing
-        // checkpoint is no damage: every load rebuilds it from the records.)
-        setAside.push(await Session.moveAside(ctx, dir, Session.CHECKPOINT_FILE))
-        await Session.writeCheckpointFile(ctx, dir, state)
-        checkpointRebuilt = true
-        if (claimedNext > state.next_sequence) lostFrom ??= state.next_sequence
-      }
-    }
-    const lostTo = Math.max(claimedNext, seenNext) - 1
-    const lost = lostFrom !== null && lostTo >= lostFrom ? { from: lostFrom, to: lostTo } : null
-    let entry: Entry.Entry | null = null
-    if (setAside.length > 0 || truncated.length > 0 || checkpointRebuilt) {
-      // The chain tells its own history: what was set aside or lost, and the head
-      // the session claimed before.
-      const writer = new Session.Writer(ctx, dir, id, caps, { removeCheckpointedSegments: r.removeCheckpointedSegments })
-      try {
-        const loaded = (await writer.load()).loaded
-        if (loaded.recovery.stopped === null) {
-          const problemText = problem === null
-            ? torn !== null ? "torn tail" : "checkpoint disagrees with the stored records"
-            : `${problem.reason}: ${problem.detail}`
-          entry = JournalState.nextOther(loaded.state, Math.floor(ctx.clock.currentTimeMillisUnsafe() / 1000), RECOVERY_KIND, {
-            problem: problemText,
-            set_aside: setAside,
-            truncated: truncated.map((t) => ({ segment: t.segment, length: t.length })),
-            checkpoint_rebuilt: checkpointRebuilt,
-            lost,
-            previous_head: previousHead,
-            previous_next_sequence: claimedNext
-          })
-          const after = JournalState.fold(loaded.state, entry)
-          await writer.append({ after: Persistence.tipOf(loaded.state), entries: [entry], head: () => JournalState.head(after) })
-        }
-      } finally {
-        await writer.close()
-      }
-    }
-    const after = await Session.load(ctx, dir, id, loadOptions(r, caps, "load"))
-    return {
-      id,
-      before: before.loaded.recovery,
-      after: after.loaded.recovery,
-      setAside,
-      truncated,
-      checkpointRebuilt,
-      lost,
-      previousHead,
-      entry,
-      nextSequence: after.loaded.state.next_sequence
-    }
-  } finally {
-    await held.release().catch(() => undefined)
   }
-}
+  let fullHistory = (records.listing.segments[0]?.base ?? 0) === 0
+  // A damaged line that is no entry (a garbled meta or open record, inserted
+  // garbage) is set aside alone when the records after it still continue the
+  // chain: the entries that verify stay where they are.
+  for (let round = 0; fullHistory && round < 64; round++) {
+    const stop = records.loaded.recovery.stopped
+    if (stop === null || stop.reason !== "corruption") break
+    const before = records
+    const kept = yield* Session.dropLineIfChainContinues(
+      ctx,
+      dir,
+      stop.segment,
+      stop.offset,
+      Effect.map(
+        Session.load(ctx, dir, id, recordsOnly()),
+        (again) => again.storedNext > before.storedNext || again.loaded.recovery.stopped === null
+      )
+    )
+    if (kept === null) break
+    setAside.push(kept)
+    records = yield* Session.load(ctx, dir, id, recordsOnly())
+    fullHistory = (records.listing.segments[0]?.base ?? 0) === 0
+  }
+  const problem = fullHistory
+    ? records.loaded.recovery.stopped
+    : claimed.loaded.recovery.stopped !== null && claimed.loaded.recovery.stopped.reason !== "missing" &&
+        claimed.loaded.recovery.stopped.reason !== "checkpoint"
+    ? claimed.loaded.recovery.stopped
+    : null
+  const torn = (fullHistory ? records : claimed).loaded.recovery.tornTail
+  const cut = problem ?? (torn === null ? null : { segment: torn.segment, offset: torn.offset, sequence: null })
+  let lostFrom: number | null = null
+  let seenNext = records.storedNext
+  for (const s of records.segments) if (s.lastSequence !== null) seenNext = Math.max(seenNext, s.lastSequence + 1)
+  if (cut !== null) {
+    const name = path.basename(cut.segment)
+    const base = Segment.parseName(name)
+    if (base !== null && cut.segment === path.join(dir, name)) {
+      if (problem !== null) lostFrom = problem.sequence ?? records.storedNext
+      // How far the bytes set aside reached, for the report of what is lost.
+      for (const s of records.listing.segments) {
+        if (s.base < base) continue
+        const highest = yield* Session.highestSequence(ctx, path.join(dir, s.name), s.base === base ? cut.offset : 0)
+        if (highest !== null) seenNext = Math.max(seenNext, highest + 1)
+      }
+      if (cut.offset === 0) setAside.push(yield* Session.moveAside(ctx, dir, name))
+      else {
+        setAside.push(yield* FileOps.copyAside(ctx, dir, name, cut.offset))
+        yield* FileOps.withHandle(FileOps.openWrite(ctx, cut.segment), (fh) =>
+          Effect.andThen(
+            FileOps.call("ftruncate", cut.segment, () => fh.truncate(cut.offset)),
+            FileOps.call("fdatasync", cut.segment, () => fh.datasync())
+          ))
+        truncated.push({ segment: name, length: cut.offset })
+      }
+      // Everything after the damaged point is past the valid prefix: keep it aside.
+      for (const s of records.listing.segments) {
+        if (s.base > base) setAside.push(yield* Session.moveAside(ctx, dir, s.name))
+      }
+    }
+  }
+  let checkpointRebuilt = false
+  if (fullHistory) {
+    const remaining = yield* Session.load(ctx, dir, id, recordsOnly())
+    const check = yield* Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
+    const state = remaining.loaded.state
+    if (
+      remaining.loaded.recovery.stopped === null && check.listing.hasCheckpoint &&
+      (check.loaded.recovery.stopped !== null || check.checkpoint === null)
+    ) {
+      // The records verify and the checkpoint disagrees with them (or is broken):
+      // the checkpoint is what is wrong. Keep it aside, write the truth. (A missing
+      // checkpoint is no damage: every load rebuilds it from the records.)
+      setAside.push(yield* Session.moveAside(ctx, dir, Session.CHECKPOINT_FILE))
+      yield* Session.writeCheckpointFile(ctx, dir, state)
+      checkpointRebuilt = true
+      if (claimedNext > state.next_sequence) lostFrom ??= state.next_sequence
+    }
+  }
+  const lostTo = Math.max(claimedNext, seenNext) - 1
+  const lost = lostFrom !== null && lostTo >= lostFrom ? { from: lostFrom, to: lostTo } : null
+  let entry: Entry.Entry | null = null
+  if (setAside.length > 0 || truncated.length > 0 || checkpointRebuilt) {
+    // The chain tells its own history: what was set aside or lost, and the head
+    // the session claimed before.
+    const writer = new Session.Writer(ctx, dir, id, caps, { removeCheckpointedSegments: r.removeCheckpointedSegments })
+    entry = yield* Effect.ensuring(Effect.gen(function*() {
+      const loaded = (yield* writer.load()).loaded
+      if (loaded.recovery.stopped === null) {
+        const problemText = problem === null
+          ? torn !== null ? "torn tail" : "checkpoint disagrees with the stored records"
+          : `${problem.reason}: ${problem.detail}`
+        const recoveryEntry = JournalState.nextOther(loaded.state, Math.floor(ctx.clock.currentTimeMillisUnsafe() / 1000), RECOVERY_KIND, {
+          problem: problemText,
+          set_aside: setAside,
+          truncated: truncated.map((t) => ({ segment: t.segment, length: t.length })),
+          checkpoint_rebuilt: checkpointRebuilt,
+          lost,
+          previous_head: previousHead,
+          previous_next_sequence: claimedNext
+        })
+        const after = JournalState.fold(loaded.state, recoveryEntry)
+        yield* writer.append({ after: Persistence.tipOf(loaded.state), entries: [recoveryEntry], head: () => JournalState.head(after) })
+        return recoveryEntry
+      }
+      return null
+    }), writer.close())
+  }
+  const after = yield* Session.load(ctx, dir, id, loadOptions(r, caps, "load"))
+  return {
+    id,
+    before: before.loaded.recovery,
+    after: after.loaded.recovery,
+    setAside,
+    truncated,
+    checkpointRebuilt,
+    lost,
+    previousHead,
+    entry,
+    nextSequence: after.loaded.state.next_sequence
+  }
+})
 
 /**
  * Makes a damaged session writable again without deleting a byte: takes the
@@ -322,8 +324,7 @@ export const repair = (
 ): Effect.Effect<RepairReport, StorageError | SessionLocked | SessionNotFound | CorruptJournal> =>
   isSafeSessionId(id)
     ? narrow<RepairReport, StorageError | SessionLocked | SessionNotFound | CorruptJournal>(
-      Effect.flatMap(resolveWith(options), (r) =>
-        attempt("repair", path.join(r.ctx.root, id), () => repairAsync(r, id, caps))),
+      Effect.flatMap(resolveWith(options), (r) => Effect.scoped(repairSession(r, id, caps))),
       ["StorageError", "SessionLocked", "SessionNotFound", "CorruptJournal"],
       "repair"
     )

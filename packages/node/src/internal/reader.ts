@@ -2,23 +2,24 @@
  * Reading stored entries from a sequence on, a page at a time: shared by
  * `history`, `follow` and the writer's checks of stored hashes.
  */
-import { CorruptJournal, type Entry, StorageError } from "@session-journal/core"
+import { CorruptJournal, type Entry, type StorageError } from "@session-journal/core"
+import * as Effect from "effect/Effect"
 import * as path from "node:path"
 import * as FileOps from "./fileOps.ts"
 import { listing } from "./load.ts"
 import * as Segment from "./segment.ts"
 
 /** The `entry_hash` of the stored entries from `from` on, at most `count` of them. */
-export const readRange = async (ctx: FileOps.Context, dir: string, from: number, count: number): Promise<Map<number, string>> => {
+export const readRange = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: string, from: number, count: number) {
   const reader = new Reader(ctx, dir, from)
   const out = new Map<number, string>()
   while (out.size < count) {
-    const page = await reader.page(Math.min(512, count - out.size))
+    const page = yield* reader.page(Math.min(512, count - out.size))
     for (const e of page.entries) out.set(e.sequence, e.entry_hash)
     if (page.atEnd) break
   }
   return out
-}
+})
 
 /**
  * A cursor over the stored entries of one session from a sequence on, reading a
@@ -48,8 +49,12 @@ export class Reader {
     this.expected = Math.max(0, from)
   }
 
-  private async position(): Promise<boolean> {
-    const list = await listing(this.ctx, this.dir)
+  private position(): Effect.Effect<boolean, StorageError> {
+    return Effect.map(listing(this.ctx, this.dir), (list) => this.positionIn(list.segments))
+  }
+
+  private positionIn(segments: ReadonlyArray<{ readonly name: string; readonly base: number }>): boolean {
+    const list = { segments }
     if (list.segments.length === 0) return false
     let chosen = list.segments[0]!
     for (const s of list.segments) if (s.base <= this.expected) chosen = s
@@ -62,30 +67,36 @@ export class Reader {
   }
 
   /** Up to `max` entries; `atEnd` when the stored entries are exhausted for now. */
-  async page(max: number): Promise<{ readonly entries: Array<Entry.Entry>; readonly atEnd: boolean }> {
-    const out: Array<Entry.Entry> = []
-    for (;;) {
-      if (this.segment === null && !(await this.position())) return { entries: out, atEnd: true }
-      const seg = this.segment!
-      const file = path.join(this.dir, seg.name)
-      let fh: FileOps.FileHandle
-      try {
-        fh = await FileOps.openRead(this.ctx, file)
-      } catch (e) {
-        if (e instanceof StorageError && FileOps.codeOf(e.cause) === "ENOENT") {
-          // Removed by retention or a repair while we read: find our place again.
-          this.segment = null
-          if (!(await this.position())) return { entries: out, atEnd: true }
-          continue
-        }
-        throw e
+  page(max: number): Effect.Effect<{ readonly entries: Array<Entry.Entry>; readonly atEnd: boolean }, StorageError | CorruptJournal> {
+    const self = this
+    return Effect.gen(function*() {
+      const out: Array<Entry.Entry> = []
+      for (;;) {
+        const more = yield* self.pageStep(out, max)
+        if (more !== null) return more
       }
-      let consumed = this.offset
+    })
+  }
+
+  // One segment's worth of a page: the page when it is complete, null to go on.
+  private pageStep(
+    out: Array<Entry.Entry>,
+    max: number
+  ): Effect.Effect<null | { readonly entries: Array<Entry.Entry>; readonly atEnd: boolean }, StorageError | CorruptJournal> {
+    const self = this
+    return Effect.gen(function*() {
+      if (self.segment === null && !(yield* self.position())) return { entries: out, atEnd: true }
+      const seg = self.segment!
+      const file = path.join(self.dir, seg.name)
+      let consumed = self.offset
       let gap: CorruptJournal | null = null
-      const fromStart = this.offset === 0 && this.lastInSegment === null
-      let scan: Segment.Scan
-      try {
-        scan = await Segment.scan(this.ctx, fh, file, file, seg.base, this.offset, (record, offset, end) => {
+      const fromStart = self.offset === 0 && self.lastInSegment === null
+      // A segment removed by retention or a repair while we read: null.
+      const opened = FileOps.openRead(self.ctx, file).pipe(
+        Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT"), () => Effect.succeed(null))
+      )
+      const scanned = yield* Effect.acquireUseRelease(opened, (fh) =>
+        fh === null ? Effect.succeed(null) : Segment.scan(self.ctx, fh, file, file, seg.base, self.offset, (record, offset, end) => {
           if (record._tag === "Meta") {
             consumed = end
             return true
@@ -93,8 +104,8 @@ export class Reader {
           const e = record.entry
           // Records of a segment run base, base + 1, …: anything else is a forged or
           // misplaced record, never skipped as a harmless duplicate.
-          const expectedHere = this.lastInSegment !== null ? this.lastInSegment + 1 : fromStart ? seg.base : null
-          if (expectedHere !== null && e.sequence < expectedHere && this.seen.get(e.sequence) === e.entry_hash) {
+          const expectedHere = self.lastInSegment !== null ? self.lastInSegment + 1 : fromStart ? seg.base : null
+          if (expectedHere !== null && e.sequence < expectedHere && self.seen.get(e.sequence) === e.entry_hash) {
             // An identical re-append of an entry already read here: harmless, as in Recovery.
             consumed = end
             return true
@@ -107,55 +118,58 @@ export class Reader {
             })
             return false
           }
-          if (e.sequence < this.expected) {
+          if (e.sequence < self.expected) {
             consumed = end
-            this.lastInSegment = e.sequence
-            this.remember(e)
+            self.lastInSegment = e.sequence
+            self.remember(e)
             return true
           }
-          if (e.sequence > this.expected) {
-            gap = new CorruptJournal({ segment: file, offset, reason: `expected sequence ${this.expected}, found ${e.sequence}` })
+          if (e.sequence > self.expected) {
+            gap = new CorruptJournal({ segment: file, offset, reason: `expected sequence ${self.expected}, found ${e.sequence}` })
             return false
           }
           if (out.length >= max) return false
           out.push(e)
-          this.expected++
+          self.expected++
           consumed = end
-          this.lastInSegment = e.sequence
-          this.remember(e)
+          self.lastInSegment = e.sequence
+          self.remember(e)
           return true
-        })
-      } finally {
-        await FileOps.close(fh)
+        }), (fh) => fh === null ? Effect.void : FileOps.close(fh))
+      if (scanned === null) {
+        // Find our place again.
+        self.segment = null
+        return (yield* self.position()) ? null : { entries: out, atEnd: true }
       }
-      this.offset = consumed
-      if (gap !== null) throw gap
-      const end = scan.end
+      self.offset = consumed
+      const found = gap as CorruptJournal | null
+      if (found !== null) return yield* found
+      const end = scanned.end
       if (end._tag === "Halted") return { entries: out, atEnd: false }
       if (end._tag === "Damaged" && end.more) {
-        throw new CorruptJournal({ segment: file, offset: end.offset, reason: `${end.reason}, followed by more data` })
+        return yield* new CorruptJournal({ segment: file, offset: end.offset, reason: `${end.reason}, followed by more data` })
       }
-      const list = await listing(this.ctx, this.dir)
+      const list = yield* listing(self.ctx, self.dir)
       const next = list.segments.find((s) => s.base > seg.base)
       if (next === undefined) return { entries: out, atEnd: true }
-      if (end._tag !== "Clean" || next.base > this.expected) {
+      if (end._tag !== "Clean" || next.base > self.expected) {
         // A later segment exists, so this one is complete; re-read it once in case
         // the writer finished it after our read, then call it what it is.
-        if (this.rescans++ === 0) continue
+        if (self.rescans++ === 0) return null
         if (end._tag === "UnknownVersion") return { entries: out, atEnd: true }
-        throw new CorruptJournal({
+        return yield* new CorruptJournal({
           segment: file,
-          offset: end._tag === "Damaged" ? end.offset : this.offset,
+          offset: end._tag === "Damaged" ? end.offset : self.offset,
           reason: end._tag === "Damaged"
             ? `${end.reason}, followed by segment ${next.name}`
-            : `segment ${next.name} starts at ${next.base}, expected ${this.expected}`
+            : `segment ${next.name} starts at ${next.base}, expected ${self.expected}`
         })
       }
-      this.rescans = 0
-      this.segment = next
-      this.offset = 0
-      this.lastInSegment = null
-      if (out.length >= max) return { entries: out, atEnd: false }
-    }
+      self.rescans = 0
+      self.segment = next
+      self.offset = 0
+      self.lastInSegment = null
+      return out.length >= max ? { entries: out, atEnd: false } : null
+    })
   }
 }

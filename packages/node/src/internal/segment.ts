@@ -4,10 +4,12 @@
  * unparsable last line) from damage followed by more bytes (corruption).
  */
 import { Entry, SessionMeta } from "@session-journal/core"
+import type { CorruptJournal, StorageError } from "@session-journal/core"
+import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type { Context, FileHandle } from "./fileOps.ts"
-import { boundedSize, LineReader } from "./fileOps.ts"
+import { boundedSize, type Line, LineReader, NeedIo } from "./fileOps.ts"
 
 /** Schema version of the records this release writes and reads. */
 export const VERSION = 1
@@ -151,57 +153,84 @@ export interface Scan {
   readonly end: End
 }
 
+/** What a scan hands to its visitor: an entry or a metadata record. */
+export type Visited = Extract<Record, { _tag: "Entry" | "Meta" }>
+
 /**
  * Reads every record of a segment from `start` (0, or the offset of a record
  * boundary) and hands entries and metadata to `visit`, which returns false to stop.
  * The first line must be the open record with the segment's own base. Reading is
  * bounded (file size and line length, see `fileOps`).
+ *
+ * One Effect per chunk read, not per line: the lines of a chunk are split and
+ * parsed synchronously (`LineReader.poll`).
  */
-export const scan = async (
+export const scan = (
   ctx: Context,
   fh: FileHandle,
   file: string,
   label: string,
   base: number,
   start: number,
-  visit: (record: Extract<Record, { _tag: "Entry" | "Meta" }>, offset: number, end: number) => boolean
-): Promise<Scan> => {
-  const size = await boundedSize(ctx, fh, file)
-  const reader = new LineReader(ctx, fh, file, label, start, size)
-  let validEnd = start
-  let first = start === 0
-  for (;;) {
-    const item = await reader.next()
-    if (item === null) return { size, validEnd, end: { _tag: "Clean" } }
-    const lineEnd = item.offset + item.line.length + 1
-    if (!item.complete) {
-      const zeros = item.zeros === true || isZeros(item.line)
-      return damagedAt(size, validEnd, item.offset, lineEnd, zeros ? "zero-filled tail" : "incomplete last line", false, zeros)
-    }
-    const record = parseLine(item.line)
-    if (first) {
-      first = false
-      if (record._tag === "Open" && record.base === base) {
-        validEnd = lineEnd
-        continue
+  visit: (record: Visited, offset: number, end: number) => boolean
+): Effect.Effect<Scan, StorageError | CorruptJournal> =>
+  Effect.flatMap(boundedSize(ctx, fh, file), (size) => {
+    const reader = new LineReader(ctx, fh, file, label, start, size)
+    const state: ScanState = { size, validEnd: start, first: start === 0 }
+    const loop: Effect.Effect<Scan, StorageError | CorruptJournal> = Effect.suspend(() => {
+      for (;;) {
+        const item = reader.poll()
+        if (item === NeedIo) return Effect.flatMap(reader.io(), () => loop)
+        const done = step(state, base, item, visit)
+        if (done !== null) return Effect.succeed(done)
       }
-      if (record._tag === "UnknownVersion") return { size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } }
-      const reason = record._tag === "Open" ? `open record names base ${record.base}, file ${base}` : "missing open record"
-      return damagedAt(size, validEnd, item.offset, lineEnd, reason, true, false)
+    })
+    return loop
+  })
+
+interface ScanState {
+  readonly size: number
+  validEnd: number
+  first: boolean
+}
+
+// One line of a scan: null to go on, or how the scan ended.
+const step = (
+  state: ScanState,
+  base: number,
+  item: Line | null,
+  visit: (record: Visited, offset: number, end: number) => boolean
+): Scan | null => {
+  const { size, validEnd } = state
+  if (item === null) return { size, validEnd, end: { _tag: "Clean" } }
+  const lineEnd = item.offset + item.line.length + 1
+  if (!item.complete) {
+    const zeros = item.zeros === true || isZeros(item.line)
+    return damagedAt(size, validEnd, item.offset, lineEnd, zeros ? "zero-filled tail" : "incomplete last line", false, zeros)
+  }
+  const record = parseLine(item.line)
+  if (state.first) {
+    state.first = false
+    if (record._tag === "Open" && record.base === base) {
+      state.validEnd = lineEnd
+      return null
     }
-    switch (record._tag) {
-      case "Entry":
-      case "Meta":
-        if (!visit(record, item.offset, lineEnd)) return { size, validEnd, end: { _tag: "Halted", offset: item.offset } }
-        validEnd = lineEnd
-        break
-      case "UnknownVersion":
-        return { size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } }
-      case "Open":
-        return damagedAt(size, validEnd, item.offset, lineEnd, "open record inside a segment", true, false)
-      case "Damaged":
-        // A line of zeros ended by a newline is written data, not a zero-filled tail.
-        return damagedAt(size, validEnd, item.offset, lineEnd, record.reason, true, false)
-    }
+    if (record._tag === "UnknownVersion") return { size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } }
+    const reason = record._tag === "Open" ? `open record names base ${record.base}, file ${base}` : "missing open record"
+    return damagedAt(size, validEnd, item.offset, lineEnd, reason, true, false)
+  }
+  switch (record._tag) {
+    case "Entry":
+    case "Meta":
+      if (!visit(record, item.offset, lineEnd)) return { size, validEnd, end: { _tag: "Halted", offset: item.offset } }
+      state.validEnd = lineEnd
+      return null
+    case "UnknownVersion":
+      return { size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } }
+    case "Open":
+      return damagedAt(size, validEnd, item.offset, lineEnd, "open record inside a segment", true, false)
+    case "Damaged":
+      // A line of zeros ended by a newline is written data, not a zero-filled tail.
+      return damagedAt(size, validEnd, item.offset, lineEnd, record.reason, true, false)
   }
 }

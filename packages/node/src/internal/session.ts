@@ -3,6 +3,8 @@
  * (`writer.ts`), the paged reader (`reader.ts`), and the line surgery `repair`
  * needs (here).
  */
+import type { CorruptJournal, StorageError } from "@session-journal/core"
+import * as Effect from "effect/Effect"
 import * as path from "node:path"
 import * as FileOps from "./fileOps.ts"
 import { readWhole } from "./load.ts"
@@ -15,56 +17,61 @@ export * from "./writer.ts"
 /**
  * The highest entry sequence that any parseable record of `file` from byte `from`
  * on names, skipping what does not parse: how far the bytes that a repair sets
- * aside reached, for its report of what was lost.
+ * aside reached, for its report of what was lost. A line over the bound ends the
+ * reading there.
  */
-export const highestSequence = async (ctx: FileOps.Context, file: string, from: number): Promise<number | null> => {
-  const fh = await FileOps.openRead(ctx, file)
-  try {
-    const size = await FileOps.boundedSize(ctx, fh, file)
-    const reader = new FileOps.LineReader(ctx, fh, file, file, from, size)
-    let highest: number | null = null
-    for (;;) {
-      const item = await reader.next().catch(() => null)
-      if (item === null) return highest
-      const record = Segment.parseLine(item.line)
-      if (record._tag === "Entry") highest = Math.max(highest ?? 0, record.entry.sequence)
-    }
-  } finally {
-    await FileOps.close(fh)
-  }
-}
+export const highestSequence = (ctx: FileOps.Context, file: string, from: number): Effect.Effect<number | null, StorageError> =>
+  FileOps.withHandle(FileOps.openRead(ctx, file), (fh) =>
+    Effect.flatMap(FileOps.boundedSize(ctx, fh, file), (size) => {
+      const reader = new FileOps.LineReader(ctx, fh, file, file, from, size)
+      let highest: number | null = null
+      const loop: Effect.Effect<number | null> = Effect.suspend(() => {
+        for (;;) {
+          const item = reader.poll()
+          if (item === FileOps.NeedIo) {
+            return reader.io().pipe(
+              Effect.matchEffect({ onFailure: () => Effect.succeed(highest), onSuccess: () => loop })
+            )
+          }
+          if (item === null) return Effect.succeed(highest)
+          const record = Segment.parseLine(item.line)
+          if (record._tag === "Entry") highest = Math.max(highest ?? 0, record.entry.sequence)
+        }
+      })
+      return loop
+    }))
 
 /**
  * For `repair`: when the line at `offset` of `file` is complete and is not an entry,
  * rewrites the segment without it (the line kept in `<segment>.damaged-<offset>`,
  * the segment replaced atomically) and asks `better` whether the records now verify
- * further; if not, puts the segment back as it was. Returns the side file's name,
- * or null when nothing was changed.
+ * further; if not, puts the segment back as it was. Succeeds with the side file's
+ * name, or null when nothing was changed.
  */
-export const dropLineIfChainContinues = async (
+export const dropLineIfChainContinues = Effect.fnUntraced(function*(
   ctx: FileOps.Context,
   dir: string,
   file: string,
   offset: number,
-  better: () => Promise<boolean>
-): Promise<string | null> => {
+  better: Effect.Effect<boolean, StorageError | CorruptJournal>
+) {
   const name = path.basename(file)
   if (Segment.parseName(name) === null || file !== path.join(dir, name)) return null
-  const bytes = await readWhole(ctx, file)
+  const bytes = yield* readWhole(ctx, file)
   const end = bytes.indexOf(10, offset)
   if (offset === 0 || end < 0 || end + 1 >= bytes.length) return null
   const line = bytes.subarray(offset, end + 1)
   if (Segment.parseLine(line.subarray(0, line.length - 1))._tag === "Entry") return null
-  const names = new Set(await FileOps.listDir(ctx, dir))
+  const names = new Set(yield* FileOps.listDir(ctx, dir))
   let side = `${name}.damaged-${offset}`
   for (let n = 1; names.has(side); n++) side = `${name}.damaged-${offset}.${n}`
-  await FileOps.atomicReplace(ctx, dir, side, line)
+  yield* FileOps.atomicReplace(ctx, dir, side, line)
   const without = new Uint8Array(bytes.length - line.length)
   without.set(bytes.subarray(0, offset), 0)
   without.set(bytes.subarray(end + 1), offset)
-  await FileOps.atomicReplace(ctx, dir, name, without)
-  if (await better()) return side
-  await FileOps.atomicReplace(ctx, dir, name, bytes)
-  await FileOps.unlinkIfExists(ctx, path.join(dir, side))
+  yield* FileOps.atomicReplace(ctx, dir, name, without)
+  if (yield* better) return side
+  yield* FileOps.atomicReplace(ctx, dir, name, bytes)
+  yield* FileOps.unlinkIfExists(ctx, path.join(dir, side))
   return null
-}
+})

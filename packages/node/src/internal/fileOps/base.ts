@@ -4,8 +4,9 @@
  */
 import type { Stats } from "node:fs"
 import type * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import * as fsp from "node:fs/promises"
-import { CorruptJournal, StorageError } from "@session-journal/core"
+import { StorageError } from "@session-journal/core"
 
 /**
  * The calls made on an open file. `node:fs/promises`' `FileHandle` satisfies it.
@@ -85,12 +86,18 @@ export const codeOf = (cause: unknown): string | undefined =>
     ? cause.code
     : undefined
 
-/** Runs one filesystem call, turning a failure into a `StorageError` naming it. */
-export const call = async <A>(operation: string, p: string, f: () => Promise<A>): Promise<A> => {
-  try {
-    return await f()
-  } catch (cause) {
-    if (cause instanceof StorageError || cause instanceof CorruptJournal) throw cause
-    throw new StorageError({ operation, path: p, cause })
-  }
-}
+/**
+ * Runs one filesystem call as an Effect: a rejection (or a throw) becomes a
+ * `StorageError` naming the operation and the path, with the node error as its
+ * cause (`codeOf(e.cause)` tells ENOENT from the rest).
+ *
+ * Interrupting it abandons the pending call, whose result is then lost: a call
+ * that yields a resource (an open) must run uninterruptibly, as the acquire of
+ * `Effect.acquireUseRelease` / `acquireRelease` does.
+ */
+export const call = <A>(operation: string, p: string, f: () => Promise<A>): Effect.Effect<A, StorageError> =>
+  Effect.tryPromise({ try: f, catch: (cause) => new StorageError({ operation, path: p, cause }) })
+
+/** Whether a typed failure is a `StorageError` whose node error has code `code`. */
+export const hasCode = (e: { readonly _tag: string }, code: string): boolean =>
+  e._tag === "StorageError" && codeOf((e as StorageError).cause) === code

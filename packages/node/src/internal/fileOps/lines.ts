@@ -2,47 +2,46 @@
  * Bounded reads of an opened file and the line reader that segment scans use.
  */
 import { CorruptJournal, StorageError } from "@session-journal/core"
+import * as Effect from "effect/Effect"
 import { call, type Context, type FileHandle } from "./base.ts"
 
 /** Reads `length` bytes at `position` (fewer at the end of the file). */
-export const readAt = async (fh: FileHandle, file: string, position: number, length: number): Promise<Uint8Array> => {
+export const readAt = (fh: FileHandle, file: string, position: number, length: number): Effect.Effect<Uint8Array, StorageError> => {
   const buf = new Uint8Array(length)
-  let done = 0
-  while (done < length) {
-    const { bytesRead } = await call("read", file, () => fh.read(buf, done, length - done, position + done))
-    if (bytesRead === 0) break
-    done += bytesRead
-  }
-  return done === length ? buf : buf.subarray(0, done)
+  // One call per read: a short read (rare) takes another round.
+  const from = (done: number): Effect.Effect<Uint8Array, StorageError> =>
+    done >= length
+      ? Effect.succeed(buf)
+      : Effect.flatMap(call("read", file, () => fh.read(buf, done, length - done, position + done)), ({ bytesRead }) =>
+        bytesRead === 0 ? Effect.succeed(buf.subarray(0, done)) : from(done + bytesRead))
+  return from(0)
 }
 
 /**
  * The size of an opened file, refusing files above the read bound before a byte
  * is read (so a huge or sparse file costs no memory).
  */
-export const boundedSize = async (ctx: Context, fh: FileHandle, file: string): Promise<number> => {
-  const st = await call("fstat", file, () => fh.stat())
-  if (st.size > ctx.maxFileBytes) {
-    throw new StorageError({
-      operation: "read",
-      path: file,
-      reason: `file is ${st.size} bytes, above the read bound of ${ctx.maxFileBytes} bytes`
-    })
-  }
-  return st.size
-}
+export const boundedSize = (ctx: Context, fh: FileHandle, file: string): Effect.Effect<number, StorageError> =>
+  Effect.flatMap(call("fstat", file, () => fh.stat()), (st) =>
+    st.size > ctx.maxFileBytes
+      ? Effect.fail(
+        new StorageError({
+          operation: "read",
+          path: file,
+          reason: `file is ${st.size} bytes, above the read bound of ${ctx.maxFileBytes} bytes`
+        })
+      )
+      : Effect.succeed(st.size))
 
 /**
  * Bounded read of a whole file on an opened handle: refuses files above `limit`
  * (default the 1 GiB bound) by their fstat size, before reading.
  */
-export const readBounded = async (ctx: Context, fh: FileHandle, file: string, limit?: number): Promise<Uint8Array> => {
-  const size = await boundedSize(ctx, fh, file)
-  if (limit !== undefined && size > limit) {
-    throw new StorageError({ operation: "read", path: file, reason: `file is ${size} bytes, above the bound of ${limit} bytes` })
-  }
-  return await readAt(fh, file, 0, size)
-}
+export const readBounded = (ctx: Context, fh: FileHandle, file: string, limit?: number): Effect.Effect<Uint8Array, StorageError> =>
+  Effect.flatMap(boundedSize(ctx, fh, file), (size) =>
+    limit !== undefined && size > limit
+      ? Effect.fail(new StorageError({ operation: "read", path: file, reason: `file is ${size} bytes, above the bound of ${limit} bytes` }))
+      : readAt(fh, file, 0, size))
 
 /** One line handed out by `LineReader`. */
 export interface Line {
@@ -80,17 +79,25 @@ export const allZero = (bytes: Uint8Array): boolean => {
  * chunks (never more than `ZERO_CHUNK` bytes held). A file that ends before `end`
  * (trimmed under us) ends the run there.
  */
-const zerosTo = async (fh: FileHandle, file: string, from: number, end: number): Promise<boolean> => {
+const zerosTo = (fh: FileHandle, file: string, from: number, end: number): Effect.Effect<boolean, StorageError> => {
   const scratch = new Uint8Array(Math.min(ZERO_CHUNK, Math.max(0, end - from)))
-  for (let pos = from; pos < end;) {
+  const at = (pos: number): Effect.Effect<boolean, StorageError> => {
+    if (pos >= end) return Effect.succeed(true)
     const want = Math.min(scratch.length, end - pos)
-    const { bytesRead } = await call("read", file, () => fh.read(scratch, 0, want, pos))
-    if (bytesRead === 0) return true
-    if (!allZero(scratch.subarray(0, bytesRead))) return false
-    pos += bytesRead
+    return Effect.flatMap(call("read", file, () => fh.read(scratch, 0, want, pos)), ({ bytesRead }) => {
+      if (bytesRead === 0) return Effect.succeed(true)
+      if (!allZero(scratch.subarray(0, bytesRead))) return Effect.succeed(false)
+      return at(pos + bytesRead)
+    })
   }
-  return true
+  return at(from)
 }
+
+/**
+ * What `LineReader.poll` returns when it cannot go on without reading: run
+ * `LineReader.io` and poll again.
+ */
+export const NeedIo: unique symbol = Symbol.for("@session-journal/node/LineReader/NeedIo")
 
 /**
  * Reads complete lines from an opened file from `start` up to `end`, in chunks,
@@ -101,6 +108,9 @@ const zerosTo = async (fh: FileHandle, file: string, from: number, end: number):
  * whatever its length: it is checked in bounded chunks, never buffered, so a
  * zero-filled tail longer than the line bound is still a torn tail. A run of zeros
  * followed by other bytes is read like any other line.
+ *
+ * The splitting is synchronous (`poll`) and the reading is an Effect (`io`), so
+ * a scan runs one Effect per chunk read, not one per line. `next` combines them.
  */
 export class LineReader {
   // Unconsumed bytes are store[lo, hi). Lines handed out are views into a store,
@@ -113,6 +123,14 @@ export class LineReader {
   private hi = 0
   private bufStart: number
   private readPos: number
+  // Where the search for the current line's newline resumes (bytes before it were searched).
+  private scanFrom = 0
+  // The line start (file offset) whose zero-filled-tail check said no; -1 when none.
+  private zerosRefused = -1
+  // What `io` must do next.
+  private pending: "fill" | "zeros" | "tooLong" = "fill"
+  // A zero-filled tail found by `io`, handed out by the next `poll`.
+  private zerosTail: Line | null = null
   private readonly ctx: Context
   private readonly fh: FileHandle
   private readonly file: string
@@ -131,85 +149,123 @@ export class LineReader {
   /**
    * The next complete line (without its newline) and its offset; at the end, the
    * incomplete tail (`complete: false`, with `zeros` when it is a zero-filled
-   * tail) if there is one, then `null`.
+   * tail) if there is one, then `null`. `NeedIo` when the buffered bytes do not
+   * decide it: run `io`, then poll again.
    */
-  async next(): Promise<null | Line> {
-    // Every call starts at a line start: a zero byte there may begin a zero-filled tail.
-    if (this.lo === this.hi && this.readPos < this.end) await this.fill(this.lo)
-    if (this.lo < this.hi && this.store[this.lo] === 0) {
-      const zeros = await this.zeroTail()
-      if (zeros !== null) return zeros
+  poll(): null | Line | typeof NeedIo {
+    if (this.zerosTail !== null) {
+      const tail = this.zerosTail
+      this.zerosTail = null
+      return tail
     }
-    let scanFrom = this.lo
-    for (;;) {
-      const nl = this.store.subarray(0, this.hi).indexOf(10, scanFrom)
-      if (nl >= 0) {
-        const line = this.store.subarray(this.lo, nl)
-        const offset = this.bufStart
-        this.bufStart += nl + 1 - this.lo
-        this.lo = nl + 1
-        return { offset, line, complete: true }
-      }
-      scanFrom = this.hi
-      const pending = this.hi - this.lo
-      if (pending > this.ctx.maxLineBytes) {
-        throw new CorruptJournal({
-          segment: this.label,
-          offset: this.bufStart,
-          reason: `line longer than the bound of ${this.ctx.maxLineBytes} bytes`
-        })
-      }
-      if (this.readPos >= this.end) {
-        if (pending === 0) return null
-        const line = this.store.subarray(this.lo, this.hi)
-        const offset = this.bufStart
-        this.bufStart += pending
-        this.lo = this.hi
-        return { offset, line, complete: false }
-      }
-      scanFrom = await this.fill(scanFrom)
+    // Every line starts here: a zero byte there may begin a zero-filled tail.
+    if (this.lo === this.hi && this.readPos < this.end) return this.need("fill")
+    if (this.lo < this.hi && this.store[this.lo] === 0 && this.zerosRefused !== this.bufStart) {
+      if (allZero(this.store.subarray(this.lo, this.hi))) return this.need("zeros")
+      this.zerosRefused = this.bufStart
     }
-  }
-
-  /**
-   * Reads the next chunk into the store; returns `scanFrom` moved along with the
-   * store. At the end of the file (or where it shrank under us) reading stops.
-   */
-  private async fill(scanFrom: number): Promise<number> {
-    const want = Math.min(256 * 1024, this.end - this.readPos)
-    const chunk = await readAt(this.fh, this.file, this.readPos, want)
-    if (chunk.length === 0) {
-      // The file shrank under us (a writer trimmed a torn tail): stop here.
-      this.readPos = this.end
-      return scanFrom
+    const nl = this.store.subarray(0, this.hi).indexOf(10, Math.max(this.lo, this.scanFrom))
+    if (nl >= 0) {
+      const line = this.store.subarray(this.lo, nl)
+      const offset = this.bufStart
+      this.bufStart += nl + 1 - this.lo
+      this.lo = nl + 1
+      this.scanFrom = this.lo
+      return { offset, line, complete: true }
     }
-    this.readPos += chunk.length
+    this.scanFrom = this.hi
     const pending = this.hi - this.lo
-    if (this.hi + chunk.length > this.store.length) {
-      const grown = new Uint8Array(2 * (pending + chunk.length))
-      grown.set(this.store.subarray(this.lo, this.hi), 0)
-      this.store = grown
-      scanFrom -= this.lo
-      this.lo = 0
-      this.hi = pending
+    if (pending > this.ctx.maxLineBytes) return this.need("tooLong")
+    if (this.readPos >= this.end) {
+      if (pending === 0) return null
+      const line = this.store.subarray(this.lo, this.hi)
+      const offset = this.bufStart
+      this.bufStart += pending
+      this.lo = this.hi
+      this.scanFrom = this.lo
+      return { offset, line, complete: false }
     }
-    this.store.set(chunk, this.hi)
-    this.hi += chunk.length
-    return scanFrom
+    return this.need("fill")
+  }
+
+  private need(what: "fill" | "zeros" | "tooLong"): typeof NeedIo {
+    this.pending = what
+    return NeedIo
+  }
+
+  /** The read the last `poll` that returned `NeedIo` asked for. */
+  io(): Effect.Effect<void, StorageError | CorruptJournal> {
+    switch (this.pending) {
+      case "fill":
+        return this.fill()
+      case "zeros":
+        return this.zeroTail()
+      case "tooLong":
+        return Effect.fail(
+          new CorruptJournal({
+            segment: this.label,
+            offset: this.bufStart,
+            reason: `line longer than the bound of ${this.ctx.maxLineBytes} bytes`
+          })
+        )
+    }
+  }
+
+  /** `poll` and `io` until a line (or the end) is known. */
+  readonly next: Effect.Effect<null | Line, StorageError | CorruptJournal> = Effect.suspend(() => {
+    const item = this.poll()
+    return item === NeedIo ? Effect.flatMap(this.io(), () => this.next) : Effect.succeed(item)
+  })
+
+  /**
+   * Reads the next chunk into the store. At the end of the file (or where it
+   * shrank under us) reading stops.
+   */
+  private fill(): Effect.Effect<void, StorageError> {
+    const want = Math.min(256 * 1024, this.end - this.readPos)
+    return Effect.map(readAt(this.fh, this.file, this.readPos, want), (chunk) => {
+      if (chunk.length === 0) {
+        // The file shrank under us (a writer trimmed a torn tail): stop here.
+        this.readPos = this.end
+        return
+      }
+      this.readPos += chunk.length
+      const pending = this.hi - this.lo
+      if (this.hi + chunk.length > this.store.length) {
+        const grown = new Uint8Array(2 * (pending + chunk.length))
+        grown.set(this.store.subarray(this.lo, this.hi), 0)
+        this.store = grown
+        this.scanFrom -= this.lo
+        this.lo = 0
+        this.hi = pending
+      }
+      this.store.set(chunk, this.hi)
+      this.hi += chunk.length
+    })
   }
 
   /**
-   * At a line start whose first byte is zero: when every byte from here to the end
-   * is zero, consumes them all and returns the zero-filled tail; otherwise changes
-   * nothing and returns null.
+   * At a line start whose buffered bytes are all zero: when every byte from here
+   * to the end is zero, consumes them all (the next poll returns the zero-filled
+   * tail); otherwise changes nothing but the note that this line start is no
+   * zero-filled tail.
    */
-  private async zeroTail(): Promise<Line | null> {
-    if (!allZero(this.store.subarray(this.lo, this.hi))) return null
-    if (!(await zerosTo(this.fh, this.file, this.readPos, this.end))) return null
-    const offset = this.bufStart
-    this.bufStart = Math.max(this.bufStart + (this.hi - this.lo), this.end)
-    this.lo = this.hi
-    this.readPos = this.end
-    return { offset, line: new Uint8Array(0), complete: false, zeros: true }
+  private zeroTail(): Effect.Effect<void, StorageError> {
+    return Effect.map(zerosTo(this.fh, this.file, this.readPos, this.end), (zeros) => {
+      if (!zeros) {
+        this.zerosRefused = this.bufStart
+        return
+      }
+      this.zerosTail = {
+        offset: this.bufStart,
+        line: new Uint8Array(0),
+        complete: false,
+        zeros: true
+      }
+      this.bufStart = Math.max(this.bufStart + (this.hi - this.lo), this.end)
+      this.lo = this.hi
+      this.scanFrom = this.lo
+      this.readPos = this.end
+    })
   }
 }

@@ -4,8 +4,10 @@
 import { randomBytes } from "node:crypto"
 import * as path from "node:path"
 import { StorageError } from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import { call, codeOf, type Context } from "./base.ts"
-import { closeQuietly, createExclusive, openRead, syncDir, writeAll } from "./open.ts"
+import { closeQuietly, createExclusive, openRead, syncDir, withHandle, writeAll } from "./open.ts"
 import { allZero, boundedSize, readAt, ZERO_CHUNK } from "./lines.ts"
 
 let tempCounter = 0
@@ -17,40 +19,37 @@ export const TEMP_PREFIX = ".tmp-"
 export const tempName = (dir: string, name: string): string =>
   path.join(dir, `${TEMP_PREFIX}${name}-${process.pid}-${randomBytes(4).toString("hex")}-${(tempCounter++).toString(36)}`)
 
+// Removes a temp file, quietly: already gone, or the filesystem is failing, and
+// the next writer clears it.
+const removeTemp = (ctx: Context, tmp: string): Effect.Effect<void> =>
+  Effect.promise(async () => {
+    try {
+      await ctx.fs.unlink(tmp)
+    } catch {
+      // See above.
+    }
+  })
+
 /**
  * Atomic replace: writes `bytes` to a fresh temp file (O_CREAT|O_EXCL|O_NOFOLLOW,
  * 0600), fsyncs it, renames it over `dir/name`, then fsyncs `dir`. After a crash
  * at any point, `dir/name` is either the old file or the complete new one, never a
- * mixture; once this returns, the new one survives a crash. On failure the temp
- * file is removed (best effort; a writer also clears stale temp files when it
- * takes the lock).
+ * mixture; once this succeeds, the new one survives a crash. On failure or
+ * interruption before the rename the temp file is removed (best effort; a writer
+ * also clears stale temp files when it takes the lock).
  */
-export const atomicReplace = async (ctx: Context, dir: string, name: string, bytes: Uint8Array): Promise<void> => {
+export const atomicReplace = (ctx: Context, dir: string, name: string, bytes: Uint8Array): Effect.Effect<void, StorageError> => {
   const tmp = tempName(dir, name)
   const target = path.join(dir, name)
-  let renamed = false
-  try {
-    const fh = await createExclusive(ctx, tmp)
-    try {
-      await writeAll(fh, tmp, bytes, 0)
-      await call("fsync", tmp, () => fh.sync())
-    } finally {
-      await closeQuietly(fh)
-    }
-    await call("rename", target, () => ctx.fs.rename(tmp, target))
-    renamed = true
-    await syncDir(ctx, dir)
-  } finally {
-    if (!renamed) {
-      try {
-        await ctx.fs.unlink(tmp)
-      } catch {
-        // Already gone, or the filesystem is failing; the next writer clears it.
-      }
-    }
-  }
+  const written = withHandle(
+    createExclusive(ctx, tmp),
+    (fh) => Effect.andThen(writeAll(fh, tmp, bytes, 0), call("fsync", tmp, () => fh.sync()))
+  ).pipe(
+    Effect.andThen(call("rename", target, () => ctx.fs.rename(tmp, target))),
+    Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : removeTemp(ctx, tmp))
+  )
+  return Effect.andThen(written, syncDir(ctx, dir))
 }
-
 
 /** Suffix of the side files that keep damaged bytes: `<name>.damaged-<offset>[.<n>]`. */
 export const DAMAGED_INFIX = ".damaged-"
@@ -62,30 +61,30 @@ export const DAMAGED_INFIX = ".damaged-"
  * never run out (the next free one is found from a listing of `dir`). The caller
  * removes `tmp` and fsyncs `dir`.
  */
-export const linkToFreeName = async (ctx: Context, dir: string, tmp: string, base: string): Promise<string> => {
+export const linkToFreeName = Effect.fnUntraced(function*(ctx: Context, dir: string, tmp: string, base: string) {
   for (let listing = 0; listing < 64; listing++) {
-    const taken = new Set(await listDir(ctx, dir))
+    const taken = new Set(yield* listDir(ctx, dir))
     let n = 0
     for (let tries = 0; tries < 64; tries++) {
       let name = n === 0 ? base : `${base}.${n}`
       while (taken.has(name)) name = `${base}.${++n}`
-      try {
-        await ctx.fs.link(tmp, path.join(dir, name))
-        return name
-      } catch (cause) {
-        if (codeOf(cause) !== "EEXIST") throw new StorageError({ operation: "link", path: path.join(dir, name), cause })
-        taken.add(name)
-      }
+      const to = path.join(dir, name)
+      const linked = yield* call("link", to, () => ctx.fs.link(tmp, to)).pipe(
+        Effect.as(true),
+        Effect.catchIf((e) => codeOf(e.cause) === "EEXIST", () => Effect.succeed(false))
+      )
+      if (linked) return name
+      taken.add(name)
     }
   }
-  throw new StorageError({ operation: "link", path: path.join(dir, base), reason: "no free name: the directory keeps changing" })
-}
+  return yield* new StorageError({ operation: "link", path: path.join(dir, base), reason: "no free name: the directory keeps changing" })
+})
 
 /**
  * Copies the bytes of `dir/name` from `from` to its end into a new side file
  * `dir/name.damaged-<from>` (or `.damaged-<from>.<n>` when that name is taken), so
- * damaged bytes survive before the caller truncates or abandons them. Returns the
- * new name.
+ * damaged bytes survive before the caller truncates or abandons them. Succeeds
+ * with the new name.
  *
  * Crash and failure guarantees: the copy is written to a temp file (0600, in
  * bounded chunks, runs of zero bytes left as holes so a huge sparse zero-filled
@@ -94,62 +93,44 @@ export const linkToFreeName = async (ctx: Context, dir: string, tmp: string, bas
  * complete; a copy that fails (a full disk) leaves no side file, and its temp file
  * is removed (or, after a crash, cleared by the next writer with the temp files).
  */
-export const copyAside = async (ctx: Context, dir: string, name: string, from: number): Promise<string> => {
+export const copyAside = (ctx: Context, dir: string, name: string, from: number): Effect.Effect<string, StorageError> => {
   const src = path.join(dir, name)
-  const fh = await openRead(ctx, src)
-  try {
-    const size = await boundedSize(ctx, fh, src)
-    const tmp = tempName(dir, name)
-    let target: string
-    try {
-      const out = await createExclusive(ctx, tmp)
-      try {
-        let pos = from
-        while (pos < size) {
-          const chunk = await readAt(fh, src, pos, Math.min(ZERO_CHUNK, size - pos))
-          if (chunk.length === 0) break
-          if (!allZero(chunk)) await writeAll(out, tmp, chunk, pos - from)
-          pos += chunk.length
-        }
-        // Sets the length; trailing zero chunks that were skipped become a hole.
-        await call("ftruncate", tmp, () => out.truncate(pos - from))
-        await call("fsync", tmp, () => out.sync())
-      } finally {
-        await closeQuietly(out)
-      }
-      target = await linkToFreeName(ctx, dir, tmp, `${name}${DAMAGED_INFIX}${from}`)
-    } finally {
-      try {
-        await ctx.fs.unlink(tmp)
-      } catch {
-        // Already gone, or the filesystem is failing; the next writer clears it.
-      }
-    }
-    await syncDir(ctx, dir)
-    return target
-  } finally {
-    await closeQuietly(fh)
-  }
+  return withHandle(openRead(ctx, src), (fh) =>
+    Effect.gen(function*() {
+      const size = yield* boundedSize(ctx, fh, src)
+      const tmp = tempName(dir, name)
+      const target = yield* withHandle(createExclusive(ctx, tmp), (out) =>
+        Effect.gen(function*() {
+          let pos = from
+          while (pos < size) {
+            const chunk = yield* readAt(fh, src, pos, Math.min(ZERO_CHUNK, size - pos))
+            if (chunk.length === 0) break
+            if (!allZero(chunk)) yield* writeAll(out, tmp, chunk, pos - from)
+            pos += chunk.length
+          }
+          // Sets the length; trailing zero chunks that were skipped become a hole.
+          yield* call("ftruncate", tmp, () => out.truncate(pos - from))
+          yield* call("fsync", tmp, () => out.sync())
+        })).pipe(
+          Effect.andThen(linkToFreeName(ctx, dir, tmp, `${name}${DAMAGED_INFIX}${from}`)),
+          Effect.ensuring(removeTemp(ctx, tmp))
+        )
+      yield* syncDir(ctx, dir)
+      return target
+    }))
 }
 
 /** Closes a handle, ignoring errors (the descriptor is released regardless). */
 export const close = closeQuietly
 
 /** Removes a file; a missing file is not an error. */
-export const unlinkIfExists = async (ctx: Context, file: string): Promise<void> => {
-  try {
-    await ctx.fs.unlink(file)
-  } catch (cause) {
-    if (codeOf(cause) !== "ENOENT") throw new StorageError({ operation: "unlink", path: file, cause })
-  }
-}
+export const unlinkIfExists = (ctx: Context, file: string): Effect.Effect<void, StorageError> =>
+  call("unlink", file, () => ctx.fs.unlink(file)).pipe(
+    Effect.catchIf((e) => codeOf(e.cause) === "ENOENT", () => Effect.void)
+  )
 
 /** Lists a directory; a missing directory lists as empty. */
-export const listDir = async (ctx: Context, dir: string): Promise<Array<string>> => {
-  try {
-    return await ctx.fs.readdir(dir)
-  } catch (cause) {
-    if (codeOf(cause) === "ENOENT") return []
-    throw new StorageError({ operation: "readdir", path: dir, cause })
-  }
-}
+export const listDir = (ctx: Context, dir: string): Effect.Effect<Array<string>, StorageError> =>
+  call("readdir", dir, () => ctx.fs.readdir(dir)).pipe(
+    Effect.catchIf((e) => codeOf(e.cause) === "ENOENT", () => Effect.succeed<Array<string>>([]))
+  )
