@@ -9,7 +9,9 @@ import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { Checkpoint } from "@session-journal/core"
+import { Checkpoint, SessionJournal } from "@session-journal/core"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
 import { NodePersistence } from "../src/index.ts"
 import {
   acks,
@@ -180,6 +182,54 @@ describe("preallocated segments", () => {
     const report = await Effect.runPromise(NodePersistence.inspect({ root }, "o"))
     expect(report.ok).toBe(true)
     expect(report.nextSequence).toBe(7)
+  }, 60_000)
+
+  it("a lone writer writes on the calling thread; a failed or short write there fails the append, and the next one continues the chain", async () => {
+    const root = tempDir("prealloc-sync")
+    const real = NodePersistence.nodeFs
+    const state = { calls: 0, mode: "ok" as "ok" | "fail" | "short" }
+    const fs_: NodePersistence.Fs = {
+      ...real,
+      writeSync: (fd, buffer, offset, length, position) => {
+        state.calls++
+        if (state.mode === "fail") throw Object.assign(new Error("EIO: injected"), { code: "EIO" })
+        if (state.mode === "short") {
+          // Half the bytes reach the file, then the disk fails.
+          state.mode = "fail"
+          return real.writeSync!(fd, buffer, offset, Math.max(1, length >> 1), position)
+        }
+        return real.writeSync!(fd, buffer, offset, length, position)
+      }
+    }
+    const params = (i: number) => ({ tool_name: "t", server_id: "s", agent_id: "a", bytes_read: i, bytes_written: 0, delegation_depth: 0 })
+    const live = SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(fs_)))))
+    const acked = await Effect.runPromise(Effect.provide(
+      Effect.gen(function*() {
+        const j = yield* SessionJournal.SessionJournal
+        const acked: Array<number> = []
+        for (let i = 0; i < 5; i++) acked.push((yield* j.record("w", params(i))).sequence)
+        expect(state.calls).toBeGreaterThan(0)
+        for (const mode of ["fail", "short"] as const) {
+          state.mode = mode
+          const failed = yield* Effect.exit(j.record("w", params(100)))
+          expect(Exit.isFailure(failed)).toBe(true)
+          const e = Exit.findErrorOption(failed)
+          expect(e._tag === "Some" ? (e.value as { _tag: string })._tag : "defect").toBe("StorageError")
+          state.mode = "ok"
+          for (let i = 0; i < 3; i++) acked.push((yield* j.record("w", params(i))).sequence)
+        }
+        return acked
+      }),
+      live
+    ))
+    const stored = (await run({ root }, historyOf("w"))).map((e) => e.sequence)
+    expect(stored).toEqual(Array.from({ length: stored.length }, (_, i) => i))
+    for (const n of acked) expect(stored[n]).toBe(n)
+    const report = await Effect.runPromise(NodePersistence.inspect({ root }, "w"))
+    expect(report.ok).toBe(true)
+    expect(report.recovery.tornTail).toBeNull()
+    const file = path.join(root, "w", SEG0)
+    expect(holeBefore(file, dataEnd(file))).toBe(false)
   }, 60_000)
 
   it(`crash loop: ${STRESS ? 200 : 20} SIGKILLs at random moments never leave a hole or lose an acknowledged entry`, async () => {

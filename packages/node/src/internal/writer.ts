@@ -16,6 +16,7 @@ import {
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as path from "node:path"
+import * as Durable from "./durable.ts"
 import * as FileOps from "./fileOps.ts"
 import { CHECKPOINT_FILE, type LastSegment, listing, load, type LoadOptions, type LoadResult, type View } from "./load.ts"
 import { readRange } from "./reader.ts"
@@ -90,7 +91,7 @@ export class Writer {
    */
   close(): Effect.Effect<void> {
     return Effect.suspend(() => {
-      if (turns.last === this) turns.last = null
+      Durable.leave(this)
       const last = this.view?.last ?? null
       const trim = last !== null && last.free && last.validEnd < last.size && this.active?.name === last.name
         ? this.trim(last)
@@ -220,11 +221,11 @@ export class Writer {
     const used = seg.validEnd + bytes.length
     let out = bytes
     if (seg.preallocated && used > seg.size) {
-      out = new Uint8Array(preallocatedEnd(used) - seg.validEnd)
+      out = new Uint8Array(Durable.preallocatedEnd(used) - seg.validEnd)
       out.set(bytes, 0)
     }
     return this.activeHandle(seg.name).pipe(
-      Effect.flatMap((fh) => this.durable(fh, file, out, seg.validEnd)),
+      Effect.flatMap((fh) => Durable.write(this.ctx, this, fh, file, out, seg.validEnd)),
       Effect.map(() => {
         seg.size = Math.max(seg.size, seg.validEnd + out.length)
         seg.validEnd = used
@@ -236,27 +237,6 @@ export class Writer {
     )
   }
 
-  // One durable write (the handle was opened with `DSYNC`). A writer that is alone
-  // in the process — it made the last durable write and none is in the thread pool
-  // now — writes on the calling thread: no pool round trip, which is most of the
-  // cost of a lone caller's append. Otherwise the write goes through the pool, so
-  // the writes of many sessions overlap.
-  private durable(fh: FileOps.FileHandle, file: string, bytes: Uint8Array, position: number): Effect.Effect<void, StorageError> {
-    return Effect.suspend(() => {
-      const writeSync = this.ctx.fs.writeSync
-      const alone = writeSync !== undefined && FileOps.DSYNC !== 0 && turns.inFlight === 0 && turns.last === this
-      turns.last = this
-      if (alone) return FileOps.writeDurableSync(writeSync, fh, file, bytes, position)
-      turns.inFlight++
-      return Effect.ensuring(
-        FileOps.writeDurable(fh, file, bytes, position),
-        Effect.sync(() => {
-          turns.inFlight--
-        })
-      )
-    })
-  }
-
   // A new segment, preallocated: created exclusively (O_DSYNC), the open line, the
   // batch and a stretch of zeros written durably, then the directory fsynced before
   // the acknowledgement. The segment it follows is trimmed to its data.
@@ -266,7 +246,7 @@ export class Writer {
     const file = path.join(this.dir, name)
     const header = Segment.bytes(Segment.openLine(base, true))
     const used = header.length + data.length
-    const all = new Uint8Array(preallocatedEnd(used))
+    const all = new Uint8Array(Durable.preallocatedEnd(used))
     all.set(header, 0)
     all.set(data, header.length)
     return FileOps.createExclusive(this.ctx, file, FileOps.DSYNC).pipe(
@@ -295,14 +275,8 @@ export class Writer {
   // Cuts the zero tail off a preallocated segment the writer leaves (best effort:
   // a zero tail that stays, after a failure or a crash, is unused space all the same).
   private trim(seg: LastSegment): Effect.Effect<void> {
-    const file = path.join(this.dir, seg.name)
     return this.activeHandle(seg.name).pipe(
-      Effect.flatMap((fh) =>
-        Effect.andThen(
-          FileOps.call("ftruncate", file, () => fh.truncate(seg.validEnd)),
-          FileOps.call("fdatasync", file, () => fh.datasync())
-        )
-      ),
+      Effect.flatMap((fh) => Durable.trim(fh, path.join(this.dir, seg.name), seg.validEnd)),
       Effect.andThen(Effect.sync(() => {
         seg.size = seg.validEnd
       })),
@@ -381,17 +355,6 @@ export class Writer {
     })
   }
 }
-
-// Which writer of this process made the last durable write, and how many durable
-// writes are in the thread pool now (see `Writer.durable`).
-const turns: { inFlight: number; last: Writer | null } = { inFlight: 0, last: null }
-
-/** Bytes of zeros a preallocated segment is given beyond its data when it grows. */
-export const PREALLOCATE_BYTES = 64 * 1024
-
-// The size a preallocated segment holding `used` bytes is given: the next 4 KiB
-// boundary, plus `PREALLOCATE_BYTES` of zeros.
-const preallocatedEnd = (used: number): number => Math.ceil(used / 4096) * 4096 + PREALLOCATE_BYTES
 
 /** Atomically replaces the checkpoint of `dir` with one of `state`; succeeds with its size. */
 export const writeCheckpointFile = (
