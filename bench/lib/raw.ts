@@ -73,3 +73,24 @@ export const openSqlite = (Database: SqliteCtor, file: string) => {
     close: () => db.close()
   }
 }
+
+/**
+ * The group-commit baseline: appends the lines `perSync` at a time (one write of
+ * the batch's bytes, then one fdatasync), synchronously, as a writer that gathers
+ * `perSync` concurrent callers into one durable write would at best.
+ */
+export const rawBatched = (file: string, lines: ReadonlyArray<Uint8Array>, perSync: number): Sample => {
+  const batches: Array<Uint8Array> = []
+  for (let i = 0; i < lines.length; i += perSync) batches.push(Buffer.concat(lines.slice(i, i + perSync)))
+  const fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_APPEND, 0o600)
+  try {
+    const t0 = performance.now()
+    for (const batch of batches) {
+      fs.writeSync(fd, batch)
+      fs.fdatasyncSync(fd)
+    }
+    return { ops: lines.length, ms: performance.now() - t0 }
+  } finally {
+    fs.closeSync(fd)
+  }
+}

@@ -3,7 +3,8 @@
  * one caller, against a raw write + fdatasync loop over the same lines.
  * `fs.record.vs_sqlite`: the same against better-sqlite3 (WAL, synchronous=FULL,
  * one insert per transaction). `fs.record.group_commit`: 64 concurrent callers on
- * one session against the sequential figure. All four sides run in the same
+ * one session against a raw loop that writes the same lines 64 per fdatasync (the
+ * most a group commit of 64 callers can gather). All five sides run in the same
  * rounds. `fs.record.many_sessions`: 64 sessions × 4 callers against 64 raw
  * writers, each on its own file.
  */
@@ -21,19 +22,21 @@ import {
   type Scenario,
   throughputFigure
 } from "../lib/harness.ts"
-import { openSqlite, rawParallel, rawSequential } from "../lib/raw.ts"
+import { openSqlite, rawBatched, rawParallel, rawSequential } from "../lib/raw.ts"
 
 const encoder = new TextEncoder()
 
 const GOALS = {
   sequential: { op: ">=", target: 0.9 },
   sqlite: { op: ">=", target: 1.0 },
-  group: { op: ">=", target: 10 },
-  many: { op: ">=", target: 0.8 }
+  group: { op: ">=", target: 0.7 },
+  many: { op: ">=", target: 1.0 }
 } as const satisfies Record<string, Goal>
 
 const RAW = "raw write + fdatasync, same lines"
 const SQLITE = "better-sqlite3 WAL, synchronous=FULL, 1 insert/txn"
+const RAW_GROUP = "raw write + fdatasync, 64 lines per sync, same lines"
+const PER_SYNC = 64
 
 const recordRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   const node = await loadNode()
@@ -41,7 +44,7 @@ const recordRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> =>
     return [
       notRun("fs.record.sequential", "records/s", RAW, GOALS.sequential, node.why),
       notRun("fs.record.vs_sqlite", "records/s", SQLITE, GOALS.sqlite, node.why),
-      notRun("fs.record.group_commit", "records/s", "fs.record.sequential", GOALS.group, node.why)
+      notRun("fs.record.group_commit", "records/s", RAW_GROUP, GOALS.group, node.why)
     ]
   }
   const sqlite = loadSqlite(options.log)
@@ -53,6 +56,7 @@ const recordRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> =>
     const entries = makeEntries(n)
     const lines = entries.map((e) => encoder.encode(segmentLine(e)))
     const texts = entries.map(segmentLine)
+    const groupLines = makeEntries(groupN).map((e) => encoder.encode(segmentLine(e)))
     const rt = journalRuntime(node.value(path.join(dir, "journal")))
     const db = sqlite.ok ? openSqlite(sqlite.value, path.join(dir, "sqlite.db")) : null
     try {
@@ -61,6 +65,7 @@ const recordRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> =>
       let groupOffset = 0
       const sides: Array<{ name: string; run: (round: number) => Promise<Sample> }> = [
         { name: "raw", run: async (r) => rawSequential(path.join(dir, `raw-${r + 1}.jsonl`), lines) },
+        { name: "rawGroup", run: async (r) => rawBatched(path.join(dir, `raw-group-${r + 1}.jsonl`), groupLines, PER_SYNC) },
         {
           name: "sequential",
           run: async () => {
@@ -101,8 +106,8 @@ const recordRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> =>
         throughputFigure(
           "fs.record.group_commit",
           "records/s",
-          "fs.record.sequential",
-          { subject: s["group"]!, baseline: s["sequential"]! },
+          RAW_GROUP,
+          { subject: s["group"]!, baseline: s["rawGroup"]! },
           GOALS.group,
           `${callers} concurrent callers on one session`
         )

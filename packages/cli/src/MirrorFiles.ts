@@ -58,6 +58,7 @@ import {
   io,
   isInside,
   linkStaged,
+  dataEnd,
   listSession,
   lstatOrNull,
   type Piece,
@@ -128,10 +129,12 @@ const stageOnce = (
     for (const f of listed) {
       if (f.name === CHECKPOINT) continue
       const mirrored = backup.files.get(f.name)
-      const length = Mirror.prefixLength({ path: f.name, type: f.type, size: f.size }, mirrored)
       const file = path.join(srcDir, f.name)
+      // A segment is copied up to its data: its zero tail is not data.
+      const size = f.type === "file" ? yield* dataEnd(ctx, f.name, file, f.size) : f.size
+      const length = Mirror.prefixLength({ path: f.name, type: f.type, size }, mirrored)
       const hash = length === null ? null : yield* hashPrefix(ctx, file, length)
-      files.push({ path: f.name, type: f.type, size: f.size, prefix: length === null || hash === null ? undefined : { length, hash } })
+      files.push({ path: f.name, type: f.type, size, prefix: length === null || hash === null ? undefined : { length, hash } })
     }
     if (cp.bytes !== null) {
       const mirrored = backup.files.get(CHECKPOINT)

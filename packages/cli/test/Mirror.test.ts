@@ -7,8 +7,10 @@
  * behind.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -270,6 +272,44 @@ describe("session-journal mirror", () => {
     const kept = await mirror(dir, dest)
     assert.strictEqual(kept.code, 0, kept.stderr)
     assert.isTrue(fs.existsSync(path.join(dest, "m2", "checkpoint.json")) || filesUnder(path.join(dest, "m2")).length > 0)
+  }, 120_000)
+
+  it("a preallocated segment is mirrored up to its data; the copy verifies and extends as the source writes into its zeros", async () => {
+    const dir = tempDir()
+    const dest = path.join(tempDir(), "backup")
+    const segment = path.join(dir, "p", "00000000000000000000.jsonl")
+    const dataEnd = (file: string) => {
+      const bytes = fs.readFileSync(file)
+      let end = bytes.length
+      while (end > 0 && bytes[end - 1] === 0) end--
+      return end
+    }
+    const params = (i: number) => ({ tool_name: "t", server_id: "srv", agent_id: "agent", bytes_read: i, bytes_written: 0, delegation_depth: 0 })
+    const live = SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: dir })))
+    // The writer stays open across both mirror runs: its segment keeps a zero tail.
+    await Effect.runPromise(Effect.provide(
+      Effect.gen(function*() {
+        const j = yield* SessionJournal.SessionJournal
+        for (let i = 0; i < 5; i++) yield* j.record("p", params(i))
+        assert.isAbove(fs.statSync(segment).size, dataEnd(segment), "the source segment has a zero tail")
+        const first = yield* Effect.promise(() => mirror(dir, dest))
+        assert.strictEqual(first.code, 0, first.stderr)
+        assert.strictEqual(first.sessions.get("p")!.outcome, "copied")
+        const copy = path.join(dest, "p", "00000000000000000000.jsonl")
+        assert.isTrue(fs.readFileSync(copy).equals(fs.readFileSync(segment).subarray(0, dataEnd(segment))), "the copy is the source's data")
+        assert.strictEqual((yield* Effect.promise(() => inspect(dest, "p"))).nextSequence, 5)
+        for (let i = 5; i < 8; i++) yield* j.record("p", params(i))
+        const second = yield* Effect.promise(() => mirror(dir, dest))
+        assert.strictEqual(second.code, 0, second.stderr)
+        assert.strictEqual(second.sessions.get("p")!.outcome, "extended")
+        assert.isTrue(fs.readFileSync(copy).equals(fs.readFileSync(segment).subarray(0, dataEnd(segment))), "the copy is the source's data")
+        const report = yield* Effect.promise(() => inspect(dest, "p"))
+        assert.isTrue(report.ok)
+        assert.strictEqual(report.nextSequence, 8)
+        assert.isNull(report.recovery.tornTail)
+      }),
+      live
+    ))
   }, 120_000)
 
   it("refuses a symlinked destination, never writing through it", async () => {

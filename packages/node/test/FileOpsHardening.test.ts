@@ -15,7 +15,7 @@ import { describe, expect, it } from "vitest"
 import { SessionLocked, StorageError } from "@session-journal/core"
 import { Lock, NodePersistence } from "../src/index.ts"
 import * as FileOps from "../src/internal/fileOps.ts"
-import { appendChain, chain, JournalState, loadRead, requestOf, run, tempDir, withWriter } from "./helpers.ts"
+import { appendChain, asUnpreallocated, chain, JournalState, loadRead, requestOf, run, tempDir, withWriter } from "./helpers.ts"
 
 const SEG0 = "00000000000000000000.jsonl"
 const MiB = 1024 * 1024
@@ -183,6 +183,7 @@ describe("LineReader and zero-filled tails", () => {
   it("a 20 MiB zero-filled tail loads as a torn tail; the next write sets it aside and the session verifies", async () => {
     const root = tempDir("zeros-load")
     await seed(root, "z", 3)
+    asUnpreallocated(path.join(root, "z"))
     const file = path.join(root, "z", SEG0)
     const size = fs.statSync(file).size
     fs.truncateSync(file, size + 20 * MiB)
@@ -239,6 +240,7 @@ describe("command line", () => {
   it("repair sets a 20 MiB zero-filled tail aside; the session is writable and verifies", async () => {
     const dir = tempDir("cli-zeros")
     for (let i = 0; i < 2; i++) expect((await record(dir, "z")).code).toBe(0)
+    asUnpreallocated(path.join(dir, "z"))
     const file = path.join(dir, "z", SEG0)
     const size = fs.statSync(file).size
     fs.truncateSync(file, size + 20 * MiB)

@@ -10,14 +10,18 @@ import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { Checkpoint, Persistence } from "@session-journal/core"
 import { NodePersistence } from "../src/index.ts"
-import { appendChain, chain, checkpointing, historyOf, JournalState, loadRead, requestOf, run, tempDir, withWriter } from "./helpers.ts"
+import { appendChain, asUnpreallocated, chain, checkpointing, historyOf, JournalState, loadRead, requestOf, run, tempDir, withWriter } from "./helpers.ts"
 
 const SEG0 = "00000000000000000000.jsonl"
 
-/** Builds a session of `n` entries and returns its directory's files. */
-const seed = async (root: string, id: string, n: number) => {
+/**
+ * Builds a session of `n` entries and returns its directory's files; with
+ * `unpreallocated`, its segment as releases before preallocation wrote it.
+ */
+const seed = async (root: string, id: string, n: number, unpreallocated = false) => {
   await run({ root }, withWriter(id, (h) => appendChain(h, JournalState.empty(id), n)))
   const dir = path.join(root, id)
+  if (unpreallocated) asUnpreallocated(dir)
   return {
     segment: fs.readFileSync(path.join(dir, SEG0)),
     checkpoint: fs.readFileSync(path.join(dir, "checkpoint.json"))
@@ -97,7 +101,7 @@ describe("torn tails", () => {
 
   it("zero-filled blocks and appended garbage are torn tails; nothing acknowledged is lost", async () => {
     const root = tempDir("garbage")
-    const files = await seed(root, "seed", 5)
+    const files = await seed(root, "seed", 5, true)
     const tails: Array<[string, Buffer]> = [
       ["zeros", Buffer.alloc(4096)],
       ["garbage", Buffer.from("{\"k\":\"entry\",\"v\":1,\"e\":{\"sequence\":5,\"prev")],

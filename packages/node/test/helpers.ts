@@ -180,3 +180,32 @@ export const acks = (lines: ReadonlyArray<string>): Array<number> =>
 
 /** Number of open file descriptors of this process. */
 export const openFds = (): number => fs.readdirSync("/proc/self/fd").length
+
+const PREALLOCATED_OPEN = /^\{"k":"open","v":1,"base":([0-9]+),"prealloc":true\}\n/
+
+/**
+ * Rewrites every segment of a session directory as releases before preallocation
+ * wrote it: the open record without `prealloc`, no zero tail. Tests of the rules
+ * for such segments (a zero-filled tail is a torn tail) build them with it.
+ */
+export const asUnpreallocated = (dir: string): void => {
+  for (const name of fs.readdirSync(dir).filter((n) => /^[0-9]{20}\.jsonl$/.test(n))) {
+    const file = path.join(dir, name)
+    let bytes = fs.readFileSync(file)
+    let end = bytes.length
+    while (end > 0 && bytes[end - 1] === 0) end--
+    bytes = bytes.subarray(0, end)
+    const text = bytes.subarray(0, Math.min(bytes.length, 128)).toString("latin1")
+    const m = PREALLOCATED_OPEN.exec(text)
+    if (m !== null) bytes = Buffer.concat([Buffer.from(`{"k":"open","v":1,"base":${m[1]}}\n`), bytes.subarray(m[0].length)])
+    fs.writeFileSync(file, bytes, { mode: 0o600 })
+  }
+}
+
+/** Where the data of a segment file ends: its size without the trailing zero bytes. */
+export const dataEnd = (file: string): number => {
+  const bytes = fs.readFileSync(file)
+  let end = bytes.length
+  while (end > 0 && bytes[end - 1] === 0) end--
+  return end
+}

@@ -140,6 +140,29 @@ export const listSession = Effect.fnUntraced(function*(operation: string, dir: s
   return out
 })
 
+const SEGMENT = /^[0-9]{20}\.jsonl$/
+
+// Where the data of a segment file of `size` bytes ends: before its trailing zero
+// bytes, which are never data (the unused space of a preallocated segment, or a
+// zero-filled torn tail). Other files end at their size. Read backwards in chunks;
+// a file that shrinks meanwhile (a writer trimming it) is read from its new end.
+export const dataEnd = (ctx: Files.Context, name: string, file: string, size: number): Effect.Effect<number, StorageError> =>
+  !SEGMENT.test(name) || size === 0
+    ? Effect.succeed(size)
+    : Files.withHandle(Files.openRead(ctx, file), (fh) =>
+      Effect.gen(function*() {
+        let end = size
+        while (end > 0) {
+          const from = Math.max(0, end - CHUNK)
+          const chunk = yield* Files.readAt(fh, file, from, end - from)
+          let i = chunk.length
+          while (i > 0 && chunk[i - 1] === 0) i--
+          if (i > 0) return from + i
+          end = from
+        }
+        return 0
+      }))
+
 // SHA-256 of the first `length` bytes of a file; null when it holds fewer.
 export const hashPrefix = (ctx: Files.Context, file: string, length: number): Effect.Effect<string | null, StorageError> =>
   Files.withHandle(Files.openRead(ctx, file), (fh) =>

@@ -37,6 +37,13 @@ export interface LastSegment {
   validEnd: number
   /** One past the highest sequence stored in it (its base when it holds none). */
   contentNext: number
+  /** Whether the segment is preallocated (its open record says so). */
+  preallocated: boolean
+  /**
+   * Whether the bytes from `validEnd` to `size` are unused space (the zero tail of
+   * a preallocated segment), where the next write goes, rather than a torn tail.
+   */
+  free: boolean
 }
 
 /** The writer's view of the stored session, rebuilt by every load. */
@@ -237,7 +244,15 @@ export const load: (
     else sinceCheckpointBytes += scan.validEnd
     reports.push({ name: seg.name, base: seg.base, bytes: scan.size, entries, firstSequence, lastSequence, status, problem })
     if (i === segments.length - 1) {
-      last = { name: seg.name, base: seg.base, size: scan.size, validEnd: scan.validEnd, contentNext }
+      last = {
+        name: seg.name,
+        base: seg.base,
+        size: scan.size,
+        validEnd: scan.validEnd,
+        contentNext,
+        preallocated: scan.preallocated,
+        free: scan.preallocated && end._tag === "Clean"
+      }
     }
   }
   const outcome = recovery.done()

@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type { Context, FileHandle } from "./fileOps.ts"
-import { boundedSize, type Line, LineReader, NeedIo } from "./fileOps.ts"
+import { boundedSize, type Line, LineReader, NeedIo, readAt } from "./fileOps.ts"
 
 /** Schema version of the records this release writes and reads. */
 export const VERSION = 1
@@ -45,8 +45,15 @@ const decodeMeta = Schema.decodeUnknownResult(SessionMeta.SessionMeta)
  */
 export const stringify = Entry.toJsonText
 
-/** The first line of a segment. */
-export const openLine = (base: number): string => `${JSON.stringify({ k: "open", v: VERSION, base })}\n`
+/**
+ * The first line of a segment. A preallocated segment says so in its open record
+ * (`"prealloc":true`): the zero bytes after its last line are unused space, not a
+ * torn tail (see `scan`).
+ */
+export const openLine = (base: number, preallocated = false): string =>
+  preallocated
+    ? `${JSON.stringify({ k: "open", v: VERSION, base, prealloc: true })}\n`
+    : `${JSON.stringify({ k: "open", v: VERSION, base })}\n`
 
 /** The line of an entry. */
 export const entryLine = (entry: Entry.Entry): string =>
@@ -120,7 +127,7 @@ const damagedAt = (
   reason: string,
   terminated: boolean,
   zeros: boolean
-): Scan => ({
+): Omit<Scan, "preallocated"> => ({
   size,
   validEnd,
   end: { _tag: "Damaged", offset, reason, more: terminated && lineEnd < size, terminated, zeros }
@@ -157,6 +164,12 @@ export interface Scan {
   /** End of the last valid record (where a writer may continue). */
   readonly validEnd: number
   readonly end: End
+  /**
+   * Whether the segment is preallocated (its open record says so). A clean scan of
+   * one may end before `size`: the bytes from `validEnd` on are zeros, the unused
+   * space a writer continues into.
+   */
+  readonly preallocated: boolean
 }
 
 /** What a scan hands to its visitor: an entry or a metadata record. */
@@ -182,61 +195,110 @@ export const scan = (
 ): Effect.Effect<Scan, StorageError | CorruptJournal> =>
   Effect.flatMap(boundedSize(ctx, fh, file), (size) => {
     const reader = new LineReader(ctx, fh, file, label, start, size)
-    const state: ScanState = { size, validEnd: start, first: start === 0 }
+    const state: ScanState = { size, validEnd: start, first: start === 0, preallocated: null }
     const loop: Effect.Effect<Scan, StorageError | CorruptJournal> = Effect.suspend(() => {
       for (;;) {
         const item = reader.poll()
         if (item === NeedIo) return Effect.flatMap(reader.io(), () => loop)
         const done = step(state, base, item, visit)
+        if (done === NeedHead) {
+          // Read from the middle: whether the segment is preallocated is in its first line.
+          return Effect.flatMap(preallocatedHead(fh, file, base), (pre) => {
+            state.preallocated = pre
+            const again = step(state, base, item, visit)
+            return again === null ? loop : Effect.succeed(again as Scan)
+          })
+        }
         if (done !== null) return Effect.succeed(done)
       }
     })
     return loop
   })
 
+// Whether `line` (without its newline) is, byte for byte, the open record a
+// preallocated segment of `base` starts with.
+const isPreallocatedOpen = (line: Uint8Array, base: number): boolean => {
+  const want = encoder.encode(openLine(base, true))
+  if (line.length !== want.length - 1) return false
+  for (let i = 0; i < line.length; i++) if (line[i] !== want[i]) return false
+  return true
+}
+
+// Reads the first line of a segment: whether it is preallocated.
+const preallocatedHead = (fh: FileHandle, file: string, base: number): Effect.Effect<boolean, StorageError> => {
+  const length = encoder.encode(openLine(base, true)).length
+  return Effect.map(readAt(fh, file, 0, length), (head) =>
+    head.length === length && head[length - 1] === 10 && isPreallocatedOpen(head.subarray(0, length - 1), base))
+}
+
+// What `step` answers when it must know whether the segment is preallocated and
+// the scan started after the open record.
+const NeedHead: unique symbol = Symbol("NeedHead")
+
 interface ScanState {
   readonly size: number
   validEnd: number
   first: boolean
+  /** From the open record; null while unknown (a scan that starts after it). */
+  preallocated: boolean | null
 }
 
-// One line of a scan: null to go on, or how the scan ended.
+// One line of a scan: null to go on, or how the scan ended (`NeedHead` when
+// whether the segment is preallocated decides it and is not known yet; the same
+// item is then stepped again).
 const step = (
   state: ScanState,
   base: number,
   item: Line | null,
   visit: (record: Visited, offset: number, end: number) => boolean
-): Scan | null => {
+): Scan | null | typeof NeedHead => {
   const { size, validEnd } = state
-  if (item === null) return { size, validEnd, end: { _tag: "Clean" } }
+  const ended = (scan: Omit<Scan, "preallocated">): Scan => ({ ...scan, preallocated: state.preallocated === true })
+  if (item === null) return ended({ size, validEnd, end: { _tag: "Clean" } })
   const lineEnd = item.offset + item.line.length + 1
   if (!item.complete) {
     const zeros = item.zeros === true || isZeros(item.line)
-    return damagedAt(size, validEnd, item.offset, lineEnd, zeros ? "zero-filled tail" : "incomplete last line", false, zeros)
+    if (zeros && !state.first && item.offset === validEnd) {
+      // The zero tail of a preallocated segment is unused space: its data ends here.
+      if (state.preallocated === null) return NeedHead
+      if (state.preallocated) return ended({ size, validEnd, end: { _tag: "Clean" } })
+    }
+    return ended(damagedAt(size, validEnd, item.offset, lineEnd, zeros ? "zero-filled tail" : "incomplete last line", false, zeros))
   }
   const record = parseLine(item.line)
   if (state.first) {
     state.first = false
     if (record._tag === "Open" && record.base === base) {
+      state.preallocated = isPreallocatedOpen(item.line, base)
       state.validEnd = lineEnd
       return null
     }
-    if (record._tag === "UnknownVersion") return { size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } }
+    if (record._tag === "UnknownVersion") return ended({ size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } })
     const reason = record._tag === "Open" ? `open record names base ${record.base}, file ${base}` : "missing open record"
-    return damagedAt(size, validEnd, item.offset, lineEnd, reason, true, false)
+    return ended(damagedAt(size, validEnd, item.offset, lineEnd, reason, true, false))
   }
   switch (record._tag) {
     case "Entry":
     case "Meta":
-      if (!visit(record, item.offset, lineEnd)) return { size, validEnd, end: { _tag: "Halted", offset: item.offset } }
+      if (!visit(record, item.offset, lineEnd)) return ended({ size, validEnd, end: { _tag: "Halted", offset: item.offset } })
       state.validEnd = lineEnd
       return null
     case "UnknownVersion":
-      return { size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } }
+      return ended({ size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } })
     case "Open":
-      return damagedAt(size, validEnd, item.offset, lineEnd, "open record inside a segment", true, false)
+      return ended(damagedAt(size, validEnd, item.offset, lineEnd, "open record inside a segment", true, false))
     case "Damaged":
+      if (item.line.includes(0)) {
+        // A record never holds a zero byte (JSON escapes control characters). In a
+        // preallocated segment one is space that was never written: the pages of an
+        // unacknowledged write reached the disk out of order. From this line to the
+        // end of the file is that write's torn tail.
+        if (state.preallocated === null) return NeedHead
+        if (state.preallocated) {
+          return ended(damagedAt(size, validEnd, item.offset, size, "unwritten bytes inside the last write", false, false))
+        }
+      }
       // A line of zeros ended by a newline is written data, not a zero-filled tail.
-      return damagedAt(size, validEnd, item.offset, lineEnd, record.reason, true, false)
+      return ended(damagedAt(size, validEnd, item.offset, lineEnd, record.reason, true, false))
   }
 }

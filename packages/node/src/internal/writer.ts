@@ -16,6 +16,7 @@ import {
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as path from "node:path"
+import * as Durable from "./durable.ts"
 import * as FileOps from "./fileOps.ts"
 import { CHECKPOINT_FILE, type LastSegment, listing, load, type LoadOptions, type LoadResult, type View } from "./load.ts"
 import { readRange } from "./reader.ts"
@@ -83,9 +84,20 @@ export class Writer {
     })
   }
 
-  /** Closes the active segment's handle. */
+  /**
+   * Closes the active segment's handle. A writer that closes cleanly first cuts the
+   * zero tail off the segment it wrote (best effort), so a session at rest holds
+   * only data.
+   */
   close(): Effect.Effect<void> {
-    return this.closeActive()
+    return Effect.suspend(() => {
+      Durable.leave(this)
+      const last = this.view?.last ?? null
+      const trim = last !== null && last.free && last.validEnd < last.size && this.active?.name === last.name
+        ? this.trim(last)
+        : Effect.void
+      return Effect.andThen(trim, this.closeActive())
+    })
   }
 
   private closeActive(): Effect.Effect<void> {
@@ -175,7 +187,7 @@ export class Writer {
   // new segment's open line included).
   private write(view: View, data: Uint8Array, count: number): Effect.Effect<number, StorageError> {
     const last = view.last
-    if (last !== null && last.validEnd < last.size) {
+    if (last !== null && last.validEnd < last.size && !last.free) {
       // A torn tail: keep its bytes in a side file, then cut the segment back to its
       // valid prefix so the next record starts on a line boundary.
       const file = path.join(this.dir, last.name)
@@ -197,21 +209,32 @@ export class Writer {
     return needNew ? this.writeNew(view, last, data, count) : this.writeActive(view, last!, data, count)
   }
 
-  // The hot path: pwrite at the tracked end of the active segment, then fdatasync.
+  // The hot path: one durable write at the tracked end of the active segment. In a
+  // preallocated segment it overwrites zeros written before (the file's size does
+  // not change); when they run out, the write carries the next stretch of zeros.
   private writeActive(view: View, seg: LastSegment, data: Uint8Array, count: number): Effect.Effect<number, StorageError> {
     const file = path.join(this.dir, seg.name)
     let bytes = data
     if (seg.validEnd === 0) {
-      const header = Segment.bytes(Segment.openLine(seg.base))
+      // An empty segment file (its creator died before writing): it starts now, preallocated.
+      const header = Segment.bytes(Segment.openLine(seg.base, true))
       bytes = new Uint8Array(header.length + data.length)
       bytes.set(header, 0)
       bytes.set(data, header.length)
+      seg.preallocated = true
+    }
+    const used = seg.validEnd + bytes.length
+    let out = bytes
+    if (seg.preallocated && used > seg.size) {
+      out = new Uint8Array(Durable.preallocatedEnd(used) - seg.validEnd)
+      out.set(bytes, 0)
     }
     return this.activeHandle(seg.name).pipe(
-      Effect.flatMap((fh) => FileOps.appendDurable(fh, file, bytes, seg.validEnd)),
+      Effect.flatMap((fh) => Durable.write(this.ctx, this, fh, file, out, seg.validEnd)),
       Effect.map(() => {
-        seg.size = seg.validEnd + bytes.length
-        seg.validEnd = seg.size
+        seg.size = Math.max(seg.size, seg.validEnd + out.length)
+        seg.validEnd = used
+        seg.free = seg.preallocated
         seg.contentNext = view.next + count
         view.next += count
         return bytes.length
@@ -219,20 +242,23 @@ export class Writer {
     )
   }
 
-  // A new segment: created exclusively, the open line and the batch written and
-  // fdatasynced, then the directory fsynced before the acknowledgement.
+  // A new segment, preallocated: created exclusively (O_DSYNC), the open line, the
+  // batch and a stretch of zeros written durably, then the directory fsynced before
+  // the acknowledgement. The segment it follows is trimmed to its data.
   private writeNew(view: View, previous: LastSegment | null, data: Uint8Array, count: number): Effect.Effect<number, StorageError> {
     const base = view.next
     const name = Segment.name(base)
     const file = path.join(this.dir, name)
-    const header = Segment.bytes(Segment.openLine(base))
-    const all = new Uint8Array(header.length + data.length)
+    const header = Segment.bytes(Segment.openLine(base, true))
+    const used = header.length + data.length
+    const all = new Uint8Array(Durable.preallocatedEnd(used))
     all.set(header, 0)
     all.set(data, header.length)
-    return FileOps.createExclusive(this.ctx, file).pipe(
+    return FileOps.createExclusive(this.ctx, file, FileOps.DSYNC).pipe(
       Effect.flatMap((fh) =>
-        Effect.andThen(FileOps.appendDurable(fh, file, all, 0), FileOps.syncDir(this.ctx, this.dir)).pipe(
+        Effect.andThen(FileOps.writeDurable(fh, file, all, 0), FileOps.syncDir(this.ctx, this.dir)).pipe(
           Effect.onError(() => FileOps.close(fh)),
+          Effect.andThen(previous !== null && previous.free && previous.validEnd < previous.size ? this.trim(previous) : Effect.void),
           Effect.andThen(this.closeActive()),
           Effect.map(() => {
             this.active = { name, fh }
@@ -240,14 +266,26 @@ export class Writer {
         )
       ),
       Effect.andThen(Effect.suspend(() => {
-        view.last = { name, base, size: all.length, validEnd: all.length, contentNext: base + count }
+        view.last = { name, base, size: all.length, validEnd: used, contentNext: base + count, preallocated: true, free: true }
         view.next = base + count
         view.rollPending = false
         return this.options.removeCheckpointedSegments && previous !== null && view.checkpointNext >= base
           ? this.removeCovered(base)
           : Effect.void
       })),
-      Effect.as(all.length)
+      Effect.as(used)
+    )
+  }
+
+  // Cuts the zero tail off a preallocated segment the writer leaves (best effort:
+  // a zero tail that stays, after a failure or a crash, is unused space all the same).
+  private trim(seg: LastSegment): Effect.Effect<void> {
+    return this.activeHandle(seg.name).pipe(
+      Effect.flatMap((fh) => Durable.trim(fh, path.join(this.dir, seg.name), seg.validEnd)),
+      Effect.andThen(Effect.sync(() => {
+        seg.size = seg.validEnd
+      })),
+      Effect.ignore
     )
   }
 
@@ -258,7 +296,7 @@ export class Writer {
       if (this.active !== null && this.active.name === name) return Effect.succeed(this.active.fh)
       return Effect.andThen(
         this.closeActive(),
-        Effect.map(FileOps.openWrite(this.ctx, path.join(this.dir, name)), (fh) => {
+        Effect.map(FileOps.openWrite(this.ctx, path.join(this.dir, name), FileOps.DSYNC), (fh) => {
           this.active = { name, fh }
           return fh
         })

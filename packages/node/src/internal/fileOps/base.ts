@@ -2,6 +2,7 @@
  * The filesystem the primitives run on (`Fs`, `nodeFs`), their context and bounds, and
  * the one place a failed call becomes a `StorageError`.
  */
+import * as fs from "node:fs"
 import type { Stats } from "node:fs"
 import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -36,6 +37,13 @@ export interface Fs {
   link(existing: string, newPath: string): Promise<void>
   unlink(path: string): Promise<void>
   rmdir(path: string): Promise<void>
+  /**
+   * A write on the calling thread (`fs.writeSync`): returns the bytes written. The
+   * writer uses it, when present, for the durable write of a writer that is alone
+   * in the process (no thread-pool round trip); without it every write goes
+   * through `FileHandle.write`.
+   */
+  writeSync?(fd: number, buffer: Uint8Array, offset: number, length: number, position: number): number
 }
 
 /**
@@ -51,7 +59,8 @@ export const nodeFs: Fs = {
   rename: (a, b) => fsp.rename(a, b),
   link: (a, b) => fsp.link(a, b),
   unlink: (p) => fsp.unlink(p),
-  rmdir: (p) => fsp.rmdir(p)
+  rmdir: (p) => fsp.rmdir(p),
+  writeSync: (fd, buffer, offset, length, position) => fs.writeSync(fd, buffer, offset, length, position)
 }
 
 /** Largest file the adapter reads (DESIGN §6): 1 GiB. */
@@ -97,6 +106,10 @@ export const codeOf = (cause: unknown): string | undefined =>
  */
 export const call = <A>(operation: string, p: string, f: () => Promise<A>): Effect.Effect<A, StorageError> =>
   Effect.tryPromise({ try: f, catch: (cause) => new StorageError({ operation, path: p, cause }) })
+
+/** Like `call`, for a synchronous call: a throw becomes a `StorageError`. */
+export const callSync = <A>(operation: string, p: string, f: () => A): Effect.Effect<A, StorageError> =>
+  Effect.try({ try: f, catch: (cause) => cause instanceof StorageError ? cause : new StorageError({ operation, path: p, cause }) })
 
 /** Whether a typed failure is a `StorageError` whose node error has code `code`. */
 export const hasCode = (e: { readonly _tag: string }, code: string): boolean =>

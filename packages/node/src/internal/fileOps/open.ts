@@ -12,7 +12,7 @@ import { constants } from "node:fs"
 import type { Stats } from "node:fs"
 import { StorageError } from "@session-journal/core"
 import * as Effect from "effect/Effect"
-import { call, codeOf, type Context, DIR_MODE, FILE_MODE, type FileHandle, hasCode } from "./base.ts"
+import { call, callSync, codeOf, type Context, DIR_MODE, FILE_MODE, type FileHandle, hasCode } from "./base.ts"
 
 const refuse = (p: string, reason: string): StorageError =>
   new StorageError({ operation: "confine", path: p, reason: `refused: ${reason}` })
@@ -155,21 +155,22 @@ export const openRead = (ctx: Context, file: string): Effect.Effect<FileHandle, 
  * Opens an existing regular file for writing (no O_APPEND: the adapter writes at
  * the offsets it tracks), with the same checks as `openRead`.
  */
-export const openWrite = (ctx: Context, file: string): Effect.Effect<FileHandle, StorageError> =>
-  openChecked(ctx, file, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+export const openWrite = (ctx: Context, file: string, flags = 0): Effect.Effect<FileHandle, StorageError> =>
+  openChecked(ctx, file, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | flags)
 
 /**
  * Creates a new file exclusively (O_CREAT|O_EXCL|O_NOFOLLOW, so neither an
  * existing file nor a planted symlink is ever written through), sets 0600 with
  * fchmod whatever the umask, and checks dev/ino against an lstat. The new name is
  * not durable until the caller fsyncs the directory (`syncDir`). Fails with
- * `StorageError` whose cause has code EEXIST when the name is taken.
+ * `StorageError` whose cause has code EEXIST when the name is taken. `flags` are
+ * added to the open flags (`DSYNC`).
  */
-export const createExclusive = (ctx: Context, file: string): Effect.Effect<FileHandle, StorageError> =>
+export const createExclusive = (ctx: Context, file: string, flags = 0): Effect.Effect<FileHandle, StorageError> =>
   openThen(
     ctx,
     file,
-    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW | flags,
     FILE_MODE,
     (fh) =>
       Effect.gen(function*() {
@@ -206,3 +207,41 @@ export const writeAll = (fh: FileHandle, file: string, bytes: Uint8Array, positi
  */
 export const appendDurable = (fh: FileHandle, file: string, bytes: Uint8Array, position: number): Effect.Effect<void, StorageError> =>
   Effect.andThen(writeAll(fh, file, bytes, position), call("fdatasync", file, () => fh.datasync()))
+
+/**
+ * `O_DSYNC`, for `openWrite` and `createExclusive`: every write on the descriptor
+ * returns only once its bytes, and the file size they need, are on disk. 0 where
+ * the platform has no such flag (then `writeDurable` fdatasyncs).
+ */
+export const DSYNC: number = constants.O_DSYNC ?? 0
+
+/**
+ * Durable write on a handle opened with `DSYNC`: writes `bytes` at `position`, and
+ * each write is durable when it returns, so no separate fdatasync (one thread-pool
+ * round trip instead of two). When it fails (or is interrupted), any prefix of the
+ * bytes may be on disk: the caller must forget its idea of the file's end and
+ * rescan.
+ */
+export const writeDurable = (fh: FileHandle, file: string, bytes: Uint8Array, position: number): Effect.Effect<void, StorageError> =>
+  DSYNC === 0 ? appendDurable(fh, file, bytes, position) : writeAll(fh, file, bytes, position)
+
+/**
+ * `writeDurable` on the calling thread, through `Fs.writeSync` (which the caller
+ * checked is there, and `DSYNC` is not 0): no thread-pool round trip, but the
+ * event loop waits for the disk. Same guarantees.
+ */
+export const writeDurableSync = (
+  writeSync: NonNullable<Context["fs"]["writeSync"]>,
+  fh: FileHandle,
+  file: string,
+  bytes: Uint8Array,
+  position: number
+): Effect.Effect<void, StorageError> =>
+  callSync("write", file, () => {
+    let done = 0
+    while (done < bytes.length) {
+      const n = writeSync(fh.fd, bytes, done, bytes.length - done, position + done)
+      if (n <= 0) throw new StorageError({ operation: "write", path: file, reason: "no progress" })
+      done += n
+    }
+  })

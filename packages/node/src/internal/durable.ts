@@ -1,0 +1,68 @@
+/**
+ * How the writer makes its bytes durable (README "Preallocated segments"): segments
+ * are opened with `O_DSYNC`, so one write is one durable step; a writer alone in
+ * the process writes on the calling thread, others through libuv's thread pool;
+ * a preallocated segment grows by stretches of written zeros, and is trimmed to its
+ * data when the writer leaves it.
+ */
+import type { StorageError } from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as FileOps from "./fileOps.ts"
+
+/** Bytes of zeros a preallocated segment is given beyond its data when it grows. */
+export const PREALLOCATE_BYTES = 64 * 1024
+
+/**
+ * The size a preallocated segment holding `used` bytes is given when it grows: the
+ * next 4 KiB boundary, plus `PREALLOCATE_BYTES` of zeros. The writes in between
+ * overwrite blocks written before and do not change the file's size, so their
+ * sync has no metadata to commit.
+ */
+export const preallocatedEnd = (used: number): number => Math.ceil(used / 4096) * 4096 + PREALLOCATE_BYTES
+
+// Which writer of this process made the last durable write, and how many durable
+// writes are in the thread pool now.
+const turns: { inFlight: number; last: object | null } = { inFlight: 0, last: null }
+
+/**
+ * One durable write for `owner` (a writer) on a handle opened with `DSYNC`. A
+ * writer that is alone in the process — it made the last durable write and none
+ * is in the thread pool now — writes on the calling thread (`Fs.writeSync`): no
+ * pool round trip, which is most of what a lone caller's append costs beyond the
+ * disk, at the price of the event loop waiting for the disk. Otherwise the write
+ * goes through the pool, so the writes of many sessions overlap. On failure any
+ * prefix of the bytes may be on disk (see `FileOps.writeDurable`).
+ */
+export const write = (
+  ctx: FileOps.Context,
+  owner: object,
+  fh: FileOps.FileHandle,
+  file: string,
+  bytes: Uint8Array,
+  position: number
+): Effect.Effect<void, StorageError> =>
+  Effect.suspend(() => {
+    const writeSync = ctx.fs.writeSync
+    const alone = writeSync !== undefined && FileOps.DSYNC !== 0 && turns.inFlight === 0 && turns.last === owner
+    turns.last = owner
+    if (alone) return FileOps.writeDurableSync(writeSync, fh, file, bytes, position)
+    turns.inFlight++
+    return Effect.ensuring(
+      FileOps.writeDurable(fh, file, bytes, position),
+      Effect.sync(() => {
+        turns.inFlight--
+      })
+    )
+  })
+
+/** Forgets `owner` as the last writer (it closes). */
+export const leave = (owner: object): void => {
+  if (turns.last === owner) turns.last = null
+}
+
+/** Cuts `file` back to `end` (its data) and makes the new size durable. */
+export const trim = (fh: FileOps.FileHandle, file: string, end: number): Effect.Effect<void, StorageError> =>
+  Effect.andThen(
+    FileOps.call("ftruncate", file, () => fh.truncate(end)),
+    FileOps.call("fdatasync", file, () => fh.datasync())
+  )
