@@ -27,15 +27,18 @@ const signal = () => {
   return { fire, fired }
 }
 
-/** A handle whose calls go to `h`, with `sync`/`datasync` replaced. */
+/** A handle whose calls go to `h`, with `sync` or `write` replaced. */
 const wrapHandle = (
   h: FileHandle,
-  over: { readonly sync?: () => Promise<void>; readonly datasync?: () => Promise<void> }
+  over: {
+    readonly sync?: () => Promise<void>
+    readonly write?: FileHandle["write"]
+  }
 ): FileHandle => ({
   fd: h.fd,
   read: (b, o, l, p) => h.read(b, o, l, p),
-  write: (b, o, l, p) => h.write(b, o, l, p),
-  datasync: over.datasync ?? (() => h.datasync()),
+  write: over.write ?? ((b, o, l, p) => h.write(b, o, l, p)),
+  datasync: () => h.datasync(),
   sync: over.sync ?? (() => h.sync()),
   stat: () => h.stat(),
   chmod: (m) => h.chmod(m),
@@ -88,7 +91,7 @@ describe("interruptions leave consistent state", () => {
     await Effect.runPromise(Effect.provide(program, adapter({ root, fs: fsImpl })))
   })
 
-  it("after an append interrupted during its fdatasync, the same handle appends after the stored tip", async () => {
+  it("after an append interrupted during its durable write (O_DSYNC), the same handle appends after the stored tip", async () => {
     const root = tempDir("interrupt-tip")
     const id = "tip"
     const entered = signal()
@@ -100,13 +103,13 @@ describe("interruptions leave consistent state", () => {
       open: async (p, flags, mode) => {
         const h = await real.open(p, flags, mode)
         return wrapHandle(h, {
-          datasync: async () => {
+          write: async (b, o, l, pos) => {
             if (armed && p.endsWith(".jsonl")) {
               armed = false
               entered.fire()
               await gate.fired
             }
-            return h.datasync()
+            return h.write(b, o, l, pos)
           }
         })
       }

@@ -1,7 +1,7 @@
 /**
  * Interrupting the adapter in the middle of a file operation: a load interrupted
  * while a segment read is pending, an append interrupted while its writer loads,
- * while its fdatasync is pending, or while a segment is being opened. No
+ * while its durable write is pending (segments are written with O_DSYNC), or while a segment is being opened. No
  * descriptor leaks (/proc/self/fd counts before and after), the lock is released,
  * and the session loads afterwards with every acknowledged or completed write.
  */
@@ -15,7 +15,7 @@ import { describe, expect, it } from "vitest"
 import { NodePersistence } from "../src/index.ts"
 import { adapter, appendChain, JournalState, loadRead, openFds, run, tempDir, withWriter } from "./helpers.ts"
 
-type Op = "open" | "read" | "datasync"
+type Op = "open" | "read" | "write"
 
 /**
  * The real filesystem, except that the first `op` on a segment file after `arm()`
@@ -46,11 +46,11 @@ const gated = (op: Op) => {
           await stop(p, "read")
           return h.read(b, o, l, pos)
         },
-        write: (b, o, l, pos) => h.write(b, o, l, pos),
-        datasync: async () => {
-          await stop(p, "datasync")
-          return h.datasync()
+        write: async (b, o, l, pos) => {
+          await stop(p, "write")
+          return h.write(b, o, l, pos)
         },
+        datasync: () => h.datasync(),
         sync: () => h.sync(),
         stat: () => h.stat(),
         chmod: (m) => h.chmod(m),
@@ -123,9 +123,9 @@ describe.runIf(fs.existsSync("/proc/self/fd"))("interruption during file operati
     expect((await run({ root }, loadRead(ID))).state.next_sequence).toBe(state.next_sequence)
   })
 
-  it("an append interrupted while its fdatasync is pending completes, then closes everything", async () => {
+  it("an append interrupted while its durable write is pending completes, then closes everything", async () => {
     const { root, state } = await seeded("intr-sync", 20)
-    const g = gated("datasync")
+    const g = gated("write")
     const before = openFds()
     const exit = await interrupted(
       root,
