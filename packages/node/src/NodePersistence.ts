@@ -53,6 +53,14 @@ export interface Options {
   readonly maxFileBytes?: number | undefined
   /** Largest segment line (default 8 MiB); a longer record is refused on append. */
   readonly maxLineBytes?: number | undefined
+  /**
+   * Whether a writer alone in the process makes its durable write on the calling
+   * thread (default true): one write instead of two thread-pool hand-offs, while the
+   * event loop waits for the disk (about as long as one fdatasync). Set false in a
+   * host whose event loop must never wait for the disk; writes then always go through
+   * libuv's thread pool.
+   */
+  readonly callingThreadWrites?: boolean | undefined
 }
 
 /**

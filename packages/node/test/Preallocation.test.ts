@@ -232,6 +232,36 @@ describe("preallocated segments", () => {
     expect(holeBefore(file, dataEnd(file))).toBe(false)
   }, 60_000)
 
+  it("with callingThreadWrites false every durable write goes through the thread pool", async () => {
+    const root = tempDir("prealloc-pool")
+    const real = NodePersistence.nodeFs
+    let calls = 0
+    const counting: NodePersistence.Fs = {
+      ...real,
+      writeSync: (fd, buffer, offset, length, position) => {
+        calls++
+        return real.writeSync!(fd, buffer, offset, length, position)
+      }
+    }
+    const params = (i: number) => ({ tool_name: "t", server_id: "s", agent_id: "a", bytes_read: i, bytes_written: 0, delegation_depth: 0 })
+    const journal = (callingThreadWrites: boolean) =>
+      SessionJournal.layer().pipe(
+        Layer.provide(NodePersistence.layer({ root, callingThreadWrites }).pipe(Layer.provide(NodePersistence.layerFs(counting))))
+      )
+    const recordFive = (id: string) =>
+      Effect.gen(function*() {
+        const j = yield* SessionJournal.SessionJournal
+        for (let i = 0; i < 5; i++) yield* j.record(id, params(i))
+      })
+    await Effect.runPromise(Effect.provide(recordFive("pool"), journal(false)))
+    expect(calls).toBe(0)
+    await Effect.runPromise(Effect.provide(recordFive("thread"), journal(true)))
+    expect(calls).toBeGreaterThan(0)
+    const report = await Effect.runPromise(NodePersistence.inspect({ root }, "pool"))
+    expect(report.ok).toBe(true)
+    expect(report.nextSequence).toBe(5)
+  }, 60_000)
+
   it(`crash loop: ${STRESS ? 200 : 20} SIGKILLs at random moments never leave a hole or lose an acknowledged entry`, async () => {
     const root = path.join(tempDir("prealloc-crash"), "journal")
     const id = "c"

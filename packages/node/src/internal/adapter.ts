@@ -58,9 +58,12 @@ export const resolveWith = (options: Options): Effect.Effect<Resolved> =>
     return resolve(options, yield* Fs, yield* Clock.Clock)
   })
 
+const withoutWriteSync = ({ writeSync: _, ...rest }: FileOps.Fs): FileOps.Fs => rest
+
 export const resolve = (options: Options, fs: FileOps.Fs, clock: Clock.Clock): Resolved => ({
   ctx: {
-    fs,
+    // Without `writeSync` every durable write goes through the thread pool.
+    fs: options.callingThreadWrites === false ? withoutWriteSync(fs) : fs,
     clock,
     root: path.resolve(options.root),
     uid: typeof process.getuid === "function" ? process.getuid() : null,
