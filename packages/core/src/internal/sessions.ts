@@ -100,6 +100,9 @@ export const make = Effect.fnUntraced(function*(config: Config) {
   // writer.
   const idle = (target: Writer.Target): Effect.Effect<void> => {
     const session = target as OpenSession
+    // A write queued since the writer looked finds the reference still held (it took
+    // none, `pending` being set): keep it for that write.
+    if (Queue.sizeUnsafe(session.queue) > 0) return Effect.void
     session.pending = false
     const rc = session.rc
     if (rc === undefined) return Effect.void
@@ -163,12 +166,17 @@ export const make = Effect.fnUntraced(function*(config: Config) {
       live.set(id, session)
       opened = session
       const writer = yield* Effect.forkDetach(writers.run(session))
+      // The release can run in the writer itself: a `close` landing between the
+      // writer's idle check and the release it then runs leaves the last reference to
+      // it. Nothing is queued then (the session is retired and held no other
+      // reference), and the writer ends at its next take; waiting for it there would
+      // wait forever.
       yield* Effect.addFinalizer(() =>
         Effect.andThen(
           Effect.sync(() => {
             session.retired = true
           }),
-          Effect.andThen(Queue.end(queue), Fiber.await(writer))
+          Effect.andThen(Queue.end(queue), Effect.withFiber((fiber) => fiber === writer ? Effect.void : Fiber.await(writer)))
         )
       )
       return session
@@ -227,8 +235,8 @@ export const make = Effect.fnUntraced(function*(config: Config) {
   const submitOpening = (id: string, request: Writer.Request<unknown>): Effect.Effect<unknown, WriteError> =>
     Effect.scoped(Effect.flatMap(acquire(id), (session) => {
       if (!enqueue(session, request)) {
-        // Cannot happen while the reference is held: the queue ends only on release.
-        return Effect.die(new Error(`the queue of session ${id} ended while a write held it`))
+        // The service is closing: its RcMap closes every session, referenced or not.
+        return Effect.interrupt
       }
       return direct ? Effect.void : Deferred.await(request.deferred)
     }))
