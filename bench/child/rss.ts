@@ -19,6 +19,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import { loadBuiltPackages, readMemory } from "../lib/child.ts"
+import { toolParams } from "../lib/params.ts"
 
 const [root, countText, marksText, idleText] = process.argv.slice(2)
 const count = Number(countText)
@@ -33,15 +34,7 @@ if (
 }
 const { core, node } = await loadBuiltPackages()
 
-const params = (i: number) => ({
-  tool_name: i % 3 === 0 ? "read_file" : i % 3 === 1 ? "write_file" : "search",
-  server_id: "srv-1",
-  agent_id: "agent-1",
-  bytes_read: (i * 7919) % 100000,
-  bytes_written: (i * 104729) % 50000,
-  delegation_depth: i % 4,
-  allowed: true
-})
+const params = toolParams
 
 const rt = ManagedRuntime.make(core.SessionJournal.layer().pipe(Layer.provide(node.NodePersistence.layer({ root }))))
 const journal = await rt.runPromise(Effect.service(core.SessionJournal.SessionJournal))

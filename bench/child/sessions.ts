@@ -11,6 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import { loadBuiltPackages, readMemory } from "../lib/child.ts"
+import { toolParams } from "../lib/params.ts"
 
 const [root, countText] = process.argv.slice(2)
 const count = Number(countText)
@@ -19,15 +20,7 @@ if (root === undefined || !Number.isInteger(count)) {
   process.exit(2)
 }
 const { core, node } = await loadBuiltPackages()
-const params = (i: number) => ({
-  tool_name: i % 3 === 0 ? "read_file" : i % 3 === 1 ? "write_file" : "search",
-  server_id: "srv-1",
-  agent_id: "agent-1",
-  bytes_read: (i * 7919) % 100000,
-  bytes_written: (i * 104729) % 50000,
-  delegation_depth: i % 4,
-  allowed: true
-})
+const params = toolParams
 const fds = () => fs.readdirSync("/proc/self/fd").length
 const gc = (globalThis as { gc?: () => void }).gc
 const rt = ManagedRuntime.make(core.SessionJournal.layer().pipe(Layer.provide(node.NodePersistence.layer({ root }))))

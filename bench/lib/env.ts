@@ -11,6 +11,7 @@ import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import { Entry, JournalState, Persistence, SessionJournal } from "../../packages/core/src/index.ts"
 import { toolPreimage } from "../../packages/core/src/internal/preimage.ts"
+import { toolParams } from "./params.ts"
 
 /** A fresh temp directory; remove it with `removeDir`. */
 export const tempDir = (label: string): string => fs.mkdtempSync(path.join(os.tmpdir(), `sj-bench-${label}-`))
@@ -29,15 +30,7 @@ export const withTempDir = async <A>(label: string, f: (dir: string) => Promise<
 }
 
 /** The parameters of the i-th recorded tool call: realistic names, varying sizes. */
-export const params = (i: number): Entry.ValidToolParams => ({
-  tool_name: i % 3 === 0 ? "read_file" : i % 3 === 1 ? "write_file" : "search",
-  server_id: "srv-1",
-  agent_id: "agent-1",
-  bytes_read: (i * 7919) % 100000,
-  bytes_written: (i * 104729) % 50000,
-  delegation_depth: i % 4,
-  allowed: true
-})
+export const params: (i: number) => Entry.ValidToolParams = toolParams
 
 /** `n` linked and hashed tool entries, as the journal builds them. */
 export const makeEntries = (n: number, timestampSecs = 1764400000): Array<Entry.ToolEntry> => {
