@@ -26,6 +26,7 @@ const sequential: ReadonlyArray<Variant> = [
   { sync: "dsync", place: "append", thread: "main", perSync: 1 },
   { sync: "fdatasync", place: "overwrite", thread: "main", perSync: 1 },
   { sync: "dsync", place: "overwrite", thread: "main", perSync: 1 },
+  { sync: "dsync", place: "sparse", thread: "main", perSync: 1 },
   { sync: "fdatasync", place: "append", thread: "pool", perSync: 1 },
   { sync: "dsync", place: "append", thread: "pool", perSync: 1 },
   { sync: "fdatasync", place: "overwrite", thread: "pool", perSync: 1 },

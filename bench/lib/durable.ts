@@ -13,8 +13,11 @@ import type { Sample } from "./harness.ts"
 export interface Variant {
   /** `fdatasync`: write, then fdatasync; `dsync`: one write on an O_DSYNC descriptor. */
   readonly sync: "fdatasync" | "dsync"
-  /** `append`: the file grows with every write; `overwrite`: blocks written beforehand are overwritten. */
-  readonly place: "append" | "overwrite"
+  /**
+   * `append`: the file grows with every write; `overwrite`: blocks written beforehand are overwritten;
+   * `sparse`: the file is extended beforehand with `ftruncate` (a hole, no blocks written) and the writes fill it.
+   */
+  readonly place: "append" | "overwrite" | "sparse"
   /** `main`: synchronous calls; `pool`: `fs/promises` calls through libuv's thread pool. */
   readonly thread: "main" | "pool"
   /** Lines per durable write (1, or a batch as group commit gathers). */
@@ -42,6 +45,12 @@ export const runVariant = async (file: string, lines: ReadonlyArray<Uint8Array>,
     const zeros = Buffer.alloc(Math.ceil(total / 4096) * 4096 + 4096)
     fs.writeFileSync(file, zeros, { mode: 0o600 })
     const fd = fs.openSync(file, "r+")
+    fs.fsyncSync(fd)
+    fs.closeSync(fd)
+  }
+  if (v.place === "sparse") {
+    const fd = fs.openSync(file, "w", 0o600)
+    fs.ftruncateSync(fd, Math.ceil(total / 4096) * 4096 + 4096)
     fs.fsyncSync(fd)
     fs.closeSync(fd)
   }

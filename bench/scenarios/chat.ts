@@ -96,7 +96,8 @@ const measure = async (layer: ChatLayer, turns: number): Promise<Sample & { read
 }
 
 const platformNode = async (): Promise<Layer.Layer<FileSystem.FileSystem | Path.Path>> => {
-  const require = createRequire(path.join(repoRoot, "packages", "node", "package.json"))
+  // The cli package declares @effect/platform-node; resolve it from there.
+  const require = createRequire(path.join(repoRoot, "packages", "cli", "package.json"))
   const mod = await import(pathToFileURL(require.resolve("@effect/platform-node/NodeServices")).href) as {
     readonly layer: Layer.Layer<FileSystem.FileSystem | Path.Path>
   }

@@ -232,6 +232,66 @@ describe("preallocated segments", () => {
     expect(holeBefore(file, dataEnd(file))).toBe(false)
   }, 60_000)
 
+  it("the zero tail is a hole: the bytes handed to the filesystem for a segment are its data, each written once", async () => {
+    const root = tempDir("prealloc-hole")
+    const real = NodePersistence.nodeFs
+    // Bytes passed to write calls, per segment file (by descriptor for the calling
+    // thread's writes, by handle for the pool's).
+    const written = new Map<string, number>()
+    const byFd = new Map<number, string>()
+    const add = (file: string | undefined, n: number) => {
+      if (file !== undefined && /[0-9]{20}\.jsonl$/.test(file)) written.set(file, (written.get(file) ?? 0) + n)
+    }
+    const counting: NodePersistence.Fs = {
+      ...real,
+      open: async (p, flags, mode) => {
+        const fh = await real.open(p, flags, mode)
+        byFd.set(fh.fd, p)
+        return {
+          fd: fh.fd,
+          read: (b, o, l, at) => fh.read(b, o, l, at),
+          write: (b, o, l, at) => {
+            add(p, l)
+            return fh.write(b, o, l, at)
+          },
+          datasync: () => fh.datasync(),
+          sync: () => fh.sync(),
+          stat: () => fh.stat(),
+          chmod: (m) => fh.chmod(m),
+          truncate: (n) => fh.truncate(n),
+          close: () => fh.close()
+        }
+      },
+      writeSync: (fd, buffer, offset, length, position) => {
+        add(byFd.get(fd), length)
+        return real.writeSync!(fd, buffer, offset, length, position)
+      }
+    }
+    const params = (i: number) => ({ tool_name: "t", server_id: "s", agent_id: "a", bytes_read: i, bytes_written: 0, delegation_depth: 0 })
+    const live = SessionJournal.layer({ checkpointMinBytes: 64 * 1024 }).pipe(
+      Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(counting))))
+    )
+    // Enough records to grow the first segment past its first stretch and to roll.
+    const sizes = await Effect.runPromise(Effect.provide(
+      Effect.gen(function*() {
+        const j = yield* SessionJournal.SessionJournal
+        for (let i = 0; i < 700; i++) yield* j.record("h", params(i))
+        const dir = path.join(root, "h")
+        // While the session is open its active segment holds a zero tail.
+        const names = segments(dir)
+        const last = path.join(dir, names[names.length - 1]!)
+        expect(fs.statSync(last).size).toBeGreaterThan(dataEnd(last))
+        return names.map((n) => [path.join(dir, n), dataEnd(path.join(dir, n))] as const)
+      }),
+      live
+    ))
+    expect(sizes.length).toBeGreaterThan(1)
+    for (const [file, end] of sizes) expect(written.get(file), file).toBe(end)
+    const report = await Effect.runPromise(NodePersistence.inspect({ root }, "h"))
+    expect(report.ok).toBe(true)
+    expect(report.nextSequence).toBe(700)
+  }, 60_000)
+
   it("with callingThreadWrites false every durable write goes through the thread pool", async () => {
     const root = tempDir("prealloc-pool")
     const real = NodePersistence.nodeFs

@@ -2,21 +2,22 @@
  * How the writer makes its bytes durable (README "Preallocated segments"): segments
  * are opened with `O_DSYNC`, so one write is one durable step; a writer alone in
  * the process writes on the calling thread, others through libuv's thread pool;
- * a preallocated segment grows by stretches of written zeros, and is trimmed to its
- * data when the writer leaves it.
+ * a preallocated segment grows by stretches of zeros (the file is extended with
+ * `ftruncate`, so no zero byte is written), and is trimmed to its data when the
+ * writer leaves it.
  */
 import type { StorageError } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as FileOps from "./fileOps.ts"
 
-/** Bytes of zeros a preallocated segment is given beyond its data when it grows. */
+/** Bytes of zeros (a hole) a preallocated segment is given beyond its data when it grows. */
 export const PREALLOCATE_BYTES = 64 * 1024
 
 /**
  * The size a preallocated segment holding `used` bytes is given when it grows: the
  * next 4 KiB boundary, plus `PREALLOCATE_BYTES` of zeros. The writes in between
- * overwrite blocks written before and do not change the file's size, so their
- * sync has no metadata to commit.
+ * land inside the file and do not change its size, so their sync commits no new
+ * size (only a block allocation once per 4 KiB).
  */
 export const preallocatedEnd = (used: number): number => Math.ceil(used / 4096) * 4096 + PREALLOCATE_BYTES
 
@@ -59,6 +60,15 @@ export const write = (
 export const leave = (owner: object): void => {
   if (turns.last === owner) turns.last = null
 }
+
+/**
+ * Extends `file` to `end` bytes with `ftruncate`: the new bytes are a hole that
+ * reads as zeros, and nothing is written. Not synced by itself: the next durable
+ * write commits the new size with its data, and a crash before that leaves the
+ * file ending at its data, which reads the same.
+ */
+export const extend = (fh: FileOps.FileHandle, file: string, end: number): Effect.Effect<void, StorageError> =>
+  FileOps.call("ftruncate", file, () => fh.truncate(end))
 
 /** Cuts `file` back to `end` (its data) and makes the new size durable. */
 export const trim = (fh: FileOps.FileHandle, file: string, end: number): Effect.Effect<void, StorageError> =>

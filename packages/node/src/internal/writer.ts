@@ -210,8 +210,9 @@ export class Writer {
   }
 
   // The hot path: one durable write at the tracked end of the active segment. In a
-  // preallocated segment it overwrites zeros written before (the file's size does
-  // not change); when they run out, the write carries the next stretch of zeros.
+  // preallocated segment it lands inside the file (the file's size does not
+  // change); when the space runs out, the file is first extended by the next
+  // stretch of zeros (a hole: no zero byte is written).
   private writeActive(view: View, seg: LastSegment, data: Uint8Array, count: number): Effect.Effect<number, StorageError> {
     const file = path.join(this.dir, seg.name)
     let bytes = data
@@ -224,15 +225,16 @@ export class Writer {
       seg.preallocated = true
     }
     const used = seg.validEnd + bytes.length
-    let out = bytes
-    if (seg.preallocated && used > seg.size) {
-      out = new Uint8Array(Durable.preallocatedEnd(used) - seg.validEnd)
-      out.set(bytes, 0)
-    }
+    const grow = seg.preallocated && used > seg.size ? Durable.preallocatedEnd(used) : 0
     return this.activeHandle(seg.name).pipe(
-      Effect.flatMap((fh) => Durable.write(this.ctx, this, fh, file, out, seg.validEnd)),
+      Effect.tap((fh) =>
+        grow === 0 ? Effect.void : Effect.map(Durable.extend(fh, file, grow), () => {
+          seg.size = grow
+        })
+      ),
+      Effect.flatMap((fh) => Durable.write(this.ctx, this, fh, file, bytes, seg.validEnd)),
       Effect.map(() => {
-        seg.size = Math.max(seg.size, seg.validEnd + out.length)
+        seg.size = Math.max(seg.size, used)
         seg.validEnd = used
         seg.free = seg.preallocated
         seg.contentNext = view.next + count
@@ -242,21 +244,25 @@ export class Writer {
     )
   }
 
-  // A new segment, preallocated: created exclusively (O_DSYNC), the open line, the
-  // batch and a stretch of zeros written durably, then the directory fsynced before
-  // the acknowledgement. The segment it follows is trimmed to its data.
+  // A new segment, preallocated: created exclusively (O_DSYNC) and extended by a
+  // stretch of zeros (a hole), then the open line and the batch written durably
+  // (which commits the size too), then the directory fsynced before the
+  // acknowledgement. The segment it follows is trimmed to its data.
   private writeNew(view: View, previous: LastSegment | null, data: Uint8Array, count: number): Effect.Effect<number, StorageError> {
     const base = view.next
     const name = Segment.name(base)
     const file = path.join(this.dir, name)
     const header = Segment.bytes(Segment.openLine(base, true))
     const used = header.length + data.length
-    const all = new Uint8Array(Durable.preallocatedEnd(used))
+    const size = Durable.preallocatedEnd(used)
+    const all = new Uint8Array(used)
     all.set(header, 0)
     all.set(data, header.length)
     return FileOps.createExclusive(this.ctx, file, FileOps.DSYNC).pipe(
       Effect.flatMap((fh) =>
-        Effect.andThen(FileOps.writeDurable(fh, file, all, 0), FileOps.syncDir(this.ctx, this.dir)).pipe(
+        Durable.extend(fh, file, size).pipe(
+          Effect.andThen(FileOps.writeDurable(fh, file, all, 0)),
+          Effect.andThen(FileOps.syncDir(this.ctx, this.dir)),
           Effect.onError(() => FileOps.close(fh)),
           Effect.andThen(previous !== null && previous.free && previous.validEnd < previous.size ? this.trim(previous) : Effect.void),
           Effect.andThen(this.closeActive()),
@@ -266,7 +272,7 @@ export class Writer {
         )
       ),
       Effect.andThen(Effect.suspend(() => {
-        view.last = { name, base, size: all.length, validEnd: used, contentNext: base + count, preallocated: true, free: true }
+        view.last = { name, base, size, validEnd: used, contentNext: base + count, preallocated: true, free: true }
         view.next = base + count
         view.rollPending = false
         return this.options.removeCheckpointedSegments && previous !== null && view.checkpointNext >= base
