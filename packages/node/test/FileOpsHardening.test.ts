@@ -15,7 +15,7 @@ import { describe, expect, it } from "vitest"
 import { SessionLocked, StorageError } from "@session-journal/core"
 import { Lock, NodePersistence } from "../src/index.ts"
 import * as FileOps from "../src/internal/fileOps.ts"
-import { appendChain, asUnpreallocated, chain, JournalState, loadRead, requestOf, run, tempDir, withWriter } from "./helpers.ts"
+import { appendChain, asUnpreallocated, chain, JournalState, loadRead, requestOf, run, tempDir, withWriter, wrapHandle } from "./helpers.ts"
 
 const SEG0 = "00000000000000000000.jsonl"
 const MiB = 1024 * 1024
@@ -35,19 +35,11 @@ const fullDisk = (): FileOps.Fs => ({
   open: async (p, flags, mode) => {
     const h = await FileOps.nodeFs.open(p, flags, mode)
     if (!path.basename(p).startsWith(FileOps.TEMP_PREFIX)) return h
-    return {
-      fd: h.fd,
-      read: (b, o, l, pos) => h.read(b, o, l, pos),
+    return wrapHandle(h, {
       write: async () => {
         throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" })
-      },
-      datasync: () => h.datasync(),
-      sync: () => h.sync(),
-      stat: () => h.stat(),
-      chmod: (m) => h.chmod(m),
-      truncate: (l) => h.truncate(l),
-      close: () => h.close()
-    }
+      }
+    })
   }
 })
 

@@ -13,7 +13,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { NodePersistence } from "../src/index.ts"
-import { adapter, appendChain, JournalState, loadRead, openFds, run, tempDir, withWriter } from "./helpers.ts"
+import { adapter, appendChain, JournalState, loadRead, openFds, run, tempDir, withWriter, wrapHandle } from "./helpers.ts"
 
 type Op = "open" | "read" | "write"
 
@@ -40,8 +40,7 @@ const gated = (op: Op) => {
       const h = await real.open(p, flags, mode)
       // The descriptor is open while the caller waits: an interruption now must not lose it.
       await stop(p, "open")
-      return {
-        fd: h.fd,
+      return wrapHandle(h, {
         read: async (b, o, l, pos) => {
           await stop(p, "read")
           return h.read(b, o, l, pos)
@@ -49,14 +48,8 @@ const gated = (op: Op) => {
         write: async (b, o, l, pos) => {
           await stop(p, "write")
           return h.write(b, o, l, pos)
-        },
-        datasync: () => h.datasync(),
-        sync: () => h.sync(),
-        stat: () => h.stat(),
-        chmod: (m) => h.chmod(m),
-        truncate: (l) => h.truncate(l),
-        close: () => h.close()
-      }
+        }
+      })
     }
   }
   return { fs: fsImpl, hit, release: () => release(), arm: () => (armed = true) }

@@ -26,7 +26,8 @@ import {
   run,
   spawnFixture,
   tempDir,
-  withWriter
+  withWriter,
+  wrapHandle
 } from "./helpers.ts"
 
 const SEG0 = "00000000000000000000.jsonl"
@@ -247,20 +248,12 @@ describe("preallocated segments", () => {
       open: async (p, flags, mode) => {
         const fh = await real.open(p, flags, mode)
         byFd.set(fh.fd, p)
-        return {
-          fd: fh.fd,
-          read: (b, o, l, at) => fh.read(b, o, l, at),
+        return wrapHandle(fh, {
           write: (b, o, l, at) => {
             add(p, l)
             return fh.write(b, o, l, at)
-          },
-          datasync: () => fh.datasync(),
-          sync: () => fh.sync(),
-          stat: () => fh.stat(),
-          chmod: (m) => fh.chmod(m),
-          truncate: (n) => fh.truncate(n),
-          close: () => fh.close()
-        }
+          }
+        })
       },
       writeSync: (fd, buffer, offset, length, position) => {
         add(byFd.get(fd), length)

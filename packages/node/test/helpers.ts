@@ -12,6 +12,26 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { NodePersistence } from "../src/index.ts"
+import type { FileHandle } from "../src/internal/fileOps/base.ts"
+
+/**
+ * A file handle that forwards every call to `h`, except those `over` replaces:
+ * how tests observe or fail one call of a real file.
+ */
+export const wrapHandle = (
+  h: FileHandle,
+  over: Partial<Omit<FileHandle, "fd">> = {}
+): FileHandle => ({
+  fd: h.fd,
+  read: over.read ?? ((b, o, l, pos) => h.read(b, o, l, pos)),
+  write: over.write ?? ((b, o, l, pos) => h.write(b, o, l, pos)),
+  datasync: over.datasync ?? (() => h.datasync()),
+  sync: over.sync ?? (() => h.sync()),
+  stat: over.stat ?? (() => h.stat()),
+  chmod: over.chmod ?? ((m) => h.chmod(m)),
+  truncate: over.truncate ?? ((l) => h.truncate(l)),
+  close: over.close ?? (() => h.close())
+})
 
 /**
  * A fresh private temp directory (0700). `memory` puts it on /dev/shm when there
