@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { canonicalize, check, isWellFormed } from "./internal/jcs.ts"
+import { toJsonText } from "./internal/jsonText.ts"
 import { hashOther, hashTool } from "./internal/preimage.ts"
 import { MAX_U32, MAX_U53, payloadLimits, payloadProblem, type ValidToolParams } from "./internal/validate.ts"
 
@@ -354,6 +355,26 @@ export const encode = (entry: Entry): typeof Entry.Encoded =>
       kind: entry.kind,
       payload: entry.payload
     }
+
+// The JSON text of each entry that asked for it, for as long as the entry lives.
+const texts = new WeakMap<Entry, string>()
+
+/**
+ * The JSON text of an entry, `toJsonText(encode(entry))`, written once per entry
+ * object and kept for as long as the object lives (entries are immutable values):
+ * the line a filesystem segment stores and the checkpoint that later holds the
+ * same entry share one encoding (`Checkpoint.toJsonText`).
+ *
+ * @since 0.3.0
+ */
+export const jsonText = (entry: Entry): string => {
+  let text = texts.get(entry)
+  if (text === undefined) {
+    text = toJsonText(encode(entry))
+    texts.set(entry, text)
+  }
+  return text
+}
 
 /**
  * The schema's own encoder for entries (validates while encoding); `encode` gives the
