@@ -370,11 +370,17 @@ const texts = new WeakMap<Entry, string>()
 export const jsonText = (entry: Entry): string => {
   let text = texts.get(entry)
   if (text === undefined) {
-    text = toJsonText(encode(entry))
+    // A tool entry is one flat object: `toJsonText` writes it as `JSON.stringify`
+    // does unless one of its numbers is -0, and need not scan it to know.
+    text = isTool(entry) && !hasNegativeZero(entry) ? JSON.stringify(encode(entry)) : toJsonText(encode(entry))
     texts.set(entry, text)
   }
   return text
 }
+
+const hasNegativeZero = (entry: ToolEntry): boolean =>
+  Object.is(entry.sequence, -0) || Object.is(entry.timestamp_secs, -0) || Object.is(entry.bytes_read, -0) ||
+  Object.is(entry.bytes_written, -0) || Object.is(entry.delegation_depth, -0)
 
 /**
  * The schema's own encoder for entries (validates while encoding); `encode` gives the

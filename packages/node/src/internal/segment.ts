@@ -82,6 +82,7 @@ export const bytes = (s: string): Uint8Array => encoder.encode(s)
 // their own.
 let spare: Buffer | null = null
 const SINK_START = 64 * 1024
+const SINK_MIN = 1024
 // A larger buffer is not kept for reuse once its sink is done.
 const SPARE_MAX = 16 * 1024 * 1024
 
@@ -135,9 +136,13 @@ export class Utf8Sink {
   }
 }
 
-/** A sink over the spare buffer, or a new one when another sink holds it. */
-export const sink = (): Utf8Sink => {
-  const buf = spare ?? Buffer.allocUnsafeSlow(SINK_START)
+/**
+ * A sink over the spare buffer, or a new one of about `expected` bytes when another
+ * sink holds it (many sessions appending at once each take their own, of the size
+ * they need; a sink grows when it needs more).
+ */
+export const sink = (expected: number = SINK_START): Utf8Sink => {
+  const buf = spare ?? Buffer.allocUnsafeSlow(Math.max(expected, SINK_MIN))
   spare = null
   return new Utf8Sink(buf)
 }

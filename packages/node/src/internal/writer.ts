@@ -146,7 +146,8 @@ export class Writer {
     }
     if (entries.length === 0 && request.meta === undefined) return Effect.succeed({ bytes: 0 })
     // The records' bytes, in a reused buffer that is let go once the write is over.
-    const sink = Segment.sink()
+    // A tool entry's line is about 400 bytes.
+    const sink = Segment.sink(entries.length * 512)
     for (const e of entries) sink.addEntryLine(e)
     if (request.meta !== undefined) sink.add(Segment.metaLine(request.meta))
     const tooLong = lineBound(this.ctx, entries, request.meta, sink.length, this.dir)
@@ -381,7 +382,8 @@ export class Writer {
           return yield* refuse(`checkpoint's entry ${last.sequence} is not the stored one`)
         }
       }
-      const sink = Segment.sink()
+      // About the size of the stored checkpoint.
+      const sink = Segment.sink(view.checkpointSize + 64 * 1024)
       text(sink.add)
       const bytes = sink.view()
       // The replace and the view's record of it in one region, so an interruption
