@@ -9,7 +9,8 @@
  * With `--profile FILE` only the measured part is profiled (through the inspector),
  * not the setup (such as writing the history that `fs.replay` reads).
  *
- * Targets: memory.record, fs.record.sequential, fs.record.group_commit,
+ * Targets: memory.record, memory.record.group_commit (64 concurrent callers on one
+ * session, as fs.record.group_commit), fs.record.sequential, fs.record.group_commit,
  * fs.record.many_sessions, fs.replay (verify of a written history), fs.open,
  * cli.verify (the binary runs with `--cpu-prof`; its profile goes next to FILE).
  */
@@ -60,14 +61,17 @@ const measureStop = async () => {
 }
 
 const t0 = performance.now()
+const cpu0 = process.cpuUsage()
 let ops = 0
 switch (target) {
-  case "memory.record": {
+  case "memory.record":
+  case "memory.record.group_commit": {
     const n = count ?? 100_000
     const rt = journalRuntime(Persistence.layerMemory())
     const journal = await serviceOf(rt)
     await measureStart()
-    await rt.runPromise(recordSequential(journal, "target", n))
+    if (target === "memory.record") await rt.runPromise(recordSequential(journal, "target", n))
+    else await rt.runPromise(recordConcurrent(journal, "target", n, 64))
     await rt.dispose()
     ops = n
     break
@@ -143,4 +147,8 @@ switch (target) {
 }
 await measureStop()
 const ms = performance.now() - t0
-log(`${target}: ${ops} operations in ${ms.toFixed(0)} ms (${(ops / (ms / 1000)).toFixed(0)}/s)`)
+const cpu = process.cpuUsage(cpu0)
+log(
+  `${target}: ${ops} operations in ${ms.toFixed(0)} ms (${(ops / (ms / 1000)).toFixed(0)}/s); ` +
+    `process CPU ${((cpu.user + cpu.system) / ops).toFixed(1)} µs per operation (user ${(cpu.user / ops).toFixed(1)}, system ${(cpu.system / ops).toFixed(1)})`
+)

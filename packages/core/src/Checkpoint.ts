@@ -83,6 +83,58 @@ export const encode = (state: JournalState.JournalState): CheckpointJson => ({
 })
 
 /**
+ * Writes the checkpoint document's JSON text, piece by piece, to `write`: the
+ * pieces joined are exactly `Entry.toJsonText(encode(state))`. Each retained
+ * entry's text is `Entry.jsonText` (written once per entry, usually when it was
+ * appended) instead of the whole window being encoded again on every checkpoint,
+ * and no text of the whole document is built: an adapter writes the pieces into
+ * its output as they come.
+ *
+ * @since 0.3.0
+ */
+export const writeJsonText = (state: JournalState.JournalState, write: (piece: string) => void): void => {
+  // The document's fields in `encode`'s order, around `entries`.
+  const head = Entry.toJsonText({
+    v: VERSION,
+    session_id: state.session_id,
+    entry_cap: state.entry_cap,
+    tool_counts_cap: state.tool_counts_cap,
+    next_sequence: state.next_sequence,
+    evicted_head: state.evicted_head
+  })
+  write(`${head.slice(0, -1)},"entries":[`)
+  const ring = state.entries
+  for (let i = ring.start; i < ring.end; i++) {
+    if (i > ring.start) write(",")
+    write(Entry.jsonText(ring.buf[i]!))
+  }
+  const tail = Entry.toJsonText({
+    tool_sequence: Ring.toArray(state.tool_sequence),
+    data_flow: JournalState.dataFlowToJson(state.data_flow),
+    tool_counts: Array.from(state.tool_counts, ([name, n]) => [name, toJson(n)] as const),
+    current_streak_tool: state.current_streak_tool,
+    current_streak_len: toJson(state.current_streak_len),
+    message_count: toJson(state.message_count),
+    meta: state.meta === null ? null : Schema.encodeSync(SessionMeta)(state.meta)
+  })
+  write(`],${tail.slice(1)}`)
+}
+
+/**
+ * The checkpoint document's JSON text: exactly `Entry.toJsonText(encode(state))`,
+ * with the entries' texts kept by `Entry.jsonText` (see `writeJsonText`).
+ *
+ * @since 0.3.0
+ */
+export const toJsonText = (state: JournalState.JournalState): string => {
+  const pieces: Array<string> = []
+  writeJsonText(state, (piece) => {
+    pieces.push(piece)
+  })
+  return pieces.join("")
+}
+
+/**
  * The floor of the checkpoint policy: a checkpoint is never due before this many
  * bytes were appended since the last one (256 KiB).
  *

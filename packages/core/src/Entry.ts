@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { canonicalize, check, isWellFormed } from "./internal/jcs.ts"
+import { toJsonText } from "./internal/jsonText.ts"
 import { hashOther, hashTool } from "./internal/preimage.ts"
 import { MAX_U32, MAX_U53, payloadLimits, payloadProblem, type ValidToolParams } from "./internal/validate.ts"
 
@@ -354,6 +355,32 @@ export const encode = (entry: Entry): typeof Entry.Encoded =>
       kind: entry.kind,
       payload: entry.payload
     }
+
+// The JSON text of each entry that asked for it, for as long as the entry lives.
+const texts = new WeakMap<Entry, string>()
+
+/**
+ * The JSON text of an entry, `toJsonText(encode(entry))`, written once per entry
+ * object and kept for as long as the object lives (entries are immutable values):
+ * the line a filesystem segment stores and the checkpoint that later holds the
+ * same entry share one encoding (`Checkpoint.toJsonText`).
+ *
+ * @since 0.3.0
+ */
+export const jsonText = (entry: Entry): string => {
+  let text = texts.get(entry)
+  if (text === undefined) {
+    // A tool entry is one flat object: `toJsonText` writes it as `JSON.stringify`
+    // does unless one of its numbers is -0, and need not scan it to know.
+    text = isTool(entry) && !hasNegativeZero(entry) ? JSON.stringify(encode(entry)) : toJsonText(encode(entry))
+    texts.set(entry, text)
+  }
+  return text
+}
+
+const hasNegativeZero = (entry: ToolEntry): boolean =>
+  Object.is(entry.sequence, -0) || Object.is(entry.timestamp_secs, -0) || Object.is(entry.bytes_read, -0) ||
+  Object.is(entry.bytes_written, -0) || Object.is(entry.delegation_depth, -0)
 
 /**
  * The schema's own encoder for entries (validates while encoding); `encode` gives the

@@ -201,7 +201,9 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
               ["StorageError", "SequenceConflict"],
               "append"
             ),
-          checkpoint: (document) => narrow<number, StorageError>(writer.checkpoint(document), [], "checkpoint")
+          checkpoint: (document) => narrow<number, StorageError>(writer.checkpoint(document), [], "checkpoint"),
+          // The same document, written from the texts the appends kept for its entries.
+          checkpointState: (state) => narrow<number, StorageError>(writer.checkpointState(state), [], "checkpoint")
         }
         return handle
       })

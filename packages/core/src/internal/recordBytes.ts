@@ -23,7 +23,7 @@ export const utf8Length = (s: string): number => {
 }
 
 /** UTF-8 bytes of an entry's JSON text. */
-export const recordBytes = (entry: Entry.Entry): number => utf8Length(Entry.toJsonText(Entry.encode(entry)))
+export const recordBytes = (entry: Entry.Entry): number => utf8Length(Entry.jsonText(entry))
 
 // A tool entry's text is its names, escaped (at most 6 bytes per UTF-16 unit), plus
 // keys, two hashes and numbers that never take 400 bytes: below this, no need to

@@ -55,9 +55,13 @@ export const openLine = (base: number, preallocated = false): string =>
     ? `${JSON.stringify({ k: "open", v: VERSION, base, prealloc: true })}\n`
     : `${JSON.stringify({ k: "open", v: VERSION, base })}\n`
 
-/** The line of an entry. */
-export const entryLine = (entry: Entry.Entry): string =>
-  `${stringify({ k: "entry", v: VERSION, e: Entry.encode(entry) })}\n`
+const ENTRY_LINE_START = `{"k":"entry","v":${VERSION},"e":`
+
+/**
+ * The line of an entry: `{"k":"entry","v":1,"e":<entry>}`, the entry's text being
+ * `Entry.jsonText` (kept for the checkpoint that will hold the entry).
+ */
+export const entryLine = (entry: Entry.Entry): string => `${ENTRY_LINE_START}${Entry.jsonText(entry)}}\n`
 
 /**
  * Bytes an entry line adds around the entry's own JSON text: `{"k":"entry","v":1,"e":`,
@@ -71,6 +75,77 @@ export const metaLine = (meta: SessionMeta.SessionMeta): string =>
 
 /** UTF-8 bytes of a string. */
 export const bytes = (s: string): Uint8Array => encoder.encode(s)
+
+// The spare buffer of `Utf8Sink`s: the one a finished sink gave back, reused by
+// the next (a fresh megabyte-sized allocation per checkpoint, and the text of the
+// whole document, cost more than writing it). Sinks in use at the same time take
+// their own.
+let spare: Buffer | null = null
+const SINK_START = 64 * 1024
+const SINK_MIN = 1024
+// A larger buffer is not kept for reuse once its sink is done.
+const SPARE_MAX = 16 * 1024 * 1024
+
+/**
+ * UTF-8 bytes written piece by piece into one buffer (exactly the bytes
+ * `bytes(pieces.join(""))` gives), reused from one sink to the next: take one with
+ * `sink()`, write, use `view()` until the write that needs it is over, then
+ * `release()` it (after which its bytes may change).
+ */
+export class Utf8Sink {
+  private buf: Buffer
+  private used = 0
+  constructor(buf: Buffer) {
+    this.buf = buf
+  }
+
+  /** Bytes written so far. */
+  get length(): number {
+    return this.used
+  }
+
+  /** Appends the UTF-8 bytes of `text`. */
+  readonly add = (text: string): void => {
+    // A UTF-16 code unit is at most three UTF-8 bytes.
+    const need = this.used + text.length * 3
+    if (need > this.buf.length) {
+      const grown = Buffer.allocUnsafeSlow(Math.max(need, this.buf.length * 2))
+      this.buf.copy(grown, 0, 0, this.used)
+      this.buf = grown
+    }
+    this.used += this.buf.write(text, this.used, "utf8")
+  }
+
+  /** Appends an entry's line (`entryLine`). */
+  addEntryLine(entry: Entry.Entry): void {
+    this.add(ENTRY_LINE_START)
+    this.add(Entry.jsonText(entry))
+    this.add("}\n")
+  }
+
+  /** The bytes written, a view of the sink's buffer: valid until `release`. */
+  view(): Uint8Array {
+    return this.buf.subarray(0, this.used)
+  }
+
+  /** Done with the bytes: the buffer may serve the next sink. */
+  release(): void {
+    if (this.buf.length <= SPARE_MAX && (spare === null || spare.length < this.buf.length)) spare = this.buf
+    this.buf = Buffer.alloc(0)
+    this.used = 0
+  }
+}
+
+/**
+ * A sink over the spare buffer, or a new one of about `expected` bytes when another
+ * sink holds it (many sessions appending at once each take their own, of the size
+ * they need; a sink grows when it needs more).
+ */
+export const sink = (expected: number = SINK_START): Utf8Sink => {
+  const buf = spare ?? Buffer.allocUnsafeSlow(Math.max(expected, SINK_MIN))
+  spare = null
+  return new Utf8Sink(buf)
+}
 
 /** One parsed line. */
 export type Record =

@@ -145,10 +145,12 @@ export class Writer {
       return Effect.fail(new SequenceConflict({ id: this.id, sequence: entries[0]!.sequence }))
     }
     if (entries.length === 0 && request.meta === undefined) return Effect.succeed({ bytes: 0 })
-    let text = ""
-    for (const e of entries) text += Segment.entryLine(e)
-    if (request.meta !== undefined) text += Segment.metaLine(request.meta)
-    const tooLong = lineBound(this.ctx, entries, request.meta, text, this.dir)
+    // The records' bytes, in a reused buffer that is let go once the write is over.
+    // A tool entry's line is about 400 bytes.
+    const sink = Segment.sink(entries.length * 512)
+    for (const e of entries) sink.addEntryLine(e)
+    if (request.meta !== undefined) sink.add(Segment.metaLine(request.meta))
+    const tooLong = lineBound(this.ctx, entries, request.meta, sink.length, this.dir)
     // A new session: its caps live in the checkpoint, so one is stored before
     // the first segment (a crash in between leaves an empty, valid session).
     const fresh = view.last === null && view.checkpointNext < 0
@@ -163,7 +165,7 @@ export class Writer {
     // takes effect only after it, and must find the view complete.
     const written = Effect.uninterruptible(
       Effect.onExit(
-        Effect.map(this.write(view, Segment.bytes(text), entries.length), (bytes) => {
+        Effect.map(this.write(view, sink.view(), entries.length), (bytes) => {
           const lastEntry = entries[entries.length - 1]
           if (lastEntry !== undefined) {
             view.tipHash = lastEntry.entry_hash
@@ -180,7 +182,10 @@ export class Writer {
             })
       )
     )
-    return Effect.andThen(fresh, tooLong === null ? written : Effect.fail(tooLong))
+    return Effect.ensuring(
+      Effect.andThen(fresh, tooLong === null ? written : Effect.fail(tooLong)),
+      Effect.sync(() => sink.release())
+    )
   }
 
   // Writes the records durably; succeeds with the bytes added to the segments (a
@@ -333,22 +338,48 @@ export class Writer {
    * next append starts a new one.
    */
   checkpoint(document: Checkpoint.CheckpointJson): Effect.Effect<number, StorageError | CorruptJournal> {
+    return this.storeCheckpoint(
+      document.session_id,
+      document.next_sequence,
+      document.entries[document.entries.length - 1],
+      (write) => write(Segment.stringify(document))
+    )
+  }
+
+  /**
+   * Stores the checkpoint of a state (see `WriteHandle.checkpointState`), with the
+   * contract of `checkpoint`: the same document, written from the entries' kept
+   * texts (`Checkpoint.toJsonText`).
+   */
+  checkpointState(state: JournalState.JournalState): Effect.Effect<number, StorageError | CorruptJournal> {
+    return this.storeCheckpoint(
+      state.session_id,
+      state.next_sequence,
+      state.entries.end > state.entries.start ? state.entries.buf[state.entries.end - 1] : undefined,
+      (write) => Checkpoint.writeJsonText(state, write)
+    )
+  }
+
+  private storeCheckpoint(
+    sessionId: string,
+    next: number,
+    last: { readonly sequence: number; readonly entry_hash: string } | undefined,
+    text: (write: (piece: string) => void) => void
+  ): Effect.Effect<number, StorageError | CorruptJournal> {
     const self = this
     return Effect.gen(function*() {
       const view = yield* self.ensureView()
       const refuse = (why: string) =>
         new StorageError({ operation: "checkpoint", path: path.join(self.dir, CHECKPOINT_FILE), reason: why })
-      const next = document.next_sequence
-      if (document.session_id !== self.id || next > view.next) {
+      if (sessionId !== self.id || next > view.next) {
         return yield* refuse(
-          `checkpoint (session ${document.session_id}, next ${next}) is not a prefix of the stored session (next ${view.next})`
+          `checkpoint (session ${sessionId}, next ${next}) is not a prefix of the stored session (next ${view.next})`
         )
       }
       // A checkpoint never moves back, and must end with the entry storage holds there.
       if (next < view.checkpointNext) {
         return yield* refuse(`checkpoint (next ${next}) is older than the stored checkpoint (next ${view.checkpointNext})`)
       }
-      const last = document.entries[document.entries.length - 1]
       if (last !== undefined) {
         const stored = last.sequence === view.next - 1
           ? view.tipHash
@@ -357,7 +388,10 @@ export class Writer {
           return yield* refuse(`checkpoint's entry ${last.sequence} is not the stored one`)
         }
       }
-      const bytes = Segment.bytes(Segment.stringify(document))
+      // About the size of the stored checkpoint.
+      const sink = Segment.sink(view.checkpointSize + 64 * 1024)
+      text(sink.add)
+      const bytes = sink.view()
       // The replace and the view's record of it in one region, so an interruption
       // cannot leave a stored checkpoint the view does not know.
       return yield* Effect.uninterruptible(Effect.map(FileOps.atomicReplace(self.ctx, self.dir, CHECKPOINT_FILE, bytes), () => {
@@ -365,7 +399,7 @@ export class Writer {
         view.checkpointNext = next
         if (next === view.next && view.last !== null && view.last.base !== next) view.rollPending = true
         return bytes.length
-      }))
+      })).pipe(Effect.ensuring(Effect.sync(() => sink.release())))
     })
   }
 }
@@ -375,23 +409,27 @@ export const writeCheckpointFile = (
   ctx: FileOps.Context,
   dir: string,
   state: JournalState.JournalState
-): Effect.Effect<number, StorageError> => {
-  const bytes = Segment.bytes(Segment.stringify(Checkpoint.encode(state)))
-  return Effect.as(FileOps.atomicReplace(ctx, dir, CHECKPOINT_FILE, bytes), bytes.length)
-}
+): Effect.Effect<number, StorageError> =>
+  Effect.suspend(() => {
+    const sink = Segment.sink()
+    Checkpoint.writeJsonText(state, sink.add)
+    const bytes = sink.view()
+    return Effect.as(FileOps.atomicReplace(ctx, dir, CHECKPOINT_FILE, bytes), bytes.length).pipe(
+      Effect.ensuring(Effect.sync(() => sink.release()))
+    )
+  })
 
 // The first record line above the line bound, as the error refusing the append;
-// null when every line fits. Lines are measured one by one only when the whole
-// text could hold one that does not fit.
+// null when every line fits. Lines are measured one by one only when the records'
+// `bytes` together could hold one that does not fit.
 const lineBound = (
   ctx: FileOps.Context,
   entries: ReadonlyArray<Entry.Entry>,
   meta: SessionMeta.SessionMeta | undefined,
-  text: string,
+  bytes: number,
   dir: string
 ): StorageError | null => {
-  // A UTF-16 code unit is at most three UTF-8 bytes.
-  if (text.length * 3 <= ctx.maxLineBytes || Buffer.byteLength(text) <= ctx.maxLineBytes) return null
+  if (bytes <= ctx.maxLineBytes) return null
   const lines = entries.map(Segment.entryLine)
   if (meta !== undefined) lines.push(Segment.metaLine(meta))
   for (const line of lines) {
