@@ -85,10 +85,10 @@ export const encode = (state: JournalState.JournalState): CheckpointJson => ({
 /**
  * Writes the checkpoint document's JSON text, piece by piece, to `write`: the
  * pieces joined are exactly `Entry.toJsonText(encode(state))`. Each retained
- * entry's text is `Entry.jsonText` (written once per entry, usually when it was
- * appended) instead of the whole window being encoded again on every checkpoint,
- * and no text of the whole document is built: an adapter writes the pieces into
- * its output as they come.
+ * entry is one piece (`Entry.jsonText`, the fast path), and no text of the whole
+ * document is built: an adapter writes the pieces into its output as they come
+ * (for a full ring, a megabyte-sized string and its UTF-8 copy cost more than
+ * writing the document).
  *
  * @since 0.3.0
  */
@@ -122,7 +122,7 @@ export const writeJsonText = (state: JournalState.JournalState, write: (piece: s
 
 /**
  * The checkpoint document's JSON text: exactly `Entry.toJsonText(encode(state))`,
- * with the entries' texts kept by `Entry.jsonText` (see `writeJsonText`).
+ * built from the pieces of `writeJsonText`.
  *
  * @since 0.3.0
  */

@@ -356,27 +356,18 @@ export const encode = (entry: Entry): typeof Entry.Encoded =>
       payload: entry.payload
     }
 
-// The JSON text of each entry that asked for it, for as long as the entry lives.
-const texts = new WeakMap<Entry, string>()
-
 /**
- * The JSON text of an entry, `toJsonText(encode(entry))`, written once per entry
- * object and kept for as long as the object lives (entries are immutable values):
- * the line a filesystem segment stores and the checkpoint that later holds the
- * same entry share one encoding (`Checkpoint.toJsonText`).
+ * The JSON text of an entry, exactly `toJsonText(encode(entry))`, faster: a tool
+ * entry is one flat object, which `JSON.stringify` writes the same way unless one
+ * of its numbers is -0. What a filesystem segment's line and the checkpoint that
+ * later holds the entry both write (`Checkpoint.writeJsonText`). Not kept: a
+ * cache of the texts cost more memory (about 1.2 MB a session with a full ring)
+ * than it saved time.
  *
  * @since 0.3.0
  */
-export const jsonText = (entry: Entry): string => {
-  let text = texts.get(entry)
-  if (text === undefined) {
-    // A tool entry is one flat object: `toJsonText` writes it as `JSON.stringify`
-    // does unless one of its numbers is -0, and need not scan it to know.
-    text = isTool(entry) && !hasNegativeZero(entry) ? JSON.stringify(encode(entry)) : toJsonText(encode(entry))
-    texts.set(entry, text)
-  }
-  return text
-}
+export const jsonText = (entry: Entry): string =>
+  isTool(entry) && !hasNegativeZero(entry) ? JSON.stringify(encode(entry)) : toJsonText(encode(entry))
 
 const hasNegativeZero = (entry: ToolEntry): boolean =>
   Object.is(entry.sequence, -0) || Object.is(entry.timestamp_secs, -0) || Object.is(entry.bytes_read, -0) ||

@@ -187,7 +187,7 @@ export interface WriteHandle extends ReadHandle {
    * Optional: stores the state itself as the checkpoint, with the contract of
    * `checkpoint`. For adapters that keep values rather than bytes (the in-memory
    * adapter, which encodes it only when a load needs the document), or that write
-   * the document's text from the entries' kept texts (`Checkpoint.writeJsonText`,
+   * the document's text piece by piece (`Checkpoint.writeJsonText`,
    * the filesystem adapter); when present the service calls it instead of
    * `checkpoint`, sparing the encoding.
    *

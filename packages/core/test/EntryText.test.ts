@@ -1,5 +1,5 @@
 /**
- * The kept JSON texts: `Entry.jsonText` is always the fresh encoding
+ * Entry and checkpoint texts: `Entry.jsonText` (the fast path) is always the encoding
  * `toJsonText(encode(entry))` of its entry, however often it is asked and whatever
  * the entry holds (-0, lone surrogates, any payload); `Checkpoint.toJsonText` and the
  * pieces of `Checkpoint.writeJsonText` are always exactly the text of
@@ -34,7 +34,7 @@ const oddOp: fc.Arbitrary<A.Op> = fc.oneof(
   A.toolParams.map((params): A.Op => ({ op: "record", ts: 0, params: { ...params, bytes_read: -0, delegation_depth: -0 } }))
 )
 
-describe(`kept entry texts (seed ${SEED})`, () => {
+describe(`entry and checkpoint texts (seed ${SEED})`, () => {
   it("property: Entry.jsonText is the fresh encoding of its entry, on every call", () => {
     fc.assert(
       fc.property(fc.array(oddOp, { maxLength: 20 }), (list) => {
@@ -54,7 +54,7 @@ describe(`kept entry texts (seed ${SEED})`, () => {
     fc.assert(
       fc.property(A.caps, fc.array(oddOp, { maxLength: 30 }), fc.boolean(), (caps, list, textFirst) => {
         const { states, entries } = A.run(caps, list)
-        // Texts kept before the checkpoint (as the appends keep them) or not at all.
+        // Texts asked for before the checkpoint (as the appends ask) or not at all.
         if (textFirst) for (const entry of entries) Entry.jsonText(entry)
         let state = states.at(-1)!
         if (list.length % 2 === 1) {
@@ -65,7 +65,7 @@ describe(`kept entry texts (seed ${SEED})`, () => {
         const pieces: Array<string> = []
         Checkpoint.writeJsonText(state, (piece) => pieces.push(piece))
         assert.strictEqual(pieces.join(""), expected)
-        // Asking again (every text kept now) gives the same document.
+        // Asking again gives the same document.
         assert.strictEqual(Checkpoint.toJsonText(state), expected)
       }),
       { seed: SEED, numRuns: A.runs(200) }

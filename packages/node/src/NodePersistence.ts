@@ -202,7 +202,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
               "append"
             ),
           checkpoint: (document) => narrow<number, StorageError>(writer.checkpoint(document), [], "checkpoint"),
-          // The same document, written from the texts the appends kept for its entries.
+          // The same document, written piece by piece into a reused buffer.
           checkpointState: (state) => narrow<number, StorageError>(writer.checkpointState(state), [], "checkpoint")
         }
         return handle

@@ -59,7 +59,7 @@ const ENTRY_LINE_START = `{"k":"entry","v":${VERSION},"e":`
 
 /**
  * The line of an entry: `{"k":"entry","v":1,"e":<entry>}`, the entry's text being
- * `Entry.jsonText` (kept for the checkpoint that will hold the entry).
+ * `Entry.jsonText` (the text the checkpoint that will hold the entry writes too).
  */
 export const entryLine = (entry: Entry.Entry): string => `${ENTRY_LINE_START}${Entry.jsonText(entry)}}\n`
 

@@ -348,8 +348,8 @@ export class Writer {
 
   /**
    * Stores the checkpoint of a state (see `WriteHandle.checkpointState`), with the
-   * contract of `checkpoint`: the same document, written from the entries' kept
-   * texts (`Checkpoint.toJsonText`).
+   * contract of `checkpoint`: the same document, written piece by piece
+   * (`Checkpoint.writeJsonText`) into a reused buffer.
    */
   checkpointState(state: JournalState.JournalState): Effect.Effect<number, StorageError | CorruptJournal> {
     return this.storeCheckpoint(

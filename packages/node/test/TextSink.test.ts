@@ -1,8 +1,8 @@
 /**
- * The writer's reused output buffers and kept entry texts: a `Utf8Sink` holds
+ * The writer's reused output buffers and checkpoints written in pieces: a `Utf8Sink` holds
  * exactly the UTF-8 bytes of its pieces (lone surrogates included), a reused buffer
  * never shows a previous sink's bytes, and a checkpoint stored from the state
- * (`checkpointState`, the entries' kept texts) is byte for byte the checkpoint of
+ * (`checkpointState`, written piece by piece) is byte for byte the checkpoint of
  * its document (`checkpoint(Checkpoint.encode(state))`).
  */
 import { Checkpoint, Persistence } from "@session-journal/core"
@@ -75,7 +75,6 @@ describe("checkpointState", () => {
             const c = chain(state, count)
             yield* h.append(requestOf(state, c.entries))
             state = c.state
-            // Texts kept by the append for some entries, none for the window's older ones.
             const size = yield* h.checkpointState!(state)
             const fromState = fs.readFileSync(file)
             expect(fromState.length).toBe(size)
