@@ -6,6 +6,11 @@
  * `src/main.ts` bundled with everything it imports into the `#main` target, so
  * the command starts from one file on any supported Node.
  *
+ * The bundle (`bundle.ts`) makes one change to a dependency's code: the
+ * grapheme segmenter of `effect/cli`'s help layout is created on its first use,
+ * not when the module is evaluated, and is not needed at all for ASCII text, so
+ * a command that prints no help table never starts ICU's segmentation.
+ *
  * Every build starts from empty `dist/` and `.tsbuild/` directories: a module
  * removed from `src/` must not live on in a published package.
  *
@@ -14,7 +19,7 @@
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { build } from "rolldown"
+import { bundleCommand } from "./bundle.ts"
 
 /** The workspace root (this file lives in `<root>/scripts`). */
 const root = path.resolve(import.meta.dirname, "..")
@@ -53,24 +58,7 @@ for (const { dir, manifest } of packages) {
   if (input === undefined || output === undefined) {
     throw new Error(`${manifest.name}: imports["#main"] needs a "${SOURCE}" and a "default" target`)
   }
-  await build({
-    input: path.join(dir, input),
-    cwd: dir,
-    platform: "node",
-    // Dependencies resolve as they will for a host: the published `default` targets.
-    resolve: { conditionNames: ["node", "import", "default"] },
-    logLevel: "warn",
-    output: {
-      dir: path.dirname(path.join(dir, output)),
-      entryFileNames: path.basename(output),
-      chunkFileNames: "[name]-[hash].js",
-      format: "esm",
-      // Smaller code parses faster at every start; names are kept for stack traces.
-      minify: { compress: true, mangle: { keepNames: true }, codegen: true },
-      sourcemap: true,
-      sourcemapExcludeSources: true
-    }
-  })
+  await bundleCommand({ dir, input: path.join(dir, input), output: path.join(dir, output) })
 }
 
 process.stdout.write(
