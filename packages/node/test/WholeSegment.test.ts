@@ -224,7 +224,7 @@ describe("wholeSegment.scanBytes", () => {
       }),
       { seed, numRuns: 400 }
     )
-  })
+  }, 120_000)
 
   it("agrees with Segment.scan on segments larger than its read chunk (lines across chunks, the line bound)", async () => {
     const seed = seedOf("scanBytes vs Segment.scan, large segments")
@@ -240,7 +240,7 @@ describe("wholeSegment.scanBytes", () => {
       }),
       { seed, numRuns: 40 }
     )
-  })
+  }, 120_000)
 
   it("fails like Segment.scan on a line across its read chunks above the line bound", async () => {
     const body = encoder.encode(Array.from({ length: 900 }, (_, i) => entryLines[i % entryLines.length]!).join(""))
@@ -266,7 +266,7 @@ describe("wholeSegment.scanBytes", () => {
       }),
       { seed, numRuns: 60 }
     )
-  })
+  }, 120_000)
 
   it("takes the fast path on clean segments (same visits as Segment.scan)", async () => {
     for (const preallocated of [false, true]) {
@@ -302,7 +302,7 @@ describe("wholeSegment.scanBytes", () => {
       ),
       { seed, numRuns: 2000 }
     )
-  })
+  }, 120_000)
 })
 
 describe("wholeSegment.Ahead", () => {

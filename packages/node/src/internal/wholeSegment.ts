@@ -48,7 +48,19 @@ export const readWhole = (ctx: FileOps.Context, file: string): Effect.Effect<Who
     Effect.flatMap(FileOps.boundedSize(ctx, fh, file), (size) =>
       size > WHOLE_MAX
         ? Effect.succeed<Whole>({ size, bytes: null })
-        : Effect.map(FileOps.readAt(fh, file, 0, size), (bytes): Whole => ({ size, bytes }))))
+        : Effect.map(readAll(fh, file, size), (bytes): Whole => ({ size, bytes }))))
+
+// Reads `size` bytes from offset 0 (fewer when the file ends first) into a buffer
+// that is not zero-filled first: only the bytes the reads wrote are handed out.
+const readAll = (fh: FileOps.FileHandle, file: string, size: number): Effect.Effect<Uint8Array, StorageError> => {
+  const buf = Buffer.allocUnsafe(size)
+  const from = (done: number): Effect.Effect<Uint8Array, StorageError> =>
+    done >= size
+      ? Effect.succeed(buf)
+      : Effect.flatMap(FileOps.call("read", file, () => fh.read(buf, done, size - done, done)), ({ bytesRead }) =>
+        bytesRead === 0 ? Effect.succeed(buf.subarray(0, done)) : from(done + bytesRead))
+  return from(0)
+}
 
 /**
  * Reads of the segments `files[from..]` running ahead of the scan, at most
