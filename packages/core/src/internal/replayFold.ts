@@ -13,6 +13,7 @@ import * as HashMap from "effect/HashMap"
 import * as Chain from "../Chain.ts"
 import * as Entry from "../Entry.ts"
 import * as JournalState from "../JournalState.ts"
+import * as Sha256 from "../Sha256.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
 import * as Ring from "./Ring.ts"
 
@@ -77,6 +78,34 @@ class Window<A> {
   }
 }
 
+// `Chain.foldHash(p, h)` for the folds of a long replay. After the first, both
+// strings are hashes: 64 ASCII characters, so the preimage lp(p) ‖ lp(h) is always
+// u64(64) ‖ p ‖ u64(64) ‖ h, 144 bytes of which only the characters change. They are
+// written into one buffer whose length prefixes stay in place; any other pair
+// (the first fold's "", a character outside ASCII) takes `Chain.foldHash`.
+const FOLD = new Uint8Array(144)
+FOLD[0] = 64
+FOLD[72] = 64
+const foldHex = (p: string, h: string): string => {
+  if (p.length !== 64 || h.length !== 64) return Chain.foldHash(p, h)
+  let high = 0
+  for (let i = 0; i < 64; i++) {
+    const a = p.charCodeAt(i)
+    const b = h.charCodeAt(i)
+    high |= a | b
+    FOLD[8 + i] = a
+    FOLD[80 + i] = b
+  }
+  return high < 0x80 ? Sha256.hex(FOLD) : Chain.foldHash(p, h)
+}
+
+/**
+ * `Chain.foldHash`, as a replay computes it (exported for its test).
+ *
+ * @internal
+ */
+export const replayFoldHash = foldHex
+
 /**
  * `JournalState.fold` from the empty state, mutable; `state()` gives the state.
  *
@@ -123,7 +152,7 @@ export class ReplayFold {
   fold(entry: Entry.Entry): void {
     this.built = null
     const evicted = this.entryCap <= 0 ? entry : this.entries.push(entry)
-    if (evicted !== undefined) this.evictedHead = Chain.foldHash(this.evictedHead ?? "", evicted.entry_hash)
+    if (evicted !== undefined) this.evictedHead = foldHex(this.evictedHead ?? "", evicted.entry_hash)
     this.nextSequence = entry.sequence + 1
     if (!Entry.isTool(entry)) {
       this.messages++

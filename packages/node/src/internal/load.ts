@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as path from "node:path"
 import * as FileOps from "./fileOps.ts"
 import * as Segment from "./segment.ts"
+import { Ahead, scanBytes } from "./wholeSegment.ts"
 
 /** Name of the checkpoint file inside a session directory. */
 export const CHECKPOINT_FILE = "checkpoint.json"
@@ -177,28 +178,32 @@ export const load: (
     for (let i = 0; i < segments.length; i++) if (segments[i]!.base <= wanted) start = i
   }
   const reports: Array<SegmentReport> = []
-  let last: LastSegment | null = null
   // The newest accepted entry, and where the checkpoint's last entry ends: the
   // bytes after it are what was stored since the checkpoint (the policy's count).
   let tipNext = 0
   let tipHash: string = Entry.ZERO_HASH
   const cpLast = cp === null ? -1 : cp.next_sequence - 1
   let sinceCheckpointBytes = 0
-  for (let i = 0; i < segments.length; i++) {
-    const seg = segments[i]!
-    const file = path.join(dir, seg.name)
-    if (i < start || recovery.stopped()) {
-      reports.push({ name: seg.name, base: seg.base, bytes: 0, entries: 0, firstSequence: null, lastSequence: null, status: "unread", problem: null })
-      continue
-    }
-    let contentNext = seg.base
-    let entries = 0
-    let firstSequence: number | null = null
-    let lastSequence: number | null = null
-    recovery.offer({ _tag: "Segment", segment: file, base: seg.base })
-    let cpEnd = -1
-    const scan = yield* FileOps.withHandle(FileOps.openRead(ctx, file), (fh) =>
-      Segment.scan(ctx, fh, file, file, seg.base, 0, (record, offset, end) => {
+  // A replay of the whole history reads the segments whole, a few ahead of the scan
+  // (`wholeSegment.ts`); a load reads a segment or two from the checkpoint on.
+  const ahead = options.mode === "verify" ? new Ahead(ctx, segments.map((s) => path.join(dir, s.name)), start) : null
+  const scanAll = Effect.gen(function*() {
+    let last: LastSegment | null = null
+    for (let i = 0; i < segments.length; i++) {
+      const seg = segments[i]!
+      const file = path.join(dir, seg.name)
+      if (i < start || recovery.stopped()) {
+        if (ahead !== null) yield* ahead.stop()
+        reports.push({ name: seg.name, base: seg.base, bytes: 0, entries: 0, firstSequence: null, lastSequence: null, status: "unread", problem: null })
+        continue
+      }
+      let contentNext = seg.base
+      let entries = 0
+      let firstSequence: number | null = null
+      let lastSequence: number | null = null
+      recovery.offer({ _tag: "Segment", segment: file, base: seg.base })
+      let cpEnd = -1
+      const visit = (record: Segment.Visited, offset: number, end: number): boolean => {
         if (record._tag === "Meta") return recovery.offer({ _tag: "Meta", meta: record.meta })
         const entry = record.entry
         if (!recovery.offer({ _tag: "Entry", entry, segment: file, offset })) return false
@@ -212,49 +217,56 @@ export const load: (
         firstSequence ??= entry.sequence
         lastSequence = entry.sequence
         return true
-      }))
-    const end = scan.end
-    if (end._tag === "UnknownVersion") {
-      recovery.offer({ _tag: "UnknownVersion", segment: file, offset: end.offset, version: end.v })
-    } else if (end._tag === "Damaged") {
-      recovery.offer({
-        _tag: "Damaged",
-        segment: file,
-        offset: end.offset,
-        reason: end.reason,
-        terminated: end.terminated,
-        zeros: end.zeros,
-        atEnd: !end.more && i === segments.length - 1,
-        bytes: scan.size - end.offset
-      })
-    }
-    let status: SegmentReport["status"] = "ok"
-    let problem: SegmentReport["problem"] = null
-    if (recovery.stopped()) {
-      const stopped = recovery.done().report.stopped
-      if (stopped !== null && stopped.segment === file) {
-        status = "damaged"
-        problem = { offset: stopped.offset, sequence: stopped.sequence, detail: `${stopped.reason}: ${stopped.detail}` }
       }
-    } else if (end._tag === "Damaged") {
-      status = "torn"
-      problem = { offset: end.offset, sequence: contentNext, detail: `torn tail: ${end.reason}` }
-    }
-    if (cpEnd >= 0) sinceCheckpointBytes = scan.validEnd - cpEnd
-    else sinceCheckpointBytes += scan.validEnd
-    reports.push({ name: seg.name, base: seg.base, bytes: scan.size, entries, firstSequence, lastSequence, status, problem })
-    if (i === segments.length - 1) {
-      last = {
-        name: seg.name,
-        base: seg.base,
-        size: scan.size,
-        validEnd: scan.validEnd,
-        contentNext,
-        preallocated: scan.preallocated,
-        free: scan.preallocated && end._tag === "Clean"
+      const whole = ahead === null ? null : yield* ahead.take()
+      const scan = whole !== null && whole.bytes !== null
+        ? yield* scanBytes(ctx, whole.bytes, whole.size, file, seg.base, visit)
+        : yield* FileOps.withHandle(FileOps.openRead(ctx, file), (fh) => Segment.scan(ctx, fh, file, file, seg.base, 0, visit))
+      const end = scan.end
+      if (end._tag === "UnknownVersion") {
+        recovery.offer({ _tag: "UnknownVersion", segment: file, offset: end.offset, version: end.v })
+      } else if (end._tag === "Damaged") {
+        recovery.offer({
+          _tag: "Damaged",
+          segment: file,
+          offset: end.offset,
+          reason: end.reason,
+          terminated: end.terminated,
+          zeros: end.zeros,
+          atEnd: !end.more && i === segments.length - 1,
+          bytes: scan.size - end.offset
+        })
+      }
+      let status: SegmentReport["status"] = "ok"
+      let problem: SegmentReport["problem"] = null
+      if (recovery.stopped()) {
+        const stopped = recovery.done().report.stopped
+        if (stopped !== null && stopped.segment === file) {
+          status = "damaged"
+          problem = { offset: stopped.offset, sequence: stopped.sequence, detail: `${stopped.reason}: ${stopped.detail}` }
+        }
+      } else if (end._tag === "Damaged") {
+        status = "torn"
+        problem = { offset: end.offset, sequence: contentNext, detail: `torn tail: ${end.reason}` }
+      }
+      if (cpEnd >= 0) sinceCheckpointBytes = scan.validEnd - cpEnd
+      else sinceCheckpointBytes += scan.validEnd
+      reports.push({ name: seg.name, base: seg.base, bytes: scan.size, entries, firstSequence, lastSequence, status, problem })
+      if (i === segments.length - 1) {
+        last = {
+          name: seg.name,
+          base: seg.base,
+          size: scan.size,
+          validEnd: scan.validEnd,
+          contentNext,
+          preallocated: scan.preallocated,
+          free: scan.preallocated && end._tag === "Clean"
+        }
       }
     }
-  }
+    return last
+  })
+  const last = yield* ahead === null ? scanAll : Effect.ensuring(scanAll, Effect.suspend(() => ahead.stop()))
   const outcome = recovery.done()
   const state = outcome.state
   const stopped = outcome.report.stopped
