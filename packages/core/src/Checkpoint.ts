@@ -66,13 +66,21 @@ const toJson = JournalState.counterToJson
  * @since 0.1.0
  */
 export const encode = (state: JournalState.JournalState): CheckpointJson => ({
-  v: VERSION,
+  ...head(state),
+  entries: JournalState.entries(state).map((e) => Entry.encode(e)),
+  ...tail(state)
+})
+
+// The document's fields before `entries`, and after it, in the document's order.
+const head = (state: JournalState.JournalState) => ({
+  v: VERSION as typeof VERSION,
   session_id: state.session_id,
   entry_cap: state.entry_cap,
   tool_counts_cap: state.tool_counts_cap,
   next_sequence: state.next_sequence,
-  evicted_head: state.evicted_head,
-  entries: JournalState.entries(state).map((e) => Entry.encode(e)),
+  evicted_head: state.evicted_head
+})
+const tail = (state: JournalState.JournalState) => ({
   tool_sequence: Ring.toArray(state.tool_sequence),
   data_flow: JournalState.dataFlowToJson(state.data_flow),
   tool_counts: Array.from(state.tool_counts, ([name, n]) => [name, toJson(n)] as const),
@@ -94,30 +102,13 @@ export const encode = (state: JournalState.JournalState): CheckpointJson => ({
  */
 export const writeJsonText = (state: JournalState.JournalState, write: (piece: string) => void): void => {
   // The document's fields in `encode`'s order, around `entries`.
-  const head = Entry.toJsonText({
-    v: VERSION,
-    session_id: state.session_id,
-    entry_cap: state.entry_cap,
-    tool_counts_cap: state.tool_counts_cap,
-    next_sequence: state.next_sequence,
-    evicted_head: state.evicted_head
-  })
-  write(`${head.slice(0, -1)},"entries":[`)
+  write(`${Entry.toJsonText(head(state)).slice(0, -1)},"entries":[`)
   const ring = state.entries
   for (let i = ring.start; i < ring.end; i++) {
     if (i > ring.start) write(",")
     write(Entry.jsonText(ring.buf[i]!))
   }
-  const tail = Entry.toJsonText({
-    tool_sequence: Ring.toArray(state.tool_sequence),
-    data_flow: JournalState.dataFlowToJson(state.data_flow),
-    tool_counts: Array.from(state.tool_counts, ([name, n]) => [name, toJson(n)] as const),
-    current_streak_tool: state.current_streak_tool,
-    current_streak_len: toJson(state.current_streak_len),
-    message_count: toJson(state.message_count),
-    meta: state.meta === null ? null : Schema.encodeSync(SessionMeta)(state.meta)
-  })
-  write(`],${tail.slice(1)}`)
+  write(`],${Entry.toJsonText(tail(state)).slice(1)}`)
 }
 
 /**
