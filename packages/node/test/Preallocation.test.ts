@@ -24,6 +24,7 @@ import {
   loadRead,
   requestOf,
   run,
+  runExit,
   spawnFixture,
   tempDir,
   withWriter,
@@ -283,6 +284,36 @@ describe("preallocated segments", () => {
     const report = await Effect.runPromise(NodePersistence.inspect({ root }, "h"))
     expect(report.ok).toBe(true)
     expect(report.nextSequence).toBe(700)
+  }, 60_000)
+
+  it("a failed first write into a new segment leaves no zeros: the segment reads as empty, and the next writer sets nothing aside", async () => {
+    const root = tempDir("prealloc-first-write")
+    let writes = 0
+    // The pool's write fails once, on the new segment (the calling thread's write is off).
+    const { writeSync: _, ...pool } = NodePersistence.nodeFs
+    const failing: NodePersistence.Fs = {
+      ...pool,
+      open: async (p, flags, mode) => {
+        const h = await NodePersistence.nodeFs.open(p, flags, mode)
+        if (path.basename(p) !== SEG0) return h
+        return wrapHandle(h, {
+          write: async (b, o, l, at) => {
+            if (writes++ === 0) throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" })
+            return h.write(b, o, l, at)
+          }
+        })
+      }
+    }
+    const first = await runExit({ root, fs: failing }, withWriter("f", (h) => appendChain(h, JournalState.empty("f"), 3)))
+    expect(Exit.isFailure(first)).toBe(true)
+    const dir = path.join(root, "f")
+    expect(fs.statSync(path.join(dir, SEG0)).size).toBe(0)
+    const report = await Effect.runPromise(NodePersistence.inspect({ root }, "f"))
+    expect(report.recovery.tornTail).toBeNull()
+    await run({ root }, withWriter("f", (h) => appendChain(h, JournalState.empty("f"), 3)))
+    expect(sideFiles(dir)).toEqual([])
+    const stored = (await run({ root }, historyOf("f"))).map((e) => e.sequence)
+    expect(stored).toEqual([0, 1, 2])
   }, 60_000)
 
   it("with callingThreadWrites false every durable write goes through the thread pool", async () => {

@@ -64,8 +64,9 @@ export const leave = (owner: object): void => {
 /**
  * Extends `file` to `end` bytes with `ftruncate`: the new bytes are a hole that
  * reads as zeros, and nothing is written. Not synced by itself: the next durable
- * write commits the new size with its data, and a crash before that leaves the
- * file ending at its data, which reads the same.
+ * write commits the new size with its data; the filesystem may also commit it
+ * earlier, so a segment is extended only once its open line is durable (its
+ * zeros are then unused space, whenever a crash comes).
  */
 export const extend = (fh: FileOps.FileHandle, file: string, end: number): Effect.Effect<void, StorageError> =>
   FileOps.call("ftruncate", file, () => fh.truncate(end))

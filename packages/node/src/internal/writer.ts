@@ -217,11 +217,14 @@ export class Writer {
   // The hot path: one durable write at the tracked end of the active segment. In a
   // preallocated segment it lands inside the file (the file's size does not
   // change); when the space runs out, the file is first extended by the next
-  // stretch of zeros (a hole: no zero byte is written).
+  // stretch of zeros (a hole: no zero byte is written). A segment that does not
+  // hold its open line yet is extended only after that line is written: a file
+  // of zeros alone would read as a torn tail.
   private writeActive(view: View, seg: LastSegment, data: Uint8Array, count: number): Effect.Effect<number, StorageError> {
     const file = path.join(this.dir, seg.name)
     let bytes = data
-    if (seg.validEnd === 0) {
+    const starts = seg.validEnd === 0
+    if (starts) {
       // An empty segment file (its creator died before writing): it starts now, preallocated.
       const header = Segment.bytes(Segment.openLine(seg.base, true))
       bytes = new Uint8Array(header.length + data.length)
@@ -231,44 +234,50 @@ export class Writer {
     }
     const used = seg.validEnd + bytes.length
     const grow = seg.preallocated && used > seg.size ? Durable.preallocatedEnd(used) : 0
+    const extend = (fh: FileOps.FileHandle) =>
+      grow === 0 ? Effect.void : Effect.map(Durable.extend(fh, file, grow), () => {
+        seg.size = Math.max(seg.size, grow)
+      })
     return this.activeHandle(seg.name).pipe(
-      Effect.tap((fh) =>
-        grow === 0 ? Effect.void : Effect.map(Durable.extend(fh, file, grow), () => {
-          seg.size = grow
+      Effect.tap((fh) => starts ? Effect.void : extend(fh)),
+      Effect.tap((fh) => Durable.write(this.ctx, this, fh, file, bytes, seg.validEnd)),
+      Effect.tap(() =>
+        Effect.sync(() => {
+          seg.size = Math.max(seg.size, used)
+          seg.validEnd = used
+          seg.free = seg.preallocated
+          seg.contentNext = view.next + count
+          view.next += count
         })
       ),
-      Effect.flatMap((fh) => Durable.write(this.ctx, this, fh, file, bytes, seg.validEnd)),
-      Effect.map(() => {
-        seg.size = Math.max(seg.size, used)
-        seg.validEnd = used
-        seg.free = seg.preallocated
-        seg.contentNext = view.next + count
-        view.next += count
-        return bytes.length
-      })
+      // The records are durable: a failed extension only leaves no space ahead.
+      Effect.tap((fh) => starts ? Effect.ignore(extend(fh)) : Effect.void),
+      Effect.as(bytes.length)
     )
   }
 
-  // A new segment, preallocated: created exclusively (O_DSYNC) and extended by a
-  // stretch of zeros (a hole), then the open line and the batch written durably
-  // (which commits the size too), then the directory fsynced before the
-  // acknowledgement. The segment it follows is trimmed to its data.
+  // A new segment, preallocated: created exclusively (O_DSYNC), the open line and
+  // the batch written durably, the directory fsynced before the acknowledgement,
+  // and the file extended by a stretch of zeros (a hole; best effort, not synced by
+  // itself). The segment it follows is trimmed to its data.
   private writeNew(view: View, previous: LastSegment | null, data: Uint8Array, count: number): Effect.Effect<number, StorageError> {
     const base = view.next
     const name = Segment.name(base)
     const file = path.join(this.dir, name)
     const header = Segment.bytes(Segment.openLine(base, true))
     const used = header.length + data.length
-    const size = Durable.preallocatedEnd(used)
     const all = new Uint8Array(used)
     all.set(header, 0)
     all.set(data, header.length)
+    let size = used
     return FileOps.createExclusive(this.ctx, file, FileOps.DSYNC).pipe(
       Effect.flatMap((fh) =>
-        Durable.extend(fh, file, size).pipe(
-          Effect.andThen(FileOps.writeDurable(fh, file, all, 0)),
+        FileOps.writeDurable(fh, file, all, 0).pipe(
           Effect.andThen(FileOps.syncDir(this.ctx, this.dir)),
           Effect.onError(() => FileOps.close(fh)),
+          Effect.andThen(Effect.ignore(Effect.map(Durable.extend(fh, file, Durable.preallocatedEnd(used)), () => {
+            size = Durable.preallocatedEnd(used)
+          }))),
           Effect.andThen(previous !== null && previous.free && previous.validEnd < previous.size ? this.trim(previous) : Effect.void),
           Effect.andThen(this.closeActive()),
           Effect.map(() => {
