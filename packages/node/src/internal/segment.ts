@@ -157,9 +157,23 @@ export type Record =
 
 /** Parses one complete line (without its newline). Never throws. */
 export const parseLine = (line: Uint8Array): Record => {
+  let text: string
+  try {
+    text = decoder.decode(line)
+  } catch {
+    return { _tag: "Damaged", reason: "not a JSON line" }
+  }
+  return parseText(text)
+}
+
+/**
+ * `parseLine` of a line already decoded (without its newline); for an ASCII line,
+ * its Latin-1 text is the same string UTF-8 gives.
+ */
+export const parseText = (text: string): Record => {
   let json: unknown
   try {
-    json = JSON.parse(decoder.decode(line))
+    json = JSON.parse(text)
   } catch {
     return { _tag: "Damaged", reason: "not a JSON line" }
   }

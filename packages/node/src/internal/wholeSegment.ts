@@ -18,12 +18,11 @@
  * segment's start, which visits only the records after those already visited.
  * Every line this path parses is parsed as `Segment.parseLine` parses it: ASCII
  * lines are decoded as Latin-1 (the same string UTF-8 gives for ASCII bytes) and
- * pass the same checks; any other line goes to `Segment.parseLine`.
+ * go through the same `Segment.parseText`; any other line goes to `Segment.parseLine`.
  */
-import { type CorruptJournal, Entry, type StorageError } from "@session-journal/core"
+import type { CorruptJournal, StorageError } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import * as Result from "effect/Result"
 import { isAscii } from "node:buffer"
 import type { Stats } from "node:fs"
 import * as FileOps from "./fileOps.ts"
@@ -129,24 +128,6 @@ const memoryHandle = (bytes: Uint8Array, size: number): FileOps.FileHandle => {
   }
 }
 
-/**
- * `Segment.parseLine` of an ASCII line given as its (Latin-1) text, for entry
- * records; null for anything else (the caller then asks `Segment.parseLine`).
- */
-export const parseAsciiEntry = (text: string): Extract<Segment.Record, { _tag: "Entry" }> | null => {
-  let json: unknown
-  try {
-    json = JSON.parse(text)
-  } catch {
-    return null
-  }
-  if (typeof json !== "object" || json === null || Array.isArray(json)) return null
-  const o = json as { readonly [k: string]: unknown }
-  if (o["v"] !== Segment.VERSION || o["k"] !== "entry") return null
-  const e = Entry.decode(o["e"])
-  return Result.isSuccess(e) ? { _tag: "Entry", entry: e.success } : null
-}
-
 const isZeroFrom = (bytes: Buffer, from: number): boolean => {
   for (let i = from; i < bytes.length; i++) if (bytes[i] !== 0) return false
   return true
@@ -193,11 +174,10 @@ export const scanBytes = (
     }
     const nl = buf.indexOf(10, at)
     if (nl < 0 || nl - at > ctx.maxLineBytes) return slow(at)
-    let record: Segment.Record | null = ascii || isAscii(buf.subarray(at, nl)) ? parseAsciiEntry(buf.toString("latin1", at, nl)) : null
-    if (record === null) {
-      record = Segment.parseLine(buf.subarray(at, nl))
-      if (record._tag !== "Entry" && record._tag !== "Meta") return slow(at)
-    }
+    const record = ascii || isAscii(buf.subarray(at, nl))
+      ? Segment.parseText(buf.toString("latin1", at, nl))
+      : Segment.parseLine(buf.subarray(at, nl))
+    if (record._tag !== "Entry" && record._tag !== "Meta") return slow(at)
     if (!visit(record, at, nl + 1)) return Effect.succeed({ size, validEnd: at, end: { _tag: "Halted", offset: at }, preallocated })
     at = nl + 1
   }
