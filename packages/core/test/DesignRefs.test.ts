@@ -1,7 +1,7 @@
 /**
  * Every citation of the design in the code base resolves: a `DESIGN §n` or
  * `docs/DESIGN.md §n` (also `§n, §m` and `§n and §m`) in the sources, tests, bench,
- * scripts and READMEs names a section `## n.` of docs/DESIGN.md, and every link to
+ * scripts, docs and READMEs names a section `## n.` of docs/DESIGN.md, and every link to
  * one of its anchors names one of its headings. The sections are numbered 1, 2, 3,
  * … without a gap, so a section cannot be renumbered without the citations failing.
  */
@@ -34,7 +34,7 @@ const citingFiles = (): Array<string> => {
       else files.push(...textFiles(path))
     }
   }
-  for (const dir of ["bench", "scripts"]) {
+  for (const dir of ["bench", "scripts", "docs"]) {
     if (existsSync(join(root, dir))) files.push(...textFiles(join(root, dir)))
   }
   return files
@@ -117,7 +117,10 @@ describe("docs/DESIGN.md: every citation resolves", () => {
     for (const [text, expected] of cases) {
       assert.deepStrictEqual(citations(text).map((c) => c.section), expected, text)
     }
-    assert.strictEqual(slug("11. Preallocated segments and the durable write"), "11-preallocated-segments-and-the-durable-write")
+    assert.strictEqual(
+      slug("11. Preallocated segments and the durable write"),
+      "11-preallocated-segments-and-the-durable-write"
+    )
     assert.strictEqual(slug("4. The SessionJournal service"), "4-the-sessionjournal-service")
   })
 })
