@@ -44,10 +44,10 @@ export const makeEntries = (n: number, timestampSecs = 1764400000): Array<Entry.
   return out
 }
 
-/** The hash preimages (DESIGN §2 byte encodings) of tool entries. */
+/** The hash preimages (docs/DESIGN.md §2 byte encodings) of tool entries. */
 export const preimages = (entries: ReadonlyArray<Entry.ToolEntry>): Array<Uint8Array> => entries.map(toolPreimage)
 
-/** The JSONL line of an entry in a filesystem segment (DESIGN §6), newline included. */
+/** The JSONL line of an entry in a filesystem segment (docs/DESIGN.md §6), newline included. */
 export const segmentLine = (entry: Entry.Entry): string =>
   JSON.stringify({ k: "entry", v: 1, e: Entry.encode(entry) }) + "\n"
 

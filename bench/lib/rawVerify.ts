@@ -1,7 +1,7 @@
 /**
  * The physical work of verifying a long chain, written as tightly as this file can:
  * read the segment files, `JSON.parse` every line, encode each entry's hash preimage
- * and the eviction fold's preimage (DESIGN §2) into one reused buffer, and hash both
+ * and the eviction fold's preimage (docs/DESIGN.md §2) into one reused buffer, and hash both
  * with the given hex SHA-256 (the fastest byte-identical one the package has). Every
  * entry's recomputed hash is compared with its stored one, which also proves that
  * this encoder is byte-identical to the journal's.

@@ -3,7 +3,7 @@
  * in-memory adapter, one caller, with the ring full (every record evicts one entry).
  * The baseline is the hashing such a record cannot avoid: two SHA-256 per record —
  * the entry's own hash over its preimage and the eviction fold over a preimage of
- * the fold's shape (DESIGN §2: `lp(evicted_head) ‖ lp(evicted hash)`) — both encoded
+ * the fold's shape (docs/DESIGN.md §2: `lp(evicted_head) ‖ lp(evicted hash)`) — both encoded
  * beforehand and hashed with `Sha256.hex`, the function core hashes with (here
  * `@noble/hashes`: nothing installs another implementation in this process).
  */

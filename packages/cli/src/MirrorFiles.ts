@@ -1,5 +1,5 @@
 /**
- * The executing side of `mirror DEST` (DESIGN §7): backs up every session of a
+ * The executing side of `mirror DEST` (docs/DESIGN.md §7): backs up every session of a
  * journal directory, possibly while writers append to it, into DEST, so that what
  * DEST holds for a session is always a copy that verified.
  *

@@ -1,5 +1,5 @@
 /**
- * The hash chain over entries (DESIGN §2): the fold that commits evicted entries to
+ * The hash chain over entries (docs/DESIGN.md §2): the fold that commits evicted entries to
  * the head, the exported head, and verification of a retained window.
  *
  * @since 0.1.0

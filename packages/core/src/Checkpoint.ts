@@ -134,7 +134,7 @@ export const toJsonText = (state: JournalState.JournalState): string => {
 export const MIN_BYTES = 256 * 1024
 
 /**
- * The one checkpoint policy (DESIGN §6): a checkpoint is due once the bytes
+ * The one checkpoint policy (docs/DESIGN.md §10): a checkpoint is due once the bytes
  * appended since the last one reach max(`minBytes`, a quarter of the last
  * checkpoint's size). The quarter bounds write amplification: however large a
  * session's state, rewriting it costs at most four bytes per byte of history.

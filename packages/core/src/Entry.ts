@@ -1,6 +1,6 @@
 /**
  * Journal entries: their JSON schemas (field names exactly chio-http-session's), the
- * hash encodings of DESIGN §2, input validation, and constructors that link and hash
+ * hash encodings of docs/DESIGN.md §2, input validation, and constructors that link and hash
  * a new entry. Plain functions and schemas; nothing here runs an effect.
  *
  * @since 0.1.0

@@ -1,6 +1,6 @@
 /**
  * The state of one session as plain data, and the pure, total `fold` that advances it
- * by one entry (DESIGN §3). Everything a guard decides on lives here: the retained
+ * by one entry (docs/DESIGN.md §3). Everything a guard decides on lives here: the retained
  * entry ring, the tool-name ring, the cumulative counters and the head.
  *
  * @since 0.1.0
@@ -218,7 +218,7 @@ export const applyMeta = (state: JournalState, meta: SessionMeta): JournalState 
 export const lastHash = (state: JournalState): string => Ring.last(state.entries)?.entry_hash ?? Entry.ZERO_HASH
 
 /**
- * The exported head (DESIGN §2): commits to every entry ever folded.
+ * The exported head (docs/DESIGN.md §2): commits to every entry ever folded.
  *
  * @since 0.1.0
  */
@@ -271,7 +271,7 @@ export const entries = (state: JournalState): Array<Entry.Entry> => Ring.toArray
 export const entryCount = (state: JournalState): number => Ring.size(state.entries)
 
 /**
- * Verifies the retained window (DESIGN §2).
+ * Verifies the retained window (docs/DESIGN.md §2).
  *
  * @since 0.1.0
  */

@@ -1,5 +1,5 @@
 /**
- * The one recovery of a stored session (DESIGN §6), pure: given the checkpoint
+ * The one recovery of a stored session (docs/DESIGN.md §9), pure: given the checkpoint
  * document and the stored records in storage order, it returns the state and the
  * one `RecoveryReport`. Every adapter's load, the service's verify, the node
  * adapter's `inspect` / `repair` and PostgreSQL's load feed it; adapters only move

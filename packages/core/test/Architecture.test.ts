@@ -1,5 +1,5 @@
 /**
- * Architecture rules of @session-journal/core (DESIGN §1): the core runs anywhere
+ * Architecture rules of @session-journal/core (docs/DESIGN.md §1): the core runs anywhere
  * Effect runs, so no file under packages/core/src may import a Node builtin (by
  * `node:` or by bare name), call `require`, or reach for Node-only globals; and its
  * only packages are `effect` and `@noble/hashes`.

@@ -24,7 +24,7 @@ const tool = (over: Partial<Entry.ValidToolParams>, link: Entry.Link = { sequenc
   })
 
 describe("Chain: the hash encoding", () => {
-  it("property: every entry hash equals an independent encoding of DESIGN §2", () => {
+  it("property: every entry hash equals an independent encoding of docs/DESIGN.md §2", () => {
     fc.assert(
       fc.property(A.caps, A.ops(25), (c, list) => {
         for (const e of A.run(c, list).entries) {

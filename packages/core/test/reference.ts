@@ -1,5 +1,5 @@
 /**
- * An encoder of DESIGN §2 written with node's Buffer and crypto, sharing no code with
+ * An encoder of docs/DESIGN.md §2 written with node's Buffer and crypto, sharing no code with
  * the implementation under test: the reference the hashing tests compare against.
  */
 import { createHash } from "node:crypto"

@@ -1,5 +1,5 @@
 /**
- * The single-writer lock of a session directory (DESIGN §6): a file `lock` that
+ * The single-writer lock of a session directory (docs/DESIGN.md §6): a file `lock` that
  * holds the writer's pid, host, process start time and a random token.
  *
  * Taking the lock: the record is written to a fresh temp file (O_EXCL) and then

@@ -1,5 +1,5 @@
 /**
- * The filesystem adapter of the `Persistence` port (DESIGN §6): one directory per
+ * The filesystem adapter of the `Persistence` port (docs/DESIGN.md §6): one directory per
  * session under a root, holding append-only JSONL segments named by their first
  * sequence, an atomically replaced checkpoint, and a single-writer lock.
  *
@@ -108,7 +108,7 @@ export const MAX_LINE_BYTES = FileOps.MAX_LINE_BYTES
 export const MAX_FILE_BYTES = FileOps.MAX_FILE_BYTES
 
 /**
- * Whether `id` may name a session directory: the session id pattern of DESIGN §2,
+ * Whether `id` may name a session directory: the session id pattern of docs/DESIGN.md §2,
  * and none of the device names Windows reserves (so a journal copied there stays
  * readable).
  *

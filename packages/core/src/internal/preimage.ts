@@ -1,5 +1,5 @@
 /**
- * Byte encodings hashed by the chain (DESIGN §2). Plain functions, no Effect: this
+ * Byte encodings hashed by the chain (docs/DESIGN.md §2). Plain functions, no Effect: this
  * is the hot path of every write and every replay.
  */
 import * as Sha256 from "../Sha256.ts"

@@ -30,7 +30,7 @@ export const invalidId = (operation: string, id: string) =>
   new StorageError({ operation, reason: new InvalidSessionId({ id }).message, cause: new InvalidSessionId({ id }) })
 
 /**
- * Whether `id` may name a session directory: the session id pattern of DESIGN §2,
+ * Whether `id` may name a session directory: the session id pattern of docs/DESIGN.md §2,
  * and none of the device names Windows reserves (so a journal copied there stays
  * readable).
  *

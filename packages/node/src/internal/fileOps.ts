@@ -2,7 +2,7 @@
  * The hardened file primitives of the filesystem adapter. Every durable or
  * security-relevant filesystem step of the adapter goes through this module, and
  * each function's comment states the crash guarantee it gives and what the caller
- * must still do (DESIGN §6).
+ * must still do (docs/DESIGN.md §6).
  *
  * The functions are Effects over a small `Fs` interface (the calls the adapter
  * makes, with `node:fs/promises` as the default), so tests can inject a failing

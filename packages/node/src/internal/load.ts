@@ -1,6 +1,6 @@
 /**
  * Loading a session directory: the checkpoint, then a replay of the segments with
- * core's `Recovery` (DESIGN §6), and what the writer needs to know about where the
+ * core's `Recovery` (docs/DESIGN.md §9), and what the writer needs to know about where the
  * next bytes go.
  */
 import { type CorruptJournal, Entry, JournalState, type Persistence, Recovery, type StorageError } from "@session-journal/core"
@@ -59,7 +59,7 @@ export interface View {
   checkpointNext: number
   checkpointSize: number
   last: LastSegment | null
-  /** A checkpoint covers everything stored: the next append starts a new segment (DESIGN §6). */
+  /** A checkpoint covers everything stored: the next append starts a new segment (docs/DESIGN.md §6). */
   rollPending: boolean
 }
 

@@ -1,5 +1,5 @@
 /**
- * Segment framing (DESIGN §6): file names, the JSONL records of schema `v` 1, and
+ * Segment framing (docs/DESIGN.md §6): file names, the JSONL records of schema `v` 1, and
  * the scan that reads a segment's records and tells a torn tail (an incomplete or
  * unparsable last line) from damage followed by more bytes (corruption).
  */

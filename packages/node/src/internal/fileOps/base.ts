@@ -63,7 +63,7 @@ export const nodeFs: Fs = {
   writeSync: (fd, buffer, offset, length, position) => fs.writeSync(fd, buffer, offset, length, position)
 }
 
-/** Largest file the adapter reads (DESIGN §6): 1 GiB. */
+/** Largest file the adapter reads (docs/DESIGN.md §6): 1 GiB. */
 export const MAX_FILE_BYTES = 1024 * 1024 * 1024
 
 /** Largest line of a segment: 8 MiB. Longer entries are refused on append. */

@@ -53,7 +53,7 @@ export interface Line {
   readonly complete: boolean
   /**
    * Set on an incomplete tail that is a run of zero bytes from a line start to the
-   * end of the file (DESIGN §6: a zero-filled tail of any length is a torn tail).
+   * end of the file (docs/DESIGN.md §9: a torn tail; §11: unused space in a preallocated segment).
    * Its bytes are not handed out (`line` is empty); it runs from `offset` to the end.
    */
   readonly zeros?: boolean
