@@ -29,6 +29,7 @@ import { NodePersistence } from "@session-journal/node"
 import * as Cache from "effect/Cache"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -121,6 +122,18 @@ const sessionLink = (id: string): string => `/sessions/${encodeURIComponent(id)}
 
 const idParam = Effect.map(HttpRouter.params, (p) => p["id"] ?? "")
 
+// The id of a session route is checked before anything is read, against the
+// pattern and against what the storage can hold (a session directory is never
+// named CON, NUL, …), so a bad one is a 400 on every route, the event stream too.
+const withValidId = <E, R>(storage: Storage.Options, handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+  Effect.gen(function*() {
+    const id = yield* idParam
+    const valid = Entry.validateSessionId(id)
+    if (Result.isFailure(valid)) return yield* failurePage(valid.failure)
+    if (Storage.isFilesystem(storage) && !NodePersistence.isSafeSessionId(id)) return yield* failurePage(new InvalidSessionId({ id }))
+    return yield* handler
+  })
+
 const listPage = Effect.gen(function*() {
   const journal = yield* SessionJournal.SessionJournal
   const sessions = yield* journal.list
@@ -148,8 +161,10 @@ const listPage = Effect.gen(function*() {
 /**
  * What a session page shows above its entries, made once per state of the
  * session: the header and charts as HTML, the title, the sequences of the
- * first and last entry read, and `check`, the ordinal of the verification
- * this server did for it (1 for its first).
+ * first and last entry read, where the verified history ends when the
+ * verification failed (`failedAt`: entries from there on are not shown), and
+ * `check`, the ordinal of the verification this server did for it (1 for its
+ * first).
  *
  * @since 0.3.0
  */
@@ -159,6 +174,7 @@ export interface Top {
   readonly entries: number
   readonly first: number | null
   readonly last: number | null
+  readonly failedAt: number | null
   readonly check: number
 }
 
@@ -196,6 +212,7 @@ const makeViewer = (storage: Storage.Options) =>
           entries: o.summary.entries,
           first: o.first,
           last: o.last,
+          failedAt: o.verify === null || o.verify.ok ? null : (o.verify.violation?.sequence ?? o.verify.corruption?.sequence ?? null),
           check
         }
         return top
@@ -249,7 +266,8 @@ const sessionPage = (viewer: Viewer) =>
     yield* Effect.fromResult(Entry.validateSessionId(id))
     const top = yield* viewer.top(id)
     const journal = yield* SessionJournal.SessionJournal
-    const end = top.last === null ? 0 : top.last + 1
+    // Entries past a failed verification are not shown as if they were history.
+    const end = top.last === null ? 0 : top.failedAt === null ? top.last + 1 : Math.min(top.last + 1, top.failedAt)
     const newest = top.last === null ? 0 : Math.max(top.first ?? 0, end - WINDOW)
     // A window past the end is the (empty) window where the next entry will be.
     const start = from === null ? newest : Math.min(from, end)
@@ -265,10 +283,15 @@ const sessionPage = (viewer: Viewer) =>
     let lastShown: number | null = null
     let more = false
     let stopped: string | null = null
+    let cut = false
     const rows = journal.entries(id, { from: start, limit: WINDOW + 1 }).pipe(
       Stream.mapArray((chunk) => {
         let html = ""
         for (const e of chunk) {
+          if (top.failedAt !== null && e.sequence >= top.failedAt) {
+            cut = true
+            break
+          }
           if (shown === WINDOW) {
             more = true
             break
@@ -286,11 +309,14 @@ const sessionPage = (viewer: Viewer) =>
     )
     const tail = Stream.suspend(() => {
       const parts = [Timeline.TABLE_END + `</div>`]
+      if (cut) {
+        parts.push(`<p id="window-stopped"><span class="badge bad">stopped</span> entries from ${top.failedAt} on are not shown: they are not part of the verified history (see the verification above)</p>`)
+      }
       if (stopped !== null) parts.push(`<p id="window-stopped"><span class="badge bad">stopped</span> the entries after this point could not be read: ${Html.escape(stopped)}</p>`)
       if (shown === 0 && stopped === null) parts.push(`<p class="muted" id="no-entries">${top.entries === 0 ? "no entries yet" : `no entries from ${start} on yet`}</p>`)
       parts.push(nav(id, top, start, more, "bottom"))
       // Live updates continue the newest window only.
-      if (!more && stopped === null) {
+      if (!more && !cut && stopped === null) {
         const next = lastShown === null ? start : lastShown + 1
         parts.push(`<p class="muted" id="live-status" data-from="${next}">live: new entries appear below as they are written</p>`)
         parts.push(Timeline.LIVE_TABLE)
@@ -381,9 +407,9 @@ export const routes = (storage: Storage.Options) =>
   HttpRouter.addAll(Effect.map(makeViewer(storage), (viewer) => [
     HttpRouter.route("GET", "/", listPage),
     HttpRouter.route("GET", "/viewer.js", Effect.succeed(script)),
-    HttpRouter.route("GET", "/sessions/:id", sessionPage(viewer)),
-    HttpRouter.route("GET", "/sessions/:id/verify", verifyPage(viewer)),
-    HttpRouter.route("GET", "/sessions/:id/events", eventsRoute)
+    HttpRouter.route("GET", "/sessions/:id", withValidId(storage, sessionPage(viewer))),
+    HttpRouter.route("GET", "/sessions/:id/verify", withValidId(storage, verifyPage(viewer))),
+    HttpRouter.route("GET", "/sessions/:id/events", withValidId(storage, eventsRoute))
   ]))
 
 /**

@@ -176,7 +176,7 @@ describe("serve: ids and parameters", () => {
     const dir = tempDir()
     assert.strictEqual((await record(dir, "s1")).code, 0)
     const { child, port } = await serve(["--dir", dir])
-    for (const target of ["/sessions/CON", "/sessions/con", "/sessions/NUL", "/sessions/COM1", "/sessions/LPT9", "/sessions/aux/verify", "/sessions/PRN"]) {
+    for (const target of ["/sessions/CON", "/sessions/con", "/sessions/NUL", "/sessions/COM1", "/sessions/LPT9", "/sessions/aux/verify", "/sessions/PRN", "/sessions/CON/events"]) {
       const r = await get(port, target)
       assert.strictEqual(r.status, 400, `${target}: ${r.body.slice(-300)}`)
       assert.match(r.body, /invalid session id .*device name Windows reserves/)
@@ -198,7 +198,10 @@ describe("serve: ids and parameters", () => {
     assert.strictEqual(damaged.status, 200, damaged.body.slice(-400))
     assert.match(damaged.body, /data-ok="false"/)
     assert.match(damaged.body, /INTEGRITY VIOLATION|CORRUPTION/)
-    assert.includeMembers(rowsOf(damaged.body), [0, 1])
+    // The segment's first line is its header: the edited line holds entry 1.
+    assert.deepStrictEqual(rowsOf(damaged.body), [0], "the edited entry and those after it are not shown as history")
+    assert.match(damaged.body, /id="window-stopped".*entries from 1 on are not shown/)
+    assert.notInclude(damaged.body, `id="live-status"`)
     await stop(child)
   })
 })
