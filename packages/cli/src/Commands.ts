@@ -137,13 +137,22 @@ const report = Command.make("report", {
 
 const serve = Command.make("serve", {
   port: nonNegative("port").pipe(Flag.withDefault(8080), Flag.withDescription("Port to listen on (0 picks a free one)")),
-  host: Flag.String("host").pipe(Flag.withDefault("127.0.0.1"), Flag.withDescription("Address to bind (default 127.0.0.1)"))
+  host: Flag.String("host").pipe(Flag.withDefault("127.0.0.1"), Flag.withDescription("Address to bind (default 127.0.0.1)")),
+  allowRemote: Flag.Boolean("allow-remote").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("Allow --host to be an address other machines reach (anyone who reaches it reads every session)")
+  ),
+  allowedHost: Flag.String("allowed-host").pipe(
+    Flag.atLeast(0),
+    Flag.withMetavar("NAME[:PORT]"),
+    Flag.withDescription("Also answer requests addressed to NAME (repeatable); only 127.0.0.1, localhost and [::1] otherwise")
+  )
 }, (a) =>
   withJournal(({ storage }) =>
     // The HTTP server's modules load only for this command, not at every start.
     Effect.flatMap(
       Effect.promise((): Promise<typeof Serve> => import("./Serve.ts")),
-      (module) => module.run({ port: a.port, host: a.host, storage })
+      (module) => module.run({ port: a.port, host: a.host, allowRemote: a.allowRemote, allowedHosts: a.allowedHost, storage })
     ))).pipe(
     Command.withDescription("Serve a read-only local web viewer of the journal, with sessions updating live")
   )

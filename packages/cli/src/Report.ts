@@ -67,44 +67,74 @@ export const deniedReasons = (payload: unknown): Array<string> => {
 }
 
 /**
+ * A summary built one entry at a time, for a history read as a stream: `add`
+ * each entry in order, then `summary`. It keeps the counts and the two
+ * cumulative byte series (one number per entry), not the entries.
+ *
+ * @since 0.3.0
+ */
+export interface Summarizer {
+  readonly add: (entry: Entry.Entry) => void
+  readonly summary: () => Summary
+}
+
+/**
+ * A new, empty `Summarizer`.
+ *
+ * @since 0.3.0
+ */
+export const summarizer = (): Summarizer => {
+  let count = 0, messages = 0, tools = 0, others = 0, denied = 0, read = 0, written = 0
+  let firstSecs: number | null = null
+  let lastSecs: number | null = null
+  const toolCounts = new Map<string, number>()
+  const reasons = new Map<string, number>()
+  const cumulativeRead: Array<number> = []
+  const cumulativeWritten: Array<number> = []
+  return {
+    add: (e) => {
+      count++
+      firstSecs ??= e.timestamp_secs
+      lastSecs = e.timestamp_secs
+      if (Entry.isTool(e)) {
+        tools++
+        if (!e.allowed) denied++
+        toolCounts.set(e.tool_name, (toolCounts.get(e.tool_name) ?? 0) + 1)
+        read += e.bytes_read
+        written += e.bytes_written
+      } else {
+        if (e.kind === "message") messages++
+        else others++
+        for (const r of deniedReasons(e.payload)) reasons.set(r, (reasons.get(r) ?? 0) + 1)
+      }
+      cumulativeRead.push(read)
+      cumulativeWritten.push(written)
+    },
+    summary: () => ({
+      entries: count,
+      messages,
+      tools,
+      others,
+      denied,
+      firstSecs,
+      lastSecs,
+      toolCounts,
+      reasons,
+      cumulativeRead,
+      cumulativeWritten
+    })
+  }
+}
+
+/**
  * Computes the summary of a session's entries.
  *
  * @since 0.3.0
  */
 export const summarize = (entries: ReadonlyArray<Entry.Entry>): Summary => {
-  let messages = 0, tools = 0, others = 0, denied = 0, read = 0, written = 0
-  const toolCounts = new Map<string, number>()
-  const reasons = new Map<string, number>()
-  const cumulativeRead: Array<number> = []
-  const cumulativeWritten: Array<number> = []
-  for (const e of entries) {
-    if (Entry.isTool(e)) {
-      tools++
-      if (!e.allowed) denied++
-      toolCounts.set(e.tool_name, (toolCounts.get(e.tool_name) ?? 0) + 1)
-      read += e.bytes_read
-      written += e.bytes_written
-    } else {
-      if (e.kind === "message") messages++
-      else others++
-      for (const r of deniedReasons(e.payload)) reasons.set(r, (reasons.get(r) ?? 0) + 1)
-    }
-    cumulativeRead.push(read)
-    cumulativeWritten.push(written)
-  }
-  return {
-    entries: entries.length,
-    messages,
-    tools,
-    others,
-    denied,
-    firstSecs: entries[0]?.timestamp_secs ?? null,
-    lastSecs: entries[entries.length - 1]?.timestamp_secs ?? null,
-    toolCounts,
-    reasons,
-    cumulativeRead,
-    cumulativeWritten
-  }
+  const s = summarizer()
+  for (const e of entries) s.add(e)
+  return s.summary()
 }
 
 const SUB_KEYS = ["sub_sessions", "subagent_sessions", "sub_agents", "subagents", "child_sessions", "children"]
@@ -160,29 +190,62 @@ export interface Model {
 }
 
 /**
- * Reads a session for its report: its state, its full history and (unless
- * `verify` is false) a verification of the whole stored history.
+ * What a page says about a session besides its entries: everything of the
+ * `Model` but the entries, and the sequences of the first and last entry read
+ * (null when none could be).
  *
  * @since 0.3.0
  */
-export const collect = (id: string, storage: Storage.Options, options?: { readonly verify?: boolean }) =>
+export interface Overview extends Omit<Model, "entries"> {
+  readonly first: number | null
+  readonly last: number | null
+}
+
+/**
+ * Reads a session for its report: its state, its full history as a stream
+ * (each entry handed to `each` in order, and summarized) and, unless `verify`
+ * is false, a verification of the whole stored history. Only what `each` keeps
+ * of the entries stays in memory.
+ *
+ * @since 0.3.0
+ */
+export const overview = (
+  id: string,
+  storage: Storage.Options,
+  options?: { readonly verify?: boolean; readonly each?: (entry: Entry.Entry) => void }
+) =>
   Effect.gen(function*() {
     yield* Effect.fromResult(Entry.validateSessionId(id))
     const journal = yield* SessionJournal.SessionJournal
     const isDamage = (e: { readonly _tag: string }) => e._tag === "CorruptJournal" || e._tag === "IntegrityViolation"
+    const summary = summarizer()
+    const each = options?.each
+    let first: number | null = null
+    let last: number | null = null
     // The verification and the history read run side by side (both mostly wait on
     // reads). A read that meets damage keeps the valid prefix; that is allowed
     // only when the verification found the damage too.
     let damage: CorruptJournal | undefined
-    const [report, entries] = yield* Effect.all([
+    const [report] = yield* Effect.all([
       options?.verify === false ? Effect.succeed(null) : Verify.session(id, storage),
-      Stream.runCollect(journal.entries(id).pipe(
-        Stream.catch((e) => {
-          if (e._tag !== "CorruptJournal") return Stream.fail(e)
-          damage = e
-          return Stream.empty
-        })
-      ))
+      Stream.runForEachArray(
+        journal.entries(id).pipe(
+          Stream.catch((e) => {
+            if (e._tag !== "CorruptJournal") return Stream.fail(e)
+            damage = e
+            return Stream.empty
+          })
+        ),
+        (chunk) =>
+          Effect.sync(() => {
+            for (const e of chunk) {
+              first ??= e.sequence
+              last = e.sequence
+              summary.add(e)
+              each?.(e)
+            }
+          })
+      )
     ], { concurrency: 2 })
     const damaged = report !== null && !report.ok
     if (damage !== undefined && !damaged) return yield* Effect.fail(damage)
@@ -190,16 +253,37 @@ export const collect = (id: string, storage: Storage.Options, options?: { readon
       Effect.map((s) => ({ meta: s.meta, head: JournalState.head(s) })),
       Effect.catch((e) => (damaged && isDamage(e) ? Effect.succeed({ meta: null, head: report.head ?? "" }) : Effect.fail(e)))
     )
-    const model: Model = {
+    const result: Overview = {
       id,
       meta: state.meta,
-      entries,
-      summary: summarize(entries),
+      summary: summary.summary(),
       verify: report,
       head: report?.head ?? state.head,
-      generatedAt: Date.now()
+      generatedAt: Date.now(),
+      first,
+      last
     }
-    return model
+    return result
+  })
+
+/**
+ * Reads a session for its report: its state, its full history and (unless
+ * `verify` is false) a verification of the whole stored history.
+ *
+ * @since 0.3.0
+ */
+export const collect = (id: string, storage: Storage.Options, options?: { readonly verify?: boolean }) =>
+  Effect.suspend(() => {
+    const entries: Array<Entry.Entry> = []
+    return Effect.map(overview(id, storage, { ...options, each: (e) => entries.push(e) }), (o): Model => ({
+      id: o.id,
+      meta: o.meta,
+      entries,
+      summary: o.summary,
+      verify: o.verify,
+      head: o.head,
+      generatedAt: o.generatedAt
+    }))
   })
 
 const duration = (secs: number): string => {
@@ -244,7 +328,7 @@ export const verifyBox = (id: string, r: Verify.Report, at: number = Date.now())
  *
  * @since 0.3.0
  */
-export const header = (m: Model, link: (id: string) => string): string => {
+export const header = (m: Omit<Model, "entries">, link: (id: string) => string): string => {
   const s = m.summary
   const title = m.meta?.title
   const labels = (m.meta?.labels ?? []).map((l) => `<span class="badge label">${Html.escape(l)}</span>`).join(" ")

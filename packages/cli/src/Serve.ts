@@ -6,19 +6,36 @@
  * server-sent events fed by the journal's `follow` (which also sees entries
  * other processes write). It only reads: no route writes, and only GET (and
  * HEAD) are routed. Every value shown is escaped; pages forbid inline scripts
- * and load only the viewer's own script. It binds 127.0.0.1 by default and then
- * answers only requests addressed to a loopback name (no DNS rebinding).
+ * and load only the viewer's own script.
+ *
+ * It binds 127.0.0.1 by default and answers only requests addressed to
+ * `127.0.0.1`, `localhost` or `[::1]` with its port (`HostCheck`: no DNS
+ * rebinding); another address must be asked for with `allowRemote`, and the
+ * Host check still applies, to the loopback names and `allowedHosts`.
+ *
+ * Memory does not grow with a session's length: a session page shows a window
+ * of `WINDOW` entries (the newest by default, `?from=N` for the window starting
+ * at sequence N) and is written out as it is read. Its header and charts come
+ * from one pass over the history with a verification beside it, done once per
+ * state of the session (its head and next sequence) and shared by every
+ * request for that state; a verification asked for on `/verify` is done
+ * afresh, shared only by the requests that arrive while it runs.
  *
  * @since 0.3.0
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Entry, SessionJournal } from "@session-journal/core"
+import { Entry, InvalidSessionId, JournalState, SessionJournal } from "@session-journal/core"
+import { NodePersistence } from "@session-journal/node"
+import * as Cache from "effect/Cache"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as http from "node:http"
-import { NotAvailable } from "./Failure.ts"
+import { InvalidInput, NotAvailable } from "./Failure.ts"
+import * as HostCheck from "./HostCheck.ts"
 import * as Html from "./Html.ts"
 import * as Output from "./Output.ts"
 import * as Report from "./Report.ts"
@@ -34,9 +51,31 @@ import { VIEWER_SCRIPT } from "./ViewerScript.ts"
  */
 export interface Options {
   readonly port: number
+  /** The address to bind; one that is not loopback needs `allowRemote`. */
   readonly host: string
+  /** Whether `host` may be an address other machines reach (default false). */
+  readonly allowRemote?: boolean | undefined
+  /** Names requests may be addressed to besides the loopback names, `NAME` or `NAME:PORT`. */
+  readonly allowedHosts?: ReadonlyArray<string> | undefined
   readonly storage: Storage.Options
 }
+
+/**
+ * Entries a session page shows at once.
+ *
+ * @since 0.3.0
+ */
+export const WINDOW = Timeline.PAGE_SIZE
+
+/**
+ * How long the header of a session page (its counts, charts and verification)
+ * is reused while the session does not change. A change of the session (a new
+ * head) makes a new one at once; the time bounds how stale a verification of
+ * an unchanged session may be (an in-place edit that leaves the head alone).
+ *
+ * @since 0.3.0
+ */
+export const OVERVIEW_TTL = "1 minute"
 
 const SECURITY_HEADERS = {
   "x-content-type-options": "nosniff",
@@ -56,20 +95,44 @@ const errorPage = (status: number, message: string) =>
   page(Report.documentStart("session-journal", false) +
     `<p><a href="/">← all sessions</a></p><h1>${status}</h1><p id="error">${Html.escape(message)}</p></main></body></html>\n`, status)
 
+// A storage may refuse an id the pattern allows (the filesystem refuses the
+// device names Windows reserves, CON, NUL, COM1, …): that is a bad request too.
+const refusedId = (e: { readonly _tag: string; readonly cause?: unknown }): InvalidSessionId | null =>
+  e._tag === "StorageError" && e.cause instanceof InvalidSessionId ? e.cause : null
+
+const invalidIdMessage = (e: InvalidSessionId): string =>
+  Entry.isSessionId(e.id) && !NodePersistence.isSafeSessionId(e.id)
+    ? `invalid session id ${JSON.stringify(e.id)}: a device name Windows reserves (CON, PRN, AUX, NUL, COM0–9, LPT0–9), which no session directory may have`
+    : e.message
+
 // Failures of a read become a page: an unknown or invalid session is 404 / 400,
 // damaged storage 500 with the reason; the server keeps running.
-const failurePage = (e: { readonly _tag: string; readonly message: string }) =>
-  Effect.succeed(
-    e._tag === "SessionNotFound"
+const failurePage = (e: { readonly _tag: string; readonly message: string; readonly cause?: unknown }) =>
+  Effect.sync(() => {
+    const refused = refusedId(e)
+    if (refused !== null) return errorPage(400, invalidIdMessage(refused))
+    return e._tag === "SessionNotFound"
       ? errorPage(404, e.message)
-      : e._tag === "InvalidSessionId"
-      ? errorPage(400, e.message)
+      : e._tag === "InvalidSessionId" || e._tag === "InvalidInput"
+      ? errorPage(400, e instanceof InvalidSessionId ? invalidIdMessage(e) : e.message)
       : errorPage(500, e.message)
-  )
+  })
 
 const sessionLink = (id: string): string => `/sessions/${encodeURIComponent(id)}`
 
 const idParam = Effect.map(HttpRouter.params, (p) => p["id"] ?? "")
+
+// The id of a session route is checked before anything is read, against the
+// pattern and against what the storage can hold (a session directory is never
+// named CON, NUL, …), so a bad one is a 400 on every route, the event stream too.
+const withValidId = <E, R>(storage: Storage.Options, handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+  Effect.gen(function*() {
+    const id = yield* idParam
+    const valid = Entry.validateSessionId(id)
+    if (Result.isFailure(valid)) return yield* failurePage(valid.failure)
+    if (Storage.isFilesystem(storage) && !NodePersistence.isSafeSessionId(id)) return yield* failurePage(new InvalidSessionId({ id }))
+    return yield* handler
+  })
 
 const listPage = Effect.gen(function*() {
   const journal = yield* SessionJournal.SessionJournal
@@ -95,23 +158,190 @@ const listPage = Effect.gen(function*() {
   )
 }).pipe(Effect.catch(failurePage))
 
-const sessionPage = (storage: Storage.Options) =>
+/**
+ * What a session page shows above its entries, made once per state of the
+ * session: the header and charts as HTML, the title, the sequences of the
+ * first and last entry read, where the verified history ends when the
+ * verification failed (`failedAt`: entries from there on are not shown), and
+ * `check`, the ordinal of the verification this server did for it (1 for its
+ * first).
+ *
+ * @since 0.3.0
+ */
+export interface Top {
+  readonly title: string
+  readonly html: string
+  readonly entries: number
+  readonly first: number | null
+  readonly last: number | null
+  readonly failedAt: number | null
+  readonly check: number
+}
+
+// What names a state of a session: its head and next sequence; a session whose
+// state cannot be read for damage is named by the damage (a damaged session
+// takes no writes until it is repaired, which changes its state).
+const stateKey = (id: string) =>
+  Effect.gen(function*() {
+    const journal = yield* SessionJournal.SessionJournal
+    return yield* journal.state(id).pipe(
+      Effect.map((s) => `${s.next_sequence}:${JournalState.head(s)}`),
+      Effect.catchTags({
+        CorruptJournal: (e) => Effect.succeed(`damaged:${e.message}`),
+        IntegrityViolation: (e) => Effect.succeed(`damaged:${e.message}`)
+      })
+    )
+  })
+
+const makeViewer = (storage: Storage.Options) =>
+  Effect.gen(function*() {
+    let checks = 0
+    const counted = (id: string) =>
+      Effect.map(Verify.session(id, storage), (report) => ({ report, check: ++checks }))
+    // Requests for one session that arrive together read its state once.
+    const keys = yield* Cache.make({ capacity: 1024, timeToLive: 0, lookup: stateKey })
+    const tops = yield* Cache.makeWith((key: string) =>
+      Effect.gen(function*() {
+        const id = key.slice(0, key.indexOf(" "))
+        // One pass over the history with the verification beside it.
+        const o = yield* Report.overview(id, storage)
+        const check = ++checks
+        const top: Top = {
+          title: `${o.meta?.title ?? id} · session-journal`,
+          html: `<div id="overview" data-check="${check}">` + Report.header(o, sessionLink) + Report.charts(o.summary) + `</div>`,
+          entries: o.summary.entries,
+          first: o.first,
+          last: o.last,
+          failedAt: o.verify === null || o.verify.ok ? null : (o.verify.violation?.sequence ?? o.verify.corruption?.sequence ?? null),
+          check
+        }
+        return top
+      }), {
+      capacity: 64,
+      timeToLive: (exit) => (Exit.isSuccess(exit) ? OVERVIEW_TTL : 0)
+    })
+    const fresh = yield* Cache.make({ capacity: 1024, timeToLive: 0, lookup: counted })
+    return {
+      /** The header of a session page for the session's current state. */
+      top: (id: string) => Effect.flatMap(Cache.get(keys, id), (key) => Cache.get(tops, `${id} ${key}`)),
+      /** A fresh verification and its ordinal. */
+      verify: (id: string) => Cache.get(fresh, id)
+    }
+  })
+
+type Viewer = Effect.Success<ReturnType<typeof makeViewer>>
+
+const windowFrom = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const text = new URL(request.url, "http://localhost").searchParams.get("from")
+  if (text === null) return null
+  const from = /^[0-9]{1,16}$/.test(text) ? Number(text) : Number.NaN
+  if (!Number.isSafeInteger(from)) {
+    return yield* new InvalidInput({ field: "from", reason: `must be a sequence number (a non-negative integer), got ${JSON.stringify(text.slice(0, 40))}` })
+  }
+  return from
+})
+
+const windowLink = (id: string, from: number | null) => Html.escape(sessionLink(id) + (from === null ? "" : `?from=${from}`))
+
+// Paging links: to the oldest and the previous window, and to the next and the newest.
+const nav = (id: string, top: Top, start: number, more: boolean, where: "top" | "bottom") => {
+  const first = top.first ?? 0
+  const links: Array<string> = []
+  if (start > first) {
+    links.push(`<a href="${windowLink(id, first)}" rel="first">oldest</a>`)
+    links.push(`<a href="${windowLink(id, Math.max(first, start - WINDOW))}" rel="prev">← older</a>`)
+  }
+  if (more) {
+    links.push(`<a href="${windowLink(id, start + WINDOW)}" rel="next">newer →</a>`)
+    links.push(`<a href="${windowLink(id, null)}" rel="last">newest</a>`)
+  }
+  return `<nav class="window muted" id="window-${where}">${links.join(" · ")}</nav>`
+}
+
+const sessionPage = (viewer: Viewer) =>
   Effect.gen(function*() {
     const id = yield* idParam
-    const model = yield* Report.collect(id, storage)
-    const next = model.entries.length === 0 ? 0 : model.entries[model.entries.length - 1]!.sequence + 1
-    return page(Array.from(Report.render(model, { link: sessionLink, back: "/", live: { script: "/viewer.js", from: next } })).join(""))
+    const from = yield* windowFrom
+    yield* Effect.fromResult(Entry.validateSessionId(id))
+    const top = yield* viewer.top(id)
+    const journal = yield* SessionJournal.SessionJournal
+    // Entries past a failed verification are not shown as if they were history.
+    const end = top.last === null ? 0 : top.failedAt === null ? top.last + 1 : Math.min(top.last + 1, top.failedAt)
+    const newest = top.last === null ? 0 : Math.max(top.first ?? 0, end - WINDOW)
+    // A window past the end is the (empty) window where the next entry will be.
+    const start = from === null ? newest : Math.min(from, end)
+    const expectedLast = Math.min(start + WINDOW, end) - 1
+    const head = Report.documentStart(top.title, true) +
+      `<p><a href="/">← all sessions</a></p>` + top.html + `<h2>Timeline</h2>` +
+      `<p class="muted" id="window" data-from="${start}" data-window="${WINDOW}">` +
+      (expectedLast >= start ? `entries ${start}–${expectedLast} of ${top.entries}` : `no entries from ${start} on`) +
+      `</p>` + nav(id, top, start, expectedLast < end - 1, "top") + `<div class="page">` + Timeline.TABLE_START
+    // Written out as read: a window more than the stored entries past it, to know
+    // whether there are newer ones.
+    let shown = 0
+    let lastShown: number | null = null
+    let more = false
+    let stopped: string | null = null
+    let cut = false
+    const rows = journal.entries(id, { from: start, limit: WINDOW + 1 }).pipe(
+      Stream.mapArray((chunk) => {
+        let html = ""
+        for (const e of chunk) {
+          if (top.failedAt !== null && e.sequence >= top.failedAt) {
+            cut = true
+            break
+          }
+          if (shown === WINDOW) {
+            more = true
+            break
+          }
+          shown++
+          lastShown = e.sequence
+          html += Timeline.row(e) + "\n"
+        }
+        return [html] as const
+      }),
+      Stream.catch((e) => {
+        stopped = e.message
+        return Stream.empty
+      })
+    )
+    const tail = Stream.suspend(() => {
+      const parts = [Timeline.TABLE_END + `</div>`]
+      if (cut) {
+        parts.push(`<p id="window-stopped"><span class="badge bad">stopped</span> entries from ${top.failedAt} on are not shown: they are not part of the verified history (see the verification above)</p>`)
+      }
+      if (stopped !== null) parts.push(`<p id="window-stopped"><span class="badge bad">stopped</span> the entries after this point could not be read: ${Html.escape(stopped)}</p>`)
+      if (shown === 0 && stopped === null) parts.push(`<p class="muted" id="no-entries">${top.entries === 0 ? "no entries yet" : `no entries from ${start} on yet`}</p>`)
+      parts.push(nav(id, top, start, more, "bottom"))
+      // Live updates continue the newest window only.
+      if (!more && !cut && stopped === null) {
+        const next = lastShown === null ? start : lastShown + 1
+        parts.push(`<p class="muted" id="live-status" data-from="${next}">live: new entries appear below as they are written</p>`)
+        parts.push(Timeline.LIVE_TABLE)
+      }
+      parts.push(
+        `<footer class="muted"><p>Written by <code>session-journal</code>. Header and charts as of the verification shown.</p></footer></main>` +
+          `<script src="/viewer.js" defer></script></body></html>\n`
+      )
+      return Stream.succeed(parts.join(""))
+    })
+    const body = Stream.concat(Stream.concat(Stream.succeed(head), rows), tail).pipe(
+      Stream.map((text) => encoder.encode(text))
+    )
+    return HttpServerResponse.stream(body, { contentType: "text/html; charset=utf-8", headers: SECURITY_HEADERS })
   }).pipe(Effect.catch(failurePage))
 
-const verifyPage = (storage: Storage.Options) =>
+const verifyPage = (viewer: Viewer) =>
   Effect.gen(function*() {
     const id = yield* idParam
     yield* Effect.fromResult(Entry.validateSessionId(id))
-    const report = yield* Verify.session(id, storage)
+    const { check, report } = yield* viewer.verify(id)
     return page(
       Report.documentStart(`verify ${id} · session-journal`, false) +
         `<p><a href="/">← all sessions</a> · <a href="${Html.escape(sessionLink(id))}">${Html.escape(id)}</a></p>` +
-        `<h1>${Html.escape(id)}</h1>` + Report.verifyBox(id, report) + `</main></body></html>\n`
+        `<h1>${Html.escape(id)}</h1><div id="overview" data-check="${check}">` + Report.verifyBox(id, report) + `</div></main></body></html>\n`
     )
   }).pipe(Effect.catch(failurePage))
 
@@ -174,55 +404,86 @@ const script = HttpServerResponse.text(VIEWER_SCRIPT, {
  * @since 0.3.0
  */
 export const routes = (storage: Storage.Options) =>
-  HttpRouter.addAll([
+  HttpRouter.addAll(Effect.map(makeViewer(storage), (viewer) => [
     HttpRouter.route("GET", "/", listPage),
     HttpRouter.route("GET", "/viewer.js", Effect.succeed(script)),
-    HttpRouter.route("GET", "/sessions/:id", sessionPage(storage)),
-    HttpRouter.route("GET", "/sessions/:id/verify", verifyPage(storage)),
-    HttpRouter.route("GET", "/sessions/:id/events", eventsRoute)
-  ])
-
-const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"])
+    HttpRouter.route("GET", "/sessions/:id", withValidId(storage, sessionPage(viewer))),
+    HttpRouter.route("GET", "/sessions/:id/verify", withValidId(storage, verifyPage(viewer))),
+    HttpRouter.route("GET", "/sessions/:id/events", withValidId(storage, eventsRoute))
+  ]))
 
 /**
- * Whether the server binds a loopback address only.
+ * Whether the server binds a loopback address only (see
+ * `HostCheck.isLoopbackAddress`).
  *
  * @since 0.3.0
  */
-export const isLoopback = (host: string): boolean => LOOPBACK.has(host) || host.startsWith("127.")
+export const isLoopback = (host: string): boolean => HostCheck.isLoopbackAddress(host)
 
-const hostName = (header: string): string => {
-  if (header.startsWith("[")) return header.slice(0, header.indexOf("]") + 1)
-  const colon = header.lastIndexOf(":")
-  return colon < 0 ? header : header.slice(0, colon)
+// The bind address as a Host header names it, when it is an address of its own
+// (127.0.0.2 is reached as itself; no DNS is involved in an address).
+const bindName = (host: string): ReadonlyArray<string> => {
+  if (host.toLowerCase() === "localhost") return []
+  return [host.includes(":") && !host.startsWith("[") ? `[${host}]` : host]
 }
+
+// What is checked before binding: a non-loopback address must be asked for, and
+// every extra name must be a host name or address.
+const checkOptions = (options: Options) =>
+  Effect.gen(function*() {
+    if (!isLoopback(options.host) && options.allowRemote !== true) {
+      return yield* new InvalidInput({
+        field: "--host",
+        reason: `${options.host} is not a loopback address: anyone who reaches it could read every session (no login, no TLS); ` +
+          `pass --allow-remote to serve it anyway, with --allowed-host NAME for each name clients use`
+      })
+    }
+    for (const name of options.allowedHosts ?? []) {
+      if (HostCheck.parseName(name) === null) {
+        return yield* new InvalidInput({ field: "--allowed-host", reason: `${JSON.stringify(name)} is not a host name or address, NAME or NAME:PORT` })
+      }
+    }
+  })
 
 /**
  * Runs the viewer until interrupted, printing its address first
- * (`serving DIR read-only at http://HOST:PORT`).
+ * (`serving DIR read-only at http://HOST:PORT`). A non-loopback `host` without
+ * `allowRemote` fails with `InvalidInput` before anything listens; with it, a
+ * warning goes to stderr.
  *
  * @since 0.3.0
  */
 export const run = (options: Options) =>
   Effect.gen(function*() {
-    const handler = yield* HttpRouter.toHttpEffect(routes(options.storage))
+    yield* checkOptions(options)
     const loopback = isLoopback(options.host)
-    const guarded = Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const host = request.headers["host"] ?? ""
-      // A page of another site must not reach this server through a name that
-      // resolves to 127.0.0.1 (DNS rebinding): loopback binds answer loopback names only.
-      if (loopback && !isLoopback(hostName(host)) && !hostName(host).startsWith("127.")) {
-        return errorPage(403, "this viewer answers requests to 127.0.0.1 or localhost only")
+    return yield* Effect.gen(function*() {
+      const handler = yield* HttpRouter.toHttpEffect(routes(options.storage))
+      const server = yield* HttpServer.HttpServer
+      const port = "port" in server.address ? server.address.port : 0
+      const policy = HostCheck.policy(port, [...(loopback ? bindName(options.host) : []), ...(options.allowedHosts ?? [])])
+      const guarded = Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        // A page of another site must not reach this server through a name of its
+        // own that resolves here (DNS rebinding): only the names accepted, with the port.
+        if (!HostCheck.allows(policy, request.headers["host"])) {
+          return errorPage(403, `this viewer answers requests addressed to ${[...policy.accepted].join(", ")} only`)
+        }
+        return yield* handler
+      })
+      yield* HttpServer.serveEffect(guarded)
+      if (!loopback) {
+        yield* Output.errorLine(
+          `session-journal: warning: serving on ${options.host}, which other machines may reach: anyone who connects can read every session ` +
+            `(no login, no TLS); answering requests addressed to ${[...policy.accepted].join(", ")}`
+        )
       }
-      return yield* handler
-    })
-    yield* HttpServer.serveEffect(guarded)
-    const where = Storage.isFilesystem(options.storage) ? options.storage.dir : "PostgreSQL"
-    yield* HttpServer.addressFormattedWith((address) => Output.write(`serving ${where} read-only at ${address}\n`))
-    return yield* Effect.never
-  }).pipe(
-    Effect.provide(NodeHttpServer.layer(() => http.createServer(), { port: options.port, host: options.host })),
-    Effect.catchTag("ServeError", (e) =>
-      Effect.fail(new NotAvailable({ feature: "serve", reason: `cannot listen on ${options.host}:${options.port} (${e.message})` })))
-  )
+      const where = Storage.isFilesystem(options.storage) ? options.storage.dir : "PostgreSQL"
+      yield* HttpServer.addressFormattedWith((address) => Output.write(`serving ${where} read-only at ${address}\n`))
+      return yield* Effect.never
+    }).pipe(
+      Effect.provide(NodeHttpServer.layer(() => http.createServer(), { port: options.port, host: options.host })),
+      Effect.catchTag("ServeError", (e) =>
+        Effect.fail(new NotAvailable({ feature: "serve", reason: `cannot listen on ${options.host}:${options.port} (${e.message})` })))
+    )
+  })

@@ -106,7 +106,29 @@ export const row = (entry: Entry.Entry): string => {
 }
 
 const colgroup = `<table class="tl"><colgroup><col class="seq"><col class="time"><col class="kind"><col><col class="hash"></colgroup>`
-const tableOpen = colgroup + `<thead><tr><th>#</th><th>time (UTC)</th><th>kind</th><th>entry</th><th>hash</th></tr></thead>`
+
+/**
+ * The opening of a timeline table up to its body, where `row`s follow; then
+ * `TABLE_END`. For pages written out row by row (the viewer's window).
+ *
+ * @since 0.3.0
+ */
+export const TABLE_START = colgroup + `<thead><tr><th>#</th><th>time (UTC)</th><th>kind</th><th>entry</th><th>hash</th></tr></thead><tbody>\n`
+
+/**
+ * The end of a table `TABLE_START` opened.
+ *
+ * @since 0.3.0
+ */
+export const TABLE_END = `</tbody></table>`
+
+/**
+ * The empty table body with id `live` where the viewer appends new rows; it
+ * continues the columns of the table before it, without a header of its own.
+ *
+ * @since 0.3.0
+ */
+export const LIVE_TABLE = colgroup + `<tbody id="live"></tbody></table>\n`
 
 /**
  * The timeline as HTML chunks (a page's opening, each row, its end), so a caller
@@ -126,12 +148,12 @@ export const pages = function*(entries: ReadonlyArray<Entry.Entry>, options?: { 
     const denied = slice.reduce((n, e) => n + (Entry.isTool(e) && !e.allowed ? 1 : 0), 0)
     yield `<details class="page"${open ? " open" : ""}><summary>entries ${first}–${last}` +
       `${denied > 0 ? ` <span class="badge bad">${denied} denied</span>` : ""}</summary><div>` +
-      tableOpen + `<tbody>\n`
+      TABLE_START
     // Row by row: joining a page first costs more than the rows themselves.
     for (const entry of slice) yield row(entry) + "\n"
-    yield `</tbody></table></div></details>\n`
+    yield TABLE_END + `</div></details>\n`
   }
   if (entries.length === 0) yield `<p class="muted" id="no-entries">no entries yet</p>`
   // Live rows continue the last page's columns, without a header of their own.
-  if (options?.live === true) yield colgroup + `<tbody id="live"></tbody></table>\n`
+  if (options?.live === true) yield LIVE_TABLE
 }
