@@ -29,7 +29,9 @@
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaIssue from "effect/SchemaIssue"
+import * as Entry from "./Entry.ts"
 import * as Guard from "./Guard.ts"
+import * as JournalState from "./JournalState.ts"
 import { check } from "./internal/jcs.ts"
 import { isIdentity, MAX_U53 } from "./internal/validate.ts"
 
@@ -355,3 +357,24 @@ export const size = (policy: Policy): number =>
     : "any" in policy
     ? policy.any.reduce((n, p) => n + size(p), 0)
     : 1
+
+// ---------------------------------------------------------------------------
+// What if
+
+/**
+ * One step of replaying a stored history against a guard, as `decide` would have
+ * evaluated it: a tool entry gets the verdict of `guard` on the state before it;
+ * every entry is then folded as stored (a guard cannot change what already
+ * happened, and chio counts denied calls like allowed ones, so the counters are
+ * the same either way). Other kinds get no verdict.
+ *
+ * @since 0.4.0
+ */
+export const whatIf = (
+  guard: Guard.Guard,
+  state: JournalState.JournalState,
+  entry: Entry.Entry
+): { readonly verdict: Guard.Verdict | null; readonly state: JournalState.JournalState } => ({
+  verdict: Entry.isTool(entry) ? guard(JournalState.snapshot(state), entry) : null,
+  state: JournalState.fold(state, entry)
+})
