@@ -49,7 +49,10 @@ describe("fake Messages API", () => {
       assert.strictEqual(first.events[0]!.data.message.model, "m")
       assert.strictEqual(first.events[2]!.data.content_block.name, "Bash")
       assert.match(first.events[2]!.data.content_block.id, /^toolu_[A-Za-z0-9_]+$/)
-      assert.deepStrictEqual(JSON.parse(first.events[3]!.data.delta.partial_json), { command: "echo one", description: "run a command" })
+      assert.deepStrictEqual(JSON.parse(first.events[3]!.data.delta.partial_json), {
+        command: "echo one",
+        description: "run a command"
+      })
       assert.strictEqual(first.events[5]!.data.content_block.id, "toolu_given")
       assert.strictEqual(first.events[8]!.data.delta.stop_reason, "tool_use")
 
@@ -69,14 +72,23 @@ describe("fake Messages API", () => {
   })
 
   it("perConversation answers by the conversation so far, the same again for a retry", async () => {
-    const api = await Fake.start(Fake.perConversation((r) =>
-      r.prompt.includes("SUB") ? [Fake.text("sub done")] : [Fake.tools(Fake.bash("echo main")), Fake.text("main done")]
-    ))
+    const api = await Fake.start(
+      Fake.perConversation((r) =>
+        r.prompt.includes("SUB")
+          ? [Fake.text("sub done")]
+          : [Fake.tools(Fake.bash("echo main")), Fake.text("main done")]
+      )
+    )
     try {
       const textOf = (r: Awaited<ReturnType<typeof post>>) =>
         r.events.find((e) => e.event === "content_block_delta")!.data.delta
       assert.strictEqual(
-        textOf(await post(api, { stream: true, messages: [user([{ type: "text", text: "<reminder>" }, { type: "text", text: "main" }])] }))
+        textOf(
+          await post(api, {
+            stream: true,
+            messages: [user([{ type: "text", text: "<reminder>" }, { type: "text", text: "main" }])]
+          })
+        )
           .partial_json,
         JSON.stringify({ command: "echo main", description: "run a command" })
       )
@@ -92,7 +104,11 @@ describe("fake Messages API", () => {
       }
       assert.strictEqual(textOf(await post(api, followUp)).text, "main done")
       assert.strictEqual(textOf(await post(api, followUp)).text, "main done")
-      assert.deepStrictEqual(api.requests[2]!.toolResults, [{ type: "tool_result", tool_use_id: "t1", content: "main" }])
+      assert.deepStrictEqual(api.requests[2]!.toolResults, [{
+        type: "tool_result",
+        tool_use_id: "t1",
+        content: "main"
+      }])
       assert.strictEqual(api.requests[2]!.turn, 1)
     } finally {
       await api.close()
@@ -103,7 +119,12 @@ describe("fake Messages API", () => {
     const api = await Fake.start(Fake.inOrder([]))
     try {
       const status = await new Promise<number | undefined>((resolve, reject) => {
-        const req = http.request({ host: "127.0.0.1", port: api.port, method: "CONNECT", path: "api.anthropic.com:443" })
+        const req = http.request({
+          host: "127.0.0.1",
+          port: api.port,
+          method: "CONNECT",
+          path: "api.anthropic.com:443"
+        })
         req.on("connect", (res, socket) => {
           socket.destroy()
           resolve(res.statusCode)

@@ -117,7 +117,9 @@ describe.skipIf(Claude.CLAUDE_BIN === null)(`Claude Code ${Claude.CLAUDE_CODE_VE
         work: path.join(root, "work"),
         home: path.join(root, "home"),
         settings: {
-          hooks: { PreToolUse: [{ matcher: "Bash", hooks: [Claude.nodeHook(hookFile(root), [log, "deny-if", "denied.txt"])] }] }
+          hooks: {
+            PreToolUse: [{ matcher: "Bash", hooks: [Claude.nodeHook(hookFile(root), [log, "deny-if", "denied.txt"])] }]
+          }
         }
       })
       assert.isFalse(r.timedOut, r.stderr)

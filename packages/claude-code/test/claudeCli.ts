@@ -92,6 +92,11 @@ export interface Run {
 
 const made: Array<string> = []
 
+const lastResult = (lines: ReadonlyArray<Record<string, unknown>>): Record<string, unknown> | undefined => {
+  for (let i = lines.length - 1; i >= 0; i--) if (lines[i]!["type"] === "result") return lines[i]
+  return undefined
+}
+
 /** A fresh temporary directory (a real path: macOS and some CIs symlink /tmp), removed by `cleanup`. */
 export const tempDir = (prefix = "sj-claude-"): string => {
   const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), prefix)))
@@ -200,7 +205,7 @@ export const run = (options: Options): Promise<Run> => {
         stderr: Buffer.concat(err).toString("utf8"),
         home,
         work,
-        result: lines.filter((l) => l["type"] === "result").at(-1),
+        result: lastResult(lines),
         sessionId: typeof init?.["session_id"] === "string" ? init["session_id"] : undefined
       })
     })

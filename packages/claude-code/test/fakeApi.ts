@@ -106,7 +106,9 @@ const toRequest = (index: number, req: http.IncomingMessage, raw: string): Reque
   let body: Record<string, unknown> | null = null
   try {
     const parsed: unknown = JSON.parse(raw)
-    if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) body = parsed as Record<string, unknown>
+    if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) {
+      body = parsed as Record<string, unknown>
+    }
   } catch {
     body = null
   }
@@ -135,13 +137,17 @@ let ids = 0
 const freshId = (): string => `toolu_fake${process.pid}x${(ids++).toString(36)}`
 
 /** A content block as sent: text, or a tool call with its id. */
-export type Block = { readonly type: "text"; readonly text: string } | Required<ToolCall> & { readonly type: "tool_use" }
+export type Block =
+  | { readonly type: "text"; readonly text: string }
+  | Required<ToolCall> & { readonly type: "tool_use" }
 
 /** The content blocks of a turn, tool calls with their ids. */
 export const blocksOf = (turn: Turn): Array<Block> => {
   const blocks: Array<Block> = []
   if (turn.text !== undefined && turn.text.length > 0) blocks.push({ type: "text", text: turn.text })
-  if ("tools" in turn) for (const c of turn.tools) blocks.push({ type: "tool_use", name: c.name, input: c.input, id: c.id ?? freshId() })
+  if ("tools" in turn) {
+    for (const c of turn.tools) blocks.push({ type: "tool_use", name: c.name, input: c.input, id: c.id ?? freshId() })
+  }
   return blocks
 }
 
@@ -166,8 +172,16 @@ export const stream = (turn: Turn, blocks: ReadonlyArray<Block>, model: string, 
   out += sse("ping", { type: "ping" })
   blocks.forEach((b, index) => {
     if (b.type === "text") {
-      out += sse("content_block_start", { type: "content_block_start", index, content_block: { type: "text", text: "" } })
-      out += sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: b.text } })
+      out += sse("content_block_start", {
+        type: "content_block_start",
+        index,
+        content_block: { type: "text", text: "" }
+      })
+      out += sse("content_block_delta", {
+        type: "content_block_delta",
+        index,
+        delta: { type: "text_delta", text: b.text }
+      })
     } else {
       out += sse("content_block_start", {
         type: "content_block_start",
@@ -216,7 +230,9 @@ export const start = (script: Script): Promise<FakeApi> => {
         turn = script(r) ?? text("done")
       } catch (e) {
         res.writeHead(500, { "content-type": "application/json" })
-        res.end(JSON.stringify({ type: "error", error: { type: "api_error", message: `fake script failed: ${String(e)}` } }))
+        res.end(
+          JSON.stringify({ type: "error", error: { type: "api_error", message: `fake script failed: ${String(e)}` } })
+        )
         return
       }
       const model = typeof r.body["model"] === "string" ? r.body["model"] : "claude-fake"

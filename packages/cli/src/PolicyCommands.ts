@@ -7,15 +7,15 @@
  * @since 0.4.0
  */
 import { Entry, JournalState, Policy, SessionJournal } from "@session-journal/core"
+import { Argument, Command } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
-import { Argument, Command } from "effect/cli"
 import * as fs from "node:fs"
 import { InvalidInput, PolicyWouldDeny } from "./Failure.ts"
 import * as Input from "./Input.ts"
-import * as Output from "./Output.ts"
 import { sessionId, validId, withJournal, withoutJournal } from "./internal/commandKit.ts"
+import * as Output from "./Output.ts"
 
 /**
  * Largest policy file read (1 MiB): far beyond any policy written by hand.
@@ -34,7 +34,8 @@ export const MAX_POLICY_BYTES = 1024 * 1024
 export const load = (file: string): Effect.Effect<Policy.Policy, InvalidInput> =>
   Effect.tryPromise({
     try: () => Input.readBounded(fs.createReadStream(file), file, MAX_POLICY_BYTES),
-    catch: (e) => new InvalidInput({ field: file, reason: `cannot read it: ${e instanceof Error ? e.message : String(e)}` })
+    catch: (e) =>
+      new InvalidInput({ field: file, reason: `cannot read it: ${e instanceof Error ? e.message : String(e)}` })
   }).pipe(
     Effect.flatMap(Effect.fromResult),
     Effect.flatMap((text) => {
@@ -58,9 +59,10 @@ const check = Command.make("check", { file }, (a) =>
       const policy = yield* load(a.file)
       if (json) return yield* Output.json({ file: a.file, guards: Policy.size(policy), policy: Policy.format(policy) })
       yield* Output.write(`${a.file}: ok, ${summary(policy)}\n`)
-    }))).pipe(Command.withDescription(
-      "Validate a policy file; exit 2 naming each JSON path that is wrong and what was expected"
-    ))
+    })
+  )).pipe(Command.withDescription(
+    "Validate a policy file; exit 2 naming each JSON path that is wrong and what was expected"
+  ))
 
 const test = Command.make("test", { file, id: sessionId }, (a) =>
   withJournal(({ json }) =>
@@ -95,7 +97,9 @@ const test = Command.make("test", { file, id: sessionId }, (a) =>
                   guard: step.verdict.guard,
                   reason: step.verdict.reason
                 })
-                : `#${entry.sequence} ${entry.tool_name} (agent ${entry.agent_id}${entry.allowed ? "" : ", recorded denied"}): ` +
+                : `#${entry.sequence} ${entry.tool_name} (agent ${entry.agent_id}${
+                  entry.allowed ? "" : ", recorded denied"
+                }): ` +
                   `${step.verdict.reason} [${step.verdict.guard}]`
             )
           }
@@ -110,10 +114,11 @@ const test = Command.make("test", { file, id: sessionId }, (a) =>
         )
       }
       if (denied > 0) return yield* new PolicyWouldDeny({ denied, calls })
-    }))).pipe(Command.withDescription(
-      "Replay a stored session's tool calls against a policy, writing nothing, and list the calls it would deny with their guard; " +
-        "exit 5 when it would deny any"
-    ))
+    })
+  )).pipe(Command.withDescription(
+    "Replay a stored session's tool calls against a policy, writing nothing, and list the calls it would deny with their guard; " +
+      "exit 5 when it would deny any"
+  ))
 
 /**
  * The `policy` command and its subcommands.
@@ -121,6 +126,8 @@ const test = Command.make("test", { file, id: sessionId }, (a) =>
  * @since 0.4.0
  */
 export const policy = Command.make("policy").pipe(
-  Command.withDescription("The policy file: one key per guard (maxStreak, forbiddenTransitions, …); check it, test it on a session"),
+  Command.withDescription(
+    "The policy file: one key per guard (maxStreak, forbiddenTransitions, …); check it, test it on a session"
+  ),
   Command.withSubcommands([check, test])
 )

@@ -34,7 +34,11 @@ const tool = (name: string, extra: Record<string, unknown> = {}) =>
 describe("policy check", () => {
   it("a good file: exit 0 and one line naming its guards", async () => {
     const dir = tempDir()
-    const file = write(dir, "p.json", `[{"maxStreak":3},{"forbiddenTransitions":[["Write","Bash"]]},{"denyList":["rm"]}]`)
+    const file = write(
+      dir,
+      "p.json",
+      `[{"maxStreak":3},{"forbiddenTransitions":[["Write","Bash"]]},{"denyList":["rm"]}]`
+    )
     const r = await run(["policy", "check", file])
     assert.strictEqual(r.code, 0, r.stderr)
     assert.strictEqual(
@@ -45,7 +49,7 @@ describe("policy check", () => {
     assert.deepStrictEqual(JSON.parse(j.stdout), {
       file,
       guards: 3,
-      policy: 'all(maxStreak(3), forbiddenTransitions([["Write","Bash"]]), denyList(["rm"]))'
+      policy: "all(maxStreak(3), forbiddenTransitions([[\"Write\",\"Bash\"]]), denyList([\"rm\"]))"
     })
   })
 
@@ -97,7 +101,11 @@ describe.runIf(nodeAdapter)("policy test", () => {
       tool("Bash", { allowed: false }),
       tool("Task", { agent_id: "sub-1", delegation_depth: 1 })
     ])
-    const file = write(dir, "p.json", `[{"maxStreak":2},{"forbiddenTransitions":[["Write","Bash"]]},{"maxDelegationDepth":0}]`)
+    const file = write(
+      dir,
+      "p.json",
+      `[{"maxStreak":2},{"forbiddenTransitions":[["Write","Bash"]]},{"maxDelegationDepth":0}]`
+    )
     const before = fingerprint(journal)
     const r = await run(["--dir", journal, "policy", "test", file, "s1"])
     assert.strictEqual(r.code, 5, r.stderr)
@@ -105,9 +113,9 @@ describe.runIf(nodeAdapter)("policy test", () => {
       r.stdout,
       [
         "#4 Bash (agent main): Bash would run more than 2 times in a row [maxStreak(2)]",
-        '#6 Bash (agent main, recorded denied): Bash may not follow Write [forbiddenTransitions([["Write","Bash"]])]',
+        "#6 Bash (agent main, recorded denied): Bash may not follow Write [forbiddenTransitions([[\"Write\",\"Bash\"]])]",
         "#7 Task (agent sub-1): delegation depth 1 exceeds 0 [maxDelegationDepth(0)]",
-        's1: 3 of 7 calls would be denied by 3 guards: all(maxStreak(2), forbiddenTransitions([["Write","Bash"]]), maxDelegationDepth(0))',
+        "s1: 3 of 7 calls would be denied by 3 guards: all(maxStreak(2), forbiddenTransitions([[\"Write\",\"Bash\"]]), maxDelegationDepth(0))",
         ""
       ].join("\n")
     )
@@ -129,7 +137,7 @@ describe.runIf(nodeAdapter)("policy test", () => {
     assert.deepStrictEqual(lines.at(-1), {
       type: "summary",
       session: "s1",
-      policy: 'all(maxStreak(2), forbiddenTransitions([["Write","Bash"]]), maxDelegationDepth(0))',
+      policy: "all(maxStreak(2), forbiddenTransitions([[\"Write\",\"Bash\"]]), maxDelegationDepth(0))",
       calls: 7,
       denied: 3
     })

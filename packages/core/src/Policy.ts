@@ -31,9 +31,9 @@ import * as Schema from "effect/Schema"
 import * as SchemaIssue from "effect/SchemaIssue"
 import * as Entry from "./Entry.ts"
 import * as Guard from "./Guard.ts"
-import * as JournalState from "./JournalState.ts"
 import { check } from "./internal/jcs.ts"
 import { isIdentity, MAX_U53 } from "./internal/validate.ts"
+import * as JournalState from "./JournalState.ts"
 
 // ---------------------------------------------------------------------------
 // The data
@@ -275,7 +275,11 @@ export const decode = (json: unknown): Result.Result<Policy, InvalidPolicy> => {
         : invalid(problem.path, "expected JSON (well-formed strings, finite numbers)")
     )
   }
-  const decoded = Schema.decodeUnknownResult(Document)(json, { onExcessProperty: "error", errors: "all", reportInput: true })
+  const decoded = Schema.decodeUnknownResult(Document)(json, {
+    onExcessProperty: "error",
+    errors: "all",
+    reportInput: true
+  })
   if (Result.isFailure(decoded)) {
     const issues = formatter(decoded.failure.issue).issues.map((i) => {
       const path = (i.path ?? []).map((k) => (typeof k === "object" ? k.key : k))

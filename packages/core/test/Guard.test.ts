@@ -200,7 +200,7 @@ describe("Guard lists and combinators", () => {
 
   it("all: every guard must allow; the first denial in order is the verdict; none allows", () => {
     const g = Guard.all(Guard.denyList(["x"]), Guard.maxInvocations(0))
-    assert.deepStrictEqual(g(empty, call("x")), Guard.deny("x is on the deny list", 'denyList(["x"])'))
+    assert.deepStrictEqual(g(empty, call("x")), Guard.deny("x is on the deny list", "denyList([\"x\"])"))
     const second = g(empty, call("y"))
     assert.isTrue(second._tag === "Deny" && second.reason.includes("invocations"))
     assert.isTrue(allowed(Guard.all(Guard.denyList(["x"]), Guard.maxInvocations(1)), empty, call("y")))
@@ -251,24 +251,30 @@ describe("Guard: a denial names its guard", () => {
     assert.strictEqual(guardOf(Guard.maxBytesRead(5), afterWrite, call("r")), "maxBytesRead(5)")
     assert.strictEqual(guardOf(Guard.maxBytesWritten(5n), afterWrite, call("r")), "maxBytesWritten(5)")
     assert.strictEqual(guardOf(Guard.maxInvocations(1), afterWrite, call("r")), "maxInvocations(1)")
-    assert.strictEqual(guardOf(Guard.maxDelegationDepth(0), empty, call("r", { delegation_depth: 1 })), "maxDelegationDepth(0)")
+    assert.strictEqual(
+      guardOf(Guard.maxDelegationDepth(0), empty, call("r", { delegation_depth: 1 })),
+      "maxDelegationDepth(0)"
+    )
     assert.strictEqual(guardOf(Guard.maxStreak(1), afterWrite, call("Write")), "maxStreak(1)")
     // The pair that matched, not the whole list.
     assert.strictEqual(
       guardOf(Guard.forbiddenTransitions([["Read", "Bash"], ["Write", "Bash"]]), afterWrite, call("Bash")),
-      'forbiddenTransitions([["Write","Bash"]])'
+      "forbiddenTransitions([[\"Write\",\"Bash\"]])"
     )
     // The denied tool's entry, also for a name that is an Object.prototype key.
     assert.strictEqual(
       guardOf(Guard.requirePredecessors({ Bash: ["Write", "Read"], Edit: ["Read"] }), afterWrite, call("Bash")),
-      'requirePredecessors({"Bash":["Write","Read"]})'
+      "requirePredecessors({\"Bash\":[\"Write\",\"Read\"]})"
     )
     assert.strictEqual(
       guardOf(Guard.requirePredecessors(JSON.parse(`{"__proto__":["Read"]}`)), empty, call("__proto__")),
-      'requirePredecessors({"__proto__":["Read"]})'
+      "requirePredecessors({\"__proto__\":[\"Read\"]})"
     )
-    assert.strictEqual(guardOf(Guard.allowList(["Read", "Grep"]), empty, call("Bash")), 'allowList(["Read","Grep"])')
-    assert.strictEqual(guardOf(Guard.denyList(["rm", "Bash"]), empty, call("Bash")), 'denyList(["Bash"])')
+    assert.strictEqual(
+      guardOf(Guard.allowList(["Read", "Grep"]), empty, call("Bash")),
+      "allowList([\"Read\",\"Grep\"])"
+    )
+    assert.strictEqual(guardOf(Guard.denyList(["rm", "Bash"]), empty, call("Bash")), "denyList([\"Bash\"])")
   })
 
   it("all passes the first denial through; any names every denying guard; any() itself", () => {
@@ -276,7 +282,7 @@ describe("Guard: a denial names its guard", () => {
     assert.strictEqual(guardOf(g, empty, call("y")), "maxInvocations(0)")
     assert.strictEqual(
       guardOf(Guard.any(Guard.allowList(["a"]), Guard.maxStreak(0)), empty, call("b")),
-      'any(allowList(["a"]), maxStreak(0))'
+      "any(allowList([\"a\"]), maxStreak(0))"
     )
     assert.strictEqual(guardOf(Guard.any(), empty, call("b")), "any()")
   })

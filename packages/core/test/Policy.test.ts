@@ -75,21 +75,27 @@ describe("Policy: decode, encode and meaning", () => {
 
   it("property: the decoded guard gives the hand-built guard's verdicts on random call sequences", () => {
     fc.assert(
-      fc.property(built, A.caps, A.ops(16), fc.array(A.toolParams, { minLength: 1, maxLength: 4 }), (b, caps, ops, calls) => {
-        const fromFile = Policy.toGuard(decoded(b.json))
-        // A top-level array means `all`.
-        const asArray = "all" in (b.json as object)
-          ? Policy.toGuard(decoded((b.json as { all: Array<unknown> }).all))
-          : null
-        for (const state of A.run(caps, ops).states) {
-          const s = JournalState.snapshot(state)
-          for (const p of calls) {
-            const expected = b.guard(s, p)
-            assert.deepStrictEqual(fromFile(s, p), expected)
-            if (asArray !== null) assert.deepStrictEqual(asArray(s, p), expected)
+      fc.property(
+        built,
+        A.caps,
+        A.ops(16),
+        fc.array(A.toolParams, { minLength: 1, maxLength: 4 }),
+        (b, caps, ops, calls) => {
+          const fromFile = Policy.toGuard(decoded(b.json))
+          // A top-level array means `all`.
+          const asArray = "all" in (b.json as object)
+            ? Policy.toGuard(decoded((b.json as { all: Array<unknown> }).all))
+            : null
+          for (const state of A.run(caps, ops).states) {
+            const s = JournalState.snapshot(state)
+            for (const p of calls) {
+              const expected = b.guard(s, p)
+              assert.deepStrictEqual(fromFile(s, p), expected)
+              if (asArray !== null) assert.deepStrictEqual(asArray(s, p), expected)
+            }
           }
         }
-      }),
+      ),
       { numRuns: A.runs(150) }
     )
   })
@@ -102,7 +108,7 @@ describe("Policy: decode, encode and meaning", () => {
     ])
     assert.strictEqual(
       Policy.format(p),
-      'all(maxStreak(3), forbiddenTransitions([["Write","Bash"]]), any(allowList(["Read"]), maxBytesRead(5)))'
+      "all(maxStreak(3), forbiddenTransitions([[\"Write\",\"Bash\"]]), any(allowList([\"Read\"]), maxBytesRead(5)))"
     )
     assert.strictEqual(Policy.size(p), 4)
     const v = Policy.toGuard(decoded({ maxStreak: 3 }))(
@@ -116,7 +122,7 @@ describe("Policy: decode, encode and meaning", () => {
     const p = decoded(JSON.parse(`{"requirePredecessors":{"__proto__":["Read"]}}`))
     assert.deepStrictEqual(Object.keys(Policy.encode(p).requirePredecessors!), ["__proto__"])
     const v = Policy.toGuard(p)(JournalState.snapshot(JournalState.empty("s")), A.call("__proto__"))
-    assert.isTrue(v._tag === "Deny" && v.guard === 'requirePredecessors({"__proto__":["Read"]})')
+    assert.isTrue(v._tag === "Deny" && v.guard === "requirePredecessors({\"__proto__\":[\"Read\"]})")
   })
 })
 
@@ -125,7 +131,9 @@ describe("Policy: a bad document names the JSON path and what was expected", () 
     assert.deepStrictEqual(problems(`{"all":[{"maxStreak":1},{"denyList":[]},{"maxStreak":-1}]}`), [
       "$.all[2].maxStreak: expected a non-negative integer up to 2^53 - 1, got -1"
     ])
-    assert.deepStrictEqual(problems(`[{"maxStreak":"3"}]`), ['$[0].maxStreak: expected a non-negative integer, got "3"'])
+    assert.deepStrictEqual(problems(`[{"maxStreak":"3"}]`), [
+      "$[0].maxStreak: expected a non-negative integer, got \"3\""
+    ])
     assert.deepStrictEqual(problems(`{"maxBytesRead":1.5}`), [
       "$.maxBytesRead: expected a non-negative integer up to 2^53 - 1, got 1.5"
     ])
@@ -134,12 +142,14 @@ describe("Policy: a bad document names the JSON path and what was expected", () 
     ])
     assert.deepStrictEqual(problems(`{"all":3}`), ["$.all: expected an array of policies, got 3"])
     assert.deepStrictEqual(problems(`{"any":[3]}`), ["$.any[0]: expected a policy object, got 3"])
-    assert.deepStrictEqual(problems(`"all"`), ['$: expected a policy: an object with one key, or an array of them, got "all"'])
+    assert.deepStrictEqual(problems(`"all"`), [
+      "$: expected a policy: an object with one key, or an array of them, got \"all\""
+    ])
   })
 
   it("tool names, pairs and predecessor maps", () => {
     assert.deepStrictEqual(problems(`{"allowList":["Read",""]}`), [
-      '$.allowList[1]: expected a tool name (not empty, no surrounding whitespace or control characters), got ""'
+      "$.allowList[1]: expected a tool name (not empty, no surrounding whitespace or control characters), got \"\""
     ])
     assert.deepStrictEqual(problems(`{"forbiddenTransitions":[["Write"]]}`), [
       "$.forbiddenTransitions[0][1]: missing, expected a pair [from, to] of tool names"
@@ -148,10 +158,10 @@ describe("Policy: a bad document names the JSON path and what was expected", () 
       "$.forbiddenTransitions[0][2]: unexpected element, expected a pair [from, to] of tool names"
     ])
     assert.deepStrictEqual(problems(`{"requirePredecessors":{"Bash":"Read"}}`), [
-      '$.requirePredecessors.Bash: expected an array of tool names, got "Read"'
+      "$.requirePredecessors.Bash: expected an array of tool names, got \"Read\""
     ])
     assert.deepStrictEqual(problems(`{"requirePredecessors":{" Bash":["Read"]}}`), [
-      '$.requirePredecessors: expected keys that are tool names, got " Bash"'
+      "$.requirePredecessors: expected keys that are tool names, got \" Bash\""
     ])
     assert.deepStrictEqual(problems(`{"denyList":["\\ud800"]}`), [
       "$.denyList[0]: expected JSON (well-formed strings, finite numbers)"
@@ -164,7 +174,9 @@ describe("Policy: a bad document names the JSON path and what was expected", () 
       `$: expected exactly one of the keys ${keys}, got "maxStreak", "denyList"`
     ])
     assert.deepStrictEqual(problems(`{"all":[{}]}`), [`$.all[0]: expected exactly one of the keys ${keys}, got none`])
-    assert.deepStrictEqual(problems(`{"all":[{"maxStreek":3}]}`), [`$.all[0].maxStreek: unknown key, expected one of ${keys}`])
+    assert.deepStrictEqual(problems(`{"all":[{"maxStreek":3}]}`), [
+      `$.all[0].maxStreek: unknown key, expected one of ${keys}`
+    ])
     assert.deepStrictEqual(problems(`{"maxStreak":3,"a b":1}`), [`$["a b"]: unknown key, expected one of ${keys}`])
     assert.deepStrictEqual(problems(`[{"maxStreak":-1},{"denyList":[1]}]`), [
       "$[0].maxStreak: expected a non-negative integer up to 2^53 - 1, got -1",
@@ -188,7 +200,10 @@ describe("Policy: a bad document names the JSON path and what was expected", () 
     assert.isTrue(Result.isFailure(r))
     if (Result.isFailure(r)) {
       assert.strictEqual(r.failure._tag, "InvalidPolicy")
-      assert.strictEqual(r.failure.message, "$.all[0].maxStreak: expected a non-negative integer up to 2^53 - 1, got -1")
+      assert.strictEqual(
+        r.failure.message,
+        "$.all[0].maxStreak: expected a non-negative integer up to 2^53 - 1, got -1"
+      )
     }
   })
 })
