@@ -101,6 +101,72 @@ describe.skipIf(Claude.CLAUDE_BIN === null)(`Claude Code ${Claude.CLAUDE_CODE_VE
     }
   })
 
+  it("a sub-agent and parallel calls through the fake: sub-agent events carry agent_id and agent_type", async () => {
+    const subagent = {
+      name: "Agent",
+      input: {
+        description: "run one",
+        prompt: "SUBTASK: run echo",
+        subagent_type: "general-purpose",
+        run_in_background: false
+      }
+    }
+    const api = await Fake.start(Fake.perConversation((r) =>
+      // A sub-agent's conversation starts with its own prompt; it sends the parent's session id.
+      r.prompt.includes("SUBTASK")
+        ? [Fake.tools(Fake.bash("echo from-sub")), Fake.text("sub done")]
+        : [
+          Fake.tools(subagent),
+          Fake.tools(Fake.bash("echo one"), Fake.bash("echo two"), {
+            name: "Read",
+            input: { file_path: "/etc/hostname" }
+          }),
+          Fake.text("main done")
+        ]
+    ))
+    try {
+      const root = Claude.tempDir()
+      const log = path.join(root, "events.jsonl")
+      const every = [{ matcher: "", hooks: [Claude.nodeHook(hookFile(root), [log])] }]
+      const r = await Claude.run({
+        api,
+        prompt: "Delegate, then run three calls at once.",
+        tools: ["Bash", "Read", "Agent"],
+        work: path.join(root, "work"),
+        home: path.join(root, "home"),
+        settings: { hooks: { PreToolUse: every, PostToolUse: every, SubagentStart: every, SubagentStop: every } }
+      })
+      assert.isFalse(r.timedOut, r.stderr)
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.result?.["result"], "main done")
+      assert.deepStrictEqual(api.connects, [])
+      assert.isTrue(api.requests.every((q) => q.sessionId === r.sessionId))
+
+      const events = readLines(log)
+      assert.isTrue(events.every((e) => e["session_id"] === r.sessionId))
+      const sub = events.filter((e) => e["agent_id"] !== undefined)
+      const agentId = sub[0]?.["agent_id"]
+      assert.match(String(agentId), /^[0-9a-f]{17}$/)
+      assert.deepStrictEqual(
+        sub.map((e) => [e["hook_event_name"], e["tool_name"] ?? null, e["agent_id"], e["agent_type"]]),
+        [
+          ["SubagentStart", null, agentId, "general-purpose"],
+          ["PreToolUse", "Bash", agentId, "general-purpose"],
+          ["PostToolUse", "Bash", agentId, "general-purpose"],
+          ["SubagentStop", null, agentId, "general-purpose"]
+        ]
+      )
+      // The main agent's events have neither field; the three parallel calls each got their hooks.
+      const main = events.filter((e) => e["agent_id"] === undefined)
+      assert.isTrue(main.every((e) => !("agent_type" in e)))
+      const pre = main.filter((e) => e["hook_event_name"] === "PreToolUse").map((e) => e["tool_name"])
+      assert.deepStrictEqual([...pre].sort(), ["Agent", "Bash", "Bash", "Read"])
+      assert.strictEqual(main.filter((e) => e["hook_event_name"] === "PostToolUse").length, 4)
+    } finally {
+      await api.close()
+    }
+  })
+
   it("a hook's permissionDecision deny: that Bash never runs, the next one does", async () => {
     const api = await Fake.start(Fake.perConversation(() => [
       Fake.tools(Fake.bash("echo no > denied.txt; echo wrote-denied", "write the denied marker")),
