@@ -31,14 +31,35 @@ has_sdk() {
 }
 
 if ! works || ! has_sdk; then
-  mkdir -p "$cache"
+  # Installed into a fresh directory next to the cache and renamed into place only once
+  # the binary runs: a run that is interrupted, or two runs at once, never leave a
+  # half-installed cache that looks complete.
+  mkdir -p "$(dirname "$cache")"
+  staging="$(mktemp -d "$cache.staging.XXXXXX")"
+  trap 'rm -rf "$staging"' EXIT
   # A package.json of its own keeps npm from walking up into a workspace above the cache.
-  [ -f "$cache/package.json" ] || echo '{"name":"session-journal-claude-code-cache","private":true}' > "$cache/package.json"
+  echo '{"name":"session-journal-claude-code-cache","private":true}' > "$staging/package.json"
   echo "installing @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION and @anthropic-ai/claude-agent-sdk@$AGENT_SDK_VERSION into $cache" >&2
-  # --no-save: the cache's package.json stays as written. Optional dependencies are
-  # what carries the native binary, so they must not be omitted.
-  npm install --prefix "$cache" --no-save --no-audit --no-fund --include=optional --loglevel=error \
-    "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "@anthropic-ai/claude-agent-sdk@$AGENT_SDK_VERSION" >&2
+  # --no-save: the cache's package.json stays as written. Optional dependencies carry
+  # the native binary (the package's postinstall links it into bin/), so they must not
+  # be omitted, and scripts must run.
+  npm install --prefix "$staging" --no-save --no-audit --no-fund --include=optional --ignore-scripts=false \
+    --loglevel=error "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "@anthropic-ai/claude-agent-sdk@$AGENT_SDK_VERSION" >&2
+  staged="$staging/node_modules/.bin/claude"
+  if [ "$("$staged" --version 2>/dev/null | grep -oE '^[0-9]+\.[0-9]+\.[0-9]+' || true)" != "$CLAUDE_CODE_VERSION" ]; then
+    echo "claude-code: the installed $staged does not run or is not version $CLAUDE_CODE_VERSION" >&2
+    exit 1
+  fi
+  # Another run may have finished first; a broken old cache is moved aside, then removed.
+  if ! works || ! has_sdk; then
+    if [ -e "$cache" ]; then
+      old="$(mktemp -d "$cache.old.XXXXXX")"
+      mv "$cache" "$old/" && rm -rf "$old"
+    fi
+    # Checked, not forced: `mv` onto a directory that another run just created would
+    # move the staging directory into it.
+    [ -e "$cache" ] || mv "$staging" "$cache" || true
+  fi
   if ! works; then
     echo "claude-code: $bin does not run or is not version $CLAUDE_CODE_VERSION" >&2
     exit 1
