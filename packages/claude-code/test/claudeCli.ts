@@ -133,6 +133,18 @@ export const offlineEnv = (api: FakeApi, home: string): Record<string, string> =
   no_proxy: "127.0.0.1,localhost"
 })
 
+/**
+ * The part of the test's environment a hook needs to run our packages from their
+ * TypeScript sources (`NODE_OPTIONS` with the `@session-journal/source` condition,
+ * which Vitest sets): pass it as `env`. Hooks inherit the CLI's environment (plus
+ * `CLAUDE_PROJECT_DIR`, `CLAUDE_CODE_SESSION_ID` and a few more of its own), and the
+ * native binary itself ignores `NODE_OPTIONS`.
+ */
+export const sourcesEnv = (): Record<string, string> => {
+  const options = process.env["NODE_OPTIONS"]
+  return options === undefined || options === "" ? {} : { NODE_OPTIONS: options }
+}
+
 /** Runs `claude -p PROMPT` to its end (or the timeout) and parses its stream-json output. */
 export const run = (options: Options): Promise<Run> => {
   const bin = CLAUDE_BIN
