@@ -195,6 +195,33 @@ describe("Policy: a bad document names the JSON path and what was expected", () 
     assert.isTrue(Result.isFailure(Policy.decode({ all: [nested] })))
   })
 
+  it("property: decoding is total — any JSON or text gives a policy or issues with paths, never a throw", () => {
+    const nearPolicy = fc.letrec<{ v: unknown }>((tie) => ({
+      v: fc.oneof(
+        { depthSize: "small" },
+        fc.jsonValue({ maxDepth: 2 }),
+        fc.record({ k: fc.constantFrom(...Policy.keys, "x", "__proto__"), v: tie("v") }).map(({ k, v }) =>
+          JSON.parse(`{${JSON.stringify(k)}:${JSON.stringify(v) ?? "null"}}`)
+        ),
+        fc.array(tie("v"), { maxLength: 3 })
+      )
+    })).v
+    fc.assert(
+      fc.property(nearPolicy, fc.string({ maxLength: 40 }), (json, text) => {
+        for (const r of [Policy.decode(json), Policy.decodeText(text), Policy.decodeText(JSON.stringify(json) ?? "")]) {
+          if (Result.isFailure(r)) {
+            assert.isAbove(r.failure.issues.length, 0)
+            for (const i of r.failure.issues) assert.match(i.path, /^\$/)
+          } else {
+            // What decodes encodes back to something that decodes to the same policy.
+            assert.deepStrictEqual(Result.getOrThrow(Policy.decode(Policy.encode(r.success))), r.success)
+          }
+        }
+      }),
+      { numRuns: A.runs(300) }
+    )
+  })
+
   it("the error's message joins every issue", () => {
     const r = Policy.decodeText(`{"all":[{"maxStreak":-1}]}`)
     assert.isTrue(Result.isFailure(r))
