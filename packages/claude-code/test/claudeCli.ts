@@ -226,9 +226,11 @@ export const run = (options: Options): Promise<Run> => {
 
 /**
  * A `command` hook entry for settings.json that runs `script` (a JavaScript file)
- * with the Node of the test, passing `args`.
+ * with the Node of the test, passing `args`. `timeout` is in seconds (default 30:
+ * a hook that times out fails open, which would pass a deny test's call on a
+ * loaded machine).
  */
-export const nodeHook = (script: string, args: ReadonlyArray<string> = [], timeout = 10) => ({
+export const nodeHook = (script: string, args: ReadonlyArray<string> = [], timeout = 30) => ({
   type: "command",
   command: [process.execPath, script, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(" "),
   timeout
