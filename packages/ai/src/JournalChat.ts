@@ -223,7 +223,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         const checked: Entry.ValidToolParams = valid._tag === "Success" ? valid.success : { ...proposed, allowed: true }
         const verdict = Result.isSuccess(state)
           ? guard!(JournalState.snapshot(Tools.withPending(state.success, pending)), checked)
-          : Guard.deny(`the session's state cannot be read: ${state.failure.message}`)
+          : Guard.deny(`the session's state cannot be read: ${state.failure.message}`, "readableState")
         const entry: Tools.Pending = { id: toolCallId, params: { ...checked, allowed: verdict._tag === "Allow" } }
         pending = [...pending, entry]
         return { verdict, pending: entry }

@@ -23,6 +23,7 @@ import {
 } from "./Failure.ts"
 import * as MirrorFiles from "./MirrorFiles.ts"
 import * as Output from "./Output.ts"
+import { policy } from "./PolicyCommands.ts"
 import * as ReportFile from "./ReportFile.ts"
 import type * as Serve from "./Serve.ts"
 import * as Verify from "./Verify.ts"
@@ -171,7 +172,7 @@ export const root = Command.make("session-journal").pipe(
   Command.withDescription(
     "A durable, tamper-evident journal of AI-agent sessions. " +
       "Exit codes: 0 ok, 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked by another writer, " +
-        "70 unexpected failure (a bug), 130 interrupted."
+        "70 unexpected failure (a bug), 130 interrupted. `policy test` exits 5 when the policy would deny calls."
   ),
   Command.withSubcommands([
     record,
@@ -189,6 +190,7 @@ export const root = Command.make("session-journal").pipe(
     report,
     serve,
     demo,
+    policy,
     ClaudeCode.make((body) => withJournal(body))
   ]),
   Command.withGlobalFlags([Dir, Json, Verbose, Postgres])

@@ -3,7 +3,8 @@
  *
  * Scripts branch on the exit code, so the mapping is part of the contract:
  * 0 success, 1 verification failed (integrity violation or corruption), 2 bad
- * usage or invalid input, 3 storage error, 4 session locked by another writer.
+ * usage or invalid input, 3 storage error, 4 session locked by another writer,
+ * 5 `policy test`: the policy would have denied at least one call.
  * Outside that range: 70 (EX_SOFTWARE of sysexits.h) for a defect, which is a
  * bug and is reported with its stack, and 130 (128 + SIGINT, as shells report it)
  * when the run was interrupted. Every failure is reported on stderr as one sentence; `--verbose` adds the stack.
@@ -76,6 +77,22 @@ export class VerificationFailed extends Schema.TaggedError<VerificationFailed>()
 }
 
 /**
+ * `policy test`: the policy would have denied calls of the stored session (listed
+ * already). Its own exit code, so a script can tell "the policy bites" from a
+ * damaged session (1) or a bad policy file (2).
+ *
+ * @since 0.4.0
+ */
+export class PolicyWouldDeny extends Schema.TaggedError<PolicyWouldDeny>()("PolicyWouldDeny", {
+  denied: Schema.Number,
+  calls: Schema.Number
+}) {
+  override get message(): string {
+    return `the policy would have denied ${this.denied} of ${this.calls} call${this.calls === 1 ? "" : "s"}`
+  }
+}
+
+/**
  * A storage backend or operation that this installation does not provide.
  *
  * @since 0.1.0
@@ -100,6 +117,8 @@ export const ExitCode = {
   usage: 2,
   storage: 3,
   locked: 4,
+  /** `policy test`: the policy would have denied at least one call. */
+  policyWouldDeny: 5,
   /** A bug: an unexpected defect, reported with its stack (sysexits' EX_SOFTWARE). */
   defect: 70,
   /** Interrupted (SIGINT or SIGTERM): 128 + SIGINT, as shells report an interrupted command. */
@@ -126,6 +145,7 @@ export type Failure =
   | SequenceConflict
   | NotAvailable
   | SessionLocked
+  | PolicyWouldDeny
 
 // A mapped type over the union's tags: a missing tag is a compile error.
 const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
@@ -140,7 +160,8 @@ const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
   StorageError: ExitCode.storage,
   SequenceConflict: ExitCode.storage,
   NotAvailable: ExitCode.storage,
-  SessionLocked: ExitCode.locked
+  SessionLocked: ExitCode.locked,
+  PolicyWouldDeny: ExitCode.policyWouldDeny
 }
 
 /**

@@ -13,13 +13,17 @@ import type { ValidToolParams } from "./Entry.ts"
 import type { Snapshot } from "./JournalState.ts"
 
 /**
- * The outcome of a guard.
+ * The outcome of a guard. A denial carries a sentence (`reason`) and the guard that
+ * denied (`guard`): the combinator with the arguments that decided, written as the
+ * policy file writes it (`maxStreak(3)`, `forbiddenTransitions([["Write","Bash"]])`),
+ * so a user can find it in their policy. A verdict is never hashed: the chain
+ * records only the call's `allowed`.
  *
  * @since 0.1.0
  */
 export type Verdict =
   | { readonly _tag: "Allow" }
-  | { readonly _tag: "Deny"; readonly reason: string }
+  | { readonly _tag: "Deny"; readonly reason: string; readonly guard: string }
 
 /**
  * A guard: a pure function of the session snapshot and the proposed call.
@@ -36,11 +40,24 @@ export type Guard = (snapshot: Snapshot, params: ValidToolParams) => Verdict
 export const allow: Verdict = { _tag: "Allow" }
 
 /**
- * A denying verdict with its reason (returned to the caller of `decide`).
+ * A denying verdict with its reason and the name of the guard that denied
+ * (returned to the caller of `decide`).
  *
  * @since 0.1.0
  */
-export const deny = (reason: string): Verdict => ({ _tag: "Deny", reason })
+export const deny = (reason: string, guard: string): Verdict => ({ _tag: "Deny", reason, guard })
+
+/**
+ * The name of a guard as denials carry it: the combinator and its arguments,
+ * `maxStreak(3)`; an argument that is not a number is written as JSON,
+ * `denyList(["rm"])`.
+ *
+ * @since 0.4.0
+ */
+export const label = (combinator: string, ...args: ReadonlyArray<unknown>): string =>
+  `${combinator}(${
+    args.map((a) => typeof a === "number" || typeof a === "bigint" ? String(a) : JSON.stringify(a)).join(", ")
+  })`
 
 /**
  * Whether a verdict allows.
@@ -69,9 +86,10 @@ const exceeds = (n: bigint, bound: bigint | null): boolean => bound !== null && 
  */
 export const maxBytesRead = (limit: number | bigint): Guard => {
   const bound = toBound(limit)
+  const name = label("maxBytesRead", limit)
   return (s, p) =>
     exceeds(s.data_flow.total_bytes_read + BigInt(p.bytes_read), bound)
-      ? deny(`bytes read would exceed ${limit}`)
+      ? deny(`bytes read would exceed ${limit}`, name)
       : allow
 }
 
@@ -82,9 +100,10 @@ export const maxBytesRead = (limit: number | bigint): Guard => {
  */
 export const maxBytesWritten = (limit: number | bigint): Guard => {
   const bound = toBound(limit)
+  const name = label("maxBytesWritten", limit)
   return (s, p) =>
     exceeds(s.data_flow.total_bytes_written + BigInt(p.bytes_written), bound)
-      ? deny(`bytes written would exceed ${limit}`)
+      ? deny(`bytes written would exceed ${limit}`, name)
       : allow
 }
 
@@ -96,7 +115,9 @@ export const maxBytesWritten = (limit: number | bigint): Guard => {
  */
 export const maxInvocations = (limit: number | bigint): Guard => {
   const bound = toBound(limit)
-  return (s) => exceeds(s.data_flow.total_invocations + 1n, bound) ? deny(`invocations would exceed ${limit}`) : allow
+  const name = label("maxInvocations", limit)
+  return (s) =>
+    exceeds(s.data_flow.total_invocations + 1n, bound) ? deny(`invocations would exceed ${limit}`, name) : allow
 }
 
 /**
@@ -106,9 +127,10 @@ export const maxInvocations = (limit: number | bigint): Guard => {
  */
 export const maxDelegationDepth = (limit: number): Guard => {
   const bound = toBound(limit)
+  const name = label("maxDelegationDepth", limit)
   return (_, p) =>
     exceeds(BigInt(p.delegation_depth), bound)
-      ? deny(`delegation depth ${p.delegation_depth} exceeds ${limit}`)
+      ? deny(`delegation depth ${p.delegation_depth} exceeds ${limit}`, name)
       : allow
 }
 
@@ -121,37 +143,48 @@ export const maxDelegationDepth = (limit: number): Guard => {
  */
 export const maxStreak = (limit: number | bigint): Guard => {
   const bound = toBound(limit)
+  const name = label("maxStreak", limit)
   return (s, p) => {
     const streak = s.current_streak_tool === p.tool_name ? s.current_streak_len + 1n : 1n
-    return exceeds(streak, bound) ? deny(`${p.tool_name} would run more than ${limit} times in a row`) : allow
+    return exceeds(streak, bound) ? deny(`${p.tool_name} would run more than ${limit} times in a row`, name) : allow
   }
 }
 
 /**
- * Denies a call to `to` directly after a call to `from`, for each listed pair.
+ * Denies a call to `to` directly after a call to `from`, for each listed pair. A
+ * denial names the pair that matched: `forbiddenTransitions([["Write","Bash"]])`.
  *
  * @since 0.1.0
  */
-export const forbiddenTransitions = (pairs: ReadonlyArray<readonly [from: string, to: string]>): Guard => (s, p) => {
-  const last = s.current_streak_tool
-  if (last === null) return allow
-  for (const [from, to] of pairs) {
-    if (from === last && to === p.tool_name) return deny(`${to} may not follow ${from}`)
+export const forbiddenTransitions = (pairs: ReadonlyArray<readonly [from: string, to: string]>): Guard => {
+  const list = pairs.map(([from, to]) => [from, to] as const)
+  return (s, p) => {
+    const last = s.current_streak_tool
+    if (last === null) return allow
+    for (const [from, to] of list) {
+      if (from === last && to === p.tool_name) {
+        return deny(`${to} may not follow ${from}`, label("forbiddenTransitions", [[from, to]]))
+      }
+    }
+    return allow
   }
-  return allow
 }
 
 /**
  * Denies a call to a tool unless each of its required predecessors has been called
  * at least once. Reads `tool_counts`: a predecessor that was never counted (also one
- * dropped because the cap was full) fails closed.
+ * dropped because the cap was full) fails closed. A denial names the tool's entry:
+ * `requirePredecessors({"Bash":["Read"]})`.
  *
  * @since 0.1.0
  */
 export const requirePredecessors = (required: Readonly<Record<string, ReadonlyArray<string>>>): Guard => (s, p) => {
   const needs = Object.hasOwn(required, p.tool_name) ? required[p.tool_name]! : []
   for (const name of needs) {
-    if ((s.tool_counts.get(name) ?? 0n) === 0n) return deny(`${p.tool_name} requires ${name} first`)
+    if ((s.tool_counts.get(name) ?? 0n) === 0n) {
+      // A computed key is an own property even when it is "__proto__".
+      return deny(`${p.tool_name} requires ${name} first`, label("requirePredecessors", { [p.tool_name]: needs }))
+    }
   }
   return allow
 }
@@ -163,17 +196,19 @@ export const requirePredecessors = (required: Readonly<Record<string, ReadonlyAr
  */
 export const allowList = (names: Iterable<string>): Guard => {
   const set = new Set(names)
-  return (_, p) => set.has(p.tool_name) ? allow : deny(`${p.tool_name} is not on the allow list`)
+  const name = label("allowList", [...set])
+  return (_, p) => set.has(p.tool_name) ? allow : deny(`${p.tool_name} is not on the allow list`, name)
 }
 
 /**
- * Denies the listed tools.
+ * Denies the listed tools. A denial names the tool it matched: `denyList(["rm"])`.
  *
  * @since 0.1.0
  */
 export const denyList = (names: Iterable<string>): Guard => {
   const set = new Set(names)
-  return (_, p) => set.has(p.tool_name) ? deny(`${p.tool_name} is on the deny list`) : allow
+  return (_, p) =>
+    set.has(p.tool_name) ? deny(`${p.tool_name} is on the deny list`, label("denyList", [p.tool_name])) : allow
 }
 
 /**
@@ -190,17 +225,20 @@ export const all = (...guards: ReadonlyArray<Guard>): Guard => (s, p) => {
 }
 
 /**
- * Allows when at least one guard allows; otherwise denies with every reason. With no
- * guards it denies (fail closed).
+ * Allows when at least one guard allows; otherwise denies with every reason, naming
+ * every denying guard: `any(allowList(["Read"]), maxStreak(1))`. With no guards it
+ * denies (fail closed), as `any()`.
  *
  * @since 0.1.0
  */
 export const any = (...guards: ReadonlyArray<Guard>): Guard => (s, p) => {
   const reasons: Array<string> = []
+  const names: Array<string> = []
   for (const g of guards) {
     const v = g(s, p)
     if (v._tag === "Allow") return v
     reasons.push(v.reason)
+    names.push(v.guard)
   }
-  return deny(reasons.length === 0 ? "no guard allows" : reasons.join("; "))
+  return deny(reasons.length === 0 ? "no guard allows" : reasons.join("; "), `any(${names.join(", ")})`)
 }

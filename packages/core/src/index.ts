@@ -74,6 +74,13 @@ export * as Recovery from "./Recovery.ts"
  */
 export * as Guard from "./Guard.ts"
 /**
+ * The policy file: a guard written as JSON, one key per `Guard` combinator, decoded
+ * with Schema (errors name the JSON path) and turned into a `Guard`.
+ *
+ * @since 0.4.0
+ */
+export * as Policy from "./Policy.ts"
+/**
  * The `SessionJournal` service: durable group-committed writes, guards, reads and change streams.
  *
  * @since 0.1.0

@@ -15,7 +15,10 @@ const call = A.call
 
 const allowed = (g: Guard.Guard, s: JournalState.Snapshot, p: Entry.ValidToolParams): boolean => {
   const v = g(s, p)
-  if (v._tag === "Deny") assert.isAbove(v.reason.length, 0)
+  if (v._tag === "Deny") {
+    assert.isAbove(v.reason.length, 0)
+    assert.isAbove(v.guard.length, 0)
+  }
   return Guard.isAllowed(v)
 }
 
@@ -197,7 +200,7 @@ describe("Guard lists and combinators", () => {
 
   it("all: every guard must allow; the first denial in order is the verdict; none allows", () => {
     const g = Guard.all(Guard.denyList(["x"]), Guard.maxInvocations(0))
-    assert.deepStrictEqual(g(empty, call("x")), Guard.deny("x is on the deny list"))
+    assert.deepStrictEqual(g(empty, call("x")), Guard.deny("x is on the deny list", "denyList([\"x\"])"))
     const second = g(empty, call("y"))
     assert.isTrue(second._tag === "Deny" && second.reason.includes("invocations"))
     assert.isTrue(allowed(Guard.all(Guard.denyList(["x"]), Guard.maxInvocations(1)), empty, call("y")))
@@ -234,5 +237,58 @@ describe("Guard lists and combinators", () => {
       }),
       { numRuns: A.runs(50) }
     )
+  })
+})
+
+describe("Guard: a denial names its guard", () => {
+  const guardOf = (g: Guard.Guard, s: JournalState.Snapshot, p: Entry.ValidToolParams): string | null => {
+    const v = g(s, p)
+    return v._tag === "Deny" ? v.guard : null
+  }
+
+  it("each combinator with the arguments that decided, in the policy file's notation", () => {
+    const afterWrite = snap([A.record("Write", { bytes_read: 10, bytes_written: 10 })])
+    assert.strictEqual(guardOf(Guard.maxBytesRead(5), afterWrite, call("r")), "maxBytesRead(5)")
+    assert.strictEqual(guardOf(Guard.maxBytesWritten(5n), afterWrite, call("r")), "maxBytesWritten(5)")
+    assert.strictEqual(guardOf(Guard.maxInvocations(1), afterWrite, call("r")), "maxInvocations(1)")
+    assert.strictEqual(
+      guardOf(Guard.maxDelegationDepth(0), empty, call("r", { delegation_depth: 1 })),
+      "maxDelegationDepth(0)"
+    )
+    assert.strictEqual(guardOf(Guard.maxStreak(1), afterWrite, call("Write")), "maxStreak(1)")
+    // The pair that matched, not the whole list.
+    assert.strictEqual(
+      guardOf(Guard.forbiddenTransitions([["Read", "Bash"], ["Write", "Bash"]]), afterWrite, call("Bash")),
+      "forbiddenTransitions([[\"Write\",\"Bash\"]])"
+    )
+    // The denied tool's entry, also for a name that is an Object.prototype key.
+    assert.strictEqual(
+      guardOf(Guard.requirePredecessors({ Bash: ["Write", "Read"], Edit: ["Read"] }), afterWrite, call("Bash")),
+      "requirePredecessors({\"Bash\":[\"Write\",\"Read\"]})"
+    )
+    assert.strictEqual(
+      guardOf(Guard.requirePredecessors(JSON.parse(`{"__proto__":["Read"]}`)), empty, call("__proto__")),
+      "requirePredecessors({\"__proto__\":[\"Read\"]})"
+    )
+    assert.strictEqual(
+      guardOf(Guard.allowList(["Read", "Grep"]), empty, call("Bash")),
+      "allowList([\"Read\",\"Grep\"])"
+    )
+    assert.strictEqual(guardOf(Guard.denyList(["rm", "Bash"]), empty, call("Bash")), "denyList([\"Bash\"])")
+  })
+
+  it("all passes the first denial through; any names every denying guard; any() itself", () => {
+    const g = Guard.all(Guard.denyList(["x"]), Guard.maxInvocations(0))
+    assert.strictEqual(guardOf(g, empty, call("y")), "maxInvocations(0)")
+    assert.strictEqual(
+      guardOf(Guard.any(Guard.allowList(["a"]), Guard.maxStreak(0)), empty, call("b")),
+      "any(allowList([\"a\"]), maxStreak(0))"
+    )
+    assert.strictEqual(guardOf(Guard.any(), empty, call("b")), "any()")
+  })
+
+  it("limits that are not whole numbers are named as given", () => {
+    assert.strictEqual(guardOf(Guard.maxBytesRead(NaN), empty, call("r")), "maxBytesRead(NaN)")
+    assert.strictEqual(guardOf(Guard.maxStreak(1.5), snap([A.record("a")]), call("a")), "maxStreak(1.5)")
   })
 })

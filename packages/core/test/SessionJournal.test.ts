@@ -488,7 +488,7 @@ layer(Capped)("guards through decide", (it) => {
       // Still after a reload from storage (the streak comes back from the fold).
       yield* j.close("g-streak")
       const d = yield* j.decide("g-streak", params("bash"), Guard.maxStreak(5))
-      assert.deepStrictEqual(d.verdict, Guard.deny("bash would run more than 5 times in a row"))
+      assert.deepStrictEqual(d.verdict, Guard.deny("bash would run more than 5 times in a row", "maxStreak(5)"))
       assert.strictEqual((yield* j.snapshot("g-streak")).current_streak_len, 6n)
     }))
 

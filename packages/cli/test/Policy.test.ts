@@ -1,0 +1,172 @@
+/**
+ * `session-journal policy check` and `policy test`, run as the real binary: a bad
+ * file is exit 2 naming the JSON path and what was expected; `test` replays a
+ * stored session without writing anything, lists each call the policy would deny
+ * with its guard, and exits 5 when there is one.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as crypto from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll } from "vitest"
+import { cleanup, filesUnder, hasNodeAdapter, run, tempDir } from "./Run.ts"
+
+const nodeAdapter = await hasNodeAdapter()
+
+afterAll(cleanup)
+
+const write = (dir: string, name: string, text: string): string => {
+  const file = path.join(dir, name)
+  fs.writeFileSync(file, text)
+  return file
+}
+
+// Every file of the journal with the SHA-256 of its bytes and its mode.
+const fingerprint = (dir: string): Array<string> =>
+  filesUnder(dir).map((f) => {
+    const p = path.join(dir, f)
+    return `${f} ${fs.statSync(p).mode} ${crypto.createHash("sha256").update(fs.readFileSync(p)).digest("hex")}`
+  })
+
+const tool = (name: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ tool_name: name, server_id: "claude-code", agent_id: "main", ...extra })
+
+describe("policy check", () => {
+  it("a good file: exit 0 and one line naming its guards", async () => {
+    const dir = tempDir()
+    const file = write(
+      dir,
+      "p.json",
+      `[{"maxStreak":3},{"forbiddenTransitions":[["Write","Bash"]]},{"denyList":["rm"]}]`
+    )
+    const r = await run(["policy", "check", file])
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.strictEqual(
+      r.stdout,
+      `${file}: ok, 3 guards: all(maxStreak(3), forbiddenTransitions([["Write","Bash"]]), denyList(["rm"]))\n`
+    )
+    const j = await run(["--json", "policy", "check", file])
+    assert.deepStrictEqual(JSON.parse(j.stdout), {
+      file,
+      guards: 3,
+      policy: "all(maxStreak(3), forbiddenTransitions([[\"Write\",\"Bash\"]]), denyList([\"rm\"]))"
+    })
+  })
+
+  it("a bad file: exit 2, every JSON path named with what was expected", async () => {
+    const dir = tempDir()
+    const file = write(dir, "bad.json", `{"all":[{"maxStreak":1},{"denyList":[]},{"maxStreak":-1},{"maxStreek":2}]}`)
+    const r = await run(["policy", "check", file])
+    assert.strictEqual(r.code, 2)
+    assert.strictEqual(r.stdout, "")
+    assert.include(r.stderr, "$.all[2].maxStreak: expected a non-negative integer up to 2^53 - 1, got -1")
+    assert.include(r.stderr, "$.all[3].maxStreek: unknown key")
+    assert.strictEqual(r.stderr.trim().split("\n").length, 1)
+  })
+
+  it("not JSON, not UTF-8, too large, missing: exit 2 each, saying which", async () => {
+    const dir = tempDir()
+    const cases: Array<[string, RegExp]> = [
+      [write(dir, "a.json", `{"maxStreak":`), /\$: expected JSON/],
+      [write(dir, "b.json", "x"), /\$: expected JSON/],
+      [path.join(dir, "missing.json"), /cannot read it: ENOENT/],
+      [write(dir, "d.json", " ".repeat(1024 * 1024 + 1)), /longer than the bound/]
+    ]
+    fs.writeFileSync(path.join(dir, "c.json"), Buffer.from([0x7b, 0xff, 0x7d]))
+    cases.push([path.join(dir, "c.json"), /UTF-8/])
+    const ran = await Promise.all(cases.map(([file]) => run(["policy", "check", file])))
+    cases.forEach(([file, pattern], i) => {
+      assert.strictEqual(ran[i]!.code, 2, `${file}: ${ran[i]!.stderr}`)
+      assert.match(ran[i]!.stderr, pattern)
+    })
+  })
+})
+
+describe.runIf(nodeAdapter)("policy test", () => {
+  const session = async (dir: string, lines: ReadonlyArray<string>) => {
+    const r = await run(["--dir", dir, "import", "s1", "-"], { input: lines.join("\n") + "\n" })
+    assert.strictEqual(r.code, 0, r.stderr)
+  }
+
+  it("lists the calls it would deny with their guards, exit 5, and writes nothing", async () => {
+    const dir = tempDir()
+    const journal = path.join(dir, "j")
+    await session(journal, [
+      tool("Read", { bytes_read: 100 }),
+      JSON.stringify({ kind: "message", payload: { role: "user", text: "go" } }),
+      tool("Bash"),
+      tool("Bash"),
+      tool("Bash"),
+      tool("Write", { bytes_written: 10 }),
+      tool("Bash", { allowed: false }),
+      tool("Task", { agent_id: "sub-1", delegation_depth: 1 })
+    ])
+    const file = write(
+      dir,
+      "p.json",
+      `[{"maxStreak":2},{"forbiddenTransitions":[["Write","Bash"]]},{"maxDelegationDepth":0}]`
+    )
+    const before = fingerprint(journal)
+    const r = await run(["--dir", journal, "policy", "test", file, "s1"])
+    assert.strictEqual(r.code, 5, r.stderr)
+    assert.strictEqual(
+      r.stdout,
+      [
+        "#4 Bash (agent main): Bash would run more than 2 times in a row [maxStreak(2)]",
+        "#6 Bash (agent main, recorded denied): Bash may not follow Write [forbiddenTransitions([[\"Write\",\"Bash\"]])]",
+        "#7 Task (agent sub-1): delegation depth 1 exceeds 0 [maxDelegationDepth(0)]",
+        "s1: 3 of 7 calls would be denied by 3 guards: all(maxStreak(2), forbiddenTransitions([[\"Write\",\"Bash\"]]), maxDelegationDepth(0))",
+        ""
+      ].join("\n")
+    )
+    assert.strictEqual(r.stderr, "session-journal: the policy would have denied 3 of 7 calls.\n")
+    assert.deepStrictEqual(fingerprint(journal), before)
+
+    const j = await run(["--dir", journal, "--json", "policy", "test", file, "s1"])
+    assert.strictEqual(j.code, 5)
+    const lines = j.stdout.trim().split("\n").map((l) => JSON.parse(l))
+    assert.deepStrictEqual(lines[0], {
+      type: "denied",
+      sequence: 4,
+      tool_name: "Bash",
+      agent_id: "main",
+      recorded_allowed: true,
+      guard: "maxStreak(2)",
+      reason: "Bash would run more than 2 times in a row"
+    })
+    assert.deepStrictEqual(lines.at(-1), {
+      type: "summary",
+      session: "s1",
+      policy: "all(maxStreak(2), forbiddenTransitions([[\"Write\",\"Bash\"]]), maxDelegationDepth(0))",
+      calls: 7,
+      denied: 3
+    })
+    assert.deepStrictEqual(fingerprint(journal), before)
+  })
+
+  it("budgets count every earlier call: maxBytesRead and maxInvocations deny from the call that passes them", async () => {
+    const dir = tempDir()
+    const journal = path.join(dir, "j")
+    await session(journal, [tool("Read", { bytes_read: 60 }), tool("Read", { bytes_read: 60 }), tool("Grep")])
+    const bytes = await run(["--dir", journal, "policy", "test", write(dir, "b.json", `{"maxBytesRead":100}`), "s1"])
+    assert.strictEqual(bytes.code, 5)
+    assert.match(bytes.stdout, /^#1 Read \(agent main\): bytes read would exceed 100 \[maxBytesRead\(100\)\]\n/)
+    const count = await run(["--dir", journal, "policy", "test", write(dir, "c.json", `{"maxInvocations":2}`), "s1"])
+    assert.match(count.stdout, /^#2 Grep \(agent main\): invocations would exceed 2 \[maxInvocations\(2\)\]\n/)
+  })
+
+  it("a policy that denies nothing: exit 0; a bad policy or a missing session: exit 2", async () => {
+    const dir = tempDir()
+    const journal = path.join(dir, "j")
+    await session(journal, [tool("Read"), tool("Bash")])
+    const ok = await run(["--dir", journal, "policy", "test", write(dir, "ok.json", `{"maxStreak":5}`), "s1"])
+    assert.strictEqual(ok.code, 0, ok.stderr)
+    assert.strictEqual(ok.stdout, "s1: 0 of 2 calls would be denied by 1 guard: maxStreak(5)\n")
+    const bad = await run(["--dir", journal, "policy", "test", write(dir, "bad.json", `{"allowList":"Read"}`), "s1"])
+    assert.strictEqual(bad.code, 2)
+    assert.include(bad.stderr, `$.allowList: expected an array of tool names, got "Read"`)
+    const missing = await run(["--dir", journal, "policy", "test", path.join(dir, "ok.json"), "nosuch"])
+    assert.strictEqual(missing.code, 2)
+    assert.include(missing.stderr, "not found")
+  })
+})
