@@ -155,7 +155,8 @@ export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
         continue
       }
       const error = Cause.squash(exit.cause)
-      const why = describe(error)
+      // `handle`'s own failures name the event; the storage layer's do not.
+      const why = error instanceof Hook.HookError ? describe(error) : `cannot record ${event}: ${describe(error)}`
       return await refuse(
         isLocked(exit)
           ? `${why} (waited ${args.waitMillis ?? DEFAULT_WAIT_MILLIS} ms for the session's lock)`
