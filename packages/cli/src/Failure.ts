@@ -12,6 +12,7 @@
  */
 import type {
   CorruptJournal,
+  HistoryDiverged,
   IntegrityViolation,
   InvalidRecordField,
   InvalidSessionId,
@@ -116,6 +117,7 @@ export const ExitCode = {
 export type Failure =
   | IntegrityViolation
   | CorruptJournal
+  | HistoryDiverged
   | VerificationFailed
   | InvalidSessionId
   | InvalidRecordField
@@ -131,6 +133,7 @@ export type Failure =
 const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
   IntegrityViolation: ExitCode.verificationFailed,
   CorruptJournal: ExitCode.verificationFailed,
+  HistoryDiverged: ExitCode.verificationFailed,
   VerificationFailed: ExitCode.verificationFailed,
   InvalidSessionId: ExitCode.usage,
   InvalidRecordField: ExitCode.usage,
