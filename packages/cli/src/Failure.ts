@@ -2,7 +2,8 @@
  * The failures of the command line and how each maps to an exit code.
  *
  * Scripts branch on the exit code, so the mapping is part of the contract:
- * 0 success, 1 verification failed (integrity violation or corruption), 2 bad
+ * 0 success, 1 verification failed (integrity violation, corruption, or history a
+ * follower printed that was replaced), 2 bad
  * usage or invalid input, 3 storage error, 4 session locked by another writer.
  * Outside that range: 70 (EX_SOFTWARE of sysexits.h) for a defect, which is a
  * bug and is reported with its stack, and 130 (128 + SIGINT, as shells report it)
