@@ -172,4 +172,28 @@ describe("serve's live updates check what they send", () => {
       req.destroy()
     }
   }, 60_000)
+
+  it("after a repair that set shown entries aside, the live stream says so in a failure event and ends", async () => {
+    const dir = tempDir()
+    assert.strictEqual((await importLines(dir, "w", range(0, 10).map((i) => `t${pad(i)}`))).code, 0)
+    const server = start(["--dir", dir, "serve", "--port", "0"])
+    started.push(server)
+    const line = await waitForLine(server, (l) => l.startsWith("serving "))
+    const base = line.slice(line.indexOf("http://"))
+    let text = ""
+    let ended = false
+    const req = http.get(`${base}/sessions/w/events?from=0`, (res) => {
+      res.on("data", (b: Buffer) => (text += b.toString("utf8")))
+      res.on("end", () => (ended = true))
+    })
+    try {
+      await eventually(() => text.includes("\nid: 9\n"), "entries 0..9 are sent")
+      editInPlace(dir, "w", "\"tool_name\":\"t05\"", "\"tool_name\":\"x05\"")
+      assert.strictEqual((await run(["--dir", dir, "repair", "w"])).code, 0)
+      await eventually(() => ended, "the stream ends")
+      assert.match(text, /event: failure\ndata: \{"message":"the session was repaired: entries 5\.\.9 shown here are no longer part of it \(recovery entry 5\); reload the page"\}/)
+    } finally {
+      req.destroy()
+    }
+  }, 60_000)
 })

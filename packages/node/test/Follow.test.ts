@@ -159,4 +159,27 @@ describe("followers on the filesystem", () => {
       assert.strictEqual((yield* journal.verify("r")).nextSequence, 9)
     }).pipe(Effect.scoped, Effect.provide(journalAt(root)))
   }, 60_000)
+
+  it.live("a repair that sets aside nothing delivered (a torn tail): its recovery entry is the next entry, and following goes on", () => {
+    const root = tempDir("follow-torn")
+    return Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      for (let i = 0; i < 3; i++) yield* journal.record("t", call(`t${i}`))
+      const events: Array<Follow.Event> = []
+      const fiber = yield* journal.follow("t", 0).pipe(
+        Stream.runForEach((e) => Effect.sync(() => void events.push(e))),
+        Effect.forkChild
+      )
+      yield* until(() => events.length === 3, "the follower shows 0..2")
+      yield* journal.close("t")
+      fs.appendFileSync(segmentOf(root, "t"), "{\"k\":\"entry\",\"v\":1,\"e\":{\"seq")
+      const report = yield* NodePersistence.repair({ root }, "t")
+      assert.strictEqual(report.entry?.sequence, 3)
+      yield* journal.record("t", call("after"))
+      yield* until(() => events.length === 5, "the follower goes on")
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(sequences(events), ["0", "1", "2", "3", "4"])
+      assert.strictEqual(events[3]!.entry.kind, "recovery")
+    }).pipe(Effect.scoped, Effect.provide(journalAt(root)))
+  }, 60_000)
 })
