@@ -149,7 +149,9 @@ export const follow = (
       if (stopped !== null) return yield* Effect.fail(new Unsettled(failureOf(stopped)))
       // The caps the session was stored with decide whether its entries link.
       const linked = verified.state.entry_cap > 0
-      if (linked !== cursor.linked) cursor = { ...cursor, linked, lastHash: linked ? shown.hashAt(cursor.next - 1) ?? null : Entry.ZERO_HASH }
+      if (linked !== cursor.linked) {
+        cursor = { ...cursor, linked, lastHash: linked ? shown.hashAt(cursor.next - 1) ?? null : Entry.ZERO_HASH }
+      }
       const reconciled = yield* compareStored
       switch (reconciled._tag) {
         case "Intact":
