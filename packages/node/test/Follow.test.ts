@@ -2,8 +2,9 @@
  * Followers on real segment files (`SessionJournal.follow`, `changes` from
  * storage): an entry edited in place ahead of the follower is never delivered; a
  * cut followed by new writes of equal length is reported as history replaced,
- * never delivered as one chain; a legitimate `repair` that set delivered entries
- * aside is delivered as its recovery entry, and the follower goes on.
+ * never delivered as one chain, and so is a cut alone; a legitimate `repair` that
+ * set delivered entries aside is delivered as its recovery entry, and the follower
+ * goes on (one that set nothing delivered aside is simply the next entry).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { type Follow, SessionJournal } from "@session-journal/core"
@@ -180,6 +181,33 @@ describe("followers on the filesystem", () => {
       yield* Fiber.interrupt(fiber)
       assert.deepStrictEqual(sequences(events), ["0", "1", "2", "3", "4"])
       assert.strictEqual(events[3]!.entry.kind, "recovery")
+    }).pipe(Effect.scoped, Effect.provide(journalAt(root)))
+  }, 60_000)
+
+  it.live("a cut with nothing written after it: the follower reports the entries shown that storage no longer holds", () => {
+    const root = tempDir("follow-cut-only")
+    return Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      for (let i = 0; i < 10; i++) yield* journal.record("k", call(`t${i}`))
+      const events: Array<Follow.Event> = []
+      const fiber = yield* journal.follow("k", 0).pipe(
+        Stream.runForEach((e) => Effect.sync(() => void events.push(e))),
+        Effect.result,
+        Effect.forkChild
+      )
+      yield* until(() => events.length === 10, "the follower shows 0..9")
+      yield* journal.close("k")
+      fs.rmSync(path.join(root, "k", "checkpoint.json"))
+      fs.truncateSync(segmentOf(root, "k"), offsetOf(root, "k", 6))
+      const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+      assert.strictEqual(result._tag, "Failure")
+      if (result._tag === "Failure") {
+        assert.strictEqual(result.failure._tag, "HistoryDiverged", String(result.failure))
+        if (result.failure._tag === "HistoryDiverged") {
+          assert.include(result.failure, { sequence: 6, found: null, shownTo: 9 })
+          assert.strictEqual(result.failure.expected, events[6]!.entry.entry_hash)
+        }
+      }
     }).pipe(Effect.scoped, Effect.provide(journalAt(root)))
   }, 60_000)
 })
