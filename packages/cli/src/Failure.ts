@@ -2,9 +2,10 @@
  * The failures of the command line and how each maps to an exit code.
  *
  * Scripts branch on the exit code, so the mapping is part of the contract:
- * 0 success, 1 verification failed (integrity violation or corruption), 2 bad
- * usage or invalid input, 3 storage error, 4 session locked by another writer,
- * 5 `policy test`: the policy would have denied at least one call.
+ * 0 success, 1 verification failed (integrity violation, corruption, or history a
+ * follower printed that was replaced), 2 bad usage or invalid input, 3 storage
+ * error, 4 session locked by another writer, 5 `policy test`: the policy would
+ * have denied at least one call.
  * Outside that range: 70 (EX_SOFTWARE of sysexits.h) for a defect, which is a
  * bug and is reported with its stack, and 130 (128 + SIGINT, as shells report it)
  * when the run was interrupted. Every failure is reported on stderr as one sentence; `--verbose` adds the stack.
@@ -13,6 +14,7 @@
  */
 import type {
   CorruptJournal,
+  HistoryDiverged,
   IntegrityViolation,
   InvalidRecordField,
   InvalidSessionId,
@@ -135,6 +137,7 @@ export const ExitCode = {
 export type Failure =
   | IntegrityViolation
   | CorruptJournal
+  | HistoryDiverged
   | VerificationFailed
   | InvalidSessionId
   | InvalidRecordField
@@ -151,6 +154,7 @@ export type Failure =
 const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
   IntegrityViolation: ExitCode.verificationFailed,
   CorruptJournal: ExitCode.verificationFailed,
+  HistoryDiverged: ExitCode.verificationFailed,
   VerificationFailed: ExitCode.verificationFailed,
   InvalidSessionId: ExitCode.usage,
   InvalidRecordField: ExitCode.usage,

@@ -133,3 +133,28 @@ export class SequenceConflict extends Schema.TaggedError<SequenceConflict>()("Se
     return `session ${this.id}: another writer already stored sequence ${this.sequence}`
   }
 }
+
+/**
+ * A follower was shown history that storage no longer holds: an entry it handed
+ * over was edited, cut off, or replaced by another chain (a cut followed by new
+ * writes, a fork). `sequence` is the first entry shown (as far as the follower
+ * remembers) that storage does not hold as shown; `expected` the hash shown there,
+ * `found` the hash storage holds there now (null when storage ends before it);
+ * `shownTo` the last sequence shown. The follower stops: nothing it would read next
+ * continues what it showed.
+ *
+ * @since 0.4.0
+ */
+export class HistoryDiverged extends Schema.TaggedError<HistoryDiverged>()("HistoryDiverged", {
+  id: Schema.String,
+  sequence: Schema.Number,
+  expected: Schema.String,
+  found: Schema.NullOr(Schema.String),
+  shownTo: Schema.Number
+}) {
+  override get message(): string {
+    const range = this.sequence === this.shownTo ? `entry ${this.sequence}` : `entries ${this.sequence}..${this.shownTo}`
+    const now = this.found === null ? "storage now ends before it" : `storage now holds ${this.found}`
+    return `session ${this.id}: the history shown was replaced: ${range} as shown are no longer stored (at ${this.sequence} ${this.expected} was shown, ${now})`
+  }
+}

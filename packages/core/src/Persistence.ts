@@ -312,7 +312,8 @@ export class Persistence extends Context.Service<Persistence, {
   ) => Stream.Stream<Entry.Entry, StorageError | CorruptJournal | SessionNotFound>
   /**
    * Entries from `from` on, then every entry stored later by any writer (this
-   * process or another), without end.
+   * process or another), without end. An adapter hands over what it reads; the
+   * service's followers check every record before delivering it (`Follow`).
    */
   readonly follow: (
     id: string,

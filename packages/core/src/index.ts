@@ -68,6 +68,13 @@ export * as Replay from "./Replay.ts"
  */
 export * as Recovery from "./Recovery.ts"
 /**
+ * What a follower checks on every record, and how it reconciles what it showed
+ * with storage when a record does not continue it.
+ *
+ * @since 0.4.0
+ */
+export * as Follow from "./Follow.ts"
+/**
  * Pure policy guards over a snapshot and the proposed call, and the built-in ones.
  *
  * @since 0.1.0

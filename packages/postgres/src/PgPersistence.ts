@@ -58,6 +58,16 @@ export interface Options {
    * released when this time is up.
    */
   readonly conflictHold?: Duration.Input | undefined
+  /**
+   * How long a follower keeps reconnecting after its connection to the server is
+   * lost (a restart, a dropped connection), with backoff from 100 milliseconds to
+   * 2 seconds between attempts (default 1 minute). It then goes on from the entry
+   * after the last one it delivered; once this time is up, the follow fails with
+   * `StorageError`.
+   *
+   * @since 0.4.0
+   */
+  readonly followReconnect?: Duration.Input | undefined
 }
 
 /**
@@ -102,14 +112,15 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     new StorageError({ operation: "configure", reason: `invalid ${name} ${String(value)}` })
   const count = (name: string, value: number | undefined, fallback: number) =>
     value === undefined ? Effect.succeed(fallback) : Number.isSafeInteger(value) ? Effect.succeed(Math.max(1, value)) : Effect.fail(invalid(name, value))
-  const duration = (name: string, value: Duration.Input | undefined) =>
-    Option.match(Duration.fromInput(value ?? "2 seconds"), {
+  const duration = (name: string, value: Duration.Input | undefined, fallback: Duration.Input = "2 seconds") =>
+    Option.match(Duration.fromInput(value ?? fallback), {
       onNone: () => Effect.fail(invalid(name, value)),
       onSome: (d) => Effect.succeed(d)
     })
   const pageSize = yield* count("pageSize", options?.pageSize, 500)
   const pollInterval = yield* duration("pollInterval", options?.pollInterval)
   const conflictHold = yield* duration("conflictHold", options?.conflictHold)
+  const followReconnect = yield* duration("followReconnect", options?.followReconnect, "1 minute")
   const names = Tables.names(prefix)
   const pg = yield* PgClient.PgClient
   const layerScope = yield* Effect.scope
@@ -124,7 +135,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const load = Load.make(store)
   const hold = Hold.make(store, conflictHold)
   const write = Write.make(store, hold)
-  const { follow, history } = Follow.make(store, { pageSize, pollInterval, layerScope })
+  const { follow, history } = Follow.make(store, { pageSize, pollInterval, followReconnect, layerScope })
 
   // Writers of this instance, by session: the port's single-writer guarantee within
   // one process. Across instances writers are not excluded; the sequence key and

@@ -6,6 +6,7 @@
 import {
   type CorruptJournal,
   type Entry,
+  Follow,
   JournalState,
   Persistence,
   type SessionLocked,
@@ -144,8 +145,8 @@ export interface RepairReport {
   readonly nextSequence: number
 }
 
-/** Kind of the entry every repair appends. */
-export const RECOVERY_KIND = "recovery"
+/** Kind of the entry every repair appends (followers recognise it: `Follow`). */
+export const RECOVERY_KIND = Follow.RECOVERY_KIND
 
 // Runs in a scope that holds the session's lock until it closes.
 const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps: JournalState.Caps | undefined) {
