@@ -143,9 +143,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
     withJournal(() =>
       Effect.gen(function*() {
         const bytes = yield* Archive.restore(a.id)
-        yield* Effect.callback<void>((resume) => {
-          process.stdout.write(bytes, () => resume(Effect.void))
-        })
+        yield* Output.bytes(bytes)
       })
     )).pipe(Command.withDescription("Write the journaled transcript to stdout, byte for byte as Claude Code wrote it"))
 
