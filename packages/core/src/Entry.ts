@@ -268,7 +268,7 @@ const isHexHash = (h: string): boolean => {
 const isHash = (h: unknown): h is string => typeof h === "string" && isHexHash(h)
 const isText = (t: unknown): t is string => typeof t === "string" && isWellFormed(t)
 
-// Replay decodes every stored entry, so the common, well-formed shapes are checked
+// Recovery decodes every stored entry, so the common, well-formed shapes are checked
 // by hand here; anything this does not accept goes through the schema, which is the
 // authority on what is valid and produces the error. This path never accepts an
 // input the schema would refuse.

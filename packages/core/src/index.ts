@@ -55,12 +55,6 @@ export * as Sha256 from "./Sha256.ts"
  */
 export * as Persistence from "./Persistence.ts"
 /**
- * Replay of stored entries onto a state: applied, stale duplicate, gap or integrity violation.
- *
- * @since 0.1.0
- */
-export * as Replay from "./Replay.ts"
-/**
  * The one recovery of a stored session: checkpoint and stored records in, state and
  * recovery report out; checkpoints checked against the history, strict records.
  *

@@ -14,10 +14,10 @@ import * as Entry from "../Entry.ts"
 import { SequenceConflict, SessionLocked, SessionNotFound, StorageError } from "../Errors.ts"
 import * as JournalState from "../JournalState.ts"
 import type * as Persistence from "../Persistence.ts"
-import { tipMatches } from "../Persistence.ts"
 import * as Recovery from "../Recovery.ts"
 import * as RecordBytes from "./recordBytes.ts"
 import * as Ring from "./Ring.ts"
+import { tipMatches } from "./tip.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
 
 // A stored checkpoint: a document, or a state kept as it is (states are immutable).
