@@ -30,6 +30,12 @@ export * as Entry from "./Entry.ts"
  */
 export * from "./Errors.ts"
 /**
+ * Why storage failed: the tagged cases of `StorageError`'s `reason`.
+ *
+ * @since 0.4.0
+ */
+export * as StorageReason from "./StorageReason.ts"
+/**
  * The state of one session as plain data and the pure, total `fold` that advances it.
  *
  * @since 0.1.0

@@ -4,7 +4,7 @@
  * adapter), and `repair` refuses before it sets anything aside rather than date
  * its recovery entry with it.
  */
-import { Persistence } from "@session-journal/core"
+import { Persistence, StorageReason } from "@session-journal/core"
 import { badClocks, serviceOver, suite } from "@session-journal/core/test/ClockBounds"
 import * as Effect from "effect/Effect"
 import { TestClock } from "effect/testing"
@@ -43,6 +43,7 @@ describe("repair with a clock no entry can hold", () => {
         Effect.andThen(TestClock.setTime(millis), NodePersistence.repair({ root: dir }, "s")).pipe(Effect.provide(TestClock.layer()))
       ))
       expect(refused._tag).toBe("StorageError")
+      expect(refused._tag === "StorageError" ? refused.reason : undefined).toEqual(new StorageReason.ClockOutOfRange({ millis }))
       expect(refused.message).toContain("clock")
       expect(snapshot()).toEqual(before)
       const repaired = await Effect.runPromise(NodePersistence.repair({ root: dir }, "s"))

@@ -29,6 +29,7 @@ import {
 import * as JournalState from "../JournalState.ts"
 import * as Persistence from "../Persistence.ts"
 import type * as SessionMeta from "../SessionMeta.ts"
+import * as StorageReason from "../StorageReason.ts"
 import type * as Hubs from "./hubs.ts"
 import * as RecordBytes from "./recordBytes.ts"
 import { clockProblem } from "./validate.ts"
@@ -152,7 +153,7 @@ export const make = (settings: Settings) => {
     error._tag === "SequenceConflict"
       ? new StorageError({
         operation: "append",
-        reason: `another writer kept winning sequence ${error.sequence} after ${conflictRetries} retries`,
+        reason: new StorageReason.Contended({ sequence: error.sequence, retries: conflictRetries }),
         cause: error
       })
       : error

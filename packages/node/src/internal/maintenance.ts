@@ -10,7 +10,8 @@ import {
   Persistence,
   type SessionLocked,
   SessionNotFound,
-  StorageError
+  StorageError,
+  StorageReason
 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
@@ -152,10 +153,11 @@ export const RECOVERY_KIND = "recovery"
 // past 2^53 s) fails the repair (checked before anything is set aside, and again
 // when the entry is built), rather than write an entry every read would refuse.
 const recoveryTimestamp = (ctx: Resolved["ctx"]): Effect.Effect<number, StorageError> => {
-  const checked = Entry.validateTimestamp(Math.floor(ctx.clock.currentTimeMillisUnsafe() / 1000))
+  const millis = ctx.clock.currentTimeMillisUnsafe()
+  const checked = Entry.validateTimestamp(Math.floor(millis / 1000))
   return Result.isSuccess(checked)
     ? Effect.succeed(checked.success)
-    : Effect.fail(new StorageError({ operation: "repair", reason: `the clock cannot date the recovery entry: ${checked.failure.message}` }))
+    : Effect.fail(new StorageError({ operation: "repair", reason: new StorageReason.ClockOutOfRange({ millis }) }))
 }
 
 // Runs in a scope that holds the session's lock until it closes.
