@@ -7,7 +7,7 @@
  * @since 0.2.0
  */
 import { Archive, type Sync } from "@session-journal/claude-code"
-import { type SessionJournal, StorageError } from "@session-journal/core"
+import { type SessionJournal, StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
@@ -117,7 +117,10 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
         if (n > 0) {
           return yield* new StorageError({
             operation: "archive",
-            reason: `${n} path${n === 1 ? "" : "s"} under ${report.source} could not be archived (listed above); everything else was`
+            reason: new StorageReason.Incomplete({
+              failed: n,
+              message: `${n} path${n === 1 ? "" : "s"} under ${report.source} could not be archived (listed above); everything else was`
+            })
           })
         }
       })
@@ -143,9 +146,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
     withJournal(() =>
       Effect.gen(function*() {
         const bytes = yield* Archive.restore(a.id)
-        yield* Effect.callback<void>((resume) => {
-          process.stdout.write(bytes, () => resume(Effect.void))
-        })
+        yield* Output.bytes(bytes)
       })
     )).pipe(Command.withDescription("Write the journaled transcript to stdout, byte for byte as Claude Code wrote it"))
 

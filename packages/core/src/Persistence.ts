@@ -103,14 +103,15 @@ export const tipOf = (state: JournalState.JournalState): Tip => ({
   hash: state.next_sequence > 0 && JournalState.entryCount(state) === 0 ? null : JournalState.lastHash(state)
 })
 
-/**
- * Whether a stored tip (its entry count and newest `entry_hash`) is the one a
- * compare-and-append was built on.
- *
- * @since 0.3.0
- */
-export const tipMatches = (after: Tip, storedCount: number, storedHash: string): boolean =>
-  after.sequence === storedCount && (after.hash === null || after.hash === storedHash)
+export {
+  /**
+   * Whether a stored tip (its entry count and newest `entry_hash`) is the one a
+   * compare-and-append was built on.
+   *
+   * @since 0.3.0
+   */
+  tipMatches
+} from "./internal/tip.ts"
 
 /**
  * One compare-and-append: `entries` (consecutive, the first at `after.sequence`

@@ -29,8 +29,10 @@ import {
 import * as JournalState from "../JournalState.ts"
 import * as Persistence from "../Persistence.ts"
 import type * as SessionMeta from "../SessionMeta.ts"
+import * as StorageReason from "../StorageReason.ts"
 import type * as Hubs from "./hubs.ts"
 import * as RecordBytes from "./recordBytes.ts"
+import { clockProblem } from "./validate.ts"
 
 /** Failures of opening or loading a session for writing. */
 export type OpenError = InvalidSessionId | StorageError | SessionLocked | CorruptJournal | IntegrityViolation
@@ -151,7 +153,7 @@ export const make = (settings: Settings) => {
     error._tag === "SequenceConflict"
       ? new StorageError({
         operation: "append",
-        reason: `another writer kept winning sequence ${error.sequence} after ${conflictRetries} retries`,
+        reason: new StorageReason.Contended({ sequence: error.sequence, retries: conflictRetries }),
         cause: error
       })
       : error
@@ -210,6 +212,14 @@ export const make = (settings: Settings) => {
       return Effect.void
     }
     const nowMillis = clock.currentTimeMillisUnsafe()
+    // A clock no stored entry can hold (before 1970, past 2^53−1) fails the batch
+    // before anything is built: an entry acknowledged with it would be refused by
+    // every later read.
+    const badClock = clockProblem(nowMillis)
+    if (badClock !== undefined) {
+      failAll(batch, badClock)
+      return Effect.void
+    }
     const timestampSecs = Math.floor(nowMillis / 1000)
     const before = slot.state
     let state = before
