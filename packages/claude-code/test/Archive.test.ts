@@ -12,6 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -254,12 +255,14 @@ describe("Archive", () => {
         const main = yield* entriesOf(mainId)
         assert.strictEqual(main[ref.sequence]!.entry_hash, ref.entry_hash)
         assert.include(JSON.stringify(payloadOf(main[ref.sequence]!)), "toolu_task")
-        // A run in which the parent fails (here: its lines are above a tiny bound) keeps the link.
-        const failing = yield* Archive.archive({ source, limits: { maxLineBytes: 10 } })
+        // A run in which the parent fails (here: it is above a tiny file bound) keeps the link.
+        const failing = yield* Archive.archive({ source, limits: { maxFileBytes: 10 } })
         assert.strictEqual(failing.files.find((f) => f.session === mainId)!.status, "failed")
         const kept = (yield* j.state(subId)).meta!.data as Record<string, unknown>
         assert.deepStrictEqual(kept["parent_entry"], ref)
-        // What a smaller bound hides is not taken for a rewrite.
+        // Lines above a smaller line bound are compared by size and hash: not taken for a rewrite.
+        const smaller = yield* Archive.archive({ source, limits: { maxLineBytes: 10 } })
+        assert.deepStrictEqual(statuses(smaller), { [mainId]: "unchanged", [subId]: "unchanged" })
         for (const id of [mainId, subId]) {
           assert.isFalse((yield* entriesOf(id)).some((e) => e.kind === Planner.DIVERGENCE_KIND))
         }
@@ -330,35 +333,63 @@ describe("Archive", () => {
       }))
     }))
 
-  it.live("a line above the bound is a failure of that file only; the lines before it are journaled", () =>
+  it.live("a line above the bound is journaled as a marker (its size and SHA-256) and custody goes on after it", () =>
     Effect.gen(function*() {
       const { source, tree, journal } = setup()
-      fs.appendFileSync(tree.main, "{\"type\":\"user\",\"pad\":\"" + "y".repeat(4096) + "\"}\n{\"type\":\"system\"}\n")
+      const big = "{\"type\":\"user\",\"pad\":\"" + "y".repeat(4096) + "\"}"
+      fs.appendFileSync(tree.main, big + "\n{\"type\":\"system\"}\n")
       yield* inJournal(journal, Effect.gen(function*() {
         const report = yield* Archive.archive({ source, limits: { maxLineBytes: 2048 } })
         const main = report.files.find((f) => f.session === mainId)!
-        assert.strictEqual(main.status, "failed")
-        assert.match(main.reason!, /^line \d+ is 4\d\d\d bytes, above the bound of 2048 bytes/)
+        assert.strictEqual(main.status, "created")
+        assert.strictEqual(main.oversized, 1)
         assert.strictEqual(report.files.find((f) => f.session === subId)!.status, "created")
-        const lines = (yield* entriesOf(mainId)).filter((e) => e.kind === Planner.LINE_KIND)
-        assert.strictEqual(lines.length, F.mainLines().length + 1)
+        const entries = yield* entriesOf(mainId)
+        const lines = entries.filter(Planner.isLineEntry)
+        const n = F.mainLines().length + 2 // and the line that is not UTF-8
+        assert.strictEqual(lines.length, n + 1)
+        const marker = lines[n - 1]!
+        assert.strictEqual(marker.kind, Planner.OVERSIZED_KIND)
+        assert.deepStrictEqual(payloadOf(marker), {
+          n,
+          bytes: Buffer.byteLength(big),
+          sha256: createHash("sha256").update(big).digest("hex")
+        })
+        assert.deepStrictEqual(payloadOf(lines[n]!), { n: n + 1, line: "{\"type\":\"system\"}" })
+        // Custody goes on: a later line is journaled after it.
+        fs.appendFileSync(tree.main, "{\"type\":\"user\"}\n")
+        const grown = (yield* Archive.archive({ source, limits: { maxLineBytes: 2048 } })).files.find((f) => f.session === mainId)!
+        assert.deepStrictEqual([grown.status, grown.lines], ["extended", 1])
+        // Under a larger bound the line is the same one (by size and hash): no rewrite.
+        const again = (yield* Archive.archive({ source })).files.find((f) => f.session === mainId)!
+        assert.strictEqual(again.status, "unchanged")
+        assert.isFalse((yield* entriesOf(mainId)).some((e) => e.kind === Planner.DIVERGENCE_KIND))
+        // Its bytes are not kept: the transcript cannot be given back byte for byte, and says so.
+        const lost = yield* Effect.flip(Archive.restore(mainId))
+        assert.strictEqual(lost._tag, "StorageError")
+        assert.include(lost.message, `line ${n} was above the line bound`)
+        const j = yield* SessionJournal.SessionJournal
+        yield* j.verify(mainId)
       }))
     }))
 
-  it.live("a 100 MiB line is a failure of that file, not a crash", () =>
+  it.live("a 100 MiB line is a marker, not a crash, and the line after it is journaled", () =>
     Effect.gen(function*() {
       const { source, tree, journal } = setup()
       const fd = fs.openSync(tree.main, "a")
       const chunk = Buffer.alloc(1024 * 1024, 0x61)
       for (let i = 0; i < 100; i++) fs.writeSync(fd, chunk)
-      fs.writeSync(fd, "\n")
+      fs.writeSync(fd, "\n{\"type\":\"system\"}\n")
       fs.closeSync(fd)
       yield* inJournal(journal, Effect.gen(function*() {
         const report = yield* Archive.archive({ source })
         const main = report.files.find((f) => f.session === mainId)!
-        assert.strictEqual(main.status, "failed")
-        assert.include(main.reason!, "above the bound")
+        assert.strictEqual(main.status, "created")
+        assert.strictEqual(main.oversized, 1)
         assert.strictEqual(report.files.find((f) => f.session === subId)!.status, "created")
+        const lines = (yield* entriesOf(mainId)).filter(Planner.isLineEntry)
+        assert.deepStrictEqual((payloadOf(lines[lines.length - 2]!) as { bytes: number }).bytes, 100 * 1024 * 1024)
+        assert.deepStrictEqual((payloadOf(lines[lines.length - 1]!) as { line: string }).line, "{\"type\":\"system\"}")
       }))
     }), { timeout: 60_000 })
 
