@@ -13,7 +13,7 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
-import { type Entry, SessionJournal } from "@session-journal/core"
+import { type Entry, JournalState, SessionJournal } from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import type * as Schema from "effect/Schema"
@@ -176,7 +176,7 @@ const emptyTracker = (): Tracker => ({
  * Where a transcript was read to, so that the next run reads only what was
  * appended: the file's identity, the end of its last complete line (`offset`),
  * the number of lines, the last line's place and SHA-256 (the prefix check), the
- * session's head after the run, and the pairing and sub-agent state at that
+ * hash of the session's newest entry after the run, and the pairing and sub-agent state at that
  * point. A run given a resume whose file is the same inode, no shorter than
  * `offset`, whose last line still hashes the same and whose session's head is
  * unchanged reads from `offset` on; otherwise it reads and compares the whole
@@ -284,7 +284,7 @@ export const syncFile = (
       }
     }
     if (from !== undefined) {
-      const head = yield* Effect.result(journal.head(session))
+      const head = yield* Effect.result(Effect.map(journal.state(session), JournalState.lastHash))
       if (head._tag === "Failure" || head.success !== from.head) from = undefined
     }
     const offset = from?.offset ?? 0
