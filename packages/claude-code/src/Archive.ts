@@ -142,6 +142,7 @@ const pass = (
     const refused: Array<Refused> = []
     const dirs: Array<string> = []
     const found = new Map<string, SessionIds.Transcript>()
+    const stamps = new Map<string, Source.Stamp>()
     const take = (scanned: Source.Scanned): Set<string> => {
       refused.push(...scanned.refused)
       dirs.push(...scanned.dirs)
@@ -150,6 +151,7 @@ const pass = (
         const t = SessionIds.classify(f.project, f.relative)
         if (t === null) continue
         found.set(f.path, t)
+        stamps.set(f.path, f.stamp)
         here.add(f.path)
       }
       return here
@@ -192,8 +194,11 @@ const pass = (
     const one = (t: SessionIds.Transcript, file: string, parent: Sync.Spawns | undefined, force: boolean) =>
       Effect.gen(function*() {
         seen.add(SessionIds.sessionId(t))
-        const loc = Sync.locationOf(root, t)
-        const before = cache === undefined ? null : yield* Effect.orElseSucceed(Source.stamp(loc), () => null)
+        // As the walk saw it (a forced sub-agent the walk did not visit is stamped here).
+        const walked = stamps.get(file)
+        const before = cache === undefined
+          ? null
+          : walked ?? (yield* Effect.orElseSucceed(Source.stamp(Sync.locationOf(root, t)), () => null))
         const known = cache?.stamps.get(file)
         if (
           !force && known !== undefined && sameStamp(known.stamp, before) &&

@@ -125,8 +125,8 @@ describe("session-journal claude-code", () => {
     try {
       const lines = linesOf(child)
       await until(() => lines.filter((l) => l.includes("\"created\"")).length >= files.length, count * 200, "the first pass")
-      // The second pass (which starts the watches' safety check) and the watches settle.
-      await sleep(1_500)
+      // The second pass (which finds what changed before the watches began) ends.
+      await sleep(count * 3)
       const cpu0 = F.cpuMillis(child.pid!)
       const t0 = performance.now()
       await sleep(3_000)

@@ -44,6 +44,8 @@ export interface Found {
   /** Path relative to the project directory, `/`-separated. */
   readonly relative: string
   readonly path: string
+  /** Its stamp as the walk saw it. */
+  readonly stamp: Stamp
 }
 
 /** A path under the source that was refused (a symbolic link, or unreadable). */
@@ -251,7 +253,7 @@ export const scan = (
         if (st.isDirectory() && (project === null ? wanted(name) : depth < MAX_DEPTH)) {
           yield* descend(dir, name, project ?? name, rel, project === null ? 1 : depth + 1)
         } else if (st.isFile() && project !== null) {
-          files.push({ project, relative: rel, path: p })
+          files.push({ project, relative: rel, path: p, stamp: stampOf(st) })
         }
       })
     const walk = (dir: Dir, project: string | null, relative: string, depth: number): Effect.Effect<void, SourceError> =>
@@ -323,13 +325,15 @@ export const watch = (
     (w) => Effect.sync(() => w.close())
   ))
 
+const stampOf = (st: Stats): Stamp => ({ size: st.size, mtimeMs: st.mtimeMs, dev: st.dev, ino: st.ino })
+
 /** The stamp of a file, or null when it (or a directory on its way) does not exist. A symbolic link is refused. */
 export const stamp = (loc: Location): Effect.Effect<Stamp | null, SourceError> =>
   Effect.scoped(Effect.gen(function*() {
     const dir = yield* parentOf(loc)
     const st = yield* lstatIn(dir, loc.parts[loc.parts.length - 1]!)
     if (st.isSymbolicLink()) return yield* refuse(pathOf(loc), "a symbolic link")
-    return { size: st.size, mtimeMs: st.mtimeMs, dev: st.dev, ino: st.ino }
+    return stampOf(st)
   })).pipe(Effect.catchIf(isMissing, () => Effect.succeed(null)))
 
 /** A transcript opened for reading: its path, handle and identity (fstat). */
