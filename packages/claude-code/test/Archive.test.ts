@@ -9,6 +9,7 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Entry, JournalState, SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
+import * as fc from "fast-check"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
@@ -18,6 +19,8 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Archive, Planner, SessionIds } from "../src/index.ts"
 import * as F from "./Fixtures.ts"
+
+const SEED = Number(process.env["SEED"] ?? Math.floor(Math.random() * 2 ** 31))
 
 const made: Array<string> = []
 afterAll(() => {
@@ -392,6 +395,53 @@ describe("Archive", () => {
         assert.deepStrictEqual((payloadOf(lines[lines.length - 1]!) as { line: string }).line, "{\"type\":\"system\"}")
       }))
     }), { timeout: 60_000 })
+
+  let resumed = 0
+  it.live(`resumed reads journal what one full archive of the final file does (seed ${SEED})`, () =>
+    Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(
+          // Lines from realistic turns (tool uses and results), some above a small line bound, cut anywhere.
+          fc.integer({ min: 1, max: 30 }),
+          fc.array(fc.nat(29), { maxLength: 4 }),
+          fc.array(fc.nat(40_000), { minLength: 1, maxLength: 12 }),
+          async (count, long, at) => {
+            const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sj-cc-resume-"))
+            made.push(dir)
+            const source = path.join(dir, "projects")
+            const file = path.join(source, F.PROJECT, `${F.SESSION}.jsonl`)
+            fs.mkdirSync(path.dirname(file), { recursive: true })
+            fs.writeFileSync(file, "")
+            const pool = [...F.mainTurn(1), ...F.mainTurn(2), ...F.mainTurn(3)]
+            const limits = { maxLineBytes: 2_000 }
+            const stream = Buffer.from(
+              pool.slice(0, count).map((line, i) => (long.includes(i) ? line + "z".repeat(2_000) : line) + "\n").join("")
+            )
+            const cuts = at.map((n) => n % (stream.length + 1)).sort((a, b) => a - b)
+            const linesOf = (root: string) =>
+              inJournal(root, Effect.gen(function*() {
+                const entries = yield* entriesOf(mainId)
+                return entries.map((e) => [e.kind, Entry.isTool(e) ? e.tool_name : JSON.stringify(e.payload)])
+              }))
+            const cache = new Archive.Cache()
+            await Effect.runPromise(inJournal(path.join(dir, "followed"), Effect.gen(function*() {
+              let at = 0
+              for (const cut of [...cuts, stream.length]) {
+                fs.appendFileSync(file, stream.subarray(at, cut))
+                at = cut
+                const report = yield* Archive.archive({ source, limits }, cache)
+                resumed += report.files.filter((f) => f.incremental === true).length
+              }
+            })))
+            await Effect.runPromise(inJournal(path.join(dir, "whole"), Archive.archive({ source, limits })))
+            const followed = await Effect.runPromise(linesOf(path.join(dir, "followed")))
+            const whole = await Effect.runPromise(linesOf(path.join(dir, "whole")))
+            assert.deepStrictEqual(followed, whole)
+          }
+        ),
+        { seed: SEED, numRuns: process.env["STRESS"] === "1" ? 200 : 15 }
+      ).then(() => assert.isAbove(resumed, 0))
+    ), { timeout: 120_000 })
 
   it.live("the journaled state is the chio snapshot of the session", () =>
     Effect.gen(function*() {
