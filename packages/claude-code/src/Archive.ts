@@ -118,8 +118,6 @@ const under = (p: string, entry: string) => p === entry || p.startsWith(entry + 
 
 interface Pass {
   readonly report: Report
-  /** The directories walked. */
-  readonly dirs: ReadonlyArray<string>
   /** Files that failed, to be looked at again after a while. */
   readonly failed: ReadonlyArray<string>
 }
@@ -131,7 +129,8 @@ interface Pass {
 const pass = (
   options: Options | undefined,
   cache: Cache | undefined,
-  entries: ReadonlyArray<ReadonlyArray<string>> | null
+  entries: ReadonlyArray<ReadonlyArray<string>> | null,
+  beforeList?: (dir: string) => Effect.Effect<void>
 ): Effect.Effect<Pass, SourceError, SessionJournal.SessionJournal> =>
   Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
@@ -140,12 +139,10 @@ const pass = (
     const project = options?.project
     const wanted = (name: string) => project === undefined || ProjectDir.matches(name, project)
     const refused: Array<Refused> = []
-    const dirs: Array<string> = []
     const found = new Map<string, SessionIds.Transcript>()
     const stamps = new Map<string, Source.Stamp>()
     const take = (scanned: Source.Scanned): Set<string> => {
       refused.push(...scanned.refused)
-      dirs.push(...scanned.dirs)
       const here = new Set<string>()
       for (const f of scanned.files) {
         const t = SessionIds.classify(f.project, f.relative)
@@ -160,12 +157,12 @@ const pass = (
     const known = entries === null || previous === null ? new Map<string, SessionIds.Transcript>() : previous
     let removed = previous === null
     if (entries === null || previous === null) {
-      take(yield* Source.scan(root, wanted))
+      take(yield* Source.scan(root, wanted, [], beforeList))
       for (const p of previous?.keys() ?? []) if (!found.has(p)) removed = true
       for (const [p, t] of found) known.set(p, t)
     } else {
       for (const parts of entries) {
-        const now = take(yield* Source.scan(root, wanted, parts))
+        const now = take(yield* Source.scan(root, wanted, parts, beforeList))
         const entry = path.join(root, ...parts)
         for (const p of Array.from(known.keys())) {
           if (under(p, entry) && !now.has(p)) {
@@ -290,7 +287,7 @@ const pass = (
       })
       if (recorded._tag === "Success") cache?.missing.add(info.id)
     }
-    return { report: { source: root, files, refused }, dirs, failed }
+    return { report: { source: root, files, refused }, failed }
   })
 
 /**
@@ -324,7 +321,7 @@ const MAX_POLL_MILLIS = 5_000
 
 /**
  * Archives, then follows the tree: every directory of it is watched
- * (`fs.watch`, one directory each), and every `interval` (default 200 ms) the
+ * (`fs.watch`, one directory each, started before the walk lists it), and every `interval` (default 200 ms) the
  * entries that changed are looked at again (a file: brought in when its size,
  * modification time or inode changed, reading only what was appended when its
  * remembered prefix still holds; a new directory: walked), each pass's report
@@ -360,37 +357,34 @@ export const follow = <E, R>(
       else pending.add(p)
     }
     const watches = new Map<string, Scope.Closeable>()
-    const watchAll = (dirs: ReadonlyArray<string>, complete: boolean) =>
+    // Each directory is watched before the walk lists it, so nothing written after the listing goes unreported.
+    let walked = new Set<string>()
+    const watchDir = (dir: string) =>
       Effect.gen(function*() {
-        const wanted = new Set(dirs)
-        if (complete) {
-          for (const [dir, s] of watches) {
-            if (wanted.has(dir)) continue
-            watches.delete(dir)
-            yield* Scope.close(s, Exit.void)
-          }
-        }
-        for (const dir of wanted) {
-          if (watches.has(dir)) continue
-          const s = yield* Scope.fork(scope)
-          const ok = yield* Source.watch(dir, (name) => note(name === null ? dir : path.join(dir, name)), () => {
-            unwatched = true
-          }).pipe(Scope.provide(s), Effect.as(true), Effect.orElseSucceed(() => false))
-          if (!ok) {
-            unwatched = true
-            yield* Scope.close(s, Exit.void)
-            continue
-          }
-          watches.set(dir, s)
-          // What changed before the watch began is found by walking the directory once more.
-          if (!complete) note(dir)
+        walked.add(dir)
+        if (watches.has(dir)) return
+        const s = yield* Scope.fork(scope)
+        const ok = yield* Source.watch(dir, (name) => note(name === null ? dir : path.join(dir, name)), () => {
+          unwatched = true
+        }).pipe(Scope.provide(s), Effect.as(true), Effect.orElseSucceed(() => false))
+        if (ok) watches.set(dir, s)
+        else {
+          unwatched = true
+          yield* Scope.close(s, Exit.void)
         }
       })
+    // After a full walk: the watches of directories no longer there are closed.
+    const unwatchGone = Effect.gen(function*() {
+      for (const [dir, s] of watches) {
+        if (walked.has(dir)) continue
+        watches.delete(dir)
+        yield* Scope.close(s, Exit.void)
+      }
+    })
     // Failed files are looked at again after a while, though no event comes.
     const retry = new Map<string, number>()
     let reportedRefused = new Set<string>()
     let lastFull = -Infinity
-    let first = true
     let pollDelay = interval
     for (;;) {
       const now = Date.now()
@@ -399,7 +393,7 @@ export const follow = <E, R>(
         retry.delete(file)
         note(file)
       }
-      const full = first || overflow || pending.has(root) || now - lastFull >= (unwatched ? pollDelay : rescan)
+      const full = overflow || pending.has(root) || now - lastFull >= (unwatched ? pollDelay : rescan)
       if (!full && pending.size === 0) {
         yield* Effect.sleep(interval)
         continue
@@ -417,9 +411,13 @@ export const follow = <E, R>(
         entries.push(loc.parts)
         prev = p
       }
-      const result = yield* pass(options, cache, full ? null : entries)
-      if (full) lastFull = now
-      yield* watchAll(result.dirs, full)
+      if (full) walked = new Set()
+      const result = yield* pass(options, cache, full ? null : entries, watchDir)
+      if (full) {
+        // The next full walk is `rescan` after this one ended, however long it took.
+        lastFull = Date.now()
+        yield* unwatchGone
+      }
       for (const file of result.failed) retry.set(file, Date.now() + RETRY_MILLIS)
       const { report } = result
       // A refused path is reported when it first shows up, not on every pass.
@@ -427,12 +425,6 @@ export const follow = <E, R>(
       reportedRefused = full ? new Set(report.refused.map((r) => r.path)) : new Set([...reportedRefused, ...fresh.map((r) => r.path)])
       if (report.files.length > 0 || fresh.length > 0) yield* onPass({ ...report, refused: fresh })
       pollDelay = report.files.length > 0 ? interval : Math.min(pollDelay * 2, MAX_POLL_MILLIS)
-      // The first full pass starts the watches; a second one finds what changed before they did.
-      if (first) {
-        first = false
-        lastFull = -Infinity
-        continue
-      }
       yield* Effect.sleep(interval)
     }
   }))

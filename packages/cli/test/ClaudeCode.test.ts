@@ -125,14 +125,14 @@ describe("session-journal claude-code", () => {
     try {
       const lines = linesOf(child)
       await until(() => lines.filter((l) => l.includes("\"created\"")).length >= files.length, count * 200, "the first pass")
-      // The second pass (which finds what changed before the watches began) ends.
-      await sleep(count * 3)
+      // The report is printed at the end of the pass; let the process settle.
+      await sleep(1_000)
       const cpu0 = F.cpuMillis(child.pid!)
       const t0 = performance.now()
       await sleep(3_000)
       const cpu = F.cpuMillis(child.pid!) - cpu0
       const wall = performance.now() - t0
-      expect(cpu / wall).toBeLessThan(0.05)
+      expect(cpu / wall, `${cpu.toFixed(0)} ms of CPU in ${wall.toFixed(0)} ms idle`).toBeLessThan(0.05)
       // Still following: a new line is journaled.
       fs.appendFileSync(files[7]!, F.mainTurn(1).slice(0, 2).join("\n") + "\n")
       await until(() => lines.some((l) => l.includes("\"extended\"")), 10_000, "the new lines")
@@ -140,6 +140,8 @@ describe("session-journal claude-code", () => {
       expect(await exited(child)).toBe(130)
     } finally {
       child.kill("SIGKILL")
+      // Thousands of files: removed here, within the test's time, not by the shared cleanup.
+      fs.rmSync(dir, { recursive: true, force: true })
     }
   }, process.env["STRESS"] === "1" ? 1_200_000 : 120_000)
 

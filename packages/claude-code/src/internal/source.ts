@@ -222,12 +222,14 @@ export interface Scanned {
  * `wanted` accepts (by name), and every symbolic link met, refused. `under`
  * limits the walk to one entry of the tree (its names from the source, the
  * project's first): a file, or a directory and what is under it; the whole
- * source by default.
+ * source by default. `beforeList` runs for each directory before it is listed
+ * (so a watch it starts there misses nothing the listing does not show).
  */
 export const scan = (
   root: string,
   wanted: (project: string) => boolean,
-  under: ReadonlyArray<string> = []
+  under: ReadonlyArray<string> = [],
+  beforeList: (dir: string) => Effect.Effect<void> = () => Effect.void
 ): Effect.Effect<Scanned, SourceError> =>
   Effect.scoped(Effect.gen(function*() {
     const files: Array<Found> = []
@@ -258,6 +260,7 @@ export const scan = (
       })
     const walk = (dir: Dir, project: string | null, relative: string, depth: number): Effect.Effect<void, SourceError> =>
       Effect.gen(function*() {
+        yield* beforeList(dir.path)
         const listed = yield* Effect.result(namesOf(dir))
         if (listed._tag === "Failure") {
           if (!isMissing(listed.failure)) refused.push({ path: dir.path, reason: listed.failure.reason })
@@ -373,7 +376,3 @@ export const readAt = (file: OpenFile, position: number, length: number): Effect
 /** The whole of an opened transcript, refused by its size above `maxBytes` before a byte is read. */
 export const readAll = (file: OpenFile, maxBytes: number): Effect.Effect<Uint8Array, SourceError> =>
   Effect.mapError(Files.readBounded(c, file.fh, file.path, maxBytes), (e) => fail(file.path, e))
-
-/** A whole transcript, through `open` (see there), bounded by `maxBytes`. */
-export const read = (loc: Location, maxBytes: number): Effect.Effect<Uint8Array, SourceError> =>
-  Effect.scoped(Effect.flatMap(open(loc), (file) => readAll(file, maxBytes)))
