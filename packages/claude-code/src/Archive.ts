@@ -399,18 +399,18 @@ export const follow = <E, R>(
         continue
       }
       // The entries to look at: none below another one of them.
-      const sorted = Array.from(pending).sort()
-      pending.clear()
-      overflow = false
       const entries: Array<ReadonlyArray<string>> = []
-      let prev: string | null = null
-      for (const p of sorted) {
-        if (prev !== null && (p === prev || p.startsWith(prev + path.sep))) continue
+      for (const p of pending) {
         const loc = Source.locate(root, p)
         if (loc === null) continue
-        entries.push(loc.parts)
-        prev = p
+        let covered = false
+        for (let up = path.dirname(p); up !== root && up.length > root.length; up = path.dirname(up)) {
+          if (pending.has(up)) covered = true
+        }
+        if (!covered) entries.push(loc.parts)
       }
+      pending.clear()
+      overflow = false
       if (full) walked = new Set()
       const result = yield* pass(options, cache, full ? null : entries, watchDir)
       if (full) {

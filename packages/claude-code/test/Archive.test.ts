@@ -238,6 +238,56 @@ describe("Archive", () => {
       }))
     }))
 
+  it.live("follow walks a new session's directories as they appear, and refuses a project directory swapped for a link", () =>
+    Effect.gen(function*() {
+      const { dir, source, tree, journal } = setup()
+      yield* inJournal(journal, Effect.gen(function*() {
+        const passes: Array<Archive.Report> = []
+        const fiber = yield* Effect.forkChild(Archive.follow({ source }, (r) => Effect.sync(() => void passes.push(r))))
+        const waitFor = (p: () => boolean) =>
+          Effect.gen(function*() {
+            const t0 = Date.now()
+            while (!p()) {
+              if (Date.now() - t0 > 10_000) return yield* Effect.die(new Error("timed out"))
+              yield* Effect.sleep("10 millis")
+            }
+          })
+        const files = () => passes.flatMap((r) => r.files)
+        yield* waitFor(() => passes.length >= 1)
+        // A new project, a new session in it, then its sub-agent directory, each appearing after the last.
+        const project = path.join(source, "-home-dev-other")
+        const session = "0a6afc57-2f31-4cb4-8ff0-01247f50c64c"
+        fs.mkdirSync(project)
+        yield* Effect.sleep("300 millis")
+        fs.writeFileSync(path.join(project, `${session}.jsonl`), F.bytesOf(F.mainLines()))
+        yield* waitFor(() => files().some((f) => f.path === path.join(project, `${session}.jsonl`) && f.status === "created"))
+        fs.mkdirSync(path.join(project, session))
+        yield* Effect.sleep("300 millis")
+        fs.mkdirSync(path.join(project, session, "subagents"))
+        yield* Effect.sleep("300 millis")
+        const sub = path.join(project, session, "subagents", `agent-${F.AGENT}.jsonl`)
+        fs.writeFileSync(sub, F.bytesOf(F.subLines()))
+        yield* waitFor(() => files().some((f) => f.path === sub && f.status === "created"))
+        const subSession = files().find((f) => f.path === sub)!.session
+        const j = yield* SessionJournal.SessionJournal
+        const meta = (yield* j.state(subSession)).meta!.data as Record<string, unknown>
+        assert.notStrictEqual(meta["parent_entry"], null)
+        // The first project swapped for a link to a copy of it elsewhere: refused by its path; the other goes on.
+        const outside = path.join(dir, "outside")
+        fs.cpSync(tree.projectDir, outside, { recursive: true })
+        fs.appendFileSync(path.join(outside, `${F.SESSION}.jsonl`), "{\"type\":\"user\",\"outside\":true}\n")
+        fs.renameSync(tree.projectDir, `${tree.projectDir}.real`)
+        fs.symlinkSync(outside, tree.projectDir)
+        fs.appendFileSync(path.join(project, `${session}.jsonl`), "{\"type\":\"system\"}\n")
+        yield* waitFor(() => passes.some((r) => r.refused.some((x) => x.path === tree.projectDir)))
+        yield* waitFor(() => files().some((f) => f.path === path.join(project, `${session}.jsonl`) && f.status === "extended"))
+        yield* Effect.sleep("500 millis")
+        yield* Fiber.interrupt(fiber)
+        const main = yield* entriesOf(mainId)
+        assert.isFalse(main.some((e) => JSON.stringify(e).includes("outside")))
+      }))
+    }), { timeout: 30_000 })
+
   it.live("a sub-agent whose spawning call is not journaled yet is linked by a later run", () =>
     Effect.gen(function*() {
       const { source, tree, journal } = setup()
