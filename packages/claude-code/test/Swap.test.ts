@@ -17,6 +17,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Archive, SessionIds, Sync } from "../src/index.ts"
+import * as Source from "../src/internal/source.ts"
 import * as F from "./Fixtures.ts"
 
 const made: Array<string> = []
@@ -78,39 +79,43 @@ const swap = (real: string, target: string) => {
 }
 
 describe("a swapped directory", () => {
-  it.live("swapped between the walk and the read, at each level, is refused by its path; nothing outside is read", () =>
-    Effect.gen(function*() {
-      const { source, tree, outside, journal } = setup()
-      yield* inJournal(journal, Effect.gen(function*() {
-        const limits = Sync.DEFAULT_LIMITS
-        // The project directory.
-        const project = swap(tree.projectDir, path.join(outside, F.PROJECT))
-        project.swap()
-        const r1 = yield* Sync.syncFile(main, source, limits, undefined)
-        assert.strictEqual(r1.report.status, "failed")
-        assert.strictEqual(r1.report.reason, `${tree.projectDir}: refused: a symbolic link`)
-        project.back()
-        // The sub-agents directory of a session.
-        const subagents = path.join(tree.projectDir, F.SESSION, "subagents")
-        const nested = swap(subagents, path.join(outside, F.PROJECT, F.SESSION, "subagents"))
-        nested.swap()
-        const r2 = yield* Sync.syncFile(sub, source, limits, undefined)
-        assert.strictEqual(r2.report.reason, `${subagents}: refused: a symbolic link`)
-        // The main transcript beside it is still archived.
-        const r3 = yield* Sync.syncFile(main, source, limits, undefined)
-        assert.strictEqual(r3.report.status, "created")
-        nested.back()
-        // The source itself.
-        const top = swap(source, outside)
-        top.swap()
-        const r4 = yield* Sync.syncFile(sub, source, limits, undefined)
-        assert.strictEqual(r4.report.reason, `${source}: refused: a symbolic link`)
-        top.back()
-        assert.isFalse(yield* leaked)
-        const r5 = yield* Sync.syncFile(sub, source, limits, undefined)
-        assert.strictEqual(r5.report.status, "created")
+  for (const procfs of [true, false]) {
+    it.live(`swapped between the walk and the read, at each level, is refused by its path; nothing outside is read (${procfs ? "/proc/self/fd" : "by path, checked"})`, () =>
+      Effect.gen(function*() {
+        if (!procfs) Source.useProcfs(false)
+        yield* Effect.addFinalizer(() => Effect.sync(() => Source.useProcfs(undefined)))
+        const { source, tree, outside, journal } = setup()
+        yield* inJournal(journal, Effect.gen(function*() {
+          const limits = Sync.DEFAULT_LIMITS
+          // The project directory.
+          const project = swap(tree.projectDir, path.join(outside, F.PROJECT))
+          project.swap()
+          const r1 = yield* Sync.syncFile(main, source, limits, undefined)
+          assert.strictEqual(r1.report.status, "failed")
+          assert.strictEqual(r1.report.reason, `${tree.projectDir}: refused: a symbolic link`)
+          project.back()
+          // The sub-agents directory of a session.
+          const subagents = path.join(tree.projectDir, F.SESSION, "subagents")
+          const nested = swap(subagents, path.join(outside, F.PROJECT, F.SESSION, "subagents"))
+          nested.swap()
+          const r2 = yield* Sync.syncFile(sub, source, limits, undefined)
+          assert.strictEqual(r2.report.reason, `${subagents}: refused: a symbolic link`)
+          // The main transcript beside it is still archived.
+          const r3 = yield* Sync.syncFile(main, source, limits, undefined)
+          assert.strictEqual(r3.report.status, "created")
+          nested.back()
+          // The source itself.
+          const top = swap(source, outside)
+          top.swap()
+          const r4 = yield* Sync.syncFile(sub, source, limits, undefined)
+          assert.strictEqual(r4.report.reason, `${source}: refused: a symbolic link`)
+          top.back()
+          assert.isFalse(yield* leaked)
+          const r5 = yield* Sync.syncFile(sub, source, limits, undefined)
+          assert.strictEqual(r5.report.status, "created")
+        }))
       }))
-    }))
+  }
 
   it.live("swapped back and forth by another process while archive runs: nothing outside is ever journaled", () =>
     Effect.gen(function*() {

@@ -104,6 +104,14 @@ interface Dir {
 // Whether `/proc/self/fd/<fd>` reaches an open directory here; probed once.
 let procWorks: boolean | undefined
 
+/**
+ * Forces (false) or forgets (undefined: probe again) the use of `/proc/self/fd`,
+ * so that tests can run the path-based fallback on Linux too.
+ */
+export const useProcfs = (use: false | undefined): void => {
+  procWorks = use
+}
+
 const probe = (dir: Dir): boolean => {
   if (procWorks === undefined) {
     try {
