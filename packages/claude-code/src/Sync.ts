@@ -1,7 +1,8 @@
 /**
  * One transcript file brought into its journal session: read the file (bounded),
  * fold the session's history against its lines, plan (extend, diverge or
- * nothing), then write the new line entries with the tool entries each line
+ * nothing), or, given where an earlier run read it to (`Resume`) and that
+ * prefix still checks, read only what was appended and extend; then write the new line entries with the tool entries each line
  * completes, in batches that each end after a line and its tool entries (so a
  * crash between batches leaves a journal the next run continues with no gap
  * and no duplicate), and keep the session's metadata current. Each `tool_use`
