@@ -62,6 +62,8 @@ const fileJson = (f: Sync.FileReport) => ({
   tools: f.tools,
   ...(f.divergedAt === undefined ? {} : { diverged_at: f.divergedAt }),
   pending_bytes: f.pendingBytes,
+  ...(f.oversized === undefined ? {} : { oversized_lines: f.oversized }),
+  ...(f.incremental === true ? { incremental: true } : {}),
   ...(f.reason === undefined ? {} : { reason: f.reason })
 })
 
@@ -73,7 +75,9 @@ const fileText = (root: string) => (f: Sync.FileReport): string => {
     ? `diverged at line ${f.divergedAt}, ${f.lines} lines and ${f.tools} tool calls journaled after it`
     : f.status === "missing"
     ? "transcript disappeared, recorded"
-    : `${f.lines} lines, ${f.tools} tool calls` + (f.pendingBytes > 0 ? ` (${f.pendingBytes} bytes wait for their newline)` : "")
+    : `${f.lines} lines, ${f.tools} tool calls` +
+      (f.oversized === undefined ? "" : `, ${f.oversized} above the line bound journaled as size and SHA-256 only`) +
+      (f.pendingBytes > 0 ? ` (${f.pendingBytes} bytes wait for their newline)` : "")
   return `${f.status.padEnd(10)} ${f.session}  ${where}: ${what}`
 }
 
