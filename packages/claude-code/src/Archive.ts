@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Entry, JournalState, SessionJournal, StorageError } from "@session-journal/core"
+import { Entry, JournalState, SessionJournal, StorageError, StorageReason } from "@session-journal/core"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -451,7 +451,7 @@ export const restore = (
     if (lost >= 0) {
       return yield* new StorageError({
         operation: "restore",
-        reason: `line ${lost + 1} was above the line bound when it was journaled: only its size and SHA-256 are kept, so the transcript cannot be given back byte for byte`
+        reason: new StorageReason.NotKept({ what: `line ${lost + 1} of the transcript` })
       })
     }
     return Planner.bytesOf(restorer.lines)

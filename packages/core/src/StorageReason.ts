@@ -239,6 +239,20 @@ export class Rejected extends Schema.TaggedClass<Rejected>()("Rejected", {
 }) {}
 
 /**
+ * Bytes asked for were never stored, only their size and SHA-256 (a
+ * transcript line above the line bound): `what` names them.
+ *
+ * @since 0.4.0
+ */
+export class NotKept extends Schema.TaggedClass<NotKept>()("NotKept", {
+  what: Schema.String
+}) {
+  get message(): string {
+    return `${this.what} was above the line bound when it was journaled: only its size and SHA-256 are kept, so it cannot be given back byte for byte`
+  }
+}
+
+/**
  * Every reason a `StorageError` can have.
  *
  * @since 0.4.0
@@ -259,6 +273,7 @@ export const Reason = Schema.Union([
   Undecodable,
   ClockOutOfRange,
   Incomplete,
+  NotKept,
   Rejected
 ])
 
