@@ -451,7 +451,7 @@ export const restore = (
     if (lost >= 0) {
       return yield* new StorageError({
         operation: "restore",
-        reason: new StorageReason.NotKept({ what: `line ${lost + 1} of the transcript` })
+        reason: new StorageReason.NotKept({ what: `line ${lost + 1}` })
       })
     }
     return Planner.bytesOf(restorer.lines)
