@@ -19,9 +19,9 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type * as Duration from "effect/Duration"
 import * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import * as SynchronizedRef from "effect/SynchronizedRef"
 import * as Checkpoint from "./Checkpoint.ts"
 import * as Entry from "./Entry.ts"
 import {
@@ -225,7 +225,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const persistence = yield* Persistence.Persistence
   const caps = options?.caps
   const changesFrom = options?.changesFrom ?? "service"
-  const hubs = Hubs.make(options?.changesCapacity ?? 1024)
+  const hubs = yield* Hubs.make(options?.changesCapacity ?? 1024)
   const sessions = yield* Sessions.make({
     persistence,
     hubs,
@@ -249,7 +249,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       yield* validId(id)
       const session = sessions.opened(id)
       if (session !== undefined) {
-        const slot = yield* SynchronizedRef.get(session.ref)
+        const slot = yield* Ref.get(session.ref)
         if (slot.blocked !== null) return yield* slot.blocked
         const current = slot.state
         // Open for writing but nothing stored yet (say, its first append failed).

@@ -12,9 +12,9 @@ import type * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as MutableRef from "effect/MutableRef"
 import * as Queue from "effect/Queue"
-import type * as SynchronizedRef from "effect/SynchronizedRef"
+import * as Ref from "effect/Ref"
+import type * as Scope from "effect/Scope"
 import * as Checkpoint from "../Checkpoint.ts"
 import * as Entry from "../Entry.ts"
 import {
@@ -72,10 +72,16 @@ export interface Slot {
 export interface Target {
   readonly id: string
   readonly handle: Persistence.WriteHandle
-  readonly ref: SynchronizedRef.SynchronizedRef<Slot>
+  /** The session's state: only the writer sets it; readers `get` it without waiting for a write. */
+  readonly ref: Ref.Ref<Slot>
   readonly queue: Queue.Queue<Request<unknown>, Cause.Done>
-  /** Whether the queued writes hold a reference to the session (see `Settings.idle`). */
-  pending: boolean
+  /**
+   * The scope that holds the reference the queued writes take to the session, while
+   * they hold one (see `Settings.idle`).
+   */
+  reference: Scope.Closeable | undefined
+  /** Set while the writer commits a batch it took. */
+  busy: boolean
 }
 
 /** The damage a load found, as the failure writes and reads report. */
@@ -104,17 +110,13 @@ export interface Settings {
   readonly checkpointMinBytes: number
   /**
    * Called when the writer finds the queue empty while the queued writes hold a
-   * reference to the session (`Target.pending`): lets that reference go.
+   * reference to the session (`Target.reference`): lets that reference go.
    */
   readonly idle: (target: Target) => Effect.Effect<void>
 }
 
-// The writer is the only fiber that changes the slot, and readers only `get` it:
-// the writer sets it directly, without taking the ref's semaphore.
-const slotOfTarget = (target: Target): Slot => MutableRef.get(target.ref.backing.ref)
-const setSlot = (target: Target, slot: Slot): void => {
-  MutableRef.set(target.ref.backing.ref, slot)
-}
+// The writer is the only fiber that sets the slot: it reads it without an effect.
+const slotOfTarget = (target: Target): Slot => Ref.getUnsafe(target.ref)
 
 // The failure of a write with an entry over the storage's bound, if it has one.
 const oversized = (entries: ReadonlyArray<Entry.Entry>, max: number): InvalidRecordField | undefined => {
@@ -179,9 +181,9 @@ export const make = (settings: Settings) => {
         const state = slotOfTarget(target).state
         if (state === null) return Effect.void
         const store = target.handle.checkpointState
-        return Effect.match(store !== undefined ? store(state) : target.handle.checkpoint(Checkpoint.encode(state)), {
-          onFailure: () => {},
-          onSuccess: (bytes) => setSlot(target, { ...slotOfTarget(target), sinceCheckpoint: 0, checkpointBytes: bytes })
+        return Effect.matchEffect(store !== undefined ? store(state) : target.handle.checkpoint(Checkpoint.encode(state)), {
+          onFailure: () => Effect.void,
+          onSuccess: (bytes) => Ref.update(target.ref, (slot) => ({ ...slot, sinceCheckpoint: 0, checkpointBytes: bytes }))
         })
       }),
       () => Effect.void
@@ -199,10 +201,7 @@ export const make = (settings: Settings) => {
     if (slot.state === null) {
       return Effect.matchEffect(reload(target, slot), {
         onFailure: (error) => Effect.sync(() => failAll(batch, error)),
-        onSuccess: (reloaded) => {
-          setSlot(target, reloaded)
-          return attempt(target, reloaded, batch, clock, round)
-        }
+        onSuccess: (reloaded) => Effect.andThen(Ref.set(target.ref, reloaded), attempt(target, reloaded, batch, clock, round))
       })
     }
     if (slot.blocked !== null) {
@@ -271,12 +270,10 @@ export const make = (settings: Settings) => {
           // Storage is the truth after any failure: drop the state, reload before the
           // next write. A lost race for a sequence is retried against the new state.
           const next = dropped(slot)
-          setSlot(target, next)
           if (error._tag === "SequenceConflict" && round < conflictRetries) {
-            return attempt(target, next, batch, clock, round + 1)
+            return Effect.andThen(Ref.set(target.ref, next), attempt(target, next, batch, clock, round + 1))
           }
-          failAll(accepted ?? [lone!], toWriteError(error))
-          return Effect.void
+          return Effect.andThen(Ref.set(target.ref, next), Effect.sync(() => failAll(accepted ?? [lone!], toWriteError(error))))
         },
         onSuccess: (stored) => {
           // The ref holds the new state before anyone is answered, so a caller that
@@ -287,17 +284,18 @@ export const make = (settings: Settings) => {
             sinceCheckpoint: slot.sinceCheckpoint + stored.bytes,
             checkpointBytes: slot.checkpointBytes
           }
-          setSlot(target, next)
-          if (lone !== undefined) Deferred.doneUnsafe(lone.deferred, Exit.succeed(loneResult))
-          else if (accepted !== undefined && results !== undefined) {
-            for (let i = 0; i < accepted.length; i++) Deferred.doneUnsafe(accepted[i]!.deferred, Exit.succeed(results[i]))
-          }
-          // Subscribers pull from a sliding hub: they run before the next batch, or a
-          // caller writing in a loop could slide entries out before they pull.
-          const published = hubs.subscribed(target.id)
-            ? Effect.andThen(Effect.ignoreCause(hubs.publish(target.id, entries)), Effect.yieldNow)
-            : hubs.publish(target.id, entries)
-          return isDue(next) ? Effect.andThen(published, checkpoint(target)) : published
+          return Effect.flatMap(Ref.set(target.ref, next), () => {
+            if (lone !== undefined) Deferred.doneUnsafe(lone.deferred, Exit.succeed(loneResult))
+            else if (accepted !== undefined && results !== undefined) {
+              for (let i = 0; i < accepted.length; i++) Deferred.doneUnsafe(accepted[i]!.deferred, Exit.succeed(results[i]))
+            }
+            // Subscribers pull from a sliding hub: they run before the next batch, or a
+            // caller writing in a loop could slide entries out before they pull.
+            const published = hubs.subscribed(target.id)
+              ? Effect.andThen(Effect.ignoreCause(hubs.publish(target.id, entries)), Effect.yieldNow)
+              : Effect.void
+            return isDue(next) ? Effect.andThen(published, checkpoint(target)) : published
+          })
         }
       }
     )
@@ -314,11 +312,11 @@ export const make = (settings: Settings) => {
       attempted = Effect.die(defect)
     }
     return Effect.catchCause(attempted, (cause) =>
-      Effect.sync(() => {
+      Effect.suspend(() => {
         for (const r of batch) {
           if (!Deferred.isDoneUnsafe(r.deferred)) Deferred.doneUnsafe(r.deferred, Exit.failCause(cause))
         }
-        setSlot(target, dropped(slotOfTarget(target)))
+        return Ref.update(target.ref, dropped)
       }))
   }
 
@@ -331,17 +329,27 @@ export const make = (settings: Settings) => {
    */
   const run = (target: Target): Effect.Effect<void> =>
     Effect.clockWith((clock) => {
+      const idling = (): boolean => target.reference !== undefined && Queue.sizeUnsafe(target.queue) === 0
       // What follows a round: the next take, after letting go of the reference of
-      // the queued writes if there is nothing left to take. A defect there must not
-      // end the writer either: later writes of the session would wait forever.
-      const next = (): Effect.Effect<void> =>
-        target.pending && Queue.sizeUnsafe(target.queue) === 0 ? idleThenTake : take
+      // the queued writes if there is nothing left to take. First the writer lets the
+      // callers it answered run: one writing in a loop queues its next write then,
+      // and the reference carries over to it instead of being let go and taken again
+      // through the `RcMap` for every write. A defect there must not end the writer
+      // either: later writes of the session would wait forever.
+      const next = (): Effect.Effect<void> => {
+        target.busy = false
+        return idling() ? settle : take
+      }
       const take: Effect.Effect<void> = Effect.matchEffect(Queue.takeBetween(target.queue, 1, maxBatch), {
         // Failure is the end of the queue: it was ended and everything is answered.
         onFailure: () => Effect.void,
-        onSuccess: (batch) => Effect.flatMap(commit(target, batch, clock), next)
+        onSuccess: (batch) => {
+          target.busy = true
+          return Effect.flatMap(commit(target, batch, clock), next)
+        }
       })
       const idleThenTake = Effect.andThen(Effect.ignoreCause(Effect.suspend(() => settings.idle(target))), take)
+      const settle = Effect.flatMap(Effect.yieldNow, () => idling() ? idleThenTake : take)
       return take
     }).pipe(Effect.uninterruptible)
 
