@@ -8,8 +8,8 @@
  * never released under it. Each open session has one writer fiber draining one
  * `Queue`: it takes every queued request (group commit), builds their entries in
  * order against the session's `JournalState`, stores them with one durable append
- * and answers each caller. The state sits in a `SynchronizedRef` that only the
- * writer modifies, so readers never wait for a write. When storage fails, the
+ * and answers each caller. The state sits in a `Ref` that only the
+ * writer sets, so readers never wait for a write. When storage fails, the
  * session's state is dropped and re-read before the next write: a failed sync may
  * or may not have reached the disk, and storage is the truth.
  *
