@@ -261,7 +261,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         // use the writer's handle meanwhile, but a read handle of its own.
       }
       const loaded = yield* Effect.scoped(
-        Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => h.load)
+        Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => Sessions.load(h, "read"))
       )
       if (!loaded.exists) return yield* new SessionNotFound({ id })
       const blocked = Sessions.blockedBy(loaded, id)

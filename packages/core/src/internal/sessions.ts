@@ -34,7 +34,9 @@ import * as Writer from "./writer.ts"
 
 export {
   /** The damage a load found, as the failure writes and reads report. */
-  blockedBy
+  blockedBy,
+  /** A handle's `load`, in a span. */
+  load
 } from "./writer.ts"
 
 /** Failures of opening or loading a session for writing. */
@@ -141,7 +143,7 @@ export const make = Effect.fnUntraced(function*(config: Config) {
         )
       )
       const handle = yield* config.persistence.open(id, { mode: "write", caps: config.caps })
-      const loaded = yield* handle.load
+      const loaded = yield* Writer.load(handle, "write")
       yield* hubs.catchUp(id, loaded.state)
       const ref = yield* Ref.make<Writer.Slot>(Writer.slotOf(loaded, id))
       const queue = yield* Queue.unbounded<Writer.Request<unknown>, Cause.Done>()

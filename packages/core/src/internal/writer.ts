@@ -8,13 +8,16 @@
  * measurable share of a record's cost (`pnpm bench`, memory.record).
  */
 import type * as Cause from "effect/Cause"
-import type * as Clock from "effect/Clock"
+import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
 import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
+import * as References from "effect/References"
 import type * as Scope from "effect/Scope"
+import * as Tracer from "effect/Tracer"
 import * as Checkpoint from "../Checkpoint.ts"
 import * as Entry from "../Entry.ts"
 import {
@@ -102,6 +105,35 @@ export const slotOf = (loaded: Persistence.Loaded, id: string): Slot => ({
 
 const dropped = (slot: Slot): Slot => ({ ...slot, state: null, blocked: null })
 
+/**
+ * Whether spans made in `fiber` reach anyone. Effect's own tracer, the default, hands
+ * them to no one, and making and ending one costs about a tenth of a record on the
+ * memory adapter: the service makes its spans only for a tracer of the
+ * application's (an exporter's, say).
+ */
+export const tracing = (fiber: Fiber.Fiber<unknown, unknown>): boolean =>
+  fiber.getRef(References.TracerEnabled) && fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
+
+/**
+ * A handle's `load`, in a span `Persistence.load` (attributes: the session, the
+ * handle's mode, the entries stored and the bytes the adapter counts for the
+ * checkpoint and the records after it).
+ */
+export const load = (
+  handle: Persistence.ReadHandle,
+  mode: "read" | "write"
+): Effect.Effect<Persistence.Loaded, Persistence.LoadError> =>
+  Effect.withFiber((fiber) =>
+    tracing(fiber)
+      ? Effect.useSpan("Persistence.load", { attributes: { session: handle.id, mode } }, (span) =>
+        Effect.map(handle.load, (loaded) => {
+          span.attribute("entries", loaded.state.next_sequence)
+          span.attribute("bytes", (loaded.checkpointBytes ?? 0) + (loaded.sinceCheckpointBytes ?? 0))
+          return loaded
+        }))
+      : handle.load
+  )
+
 /** Settings of the writers of one service. */
 export interface Settings {
   readonly hubs: Hubs.Hubs
@@ -159,7 +191,7 @@ export const make = (settings: Settings) => {
       : error
 
   const reload = (target: Target, previous: Slot): Effect.Effect<Slot, OpenError> =>
-    Effect.flatMap(target.handle.load, (loaded) =>
+    Effect.flatMap(load(target.handle, "write"), (loaded) =>
       Effect.as(
         hubs.catchUp(target.id, loaded.state),
         // A reload after a failure keeps the larger count: the writer's own, or what
@@ -189,6 +221,24 @@ export const make = (settings: Settings) => {
       () => Effect.void
     )
 
+  // The handle's append, in a span `Persistence.append` inside the batch's span
+  // when there is one (attributes: the session, the entries, the bytes stored).
+  const append = (
+    target: Target,
+    request: Persistence.AppendRequest,
+    span: Tracer.Span | undefined
+  ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> =>
+    span === undefined ? target.handle.append(request) : Effect.useSpan(
+      "Persistence.append",
+      { parent: span, attributes: { session: target.id, entries: request.entries.length } },
+      (appending) =>
+        Effect.map(target.handle.append(request), (stored) => {
+          appending.attribute("bytes", stored.bytes)
+          span.attribute("bytes", stored.bytes)
+          return stored
+        })
+    )
+
   // One attempt at a batch against `slot`; retried against a reloaded state when
   // another writer won the sequence.
   const attempt = (
@@ -196,12 +246,13 @@ export const make = (settings: Settings) => {
     slot: Slot,
     batch: ReadonlyArray<Request<unknown>>,
     clock: Clock.Clock,
-    round: number
+    round: number,
+    span: Tracer.Span | undefined
   ): Effect.Effect<void> => {
     if (slot.state === null) {
       return Effect.matchEffect(reload(target, slot), {
         onFailure: (error) => Effect.sync(() => failAll(batch, error)),
-        onSuccess: (reloaded) => Effect.andThen(Ref.set(target.ref, reloaded), attempt(target, reloaded, batch, clock, round))
+        onSuccess: (reloaded) => Effect.andThen(Ref.set(target.ref, reloaded), attempt(target, reloaded, batch, clock, round, span))
       })
     }
     if (slot.blocked !== null) {
@@ -264,14 +315,14 @@ export const make = (settings: Settings) => {
     if (lone === undefined && accepted === undefined) return Effect.void
     const after = state
     return Effect.matchEffect(
-      target.handle.append({ after: Persistence.tipOf(before), entries, meta, head: () => JournalState.head(after) }),
+      append(target, { after: Persistence.tipOf(before), entries, meta, head: () => JournalState.head(after) }, span),
       {
         onFailure: (error) => {
           // Storage is the truth after any failure: drop the state, reload before the
           // next write. A lost race for a sequence is retried against the new state.
           const next = dropped(slot)
           if (error._tag === "SequenceConflict" && round < conflictRetries) {
-            return Effect.andThen(Ref.set(target.ref, next), attempt(target, next, batch, clock, round + 1))
+            return Effect.andThen(Ref.set(target.ref, next), attempt(target, next, batch, clock, round + 1, span))
           }
           return Effect.andThen(Ref.set(target.ref, next), Effect.sync(() => failAll(accepted ?? [lone!], toWriteError(error))))
         },
@@ -304,10 +355,31 @@ export const make = (settings: Settings) => {
   // A batch; any defect answers the requests of the batch not answered yet instead
   // of leaving their callers waiting, and since the append may or may not have
   // happened, the state is re-read before the next write.
-  const commit = (target: Target, batch: ReadonlyArray<Request<unknown>>, clock: Clock.Clock): Effect.Effect<void> => {
+  const commit = (
+    target: Target,
+    batch: ReadonlyArray<Request<unknown>>,
+    clock: Clock.Clock,
+    traced: boolean
+  ): Effect.Effect<void> =>
+    traced
+      // A span per batch: a root, since the batch serves many callers and none of
+      // them is its parent; the append's span is inside it.
+      ? Effect.useSpan(
+        "SessionJournal.batch",
+        { root: true, attributes: { session: target.id, "batch.size": batch.length } },
+        (span) => commitIn(target, batch, clock, span)
+      )
+      : commitIn(target, batch, clock, undefined)
+
+  const commitIn = (
+    target: Target,
+    batch: ReadonlyArray<Request<unknown>>,
+    clock: Clock.Clock,
+    span: Tracer.Span | undefined
+  ): Effect.Effect<void> => {
     let attempted: Effect.Effect<void>
     try {
-      attempted = attempt(target, slotOfTarget(target), batch, clock, 0)
+      attempted = attempt(target, slotOfTarget(target), batch, clock, 0, span)
     } catch (defect) {
       attempted = Effect.die(defect)
     }
@@ -328,7 +400,9 @@ export const make = (settings: Settings) => {
    * committed or failed, never abandoned.
    */
   const run = (target: Target): Effect.Effect<void> =>
-    Effect.clockWith((clock) => {
+    Effect.withFiber((fiber) => {
+      const clock = fiber.getRef(Clock.Clock)
+      const traced = tracing(fiber)
       const idling = (): boolean => target.reference !== undefined && Queue.sizeUnsafe(target.queue) === 0
       // What follows a round: the next take, after letting go of the reference of
       // the queued writes if there is nothing left to take. First the writer lets the
@@ -345,7 +419,7 @@ export const make = (settings: Settings) => {
         onFailure: () => Effect.void,
         onSuccess: (batch) => {
           target.busy = true
-          return Effect.flatMap(commit(target, batch, clock), next)
+          return Effect.flatMap(commit(target, batch, clock, traced), next)
         }
       })
       const idleThenTake = Effect.andThen(Effect.ignoreCause(Effect.suspend(() => settings.idle(target))), take)
