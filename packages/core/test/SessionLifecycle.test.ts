@@ -124,6 +124,25 @@ describe("session lifecycle on Effect's structures", () => {
       assert.strictEqual(yield* outcome(other.record("b", params)), "written")
     })))
 
+  it.effect("with a zero time to live a write returns once the session it opened is released", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { opens, service } = yield* counted
+      const j = yield* service({ idleTimeToLive: 0 })
+      const other = yield* service({ idleTimeToLive: 0 })
+      for (let i = 0; i < 3; i++) {
+        yield* j.record("z", params)
+        // Released already: the other service writes at once, and lets go as well.
+        assert.strictEqual(yield* outcome(other.record("z", params)), "written")
+      }
+      // Concurrent writes share openings; once the last returns, the session is released.
+      const before = opens.get("z") ?? 0
+      const written = yield* Effect.forEach(Array.from({ length: 20 }), () => j.record("z", params), { concurrency: "unbounded" })
+      assert.deepStrictEqual(written.map((e) => e.sequence).sort((a, b) => a - b), Array.from({ length: 20 }, (_, i) => i + 6))
+      assert.isBelow((opens.get("z") ?? 0) - before, 20)
+      assert.strictEqual(yield* outcome(other.record("z", params)), "written")
+      assert.strictEqual((yield* j.state("z")).next_sequence, 27)
+    })))
+
   it.effect("a close during a run of writes lands once they are answered; later writes open the session afresh", () =>
     Effect.scoped(Effect.gen(function*() {
       const { opens, service } = yield* counted
