@@ -8,8 +8,8 @@
  * never released under it. Each open session has one writer fiber draining one
  * `Queue`: it takes every queued request (group commit), builds their entries in
  * order against the session's `JournalState`, stores them with one durable append
- * and answers each caller. The state sits in a `SynchronizedRef` that only the
- * writer modifies, so readers never wait for a write. When storage fails, the
+ * and answers each caller. The state sits in a `Ref` that only the
+ * writer sets, so readers never wait for a write. When storage fails, the
  * session's state is dropped and re-read before the next write: a failed sync may
  * or may not have reached the disk, and storage is the truth.
  *
@@ -19,9 +19,9 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type * as Duration from "effect/Duration"
 import * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import * as SynchronizedRef from "effect/SynchronizedRef"
 import * as Checkpoint from "./Checkpoint.ts"
 import * as Entry from "./Entry.ts"
 import {
@@ -249,7 +249,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const persistence = yield* Persistence.Persistence
   const caps = options?.caps
   const changesFrom = options?.changesFrom ?? "service"
-  const hubs = Hubs.make(options?.changesCapacity ?? 1024)
+  const hubs = yield* Hubs.make(options?.changesCapacity ?? 1024)
   const sessions = yield* Sessions.make({
     persistence,
     hubs,
@@ -273,7 +273,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       yield* validId(id)
       const session = sessions.opened(id)
       if (session !== undefined) {
-        const slot = yield* SynchronizedRef.get(session.ref)
+        const slot = yield* Ref.get(session.ref)
         if (slot.blocked !== null) return yield* slot.blocked
         const current = slot.state
         // Open for writing but nothing stored yet (say, its first append failed).
@@ -285,7 +285,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         // use the writer's handle meanwhile, but a read handle of its own.
       }
       const loaded = yield* Effect.scoped(
-        Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => h.load)
+        Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => Sessions.load(h, "read"))
       )
       if (!loaded.exists) return yield* new SessionNotFound({ id })
       const blocked = Sessions.blockedBy(loaded, id)
