@@ -9,7 +9,7 @@ import { requireOneCore } from "./lib/oneCore.ts"
 import type { Figure, Scenario } from "./lib/harness.ts"
 import { jsonLine, notRun, table } from "./lib/harness.ts"
 import { chatScenario } from "./scenarios/chat.ts"
-import { claudeCodeArchive } from "./scenarios/claudeCode.ts"
+import { claudeCodeArchive, claudeCodeFollow } from "./scenarios/claudeCode.ts"
 import { fsManySessions, fsRecord } from "./scenarios/fs.ts"
 import { cliVerify, fsHistory } from "./scenarios/history.ts"
 import { memoryRecord } from "./scenarios/memory.ts"
@@ -30,6 +30,7 @@ const scenarios: ReadonlyArray<Scenario> = [
   cliVerify,
   cliStartup,
   claudeCodeArchive,
+  claudeCodeFollow,
   pgRecord,
   fsSessionsTouched
 ]

@@ -134,8 +134,8 @@ export const layer = (
             Layer.effect(
               Persistence.Persistence,
               Effect.fail(
-                e.operation === "configure" && e.reason?.includes("table prefix") === true
-                  ? new InvalidInput({ field: TABLE_PREFIX_VAR, reason: e.reason })
+                e.reason._tag === "InvalidOption" && e.reason.option === "tablePrefix"
+                  ? new InvalidInput({ field: TABLE_PREFIX_VAR, reason: e.reason.message })
                   : e
               )
             ))

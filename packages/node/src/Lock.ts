@@ -20,7 +20,7 @@
  *
  * @since 0.1.0
  */
-import { SessionLocked, StorageError } from "@session-journal/core"
+import { SessionLocked, StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { Stats } from "node:fs"
@@ -200,7 +200,7 @@ const readLockFile = (ctx: FileOps.Context, file: string): Effect.Effect<Seen, S
             }
             // Replaced between the lstat and the open: report what was found.
             if (e.operation === "confine") {
-              return Effect.succeed({ _tag: "Odd", reason: e.reason ?? "replaced while being read", directory: false })
+              return Effect.succeed({ _tag: "Odd", reason: e.reason.message, directory: false })
             }
             return Effect.fail(e)
           }
@@ -224,9 +224,10 @@ const oddLock = (file: string, reason: string, directory: boolean): StorageError
   new StorageError({
     operation: "lock",
     path: file,
-    reason: `${path.basename(file)} is ${/^(a |an |not )/.test(reason) ? "" : "a file "}${reason}, where only a lock ` +
+    reason: new StorageReason.Obstructed({ message:
+      `${path.basename(file)} is ${/^(a |an |not )/.test(reason) ? "" : "a file "}${reason}, where only a lock ` +
       `file of this program may be; no writer can take the session while it is there: check that no writer is ` +
-      `running, then remove it (rm ${directory ? "-r " : ""}${JSON.stringify(file)})`
+      `running, then remove it (rm ${directory ? "-r " : ""}${JSON.stringify(file)})` })
   })
 
 const same = (a: Seen, b: Seen): boolean =>
@@ -354,7 +355,7 @@ export const inspect = (
         case "Missing":
           return null
         case "Odd":
-          return { record: null, alive: false, problem: oddLock(file, seen.reason, seen.directory).reason! }
+          return { record: null, alive: false, problem: oddLock(file, seen.reason, seen.directory).reason.message }
         case "Found":
           return seen.record === null
             ? { record: null, alive: false, problem: "unreadable lock file (not a lock record: a stale lock cut short, or garbage)" }

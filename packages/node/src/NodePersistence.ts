@@ -17,7 +17,8 @@ import {
   type SequenceConflict,
   type SessionLocked,
   SessionNotFound,
-  StorageError
+  StorageError,
+  StorageReason
 } from "@session-journal/core"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -27,7 +28,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as path from "node:path"
 import * as Adapter from "./internal/adapter.ts"
-import { invalidId, type Known, loadOptions, lockSession, narrow, resolveWith } from "./internal/adapter.ts"
+import { invalidId, loadOptions, lockSession, narrow, resolveWith } from "./internal/adapter.ts"
 import * as NodeSha256 from "./NodeSha256.ts"
 import * as FileOps from "./internal/fileOps.ts"
 import * as Segment from "./internal/segment.ts"
@@ -129,7 +130,9 @@ const TRASH_PREFIX = ".trash-"
 
 const removeTree = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: string) {
   const st = yield* FileOps.call("lstat", dir, () => ctx.fs.lstat(dir))
-  if (!st.isDirectory() || st.isSymbolicLink()) return yield* new StorageError({ operation: "delete", path: dir, reason: "not a directory" })
+  if (!st.isDirectory() || st.isSymbolicLink()) {
+    return yield* new StorageError({ operation: "delete", path: dir, reason: new StorageReason.Io({ code: "ENOTDIR", message: "not a directory" }) })
+  }
   for (const n of yield* FileOps.listDir(ctx, dir)) yield* FileOps.unlinkIfExists(ctx, path.join(dir, n))
   yield* FileOps.call("rmdir", dir, () => ctx.fs.rmdir(dir))
 })
@@ -148,7 +151,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
     yield* ensureRoot(ctx)
     const dirOf = (id: string) => path.join(ctx.root, id)
 
-    const loadTags: ReadonlyArray<Known["_tag"]> = ["StorageError", "CorruptJournal", "IntegrityViolation"]
+    const loadTags: ReadonlyArray<Persistence.LoadError["_tag"]> = ["StorageError", "CorruptJournal", "IntegrityViolation"]
 
     const readHandle = (id: string, caps: JournalState.Caps | undefined): Persistence.ReadHandle => {
       const dir = dirOf(id)
@@ -211,7 +214,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
     const open = Persistence.makeOpen({ read: openRead, write: openWrite })
 
     type ReadError = StorageError | CorruptJournal | SessionNotFound
-    const readTags: ReadonlyArray<Known["_tag"]> = ["StorageError", "CorruptJournal", "SessionNotFound"]
+    const readTags: ReadonlyArray<ReadError["_tag"]> = ["StorageError", "CorruptJournal", "SessionNotFound"]
 
     const readerFor = (id: string, from: number): Effect.Effect<Session.Reader, ReadError> =>
       Effect.gen(function*() {

@@ -96,6 +96,10 @@ const reportFailure = (cause: Cause.Cause<Failure>, verbose: boolean, flags: boo
     if (Cause.hasInterruptsOnly(cause)) return yield* Effect.failCause(cause as Cause.Cause<never>)
     const error = Cause.squash(cause)
     const typed = Cause.findErrorOption(cause)
+    // A closed pipe (`session-journal export x | head`) is a normal end, not a failure.
+    if (Option.isSome(typed) && typed.value._tag === "OutputFailed" && typed.value.code === "EPIPE") {
+      return yield* new Exit({ code: ExitCode.ok })
+    }
     const code = Option.isSome(typed) ? exitCodeOf(typed.value) : ExitCode.defect
     const text = code === ExitCode.defect
       ? `unexpected failure (a bug): ${describeFailure(error)}`

@@ -2,6 +2,7 @@
  * The commands that write: `record`, `append`, `import`.
  */
 import {
+  type Entry,
   SessionJournal
 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
@@ -10,7 +11,8 @@ import { Argument, Command, Flag } from "effect/cli"
 import * as fs from "node:fs"
 import {
   ImportStopped,
-  InvalidInput
+  InvalidInput,
+  type OutputFailed
 } from "../Failure.ts"
 import * as Import from "../Import.ts"
 import * as Input from "../Input.ts"
@@ -19,6 +21,16 @@ import { sessionId, validId, withJournal } from "./commandKit.ts"
 
 // ---------------------------------------------------------------------------
 // record / append / import
+
+// Output of entries that are already durable: if stdout fails, the failure says
+// which entries are committed (exit 5), so a caller does not write them again.
+const printDurable = (
+  output: Effect.Effect<void, OutputFailed>,
+  id: string,
+  entries: number,
+  last: Entry.Entry
+): Effect.Effect<void, OutputFailed> =>
+  Effect.mapError(output, (e) => e.afterDurable({ id, entries, sequence: last.sequence, hash: last.entry_hash }))
 
 /** The `record` command. */
 export const record = Command.make("record", {
@@ -43,7 +55,7 @@ export const record = Command.make("record", {
         delegation_depth: a.depth,
         allowed: !a.denied
       })
-      yield* Output.write(Output.entryLine(json)(entry) + "\n")
+      yield* printDurable(Output.write(Output.entryLine(json)(entry) + "\n"), a.id, 1, entry)
     }), { flags: true })).pipe(Command.withDescription("Append a tool entry and print it"))
 
 const parsePayload = (text: string, field: string) =>
@@ -77,7 +89,7 @@ export const append = Command.make("append", {
       const payload = yield* parsePayload(yield* payloadText(a.payload), "--payload")
       const journal = yield* SessionJournal.SessionJournal
       const entry = yield* journal.append(a.id, a.kind, payload)
-      yield* Output.write(Output.entryLine(json)(entry) + "\n")
+      yield* printDurable(Output.write(Output.entryLine(json)(entry) + "\n"), a.id, 1, entry)
     }), { flags: true })).pipe(Command.withDescription("Append a message (default kind) or an entry of another kind"))
 
 /**
@@ -115,6 +127,8 @@ export const importCmd = Command.make("import", {
           return 0
         }
       })
+      let durable = 0
+      let lastDurable: Entry.Entry | undefined
       const summary = yield* Output.withProgress(`import ${a.id}`, size, (bar) =>
         Import.run({
           id: a.id,
@@ -128,19 +142,26 @@ export const importCmd = Command.make("import", {
           onDurable: (written) =>
             Effect.suspend(() => {
               if (size === 0) bar.advance(written.length)
-              return json ? Output.lines(written.map(Output.entryJson)) : Effect.void
+              durable += written.length
+              lastDurable = written[written.length - 1] ?? lastDurable
+              return json && lastDurable !== undefined
+                ? printDurable(Output.lines(written.map(Output.entryJson)), a.id, durable, lastDurable)
+                : Effect.void
             })
         })).pipe(
           Effect.tapError((e) =>
-            json && e._tag === "ImportStopped" ? Output.json(stoppedJson(e)) : Effect.void
+            json && e._tag === "ImportStopped"
+              ? lastDurable === undefined
+                ? Output.json(stoppedJson(e))
+                : printDurable(Output.json(stoppedJson(e)), a.id, durable, lastDurable)
+              : Effect.void
           )
         )
       if (!json) {
         const { imported, last } = summary
-        yield* Output.write(
-          `imported ${imported} entr${imported === 1 ? "y" : "ies"} into ${a.id}` +
-            (last === undefined ? "\n" : ` (last sequence ${last.sequence})\n`)
-        )
+        const text = `imported ${imported} entr${imported === 1 ? "y" : "ies"} into ${a.id}` +
+          (last === undefined ? "\n" : ` (last sequence ${last.sequence})\n`)
+        yield* last === undefined ? Output.write(text) : printDurable(Output.write(text), a.id, imported, last)
       }
     }))).pipe(Command.withDescription(
       "Append JSON lines ({tool_name,…} or {kind,payload}) as they arrive, each durable within moments; " +

@@ -12,7 +12,8 @@ import {
   SequenceConflict,
   SessionLocked,
   SessionNotFound,
-  StorageError
+  StorageError,
+  StorageReason
 } from "@session-journal/core"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -26,8 +27,11 @@ import type * as Session from "./session.ts"
 
 const WINDOWS_NAMES = /^(?:con|prn|aux|nul|com[0-9]|lpt[0-9])$/i
 
-export const invalidId = (operation: string, id: string) =>
-  new StorageError({ operation, reason: new InvalidSessionId({ id }).message, cause: new InvalidSessionId({ id }) })
+export const invalidId = (operation: string, id: string): StorageError => rejected(operation, new InvalidSessionId({ id }))
+
+// Another typed failure, reported as a storage failure of `operation`.
+const rejected = (operation: string, e: { readonly _tag: string; readonly message: string }): StorageError =>
+  new StorageError({ operation, reason: new StorageReason.Rejected({ tag: e._tag, message: e.message }), cause: e })
 
 /**
  * Whether `id` may name a session directory: the session id pattern of docs/DESIGN.md §2,
@@ -76,13 +80,18 @@ export const resolve = (options: Options, fs: FileOps.Fs, clock: Clock.Clock): R
 
 export type Known = StorageError | CorruptJournal | SessionLocked | SessionNotFound | SequenceConflict | IntegrityViolation
 
+// Whether `e` is one of the errors whose tags are `keep` (E's own tags).
+const isKept = <E extends Known>(e: Known, keep: ReadonlyArray<E["_tag"]>): e is E => keep.some((tag) => tag === e._tag)
+
 // Narrows the typed errors of a method to those it declares: any other one
 // becomes a StorageError naming the operation.
-export const narrow = <A, E extends Known>(effect: Effect.Effect<A, Known>, keep: ReadonlyArray<Known["_tag"]>, operation: string) =>
-  Effect.catch(effect, (e): Effect.Effect<never, E> =>
-    keep.includes(e._tag)
-      ? Effect.fail(e as E)
-      : Effect.fail((e._tag === "StorageError" ? e : new StorageError({ operation, reason: e.message, cause: e })) as E))
+export const narrow = <A, E extends Known>(
+  effect: Effect.Effect<A, Known>,
+  keep: ReadonlyArray<E["_tag"]>,
+  operation: string
+): Effect.Effect<A, E | StorageError> =>
+  Effect.catch(effect, (e): Effect.Effect<never, E | StorageError> =>
+    isKept<E>(e, keep) ? Effect.fail(e) : Effect.fail(e._tag === "StorageError" ? e : rejected(operation, e)))
 
 /**
  * Takes the lock of a session for maintenance or writing: confines the root,

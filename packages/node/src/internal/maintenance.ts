@@ -5,14 +5,17 @@
  */
 import {
   type CorruptJournal,
-  type Entry,
+  Entry,
+  Follow,
   JournalState,
   Persistence,
   type SessionLocked,
   SessionNotFound,
-  type StorageError
+  StorageError,
+  StorageReason
 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import * as path from "node:path"
 import * as Lock from "../Lock.ts"
 import type { Options } from "../NodePersistence.ts"
@@ -144,8 +147,19 @@ export interface RepairReport {
   readonly nextSequence: number
 }
 
-/** Kind of the entry every repair appends. */
-export const RECOVERY_KIND = "recovery"
+/** Kind of the entry every repair appends (followers recognise it: `Follow`). */
+export const RECOVERY_KIND = Follow.RECOVERY_KIND
+
+// The recovery entry's timestamp: a clock no stored entry can hold (before 1970,
+// past 2^53 s) fails the repair (checked before anything is set aside, and again
+// when the entry is built), rather than write an entry every read would refuse.
+const recoveryTimestamp = (ctx: Resolved["ctx"]): Effect.Effect<number, StorageError> => {
+  const millis = ctx.clock.currentTimeMillisUnsafe()
+  const checked = Entry.validateTimestamp(Math.floor(millis / 1000))
+  return Result.isSuccess(checked)
+    ? Effect.succeed(checked.success)
+    : Effect.fail(new StorageError({ operation: "repair", reason: new StorageReason.ClockOutOfRange({ millis }) }))
+}
 
 // Runs in a scope that holds the session's lock until it closes.
 const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps: JournalState.Caps | undefined) {
@@ -153,6 +167,7 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
   const dir = path.join(ctx.root, id)
   const held = yield* lockSession(r, id, false)
   if (held === null) return yield* new SessionNotFound({ id })
+  yield* recoveryTimestamp(ctx)
   const setAside: Array<string> = []
   const truncated: Array<{ segment: string; length: number }> = []
   const before = yield* Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
@@ -269,7 +284,7 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
         const problemText = problem === null
           ? torn !== null ? "torn tail" : "checkpoint disagrees with the stored records"
           : `${problem.reason}: ${problem.detail}`
-        const recoveryEntry = JournalState.nextOther(loaded.state, Math.floor(ctx.clock.currentTimeMillisUnsafe() / 1000), RECOVERY_KIND, {
+        const recoveryEntry = JournalState.nextOther(loaded.state, yield* recoveryTimestamp(ctx), RECOVERY_KIND, {
           problem: problemText,
           set_aside: setAside,
           truncated: truncated.map((t) => ({ segment: t.segment, length: t.length })),

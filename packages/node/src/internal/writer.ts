@@ -11,7 +11,8 @@ import {
   Persistence,
   SequenceConflict,
   type SessionMeta,
-  StorageError
+  StorageError,
+  StorageReason
 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -129,7 +130,7 @@ export class Writer {
         new StorageError({
           operation: "append",
           path: view.stopped.segment,
-          reason: `the stored history stops early (${view.stopped.reason}: ${view.stopped.detail}); repair the session first`
+          reason: new StorageReason.NeedsRepair({ problem: `${view.stopped.reason}: ${view.stopped.detail}` })
         })
       )
     }
@@ -379,7 +380,11 @@ export class Writer {
     return Effect.gen(function*() {
       const view = yield* self.ensureView()
       const refuse = (why: string) =>
-        new StorageError({ operation: "checkpoint", path: path.join(self.dir, CHECKPOINT_FILE), reason: why })
+        new StorageError({
+          operation: "checkpoint",
+          path: path.join(self.dir, CHECKPOINT_FILE),
+          reason: new StorageReason.CheckpointRefused({ why })
+        })
       if (sessionId !== self.id || next > view.next) {
         return yield* refuse(
           `checkpoint (session ${sessionId}, next ${next}) is not a prefix of the stored session (next ${view.next})`
@@ -447,7 +452,7 @@ const lineBound = (
       return new StorageError({
         operation: "append",
         path: dir,
-        reason: `record of ${size} bytes exceeds the line bound of ${ctx.maxLineBytes} bytes`
+        reason: new StorageReason.RecordTooLarge({ bytes: size, limit: ctx.maxLineBytes, bound: "line bound" })
       })
     }
   }

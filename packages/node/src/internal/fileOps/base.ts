@@ -105,12 +105,12 @@ export const codeOf = (cause: unknown): string | undefined =>
  * `Effect.acquireUseRelease` / `acquireRelease` does.
  */
 export const call = <A>(operation: string, p: string, f: () => Promise<A>): Effect.Effect<A, StorageError> =>
-  Effect.tryPromise({ try: f, catch: (cause) => new StorageError({ operation, path: p, cause }) })
+  Effect.tryPromise({ try: f, catch: (cause) => StorageError.io(operation, cause, p) })
 
 /** Like `call`, for a synchronous call: a throw becomes a `StorageError`. */
 export const callSync = <A>(operation: string, p: string, f: () => A): Effect.Effect<A, StorageError> =>
-  Effect.try({ try: f, catch: (cause) => cause instanceof StorageError ? cause : new StorageError({ operation, path: p, cause }) })
+  Effect.try({ try: f, catch: (cause) => cause instanceof StorageError ? cause : StorageError.io(operation, cause, p) })
 
-/** Whether a typed failure is a `StorageError` whose node error has code `code`. */
+/** Whether a typed failure is a `StorageError` of a failed call whose node error has code `code`. */
 export const hasCode = (e: { readonly _tag: string }, code: string): boolean =>
-  e._tag === "StorageError" && codeOf((e as StorageError).cause) === code
+  e instanceof StorageError && e.reason._tag === "Io" && e.reason.code === code
