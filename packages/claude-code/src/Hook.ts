@@ -516,14 +516,18 @@ export const denialReason = (verdict: { readonly reason: string; readonly guard:
  * after a call that already ran (PostToolUse), keeps a turn from ending (Stop),
  * and is shown for the rest. `output` is what a command hook writes to stdout
  * (null: nothing) and what an HTTP hook answers (there, `{"decision":"block"}`
- * takes exit 2's place).
+ * takes exit 2's place). A Stop or SubagentStop that a refusal already kept
+ * going (`stopHookActive`, the input's `stop_hook_active`) is let through with
+ * exit 1 and the reason: blocking it again would keep the turn going forever.
  *
  * @since 0.4.0
  */
-export const refusal = (event: string | null, reason: string): {
+export const refusal = (event: string | null, reason: string, options?: {
+  readonly stopHookActive?: boolean | undefined
+}): {
   readonly output: HookOutput | null
   readonly httpOutput: HookOutput
-  readonly exitCode: 0 | 2
+  readonly exitCode: 0 | 1 | 2
   readonly stderr: string
 } => {
   const text = `session-journal: ${reason}`
@@ -533,6 +537,9 @@ export const refusal = (event: string | null, reason: string): {
       hookSpecificOutput: { hookEventName: "PermissionRequest", decision: { behavior: "deny", message: text } }
     }
     return { output, httpOutput: output, exitCode: 0, stderr: `${text}\n` }
+  }
+  if ((event === "Stop" || event === "SubagentStop") && options?.stopHookActive === true) {
+    return { output: null, httpOutput: {}, exitCode: 1, stderr: `${text}\n` }
   }
   return { output: null, httpOutput: { decision: "block", reason: text }, exitCode: 2, stderr: `${text}\n` }
 }

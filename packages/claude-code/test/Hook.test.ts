@@ -180,5 +180,8 @@ describe("Hook.refusal", () => {
     assert.strictEqual(other.exitCode, 2)
     assert.isNull(other.output)
     assert.strictEqual(Hook.refusal(null, "x").exitCode, 2)
+    // A Stop kept going once is not kept going again.
+    assert.strictEqual(Hook.refusal("Stop", "x", { stopHookActive: true }).exitCode, 1)
+    assert.strictEqual(Hook.refusal("PostToolUse", "x", { stopHookActive: true }).exitCode, 2)
   })
 })

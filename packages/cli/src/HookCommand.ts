@@ -101,12 +101,13 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  */
 export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
   let event: string | null = null
+  let stopHookActive = false
   const refuse = async (reason: string): Promise<Outcome> => {
     if (args.failOpen) {
       await io.stderr(`session-journal: ${reason} (failing open: the call is not guarded)\n`)
       return { exitCode: 1, answer: null, refused: reason }
     }
-    const r = Hook.refusal(event, reason)
+    const r = Hook.refusal(event, reason, { stopHookActive })
     if (r.output !== null) await io.stdout(JSON.stringify(r.output))
     await io.stderr(r.stderr)
     return { exitCode: r.exitCode, answer: null, refused: reason }
@@ -122,6 +123,8 @@ export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
     }
     const hookEvent = decoded.success
     event = hookEvent.name === "Unknown" ? hookEvent.input.hook_event_name : hookEvent.name
+    stopHookActive = (hookEvent.name === "Stop" || hookEvent.name === "SubagentStop") &&
+      hookEvent.input.stop_hook_active === true
 
     const file = args.policy ?? (io.env[POLICY_VAR] === "" ? undefined : io.env[POLICY_VAR])
     let options: Hook.HandleOptions = { policy: null }

@@ -167,6 +167,33 @@ describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
     assert.match(denial(bad.stdout) ?? "", /\$\.maxStreak: expected a non-negative integer/)
   })
 
+  it("waits for a lock another writer holds; past --wait it denies, saying so", async () => {
+    const root = path.join(tempDir(), "j")
+    const id = sessionOf(pre("Read", "l1"))
+    // `import` holds the session's lock while its stdin is open.
+    const holder = start(["--dir", root, "import", id])
+    holder.stdin!.write("{\"kind\":\"note\",\"payload\":{}}\n")
+    const lock = path.join(root, id, "lock")
+    while (!fs.existsSync(lock)) await new Promise((resolve) => setTimeout(resolve, 50))
+    const timedOut = await hook(root, JSON.stringify(pre("Read", "l1")), ["--wait", "500ms"])
+    assert.strictEqual(timedOut.code, 0)
+    assert.match(denial(timedOut.stdout) ?? "", /is locked by another writer .*\(waited 500 ms for the session's lock\)/)
+
+    let done = false
+    const waiting = hook(root, JSON.stringify(pre("Read", "l2")), ["--wait", "60s"]).finally(() => {
+      done = true
+    })
+    // Long enough for the hook to have started and met the lock (a start from the sources takes seconds).
+    await new Promise((resolve) => setTimeout(resolve, 6000))
+    assert.isFalse(done, "the hook did not wait for the lock")
+    holder.stdin!.end()
+    const answered = await waiting
+    assert.strictEqual(answered.code, 0, answered.stderr)
+    assert.deepStrictEqual(JSON.parse(answered.stdout), {})
+    const kinds = (await show(root, id)).map((e) => e["kind"])
+    assert.deepStrictEqual(kinds, ["note", "tool", "claude-code.decision"])
+  })
+
   it(`parallel hooks on one session: every one answered, maxInvocations holds (${STRESS ? 32 : 8} calls)`, async () => {
     const dir = tempDir()
     const root = path.join(dir, "j")
