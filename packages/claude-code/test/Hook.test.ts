@@ -149,8 +149,8 @@ describe("Hook.handle", () => {
         tool_sequence: tools[1]!.sequence
       })
       const state = yield* journal.state(read.session)
-      const responseBytes = JSON.stringify({ type: "text", file: { content: "alpha" } }).length
-      assert.strictEqual(state.data_flow.total_bytes_read, BigInt(responseBytes))
+      // A Read's outcome counts the content it returned.
+      assert.strictEqual(state.data_flow.total_bytes_read, BigInt("alpha".length))
       assert.strictEqual(state.data_flow.total_invocations, 3n)
       assert.strictEqual((state.meta?.data as { custody_session?: string } | undefined)?.custody_session, `cc-${read.session.slice(4)}`)
       const verified = yield* journal.verify(read.session)
@@ -169,6 +169,17 @@ describe("Hook.handle", () => {
       const second = yield* Hook.handle(decode(pre("Read", {}, "r2")), options)
       assert.strictEqual(second.verdict?._tag, "Deny")
     }).pipe(Effect.provide(layer)))
+})
+
+describe("Hook.responseBytes", () => {
+  it("counts what the call returned to the agent", () => {
+    assert.strictEqual(Hook.responseBytes("Read", { type: "text", file: { filePath: "/a", content: "é\n" } }), 3)
+    assert.strictEqual(Hook.responseBytes("Bash", { stdout: "hi", stderr: "no", interrupted: false }), 4)
+    assert.strictEqual(Hook.responseBytes("Write", { type: "create", filePath: "/a", content: "x".repeat(100) }), 0)
+    assert.strictEqual(Hook.responseBytes("Edit", { filePath: "/a", oldString: "a", newString: "b" }), 0)
+    assert.strictEqual(Hook.responseBytes("Glob", { filenames: ["a"] }), JSON.stringify({ filenames: ["a"] }).length)
+    assert.strictEqual(Hook.responseBytes("mcp__x__y", "text"), 4)
+  })
 })
 
 describe("Hook.refusal", () => {

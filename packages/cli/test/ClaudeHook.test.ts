@@ -148,7 +148,7 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
       ])
       const outcome = entries[8]!.payload!
       assert.strictEqual(outcome["tool_use_id"], ids[2])
-      assert.isAbove(outcome["bytes_read"] as number, "alpha\n".length)
+      assert.strictEqual(outcome["bytes_read"], "alpha\n".length)
 
       const id = Hook.sessionId({ session_id: r.sessionId!, cwd: work, hook_event_name: "x" })
       const stats = await run(["--dir", journal, "--json", "stats", id])
