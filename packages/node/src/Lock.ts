@@ -546,9 +546,12 @@ const check = (
     return new StorageError({ operation: "lock", path: lockPath, reason: cause.message, cause })
   }
   return Effect.gen(function*() {
-    const st = yield* FileOps.call("lstat", lockPath, () => ctx.fs.lstat(lockPath)).pipe(
-      Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT"), () => Effect.succeed(null))
-    )
+    const lstatSync = ctx.fs.lstatSync
+    const st = yield* (lstatSync !== undefined
+      ? FileOps.callSync("lstat", lockPath, () => lstatSync(lockPath))
+      : FileOps.call("lstat", lockPath, () => ctx.fs.lstat(lockPath))).pipe(
+        Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT"), () => Effect.succeed(null))
+      )
     if (st === null) return yield* lost("the lock file was removed")
     if (st.isFile() && st.dev === identity.dev && st.ino === identity.ino && st.size === known.size && st.mtimeMs === known.mtimeMs) {
       return

@@ -290,3 +290,75 @@ describe.runIf(procAvailable && ownBoot !== null && ownPidns !== null)("a holder
     expect(took.verdict.state).toBe("gone")
   })
 })
+
+// ---------------------------------------------------------------------------
+// Waiting for the lock.
+
+describe("lockWait", () => {
+  it("a writer waits for the lock while another holds it, and gets it when it is released", async () => {
+    const root = temp("lock-wait")
+    const holding = NodePersistence.layer({ root })
+    const waiting = NodePersistence.layer({ root, lockWait: "20 seconds" })
+    let releasedAt = 0
+    const a = Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const p = yield* Persistence.Persistence
+      const h = yield* p.open("s", { mode: "write" })
+      yield* appendChain(h, JournalState.empty("s"), 1)
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 300)))
+      releasedAt = Date.now()
+    })).pipe(Effect.provide(holding as Layer.Layer<Persistence.Persistence>)))
+    while (!fs.existsSync(path.join(root, "s", Lock.LOCK_FILE))) await new Promise((resolve) => setTimeout(resolve, 5))
+    const b = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const p = yield* Persistence.Persistence
+      const h = yield* p.open("s", { mode: "write" })
+      const loaded = yield* h.load
+      yield* appendChain(h, loaded.state, 1)
+      return Date.now()
+    })).pipe(Effect.provide(waiting as Layer.Layer<Persistence.Persistence>)))
+    await a
+    expect(b).toBeGreaterThanOrEqual(releasedAt)
+    const loaded = await run({ root }, loadRead("s"))
+    expect(loaded.state.next_sequence).toBe(2)
+  })
+
+  it("past the bound it fails with SessionLocked saying how long it waited; without lockWait at once", async () => {
+    const root = temp("lock-wait-bound")
+    const outcome = await run({ root }, withWriter("s", () =>
+      Effect.gen(function*() {
+        const waited = yield* Effect.flip(Effect.scoped(Effect.flatMap(
+          Persistence.Persistence,
+          (p) => p.open("s", { mode: "write" })
+        )).pipe(Effect.provide(NodePersistence.layer({ root, lockWait: 200 }) as Layer.Layer<Persistence.Persistence>)))
+        const started = Date.now()
+        const atOnce = yield* Effect.flip(Effect.scoped(Effect.flatMap(
+          Persistence.Persistence,
+          (p) => p.open("s", { mode: "write" })
+        )).pipe(Effect.provide(NodePersistence.layer({ root }) as Layer.Layer<Persistence.Persistence>)))
+        return { waited, atOnce, atOnceMillis: Date.now() - started }
+      })))
+    expect(outcome.waited).toBeInstanceOf(SessionLocked)
+    expect(outcome.waited.message).toMatch(/gave up after waiting 0\.[2-9]\d s|gave up after waiting [1-9]/)
+    expect(outcome.atOnce).toBeInstanceOf(SessionLocked)
+    expect(outcome.atOnce.message).not.toContain("waiting")
+  })
+})
+
+describe("unlock", () => {
+  it("removes a lock whose holder is proved gone and says why; refuses a live one; a session without a lock is left as it is", async () => {
+    const root = temp("unlock")
+    await run({ root }, withWriter("s", (h) => appendChain(h, JournalState.empty("s"), 1)))
+    const dir = path.join(root, "s")
+    expect(await Effect.runPromise(NodePersistence.unlock({ root }, "s"))).toMatchObject({ removed: false })
+    const dead = deadPid()
+    writeLock(dir, recordOf(dead))
+    const report = await Effect.runPromise(NodePersistence.unlock({ root }, "s"))
+    expect(report).toMatchObject({ removed: true, forced: false })
+    expect(report.holder?.pid).toBe(dead)
+    expect(fs.existsSync(path.join(dir, Lock.LOCK_FILE))).toBe(false)
+    writeLock(dir, recordOf(process.ppid))
+    const refused = await failureOf(NodePersistence.unlock({ root }, "s", { force: true }))
+    expect(refused).toBeInstanceOf(SessionLocked)
+    expect((refused as SessionLocked).message).toContain("the holder is alive")
+    expect(fs.existsSync(path.join(dir, Lock.LOCK_FILE))).toBe(true)
+  })
+})

@@ -61,11 +61,12 @@ export const resolveWith = (options: Options): Effect.Effect<Resolved> =>
     return resolve(options, yield* Fs, yield* Clock.Clock)
   })
 
-const withoutWriteSync = ({ writeSync: _, ...rest }: FileOps.Fs): FileOps.Fs => rest
+const withoutWriteSync = ({ writeSync: _, lstatSync: _l, ...rest }: FileOps.Fs): FileOps.Fs => rest
 
 export const resolve = (options: Options, fs: FileOps.Fs, clock: Clock.Clock): Resolved => ({
   ctx: {
-    // Without `writeSync` every durable write goes through the thread pool.
+    // Without `writeSync` every durable write (and `lstatSync` every lock check) goes
+    // through the thread pool.
     fs: options.callingThreadWrites === false ? withoutWriteSync(fs) : fs,
     clock,
     root: path.resolve(options.root),
