@@ -625,13 +625,13 @@ export const clearStaleTemps = Effect.fnUntraced(function*(ctx: FileOps.Context,
 
 /**
  * Waits until the lock file of `dir` is removed or renamed (watched with
- * `fs.watch` on the directory), or `millis` have passed, whichever comes first.
- * Where the directory cannot be watched it just waits. Interruptible: the watcher
- * and the timer are let go.
+ * `fs.watch` on the directory) and then `settleMillis` more, or until `millis`
+ * have passed, whichever comes first. Where the directory cannot be watched it
+ * just waits. Interruptible: the watcher and the timers are let go.
  *
  * @since 0.4.0
  */
-export const awaitRelease = (dir: string, millis: number): Effect.Effect<void> =>
+export const awaitRelease = (dir: string, millis: number, settleMillis = 0): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
     let watcher: fs.FSWatcher | null = null
     let timer: ReturnType<typeof setTimeout> | null = null
@@ -644,7 +644,12 @@ export const awaitRelease = (dir: string, millis: number): Effect.Effect<void> =
     }
     try {
       watcher = fs.watch(dir, { persistent: false }, (_event, name) => {
-        if (name === null || name === LOCK_FILE) done()
+        if (name !== null && name !== LOCK_FILE) return
+        if (watcher !== null) watcher.close()
+        watcher = null
+        if (settleMillis <= 0) return done()
+        if (timer !== null) clearTimeout(timer)
+        timer = setTimeout(done, settleMillis)
       })
       watcher.on("error", () => undefined)
     } catch {

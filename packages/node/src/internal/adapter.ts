@@ -136,9 +136,10 @@ export const lockSession = (
 // time (the fiber's Clock may be a test clock): after each refusal it waits for
 // the lock file to go (a directory watch) or a jittered backoff of at most 250 ms,
 // whichever comes first, then tries again; the wait itself is interruptible. No
-// queue: every waiter tries again when the lock goes, so each handover goes to
-// one of the waiters at random; a burst of N writers is done after N handovers.
-// After the bound, `SessionLocked` says how long it waited.
+// queue: every waiter tries again when the lock goes, so a burst of N writers is
+// done after N handovers. To keep the oldest from losing every race, a waiter
+// tries after a random delay of up to 10 ms that shrinks to nothing as its wait
+// nears the bound. After the bound, `SessionLocked` says how long it waited.
 const waitFor = <A, E, R>(
   attempt: Effect.Effect<A, E | SessionLocked, R>,
   dir: string,
@@ -154,7 +155,8 @@ const waitFor = <A, E, R>(
           return Effect.fail(new SessionLocked({ id, holder: `${e.holder}; gave up after waiting ${seconds(waited)} for it` }))
         }
         const backoff = Math.min(250, 5 * 2 ** Math.min(round, 6)) * (0.5 + Math.random())
-        return Effect.andThen(Lock.awaitRelease(dir, Math.min(bound - waited, backoff)), loop(round + 1))
+        const settle = 10 * Math.random() * Math.max(0, 1 - waited / bound)
+        return Effect.andThen(Lock.awaitRelease(dir, Math.min(bound - waited, backoff), settle), loop(round + 1))
       })
     return loop(0)
   })
