@@ -238,6 +238,34 @@ export const judge = (record: LockRecord): Verdict => {
 }
 
 /**
+ * `judge`, and where it finds a holder of this kernel (the same boot id) in
+ * another pid namespace, one step further: when this process is root in the
+ * initial pid namespace, where every process of the kernel is visible, a
+ * namespace none of whose processes is alive proves the holder gone (its last
+ * process ended; a namespace number reused since then only shows a live namespace,
+ * which is judged alive). A whole scan of /proc: for `unlock`, not for every writer.
+ *
+ * @since 0.4.0
+ */
+export const judgeDeep = (record: LockRecord): Verdict => {
+  const verdict = judge(record)
+  const pidns = typeof record.pidns === "string" ? record.pidns : null
+  if (verdict.state !== "unknown" || pidns === null || ownPidns === null || pidns === ownPidns) return verdict
+  if (typeof record.boot !== "string" || record.boot !== ownBoot) return verdict
+  const inhabited = Process.pidnsInhabited(pidns)
+  if (inhabited === false) {
+    return {
+      state: "gone",
+      reason: `no process of this kernel (boot ${ownBoot}) is left in its pid namespace ${pidns}, ` +
+        `as seen by root from the initial pid namespace`
+    }
+  }
+  return inhabited === true
+    ? { state: "unknown", reason: `${verdict.reason}; processes of that namespace are still running` }
+    : verdict
+}
+
+/**
  * Whether the holder of `record` may still be alive: not proved gone by `judge`.
  *
  * @since 0.1.0
@@ -386,9 +414,11 @@ const same = (a: Seen, b: Seen): boolean =>
 
 // A lock or claim whose content cannot be parsed was cut short by a crash of the
 // whole machine (it is complete before it is linked), so its holder is gone.
-const verdictOf = (seen: Extract<Seen, { _tag: "Found" }>): Verdict =>
+const verdictOf = (seen: Extract<Seen, { _tag: "Found" }>, deep = false): Verdict =>
   seen.record === null
     ? { state: "gone", reason: "its content is no lock record (a lock cut short by a crash, or garbage)" }
+    : deep
+    ? judgeDeep(seen.record)
     : judge(seen.record)
 
 const alive = (seen: Seen): boolean => seen._tag === "Found" && verdictOf(seen).state !== "gone"
@@ -412,6 +442,8 @@ export interface AcquireOptions {
    * taken over.
    */
   readonly force?: boolean | undefined
+  /** Judge the holder with `judgeDeep` (a scan of /proc): for `unlock`. */
+  readonly deep?: boolean | undefined
 }
 
 /**
@@ -470,7 +502,7 @@ export const acquire = (
         const seen = yield* readLockFile(ctx, lockPath)
         if (seen._tag === "Missing" || seen._tag === "Changing") continue
         if (seen._tag === "Odd") return yield* oddLock(lockPath, seen)
-        const verdict = verdictOf(seen)
+        const verdict = verdictOf(seen, options?.deep === true)
         if (!takeable(verdict)) {
           return yield* new SessionLocked({ id, holder: seen.record !== null ? describe(seen.record) : "unknown" })
         }

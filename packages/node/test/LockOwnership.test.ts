@@ -19,6 +19,7 @@ import { Persistence, SessionLocked, StorageError } from "@session-journal/core"
 import { afterAll, describe, expect, it } from "vitest"
 import { Lock, NodePersistence } from "../src/index.ts"
 import * as FileOps from "../src/internal/fileOps.ts"
+import * as Process from "../src/internal/process.ts"
 import { appendChain, chain, JournalState, loadRead, requestOf, run, tempDir, withWriter } from "./helpers.ts"
 
 const made: Array<string> = []
@@ -360,5 +361,55 @@ describe("unlock", () => {
     expect(refused).toBeInstanceOf(SessionLocked)
     expect((refused as SessionLocked).message).toContain("the holder is alive")
     expect(fs.existsSync(path.join(dir, Lock.LOCK_FILE))).toBe(true)
+  })
+})
+
+// The scan needs root in the initial pid namespace with every /proc entry readable
+// (in some sandboxes even root may not read /proc/1/ns/pid: then nothing is proved).
+const scanWorks = ownPidns !== null && Process.pidnsInhabited(ownPidns) === true
+const canUnshare = ownBoot !== null && ownPidns !== null && spawnSync("unshare", ["--pid", "--fork", "true"]).status === 0
+
+describe("unlock of a holder in another pid namespace of this kernel", () => {
+  it.runIf(scanWorks)("a namespace with no process left proves the holder gone to unlock (not to a writer)", async () => {
+    const root = temp("unlock-pidns")
+    await run({ root }, withWriter("s", (h) => appendChain(h, JournalState.empty("s"), 1)))
+    const dir = path.join(root, "s")
+    // A writer cannot prove it (it looks only at its own namespace)...
+    writeLock(dir, recordOf(1, { host: "container-1", start: "77", pidns: "pid:[1]" }))
+    expect(await takes(root, dir)).toBeInstanceOf(SessionLocked)
+    // ...unlock can: no process of this kernel is in that namespace.
+    const report = await Effect.runPromise(NodePersistence.unlock({ root }, "s"))
+    expect(report).toMatchObject({ removed: true, forced: false })
+    expect(report.proof).toContain("no process of this kernel")
+  })
+
+  it.runIf(canUnshare)("a live process in a new pid namespace keeps its lock; force removes it and says so", async () => {
+    const root = temp("unlock-pidns-live")
+    await run({ root }, withWriter("s", (h) => appendChain(h, JournalState.empty("s"), 1)))
+    const dir = path.join(root, "s")
+    // A real process in a new pid namespace holds the lock as its pid 1.
+    const child = spawn("unshare", ["--pid", "--fork", "--kill-child", "sh", "-c", "readlink /proc/self/ns/pid; exec sleep 600"], {
+      stdio: ["ignore", "pipe", "ignore"]
+    })
+    const exited = new Promise<void>((resolve) => child.once("close", () => resolve()))
+    try {
+      const pidns = await new Promise<string>((resolve, reject) => {
+        child.stdout.once("data", (b: Buffer) => resolve(b.toString().trim()))
+        child.once("error", reject)
+      })
+      expect(pidns).not.toBe(ownPidns)
+      writeLock(dir, recordOf(1, { host: "container-2", start: "77", pidns }))
+      expect(await takes(root, dir)).toBeInstanceOf(SessionLocked)
+      const refused = await failureOf(NodePersistence.unlock({ root }, "s"))
+      expect(refused).toBeInstanceOf(SessionLocked)
+      expect((refused as SessionLocked).message).toContain("cannot be proved gone")
+      if (scanWorks) expect((refused as SessionLocked).message).toContain("still running")
+      expect(fs.existsSync(path.join(dir, Lock.LOCK_FILE))).toBe(true)
+      const forced = await Effect.runPromise(NodePersistence.unlock({ root }, "s", { force: true }))
+      expect(forced).toMatchObject({ removed: true, forced: true })
+    } finally {
+      child.kill("SIGKILL")
+      await exited
+    }
   })
 })

@@ -353,7 +353,8 @@ export interface UnlockReport {
  * writer takes over the lock of a dead holder (under the takeover claim, after
  * reading it again) and then released, so no lock is left. Fails with
  * `SessionLocked`, saying what was found, while the holder is alive or cannot be
- * proved gone (see `Lock.judge`: another pid namespace, another kernel or host);
+ * proved gone (see `Lock.judgeDeep`: another pid namespace that still has processes
+ * or cannot be scanned, another kernel or host);
  * with `force`, a holder that cannot be proved gone loses the lock too (never one
  * proved alive), and if it is in fact alive, it stops before its next write (a
  * writer checks its lock before each batch). Never waits.
@@ -369,7 +370,7 @@ export const unlock = (
     ? narrow<UnlockReport, StorageError | SessionLocked | SessionNotFound>(
       Effect.flatMap(resolveWith({ ...options, lockWait: 0 }), (r) =>
         Effect.scoped(Effect.gen(function*() {
-          const held = yield* lockSession(r, id, false, { force: unlockOptions?.force === true }).pipe(
+          const held = yield* lockSession(r, id, false, { force: unlockOptions?.force === true, deep: true }).pipe(
             Effect.catchIf((e): e is SessionLocked => e instanceof SessionLocked, (e) => refusal(r, id, e))
           )
           if (held === null) return yield* new SessionNotFound({ id })
@@ -393,7 +394,7 @@ export const unlock = (
 // The refusal says what was proved about the holder.
 const refusal = (r: Resolved, id: string, e: SessionLocked): Effect.Effect<never, SessionLocked> =>
   Effect.flatMap(Lock.inspect(r.ctx, path.join(r.ctx.root, id)), (seen) => {
-    const verdict = seen?.verdict
+    const verdict = seen?.record != null ? Lock.judgeDeep(seen.record) : seen?.verdict
     if (verdict === undefined) return Effect.fail(e)
     const why = verdict.state === "alive"
       ? `not removed: the holder is alive (${verdict.reason})`
