@@ -60,6 +60,19 @@ const deadPid = (): number => spawnSync(process.execPath, ["-e", ""]).pid!
 const plantLock = (dir: string, id: string, record: Record<string, unknown>) =>
   fs.writeFileSync(path.join(dir, id, "lock"), `${JSON.stringify(record)}\n`, { mode: 0o600 })
 
+describe("the command line", () => {
+  it("unlock and --wait are documented in --help", async () => {
+    const unlock = await run(["unlock", "--help"])
+    expect(unlock.code, unlock.stderr).toBe(0)
+    expect(unlock.stdout).toContain("--force")
+    for (const cmd of ["record", "append", "import"]) {
+      const help = await run([cmd, "--help"])
+      expect(help.code, help.stderr).toBe(0)
+      expect(help.stdout, cmd).toContain("--wait")
+    }
+  }, 60_000)
+})
+
 describe("concurrent writers on one session", () => {
   const n = STRESS ? 64 : 16
 

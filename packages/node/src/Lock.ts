@@ -32,8 +32,10 @@
  * under an earlier boot id is gone (the host restarted). A holder in another pid
  * namespace, under another host name with no boot id, or under another boot id and
  * another host name (another machine sharing the directory, or this one before a
- * restart: nothing here tells them apart) cannot be proved gone: its lock is kept,
- * and only `unlock` with `force` removes it.
+ * restart: nothing here tells them apart) cannot be proved gone by a writer: its
+ * lock is kept. `unlock` looks one step further (`judgeDeep`: a pid namespace of
+ * this kernel with no process left, seen by root from the initial pid namespace);
+ * `unlock` with `force` removes a lock whose holder cannot be proved gone.
  *
  * A held lock keeps its file open, so its inode cannot be freed and reused while it
  * is held: `Held.check` (one lstat) proves the lock is still this writer's before a
