@@ -490,9 +490,10 @@ export const acquire = (
     return Effect.gen(function*() {
       fh = yield* FileOps.createExclusive(ctx, tmp)
       yield* FileOps.writeAll(fh, tmp, new TextEncoder().encode(text), 0)
+      // Before the link: once linked, nothing may fail before the lock is returned.
+      const fst = yield* FileOps.call("fstat", tmp, () => fh!.stat())
       for (let attempt = 0; attempt < 200; attempt++) {
         if (yield* tryLink(ctx, tmp, lockPath)) {
-          const fst = yield* FileOps.call("fstat", tmp, () => fh!.stat())
           acquired = true
           return {
             record,
