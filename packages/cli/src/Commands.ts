@@ -29,7 +29,7 @@ import type * as Serve from "./Serve.ts"
 import * as Verify from "./Verify.ts"
 import { Dir, Json, nonNegative, Postgres, sessionId, validId, Verbose, withJournal, withoutJournal } from "./internal/commandKit.ts"
 import { exportCmd, list, show, stats, tail } from "./internal/readCommands.ts"
-import { append, importCmd, record } from "./internal/writeCommands.ts"
+import { append, importCmd, record, unlock } from "./internal/writeCommands.ts"
 
 export {
   /**
@@ -187,6 +187,7 @@ export const root = Command.make("session-journal").pipe(
     exportCmd,
     checkpoint,
     repair,
+    unlock,
     mirror,
     report,
     serve,

@@ -239,6 +239,22 @@ export class Rejected extends Schema.TaggedClass<Rejected>()("Rejected", {
 }) {}
 
 /**
+ * The writer's lock is no longer its own (removed, or taken by another writer):
+ * the writer stopped before its next write. `found` says what stands there now.
+ *
+ * @since 0.4.0
+ */
+export class LockLost extends Schema.TaggedClass<LockLost>()("LockLost", {
+  session: Schema.String,
+  found: Schema.String
+}) {
+  get message(): string {
+    return `the lock of session ${this.session} is no longer this writer's (${this.found}); ` +
+      `the writer stopped before its next write, and everything it acknowledged before is stored`
+  }
+}
+
+/**
  * Bytes asked for were never stored, only their size and SHA-256 (a
  * transcript line above the line bound): `what` names them.
  *
@@ -274,6 +290,7 @@ export const Reason = Schema.Union([
   ClockOutOfRange,
   Incomplete,
   NotKept,
+  LockLost,
   Rejected
 ])
 

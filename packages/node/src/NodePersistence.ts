@@ -21,6 +21,7 @@ import {
   StorageReason
 } from "@session-journal/core"
 import type * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -62,6 +63,15 @@ export interface Options {
    * libuv's thread pool.
    */
   readonly callingThreadWrites?: boolean | undefined
+  /**
+   * How long opening a session for writing (and `repair`, `delete`) waits while
+   * another writer holds its lock (default 0: fail at once with `SessionLocked`).
+   * Waiters try again as soon as the lock file goes (a directory watch) or after a
+   * jittered backoff of at most 250 ms; past the bound they fail with
+   * `SessionLocked`, which says how long they waited. A lock whose holder is proved
+   * gone is taken over at once, waiting or not.
+   */
+  readonly lockWait?: Duration.Input | undefined
 }
 
 /**
@@ -182,9 +192,14 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
         const dir = dirOf(id)
         // The lock is released after the writer's handle is closed (finalizers run
         // in reverse order).
-        yield* lockSession(r, id, true)
+        const held = yield* lockSession(r, id, true)
         const writer = yield* Effect.acquireRelease(
-          Effect.sync(() => new Session.Writer(ctx, dir, id, caps, { removeCheckpointedSegments: r.removeCheckpointedSegments })),
+          Effect.sync(() =>
+            new Session.Writer(ctx, dir, id, caps, {
+              removeCheckpointedSegments: r.removeCheckpointedSegments,
+              lockCheck: held?.check
+            })
+          ),
           (writer) => writer.close()
         )
         const handle: Persistence.WriteHandle = {
@@ -371,7 +386,13 @@ export {
    *
    * @since 0.1.0
    */
-  repair
+  repair,
+  /**
+   * Removes a stale lock whose holder is proved gone; refuses while it may be alive (see the maintenance module).
+   *
+   * @since 0.4.0
+   */
+  unlock
 } from "./internal/maintenance.ts"
 
 export type {
@@ -392,5 +413,11 @@ export type {
    *
    * @since 0.1.0
    */
-  SegmentReport
+  SegmentReport,
+  /**
+   * What `unlock` did.
+   *
+   * @since 0.4.0
+   */
+  UnlockReport
 } from "./internal/maintenance.ts"

@@ -9,6 +9,7 @@ import {
   SessionJournal
 } from "@session-journal/core"
 import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -129,10 +130,12 @@ const settings = Effect.gen(function*() {
  */
 export const withJournal = <E extends Failure>(
   body: (ctx: Context) => Effect.Effect<void, E, Journal | Scope.Scope>,
-  options?: { readonly flags?: boolean }
+  options?: { readonly flags?: boolean; readonly lockWait?: Option.Option<Duration.Duration> }
 ) =>
   Effect.gen(function*() {
-    const { json, verbose, storage } = yield* settings
+    const { json, verbose, storage: given } = yield* settings
+    const lockWait = options?.lockWait === undefined ? undefined : Option.getOrUndefined(options.lockWait)
+    const storage: Storage.Options = lockWait === undefined ? given : { ...given, lockWait }
     const live = SessionJournal.layer().pipe(Layer.provideMerge(Storage.layer(storage)))
     yield* Effect.scoped(body({ json, storage })).pipe(
       Effect.provide(live),
@@ -163,3 +166,36 @@ export const sessionId = Argument.String("id").pipe(Argument.withDescription("Se
 export const nonNegative = (name: string) =>
   Flag.Int(name).pipe(Flag.filter((n) => n >= 0, (n) => `must be a non-negative integer, got ${n}`))
 
+
+// `--wait` takes a number and a unit: 500ms, 30s, 2m, 1h; a bare number is seconds.
+const WAIT_PATTERN = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$/
+
+/**
+ * Parses a `--wait` value (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).
+ *
+ * @since 0.4.0
+ */
+export const parseWait = (text: string): Duration.Duration => {
+  const m = WAIT_PATTERN.exec(text.trim())
+  if (m === null) throw new Error(`not a duration: ${JSON.stringify(text)} (use for example 500ms, 30s, 2m or 1h)`)
+  const n = Number(m[1])
+  const unit = m[2] ?? "s"
+  const millis = unit === "ms" ? n : unit === "s" ? n * 1000 : unit === "m" ? n * 60_000 : n * 3_600_000
+  if (!Number.isFinite(millis) || millis > 24 * 3_600_000) throw new Error(`${JSON.stringify(text)} is more than a day`)
+  return Duration.millis(millis)
+}
+
+/**
+ * `--wait DURATION` of the writing commands: how long to wait for a session's lock
+ * while another writer holds it (default: not at all, exit 4 at once).
+ *
+ * @since 0.4.0
+ */
+export const waitFlag = Flag.String("wait").pipe(
+  Flag.withMetavar("DURATION"),
+  Flag.mapTryCatch(parseWait, (e) => `invalid --wait: ${e instanceof Error ? e.message : String(e)}`),
+  Flag.optional,
+  Flag.withDescription(
+    "Wait up to DURATION (500ms, 30s, 2m) for the session's lock while another writer holds it, instead of exit 4 at once"
+  )
+)

@@ -44,6 +44,13 @@ export interface Fs {
    * through `FileHandle.write`.
    */
   writeSync?(fd: number, buffer: Uint8Array, offset: number, length: number, position: number): number
+  /**
+   * An lstat on the calling thread (`fs.lstatSync`). A writer uses it, when present,
+   * for the check of its lock before each batch (one system call, no thread-pool
+   * round trip); without it the check goes through `lstat`. Left out with
+   * `writeSync` when `callingThreadWrites` is false.
+   */
+  lstatSync?(path: string): Stats
 }
 
 /**
@@ -60,7 +67,8 @@ export const nodeFs: Fs = {
   link: (a, b) => fsp.link(a, b),
   unlink: (p) => fsp.unlink(p),
   rmdir: (p) => fsp.rmdir(p),
-  writeSync: (fd, buffer, offset, length, position) => fs.writeSync(fd, buffer, offset, length, position)
+  writeSync: (fd, buffer, offset, length, position) => fs.writeSync(fd, buffer, offset, length, position),
+  lstatSync: (p) => fs.lstatSync(p)
 }
 
 /** Largest file the adapter reads (docs/DESIGN.md §6): 1 GiB. */
