@@ -25,3 +25,15 @@ export * as SessionState from "./SessionState.ts"
  * @since 0.1.0
  */
 export * as UserInput from "./UserInput.ts"
+/**
+ * The typed failures of a session.
+ *
+ * @since 0.1.0
+ */
+export * from "./Errors.ts"
+/**
+ * A Claude Code CLI session: spawn, send, events, state, awaitResultAfter, interrupt, info.
+ *
+ * @since 0.1.0
+ */
+export * as Session from "./Session.ts"
