@@ -204,6 +204,35 @@ describe.skipIf(bin === null)("Session against the real CLI", () => {
         assert.strictEqual(sendError._tag, "CliDied")
       })).pipe(Effect.timeout("60 seconds")))
 
+  it.live("a message type the model does not know survives into events and the journal", () =>
+    Effect.gen(function*() {
+      // The CLI's stdout through a wrapper that writes one line of a type from the future first.
+      const dir = Cli.tempDir("sj-wrap-")
+      const wrapper = path.join(dir, "claude-wrapper")
+      fs.writeFileSync(wrapper, `#!/bin/sh\nprintf '%s\\n' '{"type":"future_kind","x":1}'\nexec '${bin}' "$@"\n`, { mode: 0o755 })
+      return yield* withSession(Fake.inOrder([Fake.text("hi")]), (session) =>
+        Effect.gen(function*() {
+          const events = yield* session.subscribe
+          const first = yield* Effect.forkChild(events.pipe(
+            Stream.filter((e) => e._tag === "Message" && e.from === "cli"),
+            Stream.take(1),
+            Stream.runCollect
+          ))
+          yield* session.send({ text: "hello" })
+          yield* session.awaitResultAfter(0)
+          const [event] = yield* Fiber.join(first)
+          assert.deepStrictEqual(event?._tag === "Message" ? event.message : undefined, {
+            _tag: "Unknown",
+            type: "future_kind",
+            json: { type: "future_kind", x: 1 }
+          })
+          const state = yield* SubscriptionRef.get(session.state)
+          assert.strictEqual(state.unknownSeen, 1)
+          const entries = yield* lineEntries("cc-test")
+          assert.isTrue(entries.some((e) => "payload" in e && JSON.stringify(e.payload).includes("future_kind")))
+        }), { claude: wrapper })
+    }).pipe(Effect.timeout("90 seconds")))
+
   it.live("closing the scope while a turn runs leaves no process behind", () => {
     let pid = 0
     let work = ""
