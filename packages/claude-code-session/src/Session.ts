@@ -18,7 +18,7 @@
  *
  * @since 0.1.0
  */
-import { Transcript } from "@session-journal/claude-code"
+import { Archive, type Sync, Transcript } from "@session-journal/claude-code"
 import { Entry, type Guard, SessionJournal } from "@session-journal/core"
 import type * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -34,6 +34,7 @@ import * as PubSub from "effect/PubSub"
 import * as Queue from "effect/Queue"
 import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import * as Schedule from "effect/Schedule"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
@@ -103,6 +104,17 @@ export interface Options {
   readonly stderrBytes?: number | undefined
   /** Largest line journaled with its bytes; a longer one is journaled by size and SHA-256 (default 4 MiB). */
   readonly maxLineBytes?: number | undefined
+  /**
+   * Mirrors the CLI's transcripts of this working directory into their own journal
+   * sessions while the session runs (`Archive.follow`, in a fiber of its own, off
+   * the path from stdout to `events`), with one last pass after the CLI exited.
+   * `source` defaults to the projects directory of the CLI's environment
+   * (`$CLAUDE_CONFIG_DIR/projects`, else `$HOME/.claude/projects`).
+   */
+  readonly archive?: {
+    readonly source?: string | undefined
+    readonly interval?: Duration.Input | undefined
+  } | undefined
 }
 
 /**
@@ -139,6 +151,14 @@ export interface Session {
   readonly end: Effect.Effect<SessionState.Exit>
   /** Completes when the session is over, with its error (`CliDied` for a normal exit too). */
   readonly ended: Effect.Effect<SessionError>
+  /**
+   * With `archive`: the latest report of each transcript mirrored so far, and the
+   * archive's failure if it stopped (it never ends the session).
+   */
+  readonly archived: Effect.Effect<{
+    readonly files: ReadonlyArray<Sync.FileReport>
+    readonly failure: string | null
+  }>
 }
 
 /**
@@ -180,6 +200,14 @@ const protocolArgs = [
 const Ended = { _tag: "Ended" } as const
 type Published = Extract<Event, { _tag: "Message" }> | typeof Ended
 
+/** The projects directory of an environment: `$CLAUDE_CONFIG_DIR/projects`, else `$HOME/.claude/projects`. */
+const projectsOf = (env: Readonly<Record<string, string | undefined>>): string => {
+  const home = env["HOME"]
+  return env["CLAUDE_CONFIG_DIR"] === undefined && home !== undefined && home !== ""
+    ? `${home}/.claude/projects`
+    : Archive.defaultSource(env)
+}
+
 const allowAll: Guard.Guard = () => ({ _tag: "Allow" })
 
 /**
@@ -220,6 +248,25 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
     killSignal: "SIGTERM",
     forceKillAfter: killGrace
   })
+  // Transcript custody beside the session. Registered before the process, so
+  // its last pass runs after the process has been ended.
+  const archivedFiles = new Map<string, Sync.FileReport>()
+  let archiveFailure: string | null = null
+  const archiveOptions = options.archive === undefined ? undefined : {
+    source: options.archive.source ?? projectsOf(options.env ?? process.env),
+    project: options.cwd ?? process.cwd()
+  }
+  const noteReport = (report: Archive.Report) =>
+    Effect.sync(() => {
+      for (const f of report.files) archivedFiles.set(f.path, f)
+    })
+  const noteFailure = (e: { readonly message: string }) => Effect.sync(() => (archiveFailure = e.message))
+  if (archiveOptions !== undefined) {
+    yield* Effect.addFinalizer(() =>
+      Archive.archive(archiveOptions).pipe(Effect.flatMap(noteReport), Effect.catch(noteFailure))
+    )
+  }
+
   const handle = yield* command.pipe(
     Effect.mapError((e) => new CliDied({ code: null, signal: null, stderr: `could not start the CLI: ${e.message}` }))
   )
@@ -346,6 +393,16 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
     Effect.forkScoped
   )
 
+  if (archiveOptions !== undefined) {
+    const interval = options.archive?.interval ?? Duration.millis(200)
+    yield* Archive.follow({ ...archiveOptions, interval }, noteReport).pipe(
+      // The CLI creates its projects directory with the first transcript.
+      Effect.retry({ while: (e) => e.code === "ENOENT", schedule: Schedule.spaced(interval) }),
+      Effect.catch(noteFailure),
+      Effect.forkScoped
+    )
+  }
+
   const splitter = Lines.splitter()
   yield* handle.stdout.pipe(
     Stream.mapError(storage("read the CLI's stdout")),
@@ -442,7 +499,8 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
     info: orEnded(Deferred.await(initDeferred)),
     interrupt,
     end,
-    ended
+    ended,
+    archived: Effect.sync(() => ({ files: [...archivedFiles.values()], failure: archiveFailure }))
   })
 })
 

@@ -19,6 +19,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
@@ -232,6 +233,26 @@ describe.skipIf(bin === null)("Session against the real CLI", () => {
           assert.isTrue(entries.some((e) => "payload" in e && JSON.stringify(e.payload).includes("future_kind")))
         }), { claude: wrapper })
     }).pipe(Effect.timeout("90 seconds")))
+
+  it.live("with archive, the session's transcript is mirrored into its own journal session beside it", () =>
+    withSession(Fake.inOrder([Fake.text("mirrored")]), (session) =>
+      Effect.gen(function*() {
+        yield* session.send({ text: "hello" })
+        yield* session.awaitResultAfter(0)
+        const info = yield* session.info
+        // The follow runs on its own fiber; wait for its pass over the transcript.
+        const found = yield* session.archived.pipe(
+          Effect.map((a) => a.files.find((f) => f.path.endsWith(`${info.session_id}.jsonl`) && f.lines > 0)),
+          Effect.repeat({ until: (f) => f !== undefined, schedule: Schedule.spaced("100 millis") }),
+          Effect.timeout("20 seconds"),
+          Effect.catch(() => Effect.succeed(undefined))
+        )
+        assert.isDefined(found, JSON.stringify(yield* session.archived))
+        const journal = yield* SessionJournal.SessionJournal
+        const entries = yield* Stream.runCollect(journal.entries(found!.session))
+        assert.isAtLeast(entries.length, 1)
+        assert.isNull((yield* session.archived).failure)
+      }), { archive: { interval: "100 millis" } }).pipe(Effect.timeout("90 seconds")))
 
   it.live("closing the scope while a turn runs leaves no process behind", () => {
     let pid = 0
