@@ -32,9 +32,9 @@ import * as ChildProcess from "effect/process/ChildProcess"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as PubSub from "effect/PubSub"
 import * as Queue from "effect/Queue"
+import * as Schedule from "effect/Schedule"
 import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import * as Schedule from "effect/Schedule"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
@@ -458,7 +458,9 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
       Stream.runHead,
       Effect.flatMap((s) => {
         const st = Option.getOrThrow(s)
-        return st.resultsSeen > n && st.lastResult !== null ? Effect.succeed(st.lastResult) : Effect.flatMap(ended, Effect.fail)
+        return st.resultsSeen > n && st.lastResult !== null
+          ? Effect.succeed(st.lastResult)
+          : Effect.flatMap(ended, Effect.fail)
       })
     )
 

@@ -26,13 +26,18 @@ const Wire = Schema.Union([
 const runs = (n: number) => (process.env["STRESS"] ? n * 20 : n)
 
 describe("Message", () => {
-  it.prop("property: decode(encode(m)) is m for messages of every known schema", { wire: Arbitrary.schema(Wire) }, ({ wire }) => {
-    const m = Message.decode(wire as Schema.Json)
-    assert.deepStrictEqual(Message.decode(Message.encode(m)), m)
-    // A wire value that fits its schema is never demoted to Unknown (unless it
-    // carries a `_tag`, which the CLI never writes).
-    if (!Object.hasOwn(wire, "_tag")) assert.notStrictEqual(m._tag, "Unknown")
-  }, { arbitrary: { runs: runs(300) } })
+  it.prop(
+    "property: decode(encode(m)) is m for messages of every known schema",
+    { wire: Arbitrary.schema(Wire) },
+    ({ wire }) => {
+      const m = Message.decode(wire as Schema.Json)
+      assert.deepStrictEqual(Message.decode(Message.encode(m)), m)
+      // A wire value that fits its schema is never demoted to Unknown (unless it
+      // carries a `_tag`, which the CLI never writes).
+      if (!Object.hasOwn(wire, "_tag")) assert.notStrictEqual(m._tag, "Unknown")
+    },
+    { arbitrary: { runs: runs(300) } }
+  )
 
   it("property: decoding is total and keeps every JSON value exactly", () => {
     const typed = fc.record({
@@ -87,14 +92,38 @@ describe("Message", () => {
 
   it("the captured lines of PROTOCOL.md (d) decode as their types", () => {
     const lines: Array<[string, string]> = [
-      [`{"type":"system","subtype":"init","cwd":"/w","session_id":"s1","tools":["Bash"],"mcp_servers":[],"model":"claude-opus-5-5","permissionMode":"default","apiKeySource":"ANTHROPIC_API_KEY","claude_code_version":"2.1.328","uuid":"u"}`, "SystemInit"],
-      [`{"type":"system","subtype":"hook_started","hook_id":"h","hook_name":"SessionStart:startup","hook_event":"SessionStart","uuid":"u","session_id":"s1"}`, "System"],
-      [`{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}]},"parent_tool_use_id":null,"session_id":"s1","uuid":"u"}`, "Assistant"],
-      [`{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"turn-one","is_error":false}]},"parent_tool_use_id":null,"session_id":"s1","tool_use_result":{"stdout":"turn-one"}}`, "User"],
-      [`{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":3,"stop_reason":"tool_use","terminal_reason":"aborted_tools","errors":["x"],"permission_denials":[],"session_id":"s1","total_cost_usd":0.5,"usage":{"input_tokens":3}}`, "Result"],
-      [`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"P"}},"session_id":"s1","parent_tool_use_id":null,"uuid":"u"}`, "StreamEvent"],
-      [`{"type":"control_request","request_id":"0b5c","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"echo"},"tool_use_id":"toolu_2"}}`, "ControlRequest"],
-      [`{"type":"control_response","response":{"subtype":"success","request_id":"req_2","response":{"still_queued":[]}}}`, "ControlResponse"],
+      [
+        `{"type":"system","subtype":"init","cwd":"/w","session_id":"s1","tools":["Bash"],"mcp_servers":[],"model":"claude-opus-5-5","permissionMode":"default","apiKeySource":"ANTHROPIC_API_KEY","claude_code_version":"2.1.328","uuid":"u"}`,
+        "SystemInit"
+      ],
+      [
+        `{"type":"system","subtype":"hook_started","hook_id":"h","hook_name":"SessionStart:startup","hook_event":"SessionStart","uuid":"u","session_id":"s1"}`,
+        "System"
+      ],
+      [
+        `{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}]},"parent_tool_use_id":null,"session_id":"s1","uuid":"u"}`,
+        "Assistant"
+      ],
+      [
+        `{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"turn-one","is_error":false}]},"parent_tool_use_id":null,"session_id":"s1","tool_use_result":{"stdout":"turn-one"}}`,
+        "User"
+      ],
+      [
+        `{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":3,"stop_reason":"tool_use","terminal_reason":"aborted_tools","errors":["x"],"permission_denials":[],"session_id":"s1","total_cost_usd":0.5,"usage":{"input_tokens":3}}`,
+        "Result"
+      ],
+      [
+        `{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"P"}},"session_id":"s1","parent_tool_use_id":null,"uuid":"u"}`,
+        "StreamEvent"
+      ],
+      [
+        `{"type":"control_request","request_id":"0b5c","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"echo"},"tool_use_id":"toolu_2"}}`,
+        "ControlRequest"
+      ],
+      [
+        `{"type":"control_response","response":{"subtype":"success","request_id":"req_2","response":{"still_queued":[]}}}`,
+        "ControlResponse"
+      ],
       [`{"type":"control_cancel_request","request_id":"0b5c"}`, "ControlCancelRequest"],
       [`{"type":"keep_alive"}`, "KeepAlive"]
     ]
@@ -104,6 +133,12 @@ describe("Message", () => {
       assert.deepStrictEqual(JSON.parse(Message.encodeLine(m)), JSON.parse(line))
     }
     const cut = Message.canUseTool(Message.decodeLine(lines[6]![0]))
-    assert.deepStrictEqual(cut, { requestId: "0b5c", toolName: "Bash", input: { command: "echo" }, toolUseId: "toolu_2", agentId: undefined })
+    assert.deepStrictEqual(cut, {
+      requestId: "0b5c",
+      toolName: "Bash",
+      input: { command: "echo" },
+      toolUseId: "toolu_2",
+      agentId: undefined
+    })
   })
 })

@@ -11,8 +11,8 @@
  */
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { assert, describe, it } from "@effect/vitest"
-import * as Fake from "@session-journal/claude-code/test/fakeApi"
 import * as Cli from "@session-journal/claude-code/test/claudeCli"
+import * as Fake from "@session-journal/claude-code/test/fakeApi"
 import { Entry, Guard, SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
@@ -114,7 +114,9 @@ describe.skipIf(bin === null)("Session against the real CLI", () => {
         // Everything published so far is on the chain, in the same order.
         const entries = yield* lineEntries("cc-test")
         const lines = entries.flatMap((e) =>
-          e.kind === Session.LINE_KIND && "payload" in e ? [e.payload as { index: number; from: string; line: string }] : []
+          e.kind === Session.LINE_KIND && "payload" in e
+            ? [e.payload as { index: number; from: string; line: string }]
+            : []
         )
         assert.deepStrictEqual(lines.map((l) => l.index), lines.map((_, i) => i))
         assert.strictEqual(lines[0]!.from, "driver")
@@ -210,7 +212,9 @@ describe.skipIf(bin === null)("Session against the real CLI", () => {
       // The CLI's stdout through a wrapper that writes one line of a type from the future first.
       const dir = Cli.tempDir("sj-wrap-")
       const wrapper = path.join(dir, "claude-wrapper")
-      fs.writeFileSync(wrapper, `#!/bin/sh\nprintf '%s\\n' '{"type":"future_kind","x":1}'\nexec '${bin}' "$@"\n`, { mode: 0o755 })
+      fs.writeFileSync(wrapper, `#!/bin/sh\nprintf '%s\\n' '{"type":"future_kind","x":1}'\nexec '${bin}' "$@"\n`, {
+        mode: 0o755
+      })
       return yield* withSession(Fake.inOrder([Fake.text("hi")]), (session) =>
         Effect.gen(function*() {
           const events = yield* session.subscribe

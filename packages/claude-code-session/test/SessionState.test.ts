@@ -48,7 +48,9 @@ describe("SessionState", () => {
         assert.strictEqual(s.unknownSeen, messages.filter((m) => m._tag === "Unknown" || m._tag === "Garbled").length)
         assert.strictEqual(
           s.notificationsSeen,
-          messages.filter((m) => m._tag === "System" && (m.subtype === "notification" || m.subtype === "task_notification")).length
+          messages.filter((m) =>
+            m._tag === "System" && (m.subtype === "notification" || m.subtype === "task_notification")
+          ).length
         )
         const firstInit = messages.find((m) => m._tag === "SystemInit")
         assert.strictEqual(s.sessionId, firstInit?._tag === "SystemInit" ? firstInit.session_id : null)
@@ -56,7 +58,10 @@ describe("SessionState", () => {
         assert.closeTo(s.costUsd, results.filter((r) => r.total_cost_usd !== undefined).length * 0.25, 1e-9)
         assert.deepStrictEqual(s.lastResult, results.at(-1) ?? null)
         const firstExit = inputs.find((i) => i._tag === "Exited")
-        assert.deepStrictEqual(s.status, firstExit === undefined ? { _tag: "Alive" } : { _tag: "Dead", exit: firstExit.exit })
+        assert.deepStrictEqual(
+          s.status,
+          firstExit === undefined ? { _tag: "Alive" } : { _tag: "Dead", exit: firstExit.exit }
+        )
       }),
       { numRuns: process.env["STRESS"] ? 5000 : 300 }
     )
