@@ -14,7 +14,7 @@ import { acks, historyOf, loadRead, run, spawnFixture, tempDir, withWriter } fro
 
 const STRESS = process.env["STRESS"] === "1"
 const LANES = 2
-const KILLS_PER_LANE = STRESS ? 500 : 100
+const KILLS_PER_LANE = STRESS ? 500 : 40
 
 const lane = async (root: string, id: string, seed: number) => {
   let rnd = seed
