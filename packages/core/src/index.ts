@@ -55,6 +55,13 @@ export * as SessionMeta from "./SessionMeta.ts"
  */
 export * as Sha256 from "./Sha256.ts"
 /**
+ * The RFC 6962 Merkle tree over a session's entry hashes: compact ranges, inclusion
+ * and consistency proofs and their verification.
+ *
+ * @since 0.5.0
+ */
+export * as Merkle from "./Merkle.ts"
+/**
  * The `Persistence` port that adapters implement, and its in-memory adapter.
  *
  * @since 0.1.0
