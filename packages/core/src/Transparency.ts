@@ -141,18 +141,21 @@ export const tree = (id: string): Effect.Effect<Merkle.CompactRange, ScanError, 
   Effect.map(scan(id), (s) => s.tree)
 
 /**
- * The signed checkpoint of the session's current tree: a C2SP signed note whose text is
- * the tree head with origin `<journal>/<id>` (`journal` defaults to the signer's name).
+ * The signed checkpoint of the session's current tree (or of its first `size` entries):
+ * a C2SP signed note whose text is the tree head with origin `<journal>/<id>`
+ * (`journal` defaults to the signer's name).
  *
  * @since 0.5.0
  */
 export const signedCheckpoint = (
   id: string,
   signer: SignedNote.Signer,
-  options?: { readonly journal?: string | undefined }
+  options?: { readonly journal?: string | undefined; readonly size?: number | undefined }
 ): Effect.Effect<{ readonly head: TreeHead.TreeHead; readonly note: string }, ScanError | SignedNote.NoteRejected, Persistence> =>
   Effect.gen(function*() {
-    const t = yield* tree(id)
+    const size = options?.size
+    const t = size === undefined ? yield* tree(id) : (yield* scan(id, { upTo: size })).tree
+    if (size !== undefined && t.size < size) return yield* tooLarge(id, "tree size", size, t.size)
     const head = TreeHead.make(TreeHead.origin(options?.journal ?? signer.verifier.name, id), t)
     const note = yield* Effect.fromResult(SignedNote.sign(TreeHead.text(head), [signer]))
     return { head, note }
