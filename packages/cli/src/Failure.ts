@@ -117,6 +117,25 @@ export class CheckpointMismatch extends Schema.TaggedError<CheckpointMismatch>()
 }
 
 /**
+ * `witness`: the witness would not cosign (the answer is its HTTP status): 409 (it has
+ * cosigned a larger tree than the journal holds), 422 (the journal is not consistent
+ * with what it cosigned), 403/404/400 (it does not trust the key or know the log), or
+ * a cosignature that does not verify.
+ *
+ * @since 0.5.0
+ */
+export class WitnessRefused extends Schema.TaggedError<WitnessRefused>()("WitnessRefused", {
+  url: Schema.String,
+  id: Schema.String,
+  status: Schema.Number,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `the witness ${this.url} did not cosign ${this.id} (${this.status}): ${this.detail}`
+  }
+}
+
+/**
  * A storage backend or operation that this installation does not provide.
  *
  * @since 0.1.0
@@ -222,6 +241,7 @@ export type Failure =
   | OutputFailed
   | Transparency.TreeUnavailable
   | CheckpointMismatch
+  | WitnessRefused
 
 // A mapped type over the union's tags: a missing tag is a compile error.
 const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
@@ -241,7 +261,8 @@ const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
   PolicyWouldDeny: ExitCode.policyWouldDeny,
   OutputFailed: ExitCode.output,
   TreeUnavailable: ExitCode.verificationFailed,
-  CheckpointMismatch: ExitCode.verificationFailed
+  CheckpointMismatch: ExitCode.verificationFailed,
+  WitnessRefused: ExitCode.verificationFailed
 }
 
 /**

@@ -9,7 +9,7 @@ import { SignedNote, Transparency, TreeHead } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as fs from "node:fs"
-import { CheckpointMismatch, InvalidInput, VerificationFailed } from "./Failure.ts"
+import { CheckpointMismatch, InvalidInput, NotAvailable, VerificationFailed, WitnessRefused } from "./Failure.ts"
 import * as Input from "./Input.ts"
 import { validId } from "./internal/commandKit.ts"
 import * as Output from "./Output.ts"
@@ -104,6 +104,21 @@ export const generateKey = (name: string, out: string, json: boolean) =>
  */
 export const signCheckpoint = (id: string, keyFile: string, storage: Storage.Options, json: boolean) =>
   Effect.gen(function*() {
+    const { report, signed } = yield* signVerified(id, keyFile, storage)
+    if (!json) return yield* Output.write(signed.note)
+    yield* Output.json({
+      id,
+      origin: signed.head.origin,
+      tree_size: signed.head.size,
+      root: TreeHead.base64(signed.head.root),
+      head: report.head,
+      note: signed.note
+    })
+  })
+
+// The whole chain verified, then the tree over exactly the entries verified signed.
+const signVerified = (id: string, keyFile: string, storage: Storage.Options) =>
+  Effect.gen(function*() {
     yield* validId(id)
     const signer = yield* loadSigner(keyFile)
     const report = yield* Verify.session(id, storage)
@@ -114,15 +129,133 @@ export const signCheckpoint = (id: string, keyFile: string, storage: Storage.Opt
     const signed = yield* Transparency.signedCheckpoint(id, signer, { size: report.entries_checked }).pipe(
       Effect.catchTag("NoteRejected", (e) => Effect.die(e))
     )
-    if (!json) return yield* Output.write(signed.note)
-    yield* Output.json({
-      id,
-      origin: signed.head.origin,
-      tree_size: signed.head.size,
-      root: TreeHead.base64(signed.head.root),
-      head: report.head,
-      note: signed.note
+    return { signer, report, signed }
+  })
+
+// ---------------------------------------------------------------------------
+// witness
+
+const MAX_WITNESS_RESPONSE = 64 * 1024
+
+interface WitnessAnswer {
+  readonly status: number
+  readonly contentType: string
+  readonly body: string
+}
+
+const post = (url: string, body: string) =>
+  Effect.tryPromise({
+    try: async (): Promise<WitnessAnswer> => {
+      const response = await fetch(url, {
+        method: "POST",
+        body,
+        headers: { "content-type": "text/plain; charset=utf-8" },
+        signal: AbortSignal.timeout(30_000)
+      })
+      const bytes = new Uint8Array(await response.arrayBuffer())
+      if (bytes.length > MAX_WITNESS_RESPONSE) throw new Error(`the answer is longer than ${MAX_WITNESS_RESPONSE} bytes`)
+      return {
+        status: response.status,
+        contentType: response.headers.get("content-type") ?? "",
+        body: new TextDecoder("utf-8", { fatal: true }).decode(bytes)
+      }
+    },
+    catch: (e) => new NotAvailable({ feature: "witness", reason: `${url} did not answer: ${describeError(e)}` })
+  })
+
+/**
+ * The body of a C2SP `tlog-witness` `add-checkpoint` request: `old <size>`, the
+ * consistency proof one base64 hash a line, a blank line, the signed checkpoint.
+ *
+ * @since 0.5.0
+ */
+export const addCheckpointBody = (oldSize: number, proof: ReadonlyArray<Uint8Array>, note: string): string =>
+  `old ${oldSize}\n${proof.map((p) => `${TreeHead.base64(p)}\n`).join("")}\n${note}`
+
+/**
+ * `witness URL ID --sign FILE --witness-key VKEY --out FILE`: signs the session's
+ * checkpoint, submits it to the witness (`POST URL/add-checkpoint`) with a consistency
+ * proof from the size the witness last cosigned (learnt from its 409 answer), checks
+ * the cosignatures it returns with the witness keys, and writes the cosigned checkpoint
+ * to the output file. 409 twice (the witness cosigned more than the journal holds) and
+ * 422 (the journal is not consistent with what it cosigned) are exit 1.
+ *
+ * @since 0.5.0
+ */
+export const witness = (
+  url: string,
+  id: string,
+  options: {
+    readonly keyFile: string
+    readonly witnessKeys: ReadonlyArray<string>
+    readonly out: string
+    readonly storage: Storage.Options
+    readonly json: boolean
+  }
+) =>
+  Effect.gen(function*() {
+    if (options.witnessKeys.length === 0) {
+      return yield* new InvalidInput({ field: "--witness-key", reason: "the witness's verifier key is needed to check its cosignatures" })
+    }
+    const witnessVerifiers = (yield* Effect.forEach(options.witnessKeys, loadVerifiers)).flat()
+    const { signed } = yield* signVerified(id, options.keyFile, options.storage)
+    const endpoint = `${url.replace(/\/+$/, "")}/add-checkpoint`
+    const size = signed.head.size
+    const refused = (status: number, detail: string) => new WitnessRefused({ url: endpoint, id, status, detail })
+    let oldSize = 0
+    let answer = yield* post(endpoint, addCheckpointBody(0, [], signed.note))
+    if (answer.status === 409) {
+      const known = /^(0|[1-9][0-9]*)\n$/.exec(answer.body)
+      if (known === null || !answer.contentType.startsWith("text/x.tlog.size")) {
+        return yield* refused(409, "its 409 answer is not a tree size")
+      }
+      oldSize = Number(known[1])
+      if (oldSize > size) {
+        return yield* refused(409, `it has cosigned a tree of ${oldSize} entries; the journal holds ${size}: entries were cut`)
+      }
+      const proof = yield* Transparency.consistency(id, oldSize, size)
+      answer = yield* post(endpoint, addCheckpointBody(oldSize, proof.proof, signed.note))
+    }
+    if (answer.status === 409) return yield* refused(409, `its size changed while we asked: ${answer.body.trim()}`)
+    if (answer.status === 422) {
+      return yield* refused(422, `the journal is not consistent with the tree of ${oldSize} entries it cosigned before (${answer.body.trim()})`)
+    }
+    if (answer.status !== 200) return yield* refused(answer.status, answer.body.trim().slice(0, 200))
+    // The answer is signature lines: with the checkpoint they make a note to open.
+    const cosigned = `${signed.note}${answer.body}`
+    const opened = SignedNote.open(cosigned, witnessVerifiers)
+    if (Result.isFailure(opened)) return yield* refused(200, `its cosignature does not verify: ${opened.failure.message}`)
+    const cosignatures = opened.success.verified.filter((v) => v.verifier.type === SignedNote.COSIGNATURE_V1)
+    if (cosignatures.length === 0) return yield* refused(200, "it returned no cosignature by the witness keys given")
+    // Keep the log's signature and the verified cosignatures only.
+    const kept = answer.body.split("\n").filter((line) => {
+      const one = SignedNote.parse(`x\n\n${line}\n`)
+      const sig = Result.isSuccess(one) ? one.success.signatures[0] : undefined
+      return sig !== undefined && cosignatures.some((c) => c.verifier.name === sig.name && c.verifier.keyId === sig.keyId)
     })
+    const note = `${signed.note}${kept.map((l) => `${l}\n`).join("")}`
+    yield* writeFileAtomic(options.out, note)
+    const who = cosignatures.map((c) => ({ name: c.verifier.name, timestamp: Number(c.timestamp) }))
+    if (options.json) return yield* Output.json({ id, tree_size: size, old_size: oldSize, cosigned_by: who, file: options.out })
+    yield* Output.lines([
+      `${id}: the checkpoint of ${size} entries is cosigned by ${who.map((w) => w.name).join(", ")} (consistent with ${oldSize}); written to ${options.out}`
+    ])
+  })
+
+const writeFileAtomic = (file: string, text: string) =>
+  Effect.tryPromise({
+    try: async () => {
+      const temp = `${file}.tmp-${process.pid}`
+      const handle = await fs.promises.open(temp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o644)
+      try {
+        await handle.writeFile(text)
+        await handle.sync()
+      } finally {
+        await handle.close()
+      }
+      await fs.promises.rename(temp, file)
+    },
+    catch: (e) => new InvalidInput({ field: "--out", reason: `cannot write ${file}: ${describeError(e)}` })
   })
 
 // ---------------------------------------------------------------------------

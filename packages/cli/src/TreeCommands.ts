@@ -116,9 +116,26 @@ const consistency = Command.make("consistency", {
   Command.withDescription("Print the RFC 6962 consistency proof between two tree sizes: {old_size, new_size, proof} with --json")
 )
 
+const witness = Command.make("witness", {
+  url: Argument.String("url").pipe(Argument.withDescription("The witness's submission prefix (add-checkpoint is POSTed under it)")),
+  id: sessionId,
+  sign: Flag.String("sign").pipe(Flag.withMetavar("FILE"), Flag.withDescription("Signer key of the journal")),
+  witnessKey: Flag.String("witness-key").pipe(
+    Flag.atLeast(0),
+    Flag.withMetavar("VKEY"),
+    Flag.withDescription("Verifier key of the witness (type 0x04), or a file of them; cosignatures by other keys are dropped")
+  ),
+  out: Flag.String("out").pipe(Flag.withMetavar("FILE"), Flag.withDescription("Where to write the cosigned checkpoint"))
+}, (a) =>
+  withJournal(({ json, storage }) =>
+    Effect.flatMap(load, (m) => m.witness(a.url, a.id, { keyFile: a.sign, witnessKeys: a.witnessKey, out: a.out, storage, json }))
+  )).pipe(Command.withDescription(
+    "Submit the session's signed checkpoint to a C2SP tlog-witness with a consistency proof and write the cosigned checkpoint to FILE"
+  ))
+
 /**
  * The commands of this module to register at the root.
  *
  * @since 0.5.0
  */
-export const commands = [key, prove, consistency] as const
+export const commands = [key, prove, consistency, witness] as const
