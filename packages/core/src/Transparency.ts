@@ -18,9 +18,11 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Result from "effect/Result"
 import { computeHash, type Entry } from "./Entry.ts"
-import type { CorruptJournal, SessionNotFound, StorageError } from "./Errors.ts"
+import type { CorruptJournal, InvalidSessionId, SessionNotFound, StorageError } from "./Errors.ts"
+import type * as Follow from "./Follow.ts"
 import * as Merkle from "./Merkle.ts"
 import { Persistence } from "./Persistence.ts"
+import * as SessionJournal from "./SessionJournal.ts"
 import * as SignedNote from "./SignedNote.ts"
 import * as TreeHead from "./TreeHead.ts"
 
@@ -28,13 +30,14 @@ import * as TreeHead from "./TreeHead.ts"
  * The session's tree cannot be computed from its stored history: `missing` (the history
  * does not start at sequence 0, or skips one: retention removed it, or it is damaged),
  * `entry_hash` (an entry does not recompute to its hash), `size` (a size asked for is
- * larger than the history).
+ * larger than the history), `rewritten` (a repair set entries aside while the tree was
+ * followed: no checkpoint after it would be consistent with those before).
  *
  * @since 0.5.0
  */
 export class TreeUnavailable extends Schema.TaggedError<TreeUnavailable>()("TreeUnavailable", {
   id: Schema.String,
-  reason: Schema.Literals(["missing", "entry_hash", "size"]),
+  reason: Schema.Literals(["missing", "entry_hash", "size", "rewritten"]),
   detail: Schema.String
 }) {
   override get message(): string {
@@ -286,3 +289,58 @@ export const checkHead = (
       proof: p.proof
     } as const
   })
+
+/**
+ * The signed checkpoints of a session as it grows: the tree is kept incrementally
+ * (`O(log n)` hashing per entry, `O(log n)` memory) over `SessionJournal.follow` from
+ * sequence 0, whose entries are each checked (sequence, link, hash) before they come,
+ * and a checkpoint is signed after every batch the follower delivers — the stored
+ * history first, then each append by any writer. For a schedule, throttle the stream
+ * (`Stream.debounce`, `Stream.throttle`) or keep the latest. A repair that sets
+ * delivered entries aside ends the stream with `TreeUnavailable` (`rewritten`): a
+ * checkpoint after it could not be consistent with those signed before.
+ *
+ * @since 0.5.0
+ */
+export const signedHeads = (
+  id: string,
+  signer: SignedNote.Signer,
+  options?: { readonly journal?: string | undefined }
+): Stream.Stream<
+  { readonly head: TreeHead.TreeHead; readonly note: string },
+  TreeUnavailable | InvalidSessionId | SessionJournal.FollowError,
+  SessionJournal.SessionJournal
+> => {
+  const originLine = TreeHead.origin(options?.journal ?? signer.verifier.name, id)
+  type Out = { readonly head: TreeHead.TreeHead; readonly note: string } | TreeUnavailable
+  const events = Stream.unwrap(Effect.gen(function*() {
+    const journal = yield* SessionJournal.SessionJournal
+    return journal.follow(id, 0)
+  }))
+  return events.pipe(
+    Stream.mapAccumArray(
+      (): { tree: Merkle.CompactRange; broken: boolean } => ({ tree: Merkle.empty, broken: false }),
+      (acc, events: ReadonlyArray<Follow.Event>): readonly [{ tree: Merkle.CompactRange; broken: boolean }, ReadonlyArray<Out>] => {
+        if (acc.broken) return [acc, []]
+        let tree = acc.tree
+        for (const event of events) {
+          if (event._tag === "Recovered") {
+            const e = new TreeUnavailable({
+              id,
+              reason: "rewritten",
+              detail: `a repair set entries ${event.replaced.from}..${event.replaced.to} aside after they were signed`
+            })
+            return [{ tree, broken: true }, [e]]
+          }
+          tree = Merkle.append(tree, Merkle.entryLeaf(event.entry.entry_hash))
+        }
+        const head = TreeHead.make(originLine, tree)
+        const note = SignedNote.sign(TreeHead.text(head), [signer])
+        // The text is ours and valid: a failure here is a bug.
+        if (Result.isFailure(note)) throw note.failure
+        return [{ tree, broken: false }, [{ head, note: note.success }]]
+      }
+    ),
+    Stream.mapEffect((out) => out instanceof TreeUnavailable ? Effect.fail(out) : Effect.succeed(out))
+  )
+}

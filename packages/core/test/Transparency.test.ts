@@ -7,8 +7,9 @@
  * has no tree.
  */
 import { assert, layer } from "@effect/vitest"
-import { Entry, Merkle, Persistence, SessionJournal, Transparency, TreeHead } from "@session-journal/core"
+import { Entry, Merkle, Persistence, SessionJournal, SignedNote, Transparency, TreeHead } from "@session-journal/core"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
@@ -77,6 +78,32 @@ layer(Live)("Transparency on memory", (it) => {
       assert.strictEqual(replaced._tag, "replaced")
       const other = yield* Transparency.checkHead("heads", head(5, t5), TreeHead.origin("journal.example", "else"))
       assert.strictEqual(other._tag, "other_log")
+    }))
+
+  it.effect("signedHeads signs the stored history, then again after appends, each head the tree of its size", () =>
+    Effect.gen(function*() {
+      const first = yield* fill("live", 5)
+      const signer = Result.getOrThrow(SignedNote.signerFromSeed("journal.example", new Uint8Array(32).fill(3)))
+      const fiber = yield* Transparency.signedHeads("live", signer).pipe(
+        Stream.takeUntil((h) => h.head.size >= 8),
+        Stream.runCollect,
+        Effect.forkChild
+      )
+      const more = yield* fill("live", 3)
+      const heads = yield* Fiber.join(fiber)
+      const all = [...first, ...more]
+      assert.isAtLeast(heads.length, 1)
+      let previous = 0
+      for (const { head, note } of heads) {
+        assert.isAtLeast(head.size, previous)
+        previous = head.size
+        assert.strictEqual(head.origin, "journal.example/live")
+        const opened = Result.getOrThrow(SignedNote.open(note, [signer.verifier]))
+        assert.deepStrictEqual(Result.getOrThrow(TreeHead.parse(opened.text)).root, head.root)
+        const expected = Merkle.root(Merkle.fromLeaves(all.slice(0, head.size).map((e) => Merkle.entryLeaf(e.entry_hash))))
+        assert.deepStrictEqual(head.root, expected, `size ${head.size}`)
+      }
+      assert.strictEqual(previous, 8)
     }))
 
   it.effect("a session that does not exist has no tree", () =>
