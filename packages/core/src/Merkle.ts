@@ -27,7 +27,7 @@ import * as Sha256 from "./Sha256.ts"
  */
 export const HASH_BYTES = 32
 
-const digest = (bytes: Uint8Array): Uint8Array => hexToBytes(Sha256.hex(bytes))
+const digest = Sha256.digest
 
 /**
  * The root of the empty tree, `SHA-256("")`.
