@@ -75,6 +75,7 @@ const verify = Command.make("verify", {
   withJournal(({ json, storage }) =>
     Effect.gen(function*() {
       if (Option.isSome(a.checkpoint)) return yield* TreeCommands.verifyCheckpointOf(a.ids, a.checkpoint.value, a.key, storage, json)
+      if (a.key.length > 0) return yield* TreeCommands.keyWithoutCheckpoint
       for (const id of a.ids) yield* validId(id)
       const journal = yield* SessionJournal.SessionJournal
       const ids = a.ids.length > 0 ? [...a.ids] : (yield* journal.list).map((s) => s.id)

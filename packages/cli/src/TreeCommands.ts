@@ -90,6 +90,15 @@ export const verifyCheckpointOf = (
     : Effect.fail(new InvalidInput({ field: "id", reason: "--checkpoint checks one session: give its ID" }))
 
 /**
+ * `verify --key` without `--checkpoint`: a key checks nothing by itself.
+ *
+ * @since 0.5.0
+ */
+export const keyWithoutCheckpoint = Effect.fail(
+  new InvalidInput({ field: "--key", reason: "a verifier key is used with --checkpoint FILE, the checkpoint it checks" })
+)
+
+/**
  * `checkpoint ID --sign FILE` (see `TreeCheck.signCheckpoint`).
  *
  * @since 0.5.0

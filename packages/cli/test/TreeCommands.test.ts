@@ -206,6 +206,9 @@ describe("session-journal checkpoint --sign / verify --checkpoint", () => {
     assert.strictEqual(fromFile.code, 0, fromFile.stderr)
     const noKey = await run(["--dir", dir, "verify", "a", "--checkpoint", cpA.file])
     assert.strictEqual(noKey.code, 2)
+    const keyAlone = await run(["--dir", dir, "verify", "a", "--key", key.vkey])
+    assert.strictEqual(keyAlone.code, 2)
+    assert.match(keyAlone.stderr, /invalid --key: a verifier key is used with --checkpoint/)
   })
 })
 

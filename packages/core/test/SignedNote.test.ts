@@ -166,6 +166,28 @@ describe("TreeHead", () => {
     assert.strictEqual(TreeHead.text(get(TreeHead.parse(`${text}ext line\n`))), `${text}ext line\n`)
   })
 
+  it("base64 is strict: every byte string round-trips, and no other spelling of it decodes", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 70 }), fc.nat(), (bytes, pick) => {
+        const text = TreeHead.base64(bytes)
+        assert.strictEqual(text, Buffer.from(bytes).toString("base64"))
+        assert.deepStrictEqual(TreeHead.fromBase64(text), bytes)
+        if (text.length === 0) return
+        // A last character with non-zero bits past the data, a missing pad, a stray character.
+        const last = text.replace(/=+$/, "")
+        const i = last.length - 1
+        const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+        const other = alphabet[(alphabet.indexOf(last[i]!) + 1 + (pick % 63)) % 64]!
+        const respelled = `${last.slice(0, i)}${other}${text.slice(last.length)}`
+        const decoded = TreeHead.fromBase64(respelled)
+        if (decoded !== undefined) assert.notDeepEqual(decoded, bytes)
+        if (text.endsWith("=")) assert.isUndefined(TreeHead.fromBase64(text.slice(0, -1)))
+        assert.isUndefined(TreeHead.fromBase64(`${text.slice(0, 1)}*${text.slice(2)}`))
+      }),
+      { numRuns: 300 }
+    )
+  })
+
   it("refuses what is not a checkpoint body", () => {
     const root = "CsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I="
     for (
