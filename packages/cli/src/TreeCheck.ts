@@ -313,7 +313,7 @@ export const verifyCheckpoint = (id: string, file: string, keys: ReadonlyArray<s
       signed_by: signers.map((v) => v.verifier.name),
       cosigned_by: cosigners.map((v) => ({ name: v.verifier.name, timestamp: Number(v.timestamp) }))
     }
-    const finish = (current: { size: number; root: string } | null, problem: CheckpointReport["problem"]) =>
+    const finish = (current: { size: number; root: string | null } | null, problem: CheckpointReport["problem"]) =>
       Effect.gen(function*() {
         const report: CheckpointReport = {
           ...base,
@@ -347,7 +347,7 @@ export const verifyCheckpoint = (id: string, file: string, keys: ReadonlyArray<s
       case "consistent":
         return yield* finish({ size: c.currentSize, root: TreeHead.base64(c.currentRoot) }, null)
       case "cut":
-        return yield* finish({ size: c.currentSize, root: "" }, {
+        return yield* finish({ size: c.currentSize, root: null }, {
           reason: "cut",
           detail: `the checkpoint covers ${c.size} entries, the journal holds ${c.currentSize}: entries ${c.currentSize}..${c.size - 1} are gone`
         })

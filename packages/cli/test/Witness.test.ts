@@ -3,8 +3,8 @@
  * specification (an HTTP server on 127.0.0.1 that keeps the latest cosigned size and
  * root per origin): the first submission learns the witness's size from its 409 and
  * resubmits with a consistency proof; the cosigned checkpoint is written and
- * `verify --checkpoint` reports who cosigned it; a replaced session is refused with 422
- * and a cut one with the witness's 409, each exit 1.
+ * `verify --checkpoint` reports who cosigned it; a replaced session is refused with 422,
+ * a cut one with the witness's 409, a key it does not trust with 403, each exit 1.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Merkle, SignedNote, TreeHead } from "@session-journal/core"
@@ -147,6 +147,14 @@ describe("session-journal witness", () => {
 
       const noKey = await run(["--dir", dir, "witness", w.url, "s", "--sign", keyFile, "--out", out])
       assert.strictEqual(noKey.code, 2)
+
+      // A journal key the witness does not trust for the origin: 403.
+      const stranger = path.join(dir, "stranger.key")
+      const other = await run(["key", "generate", "journal.test/j", "--out", stranger])
+      assert.strictEqual(other.code, 0, other.stderr)
+      const untrusted = await run(["--dir", dir, "witness", w.url, "s", "--sign", stranger, "--witness-key", w.vkey, "--out", out])
+      assert.strictEqual(untrusted.code, 1)
+      assert.match(untrusted.stderr, /did not cosign s \(403\)/)
     } finally {
       await w.close()
     }
