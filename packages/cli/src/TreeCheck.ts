@@ -314,15 +314,12 @@ export const verifyCheckpoint = (id: string, file: string, keys: ReadonlyArray<s
       cosigned_by: cosigners.map((v) => ({ name: v.verifier.name, timestamp: Number(v.timestamp) }))
     }
     const finish = (current: { size: number; root: string | null } | null, problem: CheckpointReport["problem"]) =>
-      Effect.gen(function*() {
-        const report: CheckpointReport = {
-          ...base,
-          ok: problem === null,
-          current_size: current?.size ?? null,
-          current_root: current?.root ?? null,
-          problem
-        }
-        return report
+      Effect.succeed<CheckpointReport>({
+        ...base,
+        ok: problem === null,
+        current_size: current?.size ?? null,
+        current_root: current?.root ?? null,
+        problem
       })
     if (signers.length === 0) {
       return yield* finish(null, { reason: "signature", detail: "only cosignatures verified; no key given signed it as its log" })
