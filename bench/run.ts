@@ -17,11 +17,13 @@ import { pgRecord } from "./scenarios/pg.ts"
 import { memoryRss } from "./scenarios/rss.ts"
 import { fsSessionsTouched } from "./scenarios/sessions.ts"
 import { cliStartup } from "./scenarios/startup.ts"
+import { treeAppend } from "./scenarios/tree.ts"
 
 requireOneCore("bench/run.ts")
 
 const scenarios: ReadonlyArray<Scenario> = [
   memoryRecord,
+  treeAppend,
   fsRecord,
   fsManySessions,
   fsHistory,

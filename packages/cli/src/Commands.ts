@@ -25,6 +25,7 @@ import * as MirrorFiles from "./MirrorFiles.ts"
 import * as Output from "./Output.ts"
 import { policy } from "./PolicyCommands.ts"
 import * as ReportFile from "./ReportFile.ts"
+import * as TreeCommands from "./TreeCommands.ts"
 import type * as Serve from "./Serve.ts"
 import * as Verify from "./Verify.ts"
 import { Dir, Json, nonNegative, Postgres, sessionId, validId, Verbose, withJournal, withoutJournal } from "./internal/commandKit.ts"
@@ -68,10 +69,13 @@ export {
 // verify / checkpoint / repair / mirror / demo
 
 const verify = Command.make("verify", {
-  ids: Argument.String("id").pipe(Argument.variadic(), Argument.withDescription("Sessions to verify (all when none)"))
+  ids: Argument.String("id").pipe(Argument.variadic(), Argument.withDescription("Sessions to verify (all when none)")),
+  ...TreeCommands.verifyFlags
 }, (a) =>
   withJournal(({ json, storage }) =>
     Effect.gen(function*() {
+      if (Option.isSome(a.checkpoint)) return yield* TreeCommands.verifyCheckpointOf(a.ids, a.checkpoint.value, a.key, storage, json)
+      if (a.key.length > 0) return yield* TreeCommands.keyWithoutCheckpoint
       for (const id of a.ids) yield* validId(id)
       const journal = yield* SessionJournal.SessionJournal
       const ids = a.ids.length > 0 ? [...a.ids] : (yield* journal.list).map((s) => s.id)
@@ -86,9 +90,10 @@ const verify = Command.make("verify", {
       if (failed > 0) return yield* new VerificationFailed({ failed, total: reports.length })
     }))).pipe(Command.withDescription("Check every retained segment and the checkpoint; all sessions when no ID"))
 
-const checkpoint = Command.make("checkpoint", { id: sessionId }, (a) =>
-  withJournal(({ json }) =>
+const checkpoint = Command.make("checkpoint", { id: sessionId, ...TreeCommands.checkpointFlags }, (a) =>
+  withJournal(({ json, storage }) =>
     Effect.gen(function*() {
+      if (Option.isSome(a.sign)) return yield* TreeCommands.signCheckpoint(a.id, a.sign.value, storage, json)
       yield* validId(a.id)
       const persistence = yield* Persistence.Persistence
       const handle = yield* persistence.open(a.id, { mode: "write" })
@@ -193,6 +198,7 @@ export const root = Command.make("session-journal").pipe(
     serve,
     demo,
     policy,
+    ...TreeCommands.commands,
     ClaudeCode.make((body) => withJournal(body))
   ]),
   Command.withGlobalFlags([Dir, Json, Verbose, Postgres])

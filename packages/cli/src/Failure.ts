@@ -22,7 +22,8 @@ import type {
   SequenceConflict,
   SessionLocked,
   SessionNotFound,
-  StorageError
+  StorageError,
+  Transparency
 } from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Schema from "effect/Schema"
@@ -92,6 +93,45 @@ export class PolicyWouldDeny extends Schema.TaggedError<PolicyWouldDeny>()("Poli
 }) {
   override get message(): string {
     return `the policy would have denied ${this.denied} of ${this.calls} call${this.calls === 1 ? "" : "s"}`
+  }
+}
+
+/**
+ * `verify --checkpoint`: the journal does not bear out a checkpoint held elsewhere, or
+ * the checkpoint's signature does not verify (the report has been printed). `reason`
+ * says which: `signature`, `other_log` (another session's checkpoint), `cut` (fewer
+ * entries stored than it covers), `replaced` (the tree at its size has another root),
+ * `chain` (the stored chain itself does not verify), `tree` (no tree can be computed
+ * from the stored history).
+ *
+ * @since 0.5.0
+ */
+export class CheckpointMismatch extends Schema.TaggedError<CheckpointMismatch>()("CheckpointMismatch", {
+  id: Schema.String,
+  reason: Schema.Literals(["signature", "other_log", "cut", "replaced", "chain", "tree"]),
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `${this.id} does not match the checkpoint (${this.reason}): ${this.detail}`
+  }
+}
+
+/**
+ * `witness`: the witness would not cosign (the answer is its HTTP status): 409 (it has
+ * cosigned a larger tree than the journal holds), 422 (the journal is not consistent
+ * with what it cosigned), 403/404/400 (it does not trust the key or know the log), or
+ * a cosignature that does not verify.
+ *
+ * @since 0.5.0
+ */
+export class WitnessRefused extends Schema.TaggedError<WitnessRefused>()("WitnessRefused", {
+  url: Schema.String,
+  id: Schema.String,
+  status: Schema.Number,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `the witness ${this.url} did not cosign ${this.id} (${this.status}): ${this.detail}`
   }
 }
 
@@ -199,6 +239,9 @@ export type Failure =
   | SessionLocked
   | PolicyWouldDeny
   | OutputFailed
+  | Transparency.TreeUnavailable
+  | CheckpointMismatch
+  | WitnessRefused
 
 // A mapped type over the union's tags: a missing tag is a compile error.
 const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
@@ -216,7 +259,10 @@ const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
   NotAvailable: ExitCode.storage,
   SessionLocked: ExitCode.locked,
   PolicyWouldDeny: ExitCode.policyWouldDeny,
-  OutputFailed: ExitCode.output
+  OutputFailed: ExitCode.output,
+  TreeUnavailable: ExitCode.verificationFailed,
+  CheckpointMismatch: ExitCode.verificationFailed,
+  WitnessRefused: ExitCode.verificationFailed
 }
 
 /**

@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { sha256 } from "@noble/hashes/sha2.js"
-import { bytesToHex } from "@noble/hashes/utils.js"
+import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
 
 /**
  * A SHA-256 implementation: the bytes in, the digest out as 64 lowercase hex characters.
@@ -38,6 +38,15 @@ let activeName = "@noble/hashes"
  * @since 0.3.0
  */
 export const hex = (bytes: Uint8Array): string => active(bytes)
+
+/**
+ * SHA-256 of `bytes` with the installed implementation, as 32 bytes (the Merkle tree's
+ * hashes are bytes). With `@noble/hashes` installed its digest is taken as it comes,
+ * without the round trip through hex.
+ *
+ * @since 0.5.0
+ */
+export const digest = (bytes: Uint8Array): Uint8Array => active === noble ? sha256(bytes) : hexToBytes(active(bytes))
 
 /**
  * The name of the installed implementation (`"@noble/hashes"` unless a platform

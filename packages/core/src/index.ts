@@ -55,6 +55,33 @@ export * as SessionMeta from "./SessionMeta.ts"
  */
 export * as Sha256 from "./Sha256.ts"
 /**
+ * The RFC 6962 Merkle tree over a session's entry hashes: compact ranges, inclusion
+ * and consistency proofs and their verification.
+ *
+ * @since 0.5.0
+ */
+export * as Merkle from "./Merkle.ts"
+/**
+ * C2SP signed notes with Ed25519: signer and verifier keys in the `sumdb/note` format,
+ * signing, and opening a note with the keys it is checked with (cosignatures included).
+ *
+ * @since 0.5.0
+ */
+export * as SignedNote from "./SignedNote.ts"
+/**
+ * The body of a C2SP `tlog-checkpoint`: origin, tree size and base64 root.
+ *
+ * @since 0.5.0
+ */
+export * as TreeHead from "./TreeHead.ts"
+/**
+ * A session's Merkle tree from its stored history: signed checkpoints, inclusion and
+ * consistency proofs, and the check of the journal against a checkpoint held elsewhere.
+ *
+ * @since 0.5.0
+ */
+export * as Transparency from "./Transparency.ts"
+/**
  * The `Persistence` port that adapters implement, and its in-memory adapter.
  *
  * @since 0.1.0

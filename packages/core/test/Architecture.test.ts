@@ -2,7 +2,7 @@
  * Architecture rules of @session-journal/core (docs/DESIGN.md §1): the core runs anywhere
  * Effect runs, so no file under packages/core/src may import a Node builtin (by
  * `node:` or by bare name), call `require`, or reach for Node-only globals; and its
- * only packages are `effect` and `@noble/hashes`. Across every package's sources:
+ * only packages are `effect`, `@noble/hashes` and `@noble/curves`' Ed25519. Across every package's sources:
  * no runtime import cycle, and an `internal/` module imports the public module
  * that uses it only as types.
  */
@@ -39,7 +39,7 @@ const isNodeBuiltin = (spec: string): boolean => spec.startsWith("node:") || bui
 
 const allowedPackage = (spec: string): boolean =>
   spec.startsWith("./") || spec.startsWith("../") || spec === "effect" || spec.startsWith("effect/") ||
-  spec.startsWith("@noble/hashes/")
+  spec.startsWith("@noble/hashes/") || spec === "@noble/curves/ed25519.js"
 
 const nodeGlobals = /\brequire\s*\(|\bBuffer\s*\.|\bnew\s+Buffer\b|\bprocess\s*\.\s*[A-Za-z_]|\b__dirname\b|\b__filename\b/
 

@@ -31,6 +31,10 @@ describe("Sha256", () => {
         const probes = calls
         assert.strictEqual(Chain.foldHash("a".repeat(64), "b".repeat(64)), before)
         assert.strictEqual(calls, probes + 1)
+        // The bytes digest (the Merkle tree's) goes through the installed one too.
+        const abc = new TextEncoder().encode("abc")
+        assert.strictEqual(Array.from(Sha256.digest(abc), (b) => b.toString(16).padStart(2, "0")).join(""), Sha256.noble(abc))
+        assert.strictEqual(calls, probes + 2)
       }).pipe(Effect.provide(Sha256.layer("counted", counted)))
       assert.strictEqual(Sha256.implementation(), "@noble/hashes")
     }))

@@ -1,0 +1,150 @@
+/**
+ * Heads an outside verifier can hold (core's `Transparency`, docs/DESIGN.md §14):
+ * `key generate NAME --out FILE` writes an Ed25519 signer key in the signed-note key
+ * format (mode 0600) and prints its verifier key; `checkpoint ID --sign FILE` prints a
+ * signed C2SP checkpoint of the session's RFC 6962 tree; `verify ID --checkpoint FILE
+ * --key VKEY` checks the signature and that the journal is consistent with that
+ * checkpoint; `prove ID SEQUENCE [--size N]` and `consistency ID OLD NEW` print the
+ * inclusion and consistency proofs a third party checks with a checkpoint alone.
+ *
+ * Everything reads the session without its lock, so it runs next to a writer. The
+ * work is in `TreeCheck`, loaded when one of these runs.
+ *
+ * @since 0.5.0
+ */
+import { Argument, Command, Flag } from "effect/cli"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { InvalidInput } from "./Failure.ts"
+import { nonNegative, sessionId, withJournal, withoutJournal } from "./internal/commandKit.ts"
+import type * as Storage from "./Storage.ts"
+import type * as TreeCheck from "./TreeCheck.ts"
+
+const load = Effect.promise((): Promise<typeof TreeCheck> => import("./TreeCheck.ts"))
+
+const generate = Command.make("generate", {
+  name: Argument.String("name").pipe(
+    Argument.withDescription("Key name, e.g. example.com/journal: it also names the journal in checkpoint origins")
+  ),
+  out: Flag.String("out").pipe(Flag.withMetavar("FILE"), Flag.withDescription("Where to write the signer key (created 0600, never replaced)"))
+}, (a) => withoutJournal(({ json }) => Effect.flatMap(load, (m) => m.generateKey(a.name, a.out, json)))).pipe(
+  Command.withDescription("Write a new Ed25519 signer key (C2SP signed-note format) to FILE, mode 0600, and print its verifier key")
+)
+
+/**
+ * `key generate NAME --out FILE`.
+ *
+ * @since 0.5.0
+ */
+export const key = Command.make("key").pipe(
+  Command.withDescription("Signing keys for checkpoints: generate one"),
+  Command.withSubcommands([generate])
+)
+
+/**
+ * `verify`'s flags for a checkpoint held elsewhere: `--checkpoint FILE` and `--key VKEY`
+ * (repeatable; a verifier key or a file of them).
+ *
+ * @since 0.5.0
+ */
+export const verifyFlags = {
+  checkpoint: Flag.String("checkpoint").pipe(
+    Flag.optional,
+    Flag.withMetavar("FILE"),
+    Flag.withDescription("Check the session against this signed checkpoint (needs --key)")
+  ),
+  key: Flag.String("key").pipe(
+    Flag.atLeast(0),
+    Flag.withMetavar("VKEY"),
+    Flag.withDescription("Verifier key of the checkpoint's signer or a cosigner, or a file of them (repeatable)")
+  )
+}
+
+/**
+ * `checkpoint`'s `--sign FILE`.
+ *
+ * @since 0.5.0
+ */
+export const checkpointFlags = {
+  sign: Flag.String("sign").pipe(
+    Flag.optional,
+    Flag.withMetavar("FILE"),
+    Flag.withDescription("Print a signed C2SP checkpoint of the session's tree with this signer key instead (read-only)")
+  )
+}
+
+/**
+ * `verify --checkpoint` for the ids given: exactly one.
+ *
+ * @since 0.5.0
+ */
+export const verifyCheckpointOf = (
+  ids: ReadonlyArray<string>,
+  file: string,
+  keys: ReadonlyArray<string>,
+  storage: Storage.Options,
+  json: boolean
+) =>
+  ids.length === 1
+    ? Effect.flatMap(load, (m) => m.verifyCheckpoint(ids[0]!, file, keys, storage, json))
+    : Effect.fail(new InvalidInput({ field: "id", reason: "--checkpoint checks one session: give its ID" }))
+
+/**
+ * `verify --key` without `--checkpoint`: a key checks nothing by itself.
+ *
+ * @since 0.5.0
+ */
+export const keyWithoutCheckpoint = Effect.fail(
+  new InvalidInput({ field: "--key", reason: "a verifier key is used with --checkpoint FILE, the checkpoint it checks" })
+)
+
+/**
+ * `checkpoint ID --sign FILE` (see `TreeCheck.signCheckpoint`).
+ *
+ * @since 0.5.0
+ */
+export const signCheckpoint = (id: string, keyFile: string, storage: Storage.Options, json: boolean) =>
+  Effect.flatMap(load, (m) => m.signCheckpoint(id, keyFile, storage, json))
+
+// ---------------------------------------------------------------------------
+// prove / consistency
+
+const prove = Command.make("prove", {
+  id: sessionId,
+  sequence: Argument.Int("sequence").pipe(Argument.withDescription("Sequence of the entry (its leaf index)")),
+  size: nonNegative("size").pipe(Flag.optional, Flag.withDescription("Tree size to prove against (default: the current size)"))
+}, (a) => withJournal(({ json }) => Effect.flatMap(load, (m) => m.prove(a.id, a.sequence, Option.getOrUndefined(a.size), json)))).pipe(
+  Command.withDescription("Print the RFC 6962 inclusion proof of an entry: {leaf_index, tree_size, entry_hash, proof} with --json")
+)
+
+const consistency = Command.make("consistency", {
+  id: sessionId,
+  old: Argument.Int("old").pipe(Argument.withDescription("Older tree size")),
+  new: Argument.Int("new").pipe(Argument.withDescription("Newer tree size"))
+}, (a) => withJournal(({ json }) => Effect.flatMap(load, (m) => m.consistency(a.id, a.old, a.new, json)))).pipe(
+  Command.withDescription("Print the RFC 6962 consistency proof between two tree sizes: {old_size, new_size, proof} with --json")
+)
+
+const witness = Command.make("witness", {
+  url: Argument.String("url").pipe(Argument.withDescription("The witness's submission prefix (add-checkpoint is POSTed under it)")),
+  id: sessionId,
+  sign: Flag.String("sign").pipe(Flag.withMetavar("FILE"), Flag.withDescription("Signer key of the journal")),
+  witnessKey: Flag.String("witness-key").pipe(
+    Flag.atLeast(0),
+    Flag.withMetavar("VKEY"),
+    Flag.withDescription("Verifier key of the witness (type 0x04), or a file of them; cosignatures by other keys are dropped")
+  ),
+  out: Flag.String("out").pipe(Flag.withMetavar("FILE"), Flag.withDescription("Where to write the cosigned checkpoint"))
+}, (a) =>
+  withJournal(({ json, storage }) =>
+    Effect.flatMap(load, (m) => m.witness(a.url, a.id, { keyFile: a.sign, witnessKeys: a.witnessKey, out: a.out, storage, json }))
+  )).pipe(Command.withDescription(
+    "Submit the session's signed checkpoint to a C2SP tlog-witness with a consistency proof and write the cosigned checkpoint to FILE"
+  ))
+
+/**
+ * The commands of this module to register at the root.
+ *
+ * @since 0.5.0
+ */
+export const commands = [key, prove, consistency, witness] as const
