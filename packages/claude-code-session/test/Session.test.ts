@@ -330,9 +330,11 @@ describe.skipIf(bin === null)("Session against the real CLI", () => {
         )
         const ended = messages.findIndex((e) => e.message._tag === "Result")
         assert.isTrue(asked >= 0 && asked < answered && answered < ended, `${asked} ${answered} ${ended}`)
-        assert.isTrue(messages.slice(answered, ended).some((e) =>
-          e.message._tag === "User" && JSON.stringify(e.message.message).includes("[Request interrupted by user]")
-        ))
+        assert.isTrue(
+          messages.slice(answered, ended).some((e) =>
+            e.message._tag === "User" && JSON.stringify(e.message.message).includes("[Request interrupted by user]")
+          )
+        )
       })).pipe(Effect.timeout("90 seconds"))
   })
 

@@ -146,7 +146,9 @@ describe("fake Messages API", () => {
   it("a held response sends message_start, then waits: release finishes it, a hang-up ends it", async () => {
     const released = Fake.hold()
     const dropped = Fake.hold()
-    const api = await Fake.start(Fake.inOrder([released, dropped, Fake.withUsage(Fake.text("counted"), { input_tokens: 3, output_tokens: 4 })]))
+    const api = await Fake.start(
+      Fake.inOrder([released, dropped, Fake.withUsage(Fake.text("counted"), { input_tokens: 3, output_tokens: 4 })])
+    )
     try {
       // Released: the events before the hold, then the rest once released.
       const pending = post(api, { model: "m", stream: true, messages: [user("go")] })

@@ -91,7 +91,6 @@ export const hold = (): Hold => {
   return { hold: true, started: control.started, ended: control.ended, release: control.release }
 }
 
-
 /** A turn of tool calls, run in parallel by the CLI when it considers them safe to. */
 export const tools = (...calls: ReadonlyArray<ToolCall>): Turn => ({ tools: calls })
 
@@ -221,7 +220,8 @@ export const blocksOf = (turn: Turn): Array<Block> => {
 
 const stopReason = (turn: Turn): string => "tools" in turn && turn.tools.length > 0 ? "tool_use" : "end_turn"
 
-const usageOf = (turn: Turn): Usage => ("hold" in turn ? undefined : turn.usage) ?? { input_tokens: 10, output_tokens: 5 }
+const usageOf = (turn: Turn): Usage =>
+  ("hold" in turn ? undefined : turn.usage) ?? { input_tokens: 10, output_tokens: 5 }
 
 /** The SSE body answering one request with the blocks of a turn (PROTOCOL.md (f)). */
 export const stream = (turn: Turn, blocks: ReadonlyArray<Block>, model: string, messageId: string): string =>

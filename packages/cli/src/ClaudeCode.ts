@@ -13,6 +13,7 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { Argument, Command, Flag } from "effect/cli"
 import * as path from "node:path"
+import * as ClaudeCodeRun from "./ClaudeCodeRun.ts"
 import { type Failure, InvalidInput } from "./Failure.ts"
 import * as Output from "./Output.ts"
 
@@ -155,7 +156,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
     )).pipe(Command.withDescription("Write the journaled transcript to stdout, byte for byte as Claude Code wrote it"))
 
   return Command.make("claude-code").pipe(
-    Command.withDescription("Custody of Claude Code transcripts (~/.claude/projects) in verified journals"),
-    Command.withSubcommands([archive, follow, exportCmd])
+    Command.withDescription("Custody of Claude Code transcripts (~/.claude/projects) in verified journals; run a session through the driver"),
+    Command.withSubcommands([archive, follow, exportCmd, ClaudeCodeRun.run])
   )
 }
