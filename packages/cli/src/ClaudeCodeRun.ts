@@ -18,7 +18,7 @@
  * journal failed, 6 stdout failed, 70 the Claude Code CLI died (or could not be
  * started), 130 ended by Ctrl-C.
  *
- * @since 0.4.0
+ * @since 0.5.0
  */
 import { Message, Session } from "@session-journal/claude-code-session"
 import { Entry, Policy } from "@session-journal/core"
@@ -145,7 +145,7 @@ const takeSigint = (queue: Queue.Queue<void>) =>
 /**
  * The `claude-code run` command.
  *
- * @since 0.4.0
+ * @since 0.5.0
  */
 export const run = Command.make("run", flags, (a) =>
   Effect.gen(function*() {

@@ -102,7 +102,7 @@ export class PolicyWouldDeny extends Schema.TaggedError<PolicyWouldDeny>()("Poli
  * `claude-code run`: turns of the session ended with an error result (the
  * conversation and each such turn are printed already).
  *
- * @since 0.4.0
+ * @since 0.5.0
  */
 export class TurnFailed extends Schema.TaggedError<TurnFailed>()("TurnFailed", {
   errors: Schema.Number,
