@@ -10,6 +10,7 @@ import type { Figure, Scenario } from "./lib/harness.ts"
 import { jsonLine, notRun, table } from "./lib/harness.ts"
 import { chatScenario } from "./scenarios/chat.ts"
 import { claudeCodeArchive, claudeCodeFollow } from "./scenarios/claudeCode.ts"
+import { claudeCodeSessionEvents } from "./scenarios/claudeCodeSession.ts"
 import { fsManySessions, fsRecord } from "./scenarios/fs.ts"
 import { cliVerify, fsHistory } from "./scenarios/history.ts"
 import { memoryRecord } from "./scenarios/memory.ts"
@@ -33,6 +34,7 @@ const scenarios: ReadonlyArray<Scenario> = [
   cliStartup,
   claudeCodeArchive,
   claudeCodeFollow,
+  claudeCodeSessionEvents,
   pgRecord,
   fsSessionsTouched
 ]

@@ -10,7 +10,9 @@
 import type * as Message from "./Message.ts"
 
 /**
- * Token totals over the results seen (each result's `usage`, summed).
+ * Token totals over the results seen (each result's `usage`, summed: the CLI
+ * reports a turn's own usage there; an interrupted request's tokens are not
+ * in it).
  *
  * @since 0.1.0
  */
@@ -52,7 +54,13 @@ export interface SessionState {
   /** Messages of a type the model does not know, or not JSON at all. */
   readonly unknownSeen: number
   readonly usage: Usage
-  /** The sum of the results' `total_cost_usd`. */
+  /**
+   * The session's cost so far: the latest result's `total_cost_usd`. The CLI
+   * reports a running total of its session there, not the turn's own cost
+   * (observed with 2.1.328: two turns, the second of ten times the first's
+   * tokens, report 1× and 11×), so the totals are not summed. 0 before a result
+   * that carries one.
+   */
   readonly costUsd: number
   readonly lastResult: Message.ResultMessage | null
   /** `alive` until the CLI exited. */
@@ -128,7 +136,8 @@ export const fold = (state: SessionState, input: Input): SessionState => {
         messagesSeen: state.messagesSeen + 1,
         resultsSeen: state.resultsSeen + 1,
         usage: addUsage(state.usage, input.usage),
-        costUsd: state.costUsd + (cost !== undefined && cost >= 0 ? cost : 0),
+        // A running total, not the turn's cost: the latest replaces it.
+        costUsd: cost !== undefined && Number.isFinite(cost) && cost >= 0 ? cost : state.costUsd,
         lastResult: input
       }
     }

@@ -7,7 +7,12 @@
  * interrupt during a slow command settles with the CLI's answer and the turn's
  * `error_during_execution` result, and the session goes on; `info` waits for
  * `system/init`; the CLI killed with SIGKILL fails `info` and `awaitResultAfter`
- * with `CliDied`; closing the scope leaves no process behind.
+ * with `CliDied`; closing the scope leaves no process behind. With the API
+ * holding its response open (the CLI mid-request), an interrupt settles with the
+ * CLI's answer, the CLI drops the request and the turn ends `aborted_streaming`;
+ * a `send` while a turn runs is queued by the CLI and gets its own result; and
+ * the result's `total_cost_usd` is the session's running total, so the state's
+ * cost is the latest one, not their sum.
  */
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { assert, describe, it } from "@effect/vitest"
@@ -291,4 +296,95 @@ describe.skipIf(bin === null)("Session against the real CLI", () => {
       Effect.timeout("60 seconds")
     )
   })
+  it.live("interrupt while the CLI is mid-request settles with the CLI's answer; the request is dropped; the next turn works", () => {
+    const held = Fake.hold()
+    return withSession(Fake.inOrder([held, Fake.text("second turn")]), (session) =>
+      Effect.gen(function*() {
+        const events = yield* session.subscribe
+        const seen = yield* Effect.forkChild(Stream.runCollect(events))
+        yield* session.send({ text: "first" })
+        // The fake has sent message_start and holds the rest: the CLI is mid-request.
+        yield* Effect.promise(() => held.started)
+        const outcome = yield* session.interrupt.pipe(Effect.timeout("5 seconds"))
+        assert.deepStrictEqual(outcome, { _tag: "Answered", stillQueued: [] })
+        const result = yield* session.awaitResultAfter(0).pipe(Effect.timeout("5 seconds"))
+        assert.strictEqual(result.subtype, "error_during_execution")
+        assert.isTrue(result.is_error)
+        assert.strictEqual(result.terminal_reason, "aborted_streaming")
+        // The CLI hung up on the held request; it was never released.
+        assert.strictEqual(yield* Effect.promise(() => held.ended), "closed")
+        yield* session.send({ text: "again" })
+        const second = yield* session.awaitResultAfter(1)
+        assert.strictEqual(second.subtype, "success")
+        assert.strictEqual(second.result, "second turn")
+        yield* session.end
+        // The answer is correlated with our request by its id, and the turn's end follows it.
+        const messages = (yield* Fiber.join(seen)).flatMap((e) => e._tag === "Message" ? [e] : [])
+        const asked = messages.findIndex((e) =>
+          e.from === "driver" && e.message._tag === "ControlRequest" && e.message.request.subtype === "interrupt"
+        )
+        const request = messages[asked]!.message
+        const answered = messages.findIndex((e) =>
+          e.message._tag === "ControlResponse" && request._tag === "ControlRequest" &&
+          e.message.response.request_id === request.request_id
+        )
+        const ended = messages.findIndex((e) => e.message._tag === "Result")
+        assert.isTrue(asked >= 0 && asked < answered && answered < ended, `${asked} ${answered} ${ended}`)
+        assert.isTrue(
+          messages.slice(answered, ended).some((e) =>
+            e.message._tag === "User" && JSON.stringify(e.message.message).includes("[Request interrupted by user]")
+          )
+        )
+      })).pipe(Effect.timeout("90 seconds"))
+  })
+
+  it.live("a send while a turn runs is queued by the CLI: each prompt gets its own result, in order", () => {
+    const held = Fake.hold()
+    return withSession(Fake.inOrder([held, Fake.text("answer two")]), (session, s) =>
+      Effect.gen(function*() {
+        yield* session.send({ text: "one" })
+        yield* Effect.promise(() => held.started)
+        // The first turn is running (its request open); the second prompt goes in now.
+        yield* session.send({ text: "two" })
+        const before = yield* SubscriptionRef.get(session.state)
+        assert.strictEqual(before.resultsSeen, 0)
+        held.release(Fake.text("answer one"))
+        const first = yield* session.awaitResultAfter(0)
+        const second = yield* session.awaitResultAfter(1)
+        assert.deepStrictEqual([first.subtype, first.result], ["success", "answer one"])
+        assert.deepStrictEqual([second.subtype, second.result], ["success", "answer two"])
+        const state = yield* SubscriptionRef.get(session.state)
+        assert.strictEqual(state.resultsSeen, 2)
+        // The second request carried the first exchange: one conversation.
+        const asked = JSON.stringify(s.api.requests.at(-1)?.messages)
+        assert.isTrue(asked.includes("answer one") && asked.includes("two"), asked)
+      })).pipe(Effect.timeout("90 seconds"))
+  })
+
+  it.live("total_cost_usd is the session's running total: the state's cost is the latest, usage the sum of the turns", () =>
+    withSession(
+      Fake.inOrder([
+        Fake.withUsage(Fake.text("one"), { input_tokens: 100, output_tokens: 200 }),
+        Fake.withUsage(Fake.text("two"), { input_tokens: 1000, output_tokens: 2000 })
+      ]),
+      (session) =>
+        Effect.gen(function*() {
+          yield* session.send({ text: "one" })
+          const first = yield* session.awaitResultAfter(0)
+          yield* session.send({ text: "two" })
+          const second = yield* session.awaitResultAfter(1)
+          const c1 = first.total_cost_usd!
+          const c2 = second.total_cost_usd!
+          assert.isAbove(c1, 0)
+          // Cost is linear in tokens and the second turn has ten times the first's:
+          // a running total is 11× the first, a turn's own cost would be 10×.
+          assert.closeTo(c2 / c1, 11, 1e-6)
+          // The turn's usage is its own.
+          assert.strictEqual(second.usage?.["input_tokens"], 1000)
+          const state = yield* SubscriptionRef.get(session.state)
+          assert.closeTo(state.costUsd, c2, 1e-12)
+          assert.strictEqual(state.usage.input_tokens, 1100)
+          assert.strictEqual(state.usage.output_tokens, 2200)
+        })
+    ).pipe(Effect.timeout("90 seconds")))
 })

@@ -1,6 +1,7 @@
 /**
  * The fold: its counters equal independent counts over any sequence of inputs,
- * never go down, and a dead session stays dead with its first exit.
+ * never go down, the cost is the latest running total the CLI reported, and a
+ * dead session stays dead with its first exit.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
@@ -13,6 +14,7 @@ const lines = [
   `{"type":"system","subtype":"task_notification"}`,
   `{"type":"system","subtype":"hook_started"}`,
   `{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.25,"usage":{"input_tokens":3,"output_tokens":2}}`,
+  `{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.75,"usage":{"input_tokens":3,"output_tokens":2}}`,
   `{"type":"result","subtype":"error_during_execution","is_error":true}`,
   `{"type":"mystery"}`,
   `not json`,
@@ -54,8 +56,10 @@ describe("SessionState", () => {
         )
         const firstInit = messages.find((m) => m._tag === "SystemInit")
         assert.strictEqual(s.sessionId, firstInit?._tag === "SystemInit" ? firstInit.session_id : null)
-        assert.strictEqual(s.usage.input_tokens, results.filter((r) => r.total_cost_usd !== undefined).length * 3)
-        assert.closeTo(s.costUsd, results.filter((r) => r.total_cost_usd !== undefined).length * 0.25, 1e-9)
+        const costed = results.filter((r) => r.total_cost_usd !== undefined)
+        assert.strictEqual(s.usage.input_tokens, costed.length * 3)
+        // total_cost_usd is the CLI's running total: the latest one is the cost.
+        assert.strictEqual(s.costUsd, costed.at(-1)?.total_cost_usd ?? 0)
         assert.deepStrictEqual(s.lastResult, results.at(-1) ?? null)
         const firstExit = inputs.find((i) => i._tag === "Exited")
         assert.deepStrictEqual(

@@ -1,7 +1,9 @@
 /**
  * The fake Messages API on its own (it runs without the Claude Code binary): the
  * SSE stream of a text turn and of parallel tool calls, per-conversation scripts
- * keyed by the conversation so far, recorded requests, refused CONNECTs.
+ * keyed by the conversation so far, recorded requests, refused CONNECTs, a
+ * response held open until released or until the client hangs up, and the usage
+ * a turn reports.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as http from "node:http"
@@ -137,6 +139,53 @@ describe("fake Messages API", () => {
       const other = await fetch(`${api.url}/v1/models`)
       assert.strictEqual(other.status, 404)
       assert.strictEqual(api.requests[0]!.url, "/v1/models")
+    } finally {
+      await api.close()
+    }
+  })
+  it("a held response sends message_start, then waits: release finishes it, a hang-up ends it", async () => {
+    const released = Fake.hold()
+    const dropped = Fake.hold()
+    const api = await Fake.start(
+      Fake.inOrder([released, dropped, Fake.withUsage(Fake.text("counted"), { input_tokens: 3, output_tokens: 4 })])
+    )
+    try {
+      // Released: the events before the hold, then the rest once released.
+      const pending = post(api, { model: "m", stream: true, messages: [user("go")] })
+      const request = await released.started
+      assert.strictEqual(request.index, 0)
+      assert.deepStrictEqual(api.answers, [])
+      released.release(Fake.text("let go"))
+      const first = await pending
+      assert.deepStrictEqual(first.events.map((e) => e.event), [
+        "message_start",
+        "ping",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop"
+      ])
+      assert.strictEqual(first.events[3]!.data.delta.text, "let go")
+      assert.strictEqual(await released.ended, "released")
+      // Dropped: the client reads message_start and hangs up.
+      const abort = new AbortController()
+      const res = await fetch(`${api.url}/v1/messages`, {
+        method: "POST",
+        body: JSON.stringify({ stream: true, messages: [user("go")] }),
+        signal: abort.signal
+      })
+      const reader = res.body!.getReader()
+      const chunk = new TextDecoder().decode((await reader.read()).value)
+      assert.match(chunk, /^event: message_start\n/)
+      abort.abort()
+      assert.strictEqual(await dropped.ended, "closed")
+      dropped.release()
+      // The usage a turn reports.
+      const third = await post(api, { stream: true, messages: [user("go")] })
+      assert.strictEqual(third.events[0]!.data.message.usage.input_tokens, 3)
+      assert.strictEqual(third.events.at(-2)!.data.usage.output_tokens, 4)
+      assert.deepStrictEqual(api.answers.map((a) => a.request), [0, 2])
     } finally {
       await api.close()
     }

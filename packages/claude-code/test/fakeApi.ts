@@ -3,9 +3,11 @@
  * CLI offline (PROTOCOL.md (f)): a node:http server on 127.0.0.1 answering
  * `POST /v1/messages` (`?beta=true`) with the server-sent-event stream the CLI
  * accepts. Each answer is one turn of a script: text, or one or more `tool_use`
- * blocks (several are parallel calls). The same port is the CLI's HTTP(S) proxy and
- * refuses every `CONNECT`, counting it, so nothing leaves the machine unnoticed.
- * Every request is recorded.
+ * blocks (several are parallel calls), with the usage it reports, or a response
+ * held open (`hold`: `message_start`, then nothing until released or the client
+ * hangs up, for a CLI caught mid-request). The same port is the CLI's HTTP(S)
+ * proxy and refuses every `CONNECT`, counting it, so nothing leaves the machine
+ * unnoticed. Every request is recorded.
  */
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -17,13 +19,77 @@ export interface ToolCall {
   readonly id?: string
 }
 
-/** One answer of the model: text, or tool calls (with optional text before them). */
+/**
+ * The token counts an answer reports: `input_tokens` in `message_start`,
+ * `output_tokens` in `message_delta` (default 10 and 5).
+ */
+export interface Usage {
+  readonly input_tokens: number
+  readonly output_tokens: number
+}
+
+/**
+ * A response held open: the fake sends the headers, `message_start` and `ping`,
+ * then nothing until `release` (which finishes it as `turn`, default `"done"`) or
+ * until the client closes the connection. For one request; a second request
+ * answered with the same hold is answered `"done"` at once.
+ */
+export interface Hold {
+  readonly hold: true
+  /** Resolves with the request once its `message_start` has been sent. */
+  readonly started: Promise<Request>
+  /** Resolves when the response is over: `released`, or `closed` by the client before that. */
+  readonly ended: Promise<"released" | "closed">
+  /** Finishes the held response with the blocks of `turn`. */
+  readonly release: (turn?: Turn) => void
+}
+
+/**
+ * One answer of the model: text, or tool calls (with optional text before them),
+ * optionally with the usage it reports; or a response held open (`hold`).
+ */
 export type Turn =
-  | { readonly text: string }
-  | { readonly tools: ReadonlyArray<ToolCall>; readonly text?: string }
+  | { readonly text: string; readonly usage?: Usage }
+  | { readonly tools: ReadonlyArray<ToolCall>; readonly text?: string; readonly usage?: Usage }
+  | Hold
 
 /** A text turn. */
 export const text = (t: string): Turn => ({ text: t })
+
+/** The same answer reporting `usage` (a held response is returned unchanged). */
+export const withUsage = (turn: Turn, usage: Usage): Turn => ("hold" in turn ? turn : { ...turn, usage })
+
+interface HoldState {
+  readonly control: {
+    pending: Turn | undefined
+    onRelease: (() => void) | undefined
+    used: boolean
+  }
+  readonly started: (r: Request) => void
+  readonly ended: (how: "released" | "closed") => void
+}
+
+// The server's side of each hold, keyed by its `started` promise (the object a script returns).
+const holds = new WeakMap<Promise<Request>, HoldState>()
+
+/** A response held open until released (see `Hold`). */
+export const hold = (): Hold => {
+  let started!: (r: Request) => void
+  let ended!: (how: "released" | "closed") => void
+  const control = {
+    started: new Promise<Request>((resolve) => (started = resolve)),
+    ended: new Promise<"released" | "closed">((resolve) => (ended = resolve)),
+    release: (turn?: Turn) => {
+      control.pending = turn ?? text("done")
+      control.onRelease?.()
+    },
+    pending: undefined as Turn | undefined,
+    onRelease: undefined as (() => void) | undefined,
+    used: false
+  }
+  holds.set(control.started, { control, started: (r) => started(r), ended: (how) => ended(how) })
+  return { hold: true, started: control.started, ended: control.ended, release: control.release }
+}
 
 /** A turn of tool calls, run in parallel by the CLI when it considers them safe to. */
 export const tools = (...calls: ReadonlyArray<ToolCall>): Turn => ({ tools: calls })
@@ -141,9 +207,10 @@ export type Block =
   | { readonly type: "text"; readonly text: string }
   | Required<ToolCall> & { readonly type: "tool_use" }
 
-/** The content blocks of a turn, tool calls with their ids. */
+/** The content blocks of a turn, tool calls with their ids (none for a held response). */
 export const blocksOf = (turn: Turn): Array<Block> => {
   const blocks: Array<Block> = []
+  if ("hold" in turn) return blocks
   if (turn.text !== undefined && turn.text.length > 0) blocks.push({ type: "text", text: turn.text })
   if ("tools" in turn) {
     for (const c of turn.tools) blocks.push({ type: "tool_use", name: c.name, input: c.input, id: c.id ?? freshId() })
@@ -153,9 +220,20 @@ export const blocksOf = (turn: Turn): Array<Block> => {
 
 const stopReason = (turn: Turn): string => "tools" in turn && turn.tools.length > 0 ? "tool_use" : "end_turn"
 
+const usageOf = (turn: Turn): Usage =>
+  ("hold" in turn ? undefined : turn.usage) ?? { input_tokens: 10, output_tokens: 5 }
+
 /** The SSE body answering one request with the blocks of a turn (PROTOCOL.md (f)). */
-export const stream = (turn: Turn, blocks: ReadonlyArray<Block>, model: string, messageId: string): string => {
-  const usage = { input_tokens: 10, output_tokens: 1, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 }
+export const stream = (turn: Turn, blocks: ReadonlyArray<Block>, model: string, messageId: string): string =>
+  streamStart(turn, model, messageId) + streamRest(turn, blocks)
+
+const streamStart = (turn: Turn, model: string, messageId: string): string => {
+  const usage = {
+    input_tokens: usageOf(turn).input_tokens,
+    output_tokens: 1,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: 0
+  }
   let out = sse("message_start", {
     type: "message_start",
     message: {
@@ -170,6 +248,11 @@ export const stream = (turn: Turn, blocks: ReadonlyArray<Block>, model: string, 
     }
   })
   out += sse("ping", { type: "ping" })
+  return out
+}
+
+const streamRest = (turn: Turn, blocks: ReadonlyArray<Block>): string => {
+  let out = ""
   blocks.forEach((b, index) => {
     if (b.type === "text") {
       out += sse("content_block_start", {
@@ -199,7 +282,7 @@ export const stream = (turn: Turn, blocks: ReadonlyArray<Block>, model: string, 
   out += sse("message_delta", {
     type: "message_delta",
     delta: { stop_reason: stopReason(turn), stop_sequence: null },
-    usage: { output_tokens: 5 }
+    usage: { output_tokens: usageOf(turn).output_tokens }
   })
   out += sse("message_stop", { type: "message_stop" })
   return out
@@ -237,6 +320,38 @@ export const start = (script: Script): Promise<FakeApi> => {
       }
       const model = typeof r.body["model"] === "string" ? r.body["model"] : "claude-fake"
       const id = `msg_fake${r.index}`
+      const held = "hold" in turn ? holds.get(turn.started) : undefined
+      if (held !== undefined && !held.control.used && r.body["stream"] === true) {
+        held.control.used = true
+        res.writeHead(200, {
+          "content-type": "text/event-stream",
+          "cache-control": "no-cache",
+          "request-id": `req_fake${r.index}`
+        })
+        // The first events go out now; the rest when released.
+        res.write(streamStart(held.control.pending ?? text("done"), model, id))
+        let over = false
+        res.on("close", () => {
+          if (!over) {
+            over = true
+            held.ended("closed")
+          }
+        })
+        held.control.onRelease = () => {
+          if (over) return
+          over = true
+          const final = held.control.pending ?? text("done")
+          const finalTurn = "hold" in final ? text("done") : final
+          const blocks = blocksOf(finalTurn)
+          answers.push({ request: r.index, blocks })
+          res.end(streamRest(finalTurn, blocks))
+          held.ended("released")
+        }
+        held.started(r)
+        if (held.control.pending !== undefined) held.control.onRelease()
+        return
+      }
+      if ("hold" in turn) turn = text("done")
       const blocks = blocksOf(turn)
       answers.push({ request: r.index, blocks })
       if (r.body["stream"] !== true) {
@@ -250,7 +365,7 @@ export const start = (script: Script): Promise<FakeApi> => {
           content: blocks,
           stop_reason: stopReason(turn),
           stop_sequence: null,
-          usage: { input_tokens: 10, output_tokens: 5 }
+          usage: usageOf(turn)
         }))
         return
       }

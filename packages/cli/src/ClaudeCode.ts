@@ -13,6 +13,7 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { Argument, Command, Flag } from "effect/cli"
 import * as path from "node:path"
+import * as ClaudeCodeRun from "./ClaudeCodeRun.ts"
 import { Exit, type Failure, InvalidInput } from "./Failure.ts"
 import * as HookCommand from "./HookCommand.ts"
 import { Dir, Postgres } from "./internal/commandKit.ts"
@@ -212,7 +213,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
   ))
 
   return Command.make("claude-code").pipe(
-    Command.withDescription("Claude Code: custody of its transcripts, hooks that journal and guard it as it runs"),
-    Command.withSubcommands([archive, follow, exportCmd, hook, Install.command])
+    Command.withDescription("Claude Code: custody of its transcripts, hooks that journal and guard it as it runs, a session run through the driver"),
+    Command.withSubcommands([archive, follow, exportCmd, hook, Install.command, ClaudeCodeRun.run])
   )
 }

@@ -9,7 +9,9 @@
  * wrote is durable, so a caller must not write it again.
  * Outside that range: 70 (EX_SOFTWARE of sysexits.h) for a defect, which is a
  * bug and is reported with its stack, and 130 (128 + SIGINT, as shells report it)
- * when the run was interrupted. Every failure is reported on stderr as one sentence; `--verbose` adds the stack.
+ * when the run was interrupted. `claude-code run` adds two meanings: 1 a turn
+ * ended with an error result, 70 the Claude Code CLI it drove died (its stderr in
+ * the sentence; not a defect, no stack). Every failure is reported on stderr as one sentence; `--verbose` adds the stack.
  *
  * @since 0.1.0
  */
@@ -25,6 +27,7 @@ import type {
   StorageError,
   Transparency
 } from "@session-journal/core"
+import type { CliDied, SessionStorageError } from "@session-journal/claude-code-session"
 import * as Cause from "effect/Cause"
 import * as Schema from "effect/Schema"
 
@@ -136,6 +139,21 @@ export class WitnessRefused extends Schema.TaggedError<WitnessRefused>()("Witnes
 }
 
 /**
+ * `claude-code run`: turns of the session ended with an error result (the
+ * conversation and each such turn are printed already).
+ *
+ * @since 0.5.0
+ */
+export class TurnFailed extends Schema.TaggedError<TurnFailed>()("TurnFailed", {
+  errors: Schema.Number,
+  turns: Schema.Number
+}) {
+  override get message(): string {
+    return `${this.errors} of ${this.turns} turn${this.turns === 1 ? "" : "s"} ended with an error result`
+  }
+}
+
+/**
  * A storage backend or operation that this installation does not provide.
  *
  * @since 0.1.0
@@ -210,8 +228,12 @@ export const ExitCode = {
   policyWouldDeny: 5,
   /** Stdout could not be written; whatever the command wrote is durable (see `OutputFailed`). */
   output: 6,
+  /** `claude-code run`: a turn ended with an error result. */
+  turnFailed: 1,
   /** A bug: an unexpected defect, reported with its stack (sysexits' EX_SOFTWARE). */
   defect: 70,
+  /** `claude-code run`: the Claude Code CLI died or could not be started (EX_SOFTWARE: the software it drives failed). */
+  claudeDied: 70,
   /** Interrupted (SIGINT or SIGTERM): 128 + SIGINT, as shells report an interrupted command. */
   interrupted: 130
 } as const
@@ -242,6 +264,9 @@ export type Failure =
   | Transparency.TreeUnavailable
   | CheckpointMismatch
   | WitnessRefused
+  | TurnFailed
+  | CliDied
+  | SessionStorageError
 
 // A mapped type over the union's tags: a missing tag is a compile error.
 const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
@@ -262,7 +287,10 @@ const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
   OutputFailed: ExitCode.output,
   TreeUnavailable: ExitCode.verificationFailed,
   CheckpointMismatch: ExitCode.verificationFailed,
-  WitnessRefused: ExitCode.verificationFailed
+  WitnessRefused: ExitCode.verificationFailed,
+  TurnFailed: ExitCode.turnFailed,
+  CliDied: ExitCode.claudeDied,
+  SessionStorageError: ExitCode.storage
 }
 
 /**

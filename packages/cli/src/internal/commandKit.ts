@@ -102,12 +102,14 @@ const reportFailure = (cause: Cause.Cause<Failure>, verbose: boolean, flags: boo
     if (Option.isSome(typed) && typed.value._tag === "OutputFailed" && typed.value.code === "EPIPE") {
       return yield* new Exit({ code: ExitCode.ok })
     }
+    // A defect is a bug; a typed failure is not, whatever its code (`CliDied` shares 70 with defects).
+    const defect = Option.isNone(typed)
     const code = Option.isSome(typed) ? exitCodeOf(typed.value) : ExitCode.defect
-    const text = code === ExitCode.defect
+    const text = defect
       ? `unexpected failure (a bug): ${describeFailure(error)}`
       : describeFailure(error, { flags })
     yield* Output.errorLine(`session-journal: ${text}`)
-    if (verbose || code === ExitCode.defect) yield* Output.errorLine(stackOf(cause))
+    if (verbose || defect) yield* Output.errorLine(stackOf(cause))
     return yield* new Exit({ code })
   })
 
