@@ -98,6 +98,14 @@ export type Decision = Writes.Decision
 export type WriteItem = Writes.WriteItem
 
 /**
+ * What a plan of `writeFrom` stores: items, an optional metadata patch stored with
+ * them in the same durable append, and the caller's result.
+ *
+ * @since 0.4.0
+ */
+export type Plan<A> = Writes.Plan<A>
+
+/**
  * The result of `verify`: the head of the verified chain and how many stored
  * entries were checked.
  *
@@ -165,6 +173,18 @@ export class SessionJournal extends Context.Service<SessionJournal, {
   readonly append: (id: string, kind: string, payload: unknown) => Effect.Effect<Entry.OtherEntry, WriteError>
   /** Stores several items with one durable append, in order; all or none. */
   readonly writeAll: (id: string, items: ReadonlyArray<WriteItem>) => Effect.Effect<Array<Entry.Entry>, WriteError>
+  /**
+   * Stores what `plan` decides from the session's current state, in the session's
+   * writer: no other write of this service comes between the state the plan sees
+   * and the append of its items (and metadata patch), and when another instance
+   * wrote first (a sequence conflict) the plan runs again on the reloaded state.
+   * A plan with nothing to store is answered at once, storing nothing. The plan
+   * must be pure and quick: it runs inside the writer, before the append.
+   */
+  readonly writeFrom: <A>(
+    id: string,
+    plan: (state: JournalState.JournalState, nowMillis: number) => Plan<A>
+  ) => Effect.Effect<A, WriteError>
   /** Evaluates `guard` on the current snapshot and records the call with `allowed` set by the verdict, atomically. */
   readonly decide: (id: string, params: Entry.ToolParams, guard: Guard.Guard) => Effect.Effect<Decision, WriteError>
   /** Changes the session's metadata (not chained; the latest `updated_at` wins). */
@@ -263,7 +283,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))
 
-  const { append, decide, record, setMeta, writeAll } = Writes.make(sessions)
+  const { append, decide, record, setMeta, writeAll, writeFrom } = Writes.make(sessions)
 
   // Reads use the open session when there is one; otherwise a read-only load that
   // never takes the writer guarantee. A session whose stored history does not bear
@@ -368,6 +388,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     record,
     append,
     writeAll,
+    writeFrom,
     decide,
     setMeta,
     state,
