@@ -106,6 +106,14 @@ export type WriteItem = Writes.WriteItem
 export type Plan<A> = Writes.Plan<A>
 
 /**
+ * What `writeFrom` gives back: the plan's result and the entries stored for it
+ * (none when the plan stored nothing).
+ *
+ * @since 0.4.0
+ */
+export type Planned<A> = Writes.Planned<A>
+
+/**
  * The result of `verify`: the head of the verified chain and how many stored
  * entries were checked.
  *
@@ -178,13 +186,14 @@ export class SessionJournal extends Context.Service<SessionJournal, {
    * writer: no other write of this service comes between the state the plan sees
    * and the append of its items (and metadata patch), and when another instance
    * wrote first (a sequence conflict) the plan runs again on the reloaded state.
-   * A plan with nothing to store is answered at once, storing nothing. The plan
+   * A plan with nothing to store is answered at once, storing nothing. Gives the
+   * plan's result and the entries stored for it. The plan
    * must be pure and quick: it runs inside the writer, before the append.
    */
   readonly writeFrom: <A>(
     id: string,
     plan: (state: JournalState.JournalState, nowMillis: number) => Plan<A>
-  ) => Effect.Effect<A, WriteError>
+  ) => Effect.Effect<Planned<A>, WriteError>
   /** Evaluates `guard` on the current snapshot and records the call with `allowed` set by the verdict, atomically. */
   readonly decide: (id: string, params: Entry.ToolParams, guard: Guard.Guard) => Effect.Effect<Decision, WriteError>
   /** Changes the session's metadata (not chained; the latest `updated_at` wins). */

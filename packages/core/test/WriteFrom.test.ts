@@ -29,7 +29,10 @@ layer(Live)("SessionJournal.writeFrom", (it) => {
     Effect.gen(function*() {
       const j = yield* Journal
       const id = "plans"
-      const out = yield* Effect.forEach(range(40), () => j.writeFrom(id, numbered(false)), { concurrency: "unbounded" })
+      const out = yield* Effect.forEach(range(40), () => Effect.map(j.writeFrom(id, numbered(false)), (p) => {
+        assert.deepStrictEqual(p.entries.map((e) => e.sequence), [p.result])
+        return p.result
+      }), { concurrency: "unbounded" })
       assert.deepStrictEqual([...out].sort((a, b) => a - b), range(40))
       const all = yield* Stream.runCollect(j.entries(id))
       assert.deepStrictEqual(all.map((e) => "payload" in e ? (e.payload as { n: number }).n : -2), range(40))
@@ -42,7 +45,7 @@ layer(Live)("SessionJournal.writeFrom", (it) => {
       const id = "nothing"
       yield* j.append(id, "message", { first: true })
       const before = IP.appendsOf(probe, id)
-      assert.strictEqual(yield* j.writeFrom(id, numbered(true)), -1)
+      assert.deepStrictEqual(yield* j.writeFrom(id, numbered(true)), { result: -1, entries: [] })
       assert.strictEqual(IP.appendsOf(probe, id), before)
       yield* j.writeFrom(id, (s) => ({
         items: [{ _tag: "Other", kind: "message", payload: { n: s.next_sequence } }],
@@ -84,7 +87,7 @@ layer(Live)("SessionJournal.writeFrom", (it) => {
         return { items: [{ _tag: "Other", kind: "message", payload: { n: s.next_sequence } }], result: s.next_sequence }
       })
       assert.deepStrictEqual(seen, [1, 4])
-      assert.strictEqual(got, 4)
+      assert.strictEqual(got.result, 4)
       const all = yield* Stream.runCollect(j.entries(id))
       const last = all[4]!
       assert.deepStrictEqual("payload" in last ? last.payload : null, { n: 4 })

@@ -36,6 +36,12 @@ export interface Plan<A> {
   readonly result: A
 }
 
+/** What `writeFrom` gives back: the plan's result and the entries stored for it. */
+export interface Planned<A> {
+  readonly result: A
+  readonly entries: ReadonlyArray<Entry.Entry>
+}
+
 /** How the write operations queue a request (see `Sessions.make`). */
 export interface Submit {
   /** Queues when run. */
@@ -154,12 +160,12 @@ export const make = ({ submit, submitNow }: Submit) => {
   const writeFrom = <A>(
     id: string,
     plan: (state: JournalState.JournalState, nowMillis: number) => Plan<A>
-  ): Effect.Effect<A, Sessions.WriteError> =>
+  ): Effect.Effect<Planned<A>, Sessions.WriteError> =>
     Effect.suspend(() => {
       const checkedId = Entry.validateSessionId(id)
       if (Result.isFailure(checkedId)) return Effect.fail(checkedId.failure)
       return Effect.flatMap(
-        submitNow(id, (state, ts, nowMillis): Sessions.Built<Result.Result<A, InvalidRecordField>> => {
+        submitNow(id, (state, ts, nowMillis): Sessions.Built<Result.Result<Planned<A>, InvalidRecordField>> => {
           const planned = plan(state, nowMillis)
           const out: Array<Entry.Entry> = []
           let s = state
@@ -183,7 +189,8 @@ export const make = ({ submit, submitNow }: Submit) => {
             if (bad !== undefined) return { entries: [], meta: null, result: Result.fail(bad) }
             meta = SessionMeta.patch(state.meta, planned.meta, nowMillis)
           }
-          return { entries: out, meta, result: Result.succeed(planned.result) }
+          // The caller gets its own array: the writer may hand `entries` itself to storage.
+          return { entries: out, meta, result: Result.succeed({ result: planned.result, entries: out.slice() }) }
         }),
         Effect.fromResult
       )
