@@ -1,0 +1,224 @@
+/**
+ * `JournalSessionStore` against the SDK's `SessionStore` contract, on the
+ * filesystem and on PostgreSQL, through the Promise API SDK users call: `load`
+ * gives back exactly what was appended (deep-equal, the same JSON text), a retried
+ * batch, a replay in other batch sizes, a second store and a restart store nothing
+ * twice, concurrent appends from two stores on one key store each entry once, in
+ * order; host processes killed with SIGKILL lose no batch whose `append` resolved;
+ * two host processes on one PostgreSQL share a key. With storage failing, `append`
+ * rejects (and a retry stores the batch once, whether the failed append landed or
+ * not).
+ */
+import { PgPersistence } from "@session-journal/postgres"
+import * as Pg from "@session-journal/postgres/test/pg"
+import { SessionJournal, type StorageError } from "@session-journal/core"
+import { NodePersistence } from "@session-journal/node"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+import { afterAll, assert, describe, it } from "vitest"
+import { JournalSessionStore } from "../src/index.ts"
+
+type Entry = JournalSessionStore.SessionStoreEntry
+
+const made: Array<string> = []
+const tempDir = (): string => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sj-store-"))
+  made.push(dir)
+  return dir
+}
+const pgPrefix = Pg.freshPrefix("ccstore")
+let pgTables = 0
+const prefixes: Array<string> = []
+
+afterAll(async () => {
+  for (const dir of made.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
+  for (const prefix of prefixes.splice(0)) {
+    await Effect.runPromise(Effect.ignore(PgPersistence.dropTables(prefix).pipe(Effect.provide(Pg.adminLayer("sj-ccstore-admin")))))
+  }
+})
+
+interface Backend {
+  readonly name: string
+  readonly skip: string | null
+  /** Options of a fresh journal; every call of the returned function opens the same journal. */
+  readonly fresh: () => JournalSessionStore.OpenOptions
+}
+
+const filesystem: Backend = {
+  name: "filesystem",
+  skip: null,
+  fresh: () => ({ dir: path.join(tempDir(), "journal") })
+}
+
+const postgres: Backend = {
+  name: "postgres",
+  skip: Pg.skipReason,
+  fresh: () => {
+    const tablePrefix = `${pgPrefix}${pgTables++}_`
+    prefixes.push(tablePrefix)
+    return { postgres: Pg.url, tablePrefix }
+  }
+}
+
+// The journal under a store's options, for looking at what it holds.
+const journalOf = <A, E>(
+  options: JournalSessionStore.OpenOptions,
+  f: (j: SessionJournal.SessionJournal["Service"]) => Effect.Effect<A, E>
+): Effect.Effect<A, E | StorageError> =>
+  Effect.scoped(SessionJournal.SessionJournal.use(f)).pipe(
+    Effect.provide(SessionJournal.layer().pipe(Layer.provide(
+      options.postgres !== undefined
+        ? PgPersistence.layerFromUrl(options.postgres, { tablePrefix: options.tablePrefix })
+        : NodePersistence.layer({ root: options.dir })
+    )))
+  )
+
+const key = { projectKey: "-tmp-work-project", sessionId: "5f8c2a4e-0000-4000-8000-000000000001" }
+const subKey = { ...key, subpath: "subagents/agent-a1b2c3d4e5f60718" }
+
+// A transcript-like sequence: uuid-less lines at the start, between and at the end,
+// two equal mode lines in a row, unicode, numbers, nested objects, key order kept.
+const transcript = (tag: string, n: number): Array<Entry> => {
+  const out: Array<Entry> = [
+    { type: "queue-operation", operation: "enqueue", content: `prompt ${tag}`, timestamp: "2026-12-01T00:00:00.000Z" },
+    { type: "queue-operation", operation: "dequeue", timestamp: "2026-12-01T00:00:00.001Z" }
+  ]
+  for (let i = 0; i < n; i++) {
+    out.push({
+      uuid: `${tag}-${i}`,
+      type: i % 2 === 0 ? "user" : "assistant",
+      parentUuid: i === 0 ? null : `${tag}-${i - 1}`,
+      message: { role: "user", content: [{ type: "text", text: `ünï 😀 漢 ${i}\n"quoted"` }], z: 1, a: [1.5, -0.25, 1e21, 0] },
+      timestamp: `2026-12-01T00:00:0${i % 10}.000Z`
+    })
+    if (i % 3 === 2) out.push({ type: "mode", mode: "default" }, { type: "mode", mode: "default" })
+  }
+  out.push({ type: "last-prompt", lastPrompt: `prompt ${tag}` }, { type: "cost-state", total: 0 })
+  return out
+}
+
+const chunks = <A>(all: ReadonlyArray<A>, size: number): Array<Array<A>> => {
+  const out: Array<Array<A>> = []
+  for (let i = 0; i < all.length; i += size) out.push(all.slice(i, i + size))
+  return out
+}
+
+const sameText = (a: ReadonlyArray<Entry> | null, b: ReadonlyArray<Entry>) =>
+  assert.deepStrictEqual(a?.map((e) => JSON.stringify(e)), b.map((e) => JSON.stringify(e)))
+
+for (const backend of [filesystem, postgres]) {
+  describe.skipIf(backend.skip !== null)(`JournalSessionStore (${backend.name})`, () => {
+    it("load gives back exactly what was appended, in order, as the same JSON text; null for a key never written", async () => {
+      const store = await JournalSessionStore.open(backend.fresh())
+      try {
+        assert.isNull(await store.load(key))
+        const all = transcript("t", 12)
+        for (const batch of chunks(all, 5)) await store.append(key, batch)
+        const sub = transcript("s", 3)
+        await store.append(subKey, sub)
+        const loaded = await store.load(key)
+        assert.deepStrictEqual(loaded, all)
+        sameText(loaded, all)
+        assert.deepStrictEqual(await store.load(subKey), sub)
+        assert.isNull(await store.load({ ...key, sessionId: "other" }))
+        const listed = await store.listSessions!(key.projectKey)
+        assert.deepStrictEqual(listed.map((s) => s.sessionId), [key.sessionId])
+        assert.isTrue(Number.isInteger(listed[0]!.mtime) && listed[0]!.mtime > 0)
+        assert.deepStrictEqual(await store.listSubkeys!(key), [subKey.subpath])
+        assert.deepStrictEqual(await store.listSessions!("another-project"), [])
+        // The SDK's no-op delete: without allowDelete there is none.
+        assert.isUndefined(store.delete)
+      } finally {
+        await store.close()
+      }
+    })
+
+    it("a retried batch, a replay in other batch sizes and a restart in between store nothing twice", async () => {
+      const options = backend.fresh()
+      const all = transcript("r", 20)
+      let store = await JournalSessionStore.open(options)
+      try {
+        const first = all.slice(0, 17)
+        await store.append(key, first)
+        await store.append(key, first) // the SDK's retry of a batch that landed
+        sameText(await store.load(key), first)
+        await store.close()
+        store = await JournalSessionStore.open(options) // a restart: the index is read again
+        await store.append(key, all) // the retry plus what follows
+        sameText(await store.load(key), all)
+        // Replays, as importSessionToStore makes them (batches of 500 by default); every
+        // first batch holds a uuid, so the lines before it are placed by it.
+        for (const size of [3, 4, 7, 500]) for (const batch of chunks(all, size)) await store.append(key, batch)
+        sameText(await store.load(key), all)
+        // Equal uuid-less lines appended on their own are new lines: as they come.
+        await store.append(key, [{ type: "mode", mode: "default" }])
+        await store.append(key, [{ type: "mode", mode: "default" }, { type: "user", uuid: "late" }])
+        sameText(await store.load(key), [...all, { type: "mode", mode: "default" }, { type: "mode", mode: "default" }, { type: "user", uuid: "late" }])
+      } finally {
+        await store.close()
+      }
+    })
+
+    it("concurrent appends of the same entries from two stores on one key store each once, in order", async () => {
+      const options = backend.fresh()
+      // On the filesystem the stores take turns holding the session (one writer
+      // process at a time), so each lets go of it soon.
+      const idleTimeToLive = options.postgres === undefined ? "20 millis" : undefined
+      const [a, b] = await Promise.all([
+        JournalSessionStore.open({ ...options, idleTimeToLive }),
+        JournalSessionStore.open({ ...options, idleTimeToLive })
+      ])
+      try {
+        const all = Array.from({ length: 30 }, (_, i) => ({ type: "user", uuid: `c-${i}`, n: i }))
+        await Promise.all([
+          (async () => {
+            for (const batch of chunks(all, 2)) await a.append(key, batch)
+          })(),
+          (async () => {
+            for (const batch of chunks(all, 3)) await b.append(key, batch)
+          })(),
+          // Concurrent calls on one store are committed together.
+          Promise.all(chunks(all, 5).map((batch) => a.append(subKey, batch)))
+        ])
+        sameText(await a.load(key), all)
+        sameText(await b.load(key), all)
+        const sub = await b.load(subKey)
+        assert.deepStrictEqual([...(sub ?? [])].map((e) => e.uuid).sort(), all.map((e) => e.uuid).sort())
+      } finally {
+        await Promise.all([a.close(), b.close()])
+      }
+    })
+
+    it("allowDelete records the deletion on the chain and hides the session and its sub-agents; appending again starts afresh", async () => {
+      const options = backend.fresh()
+      const store = await JournalSessionStore.open({ ...options, allowDelete: true })
+      try {
+        await store.append(key, transcript("d", 3))
+        await store.append(subKey, transcript("e", 2))
+        await store.delete!(key)
+        assert.isNull(await store.load(key))
+        assert.isNull(await store.load(subKey))
+        assert.deepStrictEqual(await store.listSessions!(key.projectKey), [])
+        assert.deepStrictEqual(await store.listSubkeys!(key), [])
+        // Appending the same entries after a deletion stores them again.
+        await store.append(key, transcript("d", 3))
+        sameText(await store.load(key), transcript("d", 3))
+      } finally {
+        await store.close()
+      }
+      // Nothing erased: the journal holds every line and the deletion, and verifies.
+      const id = JournalSessionStore.sessionId(key)
+      const kinds = await Effect.runPromise(journalOf(options, (j) =>
+        Effect.gen(function*() {
+          yield* j.verify(id)
+          return (yield* Stream.runCollect(j.entries(id))).map((e) => e.kind)
+        })))
+      assert.strictEqual(kinds.filter((k) => k === JournalSessionStore.DELETE_KIND).length, 1)
+      assert.strictEqual(kinds.filter((k) => k === "claude-code.line").length, 2 * transcript("d", 3).length)
+    })
+  })
+}
