@@ -636,8 +636,10 @@ export type OpenOptions =
   & Options
   & {
     /**
-     * How long a session with nothing to write keeps its writer guarantee (default
-     * 1 second, so that another process can take the session soon after).
+     * How long a session with nothing to write stays open in the journal service.
+     * On the filesystem (one writer process per session) the default is 1 second,
+     * so that another process can take the session soon after; on PostgreSQL
+     * (writers of every host share sessions) the service's own default, 30 seconds.
      */
     readonly idleTimeToLive?: Duration.Input | undefined
   }
@@ -685,7 +687,9 @@ const persistenceOf = (options: OpenOptions): Layer.Layer<Persistence.Persistenc
  */
 export const open = async (options: OpenOptions): Promise<Store> => {
   const live = layer(options).pipe(
-    Layer.provide(SessionJournal.layer({ idleTimeToLive: options.idleTimeToLive ?? "1 second" })),
+    Layer.provide(SessionJournal.layer({
+      idleTimeToLive: options.idleTimeToLive ?? (options.postgres === undefined ? "1 second" : undefined)
+    })),
     Layer.provide(persistenceOf(options))
   )
   const runtime = ManagedRuntime.make(live)

@@ -12,12 +12,15 @@
 import { PgPersistence } from "@session-journal/postgres"
 import * as Pg from "@session-journal/postgres/test/pg"
 import { SessionJournal, type StorageError } from "@session-journal/core"
+import * as IP from "@session-journal/core/test/InstrumentedPersistence"
 import { NodePersistence } from "@session-journal/node"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Stream from "effect/Stream"
 import { afterAll, assert, describe, it } from "vitest"
 import { JournalSessionStore } from "../src/index.ts"
@@ -222,3 +225,98 @@ for (const backend of [filesystem, postgres]) {
     })
   })
 }
+
+describe("JournalSessionStore on failing storage", () => {
+  it("an append whose storage fails rejects; the retry stores the batch once, whether the failed append landed or not", async () => {
+    const probe = IP.makeProbe()
+    const runtime = ManagedRuntime.make(
+      JournalSessionStore.layer().pipe(Layer.provide(SessionJournal.layer()), Layer.provide(IP.layerMemory(probe)))
+    )
+    try {
+      const store = (await runtime.runPromise(JournalSessionStore.Service.use((s) => Effect.succeed(s)))).sessionStore
+      const id = JournalSessionStore.sessionId(key)
+      const first = transcript("f", 4)
+      IP.plan(probe, id, 0, { _tag: "FailAfter" }) // stored, then reported failed
+      const landed = await store.append(key, first).then(() => null, (e: unknown) => e)
+      assert.include(String(landed), "injected failure")
+      await store.append(key, first) // the SDK's retry
+      sameText(await store.load(key), first)
+      const second = transcript("g", 4)
+      IP.plan(probe, id, IP.appendsOf(probe, id), { _tag: "FailBefore" }) // not stored
+      const lost = await store.append(key, second).then(() => null, (e: unknown) => e)
+      assert.include(String(lost), "injected failure")
+      await store.append(key, second)
+      sameText(await store.load(key), [...first, ...second])
+    } finally {
+      await runtime.dispose()
+    }
+  })
+})
+
+// The host of fixtures/storeHost.ts; resolves with the batch numbers it printed and how it ended.
+const host = (backend: JournalSessionStore.OpenOptions, batches: number, killAfter?: number) =>
+  new Promise<{ readonly printed: Array<number>; readonly code: number | null; readonly signal: string | null; readonly stderr: string }>(
+    (resolve) => {
+      const child = spawn(process.execPath, [path.join(import.meta.dirname, "fixtures", "storeHost.ts"), JSON.stringify(backend), String(batches)], {
+        env: { ...process.env, NODE_COMPILE_CACHE: path.join(os.tmpdir(), "sj-node-compile-cache") },
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      const printed: Array<number> = []
+      let out = ""
+      let stderr = ""
+      child.stdout.on("data", (d: Buffer) => {
+        out += d.toString()
+        const lines = out.split("\n")
+        out = lines.pop()!
+        for (const l of lines) printed.push(Number(l))
+        if (killAfter !== undefined && printed.length >= killAfter) child.kill("SIGKILL")
+      })
+      child.stderr.on("data", (d: Buffer) => void (stderr += d.toString()))
+      child.on("exit", (code, signal) => resolve({ printed, code, signal, stderr }))
+    }
+  )
+
+// What fixtures/storeHost.ts appends as batch i.
+const hostBatch = (i: number): Array<Entry> => [
+  ...Array.from({ length: 9 }, (_, k) => ({ type: "user", uuid: `b${i}-${k}`, message: { content: `batch ${i} entry ${k}` } })),
+  { type: "mode", mode: "default", batch: i }
+]
+const hostKey = { projectKey: "host-project", sessionId: "shared-session" }
+
+describe("JournalSessionStore host processes", () => {
+  it("a host killed with SIGKILL mid-session: every batch whose append resolved is stored, once, and the journal verifies", async () => {
+    const options = filesystem.fresh()
+    const run = await host(options, 100_000, 8)
+    assert.strictEqual(run.signal, "SIGKILL", run.stderr)
+    const store = await JournalSessionStore.open(options)
+    try {
+      const loaded = (await store.load(hostKey)) ?? []
+      const resolved = run.printed.length
+      assert.isAtLeast(resolved, 8)
+      // Whole batches, in order: every resolved one, and at most the one in flight.
+      assert.strictEqual(loaded.length % 10, 0)
+      const stored = loaded.length / 10
+      assert.include([resolved, resolved + 1], stored)
+      sameText(loaded, Array.from({ length: stored }, (_, i) => hostBatch(i)).flat())
+      // Appending after the crash goes on from there.
+      await store.append(hostKey, hostBatch(stored))
+      assert.strictEqual((await store.load(hostKey))?.length, (stored + 1) * 10)
+    } finally {
+      await store.close()
+    }
+    const report = await Effect.runPromise(journalOf(options, (j) => j.verify(JournalSessionStore.sessionId(hostKey))))
+    assert.isAtLeast(report.entriesChecked, 10)
+  })
+
+  it.skipIf(postgres.skip !== null)("two host processes on one PostgreSQL appending the same entries to one key store each once, in order", async () => {
+    const options = postgres.fresh()
+    const runs = await Promise.all([host(options, 25), host(options, 25)])
+    for (const r of runs) assert.strictEqual(r.code, 0, r.stderr)
+    const store = await JournalSessionStore.open(options)
+    try {
+      sameText(await store.load(hostKey), Array.from({ length: 25 }, (_, i) => hostBatch(i)).flat())
+    } finally {
+      await store.close()
+    }
+  })
+})
