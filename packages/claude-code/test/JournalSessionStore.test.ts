@@ -226,6 +226,27 @@ for (const backend of [filesystem, postgres]) {
   })
 }
 
+describe("JournalSessionStore sessions are journal sessions", () => {
+  it("an edited line of a stored session fails verify", async () => {
+    const options = filesystem.fresh()
+    const store = await JournalSessionStore.open(options)
+    try {
+      await store.append(key, transcript("v", 4))
+    } finally {
+      await store.close()
+    }
+    const id = JournalSessionStore.sessionId(key)
+    assert.strictEqual((await Effect.runPromise(journalOf(options, (j) => j.verify(id)))).entriesChecked, transcript("v", 4).length)
+    const segment = path.join(options.dir!, id, "00000000000000000000.jsonl")
+    const bytes = fs.readFileSync(segment, "utf8")
+    assert.include(bytes, "prompt v")
+    fs.writeFileSync(segment, bytes.replace("prompt v", "prompt X"))
+    const exit = await Effect.runPromise(Effect.exit(journalOf(options, (j) => j.verify(id))))
+    assert.strictEqual(exit._tag, "Failure")
+    assert.include(String(exit._tag === "Failure" ? exit.cause : ""), "IntegrityViolation")
+  })
+})
+
 describe("JournalSessionStore on failing storage", () => {
   it("an append whose storage fails rejects; the retry stores the batch once, whether the failed append landed or not", async () => {
     const probe = IP.makeProbe()
