@@ -16,6 +16,7 @@ import { memoryRecord } from "./scenarios/memory.ts"
 import { pgRecord } from "./scenarios/pg.ts"
 import { memoryRss } from "./scenarios/rss.ts"
 import { fsSessionsTouched } from "./scenarios/sessions.ts"
+import { claudeCodeSessionStore } from "./scenarios/sessionStore.ts"
 import { cliStartup } from "./scenarios/startup.ts"
 
 requireOneCore("bench/run.ts")
@@ -31,6 +32,7 @@ const scenarios: ReadonlyArray<Scenario> = [
   cliStartup,
   claudeCodeArchive,
   claudeCodeFollow,
+  claudeCodeSessionStore,
   pgRecord,
   fsSessionsTouched
 ]

@@ -427,7 +427,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     Effect.gen(function*() {
       const index = session.index
       for (let round = 0;; round++) {
-        yield* catchUp(id, index)
+        // The index is read further only when the plan finds it behind the session
+        // (another writer appended, or this store has not read the session yet): an
+        // append of this store's own, the usual case, reads nothing.
+        if (round > 0) yield* catchUp(id, index)
         const { fresh, known, probes } = StoreIndex.plan(index, items, session.cursor)
         if (probes.length > 0) {
           const stored = yield* readProbes(id, probes)
