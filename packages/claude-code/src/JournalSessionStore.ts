@@ -489,6 +489,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     Effect.gen(function*() {
       const id = yield* checkKey(key)
       // The text is taken now: the caller may change its objects once the call returns.
+      const summarize = fold !== undefined && key.subpath === undefined
       const items: Array<Pending["items"][number]> = []
       for (let i = 0; i < entries.length; i++) {
         const entry = entries[i]!
@@ -501,7 +502,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         if (typeof line !== "string" || !isRecord(entry)) {
           return yield* new EntryNotJson({ index: i, reason: "not a JSON object" })
         }
-        items.push({ line, uuid: StoreIndex.uuidOf(entry), entry: JSON.parse(line) as SessionStoreEntry })
+        // The summary folds a copy (the caller's object may change meanwhile).
+        items.push({ line, uuid: StoreIndex.uuidOf(entry), entry: summarize ? JSON.parse(line) as SessionStoreEntry : entry })
       }
       if (items.length === 0) return
       const deferred = Deferred.makeUnsafe<void, StoreError>()
