@@ -3,7 +3,9 @@
  * `sessionStore` option of `query()`) mirrors every transcript line of a session
  * into `append` after Claude Code wrote it locally, and reads it back with `load`
  * to resume; here every line is a `claude-code.line` entry on the hash chain of its
- * own journal session, so a stored SDK session is an ordinary journal session
+ * own journal session, and every tool call a chio tool entry right after the line
+ * that holds its result (as the archive writes them: `Transcript.pair`), so a
+ * stored SDK session is an ordinary journal session
  * (`verify`, `stats`, `report`, `serve`, `export` work on it, an edited line is
  * detected), and `append` answers only once its batch is durable.
  *
@@ -33,7 +35,7 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
-import { JournalState, type Persistence, SessionJournal, type StorageError } from "@session-journal/core"
+import { Entry as CoreEntry, JournalState, type Persistence, SessionJournal, type StorageError } from "@session-journal/core"
 import type * as Entry from "@session-journal/core/Entry"
 import { NodePersistence } from "@session-journal/node"
 import * as Cause from "effect/Cause"
@@ -50,6 +52,7 @@ import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import * as StoreIndex from "./internal/storeIndex.ts"
 import * as Planner from "./Planner.ts"
+import * as Transcript from "./Transcript.ts"
 
 // ---------------------------------------------------------------------------
 // The SDK's types, structurally
@@ -342,10 +345,18 @@ interface Pending {
 
 interface Session {
   readonly index: StoreIndex.Index
-  /** The stored sequence of the last entry of this store's previous append (see `StoreIndex.plan`). */
+  /** The stored line of the last entry of this store's previous append (see `StoreIndex.plan`). */
   cursor: number | undefined
   readonly lock: Semaphore.Semaphore
   readonly pending: Array<Pending>
+}
+
+// Whose tool calls a transcript's are: `main` (depth 0), or the sub-agent's id of a
+// `subagents/agent-<id>` subpath (depth 1; another subpath names no agent: `subagent`).
+const agentOf = (key: SessionKey): { readonly id: string; readonly depth: number } => {
+  if (key.subpath === undefined) return { id: "main", depth: 0 }
+  const m = /^subagents\/agent-(.+)$/.exec(key.subpath)
+  return { id: m !== null && CoreEntry.isIdentity(m[1]!) ? m[1]! : "subagent", depth: 1 }
 }
 
 // Rounds of "another writer stored first: read it, decide again" before giving up.
@@ -400,12 +411,12 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     return Effect.catchTag(read(true), "SessionNotFound", () => Effect.void)
   }
 
-  // The stored entries the probes compare with, read in contiguous ranges.
-  const readProbes = (id: string, probes: ReadonlyArray<StoreIndex.Probe>) =>
+  // The stored lines the probes compare with (by line number), read in contiguous ranges.
+  const readProbes = (id: string, index: StoreIndex.Index, probes: ReadonlyArray<StoreIndex.Probe>) =>
     Effect.gen(function*() {
       const found = new Map<number, Entry.Entry>()
       const ranges = probes
-        .map((p) => [Math.min(...p.sequences), Math.max(...p.sequences)] as const)
+        .map((p) => [index.sequenceOf[Math.min(...p.lines) - 1]!, index.sequenceOf[Math.max(...p.lines) - 1]!] as const)
         .sort((a, b) => a[0] - b[0])
       const merged: Array<[number, number]> = []
       for (const [lo, hi] of ranges) {
@@ -419,23 +430,24 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           (e) => Effect.sync(() => void found.set(e.sequence, e))
         )
       }
-      return found
+      return (n: number): Entry.Entry | undefined => {
+        const sequence = index.sequenceOf[n - 1]
+        return sequence === undefined ? undefined : found.get(sequence)
+      }
     })
 
   // Stores the new entries of `items` for `key`; the caller holds the session's lock.
   const store = (id: string, key: SessionKey, session: Session, items: Pending["items"]) =>
     Effect.gen(function*() {
       const index = session.index
+      const agent = agentOf(key)
       for (let round = 0;; round++) {
         // The index is read further only when the plan finds it behind the session
         // (another writer appended, or this store has not read the session yet): an
         // append of this store's own, the usual case, reads nothing.
         if (round > 0) yield* catchUp(id, index)
         const { fresh, known, probes } = StoreIndex.plan(index, items, session.cursor)
-        if (probes.length > 0) {
-          const stored = yield* readProbes(id, probes)
-          StoreIndex.settle(fresh, known, items, probes, (s) => stored.get(s))
-        }
+        if (probes.length > 0) StoreIndex.settle(fresh, known, items, probes, yield* readProbes(id, index, probes))
         const chosen = items.filter((_, i) => fresh[i])
         // Everything is stored already (and was durable when it was read or acknowledged).
         if (chosen.length === 0) {
@@ -445,6 +457,16 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         const expected = index.covered
         const expectedHash = index.lastHash
         const firstLine = index.lines + 1
+        // Each line, then the tool calls it completes (chio tool entries, as the
+        // archive writes them), paired on top of the index's pairing.
+        const pairing = StoreIndex.overlay(index.pairing)
+        const writes: Array<SessionJournal.WriteItem> = []
+        chosen.forEach((c, k) => {
+          writes.push(Planner.lineItem(firstLine + k, { text: c.line }))
+          for (const params of Transcript.pair(pairing, Transcript.parse(c.line), agent.id, agent.depth)) {
+            writes.push({ _tag: "Tool", params })
+          }
+        })
         const planned = yield* patiently(journal.writeFrom(id, (state, nowMillis) => {
           const tipHash = JournalState.entryCount(state) > 0 ? JournalState.lastHash(state) : null
           // The index must describe exactly what this append builds on.
@@ -458,15 +480,11 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
                 ? fold(prev, key, chosen.map((c) => c.entry), { mtime })
                 : prev
           })
-          return {
-            items: chosen.map((c, k) => Planner.lineItem(firstLine + k, { text: c.line })),
-            meta: { data },
-            result: true
-          }
+          return { items: writes, meta: { data }, result: true }
         }))
         if (planned.result) {
           for (const e of planned.entries) StoreIndex.fold(index, e)
-          session.cursor = fresh[items.length - 1] ? planned.entries[planned.entries.length - 1]?.sequence : known[items.length - 1]
+          session.cursor = fresh[items.length - 1] ? firstLine + chosen.length - 1 : known[items.length - 1]
           return
         }
         if (round >= MAX_ROUNDS) return yield* Effect.die(new Error(`session ${id}: ${MAX_ROUNDS} rounds lost to other writers`))

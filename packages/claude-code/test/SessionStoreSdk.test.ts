@@ -3,7 +3,7 @@
  * Messages API) with `sessionStore: JournalSessionStore`: every line of the local
  * transcript lands in its journal session, in order, and `load` deep-equals the
  * file's lines; the sub-agent's transcript comes back through `listSubkeys`; the
- * journal verifies; with the local transcript removed, a resumed turn sees the
+ * journal verifies and holds every tool call as a chio tool entry; with the local transcript removed, a resumed turn sees the
  * earlier conversation and lands in the same journal session; the SDK's
  * `importSessionToStore`, run twice into another journal, stores each line once;
  * summaries are the SDK's `foldSessionSummary` of what was stored. Skipped, with
@@ -13,6 +13,7 @@ import { SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "vitest"
@@ -37,6 +38,14 @@ const verify = (root: string, id: string) =>
     Effect.scoped(SessionJournal.SessionJournal.use((j) => j.verify(id))).pipe(
       Effect.provide(SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root }))))
     )
+  )
+
+const toolsOf = (root: string, ids: ReadonlyArray<string>) =>
+  Effect.runPromise(
+    Effect.scoped(SessionJournal.SessionJournal.use((j) =>
+      Effect.forEach(ids, (id) =>
+        Effect.map(Stream.runCollect(j.entries(id)), (all) => all.flatMap((e) => "tool_name" in e ? [e] : [])))
+    )).pipe(Effect.provide(SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root })))))
   )
 
 describe.skipIf(Claude.CLAUDE_BIN === null || !sdkPresent())("the Agent SDK with sessionStore: JournalSessionStore", () => {
@@ -116,9 +125,15 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !sdkPresent())("the Agent SDK with
       const [summary] = await store.listSessionSummaries!(key.projectKey)
       assert.deepStrictEqual(summary, sdk.foldSessionSummary(undefined, key, mirrored(local), { mtime: summary!.mtime }))
 
-      // An ordinary journal session: it verifies.
+      // An ordinary journal session: it verifies, and its tool calls are chio tool
+      // entries (main: the Agent call and a Bash; the sub-agent: its Bash).
       const id = JournalSessionStore.sessionId(key)
-      assert.strictEqual((await verify(journal, id)).entriesChecked, mirrored(local).length)
+      assert.strictEqual((await verify(journal, id)).entriesChecked, mirrored(local).length + 2)
+      const subId = JournalSessionStore.sessionId({ ...key, subpath: subkeys[0]! })
+      const tools = await toolsOf(journal, [id, subId])
+      assert.deepStrictEqual(tools[0]!.map((t) => [t.tool_name, t.agent_id, t.delegation_depth]), [["Agent", "main", 0], ["Bash", "main", 0]])
+      assert.deepStrictEqual(tools[1]!.map((t) => [t.tool_name, t.delegation_depth]), [["Bash", 1]])
+      assert.strictEqual(tools[1]![0]!.agent_id, subkeys[0]!.slice("subagents/agent-".length))
 
       // importSessionToStore of the local session, twice (in other batch sizes), into another journal.
       const other = await JournalSessionStore.open({ dir: path.join(root, "imported") })
