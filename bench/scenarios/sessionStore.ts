@@ -15,11 +15,11 @@
  * a batch in the note; against 16 raw files written and fdatasynced the same way
  * (on PostgreSQL, no baseline: reported only).
  */
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as fs from "node:fs"
 import * as fsp from "node:fs/promises"
 import * as path from "node:path"
-import * as Layer from "effect/Layer"
-import * as ManagedRuntime from "effect/ManagedRuntime"
 import { JournalSessionStore, Planner } from "../../packages/claude-code/src/index.ts"
 import { SessionJournal } from "../../packages/core/src/index.ts"
 import { NodePersistence } from "../../packages/node/src/index.ts"
@@ -55,7 +55,8 @@ const batch = (): Array<JournalSessionStore.SessionStoreEntry> =>
     timestamp: "2026-12-01T00:00:00.000Z",
     message: { role: "user", content: [{ type: "text", text: "x".repeat(250) }] }
   }))
-const bytesOf = (entries: ReadonlyArray<unknown>): Uint8Array => encoder.encode(entries.map((e) => JSON.stringify(e) + "\n").join(""))
+const bytesOf = (entries: ReadonlyArray<unknown>): Uint8Array =>
+  encoder.encode(entries.map((e) => JSON.stringify(e) + "\n").join(""))
 
 const percentile = (xs: ReadonlyArray<number>, p: number): number => {
   const s = [...xs].sort((a, b) => a - b)
@@ -110,7 +111,12 @@ const journalSequential = async (
 }
 
 // `SESSIONS` sessions at once, `n` batches each: batches per second, and every latency.
-const storeConcurrent = async (store: JournalSessionStore.Store, n: number, base: number, latencies: Array<number>): Promise<Sample> => {
+const storeConcurrent = async (
+  store: JournalSessionStore.Store,
+  n: number,
+  base: number,
+  latencies: Array<number>
+): Promise<Sample> => {
   const t0 = performance.now()
   await Promise.all(Array.from({ length: SESSIONS }, async (_, s) => {
     for (let i = 0; i < n; i++) {
@@ -124,7 +130,9 @@ const storeConcurrent = async (store: JournalSessionStore.Store, n: number, base
 }
 
 const rawConcurrent = async (dir: string, n: number, round: number): Promise<Sample> => {
-  const handles = await Promise.all(Array.from({ length: SESSIONS }, (_, i) => fsp.open(path.join(dir, `raw-${round}-${i}`), "a", 0o600)))
+  const handles = await Promise.all(
+    Array.from({ length: SESSIONS }, (_, i) => fsp.open(path.join(dir, `raw-${round}-${i}`), "a", 0o600))
+  )
   try {
     const t0 = performance.now()
     await Promise.all(handles.map(async (h) => {
@@ -140,7 +148,9 @@ const rawConcurrent = async (dir: string, n: number, round: number): Promise<Sam
 }
 
 const latencyNote = (latencies: ReadonlyArray<number>) =>
-  `${SESSIONS} sessions at once; latency of a batch p50 ${fmt(percentile(latencies, 0.5))} ms, p99 ${fmt(percentile(latencies, 0.99))} ms`
+  `${SESSIONS} sessions at once; latency of a batch p50 ${fmt(percentile(latencies, 0.5))} ms, p99 ${
+    fmt(percentile(latencies, 0.99))
+  } ms`
 
 const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   const rounds = options.quick ? 3 : 7
@@ -152,7 +162,9 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
       let session = 0
       let file = 0
       let plain = 0
-      const rt = ManagedRuntime.make(SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: path.join(dir, "plain") }))))
+      const rt = ManagedRuntime.make(
+        SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: path.join(dir, "plain") })))
+      )
       const seq = await (async () => {
         try {
           return await interleaveMany(rounds, [
@@ -164,15 +176,28 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
           await rt.dispose()
         }
       })()
-      const sizes = `${n} batches of 10 entries (${bytesOf(batch()).length} bytes) per round, ${rounds} rounds; median latency of a batch`
-      figures.push(durationFigure(APPEND, "the batch's JSON lines, one write + fdatasync", { subject: seq["store"]!, baseline: seq["raw"]! }, {
-        op: "<=",
-        target: 1.5
-      }, sizes))
-      figures.push(durationFigure(VS_JOURNAL, "SessionJournal.writeAll of the batch's line entries", {
-        subject: seq["store"]!,
-        baseline: seq["journal"]!
-      }, null, sizes))
+      const sizes = `${n} batches of 10 entries (${
+        bytesOf(batch()).length
+      } bytes) per round, ${rounds} rounds; median latency of a batch`
+      figures.push(
+        durationFigure(APPEND, "the batch's JSON lines, one write + fdatasync", {
+          subject: seq["store"]!,
+          baseline: seq["raw"]!
+        }, {
+          op: "<=",
+          target: 1.5
+        }, sizes)
+      )
+      figures.push(durationFigure(
+        VS_JOURNAL,
+        "SessionJournal.writeAll of the batch's line entries",
+        {
+          subject: seq["store"]!,
+          baseline: seq["journal"]!
+        },
+        null,
+        sizes
+      ))
       const latencies: Array<number> = []
       let base = 1000
       let round = 0
@@ -187,10 +212,19 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
         },
         { name: "raw", run: () => rawConcurrent(dir, n, round++) }
       ], { log: options.log, label: CONCURRENT_FS })
-      figures.push(throughputFigure(CONCURRENT_FS, "batches/s", `${SESSIONS} raw files, one write + fdatasync per batch`, {
-        subject: conc["store"]!,
-        baseline: conc["raw"]!
-      }, null, latencyNote(latencies)))
+      figures.push(
+        throughputFigure(
+          CONCURRENT_FS,
+          "batches/s",
+          `${SESSIONS} raw files, one write + fdatasync per batch`,
+          {
+            subject: conc["store"]!,
+            baseline: conc["raw"]!
+          },
+          null,
+          latencyNote(latencies)
+        )
+      )
     } finally {
       await store.close()
     }
@@ -235,4 +269,8 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
 }
 
 /** The session store's scenario. */
-export const claudeCodeSessionStore: Scenario = { name: "claude_code.session_store", figures: [APPEND, VS_JOURNAL, CONCURRENT_FS, CONCURRENT_PG], run }
+export const claudeCodeSessionStore: Scenario = {
+  name: "claude_code.session_store",
+  figures: [APPEND, VS_JOURNAL, CONCURRENT_FS, CONCURRENT_PG],
+  run
+}

@@ -35,7 +35,13 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
-import { Entry as CoreEntry, JournalState, type Persistence, SessionJournal, type StorageError } from "@session-journal/core"
+import {
+  Entry as CoreEntry,
+  JournalState,
+  type Persistence,
+  SessionJournal,
+  type StorageError
+} from "@session-journal/core"
 import type * as Entry from "@session-journal/core/Entry"
 import { NodePersistence } from "@session-journal/node"
 import * as Cause from "effect/Cause"
@@ -169,7 +175,8 @@ export type StoreError = InvalidSessionKey | EntryNotJson | SessionJournal.Write
  */
 export const PREFIX = "ccs-"
 
-const hex = (text: string, digits: number): string => bytesToHex(sha256(new TextEncoder().encode(text))).slice(0, digits)
+const hex = (text: string, digits: number): string =>
+  bytesToHex(sha256(new TextEncoder().encode(text))).slice(0, digits)
 
 /**
  * The start of the session ids of a project key's transcripts.
@@ -257,7 +264,10 @@ const nextData = (
   state: JournalState.JournalState,
   key: SessionKey,
   nowMillis: number,
-  change: { readonly deleted: boolean; readonly summary: (prev: SessionSummaryEntry | undefined, mtime: number) => SessionSummaryEntry | undefined }
+  change: {
+    readonly deleted: boolean
+    readonly summary: (prev: SessionSummaryEntry | undefined, mtime: number) => SessionSummaryEntry | undefined
+  }
 ): Schema.Json => {
   const data = state.meta?.data
   const prev = storedMeta(state)
@@ -266,7 +276,9 @@ const nextData = (
   const meta = {
     project_key: key.projectKey,
     session_id: key.sessionId,
-    ...(key.subpath !== undefined ? { subpath: key.subpath, parent_session: sessionId({ projectKey: key.projectKey, sessionId: key.sessionId }) } : {}),
+    ...(key.subpath !== undefined
+      ? { subpath: key.subpath, parent_session: sessionId({ projectKey: key.projectKey, sessionId: key.sessionId }) }
+      : {}),
     mtime,
     deleted: change.deleted,
     ...(summary !== undefined ? { summary } : {})
@@ -319,7 +331,9 @@ export interface Operations {
   /** Every stored entry of the key, in order (after its last deletion); null when none. */
   readonly load: (key: SessionKey) => Effect.Effect<Array<SessionStoreEntry> | null, StoreError>
   /** The main transcripts of a project key, with the storage time of their last append. */
-  readonly listSessions: (projectKey: string) => Effect.Effect<Array<{ sessionId: string; mtime: number }>, StorageError>
+  readonly listSessions: (
+    projectKey: string
+  ) => Effect.Effect<Array<{ sessionId: string; mtime: number }>, StorageError>
   /** The SDK's summaries of a project key's sessions (empty without `foldSessionSummary`). */
   readonly listSessionSummaries: (projectKey: string) => Effect.Effect<Array<SessionSummaryEntry>, StorageError>
   /** The subpaths stored under a session (its sub-agents' transcripts). */
@@ -335,7 +349,9 @@ export interface Operations {
  *
  * @since 0.4.0
  */
-export class Service extends Context.Service<Service, Operations>()("@session-journal/claude-code/JournalSessionStore") {}
+export class Service
+  extends Context.Service<Service, Operations>()("@session-journal/claude-code/JournalSessionStore")
+{}
 
 interface Pending {
   readonly key: SessionKey
@@ -374,7 +390,12 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const lockWait = Duration.toMillis(Duration.fromInputUnsafe(options?.lockWait ?? "10 seconds"))
   const sessions = yield* RcMap.make({
     lookup: (_id: string) =>
-      Effect.sync((): Session => ({ index: StoreIndex.empty(), cursor: undefined, lock: Semaphore.makeUnsafe(1), pending: [] })),
+      Effect.sync((): Session => ({
+        index: StoreIndex.empty(),
+        cursor: undefined,
+        lock: Semaphore.makeUnsafe(1),
+        pending: []
+      })),
     idleTimeToLive: options?.indexIdleTimeToLive ?? "5 minutes"
   })
 
@@ -470,7 +491,9 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         const planned = yield* patiently(journal.writeFrom(id, (state, nowMillis) => {
           const tipHash = JournalState.entryCount(state) > 0 ? JournalState.lastHash(state) : null
           // The index must describe exactly what this append builds on.
-          if (state.next_sequence !== expected || (tipHash !== null && expectedHash !== null && tipHash !== expectedHash)) {
+          if (
+            state.next_sequence !== expected || (tipHash !== null && expectedHash !== null && tipHash !== expectedHash)
+          ) {
             return { items: [], result: false }
           }
           const data = nextData(state, key, nowMillis, {
@@ -487,7 +510,9 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           session.cursor = fresh[items.length - 1] ? firstLine + chosen.length - 1 : known[items.length - 1]
           return
         }
-        if (round >= MAX_ROUNDS) return yield* Effect.die(new Error(`session ${id}: ${MAX_ROUNDS} rounds lost to other writers`))
+        if (round >= MAX_ROUNDS) {
+          return yield* Effect.die(new Error(`session ${id}: ${MAX_ROUNDS} rounds lost to other writers`))
+        }
       }
     })
 
@@ -521,7 +546,11 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           return yield* new EntryNotJson({ index: i, reason: "not a JSON object" })
         }
         // The summary folds a copy (the caller's object may change meanwhile).
-        items.push({ line, uuid: StoreIndex.uuidOf(entry), entry: summarize ? JSON.parse(line) as SessionStoreEntry : entry })
+        items.push({
+          line,
+          uuid: StoreIndex.uuidOf(entry),
+          entry: summarize ? JSON.parse(line) as SessionStoreEntry : entry
+        })
       }
       if (items.length === 0) return
       const deferred = Deferred.makeUnsafe<void, StoreError>()
@@ -576,8 +605,14 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     })
 
   const listSessions = (projectKey: string) =>
-    Effect.map(sessionsOf(projectKey), (all) =>
-      all.filter((s) => s.meta.subpath === undefined).map((s) => ({ sessionId: s.meta.session_id, mtime: Math.floor(s.meta.mtime) })))
+    Effect.map(
+      sessionsOf(projectKey),
+      (all) =>
+        all.filter((s) => s.meta.subpath === undefined).map((s) => ({
+          sessionId: s.meta.session_id,
+          mtime: Math.floor(s.meta.mtime)
+        }))
+    )
 
   const listSessionSummaries = (projectKey: string) =>
     Effect.map(sessionsOf(projectKey), (all) => {
@@ -589,7 +624,9 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const listSubkeys = (key: { projectKey: string; sessionId: string }) =>
     Effect.map(sessionsOf(key.projectKey), (all) => {
       const out: Array<string> = []
-      for (const s of all) if (s.meta.session_id === key.sessionId && s.meta.subpath !== undefined) out.push(s.meta.subpath)
+      for (const s of all) {
+        if (s.meta.session_id === key.sessionId && s.meta.subpath !== undefined) out.push(s.meta.subpath)
+      }
       return out
     })
 
@@ -631,7 +668,9 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     load: (key) => run(load(key)),
     listSessions: (projectKey) => run(listSessions(projectKey)),
     listSubkeys: (key) => run(listSubkeys(key)),
-    ...(fold !== undefined ? { listSessionSummaries: (projectKey: string) => run(listSessionSummaries(projectKey)) } : {}),
+    ...(fold !== undefined
+      ? { listSessionSummaries: (projectKey: string) => run(listSessionSummaries(projectKey)) }
+      : {}),
     ...(allowDelete ? { delete: (key: SessionKey) => run(remove(key)) } : {})
   }
 

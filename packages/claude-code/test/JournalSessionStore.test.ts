@@ -9,19 +9,19 @@
  * rejects (and a retry stores the batch once, whether the failed append landed or
  * not).
  */
-import { PgPersistence } from "@session-journal/postgres"
-import * as Pg from "@session-journal/postgres/test/pg"
 import { SessionJournal, type StorageError } from "@session-journal/core"
 import * as IP from "@session-journal/core/test/InstrumentedPersistence"
 import { NodePersistence } from "@session-journal/node"
-import { spawn } from "node:child_process"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
+import { PgPersistence } from "@session-journal/postgres"
+import * as Pg from "@session-journal/postgres/test/pg"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Stream from "effect/Stream"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { afterAll, assert, describe, it } from "vitest"
 import { JournalSessionStore } from "../src/index.ts"
 
@@ -40,7 +40,9 @@ const prefixes: Array<string> = []
 afterAll(async () => {
   for (const dir of made.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
   for (const prefix of prefixes.splice(0)) {
-    await Effect.runPromise(Effect.ignore(PgPersistence.dropTables(prefix).pipe(Effect.provide(Pg.adminLayer("sj-ccstore-admin")))))
+    await Effect.runPromise(
+      Effect.ignore(PgPersistence.dropTables(prefix).pipe(Effect.provide(Pg.adminLayer("sj-ccstore-admin"))))
+    )
   }
 })
 
@@ -73,11 +75,13 @@ const journalOf = <A, E>(
   f: (j: SessionJournal.SessionJournal["Service"]) => Effect.Effect<A, E>
 ): Effect.Effect<A, E | StorageError> =>
   Effect.scoped(SessionJournal.SessionJournal.use(f)).pipe(
-    Effect.provide(SessionJournal.layer().pipe(Layer.provide(
-      options.postgres !== undefined
-        ? PgPersistence.layerFromUrl(options.postgres, { tablePrefix: options.tablePrefix })
-        : NodePersistence.layer({ root: options.dir })
-    )))
+    Effect.provide(
+      SessionJournal.layer().pipe(Layer.provide(
+        options.postgres !== undefined
+          ? PgPersistence.layerFromUrl(options.postgres, { tablePrefix: options.tablePrefix })
+          : NodePersistence.layer({ root: options.dir })
+      ))
+    )
   )
 
 const key = { projectKey: "-tmp-work-project", sessionId: "5f8c2a4e-0000-4000-8000-000000000001" }
@@ -95,7 +99,12 @@ const transcript = (tag: string, n: number): Array<Entry> => {
       uuid: `${tag}-${i}`,
       type: i % 2 === 0 ? "user" : "assistant",
       parentUuid: i === 0 ? null : `${tag}-${i - 1}`,
-      message: { role: "user", content: [{ type: "text", text: `ünï 😀 漢 ${i}\n"quoted"` }], z: 1, a: [1.5, -0.25, 1e21, 0] },
+      message: {
+        role: "user",
+        content: [{ type: "text", text: `ünï 😀 漢 ${i}\n"quoted"` }],
+        z: 1,
+        a: [1.5, -0.25, 1e21, 0]
+      },
       timestamp: `2026-12-01T00:00:0${i % 10}.000Z`
     })
     if (i % 3 === 2) out.push({ type: "mode", mode: "default" }, { type: "mode", mode: "default" })
@@ -160,7 +169,10 @@ for (const backend of [filesystem, postgres]) {
         // Equal uuid-less lines appended on their own are new lines: as they come.
         await store.append(key, [{ type: "mode", mode: "default" }])
         await store.append(key, [{ type: "mode", mode: "default" }, { type: "user", uuid: "late" }])
-        sameText(await store.load(key), [...all, { type: "mode", mode: "default" }, { type: "mode", mode: "default" }, { type: "user", uuid: "late" }])
+        sameText(await store.load(key), [...all, { type: "mode", mode: "default" }, { type: "mode", mode: "default" }, {
+          type: "user",
+          uuid: "late"
+        }])
       } finally {
         await store.close()
       }
@@ -236,7 +248,10 @@ describe("JournalSessionStore sessions are journal sessions", () => {
       await store.close()
     }
     const id = JournalSessionStore.sessionId(key)
-    assert.strictEqual((await Effect.runPromise(journalOf(options, (j) => j.verify(id)))).entriesChecked, transcript("v", 4).length)
+    assert.strictEqual(
+      (await Effect.runPromise(journalOf(options, (j) => j.verify(id)))).entriesChecked,
+      transcript("v", 4).length
+    )
     const segment = path.join(options.dir!, id, "00000000000000000000.jsonl")
     const bytes = fs.readFileSync(segment, "utf8")
     assert.include(bytes, "prompt v")
@@ -276,9 +291,20 @@ describe("JournalSessionStore on failing storage", () => {
 
 // The host of fixtures/storeHost.ts; resolves with the batch numbers it printed and how it ended.
 const host = (backend: JournalSessionStore.OpenOptions, batches: number, killAfter?: number) =>
-  new Promise<{ readonly printed: Array<number>; readonly code: number | null; readonly signal: string | null; readonly stderr: string }>(
+  new Promise<
+    {
+      readonly printed: Array<number>
+      readonly code: number | null
+      readonly signal: string | null
+      readonly stderr: string
+    }
+  >(
     (resolve) => {
-      const child = spawn(process.execPath, [path.join(import.meta.dirname, "fixtures", "storeHost.ts"), JSON.stringify(backend), String(batches)], {
+      const child = spawn(process.execPath, [
+        path.join(import.meta.dirname, "fixtures", "storeHost.ts"),
+        JSON.stringify(backend),
+        String(batches)
+      ], {
         env: { ...process.env, NODE_COMPILE_CACHE: path.join(os.tmpdir(), "sj-node-compile-cache") },
         stdio: ["ignore", "pipe", "pipe"]
       })
@@ -299,7 +325,10 @@ const host = (backend: JournalSessionStore.OpenOptions, batches: number, killAft
 
 // What fixtures/storeHost.ts appends as batch i.
 const hostBatch = (i: number): Array<Entry> => [
-  ...Array.from({ length: 9 }, (_, k) => ({ type: "user", uuid: `b${i}-${k}`, message: { content: `batch ${i} entry ${k}` } })),
+  ...Array.from(
+    { length: 9 },
+    (_, k) => ({ type: "user", uuid: `b${i}-${k}`, message: { content: `batch ${i} entry ${k}` } })
+  ),
   { type: "mode", mode: "default", batch: i }
 ]
 const hostKey = { projectKey: "host-project", sessionId: "shared-session" }
@@ -329,15 +358,18 @@ describe("JournalSessionStore host processes", () => {
     assert.isAtLeast(report.entriesChecked, 10)
   })
 
-  it.skipIf(postgres.skip !== null)("two host processes on one PostgreSQL appending the same entries to one key store each once, in order", async () => {
-    const options = postgres.fresh()
-    const runs = await Promise.all([host(options, 25), host(options, 25)])
-    for (const r of runs) assert.strictEqual(r.code, 0, r.stderr)
-    const store = await JournalSessionStore.open(options)
-    try {
-      sameText(await store.load(hostKey), Array.from({ length: 25 }, (_, i) => hostBatch(i)).flat())
-    } finally {
-      await store.close()
+  it.skipIf(postgres.skip !== null)(
+    "two host processes on one PostgreSQL appending the same entries to one key store each once, in order",
+    async () => {
+      const options = postgres.fresh()
+      const runs = await Promise.all([host(options, 25), host(options, 25)])
+      for (const r of runs) assert.strictEqual(r.code, 0, r.stderr)
+      const store = await JournalSessionStore.open(options)
+      try {
+        sameText(await store.load(hostKey), Array.from({ length: 25 }, (_, i) => hostBatch(i)).flat())
+      } finally {
+        await store.close()
+      }
     }
-  })
+  )
 })

@@ -30,10 +30,12 @@ const withStore = <A>(
   Effect.scoped(Effect.gen(function*() {
     return yield* f(yield* JournalSessionStore.Service, yield* SessionJournal.SessionJournal)
   })).pipe(
-    Effect.provide(JournalSessionStore.layer().pipe(
-      Layer.provideMerge(SessionJournal.layer()),
-      Layer.provide(Layer.succeed(Persistence.Persistence, persistence))
-    ))
+    Effect.provide(
+      JournalSessionStore.layer().pipe(
+        Layer.provideMerge(SessionJournal.layer()),
+        Layer.provide(Layer.succeed(Persistence.Persistence, persistence))
+      )
+    )
   )
 
 const texts = ["mode", "last-prompt", "cost-state"]
@@ -53,13 +55,21 @@ const transcriptArb = fc.array(fc.oneof(fc.constant(-1), fc.constant(-2), fc.con
     if (p === -2) {
       const id = `toolu_${calls++}`
       open.push(id)
-      return { type: "assistant", uuid: `u-${n++}`, message: { content: [{ type: "tool_use", id, name: "Bash", input: { command: "echo" } }] } }
+      return {
+        type: "assistant",
+        uuid: `u-${n++}`,
+        message: { content: [{ type: "tool_use", id, name: "Bash", input: { command: "echo" } }] }
+      }
     }
     if (p === -3) {
       const id = open.shift()
       return id === undefined
         ? { type: "user", uuid: `u-${n++}`, n }
-        : { type: "user", uuid: `u-${n++}`, message: { content: [{ type: "tool_result", tool_use_id: id, content: "ok" }] } }
+        : {
+          type: "user",
+          uuid: `u-${n++}`,
+          message: { content: [{ type: "tool_result", tool_use_id: id, content: "ok" }] }
+        }
     }
     return { type: texts[p]!, value: p }
   })
@@ -91,8 +101,14 @@ describe("JournalSessionStore against a model", () => {
           Effect.runPromise(Effect.gen(function*() {
             const persistence = yield* Persistence.makeMemory()
             const expectLoad = (s: JournalSessionStore.Operations, upTo: number) =>
-              Effect.map(s.load(key), (got) =>
-                assert.deepStrictEqual(got?.map((e) => JSON.stringify(e)), transcript.slice(0, upTo).map((e) => JSON.stringify(e))))
+              Effect.map(
+                s.load(key),
+                (got) =>
+                  assert.deepStrictEqual(
+                    got?.map((e) => JSON.stringify(e)),
+                    transcript.slice(0, upTo).map((e) => JSON.stringify(e))
+                  )
+              )
             const batches = cuts(transcript.length, sizes)
             let b = 0
             while (b < batches.length) {
@@ -106,16 +122,22 @@ describe("JournalSessionStore against a model", () => {
                     yield* s.append(key, batch)
                     // The SDK's retry of a batch that landed: only a batch with a uuid is
                     // known again (a retried batch of uuid-less lines alone is new lines).
-                    if (retries[i % retries.length]! && batch.some((e) => e.uuid !== undefined)) yield* s.append(key, batch)
+                    if (retries[i % retries.length]! && batch.some((e) => e.uuid !== undefined)) {
+                      yield* s.append(key, batch)
+                    }
                     yield* expectLoad(s, to)
-                    if (restarts[i % restarts.length]!) return i + 1
+                    if (restarts[i % restarts.length]!) {
+                      return i + 1
+                    }
                   }
                   return i
                 }))
             }
             const replay = (s: JournalSessionStore.Operations) =>
               Effect.gen(function*() {
-                for (const [from, to] of cuts(transcript.length, [replaySize])) yield* s.append(key, transcript.slice(from, to))
+                for (const [from, to] of cuts(transcript.length, [replaySize])) {
+                  yield* s.append(key, transcript.slice(from, to))
+                }
                 yield* expectLoad(s, transcript.length)
               })
             // The same store replays after its own appends, and a fresh one twice.

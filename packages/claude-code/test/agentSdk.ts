@@ -18,7 +18,11 @@ export const SDK_VERSION = "0.3.328"
 /** The cache `scripts/claude-code.sh` installs into. */
 export const cacheDir = (): string =>
   process.env["SESSION_JOURNAL_CLAUDE_CACHE"] ??
-    path.join(process.env["XDG_CACHE_HOME"] ?? path.join(os.homedir(), ".cache"), "session-journal", `claude-code-${CLAUDE_CODE_VERSION}`)
+    path.join(
+      process.env["XDG_CACHE_HOME"] ?? path.join(os.homedir(), ".cache"),
+      "session-journal",
+      `claude-code-${CLAUDE_CODE_VERSION}`
+    )
 
 /** The SDK's package directory in the cache. */
 export const sdkDir = (): string => path.join(cacheDir(), "node_modules", "@anthropic-ai", "claude-agent-sdk")

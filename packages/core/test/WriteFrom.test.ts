@@ -22,17 +22,21 @@ const range = (n: number) => Array.from({ length: n }, (_, i) => i)
 const numbered = (skip: boolean) => (state: JournalState.JournalState) =>
   skip
     ? { items: [], result: -1 }
-    : { items: [{ _tag: "Other" as const, kind: "message", payload: { n: state.next_sequence } }], result: state.next_sequence }
+    : {
+      items: [{ _tag: "Other" as const, kind: "message", payload: { n: state.next_sequence } }],
+      result: state.next_sequence
+    }
 
 layer(Live)("SessionJournal.writeFrom", (it) => {
   it.effect("each plan sees the entries of the plans before it, also within one group commit", () =>
     Effect.gen(function*() {
       const j = yield* Journal
       const id = "plans"
-      const out = yield* Effect.forEach(range(40), () => Effect.map(j.writeFrom(id, numbered(false)), (p) => {
-        assert.deepStrictEqual(p.entries.map((e) => e.sequence), [p.result])
-        return p.result
-      }), { concurrency: "unbounded" })
+      const out = yield* Effect.forEach(range(40), () =>
+        Effect.map(j.writeFrom(id, numbered(false)), (p) => {
+          assert.deepStrictEqual(p.entries.map((e) => e.sequence), [p.result])
+          return p.result
+        }), { concurrency: "unbounded" })
       assert.deepStrictEqual([...out].sort((a, b) => a - b), range(40))
       const all = yield* Stream.runCollect(j.entries(id))
       assert.deepStrictEqual(all.map((e) => "payload" in e ? (e.payload as { n: number }).n : -2), range(40))
@@ -66,7 +70,17 @@ layer(Live)("SessionJournal.writeFrom", (it) => {
       const exit = yield* Effect.exit(j.writeFrom(id, () => ({
         items: [
           { _tag: "Other", kind: "message", payload: { ok: 1 } },
-          { _tag: "Tool", params: { tool_name: " ", server_id: "s", agent_id: "a", bytes_read: 0, bytes_written: 0, delegation_depth: 0 } }
+          {
+            _tag: "Tool",
+            params: {
+              tool_name: " ",
+              server_id: "s",
+              agent_id: "a",
+              bytes_read: 0,
+              bytes_written: 0,
+              delegation_depth: 0
+            }
+          }
         ],
         result: null
       })))
