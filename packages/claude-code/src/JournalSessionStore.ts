@@ -35,15 +35,8 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
-import {
-  Entry as CoreEntry,
-  JournalState,
-  type Persistence,
-  SessionJournal,
-  type StorageError
-} from "@session-journal/core"
+import { Entry as CoreEntry, JournalState, SessionJournal, type StorageError } from "@session-journal/core"
 import type * as Entry from "@session-journal/core/Entry"
-import { NodePersistence } from "@session-journal/node"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -56,6 +49,7 @@ import * as RcMap from "effect/RcMap"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
+import * as StoreBackend from "./internal/storeBackend.ts"
 import * as StoreIndex from "./internal/storeIndex.ts"
 import * as Planner from "./Planner.ts"
 import * as Transcript from "./Transcript.ts"
@@ -725,16 +719,6 @@ export type Store = SessionStore & {
   readonly close: () => Promise<void>
 }
 
-const persistenceOf = (options: OpenOptions): Layer.Layer<Persistence.Persistence, StorageError> =>
-  options.postgres !== undefined
-    ? Layer.unwrap(
-      Effect.map(
-        Effect.promise(() => import("@session-journal/postgres")),
-        (pg) => pg.PgPersistence.layerFromUrl(options.postgres, { tablePrefix: options.tablePrefix })
-      )
-    )
-    : NodePersistence.layer({ root: options.dir })
-
 /**
  * Opens a store for the SDK: a journal in `dir` (the filesystem) or at `postgres`
  * (a URL; several hosts may share sessions), with its own `SessionJournal`.
@@ -752,7 +736,7 @@ export const open = async (options: OpenOptions): Promise<Store> => {
     Layer.provide(SessionJournal.layer({
       idleTimeToLive: options.idleTimeToLive ?? (options.postgres === undefined ? "1 second" : undefined)
     })),
-    Layer.provide(persistenceOf(options))
+    Layer.provide(StoreBackend.persistence(options))
   )
   const runtime = ManagedRuntime.make(live)
   const exit = await runtime.runPromiseExit(Effect.gen(function*() {
