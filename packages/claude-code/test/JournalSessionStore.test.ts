@@ -5,7 +5,8 @@
  * batch, a replay in other batch sizes, a second store and a restart store nothing
  * twice, concurrent appends from two stores on one key store each entry once, in
  * order; host processes killed with SIGKILL lose no batch whose `append` resolved;
- * two host processes on one PostgreSQL share a key. With storage failing, `append`
+ * two host processes share a key on one journal directory (taking turns) and on
+ * one PostgreSQL. With storage failing, `append`
  * rejects (and a retry stores the batch once, whether the failed append landed or
  * not).
  */
@@ -358,12 +359,24 @@ describe("JournalSessionStore host processes", () => {
     assert.isAtLeast(report.entriesChecked, 10)
   })
 
+  it("two host processes on one journal directory appending the same entries to one key take turns and store each once, in order", async () => {
+    const options = filesystem.fresh()
+    const runs = await Promise.all([host(options, 10), host(options, 10)])
+    for (const r of runs) assert.strictEqual(r.code, 0, r.stderr)
+    const store = await JournalSessionStore.open(options)
+    try {
+      sameText(await store.load(hostKey), Array.from({ length: 10 }, (_, i) => hostBatch(i)).flat())
+    } finally {
+      await store.close()
+    }
+  })
+
   it.skipIf(postgres.skip !== null)(
     "two host processes on one PostgreSQL appending the same entries to one key store each once, in order",
     async () => {
       const options = postgres.fresh()
       const batches = process.env["STRESS"] === "1" ? 200 : 10
-    const runs = await Promise.all([host(options, batches), host(options, batches)])
+      const runs = await Promise.all([host(options, batches), host(options, batches)])
       for (const r of runs) assert.strictEqual(r.code, 0, r.stderr)
       const store = await JournalSessionStore.open(options)
       try {
