@@ -35,7 +35,13 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
-import { Entry as CoreEntry, JournalState, SessionJournal, type StorageError } from "@session-journal/core"
+import {
+  CorruptJournal,
+  Entry as CoreEntry,
+  JournalState,
+  SessionJournal,
+  type StorageError
+} from "@session-journal/core"
 import type * as Entry from "@session-journal/core/Entry"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -417,7 +423,17 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
               if (!broken && !StoreIndex.fold(index, e)) broken = true
             })),
           Effect.suspend(() => {
-            if (!broken || !first) return Effect.void
+            if (!broken) return Effect.void
+            if (!first) {
+              // Read from its start, the session still does not read as one chain.
+              return Effect.fail(
+                new CorruptJournal({
+                  segment: id,
+                  offset: index.covered,
+                  reason: "stored entries do not continue one chain"
+                })
+              )
+            }
             StoreIndex.reset(index)
             return read(false)
           })
