@@ -17,6 +17,7 @@ import { memoryRecord } from "./scenarios/memory.ts"
 import { pgRecord } from "./scenarios/pg.ts"
 import { memoryRss } from "./scenarios/rss.ts"
 import { fsSessionsTouched } from "./scenarios/sessions.ts"
+import { claudeCodeSessionStore } from "./scenarios/sessionStore.ts"
 import { cliStartup } from "./scenarios/startup.ts"
 import { treeAppend } from "./scenarios/tree.ts"
 
@@ -35,6 +36,7 @@ const scenarios: ReadonlyArray<Scenario> = [
   claudeCodeArchive,
   claudeCodeFollow,
   claudeCodeSessionEvents,
+  claudeCodeSessionStore,
   pgRecord,
   fsSessionsTouched
 ]

@@ -32,6 +32,13 @@ export * as Hook from "./Hook.ts"
  */
 export * as Planner from "./Planner.ts"
 /**
+ * The Claude Agent SDK's `SessionStore` kept in a session journal: every mirrored
+ * transcript line on the hash chain, `append` durable and idempotent by `uuid`.
+ *
+ * @since 0.4.0
+ */
+export * as JournalSessionStore from "./JournalSessionStore.ts"
+/**
  * Claude Code's project-directory encoding of a working directory.
  *
  * @since 0.1.0

@@ -105,6 +105,22 @@ export type Beside = Writes.Beside
 export type WriteItem = Writes.WriteItem
 
 /**
+ * What a plan of `writeFrom` stores: items, an optional metadata patch stored with
+ * them in the same durable append, and the caller's result.
+ *
+ * @since 0.4.0
+ */
+export type Plan<A> = Writes.Plan<A>
+
+/**
+ * What `writeFrom` gives back: the plan's result and the entries stored for it
+ * (none when the plan stored nothing).
+ *
+ * @since 0.4.0
+ */
+export type Planned<A> = Writes.Planned<A>
+
+/**
  * The result of `verify`: the head of the verified chain and how many stored
  * entries were checked.
  *
@@ -172,6 +188,19 @@ export class SessionJournal extends Context.Service<SessionJournal, {
   readonly append: (id: string, kind: string, payload: unknown) => Effect.Effect<Entry.OtherEntry, WriteError>
   /** Stores several items with one durable append, in order; all or none. */
   readonly writeAll: (id: string, items: ReadonlyArray<WriteItem>) => Effect.Effect<Array<Entry.Entry>, WriteError>
+  /**
+   * Stores what `plan` decides from the session's current state, in the session's
+   * writer: no other write of this service comes between the state the plan sees
+   * and the append of its items (and metadata patch), and when another instance
+   * wrote first (a sequence conflict) the plan runs again on the reloaded state.
+   * A plan with nothing to store is answered at once, storing nothing. Gives the
+   * plan's result and the entries stored for it. The plan
+   * must be pure and quick: it runs inside the writer, before the append.
+   */
+  readonly writeFrom: <A>(
+    id: string,
+    plan: (state: JournalState.JournalState, nowMillis: number) => Plan<A>
+  ) => Effect.Effect<Planned<A>, WriteError>
   /**
    * Evaluates `guard` on the current snapshot and records the call with `allowed` set by the verdict, atomically;
    * `beside` adds entries right after it, in the same append (all or none).
@@ -278,7 +307,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))
 
-  const { append, decide, record, setMeta, writeAll } = Writes.make(sessions)
+  const { append, decide, record, setMeta, writeAll, writeFrom } = Writes.make(sessions)
 
   // Reads use the open session when there is one; otherwise a read-only load that
   // never takes the writer guarantee. A session whose stored history does not bear
@@ -383,6 +412,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     record,
     append,
     writeAll,
+    writeFrom,
     decide,
     setMeta,
     state,

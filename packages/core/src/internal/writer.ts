@@ -292,6 +292,12 @@ export const make = (settings: Settings) => {
         Deferred.doneUnsafe(request.deferred, Exit.die(defect))
         continue
       }
+      if (built.entries.length === 0 && built.meta === null) {
+        // Nothing to store (a plan that found its work already done): answered at
+        // once, without joining the append.
+        Deferred.doneUnsafe(request.deferred, Exit.succeed(built.result))
+        continue
+      }
       if (maxRecordBytes !== undefined) {
         // An entry the storage cannot hold would fail the whole append: its write
         // fails alone, before it joins the batch.

@@ -37,12 +37,44 @@ export type Beside = (
   entry: Entry.ToolEntry
 ) => ReadonlyArray<{ readonly kind: string; readonly payload: unknown }>
 
+/**
+ * What a plan of `writeFrom` stores: items, a metadata patch (stored with them in
+ * the same durable append), and its caller's result. No items and no patch: nothing
+ * is stored and the caller is answered at once.
+ */
+export interface Plan<A> {
+  readonly items: ReadonlyArray<WriteItem>
+  readonly meta?: SessionMeta.MetaPatch | undefined
+  readonly result: A
+}
+
+/** What `writeFrom` gives back: the plan's result and the entries stored for it. */
+export interface Planned<A> {
+  readonly result: A
+  readonly entries: ReadonlyArray<Entry.Entry>
+}
+
 /** How the write operations queue a request (see `Sessions.make`). */
 export interface Submit {
   /** Queues when run. */
   readonly submit: <A>(id: string, build: Sessions.Build<A>) => Effect.Effect<A, Sessions.WriteError>
   /** Queues now, from inside an effect's body; the result waits for the answer. */
   readonly submitNow: <A>(id: string, build: Sessions.Build<A>) => Effect.Effect<A, Sessions.WriteError>
+}
+
+// The first field of a metadata patch that cannot be stored, if any.
+const patchProblem = (patch: SessionMeta.MetaPatch): InvalidRecordField | undefined => {
+  if (patch.title !== undefined && typeof patch.title !== "string") {
+    return new InvalidRecordField({ field: "title", reason: "must be a string" })
+  }
+  if (patch.labels !== undefined && !(Array.isArray(patch.labels) && patch.labels.every((l) => typeof l === "string"))) {
+    return new InvalidRecordField({ field: "labels", reason: "must be an array of strings" })
+  }
+  if (patch.data !== undefined) {
+    const checked = Entry.validatePayload("meta", patch.data)
+    if (Result.isFailure(checked)) return new InvalidRecordField({ field: "data", reason: checked.failure.reason })
+  }
+  return undefined
 }
 
 /** The write operations over a session registry's `submit`. */
@@ -151,22 +183,57 @@ export const make = ({ submit, submitNow }: Submit) => {
 
   const setMeta = Effect.fn("SessionJournal.setMeta")(function*(id: string, patch: SessionMeta.MetaPatch) {
     yield* validId(id)
-    if (patch.title !== undefined && typeof patch.title !== "string") {
-      return yield* new InvalidRecordField({ field: "title", reason: "must be a string" })
-    }
-    if (patch.labels !== undefined && !(Array.isArray(patch.labels) && patch.labels.every((l) => typeof l === "string"))) {
-      return yield* new InvalidRecordField({ field: "labels", reason: "must be an array of strings" })
-    }
-    if (patch.data !== undefined) {
-      const checked = Entry.validatePayload("meta", patch.data)
-      if (Result.isFailure(checked)) return yield* new InvalidRecordField({ field: "data", reason: checked.failure.reason })
-    }
+    const bad = patchProblem(patch)
+    if (bad !== undefined) return yield* bad
     return yield* submit(id, (state, _ts, nowMillis) => {
       const meta = SessionMeta.patch(state.meta, patch, nowMillis)
       return { entries: [], meta, result: meta }
     })
   })
 
+  // The plan runs in the writer, against the state the append builds on (after a
+  // conflict with another instance, against the reloaded state, again): what it
+  // decides from that state holds for what is stored. Its items are checked there;
+  // a failing one fails the caller, storing nothing.
+  const writeFrom = <A>(
+    id: string,
+    plan: (state: JournalState.JournalState, nowMillis: number) => Plan<A>
+  ): Effect.Effect<Planned<A>, Sessions.WriteError> =>
+    Effect.suspend(() => {
+      const checkedId = Entry.validateSessionId(id)
+      if (Result.isFailure(checkedId)) return Effect.fail(checkedId.failure)
+      return Effect.flatMap(
+        submitNow(id, (state, ts, nowMillis): Sessions.Built<Result.Result<Planned<A>, InvalidRecordField>> => {
+          const planned = plan(state, nowMillis)
+          const out: Array<Entry.Entry> = []
+          let s = state
+          for (const item of planned.items) {
+            let e: Entry.Entry
+            if (item._tag === "Tool") {
+              const checked = Entry.validateToolParams(item.params)
+              if (Result.isFailure(checked)) return { entries: [], meta: null, result: Result.fail(checked.failure) }
+              e = JournalState.nextTool(s, ts, checked.success)
+            } else {
+              const checked = Entry.validatePayload(item.kind, item.payload)
+              if (Result.isFailure(checked)) return { entries: [], meta: null, result: Result.fail(checked.failure) }
+              e = JournalState.nextOther(s, ts, item.kind, checked.success)
+            }
+            out.push(e)
+            s = JournalState.fold(s, e)
+          }
+          let meta: SessionMeta.SessionMeta | null = null
+          if (planned.meta !== undefined) {
+            const bad = patchProblem(planned.meta)
+            if (bad !== undefined) return { entries: [], meta: null, result: Result.fail(bad) }
+            meta = SessionMeta.patch(state.meta, planned.meta, nowMillis)
+          }
+          // The caller gets its own array: the writer may hand `entries` itself to storage.
+          return { entries: out, meta, result: Result.succeed({ result: planned.result, entries: out.slice() }) }
+        }),
+        Effect.fromResult
+      )
+    })
 
-  return { record, append, writeAll, decide, setMeta }
+
+  return { record, append, writeAll, decide, setMeta, writeFrom }
 }
