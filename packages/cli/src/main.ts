@@ -1,37 +1,20 @@
 /**
- * Entry point of the `session-journal` command: runs the command tree on Node
- * and turns the outcome into the process exit code of the contract.
+ * Entry point of the `session-journal` command. The command hook
+ * (`claude-code hook`, run by Claude Code once per event) is recognized first and
+ * runs without the command tree, whose modules it does not need; every other
+ * invocation runs the command tree (`internal/runCli.ts`).
  *
  * @since 0.1.0
  */
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import * as NodeServices from "@effect/platform-node/NodeServices"
-import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
-import { describe, ExitCode, OutputFailed } from "./Failure.ts"
-import { main } from "./index.ts"
+import { hookArgs } from "./internal/hookArgs.ts"
 
-// A closed pipe (`session-journal export x | head`) is a normal end, not a crash.
-// Any other failure of stdout is reported by the write that met it (`Output.write`
-// fails with `OutputFailed`, exit 5); one met by a write outside it (help text)
-// turns a success into exit 5 here, in one sentence.
-let stdoutFailure: NodeJS.ErrnoException | undefined
-process.stdout.on("error", (e: NodeJS.ErrnoException) => {
-  if (e.code === "EPIPE") process.exit(0)
-  stdoutFailure ??= e
-})
-
-NodeRuntime.runMain(main.pipe(Effect.provide(NodeServices.layer)), {
-  disableErrorReporting: true,
-  teardown: (exit, onExit) => {
-    const code = Exit.isSuccess(exit) ? Number(exit.value) : 130
-    // A failed write's "error" event comes on the next tick.
-    setImmediate(() => {
-      if (code === ExitCode.ok && stdoutFailure !== undefined) {
-        process.stderr.write(`session-journal: ${describe(new OutputFailed({ reason: stdoutFailure.message }))}\n`)
-        return onExit(ExitCode.output)
-      }
-      onExit(code)
-    })
-  }
-})
+const hook = hookArgs(process.argv.slice(2))
+if (hook !== null) {
+  const { main } = await import("./HookCommand.ts")
+  const code = await main(hook)
+  // Nothing of the hook's may keep the process alive past its answer: a hook that
+  // does not end is one Claude Code times out, and a timeout fails open.
+  process.exit(code)
+} else {
+  await import("./internal/runCli.ts")
+}
