@@ -387,12 +387,11 @@ export const header = (m: Omit<Model, "entries">, link: (id: string) => string):
     related.subs.length === 0
       ? ""
       : `<dt>sub-agent sessions</dt><dd id="sub-sessions">${related.subs.map((id) => `<a href="${Html.escape(link(id))}">${Html.escape(id)}</a>`).join(", ")}</dd>`,
-    related.hooked === null
+    // Named only when it exists: a session never hooked has none to link to.
+    related.hooked === null || m.countedIn !== related.hooked
       ? ""
       : `<dt>hooked session</dt><dd id="hooked-session"><a href="${Html.escape(link(related.hooked))}">${Html.escape(related.hooked)}</a>` +
-        (m.countedIn === related.hooked
-          ? ` <span class="muted">(it decided and counted these calls: the tool entries here are copies from the transcript; read its counters)</span>`
-          : ` <span class="muted">(not in this journal: this session is the only record of its calls)</span>`) + `</dd>`,
+        ` <span class="muted">(it decided and counted these calls: the tool entries here are copies from the transcript; read its counters)</span></dd>`,
     related.custody === null
       ? ""
       : `<dt>transcript custody</dt><dd id="custody-session"><a href="${Html.escape(link(related.custody))}">${Html.escape(related.custody)}</a></dd>`

@@ -119,8 +119,6 @@ export const stats = Command.make("stats", { id: sessionId }, (a) =>
       }
       if (countedIn !== null) {
         out.push(`counted in       ${countedIn} (it decided these calls; the tool entries here are copies from the transcript, not more calls)`)
-      } else if (related.hooked !== null) {
-        out.push(`hooked session   ${related.hooked} (not in this journal: this session is the only record of its calls)`)
       }
       if (related.custody !== null) out.push(`custody          ${related.custody}`)
       if (state.meta !== null) {
