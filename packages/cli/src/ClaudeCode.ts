@@ -180,11 +180,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       Flag.withDescription("Largest hook input read from stdin (default 4 MiB); a larger one is refused unread")
     ),
     wait: Flag.String("wait").pipe(
-      Flag.mapTryCatch((text) => {
-        const ms = parseWaitMillis(text)
-        if (ms === undefined) throw new Error(`not a duration: ${JSON.stringify(text)} (use for example 500ms, 30s, 2m)`)
-        return ms
-      }, (e) => `invalid --wait: ${e instanceof Error ? e.message : String(e)}`),
+      Flag.mapTryCatch(parseWaitMillis, (e) => `invalid --wait: ${e instanceof Error ? e.message : String(e)}`),
       Flag.optional,
       Flag.withMetavar("DURATION"),
       Flag.withDescription("How long to wait for the session's lock while parallel hooks hold it (default 30s)")

@@ -4,7 +4,9 @@
  * `claude-code install`: a denied Write leaves no file and a denied Bash never
  * runs, the model is told which guard denied, and the chain holds the session
  * in order; eight parallel read-only calls under maxInvocations 5 get exactly
- * five allowed; a sub-agent's calls are journaled at depth 1 under its agent id.
+ * five allowed; a sub-agent's calls are journaled at depth 1 under its agent id;
+ * with a journal it cannot write, the hook fails closed and the prompt never
+ * reaches the model.
  *
  * The hooks run the command as it ships, one bundle (`scripts/bundle.ts`), built
  * from the workspace's sources before the tests: its start is the hook's, and a
@@ -22,6 +24,9 @@ import { afterAll, beforeAll } from "vitest"
 import { hasNodeAdapter, run as runSources } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
+const STRESS = process.env["STRESS"] === "1"
+/** Parallel reads in one turn: 8, or 16 with STRESS=1 (the CLI runs at most 10 at once). */
+const PARALLEL = STRESS ? 16 : 8
 const PACKAGE = fileURLToPath(new URL("../", import.meta.url))
 const BUNDLE_SCRIPT = fileURLToPath(new URL("../../../scripts/bundle.ts", import.meta.url))
 
@@ -161,9 +166,9 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
     }
   }, 180_000)
 
-  it("eight parallel reads under maxInvocations 5: exactly five allowed, every hook answered", async () => {
+  it(`${PARALLEL} parallel reads under maxInvocations 5: exactly five allowed, every hook answered`, async () => {
     const { home, journal, work } = await setUp({ maxInvocations: 5 })
-    const files = Array.from({ length: 8 }, (_, i) => {
+    const files = Array.from({ length: PARALLEL }, (_, i) => {
       const file = path.join(work, `f${i}.txt`)
       fs.writeFileSync(file, `file ${i}\n`)
       return file
@@ -173,21 +178,20 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
       Fake.text("Read what I could.")
     ]))
     try {
-      const r = await Claude.run({ api, prompt: "Read all eight.", tools: ["Read"], work, home })
+      const r = await Claude.run({ api, prompt: "Read them all.", tools: ["Read"], work, home })
       assert.isFalse(r.timedOut, r.stderr)
       assert.strictEqual(r.code, 0, r.stderr)
       const results = api.requests[1]!.toolResults
-      assert.strictEqual(results.length, 8)
+      assert.strictEqual(results.length, PARALLEL)
       const errors = results.filter((t) => t["is_error"] === true)
-      assert.strictEqual(errors.length, 3)
+      assert.strictEqual(errors.length, PARALLEL - 5)
       for (const e of errors) assert.include(JSON.stringify(e["content"]), "invocations would exceed 5 [maxInvocations(5)]")
 
       const entries = await entriesOf(journal, r.sessionId!, work)
       const tools = entries.filter((e) => e.kind === "tool")
-      assert.strictEqual(tools.length, 8)
-      assert.strictEqual(tools.filter((t) => t["allowed"] === true).length, 5)
-      assert.deepStrictEqual(tools.map((t) => t["allowed"]), [true, true, true, true, true, false, false, false])
-      assert.strictEqual(decisions(entries).length, 8)
+      assert.strictEqual(tools.length, PARALLEL)
+      assert.deepStrictEqual(tools.map((t) => t["allowed"]), [...Array(5).fill(true), ...Array(PARALLEL - 5).fill(false)])
+      assert.strictEqual(decisions(entries).length, PARALLEL)
       assert.strictEqual(entries.filter((e) => e.kind === "tool.outcome").length, 5)
     } finally {
       await api.close()
@@ -227,6 +231,27 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
       assert.isTrue(start > kinds.indexOf("tool") && start < kinds.lastIndexOf("tool") && stop > kinds.lastIndexOf("tool"), kinds.join(","))
       assert.strictEqual(entries[start]!.payload!["agent_id"], bash!["agent_id"])
       assert.strictEqual(decisions(entries)[1]!["agent_type"], "general-purpose")
+    } finally {
+      await api.close()
+    }
+  }, 180_000)
+
+  it("fails closed: with a journal it cannot write, the prompt never reaches the model", async () => {
+    const root = Claude.tempDir()
+    const work = path.join(root, "work")
+    fs.mkdirSync(work, { recursive: true })
+    const journal = path.join(root, "not-a-directory")
+    fs.writeFileSync(journal, "x")
+    const installed = await run(["--dir", journal, "claude-code", "install", "--project", work])
+    assert.strictEqual(installed.code, 0, installed.stderr)
+    const api = await Fake.start(Fake.perConversation(() => [Fake.tools(Fake.bash("echo ran > ran.txt")), Fake.text("done")]))
+    try {
+      const r = await Claude.run({ api, prompt: "Run it.", tools: ["Bash"], work, home: path.join(root, "home") })
+      assert.isFalse(r.timedOut, r.stderr)
+      assert.strictEqual(api.requests.length, 0, "the model was asked")
+      assert.isFalse(fs.existsSync(path.join(work, "ran.txt")))
+      assert.strictEqual(r.result?.["num_turns"], 0)
+      assert.match(String(r.result?.["result"]), /UserPromptSubmit operation blocked by hook[\s\S]*session-journal: cannot record UserPromptSubmit/)
     } finally {
       await api.close()
     }

@@ -11,6 +11,7 @@ import { Hook } from "@session-journal/claude-code"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
+import { hookArgs } from "../src/internal/hookArgs.ts"
 import { cleanup, hasNodeAdapter, run, start, tempDir } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
@@ -45,6 +46,32 @@ const show = async (root: string, id: string): Promise<Array<Record<string, unkn
   assert.strictEqual(r.code, 0, r.stderr)
   return r.stdout.trim().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l))
 }
+
+describe("the hook's arguments, recognized before the command tree", () => {
+  it("takes exactly a hook invocation and leaves anything else to the command tree", () => {
+    assert.deepStrictEqual(hookArgs(["--dir", "/j", "claude-code", "hook", "--policy=/p", "--wait", "2s", "--fail-open"]), {
+      root: "/j",
+      postgres: undefined,
+      policy: "/p",
+      failOpen: true,
+      maxInputBytes: undefined,
+      waitMillis: 2000
+    })
+    assert.strictEqual(hookArgs(["claude-code", "hook", "--root", "/r", "--max-input-bytes", "10"])?.maxInputBytes, 10)
+    for (
+      const argv of [
+        ["claude-code", "hook", "--help"],
+        ["claude-code", "hook", "--policy"],
+        ["claude-code", "hook", "--wait", "soon"],
+        ["claude-code", "hook", "--root", "/a", "--dir", "/b"],
+        ["claude-code", "hook", "extra"],
+        ["claude-code", "archive"],
+        ["hook"],
+        ["claude-code", "hook", "--max-input-bytes", "0"]
+      ]
+    ) assert.isNull(hookArgs(argv), argv.join(" "))
+  })
+})
 
 describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
   it("journals an event and answers {} without a policy", async () => {
@@ -177,7 +204,7 @@ describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
     while (!fs.existsSync(lock)) await new Promise((resolve) => setTimeout(resolve, 50))
     const timedOut = await hook(root, JSON.stringify(pre("Read", "l1")), ["--wait", "500ms"])
     assert.strictEqual(timedOut.code, 0)
-    assert.match(denial(timedOut.stdout) ?? "", /is locked by another writer .*\(waited 500 ms for the session's lock\)/)
+    assert.match(denial(timedOut.stdout) ?? "", /is locked by another writer \(.*gave up after waiting [\d.]+ s for it\)/, timedOut.stdout)
 
     let done = false
     const waiting = hook(root, JSON.stringify(pre("Read", "l2")), ["--wait", "60s"]).finally(() => {

@@ -24,6 +24,7 @@ import {
   stackOf
 } from "../Failure.ts"
 import * as Output from "../Output.ts"
+import { parseWaitMillis } from "./hookArgs.ts"
 import * as Storage from "../Storage.ts"
 
 // ---------------------------------------------------------------------------
@@ -167,23 +168,12 @@ export const nonNegative = (name: string) =>
   Flag.Int(name).pipe(Flag.filter((n) => n >= 0, (n) => `must be a non-negative integer, got ${n}`))
 
 
-// `--wait` takes a number and a unit: 500ms, 30s, 2m, 1h; a bare number is seconds.
-const WAIT_PATTERN = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$/
-
 /**
  * Parses a `--wait` value (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).
  *
  * @since 0.4.0
  */
-export const parseWait = (text: string): Duration.Duration => {
-  const m = WAIT_PATTERN.exec(text.trim())
-  if (m === null) throw new Error(`not a duration: ${JSON.stringify(text)} (use for example 500ms, 30s, 2m or 1h)`)
-  const n = Number(m[1])
-  const unit = m[2] ?? "s"
-  const millis = unit === "ms" ? n : unit === "s" ? n * 1000 : unit === "m" ? n * 60_000 : n * 3_600_000
-  if (!Number.isFinite(millis) || millis > 24 * 3_600_000) throw new Error(`${JSON.stringify(text)} is more than a day`)
-  return Duration.millis(millis)
-}
+export const parseWait = (text: string): Duration.Duration => Duration.millis(parseWaitMillis(text))
 
 /**
  * `--wait DURATION` of the writing commands: how long to wait for a session's lock
