@@ -155,6 +155,11 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("one story per Claud
     assert.include(hookedText.stdout, "denied           1\ndenied by        denyList([\"Write\"]) 1\n")
     assert.include(hookedText.stdout, `custody          ${custody}\n`)
     assert.notInclude(hookedText.stdout, "counted in")
+    // --no-denials: the snapshot alone, no pass over the history.
+    const quick = await run(["--dir", journal, "--json", "stats", hooked, "--no-denials"])
+    assert.strictEqual(quick.code, 0, quick.stderr)
+    assert.isNull(JSON.parse(quick.stdout)["denials"])
+    assert.strictEqual(JSON.parse(quick.stdout)["head_hash"], h["head_hash"])
 
     // report: the denials with their guards, the two sessions linked, custody's calls marked as copies.
     const page = path.join(root, "hooked.html")

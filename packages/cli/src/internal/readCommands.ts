@@ -74,14 +74,20 @@ export const show = Command.make("show", {
     }))).pipe(Command.withDescription("Print entries from the full history"))
 
 /** The `stats` command. */
-export const stats = Command.make("stats", { id: sessionId }, (a) =>
+export const stats = Command.make("stats", {
+  id: sessionId,
+  denials: Flag.Boolean("denials").pipe(
+    Flag.withDefault(true),
+    Flag.withDescription("Count the denied calls and their guards, one pass over the history (--no-denials: the snapshot alone)")
+  )
+}, (a) =>
   withJournal(({ json }) =>
     Effect.gen(function*() {
       const journal = yield* SessionJournal.SessionJournal
       const state = yield* journal.state(a.id)
       // One pass over the history for the denials and their guards (bounded memory).
       const tally = Denials.tally()
-      const unread = yield* journal.entries(a.id).pipe(
+      const unread = !a.denials ? "not counted (--no-denials)" : yield* journal.entries(a.id).pipe(
         Stream.runForEachArray((chunk) => Effect.sync(() => chunk.forEach(tally.add))),
         Effect.as(null),
         Effect.catch((e) => Effect.succeed(e.message || e._tag))
@@ -111,7 +117,8 @@ export const stats = Command.make("stats", { id: sessionId }, (a) =>
         `max depth        ${df.max_delegation_depth}`,
         `streak           ${doc.current_streak_tool ?? "-"} x${doc.current_streak_len}`
       ]
-      if (unread !== null) out.push(`denied           - (the history could not be read: ${unread})`)
+      if (!a.denials) out.push(`denied           - (not counted: --no-denials)`)
+      else if (unread !== null) out.push(`denied           - (the history could not be read: ${unread})`)
       else {
         out.push(`denied           ${denials.denied}`)
         for (const [guard, n] of denials.byGuard) out.push(`denied by        ${guard} ${n}`)
