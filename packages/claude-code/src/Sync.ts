@@ -20,6 +20,7 @@ import * as Effect from "effect/Effect"
 import type * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { SourceError } from "./Errors.ts"
+import * as Hook from "./Hook.ts"
 import * as Source from "./internal/source.ts"
 import * as Planner from "./Planner.ts"
 import * as SessionIds from "./SessionIds.ts"
@@ -199,7 +200,27 @@ export interface Resume {
 }
 
 /**
- * The metadata data of a transcript's session.
+ * The journal session the hooks (`Hook.handle`) record the Claude Code session of
+ * a transcript in, the live session custody's session names: a sub-agent's
+ * transcript belongs to its parent's, whose hooks carry the parent's
+ * `session_id`. Computed by `Hook.sessionId` from the input its hooks get, whose
+ * `transcript_path` is `<source>/<project>/<session>.jsonl`, so both always agree.
+ *
+ * @since 0.4.0
+ */
+export const hookedSessionId = (t: SessionIds.Transcript): string =>
+  Hook.sessionId({
+    session_id: t.session,
+    cwd: "",
+    hook_event_name: "SessionStart",
+    transcript_path: `/${t.project}/${t.session}.jsonl`
+  })
+
+/**
+ * The metadata data of a transcript's session. `hooked_session` names the live
+ * hooked session of the same Claude Code session (`hookedSessionId`), whose
+ * counters are the authoritative ones when it exists: this session's tool
+ * entries are then copies of calls that session decided and counted.
  *
  * @since 0.1.0
  */
@@ -212,6 +233,7 @@ export const metaData = (
   project: t.project,
   claude_session_id: t.session,
   transcript: t._tag === "Main" ? "main" : "subagent",
+  hooked_session: hookedSessionId(t),
   ...(t._tag === "SubAgent"
     ? {
       agent_id: t.agentId,

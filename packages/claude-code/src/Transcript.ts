@@ -41,6 +41,14 @@ export interface ToolResult {
   readonly toolUseId: string
   /** UTF-8 bytes of its `content`: the string itself, or the JSON of any other value. */
   readonly contentBytes: number
+  /**
+   * Whether Claude Code refused the call, so that it never ran: its line says
+   * `"permissionDecision":{"decision":"reject",…}` or carries a `toolDenialKind`
+   * (a hook's deny and Claude Code's own permission rules alike; PROTOCOL.md (e)).
+   *
+   * @since 0.4.0
+   */
+  readonly denied: boolean
 }
 
 /**
@@ -135,6 +143,8 @@ export const parse = (text: string): LineInfo => {
   const message = value["message"]
   const content = isObject(message) ? message["content"] : undefined
   if (type === "user" && typeof content === "string") userText = content
+  const decision = value["permissionDecision"]
+  const denied = (isObject(decision) && decision["decision"] === "reject") || typeof value["toolDenialKind"] === "string"
   if (Array.isArray(content)) {
     for (const block of content) {
       if (!isObject(block)) continue
@@ -148,7 +158,11 @@ export const parse = (text: string): LineInfo => {
       } else if (block["type"] === "tool_result") {
         const id = str(block["tool_use_id"])
         if (id === undefined) continue
-        toolResults.push({ toolUseId: id, contentBytes: block["content"] === undefined ? 0 : jsonBytes(block["content"]) })
+        toolResults.push({
+          toolUseId: id,
+          contentBytes: block["content"] === undefined ? 0 : jsonBytes(block["content"]),
+          denied
+        })
       }
     }
   }
@@ -234,7 +248,9 @@ export const emptyPairing = (): Pairing => ({ pending: new Map(), paired: new Se
  * Advances the pairing by one line (mutating it, for speed) and returns the
  * tool calls the line completes, as chio tool parameters, in the order of the
  * line's results. `agentId` and `depth` are the transcript's (`main` / 0, or
- * the sub-agent's id / 1).
+ * the sub-agent's id / 1). A call is `allowed: false` when its result says
+ * Claude Code refused it (`ToolResult.denied`): the tool entry is written only
+ * once the result is seen, so its verdict is known when it is hashed.
  *
  * @since 0.1.0
  */
@@ -261,7 +277,7 @@ export const pair = (
       bytes_read: result.contentBytes,
       bytes_written: use.inputBytes,
       delegation_depth: depth,
-      allowed: true
+      allowed: !result.denied
     })
   }
   return calls

@@ -17,7 +17,7 @@ import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Archive, Planner, SessionIds } from "../src/index.ts"
+import { Archive, Hook, Planner, SessionIds } from "../src/index.ts"
 import * as F from "./Fixtures.ts"
 
 const SEED = Number(process.env["SEED"] ?? Math.floor(Math.random() * 2 ** 31))
@@ -118,6 +118,17 @@ describe("Archive", () => {
           [mainMeta["project"], mainMeta["claude_session_id"], mainMeta["transcript"]],
           [F.PROJECT, F.SESSION, "main"]
         )
+        // Both name the live hooked session of their Claude Code session, as its hooks derive it.
+        const hooked = Hook.sessionId({
+          session_id: F.SESSION,
+          cwd: F.CWD,
+          hook_event_name: "PreToolUse",
+          transcript_path: path.join(source, F.PROJECT, `${F.SESSION}.jsonl`)
+        })
+        assert.match(hooked, /^cch-/)
+        assert.strictEqual(mainMeta["hooked_session"], hooked)
+        assert.strictEqual(meta["hooked_session"], hooked)
+        assert.strictEqual(Hook.custodySessionId({ session_id: F.SESSION, cwd: F.CWD, hook_event_name: "Stop" }), mainId)
         assert.strictEqual((yield* j.verify(mainId)).entriesChecked, main.length)
 
         // A second run finds nothing to do.

@@ -82,6 +82,36 @@ describe("Transcript", () => {
     expect(again).toEqual([])
   })
 
+  it("a call whose result line says Claude Code refused it is allowed: false (PROTOCOL.md (e))", () => {
+    const use = JSON.stringify({
+      type: "assistant",
+      message: { content: [{ type: "tool_use", id: "t1", name: "Bash", input: { command: "x" } }] }
+    })
+    const result = (extra: Record<string, unknown>) =>
+      JSON.stringify({
+        type: "user",
+        message: { content: [{ type: "tool_result", tool_use_id: "t1", content: "Error: no", is_error: true }] },
+        ...extra
+      })
+    const allowedOf = (extra: Record<string, unknown>) => {
+      const pairing = Transcript.emptyPairing()
+      return [use, result(extra)].flatMap((l) => Transcript.pair(pairing, Transcript.parse(l), "main", 0)).map((c) => c.allowed)
+    }
+    // A hook's deny, and Claude Code's own permission rules, as the CLI writes them.
+    expect(allowedOf({
+      toolDenialKind: "permission-rule",
+      permissionDecision: { decision: "reject", source: "hook", reasonType: "hook", reasonCode: "hook:PreToolUse" }
+    })).toEqual([false])
+    expect(allowedOf({ toolDenialKind: "user-rejected", permissionDecision: { decision: "reject", source: "config" } })).toEqual([false])
+    // Either field alone says it.
+    expect(allowedOf({ permissionDecision: { decision: "reject" } })).toEqual([false])
+    expect(allowedOf({ toolDenialKind: "anything" })).toEqual([false])
+    // A call that ran, or fields of another shape, say nothing of a refusal (an error is not one).
+    expect(allowedOf({ permissionDecision: { decision: "accept", source: "config" } })).toEqual([true])
+    expect(allowedOf({})).toEqual([true])
+    expect(allowedOf({ permissionDecision: "reject", toolDenialKind: null })).toEqual([true])
+  })
+
   it("keeps bytes that are not UTF-8 (and a byte-order mark) exactly", () => {
     const decoder = Transcript.strictDecoder()
     for (const bytes of [new Uint8Array([0xff, 0xfe, 0x41]), new Uint8Array([0xef, 0xbb, 0xbf, 0x7b, 0x7d]), new Uint8Array([])]) {

@@ -104,8 +104,8 @@ dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;word-break:break-all}
 .badge.ok{color:var(--ok)}.badge.bad{color:var(--bad)}.badge.warn{color:var(--warn)}
 .verify{border:1px solid var(--line);border-radius:6px;padding:8px 12px;margin:12px 0;background:var(--soft)}
 .verify.failed{border-color:var(--bad)}
-.charts{display:flex;flex-wrap:wrap;gap:16px}
-.chart{border:1px solid var(--line);border-radius:6px;padding:8px;flex:1 1 340px;min-width:300px}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:16px}
+.chart{border:1px solid var(--line);border-radius:6px;padding:8px;min-width:0}
 .chart h3{font-size:13px;margin:0 0 4px}
 .chart svg{width:100%;height:auto}
 .chart svg text{font:11px system-ui,sans-serif;fill:var(--fg)}

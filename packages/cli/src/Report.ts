@@ -13,6 +13,7 @@ import type { CorruptJournal, SessionMeta } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as Charts from "./Charts.ts"
+import * as Denials from "./Denials.ts"
 import * as Html from "./Html.ts"
 import type * as Storage from "./Storage.ts"
 import * as Timeline from "./Timeline.ts"
@@ -35,6 +36,8 @@ export interface Summary {
   readonly toolCounts: ReadonlyMap<string, number>
   /** Denials per guard reason, where entries record one (see `deniedReasons`). */
   readonly reasons: ReadonlyMap<string, number>
+  /** The denied calls with the guards that denied them (`Denials`). */
+  readonly denials: Denials.Result
   /** Bytes read and written up to and including each entry. */
   readonly cumulativeRead: ReadonlyArray<number>
   readonly cumulativeWritten: ReadonlyArray<number>
@@ -45,8 +48,9 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 /**
  * The guard reasons a payload records for denied calls: objects
  * `{"type":"execution-denied","reason":…}` (what `@session-journal/ai` returns to
- * the model for a denied call) and `denied_reason` fields (as `demo --json`
- * prints them), searched a few levels deep.
+ * the model for a denied call), `denied_reason` fields (as `demo --json`
+ * prints them) and decision entries `{"verdict":"deny","reason":…}` (`Denials`),
+ * searched a few levels deep.
  *
  * @since 0.3.0
  */
@@ -59,6 +63,7 @@ export const deniedReasons = (payload: unknown): Array<string> => {
     } else if (isRecord(v)) {
       if (v["type"] === "execution-denied" && typeof v["reason"] === "string") out.push(v["reason"])
       if (typeof v["denied_reason"] === "string") out.push(v["denied_reason"])
+      if (v["verdict"] === "deny" && typeof v["reason"] === "string") out.push(v["reason"])
       for (const k in v) visit(v[k], depth + 1)
     }
   }
@@ -91,9 +96,11 @@ export const summarizer = (): Summarizer => {
   const reasons = new Map<string, number>()
   const cumulativeRead: Array<number> = []
   const cumulativeWritten: Array<number> = []
+  const denials = Denials.tally()
   return {
     add: (e) => {
       count++
+      denials.add(e)
       firstSecs ??= e.timestamp_secs
       lastSecs = e.timestamp_secs
       if (Entry.isTool(e)) {
@@ -105,6 +112,12 @@ export const summarizer = (): Summarizer => {
       } else {
         if (e.kind === "message") messages++
         else others++
+        // An outcome's bytes count as `stats` counts them (docs/DESIGN.md §13).
+        if (e.kind === Entry.OUTCOME_KIND) {
+          const flow = Entry.outcomeBytes(e.payload)
+          read += flow.read
+          written += flow.written
+        }
         for (const r of deniedReasons(e.payload)) reasons.set(r, (reasons.get(r) ?? 0) + 1)
       }
       cumulativeRead.push(read)
@@ -120,6 +133,7 @@ export const summarizer = (): Summarizer => {
       lastSecs,
       toolCounts,
       reasons,
+      denials: denials.result(),
       cumulativeRead,
       cumulativeWritten
     })
@@ -148,14 +162,22 @@ const sessionRef = (v: unknown): string | null => {
 /**
  * Sessions the metadata names: sub-agent sessions (`data.sub_sessions`,
  * `subagent_sessions`, `sub_agents`, `subagents`, `child_sessions` or `children`:
- * a list of ids or of `{id}` objects) and the parent (`data.parent_session` or
- * `data.parent`). Only valid session ids are kept.
+ * a list of ids or of `{id}` objects), the parent (`data.parent_session` or
+ * `data.parent`), and the two records of one Claude Code session: the live hooked
+ * session (`data.hooked_session`, named by custody of its transcript) and the
+ * custody of its transcript (`data.custody_session`, named by the hooked
+ * session). Only valid session ids are kept.
  *
  * @since 0.3.0
  */
-export const relatedSessions = (meta: SessionMeta.SessionMeta | null): { readonly parent: string | null; readonly subs: ReadonlyArray<string> } => {
+export const relatedSessions = (meta: SessionMeta.SessionMeta | null): {
+  readonly parent: string | null
+  readonly subs: ReadonlyArray<string>
+  readonly hooked: string | null
+  readonly custody: string | null
+} => {
   const data = meta?.data
-  if (!isRecord(data)) return { parent: null, subs: [] }
+  if (!isRecord(data)) return { parent: null, subs: [], hooked: null, custody: null }
   const subs = new Set<string>()
   for (const k of SUB_KEYS) {
     const list = data[k]
@@ -168,8 +190,27 @@ export const relatedSessions = (meta: SessionMeta.SessionMeta | null): { readonl
   }
   let parent: string | null = null
   for (const k of PARENT_KEYS) parent ??= sessionRef(data[k])
-  return { parent, subs: [...subs] }
+  return { parent, subs: [...subs], hooked: sessionRef(data["hooked_session"]), custody: sessionRef(data["custody_session"]) }
 }
+
+/**
+ * Which session counts this session's tool calls: the hooked session its
+ * metadata names (`data.hooked_session`) when that session exists, whose counters
+ * are then authoritative (it decided the calls; the tool entries here are copies
+ * of them from the transcript), else null: this session counts its own calls.
+ * Summing both would count every call twice.
+ *
+ * @since 0.4.0
+ */
+export const countedIn = (meta: SessionMeta.SessionMeta | null) =>
+  Effect.gen(function*() {
+    const hooked = relatedSessions(meta).hooked
+    if (hooked === null) return null
+    const journal = yield* SessionJournal.SessionJournal
+    const found = yield* Effect.result(journal.head(hooked))
+    // A session that exists but does not load cleanly still exists.
+    return found._tag === "Success" || found.failure._tag !== "SessionNotFound" ? hooked : null
+  })
 
 /**
  * Everything a report page shows.
@@ -187,6 +228,8 @@ export interface Model {
   readonly head: string
   /** When the page was made, milliseconds since the epoch. */
   readonly generatedAt: number
+  /** The session that counts this one's tool calls, when another does (`countedIn`). */
+  readonly countedIn?: string | null | undefined
 }
 
 /**
@@ -253,9 +296,11 @@ export const overview = (
       Effect.map((s) => ({ meta: s.meta, head: JournalState.head(s) })),
       Effect.catch((e) => (damaged && isDamage(e) ? Effect.succeed({ meta: null, head: report.head ?? "" }) : Effect.fail(e)))
     )
+    const counted = yield* countedIn(state.meta)
     const result: Overview = {
       id,
       meta: state.meta,
+      countedIn: counted,
       summary: summary.summary(),
       verify: report,
       head: report?.head ?? state.head,
@@ -282,7 +327,8 @@ export const collect = (id: string, storage: Storage.Options, options?: { readon
       summary: o.summary,
       verify: o.verify,
       head: o.head,
-      generatedAt: o.generatedAt
+      generatedAt: o.generatedAt,
+      countedIn: o.countedIn
     }))
   })
 
@@ -340,7 +386,15 @@ export const header = (m: Omit<Model, "entries">, link: (id: string) => string):
     related.parent === null ? "" : `<dt>parent session</dt><dd><a href="${Html.escape(link(related.parent))}">${Html.escape(related.parent)}</a></dd>`,
     related.subs.length === 0
       ? ""
-      : `<dt>sub-agent sessions</dt><dd id="sub-sessions">${related.subs.map((id) => `<a href="${Html.escape(link(id))}">${Html.escape(id)}</a>`).join(", ")}</dd>`
+      : `<dt>sub-agent sessions</dt><dd id="sub-sessions">${related.subs.map((id) => `<a href="${Html.escape(link(id))}">${Html.escape(id)}</a>`).join(", ")}</dd>`,
+    // Named only when it exists: a session never hooked has none to link to.
+    related.hooked === null || m.countedIn !== related.hooked
+      ? ""
+      : `<dt>hooked session</dt><dd id="hooked-session"><a href="${Html.escape(link(related.hooked))}">${Html.escape(related.hooked)}</a>` +
+        ` <span class="muted">(it decided and counted these calls: the tool entries here are copies from the transcript; read its counters)</span></dd>`,
+    related.custody === null
+      ? ""
+      : `<dt>transcript custody</dt><dd id="custody-session"><a href="${Html.escape(link(related.custody))}">${Html.escape(related.custody)}</a></dd>`
   ].join("")
   return `<header><h1 id="title">${Html.escape(title ?? m.id)}</h1>` +
     `<dl class="facts"><dt>session</dt><dd class="mono" id="session-id">${Html.escape(m.id)}</dd>` +
@@ -348,6 +402,7 @@ export const header = (m: Omit<Model, "entries">, link: (id: string) => string):
     `<dt>time span</dt><dd id="span">${span}</dd>` +
     `<dt>entries</dt><dd><span id="count-entries">${s.entries}</span>: <span id="count-messages">${s.messages}</span> messages, ` +
     `<span id="count-tools">${s.tools}</span> tool calls (<span id="count-denied" class="${s.denied > 0 ? "badge bad" : ""}">${s.denied} denied</span>)` +
+    (m.countedIn == null ? "" : ` <span class="muted" id="counted-in">copies, counted in ${Html.escape(m.countedIn)}</span>`) +
     (s.others > 0 ? `, <span id="count-others">${s.others}</span> other` : "") + `</dd>` +
     `<dt>data flow</dt><dd>${Html.escape(Html.bytes(s.cumulativeRead[s.entries - 1] ?? 0))} read, ` +
     `${Html.escape(Html.bytes(s.cumulativeWritten[s.entries - 1] ?? 0))} written</dd>` +
@@ -356,12 +411,16 @@ export const header = (m: Omit<Model, "entries">, link: (id: string) => string):
 }
 
 /**
- * The charts: calls per tool, cumulative bytes read and written, and denials
- * per guard reason when entries record reasons.
+ * The charts: calls per tool, cumulative bytes read and written, denials per
+ * guard when decision entries name guards (`Denials`), and denials per guard
+ * reason when entries record reasons.
  *
  * @since 0.3.0
  */
 export const charts = (s: Summary): string => {
+  const guards = s.denials.byGuard.length === 0
+    ? ""
+    : `<div class="chart"><h3>Denials per guard</h3>${Charts.bars(s.denials.byGuard, { className: "chart-guards", title: "denials per guard", color: "#cf222e" })}</div>`
   const reasons = s.reasons.size === 0
     ? ""
     : `<div class="chart"><h3>Denials per guard reason</h3>${Charts.bars([...s.reasons], { className: "chart-reasons", title: "denials per guard reason", color: "#cf222e" })}</div>`
@@ -372,7 +431,31 @@ export const charts = (s: Summary): string => {
         { name: "read", color: "#0969da", values: s.cumulativeRead },
         { name: "written", color: "#bf3989", values: s.cumulativeWritten }
       ], { className: "chart-bytes", title: "cumulative bytes read and written" })
-    }</div>` + reasons + `</div>`
+    }</div>` + guards + reasons + `</div>`
+}
+
+/**
+ * The denied calls, when there are any: how many, per guard, how many with no
+ * guard recorded (refused by something that names none, such as Claude Code's
+ * own permission rules in a transcript), and the newest `Denials.MAX_RECENT` with
+ * their tool, agent, guard and reason, each linked to its entry.
+ *
+ * @since 0.4.0
+ */
+export const denials = (s: Summary): string => {
+  const d = s.denials
+  if (d.denied === 0) return ""
+  const by = d.byGuard.map(([g, n]) => `<code>${Html.escape(g)}</code> ${n}`)
+  if (d.unguarded > 0) by.push(`no guard recorded ${d.unguarded}`)
+  const rows = d.recent.map((x) =>
+    `<tr><td><a href="#e${x.sequence}">${x.sequence}</a></td><td><b>${Html.escape(x.tool_name)}</b></td>` +
+    `<td><code>${Html.escape(x.agent_id)}</code></td><td>${x.guard === null ? "—" : `<code>${Html.escape(x.guard)}</code>`}</td>` +
+    `<td>${x.reason === null ? "—" : Html.escape(x.reason)}</td></tr>`
+  ).join("")
+  const shown = d.recent.length < d.denied ? ` <span class="muted">(the newest ${d.recent.length})</span>` : ""
+  return `<h2>Denials</h2><p id="denials-summary"><span class="badge bad">${d.denied} denied</span> ${by.join(" · ")}</p>` +
+    `<table class="tl" id="denials"><thead><tr><th>#</th><th>tool</th><th>agent</th><th>guard</th><th>reason</th></tr></thead>` +
+    `<tbody>${rows}</tbody></table>${shown}`
 }
 
 /**
@@ -416,6 +499,7 @@ export const render = function*(m: Model, options: PageOptions): Generator<strin
   if (options.back !== undefined) yield `<p><a href="${Html.escape(options.back)}">← all sessions</a></p>`
   yield header(m, options.link)
   yield charts(m.summary)
+  yield denials(m.summary)
   yield `<h2>Timeline</h2>`
   if (live) {
     yield `<p class="muted" id="live-status" data-from="${options.live!.from}">live: new entries appear below as they are written</p>`

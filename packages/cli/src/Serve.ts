@@ -208,7 +208,7 @@ const makeViewer = (storage: Storage.Options) =>
         const check = ++checks
         const top: Top = {
           title: `${o.meta?.title ?? id} · session-journal`,
-          html: `<div id="overview" data-check="${check}">` + Report.header(o, sessionLink) + Report.charts(o.summary) + `</div>`,
+          html: `<div id="overview" data-check="${check}">` + Report.header(o, sessionLink) + Report.charts(o.summary) + Report.denials(o.summary) + `</div>`,
           entries: o.summary.entries,
           first: o.first,
           last: o.last,

@@ -1,13 +1,16 @@
 /**
  * The timeline of a session as HTML rows: messages as conversation turns (role
  * and text, collapsed when long), tool calls with their fields and a clear
- * allowed / DENIED mark, entries of other kinds as their JSON. Rows are grouped
+ * allowed / DENIED mark, decision entries (`Denials`) with their verdict, the
+ * guard that denied and its reason, linked to the call they decided, entries of
+ * other kinds as their JSON. Rows are grouped
  * in pages of `PAGE_SIZE` inside `<details>`, so a long session stays fast to
  * open while every entry stays in the page; no script is needed to read it.
  *
  * @since 0.3.0
  */
 import { Entry } from "@session-journal/core"
+import * as Denials from "./Denials.ts"
 import * as Html from "./Html.ts"
 
 /**
@@ -100,6 +103,18 @@ export const row = (entry: Entry.Entry): string => {
     const roleClass = role === null ? "" : ` role-${Html.escape(role.replace(/[^A-Za-z0-9_-]/g, "_"))}`
     const body = (role === null ? "" : `<b class="role">${Html.escape(role)}</b>`) + collapsible(text)
     return `<tr ${attrs} class="msg${roleClass}">${cells(entry, "message", body)}</tr>`
+  }
+  const decision = Denials.decisionOf(entry)
+  if (decision !== null) {
+    const deny = decision.verdict === "deny"
+    const call = decision.toolSequence === null
+      ? ""
+      : ` <i>call</i> <a href="#e${decision.toolSequence}">${decision.toolSequence}</a>`
+    const head = `<em>${deny ? "DENIED" : "allowed"}</em>` + call +
+      (decision.guard === null ? "" : ` <i>by</i> <code class="guard">${Html.escape(decision.guard)}</code>`) +
+      (decision.reason === null ? "" : ` · ${Html.escape(decision.reason)}`)
+    const body = `<div>${head}</div>` + collapsible(Html.jsonText(entry.payload), true)
+    return `<tr ${attrs} class="other decision ${deny ? "denied" : "allowed"}">${cells(entry, `<code>${Html.escape(entry.kind)}</code>`, body)}</tr>`
   }
   const body = collapsible(Html.jsonText(entry.payload), true)
   return `<tr ${attrs} class="other">${cells(entry, `<code>${Html.escape(entry.kind)}</code>`, body)}</tr>`

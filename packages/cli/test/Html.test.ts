@@ -117,9 +117,24 @@ describe("Report", () => {
     assert.deepStrictEqual(s.cumulativeRead, [0, 10, 20, 20, 20])
   })
 
+  it("counts an outcome's bytes in the data flow, as stats does", () => {
+    const s = Report.summarize([
+      toolEntry("Read", true, 0),
+      other(Entry.OUTCOME_KIND, { tool_use_id: "t", bytes_read: 100, bytes_written: 0 }, 1),
+      other(Entry.OUTCOME_KIND, { bytes_read: -1, bytes_written: 7 }, 2)
+    ])
+    assert.deepStrictEqual(s.cumulativeRead, [10, 110, 110])
+    assert.deepStrictEqual(s.cumulativeWritten, [5, 5, 12])
+  })
+
   it("links sub-agent and parent sessions named by the metadata, valid ids only", () => {
     const meta = { updated_at: 0, data: { sub_sessions: ["s-1", { id: "s-2" }, "../etc", "<x>"], parent: "p-1" } }
-    assert.deepStrictEqual(Report.relatedSessions(meta), { parent: "p-1", subs: ["s-1", "s-2"] })
-    assert.deepStrictEqual(Report.relatedSessions(null), { parent: null, subs: [] })
+    assert.deepStrictEqual(Report.relatedSessions(meta), { parent: "p-1", subs: ["s-1", "s-2"], hooked: null, custody: null })
+    assert.deepStrictEqual(Report.relatedSessions(null), { parent: null, subs: [], hooked: null, custody: null })
+    // The two records of one Claude Code session name each other.
+    assert.deepStrictEqual(
+      Report.relatedSessions({ updated_at: 0, data: { hooked_session: "cch-1-a", custody_session: "../x" } }),
+      { parent: null, subs: [], hooked: "cch-1-a", custody: null }
+    )
   })
 })

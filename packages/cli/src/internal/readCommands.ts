@@ -10,7 +10,9 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import { Command, Flag } from "effect/cli"
+import * as Denials from "../Denials.ts"
 import * as Output from "../Output.ts"
+import * as Report from "../Report.ts"
 import { nonNegative, sessionId, withJournal } from "./commandKit.ts"
 
 // ---------------------------------------------------------------------------
@@ -72,12 +74,36 @@ export const show = Command.make("show", {
     }))).pipe(Command.withDescription("Print entries from the full history"))
 
 /** The `stats` command. */
-export const stats = Command.make("stats", { id: sessionId }, (a) =>
+export const stats = Command.make("stats", {
+  id: sessionId,
+  denials: Flag.Boolean("denials").pipe(
+    Flag.withDefault(true),
+    Flag.withDescription("Count the denied calls and their guards, one pass over the history (--no-denials: the snapshot alone)")
+  )
+}, (a) =>
   withJournal(({ json }) =>
     Effect.gen(function*() {
       const journal = yield* SessionJournal.SessionJournal
       const state = yield* journal.state(a.id)
-      const doc = Output.statsJson(state)
+      // One pass over the history for the denials and their guards (bounded memory).
+      const tally = Denials.tally()
+      const unread = !a.denials ? "not counted (--no-denials)" : yield* journal.entries(a.id).pipe(
+        Stream.runForEachArray((chunk) => Effect.sync(() => chunk.forEach(tally.add))),
+        Effect.as(null),
+        Effect.catch((e) => Effect.succeed(e.message || e._tag))
+      )
+      const denials = tally.result()
+      const related = Report.relatedSessions(state.meta)
+      const countedIn = yield* Report.countedIn(state.meta)
+      const doc = {
+        ...Output.statsJson(state),
+        denials: unread !== null
+          ? null
+          : { denied: denials.denied, by_guard: denials.byGuard.map(([guard, count]) => ({ guard, count })), unguarded: denials.unguarded },
+        counted_in: countedIn,
+        hooked_session: related.hooked,
+        custody_session: related.custody
+      }
       if (json) return yield* Output.json(doc)
       const df = doc.data_flow
       const out = [
@@ -91,6 +117,17 @@ export const stats = Command.make("stats", { id: sessionId }, (a) =>
         `max depth        ${df.max_delegation_depth}`,
         `streak           ${doc.current_streak_tool ?? "-"} x${doc.current_streak_len}`
       ]
+      if (!a.denials) out.push(`denied           - (not counted: --no-denials)`)
+      else if (unread !== null) out.push(`denied           - (the history could not be read: ${unread})`)
+      else {
+        out.push(`denied           ${denials.denied}`)
+        for (const [guard, n] of denials.byGuard) out.push(`denied by        ${guard} ${n}`)
+        if (denials.unguarded > 0) out.push(`denied by        (no guard recorded) ${denials.unguarded}`)
+      }
+      if (countedIn !== null) {
+        out.push(`counted in       ${countedIn} (it decided these calls; the tool entries here are copies from the transcript, not more calls)`)
+      }
+      if (related.custody !== null) out.push(`custody          ${related.custody}`)
       if (state.meta !== null) {
         if (state.meta.title !== undefined) out.push(`title            ${state.meta.title}`)
         if (state.meta.labels !== undefined) out.push(`labels           ${state.meta.labels.join(", ")}`)
@@ -103,7 +140,9 @@ export const stats = Command.make("stats", { id: sessionId }, (a) =>
         for (const [name, n] of counts.sort((x, y) => (x[0] < y[0] ? -1 : 1))) out.push(`tool_count       ${name} ${n}`)
       }
       yield* Output.lines(out)
-    }))).pipe(Command.withDescription("Snapshot counters, message count and metadata; a bar chart on a terminal"))
+    }))).pipe(Command.withDescription(
+      "Snapshot counters, message count, denials with their guards, metadata, and which session counts the calls; a bar chart on a terminal"
+    ))
 
 /** The `tail` command. */
 export const tail = Command.make("tail", {
