@@ -144,7 +144,7 @@ describe("Archive", () => {
       yield* inJournal(journal, Effect.gen(function*() {
         yield* Archive.archive({ source })
         const before = (yield* entriesOf(mainId)).length
-        fs.appendFileSync(tree.main, F.mainTurn(7).join("\n") + "\n" + "{\"type\":\"user\",\"mess")
+        fs.appendFileSync(tree.main, F.mainTurn(7).join("\n") + "\n{\"type\":\"user\",\"mess")
         const grown = yield* Archive.archive({ source })
         const file = grown.files.find((f) => f.session === mainId)!
         assert.strictEqual(file.status, "extended")

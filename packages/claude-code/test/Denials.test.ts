@@ -74,7 +74,7 @@ describe.skipIf(Claude.CLAUDE_BIN === null)("custody of calls Claude Code refuse
       assert.isFalse(fs.existsSync(outside), "the Write not allowed wrote")
       assert.isTrue(fs.existsSync(path.join(work, "ran.txt")))
       assert.deepStrictEqual(
-        (r.result?.["permission_denials"] as Array<Record<string, unknown>>).map((d) => d["tool_name"]),
+        (r.result?.["permission_denials"] as Array<Record<string, unknown>> | undefined ?? []).map((d) => d["tool_name"]),
         ["Bash", "Write"]
       )
       sid = r.sessionId!

@@ -120,7 +120,7 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
       assert.include(JSON.stringify(results[0]!["content"]), "Write is on the deny list [denyList([\\\"Write\\\"])]")
       assert.include(JSON.stringify(results[1]!["content"]), "Bash requires Glob first [requirePredecessors(")
       assert.deepStrictEqual(
-        (r.result?.["permission_denials"] as Array<Record<string, unknown>>).map((d) => d["tool_name"]),
+        (r.result?.["permission_denials"] as Array<Record<string, unknown>> | undefined ?? []).map((d) => d["tool_name"]),
         ["Write", "Bash"]
       )
 

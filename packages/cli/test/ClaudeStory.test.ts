@@ -109,7 +109,7 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("one story per Claud
       assert.isFalse(fs.existsSync(path.join(work, "written.txt")), "the denied Write wrote")
       assert.isFalse(fs.existsSync(path.join(work, "ran.txt")), "the refused Bash ran")
       assert.deepStrictEqual(
-        (r.result?.["permission_denials"] as Array<Json>).map((d) => d["tool_name"]),
+        (r.result?.["permission_denials"] as Array<Json> | undefined ?? []).map((d) => d["tool_name"]),
         ["Write", "Bash"]
       )
       sid = r.sessionId!

@@ -164,7 +164,7 @@ const packages: Array<Pkg> = readdirSync(packagesDir, { withFileTypes: true })
 
 const asSource = (base: string): string | undefined => {
   for (const candidate of [base, base.replace(/\.js$/, ".ts"), `${base}.ts`, join(base, "index.ts")]) {
-    if (/\.ts$/.test(candidate) && existsSync(candidate)) return candidate
+    if (candidate.endsWith(".ts") && existsSync(candidate)) return candidate
   }
   return undefined
 }

@@ -75,6 +75,7 @@ describe("JCS: RFC 8785 examples", () => {
     assert.strictEqual(canonicalize(1e-6), "0.000001")
     assert.strictEqual(canonicalize(-0), "0")
     assert.strictEqual(canonicalize([-0]), "[0]")
+    // oxlint-disable-next-line no-loss-of-precision -- the literal is the RFC 8785 example as written
     assert.strictEqual(canonicalize(333333333.33333329), "333333333.3333333")
     assert.strictEqual(canonicalize(4.5), "4.5")
     assert.strictEqual(canonicalize(-1), "-1")
@@ -180,6 +181,7 @@ describe("JCS: firstInvalid refuses what is not JSON", () => {
     ["a lone surrogate in a key", { "k\ud800": 1 }, "$.<key>"],
     ["undefined", undefined, "$"],
     ["an undefined property", { a: 1, b: undefined }, "$.b"],
+    // oxlint-disable-next-line no-sparse-arrays -- the hole is what the case is about
     ["a hole in an array", [1, , 3], "$[1]"],
     ["a function", { f: () => 1 }, "$.f"],
     ["a symbol", [Symbol("s")], "$[0]"],

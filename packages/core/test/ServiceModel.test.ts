@@ -7,7 +7,6 @@
  * storage); after every step that the model can predict, both must agree on every
  * entry, the snapshot, the head, the metadata and the stored history.
  */
-import type * as Clock from "effect/Clock"
 import * as ClockRef from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -24,7 +23,7 @@ const IDS = ["m-a", "m-b"] as const
 const TOOLS = ["read", "write", "bash", "grep"] as const
 
 /** A clock the program moves by hand, so the model knows every timestamp. */
-const manualClock = (now: { millis: number }): Clock.Clock => ({
+const manualClock = (now: { millis: number }): ClockRef.Clock => ({
   currentTimeMillisUnsafe: () => now.millis,
   currentTimeMillis: Effect.sync(() => now.millis),
   currentTimeNanosUnsafe: () => BigInt(now.millis) * 1_000_000n,

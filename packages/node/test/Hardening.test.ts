@@ -4,7 +4,7 @@
  * group-writable directories are refused, modes are exact under any umask, and
  * reads are bounded.
  */
-import { Checkpoint, JournalState } from "@session-journal/core"
+import { Checkpoint, JournalState, Persistence } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Stream from "effect/Stream"
@@ -13,7 +13,6 @@ import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { NodePersistence } from "../src/index.ts"
 import { appendChain, loadRead, run, runExit, spawnFixture, tempDir, withWriter } from "./helpers.ts"
-import { Persistence } from "@session-journal/core"
 
 const failureTag = (exit: Exit.Exit<unknown, unknown>): string | undefined => {
   if (Exit.isSuccess(exit)) return undefined
