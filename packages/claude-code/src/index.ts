@@ -26,6 +26,12 @@ export * from "./Errors.ts"
  */
 export * as Planner from "./Planner.ts"
 /**
+ * The settings fragment of the resident guard's installed form (hooks that fail closed).
+ *
+ * @since 0.4.0
+ */
+export * as GuardInstall from "./GuardInstall.ts"
+/**
  * Claude Code's project-directory encoding of a working directory.
  *
  * @since 0.1.0

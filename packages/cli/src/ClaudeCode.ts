@@ -14,6 +14,7 @@ import type * as Scope from "effect/Scope"
 import { Argument, Command, Flag } from "effect/cli"
 import * as path from "node:path"
 import { type Failure, InvalidInput } from "./Failure.ts"
+import * as GuardCommands from "./GuardCommands.ts"
 import * as Output from "./Output.ts"
 
 /**
@@ -151,6 +152,6 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
 
   return Command.make("claude-code").pipe(
     Command.withDescription("Custody of Claude Code transcripts (~/.claude/projects) in verified journals"),
-    Command.withSubcommands([archive, follow, exportCmd])
+    Command.withSubcommands([archive, follow, exportCmd, GuardCommands.guard, GuardCommands.forward])
   )
 }

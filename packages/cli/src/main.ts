@@ -16,7 +16,12 @@ process.stdout.on("error", (e: NodeJS.ErrnoException) => {
   throw e
 })
 
+// An interrupted command ends with 130, unless it set `process.exitCode` to 0 once
+// it had stopped cleanly: the resident guard's normal end is SIGTERM.
 NodeRuntime.runMain(main.pipe(Effect.provide(NodeServices.layer)), {
   disableErrorReporting: true,
-  teardown: (exit, onExit) => onExit(Exit.isSuccess(exit) ? Number(exit.value) : 130)
+  teardown: (exit, onExit) => {
+    const code = Exit.isSuccess(exit) ? Number(exit.value) : 130
+    onExit(code === 130 && process.exitCode === 0 ? 0 : code)
+  }
 })
