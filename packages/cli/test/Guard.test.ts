@@ -167,7 +167,14 @@ describe.skipIf(!nodeAdapter)("claude-code guard", () => {
       ["no content type", request(g.port, event, { "Content-Type": null }), 415],
       ["declared over the bound", request(g.port, "", { "Content-Length": String(MAX_BODY_BYTES + 1) }), 413],
       ["not JSON", request(g.port, "{\"session_id\": "), 400],
-      ["invalid UTF-8", request(g.port, Buffer.concat([Buffer.from("{\"session_id\":\""), Buffer.from([0xff, 0xfe]), Buffer.from("\"}")])), 400],
+      [
+        "invalid UTF-8",
+        request(
+          g.port,
+          Buffer.concat([Buffer.from("{\"session_id\":\""), Buffer.from([0xff, 0xfe]), Buffer.from("\"}")])
+        ),
+        400
+      ],
       ["a JSON array", request(g.port, "[1,2,3]"), 400],
       ["a JSON string", request(g.port, "\"PreToolUse\""), 400]
     ]
@@ -311,23 +318,38 @@ const closedPort = async (): Promise<number> => {
   return port
 }
 
-const forward = (url: string, input: string, env: NodeJS.ProcessEnv = { SESSION_JOURNAL_GUARD_TOKEN: TOKEN }, extra: ReadonlyArray<string> = []) =>
-  run(["claude-code", "forward", "--url", url, ...extra], { input, env })
+const forward = (
+  url: string,
+  input: string,
+  env: NodeJS.ProcessEnv = { SESSION_JOURNAL_GUARD_TOKEN: TOKEN },
+  extra: ReadonlyArray<string> = []
+) => run(["claude-code", "forward", "--url", url, ...extra], { input, env })
 
 describe.skipIf(!nodeAdapter)("claude-code forward", () => {
   it("denies by itself when the guard is not reachable, per event", async () => {
     const url = `http://127.0.0.1:${await closedPort()}/hook`
     const pre = await forward(url, preToolUse(1))
     assert.strictEqual(pre.code, 0, pre.stderr)
-    const out = JSON.parse(pre.stdout) as { hookSpecificOutput: { permissionDecision: string; permissionDecisionReason: string } }
+    const out = JSON.parse(pre.stdout) as {
+      hookSpecificOutput: { permissionDecision: string; permissionDecisionReason: string }
+    }
     assert.strictEqual(out.hookSpecificOutput.permissionDecision, "deny")
-    assert.include(out.hookSpecificOutput.permissionDecisionReason, `the session-journal guard at ${url} is not reachable`)
+    assert.include(
+      out.hookSpecificOutput.permissionDecisionReason,
+      `the session-journal guard at ${url} is not reachable`
+    )
     assert.include(out.hookSpecificOutput.permissionDecisionReason, "ECONNREFUSED")
 
-    const prompt = await forward(url, JSON.stringify({ session_id: SID, hook_event_name: "UserPromptSubmit", prompt: "hi" }))
+    const prompt = await forward(
+      url,
+      JSON.stringify({ session_id: SID, hook_event_name: "UserPromptSubmit", prompt: "hi" })
+    )
     assert.strictEqual(prompt.code, 2)
     assert.include(prompt.stderr, "not reachable")
-    const post = await forward(url, JSON.stringify({ session_id: SID, hook_event_name: "PostToolUse", tool_name: "Read" }))
+    const post = await forward(
+      url,
+      JSON.stringify({ session_id: SID, hook_event_name: "PostToolUse", tool_name: "Read" })
+    )
     assert.strictEqual(post.code, 1)
     assert.include(post.stderr, "not reachable")
     const garbage = await forward(url, "this is { not json")
@@ -343,7 +365,10 @@ describe.skipIf(!nodeAdapter)("claude-code forward", () => {
     assert.strictEqual(denied.code, 0, denied.stderr)
     assert.isTrue(isDeny(denied.stdout))
     assert.include(denied.stdout, "denyList([\\\"Read\\\"])")
-    const recorded = await forward(g.url, JSON.stringify({ session_id: SID, hook_event_name: "Stop", stop_hook_active: false }))
+    const recorded = await forward(
+      g.url,
+      JSON.stringify({ session_id: SID, hook_event_name: "Stop", stop_hook_active: false })
+    )
     assert.strictEqual(recorded.code, 0, recorded.stderr)
     assert.deepStrictEqual(JSON.parse(recorded.stdout), {})
 
