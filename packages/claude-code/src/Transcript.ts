@@ -83,7 +83,14 @@ export const utf8Length = (s: string): number => {
   return n
 }
 
-const jsonBytes = (value: unknown): number => {
+/**
+ * The UTF-8 length of a value's JSON text (of a string itself); 0 for a value
+ * without one. What a tool call's `bytes_written` (its input) and `bytes_read`
+ * (its result) count, in custody and in hooked sessions alike.
+ *
+ * @since 0.4.0
+ */
+export const jsonBytes = (value: unknown): number => {
   if (typeof value === "string") return utf8Length(value)
   try {
     const text = JSON.stringify(value)

@@ -20,17 +20,17 @@ export * as Archive from "./Archive.ts"
  */
 export * from "./Errors.ts"
 /**
+ * Claude Code's hooks journaled and guarded: input schemas, the session of a Claude Code session, `handle`.
+ *
+ * @since 0.4.0
+ */
+export * as Hook from "./Hook.ts"
+/**
  * The incremental plan of one transcript (extend, diverge, nothing) and the entries it writes.
  *
  * @since 0.1.0
  */
 export * as Planner from "./Planner.ts"
-/**
- * The settings fragment of the resident guard's installed form (hooks that fail closed).
- *
- * @since 0.4.0
- */
-export * as GuardInstall from "./GuardInstall.ts"
 /**
  * Claude Code's project-directory encoding of a working directory.
  *

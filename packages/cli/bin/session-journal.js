@@ -23,11 +23,4 @@ import module from "node:module"
 
 // Reuse compiled code between runs (a command is started many times in scripts).
 module.enableCompileCache?.()
-// `claude-code forward`, the hook that hands events to the resident guard, runs
-// once per hook event: it loads its own small module (node:http only), not the
-// command tree.
-if (process.argv[2] === "claude-code" && process.argv[3] === "forward") {
-  const { main } = await import("#forward")
-  process.exit(await main(process.argv.slice(4)))
-}
 await import("#main")

@@ -13,8 +13,12 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { Argument, Command, Flag } from "effect/cli"
 import * as path from "node:path"
-import { type Failure, InvalidInput } from "./Failure.ts"
+import { Exit, type Failure, InvalidInput } from "./Failure.ts"
 import * as GuardCommands from "./GuardCommands.ts"
+import * as HookCommand from "./HookCommand.ts"
+import { Dir, Postgres } from "./internal/commandKit.ts"
+import { parseWaitMillis } from "./internal/hookArgs.ts"
+import * as Install from "./Install.ts"
 import * as Output from "./Output.ts"
 
 /**
@@ -150,8 +154,65 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       })
     )).pipe(Command.withDescription("Write the journaled transcript to stdout, byte for byte as Claude Code wrote it"))
 
+  const hook = Command.make("hook", {
+    policy: Flag.String("policy").pipe(
+      Flag.optional,
+      Flag.withMetavar("FILE"),
+      Flag.withDescription(`Decide every PreToolUse with this policy file (default $${HookCommand.POLICY_VAR}; none: record only)`)
+    ),
+    root: Flag.String("root").pipe(
+      Flag.optional,
+      Flag.withMetavar("DIR"),
+      Flag.withDescription("Journal directory (as --dir; install writes its absolute path here)")
+    ),
+    failOpen: Flag.Boolean("fail-open").pipe(
+      Flag.withDefault(false),
+      Flag.withDescription("When the event cannot be recorded, exit 1 (Claude Code goes on) instead of denying the call")
+    ),
+    maxInputBytes: Flag.Int("max-input-bytes").pipe(
+      Flag.filter((n) => n > 0, (n) => `must be a positive integer, got ${n}`),
+      Flag.optional,
+      Flag.withMetavar("N"),
+      Flag.withDescription("Largest hook input read from stdin (default 4 MiB); a larger one is refused unread")
+    ),
+    wait: Flag.String("wait").pipe(
+      Flag.mapTryCatch((text) => {
+        const ms = parseWaitMillis(text)
+        if (ms === undefined) throw new Error(`not a duration: ${JSON.stringify(text)} (use for example 500ms, 30s, 2m)`)
+        return ms
+      }, (e) => `invalid --wait: ${e instanceof Error ? e.message : String(e)}`),
+      Flag.optional,
+      Flag.withMetavar("DURATION"),
+      Flag.withDescription("How long to wait for the session's lock while parallel hooks hold it (default 30s)")
+    )
+  }, (a) =>
+    Effect.gen(function*() {
+      const dir = Option.getOrUndefined(yield* Dir)
+      const root = Option.getOrUndefined(a.root)
+      if (dir !== undefined && root !== undefined) {
+        return yield* new InvalidInput({ field: "--root", reason: "give --root or --dir, not both" })
+      }
+      const postgres = Option.getOrUndefined(yield* Postgres)
+      const code = yield* Effect.promise(() =>
+        HookCommand.main({
+          root: root ?? dir,
+          postgres,
+          policy: Option.getOrUndefined(a.policy),
+          failOpen: a.failOpen,
+          maxInputBytes: Option.getOrUndefined(a.maxInputBytes),
+          waitMillis: Option.getOrUndefined(a.wait)
+        })
+      )
+      if (code !== 0) return yield* new Exit({ code })
+    }).pipe(Effect.catchTag("InvalidInput", (e) =>
+      Effect.andThen(Output.errorLine(`session-journal: ${e.message}`), Effect.fail(new Exit({ code: 2 })))))
+  ).pipe(Command.withDescription(
+    "Claude Code's command hook for every event: read one event from stdin, journal it, answer; " +
+      "a PreToolUse is decided with the policy. Fails closed: what cannot be recorded is denied (exit 2 for other events)"
+  ))
+
   return Command.make("claude-code").pipe(
-    Command.withDescription("Custody of Claude Code transcripts (~/.claude/projects) in verified journals"),
-    Command.withSubcommands([archive, follow, exportCmd, GuardCommands.guard, GuardCommands.forward])
+    Command.withDescription("Claude Code: custody of its transcripts, hooks that journal and guard it as it runs"),
+    Command.withSubcommands([archive, follow, exportCmd, hook, Install.command, GuardCommands.guard, GuardCommands.forward])
   )
 }

@@ -39,11 +39,12 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 
 /**
- * Largest event read from stdin (16 MiB, the guard's own bound).
+ * Largest event read from stdin: 4 MiB, the guard's bound (`Hook.MAX_INPUT_BYTES`,
+ * not imported: this module loads nothing but Node's own).
  *
  * @since 0.4.0
  */
-export const MAX_EVENT_BYTES = 16 * 1024 * 1024
+export const MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 /**
  * How long the forwarder waits for the guard's answer by default (10 s); it must

@@ -15,7 +15,7 @@ import * as Forward from "./Forward.ts"
 import type * as GuardServer from "./GuardServer.ts"
 import { nonNegative, withoutJournal } from "./internal/commandKit.ts"
 import * as Output from "./Output.ts"
-import { load } from "./PolicyCommands.ts"
+import { load } from "./PolicyFile.ts"
 
 /**
  * The variable a policy file comes from when `--policy` is not given.

@@ -19,13 +19,16 @@
  * - its `Content-Type` is `application/json` — else 415;
  * - its body is at most `MAX_BODY_BYTES` (by `Content-Length` before reading,
  *   and while reading a body without one) — else 413;
- * - its body is strict UTF-8 holding one JSON object — else 400.
+ * - its body is strict UTF-8 holding one JSON object with a `hook_event_name`,
+ *   nested at most `Hook.MAX_INPUT_DEPTH` levels — else 400.
  *
- * The body is then handed to the hook handler, whose answer is the response
- * (200, the hook output as JSON). An event the handler cannot journal fails
- * closed: a PreToolUse gets a 200 that denies the call with the reason (a 5xx
- * would let the call run, since Claude Code fails open on hook errors); any other
- * event, which has nothing to deny, gets a 500 with the reason.
+ * The event is then decoded and handled by `Hook.handle` (the command hook's own
+ * handler: the same entries, the same decisions), whose answer is the response
+ * (200, the hook output as JSON). An event that cannot be journaled (fields its
+ * event needs are missing, storage fails, the session is damaged) fails closed
+ * in its event's form, `Hook.refusal(…).httpOutput`: a PreToolUse is denied
+ * with the reason, any other event answered `{"decision":"block"}` — never a
+ * 5xx, on which Claude Code would let the call run.
  *
  * SIGTERM (or SIGINT) stops it cleanly: no new connection is accepted, requests
  * in flight are answered and their entries stored, the sessions are closed, and
@@ -34,18 +37,19 @@
  * @since 0.4.0
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { type Policy, SessionJournal } from "@session-journal/core"
+import { Hook } from "@session-journal/claude-code"
+import { Policy, SessionJournal } from "@session-journal/core"
 import * as ByteSize from "effect/ByteSize"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import { HttpIncomingMessage, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
 import * as crypto from "node:crypto"
 import * as http from "node:http"
 import { InvalidInput, NotAvailable } from "./Failure.ts"
 import * as HostCheck from "./HostCheck.ts"
-import * as Hook from "./internal/hookAdapter.ts"
 import * as Output from "./Output.ts"
 import * as Storage from "./Storage.ts"
 
@@ -57,12 +61,11 @@ import * as Storage from "./Storage.ts"
 export const PATH = "/hook"
 
 /**
- * Largest request body taken (16 MiB): a hook event carries the tool's input
- * (a `Write` of a large file) and, after the call, its response.
+ * Largest request body taken: the hook input bound (`Hook.MAX_INPUT_BYTES`, 4 MiB).
  *
  * @since 0.4.0
  */
-export const MAX_BODY_BYTES = 16 * 1024 * 1024
+export const MAX_BODY_BYTES = Hook.MAX_INPUT_BYTES
 
 /**
  * The environment variable the guard's token comes from, and which the installed
@@ -146,15 +149,6 @@ export interface Options {
 const refuse = (status: number, error: string, headers: Record<string, string> = {}) =>
   HttpServerResponse.jsonUnsafe({ error }, { status, headers: { "cache-control": "no-store", ...headers } })
 
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
-
-const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
-
-const failClosed = (event: unknown, reason: string) => {
-  const answer = Hook.failClosed(event, `session-journal guard: ${reason}`)
-  return answer === null ? refuse(500, reason) : HttpServerResponse.jsonUnsafe(answer.output)
-}
-
 /**
  * The handler of every request: the checks above, then the hook handler.
  *
@@ -182,7 +176,9 @@ const answerOf = (options: {
 }) => {
   const hosts = HostCheck.policy(options.port)
   const authorized = authorizer(options.token)
-  const handleOptions: Hook.HandleOptions = { policy: options.policy }
+  const handleOptions: Hook.HandleOptions = options.policy === null
+    ? { policy: null }
+    : { policy: Policy.toGuard(options.policy), policyName: Policy.format(options.policy) }
   return Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     if (!HostCheck.allows(hosts, request.headers["host"])) {
@@ -211,22 +207,27 @@ const answerOf = (options: {
         ? refuse(413, `the body must be at most ${MAX_BODY_BYTES} bytes`)
         : refuse(400, `the body could not be read: ${body.failure.message}`)
     }
-    let event: unknown
-    try {
-      event = JSON.parse(strictUtf8.decode(body.success))
-    } catch (e) {
-      return refuse(400, `the body is not JSON in UTF-8: ${e instanceof Error ? e.message : String(e)}`)
+    const decoded = Hook.decode(new Uint8Array(body.success), { maxBytes: MAX_BODY_BYTES })
+    if (Result.isFailure(decoded)) {
+      const e = decoded.failure
+      // Bytes that are no JSON object at all are a bad request; an event that is
+      // JSON but cannot be journaled is refused in its event's form (a PreToolUse
+      // denied), which an http hook, failing open on a 4xx, would not do.
+      if (e.reason === "TooLarge") return refuse(413, e.detail)
+      if (e.event === null) return refuse(400, e.detail)
+      return HttpServerResponse.jsonUnsafe(Hook.refusal(e.event, e.detail).httpOutput)
     }
-    if (!isObject(event)) return refuse(400, "the body must be one JSON object, a hook event")
+    const event = decoded.success
     const answered = yield* Effect.exit(Hook.handle(event, handleOptions))
     if (Exit.isSuccess(answered)) return HttpServerResponse.jsonUnsafe(answered.value.output)
-    const cause = answered.cause
-    const reason = Cause.hasInterruptsOnly(cause)
+    const name = event.name === "Unknown" ? event.input.hook_event_name : event.name
+    const error = Cause.findErrorOption(answered.cause)
+    const reason = Cause.hasInterruptsOnly(answered.cause)
       ? "the guard is stopping"
-      : `the event could not be journaled: ${
-        Cause.squash(cause) instanceof Error ? (Cause.squash(cause) as Error).message : String(Cause.squash(cause))
-      }`
-    return failClosed(event, reason)
+      : error._tag === "Some"
+      ? error.value.detail
+      : `cannot record ${name}: ${String(Cause.squash(answered.cause))}`
+    return HttpServerResponse.jsonUnsafe(Hook.refusal(name, reason).httpOutput)
   })
 }
 

@@ -9,42 +9,26 @@
 import { Entry, JournalState, Policy, SessionJournal } from "@session-journal/core"
 import { Argument, Command } from "effect/cli"
 import * as Effect from "effect/Effect"
-import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
-import * as fs from "node:fs"
-import { InvalidInput, PolicyWouldDeny } from "./Failure.ts"
-import * as Input from "./Input.ts"
+import { PolicyWouldDeny } from "./Failure.ts"
 import { sessionId, validId, withJournal, withoutJournal } from "./internal/commandKit.ts"
 import * as Output from "./Output.ts"
+import { load } from "./PolicyFile.ts"
 
-/**
- * Largest policy file read (1 MiB): far beyond any policy written by hand.
- *
- * @since 0.4.0
- */
-export const MAX_POLICY_BYTES = 1024 * 1024
-
-/**
- * Reads and decodes a policy file: strict UTF-8, at most `MAX_POLICY_BYTES`. A file
- * that cannot be read or does not decode is `InvalidInput` on the file, naming
- * every JSON path that is wrong and what was expected there.
- *
- * @since 0.4.0
- */
-export const load = (file: string): Effect.Effect<Policy.Policy, InvalidInput> =>
-  Effect.tryPromise({
-    try: () => Input.readBounded(fs.createReadStream(file), file, MAX_POLICY_BYTES),
-    catch: (e) =>
-      new InvalidInput({ field: file, reason: `cannot read it: ${e instanceof Error ? e.message : String(e)}` })
-  }).pipe(
-    Effect.flatMap(Effect.fromResult),
-    Effect.flatMap((text) => {
-      const decoded = Policy.decodeText(text)
-      return Result.isSuccess(decoded)
-        ? Effect.succeed(decoded.success)
-        : Effect.fail(new InvalidInput({ field: `policy ${file}`, reason: decoded.failure.message }))
-    })
-  )
+export {
+  /**
+   * Reads and decodes a policy file (strict UTF-8, bounded); see `PolicyFile`.
+   *
+   * @since 0.4.0
+   */
+  load,
+  /**
+   * Largest policy file read (1 MiB).
+   *
+   * @since 0.4.0
+   */
+  MAX_POLICY_BYTES
+} from "./PolicyFile.ts"
 
 const file = Argument.String("file").pipe(Argument.withDescription("Policy file (JSON)"))
 

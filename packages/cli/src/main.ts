@@ -1,27 +1,25 @@
 /**
- * Entry point of the `session-journal` command: runs the command tree on Node
- * and turns the outcome into the process exit code of the contract.
+ * Entry point of the `session-journal` command. The command hook
+ * (`claude-code hook`, run by Claude Code once per event) is recognized first and
+ * runs without the command tree, whose modules it does not need, and so does the
+ * resident guard's forwarder (`claude-code forward`, `Forward.ts`); every other
+ * invocation runs the command tree (`internal/runCli.ts`).
  *
  * @since 0.1.0
  */
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import * as NodeServices from "@effect/platform-node/NodeServices"
-import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
-import { main } from "./index.ts"
+import { hookArgs } from "./internal/hookArgs.ts"
 
-// A closed pipe (`session-journal export x | head`) is a normal end, not a crash.
-process.stdout.on("error", (e: NodeJS.ErrnoException) => {
-  if (e.code === "EPIPE") process.exit(0)
-  throw e
-})
-
-// An interrupted command ends with 130, unless it set `process.exitCode` to 0 once
-// it had stopped cleanly: the resident guard's normal end is SIGTERM.
-NodeRuntime.runMain(main.pipe(Effect.provide(NodeServices.layer)), {
-  disableErrorReporting: true,
-  teardown: (exit, onExit) => {
-    const code = Exit.isSuccess(exit) ? Number(exit.value) : 130
-    onExit(code === 130 && process.exitCode === 0 ? 0 : code)
-  }
-})
+const hook = hookArgs(process.argv.slice(2))
+if (process.argv[2] === "claude-code" && process.argv[3] === "forward") {
+  // The guard's command hook: its own small module (node:http only), once per event.
+  const { main } = await import("./Forward.ts")
+  process.exit(await main(process.argv.slice(4)))
+} else if (hook !== null) {
+  const { main } = await import("./HookCommand.ts")
+  const code = await main(hook)
+  // Nothing of the hook's may keep the process alive past its answer: a hook that
+  // does not end is one Claude Code times out, and a timeout fails open.
+  process.exit(code)
+} else {
+  await import("./internal/runCli.ts")
+}

@@ -18,7 +18,7 @@ import { cleanup, exited, hasNodeAdapter, run, start, tempDir, waitForLine } fro
 
 const nodeAdapter = await hasNodeAdapter()
 const TOKEN = "guard-test-token-0123456789abcdef"
-const MAX_BODY_BYTES = 16 * 1024 * 1024
+const MAX_BODY_BYTES = 4 * 1024 * 1024
 const started: Array<ChildProcess> = []
 
 afterAll(async () => {
@@ -367,7 +367,7 @@ describe.skipIf(!nodeAdapter)("claude-code forward", () => {
     assert.include(denied.stdout, "denyList([\\\"Read\\\"])")
     const recorded = await forward(
       g.url,
-      JSON.stringify({ session_id: SID, hook_event_name: "Stop", stop_hook_active: false })
+      JSON.stringify({ session_id: SID, cwd: "/tmp/x", hook_event_name: "Stop", stop_hook_active: false })
     )
     assert.strictEqual(recorded.code, 0, recorded.stderr)
     assert.deepStrictEqual(JSON.parse(recorded.stdout), {})

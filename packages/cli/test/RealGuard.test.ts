@@ -8,12 +8,14 @@
  * it died is in the journal, which verifies.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { GuardInstall } from "@session-journal/claude-code"
+import { Hook } from "@session-journal/claude-code"
 import * as Claude from "@session-journal/claude-code/test/claudeCli"
 import * as Fake from "@session-journal/claude-code/test/fakeApi"
+import { Entry } from "@session-journal/core"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
+import * as GuardInstall from "../src/GuardInstall.ts"
 import { BIN, hasNodeAdapter, run, start, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
@@ -130,25 +132,41 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the resident guard 
           "UserPromptSubmit",
           "PreToolUse",
           "PostToolUse",
-          "PostToolBatch",
-          "PreToolUse",
-          "PostToolBatch"
+          "PreToolUse"
         ])
 
         const verified = await run(["--dir", journal, "--json", "verify"])
         assert.strictEqual(verified.code, 0, verified.stdout + verified.stderr)
         const listed = JSON.parse((await run(["--dir", journal, "--json", "list"])).stdout) as {
-          sessions: Array<{ id: string; entries: number }>
+          sessions: Array<{ id: string }>
         }
-        assert.strictEqual(listed.sessions.length, 1)
-        const session = listed.sessions[0]!
-        assert.isAtLeast(session.entries, acknowledged.length, "an event the guard acknowledged is missing")
-        const shown = await run(["--dir", journal, "--json", "show", session.id])
-        const tools = shown.stdout.trim().split("\n").map((l) =>
-          JSON.parse(l) as { kind: string; allowed: boolean; tool_name: string }
+        assert.deepStrictEqual(listed.sessions.map((s) => s.id), [
+          Hook.sessionId({ session_id: r.sessionId!, cwd: work, hook_event_name: "SessionStart" })
+        ])
+        const shown = await run(["--dir", journal, "--json", "show", listed.sessions[0]!.id])
+        const entries = shown.stdout.trim().split("\n").map((l) =>
+          JSON.parse(l) as { kind: string; allowed?: boolean; tool_name?: string; payload?: Record<string, unknown> }
         )
-          .filter((e) => e.kind === "tool")
-        assert.deepStrictEqual(tools.map((t) => [t.tool_name, t.allowed]), [["Bash", true], ["Bash", false]])
+        // What each acknowledged event put on the chain, in order: the session's
+        // start, the prompt, the first call (allowed) with its decision and outcome,
+        // the second (denied by the policy) with its decision. The third call never
+        // reached the guard.
+        const story = entries.filter((e) => e.kind !== "meta").map((e) =>
+          e.kind === "tool"
+            ? `tool ${e.tool_name} ${e.allowed ? "allowed" : "denied"}`
+            : e.kind === Hook.DECISION_KIND || e.kind === Entry.OUTCOME_KIND
+            ? `${e.kind} ${String(e.payload?.["tool_use_id"])}`
+            : e.kind
+        )
+        assert.deepStrictEqual(story, [
+          Hook.kindOf("SessionStart"),
+          "message",
+          "tool Bash allowed",
+          `${Hook.DECISION_KIND} ${ids[0]}`,
+          `${Entry.OUTCOME_KIND} ${ids[0]}`,
+          "tool Bash denied",
+          `${Hook.DECISION_KIND} ${ids[1]}`
+        ])
       } finally {
         await api.close()
         if (guard.exitCode === null && guard.signalCode === null) guard.kill("SIGKILL")

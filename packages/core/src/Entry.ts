@@ -39,6 +39,19 @@ export {
    */
   MAX_U53,
   /**
+   * The kind of an entry reporting a tool call's outcome, whose byte counts add to
+   * the data-flow counters (docs/DESIGN.md §13).
+   *
+   * @since 0.4.0
+   */
+  OUTCOME_KIND,
+  /**
+   * The bytes an outcome entry's payload adds to the data-flow counters.
+   *
+   * @since 0.4.0
+   */
+  outcomeBytes,
+  /**
    * Why a payload is not acceptable, or `undefined` when it is.
    *
    * @since 0.1.0

@@ -11,6 +11,7 @@ import type * as Schema from "effect/Schema"
 import * as Chain from "./Chain.ts"
 import * as Entry from "./Entry.ts"
 import * as Ring from "./internal/Ring.ts"
+import { OUTCOME_KIND, outcomeBytes } from "./internal/validate.ts"
 import type { SessionMeta } from "./SessionMeta.ts"
 
 /**
@@ -120,7 +121,9 @@ const sat = (n: bigint): bigint => n > U64_MAX ? U64_MAX : n
  * Advances the state by one entry. Pure and total: the entry is taken as given (the
  * caller links and hashes it, see `nextTool` / `nextOther`); its sequence sets
  * `next_sequence`. Tool entries — allowed or denied — update every counter; other
- * kinds touch only the chain, the ring and `message_count`.
+ * kinds touch only the chain, the ring and `message_count`, except that an outcome
+ * (`kind: "tool.outcome"`) also adds its payload's `bytes_read` and
+ * `bytes_written` to the data-flow byte counters (docs/DESIGN.md §13).
  *
  * @since 0.1.0
  */
@@ -141,6 +144,8 @@ export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
   }
   const next_sequence = entry.sequence + 1
   if (!Entry.isTool(entry)) {
+    const flow = entry.kind === OUTCOME_KIND ? outcomeBytes(entry.payload) : null
+    const df = state.data_flow
     return {
       session_id: state.session_id,
       entry_cap: cap,
@@ -149,7 +154,16 @@ export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
       entries,
       tool_sequence: state.tool_sequence,
       evicted_head: evictedHead,
-      data_flow: state.data_flow,
+      data_flow: flow === null || (flow.read === 0 && flow.written === 0)
+        ? df
+        : {
+          total_bytes_read: flow.read === 0 ? df.total_bytes_read : sat(df.total_bytes_read + BigInt(flow.read)),
+          total_bytes_written: flow.written === 0
+            ? df.total_bytes_written
+            : sat(df.total_bytes_written + BigInt(flow.written)),
+          total_invocations: df.total_invocations,
+          max_delegation_depth: df.max_delegation_depth
+        },
       tool_counts: state.tool_counts,
       current_streak_tool: state.current_streak_tool,
       current_streak_len: state.current_streak_len,

@@ -78,6 +78,13 @@ export type Change = Hubs.Change
 export type Decision = Writes.Decision
 
 /**
+ * What `decide` writes beside the tool entry, as a function of the verdict.
+ *
+ * @since 0.4.0
+ */
+export type Beside = Writes.Beside
+
+/**
  * One item of `writeAll`: a tool call or a non-tool entry.
  *
  * @since 0.1.0
@@ -152,8 +159,16 @@ export class SessionJournal extends Context.Service<SessionJournal, {
   readonly append: (id: string, kind: string, payload: unknown) => Effect.Effect<Entry.OtherEntry, WriteError>
   /** Stores several items with one durable append, in order; all or none. */
   readonly writeAll: (id: string, items: ReadonlyArray<WriteItem>) => Effect.Effect<Array<Entry.Entry>, WriteError>
-  /** Evaluates `guard` on the current snapshot and records the call with `allowed` set by the verdict, atomically. */
-  readonly decide: (id: string, params: Entry.ToolParams, guard: Guard.Guard) => Effect.Effect<Decision, WriteError>
+  /**
+   * Evaluates `guard` on the current snapshot and records the call with `allowed` set by the verdict, atomically;
+   * `beside` adds entries right after it, in the same append (all or none).
+   */
+  readonly decide: (
+    id: string,
+    params: Entry.ToolParams,
+    guard: Guard.Guard,
+    beside?: Beside
+  ) => Effect.Effect<Decision, WriteError>
   /** Changes the session's metadata (not chained; the latest `updated_at` wins). */
   readonly setMeta: (id: string, patch: SessionMeta.MetaPatch) => Effect.Effect<SessionMeta.SessionMeta, WriteError>
   /** The state of a session (its open state, or a read-only load). */

@@ -81,8 +81,26 @@ export const otherKind: fc.Arbitrary<string> = fc.oneof(
 
 const timestamp: fc.Arbitrary<number> = fc.oneof(fc.integer({ min: 1_700_000_000, max: 1_800_000_000 }), u53)
 
-/** One operation: mostly tool records, sometimes other kinds. */
+/**
+ * The payload of an outcome (`Entry.OUTCOME_KIND`): byte counts the fold adds to
+ * the data-flow counters, each sometimes absent, sometimes near 2^53 − 1.
+ */
+export const outcomePayload: fc.Arbitrary<Schema.Json> = fc.record(
+  { tool_use_id: fc.string({ maxLength: 8 }), bytes_read: u53, bytes_written: u53 },
+  { requiredKeys: ["tool_use_id"] }
+)
+
+/** One operation: mostly tool records, sometimes other kinds, sometimes outcomes. */
 export const op: fc.Arbitrary<Op> = fc.oneof(
+  {
+    arbitrary: fc.record({
+      op: fc.constant("append" as const),
+      ts: timestamp,
+      kind: fc.constant(Entry.OUTCOME_KIND),
+      payload: outcomePayload
+    }),
+    weight: 1
+  },
   {
     arbitrary: fc.record({ op: fc.constant("record" as const), ts: timestamp, params: toolParams }),
     weight: 3

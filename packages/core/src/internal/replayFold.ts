@@ -16,6 +16,7 @@ import * as JournalState from "../JournalState.ts"
 import * as Sha256 from "../Sha256.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
 import * as Ring from "./Ring.ts"
+import { OUTCOME_KIND, outcomeBytes } from "./validate.ts"
 
 // A non-negative sum of integers up to 2^53 − 1, exact at any size and saturating at
 // 2^64 − 1 (like the fold's `sat` on every step: the increments are non-negative,
@@ -156,6 +157,11 @@ export class ReplayFold {
     this.nextSequence = entry.sequence + 1
     if (!Entry.isTool(entry)) {
       this.messages++
+      if (entry.kind === OUTCOME_KIND) {
+        const flow = outcomeBytes(entry.payload)
+        this.bytesRead.add(flow.read)
+        this.bytesWritten.add(flow.written)
+      }
       return
     }
     const name = entry.tool_name

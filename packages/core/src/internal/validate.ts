@@ -199,10 +199,52 @@ const kindPattern = /^[A-Za-z0-9_.:-]{1,64}$/
 declare const structuredClone: <T>(value: T) => T
 
 /**
+ * The kind of an entry that reports the outcome of a tool call after it ran: its
+ * payload's `bytes_read` and `bytes_written` (integers in 0..2^53−1, each optional)
+ * add to the session's data-flow counters, which count the call itself once, on
+ * its tool entry (docs/DESIGN.md §13).
+ *
+ * @since 0.4.0
+ */
+export const OUTCOME_KIND = "tool.outcome"
+
+/**
+ * The bytes an entry of `OUTCOME_KIND` adds to the counters: its payload's
+ * `bytes_read` and `bytes_written` when they are integers in 0..2^53−1, else 0
+ * each. Total: any payload, also one stored before this rule, gives an answer.
+ *
+ * @since 0.4.0
+ */
+export const outcomeBytes = (payload: Schema.Json): { readonly read: number; readonly written: number } => {
+  if (typeof payload !== "object" || payload === null || Array.isArray(payload)) return NO_BYTES
+  const o = payload as { readonly [key: string]: Schema.Json }
+  const read = Object.hasOwn(o, "bytes_read") && isU53(o["bytes_read"]) ? o["bytes_read"] : 0
+  const written = Object.hasOwn(o, "bytes_written") && isU53(o["bytes_written"]) ? o["bytes_written"] : 0
+  return read === 0 && written === 0 ? NO_BYTES : { read, written }
+}
+
+const NO_BYTES = { read: 0, written: 0 } as const
+
+const isU53 = (n: unknown): n is number => typeof n === "number" && Number.isSafeInteger(n) && n >= 0
+
+const outcomeProblem = (payload: unknown): string | undefined => {
+  if (typeof payload !== "object" || payload === null || Array.isArray(payload)) {
+    return `of kind ${OUTCOME_KIND} must be an object`
+  }
+  const o = payload as Record<string, unknown>
+  for (const field of ["bytes_read", "bytes_written"]) {
+    if (Object.hasOwn(o, field) && !isU53(o[field])) return `${field} must be an integer in 0..${MAX_U53}`
+  }
+  return undefined
+}
+
+/**
  * Validates the kind and payload of a non-tool entry: the kind matches
  * `^[A-Za-z0-9_.:-]{1,64}$` and is not `tool`; the payload is JSON that RFC 8785 can
  * canonicalize (finite numbers, well-formed strings, plain objects, no cycles),
- * nested at most `MAX_PAYLOAD_DEPTH` deep and at most `MAX_PAYLOAD_SIZE` large.
+ * nested at most `MAX_PAYLOAD_DEPTH` deep and at most `MAX_PAYLOAD_SIZE` large. A
+ * payload of kind `OUTCOME_KIND` is an object whose `bytes_read` and
+ * `bytes_written`, when present, are integers in 0..2^53−1.
  *
  * @since 0.1.0
  */
@@ -218,6 +260,10 @@ export const validatePayload = (
   if (payload === undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: "is required" }))
   const bad = payloadProblem(payload)
   if (bad !== undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: bad }))
+  if (kind === OUTCOME_KIND) {
+    const wrong = outcomeProblem(payload)
+    if (wrong !== undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: wrong }))
+  }
   if (typeof payload !== "object" || payload === null) return Result.succeed(payload as Schema.Json)
   // The entry keeps its own copy: a caller that changes its object after the call
   // must not change what was hashed and stored.

@@ -19,11 +19,23 @@ export type WriteItem =
   | { readonly _tag: "Tool"; readonly params: Entry.ToolParams }
   | { readonly _tag: "Other"; readonly kind: string; readonly payload: unknown }
 
-/** The result of `decide`: the verdict and the entry recorded for it. */
+/** The result of `decide`: the verdict, the entry recorded for it and the entries written beside it. */
 export interface Decision {
   readonly verdict: Guard.Verdict
   readonly entry: Entry.ToolEntry
+  /** The entries `beside` asked for, right after `entry`, in order ([] without `beside`). */
+  readonly beside: ReadonlyArray<Entry.OtherEntry>
 }
+
+/**
+ * What `decide` writes right after the tool entry, in the same durable append: a
+ * function of the verdict and the entry (e.g. a record of the verdict's guard and
+ * reason, which chio's tool entry has no field for).
+ */
+export type Beside = (
+  verdict: Guard.Verdict,
+  entry: Entry.ToolEntry
+) => ReadonlyArray<{ readonly kind: string; readonly payload: unknown }>
 
 /** How the write operations queue a request (see `Sessions.make`). */
 export interface Submit {
@@ -97,18 +109,44 @@ export const make = ({ submit, submitNow }: Submit) => {
     })
   })
 
-  const decide = (id: string, params: Entry.ToolParams, guard: Guard.Guard): Effect.Effect<Decision, Sessions.WriteError> =>
+  const decide = (
+    id: string,
+    params: Entry.ToolParams,
+    guard: Guard.Guard,
+    beside?: Beside
+  ): Effect.Effect<Decision, Sessions.WriteError> =>
     Effect.suspend(() => {
       const checkedId = Entry.validateSessionId(id)
       if (Result.isFailure(checkedId)) return Effect.fail(checkedId.failure)
       const checked = Entry.validateToolParams(params)
       if (Result.isFailure(checked)) return Effect.fail(checked.failure)
       const valid = checked.success
-      return submitNow(id, (state, ts): Sessions.Built<Decision> => {
-        const verdict = guard(JournalState.snapshot(state), valid)
-        const entry = JournalState.nextTool(state, ts, { ...valid, allowed: Guard.isAllowed(verdict) && valid.allowed })
-        return { entries: [entry], meta: null, result: { verdict, entry } }
-      })
+      if (beside === undefined) {
+        return submitNow(id, (state, ts): Sessions.Built<Decision> => {
+          const verdict = guard(JournalState.snapshot(state), valid)
+          const entry = JournalState.nextTool(state, ts, { ...valid, allowed: Guard.isAllowed(verdict) && valid.allowed })
+          return { entries: [entry], meta: null, result: { verdict, entry, beside: [] } }
+        })
+      }
+      // The entries beside depend on the verdict, so they are validated where it is
+      // known; an invalid one fails the call with nothing written.
+      return Effect.flatMap(
+        submitNow(id, (state, ts): Sessions.Built<Result.Result<Decision, InvalidRecordField>> => {
+          const verdict = guard(JournalState.snapshot(state), valid)
+          const entry = JournalState.nextTool(state, ts, { ...valid, allowed: Guard.isAllowed(verdict) && valid.allowed })
+          let s = JournalState.fold(state, entry)
+          const more: Array<Entry.OtherEntry> = []
+          for (const item of beside(verdict, entry)) {
+            const payload = Entry.validatePayload(item.kind, item.payload)
+            if (Result.isFailure(payload)) return { entries: [], meta: null, result: Result.fail(payload.failure) }
+            const other = JournalState.nextOther(s, ts, item.kind, payload.success)
+            more.push(other)
+            s = JournalState.fold(s, other)
+          }
+          return { entries: [entry, ...more], meta: null, result: Result.succeed({ verdict, entry, beside: more.slice() }) }
+        }),
+        Effect.fromResult
+      )
     })
 
   const setMeta = Effect.fn("SessionJournal.setMeta")(function*(id: string, patch: SessionMeta.MetaPatch) {

@@ -1,0 +1,630 @@
+/**
+ * Claude Code's hooks, journaled and guarded: the input of every hook event
+ * (PROTOCOL.md (a)) as Schemas, decoded from bounded, strictly UTF-8 bytes; the
+ * journal session of a Claude Code session; what each event puts on its chain;
+ * and the answer Claude Code expects (PROTOCOL.md (b)). The command hook
+ * (`session-journal claude-code hook`) and the resident guard both call `handle`.
+ *
+ * What goes on the chain, one journal session per Claude Code session
+ * (`sessionId`), in the order the hooks arrive:
+ *
+ * - `PreToolUse`: the call's chio tool entry (`tool_name` as Claude Code names
+ *   it; `server_id` `server` for `mcp__server__tool`, else `claude-code`;
+ *   `agent_id` `main` or the sub-agent's `agent_id`; `delegation_depth` 0 for the
+ *   main agent, 1 inside a sub-agent; `bytes_written` the UTF-8 length of the
+ *   JSON text of `tool_input`, `bytes_read` 0), decided by the policy, and in the
+ *   same append a `claude-code.decision` entry: `tool_use_id`, `tool_name`,
+ *   `tool_input`, `agent_id`, `verdict` (`allow` | `deny`), `guard`, `reason`.
+ * - `PostToolUse` / `PostToolUseFailure`: a `tool.outcome` entry (core's
+ *   `Entry.OUTCOME_KIND`): `tool_use_id`, `tool_name`, `agent_id`, `bytes_read`
+ *   (the UTF-8 length of the JSON text of `tool_response`, or of `error`),
+ *   `bytes_written` 0, `duration_ms`, `error` (null on success), `is_interrupt`,
+ *   and the SHA-256 of the response's JSON text. Its bytes reach the data-flow
+ *   counters (docs/DESIGN.md §13): a Read's bytes are known only after it ran.
+ * - `UserPromptSubmit`: a `message` entry `{role: "user", content, prompt_id,
+ *   source: "claude-code"}`.
+ * - every other event (SessionStart, SessionEnd, Stop, SubagentStart,
+ *   SubagentStop, PreCompact, PostCompact, PermissionRequest, PostToolBatch,
+ *   Notification, …): `claude-code.<event>` with the hook input as payload
+ *   (PostToolBatch without the responses, which the outcomes already counted);
+ *   an event this version does not know: `claude-code.unknown`, the input as
+ *   payload.
+ *
+ * An allowed call is answered `{}` (no opinion), never `"allow"`: an `allow`
+ * would skip Claude Code's own permission rules.
+ *
+ * @since 0.4.0
+ */
+import { sha256 } from "@noble/hashes/sha2.js"
+import { bytesToHex } from "@noble/hashes/utils.js"
+import { Entry, Guard, SessionJournal } from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as ProjectDir from "./ProjectDir.ts"
+import { sessionId as custodyId } from "./SessionIds.ts"
+import { jsonBytes, serverOf, utf8Length } from "./Transcript.ts"
+
+// ---------------------------------------------------------------------------
+// Bounds
+
+/**
+ * Default bound on one hook input, in bytes (4 MiB: a Write of a few MiB of
+ * content fits; the input is refused past it, before it is read whole).
+ *
+ * @since 0.4.0
+ */
+export const MAX_INPUT_BYTES = 4 * 1024 * 1024
+
+/**
+ * Default bound on the nesting of a hook input, in levels of arrays and objects
+ * (checked on the text, before it is parsed).
+ *
+ * @since 0.4.0
+ */
+export const MAX_INPUT_DEPTH = 128
+
+/**
+ * The bounds of `decode`.
+ *
+ * @since 0.4.0
+ */
+export interface Limits {
+  /** Largest input in bytes (default `MAX_INPUT_BYTES`). */
+  readonly maxBytes?: number | undefined
+  /** Deepest nesting (default `MAX_INPUT_DEPTH`, at most core's `MAX_PAYLOAD_DEPTH` − 1). */
+  readonly maxDepth?: number | undefined
+}
+
+// ---------------------------------------------------------------------------
+// Schemas
+
+const Json = Schema.Json
+const ToolInput = Schema.Record(Schema.String, Schema.Json)
+
+const common = {
+  session_id: Schema.String.check(Schema.isNonEmpty()),
+  transcript_path: Schema.optionalKey(Schema.String),
+  cwd: Schema.String,
+  prompt_id: Schema.optionalKey(Schema.String),
+  permission_mode: Schema.optionalKey(Schema.String),
+  agent_id: Schema.optionalKey(Schema.String),
+  agent_type: Schema.optionalKey(Schema.String)
+}
+
+const event = <Name extends string, Fields extends Schema.Struct.Fields>(name: Name, fields: Fields) =>
+  Schema.Struct({ ...common, hook_event_name: Schema.Literal(name), ...fields })
+
+/**
+ * The fields every hook input carries (PROTOCOL.md (a)); `agent_id` and
+ * `agent_type` only inside a sub-agent.
+ *
+ * @since 0.4.0
+ */
+export const Common = Schema.Struct({ ...common, hook_event_name: Schema.String })
+
+/**
+ * The input of each event PROTOCOL.md (a) describes, by `hook_event_name`. Fields
+ * not listed are kept in the event's `raw` input (and journaled), not refused.
+ *
+ * @since 0.4.0
+ */
+export const Inputs = {
+  SessionStart: event("SessionStart", { source: Schema.optionalKey(Schema.String) }),
+  UserPromptSubmit: event("UserPromptSubmit", { prompt: Schema.String }),
+  PreToolUse: event("PreToolUse", { tool_name: Schema.String, tool_input: ToolInput, tool_use_id: Schema.String }),
+  PermissionRequest: event("PermissionRequest", { tool_name: Schema.String, tool_input: ToolInput }),
+  PostToolUse: event("PostToolUse", {
+    tool_name: Schema.String,
+    tool_input: ToolInput,
+    tool_response: Json,
+    tool_use_id: Schema.String,
+    duration_ms: Schema.optionalKey(Schema.Number)
+  }),
+  PostToolUseFailure: event("PostToolUseFailure", {
+    tool_name: Schema.String,
+    tool_input: ToolInput,
+    tool_use_id: Schema.String,
+    error: Schema.String,
+    is_interrupt: Schema.optionalKey(Schema.Boolean),
+    duration_ms: Schema.optionalKey(Schema.Number)
+  }),
+  PostToolBatch: event("PostToolBatch", { tool_calls: Schema.Array(Json) }),
+  Stop: event("Stop", { stop_hook_active: Schema.optionalKey(Schema.Boolean) }),
+  SubagentStart: event("SubagentStart", {}),
+  SubagentStop: event("SubagentStop", { stop_hook_active: Schema.optionalKey(Schema.Boolean) }),
+  PreCompact: event("PreCompact", { trigger: Schema.optionalKey(Schema.String) }),
+  PostCompact: event("PostCompact", { trigger: Schema.optionalKey(Schema.String) }),
+  SessionEnd: event("SessionEnd", { reason: Schema.optionalKey(Schema.String) }),
+  Notification: event("Notification", {}),
+  PermissionDenied: event("PermissionDenied", {}),
+  StopFailure: event("StopFailure", {})
+} as const
+
+/**
+ * The name of an event this version knows.
+ *
+ * @since 0.4.0
+ */
+export type KnownName = keyof typeof Inputs
+
+/**
+ * Every event name this version knows.
+ *
+ * @since 0.4.0
+ */
+export const knownNames: ReadonlyArray<KnownName> = Object.keys(Inputs) as Array<KnownName>
+
+const isKnown = (name: string): name is KnownName => Object.hasOwn(Inputs, name)
+
+/**
+ * A decoded hook input: `name` its event (`Unknown` for an event this version
+ * does not know), `input` its decoded fields, `raw` the whole input as it came.
+ *
+ * @since 0.4.0
+ */
+export type HookEvent =
+  | {
+    [K in KnownName]: {
+      readonly name: K
+      readonly input: (typeof Inputs)[K]["Type"]
+      readonly raw: { readonly [key: string]: Schema.Json }
+    }
+  }[KnownName]
+  | {
+    readonly name: "Unknown"
+    readonly input: typeof Common.Type
+    readonly raw: { readonly [key: string]: Schema.Json }
+  }
+
+// ---------------------------------------------------------------------------
+// Errors
+
+/**
+ * Why a hook could not be handled: the input (`TooLarge`, `NotUtf8`, `TooDeep`,
+ * `NotJson`, `Invalid`) or the journal (`Journal`: storage, a corrupt session, a
+ * lock not obtained in time). `event` is the input's `hook_event_name` when it
+ * could be read, so a refusal takes the event's form (`refusal`).
+ *
+ * @since 0.4.0
+ */
+export class HookError extends Schema.TaggedError<HookError>()("HookError", {
+  reason: Schema.Literals(["TooLarge", "NotUtf8", "TooDeep", "NotJson", "Invalid", "Journal"]),
+  detail: Schema.String,
+  event: Schema.NullOr(Schema.String),
+  cause: Schema.optionalKey(Schema.Defect())
+}) {
+  override get message(): string {
+    return this.detail
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Decoding
+
+const fatal = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
+// The nesting of a JSON text, scanned without parsing: brackets outside strings.
+// Stops at the first level past `max` (returns max + 1).
+const depthOf = (text: string, max: number): number => {
+  let depth = 0
+  let deepest = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 92) i++
+      else if (c === 34) inString = false
+    } else if (c === 34) inString = true
+    else if (c === 91 || c === 123) {
+      depth++
+      if (depth > deepest) {
+        deepest = depth
+        if (deepest > max) return deepest
+      }
+    } else if (c === 93 || c === 125) depth--
+  }
+  return deepest
+}
+
+// The event name of an input that does not decode, when it has one.
+const nameOf = (json: unknown): string | null => {
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return null
+  const name = (json as Record<string, unknown>)["hook_event_name"]
+  return typeof name === "string" ? name : null
+}
+
+const fail = (reason: HookError["reason"], detail: string, event: string | null = null) =>
+  Result.fail(new HookError({ reason, detail, event }))
+
+/**
+ * Decodes one hook input from its bytes: at most `maxBytes`, strict UTF-8, nested
+ * at most `maxDepth`, one JSON object that core can journal (well-formed strings,
+ * finite numbers), with the fields of its event. An unknown event decodes as
+ * `Unknown` when it has the common fields.
+ *
+ * @since 0.4.0
+ */
+export const decode = (bytes: Uint8Array, limits?: Limits): Result.Result<HookEvent, HookError> => {
+  const maxBytes = limits?.maxBytes ?? MAX_INPUT_BYTES
+  if (bytes.length > maxBytes) return fail("TooLarge", `hook input over the bound of ${maxBytes} bytes`)
+  let text: string
+  try {
+    text = fatal.decode(bytes)
+  } catch {
+    return fail("NotUtf8", "hook input is not valid UTF-8")
+  }
+  return decodeText(text, limits)
+}
+
+/**
+ * `decode` of a text already decoded (its UTF-8 length is bounded the same way).
+ *
+ * @since 0.4.0
+ */
+export const decodeText = (text: string, limits?: Limits): Result.Result<HookEvent, HookError> => {
+  const maxBytes = limits?.maxBytes ?? MAX_INPUT_BYTES
+  const maxDepth = Math.min(limits?.maxDepth ?? MAX_INPUT_DEPTH, Entry.MAX_PAYLOAD_DEPTH - 1)
+  if (text.length > maxBytes || utf8Length(text) > maxBytes) {
+    return fail("TooLarge", `hook input over the bound of ${maxBytes} bytes`)
+  }
+  if (depthOf(text, maxDepth) > maxDepth) return fail("TooDeep", `hook input nested deeper than ${maxDepth} levels`)
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch (e) {
+    return fail("NotJson", `hook input is not JSON: ${e instanceof Error ? e.message : String(e)}`)
+  }
+  const name = nameOf(json)
+  if (typeof json !== "object" || json === null || Array.isArray(json)) {
+    return fail("Invalid", "hook input is not a JSON object")
+  }
+  const problem = Entry.payloadProblem(json)
+  if (problem !== undefined) return fail("Invalid", `hook input cannot be journaled: ${problem}`, name)
+  const raw = json as { readonly [key: string]: Schema.Json }
+  const schema = name !== null && isKnown(name) ? Inputs[name] : Common
+  const decoded = Schema.decodeUnknownResult(schema as typeof Common)(raw)
+  if (Result.isFailure(decoded)) {
+    return fail("Invalid", `hook input of ${name ?? "no event"} is invalid: ${decoded.failure.message}`, name)
+  }
+  const known = name !== null && isKnown(name)
+  return Result.succeed({ name: known ? name : "Unknown", input: decoded.success, raw } as HookEvent)
+}
+
+// ---------------------------------------------------------------------------
+// The journal session
+
+/**
+ * Prefix of the journal sessions of hooked Claude Code sessions (custody's
+ * transcripts use `cc-`; `cch-` never starts with it).
+ *
+ * @since 0.4.0
+ */
+export const PREFIX = "cch-"
+
+const hex = (text: string, digits: number): string => bytesToHex(sha256(new TextEncoder().encode(text))).slice(0, digits)
+
+const sessionStem = /^[A-Za-z0-9-]{1,64}$/
+
+/**
+ * The project directory name of an event: the directory holding its transcript
+ * when `transcript_path` ends in `/<session_id>.jsonl` (Claude Code's own name,
+ * also for a long path it truncates), else the working directory encoded as
+ * Claude Code encodes it (`ProjectDir.encode`).
+ *
+ * @since 0.4.0
+ */
+export const projectOf = (input: typeof Common.Type): string => {
+  const t = input.transcript_path
+  if (t !== undefined) {
+    const parts = t.split(/[\\/]/)
+    if (parts.length >= 2 && parts[parts.length - 1] === `${input.session_id}.jsonl` && parts[parts.length - 2] !== "") {
+      return parts[parts.length - 2]!
+    }
+  }
+  return ProjectDir.encode(input.cwd)
+}
+
+/**
+ * The journal session of a Claude Code session, from its project and
+ * `session_id` alone: `cch-<P>-<session_id>`, where `<P>` is the first 8 hex
+ * digits of the SHA-256 of the project directory name (`projectOf`; the same
+ * `<P>` as custody's `cc-<P>-<session_id>` of its transcript), or
+ * `cch-<P>-_<H>` when `session_id` is not 1 to 64 of `[A-Za-z0-9-]` (a forged id
+ * with `/`, `..` or anything else), `<H>` the first 40 hex digits of the SHA-256
+ * of `session_id`. Every id matches `^[A-Za-z0-9_-]{1,128}$`. Pure.
+ *
+ * @since 0.4.0
+ */
+export const sessionId = (input: typeof Common.Type): string => {
+  const base = `${PREFIX}${hex(projectOf(input), 8)}-`
+  return sessionStem.test(input.session_id) ? base + input.session_id : `${base}_${hex(input.session_id, 40)}`
+}
+
+/**
+ * The custody session of the event's main transcript (`SessionIds`), named in the
+ * hooked session's metadata.
+ *
+ * @since 0.4.0
+ */
+export const custodySessionId = (input: typeof Common.Type): string =>
+  custodyId({ _tag: "Main", project: projectOf(input), session: input.session_id })
+
+/**
+ * The agent of an event: `main` at depth 0, or the sub-agent's `agent_id` at
+ * depth 1 (an id chio would refuse is journaled as `invalid-agent-id`).
+ *
+ * @since 0.4.0
+ */
+export const agentOf = (input: typeof Common.Type): { readonly agent_id: string; readonly delegation_depth: number } =>
+  input.agent_id === undefined
+    ? { agent_id: "main", delegation_depth: 0 }
+    : { agent_id: Entry.isIdentity(input.agent_id) ? input.agent_id : "invalid-agent-id", delegation_depth: 1 }
+
+/**
+ * The chio tool parameters of a PreToolUse: the call as Claude Code names it,
+ * its input's bytes as `bytes_written`, nothing read yet.
+ *
+ * @since 0.4.0
+ */
+export const toolParams = (input: (typeof Inputs)["PreToolUse"]["Type"]): Entry.ToolParams => ({
+  tool_name: Entry.isIdentity(input.tool_name) ? input.tool_name : "invalid-tool-name",
+  server_id: serverOf(input.tool_name),
+  ...agentOf(input),
+  bytes_read: 0,
+  bytes_written: jsonBytes(input.tool_input),
+  allowed: true
+})
+
+/**
+ * The kind of the entry written beside each PreToolUse's tool entry.
+ *
+ * @since 0.4.0
+ */
+export const DECISION_KIND = "claude-code.decision"
+
+/**
+ * The kind of an event this version does not know.
+ *
+ * @since 0.4.0
+ */
+export const UNKNOWN_KIND = "claude-code.unknown"
+
+/**
+ * The kind of a non-tool event's entry: `claude-code.<event>`.
+ *
+ * @since 0.4.0
+ */
+export const kindOf = (name: KnownName): string => `claude-code.${name}`
+
+const digest = (value: Schema.Json): string => bytesToHex(sha256(new TextEncoder().encode(JSON.stringify(value))))
+
+/**
+ * The entry a non-PreToolUse event puts on the chain (`kind`, `payload`); the
+ * module header lists them.
+ *
+ * @since 0.4.0
+ */
+export const entryOf = (event: Exclude<HookEvent, { readonly name: "PreToolUse" }>): {
+  readonly kind: string
+  readonly payload: Schema.Json
+} => {
+  switch (event.name) {
+    case "UserPromptSubmit":
+      return {
+        kind: "message",
+        payload: {
+          role: "user",
+          content: event.input.prompt,
+          ...(event.input.prompt_id === undefined ? {} : { prompt_id: event.input.prompt_id }),
+          ...agentOf(event.input),
+          source: "claude-code"
+        }
+      }
+    case "PostToolUse":
+    case "PostToolUseFailure": {
+      const failed = event.name === "PostToolUseFailure"
+      const response: Schema.Json = failed ? event.input.error : event.input.tool_response
+      return {
+        kind: Entry.OUTCOME_KIND,
+        payload: {
+          tool_use_id: event.input.tool_use_id,
+          tool_name: event.input.tool_name,
+          agent_id: agentOf(event.input).agent_id,
+          bytes_read: jsonBytes(response),
+          bytes_written: 0,
+          duration_ms: validDuration(event.input.duration_ms),
+          error: failed ? event.input.error : null,
+          is_interrupt: failed ? event.input.is_interrupt ?? false : false,
+          response_sha256: digest(response)
+        }
+      }
+    }
+    case "PostToolBatch": {
+      const { tool_calls, ...rest } = event.raw
+      const calls = Array.isArray(tool_calls) ? tool_calls : []
+      return {
+        kind: kindOf("PostToolBatch"),
+        payload: {
+          ...rest,
+          tool_calls: calls.map((c) => {
+            if (typeof c !== "object" || c === null || Array.isArray(c)) return null
+            const o = c as { readonly [key: string]: Schema.Json }
+            return { tool_name: o["tool_name"] ?? null, tool_use_id: o["tool_use_id"] ?? null }
+          })
+        }
+      }
+    }
+    case "Unknown":
+      return { kind: UNKNOWN_KIND, payload: event.raw }
+    default:
+      return { kind: kindOf(event.name), payload: event.raw }
+  }
+}
+
+const validDuration = (ms: number | undefined): number | null =>
+  ms !== undefined && Number.isSafeInteger(ms) && ms >= 0 ? ms : null
+
+// ---------------------------------------------------------------------------
+// Answers
+
+/**
+ * A hook output object, as Claude Code reads it from a command hook's stdout or
+ * an HTTP hook's response body; `{}` has no opinion.
+ *
+ * @since 0.4.0
+ */
+export type HookOutput = { readonly [key: string]: Schema.Json }
+
+/**
+ * The answer to one hook: the output to give Claude Code, the journal session,
+ * and for a PreToolUse the verdict recorded (`null` for other events).
+ *
+ * @since 0.4.0
+ */
+export interface HookAnswer {
+  readonly output: HookOutput
+  readonly session: string
+  readonly verdict: Guard.Verdict | null
+}
+
+/**
+ * The output that denies a PreToolUse: Claude Code does not run the call and the
+ * model sees `PreToolUse:<tool> hook error: <reason>`.
+ *
+ * @since 0.4.0
+ */
+export const denyOutput = (reason: string): HookOutput => ({
+  hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "deny", permissionDecisionReason: reason }
+})
+
+/**
+ * The reason a denial gives: the guard's sentence and, in brackets, the guard
+ * that denied as the policy file writes it (`Bash would run more than 3 times in a
+ * row [maxStreak(3)]`).
+ *
+ * @since 0.4.0
+ */
+export const denialReason = (verdict: { readonly reason: string; readonly guard: string }): string =>
+  `${verdict.reason} [${verdict.guard}]`
+
+/**
+ * How a hook that could not be handled refuses, per PROTOCOL.md (b): a PreToolUse
+ * is denied (the reason reaches the model); a PermissionRequest is denied; every
+ * other event (and an input whose event is unknown) ends with exit code 2 and the
+ * reason on stderr, which blocks a prompt (UserPromptSubmit), tells the model
+ * after a call that already ran (PostToolUse), keeps a turn from ending (Stop),
+ * and is shown for the rest. `output` is what a command hook writes to stdout
+ * (null: nothing) and what an HTTP hook answers (there, `{"decision":"block"}`
+ * takes exit 2's place).
+ *
+ * @since 0.4.0
+ */
+export const refusal = (event: string | null, reason: string): {
+  readonly output: HookOutput | null
+  readonly httpOutput: HookOutput
+  readonly exitCode: 0 | 2
+  readonly stderr: string
+} => {
+  const text = `session-journal: ${reason}`
+  if (event === "PreToolUse") return { output: denyOutput(text), httpOutput: denyOutput(text), exitCode: 0, stderr: `${text}\n` }
+  if (event === "PermissionRequest") {
+    const output: HookOutput = {
+      hookSpecificOutput: { hookEventName: "PermissionRequest", decision: { behavior: "deny", message: text } }
+    }
+    return { output, httpOutput: output, exitCode: 0, stderr: `${text}\n` }
+  }
+  return { output: null, httpOutput: { decision: "block", reason: text }, exitCode: 2, stderr: `${text}\n` }
+}
+
+// ---------------------------------------------------------------------------
+// Handling
+
+/**
+ * What `handle` decides with.
+ *
+ * @since 0.4.0
+ */
+export interface HandleOptions {
+  /** The guard every PreToolUse is decided with; `null` records only (every call allowed). */
+  readonly policy: Guard.Guard | null
+  /** The policy's name as denials cite it (`Policy.format`), kept in the decision entry. */
+  readonly policyName?: string | undefined
+}
+
+const allowAll: Guard.Guard = () => Guard.allow
+
+const journalError = (event: HookEvent, e: { readonly message: string; readonly _tag: string }) =>
+  new HookError({
+    reason: "Journal",
+    detail: `cannot record ${event.name === "Unknown" ? event.input.hook_event_name : event.name}: ${e.message || e._tag}`,
+    event: event.name === "Unknown" ? event.input.hook_event_name : event.name,
+    cause: e
+  })
+
+/**
+ * Journals one hook event in its Claude Code session's journal session and
+ * answers it. A PreToolUse is decided with `options.policy` and recorded with
+ * its decision in one append (`SessionJournal.decide`): denied, it is answered
+ * with `denyOutput(denialReason(verdict))`; allowed, with `{}`. Every other event
+ * is appended (SessionStart also sets the session's metadata: title, labels
+ * `claude-code` and `hooked`, and in `data` the Claude Code session, project and
+ * custody session id) and answered `{}`. Fails with `HookError` (`Journal`) when
+ * the event cannot be recorded; nothing was then acknowledged, and the caller
+ * refuses (`refusal`) unless it fails open.
+ *
+ * @since 0.4.0
+ */
+export const handle = (
+  event: HookEvent,
+  options: HandleOptions
+): Effect.Effect<HookAnswer, HookError, SessionJournal.SessionJournal> =>
+  Effect.gen(function*() {
+    const journal = yield* SessionJournal.SessionJournal
+    const session = sessionId(event.input)
+    if (event.name === "PreToolUse") {
+      const input = event.input
+      const decision = yield* journal.decide(
+        session,
+        toolParams(input),
+        options.policy ?? allowAll,
+        (verdict, entry) => [{
+          kind: DECISION_KIND,
+          payload: {
+            tool_use_id: input.tool_use_id,
+            tool_name: input.tool_name,
+            tool_input: input.tool_input,
+            agent_id: entry.agent_id,
+            ...(input.agent_type === undefined ? {} : { agent_type: input.agent_type }),
+            ...(input.prompt_id === undefined ? {} : { prompt_id: input.prompt_id }),
+            tool_sequence: entry.sequence,
+            verdict: verdict._tag === "Allow" ? "allow" : "deny",
+            guard: verdict._tag === "Allow" ? null : verdict.guard,
+            reason: verdict._tag === "Allow" ? null : verdict.reason,
+            policy: options.policy === null ? null : options.policyName ?? "policy"
+          }
+        }]
+      )
+      const verdict = decision.verdict
+      return {
+        output: verdict._tag === "Allow" ? {} : denyOutput(denialReason(verdict)),
+        session,
+        verdict
+      }
+    }
+    const { kind, payload } = entryOf(event)
+    yield* journal.append(session, kind, payload)
+    if (event.name === "SessionStart") {
+      yield* journal.setMeta(session, {
+        title: `Claude Code ${event.input.session_id}`,
+        labels: ["claude-code", "hooked"],
+        data: {
+          claude_code_session: event.input.session_id,
+          cwd: event.input.cwd,
+          project: projectOf(event.input),
+          custody_session: custodySessionId(event.input)
+        }
+      })
+    }
+    return { output: {}, session, verdict: null }
+  }).pipe(Effect.mapError((e) => journalError(event, e)))

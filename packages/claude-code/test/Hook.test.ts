@@ -1,0 +1,184 @@
+/**
+ * The hook module on its own: decoding of hostile and well-formed inputs, the
+ * session id of a Claude Code session, and what `handle` puts on the chain
+ * (in-memory storage).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Entry, Guard, Persistence, Policy, SessionJournal } from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
+import * as Stream from "effect/Stream"
+import * as fc from "fast-check"
+import * as Hook from "../src/Hook.ts"
+
+const encoder = new TextEncoder()
+const W = "/tmp/x/work"
+const SID = "0b5c9da4-61e6-438c-8641-7d35b2b57c17"
+const base = (name: string, extra: Record<string, unknown> = {}) => ({
+  session_id: SID,
+  transcript_path: `/home/u/.claude/projects/-tmp-x-work/${SID}.jsonl`,
+  cwd: W,
+  hook_event_name: name,
+  ...extra
+})
+const pre = (tool: string, input: Record<string, unknown>, id: string, extra: Record<string, unknown> = {}) =>
+  base("PreToolUse", { tool_name: tool, tool_input: input, tool_use_id: id, ...extra })
+
+const decode = (value: unknown): Hook.HookEvent => {
+  const r = Hook.decode(encoder.encode(JSON.stringify(value)))
+  if (Result.isFailure(r)) throw new Error(r.failure.message)
+  return r.success
+}
+
+const reasonOf = (bytes: Uint8Array, limits?: Hook.Limits): string => {
+  const r = Hook.decode(bytes, limits)
+  return Result.isFailure(r) ? r.failure.reason : "ok"
+}
+
+const layer = SessionJournal.layer().pipe(Layer.provide(Persistence.layerMemory()))
+
+describe("Hook.decode", () => {
+  it("refuses hostile input with a reason each", () => {
+    assert.strictEqual(reasonOf(new Uint8Array([0x7b, 0xff, 0x7d])), "NotUtf8")
+    assert.strictEqual(reasonOf(encoder.encode("[".repeat(10_000) + "]".repeat(10_000))), "TooDeep")
+    assert.strictEqual(reasonOf(encoder.encode(JSON.stringify(base("PreToolUse", { tool_input: {} })))), "Invalid")
+    assert.strictEqual(reasonOf(encoder.encode("{not json")), "NotJson")
+    assert.strictEqual(reasonOf(encoder.encode("[1]")), "Invalid")
+    assert.strictEqual(reasonOf(new Uint8Array(101), { maxBytes: 100 }), "TooLarge")
+    // A lone surrogate cannot be journaled (its hash would not be injective).
+    assert.strictEqual(reasonOf(encoder.encode(`{"session_id":"\\ud800","cwd":"/","hook_event_name":"X"}`)), "Invalid")
+    const bad = Hook.decode(encoder.encode(JSON.stringify(base("PreToolUse", { tool_name: "Bash", tool_input: {} }))))
+    assert.isTrue(Result.isFailure(bad) && bad.failure.event === "PreToolUse")
+  })
+
+  it("keeps an unknown event as Unknown, with its raw input", () => {
+    const e = decode(base("BrandNewEvent", { x: [1, 2] }))
+    assert.strictEqual(e.name, "Unknown")
+    assert.deepStrictEqual(Hook.entryOf(e as Exclude<Hook.HookEvent, { name: "PreToolUse" }>), {
+      kind: Hook.UNKNOWN_KIND,
+      payload: base("BrandNewEvent", { x: [1, 2] }) as never
+    })
+  })
+
+  it("is total over any bytes (property)", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => {
+        const r = Hook.decode(bytes)
+        return Result.isSuccess(r) || r.failure._tag === "HookError"
+      }),
+      { seed: Number(process.env["FC_SEED"] ?? Date.now() % 2 ** 31), verbose: true }
+    )
+  })
+})
+
+describe("Hook.sessionId", () => {
+  it("is cch-<P>-<session>, P shared with custody's id of the transcript", () => {
+    const e = decode(base("Stop"))
+    const id = Hook.sessionId(e.input)
+    assert.match(id, new RegExp(`^cch-[0-9a-f]{8}-${SID}$`))
+    assert.strictEqual(Hook.custodySessionId(e.input), `cc-${id.slice(4)}`)
+  })
+
+  it("a forged session_id with path characters stays a plain id", () => {
+    for (const forged of ["../../etc/passwd", "a/b", "..", "x".repeat(300), "CON", "é"]) {
+      const id = Hook.sessionId(decode({ ...base("Stop"), session_id: forged }).input)
+      assert.isTrue(Entry.isSessionId(id), id)
+      assert.match(id, /^cch-[0-9a-f]{8}-(_[0-9a-f]{40}|CON)$/)
+    }
+  })
+
+  it("falls back to the encoded cwd when the transcript path does not name the session", () => {
+    const a = Hook.sessionId(decode({ ...base("Stop"), transcript_path: "/elsewhere/other.jsonl" }).input)
+    const b = Hook.sessionId(decode({ ...base("Stop"), transcript_path: undefined }).input)
+    assert.strictEqual(a, b)
+    assert.strictEqual(a, Hook.sessionId(decode(base("Stop")).input))
+  })
+})
+
+describe("Hook.handle", () => {
+  it.effect("journals a call, its decision beside it, its outcome's bytes in the counters", () =>
+    Effect.gen(function*() {
+      const policy = Policy.toGuard({ all: [{ maxInvocations: 2 }, { denyList: ["Write"] }] })
+      const options = { policy, policyName: "p" }
+      const started = yield* Hook.handle(decode(base("SessionStart", { source: "startup" })), options)
+      const read = yield* Hook.handle(decode(pre("Read", { file_path: "/a" }, "t1")), options)
+      assert.deepStrictEqual(read.output, {})
+      yield* Hook.handle(
+        decode(base("PostToolUse", {
+          tool_name: "Read",
+          tool_input: { file_path: "/a" },
+          tool_use_id: "t1",
+          tool_response: { type: "text", file: { content: "alpha" } },
+          duration_ms: 3
+        })),
+        options
+      )
+      const write = yield* Hook.handle(decode(pre("Write", { file_path: "/b", content: "x" }, "t2")), options)
+      assert.deepStrictEqual(write.output, Hook.denyOutput("Write is on the deny list [denyList([\"Write\"])]"))
+      const sub = yield* Hook.handle(
+        decode(pre("mcp__files__read", {}, "t3", { agent_id: "a1b2", agent_type: "general-purpose" })),
+        options
+      )
+      assert.strictEqual(sub.verdict?._tag, "Deny")
+      assert.strictEqual(started.session, read.session)
+
+      const journal = yield* SessionJournal.SessionJournal
+      const entries = yield* Stream.runCollect(journal.entries(read.session))
+      assert.deepStrictEqual(entries.map((e) => e.kind), [
+        "claude-code.SessionStart",
+        "tool",
+        Hook.DECISION_KIND,
+        Entry.OUTCOME_KIND,
+        "tool",
+        Hook.DECISION_KIND,
+        "tool",
+        Hook.DECISION_KIND
+      ])
+      const tools = entries.filter(Entry.isTool)
+      assert.deepStrictEqual(tools.map((t) => [t.tool_name, t.server_id, t.agent_id, t.delegation_depth, t.allowed]), [
+        ["Read", "claude-code", "main", 0, true],
+        ["Write", "claude-code", "main", 0, false],
+        ["mcp__files__read", "files", "a1b2", 1, false]
+      ])
+      const decision = entries[5] as Entry.OtherEntry
+      assert.deepInclude(decision.payload as object, {
+        tool_use_id: "t2",
+        verdict: "deny",
+        guard: "denyList([\"Write\"])",
+        tool_sequence: tools[1]!.sequence
+      })
+      const state = yield* journal.state(read.session)
+      const responseBytes = JSON.stringify({ type: "text", file: { content: "alpha" } }).length
+      assert.strictEqual(state.data_flow.total_bytes_read, BigInt(responseBytes))
+      assert.strictEqual(state.data_flow.total_invocations, 3n)
+      assert.strictEqual((state.meta?.data as { custody_session?: string } | undefined)?.custody_session, `cc-${read.session.slice(4)}`)
+      const verified = yield* journal.verify(read.session)
+      assert.strictEqual(verified.entriesChecked, 8)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("maxBytesRead sees the outcome of an earlier Read", () =>
+    Effect.gen(function*() {
+      const options = { policy: Guard.maxBytesRead(10) }
+      const first = yield* Hook.handle(decode(pre("Read", {}, "r1")), options)
+      assert.strictEqual(first.verdict?._tag, "Allow")
+      yield* Hook.handle(
+        decode(base("PostToolUse", { tool_name: "Read", tool_input: {}, tool_use_id: "r1", tool_response: "x".repeat(20) })),
+        options
+      )
+      const second = yield* Hook.handle(decode(pre("Read", {}, "r2")), options)
+      assert.strictEqual(second.verdict?._tag, "Deny")
+    }).pipe(Effect.provide(layer)))
+})
+
+describe("Hook.refusal", () => {
+  it("denies a PreToolUse, exits 2 for the rest", () => {
+    const p = Hook.refusal("PreToolUse", "storage failed")
+    assert.strictEqual(p.exitCode, 0)
+    assert.deepStrictEqual(p.output, Hook.denyOutput("session-journal: storage failed"))
+    const other = Hook.refusal("Stop", "storage failed")
+    assert.strictEqual(other.exitCode, 2)
+    assert.isNull(other.output)
+    assert.strictEqual(Hook.refusal(null, "x").exitCode, 2)
+  })
+})

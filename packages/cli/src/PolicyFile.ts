@@ -1,0 +1,43 @@
+/**
+ * Reading a policy file (`Policy` of core): bounded, strict UTF-8, decoded with
+ * every wrong JSON path named. Kept apart from the `policy` commands so that the
+ * command hook loads it without the command tree.
+ *
+ * @since 0.4.0
+ */
+import { Policy } from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as fs from "node:fs"
+import { InvalidInput } from "./Failure.ts"
+import * as Input from "./Input.ts"
+
+/**
+ * Largest policy file read (1 MiB): far beyond any policy written by hand.
+ *
+ * @since 0.4.0
+ */
+export const MAX_POLICY_BYTES = 1024 * 1024
+
+/**
+ * Reads and decodes a policy file: strict UTF-8, at most `MAX_POLICY_BYTES`. A file
+ * that cannot be read or does not decode is `InvalidInput` on the file, naming
+ * every JSON path that is wrong and what was expected there.
+ *
+ * @since 0.4.0
+ */
+export const load = (file: string): Effect.Effect<Policy.Policy, InvalidInput> =>
+  Effect.tryPromise({
+    try: () => Input.readBounded(fs.createReadStream(file), file, MAX_POLICY_BYTES),
+    catch: (e) =>
+      new InvalidInput({ field: file, reason: `cannot read it: ${e instanceof Error ? e.message : String(e)}` })
+  }).pipe(
+    Effect.flatMap(Effect.fromResult),
+    Effect.flatMap((text) => {
+      const decoded = Policy.decodeText(text)
+      return Result.isSuccess(decoded)
+        ? Effect.succeed(decoded.success)
+        : Effect.fail(new InvalidInput({ field: `policy ${file}`, reason: decoded.failure.message }))
+    })
+  )
+

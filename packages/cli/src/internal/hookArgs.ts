@@ -1,0 +1,80 @@
+/**
+ * The arguments of `session-journal [global flags] claude-code hook [flags]`,
+ * recognized without the command tree, so that the command hook starts without
+ * loading it (`main.ts`). Anything this does not recognize (help, an unknown
+ * flag, a missing value) is left to the command tree, which reports it.
+ */
+
+/** The flags of the command hook. */
+export interface HookArgs {
+  /** `--root DIR` or the global `--dir DIR`. */
+  readonly root: string | undefined
+  /** `--postgres URL` (global). */
+  readonly postgres: string | undefined
+  /** `--policy FILE`. */
+  readonly policy: string | undefined
+  /** `--fail-open`. */
+  readonly failOpen: boolean
+  /** `--max-input-bytes N`. */
+  readonly maxInputBytes: number | undefined
+  /** `--wait DURATION`, in milliseconds. */
+  readonly waitMillis: number | undefined
+}
+
+// `--wait` takes a number and a unit: 500ms, 30s, 2m; a bare number is seconds.
+const WAIT_PATTERN = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$/
+
+/** Milliseconds of a `--wait` value, or undefined when it is not one (at most a day). */
+export const parseWaitMillis = (text: string): number | undefined => {
+  const m = WAIT_PATTERN.exec(text.trim())
+  if (m === null) return undefined
+  const n = Number(m[1])
+  const unit = m[2] ?? "s"
+  const millis = unit === "ms" ? n : unit === "s" ? n * 1000 : unit === "m" ? n * 60_000 : n * 3_600_000
+  return Number.isFinite(millis) && millis <= 24 * 3_600_000 ? millis : undefined
+}
+
+const valued = new Set(["--dir", "--postgres", "--root", "--policy", "--max-input-bytes", "--wait"])
+
+/** The hook's flags when `argv` (without node and the script) is exactly a hook invocation, else null. */
+export const hookArgs = (argv: ReadonlyArray<string>): HookArgs | null => {
+  const values = new Map<string, string>()
+  let failOpen = false
+  const words: Array<string> = []
+  for (let i = 0; i < argv.length; i++) {
+    let arg = argv[i]!
+    let value: string | undefined
+    const eq = arg.indexOf("=")
+    if (arg.startsWith("--") && eq > 0) {
+      value = arg.slice(eq + 1)
+      arg = arg.slice(0, eq)
+    }
+    if (valued.has(arg)) {
+      if (value === undefined) {
+        if (i + 1 >= argv.length) return null
+        value = argv[++i]!
+      }
+      if (values.has(arg)) return null
+      values.set(arg, value)
+    } else if (arg === "--fail-open" && value === undefined) failOpen = true
+    else if ((arg === "--json" || arg === "--verbose") && value === undefined) continue
+    else if (arg.startsWith("-")) return null
+    else words.push(arg)
+  }
+  if (words.length !== 2 || words[0] !== "claude-code" || words[1] !== "hook") return null
+  const bytes = values.get("--max-input-bytes")
+  const maxInputBytes = bytes === undefined ? undefined : /^\d{1,15}$/.test(bytes) ? Number(bytes) : NaN
+  if (Number.isNaN(maxInputBytes) || maxInputBytes === 0) return null
+  const wait = values.get("--wait")
+  const waitMillis = wait === undefined ? undefined : parseWaitMillis(wait)
+  if (wait !== undefined && waitMillis === undefined) return null
+  if (values.has("--root") && values.has("--dir")) return null
+  return {
+    root: values.get("--root") ?? values.get("--dir"),
+    postgres: values.get("--postgres"),
+    policy: values.get("--policy"),
+    failOpen,
+    maxInputBytes,
+    waitMillis
+  }
+}

@@ -1,0 +1,195 @@
+/**
+ * `session-journal claude-code hook` run directly, as Claude Code runs it (one
+ * process per event, the input on stdin): hostile inputs each get a clear
+ * refusal, the hook fails closed on storage it cannot use and on a corrupt
+ * session, `--fail-open` opts out, and parallel hooks on one session all get
+ * their answers under one policy (eight calls against maxInvocations 5: exactly
+ * five allowed). STRESS=1 runs 32 parallel hooks.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Hook } from "@session-journal/claude-code"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll } from "vitest"
+import { cleanup, hasNodeAdapter, run, start, tempDir } from "./Run.ts"
+
+const nodeAdapter = await hasNodeAdapter()
+const STRESS = process.env["STRESS"] === "1"
+
+afterAll(cleanup)
+
+const SID = "0b5c9da4-61e6-438c-8641-7d35b2b57c17"
+const event = (name: string, extra: Record<string, unknown> = {}) => ({
+  session_id: SID,
+  transcript_path: `/home/u/.claude/projects/-w/${SID}.jsonl`,
+  cwd: "/w",
+  hook_event_name: name,
+  ...extra
+})
+const pre = (tool: string, id: string, extra: Record<string, unknown> = {}) =>
+  event("PreToolUse", { tool_name: tool, tool_input: { file_path: "/w/a" }, tool_use_id: id, ...extra })
+
+const sessionOf = (e: Record<string, unknown>) => Hook.sessionId(e as never)
+
+const hook = (root: string, input: string | Uint8Array, args: ReadonlyArray<string> = []) =>
+  run(["claude-code", "hook", "--root", root, ...args], { input: input as string })
+
+const denial = (stdout: string): string | null => {
+  if (stdout === "") return null
+  const o = JSON.parse(stdout) as { hookSpecificOutput?: { permissionDecision?: string; permissionDecisionReason?: string } }
+  return o.hookSpecificOutput?.permissionDecision === "deny" ? o.hookSpecificOutput.permissionDecisionReason ?? "" : null
+}
+
+const show = async (root: string, id: string): Promise<Array<Record<string, unknown>>> => {
+  const r = await run(["--dir", root, "--json", "show", id])
+  assert.strictEqual(r.code, 0, r.stderr)
+  return r.stdout.trim().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l))
+}
+
+describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
+  it("journals an event and answers {} without a policy", async () => {
+    const root = path.join(tempDir(), "j")
+    const r = await hook(root, JSON.stringify(pre("Read", "t1")))
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.deepStrictEqual(JSON.parse(r.stdout), {})
+    const entries = await show(root, sessionOf(pre("Read", "t1")))
+    assert.deepStrictEqual(entries.map((e) => e["kind"]), ["tool", "claude-code.decision"])
+  })
+
+  it("hostile input: each gets a clear refusal, and nothing is journaled", async () => {
+    const root = path.join(tempDir(), "j")
+    const cases: Array<[string, string | Uint8Array, RegExp]> = [
+      ["invalid UTF-8", Buffer.from([0x7b, 0x22, 0xc3, 0x28, 0x22, 0x7d]), /not valid UTF-8/],
+      ["10,000-deep JSON", "[".repeat(10_000) + "]".repeat(10_000), /nested deeper than 128 levels/],
+      ["not JSON", "{\"session_id\":", /not JSON/],
+      ["a PreToolUse without tool_use_id", JSON.stringify(event("PreToolUse", { tool_name: "Bash", tool_input: {} })), /invalid/]
+    ]
+    for (const [what, input, reason] of cases) {
+      const r = await hook(root, input)
+      // A PreToolUse is denied; an input whose event cannot be read is refused with exit 2.
+      if (what.startsWith("a PreToolUse")) {
+        assert.strictEqual(r.code, 0, what)
+        assert.match(denial(r.stdout) ?? "", reason, what)
+      } else {
+        assert.strictEqual(r.code, 2, what)
+        assert.strictEqual(r.stdout, "", what)
+      }
+      assert.match(r.stderr, reason, what)
+    }
+    assert.isFalse(fs.existsSync(root) && fs.readdirSync(root).some((n) => n.startsWith("cch-")))
+  })
+
+  it("100 MB on stdin is refused after at most the bound, without being read whole", async () => {
+    const root = path.join(tempDir(), "j")
+    const child = start(["claude-code", "hook", "--root", root, "--max-input-bytes", "1048576"])
+    const out: Array<Buffer> = []
+    const err: Array<Buffer> = []
+    child.stdout!.on("data", (b: Buffer) => out.push(b))
+    child.stderr!.on("data", (b: Buffer) => err.push(b))
+    const closed = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
+    const chunk = Buffer.alloc(64 * 1024, 0x20)
+    let written = 0
+    let broken = false
+    child.stdin!.on("error", () => {
+      broken = true
+    })
+    while (!broken && written < 100 * 1024 * 1024 && child.exitCode === null) {
+      const ok = child.stdin!.write(chunk)
+      written += chunk.length
+      if (!ok) {
+        await new Promise<void>((resolve) => {
+          const done = () => resolve()
+          child.stdin!.once("drain", done)
+          child.once("close", done)
+          child.stdin!.once("error", done)
+        })
+      }
+    }
+    if (!broken) child.stdin!.end()
+    const code = await closed
+    assert.strictEqual(code, 2)
+    assert.match(Buffer.concat(err).toString(), /longer than the bound of 1 MiB/)
+    assert.strictEqual(Buffer.concat(out).toString(), "")
+    assert.isBelow(written, 100 * 1024 * 1024, "the hook read all of it")
+  })
+
+  it("an unknown event is recorded as such; a forged session_id stays inside the journal", async () => {
+    const dir = tempDir()
+    const root = path.join(dir, "j")
+    const unknown = event("SomethingNew", { detail: [1, { x: "y" }] })
+    const r = await hook(root, JSON.stringify(unknown))
+    assert.strictEqual(r.code, 0, r.stderr)
+    const entries = await show(root, sessionOf(unknown))
+    assert.deepStrictEqual(entries.map((e) => [e["kind"], (e["payload"] as Record<string, unknown>)["hook_event_name"]]), [
+      ["claude-code.unknown", "SomethingNew"]
+    ])
+
+    const forged = pre("Read", "t1", { session_id: "../../../escaped", transcript_path: "/x/../../../escaped.jsonl" })
+    const f = await hook(root, JSON.stringify(forged))
+    assert.strictEqual(f.code, 0, f.stderr)
+    const id = sessionOf(forged)
+    assert.match(id, /^cch-[0-9a-f]{8}-_[0-9a-f]{40}$/)
+    assert.deepStrictEqual(fs.readdirSync(dir).sort(), ["j"])
+    assert.include(fs.readdirSync(root), id)
+    assert.strictEqual((await show(root, id)).length, 2)
+  })
+
+  it("fails closed when storage is unusable or the session corrupt; --fail-open lets the call run", async () => {
+    const dir = tempDir()
+    const file = path.join(dir, "not-a-dir")
+    fs.writeFileSync(file, "x")
+    const denied = await hook(file, JSON.stringify(pre("Bash", "t1")))
+    assert.strictEqual(denied.code, 0)
+    assert.match(denial(denied.stdout) ?? "", /^session-journal: cannot record PreToolUse/)
+    const stop = await hook(file, JSON.stringify(event("Stop")))
+    assert.strictEqual(stop.code, 2)
+    assert.match(stop.stderr, /cannot record Stop/)
+    const open = await hook(file, JSON.stringify(pre("Bash", "t1")), ["--fail-open"])
+    assert.strictEqual(open.code, 1)
+    assert.strictEqual(open.stdout, "")
+    assert.match(open.stderr, /failing open/)
+
+    // A session whose stored bytes were changed.
+    const root = path.join(dir, "j")
+    assert.strictEqual((await hook(root, JSON.stringify(pre("Read", "r1")))).code, 0)
+    const sdir = path.join(root, sessionOf(pre("Read", "r1")))
+    const segment = fs.readdirSync(sdir).find((n) => n.endsWith(".jsonl"))!
+    const bytes = fs.readFileSync(path.join(sdir, segment), "utf8")
+    fs.writeFileSync(path.join(sdir, segment), bytes.replace("\"Read\"", "\"Reed\""))
+    const corrupt = await hook(root, JSON.stringify(pre("Read", "r2")))
+    assert.strictEqual(corrupt.code, 0)
+    assert.match(denial(corrupt.stdout) ?? "", /cannot record PreToolUse/)
+
+    // A policy file that does not decode denies too, naming the path.
+    const policy = path.join(dir, "bad.json")
+    fs.writeFileSync(policy, "{\"maxStreak\":-1}")
+    const bad = await hook(path.join(dir, "k"), JSON.stringify(pre("Read", "r3")), ["--policy", policy])
+    assert.match(denial(bad.stdout) ?? "", /\$\.maxStreak: expected a non-negative integer/)
+  })
+
+  it(`parallel hooks on one session: every one answered, maxInvocations holds (${STRESS ? 32 : 8} calls)`, async () => {
+    const dir = tempDir()
+    const root = path.join(dir, "j")
+    const policy = path.join(dir, "p.json")
+    fs.writeFileSync(policy, JSON.stringify({ maxInvocations: 5 }))
+    const n = STRESS ? 32 : 8
+    const results = await Promise.all(
+      Array.from({ length: n }, (_, i) => hook(root, JSON.stringify(pre("Read", `t${i}`)), ["--policy", policy]))
+    )
+    for (const r of results) assert.strictEqual(r.code, 0, r.stderr)
+    const reasons = results.map((r) => denial(r.stdout))
+    assert.strictEqual(reasons.filter((d) => d === null).length, 5)
+    for (const d of reasons.filter((d) => d !== null)) assert.strictEqual(d, "invocations would exceed 5 [maxInvocations(5)]")
+    const entries = await show(root, sessionOf(pre("Read", "t0")))
+    const tools = entries.filter((e) => e["kind"] === "tool")
+    assert.strictEqual(tools.length, n)
+    assert.deepStrictEqual(tools.map((t) => t["allowed"]), [...Array(5).fill(true), ...Array(n - 5).fill(false)])
+    // Each decision right after its call.
+    for (let i = 0; i < entries.length; i += 2) {
+      assert.strictEqual(entries[i]!["kind"], "tool")
+      assert.strictEqual((entries[i + 1]!["payload"] as Record<string, unknown>)["tool_sequence"], entries[i]!["sequence"])
+    }
+    const verified = await run(["--dir", root, "verify", sessionOf(pre("Read", "t0"))])
+    assert.strictEqual(verified.code, 0, verified.stderr)
+  }, STRESS ? 600_000 : 120_000)
+})
