@@ -10,6 +10,7 @@ import type { Figure, Scenario } from "./lib/harness.ts"
 import { jsonLine, notRun, table } from "./lib/harness.ts"
 import { chatScenario } from "./scenarios/chat.ts"
 import { claudeCodeArchive } from "./scenarios/claudeCode.ts"
+import { claudeCodeHook } from "./scenarios/claudeCodeHook.ts"
 import { fsManySessions, fsRecord } from "./scenarios/fs.ts"
 import { cliVerify, fsHistory } from "./scenarios/history.ts"
 import { memoryRecord } from "./scenarios/memory.ts"
@@ -30,6 +31,7 @@ const scenarios: ReadonlyArray<Scenario> = [
   cliVerify,
   cliStartup,
   claudeCodeArchive,
+  claudeCodeHook,
   pgRecord,
   fsSessionsTouched
 ]
