@@ -28,15 +28,23 @@
  *
  * The token comes from `$SESSION_JOURNAL_GUARD_TOKEN` (hooks inherit Claude
  * Code's environment), another variable (`--token-env NAME`), or a file only the
- * user can read (`--token-file FILE`, first line). This module imports nothing
- * but `node:http` and `node:fs` and is started without the command tree (the
- * bin loads it directly for `claude-code forward`), so a hook costs about one
- * Node start.
+ * user can read (`--token-file FILE`, first line; refused when others may read
+ * it). This module loads nothing but `node:http` and `node:fs` and is started
+ * without the command tree (`main.ts` loads it directly for
+ * `claude-code forward`), so a hook costs about one Node start.
  *
  * @since 0.4.0
  */
-import * as fs from "node:fs"
-import * as http from "node:http"
+import type * as Fs from "node:fs"
+import type * as Http from "node:http"
+import { createRequire } from "node:module"
+
+// Loaded with `createRequire`, not `import`: an ES module import of a builtin reads
+// every export of it, and `node:http`'s lazy `WebSocket` and friends then load
+// undici, which costs more than the rest of the forwarder (about 50–150 ms).
+const load = createRequire(import.meta.url)
+const fs = load("node:fs") as typeof Fs
+const http = load("node:http") as typeof Http
 
 /**
  * Largest event read from stdin: 4 MiB, the guard's bound (`Hook.MAX_INPUT_BYTES`,
@@ -189,6 +197,14 @@ const eventName = (body: Buffer): string | null => {
 const readToken = (options: Options): string | { readonly problem: string } => {
   if (options.tokenFile !== undefined) {
     try {
+      const mode = fs.statSync(options.tokenFile).mode
+      if (process.platform !== "win32" && (mode & 0o077) !== 0) {
+        return {
+          problem: `the token file ${options.tokenFile} may be read by others (mode ${
+            (mode & 0o777).toString(8)
+          }); chmod 600 it`
+        }
+      }
       const token = fs.readFileSync(options.tokenFile, "utf8").split("\n")[0]!.trim()
       return token === "" ? { problem: `the token file ${options.tokenFile} is empty` } : token
     } catch (e) {

@@ -176,7 +176,9 @@ describe.skipIf(!nodeAdapter)("claude-code guard", () => {
         400
       ],
       ["a JSON array", request(g.port, "[1,2,3]"), 400],
-      ["a JSON string", request(g.port, "\"PreToolUse\""), 400]
+      ["a JSON string", request(g.port, "\"PreToolUse\""), 400],
+      ["no event name", request(g.port, JSON.stringify({ session_id: SID, cwd: "/tmp/x" })), 400],
+      ["10,000 levels deep", request(g.port, "[".repeat(10_000) + "]".repeat(10_000)), 400]
     ]
     for (const [what, answer, status] of refused) {
       const a = await answer
@@ -208,6 +210,13 @@ describe.skipIf(!nodeAdapter)("claude-code guard", () => {
       more()
     })
     assert.strictEqual(chunked, 413)
+    // A PreToolUse that is JSON but not a valid event is denied (a 4xx would let the
+    // call run under an http hook), and recorded nowhere either.
+    const { tool_use_id: _, ...incomplete } = JSON.parse(event) as Record<string, unknown>
+    const invalid = await request(g.port, JSON.stringify(incomplete))
+    assert.strictEqual(invalid.status, 200, invalid.body)
+    assert.isTrue(isDeny(invalid.body), invalid.body)
+    assert.include(invalid.body, "tool_use_id")
     assert.deepStrictEqual(sessionsIn(g.dir), [], "a refused request recorded something")
 
     // The same event, properly sent, is journaled: the refusals above were not vacuous.
@@ -380,6 +389,11 @@ describe.skipIf(!nodeAdapter)("claude-code forward", () => {
     const fromFile = await forward(g.url, preToolUse(3), {}, ["--token-file", file])
     assert.isTrue(isDeny(fromFile.stdout))
     assert.include(fromFile.stdout, "denyList")
+    // A token file others may read is not used: the call is denied without asking.
+    fs.chmodSync(file, 0o644)
+    const readable = await forward(g.url, preToolUse(4), {}, ["--token-file", file])
+    assert.isTrue(isDeny(readable.stdout))
+    assert.include(readable.stdout, "may be read by others (mode 644)")
     await stop(g)
     const tools = await toolEntries(g.dir)
     // The call sent with a wrong token was not recorded.
