@@ -9,7 +9,7 @@ import { requireOneCore } from "./lib/oneCore.ts"
 import type { Figure, Scenario } from "./lib/harness.ts"
 import { jsonLine, notRun, table } from "./lib/harness.ts"
 import { chatScenario } from "./scenarios/chat.ts"
-import { claudeCodeArchive } from "./scenarios/claudeCode.ts"
+import { claudeCodeArchive, claudeCodeFollow } from "./scenarios/claudeCode.ts"
 import { claudeCodeHook } from "./scenarios/claudeCodeHook.ts"
 import { fsManySessions, fsRecord } from "./scenarios/fs.ts"
 import { cliVerify, fsHistory } from "./scenarios/history.ts"
@@ -31,6 +31,7 @@ const scenarios: ReadonlyArray<Scenario> = [
   cliVerify,
   cliStartup,
   claudeCodeArchive,
+  claudeCodeFollow,
   claudeCodeHook,
   pgRecord,
   fsSessionsTouched

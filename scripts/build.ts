@@ -4,7 +4,8 @@
  * compiled from `src/` by `tsc -b` (each package's `tsconfig.json`), and for a
  * package with a command (an `imports["#main"]` entry in its package.json) its
  * `src/main.ts` bundled with everything it imports into the `#main` target, so
- * the command starts from one file on any supported Node.
+ * the command starts from one entry file (and the chunks it imports on demand) on
+ * any supported Node.
  *
  * The bundle (`bundle.ts`) makes one change to a dependency's code: the
  * grapheme segmenter of `effect/cli`'s help layout is created on its first use,

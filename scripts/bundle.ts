@@ -53,6 +53,11 @@ export interface BundleOptions {
   readonly output: string
   /** Whether to make the grapheme segmenter lazy (default true; false bundles Effect unchanged). */
   readonly lazyGraphemes?: boolean
+  /**
+   * Export conditions tried before the published ones (`["@session-journal/source"]`
+   * bundles the workspace's packages from their sources, as tests do).
+   */
+  readonly conditions?: ReadonlyArray<string>
 }
 
 /** Bundles `input` into `output` (minified, with a source map). */
@@ -62,7 +67,7 @@ export const bundleCommand = async (options: BundleOptions): Promise<void> => {
     cwd: options.dir,
     platform: "node",
     // Dependencies resolve as they will for a host: the published `default` targets.
-    resolve: { conditionNames: ["node", "import", "default"] },
+    resolve: { conditionNames: [...(options.conditions ?? []), "node", "import", "default"] },
     logLevel: "warn",
     plugins: options.lazyGraphemes === false ? [] : [lazyGraphemes()],
     output: {

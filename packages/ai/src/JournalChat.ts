@@ -14,7 +14,8 @@
  * stamp, `timeToLive` expires a chat (history stays on the chain), each save stores
  * that chat's view (the last writer wins), a failed save after a turn is a defect
  * holding the `PersistenceError`, and `get` of an unknown chat is
- * `ChatNotFoundError`.
+ * `ChatNotFoundError`. Concurrent turns of one chat run one after another, each
+ * with its save, and the stamps stored are the ones the chat holds.
  *
  * @since 0.1.0
  */
@@ -189,24 +190,41 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       }
     }
 
-    // As `Chat.layerPersisted`: the messages added since `prev` get the message id
-    // of the last assistant message before them, or a new one.
-    const saveChat = (prev: Prompt.Prompt) =>
-      Effect.gen(function*() {
-        const current = yield* Ref.get(chat.history)
-        const last = prev.content[prev.content.length - 1]
-        let messageId: string | undefined = undefined
-        if (last !== undefined && last.role === "assistant") {
-          const stamp = last.options[Chat.Persistence.key] as { readonly messageId?: string } | undefined
-          messageId = stamp?.messageId
+    // Turns of this chat take turns, each with its save (the chat's own turns already
+    // run one at a time): the messages after the history a turn started from are the
+    // running turn's, and every save stamps them before it stores them.
+    const turns = Semaphore.makeUnsafe(1)
+    let running: { readonly prev: Prompt.Prompt; messageId: string | undefined } | undefined = undefined
+
+    // As `Chat.layerPersisted`: the messages a turn adds get the message id of the
+    // last assistant message before them, or a new one. Read under the save's lock,
+    // so the stamps a save stores are the ones the chat holds, once and for all.
+    const stamped = Effect.gen(function*() {
+      const current = (yield* Ref.get(chat.history)).content
+      const turn = running
+      if (turn === undefined) return current
+      for (let i = turn.prev.content.length; i < current.length; i++) {
+        if (turn.messageId === undefined) {
+          const last = turn.prev.content[turn.prev.content.length - 1]
+          if (last !== undefined && last.role === "assistant") {
+            const stamp = last.options[Chat.Persistence.key] as { readonly messageId?: string } | undefined
+            turn.messageId = stamp?.messageId
+          }
+          if (turn.messageId === undefined) turn.messageId = yield* idGenerator.generateId()
         }
-        if (messageId === undefined) messageId = yield* idGenerator.generateId()
-        for (let i = prev.content.length; i < current.content.length; i++) {
-          ;(current.content[i]!.options as Record<string, unknown>)[Chat.Persistence.key] = { messageId }
-        }
-        yield* Ref.set(chat.history, current)
-        yield* store(chatId, sid, view, current.content, ttl, context)
-      })
+        const options = current[i]!.options as Record<string, unknown>
+        const stamp = options[Chat.Persistence.key] as { readonly messageId?: string } | undefined
+        if (stamp?.messageId !== turn.messageId) options[Chat.Persistence.key] = { messageId: turn.messageId }
+      }
+      return current
+    })
+    const saveChat = store(chatId, sid, view, stamped, ttl, context)
+    const endTurn = Effect.orDie(saveChat).pipe(Effect.ensuring(Effect.sync(() => {
+      running = undefined
+    })))
+    const startTurn = Effect.map(Ref.get(chat.history), (prev) => {
+      running = { prev, messageId: undefined }
+    })
 
     const decide = (name: string, params: unknown, toolCallId: string | undefined) =>
       decisions.withPermits(1)(Effect.gen(function*() {
@@ -235,21 +253,23 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         : { ...o, toolkit: Tools.guardToolkit(o.toolkit as LanguageModel.ToolkitInput<Record<string, Tool.Any>>, decide) }
 
     type Run = (o: unknown) => Effect.Effect<unknown, unknown, unknown>
+    const turn = (run: Run) => (o: { readonly toolkit?: unknown }) =>
+      turns.withPermits(1)(Effect.andThen(startTurn, Effect.ensuring(run(withGuard(o)), endTurn)))
     const persisted: Chat.Persisted = {
       ...chat,
       id: chatId,
-      save: Effect.flatMap(Ref.get(chat.history), saveChat),
-      generateText: ((o: { readonly toolkit?: unknown }) =>
-        Effect.flatMap(Ref.get(chat.history), (prev) =>
-          (chat.generateText as Run)(withGuard(o)).pipe(Effect.ensuring(Effect.orDie(saveChat(prev)))))) as Chat.Chat["generateText"],
-      generateObject: ((o: { readonly toolkit?: unknown }) =>
-        Effect.flatMap(Ref.get(chat.history), (prev) =>
-          (chat.generateObject as Run)(withGuard(o)).pipe(Effect.ensuring(Effect.orDie(saveChat(prev)))))) as Chat.Chat["generateObject"],
+      save: saveChat,
+      generateText: turn(chat.generateText as Run) as Chat.Chat["generateText"],
+      generateObject: turn(chat.generateObject as Run) as Chat.Chat["generateObject"],
       streamText: ((o: { readonly toolkit?: unknown }) =>
-        Stream.unwrap(Effect.map(Ref.get(chat.history), (prev) =>
-          (chat.streamText as (o: unknown) => Stream.Stream<unknown, unknown, unknown>)(withGuard(o)).pipe(
-            Stream.ensuring(Effect.orDie(saveChat(prev)))
-          )))) as Chat.Chat["streamText"]
+        Stream.unwrap(Effect.gen(function*() {
+          // Held until the stream and its save are done, as the chat holds its own turn.
+          yield* turns.takeScoped(1)
+          yield* startTurn
+          return (chat.streamText as (o: unknown) => Stream.Stream<unknown, unknown, unknown>)(withGuard(o)).pipe(
+            Stream.ensuring(endTurn)
+          )
+        }))) as Chat.Chat["streamText"]
     }
     return persisted
   })
@@ -271,7 +291,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     // entry, records the expiry on the chain; the old history stays there.
     view.exists = false
     const context = { params: toolParams, recorded: new WeakSet<object>(), pending: [], used: () => {} }
-    yield* store(chatId, sid, view, [], ttl, context)
+    yield* store(chatId, sid, view, Effect.succeed([]), ttl, context)
     if (ChatStore.isMapped(chatId)) {
       // Metadata is JSON on the journal's terms: an id with a lone surrogate is kept
       // as its JSON text, which escapes it.

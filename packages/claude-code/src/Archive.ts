@@ -9,9 +9,11 @@
  *
  * @since 0.1.0
  */
-import { Entry, JournalState, SessionJournal } from "@session-journal/core"
+import { Entry, JournalState, SessionJournal, StorageError, StorageReason } from "@session-journal/core"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -21,6 +23,7 @@ import * as Planner from "./Planner.ts"
 import * as ProjectDir from "./ProjectDir.ts"
 import * as SessionIds from "./SessionIds.ts"
 import * as Sync from "./Sync.ts"
+import * as Transcript from "./Transcript.ts"
 
 /**
  * Options of a run.
@@ -70,74 +73,137 @@ export const defaultSource = (env: Record<string, string | undefined> = process.
 
 /**
  * What `follow` remembers between passes: each file's stamp when it was last
- * brought in completely, the spawns of each main transcript, sub-agents still
- * waiting for their parent's entry, and sessions already recorded as missing.
+ * brought in completely, where each recently read transcript was read to, the
+ * spawns of each main transcript, sub-agents still waiting for their parent's
+ * entry, sessions already recorded as missing, and the transcripts last seen.
  *
  * @since 0.1.0
  */
 export class Cache {
   /** Each file's stamp when last brought in, and until when a failed file is left alone (ms since the epoch). */
   readonly stamps = new Map<string, { readonly stamp: Source.Stamp; readonly retryAt: number | null }>()
+  /**
+   * Where each recently read transcript was read to, by path, so that a grown file
+   * is read from there on (at most 256, the least recently used forgotten).
+   *
+   * @since 0.3.0
+   */
+  readonly resumes = new Map<string, Sync.Resume>()
   /** The spawns of each main transcript, by its session id. */
   readonly spawns = new Map<string, Sync.Spawns>()
   /** Sub-agent sessions whose parent entry is not known yet. */
   readonly unlinked = new Set<string>()
   /** Sessions already recorded as missing. */
   readonly missing = new Set<string>()
-  /** Transcript paths of the previous pass; null before the first. */
-  seen: ReadonlySet<string> | null = null
+  /**
+   * The transcripts of the source as last seen, by path; null before the first pass.
+   *
+   * @since 0.3.0
+   */
+  known: Map<string, SessionIds.Transcript> | null = null
 }
 
 // How long a file that failed is left alone while it does not change.
 const RETRY_MILLIS = 5_000
 
+// Resumes kept (each holds a transcript's pairing and sub-agent state).
+const MAX_RESUMES = 256
+
 const sameStamp = (a: Source.Stamp | undefined, b: Source.Stamp | null) =>
-  a !== undefined && b !== null && a.size === b.size && a.mtimeMs === b.mtimeMs && a.ino === b.ino
+  a !== undefined && b !== null && a.size === b.size && a.mtimeMs === b.mtimeMs && a.ino === b.ino && a.dev === b.dev
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
+const under = (p: string, entry: string) => p === entry || p.startsWith(entry + path.sep)
+
+interface Pass {
+  readonly report: Report
+  /** Files that failed, to be looked at again after a while. */
+  readonly failed: ReadonlyArray<string>
+}
+
 /**
- * One pass over the source. Fails only when the source itself cannot be used;
- * with a `cache` (as `follow` passes), files unchanged since their last complete
- * pass are skipped and not reported.
- *
- * @since 0.1.0
+ * One pass: over the whole source (`entries` null) or over some entries of it
+ * (each a file, or a directory and what is under it, by its names from the source).
  */
-export const archive = (
-  options?: Options,
-  cache?: Cache
-): Effect.Effect<Report, SourceError, SessionJournal.SessionJournal> =>
+const pass = (
+  options: Options | undefined,
+  cache: Cache | undefined,
+  entries: ReadonlyArray<ReadonlyArray<string>> | null,
+  beforeList?: (dir: string) => Effect.Effect<void>
+): Effect.Effect<Pass, SourceError, SessionJournal.SessionJournal> =>
   Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
     const limits: Sync.Limits = { ...Sync.DEFAULT_LIMITS, ...options?.limits }
     const root = yield* Source.checkRoot(options?.source ?? defaultSource())
     const project = options?.project
     const wanted = (name: string) => project === undefined || ProjectDir.matches(name, project)
-    const scanned = yield* Source.scan(root, wanted)
-    const refused: Array<Refused> = [...scanned.refused]
+    const refused: Array<Refused> = []
+    const found = new Map<string, SessionIds.Transcript>()
+    const stamps = new Map<string, Source.Stamp>()
+    const take = (scanned: Source.Scanned): Set<string> => {
+      refused.push(...scanned.refused)
+      const here = new Set<string>()
+      for (const f of scanned.files) {
+        const t = SessionIds.classify(f.project, f.relative)
+        if (t === null) continue
+        found.set(f.path, t)
+        stamps.set(f.path, f.stamp)
+        here.add(f.path)
+      }
+      return here
+    }
+    const previous = cache?.known ?? null
+    const known = entries === null || previous === null ? new Map<string, SessionIds.Transcript>() : previous
+    let removed = previous === null
+    if (entries === null || previous === null) {
+      take(yield* Source.scan(root, wanted, [], beforeList))
+      for (const p of previous?.keys() ?? []) if (!found.has(p)) removed = true
+      for (const [p, t] of found) known.set(p, t)
+    } else {
+      for (const parts of entries) {
+        const now = take(yield* Source.scan(root, wanted, parts, beforeList))
+        const entry = path.join(root, ...parts)
+        for (const p of Array.from(known.keys())) {
+          if (under(p, entry) && !now.has(p)) {
+            known.delete(p)
+            removed = true
+          }
+        }
+        for (const p of now) known.set(p, found.get(p)!)
+      }
+    }
+    if (cache !== undefined) cache.known = known
     const mains: Array<{ t: SessionIds.Transcript; file: string }> = []
     const subs: Array<{ t: Extract<SessionIds.Transcript, { _tag: "SubAgent" }>; file: string }> = []
-    for (const f of scanned.files) {
-      const t = SessionIds.classify(f.project, f.relative)
-      if (t === null) continue
-      if (t._tag === "Main") mains.push({ t, file: f.path })
-      else subs.push({ t, file: f.path })
+    for (const [file, t] of found) {
+      if (t._tag === "Main") mains.push({ t, file })
+      else subs.push({ t, file })
     }
+    mains.sort((a, b) => (a.file < b.file ? -1 : 1))
+    subs.sort((a, b) => (a.file < b.file ? -1 : 1))
     const files: Array<Sync.FileReport> = []
+    const failed: Array<string> = []
     const seen = new Set<string>()
     const spawnsOf = new Map<string, Sync.Spawns>()
-    let changedParents = new Set<string>()
+    const changedParents = new Set<string>()
 
     const one = (t: SessionIds.Transcript, file: string, parent: Sync.Spawns | undefined, force: boolean) =>
       Effect.gen(function*() {
         seen.add(SessionIds.sessionId(t))
-        const before = cache === undefined ? null : yield* Effect.orElseSucceed(Source.stamp(file), () => null)
+        // As the walk saw it (a forced sub-agent the walk did not visit is stamped here).
+        const walked = stamps.get(file)
+        const before = cache === undefined
+          ? null
+          : walked ?? (yield* Effect.orElseSucceed(Source.stamp(Sync.locationOf(root, t)), () => null))
         const known = cache?.stamps.get(file)
         if (
           !force && known !== undefined && sameStamp(known.stamp, before) &&
           (known.retryAt === null || known.retryAt > Date.now())
         ) return undefined
-        const result = yield* Sync.syncFile(t, file, limits, parent)
+        const resume = cache?.resumes.get(file)
+        const result = yield* Sync.syncFile(t, root, limits, parent, resume)
+        if (result.report.status === "failed") failed.push(file)
         if (cache !== undefined) {
           // A file is looked at again when it changes; one that failed also after a while
           // (a lock held by another writer goes away without the file changing).
@@ -147,6 +213,11 @@ export const archive = (
             cache.stamps.set(file, { stamp: before, retryAt })
           }
           cache.missing.delete(SessionIds.sessionId(t))
+          cache.resumes.delete(file)
+          if (result.resume !== undefined) {
+            cache.resumes.set(file, result.resume)
+            if (cache.resumes.size > MAX_RESUMES) cache.resumes.delete(cache.resumes.keys().next().value!)
+          }
         }
         if (cache === undefined || result.report.status !== "unchanged") files.push(result.report)
         return result
@@ -161,6 +232,14 @@ export const archive = (
         changedParents.add(key)
       }
     }
+    // A sub-agent still waiting for its parent's entry is looked at again when the parent changed.
+    if (entries !== null && cache !== undefined) {
+      for (const [file, t] of known) {
+        if (t._tag === "SubAgent" && !found.has(file) && cache.unlinked.has(SessionIds.sessionId(t)) && changedParents.has(SessionIds.parentId(t))) {
+          subs.push({ t, file })
+        }
+      }
+    }
     for (const { t, file } of subs) {
       const parentKey = SessionIds.parentId(t)
       const parent = spawnsOf.get(parentKey) ?? cache?.spawns.get(parentKey)
@@ -172,15 +251,10 @@ export const archive = (
         else cache.unlinked.add(id)
       }
     }
-    changedParents = new Set()
 
     // Sessions of this source whose transcript is gone. A follow pass looks only
-    // when a transcript of the previous pass is no longer there.
-    const paths = new Set([...mains, ...subs].map((x) => x.file))
-    const previous = cache?.seen ?? null
-    if (cache !== undefined) cache.seen = paths
-    const vanished = previous === null || Array.from(previous).some((p) => !paths.has(p))
-    const sessions = vanished ? yield* Effect.orElseSucceed(journal.list, () => []) : []
+    // when a transcript it knew is no longer there.
+    const sessions = removed ? yield* Effect.orElseSucceed(journal.list, () => []) : []
     for (const info of sessions) {
       if (!info.id.startsWith(SessionIds.PREFIX) || seen.has(info.id) || cache?.missing.has(info.id) === true) continue
       const state = yield* Effect.option(journal.state(info.id))
@@ -188,9 +262,10 @@ export const archive = (
       const data = state.value.meta?.data
       if (!isRecord(data) || typeof data["source"] !== "string" || typeof data["project"] !== "string") continue
       const source = data["source"]
-      if (!source.startsWith(root + path.sep) || !wanted(data["project"])) continue
+      const loc = Source.locate(root, source)
+      if (loc === null || !wanted(data["project"])) continue
       // Present, or refused (a link now stands there: reported by the walk, not taken for a deletion).
-      const now = yield* Effect.result(Source.stamp(source))
+      const now = yield* Effect.result(Source.stamp(loc))
       if (now._tag === "Failure" || now.success !== null) continue
       const retained = JournalState.entries(state.value)
       const last = retained[retained.length - 1]
@@ -212,8 +287,22 @@ export const archive = (
       })
       if (recorded._tag === "Success") cache?.missing.add(info.id)
     }
-    return { source: root, files, refused }
-  }).pipe(Effect.withSpan("ClaudeCode.archive"))
+    return { report: { source: root, files, refused }, failed }
+  })
+
+/**
+ * One pass over the source. Fails only when the source itself cannot be used;
+ * with a `cache` (as `follow` passes), files unchanged since their last complete
+ * pass are skipped and not reported, and a grown file is read from where the
+ * last pass left it.
+ *
+ * @since 0.1.0
+ */
+export const archive = (
+  options?: Options,
+  cache?: Cache
+): Effect.Effect<Report, SourceError, SessionJournal.SessionJournal> =>
+  Effect.map(pass(options, cache, null), (p) => p.report).pipe(Effect.withSpan("ClaudeCode.archive"))
 
 // The highest line number among the retained entries (a hint for the reader only).
 const countLines = (entries: ReadonlyArray<Entry.Entry>): number => {
@@ -224,34 +313,127 @@ const countLines = (entries: ReadonlyArray<Entry.Entry>): number => {
   return 0
 }
 
+// Changed entries noted between passes before a full pass is cheaper than keeping count.
+const MAX_PENDING = 4_096
+
+// The longest wait between full passes when the tree cannot be watched and nothing changes.
+const MAX_POLL_MILLIS = 5_000
+
 /**
- * Archives, then keeps archiving every `interval` (default 200 ms) what changed,
- * handing each pass's report (only files that changed) to `onPass`, until
- * interrupted. A new complete line is journaled within `interval` plus one pass.
+ * Archives, then follows the tree: every directory of it is watched
+ * (`fs.watch`, one directory each, started before the walk lists it), and every `interval` (default 200 ms) the
+ * entries that changed are looked at again (a file: brought in when its size,
+ * modification time or inode changed, reading only what was appended when its
+ * remembered prefix still holds; a new directory: walked), each pass's report
+ * (only files that changed) handed to `onPass`, until interrupted. An idle
+ * follow does no file-system work between full passes, which walk the whole tree
+ * every `rescan` (default 1 minute) in case an event was lost. Where a directory
+ * cannot be watched (no inotify watches left, say), it falls back to full passes
+ * every `interval`, backing off to every 5 s while nothing changes. A new
+ * complete line is journaled within `interval` plus one pass (when watching).
  *
  * @since 0.1.0
  */
 export const follow = <E, R>(
-  options: Options & { readonly interval?: Duration.Input | undefined },
+  options: Options & {
+    readonly interval?: Duration.Input | undefined
+    /** How often the whole tree is walked in case an event was lost (default 1 minute). */
+    readonly rescan?: Duration.Input | undefined
+  },
   onPass: (report: Report) => Effect.Effect<void, E, R>
 ): Effect.Effect<never, SourceError | E, SessionJournal.SessionJournal | R> =>
-  Effect.gen(function*() {
+  Effect.scoped(Effect.gen(function*() {
     const cache = new Cache()
-    const interval = options.interval ?? Duration.millis(200)
+    const interval = Duration.toMillis(Duration.fromInputUnsafe(options.interval ?? Duration.millis(200)))
+    const rescan = Duration.toMillis(Duration.fromInputUnsafe(options.rescan ?? Duration.minutes(1)))
+    const scope = yield* Effect.scope
+    const root = path.resolve(options.source ?? defaultSource())
+    // What the watches reported since the last pass: paths of changed entries.
+    const pending = new Set<string>()
+    let overflow = false
+    let unwatched = false
+    const note = (p: string) => {
+      if (pending.size >= MAX_PENDING) overflow = true
+      else pending.add(p)
+    }
+    const watches = new Map<string, Scope.Closeable>()
+    // Each directory is watched before the walk lists it, so nothing written after the listing goes unreported.
+    let walked = new Set<string>()
+    const watchDir = (dir: string) =>
+      Effect.gen(function*() {
+        walked.add(dir)
+        if (watches.has(dir)) return
+        const s = yield* Scope.fork(scope)
+        const ok = yield* Source.watch(dir, (name) => note(name === null ? dir : path.join(dir, name)), () => {
+          unwatched = true
+        }).pipe(Scope.provide(s), Effect.as(true), Effect.orElseSucceed(() => false))
+        if (ok) watches.set(dir, s)
+        else {
+          unwatched = true
+          yield* Scope.close(s, Exit.void)
+        }
+      })
+    // After a full walk: the watches of directories no longer there are closed.
+    const unwatchGone = Effect.gen(function*() {
+      for (const [dir, s] of watches) {
+        if (walked.has(dir)) continue
+        watches.delete(dir)
+        yield* Scope.close(s, Exit.void)
+      }
+    })
+    // Failed files are looked at again after a while, though no event comes.
+    const retry = new Map<string, number>()
     let reportedRefused = new Set<string>()
+    let lastFull = -Infinity
+    let pollDelay = interval
     for (;;) {
-      const report = yield* archive(options, cache)
+      const now = Date.now()
+      for (const [file, at] of retry) {
+        if (at > now) continue
+        retry.delete(file)
+        note(file)
+      }
+      const full = overflow || pending.has(root) || now - lastFull >= (unwatched ? pollDelay : rescan)
+      if (!full && pending.size === 0) {
+        yield* Effect.sleep(interval)
+        continue
+      }
+      // The entries to look at: none below another one of them.
+      const entries: Array<ReadonlyArray<string>> = []
+      for (const p of pending) {
+        const loc = Source.locate(root, p)
+        if (loc === null) continue
+        let covered = false
+        for (let up = path.dirname(p); up !== root && up.length > root.length; up = path.dirname(up)) {
+          if (pending.has(up)) covered = true
+        }
+        if (!covered) entries.push(loc.parts)
+      }
+      pending.clear()
+      overflow = false
+      if (full) walked = new Set()
+      const result = yield* pass(options, cache, full ? null : entries, watchDir)
+      if (full) {
+        // The next full walk is `rescan` after this one ended, however long it took.
+        lastFull = Date.now()
+        yield* unwatchGone
+      }
+      for (const file of result.failed) retry.set(file, Date.now() + RETRY_MILLIS)
+      const { report } = result
       // A refused path is reported when it first shows up, not on every pass.
       const fresh = report.refused.filter((r) => !reportedRefused.has(r.path))
-      reportedRefused = new Set(report.refused.map((r) => r.path))
+      reportedRefused = full ? new Set(report.refused.map((r) => r.path)) : new Set([...reportedRefused, ...fresh.map((r) => r.path)])
       if (report.files.length > 0 || fresh.length > 0) yield* onPass({ ...report, refused: fresh })
+      pollDelay = report.files.length > 0 ? interval : Math.min(pollDelay * 2, MAX_POLL_MILLIS)
       yield* Effect.sleep(interval)
     }
-  })
+  }))
 
 /**
  * The current version of a transcript, byte for byte, from its journal session:
- * every line after applying each divergence, each followed by its newline.
+ * every line after applying each divergence, each followed by its newline. A
+ * version holding a line journaled as an oversized-line marker cannot be given
+ * back: a `StorageError` (operation `restore`) names the line.
  *
  * @since 0.1.0
  */
@@ -265,5 +447,12 @@ export const restore = (
     yield* journal.entries(id).pipe(Stream.runForEachArray((chunk) => Effect.sync(() => {
       for (const e of chunk) restorer.push(e)
     })))
+    const lost = restorer.lines.findIndex(Transcript.isOversized)
+    if (lost >= 0) {
+      return yield* new StorageError({
+        operation: "restore",
+        reason: new StorageReason.NotKept({ what: `line ${lost + 1}` })
+      })
+    }
     return Planner.bytesOf(restorer.lines)
   }).pipe(Effect.withSpan("ClaudeCode.restore"))

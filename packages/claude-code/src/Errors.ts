@@ -15,7 +15,9 @@ import * as Schema from "effect/Schema"
  */
 export class SourceError extends Schema.TaggedError<SourceError>()("SourceError", {
   path: Schema.String,
-  reason: Schema.String
+  reason: Schema.String,
+  /** The node error code of the failed call (`ENOENT`, `ELOOP`, …), when there was one. */
+  code: Schema.optionalKey(Schema.String)
 }) {
   override get message(): string {
     return `${this.path}: ${this.reason}`

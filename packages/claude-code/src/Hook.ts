@@ -17,7 +17,7 @@
  *   `tool_input`, `agent_id`, `verdict` (`allow` | `deny`), `guard`, `reason`.
  * - `PostToolUse` / `PostToolUseFailure`: a `tool.outcome` entry (core's
  *   `Entry.OUTCOME_KIND`): `tool_use_id`, `tool_name`, `agent_id`, `bytes_read`
- *   (the UTF-8 length of the JSON text of `tool_response`, or of `error`),
+ *   (what the call returned to the agent, `responseBytes`, or the `error`),
  *   `bytes_written` 0, `duration_ms`, `error` (null on success), `is_interrupt`,
  *   and the SHA-256 of the response's JSON text. Its bytes reach the data-flow
  *   counters (docs/DESIGN.md §13): a Read's bytes are known only after it ran.
@@ -397,6 +397,37 @@ export const UNKNOWN_KIND = "claude-code.unknown"
  */
 export const kindOf = (name: KnownName): string => `claude-code.${name}`
 
+const WRITING_TOOLS = new Set(["Write", "Edit", "MultiEdit", "NotebookEdit"])
+
+const field = (o: Schema.Json | undefined, key: string): Schema.Json | undefined =>
+  typeof o === "object" && o !== null && !Array.isArray(o) ? (o as { readonly [k: string]: Schema.Json })[key] : undefined
+
+/**
+ * The bytes a call returned to the agent, from its PostToolUse `tool_response`:
+ * a Read's file content (a text file; any other result's JSON text), a Bash
+ * call's stdout plus stderr, nothing for the tools that write (Write, Edit,
+ * MultiEdit, NotebookEdit: their response echoes what they wrote, which their
+ * tool entry counted as written), and for every other tool the UTF-8 length of
+ * the response's JSON text. What an outcome adds to `total_bytes_read`.
+ *
+ * @since 0.4.0
+ */
+export const responseBytes = (toolName: string, response: Schema.Json): number => {
+  if (WRITING_TOOLS.has(toolName)) return 0
+  if (toolName === "Read") {
+    const content = field(field(response, "file"), "content")
+    return typeof content === "string" ? utf8Length(content) : jsonBytes(response)
+  }
+  if (toolName === "Bash") {
+    const out = field(response, "stdout")
+    const err = field(response, "stderr")
+    if (typeof out === "string" || typeof err === "string") {
+      return (typeof out === "string" ? utf8Length(out) : 0) + (typeof err === "string" ? utf8Length(err) : 0)
+    }
+  }
+  return jsonBytes(response)
+}
+
 const digest = (value: Schema.Json): string => bytesToHex(sha256(new TextEncoder().encode(JSON.stringify(value))))
 
 /**
@@ -431,7 +462,7 @@ export const entryOf = (event: Exclude<HookEvent, { readonly name: "PreToolUse" 
           tool_use_id: event.input.tool_use_id,
           tool_name: event.input.tool_name,
           agent_id: agentOf(event.input).agent_id,
-          bytes_read: jsonBytes(response),
+          bytes_read: failed ? utf8Length(event.input.error) : responseBytes(event.input.tool_name, response),
           bytes_written: 0,
           duration_ms: validDuration(event.input.duration_ms),
           error: failed ? event.input.error : null,
@@ -516,14 +547,18 @@ export const denialReason = (verdict: { readonly reason: string; readonly guard:
  * after a call that already ran (PostToolUse), keeps a turn from ending (Stop),
  * and is shown for the rest. `output` is what a command hook writes to stdout
  * (null: nothing) and what an HTTP hook answers (there, `{"decision":"block"}`
- * takes exit 2's place).
+ * takes exit 2's place). A Stop or SubagentStop that a refusal already kept
+ * going (`stopHookActive`, the input's `stop_hook_active`) is let through with
+ * exit 1 and the reason: blocking it again would keep the turn going forever.
  *
  * @since 0.4.0
  */
-export const refusal = (event: string | null, reason: string): {
+export const refusal = (event: string | null, reason: string, options?: {
+  readonly stopHookActive?: boolean | undefined
+}): {
   readonly output: HookOutput | null
   readonly httpOutput: HookOutput
-  readonly exitCode: 0 | 2
+  readonly exitCode: 0 | 1 | 2
   readonly stderr: string
 } => {
   const text = `session-journal: ${reason}`
@@ -533,6 +568,9 @@ export const refusal = (event: string | null, reason: string): {
       hookSpecificOutput: { hookEventName: "PermissionRequest", decision: { behavior: "deny", message: text } }
     }
     return { output, httpOutput: output, exitCode: 0, stderr: `${text}\n` }
+  }
+  if ((event === "Stop" || event === "SubagentStop") && options?.stopHookActive === true) {
+    return { output: null, httpOutput: {}, exitCode: 1, stderr: `${text}\n` }
   }
   return { output: null, httpOutput: { decision: "block", reason: text }, exitCode: 2, stderr: `${text}\n` }
 }

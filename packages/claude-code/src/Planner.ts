@@ -16,13 +16,16 @@
  *   first that differs (`reason` `"changed"`) or the first the file no longer
  *   has (`"shorter"`). The current version is then lines `1 … line − 1` as
  *   journaled before, followed by the line entries after the divergence.
+ * - `claude-code.oversized-line` `{ n, bytes, sha256 }`: line `n` was above the
+ *   line bound; its size and SHA-256 stand for it (compared by hash with the file's
+ *   line), its bytes are not kept.
  * - `claude-code.missing` `{ path, journaled_lines }` / `claude-code.reappeared`
  *   `{ path }`: the transcript file disappeared / is back.
  *
  * @since 0.1.0
  */
 import type { Entry, SessionJournal } from "@session-journal/core"
-import { type LineValue, lineBytes } from "./Transcript.ts"
+import { isOversized, type LineValue, lineBytes, sameLine } from "./Transcript.ts"
 
 /**
  * Kind of the entry holding one transcript line.
@@ -51,6 +54,14 @@ export const MISSING_KIND = "claude-code.missing"
  * @since 0.1.0
  */
 export const REAPPEARED_KIND = "claude-code.reappeared"
+
+/**
+ * Kind of the entry standing for a transcript line above the line bound:
+ * `{ n, bytes, sha256 }`, the line's number, size and SHA-256, no payload.
+ *
+ * @since 0.3.0
+ */
+export const OVERSIZED_KIND = "claude-code.oversized-line"
 
 /**
  * Where an entry is on its chain.
@@ -103,8 +114,25 @@ export const lineOf = (payload: unknown): LineValue | undefined => {
   return undefined
 }
 
-const sameLine = (a: LineValue, b: LineValue | undefined): boolean =>
-  b !== undefined && ("text" in a ? "text" in b && a.text === b.text : "base64" in b && a.base64 === b.base64)
+/**
+ * The line an entry holds: a `claude-code.line` (see `lineOf`) or a
+ * `claude-code.oversized-line` marker; undefined for any other entry or shape.
+ *
+ * @since 0.3.0
+ */
+export const lineOfEntry = (entry: Entry.Entry): LineValue | undefined => {
+  if (entry.kind === LINE_KIND) return lineOf(entry.payload)
+  if (entry.kind !== OVERSIZED_KIND || !isRecord(entry.payload)) return undefined
+  const { bytes, sha256 } = entry.payload
+  return typeof bytes === "number" && typeof sha256 === "string" ? { oversized: { bytes, sha256 } } : undefined
+}
+
+/**
+ * Whether an entry stands for a transcript line (a line entry or an oversized-line marker).
+ *
+ * @since 0.3.0
+ */
+export const isLineEntry = (entry: Entry.Entry): boolean => entry.kind === LINE_KIND || entry.kind === OVERSIZED_KIND
 
 /**
  * Folds one stored entry (in chain order) into `state`, comparing each line
@@ -114,11 +142,15 @@ const sameLine = (a: LineValue, b: LineValue | undefined): boolean =>
  * @since 0.1.0
  */
 export const observe = (state: Journaled, entry: Entry.Entry, file: ReadonlyArray<LineValue>): void => {
-  if (entry.kind === LINE_KIND) {
-    const value = lineOf(entry.payload)
+  if (isLineEntry(entry)) {
+    const value = lineOfEntry(entry)
     const n = state.lines + 1
-    const numbered = isRecord(entry.payload) && entry.payload["n"] === n
-    if (state.mismatch === null && (value === undefined || !numbered || !sameLine(value, file[n - 1]))) state.mismatch = n
+    const payload = "payload" in entry ? entry.payload : undefined
+    const numbered = isRecord(payload) && payload["n"] === n
+    const line = file[n - 1]
+    if (state.mismatch === null && (value === undefined || !numbered || line === undefined || !sameLine(value, line))) {
+      state.mismatch = n
+    }
     state.refs.push({ sequence: entry.sequence, entry_hash: entry.entry_hash })
     state.lines = n
   } else if (entry.kind === DIVERGENCE_KIND) {
@@ -184,11 +216,10 @@ export const firstNew = (p: Plan, fileLines: number): number =>
  *
  * @since 0.1.0
  */
-export const lineItem = (n: number, value: LineValue): SessionJournal.WriteItem => ({
-  _tag: "Other",
-  kind: LINE_KIND,
-  payload: "text" in value ? { n, line: value.text } : { n, line_base64: value.base64 }
-})
+export const lineItem = (n: number, value: LineValue): SessionJournal.WriteItem =>
+  isOversized(value)
+    ? { _tag: "Other", kind: OVERSIZED_KIND, payload: { n, bytes: value.oversized.bytes, sha256: value.oversized.sha256 } }
+    : { _tag: "Other", kind: LINE_KIND, payload: "text" in value ? { n, line: value.text } : { n, line_base64: value.base64 } }
 
 /**
  * The write item of a divergence.
@@ -212,8 +243,8 @@ export class Restorer {
   readonly lines: Array<LineValue> = []
   /** Folds one entry. */
   push(entry: Entry.Entry): void {
-    if (entry.kind === LINE_KIND) {
-      const value = lineOf(entry.payload)
+    if (isLineEntry(entry)) {
+      const value = lineOfEntry(entry)
       if (value !== undefined) this.lines.push(value)
     } else if (entry.kind === DIVERGENCE_KIND) {
       const at = isRecord(entry.payload) && typeof entry.payload["line"] === "number" ? entry.payload["line"] : 1
@@ -223,7 +254,9 @@ export class Restorer {
 }
 
 /**
- * The bytes of a transcript version: each line followed by a newline.
+ * The bytes of a transcript version: each line followed by a newline (an
+ * oversized line, whose bytes are not kept, contributes none: check
+ * `Transcript.isOversized` first).
  *
  * @since 0.1.0
  */

@@ -1,7 +1,8 @@
 /**
  * One transcript file brought into its journal session: read the file (bounded),
  * fold the session's history against its lines, plan (extend, diverge or
- * nothing), then write the new line entries with the tool entries each line
+ * nothing), or, given where an earlier run read it to (`Resume`) and that
+ * prefix still checks, read only what was appended and extend; then write the new line entries with the tool entries each line
  * completes, in batches that each end after a line and its tool entries (so a
  * crash between batches leaves a journal the next run continues with no gap
  * and no duplicate), and keep the session's metadata current. Each `tool_use`
@@ -11,11 +12,14 @@
  *
  * @since 0.1.0
  */
-import { type Entry, SessionJournal } from "@session-journal/core"
+import { sha256 } from "@noble/hashes/sha2.js"
+import { bytesToHex } from "@noble/hashes/utils.js"
+import { type Entry, JournalState, SessionJournal } from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import type * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import { SourceError } from "./Errors.ts"
 import * as Source from "./internal/source.ts"
 import * as Planner from "./Planner.ts"
 import * as SessionIds from "./SessionIds.ts"
@@ -31,8 +35,9 @@ export interface Limits {
   readonly maxFileBytes: number
   /**
    * Largest transcript line journaled (default 4 MiB, so that its entry fits the
-   * filesystem adapter's 8 MiB record whatever JSON escaping costs). The lines
-   * before a longer one are journaled; the file is then reported as failed at it.
+   * filesystem adapter's 8 MiB record whatever JSON escaping costs). A longer
+   * line is journaled as a `claude-code.oversized-line` marker (its size and
+   * SHA-256, no payload) and custody goes on after it.
    */
   readonly maxLineBytes: number
 }
@@ -49,6 +54,8 @@ const BATCH_LINES = 512
 const BATCH_BYTES = 4 * 1024 * 1024
 // An escaped line entry must fit the adapter's 8 MiB record with room for the envelope.
 const MAX_ESCAPED_BYTES = 7 * 1024 * 1024
+// Bytes of the last line a resumed run checks (all of a line up to this size).
+const CHECKED_BYTES = 64 * 1024
 
 /**
  * What happened to one transcript in a run.
@@ -76,6 +83,10 @@ export interface FileReport {
   readonly pendingBytes: number
   /** For `failed`: why (lines before the failure may have been journaled). */
   readonly reason?: string | undefined
+  /** Of the line entries written, how many are oversized-line markers (size and hash only). */
+  readonly oversized?: number | undefined
+  /** Whether only the appended bytes were read (the remembered prefix checked), not the whole file. */
+  readonly incremental?: boolean | undefined
 }
 
 /**
@@ -102,34 +113,90 @@ export interface Spawns {
 
 interface Split {
   readonly lines: Array<Transcript.LineValue>
+  /** Bytes up to and including the last newline. */
+  readonly consumed: number
+  /** Where the last complete line starts, or -1 when there is none. */
+  readonly lastStart: number
   readonly pendingBytes: number
-  readonly tooLong: { readonly line: number; readonly bytes: number } | null
 }
 
 const split = (bytes: Uint8Array, limits: Limits): Split => {
   const decoder = Transcript.strictDecoder()
   const lines: Array<Transcript.LineValue> = []
   let start = 0
+  let lastStart = -1
   for (;;) {
     const end = bytes.indexOf(0x0a, start)
     if (end < 0) break
     const length = end - start
-    const value = length > limits.maxLineBytes ? undefined : Transcript.decodeLine(bytes.subarray(start, end), decoder)
+    const raw = bytes.subarray(start, end)
+    let value = length > limits.maxLineBytes ? undefined : Transcript.decodeLine(raw, decoder)
     // Below 1 MiB even six-fold escaping of control characters fits the record.
     if (
       value === undefined ||
       (length > 1024 * 1024 && "text" in value && Transcript.utf8Length(JSON.stringify(value.text)) > MAX_ESCAPED_BYTES)
     ) {
-      return { lines, pendingBytes: bytes.length - start, tooLong: { line: lines.length + 1, bytes: length } }
+      value = Transcript.oversized(raw)
     }
     lines.push(value)
+    lastStart = start
     start = end + 1
   }
-  return { lines, pendingBytes: bytes.length - start, tooLong: null }
+  return { lines, consumed: start, lastStart, pendingBytes: bytes.length - start }
 }
 
 const infoOf = (value: Transcript.LineValue): Transcript.LineInfo =>
   "text" in value ? Transcript.parse(value.text) : Transcript.parse("")
+
+const hashOf = (bytes: Uint8Array): string => bytesToHex(sha256(bytes))
+
+/**
+ * What a transcript's run learnt of its sub-agent calls: the line of each spawning
+ * `tool_use` and, once journaled, its entry; the calls by sub-agent id and by
+ * prompt; the first plain user text.
+ *
+ * @since 0.3.0
+ */
+export interface Tracker {
+  readonly spawnLine: Map<string, number>
+  readonly spawnRef: Map<string, Planner.EntryRef>
+  readonly byAgentId: Map<string, string>
+  readonly byPromptId: Map<string, string>
+  userText: string | undefined
+}
+
+const emptyTracker = (): Tracker => ({
+  spawnLine: new Map(),
+  spawnRef: new Map(),
+  byAgentId: new Map(),
+  byPromptId: new Map(),
+  userText: undefined
+})
+
+/**
+ * Where a transcript was read to, so that the next run reads only what was
+ * appended: the file's identity, the end of its last complete line (`offset`),
+ * the number of lines, the last line's place and SHA-256 (the prefix check), the
+ * hash of the session's newest entry after the run, and the pairing and sub-agent state at that
+ * point. A run given a resume whose file is the same inode, no shorter than
+ * `offset`, whose last line still hashes the same and whose session's head is
+ * unchanged reads from `offset` on; otherwise it reads and compares the whole
+ * file. Mutated by the run it is given to; a failed run returns none.
+ *
+ * @since 0.3.0
+ */
+export interface Resume {
+  readonly session: string
+  readonly dev: number
+  readonly ino: number
+  readonly offset: number
+  readonly lines: number
+  readonly last: { readonly start: number; readonly sha256: string } | null
+  readonly head: string
+  readonly pairing: Transcript.Pairing
+  readonly tracker: Tracker
+  readonly meta: { readonly title: string; readonly data: Schema.Json | undefined } | null
+}
 
 /**
  * The metadata data of a transcript's session.
@@ -156,80 +223,136 @@ export const metaData = (
 })
 
 /**
- * Brings one transcript into its session. `parent` holds the spawns of the
- * parent's main transcript (for a sub-agent). Returns the report, and for a main
- * transcript its sub-agent calls.
+ * The location of a transcript under the source `root`.
+ *
+ * @since 0.3.0
+ */
+export const locationOf = (root: string, t: SessionIds.Transcript): Source.Location => ({
+  root,
+  parts: [t.project, ...SessionIds.relativePath(t).split("/")]
+})
+
+/**
+ * Brings one transcript, under the source directory `root`, into its session.
+ * `parent` holds the spawns of the parent's main transcript (for a sub-agent);
+ * `resume` where an earlier run read it to (see `Resume`). The file is reached
+ * from `root` through directory handles opened without following links, so a
+ * directory on its way that is (or became) a symbolic link is a failure of this
+ * file. Returns the report, for a main transcript its sub-agent calls, and the
+ * resume for the next run (none after a failure).
  *
  * @since 0.1.0
  */
 export const syncFile = (
   t: SessionIds.Transcript,
-  file: string,
+  root: string,
   limits: Limits,
-  parent: Spawns | undefined
-): Effect.Effect<{ readonly report: FileReport; readonly spawns: Spawns | undefined; readonly linked: boolean }, never, SessionJournal.SessionJournal> => {
+  parent: Spawns | undefined,
+  resume?: Resume | undefined
+): Effect.Effect<
+  { readonly report: FileReport; readonly spawns: Spawns | undefined; readonly linked: boolean; readonly resume: Resume | undefined },
+  never,
+  SessionJournal.SessionJournal
+> => {
   const session = SessionIds.sessionId(t)
+  const loc = locationOf(root, t)
+  const file = Source.pathOf(loc)
   // What is durable so far, so that a failure after some batches reports them.
   const done = { lines: 0, tools: 0 }
   const failed = (reason: string) => ({
     report: { path: file, session, status: "failed" as const, lines: done.lines, tools: done.tools, pendingBytes: 0, reason },
     spawns: undefined,
-    linked: false
+    linked: false,
+    resume: undefined
   })
-  return Effect.gen(function*() {
+  return Effect.scoped(Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
-    const bytes = yield* Source.read(file, limits.maxFileBytes)
-    const { lines, pendingBytes, tooLong } = split(bytes, limits)
-    const state = Planner.empty()
-    const existed = yield* journal.entries(session).pipe(
-      Stream.runForEachArray((chunk) => Effect.sync(() => {
-        for (const e of chunk) Planner.observe(state, e, lines)
-      })),
-      Effect.as(true),
-      Effect.catchTag("SessionNotFound", () => Effect.succeed(false))
-    )
-    const planned = Planner.plan(state, lines.length)
-    // Past a line above the bound the file is not seen: lines journaled there (under a
-    // larger bound) are not "gone", and the run does nothing beyond the failure.
-    const plan: Planner.Plan = tooLong !== null && planned._tag === "Diverge" && planned.line > lines.length
-      ? { _tag: "Unchanged" }
-      : planned
-    const start = Planner.firstNew(plan, lines.length)
-    const refs = state.refs.slice(0, start)
-
+    const opened = yield* Source.open(loc)
+    const st = opened.stat
+    if (st.size > limits.maxFileBytes) {
+      return yield* new SourceError({ path: file, reason: `file is ${st.size} bytes, above the bound of ${limits.maxFileBytes} bytes` })
+    }
+    // Only what was appended, when the remembered prefix still holds.
+    let from: Resume | undefined = resume !== undefined && resume.session === session && resume.dev === st.dev &&
+        resume.ino === st.ino && st.size >= resume.offset
+      ? resume
+      : undefined
+    if (from !== undefined && from.last !== null) {
+      const length = from.offset - from.last.start
+      const tail = yield* Source.readAt(opened, from.last.start, length)
+      if (tail.length !== length || tail[length - 1] !== 0x0a || hashOf(tail.subarray(0, length - 1)) !== from.last.sha256) {
+        from = undefined
+      }
+    }
+    if (from !== undefined) {
+      const head = yield* Effect.result(Effect.map(journal.state(session), JournalState.lastHash))
+      if (head._tag === "Failure" || head.success !== from.head) from = undefined
+    }
+    const offset = from?.offset ?? 0
+    const bytes = from === undefined ? yield* Source.readAll(opened, limits.maxFileBytes) : yield* Source.readAt(opened, offset, st.size - offset)
+    const { consumed, lastStart, lines, pendingBytes } = split(bytes, limits)
     const agentId = t._tag === "Main" ? "main" : t.agentId
     const depth = t._tag === "Main" ? 0 : 1
-    // Each tool_use id yields one tool entry on the whole chain: after a rewrite,
-    // calls already recorded from an earlier version are not recorded again.
-    const pairing = Transcript.emptyPairing()
-    if (state.diverged || plan._tag === "Diverge") {
-      const earlier = Transcript.emptyPairing()
-      yield* journal.entries(session).pipe(Stream.runForEachArray((chunk) => Effect.sync(() => {
-        for (const e of chunk) {
-          const value = e.kind === Planner.LINE_KIND ? Planner.lineOf(e.payload) : undefined
-          if (value !== undefined) Transcript.pair(earlier, infoOf(value), agentId, depth)
-        }
-      })))
-      for (const id of earlier.paired) pairing.paired.add(id)
+
+    // The lines before the file's: `base` (remembered) or none; the first new one is `start` of `lines`.
+    const base = from?.lines ?? 0
+    let plan: Planner.Plan
+    let existed = true
+    let missing = false
+    let head = from?.head ?? null
+    const refs: Array<Planner.EntryRef> = []
+    const pairing = from?.pairing ?? Transcript.emptyPairing()
+    const tracker = from?.tracker ?? emptyTracker()
+    if (from !== undefined) {
+      plan = lines.length === 0 ? { _tag: "Unchanged" } : { _tag: "Extend", from: 0 }
+    } else {
+      const state = Planner.empty()
+      existed = yield* journal.entries(session).pipe(
+        Stream.runForEachArray((chunk) =>
+          Effect.sync(() => {
+            for (const e of chunk) {
+              Planner.observe(state, e, lines)
+              head = e.entry_hash
+            }
+          })
+        ),
+        Effect.as(true),
+        Effect.catchTag("SessionNotFound", () => Effect.succeed(false))
+      )
+      plan = Planner.plan(state, lines.length)
+      missing = state.missing
+      refs.push(...state.refs.slice(0, Planner.firstNew(plan, lines.length)))
+      // Each tool_use id yields one tool entry on the whole chain: after a rewrite,
+      // calls already recorded from an earlier version are not recorded again.
+      if (state.diverged || plan._tag === "Diverge") {
+        const earlier = Transcript.emptyPairing()
+        yield* journal.entries(session).pipe(Stream.runForEachArray((chunk) =>
+          Effect.sync(() => {
+            for (const e of chunk) {
+              const value = e.kind === Planner.LINE_KIND ? Planner.lineOf(e.payload) : undefined
+              if (value !== undefined) Transcript.pair(earlier, infoOf(value), agentId, depth)
+            }
+          })
+        ))
+        for (const id of earlier.paired) pairing.paired.add(id)
+      }
     }
-    const spawnLine = new Map<string, number>()
-    const byAgentId = new Map<string, string>()
-    const byPromptId = new Map<string, string>()
-    let userText: string | undefined
+    const start = Planner.firstNew(plan, lines.length)
+
     const track = (info: Transcript.LineInfo, n: number) => {
-      if (userText === undefined && info.userText !== undefined) userText = info.userText
+      if (tracker.userText === undefined && info.userText !== undefined) tracker.userText = info.userText
       if (t._tag !== "Main") return
       for (const use of info.toolUses) {
-        if (!Transcript.SPAWN_TOOLS.has(use.name) || spawnLine.has(use.id)) continue
-        spawnLine.set(use.id, n)
-        if (use.prompt !== undefined && !byPromptId.has(use.prompt)) byPromptId.set(use.prompt, use.id)
+        if (!Transcript.SPAWN_TOOLS.has(use.name) || tracker.spawnLine.has(use.id)) continue
+        tracker.spawnLine.set(use.id, n)
+        if (use.prompt !== undefined && !tracker.byPromptId.has(use.prompt)) tracker.byPromptId.set(use.prompt, use.id)
       }
-      if (info.agentLink !== undefined) byAgentId.set(info.agentLink.agentId, info.agentLink.toolUseId)
+      if (info.agentLink !== undefined) tracker.byAgentId.set(info.agentLink.agentId, info.agentLink.toolUseId)
     }
     for (let i = 0; i < start; i++) {
       const info = infoOf(lines[i]!)
       Transcript.pair(pairing, info, agentId, depth)
-      track(info, i + 1)
+      track(info, base + i + 1)
     }
 
     // Batches end after a line and the tool entries it completes.
@@ -237,20 +360,22 @@ export const syncFile = (
     let batch: Array<SessionJournal.WriteItem> = []
     let batchLines = 0
     let batchBytes = 0
-    if (state.missing) batch.push({ _tag: "Other", kind: Planner.REAPPEARED_KIND, payload: { path: file } })
+    if (missing) batch.push({ _tag: "Other", kind: Planner.REAPPEARED_KIND, payload: { path: file } })
     if (plan._tag === "Diverge") batch.push(Planner.divergenceItem(plan))
     let tools = 0
+    let marked = 0
     for (let i = start; i < lines.length; i++) {
       const value = lines[i]!
       const info = infoOf(value)
-      batch.push(Planner.lineItem(i + 1, value))
+      batch.push(Planner.lineItem(base + i + 1, value))
+      if (Transcript.isOversized(value)) marked++
       for (const params of Transcript.pair(pairing, info, agentId, depth)) {
         batch.push({ _tag: "Tool", params })
         tools++
       }
-      track(info, i + 1)
+      track(info, base + i + 1)
       batchLines++
-      batchBytes += "text" in value ? value.text.length : value.base64.length
+      batchBytes += "text" in value ? value.text.length : "base64" in value ? value.base64.length : 64
       if (batchLines >= BATCH_LINES || batchBytes >= BATCH_BYTES) {
         batches.push(batch)
         batch = []
@@ -262,29 +387,38 @@ export const syncFile = (
     for (const items of batches) {
       const written: Array<Entry.Entry> = yield* journal.writeAll(session, items)
       for (const e of written) {
-        if (e.kind === Planner.LINE_KIND) {
+        head = e.entry_hash
+        if (Planner.isLineEntry(e)) {
           refs.push({ sequence: e.sequence, entry_hash: e.entry_hash })
           done.lines++
         } else if (e.kind === "tool") done.tools++
       }
     }
-
-    const spawnOf = (id: string | undefined): Spawn | undefined => {
-      if (id === undefined) return undefined
-      const n = spawnLine.get(id)
-      return { toolUseId: id, entry: n === undefined ? null : refs[n - 1] ?? null }
+    // `refs` holds the entries of lines `base + 1 …` (all of them, read from the journal, on a full run).
+    for (const [id, n] of tracker.spawnLine) {
+      if (tracker.spawnRef.has(id)) continue
+      const ref = refs[n - base - 1]
+      if (ref !== undefined) tracker.spawnRef.set(id, ref)
     }
+
+    const spawnOf = (id: string | undefined): Spawn | undefined =>
+      id === undefined ? undefined : { toolUseId: id, entry: tracker.spawnRef.get(id) ?? null }
     const spawns: Spawns | undefined = t._tag === "Main"
       ? {
-        byAgent: new Map(Array.from(byAgentId, ([a, id]) => [a, spawnOf(id)!])),
-        byPrompt: new Map(Array.from(byPromptId, ([p, id]) => [p, spawnOf(id)!]))
+        byAgent: new Map(Array.from(tracker.byAgentId, ([a, id]) => [a, spawnOf(id)!])),
+        byPrompt: new Map(Array.from(tracker.byPromptId, ([p, id]) => [p, spawnOf(id)!]))
       }
       : undefined
     const spawn = t._tag === "SubAgent" && parent !== undefined
-      ? parent.byAgent.get(t.agentId) ?? (userText === undefined ? undefined : parent.byPrompt.get(userText))
+      ? parent.byAgent.get(t.agentId) ??
+        (tracker.userText === undefined ? undefined : parent.byPrompt.get(tracker.userText))
       : undefined
     const title = t._tag === "Main" ? `Claude Code ${t.session}` : `Claude Code ${t.session} sub-agent ${t.agentId}`
-    const current = existed || batches.length > 0 ? (yield* journal.state(session)).meta : null
+    const current = from !== undefined
+      ? from.meta
+      : existed || batches.length > 0
+      ? (yield* journal.state(session)).meta
+      : null
     const known = current?.data
     // A link once found is kept: a run that cannot see the parent's call (the
     // parent failed this time, or was rewritten) does not take it back.
@@ -303,23 +437,39 @@ export const syncFile = (
       ? "created"
       : added > 0
       ? "extended"
-      : state.missing
+      : missing
       ? "reappeared"
       : "unchanged"
     const report: FileReport = {
       path: file,
       session,
-      status: tooLong === null ? status : "failed",
+      status,
       lines: added,
       tools,
       divergedAt: plan._tag === "Diverge" ? plan.line : undefined,
-      pendingBytes: tooLong === null ? pendingBytes : 0,
-      reason: tooLong === null
-        ? undefined
-        : `line ${tooLong.line} is ${tooLong.bytes} bytes, above the bound of ${limits.maxLineBytes} bytes (the ${lines.length} lines before it are journaled)`
+      pendingBytes,
+      ...(marked > 0 ? { oversized: marked } : {}),
+      ...(from !== undefined ? { incremental: true } : {})
     }
-    return { report, spawns, linked: spawn?.entry != null || keep }
-  }).pipe(
+    // The prefix check covers the last line, or its last 64 KiB for a longer one.
+    const checked = Math.max(lastStart, consumed - 1 - CHECKED_BYTES)
+    const last = lastStart < 0
+      ? from?.last ?? null
+      : { start: offset + checked, sha256: hashOf(bytes.subarray(checked, consumed - 1)) }
+    const next: Resume | undefined = head === null ? undefined : {
+      session,
+      dev: st.dev,
+      ino: st.ino,
+      offset: offset + consumed,
+      lines: base + lines.length,
+      last,
+      head,
+      pairing,
+      tracker,
+      meta: { title, data }
+    }
+    return { report, spawns, linked: spawn?.entry != null || keep, resume: next }
+  })).pipe(
     Effect.catchCause((cause) =>
       Cause.hasInterruptsOnly(cause)
         ? Effect.failCause(cause as Cause.Cause<never>)

@@ -12,6 +12,8 @@
  *
  * @since 0.1.0
  */
+import { sha256 } from "@noble/hashes/sha2.js"
+import { bytesToHex } from "@noble/hashes/utils.js"
 import { Entry } from "@session-journal/core"
 import { Base64 } from "effect/encoding"
 import * as Result from "effect/Result"
@@ -166,11 +168,35 @@ export const parse = (text: string): LineInfo => {
 
 /**
  * A line's text as it is stored, or its bytes in base64 when they are not
- * UTF-8 (a string could not hold them exactly).
+ * UTF-8 (a string could not hold them exactly), or, for a line above the line
+ * bound, only its size and the SHA-256 of its bytes (lowercase hex).
  *
  * @since 0.1.0
  */
-export type LineValue = { readonly text: string } | { readonly base64: string }
+export type LineValue =
+  | { readonly text: string }
+  | { readonly base64: string }
+  | { readonly oversized: Oversized }
+
+/**
+ * What is kept of a line above the line bound: its size in bytes (without the
+ * newline) and the SHA-256 of those bytes, lowercase hex.
+ *
+ * @since 0.3.0
+ */
+export interface Oversized {
+  readonly bytes: number
+  readonly sha256: string
+}
+
+/**
+ * The marker of a line above the bound: its size and hash, no payload.
+ *
+ * @since 0.3.0
+ */
+export const oversized = (bytes: Uint8Array): LineValue => ({
+  oversized: { bytes: bytes.length, sha256: bytesToHex(sha256(bytes)) }
+})
 
 /**
  * The `server_id` of a tool: `server` for an MCP tool `mcp__server__tool`,
@@ -272,9 +298,37 @@ export const decodeLine = (bytes: Uint8Array, decoder: Decoder): LineValue => {
 export const strictDecoder = (): Decoder => new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
 /**
- * The bytes of a stored line.
+ * The bytes of a stored line; none for an oversized line, whose bytes are not
+ * kept (see `isOversized`).
  *
  * @since 0.1.0
  */
 export const lineBytes = (value: LineValue): Uint8Array =>
-  "text" in value ? encoder.encode(value.text) : Result.getOrElse(Base64.decode(value.base64), () => new Uint8Array(0))
+  "text" in value
+    ? encoder.encode(value.text)
+    : "base64" in value
+    ? Result.getOrElse(Base64.decode(value.base64), () => new Uint8Array(0))
+    : new Uint8Array(0)
+
+/**
+ * Whether a line is kept only as its size and hash.
+ *
+ * @since 0.3.0
+ */
+export const isOversized = (value: LineValue): value is { readonly oversized: Oversized } => "oversized" in value
+
+/**
+ * Whether two lines are the same bytes: equal values, or, when either is kept
+ * only as its size and hash, the same size and SHA-256.
+ *
+ * @since 0.3.0
+ */
+export const sameLine = (a: LineValue, b: LineValue): boolean => {
+  if ("text" in a && "text" in b) return a.text === b.text
+  if ("base64" in a && "base64" in b) return a.base64 === b.base64
+  if (!isOversized(a) && !isOversized(b)) return false
+  const hashOf = (v: LineValue): Oversized => isOversized(v) ? v.oversized : (oversized(lineBytes(v)) as { readonly oversized: Oversized }).oversized
+  const x = hashOf(a)
+  const y = hashOf(b)
+  return x.bytes === y.bytes && x.sha256 === y.sha256
+}

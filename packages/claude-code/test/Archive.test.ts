@@ -9,14 +9,18 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Entry, JournalState, SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
+import * as fc from "fast-check"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Archive, Planner, SessionIds } from "../src/index.ts"
 import * as F from "./Fixtures.ts"
+
+const SEED = Number(process.env["SEED"] ?? Math.floor(Math.random() * 2 ** 31))
 
 const made: Array<string> = []
 afterAll(() => {
@@ -234,6 +238,56 @@ describe("Archive", () => {
       }))
     }))
 
+  it.live("follow walks a new session's directories as they appear, and refuses a project directory swapped for a link", () =>
+    Effect.gen(function*() {
+      const { dir, source, tree, journal } = setup()
+      yield* inJournal(journal, Effect.gen(function*() {
+        const passes: Array<Archive.Report> = []
+        const fiber = yield* Effect.forkChild(Archive.follow({ source }, (r) => Effect.sync(() => void passes.push(r))))
+        const waitFor = (p: () => boolean) =>
+          Effect.gen(function*() {
+            const t0 = Date.now()
+            while (!p()) {
+              if (Date.now() - t0 > 10_000) return yield* Effect.die(new Error("timed out"))
+              yield* Effect.sleep("10 millis")
+            }
+          })
+        const files = () => passes.flatMap((r) => r.files)
+        yield* waitFor(() => passes.length >= 1)
+        // A new project, a new session in it, then its sub-agent directory, each appearing after the last.
+        const project = path.join(source, "-home-dev-other")
+        const session = "0a6afc57-2f31-4cb4-8ff0-01247f50c64c"
+        fs.mkdirSync(project)
+        yield* Effect.sleep("300 millis")
+        fs.writeFileSync(path.join(project, `${session}.jsonl`), F.bytesOf(F.mainLines()))
+        yield* waitFor(() => files().some((f) => f.path === path.join(project, `${session}.jsonl`) && f.status === "created"))
+        fs.mkdirSync(path.join(project, session))
+        yield* Effect.sleep("300 millis")
+        fs.mkdirSync(path.join(project, session, "subagents"))
+        yield* Effect.sleep("300 millis")
+        const sub = path.join(project, session, "subagents", `agent-${F.AGENT}.jsonl`)
+        fs.writeFileSync(sub, F.bytesOf(F.subLines()))
+        yield* waitFor(() => files().some((f) => f.path === sub && f.status === "created"))
+        const subSession = files().find((f) => f.path === sub)!.session
+        const j = yield* SessionJournal.SessionJournal
+        const meta = (yield* j.state(subSession)).meta!.data as Record<string, unknown>
+        assert.notStrictEqual(meta["parent_entry"], null)
+        // The first project swapped for a link to a copy of it elsewhere: refused by its path; the other goes on.
+        const outside = path.join(dir, "outside")
+        fs.cpSync(tree.projectDir, outside, { recursive: true })
+        fs.appendFileSync(path.join(outside, `${F.SESSION}.jsonl`), "{\"type\":\"user\",\"outside\":true}\n")
+        fs.renameSync(tree.projectDir, `${tree.projectDir}.real`)
+        fs.symlinkSync(outside, tree.projectDir)
+        fs.appendFileSync(path.join(project, `${session}.jsonl`), "{\"type\":\"system\"}\n")
+        yield* waitFor(() => passes.some((r) => r.refused.some((x) => x.path === tree.projectDir)))
+        yield* waitFor(() => files().some((f) => f.path === path.join(project, `${session}.jsonl`) && f.status === "extended"))
+        yield* Effect.sleep("500 millis")
+        yield* Fiber.interrupt(fiber)
+        const main = yield* entriesOf(mainId)
+        assert.isFalse(main.some((e) => JSON.stringify(e).includes("outside")))
+      }))
+    }), { timeout: 30_000 })
+
   it.live("a sub-agent whose spawning call is not journaled yet is linked by a later run", () =>
     Effect.gen(function*() {
       const { source, tree, journal } = setup()
@@ -254,12 +308,14 @@ describe("Archive", () => {
         const main = yield* entriesOf(mainId)
         assert.strictEqual(main[ref.sequence]!.entry_hash, ref.entry_hash)
         assert.include(JSON.stringify(payloadOf(main[ref.sequence]!)), "toolu_task")
-        // A run in which the parent fails (here: its lines are above a tiny bound) keeps the link.
-        const failing = yield* Archive.archive({ source, limits: { maxLineBytes: 10 } })
+        // A run in which the parent fails (here: it is above a tiny file bound) keeps the link.
+        const failing = yield* Archive.archive({ source, limits: { maxFileBytes: 10 } })
         assert.strictEqual(failing.files.find((f) => f.session === mainId)!.status, "failed")
         const kept = (yield* j.state(subId)).meta!.data as Record<string, unknown>
         assert.deepStrictEqual(kept["parent_entry"], ref)
-        // What a smaller bound hides is not taken for a rewrite.
+        // Lines above a smaller line bound are compared by size and hash: not taken for a rewrite.
+        const smaller = yield* Archive.archive({ source, limits: { maxLineBytes: 10 } })
+        assert.deepStrictEqual(statuses(smaller), { [mainId]: "unchanged", [subId]: "unchanged" })
         for (const id of [mainId, subId]) {
           assert.isFalse((yield* entriesOf(id)).some((e) => e.kind === Planner.DIVERGENCE_KIND))
         }
@@ -330,37 +386,112 @@ describe("Archive", () => {
       }))
     }))
 
-  it.live("a line above the bound is a failure of that file only; the lines before it are journaled", () =>
+  it.live("a line above the bound is journaled as a marker (its size and SHA-256) and custody goes on after it", () =>
     Effect.gen(function*() {
       const { source, tree, journal } = setup()
-      fs.appendFileSync(tree.main, "{\"type\":\"user\",\"pad\":\"" + "y".repeat(4096) + "\"}\n{\"type\":\"system\"}\n")
+      const big = "{\"type\":\"user\",\"pad\":\"" + "y".repeat(4096) + "\"}"
+      fs.appendFileSync(tree.main, big + "\n{\"type\":\"system\"}\n")
       yield* inJournal(journal, Effect.gen(function*() {
         const report = yield* Archive.archive({ source, limits: { maxLineBytes: 2048 } })
         const main = report.files.find((f) => f.session === mainId)!
-        assert.strictEqual(main.status, "failed")
-        assert.match(main.reason!, /^line \d+ is 4\d\d\d bytes, above the bound of 2048 bytes/)
+        assert.strictEqual(main.status, "created")
+        assert.strictEqual(main.oversized, 1)
         assert.strictEqual(report.files.find((f) => f.session === subId)!.status, "created")
-        const lines = (yield* entriesOf(mainId)).filter((e) => e.kind === Planner.LINE_KIND)
-        assert.strictEqual(lines.length, F.mainLines().length + 1)
+        const entries = yield* entriesOf(mainId)
+        const lines = entries.filter(Planner.isLineEntry)
+        const n = F.mainLines().length + 2 // and the line that is not UTF-8
+        assert.strictEqual(lines.length, n + 1)
+        const marker = lines[n - 1]!
+        assert.strictEqual(marker.kind, Planner.OVERSIZED_KIND)
+        assert.deepStrictEqual(payloadOf(marker), {
+          n,
+          bytes: Buffer.byteLength(big),
+          sha256: createHash("sha256").update(big).digest("hex")
+        })
+        assert.deepStrictEqual(payloadOf(lines[n]!), { n: n + 1, line: "{\"type\":\"system\"}" })
+        // Custody goes on: a later line is journaled after it.
+        fs.appendFileSync(tree.main, "{\"type\":\"user\"}\n")
+        const grown = (yield* Archive.archive({ source, limits: { maxLineBytes: 2048 } })).files.find((f) => f.session === mainId)!
+        assert.deepStrictEqual([grown.status, grown.lines], ["extended", 1])
+        // Under a larger bound the line is the same one (by size and hash): no rewrite.
+        const again = (yield* Archive.archive({ source })).files.find((f) => f.session === mainId)!
+        assert.strictEqual(again.status, "unchanged")
+        assert.isFalse((yield* entriesOf(mainId)).some((e) => e.kind === Planner.DIVERGENCE_KIND))
+        // Its bytes are not kept: the transcript cannot be given back byte for byte, and says so.
+        const lost = yield* Effect.flip(Archive.restore(mainId))
+        assert.strictEqual(lost._tag, "StorageError")
+        assert.include(lost.message, `line ${n} was above the line bound`)
+        const j = yield* SessionJournal.SessionJournal
+        yield* j.verify(mainId)
       }))
     }))
 
-  it.live("a 100 MiB line is a failure of that file, not a crash", () =>
+  it.live("a 100 MiB line is a marker, not a crash, and the line after it is journaled", () =>
     Effect.gen(function*() {
       const { source, tree, journal } = setup()
       const fd = fs.openSync(tree.main, "a")
       const chunk = Buffer.alloc(1024 * 1024, 0x61)
       for (let i = 0; i < 100; i++) fs.writeSync(fd, chunk)
-      fs.writeSync(fd, "\n")
+      fs.writeSync(fd, "\n{\"type\":\"system\"}\n")
       fs.closeSync(fd)
       yield* inJournal(journal, Effect.gen(function*() {
         const report = yield* Archive.archive({ source })
         const main = report.files.find((f) => f.session === mainId)!
-        assert.strictEqual(main.status, "failed")
-        assert.include(main.reason!, "above the bound")
+        assert.strictEqual(main.status, "created")
+        assert.strictEqual(main.oversized, 1)
         assert.strictEqual(report.files.find((f) => f.session === subId)!.status, "created")
+        const lines = (yield* entriesOf(mainId)).filter(Planner.isLineEntry)
+        assert.deepStrictEqual((payloadOf(lines[lines.length - 2]!) as { bytes: number }).bytes, 100 * 1024 * 1024)
+        assert.deepStrictEqual((payloadOf(lines[lines.length - 1]!) as { line: string }).line, "{\"type\":\"system\"}")
       }))
     }), { timeout: 60_000 })
+
+  let resumed = 0
+  it.live(`resumed reads journal what one full archive of the final file does (seed ${SEED})`, () =>
+    Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(
+          // Lines from realistic turns (tool uses and results), some above a small line bound, cut anywhere.
+          fc.integer({ min: 1, max: 30 }),
+          fc.array(fc.nat(29), { maxLength: 4 }),
+          fc.array(fc.nat(40_000), { minLength: 1, maxLength: 12 }),
+          async (count, long, at) => {
+            const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sj-cc-resume-"))
+            made.push(dir)
+            const source = path.join(dir, "projects")
+            const file = path.join(source, F.PROJECT, `${F.SESSION}.jsonl`)
+            fs.mkdirSync(path.dirname(file), { recursive: true })
+            fs.writeFileSync(file, "")
+            const pool = [...F.mainTurn(1), ...F.mainTurn(2), ...F.mainTurn(3)]
+            const limits = { maxLineBytes: 2_000 }
+            const stream = Buffer.from(
+              pool.slice(0, count).map((line, i) => (long.includes(i) ? line + "z".repeat(2_000) : line) + "\n").join("")
+            )
+            const cuts = at.map((n) => n % (stream.length + 1)).sort((a, b) => a - b)
+            const linesOf = (root: string) =>
+              inJournal(root, Effect.gen(function*() {
+                const entries = yield* entriesOf(mainId)
+                return entries.map((e) => [e.kind, Entry.isTool(e) ? e.tool_name : JSON.stringify(e.payload)])
+              }))
+            const cache = new Archive.Cache()
+            await Effect.runPromise(inJournal(path.join(dir, "followed"), Effect.gen(function*() {
+              let at = 0
+              for (const cut of [...cuts, stream.length]) {
+                fs.appendFileSync(file, stream.subarray(at, cut))
+                at = cut
+                const report = yield* Archive.archive({ source, limits }, cache)
+                resumed += report.files.filter((f) => f.incremental === true).length
+              }
+            })))
+            await Effect.runPromise(inJournal(path.join(dir, "whole"), Archive.archive({ source, limits })))
+            const followed = await Effect.runPromise(linesOf(path.join(dir, "followed")))
+            const whole = await Effect.runPromise(linesOf(path.join(dir, "whole")))
+            assert.deepStrictEqual(followed, whole)
+          }
+        ),
+        { seed: SEED, numRuns: process.env["STRESS"] === "1" ? 200 : 15 }
+      ).then(() => assert.isAbove(resumed, 0))
+    ), { timeout: 120_000 })
 
   it.live("the journaled state is the chio snapshot of the session", () =>
     Effect.gen(function*() {

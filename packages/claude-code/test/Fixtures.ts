@@ -6,6 +6,7 @@
  * record type no version knows, a line that is not JSON, a line that is not
  * UTF-8) and a sub-agent transcript spawned by a `Task` call.
  */
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
@@ -160,4 +161,56 @@ export const longTranscript = (lines = 1900, bytes = 3_000_000): Buffer => {
   const all: Array<string> = []
   for (let i = 0; i < turns; i++) all.push(...mainTurn(i, padding))
   return bytesOf(all)
+}
+
+/**
+ * A wide tree: `count` small main transcripts (one turn each) spread over
+ * projects of 100, every tenth with a sub-agent directory, as a machine with
+ * months of sessions has.
+ */
+export const writeWideTree = (root: string, count: number): Array<string> => {
+  const files: Array<string> = []
+  const turn = bytesOf(mainTurn(0))
+  for (let i = 0; i < count; i++) {
+    const project = path.join(root, `-home-dev-project-${Math.floor(i / 100)}`)
+    const session = `00000000-0000-4000-8000-${i.toString(16).padStart(12, "0")}`
+    fs.mkdirSync(project, { recursive: true })
+    const file = path.join(project, `${session}.jsonl`)
+    fs.writeFileSync(file, turn)
+    files.push(file)
+    if (i % 10 === 0) {
+      fs.mkdirSync(path.join(project, session, "subagents"), { recursive: true })
+      const sub = path.join(project, session, "subagents", "agent-b0b0b0.jsonl")
+      fs.writeFileSync(sub, bytesOf(subLines()))
+      files.push(sub)
+    }
+  }
+  return files
+}
+
+let clockTicks: number | undefined
+
+/**
+ * CPU time (user + system) a process has used so far, in milliseconds, from
+ * `/proc/<pid>/stat` (Linux only).
+ */
+export const cpuMillis = (pid: number): number => {
+  if (clockTicks === undefined) {
+    try {
+      clockTicks = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
+    } catch {
+      clockTicks = 100
+    }
+  }
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+  // Fields after the command name (which may hold spaces), from field 3 on.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicks
+}
+
+/** Bytes a process has read so far through read calls of any kind (`rchar` of `/proc/<pid>/io`, Linux only). */
+export const readBytes = (pid: number): number => {
+  const m = /^rchar:\s*(\d+)$/m.exec(fs.readFileSync(`/proc/${pid}/io`, "utf8"))
+  if (m === null) throw new Error(`no rchar in /proc/${pid}/io`)
+  return Number(m[1])
 }

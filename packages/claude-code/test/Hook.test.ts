@@ -149,8 +149,8 @@ describe("Hook.handle", () => {
         tool_sequence: tools[1]!.sequence
       })
       const state = yield* journal.state(read.session)
-      const responseBytes = JSON.stringify({ type: "text", file: { content: "alpha" } }).length
-      assert.strictEqual(state.data_flow.total_bytes_read, BigInt(responseBytes))
+      // A Read's outcome counts the content it returned.
+      assert.strictEqual(state.data_flow.total_bytes_read, BigInt("alpha".length))
       assert.strictEqual(state.data_flow.total_invocations, 3n)
       assert.strictEqual((state.meta?.data as { custody_session?: string } | undefined)?.custody_session, `cc-${read.session.slice(4)}`)
       const verified = yield* journal.verify(read.session)
@@ -171,6 +171,17 @@ describe("Hook.handle", () => {
     }).pipe(Effect.provide(layer)))
 })
 
+describe("Hook.responseBytes", () => {
+  it("counts what the call returned to the agent", () => {
+    assert.strictEqual(Hook.responseBytes("Read", { type: "text", file: { filePath: "/a", content: "é\n" } }), 3)
+    assert.strictEqual(Hook.responseBytes("Bash", { stdout: "hi", stderr: "no", interrupted: false }), 4)
+    assert.strictEqual(Hook.responseBytes("Write", { type: "create", filePath: "/a", content: "x".repeat(100) }), 0)
+    assert.strictEqual(Hook.responseBytes("Edit", { filePath: "/a", oldString: "a", newString: "b" }), 0)
+    assert.strictEqual(Hook.responseBytes("Glob", { filenames: ["a"] }), JSON.stringify({ filenames: ["a"] }).length)
+    assert.strictEqual(Hook.responseBytes("mcp__x__y", "text"), 4)
+  })
+})
+
 describe("Hook.refusal", () => {
   it("denies a PreToolUse, exits 2 for the rest", () => {
     const p = Hook.refusal("PreToolUse", "storage failed")
@@ -180,5 +191,8 @@ describe("Hook.refusal", () => {
     assert.strictEqual(other.exitCode, 2)
     assert.isNull(other.output)
     assert.strictEqual(Hook.refusal(null, "x").exitCode, 2)
+    // A Stop kept going once is not kept going again.
+    assert.strictEqual(Hook.refusal("Stop", "x", { stopHookActive: true }).exitCode, 1)
+    assert.strictEqual(Hook.refusal("PostToolUse", "x", { stopHookActive: true }).exitCode, 2)
   })
 })

@@ -7,7 +7,7 @@
  * @since 0.2.0
  */
 import { Archive, type Sync } from "@session-journal/claude-code"
-import { type SessionJournal, StorageError } from "@session-journal/core"
+import { type SessionJournal, StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
@@ -67,6 +67,8 @@ const fileJson = (f: Sync.FileReport) => ({
   tools: f.tools,
   ...(f.divergedAt === undefined ? {} : { diverged_at: f.divergedAt }),
   pending_bytes: f.pendingBytes,
+  ...(f.oversized === undefined ? {} : { oversized_lines: f.oversized }),
+  ...(f.incremental === true ? { incremental: true } : {}),
   ...(f.reason === undefined ? {} : { reason: f.reason })
 })
 
@@ -78,7 +80,9 @@ const fileText = (root: string) => (f: Sync.FileReport): string => {
     ? `diverged at line ${f.divergedAt}, ${f.lines} lines and ${f.tools} tool calls journaled after it`
     : f.status === "missing"
     ? "transcript disappeared, recorded"
-    : `${f.lines} lines, ${f.tools} tool calls` + (f.pendingBytes > 0 ? ` (${f.pendingBytes} bytes wait for their newline)` : "")
+    : `${f.lines} lines, ${f.tools} tool calls` +
+      (f.oversized === undefined ? "" : `, ${f.oversized} above the line bound journaled as size and SHA-256 only`) +
+      (f.pendingBytes > 0 ? ` (${f.pendingBytes} bytes wait for their newline)` : "")
   return `${f.status.padEnd(10)} ${f.session}  ${where}: ${what}`
 }
 
@@ -122,7 +126,10 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
         if (n > 0) {
           return yield* new StorageError({
             operation: "archive",
-            reason: `${n} path${n === 1 ? "" : "s"} under ${report.source} could not be archived (listed above); everything else was`
+            reason: new StorageReason.Incomplete({
+              failed: n,
+              message: `${n} path${n === 1 ? "" : "s"} under ${report.source} could not be archived (listed above); everything else was`
+            })
           })
         }
       })
@@ -148,9 +155,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
     withJournal(() =>
       Effect.gen(function*() {
         const bytes = yield* Archive.restore(a.id)
-        yield* Effect.callback<void>((resume) => {
-          process.stdout.write(bytes, () => resume(Effect.void))
-        })
+        yield* Output.bytes(bytes)
       })
     )).pipe(Command.withDescription("Write the journaled transcript to stdout, byte for byte as Claude Code wrote it"))
 
@@ -176,11 +181,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       Flag.withDescription("Largest hook input read from stdin (default 4 MiB); a larger one is refused unread")
     ),
     wait: Flag.String("wait").pipe(
-      Flag.mapTryCatch((text) => {
-        const ms = parseWaitMillis(text)
-        if (ms === undefined) throw new Error(`not a duration: ${JSON.stringify(text)} (use for example 500ms, 30s, 2m)`)
-        return ms
-      }, (e) => `invalid --wait: ${e instanceof Error ? e.message : String(e)}`),
+      Flag.mapTryCatch(parseWaitMillis, (e) => `invalid --wait: ${e instanceof Error ? e.message : String(e)}`),
       Flag.optional,
       Flag.withMetavar("DURATION"),
       Flag.withDescription("How long to wait for the session's lock while parallel hooks hold it (default 30s)")

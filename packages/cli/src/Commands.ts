@@ -29,7 +29,7 @@ import type * as Serve from "./Serve.ts"
 import * as Verify from "./Verify.ts"
 import { Dir, Json, nonNegative, Postgres, sessionId, validId, Verbose, withJournal, withoutJournal } from "./internal/commandKit.ts"
 import { exportCmd, list, show, stats, tail } from "./internal/readCommands.ts"
-import { append, importCmd, record } from "./internal/writeCommands.ts"
+import { append, importCmd, record, unlock } from "./internal/writeCommands.ts"
 
 export {
   /**
@@ -172,7 +172,8 @@ export const root = Command.make("session-journal").pipe(
   Command.withDescription(
     "A durable, tamper-evident journal of AI-agent sessions. " +
       "Exit codes: 0 ok, 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked by another writer, " +
-        "70 unexpected failure (a bug), 130 interrupted. `policy test` exits 5 when the policy would deny calls."
+        "5 the policy would deny calls (policy test), 6 output failed (what was written is durable: do not write it again), " +
+        "70 unexpected failure (a bug), 130 interrupted."
   ),
   Command.withSubcommands([
     record,
@@ -186,6 +187,7 @@ export const root = Command.make("session-journal").pipe(
     exportCmd,
     checkpoint,
     repair,
+    unlock,
     mirror,
     report,
     serve,

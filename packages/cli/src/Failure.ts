@@ -2,9 +2,11 @@
  * The failures of the command line and how each maps to an exit code.
  *
  * Scripts branch on the exit code, so the mapping is part of the contract:
- * 0 success, 1 verification failed (integrity violation or corruption), 2 bad
- * usage or invalid input, 3 storage error, 4 session locked by another writer,
- * 5 `policy test`: the policy would have denied at least one call.
+ * 0 success, 1 verification failed (integrity violation, corruption, or history a
+ * follower printed that was replaced), 2 bad usage or invalid input, 3 storage
+ * error, 4 session locked by another writer, 5 `policy test`: the policy would
+ * have denied at least one call, 6 the output could not be written (stdout failed) — any entry the command
+ * wrote is durable, so a caller must not write it again.
  * Outside that range: 70 (EX_SOFTWARE of sysexits.h) for a defect, which is a
  * bug and is reported with its stack, and 130 (128 + SIGINT, as shells report it)
  * when the run was interrupted. Every failure is reported on stderr as one sentence; `--verbose` adds the stack.
@@ -13,6 +15,7 @@
  */
 import type {
   CorruptJournal,
+  HistoryDiverged,
   IntegrityViolation,
   InvalidRecordField,
   InvalidSessionId,
@@ -107,6 +110,52 @@ export class NotAvailable extends Schema.TaggedError<NotAvailable>()("NotAvailab
 }
 
 /**
+ * What a command had made durable when its output failed: the session and the
+ * last durable entry (its sequence and hash), and how many entries the command
+ * wrote.
+ *
+ * @since 0.1.0
+ */
+export const Durable = Schema.Struct({
+  id: Schema.String,
+  entries: Schema.Number,
+  sequence: Schema.Number,
+  hash: Schema.String
+})
+
+/**
+ * Stdout could not be written (a full disk, a closed file, an I/O error). When
+ * the command had written entries, `durable` says which: they are committed,
+ * and the message says so, so that a caller does not write them again.
+ *
+ * @since 0.1.0
+ */
+export class OutputFailed extends Schema.TaggedError<OutputFailed>()("OutputFailed", {
+  code: Schema.optionalKey(Schema.String),
+  reason: Schema.String,
+  durable: Schema.optionalKey(Durable)
+}) {
+  override get message(): string {
+    const cause = `stdout could not be written (${this.reason})`
+    const d = this.durable
+    if (d === undefined) return cause
+    const what = d.entries === 1
+      ? `entry ${d.sequence} of ${d.id} (hash ${d.hash}) is durable`
+      : `${d.entries} entries of ${d.id} through sequence ${d.sequence} (hash ${d.hash}) are durable`
+    return `${what}, but ${cause}; do not write ${d.entries === 1 ? "it" : "them"} again`
+  }
+
+  /**
+   * The same failure, saying which entries were durable when it happened.
+   *
+   * @since 0.1.0
+   */
+  afterDurable(durable: typeof Durable.Type): OutputFailed {
+    return new OutputFailed({ ...this.code === undefined ? {} : { code: this.code }, reason: this.reason, durable })
+  }
+}
+
+/**
  * Exit codes of the command (see the module header).
  *
  * @since 0.1.0
@@ -119,6 +168,8 @@ export const ExitCode = {
   locked: 4,
   /** `policy test`: the policy would have denied at least one call. */
   policyWouldDeny: 5,
+  /** Stdout could not be written; whatever the command wrote is durable (see `OutputFailed`). */
+  output: 6,
   /** A bug: an unexpected defect, reported with its stack (sysexits' EX_SOFTWARE). */
   defect: 70,
   /** Interrupted (SIGINT or SIGTERM): 128 + SIGINT, as shells report an interrupted command. */
@@ -135,6 +186,7 @@ export const ExitCode = {
 export type Failure =
   | IntegrityViolation
   | CorruptJournal
+  | HistoryDiverged
   | VerificationFailed
   | InvalidSessionId
   | InvalidRecordField
@@ -146,11 +198,13 @@ export type Failure =
   | NotAvailable
   | SessionLocked
   | PolicyWouldDeny
+  | OutputFailed
 
 // A mapped type over the union's tags: a missing tag is a compile error.
 const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
   IntegrityViolation: ExitCode.verificationFailed,
   CorruptJournal: ExitCode.verificationFailed,
+  HistoryDiverged: ExitCode.verificationFailed,
   VerificationFailed: ExitCode.verificationFailed,
   InvalidSessionId: ExitCode.usage,
   InvalidRecordField: ExitCode.usage,
@@ -161,7 +215,8 @@ const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
   SequenceConflict: ExitCode.storage,
   NotAvailable: ExitCode.storage,
   SessionLocked: ExitCode.locked,
-  PolicyWouldDeny: ExitCode.policyWouldDeny
+  PolicyWouldDeny: ExitCode.policyWouldDeny,
+  OutputFailed: ExitCode.output
 }
 
 /**

@@ -27,12 +27,12 @@
  */
 import * as Hook from "@session-journal/claude-code/Hook"
 import { Policy, SessionJournal } from "@session-journal/core"
+import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Result from "effect/Result"
-import * as Cause from "effect/Cause"
 import type { HookArgs } from "./internal/hookArgs.ts"
 import * as Input from "./Input.ts"
 import { load } from "./PolicyFile.ts"
@@ -83,16 +83,6 @@ const describe = (e: unknown): string =>
     ? e.message
     : String(e)
 
-const isLocked = (exit: Exit.Exit<unknown, unknown>): boolean => {
-  if (!Exit.isFailure(exit)) return false
-  const error = Cause.findErrorOption(exit.cause)
-  if (Option.isNone(error)) return false
-  const e = error.value as { readonly _tag?: string; readonly cause?: { readonly _tag?: string } }
-  return e._tag === "SessionLocked" || (e._tag === "HookError" && e.cause?._tag === "SessionLocked")
-}
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
-
 /**
  * Runs one hook: reads the input, journals it, answers. Never throws; every
  * failure is a refusal (or, with `failOpen`, exit 1).
@@ -101,12 +91,13 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  */
 export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
   let event: string | null = null
+  let stopHookActive = false
   const refuse = async (reason: string): Promise<Outcome> => {
     if (args.failOpen) {
       await io.stderr(`session-journal: ${reason} (failing open: the call is not guarded)\n`)
       return { exitCode: 1, answer: null, refused: reason }
     }
-    const r = Hook.refusal(event, reason)
+    const r = Hook.refusal(event, reason, { stopHookActive })
     if (r.output !== null) await io.stdout(JSON.stringify(r.output))
     await io.stderr(r.stderr)
     return { exitCode: r.exitCode, answer: null, refused: reason }
@@ -122,6 +113,8 @@ export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
     }
     const hookEvent = decoded.success
     event = hookEvent.name === "Unknown" ? hookEvent.input.hook_event_name : hookEvent.name
+    stopHookActive = (hookEvent.name === "Stop" || hookEvent.name === "SubagentStop") &&
+      hookEvent.input.stop_hook_active === true
 
     const file = args.policy ?? (io.env[POLICY_VAR] === "" ? undefined : io.env[POLICY_VAR])
     let options: Hook.HandleOptions = { policy: null }
@@ -131,40 +124,27 @@ export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
       options = { policy: Policy.toGuard(policy.value), policyName: Policy.format(policy.value) }
     }
 
+    // Parallel hooks of one session queue for its lock (the filesystem adapter's
+    // `lockWait`: a directory watch and a jittered backoff) rather than fail.
+    const waitMillis = args.waitMillis ?? DEFAULT_WAIT_MILLIS
     const storage: Storage.Options = {
       dir: args.root !== undefined && args.root !== "" ? args.root : Storage.resolveDir(undefined),
-      ...Storage.resolvePostgres(args.postgres)
+      ...Storage.resolvePostgres(args.postgres),
+      lockWait: Duration.millis(waitMillis)
     }
-    // A fresh service per attempt: a failed open leaves nothing behind, and the
-    // session (and its lock) is released when the attempt ends.
-    const attempt = Hook.handle(hookEvent, options).pipe(
-      Effect.provide(SessionJournal.layer().pipe(Layer.provide(Storage.layer(storage))))
-    )
-    const deadline = Date.now() + (args.waitMillis ?? DEFAULT_WAIT_MILLIS)
-    let backoff = 2
-    for (;;) {
-      const exit = await Effect.runPromiseExit(attempt)
-      if (Exit.isSuccess(exit)) {
-        await io.stdout(JSON.stringify(exit.value.output))
-        return { exitCode: 0, answer: exit.value, refused: null }
-      }
-      if (isLocked(exit) && Date.now() < deadline) {
-        // Jittered, growing to 100 ms: parallel hooks do not retry in step.
-        await sleep(Math.min(backoff * (0.5 + Math.random()), Math.max(1, deadline - Date.now())))
-        backoff = Math.min(100, backoff * 2)
-        continue
-      }
-      const error = Cause.squash(exit.cause)
-      // `handle`'s own failures name the event; the storage layer's do not.
-      const why = error instanceof Hook.HookError ? describe(error) : `cannot record ${event}: ${describe(error)}`
-      return await refuse(
-        isLocked(exit)
-          ? `${why} (waited ${args.waitMillis ?? DEFAULT_WAIT_MILLIS} ms for the session's lock)`
-          : Cause.hasDies(exit.cause)
-          ? `unexpected failure (a bug): ${why}`
-          : why
+    const exit = await Effect.runPromiseExit(
+      Hook.handle(hookEvent, options).pipe(
+        Effect.provide(SessionJournal.layer().pipe(Layer.provide(Storage.layer(storage))))
       )
+    )
+    if (Exit.isSuccess(exit)) {
+      await io.stdout(JSON.stringify(exit.value.output))
+      return { exitCode: 0, answer: exit.value, refused: null }
     }
+    const error = Cause.squash(exit.cause)
+    // `handle`'s own failures name the event; the storage layer's do not.
+    const why = error instanceof Hook.HookError ? describe(error) : `cannot record ${event}: ${describe(error)}`
+    return await refuse(Cause.hasDies(exit.cause) ? `unexpected failure (a bug): ${why}` : why)
   } catch (e) {
     return await refuse(`unexpected failure (a bug): ${describe(e)}`)
   }

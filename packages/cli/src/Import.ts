@@ -150,20 +150,20 @@ export interface Summary {
 
 /**
  * Appends the JSON lines of `source` to session `id` as they arrive, calling
- * `onDurable` with each durable batch (in order) and `onRead` with the byte
- * count of each chunk read. Ends at the end of the input; a bad line (not JSON,
+ * `onDurable` with each durable batch (in order; its failure ends the import)
+ * and `onRead` with the byte count of each chunk read. Ends at the end of the input; a bad line (not JSON,
  * a bad field, not UTF-8, longer than `Input.MAX_LINE_BYTES`) ends it with
  * `ImportStopped` once every line before it is durable.
  *
  * @since 0.1.0
  */
-export const run = <E, R>(options: {
+export const run = <E, R, E2 = never>(options: {
   readonly id: string
   readonly source: Stream.Stream<Uint8Array, InvalidInput>
   readonly writeAll: (items: ReadonlyArray<SessionJournal.WriteItem>) => Effect.Effect<Array<Entry.Entry>, E, R>
-  readonly onDurable: (entries: ReadonlyArray<Entry.Entry>) => Effect.Effect<void>
+  readonly onDurable: (entries: ReadonlyArray<Entry.Entry>) => Effect.Effect<void, E2>
   readonly onRead?: (bytes: number) => void
-}): Effect.Effect<Summary, E | ImportStopped, R> =>
+}): Effect.Effect<Summary, E | E2 | ImportStopped, R> =>
   Effect.scoped(Effect.gen(function*() {
     const queue = yield* Queue.bounded<Pending, InvalidInput | Cause.Done>(4 * MAX_BATCH)
     const budget = yield* Semaphore.make(MAX_PENDING_BYTES)

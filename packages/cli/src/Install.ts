@@ -277,8 +277,7 @@ export const apply = (file: string, hook: JsonObject | null): Effect.Effect<Repo
         if (backup !== null) writeAtomically(backup, text!, mode)
         writeAtomically(file, JSON.stringify(next, null, 2) + "\n", mode)
       },
-      catch: (e) =>
-        new StorageError({ operation: "install", reason: `${file}: ${e instanceof Error ? e.message : String(e)}` })
+      catch: (e) => StorageError.io("install", e, file)
     })
     return { file, status: hook === null ? "uninstalled" : "installed", backup, events }
   })

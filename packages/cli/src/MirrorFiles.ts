@@ -41,7 +41,7 @@
  *
  * @since 0.1.0
  */
-import { Mirror, SessionLocked, StorageError } from "@session-journal/core"
+import { Mirror, SessionLocked, StorageError, StorageReason } from "@session-journal/core"
 import { Files, Lock, NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import { randomBytes } from "node:crypto"
@@ -388,7 +388,7 @@ export const check = (r: Result): Effect.Effect<void, VerificationFailed | Stora
       new StorageError({
         operation: "mirror",
         path: r.dest,
-        reason: `${failed} session${failed === 1 ? "" : "s"} could not be mirrored`
+        reason: new StorageReason.Incomplete({ failed, message: `${failed} session${failed === 1 ? "" : "s"} could not be mirrored` })
       })
     )
   }

@@ -7,16 +7,38 @@
  */
 import { Entry, JournalState } from "@session-journal/core"
 import * as Effect from "effect/Effect"
+import { OutputFailed } from "./Failure.ts"
+
+const outputFailed = (e: unknown): OutputFailed => {
+  const code = typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
+  const reason = e instanceof Error ? e.message : String(e)
+  return new OutputFailed(code === undefined ? { reason } : { code, reason })
+}
 
 /**
- * Writes text to stdout as it is (the caller supplies newlines). On Linux, writes
- * to pipes and files are synchronous, so output is never lost at exit.
+ * Writes text to stdout as it is (the caller supplies newlines) and completes
+ * once the write did, failing with `OutputFailed` when it failed (a full disk,
+ * a closed file). On Linux, writes to pipes and files are synchronous, so output
+ * is never lost at exit. A closed pipe (EPIPE) ends the process with 0 before
+ * this fails (see `main.ts`).
  *
  * @since 0.1.0
  */
-export const write = (text: string): Effect.Effect<void> =>
-  Effect.sync(() => {
-    if (text.length > 0) process.stdout.write(text)
+export const write = (text: string): Effect.Effect<void, OutputFailed> =>
+  text.length === 0 ? Effect.void : bytes(text)
+
+/**
+ * Writes bytes (or text) to stdout, as `write` does.
+ *
+ * @since 0.1.0
+ */
+export const bytes = (data: string | Uint8Array): Effect.Effect<void, OutputFailed> =>
+  Effect.callback<void, OutputFailed>((resume) => {
+    try {
+      process.stdout.write(data, (error) => resume(error == null ? Effect.void : Effect.fail(outputFailed(error))))
+    } catch (e) {
+      resume(Effect.fail(outputFailed(e)))
+    }
   })
 
 /**
@@ -24,7 +46,7 @@ export const write = (text: string): Effect.Effect<void> =>
  *
  * @since 0.1.0
  */
-export const lines = (items: ReadonlyArray<string>): Effect.Effect<void> =>
+export const lines = (items: ReadonlyArray<string>): Effect.Effect<void, OutputFailed> =>
   items.length === 0 ? Effect.void : write(items.join("\n") + "\n")
 
 /**
@@ -32,7 +54,7 @@ export const lines = (items: ReadonlyArray<string>): Effect.Effect<void> =>
  *
  * @since 0.1.0
  */
-export const json = (value: unknown): Effect.Effect<void> => write(JSON.stringify(value) + "\n")
+export const json = (value: unknown): Effect.Effect<void, OutputFailed> => write(JSON.stringify(value) + "\n")
 
 /**
  * Writes one line to stderr.

@@ -85,7 +85,7 @@ const writeChunks = (file: string, chunks: Iterable<string>) =>
       fs.renameSync(tmp, file)
       return bytes
     },
-    catch: (cause) => new StorageError({ operation: "write report", path: file, cause })
+    catch: (cause) => StorageError.io("write report", cause, file)
   })
 
 /**

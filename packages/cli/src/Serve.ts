@@ -24,7 +24,7 @@
  * @since 0.3.0
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Entry, InvalidSessionId, JournalState, SessionJournal } from "@session-journal/core"
+import { Entry, type Follow, InvalidSessionId, JournalState, SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Cache from "effect/Cache"
 import * as Effect from "effect/Effect"
@@ -369,6 +369,12 @@ export const entryEvent = (entry: Entry.Entry): string =>
     html: Timeline.row(entry)
   })
 
+const recoveredMessage = (event: Follow.Recovered): string => {
+  const { from, to } = event.replaced
+  const range = from === to ? `entry ${from}` : `entries ${from}..${to}`
+  return `the session was repaired: ${range} shown here ${from === to ? "is" : "are"} no longer part of it (recovery entry ${event.entry.sequence}); reload the page`
+}
+
 const eventsRoute = Effect.gen(function*() {
   const id = yield* idParam
   const request = yield* HttpServerRequest.HttpServerRequest
@@ -378,13 +384,19 @@ const eventsRoute = Effect.gen(function*() {
   const fromParam = Number(url.searchParams.get("from") ?? "0")
   const from = Number.isSafeInteger(lastId) && lastId >= 0 ? lastId + 1 : Number.isSafeInteger(fromParam) && fromParam >= 0 ? fromParam : 0
   const journal = yield* SessionJournal.SessionJournal
+  // Every entry is checked against the one sent before it (`SessionJournal.follow`).
+  // The page shows what was sent; when a repair set some of it aside, the page is
+  // no longer the session, so the stream stops and says so, as on damage or on
+  // history replaced.
   const entries = journal.follow(id, from).pipe(
-    Stream.map(entryEvent),
+    Stream.takeUntil((event) => event._tag === "Recovered"),
+    Stream.map((event) => event._tag === "Entry" ? entryEvent(event.entry) : sseEvent("failure", null, { message: recoveredMessage(event) })),
     Stream.catch((e) => Stream.succeed(sseEvent("failure", null, { message: e.message })))
   )
   // A comment now and then keeps proxies and idle timers from closing the stream.
   const heartbeat = Stream.fromSchedule(Schedule.spaced("15 seconds")).pipe(Stream.map(() => ": keep-alive\n\n"))
-  const body = Stream.merge(Stream.succeed(": live\n\n"), Stream.merge(entries, heartbeat)).pipe(
+  // The stream ends when the entries do (a failure event was the last), heartbeat or not.
+  const body = Stream.merge(Stream.succeed(": live\n\n"), Stream.merge(entries, heartbeat, { haltStrategy: "left" })).pipe(
     Stream.map((text) => encoder.encode(text))
   )
   return HttpServerResponse.stream(body, {

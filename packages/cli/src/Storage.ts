@@ -7,6 +7,7 @@
  */
 import { Persistence, StorageError } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { InvalidInput, NotAvailable } from "./Failure.ts"
@@ -23,6 +24,12 @@ export interface Options {
   readonly postgres: string | undefined
   /** Where the URL came from, named when it is invalid (`--postgres` when absent). */
   readonly postgresFrom?: "--postgres" | "SESSION_JOURNAL_PG_URL" | undefined
+  /**
+   * How long a writing command waits for a session's lock (`--wait`); none: it
+   * fails at once with exit 4 while another writer holds it. Filesystem only
+   * (PostgreSQL writers queue on the row lock by themselves).
+   */
+  readonly lockWait?: Duration.Duration | undefined
 }
 
 /**
@@ -134,8 +141,8 @@ export const layer = (
             Layer.effect(
               Persistence.Persistence,
               Effect.fail(
-                e.operation === "configure" && e.reason?.includes("table prefix") === true
-                  ? new InvalidInput({ field: TABLE_PREFIX_VAR, reason: e.reason })
+                e.reason._tag === "InvalidOption" && e.reason.option === "tablePrefix"
+                  ? new InvalidInput({ field: TABLE_PREFIX_VAR, reason: e.reason.message })
                   : e
               )
             ))
@@ -163,7 +170,8 @@ export const RETENTION_VAR = "SESSION_JOURNAL_RETENTION"
  */
 export const nodeOptions = (options: Options): NodePersistence.Options => ({
   root: options.dir,
-  removeCheckpointedSegments: process.env[RETENTION_VAR] === "1"
+  removeCheckpointedSegments: process.env[RETENTION_VAR] === "1",
+  lockWait: options.lockWait
 })
 
 /**

@@ -54,7 +54,7 @@ const presenter = CliOutput.layerPresenter({
 /**
  * Runs the command with the process arguments and yields the exit code: 0 ok,
  * 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked,
- * 70 a defect (a bug), 130 interrupted.
+ * 5 `policy test` would deny, 6 output failed (what was written is durable), 70 a defect (a bug), 130 interrupted.
  *
  * @since 0.1.0
  */

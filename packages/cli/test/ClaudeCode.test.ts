@@ -93,6 +93,91 @@ describe("session-journal claude-code", () => {
     expect((await exportBytes(journal, mainId)).equals(fs.readFileSync(tree.main))).toBe(true)
   })
 
+  // Lines of `child`'s stdout as they come.
+  const linesOf = (child: ReturnType<typeof start>) => {
+    const lines: Array<string> = []
+    let buffer = ""
+    child.stdout!.on("data", (b: Buffer) => {
+      buffer += b.toString("utf8")
+      const parts = buffer.split("\n")
+      buffer = parts.pop()!
+      lines.push(...parts)
+    })
+    return lines
+  }
+  const until = async (p: () => boolean, ms: number, what: string) => {
+    const t0 = Date.now()
+    while (!p()) {
+      if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`)
+      await new Promise((r) => setTimeout(r, 20))
+    }
+  }
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+  it("an idle follow of a wide tree costs under 5 % of a core (measured in CPU time)", async () => {
+    const dir = tempDir()
+    const source = path.join(dir, "projects")
+    fs.mkdirSync(source)
+    const count = process.env["STRESS"] === "1" ? 5_000 : 500
+    const files = F.writeWideTree(source, count)
+    const journal = path.join(dir, "journal")
+    const child = start(["--dir", journal, "--json", "claude-code", "follow", "--source", source])
+    try {
+      const lines = linesOf(child)
+      await until(() => lines.filter((l) => l.includes("\"created\"")).length >= files.length, count * 200, "the first pass")
+      // The report is printed at the end of the pass; let the process settle.
+      await sleep(1_000)
+      const cpu0 = F.cpuMillis(child.pid!)
+      const t0 = performance.now()
+      await sleep(3_000)
+      const cpu = F.cpuMillis(child.pid!) - cpu0
+      const wall = performance.now() - t0
+      expect(cpu / wall, `${cpu.toFixed(0)} ms of CPU in ${wall.toFixed(0)} ms idle`).toBeLessThan(0.05)
+      // Still following: a new line is journaled.
+      fs.appendFileSync(files[7]!, F.mainTurn(1).slice(0, 2).join("\n") + "\n")
+      await until(() => lines.some((l) => l.includes("\"extended\"")), 10_000, "the new lines")
+      child.kill("SIGINT")
+      expect(await exited(child)).toBe(130)
+    } finally {
+      child.kill("SIGKILL")
+      // Thousands of files: removed here, within the test's time, not by the shared cleanup.
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, process.env["STRESS"] === "1" ? 1_200_000 : 120_000)
+
+  it("follow reads only what was appended: at most 4 bytes read per byte of each appended line", async () => {
+    const dir = tempDir()
+    const source = path.join(dir, "projects")
+    const project = path.join(source, F.PROJECT)
+    fs.mkdirSync(project, { recursive: true })
+    const file = path.join(project, `${F.SESSION}.jsonl`)
+    fs.writeFileSync(file, F.longTranscript(4_000, 2_000_000))
+    const journal = path.join(dir, "journal")
+    const child = start(["--dir", journal, "--json", "claude-code", "follow", "--source", source])
+    try {
+      const lines = linesOf(child)
+      await until(() => lines.some((l) => l.includes("\"created\"")), 60_000, "the first pass")
+      await sleep(1_000)
+      const read0 = F.readBytes(child.pid!)
+      let appended = 0
+      const turn = F.mainTurn(500)
+      for (let i = 0; i < 20; i++) {
+        const line = turn[i % turn.length]! + "\n"
+        const before = lines.length
+        fs.appendFileSync(file, line)
+        appended += Buffer.byteLength(line)
+        await until(() => lines.slice(before).some((l) => l.includes("\"extended\"")), 10_000, `line ${i}`)
+      }
+      const read = F.readBytes(child.pid!) - read0
+      expect(read / appended).toBeLessThanOrEqual(4)
+      child.kill("SIGINT")
+      expect(await exited(child)).toBe(130)
+    } finally {
+      child.kill("SIGKILL")
+    }
+    expect((await exportBytes(journal, SessionIds.sessionId({ _tag: "Main", project: F.PROJECT, session: F.SESSION }))).equals(fs.readFileSync(file))).toBe(true)
+  }, 120_000)
+
   it("a SIGKILL during archive: the rerun completes with no duplicate and no gap", async () => {
     const dir = tempDir()
     const source = path.join(dir, "projects")

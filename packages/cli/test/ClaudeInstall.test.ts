@@ -8,7 +8,8 @@ import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { EVENTS, isOurs } from "../src/Install.ts"
+import * as fc from "fast-check"
+import { EVENTS, isOurs, merge, remove } from "../src/Install.ts"
 import { cleanup, run, tempDir } from "./Run.ts"
 
 afterAll(cleanup)
@@ -97,5 +98,52 @@ describe("claude-code install", () => {
     assert.strictEqual(r.code, 0, r.stderr)
     assert.strictEqual(Object.keys(read(path.join(dir, "settings.json")).hooks).length, EVENTS.length)
     assert.isFalse(fs.existsSync(path.join(dir, "settings.json.session-journal.bak")))
+  })
+})
+
+describe("Install.merge and Install.remove (property)", () => {
+  const ours = { type: "command", command: "/n /x/session-journal.js claude-code hook --root /j", timeout: 60 }
+  const hookObject = fc.oneof(
+    fc.record({ type: fc.constant("command"), command: fc.string({ maxLength: 12 }) }),
+    fc.constant(ours as Record<string, unknown>),
+    fc.jsonValue({ maxDepth: 1 })
+  )
+  const group = fc.oneof(
+    fc.record({ matcher: fc.string({ maxLength: 4 }), hooks: fc.array(hookObject, { maxLength: 3 }) }),
+    fc.jsonValue({ maxDepth: 1 })
+  )
+  const settings = fc.record({
+    hooks: fc.dictionary(fc.constantFrom(...EVENTS, "Notification", "x"), fc.array(group, { maxLength: 3 }), { maxKeys: 4 }),
+    other: fc.jsonValue({ maxDepth: 2 })
+  }, { requiredKeys: [] })
+  const seed = Number(process.env["FC_SEED"] ?? Date.now() % 2 ** 31)
+
+  // An event whose list is empty says nothing; remove drops one it emptied.
+  const normal = (x: Record<string, unknown>): unknown => {
+    const hooks = x["hooks"]
+    if (typeof hooks !== "object" || hooks === null || Array.isArray(hooks)) return x
+    const kept = Object.fromEntries(Object.entries(hooks).filter(([, v]) => !(Array.isArray(v) && v.length === 0)))
+    const { hooks: _, ...rest } = x
+    return Object.keys(kept).length === 0 ? rest : { ...rest, hooks: kept }
+  }
+
+  it("merge is idempotent, keeps every hook not ours, and remove undoes it", () => {
+    fc.assert(
+      fc.property(settings, (raw) => {
+        const s = JSON.parse(JSON.stringify(raw)) as Record<string, never>
+        const once = merge(s, ours)
+        assert.deepStrictEqual(merge(once, ours), once)
+        assert.deepStrictEqual(normal(remove(once)), normal(remove(s)))
+        assert.deepStrictEqual(remove(remove(s)), remove(s))
+        const others = (x: Record<string, unknown>) => {
+          const { hooks: _, ...rest } = x
+          return JSON.stringify(rest)
+        }
+        assert.strictEqual(others(once), others(s))
+        const hooks = once["hooks"] as unknown as Record<string, Array<{ hooks: Array<unknown> }>>
+        for (const event of EVENTS) assert.isTrue(isOurs(hooks[event]!.at(-1)!.hooks[0]))
+      }),
+      { seed, verbose: true }
+    )
   })
 })

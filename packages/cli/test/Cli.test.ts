@@ -11,9 +11,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import { afterAll } from "vitest"
-import { BIN, cleanup, exited, filesUnder, hasNodeAdapter, run, SHIM, start, tempDir, waitForLine } from "./Run.ts"
+import { baseEnv, BIN, cleanup, exited, filesUnder, hasNodeAdapter, run, SHIM, start, tempDir, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 const hasScript = spawnSync("script", ["--version"]).status === 0
@@ -70,7 +70,7 @@ describe("session-journal (any storage)", () => {
       assert.strictEqual(r.stderr, "", cmd)
     }
     const top = results.find(([cmd]) => cmd === "")![1].stdout.replace(/\s+/g, " ")
-    assert.include(top, "Exit codes: 0 ok, 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked by another writer, 70 unexpected failure (a bug), 130 interrupted.")
+    assert.include(top, "Exit codes: 0 ok, 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked by another writer, 5 the policy would deny calls (policy test), 6 output failed (what was written is durable: do not write it again), 70 unexpected failure (a bug), 130 interrupted.")
   })
 
   it("bad usage and invalid input exit 2 with one sentence naming the field", async () => {
@@ -389,6 +389,64 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     const r = await run(recordArgs(path.join(file, "sub"), "x"))
     assert.strictEqual(r.code, 3, r.stderr)
     assert.match(r.stderr, /^session-journal: storage .*\.\n$/)
+  })
+
+  it("stdout failing after a durable write exits 6 with one sentence naming the durable entry, never a retry's twin", async () => {
+    const dir = tempDir()
+    // The child's stdout is /dev/full: every write to it fails with ENOSPC.
+    const toFull = (args: ReadonlyArray<string>, input?: string): Promise<{ code: number | null; stderr: string }> =>
+      new Promise((resolve, reject) => {
+        const full = fs.openSync("/dev/full", "w")
+        const child = spawn(process.execPath, [BIN, "--dir", dir, ...args], {
+          cwd: dir,
+          env: baseEnv(),
+          stdio: [input === undefined ? "ignore" : "pipe", full, "pipe"]
+        })
+        fs.closeSync(full)
+        const err: Array<Buffer> = []
+        child.stderr!.on("data", (b: Buffer) => err.push(b))
+        child.on("error", reject)
+        child.on("close", (code) => resolve({ code, stderr: Buffer.concat(err).toString("utf8") }))
+        if (input !== undefined) child.stdin!.end(input)
+      })
+    const exported = async () => jsonLines((await run(["--dir", dir, "export", "full"])).stdout)
+    const oneSentence = (stderr: string) => {
+      assert.match(stderr, /^session-journal: [^\n]+\.\n$/, stderr)
+      assert.notMatch(stderr, /\n\s+at /)
+    }
+
+    const recorded = await toFull(recordArgs(dir, "full").slice(2))
+    assert.strictEqual(recorded.code, 6, recorded.stderr)
+    oneSentence(recorded.stderr)
+    let entries = await exported()
+    assert.strictEqual(entries.length, 1)
+    assert.include(recorded.stderr, `entry 0 of full (hash ${entries[0]!["entry_hash"]}) is durable`)
+    assert.include(recorded.stderr, "ENOSPC")
+
+    const appended = await toFull(["--json", "append", "full", "--payload", "{\"n\":1}"])
+    assert.strictEqual(appended.code, 6, appended.stderr)
+    oneSentence(appended.stderr)
+    entries = await exported()
+    assert.strictEqual(entries.length, 2)
+    assert.include(appended.stderr, `entry 1 of full (hash ${entries[1]!["entry_hash"]}) is durable`)
+
+    const lines3 = [1, 2, 3].map((n) => JSON.stringify({ kind: "message", payload: n })).join("\n") + "\n"
+    for (const mode of [["--json"], []]) {
+      const imported = await toFull([...mode, "import", "full", "-"], lines3)
+      assert.strictEqual(imported.code, 6, imported.stderr)
+      oneSentence(imported.stderr)
+      entries = await exported()
+      const last = entries[entries.length - 1]!
+      assert.include(imported.stderr, `3 entries of full through sequence ${last["sequence"]} (hash ${last["entry_hash"]}) are durable`)
+    }
+    assert.strictEqual(entries.length, 8)
+
+    // A command that wrote nothing exits 6 too, without claiming a write.
+    const read = await toFull(["export", "full"])
+    assert.strictEqual(read.code, 6, read.stderr)
+    oneSentence(read.stderr)
+    assert.notInclude(read.stderr, "durable")
+    assert.strictEqual((await run(["--dir", dir, "verify", "full"])).code, 0)
   })
 
   it("a second writer gets exit 4 while another process holds the session", async () => {

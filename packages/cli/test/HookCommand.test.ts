@@ -11,6 +11,7 @@ import { Hook } from "@session-journal/claude-code"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
+import { hookArgs } from "../src/internal/hookArgs.ts"
 import { cleanup, hasNodeAdapter, run, start, tempDir } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
@@ -45,6 +46,32 @@ const show = async (root: string, id: string): Promise<Array<Record<string, unkn
   assert.strictEqual(r.code, 0, r.stderr)
   return r.stdout.trim().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l))
 }
+
+describe("the hook's arguments, recognized before the command tree", () => {
+  it("takes exactly a hook invocation and leaves anything else to the command tree", () => {
+    assert.deepStrictEqual(hookArgs(["--dir", "/j", "claude-code", "hook", "--policy=/p", "--wait", "2s", "--fail-open"]), {
+      root: "/j",
+      postgres: undefined,
+      policy: "/p",
+      failOpen: true,
+      maxInputBytes: undefined,
+      waitMillis: 2000
+    })
+    assert.strictEqual(hookArgs(["claude-code", "hook", "--root", "/r", "--max-input-bytes", "10"])?.maxInputBytes, 10)
+    for (
+      const argv of [
+        ["claude-code", "hook", "--help"],
+        ["claude-code", "hook", "--policy"],
+        ["claude-code", "hook", "--wait", "soon"],
+        ["claude-code", "hook", "--root", "/a", "--dir", "/b"],
+        ["claude-code", "hook", "extra"],
+        ["claude-code", "archive"],
+        ["hook"],
+        ["claude-code", "hook", "--max-input-bytes", "0"]
+      ]
+    ) assert.isNull(hookArgs(argv), argv.join(" "))
+  })
+})
 
 describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
   it("journals an event and answers {} without a policy", async () => {
@@ -165,6 +192,33 @@ describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
     fs.writeFileSync(policy, "{\"maxStreak\":-1}")
     const bad = await hook(path.join(dir, "k"), JSON.stringify(pre("Read", "r3")), ["--policy", policy])
     assert.match(denial(bad.stdout) ?? "", /\$\.maxStreak: expected a non-negative integer/)
+  })
+
+  it("waits for a lock another writer holds; past --wait it denies, saying so", async () => {
+    const root = path.join(tempDir(), "j")
+    const id = sessionOf(pre("Read", "l1"))
+    // `import` holds the session's lock while its stdin is open.
+    const holder = start(["--dir", root, "import", id])
+    holder.stdin!.write("{\"kind\":\"note\",\"payload\":{}}\n")
+    const lock = path.join(root, id, "lock")
+    while (!fs.existsSync(lock)) await new Promise((resolve) => setTimeout(resolve, 50))
+    const timedOut = await hook(root, JSON.stringify(pre("Read", "l1")), ["--wait", "500ms"])
+    assert.strictEqual(timedOut.code, 0)
+    assert.match(denial(timedOut.stdout) ?? "", /is locked by another writer \(.*gave up after waiting [\d.]+ s for it\)/, timedOut.stdout)
+
+    let done = false
+    const waiting = hook(root, JSON.stringify(pre("Read", "l2")), ["--wait", "60s"]).finally(() => {
+      done = true
+    })
+    // Long enough for the hook to have started and met the lock (a start from the sources takes seconds).
+    await new Promise((resolve) => setTimeout(resolve, 6000))
+    assert.isFalse(done, "the hook did not wait for the lock")
+    holder.stdin!.end()
+    const answered = await waiting
+    assert.strictEqual(answered.code, 0, answered.stderr)
+    assert.deepStrictEqual(JSON.parse(answered.stdout), {})
+    const kinds = (await show(root, id)).map((e) => e["kind"])
+    assert.deepStrictEqual(kinds, ["note", "tool", "claude-code.decision"])
   })
 
   it(`parallel hooks on one session: every one answered, maxInvocations holds (${STRESS ? 32 : 8} calls)`, async () => {

@@ -13,7 +13,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { ExitCode, exitCodeOf, ImportStopped, InvalidInput } from "../src/Failure.ts"
+import { ExitCode, exitCodeOf, ImportStopped, InvalidInput, OutputFailed } from "../src/Failure.ts"
 import * as Import from "../src/Import.ts"
 import * as Input from "../src/Input.ts"
 import { BIN, cleanup, exited, run, SHIM, start, tempDir, waitForLine } from "./Run.ts"
@@ -284,5 +284,6 @@ describe("decoding", () => {
     const input = new InvalidInput({ field: "x", reason: "y", line: 1 })
     assert.strictEqual(exitCodeOf(input), ExitCode.usage)
     assert.strictEqual(exitCodeOf(new ImportStopped({ input, imported: 0, lastSequence: null })), ExitCode.usage)
+    assert.strictEqual(exitCodeOf(new OutputFailed({ code: "ENOSPC", reason: "no space" })), ExitCode.output)
   })
 })

@@ -11,7 +11,7 @@ import * as Schema from "effect/Schema"
 import { canonicalize, check, isWellFormed } from "./internal/jcs.ts"
 import { toJsonText } from "./internal/jsonText.ts"
 import { hashOther, hashTool } from "./internal/preimage.ts"
-import { MAX_U32, MAX_U53, payloadLimits, payloadProblem, type ValidToolParams } from "./internal/validate.ts"
+import { isU53, MAX_U32, MAX_U53, payloadLimits, payloadProblem, type ValidToolParams } from "./internal/validate.ts"
 
 export {
   /**
@@ -278,11 +278,10 @@ const isHexHash = (h: string): boolean => {
   }
   return ok === 1
 }
-const isU53 = (n: unknown): n is number => typeof n === "number" && Number.isSafeInteger(n) && n >= 0
 const isHash = (h: unknown): h is string => typeof h === "string" && isHexHash(h)
 const isText = (t: unknown): t is string => typeof t === "string" && isWellFormed(t)
 
-// Replay decodes every stored entry, so the common, well-formed shapes are checked
+// Recovery decodes every stored entry, so the common, well-formed shapes are checked
 // by hand here; anything this does not accept goes through the schema, which is the
 // authority on what is valid and produces the error. This path never accepts an
 // input the schema would refuse.

@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import * as StorageReason from "./StorageReason.ts"
 
 /**
  * A field of a record or payload failed validation before anything was appended.
@@ -85,21 +86,34 @@ export class SessionLocked extends Schema.TaggedError<SessionLocked>()("SessionL
 
 /**
  * Storage failed. `operation` names the port operation or primitive, `path` the file
- * or table when there is one, `cause` the underlying error. After a StorageError on a
- * write, the session's in-memory state is dropped and re-read before the next write.
+ * or table when there is one, `reason` why, as one tagged case of
+ * `StorageReason.Reason` (an I/O failure with its code, a refused path, an invalid
+ * option, a record too large, a write not made durable, ...), `cause` the
+ * underlying error. After a StorageError on a write, the session's in-memory state
+ * is dropped and re-read before the next write.
  *
  * @since 0.1.0
  */
 export class StorageError extends Schema.TaggedError<StorageError>()("StorageError", {
   operation: Schema.String,
   path: Schema.optionalKey(Schema.String),
-  reason: Schema.optionalKey(Schema.String),
+  reason: StorageReason.Reason,
   cause: Schema.optionalKey(Schema.Defect())
 }) {
   override get message(): string {
     const where = this.path === undefined ? "" : ` (${this.path})`
-    const why = this.reason ?? (this.cause instanceof Error ? this.cause.message : this.cause === undefined ? "failed" : String(this.cause))
-    return `storage ${this.operation} failed${where}: ${why}`
+    return `storage ${this.operation} failed${where}: ${this.reason.message}`
+  }
+
+  /**
+   * The error of a failed underlying call: its reason is `StorageReason.Io`
+   * (the cause's code and message), its cause the error itself.
+   *
+   * @since 0.4.0
+   */
+  static io(operation: string, cause: unknown, path?: string): StorageError {
+    const reason = StorageReason.fromCause(cause)
+    return new StorageError(path === undefined ? { operation, reason, cause } : { operation, path, reason, cause })
   }
 }
 
@@ -131,5 +145,30 @@ export class SequenceConflict extends Schema.TaggedError<SequenceConflict>()("Se
 }) {
   override get message(): string {
     return `session ${this.id}: another writer already stored sequence ${this.sequence}`
+  }
+}
+
+/**
+ * A follower was shown history that storage no longer holds: an entry it handed
+ * over was edited, cut off, or replaced by another chain (a cut followed by new
+ * writes, a fork). `sequence` is the first entry shown (as far as the follower
+ * remembers) that storage does not hold as shown; `expected` the hash shown there,
+ * `found` the hash storage holds there now (null when storage ends before it);
+ * `shownTo` the last sequence shown. The follower stops: nothing it would read next
+ * continues what it showed.
+ *
+ * @since 0.4.0
+ */
+export class HistoryDiverged extends Schema.TaggedError<HistoryDiverged>()("HistoryDiverged", {
+  id: Schema.String,
+  sequence: Schema.Number,
+  expected: Schema.String,
+  found: Schema.NullOr(Schema.String),
+  shownTo: Schema.Number
+}) {
+  override get message(): string {
+    const range = this.sequence === this.shownTo ? `entry ${this.sequence}` : `entries ${this.sequence}..${this.shownTo}`
+    const now = this.found === null ? "storage now ends before it" : `storage now holds ${this.found}`
+    return `session ${this.id}: the history shown was replaced: ${range} as shown are no longer stored (at ${this.sequence} ${this.expected} was shown, ${now})`
   }
 }

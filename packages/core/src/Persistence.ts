@@ -103,14 +103,15 @@ export const tipOf = (state: JournalState.JournalState): Tip => ({
   hash: state.next_sequence > 0 && JournalState.entryCount(state) === 0 ? null : JournalState.lastHash(state)
 })
 
-/**
- * Whether a stored tip (its entry count and newest `entry_hash`) is the one a
- * compare-and-append was built on.
- *
- * @since 0.3.0
- */
-export const tipMatches = (after: Tip, storedCount: number, storedHash: string): boolean =>
-  after.sequence === storedCount && (after.hash === null || after.hash === storedHash)
+export {
+  /**
+   * Whether a stored tip (its entry count and newest `entry_hash`) is the one a
+   * compare-and-append was built on.
+   *
+   * @since 0.3.0
+   */
+  tipMatches
+} from "./internal/tip.ts"
 
 /**
  * One compare-and-append: `entries` (consecutive, the first at `after.sequence`
@@ -312,7 +313,8 @@ export class Persistence extends Context.Service<Persistence, {
   ) => Stream.Stream<Entry.Entry, StorageError | CorruptJournal | SessionNotFound>
   /**
    * Entries from `from` on, then every entry stored later by any writer (this
-   * process or another), without end.
+   * process or another), without end. An adapter hands over what it reads; the
+   * service's followers check every record before delivering it (`Follow`).
    */
   readonly follow: (
     id: string,

@@ -8,8 +8,8 @@
  * never released under it. Each open session has one writer fiber draining one
  * `Queue`: it takes every queued request (group commit), builds their entries in
  * order against the session's `JournalState`, stores them with one durable append
- * and answers each caller. The state sits in a `SynchronizedRef` that only the
- * writer modifies, so readers never wait for a write. When storage fails, the
+ * and answers each caller. The state sits in a `Ref` that only the
+ * writer sets, so readers never wait for a write. When storage fails, the
  * session's state is dropped and re-read before the next write: a failed sync may
  * or may not have reached the disk, and storage is the truth.
  *
@@ -19,9 +19,9 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type * as Duration from "effect/Duration"
 import * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import * as SynchronizedRef from "effect/SynchronizedRef"
 import * as Checkpoint from "./Checkpoint.ts"
 import * as Entry from "./Entry.ts"
 import {
@@ -32,7 +32,9 @@ import {
   SessionNotFound,
   StorageError
 } from "./Errors.ts"
+import type * as Follow from "./Follow.ts"
 import * as Guard from "./Guard.ts"
+import * as Following from "./internal/following.ts"
 import * as Hubs from "./internal/hubs.ts"
 import * as Sessions from "./internal/sessions.ts"
 import * as Writes from "./internal/writes.ts"
@@ -64,11 +66,22 @@ export type ReadError = InvalidSessionId | StorageError | CorruptJournal | Integ
 
 /**
  * One element of `changes`: a committed entry, or the number of entries this
- * subscriber missed because it fell more than the stream capacity behind.
+ * subscriber missed because it fell more than the stream capacity behind, or
+ * (from storage) a repair's recovery entry that set entries already delivered
+ * aside (`Follow.Recovered`).
  *
  * @since 0.1.0
  */
-export type Change = Hubs.Change
+export type Change = Hubs.Change | Follow.Recovered
+
+/**
+ * Failures of a follower (`follow`, `changes` from storage): besides storage
+ * failures, damage found while following, and `HistoryDiverged` when entries
+ * already delivered were replaced.
+ *
+ * @since 0.4.0
+ */
+export type FollowError = Following.FollowError
 
 /**
  * The result of `decide`: the verdict and the entry recorded for it.
@@ -184,11 +197,21 @@ export class SessionJournal extends Context.Service<SessionJournal, {
     id: string,
     options?: Persistence.HistoryOptions
   ) => Stream.Stream<Entry.Entry, InvalidSessionId | StorageError | CorruptJournal | SessionNotFound>
-  /** Entries from `from` on, then every entry any writer stores later (other processes included). */
+  /**
+   * Entries from `from` on, then every entry any writer stores later (other
+   * processes included), each checked before it is delivered (`Follow`): it
+   * carries the next sequence, links to the entry delivered before it and hashes
+   * to its own `entry_hash`. Where storage stops continuing what was delivered,
+   * the follower verifies storage from its start: a repair that set delivered
+   * entries aside is delivered as `Recovered` (its recovery entry, and the range
+   * set aside) and followed on; an edit, a cut or another chain in place of
+   * delivered entries fails the stream with `HistoryDiverged`; damage fails it as
+   * `verify` would.
+   */
   readonly follow: (
     id: string,
     from?: number
-  ) => Stream.Stream<Entry.Entry, InvalidSessionId | StorageError | CorruptJournal | SessionNotFound>
+  ) => Stream.Stream<Follow.Event, InvalidSessionId | FollowError>
   /**
    * Subscribes to every entry this service commits to the session from now on. The
    * subscription exists once the effect completes (so nothing committed after that
@@ -196,11 +219,12 @@ export class SessionJournal extends Context.Service<SessionJournal, {
    * with a "missed" marker where a slow consumer fell more than the hub's capacity
    * behind. Entries this service finds in storage when it reloads (another writer's,
    * or those of an append that failed after reaching storage) are delivered too. The
-   * stream ends when the session is deleted.
+   * stream ends when the session is deleted. From storage (`changesFrom: "storage"`)
+   * every entry is checked as `follow` checks it, with the same failures.
    */
   readonly changes: (
     id: string
-  ) => Effect.Effect<Stream.Stream<Change, StorageError | CorruptJournal | SessionNotFound>, ReadError, Scope.Scope>
+  ) => Effect.Effect<Stream.Stream<Change, FollowError>, ReadError, Scope.Scope>
   /**
    * Completes when this service has committed entry `sequence` (at once if it already
    * has, or if storage already holds it); fails with `SessionNotFound` if the session
@@ -240,7 +264,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const persistence = yield* Persistence.Persistence
   const caps = options?.caps
   const changesFrom = options?.changesFrom ?? "service"
-  const hubs = Hubs.make(options?.changesCapacity ?? 1024)
+  const hubs = yield* Hubs.make(options?.changesCapacity ?? 1024)
   const sessions = yield* Sessions.make({
     persistence,
     hubs,
@@ -264,7 +288,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       yield* validId(id)
       const session = sessions.opened(id)
       if (session !== undefined) {
-        const slot = yield* SynchronizedRef.get(session.ref)
+        const slot = yield* Ref.get(session.ref)
         if (slot.blocked !== null) return yield* slot.blocked
         const current = slot.state
         // Open for writing but nothing stored yet (say, its first append failed).
@@ -276,7 +300,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         // use the writer's handle meanwhile, but a read handle of its own.
       }
       const loaded = yield* Effect.scoped(
-        Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => h.load)
+        Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => Sessions.load(h, "read"))
       )
       if (!loaded.exists) return yield* new SessionNotFound({ id })
       const blocked = Sessions.blockedBy(loaded, id)
@@ -309,8 +333,15 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const entries = (id: string, options?: Persistence.HistoryOptions) =>
     Entry.isSessionId(id) ? persistence.history(id, options) : Stream.fail(new InvalidSessionId({ id }))
 
-  const follow = (id: string, from = 0) =>
-    Entry.isSessionId(id) ? persistence.follow(id, from) : Stream.fail(new InvalidSessionId({ id }))
+  // Every follower of the service reads through the checks of `Follow`, from the
+  // state it loaded.
+  const followFrom = (id: string, current: JournalState.JournalState, from: number) =>
+    Following.follow({ persistence, caps, failureOf }, id, current, from)
+
+  const follow = (id: string, from = 0): Stream.Stream<Follow.Event, InvalidSessionId | FollowError> =>
+    Entry.isSessionId(id)
+      ? Stream.unwrap(Effect.map(state(id), (current) => followFrom(id, current, from)))
+      : Stream.fail(new InvalidSessionId({ id }))
 
   // The next sequence this service has committed while it holds the session open;
   // otherwise what storage holds (another instance may have written since).
@@ -327,16 +358,13 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   // late the stream starts.
   const changes = (
     id: string
-  ): Effect.Effect<Stream.Stream<Change, StorageError | CorruptJournal | SessionNotFound>, ReadError, Scope.Scope> =>
+  ): Effect.Effect<Stream.Stream<Change, FollowError>, ReadError, Scope.Scope> =>
     Effect.andThen(
       validId(id),
       changesFrom === "storage"
         ? Effect.map(
-          Effect.catchTag(state(id), "SessionNotFound", () => Effect.succeed(JournalState.empty(id))),
-          (current) =>
-            persistence.follow(id, current.next_sequence).pipe(
-              Stream.map((entry): Change => ({ _tag: "Entry", entry }))
-            )
+          Effect.catchTag(state(id), "SessionNotFound", () => Effect.succeed(JournalState.empty(id, caps))),
+          (current): Stream.Stream<Change, FollowError> => followFrom(id, current, current.next_sequence)
         )
         : hubs.changes(id, knownNext(id))
     )

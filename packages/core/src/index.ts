@@ -30,6 +30,12 @@ export * as Entry from "./Entry.ts"
  */
 export * from "./Errors.ts"
 /**
+ * Why storage failed: the tagged cases of `StorageError`'s `reason`.
+ *
+ * @since 0.4.0
+ */
+export * as StorageReason from "./StorageReason.ts"
+/**
  * The state of one session as plain data and the pure, total `fold` that advances it.
  *
  * @since 0.1.0
@@ -55,18 +61,19 @@ export * as Sha256 from "./Sha256.ts"
  */
 export * as Persistence from "./Persistence.ts"
 /**
- * Replay of stored entries onto a state: applied, stale duplicate, gap or integrity violation.
- *
- * @since 0.1.0
- */
-export * as Replay from "./Replay.ts"
-/**
  * The one recovery of a stored session: checkpoint and stored records in, state and
  * recovery report out; checkpoints checked against the history, strict records.
  *
  * @since 0.2.0
  */
 export * as Recovery from "./Recovery.ts"
+/**
+ * What a follower checks on every record, and how it reconciles what it showed
+ * with storage when a record does not continue it.
+ *
+ * @since 0.4.0
+ */
+export * as Follow from "./Follow.ts"
 /**
  * Pure policy guards over a snapshot and the proposed call, and the built-in ones.
  *

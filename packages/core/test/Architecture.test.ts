@@ -2,15 +2,18 @@
  * Architecture rules of @session-journal/core (docs/DESIGN.md §1): the core runs anywhere
  * Effect runs, so no file under packages/core/src may import a Node builtin (by
  * `node:` or by bare name), call `require`, or reach for Node-only globals; and its
- * only packages are `effect` and `@noble/hashes`.
+ * only packages are `effect` and `@noble/hashes`. Across every package's sources:
+ * no runtime import cycle, and an `internal/` module imports the public module
+ * that uses it only as types.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { readdirSync, readFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { builtinModules } from "node:module"
-import { join, relative } from "node:path"
+import { dirname, join, relative, resolve, sep } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const srcDir = fileURLToPath(new URL("../src", import.meta.url))
+const packagesDir = fileURLToPath(new URL("../..", import.meta.url))
 
 const sourceFiles = (dir: string): Array<string> =>
   readdirSync(dir, { withFileTypes: true }).flatMap((d) => {
@@ -101,5 +104,184 @@ describe("Architecture: core never touches Node", () => {
       `const url = "https://example.com" // trailing comment from "fs"`
     ]
     for (const code of good) assert.deepStrictEqual(violations(code), [], code)
+  })
+})
+
+// ---------------------------------------------------------------------------
+// Import graph of every package's sources
+
+/** One static import or re-export of a module: whether it loads the module at run time. */
+interface Edge {
+  readonly spec: string
+  readonly runtime: boolean
+}
+
+// `{ type A, type B }`: every name type-only (an empty clause loads the module).
+const allTypes = (clause: string): boolean => {
+  const names = clause.replace(/^\{|\}$/g, "").split(",").map((n) => n.trim()).filter((n) => n.length > 0)
+  return names.length > 0 && names.every((n) => n.startsWith("type "))
+}
+
+const NAME = String.raw`[A-Za-z_$][\w$]*`
+const IMPORT = new RegExp(
+  String.raw`^\s*import\s+(type\s+)?((?:${NAME}\s*,\s*)?(?:\*\s+as\s+${NAME}|\{[^}]*\})|${NAME})\s+from\s*(["'])([^"']+)\3`,
+  "gm"
+)
+const EXPORT = new RegExp(String.raw`^\s*export\s+(type\s+)?(\*(?:\s+as\s+${NAME})?|\{[^}]*\})\s+from\s*(["'])([^"']+)\3`, "gm")
+const BARE = /^\s*import\s*(["'])([^"']+)\1/gm
+
+/**
+ * The static imports and re-exports of a source text, each marked runtime unless
+ * type-only (`import type`, `export type`, or a clause whose every name is
+ * `type`). Dynamic `import()` is lazy, so it is no edge of the load-time graph.
+ */
+const edges = (code: string): Array<Edge> => {
+  const text = stripComments(code)
+  const out: Array<Edge> = []
+  for (const m of text.matchAll(IMPORT)) {
+    const clause = m[2]!.trim()
+    out.push({ spec: m[4]!, runtime: m[1] === undefined && !(clause.startsWith("{") && allTypes(clause)) })
+  }
+  for (const m of text.matchAll(EXPORT)) {
+    const clause = m[2]!.trim()
+    out.push({ spec: m[4]!, runtime: m[1] === undefined && !(clause.startsWith("{") && allTypes(clause)) })
+  }
+  for (const m of text.matchAll(BARE)) out.push({ spec: m[2]!, runtime: true })
+  return out
+}
+
+interface Pkg {
+  readonly name: string
+  readonly dir: string
+}
+
+const packages: Array<Pkg> = readdirSync(packagesDir, { withFileTypes: true })
+  .filter((d) => d.isDirectory() && existsSync(join(packagesDir, d.name, "package.json")))
+  .map((d) => {
+    const dir = join(packagesDir, d.name)
+    return { name: (JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { name: string }).name, dir }
+  })
+
+const asSource = (base: string): string | undefined => {
+  for (const candidate of [base, base.replace(/\.js$/, ".ts"), `${base}.ts`, join(base, "index.ts")]) {
+    if (/\.ts$/.test(candidate) && existsSync(candidate)) return candidate
+  }
+  return undefined
+}
+
+/** The source file a specifier of `from` loads, when it is one of the packages' sources. */
+const resolveSpec = (from: string, spec: string): string | undefined => {
+  if (spec.startsWith("./") || spec.startsWith("../")) return asSource(resolve(dirname(from), spec))
+  const pkg = packages.find((p) => spec === p.name || spec.startsWith(`${p.name}/`))
+  if (pkg === undefined) return undefined
+  const sub = spec.slice(pkg.name.length + 1)
+  if (sub === "") return asSource(join(pkg.dir, "src", "index.ts"))
+  return sub.startsWith("test/") ? undefined : asSource(join(pkg.dir, "src", sub))
+}
+
+/** The edges between the packages' source files: every import, or the runtime ones only. */
+const importGraph = (only: "runtime" | "all"): Map<string, Array<string>> => {
+  const graph = new Map<string, Array<string>>()
+  for (const pkg of packages) {
+    const src = join(pkg.dir, "src")
+    if (!existsSync(src)) continue
+    for (const file of sourceFiles(src).filter((f) => f.endsWith(".ts"))) {
+      const to = edges(readFileSync(file, "utf8")).flatMap((e) => {
+        const target = e.runtime || only === "all" ? resolveSpec(file, e.spec) : undefined
+        return target === undefined ? [] : [target]
+      })
+      graph.set(file, [...new Set(to)])
+    }
+  }
+  return graph
+}
+
+/** The strongly connected components with a cycle (Tarjan), each as a readable cycle. */
+const cycles = (graph: Map<string, ReadonlyArray<string>>): Array<Array<string>> => {
+  let index = 0
+  const indices = new Map<string, number>()
+  const low = new Map<string, number>()
+  const stack: Array<string> = []
+  const onStack = new Set<string>()
+  const found: Array<Array<string>> = []
+  const visit = (v: string) => {
+    indices.set(v, index)
+    low.set(v, index)
+    index++
+    stack.push(v)
+    onStack.add(v)
+    for (const w of graph.get(v) ?? []) {
+      if (!indices.has(w)) {
+        visit(w)
+        low.set(v, Math.min(low.get(v)!, low.get(w)!))
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, indices.get(w)!))
+    }
+    if (low.get(v) === indices.get(v)) {
+      const component: Array<string> = []
+      let w: string
+      do {
+        w = stack.pop()!
+        onStack.delete(w)
+        component.push(w)
+      } while (w !== v)
+      if (component.length > 1 || (graph.get(v) ?? []).includes(v)) found.push(component.sort())
+    }
+  }
+  for (const v of [...graph.keys()].sort()) if (!indices.has(v)) visit(v)
+  return found
+}
+
+const shown = (file: string): string => relative(packagesDir, file).split(sep).join("/")
+
+describe("Architecture: the import graph of every package", () => {
+  const graph = importGraph("runtime")
+  const all = importGraph("all")
+
+  it("finds the sources of every package", () => {
+    const names = [...graph.keys()].map(shown)
+    for (const expected of ["core/src/Persistence.ts", "core/src/internal/memory.ts", "node/src/Lock.ts", "cli/src/main.ts", "postgres/src/index.ts"]) {
+      assert.include(names, expected)
+    }
+    assert.include(graph.get(join(packagesDir, "node", "src", "index.ts"))!.map(shown), "node/src/NodePersistence.ts")
+  })
+
+  it("no runtime import cycle among the packages' source modules (type-only imports aside)", () => {
+    assert.deepStrictEqual(cycles(graph).map((c) => c.map(shown)), [])
+  })
+
+  it("an internal/ module imports its public parent (a public module importing it) only as types", () => {
+    const report: Array<string> = []
+    for (const [file, targets] of all) {
+      if (file.includes(`${sep}internal${sep}`)) continue
+      for (const internal of targets.filter((t) => t.includes(`${sep}internal${sep}`) && dirname(t).startsWith(dirname(file)))) {
+        if ((graph.get(internal) ?? []).includes(file)) report.push(`${shown(internal)} imports its parent ${shown(file)} at run time`)
+      }
+    }
+    assert.deepStrictEqual(report, [])
+  })
+
+  it("the edge scanner tells runtime imports from type-only ones", () => {
+    const runtime = (code: string) => edges(code).map((e) => e.runtime)
+    assert.deepStrictEqual(runtime(`import type * as P from "./P.ts"`), [false])
+    assert.deepStrictEqual(runtime(`import type { A } from "./P.ts"`), [false])
+    assert.deepStrictEqual(runtime(`import { type A, type B } from "./P.ts"`), [false])
+    assert.deepStrictEqual(runtime(`export type { A } from "./P.ts"`), [false])
+    assert.deepStrictEqual(runtime(`export { type A } from "./P.ts"`), [false])
+    assert.deepStrictEqual(runtime(`import { type A, b } from "./P.ts"`), [true])
+    assert.deepStrictEqual(runtime(`import {\n  tipMatches\n} from "../Persistence.ts"`), [true])
+    assert.deepStrictEqual(runtime(`import * as P from "./P.ts"`), [true])
+    assert.deepStrictEqual(runtime(`import P, { type A } from "./P.ts"`), [true])
+    assert.deepStrictEqual(runtime(`export * as P from "./P.ts"`), [true])
+    assert.deepStrictEqual(runtime(`export { a } from "./P.ts"`), [true])
+    assert.deepStrictEqual(runtime(`import "./P.ts"`), [true])
+    assert.deepStrictEqual(runtime(`// import { a } from "./P.ts"`), [])
+    assert.deepStrictEqual(runtime(`const m = await import("./P.ts")`), [])
+  })
+
+  it("the cycle finder reports a cycle and a self-import, and nothing in a tree", () => {
+    const g = (edges: Record<string, Array<string>>) => new Map(Object.entries(edges))
+    assert.deepStrictEqual(cycles(g({ a: ["b"], b: ["c"], c: ["a"], d: ["a"] })), [["a", "b", "c"]])
+    assert.deepStrictEqual(cycles(g({ a: ["a"] })), [["a"]])
+    assert.deepStrictEqual(cycles(g({ a: ["b", "c"], b: ["c"], c: [] })), [])
   })
 })

@@ -42,3 +42,32 @@ it.live("changesFrom storage: a subscriber on one service sees what another serv
     assert.strictEqual(seen[0]?._tag, "Missed")
     assert.strictEqual(own.sequence, 7)
   }).pipe(Effect.scoped))
+
+it.live("changesFrom storage: a record that does not continue the chain delivered is never delivered", () =>
+  Effect.gen(function*() {
+    const storage = yield* Persistence.makeMemory()
+    // Storage that hands followers an edited copy of sequence 3; what it stores,
+    // verifies and reads as history is genuine.
+    const forging = Persistence.Persistence.of({
+      ...storage,
+      follow: (id, from) =>
+        storage.follow(id, from).pipe(Stream.map((e) => e.sequence === 3 ? { ...e, timestamp_secs: e.timestamp_secs + 1 } : e))
+    })
+    const writer = yield* Effect.provideService(SessionJournal.make(), Persistence.Persistence, storage)
+    const watcher = yield* Effect.provideService(SessionJournal.make({ changesFrom: "storage" }), Persistence.Persistence, forging)
+    yield* writer.record("forged", call("t0"))
+    const changes = yield* watcher.changes("forged")
+    for (let i = 1; i < 6; i++) yield* writer.record("forged", call(`t${i}`))
+    const delivered: Array<number> = []
+    const result = yield* changes.pipe(
+      Stream.runForEach((c) => Effect.sync(() => void delivered.push(c._tag === "Entry" ? c.entry.sequence : -1))),
+      Effect.timeout("5 seconds"),
+      Effect.result
+    )
+    assert.deepStrictEqual(delivered, [1, 2])
+    assert.isTrue(result._tag === "Failure" && result.failure._tag === "IntegrityViolation", String(result))
+    if (result._tag === "Failure" && result.failure._tag === "IntegrityViolation") {
+      assert.strictEqual(result.failure.sequence, 3)
+      assert.strictEqual(result.failure.what, "entry_hash")
+    }
+  }).pipe(Effect.scoped))

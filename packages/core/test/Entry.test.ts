@@ -188,6 +188,24 @@ describe("Entry.validateToolParams: integer ranges", () => {
       if (Result.isFailure(r)) assert.strictEqual(r.failure.field, "timestamp_secs")
     }
   })
+
+  it("the writer's timestamp rule is the decoder's: a timestamp is written only if a stored entry with it decodes", () => {
+    const entry = Entry.encode(JournalState.nextOther(JournalState.empty("ts"), 0, "message", null))
+    const near = (n: number) => fc.integer({ min: -3, max: 3 }).map((d) => n + d)
+    fc.assert(
+      fc.property(
+        fc.oneof(near(0), near(Entry.MAX_U53), fc.double(), fc.integer(), fc.constantFrom(-0, NaN, Infinity, 2 ** 53)),
+        (t) => {
+          const written = Result.isSuccess(Entry.validateTimestamp(t))
+          const stored = { ...entry, timestamp_secs: t }
+          // The fast path and the schema (the entry's hash does not matter to decoding).
+          assert.strictEqual(Result.isSuccess(Entry.decode(stored)), written, String(t))
+          assert.strictEqual(Result.isSuccess(Entry.decodeSchema(stored)), written, String(t))
+        }
+      ),
+      { numRuns: 2000 }
+    )
+  })
 })
 
 describe("Entry.validatePayload", () => {

@@ -10,7 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { Entry, JournalState, Persistence, StorageError } from "../src/index.ts"
+import { Entry, JournalState, Persistence, StorageError, StorageReason } from "../src/index.ts"
 
 /** What happens to one planned `append`. */
 export type Fault =
@@ -113,7 +113,7 @@ const wrapHandle = (probe: Probe, handle: Persistence.WriteHandle): Persistence.
           ? Effect.andThen(Effect.forEach(range(16), () => Effect.yieldNow, { discard: true }), handle.append(request))
           : handle.append(request)
       }
-      const injected = new StorageError({ operation: "append", reason: `injected failure of append #${n}` })
+      const injected = new StorageError({ operation: "append", reason: new StorageReason.Io({ message: `injected failure of append #${n}` }) })
       switch (fault._tag) {
         case "FailBefore":
           return Effect.fail(injected)

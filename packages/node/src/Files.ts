@@ -19,7 +19,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { constants } from "node:fs"
 import * as path from "node:path"
-import { type CorruptJournal, StorageError } from "@session-journal/core"
+import { type CorruptJournal, StorageError, StorageReason } from "@session-journal/core"
 import * as FileOps from "./internal/fileOps.ts"
 import * as Segment from "./internal/segment.ts"
 
@@ -176,7 +176,7 @@ export const TEMP_PREFIX = FileOps.TEMP_PREFIX
  */
 export const privateDir = Effect.fnUntraced(function*(ctx: Context, dir: string) {
   const st = yield* call("lstat", dir, () => ctx.fs.lstat(dir))
-  const refuse = (reason: string) => new StorageError({ operation: "confine", path: dir, reason: `refused: ${reason}` })
+  const refuse = (why: string) => new StorageError({ operation: "confine", path: dir, reason: new StorageReason.RefusedPath({ why }) })
   if (st.isSymbolicLink()) return yield* refuse("a symbolic link")
   if (!st.isDirectory()) return yield* refuse("not a directory")
   if (ctx.uid !== null && st.uid !== ctx.uid) return yield* refuse(`owned by uid ${st.uid}, not ${ctx.uid}`)

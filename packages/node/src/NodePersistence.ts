@@ -17,9 +17,11 @@ import {
   type SequenceConflict,
   type SessionLocked,
   SessionNotFound,
-  StorageError
+  StorageError,
+  StorageReason
 } from "@session-journal/core"
 import type * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -27,7 +29,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as path from "node:path"
 import * as Adapter from "./internal/adapter.ts"
-import { invalidId, type Known, loadOptions, lockSession, narrow, resolveWith } from "./internal/adapter.ts"
+import { invalidId, loadOptions, lockSession, narrow, resolveWith } from "./internal/adapter.ts"
 import * as NodeSha256 from "./NodeSha256.ts"
 import * as FileOps from "./internal/fileOps.ts"
 import * as Segment from "./internal/segment.ts"
@@ -61,6 +63,15 @@ export interface Options {
    * libuv's thread pool.
    */
   readonly callingThreadWrites?: boolean | undefined
+  /**
+   * How long opening a session for writing (and `repair`, `delete`) waits while
+   * another writer holds its lock (default 0: fail at once with `SessionLocked`).
+   * Waiters try again as soon as the lock file goes (a directory watch) or after a
+   * jittered backoff of at most 250 ms; past the bound they fail with
+   * `SessionLocked`, which says how long they waited. A lock whose holder is proved
+   * gone is taken over at once, waiting or not.
+   */
+  readonly lockWait?: Duration.Input | undefined
 }
 
 /**
@@ -129,7 +140,9 @@ const TRASH_PREFIX = ".trash-"
 
 const removeTree = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: string) {
   const st = yield* FileOps.call("lstat", dir, () => ctx.fs.lstat(dir))
-  if (!st.isDirectory() || st.isSymbolicLink()) return yield* new StorageError({ operation: "delete", path: dir, reason: "not a directory" })
+  if (!st.isDirectory() || st.isSymbolicLink()) {
+    return yield* new StorageError({ operation: "delete", path: dir, reason: new StorageReason.Io({ code: "ENOTDIR", message: "not a directory" }) })
+  }
   for (const n of yield* FileOps.listDir(ctx, dir)) yield* FileOps.unlinkIfExists(ctx, path.join(dir, n))
   yield* FileOps.call("rmdir", dir, () => ctx.fs.rmdir(dir))
 })
@@ -148,7 +161,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
     yield* ensureRoot(ctx)
     const dirOf = (id: string) => path.join(ctx.root, id)
 
-    const loadTags: ReadonlyArray<Known["_tag"]> = ["StorageError", "CorruptJournal", "IntegrityViolation"]
+    const loadTags: ReadonlyArray<Persistence.LoadError["_tag"]> = ["StorageError", "CorruptJournal", "IntegrityViolation"]
 
     const readHandle = (id: string, caps: JournalState.Caps | undefined): Persistence.ReadHandle => {
       const dir = dirOf(id)
@@ -179,9 +192,14 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
         const dir = dirOf(id)
         // The lock is released after the writer's handle is closed (finalizers run
         // in reverse order).
-        yield* lockSession(r, id, true)
+        const held = yield* lockSession(r, id, true)
         const writer = yield* Effect.acquireRelease(
-          Effect.sync(() => new Session.Writer(ctx, dir, id, caps, { removeCheckpointedSegments: r.removeCheckpointedSegments })),
+          Effect.sync(() =>
+            new Session.Writer(ctx, dir, id, caps, {
+              removeCheckpointedSegments: r.removeCheckpointedSegments,
+              lockCheck: held?.check
+            })
+          ),
           (writer) => writer.close()
         )
         const handle: Persistence.WriteHandle = {
@@ -211,7 +229,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
     const open = Persistence.makeOpen({ read: openRead, write: openWrite })
 
     type ReadError = StorageError | CorruptJournal | SessionNotFound
-    const readTags: ReadonlyArray<Known["_tag"]> = ["StorageError", "CorruptJournal", "SessionNotFound"]
+    const readTags: ReadonlyArray<ReadError["_tag"]> = ["StorageError", "CorruptJournal", "SessionNotFound"]
 
     const readerFor = (id: string, from: number): Effect.Effect<Session.Reader, ReadError> =>
       Effect.gen(function*() {
@@ -368,7 +386,13 @@ export {
    *
    * @since 0.1.0
    */
-  repair
+  repair,
+  /**
+   * Removes a stale lock whose holder is proved gone; refuses while it may be alive (see the maintenance module).
+   *
+   * @since 0.4.0
+   */
+  unlock
 } from "./internal/maintenance.ts"
 
 export type {
@@ -389,5 +413,11 @@ export type {
    *
    * @since 0.1.0
    */
-  SegmentReport
+  SegmentReport,
+  /**
+   * What `unlock` did.
+   *
+   * @since 0.4.0
+   */
+  UnlockReport
 } from "./internal/maintenance.ts"

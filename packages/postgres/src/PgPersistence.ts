@@ -17,7 +17,7 @@
  * @since 0.1.0
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { type JournalState, Persistence, SessionLocked, SessionNotFound, StorageError } from "@session-journal/core"
+import { type JournalState, Persistence, SessionLocked, SessionNotFound, StorageError, StorageReason } from "@session-journal/core"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -58,6 +58,16 @@ export interface Options {
    * released when this time is up.
    */
   readonly conflictHold?: Duration.Input | undefined
+  /**
+   * How long a follower keeps reconnecting after its connection to the server is
+   * lost (a restart, a dropped connection), with backoff from 100 milliseconds to
+   * 2 seconds between attempts (default 1 minute). It then goes on from the entry
+   * after the last one it delivered; once this time is up, the follow fails with
+   * `StorageError`.
+   *
+   * @since 0.4.0
+   */
+  readonly followReconnect?: Duration.Input | undefined
 }
 
 /**
@@ -93,30 +103,37 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   if (!Tables.isPrefix(prefix)) {
     return yield* new StorageError({
       operation: "configure",
-      reason: `invalid table prefix ${JSON.stringify(prefix)}: use lowercase letters, digits and _, at most 40 characters`
+      reason: new StorageReason.InvalidOption({
+        option: "tablePrefix",
+        message: `invalid table prefix ${JSON.stringify(prefix)}: use lowercase letters, digits and _, at most 40 characters`
+      })
     })
   }
   // A bad option is reported like a bad prefix, as a typed failure of the layer,
   // not as a defect when the value is first used.
   const invalid = (name: string, value: unknown) =>
-    new StorageError({ operation: "configure", reason: `invalid ${name} ${String(value)}` })
+    new StorageError({
+      operation: "configure",
+      reason: new StorageReason.InvalidOption({ option: name, message: `invalid ${name} ${String(value)}` })
+    })
   const count = (name: string, value: number | undefined, fallback: number) =>
     value === undefined ? Effect.succeed(fallback) : Number.isSafeInteger(value) ? Effect.succeed(Math.max(1, value)) : Effect.fail(invalid(name, value))
-  const duration = (name: string, value: Duration.Input | undefined) =>
-    Option.match(Duration.fromInput(value ?? "2 seconds"), {
+  const duration = (name: string, value: Duration.Input | undefined, fallback: Duration.Input = "2 seconds") =>
+    Option.match(Duration.fromInput(value ?? fallback), {
       onNone: () => Effect.fail(invalid(name, value)),
       onSome: (d) => Effect.succeed(d)
     })
   const pageSize = yield* count("pageSize", options?.pageSize, 500)
   const pollInterval = yield* duration("pollInterval", options?.pollInterval)
   const conflictHold = yield* duration("conflictHold", options?.conflictHold)
+  const followReconnect = yield* duration("followReconnect", options?.followReconnect, "1 minute")
   const names = Tables.names(prefix)
   const pg = yield* PgClient.PgClient
   const layerScope = yield* Effect.scope
 
   yield* Tables.migrate(names).pipe(
     Effect.provideService(SqlClient.SqlClient, pg.withoutTransforms()),
-    Effect.mapError((cause) => new StorageError({ operation: "migrate", path: names.migrations, cause }))
+    Effect.mapError((cause) => StorageError.io("migrate", cause, names.migrations))
   )
 
   const store = yield* Store.make(pg, names)
@@ -124,7 +141,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const load = Load.make(store)
   const hold = Hold.make(store, conflictHold)
   const write = Write.make(store, hold)
-  const { follow, history } = Follow.make(store, { pageSize, pollInterval, layerScope })
+  const { follow, history } = Follow.make(store, { pageSize, pollInterval, followReconnect, layerScope })
 
   // Writers of this instance, by session: the port's single-writer guarantee within
   // one process. Across instances writers are not excluded; the sequence key and
@@ -247,7 +264,7 @@ export const layerFromUrl = (url: string, options?: UrlOptions): Layer.Layer<Per
         url: Redacted.make(url),
         applicationName: options?.applicationName ?? "session-journal",
         maxConnections: options?.maxConnections
-      }).pipe(Effect.mapError((cause) => new StorageError({ operation: "connect", reason: cause.message, cause })))
+      }).pipe(Effect.mapError((cause) => StorageError.io("connect", cause)))
       return yield* Effect.provideService(make(options), PgClient.PgClient, client)
     }).pipe(Effect.provide(Reactivity.layer))
   )
@@ -261,11 +278,14 @@ export const layerFromUrl = (url: string, options?: UrlOptions): Layer.Layer<Per
 export const dropTables = (tablePrefix: string = DEFAULT_PREFIX): Effect.Effect<void, StorageError, PgClient.PgClient> =>
   Effect.gen(function*() {
     if (!Tables.isPrefix(tablePrefix)) {
-      return yield* new StorageError({ operation: "drop", reason: `invalid table prefix ${JSON.stringify(tablePrefix)}` })
+      return yield* new StorageError({
+        operation: "drop",
+        reason: new StorageReason.InvalidOption({ option: "tablePrefix", message: `invalid table prefix ${JSON.stringify(tablePrefix)}` })
+      })
     }
     const pg = yield* PgClient.PgClient
     yield* Tables.drop(Tables.names(tablePrefix)).pipe(
       Effect.provideService(SqlClient.SqlClient, pg),
-      Effect.mapError((cause) => new StorageError({ operation: "drop", reason: cause.message, cause }))
+      Effect.mapError((cause) => StorageError.io("drop", cause))
     )
   })

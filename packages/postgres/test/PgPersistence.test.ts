@@ -17,13 +17,17 @@ describe.skipIf(skipReason !== null)("postgres", () => {
       { pollInterval: "soon" as Duration.Input },
       { conflictHold: "a while" as Duration.Input },
       { pageSize: Number.NaN },
-      { pageSize: 1.5 }
+      { pageSize: 1.5 },
+      { tablePrefix: "Not-A-Prefix" }
     ]
     for (const options of bad) {
       const exit = await Effect.runPromiseExit(Effect.scoped(Layer.build(PgPersistence.layerFromUrl(url, { tablePrefix: prefix, ...options }))))
       expect(Exit.isFailure(exit), JSON.stringify(options)).toBe(true)
       const error = Exit.isFailure(exit) ? Exit.findErrorOption(exit) : undefined
       expect(error?._tag === "Some" ? [error.value._tag, error.value.operation] : String(exit)).toEqual(["StorageError", "configure"])
+      // The option is named by the reason's case, not left to the message text.
+      const reason = error?._tag === "Some" && error.value._tag === "StorageError" ? error.value.reason : undefined
+      expect(reason?._tag === "InvalidOption" ? reason.option : reason?._tag).toBe(Object.keys(options)[0])
     }
   })
 

@@ -41,7 +41,9 @@ describe("postgres rows", () => {
         assert.strictEqual(error?._tag, "StorageError", String(bad))
         assert.strictEqual(error?.path, "t_sessions.next_sequence")
         assert.strictEqual(error?.operation, "list")
-        assert.include(error?.reason, "next_sequence")
+        assert.strictEqual(error?.reason._tag, "Undecodable")
+        assert.strictEqual(error?.reason._tag === "Undecodable" ? error.reason.column : undefined, "next_sequence")
+        assert.include(error?.message, "next_sequence")
       }
       const text = failureOf(yield* Effect.exit(decode([{ ...row, next_sequence: 1, head: 5 }])))
       assert.strictEqual(text?.path, "t_sessions.head")

@@ -51,7 +51,7 @@ export interface Saver {
     chatId: string,
     sid: string,
     view: ChatHistory.View,
-    current: ReadonlyArray<Prompt.Message>,
+    history: Effect.Effect<ReadonlyArray<Prompt.Message>>,
     ttl: Duration.Input | undefined,
     context: SaveContext
   ) => Effect.Effect<void, PersistenceError>
@@ -139,18 +139,20 @@ export const make = (
       return { items, keep, encoded, tools }
     })
 
-    // Stores `current` as the chat's view. When another writer appended between the
-    // read and the write, the view is read again and the difference stored again:
-    // the last save's view is what the chain ends with.
+    // Stores the chat's history, read by `history` under the session's lock (so what
+    // it stamps on the messages is what is stored), as the chat's view. When another
+    // writer appended between the read and the write, the view is read again and the
+    // difference stored again: the last save's view is what the chain ends with.
     const store = (
       chatId: string,
       sid: string,
       view: ChatHistory.View,
-      current: ReadonlyArray<Prompt.Message>,
+      history: Effect.Effect<ReadonlyArray<Prompt.Message>>,
       ttl: Duration.Input | undefined,
-      context: Tools.EntryContext & { readonly used: (used: Set<Tools.Pending>) => void }
+      context: SaveContext
     ): Effect.Effect<void, PersistenceError> =>
       lockOf(sid).withPermits(1)(Effect.gen(function*() {
+        const current = yield* history
         const now = yield* Clock.currentTimeMillis
         const expiresAt = expiryOf(now, ttl)
         const known = lastNext.get(sid)

@@ -9,6 +9,7 @@ import {
   SessionJournal
 } from "@session-journal/core"
 import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -23,6 +24,7 @@ import {
   stackOf
 } from "../Failure.ts"
 import * as Output from "../Output.ts"
+import { parseWaitMillis } from "./hookArgs.ts"
 import * as Storage from "../Storage.ts"
 
 // ---------------------------------------------------------------------------
@@ -96,6 +98,10 @@ const reportFailure = (cause: Cause.Cause<Failure>, verbose: boolean, flags: boo
     if (Cause.hasInterruptsOnly(cause)) return yield* Effect.failCause(cause as Cause.Cause<never>)
     const error = Cause.squash(cause)
     const typed = Cause.findErrorOption(cause)
+    // A closed pipe (`session-journal export x | head`) is a normal end, not a failure.
+    if (Option.isSome(typed) && typed.value._tag === "OutputFailed" && typed.value.code === "EPIPE") {
+      return yield* new Exit({ code: ExitCode.ok })
+    }
     const code = Option.isSome(typed) ? exitCodeOf(typed.value) : ExitCode.defect
     const text = code === ExitCode.defect
       ? `unexpected failure (a bug): ${describeFailure(error)}`
@@ -125,10 +131,12 @@ const settings = Effect.gen(function*() {
  */
 export const withJournal = <E extends Failure>(
   body: (ctx: Context) => Effect.Effect<void, E, Journal | Scope.Scope>,
-  options?: { readonly flags?: boolean }
+  options?: { readonly flags?: boolean; readonly lockWait?: Option.Option<Duration.Duration> }
 ) =>
   Effect.gen(function*() {
-    const { json, verbose, storage } = yield* settings
+    const { json, verbose, storage: given } = yield* settings
+    const lockWait = options?.lockWait === undefined ? undefined : Option.getOrUndefined(options.lockWait)
+    const storage: Storage.Options = lockWait === undefined ? given : { ...given, lockWait }
     const live = SessionJournal.layer().pipe(Layer.provideMerge(Storage.layer(storage)))
     yield* Effect.scoped(body({ json, storage })).pipe(
       Effect.provide(live),
@@ -159,3 +167,25 @@ export const sessionId = Argument.String("id").pipe(Argument.withDescription("Se
 export const nonNegative = (name: string) =>
   Flag.Int(name).pipe(Flag.filter((n) => n >= 0, (n) => `must be a non-negative integer, got ${n}`))
 
+
+/**
+ * Parses a `--wait` value (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).
+ *
+ * @since 0.4.0
+ */
+export const parseWait = (text: string): Duration.Duration => Duration.millis(parseWaitMillis(text))
+
+/**
+ * `--wait DURATION` of the writing commands: how long to wait for a session's lock
+ * while another writer holds it (default: not at all, exit 4 at once).
+ *
+ * @since 0.4.0
+ */
+export const waitFlag = Flag.String("wait").pipe(
+  Flag.withMetavar("DURATION"),
+  Flag.mapTryCatch(parseWait, (e) => `invalid --wait: ${e instanceof Error ? e.message : String(e)}`),
+  Flag.optional,
+  Flag.withDescription(
+    "Wait up to DURATION (500ms, 30s, 2m) for the session's lock while another writer holds it, instead of exit 4 at once"
+  )
+)

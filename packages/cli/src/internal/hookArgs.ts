@@ -21,17 +21,30 @@ export interface HookArgs {
   readonly waitMillis: number | undefined
 }
 
-// `--wait` takes a number and a unit: 500ms, 30s, 2m; a bare number is seconds.
+// `--wait` takes a number and a unit: 500ms, 30s, 2m, 1h; a bare number is seconds.
 const WAIT_PATTERN = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$/
 
-/** Milliseconds of a `--wait` value, or undefined when it is not one (at most a day). */
-export const parseWaitMillis = (text: string): number | undefined => {
+/**
+ * The milliseconds of a `--wait` value (`500ms`, `30s`, `2m`, `1h`; a bare number
+ * is seconds; at most a day); throws an `Error` saying what is wrong. The one
+ * parser of every command's `--wait` (`commandKit.parseWait`).
+ */
+export const parseWaitMillis = (text: string): number => {
   const m = WAIT_PATTERN.exec(text.trim())
-  if (m === null) return undefined
+  if (m === null) throw new Error(`not a duration: ${JSON.stringify(text)} (use for example 500ms, 30s, 2m or 1h)`)
   const n = Number(m[1])
   const unit = m[2] ?? "s"
   const millis = unit === "ms" ? n : unit === "s" ? n * 1000 : unit === "m" ? n * 60_000 : n * 3_600_000
-  return Number.isFinite(millis) && millis <= 24 * 3_600_000 ? millis : undefined
+  if (!Number.isFinite(millis) || millis > 24 * 3_600_000) throw new Error(`${JSON.stringify(text)} is more than a day`)
+  return millis
+}
+
+const waitOrUndefined = (text: string): number | undefined => {
+  try {
+    return parseWaitMillis(text)
+  } catch {
+    return undefined
+  }
 }
 
 const valued = new Set(["--dir", "--postgres", "--root", "--policy", "--max-input-bytes", "--wait"])
@@ -66,7 +79,7 @@ export const hookArgs = (argv: ReadonlyArray<string>): HookArgs | null => {
   const maxInputBytes = bytes === undefined ? undefined : /^\d{1,15}$/.test(bytes) ? Number(bytes) : NaN
   if (Number.isNaN(maxInputBytes) || maxInputBytes === 0) return null
   const wait = values.get("--wait")
-  const waitMillis = wait === undefined ? undefined : parseWaitMillis(wait)
+  const waitMillis = wait === undefined ? undefined : waitOrUndefined(wait)
   if (wait !== undefined && waitMillis === undefined) return null
   if (values.has("--root") && values.has("--dir")) return null
   return {

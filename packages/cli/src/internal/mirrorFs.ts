@@ -2,7 +2,7 @@
  * The file work of `mirror`: the destination's checks and housekeeping, the
  * files of one session (hashing, copying ranges, staging) and reading a backup.
  */
-import { Checkpoint, Mirror, StorageError } from "@session-journal/core"
+import { Checkpoint, Mirror, StorageError, StorageReason } from "@session-journal/core"
 import { Files, Lock, NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Result_ from "effect/Result"
@@ -21,14 +21,12 @@ export const OLD_TEMP = /\.mirror-\d+(?:-[0-9a-z]+-[0-9a-f]+)?\.tmp$/
 export const excluded = (name: string): boolean =>
   name === Lock.LOCK_FILE || name === Lock.CLAIM_FILE || name.includes(Files.TEMP_PREFIX) || OLD_TEMP.test(name)
 
-export const message = (e: unknown): string => (e instanceof Error ? e.message : String(e))
-
 // One raw filesystem call (node:fs/promises), its failure a StorageError naming
 // the operation and the path.
 export const io = <A>(operation: string, p: string, f: () => Promise<A>): Effect.Effect<A, StorageError> =>
   Effect.tryPromise({
     try: f,
-    catch: (e) => new StorageError({ operation, path: p, reason: message(e), cause: e })
+    catch: (e) => StorageError.io(operation, e, p)
   })
 
 export const lstatOrNull = (operation: string, p: string): Effect.Effect<Stats | null, StorageError> =>
@@ -40,7 +38,7 @@ export const removeTree = (p: string): Effect.Effect<void, StorageError> =>
   io("mirror: remove", p, () => fs.rm(p, { recursive: true, force: true }))
 
 export const refused = (p: string, reason: string): StorageError =>
-  new StorageError({ operation: "confine", path: p, reason: `refused ${p}: ${reason}` })
+  new StorageError({ operation: "confine", path: p, reason: new StorageReason.RefusedPath({ path: p, why: reason }) })
 
 // ---------------------------------------------------------------------------
 // The destination
@@ -194,7 +192,7 @@ export const copyRange = (
       for (let pos = start; pos < end;) {
         const chunk = yield* Files.readAt(fh, from, pos, Math.min(CHUNK, end - pos))
         if (chunk.length === 0) {
-          return yield* new StorageError({ operation: "read", path: from, reason: `ended at ${pos} bytes, ${end} expected` })
+          return yield* new StorageError({ operation: "read", path: from, reason: new StorageReason.Truncated({ bytes: pos, expected: end }) })
         }
         yield* Files.writeAll(out, outPath, chunk, at + pos - start)
         pos += chunk.length
@@ -237,7 +235,10 @@ export const entryHashAt = (operation: string, ctx: Files.Context, dir: string, 
   Effect.catchTag(
     Files.entryHashAt(ctx, dir, sequence),
     "CorruptJournal",
-    (e) => Effect.fail(new StorageError({ operation, path: dir, reason: e.message, cause: e }))
+    (e) =>
+      Effect.fail(
+        new StorageError({ operation, path: dir, reason: new StorageReason.Rejected({ tag: e._tag, message: e.message }), cause: e })
+      )
   )
 
 // ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@
  * The commands that read: `list`, `show`, `stats`, `tail`, `export`.
  */
 import {
+  type Follow,
   JournalState,
   SessionJournal
 } from "@session-journal/core"
@@ -116,9 +117,33 @@ export const tail = Command.make("tail", {
       const state = yield* journal.state(a.id)
       const from = Math.max(0, state.next_sequence - a.lines)
       const fmt = Output.entryLine(json)
-      const entries = a.follow ? journal.follow(a.id, from) : journal.entries(a.id, { from })
-      yield* entries.pipe(Stream.runForEachArray((chunk) => Output.lines(chunk.map(fmt))))
-    }))).pipe(Command.withDescription("Print the last entries; --follow keeps printing new ones from other processes"))
+      if (!a.follow) {
+        return yield* journal.entries(a.id, { from }).pipe(Stream.runForEachArray((chunk) => Output.lines(chunk.map(fmt))))
+      }
+      // Every entry followed is checked against the one printed before it; a repair
+      // that set printed entries aside is said on stderr before its recovery entry,
+      // and history printed that was replaced otherwise ends the command (exit 1).
+      yield* journal.follow(a.id, from).pipe(
+        Stream.runForEachArray((chunk) =>
+          Effect.forEach(chunk, (event) =>
+            event._tag === "Entry"
+              ? Output.lines([fmt(event.entry)])
+              : Effect.andThen(
+                Output.errorLine(`session-journal: ${recoveredLine(a.id, event)}`),
+                Output.lines([fmt(event.entry)])
+              ), { discard: true })
+        )
+      )
+    }))).pipe(Command.withDescription(
+      "Print the last entries; --follow keeps printing new ones from other processes, each checked against the one before it"
+    ))
+
+// One line saying which printed entries a repair set aside.
+const recoveredLine = (id: string, event: Follow.Recovered): string => {
+  const { from, to } = event.replaced
+  const range = from === to ? `entry ${from}` : `entries ${from}..${to}`
+  return `session ${id} was repaired: ${range} printed above ${from === to ? "is" : "are"} no longer part of it; its recovery entry ${event.entry.sequence} follows`
+}
 
 /** The `exportCmd` command. */
 export const exportCmd = Command.make("export", {

@@ -6,12 +6,17 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import { describe, ExitCode, OutputFailed } from "../Failure.ts"
 import { main } from "../index.ts"
 
 // A closed pipe (`session-journal export x | head`) is a normal end, not a crash.
+// Any other failure of stdout is reported by the write that met it (`Output.write`
+// fails with `OutputFailed`, exit 5); one met by a write outside it (help text)
+// turns a success into exit 5 here, in one sentence.
+let stdoutFailure: NodeJS.ErrnoException | undefined
 process.stdout.on("error", (e: NodeJS.ErrnoException) => {
   if (e.code === "EPIPE") process.exit(0)
-  throw e
+  stdoutFailure ??= e
 })
 
 // An interrupted command ends with 130, unless it set `process.exitCode` to 0 once
@@ -20,6 +25,13 @@ NodeRuntime.runMain(main.pipe(Effect.provide(NodeServices.layer)), {
   disableErrorReporting: true,
   teardown: (exit, onExit) => {
     const code = Exit.isSuccess(exit) ? Number(exit.value) : 130
-    onExit(code === 130 && process.exitCode === 0 ? 0 : code)
+    // A failed write's "error" event comes on the next tick.
+    setImmediate(() => {
+      if (code === ExitCode.ok && stdoutFailure !== undefined) {
+        process.stderr.write(`session-journal: ${describe(new OutputFailed({ reason: stdoutFailure.message }))}\n`)
+        return onExit(ExitCode.output)
+      }
+      onExit(code === ExitCode.interrupted && process.exitCode === 0 ? ExitCode.ok : code)
+    })
   }
 })

@@ -1,24 +1,40 @@
 /**
- * The commands that write: `record`, `append`, `import`.
+ * The commands that write: `record`, `append`, `import` (each with `--wait` for the
+ * session's lock), and `unlock`, which removes a stale lock.
  */
 import {
+  type Entry,
   SessionJournal
 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import { Argument, Command, Flag } from "effect/cli"
 import * as fs from "node:fs"
+import { Lock, NodePersistence } from "@session-journal/node"
 import {
   ImportStopped,
-  InvalidInput
+  InvalidInput,
+  NotAvailable,
+  type OutputFailed
 } from "../Failure.ts"
 import * as Import from "../Import.ts"
 import * as Input from "../Input.ts"
 import * as Output from "../Output.ts"
-import { sessionId, validId, withJournal } from "./commandKit.ts"
+import * as Storage from "../Storage.ts"
+import { sessionId, validId, waitFlag, withJournal, withoutJournal } from "./commandKit.ts"
 
 // ---------------------------------------------------------------------------
 // record / append / import
+
+// Output of entries that are already durable: if stdout fails, the failure says
+// which entries are committed (exit 6), so a caller does not write them again.
+const printDurable = (
+  output: Effect.Effect<void, OutputFailed>,
+  id: string,
+  entries: number,
+  last: Entry.Entry
+): Effect.Effect<void, OutputFailed> =>
+  Effect.mapError(output, (e) => e.afterDurable({ id, entries, sequence: last.sequence, hash: last.entry_hash }))
 
 /** The `record` command. */
 export const record = Command.make("record", {
@@ -29,7 +45,8 @@ export const record = Command.make("record", {
   read: Flag.Int("read").pipe(Flag.withDefault(0), Flag.withDescription("Bytes read by the call")),
   written: Flag.Int("written").pipe(Flag.withDefault(0), Flag.withDescription("Bytes written by the call")),
   depth: Flag.Int("depth").pipe(Flag.withDefault(0), Flag.withDescription("Delegation depth")),
-  denied: Flag.Boolean("denied").pipe(Flag.withDefault(false), Flag.withDescription("Record the call as denied"))
+  denied: Flag.Boolean("denied").pipe(Flag.withDefault(false), Flag.withDescription("Record the call as denied")),
+  wait: waitFlag
 }, (a) =>
   withJournal(({ json }) =>
     Effect.gen(function*() {
@@ -43,8 +60,8 @@ export const record = Command.make("record", {
         delegation_depth: a.depth,
         allowed: !a.denied
       })
-      yield* Output.write(Output.entryLine(json)(entry) + "\n")
-    }), { flags: true })).pipe(Command.withDescription("Append a tool entry and print it"))
+      yield* printDurable(Output.write(Output.entryLine(json)(entry) + "\n"), a.id, 1, entry)
+    }), { flags: true, lockWait: a.wait })).pipe(Command.withDescription("Append a tool entry and print it"))
 
 const parsePayload = (text: string, field: string) =>
   Effect.try({
@@ -70,15 +87,16 @@ export const append = Command.make("append", {
   payload: Flag.String("payload").pipe(
     Flag.withMetavar("JSON"),
     Flag.withDescription("Payload, any JSON; - reads it from stdin, @FILE from FILE (strict UTF-8, at most 8 MiB)")
-  )
+  ),
+  wait: waitFlag
 }, (a) =>
   withJournal(({ json }) =>
     Effect.gen(function*() {
       const payload = yield* parsePayload(yield* payloadText(a.payload), "--payload")
       const journal = yield* SessionJournal.SessionJournal
       const entry = yield* journal.append(a.id, a.kind, payload)
-      yield* Output.write(Output.entryLine(json)(entry) + "\n")
-    }), { flags: true })).pipe(Command.withDescription("Append a message (default kind) or an entry of another kind"))
+      yield* printDurable(Output.write(Output.entryLine(json)(entry) + "\n"), a.id, 1, entry)
+    }), { flags: true, lockWait: a.wait })).pipe(Command.withDescription("Append a message (default kind) or an entry of another kind"))
 
 /**
  * Turns one import line into a write item (see `Import.importItem`).
@@ -101,7 +119,8 @@ export const importCmd = Command.make("import", {
   file: Argument.String("file").pipe(
     Argument.withDefault("-"),
     Argument.withDescription("JSON lines to import; - or nothing for stdin")
-  )
+  ),
+  wait: waitFlag
 }, (a) =>
   withJournal(({ json }) =>
     Effect.gen(function*() {
@@ -115,6 +134,8 @@ export const importCmd = Command.make("import", {
           return 0
         }
       })
+      let durable = 0
+      let lastDurable: Entry.Entry | undefined
       const summary = yield* Output.withProgress(`import ${a.id}`, size, (bar) =>
         Import.run({
           id: a.id,
@@ -128,21 +149,28 @@ export const importCmd = Command.make("import", {
           onDurable: (written) =>
             Effect.suspend(() => {
               if (size === 0) bar.advance(written.length)
-              return json ? Output.lines(written.map(Output.entryJson)) : Effect.void
+              durable += written.length
+              lastDurable = written[written.length - 1] ?? lastDurable
+              return json && lastDurable !== undefined
+                ? printDurable(Output.lines(written.map(Output.entryJson)), a.id, durable, lastDurable)
+                : Effect.void
             })
         })).pipe(
           Effect.tapError((e) =>
-            json && e._tag === "ImportStopped" ? Output.json(stoppedJson(e)) : Effect.void
+            json && e._tag === "ImportStopped"
+              ? lastDurable === undefined
+                ? Output.json(stoppedJson(e))
+                : printDurable(Output.json(stoppedJson(e)), a.id, durable, lastDurable)
+              : Effect.void
           )
         )
       if (!json) {
         const { imported, last } = summary
-        yield* Output.write(
-          `imported ${imported} entr${imported === 1 ? "y" : "ies"} into ${a.id}` +
-            (last === undefined ? "\n" : ` (last sequence ${last.sequence})\n`)
-        )
+        const text = `imported ${imported} entr${imported === 1 ? "y" : "ies"} into ${a.id}` +
+          (last === undefined ? "\n" : ` (last sequence ${last.sequence})\n`)
+        yield* last === undefined ? Output.write(text) : printDurable(Output.write(text), a.id, imported, last)
       }
-    }))).pipe(Command.withDescription(
+    }), { lockWait: a.wait })).pipe(Command.withDescription(
       "Append JSON lines ({tool_name,…} or {kind,payload}) as they arrive, each durable within moments; " +
         "a bad line stops the import after every line before it is committed"
     ))
@@ -154,3 +182,36 @@ const stoppedJson = (e: ImportStopped) => ({
   stopped: { line: e.input.line ?? null, field: e.input.field, reason: e.input.reason }
 })
 
+
+// ---------------------------------------------------------------------------
+// unlock
+
+/** The `unlock` command. */
+export const unlock = Command.make("unlock", {
+  id: sessionId,
+  force: Flag.Boolean("force").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription(
+      "Also remove a lock whose holder cannot be proved gone (another host, kernel or pid namespace); never one proved alive"
+    )
+  )
+}, (a) =>
+  withoutJournal(({ json, storage }) =>
+    Effect.gen(function*() {
+      yield* validId(a.id)
+      if (!Storage.isFilesystem(storage)) {
+        return yield* new NotAvailable({ feature: "unlock", reason: "PostgreSQL sessions have no lock file (the server releases the locks of a lost connection)" })
+      }
+      const report = yield* NodePersistence.unlock(Storage.nodeOptions(storage), a.id, { force: a.force })
+      if (json) return yield* Output.json(report)
+      if (!report.removed) return yield* Output.write(`${a.id} has no lock; nothing removed\n`)
+      const who = report.holder === null ? "an unreadable lock" : `the lock of ${Lock.describe(report.holder)}`
+      yield* Output.write(
+        report.forced
+          ? `removed ${who} from ${a.id} by force: the holder was not proved gone (${report.proof}); ` +
+            `if it still runs, it stops before its next write\n`
+          : `removed ${who} from ${a.id}: its holder is gone (${report.proof})\n`
+      )
+    }))).pipe(Command.withDescription(
+      "Remove a session's stale lock, only when its holder is proved gone; refuses (exit 4) while it is alive or unknown"
+    ))

@@ -1,13 +1,18 @@
 /**
- * The service's change hubs: one sliding `PubSub` per session with `changes`
- * subscribers or `awaitSequence` waiters, living as long as they do (not as long
- * as the session's writer, which comes and goes with idle release).
+ * The service's change hubs: entries of an `RcMap` keyed by session id, each a
+ * sliding `PubSub` of committed entries and the committed mark as a
+ * `SubscriptionRef`. A `changes` subscriber holds its session's hub for as long as
+ * its scope lasts, an `awaitSequence` caller while it waits; the hub is closed
+ * when the last of them lets go (not when the session's writer, which comes and
+ * goes with idle release, does).
  */
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
+import * as RcMap from "effect/RcMap"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import type * as Entry from "../Entry.ts"
 import { SessionNotFound } from "../Errors.ts"
 import * as JournalState from "../JournalState.ts"
@@ -23,68 +28,67 @@ export type Change =
   | { readonly _tag: "Entry"; readonly entry: Entry.Entry }
   | { readonly _tag: "Missed"; readonly count: number; readonly fromSequence: number }
 
+/**
+ * The committed mark of a hub: the next sequence this service will publish once
+ * known (`null` before), or `Ended` once the session is deleted.
+ */
+type Mark = number | null | typeof Ended
+
 interface Hub {
   readonly pubsub: PubSub.PubSub<Entry.Entry | typeof Ended>
-  /** Next sequence this service will publish, once known. */
-  next: number | null
-  readonly waiters: Array<{ readonly sequence: number; readonly deferred: Deferred.Deferred<void, SessionNotFound> }>
-  /** Subscribers of `changes`; the hub lives while it has subscribers or waiters. */
-  subscribers: number
+  readonly committed: SubscriptionRef.SubscriptionRef<Mark>
 }
 
-/**
- * The hubs of one service. `knownNext` tells where a new listener starts: what the
- * service has committed, or what storage holds.
- */
-export const make = (capacity: number) => {
-  const hubs = new Map<string, Hub>()
+const nextOf = (mark: Mark): number | null => typeof mark === "number" ? mark : null
 
-  const hubFor = (id: string): Effect.Effect<Hub> =>
-    Effect.suspend(() => {
-      const existing = hubs.get(id)
-      if (existing !== undefined) return Effect.succeed(existing)
-      return Effect.map(PubSub.sliding<Entry.Entry | typeof Ended>(capacity), (pubsub) => {
-        // Re-check: another fiber may have created the hub while this one yielded.
-        const raced = hubs.get(id)
-        if (raced !== undefined) return raced
-        const hub: Hub = { pubsub, next: null, waiters: [], subscribers: 0 }
-        hubs.set(id, hub)
+/**
+ * The hubs of one service, closed with the scope they are made in. `knownNext`
+ * tells where a new listener starts: what the service has committed, or what
+ * storage holds.
+ */
+export const make = Effect.fnUntraced(function*(capacity: number) {
+  // The hubs open now, by session, for the writers to publish to without taking a
+  // reference (a scope per batch): a hub enters when its RcMap entry is acquired
+  // and leaves when the entry's scope closes, or when its session is deleted.
+  const open = new Map<string, Hub>()
+
+  const hubs = yield* RcMap.make({
+    lookup: (id: string) =>
+      Effect.gen(function*() {
+        const pubsub = yield* Effect.acquireRelease(
+          PubSub.sliding<Entry.Entry | typeof Ended>(capacity),
+          PubSub.shutdown
+        )
+        const committed = yield* SubscriptionRef.make<Mark>(null)
+        const hub: Hub = { pubsub, committed }
+        open.set(id, hub)
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            if (open.get(id) === hub) open.delete(id)
+          })
+        )
         return hub
       })
-    })
+  })
 
-  const dropIfUnused = (id: string, hub: Hub) => {
-    if (hub.subscribers === 0 && hub.waiters.length === 0 && hubs.get(id) === hub) hubs.delete(id)
-  }
-
-  // Moves the hub's committed mark forward and wakes the waiters it passes. Runs
-  // synchronously, as does awaitSequence's check-and-register, so no wake-up is lost.
-  const advance = (hub: Hub, next: number) => {
-    if (hub.next !== null && next <= hub.next) return
-    hub.next = next
-    const ready = hub.waiters.filter((w) => w.sequence < next)
-    if (ready.length > 0) {
-      const keep = hub.waiters.filter((w) => w.sequence >= next)
-      hub.waiters.length = 0
-      hub.waiters.push(...keep)
-      for (const w of ready) Deferred.doneUnsafe(w.deferred, Effect.void)
-    }
-  }
+  // Moves the hub's committed mark forward; its waiters see the change.
+  const advance = (hub: Hub, next: number): Effect.Effect<void> =>
+    SubscriptionRef.updateSome(
+      hub.committed,
+      (mark) => mark === Ended || (typeof mark === "number" && next <= mark) ? Option.none() : Option.some(next)
+    )
 
   /**
-   * Publishes committed entries to the session's listeners, if any. The committed
-   * mark moves (and waiters wake) at once, when this is called; the returned effect
-   * hands the entries to the `changes` subscribers. With no subscriber there is
-   * nothing to hand over: a subscriber counts itself before it subscribes, and an
-   * entry published before its subscription would not reach it anyway (its stream
-   * reports it as missed).
+   * Publishes committed entries to the session's listeners, if it has any: moves
+   * the committed mark (waiters wake), then hands the entries to the `changes`
+   * subscribers. An entry published before a subscription would not reach it
+   * anyway (its stream reports it as missed).
    */
   const publish = (id: string, entries: ReadonlyArray<Entry.Entry>): Effect.Effect<void> => {
-    const hub = hubs.get(id)
+    const hub = open.get(id)
     const last = entries[entries.length - 1]
     if (hub === undefined || last === undefined) return Effect.void
-    advance(hub, last.sequence + 1)
-    return hub.subscribers === 0 ? Effect.void : Effect.asVoid(PubSub.publishAll(hub.pubsub, entries))
+    return Effect.andThen(advance(hub, last.sequence + 1), PubSub.publishAll(hub.pubsub, entries))
   }
 
   /**
@@ -95,44 +99,40 @@ export const make = (capacity: number) => {
    */
   const catchUp = (id: string, state: JournalState.JournalState): Effect.Effect<void> =>
     Effect.suspend(() => {
-      const hub = hubs.get(id)
+      const hub = open.get(id)
       if (hub === undefined) return Effect.void
-      const from = hub.next ?? state.next_sequence
-      if (state.next_sequence <= from) return Effect.sync(() => advance(hub, state.next_sequence))
+      const from = nextOf(SubscriptionRef.getUnsafe(hub.committed)) ?? state.next_sequence
+      if (state.next_sequence <= from) return advance(hub, state.next_sequence)
       const unseen = JournalState.entries(state).filter((e) => e.sequence >= from)
-      return unseen.length > 0 ? publish(id, unseen) : Effect.sync(() => advance(hub, state.next_sequence))
+      return unseen.length > 0 ? publish(id, unseen) : advance(hub, state.next_sequence)
     })
 
-  /** Whether the session has `changes` subscribers now. */
-  const subscribed = (id: string): boolean => (hubs.get(id)?.subscribers ?? 0) > 0
+  /** Whether the session has listeners now (`changes` subscribers or `awaitSequence` waiters). */
+  const subscribed = (id: string): boolean => open.has(id)
 
   /** The next sequence the service has published, when it has. */
-  const published = (id: string): number | null => hubs.get(id)?.next ?? null
+  const published = (id: string): number | null => {
+    const hub = open.get(id)
+    return hub === undefined ? null : nextOf(SubscriptionRef.getUnsafe(hub.committed))
+  }
 
   /**
-   * Subscribes to the session's hub. `known` is where the subscriber starts (read
-   * before subscribing: an entry published in between shows up as "missed", never
-   * as silently skipped).
+   * Subscribes to the session's hub, for as long as the scope lasts. `known` is
+   * where the subscriber starts (read before subscribing: an entry published in
+   * between shows up as "missed", never as silently skipped).
    */
   const changes = <E>(
     id: string,
     knownNext: (published: number | null) => Effect.Effect<number, E>
   ): Effect.Effect<Stream.Stream<Change>, E, Scope.Scope> =>
     Effect.gen(function*() {
-      const hub = yield* hubFor(id)
-      const known = yield* knownNext(hub.next)
-      let expected = Math.max(known, hub.next ?? 0)
-      yield* Effect.acquireRelease(
-        Effect.sync(() => {
-          hub.subscribers++
-        }),
-        () =>
-          Effect.sync(() => {
-            hub.subscribers--
-            dropIfUnused(id, hub)
-          })
-      )
+      const hub = yield* RcMap.get(hubs, id)
+      const mark = nextOf(SubscriptionRef.getUnsafe(hub.committed))
+      const known = yield* knownNext(mark)
+      let expected = Math.max(known, mark ?? 0)
       const subscription = yield* PubSub.subscribe(hub.pubsub)
+      // Deleted before the subscription existed: the stream it would have ended.
+      if (SubscriptionRef.getUnsafe(hub.committed) === Ended) return Stream.empty
       return Stream.fromSubscription(subscription).pipe(
         Stream.takeWhile((item): item is Entry.Entry => item !== Ended),
         Stream.flatMap((entry) => {
@@ -148,48 +148,43 @@ export const make = (capacity: number) => {
       )
     })
 
-  /** Completes once entry `sequence` is committed (see `SessionJournal.awaitSequence`). */
+  /**
+   * Completes once entry `sequence` is committed (see `SessionJournal.awaitSequence`).
+   * It waits on the changes of the committed mark, which start with its value when
+   * the wait starts: no commit can fall between a check and the wait.
+   */
   const awaitSequence = <E>(
     id: string,
     sequence: number,
     knownNext: (published: number | null) => Effect.Effect<number, E>
   ): Effect.Effect<void, E | SessionNotFound> =>
-    Effect.gen(function*() {
-      const hub = yield* hubFor(id)
-      advance(hub, yield* knownNext(hub.next))
-      const deferred = Deferred.makeUnsafe<void, SessionNotFound>()
-      // Check and register in one synchronous step: commits publish synchronously
-      // too, so no commit can fall between the check and the wait.
-      const done = yield* Effect.sync(() => {
-        if (sequence < (hub.next ?? 0)) return true
-        hub.waiters.push({ sequence, deferred })
-        return false
-      })
-      if (!done) {
-        yield* Deferred.await(deferred).pipe(Effect.ensuring(Effect.sync(() => {
-          const at = hub.waiters.findIndex((w) => w.deferred === deferred)
-          if (at >= 0) hub.waiters.splice(at, 1)
-        })))
-      }
-      dropIfUnused(id, hub)
-    })
+    Effect.scoped(Effect.gen(function*() {
+      const hub = yield* RcMap.get(hubs, id)
+      yield* advance(hub, yield* knownNext(nextOf(SubscriptionRef.getUnsafe(hub.committed))))
+      const last = yield* SubscriptionRef.changes(hub.committed).pipe(
+        Stream.takeUntil((mark) => mark === Ended || (typeof mark === "number" && sequence < mark)),
+        Stream.runLast
+      )
+      if (Option.isSome(last) && last.value === Ended) return yield* new SessionNotFound({ id })
+    }))
 
   /**
    * A deleted session: its streams end and its waiters fail; its sequences start
-   * again at 0 if it is written again.
+   * again at 0 if it is written again (its next listener gets a new hub).
    */
   const end = (id: string): Effect.Effect<void> =>
     Effect.suspend(() => {
-      const hub = hubs.get(id)
+      const hub = open.get(id)
       if (hub === undefined) return Effect.void
-      hubs.delete(id)
-      for (const w of hub.waiters) Deferred.doneUnsafe(w.deferred, Effect.fail(new SessionNotFound({ id })))
-      hub.waiters.length = 0
-      return Effect.asVoid(PubSub.publish(hub.pubsub, Ended))
+      open.delete(id)
+      return SubscriptionRef.set(hub.committed, Ended).pipe(
+        Effect.andThen(PubSub.publish(hub.pubsub, Ended)),
+        Effect.andThen(RcMap.invalidate(hubs, id))
+      )
     })
 
   return { publish, subscribed, catchUp, published, changes, awaitSequence, end }
-}
+})
 
 /** The hubs of one service. */
-export type Hubs = ReturnType<typeof make>
+export type Hubs = Effect.Success<ReturnType<typeof make>>

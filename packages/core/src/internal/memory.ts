@@ -14,11 +14,12 @@ import * as Entry from "../Entry.ts"
 import { SequenceConflict, SessionLocked, SessionNotFound, StorageError } from "../Errors.ts"
 import * as JournalState from "../JournalState.ts"
 import type * as Persistence from "../Persistence.ts"
-import { tipMatches } from "../Persistence.ts"
 import * as Recovery from "../Recovery.ts"
 import * as RecordBytes from "./recordBytes.ts"
 import * as Ring from "./Ring.ts"
+import { tipMatches } from "./tip.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
+import * as StorageReason from "../StorageReason.ts"
 
 // A stored checkpoint: a document, or a state kept as it is (states are immutable).
 type Stored =
@@ -170,7 +171,7 @@ export const make = Effect.fnUntraced(function*(maxRecordBytes?: number | undefi
               new StorageError({
                 operation: "append",
                 path: `memory:${id}`,
-                reason: `record of ${size} bytes exceeds the bound of ${maxRecordBytes} bytes`
+                reason: new StorageReason.RecordTooLarge({ bytes: size, limit: maxRecordBytes })
               })
             )
           }
@@ -202,8 +203,14 @@ export const make = Effect.fnUntraced(function*(maxRecordBytes?: number | undefi
   const checkpoint = (id: string, stored: Stored): Effect.Effect<number, StorageError> =>
     Effect.suspend(() => {
       const s = sessionFor(id)
-      const refuse = (reason: string) =>
-        Effect.fail(new StorageError({ operation: "checkpoint", path: `memory:${id}/checkpoint`, reason }))
+      const refuse = (why: string) =>
+        Effect.fail(
+          new StorageError({
+            operation: "checkpoint",
+            path: `memory:${id}/checkpoint`,
+            reason: new StorageReason.CheckpointRefused({ why })
+          })
+        )
       const next = nextOf(stored)
       if (next > s.entries.length) {
         return refuse(`checkpoint (next ${next}) is ahead of storage (${s.entries.length} entries)`)

@@ -1,27 +1,32 @@
 /**
- * The service's open sessions: entries of an `RcMap` with idle release and a bound
- * on how many are open, each with one writer fiber (`writer.ts`) draining one
- * `Queue`.
+ * The service's open sessions: entries of an `RcMap` with idle release, each with
+ * one writer fiber (`writer.ts`) draining one `Queue`, and a bound on how many are
+ * open.
  *
- * A write holds a reference to its session from its offer until it is answered, so
- * that an idle release or an eviction never happens under it. A caller whose
- * session is open does not take that reference through `RcMap.get` (a scope per
- * write), but through the session: the first write queued after an idle spell
- * counts one reference on the session's `RcMap` entry for every write queued until
- * the writer finds the queue empty again, and the writer lets it go then. Opening a
- * session, and every write when `idleTimeToLive` is zero (the caller then waits for
- * the release its write triggers), go through `RcMap.get`.
+ * A write holds a reference to its session (`RcMap.get`, in a scope) from its offer
+ * until it is answered, so that an idle release or an eviction never happens under
+ * it. A caller whose session is open does not take a reference of its own (a scope
+ * per write): the first write queued after an idle spell takes one through
+ * `RcMap.get` and hands its scope to the session (`reference`); every write queued
+ * while it is held joins it, and the writer closes the scope once it finds the
+ * queue empty. When `idleTimeToLive` is zero every write takes its own reference,
+ * in its own scope, and waits for the release it triggers.
+ *
+ * `RcMap` bounds the number of entries by failing a new key at its capacity; the
+ * bound here releases the session idle the longest instead, so it is kept here:
+ * the sessions without a reference, ordered by when they last fell idle, are
+ * invalidated (`RcMap.invalidate`) until there is room.
  */
 import type * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as MutableHashMap from "effect/MutableHashMap"
 import * as Queue from "effect/Queue"
 import * as RcMap from "effect/RcMap"
+import * as Ref from "effect/Ref"
 import * as Scope from "effect/Scope"
-import * as SynchronizedRef from "effect/SynchronizedRef"
 import type * as JournalState from "../JournalState.ts"
 import type * as Persistence from "../Persistence.ts"
 import type * as Hubs from "./hubs.ts"
@@ -29,7 +34,9 @@ import * as Writer from "./writer.ts"
 
 export {
   /** The damage a load found, as the failure writes and reads report. */
-  blockedBy
+  blockedBy,
+  /** A handle's `load`, in a span. */
+  load
 } from "./writer.ts"
 
 /** Failures of opening or loading a session for writing. */
@@ -45,21 +52,21 @@ export type Built<A> = Writer.Built<A>
 export type Build<A> = Writer.Build<A>
 
 /**
- * An open session: its write handle, its state behind a `SynchronizedRef` (only the
- * writer fiber modifies it; readers `get` it without waiting for a write), and the
- * queue its writer fiber drains.
+ * An open session: its write handle, its state behind a `Ref` (only the writer fiber
+ * sets it; readers `get` it without waiting for a write), and the queue its writer
+ * fiber drains.
  */
 export interface OpenSession extends Writer.Target {
   /** Completed once the session is released: its writer guarantee is free again. */
   readonly released: Deferred.Deferred<void>
-  /** The session's entry in the `RcMap`, while it is the current one. */
-  rc: RcMap.State.Entry<OpenSession, OpenError> | undefined
   /**
-   * Set once the session's `RcMap` entry is invalidated or its release has begun:
-   * writes no longer join it directly, they go through `RcMap.get` (and so wait
-   * for the release, then open the session afresh).
+   * Set once the session is invalidated or its release has begun: writes no longer
+   * join it directly, they go through `RcMap.get` (and so wait for the release,
+   * then open the session afresh).
    */
   retired: boolean
+  /** When the session last fell idle, in the order of the service's sessions (the idlest is evicted first). */
+  idleSince: number
 }
 
 /** Settings of the open sessions. */
@@ -79,40 +86,31 @@ export const make = Effect.fnUntraced(function*(config: Config) {
   const { hubs } = config
   // With a zero time to live a session is released as soon as its last write is
   // answered, and the caller waits for that release: every write takes its
-  // reference through `RcMap.get`, in its own scope.
+  // reference through `RcMap.get`, in its own scope. Every session open then has a
+  // write in flight (or is being released), so none is evicted either.
   const direct = !Duration.isZero(Duration.fromInputUnsafe(config.idleTimeToLive))
   // Sessions open now (also while one is being released), to read their state
-  // without taking a reference, and so that a new opening waits for the release
-  // of the previous one: its writer guarantee is not free before.
+  // without taking a reference, to queue writes to a session whose reference is
+  // held, and so that a new opening waits for the release of the previous one: its
+  // writer guarantee is not free before.
   const live = new Map<string, OpenSession>()
-
-  // Whether `rc` is the session's current entry in the RcMap.
-  const isCurrent = (id: string, rc: RcMap.State.Entry<OpenSession, OpenError>): boolean => {
-    if (sessions.state._tag !== "Open") return false
-    const found = MutableHashMap.get(sessions.state.map, id)
-    return found._tag === "Some" && found.value === rc
-  }
+  // Orders the sessions by when they last fell idle.
+  let idleClock = 0
 
   // Lets go of the reference a session's queued writes held, once its writer found
-  // the queue empty. While the entry is current that only starts the idle
-  // countdown (the time to live is not zero here), in this fiber; a release that
-  // may close the session runs in a fiber of its own, since closing waits for this
-  // writer.
+  // the queue empty: the RcMap starts its idle countdown, or, when the session was
+  // invalidated meanwhile, releases it (in this fiber: the release does not wait
+  // for the writer it runs in).
   const idle = (target: Writer.Target): Effect.Effect<void> => {
     const session = target as OpenSession
-    // A write queued since the writer looked finds the reference still held (it took
-    // none, `pending` being set): keep it for that write.
+    // A write queued since the writer looked joined the reference: keep it for that
+    // write.
     if (Queue.sizeUnsafe(session.queue) > 0) return Effect.void
-    session.pending = false
-    const rc = session.rc
-    if (rc === undefined) return Effect.void
-    if (rc.refCount > 1) {
-      rc.refCount--
-      return Effect.void
-    }
-    return !session.retired && isCurrent(session.id, rc)
-      ? rc.finalizer
-      : Effect.asVoid(Effect.forkDetach(rc.finalizer))
+    const reference = session.reference
+    if (reference === undefined) return Effect.void
+    session.reference = undefined
+    session.idleSince = ++idleClock
+    return Scope.close(reference, Exit.void)
   }
 
   const writers = Writer.make({
@@ -131,7 +129,6 @@ export const make = Effect.fnUntraced(function*(config: Config) {
     Effect.gen(function*() {
       const previous = live.get(id)
       if (previous !== undefined) yield* Deferred.await(previous.released)
-      const scope = yield* Scope.Scope
       const released = yield* Deferred.make<void>()
       // Registered first, so it runs last: the session leaves `live` only once its
       // writer guarantee is free, so an opening meanwhile waits for `released`
@@ -146,31 +143,29 @@ export const make = Effect.fnUntraced(function*(config: Config) {
         )
       )
       const handle = yield* config.persistence.open(id, { mode: "write", caps: config.caps })
-      const loaded = yield* handle.load
+      const loaded = yield* Writer.load(handle, "write")
       yield* hubs.catchUp(id, loaded.state)
-      const ref = yield* SynchronizedRef.make<Writer.Slot>(Writer.slotOf(loaded, id))
+      const ref = yield* Ref.make<Writer.Slot>(Writer.slotOf(loaded, id))
       const queue = yield* Queue.unbounded<Writer.Request<unknown>, Cause.Done>()
-      // This opening's RcMap entry, unless it was invalidated while it opened.
-      const found = sessions.state._tag === "Open" ? MutableHashMap.get(sessions.state.map, id) : undefined
-      const rc = found !== undefined && found._tag === "Some" && found.value.scope === scope ? found.value : undefined
       const session: OpenSession = {
         id,
         handle,
         ref,
         queue,
         released,
-        rc,
-        retired: rc === undefined,
-        pending: false
+        retired: false,
+        reference: undefined,
+        busy: false,
+        idleSince: ++idleClock
       }
       live.set(id, session)
       opened = session
       const writer = yield* Effect.forkDetach(writers.run(session))
-      // The release can run in the writer itself: a `close` landing between the
-      // writer's idle check and the release it then runs leaves the last reference to
-      // it. Nothing is queued then (the session is retired and held no other
-      // reference), and the writer ends at its next take; waiting for it there would
-      // wait forever.
+      // The release can run in the writer itself: when the session was invalidated
+      // while its queued writes held their reference, the writer's closing that
+      // reference releases it. Nothing is queued then (the session is retired and
+      // held no other reference), and the writer ends at its next take; waiting for
+      // it there would wait forever.
       yield* Effect.addFinalizer(() =>
         Effect.andThen(
           Effect.sync(() => {
@@ -189,26 +184,34 @@ export const make = Effect.fnUntraced(function*(config: Config) {
   const invalidate = (id: string): Effect.Effect<void> =>
     Effect.suspend(() => {
       const session = live.get(id)
-      if (session !== undefined && session.rc !== undefined && isCurrent(id, session.rc)) session.retired = true
+      if (session !== undefined) session.retired = true
       return RcMap.invalidate(sessions, id)
     })
 
+  // Whether a write of the session is queued or being committed. A session whose
+  // writer answered everything but has not let go of its queued writes' reference
+  // yet (it does once the callers it answered have run) has none in flight.
+  const inFlight = (session: OpenSession): boolean =>
+    session.reference !== undefined && (session.busy || Queue.sizeUnsafe(session.queue) > 0)
+
   // Below the bound, opens (or shares) the session; at the bound, first releases
-  // the sessions idle the longest. A session with a reference (a write in flight)
-  // is never released.
+  // the sessions idle the longest (one still holding its reference was written
+  // last), waiting for each release. A session with a write in flight is never
+  // released: the bound is exceeded instead.
   const evictIdle: Effect.Effect<void> = Effect.suspend((): Effect.Effect<void> => {
-    if (sessions.state._tag !== "Open" || live.size < config.maxOpenSessions) return Effect.void
-    const map = sessions.state.map
-    let victim: string | null = null
+    if (!direct || live.size < config.maxOpenSessions) return Effect.void
+    let victim: OpenSession | undefined
     let oldest = Number.POSITIVE_INFINITY
-    for (const id of live.keys()) {
-      const entry = MutableHashMap.get(map, id)
-      if (entry._tag === "Some" && entry.value.refCount === 0 && entry.value.expiresAt < oldest) {
-        oldest = entry.value.expiresAt
-        victim = id
+    for (const session of live.values()) {
+      if (session.retired || inFlight(session)) continue
+      const since = session.reference === undefined ? session.idleSince : Number.MAX_SAFE_INTEGER
+      if (victim === undefined || since < oldest) {
+        victim = session
+        oldest = since
       }
     }
-    return victim === null ? Effect.void : Effect.andThen(invalidate(victim), evictIdle)
+    if (victim === undefined) return Effect.void
+    return Effect.andThen(invalidate(victim.id), Effect.andThen(Deferred.await(victim.released), evictIdle))
   })
 
   const acquire = (id: string): Effect.Effect<OpenSession, OpenError, Scope.Scope> =>
@@ -218,28 +221,39 @@ export const make = Effect.fnUntraced(function*(config: Config) {
       Effect.tapError(RcMap.get(sessions, id), () => invalidate(id))
     )
 
-  // Offers a request without waiting. Unless every write takes its own reference,
-  // the first write queued after an idle spell takes one for all that follow it.
-  const enqueue = (session: OpenSession, request: Writer.Request<unknown>): boolean => {
-    if (!Queue.offerUnsafe(session.queue, request)) return false
-    if (direct && !session.pending && session.rc !== undefined) {
-      session.pending = true
-      session.rc.refCount++
-    }
-    return true
-  }
-
   // Through `RcMap.get`: opens the session if needed, or waits for the release of
-  // one being released. A write that holds the reference only while it is queued
-  // (see `enqueue`) lets the scope go once it is offered.
-  const submitOpening = (id: string, request: Writer.Request<unknown>): Effect.Effect<unknown, WriteError> =>
-    Effect.scoped(Effect.flatMap(acquire(id), (session) => {
-      if (!enqueue(session, request)) {
-        // The service is closing: its RcMap closes every session, referenced or not.
-        return Effect.interrupt
-      }
-      return direct ? Effect.void : Deferred.await(request.deferred)
-    }))
+  // one being released. The reference is taken in a scope of its own, which the
+  // session keeps for the writes queued after this one if it holds none (the
+  // writer closes it when the queue is empty), and which is closed at once
+  // otherwise.
+  const submitHeld = (id: string, request: Writer.Request<unknown>): Effect.Effect<void, WriteError> =>
+    Effect.suspend(() => {
+      const scope = Scope.makeUnsafe()
+      let handed = false
+      return Effect.onExit(
+        Effect.flatMap(Scope.provide(acquire(id), scope), (session) => {
+          if (session.reference === undefined) {
+            session.reference = scope
+            handed = true
+          }
+          if (Queue.offerUnsafe(session.queue, request)) return Effect.void
+          // The service is closing: its RcMap closes every session, referenced or not.
+          if (handed) {
+            session.reference = undefined
+            handed = false
+          }
+          return Effect.interrupt
+        }),
+        (exit) => handed ? Effect.void : Scope.close(scope, exit)
+      )
+    })
+
+  // A write's own reference, held until it is answered (and the release it
+  // triggers is done) when the time to live is zero.
+  const submitOwn = (id: string, request: Writer.Request<unknown>): Effect.Effect<unknown, WriteError> =>
+    Effect.scoped(Effect.flatMap(acquire(id), (session) =>
+      // The service is closing: its RcMap closes every session, referenced or not.
+      Queue.offerUnsafe(session.queue, request) ? Deferred.await(request.deferred) : Effect.interrupt))
 
   /**
    * Queues a write and waits for its answer. Once offered, a request is committed
@@ -251,15 +265,19 @@ export const make = Effect.fnUntraced(function*(config: Config) {
 
   /**
    * `submit` for a caller that is already running an effect's body: queues the
-   * write now when the session is open (and returns the wait for its answer), or
-   * returns the opening path.
+   * write now when the session is open with its queued writes' reference held (and
+   * returns the wait for its answer), or returns the path through `RcMap.get`.
    */
   const submitNow = <A>(id: string, build: Writer.Build<A>): Effect.Effect<A, WriteError> => {
     const request: Writer.Request<unknown> = { build, deferred: Deferred.makeUnsafe<unknown, WriteError>() }
-    const session = live.get(id)
     const wait = Deferred.await(request.deferred) as Effect.Effect<A, WriteError>
-    if (direct && session !== undefined && !session.retired && enqueue(session, request)) return wait
-    return Effect.andThen(submitOpening(id, request), wait)
+    if (!direct) return Effect.andThen(submitOwn(id, request), wait)
+    const session = live.get(id)
+    if (
+      session !== undefined && session.reference !== undefined && !session.retired &&
+      Queue.offerUnsafe(session.queue, request)
+    ) return wait
+    return Effect.andThen(submitHeld(id, request), wait)
   }
 
   /**

@@ -16,6 +16,15 @@ import { check, isWellFormed, type Problem } from "./jcs.ts"
 export const MAX_U53 = Number.MAX_SAFE_INTEGER
 
 /**
+ * Whether `n` is a whole number in 0..2^53−1: the rule of every u53 field
+ * (`sequence`, `timestamp_secs`, the byte counts), applied by the decoder to
+ * stored entries and by the writer to its own clock before it appends.
+ *
+ * @since 0.1.0
+ */
+export const isU53 = (n: unknown): n is number => typeof n === "number" && Number.isSafeInteger(n) && n >= 0
+
+/**
  * Largest `delegation_depth` (chio stores it as u32).
  *
  * @since 0.1.0
@@ -225,8 +234,6 @@ export const outcomeBytes = (payload: Schema.Json): { readonly read: number; rea
 
 const NO_BYTES = { read: 0, written: 0 } as const
 
-const isU53 = (n: unknown): n is number => typeof n === "number" && Number.isSafeInteger(n) && n >= 0
-
 const outcomeProblem = (payload: unknown): string | undefined => {
   if (typeof payload !== "object" || payload === null || Array.isArray(payload)) {
     return `of kind ${OUTCOME_KIND} must be an object`
@@ -279,9 +286,27 @@ export const validatePayload = (
  *
  * @since 0.1.0
  */
-export const validateTimestamp = (timestampSecs: number): Result.Result<number, InvalidRecordField> => {
-  const bad = checkInt("timestamp_secs", timestampSecs, MAX_U53)
-  return bad === undefined ? Result.succeed(timestampSecs) : Result.fail(bad)
+export const validateTimestamp = (timestampSecs: number): Result.Result<number, InvalidRecordField> =>
+  isU53(timestampSecs)
+    ? Result.succeed(timestampSecs)
+    : Result.fail(new InvalidRecordField({ field: "timestamp_secs", reason: `must be an integer in 0..${MAX_U53}` }))
+
+/**
+ * Why a writer must not use a clock reading (milliseconds since the epoch), or
+ * `undefined` when it may: the entries' `timestamp_secs` (whole seconds) and the
+ * metadata's times (milliseconds) must both be values the decoder accepts
+ * (`isU53`). A clock before 1970 or past 2^53−1 ms would acknowledge an entry that
+ * every later read refuses; this refuses it before anything is appended.
+ */
+export const clockProblem = (nowMillis: number): InvalidRecordField | undefined => {
+  const millis = Math.floor(nowMillis)
+  return isU53(millis) && isU53(Math.floor(millis / 1000))
+    ? undefined
+    : new InvalidRecordField({
+      field: "timestamp_secs",
+      reason: `the clock reads ${nowMillis} ms since 1970-01-01, outside 0..${MAX_U53}: ` +
+        "no entry can be stored with it, nothing was written"
+    })
 }
 
 const sessionIdPattern = /^[A-Za-z0-9_-]{1,128}$/

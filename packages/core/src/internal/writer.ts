@@ -8,13 +8,16 @@
  * measurable share of a record's cost (`pnpm bench`, memory.record).
  */
 import type * as Cause from "effect/Cause"
-import type * as Clock from "effect/Clock"
+import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as MutableRef from "effect/MutableRef"
+import type * as Fiber from "effect/Fiber"
 import * as Queue from "effect/Queue"
-import type * as SynchronizedRef from "effect/SynchronizedRef"
+import * as Ref from "effect/Ref"
+import * as References from "effect/References"
+import type * as Scope from "effect/Scope"
+import * as Tracer from "effect/Tracer"
 import * as Checkpoint from "../Checkpoint.ts"
 import * as Entry from "../Entry.ts"
 import {
@@ -29,8 +32,10 @@ import {
 import * as JournalState from "../JournalState.ts"
 import * as Persistence from "../Persistence.ts"
 import type * as SessionMeta from "../SessionMeta.ts"
+import * as StorageReason from "../StorageReason.ts"
 import type * as Hubs from "./hubs.ts"
 import * as RecordBytes from "./recordBytes.ts"
+import { clockProblem } from "./validate.ts"
 
 /** Failures of opening or loading a session for writing. */
 export type OpenError = InvalidSessionId | StorageError | SessionLocked | CorruptJournal | IntegrityViolation
@@ -72,10 +77,16 @@ export interface Slot {
 export interface Target {
   readonly id: string
   readonly handle: Persistence.WriteHandle
-  readonly ref: SynchronizedRef.SynchronizedRef<Slot>
+  /** The session's state: only the writer sets it; readers `get` it without waiting for a write. */
+  readonly ref: Ref.Ref<Slot>
   readonly queue: Queue.Queue<Request<unknown>, Cause.Done>
-  /** Whether the queued writes hold a reference to the session (see `Settings.idle`). */
-  pending: boolean
+  /**
+   * The scope that holds the reference the queued writes take to the session, while
+   * they hold one (see `Settings.idle`).
+   */
+  reference: Scope.Closeable | undefined
+  /** Set while the writer commits a batch it took. */
+  busy: boolean
 }
 
 /** The damage a load found, as the failure writes and reads report. */
@@ -96,6 +107,35 @@ export const slotOf = (loaded: Persistence.Loaded, id: string): Slot => ({
 
 const dropped = (slot: Slot): Slot => ({ ...slot, state: null, blocked: null })
 
+/**
+ * Whether spans made in `fiber` reach anyone. Effect's own tracer, the default, hands
+ * them to no one, and making and ending one costs about a tenth of a record on the
+ * memory adapter: the service makes its spans only for a tracer of the
+ * application's (an exporter's, say).
+ */
+export const tracing = (fiber: Fiber.Fiber<unknown, unknown>): boolean =>
+  fiber.getRef(References.TracerEnabled) && fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
+
+/**
+ * A handle's `load`, in a span `Persistence.load` (attributes: the session, the
+ * handle's mode, the entries stored and the bytes the adapter counts for the
+ * checkpoint and the records after it).
+ */
+export const load = (
+  handle: Persistence.ReadHandle,
+  mode: "read" | "write"
+): Effect.Effect<Persistence.Loaded, Persistence.LoadError> =>
+  Effect.withFiber((fiber) =>
+    tracing(fiber)
+      ? Effect.useSpan("Persistence.load", { attributes: { session: handle.id, mode } }, (span) =>
+        Effect.map(handle.load, (loaded) => {
+          span.attribute("entries", loaded.state.next_sequence)
+          span.attribute("bytes", (loaded.checkpointBytes ?? 0) + (loaded.sinceCheckpointBytes ?? 0))
+          return loaded
+        }))
+      : handle.load
+  )
+
 /** Settings of the writers of one service. */
 export interface Settings {
   readonly hubs: Hubs.Hubs
@@ -104,17 +144,13 @@ export interface Settings {
   readonly checkpointMinBytes: number
   /**
    * Called when the writer finds the queue empty while the queued writes hold a
-   * reference to the session (`Target.pending`): lets that reference go.
+   * reference to the session (`Target.reference`): lets that reference go.
    */
   readonly idle: (target: Target) => Effect.Effect<void>
 }
 
-// The writer is the only fiber that changes the slot, and readers only `get` it:
-// the writer sets it directly, without taking the ref's semaphore.
-const slotOfTarget = (target: Target): Slot => MutableRef.get(target.ref.backing.ref)
-const setSlot = (target: Target, slot: Slot): void => {
-  MutableRef.set(target.ref.backing.ref, slot)
-}
+// The writer is the only fiber that sets the slot: it reads it without an effect.
+const slotOfTarget = (target: Target): Slot => Ref.getUnsafe(target.ref)
 
 // The failure of a write with an entry over the storage's bound, if it has one.
 const oversized = (entries: ReadonlyArray<Entry.Entry>, max: number): InvalidRecordField | undefined => {
@@ -151,13 +187,13 @@ export const make = (settings: Settings) => {
     error._tag === "SequenceConflict"
       ? new StorageError({
         operation: "append",
-        reason: `another writer kept winning sequence ${error.sequence} after ${conflictRetries} retries`,
+        reason: new StorageReason.Contended({ sequence: error.sequence, retries: conflictRetries }),
         cause: error
       })
       : error
 
   const reload = (target: Target, previous: Slot): Effect.Effect<Slot, OpenError> =>
-    Effect.flatMap(target.handle.load, (loaded) =>
+    Effect.flatMap(load(target.handle, "write"), (loaded) =>
       Effect.as(
         hubs.catchUp(target.id, loaded.state),
         // A reload after a failure keeps the larger count: the writer's own, or what
@@ -179,12 +215,30 @@ export const make = (settings: Settings) => {
         const state = slotOfTarget(target).state
         if (state === null) return Effect.void
         const store = target.handle.checkpointState
-        return Effect.match(store !== undefined ? store(state) : target.handle.checkpoint(Checkpoint.encode(state)), {
-          onFailure: () => {},
-          onSuccess: (bytes) => setSlot(target, { ...slotOfTarget(target), sinceCheckpoint: 0, checkpointBytes: bytes })
+        return Effect.matchEffect(store !== undefined ? store(state) : target.handle.checkpoint(Checkpoint.encode(state)), {
+          onFailure: () => Effect.void,
+          onSuccess: (bytes) => Ref.update(target.ref, (slot) => ({ ...slot, sinceCheckpoint: 0, checkpointBytes: bytes }))
         })
       }),
       () => Effect.void
+    )
+
+  // The handle's append, in a span `Persistence.append` inside the batch's span
+  // when there is one (attributes: the session, the entries, the bytes stored).
+  const append = (
+    target: Target,
+    request: Persistence.AppendRequest,
+    span: Tracer.Span | undefined
+  ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> =>
+    span === undefined ? target.handle.append(request) : Effect.useSpan(
+      "Persistence.append",
+      { parent: span, attributes: { session: target.id, entries: request.entries.length } },
+      (appending) =>
+        Effect.map(target.handle.append(request), (stored) => {
+          appending.attribute("bytes", stored.bytes)
+          span.attribute("bytes", stored.bytes)
+          return stored
+        })
     )
 
   // One attempt at a batch against `slot`; retried against a reloaded state when
@@ -194,15 +248,13 @@ export const make = (settings: Settings) => {
     slot: Slot,
     batch: ReadonlyArray<Request<unknown>>,
     clock: Clock.Clock,
-    round: number
+    round: number,
+    span: Tracer.Span | undefined
   ): Effect.Effect<void> => {
     if (slot.state === null) {
       return Effect.matchEffect(reload(target, slot), {
         onFailure: (error) => Effect.sync(() => failAll(batch, error)),
-        onSuccess: (reloaded) => {
-          setSlot(target, reloaded)
-          return attempt(target, reloaded, batch, clock, round)
-        }
+        onSuccess: (reloaded) => Effect.andThen(Ref.set(target.ref, reloaded), attempt(target, reloaded, batch, clock, round, span))
       })
     }
     if (slot.blocked !== null) {
@@ -210,6 +262,14 @@ export const make = (settings: Settings) => {
       return Effect.void
     }
     const nowMillis = clock.currentTimeMillisUnsafe()
+    // A clock no stored entry can hold (before 1970, past 2^53−1) fails the batch
+    // before anything is built: an entry acknowledged with it would be refused by
+    // every later read.
+    const badClock = clockProblem(nowMillis)
+    if (badClock !== undefined) {
+      failAll(batch, badClock)
+      return Effect.void
+    }
     const timestampSecs = Math.floor(nowMillis / 1000)
     const before = slot.state
     let state = before
@@ -265,18 +325,16 @@ export const make = (settings: Settings) => {
     if (lone === undefined && accepted === undefined) return Effect.void
     const after = state
     return Effect.matchEffect(
-      target.handle.append({ after: Persistence.tipOf(before), entries, meta, head: () => JournalState.head(after) }),
+      append(target, { after: Persistence.tipOf(before), entries, meta, head: () => JournalState.head(after) }, span),
       {
         onFailure: (error) => {
           // Storage is the truth after any failure: drop the state, reload before the
           // next write. A lost race for a sequence is retried against the new state.
           const next = dropped(slot)
-          setSlot(target, next)
           if (error._tag === "SequenceConflict" && round < conflictRetries) {
-            return attempt(target, next, batch, clock, round + 1)
+            return Effect.andThen(Ref.set(target.ref, next), attempt(target, next, batch, clock, round + 1, span))
           }
-          failAll(accepted ?? [lone!], toWriteError(error))
-          return Effect.void
+          return Effect.andThen(Ref.set(target.ref, next), Effect.sync(() => failAll(accepted ?? [lone!], toWriteError(error))))
         },
         onSuccess: (stored) => {
           // The ref holds the new state before anyone is answered, so a caller that
@@ -287,17 +345,18 @@ export const make = (settings: Settings) => {
             sinceCheckpoint: slot.sinceCheckpoint + stored.bytes,
             checkpointBytes: slot.checkpointBytes
           }
-          setSlot(target, next)
-          if (lone !== undefined) Deferred.doneUnsafe(lone.deferred, Exit.succeed(loneResult))
-          else if (accepted !== undefined && results !== undefined) {
-            for (let i = 0; i < accepted.length; i++) Deferred.doneUnsafe(accepted[i]!.deferred, Exit.succeed(results[i]))
-          }
-          // Subscribers pull from a sliding hub: they run before the next batch, or a
-          // caller writing in a loop could slide entries out before they pull.
-          const published = hubs.subscribed(target.id)
-            ? Effect.andThen(Effect.ignoreCause(hubs.publish(target.id, entries)), Effect.yieldNow)
-            : hubs.publish(target.id, entries)
-          return isDue(next) ? Effect.andThen(published, checkpoint(target)) : published
+          return Effect.flatMap(Ref.set(target.ref, next), () => {
+            if (lone !== undefined) Deferred.doneUnsafe(lone.deferred, Exit.succeed(loneResult))
+            else if (accepted !== undefined && results !== undefined) {
+              for (let i = 0; i < accepted.length; i++) Deferred.doneUnsafe(accepted[i]!.deferred, Exit.succeed(results[i]))
+            }
+            // Subscribers pull from a sliding hub: they run before the next batch, or a
+            // caller writing in a loop could slide entries out before they pull.
+            const published = hubs.subscribed(target.id)
+              ? Effect.andThen(Effect.ignoreCause(hubs.publish(target.id, entries)), Effect.yieldNow)
+              : Effect.void
+            return isDue(next) ? Effect.andThen(published, checkpoint(target)) : published
+          })
         }
       }
     )
@@ -306,19 +365,40 @@ export const make = (settings: Settings) => {
   // A batch; any defect answers the requests of the batch not answered yet instead
   // of leaving their callers waiting, and since the append may or may not have
   // happened, the state is re-read before the next write.
-  const commit = (target: Target, batch: ReadonlyArray<Request<unknown>>, clock: Clock.Clock): Effect.Effect<void> => {
+  const commit = (
+    target: Target,
+    batch: ReadonlyArray<Request<unknown>>,
+    clock: Clock.Clock,
+    traced: boolean
+  ): Effect.Effect<void> =>
+    traced
+      // A span per batch: a root, since the batch serves many callers and none of
+      // them is its parent; the append's span is inside it.
+      ? Effect.useSpan(
+        "SessionJournal.batch",
+        { root: true, attributes: { session: target.id, "batch.size": batch.length } },
+        (span) => commitIn(target, batch, clock, span)
+      )
+      : commitIn(target, batch, clock, undefined)
+
+  const commitIn = (
+    target: Target,
+    batch: ReadonlyArray<Request<unknown>>,
+    clock: Clock.Clock,
+    span: Tracer.Span | undefined
+  ): Effect.Effect<void> => {
     let attempted: Effect.Effect<void>
     try {
-      attempted = attempt(target, slotOfTarget(target), batch, clock, 0)
+      attempted = attempt(target, slotOfTarget(target), batch, clock, 0, span)
     } catch (defect) {
       attempted = Effect.die(defect)
     }
     return Effect.catchCause(attempted, (cause) =>
-      Effect.sync(() => {
+      Effect.suspend(() => {
         for (const r of batch) {
           if (!Deferred.isDoneUnsafe(r.deferred)) Deferred.doneUnsafe(r.deferred, Exit.failCause(cause))
         }
-        setSlot(target, dropped(slotOfTarget(target)))
+        return Ref.update(target.ref, dropped)
       }))
   }
 
@@ -330,18 +410,30 @@ export const make = (settings: Settings) => {
    * committed or failed, never abandoned.
    */
   const run = (target: Target): Effect.Effect<void> =>
-    Effect.clockWith((clock) => {
+    Effect.withFiber((fiber) => {
+      const clock = fiber.getRef(Clock.Clock)
+      const traced = tracing(fiber)
+      const idling = (): boolean => target.reference !== undefined && Queue.sizeUnsafe(target.queue) === 0
       // What follows a round: the next take, after letting go of the reference of
-      // the queued writes if there is nothing left to take. A defect there must not
-      // end the writer either: later writes of the session would wait forever.
-      const next = (): Effect.Effect<void> =>
-        target.pending && Queue.sizeUnsafe(target.queue) === 0 ? idleThenTake : take
+      // the queued writes if there is nothing left to take. First the writer lets the
+      // callers it answered run: one writing in a loop queues its next write then,
+      // and the reference carries over to it instead of being let go and taken again
+      // through the `RcMap` for every write. A defect there must not end the writer
+      // either: later writes of the session would wait forever.
+      const next = (): Effect.Effect<void> => {
+        target.busy = false
+        return idling() ? settle : take
+      }
       const take: Effect.Effect<void> = Effect.matchEffect(Queue.takeBetween(target.queue, 1, maxBatch), {
         // Failure is the end of the queue: it was ended and everything is answered.
         onFailure: () => Effect.void,
-        onSuccess: (batch) => Effect.flatMap(commit(target, batch, clock), next)
+        onSuccess: (batch) => {
+          target.busy = true
+          return Effect.flatMap(commit(target, batch, clock, traced), next)
+        }
       })
       const idleThenTake = Effect.andThen(Effect.ignoreCause(Effect.suspend(() => settings.idle(target))), take)
+      const settle = Effect.flatMap(Effect.yieldNow, () => idling() ? idleThenTake : take)
       return take
     }).pipe(Effect.uninterruptible)
 

@@ -12,10 +12,12 @@ import {
   SequenceConflict,
   SessionLocked,
   SessionNotFound,
-  StorageError
+  StorageError,
+  StorageReason
 } from "@session-journal/core"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as path from "node:path"
@@ -26,8 +28,11 @@ import type * as Session from "./session.ts"
 
 const WINDOWS_NAMES = /^(?:con|prn|aux|nul|com[0-9]|lpt[0-9])$/i
 
-export const invalidId = (operation: string, id: string) =>
-  new StorageError({ operation, reason: new InvalidSessionId({ id }).message, cause: new InvalidSessionId({ id }) })
+export const invalidId = (operation: string, id: string): StorageError => rejected(operation, new InvalidSessionId({ id }))
+
+// Another typed failure, reported as a storage failure of `operation`.
+const rejected = (operation: string, e: { readonly _tag: string; readonly message: string }): StorageError =>
+  new StorageError({ operation, reason: new StorageReason.Rejected({ tag: e._tag, message: e.message }), cause: e })
 
 /**
  * Whether `id` may name a session directory: the session id pattern of docs/DESIGN.md §2,
@@ -42,6 +47,8 @@ export interface Resolved {
   readonly ctx: FileOps.Context
   readonly removeCheckpointedSegments: boolean
   readonly pollMillis: number
+  /** How long a writer waits for the lock (`Options.lockWait`), milliseconds; 0: not at all. */
+  readonly lockWaitMillis: number
 }
 
 /**
@@ -58,11 +65,12 @@ export const resolveWith = (options: Options): Effect.Effect<Resolved> =>
     return resolve(options, yield* Fs, yield* Clock.Clock)
   })
 
-const withoutWriteSync = ({ writeSync: _, ...rest }: FileOps.Fs): FileOps.Fs => rest
+const withoutWriteSync = ({ writeSync: _, lstatSync: _l, ...rest }: FileOps.Fs): FileOps.Fs => rest
 
 export const resolve = (options: Options, fs: FileOps.Fs, clock: Clock.Clock): Resolved => ({
   ctx: {
-    // Without `writeSync` every durable write goes through the thread pool.
+    // Without `writeSync` every durable write (and `lstatSync` every lock check) goes
+    // through the thread pool.
     fs: options.callingThreadWrites === false ? withoutWriteSync(fs) : fs,
     clock,
     root: path.resolve(options.root),
@@ -71,18 +79,30 @@ export const resolve = (options: Options, fs: FileOps.Fs, clock: Clock.Clock): R
     maxLineBytes: options.maxLineBytes ?? FileOps.MAX_LINE_BYTES
   },
   removeCheckpointedSegments: options.removeCheckpointedSegments ?? false,
-  pollMillis: options.pollMillis ?? 50
+  pollMillis: options.pollMillis ?? 50,
+  lockWaitMillis: lockWaitMillis(options.lockWait)
 })
+
+const lockWaitMillis = (input: Duration.Input | undefined): number => {
+  if (input === undefined) return 0
+  const millis = Duration.toMillis(input)
+  return Number.isNaN(millis) || millis <= 0 ? 0 : millis
+}
 
 export type Known = StorageError | CorruptJournal | SessionLocked | SessionNotFound | SequenceConflict | IntegrityViolation
 
+// Whether `e` is one of the errors whose tags are `keep` (E's own tags).
+const isKept = <E extends Known>(e: Known, keep: ReadonlyArray<E["_tag"]>): e is E => keep.some((tag) => tag === e._tag)
+
 // Narrows the typed errors of a method to those it declares: any other one
 // becomes a StorageError naming the operation.
-export const narrow = <A, E extends Known>(effect: Effect.Effect<A, Known>, keep: ReadonlyArray<Known["_tag"]>, operation: string) =>
-  Effect.catch(effect, (e): Effect.Effect<never, E> =>
-    keep.includes(e._tag)
-      ? Effect.fail(e as E)
-      : Effect.fail((e._tag === "StorageError" ? e : new StorageError({ operation, reason: e.message, cause: e })) as E))
+export const narrow = <A, E extends Known>(
+  effect: Effect.Effect<A, Known>,
+  keep: ReadonlyArray<E["_tag"]>,
+  operation: string
+): Effect.Effect<A, E | StorageError> =>
+  Effect.catch(effect, (e): Effect.Effect<never, E | StorageError> =>
+    isKept<E>(e, keep) ? Effect.fail(e) : Effect.fail(e._tag === "StorageError" ? e : rejected(operation, e)))
 
 /**
  * Takes the lock of a session for maintenance or writing: confines the root,
@@ -95,7 +115,8 @@ export const narrow = <A, E extends Known>(effect: Effect.Effect<A, Known>, keep
 export const lockSession = (
   r: Resolved,
   id: string,
-  create: boolean
+  create: boolean,
+  options?: Lock.AcquireOptions
 ): Effect.Effect<Lock.Held | null, StorageError | SessionLocked, Scope.Scope> => {
   const dir = path.join(r.ctx.root, id)
   // Uninterruptible: an interruption between creating the directory and fsyncing the
@@ -104,7 +125,7 @@ export const lockSession = (
     FileOps.checkDir(r.ctx, r.ctx.root),
     create ? Effect.as(FileOps.ensureDir(r.ctx, dir, r.ctx.root), true) : FileOps.confineSessionDir(r.ctx, dir)
   ))
-  const take = Effect.flatMap(Lock.acquire(r.ctx, dir, id), (held) =>
+  const take = Effect.flatMap(Lock.acquire(r.ctx, dir, id, options), (held) =>
     Effect.gen(function*() {
       const names = yield* FileOps.listDir(r.ctx, dir)
       for (const n of names) {
@@ -113,11 +134,43 @@ export const lockSession = (
       yield* Lock.clearStaleTemps(r.ctx, dir, names)
       return held
     }).pipe(Effect.onError(() => Effect.ignore(held.release))))
+  const attempt = Effect.acquireRelease(take, (held) => Effect.ignore(held.release))
   return Effect.flatMap(
     exists,
-    (found) => found ? Effect.acquireRelease(take, (held) => Effect.ignore(held.release)) : Effect.succeed(null)
+    (found) => !found ? Effect.succeed(null) : r.lockWaitMillis > 0 ? waitFor(attempt, dir, id, r.lockWaitMillis) : attempt
   )
 }
+
+// Waits for the lock while another writer holds it, at most `bound` ms of real
+// time (the fiber's Clock may be a test clock): after each refusal it waits for
+// the lock file to go (a directory watch) or a jittered backoff of at most 250 ms,
+// whichever comes first, then tries again; the wait itself is interruptible. No
+// queue: every waiter tries again when the lock goes, so a burst of N writers is
+// done after N handovers. To keep the oldest from losing every race, a waiter
+// tries after a random delay of up to 10 ms that shrinks to nothing as its wait
+// nears the bound. After the bound, `SessionLocked` says how long it waited.
+const waitFor = <A, E, R>(
+  attempt: Effect.Effect<A, E | SessionLocked, R>,
+  dir: string,
+  id: string,
+  bound: number
+): Effect.Effect<A, E | SessionLocked, R> =>
+  Effect.suspend(() => {
+    const started = performance.now()
+    const loop = (round: number): Effect.Effect<A, E | SessionLocked, R> =>
+      Effect.catchIf(attempt, (e): e is SessionLocked => e instanceof SessionLocked, (e) => {
+        const waited = performance.now() - started
+        if (waited >= bound) {
+          return Effect.fail(new SessionLocked({ id, holder: `${e.holder}; gave up after waiting ${seconds(waited)} for it` }))
+        }
+        const backoff = Math.min(250, 5 * 2 ** Math.min(round, 6)) * (0.5 + Math.random())
+        const settle = 10 * Math.random() * Math.max(0, 1 - waited / bound)
+        return Effect.andThen(Lock.awaitRelease(dir, Math.min(bound - waited, backoff), settle), loop(round + 1))
+      })
+    return loop(0)
+  })
+
+const seconds = (millis: number): string => `${(millis / 1000).toFixed(millis < 10_000 ? 2 : 1)} s`
 
 export const loadOptions = (
   r: Resolved,

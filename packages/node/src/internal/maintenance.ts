@@ -1,18 +1,22 @@
 /**
  * The maintenance functions of the filesystem adapter, for the command line's
- * `verify` and `repair`: `inspect` reports, `repair` sets damaged bytes aside so
- * the session can be written again. Re-exported by `NodePersistence`.
+ * `verify`, `repair` and `unlock`: `inspect` reports, `repair` sets damaged bytes
+ * aside so the session can be written again, `unlock` removes a stale lock whose
+ * holder is proved gone. Re-exported by `NodePersistence`.
  */
 import {
   type CorruptJournal,
-  type Entry,
+  Entry,
+  Follow,
   JournalState,
   Persistence,
-  type SessionLocked,
+  SessionLocked,
   SessionNotFound,
-  type StorageError
+  StorageError,
+  StorageReason
 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import * as path from "node:path"
 import * as Lock from "../Lock.ts"
 import type { Options } from "../NodePersistence.ts"
@@ -144,8 +148,19 @@ export interface RepairReport {
   readonly nextSequence: number
 }
 
-/** Kind of the entry every repair appends. */
-export const RECOVERY_KIND = "recovery"
+/** Kind of the entry every repair appends (followers recognise it: `Follow`). */
+export const RECOVERY_KIND = Follow.RECOVERY_KIND
+
+// The recovery entry's timestamp: a clock no stored entry can hold (before 1970,
+// past 2^53 s) fails the repair (checked before anything is set aside, and again
+// when the entry is built), rather than write an entry every read would refuse.
+const recoveryTimestamp = (ctx: Resolved["ctx"]): Effect.Effect<number, StorageError> => {
+  const millis = ctx.clock.currentTimeMillisUnsafe()
+  const checked = Entry.validateTimestamp(Math.floor(millis / 1000))
+  return Result.isSuccess(checked)
+    ? Effect.succeed(checked.success)
+    : Effect.fail(new StorageError({ operation: "repair", reason: new StorageReason.ClockOutOfRange({ millis }) }))
+}
 
 // Runs in a scope that holds the session's lock until it closes.
 const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps: JournalState.Caps | undefined) {
@@ -153,6 +168,7 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
   const dir = path.join(ctx.root, id)
   const held = yield* lockSession(r, id, false)
   if (held === null) return yield* new SessionNotFound({ id })
+  yield* recoveryTimestamp(ctx)
   const setAside: Array<string> = []
   const truncated: Array<{ segment: string; length: number }> = []
   const before = yield* Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
@@ -262,14 +278,14 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
   if (setAside.length > 0 || truncated.length > 0 || checkpointRebuilt) {
     // The chain tells its own history: what was set aside or lost, and the head
     // the session claimed before.
-    const writer = new Session.Writer(ctx, dir, id, caps, { removeCheckpointedSegments: r.removeCheckpointedSegments })
+    const writer = new Session.Writer(ctx, dir, id, caps, { removeCheckpointedSegments: r.removeCheckpointedSegments, lockCheck: held.check })
     entry = yield* Effect.ensuring(Effect.gen(function*() {
       const loaded = (yield* writer.load()).loaded
       if (loaded.recovery.stopped === null) {
         const problemText = problem === null
           ? torn !== null ? "torn tail" : "checkpoint disagrees with the stored records"
           : `${problem.reason}: ${problem.detail}`
-        const recoveryEntry = JournalState.nextOther(loaded.state, Math.floor(ctx.clock.currentTimeMillisUnsafe() / 1000), RECOVERY_KIND, {
+        const recoveryEntry = JournalState.nextOther(loaded.state, yield* recoveryTimestamp(ctx), RECOVERY_KIND, {
           problem: problemText,
           set_aside: setAside,
           truncated: truncated.map((t) => ({ segment: t.segment, length: t.length })),
@@ -329,3 +345,75 @@ export const repair = (
       "repair"
     )
     : Effect.fail(invalidId("repair", id))
+
+/**
+ * What `unlock` did.
+ *
+ * @since 0.4.0
+ */
+export interface UnlockReport {
+  readonly id: string
+  /** Whether a lock was removed (false: there was none). */
+  readonly removed: boolean
+  /** The record of the lock removed; null when there was none or it was no lock record. */
+  readonly holder: Lock.LockRecord | null
+  /** What was proved about the holder, in words. */
+  readonly proof: string
+  /** True when the holder could not be proved gone and `force` removed the lock anyway. */
+  readonly forced: boolean
+}
+
+/**
+ * Removes a session's stale lock, and only that: the lock is taken over the way a
+ * writer takes over the lock of a dead holder (under the takeover claim, after
+ * reading it again) and then released, so no lock is left. Fails with
+ * `SessionLocked`, saying what was found, while the holder is alive or cannot be
+ * proved gone (see `Lock.judgeDeep`: another pid namespace that still has processes
+ * or cannot be scanned, another kernel or host);
+ * with `force`, a holder that cannot be proved gone loses the lock too (never one
+ * proved alive), and if it is in fact alive, it stops before its next write (a
+ * writer checks its lock before each batch). Never waits.
+ *
+ * @since 0.4.0
+ */
+export const unlock = (
+  options: Options,
+  id: string,
+  unlockOptions?: { readonly force?: boolean | undefined }
+): Effect.Effect<UnlockReport, StorageError | SessionLocked | SessionNotFound> =>
+  isSafeSessionId(id)
+    ? narrow<UnlockReport, StorageError | SessionLocked | SessionNotFound>(
+      Effect.flatMap(resolveWith({ ...options, lockWait: 0 }), (r) =>
+        Effect.scoped(Effect.gen(function*() {
+          const held = yield* lockSession(r, id, false, { force: unlockOptions?.force === true, deep: true }).pipe(
+            Effect.catchIf((e): e is SessionLocked => e instanceof SessionLocked, (e) => refusal(r, id, e))
+          )
+          if (held === null) return yield* new SessionNotFound({ id })
+          const over = held.tookOver
+          const report: UnlockReport = over === null
+            ? { id, removed: false, holder: null, proof: "there was no lock", forced: false }
+            : {
+              id,
+              removed: true,
+              holder: over.record,
+              proof: over.verdict.reason,
+              forced: over.verdict.state !== "gone"
+            }
+          return report
+        }))),
+      ["StorageError", "SessionLocked", "SessionNotFound"],
+      "unlock"
+    )
+    : Effect.fail(invalidId("unlock", id))
+
+// The refusal says what was proved about the holder.
+const refusal = (r: Resolved, id: string, e: SessionLocked): Effect.Effect<never, SessionLocked> =>
+  Effect.flatMap(Lock.inspect(r.ctx, path.join(r.ctx.root, id)), (seen) => {
+    const verdict = seen?.record != null ? Lock.judgeDeep(seen.record) : seen?.verdict
+    if (verdict === undefined) return Effect.fail(e)
+    const why = verdict.state === "alive"
+      ? `not removed: the holder is alive (${verdict.reason})`
+      : `not removed: the holder cannot be proved gone (${verdict.reason}); with force it is removed anyway, ` +
+        `and a holder still running stops before its next write`
+    return Effect.fail(new SessionLocked({ id, holder: `${e.holder}; ${why}` }))
+  })

@@ -2,7 +2,7 @@
  * Whether a process of this host is alive: /proc where there is one (a zombie is
  * dead, a reused pid shows another start time), `kill(pid, 0)` elsewhere.
  */
-import { readFileSync, readlinkSync } from "node:fs"
+import { readdirSync, readFileSync, readlinkSync } from "node:fs"
 import { codeOf } from "./fileOps.ts"
 
 /**
@@ -58,3 +58,35 @@ export const pidAlive = (pid: number): boolean => {
 
 /** Whether `pid` names one process (not a group, not out of range). */
 export const validPid = (pid: unknown): pid is number => typeof pid === "number" && Number.isSafeInteger(pid) && pid > 0 && pid < 2 ** 31
+
+/** The inode number of the initial pid namespace (`PROC_PID_INIT_INO` of the kernel). */
+const INIT_PIDNS = "pid:[4026531836]"
+
+/**
+ * Whether any process of this kernel is in pid namespace `pidns` ("pid:[N]"), as
+ * seen from the initial pid namespace: true or false only when that can be told
+ * (this process is in the initial pid namespace, /proc shows that namespace, and
+ * this process is root, so that no process is hidden from it: `hidepid`, ptrace
+ * checks); null otherwise. Every process of every pid namespace is visible from
+ * the initial one, so false proves that no process of that namespace lives.
+ */
+export const pidnsInhabited = (pidns: string): boolean | null => {
+  if (ownPidns !== INIT_PIDNS || typeof process.getuid !== "function" || process.getuid() !== 0) return null
+  if (readOr(() => readlinkSync("/proc/self")) !== String(process.pid)) return null
+  let names: Array<string>
+  try {
+    names = readdirSync("/proc")
+  } catch {
+    return null
+  }
+  for (const n of names) {
+    if (!/^\d+$/.test(n)) continue
+    try {
+      if (readlinkSync(`/proc/${n}/ns/pid`) === pidns) return true
+    } catch (e) {
+      // A process that ended while the list was read is no inhabitant; anything else is unknown.
+      if (codeOf(e) !== "ENOENT" && codeOf(e) !== "ESRCH") return null
+    }
+  }
+  return false
+}

@@ -95,8 +95,22 @@ export class Reader {
       const opened = FileOps.openRead(self.ctx, file).pipe(
         Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT"), () => Effect.succeed(null))
       )
+      // A segment now shorter than what was read from it was cut under the reader
+      // (a repair, or an edit): what it read there is no longer stored, and what is
+      // written at the cut would be read from the middle of a line.
+      const cutUnder = (fh: FileOps.FileHandle) =>
+        Effect.flatMap(FileOps.call("fstat", file, () => fh.stat()), (st) =>
+          st.size < self.offset
+            ? Effect.fail(
+              new CorruptJournal({
+                segment: file,
+                offset: self.offset,
+                reason: `the segment is ${st.size} bytes, shorter than the ${self.offset} already read from it: it was cut`
+              })
+            )
+            : Effect.void)
       const scanned = yield* Effect.acquireUseRelease(opened, (fh) =>
-        fh === null ? Effect.succeed(null) : Segment.scan(self.ctx, fh, file, file, seg.base, self.offset, (record, offset, end) => {
+        fh === null ? Effect.succeed(null) : Effect.andThen(cutUnder(fh), Segment.scan(self.ctx, fh, file, file, seg.base, self.offset, (record, offset, end) => {
           if (record._tag === "Meta") {
             consumed = end
             return true
@@ -135,7 +149,7 @@ export class Reader {
           self.lastInSegment = e.sequence
           self.remember(e)
           return true
-        }), (fh) => fh === null ? Effect.void : FileOps.close(fh))
+        })), (fh) => fh === null ? Effect.void : FileOps.close(fh))
       if (scanned === null) {
         // Find our place again.
         self.segment = null

@@ -11,7 +11,8 @@ import {
   Persistence,
   SequenceConflict,
   type SessionMeta,
-  StorageError
+  StorageError,
+  StorageReason
 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -25,6 +26,12 @@ import * as Segment from "./segment.ts"
 /** Options the writer needs. */
 export interface WriterOptions {
   readonly removeCheckpointedSegments: boolean
+  /**
+   * Proves the session's lock is still the writer's (`Lock.Held.check`); run before
+   * each batch and each checkpoint becomes durable, so a writer whose lock was
+   * removed or taken stops instead of writing a second chain beside the new holder.
+   */
+  readonly lockCheck?: Effect.Effect<void, StorageError> | undefined
 }
 
 /** Load-mode options of a writer's loads. */
@@ -93,8 +100,10 @@ export class Writer {
     return Effect.suspend(() => {
       Durable.leave(this)
       const last = this.view?.last ?? null
+      // Only while the lock is still ours: a writer whose lock was taken must not cut
+      // the new holder's records off the segment they share.
       const trim = last !== null && last.free && last.validEnd < last.size && this.active?.name === last.name
-        ? this.trim(last)
+        ? Effect.ignore(Effect.andThen(this.options.lockCheck ?? Effect.void, this.trim(last)))
         : Effect.void
       return Effect.andThen(trim, this.closeActive())
     })
@@ -129,7 +138,7 @@ export class Writer {
         new StorageError({
           operation: "append",
           path: view.stopped.segment,
-          reason: `the stored history stops early (${view.stopped.reason}: ${view.stopped.detail}); repair the session first`
+          reason: new StorageReason.NeedsRepair({ problem: `${view.stopped.reason}: ${view.stopped.detail}` })
         })
       )
     }
@@ -183,7 +192,10 @@ export class Writer {
       )
     )
     return Effect.ensuring(
-      Effect.andThen(fresh, tooLong === null ? written : Effect.fail(tooLong)),
+      Effect.andThen(
+        this.options.lockCheck ?? Effect.void,
+        Effect.andThen(fresh, tooLong === null ? written : Effect.fail(tooLong))
+      ),
       Effect.sync(() => sink.release())
     )
   }
@@ -379,7 +391,11 @@ export class Writer {
     return Effect.gen(function*() {
       const view = yield* self.ensureView()
       const refuse = (why: string) =>
-        new StorageError({ operation: "checkpoint", path: path.join(self.dir, CHECKPOINT_FILE), reason: why })
+        new StorageError({
+          operation: "checkpoint",
+          path: path.join(self.dir, CHECKPOINT_FILE),
+          reason: new StorageReason.CheckpointRefused({ why })
+        })
       if (sessionId !== self.id || next > view.next) {
         return yield* refuse(
           `checkpoint (session ${sessionId}, next ${next}) is not a prefix of the stored session (next ${view.next})`
@@ -401,6 +417,7 @@ export class Writer {
       const sink = Segment.sink(view.checkpointSize + 64 * 1024)
       text(sink.add)
       const bytes = sink.view()
+      yield* self.options.lockCheck ?? Effect.void
       // The replace and the view's record of it in one region, so an interruption
       // cannot leave a stored checkpoint the view does not know.
       return yield* Effect.uninterruptible(Effect.map(FileOps.atomicReplace(self.ctx, self.dir, CHECKPOINT_FILE, bytes), () => {
@@ -447,7 +464,7 @@ const lineBound = (
       return new StorageError({
         operation: "append",
         path: dir,
-        reason: `record of ${size} bytes exceeds the line bound of ${ctx.maxLineBytes} bytes`
+        reason: new StorageReason.RecordTooLarge({ bytes: size, limit: ctx.maxLineBytes, bound: "line bound" })
       })
     }
   }

@@ -4,6 +4,9 @@
  * instance learn of commits through LISTEN/NOTIFY (one listening connection per
  * instance, fanned out in-process) and read the new rows themselves, so a lost
  * notification delays an entry until the next notification or poll, never drops it.
+ * A follower outlives a server restart: its reads are retried on a lost connection
+ * with backoff, for a bounded time, and go on from the entry after the last one
+ * delivered.
  */
 import { type CorruptJournal, type Entry, type Persistence, SessionNotFound, type StorageError } from "@session-journal/core"
 import * as Duration from "effect/Duration"
@@ -11,8 +14,9 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
 import * as Queue from "effect/Queue"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import type { SqlError } from "effect/sql/SqlError"
+import { isSqlError, type SqlError } from "effect/sql/SqlError"
 import * as Stream from "effect/Stream"
 import type { Signal, Store } from "./store.ts"
 
@@ -20,6 +24,8 @@ import type { Signal, Store } from "./store.ts"
 export interface Config {
   readonly pageSize: number
   readonly pollInterval: Duration.Duration
+  /** How long a follower keeps reconnecting after a lost connection. */
+  readonly followReconnect: Duration.Duration
   /** Where the listening connection lives: the adapter's layer. */
   readonly layerScope: Scope.Scope
 }
@@ -27,7 +33,18 @@ export interface Config {
 /** `history` and `follow` over the store. */
 export const make = (store: Store, config: Config) => {
   const { names, pg, readPage, sessionExists, signals, storageError } = store
-  const { layerScope, pageSize, pollInterval } = config
+  const { followReconnect, layerScope, pageSize, pollInterval } = config
+
+  // Backoff from 100 ms, doubling, at most 2 s apart, for `followReconnect` in all.
+  const reconnecting = Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("2 seconds")]).pipe(
+    Schedule.upTo({ duration: followReconnect })
+  )
+  // Only a lost connection is waited out; a query the server rejects, or damage, is reported at once.
+  const reconnect = <A, E>(self: Effect.Effect<A, E | SqlError>): Effect.Effect<A, E | SqlError> =>
+    Effect.retry(self, {
+      schedule: reconnecting,
+      while: (e: E | SqlError) => isSqlError(e) && e.reason._tag === "ConnectionError"
+    })
 
   // "<session id> <next sequence>", as the append's pg_notify writes it.
   const parseSignal = (payload: string): Signal | null => {
@@ -88,6 +105,7 @@ export const make = (store: Store, config: Config) => {
       // never missed.
       const subscription = yield* PubSub.subscribe(signals)
       if (!(yield* sessionExists(id))) return notFound(id)
+      // The next entry to deliver: where a read resumes after a reconnect.
       let next = Math.max(0, from)
       const relevant = (s: Signal) => s.id === null || (s.id === id && s.next > next)
       // Waits for a signal about this session, or the poll interval, whichever
@@ -100,13 +118,13 @@ export const make = (store: Store, config: Config) => {
       })
       return Stream.paginate(undefined, () =>
         Effect.gen(function*() {
-          const page = yield* readPage(id, next, pageSize, "follow")
+          const page = yield* reconnect(readPage(id, next, pageSize, "follow"))
           const fresh = page.filter((e) => e.sequence >= next)
           const last = fresh[fresh.length - 1]
           if (last === undefined) {
             // Caught up: a session deleted meanwhile ends the stream instead of
             // being polled forever (its row goes first, in the delete's transaction).
-            if (!(yield* sessionExists(id))) return yield* new SessionNotFound({ id })
+            if (!(yield* reconnect(sessionExists(id)))) return yield* new SessionNotFound({ id })
             yield* waitForMore
             return [[], Option.some(undefined)] as const
           }

@@ -7,7 +7,7 @@
  * before the loser has reloaded, and one writer starves the other. A hold nobody
  * uses is rolled back after `conflictHold`.
  */
-import { StorageError } from "@session-journal/core"
+import { StorageError, StorageReason } from "@session-journal/core"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import type * as Duration from "effect/Duration"
@@ -99,7 +99,7 @@ export const make = (store: Store, conflictHold: Duration.Duration) => {
       return yield* new StorageError({
         operation: "append",
         path: names.entries,
-        reason: "the transaction ended before it could commit; nothing was stored"
+        reason: new StorageReason.NotDurable({ why: "the transaction ended before it could commit" })
       })
     })
 

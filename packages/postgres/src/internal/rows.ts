@@ -5,7 +5,7 @@
  * row that does not decode fails with a `StorageError` naming the table and the
  * column, never with a cast that lets `NaN` or a rounded count through.
  */
-import { StorageError } from "@session-journal/core"
+import { StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
@@ -126,7 +126,7 @@ export const decode = <S extends Schema.Decoder<unknown>>(schema: S, table: stri
             new StorageError({
               operation,
               path: `${table}.${column}`,
-              reason: `a row of ${table} does not decode (column ${column}): ${decoded.failure.message}`,
+              reason: new StorageReason.Undecodable({ table, column, detail: decoded.failure.message }),
               cause: decoded.failure
             })
           )

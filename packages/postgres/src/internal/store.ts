@@ -6,7 +6,7 @@
  * in-process channel that tells followers a session grew.
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
-import { CorruptJournal, Entry, SessionMeta, StorageError } from "@session-journal/core"
+import { CorruptJournal, Entry, SessionMeta, StorageError, StorageReason } from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as PubSub from "effect/PubSub"
@@ -91,7 +91,7 @@ export const make = Effect.fnUntraced(function*(pg: PgClient.PgClient, names: Ta
   const entriesT = sql(names.entries)
 
   const storageError = (operation: string, path: string) => (cause: SqlError) =>
-    new StorageError({ operation, path, reason: cause.message, cause })
+    new StorageError({ operation, path, reason: new StorageReason.Io({ code: cause.reason._tag, message: cause.message }), cause })
 
   // A connection lost inside a transaction also fails its ROLLBACK, which the SQL
   // client reports as a defect; it is a storage failure like any other here.

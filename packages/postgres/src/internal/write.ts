@@ -5,7 +5,7 @@
  * transaction), and storing a checkpoint document only when the stored rows bear
  * it out.
  */
-import { Chain, type Checkpoint, Entry, JournalState, Persistence, SequenceConflict, StorageError } from "@session-journal/core"
+import { Chain, type Checkpoint, Entry, JournalState, Persistence, SequenceConflict, StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as PubSub from "effect/PubSub"
 import * as Result from "effect/Result"
@@ -62,12 +62,16 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
       )
       const stored = row?.stored ?? 0
       const checkpointed = row?.checkpointed ?? null
-      const reason = next > stored
+      const why = next > stored
         ? `checkpoint (next ${next}) is ahead of storage (${stored} entries)`
         : checkpointed !== null && next < checkpointed
         ? `checkpoint (next ${next}) is older than the stored one (next ${checkpointed})`
         : `checkpoint ends with entry ${next - 1}, which storage holds with another hash`
-      return yield* new StorageError({ operation: "checkpoint", path: `${names.checkpoints}:${id}`, reason })
+      return yield* new StorageError({
+        operation: "checkpoint",
+        path: `${names.checkpoints}:${id}`,
+        reason: new StorageReason.CheckpointRefused({ why })
+      })
     })
 
   // The compare-and-append, inside one transaction: stores the batch only if the

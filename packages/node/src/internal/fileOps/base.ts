@@ -44,6 +44,13 @@ export interface Fs {
    * through `FileHandle.write`.
    */
   writeSync?(fd: number, buffer: Uint8Array, offset: number, length: number, position: number): number
+  /**
+   * An lstat on the calling thread (`fs.lstatSync`). A writer uses it, when present,
+   * for the check of its lock before each batch (one system call, no thread-pool
+   * round trip); without it the check goes through `lstat`. Left out with
+   * `writeSync` when `callingThreadWrites` is false.
+   */
+  lstatSync?(path: string): Stats
 }
 
 /**
@@ -60,7 +67,8 @@ export const nodeFs: Fs = {
   link: (a, b) => fsp.link(a, b),
   unlink: (p) => fsp.unlink(p),
   rmdir: (p) => fsp.rmdir(p),
-  writeSync: (fd, buffer, offset, length, position) => fs.writeSync(fd, buffer, offset, length, position)
+  writeSync: (fd, buffer, offset, length, position) => fs.writeSync(fd, buffer, offset, length, position),
+  lstatSync: (p) => fs.lstatSync(p)
 }
 
 /** Largest file the adapter reads (docs/DESIGN.md §6): 1 GiB. */
@@ -105,12 +113,12 @@ export const codeOf = (cause: unknown): string | undefined =>
  * `Effect.acquireUseRelease` / `acquireRelease` does.
  */
 export const call = <A>(operation: string, p: string, f: () => Promise<A>): Effect.Effect<A, StorageError> =>
-  Effect.tryPromise({ try: f, catch: (cause) => new StorageError({ operation, path: p, cause }) })
+  Effect.tryPromise({ try: f, catch: (cause) => StorageError.io(operation, cause, p) })
 
 /** Like `call`, for a synchronous call: a throw becomes a `StorageError`. */
 export const callSync = <A>(operation: string, p: string, f: () => A): Effect.Effect<A, StorageError> =>
-  Effect.try({ try: f, catch: (cause) => cause instanceof StorageError ? cause : new StorageError({ operation, path: p, cause }) })
+  Effect.try({ try: f, catch: (cause) => cause instanceof StorageError ? cause : StorageError.io(operation, cause, p) })
 
-/** Whether a typed failure is a `StorageError` whose node error has code `code`. */
+/** Whether a typed failure is a `StorageError` of a failed call whose node error has code `code`. */
 export const hasCode = (e: { readonly _tag: string }, code: string): boolean =>
-  e._tag === "StorageError" && codeOf((e as StorageError).cause) === code
+  e instanceof StorageError && e.reason._tag === "Io" && e.reason.code === code

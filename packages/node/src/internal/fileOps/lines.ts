@@ -1,7 +1,7 @@
 /**
  * Bounded reads of an opened file and the line reader that segment scans use.
  */
-import { CorruptJournal, StorageError } from "@session-journal/core"
+import { CorruptJournal, StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import { call, type Context, type FileHandle } from "./base.ts"
 
@@ -28,7 +28,7 @@ export const boundedSize = (ctx: Context, fh: FileHandle, file: string): Effect.
         new StorageError({
           operation: "read",
           path: file,
-          reason: `file is ${st.size} bytes, above the read bound of ${ctx.maxFileBytes} bytes`
+          reason: new StorageReason.FileTooLarge({ bytes: st.size, limit: ctx.maxFileBytes, bound: "read bound" })
         })
       )
       : Effect.succeed(st.size))
@@ -40,7 +40,9 @@ export const boundedSize = (ctx: Context, fh: FileHandle, file: string): Effect.
 export const readBounded = (ctx: Context, fh: FileHandle, file: string, limit?: number): Effect.Effect<Uint8Array, StorageError> =>
   Effect.flatMap(boundedSize(ctx, fh, file), (size) =>
     limit !== undefined && size > limit
-      ? Effect.fail(new StorageError({ operation: "read", path: file, reason: `file is ${size} bytes, above the bound of ${limit} bytes` }))
+      ? Effect.fail(
+        new StorageError({ operation: "read", path: file, reason: new StorageReason.FileTooLarge({ bytes: size, limit }) })
+      )
       : readAt(fh, file, 0, size))
 
 /** One line handed out by `LineReader`. */

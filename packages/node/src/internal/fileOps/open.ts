@@ -10,12 +10,16 @@
  */
 import { constants } from "node:fs"
 import type { Stats } from "node:fs"
-import { StorageError } from "@session-journal/core"
+import { StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import { call, callSync, codeOf, type Context, DIR_MODE, FILE_MODE, type FileHandle, hasCode } from "./base.ts"
 
-const refuse = (p: string, reason: string): StorageError =>
-  new StorageError({ operation: "confine", path: p, reason: `refused: ${reason}` })
+const refuse = (p: string, why: string): StorageError =>
+  new StorageError({ operation: "confine", path: p, reason: new StorageReason.RefusedPath({ why }) })
+
+// A write that wrote nothing: an I/O failure without an error of its own.
+const noProgress = (file: string): StorageError =>
+  new StorageError({ operation: "write", path: file, reason: new StorageReason.Io({ message: "no progress" }) })
 
 const ownerAndMode = (ctx: Context, st: Stats, p: string): StorageError | null => {
   if (ctx.uid !== null && st.uid !== ctx.uid) return refuse(p, `owned by uid ${st.uid}, not ${ctx.uid}`)
@@ -191,7 +195,7 @@ export const writeAll = (fh: FileHandle, file: string, bytes: Uint8Array, positi
   // One call per write: a short write (rare) takes another round.
   const from = (done: number): Effect.Effect<void, StorageError> =>
     Effect.flatMap(call("write", file, () => fh.write(bytes, done, bytes.length - done, position + done)), ({ bytesWritten }) => {
-      if (bytesWritten <= 0) return Effect.fail(new StorageError({ operation: "write", path: file, reason: "no progress" }))
+      if (bytesWritten <= 0) return Effect.fail(noProgress(file))
       return done + bytesWritten < bytes.length ? from(done + bytesWritten) : Effect.void
     })
   return bytes.length === 0 ? Effect.void : from(0)
@@ -241,7 +245,7 @@ export const writeDurableSync = (
     let done = 0
     while (done < bytes.length) {
       const n = writeSync(fh.fd, bytes, done, bytes.length - done, position + done)
-      if (n <= 0) throw new StorageError({ operation: "write", path: file, reason: "no progress" })
+      if (n <= 0) throw noProgress(file)
       done += n
     }
   })

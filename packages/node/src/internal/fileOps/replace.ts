@@ -3,7 +3,7 @@
  */
 import { randomBytes } from "node:crypto"
 import * as path from "node:path"
-import { StorageError } from "@session-journal/core"
+import { StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import { call, codeOf, type Context } from "./base.ts"
@@ -86,7 +86,7 @@ export const linkToFreeName = Effect.fnUntraced(function*(ctx: Context, dir: str
       taken.add(name)
     }
   }
-  return yield* new StorageError({ operation: "link", path: path.join(dir, base), reason: "no free name: the directory keeps changing" })
+  return yield* new StorageError({ operation: "link", path: path.join(dir, base), reason: new StorageReason.NoFreeName() })
 })
 
 /**

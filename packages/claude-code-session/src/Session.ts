@@ -1,0 +1,517 @@
+/**
+ * A Claude Code CLI session as an Effect service: the CLI spawned in a `Scope`
+ * with stream-json in and out and `--permission-prompt-tool stdio`
+ * (PROTOCOL.md (d)), in its own process group, and ended with SIGTERM, then
+ * SIGKILL after a grace period, when the scope closes.
+ *
+ * Life of a line: every line, in both directions, goes on the session's journal
+ * chain, durably, before anything else happens with it. A line the CLI wrote is
+ * journaled (a stdout chunk's lines with one append), then folded into `state`
+ * and published to `events`, so a subscriber never sees what a crash could lose;
+ * a line of ours is journaled, then written to the CLI's stdin. Every
+ * `can_use_tool` request is answered through the journal's `decide` with the
+ * session's guard (the call is on the chain with `allowed` as decided, and a
+ * denial's message is the guard's reason); a `control_cancel_request` interrupts
+ * the decision in flight. Our control requests (`interrupt`) are correlated with
+ * their answers by request id. When the CLI exits, everything waiting on it fails
+ * with `CliDied` carrying its stderr.
+ *
+ * @since 0.1.0
+ */
+import { Archive, type Sync, Transcript } from "@session-journal/claude-code"
+import { Entry, type Guard, SessionJournal } from "@session-journal/core"
+import type * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberMap from "effect/FiberMap"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as ChildProcess from "effect/process/ChildProcess"
+import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
+import * as PubSub from "effect/PubSub"
+import * as Queue from "effect/Queue"
+import * as Schedule from "effect/Schedule"
+import type * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
+import { CliDied, ControlError, type SessionError, SessionStorageError } from "./Errors.ts"
+import * as Lines from "./internal/lines.ts"
+import * as Message from "./Message.ts"
+import * as SessionState from "./SessionState.ts"
+import * as UserInput from "./UserInput.ts"
+
+/**
+ * Who wrote a line: the CLI (its stdout) or the driver (the CLI's stdin).
+ *
+ * @since 0.1.0
+ */
+export type From = "cli" | "driver"
+
+/**
+ * One element of `events`: a journaled message with its position among all the
+ * session's lines (from 0, both directions), or how many this subscriber missed
+ * because it fell more than the capacity behind.
+ *
+ * @since 0.1.0
+ */
+export type Event =
+  | { readonly _tag: "Message"; readonly index: number; readonly from: From; readonly message: Message.Message }
+  | { readonly _tag: "Missed"; readonly count: number }
+
+/**
+ * What the CLI reported for an interrupt (`still_queued`: the queued prompts it
+ * still holds), or `Closed` when it did not answer within `interruptTimeout` and
+ * the process was ended instead.
+ *
+ * @since 0.1.0
+ */
+export type InterruptOutcome =
+  | { readonly _tag: "Answered"; readonly stillQueued: ReadonlyArray<Schema.Json> }
+  | { readonly _tag: "Closed" }
+
+/**
+ * Options of a session.
+ *
+ * @since 0.1.0
+ */
+export interface Options {
+  /** The journal session the lines go to (`^[A-Za-z0-9_-]{1,128}$`). */
+  readonly journalSession: string
+  /** The CLI's executable (default `claude`, found on PATH). */
+  readonly claude?: string | undefined
+  /** Arguments after the protocol's own (`--tools`, `--allowedTools`, `--model`, …). */
+  readonly args?: ReadonlyArray<string> | undefined
+  /** The CLI's working directory (default: this process's). */
+  readonly cwd?: string | undefined
+  /** The CLI's whole environment (default: this process's). */
+  readonly env?: Readonly<Record<string, string>> | undefined
+  /** Decides every `can_use_tool` request (default: allow every call, still journaled). */
+  readonly guard?: Guard.Guard | undefined
+  /**
+   * Capacity of the `events` fan-out (default 1024): a subscriber more than this
+   * many events behind loses the oldest and is told how many (`Missed`).
+   */
+  readonly eventsCapacity?: number | undefined
+  /** How long `interrupt` waits for the CLI's answer before ending the process (default 10 s). */
+  readonly interruptTimeout?: Duration.Input | undefined
+  /** Between SIGTERM and SIGKILL when the process is ended (default 2 s). */
+  readonly killGrace?: Duration.Input | undefined
+  /** Bytes of the CLI's stderr kept, the last ones (default 64 KiB). */
+  readonly stderrBytes?: number | undefined
+  /** Largest line journaled with its bytes; a longer one is journaled by size and SHA-256 (default 4 MiB). */
+  readonly maxLineBytes?: number | undefined
+  /**
+   * Mirrors the CLI's transcripts of this working directory into their own journal
+   * sessions while the session runs (`Archive.follow`, in a fiber of its own, off
+   * the path from stdout to `events`), with one last pass after the CLI exited.
+   * `source` defaults to the projects directory of the CLI's environment
+   * (`$CLAUDE_CONFIG_DIR/projects`, else `$HOME/.claude/projects`).
+   */
+  readonly archive?: {
+    readonly source?: string | undefined
+    readonly interval?: Duration.Input | undefined
+  } | undefined
+}
+
+/**
+ * A running session.
+ *
+ * @since 0.1.0
+ */
+export interface Session {
+  /** The CLI's process id (its process group's too). */
+  readonly pid: number
+  /** The journal session holding the lines. */
+  readonly journalSession: string
+  /** Journals a user message and writes it to the CLI; returns once written (it does not wait for the turn). */
+  readonly send: (input: UserInput.UserInput) => Effect.Effect<void, SessionError>
+  /** Journals and writes any message (an `initialize`, a raw user line). */
+  readonly write: (message: Message.Message) => Effect.Effect<void, SessionError>
+  /** The events from when the stream starts; ends after the CLI's last line. */
+  readonly events: Stream.Stream<Event>
+  /** Subscribes now, so no event after this call is missed unreported; the stream is the subscription's. */
+  readonly subscribe: Effect.Effect<Stream.Stream<Event>, never, Scope.Scope>
+  /** The fold of the CLI's messages. */
+  readonly state: SubscriptionRef.SubscriptionRef<SessionState.SessionState>
+  /**
+   * Waits until more than `n` results were seen and returns the latest; fails
+   * with the session's error if it ends first. Reads and waits on one
+   * subscription, so no result can slip in between.
+   */
+  readonly awaitResultAfter: (n: number) => Effect.Effect<Message.ResultMessage, SessionError>
+  /** The first `system/init` (the CLI writes it when the first turn starts); fails if the session ends first. */
+  readonly info: Effect.Effect<Message.SystemInit, SessionError>
+  /** Interrupts the running turn through the control protocol; always settles (see `InterruptOutcome`). */
+  readonly interrupt: Effect.Effect<InterruptOutcome, SessionError | ControlError>
+  /** Closes the CLI's stdin (it ends after the current turn) and waits for the exit. */
+  readonly end: Effect.Effect<SessionState.Exit>
+  /** Completes when the session is over, with its error (`CliDied` for a normal exit too). */
+  readonly ended: Effect.Effect<SessionError>
+  /**
+   * With `archive`: the latest report of each transcript mirrored so far, and the
+   * archive's failure if it stopped (it never ends the session).
+   */
+  readonly archived: Effect.Effect<{
+    readonly files: ReadonlyArray<Sync.FileReport>
+    readonly failure: string | null
+  }>
+}
+
+/**
+ * The service of one session.
+ *
+ * @since 0.1.0
+ */
+export class ClaudeCodeSession extends Context.Service<ClaudeCodeSession, Session>()(
+  "@session-journal/claude-code-session/ClaudeCodeSession"
+) {}
+
+/**
+ * The journal entry kind of a line of the session (payload `{ index, from, line }`,
+ * or `line_base64` for bytes that are not UTF-8).
+ *
+ * @since 0.1.0
+ */
+export const LINE_KIND = Lines.LINE_KIND
+
+/**
+ * The journal entry kind of a line above `maxLineBytes` (payload `{ index, from, bytes, sha256 }`).
+ *
+ * @since 0.1.0
+ */
+export const OVERSIZED_KIND = Lines.OVERSIZED_KIND
+
+/** The protocol's own arguments, ahead of the caller's. */
+const protocolArgs = [
+  "-p",
+  "--input-format",
+  "stream-json",
+  "--output-format",
+  "stream-json",
+  "--verbose",
+  "--permission-prompt-tool",
+  "stdio"
+]
+
+const Ended = { _tag: "Ended" } as const
+type Published = Extract<Event, { _tag: "Message" }> | typeof Ended
+
+/** The projects directory of an environment: `$CLAUDE_CONFIG_DIR/projects`, else `$HOME/.claude/projects`. */
+const projectsOf = (env: Readonly<Record<string, string | undefined>>): string => {
+  const home = env["HOME"]
+  return env["CLAUDE_CONFIG_DIR"] === undefined && home !== undefined && home !== ""
+    ? `${home}/.claude/projects`
+    : Archive.defaultSource(env)
+}
+
+const allowAll: Guard.Guard = () => ({ _tag: "Allow" })
+
+/**
+ * Starts a session; the scope owns the process.
+ *
+ * @since 0.1.0
+ */
+export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Options) {
+  const journal = yield* SessionJournal.SessionJournal
+  const session = options.journalSession
+  const guard = options.guard ?? allowAll
+  const capacity = options.eventsCapacity ?? 1024
+  const interruptTimeout = options.interruptTimeout ?? Duration.seconds(10)
+  const killGrace = options.killGrace ?? Duration.seconds(2)
+  const stderrBytes = options.stderrBytes ?? 64 * 1024
+  const maxLineBytes = options.maxLineBytes ?? 4 * 1024 * 1024
+
+  const state = yield* SubscriptionRef.make(SessionState.initial)
+  const hub = yield* PubSub.sliding<Published>(capacity)
+  const initDeferred = yield* Deferred.make<Message.SystemInit, SessionError>()
+  const endedDeferred = yield* Deferred.make<SessionError>()
+  const pending = new Map<string, Deferred.Deferred<Schema.Json, SessionError | ControlError>>()
+  const decisions = yield* FiberMap.make<string>()
+  const stdin = yield* Queue.unbounded<Uint8Array, Cause.Done>()
+  const writeLock = yield* Semaphore.make(1)
+  const stderr = Lines.tail(stderrBytes)
+  let index = 0
+  let requests = 0
+
+  const command = ChildProcess.make(options.claude ?? "claude", [...protocolArgs, ...(options.args ?? [])], {
+    cwd: options.cwd,
+    env: options.env ?? (process.env as Record<string, string>),
+    extendEnv: false,
+    detached: true,
+    stdin: { stream: Stream.fromQueue(stdin), endOnDone: true },
+    stdout: "pipe",
+    stderr: "pipe",
+    killSignal: "SIGTERM",
+    forceKillAfter: killGrace
+  })
+  // Transcript custody beside the session. Registered before the process, so
+  // its last pass runs after the process has been ended.
+  const archivedFiles = new Map<string, Sync.FileReport>()
+  let archiveFailure: string | null = null
+  const archiveOptions = options.archive === undefined ? undefined : {
+    source: options.archive.source ?? projectsOf(options.env ?? process.env),
+    project: options.cwd ?? process.cwd()
+  }
+  const noteReport = (report: Archive.Report) =>
+    Effect.sync(() => {
+      for (const f of report.files) archivedFiles.set(f.path, f)
+    })
+  const noteFailure = (e: { readonly message: string }) => Effect.sync(() => (archiveFailure = e.message))
+  if (archiveOptions !== undefined) {
+    yield* Effect.addFinalizer(() =>
+      Archive.archive(archiveOptions).pipe(Effect.flatMap(noteReport), Effect.catch(noteFailure))
+    )
+  }
+
+  const handle = yield* command.pipe(
+    Effect.mapError((e) => new CliDied({ code: null, signal: null, stderr: `could not start the CLI: ${e.message}` }))
+  )
+
+  const storage = (operation: string) => (cause: unknown) => new SessionStorageError({ operation, cause })
+
+  // The session is over: everything waiting fails with `error`.
+  const finish = (error: SessionError) =>
+    Effect.gen(function*() {
+      if (!(yield* Deferred.succeed(endedDeferred, error))) return
+      yield* Deferred.fail(initDeferred, error)
+      for (const d of pending.values()) yield* Deferred.fail(d, error)
+      pending.clear()
+      yield* Queue.end(stdin)
+    })
+
+  const publish = (event: Extract<Event, { _tag: "Message" }>) => PubSub.publish(hub, event)
+
+  /** Journals a line of ours, publishes it and queues it for the CLI's stdin, in one order. */
+  const write = (message: Message.Message): Effect.Effect<void, SessionError> =>
+    writeLock.withPermits(1)(Effect.gen(function*() {
+      if (yield* Deferred.isDone(endedDeferred)) return yield* Effect.fail(yield* Deferred.await(endedDeferred))
+      const text = Message.encodeLine(message)
+      const bytes = Lines.encoder.encode(text + "\n")
+      const at = index++
+      yield* journal.writeAll(session, [Lines.item(at, "driver", bytes.subarray(0, bytes.length - 1), maxLineBytes)])
+        .pipe(Effect.mapError(storage("journal a line to the CLI")), Effect.tapError(finish))
+      yield* publish({ _tag: "Message", index: at, from: "driver", message })
+      yield* Queue.offer(stdin, bytes)
+    }))
+
+  const answer = (requestId: string, response: Schema.Json) => write(Message.controlSuccess(requestId, response))
+
+  /** Decides one `can_use_tool` request with the guard, on the chain, and answers it. */
+  const decide = (request: Message.CanUseTool) =>
+    Effect.gen(function*() {
+      const params: Entry.ToolParams = {
+        tool_name: Entry.isIdentity(request.toolName) ? request.toolName : "invalid-tool-name",
+        server_id: Transcript.serverOf(request.toolName),
+        agent_id: request.agentId !== undefined && Entry.isIdentity(request.agentId) ? request.agentId : "main",
+        bytes_read: 0,
+        bytes_written: Transcript.utf8Length(JSON.stringify(request.input)),
+        delegation_depth: request.agentId !== undefined ? 1 : 0
+      }
+      const decision = yield* journal.decide(session, params, guard).pipe(
+        Effect.mapError(storage("decide a tool call")),
+        // Fail closed: a call the journal could not record is not run.
+        Effect.tapError((e) =>
+          Effect.andThen(
+            Effect.ignore(answer(request.requestId, { behavior: "deny", message: e.message })),
+            finish(e)
+          )
+        )
+      )
+      yield* answer(
+        request.requestId,
+        decision.verdict._tag === "Allow"
+          ? { behavior: "allow", updatedInput: request.input }
+          : { behavior: "deny", message: decision.verdict.reason }
+      )
+    }).pipe(Effect.ignore)
+
+  /** Acts on one journaled line of the CLI's. */
+  const act = (message: Message.Message) =>
+    Effect.gen(function*() {
+      switch (message._tag) {
+        case "SystemInit":
+          yield* Deferred.succeed(initDeferred, message)
+          return
+        case "ControlResponse": {
+          const id = message.response.request_id
+          const d = pending.get(id)
+          if (d === undefined) return
+          pending.delete(id)
+          if (message.response.subtype === "success") {
+            yield* Deferred.succeed(d, message.response.response ?? null)
+          } else {
+            yield* Deferred.fail(d, new ControlError({ requestId: id, error: message.response.error ?? "" }))
+          }
+          return
+        }
+        case "ControlCancelRequest":
+          yield* FiberMap.remove(decisions, message.request_id)
+          return
+        case "ControlRequest": {
+          const request = Message.canUseTool(message)
+          if (request !== undefined) {
+            yield* FiberMap.run(decisions, request.requestId, decide(request))
+          } else {
+            // A request this driver does not serve (hook_callback without our
+            // hooks): an empty answer is "no opinion".
+            yield* Effect.forkChild(Effect.ignore(answer(message.request_id, {})))
+          }
+          return
+        }
+        default:
+          return
+      }
+    })
+
+  /** One stdout chunk's complete lines: one journal append, then fold, publish, act. */
+  const onLines = (lines: ReadonlyArray<Uint8Array>) =>
+    writeLock.withPermits(1)(Effect.gen(function*() {
+      const first = index
+      index += lines.length
+      yield* journal.writeAll(session, lines.map((l, i) => Lines.item(first + i, "cli", l, maxLineBytes))).pipe(
+        Effect.mapError(storage("journal lines of the CLI"))
+      )
+      return lines.map((l, i) => ({ index: first + i, message: Message.decodeLine(Lines.text(l)) }))
+    })).pipe(
+      Effect.flatMap((decoded) =>
+        Effect.forEach(decoded, ({ index, message }) =>
+          Effect.gen(function*() {
+            yield* SubscriptionRef.update(state, (s) => SessionState.fold(s, message))
+            yield* publish({ _tag: "Message", index, from: "cli", message })
+            yield* act(message)
+          }), { discard: true })
+      )
+    )
+
+  yield* handle.stderr.pipe(
+    Stream.runForEach((chunk) => Effect.sync(() => stderr.push(chunk))),
+    Effect.ignore,
+    Effect.forkScoped
+  )
+
+  if (archiveOptions !== undefined) {
+    const interval = options.archive?.interval ?? Duration.millis(200)
+    yield* Archive.follow({ ...archiveOptions, interval }, noteReport).pipe(
+      // The CLI creates its projects directory with the first transcript.
+      Effect.retry({ while: (e) => e.code === "ENOENT", schedule: Schedule.spaced(interval) }),
+      Effect.catch(noteFailure),
+      Effect.forkScoped
+    )
+  }
+
+  const splitter = Lines.splitter()
+  yield* handle.stdout.pipe(
+    Stream.mapError(storage("read the CLI's stdout")),
+    Stream.runForEach((chunk) => {
+      const lines = splitter.push(chunk)
+      return lines.length === 0 ? Effect.void : onLines(lines)
+    }),
+    Effect.andThen(Effect.suspend(() => {
+      const rest = splitter.end()
+      return rest.length === 0 ? Effect.void : onLines(rest)
+    })),
+    Effect.matchEffect({
+      onFailure: (e) => Effect.andThen(finish(e), Effect.ignore(handle.kill({ forceKillAfter: killGrace }))),
+      onSuccess: () => Effect.void
+    }),
+    Effect.andThen(handle.exitCode.pipe(
+      Effect.map((code): SessionState.Exit => ({ code, signal: null, stderr: stderr.text() })),
+      Effect.catch((e) =>
+        Effect.succeed<SessionState.Exit>({
+          code: null,
+          // Node reports a signal exit as an error whose text names the signal.
+          signal: /signal: '([A-Z0-9]+)'/.exec(`${e.message} ${String(e.reason.cause)}`)?.[1] ?? "unknown",
+          stderr: stderr.text()
+        })
+      )
+    )),
+    Effect.tap((exit) => SubscriptionRef.update(state, (s) => SessionState.fold(s, { _tag: "Exited", exit }))),
+    Effect.tap((exit) => finish(new CliDied(exit))),
+    Effect.andThen(PubSub.publish(hub, Ended)),
+    Effect.forkScoped
+  )
+
+  const subscribe = Effect.map(PubSub.subscribe(hub), (subscription) => {
+    let expected: number | null = null
+    return Stream.fromSubscription(subscription).pipe(
+      Stream.takeWhile((e): e is Extract<Event, { _tag: "Message" }> => e !== Ended),
+      Stream.flatMap((e): Stream.Stream<Event> => {
+        const missed = expected === null ? 0 : e.index - expected
+        expected = e.index + 1
+        return missed > 0 ? Stream.make<Array<Event>>({ _tag: "Missed", count: missed }, e) : Stream.succeed(e)
+      })
+    )
+  })
+
+  const ended = Deferred.await(endedDeferred)
+  const orEnded = <A, E>(self: Effect.Effect<A, E>): Effect.Effect<A, E | SessionError> =>
+    Effect.raceFirst(self, Effect.flatMap(ended, Effect.fail))
+
+  const awaitResultAfter = (n: number) =>
+    SubscriptionRef.changes(state).pipe(
+      Stream.filter((s) => s.resultsSeen > n || SessionState.isDead(s)),
+      Stream.take(1),
+      Stream.runHead,
+      Effect.flatMap((s) => {
+        const st = Option.getOrThrow(s)
+        return st.resultsSeen > n && st.lastResult !== null
+          ? Effect.succeed(st.lastResult)
+          : Effect.flatMap(ended, Effect.fail)
+      })
+    )
+
+  const interrupt = Effect.gen(function*() {
+    const id = `req_${++requests}_interrupt`
+    const answered = yield* Deferred.make<Schema.Json, SessionError | ControlError>()
+    pending.set(id, answered)
+    yield* write(Message.controlRequest(id, { subtype: "interrupt" }))
+    const r = yield* Deferred.await(answered).pipe(Effect.timeoutOption(interruptTimeout))
+    if (Option.isNone(r)) {
+      pending.delete(id)
+      yield* Effect.ignore(handle.kill({ forceKillAfter: killGrace }))
+      return { _tag: "Closed" } as InterruptOutcome
+    }
+    const value = r.value
+    const queued = typeof value === "object" && value !== null && !Array.isArray(value)
+      ? (value as Schema.JsonObject)["still_queued"]
+      : undefined
+    return { _tag: "Answered", stillQueued: Array.isArray(queued) ? queued : [] } as InterruptOutcome
+  })
+
+  const end = Effect.gen(function*() {
+    yield* writeLock.withPermits(1)(Queue.end(stdin))
+    const e = yield* ended
+    const s = yield* SubscriptionRef.get(state)
+    return s.status._tag === "Dead" ? s.status.exit : { code: null, signal: null, stderr: e.message }
+  })
+
+  return ClaudeCodeSession.of({
+    pid: handle.pid,
+    journalSession: session,
+    send: (input) => write(Message.user(UserInput.encode(input))),
+    write,
+    events: Stream.unwrap(subscribe),
+    subscribe,
+    state,
+    awaitResultAfter,
+    info: orEnded(Deferred.await(initDeferred)),
+    interrupt,
+    end,
+    ended,
+    archived: Effect.sync(() => ({ files: [...archivedFiles.values()], failure: archiveFailure }))
+  })
+})
+
+/**
+ * A layer of one session, living as long as the layer.
+ *
+ * @since 0.1.0
+ */
+export const layer = (
+  options: Options
+): Layer.Layer<ClaudeCodeSession, CliDied, SessionJournal.SessionJournal | ChildProcessSpawner> =>
+  Layer.effect(ClaudeCodeSession, make(options))

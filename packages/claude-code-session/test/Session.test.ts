@@ -1,0 +1,294 @@
+/**
+ * The session driver against the real Claude Code CLI 2.1.328, offline (the fake
+ * Messages API of @session-journal/claude-code's tests): a prompt gets its
+ * assistant message and result; every line of both directions is on the journal
+ * chain before it is published; a Bash call denied by the guard through
+ * `can_use_tool` never runs and the model is told the guard's reason; an
+ * interrupt during a slow command settles with the CLI's answer and the turn's
+ * `error_during_execution` result, and the session goes on; `info` waits for
+ * `system/init`; the CLI killed with SIGKILL fails `info` and `awaitResultAfter`
+ * with `CliDied`; closing the scope leaves no process behind.
+ */
+import * as NodeServices from "@effect/platform-node/NodeServices"
+import { assert, describe, it } from "@effect/vitest"
+import * as Cli from "@session-journal/claude-code/test/claudeCli"
+import * as Fake from "@session-journal/claude-code/test/fakeApi"
+import { Entry, Guard, SessionJournal } from "@session-journal/core"
+import { NodePersistence } from "@session-journal/node"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll } from "vitest"
+import { Message, Session, SessionState } from "../src/index.ts"
+
+afterAll(() => Cli.cleanup())
+
+const bin = Cli.CLAUDE_BIN
+
+interface Setup {
+  readonly api: Fake.FakeApi
+  readonly work: string
+  readonly home: string
+  readonly root: string
+}
+
+const setup = (script: Fake.Script) =>
+  Effect.acquireRelease(
+    Effect.promise(async (): Promise<Setup> => {
+      const api = await Fake.start(script)
+      const root = Cli.tempDir("sj-session-")
+      const work = path.join(root, "work")
+      const home = path.join(root, "home")
+      fs.mkdirSync(path.join(home, "tmp"), { recursive: true })
+      fs.mkdirSync(work, { recursive: true })
+      return { api, work, home, root }
+    }),
+    (s) => Effect.promise(() => s.api.close())
+  )
+
+const journalLayer = (root: string) =>
+  Layer.mergeAll(
+    SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: path.join(root, "journal") }))),
+    NodeServices.layer
+  )
+
+const options = (s: Setup, over: Partial<Session.Options> = {}): Session.Options => ({
+  journalSession: "cc-test",
+  claude: bin!,
+  cwd: s.work,
+  env: Cli.offlineEnv(s.api, s.home),
+  args: ["--tools", "Bash,Read", "--allowedTools", "Read"],
+  ...over
+})
+
+/** Runs `body` with a session over a fresh fake API and journal. */
+const withSession = <A, E>(
+  script: Fake.Script,
+  body: (session: Session.Session, s: Setup) => Effect.Effect<A, E, SessionJournal.SessionJournal | Scope.Scope>,
+  over: Partial<Session.Options> = {}
+) =>
+  Effect.gen(function*() {
+    const s = yield* setup(script)
+    return yield* Effect.gen(function*() {
+      const session = yield* Session.make(options(s, over))
+      return yield* body(session, s)
+    }).pipe(Effect.scoped, Effect.provide(journalLayer(s.root)))
+  }).pipe(Effect.scoped)
+
+const lineEntries = (id: string) =>
+  Effect.gen(function*() {
+    const journal = yield* SessionJournal.SessionJournal
+    return yield* Stream.runCollect(journal.entries(id))
+  })
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+describe.skipIf(bin === null)("Session against the real CLI", () => {
+  it.live("a prompt gets assistant + result; every line is journaled before it is published, in order", () =>
+    withSession(Fake.inOrder([Fake.text("hello from the fake")]), (session) =>
+      Effect.gen(function*() {
+        const events = yield* session.subscribe
+        const seen = yield* Effect.forkChild(Stream.runCollect(events))
+        yield* session.send({ text: "say hello", context: "a note" })
+        const result = yield* session.awaitResultAfter(0)
+        assert.strictEqual(result.subtype, "success")
+        assert.strictEqual(result.result, "hello from the fake")
+        const info = yield* session.info
+        const state = yield* SubscriptionRef.get(session.state)
+        assert.strictEqual(state.sessionId, info.session_id)
+        assert.strictEqual(state.resultsSeen, 1)
+        // Everything published so far is on the chain, in the same order.
+        const entries = yield* lineEntries("cc-test")
+        const lines = entries.flatMap((e) =>
+          e.kind === Session.LINE_KIND && "payload" in e
+            ? [e.payload as { index: number; from: string; line: string }]
+            : []
+        )
+        assert.deepStrictEqual(lines.map((l) => l.index), lines.map((_, i) => i))
+        assert.strictEqual(lines[0]!.from, "driver")
+        assert.strictEqual(Message.decodeLine(lines[0]!.line)._tag, "User")
+        assert.isTrue(lines.some((l) => l.from === "cli" && Message.decodeLine(l.line)._tag === "Assistant"))
+        yield* session.end
+        const all = yield* Fiber.join(seen)
+        const published = all.filter((e) => e._tag === "Message")
+        assert.deepStrictEqual(published.map((e) => e.index), lines.map((l) => l.index).slice(0, published.length))
+        assert.isTrue(published.some((e) => e.message._tag === "Assistant"))
+      })).pipe(Effect.timeout("90 seconds")))
+
+  it.live("a Bash call the guard denies through can_use_tool never runs; the model is told the guard's reason", () => {
+    const marker = (w: string) => path.join(w, "ran.txt")
+    let work = ""
+    return withSession(
+      (r) => r.turn === 0 ? Fake.tools(Fake.bash(`echo ran > ${marker(work)}`)) : Fake.text("ok"),
+      (session, s) =>
+        Effect.gen(function*() {
+          work = s.work
+          yield* session.send({ text: "run it" })
+          const result = yield* session.awaitResultAfter(0)
+          assert.isFalse(fs.existsSync(marker(s.work)), "the denied command ran")
+          const told = s.api.requests.flatMap((r) => r.toolResults).map((b) => JSON.stringify(b))
+          assert.isTrue(told.some((t) => t.includes("Bash is on the deny list")), told.join("\n"))
+          assert.isAtLeast(result.permission_denials?.length ?? 0, 1)
+          const entries = yield* lineEntries("cc-test")
+          const tools = entries.filter(Entry.isTool)
+          assert.strictEqual(tools.length, 1)
+          assert.isTrue(tools[0]!.allowed === false && tools[0]!.tool_name === "Bash")
+        }),
+      { guard: Guard.denyList(["Bash"]) }
+    ).pipe(Effect.timeout("90 seconds"))
+  })
+
+  it.live("interrupt during a slow command settles with the CLI's answer; the turn ends aborted; the next turn works", () => {
+    let work = ""
+    return withSession(
+      Fake.perConversation((r) =>
+        r.prompt.includes("slow")
+          ? [Fake.tools(Fake.bash(`sleep 6; echo done > ${path.join(work, "slow-done.txt")}`)), Fake.text("after")]
+          : [Fake.text("second turn")]
+      ),
+      (session, s) =>
+        Effect.gen(function*() {
+          work = s.work
+          const events = yield* session.subscribe
+          yield* session.send({ text: "slow" })
+          // Wait for the tool call to be running (its tool_use published).
+          yield* events.pipe(
+            Stream.filter((e) =>
+              e._tag === "Message" && e.message._tag === "Assistant" &&
+              e.message.message.content.some((b) => b.type === "tool_use")
+            ),
+            Stream.take(1),
+            Stream.runDrain
+          )
+          yield* Effect.sleep("1500 millis")
+          const outcome = yield* session.interrupt
+          assert.deepStrictEqual(outcome, { _tag: "Answered", stillQueued: [] })
+          const result = yield* session.awaitResultAfter(0)
+          assert.strictEqual(result.subtype, "error_during_execution")
+          assert.isTrue(result.is_error)
+          yield* session.send({ text: "again" })
+          const second = yield* session.awaitResultAfter(1)
+          assert.strictEqual(second.subtype, "success")
+          assert.isFalse(fs.existsSync(path.join(s.work, "slow-done.txt")))
+        }),
+      { args: ["--tools", "Bash", "--allowedTools", "Bash"] }
+    ).pipe(Effect.timeout("90 seconds"))
+  })
+
+  it.live("info waits for system/init; the CLI killed with SIGKILL fails info and awaitResultAfter with CliDied", () =>
+    withSession(Fake.inOrder([]), (session) =>
+      Effect.gen(function*() {
+        const info = yield* Effect.forkChild(session.info)
+        yield* Effect.sleep("300 millis")
+        assert.isUndefined(info.pollUnsafe())
+        process.kill(session.pid, "SIGKILL")
+        const exit = yield* Fiber.await(info)
+        assert.isTrue(Exit.isFailure(exit))
+        const error = yield* Effect.flip(session.awaitResultAfter(0))
+        assert.strictEqual(error._tag, "CliDied")
+        assert.isTrue(error._tag === "CliDied" && error.signal === "SIGKILL", String(error))
+        const state = yield* SubscriptionRef.get(session.state)
+        assert.isTrue(SessionState.isDead(state))
+        const sendError = yield* Effect.flip(session.send({ text: "late" }))
+        assert.strictEqual(sendError._tag, "CliDied")
+      })).pipe(Effect.timeout("60 seconds")))
+
+  it.live("a message type the model does not know survives into events and the journal", () =>
+    Effect.gen(function*() {
+      // The CLI's stdout through a wrapper that writes one line of a type from the future first.
+      const dir = Cli.tempDir("sj-wrap-")
+      const wrapper = path.join(dir, "claude-wrapper")
+      fs.writeFileSync(wrapper, `#!/bin/sh\nprintf '%s\\n' '{"type":"future_kind","x":1}'\nexec '${bin}' "$@"\n`, {
+        mode: 0o755
+      })
+      return yield* withSession(Fake.inOrder([Fake.text("hi")]), (session) =>
+        Effect.gen(function*() {
+          const events = yield* session.subscribe
+          const first = yield* Effect.forkChild(events.pipe(
+            Stream.filter((e) => e._tag === "Message" && e.from === "cli"),
+            Stream.take(1),
+            Stream.runCollect
+          ))
+          yield* session.send({ text: "hello" })
+          yield* session.awaitResultAfter(0)
+          const [event] = yield* Fiber.join(first)
+          assert.deepStrictEqual(event?._tag === "Message" ? event.message : undefined, {
+            _tag: "Unknown",
+            type: "future_kind",
+            json: { type: "future_kind", x: 1 }
+          })
+          const state = yield* SubscriptionRef.get(session.state)
+          assert.strictEqual(state.unknownSeen, 1)
+          const entries = yield* lineEntries("cc-test")
+          assert.isTrue(entries.some((e) => "payload" in e && JSON.stringify(e.payload).includes("future_kind")))
+        }), { claude: wrapper })
+    }).pipe(Effect.timeout("90 seconds")))
+
+  it.live("with archive, the session's transcript is mirrored into its own journal session beside it", () =>
+    withSession(Fake.inOrder([Fake.text("mirrored")]), (session) =>
+      Effect.gen(function*() {
+        yield* session.send({ text: "hello" })
+        yield* session.awaitResultAfter(0)
+        const info = yield* session.info
+        // The follow runs on its own fiber; wait for its pass over the transcript.
+        const found = yield* session.archived.pipe(
+          Effect.map((a) => a.files.find((f) => f.path.endsWith(`${info.session_id}.jsonl`) && f.lines > 0)),
+          Effect.repeat({ until: (f) => f !== undefined, schedule: Schedule.spaced("100 millis") }),
+          Effect.timeout("20 seconds"),
+          Effect.catch(() => Effect.succeed(undefined))
+        )
+        assert.isDefined(found, JSON.stringify(yield* session.archived))
+        const journal = yield* SessionJournal.SessionJournal
+        const entries = yield* Stream.runCollect(journal.entries(found!.session))
+        assert.isAtLeast(entries.length, 1)
+        assert.isNull((yield* session.archived).failure)
+      }), { archive: { interval: "100 millis" } }).pipe(Effect.timeout("90 seconds")))
+
+  it.live("closing the scope while a turn runs leaves no process behind", () => {
+    let pid = 0
+    let work = ""
+    return withSession(
+      () => Fake.tools(Fake.bash(`sleep 7; echo x > ${path.join(work, "late.txt")}`)),
+      (session, s) =>
+        Effect.gen(function*() {
+          work = s.work
+          pid = session.pid
+          const events = yield* session.subscribe
+          yield* session.send({ text: "go" })
+          yield* events.pipe(
+            Stream.filter((e) => e._tag === "Message" && e.message._tag === "Assistant"),
+            Stream.take(1),
+            Stream.runDrain
+          )
+        }),
+      { args: ["--tools", "Bash", "--allowedTools", "Bash"] }
+    ).pipe(
+      Effect.andThen(Effect.sync(() => {
+        assert.isFalse(alive(pid), "the CLI outlived its scope")
+        // Its process group is gone too (the shell running sleep).
+        let group = true
+        try {
+          process.kill(-pid, 0)
+        } catch {
+          group = false
+        }
+        assert.isFalse(group, "the CLI's process group outlived its scope")
+      })),
+      Effect.timeout("60 seconds")
+    )
+  })
+})

@@ -1,0 +1,236 @@
+/**
+ * The command hook in the real Claude Code CLI (offline, against the fake
+ * Messages API of `@session-journal/claude-code`'s tests), installed with
+ * `claude-code install`: a denied Write leaves no file and a denied Bash never
+ * runs, the model is told which guard denied, and the chain holds the session
+ * in order; eight parallel read-only calls under maxInvocations 5 get exactly
+ * five allowed; a sub-agent's calls are journaled at depth 1 under its agent id.
+ *
+ * The hooks run the command as it ships, one bundle (`scripts/bundle.ts`), built
+ * from the workspace's sources before the tests: its start is the hook's, and a
+ * hook started from the TypeScript sources takes seconds on a loaded machine.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Hook } from "@session-journal/claude-code"
+import * as Claude from "@session-journal/claude-code/test/claudeCli"
+import * as Fake from "@session-journal/claude-code/test/fakeApi"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import { afterAll, beforeAll } from "vitest"
+import { hasNodeAdapter, run as runSources } from "./Run.ts"
+
+const nodeAdapter = await hasNodeAdapter()
+const STRESS = process.env["STRESS"] === "1"
+/** Parallel reads in one turn: 8, or 16 with STRESS=1 (the CLI runs at most 10 at once). */
+const PARALLEL = STRESS ? 16 : 8
+const PACKAGE = fileURLToPath(new URL("../", import.meta.url))
+const BUNDLE_SCRIPT = fileURLToPath(new URL("../../../scripts/bundle.ts", import.meta.url))
+
+let bundle = ""
+
+beforeAll(() => {
+  if (Claude.CLAUDE_BIN === null || !nodeAdapter) return
+  bundle = path.join(Claude.tempDir(), "bin", "session-journal.js")
+  const options = JSON.stringify({
+    dir: PACKAGE,
+    input: path.join(PACKAGE, "src", "main.ts"),
+    output: bundle,
+    conditions: ["@session-journal/source"]
+  })
+  const env = { ...process.env }
+  delete env["NODE_OPTIONS"]
+  const ran = spawnSync(
+    process.execPath,
+    ["--input-type=module", "-e", `const m = await import(${JSON.stringify(pathToFileURL(BUNDLE_SCRIPT).href)}); await m.bundleCommand(${options})`],
+    { cwd: PACKAGE, env, encoding: "utf8" }
+  )
+  if (ran.status !== 0) throw new Error(`bundling failed (${ran.status}): ${ran.stderr}`)
+}, 120_000)
+
+afterAll(Claude.cleanup)
+
+/** The bundled command (`install` then names it in the hooks it writes). */
+const run = (args: ReadonlyArray<string>) => runSources([bundle, ...args], { command: process.execPath })
+
+type Entry = Record<string, unknown> & { readonly kind: string; readonly payload?: Record<string, unknown> }
+
+/** A project with our hooks installed by `install`, journaling into `journal`. */
+const setUp = async (policy: unknown) => {
+  const root = Claude.tempDir()
+  const work = path.join(root, "work")
+  fs.mkdirSync(work, { recursive: true })
+  const policyFile = path.join(root, "policy.json")
+  fs.writeFileSync(policyFile, JSON.stringify(policy))
+  const journal = path.join(root, "journal")
+  const installed = await run(["--dir", journal, "claude-code", "install", "--project", work, "--policy", policyFile])
+  assert.strictEqual(installed.code, 0, installed.stderr)
+  return { root, work, home: path.join(root, "home"), journal }
+}
+
+const entriesOf = async (journal: string, sid: string, cwd: string): Promise<Array<Entry>> => {
+  const list = await run(["--dir", journal, "--json", "list"])
+  assert.strictEqual(list.code, 0, list.stderr)
+  const ids = (JSON.parse(list.stdout) as { sessions: Array<{ id: string }> }).sessions.map((s) => s.id)
+  const id = Hook.sessionId({ session_id: sid, cwd, hook_event_name: "x" })
+  assert.deepStrictEqual(ids, [id])
+  const verified = await run(["--dir", journal, "verify", id])
+  assert.strictEqual(verified.code, 0, verified.stderr)
+  const shown = await run(["--dir", journal, "--json", "show", id])
+  assert.strictEqual(shown.code, 0, shown.stderr)
+  return shown.stdout.trim().split("\n").map((l) => JSON.parse(l))
+}
+
+const decisions = (entries: ReadonlyArray<Entry>) =>
+  entries.filter((e) => e.kind === Hook.DECISION_KIND).map((e) => e.payload!)
+
+describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in Claude Code", () => {
+  it("a denied Write leaves no file, a denied Bash never runs, the chain holds the session", async () => {
+    const { home, journal, work } = await setUp([
+      { denyList: ["Write"] },
+      { requirePredecessors: { Bash: ["Glob"] } }
+    ])
+    fs.writeFileSync(path.join(work, "notes.txt"), "alpha\n")
+    const api = await Fake.start(Fake.perConversation(() => [
+      Fake.tools({ name: "Write", input: { file_path: path.join(work, "written.txt"), content: "no\n" } }),
+      Fake.tools(Fake.bash("echo ran > ran.txt; echo ran", "write a marker")),
+      Fake.tools({ name: "Read", input: { file_path: path.join(work, "notes.txt") } }),
+      Fake.text("Two refused, one read.")
+    ]))
+    try {
+      const r = await Claude.run({
+        api,
+        prompt: "Write, run, read.",
+        tools: ["Bash", "Read", "Write"],
+        work,
+        home
+      })
+      assert.isFalse(r.timedOut, r.stderr)
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(api.connects, [])
+      assert.isFalse(fs.existsSync(path.join(work, "written.txt")), "the denied Write wrote")
+      assert.isFalse(fs.existsSync(path.join(work, "ran.txt")), "the denied Bash ran")
+
+      // The model saw each denial with its guard; the Read ran.
+      const results = api.requests.slice(1, 4).map((q) => q.toolResults[0]!)
+      assert.deepStrictEqual(results.map((t) => t["is_error"] === true), [true, true, false])
+      assert.include(JSON.stringify(results[0]!["content"]), "Write is on the deny list [denyList([\\\"Write\\\"])]")
+      assert.include(JSON.stringify(results[1]!["content"]), "Bash requires Glob first [requirePredecessors(")
+      assert.deepStrictEqual(
+        (r.result?.["permission_denials"] as Array<Record<string, unknown>>).map((d) => d["tool_name"]),
+        ["Write", "Bash"]
+      )
+
+      const entries = await entriesOf(journal, r.sessionId!, work)
+      assert.deepStrictEqual(entries.map((e) => e.kind), [
+        "claude-code.SessionStart",
+        "message",
+        "tool",
+        Hook.DECISION_KIND,
+        "tool",
+        Hook.DECISION_KIND,
+        "tool",
+        Hook.DECISION_KIND,
+        "tool.outcome",
+        "claude-code.Stop",
+        "claude-code.SessionEnd"
+      ])
+      assert.strictEqual(entries[1]!.payload!["content"], "Write, run, read.")
+      const tools = entries.filter((e) => e.kind === "tool")
+      assert.deepStrictEqual(tools.map((t) => [t["tool_name"], t["allowed"], t["agent_id"], t["delegation_depth"]]), [
+        ["Write", false, "main", 0],
+        ["Bash", false, "main", 0],
+        ["Read", true, "main", 0]
+      ])
+      const ids = api.answers.slice(0, 3).map((a) => a.blocks[0]!.type === "tool_use" ? a.blocks[0]!.id : null)
+      assert.deepStrictEqual(decisions(entries).map((d) => [d["tool_use_id"], d["verdict"], d["guard"]]), [
+        [ids[0], "deny", "denyList([\"Write\"])"],
+        [ids[1], "deny", "requirePredecessors({\"Bash\":[\"Glob\"]})"],
+        [ids[2], "allow", null]
+      ])
+      const outcome = entries[8]!.payload!
+      assert.strictEqual(outcome["tool_use_id"], ids[2])
+      assert.strictEqual(outcome["bytes_read"], "alpha\n".length)
+
+      const id = Hook.sessionId({ session_id: r.sessionId!, cwd: work, hook_event_name: "x" })
+      const stats = await run(["--dir", journal, "--json", "stats", id])
+      assert.strictEqual(stats.code, 0, stats.stderr)
+      const flow = JSON.parse(stats.stdout).data_flow
+      assert.strictEqual(flow.total_invocations, 3)
+      assert.strictEqual(flow.total_bytes_read, outcome["bytes_read"])
+    } finally {
+      await api.close()
+    }
+  }, 180_000)
+
+  it(`${PARALLEL} parallel reads under maxInvocations 5: exactly five allowed, every hook answered`, async () => {
+    const { home, journal, work } = await setUp({ maxInvocations: 5 })
+    const files = Array.from({ length: PARALLEL }, (_, i) => {
+      const file = path.join(work, `f${i}.txt`)
+      fs.writeFileSync(file, `file ${i}\n`)
+      return file
+    })
+    const api = await Fake.start(Fake.perConversation(() => [
+      Fake.tools(...files.map((file_path) => ({ name: "Read", input: { file_path } }))),
+      Fake.text("Read what I could.")
+    ]))
+    try {
+      const r = await Claude.run({ api, prompt: "Read them all.", tools: ["Read"], work, home })
+      assert.isFalse(r.timedOut, r.stderr)
+      assert.strictEqual(r.code, 0, r.stderr)
+      const results = api.requests[1]!.toolResults
+      assert.strictEqual(results.length, PARALLEL)
+      const errors = results.filter((t) => t["is_error"] === true)
+      assert.strictEqual(errors.length, PARALLEL - 5)
+      for (const e of errors) assert.include(JSON.stringify(e["content"]), "invocations would exceed 5 [maxInvocations(5)]")
+
+      const entries = await entriesOf(journal, r.sessionId!, work)
+      const tools = entries.filter((e) => e.kind === "tool")
+      assert.strictEqual(tools.length, PARALLEL)
+      assert.deepStrictEqual(tools.map((t) => t["allowed"]), [...Array(5).fill(true), ...Array(PARALLEL - 5).fill(false)])
+      assert.strictEqual(decisions(entries).length, PARALLEL)
+      assert.strictEqual(entries.filter((e) => e.kind === "tool.outcome").length, 5)
+    } finally {
+      await api.close()
+    }
+  }, 180_000)
+
+  it("a sub-agent's calls are journaled at depth 1 under its agent id", async () => {
+    const { home, journal, work } = await setUp({ maxDelegationDepth: 1 })
+    const api = await Fake.start(Fake.perConversation((q) =>
+      q.prompt.includes("SUBTASK")
+        ? [Fake.tools(Fake.bash("echo from-sub")), Fake.text("sub done")]
+        : [
+          Fake.tools({
+            name: "Agent",
+            input: { description: "run one", prompt: "SUBTASK: run echo", subagent_type: "general-purpose", run_in_background: false }
+          }),
+          Fake.text("main done")
+        ]
+    ))
+    try {
+      const r = await Claude.run({ api, prompt: "Delegate.", tools: ["Bash", "Agent"], work, home })
+      assert.isFalse(r.timedOut, r.stderr)
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.result?.["result"], "main done")
+      const entries = await entriesOf(journal, r.sessionId!, work)
+      const tools = entries.filter((e) => e.kind === "tool")
+      assert.strictEqual(tools.length, 2)
+      const [agent, bash] = tools
+      assert.deepStrictEqual([agent!["tool_name"], agent!["agent_id"], agent!["delegation_depth"]], ["Agent", "main", 0])
+      assert.strictEqual(bash!["tool_name"], "Bash")
+      assert.match(String(bash!["agent_id"]), /^[0-9a-f]{17}$/)
+      assert.strictEqual(bash!["delegation_depth"], 1)
+      assert.isTrue(tools.every((t) => t["allowed"] === true))
+      const kinds = entries.map((e) => e.kind)
+      const start = kinds.indexOf("claude-code.SubagentStart")
+      const stop = kinds.indexOf("claude-code.SubagentStop")
+      assert.isTrue(start > kinds.indexOf("tool") && start < kinds.lastIndexOf("tool") && stop > kinds.lastIndexOf("tool"), kinds.join(","))
+      assert.strictEqual(entries[start]!.payload!["agent_id"], bash!["agent_id"])
+      assert.strictEqual(decisions(entries)[1]!["agent_type"], "general-purpose")
+    } finally {
+      await api.close()
+    }
+  }, 180_000)
+})
