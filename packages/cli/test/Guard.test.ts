@@ -8,6 +8,11 @@
  * itself when the guard cannot be reached or refuses it.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { Entry, SessionJournal } from "@session-journal/core"
+import { NodePersistence } from "@session-journal/node"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
 import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -121,23 +126,24 @@ const isDeny = (body: string): boolean => {
   return parsed.hookSpecificOutput?.permissionDecision === "deny"
 }
 
-// Every tool entry of every session in the journal, read by the command after the guard stopped.
-const toolEntries = async (dir: string) => {
-  if (!fs.existsSync(dir)) return []
-  const listed = await run(["--dir", dir, "--json", "list"])
-  assert.strictEqual(listed.code, 0, listed.stderr)
-  const sessions = (JSON.parse(listed.stdout) as { sessions: Array<{ id: string }> }).sessions
-  const out: Array<{ session: string; tool_name: string; allowed: boolean }> = []
-  for (const s of sessions) {
-    const shown = await run(["--dir", dir, "--json", "show", s.id])
-    assert.strictEqual(shown.code, 0, shown.stderr)
-    for (const line of shown.stdout.trim().split("\n")) {
-      const e = JSON.parse(line) as { kind: string; tool_name: string; allowed: boolean }
-      if (e.kind === "tool") out.push({ session: s.id, tool_name: e.tool_name, allowed: e.allowed })
-    }
-  }
-  return out
-}
+// Every tool entry of every session in the journal, read in this process (after
+// the guard stopped) and verified.
+const toolEntries = (dir: string) =>
+  Effect.runPromise(
+    Effect.gen(function*() {
+      if (!fs.existsSync(dir)) return []
+      const journal = yield* SessionJournal.SessionJournal
+      const out: Array<{ session: string; tool_name: string; allowed: boolean }> = []
+      for (const s of yield* journal.list) {
+        yield* journal.verify(s.id)
+        const entries = yield* Stream.runCollect(journal.entries(s.id))
+        for (const e of entries) {
+          if (Entry.isTool(e)) out.push({ session: s.id, tool_name: e.tool_name, allowed: e.allowed })
+        }
+      }
+      return out
+    }).pipe(Effect.provide(SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: dir })))))
+  )
 
 const sessionsIn = (dir: string): Array<string> =>
   fs.existsSync(dir) ? fs.readdirSync(dir).filter((n) => !n.startsWith(".")) : []
@@ -361,6 +367,17 @@ describe.skipIf(!nodeAdapter)("claude-code forward", () => {
     )
     assert.strictEqual(post.code, 1)
     assert.include(post.stderr, "not reachable")
+    const permission = await forward(
+      url,
+      JSON.stringify({ session_id: SID, cwd: "/tmp/x", hook_event_name: "PermissionRequest", tool_name: "Bash" })
+    )
+    assert.strictEqual(permission.code, 0)
+    const decision = (JSON.parse(permission.stdout) as {
+      hookSpecificOutput: { hookEventName: string; decision: { behavior: string } }
+    }).hookSpecificOutput
+    assert.strictEqual(decision.hookEventName, "PermissionRequest")
+    assert.strictEqual(decision.decision.behavior, "deny")
+    assert.include(permission.stdout, "not reachable")
     const garbage = await forward(url, "this is { not json")
     assert.strictEqual(garbage.code, 2)
     const noToken = await forward(url, preToolUse(1), { SESSION_JOURNAL_GUARD_TOKEN: "" })
