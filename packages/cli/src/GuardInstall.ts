@@ -117,7 +117,9 @@ export const hooks = (url: string, token: TokenSource, self: ReadonlyArray<strin
  * The plain `http` form: Claude Code posts each event to the guard itself, with
  * `Authorization: Bearer $NAME` from its environment (`allowedEnvVars`). No process
  * per event, but it FAILS OPEN: when the guard is down, every call runs. Only an
- * environment variable can carry the token in this form.
+ * environment variable can carry the token in this form, and Claude Code runs no
+ * `http` hook for SessionStart (observed with 2.1.328), so the session's start and
+ * metadata are not journaled.
  *
  * @since 0.4.0
  */

@@ -174,4 +174,74 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the resident guard 
     },
     120_000
   )
+
+  it(
+    "the plain http form: Claude Code posts to the guard itself with the token from allowedEnvVars (SessionStart excepted)",
+    async () => {
+      const root = Claude.tempDir()
+      const work = path.join(root, "work")
+      const journal = path.join(root, "journal")
+      fs.writeFileSync(path.join(root, "policy.json"), JSON.stringify({ denyList: ["Bash"] }))
+      const guard = start([
+        "claude-code",
+        "guard",
+        "--port",
+        "0",
+        "--root",
+        journal,
+        "--policy",
+        path.join(root, "policy.json")
+      ], {
+        env: { SESSION_JOURNAL_GUARD_TOKEN: TOKEN }
+      })
+      try {
+        const line = await waitForLine(guard, (l) => l.includes("listening at "))
+        const url = line.slice(line.indexOf("http://"), line.indexOf(","))
+        const api = await Fake.start(
+          Fake.inOrder([Fake.tools(Fake.bash(`echo ran > ${work}/ran.txt`, "denied")), Fake.text("done")])
+        )
+        try {
+          const r = await Claude.run({
+            api,
+            prompt: "One call.",
+            tools: ["Bash"],
+            work,
+            home: path.join(root, "home"),
+            env: { SESSION_JOURNAL_GUARD_TOKEN: TOKEN },
+            settings: GuardInstall.httpHooks(url),
+            timeoutMs: 90_000
+          })
+          assert.strictEqual(r.code, 0, r.stderr)
+          assert.isFalse(fs.existsSync(path.join(work, "ran.txt")), "the call the guard denied ran")
+          const denials = (r.result?.["permission_denials"] ?? []) as Array<{ tool_name: string }>
+          assert.deepStrictEqual(denials.map((d) => d.tool_name), ["Bash"])
+          const result = api.requests.flatMap((q) => q.toolResults)[0]
+          assert.include(JSON.stringify(result?.["content"]), "denyList([\\\"Bash\\\"])")
+        } finally {
+          await api.close()
+        }
+        guard.kill("SIGTERM")
+        await new Promise((resolve) => guard.once("close", resolve))
+        assert.strictEqual(guard.exitCode, 0)
+        const listed = await run(["--dir", journal, "--json", "list"])
+        const sessions = (JSON.parse(listed.stdout) as { sessions: Array<{ id: string }> }).sessions
+        assert.strictEqual(sessions.length, 1)
+        const shown = await run(["--dir", journal, "--json", "show", sessions[0]!.id])
+        const kinds = shown.stdout.trim().split("\n").map((l) => JSON.parse(l) as { kind: string; allowed?: boolean })
+        // The prompt, the call recorded denied with its decision, Stop, SessionEnd: no
+        // SessionStart, for which Claude Code runs no http hook (only command hooks).
+        assert.deepStrictEqual(kinds.map((e) => e.kind), [
+          "message",
+          "tool",
+          Hook.DECISION_KIND,
+          Hook.kindOf("Stop"),
+          Hook.kindOf("SessionEnd")
+        ])
+        assert.deepStrictEqual(kinds.filter((e) => e.kind === "tool").map((e) => e.allowed), [false])
+      } finally {
+        if (guard.exitCode === null && guard.signalCode === null) guard.kill("SIGKILL")
+      }
+    },
+    120_000
+  )
 })
