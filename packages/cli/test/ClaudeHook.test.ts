@@ -4,7 +4,9 @@
  * `claude-code install`: a denied Write leaves no file and a denied Bash never
  * runs, the model is told which guard denied, and the chain holds the session
  * in order; eight parallel read-only calls under maxInvocations 5 get exactly
- * five allowed; a sub-agent's calls are journaled at depth 1 under its agent id.
+ * five allowed; a sub-agent's calls are journaled at depth 1 under its agent id;
+ * with a journal it cannot write, the hook fails closed and the prompt never
+ * reaches the model.
  *
  * The hooks run the command as it ships, one bundle (`scripts/bundle.ts`), built
  * from the workspace's sources before the tests: its start is the hook's, and a
@@ -229,6 +231,27 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
       assert.isTrue(start > kinds.indexOf("tool") && start < kinds.lastIndexOf("tool") && stop > kinds.lastIndexOf("tool"), kinds.join(","))
       assert.strictEqual(entries[start]!.payload!["agent_id"], bash!["agent_id"])
       assert.strictEqual(decisions(entries)[1]!["agent_type"], "general-purpose")
+    } finally {
+      await api.close()
+    }
+  }, 180_000)
+
+  it("fails closed: with a journal it cannot write, the prompt never reaches the model", async () => {
+    const root = Claude.tempDir()
+    const work = path.join(root, "work")
+    fs.mkdirSync(work, { recursive: true })
+    const journal = path.join(root, "not-a-directory")
+    fs.writeFileSync(journal, "x")
+    const installed = await run(["--dir", journal, "claude-code", "install", "--project", work])
+    assert.strictEqual(installed.code, 0, installed.stderr)
+    const api = await Fake.start(Fake.perConversation(() => [Fake.tools(Fake.bash("echo ran > ran.txt")), Fake.text("done")]))
+    try {
+      const r = await Claude.run({ api, prompt: "Run it.", tools: ["Bash"], work, home: path.join(root, "home") })
+      assert.isFalse(r.timedOut, r.stderr)
+      assert.strictEqual(api.requests.length, 0, "the model was asked")
+      assert.isFalse(fs.existsSync(path.join(work, "ran.txt")))
+      assert.strictEqual(r.result?.["num_turns"], 0)
+      assert.match(String(r.result?.["result"]), /UserPromptSubmit operation blocked by hook[\s\S]*session-journal: cannot record UserPromptSubmit/)
     } finally {
       await api.close()
     }
