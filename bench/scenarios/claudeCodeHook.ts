@@ -29,7 +29,7 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
-import { loadCli, nodeEnv } from "../lib/adapters.ts"
+import { loadCli, nodeEnv, repoRoot } from "../lib/adapters.ts"
 import { removeDir, tempDir } from "../lib/env.ts"
 import {
   type Figure,
@@ -173,13 +173,15 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
     const barePort = await listening(bare, /port ([0-9]+)/)
     const url = `http://127.0.0.1:${port}/hook`
 
-    // A process per event: the command hook, the forwarder, node -e 0.
+    // A process per event, started as `install` writes it (this Node and the bin,
+    // no shell shim): the command hook, the forwarder, node -e 0.
+    const bin = path.join(repoRoot, "packages", "cli", "bin", "session-journal.js")
     const rounds = options.quick ? 5 : 21
     const p = await interleaveMany(rounds, [
-      { name: "command", run: async () => timed(cli.value, hookArgs, env, preToolUse(cwd)) },
+      { name: "command", run: async () => timed(process.execPath, [bin, ...hookArgs], env, preToolUse(cwd)) },
       {
         name: "forward",
-        run: async () => timed(cli.value, ["claude-code", "forward", "--url", url], env, preToolUse(cwd))
+        run: async () => timed(process.execPath, [bin, "claude-code", "forward", "--url", url], env, preToolUse(cwd))
       },
       { name: "node", run: async () => timed(process.execPath, ["-e", "0"], env) }
     ], { log: options.log, label: "claude_code.hook (processes)", warmup: true })
@@ -234,8 +236,8 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
         note
       }
     }
-    const where =
-      `${rounds} rounds, one process per side per round after a warm-up, wall time of spawnSync, ratio against node -e 0`
+    const where = `${rounds} rounds, one process per side per round after a warm-up, started as install writes it ` +
+      `(node and the bin, no shell shim), wall time of spawnSync, ratio against node -e 0`
     const rtt = median(h["guard"]!.map((s) => s.ms))
     const rate = (s: Sample) => s.ops / (s.ms / 1000)
     const guard16 = median(h["guard16"]!.map(rate))
