@@ -10,10 +10,10 @@ import { Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as path from "node:path"
-import { Exit } from "./Failure.ts"
+import { Exit, InvalidInput } from "./Failure.ts"
 import * as Forward from "./Forward.ts"
 import type * as GuardServer from "./GuardServer.ts"
-import { nonNegative, withoutJournal } from "./internal/commandKit.ts"
+import { Dir, nonNegative, withoutJournal } from "./internal/commandKit.ts"
 import * as Output from "./Output.ts"
 import { load } from "./PolicyFile.ts"
 
@@ -61,35 +61,40 @@ export const guard = Command.make("guard", {
     Flag.withDescription("Journal directory (default --dir, $SESSION_JOURNAL_DIR, else ./.session-journal)")
   )
 }, (a) =>
-  withoutJournal(({ storage }) =>
-    Effect.gen(function*() {
-      const file = Option.getOrUndefined(a.policy) ?? (process.env[POLICY_VAR] || undefined)
-      const policy = file === undefined ? null : yield* load(file)
-      const root = Option.getOrUndefined(a.root)
-      const given = process.env[GUARD_TOKEN_VAR]
-      // The HTTP server's modules load only for this command.
-      const module = yield* Effect.promise((): Promise<typeof GuardServer> => import("./GuardServer.ts"))
-      const token = given !== undefined && given !== "" ? given : module.makeToken()
-      if (given === undefined || given === "") {
-        yield* Output.write(
-          `session-journal guard: no $${GUARD_TOKEN_VAR} in the environment, so this run made one:\n` +
-            `${GUARD_TOKEN_VAR}=${token}\n` +
-            `Set it in the environment Claude Code runs in (the installed hooks send it from there), ` +
-            `or start the guard with it set to keep one token across restarts.\n`
-        )
-      }
-      yield* module.run({
-        port: a.port,
-        token,
-        policy,
-        policyName: file,
-        storage: root === undefined ? storage : { ...storage, dir: path.resolve(root) }
+  Effect.flatMap(Dir, (dir) =>
+    withoutJournal(({ storage }) =>
+      Effect.gen(function*() {
+        const root = Option.getOrUndefined(a.root)
+        // As the command hook: one way to name the journal.
+        if (root !== undefined && Option.isSome(dir)) {
+          return yield* new InvalidInput({ field: "--root", reason: "give --root DIR or --dir DIR, not both" })
+        }
+        const file = Option.getOrUndefined(a.policy) ?? (process.env[POLICY_VAR] || undefined)
+        const policy = file === undefined ? null : yield* load(file)
+        const given = process.env[GUARD_TOKEN_VAR]
+        // The HTTP server's modules load only for this command.
+        const module = yield* Effect.promise((): Promise<typeof GuardServer> => import("./GuardServer.ts"))
+        const token = given !== undefined && given !== "" ? given : module.makeToken()
+        if (given === undefined || given === "") {
+          yield* Output.write(
+            `session-journal guard: no $${GUARD_TOKEN_VAR} in the environment, so this run made one:\n` +
+              `${GUARD_TOKEN_VAR}=${token}\n` +
+              `Set it in the environment Claude Code runs in (the installed hooks send it from there), ` +
+              `or start the guard with it set to keep one token across restarts.\n`
+          )
+        }
+        yield* module.run({
+          port: a.port,
+          token,
+          policy,
+          policyName: file,
+          storage: root === undefined ? storage : { ...storage, dir: path.resolve(root) }
+        })
       })
-    })
-  )).pipe(Command.withDescription(
-    "Serve Claude Code's hooks from a resident process on 127.0.0.1: the only writer of its journal, " +
-      `deciding PreToolUse by the policy; requests need Authorization: Bearer $${GUARD_TOKEN_VAR}; SIGTERM drains and exits 0`
-  ))
+    ))).pipe(Command.withDescription(
+      "Serve Claude Code's hooks from a resident process on 127.0.0.1: the only writer of its journal, " +
+        `deciding PreToolUse by the policy; requests need Authorization: Bearer $${GUARD_TOKEN_VAR}; SIGTERM drains and exits 0`
+    ))
 
 /**
  * `claude-code forward --url URL [--token-env NAME | --token-file FILE] [--timeout-ms N]`.

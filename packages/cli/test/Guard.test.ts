@@ -3,7 +3,7 @@
  * process: requests an attacker or a broken client sends (raw sockets, so every
  * header is exactly what is written) each get a 4xx and record nothing; sixteen
  * concurrent PreToolUse on one session under `maxInvocations(5)` allow exactly
- * five; SIGTERM with a request in flight answers and stores it, refuses new
+ * five (STRESS=1: 512 under `maxInvocations(100)`); SIGTERM with a request in flight answers and stores it, refuses new
  * connections and exits 0; and the forwarder (`claude-code forward`) denies by
  * itself when the guard cannot be reached or refuses it.
  */
@@ -25,6 +25,10 @@ const nodeAdapter = await hasNodeAdapter()
 const TOKEN = "guard-test-token-0123456789abcdef"
 const MAX_BODY_BYTES = 4 * 1024 * 1024
 const started: Array<ChildProcess> = []
+// STRESS=1: 512 concurrent calls against maxInvocations 100.
+const STRESS = process.env["STRESS"] === "1"
+const CALLS = STRESS ? 512 : 16
+const ALLOWED = STRESS ? 100 : 5
 
 afterAll(async () => {
   for (const child of started) {
@@ -234,9 +238,9 @@ describe.skipIf(!nodeAdapter)("claude-code guard", () => {
     assert.deepStrictEqual(tools.map((t) => [t.tool_name, t.allowed]), [["Read", true]])
   })
 
-  it("sixteen concurrent PreToolUse on one session under maxInvocations 5: exactly five allowed", async () => {
-    const g = await guard({ policy: { maxInvocations: 5 } })
-    const agent = new http.Agent({ keepAlive: true, maxSockets: 16 })
+  it(`${CALLS} concurrent PreToolUse on one session under maxInvocations ${ALLOWED}: exactly ${ALLOWED} allowed`, async () => {
+    const g = await guard({ policy: { maxInvocations: ALLOWED } })
+    const agent = new http.Agent({ keepAlive: true, maxSockets: CALLS })
     const post = (body: string) =>
       new Promise<{ status: number; body: string }>((resolve, reject) => {
         const r = http.request({
@@ -254,16 +258,16 @@ describe.skipIf(!nodeAdapter)("claude-code guard", () => {
         r.on("error", reject)
         r.end(body)
       })
-    const answers = await Promise.all(Array.from({ length: 16 }, (_, i) => post(preToolUse(i))))
+    const answers = await Promise.all(Array.from({ length: CALLS }, (_, i) => post(preToolUse(i))))
     agent.destroy()
-    assert.deepStrictEqual(answers.map((a) => a.status), Array(16).fill(200))
+    assert.deepStrictEqual(answers.map((a) => a.status), Array(CALLS).fill(200))
     const denied = answers.filter((a) => isDeny(a.body))
-    assert.strictEqual(denied.length, 11)
-    for (const d of denied) assert.include(d.body, "maxInvocations(5)")
+    assert.strictEqual(denied.length, CALLS - ALLOWED)
+    for (const d of denied) assert.include(d.body, `maxInvocations(${ALLOWED})`)
     await stop(g)
     const tools = await toolEntries(g.dir)
-    assert.strictEqual(tools.length, 16)
-    assert.strictEqual(tools.filter((t) => t.allowed).length, 5)
+    assert.strictEqual(tools.length, CALLS)
+    assert.strictEqual(tools.filter((t) => t.allowed).length, ALLOWED)
     assert.strictEqual(new Set(tools.map((t) => t.session)).size, 1)
   })
 
@@ -321,6 +325,20 @@ describe.skipIf(!nodeAdapter)("claude-code guard", () => {
     })
     assert.strictEqual(short.code, 2, short.stderr)
     assert.include(short.stderr, "SESSION_JOURNAL_GUARD_TOKEN")
+    const both = await run([
+      "--dir",
+      path.join(root, "a"),
+      "claude-code",
+      "guard",
+      "--port",
+      "0",
+      "--root",
+      path.join(root, "b")
+    ], {
+      env: { SESSION_JOURNAL_GUARD_TOKEN: TOKEN }
+    })
+    assert.strictEqual(both.code, 2, both.stderr)
+    assert.include(both.stderr, "not both")
   })
 })
 
