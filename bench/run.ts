@@ -10,6 +10,7 @@ import type { Figure, Scenario } from "./lib/harness.ts"
 import { jsonLine, notRun, table } from "./lib/harness.ts"
 import { chatScenario } from "./scenarios/chat.ts"
 import { claudeCodeArchive, claudeCodeFollow } from "./scenarios/claudeCode.ts"
+import { claudeCodeHook } from "./scenarios/claudeCodeHook.ts"
 import { claudeCodeSessionEvents } from "./scenarios/claudeCodeSession.ts"
 import { fsManySessions, fsRecord } from "./scenarios/fs.ts"
 import { cliVerify, fsHistory } from "./scenarios/history.ts"
@@ -37,6 +38,7 @@ const scenarios: ReadonlyArray<Scenario> = [
   claudeCodeFollow,
   claudeCodeSessionEvents,
   claudeCodeSessionStore,
+  claudeCodeHook,
   pgRecord,
   fsSessionsTouched
 ]

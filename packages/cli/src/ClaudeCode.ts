@@ -15,6 +15,7 @@ import { Argument, Command, Flag } from "effect/cli"
 import * as path from "node:path"
 import * as ClaudeCodeRun from "./ClaudeCodeRun.ts"
 import { Exit, type Failure, InvalidInput } from "./Failure.ts"
+import * as GuardCommands from "./GuardCommands.ts"
 import * as HookCommand from "./HookCommand.ts"
 import { Dir, Postgres } from "./internal/commandKit.ts"
 import { parseWaitMillis } from "./internal/hookArgs.ts"
@@ -214,6 +215,6 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
 
   return Command.make("claude-code").pipe(
     Command.withDescription("Claude Code: custody of its transcripts, hooks that journal and guard it as it runs, a session run through the driver"),
-    Command.withSubcommands([archive, follow, exportCmd, hook, Install.command, ClaudeCodeRun.run])
+    Command.withSubcommands([archive, follow, exportCmd, hook, Install.command, GuardCommands.guard, GuardCommands.forward, ClaudeCodeRun.run])
   )
 }

@@ -19,6 +19,8 @@ process.stdout.on("error", (e: NodeJS.ErrnoException) => {
   stdoutFailure ??= e
 })
 
+// An interrupted command ends with 130, unless it set `process.exitCode` to 0 once
+// it had stopped cleanly: the resident guard's normal end is SIGTERM.
 NodeRuntime.runMain(main.pipe(Effect.provide(NodeServices.layer)), {
   disableErrorReporting: true,
   teardown: (exit, onExit) => {
@@ -29,7 +31,7 @@ NodeRuntime.runMain(main.pipe(Effect.provide(NodeServices.layer)), {
         process.stderr.write(`session-journal: ${describe(new OutputFailed({ reason: stdoutFailure.message }))}\n`)
         return onExit(ExitCode.output)
       }
-      onExit(code)
+      onExit(code === ExitCode.interrupted && process.exitCode === 0 ? ExitCode.ok : code)
     })
   }
 })

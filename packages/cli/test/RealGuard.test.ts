@@ -1,0 +1,247 @@
+/**
+ * The resident guard in the loop of the real Claude Code CLI (offline, against
+ * the fake Messages API): the hooks installed in the guard's form
+ * (`GuardInstall.hooks`: the forwarder as a command hook for every event), a
+ * session where the guard decides (a Bash over the policy is denied and never
+ * runs), then the guard killed with SIGKILL mid-session: the next call is denied
+ * with the reason and does not run, and every event the guard acknowledged before
+ * it died is in the journal, which verifies.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Hook } from "@session-journal/claude-code"
+import * as Claude from "@session-journal/claude-code/test/claudeCli"
+import * as Fake from "@session-journal/claude-code/test/fakeApi"
+import { Entry } from "@session-journal/core"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll } from "vitest"
+import * as GuardInstall from "../src/GuardInstall.ts"
+import { BIN, hasNodeAdapter, run, start, waitForLine } from "./Run.ts"
+
+const nodeAdapter = await hasNodeAdapter()
+const TOKEN = "real-guard-test-token-5f0c1a2b3c4d"
+
+afterAll(Claude.cleanup)
+
+// Blocks until the process is gone or a zombie: a SIGKILLed guard no longer
+// answers once this returns (its sockets are closed with it).
+const awaitDeath = (pid: number) => {
+  const pause = new Int32Array(new SharedArrayBuffer(4))
+  for (let i = 0; i < 500; i++) {
+    let status: string
+    try {
+      status = fs.readFileSync(`/proc/${pid}/status`, "utf8")
+    } catch {
+      return
+    }
+    if (/^State:\s+[ZX]/m.test(status)) return
+    Atomics.wait(pause, 0, 0, 10)
+  }
+  throw new Error(`the guard ${pid} did not die`)
+}
+
+describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the resident guard under the real Claude Code CLI", () => {
+  it(
+    "decides by the policy, and once killed with SIGKILL the next call is denied; nothing acknowledged is lost",
+    async () => {
+      const root = Claude.tempDir()
+      const work = path.join(root, "work")
+      const journal = path.join(root, "journal")
+      fs.writeFileSync(path.join(root, "policy.json"), JSON.stringify({ maxInvocations: 1 }))
+      const guard = start([
+        "claude-code",
+        "guard",
+        "--port",
+        "0",
+        "--root",
+        journal,
+        "--policy",
+        path.join(root, "policy.json")
+      ], {
+        env: { SESSION_JOURNAL_GUARD_TOKEN: TOKEN }
+      })
+      let guardErr = ""
+      guard.stderr!.on("data", (b: Buffer) => (guardErr += b.toString("utf8")))
+      const line = await waitForLine(guard, (l) => l.includes("listening at "))
+      const url = line.slice(line.indexOf("http://"), line.indexOf(","))
+
+      let killedAt: number | null = null
+      const turns = [
+        Fake.tools(Fake.bash(`echo one > ${work}/one.txt`, "first")),
+        Fake.tools(Fake.bash(`echo two > ${work}/two.txt`, "over the policy")),
+        Fake.tools(Fake.bash(`echo three > ${work}/three.txt`, "after the guard died")),
+        Fake.text("done")
+      ]
+      const api = await Fake.start((r) => {
+        if (r.turn === 2 && killedAt === null) {
+          killedAt = r.index
+          guard.kill("SIGKILL")
+          awaitDeath(guard.pid!)
+        }
+        return turns[r.turn]
+      })
+      try {
+        const settings = GuardInstall.hooks(url, GuardInstall.fromEnv(), [process.execPath, BIN])
+        const r = await Claude.run({
+          api,
+          prompt: "Three calls.",
+          tools: ["Bash"],
+          work,
+          home: path.join(root, "home"),
+          env: { ...Claude.sourcesEnv(), SESSION_JOURNAL_GUARD_TOKEN: TOKEN },
+          settings,
+          args: ["--include-hook-events"],
+          timeoutMs: 90_000
+        })
+        assert.isFalse(r.timedOut)
+        assert.deepStrictEqual(api.connects, [])
+        assert.isNotNull(killedAt, "the session never reached its third turn")
+        assert.strictEqual(guard.signalCode, "SIGKILL", guardErr)
+
+        // The guard decided the first two calls: one ran, one was denied by the policy.
+        assert.strictEqual(fs.readFileSync(path.join(work, "one.txt"), "utf8"), "one\n")
+        assert.isFalse(fs.existsSync(path.join(work, "two.txt")), "the call the policy denied ran")
+        // After SIGKILL the forwarder denied by itself: the call did not run either.
+        assert.isFalse(fs.existsSync(path.join(work, "three.txt")), "a call ran while the guard was down")
+
+        const ids = api.answers.slice(0, 3).map((a) => (a.blocks[0]!.type === "tool_use" ? a.blocks[0]!.id : ""))
+        const resultOf = (id: string) => {
+          for (const req of api.requests) {
+            const found = req.toolResults.find((b) => b["tool_use_id"] === id)
+            if (found !== undefined) return found
+          }
+          return undefined
+        }
+        const second = resultOf(ids[1]!)
+        assert.isTrue(second?.["is_error"], JSON.stringify(second))
+        assert.include(JSON.stringify(second?.["content"]), "maxInvocations(1)")
+        const third = resultOf(ids[2]!)
+        assert.isTrue(third?.["is_error"], JSON.stringify(third))
+        assert.include(JSON.stringify(third?.["content"]), `the session-journal guard at ${url} is not reachable`)
+        const denials = (r.result?.["permission_denials"] ?? []) as Array<{ tool_use_id: string }>
+        assert.deepStrictEqual(denials.map((d) => d.tool_use_id).sort(), [ids[1], ids[2]].sort())
+
+        // Every hook run the guard answered before it died (exit 0 with the guard's
+        // answer, not the forwarder's own denial).
+        const acknowledged = r.lines.filter((l) =>
+          l["type"] === "system" && l["subtype"] === "hook_response" && l["exit_code"] === 0 &&
+          !String(l["output"]).includes("is not reachable")
+        )
+        assert.deepStrictEqual(acknowledged.map((l) => l["hook_event"]), [
+          "SessionStart",
+          "UserPromptSubmit",
+          "PreToolUse",
+          "PostToolUse",
+          "PreToolUse"
+        ])
+
+        const verified = await run(["--dir", journal, "--json", "verify"])
+        assert.strictEqual(verified.code, 0, verified.stdout + verified.stderr)
+        const listed = JSON.parse((await run(["--dir", journal, "--json", "list"])).stdout) as {
+          sessions: Array<{ id: string }>
+        }
+        assert.deepStrictEqual(listed.sessions.map((s) => s.id), [
+          Hook.sessionId({ session_id: r.sessionId!, cwd: work, hook_event_name: "SessionStart" })
+        ])
+        const shown = await run(["--dir", journal, "--json", "show", listed.sessions[0]!.id])
+        const entries = shown.stdout.trim().split("\n").map((l) =>
+          JSON.parse(l) as { kind: string; allowed?: boolean; tool_name?: string; payload?: Record<string, unknown> }
+        )
+        // What each acknowledged event put on the chain, in order: the session's
+        // start, the prompt, the first call (allowed) with its decision and outcome,
+        // the second (denied by the policy) with its decision. The third call never
+        // reached the guard.
+        const story = entries.filter((e) => e.kind !== "meta").map((e) =>
+          e.kind === "tool"
+            ? `tool ${e.tool_name} ${e.allowed ? "allowed" : "denied"}`
+            : e.kind === Hook.DECISION_KIND || e.kind === Entry.OUTCOME_KIND
+            ? `${e.kind} ${String(e.payload?.["tool_use_id"])}`
+            : e.kind
+        )
+        assert.deepStrictEqual(story, [
+          Hook.kindOf("SessionStart"),
+          "message",
+          "tool Bash allowed",
+          `${Hook.DECISION_KIND} ${ids[0]}`,
+          `${Entry.OUTCOME_KIND} ${ids[0]}`,
+          "tool Bash denied",
+          `${Hook.DECISION_KIND} ${ids[1]}`
+        ])
+      } finally {
+        await api.close()
+        if (guard.exitCode === null && guard.signalCode === null) guard.kill("SIGKILL")
+      }
+    },
+    120_000
+  )
+
+  it(
+    "the plain http form: Claude Code posts to the guard itself with the token from allowedEnvVars (SessionStart excepted)",
+    async () => {
+      const root = Claude.tempDir()
+      const work = path.join(root, "work")
+      const journal = path.join(root, "journal")
+      fs.writeFileSync(path.join(root, "policy.json"), JSON.stringify({ denyList: ["Bash"] }))
+      const guard = start([
+        "claude-code",
+        "guard",
+        "--port",
+        "0",
+        "--root",
+        journal,
+        "--policy",
+        path.join(root, "policy.json")
+      ], {
+        env: { SESSION_JOURNAL_GUARD_TOKEN: TOKEN }
+      })
+      try {
+        const line = await waitForLine(guard, (l) => l.includes("listening at "))
+        const url = line.slice(line.indexOf("http://"), line.indexOf(","))
+        const api = await Fake.start(
+          Fake.inOrder([Fake.tools(Fake.bash(`echo ran > ${work}/ran.txt`, "denied")), Fake.text("done")])
+        )
+        try {
+          const r = await Claude.run({
+            api,
+            prompt: "One call.",
+            tools: ["Bash"],
+            work,
+            home: path.join(root, "home"),
+            env: { SESSION_JOURNAL_GUARD_TOKEN: TOKEN },
+            settings: GuardInstall.httpHooks(url),
+            timeoutMs: 90_000
+          })
+          assert.strictEqual(r.code, 0, r.stderr)
+          assert.isFalse(fs.existsSync(path.join(work, "ran.txt")), "the call the guard denied ran")
+          const denials = (r.result?.["permission_denials"] ?? []) as Array<{ tool_name: string }>
+          assert.deepStrictEqual(denials.map((d) => d.tool_name), ["Bash"])
+          const result = api.requests.flatMap((q) => q.toolResults)[0]
+          assert.include(JSON.stringify(result?.["content"]), "denyList([\\\"Bash\\\"])")
+        } finally {
+          await api.close()
+        }
+        guard.kill("SIGTERM")
+        await new Promise((resolve) => guard.once("close", resolve))
+        assert.strictEqual(guard.exitCode, 0)
+        const listed = await run(["--dir", journal, "--json", "list"])
+        const sessions = (JSON.parse(listed.stdout) as { sessions: Array<{ id: string }> }).sessions
+        assert.strictEqual(sessions.length, 1)
+        const shown = await run(["--dir", journal, "--json", "show", sessions[0]!.id])
+        const kinds = shown.stdout.trim().split("\n").map((l) => JSON.parse(l) as { kind: string; allowed?: boolean })
+        // The prompt, the call recorded denied with its decision, Stop, SessionEnd: no
+        // SessionStart, for which Claude Code runs no http hook (only command hooks).
+        assert.deepStrictEqual(kinds.map((e) => e.kind), [
+          "message",
+          "tool",
+          Hook.DECISION_KIND,
+          Hook.kindOf("Stop"),
+          Hook.kindOf("SessionEnd")
+        ])
+        assert.deepStrictEqual(kinds.filter((e) => e.kind === "tool").map((e) => e.allowed), [false])
+      } finally {
+        if (guard.exitCode === null && guard.signalCode === null) guard.kill("SIGKILL")
+      }
+    },
+    120_000
+  )
+})
