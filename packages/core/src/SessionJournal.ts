@@ -151,6 +151,14 @@ export interface Options {
    * checkpoint's size if that is more, were appended since the last one.
    */
   readonly checkpointMinBytes?: number | undefined
+  /**
+   * The budget of each open session's window of recent entries, in estimated heap
+   * bytes (default `JournalState.DEFAULT_WINDOW_BYTES`, 256 KiB). An open session keeps
+   * its counters, the hashes of its retained entries and the newest entries that fit
+   * this budget; `JournalState.entries` of its state returns those, and
+   * `entries` reads any entry from storage.
+   */
+  readonly windowBytes?: number | undefined
 }
 
 /**
@@ -258,7 +266,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     maxOpenSessions: Math.max(1, options?.maxOpenSessions ?? 256),
     maxBatch: Math.max(1, options?.maxBatch ?? 1024),
     conflictRetries: options?.conflictRetries ?? 8,
-    checkpointMinBytes: Math.max(1, options?.checkpointMinBytes ?? Checkpoint.MIN_BYTES)
+    checkpointMinBytes: Math.max(1, options?.checkpointMinBytes ?? Checkpoint.MIN_BYTES),
+    windowBytes: options?.windowBytes ?? JournalState.DEFAULT_WINDOW_BYTES
   })
 
   const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))

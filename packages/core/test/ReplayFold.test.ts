@@ -40,7 +40,7 @@ describe("ReplayFold", () => {
       const after = h.states[i + 1]!
       assert.strictEqual(fold.nextSequence, after.next_sequence)
       assert.strictEqual(fold.evictedHead, after.evicted_head)
-      const retained = JournalState.entries(after)
+      const retained = JournalState.retainedHashes(after)
       const first = after.next_sequence - retained.length
       for (let s = Math.max(0, first - 2); s < after.next_sequence + 2; s++) {
         assert.strictEqual(fold.retainedAt(s), s >= first && s < after.next_sequence ? retained[s - first] : undefined)

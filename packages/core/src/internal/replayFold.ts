@@ -4,8 +4,8 @@
  * object, a `HashMap` update, bigint arithmetic); a replay from sequence 0 never
  * looks at the intermediate states, only at the links, the hashes, the eviction fold
  * and, where a checkpoint claims it, the state at one sequence. This accumulator
- * keeps exactly the data of `JournalState.fold` — the retained window and the tool
- * names in circular buffers, the counters as exact numbers that switch to bigints
+ * keeps exactly the data of `JournalState.fold` — the retained hashes and the tool
+ * names in circular buffers, the window of recent entries, the counters as exact numbers that switch to bigints
  * only past 2^53, the tool counts in a `Map` — and builds the `JournalState` on
  * demand. Its result is the fold's, field for field (tested against it).
  */
@@ -16,6 +16,7 @@ import * as JournalState from "../JournalState.ts"
 import * as Sha256 from "../Sha256.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
 import * as Ring from "./Ring.ts"
+import * as Window from "./Window.ts"
 
 // A non-negative sum of integers up to 2^53 − 1, exact at any size and saturating at
 // 2^64 − 1 (like the fold's `sat` on every step: the increments are non-negative,
@@ -43,7 +44,7 @@ const sat = (n: number): bigint => {
 
 // A window of the last `cap` items: `buf` grows to `cap`, then the oldest item (at
 // `start`) is overwritten.
-class Window<A> {
+class Circular<A> {
   private buf: Array<A> = []
   private start = 0
   private readonly cap: number
@@ -118,8 +119,10 @@ export class ReplayFold {
   nextSequence = 0
   evictedHead: string | null = null
   meta: SessionMeta | null = null
-  private readonly entries: Window<Entry.Entry>
-  private readonly tools: Window<string>
+  private readonly hashes: Circular<string>
+  private recent: Window.Window = Window.empty()
+  private readonly windowBytes: number
+  private readonly tools: Circular<string>
   private readonly bytesRead = new Sum()
   private readonly bytesWritten = new Sum()
   private invocations = 0
@@ -134,25 +137,27 @@ export class ReplayFold {
     this.sessionId = empty.session_id
     this.entryCap = empty.entry_cap
     this.toolCountsCap = empty.tool_counts_cap
-    this.entries = new Window(empty.entry_cap)
-    this.tools = new Window(empty.entry_cap)
+    this.hashes = new Circular(empty.entry_cap)
+    this.windowBytes = empty.window_bytes
+    this.tools = new Circular(empty.entry_cap)
   }
 
   /** `JournalState.lastHash` of the state. */
   lastHash(): string {
-    return this.entries.last()?.entry_hash ?? Entry.ZERO_HASH
+    return this.hashes.last() ?? Entry.ZERO_HASH
   }
 
-  /** The retained entry at `sequence`, if the window holds it. */
-  retainedAt(sequence: number): Entry.Entry | undefined {
-    return this.entries.get(sequence - (this.nextSequence - this.entries.size))
+  /** The hash of the retained entry at `sequence`, if it is retained. */
+  retainedAt(sequence: number): string | undefined {
+    return this.hashes.get(sequence - (this.nextSequence - this.hashes.size))
   }
 
   /** `JournalState.fold` of `entry` (taken as given, linked and hashed by the caller). */
   fold(entry: Entry.Entry): void {
     this.built = null
-    const evicted = this.entryCap <= 0 ? entry : this.entries.push(entry)
-    if (evicted !== undefined) this.evictedHead = foldHex(this.evictedHead ?? "", evicted.entry_hash)
+    const evicted = this.entryCap <= 0 ? entry.entry_hash : this.hashes.push(entry.entry_hash)
+    if (evicted !== undefined) this.evictedHead = foldHex(this.evictedHead ?? "", evicted)
+    this.recent = Window.push(this.recent, entry, this.entryCap, this.windowBytes)
     this.nextSequence = entry.sequence + 1
     if (!Entry.isTool(entry)) {
       this.messages++
@@ -189,7 +194,9 @@ export class ReplayFold {
       entry_cap: this.entryCap,
       tool_counts_cap: this.toolCountsCap,
       next_sequence: this.nextSequence,
-      entries: Ring.fromArray(this.entries.toArray()),
+      hashes: Ring.fromArray(this.hashes.toArray()),
+      window: this.recent,
+      window_bytes: this.windowBytes,
       tool_sequence: Ring.fromArray(this.tools.toArray()),
       evicted_head: this.evictedHead,
       data_flow: {
@@ -208,12 +215,6 @@ export class ReplayFold {
   }
 }
 
-const retainedIn = (state: JournalState.JournalState, sequence: number): Entry.Entry | undefined => {
-  const size = Ring.size(state.entries)
-  const first = state.next_sequence - size
-  if (sequence < first || sequence >= state.next_sequence) return undefined
-  return Ring.get(state.entries, sequence - first)
-}
 
 /**
  * The state a recovery replays onto: an immutable `JournalState` folded entry by
@@ -249,8 +250,9 @@ export class Replayed {
     return this.mutable === null ? JournalState.lastHash(this.immutable) : this.mutable.lastHash()
   }
 
-  retainedAt(sequence: number): Entry.Entry | undefined {
-    return this.mutable === null ? retainedIn(this.immutable, sequence) : this.mutable.retainedAt(sequence)
+  /** The hash of the retained entry at `sequence`, if it is retained. */
+  retainedAt(sequence: number): string | undefined {
+    return this.mutable === null ? JournalState.retainedHashAt(this.immutable, sequence) : this.mutable.retainedAt(sequence)
   }
 
   fold(entry: Entry.Entry): void {
