@@ -13,6 +13,7 @@ import { claudeCodeArchive, claudeCodeFollow } from "./scenarios/claudeCode.ts"
 import { fsManySessions, fsRecord } from "./scenarios/fs.ts"
 import { cliVerify, fsHistory } from "./scenarios/history.ts"
 import { memoryRecord } from "./scenarios/memory.ts"
+import { memoryOpenSessions } from "./scenarios/openSessions.ts"
 import { pgRecord } from "./scenarios/pg.ts"
 import { memoryRss } from "./scenarios/rss.ts"
 import { fsSessionsTouched } from "./scenarios/sessions.ts"
@@ -27,6 +28,7 @@ const scenarios: ReadonlyArray<Scenario> = [
   fsHistory,
   chatScenario,
   memoryRss,
+  memoryOpenSessions,
   cliVerify,
   cliStartup,
   claudeCodeArchive,
