@@ -58,7 +58,7 @@ const fieldsAfter = {
  * The checkpoint document this release writes (version 2): the retained entries
  * by their hashes.
  *
- * @since 0.5.0
+ * @since 0.4.0
  */
 export const CheckpointJsonV2 = Schema.Struct({
   v: Schema.Literal(2),
@@ -71,7 +71,7 @@ export const CheckpointJsonV2 = Schema.Struct({
  * The checkpoint document of earlier releases (version 1): the retained entries in
  * full. Still decoded.
  *
- * @since 0.5.0
+ * @since 0.4.0
  */
 export const CheckpointJsonV1 = Schema.Struct({
   v: Schema.Literal(1),
@@ -98,7 +98,7 @@ export type CheckpointJson = typeof CheckpointJson.Encoded
  * The sequence and hash of the entry a checkpoint document ends with, if any
  * (what storage must hold for the document to be borne out).
  *
- * @since 0.5.0
+ * @since 0.4.0
  */
 export const lastOf = (
   document: CheckpointJson

@@ -36,7 +36,7 @@ export const DEFAULT_TOOL_COUNTS_CAP = 4096
  * Default budget of the in-memory window of recent entries (256 KiB), estimated
  * heap bytes.
  *
- * @since 0.5.0
+ * @since 0.4.0
  */
 export const DEFAULT_WINDOW_BYTES = 256 * 1024
 
@@ -296,14 +296,14 @@ export const entries = (state: JournalState): Array<Entry.Entry> => Window.toArr
  * The sequence of the oldest entry `entries` returns (`next_sequence` when it
  * returns none).
  *
- * @since 0.5.0
+ * @since 0.4.0
  */
 export const windowStart = (state: JournalState): number => state.next_sequence - Window.size(state.window)
 
 /**
  * The entry at `sequence` when the in-memory window holds it.
  *
- * @since 0.5.0
+ * @since 0.4.0
  */
 export const entryAt = (state: JournalState, sequence: number): Entry.Entry | undefined =>
   Window.get(state.window, sequence - windowStart(state))
@@ -319,14 +319,14 @@ export const entryCount = (state: JournalState): number => Ring.size(state.hashe
 /**
  * The hashes of the retained entries, oldest first.
  *
- * @since 0.5.0
+ * @since 0.4.0
  */
 export const retainedHashes = (state: JournalState): Array<string> => Ring.toArray(state.hashes)
 
 /**
  * The hash of the retained entry at `sequence`, when it is retained.
  *
- * @since 0.5.0
+ * @since 0.4.0
  */
 export const retainedHashAt = (state: JournalState, sequence: number): string | undefined =>
   Ring.get(state.hashes, sequence - (state.next_sequence - Ring.size(state.hashes)))
@@ -336,7 +336,7 @@ export const retainedHashAt = (state: JournalState, sequence: number): string | 
  * go of the oldest entries now, a larger one keeps more from the next entry on.
  * A budget that is not a non-negative integer means the default.
  *
- * @since 0.5.0
+ * @since 0.4.0
  */
 export const withWindowBytes = (state: JournalState, bytes: number): JournalState => {
   const budget = normalizeCap(bytes, DEFAULT_WINDOW_BYTES)
