@@ -257,7 +257,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const persistence = yield* Persistence.Persistence
   const caps = options?.caps
   const changesFrom = options?.changesFrom ?? "service"
-  const hubs = yield* Hubs.make(options?.changesCapacity ?? 1024)
+  const hubs = yield* Hubs.make(options?.changesCapacity ?? 1024, persistence.history)
   const sessions = yield* Sessions.make({
     persistence,
     hubs,
