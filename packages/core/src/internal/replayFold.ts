@@ -5,9 +5,11 @@
  * looks at the intermediate states, only at the links, the hashes, the eviction fold
  * and, where a checkpoint claims it, the state at one sequence. This accumulator
  * keeps exactly the data of `JournalState.fold` — the retained hashes and the tool
- * names in circular buffers, the window of recent entries, the counters as exact numbers that switch to bigints
+ * names in circular buffers, the counters as exact numbers that switch to bigints
  * only past 2^53, the tool counts in a `Map` — and builds the `JournalState` on
- * demand. Its result is the fold's, field for field (tested against it).
+ * demand. Its result is the fold's, field for field (tested against it), except
+ * that it keeps no window of recent entries: a replay's state is read for its head,
+ * counters and hashes, and an empty window is a valid one.
  */
 import * as HashMap from "effect/HashMap"
 import * as Chain from "../Chain.ts"
@@ -120,7 +122,6 @@ export class ReplayFold {
   evictedHead: string | null = null
   meta: SessionMeta | null = null
   private readonly hashes: Circular<string>
-  private recent: Window.Window = Window.empty()
   private readonly windowBytes: number
   private readonly tools: Circular<string>
   private readonly bytesRead = new Sum()
@@ -157,7 +158,6 @@ export class ReplayFold {
     this.built = null
     const evicted = this.entryCap <= 0 ? entry.entry_hash : this.hashes.push(entry.entry_hash)
     if (evicted !== undefined) this.evictedHead = foldHex(this.evictedHead ?? "", evicted)
-    this.recent = Window.push(this.recent, entry, this.entryCap, this.windowBytes)
     this.nextSequence = entry.sequence + 1
     if (!Entry.isTool(entry)) {
       this.messages++
@@ -195,7 +195,7 @@ export class ReplayFold {
       tool_counts_cap: this.toolCountsCap,
       next_sequence: this.nextSequence,
       hashes: Ring.fromArray(this.hashes.toArray()),
-      window: this.recent,
+      window: Window.empty(),
       window_bytes: this.windowBytes,
       tool_sequence: Ring.fromArray(this.tools.toArray()),
       evicted_head: this.evictedHead,
