@@ -19,6 +19,8 @@ import { NodePersistence } from "../src/index.ts"
 import { tempDir } from "./helpers.ts"
 
 const ID = "chat-1"
+// A full default ring under STRESS (8 MB of messages), 400 entries otherwise.
+const COUNT = process.env["STRESS"] === "1" ? 4096 : 400
 const message = (i: number) => ({ role: i % 2 === 0 ? "user" : "assistant", content: `${i} ` + "m".repeat(2000) })
 
 const withJournal = <A, E>(
@@ -62,19 +64,19 @@ describe("a session of 2 KB chat messages", () => {
     const [state, stored] = await withJournal(
       root,
       Effect.gen(function*() {
-        yield* write(0, 400)
+        yield* write(0, COUNT)
         const journal = yield* SessionJournal.SessionJournal
         return [yield* journal.state(ID), yield* Stream.runCollect(journal.entries(ID))] as const
       }),
       budget
     )
-    assert.strictEqual(stored.length, 400)
-    assert.strictEqual(JournalState.entryCount(state), 400)
+    assert.strictEqual(stored.length, COUNT)
+    assert.strictEqual(JournalState.entryCount(state), COUNT)
     const window = JournalState.entries(state)
     assert.isAbove(window.length, 0)
-    assert.isBelow(window.length, 400)
+    assert.isBelow(window.length, COUNT)
     assert.isAtMost(state.window.bytes, budget)
-    assert.deepStrictEqual(window, stored.slice(400 - window.length))
+    assert.deepStrictEqual(window, stored.slice(COUNT - window.length))
     assert.deepStrictEqual(JournalState.retainedHashes(state), stored.map((e) => e.entry_hash))
     const legacy = Legacy.foldAll(ID, undefined, stored)
     assert.strictEqual(snapshotJson(JournalState.snapshot(state)), snapshotJson(Legacy.snapshot(legacy)))
@@ -87,6 +89,7 @@ describe("a session of 2 KB chat messages", () => {
     assert.isAtLeast(cp.doc.next_sequence, 128)
     assert.strictEqual(cp.doc.hashes.length, cp.doc.next_sequence)
     assert.isBelow(cp.bytes, 100 * cp.doc.next_sequence + 2048)
+    assert.isBelow(cp.bytes, 1_000_000)
     assert.isBelow(
       cp.bytes,
       JSON.stringify(Legacy.encodeV1(Legacy.foldAll(ID, undefined, stored.slice(0, cp.doc.next_sequence)))).length / 10
