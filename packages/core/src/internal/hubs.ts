@@ -48,7 +48,10 @@ const nextOf = (mark: Mark): number | null => typeof mark === "number" ? mark : 
  */
 export const make = Effect.fnUntraced(function*(
   capacity: number,
-  history?: (id: string, options: { readonly from: number; readonly limit: number }) => Stream.Stream<Entry.Entry, unknown>
+  history?: (
+    id: string,
+    options: { readonly from: number; readonly limit: number }
+  ) => Stream.Stream<Entry.Entry, unknown>
 ) {
   // The hubs open now, by session, for the writers to publish to without taking a
   // reference (a scope per batch): a hub enters when its RcMap entry is acquired
