@@ -8,7 +8,7 @@
  * A checkpoint is a claim, not a proof. It is accepted only when the stored
  * records bear it out:
  * - records before the checkpoint's `next_sequence` that the adapter hands in must
- *   chain to each other and equal the checkpoint's retained entries where those
+ *   chain to each other and carry the checkpoint's retained hashes where those
  *   cover them, and storage must hold the entry at `next_sequence − 1` (when the
  *   history is not cut by a retention policy);
  * - records after it must link to its head;
