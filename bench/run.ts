@@ -15,6 +15,7 @@ import { claudeCodeSessionEvents } from "./scenarios/claudeCodeSession.ts"
 import { fsManySessions, fsRecord } from "./scenarios/fs.ts"
 import { cliVerify, fsHistory } from "./scenarios/history.ts"
 import { memoryRecord } from "./scenarios/memory.ts"
+import { memoryOpenSessions } from "./scenarios/openSessions.ts"
 import { pgRecord } from "./scenarios/pg.ts"
 import { memoryRss } from "./scenarios/rss.ts"
 import { fsSessionsTouched } from "./scenarios/sessions.ts"
@@ -32,6 +33,7 @@ const scenarios: ReadonlyArray<Scenario> = [
   fsHistory,
   chatScenario,
   memoryRss,
+  memoryOpenSessions,
   cliVerify,
   cliStartup,
   claudeCodeArchive,

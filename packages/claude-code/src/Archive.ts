@@ -267,14 +267,15 @@ const pass = (
       // Present, or refused (a link now stands there: reported by the walk, not taken for a deletion).
       const now = yield* Effect.result(Source.stamp(loc))
       if (now._tag === "Failure" || now.success !== null) continue
-      const retained = JournalState.entries(state.value)
-      const last = retained[retained.length - 1]
+      const retained = yield* Effect.option(retainedEntries(journal, info.id, state.value))
+      if (retained._tag === "None") continue
+      const last = retained.value[retained.value.length - 1]
       if (last !== undefined && last.kind === Planner.MISSING_KIND) {
         cache?.missing.add(info.id)
         continue
       }
       const recorded = yield* Effect.result(
-        journal.append(info.id, Planner.MISSING_KIND, { path: source, journaled_lines: countLines(retained) })
+        journal.append(info.id, Planner.MISSING_KIND, { path: source, journaled_lines: countLines(retained.value) })
       )
       files.push({
         path: source,
@@ -305,6 +306,21 @@ export const archive = (
   Effect.map(pass(options, cache, null), (p) => p.report).pipe(Effect.withSpan("ClaudeCode.archive"))
 
 // The highest line number among the retained entries (a hint for the reader only).
+// The retained entries of a session's state (the newest `entry_cap`): the state's
+// window when it holds them all, otherwise read from storage (a state keeps only the
+// newest entries within its byte budget in memory).
+const retainedEntries = (
+  journal: SessionJournal.SessionJournal["Service"],
+  id: string,
+  state: JournalState.JournalState
+) => {
+  const count = JournalState.entryCount(state)
+  const inMemory = JournalState.entries(state)
+  return inMemory.length === count
+    ? Effect.succeed(inMemory)
+    : Stream.runCollect(journal.entries(id, { from: state.next_sequence - count, limit: count }))
+}
+
 const countLines = (entries: ReadonlyArray<Entry.Entry>): number => {
   for (let i = entries.length - 1; i >= 0; i--) {
     const e = entries[i]!

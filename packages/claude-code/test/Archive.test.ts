@@ -37,9 +37,13 @@ const setup = () => {
   return { dir, source, tree, journal }
 }
 
-const inJournal = <A, E>(root: string, program: Effect.Effect<A, E, SessionJournal.SessionJournal>) =>
+const inJournal = <A, E>(
+  root: string,
+  program: Effect.Effect<A, E, SessionJournal.SessionJournal>,
+  options?: SessionJournal.Options
+) =>
   program.pipe(
-    Effect.provide(SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root })))),
+    Effect.provide(SessionJournal.layer(options).pipe(Layer.provide(NodePersistence.layer({ root })))),
     Effect.scoped
   )
 
@@ -351,6 +355,24 @@ describe("Archive", () => {
         assert.strictEqual(back.files.find((f) => f.session === subId)!.status, "reappeared")
         assert.isTrue((yield* restored(subId)).equals(bytes))
       }))
+    }))
+
+  it.live("with no entries in memory (window budget 0) a disappeared transcript is read from storage: recorded once, with its line count", () =>
+    Effect.gen(function*() {
+      const { source, tree, journal } = setup()
+      yield* inJournal(journal, Effect.gen(function*() {
+        yield* Archive.archive({ source })
+        const lines = (yield* entriesOf(mainId)).filter((e) => e.kind === Planner.LINE_KIND).length
+        assert.deepStrictEqual(JournalState.entries(yield* (yield* SessionJournal.SessionJournal).state(mainId)), [])
+        fs.rmSync(tree.main)
+        const gone = yield* Archive.archive({ source })
+        assert.strictEqual(gone.files.find((f) => f.session === mainId)!.status, "missing")
+        const again = yield* Archive.archive({ source })
+        assert.isUndefined(again.files.find((f) => f.session === mainId))
+        const missing = (yield* entriesOf(mainId)).filter((e) => e.kind === Planner.MISSING_KIND)
+        assert.strictEqual(missing.length, 1)
+        assert.strictEqual((payloadOf(missing[0]!) as { journaled_lines: number }).journaled_lines, lines)
+      }), { windowBytes: 0 })
     }))
 
   it.live("symbolic links under the source are refused and reported; the rest is archived", () =>

@@ -1,15 +1,22 @@
 /**
- * The checkpoint codec: a `JournalState` as one JSON document and back, exactly.
- * Counters above 2^53 − 1 are written as decimal strings. Adapters store this
- * document (a file, a row) and replay only the entries after `next_sequence`.
+ * The checkpoint codec: a `JournalState` as one JSON document and back, exactly
+ * (docs/DESIGN.md §10). Counters above 2^53 − 1 are written as decimal strings.
+ * Adapters store this document (a file, a row) and replay only the entries after
+ * `next_sequence`. Version 2 holds the hashes of the retained entries, not the
+ * entries: what the chain and the guards need, a few hundred bytes per entry
+ * whatever the entries weigh. Version 1 documents (the retained entries in full)
+ * still decode; their entries are verified and only the hashes and the newest
+ * within the window budget kept.
  *
  * @since 0.1.0
  */
 import * as HashMap from "effect/HashMap"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as Chain from "./Chain.ts"
 import * as Entry from "./Entry.ts"
 import * as Ring from "./internal/Ring.ts"
+import * as Window from "./internal/Window.ts"
 import * as JournalState from "./JournalState.ts"
 import { SessionMeta } from "./SessionMeta.ts"
 
@@ -18,25 +25,21 @@ import { SessionMeta } from "./SessionMeta.ts"
  *
  * @since 0.1.0
  */
-export const VERSION = 1
+export const VERSION = 2
 
 const Nat = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))
 const Counter = Schema.Union([Nat, Schema.String.check(Schema.isPattern(/^[0-9]{1,20}$/))])
 const Hash = Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/))
 
-/**
- * The checkpoint document's schema.
- *
- * @since 0.1.0
- */
-export const CheckpointJson = Schema.Struct({
-  v: Schema.Literal(VERSION),
+const fieldsBefore = {
   session_id: Schema.String,
   entry_cap: Nat,
   tool_counts_cap: Nat,
   next_sequence: Nat,
-  evicted_head: Schema.NullOr(Hash),
-  entries: Schema.Array(Entry.Entry),
+  evicted_head: Schema.NullOr(Hash)
+}
+
+const fieldsAfter = {
   tool_sequence: Schema.Array(Schema.String),
   data_flow: Schema.Struct({
     total_bytes_read: Counter,
@@ -49,14 +52,61 @@ export const CheckpointJson = Schema.Struct({
   current_streak_len: Counter,
   message_count: Counter,
   meta: Schema.NullOr(SessionMeta)
+}
+
+/**
+ * The checkpoint document this release writes (version 2): the retained entries
+ * by their hashes.
+ *
+ * @since 0.4.0
+ */
+export const CheckpointJsonV2 = Schema.Struct({
+  v: Schema.Literal(2),
+  ...fieldsBefore,
+  hashes: Schema.Array(Hash),
+  ...fieldsAfter
 })
 
 /**
- * The checkpoint document.
+ * The checkpoint document of earlier releases (version 1): the retained entries in
+ * full. Still decoded.
+ *
+ * @since 0.4.0
+ */
+export const CheckpointJsonV1 = Schema.Struct({
+  v: Schema.Literal(1),
+  ...fieldsBefore,
+  entries: Schema.Array(Entry.Entry),
+  ...fieldsAfter
+})
+
+/**
+ * The checkpoint document's schema: either version.
+ *
+ * @since 0.1.0
+ */
+export const CheckpointJson = Schema.Union([CheckpointJsonV2, CheckpointJsonV1])
+
+/**
+ * A checkpoint document, of either version.
  *
  * @since 0.1.0
  */
 export type CheckpointJson = typeof CheckpointJson.Encoded
+
+/**
+ * The sequence and hash of the entry a checkpoint document ends with, if any
+ * (what storage must hold for the document to be borne out).
+ *
+ * @since 0.4.0
+ */
+export const lastOf = (
+  document: CheckpointJson
+): { readonly sequence: number; readonly entry_hash: string } | undefined => {
+  if (document.v === 1) return document.entries[document.entries.length - 1]
+  const hash = document.hashes[document.hashes.length - 1]
+  return hash === undefined ? undefined : { sequence: document.next_sequence - 1, entry_hash: hash }
+}
 
 const toJson = JournalState.counterToJson
 
@@ -65,9 +115,9 @@ const toJson = JournalState.counterToJson
  *
  * @since 0.1.0
  */
-export const encode = (state: JournalState.JournalState): CheckpointJson => ({
+export const encode = (state: JournalState.JournalState): typeof CheckpointJsonV2.Encoded => ({
   ...head(state),
-  entries: JournalState.entries(state).map((e) => Entry.encode(e)),
+  hashes: JournalState.retainedHashes(state),
   ...tail(state)
 })
 
@@ -92,22 +142,17 @@ const tail = (state: JournalState.JournalState) => ({
 
 /**
  * Writes the checkpoint document's JSON text, piece by piece, to `write`: the
- * pieces joined are exactly `Entry.toJsonText(encode(state))`. Each retained
- * entry is one piece (`Entry.jsonText`, the fast path), and no text of the whole
- * document is built: an adapter writes the pieces into its output as they come
- * (for a full ring, a megabyte-sized string and its UTF-8 copy cost more than
- * writing the document).
+ * pieces joined are exactly `Entry.toJsonText(encode(state))`. No text of the whole
+ * document is built: an adapter writes the pieces into its output as they come.
  *
  * @since 0.3.0
  */
 export const writeJsonText = (state: JournalState.JournalState, write: (piece: string) => void): void => {
-  // The document's fields in `encode`'s order, around `entries`.
-  write(`${Entry.toJsonText(head(state)).slice(0, -1)},"entries":[`)
-  const ring = state.entries
-  for (let i = ring.start; i < ring.end; i++) {
-    if (i > ring.start) write(",")
-    write(Entry.jsonText(ring.buf[i]!))
-  }
+  // The document's fields in `encode`'s order, around `hashes` (64 hex characters
+  // each: their JSON text is the hash in quotes).
+  write(`${Entry.toJsonText(head(state)).slice(0, -1)},"hashes":[`)
+  const ring = state.hashes
+  for (let i = ring.start; i < ring.end; i++) write(i > ring.start ? `,"${ring.buf[i]!}"` : `"${ring.buf[i]!}"`)
   write(`],${Entry.toJsonText(tail(state)).slice(1)}`)
 }
 
@@ -152,14 +197,32 @@ const toBig = (c: number | string): bigint | undefined => {
 // Unknown keys are refused rather than stripped: a document with fields this
 // version does not know is not one it can restore exactly.
 //
-// The retained entries (up to entry_cap, 4,096 by default) are decoded one by one
-// with `Entry.decode`, whose hand-written fast path accepts exactly what the entry
-// schema accepts (the schema runs only to describe a rejected entry): the document
-// schema over thousands of entries was most of a command's start on a long session.
-const decodeDoc = Schema.decodeUnknownResult(
-  Schema.Struct({ ...CheckpointJson.fields, entries: Schema.Array(Schema.Unknown) }),
+// The retained entries of a version 1 document (up to entry_cap, 4,096 by default)
+// are decoded one by one with `Entry.decode`, whose hand-written fast path accepts
+// exactly what the entry schema accepts (the schema runs only to describe a
+// rejected entry); the hashes of a version 2 document are checked by a loop. The
+// document schema over thousands of items was most of a command's start on a long
+// session.
+const decodeDocV2 = Schema.decodeUnknownResult(
+  Schema.Struct({ ...CheckpointJsonV2.fields, hashes: Schema.Array(Schema.Unknown) }),
   { onExcessProperty: "error" }
 )
+const decodeDocV1 = Schema.decodeUnknownResult(
+  Schema.Struct({ ...CheckpointJsonV1.fields, entries: Schema.Array(Schema.Unknown) }),
+  { onExcessProperty: "error" }
+)
+
+const hashPattern = /^[0-9a-f]{64}$/
+
+const decodeHashes = (input: ReadonlyArray<unknown>): Result.Result<Array<string>, string> => {
+  for (let i = 0; i < input.length; i++) {
+    const h = input[i]
+    if (typeof h !== "string" || !hashPattern.test(h)) {
+      return Result.fail(`malformed checkpoint: hashes[${i}]: not 64 lowercase hex characters`)
+    }
+  }
+  return Result.succeed(input as Array<string>)
+}
 
 const decodeEntries = (input: ReadonlyArray<unknown>): Result.Result<Array<Entry.Entry>, string> => {
   const out = new Array<Entry.Entry>(input.length)
@@ -172,34 +235,53 @@ const decodeEntries = (input: ReadonlyArray<unknown>): Result.Result<Array<Entry
 }
 
 /**
- * Decodes a checkpoint document (already parsed JSON). Fails with a reason when the
- * document is malformed or internally inconsistent (rings over the cap, counters
- * above 2^64 − 1, sequence numbers that do not fit, a tool counted twice, a streak
- * without a tool). Chain verification of the entries is the caller's job
- * (`JournalState.verify`).
+ * Decodes a checkpoint document (already parsed JSON) of either version. Fails with
+ * a reason when the document is malformed or internally inconsistent (rings over the
+ * cap, counters above 2^64 − 1, sequence numbers that do not fit, a tool counted
+ * twice, a streak without a tool). The retained entries of a version 1 document must
+ * verify as a chain by themselves (docs/DESIGN.md §2); the newest of them within
+ * `windowBytes` (default `JournalState.DEFAULT_WINDOW_BYTES`) are kept in the state's
+ * window. A version 2 document's state starts with an empty window.
  *
  * @since 0.1.0
  */
-export const decode = (input: unknown): Result.Result<JournalState.JournalState, string> => {
-  const doc = decodeDoc(input)
-  if (Result.isFailure(doc)) return Result.fail(`malformed checkpoint: ${doc.failure.message}`)
-  const decodedEntries = decodeEntries(doc.success.entries)
-  if (Result.isFailure(decodedEntries)) return Result.fail(decodedEntries.failure)
-  const d = { ...doc.success, entries: decodedEntries.success }
-  if (d.entries.length > d.entry_cap) return Result.fail("more entries than entry_cap")
+export const decode = (
+  input: unknown,
+  windowBytes: number = JournalState.DEFAULT_WINDOW_BYTES
+): Result.Result<JournalState.JournalState, string> => {
+  const version = typeof input === "object" && input !== null ? (input as { readonly v?: unknown }).v : undefined
+  let d: typeof CheckpointJsonV2.Type
+  let entries: Array<Entry.Entry> | null = null
+  if (version === 1) {
+    const doc = decodeDocV1(input)
+    if (Result.isFailure(doc)) return Result.fail(`malformed checkpoint: ${doc.failure.message}`)
+    const decodedEntries = decodeEntries(doc.success.entries)
+    if (Result.isFailure(decodedEntries)) return Result.fail(decodedEntries.failure)
+    entries = decodedEntries.success
+    const { entries: _, v: __, ...rest } = doc.success
+    d = { ...rest, v: 2, hashes: entries.map((e) => e.entry_hash) }
+    const lastEntry = entries[entries.length - 1]
+    if (lastEntry !== undefined && lastEntry.sequence + 1 !== d.next_sequence) {
+      return Result.fail("next_sequence does not follow the last entry")
+    }
+    const firstSequence = d.next_sequence - entries.length
+    if (entries.some((e, i) => e.sequence !== firstSequence + i)) {
+      return Result.fail("retained entries are not consecutive")
+    }
+  } else {
+    const doc = decodeDocV2(input)
+    if (Result.isFailure(doc)) return Result.fail(`malformed checkpoint: ${doc.failure.message}`)
+    const hashes = decodeHashes(doc.success.hashes)
+    if (Result.isFailure(hashes)) return Result.fail(hashes.failure)
+    d = { ...doc.success, hashes: hashes.success }
+    if (d.hashes.length > d.next_sequence) return Result.fail("more retained hashes than entries before next_sequence")
+  }
+  if (d.hashes.length > d.entry_cap) return Result.fail("more entries than entry_cap")
   if (d.tool_sequence.length > d.entry_cap) return Result.fail("tool_sequence longer than entry_cap")
   if (d.tool_counts.length > d.tool_counts_cap) return Result.fail("more tool_counts than tool_counts_cap")
-  const lastEntry = d.entries[d.entries.length - 1]
-  if (lastEntry !== undefined && lastEntry.sequence + 1 !== d.next_sequence) {
-    return Result.fail("next_sequence does not follow the last entry")
-  }
-  const firstSequence = d.next_sequence - d.entries.length
-  if (d.entries.some((e, i) => e.sequence !== firstSequence + i)) {
-    return Result.fail("retained entries are not consecutive")
-  }
   // Without an eviction the window still starts at sequence 0; otherwise entries
   // would have vanished without being committed to evicted_head.
-  if (d.evicted_head === null && firstSequence !== 0) {
+  if (d.evicted_head === null && d.next_sequence !== d.hashes.length) {
     return Result.fail("entries missing before the window but evicted_head is null")
   }
   if (new Set(d.tool_counts.map(([name]) => name)).size !== d.tool_counts.length) {
@@ -218,12 +300,19 @@ export const decode = (input: unknown): Result.Result<JournalState.JournalState,
   if ((d.current_streak_tool === null) !== (big[3] === 0n)) {
     return Result.fail("current_streak_len does not match current_streak_tool")
   }
+  if (entries !== null) {
+    const verified = Chain.verify(entries, { prefixEvicted: d.evicted_head !== null })
+    if (Result.isFailure(verified)) return Result.fail(`checkpoint does not verify: ${verified.failure.message}`)
+  }
+  const budget = Math.max(0, Math.floor(windowBytes))
   return Result.succeed({
     session_id: d.session_id,
     entry_cap: d.entry_cap,
     tool_counts_cap: d.tool_counts_cap,
     next_sequence: d.next_sequence,
-    entries: Ring.fromArray(d.entries),
+    hashes: Ring.fromArray(d.hashes),
+    window: entries === null ? Window.empty() : Window.fromArray(entries, d.entry_cap, budget),
+    window_bytes: budget,
     tool_sequence: Ring.fromArray(d.tool_sequence),
     evicted_head: d.evicted_head,
     data_flow: {

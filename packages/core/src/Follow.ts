@@ -30,7 +30,6 @@
 import * as Result from "effect/Result"
 import * as Chain from "./Chain.ts"
 import * as Entry from "./Entry.ts"
-import * as Ring from "./internal/Ring.ts"
 import * as JournalState from "./JournalState.ts"
 
 /**
@@ -95,9 +94,6 @@ export interface Recovered {
   readonly replaced: { readonly from: number; readonly to: number }
 }
 
-// The entry a state retains at `sequence`, if it does.
-const retainedAt = (state: JournalState.JournalState, sequence: number): Entry.Entry | undefined =>
-  Ring.get(state.entries, sequence - (state.next_sequence - Ring.size(state.entries)))
 
 /**
  * The cursor of a follower that shows entries from `from` on, starting from a
@@ -109,13 +105,14 @@ const retainedAt = (state: JournalState.JournalState, sequence: number): Entry.E
 export const start = (state: JournalState.JournalState, from: number): Cursor => {
   const linked = state.entry_cap > 0
   const next = Math.min(Math.max(0, from), state.next_sequence)
-  const anchor = next === 0 ? Entry.ZERO_HASH : retainedAt(state, next - 1)?.entry_hash ?? null
-  const last = retainedAt(state, state.next_sequence - 1)
+  const anchor = next === 0 ? Entry.ZERO_HASH : JournalState.retainedHashAt(state, next - 1) ?? null
+  const lastSequence = state.next_sequence - 1
+  const last = JournalState.retainedHashAt(state, lastSequence)
   return {
     next,
     lastHash: linked ? anchor : Entry.ZERO_HASH,
     linked,
-    confirm: last === undefined || last.sequence < next ? null : { sequence: last.sequence, hash: last.entry_hash }
+    confirm: last === undefined || lastSequence < next ? null : { sequence: lastSequence, hash: last }
   }
 }
 

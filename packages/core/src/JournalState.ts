@@ -1,17 +1,22 @@
 /**
  * The state of one session as plain data, and the pure, total `fold` that advances it
- * by one entry (docs/DESIGN.md §3). Everything a guard decides on lives here: the retained
- * entry ring, the tool-name ring, the cumulative counters and the head.
+ * by one entry (docs/DESIGN.md §3). Everything a guard decides on lives here: the hashes of
+ * the retained entries, the tool-name ring, the cumulative counters and the head. Of the
+ * retained entries themselves only the newest are kept, up to a budget of bytes
+ * (`window_bytes`); storage holds them all.
  *
  * @since 0.1.0
  */
 import * as HashMap from "effect/HashMap"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
 import * as Chain from "./Chain.ts"
 import * as Entry from "./Entry.ts"
+import { IntegrityViolation } from "./Errors.ts"
 import * as Ring from "./internal/Ring.ts"
 import { OUTCOME_KIND, outcomeBytes } from "./internal/validate.ts"
+import * as Window from "./internal/Window.ts"
 import type { SessionMeta } from "./SessionMeta.ts"
 
 /**
@@ -27,6 +32,14 @@ export const DEFAULT_ENTRY_CAP = 4096
  * @since 0.1.0
  */
 export const DEFAULT_TOOL_COUNTS_CAP = 4096
+
+/**
+ * Default budget of the in-memory window of recent entries (256 KiB), estimated
+ * heap bytes.
+ *
+ * @since 0.4.0
+ */
+export const DEFAULT_WINDOW_BYTES = 256 * 1024
 
 /**
  * 2^64 − 1: every cumulative counter saturates here, as chio's u64 counters do.
@@ -69,9 +82,16 @@ export interface JournalState {
   readonly tool_counts_cap: number
   /** Sequence of the next entry; monotonic, independent of the ring's length. */
   readonly next_sequence: number
-  /** Retained entries, oldest first, at most `entry_cap`. */
-  readonly entries: Ring.Ring<Entry.Entry>
-  /** Tool names of retained-window tool entries, oldest first, at most `entry_cap`. */
+  /** Hashes of the retained entries, oldest first, at most `entry_cap`: what the chain needs. */
+  readonly hashes: Ring.Ring<string>
+  /**
+   * The newest retained entries, oldest first, whose estimated weights add up to at
+   * most `window_bytes` (a suffix of the retained entries; storage holds them all).
+   */
+  readonly window: Window.Window
+  /** The budget of `window` in estimated heap bytes; not stored (a checkpoint has none). */
+  readonly window_bytes: number
+  /** Tool names of the newest tool entries, oldest first, at most `entry_cap`. */
   readonly tool_sequence: Ring.Ring<string>
   /** `null` until the first eviction, then the fold of every evicted hash. */
   readonly evicted_head: string | null
@@ -104,7 +124,9 @@ export const empty = (sessionId: string, caps?: Caps): JournalState => ({
   entry_cap: normalizeCap(caps?.entry_cap, DEFAULT_ENTRY_CAP),
   tool_counts_cap: normalizeCap(caps?.tool_counts_cap, DEFAULT_TOOL_COUNTS_CAP),
   next_sequence: 0,
-  entries: Ring.empty(),
+  hashes: Ring.empty(),
+  window: Window.empty(),
+  window_bytes: DEFAULT_WINDOW_BYTES,
   tool_sequence: Ring.empty(),
   evicted_head: null,
   data_flow: emptyDataFlow,
@@ -129,8 +151,9 @@ const sat = (n: bigint): bigint => n > U64_MAX ? U64_MAX : n
  */
 export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
   const cap = state.entry_cap
-  const retained = state.entries
-  const entries = Ring.push(retained, entry, cap)
+  const retained = state.hashes
+  const hashes = Ring.push(retained, entry.entry_hash, cap)
+  const window = Window.push(state.window, entry, cap, state.window_bytes)
   // Every entry the push evicted, oldest first, is folded into `evicted_head`: the
   // oldest ones of the previous window (its cells never change), or with a cap of 0
   // the new entry itself. Read back from the rings rather than through a callback:
@@ -139,8 +162,8 @@ export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
   if (cap <= 0) {
     evictedHead = Chain.foldHash(evictedHead ?? "", entry.entry_hash)
   } else {
-    const evicted = Ring.size(retained) + 1 - Ring.size(entries)
-    for (let i = 0; i < evicted; i++) evictedHead = Chain.foldHash(evictedHead ?? "", Ring.get(retained, i)!.entry_hash)
+    const evicted = Ring.size(retained) + 1 - Ring.size(hashes)
+    for (let i = 0; i < evicted; i++) evictedHead = Chain.foldHash(evictedHead ?? "", Ring.get(retained, i)!)
   }
   const next_sequence = entry.sequence + 1
   if (!Entry.isTool(entry)) {
@@ -151,7 +174,9 @@ export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
       entry_cap: cap,
       tool_counts_cap: state.tool_counts_cap,
       next_sequence,
-      entries,
+      hashes,
+      window,
+      window_bytes: state.window_bytes,
       tool_sequence: state.tool_sequence,
       evicted_head: evictedHead,
       data_flow: flow === null || (flow.read === 0 && flow.written === 0)
@@ -184,7 +209,9 @@ export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
     entry_cap: cap,
     tool_counts_cap: state.tool_counts_cap,
     next_sequence,
-    entries,
+    hashes,
+    window,
+    window_bytes: state.window_bytes,
     tool_sequence: Ring.push(state.tool_sequence, name, cap),
     evicted_head: evictedHead,
     data_flow: {
@@ -229,7 +256,7 @@ export const applyMeta = (state: JournalState, meta: SessionMeta): JournalState 
  *
  * @since 0.1.0
  */
-export const lastHash = (state: JournalState): string => Ring.last(state.entries)?.entry_hash ?? Entry.ZERO_HASH
+export const lastHash = (state: JournalState): string => Ring.last(state.hashes) ?? Entry.ZERO_HASH
 
 /**
  * The exported head (docs/DESIGN.md §2): commits to every entry ever folded.
@@ -237,7 +264,7 @@ export const lastHash = (state: JournalState): string => Ring.last(state.entries
  * @since 0.1.0
  */
 export const head = (state: JournalState): string =>
-  Chain.exportedHead(state.evicted_head, Ring.last(state.entries)?.entry_hash)
+  Chain.exportedHead(state.evicted_head, Ring.last(state.hashes))
 
 /**
  * The link of the next entry at the given time.
@@ -271,26 +298,99 @@ export const nextOther = (
 ): Entry.OtherEntry => Entry.makeOther(nextLink(state, timestampSecs), kind, payload)
 
 /**
- * The retained entries, oldest first.
+ * The retained entries the state keeps in memory, oldest first: the newest ones, up
+ * to `window_bytes` (all retained entries while they fit). The others are in storage
+ * (`SessionJournal.entries`); `windowStart` is the sequence of the first one here.
  *
  * @since 0.1.0
  */
-export const entries = (state: JournalState): Array<Entry.Entry> => Ring.toArray(state.entries)
+export const entries = (state: JournalState): Array<Entry.Entry> => Window.toArray(state.window)
 
 /**
- * Number of retained entries.
+ * The sequence of the oldest entry `entries` returns (`next_sequence` when it
+ * returns none).
  *
- * @since 0.1.0
+ * @since 0.4.0
  */
-export const entryCount = (state: JournalState): number => Ring.size(state.entries)
+export const windowStart = (state: JournalState): number => state.next_sequence - Window.size(state.window)
 
 /**
- * Verifies the retained window (docs/DESIGN.md §2).
+ * The entry at `sequence` when the in-memory window holds it.
+ *
+ * @since 0.4.0
+ */
+export const entryAt = (state: JournalState, sequence: number): Entry.Entry | undefined =>
+  Window.get(state.window, sequence - windowStart(state))
+
+/**
+ * Number of retained entries (chio's `entry_count`), whether or not their payloads
+ * are in memory.
  *
  * @since 0.1.0
  */
-export const verify = (state: JournalState) =>
-  Chain.verify(entries(state), { prefixEvicted: state.evicted_head !== null })
+export const entryCount = (state: JournalState): number => Ring.size(state.hashes)
+
+/**
+ * The hashes of the retained entries, oldest first.
+ *
+ * @since 0.4.0
+ */
+export const retainedHashes = (state: JournalState): Array<string> => Ring.toArray(state.hashes)
+
+/**
+ * The hash of the retained entry at `sequence`, when it is retained.
+ *
+ * @since 0.4.0
+ */
+export const retainedHashAt = (state: JournalState, sequence: number): string | undefined =>
+  Ring.get(state.hashes, sequence - (state.next_sequence - Ring.size(state.hashes)))
+
+/**
+ * The same state with another budget for its in-memory window: a smaller one lets
+ * go of the oldest entries now, a larger one keeps more from the next entry on.
+ * A budget that is not a non-negative integer means the default.
+ *
+ * @since 0.4.0
+ */
+export const withWindowBytes = (state: JournalState, bytes: number): JournalState => {
+  const budget = normalizeCap(bytes, DEFAULT_WINDOW_BYTES)
+  return budget === state.window_bytes
+    ? state
+    : { ...state, window: Window.trim(state.window, budget), window_bytes: budget }
+}
+
+/**
+ * Verifies the entries in memory (docs/DESIGN.md §2): each recomputes to its hash,
+ * which is the retained hash at its sequence, and links to its predecessor; the
+ * oldest links to the retained hash before it, or to ZERO_HASH at the start of an
+ * unevicted history (after an eviction its own `prev_hash` is the boundary).
+ *
+ * @since 0.1.0
+ */
+export const verify = (state: JournalState) => {
+  const start = windowStart(state)
+  const retainedStart = state.next_sequence - Ring.size(state.hashes)
+  const inWindow = entries(state)
+  for (let i = 0; i < inWindow.length; i++) {
+    const expected = Ring.get(state.hashes, start + i - retainedStart)
+    const entry = inWindow[i]!
+    if (expected !== entry.entry_hash) {
+      return Result.fail(
+        new IntegrityViolation({
+          index: i,
+          sequence: entry.sequence,
+          what: "entry_hash",
+          expected: expected ?? "",
+          actual: entry.entry_hash
+        })
+      )
+    }
+  }
+  return Chain.verify(inWindow, {
+    prefixEvicted: state.evicted_head !== null,
+    previousHash: start > retainedStart ? Ring.get(state.hashes, start - 1 - retainedStart) : undefined
+  })
+}
 
 /**
  * One consistent view of the counters that guards decide on, with chio's
@@ -324,7 +424,7 @@ export const snapshot = (state: JournalState): Snapshot => {
   let toolCounts: ReadonlyMap<string, bigint> | undefined
   return {
     session_id: state.session_id,
-    entry_count: Ring.size(state.entries),
+    entry_count: Ring.size(state.hashes),
     get head_hash() {
       return headHash ??= head(state)
     },

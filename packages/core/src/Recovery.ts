@@ -8,7 +8,7 @@
  * A checkpoint is a claim, not a proof. It is accepted only when the stored
  * records bear it out:
  * - records before the checkpoint's `next_sequence` that the adapter hands in must
- *   chain to each other and equal the checkpoint's retained entries where those
+ *   chain to each other and carry the checkpoint's retained hashes where those
  *   cover them, and storage must hold the entry at `next_sequence − 1` (when the
  *   history is not cut by a retention policy);
  * - records after it must link to its head;
@@ -205,13 +205,13 @@ export const make = (options: Options): Recovery => {
     }
     const retained = state.retainedAt(entry.sequence)
     if (retained !== undefined) {
-      if (retained.entry_hash !== entry.entry_hash) {
+      if (retained !== entry.entry_hash) {
         return stop({
           reason: "checkpoint",
           segment,
           offset,
           sequence: entry.sequence,
-          detail: `stored sequence ${entry.sequence} has hash ${entry.entry_hash}, the checkpoint's entry there has ${retained.entry_hash}`
+          detail: `stored sequence ${entry.sequence} has hash ${entry.entry_hash}, the checkpoint's entry there has ${retained}`
         })
       }
     }
@@ -296,7 +296,7 @@ export const make = (options: Options): Recovery => {
       // An identical re-append of an accepted entry is harmless; anything else at
       // a used sequence is a forged or damaged record.
       const accepted = state.retainedAt(seq)
-      if (accepted !== undefined && accepted.entry_hash === entry.entry_hash && Entry.computeHash(entry) === entry.entry_hash) {
+      if (accepted !== undefined && accepted === entry.entry_hash && Entry.computeHash(entry) === entry.entry_hash) {
         skipped++
         return true
       }

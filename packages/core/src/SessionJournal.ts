@@ -174,6 +174,14 @@ export interface Options {
    * checkpoint's size if that is more, were appended since the last one.
    */
   readonly checkpointMinBytes?: number | undefined
+  /**
+   * The budget of each open session's window of recent entries, in estimated heap
+   * bytes (default `JournalState.DEFAULT_WINDOW_BYTES`, 256 KiB). An open session keeps
+   * its counters, the hashes of its retained entries and the newest entries that fit
+   * this budget; `JournalState.entries` of its state returns those, and
+   * `entries` reads any entry from storage.
+   */
+  readonly windowBytes?: number | undefined
 }
 
 /**
@@ -293,7 +301,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const persistence = yield* Persistence.Persistence
   const caps = options?.caps
   const changesFrom = options?.changesFrom ?? "service"
-  const hubs = yield* Hubs.make(options?.changesCapacity ?? 1024)
+  const hubs = yield* Hubs.make(options?.changesCapacity ?? 1024, persistence.history)
   const sessions = yield* Sessions.make({
     persistence,
     hubs,
@@ -302,7 +310,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     maxOpenSessions: Math.max(1, options?.maxOpenSessions ?? 256),
     maxBatch: Math.max(1, options?.maxBatch ?? 1024),
     conflictRetries: options?.conflictRetries ?? 8,
-    checkpointMinBytes: Math.max(1, options?.checkpointMinBytes ?? Checkpoint.MIN_BYTES)
+    checkpointMinBytes: Math.max(1, options?.checkpointMinBytes ?? Checkpoint.MIN_BYTES),
+    windowBytes: options?.windowBytes ?? JournalState.DEFAULT_WINDOW_BYTES
   })
 
   const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))

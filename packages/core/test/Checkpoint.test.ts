@@ -8,6 +8,7 @@ import * as Result from "effect/Result"
 import * as fc from "fast-check"
 import { Checkpoint, JournalState } from "../src/index.ts"
 import * as A from "./arbitraries.ts"
+import * as Legacy from "./legacy.ts"
 
 const sortedCounts = (s: JournalState.JournalState) =>
   Array.from(s.tool_counts, ([k, v]): [string, bigint] => [k, v]).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0)
@@ -18,7 +19,7 @@ const flat = (s: JournalState.JournalState) => ({
   entry_cap: s.entry_cap,
   tool_counts_cap: s.tool_counts_cap,
   next_sequence: s.next_sequence,
-  entries: JournalState.entries(s),
+  hashes: JournalState.retainedHashes(s),
   tool_sequence: JournalState.snapshot(s).tool_sequence,
   evicted_head: s.evicted_head,
   data_flow: s.data_flow,
@@ -58,7 +59,7 @@ describe("Checkpoint: round trip", () => {
         const back = Result.getOrThrow(throughText(state))
         assert.deepStrictEqual(flat(back), flat(state))
         assert.deepStrictEqual(Checkpoint.encode(back), Checkpoint.encode(state))
-        assert.deepStrictEqual(JournalState.verify(back), JournalState.verify(state))
+        assert.isTrue(Result.isSuccess(JournalState.verify(back)) && Result.isSuccess(JournalState.verify(state)))
         assert.deepStrictEqual(flat(more.reduce(fold, back)), flat(more.reduce(fold, state)))
       }),
       { numRuns: A.runs(80) }
@@ -116,17 +117,17 @@ describe("Checkpoint: round trip", () => {
 })
 
 describe("Checkpoint: damaged documents are refused with a reason", () => {
-  const state = JournalState.applyMeta(
-    A.run({ entry_cap: 3, tool_counts_cap: 2 }, [
-      A.record("a"),
-      A.record("b"),
-      A.message({ x: 1 }),
-      A.record("a"),
-      A.record("c")
-    ]).states.at(-1)!,
-    { updated_at: 5, title: "t" }
-  )
-  const doc = JSON.parse(JSON.stringify(Checkpoint.encode(state)))
+  const damagedRun = A.run({ entry_cap: 3, tool_counts_cap: 2 }, [
+    A.record("a"),
+    A.record("b"),
+    A.message({ x: 1 }),
+    A.record("a"),
+    A.record("c")
+  ])
+  const state = JournalState.applyMeta(damagedRun.states.at(-1)!, { updated_at: 5, title: "t" })
+  // A version 1 document, as earlier releases wrote it: the cases below check that
+  // what they stored is still checked as strictly.
+  const doc = JSON.parse(JSON.stringify(Legacy.v1Of(state, damagedRun.entries)))
 
   it("the undamaged document decodes", () => {
     assert.isTrue(Result.isSuccess(Checkpoint.decode(doc)))
@@ -136,7 +137,8 @@ describe("Checkpoint: damaged documents are refused with a reason", () => {
   const cases: ReadonlyArray<readonly [string, (d: any) => unknown, RegExp]> = [
     ["not an object", () => "checkpoint", /malformed/],
     ["null", () => null, /malformed/],
-    ["unknown version", (d) => ({ ...d, v: 2 }), /malformed/],
+    ["unknown version", (d) => ({ ...d, v: 3 }), /malformed/],
+    ["version 2 with entries", (d) => ({ ...d, v: 2 }), /malformed/],
     ["missing field", ({ message_count: _, ...d }) => d, /malformed/],
     ["unknown top-level key", (d) => ({ ...d, extra: true }), /malformed/],
     ["unknown key in meta", (d) => ({ ...d, meta: { ...d.meta, owner: "x" } }), /malformed/],
@@ -175,11 +177,77 @@ describe("Checkpoint: damaged documents are refused with a reason", () => {
     })
   }
 
-  it("a tampered entry decodes (the shape is fine) and JournalState.verify finds it", () => {
+  it("a tampered entry of a version 1 document is found: its window does not verify", () => {
     const d = structuredClone(doc)
     d.entries[1] = { ...d.entries[1], bytes_read: d.entries[1].bytes_read + 1 }
-    const back = Result.getOrThrow(Checkpoint.decode(d))
-    const v = JournalState.verify(back)
-    assert.isTrue(Result.isFailure(v) && v.failure.index === 1 && v.failure.what === "entry_hash")
+    const r = Checkpoint.decode(d)
+    assert.isTrue(Result.isFailure(r))
+    if (Result.isFailure(r)) assert.match(r.failure, /does not verify.*entry_hash/)
   })
+})
+
+describe("Checkpoint: version 2 documents hold the retained hashes, and are checked", () => {
+  const run = A.run({ entry_cap: 3, tool_counts_cap: 2 }, [
+    A.record("a"),
+    A.record("b"),
+    A.message({ x: 1 }),
+    A.record("a"),
+    A.record("c")
+  ])
+  const state = JournalState.applyMeta(run.states.at(-1)!, { updated_at: 5, title: "t" })
+  const doc = JSON.parse(JSON.stringify(Checkpoint.encode(state)))
+
+  it("the document is version 2 with the retained hashes in place of the entries", () => {
+    assert.strictEqual(doc.v, 2)
+    assert.deepStrictEqual(Object.keys(doc), [
+      "v",
+      "session_id",
+      "entry_cap",
+      "tool_counts_cap",
+      "next_sequence",
+      "evicted_head",
+      "hashes",
+      "tool_sequence",
+      "data_flow",
+      "tool_counts",
+      "current_streak_tool",
+      "current_streak_len",
+      "message_count",
+      "meta"
+    ])
+    assert.deepStrictEqual(doc.hashes, run.entries.slice(-3).map((e) => e.entry_hash))
+    assert.strictEqual(Checkpoint.toJsonText(state), JSON.stringify(doc))
+    assert.deepStrictEqual(Checkpoint.lastOf(doc), { sequence: 4, entry_hash: run.entries[4]!.entry_hash })
+  })
+
+  it("a version 1 document of the same state decodes to the same state, its newest entries in the window", () => {
+    const old = Result.getOrThrow(Checkpoint.decode(JSON.parse(JSON.stringify(Legacy.v1Of(state, run.entries)))))
+    assert.deepStrictEqual(flat(old), flat(state))
+    assert.deepStrictEqual(Checkpoint.encode(old), Checkpoint.encode(state))
+    assert.deepStrictEqual(JournalState.entries(old), run.entries.slice(-3))
+    const none = Result.getOrThrow(Checkpoint.decode(JSON.parse(JSON.stringify(Legacy.v1Of(state, run.entries))), 0))
+    assert.deepStrictEqual(JournalState.entries(none), [])
+    assert.deepStrictEqual(flat(none), flat(state))
+  })
+
+  const cases: ReadonlyArray<readonly [string, (d: any) => unknown, RegExp]> = [
+    ["version 1 with hashes", (d) => ({ ...d, v: 1 }), /malformed/],
+    ["entries besides the hashes", (d) => ({ ...d, entries: [] }), /malformed/],
+    ["hashes that are not an array", (d) => ({ ...d, hashes: {} }), /malformed/],
+    ["an upper-case hash, named by index", (d) => ({ ...d, hashes: d.hashes.map((h: string, i: number) => i === 1 ? h.toUpperCase() : h) }), /hashes\[1\]/],
+    ["a hash that is not a string", (d) => ({ ...d, hashes: [1, ...d.hashes.slice(1)] }), /hashes\[0\]/],
+    ["more hashes than entry_cap", (d) => ({ ...d, entry_cap: 2, tool_sequence: d.tool_sequence.slice(-2) }), /entry_cap/],
+    ["more hashes than entries", (d) => ({ ...d, next_sequence: 2 }), /more retained hashes/],
+    ["hashes missing while evicted_head is null", (d) => ({ ...d, evicted_head: null }), /evicted_head/],
+    ["a counter above 2^64 - 1", (d) => ({ ...d, message_count: "18446744073709551616" }), /2\^64/],
+    ["a streak without a tool", (d) => ({ ...d, current_streak_tool: null }), /streak/]
+  ]
+
+  for (const [name, damage, reason] of cases) {
+    it(name, () => {
+      const r = Checkpoint.decode(damage(structuredClone(doc)))
+      assert.isTrue(Result.isFailure(r))
+      if (Result.isFailure(r)) assert.match(r.failure, reason)
+    })
+  }
 })

@@ -23,6 +23,6 @@ describe("payload ownership", () => {
       assert.deepStrictEqual((stored[0] as typeof entry).payload, { role: "user", parts: [{ text: "hello" }] })
       const report = yield* journal.verify("owned")
       assert.strictEqual(report.entriesChecked, 1)
-      assert.strictEqual((yield* journal.state("owned")).entries.buf.length, 1)
+      assert.strictEqual((yield* journal.state("owned")).window.items.length, 1)
     }).pipe(Effect.provide(Journal)))
 })

@@ -15,6 +15,7 @@ import { Checkpoint, Entry, InvalidRecordField, JournalState, Persistence, Sessi
 import { canonicalize, check, depthOf, firstInvalid } from "../src/internal/jcs.ts"
 import * as A from "./arbitraries.ts"
 import { deepArray, item, nest, writeAndReread } from "./Payloads.ts"
+import * as Legacy from "./legacy.ts"
 
 const LIMIT = Entry.MAX_PAYLOAD_DEPTH
 
@@ -148,8 +149,11 @@ describe("payload depth: stored values past the limit decode to typed failures",
     s = JournalState.fold(s, JournalState.nextOther(s, 1_764_400_000, "message", nest(LIMIT)))
     const good = JSON.parse(JSON.stringify(Checkpoint.encode(s)))
     assert.isTrue(Result.isSuccess(Checkpoint.decode(good)))
+    // A version 1 document (earlier releases) holds the entries themselves.
+    const v1 = JSON.parse(JSON.stringify(Legacy.encodeV1(Legacy.foldAll("cp", undefined, JournalState.entries(s)))))
+    assert.isTrue(Result.isSuccess(Checkpoint.decode(v1)))
     for (const depth of [LIMIT + 1, 100_000]) {
-      const doc = JSON.parse(JSON.stringify(Checkpoint.encode(s)))
+      const doc = structuredClone(v1)
       doc.entries[0].payload = deepArray(depth)
       const r = Checkpoint.decode(doc)
       assert.isTrue(Result.isFailure(r))

@@ -8,6 +8,7 @@ import * as fc from "fast-check"
 import type * as Schema from "effect/Schema"
 import { Checkpoint, Entry, JournalState, Recovery } from "../src/index.ts"
 import * as A from "./arbitraries.ts"
+import * as Legacy from "./legacy.ts"
 
 const ID = "rec-session"
 const LOC = "store"
@@ -61,6 +62,17 @@ const doc = (state: JournalState.JournalState): Recovery.CheckpointInput => ({
 
 const forged = (state: JournalState.JournalState, f: (d: Record<string, any>) => void): Recovery.CheckpointInput => {
   const d = JSON.parse(JSON.stringify(Checkpoint.encode(state)))
+  f(d)
+  return { _tag: "Document", document: d, location: "checkpoint.json" }
+}
+
+// A version 1 document (the retained entries in full), as earlier releases wrote it.
+const forgedV1 = (
+  state: JournalState.JournalState,
+  history: ReadonlyArray<Entry.Entry>,
+  f: (d: Record<string, any>) => void
+): Recovery.CheckpointInput => {
+  const d = JSON.parse(JSON.stringify(Legacy.v1Of(state, history)))
   f(d)
   return { _tag: "Document", document: d, location: "checkpoint.json" }
 }
@@ -263,11 +275,13 @@ describe("forged checkpoints", () => {
     const bad: ReadonlyArray<Recovery.CheckpointInput> = [
       { _tag: "Unreadable", reason: "unexpected end of JSON", location: "checkpoint.json" },
       { _tag: "Document", document: { v: 1 }, location: "checkpoint.json" },
-      forged(h.states[8]!, (d) => { d.v = 2 }),
+      forged(h.states[8]!, (d) => { d.v = 3 }),
       forged(h.states[8]!, (d) => { d.extra = 1 }),
-      forged(h.states[8]!, (d) => { d.entries[1].bytes_read += 1 }),
-      forged(h.states[8]!, (d) => { d.entries[2].prev_hash = "cd".repeat(32) }),
-      forged(h.states[8]!, (d) => { d.next_sequence = 9 }),
+      forgedV1(h.states[8]!, h.entries, (d) => { d.entries[1].bytes_read += 1 }),
+      forgedV1(h.states[8]!, h.entries, (d) => { d.entries[2].prev_hash = "cd".repeat(32) }),
+      forged(h.states[8]!, (d) => { d.hashes = [...d.hashes, d.hashes[0]] }),
+      forged(h.states[8]!, (d) => { d.hashes[1] = "XY".repeat(32) }),
+      forgedV1(h.states[8]!, h.entries, (d) => { d.next_sequence = 9 }),
       forged(h.states[8]!, (d) => { d.current_streak_len = 0 })
     ]
     for (const cp of bad) {
@@ -280,6 +294,42 @@ describe("forged checkpoints", () => {
           continue
         }
         assertClean(out, h.states[8]!)
+      }
+    }
+  })
+
+  it("a version 2 checkpoint whose retained hashes the records contradict is refused in both modes", () => {
+    const h = history({ entry_cap: 4 }, simpleOps(8))
+    for (const at of [0, 2, 3]) {
+      const cp = forged(h.states[8]!, (d) => { d.hashes[at] = "cd".repeat(32) })
+      for (const mode of modes) {
+        const out = recover(mode, cp, segments(h.entries))
+        assert.isNull(out.brokenCheckpoint)
+        assert.strictEqual(out.report.stopped?.reason, "checkpoint", `${mode} ${at}`)
+      }
+    }
+    // A next_sequence the hashes do not end at is what storage must bear out: the
+    // entry at next_sequence - 1 with the last hash is not stored.
+    const ahead = forged(h.states[8]!, (d) => { d.next_sequence = 9 })
+    for (const mode of modes) {
+      const out = recover(mode, ahead, segments(h.entries))
+      assert.isNull(out.brokenCheckpoint)
+      assert.strictEqual(out.report.stopped?.reason, mode === "load" ? "checkpoint" : "missing")
+    }
+  })
+
+  it("a version 1 checkpoint (as earlier releases wrote it) loads and verifies like the version 2 one", () => {
+    for (const caps of [{ entry_cap: 0 }, { entry_cap: 3 }, {}]) {
+      const h = history(caps, simpleOps(10))
+      for (const at of [0, 4, 10]) {
+        const v1 = forgedV1(h.states[at]!, h.entries, () => {})
+        for (const mode of modes) {
+          const old = recover(mode, v1, segments(h.entries, [5]))
+          const now = recover(mode, doc(h.states[at]!), segments(h.entries, [5]))
+          assert.isNull(old.brokenCheckpoint)
+          assert.deepStrictEqual(old.report, now.report)
+          assertClean(old, h.states[10]!)
+        }
       }
     }
   })

@@ -760,6 +760,32 @@ layer(Instrumented)("SessionJournal on instrumented storage", (it) => {
     }))
 })
 
+const windowProbe = IP.makeProbe()
+const NoWindow = SessionJournal.layer({ windowBytes: 0 }).pipe(Layer.provideMerge(IP.layerMemory(windowProbe)))
+
+layer(NoWindow)("SessionJournal with no entries in memory (windowBytes 0)", (it) => {
+  it.effect("a failed append that stored its batch reaches subscribers after the reload, read from storage", () =>
+    Effect.gen(function*() {
+      const j = yield* Journal
+      const id = "window-catch-up"
+      yield* j.record(id, params("a"))
+      const changes = yield* j.changes(id)
+      const seen = yield* changes.pipe(Stream.take(6), Stream.runCollect, Effect.forkChild)
+      IP.plan(windowProbe, id, 1, { _tag: "FailAfter" })
+      // Heavier together than any window: the reload's state holds at most the last.
+      const items = Array.from({ length: 5 }, (_, i) => ({ _tag: "Other" as const, kind: "message", payload: { i, pad: "x".repeat(100_000) } }))
+      assert.strictEqual((yield* Effect.flip(j.writeAll(id, items)))._tag, "StorageError")
+      const next = yield* j.record(id, params("b"))
+      assert.strictEqual(next.sequence, 6)
+      const state = yield* j.state(id)
+      assert.deepStrictEqual(JournalState.entries(state), [])
+      assert.strictEqual(JournalState.entryCount(state), 7)
+      const all = yield* assertConsistent(id)
+      const got = yield* Fiber.join(seen)
+      assert.deepStrictEqual(got, all.slice(1).map((entry) => ({ _tag: "Entry" as const, entry })))
+    }))
+})
+
 layer(Persistence.layerMemory(), { excludeTestServices: true })("two services racing on one session", (it) => {
   it.effect("with the single-writer flag bypassed, storage's sequence check keeps one chain", () =>
     Effect.gen(function*() {

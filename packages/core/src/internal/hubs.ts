@@ -13,7 +13,7 @@ import * as RcMap from "effect/RcMap"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
-import type * as Entry from "../Entry.ts"
+import * as Entry from "../Entry.ts"
 import { SessionNotFound } from "../Errors.ts"
 import * as JournalState from "../JournalState.ts"
 
@@ -46,7 +46,13 @@ const nextOf = (mark: Mark): number | null => typeof mark === "number" ? mark : 
  * tells where a new listener starts: what the service has committed, or what
  * storage holds.
  */
-export const make = Effect.fnUntraced(function*(capacity: number) {
+export const make = Effect.fnUntraced(function*(
+  capacity: number,
+  history?: (
+    id: string,
+    options: { readonly from: number; readonly limit: number }
+  ) => Stream.Stream<Entry.Entry, unknown>
+) {
   // The hubs open now, by session, for the writers to publish to without taking a
   // reference (a scope per batch): a hub enters when its RcMap entry is acquired
   // and leaves when the entry's scope closes, or when its session is deleted.
@@ -94,8 +100,12 @@ export const make = Effect.fnUntraced(function*(capacity: number) {
   /**
    * After a (re)load: entries that storage holds beyond what this service published
    * (written by a failed append that reached storage after all, or by another
-   * writer) are committed too; publishes those still in the ring, so subscribers
-   * get them, and lets a "missed" marker cover the rest.
+   * writer) are committed too; publishes those still retained (at most the hub's
+   * capacity, more would slide out anyway), so subscribers get them, and lets a
+   * "missed" marker cover the rest. Those the state's window holds come from it;
+   * older ones are read from storage and published only when they are the retained
+   * entries the load verified (each hashes to itself and to the retained hash at its
+   * sequence); a read that fails or differs publishes what verified before it.
    */
   const catchUp = (id: string, state: JournalState.JournalState): Effect.Effect<void> =>
     Effect.suspend(() => {
@@ -103,8 +113,27 @@ export const make = Effect.fnUntraced(function*(capacity: number) {
       if (hub === undefined) return Effect.void
       const from = nextOf(SubscriptionRef.getUnsafe(hub.committed)) ?? state.next_sequence
       if (state.next_sequence <= from) return advance(hub, state.next_sequence)
-      const unseen = JournalState.entries(state).filter((e) => e.sequence >= from)
-      return unseen.length > 0 ? publish(id, unseen) : advance(hub, state.next_sequence)
+      const inWindow = JournalState.entries(state).filter((e) => e.sequence >= from)
+      const windowStart = JournalState.windowStart(state)
+      const first = Math.max(from, state.next_sequence - JournalState.entryCount(state), state.next_sequence - capacity)
+      const publishAll = (older: ReadonlyArray<Entry.Entry>) => {
+        const unseen = older.length === 0 ? inWindow : [...older, ...inWindow]
+        return unseen.length > 0 ? publish(id, unseen) : advance(hub, state.next_sequence)
+      }
+      if (history === undefined || first >= windowStart) return publishAll([])
+      const older: Array<Entry.Entry> = []
+      return history(id, { from: first, limit: windowStart - first }).pipe(
+        Stream.takeWhile((entry) => {
+          const ok = entry.sequence === first + older.length && entry.sequence < windowStart &&
+            JournalState.retainedHashAt(state, entry.sequence) === entry.entry_hash &&
+            Entry.computeHash(entry) === entry.entry_hash
+          if (ok) older.push(entry)
+          return ok
+        }),
+        Stream.runDrain,
+        Effect.ignore,
+        Effect.andThen(Effect.suspend(() => publishAll(older)))
+      )
     })
 
   /** Whether the session has listeners now (`changes` subscribers or `awaitSequence` waiters). */

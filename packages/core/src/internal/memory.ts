@@ -31,7 +31,11 @@ const nextOf = (stored: Stored): number =>
 
 // The entry a checkpoint ends with: its sequence and hash.
 const lastOf = (stored: Stored): { readonly sequence: number; readonly entry_hash: string } | undefined =>
-  stored._tag === "Document" ? stored.document.entries[stored.document.entries.length - 1] : Ring.last(stored.state.entries)
+  stored._tag === "Document"
+    ? Checkpoint.lastOf(stored.document)
+    : Ring.size(stored.state.hashes) === 0
+    ? undefined
+    : { sequence: stored.state.next_sequence - 1, entry_hash: Ring.last(stored.state.hashes)! }
 
 const documentOf = (stored: Stored): Checkpoint.CheckpointJson =>
   stored._tag === "Document" ? stored.document : Checkpoint.encode(stored.state)
@@ -62,10 +66,13 @@ const lineBytes = (entry: Entry.Entry): number =>
     ? TOOL_LINE + entry.tool_name.length + entry.server_id.length + entry.agent_id.length
     : OTHER_LINE + entry.kind.length + JSON.stringify(entry.payload).length
 
-// A checkpoint's size, estimated the same way: its retained entries and counters.
+// A checkpoint's size, estimated the same way: its retained entries (or their
+// hashes) and counters.
+const HASH_BYTES = 67
 const documentBytes = (document: Checkpoint.CheckpointJson): number => {
   let bytes = 512 + JSON.stringify(document.meta ?? null).length
-  for (const entry of document.entries) bytes += lineBytes(entry as Entry.Entry)
+  if (document.v === 1) for (const entry of document.entries) bytes += lineBytes(entry as Entry.Entry)
+  else bytes += HASH_BYTES * document.hashes.length
   for (const name of document.tool_sequence) bytes += name.length + 3
   for (const [name] of document.tool_counts) bytes += name.length + 24
   return bytes
@@ -73,8 +80,7 @@ const documentBytes = (document: Checkpoint.CheckpointJson): number => {
 
 const stateBytes = (state: JournalState.JournalState): number => {
   let bytes = 512 + JSON.stringify(state.meta ?? null).length
-  const entries = state.entries
-  for (let i = entries.start; i < entries.end; i++) bytes += lineBytes(entries.buf[i]!)
+  bytes += HASH_BYTES * Ring.size(state.hashes)
   const names = state.tool_sequence
   for (let i = names.start; i < names.end; i++) bytes += names.buf[i]!.length + 3
   for (const name of HashMap.keys(state.tool_counts)) bytes += name.length + 24

@@ -195,8 +195,7 @@ export const decodeCheckpoint = (
   return Result.succeed(decoded.success)
 }
 
-const hashList = (state: JournalState.JournalState): string =>
-  Ring.toArray(state.entries).map((e) => e.entry_hash).join(",")
+const hashList = (state: JournalState.JournalState): string => Ring.toArray(state.hashes).join(",")
 
 /**
  * The first field in which two states differ (meta excepted: it is not chained),

@@ -4,10 +4,12 @@
  * object, a `HashMap` update, bigint arithmetic); a replay from sequence 0 never
  * looks at the intermediate states, only at the links, the hashes, the eviction fold
  * and, where a checkpoint claims it, the state at one sequence. This accumulator
- * keeps exactly the data of `JournalState.fold` — the retained window and the tool
+ * keeps exactly the data of `JournalState.fold` — the retained hashes and the tool
  * names in circular buffers, the counters as exact numbers that switch to bigints
  * only past 2^53, the tool counts in a `Map` — and builds the `JournalState` on
- * demand. Its result is the fold's, field for field (tested against it).
+ * demand. Its result is the fold's, field for field (tested against it), except
+ * that it keeps no window of recent entries: a replay's state is read for its head,
+ * counters and hashes, and an empty window is a valid one.
  */
 import * as HashMap from "effect/HashMap"
 import * as Chain from "../Chain.ts"
@@ -17,6 +19,7 @@ import * as Sha256 from "../Sha256.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
 import * as Ring from "./Ring.ts"
 import { OUTCOME_KIND, outcomeBytes } from "./validate.ts"
+import * as Window from "./Window.ts"
 
 // A non-negative sum of integers up to 2^53 − 1, exact at any size and saturating at
 // 2^64 − 1 (like the fold's `sat` on every step: the increments are non-negative,
@@ -44,7 +47,7 @@ const sat = (n: number): bigint => {
 
 // A window of the last `cap` items: `buf` grows to `cap`, then the oldest item (at
 // `start`) is overwritten.
-class Window<A> {
+class Circular<A> {
   private buf: Array<A> = []
   private start = 0
   private readonly cap: number
@@ -119,8 +122,9 @@ export class ReplayFold {
   nextSequence = 0
   evictedHead: string | null = null
   meta: SessionMeta | null = null
-  private readonly entries: Window<Entry.Entry>
-  private readonly tools: Window<string>
+  private readonly hashes: Circular<string>
+  private readonly windowBytes: number
+  private readonly tools: Circular<string>
   private readonly bytesRead = new Sum()
   private readonly bytesWritten = new Sum()
   private invocations = 0
@@ -135,25 +139,26 @@ export class ReplayFold {
     this.sessionId = empty.session_id
     this.entryCap = empty.entry_cap
     this.toolCountsCap = empty.tool_counts_cap
-    this.entries = new Window(empty.entry_cap)
-    this.tools = new Window(empty.entry_cap)
+    this.hashes = new Circular(empty.entry_cap)
+    this.windowBytes = empty.window_bytes
+    this.tools = new Circular(empty.entry_cap)
   }
 
   /** `JournalState.lastHash` of the state. */
   lastHash(): string {
-    return this.entries.last()?.entry_hash ?? Entry.ZERO_HASH
+    return this.hashes.last() ?? Entry.ZERO_HASH
   }
 
-  /** The retained entry at `sequence`, if the window holds it. */
-  retainedAt(sequence: number): Entry.Entry | undefined {
-    return this.entries.get(sequence - (this.nextSequence - this.entries.size))
+  /** The hash of the retained entry at `sequence`, if it is retained. */
+  retainedAt(sequence: number): string | undefined {
+    return this.hashes.get(sequence - (this.nextSequence - this.hashes.size))
   }
 
   /** `JournalState.fold` of `entry` (taken as given, linked and hashed by the caller). */
   fold(entry: Entry.Entry): void {
     this.built = null
-    const evicted = this.entryCap <= 0 ? entry : this.entries.push(entry)
-    if (evicted !== undefined) this.evictedHead = foldHex(this.evictedHead ?? "", evicted.entry_hash)
+    const evicted = this.entryCap <= 0 ? entry.entry_hash : this.hashes.push(entry.entry_hash)
+    if (evicted !== undefined) this.evictedHead = foldHex(this.evictedHead ?? "", evicted)
     this.nextSequence = entry.sequence + 1
     if (!Entry.isTool(entry)) {
       this.messages++
@@ -195,7 +200,9 @@ export class ReplayFold {
       entry_cap: this.entryCap,
       tool_counts_cap: this.toolCountsCap,
       next_sequence: this.nextSequence,
-      entries: Ring.fromArray(this.entries.toArray()),
+      hashes: Ring.fromArray(this.hashes.toArray()),
+      window: Window.empty(),
+      window_bytes: this.windowBytes,
       tool_sequence: Ring.fromArray(this.tools.toArray()),
       evicted_head: this.evictedHead,
       data_flow: {
@@ -214,12 +221,6 @@ export class ReplayFold {
   }
 }
 
-const retainedIn = (state: JournalState.JournalState, sequence: number): Entry.Entry | undefined => {
-  const size = Ring.size(state.entries)
-  const first = state.next_sequence - size
-  if (sequence < first || sequence >= state.next_sequence) return undefined
-  return Ring.get(state.entries, sequence - first)
-}
 
 /**
  * The state a recovery replays onto: an immutable `JournalState` folded entry by
@@ -255,8 +256,9 @@ export class Replayed {
     return this.mutable === null ? JournalState.lastHash(this.immutable) : this.mutable.lastHash()
   }
 
-  retainedAt(sequence: number): Entry.Entry | undefined {
-    return this.mutable === null ? retainedIn(this.immutable, sequence) : this.mutable.retainedAt(sequence)
+  /** The hash of the retained entry at `sequence`, if it is retained. */
+  retainedAt(sequence: number): string | undefined {
+    return this.mutable === null ? JournalState.retainedHashAt(this.immutable, sequence) : this.mutable.retainedAt(sequence)
   }
 
   fold(entry: Entry.Entry): void {

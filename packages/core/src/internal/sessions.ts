@@ -79,6 +79,7 @@ export interface Config {
   readonly maxBatch: number
   readonly conflictRetries: number
   readonly checkpointMinBytes: number
+  readonly windowBytes: number
 }
 
 /** The open sessions of one service; closed with the scope it is made in. */
@@ -118,6 +119,7 @@ export const make = Effect.fnUntraced(function*(config: Config) {
     maxBatch: config.maxBatch,
     conflictRetries: config.conflictRetries,
     checkpointMinBytes: config.checkpointMinBytes,
+    windowBytes: config.windowBytes,
     idle
   })
 
@@ -145,7 +147,7 @@ export const make = Effect.fnUntraced(function*(config: Config) {
       const handle = yield* config.persistence.open(id, { mode: "write", caps: config.caps })
       const loaded = yield* Writer.load(handle, "write")
       yield* hubs.catchUp(id, loaded.state)
-      const ref = yield* Ref.make<Writer.Slot>(Writer.slotOf(loaded, id))
+      const ref = yield* Ref.make<Writer.Slot>(Writer.slotOf(loaded, id, config.windowBytes))
       const queue = yield* Queue.unbounded<Writer.Request<unknown>, Cause.Done>()
       const session: OpenSession = {
         id,

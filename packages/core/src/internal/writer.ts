@@ -97,9 +97,9 @@ export const blockedBy = (loaded: Persistence.Loaded, id: string): CorruptJourna
     reason: `${loaded.recovery.stopped.reason}: ${loaded.recovery.stopped.detail} (session ${id} needs repair: session-journal repair ${id})`
   })
 
-/** The slot of a freshly loaded session. */
-export const slotOf = (loaded: Persistence.Loaded, id: string): Slot => ({
-  state: loaded.state,
+/** The slot of a freshly loaded session, its window on the service's budget. */
+export const slotOf = (loaded: Persistence.Loaded, id: string, windowBytes: number): Slot => ({
+  state: JournalState.withWindowBytes(loaded.state, windowBytes),
   blocked: blockedBy(loaded, id),
   sinceCheckpoint: loaded.sinceCheckpointBytes ?? 0,
   checkpointBytes: loaded.checkpointBytes ?? 0
@@ -142,6 +142,8 @@ export interface Settings {
   readonly maxBatch: number
   readonly conflictRetries: number
   readonly checkpointMinBytes: number
+  /** The budget of each session's window of recent entries. */
+  readonly windowBytes: number
   /**
    * Called when the writer finds the queue empty while the queued writes hold a
    * reference to the session (`Target.reference`): lets that reference go.
@@ -198,7 +200,7 @@ export const make = (settings: Settings) => {
         hubs.catchUp(target.id, loaded.state),
         // A reload after a failure keeps the larger count: the writer's own, or what
         // the adapter reports as stored since its checkpoint.
-        { ...slotOf(loaded, target.id), sinceCheckpoint: Math.max(previous.sinceCheckpoint, loaded.sinceCheckpointBytes ?? 0) }
+        { ...slotOf(loaded, target.id, settings.windowBytes), sinceCheckpoint: Math.max(previous.sinceCheckpoint, loaded.sinceCheckpointBytes ?? 0) }
       ))
 
   // Whether the policy wants a checkpoint of this slot now.

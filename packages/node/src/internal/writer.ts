@@ -362,7 +362,7 @@ export class Writer {
     return this.storeCheckpoint(
       document.session_id,
       document.next_sequence,
-      document.entries[document.entries.length - 1],
+      Checkpoint.lastOf(document),
       (write) => write(Segment.stringify(document))
     )
   }
@@ -376,7 +376,9 @@ export class Writer {
     return this.storeCheckpoint(
       state.session_id,
       state.next_sequence,
-      state.entries.end > state.entries.start ? state.entries.buf[state.entries.end - 1] : undefined,
+      JournalState.entryCount(state) === 0
+        ? undefined
+        : { sequence: state.next_sequence - 1, entry_hash: JournalState.lastHash(state) },
       (write) => Checkpoint.writeJsonText(state, write)
     )
   }

@@ -5,7 +5,7 @@
  * transaction), and storing a checkpoint document only when the stored rows bear
  * it out.
  */
-import { Chain, type Checkpoint, Entry, JournalState, Persistence, SequenceConflict, StorageError, StorageReason } from "@session-journal/core"
+import { Chain, Checkpoint, Entry, JournalState, Persistence, SequenceConflict, StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as PubSub from "effect/PubSub"
 import * as Result from "effect/Result"
@@ -28,7 +28,7 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
     Effect.gen(function*() {
       const doc = stringify(document)
       const next = document.next_sequence
-      const last = document.entries[document.entries.length - 1]
+      const last = Checkpoint.lastOf(document)
       const head = Chain.exportedHead(document.evicted_head, last?.entry_hash)
       const matchesLast = last === undefined
         ? sql`TRUE`
