@@ -51,7 +51,16 @@ export const fold = (s: LegacyState, entry: Entry.Entry): LegacyState => {
   let evicted = s.evicted_head
   while (entries.length > s.entry_cap) evicted = Chain.foldHash(evicted ?? "", entries.shift()!.entry_hash)
   const base = { ...s, entries, evicted_head: evicted, next_sequence: entry.sequence + 1 }
-  if (!Entry.isTool(entry)) return { ...base, message_count: sat(s.message_count + 1n) }
+  if (!Entry.isTool(entry)) {
+    // An outcome adds its bytes (docs/DESIGN.md §13), as the fold of today's state does.
+    const flow = entry.kind === Entry.OUTCOME_KIND ? Entry.outcomeBytes(entry.payload) : null
+    const data_flow = flow === null ? s.data_flow : {
+      ...s.data_flow,
+      total_bytes_read: sat(s.data_flow.total_bytes_read + BigInt(flow.read)),
+      total_bytes_written: sat(s.data_flow.total_bytes_written + BigInt(flow.written))
+    }
+    return { ...base, data_flow, message_count: sat(s.message_count + 1n) }
+  }
   const name = entry.tool_name
   const tool_sequence = [...s.tool_sequence, name].slice(Math.max(0, s.tool_sequence.length + 1 - s.entry_cap))
   const counts = new Map(s.tool_counts)
