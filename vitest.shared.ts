@@ -18,7 +18,9 @@ export const fromSources = defineProject({
   ssr: { resolve: { conditions } },
   test: {
     env: {
-      NODE_OPTIONS: [process.env["NODE_OPTIONS"], `--conditions=${SOURCE_CONDITION}`].filter((o) => o !== undefined && o !== "").join(" ")
+      NODE_OPTIONS: [process.env["NODE_OPTIONS"], `--conditions=${SOURCE_CONDITION}`].filter((o) =>
+        o !== undefined && o !== ""
+      ).join(" ")
     }
   }
 })

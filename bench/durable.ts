@@ -70,7 +70,9 @@ await withTempDir("durable", async (dir) => {
   }))
   const s = await interleaveMany(rounds, sides, { log, label: "durable" })
   const base = s[sides[0]!.name]!
-  process.stdout.write(`| variant (sync/place/thread/lines per sync) | lines/s | ratio to ${sides[0]!.name} |\n|---|---|---|\n`)
+  process.stdout.write(
+    `| variant (sync/place/thread/lines per sync) | lines/s | ratio to ${sides[0]!.name} |\n|---|---|---|\n`
+  )
   for (const side of sides) {
     const mine = s[side.name]!
     const ratio = median(mine.map((m, i) => rate(m) / rate(base[i]!)))

@@ -53,7 +53,10 @@ const area = (url: string, name: string): string => {
 }
 
 const short = (url: string): string =>
-  url.replace(/^file:\/\//, "").replace(/.*\/node_modules\/\.pnpm\/[^/]+\/node_modules\//, "").replace(/.*\/packages\//, "packages/")
+  url.replace(/^file:\/\//, "").replace(/.*\/node_modules\/\.pnpm\/[^/]+\/node_modules\//, "").replace(
+    /.*\/packages\//,
+    "packages/"
+  )
 
 for (const file of files) {
   const profile = JSON.parse(fs.readFileSync(file, "utf8")) as Profile
@@ -82,7 +85,9 @@ for (const file of files) {
   const pct = (us: number) => `${((100 * us) / total).toFixed(1).padStart(5)} %`
   process.stdout.write(
     `\n${file}: ${(total / 1000).toFixed(0)} ms busy, ${(idle / 1000).toFixed(0)} ms idle ` +
-      `(main thread waiting, e.g. for I/O in libuv's pool: ${((100 * idle) / (idle + total)).toFixed(0)} % of the wall time)\n\nby area (share of busy time):\n`
+      `(main thread waiting, e.g. for I/O in libuv's pool: ${
+        ((100 * idle) / (idle + total)).toFixed(0)
+      } % of the wall time)\n\nby area (share of busy time):\n`
   )
   for (const [a, us] of [...areas].sort((x, y) => y[1] - x[1])) process.stdout.write(`  ${pct(us)}  ${a}\n`)
   process.stdout.write(`\ntop ${top} functions by self time:\n`)
@@ -94,7 +99,9 @@ for (const file of files) {
     const walk = (id: number, open: Set<string>): number => {
       const n = byId.get(id)!
       let t = self.get(id) ?? 0
-      const key = `${n.callFrame.functionName || "(anonymous)"}  ${short(n.callFrame.url)}:${n.callFrame.lineNumber + 1}`
+      const key = `${n.callFrame.functionName || "(anonymous)"}  ${short(n.callFrame.url)}:${
+        n.callFrame.lineNumber + 1
+      }`
       const counts = inclusive.test(n.callFrame.functionName) && /packages\//.test(n.callFrame.url) && !open.has(key)
       if (counts) open.add(key)
       for (const c of n.children ?? []) t += walk(c, open)
@@ -106,6 +113,8 @@ for (const file of files) {
     }
     walk(profile.nodes[0]!.id, new Set())
     process.stdout.write(`\ninclusive time of journal functions matching ${inclusive}:\n`)
-    for (const [k, us] of [...inc].sort((x, y) => y[1] - x[1]).slice(0, top)) process.stdout.write(`  ${pct(us)}  ${k}\n`)
+    for (const [k, us] of [...inc].sort((x, y) => y[1] - x[1]).slice(0, top)) {
+      process.stdout.write(`  ${pct(us)}  ${k}\n`)
+    }
   }
 }

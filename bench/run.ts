@@ -5,9 +5,9 @@
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
-import { requireOneCore } from "./lib/oneCore.ts"
 import type { Figure, Scenario } from "./lib/harness.ts"
 import { jsonLine, notRun, table } from "./lib/harness.ts"
+import { requireOneCore } from "./lib/oneCore.ts"
 import { chatScenario } from "./scenarios/chat.ts"
 import { claudeCodeArchive, claudeCodeFollow } from "./scenarios/claudeCode.ts"
 import { claudeCodeHook } from "./scenarios/claudeCodeHook.ts"
@@ -79,14 +79,14 @@ for (const scenario of selected) {
       ? produced
       : produced.filter((f) => only.includes(f.name))
     figures.push(...wanted)
-    if (json) for (const f of wanted) process.stdout.write(jsonLine(f) + "\n")
+    if (json) { for (const f of wanted) process.stdout.write(jsonLine(f) + "\n") }
   } catch (error) {
     const why = `failed: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`
     log(`  ${scenario.name} ${why}`)
     if (error instanceof Error && error.stack !== undefined) log(error.stack)
     const failed = scenario.figures.map((name) => notRun(name, "", "", null, why))
     figures.push(...failed)
-    if (json) for (const f of failed) process.stdout.write(jsonLine(f) + "\n")
+    if (json) { for (const f of failed) process.stdout.write(jsonLine(f) + "\n") }
   }
   log(`  done in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
 }
@@ -100,9 +100,15 @@ const cpuModel = (): string => {
 const machine = `${os.availableParallelism()} CPUs (${cpuModel()}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ` +
   `${os.type()} ${os.release()}, Node ${process.version}, temp dir ${os.tmpdir()}, load average before/after ` +
   `${loadBefore.map((l) => l.toFixed(1)).join(" ")} / ${os.loadavg().map((l) => l.toFixed(1)).join(" ")}`
-const summary = `\n${table(figures)}\n\n${quick ? "quick run" : "full run"} in ${((performance.now() - started) / 1000).toFixed(1)} s; ` +
+const summary =
+  `\n${table(figures)}\n\n${quick ? "quick run" : "full run"} in ${
+    ((performance.now() - started) / 1000).toFixed(1)
+  } s; ` +
   `ratios are medians of interleaved per-round ratios.` +
-  (quick ? ` Quick sizes are smaller than the goals assume (e.g. 20,000 instead of 1,000,000 entries): ` +
-    `the goal column is checked, but only a full run says whether a goal is met.` : "") + `\n${machine}\n`
+  (quick ?
+    ` Quick sizes are smaller than the goals assume (e.g. 20,000 instead of 1,000,000 entries): ` +
+    `the goal column is checked, but only a full run says whether a goal is met.` :
+    "") +
+  `\n${machine}\n`
 if (json) log(summary)
 else process.stdout.write(summary)

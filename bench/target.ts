@@ -14,11 +14,11 @@
  * fs.record.many_sessions, fs.replay (verify of a written history), fs.open,
  * cli.verify (the binary runs with `--cpu-prof`; its profile goes next to FILE).
  */
+import * as Effect from "effect/Effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import { Session } from "node:inspector/promises"
-import { spawnSync } from "node:child_process"
 import * as path from "node:path"
-import * as Effect from "effect/Effect"
 import { Persistence } from "../packages/core/src/index.ts"
 import { loadCli, loadNode, nodeEnv } from "./lib/adapters.ts"
 import { journalRuntime, params, recordConcurrent, recordSequential, serviceOf, withTempDir } from "./lib/env.ts"
@@ -134,7 +134,9 @@ switch (target) {
       encoding: "utf8",
       env: nodeEnv({
         SESSION_JOURNAL_DIR: h.root,
-        ...(profileDir === null ? {} : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir} --cpu-prof-name=cli.verify.cpuprofile` })
+        ...(profileDir === null
+          ? {}
+          : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir} --cpu-prof-name=cli.verify.cpuprofile` })
       })
     })
     if (out.status !== 0) throw new Error(`verify exited ${out.status}: ${out.stderr}`)
@@ -150,5 +152,7 @@ const ms = performance.now() - t0
 const cpu = process.cpuUsage(cpu0)
 log(
   `${target}: ${ops} operations in ${ms.toFixed(0)} ms (${(ops / (ms / 1000)).toFixed(0)}/s); ` +
-    `process CPU ${((cpu.user + cpu.system) / ops).toFixed(1)} µs per operation (user ${(cpu.user / ops).toFixed(1)}, system ${(cpu.system / ops).toFixed(1)})`
+    `process CPU ${((cpu.user + cpu.system) / ops).toFixed(1)} µs per operation (user ${
+      (cpu.user / ops).toFixed(1)
+    }, system ${(cpu.system / ops).toFixed(1)})`
 )

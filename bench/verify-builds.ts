@@ -12,8 +12,8 @@
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
-import { parseAndHashTwice } from "./lib/rawVerify.ts"
 import { NodeSha256 } from "../packages/node/src/index.ts"
+import { parseAndHashTwice } from "./lib/rawVerify.ts"
 const root = process.argv[2]!
 const id = "bench-history"
 const rounds = Number(process.argv[3] ?? 3)
@@ -53,7 +53,10 @@ for (let r = 0; r < rounds; r++) {
     rate[s.name]!.push(x.n / x.ms * 1000)
   }
   const ratio = (name: string) => (rate[name]![r]! / rate["baseline"]![r]!).toFixed(2)
-  console.log(`round ${r + 1}: ` + sides.map((s) => `${s.name} ${Math.round(rate[s.name]![r]!)}/s (ratio ${ratio(s.name)})`).join(", "))
+  console.log(
+    `round ${r + 1}: ` +
+      sides.map((s) => `${s.name} ${Math.round(rate[s.name]![r]!)}/s (ratio ${ratio(s.name)})`).join(", ")
+  )
 }
 const med = (xs: ReadonlyArray<number>): number => {
   const s = [...xs].sort((a, b) => a - b)

@@ -46,10 +46,14 @@ for (const { dir } of packages) {
 }
 
 // One `tsc -b` over the packages' source projects: references are built in order.
-execFileSync(path.join(root, "node_modules", ".bin", "tsc"), ["-b", ...packages.map((p) => path.relative(root, p.dir))], {
-  cwd: root,
-  stdio: "inherit"
-})
+execFileSync(
+  path.join(root, "node_modules", ".bin", "tsc"),
+  ["-b", ...packages.map((p) => path.relative(root, p.dir))],
+  {
+    cwd: root,
+    stdio: "inherit"
+  }
+)
 
 for (const { dir, manifest } of packages) {
   const main = manifest.imports?.["#main"]

@@ -37,7 +37,10 @@ export const lazyGraphemes = (): Plugin => {
         }
         // As many line breaks as the expression had: the lines after it keep their
         // numbers, so the module's own source map (map: null) stays right.
-        return { code: code.replace(original, (found) => replacement + "\n".repeat(found.split("\n").length - 1)), map: null }
+        return {
+          code: code.replace(original, (found) => replacement + "\n".repeat(found.split("\n").length - 1)),
+          map: null
+        }
       }
     }
   }

@@ -49,7 +49,9 @@ for (const target of [...marks, count]) {
     Array.from({ length: callers }, (_, c) => c),
     (c) =>
       Effect.gen(function*() {
-        for (let i = 0; i < per && c * per + i < todo; i++) yield* journal.record("bench-rss", params(base + c * per + i))
+        for (let i = 0; i < per && c * per + i < todo; i++) {
+          yield* journal.record("bench-rss", params(base + c * per + i))
+        }
       }),
     { concurrency: "unbounded", discard: true }
   ))
@@ -65,13 +67,17 @@ for (const target of [...marks, count]) {
   if (target !== count) {
     process.stderr.write(
       `${target}: RSS ${(m.rss / MiB).toFixed(1)} MiB, highest ${(m.rssPeak / MiB).toFixed(1)}, V8 pages ` +
-        `${(m.v8Pages / MiB).toFixed(1)} (pooled ${(m.v8Pooled / MiB).toFixed(1)}), heap used ${(m.heapUsed / MiB).toFixed(1)}\n`
+        `${(m.v8Pages / MiB).toFixed(1)} (pooled ${(m.v8Pooled / MiB).toFixed(1)}), heap used ${
+          (m.heapUsed / MiB).toFixed(1)
+        }\n`
     )
   }
   // The figure is read after ordinary full collections; then, at the end only (it
   // changes what the heap holds for the records after it), once more after a
   // memory-reducing one.
   const reduced = target === count ? readMemory({ reduce: true }) : undefined
-  process.stdout.write(JSON.stringify({ count: state.next_sequence, ...m, reduced, sha256: core.Sha256.implementation() }) + "\n")
+  process.stdout.write(
+    JSON.stringify({ count: state.next_sequence, ...m, reduced, sha256: core.Sha256.implementation() }) + "\n"
+  )
 }
 await rt.dispose()

@@ -6,10 +6,10 @@
  * `--expose-gc`, after `pnpm build`: it runs the packages from their `dist/`, as
  * they are published (`loadBuiltPackages`).
  */
-import * as fs from "node:fs"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as fs from "node:fs"
 import { loadBuiltPackages, readMemory } from "../lib/child.ts"
 import { toolParams } from "../lib/params.ts"
 

@@ -5,12 +5,12 @@
  * scenario reports "not run: <why>" instead of failing the whole run or inventing
  * a figure.
  */
+import type * as Layer from "effect/Layer"
 import { execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
-import type * as Layer from "effect/Layer"
 import type { Persistence } from "../../packages/core/src/index.ts"
 
 /** The repository root. */
@@ -33,7 +33,10 @@ export const loadNode = async (): Promise<Loaded<FsLayer>> => {
     if (typeof layer !== "function") {
       return fail("@session-journal/node does not export NodePersistence.layer yet")
     }
-    return { ok: true, value: (root) => (layer as (o: { root: string }) => Layer.Layer<Persistence.Persistence, unknown>)({ root }) }
+    return {
+      ok: true,
+      value: (root) => (layer as (o: { root: string }) => Layer.Layer<Persistence.Persistence, unknown>)({ root })
+    }
   } catch (error) {
     return fail(`@session-journal/node failed to load: ${firstLine(error)}`)
   }
@@ -48,7 +51,9 @@ export type PgLayer = (tablePrefix: string) => Layer.Layer<Persistence.Persisten
 /** `PgPersistence.layerFromUrl(url, { tablePrefix })` from `@session-journal/postgres`, if the server answers. */
 export const loadPostgres = async (): Promise<Loaded<PgLayer>> => {
   const ready = spawnSync("pg_isready", ["-d", pgUrl, "-q"], { stdio: "ignore" })
-  if (ready.error !== undefined) return fail(`pg_isready is not installed: cannot tell whether PostgreSQL runs at ${pgUrl}`)
+  if (ready.error !== undefined) {
+    return fail(`pg_isready is not installed: cannot tell whether PostgreSQL runs at ${pgUrl}`)
+  }
   if (ready.status !== 0) return fail(`PostgreSQL does not answer at ${pgUrl}`)
   try {
     const mod: Record<string, unknown> = await import("../../packages/postgres/src/index.ts")
@@ -72,7 +77,8 @@ export const loadPostgres = async (): Promise<Loaded<PgLayer>> => {
 
 /** Drops every table whose name starts with `prefix` (bench prefixes are unique per run). */
 export const dropPgTables = (prefix: string): void => {
-  const sql = `DO $$ DECLARE t text; BEGIN FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ` +
+  const sql =
+    `DO $$ DECLARE t text; BEGIN FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ` +
     `AND starts_with(tablename, '${prefix}') LOOP EXECUTE format('DROP TABLE IF EXISTS %I CASCADE', t); END LOOP; END $$;`
   try {
     execFileSync("psql", [pgUrl, "-q", "-c", sql], { stdio: "ignore" })
@@ -126,10 +132,18 @@ export const loadSqlite = (log: (line: string) => void): Loaded<SqliteCtor> => {
       env: nodeEnv({ npm_config_nodedir: headers.value })
     })
     if (headers.temp !== undefined) fs.rmSync(headers.temp, { recursive: true, force: true })
-    if (rebuilt.status !== 0) return fail(`rebuilding better-sqlite3 failed: ${(rebuilt.stderr || rebuilt.stdout).slice(-300)}`)
+    if (rebuilt.status !== 0) {
+      return fail(`rebuilding better-sqlite3 failed: ${(rebuilt.stderr || rebuilt.stdout).slice(-300)}`)
+    }
     result = probe()
   }
-  if (result.status !== 0) return fail(`better-sqlite3 does not load: ${result.stderr.split("\n").find((l) => l.includes("Error")) ?? result.stderr.slice(0, 200)}`)
+  if (result.status !== 0) {
+    return fail(
+      `better-sqlite3 does not load: ${
+        result.stderr.split("\n").find((l) => l.includes("Error")) ?? result.stderr.slice(0, 200)
+      }`
+    )
+  }
   return { ok: true, value: require("better-sqlite3") as SqliteCtor }
 }
 
@@ -147,22 +161,31 @@ const nodeHeaders = (log: (line: string) => void): Loaded<string> & { readonly t
   const pkg = `node-${process.platform}-${process.arch}`
   const pnpmDir = path.join(repoRoot, "node_modules", ".pnpm")
   for (const entry of fs.existsSync(pnpmDir) ? fs.readdirSync(pnpmDir) : []) {
-    for (const candidate of [
-      path.join(pnpmDir, entry, "node_modules", pkg),
-      path.join(pnpmDir, entry, "node_modules", "node", "node_modules", pkg)
-    ]) {
-      if (entry.startsWith(`${pkg}@${process.version.slice(1)}`) || entry.startsWith(`node@${process.version.slice(1)}`)) {
+    for (
+      const candidate of [
+        path.join(pnpmDir, entry, "node_modules", pkg),
+        path.join(pnpmDir, entry, "node_modules", "node", "node_modules", pkg)
+      ]
+    ) {
+      if (
+        entry.startsWith(`${pkg}@${process.version.slice(1)}`) || entry.startsWith(`node@${process.version.slice(1)}`)
+      ) {
         if (has(candidate)) return { ok: true, value: candidate }
       }
     }
   }
   const temp = fs.mkdtempSync(path.join(os.tmpdir(), "sj-bench-node-headers-"))
   log(`  fetching ${pkg}@${process.version.slice(1)} from the npm registry for its C headers`)
-  const packed = spawnSync("npm", ["pack", `${pkg}@${process.version.slice(1)}`, "--silent"], { cwd: temp, encoding: "utf8" })
+  const packed = spawnSync("npm", ["pack", `${pkg}@${process.version.slice(1)}`, "--silent"], {
+    cwd: temp,
+    encoding: "utf8"
+  })
   const tarball = packed.stdout.trim().split("\n").pop()
   if (packed.status !== 0 || tarball === undefined || tarball === "") {
     fs.rmSync(temp, { recursive: true, force: true })
-    return fail(`no C headers of Node ${process.version} were found and npm pack ${pkg} failed: ${packed.stderr.slice(-200)}`)
+    return fail(
+      `no C headers of Node ${process.version} were found and npm pack ${pkg} failed: ${packed.stderr.slice(-200)}`
+    )
   }
   const unpacked = spawnSync("tar", ["-xzf", tarball, "package/include"], { cwd: temp, encoding: "utf8" })
   if (unpacked.status !== 0 || !has(path.join(temp, "package"))) {

@@ -31,8 +31,7 @@ export const lastJsonLine = <A>(label: string, command: string, args: ReadonlyAr
 type Core = typeof import("../../packages/core/src/index.ts")
 type NodePackage = typeof import("../../packages/node/src/index.ts")
 
-const distEntry = (name: string) =>
-  path.resolve(import.meta.dirname, "..", "..", "packages", name, "dist", "index.js")
+const distEntry = (name: string) => path.resolve(import.meta.dirname, "..", "..", "packages", name, "dist", "index.js")
 
 /** Whether `pnpm build` has produced the core and node packages' `dist/`. */
 export const packagesBuilt = (): boolean => ["core", "node"].every((name) => fs.existsSync(distEntry(name)))

@@ -3,12 +3,12 @@
  * afterwards), the tool parameters every scenario records, the exact entries and
  * segment lines they produce, and a runtime for a journal layer.
  */
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { Entry, JournalState, Persistence, SessionJournal } from "../../packages/core/src/index.ts"
 import { toolPreimage } from "../../packages/core/src/internal/preimage.ts"
 import { toolParams } from "./params.ts"

@@ -112,7 +112,7 @@ export const interleaveMany = async (
 ): Promise<Record<string, Array<Sample>>> => {
   const out: Record<string, Array<Sample>> = {}
   for (const side of sides) out[side.name] = []
-  if (options?.warmup !== false) for (const side of sides) await side.run(-1)
+  if (options?.warmup !== false) { for (const side of sides) await side.run(-1) }
   for (let r = 0; r < rounds; r++) {
     for (let k = 0; k < sides.length; k++) {
       const side = sides[(r + k) % sides.length]!
@@ -234,7 +234,11 @@ export const table = (figures: ReadonlyArray<Figure>): string => {
     ...rows.map((r) => `| ${r.join(" | ")} |`)
   ]
   const notes = figures.flatMap((f) =>
-    f.not_run !== undefined ? [`- ${f.name}: not run: ${f.not_run}`] : f.note !== undefined ? [`- ${f.name}: ${f.note}`] : []
+    f.not_run !== undefined
+      ? [`- ${f.name}: not run: ${f.not_run}`]
+      : f.note !== undefined
+      ? [`- ${f.name}: ${f.note}`]
+      : []
   )
   return [...lines, ...(notes.length > 0 ? ["", ...notes] : [])].join("\n")
 }

@@ -5,9 +5,9 @@
  * the node package's own framing functions (or, if those are not available,
  * through the adapter with `writeAll` batches).
  */
+import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as Effect from "effect/Effect"
 import { Checkpoint, type Entry, JournalState, type SessionJournal } from "../../packages/core/src/index.ts"
 import type { FsLayer } from "./adapters.ts"
 import { journalRuntime, makeEntries, params, removeDir, serviceOf, tempDir } from "./env.ts"
@@ -71,7 +71,13 @@ const ROLL_BYTES = 256 * 1024
  * `verify` passes over every entry, so a wrong file fails the run instead of
  * producing a figure.
  */
-const writeDirect = (format: SegmentFormat, root: string, id: string, entries: number, checkpointSize: () => number): void => {
+const writeDirect = (
+  format: SegmentFormat,
+  root: string,
+  id: string,
+  entries: number,
+  checkpointSize: () => number
+): void => {
   const dir = path.join(root, id)
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
   fs.chmodSync(root, 0o700)
@@ -129,7 +135,9 @@ const build = async (layer: FsLayer, entries: number, log: (line: string) => voi
     const cpSize = Buffer.byteLength(format.stringify(Checkpoint.encode(fullRing)))
     writeDirect(format, root, id, entries, () => cpSize)
   } else {
-    log(`  building a ${entries.toLocaleString("en-US")}-entry session through the adapter (writeAll batches of ${BATCH})`)
+    log(
+      `  building a ${entries.toLocaleString("en-US")}-entry session through the adapter (writeAll batches of ${BATCH})`
+    )
     const rt = journalRuntime(layer(root))
     try {
       const journal = await serviceOf(rt)

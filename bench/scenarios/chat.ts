@@ -9,10 +9,6 @@
  * Bytes are read from `/proc/self/io` (`wchar`), so every write counts: segments,
  * checkpoints, lock files, temp files.
  */
-import * as fs from "node:fs"
-import { createRequire } from "node:module"
-import * as path from "node:path"
-import { pathToFileURL } from "node:url"
 import { Chat, LanguageModel, type Prompt, type Response, Tool, Toolkit } from "effect/ai"
 import * as Effect from "effect/Effect"
 import type * as FileSystem from "effect/FileSystem"
@@ -21,17 +17,31 @@ import type * as Path from "effect/Path"
 import { KeyValueStore, Persistence as KvPersistence } from "effect/persistence"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as path from "node:path"
+import { pathToFileURL } from "node:url"
 import { SessionJournal } from "../../packages/core/src/index.ts"
 import { firstLine, type FsLayer, loadNode, repoRoot } from "../lib/adapters.ts"
 import { withTempDir } from "../lib/env.ts"
-import { durationFigure, type Figure, interleaveMany, notRun, type RunOptions, type Sample, type Scenario } from "../lib/harness.ts"
+import {
+  durationFigure,
+  type Figure,
+  interleaveMany,
+  notRun,
+  type RunOptions,
+  type Sample,
+  type Scenario
+} from "../lib/harness.ts"
 
 const Lookup = Tool.make("lookup", {
   parameters: Schema.Struct({ query: Schema.String }),
   success: Schema.Struct({ answer: Schema.String })
 })
 const Tools = Toolkit.make(Lookup)
-const ToolHandlers = Tools.toLayer({ lookup: ({ query }) => Effect.succeed({ answer: `answer to ${query}: ${"x".repeat(60)}` }) })
+const ToolHandlers = Tools.toLayer({
+  lookup: ({ query }) => Effect.succeed({ answer: `answer to ${query}: ${"x".repeat(60)}` })
+})
 
 const lastUserText = (prompt: Prompt.Prompt): string | undefined => {
   const last = prompt.content[prompt.content.length - 1]
@@ -85,7 +95,10 @@ const conversation = (turns: number) =>
 
 type ChatLayer = Layer.Layer<Chat.Persistence, unknown>
 
-const measure = async (layer: ChatLayer, turns: number): Promise<Sample & { readonly bytes: number; readonly messages: number }> => {
+const measure = async (
+  layer: ChatLayer,
+  turns: number
+): Promise<Sample & { readonly bytes: number; readonly messages: number }> => {
   const before = wchar()
   const t0 = performance.now()
   const exported = await Effect.runPromise(
@@ -106,7 +119,9 @@ const platformNode = async (): Promise<Layer.Layer<FileSystem.FileSystem | Path.
 
 const journalChat = async (fsLayer: FsLayer, root: string): Promise<ChatLayer> => {
   const mod: Record<string, unknown> = await import("../../packages/ai/src/index.ts")
-  const ns = mod["JournalChat"] as { readonly layer?: () => Layer.Layer<Chat.Persistence, never, SessionJournal.SessionJournal> } | undefined
+  const ns = mod["JournalChat"] as {
+    readonly layer?: () => Layer.Layer<Chat.Persistence, never, SessionJournal.SessionJournal>
+  } | undefined
   if (typeof ns?.layer !== "function") throw new Error("@session-journal/ai does not export JournalChat.layer")
   return ns.layer().pipe(Layer.provide(SessionJournal.layer().pipe(Layer.provide(fsLayer(root)))))
 }
@@ -171,7 +186,9 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
         })
     }
   ], { log: options.log, label: "chat", warmup: false })
-  if (messages.journal !== messages.kv) throw new Error(`histories differ: ${messages.journal} vs ${messages.kv} messages`)
+  if (messages.journal !== messages.kv) {
+    throw new Error(`histories differ: ${messages.journal} vs ${messages.kv} messages`)
+  }
   const jb = Math.max(...bytes.journal)
   const kb = Math.min(...bytes.kv)
   const ratio = jb / kb
@@ -185,11 +202,20 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
       ratio,
       goal: BYTES_GOAL,
       met: ratio <= BYTES_GOAL.target,
-      note: `${turns} turns, ${messages.journal} messages; bytes passed to write(2) (wchar), worst of ${rounds} runs for the journal, ` +
-        `best for the baseline; of the journal's bytes, ${segmentBytes.toLocaleString("en-US")} are the segments' final size ` +
+      note:
+        `${turns} turns, ${messages.journal} messages; bytes passed to write(2) (wchar), worst of ${rounds} runs for the journal, ` +
+        `best for the baseline; of the journal's bytes, ${
+          segmentBytes.toLocaleString("en-US")
+        } are the segments' final size ` +
         `(the rest: checkpoints, lock); the key-value store does not fsync, the journal does`
     },
-    durationFigure("chat.wall_time", KV, { subject: s["journal"]!, baseline: s["kv"]! }, null, `${turns} turns, ${rounds} rounds`)
+    durationFigure(
+      "chat.wall_time",
+      KV,
+      { subject: s["journal"]!, baseline: s["kv"]! },
+      null,
+      `${turns} turns, ${rounds} rounds`
+    )
   ]
 }
 

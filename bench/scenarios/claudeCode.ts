@@ -15,7 +15,15 @@ import { Archive } from "../../packages/claude-code/src/index.ts"
 import { longTranscript, mainTurn } from "../../packages/claude-code/test/Fixtures.ts"
 import { loadNode } from "../lib/adapters.ts"
 import { journalRuntime } from "../lib/env.ts"
-import { type Figure, interleaveMany, median, notRun, type RunOptions, type Scenario, throughputFigure } from "../lib/harness.ts"
+import {
+  type Figure,
+  interleaveMany,
+  median,
+  notRun,
+  type RunOptions,
+  type Scenario,
+  throughputFigure
+} from "../lib/harness.ts"
 
 const NAME = "claude_code.archive"
 const BASELINE = "JSON.parse + SHA-256 of the same lines"
@@ -79,7 +87,14 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
     const ms = median(s["archive"]!.map((x) => x.ms))
     const where = `${lines.length.toLocaleString("en-US")} lines, ${(bytes.length / 1e6).toFixed(1)} MB, ` +
       `${s["archive"]!.length} rounds; one archive ${ms.toFixed(0)} ms (service start and stop included)`
-    const figure = throughputFigure(NAME, "lines/s", BASELINE, { subject: s["archive"]!, baseline: s["parse"]! }, null, where)
+    const figure = throughputFigure(
+      NAME,
+      "lines/s",
+      BASELINE,
+      { subject: s["archive"]!, baseline: s["parse"]! },
+      null,
+      where
+    )
     return [{ ...figure, goal: GOAL, goal_value: ms, met: ms <= GOAL.target }]
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })
@@ -110,7 +125,9 @@ const rchar = (): number => {
 const runFollow = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   const node = await loadNode()
   if (!node.ok) return [notRun(FOLLOW, "bytes/line", FOLLOW_BASELINE, FOLLOW_GOAL, node.why)]
-  if (!fs.existsSync("/proc/self/io")) return [notRun(FOLLOW, "bytes/line", FOLLOW_BASELINE, FOLLOW_GOAL, "no /proc/self/io here")]
+  if (!fs.existsSync("/proc/self/io")) {
+    return [notRun(FOLLOW, "bytes/line", FOLLOW_BASELINE, FOLLOW_GOAL, "no /proc/self/io here")]
+  }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sj-bench-ccf-"))
   const rt = journalRuntime(node.value(path.join(dir, "journal")))
   try {
@@ -150,7 +167,11 @@ const runFollow = async (options: RunOptions): Promise<ReadonlyArray<Figure>> =>
     const lineBytes = appended / appends
     const cpuMs = (cpu.user + cpu.system) / 1000 / appends
     const ratio = perLine / lineBytes
-    options.log(`  ${FOLLOW}: ${perLine.toFixed(0)} bytes read per line of ${lineBytes.toFixed(0)} bytes, ${cpuMs.toFixed(2)} ms CPU per line`)
+    options.log(
+      `  ${FOLLOW}: ${perLine.toFixed(0)} bytes read per line of ${lineBytes.toFixed(0)} bytes, ${
+        cpuMs.toFixed(2)
+      } ms CPU per line`
+    )
     return [{
       name: FOLLOW,
       value: perLine,
@@ -160,7 +181,10 @@ const runFollow = async (options: RunOptions): Promise<ReadonlyArray<Figure>> =>
       ratio,
       goal: FOLLOW_GOAL,
       met: ratio <= FOLLOW_GOAL.target,
-      note: `${lines.toLocaleString("en-US")}-line, ${(bytes / 1e6).toFixed(1)} MB transcript, ${appends} lines appended one at a time; ` +
+      note:
+        `${lines.toLocaleString("en-US")}-line, ${
+          (bytes / 1e6).toFixed(1)
+        } MB transcript, ${appends} lines appended one at a time; ` +
         `${cpuMs.toFixed(2)} ms CPU per appended line (journal append included)`
     }]
   } finally {

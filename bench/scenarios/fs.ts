@@ -8,8 +8,8 @@
  * rounds. `fs.record.many_sessions`: 64 sessions × 4 callers against 64 raw
  * writers, each on its own file.
  */
-import * as path from "node:path"
 import * as Effect from "effect/Effect"
+import * as path from "node:path"
 import { type FsLayer, loadNode, loadSqlite } from "../lib/adapters.ts"
 import { journalRuntime, makeEntries, params, segmentLine, serviceOf, withTempDir } from "../lib/env.ts"
 import {
@@ -65,7 +65,10 @@ const recordRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> =>
       let groupOffset = 0
       const sides: Array<{ name: string; run: (round: number) => Promise<Sample> }> = [
         { name: "raw", run: async (r) => rawSequential(path.join(dir, `raw-${r + 1}.jsonl`), lines) },
-        { name: "rawGroup", run: async (r) => rawBatched(path.join(dir, `raw-group-${r + 1}.jsonl`), groupLines, PER_SYNC) },
+        {
+          name: "rawGroup",
+          run: async (r) => rawBatched(path.join(dir, `raw-group-${r + 1}.jsonl`), groupLines, PER_SYNC)
+        },
         {
           name: "sequential",
           run: async () => {
@@ -99,10 +102,20 @@ const recordRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> =>
       const s = await interleaveMany(rounds, sides, { log: options.log, label: "fs.record" })
       const size = `${rounds} rounds; ${n} records per sequential round, ${groupN} per group-commit round`
       return [
-        throughputFigure("fs.record.sequential", "records/s", RAW, { subject: s["sequential"]!, baseline: s["raw"]! }, GOALS.sequential, size),
+        throughputFigure(
+          "fs.record.sequential",
+          "records/s",
+          RAW,
+          { subject: s["sequential"]!, baseline: s["raw"]! },
+          GOALS.sequential,
+          size
+        ),
         db === null
           ? notRun("fs.record.vs_sqlite", "records/s", SQLITE, GOALS.sqlite, sqlite.ok ? "" : sqlite.why)
-          : throughputFigure("fs.record.vs_sqlite", "records/s", SQLITE, { subject: s["sequential"]!, baseline: s["sqlite"]! }, GOALS.sqlite),
+          : throughputFigure("fs.record.vs_sqlite", "records/s", SQLITE, {
+            subject: s["sequential"]!,
+            baseline: s["sqlite"]!
+          }, GOALS.sqlite),
         throughputFigure(
           "fs.record.group_commit",
           "records/s",
@@ -134,7 +147,10 @@ const manyRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   const callers = 4
   const per = options.quick ? 5 : 40
   const rounds = options.quick ? 3 : 7
-  return withTempDir("fs-many", async (dir) => manyIn(dir, node.value, sessions, callers, per, rounds, options, RAW_PARALLEL))
+  return withTempDir(
+    "fs-many",
+    async (dir) => manyIn(dir, node.value, sessions, callers, per, rounds, options, RAW_PARALLEL)
+  )
 }
 
 const manyIn = async (
@@ -192,4 +208,8 @@ const manyIn = async (
 }
 
 /** `fs.record.many_sessions`. */
-export const fsManySessions: Scenario = { name: "fs.record.many_sessions", figures: ["fs.record.many_sessions"], run: manyRun }
+export const fsManySessions: Scenario = {
+  name: "fs.record.many_sessions",
+  figures: ["fs.record.many_sessions"],
+  run: manyRun
+}

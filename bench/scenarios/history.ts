@@ -9,9 +9,9 @@
  * against reading the same lines, `JSON.parse` of each and the two SHA-256 every
  * entry of a full ring costs (its own hash and the eviction fold), on one core.
  */
+import { sha256 } from "@noble/hashes/sha2.js"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
-import { sha256 } from "@noble/hashes/sha2.js"
 import { loadCli, loadNode, nodeEnv } from "../lib/adapters.ts"
 import { journalRuntime, serviceOf } from "../lib/env.ts"
 import {
@@ -101,15 +101,28 @@ const historyRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> =
     }
   ], { log: options.log, label: "fs.open/fs.replay", warmup: false })
   if (sink === -1) options.log("unreachable")
-  const where = `${n.toLocaleString("en-US")} entries, ${h.segments.length} segments, ${(h.bytes / 2 ** 20).toFixed(0)} MiB; ${rounds} rounds`
+  const where = `${n.toLocaleString("en-US")} entries, ${h.segments.length} segments, ${
+    (h.bytes / 2 ** 20).toFixed(0)
+  } MiB; ${rounds} rounds`
   return [
     durationFigure("fs.open.checkpointed", VERIFY, { subject: s["open"]!, baseline: s["verify"]! }, OPEN_GOAL, where),
-    throughputFigure("fs.replay", "entries/s", PARSE, { subject: s["verify"]!, baseline: s["parse"]! }, REPLAY_GOAL, where)
+    throughputFigure(
+      "fs.replay",
+      "entries/s",
+      PARSE,
+      { subject: s["verify"]!, baseline: s["parse"]! },
+      REPLAY_GOAL,
+      where
+    )
   ]
 }
 
 /** `fs.open.checkpointed` and `fs.replay`. */
-export const fsHistory: Scenario = { name: "fs.history", figures: ["fs.open.checkpointed", "fs.replay"], run: historyRun }
+export const fsHistory: Scenario = {
+  name: "fs.history",
+  figures: ["fs.open.checkpointed", "fs.replay"],
+  run: historyRun
+}
 
 const cliRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   const RAW = "JSON.parse + 2 SHA-256 (node:crypto) per entry, same lines"
@@ -133,8 +146,11 @@ const cliRun = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
           maxBuffer: 64 * 2 ** 20
         })
         const ms = performance.now() - t0
-        if (out.status !== 0) throw new Error(`session-journal verify exited ${out.status}: ${(out.stderr || out.stdout).slice(0, 400)}`)
-        const checked = (JSON.parse(out.stdout) as { sessions: Array<{ entries_checked: number }> }).sessions[0]?.entries_checked
+        if (out.status !== 0) {
+          throw new Error(`session-journal verify exited ${out.status}: ${(out.stderr || out.stdout).slice(0, 400)}`)
+        }
+        const checked = (JSON.parse(out.stdout) as { sessions: Array<{ entries_checked: number }> }).sessions[0]
+          ?.entries_checked
         if (checked !== n) throw new Error(`session-journal verify checked ${checked} entries, expected ${n}`)
         return { ops: n, ms }
       }

@@ -9,8 +9,8 @@
  */
 import { Persistence, Sha256 } from "../../packages/core/src/index.ts"
 import { foldPreimage } from "../../packages/core/src/internal/preimage.ts"
-import { type Figure, interleave, type RunOptions, type Scenario, throughputFigure } from "../lib/harness.ts"
 import { journalRuntime, makeEntries, preimages, recordSequential, serviceOf } from "../lib/env.ts"
+import { type Figure, interleave, type RunOptions, type Scenario, throughputFigure } from "../lib/harness.ts"
 
 const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   const n = options.quick ? 3_000 : 20_000

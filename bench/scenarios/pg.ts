@@ -4,9 +4,9 @@
  * `pg.record.group_commit` (64 concurrent callers on one session). No goal: the
  * figures say what sharing sessions across machines costs.
  */
-import * as path from "node:path"
 import * as Effect from "effect/Effect"
 import type * as ManagedRuntime from "effect/ManagedRuntime"
+import * as path from "node:path"
 import type { SessionJournal } from "../../packages/core/src/index.ts"
 import { dropPgTables, loadNode, loadPostgres } from "../lib/adapters.ts"
 import { journalRuntime, params, serviceOf, withTempDir } from "../lib/env.ts"
@@ -85,18 +85,32 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
         { name: "fs-seq", run: () => sequential(fsRt, fsJournal, "bench-seq", n, (offsets.fsSeq += n) - n) },
         {
           name: "pg-group",
-          run: () => concurrent(pgRt, pgJournal, "bench-group", callers, per, (offsets.pgGroup += callers * per) - callers * per)
+          run: () =>
+            concurrent(pgRt, pgJournal, "bench-group", callers, per, (offsets.pgGroup += callers * per) - callers * per)
         },
         {
           name: "fs-group",
-          run: () => concurrent(fsRt, fsJournal, "bench-group", callers, per, (offsets.fsGroup += callers * per) - callers * per)
+          run: () =>
+            concurrent(fsRt, fsJournal, "bench-group", callers, per, (offsets.fsGroup += callers * per) - callers * per)
         }
       ], { log: options.log, label: "pg.record" })
       return [
-        throughputFigure("pg.record.sequential", "records/s", SEQ, { subject: s["pg-seq"]!, baseline: s["fs-seq"]! }, null,
-          `${rounds} rounds × ${n} records, PostgreSQL on 127.0.0.1 (same machine)`),
-        throughputFigure("pg.record.group_commit", "records/s", GROUP, { subject: s["pg-group"]!, baseline: s["fs-group"]! }, null,
-          `${callers} callers × ${per} records per round`)
+        throughputFigure(
+          "pg.record.sequential",
+          "records/s",
+          SEQ,
+          { subject: s["pg-seq"]!, baseline: s["fs-seq"]! },
+          null,
+          `${rounds} rounds × ${n} records, PostgreSQL on 127.0.0.1 (same machine)`
+        ),
+        throughputFigure(
+          "pg.record.group_commit",
+          "records/s",
+          GROUP,
+          { subject: s["pg-group"]!, baseline: s["fs-group"]! },
+          null,
+          `${callers} callers × ${per} records per round`
+        )
       ]
     } finally {
       await pgRt.dispose()
@@ -107,4 +121,8 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
 }
 
 /** `pg.record.sequential` and `pg.record.group_commit`. */
-export const pgRecord: Scenario = { name: "pg.record", figures: ["pg.record.sequential", "pg.record.group_commit"], run }
+export const pgRecord: Scenario = {
+  name: "pg.record",
+  figures: ["pg.record.sequential", "pg.record.group_commit"],
+  run
+}

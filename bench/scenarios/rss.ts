@@ -42,7 +42,12 @@ interface ChildResult {
 const child = async (root: string, count: number): Promise<ChildResult> => {
   const t0 = performance.now()
   const script = path.join(import.meta.dirname, "..", "child", "rss.ts")
-  const result = await lastJsonLine<Omit<ChildResult, "ms">>("rss", process.execPath, ["--expose-gc", script, root, String(count)])
+  const result = await lastJsonLine<Omit<ChildResult, "ms">>("rss", process.execPath, [
+    "--expose-gc",
+    script,
+    root,
+    String(count)
+  ])
   return { ...result, ms: performance.now() - t0 }
 }
 
@@ -52,7 +57,9 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   const baselineName = `RSS after ${small.toLocaleString("en-US")} records`
   const node = await loadNode()
   if (!node.ok) return [notRun("memory.rss", "MiB", baselineName, GOAL, node.why)]
-  if (!packagesBuilt()) return [notRun("memory.rss", "MiB", baselineName, GOAL, "packages/*/dist is missing (pnpm build)")]
+  if (!packagesBuilt()) {
+    return [notRun("memory.rss", "MiB", baselineName, GOAL, "packages/*/dist is missing (pnpm build)")]
+  }
   // One pair per run, baseline first then subject: each child is a fresh process, so
   // order does not leak state; what noise there is (other load) does not change RSS much.
   const base = await withTempDir("rss-small", (dir) => child(dir, small))
@@ -71,12 +78,19 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
     goal: GOAL,
     goal_value: growth,
     met: meets(GOAL, growth),
-    note: `subject: RSS after ${large.toLocaleString("en-US")} records (filesystem adapter, default caps, 64 callers); ` +
-      `heap used ${mib(base.heapUsed)} → ${mib(big.heapUsed)} MiB, heap total ${mib(base.heapTotal)} → ${mib(big.heapTotal)} MiB, ` +
-      `V8 physical ${mib(base.v8Physical)} → ${mib(big.v8Physical)} MiB, external ${mib(base.external)} → ${mib(big.external)} MiB; ` +
+    note:
+      `subject: RSS after ${large.toLocaleString("en-US")} records (filesystem adapter, default caps, 64 callers); ` +
+      `heap used ${mib(base.heapUsed)} → ${mib(big.heapUsed)} MiB, heap total ${mib(base.heapTotal)} → ${
+        mib(big.heapTotal)
+      } MiB, ` +
+      `V8 physical ${mib(base.v8Physical)} → ${mib(big.v8Physical)} MiB, external ${mib(base.external)} → ${
+        mib(big.external)
+      } MiB; ` +
       `V8 heap pages resident ${mib(base.v8Pages)} → ${mib(big.v8Pages)} MiB, of which kept in V8's page pool ` +
       `${mib(base.v8Pooled)} → ${mib(big.v8Pooled)} MiB; highest RSS of the subject ${mib(big.rssPeak)} MiB; ` +
-      `after a memory-reducing collection (what V8 does itself once the process idles) RSS ${mib(base.reduced.rss)} → ` +
+      `after a memory-reducing collection (what V8 does itself once the process idles) RSS ${
+        mib(base.reduced.rss)
+      } → ` +
       `${mib(big.reduced.rss)} MiB (growth ${mib(big.reduced.rss - base.reduced.rss)} MiB), heap used ` +
       `${mib(base.reduced.heapUsed)} → ${mib(big.reduced.heapUsed)} MiB; ` +
       `built packages (dist), SHA-256 ${big.sha256}; gc ${big.gc ? "forced" : "not exposed"}`

@@ -92,7 +92,9 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
     met: meets(GOAL, growth),
     note: `${r.touched.toLocaleString("en-US")} sessions under ulimit -n 1024, default options (idle 30 s, ` +
       `at most 256 open); open descriptors at most ${r.maxFds} (${r.fdsAtEnd} at the end); ` +
-      `RSS ${(r.rssAt1000 / MiB).toFixed(1)} MiB after 1,000 sessions, ${(r.rssAtEnd / MiB).toFixed(1)} MiB at the end ` +
+      `RSS ${(r.rssAt1000 / MiB).toFixed(1)} MiB after 1,000 sessions, ${
+        (r.rssAtEnd / MiB).toFixed(1)
+      } MiB at the end ` +
       `(heap used ${(r.end.heapUsed / MiB).toFixed(1)} MiB, V8 heap pages kept in its page pool ` +
       `${(r.end.v8Pooled / MiB).toFixed(1)} MiB, highest RSS ${(r.end.rssPeak / MiB).toFixed(1)} MiB; ` +
       `${(r.reduced.rss / MiB).toFixed(1)} MiB after a memory-reducing collection); ` +

@@ -12,7 +12,17 @@
 import { spawnSync } from "node:child_process"
 import { loadCli, nodeEnv } from "../lib/adapters.ts"
 import { removeDir, tempDir } from "../lib/env.ts"
-import { type Figure, type Goal, interleaveMany, median, meets, notRun, type RunOptions, type Sample, type Scenario } from "../lib/harness.ts"
+import {
+  type Figure,
+  type Goal,
+  interleaveMany,
+  median,
+  meets,
+  notRun,
+  type RunOptions,
+  type Sample,
+  type Scenario
+} from "../lib/harness.ts"
 
 const FIGURES = ["cli.startup.record", "cli.startup.record_full", "cli.startup.help"]
 const GOAL: Goal = { op: "<=", target: 150, on: "wall ms" }
@@ -41,7 +51,9 @@ const recordArgs = (id: string) => [
 // source condition would make the bin load the TypeScript sources instead.
 const builtEnv = (dir: string): NodeJS.ProcessEnv => {
   const env = nodeEnv({ SESSION_JOURNAL_DIR: dir })
-  const options = (env["NODE_OPTIONS"] ?? "").split(/\s+/).filter((o) => o !== "" && !o.includes("@session-journal/source"))
+  const options = (env["NODE_OPTIONS"] ?? "").split(/\s+/).filter((o) =>
+    o !== "" && !o.includes("@session-journal/source")
+  )
   if (options.length === 0) delete env["NODE_OPTIONS"]
   else env["NODE_OPTIONS"] = options.join(" ")
   return env
@@ -51,11 +63,18 @@ const timed = (command: string, args: ReadonlyArray<string>, env: NodeJS.Process
   const t0 = performance.now()
   const out = spawnSync(command, args, { encoding: "utf8", env, input, maxBuffer: 64 * 2 ** 20 })
   const ms = performance.now() - t0
-  if (out.status !== 0) throw new Error(`${command} ${args.join(" ")} exited ${out.status}: ${(out.stderr || out.stdout).slice(0, 400)}`)
+  if (out.status !== 0) {
+    throw new Error(`${command} ${args.join(" ")} exited ${out.status}: ${(out.stderr || out.stdout).slice(0, 400)}`)
+  }
   return { ops: 1, ms }
 }
 
-const figure = (name: string, subject: ReadonlyArray<Sample>, baseline: ReadonlyArray<Sample>, note: string): Figure => {
+const figure = (
+  name: string,
+  subject: ReadonlyArray<Sample>,
+  baseline: ReadonlyArray<Sample>,
+  note: string
+): Figure => {
   const value = median(subject.map((s) => s.ms))
   return {
     name,
@@ -88,8 +107,7 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
         bytes_read: (i * 7919) % 100000,
         bytes_written: (i * 104729) % 50000,
         delegation_depth: i % 4
-      })
-    )
+      }))
     timed(cli.value, ["import", "long-session"], env, lines.join("\n") + "\n")
     const rounds = options.quick ? 5 : 21
     const s = await interleaveMany(rounds, [
@@ -98,15 +116,23 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
       { name: "help", run: async () => timed(cli.value, ["--help"], env) },
       { name: "node", run: async () => timed(process.execPath, ["-e", "0"], env) }
     ], { log: options.log, label: "cli.startup", warmup: true })
-    const where = `${rounds} rounds, one process per side per round (after one warm-up each), wall time of spawnSync; ` +
+    const where =
+      `${rounds} rounds, one process per side per round (after one warm-up each), wall time of spawnSync; ` +
       `goal on the median wall time, ratio against node -e 0`
     return [
-      figure("cli.startup.record", s["record"]!, s["node"]!, `session-journal record into an existing short session on the filesystem (${where})`),
+      figure(
+        "cli.startup.record",
+        s["record"]!,
+        s["node"]!,
+        `session-journal record into an existing short session on the filesystem (${where})`
+      ),
       figure(
         "cli.startup.record_full",
         s["record_full"]!,
         s["node"]!,
-        `session-journal record into a session of ${FULL_ENTRIES.toLocaleString("en-US")} entries, ring full (default caps)`
+        `session-journal record into a session of ${
+          FULL_ENTRIES.toLocaleString("en-US")
+        } entries, ring full (default caps)`
       ),
       figure("cli.startup.help", s["help"]!, s["node"]!, `session-journal --help`)
     ]

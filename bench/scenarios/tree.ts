@@ -6,10 +6,10 @@
  * per entry, without the signatures, which come once per batch), against the same
  * records without the tree. Interleaved rounds, as `memory.record`.
  */
-import { Merkle, Persistence } from "../../packages/core/src/index.ts"
 import * as Effect from "effect/Effect"
-import { type Figure, interleave, type RunOptions, type Scenario, throughputFigure } from "../lib/harness.ts"
+import { Merkle, Persistence } from "../../packages/core/src/index.ts"
 import { journalRuntime, params, recordSequential, serviceOf } from "../lib/env.ts"
+import { type Figure, interleave, type RunOptions, type Scenario, throughputFigure } from "../lib/harness.ts"
 
 const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   const n = options.quick ? 3_000 : 20_000
@@ -48,7 +48,9 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
         "memory.record without the tree (same service, same records)",
         samples,
         { op: ">=", target: 0.9 },
-        `${rounds} rounds × ${n.toLocaleString("en-US")} records, the tree kept over every entry (${tree.size.toLocaleString("en-US")} leaves at the end)`
+        `${rounds} rounds × ${n.toLocaleString("en-US")} records, the tree kept over every entry (${
+          tree.size.toLocaleString("en-US")
+        } leaves at the end)`
       )
     ]
   } finally {

@@ -1,10 +1,13 @@
 import { defineProject, mergeConfig } from "vitest/config"
 import { fromSources } from "../../vitest.shared.ts"
 
-export default mergeConfig(fromSources, defineProject({
-  test: {
-    name: "claude-code-session",
-    include: ["test/**/*.test.ts"],
-    testTimeout: 60_000
-  }
-}))
+export default mergeConfig(
+  fromSources,
+  defineProject({
+    test: {
+      name: "claude-code-session",
+      include: ["test/**/*.test.ts"],
+      testTimeout: 60_000
+    }
+  })
+)

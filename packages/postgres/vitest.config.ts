@@ -1,9 +1,12 @@
 import { defineProject, mergeConfig } from "vitest/config"
 import { fromSources } from "../../vitest.shared.ts"
 
-export default mergeConfig(fromSources, defineProject({
-  test: {
-    name: "postgres",
-    include: ["test/**/*.test.ts"]
-  }
-}))
+export default mergeConfig(
+  fromSources,
+  defineProject({
+    test: {
+      name: "postgres",
+      include: ["test/**/*.test.ts"]
+    }
+  })
+)

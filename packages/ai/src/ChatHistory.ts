@@ -11,8 +11,8 @@
  *
  * @since 0.1.0
  */
-import type { Prompt } from "effect/ai"
 import type { Entry } from "@session-journal/core"
+import type { Prompt } from "effect/ai"
 import type * as Schema from "effect/Schema"
 import { type Kinds, kindsOf } from "./ChatStore.ts"
 
@@ -46,7 +46,8 @@ export const empty = (): View => ({ next: 0, exists: false, expiresAt: null, pay
  *
  * @since 0.1.0
  */
-export const isExpired = (view: View, nowMillis: number): boolean => view.expiresAt !== null && view.expiresAt <= nowMillis
+export const isExpired = (view: View, nowMillis: number): boolean =>
+  view.expiresAt !== null && view.expiresAt <= nowMillis
 
 /**
  * JSON text with object keys sorted, so equal JSON values have equal texts
@@ -58,7 +59,9 @@ export const canonical = (value: unknown): string => {
   if (Array.isArray(value)) return "[" + value.map(canonical).join(",") + "]"
   if (value !== null && typeof value === "object") {
     const o = value as Record<string, unknown>
-    return "{" + Object.keys(o).sort().filter((k) => o[k] !== undefined).map((k) => JSON.stringify(k) + ":" + canonical(o[k])).join(",") + "}"
+    return "{" + Object.keys(o).sort().filter((k) =>
+      o[k] !== undefined
+    ).map((k) => JSON.stringify(k) + ":" + canonical(o[k])).join(",") + "}"
   }
   return JSON.stringify(value) ?? "null"
 }

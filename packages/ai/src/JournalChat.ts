@@ -19,6 +19,7 @@
  *
  * @since 0.1.0
  */
+import { Entry, Guard, JournalState, SessionJournal } from "@session-journal/core"
 import { Chat, IdGenerator, type LanguageModel, Prompt, type Tool } from "effect/ai"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -31,7 +32,6 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
-import { Entry, Guard, JournalState, SessionJournal } from "@session-journal/core"
 import * as ChatHistory from "./ChatHistory.ts"
 import * as ChatStore from "./ChatStore.ts"
 import * as Save from "./internal/save.ts"
@@ -250,7 +250,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     const withGuard = <O extends { readonly toolkit?: unknown }>(o: O): O =>
       guard === undefined || o.toolkit === undefined
         ? o
-        : { ...o, toolkit: Tools.guardToolkit(o.toolkit as LanguageModel.ToolkitInput<Record<string, Tool.Any>>, decide) }
+        : {
+          ...o,
+          toolkit: Tools.guardToolkit(o.toolkit as LanguageModel.ToolkitInput<Record<string, Tool.Any>>, decide)
+        }
 
     type Run = (o: unknown) => Effect.Effect<unknown, unknown, unknown>
     const turn = (run: Run) => (o: { readonly toolkit?: unknown }) =>
@@ -279,8 +282,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     const view = yield* loadView(chatId, sid)
     const now = yield* Clock.currentTimeMillis
     if (!view.exists || ChatHistory.isExpired(view, now)) return yield* new Chat.ChatNotFoundError({ chatId })
-    const loaded = yield* Effect.mapError(decodeMessages(view.payloads), (cause) =>
-      new PersistenceError({ message: `Failed to decode persisted history for chat "${chatId}"`, cause }))
+    const loaded = yield* Effect.mapError(
+      decodeMessages(view.payloads),
+      (cause) => new PersistenceError({ message: `Failed to decode persisted history for chat "${chatId}"`, cause })
+    )
     return yield* toPersisted(chatId, sid, view, loaded, ttl)
   })
 

@@ -5,6 +5,7 @@
  * surrogates, store ids, repeated tool-call ids, and guarded turns.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { Entry, Guard, SessionJournal } from "@session-journal/core"
 import { Chat, LanguageModel, Prompt, type Response, Tool, Toolkit } from "effect/ai"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -16,7 +17,6 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { TestClock } from "effect/testing"
-import { Entry, Guard, SessionJournal } from "@session-journal/core"
 import { ChatStore, JournalChat } from "../src/index.ts"
 import { type Counter, counting } from "./fixtures.ts"
 import { answering, constantIds, filesystem, memory, type Store } from "./stores.ts"
@@ -75,7 +75,9 @@ describe("JournalChat as Chat.layerPersisted", () => {
       const gone = yield* use(Effect.flip(Effect.flatMap(Chat.Persistence, (p) => p.get("ttl"))))
       assert.instanceOf(gone, Chat.ChatNotFoundError)
       // getOrCreate starts an empty chat; the expired history stays on the chain.
-      const fresh = yield* use(Effect.flatMap(Effect.flatMap(Chat.Persistence, (p) => p.getOrCreate("ttl")), (c) => Ref.get(c.history)))
+      const fresh = yield* use(
+        Effect.flatMap(Effect.flatMap(Chat.Persistence, (p) => p.getOrCreate("ttl")), (c) => Ref.get(c.history))
+      )
       assert.strictEqual(fresh.content.length, 0)
       const entries = yield* entriesOf(store, "ttl")
       const kinds = ChatStore.kindsOf("chat")
@@ -132,7 +134,9 @@ describe("JournalChat as Chat.layerPersisted", () => {
       // Another process writes to the session and keeps it open (its writer lock held).
       const holderScope = yield* Scope.make()
       const holder = yield* Layer.buildWithScope(store.journal!, holderScope)
-      yield* Effect.flatMap(SessionJournal.SessionJournal, (j) => j.append("held", "other.kind", {})).pipe(Effect.provide(holder))
+      yield* Effect.flatMap(SessionJournal.SessionJournal, (j) => j.append("held", "other.kind", {})).pipe(
+        Effect.provide(holder)
+      )
 
       const result = yield* Effect.gen(function*() {
         const chat = yield* (yield* Chat.Persistence).get("held")
@@ -147,10 +151,16 @@ describe("JournalChat as Chat.layerPersisted", () => {
       const defect = failureOf(result.turn)
       assert.instanceOf(defect, KvPersistence.PersistenceError)
       assert.strictEqual((defect as KvPersistence.PersistenceError).cause instanceof Error, true)
-      assert.strictEqual(((defect as KvPersistence.PersistenceError).cause as { readonly _tag?: string })._tag, "SessionLocked")
+      assert.strictEqual(
+        ((defect as KvPersistence.PersistenceError).cause as { readonly _tag?: string })._tag,
+        "SessionLocked"
+      )
       const failed = failureOf(result.saved)
       assert.instanceOf(failed, KvPersistence.PersistenceError)
-      assert.strictEqual(((failed as KvPersistence.PersistenceError).cause as { readonly _tag?: string })._tag, "SessionLocked")
+      assert.strictEqual(
+        ((failed as KvPersistence.PersistenceError).cause as { readonly _tag?: string })._tag,
+        "SessionLocked"
+      )
       assert.strictEqual(modelCalls, 1)
       assert.deepStrictEqual(textsOf(yield* store.stored("held")), ["hello", "hi"])
     }))
@@ -160,14 +170,22 @@ describe("JournalChat as Chat.layerPersisted", () => {
       const store = yield* filesystem.make()
       const first = yield* Layer.build(store.chats)
       const second = yield* Layer.build(store.journal!)
-      const turn = (text: string) => (chat: Chat.Persisted) => chat.generateText({ prompt: text }).pipe(Effect.provide(hello))
+      const turn = (text: string) => (chat: Chat.Persisted) =>
+        chat.generateText({ prompt: text }).pipe(Effect.provide(hello))
       const a = yield* Effect.flatMap(Chat.Persistence, (p) => p.getOrCreate("shared")).pipe(Effect.provide(first))
       yield* turn("from a")(a)
       const b = yield* Effect.flatMap(Chat.Persistence, (p) => p.get("shared")).pipe(Effect.provide(second))
       yield* turn("from b")(b)
       const c = yield* Effect.flatMap(Chat.Persistence, (p) => p.get("shared")).pipe(Effect.provide(first))
       yield* turn("from a again")(c)
-      assert.deepStrictEqual(textsOf(yield* store.stored("shared")), ["from a", "hi", "from b", "hi", "from a again", "hi"])
+      assert.deepStrictEqual(textsOf(yield* store.stored("shared")), [
+        "from a",
+        "hi",
+        "from b",
+        "hi",
+        "from a again",
+        "hi"
+      ])
     }))
 
   it.effect("6. two chat objects for one id: the last save stores its own view, appended, nothing rewritten", () =>
@@ -217,8 +235,13 @@ describe("JournalChat as Chat.layerPersisted", () => {
   it.effect("8. store ids namespace chats; other writers' entries cannot break a chat; a session never saved as a chat is not found", () =>
     Effect.gen(function*() {
       const store = yield* memory.make()
-      const other = yield* Effect.map(Effect.succeed(store.storage!), (storage) =>
-        JournalChat.layer({ storeId: "other store" }).pipe(Layer.provide(SessionJournal.layer().pipe(Layer.provide(storage)))))
+      const other = yield* Effect.map(
+        Effect.succeed(store.storage!),
+        (storage) =>
+          JournalChat.layer({ storeId: "other store" }).pipe(
+            Layer.provide(SessionJournal.layer().pipe(Layer.provide(storage)))
+          )
+      )
       yield* Effect.gen(function*() {
         const chat = yield* (yield* Chat.Persistence).getOrCreate("ns")
         yield* chat.generateText({ prompt: "in chat" }).pipe(Effect.provide(hello))
@@ -226,7 +249,13 @@ describe("JournalChat as Chat.layerPersisted", () => {
         // What `session-journal append ns --payload …` writes, and tool calls of someone else.
         yield* journal.append("ns", "message", { not: "a prompt message" })
         yield* journal.record("tool-only", {
-          tool_name: "t", server_id: "s", agent_id: "a", bytes_read: 1, bytes_written: 1, delegation_depth: 0, allowed: true
+          tool_name: "t",
+          server_id: "s",
+          agent_id: "a",
+          bytes_read: 1,
+          bytes_written: 1,
+          delegation_depth: 0,
+          allowed: true
         })
         yield* journal.append("plain", "message", { role: "user", content: "hello" })
       }).pipe(Effect.provide(store.journal!))
@@ -268,7 +297,10 @@ describe("JournalChat as Chat.layerPersisted", () => {
         for (let i = 0; i < 3; i++) yield* chat.generateText({ prompt: `turn ${i}`, toolkit: EchoKit })
       }).pipe(Effect.provide(store.chats), Effect.provide(reusingIds), Effect.provide(echoHandlers))
       const tools = (yield* entriesOf(store, "reuse")).filter(Entry.isTool)
-      assert.deepStrictEqual(tools.map((e) => e.bytes_read), [1, 4, 7].map((n) => JournalChat.jsonBytes({ text: `t${n}` })))
+      assert.deepStrictEqual(
+        tools.map((e) => e.bytes_read),
+        [1, 4, 7].map((n) => JournalChat.jsonBytes({ text: `t${n}` }))
+      )
     }))
 
   it.effect("10. a guarded turn: sizes from the encoded params and result, the entry after its message, at most two appends", () =>

@@ -5,9 +5,8 @@
  * read back equal.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
+import { Entry, Guard, Persistence, SessionJournal, SessionLocked } from "@session-journal/core"
+import { NodePersistence } from "@session-journal/node"
 import { Chat, Prompt } from "effect/ai"
 import * as Arbitrary from "effect/Arbitrary"
 import * as Effect from "effect/Effect"
@@ -15,11 +14,12 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import { Persistence as KvPersistence } from "effect/persistence"
 import * as Ref from "effect/Ref"
-import * as Scope from "effect/Scope"
 import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { Entry, Guard, Persistence, SessionJournal, SessionLocked } from "@session-journal/core"
-import { NodePersistence } from "@session-journal/node"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { JournalChat } from "../src/index.ts"
 import { type Calls, chats, type Counter, counting, inProcess, processLayer, Tools } from "./fixtures.ts"
 
@@ -310,7 +310,10 @@ describe("JournalChat", () => {
             chat.history,
             Prompt.make([
               { role: "assistant", content: [{ type: "tool-call", id: "c1", name: " spaced ", params: { a: 1 } }] },
-              { role: "tool", content: [{ type: "tool-result", id: "c1", name: " spaced ", isFailure: false, result: "ok" }] }
+              {
+                role: "tool",
+                content: [{ type: "tool-result", id: "c1", name: " spaced ", isFailure: false, result: "ok" }]
+              }
             ])
           )
           yield* chat.save
@@ -325,8 +328,14 @@ describe("JournalChat", () => {
     }))
 
   it("a rewind whose keep is not a whole count, written by another writer, is skipped", () => {
-    const at = (sequence: number, kind: string, payload: Schema.Json): Entry.Entry =>
-      ({ sequence, prev_hash: Entry.ZERO_HASH, entry_hash: Entry.ZERO_HASH, timestamp_secs: 0, kind, payload })
+    const at = (sequence: number, kind: string, payload: Schema.Json): Entry.Entry => ({
+      sequence,
+      prev_hash: Entry.ZERO_HASH,
+      entry_hash: Entry.ZERO_HASH,
+      timestamp_secs: 0,
+      kind,
+      payload
+    })
     const messages = [{ role: "user", content: "a" }, { role: "user", content: "b" }, { role: "user", content: "c" }]
     const entries = [
       ...messages.map((m, i) => at(i, JournalChat.MESSAGE_KIND, m)),
@@ -337,7 +346,10 @@ describe("JournalChat", () => {
       at(7, JournalChat.REWIND_KIND, { keep: 1e300 })
     ]
     assert.deepStrictEqual(JournalChat.encodedHistory(entries), messages)
-    assert.deepStrictEqual(JournalChat.encodedHistory([...entries, at(8, JournalChat.REWIND_KIND, { keep: 2 })]), messages.slice(0, 2))
+    assert.deepStrictEqual(
+      JournalChat.encodedHistory([...entries, at(8, JournalChat.REWIND_KIND, { keep: 2 })]),
+      messages.slice(0, 2)
+    )
   })
 
   it.live("any string is a chat id; a missing chat is ChatNotFoundError", () =>
@@ -357,7 +369,10 @@ describe("JournalChat", () => {
       assert.isTrue(Exit.isSuccess(created))
       assert.isTrue(Exit.isFailure(missing))
       const missed = Exit.isFailure(missing) ? missing.cause.reasons[0] : undefined
-      assert.instanceOf(missed !== undefined && missed._tag === "Fail" ? missed.error : undefined, Chat.ChatNotFoundError)
+      assert.instanceOf(
+        missed !== undefined && missed._tag === "Fail" ? missed.error : undefined,
+        Chat.ChatNotFoundError
+      )
     }))
 })
 
@@ -381,25 +396,30 @@ const Messages = Arbitrary.array(Arbitrary.schema(Prompt.Message), { maxLength: 
 
 describe("JournalChat round trip", () => {
   let n = 0
-  it.live.prop("any prompt written is read back equal", { messages: Messages }, ({ messages }) =>
-    Effect.gen(function*() {
-      const store = yield* memory
-      const id = `prop-${n++}`
-      const prompt = Prompt.fromMessages(messages)
-      yield* inProcess(
-        store,
-        freshCalls(),
-        Effect.gen(function*() {
-          const chat = yield* (yield* chats).getOrCreate(id)
-          yield* Ref.set(chat.history, prompt)
-          yield* chat.save
-        })
-      )
-      const read = yield* inProcess(
-        store,
-        freshCalls(),
-        Effect.flatMap(Effect.flatMap(chats, (c) => c.get(id)), (chat) => Ref.get(chat.history))
-      )
-      assert.deepStrictEqual(encodePrompt(read), asJson(encodePrompt(prompt)))
-    }), { arbitrary: { runs: 100 } })
+  it.live.prop(
+    "any prompt written is read back equal",
+    { messages: Messages },
+    ({ messages }) =>
+      Effect.gen(function*() {
+        const store = yield* memory
+        const id = `prop-${n++}`
+        const prompt = Prompt.fromMessages(messages)
+        yield* inProcess(
+          store,
+          freshCalls(),
+          Effect.gen(function*() {
+            const chat = yield* (yield* chats).getOrCreate(id)
+            yield* Ref.set(chat.history, prompt)
+            yield* chat.save
+          })
+        )
+        const read = yield* inProcess(
+          store,
+          freshCalls(),
+          Effect.flatMap(Effect.flatMap(chats, (c) => c.get(id)), (chat) => Ref.get(chat.history))
+        )
+        assert.deepStrictEqual(encodePrompt(read), asJson(encodePrompt(prompt)))
+      }),
+    { arbitrary: { runs: 100 } }
+  )
 })

@@ -5,15 +5,15 @@
  * chain that verifies to the head the writer saw.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { Entry, SessionJournal } from "@session-journal/core"
+import { NodePersistence } from "@session-journal/node"
+import type { Prompt } from "effect/ai"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import type { Prompt } from "effect/ai"
-import * as Effect from "effect/Effect"
-import * as Stream from "effect/Stream"
-import { Entry, SessionJournal } from "@session-journal/core"
-import { NodePersistence } from "@session-journal/node"
 import { JournalChat } from "../src/index.ts"
 import { chats, inProcess } from "./fixtures.ts"
 
@@ -47,43 +47,47 @@ const runWriter = (root: string) =>
 const asJson = (value: unknown): unknown => JSON.parse(JSON.stringify(value))
 
 describe("JournalChat across processes", () => {
-  it.live("a 50-turn conversation written by another process is read back identical and verifies", () =>
-    Effect.gen(function*() {
-      const root = path.join(yield* tempDir, "journal")
-      const written = yield* runWriter(root)
-      assert.strictEqual(written.lookups, 50)
-      assert.strictEqual(written.history.content.length, 150)
-      assert.match(written.head, /^[0-9a-f]{64}$/)
+  it.live(
+    "a 50-turn conversation written by another process is read back identical and verifies",
+    () =>
+      Effect.gen(function*() {
+        const root = path.join(yield* tempDir, "journal")
+        const written = yield* runWriter(root)
+        assert.strictEqual(written.lookups, 50)
+        assert.strictEqual(written.history.content.length, 150)
+        assert.match(written.head, /^[0-9a-f]{64}$/)
 
-      const calls = { lookup: 0, wipe: 0 }
-      const read = yield* inProcess(
-        NodePersistence.layer({ root }),
-        calls,
-        Effect.gen(function*() {
-          const chat = yield* (yield* chats).get("chat-50")
-          const journal = yield* SessionJournal.SessionJournal
-          return {
-            exported: yield* chat.export,
-            report: yield* journal.verify("chat-50"),
-            entries: yield* Stream.runCollect(journal.entries("chat-50"))
-          }
-        })
-      )
-      assert.deepStrictEqual(asJson(read.exported), written.history)
-      assert.strictEqual(read.report.head, written.head)
-      assert.strictEqual(read.report.entriesChecked, 201)
+        const calls = { lookup: 0, wipe: 0 }
+        const read = yield* inProcess(
+          NodePersistence.layer({ root }),
+          calls,
+          Effect.gen(function*() {
+            const chat = yield* (yield* chats).get("chat-50")
+            const journal = yield* SessionJournal.SessionJournal
+            return {
+              exported: yield* chat.export,
+              report: yield* journal.verify("chat-50"),
+              entries: yield* Stream.runCollect(journal.entries("chat-50"))
+            }
+          })
+        )
+        assert.deepStrictEqual(asJson(read.exported), written.history)
+        assert.strictEqual(read.report.head, written.head)
+        assert.strictEqual(read.report.entriesChecked, 201)
 
-      const messages = read.entries.filter((e) => e.kind === JournalChat.MESSAGE_KIND) as Array<Entry.OtherEntry>
-      assert.deepStrictEqual(messages.map((e) => e.payload), asJson(written.history.content))
-      const tools = read.entries.filter(Entry.isTool)
-      assert.strictEqual(tools.length, 50)
-      for (const [i, entry] of tools.entries()) {
-        assert.strictEqual(entry.tool_name, "lookup")
-        assert.strictEqual(entry.allowed, true)
-        assert.strictEqual(entry.bytes_read, JournalChat.jsonBytes({ query: `q${i + 1}` }))
-        assert.strictEqual(entry.bytes_written, JournalChat.jsonBytes({ answer: `answer to q${i + 1}` }))
-      }
-      // Reading back runs no tool.
-      assert.strictEqual(calls.lookup, 0)
-    }), 30_000)
+        const messages = read.entries.filter((e) => e.kind === JournalChat.MESSAGE_KIND) as Array<Entry.OtherEntry>
+        assert.deepStrictEqual(messages.map((e) => e.payload), asJson(written.history.content))
+        const tools = read.entries.filter(Entry.isTool)
+        assert.strictEqual(tools.length, 50)
+        for (const [i, entry] of tools.entries()) {
+          assert.strictEqual(entry.tool_name, "lookup")
+          assert.strictEqual(entry.allowed, true)
+          assert.strictEqual(entry.bytes_read, JournalChat.jsonBytes({ query: `q${i + 1}` }))
+          assert.strictEqual(entry.bytes_written, JournalChat.jsonBytes({ answer: `answer to q${i + 1}` }))
+        }
+        // Reading back runs no tool.
+        assert.strictEqual(calls.lookup, 0)
+      }),
+    30_000
+  )
 })

@@ -8,7 +8,16 @@ import { Chat, Prompt } from "effect/ai"
 import * as Effect from "effect/Effect"
 import * as Ref from "effect/Ref"
 import { TestClock } from "effect/testing"
-import { answering, constantIds, filesystem, memory, pgAvailable, postgres, type StoreKind, upstream } from "./stores.ts"
+import {
+  answering,
+  constantIds,
+  filesystem,
+  memory,
+  pgAvailable,
+  postgres,
+  type StoreKind,
+  upstream
+} from "./stores.ts"
 
 const kinds: ReadonlyArray<StoreKind> = [upstream, memory, filesystem, ...(pgAvailable ? [postgres] : [])]
 

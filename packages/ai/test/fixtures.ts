@@ -3,12 +3,12 @@
  * (the real adapter, optionally wrapped to count the bytes of every appended entry)
  * and a way to run a "process" — a fresh journal and chat layer over given storage.
  */
+import { Entry, Persistence, SessionJournal } from "@session-journal/core"
 import { Chat, LanguageModel, type Prompt, type Response, Tool, Toolkit } from "effect/ai"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import { Entry, Persistence, SessionJournal } from "@session-journal/core"
 import { JournalChat } from "../src/index.ts"
 
 /** Looks something up; always allowed in the tests. */
@@ -35,14 +35,16 @@ export interface Calls {
 /** Handlers for `Tools` that count their calls. */
 export const toolsLayer = (calls: Calls) =>
   Tools.toLayer({
-    lookup: ({ query }) => Effect.sync(() => {
-      calls.lookup++
-      return { answer: `answer to ${query}` }
-    }),
-    wipe: ({ path }) => Effect.sync(() => {
-      calls.wipe++
-      return `wiped ${path}`
-    })
+    lookup: ({ query }) =>
+      Effect.sync(() => {
+        calls.lookup++
+        return { answer: `answer to ${query}` }
+      }),
+    wipe: ({ path }) =>
+      Effect.sync(() => {
+        calls.wipe++
+        return `wiped ${path}`
+      })
   })
 
 const lastUserText = (prompt: Prompt.Prompt): string | undefined => {
@@ -146,7 +148,10 @@ export const inProcess = <A, E>(
   effect: Effect.Effect<
     A,
     E,
-    Chat.Persistence | SessionJournal.SessionJournal | LanguageModel.LanguageModel | Tool.HandlersFor<typeof Tools.tools>
+    | Chat.Persistence
+    | SessionJournal.SessionJournal
+    | LanguageModel.LanguageModel
+    | Tool.HandlersFor<typeof Tools.tools>
   >,
   options?: JournalChat.Options
 ) => Effect.provide(effect, processLayer(storage, calls, options), { local: true })

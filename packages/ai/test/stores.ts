@@ -8,21 +8,21 @@
  *
  * Also a test language model that answers every call with fixed parts.
  */
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
+import { Persistence, SessionJournal } from "@session-journal/core"
+import { NodePersistence } from "@session-journal/node"
+import { PgPersistence } from "@session-journal/postgres"
+import * as Pg from "@session-journal/postgres/test/pg"
 import { Chat, IdGenerator, LanguageModel, Prompt, type Response } from "effect/ai"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { Persistence as KvPersistence } from "effect/persistence"
 import * as Ref from "effect/Ref"
-import type * as Scope from "effect/Scope"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { Persistence, SessionJournal } from "@session-journal/core"
-import { NodePersistence } from "@session-journal/node"
-import { PgPersistence } from "@session-journal/postgres"
-import * as Pg from "@session-journal/postgres/test/pg"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { JournalChat } from "../src/index.ts"
 
 /** One storage under test. */
@@ -119,11 +119,16 @@ export const postgres: StoreKind = {
     Effect.gen(function*() {
       const prefix = `${pgPrefix}${pgTables++}_`
       yield* Effect.addFinalizer(() =>
-        Effect.ignore(PgPersistence.dropTables(prefix).pipe(
-          Effect.provide(Pg.adminLayer("sj-ai-test-admin"))
-        ))
+        Effect.ignore(
+          PgPersistence.dropTables(prefix).pipe(
+            Effect.provide(Pg.adminLayer("sj-ai-test-admin"))
+          )
+        )
       )
-      return journalStore(PgPersistence.layerFromUrl(Pg.url, { tablePrefix: prefix, pollInterval: "200 millis" }), options)
+      return journalStore(
+        PgPersistence.layerFromUrl(Pg.url, { tablePrefix: prefix, pollInterval: "200 millis" }),
+        options
+      )
     })
 }
 
@@ -136,7 +141,10 @@ export const answering = (parts: ReadonlyArray<Response.PartEncoded>) =>
       streamText: () =>
         Stream.fromIterable(parts.flatMap((part): Array<Response.StreamPartEncoded> =>
           part.type === "text"
-            ? [{ type: "text-start", id: "t" }, { type: "text-delta", id: "t", delta: part.text }, { type: "text-end", id: "t" }]
+            ? [{ type: "text-start", id: "t" }, { type: "text-delta", id: "t", delta: part.text }, {
+              type: "text-end",
+              id: "t"
+            }]
             : part.type === "tool-call"
             ? [{ type: "tool-call", id: part.id, name: part.name, params: part.params }]
             : []

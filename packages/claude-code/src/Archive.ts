@@ -68,7 +68,9 @@ export interface Report {
  */
 export const defaultSource = (env: Record<string, string | undefined> = process.env): string => {
   const dir = env["CLAUDE_CONFIG_DIR"]
-  return dir !== undefined && dir.length > 0 ? path.join(dir, "projects") : path.join(os.homedir(), ".claude", "projects")
+  return dir !== undefined && dir.length > 0
+    ? path.join(dir, "projects")
+    : path.join(os.homedir(), ".claude", "projects")
 }
 
 /**
@@ -235,7 +237,10 @@ const pass = (
     // A sub-agent still waiting for its parent's entry is looked at again when the parent changed.
     if (entries !== null && cache !== undefined) {
       for (const [file, t] of known) {
-        if (t._tag === "SubAgent" && !found.has(file) && cache.unlinked.has(SessionIds.sessionId(t)) && changedParents.has(SessionIds.parentId(t))) {
+        if (
+          t._tag === "SubAgent" && !found.has(file) && cache.unlinked.has(SessionIds.sessionId(t)) &&
+          changedParents.has(SessionIds.parentId(t))
+        ) {
           subs.push({ t, file })
         }
       }
@@ -438,7 +443,9 @@ export const follow = <E, R>(
       const { report } = result
       // A refused path is reported when it first shows up, not on every pass.
       const fresh = report.refused.filter((r) => !reportedRefused.has(r.path))
-      reportedRefused = full ? new Set(report.refused.map((r) => r.path)) : new Set([...reportedRefused, ...fresh.map((r) => r.path)])
+      reportedRefused = full
+        ? new Set(report.refused.map((r) => r.path))
+        : new Set([...reportedRefused, ...fresh.map((r) => r.path)])
       if (report.files.length > 0 || fresh.length > 0) yield* onPass({ ...report, refused: fresh })
       pollDelay = report.files.length > 0 ? interval : Math.min(pollDelay * 2, MAX_POLL_MILLIS)
       yield* Effect.sleep(interval)
@@ -460,9 +467,11 @@ export const restore = (
     yield* Effect.fromResult(Entry.validateSessionId(id))
     const journal = yield* SessionJournal.SessionJournal
     const restorer = new Planner.Restorer()
-    yield* journal.entries(id).pipe(Stream.runForEachArray((chunk) => Effect.sync(() => {
-      for (const e of chunk) restorer.push(e)
-    })))
+    yield* journal.entries(id).pipe(Stream.runForEachArray((chunk) =>
+      Effect.sync(() => {
+        for (const e of chunk) restorer.push(e)
+      })
+    ))
     const lost = restorer.lines.findIndex(Transcript.isOversized)
     if (lost >= 0) {
       return yield* new StorageError({

@@ -302,7 +302,8 @@ export const decodeText = (text: string, limits?: Limits): Result.Result<HookEve
  */
 export const PREFIX = "cch-"
 
-const hex = (text: string, digits: number): string => bytesToHex(sha256(new TextEncoder().encode(text))).slice(0, digits)
+const hex = (text: string, digits: number): string =>
+  bytesToHex(sha256(new TextEncoder().encode(text))).slice(0, digits)
 
 const sessionStem = /^[A-Za-z0-9-]{1,64}$/
 
@@ -318,7 +319,9 @@ export const projectOf = (input: typeof Common.Type): string => {
   const t = input.transcript_path
   if (t !== undefined) {
     const parts = t.split(/[\\/]/)
-    if (parts.length >= 2 && parts[parts.length - 1] === `${input.session_id}.jsonl` && parts[parts.length - 2] !== "") {
+    if (
+      parts.length >= 2 && parts[parts.length - 1] === `${input.session_id}.jsonl` && parts[parts.length - 2] !== ""
+    ) {
       return parts[parts.length - 2]!
     }
   }
@@ -400,7 +403,9 @@ export const kindOf = (name: KnownName): string => `claude-code.${name}`
 const WRITING_TOOLS = new Set(["Write", "Edit", "MultiEdit", "NotebookEdit"])
 
 const field = (o: Schema.Json | undefined, key: string): Schema.Json | undefined =>
-  typeof o === "object" && o !== null && !Array.isArray(o) ? (o as { readonly [k: string]: Schema.Json })[key] : undefined
+  typeof o === "object" && o !== null && !Array.isArray(o)
+    ? (o as { readonly [k: string]: Schema.Json })[key]
+    : undefined
 
 /**
  * The bytes a call returned to the agent, from its PostToolUse `tool_response`:
@@ -562,7 +567,9 @@ export const refusal = (event: string | null, reason: string, options?: {
   readonly stderr: string
 } => {
   const text = `session-journal: ${reason}`
-  if (event === "PreToolUse") return { output: denyOutput(text), httpOutput: denyOutput(text), exitCode: 0, stderr: `${text}\n` }
+  if (event === "PreToolUse") {
+    return { output: denyOutput(text), httpOutput: denyOutput(text), exitCode: 0, stderr: `${text}\n` }
+  }
   if (event === "PermissionRequest") {
     const output: HookOutput = {
       hookSpecificOutput: { hookEventName: "PermissionRequest", decision: { behavior: "deny", message: text } }
@@ -595,7 +602,9 @@ const allowAll: Guard.Guard = () => Guard.allow
 const journalError = (event: HookEvent, e: { readonly message: string; readonly _tag: string }) =>
   new HookError({
     reason: "Journal",
-    detail: `cannot record ${event.name === "Unknown" ? event.input.hook_event_name : event.name}: ${e.message || e._tag}`,
+    detail: `cannot record ${event.name === "Unknown" ? event.input.hook_event_name : event.name}: ${
+      e.message || e._tag
+    }`,
     event: event.name === "Unknown" ? event.input.hook_event_name : event.name,
     cause: e
   })

@@ -25,7 +25,7 @@
  * @since 0.1.0
  */
 import type { Entry, SessionJournal } from "@session-journal/core"
-import { isOversized, type LineValue, lineBytes, sameLine } from "./Transcript.ts"
+import { isOversized, lineBytes, type LineValue, sameLine } from "./Transcript.ts"
 
 /**
  * Kind of the entry holding one transcript line.
@@ -218,8 +218,16 @@ export const firstNew = (p: Plan, fileLines: number): number =>
  */
 export const lineItem = (n: number, value: LineValue): SessionJournal.WriteItem =>
   isOversized(value)
-    ? { _tag: "Other", kind: OVERSIZED_KIND, payload: { n, bytes: value.oversized.bytes, sha256: value.oversized.sha256 } }
-    : { _tag: "Other", kind: LINE_KIND, payload: "text" in value ? { n, line: value.text } : { n, line_base64: value.base64 } }
+    ? {
+      _tag: "Other",
+      kind: OVERSIZED_KIND,
+      payload: { n, bytes: value.oversized.bytes, sha256: value.oversized.sha256 }
+    }
+    : {
+      _tag: "Other",
+      kind: LINE_KIND,
+      payload: "text" in value ? { n, line: value.text } : { n, line_base64: value.base64 }
+    }
 
 /**
  * The write item of a divergence.

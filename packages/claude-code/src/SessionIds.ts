@@ -80,7 +80,8 @@ export const classify = (project: string, relative: string): Transcript | null =
 export const relativePath = (t: Transcript): string =>
   t._tag === "Main" ? `${t.session}.jsonl` : `${t.session}/subagents/${t.stem}.jsonl`
 
-const hex = (text: string, digits: number): string => bytesToHex(sha256(new TextEncoder().encode(text))).slice(0, digits)
+const hex = (text: string, digits: number): string =>
+  bytesToHex(sha256(new TextEncoder().encode(text))).slice(0, digits)
 
 const stemPattern = (max: number) => new RegExp(`^[A-Za-z0-9-]{1,${max}}$`)
 const sessionStem = stemPattern(64)
@@ -94,7 +95,9 @@ const agentStem = stemPattern(48)
 export const sessionId = (t: Transcript): string => {
   const base = `${PREFIX}${hex(t.project, 8)}-`
   if (t._tag === "Main" && sessionStem.test(t.session)) return base + t.session
-  if (t._tag === "SubAgent" && sessionStem.test(t.session) && agentStem.test(t.stem)) return `${base}${t.session}_${t.stem}`
+  if (t._tag === "SubAgent" && sessionStem.test(t.session) && agentStem.test(t.stem)) {
+    return `${base}${t.session}_${t.stem}`
+  }
   return `${base}_${hex(relativePath(t), 40)}`
 }
 

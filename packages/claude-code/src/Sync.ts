@@ -272,7 +272,12 @@ export const syncFile = (
   parent: Spawns | undefined,
   resume?: Resume | undefined
 ): Effect.Effect<
-  { readonly report: FileReport; readonly spawns: Spawns | undefined; readonly linked: boolean; readonly resume: Resume | undefined },
+  {
+    readonly report: FileReport
+    readonly spawns: Spawns | undefined
+    readonly linked: boolean
+    readonly resume: Resume | undefined
+  },
   never,
   SessionJournal.SessionJournal
 > => {
@@ -282,7 +287,15 @@ export const syncFile = (
   // What is durable so far, so that a failure after some batches reports them.
   const done = { lines: 0, tools: 0 }
   const failed = (reason: string) => ({
-    report: { path: file, session, status: "failed" as const, lines: done.lines, tools: done.tools, pendingBytes: 0, reason },
+    report: {
+      path: file,
+      session,
+      status: "failed" as const,
+      lines: done.lines,
+      tools: done.tools,
+      pendingBytes: 0,
+      reason
+    },
     spawns: undefined,
     linked: false,
     resume: undefined
@@ -292,7 +305,10 @@ export const syncFile = (
     const opened = yield* Source.open(loc)
     const st = opened.stat
     if (st.size > limits.maxFileBytes) {
-      return yield* new SourceError({ path: file, reason: `file is ${st.size} bytes, above the bound of ${limits.maxFileBytes} bytes` })
+      return yield* new SourceError({
+        path: file,
+        reason: `file is ${st.size} bytes, above the bound of ${limits.maxFileBytes} bytes`
+      })
     }
     // Only what was appended, when the remembered prefix still holds.
     let from: Resume | undefined = resume !== undefined && resume.session === session && resume.dev === st.dev &&
@@ -302,7 +318,9 @@ export const syncFile = (
     if (from !== undefined && from.last !== null) {
       const length = from.offset - from.last.start
       const tail = yield* Source.readAt(opened, from.last.start, length)
-      if (tail.length !== length || tail[length - 1] !== 0x0a || hashOf(tail.subarray(0, length - 1)) !== from.last.sha256) {
+      if (
+        tail.length !== length || tail[length - 1] !== 0x0a || hashOf(tail.subarray(0, length - 1)) !== from.last.sha256
+      ) {
         from = undefined
       }
     }
@@ -311,7 +329,9 @@ export const syncFile = (
       if (head._tag === "Failure" || head.success !== from.head) from = undefined
     }
     const offset = from?.offset ?? 0
-    const bytes = from === undefined ? yield* Source.readAll(opened, limits.maxFileBytes) : yield* Source.readAt(opened, offset, st.size - offset)
+    const bytes = from === undefined
+      ? yield* Source.readAll(opened, limits.maxFileBytes)
+      : yield* Source.readAt(opened, offset, st.size - offset)
     const { consumed, lastStart, lines, pendingBytes } = split(bytes, limits)
     const agentId = t._tag === "Main" ? "main" : t.agentId
     const depth = t._tag === "Main" ? 0 : 1
@@ -446,7 +466,11 @@ export const syncFile = (
     // parent failed this time, or was rewritten) does not take it back.
     const keep = spawn?.entry == null && isJsonObject(known) && known["parent_entry"] != null
     const data = keep
-      ? { ...metaData(t, file, undefined), parent_tool_use_id: known["parent_tool_use_id"] ?? null, parent_entry: known["parent_entry"] ?? null }
+      ? {
+        ...metaData(t, file, undefined),
+        parent_tool_use_id: known["parent_tool_use_id"] ?? null,
+        parent_entry: known["parent_entry"] ?? null
+      }
       : metaData(t, file, spawn)
     if (current === null || current.title !== title || JSON.stringify(current.data) !== JSON.stringify(data)) {
       yield* journal.setMeta(session, { title, labels: ["claude-code"], data })

@@ -144,7 +144,8 @@ export const parse = (text: string): LineInfo => {
   const content = isObject(message) ? message["content"] : undefined
   if (type === "user" && typeof content === "string") userText = content
   const decision = value["permissionDecision"]
-  const denied = (isObject(decision) && decision["decision"] === "reject") || typeof value["toolDenialKind"] === "string"
+  const denied = (isObject(decision) && decision["decision"] === "reject") ||
+    typeof value["toolDenialKind"] === "string"
   if (Array.isArray(content)) {
     for (const block of content) {
       if (!isObject(block)) continue
@@ -343,7 +344,8 @@ export const sameLine = (a: LineValue, b: LineValue): boolean => {
   if ("text" in a && "text" in b) return a.text === b.text
   if ("base64" in a && "base64" in b) return a.base64 === b.base64
   if (!isOversized(a) && !isOversized(b)) return false
-  const hashOf = (v: LineValue): Oversized => isOversized(v) ? v.oversized : (oversized(lineBytes(v)) as { readonly oversized: Oversized }).oversized
+  const hashOf = (v: LineValue): Oversized =>
+    isOversized(v) ? v.oversized : (oversized(lineBytes(v)) as { readonly oversized: Oversized }).oversized
   const x = hashOf(a)
   const y = hashOf(b)
   return x.bytes === y.bytes && x.sha256 === y.sha256

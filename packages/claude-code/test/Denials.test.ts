@@ -74,7 +74,9 @@ describe.skipIf(Claude.CLAUDE_BIN === null)("custody of calls Claude Code refuse
       assert.isFalse(fs.existsSync(outside), "the Write not allowed wrote")
       assert.isTrue(fs.existsSync(path.join(work, "ran.txt")))
       assert.deepStrictEqual(
-        (r.result?.["permission_denials"] as Array<Record<string, unknown>> | undefined ?? []).map((d) => d["tool_name"]),
+        (r.result?.["permission_denials"] as Array<Record<string, unknown>> | undefined ?? []).map((d) =>
+          d["tool_name"]
+        ),
         ["Bash", "Write"]
       )
       sid = r.sessionId!
@@ -105,7 +107,10 @@ describe.skipIf(Claude.CLAUDE_BIN === null)("custody of calls Claude Code refuse
       })
     )
     const tools = Array.from(entries).filter(Entry.isTool)
-    assert.deepStrictEqual(tools.map((e) => [e.tool_name, e.allowed]), [["Bash", false], ["Write", false], ["Bash", true]])
+    assert.deepStrictEqual(tools.map((e) => [e.tool_name, e.allowed]), [["Bash", false], ["Write", false], [
+      "Bash",
+      true
+    ]])
     // Counted as chio counts denied calls: every call is an invocation.
     assert.strictEqual(JournalState.snapshot(state).data_flow.total_invocations, 3n)
   })

@@ -42,7 +42,15 @@ const base = (type: string, sidechain: boolean, extra: Record<string, unknown>) 
 
 const assistant = (sidechain: boolean, content: Array<unknown>) =>
   JSON.stringify(base("assistant", sidechain, {
-    message: { id: `msg_${uuidCounter}`, type: "message", role: "assistant", model: "claude-sonnet-4-5", content, stop_reason: null, usage: { input_tokens: 12, output_tokens: 80 } },
+    message: {
+      id: `msg_${uuidCounter}`,
+      type: "message",
+      role: "assistant",
+      model: "claude-sonnet-4-5",
+      content,
+      stop_reason: null,
+      usage: { input_tokens: 12, output_tokens: 80 }
+    },
     requestId: `req_${uuidCounter}`
   }))
 
@@ -64,16 +72,33 @@ export const MAIN_TURN_TOOLS: Readonly<Record<string, number>> = { Read: 1, Bash
 export const mainTurn = (i: number, padding = 0): Array<string> => {
   const pad = "x".repeat(padding)
   return [
-    JSON.stringify(base("user", false, { message: { role: "user", content: `Turn ${i}: fix the failing checkout test. ${pad}` } })),
-    assistant(false, [{ type: "thinking", thinking: `The test fails in cart.ts, line ${i}. ${pad}`, signature: "EqQBCkYIBRgCKkB" }]),
+    JSON.stringify(
+      base("user", false, { message: { role: "user", content: `Turn ${i}: fix the failing checkout test. ${pad}` } })
+    ),
+    assistant(false, [{
+      type: "thinking",
+      thinking: `The test fails in cart.ts, line ${i}. ${pad}`,
+      signature: "EqQBCkYIBRgCKkB"
+    }]),
     assistant(false, [{ type: "text", text: "Reading the cart module first." }]),
     assistant(false, [toolUse(`toolu_r${i}`, "Read", { file_path: "/home/dev/shop_app.v2/src/cart.ts" })]),
-    JSON.stringify(base("progress", false, { data: { type: "hook_progress", hookEvent: "PostToolUse" }, toolUseID: `toolu_r${i}`, parentToolUseID: `toolu_r${i}` })),
-    result(false, `toolu_r${i}`, `export const total = (items: Item[]) => items.reduce(sum, 0) // ${i} ${pad}`, { toolUseResult: { type: "text", file: { filePath: "src/cart.ts", numLines: 1 } } }),
+    JSON.stringify(
+      base("progress", false, {
+        data: { type: "hook_progress", hookEvent: "PostToolUse" },
+        toolUseID: `toolu_r${i}`,
+        parentToolUseID: `toolu_r${i}`
+      })
+    ),
+    result(false, `toolu_r${i}`, `export const total = (items: Item[]) => items.reduce(sum, 0) // ${i} ${pad}`, {
+      toolUseResult: { type: "text", file: { filePath: "src/cart.ts", numLines: 1 } }
+    }),
     assistant(false, [
       { type: "text", text: "Running the tests, then filing an issue." },
       toolUse(`toolu_b${i}`, "Bash", { command: "pnpm test cart", description: "Run the cart tests" }),
-      toolUse(`toolu_g${i}`, "mcp__github__create_issue", { title: `Checkout rounding ${i}`, body: "Totals are rounded twice." })
+      toolUse(`toolu_g${i}`, "mcp__github__create_issue", {
+        title: `Checkout rounding ${i}`,
+        body: "Totals are rounded twice."
+      })
     ]),
     result(false, `toolu_b${i}`, [{ type: "text", text: `PASS src/cart.test.ts (${i})` }]),
     result(false, `toolu_g${i}`, "https://github.com/acme/shop/issues/12"),
@@ -84,15 +109,44 @@ export const mainTurn = (i: number, padding = 0): Array<string> => {
 /** The main transcript's lines, the `Task` call and its result included; `turns` ordinary turns. */
 export const mainLines = (turns = 2): Array<string> => {
   const lines: Array<string> = [
-    JSON.stringify({ type: "summary", summary: "Fix checkout rounding", leafUuid: "00000000-0000-4000-8000-00000000ffff" }),
-    JSON.stringify({ type: "file-history-snapshot", messageId: uuid(), snapshot: { messageId: uuid(), trackedFileBackups: {}, timestamp: "2026-11-30T10:00:00.000Z" }, isSnapshotUpdate: false }),
-    JSON.stringify({ type: "queue-operation", operation: "enqueue", timestamp: "2026-11-30T10:00:00.000Z", sessionId: SESSION, content: "also check the tax code" })
+    JSON.stringify({
+      type: "summary",
+      summary: "Fix checkout rounding",
+      leafUuid: "00000000-0000-4000-8000-00000000ffff"
+    }),
+    JSON.stringify({
+      type: "file-history-snapshot",
+      messageId: uuid(),
+      snapshot: { messageId: uuid(), trackedFileBackups: {}, timestamp: "2026-11-30T10:00:00.000Z" },
+      isSnapshotUpdate: false
+    }),
+    JSON.stringify({
+      type: "queue-operation",
+      operation: "enqueue",
+      timestamp: "2026-11-30T10:00:00.000Z",
+      sessionId: SESSION,
+      content: "also check the tax code"
+    })
   ]
   for (let i = 0; i < turns; i++) lines.push(...mainTurn(i))
   lines.push(
-    assistant(false, [toolUse("toolu_task", "Task", { description: "Find callers", prompt: TASK_PROMPT, subagent_type: "general-purpose" })]),
-    JSON.stringify(base("progress", false, { data: { type: "agent_progress", agentId: AGENT, prompt: TASK_PROMPT }, toolUseID: "toolu_task", parentToolUseID: "toolu_task" })),
-    result(false, "toolu_task", [{ type: "text", text: `Found 2 callers.\nagentId: ${AGENT}` }], { toolUseResult: { status: "completed", agentId: AGENT, totalToolUseCount: 2 } }),
+    assistant(false, [
+      toolUse("toolu_task", "Task", {
+        description: "Find callers",
+        prompt: TASK_PROMPT,
+        subagent_type: "general-purpose"
+      })
+    ]),
+    JSON.stringify(
+      base("progress", false, {
+        data: { type: "agent_progress", agentId: AGENT, prompt: TASK_PROMPT },
+        toolUseID: "toolu_task",
+        parentToolUseID: "toolu_task"
+      })
+    ),
+    result(false, "toolu_task", [{ type: "text", text: `Found 2 callers.\nagentId: ${AGENT}` }], {
+      toolUseResult: { status: "completed", agentId: AGENT, totalToolUseCount: 2 }
+    }),
     JSON.stringify({ type: "custom-title", customTitle: "checkout", sessionId: SESSION }),
     JSON.stringify({ type: "hologram-snapshot", schema: 9, sessionId: SESSION, frames: [{ at: 1.5, data: "AAEC" }] }),
     "this line is not JSON {",
@@ -112,7 +166,10 @@ export const mainTools = (turns = 2): Record<string, number> => ({
 /** The sub-agent's lines: its prompt, two tool calls (Grep, Read) with results, and its answer. */
 export const subLines = (): Array<string> => [
   JSON.stringify(base("user", true, { message: { role: "user", content: TASK_PROMPT } })),
-  assistant(true, [{ type: "thinking", thinking: "Search for the symbol.", signature: "Eq" }, toolUse("toolu_s1", "Grep", { pattern: "applyDiscount", path: "src" })]),
+  assistant(true, [
+    { type: "thinking", thinking: "Search for the symbol.", signature: "Eq" },
+    toolUse("toolu_s1", "Grep", { pattern: "applyDiscount", path: "src" })
+  ]),
   result(true, "toolu_s1", "src/cart.ts\nsrc/promo.ts"),
   assistant(true, [toolUse("toolu_s2", "Read", { file_path: "src/promo.ts" })]),
   result(true, "toolu_s2", [{ type: "text", text: "export const promo = applyDiscount(0.1)" }]),

@@ -152,7 +152,10 @@ describe("Hook.handle", () => {
       // A Read's outcome counts the content it returned.
       assert.strictEqual(state.data_flow.total_bytes_read, BigInt("alpha".length))
       assert.strictEqual(state.data_flow.total_invocations, 3n)
-      assert.strictEqual((state.meta?.data as { custody_session?: string } | undefined)?.custody_session, `cc-${read.session.slice(4)}`)
+      assert.strictEqual(
+        (state.meta?.data as { custody_session?: string } | undefined)?.custody_session,
+        `cc-${read.session.slice(4)}`
+      )
       const verified = yield* journal.verify(read.session)
       assert.strictEqual(verified.entriesChecked, 8)
     }).pipe(Effect.provide(layer)))
@@ -163,7 +166,9 @@ describe("Hook.handle", () => {
       const first = yield* Hook.handle(decode(pre("Read", {}, "r1")), options)
       assert.strictEqual(first.verdict?._tag, "Allow")
       yield* Hook.handle(
-        decode(base("PostToolUse", { tool_name: "Read", tool_input: {}, tool_use_id: "r1", tool_response: "x".repeat(20) })),
+        decode(
+          base("PostToolUse", { tool_name: "Read", tool_input: {}, tool_use_id: "r1", tool_response: "x".repeat(20) })
+        ),
         options
       )
       const second = yield* Hook.handle(decode(pre("Read", {}, "r2")), options)

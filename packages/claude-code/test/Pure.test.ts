@@ -12,7 +12,9 @@ import * as F from "./Fixtures.ts"
 
 describe("ProjectDir", () => {
   it("replaces every character outside [A-Za-z0-9] by -, without collapsing runs", () => {
-    expect(ProjectDir.encode("/Users/foo/src/github.com/omnara-ai/omnara")).toBe("-Users-foo-src-github-com-omnara-ai-omnara")
+    expect(ProjectDir.encode("/Users/foo/src/github.com/omnara-ai/omnara")).toBe(
+      "-Users-foo-src-github-com-omnara-ai-omnara"
+    )
     expect(ProjectDir.encode("/home/user/my_example_workspace")).toBe("-home-user-my-example-workspace")
     expect(ProjectDir.encode("/Users/me/.agents")).toBe("-Users-me--agents")
     expect(ProjectDir.encode("C:\\git\\cc-plus")).toBe("C--git-cc-plus")
@@ -61,10 +63,15 @@ describe("Transcript", () => {
     const uses = infos.flatMap((i) => i.toolUses.map((u) => u.name))
     expect(uses).toEqual(["Read", "Bash", "mcp__github__create_issue", "Task"])
     expect(infos.flatMap((i) => i.toolResults).length).toBe(4)
-    expect(infos.find((i) => i.agentLink !== undefined)?.agentLink).toEqual({ agentId: F.AGENT, toolUseId: "toolu_task" })
+    expect(infos.find((i) => i.agentLink !== undefined)?.agentLink).toEqual({
+      agentId: F.AGENT,
+      toolUseId: "toolu_task"
+    })
     expect(Transcript.parse("this line is not JSON {")).toMatchObject({ type: null, toolUses: [] })
     expect(Transcript.parse("[1,2]").type).toBeNull()
-    expect(Transcript.parse("{\"type\":\"assistant\",\"message\":{\"content\":[null,{\"type\":\"tool_use\"}]}}").toolUses).toEqual([])
+    expect(
+      Transcript.parse("{\"type\":\"assistant\",\"message\":{\"content\":[null,{\"type\":\"tool_use\"}]}}").toolUses
+    ).toEqual([])
     expect(Transcript.serverOf("mcp__github__create_issue")).toBe("github")
     expect(Transcript.serverOf("mcp____x")).toBe("claude-code")
     expect(Transcript.serverOf("Bash")).toBe("claude-code")
@@ -95,14 +102,17 @@ describe("Transcript", () => {
       })
     const allowedOf = (extra: Record<string, unknown>) => {
       const pairing = Transcript.emptyPairing()
-      return [use, result(extra)].flatMap((l) => Transcript.pair(pairing, Transcript.parse(l), "main", 0)).map((c) => c.allowed)
+      return [use, result(extra)].flatMap((l) => Transcript.pair(pairing, Transcript.parse(l), "main", 0)).map((c) =>
+        c.allowed
+      )
     }
     // A hook's deny, and Claude Code's own permission rules, as the CLI writes them.
     expect(allowedOf({
       toolDenialKind: "permission-rule",
       permissionDecision: { decision: "reject", source: "hook", reasonType: "hook", reasonCode: "hook:PreToolUse" }
     })).toEqual([false])
-    expect(allowedOf({ toolDenialKind: "user-rejected", permissionDecision: { decision: "reject", source: "config" } })).toEqual([false])
+    expect(allowedOf({ toolDenialKind: "user-rejected", permissionDecision: { decision: "reject", source: "config" } }))
+      .toEqual([false])
     // Either field alone says it.
     expect(allowedOf({ permissionDecision: { decision: "reject" } })).toEqual([false])
     expect(allowedOf({ toolDenialKind: "anything" })).toEqual([false])
@@ -114,7 +124,13 @@ describe("Transcript", () => {
 
   it("keeps bytes that are not UTF-8 (and a byte-order mark) exactly", () => {
     const decoder = Transcript.strictDecoder()
-    for (const bytes of [new Uint8Array([0xff, 0xfe, 0x41]), new Uint8Array([0xef, 0xbb, 0xbf, 0x7b, 0x7d]), new Uint8Array([])]) {
+    for (
+      const bytes of [
+        new Uint8Array([0xff, 0xfe, 0x41]),
+        new Uint8Array([0xef, 0xbb, 0xbf, 0x7b, 0x7d]),
+        new Uint8Array([])
+      ]
+    ) {
       const value = Transcript.decodeLine(bytes, decoder)
       expect(Array.from(Transcript.lineBytes(value))).toEqual(Array.from(bytes))
     }
@@ -133,7 +149,11 @@ describe("Planner", () => {
 
   it("extends a prefix, leaves an equal copy, diverges at the first differing or missing line", () => {
     expect(Planner.plan(fold([]), 3)).toEqual({ _tag: "Extend", from: 0 })
-    const two = [entry(0, Planner.LINE_KIND, { n: 1, line: "a" }), entry(1, "tool", {}), entry(2, Planner.LINE_KIND, { n: 2, line: "b" })]
+    const two = [
+      entry(0, Planner.LINE_KIND, { n: 1, line: "a" }),
+      entry(1, "tool", {}),
+      entry(2, Planner.LINE_KIND, { n: 2, line: "b" })
+    ]
     expect(Planner.plan(fold(two), 3)).toEqual({ _tag: "Extend", from: 2 })
     const changed = fold(two, [{ text: "a" }, { text: "B" }, { text: "c" }])
     expect(Planner.plan(changed, 3)).toMatchObject({ _tag: "Diverge", line: 2, reason: "changed" })
@@ -141,7 +161,10 @@ describe("Planner", () => {
     const all = [...two, entry(3, Planner.LINE_KIND, { n: 3, line: "c" })]
     expect(Planner.plan(fold(all), 3)).toEqual({ _tag: "Unchanged" })
     // A line entry out of order is a divergence at its place.
-    expect(Planner.plan(fold([entry(0, Planner.LINE_KIND, { n: 2, line: "a" })]), 3)).toMatchObject({ _tag: "Diverge", line: 1 })
+    expect(Planner.plan(fold([entry(0, Planner.LINE_KIND, { n: 2, line: "a" })]), 3)).toMatchObject({
+      _tag: "Diverge",
+      line: 1
+    })
   })
 
   it("after a divergence the current version is the kept prefix and what follows", () => {
@@ -164,7 +187,16 @@ describe("Planner", () => {
 describe("architecture", () => {
   it("the pure modules import no node:* and no file access", () => {
     const src = path.join(import.meta.dirname, "..", "src")
-    for (const name of ["ProjectDir.ts", "SessionIds.ts", "Transcript.ts", "Planner.ts", "Errors.ts", "internal/storeIndex.ts"]) {
+    for (
+      const name of [
+        "ProjectDir.ts",
+        "SessionIds.ts",
+        "Transcript.ts",
+        "Planner.ts",
+        "Errors.ts",
+        "internal/storeIndex.ts"
+      ]
+    ) {
       const text = fs.readFileSync(path.join(src, name), "utf8")
       expect(text, name).not.toMatch(/from "node:|@session-journal\/node|internal\/source/)
     }

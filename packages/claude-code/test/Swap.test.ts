@@ -49,7 +49,13 @@ const inJournal = <A, E>(root: string, program: Effect.Effect<A, E, SessionJourn
   )
 
 const main: SessionIds.Transcript = { _tag: "Main", project: F.PROJECT, session: F.SESSION }
-const sub: SessionIds.Transcript = { _tag: "SubAgent", project: F.PROJECT, session: F.SESSION, stem: `agent-${F.AGENT}`, agentId: F.AGENT }
+const sub: SessionIds.Transcript = {
+  _tag: "SubAgent",
+  project: F.PROJECT,
+  session: F.SESSION,
+  stem: `agent-${F.AGENT}`,
+  agentId: F.AGENT
+}
 
 // Whether any entry of any session holds the outside content.
 const leaked = Effect.gen(function*() {
@@ -85,47 +91,52 @@ describe("a swapped directory", () => {
         if (!procfs) Source.useProcfs(false)
         yield* Effect.addFinalizer(() => Effect.sync(() => Source.useProcfs(undefined)))
         const { source, tree, outside, journal } = setup()
-        yield* inJournal(journal, Effect.gen(function*() {
-          const limits = Sync.DEFAULT_LIMITS
-          // The project directory.
-          const project = swap(tree.projectDir, path.join(outside, F.PROJECT))
-          project.swap()
-          const r1 = yield* Sync.syncFile(main, source, limits, undefined)
-          assert.strictEqual(r1.report.status, "failed")
-          assert.strictEqual(r1.report.reason, `${tree.projectDir}: refused: a symbolic link`)
-          project.back()
-          // The sub-agents directory of a session.
-          const subagents = path.join(tree.projectDir, F.SESSION, "subagents")
-          const nested = swap(subagents, path.join(outside, F.PROJECT, F.SESSION, "subagents"))
-          nested.swap()
-          const r2 = yield* Sync.syncFile(sub, source, limits, undefined)
-          assert.strictEqual(r2.report.reason, `${subagents}: refused: a symbolic link`)
-          // The main transcript beside it is still archived.
-          const r3 = yield* Sync.syncFile(main, source, limits, undefined)
-          assert.strictEqual(r3.report.status, "created")
-          nested.back()
-          // The source itself.
-          const top = swap(source, outside)
-          top.swap()
-          const r4 = yield* Sync.syncFile(sub, source, limits, undefined)
-          assert.strictEqual(r4.report.reason, `${source}: refused: a symbolic link`)
-          top.back()
-          assert.isFalse(yield* leaked)
-          const r5 = yield* Sync.syncFile(sub, source, limits, undefined)
-          assert.strictEqual(r5.report.status, "created")
-        }))
+        yield* inJournal(
+          journal,
+          Effect.gen(function*() {
+            const limits = Sync.DEFAULT_LIMITS
+            // The project directory.
+            const project = swap(tree.projectDir, path.join(outside, F.PROJECT))
+            project.swap()
+            const r1 = yield* Sync.syncFile(main, source, limits, undefined)
+            assert.strictEqual(r1.report.status, "failed")
+            assert.strictEqual(r1.report.reason, `${tree.projectDir}: refused: a symbolic link`)
+            project.back()
+            // The sub-agents directory of a session.
+            const subagents = path.join(tree.projectDir, F.SESSION, "subagents")
+            const nested = swap(subagents, path.join(outside, F.PROJECT, F.SESSION, "subagents"))
+            nested.swap()
+            const r2 = yield* Sync.syncFile(sub, source, limits, undefined)
+            assert.strictEqual(r2.report.reason, `${subagents}: refused: a symbolic link`)
+            // The main transcript beside it is still archived.
+            const r3 = yield* Sync.syncFile(main, source, limits, undefined)
+            assert.strictEqual(r3.report.status, "created")
+            nested.back()
+            // The source itself.
+            const top = swap(source, outside)
+            top.swap()
+            const r4 = yield* Sync.syncFile(sub, source, limits, undefined)
+            assert.strictEqual(r4.report.reason, `${source}: refused: a symbolic link`)
+            top.back()
+            assert.isFalse(yield* leaked)
+            const r5 = yield* Sync.syncFile(sub, source, limits, undefined)
+            assert.strictEqual(r5.report.status, "created")
+          })
+        )
       }))
   }
 
-  it.live("swapped back and forth by another process while archive runs: nothing outside is ever journaled", () =>
-    Effect.gen(function*() {
-      const { source, tree, outside, journal } = setup()
-      const levels: Array<[string, string]> = [[tree.projectDir, path.join(outside, F.PROJECT)], [source, outside]]
-      for (const [real, target] of levels) {
-        fs.rmSync(journal, { recursive: true, force: true })
-        fs.symlinkSync(target, `${real}.link`)
-        // Swaps as fast as it can for 1.5 s, then leaves the real directory in place.
-        const script = `
+  it.live(
+    "swapped back and forth by another process while archive runs: nothing outside is ever journaled",
+    () =>
+      Effect.gen(function*() {
+        const { source, tree, outside, journal } = setup()
+        const levels: Array<[string, string]> = [[tree.projectDir, path.join(outside, F.PROJECT)], [source, outside]]
+        for (const [real, target] of levels) {
+          fs.rmSync(journal, { recursive: true, force: true })
+          fs.symlinkSync(target, `${real}.link`)
+          // Swaps as fast as it can for 1.5 s, then leaves the real directory in place.
+          const script = `
           const fs = require("node:fs")
           const [real, aside, link] = process.argv.slice(1)
           const end = Date.now() + 1500
@@ -133,25 +144,32 @@ describe("a swapped directory", () => {
             fs.renameSync(real, aside); fs.renameSync(link, real)
             fs.renameSync(real, link); fs.renameSync(aside, real)
           }`
-        const child = spawn(process.execPath, ["-e", script, real, `${real}.real`, `${real}.link`], { stdio: "ignore" })
-        const exited = new Promise<number | null>((resolve) => child.on("exit", resolve))
-        const runs = yield* inJournal(journal, Effect.gen(function*() {
-          let runs = 0
-          let open = true
-          void exited.then(() => {
-            open = false
+          const child = spawn(process.execPath, ["-e", script, real, `${real}.real`, `${real}.link`], {
+            stdio: "ignore"
           })
-          while (open) {
-            // Mid-swap the source may be missing: that run fails as a whole.
-            yield* Effect.ignore(Archive.archive({ source }))
-            runs++
-          }
-          assert.isFalse(yield* leaked, `a file outside the source was journaled (swapping ${real})`)
-          return runs
-        }))
-        assert.strictEqual(yield* Effect.promise(() => exited), 0)
-        assert.isAbove(runs, 5)
-        fs.rmSync(`${real}.link`)
-      }
-    }), { timeout: 30_000 })
+          const exited = new Promise<number | null>((resolve) => child.on("exit", resolve))
+          const runs = yield* inJournal(
+            journal,
+            Effect.gen(function*() {
+              let runs = 0
+              let open = true
+              void exited.then(() => {
+                open = false
+              })
+              while (open) {
+                // Mid-swap the source may be missing: that run fails as a whole.
+                yield* Effect.ignore(Archive.archive({ source }))
+                runs++
+              }
+              assert.isFalse(yield* leaked, `a file outside the source was journaled (swapping ${real})`)
+              return runs
+            })
+          )
+          assert.strictEqual(yield* Effect.promise(() => exited), 0)
+          assert.isAbove(runs, 5)
+          fs.rmSync(`${real}.link`)
+        }
+      }),
+    { timeout: 30_000 }
+  )
 })

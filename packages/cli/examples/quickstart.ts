@@ -9,10 +9,18 @@ import { Guard, SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import { Effect, Layer, Stream } from "effect"
 
-const Journal = SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: process.argv[2] ?? "./.session-journal" })))
+const Journal = SessionJournal.layer().pipe(
+  Layer.provide(NodePersistence.layer({ root: process.argv[2] ?? "./.session-journal" }))
+)
 const policy = Guard.all(Guard.maxStreak(3), Guard.forbiddenTransitions([["write_file", "deploy"]]))
-const call = (tool_name: string, bytes_read = 0) =>
-  ({ tool_name, server_id: "tools", agent_id: "coder", bytes_read, bytes_written: 0, delegation_depth: 0 })
+const call = (tool_name: string, bytes_read = 0) => ({
+  tool_name,
+  server_id: "tools",
+  agent_id: "coder",
+  bytes_read,
+  bytes_written: 0,
+  delegation_depth: 0
+})
 
 const program = Effect.gen(function*() {
   const journal = yield* SessionJournal.SessionJournal

@@ -91,7 +91,10 @@ const sampleIndexes = (length: number): Array<number> => {
  *
  * @since 0.3.0
  */
-export const lines = (series: ReadonlyArray<Series>, options: { readonly className: string; readonly title: string }): string => {
+export const lines = (
+  series: ReadonlyArray<Series>,
+  options: { readonly className: string; readonly title: string }
+): string => {
   const length = series[0]?.values.length ?? 0
   if (length === 0) return `<p class="muted">no entries</p>`
   const width = 400
@@ -110,13 +113,16 @@ export const lines = (series: ReadonlyArray<Series>, options: { readonly classNa
   const paths = series.map((s) => {
     const pts = idx.map((i) => `${x(i).toFixed(1)},${y(s.values[i] ?? 0).toFixed(1)}`).join(" ")
     const final = s.values[length - 1] ?? 0
-    return `<polyline class="series" data-name="${Html.escape(s.name)}" data-final="${final}" fill="none" stroke="${s.color}" stroke-width="2" points="${pts}"></polyline>`
+    return `<polyline class="series" data-name="${
+      Html.escape(s.name)
+    }" data-final="${final}" fill="none" stroke="${s.color}" stroke-width="2" points="${pts}"></polyline>`
   })
   const legend = series.map((s, i) =>
     `<g transform="translate(${left + i * 160},6)"><rect width="10" height="10" fill="${s.color}"></rect>` +
     `<text x="14" y="9">${Html.escape(s.name)}: ${Html.escape(Html.bytes(s.values[length - 1] ?? 0))}</text></g>`
   )
-  const axes = `<line x1="${left}" y1="${top + plotH}" x2="${left + plotW}" y2="${top + plotH}" stroke="#8c959f"></line>` +
+  const axes =
+    `<line x1="${left}" y1="${top + plotH}" x2="${left + plotW}" y2="${top + plotH}" stroke="#8c959f"></line>` +
     `<line x1="${left}" y1="${top}" x2="${left}" y2="${top + plotH}" stroke="#8c959f"></line>` +
     `<text x="${left - 4}" y="${top + 10}" text-anchor="end">${Html.escape(Html.bytes(max))}</text>` +
     `<text x="${left - 4}" y="${top + plotH}" text-anchor="end">0</text>` +

@@ -8,18 +8,18 @@
  */
 import { Archive, type Sync } from "@session-journal/claude-code"
 import { type SessionJournal, StorageError, StorageReason } from "@session-journal/core"
+import { Argument, Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import { Argument, Command, Flag } from "effect/cli"
 import * as path from "node:path"
 import * as ClaudeCodeRun from "./ClaudeCodeRun.ts"
 import { Exit, type Failure, InvalidInput } from "./Failure.ts"
 import * as GuardCommands from "./GuardCommands.ts"
 import * as HookCommand from "./HookCommand.ts"
+import * as Install from "./Install.ts"
 import { Dir, Postgres } from "./internal/commandKit.ts"
 import { parseWaitMillis } from "./internal/hookArgs.ts"
-import * as Install from "./Install.ts"
 import * as Output from "./Output.ts"
 
 /**
@@ -50,15 +50,21 @@ const source = Flag.String("source").pipe(
 const project = Flag.String("project").pipe(
   Flag.optional,
   Flag.withMetavar("PATH"),
-  Flag.withDescription("Only the project whose working directory is PATH (encoded as Claude Code does: every character outside [A-Za-z0-9] becomes -)")
+  Flag.withDescription(
+    "Only the project whose working directory is PATH (encoded as Claude Code does: every character outside [A-Za-z0-9] becomes -)"
+  )
 )
 
-const options = (a: { readonly source: Option.Option<string>; readonly project: Option.Option<string> }): Archive.Options => ({
+const options = (
+  a: { readonly source: Option.Option<string>; readonly project: Option.Option<string> }
+): Archive.Options => ({
   source: Option.getOrUndefined(a.source),
   project: Option.getOrUndefined(a.project)
 })
 
-const asInput = Effect.mapError((e: { readonly message: string }) => new InvalidInput({ field: "--source", reason: e.message }))
+const asInput = Effect.mapError((e: { readonly message: string }) =>
+  new InvalidInput({ field: "--source", reason: e.message })
+)
 
 const fileJson = (f: Sync.FileReport) => ({
   path: f.path,
@@ -89,7 +95,9 @@ const fileText = (root: string) => (f: Sync.FileReport): string => {
 
 const reportText = (report: Archive.Report, summary: boolean): Array<string> => {
   const out = report.files.map(fileText(report.source))
-  for (const r of report.refused) out.push(`${"refused".padEnd(10)} ${path.relative(report.source, r.path)}: ${r.reason}`)
+  for (const r of report.refused) {
+    out.push(`${"refused".padEnd(10)} ${path.relative(report.source, r.path)}: ${r.reason}`)
+  }
   if (summary) {
     const count = (s: string) => report.files.filter((f) => f.status === s).length
     const parts = ["created", "extended", "unchanged", "diverged", "reappeared", "missing", "failed"]
@@ -129,7 +137,9 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
             operation: "archive",
             reason: new StorageReason.Incomplete({
               failed: n,
-              message: `${n} path${n === 1 ? "" : "s"} under ${report.source} could not be archived (listed above); everything else was`
+              message: `${n} path${
+                n === 1 ? "" : "s"
+              } under ${report.source} could not be archived (listed above); everything else was`
             })
           })
         }
@@ -139,16 +149,22 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
         "a rewritten transcript is recorded as a divergence, a vanished one as missing; symbolic links are refused"
     ))
 
-  const follow = Command.make("follow", { source, project }, (a) =>
-    withJournal(({ json }) =>
-      asInput(Archive.follow(options(a), (report) =>
-        json
-          ? Output.lines([
-            ...report.files.map((f) => JSON.stringify(fileJson(f))),
-            ...report.refused.map((r) => JSON.stringify({ ...r, status: "refused" }))
-          ])
-          : Output.lines(reportText(report, false))))
-    )).pipe(Command.withDescription("Archive, then journal new lines as they are written (within a second) until interrupted"))
+  const follow = Command.make(
+    "follow",
+    { source, project },
+    (a) =>
+      withJournal(({ json }) =>
+        asInput(Archive.follow(options(a), (report) =>
+          json
+            ? Output.lines([
+              ...report.files.map((f) => JSON.stringify(fileJson(f))),
+              ...report.refused.map((r) => JSON.stringify({ ...r, status: "refused" }))
+            ])
+            : Output.lines(reportText(report, false))))
+      )
+  ).pipe(
+    Command.withDescription("Archive, then journal new lines as they are written (within a second) until interrupted")
+  )
 
   const exportCmd = Command.make("export", {
     id: Argument.String("id").pipe(Argument.withDescription("Session id of a transcript (as archive prints it)"))
@@ -164,7 +180,9 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
     policy: Flag.String("policy").pipe(
       Flag.optional,
       Flag.withMetavar("FILE"),
-      Flag.withDescription(`Decide every PreToolUse with this policy file (default $${HookCommand.POLICY_VAR}; none: record only)`)
+      Flag.withDescription(
+        `Decide every PreToolUse with this policy file (default $${HookCommand.POLICY_VAR}; none: record only)`
+      )
     ),
     root: Flag.String("root").pipe(
       Flag.optional,
@@ -173,7 +191,9 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
     ),
     failOpen: Flag.Boolean("fail-open").pipe(
       Flag.withDefault(false),
-      Flag.withDescription("When the event cannot be recorded, exit 1 (Claude Code goes on) instead of denying the call")
+      Flag.withDescription(
+        "When the event cannot be recorded, exit 1 (Claude Code goes on) instead of denying the call"
+      )
     ),
     maxInputBytes: Flag.Int("max-input-bytes").pipe(
       Flag.filter((n) => n > 0, (n) => `must be a positive integer, got ${n}`),
@@ -207,14 +227,26 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       )
       if (code !== 0) return yield* new Exit({ code })
     }).pipe(Effect.catchTag("InvalidInput", (e) =>
-      Effect.andThen(Output.errorLine(`session-journal: ${e.message}`), Effect.fail(new Exit({ code: 2 })))))
-  ).pipe(Command.withDescription(
-    "Claude Code's command hook for every event: read one event from stdin, journal it, answer; " +
-      "a PreToolUse is decided with the policy. Fails closed: what cannot be recorded is denied (exit 2 for other events)"
-  ))
+      Effect.andThen(Output.errorLine(`session-journal: ${e.message}`), Effect.fail(new Exit({ code: 2 })))))).pipe(
+      Command.withDescription(
+        "Claude Code's command hook for every event: read one event from stdin, journal it, answer; " +
+          "a PreToolUse is decided with the policy. Fails closed: what cannot be recorded is denied (exit 2 for other events)"
+      )
+    )
 
   return Command.make("claude-code").pipe(
-    Command.withDescription("Claude Code: custody of its transcripts, hooks that journal and guard it as it runs, a session run through the driver"),
-    Command.withSubcommands([archive, follow, exportCmd, hook, Install.command, GuardCommands.guard, GuardCommands.forward, ClaudeCodeRun.run])
+    Command.withDescription(
+      "Claude Code: custody of its transcripts, hooks that journal and guard it as it runs, a session run through the driver"
+    ),
+    Command.withSubcommands([
+      archive,
+      follow,
+      exportCmd,
+      hook,
+      Install.command,
+      GuardCommands.guard,
+      GuardCommands.forward,
+      ClaudeCodeRun.run
+    ])
   )
 }

@@ -18,7 +18,14 @@ import * as Verify from "./Verify.ts"
 
 type Step =
   | { readonly _tag: "say"; readonly role: "user" | "assistant"; readonly content: string }
-  | { readonly _tag: "call"; readonly tool: string; readonly read?: number; readonly written?: number; readonly agent?: string; readonly depth?: number }
+  | {
+    readonly _tag: "call"
+    readonly tool: string
+    readonly read?: number
+    readonly written?: number
+    readonly agent?: string
+    readonly depth?: number
+  }
 
 /**
  * The guards of the demo: never `rm_rf`, at most 3 calls of one tool in a row, no
@@ -50,7 +57,11 @@ const script: ReadonlyArray<Step> = [
   { _tag: "call", tool: "review", agent: "reviewer", depth: 3 },
   { _tag: "call", tool: "read_file", read: 180_000 },
   { _tag: "call", tool: "rm_rf" },
-  { _tag: "say", role: "assistant", content: "Fixed the off-by-one in parser.ts; all tests pass. Deploy was refused by policy right after a write." }
+  {
+    _tag: "say",
+    role: "assistant",
+    content: "Fixed the off-by-one in parser.ts; all tests pass. Deploy was refused by policy right after a write."
+  }
 ]
 
 /**
@@ -95,7 +106,10 @@ export const run = (json: boolean, storage: Storage.Options) =>
     if (json) {
       yield* Output.json({
         session: id,
-        entries: steps.map((s) => ({ ...Output.entryJsonValue(s.entry), ...(s.denied === null ? {} : { denied_reason: s.denied }) })),
+        entries: steps.map((s) => ({
+          ...Output.entryJsonValue(s.entry),
+          ...(s.denied === null ? {} : { denied_reason: s.denied })
+        })),
         denied: deniedCount,
         stats: Output.statsJson(state),
         verify: report

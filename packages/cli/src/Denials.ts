@@ -135,7 +135,13 @@ export const tally = (): Tally => {
       if (Entry.isTool(entry)) {
         if (entry.allowed) return
         denied++
-        const d: Denial = { sequence: entry.sequence, tool_name: entry.tool_name, agent_id: entry.agent_id, guard: null, reason: null }
+        const d: Denial = {
+          sequence: entry.sequence,
+          tool_name: entry.tool_name,
+          agent_id: entry.agent_id,
+          guard: null,
+          reason: null
+        }
         recent.push(d)
         if (recent.length > MAX_RECENT) recent.shift()
         waiting.set(entry.sequence, d)

@@ -15,6 +15,7 @@
  *
  * @since 0.1.0
  */
+import type { CliDied, SessionStorageError } from "@session-journal/claude-code-session"
 import type {
   CorruptJournal,
   HistoryDiverged,
@@ -27,7 +28,6 @@ import type {
   StorageError,
   Transparency
 } from "@session-journal/core"
-import type { CliDied, SessionStorageError } from "@session-journal/claude-code-session"
 import * as Cause from "effect/Cause"
 import * as Schema from "effect/Schema"
 
@@ -64,7 +64,9 @@ export class ImportStopped extends Schema.TaggedError<ImportStopped>()("ImportSt
     const n = this.imported
     const committed = n === 0 || this.lastSequence === null
       ? "nothing was imported"
-      : `the ${n} entr${n === 1 ? "y" : "ies"} before it ${n === 1 ? "is" : "are"} committed (last sequence ${this.lastSequence})`
+      : `the ${n} entr${n === 1 ? "y" : "ies"} before it ${
+        n === 1 ? "is" : "are"
+      } committed (last sequence ${this.lastSequence})`
     return `${this.input.message}; import stopped there, ${committed}`
   }
 }

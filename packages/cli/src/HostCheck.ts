@@ -86,7 +86,8 @@ export const allows = (policy: Policy, host: string | undefined): boolean => {
   return policy.accepted.has(`${parsed.name}:${port}`)
 }
 
-const IPV4_LOOPBACK = /^127\.(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){2}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$/
+const IPV4_LOOPBACK =
+  /^127\.(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){2}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$/
 
 /**
  * Whether a bind address reaches this machine's loopback interface only: an

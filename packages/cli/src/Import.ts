@@ -47,7 +47,10 @@ const Identity = Entry.ToolEntry.fields.tool_name.check(
 // The kinds a new entry may have (stored entries may carry any kind; new ones
 // are checked by core's `validatePayload`).
 const NewKind = Entry.OtherEntry.fields.kind.check(
-  rule((k: string) => Result.isSuccess(Entry.validatePayload(k, null)), "must match ^[A-Za-z0-9_.:-]{1,64}$ and not be \"tool\"")
+  rule(
+    (k: string) => Result.isSuccess(Entry.validatePayload(k, null)),
+    "must match ^[A-Za-z0-9_.:-]{1,64}$ and not be \"tool\""
+  )
 )
 
 /**

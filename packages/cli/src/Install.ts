@@ -21,13 +21,13 @@
  *
  * @since 0.4.0
  */
+import { StorageError } from "@session-journal/core"
 import { Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { StorageError } from "@session-journal/core"
 import { InvalidInput } from "./Failure.ts"
 import { Dir, withoutJournal } from "./internal/commandKit.ts"
 import * as Output from "./Output.ts"
@@ -218,7 +218,12 @@ export interface Report {
   readonly events: number
 }
 
-const readSettings = (file: string): Effect.Effect<{ readonly settings: JsonObject; readonly text: string | null; readonly mode: number }, InvalidInput> =>
+const readSettings = (
+  file: string
+): Effect.Effect<
+  { readonly settings: JsonObject; readonly text: string | null; readonly mode: number },
+  InvalidInput
+> =>
   Effect.try({
     try: () => {
       let text: string
@@ -336,44 +341,51 @@ export const command = Command.make("install", {
   guard: Flag.String("guard").pipe(
     Flag.optional,
     Flag.withMetavar("URL"),
-    Flag.withDescription("Hand events to the resident guard at URL (http://127.0.0.1:PORT/hook), denying when it is down")
+    Flag.withDescription(
+      "Hand events to the resident guard at URL (http://127.0.0.1:PORT/hook), denying when it is down"
+    )
   ),
   uninstall: Flag.Boolean("uninstall").pipe(
     Flag.withDefault(false),
     Flag.withDescription("Remove our hooks only, keeping every other setting and hook")
   )
 }, (a) =>
-  Effect.flatMap(Dir, (dir) => withoutJournal(({ json }) => Effect.gen(function*() {
-    const project = Option.getOrUndefined(a.project)
-    if (a.user && project !== undefined) {
-      return yield* new InvalidInput({ field: "--user", reason: "give --project DIR or --user, not both" })
-    }
-    const file = settingsFile({ user: a.user, project })
-    let hook: JsonObject | null = null
-    if (!a.uninstall) {
-      const root = path.resolve(Storage.resolveDir(Option.getOrUndefined(dir)))
-      const policyFile = Option.getOrUndefined(a.policy)
-      const policy = policyFile === undefined ? undefined : path.resolve(policyFile)
-      if (policy !== undefined) yield* load(policy)
-      const guard = Option.getOrUndefined(a.guard)
-      const self = selfCommand()
-      hook = {
-        type: "command",
-        command: guard === undefined ? hookCommand(self, { root, policy }) : forwardCommand(self, yield* guardUrl(guard)),
-        timeout: HOOK_TIMEOUT_SECONDS
-      }
-    }
-    const report = yield* apply(file, hook)
-    if (json) return yield* Output.json(report)
-    yield* Output.write(
-      report.status === "unchanged"
-        ? `${file}: unchanged (${a.uninstall ? "no hooks of ours in it" : "our hooks are already installed"})\n`
-        : `${file}: ${report.status} ${a.uninstall ? "our hooks" : `hooks for ${report.events} events`}` +
-          (report.backup === null ? "" : `; the previous content is in ${report.backup}`) + "\n"
-    )
-  })))).pipe(Command.withDescription(
-    "Merge our hooks into Claude Code's settings (keeping every other setting and hook, with a backup); --uninstall removes only ours"
-  ))
+  Effect.flatMap(Dir, (dir) =>
+    withoutJournal(({ json }) =>
+      Effect.gen(function*() {
+        const project = Option.getOrUndefined(a.project)
+        if (a.user && project !== undefined) {
+          return yield* new InvalidInput({ field: "--user", reason: "give --project DIR or --user, not both" })
+        }
+        const file = settingsFile({ user: a.user, project })
+        let hook: JsonObject | null = null
+        if (!a.uninstall) {
+          const root = path.resolve(Storage.resolveDir(Option.getOrUndefined(dir)))
+          const policyFile = Option.getOrUndefined(a.policy)
+          const policy = policyFile === undefined ? undefined : path.resolve(policyFile)
+          if (policy !== undefined) yield* load(policy)
+          const guard = Option.getOrUndefined(a.guard)
+          const self = selfCommand()
+          hook = {
+            type: "command",
+            command: guard === undefined
+              ? hookCommand(self, { root, policy })
+              : forwardCommand(self, yield* guardUrl(guard)),
+            timeout: HOOK_TIMEOUT_SECONDS
+          }
+        }
+        const report = yield* apply(file, hook)
+        if (json) return yield* Output.json(report)
+        yield* Output.write(
+          report.status === "unchanged"
+            ? `${file}: unchanged (${a.uninstall ? "no hooks of ours in it" : "our hooks are already installed"})\n`
+            : `${file}: ${report.status} ${a.uninstall ? "our hooks" : `hooks for ${report.events} events`}` +
+              (report.backup === null ? "" : `; the previous content is in ${report.backup}`) + "\n"
+        )
+      })
+    ))).pipe(Command.withDescription(
+      "Merge our hooks into Claude Code's settings (keeping every other setting and hook, with a backup); --uninstall removes only ours"
+    ))
 
 const guardUrl = (url: string): Effect.Effect<string, InvalidInput> => {
   let parsed: URL | undefined

@@ -48,17 +48,15 @@ import { randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { InvalidInput, NotAvailable, VerificationFailed } from "./Failure.ts"
-import * as Output from "./Output.ts"
-import * as Storage from "./Storage.ts"
 import {
   type Backup,
   CHECKPOINT,
+  dataEnd,
   entryHashAt,
   hashPrefix,
   io,
   isInside,
   linkStaged,
-  dataEnd,
   listSession,
   lstatOrNull,
   type Piece,
@@ -73,6 +71,8 @@ import {
   type Staged,
   writeStaged
 } from "./internal/mirrorFs.ts"
+import * as Output from "./Output.ts"
+import * as Storage from "./Storage.ts"
 
 /**
  * What happened to one session, as printed with `--json`. `entries` and `head`
@@ -134,13 +134,23 @@ const stageOnce = (
       const size = f.type === "file" ? yield* dataEnd(ctx, f.name, file, f.size) : f.size
       const length = Mirror.prefixLength({ path: f.name, type: f.type, size }, mirrored)
       const hash = length === null ? null : yield* hashPrefix(ctx, file, length)
-      files.push({ path: f.name, type: f.type, size, prefix: length === null || hash === null ? undefined : { length, hash } })
+      files.push({
+        path: f.name,
+        type: f.type,
+        size,
+        prefix: length === null || hash === null ? undefined : { length, hash }
+      })
     }
     if (cp.bytes !== null) {
       const mirrored = backup.files.get(CHECKPOINT)
       const size = cp.bytes.length
       const length = Mirror.prefixLength({ path: CHECKPOINT, type: "file", size }, mirrored)
-      files.push({ path: CHECKPOINT, type: "file", size, prefix: length === null ? undefined : { length, hash: sha256(cp.bytes.subarray(0, length)) } })
+      files.push({
+        path: CHECKPOINT,
+        type: "file",
+        size,
+        prefix: length === null ? undefined : { length, hash: sha256(cp.bytes.subarray(0, length)) }
+      })
     }
     const plan = Mirror.plan(files, backup.files)
     const dir = path.join(stageRoot, id)
@@ -151,7 +161,9 @@ const stageOnce = (
         const from = path.join(srcDir, action.path)
         const old = path.join(backupDir, action.path)
         const whole = (size: number): Array<Piece> =>
-          action.path === CHECKPOINT ? [{ _tag: "Bytes", bytes: cp.bytes! }] : [{ _tag: "Range", file: from, start: 0, end: size }]
+          action.path === CHECKPOINT
+            ? [{ _tag: "Bytes", bytes: cp.bytes! }]
+            : [{ _tag: "Range", file: from, start: 0, end: size }]
         switch (action._tag) {
           case "Copy":
           case "Recopy":
@@ -185,14 +197,20 @@ const stageOnce = (
     // Only ok, nextSequence and head of the report are relied on; `verify` on the
     // source tells what is wrong in detail.
     if (!report.ok) {
-      return { _tag: "Retry", reason: `the copy of ${report.nextSequence} entries does not verify (run verify on the source)` } satisfies Staged
+      return {
+        _tag: "Retry",
+        reason: `the copy of ${report.nextSequence} entries does not verify (run verify on the source)`
+      } satisfies Staged
     }
     // The copy must store the entry its checkpoint ends at, whatever the
     // verifier accepts: a checkpoint ahead of its segments is a torn cut.
     if (report.nextSequence > 0) {
       const last = yield* entryHashAt("mirror: read copy", ctx, dir, report.nextSequence - 1)
       if (last === null) {
-        return { _tag: "Retry", reason: `the copy claims ${report.nextSequence} entries but stores no entry ${report.nextSequence - 1}` } satisfies Staged
+        return {
+          _tag: "Retry",
+          reason: `the copy claims ${report.nextSequence} entries but stores no entry ${report.nextSequence - 1}`
+        } satisfies Staged
       }
     }
     return {
@@ -207,7 +225,9 @@ const mirrorSession = (ctx: Files.Context, source: string, target: string, house
     const backupDir = path.join(target, id)
     const backup = yield* readBackup(ctx, target, id)
     const current = (): Pick<SessionResult, "entries" | "head"> =>
-      backup.verified === null ? { entries: null, head: null } : { entries: backup.verified.nextSequence, head: backup.verified.head }
+      backup.verified === null
+        ? { entries: null, head: null }
+        : { entries: backup.verified.nextSequence, head: backup.verified.head }
     let reason = ""
     // The last attempt failed on the filesystem rather than on the content: a failure, not a refusal.
     let storageFailed = false
@@ -216,11 +236,20 @@ const mirrorSession = (ctx: Files.Context, source: string, target: string, house
       const discard = removeTree(stageRoot).pipe(Effect.ignore)
       const staged: Staged = yield* Files.ensureDir(ctx, stageRoot, house).pipe(
         Effect.andThen(stageOnce(ctx, source, stageRoot, id, backupDir, backup)),
-        Effect.catchTag("StorageError", (e) => Effect.succeed({ _tag: "Retry", reason: e.message, storage: true } satisfies Staged))
+        Effect.catchTag(
+          "StorageError",
+          (e) => Effect.succeed({ _tag: "Retry", reason: e.message, storage: true } satisfies Staged)
+        )
       )
       if (staged._tag === "Empty") {
         yield* discard
-        return done({ id, outcome: "unchanged", reason: "the source session holds nothing yet", ...current(), attempts: attempt })
+        return done({
+          id,
+          outcome: "unchanged",
+          reason: "the source session holds nothing yet",
+          ...current(),
+          attempts: attempt
+        })
       }
       if (staged._tag === "Retry") {
         reason = staged.reason
@@ -256,14 +285,25 @@ const mirrorSession = (ctx: Files.Context, source: string, target: string, house
     }
     return storageFailed
       ? done({ id, outcome: "failed", reason, ...current(), attempts: ATTEMPTS })
-      : done({ id, outcome: "refused", reason: `no consistent copy in ${ATTEMPTS} attempts: ${reason}`, ...current(), attempts: ATTEMPTS })
+      : done({
+        id,
+        outcome: "refused",
+        reason: `no consistent copy in ${ATTEMPTS} attempts: ${reason}`,
+        ...current(),
+        attempts: ATTEMPTS
+      })
   }).pipe(
-    Effect.catchTag("StorageError", (e) =>
-      Effect.succeed(done({ id, outcome: "failed", reason: e.message, entries: null, head: null, attempts: 0 })))
+    Effect.catchTag(
+      "StorageError",
+      (e) => Effect.succeed(done({ id, outcome: "failed", reason: e.message, entries: null, head: null, attempts: 0 }))
+    )
   )
 
 // A session result without a published plan (refused or failed).
-const done = (result: SessionResult): { readonly result: SessionResult; readonly plan: Mirror.Plan | null } => ({ result, plan: null })
+const done = (result: SessionResult): { readonly result: SessionResult; readonly plan: Mirror.Plan | null } => ({
+  result,
+  plan: null
+})
 
 // Replaces `target/<id>` by the verified `stageRoot/<id>`. The backup is first
 // renamed into `.mirror` (prev-<id>), so at every moment the old copy or the new
@@ -287,7 +327,10 @@ const publish = Effect.fnUntraced(function*(
     // Put the backup back now rather than leave it to the next run.
     Effect.onError(() =>
       replacing
-        ? Files.call("rename", prev, () => fs.rename(prev, live)).pipe(Effect.andThen(Files.syncDir(ctx, target)), Effect.ignore)
+        ? Files.call("rename", prev, () => fs.rename(prev, live)).pipe(
+          Effect.andThen(Files.syncDir(ctx, target)),
+          Effect.ignore
+        )
         : Effect.void
     )
   )
@@ -311,7 +354,10 @@ const publish = Effect.fnUntraced(function*(
 export const run = (storage: Storage.Options, dest: string) =>
   Effect.gen(function*() {
     if (!Storage.isFilesystem(storage)) {
-      return yield* new NotAvailable({ feature: "mirror", reason: "it copies a journal directory, not a PostgreSQL database" })
+      return yield* new NotAvailable({
+        feature: "mirror",
+        reason: "it copies a journal directory, not a PostgreSQL database"
+      })
     }
     if (dest.length === 0) return yield* new InvalidInput({ field: "DEST", reason: "must not be empty" })
     const given = path.resolve(storage.dir)
@@ -324,7 +370,10 @@ export const run = (storage: Storage.Options, dest: string) =>
     const realTarget = yield* realPathOf("mirror: resolve destination", target)
     for (const [a, b] of [[source, target], [source, realTarget], [given, target]] as const) {
       if (isInside(a, b) || isInside(b, a)) {
-        return yield* new InvalidInput({ field: "DEST", reason: `must not contain or be inside the journal directory ${source}` })
+        return yield* new InvalidInput({
+          field: "DEST",
+          reason: `must not contain or be inside the journal directory ${source}`
+        })
       }
     }
     const ctx = Files.context(target)
@@ -333,9 +382,11 @@ export const run = (storage: Storage.Options, dest: string) =>
     yield* Files.ensureDir(ctx, house, target)
     yield* Effect.acquireRelease(
       Lock.acquire(ctx, house, "mirror").pipe(
-        Effect.catchTag("SessionLocked", (e) => Effect.fail(new SessionLocked({ id: `mirror ${target}`, holder: e.holder })))
+        Effect.catchTag("SessionLocked", (e) =>
+          Effect.fail(new SessionLocked({ id: `mirror ${target}`, holder: e.holder })))
       ),
-      (h) => Effect.ignore(h.release)
+      (h) =>
+        Effect.ignore(h.release)
     )
     yield* recoverHouse(ctx, target, house)
     const ids: Array<string> = []
@@ -344,7 +395,9 @@ export const run = (storage: Storage.Options, dest: string) =>
       const st = yield* lstatOrNull("mirror: list source", path.join(source, name))
       if (st !== null && st.isDirectory()) ids.push(name)
     }
-    const backupOnly = (yield* Files.listDir(ctx, target)).filter((n) => NodePersistence.isSafeSessionId(n) && !ids.includes(n))
+    const backupOnly = (yield* Files.listDir(ctx, target)).filter((n) =>
+      NodePersistence.isSafeSessionId(n) && !ids.includes(n)
+    )
       .length
     const sessions: Array<SessionResult> = []
     const outcomes: Array<Mirror.Outcome> = []
@@ -388,7 +441,10 @@ export const check = (r: Result): Effect.Effect<void, VerificationFailed | Stora
       new StorageError({
         operation: "mirror",
         path: r.dest,
-        reason: new StorageReason.Incomplete({ failed, message: `${failed} session${failed === 1 ? "" : "s"} could not be mirrored` })
+        reason: new StorageReason.Incomplete({
+          failed,
+          message: `${failed} session${failed === 1 ? "" : "s"} could not be mirrored`
+        })
       })
     )
   }
@@ -404,5 +460,7 @@ export const check = (r: Result): Effect.Effect<void, VerificationFailed | Stora
 export const text = (r: Result): Array<string> => [
   `mirror ${r.source} -> ${r.dest}: copied ${r.copied}, extended ${r.extended}, refreshed ${r.refreshed}, skipped ${r.skipped}, failed ${r.failed} (${r.bytes} bytes; ${r.kept} mirror-only files kept)`,
   ...r.sessions.filter((s) => s.outcome !== "unchanged").map((s) =>
-    `  ${s.outcome} ${s.id}` + (s.entries === null ? "" : ` (${s.entries} entries)`) + (s.reason === null ? "" : `: ${s.reason}`))
+    `  ${s.outcome} ${s.id}` + (s.entries === null ? "" : ` (${s.entries} entries)`) +
+    (s.reason === null ? "" : `: ${s.reason}`)
+  )
 ]

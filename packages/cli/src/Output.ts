@@ -24,8 +24,7 @@ const outputFailed = (e: unknown): OutputFailed => {
  *
  * @since 0.1.0
  */
-export const write = (text: string): Effect.Effect<void, OutputFailed> =>
-  text.length === 0 ? Effect.void : bytes(text)
+export const write = (text: string): Effect.Effect<void, OutputFailed> => text.length === 0 ? Effect.void : bytes(text)
 
 /**
  * Writes bytes (or text) to stdout, as `write` does.
@@ -173,7 +172,9 @@ const clip = (s: string, max: number): string => s.length <= max ? s : `${s.slic
 export const entryText = (entry: Entry.Entry): string => {
   const head = `#${entry.sequence} ${isoSeconds(entry.timestamp_secs)}`
   if (Entry.isTool(entry)) {
-    return `${head} tool ${entry.tool_name} ${entry.server_id}/${entry.agent_id} read=${entry.bytes_read} written=${entry.bytes_written} depth=${entry.delegation_depth} ${entry.allowed ? "allowed" : "DENIED"} ${entry.entry_hash.slice(0, 12)}`
+    return `${head} tool ${entry.tool_name} ${entry.server_id}/${entry.agent_id} read=${entry.bytes_read} written=${entry.bytes_written} depth=${entry.delegation_depth} ${
+      entry.allowed ? "allowed" : "DENIED"
+    } ${entry.entry_hash.slice(0, 12)}`
   }
   return `${head} ${entry.kind} ${clip(JSON.stringify(entry.payload), 160)} ${entry.entry_hash.slice(0, 12)}`
 }
@@ -213,7 +214,9 @@ export const barChart = (rows: ReadonlyArray<readonly [string, bigint]>, columns
   const width = Math.max(10, Math.min(50, columns - labelWidth - countWidth - 4))
   return sorted.map(([name, n]) => {
     const len = Number((n * BigInt(width)) / max)
-    return `${clip(name, labelWidth).padEnd(labelWidth)} ${"█".repeat(Math.max(n > 0n ? 1 : 0, len)).padEnd(width)} ${n}`
+    return `${clip(name, labelWidth).padEnd(labelWidth)} ${
+      "█".repeat(Math.max(n > 0n ? 1 : 0, len)).padEnd(width)
+    } ${n}`
   })
 }
 

@@ -40,4 +40,3 @@ export const load = (file: string): Effect.Effect<Policy.Policy, InvalidInput> =
         : Effect.fail(new InvalidInput({ field: `policy ${file}`, reason: decoded.failure.message }))
     })
   )
-

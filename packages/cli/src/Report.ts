@@ -190,7 +190,12 @@ export const relatedSessions = (meta: SessionMeta.SessionMeta | null): {
   }
   let parent: string | null = null
   for (const k of PARENT_KEYS) parent ??= sessionRef(data[k])
-  return { parent, subs: [...subs], hooked: sessionRef(data["hooked_session"]), custody: sessionRef(data["custody_session"]) }
+  return {
+    parent,
+    subs: [...subs],
+    hooked: sessionRef(data["hooked_session"]),
+    custody: sessionRef(data["custody_session"])
+  }
 }
 
 /**
@@ -294,7 +299,9 @@ export const overview = (
     if (damage !== undefined && !damaged) return yield* Effect.fail(damage)
     const state = yield* journal.state(id).pipe(
       Effect.map((s) => ({ meta: s.meta, head: JournalState.head(s) })),
-      Effect.catch((e) => (damaged && isDamage(e) ? Effect.succeed({ meta: null, head: report.head ?? "" }) : Effect.fail(e)))
+      Effect.catch((
+        e
+      ) => (damaged && isDamage(e) ? Effect.succeed({ meta: null, head: report.head ?? "" }) : Effect.fail(e)))
     )
     const counted = yield* countedIn(state.meta)
     const result: Overview = {
@@ -353,18 +360,26 @@ export const verifyBox = (id: string, r: Verify.Report, at: number = Date.now())
     ? `<span class="badge warn">ok, torn tail</span>`
     : `<span class="badge ok">verified ok</span>`
   const problem = r.violation !== null
-    ? `<p>at sequence ${r.violation.sequence}: ${Html.escape(r.violation.what)} expected <code>${Html.escape(r.violation.expected)}</code>, found <code>${Html.escape(r.violation.actual)}</code></p>`
+    ? `<p>at sequence ${r.violation.sequence}: ${Html.escape(r.violation.what)} expected <code>${
+      Html.escape(r.violation.expected)
+    }</code>, found <code>${Html.escape(r.violation.actual)}</code></p>`
     : r.corruption !== null
-    ? `<p>in <code>${Html.escape(r.corruption.segment)}</code> at offset ${r.corruption.offset}: ${Html.escape(r.corruption.reason)}</p>`
+    ? `<p>in <code>${Html.escape(r.corruption.segment)}</code> at offset ${r.corruption.offset}: ${
+      Html.escape(r.corruption.reason)
+    }</p>`
     : r.torn_tail !== null
-    ? `<p class="muted">a torn tail of ${r.torn_tail.bytes} bytes (an unfinished last write, benign) in <code>${Html.escape(r.torn_tail.segment)}</code></p>`
+    ? `<p class="muted">a torn tail of ${r.torn_tail.bytes} bytes (an unfinished last write, benign) in <code>${
+      Html.escape(r.torn_tail.segment)
+    }</code></p>`
     : ""
   const prefix = r.ok ? "" : `<p>The timeline below shows the entries that could be read before the damage.</p>`
   return `<section class="verify${r.ok ? "" : " failed"}" id="verification" data-ok="${r.ok}">` +
     `<b>Verification</b> ${status} <span class="muted">at ${Html.escape(new Date(at).toISOString())}</span>` +
     `<dl class="facts"><dt>entries checked</dt><dd id="entries-checked">${r.entries_checked}</dd>` +
     `<dt>exported head</dt><dd class="mono" id="head">${Html.escape(r.head ?? "(none)")}</dd>` +
-    `<dt>re-check</dt><dd><code>session-journal verify ${Html.escape(id)}</code> and compare the head it prints with the one above</dd></dl>` +
+    `<dt>re-check</dt><dd><code>session-journal verify ${
+      Html.escape(id)
+    }</code> and compare the head it prints with the one above</dd></dl>` +
     problem + prefix + `</section>`
 }
 
@@ -380,29 +395,45 @@ export const header = (m: Omit<Model, "entries">, link: (id: string) => string):
   const labels = (m.meta?.labels ?? []).map((l) => `<span class="badge label">${Html.escape(l)}</span>`).join(" ")
   const span = s.firstSecs === null || s.lastSecs === null
     ? "—"
-    : `${Html.escape(Html.isoSeconds(s.firstSecs))} → ${Html.escape(Html.isoSeconds(s.lastSecs))} (${duration(s.lastSecs - s.firstSecs)})`
+    : `${Html.escape(Html.isoSeconds(s.firstSecs))} → ${Html.escape(Html.isoSeconds(s.lastSecs))} (${
+      duration(s.lastSecs - s.firstSecs)
+    })`
   const related = relatedSessions(m.meta)
   const rel = [
-    related.parent === null ? "" : `<dt>parent session</dt><dd><a href="${Html.escape(link(related.parent))}">${Html.escape(related.parent)}</a></dd>`,
+    related.parent === null
+      ? ""
+      : `<dt>parent session</dt><dd><a href="${Html.escape(link(related.parent))}">${
+        Html.escape(related.parent)
+      }</a></dd>`,
     related.subs.length === 0
       ? ""
-      : `<dt>sub-agent sessions</dt><dd id="sub-sessions">${related.subs.map((id) => `<a href="${Html.escape(link(id))}">${Html.escape(id)}</a>`).join(", ")}</dd>`,
+      : `<dt>sub-agent sessions</dt><dd id="sub-sessions">${
+        related.subs.map((id) => `<a href="${Html.escape(link(id))}">${Html.escape(id)}</a>`).join(", ")
+      }</dd>`,
     // Named only when it exists: a session never hooked has none to link to.
     related.hooked === null || m.countedIn !== related.hooked
       ? ""
-      : `<dt>hooked session</dt><dd id="hooked-session"><a href="${Html.escape(link(related.hooked))}">${Html.escape(related.hooked)}</a>` +
+      : `<dt>hooked session</dt><dd id="hooked-session"><a href="${Html.escape(link(related.hooked))}">${
+        Html.escape(related.hooked)
+      }</a>` +
         ` <span class="muted">(it decided and counted these calls: the tool entries here are copies from the transcript; read its counters)</span></dd>`,
     related.custody === null
       ? ""
-      : `<dt>transcript custody</dt><dd id="custody-session"><a href="${Html.escape(link(related.custody))}">${Html.escape(related.custody)}</a></dd>`
+      : `<dt>transcript custody</dt><dd id="custody-session"><a href="${Html.escape(link(related.custody))}">${
+        Html.escape(related.custody)
+      }</a></dd>`
   ].join("")
   return `<header><h1 id="title">${Html.escape(title ?? m.id)}</h1>` +
     `<dl class="facts"><dt>session</dt><dd class="mono" id="session-id">${Html.escape(m.id)}</dd>` +
     (labels === "" ? "" : `<dt>labels</dt><dd id="labels">${labels}</dd>`) +
     `<dt>time span</dt><dd id="span">${span}</dd>` +
     `<dt>entries</dt><dd><span id="count-entries">${s.entries}</span>: <span id="count-messages">${s.messages}</span> messages, ` +
-    `<span id="count-tools">${s.tools}</span> tool calls (<span id="count-denied" class="${s.denied > 0 ? "badge bad" : ""}">${s.denied} denied</span>)` +
-    (m.countedIn == null ? "" : ` <span class="muted" id="counted-in">copies, counted in ${Html.escape(m.countedIn)}</span>`) +
+    `<span id="count-tools">${s.tools}</span> tool calls (<span id="count-denied" class="${
+      s.denied > 0 ? "badge bad" : ""
+    }">${s.denied} denied</span>)` +
+    (m.countedIn == null
+      ? ""
+      : ` <span class="muted" id="counted-in">copies, counted in ${Html.escape(m.countedIn)}</span>`) +
     (s.others > 0 ? `, <span id="count-others">${s.others}</span> other` : "") + `</dd>` +
     `<dt>data flow</dt><dd>${Html.escape(Html.bytes(s.cumulativeRead[s.entries - 1] ?? 0))} read, ` +
     `${Html.escape(Html.bytes(s.cumulativeWritten[s.entries - 1] ?? 0))} written</dd>` +
@@ -420,12 +451,18 @@ export const header = (m: Omit<Model, "entries">, link: (id: string) => string):
 export const charts = (s: Summary): string => {
   const guards = s.denials.byGuard.length === 0
     ? ""
-    : `<div class="chart"><h3>Denials per guard</h3>${Charts.bars(s.denials.byGuard, { className: "chart-guards", title: "denials per guard", color: "#cf222e" })}</div>`
+    : `<div class="chart"><h3>Denials per guard</h3>${
+      Charts.bars(s.denials.byGuard, { className: "chart-guards", title: "denials per guard", color: "#cf222e" })
+    }</div>`
   const reasons = s.reasons.size === 0
     ? ""
-    : `<div class="chart"><h3>Denials per guard reason</h3>${Charts.bars([...s.reasons], { className: "chart-reasons", title: "denials per guard reason", color: "#cf222e" })}</div>`
+    : `<div class="chart"><h3>Denials per guard reason</h3>${
+      Charts.bars([...s.reasons], { className: "chart-reasons", title: "denials per guard reason", color: "#cf222e" })
+    }</div>`
   return `<h2>Charts</h2><div class="charts">` +
-    `<div class="chart"><h3>Calls per tool</h3>${Charts.bars([...s.toolCounts], { className: "chart-tools", title: "calls per tool" })}</div>` +
+    `<div class="chart"><h3>Calls per tool</h3>${
+      Charts.bars([...s.toolCounts], { className: "chart-tools", title: "calls per tool" })
+    }</div>` +
     `<div class="chart"><h3>Bytes over the session (cumulative)</h3>${
       Charts.lines([
         { name: "read", color: "#0969da", values: s.cumulativeRead },
@@ -449,11 +486,15 @@ export const denials = (s: Summary): string => {
   if (d.unguarded > 0) by.push(`no guard recorded ${d.unguarded}`)
   const rows = d.recent.map((x) =>
     `<tr><td><a href="#e${x.sequence}">${x.sequence}</a></td><td><b>${Html.escape(x.tool_name)}</b></td>` +
-    `<td><code>${Html.escape(x.agent_id)}</code></td><td>${x.guard === null ? "—" : `<code>${Html.escape(x.guard)}</code>`}</td>` +
+    `<td><code>${Html.escape(x.agent_id)}</code></td><td>${
+      x.guard === null ? "—" : `<code>${Html.escape(x.guard)}</code>`
+    }</td>` +
     `<td>${x.reason === null ? "—" : Html.escape(x.reason)}</td></tr>`
   ).join("")
   const shown = d.recent.length < d.denied ? ` <span class="muted">(the newest ${d.recent.length})</span>` : ""
-  return `<h2>Denials</h2><p id="denials-summary"><span class="badge bad">${d.denied} denied</span> ${by.join(" · ")}</p>` +
+  return `<h2>Denials</h2><p id="denials-summary"><span class="badge bad">${d.denied} denied</span> ${
+    by.join(" · ")
+  }</p>` +
     `<table class="tl" id="denials"><thead><tr><th>#</th><th>tool</th><th>agent</th><th>guard</th><th>reason</th></tr></thead>` +
     `<tbody>${rows}</tbody></table>${shown}`
 }
@@ -473,7 +514,8 @@ export interface PageOptions {
 }
 
 const CSP_REPORT = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
-const CSP_LIVE = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'"
+const CSP_LIVE =
+  "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'"
 
 /**
  * The opening of a page: doctype, metadata, the Content-Security-Policy and the
@@ -502,10 +544,14 @@ export const render = function*(m: Model, options: PageOptions): Generator<strin
   yield denials(m.summary)
   yield `<h2>Timeline</h2>`
   if (live) {
-    yield `<p class="muted" id="live-status" data-from="${options.live!.from}">live: new entries appear below as they are written</p>`
+    yield `<p class="muted" id="live-status" data-from="${
+      options.live!.from
+    }">live: new entries appear below as they are written</p>`
   }
   yield* Timeline.pages(m.entries, { live })
-  yield `<footer class="muted"><p>Written by <code>session-journal</code> at ${Html.escape(new Date(m.generatedAt).toISOString())}. ` +
+  yield `<footer class="muted"><p>Written by <code>session-journal</code> at ${
+    Html.escape(new Date(m.generatedAt).toISOString())
+  }. ` +
     `Charts and header as of then.</p></footer></main>`
   if (live) yield `<script src="${Html.escape(options.live!.script)}" defer></script>`
   yield `</body></html>\n`

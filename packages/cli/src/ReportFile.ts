@@ -112,7 +112,9 @@ export const run = (id: string, out: string | undefined, storage: Storage.Option
     else {
       const status = model.verify === null ? "" : model.verify.ok ? ", verified ok" : ", VERIFICATION FAILED"
       yield* Output.write(
-        `report of ${id} written to ${file} (${written.entries} entries, ${Html.bytes(bytes)}${status}; head ${written.head})\n`
+        `report of ${id} written to ${file} (${written.entries} entries, ${
+          Html.bytes(bytes)
+        }${status}; head ${written.head})\n`
       )
     }
     if (model.verify !== null && !model.verify.ok) return yield* new VerificationFailed({ failed: 1, total: 1 })

@@ -29,10 +29,10 @@ import { NodePersistence } from "@session-journal/node"
 import * as Cache from "effect/Cache"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
-import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as http from "node:http"
 import { InvalidInput, NotAvailable } from "./Failure.ts"
 import * as HostCheck from "./HostCheck.ts"
@@ -92,8 +92,13 @@ const page = (body: string, status = 200) =>
   })
 
 const errorPage = (status: number, message: string) =>
-  page(Report.documentStart("session-journal", false) +
-    `<p><a href="/">← all sessions</a></p><h1>${status}</h1><p id="error">${Html.escape(message)}</p></main></body></html>\n`, status)
+  page(
+    Report.documentStart("session-journal", false) +
+      `<p><a href="/">← all sessions</a></p><h1>${status}</h1><p id="error">${
+        Html.escape(message)
+      }</p></main></body></html>\n`,
+    status
+  )
 
 // A storage may refuse an id the pattern allows (the filesystem refuses the
 // device names Windows reserves, CON, NUL, COM1, …): that is a bad request too.
@@ -102,7 +107,9 @@ const refusedId = (e: { readonly _tag: string; readonly cause?: unknown }): Inva
 
 const invalidIdMessage = (e: InvalidSessionId): string =>
   Entry.isSessionId(e.id) && !NodePersistence.isSafeSessionId(e.id)
-    ? `invalid session id ${JSON.stringify(e.id)}: a device name Windows reserves (CON, PRN, AUX, NUL, COM0–9, LPT0–9), which no session directory may have`
+    ? `invalid session id ${
+      JSON.stringify(e.id)
+    }: a device name Windows reserves (CON, PRN, AUX, NUL, COM0–9, LPT0–9), which no session directory may have`
     : e.message
 
 // Failures of a read become a page: an unknown or invalid session is 404 / 400,
@@ -125,22 +132,33 @@ const idParam = Effect.map(HttpRouter.params, (p) => p["id"] ?? "")
 // The id of a session route is checked before anything is read, against the
 // pattern and against what the storage can hold (a session directory is never
 // named CON, NUL, …), so a bad one is a 400 on every route, the event stream too.
-const withValidId = <E, R>(storage: Storage.Options, handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+const withValidId = <E, R>(
+  storage: Storage.Options,
+  handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+) =>
   Effect.gen(function*() {
     const id = yield* idParam
     const valid = Entry.validateSessionId(id)
     if (Result.isFailure(valid)) return yield* failurePage(valid.failure)
-    if (Storage.isFilesystem(storage) && !NodePersistence.isSafeSessionId(id)) return yield* failurePage(new InvalidSessionId({ id }))
+    if (Storage.isFilesystem(storage) && !NodePersistence.isSafeSessionId(id)) {
+      return yield* failurePage(new InvalidSessionId({ id }))
+    }
     return yield* handler
   })
 
 const listPage = Effect.gen(function*() {
   const journal = yield* SessionJournal.SessionJournal
   const sessions = yield* journal.list
-  const titles = yield* Effect.forEach(sessions, (s) =>
-    Effect.map(Effect.result(journal.state(s.id)), (r) => (r._tag === "Success" ? r.success.meta?.title ?? "" : "")), { concurrency: 4 })
+  const titles = yield* Effect.forEach(
+    sessions,
+    (s) =>
+      Effect.map(Effect.result(journal.state(s.id)), (r) => (r._tag === "Success" ? r.success.meta?.title ?? "" : "")),
+    { concurrency: 4 }
+  )
   const rows = sessions.map((s, i) =>
-    `<tr data-id="${Html.escape(s.id)}"><td class="mono"><a href="${Html.escape(sessionLink(s.id))}">${Html.escape(s.id)}</a></td>` +
+    `<tr data-id="${Html.escape(s.id)}"><td class="mono"><a href="${Html.escape(sessionLink(s.id))}">${
+      Html.escape(s.id)
+    }</a></td>` +
     `<td>${Html.escape(titles[i] ?? "")}</td><td>${s.entries}</td>` +
     `<td class="mono" title="${Html.escape(s.head)}">${Html.escape(s.head.slice(0, 16))}</td>` +
     `<td>${s.updatedAt === null ? "—" : Html.escape(new Date(s.updatedAt).toISOString())}</td>` +
@@ -149,7 +167,9 @@ const listPage = Effect.gen(function*() {
   )
   return page(
     Report.documentStart("sessions · session-journal", false) +
-      `<h1>Sessions</h1><p class="muted">read-only view of the journal; ${sessions.length} session${sessions.length === 1 ? "" : "s"}</p>` +
+      `<h1>Sessions</h1><p class="muted">read-only view of the journal; ${sessions.length} session${
+        sessions.length === 1 ? "" : "s"
+      }</p>` +
       (sessions.length === 0
         ? `<p>no sessions</p>`
         : `<table class="list" id="sessions"><thead><tr><th>id</th><th>title</th><th>entries</th><th>head</th><th>updated</th><th>status</th></tr></thead><tbody>` +
@@ -196,8 +216,7 @@ const stateKey = (id: string) =>
 const makeViewer = (storage: Storage.Options) =>
   Effect.gen(function*() {
     let checks = 0
-    const counted = (id: string) =>
-      Effect.map(Verify.session(id, storage), (report) => ({ report, check: ++checks }))
+    const counted = (id: string) => Effect.map(Verify.session(id, storage), (report) => ({ report, check: ++checks }))
     // Requests for one session that arrive together read its state once.
     const keys = yield* Cache.make({ capacity: 1024, timeToLive: 0, lookup: stateKey })
     const tops = yield* Cache.makeWith((key: string) =>
@@ -208,11 +227,14 @@ const makeViewer = (storage: Storage.Options) =>
         const check = ++checks
         const top: Top = {
           title: `${o.meta?.title ?? id} · session-journal`,
-          html: `<div id="overview" data-check="${check}">` + Report.header(o, sessionLink) + Report.charts(o.summary) + Report.denials(o.summary) + `</div>`,
+          html: `<div id="overview" data-check="${check}">` + Report.header(o, sessionLink) + Report.charts(o.summary) +
+            Report.denials(o.summary) + `</div>`,
           entries: o.summary.entries,
           first: o.first,
           last: o.last,
-          failedAt: o.verify === null || o.verify.ok ? null : (o.verify.violation?.sequence ?? o.verify.corruption?.sequence ?? null),
+          failedAt: o.verify === null || o.verify.ok
+            ? null
+            : (o.verify.violation?.sequence ?? o.verify.corruption?.sequence ?? null),
           check
         }
         return top
@@ -237,12 +259,16 @@ const windowFrom = Effect.gen(function*() {
   if (text === null) return null
   const from = /^[0-9]{1,16}$/.test(text) ? Number(text) : Number.NaN
   if (!Number.isSafeInteger(from)) {
-    return yield* new InvalidInput({ field: "from", reason: `must be a sequence number (a non-negative integer), got ${JSON.stringify(text.slice(0, 40))}` })
+    return yield* new InvalidInput({
+      field: "from",
+      reason: `must be a sequence number (a non-negative integer), got ${JSON.stringify(text.slice(0, 40))}`
+    })
   }
   return from
 })
 
-const windowLink = (id: string, from: number | null) => Html.escape(sessionLink(id) + (from === null ? "" : `?from=${from}`))
+const windowLink = (id: string, from: number | null) =>
+  Html.escape(sessionLink(id) + (from === null ? "" : `?from=${from}`))
 
 // Paging links: to the oldest and the previous window, and to the next and the newest.
 const nav = (id: string, top: Top, start: number, more: boolean, where: "top" | "bottom") => {
@@ -310,15 +336,31 @@ const sessionPage = (viewer: Viewer) =>
     const tail = Stream.suspend(() => {
       const parts = [Timeline.TABLE_END + `</div>`]
       if (cut) {
-        parts.push(`<p id="window-stopped"><span class="badge bad">stopped</span> entries from ${top.failedAt} on are not shown: they are not part of the verified history (see the verification above)</p>`)
+        parts.push(
+          `<p id="window-stopped"><span class="badge bad">stopped</span> entries from ${top.failedAt} on are not shown: they are not part of the verified history (see the verification above)</p>`
+        )
       }
-      if (stopped !== null) parts.push(`<p id="window-stopped"><span class="badge bad">stopped</span> the entries after this point could not be read: ${Html.escape(stopped)}</p>`)
-      if (shown === 0 && stopped === null) parts.push(`<p class="muted" id="no-entries">${top.entries === 0 ? "no entries yet" : `no entries from ${start} on yet`}</p>`)
+      if (stopped !== null) {
+        parts.push(
+          `<p id="window-stopped"><span class="badge bad">stopped</span> the entries after this point could not be read: ${
+            Html.escape(stopped)
+          }</p>`
+        )
+      }
+      if (shown === 0 && stopped === null) {
+        parts.push(
+          `<p class="muted" id="no-entries">${
+            top.entries === 0 ? "no entries yet" : `no entries from ${start} on yet`
+          }</p>`
+        )
+      }
       parts.push(nav(id, top, start, more, "bottom"))
       // Live updates continue the newest window only.
       if (!more && !cut && stopped === null) {
         const next = lastShown === null ? start : lastShown + 1
-        parts.push(`<p class="muted" id="live-status" data-from="${next}">live: new entries appear below as they are written</p>`)
+        parts.push(
+          `<p class="muted" id="live-status" data-from="${next}">live: new entries appear below as they are written</p>`
+        )
         parts.push(Timeline.LIVE_TABLE)
       }
       parts.push(
@@ -341,7 +383,8 @@ const verifyPage = (viewer: Viewer) =>
     return page(
       Report.documentStart(`verify ${id} · session-journal`, false) +
         `<p><a href="/">← all sessions</a> · <a href="${Html.escape(sessionLink(id))}">${Html.escape(id)}</a></p>` +
-        `<h1>${Html.escape(id)}</h1><div id="overview" data-check="${check}">` + Report.verifyBox(id, report) + `</div></main></body></html>\n`
+        `<h1>${Html.escape(id)}</h1><div id="overview" data-check="${check}">` + Report.verifyBox(id, report) +
+        `</div></main></body></html>\n`
     )
   }).pipe(Effect.catch(failurePage))
 
@@ -372,7 +415,9 @@ export const entryEvent = (entry: Entry.Entry): string =>
 const recoveredMessage = (event: Follow.Recovered): string => {
   const { from, to } = event.replaced
   const range = from === to ? `entry ${from}` : `entries ${from}..${to}`
-  return `the session was repaired: ${range} shown here ${from === to ? "is" : "are"} no longer part of it (recovery entry ${event.entry.sequence}); reload the page`
+  return `the session was repaired: ${range} shown here ${
+    from === to ? "is" : "are"
+  } no longer part of it (recovery entry ${event.entry.sequence}); reload the page`
 }
 
 const eventsRoute = Effect.gen(function*() {
@@ -382,7 +427,11 @@ const eventsRoute = Effect.gen(function*() {
   // A reconnecting EventSource says where it got to.
   const lastId = Number(request.headers["last-event-id"] ?? Number.NaN)
   const fromParam = Number(url.searchParams.get("from") ?? "0")
-  const from = Number.isSafeInteger(lastId) && lastId >= 0 ? lastId + 1 : Number.isSafeInteger(fromParam) && fromParam >= 0 ? fromParam : 0
+  const from = Number.isSafeInteger(lastId) && lastId >= 0
+    ? lastId + 1
+    : Number.isSafeInteger(fromParam) && fromParam >= 0
+    ? fromParam
+    : 0
   const journal = yield* SessionJournal.SessionJournal
   // Every entry is checked against the one sent before it (`SessionJournal.follow`).
   // The page shows what was sent; when a repair set some of it aside, the page is
@@ -390,15 +439,18 @@ const eventsRoute = Effect.gen(function*() {
   // history replaced.
   const entries = journal.follow(id, from).pipe(
     Stream.takeUntil((event) => event._tag === "Recovered"),
-    Stream.map((event) => event._tag === "Entry" ? entryEvent(event.entry) : sseEvent("failure", null, { message: recoveredMessage(event) })),
+    Stream.map((event) =>
+      event._tag === "Entry" ? entryEvent(event.entry) : sseEvent("failure", null, { message: recoveredMessage(event) })
+    ),
     Stream.catch((e) => Stream.succeed(sseEvent("failure", null, { message: e.message })))
   )
   // A comment now and then keeps proxies and idle timers from closing the stream.
   const heartbeat = Stream.fromSchedule(Schedule.spaced("15 seconds")).pipe(Stream.map(() => ": keep-alive\n\n"))
   // The stream ends when the entries do (a failure event was the last), heartbeat or not.
-  const body = Stream.merge(Stream.succeed(": live\n\n"), Stream.merge(entries, heartbeat, { haltStrategy: "left" })).pipe(
-    Stream.map((text) => encoder.encode(text))
-  )
+  const body = Stream.merge(Stream.succeed(": live\n\n"), Stream.merge(entries, heartbeat, { haltStrategy: "left" }))
+    .pipe(
+      Stream.map((text) => encoder.encode(text))
+    )
   return HttpServerResponse.stream(body, {
     contentType: "text/event-stream",
     headers: { ...SECURITY_HEADERS, connection: "keep-alive" }
@@ -446,13 +498,17 @@ const checkOptions = (options: Options) =>
     if (!isLoopback(options.host) && options.allowRemote !== true) {
       return yield* new InvalidInput({
         field: "--host",
-        reason: `${options.host} is not a loopback address: anyone who reaches it could read every session (no login, no TLS); ` +
+        reason:
+          `${options.host} is not a loopback address: anyone who reaches it could read every session (no login, no TLS); ` +
           `pass --allow-remote to serve it anyway, with --allowed-host NAME for each name clients use`
       })
     }
     for (const name of options.allowedHosts ?? []) {
       if (HostCheck.parseName(name) === null) {
-        return yield* new InvalidInput({ field: "--allowed-host", reason: `${JSON.stringify(name)} is not a host name or address, NAME or NAME:PORT` })
+        return yield* new InvalidInput({
+          field: "--allowed-host",
+          reason: `${JSON.stringify(name)} is not a host name or address, NAME or NAME:PORT`
+        })
       }
     }
   })
@@ -473,7 +529,10 @@ export const run = (options: Options) =>
       const handler = yield* HttpRouter.toHttpEffect(routes(options.storage))
       const server = yield* HttpServer.HttpServer
       const port = "port" in server.address ? server.address.port : 0
-      const policy = HostCheck.policy(port, [...(loopback ? bindName(options.host) : []), ...(options.allowedHosts ?? [])])
+      const policy = HostCheck.policy(port, [
+        ...(loopback ? bindName(options.host) : []),
+        ...(options.allowedHosts ?? [])
+      ])
       const guarded = Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         // A page of another site must not reach this server through a name of its
@@ -496,6 +555,11 @@ export const run = (options: Options) =>
     }).pipe(
       Effect.provide(NodeHttpServer.layer(() => http.createServer(), { port: options.port, host: options.host })),
       Effect.catchTag("ServeError", (e) =>
-        Effect.fail(new NotAvailable({ feature: "serve", reason: `cannot listen on ${options.host}:${options.port} (${e.message})` })))
+        Effect.fail(
+          new NotAvailable({
+            feature: "serve",
+            reason: `cannot listen on ${options.host}:${options.port} (${e.message})`
+          })
+        ))
     )
   })

@@ -105,7 +105,9 @@ export const checkPostgres = (url: string, from: string, prefix: string | undefi
   if (prefix !== undefined && !prefixPattern.test(prefix)) {
     return new InvalidInput({
       field: TABLE_PREFIX_VAR,
-      reason: `${JSON.stringify(prefix)} is not a table prefix: use lowercase letters, digits and _, at most 40 characters, not starting with a digit`
+      reason: `${
+        JSON.stringify(prefix)
+      } is not a table prefix: use lowercase letters, digits and _, at most 40 characters, not starting with a digit`
     })
   }
   return undefined
@@ -132,7 +134,9 @@ export const layer = (
         catch: (cause) =>
           new NotAvailable({
             feature: "PostgreSQL storage",
-            reason: `the PostgreSQL adapter could not be loaded (${cause instanceof Error ? cause.message : String(cause)})`
+            reason: `the PostgreSQL adapter could not be loaded (${
+              cause instanceof Error ? cause.message : String(cause)
+            })`
           })
       }).pipe(Effect.map((pg) =>
         pg.PgPersistence.layerFromUrl(url, { tablePrefix: prefix }).pipe(

@@ -75,7 +75,9 @@ export const collapsible = (text: string, pre = false): string => {
   const wrap = (t: string) => (pre ? `<pre>${Html.escape(t)}</pre>` : `<div class="text">${Html.escape(t)}</div>`)
   if (text.length <= COLLAPSE_CHARS && lines.length <= COLLAPSE_LINES) return wrap(text)
   const start = lines[0]!.slice(0, 160)
-  return `<details><summary>${Html.escape(start)}… <span class="muted">(${text.length} characters, ${lines.length} lines)</span></summary>${wrap(text)}</details>`
+  return `<details><summary>${
+    Html.escape(start)
+  }… <span class="muted">(${text.length} characters, ${lines.length} lines)</span></summary>${wrap(text)}</details>`
 }
 
 // Compact markup: a 100,000-entry report is mostly these rows. Columns are
@@ -114,13 +116,16 @@ export const row = (entry: Entry.Entry): string => {
       (decision.guard === null ? "" : ` <i>by</i> <code class="guard">${Html.escape(decision.guard)}</code>`) +
       (decision.reason === null ? "" : ` · ${Html.escape(decision.reason)}`)
     const body = `<div>${head}</div>` + collapsible(Html.jsonText(entry.payload), true)
-    return `<tr ${attrs} class="other decision ${deny ? "denied" : "allowed"}">${cells(entry, `<code>${Html.escape(entry.kind)}</code>`, body)}</tr>`
+    return `<tr ${attrs} class="other decision ${deny ? "denied" : "allowed"}">${
+      cells(entry, `<code>${Html.escape(entry.kind)}</code>`, body)
+    }</tr>`
   }
   const body = collapsible(Html.jsonText(entry.payload), true)
   return `<tr ${attrs} class="other">${cells(entry, `<code>${Html.escape(entry.kind)}</code>`, body)}</tr>`
 }
 
-const colgroup = `<table class="tl"><colgroup><col class="seq"><col class="time"><col class="kind"><col><col class="hash"></colgroup>`
+const colgroup =
+  `<table class="tl"><colgroup><col class="seq"><col class="time"><col class="kind"><col><col class="hash"></colgroup>`
 
 /**
  * The opening of a timeline table up to its body, where `row`s follow; then
@@ -128,7 +133,8 @@ const colgroup = `<table class="tl"><colgroup><col class="seq"><col class="time"
  *
  * @since 0.3.0
  */
-export const TABLE_START = colgroup + `<thead><tr><th>#</th><th>time (UTC)</th><th>kind</th><th>entry</th><th>hash</th></tr></thead><tbody>\n`
+export const TABLE_START = colgroup +
+  `<thead><tr><th>#</th><th>time (UTC)</th><th>kind</th><th>entry</th><th>hash</th></tr></thead><tbody>\n`
 
 /**
  * The end of a table `TABLE_START` opened.
@@ -153,7 +159,10 @@ export const LIVE_TABLE = colgroup + `<tbody id="live"></tbody></table>\n`
  *
  * @since 0.3.0
  */
-export const pages = function*(entries: ReadonlyArray<Entry.Entry>, options?: { readonly live?: boolean }): Generator<string> {
+export const pages = function*(
+  entries: ReadonlyArray<Entry.Entry>,
+  options?: { readonly live?: boolean }
+): Generator<string> {
   const count = Math.ceil(entries.length / PAGE_SIZE)
   for (let p = 0; p < count; p++) {
     const slice = entries.slice(p * PAGE_SIZE, (p + 1) * PAGE_SIZE)

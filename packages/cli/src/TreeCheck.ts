@@ -35,7 +35,10 @@ const fromKeyResult = <A>(field: string, r: Result.Result<A, SignedNote.InvalidK
  * @since 0.5.0
  */
 export const loadSigner = (file: string): Effect.Effect<SignedNote.Signer, InvalidInput> =>
-  Effect.flatMap(readText(file, "--sign", MAX_KEY_BYTES), (text) => fromKeyResult(`--sign ${file}`, SignedNote.parseSigner(text)))
+  Effect.flatMap(
+    readText(file, "--sign", MAX_KEY_BYTES),
+    (text) => fromKeyResult(`--sign ${file}`, SignedNote.parseSigner(text))
+  )
 
 /**
  * The verifier keys of a `--key` value: a verifier key itself, or a file holding one
@@ -54,7 +57,9 @@ export const loadVerifiers = (value: string): Effect.Effect<ReadonlyArray<Signed
       if (line.length === 0 || line.startsWith("#")) continue
       out.push(yield* fromKeyResult(`--key ${value}`, SignedNote.parseVerifier(line)))
     }
-    if (out.length === 0) return yield* new InvalidInput({ field: `--key ${value}`, reason: "the file holds no verifier key" })
+    if (out.length === 0) {
+      return yield* new InvalidInput({ field: `--key ${value}`, reason: "the file holds no verifier key" })
+    }
     return out
   })
 
@@ -65,7 +70,11 @@ const writeKeyFile = (file: string, text: string) =>
   Effect.tryPromise({
     try: async () => {
       // O_EXCL: never replace a key (or follow a link planted where it goes).
-      const handle = await fs.promises.open(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o600)
+      const handle = await fs.promises.open(
+        file,
+        fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL,
+        0o600
+      )
       try {
         await handle.chmod(0o600)
         await handle.writeFile(text)
@@ -88,7 +97,9 @@ export const generateKey = (name: string, out: string, json: boolean) =>
     const signer = yield* fromKeyResult("name", SignedNote.generate(name))
     yield* writeKeyFile(out, `${SignedNote.encodeSigner(signer)}\n`)
     const vkey = SignedNote.encodeVerifier(signer.verifier)
-    if (json) return yield* Output.json({ name, key_id: SignedNote.keyIdHex(signer.verifier.keyId), verifier: vkey, file: out })
+    if (json) {
+      return yield* Output.json({ name, key_id: SignedNote.keyIdHex(signer.verifier.keyId), verifier: vkey, file: out })
+    }
     yield* Output.write(`${vkey}\n`)
   })
 
@@ -153,7 +164,9 @@ const post = (url: string, body: string) =>
         signal: AbortSignal.timeout(30_000)
       })
       const bytes = new Uint8Array(await response.arrayBuffer())
-      if (bytes.length > MAX_WITNESS_RESPONSE) throw new Error(`the answer is longer than ${MAX_WITNESS_RESPONSE} bytes`)
+      if (bytes.length > MAX_WITNESS_RESPONSE) {
+        throw new Error(`the answer is longer than ${MAX_WITNESS_RESPONSE} bytes`)
+      }
       return {
         status: response.status,
         contentType: response.headers.get("content-type") ?? "",
@@ -195,7 +208,10 @@ export const witness = (
 ) =>
   Effect.gen(function*() {
     if (options.witnessKeys.length === 0) {
-      return yield* new InvalidInput({ field: "--witness-key", reason: "the witness's verifier key is needed to check its cosignatures" })
+      return yield* new InvalidInput({
+        field: "--witness-key",
+        reason: "the witness's verifier key is needed to check its cosignatures"
+      })
     }
     const witnessVerifiers = (yield* Effect.forEach(options.witnessKeys, loadVerifiers)).flat()
     const { signed } = yield* signVerified(id, options.keyFile, options.storage)
@@ -211,34 +227,47 @@ export const witness = (
       }
       oldSize = Number(known[1])
       if (oldSize > size) {
-        return yield* refused(409, `it has cosigned a tree of ${oldSize} entries; the journal holds ${size}: entries were cut`)
+        return yield* refused(
+          409,
+          `it has cosigned a tree of ${oldSize} entries; the journal holds ${size}: entries were cut`
+        )
       }
       const proof = yield* Transparency.consistency(id, oldSize, size)
       answer = yield* post(endpoint, addCheckpointBody(oldSize, proof.proof, signed.note))
     }
     if (answer.status === 409) return yield* refused(409, `its size changed while we asked: ${answer.body.trim()}`)
     if (answer.status === 422) {
-      return yield* refused(422, `the journal is not consistent with the tree of ${oldSize} entries it cosigned before (${answer.body.trim()})`)
+      return yield* refused(
+        422,
+        `the journal is not consistent with the tree of ${oldSize} entries it cosigned before (${answer.body.trim()})`
+      )
     }
     if (answer.status !== 200) return yield* refused(answer.status, answer.body.trim().slice(0, 200))
     // The answer is signature lines: with the checkpoint they make a note to open.
     const cosigned = `${signed.note}${answer.body}`
     const opened = SignedNote.open(cosigned, witnessVerifiers)
-    if (Result.isFailure(opened)) return yield* refused(200, `its cosignature does not verify: ${opened.failure.message}`)
+    if (Result.isFailure(opened)) {
+      return yield* refused(200, `its cosignature does not verify: ${opened.failure.message}`)
+    }
     const cosignatures = opened.success.verified.filter((v) => v.verifier.type === SignedNote.COSIGNATURE_V1)
     if (cosignatures.length === 0) return yield* refused(200, "it returned no cosignature by the witness keys given")
     // Keep the log's signature and the verified cosignatures only.
     const kept = answer.body.split("\n").filter((line) => {
       const one = SignedNote.parse(`x\n\n${line}\n`)
       const sig = Result.isSuccess(one) ? one.success.signatures[0] : undefined
-      return sig !== undefined && cosignatures.some((c) => c.verifier.name === sig.name && c.verifier.keyId === sig.keyId)
+      return sig !== undefined &&
+        cosignatures.some((c) => c.verifier.name === sig.name && c.verifier.keyId === sig.keyId)
     })
     const note = `${signed.note}${kept.map((l) => `${l}\n`).join("")}`
     yield* writeFileAtomic(options.out, note)
     const who = cosignatures.map((c) => ({ name: c.verifier.name, timestamp: Number(c.timestamp) }))
-    if (options.json) return yield* Output.json({ id, tree_size: size, old_size: oldSize, cosigned_by: who, file: options.out })
+    if (options.json) {
+      return yield* Output.json({ id, tree_size: size, old_size: oldSize, cosigned_by: who, file: options.out })
+    }
     yield* Output.lines([
-      `${id}: the checkpoint of ${size} entries is cosigned by ${who.map((w) => w.name).join(", ")} (consistent with ${oldSize}); written to ${options.out}`
+      `${id}: the checkpoint of ${size} entries is cosigned by ${
+        who.map((w) => w.name).join(", ")
+      } (consistent with ${oldSize}); written to ${options.out}`
     ])
   })
 
@@ -246,7 +275,11 @@ const writeFileAtomic = (file: string, text: string) =>
   Effect.tryPromise({
     try: async () => {
       const temp = `${file}.tmp-${process.pid}`
-      const handle = await fs.promises.open(temp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o644)
+      const handle = await fs.promises.open(
+        temp,
+        fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL,
+        0o644
+      )
       try {
         await handle.writeFile(text)
         await handle.sync()
@@ -289,19 +322,31 @@ export interface CheckpointReport {
  *
  * @since 0.5.0
  */
-export const verifyCheckpoint = (id: string, file: string, keys: ReadonlyArray<string>, storage: Storage.Options, json: boolean) =>
+export const verifyCheckpoint = (
+  id: string,
+  file: string,
+  keys: ReadonlyArray<string>,
+  storage: Storage.Options,
+  json: boolean
+) =>
   Effect.gen(function*() {
     yield* validId(id)
-    if (keys.length === 0) return yield* new InvalidInput({ field: "--key", reason: "--checkpoint needs the verifier key of its signer" })
+    if (keys.length === 0) {
+      return yield* new InvalidInput({ field: "--key", reason: "--checkpoint needs the verifier key of its signer" })
+    }
     const verifiers = (yield* Effect.forEach(keys, loadVerifiers)).flat()
     const note = yield* readText(file, "--checkpoint", SignedNote.MAX_NOTE_BYTES)
     const opened = SignedNote.open(note, verifiers)
     if (Result.isFailure(opened)) {
-      if (opened.failure.reason === "malformed") return yield* new InvalidInput({ field: `--checkpoint ${file}`, reason: opened.failure.message })
+      if (opened.failure.reason === "malformed") {
+        return yield* new InvalidInput({ field: `--checkpoint ${file}`, reason: opened.failure.message })
+      }
       return yield* new CheckpointMismatch({ id, reason: "signature", detail: opened.failure.message })
     }
     const parsed = TreeHead.parse(opened.success.text)
-    if (Result.isFailure(parsed)) return yield* new InvalidInput({ field: `--checkpoint ${file}`, reason: parsed.failure.message })
+    if (Result.isFailure(parsed)) {
+      return yield* new InvalidInput({ field: `--checkpoint ${file}`, reason: parsed.failure.message })
+    }
     const head = parsed.success
     const signers = opened.success.verified.filter((v) => v.verifier.type === SignedNote.ED25519)
     const cosigners = opened.success.verified.filter((v) => v.verifier.type === SignedNote.COSIGNATURE_V1)
@@ -322,13 +367,18 @@ export const verifyCheckpoint = (id: string, file: string, keys: ReadonlyArray<s
         problem
       })
     if (signers.length === 0) {
-      return yield* finish(null, { reason: "signature", detail: "only cosignatures verified; no key given signed it as its log" })
+      return yield* finish(null, {
+        reason: "signature",
+        detail: "only cosignatures verified; no key given signed it as its log"
+      })
     }
     const origin = signers.map((v) => TreeHead.origin(v.verifier.name, id)).find((o) => o === head.origin)
     if (origin === undefined) {
       return yield* finish(null, {
         reason: "other_log",
-        detail: `its origin is ${JSON.stringify(head.origin)}, this session's is ${JSON.stringify(TreeHead.origin(signers[0]!.verifier.name, id))}`
+        detail: `its origin is ${JSON.stringify(head.origin)}, this session's is ${
+          JSON.stringify(TreeHead.origin(signers[0]!.verifier.name, id))
+        }`
       })
     }
     const chain = yield* Verify.session(id, storage)
@@ -346,14 +396,17 @@ export const verifyCheckpoint = (id: string, file: string, keys: ReadonlyArray<s
       case "cut":
         return yield* finish({ size: c.currentSize, root: null }, {
           reason: "cut",
-          detail: `the checkpoint covers ${c.size} entries, the journal holds ${c.currentSize}: entries ${c.currentSize}..${c.size - 1} are gone`
+          detail:
+            `the checkpoint covers ${c.size} entries, the journal holds ${c.currentSize}: entries ${c.currentSize}..${
+              c.size - 1
+            } are gone`
         })
       case "replaced":
         return yield* finish(null, {
           reason: "replaced",
-          detail: `the tree of its first ${c.size} entries has root ${TreeHead.base64(c.storedRoot)}, the checkpoint says ${
-            TreeHead.base64(c.root)
-          }: entries it covers were edited or replaced`
+          detail: `the tree of its first ${c.size} entries has root ${
+            TreeHead.base64(c.storedRoot)
+          }, the checkpoint says ${TreeHead.base64(c.root)}: entries it covers were edited or replaced`
         })
       case "other_log":
         return yield* finish(null, { reason: "other_log", detail: `its origin is ${c.origin}, expected ${c.expected}` })
@@ -364,7 +417,9 @@ const reportCheckpoint = (r: CheckpointReport, json: boolean) =>
   Effect.gen(function*() {
     if (json) yield* Output.json({ checkpoint: r })
     else yield* Output.lines(checkpointText(r))
-    if (r.problem !== null) return yield* new CheckpointMismatch({ id: r.id, reason: r.problem.reason, detail: r.problem.detail })
+    if (r.problem !== null) {
+      return yield* new CheckpointMismatch({ id: r.id, reason: r.problem.reason, detail: r.problem.detail })
+    }
   })
 
 /**
@@ -374,7 +429,9 @@ const reportCheckpoint = (r: CheckpointReport, json: boolean) =>
  */
 export const checkpointText = (r: CheckpointReport): Array<string> => [
   r.ok
-    ? `${r.id}: consistent with the checkpoint of ${r.tree_size} entries (now ${r.current_size}), signed by ${r.signed_by.join(", ")}`
+    ? `${r.id}: consistent with the checkpoint of ${r.tree_size} entries (now ${r.current_size}), signed by ${
+      r.signed_by.join(", ")
+    }`
     : `${r.id}: DOES NOT MATCH the checkpoint of ${r.tree_size} entries (${r.problem?.reason}): ${r.problem?.detail}`,
   `  origin ${r.origin}, root ${r.root}`,
   ...r.cosigned_by.map((c) => `  cosigned by ${c.name} at ${new Date(c.timestamp * 1000).toISOString()}`)
@@ -407,7 +464,9 @@ export const prove = (id: string, sequence: number, size: number | undefined, js
     }
     if (json) return yield* Output.json(out)
     yield* Output.lines([
-      `entry ${p.leafIndex} (${p.entry.entry_hash}) is in the tree of ${p.treeSize} entries with root ${TreeHead.base64(p.root)}`,
+      `entry ${p.leafIndex} (${p.entry.entry_hash}) is in the tree of ${p.treeSize} entries with root ${
+        TreeHead.base64(p.root)
+      }`,
       ...out.proof.map((n, i) => `  ${i} ${n}`)
     ])
   })
@@ -424,9 +483,9 @@ export const consistency = (id: string, oldSize: number, newSize: number, json: 
     const out = { old_size: p.oldSize, new_size: p.newSize, proof: nodes(p.proof) }
     if (json) return yield* Output.json(out)
     yield* Output.lines([
-      `the tree of ${p.oldSize} entries (root ${TreeHead.base64(p.oldRoot)}) is a prefix of the tree of ${p.newSize} (root ${
-        TreeHead.base64(p.newRoot)
-      })`,
+      `the tree of ${p.oldSize} entries (root ${
+        TreeHead.base64(p.oldRoot)
+      }) is a prefix of the tree of ${p.newSize} (root ${TreeHead.base64(p.newRoot)})`,
       ...out.proof.map((n, i) => `  ${i} ${n}`)
     ])
   })

@@ -26,9 +26,14 @@ const generate = Command.make("generate", {
   name: Argument.String("name").pipe(
     Argument.withDescription("Key name, e.g. example.com/journal: it also names the journal in checkpoint origins")
   ),
-  out: Flag.String("out").pipe(Flag.withMetavar("FILE"), Flag.withDescription("Where to write the signer key (created 0600, never replaced)"))
+  out: Flag.String("out").pipe(
+    Flag.withMetavar("FILE"),
+    Flag.withDescription("Where to write the signer key (created 0600, never replaced)")
+  )
 }, (a) => withoutJournal(({ json }) => Effect.flatMap(load, (m) => m.generateKey(a.name, a.out, json)))).pipe(
-  Command.withDescription("Write a new Ed25519 signer key (C2SP signed-note format) to FILE, mode 0600, and print its verifier key")
+  Command.withDescription(
+    "Write a new Ed25519 signer key (C2SP signed-note format) to FILE, mode 0600, and print its verifier key"
+  )
 )
 
 /**
@@ -69,7 +74,9 @@ export const checkpointFlags = {
   sign: Flag.String("sign").pipe(
     Flag.optional,
     Flag.withMetavar("FILE"),
-    Flag.withDescription("Print a signed C2SP checkpoint of the session's tree with this signer key instead (read-only)")
+    Flag.withDescription(
+      "Print a signed C2SP checkpoint of the session's tree with this signer key instead (read-only)"
+    )
   )
 }
 
@@ -95,7 +102,10 @@ export const verifyCheckpointOf = (
  * @since 0.5.0
  */
 export const keyWithoutCheckpoint = Effect.fail(
-  new InvalidInput({ field: "--key", reason: "a verifier key is used with --checkpoint FILE, the checkpoint it checks" })
+  new InvalidInput({
+    field: "--key",
+    reason: "a verifier key is used with --checkpoint FILE, the checkpoint it checks"
+  })
 )
 
 /**
@@ -109,12 +119,24 @@ export const signCheckpoint = (id: string, keyFile: string, storage: Storage.Opt
 // ---------------------------------------------------------------------------
 // prove / consistency
 
-const prove = Command.make("prove", {
-  id: sessionId,
-  sequence: Argument.Int("sequence").pipe(Argument.withDescription("Sequence of the entry (its leaf index)")),
-  size: nonNegative("size").pipe(Flag.optional, Flag.withDescription("Tree size to prove against (default: the current size)"))
-}, (a) => withJournal(({ json }) => Effect.flatMap(load, (m) => m.prove(a.id, a.sequence, Option.getOrUndefined(a.size), json)))).pipe(
-  Command.withDescription("Print the RFC 6962 inclusion proof of an entry: {leaf_index, tree_size, entry_hash, proof} with --json")
+const prove = Command.make(
+  "prove",
+  {
+    id: sessionId,
+    sequence: Argument.Int("sequence").pipe(Argument.withDescription("Sequence of the entry (its leaf index)")),
+    size: nonNegative("size").pipe(
+      Flag.optional,
+      Flag.withDescription("Tree size to prove against (default: the current size)")
+    )
+  },
+  (a) =>
+    withJournal(({ json }) =>
+      Effect.flatMap(load, (m) => m.prove(a.id, a.sequence, Option.getOrUndefined(a.size), json))
+    )
+).pipe(
+  Command.withDescription(
+    "Print the RFC 6962 inclusion proof of an entry: {leaf_index, tree_size, entry_hash, proof} with --json"
+  )
 )
 
 const consistency = Command.make("consistency", {
@@ -122,25 +144,41 @@ const consistency = Command.make("consistency", {
   old: Argument.Int("old").pipe(Argument.withDescription("Older tree size")),
   new: Argument.Int("new").pipe(Argument.withDescription("Newer tree size"))
 }, (a) => withJournal(({ json }) => Effect.flatMap(load, (m) => m.consistency(a.id, a.old, a.new, json)))).pipe(
-  Command.withDescription("Print the RFC 6962 consistency proof between two tree sizes: {old_size, new_size, proof} with --json")
+  Command.withDescription(
+    "Print the RFC 6962 consistency proof between two tree sizes: {old_size, new_size, proof} with --json"
+  )
 )
 
-const witness = Command.make("witness", {
-  url: Argument.String("url").pipe(Argument.withDescription("The witness's submission prefix (add-checkpoint is POSTed under it)")),
-  id: sessionId,
-  sign: Flag.String("sign").pipe(Flag.withMetavar("FILE"), Flag.withDescription("Signer key of the journal")),
-  witnessKey: Flag.String("witness-key").pipe(
-    Flag.atLeast(0),
-    Flag.withMetavar("VKEY"),
-    Flag.withDescription("Verifier key of the witness (type 0x04), or a file of them; cosignatures by other keys are dropped")
-  ),
-  out: Flag.String("out").pipe(Flag.withMetavar("FILE"), Flag.withDescription("Where to write the cosigned checkpoint"))
-}, (a) =>
-  withJournal(({ json, storage }) =>
-    Effect.flatMap(load, (m) => m.witness(a.url, a.id, { keyFile: a.sign, witnessKeys: a.witnessKey, out: a.out, storage, json }))
-  )).pipe(Command.withDescription(
-    "Submit the session's signed checkpoint to a C2SP tlog-witness with a consistency proof and write the cosigned checkpoint to FILE"
-  ))
+const witness = Command.make(
+  "witness",
+  {
+    url: Argument.String("url").pipe(
+      Argument.withDescription("The witness's submission prefix (add-checkpoint is POSTed under it)")
+    ),
+    id: sessionId,
+    sign: Flag.String("sign").pipe(Flag.withMetavar("FILE"), Flag.withDescription("Signer key of the journal")),
+    witnessKey: Flag.String("witness-key").pipe(
+      Flag.atLeast(0),
+      Flag.withMetavar("VKEY"),
+      Flag.withDescription(
+        "Verifier key of the witness (type 0x04), or a file of them; cosignatures by other keys are dropped"
+      )
+    ),
+    out: Flag.String("out").pipe(
+      Flag.withMetavar("FILE"),
+      Flag.withDescription("Where to write the cosigned checkpoint")
+    )
+  },
+  (a) =>
+    withJournal(({ json, storage }) =>
+      Effect.flatMap(
+        load,
+        (m) => m.witness(a.url, a.id, { keyFile: a.sign, witnessKeys: a.witnessKey, out: a.out, storage, json })
+      )
+    )
+).pipe(Command.withDescription(
+  "Submit the session's signed checkpoint to a C2SP tlog-witness with a consistency proof and write the cosigned checkpoint to FILE"
+))
 
 /**
  * The commands of this module to register at the root.

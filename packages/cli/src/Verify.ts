@@ -130,7 +130,14 @@ const inspectFiles = (id: string, storage: Storage.Options) =>
     const corruption = problem.corruption !== null
       ? { ...problem.corruption, segment: where(problem.corruption.segment) }
       : problem.violation === null && cp.status === "broken"
-      ? { kind: "checkpoint" as const, segment: where("checkpoint.json"), offset: 0, sequence: null, reason: `checkpoint: ${cp.detail}`, missing: null }
+      ? {
+        kind: "checkpoint" as const,
+        segment: where("checkpoint.json"),
+        offset: 0,
+        sequence: null,
+        reason: `checkpoint: ${cp.detail}`,
+        missing: null
+      }
       : null
     const violation = problem.violation === null
       ? null
@@ -156,10 +163,26 @@ const verifyStored = (id: string) =>
     if (Result.isFailure(verified)) {
       const e = verified.failure
       if (e._tag === "IntegrityViolation") {
-        return { id, ok: false, head: null, entries_checked: 0, torn_tail: null, corruption: null, violation: violationJson(e) } satisfies Report
+        return {
+          id,
+          ok: false,
+          head: null,
+          entries_checked: 0,
+          torn_tail: null,
+          corruption: null,
+          violation: violationJson(e)
+        } satisfies Report
       }
       if (e._tag === "CorruptJournal") {
-        return { id, ok: false, head: null, entries_checked: 0, torn_tail: null, corruption: corruptionJson(e), violation: null } satisfies Report
+        return {
+          id,
+          ok: false,
+          head: null,
+          entries_checked: 0,
+          torn_tail: null,
+          corruption: corruptionJson(e),
+          violation: null
+        } satisfies Report
       }
       return yield* e
     }
@@ -184,7 +207,9 @@ const verifyStored = (id: string) =>
  */
 export const text = (r: Report): string => {
   if (r.ok) {
-    const torn = r.torn_tail === null ? "" : `, torn tail of ${r.torn_tail.bytes} bytes in ${r.torn_tail.segment} (benign)`
+    const torn = r.torn_tail === null
+      ? ""
+      : `, torn tail of ${r.torn_tail.bytes} bytes in ${r.torn_tail.segment} (benign)`
     return `ok    ${r.id}: ${r.entries_checked} entries, head ${r.head}${torn}`
   }
   if (r.violation !== null) {
@@ -233,7 +258,10 @@ export interface RepairReport {
 export const repair = (id: string, storage: Storage.Options) =>
   Effect.gen(function*() {
     if (!Storage.isFilesystem(storage)) {
-      return yield* new NotAvailable({ feature: "repair", reason: "it works on segment files; PostgreSQL never stores a torn or partial batch" })
+      return yield* new NotAvailable({
+        feature: "repair",
+        reason: "it works on segment files; PostgreSQL never stores a torn or partial batch"
+      })
     }
     const r = yield* NodePersistence.repair(Storage.nodeOptions(storage), id)
     const report: RepairReport = {
@@ -267,6 +295,8 @@ export const repairText = (r: RepairReport): Array<string> => [
   ...(r.checkpoint_rebuilt ? ["  checkpoint rebuilt from the stored records"] : []),
   ...(r.lost === null
     ? []
-    : [`  entries ${r.lost.from}..${r.lost.to} are lost (previous head ${r.previous_head}); kept bytes above hold what survived of them`]),
+    : [
+      `  entries ${r.lost.from}..${r.lost.to} are lost (previous head ${r.previous_head}); kept bytes above hold what survived of them`
+    ]),
   ...(r.entry === null ? [] : [`  recorded as entry ${r.entry.sequence} (kind recovery)`])
 ]

@@ -5,9 +5,9 @@
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
+import { CliConfig, CliOutput, Command, GlobalFlag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { CliConfig, CliOutput, Command, GlobalFlag } from "effect/cli"
 import { root } from "./Commands.ts"
 import { describe, ExitCode, stackOf } from "./Failure.ts"
 import * as Output from "./Output.ts"
@@ -69,7 +69,9 @@ export const main = Command.run(root, { version: VERSION }).pipe(
     Cause.hasInterruptsOnly(cause)
       ? Effect.succeed(ExitCode.interrupted)
       : Effect.as(
-        Output.errorLine(`session-journal: unexpected failure (a bug): ${describe(Cause.squash(cause))}\n${stackOf(cause)}`),
+        Output.errorLine(
+          `session-journal: unexpected failure (a bug): ${describe(Cause.squash(cause))}\n${stackOf(cause)}`
+        ),
         ExitCode.defect
       )
   ),

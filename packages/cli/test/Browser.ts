@@ -6,7 +6,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { chromium, type BrowserContext } from "playwright-core"
+import { type BrowserContext, chromium } from "playwright-core"
 
 /** Where Debian installs Chromium; `.ci/run` installs it when it is missing. */
 export const CHROMIUM = "/usr/bin/chromium"
@@ -35,7 +35,11 @@ export interface Launched {
 export const launch = async (): Promise<Launched> => {
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "sj-chromium-"))
   // Playwright takes the profile directory here, not as --user-data-dir.
-  const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, args: ARGS, headless: true })
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    args: ARGS,
+    headless: true
+  })
   const close = async () => {
     await context.close().catch(() => undefined)
     fs.rmSync(profile, { recursive: true, force: true })

@@ -4,23 +4,32 @@
  * SIGKILL in the middle of an archive followed by a rerun that completes with no
  * duplicate and no gap.
  */
+import { SessionIds } from "@session-journal/claude-code"
+import * as F from "@session-journal/claude-code/test/Fixtures"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { SessionIds } from "@session-journal/claude-code"
-import * as F from "@session-journal/claude-code/test/Fixtures"
 import { afterAll, describe, expect, it } from "vitest"
 import { baseEnv, BIN, cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
 
 afterAll(cleanup)
 
 const mainId = SessionIds.sessionId({ _tag: "Main", project: F.PROJECT, session: F.SESSION })
-const subId = SessionIds.sessionId({ _tag: "SubAgent", project: F.PROJECT, session: F.SESSION, stem: `agent-${F.AGENT}`, agentId: F.AGENT })
+const subId = SessionIds.sessionId({
+  _tag: "SubAgent",
+  project: F.PROJECT,
+  session: F.SESSION,
+  stem: `agent-${F.AGENT}`,
+  agentId: F.AGENT
+})
 
 // stdout as bytes (a transcript may hold a line that is not UTF-8).
 const exportBytes = (dir: string, id: string): Promise<Buffer> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, "--dir", dir, "claude-code", "export", id], { env: baseEnv(), stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, [BIN, "--dir", dir, "claude-code", "export", id], {
+      env: baseEnv(),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     const out: Array<Buffer> = []
     child.stdout.on("data", (b: Buffer) => out.push(b))
     child.on("error", reject)
@@ -65,7 +74,9 @@ describe("session-journal claude-code", () => {
     fs.symlinkSync(tree.main, path.join(tree.projectDir, "33333333-3333-4333-8333-333333333333.jsonl"))
     const linked = await run(["--dir", journal, "claude-code", "archive", "--source", source])
     expect(linked.code).toBe(3)
-    expect(linked.stdout).toMatch(/refused +-home-dev-shop-app-v2\/33333333-3333-4333-8333-333333333333\.jsonl: refused: a symbolic link/)
+    expect(linked.stdout).toMatch(
+      /refused +-home-dev-shop-app-v2\/33333333-3333-4333-8333-333333333333\.jsonl: refused: a symbolic link/
+    )
     expect(linked.stderr).toContain("1 path under")
   })
 
@@ -80,7 +91,10 @@ describe("session-journal claude-code", () => {
       await waitForLine(child, (l) => l.includes(subId))
       const t0 = Date.now()
       fs.appendFileSync(tree.main, F.mainTurn(9).slice(0, 4).join("\n") + "\n")
-      const line = JSON.parse(await waitForLine(child, (l) => l.includes("extended"))) as { lines: number; session: string }
+      const line = JSON.parse(await waitForLine(child, (l) => l.includes("extended"))) as {
+        lines: number
+        session: string
+      }
       const took = Date.now() - t0
       expect(line.session).toBe(mainId)
       expect(line.lines).toBe(4)
@@ -124,7 +138,11 @@ describe("session-journal claude-code", () => {
     const child = start(["--dir", journal, "--json", "claude-code", "follow", "--source", source])
     try {
       const lines = linesOf(child)
-      await until(() => lines.filter((l) => l.includes("\"created\"")).length >= files.length, count * 200, "the first pass")
+      await until(
+        () => lines.filter((l) => l.includes("\"created\"")).length >= files.length,
+        count * 200,
+        "the first pass"
+      )
       // The report is printed at the end of the pass; let the process settle.
       await sleep(1_000)
       const cpu0 = F.cpuMillis(child.pid!)
@@ -175,7 +193,10 @@ describe("session-journal claude-code", () => {
     } finally {
       child.kill("SIGKILL")
     }
-    expect((await exportBytes(journal, SessionIds.sessionId({ _tag: "Main", project: F.PROJECT, session: F.SESSION }))).equals(fs.readFileSync(file))).toBe(true)
+    expect(
+      (await exportBytes(journal, SessionIds.sessionId({ _tag: "Main", project: F.PROJECT, session: F.SESSION })))
+        .equals(fs.readFileSync(file))
+    ).toBe(true)
   }, 120_000)
 
   it("a SIGKILL during archive: the rerun completes with no duplicate and no gap", async () => {
@@ -190,7 +211,10 @@ describe("session-journal claude-code", () => {
     const sessionDir = path.join(journal, mainId)
     const stored = () =>
       fs.existsSync(sessionDir)
-        ? fs.readdirSync(sessionDir).filter((n) => n.endsWith(".jsonl")).reduce((n, f) => n + fs.statSync(path.join(sessionDir, f)).size, 0)
+        ? fs.readdirSync(sessionDir).filter((n) => n.endsWith(".jsonl")).reduce(
+          (n, f) => n + fs.statSync(path.join(sessionDir, f)).size,
+          0
+        )
         : 0
     // Each run is killed once it has stored some more batches, before its last one.
     const kills = process.env["STRESS"] === "1" ? 5 : 1

@@ -45,7 +45,11 @@ beforeAll(() => {
   delete env["NODE_OPTIONS"]
   const ran = spawnSync(
     process.execPath,
-    ["--input-type=module", "-e", `const m = await import(${JSON.stringify(pathToFileURL(BUNDLE_SCRIPT).href)}); await m.bundleCommand(${options})`],
+    [
+      "--input-type=module",
+      "-e",
+      `const m = await import(${JSON.stringify(pathToFileURL(BUNDLE_SCRIPT).href)}); await m.bundleCommand(${options})`
+    ],
     { cwd: PACKAGE, env, encoding: "utf8" }
   )
   if (ran.status !== 0) throw new Error(`bundling failed (${ran.status}): ${ran.stderr}`)
@@ -120,7 +124,9 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
       assert.include(JSON.stringify(results[0]!["content"]), "Write is on the deny list [denyList([\\\"Write\\\"])]")
       assert.include(JSON.stringify(results[1]!["content"]), "Bash requires Glob first [requirePredecessors(")
       assert.deepStrictEqual(
-        (r.result?.["permission_denials"] as Array<Record<string, unknown>> | undefined ?? []).map((d) => d["tool_name"]),
+        (r.result?.["permission_denials"] as Array<Record<string, unknown>> | undefined ?? []).map((d) =>
+          d["tool_name"]
+        ),
         ["Write", "Bash"]
       )
 
@@ -185,12 +191,17 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
       assert.strictEqual(results.length, PARALLEL)
       const errors = results.filter((t) => t["is_error"] === true)
       assert.strictEqual(errors.length, PARALLEL - 5)
-      for (const e of errors) assert.include(JSON.stringify(e["content"]), "invocations would exceed 5 [maxInvocations(5)]")
+      for (const e of errors) {
+        assert.include(JSON.stringify(e["content"]), "invocations would exceed 5 [maxInvocations(5)]")
+      }
 
       const entries = await entriesOf(journal, r.sessionId!, work)
       const tools = entries.filter((e) => e.kind === "tool")
       assert.strictEqual(tools.length, PARALLEL)
-      assert.deepStrictEqual(tools.map((t) => t["allowed"]), [...Array(5).fill(true), ...Array(PARALLEL - 5).fill(false)])
+      assert.deepStrictEqual(tools.map((t) => t["allowed"]), [
+        ...Array(5).fill(true),
+        ...Array(PARALLEL - 5).fill(false)
+      ])
       assert.strictEqual(decisions(entries).length, PARALLEL)
       assert.strictEqual(entries.filter((e) => e.kind === "tool.outcome").length, 5)
     } finally {
@@ -206,7 +217,12 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
         : [
           Fake.tools({
             name: "Agent",
-            input: { description: "run one", prompt: "SUBTASK: run echo", subagent_type: "general-purpose", run_in_background: false }
+            input: {
+              description: "run one",
+              prompt: "SUBTASK: run echo",
+              subagent_type: "general-purpose",
+              run_in_background: false
+            }
           }),
           Fake.text("main done")
         ]
@@ -220,7 +236,11 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
       const tools = entries.filter((e) => e.kind === "tool")
       assert.strictEqual(tools.length, 2)
       const [agent, bash] = tools
-      assert.deepStrictEqual([agent!["tool_name"], agent!["agent_id"], agent!["delegation_depth"]], ["Agent", "main", 0])
+      assert.deepStrictEqual([agent!["tool_name"], agent!["agent_id"], agent!["delegation_depth"]], [
+        "Agent",
+        "main",
+        0
+      ])
       assert.strictEqual(bash!["tool_name"], "Bash")
       assert.match(String(bash!["agent_id"]), /^[0-9a-f]{17}$/)
       assert.strictEqual(bash!["delegation_depth"], 1)
@@ -228,7 +248,10 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
       const kinds = entries.map((e) => e.kind)
       const start = kinds.indexOf("claude-code.SubagentStart")
       const stop = kinds.indexOf("claude-code.SubagentStop")
-      assert.isTrue(start > kinds.indexOf("tool") && start < kinds.lastIndexOf("tool") && stop > kinds.lastIndexOf("tool"), kinds.join(","))
+      assert.isTrue(
+        start > kinds.indexOf("tool") && start < kinds.lastIndexOf("tool") && stop > kinds.lastIndexOf("tool"),
+        kinds.join(",")
+      )
       assert.strictEqual(entries[start]!.payload!["agent_id"], bash!["agent_id"])
       assert.strictEqual(decisions(entries)[1]!["agent_type"], "general-purpose")
     } finally {
@@ -244,14 +267,19 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
     fs.writeFileSync(journal, "x")
     const installed = await run(["--dir", journal, "claude-code", "install", "--project", work])
     assert.strictEqual(installed.code, 0, installed.stderr)
-    const api = await Fake.start(Fake.perConversation(() => [Fake.tools(Fake.bash("echo ran > ran.txt")), Fake.text("done")]))
+    const api = await Fake.start(
+      Fake.perConversation(() => [Fake.tools(Fake.bash("echo ran > ran.txt")), Fake.text("done")])
+    )
     try {
       const r = await Claude.run({ api, prompt: "Run it.", tools: ["Bash"], work, home: path.join(root, "home") })
       assert.isFalse(r.timedOut, r.stderr)
       assert.strictEqual(api.requests.length, 0, "the model was asked")
       assert.isFalse(fs.existsSync(path.join(work, "ran.txt")))
       assert.strictEqual(r.result?.["num_turns"], 0)
-      assert.match(String(r.result?.["result"]), /UserPromptSubmit operation blocked by hook[\s\S]*session-journal: cannot record UserPromptSubmit/)
+      assert.match(
+        String(r.result?.["result"]),
+        /UserPromptSubmit operation blocked by hook[\s\S]*session-journal: cannot record UserPromptSubmit/
+      )
     } finally {
       await api.close()
     }

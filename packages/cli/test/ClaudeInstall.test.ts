@@ -5,10 +5,10 @@
  * settings is left alone.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as fc from "fast-check"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import * as fc from "fast-check"
 import { EVENTS, isOurs, merge, remove } from "../src/Install.ts"
 import { cleanup, run, tempDir } from "./Run.ts"
 
@@ -37,7 +37,16 @@ describe("claude-code install", () => {
     fs.writeFileSync(policy, JSON.stringify([{ maxStreak: 3 }]))
 
     // Relative paths, run from elsewhere: the hooks name both by absolute path.
-    const installed = await run(["--dir", "journal", "claude-code", "install", "--project", "proj", "--policy", "policy.json"], { cwd: dir })
+    const installed = await run([
+      "--dir",
+      "journal",
+      "claude-code",
+      "install",
+      "--project",
+      "proj",
+      "--policy",
+      "policy.json"
+    ], { cwd: dir })
     assert.strictEqual(installed.code, 0, installed.stderr)
     assert.include(installed.stdout, "installed hooks for 11 events")
     const after = read(file)
@@ -60,7 +69,16 @@ describe("claude-code install", () => {
     // Twice: nothing changes, not even the backup.
     const text = fs.readFileSync(file, "utf8")
     fs.rmSync(file + ".session-journal.bak")
-    const again = await run(["--dir", "journal", "claude-code", "install", "--project", "proj", "--policy", "policy.json"], { cwd: dir })
+    const again = await run([
+      "--dir",
+      "journal",
+      "claude-code",
+      "install",
+      "--project",
+      "proj",
+      "--policy",
+      "policy.json"
+    ], { cwd: dir })
     assert.strictEqual(again.code, 0, again.stderr)
     assert.include(again.stdout, "unchanged")
     assert.strictEqual(fs.readFileSync(file, "utf8"), text)
@@ -94,7 +112,9 @@ describe("claude-code install", () => {
 
   it("--user writes $CLAUDE_CONFIG_DIR/settings.json; a new file gets no backup", async () => {
     const dir = tempDir()
-    const r = await run(["--dir", path.join(dir, "j"), "claude-code", "install", "--user"], { env: { CLAUDE_CONFIG_DIR: dir } })
+    const r = await run(["--dir", path.join(dir, "j"), "claude-code", "install", "--user"], {
+      env: { CLAUDE_CONFIG_DIR: dir }
+    })
     assert.strictEqual(r.code, 0, r.stderr)
     assert.strictEqual(Object.keys(read(path.join(dir, "settings.json")).hooks).length, EVENTS.length)
     assert.isFalse(fs.existsSync(path.join(dir, "settings.json.session-journal.bak")))
@@ -113,7 +133,9 @@ describe("Install.merge and Install.remove (property)", () => {
     fc.jsonValue({ maxDepth: 1 })
   )
   const settings = fc.record({
-    hooks: fc.dictionary(fc.constantFrom(...EVENTS, "Notification", "x"), fc.array(group, { maxLength: 3 }), { maxKeys: 4 }),
+    hooks: fc.dictionary(fc.constantFrom(...EVENTS, "Notification", "x"), fc.array(group, { maxLength: 3 }), {
+      maxKeys: 4
+    }),
     other: fc.jsonValue({ maxDepth: 2 })
   }, { requiredKeys: [] })
   const seed = Number(process.env["FC_SEED"] ?? Date.now() % 2 ** 31)

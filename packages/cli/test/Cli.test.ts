@@ -9,11 +9,23 @@ import { SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { spawn, spawnSync } from "node:child_process"
 import { afterAll } from "vitest"
-import { baseEnv, BIN, cleanup, exited, filesUnder, hasNodeAdapter, run, SHIM, start, tempDir, waitForLine } from "./Run.ts"
+import {
+  baseEnv,
+  BIN,
+  cleanup,
+  exited,
+  filesUnder,
+  hasNodeAdapter,
+  run,
+  SHIM,
+  start,
+  tempDir,
+  waitForLine
+} from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 const hasScript = spawnSync("script", ["--version"]).status === 0
@@ -50,8 +62,28 @@ const inParallel = async <A, B>(items: ReadonlyArray<A>, f: (a: A) => Promise<B>
 const lines = (s: string): Array<string> => s.split("\n").filter((l) => l.length > 0)
 const jsonLines = (s: string): Array<Record<string, unknown>> => lines(s).map((l) => JSON.parse(l))
 
-const recordArgs = (dir: string, id: string, tool = "read_file", extra: ReadonlyArray<string> = []) =>
-  ["--dir", dir, "record", id, "--tool", tool, "--server", "srv-1", "--agent", "agent-1", "--read", "100", "--written", "7", ...extra]
+const recordArgs = (
+  dir: string,
+  id: string,
+  tool = "read_file",
+  extra: ReadonlyArray<string> = []
+) => [
+  "--dir",
+  dir,
+  "record",
+  id,
+  "--tool",
+  tool,
+  "--server",
+  "srv-1",
+  "--agent",
+  "agent-1",
+  "--read",
+  "100",
+  "--written",
+  "7",
+  ...extra
+]
 
 describe("session-journal (any storage)", () => {
   it("the workspace shim runs on Node 22", async () => {
@@ -61,7 +93,22 @@ describe("session-journal (any storage)", () => {
   })
 
   it("--help works on every command and exits 0", async () => {
-    const cmds = ["", "record", "append", "import", "list", "show", "stats", "verify", "tail", "export", "checkpoint", "repair", "mirror", "demo"]
+    const cmds = [
+      "",
+      "record",
+      "append",
+      "import",
+      "list",
+      "show",
+      "stats",
+      "verify",
+      "tail",
+      "export",
+      "checkpoint",
+      "repair",
+      "mirror",
+      "demo"
+    ]
     const results = await inParallel(cmds, (cmd) => run(cmd === "" ? ["--help"] : [cmd, "--help"]))
     for (const [cmd, r] of results) {
       assert.strictEqual(r.code, 0, `${cmd}: ${r.stderr}`)
@@ -70,7 +117,10 @@ describe("session-journal (any storage)", () => {
       assert.strictEqual(r.stderr, "", cmd)
     }
     const top = results.find(([cmd]) => cmd === "")![1].stdout.replace(/\s+/g, " ")
-    assert.include(top, "Exit codes: 0 ok, 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked by another writer, 5 the policy would deny calls (policy test), 6 output failed (what was written is durable: do not write it again), 70 unexpected failure (a bug), 130 interrupted.")
+    assert.include(
+      top,
+      "Exit codes: 0 ok, 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked by another writer, 5 the policy would deny calls (policy test), 6 output failed (what was written is durable: do not write it again), 70 unexpected failure (a bug), 130 interrupted."
+    )
   })
 
   it("bad usage and invalid input exit 2 with one sentence naming the field", async () => {
@@ -117,7 +167,10 @@ describe("session-journal (any storage)", () => {
     const dir = tempDir()
     const text = await run(recordArgs(dir, "shape"))
     assert.strictEqual(text.code, 0, text.stderr)
-    assert.match(text.stdout, /^#0 \S+ tool read_file srv-1\/agent-1 read=100 written=7 depth=0 allowed [0-9a-f]{12}\n$/)
+    assert.match(
+      text.stdout,
+      /^#0 \S+ tool read_file srv-1\/agent-1 read=100 written=7 depth=0 allowed [0-9a-f]{12}\n$/
+    )
 
     const tool = await run(["--json", ...recordArgs(dir, "shape-json", "bash", ["--depth", "2", "--denied"])])
     assert.strictEqual(tool.code, 0, tool.stderr)
@@ -129,7 +182,15 @@ describe("session-journal (any storage)", () => {
     assert.strictEqual(entry!["allowed"], false)
     assert.match(String(entry!["entry_hash"]), /^[0-9a-f]{64}$/)
 
-    const msg = await run(["--dir", dir, "append", "shape-msg", "--payload", "{\"role\":\"user\",\"content\":\"hi\"}", "--json"])
+    const msg = await run([
+      "--dir",
+      dir,
+      "append",
+      "shape-msg",
+      "--payload",
+      "{\"role\":\"user\",\"content\":\"hi\"}",
+      "--json"
+    ])
     assert.strictEqual(msg.code, 0, msg.stderr)
     const [m] = jsonLines(msg.stdout)
     assert.deepStrictEqual(Object.keys(m!).sort(), OTHER_KEYS)
@@ -202,7 +263,20 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     const stats = await run(["--dir", dir, "stats", "s1", "--json"])
     assert.strictEqual(stats.code, 0, stats.stderr)
     const snap = JSON.parse(stats.stdout)
-    for (const key of ["session_id", "entry_count", "head_hash", "data_flow", "tool_sequence", "tool_counts", "current_streak_tool", "current_streak_len", "message_count", "meta"]) {
+    for (
+      const key of [
+        "session_id",
+        "entry_count",
+        "head_hash",
+        "data_flow",
+        "tool_sequence",
+        "tool_counts",
+        "current_streak_tool",
+        "current_streak_len",
+        "message_count",
+        "meta"
+      ]
+    ) {
       assert.property(snap, key)
     }
     assert.deepStrictEqual(snap.tool_counts, { read_file: 2, write_file: 1 })
@@ -263,13 +337,24 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     const dir = tempDir()
     // The command line only creates sessions with the default caps; a small ring
     // comes from the library.
-    const journal = SessionJournal.layer({ caps: { entry_cap: 2 } }).pipe(Layer.provide(NodePersistence.layer({ root: dir })))
-    await Effect.runPromise(Effect.gen(function*() {
-      const j = yield* SessionJournal.SessionJournal
-      for (let i = 0; i < 5; i++) {
-        yield* j.record("small", { tool_name: "read_file", server_id: "srv-1", agent_id: "agent-1", bytes_read: i, bytes_written: 0, delegation_depth: 0 })
-      }
-    }).pipe(Effect.provide(journal)))
+    const journal = SessionJournal.layer({ caps: { entry_cap: 2 } }).pipe(
+      Layer.provide(NodePersistence.layer({ root: dir }))
+    )
+    await Effect.runPromise(
+      Effect.gen(function*() {
+        const j = yield* SessionJournal.SessionJournal
+        for (let i = 0; i < 5; i++) {
+          yield* j.record("small", {
+            tool_name: "read_file",
+            server_id: "srv-1",
+            agent_id: "agent-1",
+            bytes_read: i,
+            bytes_written: 0,
+            delegation_depth: 0
+          })
+        }
+      }).pipe(Effect.provide(journal))
+    )
 
     const list = await run(["--dir", dir, "list", "--json"])
     assert.strictEqual(list.code, 0, list.stderr)
@@ -291,10 +376,15 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
   it.skipIf(!hasScript)("draws a progress bar on stderr only when it is a terminal", async () => {
     const dir = tempDir()
     const file = path.join(dir, "in.jsonl")
-    fs.writeFileSync(file, Array.from({ length: 3000 }, (_, i) => JSON.stringify({ kind: "message", payload: i })).join("\n"))
+    fs.writeFileSync(
+      file,
+      Array.from({ length: 3000 }, (_, i) => JSON.stringify({ kind: "message", payload: i })).join("\n")
+    )
     assert.strictEqual((await run(["--dir", dir, "import", "p1", file])).code, 0)
     // `script` gives the command a pseudo-terminal; stdout goes to /dev/null inside it.
-    const command = `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} --dir ${JSON.stringify(dir)} export p1 >/dev/null`
+    const command = `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} --dir ${
+      JSON.stringify(dir)
+    } export p1 >/dev/null`
     const tty = await run(["-qec", command, "/dev/null"], { command: "script" })
     assert.strictEqual(tty.code, 0, tty.stderr)
     assert.include(tty.stdout, "\r\x1b[2Kexport p1 [")
@@ -437,7 +527,10 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
       oneSentence(imported.stderr)
       entries = await exported()
       const last = entries[entries.length - 1]!
-      assert.include(imported.stderr, `3 entries of full through sequence ${last["sequence"]} (hash ${last["entry_hash"]}) are durable`)
+      assert.include(
+        imported.stderr,
+        `3 entries of full through sequence ${last["sequence"]} (hash ${last["entry_hash"]}) are durable`
+      )
     }
     assert.strictEqual(entries.length, 8)
 
@@ -454,7 +547,10 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
     // `import` from a pipe that stays open holds the session for writing after
     // its first durable batch.
     const holder = start(["--dir", dir, "--json", "import", "held", "-"])
-    const batch = Array.from({ length: 1000 }, (_, i) => JSON.stringify({ tool_name: "t", server_id: "s", agent_id: `a${i}` }))
+    const batch = Array.from(
+      { length: 1000 },
+      (_, i) => JSON.stringify({ tool_name: "t", server_id: "s", agent_id: `a${i}` })
+    )
     holder.stdin!.write(batch.join("\n") + "\n")
     await waitForLine(holder, (l) => l.includes("\"sequence\":999"))
     const second = await run(recordArgs(dir, "held"))
@@ -509,7 +605,14 @@ describe.skipIf(!nodeAdapter)("session-journal on the filesystem", () => {
       input.push(
         i % 10 === 9
           ? JSON.stringify({ kind: "message", payload: { role: "assistant", n: i } })
-          : JSON.stringify({ tool_name: `tool_${i % 7}`, server_id: "srv", agent_id: "agent", bytes_read: i, bytes_written: 1, delegation_depth: 0 })
+          : JSON.stringify({
+            tool_name: `tool_${i % 7}`,
+            server_id: "srv",
+            agent_id: "agent",
+            bytes_read: i,
+            bytes_written: 1,
+            delegation_depth: 0
+          })
       )
     }
     const file = path.join(tempDir(), "big.jsonl")

@@ -25,7 +25,8 @@ const tool = (sequence: number, tool_name: string, allowed: boolean) =>
     delegation_depth: 0,
     allowed
   })
-const other = (sequence: number, kind: string, payload: unknown) => Entry.makeOther(at(sequence), kind, payload as never)
+const other = (sequence: number, kind: string, payload: unknown) =>
+  Entry.makeOther(at(sequence), kind, payload as never)
 
 // One call: allowed or not; its decision beside it: none, linked by tool_sequence, or just after it; a guard or none.
 const call = fc.record({
@@ -53,11 +54,14 @@ describe("Denials", () => {
               ...(c.decision === "linked" ? { tool_sequence: seq } : {})
             }))
           }
-          for (let i = 0; i < c.noise; i++) entries.push(other(entries.length, "message", { role: "user", content: "x" }))
+          for (let i = 0; i < c.noise; i++) {
+            entries.push(other(entries.length, "message", { role: "user", content: "x" }))
+          }
           if (!c.allowed) {
             model.denied++
-            if (c.decision !== "none" && c.guard !== null) model.byGuard.set(c.guard, (model.byGuard.get(c.guard) ?? 0) + 1)
-            else model.unguarded++
+            if (c.decision !== "none" && c.guard !== null) {
+              model.byGuard.set(c.guard, (model.byGuard.get(c.guard) ?? 0) + 1)
+            } else model.unguarded++
           }
         }
         const t = Denials.tally()
@@ -94,26 +98,36 @@ describe("Denials", () => {
   })
 
   it("reads decisions of any kind by their shape; ignores what is not one", () => {
-    assert.deepStrictEqual(Denials.decisionOf(other(3, "x", { verdict: "deny", guard: "g", reason: "r", tool_sequence: 2 })), {
-      verdict: "deny",
-      guard: "g",
-      reason: "r",
-      toolSequence: 2
-    })
+    assert.deepStrictEqual(
+      Denials.decisionOf(other(3, "x", { verdict: "deny", guard: "g", reason: "r", tool_sequence: 2 })),
+      {
+        verdict: "deny",
+        guard: "g",
+        reason: "r",
+        toolSequence: 2
+      }
+    )
     for (const payload of [{ verdict: "Deny" }, { verdict: true }, "deny", null, [{ verdict: "deny" }]]) {
       assert.isNull(Denials.decisionOf(other(0, "x", payload)), JSON.stringify(payload))
     }
     assert.isNull(Denials.decisionOf(tool(0, "Bash", false)))
-    assert.strictEqual(Denials.decisionOf(other(0, "x", { verdict: "deny", tool_sequence: -1, guard: 3 }))!.toolSequence, null)
+    assert.strictEqual(
+      Denials.decisionOf(other(0, "x", { verdict: "deny", tool_sequence: -1, guard: 3 }))!.toolSequence,
+      null
+    )
   })
 
   it("a decision row says DENIED, by which guard, and links the call; hostile text inert", () => {
     const hostile = "<script>alert(1)</script>\"'"
-    const row = Timeline.row(other(5, "claude-code.decision", { verdict: "deny", guard: hostile, reason: hostile, tool_sequence: 4 }))
+    const row = Timeline.row(
+      other(5, "claude-code.decision", { verdict: "deny", guard: hostile, reason: hostile, tool_sequence: 4 })
+    )
     assert.include(row, `class="other decision denied"`)
     assert.include(row, `<em>DENIED</em> <i>call</i> <a href="#e4">4</a> <i>by</i> <code class="guard">&lt;script&gt;`)
     assert.notInclude(row, "<script>")
-    const allowed = Timeline.row(other(7, "claude-code.decision", { verdict: "allow", guard: null, reason: null, tool_sequence: 6 }))
+    const allowed = Timeline.row(
+      other(7, "claude-code.decision", { verdict: "allow", guard: null, reason: null, tool_sequence: 6 })
+    )
     assert.include(allowed, `class="other decision allowed"`)
     assert.notInclude(allowed, "DENIED")
   })

@@ -73,10 +73,15 @@ const follower = (dir: string, id: string) => {
 }
 
 const sequencesOf = (text: string) =>
-  text.split("\n").filter((l) => l.length > 0).map((l) => JSON.parse(l) as { sequence: number; tool_name?: string; kind: string })
+  text.split("\n").filter((l) => l.length > 0).map((l) =>
+    JSON.parse(l) as { sequence: number; tool_name?: string; kind: string }
+  )
 
 const within = <A>(p: Promise<A>, ms: number, what: string): Promise<A> =>
-  Promise.race([p, new Promise<A>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))])
+  Promise.race([
+    p,
+    new Promise<A>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))
+  ])
 
 const eventually = async (check: () => boolean, what: string, ms = 15_000) => {
   const until = Date.now() + ms
@@ -99,7 +104,10 @@ describe("tail --follow checks what it prints", () => {
     assert.strictEqual(code, 1, f.stderr.text)
     assert.deepStrictEqual(sequencesOf(f.stdout.text).map((e) => e.sequence), range(0, 12))
     assert.notInclude(f.stdout.text, "x12")
-    assert.match(f.stderr.text, /^session-journal: integrity violation at index 12 \(sequence 12\): entry_hash expected [0-9a-f]{64}, found [0-9a-f]{64}\.\n$/)
+    assert.match(
+      f.stderr.text,
+      /^session-journal: integrity violation at index 12 \(sequence 12\): entry_hash expected [0-9a-f]{64}, found [0-9a-f]{64}\.\n$/
+    )
   }, 60_000)
 
   it("a cut back to entry 80 and 40 new writes of equal length is reported as history replaced, exit 1", async () => {
@@ -120,58 +128,72 @@ describe("tail --follow checks what it prints", () => {
     )
   }, 60_000)
 
-  it("after a legitimate repair it says which printed entries were set aside, prints the recovery entry and goes on", async () => {
-    const dir = tempDir()
-    assert.strictEqual((await importLines(dir, "r", range(0, 10).map((i) => `t${pad(i)}`))).code, 0)
-    const f = follower(dir, "r")
-    await waitForLine(f.child, (l) => l.includes("\"sequence\":9"))
-    // Entry 5 is damaged at rest after it was printed; repair sets 5..9 aside.
-    editInPlace(dir, "r", "\"tool_name\":\"t05\"", "\"tool_name\":\"x05\"")
-    const repair = await run(["--dir", dir, "--json", "repair", "r"])
-    assert.strictEqual(repair.code, 0, repair.stderr)
-    assert.deepStrictEqual(JSON.parse(repair.stdout).lost, { from: 5, to: 9 })
-    await eventually(() => sequencesOf(f.stdout.text).length === 11, "the recovery entry is printed")
-    assert.strictEqual(
-      f.stderr.text,
-      "session-journal: session r was repaired: entries 5..9 printed above are no longer part of it; its recovery entry 5 follows\n"
-    )
-    assert.strictEqual((await importLines(dir, "r", ["after"])).code, 0)
-    await eventually(() => sequencesOf(f.stdout.text).length === 12, "the follower goes on")
-    const printed = sequencesOf(f.stdout.text)
-    assert.deepStrictEqual(printed.map((e) => e.sequence), [...range(0, 10), 5, 6])
-    assert.strictEqual(printed[10]!.kind, "recovery")
-    assert.strictEqual(printed[11]!.tool_name, "after")
-    assert.isNull(f.child.exitCode)
-    assert.strictEqual((await run(["--dir", dir, "verify", "r"])).code, 0)
-  }, 60_000)
+  it(
+    "after a legitimate repair it says which printed entries were set aside, prints the recovery entry and goes on",
+    async () => {
+      const dir = tempDir()
+      assert.strictEqual((await importLines(dir, "r", range(0, 10).map((i) => `t${pad(i)}`))).code, 0)
+      const f = follower(dir, "r")
+      await waitForLine(f.child, (l) => l.includes("\"sequence\":9"))
+      // Entry 5 is damaged at rest after it was printed; repair sets 5..9 aside.
+      editInPlace(dir, "r", "\"tool_name\":\"t05\"", "\"tool_name\":\"x05\"")
+      const repair = await run(["--dir", dir, "--json", "repair", "r"])
+      assert.strictEqual(repair.code, 0, repair.stderr)
+      assert.deepStrictEqual(JSON.parse(repair.stdout).lost, { from: 5, to: 9 })
+      await eventually(() => sequencesOf(f.stdout.text).length === 11, "the recovery entry is printed")
+      assert.strictEqual(
+        f.stderr.text,
+        "session-journal: session r was repaired: entries 5..9 printed above are no longer part of it; its recovery entry 5 follows\n"
+      )
+      assert.strictEqual((await importLines(dir, "r", ["after"])).code, 0)
+      await eventually(() => sequencesOf(f.stdout.text).length === 12, "the follower goes on")
+      const printed = sequencesOf(f.stdout.text)
+      assert.deepStrictEqual(printed.map((e) => e.sequence), [...range(0, 10), 5, 6])
+      assert.strictEqual(printed[10]!.kind, "recovery")
+      assert.strictEqual(printed[11]!.tool_name, "after")
+      assert.isNull(f.child.exitCode)
+      assert.strictEqual((await run(["--dir", dir, "verify", "r"])).code, 0)
+    },
+    60_000
+  )
 })
 
 describe("serve's live updates check what they send", () => {
-  it("a cut and new writes of equal length end the live stream with a failure event, never another chain's rows", async () => {
-    const dir = tempDir()
-    assert.strictEqual((await importLines(dir, "v", range(0, 100).map((i) => `old-${pad(i)}`))).code, 0)
-    const server = start(["--dir", dir, "serve", "--port", "0"])
-    started.push(server)
-    const line = await waitForLine(server, (l) => l.startsWith("serving "))
-    const base = line.slice(line.indexOf("http://"))
-    let text = ""
-    let ended = false
-    const req = http.get(`${base}/sessions/v/events?from=0`, (res) => {
-      res.on("data", (b: Buffer) => (text += b.toString("utf8")))
-      res.on("end", () => (ended = true))
-    })
-    try {
-      await eventually(() => text.includes("\nid: 99\n"), "entries 0..99 are sent")
-      cutAt80(dir, "v")
-      assert.strictEqual((await importLines(dir, "v", range(80, 120).map((i) => `new-${i < 100 ? pad(i) : i}`))).code, 0)
-      await eventually(() => text.includes("event: failure"), "a failure event is sent")
-      assert.notInclude(text, "new-")
-      assert.match(text, /event: failure\ndata: \{"message":"session v: the history shown was replaced: entries 80\.\.99/)
-      await eventually(() => ended, "the stream ends")
-    } finally {
-      req.destroy()
-    }
-  }, 60_000)
+  it(
+    "a cut and new writes of equal length end the live stream with a failure event, never another chain's rows",
+    async () => {
+      const dir = tempDir()
+      assert.strictEqual((await importLines(dir, "v", range(0, 100).map((i) => `old-${pad(i)}`))).code, 0)
+      const server = start(["--dir", dir, "serve", "--port", "0"])
+      started.push(server)
+      const line = await waitForLine(server, (l) => l.startsWith("serving "))
+      const base = line.slice(line.indexOf("http://"))
+      let text = ""
+      let ended = false
+      const req = http.get(`${base}/sessions/v/events?from=0`, (res) => {
+        res.on("data", (b: Buffer) => (text += b.toString("utf8")))
+        res.on("end", () => (ended = true))
+      })
+      try {
+        await eventually(() => text.includes("\nid: 99\n"), "entries 0..99 are sent")
+        cutAt80(dir, "v")
+        assert.strictEqual(
+          (await importLines(dir, "v", range(80, 120).map((i) => `new-${i < 100 ? pad(i) : i}`))).code,
+          0
+        )
+        await eventually(() => text.includes("event: failure"), "a failure event is sent")
+        assert.notInclude(text, "new-")
+        assert.match(
+          text,
+          /event: failure\ndata: \{"message":"session v: the history shown was replaced: entries 80\.\.99/
+        )
+        await eventually(() => ended, "the stream ends")
+      } finally {
+        req.destroy()
+      }
+    },
+    60_000
+  )
 
   it("after a repair that set shown entries aside, the live stream says so in a failure event and ends", async () => {
     const dir = tempDir()
@@ -191,7 +213,10 @@ describe("serve's live updates check what they send", () => {
       editInPlace(dir, "w", "\"tool_name\":\"t05\"", "\"tool_name\":\"x05\"")
       assert.strictEqual((await run(["--dir", dir, "repair", "w"])).code, 0)
       await eventually(() => ended, "the stream ends")
-      assert.match(text, /event: failure\ndata: \{"message":"the session was repaired: entries 5\.\.9 shown here are no longer part of it \(recovery entry 5\); reload the page"\}/)
+      assert.match(
+        text,
+        /event: failure\ndata: \{"message":"the session was repaired: entries 5\.\.9 shown here are no longer part of it \(recovery entry 5\); reload the page"\}/
+      )
     } finally {
       req.destroy()
     }

@@ -8,9 +8,9 @@
  * it printed, printing what was written meanwhile and later once each, no gap.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { SessionJournal } from "@session-journal/core"
 import { PgPersistence } from "@session-journal/postgres"
 import * as Pg from "@session-journal/postgres/test/pg"
-import { SessionJournal } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -93,49 +93,65 @@ const terminateFollower = Effect.gen(function*() {
 const writeDuring = (tool: string, id = "pf") =>
   Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
-    yield* journal.record(id, { tool_name: tool, server_id: "s", agent_id: "a", bytes_read: 0, bytes_written: 0, delegation_depth: 0 })
+    yield* journal.record(id, {
+      tool_name: tool,
+      server_id: "s",
+      agent_id: "a",
+      bytes_read: 0,
+      bytes_written: 0,
+      delegation_depth: 0
+    })
   }).pipe(
     Effect.scoped,
-    Effect.provide(SessionJournal.layer().pipe(
-      Layer.provide(PgPersistence.layerFromUrl(Pg.url, { tablePrefix: prefix, applicationName: "sj-cli-follow-writer" }))
-    ))
+    Effect.provide(
+      SessionJournal.layer().pipe(
+        Layer.provide(
+          PgPersistence.layerFromUrl(Pg.url, { tablePrefix: prefix, applicationName: "sj-cli-follow-writer" })
+        )
+      )
+    )
   )
 
 describe.skipIf(!reachable)("tail --follow --postgres", () => {
-  it("a 3 s restart of the server: the follower reconnects and prints what was written meanwhile and later, once each", async () => {
-    assert.strictEqual((await importLines("pf", ["t0", "t1", "t2"])).code, 0)
-    const proxy = await makeProxy(new URL(Pg.url))
-    const through = new URL(Pg.url)
-    through.port = String(proxy.port)
-    const child = start(["--postgres", through.toString(), "--json", "tail", "pf", "--follow"], { env })
-    started.push(child)
-    let stdout = ""
-    let stderr = ""
-    child.stdout!.on("data", (b: Buffer) => (stdout += b.toString("utf8")))
-    child.stderr!.on("data", (b: Buffer) => (stderr += b.toString("utf8")))
-    const printed = () => stdout.split("\n").filter((l) => l.length > 0).map((l) => (JSON.parse(l) as { sequence: number }).sequence)
-    const eventually = async (check: () => boolean, what: string, ms = 30_000) => {
-      const until = Date.now() + ms
-      while (!check() && Date.now() < until && child.exitCode === null) await new Promise((r) => setTimeout(r, 25))
-      assert.isTrue(check(), `${what}; exit ${child.exitCode}; stderr: ${stderr}`)
-    }
-    try {
-      await eventually(() => printed().length === 3, "the follower prints 0..2")
-      // The server "restarts": down for 3 s; an entry is written meanwhile (directly,
-      // not through the proxy), and two after it is back.
-      const restarted = proxy.restart(3000)
-      await new Promise((r) => setTimeout(r, 500))
-      await Effect.runPromise(writeDuring("during"))
-      await restarted
-      assert.strictEqual((await importLines("pf", ["after0", "after1"])).code, 0)
-      await eventually(() => printed().length >= 6, "the follower prints what was written")
-      assert.isNull(child.exitCode, stderr)
-      assert.deepStrictEqual(printed(), [0, 1, 2, 3, 4, 5])
-      assert.strictEqual(stderr, "")
-    } finally {
-      proxy.close()
-    }
-  }, 90_000)
+  it(
+    "a 3 s restart of the server: the follower reconnects and prints what was written meanwhile and later, once each",
+    async () => {
+      assert.strictEqual((await importLines("pf", ["t0", "t1", "t2"])).code, 0)
+      const proxy = await makeProxy(new URL(Pg.url))
+      const through = new URL(Pg.url)
+      through.port = String(proxy.port)
+      const child = start(["--postgres", through.toString(), "--json", "tail", "pf", "--follow"], { env })
+      started.push(child)
+      let stdout = ""
+      let stderr = ""
+      child.stdout!.on("data", (b: Buffer) => (stdout += b.toString("utf8")))
+      child.stderr!.on("data", (b: Buffer) => (stderr += b.toString("utf8")))
+      const printed = () =>
+        stdout.split("\n").filter((l) => l.length > 0).map((l) => (JSON.parse(l) as { sequence: number }).sequence)
+      const eventually = async (check: () => boolean, what: string, ms = 30_000) => {
+        const until = Date.now() + ms
+        while (!check() && Date.now() < until && child.exitCode === null) await new Promise((r) => setTimeout(r, 25))
+        assert.isTrue(check(), `${what}; exit ${child.exitCode}; stderr: ${stderr}`)
+      }
+      try {
+        await eventually(() => printed().length === 3, "the follower prints 0..2")
+        // The server "restarts": down for 3 s; an entry is written meanwhile (directly,
+        // not through the proxy), and two after it is back.
+        const restarted = proxy.restart(3000)
+        await new Promise((r) => setTimeout(r, 500))
+        await Effect.runPromise(writeDuring("during"))
+        await restarted
+        assert.strictEqual((await importLines("pf", ["after0", "after1"])).code, 0)
+        await eventually(() => printed().length >= 6, "the follower prints what was written")
+        assert.isNull(child.exitCode, stderr)
+        assert.deepStrictEqual(printed(), [0, 1, 2, 3, 4, 5])
+        assert.strictEqual(stderr, "")
+      } finally {
+        proxy.close()
+      }
+    },
+    90_000
+  )
 
   it("its backends terminated again and again for ~3 s: it goes on with no duplicate and no gap", async () => {
     assert.strictEqual((await importLines("pk", ["t0", "t1", "t2"])).code, 0)
@@ -145,27 +161,30 @@ describe.skipIf(!reachable)("tail --follow --postgres", () => {
     let stderr = ""
     child.stdout!.on("data", (b: Buffer) => (stdout += b.toString("utf8")))
     child.stderr!.on("data", (b: Buffer) => (stderr += b.toString("utf8")))
-    const printed = () => stdout.split("\n").filter((l) => l.length > 0).map((l) => (JSON.parse(l) as { sequence: number }).sequence)
+    const printed = () =>
+      stdout.split("\n").filter((l) => l.length > 0).map((l) => (JSON.parse(l) as { sequence: number }).sequence)
     const eventually = async (check: () => boolean, what: string, ms = 30_000) => {
       const until = Date.now() + ms
       while (!check() && Date.now() < until && child.exitCode === null) await new Promise((r) => setTimeout(r, 25))
       assert.isTrue(check(), `${what}; exit ${child.exitCode}; stderr: ${stderr}`)
     }
     await eventually(() => printed().length === 3, "the follower prints 0..2")
-    const terminated = await Effect.runPromise(Effect.gen(function*() {
-      let total = 0
-      let wrote = false
-      const until = Date.now() + 3000
-      while (Date.now() < until) {
-        total += yield* terminateFollower
-        if (!wrote && Date.now() > until - 1500) {
-          wrote = true
-          yield* writeDuring("during", "pk")
+    const terminated = await Effect.runPromise(
+      Effect.gen(function*() {
+        let total = 0
+        let wrote = false
+        const until = Date.now() + 3000
+        while (Date.now() < until) {
+          total += yield* terminateFollower
+          if (!wrote && Date.now() > until - 1500) {
+            wrote = true
+            yield* writeDuring("during", "pk")
+          }
+          yield* Effect.sleep("20 millis")
         }
-        yield* Effect.sleep("20 millis")
-      }
-      return total
-    }).pipe(Effect.provide(admin())))
+        return total
+      }).pipe(Effect.provide(admin()))
+    )
     assert.isAbove(terminated, 0, "the follower's backends were terminated")
     assert.strictEqual((await importLines("pk", ["after0", "after1"])).code, 0)
     await eventually(() => printed().length >= 6, "the follower prints what was written")

@@ -37,8 +37,12 @@ const hook = (root: string, input: string | Uint8Array, args: ReadonlyArray<stri
 
 const denial = (stdout: string): string | null => {
   if (stdout === "") return null
-  const o = JSON.parse(stdout) as { hookSpecificOutput?: { permissionDecision?: string; permissionDecisionReason?: string } }
-  return o.hookSpecificOutput?.permissionDecision === "deny" ? o.hookSpecificOutput.permissionDecisionReason ?? "" : null
+  const o = JSON.parse(stdout) as {
+    hookSpecificOutput?: { permissionDecision?: string; permissionDecisionReason?: string }
+  }
+  return o.hookSpecificOutput?.permissionDecision === "deny"
+    ? o.hookSpecificOutput.permissionDecisionReason ?? ""
+    : null
 }
 
 const show = async (root: string, id: string): Promise<Array<Record<string, unknown>>> => {
@@ -49,14 +53,17 @@ const show = async (root: string, id: string): Promise<Array<Record<string, unkn
 
 describe("the hook's arguments, recognized before the command tree", () => {
   it("takes exactly a hook invocation and leaves anything else to the command tree", () => {
-    assert.deepStrictEqual(hookArgs(["--dir", "/j", "claude-code", "hook", "--policy=/p", "--wait", "2s", "--fail-open"]), {
-      root: "/j",
-      postgres: undefined,
-      policy: "/p",
-      failOpen: true,
-      maxInputBytes: undefined,
-      waitMillis: 2000
-    })
+    assert.deepStrictEqual(
+      hookArgs(["--dir", "/j", "claude-code", "hook", "--policy=/p", "--wait", "2s", "--fail-open"]),
+      {
+        root: "/j",
+        postgres: undefined,
+        policy: "/p",
+        failOpen: true,
+        maxInputBytes: undefined,
+        waitMillis: 2000
+      }
+    )
     assert.strictEqual(hookArgs(["claude-code", "hook", "--root", "/r", "--max-input-bytes", "10"])?.maxInputBytes, 10)
     for (
       const argv of [
@@ -89,7 +96,11 @@ describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
       ["invalid UTF-8", Buffer.from([0x7b, 0x22, 0xc3, 0x28, 0x22, 0x7d]), /not valid UTF-8/],
       ["10,000-deep JSON", "[".repeat(10_000) + "]".repeat(10_000), /nested deeper than 128 levels/],
       ["not JSON", "{\"session_id\":", /not JSON/],
-      ["a PreToolUse without tool_use_id", JSON.stringify(event("PreToolUse", { tool_name: "Bash", tool_input: {} })), /invalid/]
+      [
+        "a PreToolUse without tool_use_id",
+        JSON.stringify(event("PreToolUse", { tool_name: "Bash", tool_input: {} })),
+        /invalid/
+      ]
     ]
     for (const [what, input, reason] of cases) {
       const r = await hook(root, input)
@@ -147,9 +158,12 @@ describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
     const r = await hook(root, JSON.stringify(unknown))
     assert.strictEqual(r.code, 0, r.stderr)
     const entries = await show(root, sessionOf(unknown))
-    assert.deepStrictEqual(entries.map((e) => [e["kind"], (e["payload"] as Record<string, unknown>)["hook_event_name"]]), [
-      ["claude-code.unknown", "SomethingNew"]
-    ])
+    assert.deepStrictEqual(
+      entries.map((e) => [e["kind"], (e["payload"] as Record<string, unknown>)["hook_event_name"]]),
+      [
+        ["claude-code.unknown", "SomethingNew"]
+      ]
+    )
 
     const forged = pre("Read", "t1", { session_id: "../../../escaped", transcript_path: "/x/../../../escaped.jsonl" })
     const f = await hook(root, JSON.stringify(forged))
@@ -204,7 +218,11 @@ describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
     while (!fs.existsSync(lock)) await new Promise((resolve) => setTimeout(resolve, 50))
     const timedOut = await hook(root, JSON.stringify(pre("Read", "l1")), ["--wait", "500ms"])
     assert.strictEqual(timedOut.code, 0)
-    assert.match(denial(timedOut.stdout) ?? "", /is locked by another writer \(.*gave up after waiting [\d.]+ s for it\)/, timedOut.stdout)
+    assert.match(
+      denial(timedOut.stdout) ?? "",
+      /is locked by another writer \(.*gave up after waiting [\d.]+ s for it\)/,
+      timedOut.stdout
+    )
 
     let done = false
     const waiting = hook(root, JSON.stringify(pre("Read", "l2")), ["--wait", "60s"]).finally(() => {
@@ -233,7 +251,9 @@ describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
     for (const r of results) assert.strictEqual(r.code, 0, r.stderr)
     const reasons = results.map((r) => denial(r.stdout))
     assert.strictEqual(reasons.filter((d) => d === null).length, 5)
-    for (const d of reasons.filter((d) => d !== null)) assert.strictEqual(d, "invocations would exceed 5 [maxInvocations(5)]")
+    for (const d of reasons.filter((d) => d !== null)) {
+      assert.strictEqual(d, "invocations would exceed 5 [maxInvocations(5)]")
+    }
     const entries = await show(root, sessionOf(pre("Read", "t0")))
     const tools = entries.filter((e) => e["kind"] === "tool")
     assert.strictEqual(tools.length, n)
@@ -241,7 +261,10 @@ describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
     // Each decision right after its call.
     for (let i = 0; i < entries.length; i += 2) {
       assert.strictEqual(entries[i]!["kind"], "tool")
-      assert.strictEqual((entries[i + 1]!["payload"] as Record<string, unknown>)["tool_sequence"], entries[i]!["sequence"])
+      assert.strictEqual(
+        (entries[i + 1]!["payload"] as Record<string, unknown>)["tool_sequence"],
+        entries[i]!["sequence"]
+      )
     }
     const verified = await run(["--dir", root, "verify", sessionOf(pre("Read", "t0"))])
     assert.strictEqual(verified.code, 0, verified.stderr)

@@ -52,7 +52,9 @@ describe("Timeline.row", () => {
     for (const s of HOSTILE.filter((h) => !/[\uD800-\uDFFF]/.test(h) || h.includes("\uD83D"))) {
       const rows = [
         Timeline.row(other("message", { role: s, content: s })),
-        Timeline.row(other("message", { role: "user", content: [{ type: "text", text: s }, { type: "tool-call", name: s }] })),
+        Timeline.row(
+          other("message", { role: "user", content: [{ type: "text", text: s }, { type: "tool-call", name: s }] })
+        ),
         Timeline.row(other(`kind-${s.length}`, { html: s })),
         Timeline.row(toolEntry(s.replace(/\s/g, "_"), false))
       ]
@@ -69,7 +71,10 @@ describe("Timeline.row", () => {
     assert.include(Timeline.row(toolEntry("deploy", false)), "DENIED")
     assert.include(Timeline.row(toolEntry("deploy", false)), "class=\"tool denied\"")
     assert.notInclude(Timeline.row(toolEntry("read", true)), "DENIED")
-    assert.include(Timeline.row(other("message", { role: "user", content: "x".repeat(Timeline.COLLAPSE_CHARS + 1) })), "<details>")
+    assert.include(
+      Timeline.row(other("message", { role: "user", content: "x".repeat(Timeline.COLLAPSE_CHARS + 1) })),
+      "<details>"
+    )
     assert.notInclude(Timeline.row(other("message", { role: "user", content: "short" })), "<details>")
   })
 
@@ -107,7 +112,10 @@ describe("Report", () => {
       other("message", { role: "user", content: "go" }, 0),
       toolEntry("a", true, 1),
       toolEntry("b", false, 2),
-      other("message", { role: "tool", content: [{ type: "tool-result", result: { type: "execution-denied", reason: "r1" } }] }, 3),
+      other("message", {
+        role: "tool",
+        content: [{ type: "tool-result", result: { type: "execution-denied", reason: "r1" } }]
+      }, 3),
       other("demo", { denied_reason: "r1" }, 4)
     ]
     const s = Report.summarize(entries)
@@ -129,7 +137,12 @@ describe("Report", () => {
 
   it("links sub-agent and parent sessions named by the metadata, valid ids only", () => {
     const meta = { updated_at: 0, data: { sub_sessions: ["s-1", { id: "s-2" }, "../etc", "<x>"], parent: "p-1" } }
-    assert.deepStrictEqual(Report.relatedSessions(meta), { parent: "p-1", subs: ["s-1", "s-2"], hooked: null, custody: null })
+    assert.deepStrictEqual(Report.relatedSessions(meta), {
+      parent: "p-1",
+      subs: ["s-1", "s-2"],
+      hooked: null,
+      custody: null
+    })
     assert.deepStrictEqual(Report.relatedSessions(null), { parent: null, subs: [], hooked: null, custody: null })
     // The two records of one Claude Code session name each other.
     assert.deepStrictEqual(

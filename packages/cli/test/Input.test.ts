@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Entry, InvalidRecordField } from "@session-journal/core"
 import * as Result from "effect/Result"
 import * as fc from "fast-check"
-import { spawn, type ChildProcess } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -60,7 +60,19 @@ describe("signals", () => {
       const code = exited(holder)
       holder.kill("SIGTERM")
       assert.strictEqual(await code, ExitCode.interrupted)
-      const second = await run(["--dir", dir, "--json", "record", "term", "--tool", "t", "--server", "s", "--agent", "a"])
+      const second = await run([
+        "--dir",
+        dir,
+        "--json",
+        "record",
+        "term",
+        "--tool",
+        "t",
+        "--server",
+        "s",
+        "--agent",
+        "a"
+      ])
       assert.strictEqual(second.code, 0, second.stderr)
       assert.strictEqual(JSON.parse(second.stdout)["sequence"], 1)
     } finally {
@@ -93,10 +105,14 @@ describe("import streams", () => {
 
   it("a bad line 1,501 stops the import after committing the 1,500 before it, and says so", async () => {
     const dir = tempDir()
-    const input = [...Array.from({ length: 1500 }, (_, i) => tool(i)), "{\"tool_name\":\"t\"}", tool(1501)].join("\n") + "\n"
+    const input = [...Array.from({ length: 1500 }, (_, i) => tool(i)), "{\"tool_name\":\"t\"}", tool(1501)].join("\n") +
+      "\n"
     const text = await run(["--dir", dir, "import", "deep", "-"], { input })
     assert.strictEqual(text.code, 2, text.stderr)
-    assert.match(text.stderr, /^session-journal: invalid server_id on line 1501: .*the 1500 entries before it are committed \(last sequence 1499\)\.\n$/)
+    assert.match(
+      text.stderr,
+      /^session-journal: invalid server_id on line 1501: .*the 1500 entries before it are committed \(last sequence 1499\)\.\n$/
+    )
     assert.strictEqual(await shown(dir, "deep"), 1500)
 
     const json = await run(["--dir", dir, "--json", "import", "deep2", "-"], { input })
@@ -128,7 +144,10 @@ describe("input bytes", () => {
       r.stderr!.on("data", (b: Buffer) => err.push(b))
       r.stdin!.end(bad)
       assert.strictEqual(await exited(r), 2)
-      assert.match(Buffer.concat(err).toString("utf8"), /invalid input on line 2: not valid UTF-8 at byte 33 of the line, offset 82 of the input \(0xe9\)/)
+      assert.match(
+        Buffer.concat(err).toString("utf8"),
+        /invalid input on line 2: not valid UTF-8 at byte 33 of the line, offset 82 of the input \(0xe9\)/
+      )
     }
     const show = await run(["--dir", dir, "--json", "show", "u8"])
     assert.notInclude(show.stdout, "\uFFFD")
@@ -182,7 +201,10 @@ describe("input bytes", () => {
     assert.strictEqual(base.code, 0, base.stderr)
     const r = await peak(big)
     assert.strictEqual(r.code, 2, r.stderr)
-    assert.match(r.stderr, /invalid input on line 2: the line is longer than the bound of 8 MiB \(8388608 bytes\); import stopped there, the 1 entry before it is committed \(last sequence 0\)\./)
+    assert.match(
+      r.stderr,
+      /invalid input on line 2: the line is longer than the bound of 8 MiB \(8388608 bytes\); import stopped there, the 1 entry before it is committed \(last sequence 0\)\./
+    )
     // The line is never held whole: at most the bound and a little more.
     assert.isBelow(r.mib, 256, `peak RSS ${r.mib} MiB`)
     assert.isBelow(r.mib - base.mib, 64, `peak RSS ${r.mib} MiB vs ${base.mib} MiB for a one-line import`)
@@ -212,29 +234,42 @@ describe("PostgreSQL settings", () => {
 describe("decoding", () => {
   it("invalidUtf8At finds a bad byte exactly when a fatal TextDecoder refuses the bytes", () => {
     const decoder = new TextDecoder("utf-8", { fatal: true })
-    const byte = fc.oneof(fc.integer({ min: 0, max: 255 }), fc.constantFrom(0x80, 0xbf, 0xc0, 0xc2, 0xe0, 0xed, 0xef, 0xf0, 0xf4, 0xf5))
+    const byte = fc.oneof(
+      fc.integer({ min: 0, max: 255 }),
+      fc.constantFrom(0x80, 0xbf, 0xc0, 0xc2, 0xe0, 0xed, 0xef, 0xf0, 0xf4, 0xf5)
+    )
     fc.assert(
-      fc.property(fc.oneof(fc.array(byte, { maxLength: 12 }), fc.string({ unit: "binary" }).map((s) => [...Buffer.from(s)])), (arr) => {
-        const bytes = Uint8Array.from(arr)
-        let valid = true
-        try {
-          decoder.decode(bytes)
-        } catch {
-          valid = false
+      fc.property(
+        fc.oneof(fc.array(byte, { maxLength: 12 }), fc.string({ unit: "binary" }).map((s) => [...Buffer.from(s)])),
+        (arr) => {
+          const bytes = Uint8Array.from(arr)
+          let valid = true
+          try {
+            decoder.decode(bytes)
+          } catch {
+            valid = false
+          }
+          const at = Input.invalidUtf8At(bytes)
+          assert.strictEqual(at === -1, valid)
+          // Everything before the bad byte is well-formed.
+          if (at > 0) decoder.decode(bytes.subarray(0, at))
         }
-        const at = Input.invalidUtf8At(bytes)
-        assert.strictEqual(at === -1, valid)
-        // Everything before the bad byte is well-formed.
-        if (at > 0) decoder.decode(bytes.subarray(0, at))
-      }),
+      ),
       { numRuns: 5000 }
     )
   })
 
   it("importItem's schemas accept a line exactly when core's write-time validation does", () => {
-    const identity = fc.oneof(fc.constantFrom("read_file", " x", "x ", "", "a\u0000b", "\uFEFFx", "x\u0085", "ok"), fc.string())
-    const count = fc.oneof(fc.constantFrom(0, 1, -1, 1.5, Entry.MAX_U53, Entry.MAX_U53 + 1, Entry.MAX_U32 + 1), fc.integer())
-    const maybe = <A>(a: fc.Arbitrary<A>) => fc.option(fc.oneof(a, fc.constant("1" as unknown as A)), { nil: undefined })
+    const identity = fc.oneof(
+      fc.constantFrom("read_file", " x", "x ", "", "a\u0000b", "\uFEFFx", "x\u0085", "ok"),
+      fc.string()
+    )
+    const count = fc.oneof(
+      fc.constantFrom(0, 1, -1, 1.5, Entry.MAX_U53, Entry.MAX_U53 + 1, Entry.MAX_U32 + 1),
+      fc.integer()
+    )
+    const maybe = <A>(a: fc.Arbitrary<A>) =>
+      fc.option(fc.oneof(a, fc.constant("1" as unknown as A)), { nil: undefined })
     const toolLine = fc.record({
       tool_name: fc.oneof(identity, fc.constant(5 as unknown as string)),
       server_id: identity,

@@ -56,8 +56,17 @@ const hostEnv = (extra?: NodeJS.ProcessEnv): NodeJS.ProcessEnv => {
 }
 
 /** Runs a command to completion; fails the test with its output when it exits non-zero. */
-const sh = (command: string, args: ReadonlyArray<string>, options: { readonly cwd: string; readonly env?: NodeJS.ProcessEnv }): string => {
-  const ran = spawnSync(command, [...args], { cwd: options.cwd, env: options.env ?? hostEnv(), encoding: "utf8", maxBuffer: 64 * 1024 * 1024 })
+const sh = (
+  command: string,
+  args: ReadonlyArray<string>,
+  options: { readonly cwd: string; readonly env?: NodeJS.ProcessEnv }
+): string => {
+  const ran = spawnSync(command, [...args], {
+    cwd: options.cwd,
+    env: options.env ?? hostEnv(),
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024
+  })
   if (ran.error !== undefined) throw ran.error
   if (ran.status !== 0) {
     throw new Error(`${command} ${args.join(" ")} exited ${ran.status} in ${options.cwd}\n${ran.stdout}\n${ran.stderr}`)
@@ -118,7 +127,8 @@ const copiesOf = (dir: string, name: string): Array<string> => {
 }
 
 /** Paths a published package must not hold: tests, fixtures, benchmarks, build state. */
-const NOT_PUBLISHED = /(^|\/)(test|tests|__tests__|fixtures|bench|benchmarks?|examples|\.tsbuild)(\/|$)|\.(test|spec|bench)\.[cm]?[jt]s$|\.tsbuildinfo$/
+const NOT_PUBLISHED =
+  /(^|\/)(test|tests|__tests__|fixtures|bench|benchmarks?|examples|\.tsbuild)(\/|$)|\.(test|spec|bench)\.[cm]?[jt]s$|\.tsbuildinfo$/
 
 /** Wall time of each step, printed at the end (the test's budget is about a minute). */
 const steps: Array<string> = []
@@ -133,154 +143,171 @@ const work = fs.mkdtempSync(path.join(os.tmpdir(), "sj-install-"))
 afterAll(() => fs.rmSync(work, { recursive: true, force: true }))
 
 describe("the packages installed into a host application", () => {
-  it("build, pack, install with npm, type-check, run on Node 22 and 20, one copy of effect", { timeout: 300_000 }, () => {
-    const node20 = findNode20()
-    assert.isDefined(node20, "no Node 20 on PATH: the library's oldest supported Node must be tested")
+  it(
+    "build, pack, install with npm, type-check, run on Node 22 and 20, one copy of effect",
+    { timeout: 300_000 },
+    () => {
+      const node20 = findNode20()
+      assert.isDefined(node20, "no Node 20 on PATH: the library's oldest supported Node must be tested")
 
-    // Versions move in step: every package has the same version, and the packages
-    // depend on each other through the workspace (packed as that exact version).
-    const version = packages[0]!.manifest.version
-    for (const { manifest } of packages) {
-      assert.strictEqual(manifest.version, version, `${manifest.name} is not at the workspace version ${version}`)
-      assert.property(manifest.peerDependencies ?? {}, "effect", `${manifest.name}: effect must be a peer dependency`)
-      assert.notProperty(manifest.dependencies ?? {}, "effect", `${manifest.name}: effect must not be a dependency`)
-      for (const [dep, spec] of Object.entries(manifest.dependencies ?? {})) {
-        if (dep.startsWith("@session-journal/")) assert.strictEqual(spec, "workspace:*", `${manifest.name} → ${dep}`)
+      // Versions move in step: every package has the same version, and the packages
+      // depend on each other through the workspace (packed as that exact version).
+      const version = packages[0]!.manifest.version
+      for (const { manifest } of packages) {
+        assert.strictEqual(manifest.version, version, `${manifest.name} is not at the workspace version ${version}`)
+        assert.property(manifest.peerDependencies ?? {}, "effect", `${manifest.name}: effect must be a peer dependency`)
+        assert.notProperty(manifest.dependencies ?? {}, "effect", `${manifest.name}: effect must not be a dependency`)
+        for (const [dep, spec] of Object.entries(manifest.dependencies ?? {})) {
+          if (dep.startsWith("@session-journal/")) assert.strictEqual(spec, "workspace:*", `${manifest.name} → ${dep}`)
+        }
       }
-    }
 
-    last = Date.now()
-    // 1. Build from scratch.
-    sh(NODE22, [path.join(ROOT, "scripts", "build.ts")], { cwd: ROOT })
+      last = Date.now()
+      // 1. Build from scratch.
+      sh(NODE22, [path.join(ROOT, "scripts", "build.ts")], { cwd: ROOT })
 
-    step("build")
+      step("build")
 
-    // 2. What npm would publish: no tests, fixtures or benchmark code.
-    // One npm process lists every package (npm takes several folders at once).
-    const listed = JSON.parse(
-      sh("npm", ["pack", "--dry-run", "--json", "--ignore-scripts", ...packages.map((p) => p.dir)], { cwd: work })
-    ) as Array<{ readonly name: string; readonly files: ReadonlyArray<{ readonly path: string }> }>
-    assert.strictEqual(listed.length, packages.length)
-    for (const { manifest } of packages) {
-      const files = listed.find((l) => l.name === manifest.name)!.files.map((f) => f.path)
-      assert.deepStrictEqual(files.filter((f) => NOT_PUBLISHED.test(f)), [], `${manifest.name} would publish these`)
-      assert.include(files, "dist/index.js", `${manifest.name}: dist/index.js is missing (is src/ its tsconfig's rootDir?)`)
-      assert.include(files, "dist/index.d.ts", manifest.name)
-    }
-    step("npm pack --dry-run")
-
-    // 3. The tarballs, as pnpm publishes them (workspace:* becomes the version).
-    const tarballs = path.join(work, "tarballs")
-    const p = pnpm()
-    sh(p.command, [...p.args, "-r", "--silent", "pack", "--pack-destination", tarballs], { cwd: ROOT })
-    const packed = fs.readdirSync(tarballs).filter((f) => f.endsWith(".tgz")).sort()
-    assert.strictEqual(packed.length, packages.length, `packed ${packed.join(", ")}`)
-
-    step("pnpm pack")
-
-    // 4. A fresh host project outside the workspace, installed with plain npm.
-    const host = path.join(work, "host")
-    fs.mkdirSync(host)
-    fs.writeFileSync(
-      path.join(host, "package.json"),
-      JSON.stringify({ name: "host-app", version: "1.0.0", private: true, type: "module" }, null, 2)
-    )
-    sh("npm", [
-      "install",
-      "--no-audit",
-      "--no-fund",
-      "--no-update-notifier",
-      "--loglevel=error",
-      ...packed.map((f) => path.join(tarballs, f)),
-      "@types/node@22"
-    ], { cwd: host })
-    for (const { manifest } of packages) {
-      assert.isTrue(fs.existsSync(path.join(host, "node_modules", manifest.name, "package.json")), `${manifest.name} installed`)
-    }
-
-    step("npm install")
-
-    // 5. Exactly one copy of effect, the peer every package shares.
-    const effects = copiesOf(host, "effect")
-    assert.strictEqual(effects.length, 1, `copies of effect: ${effects.join(", ")}`)
-
-    // 6. The host program type-checks against the installed declarations (strict,
-    //    nodenext, the declarations themselves checked too), and with bundler resolution.
-    const example = readmeExample()
-    fs.writeFileSync(path.join(host, "example.ts"), example)
-    fs.writeFileSync(
-      path.join(host, "api.ts"),
-      [
-        `import { Guard, Persistence, SessionJournal } from "@session-journal/core"`,
-        `import * as Mirror from "@session-journal/core/Mirror"`,
-        `import { NodePersistence } from "@session-journal/node"`,
-        `import { PgPersistence } from "@session-journal/postgres"`,
-        `import { JournalChat } from "@session-journal/ai"`,
-        `import { main } from "@session-journal/cli"`,
-        `import { Effect, Layer } from "effect"`,
-        ``,
-        `export const memory: Layer.Layer<SessionJournal.SessionJournal> = SessionJournal.layer().pipe(Layer.provide(Persistence.layerMemory()))`,
-        `export const files = NodePersistence.layer({ root: "./journal" })`,
-        `export const pg = PgPersistence.layerFromUrl`,
-        `export const guard = Guard.maxStreak(3)`,
-        `export const plan = Mirror`,
-        `export const chat = JournalChat`,
-        `export const command: Effect.Effect<number, never, unknown> = main`,
-        ``
-      ].join("\n")
-    )
-    const tsconfig = (module: string, moduleResolution: string, skipLibCheck: boolean) => ({
-      compilerOptions: {
-        target: "ES2022",
-        // effect's own declarations name Web Crypto and structured-clone types.
-        lib: ["ES2022", "DOM"],
-        module,
-        moduleResolution,
-        strict: true,
-        noEmit: true,
-        skipLibCheck,
-        types: ["node"]
-      },
-      files: ["example.ts", "api.ts"]
-    })
-    // nodenext checks every installed declaration; bundler resolution only has to find the same ones.
-    fs.writeFileSync(path.join(host, "tsconfig.json"), JSON.stringify(tsconfig("nodenext", "nodenext", false), null, 2))
-    fs.writeFileSync(path.join(host, "tsconfig.bundler.json"), JSON.stringify(tsconfig("preserve", "bundler", true), null, 2))
-    sh(TSC, ["--noEmit", "-p", "tsconfig.json"], { cwd: host })
-    sh(TSC, ["--noEmit", "-p", "tsconfig.bundler.json"], { cwd: host })
-
-    step("tsc")
-
-    // 7. The README's example runs on Node 22 and on Node 20, each in its own directory.
-    fs.writeFileSync(path.join(host, "example.js"), module.stripTypeScriptTypes(example))
-    for (const [label, node] of [["22", NODE22], ["20", node20!]] as const) {
-      const cwd = path.join(host, `run-node${label}`)
-      fs.mkdirSync(cwd)
-      const out = sh(node, [path.join(host, "example.js")], { cwd })
-      assert.include(out, "deploy may not follow write_file", `Node ${label}`)
-    }
-
-    step("example on Node 22 and 20")
-
-    // 8. The installed command, through npm's bin link: `node` on PATH is Node 20.
-    const bin = path.join(host, "node_modules", ".bin", "session-journal")
-    const onNode20 = hostEnv({ PATH: `${path.dirname(node20!)}${path.delimiter}${process.env["PATH"] ?? ""}` })
-    const versionLine = sh(bin, ["--version"], { cwd: host, env: onNode20 })
-    assert.include(versionLine, `session-journal v${version} (node v20.`)
-    const demoDir = path.join(host, "run-node20")
-    assert.match(sh(bin, ["demo"], { cwd: demoDir, env: onNode20 }), /^ok +demo-/m)
-    // …and on Node 22, started directly on the installed bin file.
-    const installedBin = path.join(host, "node_modules", "@session-journal", "cli", "bin", "session-journal.js")
-    for (const dir of ["run-node20", "run-node22"]) {
-      const report = JSON.parse(sh(NODE22, [installedBin, "--json", "verify"], { cwd: path.join(host, dir) })) as {
-        readonly sessions: ReadonlyArray<{ readonly id: string; readonly ok: boolean }>
+      // 2. What npm would publish: no tests, fixtures or benchmark code.
+      // One npm process lists every package (npm takes several folders at once).
+      const listed = JSON.parse(
+        sh("npm", ["pack", "--dry-run", "--json", "--ignore-scripts", ...packages.map((p) => p.dir)], { cwd: work })
+      ) as Array<{ readonly name: string; readonly files: ReadonlyArray<{ readonly path: string }> }>
+      assert.strictEqual(listed.length, packages.length)
+      for (const { manifest } of packages) {
+        const files = listed.find((l) => l.name === manifest.name)!.files.map((f) => f.path)
+        assert.deepStrictEqual(files.filter((f) => NOT_PUBLISHED.test(f)), [], `${manifest.name} would publish these`)
+        assert.include(
+          files,
+          "dist/index.js",
+          `${manifest.name}: dist/index.js is missing (is src/ its tsconfig's rootDir?)`
+        )
+        assert.include(files, "dist/index.d.ts", manifest.name)
       }
-      assert.isAbove(report.sessions.length, 0, dir)
-      for (const s of report.sessions) assert.isTrue(s.ok, `${dir}: session ${s.id} verifies`)
-      assert.include(report.sessions.map((s) => s.id), "s-1", dir)
+      step("npm pack --dry-run")
+
+      // 3. The tarballs, as pnpm publishes them (workspace:* becomes the version).
+      const tarballs = path.join(work, "tarballs")
+      const p = pnpm()
+      sh(p.command, [...p.args, "-r", "--silent", "pack", "--pack-destination", tarballs], { cwd: ROOT })
+      const packed = fs.readdirSync(tarballs).filter((f) => f.endsWith(".tgz")).sort()
+      assert.strictEqual(packed.length, packages.length, `packed ${packed.join(", ")}`)
+
+      step("pnpm pack")
+
+      // 4. A fresh host project outside the workspace, installed with plain npm.
+      const host = path.join(work, "host")
+      fs.mkdirSync(host)
+      fs.writeFileSync(
+        path.join(host, "package.json"),
+        JSON.stringify({ name: "host-app", version: "1.0.0", private: true, type: "module" }, null, 2)
+      )
+      sh("npm", [
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--no-update-notifier",
+        "--loglevel=error",
+        ...packed.map((f) => path.join(tarballs, f)),
+        "@types/node@22"
+      ], { cwd: host })
+      for (const { manifest } of packages) {
+        assert.isTrue(
+          fs.existsSync(path.join(host, "node_modules", manifest.name, "package.json")),
+          `${manifest.name} installed`
+        )
+      }
+
+      step("npm install")
+
+      // 5. Exactly one copy of effect, the peer every package shares.
+      const effects = copiesOf(host, "effect")
+      assert.strictEqual(effects.length, 1, `copies of effect: ${effects.join(", ")}`)
+
+      // 6. The host program type-checks against the installed declarations (strict,
+      //    nodenext, the declarations themselves checked too), and with bundler resolution.
+      const example = readmeExample()
+      fs.writeFileSync(path.join(host, "example.ts"), example)
+      fs.writeFileSync(
+        path.join(host, "api.ts"),
+        [
+          `import { Guard, Persistence, SessionJournal } from "@session-journal/core"`,
+          `import * as Mirror from "@session-journal/core/Mirror"`,
+          `import { NodePersistence } from "@session-journal/node"`,
+          `import { PgPersistence } from "@session-journal/postgres"`,
+          `import { JournalChat } from "@session-journal/ai"`,
+          `import { main } from "@session-journal/cli"`,
+          `import { Effect, Layer } from "effect"`,
+          ``,
+          `export const memory: Layer.Layer<SessionJournal.SessionJournal> = SessionJournal.layer().pipe(Layer.provide(Persistence.layerMemory()))`,
+          `export const files = NodePersistence.layer({ root: "./journal" })`,
+          `export const pg = PgPersistence.layerFromUrl`,
+          `export const guard = Guard.maxStreak(3)`,
+          `export const plan = Mirror`,
+          `export const chat = JournalChat`,
+          `export const command: Effect.Effect<number, never, unknown> = main`,
+          ``
+        ].join("\n")
+      )
+      const tsconfig = (module: string, moduleResolution: string, skipLibCheck: boolean) => ({
+        compilerOptions: {
+          target: "ES2022",
+          // effect's own declarations name Web Crypto and structured-clone types.
+          lib: ["ES2022", "DOM"],
+          module,
+          moduleResolution,
+          strict: true,
+          noEmit: true,
+          skipLibCheck,
+          types: ["node"]
+        },
+        files: ["example.ts", "api.ts"]
+      })
+      // nodenext checks every installed declaration; bundler resolution only has to find the same ones.
+      fs.writeFileSync(
+        path.join(host, "tsconfig.json"),
+        JSON.stringify(tsconfig("nodenext", "nodenext", false), null, 2)
+      )
+      fs.writeFileSync(
+        path.join(host, "tsconfig.bundler.json"),
+        JSON.stringify(tsconfig("preserve", "bundler", true), null, 2)
+      )
+      sh(TSC, ["--noEmit", "-p", "tsconfig.json"], { cwd: host })
+      sh(TSC, ["--noEmit", "-p", "tsconfig.bundler.json"], { cwd: host })
+
+      step("tsc")
+
+      // 7. The README's example runs on Node 22 and on Node 20, each in its own directory.
+      fs.writeFileSync(path.join(host, "example.js"), module.stripTypeScriptTypes(example))
+      for (const [label, node] of [["22", NODE22], ["20", node20!]] as const) {
+        const cwd = path.join(host, `run-node${label}`)
+        fs.mkdirSync(cwd)
+        const out = sh(node, [path.join(host, "example.js")], { cwd })
+        assert.include(out, "deploy may not follow write_file", `Node ${label}`)
+      }
+
+      step("example on Node 22 and 20")
+
+      // 8. The installed command, through npm's bin link: `node` on PATH is Node 20.
+      const bin = path.join(host, "node_modules", ".bin", "session-journal")
+      const onNode20 = hostEnv({ PATH: `${path.dirname(node20!)}${path.delimiter}${process.env["PATH"] ?? ""}` })
+      const versionLine = sh(bin, ["--version"], { cwd: host, env: onNode20 })
+      assert.include(versionLine, `session-journal v${version} (node v20.`)
+      const demoDir = path.join(host, "run-node20")
+      assert.match(sh(bin, ["demo"], { cwd: demoDir, env: onNode20 }), /^ok +demo-/m)
+      // …and on Node 22, started directly on the installed bin file.
+      const installedBin = path.join(host, "node_modules", "@session-journal", "cli", "bin", "session-journal.js")
+      for (const dir of ["run-node20", "run-node22"]) {
+        const report = JSON.parse(sh(NODE22, [installedBin, "--json", "verify"], { cwd: path.join(host, dir) })) as {
+          readonly sessions: ReadonlyArray<{ readonly id: string; readonly ok: boolean }>
+        }
+        assert.isAbove(report.sessions.length, 0, dir)
+        for (const s of report.sessions) assert.isTrue(s.ok, `${dir}: session ${s.id} verifies`)
+        assert.include(report.sessions.map((s) => s.id), "s-1", dir)
+      }
+      assert.match(sh(bin, ["verify"], { cwd: demoDir, env: onNode20 }), /^ok +s-1:/m)
+      step("session-journal demo and verify")
+      process.stdout.write(`install test steps: ${steps.join(", ")}\n`)
     }
-    assert.match(sh(bin, ["verify"], { cwd: demoDir, env: onNode20 }), /^ok +s-1:/m)
-    step("session-journal demo and verify")
-    process.stdout.write(`install test steps: ${steps.join(", ")}\n`)
-  })
+  )
 })

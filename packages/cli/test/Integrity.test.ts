@@ -30,23 +30,29 @@ const call = (i: number) => ({
  * checkpoint covers every entry: the state a cut tail hides behind.
  */
 const seed = async (dir: string, id: string, count: number, options?: { readonly coverAll?: boolean }) => {
-  const layer = SessionJournal.layer({ checkpointMinBytes: 4096 }).pipe(Layer.provide(NodePersistence.layer({ root: dir })))
+  const layer = SessionJournal.layer({ checkpointMinBytes: 4096 }).pipe(
+    Layer.provide(NodePersistence.layer({ root: dir }))
+  )
   const cpNext = () => {
     const file = path.join(dir, id, "checkpoint.json")
-    return fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, "utf8")) as { next_sequence: number }).next_sequence : -1
+    return fs.existsSync(file)
+      ? (JSON.parse(fs.readFileSync(file, "utf8")) as { next_sequence: number }).next_sequence
+      : -1
   }
-  return Effect.runPromise(Effect.gen(function*() {
-    const journal = yield* SessionJournal.SessionJournal
-    // The service stores a due checkpoint after it answers the append: closing the
-    // session waits for it.
-    const settled = Effect.andThen(journal.close(id), Effect.sync(cpNext))
-    let n = 0
-    for (; n < count || (options?.coverAll === true && (yield* settled) !== n); n++) {
-      if (n % 5 === 4) yield* journal.append(id, "message", { role: "user", text: `turn ${n}` })
-      else yield* journal.record(id, call(n))
-    }
-    return { count: n, head: yield* journal.head(id) }
-  }).pipe(Effect.provide(layer)))
+  return Effect.runPromise(
+    Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      // The service stores a due checkpoint after it answers the append: closing the
+      // session waits for it.
+      const settled = Effect.andThen(journal.close(id), Effect.sync(cpNext))
+      let n = 0
+      for (; n < count || (options?.coverAll === true && (yield* settled) !== n); n++) {
+        if (n % 5 === 4) yield* journal.append(id, "message", { role: "user", text: `turn ${n}` })
+        else yield* journal.record(id, call(n))
+      }
+      return { count: n, head: yield* journal.head(id) }
+    }).pipe(Effect.provide(layer))
+  )
 }
 
 const segments = (dir: string, id: string) =>
@@ -119,7 +125,8 @@ describe("a checkpoint proves nothing by itself", () => {
     const { count, head } = await seed(dir, "after", 60)
     const last = path.join(dir, "after", segments(dir, "after").at(-1)!)
     const rows = lines(last)
-    const cpNext = JSON.parse(fs.readFileSync(path.join(dir, "after", "checkpoint.json"), "utf8")).next_sequence as number
+    const cpNext = JSON.parse(fs.readFileSync(path.join(dir, "after", "checkpoint.json"), "utf8"))
+      .next_sequence as number
     const beyond = count - cpNext
     if (beyond < 2) return // the checkpoint happened to cover everything: the case above
     fs.writeFileSync(last, rows.slice(0, rows.length - 1).join("\n") + "\n")
@@ -380,10 +387,12 @@ describe("retention", () => {
     const layer = SessionJournal.layer({ checkpointMinBytes: 2048 }).pipe(
       Layer.provide(NodePersistence.layer({ root: dir, removeCheckpointedSegments: true }))
     )
-    await Effect.runPromise(Effect.gen(function*() {
-      const journal = yield* SessionJournal.SessionJournal
-      for (let i = 0; i < 60; i++) yield* journal.record("kept", call(i))
-    }).pipe(Effect.provide(layer)))
+    await Effect.runPromise(
+      Effect.gen(function*() {
+        const journal = yield* SessionJournal.SessionJournal
+        for (let i = 0; i < 60; i++) yield* journal.record("kept", call(i))
+      }).pipe(Effect.provide(layer))
+    )
     assert.notStrictEqual(segments(dir, "kept")[0], "00000000000000000000.jsonl")
     const strict = await verifyJson(dir, "kept")
     assert.strictEqual(strict.code, 1, strict.stderr)

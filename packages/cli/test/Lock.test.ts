@@ -33,7 +33,9 @@ const recordArgs = (dir: string, id: string, i: number, extra: ReadonlyArray<str
 const entriesOf = async (dir: string, id: string) => {
   const r = await run(["--dir", dir, "--json", "export", id])
   expect(r.code, r.stderr).toBe(0)
-  return r.stdout.split("\n").filter((l) => l.length > 0).map((l) => JSON.parse(l) as { sequence: number; entry_hash: string })
+  return r.stdout.split("\n").filter((l) => l.length > 0).map((l) =>
+    JSON.parse(l) as { sequence: number; entry_hash: string }
+  )
 }
 
 const verified = async (dir: string, id: string) => {
@@ -78,7 +80,9 @@ describe("concurrent writers on one session", () => {
 
   it(`${n} concurrent records with --wait 60s all succeed, and the session verifies with ${n} entries`, async () => {
     const dir = tempDir()
-    const results = await Promise.all(Array.from({ length: n }, (_, i) => run(recordArgs(dir, "w", i, ["--wait", "60s"]))))
+    const results = await Promise.all(
+      Array.from({ length: n }, (_, i) => run(recordArgs(dir, "w", i, ["--wait", "60s"])))
+    )
     for (const r of results) expect(r.code, r.stderr).toBe(0)
     const entries = await entriesOf(dir, "w")
     expect(entries.map((e) => e.sequence)).toEqual(Array.from({ length: n }, (_, i) => i))
@@ -86,18 +90,22 @@ describe("concurrent writers on one session", () => {
   }, STRESS ? 600_000 : 180_000)
 
   const racing = STRESS ? 64 : 8
-  it(`${racing} concurrent records without --wait: each succeeds or is locked out (exit 4), none fails with a storage error`, async () => {
-    const dir = tempDir()
-    const results = await Promise.all(Array.from({ length: racing }, (_, i) => run(recordArgs(dir, "nw", i))))
-    for (const r of results) {
-      expect([0, 4], r.stderr).toContain(r.code)
-      expect(r.stderr).not.toMatch(/remove it|rm /)
-    }
-    const ok = results.filter((r) => r.code === 0).length
-    expect(ok).toBeGreaterThan(0)
-    expect((await entriesOf(dir, "nw")).length).toBe(ok)
-    await verified(dir, "nw")
-  }, STRESS ? 600_000 : 180_000)
+  it(
+    `${racing} concurrent records without --wait: each succeeds or is locked out (exit 4), none fails with a storage error`,
+    async () => {
+      const dir = tempDir()
+      const results = await Promise.all(Array.from({ length: racing }, (_, i) => run(recordArgs(dir, "nw", i))))
+      for (const r of results) {
+        expect([0, 4], r.stderr).toContain(r.code)
+        expect(r.stderr).not.toMatch(/remove it|rm /)
+      }
+      const ok = results.filter((r) => r.code === 0).length
+      expect(ok).toBeGreaterThan(0)
+      expect((await entriesOf(dir, "nw")).length).toBe(ok)
+      await verified(dir, "nw")
+    },
+    STRESS ? 600_000 : 180_000
+  )
 
   it("a --wait that runs out ends with exit 4 and says how long it waited", async () => {
     const dir = tempDir()
@@ -125,45 +133,49 @@ describe("concurrent writers on one session", () => {
 })
 
 describe("a writer whose lock is taken", () => {
-  it("an import whose lock is removed and taken by record stops with exit 3; every acknowledged entry is on the one chain", async () => {
-    const dir = tempDir()
-    const importer = start(["--dir", dir, "--json", "import", "imp", "-"])
-    const line = (i: number) => JSON.stringify({ tool_name: "t", server_id: "s", agent_id: `a${i}` })
-    const acked: Array<{ sequence: number; entry_hash: string }> = []
-    let buffer = ""
-    importer.stdout!.on("data", (b: Buffer) => {
-      buffer += b.toString("utf8")
-      let nl: number
-      while ((nl = buffer.indexOf("\n")) >= 0) {
-        const l = buffer.slice(0, nl)
-        buffer = buffer.slice(nl + 1)
-        if (l.includes("\"entry_hash\"")) acked.push(JSON.parse(l))
-      }
-    })
-    let stderr = ""
-    importer.stderr!.on("data", (b: Buffer) => {
-      stderr += b.toString("utf8")
-    })
-    const before = STRESS ? 50_000 : 200
-    importer.stdin!.write(Array.from({ length: before }, (_, i) => line(i)).join("\n") + "\n")
-    await waitForLine(importer, (l) => l.includes(`"sequence":${before - 1}`))
-    // The advice the old message gave, followed while the import runs.
-    fs.unlinkSync(path.join(dir, "imp", "lock"))
-    const others = []
-    for (let i = 0; i < 3; i++) others.push(await run(recordArgs(dir, "imp", 1000 + i)))
-    for (const r of others) expect(r.code, r.stderr).toBe(0)
-    // The importer's next batch finds the lock taken (by a record) or removed.
-    importer.stdin!.write(Array.from({ length: 200 }, (_, i) => line(before + i)).join("\n") + "\n")
-    importer.stdin!.end()
-    const code = await exited(importer)
-    expect(code, stderr).toBe(3)
-    expect(stderr).toContain("no longer this writer's")
-    await verified(dir, "imp")
-    const stored = await entriesOf(dir, "imp")
-    const bySequence = new Map(stored.map((e) => [e.sequence, e.entry_hash]))
-    for (const a of acked) expect(bySequence.get(a.sequence), `acknowledged ${a.sequence}`).toBe(a.entry_hash)
-    expect(stored.length).toBe(acked.length + 3)
-  }, STRESS ? 600_000 : 120_000)
+  it(
+    "an import whose lock is removed and taken by record stops with exit 3; every acknowledged entry is on the one chain",
+    async () => {
+      const dir = tempDir()
+      const importer = start(["--dir", dir, "--json", "import", "imp", "-"])
+      const line = (i: number) => JSON.stringify({ tool_name: "t", server_id: "s", agent_id: `a${i}` })
+      const acked: Array<{ sequence: number; entry_hash: string }> = []
+      let buffer = ""
+      importer.stdout!.on("data", (b: Buffer) => {
+        buffer += b.toString("utf8")
+        let nl: number
+        while ((nl = buffer.indexOf("\n")) >= 0) {
+          const l = buffer.slice(0, nl)
+          buffer = buffer.slice(nl + 1)
+          if (l.includes("\"entry_hash\"")) acked.push(JSON.parse(l))
+        }
+      })
+      let stderr = ""
+      importer.stderr!.on("data", (b: Buffer) => {
+        stderr += b.toString("utf8")
+      })
+      const before = STRESS ? 50_000 : 200
+      importer.stdin!.write(Array.from({ length: before }, (_, i) => line(i)).join("\n") + "\n")
+      await waitForLine(importer, (l) => l.includes(`"sequence":${before - 1}`))
+      // The advice the old message gave, followed while the import runs.
+      fs.unlinkSync(path.join(dir, "imp", "lock"))
+      const others = []
+      for (let i = 0; i < 3; i++) others.push(await run(recordArgs(dir, "imp", 1000 + i)))
+      for (const r of others) expect(r.code, r.stderr).toBe(0)
+      // The importer's next batch finds the lock taken (by a record) or removed.
+      importer.stdin!.write(Array.from({ length: 200 }, (_, i) => line(before + i)).join("\n") + "\n")
+      importer.stdin!.end()
+      const code = await exited(importer)
+      expect(code, stderr).toBe(3)
+      expect(stderr).toContain("no longer this writer's")
+      await verified(dir, "imp")
+      const stored = await entriesOf(dir, "imp")
+      const bySequence = new Map(stored.map((e) => [e.sequence, e.entry_hash]))
+      for (const a of acked) expect(bySequence.get(a.sequence), `acknowledged ${a.sequence}`).toBe(a.entry_hash)
+      expect(stored.length).toBe(acked.length + 3)
+    },
+    STRESS ? 600_000 : 120_000
+  )
 })
 
 describe.runIf(ownBoot !== null && ownPidns !== null)("unlock", () => {
@@ -204,28 +216,36 @@ describe.runIf(ownBoot !== null && ownPidns !== null)("unlock", () => {
     expect(JSON.parse(none.stdout)).toMatchObject({ removed: false })
   }, 60_000)
 
-  it("a lock of a restarted container (same kernel and pid namespace, another host name) is taken over by the next record", async () => {
-    const dir = tempDir()
-    expect((await run(recordArgs(dir, "c", 0))).code).toBe(0)
-    plantLock(dir, "c", record(deadPid(), { host: "container-1", start: "4242" }))
-    const r = await run(recordArgs(dir, "c", 1))
-    expect(r.code, r.stderr).toBe(0)
-    expect((await entriesOf(dir, "c")).length).toBe(2)
-  }, 60_000)
+  it(
+    "a lock of a restarted container (same kernel and pid namespace, another host name) is taken over by the next record",
+    async () => {
+      const dir = tempDir()
+      expect((await run(recordArgs(dir, "c", 0))).code).toBe(0)
+      plantLock(dir, "c", record(deadPid(), { host: "container-1", start: "4242" }))
+      const r = await run(recordArgs(dir, "c", 1))
+      expect(r.code, r.stderr).toBe(0)
+      expect((await entriesOf(dir, "c")).length).toBe(2)
+    },
+    60_000
+  )
 
-  it("a holder under another kernel cannot be proved gone: record and unlock refuse, unlock --force removes it and says so", async () => {
-    const dir = tempDir()
-    expect((await run(recordArgs(dir, "k", 0))).code).toBe(0)
-    plantLock(dir, "k", record(deadPid(), { host: "elsewhere", boot: "00000000-0000-0000-0000-000000000000" }))
-    const locked = await run(recordArgs(dir, "k", 1))
-    expect(locked.code, locked.stderr).toBe(4)
-    const refused = await run(["--dir", dir, "unlock", "k"])
-    expect(refused.code).toBe(4)
-    expect(refused.stderr).toContain("cannot be proved gone")
-    expect(refused.stderr).toContain("another kernel")
-    const forced = await run(["--dir", dir, "unlock", "k", "--force"])
-    expect(forced.code, forced.stderr).toBe(0)
-    expect(forced.stdout).toContain("by force")
-    expect((await run(recordArgs(dir, "k", 2))).code).toBe(0)
-  }, 60_000)
+  it(
+    "a holder under another kernel cannot be proved gone: record and unlock refuse, unlock --force removes it and says so",
+    async () => {
+      const dir = tempDir()
+      expect((await run(recordArgs(dir, "k", 0))).code).toBe(0)
+      plantLock(dir, "k", record(deadPid(), { host: "elsewhere", boot: "00000000-0000-0000-0000-000000000000" }))
+      const locked = await run(recordArgs(dir, "k", 1))
+      expect(locked.code, locked.stderr).toBe(4)
+      const refused = await run(["--dir", dir, "unlock", "k"])
+      expect(refused.code).toBe(4)
+      expect(refused.stderr).toContain("cannot be proved gone")
+      expect(refused.stderr).toContain("another kernel")
+      const forced = await run(["--dir", dir, "unlock", "k", "--force"])
+      expect(forced.code, forced.stderr).toBe(0)
+      expect(forced.stdout).toContain("by force")
+      expect((await run(recordArgs(dir, "k", 2))).code).toBe(0)
+    },
+    60_000
+  )
 })

@@ -21,11 +21,21 @@ afterAll(cleanup)
 
 const WRITER = path.join(import.meta.dirname, "fixtures", "writer.ts")
 
-const recordArgs = (dir: string, id: string, tool = "read_file") =>
-  ["--dir", dir, "record", id, "--tool", tool, "--server", "srv", "--agent", "agent"]
+const recordArgs = (
+  dir: string,
+  id: string,
+  tool = "read_file"
+) => ["--dir", dir, "record", id, "--tool", tool, "--server", "srv", "--agent", "agent"]
 
 const toolLine = (i: number, tool = "tool") =>
-  JSON.stringify({ tool_name: `${tool}_${i % 7}`, server_id: "srv", agent_id: "agent", bytes_read: i, bytes_written: 1, delegation_depth: 0 })
+  JSON.stringify({
+    tool_name: `${tool}_${i % 7}`,
+    server_id: "srv",
+    agent_id: "agent",
+    bytes_read: i,
+    bytes_written: 1,
+    delegation_depth: 0
+  })
 
 const importFile = (n: number, tool = "tool"): string => {
   const file = path.join(tempDir(), "input.jsonl")
@@ -78,7 +88,11 @@ const stored = (root: string, id: string): { readonly entries: number; readonly 
     ? JSON.parse(fs.readFileSync(path.join(dir, "checkpoint.json"), "utf8")).next_sequence as number
     : null
   if (checkpointNext !== null) {
-    assert.isAtMost(checkpointNext, sequences.length, `${id}: the checkpoint claims no more entries than the segments hold`)
+    assert.isAtMost(
+      checkpointNext,
+      sequences.length,
+      `${id}: the checkpoint claims no more entries than the segments hold`
+    )
   }
   return { entries: sequences.length, checkpointNext }
 }
@@ -93,46 +107,50 @@ const assertGoodBackup = async (root: string, id: string): Promise<number> => {
 }
 
 describe("session-journal mirror", () => {
-  it("mirrored while a child process appends to the source, every run publishes a verified copy or refuses", async () => {
-    const dir = tempDir()
-    const dest = path.join(tempDir(), "backup")
-    // The writer starts a new segment and replaces the checkpoint every few
-    // appends; it appends from "go" to "stop", that is for the whole mirror run.
-    const writer = spawn(process.execPath, [WRITER, dir, "live"], { stdio: ["pipe", "pipe", "inherit"] })
-    const written = async (): Promise<number> => {
-      const pending = waitForLine(writer, (l) => l.startsWith("written "))
-      writer.stdin!.write("stop\n")
-      return Number((await pending).slice("written ".length))
-    }
-    writer.stdin!.write("go\n")
-    let total = await written()
-    let published = 0
-    let last = 0
-    for (let i = 0; i < 8; i++) {
-      writer.stdin!.write("go\n")
-      const r = await mirror(dir, dest)
-      total = await written()
-      assert.include([0, 1], r.code, r.stderr)
-      const s = r.sessions.get("live")!
-      assert.include(["copied", "extended", "unchanged", "refused"], s.outcome, s.reason ?? "")
-      assert.strictEqual(r.code === 1, s.outcome === "refused", r.stderr)
-      if (s.outcome !== "refused") published++
-      if (fs.existsSync(path.join(dest, "live"))) {
-        const entries = await assertGoodBackup(dest, "live")
-        assert.isAtLeast(entries, last, "a backup never loses entries")
-        last = entries
+  it(
+    "mirrored while a child process appends to the source, every run publishes a verified copy or refuses",
+    async () => {
+      const dir = tempDir()
+      const dest = path.join(tempDir(), "backup")
+      // The writer starts a new segment and replaces the checkpoint every few
+      // appends; it appends from "go" to "stop", that is for the whole mirror run.
+      const writer = spawn(process.execPath, [WRITER, dir, "live"], { stdio: ["pipe", "pipe", "inherit"] })
+      const written = async (): Promise<number> => {
+        const pending = waitForLine(writer, (l) => l.startsWith("written "))
+        writer.stdin!.write("stop\n")
+        return Number((await pending).slice("written ".length))
       }
-    }
-    writer.stdin!.end()
-    assert.strictEqual(await exited(writer), 0)
-    assert.isAbove(published, 0)
-    // Once the writer is done, the backup catches up with everything it wrote.
-    const final = await mirror(dir, dest)
-    assert.strictEqual(final.code, 0, final.stderr)
-    assert.include(["copied", "extended", "unchanged"], final.sessions.get("live")!.outcome)
-    assert.strictEqual(await assertGoodBackup(dest, "live"), total)
-    assert.deepStrictEqual(fs.readdirSync(path.join(dest, ".mirror")), [], "no staging left behind")
-  }, 240_000)
+      writer.stdin!.write("go\n")
+      let total = await written()
+      let published = 0
+      let last = 0
+      for (let i = 0; i < 8; i++) {
+        writer.stdin!.write("go\n")
+        const r = await mirror(dir, dest)
+        total = await written()
+        assert.include([0, 1], r.code, r.stderr)
+        const s = r.sessions.get("live")!
+        assert.include(["copied", "extended", "unchanged", "refused"], s.outcome, s.reason ?? "")
+        assert.strictEqual(r.code === 1, s.outcome === "refused", r.stderr)
+        if (s.outcome !== "refused") published++
+        if (fs.existsSync(path.join(dest, "live"))) {
+          const entries = await assertGoodBackup(dest, "live")
+          assert.isAtLeast(entries, last, "a backup never loses entries")
+          last = entries
+        }
+      }
+      writer.stdin!.end()
+      assert.strictEqual(await exited(writer), 0)
+      assert.isAbove(published, 0)
+      // Once the writer is done, the backup catches up with everything it wrote.
+      const final = await mirror(dir, dest)
+      assert.strictEqual(final.code, 0, final.stderr)
+      assert.include(["copied", "extended", "unchanged"], final.sessions.get("live")!.outcome)
+      assert.strictEqual(await assertGoodBackup(dest, "live"), total)
+      assert.deepStrictEqual(fs.readdirSync(path.join(dest, ".mirror")), [], "no staging left behind")
+    },
+    240_000
+  )
 
   it("a different chain of the same sizes is never skipped: it is refused and the backup kept", async () => {
     const good = tempDir()
@@ -141,7 +159,8 @@ describe("session-journal mirror", () => {
     // Same number of entries, tool names of the same length: every file has the same size.
     assert.strictEqual((await run(["--dir", good, "import", "s", importFile(50, "aaaa")])).code, 0)
     assert.strictEqual((await run(["--dir", other, "import", "s", importFile(50, "bbbb")])).code, 0)
-    const sizes = (root: string) => filesUnder(root).filter((f) => !/lock/.test(f)).map((f) => `${f}:${fs.statSync(path.join(root, f)).size}`)
+    const sizes = (root: string) =>
+      filesUnder(root).filter((f) => !/lock/.test(f)).map((f) => `${f}:${fs.statSync(path.join(root, f)).size}`)
     assert.strictEqual((await mirror(good, dest)).code, 0)
     const before = snapshot(dest)
     assert.deepStrictEqual(sizes(other), sizes(good), "every file of the other chain has the backup's size")
@@ -271,46 +290,65 @@ describe("session-journal mirror", () => {
     fs.rmSync(path.join(dir, "m2"), { recursive: true })
     const kept = await mirror(dir, dest)
     assert.strictEqual(kept.code, 0, kept.stderr)
-    assert.isTrue(fs.existsSync(path.join(dest, "m2", "checkpoint.json")) || filesUnder(path.join(dest, "m2")).length > 0)
+    assert.isTrue(
+      fs.existsSync(path.join(dest, "m2", "checkpoint.json")) || filesUnder(path.join(dest, "m2")).length > 0
+    )
   }, 120_000)
 
-  it("a preallocated segment is mirrored up to its data; the copy verifies and extends as the source writes into its zeros", async () => {
-    const dir = tempDir()
-    const dest = path.join(tempDir(), "backup")
-    const segment = path.join(dir, "p", "00000000000000000000.jsonl")
-    const dataEnd = (file: string) => {
-      const bytes = fs.readFileSync(file)
-      let end = bytes.length
-      while (end > 0 && bytes[end - 1] === 0) end--
-      return end
-    }
-    const params = (i: number) => ({ tool_name: "t", server_id: "srv", agent_id: "agent", bytes_read: i, bytes_written: 0, delegation_depth: 0 })
-    const live = SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: dir })))
-    // The writer stays open across both mirror runs: its segment keeps a zero tail.
-    await Effect.runPromise(Effect.provide(
-      Effect.gen(function*() {
-        const j = yield* SessionJournal.SessionJournal
-        for (let i = 0; i < 5; i++) yield* j.record("p", params(i))
-        assert.isAbove(fs.statSync(segment).size, dataEnd(segment), "the source segment has a zero tail")
-        const first = yield* Effect.promise(() => mirror(dir, dest))
-        assert.strictEqual(first.code, 0, first.stderr)
-        assert.strictEqual(first.sessions.get("p")!.outcome, "copied")
-        const copy = path.join(dest, "p", "00000000000000000000.jsonl")
-        assert.isTrue(fs.readFileSync(copy).equals(fs.readFileSync(segment).subarray(0, dataEnd(segment))), "the copy is the source's data")
-        assert.strictEqual((yield* Effect.promise(() => inspect(dest, "p"))).nextSequence, 5)
-        for (let i = 5; i < 8; i++) yield* j.record("p", params(i))
-        const second = yield* Effect.promise(() => mirror(dir, dest))
-        assert.strictEqual(second.code, 0, second.stderr)
-        assert.strictEqual(second.sessions.get("p")!.outcome, "extended")
-        assert.isTrue(fs.readFileSync(copy).equals(fs.readFileSync(segment).subarray(0, dataEnd(segment))), "the copy is the source's data")
-        const report = yield* Effect.promise(() => inspect(dest, "p"))
-        assert.isTrue(report.ok)
-        assert.strictEqual(report.nextSequence, 8)
-        assert.isNull(report.recovery.tornTail)
-      }),
-      live
-    ))
-  }, 120_000)
+  it(
+    "a preallocated segment is mirrored up to its data; the copy verifies and extends as the source writes into its zeros",
+    async () => {
+      const dir = tempDir()
+      const dest = path.join(tempDir(), "backup")
+      const segment = path.join(dir, "p", "00000000000000000000.jsonl")
+      const dataEnd = (file: string) => {
+        const bytes = fs.readFileSync(file)
+        let end = bytes.length
+        while (end > 0 && bytes[end - 1] === 0) end--
+        return end
+      }
+      const params = (i: number) => ({
+        tool_name: "t",
+        server_id: "srv",
+        agent_id: "agent",
+        bytes_read: i,
+        bytes_written: 0,
+        delegation_depth: 0
+      })
+      const live = SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: dir })))
+      // The writer stays open across both mirror runs: its segment keeps a zero tail.
+      await Effect.runPromise(Effect.provide(
+        Effect.gen(function*() {
+          const j = yield* SessionJournal.SessionJournal
+          for (let i = 0; i < 5; i++) yield* j.record("p", params(i))
+          assert.isAbove(fs.statSync(segment).size, dataEnd(segment), "the source segment has a zero tail")
+          const first = yield* Effect.promise(() => mirror(dir, dest))
+          assert.strictEqual(first.code, 0, first.stderr)
+          assert.strictEqual(first.sessions.get("p")!.outcome, "copied")
+          const copy = path.join(dest, "p", "00000000000000000000.jsonl")
+          assert.isTrue(
+            fs.readFileSync(copy).equals(fs.readFileSync(segment).subarray(0, dataEnd(segment))),
+            "the copy is the source's data"
+          )
+          assert.strictEqual((yield* Effect.promise(() => inspect(dest, "p"))).nextSequence, 5)
+          for (let i = 5; i < 8; i++) yield* j.record("p", params(i))
+          const second = yield* Effect.promise(() => mirror(dir, dest))
+          assert.strictEqual(second.code, 0, second.stderr)
+          assert.strictEqual(second.sessions.get("p")!.outcome, "extended")
+          assert.isTrue(
+            fs.readFileSync(copy).equals(fs.readFileSync(segment).subarray(0, dataEnd(segment))),
+            "the copy is the source's data"
+          )
+          const report = yield* Effect.promise(() => inspect(dest, "p"))
+          assert.isTrue(report.ok)
+          assert.strictEqual(report.nextSequence, 8)
+          assert.isNull(report.recovery.tornTail)
+        }),
+        live
+      ))
+    },
+    120_000
+  )
 
   it("refuses a symlinked destination, never writing through it", async () => {
     const dir = tempDir()
@@ -363,11 +401,19 @@ describe("session-journal mirror", () => {
     const dead = spawnSync(process.execPath, ["-e", ""]).pid!
     fs.writeFileSync(
       path.join(house, "lock"),
-      JSON.stringify({ pid: dead, host: (await import("node:os")).hostname(), start: null, token: "x", acquired_at: 0 }) + "\n",
+      JSON.stringify({
+        pid: dead,
+        host: (await import("node:os")).hostname(),
+        start: null,
+        token: "x",
+        acquired_at: 0
+      }) + "\n",
       { mode: 0o600 }
     )
     // A per-file temporary an older version left in the backup is not session data.
-    fs.writeFileSync(path.join(house, "prev-t1", `checkpoint.json.mirror-${dead}-0-0123456789ab.tmp`), "partial", { mode: 0o600 })
+    fs.writeFileSync(path.join(house, "prev-t1", `checkpoint.json.mirror-${dead}-0-0123456789ab.tmp`), "partial", {
+      mode: 0o600
+    })
 
     const r = await mirror(dir, dest)
     assert.strictEqual(r.code, 0, r.stderr)
@@ -387,7 +433,13 @@ describe("session-journal mirror", () => {
     const held = snapshot(dest)
     fs.writeFileSync(
       path.join(house, "lock"),
-      JSON.stringify({ pid: process.pid, host: (await import("node:os")).hostname(), start: null, token: "y", acquired_at: 0 }) + "\n",
+      JSON.stringify({
+        pid: process.pid,
+        host: (await import("node:os")).hostname(),
+        start: null,
+        token: "y",
+        acquired_at: 0
+      }) + "\n",
       { mode: 0o600 }
     )
     assert.strictEqual((await run(recordArgs(dir, "t1", "write_file"))).code, 0)
@@ -397,42 +449,52 @@ describe("session-journal mirror", () => {
     assert.deepStrictEqual(snapshot(dest), held)
   }, 60_000)
 
-  it.runIf(fs.existsSync("/proc/self/stat"))("a lock held by a zombie is a dead run's: the next run takes it over", async () => {
-    const dir = tempDir()
-    const dest = path.join(tempDir(), "backup")
-    assert.strictEqual((await run(recordArgs(dir, "z1"))).code, 0)
-    assert.strictEqual((await mirror(dir, dest)).code, 0)
-    // A child that exits and is never reaped (its parent became `sleep`): a zombie.
-    const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 600"], { stdio: ["ignore", "pipe", "ignore"] })
-    const closed = new Promise<void>((resolve) => parent.once("close", () => resolve()))
-    try {
-      const zombie = await new Promise<number>((resolve, reject) => {
-        parent.stdout.once("data", (b: Buffer) => resolve(Number(b.toString().trim())))
-        parent.once("error", reject)
-      })
-      const state = () => {
-        try {
-          const stat = fs.readFileSync(`/proc/${zombie}/stat`, "utf8")
-          return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0]
-        } catch {
-          return null
+  it.runIf(fs.existsSync("/proc/self/stat"))(
+    "a lock held by a zombie is a dead run's: the next run takes it over",
+    async () => {
+      const dir = tempDir()
+      const dest = path.join(tempDir(), "backup")
+      assert.strictEqual((await run(recordArgs(dir, "z1"))).code, 0)
+      assert.strictEqual((await mirror(dir, dest)).code, 0)
+      // A child that exits and is never reaped (its parent became `sleep`): a zombie.
+      const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 600"], { stdio: ["ignore", "pipe", "ignore"] })
+      const closed = new Promise<void>((resolve) => parent.once("close", () => resolve()))
+      try {
+        const zombie = await new Promise<number>((resolve, reject) => {
+          parent.stdout.once("data", (b: Buffer) => resolve(Number(b.toString().trim())))
+          parent.once("error", reject)
+        })
+        const state = () => {
+          try {
+            const stat = fs.readFileSync(`/proc/${zombie}/stat`, "utf8")
+            return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0]
+          } catch {
+            return null
+          }
         }
+        while (state() !== "Z") await new Promise((resolve) => setTimeout(resolve, 10))
+        const house = path.join(dest, ".mirror")
+        fs.writeFileSync(
+          path.join(house, "lock"),
+          JSON.stringify({
+            pid: zombie,
+            host: (await import("node:os")).hostname(),
+            start: null,
+            token: "z",
+            acquired_at: 0
+          }) + "\n",
+          { mode: 0o600 }
+        )
+        assert.strictEqual((await run(recordArgs(dir, "z1", "write_file"))).code, 0)
+        const r = await mirror(dir, dest)
+        assert.strictEqual(r.code, 0, r.stderr)
+        assert.strictEqual(r.sessions.get("z1")!.outcome, "extended")
+        assert.deepStrictEqual(fs.readdirSync(house), [])
+      } finally {
+        parent.kill("SIGKILL")
+        await closed
       }
-      while (state() !== "Z") await new Promise((resolve) => setTimeout(resolve, 10))
-      const house = path.join(dest, ".mirror")
-      fs.writeFileSync(
-        path.join(house, "lock"),
-        JSON.stringify({ pid: zombie, host: (await import("node:os")).hostname(), start: null, token: "z", acquired_at: 0 }) + "\n",
-        { mode: 0o600 }
-      )
-      assert.strictEqual((await run(recordArgs(dir, "z1", "write_file"))).code, 0)
-      const r = await mirror(dir, dest)
-      assert.strictEqual(r.code, 0, r.stderr)
-      assert.strictEqual(r.sessions.get("z1")!.outcome, "extended")
-      assert.deepStrictEqual(fs.readdirSync(house), [])
-    } finally {
-      parent.kill("SIGKILL")
-      await closed
-    }
-  }, 60_000)
+    },
+    60_000
+  )
 })

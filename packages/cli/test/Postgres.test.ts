@@ -23,11 +23,26 @@ describe.skipIf(!reachable)("session-journal --postgres", () => {
 
   it("records, appends, lists and verifies in PostgreSQL", async () => {
     const base = ["--postgres", url]
-    const rec = await run([...base, "--json", "record", "pg1", "--tool", "read_file", "--server", "s", "--agent", "a", "--read", "5"], { env })
+    const rec = await run([
+      ...base,
+      "--json",
+      "record",
+      "pg1",
+      "--tool",
+      "read_file",
+      "--server",
+      "s",
+      "--agent",
+      "a",
+      "--read",
+      "5"
+    ], { env })
     assert.strictEqual(rec.code, 0, rec.stderr)
     assert.strictEqual(JSON.parse(rec.stdout).sequence, 0)
     // The URL may also come from the environment.
-    const app = await run(["--json", "append", "pg1", "--payload", "{\"role\":\"user\"}"], { env: { ...env, SESSION_JOURNAL_PG_URL: url } })
+    const app = await run(["--json", "append", "pg1", "--payload", "{\"role\":\"user\"}"], {
+      env: { ...env, SESSION_JOURNAL_PG_URL: url }
+    })
     assert.strictEqual(app.code, 0, app.stderr)
     assert.strictEqual(JSON.parse(app.stdout).sequence, 1)
 

@@ -27,44 +27,83 @@ const SCREENSHOTS = process.env["SESSION_JOURNAL_SCREENSHOTS"]
 
 const tool = (tool_name: string, bytes_read: number, bytes_written = 0, allowed = true, delegation_depth = 0) => ({
   _tag: "Tool" as const,
-  params: { tool_name, server_id: "tools", agent_id: delegation_depth > 0 ? "reviewer" : "coder", bytes_read, bytes_written, delegation_depth, allowed }
+  params: {
+    tool_name,
+    server_id: "tools",
+    agent_id: delegation_depth > 0 ? "reviewer" : "coder",
+    bytes_read,
+    bytes_written,
+    delegation_depth,
+    allowed
+  }
 })
-const message = (role: string, content: unknown) => ({ _tag: "Other" as const, kind: "message", payload: { role, content } })
+const message = (role: string, content: unknown) => ({
+  _tag: "Other" as const,
+  kind: "message",
+  payload: { role, content }
+})
 
 // A session with messages, allowed and denied calls, recorded guard reasons,
 // an entry of an unknown kind, a long message, hostile text and a sub-agent.
 const writeFixture = (dir: string) =>
-  Effect.runPromise(Effect.gen(function*() {
-    const j = yield* SessionJournal.SessionJournal
-    yield* j.writeAll("main", [
-      message("user", HOSTILE_USER),
-      tool("read_file", 4096),
-      tool("read_file", 2048),
-      message("assistant", HOSTILE_ASSISTANT),
-      tool("write_file", 0, 1500),
-      tool("deploy", 0, 0, false),
-      message("tool", [{ type: "tool-result", id: "c1", name: "deploy", result: { type: "execution-denied", reason: "forbidden transition write_file -> deploy" } }]),
-      tool("bash", 100, 0, false),
-      message("tool", [{ type: "tool-result", id: "c2", name: "bash", result: { type: "execution-denied", reason: "bash is on the deny list" } }]),
-      tool("bash", 100, 0, false),
-      message("tool", [{ type: "tool-result", id: "c3", name: "bash", result: { type: "execution-denied", reason: "bash is on the deny list" } }]),
-      tool("review", 300, 20, true, 1),
-      { _tag: "Other", kind: "plan", payload: { steps: ["read", "fix", "</pre><script>window.__pwned=4</script>"] } },
-      message("assistant", "A long answer.\n" + "line of a long answer\n".repeat(100))
-    ])
-    yield* j.setMeta("main", { title: HOSTILE_TITLE, labels: ["ci", "<script>label</script>"], data: { sub_sessions: ["main-sub-1"] } })
-    yield* j.writeAll("main-sub-1", [message("user", "review the diff"), tool("read_file", 10)])
-    yield* j.setMeta("main-sub-1", { title: "review sub-agent", data: { parent_session: "main" } })
-    // A long session: 2,000 entries.
-    const items = Array.from({ length: 2000 }, (_, i) =>
-      i % 4 === 0 ? message(i % 8 === 0 ? "user" : "assistant", `turn ${i} ${"x".repeat(i % 900)}`) : tool(`tool_${i % 7}`, i, i % 3, i % 50 !== 1))
-    for (let i = 0; i < items.length; i += 500) yield* j.writeAll("long", items.slice(i, i + 500))
-  }).pipe(Effect.provide(SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: dir }))))))
+  Effect.runPromise(
+    Effect.gen(function*() {
+      const j = yield* SessionJournal.SessionJournal
+      yield* j.writeAll("main", [
+        message("user", HOSTILE_USER),
+        tool("read_file", 4096),
+        tool("read_file", 2048),
+        message("assistant", HOSTILE_ASSISTANT),
+        tool("write_file", 0, 1500),
+        tool("deploy", 0, 0, false),
+        message("tool", [{
+          type: "tool-result",
+          id: "c1",
+          name: "deploy",
+          result: { type: "execution-denied", reason: "forbidden transition write_file -> deploy" }
+        }]),
+        tool("bash", 100, 0, false),
+        message("tool", [{
+          type: "tool-result",
+          id: "c2",
+          name: "bash",
+          result: { type: "execution-denied", reason: "bash is on the deny list" }
+        }]),
+        tool("bash", 100, 0, false),
+        message("tool", [{
+          type: "tool-result",
+          id: "c3",
+          name: "bash",
+          result: { type: "execution-denied", reason: "bash is on the deny list" }
+        }]),
+        tool("review", 300, 20, true, 1),
+        { _tag: "Other", kind: "plan", payload: { steps: ["read", "fix", "</pre><script>window.__pwned=4</script>"] } },
+        message("assistant", "A long answer.\n" + "line of a long answer\n".repeat(100))
+      ])
+      yield* j.setMeta("main", {
+        title: HOSTILE_TITLE,
+        labels: ["ci", "<script>label</script>"],
+        data: { sub_sessions: ["main-sub-1"] }
+      })
+      yield* j.writeAll("main-sub-1", [message("user", "review the diff"), tool("read_file", 10)])
+      yield* j.setMeta("main-sub-1", { title: "review sub-agent", data: { parent_session: "main" } })
+      // A long session: 2,000 entries.
+      const items = Array.from({ length: 2000 }, (_, i) =>
+        i % 4 === 0
+          ? message(i % 8 === 0 ? "user" : "assistant", `turn ${i} ${"x".repeat(i % 900)}`)
+          : tool(`tool_${i % 7}`, i, i % 3, i % 50 !== 1))
+      for (let i = 0; i < items.length; i += 500) yield* j.writeAll("long", items.slice(i, i + 500))
+    }).pipe(Effect.provide(SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: dir })))))
+  )
 
 const statsOf = async (dir: string, id: string) => {
   const r = await run(["--dir", dir, "--json", "stats", id])
   assert.strictEqual(r.code, 0, r.stderr)
-  return JSON.parse(r.stdout) as { head_hash: string; tool_counts: Record<string, number>; data_flow: Record<string, number> }
+  return JSON.parse(r.stdout) as {
+    head_hash: string
+    tool_counts: Record<string, number>
+    data_flow: Record<string, number>
+  }
 }
 
 // What a page shows that must never happen with hostile content.
@@ -83,7 +122,9 @@ const screenshot = async (page: Page, name: string) => {
 }
 
 const barsOf = (page: Page, chart: string) =>
-  page.locator(`svg.${chart} g.bar`).evaluateAll((gs) => gs.map((g) => [g.getAttribute("data-label"), Number(g.getAttribute("data-value"))] as const))
+  page.locator(`svg.${chart} g.bar`).evaluateAll((gs) =>
+    gs.map((g) => [g.getAttribute("data-label"), Number(g.getAttribute("data-value"))] as const)
+  )
 
 describe.skipIf(!hasChromium())("report and serve in Chromium", () => {
   let dir = ""
@@ -137,17 +178,32 @@ describe.skipIf(!hasChromium())("report and serve in Chromium", () => {
 
     const denied = page.locator("tr.tool.denied")
     assert.strictEqual(await denied.count(), 3)
-    assert.deepStrictEqual(await denied.evaluateAll((rows) => rows.map((r) => r.getAttribute("data-seq"))), ["5", "7", "9"])
+    assert.deepStrictEqual(await denied.evaluateAll((rows) => rows.map((r) => r.getAttribute("data-seq"))), [
+      "5",
+      "7",
+      "9"
+    ])
     for (const text of await denied.allInnerTexts()) assert.include(text, "DENIED")
     assert.strictEqual(await page.locator("tr.tool.allowed").count(), 4)
 
     const tools = await barsOf(page, "chart-tools")
     assert.deepStrictEqual(Object.fromEntries(tools), stats.tool_counts)
-    assert.deepStrictEqual(await barsOf(page, "chart-reasons"), [["bash is on the deny list", 2], ["forbidden transition write_file -> deploy", 1]])
-    const finals = await page.locator("svg.chart-bytes polyline").evaluateAll((ps) => ps.map((p) => Number(p.getAttribute("data-final"))))
-    assert.deepStrictEqual(finals, [Number(stats.data_flow["total_bytes_read"]), Number(stats.data_flow["total_bytes_written"])])
+    assert.deepStrictEqual(await barsOf(page, "chart-reasons"), [["bash is on the deny list", 2], [
+      "forbidden transition write_file -> deploy",
+      1
+    ]])
+    const finals = await page.locator("svg.chart-bytes polyline").evaluateAll((ps) =>
+      ps.map((p) => Number(p.getAttribute("data-final")))
+    )
+    assert.deepStrictEqual(finals, [
+      Number(stats.data_flow["total_bytes_read"]),
+      Number(stats.data_flow["total_bytes_written"])
+    ])
 
-    assert.strictEqual(await page.locator("tr[data-kind=plan] pre").innerText().then((t) => t.includes("</pre><script>")), true)
+    assert.strictEqual(
+      await page.locator("tr[data-kind=plan] pre").innerText().then((t) => t.includes("</pre><script>")),
+      true
+    )
     assert.strictEqual(await page.locator("#e13 details").count(), 1, "a long message is collapsed")
     assert.strictEqual(await page.locator("#sub-sessions a").getAttribute("href"), "main-sub-1.html")
     await assertInert(page)
@@ -157,7 +213,10 @@ describe.skipIf(!hasChromium())("report and serve in Chromium", () => {
 
   it("report: a 2,000-entry session keeps every entry and opens fast", async () => {
     const file = path.join(out, "long.html")
-    const [r, stats] = await Promise.all([run(["--dir", dir, "--json", "report", "long", "--out", file]), statsOf(dir, "long")])
+    const [r, stats] = await Promise.all([
+      run(["--dir", dir, "--json", "report", "long", "--out", file]),
+      statsOf(dir, "long")
+    ])
     assert.strictEqual(r.code, 0, r.stderr)
     const written = JSON.parse(r.stdout)
     assert.strictEqual(written.entries, 2000)
@@ -181,7 +240,9 @@ describe.skipIf(!hasChromium())("report and serve in Chromium", () => {
 
     const page = await chrome!.context.newPage()
     await page.goto(base + "/")
-    const ids = await page.locator("#sessions tr[data-id]").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-id")))
+    const ids = await page.locator("#sessions tr[data-id]").evaluateAll((rows) =>
+      rows.map((r) => r.getAttribute("data-id"))
+    )
     assert.sameMembers(ids as Array<string>, ["main", "main-sub-1", "long"])
     assert.include(await page.locator("tr[data-id=main]").innerText(), HOSTILE_TITLE.replace("\uD800", "\uFFFD"))
 
@@ -190,13 +251,28 @@ describe.skipIf(!hasChromium())("report and serve in Chromium", () => {
     assert.strictEqual(await page.locator("#verification").getAttribute("data-ok"), "true")
 
     await page.goto(base + "/sessions/main")
-    await page.waitForFunction(`document.getElementById("live-status")?.textContent?.startsWith("live: following") === true`)
+    await page.waitForFunction(
+      `document.getElementById("live-status")?.textContent?.startsWith("live: following") === true`
+    )
     assert.strictEqual(await page.locator("tr.tool.denied").count(), 3)
     assert.strictEqual(await page.locator("#sub-sessions a").getAttribute("href"), "/sessions/main-sub-1")
     await assertInert(page)
 
     // Another process writes; the page must show it within 2 s of it being durable.
-    const recorded = await run(["--dir", dir, "--json", "record", "main", "--tool", "<img src=x onerror=alert(1)>", "--server", "tools", "--agent", "coder", "--denied"])
+    const recorded = await run([
+      "--dir",
+      dir,
+      "--json",
+      "record",
+      "main",
+      "--tool",
+      "<img src=x onerror=alert(1)>",
+      "--server",
+      "tools",
+      "--agent",
+      "coder",
+      "--denied"
+    ])
     assert.strictEqual(recorded.code, 0, recorded.stderr)
     const durableAt = Date.now()
     const seq = JSON.parse(recorded.stdout).sequence as number
@@ -212,11 +288,14 @@ describe.skipIf(!hasChromium())("report and serve in Chromium", () => {
 
     // A long session is shown a window at a time, the newest first; the links page through the rest.
     await page.goto(base + "/sessions/long")
-    const seqs = () => page.locator("tr[data-seq]").evaluateAll((rows) => rows.map((r) => Number(r.getAttribute("data-seq"))))
+    const seqs = () =>
+      page.locator("tr[data-seq]").evaluateAll((rows) => rows.map((r) => Number(r.getAttribute("data-seq"))))
     assert.deepStrictEqual(await seqs(), Array.from({ length: 500 }, (_, i) => 1500 + i))
     assert.strictEqual(await page.locator("#count-entries").innerText(), "2000", "the header counts the whole session")
     assert.strictEqual(await page.locator("#entries-checked").innerText(), "2000")
-    await page.waitForFunction(`document.getElementById("live-status")?.textContent?.startsWith("live: following") === true`)
+    await page.waitForFunction(
+      `document.getElementById("live-status")?.textContent?.startsWith("live: following") === true`
+    )
     await page.locator("#window-top a[rel=prev]").click()
     await page.waitForURL(/from=1000$/)
     assert.deepStrictEqual(await seqs(), Array.from({ length: 500 }, (_, i) => 1000 + i))

@@ -27,7 +27,14 @@ const out = path.join(dir, "big.html")
 // tool calls over 12 tools with 1 in 40 denied.
 const item = (i: number): SessionJournal.WriteItem =>
   i % 4 === 0
-    ? { _tag: "Other", kind: "message", payload: { role: i % 8 === 0 ? "user" : "assistant", content: `turn ${i}: ${"lorem ipsum ".repeat(i % 97 === 0 ? 200 : 12)}` } }
+    ? {
+      _tag: "Other",
+      kind: "message",
+      payload: {
+        role: i % 8 === 0 ? "user" : "assistant",
+        content: `turn ${i}: ${"lorem ipsum ".repeat(i % 97 === 0 ? 200 : 12)}`
+      }
+    }
     : {
       _tag: "Tool",
       params: {

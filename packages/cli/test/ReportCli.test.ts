@@ -49,7 +49,11 @@ const get = (url: string, options?: { readonly method?: string; readonly host?: 
     }, (res) => {
       const chunks: Array<Buffer> = []
       res.on("data", (b: Buffer) => chunks.push(b))
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8"), headers: res.headers }))
+      res.on(
+        "end",
+        () =>
+          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8"), headers: res.headers })
+      )
     })
     req.on("error", reject)
     req.end()

@@ -2,7 +2,7 @@
  * Runs the real `session-journal` binary in child processes against temporary
  * directories, for the command's tests.
  */
-import { spawn, type ChildProcess } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -43,7 +43,10 @@ export const baseEnv = (): NodeJS.ProcessEnv => {
 }
 
 /** Starts the binary; the caller reads and ends it. */
-export const start = (args: ReadonlyArray<string>, options?: { readonly cwd?: string; readonly env?: NodeJS.ProcessEnv }): ChildProcess =>
+export const start = (
+  args: ReadonlyArray<string>,
+  options?: { readonly cwd?: string; readonly env?: NodeJS.ProcessEnv }
+): ChildProcess =>
   spawn(process.execPath, [BIN, ...args], {
     cwd: options?.cwd ?? os.tmpdir(),
     env: { ...baseEnv(), ...options?.env },
@@ -53,7 +56,12 @@ export const start = (args: ReadonlyArray<string>, options?: { readonly cwd?: st
 /** Runs the binary to completion, feeding `input` on stdin. */
 export const run = (
   args: ReadonlyArray<string>,
-  options?: { readonly cwd?: string; readonly env?: NodeJS.ProcessEnv; readonly input?: string; readonly command?: string }
+  options?: {
+    readonly cwd?: string
+    readonly env?: NodeJS.ProcessEnv
+    readonly input?: string
+    readonly command?: string
+  }
 ): Promise<Ran> =>
   new Promise((resolve, reject) => {
     const child = options?.command === undefined
@@ -92,7 +100,9 @@ export const waitForLine = (child: ChildProcess, predicate: (line: string) => bo
 
 /** Waits for a child to exit and returns its code. */
 export const exited = (child: ChildProcess): Promise<number | null> =>
-  child.exitCode !== null ? Promise.resolve(child.exitCode) : new Promise((resolve) => child.on("close", (code) => resolve(code)))
+  child.exitCode !== null
+    ? Promise.resolve(child.exitCode)
+    : new Promise((resolve) => child.on("close", (code) => resolve(code)))
 
 /** Whether the filesystem adapter is available (the durable commands need it). */
 export const hasNodeAdapter = async (): Promise<boolean> => {

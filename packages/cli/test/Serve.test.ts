@@ -63,11 +63,17 @@ const raw = (port: number, target: string, host: string | null, version = "1.1")
       const text = Buffer.concat(chunks).toString("utf8")
       const status = /^HTTP\/1\.[01] (\d{3})/.exec(text)
       // A request Node's parser refuses is closed without an answer: status 0.
-      if (status === null) return text === "" ? resolve({ status: 0, body: "" }) : reject(new Error(`no HTTP response: ${JSON.stringify(text.slice(0, 200))}`))
+      if (status === null) {
+        return text === ""
+          ? resolve({ status: 0, body: "" })
+          : reject(new Error(`no HTTP response: ${JSON.stringify(text.slice(0, 200))}`))
+      }
       resolve({ status: Number(status[1]), body: text.slice(text.indexOf("\r\n\r\n") + 4) })
     })
     // Written without ending our side: a server may close a half-closed connection before it answers.
-    socket.write(`GET ${target} HTTP/${version}\r\n${host === null ? "" : `Host: ${host}\r\n`}Connection: close\r\n\r\n`)
+    socket.write(
+      `GET ${target} HTTP/${version}\r\n${host === null ? "" : `Host: ${host}\r\n`}Connection: close\r\n\r\n`
+    )
   })
 
 const get = (port: number, target: string) =>
@@ -84,22 +90,40 @@ const record = (dir: string, id: string, tool = "read_file") =>
 
 // Writes `count` entries to session `id` through the library, a thousand per append.
 const seed = (dir: string, id: string, count: number) =>
-  Effect.runPromise(Effect.gen(function*() {
-    const j = yield* SessionJournal.SessionJournal
-    for (let i = 0; i < count; i += 1000) {
-      yield* j.writeAll(id, Array.from({ length: Math.min(1000, count - i) }, (_, k): SessionJournal.WriteItem => {
-        const n = i + k
-        return n % 4 === 0
-          ? { _tag: "Other", kind: "message", payload: { role: "user", content: `turn ${n}: ${"lorem ipsum ".repeat(12)}` } }
-          : {
-            _tag: "Tool",
-            params: { tool_name: `tool_${n % 12}`, server_id: "tools", agent_id: "coder", bytes_read: n % 5000, bytes_written: n % 700, delegation_depth: 0, allowed: n % 40 !== 1 }
-          }
-      }))
-    }
-  }).pipe(Effect.provide(SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: dir }))))))
+  Effect.runPromise(
+    Effect.gen(function*() {
+      const j = yield* SessionJournal.SessionJournal
+      for (let i = 0; i < count; i += 1000) {
+        yield* j.writeAll(
+          id,
+          Array.from({ length: Math.min(1000, count - i) }, (_, k): SessionJournal.WriteItem => {
+            const n = i + k
+            return n % 4 === 0
+              ? {
+                _tag: "Other",
+                kind: "message",
+                payload: { role: "user", content: `turn ${n}: ${"lorem ipsum ".repeat(12)}` }
+              }
+              : {
+                _tag: "Tool",
+                params: {
+                  tool_name: `tool_${n % 12}`,
+                  server_id: "tools",
+                  agent_id: "coder",
+                  bytes_read: n % 5000,
+                  bytes_written: n % 700,
+                  delegation_depth: 0,
+                  allowed: n % 40 !== 1
+                }
+              }
+          })
+        )
+      }
+    }).pipe(Effect.provide(SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: dir })))))
+  )
 
-const peakKiB = (pid: number): number => Number(/VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))![1])
+const peakKiB = (pid: number): number =>
+  Number(/VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))![1])
 
 const rowsOf = (html: string): Array<number> => [...html.matchAll(/<tr id="e(\d+)"/g)].map((m) => Number(m[1]))
 const checkOf = (html: string): number => Number(/id="overview" data-check="(\d+)"/.exec(html)![1])
@@ -138,7 +162,9 @@ describe("serve: Host names (DNS rebinding)", () => {
     }
     assert.strictEqual((await raw(port, "/", null, "1.0")).status, 403, "a request without Host")
     for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `LOCALHOST:${port}`]) {
-      for (const target of routes) assert.strictEqual((await raw(port, target, host)).status, 200, `Host ${host} ${target}`)
+      for (const target of routes) {
+        assert.strictEqual((await raw(port, target, host)).status, 200, `Host ${host} ${target}`)
+      }
     }
     await stop(child)
   })
@@ -153,16 +179,36 @@ describe("serve: Host names (DNS rebinding)", () => {
       run(["--dir", dir, "serve", "--port", "0", "--allowed-host", "a b"])
     ])
     assert.strictEqual(refused.code, 2, refused.stderr)
-    assert.match(refused.stderr, /^session-journal: invalid --host: 0\.0\.0\.0 is not a loopback address: .*--allow-remote/)
+    assert.match(
+      refused.stderr,
+      /^session-journal: invalid --host: 0\.0\.0\.0 is not a loopback address: .*--allow-remote/
+    )
     assert.strictEqual(refused.stdout, "")
     assert.strictEqual(named.code, 2, named.stderr)
     assert.strictEqual(badName.code, 2, badName.stderr)
     assert.match(badName.stderr, /invalid --allowed-host/)
 
-    const { child, port, stderr } = await serve(["--dir", dir], ["--host", "0.0.0.0", "--allow-remote", "--allowed-host", "viewer.test"])
-    assert.match(stderr(), /warning: serving on 0\.0\.0\.0, which other machines may reach: anyone who connects can read every session/)
+    const { child, port, stderr } = await serve(["--dir", dir], [
+      "--host",
+      "0.0.0.0",
+      "--allow-remote",
+      "--allowed-host",
+      "viewer.test"
+    ])
+    assert.match(
+      stderr(),
+      /warning: serving on 0\.0\.0\.0, which other machines may reach: anyone who connects can read every session/
+    )
     assert.include(stderr(), `viewer.test:${port}`)
-    for (const host of ["attacker.example", `attacker.example:${port}`, `127.0.0.1.nip.io:${port}`, "viewer.test", `viewer.test.attacker.example:${port}`]) {
+    for (
+      const host of [
+        "attacker.example",
+        `attacker.example:${port}`,
+        `127.0.0.1.nip.io:${port}`,
+        "viewer.test",
+        `viewer.test.attacker.example:${port}`
+      ]
+    ) {
       assert.strictEqual((await raw(port, "/sessions/s1", host)).status, 403, host)
     }
     assert.strictEqual((await raw(port, "/sessions/s1", `viewer.test:${port}`)).status, 200)
@@ -176,7 +222,18 @@ describe("serve: ids and parameters", () => {
     const dir = tempDir()
     assert.strictEqual((await record(dir, "s1")).code, 0)
     const { child, port } = await serve(["--dir", dir])
-    for (const target of ["/sessions/CON", "/sessions/con", "/sessions/NUL", "/sessions/COM1", "/sessions/LPT9", "/sessions/aux/verify", "/sessions/PRN", "/sessions/CON/events"]) {
+    for (
+      const target of [
+        "/sessions/CON",
+        "/sessions/con",
+        "/sessions/NUL",
+        "/sessions/COM1",
+        "/sessions/LPT9",
+        "/sessions/aux/verify",
+        "/sessions/PRN",
+        "/sessions/CON/events"
+      ]
+    ) {
       const r = await get(port, target)
       assert.strictEqual(r.status, 400, `${target}: ${r.body.slice(-300)}`)
       assert.match(r.body, /invalid session id .*device name Windows reserves/)

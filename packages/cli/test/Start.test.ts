@@ -37,7 +37,11 @@ const bundle = (input: string, output: string, lazyGraphemes: boolean): void => 
   const options = JSON.stringify({ dir: PACKAGE, input, output, lazyGraphemes })
   const ran = spawnSync(
     process.execPath,
-    ["--input-type=module", "-e", `const m = await import(${JSON.stringify(pathToFileURL(BUNDLE_SCRIPT).href)}); await m.bundleCommand(${options})`],
+    [
+      "--input-type=module",
+      "-e",
+      `const m = await import(${JSON.stringify(pathToFileURL(BUNDLE_SCRIPT).href)}); await m.bundleCommand(${options})`
+    ],
     { cwd: PACKAGE, env: bundleEnv({}), encoding: "utf8" }
   )
   if (ran.status !== 0) throw new Error(`bundling ${input} failed (${ran.status}): ${ran.stderr}`)
@@ -71,8 +75,24 @@ const runBundle = (file: string, args: ReadonlyArray<string>, journals: string) 
     encoding: "utf8"
   })
 
-const recordArgs = (id: string) =>
-  ["record", id, "--tool", "read_file", "--server", "srv-1", "--agent", "agent-1", "--read", "512", "--written", "0", "--depth", "0"]
+const recordArgs = (
+  id: string
+) => [
+  "record",
+  id,
+  "--tool",
+  "read_file",
+  "--server",
+  "srv-1",
+  "--agent",
+  "agent-1",
+  "--read",
+  "512",
+  "--written",
+  "0",
+  "--depth",
+  "0"
+]
 
 describe("the bundled command's start", () => {
   it("Effect's module as published constructs a segmenter at every start (what the bundle avoids)", () => {
@@ -82,7 +102,9 @@ describe("the bundled command's start", () => {
   })
 
   it("--help and each subcommand's help: no segmenter, the same text as the unchanged bundle", () => {
-    for (const args of [["--help"], ["record", "--help"], ["report", "--help"], ["import", "--help"], ["verify", "--help"]]) {
+    for (
+      const args of [["--help"], ["record", "--help"], ["report", "--help"], ["import", "--help"], ["verify", "--help"]]
+    ) {
       const changed = runBundle(bundles.changed, args, path.join(dir, "journals-help"))
       const unchanged = runBundle(bundles.unchanged, args, path.join(dir, "journals-help"))
       assert.strictEqual(changed.status, 0, changed.stderr)
@@ -98,7 +120,10 @@ describe("the bundled command's start", () => {
     const first = runBundle(bundles.changed, recordArgs("s1"), journals)
     assert.strictEqual(first.status, 0, first.stderr)
     assert.notInclude(first.stderr, "Intl.Segmenter constructed")
-    assert.match(first.stdout, /^#0 \S+ tool read_file srv-1\/agent-1 read=512 written=0 depth=0 allowed [0-9a-f]{12}\n$/)
+    assert.match(
+      first.stdout,
+      /^#0 \S+ tool read_file srv-1\/agent-1 read=512 written=0 depth=0 allowed [0-9a-f]{12}\n$/
+    )
     const second = runBundle(bundles.changed, recordArgs("s1"), journals)
     assert.strictEqual(second.status, 0, second.stderr)
     assert.notInclude(second.stderr, "Intl.Segmenter constructed")
@@ -148,7 +173,9 @@ describe("the changed CliOutput measures text as Effect's does", () => {
       "x\u200By",
       "import   Append JSON lines ({tool_name,…} or {kind,payload})"
     ]
-    for (const text of examples) assert.strictEqual(displayWidth(text), CliOutput.displayWidth(text), JSON.stringify(text))
+    for (const text of examples) {
+      assert.strictEqual(displayWidth(text), CliOutput.displayWidth(text), JSON.stringify(text))
+    }
   })
 
   it("any string (property)", () => {

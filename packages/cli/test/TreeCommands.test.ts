@@ -24,8 +24,10 @@ const lines = (s: string) => s.split("\n").filter((l) => l.length > 0)
 
 // Entries in one start of the command (an import from stdin): each start costs a Node.
 const record = async (dir: string, id: string, n: number, tool = "read_file") => {
-  const input = Array.from({ length: n }, (_, i) =>
-    JSON.stringify({ tool_name: `${tool}-${i}`, server_id: "srv", agent_id: "a", bytes_read: i }) + "\n").join("")
+  const input = Array.from(
+    { length: n },
+    (_, i) => JSON.stringify({ tool_name: `${tool}-${i}`, server_id: "srv", agent_id: "a", bytes_read: i }) + "\n"
+  ).join("")
   const r = await run(["--dir", dir, "import", id, "-"], { input })
   assert.strictEqual(r.code, 0, r.stderr)
 }
@@ -62,7 +64,9 @@ describe("session-journal key generate", () => {
     assert.strictEqual(fs.statSync(file).mode & 0o777, 0o600)
     const signer = SignedNote.parseSigner(fs.readFileSync(file, "utf8"))
     assert.isTrue(Result.isSuccess(signer))
-    if (Result.isSuccess(signer)) assert.strictEqual(r.stdout, `${SignedNote.encodeVerifier(signer.success.verifier)}\n`)
+    if (Result.isSuccess(signer)) {
+      assert.strictEqual(r.stdout, `${SignedNote.encodeVerifier(signer.success.verifier)}\n`)
+    }
     assert.match(r.stdout, /^journal\.example\/a\+[0-9a-f]{8}\+[A-Za-z0-9+/]{44}\n$/)
     const before = fs.readFileSync(file, "utf8")
     const again = await run(["key", "generate", "journal.example/a", "--out", file])
@@ -88,7 +92,12 @@ describe("session-journal checkpoint --sign / verify --checkpoint", () => {
     assert.match(body[4]!, /^\u2014 journal\.example\/j [A-Za-z0-9+/]{91}=$/)
     const ok = await verify(dir, "s", cp5.file, key.vkey)
     assert.strictEqual(ok.code, 0, ok.stderr)
-    assert.deepInclude(JSON.parse(ok.stdout).checkpoint, { ok: true, tree_size: 5, current_size: 5, signed_by: ["journal.example/j"] })
+    assert.deepInclude(JSON.parse(ok.stdout).checkpoint, {
+      ok: true,
+      tree_size: 5,
+      current_size: 5,
+      signed_by: ["journal.example/j"]
+    })
 
     await record(dir, "s", 4, "write")
     const later = await verify(dir, "s", cp5.file, key.vkey)
@@ -242,7 +251,10 @@ const goChecks = async (
 ) => {
   if (!hasGo) return
   const bin = tlogcheck()
-  const r = spawnSync(bin, ["verify"], { input: JSON.stringify({ vkey: key.vkey, notes, inclusion, consistency }), encoding: "utf8" })
+  const r = spawnSync(bin, ["verify"], {
+    input: JSON.stringify({ vkey: key.vkey, notes, inclusion, consistency }),
+    encoding: "utf8"
+  })
   assert.strictEqual(r.status, 0, r.stderr)
   assert.strictEqual(lines(r.stdout).filter((l) => l.endsWith(" ok")).length, inclusion.length + consistency.length)
   // And Go signs a checkpoint's text with our signer key to the same bytes (Ed25519 is deterministic).

@@ -23,10 +23,15 @@ const env = { SESSION_JOURNAL_PG_TABLE_PREFIX: prefix }
 const base = ["--postgres", Pg.url]
 
 const sql = <A, E>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, E>) =>
-  Effect.runPromise(SqlClient.SqlClient.use(f).pipe(Effect.provide(Pg.adminLayer("sj-cli-tree"))) as Effect.Effect<A, unknown>)
+  Effect.runPromise(
+    SqlClient.SqlClient.use(f).pipe(Effect.provide(Pg.adminLayer("sj-cli-tree"))) as Effect.Effect<A, unknown>
+  )
 
 const importEntries = async (id: string, n: number, tool: string) => {
-  const input = Array.from({ length: n }, (_, i) => JSON.stringify({ tool_name: `${tool}-${i}`, server_id: "s", agent_id: "a" }) + "\n").join("")
+  const input = Array.from(
+    { length: n },
+    (_, i) => JSON.stringify({ tool_name: `${tool}-${i}`, server_id: "s", agent_id: "a" }) + "\n"
+  ).join("")
   const r = await run([...base, "import", id, "-"], { env, input })
   assert.strictEqual(r.code, 0, r.stderr)
 }
@@ -69,10 +74,14 @@ describe.skipIf(!reachable)("checkpoint --sign / verify --checkpoint on PostgreS
     const t = { sessions: `${prefix}sessions`, entries: `${prefix}entries`, checkpoints: `${prefix}checkpoints` }
     await sql((q) =>
       Effect.gen(function*() {
-        const rows = yield* q<{ entry_hash: string }>`SELECT entry_hash FROM ${q(t.entries)} WHERE session_id = 'p' AND sequence = 3`
+        const rows = yield* q<{ entry_hash: string }>`SELECT entry_hash FROM ${
+          q(t.entries)
+        } WHERE session_id = 'p' AND sequence = 3`
         yield* q`DELETE FROM ${q(t.entries)} WHERE session_id = 'p' AND sequence >= 4`
         yield* q`DELETE FROM ${q(t.checkpoints)} WHERE session_id = 'p'`
-        yield* q`UPDATE ${q(t.sessions)} SET next_sequence = 4, head = ${rows[0]!.entry_hash}, exported_head = NULL WHERE session_id = 'p'`
+        yield* q`UPDATE ${q(t.sessions)} SET next_sequence = 4, head = ${
+          rows[0]!.entry_hash
+        }, exported_head = NULL WHERE session_id = 'p'`
       })
     )
     const plain = await run([...base, "verify", "p"], { env })
@@ -84,7 +93,9 @@ describe.skipIf(!reachable)("checkpoint --sign / verify --checkpoint on PostgreS
     // Replaced: every row of the session gone, six other entries written.
     await sql((q) =>
       Effect.gen(function*() {
-        for (const table of [t.entries, t.checkpoints, t.sessions]) yield* q`DELETE FROM ${q(table)} WHERE session_id = 'p'`
+        for (const table of [t.entries, t.checkpoints, t.sessions]) {
+          yield* q`DELETE FROM ${q(table)} WHERE session_id = 'p'`
+        }
       })
     )
     await importEntries("p", 6, "v")

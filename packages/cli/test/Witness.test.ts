@@ -59,10 +59,17 @@ const startWitness = async (logKey: SignedNote.Verifier): Promise<Witness> => {
     if (oldSize > size) return record(400), text(res, 400, "old size is larger\n")
     const known = latest.get(origin) ?? { size: 0, root: Merkle.emptyRoot() }
     if (oldSize !== known.size) return record(409), text(res, 409, `${known.size}\n`, "text/x.tlog.size")
-    if (size === 0 && !Merkle.equals(root, Merkle.emptyRoot())) return record(422), text(res, 422, "size 0, other root\n")
+    if (size === 0 && !Merkle.equals(root, Merkle.emptyRoot())) {
+      return record(422), text(res, 422, "size 0, other root\n")
+    }
     if (oldSize === 0 && proof.length > 0) return record(422), text(res, 422, "proof from 0\n")
-    if (oldSize === size && !Merkle.equals(root, known.root)) return record(422), text(res, 422, "same size, other root\n")
-    if (oldSize > 0 && Result.isFailure(Merkle.verifyConsistency(oldSize, size, proof as Array<Uint8Array>, known.root, root))) {
+    if (oldSize === size && !Merkle.equals(root, known.root)) {
+      return record(422), text(res, 422, "same size, other root\n")
+    }
+    if (
+      oldSize > 0 &&
+      Result.isFailure(Merkle.verifyConsistency(oldSize, size, proof as Array<Uint8Array>, known.root, root))
+    ) {
       return record(422), text(res, 422, "consistency proof does not verify\n")
     }
     latest.set(origin, { size, root })
@@ -86,7 +93,10 @@ const startWitness = async (logKey: SignedNote.Verifier): Promise<Witness> => {
 }
 
 const importEntries = async (dir: string, id: string, n: number, tool: string) => {
-  const input = Array.from({ length: n }, (_, i) => JSON.stringify({ tool_name: `${tool}-${i}`, server_id: "s", agent_id: "a" }) + "\n").join("")
+  const input = Array.from(
+    { length: n },
+    (_, i) => JSON.stringify({ tool_name: `${tool}-${i}`, server_id: "s", agent_id: "a" }) + "\n"
+  ).join("")
   const r = await run(["--dir", dir, "import", id, "-"], { input })
   assert.strictEqual(r.code, 0, r.stderr)
 }
@@ -117,16 +127,43 @@ describe("session-journal witness", () => {
       assert.strictEqual(second.code, 0, second.stderr)
       assert.deepInclude(JSON.parse(second.stdout), { tree_size: 7, old_size: 4 })
       // It learnt the witness's size from the 409, then sent the proof from 4 to 7 (one node: the tree of 4 is a subtree).
-      assert.deepStrictEqual(w.requests.slice(1), [{ old: 0, proofLines: 0, status: 409 }, { old: 4, proofLines: 1, status: 200 }])
+      assert.deepStrictEqual(w.requests.slice(1), [{ old: 0, proofLines: 0, status: 409 }, {
+        old: 4,
+        proofLines: 1,
+        status: 200
+      }])
 
       const cosigned = fs.readFileSync(out, "utf8")
       assert.strictEqual(cosigned.split("\n").filter((l) => l.startsWith("\u2014 ")).length, 2)
-      const verified = await run(["--dir", dir, "--json", "verify", "s", "--checkpoint", out, "--key", gen.stdout.trim(), "--key", w.vkey])
+      const verified = await run([
+        "--dir",
+        dir,
+        "--json",
+        "verify",
+        "s",
+        "--checkpoint",
+        out,
+        "--key",
+        gen.stdout.trim(),
+        "--key",
+        w.vkey
+      ])
       assert.strictEqual(verified.code, 0, verified.stderr)
       const report = JSON.parse(verified.stdout).checkpoint
       assert.deepStrictEqual(report.signed_by, ["journal.test/j"])
       assert.deepStrictEqual(report.cosigned_by.map((c: { name: string }) => c.name), ["witness.test/w1"])
-      const human = await run(["--dir", dir, "verify", "s", "--checkpoint", out, "--key", gen.stdout.trim(), "--key", w.vkey])
+      const human = await run([
+        "--dir",
+        dir,
+        "verify",
+        "s",
+        "--checkpoint",
+        out,
+        "--key",
+        gen.stdout.trim(),
+        "--key",
+        w.vkey
+      ])
       assert.match(human.stdout, /cosigned by witness\.test\/w1 at \d{4}-/)
 
       // Replaced by another chain of more entries: the proof from 7 does not verify (422).
@@ -134,7 +171,10 @@ describe("session-journal witness", () => {
       await importEntries(dir, "s", 9, "c")
       const replaced = await submit("s")
       assert.strictEqual(replaced.code, 1)
-      assert.match(replaced.stderr, /did not cosign s \(422\): the journal is not consistent with the tree of 7 entries/)
+      assert.match(
+        replaced.stderr,
+        /did not cosign s \(422\): the journal is not consistent with the tree of 7 entries/
+      )
 
       // Cut below what the witness cosigned: its 409 says 7, the journal holds 5.
       fs.rmSync(path.join(dir, "s"), { recursive: true })
@@ -152,7 +192,19 @@ describe("session-journal witness", () => {
       const stranger = path.join(dir, "stranger.key")
       const other = await run(["key", "generate", "journal.test/j", "--out", stranger])
       assert.strictEqual(other.code, 0, other.stderr)
-      const untrusted = await run(["--dir", dir, "witness", w.url, "s", "--sign", stranger, "--witness-key", w.vkey, "--out", out])
+      const untrusted = await run([
+        "--dir",
+        dir,
+        "witness",
+        w.url,
+        "s",
+        "--sign",
+        stranger,
+        "--witness-key",
+        w.vkey,
+        "--out",
+        out
+      ])
       assert.strictEqual(untrusted.code, 1)
       assert.match(untrusted.stderr, /did not cosign s \(403\)/)
     } finally {

@@ -37,7 +37,11 @@ export const exportedHead = (evictedHead: string | null, lastHash: string | unde
  */
 export const verify = (
   entries: Iterable<Entry>,
-  options: { readonly prefixEvicted: boolean; readonly previousHash?: string | undefined; readonly indexOffset?: number }
+  options: {
+    readonly prefixEvicted: boolean
+    readonly previousHash?: string | undefined
+    readonly indexOffset?: number
+  }
 ): Result.Result<number, IntegrityViolation> => {
   let index = options.indexOffset ?? 0
   let expectedPrev: string | undefined = options.previousHash ?? (options.prefixEvicted ? undefined : ZERO_HASH)

@@ -15,6 +15,18 @@ import { isU53, MAX_U32, MAX_U53, payloadLimits, payloadProblem, type ValidToolP
 
 export {
   /**
+   * Whether `value` is acceptable as `tool_name`, `server_id` or `agent_id`.
+   *
+   * @since 0.1.0
+   */
+  isIdentity,
+  /**
+   * Whether `id` is a valid session id (`^[A-Za-z0-9_-]{1,128}$`).
+   *
+   * @since 0.1.0
+   */
+  isSessionId,
+  /**
    * Deepest nesting a payload (and the free `data` of session metadata) may have.
    *
    * @since 0.1.0
@@ -57,18 +69,6 @@ export {
    * @since 0.1.0
    */
   payloadProblem,
-  /**
-   * Whether `value` is acceptable as `tool_name`, `server_id` or `agent_id`.
-   *
-   * @since 0.1.0
-   */
-  isIdentity,
-  /**
-   * Whether `id` is a valid session id (`^[A-Za-z0-9_-]{1,128}$`).
-   *
-   * @since 0.1.0
-   */
-  isSessionId,
   /**
    * Rust's `str::trim`: strips Unicode `White_Space` from both ends.
    *
@@ -132,7 +132,6 @@ export {
  * @since 0.1.0
  */
 export const ZERO_HASH = "0000000000000000000000000000000000000000000000000000000000000000"
-
 
 const U53 = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_U53 }))
 const U32 = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_U32 }))
@@ -392,7 +391,6 @@ const hasNegativeZero = (entry: ToolEntry): boolean =>
  * @since 0.1.0
  */
 export const encodeChecked = Schema.encodeSync(Entry)
-
 
 /**
  * The canonical (RFC 8785) JSON text of a payload, as hashed.

@@ -167,7 +167,9 @@ export class HistoryDiverged extends Schema.TaggedError<HistoryDiverged>()("Hist
   shownTo: Schema.Number
 }) {
   override get message(): string {
-    const range = this.sequence === this.shownTo ? `entry ${this.sequence}` : `entries ${this.sequence}..${this.shownTo}`
+    const range = this.sequence === this.shownTo
+      ? `entry ${this.sequence}`
+      : `entries ${this.sequence}..${this.shownTo}`
     const now = this.found === null ? "storage now ends before it" : `storage now holds ${this.found}`
     return `session ${this.id}: the history shown was replaced: ${range} as shown are no longer stored (at ${this.sequence} ${this.expected} was shown, ${now})`
   }

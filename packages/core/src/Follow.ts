@@ -94,7 +94,6 @@ export interface Recovered {
   readonly replaced: { readonly from: number; readonly to: number }
 }
 
-
 /**
  * The cursor of a follower that shows entries from `from` on, starting from a
  * loaded (verified) state: a follow from beyond the state's end starts at its end
@@ -125,7 +124,12 @@ export const start = (state: JournalState.JournalState, from: number): Cursor =>
  */
 export const check = (cursor: Cursor, entry: Entry.Entry): Result.Result<Cursor, Break> => {
   if (entry.sequence !== cursor.next) {
-    return Result.fail({ sequence: cursor.next, what: "sequence", expected: String(cursor.next), actual: String(entry.sequence) })
+    return Result.fail({
+      sequence: cursor.next,
+      what: "sequence",
+      expected: String(cursor.next),
+      actual: String(entry.sequence)
+    })
   }
   const linkTo = cursor.linked ? cursor.lastHash ?? undefined : Entry.ZERO_HASH
   const verified = Chain.verify([entry], { prefixEvicted: linkTo === undefined, previousHash: linkTo })
@@ -135,7 +139,12 @@ export const check = (cursor: Cursor, entry: Entry.Entry): Result.Result<Cursor,
   }
   const confirm = cursor.confirm
   if (confirm !== null && confirm.sequence === entry.sequence && confirm.hash !== entry.entry_hash) {
-    return Result.fail({ sequence: entry.sequence, what: "confirmed", expected: confirm.hash, actual: entry.entry_hash })
+    return Result.fail({
+      sequence: entry.sequence,
+      what: "confirmed",
+      expected: confirm.hash,
+      actual: entry.entry_hash
+    })
   }
   return Result.succeed({
     next: entry.sequence + 1,

@@ -215,7 +215,9 @@ export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
     tool_sequence: Ring.push(state.tool_sequence, name, cap),
     evicted_head: evictedHead,
     data_flow: {
-      total_bytes_read: entry.bytes_read === 0 ? df.total_bytes_read : sat(df.total_bytes_read + BigInt(entry.bytes_read)),
+      total_bytes_read: entry.bytes_read === 0
+        ? df.total_bytes_read
+        : sat(df.total_bytes_read + BigInt(entry.bytes_read)),
       total_bytes_written: entry.bytes_written === 0
         ? df.total_bytes_written
         : sat(df.total_bytes_written + BigInt(entry.bytes_written)),
@@ -263,8 +265,7 @@ export const lastHash = (state: JournalState): string => Ring.last(state.hashes)
  *
  * @since 0.1.0
  */
-export const head = (state: JournalState): string =>
-  Chain.exportedHead(state.evicted_head, Ring.last(state.hashes))
+export const head = (state: JournalState): string => Chain.exportedHead(state.evicted_head, Ring.last(state.hashes))
 
 /**
  * The link of the next entry at the given time.

@@ -284,8 +284,11 @@ export const collector = (spans: ReadonlyArray<Span>): Collector => {
  *
  * @since 0.5.0
  */
-export const inclusionProof = (leaves: Iterable<Uint8Array>, index: number, size: number): ReadonlyArray<Uint8Array> | undefined =>
-  rootsOf(leaves, inclusionSpans(index, size), size)
+export const inclusionProof = (
+  leaves: Iterable<Uint8Array>,
+  index: number,
+  size: number
+): ReadonlyArray<Uint8Array> | undefined => rootsOf(leaves, inclusionSpans(index, size), size)
 
 /**
  * The consistency proof from the tree of `oldSize` to the tree of `newSize` over
@@ -293,8 +296,11 @@ export const inclusionProof = (leaves: Iterable<Uint8Array>, index: number, size
  *
  * @since 0.5.0
  */
-export const consistencyProof = (leaves: Iterable<Uint8Array>, oldSize: number, newSize: number): ReadonlyArray<Uint8Array> | undefined =>
-  rootsOf(leaves, consistencySpans(oldSize, newSize), newSize)
+export const consistencyProof = (
+  leaves: Iterable<Uint8Array>,
+  oldSize: number,
+  newSize: number
+): ReadonlyArray<Uint8Array> | undefined => rootsOf(leaves, consistencySpans(oldSize, newSize), newSize)
 
 const rootsOf = (leaves: Iterable<Uint8Array>, spans: ReadonlyArray<Span> | undefined, size: number) => {
   if (spans === undefined) return undefined

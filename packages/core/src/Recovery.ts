@@ -27,7 +27,6 @@
  */
 import * as Result from "effect/Result"
 import * as Entry from "./Entry.ts"
-import * as JournalState from "./JournalState.ts"
 import {
   decodeCheckpoint,
   firstDifference,
@@ -40,6 +39,7 @@ import {
   type Stopped
 } from "./internal/recovery.ts"
 import { Replayed } from "./internal/replayFold.ts"
+import * as JournalState from "./JournalState.ts"
 
 export {
   /**
@@ -170,7 +170,8 @@ export const make = (options: Options): Recovery => {
       segment: cpLocation,
       offset: 0,
       sequence: checkpoint.next_sequence,
-      detail: `the checkpoint's ${diff.field} is ${diff.claimed}, the stored history gives ${diff.actual} (at ${segment}, offset ${offset})`
+      detail:
+        `the checkpoint's ${diff.field} is ${diff.claimed}, the stored history gives ${diff.actual} (at ${segment}, offset ${offset})`
     })
   }
 
@@ -211,7 +212,8 @@ export const make = (options: Options): Recovery => {
           segment,
           offset,
           sequence: entry.sequence,
-          detail: `stored sequence ${entry.sequence} has hash ${entry.entry_hash}, the checkpoint's entry there has ${retained}`
+          detail:
+            `stored sequence ${entry.sequence} has hash ${entry.entry_hash}, the checkpoint's entry there has ${retained}`
         })
       }
     }
@@ -269,12 +271,18 @@ export const make = (options: Options): Recovery => {
           offset: 0,
           sequence: anchor,
           detail: checkpoint === null
-            ? `${brokenCheckpoint === null ? "no checkpoint" : `checkpoint unusable (${brokenCheckpoint})`}, and the stored history starts at sequence ${base}: entries 0..${base - 1} are missing`
-            : `the checkpoint covers sequences up to ${anchor - 1}, the stored history resumes at ${base}: entries ${anchor}..${base - 1} are missing`,
+            ? `${
+              brokenCheckpoint === null ? "no checkpoint" : `checkpoint unusable (${brokenCheckpoint})`
+            }, and the stored history starts at sequence ${base}: entries 0..${base - 1} are missing`
+            : `the checkpoint covers sequences up to ${
+              anchor - 1
+            }, the stored history resumes at ${base}: entries ${anchor}..${base - 1} are missing`,
           missing: { from: anchor, to: base - 1 }
         })
       }
-      if (checkpoint !== null && !verifyMode && retention && base === checkpoint.next_sequence) checkpointTailSeen = true
+      if (checkpoint !== null && !verifyMode && retention && base === checkpoint.next_sequence) {
+        checkpointTailSeen = true
+      }
     } else if (base !== cursor) {
       return stop({
         reason: base > cursor ? "gap" : "corruption",
@@ -332,7 +340,13 @@ export const make = (options: Options): Recovery => {
     if (damagedPending !== null) {
       // Damage followed by anything more is not a torn tail.
       const d = damagedPending
-      return stop({ reason: "corruption", segment: d.segment, offset: d.offset, sequence: Math.max(cursor, 0), detail: `${d.reason}, followed by more data` })
+      return stop({
+        reason: "corruption",
+        segment: d.segment,
+        offset: d.offset,
+        sequence: Math.max(cursor, 0),
+        detail: `${d.reason}, followed by more data`
+      })
     }
     switch (input._tag) {
       case "Segment":
@@ -351,7 +365,9 @@ export const make = (options: Options): Recovery => {
           segment: input.segment,
           offset: input.offset,
           sequence: Math.max(cursor, 0),
-          detail: `record of schema version ${short(JSON.stringify(input.version) ?? String(input.version))}; this release reads version 1`
+          detail: `record of schema version ${
+            short(JSON.stringify(input.version) ?? String(input.version))
+          }; this release reads version 1`
         })
       case "Damaged":
         if (input.atEnd && (!input.terminated || input.zeros)) {
@@ -363,7 +379,9 @@ export const make = (options: Options): Recovery => {
           segment: input.segment,
           offset: input.offset,
           sequence: Math.max(cursor, 0),
-          detail: input.atEnd ? `${input.reason} (a complete line: not a torn write)` : `${input.reason}, followed by more data`
+          detail: input.atEnd
+            ? `${input.reason} (a complete line: not a torn write)`
+            : `${input.reason}, followed by more data`
         })
     }
   }
@@ -382,7 +400,11 @@ export const make = (options: Options): Recovery => {
         offset: 0,
         sequence: from,
         detail: `the checkpoint covers sequences up to ${claimedEnd}, but storage ${
-          cursor <= 0 ? "holds none of them" : cursor <= claimedEnd ? `ends at ${cursor - 1}` : `lacks the entry at ${claimedEnd}`
+          cursor <= 0
+            ? "holds none of them"
+            : cursor <= claimedEnd
+            ? `ends at ${cursor - 1}`
+            : `lacks the entry at ${claimedEnd}`
         }: entries ${from}..${claimedEnd} are missing`,
         missing: { from, to: claimedEnd }
       }

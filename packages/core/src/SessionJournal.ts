@@ -16,8 +16,8 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
-import * as Effect from "effect/Effect"
 import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
@@ -271,7 +271,9 @@ export class SessionJournal extends Context.Service<SessionJournal, {
   /** All sessions in storage. */
   readonly list: Effect.Effect<ReadonlyArray<Persistence.SessionInfo>, StorageError>
   /** Closes the session here (releasing its writer guarantee) and deletes it from storage. */
-  readonly delete: (id: string) => Effect.Effect<void, InvalidSessionId | StorageError | SessionLocked | SessionNotFound>
+  readonly delete: (
+    id: string
+  ) => Effect.Effect<void, InvalidSessionId | StorageError | SessionLocked | SessionNotFound>
   /**
    * Closes an open session: commits what is already queued, then releases the writer
    * guarantee; writes that arrive meanwhile open the session afresh once it is
@@ -290,7 +292,11 @@ const failureOf = (stopped: Recovery.Stopped): CorruptJournal | IntegrityViolati
       expected: stopped.violation.expected,
       actual: stopped.violation.actual
     })
-    : new CorruptJournal({ segment: stopped.segment, offset: stopped.offset, reason: `${stopped.reason}: ${stopped.detail}` })
+    : new CorruptJournal({
+      segment: stopped.segment,
+      offset: stopped.offset,
+      reason: `${stopped.reason}: ${stopped.detail}`
+    })
 
 /**
  * Builds the service on a `Persistence`.

@@ -8,11 +8,11 @@
  *
  * @since 0.3.0
  */
+import { sha256 } from "@noble/hashes/sha2.js"
+import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { sha256 } from "@noble/hashes/sha2.js"
-import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
 
 /**
  * A SHA-256 implementation: the bytes in, the digest out as 64 lowercase hex characters.

@@ -102,8 +102,6 @@ export class NoteRejected extends Schema.TaggedError<NoteRejected>()("NoteReject
   }
 }
 
-
-
 /**
  * A valid key name: non-empty, no Unicode space, no `+` (and no control character).
  *
@@ -113,7 +111,9 @@ export const validName = (name: string): Result.Result<string, InvalidKey> => {
   if (name.length === 0) return Result.fail(new InvalidKey({ kind: "name", reason: "it is empty" }))
   // eslint-disable-next-line no-control-regex
   if (/[\s+\u0000-\u001f\u007f]/u.test(name)) {
-    return Result.fail(new InvalidKey({ kind: "name", reason: `${JSON.stringify(name)} has a space, a "+" or a control character` }))
+    return Result.fail(
+      new InvalidKey({ kind: "name", reason: `${JSON.stringify(name)} has a space, a "+" or a control character` })
+    )
   }
   return Result.succeed(name)
 }
@@ -160,7 +160,9 @@ export const signerFromSeed = (
   type: SignatureType = ED25519
 ): Result.Result<Signer, InvalidKey> =>
   Result.flatMap(validName(name), (valid) => {
-    if (seed.length !== 32) return Result.fail(new InvalidKey({ kind: "signer", reason: "an Ed25519 seed is 32 bytes" }))
+    if (seed.length !== 32) {
+      return Result.fail(new InvalidKey({ kind: "signer", reason: "an Ed25519 seed is 32 bytes" }))
+    }
     return Result.succeed({ verifier: verifier(valid, ed25519.getPublicKey(seed), type), seed: seed.slice() })
   })
 
@@ -216,7 +218,9 @@ const parseParts = (
   if (bytes === undefined) return bad("the key is not base64")
   if (bytes.length !== 33) return bad(`the key is ${bytes.length} bytes, an Ed25519 key with its type is 33`)
   const type = bytes[0]
-  if (type !== ED25519 && type !== COSIGNATURE_V1) return bad(`unknown signature type 0x${type!.toString(16).padStart(2, "0")}`)
+  if (type !== ED25519 && type !== COSIGNATURE_V1) {
+    return bad(`unknown signature type 0x${type!.toString(16).padStart(2, "0")}`)
+  }
   return Result.succeed({ name, id: parseInt(id, 16), type, key: bytes.slice(1) })
 }
 
@@ -241,14 +245,22 @@ export const parseVerifier = (text: string): Result.Result<Verifier, InvalidKey>
  */
 export const parseSigner = (text: string): Result.Result<Signer, InvalidKey> => {
   const t = text.trim()
-  if (!t.startsWith("PRIVATE+KEY+")) return Result.fail(new InvalidKey({ kind: "signer", reason: "it does not start with PRIVATE+KEY+" }))
-  return Result.flatMap(parseParts("signer", t.slice("PRIVATE+KEY+".length)), ({ id, key, name, type }) =>
-    Result.flatMap(signerFromSeed(name, key, type), (s) =>
-      s.verifier.keyId === id
-        ? Result.succeed(s)
-        : Result.fail(
-          new InvalidKey({ kind: "signer", reason: `the key ID ${hex8(id)} is not the key's (${hex8(s.verifier.keyId)})` })
-        )))
+  if (!t.startsWith("PRIVATE+KEY+")) {
+    return Result.fail(new InvalidKey({ kind: "signer", reason: "it does not start with PRIVATE+KEY+" }))
+  }
+  return Result.flatMap(
+    parseParts("signer", t.slice("PRIVATE+KEY+".length)),
+    ({ id, key, name, type }) =>
+      Result.flatMap(signerFromSeed(name, key, type), (s) =>
+        s.verifier.keyId === id
+          ? Result.succeed(s)
+          : Result.fail(
+            new InvalidKey({
+              kind: "signer",
+              reason: `the key ID ${hex8(id)} is not the key's (${hex8(s.verifier.keyId)})`
+            })
+          ))
+  )
 }
 
 // ---------------------------------------------------------------------------
@@ -302,9 +314,15 @@ const hasControl = (s: string): boolean => /[\u0000-\u0009\u000b-\u001f]/.test(s
  * @since 0.5.0
  */
 export const validText = (text: string): Result.Result<string, NoteRejected> => {
-  if (!text.endsWith("\n")) return Result.fail(new NoteRejected({ reason: "malformed", detail: "its text does not end with a newline" }))
-  if (hasControl(text)) return Result.fail(new NoteRejected({ reason: "malformed", detail: "its text has a control character" }))
-  if (utf8ToBytes(text).length > MAX_NOTE_BYTES) return Result.fail(new NoteRejected({ reason: "malformed", detail: "it is too long" }))
+  if (!text.endsWith("\n")) {
+    return Result.fail(new NoteRejected({ reason: "malformed", detail: "its text does not end with a newline" }))
+  }
+  if (hasControl(text)) {
+    return Result.fail(new NoteRejected({ reason: "malformed", detail: "its text has a control character" }))
+  }
+  if (utf8ToBytes(text).length > MAX_NOTE_BYTES) {
+    return Result.fail(new NoteRejected({ reason: "malformed", detail: "it is too long" }))
+  }
   return Result.succeed(text)
 }
 
@@ -315,7 +333,8 @@ const signatureLine = (name: string, id: number, signature: Uint8Array): string 
   return `${EM_DASH} ${name} ${Base64.encode(bytes)}\n`
 }
 
-const cosignedMessage = (timestamp: bigint, text: string): Uint8Array => utf8ToBytes(`cosignature/v1\ntime ${timestamp}\n${text}`)
+const cosignedMessage = (timestamp: bigint, text: string): Uint8Array =>
+  utf8ToBytes(`cosignature/v1\ntime ${timestamp}\n${text}`)
 
 /**
  * One signature line by `signer` over `text` (`— name base64(key ID ‖ signature)\n`).
@@ -371,7 +390,9 @@ export const parse = (note: string): Result.Result<Note, NoteRejected> => {
     const name = m[1]!
     if (Result.isFailure(validName(name))) return bad(`${JSON.stringify(name)} is not a key name`)
     const bytes = Base64.decode(m[2]!)
-    if (bytes === undefined || bytes.length < 5) return bad(`the signature of ${name} is not base64 of a key ID and a signature`)
+    if (bytes === undefined || bytes.length < 5) {
+      return bad(`the signature of ${name} is not base64 of a key ID and a signature`)
+    }
     signatures.push({ name, keyId: new DataView(bytes.buffer).getUint32(0), signature: bytes.slice(4) })
   }
   return Result.succeed({ text, signatures })
@@ -433,7 +454,9 @@ export const open = (note: string, verifiers: ReadonlyArray<Verifier>): Result.R
       }
       const ok = check(v, sig, text)
       if (ok === undefined) {
-        return Result.fail(new NoteRejected({ reason: "bad_signature", detail: `the signature of ${sig.name} (key ${hex8(sig.keyId)})` }))
+        return Result.fail(
+          new NoteRejected({ reason: "bad_signature", detail: `the signature of ${sig.name} (key ${hex8(sig.keyId)})` })
+        )
       }
       verified.push(ok)
     }

@@ -14,9 +14,9 @@
  * @since 0.5.0
  */
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as Result from "effect/Result"
 import { computeHash, type Entry } from "./Entry.ts"
 import type { CorruptJournal, InvalidSessionId, SessionNotFound, StorageError } from "./Errors.ts"
 import type * as Follow from "./Follow.ts"
@@ -100,7 +100,12 @@ export const scan = (id: string, request: ScanRequest = {}): Effect.Effect<Scann
     const bounded = request.upTo === undefined ? history : Stream.take(history, request.upTo)
     const acc = yield* Stream.runFold(
       bounded,
-      (): Acc => ({ tree: Merkle.empty, roots: rootsAt.map((n) => n === 0 ? Merkle.emptyRoot() : undefined), entry: undefined, failure: undefined }),
+      (): Acc => ({
+        tree: Merkle.empty,
+        roots: rootsAt.map((n) => n === 0 ? Merkle.emptyRoot() : undefined),
+        entry: undefined,
+        failure: undefined
+      }),
       (acc, entry) => {
         if (acc.failure !== undefined) return acc
         const index = acc.tree.size
@@ -115,7 +120,11 @@ export const scan = (id: string, request: ScanRequest = {}): Effect.Effect<Scann
           return acc
         }
         if (computeHash(entry) !== entry.entry_hash) {
-          acc.failure = new TreeUnavailable({ id, reason: "entry_hash", detail: `entry ${index} does not recompute to its entry_hash` })
+          acc.failure = new TreeUnavailable({
+            id,
+            reason: "entry_hash",
+            detail: `entry ${index} does not recompute to its entry_hash`
+          })
           return acc
         }
         const leaf = Merkle.leafHash(Merkle.entryLeaf(entry.entry_hash))
@@ -154,7 +163,11 @@ export const signedCheckpoint = (
   id: string,
   signer: SignedNote.Signer,
   options?: { readonly journal?: string | undefined; readonly size?: number | undefined }
-): Effect.Effect<{ readonly head: TreeHead.TreeHead; readonly note: string }, ScanError | SignedNote.NoteRejected, Persistence> =>
+): Effect.Effect<
+  { readonly head: TreeHead.TreeHead; readonly note: string },
+  ScanError | SignedNote.NoteRejected,
+  Persistence
+> =>
   Effect.gen(function*() {
     const size = options?.size
     const t = size === undefined ? yield* tree(id) : (yield* scan(id, { upTo: size })).tree
@@ -194,7 +207,11 @@ export const inclusion = (
     const treeSize = size ?? (yield* tree(id)).size
     const spans = Merkle.inclusionSpans(sequence, treeSize)
     if (spans === undefined) {
-      return yield* new TreeUnavailable({ id, reason: "size", detail: `entry ${sequence} is not in a tree of ${treeSize}` })
+      return yield* new TreeUnavailable({
+        id,
+        reason: "size",
+        detail: `entry ${sequence} is not in a tree of ${treeSize}`
+      })
     }
     const s = yield* scan(id, { rootsAt: [treeSize], spans, entryAt: sequence, upTo: treeSize })
     if (s.tree.size < treeSize) return yield* tooLarge(id, "tree size", treeSize, s.tree.size)
@@ -229,7 +246,11 @@ export const consistency = (
     const target = newSize ?? (yield* tree(id)).size
     const spans = Merkle.consistencySpans(oldSize, target)
     if (spans === undefined) {
-      return yield* new TreeUnavailable({ id, reason: "size", detail: `a tree of ${target} cannot extend one of ${oldSize}` })
+      return yield* new TreeUnavailable({
+        id,
+        reason: "size",
+        detail: `a tree of ${target} cannot extend one of ${oldSize}`
+      })
     }
     const s = yield* scan(id, { rootsAt: [oldSize, target], spans, upTo: target })
     if (s.tree.size < target) return yield* tooLarge(id, "tree size", target, s.tree.size)
@@ -255,7 +276,13 @@ export type HeadCheck =
     readonly proof: ReadonlyArray<Uint8Array>
   }
   | { readonly _tag: "cut"; readonly size: number; readonly currentSize: number }
-  | { readonly _tag: "replaced"; readonly size: number; readonly currentSize: number; readonly root: Uint8Array; readonly storedRoot: Uint8Array }
+  | {
+    readonly _tag: "replaced"
+    readonly size: number
+    readonly currentSize: number
+    readonly root: Uint8Array
+    readonly storedRoot: Uint8Array
+  }
   | { readonly _tag: "other_log"; readonly origin: string; readonly expected: string }
 
 /**
@@ -271,12 +298,22 @@ export const checkHead = (
   expectedOrigin: string
 ): Effect.Effect<HeadCheck, ScanError, Persistence> =>
   Effect.gen(function*() {
-    if (head.origin !== expectedOrigin) return { _tag: "other_log", origin: head.origin, expected: expectedOrigin } as const
+    if (head.origin !== expectedOrigin) {
+      return { _tag: "other_log", origin: head.origin, expected: expectedOrigin } as const
+    }
     const current = (yield* tree(id)).size
-    if (current < head.size) return { _tag: "cut", size: head.size, currentSize: current } as const
+    if (current < head.size) {
+      return { _tag: "cut", size: head.size, currentSize: current } as const
+    }
     const p = yield* consistency(id, head.size, current)
     if (!Merkle.equals(p.oldRoot, head.root)) {
-      return { _tag: "replaced", size: head.size, currentSize: current, root: head.root, storedRoot: p.oldRoot } as const
+      return {
+        _tag: "replaced",
+        size: head.size,
+        currentSize: current,
+        root: head.root,
+        storedRoot: p.oldRoot
+      } as const
     }
     const verified = Merkle.verifyConsistency(p.oldSize, p.newSize, p.proof, head.root, p.newRoot)
     if (Result.isFailure(verified)) return yield* Effect.die(verified.failure)
@@ -320,7 +357,10 @@ export const signedHeads = (
   return events.pipe(
     Stream.mapAccumArray(
       (): { tree: Merkle.CompactRange; broken: boolean } => ({ tree: Merkle.empty, broken: false }),
-      (acc, events: ReadonlyArray<Follow.Event>): readonly [{ tree: Merkle.CompactRange; broken: boolean }, ReadonlyArray<Out>] => {
+      (
+        acc,
+        events: ReadonlyArray<Follow.Event>
+      ): readonly [{ tree: Merkle.CompactRange; broken: boolean }, ReadonlyArray<Out>] => {
         if (acc.broken) return [acc, []]
         let tree = acc.tree
         for (const event of events) {

@@ -35,13 +35,15 @@ const specifiers = (code: string): Array<string> => {
 
 const builtins = new Set(builtinModules.flatMap((m) => [m, m.split("/")[0]!]))
 
-const isNodeBuiltin = (spec: string): boolean => spec.startsWith("node:") || builtins.has(spec) || builtins.has(spec.split("/")[0]!)
+const isNodeBuiltin = (spec: string): boolean =>
+  spec.startsWith("node:") || builtins.has(spec) || builtins.has(spec.split("/")[0]!)
 
 const allowedPackage = (spec: string): boolean =>
   spec.startsWith("./") || spec.startsWith("../") || spec === "effect" || spec.startsWith("effect/") ||
   spec.startsWith("@noble/hashes/") || spec === "@noble/curves/ed25519.js"
 
-const nodeGlobals = /\brequire\s*\(|\bBuffer\s*\.|\bnew\s+Buffer\b|\bprocess\s*\.\s*[A-Za-z_]|\b__dirname\b|\b__filename\b/
+const nodeGlobals =
+  /\brequire\s*\(|\bBuffer\s*\.|\bnew\s+Buffer\b|\bprocess\s*\.\s*[A-Za-z_]|\b__dirname\b|\b__filename\b/
 
 /** Every violation in one source text. */
 const violations = (code: string): Array<string> => {
@@ -66,9 +68,7 @@ describe("Architecture: core never touches Node", () => {
   })
 
   it("no file under packages/core/src imports node:, a bare builtin, require, or a foreign package", () => {
-    const report = files.flatMap((f) =>
-      violations(readFileSync(f, "utf8")).map((v) => `${relative(srcDir, f)}: ${v}`)
-    )
+    const report = files.flatMap((f) => violations(readFileSync(f, "utf8")).map((v) => `${relative(srcDir, f)}: ${v}`))
     assert.deepStrictEqual(report, [])
   })
 
@@ -124,10 +124,14 @@ const allTypes = (clause: string): boolean => {
 
 const NAME = String.raw`[A-Za-z_$][\w$]*`
 const IMPORT = new RegExp(
-  String.raw`^\s*import\s+(type\s+)?((?:${NAME}\s*,\s*)?(?:\*\s+as\s+${NAME}|\{[^}]*\})|${NAME})\s+from\s*(["'])([^"']+)\3`,
+  String
+    .raw`^\s*import\s+(type\s+)?((?:${NAME}\s*,\s*)?(?:\*\s+as\s+${NAME}|\{[^}]*\})|${NAME})\s+from\s*(["'])([^"']+)\3`,
   "gm"
 )
-const EXPORT = new RegExp(String.raw`^\s*export\s+(type\s+)?(\*(?:\s+as\s+${NAME})?|\{[^}]*\})\s+from\s*(["'])([^"']+)\3`, "gm")
+const EXPORT = new RegExp(
+  String.raw`^\s*export\s+(type\s+)?(\*(?:\s+as\s+${NAME})?|\{[^}]*\})\s+from\s*(["'])([^"']+)\3`,
+  "gm"
+)
 const BARE = /^\s*import\s*(["'])([^"']+)\1/gm
 
 /**
@@ -239,7 +243,15 @@ describe("Architecture: the import graph of every package", () => {
 
   it("finds the sources of every package", () => {
     const names = [...graph.keys()].map(shown)
-    for (const expected of ["core/src/Persistence.ts", "core/src/internal/memory.ts", "node/src/Lock.ts", "cli/src/main.ts", "postgres/src/index.ts"]) {
+    for (
+      const expected of [
+        "core/src/Persistence.ts",
+        "core/src/internal/memory.ts",
+        "node/src/Lock.ts",
+        "cli/src/main.ts",
+        "postgres/src/index.ts"
+      ]
+    ) {
       assert.include(names, expected)
     }
     assert.include(graph.get(join(packagesDir, "node", "src", "index.ts"))!.map(shown), "node/src/NodePersistence.ts")
@@ -253,8 +265,14 @@ describe("Architecture: the import graph of every package", () => {
     const report: Array<string> = []
     for (const [file, targets] of all) {
       if (file.includes(`${sep}internal${sep}`)) continue
-      for (const internal of targets.filter((t) => t.includes(`${sep}internal${sep}`) && dirname(t).startsWith(dirname(file)))) {
-        if ((graph.get(internal) ?? []).includes(file)) report.push(`${shown(internal)} imports its parent ${shown(file)} at run time`)
+      for (
+        const internal of targets.filter((t) =>
+          t.includes(`${sep}internal${sep}`) && dirname(t).startsWith(dirname(file))
+        )
+      ) {
+        if ((graph.get(internal) ?? []).includes(file)) {
+          report.push(`${shown(internal)} imports its parent ${shown(file)} at run time`)
+        }
       }
     }
     assert.deepStrictEqual(report, [])

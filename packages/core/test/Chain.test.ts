@@ -11,7 +11,10 @@ import { Chain, Entry, IntegrityViolation, JournalState } from "../src/index.ts"
 import * as A from "./arbitraries.ts"
 import { referenceFold, referenceHash } from "./reference.ts"
 
-const tool = (over: Partial<Entry.ValidToolParams>, link: Entry.Link = { sequence: 0, prev_hash: Entry.ZERO_HASH, timestamp_secs: 1 }) =>
+const tool = (
+  over: Partial<Entry.ValidToolParams>,
+  link: Entry.Link = { sequence: 0, prev_hash: Entry.ZERO_HASH, timestamp_secs: 1 }
+) =>
   Entry.makeTool(link, {
     tool_name: "t",
     server_id: "s",
@@ -70,8 +73,14 @@ describe("Chain: the hash encoding", () => {
   })
 
   it("(\"ab\",\"c\") and (\"a\",\"bc\") hash apart, at every boundary between strings", () => {
-    assert.notStrictEqual(tool({ tool_name: "ab", server_id: "c" }).entry_hash, tool({ tool_name: "a", server_id: "bc" }).entry_hash)
-    assert.notStrictEqual(tool({ server_id: "ab", agent_id: "c" }).entry_hash, tool({ server_id: "a", agent_id: "bc" }).entry_hash)
+    assert.notStrictEqual(
+      tool({ tool_name: "ab", server_id: "c" }).entry_hash,
+      tool({ tool_name: "a", server_id: "bc" }).entry_hash
+    )
+    assert.notStrictEqual(
+      tool({ server_id: "ab", agent_id: "c" }).entry_hash,
+      tool({ server_id: "a", agent_id: "bc" }).entry_hash
+    )
     assert.notStrictEqual(
       tool({ tool_name: "ab", server_id: "c", agent_id: "d" }).entry_hash,
       tool({ tool_name: "a", server_id: "b", agent_id: "cd" }).entry_hash
@@ -100,7 +109,11 @@ describe("Chain: the hash encoding", () => {
   it("bytes and depth are encoded exactly up to their maxima (u64 for bytes, u32 for depth)", () => {
     const top = tool({ bytes_read: Entry.MAX_U53, bytes_written: Entry.MAX_U53 - 1, delegation_depth: Entry.MAX_U32 })
     assert.strictEqual(top.entry_hash, referenceHash(top))
-    assert.notStrictEqual(top.entry_hash, tool({ bytes_read: Entry.MAX_U53 - 1, bytes_written: Entry.MAX_U53 - 1, delegation_depth: Entry.MAX_U32 }).entry_hash)
+    assert.notStrictEqual(
+      top.entry_hash,
+      tool({ bytes_read: Entry.MAX_U53 - 1, bytes_written: Entry.MAX_U53 - 1, delegation_depth: Entry.MAX_U32 })
+        .entry_hash
+    )
   })
 
   it("non-tool entries hash their kind and the canonical payload; the marker keeps kinds apart", () => {
@@ -114,7 +127,10 @@ describe("Chain: the hash encoding", () => {
     // "ab" + "c" vs "a" + "bc" across the kind/payload boundary.
     assert.notStrictEqual(Entry.makeOther(link, "ab", "c").entry_hash, Entry.makeOther(link, "a", "bc").entry_hash)
     // A tool entry whose strings spell out a message's bytes still hashes apart.
-    assert.notStrictEqual(tool({ tool_name: "message", server_id: "null", agent_id: "x" }).entry_hash, Entry.makeOther(link, "message", null).entry_hash)
+    assert.notStrictEqual(
+      tool({ tool_name: "message", server_id: "null", agent_id: "x" }).entry_hash,
+      Entry.makeOther(link, "message", null).entry_hash
+    )
   })
 })
 
@@ -145,7 +161,11 @@ const toolFields: ReadonlyArray<Field> = [
 const otherFields: ReadonlyArray<Field> = ["sequence", "prev_hash", "entry_hash", "timestamp_secs", "kind", "payload"]
 
 /** The entry with one field changed, or undefined when the pick would not change it. */
-const mutate = (e: Entry.Entry, field: Field, r: typeof replacement extends fc.Arbitrary<infer T> ? T : never): Entry.Entry | undefined => {
+const mutate = (
+  e: Entry.Entry,
+  field: Field,
+  r: typeof replacement extends fc.Arbitrary<infer T> ? T : never
+): Entry.Entry | undefined => {
   const value: unknown = (() => {
     switch (field) {
       case "sequence":
@@ -237,7 +257,9 @@ describe("Chain.verify", () => {
           for (let k = j + 1; k <= list.length; k++) {
             assert.notStrictEqual(JournalState.head(b.states[k]!), JournalState.head(a.states[k]!), `after op ${k}`)
           }
-          for (let k = 0; k <= j; k++) assert.strictEqual(JournalState.head(b.states[k]!), JournalState.head(a.states[k]!))
+          for (let k = 0; k <= j; k++) {
+            assert.strictEqual(JournalState.head(b.states[k]!), JournalState.head(a.states[k]!))
+          }
         }
       ),
       { numRuns: A.runs(200) }

@@ -51,10 +51,16 @@ it.live("changesFrom storage: a record that does not continue the chain delivere
     const forging = Persistence.Persistence.of({
       ...storage,
       follow: (id, from) =>
-        storage.follow(id, from).pipe(Stream.map((e) => e.sequence === 3 ? { ...e, timestamp_secs: e.timestamp_secs + 1 } : e))
+        storage.follow(id, from).pipe(
+          Stream.map((e) => e.sequence === 3 ? { ...e, timestamp_secs: e.timestamp_secs + 1 } : e)
+        )
     })
     const writer = yield* Effect.provideService(SessionJournal.make(), Persistence.Persistence, storage)
-    const watcher = yield* Effect.provideService(SessionJournal.make({ changesFrom: "storage" }), Persistence.Persistence, forging)
+    const watcher = yield* Effect.provideService(
+      SessionJournal.make({ changesFrom: "storage" }),
+      Persistence.Persistence,
+      forging
+    )
     yield* writer.record("forged", call("t0"))
     const changes = yield* watcher.changes("forged")
     for (let i = 1; i < 6; i++) yield* writer.record("forged", call(`t${i}`))

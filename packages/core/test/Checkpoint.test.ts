@@ -72,7 +72,12 @@ describe("Checkpoint: round trip", () => {
         const base = A.run({ entry_cap: 2 }, [A.record("t")]).states.at(-1)!
         const state: JournalState.JournalState = {
           ...base,
-          data_flow: { ...base.data_flow, total_bytes_read: ns[0]!, total_bytes_written: ns[1]!, total_invocations: ns[2]! },
+          data_flow: {
+            ...base.data_flow,
+            total_bytes_read: ns[0]!,
+            total_bytes_written: ns[1]!,
+            total_invocations: ns[2]!
+          },
           current_streak_len: ns[3]! === 0n ? 1n : ns[3]!,
           message_count: ns[4]!
         }
@@ -106,11 +111,13 @@ describe("Checkpoint: round trip", () => {
   })
 
   it("an empty state and an entry_cap 0 state round-trip", () => {
-    for (const s of [
-      JournalState.empty("s"),
-      JournalState.empty("s", { entry_cap: 0, tool_counts_cap: 0 }),
-      A.run({ entry_cap: 0, tool_counts_cap: 0 }, [A.record("a"), A.message(1)]).states.at(-1)!
-    ]) {
+    for (
+      const s of [
+        JournalState.empty("s"),
+        JournalState.empty("s", { entry_cap: 0, tool_counts_cap: 0 }),
+        A.run({ entry_cap: 0, tool_counts_cap: 0 }, [A.record("a"), A.message(1)]).states.at(-1)!
+      ]
+    ) {
       assert.deepStrictEqual(flat(Result.getOrThrow(throughText(s))), flat(s))
     }
   })
@@ -143,24 +150,71 @@ describe("Checkpoint: damaged documents are refused with a reason", () => {
     ["unknown top-level key", (d) => ({ ...d, extra: true }), /malformed/],
     ["unknown key in meta", (d) => ({ ...d, meta: { ...d.meta, owner: "x" } }), /malformed/],
     ["bad evicted_head", (d) => ({ ...d, evicted_head: "XYZ" }), /malformed/],
-    ["an entry that is not an entry", (d) => ({ ...d, entries: [...d.entries.slice(0, -1), { ...d.entries.at(-1), payload: 1 }] }), /malformed/],
-    ["an entry with an upper-case hash, named by index", (d) => ({ ...d, entries: d.entries.map((e: any, i: number) => i === 1 ? { ...e, entry_hash: e.entry_hash.toUpperCase() } : e) }), /entries\[1\]/],
-    ["an entry with an unknown key, named by index", (d) => ({ ...d, entries: d.entries.map((e: any, i: number) => i === 0 ? { ...e, extra: 1 } : e) }), /entries\[0\]/],
+    [
+      "an entry that is not an entry",
+      (d) => ({ ...d, entries: [...d.entries.slice(0, -1), { ...d.entries.at(-1), payload: 1 }] }),
+      /malformed/
+    ],
+    [
+      "an entry with an upper-case hash, named by index",
+      (d) => ({
+        ...d,
+        entries: d.entries.map((e: any, i: number) => i === 1 ? { ...e, entry_hash: e.entry_hash.toUpperCase() } : e)
+      }),
+      /entries\[1\]/
+    ],
+    [
+      "an entry with an unknown key, named by index",
+      (d) => ({ ...d, entries: d.entries.map((e: any, i: number) => i === 0 ? { ...e, extra: 1 } : e) }),
+      /entries\[0\]/
+    ],
     ["entries that are not an array", (d) => ({ ...d, entries: {} }), /malformed/],
     ["negative cap", (d) => ({ ...d, entry_cap: -1 }), /malformed/],
     ["counter above 2^64 - 1", (d) => ({ ...d, message_count: "18446744073709551616" }), /2\^64/],
-    ["counter as an unsafe number", (d) => ({ ...d, data_flow: { ...d.data_flow, total_bytes_read: 2 ** 60 } }), /malformed/],
+    [
+      "counter as an unsafe number",
+      (d) => ({ ...d, data_flow: { ...d.data_flow, total_bytes_read: 2 ** 60 } }),
+      /malformed/
+    ],
     ["counter as a negative string", (d) => ({ ...d, current_streak_len: "-1" }), /malformed/],
-    ["counter in exponent form", (d) => ({ ...d, data_flow: { ...d.data_flow, total_invocations: "1e3" } }), /malformed/],
+    [
+      "counter in exponent form",
+      (d) => ({ ...d, data_flow: { ...d.data_flow, total_invocations: "1e3" } }),
+      /malformed/
+    ],
     ["counter as an empty string", (d) => ({ ...d, message_count: "" }), /malformed/],
     ["fractional counter", (d) => ({ ...d, message_count: 1.5 }), /malformed/],
-    ["delegation depth above 2^32 - 1", (d) => ({ ...d, data_flow: { ...d.data_flow, max_delegation_depth: 2 ** 32 } }), /malformed/],
-    ["more entries than entry_cap", (d) => ({ ...d, entry_cap: 2, tool_sequence: d.tool_sequence.slice(-2) }), /entry_cap/],
-    ["tool_sequence longer than entry_cap", (d) => ({ ...d, tool_sequence: [...d.tool_sequence, "z"] }), /tool_sequence/],
+    [
+      "delegation depth above 2^32 - 1",
+      (d) => ({ ...d, data_flow: { ...d.data_flow, max_delegation_depth: 2 ** 32 } }),
+      /malformed/
+    ],
+    [
+      "more entries than entry_cap",
+      (d) => ({ ...d, entry_cap: 2, tool_sequence: d.tool_sequence.slice(-2) }),
+      /entry_cap/
+    ],
+    [
+      "tool_sequence longer than entry_cap",
+      (d) => ({ ...d, tool_sequence: [...d.tool_sequence, "z"] }),
+      /tool_sequence/
+    ],
     ["more tool_counts than the cap", (d) => ({ ...d, tool_counts: [...d.tool_counts, ["z", 1]] }), /tool_counts/],
-    ["a tool counted twice", (d) => ({ ...d, tool_counts_cap: 3, tool_counts: [...d.tool_counts, [d.tool_counts[0][0], 1]] }), /twice/],
-    ["next_sequence that does not follow the last entry", (d) => ({ ...d, next_sequence: d.next_sequence + 1 }), /next_sequence/],
-    ["entries that are not consecutive", (d) => ({ ...d, entries: [d.entries[0], d.entries[2]], next_sequence: d.entries[2].sequence + 1 }), /consecutive/],
+    [
+      "a tool counted twice",
+      (d) => ({ ...d, tool_counts_cap: 3, tool_counts: [...d.tool_counts, [d.tool_counts[0][0], 1]] }),
+      /twice/
+    ],
+    [
+      "next_sequence that does not follow the last entry",
+      (d) => ({ ...d, next_sequence: d.next_sequence + 1 }),
+      /next_sequence/
+    ],
+    [
+      "entries that are not consecutive",
+      (d) => ({ ...d, entries: [d.entries[0], d.entries[2]], next_sequence: d.entries[2].sequence + 1 }),
+      /consecutive/
+    ],
     ["entries missing while evicted_head is null", (d) => ({ ...d, evicted_head: null }), /evicted_head/],
     ["a streak without a tool", (d) => ({ ...d, current_streak_tool: null }), /streak/],
     ["a tool without a streak", (d) => ({ ...d, current_streak_len: 0 }), /streak/]
@@ -234,9 +288,17 @@ describe("Checkpoint: version 2 documents hold the retained hashes, and are chec
     ["version 1 with hashes", (d) => ({ ...d, v: 1 }), /malformed/],
     ["entries besides the hashes", (d) => ({ ...d, entries: [] }), /malformed/],
     ["hashes that are not an array", (d) => ({ ...d, hashes: {} }), /malformed/],
-    ["an upper-case hash, named by index", (d) => ({ ...d, hashes: d.hashes.map((h: string, i: number) => i === 1 ? h.toUpperCase() : h) }), /hashes\[1\]/],
+    [
+      "an upper-case hash, named by index",
+      (d) => ({ ...d, hashes: d.hashes.map((h: string, i: number) => i === 1 ? h.toUpperCase() : h) }),
+      /hashes\[1\]/
+    ],
     ["a hash that is not a string", (d) => ({ ...d, hashes: [1, ...d.hashes.slice(1)] }), /hashes\[0\]/],
-    ["more hashes than entry_cap", (d) => ({ ...d, entry_cap: 2, tool_sequence: d.tool_sequence.slice(-2) }), /entry_cap/],
+    [
+      "more hashes than entry_cap",
+      (d) => ({ ...d, entry_cap: 2, tool_sequence: d.tool_sequence.slice(-2) }),
+      /entry_cap/
+    ],
     ["more hashes than entries", (d) => ({ ...d, next_sequence: 2 }), /more retained hashes/],
     ["hashes missing while evicted_head is null", (d) => ({ ...d, evicted_head: null }), /evicted_head/],
     ["a counter above 2^64 - 1", (d) => ({ ...d, message_count: "18446744073709551616" }), /2\^64/],

@@ -4,5 +4,7 @@ import { Persistence } from "../src/index.ts"
 import { serviceOver, suite } from "./ClockBounds.ts"
 
 // One memory store per test, shared by the services the test builds over it.
-suite("a writer's clock on the memory adapter", () =>
-  serviceOver(Layer.succeed(Persistence.Persistence, Effect.runSync(Persistence.makeMemory()))))
+suite(
+  "a writer's clock on the memory adapter",
+  () => serviceOver(Layer.succeed(Persistence.Persistence, Effect.runSync(Persistence.makeMemory())))
+)

@@ -63,33 +63,37 @@ export const suite = (name: string, makeLayer: () => () => Layer.Layer<Journal, 
             assert.strictEqual((yield* j.state(id)).next_sequence, expected)
           })
         return Effect.gen(function*() {
-          yield* Effect.scoped(Effect.gen(function*() {
-            const j = yield* SessionJournal.SessionJournal
-            yield* TestClock.setTime(GOOD)
-            yield* j.record(id, params)
-            yield* j.append(id, "message", { n: 1 })
-            yield* TestClock.setTime(millis)
-            yield* refused(j.record(id, params))
-            yield* refused(j.append(id, "message", { n: 2 }))
-            yield* refused(j.writeAll(id, [{ _tag: "Tool", params }, { _tag: "Other", kind: "message", payload: 3 }]))
-            yield* refused(j.setMeta(id, { title: "from a bad clock" }))
-            // The session still reads and verifies in this service.
-            yield* check(2)
-            yield* j.close(id)
-            yield* check(2)
-          }).pipe(Effect.provide(layerOf())))
+          yield* Effect.scoped(
+            Effect.gen(function*() {
+              const j = yield* SessionJournal.SessionJournal
+              yield* TestClock.setTime(GOOD)
+              yield* j.record(id, params)
+              yield* j.append(id, "message", { n: 1 })
+              yield* TestClock.setTime(millis)
+              yield* refused(j.record(id, params))
+              yield* refused(j.append(id, "message", { n: 2 }))
+              yield* refused(j.writeAll(id, [{ _tag: "Tool", params }, { _tag: "Other", kind: "message", payload: 3 }]))
+              yield* refused(j.setMeta(id, { title: "from a bad clock" }))
+              // The session still reads and verifies in this service.
+              yield* check(2)
+              yield* j.close(id)
+              yield* check(2)
+            }).pipe(Effect.provide(layerOf()))
+          )
           // A new service over the same storage reads it, and writes once the clock is good.
-          yield* Effect.scoped(Effect.gen(function*() {
-            const j = yield* SessionJournal.SessionJournal
-            yield* check(2)
-            yield* refused(j.record(id, params))
-            yield* TestClock.setTime(GOOD + 1000)
-            const next = yield* j.record(id, params)
-            assert.strictEqual(next.sequence, 2)
-            assert.strictEqual(next.timestamp_secs, GOOD / 1000 + 1)
-            yield* check(3)
-            assert.isNull((yield* j.state(id)).meta)
-          }).pipe(Effect.provide(layerOf())))
+          yield* Effect.scoped(
+            Effect.gen(function*() {
+              const j = yield* SessionJournal.SessionJournal
+              yield* check(2)
+              yield* refused(j.record(id, params))
+              yield* TestClock.setTime(GOOD + 1000)
+              const next = yield* j.record(id, params)
+              assert.strictEqual(next.sequence, 2)
+              assert.strictEqual(next.timestamp_secs, GOOD / 1000 + 1)
+              yield* check(3)
+              assert.isNull((yield* j.state(id)).meta)
+            }).pipe(Effect.provide(layerOf()))
+          )
         })
       })
     }

@@ -28,7 +28,9 @@ const stripComments = (code: string): string =>
  * Reaches into a structure's own fields, by the names Effect 4.1 gives them; looked
  * for in the files that import the structure's module.
  */
-const internals: ReadonlyArray<{ readonly modules: ReadonlyArray<string>; readonly pattern: RegExp; readonly what: string }> = [
+const internals: ReadonlyArray<
+  { readonly modules: ReadonlyArray<string>; readonly pattern: RegExp; readonly what: string }
+> = [
   { modules: ["effect/RcMap"], pattern: /\bRcMap\.State\b/, what: "RcMap's state types" },
   { modules: ["effect/RcMap"], pattern: /\.state\.map\b/, what: "an RcMap's entry map" },
   { modules: ["effect/RcMap"], pattern: /\.state\._tag\b/, what: "an RcMap's open or closed state" },

@@ -215,13 +215,19 @@ describe("Entry.validatePayload", () => {
   }
 
   it("accepts kinds matching ^[A-Za-z0-9_.:-]{1,64}$ other than tool", () => {
-    for (const k of ["message", "note", "a", "x.y:z-1_2", "K".repeat(64)]) assert.strictEqual(field(k, {}), undefined, k)
-    for (const k of ["tool", "", "K".repeat(65), "a b", "a/b", "é", "message\n", 1]) assert.strictEqual(field(k, {}), "kind", String(k))
+    for (const k of ["message", "note", "a", "x.y:z-1_2", "K".repeat(64)]) {
+      assert.strictEqual(field(k, {}), undefined, k)
+    }
+    for (const k of ["tool", "", "K".repeat(65), "a b", "a/b", "é", "message\n", 1]) {
+      assert.strictEqual(field(k, {}), "kind", String(k))
+    }
   })
 
   it("accepts canonicalizable JSON and rejects everything else as payload", () => {
     for (const p of [null, 0, "s", [], {}, { a: [1, { b: null }] }]) assert.strictEqual(field("message", p), undefined)
-    for (const p of [undefined, NaN, Infinity, { a: undefined }, [1, () => 1], new Date(0), 1n, "\ud800", { "\udc00": 1 }]) {
+    for (
+      const p of [undefined, NaN, Infinity, { a: undefined }, [1, () => 1], new Date(0), 1n, "\ud800", { "\udc00": 1 }]
+    ) {
       assert.strictEqual(field("message", p), "payload", String(p))
     }
     const cyclic: Record<string, unknown> = {}
@@ -392,7 +398,9 @@ describe("Entry JSON: invalid entries fail to decode", () => {
   const tool = asParsed(Entry.encode(
     JournalState.nextTool(JournalState.empty("s"), 1_764_400_000, Result.getOrThrow(Entry.validateToolParams(valid)))
   )) as Record<string, unknown>
-  const other = asParsed(Entry.encode(JournalState.nextOther(JournalState.empty("s"), 1, "message", { text: "hi" }))) as Record<
+  const other = asParsed(
+    Entry.encode(JournalState.nextOther(JournalState.empty("s"), 1, "message", { text: "hi" }))
+  ) as Record<
     string,
     unknown
   >
@@ -456,9 +464,15 @@ describe("Entry.isIdentity", () => {
   it("accepts exactly what validateToolParams accepts as a tool_name", () => {
     const base = { server_id: "s", agent_id: "a", bytes_read: 0, bytes_written: 0, delegation_depth: 0 }
     fc.assert(
-      fc.property(fc.oneof(fc.string({ unit: "binary", maxLength: 8 }), fc.constantFrom(" x", "x\u0085", "\ufeffx", "", "a\ud800")), (s) => {
-        assert.strictEqual(Entry.isIdentity(s), Result.isSuccess(Entry.validateToolParams({ ...base, tool_name: s })))
-      })
+      fc.property(
+        fc.oneof(
+          fc.string({ unit: "binary", maxLength: 8 }),
+          fc.constantFrom(" x", "x\u0085", "\ufeffx", "", "a\ud800")
+        ),
+        (s) => {
+          assert.strictEqual(Entry.isIdentity(s), Result.isSuccess(Entry.validateToolParams({ ...base, tool_name: s })))
+        }
+      )
     )
     assert.isFalse(Entry.isIdentity(3))
   })
@@ -470,9 +484,18 @@ describe("Entry.isIdentity", () => {
       const trimmed = s.replace(/^\p{White_Space}+/u, "").replace(/\p{White_Space}+$/u, "")
       return trimmed.length > 0 && trimmed === s && !/\p{Cc}/u.test(s) && !/\p{Cs}/u.test(s)
     }
-    const ascii = fc.string({ unit: fc.integer({ min: 0, max: 0x7f }).map((c) => String.fromCharCode(c)), maxLength: 300 })
-    const mixed = fc.tuple(ascii, fc.constantFrom(" ", "\t", "\u0085", "\u00a0", "\u3000", "é", "\ud800", "\u007f"), ascii)
+    const ascii = fc.string({
+      unit: fc.integer({ min: 0, max: 0x7f }).map((c) => String.fromCharCode(c)),
+      maxLength: 300
+    })
+    const mixed = fc.tuple(
+      ascii,
+      fc.constantFrom(" ", "\t", "\u0085", "\u00a0", "\u3000", "é", "\ud800", "\u007f"),
+      ascii
+    )
       .map(([a, b, c]) => a + b + c)
-    fc.assert(fc.property(fc.oneof(ascii, mixed), (s) => assert.strictEqual(Entry.isIdentity(s), rules(s), JSON.stringify(s))))
+    fc.assert(
+      fc.property(fc.oneof(ascii, mixed), (s) => assert.strictEqual(Entry.isIdentity(s), rules(s), JSON.stringify(s)))
+    )
   })
 })

@@ -17,27 +17,69 @@ const agree = (input: unknown) => {
 }
 
 const mutations: ReadonlyArray<(o: Record<string, unknown>) => void> = [
-  (o) => { delete o.kind },
-  (o) => { o.kind = "tool" },
-  (o) => { o.kind = "" },
-  (o) => { o.extra = 1 },
-  (o) => { o.sequence = -1 },
-  (o) => { o.sequence = 1.5 },
-  (o) => { o.sequence = Number.MAX_SAFE_INTEGER + 1 },
-  (o) => { o.timestamp_secs = "1" },
-  (o) => { o.prev_hash = "A".repeat(64) },
-  (o) => { o.entry_hash = "0".repeat(63) },
-  (o) => { o.tool_name = "a\ud800" },
-  (o) => { o.tool_name = 3 },
-  (o) => { o.delegation_depth = 4294967296 },
-  (o) => { o.delegation_depth = -0 },
-  (o) => { o.allowed = 1 },
-  (o) => { o.payload = undefined },
-  (o) => { o.payload = { x: Number.NaN } },
-  (o) => { o.payload = { ["\udc00"]: 1 } },
-  (o) => { delete o.payload },
-  (o) => { delete o.bytes_read },
-  (o) => { o.kind = "message" }
+  (o) => {
+    delete o.kind
+  },
+  (o) => {
+    o.kind = "tool"
+  },
+  (o) => {
+    o.kind = ""
+  },
+  (o) => {
+    o.extra = 1
+  },
+  (o) => {
+    o.sequence = -1
+  },
+  (o) => {
+    o.sequence = 1.5
+  },
+  (o) => {
+    o.sequence = Number.MAX_SAFE_INTEGER + 1
+  },
+  (o) => {
+    o.timestamp_secs = "1"
+  },
+  (o) => {
+    o.prev_hash = "A".repeat(64)
+  },
+  (o) => {
+    o.entry_hash = "0".repeat(63)
+  },
+  (o) => {
+    o.tool_name = "a\ud800"
+  },
+  (o) => {
+    o.tool_name = 3
+  },
+  (o) => {
+    o.delegation_depth = 4294967296
+  },
+  (o) => {
+    o.delegation_depth = -0
+  },
+  (o) => {
+    o.allowed = 1
+  },
+  (o) => {
+    o.payload = undefined
+  },
+  (o) => {
+    o.payload = { x: Number.NaN }
+  },
+  (o) => {
+    o.payload = { ["\udc00"]: 1 }
+  },
+  (o) => {
+    delete o.payload
+  },
+  (o) => {
+    delete o.bytes_read
+  },
+  (o) => {
+    o.kind = "message"
+  }
 ]
 
 describe("Entry.decode fast path", () => {
@@ -63,7 +105,10 @@ describe("Entry.decode fast path", () => {
       fc.property(
         fc.constantFrom("prev_hash", "entry_hash"),
         fc.nat(63),
-        fc.oneof(fc.string({ minLength: 1, maxLength: 1, unit: "binary" }), fc.constantFrom("A", "F", "g", "G", "/", ":", "`", "\u0660", "\uff10")),
+        fc.oneof(
+          fc.string({ minLength: 1, maxLength: 1, unit: "binary" }),
+          fc.constantFrom("A", "F", "g", "G", "/", ":", "`", "\u0660", "\uff10")
+        ),
         fc.integer({ min: 0, max: 70 }),
         (field, at, c, length) => {
           const { entries } = Arb.run({}, [Arb.record("read_file")], "hash")

@@ -31,7 +31,11 @@ const oddOp: fc.Arbitrary<A.Op> = fc.oneof(
   A.op,
   fc.record({ op: fc.constant("append" as const), ts: fc.nat(), kind: A.otherKind, payload: oddPayload }),
   // Numbers of a tool entry written as -0 (the hash reads them as 0).
-  A.toolParams.map((params): A.Op => ({ op: "record", ts: 0, params: { ...params, bytes_read: -0, delegation_depth: -0 } }))
+  A.toolParams.map((params): A.Op => ({
+    op: "record",
+    ts: 0,
+    params: { ...params, bytes_read: -0, delegation_depth: -0 }
+  }))
 )
 
 describe(`entry and checkpoint texts (seed ${SEED})`, () => {
@@ -55,10 +59,16 @@ describe(`entry and checkpoint texts (seed ${SEED})`, () => {
       fc.property(A.caps, fc.array(oddOp, { maxLength: 30 }), fc.boolean(), (caps, list, textFirst) => {
         const { states, entries } = A.run(caps, list)
         // Texts asked for before the checkpoint (as the appends ask) or not at all.
-        if (textFirst) for (const entry of entries) Entry.jsonText(entry)
+        if (textFirst) { for (const entry of entries) Entry.jsonText(entry) }
         let state = states.at(-1)!
         if (list.length % 2 === 1) {
-          state = JournalState.applyMeta(state, { title: "t\ud800", labels: ["a"], created_at: 1, updated_at: 2, data: { x: -0 } })
+          state = JournalState.applyMeta(state, {
+            title: "t\ud800",
+            labels: ["a"],
+            created_at: 1,
+            updated_at: 2,
+            data: { x: -0 }
+          })
         }
         const expected = Entry.toJsonText(Checkpoint.encode(state))
         assert.strictEqual(Checkpoint.toJsonText(state), expected)

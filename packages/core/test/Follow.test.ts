@@ -25,7 +25,8 @@ const followAll = (cursor: Follow.Cursor, entries: ReadonlyArray<Entry.Entry>): 
 const retimed = (e: Entry.Entry): Entry.Entry => ({ ...e, timestamp_secs: e.timestamp_secs + 1 })
 const rehashed = (e: Entry.Entry): Entry.Entry => ({ ...e, entry_hash: Entry.computeHash(e) })
 
-const chainOf = (n: number, c?: JournalState.Caps) => A.run(c ?? {}, Array.from({ length: n }, (_, i) => ({ op: "record" as const, ts: 100 + i, params: A.call(`t${i}`) })))
+const chainOf = (n: number, c?: JournalState.Caps) =>
+  A.run(c ?? {}, Array.from({ length: n }, (_, i) => ({ op: "record" as const, ts: 100 + i, params: A.call(`t${i}`) })))
 
 describe("Follow.check", () => {
   it("property: the genuine chain passes from any loaded state and any start", () => {
@@ -95,7 +96,10 @@ describe("Follow.check", () => {
     }
     assert.strictEqual(at(Follow.start(states[2]!, 2), entries[3]!), "sequence")
     assert.strictEqual(at(Follow.start(states[2]!, 2), retimed(entries[2]!)), "entry_hash")
-    assert.strictEqual(at(Follow.start(states[2]!, 2), { ...entries[2]!, prev_hash: entries[0]!.entry_hash }), "prev_hash")
+    assert.strictEqual(
+      at(Follow.start(states[2]!, 2), { ...entries[2]!, prev_hash: entries[0]!.entry_hash }),
+      "prev_hash"
+    )
     // From the start of a state that no longer retains entry 0: the link of entry 1
     // cannot be checked, the loaded tip still is.
     const evicting = chainOf(4, { entry_cap: 1 })
@@ -134,10 +138,15 @@ describe("Follow.reconcile", () => {
   it("anything else in place of history shown is divergence, with what was expected and found", () => {
     // A recovery entry that admits less than was shown.
     const short = recovery(prefix(5), { from: 5, to: 7 })
-    assert.include(Follow.reconcile(shownAll(), [...entries.slice(0, 5), short], true), { _tag: "Diverged", sequence: 5 })
+    assert.include(Follow.reconcile(shownAll(), [...entries.slice(0, 5), short], true), {
+      _tag: "Diverged",
+      sequence: 5
+    })
     // A recovery entry that does not link to the entry before it.
     const unlinked = { ...recovery(prefix(5), { from: 5, to: 9 }), prev_hash: entries[3]!.entry_hash }
-    assert.include(Follow.reconcile(shownAll(), [...entries.slice(0, 5), rehashed(unlinked)], true), { _tag: "Diverged" })
+    assert.include(Follow.reconcile(shownAll(), [...entries.slice(0, 5), rehashed(unlinked)], true), {
+      _tag: "Diverged"
+    })
     // Cut back to 5 with new writes after it.
     let state = prefix(5)
     const rewritten = entries.slice(0, 5)

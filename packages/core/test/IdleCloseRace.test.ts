@@ -14,7 +14,14 @@ import * as Scheduler from "effect/Scheduler"
 import * as Stream from "effect/Stream"
 import { Persistence, SessionJournal } from "../src/index.ts"
 
-const params = { tool_name: "read_file", server_id: "srv", agent_id: "agent", bytes_read: 1, bytes_written: 0, delegation_depth: 0 }
+const params = {
+  tool_name: "read_file",
+  server_id: "srv",
+  agent_id: "agent",
+  bytes_read: 1,
+  bytes_written: 0,
+  delegation_depth: 0
+}
 
 const SEED = 12345
 
@@ -29,64 +36,85 @@ class Jittery extends Scheduler.MixedScheduler {
 }
 
 describe("idle release racing close", () => {
-  it.live(`a close at any point of the writer's round completes, and the session opens again (seed ${SEED})`, () =>
-    Effect.scoped(Effect.gen(function*() {
-      const persistence = yield* Persistence.makeMemory()
-      const j = yield* SessionJournal.make({ idleTimeToLive: "1 hour" }).pipe(
-        Effect.provideService(Persistence.Persistence, persistence)
-      )
-      for (let k = 0; k < 600; k++) {
-        const id = `s${k % 7}`
-        const first = yield* j.record(id, params).pipe(Effect.timeoutOption("5 seconds"))
-        assert.isTrue(Option.isSome(first), `a write to ${id} never completed (round ${k}, seed ${SEED})`)
-        const w = yield* Effect.forkChild(j.record(id, params))
-        let n = 0
-        const c = yield* Effect.forkChild(
-          Effect.andThen(
-            Effect.whileLoop({ while: () => n++ < k % 40, body: () => Effect.yieldNow, step: () => {} }),
-            j.close(id)
+  it.live(
+    `a close at any point of the writer's round completes, and the session opens again (seed ${SEED})`,
+    () =>
+      Effect.scoped(
+        Effect.gen(function*() {
+          const persistence = yield* Persistence.makeMemory()
+          const j = yield* SessionJournal.make({ idleTimeToLive: "1 hour" }).pipe(
+            Effect.provideService(Persistence.Persistence, persistence)
           )
-        )
-        const written = yield* Fiber.join(w).pipe(Effect.timeoutOption("5 seconds"))
-        assert.isTrue(Option.isSome(written), `a concurrent write to ${id} never completed (round ${k}, seed ${SEED})`)
-        const closed = yield* Fiber.join(c).pipe(Effect.timeoutOption("5 seconds"))
-        assert.isTrue(Option.isSome(closed), `close of ${id} never completed (round ${k}, seed ${SEED})`)
-      }
-    }).pipe(Effect.provideService(Scheduler.Scheduler, new Jittery()))), 60_000)
+          for (let k = 0; k < 600; k++) {
+            const id = `s${k % 7}`
+            const first = yield* j.record(id, params).pipe(Effect.timeoutOption("5 seconds"))
+            assert.isTrue(Option.isSome(first), `a write to ${id} never completed (round ${k}, seed ${SEED})`)
+            const w = yield* Effect.forkChild(j.record(id, params))
+            let n = 0
+            const c = yield* Effect.forkChild(
+              Effect.andThen(
+                Effect.whileLoop({ while: () => n++ < k % 40, body: () => Effect.yieldNow, step: () => {} }),
+                j.close(id)
+              )
+            )
+            const written = yield* Fiber.join(w).pipe(Effect.timeoutOption("5 seconds"))
+            assert.isTrue(
+              Option.isSome(written),
+              `a concurrent write to ${id} never completed (round ${k}, seed ${SEED})`
+            )
+            const closed = yield* Fiber.join(c).pipe(Effect.timeoutOption("5 seconds"))
+            assert.isTrue(Option.isSome(closed), `close of ${id} never completed (round ${k}, seed ${SEED})`)
+          }
+        }).pipe(Effect.provideService(Scheduler.Scheduler, new Jittery()))
+      ),
+    60_000
+  )
 
-  it.live(`writes, closes and evictions at the bound interleaved at any point all complete, one chain per session (seed ${SEED})`, () =>
-    Effect.scoped(Effect.gen(function*() {
-      const persistence = yield* Persistence.makeMemory()
-      const j = yield* SessionJournal.make({ idleTimeToLive: "1 hour", maxOpenSessions: 2 }).pipe(
-        Effect.provideService(Persistence.Persistence, persistence)
-      )
-      const written = new Map<string, number>()
-      let pick = SEED
-      const next = (n: number) => {
-        pick = (pick * 1103515245 + 12345) % 2147483648
-        return pick % n
-      }
-      for (let k = 0; k < 300; k++) {
-        const ids = [`e${next(5)}`, `e${next(5)}`, `e${next(5)}`]
-        const closed = `e${next(5)}`
-        const delay = next(30)
-        const writes = yield* Effect.forkChild(Effect.forEach(ids, (id) => j.record(id, params), { concurrency: "unbounded" }))
-        let n = 0
-        const c = yield* Effect.forkChild(
-          Effect.andThen(
-            Effect.whileLoop({ while: () => n++ < delay, body: () => Effect.yieldNow, step: () => {} }),
-            j.close(closed)
+  it.live(
+    `writes, closes and evictions at the bound interleaved at any point all complete, one chain per session (seed ${SEED})`,
+    () =>
+      Effect.scoped(
+        Effect.gen(function*() {
+          const persistence = yield* Persistence.makeMemory()
+          const j = yield* SessionJournal.make({ idleTimeToLive: "1 hour", maxOpenSessions: 2 }).pipe(
+            Effect.provideService(Persistence.Persistence, persistence)
           )
-        )
-        const done = yield* Fiber.join(writes).pipe(Effect.timeoutOption("5 seconds"))
-        assert.isTrue(Option.isSome(done), `writes to ${ids.join(", ")} never completed (round ${k}, seed ${SEED})`)
-        for (const id of ids) written.set(id, (written.get(id) ?? 0) + 1)
-        const closing = yield* Fiber.join(c).pipe(Effect.timeoutOption("5 seconds"))
-        assert.isTrue(Option.isSome(closing), `close of ${closed} never completed (round ${k}, seed ${SEED})`)
-      }
-      for (const [id, count] of written) {
-        const stored = yield* Stream.runCollect(j.entries(id))
-        assert.deepStrictEqual(stored.map((e) => e.sequence), Array.from({ length: count }, (_, i) => i), `${id} (seed ${SEED})`)
-      }
-    }).pipe(Effect.provideService(Scheduler.Scheduler, new Jittery()))), 60_000)
+          const written = new Map<string, number>()
+          let pick = SEED
+          const next = (n: number) => {
+            pick = (pick * 1103515245 + 12345) % 2147483648
+            return pick % n
+          }
+          for (let k = 0; k < 300; k++) {
+            const ids = [`e${next(5)}`, `e${next(5)}`, `e${next(5)}`]
+            const closed = `e${next(5)}`
+            const delay = next(30)
+            const writes = yield* Effect.forkChild(
+              Effect.forEach(ids, (id) => j.record(id, params), { concurrency: "unbounded" })
+            )
+            let n = 0
+            const c = yield* Effect.forkChild(
+              Effect.andThen(
+                Effect.whileLoop({ while: () => n++ < delay, body: () => Effect.yieldNow, step: () => {} }),
+                j.close(closed)
+              )
+            )
+            const done = yield* Fiber.join(writes).pipe(Effect.timeoutOption("5 seconds"))
+            assert.isTrue(Option.isSome(done), `writes to ${ids.join(", ")} never completed (round ${k}, seed ${SEED})`)
+            for (const id of ids) written.set(id, (written.get(id) ?? 0) + 1)
+            const closing = yield* Fiber.join(c).pipe(Effect.timeoutOption("5 seconds"))
+            assert.isTrue(Option.isSome(closing), `close of ${closed} never completed (round ${k}, seed ${SEED})`)
+          }
+          for (const [id, count] of written) {
+            const stored = yield* Stream.runCollect(j.entries(id))
+            assert.deepStrictEqual(
+              stored.map((e) => e.sequence),
+              Array.from({ length: count }, (_, i) => i),
+              `${id} (seed ${SEED})`
+            )
+          }
+        }).pipe(Effect.provideService(Scheduler.Scheduler, new Jittery()))
+      ),
+    60_000
+  )
 })

@@ -11,8 +11,23 @@ import * as A from "./arbitraries.ts"
 const reference = (s: string): string => s.replace(/^\p{White_Space}+/u, "").replace(/\p{White_Space}+$/u, "")
 
 const whiteSpace = [
-  "\t", "\n", "\u000b", "\f", "\r", " ", "\u0085", "\u00a0", "\u1680", "\u2000", "\u2005", "\u200a", "\u2028", "\u2029",
-  "\u202f", "\u205f", "\u3000"
+  "\t",
+  "\n",
+  "\u000b",
+  "\f",
+  "\r",
+  " ",
+  "\u0085",
+  "\u00a0",
+  "\u1680",
+  "\u2000",
+  "\u2005",
+  "\u200a",
+  "\u2028",
+  "\u2029",
+  "\u202f",
+  "\u205f",
+  "\u3000"
 ]
 
 describe("trimWhiteSpace", () => {

@@ -113,7 +113,10 @@ const wrapHandle = (probe: Probe, handle: Persistence.WriteHandle): Persistence.
           ? Effect.andThen(Effect.forEach(range(16), () => Effect.yieldNow, { discard: true }), handle.append(request))
           : handle.append(request)
       }
-      const injected = new StorageError({ operation: "append", reason: new StorageReason.Io({ message: `injected failure of append #${n}` }) })
+      const injected = new StorageError({
+        operation: "append",
+        reason: new StorageReason.Io({ message: `injected failure of append #${n}` })
+      })
       switch (fault._tag) {
         case "FailBefore":
           return Effect.fail(injected)
@@ -141,7 +144,10 @@ const wrapHandle = (probe: Probe, handle: Persistence.WriteHandle): Persistence.
 })
 
 /** Wraps an adapter so that every handle it opens is counted and can fail as planned. */
-export const instrument = (probe: Probe, inner: Persistence.Persistence["Service"]): Persistence.Persistence["Service"] =>
+export const instrument = (
+  probe: Probe,
+  inner: Persistence.Persistence["Service"]
+): Persistence.Persistence["Service"] =>
   Persistence.Persistence.of({
     ...inner,
     open: Persistence.makeOpen({
@@ -150,7 +156,9 @@ export const instrument = (probe: Probe, inner: Persistence.Persistence["Service
     }),
     history: (id, options) =>
       probe.slow.has(id)
-        ? Stream.unwrap(Effect.as(Effect.forEach(range(16), () => Effect.yieldNow, { discard: true }), inner.history(id, options)))
+        ? Stream.unwrap(
+          Effect.as(Effect.forEach(range(16), () => Effect.yieldNow, { discard: true }), inner.history(id, options))
+        )
         : inner.history(id, options)
   })
 

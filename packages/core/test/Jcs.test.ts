@@ -17,17 +17,20 @@ const fromBits = (hex: string): number => {
 describe("JCS: RFC 8785 examples", () => {
   it("§3.2.2: the sample object", () => {
     const input = JSON.parse(
-      String.raw`{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001],"string":"\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/","literals":[null,true,false]}`
+      String
+        .raw`{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001],"string":"\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/","literals":[null,true,false]}`
     )
     assert.strictEqual(
       canonicalize(input),
-      String.raw`{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}`
+      String
+        .raw`{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}`
     )
   })
 
   it("§3.2.3: keys sort by UTF-16 code units (a non-BMP key sorts before U+FB33)", () => {
     const input = JSON.parse(
-      String.raw`{"\u20ac":"Euro Sign","\r":"Carriage Return","\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\ud83d\ude00":"Emoji: Grinning Face","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis"}`
+      String
+        .raw`{"\u20ac":"Euro Sign","\r":"Carriage Return","\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\ud83d\ude00":"Emoji: Grinning Face","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis"}`
     )
     const out = canonicalize(input)
     assert.strictEqual(
@@ -97,7 +100,10 @@ describe("JCS: RFC 8785 examples", () => {
     assert.strictEqual(canonicalize(false), "false")
     assert.strictEqual(canonicalize([]), "[]")
     assert.strictEqual(canonicalize({}), "{}")
-    assert.strictEqual(canonicalize({ b: [3, 1, { z: 1, a: [] }], a: { d: null, c: "x" } }), `{"a":{"c":"x","d":null},"b":[3,1,{"a":[],"z":1}]}`)
+    assert.strictEqual(
+      canonicalize({ b: [3, 1, { z: 1, a: [] }], a: { d: null, c: "x" } }),
+      `{"a":{"c":"x","d":null},"b":[3,1,{"a":[],"z":1}]}`
+    )
   })
 
   it("integer-like keys sort as strings, not by the engine's numeric key order", () => {
@@ -137,7 +143,9 @@ const shuffleKeys = (v: unknown, seed: number): unknown => {
     const entries = Object.entries(v)
     const rotated = entries.map((_, i) => entries[(i + seed) % entries.length]!)
     const out: Record<string, unknown> = {}
-    for (const [k, x] of rotated.reverse()) Object.defineProperty(out, k, { value: shuffleKeys(x, seed + 1), enumerable: true })
+    for (const [k, x] of rotated.reverse()) {
+      Object.defineProperty(out, k, { value: shuffleKeys(x, seed + 1), enumerable: true })
+    }
     return out
   }
   return v

@@ -60,7 +60,12 @@ describe("JournalState: chio's pinned behaviours", () => {
     assert.strictEqual(state.data_flow.total_bytes_read, 100n)
     assert.strictEqual(state.data_flow.total_bytes_written, 10n)
     assert.deepStrictEqual(sortedCounts(state), [["read_file", 5n], ["write_file", 5n]])
-    assert.deepStrictEqual(JournalState.snapshot(state).tool_sequence, ["read_file", "write_file", "read_file", "write_file"])
+    assert.deepStrictEqual(JournalState.snapshot(state).tool_sequence, [
+      "read_file",
+      "write_file",
+      "read_file",
+      "write_file"
+    ])
     assert.strictEqual(JournalState.snapshot(state).entry_count, 4)
     assert.isTrue(Result.isSuccess(JournalState.verify(state)))
   })

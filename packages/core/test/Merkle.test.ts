@@ -15,7 +15,9 @@ const h = hexToBytes
 const hex = (b: Uint8Array) => bytesToHex(b)
 
 // The test tree: leaves and the roots of the trees of their first 1..8 leaves.
-const LEAVES = ["", "00", "10", "2021", "3031", "40414243", "5051525354555657", "606162636465666768696a6b6c6d6e6f"].map(h)
+const LEAVES = ["", "00", "10", "2021", "3031", "40414243", "5051525354555657", "606162636465666768696a6b6c6d6e6f"].map(
+  h
+)
 const ROOTS = [
   "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
   "fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125",
@@ -79,7 +81,8 @@ const mth = (leaves: ReadonlyArray<Uint8Array>): Uint8Array => {
   return Merkle.nodeHash(mth(leaves.slice(0, k)), mth(leaves.slice(k)))
 }
 
-const leavesOf = (n: number): Array<Uint8Array> => Array.from({ length: n }, (_, i) => new Uint8Array([i & 0xff, i >> 8, 7]))
+const leavesOf = (n: number): Array<Uint8Array> =>
+  Array.from({ length: n }, (_, i) => new Uint8Array([i & 0xff, i >> 8, 7]))
 
 // One history for the properties, and the roots of its prefixes by the RFC's recursion.
 const MAX = 64
@@ -94,7 +97,10 @@ const ok = <E>(r: Result.Result<unknown, E>) => Result.isSuccess(r)
 
 describe("Merkle: known answers", () => {
   it("the empty tree's root is SHA-256 of nothing", () => {
-    assert.strictEqual(hex(Merkle.root(Merkle.empty)), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+    assert.strictEqual(
+      hex(Merkle.root(Merkle.empty)),
+      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    )
   })
 
   it("the roots of the test tree at every size, appended one leaf at a time", () => {
@@ -174,7 +180,10 @@ describe("Merkle: properties", () => {
         assert.isTrue(ok(Merkle.verifyInclusion(index, size, leaf, proof, root)))
         const other = (index + 1 + (pick % size)) % size
         if (other !== index) {
-          assert.isFalse(ok(Merkle.verifyInclusion(index, size, Merkle.leafHash(leaves[other]!), proof, root)), "other leaf")
+          assert.isFalse(
+            ok(Merkle.verifyInclusion(index, size, Merkle.leafHash(leaves[other]!), proof, root)),
+            "other leaf"
+          )
           assert.isFalse(ok(Merkle.verifyInclusion(other, size, leaf, proof, root)), "other index")
         }
         // The tree of another size (its own root): the proof of this size does not

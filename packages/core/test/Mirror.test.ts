@@ -180,7 +180,10 @@ describe("Mirror.plan", () => {
         assert.strictEqual(Mirror.published(one, null, verified(["x"])), "copied")
         const two = execute(new Map([["s", { type: "file", bytes: concat(first, more) }]]), mirror)
         assert.strictEqual(two.actions[0]!._tag, more.length === 0 ? "Unchanged" : "Extend")
-        assert.strictEqual(Mirror.published(two, verified(["x"]), verified(["x", "y"])), more.length === 0 ? "unchanged" : "extended")
+        assert.strictEqual(
+          Mirror.published(two, verified(["x"]), verified(["x", "y"])),
+          more.length === 0 ? "unchanged" : "extended"
+        )
         if (more.length > 0) assert.strictEqual(Mirror.published(two, verified(["x"]), verified(["x"])), "copied")
         const outcome = Mirror.outcomeOf(two.actions[0]!)
         if (more.length > 0) assert.deepStrictEqual(outcome, { _tag: "Extended", path: "s", bytes: more.length })
@@ -238,7 +241,12 @@ describe("Mirror.judge", () => {
       { _tag: "Publish" }
     )
     assert.strictEqual(
-      Mirror.judge({ backup: null, staged: { ...verified(["x"]), ok: false }, backupLast: null, stagedAtBackupLast: null })._tag,
+      Mirror.judge({
+        backup: null,
+        staged: { ...verified(["x"]), ok: false },
+        backupLast: null,
+        stagedAtBackupLast: null
+      })._tag,
       "Refuse"
     )
     assert.strictEqual(

@@ -12,7 +12,14 @@ import * as Stream from "effect/Stream"
 import { Entry, Guard, JournalState, Persistence, SessionJournal } from "../src/index.ts"
 
 const layer = SessionJournal.layer().pipe(Layer.provide(Persistence.layerMemory()))
-const call = { tool_name: "Read", server_id: "s", agent_id: "main", bytes_read: 0, bytes_written: 5, delegation_depth: 0 }
+const call = {
+  tool_name: "Read",
+  server_id: "s",
+  agent_id: "main",
+  bytes_read: 0,
+  bytes_written: 5,
+  delegation_depth: 0
+}
 
 describe("outcomes", () => {
   it("validatePayload refuses an outcome whose counts are not u53", () => {

@@ -14,8 +14,8 @@ import * as fc from "fast-check"
 import { Checkpoint, Entry, InvalidRecordField, JournalState, Persistence, SessionJournal } from "../src/index.ts"
 import { canonicalize, check, depthOf, firstInvalid } from "../src/internal/jcs.ts"
 import * as A from "./arbitraries.ts"
-import { deepArray, item, nest, writeAndReread } from "./Payloads.ts"
 import * as Legacy from "./legacy.ts"
+import { deepArray, item, nest, writeAndReread } from "./Payloads.ts"
 
 const LIMIT = Entry.MAX_PAYLOAD_DEPTH
 
@@ -84,7 +84,11 @@ describe("payload depth: validation", () => {
   })
 
   it("a getter that throws makes the payload invalid, not a defect", () => {
-    const hostile = { get a(): number { throw new Error("boom") } }
+    const hostile = {
+      get a(): number {
+        throw new Error("boom")
+      }
+    }
     const r = Entry.validatePayload("message", hostile)
     assert.isTrue(Result.isFailure(r) && r.failure.field === "payload")
   })
@@ -106,7 +110,10 @@ describe("payload depth: every walk is iterative", () => {
     const withZero = nest(d, -0)
     const back: unknown = JSON.parse(Entry.toJsonText(withZero))
     assert.strictEqual(depthOf(back), d)
-    assert.strictEqual(Entry.toJsonText({ a: [nest(600, -0), undefined], b: undefined }), `{"a":[${JSON.stringify(nest(600, 0)).replace(/0/, "-0")},null]}`)
+    assert.strictEqual(
+      Entry.toJsonText({ a: [nest(600, -0), undefined], b: undefined }),
+      `{"a":[${JSON.stringify(nest(600, 0)).replace(/0/, "-0")},null]}`
+    )
   })
 
   it("canonicalize agrees with the reference on random JSON (keys sorted, -0 written as 0)", () => {
@@ -207,11 +214,12 @@ describe("payload depth: through SessionJournal on the memory adapter (checkpoin
         numRuns: A.runs(60),
         reporter: (details) => {
           if (details.failed) {
-            throw new Error(`property failed (seed ${details.seed}, path ${details.counterexamplePath}): ${details.errorInstance}`)
+            throw new Error(
+              `property failed (seed ${details.seed}, path ${details.counterexamplePath}): ${details.errorInstance}`
+            )
           }
         }
       }
     )
   }, 60_000)
 })
-

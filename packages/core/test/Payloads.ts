@@ -71,10 +71,10 @@ export const writeAndReread = (
     const first = yield* SessionJournal.make(options).pipe(Effect.provideService(Persistence.Persistence, persistence))
     for (const item of items) {
       const write: Effect.Effect<Entry.Entry | undefined, unknown> = item._tag === "append"
-          ? first.append(id, item.kind, item.payload)
-          : item._tag === "record"
-          ? first.record(id, item.params)
-          : Effect.as(first.setMeta(id, { data: item.data as Schema.Json }), undefined)
+        ? first.append(id, item.kind, item.payload)
+        : item._tag === "record"
+        ? first.record(id, item.params)
+        : Effect.as(first.setMeta(id, { data: item.data as Schema.Json }), undefined)
       const exit = yield* Effect.exit(write)
       if (Exit.isSuccess(exit)) {
         wrote = true
@@ -106,8 +106,24 @@ export const payload: fc.Arbitrary<Schema.Json> = fc.oneof(
   { arbitrary: fc.jsonValue({ maxDepth: 4, stringUnit: "grapheme" }) as fc.Arbitrary<Schema.Json>, weight: 4 },
   {
     arbitrary: fc.constantFrom<Schema.Json>(
-      -0, [-0], { z: -0 }, 0, 1e308, -1e308, 5e-324, Number.MAX_SAFE_INTEGER, 2 ** 64, [], {}, [[]], { "": {} }, "",
-      "\u0000\u001f\u2028\u2029\ufeff", "😀\ud83d\ude00", { __proto__: 1 } as never, { "😀": ["é", "e\u0301"] }
+      -0,
+      [-0],
+      { z: -0 },
+      0,
+      1e308,
+      -1e308,
+      5e-324,
+      Number.MAX_SAFE_INTEGER,
+      2 ** 64,
+      [],
+      {},
+      [[]],
+      { "": {} },
+      "",
+      "\u0000\u001f\u2028\u2029\ufeff",
+      "😀\ud83d\ude00",
+      { __proto__: 1 } as never,
+      { "😀": ["é", "e\u0301"] }
     ),
     weight: 2
   },
@@ -130,4 +146,3 @@ export const item: fc.Arbitrary<Item> = fc.oneof(
   { arbitrary: fc.record({ _tag: fc.constant("record" as const), params: A.toolParams }), weight: 2 },
   { arbitrary: fc.record({ _tag: fc.constant("meta" as const), data: payload }), weight: 1 }
 )
-

@@ -181,7 +181,12 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
           Effect.gen(function*() {
             const c = yield* appendChain(h, JournalState.empty(id), 4)
             const ahead = chain(c.state, 3)
-            const gap = yield* Effect.exit(h.append({ ...requestOf(c.state, ahead.entries.slice(1)), after: { sequence: 5, hash: ahead.entries[0]!.entry_hash } }))
+            const gap = yield* Effect.exit(
+              h.append({
+                ...requestOf(c.state, ahead.entries.slice(1)),
+                after: { sequence: 5, hash: ahead.entries[0]!.entry_hash }
+              })
+            )
             assert.isTrue(Exit.isFailure(gap))
             // A different entry at a stored sequence: same position, other content.
             const forkBase = chain(JournalState.empty(id), 3).state
@@ -224,10 +229,14 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
             if (store === undefined) return null
             // Ahead of storage, another chain of the same length: refused.
             assert.isTrue(Exit.isFailure(yield* Effect.exit(store(chain(a.state, 2).state))))
-            assert.isTrue(Exit.isFailure(yield* Effect.exit(store(chain(JournalState.empty(id, { entry_cap: 8 }), 30, 1).state))))
+            assert.isTrue(
+              Exit.isFailure(yield* Effect.exit(store(chain(JournalState.empty(id, { entry_cap: 8 }), 30, 1).state)))
+            )
             assert.isAbove(yield* store(a.state), 0)
             // Older than the stored one: refused.
-            assert.isTrue(Exit.isFailure(yield* Effect.exit(store(chain(JournalState.empty(id, { entry_cap: 8 }), 4).state))))
+            assert.isTrue(
+              Exit.isFailure(yield* Effect.exit(store(chain(JournalState.empty(id, { entry_cap: 8 }), 4).state)))
+            )
             return (yield* appendChain(h, a.state, 12)).state
           }), { entry_cap: 8 })
         if (final === null) return
@@ -337,7 +346,11 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
       Effect.gen(function*() {
         const id = freshId()
         const payload = { "é": [1.5, -0, 1e21, "\u2028"], z: { b: 1, a: 2 }, "": null }
-        const e = Entry.makeOther({ sequence: 0, prev_hash: Entry.ZERO_HASH, timestamp_secs: 5 }, "vendor.custom:v9", payload)
+        const e = Entry.makeOther(
+          { sequence: 0, prev_hash: Entry.ZERO_HASH, timestamp_secs: 5 },
+          "vendor.custom:v9",
+          payload
+        )
         yield* withWriter(id, (h) => h.append(requestOf(JournalState.empty(id), [e])))
         const [back] = yield* history(id)
         assert.isDefined(back)
@@ -402,7 +415,9 @@ export const suite = <E>(name: string, adapter: Layer.Layer<Persistence.Persiste
     it.effect("list shows the exported head, apart from the newest hash once the ring evicts", () =>
       Effect.gen(function*() {
         const id = freshId("evict")
-        const c = yield* withWriter(id, (h) => appendChain(h, JournalState.empty(id, { entry_cap: 2 }), 5), { entry_cap: 2 })
+        const c = yield* withWriter(id, (h) => appendChain(h, JournalState.empty(id, { entry_cap: 2 }), 5), {
+          entry_cap: 2
+        })
         const head = JournalState.head(c.state)
         const lastHash = JournalState.lastHash(c.state)
         assert.notStrictEqual(head, lastHash)

@@ -25,7 +25,10 @@ const refOther = (sequence: number, prev: string, ts: number, kind: string, payl
 // preimage must equal the independent encoding.
 describe("preimages in the shared scratch buffer", () => {
   it("equal the independent encoding on random inputs of mixed sizes, interleaved", () => {
-    const text = fc.oneof(fc.string({ unit: "grapheme", maxLength: 40 }), fc.string({ unit: "binary", maxLength: 3000 }))
+    const text = fc.oneof(
+      fc.string({ unit: "grapheme", maxLength: 40 }),
+      fc.string({ unit: "binary", maxLength: 3000 })
+    )
     fc.assert(
       fc.property(
         fc.array(

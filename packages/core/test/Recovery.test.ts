@@ -4,8 +4,8 @@
  * checkpoint is either reported where it starts or provably harmless.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as fc from "fast-check"
 import type * as Schema from "effect/Schema"
+import * as fc from "fast-check"
 import { Checkpoint, Entry, JournalState, Recovery } from "../src/index.ts"
 import * as A from "./arbitraries.ts"
 import * as Legacy from "./legacy.ts"
@@ -24,8 +24,11 @@ const simpleOps = (n: number, salt = 0): Array<A.Op> =>
   Array.from({ length: n }, (_, i) =>
     i % 5 === 4
       ? A.message({ i, salt })
-      : A.record(i % 3 === 0 ? "read_file" : "search", { bytes_read: 10 * i + salt, bytes_written: i, delegation_depth: i % 4 })
-  )
+      : A.record(i % 3 === 0 ? "read_file" : "search", {
+        bytes_read: 10 * i + salt,
+        bytes_written: i,
+        delegation_depth: i % 4
+      }))
 
 const segName = (base: number) => `${String(base).padStart(20, "0")}.jsonl`
 
@@ -207,16 +210,36 @@ describe("cut tails and missing entries", () => {
 })
 
 const fields: ReadonlyArray<readonly [string, (d: Record<string, any>) => void]> = [
-  ["data_flow.total_bytes_read", (d) => { d.data_flow.total_bytes_read = 0 }],
-  ["data_flow.total_bytes_written", (d) => { d.data_flow.total_bytes_written = 123456 }],
-  ["data_flow.total_invocations", (d) => { d.data_flow.total_invocations = 1 }],
-  ["data_flow.max_delegation_depth", (d) => { d.data_flow.max_delegation_depth = 77 }],
-  ["tool_counts", (d) => { d.tool_counts = d.tool_counts.map(([k, v]: [string, number]) => [k, v + 1]) }],
-  ["current_streak_len", (d) => { d.current_streak_len = 41 }],
-  ["message_count", (d) => { d.message_count = 0 }],
-  ["evicted_head", (d) => { d.evicted_head = "ab".repeat(32) }],
-  ["tool_sequence", (d) => { d.tool_sequence = d.tool_sequence.map(() => "forged") }],
-  ["current_streak_tool", (d) => { d.current_streak_tool = "forged" }]
+  ["data_flow.total_bytes_read", (d) => {
+    d.data_flow.total_bytes_read = 0
+  }],
+  ["data_flow.total_bytes_written", (d) => {
+    d.data_flow.total_bytes_written = 123456
+  }],
+  ["data_flow.total_invocations", (d) => {
+    d.data_flow.total_invocations = 1
+  }],
+  ["data_flow.max_delegation_depth", (d) => {
+    d.data_flow.max_delegation_depth = 77
+  }],
+  ["tool_counts", (d) => {
+    d.tool_counts = d.tool_counts.map(([k, v]: [string, number]) => [k, v + 1])
+  }],
+  ["current_streak_len", (d) => {
+    d.current_streak_len = 41
+  }],
+  ["message_count", (d) => {
+    d.message_count = 0
+  }],
+  ["evicted_head", (d) => {
+    d.evicted_head = "ab".repeat(32)
+  }],
+  ["tool_sequence", (d) => {
+    d.tool_sequence = d.tool_sequence.map(() => "forged")
+  }],
+  ["current_streak_tool", (d) => {
+    d.current_streak_tool = "forged"
+  }]
 ]
 
 describe("forged checkpoints", () => {
@@ -239,10 +262,18 @@ describe("forged checkpoints", () => {
   it("a forged counter of the checkpoint of the empty state is caught by verify", () => {
     const h = history({}, simpleOps(4))
     const forges: ReadonlyArray<readonly [string, (d: Record<string, any>) => void]> = [
-      ["data_flow.total_bytes_read", (d) => { d.data_flow.total_bytes_read = 5 }],
-      ["data_flow.total_invocations", (d) => { d.data_flow.total_invocations = 2 }],
-      ["data_flow.max_delegation_depth", (d) => { d.data_flow.max_delegation_depth = 4 }],
-      ["message_count", (d) => { d.message_count = 3 }]
+      ["data_flow.total_bytes_read", (d) => {
+        d.data_flow.total_bytes_read = 5
+      }],
+      ["data_flow.total_invocations", (d) => {
+        d.data_flow.total_invocations = 2
+      }],
+      ["data_flow.max_delegation_depth", (d) => {
+        d.data_flow.max_delegation_depth = 4
+      }],
+      ["message_count", (d) => {
+        d.message_count = 3
+      }]
     ]
     for (const [field, forge] of forges) {
       const out = recover("verify", forged(h.states[0]!, forge), segments(h.entries))
@@ -275,14 +306,30 @@ describe("forged checkpoints", () => {
     const bad: ReadonlyArray<Recovery.CheckpointInput> = [
       { _tag: "Unreadable", reason: "unexpected end of JSON", location: "checkpoint.json" },
       { _tag: "Document", document: { v: 1 }, location: "checkpoint.json" },
-      forged(h.states[8]!, (d) => { d.v = 3 }),
-      forged(h.states[8]!, (d) => { d.extra = 1 }),
-      forgedV1(h.states[8]!, h.entries, (d) => { d.entries[1].bytes_read += 1 }),
-      forgedV1(h.states[8]!, h.entries, (d) => { d.entries[2].prev_hash = "cd".repeat(32) }),
-      forged(h.states[8]!, (d) => { d.hashes = [...d.hashes, d.hashes[0]] }),
-      forged(h.states[8]!, (d) => { d.hashes[1] = "XY".repeat(32) }),
-      forgedV1(h.states[8]!, h.entries, (d) => { d.next_sequence = 9 }),
-      forged(h.states[8]!, (d) => { d.current_streak_len = 0 })
+      forged(h.states[8]!, (d) => {
+        d.v = 3
+      }),
+      forged(h.states[8]!, (d) => {
+        d.extra = 1
+      }),
+      forgedV1(h.states[8]!, h.entries, (d) => {
+        d.entries[1].bytes_read += 1
+      }),
+      forgedV1(h.states[8]!, h.entries, (d) => {
+        d.entries[2].prev_hash = "cd".repeat(32)
+      }),
+      forged(h.states[8]!, (d) => {
+        d.hashes = [...d.hashes, d.hashes[0]]
+      }),
+      forged(h.states[8]!, (d) => {
+        d.hashes[1] = "XY".repeat(32)
+      }),
+      forgedV1(h.states[8]!, h.entries, (d) => {
+        d.next_sequence = 9
+      }),
+      forged(h.states[8]!, (d) => {
+        d.current_streak_len = 0
+      })
     ]
     for (const cp of bad) {
       for (const mode of modes) {
@@ -301,7 +348,9 @@ describe("forged checkpoints", () => {
   it("a version 2 checkpoint whose retained hashes the records contradict is refused in both modes", () => {
     const h = history({ entry_cap: 4 }, simpleOps(8))
     for (const at of [0, 2, 3]) {
-      const cp = forged(h.states[8]!, (d) => { d.hashes[at] = "cd".repeat(32) })
+      const cp = forged(h.states[8]!, (d) => {
+        d.hashes[at] = "cd".repeat(32)
+      })
       for (const mode of modes) {
         const out = recover(mode, cp, segments(h.entries))
         assert.isNull(out.brokenCheckpoint)
@@ -310,7 +359,9 @@ describe("forged checkpoints", () => {
     }
     // A next_sequence the hashes do not end at is what storage must bear out: the
     // entry at next_sequence - 1 with the last hash is not stored.
-    const ahead = forged(h.states[8]!, (d) => { d.next_sequence = 9 })
+    const ahead = forged(h.states[8]!, (d) => {
+      d.next_sequence = 9
+    })
     for (const mode of modes) {
       const out = recover(mode, ahead, segments(h.entries))
       assert.isNull(out.brokenCheckpoint)
@@ -386,7 +437,12 @@ describe("strict records", () => {
         const inputs = segments(h.entries)
         // After entry 6, a rehashed change of entry 3 (well linked, wrong content).
         const forgedEntry = rehash(withChange(h.entries[3]!))
-        const attacked = [...inputs.slice(0, 8), { _tag: "Entry" as const, entry: forgedEntry, segment: segName(0), offset: 4242 }, ...inputs.slice(8)]
+        const attacked = [...inputs.slice(0, 8), {
+          _tag: "Entry" as const,
+          entry: forgedEntry,
+          segment: segName(0),
+          offset: 4242
+        }, ...inputs.slice(8)]
         const out = recover(mode, cp === null ? null : doc(h.states[cp]!), attacked, { caps: { entry_cap: 4 } })
         assert.strictEqual(out.report.stopped?.reason, "corruption")
         assert.strictEqual(out.report.stopped?.offset, 4242)
@@ -423,7 +479,12 @@ describe("strict records", () => {
       const inputs: Array<Input> = [
         ...segments(h.entries.slice(0, 6)),
         { _tag: "Segment", segment: segName(6), base: 6 },
-        ...h.entries.slice(4).map((entry, i): Input => ({ _tag: "Entry", entry, segment: segName(6), offset: 20 + 100 * i }))
+        ...h.entries.slice(4).map((entry, i): Input => ({
+          _tag: "Entry",
+          entry,
+          segment: segName(6),
+          offset: 20 + 100 * i
+        }))
       ]
       const out = recover(mode, null, inputs, { caps: { entry_cap: 4 } })
       assert.strictEqual(out.report.stopped?.reason, "corruption")
@@ -431,7 +492,9 @@ describe("strict records", () => {
       assert.strictEqual(out.report.stopped?.offset, 20)
       assertState(out.state, h.states[6]!)
       // A segment whose base goes back is corruption too.
-      const back = recover(mode, null, [...segments(h.entries.slice(0, 6)), ...segments(h.entries.slice(4))], { caps: { entry_cap: 4 } })
+      const back = recover(mode, null, [...segments(h.entries.slice(0, 6)), ...segments(h.entries.slice(4))], {
+        caps: { entry_cap: 4 }
+      })
       assert.strictEqual(back.report.stopped?.reason, "corruption")
       assert.strictEqual(back.report.stopped?.sequence, 6)
     }
@@ -439,7 +502,9 @@ describe("strict records", () => {
 
   it("a segment base that skips ahead is a gap naming the missing range", () => {
     for (const mode of modes) {
-      const out = recover(mode, null, [...segments(h.entries.slice(0, 4)), ...segments(h.entries.slice(7))], { caps: { entry_cap: 4 } })
+      const out = recover(mode, null, [...segments(h.entries.slice(0, 4)), ...segments(h.entries.slice(7))], {
+        caps: { entry_cap: 4 }
+      })
       assert.strictEqual(out.report.stopped?.reason, "gap")
       assert.strictEqual(out.report.stopped?.sequence, 4)
       assert.deepStrictEqual(out.report.stopped?.missing, { from: 4, to: 6 })
@@ -449,7 +514,9 @@ describe("strict records", () => {
 
   it("a record past the next sequence inside a segment is a gap naming the missing range", () => {
     for (const mode of modes) {
-      const out = recover(mode, null, segments([...h.entries.slice(0, 4), ...h.entries.slice(6)]), { caps: { entry_cap: 4 } })
+      const out = recover(mode, null, segments([...h.entries.slice(0, 4), ...h.entries.slice(6)]), {
+        caps: { entry_cap: 4 }
+      })
       assert.strictEqual(out.report.stopped?.reason, "gap")
       assert.deepStrictEqual(out.report.stopped?.missing, { from: 4, to: 5 })
     }
@@ -480,7 +547,13 @@ describe("strict records", () => {
         assert.isNull(torn.report.stopped)
         assert.deepStrictEqual(torn.report.tornTail, { segment: segName(0), offset: 1020, bytes: 37 })
         // The same damage followed by anything is corruption.
-        for (const next of [inputs[3]!, { _tag: "Segment" as const, segment: segName(10), base: 10 }, damaged(false, false, true)]) {
+        for (
+          const next of [
+            inputs[3]!,
+            { _tag: "Segment" as const, segment: segName(10), base: 10 },
+            damaged(false, false, true)
+          ]
+        ) {
           const more = recover(mode, doc(h.states[10]!), [...inputs, damaged(terminated, zeros, true), next])
           assert.strictEqual(more.report.stopped?.reason, "corruption")
           assert.strictEqual(more.report.stopped?.offset, 1020)
@@ -494,7 +567,12 @@ describe("strict records", () => {
 
     it(`${mode}: a record of an unknown version ends the valid prefix at its byte offset`, () => {
       const inputs = segments(h.entries)
-      const out = recover(mode, null, [...inputs.slice(0, 7), { _tag: "UnknownVersion", segment: segName(0), offset: 620, version: 2 }, ...inputs.slice(7)], { caps: { entry_cap: 4 } })
+      const out = recover(mode, null, [...inputs.slice(0, 7), {
+        _tag: "UnknownVersion",
+        segment: segName(0),
+        offset: 620,
+        version: 2
+      }, ...inputs.slice(7)], { caps: { entry_cap: 4 } })
       assert.strictEqual(out.report.stopped?.reason, "unknown_version")
       assert.strictEqual(out.report.stopped?.offset, 620)
       assert.strictEqual(out.report.stopped?.segment, segName(0))
@@ -612,15 +690,20 @@ describe("properties", () => {
         d.message_count = bump(d.message_count)
         break
       case 5:
-        if (d.current_streak_tool !== null) d.current_streak_len = bump(d.current_streak_len) === 0 ? 2 : bump(d.current_streak_len)
-        else d.message_count = bump(d.message_count)
+        if (d.current_streak_tool !== null) {
+          d.current_streak_len = bump(d.current_streak_len) === 0
+            ? 2
+            : bump(d.current_streak_len)
+        } else d.message_count = bump(d.message_count)
         break
       case 6:
         if (d.tool_counts.length > 0) d.tool_counts[0][1] = bump(d.tool_counts[0][1])
         else d.data_flow.total_bytes_read = bump(d.data_flow.total_bytes_read)
         break
       default:
-        d.evicted_head = d.evicted_head === null ? null : (d.evicted_head[0] === "0" ? "1" : "0") + d.evicted_head.slice(1)
+        d.evicted_head = d.evicted_head === null
+          ? null
+          : (d.evicted_head[0] === "0" ? "1" : "0") + d.evicted_head.slice(1)
         if (d.evicted_head === null) d.message_count = bump(d.message_count)
     }
   }
@@ -653,7 +736,9 @@ describe("properties", () => {
               if (mutation.i === n - 1) return
               entries.splice(mutation.i, 1)
               limit = mutation.i
-              inputs = segments(h.entries, starts).filter((x) => !(x._tag === "Entry" && x.entry.sequence === mutation.i))
+              inputs = segments(h.entries, starts).filter((x) =>
+                !(x._tag === "Entry" && x.entry.sequence === mutation.i)
+              )
               break
             }
             case "duplicateChanged": {
@@ -663,7 +748,11 @@ describe("properties", () => {
               const base = segments(h.entries, starts)
               const at = base.findIndex((x) => x._tag === "Entry" && x.entry.sequence === after)
               const seg = (base[at] as Extract<Input, { _tag: "Entry" }>).segment
-              inputs = [...base.slice(0, at + 1), { _tag: "Entry", entry: changed, segment: seg, offset: 99999 }, ...base.slice(at + 1)]
+              inputs = [
+                ...base.slice(0, at + 1),
+                { _tag: "Entry", entry: changed, segment: seg, offset: 99999 },
+                ...base.slice(at + 1)
+              ]
               limit = after + 1
               break
             }
@@ -702,7 +791,9 @@ describe("properties", () => {
             case "field": {
               const changed0 = changeField(h.entries[mutation.i]!, mutation.which)
               const changed = mutation.rehash ? { ...changed0, entry_hash: Entry.computeHash(changed0) } : changed0
-              inputs = segments(h.entries, starts).map((x) => x._tag === "Entry" && x.entry.sequence === mutation.i ? { ...x, entry: changed } : x)
+              inputs = segments(h.entries, starts).map((x) =>
+                x._tag === "Entry" && x.entry.sequence === mutation.i ? { ...x, entry: changed } : x
+              )
               limit = mutation.i
               if (mutation.rehash && mutation.which === 1) return // rehashing undoes the change
               if (mutation.rehash && mutation.which !== 0) {
@@ -733,7 +824,10 @@ describe("properties", () => {
             assert.isAtMost(s.sequence!, limit, ctx)
             // Whatever stopped, the state is a fold of a prefix of what was stored and verified.
             assert.isAtMost(out.state.next_sequence, limit, ctx)
-            if (out.state.next_sequence <= Math.min(limit, n) && !(mutation.m === "field" && mutation.rehash && out.state.next_sequence > mutation.i)) {
+            if (
+              out.state.next_sequence <= Math.min(limit, n) &&
+              !(mutation.m === "field" && mutation.rehash && out.state.next_sequence > mutation.i)
+            ) {
               assertState(out.state, h.states[out.state.next_sequence]!)
             }
           }

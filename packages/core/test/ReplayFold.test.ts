@@ -24,32 +24,41 @@ const same = (expected: JournalState.JournalState, actual: JournalState.JournalS
   // Both encode to the same checkpoint document, up to the order of tool counts.
   const doc = (s: JournalState.JournalState) => {
     const d = Checkpoint.encode(s) as unknown as Record<string, unknown>
-    return JSON.stringify({ ...d, tool_counts: [...(d["tool_counts"] as Array<unknown>)].map((x) => JSON.stringify(x)).sort() })
+    return JSON.stringify({
+      ...d,
+      tool_counts: [...(d["tool_counts"] as Array<unknown>)].map((x) => JSON.stringify(x)).sort()
+    })
   }
   assert.strictEqual(doc(actual), doc(expected))
 }
 
 describe("ReplayFold", () => {
   it("equals JournalState.fold after every entry", () => {
-    fc.assert(fc.property(A.caps, A.ops(60), (caps, ops) => {
-    const h = A.run(caps, ops)
-    const fold = new ReplayFold(h.states[0]!)
-    same(h.states[0]!, fold.state())
-    h.entries.forEach((entry, i) => {
-      const before = h.states[i]!
-      assert.strictEqual(fold.lastHash(), JournalState.lastHash(before))
-      fold.fold(entry)
-      const after = h.states[i + 1]!
-      assert.strictEqual(fold.nextSequence, after.next_sequence)
-      assert.strictEqual(fold.evictedHead, after.evicted_head)
-      const retained = JournalState.retainedHashes(after)
-      const first = after.next_sequence - retained.length
-      for (let s = Math.max(0, first - 2); s < after.next_sequence + 2; s++) {
-        assert.strictEqual(fold.retainedAt(s), s >= first && s < after.next_sequence ? retained[s - first] : undefined)
-      }
-      same(after, fold.state())
-    })
-    }), { numRuns: A.runs(200) })
+    fc.assert(
+      fc.property(A.caps, A.ops(60), (caps, ops) => {
+        const h = A.run(caps, ops)
+        const fold = new ReplayFold(h.states[0]!)
+        same(h.states[0]!, fold.state())
+        h.entries.forEach((entry, i) => {
+          const before = h.states[i]!
+          assert.strictEqual(fold.lastHash(), JournalState.lastHash(before))
+          fold.fold(entry)
+          const after = h.states[i + 1]!
+          assert.strictEqual(fold.nextSequence, after.next_sequence)
+          assert.strictEqual(fold.evictedHead, after.evicted_head)
+          const retained = JournalState.retainedHashes(after)
+          const first = after.next_sequence - retained.length
+          for (let s = Math.max(0, first - 2); s < after.next_sequence + 2; s++) {
+            assert.strictEqual(
+              fold.retainedAt(s),
+              s >= first && s < after.next_sequence ? retained[s - first] : undefined
+            )
+          }
+          same(after, fold.state())
+        })
+      }),
+      { numRuns: A.runs(200) }
+    )
   })
 
   it("keeps counters exact past 2^53 − 1 and saturates them at 2^64 − 1 like the fold", () => {

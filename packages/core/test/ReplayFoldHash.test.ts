@@ -14,11 +14,19 @@ const hex64 = fc.string({ unit: fc.constantFrom(..."0123456789abcdef"), minLengt
 const near64 = fc.tuple(hex64, fc.nat(63), fc.integer({ min: 0, max: 0xffff })).map(([h, i, c]) =>
   h.slice(0, i) + String.fromCharCode(c) + h.slice(i + 1)
 )
-const anyString = fc.oneof(hex64, near64, fc.constant(""), fc.string({ minLength: 0, maxLength: 70 }), fc.string({ unit: "binary", minLength: 64, maxLength: 64 }))
+const anyString = fc.oneof(
+  hex64,
+  near64,
+  fc.constant(""),
+  fc.string({ minLength: 0, maxLength: 70 }),
+  fc.string({ unit: "binary", minLength: 64, maxLength: 64 })
+)
 
 describe("replayFoldHash", () => {
   it("equals Chain.foldHash on any pair of strings", () => {
-    const seed = Number.isSafeInteger(Number(process.env["SEED"])) ? Number(process.env["SEED"]) : Math.floor(Math.random() * 2 ** 31)
+    const seed = Number.isSafeInteger(Number(process.env["SEED"]))
+      ? Number(process.env["SEED"])
+      : Math.floor(Math.random() * 2 ** 31)
     console.log(`replayFoldHash vs Chain.foldHash: seed ${seed}`)
     fc.assert(
       fc.property(fc.oneof(hex64, anyString), fc.oneof(hex64, anyString), (p, h) => {

@@ -30,7 +30,10 @@ const manualClock = (now: { millis: number }): ClockRef.Clock => ({
   currentTimeNanos: Effect.sync(() => BigInt(now.millis) * 1_000_000n),
   monotonicTimeNanosUnsafe: () => BigInt(now.millis) * 1_000_000n,
   monotonicTimeNanos: Effect.sync(() => BigInt(now.millis) * 1_000_000n),
-  sleep: (d) => Effect.sync(() => { now.millis += Duration.toMillis(d) })
+  sleep: (d) =>
+    Effect.sync(() => {
+      now.millis += Duration.toMillis(d)
+    })
 })
 
 interface ModelSession {
@@ -167,7 +170,8 @@ const settle = (m: Model, id: string, op: Op, exit: Exit.Exit<unknown, SessionJo
   s.state = JournalState.fold(s.state, expected.entry)
 }
 
-const snapshotJson = (state: JournalState.JournalState) => JSON.stringify(JournalState.snapshotToJson(JournalState.snapshot(state)))
+const snapshotJson = (state: JournalState.JournalState) =>
+  JSON.stringify(JournalState.snapshotToJson(JournalState.snapshot(state)))
 
 /** Service and storage agree with the model about session `id`. */
 const agree = async (m: Model, r: Real, id: string) => {
@@ -190,7 +194,10 @@ const agree = async (m: Model, r: Real, id: string) => {
   assert.deepStrictEqual(window, s.entries.slice(s.entries.length - window.length))
   assert.strictEqual(JournalState.windowStart(state), s.state.next_sequence - window.length)
   assert.strictEqual(await runOk(m, r.journal.head(id)), JournalState.head(s.state))
-  assert.strictEqual(snapshotJson(state), JSON.stringify(JournalState.snapshotToJson(await runOk(m, r.journal.snapshot(id)))))
+  assert.strictEqual(
+    snapshotJson(state),
+    JSON.stringify(JournalState.snapshotToJson(await runOk(m, r.journal.snapshot(id))))
+  )
   assert.deepStrictEqual(await runOk(m, Stream.runCollect(r.journal.entries(id))), s.entries)
   const report = await runOk(m, r.journal.verify(id))
   assert.strictEqual(report.entriesChecked, s.entries.length)
@@ -322,7 +329,10 @@ const open = async (m: Model, persistence: Persistence.Persistence["Service"]) =
 
 const idArb = fc.constantFrom(...IDS)
 const toolParamsArb: fc.Arbitrary<Entry.ToolParams> = fc.record({
-  tool_name: fc.oneof({ weight: 20, arbitrary: fc.constantFrom(...TOOLS) }, { weight: 1, arbitrary: fc.constantFrom(" bash", "", "a\u0000") }),
+  tool_name: fc.oneof({ weight: 20, arbitrary: fc.constantFrom(...TOOLS) }, {
+    weight: 1,
+    arbitrary: fc.constantFrom(" bash", "", "a\u0000")
+  }),
   server_id: fc.constantFrom("srv-1", "srv-2"),
   agent_id: fc.constantFrom("agent-1", "agent-2"),
   bytes_read: fc.oneof({ weight: 20, arbitrary: fc.nat(10_000) }, { weight: 1, arbitrary: fc.constantFrom(-1, 0.5) }),
@@ -348,7 +358,10 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ _tag: fc.constant("Record" as const), params: toolParamsArb }),
   fc.record({
     _tag: fc.constant("Append" as const),
-    kind: fc.oneof({ weight: 6, arbitrary: fc.constant("message") }, { weight: 3, arbitrary: fc.constantFrom("x-vendor.note:v2", "tool_result") }, {
+    kind: fc.oneof({ weight: 6, arbitrary: fc.constant("message") }, {
+      weight: 3,
+      arbitrary: fc.constantFrom("x-vendor.note:v2", "tool_result")
+    }, {
       weight: 1,
       arbitrary: fc.constantFrom("tool", "bad kind")
     }),
@@ -363,7 +376,11 @@ const commands = [
   fc.tuple(
     idArb,
     fc.record(
-      { title: fc.string({ maxLength: 8 }), labels: fc.array(fc.constantFrom("x", "y", "z"), { maxLength: 2 }), data: fc.jsonValue({ maxDepth: 2 }) },
+      {
+        title: fc.string({ maxLength: 8 }),
+        labels: fc.array(fc.constantFrom("x", "y", "z"), { maxLength: 2 }),
+        data: fc.jsonValue({ maxDepth: 2 })
+      },
       { requiredKeys: [] }
     )
   ).map(([id, patch]) => new SetMeta(id, patch as SessionMeta.MetaPatch)),

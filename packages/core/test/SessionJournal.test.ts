@@ -91,7 +91,8 @@ layer(Live)("SessionJournal on memory", (it) => {
       const n = STRESS ? 20_000 : 1000
       const out = yield* Effect.forEach(
         range(n),
-        (i) => j.record("concurrent", params(`t${i % 7}`, { bytes_read: i, bytes_written: 3, delegation_depth: i % 5 })),
+        (i) =>
+          j.record("concurrent", params(`t${i % 7}`, { bytes_read: i, bytes_written: 3, delegation_depth: i % 5 })),
         { concurrency: "unbounded" }
       )
       assert.deepStrictEqual(out.map((e) => e.sequence).sort((x, y) => x - y), range(n))
@@ -144,7 +145,10 @@ layer(Live)("SessionJournal on memory", (it) => {
       assert.strictEqual(yield* fieldOf(j.record("typed", params("ok", { agent_id: "a\u0085" }))), "agent_id")
       assert.strictEqual(yield* fieldOf(j.record("typed", params("ok", { bytes_read: -1 }))), "bytes_read")
       assert.strictEqual(yield* fieldOf(j.record("typed", params("ok", { bytes_written: 1.5 }))), "bytes_written")
-      assert.strictEqual(yield* fieldOf(j.record("typed", params("ok", { delegation_depth: 2 ** 32 }))), "delegation_depth")
+      assert.strictEqual(
+        yield* fieldOf(j.record("typed", params("ok", { delegation_depth: 2 ** 32 }))),
+        "delegation_depth"
+      )
       assert.strictEqual(yield* fieldOf(j.decide("typed", params("\u0000"), Guard.allowList([]))), "tool_name")
       assert.strictEqual(yield* fieldOf(j.append("typed", "tool", {})), "kind")
       assert.strictEqual(yield* fieldOf(j.append("typed", "", {})), "kind")
@@ -155,7 +159,11 @@ layer(Live)("SessionJournal on memory", (it) => {
       assert.strictEqual(yield* fieldOf(j.append("typed", "message", undefined)), "payload")
       assert.strictEqual(yield* fieldOf(j.setMeta("typed", { data: { bad: Number.POSITIVE_INFINITY } })), "data")
       const writeAllBad = yield* fieldOf(
-        j.writeAll("typed", [{ _tag: "Tool", params: params("ok") }, { _tag: "Other", kind: "message", payload: Symbol() }])
+        j.writeAll("typed", [{ _tag: "Tool", params: params("ok") }, {
+          _tag: "Other",
+          kind: "message",
+          payload: Symbol()
+        }])
       )
       assert.strictEqual(writeAllBad, "payload")
       // Nothing of the above reached storage.
@@ -220,7 +228,10 @@ layer(Live)("SessionJournal on memory", (it) => {
       }
       const exits = yield* Effect.forEach(
         range(21),
-        (i) => Effect.exit<unknown, SessionJournal.WriteError, never>(i === 10 ? j.decide(id, params("x"), boom) : j.record(id, params("y"))),
+        (i) =>
+          Effect.exit<unknown, SessionJournal.WriteError, never>(
+            i === 10 ? j.decide(id, params("x"), boom) : j.record(id, params("y"))
+          ),
         { concurrency: "unbounded" }
       )
       const failed = exits.flatMap((e, i) => Exit.isFailure(e) ? [i] : [])
@@ -334,13 +345,23 @@ layer(Live)("SessionJournal on memory", (it) => {
       yield* Effect.scoped(Effect.gen(function*() {
         const h = yield* p.open(id, { mode: "write" })
         const loaded = yield* h.load
-        yield* h.append({ after: Persistence.tipOf(loaded.state), entries: [], meta: { updated_at: 1_500, title: "stale" }, head: () => JournalState.head(loaded.state) })
+        yield* h.append({
+          after: Persistence.tipOf(loaded.state),
+          entries: [],
+          meta: { updated_at: 1_500, title: "stale" },
+          head: () => JournalState.head(loaded.state)
+        })
       }))
       assert.strictEqual((yield* j.state(id)).meta?.title, "second")
       yield* Effect.scoped(Effect.gen(function*() {
         const h = yield* p.open(id, { mode: "write" })
         const loaded = yield* h.load
-        yield* h.append({ after: Persistence.tipOf(loaded.state), entries: [], meta: { updated_at: 5_000, title: "newer" }, head: () => JournalState.head(loaded.state) })
+        yield* h.append({
+          after: Persistence.tipOf(loaded.state),
+          entries: [],
+          meta: { updated_at: 5_000, title: "newer" },
+          head: () => JournalState.head(loaded.state)
+        })
       }))
       assert.strictEqual((yield* j.state(id)).meta?.title, "newer")
       // A writer whose clock is behind still wins over what it patched: updated_at never moves back.
@@ -593,7 +614,13 @@ layer(SessionJournal.layer({ changesCapacity: 4 }).pipe(Layer.provideMerge(Persi
         const got = yield* Fiber.join(slowFiber)
         // The hub keeps the newest 4 of sequences 1..50: 47..50.
         assert.deepStrictEqual(got[0], { _tag: "Missed", count: 46, fromSequence: 1 })
-        assert.deepStrictEqual(got.slice(1).map((c) => c._tag === "Entry" ? c.entry.sequence : -1), [47, 48, 49, 50, 51])
+        assert.deepStrictEqual(got.slice(1).map((c) => c._tag === "Entry" ? c.entry.sequence : -1), [
+          47,
+          48,
+          49,
+          50,
+          51
+        ])
         // The fast subscriber, pulling all along, missed nothing.
         const all = yield* Fiber.join(fastFiber)
         assert.isTrue(all.every((c) => c._tag === "Entry"))
@@ -604,7 +631,9 @@ layer(SessionJournal.layer({ changesCapacity: 4 }).pipe(Layer.provideMerge(Persi
 
 // Counting and failing storage: a wrapper over the real memory adapter.
 const probe = IP.makeProbe()
-const Instrumented = SessionJournal.layer({ checkpointMinBytes: 16 * 300 }).pipe(Layer.provideMerge(IP.layerMemory(probe)))
+const Instrumented = SessionJournal.layer({ checkpointMinBytes: 16 * 300 }).pipe(
+  Layer.provideMerge(IP.layerMemory(probe))
+)
 
 layer(Instrumented)("SessionJournal on instrumented storage", (it) => {
   it.effect("group commit: 64 concurrent callers share far fewer than 64 appends", () =>
@@ -613,7 +642,9 @@ layer(Instrumented)("SessionJournal on instrumented storage", (it) => {
       const id = "group"
       yield* j.record(id, params("warm-up"))
       const before = IP.appendsOf(probe, id)
-      const out = yield* Effect.forEach(range(64), (i) => j.record(id, params(`g${i % 4}`)), { concurrency: "unbounded" })
+      const out = yield* Effect.forEach(range(64), (i) => j.record(id, params(`g${i % 4}`)), {
+        concurrency: "unbounded"
+      })
       const appends = IP.appendsOf(probe, id) - before
       assert.isAtMost(appends, 4, `64 callers took ${appends} appends`)
       assert.deepStrictEqual(out.map((e) => e.sequence).sort((a, b) => a - b), range(64).map((i) => i + 1))
@@ -752,7 +783,10 @@ layer(Instrumented)("SessionJournal on instrumented storage", (it) => {
       for (let n = 1; n <= 9; n++) IP.plan(probe, id, n, { _tag: "Sneak", count: 1 })
       const error = yield* Effect.flip(j.record(id, params("mine")))
       assert.strictEqual(error._tag, "StorageError")
-      assert.strictEqual(error._tag === "StorageError" ? (error.cause as { _tag: string })._tag : "", "SequenceConflict")
+      assert.strictEqual(
+        error._tag === "StorageError" ? (error.cause as { _tag: string })._tag : "",
+        "SequenceConflict"
+      )
       const e = yield* j.record(id, params("mine"))
       assert.strictEqual(e.sequence, 10)
       const all = yield* assertConsistent(id)
@@ -773,7 +807,10 @@ layer(NoWindow)("SessionJournal with no entries in memory (windowBytes 0)", (it)
       const seen = yield* changes.pipe(Stream.take(6), Stream.runCollect, Effect.forkChild)
       IP.plan(windowProbe, id, 1, { _tag: "FailAfter" })
       // Heavier together than any window: the reload's state holds at most the last.
-      const items = Array.from({ length: 5 }, (_, i) => ({ _tag: "Other" as const, kind: "message", payload: { i, pad: "x".repeat(100_000) } }))
+      const items = Array.from(
+        { length: 5 },
+        (_, i) => ({ _tag: "Other" as const, kind: "message", payload: { i, pad: "x".repeat(100_000) } })
+      )
       assert.strictEqual((yield* Effect.flip(j.writeAll(id, items)))._tag, "StorageError")
       const next = yield* j.record(id, params("b"))
       assert.strictEqual(next.sequence, 6)

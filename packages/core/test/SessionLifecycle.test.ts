@@ -18,7 +18,14 @@ import { TestClock } from "effect/testing"
 import { Entry, JournalState, Persistence, SessionJournal } from "../src/index.ts"
 import * as Hubs from "../src/internal/hubs.ts"
 
-const params = { tool_name: "read_file", server_id: "srv", agent_id: "agent", bytes_read: 1, bytes_written: 0, delegation_depth: 0 }
+const params = {
+  tool_name: "read_file",
+  server_id: "srv",
+  agent_id: "agent",
+  bytes_read: 1,
+  bytes_written: 0,
+  delegation_depth: 0
+}
 
 /**
  * The memory adapter, counting the write openings of each session; an append of a
@@ -40,7 +47,9 @@ const counted = Effect.gen(function*() {
             append: (request) =>
               Effect.suspend(() => {
                 const gate = gates.get(id)
-                return gate === undefined ? handle.append(request) : Effect.andThen(Deferred.await(gate), handle.append(request))
+                return gate === undefined
+                  ? handle.append(request)
+                  : Effect.andThen(Deferred.await(gate), handle.append(request))
               })
           }
         })
@@ -136,8 +145,13 @@ describe("session lifecycle on Effect's structures", () => {
       }
       // Concurrent writes share openings; once the last returns, the session is released.
       const before = opens.get("z") ?? 0
-      const written = yield* Effect.forEach(Array.from({ length: 20 }), () => j.record("z", params), { concurrency: "unbounded" })
-      assert.deepStrictEqual(written.map((e) => e.sequence).sort((a, b) => a - b), Array.from({ length: 20 }, (_, i) => i + 6))
+      const written = yield* Effect.forEach(Array.from({ length: 20 }), () => j.record("z", params), {
+        concurrency: "unbounded"
+      })
+      assert.deepStrictEqual(
+        written.map((e) => e.sequence).sort((a, b) => a - b),
+        Array.from({ length: 20 }, (_, i) => i + 6)
+      )
       assert.isBelow((opens.get("z") ?? 0) - before, 20)
       assert.strictEqual(yield* outcome(other.record("z", params)), "written")
       assert.strictEqual((yield* j.state("z")).next_sequence, 27)
@@ -153,7 +167,10 @@ describe("session lifecycle on Effect's structures", () => {
       const written = yield* Fiber.join(writes)
       assert.deepStrictEqual(written.map((e) => e.sequence), Array.from({ length: 50 }, (_, i) => i))
       assert.isTrue((opens.get("r") ?? 0) >= 1)
-      assert.deepStrictEqual((yield* Stream.runCollect(j.entries("r"))).map((e) => e.sequence), written.map((e) => e.sequence))
+      assert.deepStrictEqual(
+        (yield* Stream.runCollect(j.entries("r"))).map((e) => e.sequence),
+        written.map((e) => e.sequence)
+      )
     })))
 })
 
@@ -210,9 +227,15 @@ describe("change hubs live as long as their listeners' scopes", () => {
       yield* settle
       yield* hubs.publish("h", all)
       yield* hubs.end("h")
-      assert.deepStrictEqual((yield* Fiber.join(collected)).map((c) => c._tag === "Entry" ? c.entry.sequence : -1), [0, 1])
+      assert.deepStrictEqual((yield* Fiber.join(collected)).map((c) => c._tag === "Entry" ? c.entry.sequence : -1), [
+        0,
+        1
+      ])
       const waited = yield* Fiber.join(waiter)
-      assert.isTrue(Exit.isFailure(waited) && waited.cause.reasons.some((r) => r._tag === "Fail" && r.error._tag === "SessionNotFound"))
+      assert.isTrue(
+        Exit.isFailure(waited) &&
+          waited.cause.reasons.some((r) => r._tag === "Fail" && r.error._tag === "SessionNotFound")
+      )
       // The subscriber's scope still holds the old hub; a new listener starts afresh.
       yield* Effect.scoped(Effect.gen(function*() {
         yield* hubs.changes("h", () => Effect.succeed(0))

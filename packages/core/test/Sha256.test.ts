@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
+import { Chain, Sha256 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { Chain, Sha256 } from "@session-journal/core"
 
 describe("Sha256", () => {
   it("hashes with @noble/hashes unless something else is installed", () => {
@@ -33,7 +33,10 @@ describe("Sha256", () => {
         assert.strictEqual(calls, probes + 1)
         // The bytes digest (the Merkle tree's) goes through the installed one too.
         const abc = new TextEncoder().encode("abc")
-        assert.strictEqual(Array.from(Sha256.digest(abc), (b) => b.toString(16).padStart(2, "0")).join(""), Sha256.noble(abc))
+        assert.strictEqual(
+          Array.from(Sha256.digest(abc), (b) => b.toString(16).padStart(2, "0")).join(""),
+          Sha256.noble(abc)
+        )
         assert.strictEqual(calls, probes + 2)
       }).pipe(Effect.provide(Sha256.layer("counted", counted)))
       assert.strictEqual(Sha256.implementation(), "@noble/hashes")
@@ -41,8 +44,7 @@ describe("Sha256", () => {
 
   it.effect("refuses an implementation that differs on any probe, with the input length and both digests", () =>
     Effect.gen(function*() {
-      const wrongOnPadding: Sha256.HexDigest = (bytes) =>
-        bytes.length === 56 ? "0".repeat(64) : Sha256.noble(bytes)
+      const wrongOnPadding: Sha256.HexDigest = (bytes) => bytes.length === 56 ? "0".repeat(64) : Sha256.noble(bytes)
       const error = yield* Effect.flip(Layer.build(Sha256.layer("broken", wrongOnPadding)).pipe(Effect.scoped))
       assert.strictEqual(error._tag, "Sha256Mismatch")
       assert.strictEqual(error.inputBytes, 56)

@@ -15,7 +15,8 @@ import * as fc from "fast-check"
 const SKEY = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz"
 const VKEY = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
 const TEXT = "If you think cryptography is the answer to your problem,\nthen you don't know what your problem is.\n"
-const NOTE = `${TEXT}\n\u2014 PeterNeumann x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM=\n`
+const NOTE =
+  `${TEXT}\n\u2014 PeterNeumann x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM=\n`
 const SPEC_VKEY = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k"
 const SPEC_NOTE =
   "This is an example message.\n\n\u2014 example.com/foo Uw2QOkn8srV1yJGh2VYRlL1Tnagv1YEq6TfXppzi2ONncAlTgK7Ztg1ERYNZXsYjOBH3mFXmRKuwHjG1Yu72IneyaQM=\n"
@@ -65,8 +66,14 @@ describe("SignedNote: known answers", () => {
       }
     }
     // A key of the wrong length and an unknown algorithm, each with a key ID made to match.
-    assert.isTrue(Result.isFailure(SignedNote.parseVerifier("PeterNeumann+cc469956+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TWBADKEY==")))
-    assert.isTrue(Result.isFailure(SignedNote.parseVerifier("PeterNeumann+173116ae+ZRpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW")))
+    assert.isTrue(
+      Result.isFailure(
+        SignedNote.parseVerifier("PeterNeumann+cc469956+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TWBADKEY==")
+      )
+    )
+    assert.isTrue(
+      Result.isFailure(SignedNote.parseVerifier("PeterNeumann+173116ae+ZRpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"))
+    )
   })
 
   it("the key ID is SHA-256(name ‖ 0x0A ‖ type ‖ key)[:4] and changes with the type", () => {
@@ -122,10 +129,15 @@ describe("SignedNote: opening", () => {
   })
 
   it("a cosignature signs cosignature/v1, the time and the text, and opens with its time", () => {
-    const witness = get(SignedNote.signerFromSeed("witness.example/w1", new Uint8Array(32).fill(9), SignedNote.COSIGNATURE_V1))
+    const witness = get(
+      SignedNote.signerFromSeed("witness.example/w1", new Uint8Array(32).fill(9), SignedNote.COSIGNATURE_V1)
+    )
     const note = get(SignedNote.sign(TEXT, [peter, witness], { timestamp: 1679315147n }))
     const opened = get(SignedNote.open(note, [peter.verifier, witness.verifier]))
-    assert.deepStrictEqual(opened.verified.map((v) => [v.verifier.name, v.timestamp]), [["PeterNeumann", null], ["witness.example/w1", 1679315147n]])
+    assert.deepStrictEqual(opened.verified.map((v) => [v.verifier.name, v.timestamp]), [["PeterNeumann", null], [
+      "witness.example/w1",
+      1679315147n
+    ]])
     // Checked independently: key ID ‖ u64 time ‖ Ed25519 over the message of the specification.
     const bytes = TreeHead.fromBase64(note.trim().split("\n").pop()!.split(" ").pop()!)!
     assert.strictEqual(bytes.length, 4 + 8 + 64)
@@ -141,15 +153,20 @@ describe("SignedNote: opening", () => {
     const name = fc.stringMatching(/^[a-z0-9./_-]{1,30}$/)
     const line = fc.string({ unit: fc.constantFrom(..."ab cdé—😀+="), maxLength: 20 })
     fc.assert(
-      fc.property(name, fc.uint8Array({ minLength: 32, maxLength: 32 }), fc.array(line, { minLength: 1, maxLength: 4 }), (n, seed, lines) => {
-        const text = lines.map((l) => `${l}\n`).join("")
-        const s = get(SignedNote.signerFromSeed(n, seed))
-        assert.strictEqual(get(SignedNote.parseSigner(SignedNote.encodeSigner(s))).verifier.keyId, s.verifier.keyId)
-        const v = get(SignedNote.parseVerifier(SignedNote.encodeVerifier(s.verifier)))
-        const note = get(SignedNote.sign(text, [s]))
-        assert.strictEqual(get(SignedNote.open(note, [v])).text, text)
-        assert.isTrue(Result.isFailure(SignedNote.open(note, [peter.verifier])))
-      }),
+      fc.property(
+        name,
+        fc.uint8Array({ minLength: 32, maxLength: 32 }),
+        fc.array(line, { minLength: 1, maxLength: 4 }),
+        (n, seed, lines) => {
+          const text = lines.map((l) => `${l}\n`).join("")
+          const s = get(SignedNote.signerFromSeed(n, seed))
+          assert.strictEqual(get(SignedNote.parseSigner(SignedNote.encodeSigner(s))).verifier.keyId, s.verifier.keyId)
+          const v = get(SignedNote.parseVerifier(SignedNote.encodeVerifier(s.verifier)))
+          const note = get(SignedNote.sign(text, [s]))
+          assert.strictEqual(get(SignedNote.open(note, [v])).text, text)
+          assert.isTrue(Result.isFailure(SignedNote.open(note, [peter.verifier])))
+        }
+      ),
       { numRuns: 50 }
     )
   })

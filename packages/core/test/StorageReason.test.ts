@@ -13,16 +13,28 @@ describe("StorageReason", () => {
       [new StorageReason.Io({ code: "ENOENT", message: "no such file" }), "no such file"],
       [new StorageReason.RefusedPath({ why: "a symbolic link" }), "refused: a symbolic link"],
       [new StorageReason.RefusedPath({ path: "/j/x", why: "a symbolic link" }), "refused /j/x: a symbolic link"],
-      [new StorageReason.InvalidOption({ option: "tablePrefix", message: "invalid table prefix \"X\"" }), "invalid table prefix \"X\""],
+      [
+        new StorageReason.InvalidOption({ option: "tablePrefix", message: "invalid table prefix \"X\"" }),
+        "invalid table prefix \"X\""
+      ],
       [new StorageReason.RecordTooLarge({ bytes: 10, limit: 4 }), "record of 10 bytes exceeds the bound of 4 bytes"],
-      [new StorageReason.RecordTooLarge({ bytes: 10, limit: 4, bound: "line bound" }), "record of 10 bytes exceeds the line bound of 4 bytes"],
-      [new StorageReason.FileTooLarge({ bytes: 9, limit: 8, bound: "read bound" }), "file is 9 bytes, above the read bound of 8 bytes"],
+      [
+        new StorageReason.RecordTooLarge({ bytes: 10, limit: 4, bound: "line bound" }),
+        "record of 10 bytes exceeds the line bound of 4 bytes"
+      ],
+      [
+        new StorageReason.FileTooLarge({ bytes: 9, limit: 8, bound: "read bound" }),
+        "file is 9 bytes, above the read bound of 8 bytes"
+      ],
       [new StorageReason.Truncated({ bytes: 3, expected: 5 }), "ended at 3 bytes, 5 expected"],
       [
         new StorageReason.NotDurable({ why: "the transaction ended before it could commit" }),
         "the transaction ended before it could commit; nothing was stored"
       ],
-      [new StorageReason.Contended({ sequence: 7, retries: 3 }), "another writer kept winning sequence 7 after 3 retries"],
+      [
+        new StorageReason.Contended({ sequence: 7, retries: 3 }),
+        "another writer kept winning sequence 7 after 3 retries"
+      ],
       [new StorageReason.NoFreeName(), "no free name: the directory keeps changing"],
       [
         new StorageReason.NeedsRepair({ problem: "corruption: bad line" }),
@@ -45,7 +57,10 @@ describe("StorageReason", () => {
   it("StorageError.io classifies an underlying error by its code and keeps it as the cause", () => {
     const cause = Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" })
     const error = StorageError.io("write", cause, "/j/s/seg")
-    assert.deepStrictEqual([error.reason._tag, error.reason._tag === "Io" ? error.reason.code : undefined], ["Io", "ENOSPC"])
+    assert.deepStrictEqual([error.reason._tag, error.reason._tag === "Io" ? error.reason.code : undefined], [
+      "Io",
+      "ENOSPC"
+    ])
     assert.strictEqual(error.cause, cause)
     assert.strictEqual(error.message, "storage write failed (/j/s/seg): ENOSPC: no space left on device, write")
     const plain = StorageError.io("connect", "refused")

@@ -29,7 +29,9 @@ const fill = (id: string, n: number) =>
   Effect.gen(function*() {
     const j = yield* SessionJournal.SessionJournal
     const out: Array<Entry.Entry> = []
-    for (let i = 0; i < n; i++) out.push(i % 2 === 0 ? yield* j.record(id, params(i)) : yield* j.append(id, "message", { i }))
+    for (let i = 0; i < n; i++) {
+      out.push(i % 2 === 0 ? yield* j.record(id, params(i)) : yield* j.append(id, "message", { i }))
+    }
     return out
   })
 
@@ -100,7 +102,9 @@ layer(Live)("Transparency on memory", (it) => {
         assert.strictEqual(head.origin, "journal.example/live")
         const opened = Result.getOrThrow(SignedNote.open(note, [signer.verifier]))
         assert.deepStrictEqual(Result.getOrThrow(TreeHead.parse(opened.text)).root, head.root)
-        const expected = Merkle.root(Merkle.fromLeaves(all.slice(0, head.size).map((e) => Merkle.entryLeaf(e.entry_hash))))
+        const expected = Merkle.root(
+          Merkle.fromLeaves(all.slice(0, head.size).map((e) => Merkle.entryLeaf(e.entry_hash)))
+        )
         assert.deepStrictEqual(head.root, expected, `size ${head.size}`)
       }
       assert.strictEqual(previous, 8)
@@ -123,7 +127,13 @@ const storing = (entries: ReadonlyArray<Entry.Entry>) =>
 const chain = (n: number): Array<Entry.Entry> => {
   const out: Array<Entry.Entry> = []
   for (let i = 0; i < n; i++) {
-    out.push(Entry.makeOther({ sequence: i, prev_hash: out[i - 1]?.entry_hash ?? Entry.ZERO_HASH, timestamp_secs: 1 }, "message", { i }))
+    out.push(
+      Entry.makeOther(
+        { sequence: i, prev_hash: out[i - 1]?.entry_hash ?? Entry.ZERO_HASH, timestamp_secs: 1 },
+        "message",
+        { i }
+      )
+    )
   }
   return out
 }
@@ -140,14 +150,20 @@ layer(storing(chain(4).slice(2)))("Transparency: a history that starts later", (
   it.effect("has no tree (missing)", () =>
     Effect.gen(function*() {
       const e = yield* Effect.flip(Transparency.tree("s"))
-      assert.isTrue(e._tag === "TreeUnavailable" && e.reason === "missing" && e.detail.includes("starts at sequence 2"), e.message)
+      assert.isTrue(
+        e._tag === "TreeUnavailable" && e.reason === "missing" && e.detail.includes("starts at sequence 2"),
+        e.message
+      )
     }))
 })
 
-layer(storing(chain(3).map((e, i) => i === 1 ? { ...e, payload: { i: 99 } } as Entry.Entry : e)))("Transparency: an edited entry", (it) => {
-  it.effect("has no tree (entry_hash)", () =>
-    Effect.gen(function*() {
-      const e = yield* Effect.flip(Transparency.tree("s"))
-      assert.strictEqual(e._tag === "TreeUnavailable" && e.reason, "entry_hash")
-    }))
-})
+layer(storing(chain(3).map((e, i) => i === 1 ? { ...e, payload: { i: 99 } } as Entry.Entry : e)))(
+  "Transparency: an edited entry",
+  (it) => {
+    it.effect("has no tree (entry_hash)", () =>
+      Effect.gen(function*() {
+        const e = yield* Effect.flip(Transparency.tree("s"))
+        assert.strictEqual(e._tag === "TreeUnavailable" && e.reason, "entry_hash")
+      }))
+  }
+)

@@ -8,7 +8,15 @@ interface VectorCase {
   readonly entry_cap: number
   readonly tool_counts_cap: number
   readonly session_id: string
-  readonly ops: ReadonlyArray<{ readonly op: string; readonly ts: number; readonly params?: Entry.ToolParams; readonly kind?: string; readonly payload?: unknown }>
+  readonly ops: ReadonlyArray<
+    {
+      readonly op: string
+      readonly ts: number
+      readonly params?: Entry.ToolParams
+      readonly kind?: string
+      readonly payload?: unknown
+    }
+  >
   readonly entries: ReadonlyArray<unknown>
   readonly head_after_each: ReadonlyArray<string>
   readonly final_snapshot: unknown
@@ -26,7 +34,12 @@ const run = (c: VectorCase) => {
   for (const op of c.ops) {
     const entry = op.op === "record"
       ? JournalState.nextTool(state, op.ts, Result.getOrThrow(Entry.validateToolParams(op.params!)))
-      : JournalState.nextOther(state, op.ts, op.kind ?? "message", Result.getOrThrow(Entry.validatePayload(op.kind ?? "message", op.payload)))
+      : JournalState.nextOther(
+        state,
+        op.ts,
+        op.kind ?? "message",
+        Result.getOrThrow(Entry.validatePayload(op.kind ?? "message", op.payload))
+      )
     produced.push(entry)
     state = JournalState.fold(state, entry)
     heads.push(JournalState.head(state))

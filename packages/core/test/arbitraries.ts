@@ -3,9 +3,9 @@
  * and non-tool appends with valid parameters, and a runner that folds them from an
  * empty state while keeping every intermediate state.
  */
+import type * as Schema from "effect/Schema"
 import * as fc from "fast-check"
 import { vi } from "vitest"
-import type * as Schema from "effect/Schema"
 import { Entry, JournalState } from "../src/index.ts"
 
 /** STRESS=1 runs every property many more times (root script `test:stress`). */
@@ -164,4 +164,9 @@ export const record = (tool_name: string, extra: Partial<Entry.ValidToolParams> 
 })
 
 /** A message append, for hand-written cases. */
-export const message = (payload: Schema.Json, ts = 1_764_400_000): Op => ({ op: "append", ts, kind: "message", payload })
+export const message = (payload: Schema.Json, ts = 1_764_400_000): Op => ({
+  op: "append",
+  ts,
+  kind: "message",
+  payload
+})

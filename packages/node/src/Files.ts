@@ -15,11 +15,11 @@
  *
  * @since 0.1.0
  */
+import { type CorruptJournal, StorageError, StorageReason } from "@session-journal/core"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { constants } from "node:fs"
 import * as path from "node:path"
-import { type CorruptJournal, StorageError, StorageReason } from "@session-journal/core"
 import * as FileOps from "./internal/fileOps.ts"
 import * as Segment from "./internal/segment.ts"
 
@@ -176,7 +176,8 @@ export const TEMP_PREFIX = FileOps.TEMP_PREFIX
  */
 export const privateDir = Effect.fnUntraced(function*(ctx: Context, dir: string) {
   const st = yield* call("lstat", dir, () => ctx.fs.lstat(dir))
-  const refuse = (why: string) => new StorageError({ operation: "confine", path: dir, reason: new StorageReason.RefusedPath({ why }) })
+  const refuse = (why: string) =>
+    new StorageError({ operation: "confine", path: dir, reason: new StorageReason.RefusedPath({ why }) })
   if (st.isSymbolicLink()) return yield* refuse("a symbolic link")
   if (!st.isDirectory()) return yield* refuse("not a directory")
   if (ctx.uid !== null && st.uid !== ctx.uid) return yield* refuse(`owned by uid ${st.uid}, not ${ctx.uid}`)
@@ -209,7 +210,11 @@ export const segmentBase = Segment.parseName
  *
  * @since 0.1.0
  */
-export const entryHashAt = (ctx: Context, dir: string, sequence: number): Effect.Effect<string | null, StorageError | CorruptJournal> =>
+export const entryHashAt = (
+  ctx: Context,
+  dir: string,
+  sequence: number
+): Effect.Effect<string | null, StorageError | CorruptJournal> =>
   Effect.gen(function*() {
     const candidates = Segment.segmentsOf(yield* FileOps.listDir(ctx, dir))
       .filter((s) => s.base <= sequence)
@@ -223,15 +228,22 @@ export const entryHashAt = (ctx: Context, dir: string, sequence: number): Effect
           const loop: Effect.Effect<string | null, StorageError | CorruptJournal> = Effect.suspend(() => {
             for (;;) {
               const line = reader.poll()
-              if (line === FileOps.NeedIo) return Effect.flatMap(reader.io(), () => loop)
+              if (line === FileOps.NeedIo) {
+                return Effect.flatMap(reader.io(), () =>
+                  loop)
+              }
               if (line === null || !line.complete) return Effect.succeed(null)
               const record = Segment.parseLine(line.line)
-              if (record._tag === "Entry" && record.entry.sequence === sequence) return Effect.succeed(record.entry.entry_hash)
+              if (record._tag === "Entry" && record.entry.sequence === sequence) {
+                return Effect.succeed(record.entry.entry_hash)
+              }
             }
           })
           return loop
         }))
-      if (found !== null) return found
+      if (found !== null) {
+        return found
+      }
     }
     return null
   })

@@ -56,7 +56,6 @@ import * as FileOps from "./internal/fileOps.ts"
 import * as Process from "./internal/process.ts"
 import { ownBoot, ownPidns, ownStart, validPid } from "./internal/process.ts"
 
-
 const realSleep = (millis: number): Effect.Effect<void> =>
   Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis)))
 
@@ -195,11 +194,15 @@ export const judge = (record: LockRecord): Verdict => {
   const pidns = typeof record.pidns === "string" ? record.pidns : null
   if (boot !== null && ownBoot !== null && boot !== ownBoot) {
     if (sameHost) {
-      return { state: "gone", reason: `it ran under boot ${boot} of this host, which has restarted since (now boot ${ownBoot})` }
+      return {
+        state: "gone",
+        reason: `it ran under boot ${boot} of this host, which has restarted since (now boot ${ownBoot})`
+      }
     }
     return {
       state: "unknown",
-      reason: `it ran on ${record.host} under another kernel (boot ${boot}, here ${ownBoot}): another machine sharing ` +
+      reason:
+        `it ran on ${record.host} under another kernel (boot ${boot}, here ${ownBoot}): another machine sharing ` +
         `this directory, or this one before a restart; nothing here tells them apart`
     }
   }
@@ -217,7 +220,9 @@ export const judge = (record: LockRecord): Verdict => {
         (boot === null || pidns === null ? " and its record names no boot id and pid namespace to check it by" : "")
     }
   }
-  const where = sameHost ? "on this host" : `under the same kernel boot and pid namespace (host name ${record.host}, here ${host})`
+  const where = sameHost
+    ? "on this host"
+    : `under the same kernel boot and pid namespace (host name ${record.host}, here ${host})`
   if (!validPid(record.pid)) return { state: "gone", reason: `its pid ${record.pid} names no process` }
   if (record.pid === process.pid && record.start === ownStart) {
     return heldTokens.has(record.token)
@@ -338,12 +343,19 @@ const kindOf = (st: Stats): string =>
     : "not a regular file"
 
 const oddOf = (ctx: FileOps.Context, st: Stats): Extract<Seen, { _tag: "Odd" }> | null => {
-  if (!st.isFile() || st.isSymbolicLink()) return { _tag: "Odd", reason: kindOf(st), directory: st.isDirectory(), foreign: true }
+  if (!st.isFile() || st.isSymbolicLink()) {
+    return { _tag: "Odd", reason: kindOf(st), directory: st.isDirectory(), foreign: true }
+  }
   if (ctx.uid !== null && st.uid !== ctx.uid) {
     return { _tag: "Odd", reason: `owned by uid ${st.uid}, not ${ctx.uid}`, directory: false, foreign: false }
   }
   if ((st.mode & 0o022) !== 0) {
-    return { _tag: "Odd", reason: `group- or other-writable (mode ${(st.mode & 0o777).toString(8)})`, directory: false, foreign: false }
+    return {
+      _tag: "Odd",
+      reason: `group- or other-writable (mode ${(st.mode & 0o777).toString(8)})`,
+      directory: false,
+      foreign: false
+    }
   }
   return null
 }
@@ -365,7 +377,12 @@ const readOnce = (ctx: FileOps.Context, file: string): Effect.Effect<Seen | null
             // Removed between the lstat and the open: read again, it may be back.
             if (code === "ENOENT") return Effect.succeed(null)
             if (code === "EACCES" || code === "EPERM") {
-              return Effect.succeed({ _tag: "Odd", reason: "not readable by this user", directory: false, foreign: false })
+              return Effect.succeed({
+                _tag: "Odd",
+                reason: "not readable by this user",
+                directory: false,
+                foreign: false
+              })
             }
             // Replaced between the lstat and the open (another writer's lock, most
             // likely): read again; the next lstat says what is there.
@@ -375,7 +392,12 @@ const readOnce = (ctx: FileOps.Context, file: string): Effect.Effect<Seen | null
           const fh = opened.success
           return Effect.flatMap(FileOps.call("fstat", file, () => fh.stat()), (fst) =>
             fst.size > MAX_RECORD_BYTES
-              ? Effect.succeed<Seen>({ _tag: "Found", raw: `${fst.size} bytes, modified ${fst.mtimeMs}`, ino: fst.ino, record: null })
+              ? Effect.succeed<Seen>({
+                _tag: "Found",
+                raw: `${fst.size} bytes, modified ${fst.mtimeMs}`,
+                ino: fst.ino,
+                record: null
+              })
               : Effect.map(FileOps.readAt(fh, file, 0, MAX_RECORD_BYTES), (bytes): Seen => {
                 const raw = new TextDecoder().decode(bytes)
                 return { _tag: "Found", raw, ino: fst.ino, record: parseRecord(raw) }
@@ -384,7 +406,10 @@ const readOnce = (ctx: FileOps.Context, file: string): Effect.Effect<Seen | null
         (opened) => opened._tag === "Success" ? FileOps.close(opened.success) : Effect.void
       )
     }),
-    Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT") && e.operation === "lstat", () => Effect.succeed<Seen>({ _tag: "Missing" }))
+    Effect.catchIf(
+      (e) => FileOps.hasCode(e, "ENOENT") && e.operation === "lstat",
+      () => Effect.succeed<Seen>({ _tag: "Missing" })
+    )
   )
 
 // Reads a lock or claim file; a file that changes hands while it is read is read
@@ -392,8 +417,15 @@ const readOnce = (ctx: FileOps.Context, file: string): Effect.Effect<Seen | null
 // else is there is reported as Odd, never failed with.
 const readLockFile = (ctx: FileOps.Context, file: string): Effect.Effect<Seen, StorageError> => {
   const attempt = (n: number): Effect.Effect<Seen, StorageError> =>
-    Effect.flatMap(readOnce(ctx, file), (seen) =>
-      seen !== null ? Effect.succeed(seen) : n + 1 >= READ_ATTEMPTS ? Effect.succeed<Seen>({ _tag: "Changing" }) : attempt(n + 1))
+    Effect.flatMap(
+      readOnce(ctx, file),
+      (seen) =>
+        seen !== null
+          ? Effect.succeed(seen)
+          : n + 1 >= READ_ATTEMPTS
+          ? Effect.succeed<Seen>({ _tag: "Changing" })
+          : attempt(n + 1)
+    )
   return attempt(0)
 }
 
@@ -403,12 +435,15 @@ const oddLock = (file: string, odd: Extract<Seen, { _tag: "Odd" }>): StorageErro
     operation: "lock",
     path: file,
     reason: new StorageReason.Obstructed({
-      message: `${path.basename(file)} is ${/^(a |an |not )/.test(odd.reason) ? "" : "a file "}${odd.reason}, where only a lock ` +
+      message:
+        `${path.basename(file)} is ${
+          /^(a |an |not )/.test(odd.reason) ? "" : "a file "
+        }${odd.reason}, where only a lock ` +
         `file of this program may be; no writer can take the session while it is there` +
         (odd.foreign
-          ? `: no writer of this program makes such a file; check what did, then remove it (rm ${odd.directory ? "-r " : ""}${
-            JSON.stringify(file)
-          })`
+          ? `: no writer of this program makes such a file; check what did, then remove it (rm ${
+            odd.directory ? "-r " : ""
+          }${JSON.stringify(file)})`
           : `: it may be the lock of a writer running as another user, so it is left alone; that user can release it`)
     })
   })
@@ -488,7 +523,8 @@ export const acquire = (
     let fh: FileOps.FileHandle | null = null
     let acquired = false
     let tookOver: TakenOver | null = null
-    const takeable = (verdict: Verdict) => verdict.state === "gone" || (verdict.state === "unknown" && options?.force === true)
+    const takeable = (verdict: Verdict) =>
+      verdict.state === "gone" || (verdict.state === "unknown" && options?.force === true)
     return Effect.gen(function*() {
       fh = yield* FileOps.createExclusive(ctx, tmp)
       yield* FileOps.writeAll(fh, tmp, new TextEncoder().encode(text), 0)
@@ -558,7 +594,12 @@ export const acquire = (
     )
   })
 
-const release = (ctx: FileOps.Context, lockPath: string, token: string, fh: FileOps.FileHandle): Effect.Effect<void, StorageError> =>
+const release = (
+  ctx: FileOps.Context,
+  lockPath: string,
+  token: string,
+  fh: FileOps.FileHandle
+): Effect.Effect<void, StorageError> =>
   Effect.suspend(() => {
     heldTokens.delete(token)
     return Effect.flatMap(readLockFile(ctx, lockPath), (seen) =>
@@ -580,7 +621,12 @@ const check = (
   let known = { size: identity.size, mtimeMs: identity.mtimeMs }
   const lost = (found: string) => {
     const cause = new LockLost({ id, path: lockPath, found })
-    return new StorageError({ operation: "lock", path: lockPath, reason: new StorageReason.LockLost({ session: id, found }), cause })
+    return new StorageError({
+      operation: "lock",
+      path: lockPath,
+      reason: new StorageReason.LockLost({ session: id, found }),
+      cause
+    })
   }
   return Effect.gen(function*() {
     const lstatSync = ctx.fs.lstatSync
@@ -590,7 +636,10 @@ const check = (
         Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT"), () => Effect.succeed(null))
       )
     if (st === null) return yield* lost("the lock file was removed")
-    if (st.isFile() && st.dev === identity.dev && st.ino === identity.ino && st.size === known.size && st.mtimeMs === known.mtimeMs) {
+    if (
+      st.isFile() && st.dev === identity.dev && st.ino === identity.ino && st.size === known.size &&
+      st.mtimeMs === known.mtimeMs
+    ) {
       return
     }
     const seen = yield* Effect.orElseSucceed(readLockFile(ctx, lockPath), (): Seen => ({ _tag: "Changing" }))
@@ -618,7 +667,12 @@ export const inspect = (
   ctx: FileOps.Context,
   dir: string
 ): Effect.Effect<
-  null | { readonly record: LockRecord | null; readonly alive: boolean; readonly problem?: string; readonly verdict?: Verdict }
+  null | {
+    readonly record: LockRecord | null
+    readonly alive: boolean
+    readonly problem?: string
+    readonly verdict?: Verdict
+  }
 > => {
   const file = path.join(dir, LOCK_FILE)
   return readLockFile(ctx, file).pipe(
@@ -627,13 +681,22 @@ export const inspect = (
         case "Missing":
           return null
         case "Changing":
-          return { record: null, alive: true, problem: "the lock changed hands at every read (writers are taking it in turn)" }
+          return {
+            record: null,
+            alive: true,
+            problem: "the lock changed hands at every read (writers are taking it in turn)"
+          }
         case "Odd":
           return { record: null, alive: false, problem: oddLock(file, seen).reason.message }
         case "Found": {
           const verdict = verdictOf(seen)
           return seen.record === null
-            ? { record: null, alive: false, problem: "unreadable lock file (not a lock record: a stale lock cut short, or garbage)", verdict }
+            ? {
+              record: null,
+              alive: false,
+              problem: "unreadable lock file (not a lock record: a stale lock cut short, or garbage)",
+              verdict
+            }
             : { record: seen.record, alive: verdict.state !== "gone", verdict }
         }
       }
@@ -649,16 +712,20 @@ export const inspect = (
  *
  * @since 0.1.0
  */
-export const clearStaleTemps = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: string, names: ReadonlyArray<string>) {
-  const pattern = new RegExp(`^(?:${LOCK_FILE}|${CLAIM_FILE.replace(".", "\\.")})${FileOps.TEMP_PREFIX.replace(".", "\\.")}(\\d+)-`)
-  for (const n of names) {
-    const m = pattern.exec(n)
-    if (m === null) continue
-    const pid = Number(m[1])
-    if (pid === process.pid || pidAlive(pid)) continue
-    yield* FileOps.unlinkIfExists(ctx, path.join(dir, n))
+export const clearStaleTemps = Effect.fnUntraced(
+  function*(ctx: FileOps.Context, dir: string, names: ReadonlyArray<string>) {
+    const pattern = new RegExp(
+      `^(?:${LOCK_FILE}|${CLAIM_FILE.replace(".", "\\.")})${FileOps.TEMP_PREFIX.replace(".", "\\.")}(\\d+)-`
+    )
+    for (const n of names) {
+      const m = pattern.exec(n)
+      if (m === null) continue
+      const pid = Number(m[1])
+      if (pid === process.pid || pidAlive(pid)) continue
+      yield* FileOps.unlinkIfExists(ctx, path.join(dir, n))
+    }
   }
-})
+)
 
 /**
  * Waits until the lock file of `dir` is removed or renamed (watched with

@@ -30,10 +30,10 @@ import * as Stream from "effect/Stream"
 import * as path from "node:path"
 import * as Adapter from "./internal/adapter.ts"
 import { invalidId, loadOptions, lockSession, narrow, resolveWith } from "./internal/adapter.ts"
-import * as NodeSha256 from "./NodeSha256.ts"
 import * as FileOps from "./internal/fileOps.ts"
 import * as Segment from "./internal/segment.ts"
 import * as Session from "./internal/session.ts"
+import * as NodeSha256 from "./NodeSha256.ts"
 
 /**
  * Options of the filesystem adapter.
@@ -141,7 +141,11 @@ const TRASH_PREFIX = ".trash-"
 const removeTree = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: string) {
   const st = yield* FileOps.call("lstat", dir, () => ctx.fs.lstat(dir))
   if (!st.isDirectory() || st.isSymbolicLink()) {
-    return yield* new StorageError({ operation: "delete", path: dir, reason: new StorageReason.Io({ code: "ENOTDIR", message: "not a directory" }) })
+    return yield* new StorageError({
+      operation: "delete",
+      path: dir,
+      reason: new StorageReason.Io({ code: "ENOTDIR", message: "not a directory" })
+    })
   }
   for (const n of yield* FileOps.listDir(ctx, dir)) yield* FileOps.unlinkIfExists(ctx, path.join(dir, n))
   yield* FileOps.call("rmdir", dir, () => ctx.fs.rmdir(dir))
@@ -161,7 +165,11 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
     yield* ensureRoot(ctx)
     const dirOf = (id: string) => path.join(ctx.root, id)
 
-    const loadTags: ReadonlyArray<Persistence.LoadError["_tag"]> = ["StorageError", "CorruptJournal", "IntegrityViolation"]
+    const loadTags: ReadonlyArray<Persistence.LoadError["_tag"]> = [
+      "StorageError",
+      "CorruptJournal",
+      "IntegrityViolation"
+    ]
 
     const readHandle = (id: string, caps: JournalState.Caps | undefined): Persistence.ReadHandle => {
       const dir = dirOf(id)
@@ -180,7 +188,10 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
       }
     }
 
-    const openRead = (id: string, caps: JournalState.Caps | undefined): Effect.Effect<Persistence.ReadHandle, StorageError> =>
+    const openRead = (
+      id: string,
+      caps: JournalState.Caps | undefined
+    ): Effect.Effect<Persistence.ReadHandle, StorageError> =>
       isSafeSessionId(id) ? Effect.succeed(readHandle(id, caps)) : Effect.fail(invalidId("open", id))
 
     const openWrite = (
@@ -240,25 +251,34 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
         return new Session.Reader(ctx, dir, from)
       })
 
-    const history = (id: string, historyOptions?: Persistence.HistoryOptions): Stream.Stream<Entry.Entry, ReadError> => {
+    const history = (
+      id: string,
+      historyOptions?: Persistence.HistoryOptions
+    ): Stream.Stream<Entry.Entry, ReadError> => {
       if (!isSafeSessionId(id)) return Stream.fail(invalidId("history", id))
       const limit = historyOptions?.limit ?? Number.POSITIVE_INFINITY
       return Stream.unwrap(Effect.map(
         narrow<Session.Reader, ReadError>(readerFor(id, historyOptions?.from ?? 0), readTags, "history"),
         (reader) => {
           let remaining = limit
-          return Stream.paginate(undefined, () =>
-            narrow<readonly [Array<Entry.Entry>, Option.Option<undefined>], ReadError>(
-              Effect.suspend(() => {
-                if (remaining <= 0) return Effect.succeed([[], Option.none()] as const)
-                return Effect.map(reader.page(Math.min(512, remaining)), (page) => {
-                  remaining -= page.entries.length
-                  return [page.entries, page.atEnd || remaining <= 0 ? Option.none() : Option.some(undefined)] as const
-                })
-              }),
-              readTags,
-              "history"
-            ))
+          return Stream.paginate(
+            undefined,
+            () =>
+              narrow<readonly [Array<Entry.Entry>, Option.Option<undefined>], ReadError>(
+                Effect.suspend(() => {
+                  if (remaining <= 0) return Effect.succeed([[], Option.none()] as const)
+                  return Effect.map(reader.page(Math.min(512, remaining)), (page) => {
+                    remaining -= page.entries.length
+                    return [
+                      page.entries,
+                      page.atEnd || remaining <= 0 ? Option.none() : Option.some(undefined)
+                    ] as const
+                  })
+                }),
+                readTags,
+                "history"
+              )
+          )
         }
       ))
     }
@@ -292,10 +312,14 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
       let bytes = 0
       let updatedAt = 0
       for (const n of files.names) {
-        const fst = yield* Effect.option(FileOps.call("lstat", path.join(dir, n), () => ctx.fs.lstat(path.join(dir, n))))
+        const fst = yield* Effect.option(
+          FileOps.call("lstat", path.join(dir, n), () => ctx.fs.lstat(path.join(dir, n)))
+        )
         if (Option.isNone(fst) || !fst.value.isFile()) continue
         bytes += fst.value.size
-        if (n === Session.CHECKPOINT_FILE || Segment.parseName(n) !== null) updatedAt = Math.max(updatedAt, fst.value.mtimeMs)
+        if (n === Session.CHECKPOINT_FILE || Segment.parseName(n) !== null) {
+          updatedAt = Math.max(updatedAt, fst.value.mtimeMs)
+        }
       }
       // A session that does not load cleanly is listed with what is wrong, never
       // as if its checkpoint's claims held.

@@ -7,10 +7,10 @@
  *
  * @since 0.3.0
  */
-import { hash } from "node:crypto"
+import { Sha256 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { Sha256 } from "@session-journal/core"
+import { hash } from "node:crypto"
 
 /**
  * SHA-256 with `node:crypto`'s one-shot `hash`, as lowercase hex.

@@ -40,17 +40,25 @@ describe("repair with a clock no entry can hold", () => {
           .map((f) => [f, fs.readFileSync(path.join(dir, "s", f)).toString("base64")])
       const before = snapshot()
       const refused = await Effect.runPromise(Effect.flip(
-        Effect.andThen(TestClock.setTime(millis), NodePersistence.repair({ root: dir }, "s")).pipe(Effect.provide(TestClock.layer()))
+        Effect.andThen(TestClock.setTime(millis), NodePersistence.repair({ root: dir }, "s")).pipe(
+          Effect.provide(TestClock.layer())
+        )
       ))
       expect(refused._tag).toBe("StorageError")
-      expect(refused._tag === "StorageError" ? refused.reason : undefined).toEqual(new StorageReason.ClockOutOfRange({ millis }))
+      expect(refused._tag === "StorageError" ? refused.reason : undefined).toEqual(
+        new StorageReason.ClockOutOfRange({ millis })
+      )
       expect(refused.message).toContain("clock")
       expect(snapshot()).toEqual(before)
       const repaired = await Effect.runPromise(NodePersistence.repair({ root: dir }, "s"))
       expect(repaired.entry?.kind).toBe("recovery")
       expect(repaired.after.stopped).toBeNull()
-      const loaded = await run({ root: dir }, Effect.scoped(Effect.flatMap(Persistence.Persistence, (p) =>
-        Effect.flatMap(p.open("s", { mode: "read" }), (h) => h.load))))
+      const loaded = await run(
+        { root: dir },
+        Effect.scoped(
+          Effect.flatMap(Persistence.Persistence, (p) => Effect.flatMap(p.open("s", { mode: "read" }), (h) => h.load))
+        )
+      )
       expect(loaded.state.next_sequence).toBe(6)
     })
   }

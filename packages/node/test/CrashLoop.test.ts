@@ -42,7 +42,8 @@ const lane = async (root: string, id: string, seed: number) => {
     await new Promise((resolve) => setTimeout(resolve, random() * 30))
     await child.kill()
     kills++
-    expect(child.lines.filter((l) => l.startsWith("error") || l.startsWith("locked") || l.startsWith("stderr"))).toEqual([])
+    expect(child.lines.filter((l) => l.startsWith("error") || l.startsWith("locked") || l.startsWith("stderr")))
+      .toEqual([])
     for (const n of acks(child.lines)) {
       acked.add(n)
       maxAck = Math.max(maxAck, n)

@@ -84,93 +84,115 @@ const params = (i: number) => ({
 })
 
 describe("fault injection", () => {
-  it("the Nth filesystem call fails (EIO, ENOSPC; once, persistently): typed error, no corruption, no leaks", async () => {
-    const root = path.join(tempDir("faults", true), "root")
-    // How many calls does the workload make? Count once without failures.
-    const probe = makeInjector()
-    const workload = (inj: Injector, id: string, arm: () => void) =>
-      Effect.gen(function*() {
-        const j = yield* SessionJournal.SessionJournal
-        for (let i = 0; i < 3; i++) yield* j.record(id, params(i))
-        arm()
-        const acked: Array<number> = []
-        let errors = 0
-        for (let i = 0; i < 12; i++) {
-          const r = yield* Effect.exit(Effect.all([j.record(id, params(i)), j.record(id, params(i + 1))], { concurrency: 2 }))
-          if (Exit.isSuccess(r)) acked.push(...r.value.map((e) => e.sequence))
-          else {
-            errors++
-            const e = Exit.findErrorOption(r)
-            expect(e._tag === "Some" ? (e.value as { _tag: string })._tag : "defect").toBe("StorageError")
+  it(
+    "the Nth filesystem call fails (EIO, ENOSPC; once, persistently): typed error, no corruption, no leaks",
+    async () => {
+      const root = path.join(tempDir("faults", true), "root")
+      // How many calls does the workload make? Count once without failures.
+      const probe = makeInjector()
+      const workload = (inj: Injector, id: string, arm: () => void) =>
+        Effect.gen(function*() {
+          const j = yield* SessionJournal.SessionJournal
+          for (let i = 0; i < 3; i++) yield* j.record(id, params(i))
+          arm()
+          const acked: Array<number> = []
+          let errors = 0
+          for (let i = 0; i < 12; i++) {
+            const r = yield* Effect.exit(
+              Effect.all([j.record(id, params(i)), j.record(id, params(i + 1))], { concurrency: 2 })
+            )
+            if (Exit.isSuccess(r)) acked.push(...r.value.map((e) => e.sequence))
+            else {
+              errors++
+              const e = Exit.findErrorOption(r)
+              expect(e._tag === "Some" ? (e.value as { _tag: string })._tag : "defect").toBe("StorageError")
+            }
+          }
+          inj.disarm()
+          return { acked, errors }
+        })
+      const layerFor = (inj: Injector) =>
+        SessionJournal.layer({ checkpointMinBytes: 1024 }).pipe(
+          Layer.provideMerge(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(inj.fs))))
+        )
+      let start = 0
+      await Effect.runPromise(Effect.provide(
+        workload(probe, "probe", () => {
+          start = probe.calls
+        }),
+        layerFor(probe)
+      ))
+      const span = probe.calls - start
+      expect(span).toBeGreaterThan(100)
+      const fdsBefore = openFds()
+      let scenarios = 0
+      let failedScenarios = 0
+      const step = Math.max(1, Math.floor(span / 60))
+      for (const code of ["EIO", "ENOSPC"]) {
+        for (const persistent of [false, true]) {
+          for (let n = 1; n <= span; n += step) {
+            const id = `f-${code}-${persistent ? "p" : "o"}-${n}`
+            const inj = makeInjector()
+            const result = await Effect.runPromise(
+              Effect.provide(workload(inj, id, () => inj.arm(n, code, persistent)), layerFor(inj))
+            )
+            if (result.errors > 0) failedScenarios++
+            if (!persistent) expect(tempFiles(path.join(root, id))).toEqual([])
+            // Reopen with the real filesystem: valid, nothing acknowledged lost.
+            const loaded = await run({ root }, loadRead(id))
+            expect(loaded.recovery.stopped, id).toBeNull()
+            const stored = new Set((await run({ root }, historyOf(id))).map((e) => e.sequence))
+            for (const s of result.acked) expect(stored.has(s), `${id} lost ${s}`).toBe(true)
+            const report = await Effect.runPromise(NodePersistence.inspect({ root }, id))
+            expect(report.ok, id).toBe(true)
+            // A writer after the fault continues the chain and clears temp files.
+            await run(
+              { root },
+              Effect.provide(
+                SessionJournal.SessionJournal.use((j) => j.record(id, params(99))),
+                SessionJournal.layer()
+              )
+            )
+            expect(tempFiles(path.join(root, id))).toEqual([])
+            scenarios++
           }
         }
-        inj.disarm()
-        return { acked, errors }
-      })
-    const layerFor = (inj: Injector) =>
-      SessionJournal.layer({ checkpointMinBytes: 1024 }).pipe(Layer.provideMerge(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(inj.fs)))))
-    let start = 0
-    await Effect.runPromise(Effect.provide(workload(probe, "probe", () => { start = probe.calls }), layerFor(probe)))
-    const span = probe.calls - start
-    expect(span).toBeGreaterThan(100)
-    const fdsBefore = openFds()
-    let scenarios = 0
-    let failedScenarios = 0
-    const step = Math.max(1, Math.floor(span / 60))
-    for (const code of ["EIO", "ENOSPC"]) {
-      for (const persistent of [false, true]) {
-        for (let n = 1; n <= span; n += step) {
-          const id = `f-${code}-${persistent ? "p" : "o"}-${n}`
-          const inj = makeInjector()
-          const result = await Effect.runPromise(Effect.provide(workload(inj, id, () => inj.arm(n, code, persistent)), layerFor(inj)))
-          if (result.errors > 0) failedScenarios++
-          if (!persistent) expect(tempFiles(path.join(root, id))).toEqual([])
-          // Reopen with the real filesystem: valid, nothing acknowledged lost.
-          const loaded = await run({ root }, loadRead(id))
-          expect(loaded.recovery.stopped, id).toBeNull()
-          const stored = new Set((await run({ root }, historyOf(id))).map((e) => e.sequence))
-          for (const s of result.acked) expect(stored.has(s), `${id} lost ${s}`).toBe(true)
-          const report = await Effect.runPromise(NodePersistence.inspect({ root }, id))
-          expect(report.ok, id).toBe(true)
-          // A writer after the fault continues the chain and clears temp files.
-          await run({ root }, Effect.provide(
-            SessionJournal.SessionJournal.use((j) => j.record(id, params(99))),
-            SessionJournal.layer()
-          ))
-          expect(tempFiles(path.join(root, id))).toEqual([])
-          scenarios++
-        }
       }
-    }
-    expect(failedScenarios).toBeGreaterThan(scenarios / 2)
-    expect(openFds()).toBeLessThanOrEqual(fdsBefore)
-  }, 150_000)
+      expect(failedScenarios).toBeGreaterThan(scenarios / 2)
+      expect(openFds()).toBeLessThanOrEqual(fdsBefore)
+    },
+    150_000
+  )
 })
 
 describe("two processes, one session", () => {
-  it("the second writer gets SessionLocked; after the holder dies it takes over and the chain never forks", async () => {
-    const root = path.join(tempDir("two"), "root")
-    const id = "shared"
-    const holder = spawnFixture("appender", { SJ_ROOT: root, SJ_ID: id, SJ_FIBERS: "2" })
-    expect(await holder.waitFor((l) => l.startsWith("ack "))).toBe(true)
-    const second = spawnFixture("appender", { SJ_ROOT: root, SJ_ID: id, SJ_COUNT: "5" })
-    expect((await second.exited).code).toBe(3)
-    expect(second.lines).toContain("locked")
-    await holder.kill()
-    const held = acks(holder.lines)
-    // Two successors race for the dead holder's stale lock.
-    const a = spawnFixture("appender", { SJ_ROOT: root, SJ_ID: id, SJ_COUNT: "50" })
-    const b = spawnFixture("appender", { SJ_ROOT: root, SJ_ID: id, SJ_COUNT: "50" })
-    const [ea, eb] = await Promise.all([a.exited, b.exited])
-    const codes = [ea.code, eb.code].sort()
-    // One takes over; the other is refused, or runs after the first has finished.
-    expect(codes[0]).toBe(0)
-    expect([0, 3]).toContain(codes[1])
-    const all = await run({ root }, historyOf(id))
-    expect(all.map((e) => e.sequence)).toEqual(Array.from({ length: all.length }, (_, i) => i))
-    for (const s of [...held, ...acks(a.lines), ...acks(b.lines)]) expect(all[s]?.sequence).toBe(s)
-    const report = await Effect.runPromise(NodePersistence.inspect({ root }, id))
-    expect(report.ok).toBe(true)
-    expect(fs.existsSync(path.join(root, id, "lock"))).toBe(false)
-  }, 60_000)
+  it(
+    "the second writer gets SessionLocked; after the holder dies it takes over and the chain never forks",
+    async () => {
+      const root = path.join(tempDir("two"), "root")
+      const id = "shared"
+      const holder = spawnFixture("appender", { SJ_ROOT: root, SJ_ID: id, SJ_FIBERS: "2" })
+      expect(await holder.waitFor((l) => l.startsWith("ack "))).toBe(true)
+      const second = spawnFixture("appender", { SJ_ROOT: root, SJ_ID: id, SJ_COUNT: "5" })
+      expect((await second.exited).code).toBe(3)
+      expect(second.lines).toContain("locked")
+      await holder.kill()
+      const held = acks(holder.lines)
+      // Two successors race for the dead holder's stale lock.
+      const a = spawnFixture("appender", { SJ_ROOT: root, SJ_ID: id, SJ_COUNT: "50" })
+      const b = spawnFixture("appender", { SJ_ROOT: root, SJ_ID: id, SJ_COUNT: "50" })
+      const [ea, eb] = await Promise.all([a.exited, b.exited])
+      const codes = [ea.code, eb.code].sort()
+      // One takes over; the other is refused, or runs after the first has finished.
+      expect(codes[0]).toBe(0)
+      expect([0, 3]).toContain(codes[1])
+      const all = await run({ root }, historyOf(id))
+      expect(all.map((e) => e.sequence)).toEqual(Array.from({ length: all.length }, (_, i) => i))
+      for (const s of [...held, ...acks(a.lines), ...acks(b.lines)]) expect(all[s]?.sequence).toBe(s)
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, id))
+      expect(report.ok).toBe(true)
+      expect(fs.existsSync(path.join(root, id, "lock"))).toBe(false)
+    },
+    60_000
+  )
 })

@@ -5,17 +5,28 @@
  * place of the lock (a symlink, a directory, a FIFO) never break or hang a reader
  * and give a writer a clear typed error; lock records are judged strictly.
  */
+import { SessionLocked, StorageError } from "@session-journal/core"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as Clock from "effect/Clock"
-import * as Effect from "effect/Effect"
 import { describe, expect, it } from "vitest"
-import { SessionLocked, StorageError } from "@session-journal/core"
 import { Lock, NodePersistence } from "../src/index.ts"
 import * as FileOps from "../src/internal/fileOps.ts"
-import { appendChain, asUnpreallocated, chain, JournalState, loadRead, requestOf, run, tempDir, withWriter, wrapHandle } from "./helpers.ts"
+import {
+  appendChain,
+  asUnpreallocated,
+  chain,
+  JournalState,
+  loadRead,
+  requestOf,
+  run,
+  tempDir,
+  withWriter,
+  wrapHandle
+} from "./helpers.ts"
 
 const SEG0 = "00000000000000000000.jsonl"
 const MiB = 1024 * 1024
@@ -55,7 +66,9 @@ const seed = async (root: string, id: string, n: number) =>
 
 const readAll = async (reader: FileOps.LineReader) => {
   const out: Array<FileOps.Line> = []
-  for (let item = await Effect.runPromise(reader.next); item !== null; item = await Effect.runPromise(reader.next)) out.push(item)
+  for (let item = await Effect.runPromise(reader.next); item !== null; item = await Effect.runPromise(reader.next)) {
+    out.push(item)
+  }
   return out
 }
 
@@ -143,9 +156,17 @@ describe("LineReader and zero-filled tails", () => {
     const { root, dir } = sessionDir("zeros-more")
     const cases: Array<[string, Buffer, Array<[number, number, boolean]>]> = [
       // A short zero run, then a line: one complete (damaged) line.
-      ["line", Buffer.concat([Buffer.from("a\n"), Buffer.alloc(1000), Buffer.from("b\n")]), [[0, 1, true], [2, 1001, true]]],
+      ["line", Buffer.concat([Buffer.from("a\n"), Buffer.alloc(1000), Buffer.from("b\n")]), [[0, 1, true], [
+        2,
+        1001,
+        true
+      ]]],
       // A short zero run, then an unterminated line: an ordinary incomplete tail.
-      ["tail", Buffer.concat([Buffer.from("a\n"), Buffer.alloc(1000), Buffer.from("b")]), [[0, 1, true], [2, 1001, false]]]
+      ["tail", Buffer.concat([Buffer.from("a\n"), Buffer.alloc(1000), Buffer.from("b")]), [[0, 1, true], [
+        2,
+        1001,
+        false
+      ]]]
     ]
     for (const [name, bytes, expected] of cases) {
       const file = path.join(dir, name)
@@ -172,31 +193,38 @@ describe("LineReader and zero-filled tails", () => {
     }
   })
 
-  it("a 20 MiB zero-filled tail loads as a torn tail; the next write sets it aside and the session verifies", async () => {
-    const root = tempDir("zeros-load")
-    await seed(root, "z", 3)
-    asUnpreallocated(path.join(root, "z"))
-    const file = path.join(root, "z", SEG0)
-    const size = fs.statSync(file).size
-    fs.truncateSync(file, size + 20 * MiB)
-    const loaded = await run({ root }, loadRead("z"))
-    expect(loaded.state.next_sequence).toBe(3)
-    expect(loaded.recovery.stopped).toBeNull()
-    expect(loaded.recovery.tornTail).toEqual({ segment: file, offset: size, bytes: 20 * MiB })
-    await run({ root }, withWriter("z", (h) =>
-      Effect.gen(function*() {
-        const l = yield* h.load
-        const c = chain(l.state, 1)
-        yield* h.append(requestOf(l.state, c.entries))
-      })))
-    const aside = path.join(root, "z", `${SEG0}.damaged-${size}`)
-    expect(fs.statSync(aside).size).toBe(20 * MiB)
-    const again = await run({ root }, loadRead("z"))
-    expect(again.state.next_sequence).toBe(4)
-    expect(again.recovery.tornTail).toBeNull()
-    const report = await Effect.runPromise(NodePersistence.inspect({ root }, "z"))
-    expect(report.ok).toBe(true)
-  }, 60_000)
+  it(
+    "a 20 MiB zero-filled tail loads as a torn tail; the next write sets it aside and the session verifies",
+    async () => {
+      const root = tempDir("zeros-load")
+      await seed(root, "z", 3)
+      asUnpreallocated(path.join(root, "z"))
+      const file = path.join(root, "z", SEG0)
+      const size = fs.statSync(file).size
+      fs.truncateSync(file, size + 20 * MiB)
+      const loaded = await run({ root }, loadRead("z"))
+      expect(loaded.state.next_sequence).toBe(3)
+      expect(loaded.recovery.stopped).toBeNull()
+      expect(loaded.recovery.tornTail).toEqual({ segment: file, offset: size, bytes: 20 * MiB })
+      await run(
+        { root },
+        withWriter("z", (h) =>
+          Effect.gen(function*() {
+            const l = yield* h.load
+            const c = chain(l.state, 1)
+            yield* h.append(requestOf(l.state, c.entries))
+          }))
+      )
+      const aside = path.join(root, "z", `${SEG0}.damaged-${size}`)
+      expect(fs.statSync(aside).size).toBe(20 * MiB)
+      const again = await run({ root }, loadRead("z"))
+      expect(again.state.next_sequence).toBe(4)
+      expect(again.recovery.tornTail).toBeNull()
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, "z"))
+      expect(report.ok).toBe(true)
+    },
+    60_000
+  )
 })
 
 // ---------------------------------------------------------------------------
@@ -221,12 +249,29 @@ const cli = (args: ReadonlyArray<string>): Promise<Ran> =>
     child.stdout.on("data", (b: Buffer) => out.push(b))
     child.stderr.on("data", (b: Buffer) => err.push(b))
     child.on("error", reject)
-    child.on("close", (code) => resolve({ code, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") }))
+    child.on("close", (code) =>
+      resolve({ code, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") }))
     child.stdin.end("")
   })
 
 const record = (dir: string, id: string, extra: ReadonlyArray<string> = []) =>
-  cli(["--dir", dir, "record", id, "--tool", "read_file", "--server", "srv-1", "--agent", "agent-1", "--read", "1", "--written", "2", ...extra])
+  cli([
+    "--dir",
+    dir,
+    "record",
+    id,
+    "--tool",
+    "read_file",
+    "--server",
+    "srv-1",
+    "--agent",
+    "agent-1",
+    "--read",
+    "1",
+    "--written",
+    "2",
+    ...extra
+  ])
 
 describe("command line", () => {
   it("repair sets a 20 MiB zero-filled tail aside; the session is writable and verifies", async () => {
@@ -259,7 +304,6 @@ describe("command line", () => {
     expect(s.entries_checked).toBeGreaterThanOrEqual(3)
   }, 60_000)
 })
-
 
 // ---------------------------------------------------------------------------
 // Odd files where the lock must be.
@@ -299,7 +343,9 @@ describe("odd lock files", () => {
       const seen = await Effect.runPromise(Lock.inspect(context(root), dir))
       expect(seen?.record, kind).toBeNull()
       expect(seen?.alive, kind).toBe(false)
-      expect(seen?.problem, kind).toContain(kind === "fifo" ? "a FIFO" : kind === "directory" ? "a directory" : "a symbolic link")
+      expect(seen?.problem, kind).toContain(
+        kind === "fifo" ? "a FIFO" : kind === "directory" ? "a directory" : "a symbolic link"
+      )
       const error = await Effect.runPromise(Lock.acquire(context(root), dir, id)).then(() => null, (e: unknown) => e)
       expect(error, kind).toBeInstanceOf(StorageError)
       expect((error as StorageError).message, kind).toContain("remove it")
@@ -314,7 +360,9 @@ describe("odd lock files", () => {
     const root = tempDir("odd-claim")
     await seed(root, "c", 1)
     const dir = path.join(root, "c")
-    fs.writeFileSync(path.join(dir, Lock.LOCK_FILE), JSON.stringify({ ...liveRecord(deadPid()), start: null }), { mode: 0o600 })
+    fs.writeFileSync(path.join(dir, Lock.LOCK_FILE), JSON.stringify({ ...liveRecord(deadPid()), start: null }), {
+      mode: 0o600
+    })
     plantOdd(dir, "directory", Lock.CLAIM_FILE)
     const error = await Effect.runPromise(Lock.acquire(context(root), dir, "c")).then(() => null, (e: unknown) => e)
     expect(error).toBeInstanceOf(StorageError)
@@ -322,20 +370,24 @@ describe("odd lock files", () => {
   })
 
   for (const kind of ODD_KINDS) {
-    it(`command line, lock is a ${kind}: verify exits 0, record fails with a storage error and does not hang`, async () => {
-      const dir = tempDir("odd-cli")
-      expect((await record(dir, "s")).code).toBe(0)
-      const file = plantOdd(path.join(dir, "s"), kind)
-      const verify = await cli(["--dir", dir, "verify", "s"])
-      expect(verify.code, verify.stderr).toBe(0)
-      const all = await cli(["--dir", dir, "verify"])
-      expect(all.code, all.stderr).toBe(0)
-      const write = await record(dir, "s")
-      expect(write.code, write.stderr).toBe(3)
-      expect(write.stderr).toContain(file)
-      expect(write.stderr).toMatch(/remove it/)
-      expect(fs.lstatSync(file).isFile()).toBe(false)
-    }, 60_000)
+    it(
+      `command line, lock is a ${kind}: verify exits 0, record fails with a storage error and does not hang`,
+      async () => {
+        const dir = tempDir("odd-cli")
+        expect((await record(dir, "s")).code).toBe(0)
+        const file = plantOdd(path.join(dir, "s"), kind)
+        const verify = await cli(["--dir", dir, "verify", "s"])
+        expect(verify.code, verify.stderr).toBe(0)
+        const all = await cli(["--dir", dir, "verify"])
+        expect(all.code, all.stderr).toBe(0)
+        const write = await record(dir, "s")
+        expect(write.code, write.stderr).toBe(3)
+        expect(write.stderr).toContain(file)
+        expect(write.stderr).toMatch(/remove it/)
+        expect(fs.lstatSync(file).isFile()).toBe(false)
+      },
+      60_000
+    )
   }
 })
 
@@ -370,7 +422,8 @@ const startSleeper = async (): Promise<{ pid: number; zombie: number; stop: () =
   }
 }
 
-const writeLock = (dir: string, content: string) => fs.writeFileSync(path.join(dir, Lock.LOCK_FILE), content, { mode: 0o600 })
+const writeLock = (dir: string, content: string) =>
+  fs.writeFileSync(path.join(dir, Lock.LOCK_FILE), content, { mode: 0o600 })
 
 const takes = async (root: string, dir: string) => {
   let held: Lock.Held
@@ -444,7 +497,9 @@ describe.runIf(Lock.processStat(process.pid) !== null)("lock holders", () => {
     const sleeper = await startSleeper()
     try {
       while (Lock.processStat(sleeper.zombie)?.state !== "Z") await new Promise((resolve) => setImmediate(resolve))
-      const names = [sleeper.pid, sleeper.zombie, deadPid()].map((pid) => `${Lock.LOCK_FILE}${FileOps.TEMP_PREFIX}${pid}-x`)
+      const names = [sleeper.pid, sleeper.zombie, deadPid()].map((pid) =>
+        `${Lock.LOCK_FILE}${FileOps.TEMP_PREFIX}${pid}-x`
+      )
       for (const n of names) fs.writeFileSync(path.join(dir, n), "{}", { mode: 0o600 })
       await Effect.runPromise(Lock.clearStaleTemps(context(root), dir, names))
       expect(fs.readdirSync(dir)).toEqual([names[0]])

@@ -24,13 +24,22 @@ const write = (root: string, id: string, n: number) =>
       const journal = yield* SessionJournal.SessionJournal
       const items = Array.from({ length: n }, (_, i): SessionJournal.WriteItem => ({
         _tag: "Tool",
-        params: { tool_name: `tool_${i % 3}`, server_id: "srv", agent_id: "agent", bytes_read: i, bytes_written: 0, delegation_depth: 0 }
+        params: {
+          tool_name: `tool_${i % 3}`,
+          server_id: "srv",
+          agent_id: "agent",
+          bytes_read: i,
+          bytes_written: 0,
+          delegation_depth: 0
+        }
       }))
       const out = []
       for (let i = 0; i < n; i += 10) out.push(...(yield* journal.writeAll(id, items.slice(i, i + 10))))
       return out
     }).pipe(
-      Effect.provide(SessionJournal.layer({ checkpointMinBytes: 4096 }).pipe(Layer.provide(NodePersistence.layer({ root })))),
+      Effect.provide(
+        SessionJournal.layer({ checkpointMinBytes: 4096 }).pipe(Layer.provide(NodePersistence.layer({ root })))
+      ),
       Effect.scoped
     )
   )
@@ -43,7 +52,9 @@ describe("Files", () => {
       const dir = path.join(root, "s")
       assert.isAbove(fs.readdirSync(dir).filter((n) => Files.segmentBase(n) !== null).length, 1)
       const ctx = Files.context(root)
-      for (const e of entries) assert.strictEqual(await Effect.runPromise(Files.entryHashAt(ctx, dir, e.sequence)), e.entry_hash)
+      for (const e of entries) {
+        assert.strictEqual(await Effect.runPromise(Files.entryHashAt(ctx, dir, e.sequence)), e.entry_hash)
+      }
       assert.isNull(await Effect.runPromise(Files.entryHashAt(ctx, dir, 200)))
       assert.isNull(await Effect.runPromise(Files.entryHashAt(ctx, path.join(root, "missing"), 0)))
     } finally {
@@ -61,7 +72,10 @@ describe("Files", () => {
       await Effect.runPromise(Files.privateDir(ctx, dir))
       assert.strictEqual(fs.statSync(dir).mode & 0o777, 0o700)
       fs.symlinkSync(dir, path.join(root, "link"))
-      const error = await Effect.runPromise(Files.privateDir(ctx, path.join(root, "link"))).then(() => null, (e: unknown) => e)
+      const error = await Effect.runPromise(Files.privateDir(ctx, path.join(root, "link"))).then(
+        () => null,
+        (e: unknown) => e
+      )
       assert.match(String((error as Error).message), /a symbolic link/)
     } finally {
       fs.rmSync(root, { recursive: true, force: true })

@@ -54,7 +54,8 @@ const offsetOf = (root: string, id: string, sequence: number): number => {
   return at
 }
 
-const sequences = (events: ReadonlyArray<Follow.Event>) => events.map((e) => `${e._tag === "Entry" ? "" : "R"}${e.entry.sequence}`)
+const sequences = (events: ReadonlyArray<Follow.Event>) =>
+  events.map((e) => `${e._tag === "Entry" ? "" : "R"}${e.entry.sequence}`)
 
 const until = (check: () => boolean, what: string) =>
   Effect.gen(function*() {
@@ -75,7 +76,17 @@ describe("followers on the filesystem", () => {
       editInPlace(root, "s", "\"tool_name\":\"t12\"", "\"tool_name\":\"x12\"")
       const delivered: Array<string> = []
       const result = yield* changes.pipe(
-        Stream.runForEach((c) => Effect.sync(() => void delivered.push(c._tag === "Missed" ? "missed" : c.entry.kind === "tool" && "tool_name" in c.entry ? c.entry.tool_name : c.entry.kind))),
+        Stream.runForEach((c) =>
+          Effect.sync(() =>
+            void delivered.push(
+              c._tag === "Missed"
+                ? "missed"
+                : c.entry.kind === "tool" && "tool_name" in c.entry
+                ? c.entry.tool_name
+                : c.entry.kind
+            )
+          )
+        ),
         Effect.timeout("20 seconds"),
         Effect.result
       )
@@ -127,87 +138,118 @@ describe("followers on the filesystem", () => {
     }).pipe(Effect.scoped, Effect.provide(journalAt(root)))
   }, 60_000)
 
-  it.live("a legitimate repair: the follower delivers its recovery entry, with the range set aside, and goes on", () => {
-    const root = tempDir("follow-repair")
-    return Effect.gen(function*() {
-      const journal = yield* SessionJournal.SessionJournal
-      for (let i = 0; i < 10; i++) yield* journal.record("r", call(`t${i}`))
-      const events: Array<Follow.Event> = []
-      const fiber = yield* journal.follow("r", 0).pipe(
-        Stream.runForEach((e) => Effect.sync(() => void events.push(e))),
-        Effect.forkChild
-      )
-      yield* until(() => events.length === 10, "the follower shows 0..9")
-      yield* journal.close("r")
-      // Entry 5 is damaged at rest after it was shown; repair sets 5..9 aside.
-      editInPlace(root, "r", "\"tool_name\":\"t5\"", "\"tool_name\":\"x5\"")
-      const report = yield* NodePersistence.repair({ root }, "r")
-      assert.strictEqual(report.entry?.sequence, 5)
-      assert.deepStrictEqual(report.lost, { from: 5, to: 9 })
-      yield* until(() => events.length === 11, "the follower reports the repair")
-      for (let i = 0; i < 3; i++) yield* journal.record("r", call(`after${i}`))
-      yield* until(() => events.length === 14, "the follower goes on after it")
-      yield* Fiber.interrupt(fiber)
-      assert.deepStrictEqual(sequences(events), ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "R5", "6", "7", "8"])
-      const recovered = events[10]!
-      assert.strictEqual(recovered._tag, "Recovered")
-      if (recovered._tag === "Recovered") {
-        assert.deepStrictEqual(recovered.replaced, { from: 5, to: 9 })
-        assert.strictEqual(recovered.entry.entry_hash, report.entry!.entry_hash)
-        assert.strictEqual(recovered.entry.prev_hash, events[4]!.entry.entry_hash)
-      }
-      assert.deepStrictEqual(events.slice(11).map((e) => "tool_name" in e.entry ? e.entry.tool_name : ""), ["after0", "after1", "after2"])
-      assert.strictEqual((yield* journal.verify("r")).nextSequence, 9)
-    }).pipe(Effect.scoped, Effect.provide(journalAt(root)))
-  }, 60_000)
-
-  it.live("a repair that sets aside nothing delivered (a torn tail): its recovery entry is the next entry, and following goes on", () => {
-    const root = tempDir("follow-torn")
-    return Effect.gen(function*() {
-      const journal = yield* SessionJournal.SessionJournal
-      for (let i = 0; i < 3; i++) yield* journal.record("t", call(`t${i}`))
-      const events: Array<Follow.Event> = []
-      const fiber = yield* journal.follow("t", 0).pipe(
-        Stream.runForEach((e) => Effect.sync(() => void events.push(e))),
-        Effect.forkChild
-      )
-      yield* until(() => events.length === 3, "the follower shows 0..2")
-      yield* journal.close("t")
-      fs.appendFileSync(segmentOf(root, "t"), "{\"k\":\"entry\",\"v\":1,\"e\":{\"seq")
-      const report = yield* NodePersistence.repair({ root }, "t")
-      assert.strictEqual(report.entry?.sequence, 3)
-      yield* journal.record("t", call("after"))
-      yield* until(() => events.length === 5, "the follower goes on")
-      yield* Fiber.interrupt(fiber)
-      assert.deepStrictEqual(sequences(events), ["0", "1", "2", "3", "4"])
-      assert.strictEqual(events[3]!.entry.kind, "recovery")
-    }).pipe(Effect.scoped, Effect.provide(journalAt(root)))
-  }, 60_000)
-
-  it.live("a cut with nothing written after it: the follower reports the entries shown that storage no longer holds", () => {
-    const root = tempDir("follow-cut-only")
-    return Effect.gen(function*() {
-      const journal = yield* SessionJournal.SessionJournal
-      for (let i = 0; i < 10; i++) yield* journal.record("k", call(`t${i}`))
-      const events: Array<Follow.Event> = []
-      const fiber = yield* journal.follow("k", 0).pipe(
-        Stream.runForEach((e) => Effect.sync(() => void events.push(e))),
-        Effect.result,
-        Effect.forkChild
-      )
-      yield* until(() => events.length === 10, "the follower shows 0..9")
-      yield* journal.close("k")
-      fs.rmSync(path.join(root, "k", "checkpoint.json"))
-      fs.truncateSync(segmentOf(root, "k"), offsetOf(root, "k", 6))
-      const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
-      assert.strictEqual(result._tag, "Failure")
-      if (result._tag === "Failure") {
-        assert.strictEqual(result.failure._tag, "HistoryDiverged", String(result.failure))
-        if (result.failure._tag === "HistoryDiverged") {
-          assert.include(result.failure, { sequence: 6, found: null, shownTo: 9 })
-          assert.strictEqual(result.failure.expected, events[6]!.entry.entry_hash)
+  it.live(
+    "a legitimate repair: the follower delivers its recovery entry, with the range set aside, and goes on",
+    () => {
+      const root = tempDir("follow-repair")
+      return Effect.gen(function*() {
+        const journal = yield* SessionJournal.SessionJournal
+        for (let i = 0; i < 10; i++) yield* journal.record("r", call(`t${i}`))
+        const events: Array<Follow.Event> = []
+        const fiber = yield* journal.follow("r", 0).pipe(
+          Stream.runForEach((e) => Effect.sync(() => void events.push(e))),
+          Effect.forkChild
+        )
+        yield* until(() => events.length === 10, "the follower shows 0..9")
+        yield* journal.close("r")
+        // Entry 5 is damaged at rest after it was shown; repair sets 5..9 aside.
+        editInPlace(root, "r", "\"tool_name\":\"t5\"", "\"tool_name\":\"x5\"")
+        const report = yield* NodePersistence.repair({ root }, "r")
+        assert.strictEqual(report.entry?.sequence, 5)
+        assert.deepStrictEqual(report.lost, { from: 5, to: 9 })
+        yield* until(() => events.length === 11, "the follower reports the repair")
+        for (let i = 0; i < 3; i++) yield* journal.record("r", call(`after${i}`))
+        yield* until(() => events.length === 14, "the follower goes on after it")
+        yield* Fiber.interrupt(fiber)
+        assert.deepStrictEqual(sequences(events), [
+          "0",
+          "1",
+          "2",
+          "3",
+          "4",
+          "5",
+          "6",
+          "7",
+          "8",
+          "9",
+          "R5",
+          "6",
+          "7",
+          "8"
+        ])
+        const recovered = events[10]!
+        assert.strictEqual(recovered._tag, "Recovered")
+        if (recovered._tag === "Recovered") {
+          assert.deepStrictEqual(recovered.replaced, { from: 5, to: 9 })
+          assert.strictEqual(recovered.entry.entry_hash, report.entry!.entry_hash)
+          assert.strictEqual(recovered.entry.prev_hash, events[4]!.entry.entry_hash)
         }
-      }
-    }).pipe(Effect.scoped, Effect.provide(journalAt(root)))
-  }, 60_000)
+        assert.deepStrictEqual(events.slice(11).map((e) => "tool_name" in e.entry ? e.entry.tool_name : ""), [
+          "after0",
+          "after1",
+          "after2"
+        ])
+        assert.strictEqual((yield* journal.verify("r")).nextSequence, 9)
+      }).pipe(Effect.scoped, Effect.provide(journalAt(root)))
+    },
+    60_000
+  )
+
+  it.live(
+    "a repair that sets aside nothing delivered (a torn tail): its recovery entry is the next entry, and following goes on",
+    () => {
+      const root = tempDir("follow-torn")
+      return Effect.gen(function*() {
+        const journal = yield* SessionJournal.SessionJournal
+        for (let i = 0; i < 3; i++) yield* journal.record("t", call(`t${i}`))
+        const events: Array<Follow.Event> = []
+        const fiber = yield* journal.follow("t", 0).pipe(
+          Stream.runForEach((e) => Effect.sync(() => void events.push(e))),
+          Effect.forkChild
+        )
+        yield* until(() => events.length === 3, "the follower shows 0..2")
+        yield* journal.close("t")
+        fs.appendFileSync(segmentOf(root, "t"), "{\"k\":\"entry\",\"v\":1,\"e\":{\"seq")
+        const report = yield* NodePersistence.repair({ root }, "t")
+        assert.strictEqual(report.entry?.sequence, 3)
+        yield* journal.record("t", call("after"))
+        yield* until(() => events.length === 5, "the follower goes on")
+        yield* Fiber.interrupt(fiber)
+        assert.deepStrictEqual(sequences(events), ["0", "1", "2", "3", "4"])
+        assert.strictEqual(events[3]!.entry.kind, "recovery")
+      }).pipe(Effect.scoped, Effect.provide(journalAt(root)))
+    },
+    60_000
+  )
+
+  it.live(
+    "a cut with nothing written after it: the follower reports the entries shown that storage no longer holds",
+    () => {
+      const root = tempDir("follow-cut-only")
+      return Effect.gen(function*() {
+        const journal = yield* SessionJournal.SessionJournal
+        for (let i = 0; i < 10; i++) yield* journal.record("k", call(`t${i}`))
+        const events: Array<Follow.Event> = []
+        const fiber = yield* journal.follow("k", 0).pipe(
+          Stream.runForEach((e) => Effect.sync(() => void events.push(e))),
+          Effect.result,
+          Effect.forkChild
+        )
+        yield* until(() => events.length === 10, "the follower shows 0..9")
+        yield* journal.close("k")
+        fs.rmSync(path.join(root, "k", "checkpoint.json"))
+        fs.truncateSync(segmentOf(root, "k"), offsetOf(root, "k", 6))
+        const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+        assert.strictEqual(result._tag, "Failure")
+        if (result._tag === "Failure") {
+          assert.strictEqual(result.failure._tag, "HistoryDiverged", String(result.failure))
+          if (result.failure._tag === "HistoryDiverged") {
+            assert.include(result.failure, { sequence: 6, found: null, shownTo: 9 })
+            assert.strictEqual(result.failure.expected, events[6]!.entry.entry_hash)
+          }
+        }
+      }).pipe(Effect.scoped, Effect.provide(journalAt(root)))
+    },
+    60_000
+  )
 })

@@ -37,7 +37,9 @@ describe("symlink matrix", () => {
     const base = tempDir("sym-root")
     fs.mkdirSync(path.join(base, "real"), { mode: 0o700 })
     fs.symlinkSync(path.join(base, "real"), path.join(base, "root"))
-    const exit = await Effect.runPromiseExit(Effect.scoped(Effect.flatMap(NodePersistence.make({ root: path.join(base, "root") }), () => Effect.void)))
+    const exit = await Effect.runPromiseExit(
+      Effect.scoped(Effect.flatMap(NodePersistence.make({ root: path.join(base, "root") }), () => Effect.void))
+    )
     expect(failureTag(exit)).toBe("StorageError")
     expect(fs.readdirSync(path.join(base, "real"))).toEqual([])
   })
@@ -50,11 +52,18 @@ describe("symlink matrix", () => {
     // Session directory.
     fs.symlinkSync(victim, path.join(root, "dirlink"))
     for (const mode of ["read", "write"] as const) {
-      const exit = await runExit({ root }, Effect.scoped(Effect.flatMap(Persistence.Persistence.use((p) => p.open("dirlink", { mode })), (h) => h.load)))
+      const exit = await runExit(
+        { root },
+        Effect.scoped(Effect.flatMap(Persistence.Persistence.use((p) => p.open("dirlink", { mode })), (h) => h.load))
+      )
       expect(failureTag(exit)).toBe("StorageError")
     }
-    expect(failureTag(await runExit({ root }, Persistence.Persistence.use((p) => Stream.runCollect(p.history("dirlink")))))).toBe("StorageError")
-    expect(failureTag(await runExit({ root }, Persistence.Persistence.use((p) => p.delete("dirlink"))))).toBe("StorageError")
+    expect(
+      failureTag(await runExit({ root }, Persistence.Persistence.use((p) => Stream.runCollect(p.history("dirlink")))))
+    ).toBe("StorageError")
+    expect(failureTag(await runExit({ root }, Persistence.Persistence.use((p) => p.delete("dirlink"))))).toBe(
+      "StorageError"
+    )
     // Files inside a session: each one a symlink to the victim's file.
     for (const name of ["checkpoint.json", "00000000000000000000.jsonl", "lock"]) {
       const id = `file-${name.replace(/[^a-z0-9]/g, "")}`
@@ -62,12 +71,15 @@ describe("symlink matrix", () => {
       const dir = path.join(root, id)
       fs.rmSync(path.join(dir, name), { force: true })
       fs.symlinkSync(path.join(victim, name === "lock" ? "checkpoint.json" : name), path.join(dir, name))
-      const exit = await runExit({ root }, withWriter(id, (h) =>
-        Effect.gen(function*() {
-          const l = yield* h.load
-          yield* appendChain(h, l.state, 2)
-          yield* h.checkpoint(Checkpoint.encode(l.state))
-        })))
+      const exit = await runExit(
+        { root },
+        withWriter(id, (h) =>
+          Effect.gen(function*() {
+            const l = yield* h.load
+            yield* appendChain(h, l.state, 2)
+            yield* h.checkpoint(Checkpoint.encode(l.state))
+          }))
+      )
       expect(failureTag(exit), name).toBe("StorageError")
     }
     expect(snapshotTree(victim)).toEqual(before)
@@ -84,7 +96,10 @@ describe("symlink matrix", () => {
         return NodePersistence.nodeFs.open(p, flags, mode)
       }
     }
-    const exit = await runExit({ root, fs: planting }, withWriter("t", (h) => appendChain(h, JournalState.empty("t"), 2)))
+    const exit = await runExit(
+      { root, fs: planting },
+      withWriter("t", (h) => appendChain(h, JournalState.empty("t"), 2))
+    )
     expect(failureTag(exit)).toBe("StorageError")
     expect(fs.readFileSync(target, "utf8")).toBe("original")
   })
@@ -112,24 +127,44 @@ describe("hostile session ids", () => {
         return (f as (...a: Array<unknown>) => unknown)(...args)
       }])
     ) as unknown as NodePersistence.Fs
-    const hostile = ["..", ".", "", "a/b", "../x", "/etc/passwd", "a\0b", "x".repeat(300), "CON", "nul", "Lpt1", "a b", "a\\b", "é"]
-    await run({ root, fs: counting }, Effect.gen(function*() {
-      const p = yield* Persistence.Persistence
-      const before = calls
-      for (const id of hostile) {
-        for (const attempt of [
-          Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.load)),
-          Effect.scoped(Effect.flatMap(p.open(id, { mode: "read" }), (h) => h.load)),
-          Stream.runCollect(p.history(id)),
-          Stream.runCollect(p.follow(id, 0)),
-          p.delete(id)
-        ]) {
-          const exit = yield* Effect.exit(attempt as Effect.Effect<unknown, { _tag: string; cause?: unknown }>)
-          expect(failureTag(exit)).toBe("StorageError")
+    const hostile = [
+      "..",
+      ".",
+      "",
+      "a/b",
+      "../x",
+      "/etc/passwd",
+      "a\0b",
+      "x".repeat(300),
+      "CON",
+      "nul",
+      "Lpt1",
+      "a b",
+      "a\\b",
+      "é"
+    ]
+    await run(
+      { root, fs: counting },
+      Effect.gen(function*() {
+        const p = yield* Persistence.Persistence
+        const before = calls
+        for (const id of hostile) {
+          for (
+            const attempt of [
+              Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.load)),
+              Effect.scoped(Effect.flatMap(p.open(id, { mode: "read" }), (h) => h.load)),
+              Stream.runCollect(p.history(id)),
+              Stream.runCollect(p.follow(id, 0)),
+              p.delete(id)
+            ]
+          ) {
+            const exit = yield* Effect.exit(attempt as Effect.Effect<unknown, { _tag: string; cause?: unknown }>)
+            expect(failureTag(exit)).toBe("StorageError")
+          }
         }
-      }
-      expect(calls).toBe(before)
-    }))
+        expect(calls).toBe(before)
+      })
+    )
     expect(fs.readdirSync(root)).toEqual([])
   })
 })
@@ -153,10 +188,19 @@ describe("modes under any umask", () => {
 // reports how much its peak RSS grew: that is this load's memory alone, whatever
 // else runs on the machine or in the test runner.
 const boundedLoad = async (root: string, id: string) => {
-  const child = spawnFixture("bounded", { SJ_ROOT: root, SJ_ID: id, SJ_WARM: "warm", NODE_OPTIONS: `${process.env["NODE_OPTIONS"] ?? ""} --expose-gc` })
+  const child = spawnFixture("bounded", {
+    SJ_ROOT: root,
+    SJ_ID: id,
+    SJ_WARM: "warm",
+    NODE_OPTIONS: `${process.env["NODE_OPTIONS"] ?? ""} --expose-gc`
+  })
   const { code } = await child.exited
   expect(code, child.lines.join("\n")).toBe(0)
-  return JSON.parse(child.lines.find((l) => l.startsWith("{"))!) as { tag: string | null; cause: string; peakGrowthBytes: number }
+  return JSON.parse(child.lines.find((l) => l.startsWith("{"))!) as {
+    tag: string | null
+    cause: string
+    peakGrowthBytes: number
+  }
 }
 
 describe("bounded reads", () => {

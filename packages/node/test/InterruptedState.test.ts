@@ -144,9 +144,13 @@ describe("interruptions leave consistent state", () => {
         JSON.stringify({ pid, host: os.hostname(), start, token: `t${pid}`, acquired_at: 1 })
       // A stale lock of a dead process, and a live process's claim to take it over.
       fs.writeFileSync(path.join(dir, Lock.LOCK_FILE), record(2 ** 22 - 7, null), { mode: 0o600 })
-      fs.writeFileSync(path.join(dir, Lock.CLAIM_FILE), record(child.pid!, Lock.processStat(child.pid!)?.start ?? null), {
-        mode: 0o600
-      })
+      fs.writeFileSync(
+        path.join(dir, Lock.CLAIM_FILE),
+        record(child.pid!, Lock.processStat(child.pid!)?.start ?? null),
+        {
+          mode: 0o600
+        }
+      )
       const attempt = Effect.exit(Lock.acquire(Files.context(root), dir, "s")).pipe(Effect.provide(TestClock.layer()))
       const exit = await Promise.race([
         Effect.runPromise(attempt),

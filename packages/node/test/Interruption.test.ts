@@ -13,7 +13,17 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { NodePersistence } from "../src/index.ts"
-import { adapter, appendChain, JournalState, loadRead, openFds, run, tempDir, withWriter, wrapHandle } from "./helpers.ts"
+import {
+  adapter,
+  appendChain,
+  JournalState,
+  loadRead,
+  openFds,
+  run,
+  tempDir,
+  withWriter,
+  wrapHandle
+} from "./helpers.ts"
 
 type Op = "open" | "read" | "write"
 

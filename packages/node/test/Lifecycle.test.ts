@@ -19,14 +19,24 @@ const STRESS = process.env["STRESS"] === "1"
 
 const underUlimit = (limit: number, fixture: string, env: Record<string, string>) =>
   new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
-    const child = spawn("sh", ["-c", `ulimit -n ${limit} && exec "$0" "$@"`, nodeBin, "--expose-gc", path.join(import.meta.dirname, "fixtures", `${fixture}.ts`)], {
+    const child = spawn("sh", [
+      "-c",
+      `ulimit -n ${limit} && exec "$0" "$@"`,
+      nodeBin,
+      "--expose-gc",
+      path.join(import.meta.dirname, "fixtures", `${fixture}.ts`)
+    ], {
       env: { ...process.env, ...env },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let out = ""
     let err = ""
-    child.stdout.setEncoding("utf8").on("data", (c: string) => { out += c })
-    child.stderr.setEncoding("utf8").on("data", (c: string) => { err += c })
+    child.stdout.setEncoding("utf8").on("data", (c: string) => {
+      out += c
+    })
+    child.stderr.setEncoding("utf8").on("data", (c: string) => {
+      err += c
+    })
     child.on("close", (code) => resolve({ code, out, err }))
   })
 
@@ -51,59 +61,78 @@ describe("session lifecycle", () => {
     expect(fs.readdirSync(root).length).toBe(touched)
   }, STRESS ? 1_800_000 : 120_000)
 
-  it("process B writes a session within 2 s of process A's last write while A stays up; A writes again after", async () => {
-    const root = path.join(tempDir("turns"), "journal")
-    const env = { SJ_ROOT: root, SJ_ID: "shared", SJ_IDLE_MS: "500" }
-    const a = spawnFixture("holder", env)
-    // B is started (its modules loaded) before A's last write, so the time measured is
-    // the handover alone: A's idle release, then B's open and write.
-    const b = spawnFixture("holder", { ...env, SJ_NAME: "b" })
-    try {
-      expect(await a.waitFor((l) => l === "ready")).toBe(true)
-      expect(await b.waitFor((l) => l === "ready")).toBe(true)
-      a.send("write")
-      expect(await a.waitFor((l) => l === "wrote 0"), a.lines.join("\n")).toBe(true)
-      const lastWrite = Date.now()
-      // A is idle: its writer guarantee is released after 500 ms.
-      await new Promise((resolve) => setTimeout(resolve, 900))
-      b.send("write")
-      expect(await b.waitFor((l) => l === "wrote 1"), b.lines.join("\n")).toBe(true)
-      expect(Date.now() - lastWrite).toBeLessThan(2000)
-      b.send("exit")
-      await b.exited
-      a.send("write")
-      expect(await a.waitFor((l) => l === "wrote 2"), a.lines.join("\n")).toBe(true)
-      a.send("exit")
-      await a.exited
-    } finally {
-      if (a.pid !== undefined) await a.kill()
-      if (b.pid !== undefined) await b.kill()
-    }
-    const report = await Effect.runPromise(NodePersistence.inspect({ root }, "shared"))
-    expect(report.ok).toBe(true)
-    expect(report.nextSequence).toBe(3)
-    const stored = await run({ root }, historyOf("shared"))
-    expect(stored.map((e) => [e.sequence, (e as { tool_name?: string }).tool_name])).toEqual([[0, "holder"], [1, "b"], [2, "holder"]])
-  }, 60_000)
+  it(
+    "process B writes a session within 2 s of process A's last write while A stays up; A writes again after",
+    async () => {
+      const root = path.join(tempDir("turns"), "journal")
+      const env = { SJ_ROOT: root, SJ_ID: "shared", SJ_IDLE_MS: "500" }
+      const a = spawnFixture("holder", env)
+      // B is started (its modules loaded) before A's last write, so the time measured is
+      // the handover alone: A's idle release, then B's open and write.
+      const b = spawnFixture("holder", { ...env, SJ_NAME: "b" })
+      try {
+        expect(await a.waitFor((l) => l === "ready")).toBe(true)
+        expect(await b.waitFor((l) => l === "ready")).toBe(true)
+        a.send("write")
+        expect(await a.waitFor((l) => l === "wrote 0"), a.lines.join("\n")).toBe(true)
+        const lastWrite = Date.now()
+        // A is idle: its writer guarantee is released after 500 ms.
+        await new Promise((resolve) => setTimeout(resolve, 900))
+        b.send("write")
+        expect(await b.waitFor((l) => l === "wrote 1"), b.lines.join("\n")).toBe(true)
+        expect(Date.now() - lastWrite).toBeLessThan(2000)
+        b.send("exit")
+        await b.exited
+        a.send("write")
+        expect(await a.waitFor((l) => l === "wrote 2"), a.lines.join("\n")).toBe(true)
+        a.send("exit")
+        await a.exited
+      } finally {
+        if (a.pid !== undefined) await a.kill()
+        if (b.pid !== undefined) await b.kill()
+      }
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, "shared"))
+      expect(report.ok).toBe(true)
+      expect(report.nextSequence).toBe(3)
+      const stored = await run({ root }, historyOf("shared"))
+      expect(stored.map((e) => [e.sequence, (e as { tool_name?: string }).tool_name])).toEqual([
+        [0, "holder"],
+        [1, "b"],
+        [2, "holder"]
+      ])
+    },
+    60_000
+  )
 
   it("a changes subscriber across ten idle releases sees every entry exactly once", async () => {
     const root = path.join(tempDir("releases"), "journal")
-    const layer = SessionJournal.layer({ idleTimeToLive: "30 millis" }).pipe(Layer.provide(NodePersistence.layer({ root })))
+    const layer = SessionJournal.layer({ idleTimeToLive: "30 millis" }).pipe(
+      Layer.provide(NodePersistence.layer({ root }))
+    )
     const lockFile = path.join(root, "r", "lock")
-    const seen = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const journal = yield* SessionJournal.SessionJournal
-      const changes = yield* journal.changes("r")
-      const collected = yield* Effect.forkChild(Stream.runCollect(Stream.take(changes, 10)))
-      const released: Array<boolean> = []
-      for (let i = 0; i < 10; i++) {
-        yield* journal.record("r", { tool_name: `t${i}`, server_id: "s", agent_id: "a", bytes_read: i, bytes_written: 0, delegation_depth: 0 })
-        yield* Effect.sleep("150 millis")
-        // Idle: the writer guarantee (the lock file) is released.
-        released.push(!fs.existsSync(lockFile))
-      }
-      expect(released).toEqual(Array.from({ length: 10 }, () => true))
-      return yield* Fiber.join(collected)
-    }).pipe(Effect.provide(layer))))
+    const seen = await Effect.runPromise(Effect.scoped(
+      Effect.gen(function*() {
+        const journal = yield* SessionJournal.SessionJournal
+        const changes = yield* journal.changes("r")
+        const collected = yield* Effect.forkChild(Stream.runCollect(Stream.take(changes, 10)))
+        const released: Array<boolean> = []
+        for (let i = 0; i < 10; i++) {
+          yield* journal.record("r", {
+            tool_name: `t${i}`,
+            server_id: "s",
+            agent_id: "a",
+            bytes_read: i,
+            bytes_written: 0,
+            delegation_depth: 0
+          })
+          yield* Effect.sleep("150 millis")
+          // Idle: the writer guarantee (the lock file) is released.
+          released.push(!fs.existsSync(lockFile))
+        }
+        expect(released).toEqual(Array.from({ length: 10 }, () => true))
+        return yield* Fiber.join(collected)
+      }).pipe(Effect.provide(layer))
+    ))
     expect(seen.map((c) => c._tag === "Entry" ? c.entry.sequence : -1)).toEqual(Array.from({ length: 10 }, (_, i) => i))
   }, 30_000)
 })

@@ -3,9 +3,9 @@
  * stale lock, with the interleaving forced through an injected filesystem (real
  * files; only the timing of one call is held back).
  */
+import { SessionLocked } from "@session-journal/core"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { SessionLocked } from "@session-journal/core"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"

@@ -7,15 +7,15 @@
  * container) is taken over once its holder is proved gone, and kept while it
  * lives; `unlock` removes only a lock whose holder is proved gone.
  */
-import { spawn, spawnSync } from "node:child_process"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
+import { Persistence, SessionLocked, StorageError } from "@session-journal/core"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import { Persistence, SessionLocked, StorageError } from "@session-journal/core"
+import { spawn, spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { Lock, NodePersistence } from "../src/index.ts"
 import * as FileOps from "../src/internal/fileOps.ts"
@@ -149,17 +149,20 @@ describe("a writer whose lock is removed or taken", () => {
   it("stops at its next append with LockLost; nothing unacknowledged is stored and the session verifies", async () => {
     const root = temp("lock-lost")
     const lockPath = path.join(root, "s", Lock.LOCK_FILE)
-    const outcome = await run({ root }, withWriter("s", (h) =>
-      Effect.gen(function*() {
-        const first = yield* appendChain(h, JournalState.empty("s"), 3)
-        // Removed from outside (as `rm lock` would).
-        fs.unlinkSync(lockPath)
-        const next = chain(first.state, 2)
-        const failed = yield* Effect.flip(h.append(requestOf(first.state, next.entries)))
-        // A second attempt fails the same way: the writer never writes again.
-        const again = yield* Effect.flip(h.append(requestOf(first.state, next.entries)))
-        return { failed, again }
-      })))
+    const outcome = await run(
+      { root },
+      withWriter("s", (h) =>
+        Effect.gen(function*() {
+          const first = yield* appendChain(h, JournalState.empty("s"), 3)
+          // Removed from outside (as `rm lock` would).
+          fs.unlinkSync(lockPath)
+          const next = chain(first.state, 2)
+          const failed = yield* Effect.flip(h.append(requestOf(first.state, next.entries)))
+          // A second attempt fails the same way: the writer never writes again.
+          const again = yield* Effect.flip(h.append(requestOf(first.state, next.entries)))
+          return { failed, again }
+        }))
+    )
     expect(lostCause(outcome.failed)?.found).toContain("removed")
     expect(lostCause(outcome.again)).not.toBeNull()
     expect(outcome.failed.message).toContain("no longer this writer's")
@@ -173,22 +176,24 @@ describe("a writer whose lock is removed or taken", () => {
     const root = temp("lock-stolen")
     const lockPath = path.join(root, "s", Lock.LOCK_FILE)
     const layer = NodePersistence.layer({ root })
-    const result = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const p = yield* Persistence.Persistence
-      const a = yield* p.open("s", { mode: "write" })
-      const first = yield* appendChain(a, JournalState.empty("s"), 4)
-      fs.unlinkSync(lockPath)
-      // B takes the now free lock (in this process: a scope of its own) and writes.
-      const bDone = yield* Effect.scoped(Effect.gen(function*() {
-        const b = yield* p.open("s", { mode: "write" })
-        const loaded = yield* b.load
-        yield* appendChain(b, loaded.state, 2)
-        // A, still running, tries to write its next batch while B holds the lock.
-        const aFailed = yield* Effect.flip(a.append(requestOf(first.state, chain(first.state, 1).entries)))
-        return aFailed
-      }))
-      return bDone
-    })).pipe(Effect.provide(layer as Layer.Layer<Persistence.Persistence>)))
+    const result = await Effect.runPromise(
+      Effect.scoped(Effect.gen(function*() {
+        const p = yield* Persistence.Persistence
+        const a = yield* p.open("s", { mode: "write" })
+        const first = yield* appendChain(a, JournalState.empty("s"), 4)
+        fs.unlinkSync(lockPath)
+        // B takes the now free lock (in this process: a scope of its own) and writes.
+        const bDone = yield* Effect.scoped(Effect.gen(function*() {
+          const b = yield* p.open("s", { mode: "write" })
+          const loaded = yield* b.load
+          yield* appendChain(b, loaded.state, 2)
+          // A, still running, tries to write its next batch while B holds the lock.
+          const aFailed = yield* Effect.flip(a.append(requestOf(first.state, chain(first.state, 1).entries)))
+          return aFailed
+        }))
+        return bDone
+      })).pipe(Effect.provide(layer as Layer.Layer<Persistence.Persistence>))
+    )
     expect(lostCause(result)?.found).toMatch(/replaced by the lock of pid \d+|removed/)
     const loaded = await run({ root }, loadRead("s"))
     expect(loaded.state.next_sequence).toBe(6)
@@ -199,13 +204,16 @@ describe("a writer whose lock is removed or taken", () => {
   it("a checkpoint is refused the same way", async () => {
     const root = temp("lock-lost-checkpoint")
     const lockPath = path.join(root, "s", Lock.LOCK_FILE)
-    const failed = await run({ root }, withWriter("s", (h) =>
-      Effect.gen(function*() {
-        yield* appendChain(h, JournalState.empty("s"), 2)
-        const loaded = yield* h.load
-        fs.unlinkSync(lockPath)
-        return yield* Effect.flip(h.checkpointState!(loaded.state))
-      })))
+    const failed = await run(
+      { root },
+      withWriter("s", (h) =>
+        Effect.gen(function*() {
+          yield* appendChain(h, JournalState.empty("s"), 2)
+          const loaded = yield* h.load
+          fs.unlinkSync(lockPath)
+          return yield* Effect.flip(h.checkpointState!(loaded.state))
+        }))
+    )
     expect(lostCause(failed)).not.toBeNull()
   })
 })
@@ -301,21 +309,25 @@ describe("lockWait", () => {
     const holding = NodePersistence.layer({ root })
     const waiting = NodePersistence.layer({ root, lockWait: "20 seconds" })
     let releasedAt = 0
-    const a = Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const p = yield* Persistence.Persistence
-      const h = yield* p.open("s", { mode: "write" })
-      yield* appendChain(h, JournalState.empty("s"), 1)
-      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 300)))
-      releasedAt = Date.now()
-    })).pipe(Effect.provide(holding as Layer.Layer<Persistence.Persistence>)))
+    const a = Effect.runPromise(
+      Effect.scoped(Effect.gen(function*() {
+        const p = yield* Persistence.Persistence
+        const h = yield* p.open("s", { mode: "write" })
+        yield* appendChain(h, JournalState.empty("s"), 1)
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 300)))
+        releasedAt = Date.now()
+      })).pipe(Effect.provide(holding as Layer.Layer<Persistence.Persistence>))
+    )
     while (!fs.existsSync(path.join(root, "s", Lock.LOCK_FILE))) await new Promise((resolve) => setTimeout(resolve, 5))
-    const b = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const p = yield* Persistence.Persistence
-      const h = yield* p.open("s", { mode: "write" })
-      const loaded = yield* h.load
-      yield* appendChain(h, loaded.state, 1)
-      return Date.now()
-    })).pipe(Effect.provide(waiting as Layer.Layer<Persistence.Persistence>)))
+    const b = await Effect.runPromise(
+      Effect.scoped(Effect.gen(function*() {
+        const p = yield* Persistence.Persistence
+        const h = yield* p.open("s", { mode: "write" })
+        const loaded = yield* h.load
+        yield* appendChain(h, loaded.state, 1)
+        return Date.now()
+      })).pipe(Effect.provide(waiting as Layer.Layer<Persistence.Persistence>))
+    )
     await a
     expect(b).toBeGreaterThanOrEqual(releasedAt)
     const loaded = await run({ root }, loadRead("s"))
@@ -324,19 +336,28 @@ describe("lockWait", () => {
 
   it("past the bound it fails with SessionLocked saying how long it waited; without lockWait at once", async () => {
     const root = temp("lock-wait-bound")
-    const outcome = await run({ root }, withWriter("s", () =>
-      Effect.gen(function*() {
-        const waited = yield* Effect.flip(Effect.scoped(Effect.flatMap(
-          Persistence.Persistence,
-          (p) => p.open("s", { mode: "write" })
-        )).pipe(Effect.provide(NodePersistence.layer({ root, lockWait: 200 }) as Layer.Layer<Persistence.Persistence>)))
-        const started = Date.now()
-        const atOnce = yield* Effect.flip(Effect.scoped(Effect.flatMap(
-          Persistence.Persistence,
-          (p) => p.open("s", { mode: "write" })
-        )).pipe(Effect.provide(NodePersistence.layer({ root }) as Layer.Layer<Persistence.Persistence>)))
-        return { waited, atOnce, atOnceMillis: Date.now() - started }
-      })))
+    const outcome = await run(
+      { root },
+      withWriter("s", () =>
+        Effect.gen(function*() {
+          const waited = yield* Effect.flip(
+            Effect.scoped(Effect.flatMap(
+              Persistence.Persistence,
+              (p) => p.open("s", { mode: "write" })
+            )).pipe(
+              Effect.provide(NodePersistence.layer({ root, lockWait: 200 }) as Layer.Layer<Persistence.Persistence>)
+            )
+          )
+          const started = Date.now()
+          const atOnce = yield* Effect.flip(
+            Effect.scoped(Effect.flatMap(
+              Persistence.Persistence,
+              (p) => p.open("s", { mode: "write" })
+            )).pipe(Effect.provide(NodePersistence.layer({ root }) as Layer.Layer<Persistence.Persistence>))
+          )
+          return { waited, atOnce, atOnceMillis: Date.now() - started }
+        }))
+    )
     expect(outcome.waited).toBeInstanceOf(SessionLocked)
     expect(outcome.waited.message).toMatch(/gave up after waiting 0\.[2-9]\d s|gave up after waiting [1-9]/)
     expect(outcome.atOnce).toBeInstanceOf(SessionLocked)
@@ -367,49 +388,63 @@ describe("unlock", () => {
 // The scan needs root in the initial pid namespace with every /proc entry readable
 // (in some sandboxes even root may not read /proc/1/ns/pid: then nothing is proved).
 const scanWorks = ownPidns !== null && Process.pidnsInhabited(ownPidns) === true
-const canUnshare = ownBoot !== null && ownPidns !== null && spawnSync("unshare", ["--pid", "--fork", "true"]).status === 0
+const canUnshare = ownBoot !== null && ownPidns !== null &&
+  spawnSync("unshare", ["--pid", "--fork", "true"]).status === 0
 
 describe("unlock of a holder in another pid namespace of this kernel", () => {
-  it.runIf(scanWorks)("a namespace with no process left proves the holder gone to unlock (not to a writer)", async () => {
-    const root = temp("unlock-pidns")
-    await run({ root }, withWriter("s", (h) => appendChain(h, JournalState.empty("s"), 1)))
-    const dir = path.join(root, "s")
-    // A writer cannot prove it (it looks only at its own namespace)...
-    writeLock(dir, recordOf(1, { host: "container-1", start: "77", pidns: "pid:[1]" }))
-    expect(await takes(root, dir)).toBeInstanceOf(SessionLocked)
-    // ...unlock can: no process of this kernel is in that namespace.
-    const report = await Effect.runPromise(NodePersistence.unlock({ root }, "s"))
-    expect(report).toMatchObject({ removed: true, forced: false })
-    expect(report.proof).toContain("no process of this kernel")
-  })
-
-  it.runIf(canUnshare)("a live process in a new pid namespace keeps its lock; force removes it and says so", async () => {
-    const root = temp("unlock-pidns-live")
-    await run({ root }, withWriter("s", (h) => appendChain(h, JournalState.empty("s"), 1)))
-    const dir = path.join(root, "s")
-    // A real process in a new pid namespace holds the lock as its pid 1.
-    const child = spawn("unshare", ["--pid", "--fork", "--kill-child", "sh", "-c", "readlink /proc/self/ns/pid; exec sleep 600"], {
-      stdio: ["ignore", "pipe", "ignore"]
-    })
-    const exited = new Promise<void>((resolve) => child.once("close", () => resolve()))
-    try {
-      const pidns = await new Promise<string>((resolve, reject) => {
-        child.stdout.once("data", (b: Buffer) => resolve(b.toString().trim()))
-        child.once("error", reject)
-      })
-      expect(pidns).not.toBe(ownPidns)
-      writeLock(dir, recordOf(1, { host: "container-2", start: "77", pidns }))
+  it.runIf(scanWorks)(
+    "a namespace with no process left proves the holder gone to unlock (not to a writer)",
+    async () => {
+      const root = temp("unlock-pidns")
+      await run({ root }, withWriter("s", (h) => appendChain(h, JournalState.empty("s"), 1)))
+      const dir = path.join(root, "s")
+      // A writer cannot prove it (it looks only at its own namespace)...
+      writeLock(dir, recordOf(1, { host: "container-1", start: "77", pidns: "pid:[1]" }))
       expect(await takes(root, dir)).toBeInstanceOf(SessionLocked)
-      const refused = await failureOf(NodePersistence.unlock({ root }, "s"))
-      expect(refused).toBeInstanceOf(SessionLocked)
-      expect((refused as SessionLocked).message).toContain("cannot be proved gone")
-      if (scanWorks) expect((refused as SessionLocked).message).toContain("still running")
-      expect(fs.existsSync(path.join(dir, Lock.LOCK_FILE))).toBe(true)
-      const forced = await Effect.runPromise(NodePersistence.unlock({ root }, "s", { force: true }))
-      expect(forced).toMatchObject({ removed: true, forced: true })
-    } finally {
-      child.kill("SIGKILL")
-      await exited
+      // ...unlock can: no process of this kernel is in that namespace.
+      const report = await Effect.runPromise(NodePersistence.unlock({ root }, "s"))
+      expect(report).toMatchObject({ removed: true, forced: false })
+      expect(report.proof).toContain("no process of this kernel")
     }
-  })
+  )
+
+  it.runIf(canUnshare)(
+    "a live process in a new pid namespace keeps its lock; force removes it and says so",
+    async () => {
+      const root = temp("unlock-pidns-live")
+      await run({ root }, withWriter("s", (h) => appendChain(h, JournalState.empty("s"), 1)))
+      const dir = path.join(root, "s")
+      // A real process in a new pid namespace holds the lock as its pid 1.
+      const child = spawn("unshare", [
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "sh",
+        "-c",
+        "readlink /proc/self/ns/pid; exec sleep 600"
+      ], {
+        stdio: ["ignore", "pipe", "ignore"]
+      })
+      const exited = new Promise<void>((resolve) => child.once("close", () => resolve()))
+      try {
+        const pidns = await new Promise<string>((resolve, reject) => {
+          child.stdout.once("data", (b: Buffer) => resolve(b.toString().trim()))
+          child.once("error", reject)
+        })
+        expect(pidns).not.toBe(ownPidns)
+        writeLock(dir, recordOf(1, { host: "container-2", start: "77", pidns }))
+        expect(await takes(root, dir)).toBeInstanceOf(SessionLocked)
+        const refused = await failureOf(NodePersistence.unlock({ root }, "s"))
+        expect(refused).toBeInstanceOf(SessionLocked)
+        expect((refused as SessionLocked).message).toContain("cannot be proved gone")
+        if (scanWorks) expect((refused as SessionLocked).message).toContain("still running")
+        expect(fs.existsSync(path.join(dir, Lock.LOCK_FILE))).toBe(true)
+        const forced = await Effect.runPromise(NodePersistence.unlock({ root }, "s", { force: true }))
+        expect(forced).toMatchObject({ removed: true, forced: true })
+      } finally {
+        child.kill("SIGKILL")
+        await exited
+      }
+    }
+  )
 })

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Effect from "effect/Effect"
 import { Sha256 } from "@session-journal/core"
 import { NodeSha256 } from "@session-journal/node"
+import * as Effect from "effect/Effect"
 
 describe("NodeSha256", () => {
   it("reproduces @noble/hashes on every probe and on random inputs", () => {

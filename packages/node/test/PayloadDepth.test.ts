@@ -6,6 +6,8 @@
  * of the core suite, with checkpoints forced after every append.
  */
 import { Entry, JournalState, Persistence, SessionJournal } from "@session-journal/core"
+import * as Legacy from "@session-journal/core/test/legacy"
+import { deepArray, item, nest, writeAndReread } from "@session-journal/core/test/Payloads"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -13,9 +15,7 @@ import * as fc from "fast-check"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { deepArray, item, nest, writeAndReread } from "@session-journal/core/test/Payloads"
 import { NodePersistence } from "../src/index.ts"
-import * as Legacy from "@session-journal/core/test/legacy"
 import { historyOf, loadRead, run, runExit, tempDir } from "./helpers.ts"
 
 const LIMIT = Entry.MAX_PAYLOAD_DEPTH
@@ -58,13 +58,18 @@ describe("payload depth on the filesystem", () => {
     const root = tempDir("depth-prop", true)
     let n = 0
     await fc.assert(
-      fc.asyncProperty(fc.array(item, { minLength: 1, maxLength: 5 }), (items) =>
-        withAdapter(root, (p) => Effect.scoped(writeAndReread(p, `prop-${n++}`, items))).then(() => undefined)),
+      fc.asyncProperty(
+        fc.array(item, { minLength: 1, maxLength: 5 }),
+        (items) =>
+          withAdapter(root, (p) => Effect.scoped(writeAndReread(p, `prop-${n++}`, items))).then(() => undefined)
+      ),
       {
         numRuns: 25,
         reporter: (details) => {
           if (details.failed) {
-            throw new Error(`property failed (seed ${details.seed}, path ${details.counterexamplePath}): ${details.errorInstance}`)
+            throw new Error(
+              `property failed (seed ${details.seed}, path ${details.counterexamplePath}): ${details.errorInstance}`
+            )
           }
         }
       }
@@ -77,7 +82,9 @@ describe("payload depth on the filesystem", () => {
       const root = tempDir("depth-stored")
       await withAdapter(root, (p) =>
         Effect.scoped(Effect.gen(function*() {
-          const j = yield* SessionJournal.make({ checkpointMinBytes: 1 }).pipe(Effect.provideService(Persistence.Persistence, p))
+          const j = yield* SessionJournal.make({ checkpointMinBytes: 1 }).pipe(
+            Effect.provideService(Persistence.Persistence, p)
+          )
           yield* j.append(id, "message", deepArray(LIMIT))
           yield* j.append(id, "message", "after")
         })))
@@ -100,7 +107,9 @@ describe("payload depth on the filesystem", () => {
       // The service never dies on it either, nor claims the entry verified.
       const verify = await withAdapter(root, (p) =>
         Effect.scoped(Effect.gen(function*() {
-          const j = yield* SessionJournal.make({ checkpointMinBytes: 1 }).pipe(Effect.provideService(Persistence.Persistence, p))
+          const j = yield* SessionJournal.make({ checkpointMinBytes: 1 }).pipe(
+            Effect.provideService(Persistence.Persistence, p)
+          )
           return yield* Effect.exit(j.verify(id))
         })))
       if (Exit.isFailure(verify)) expect(verify.cause.reasons.some((r) => r._tag === "Die")).toBe(false)
@@ -135,7 +144,9 @@ describe("payload depth on the filesystem", () => {
       const { root, dir } = await seed("meta")
       await withAdapter(root, (p) =>
         Effect.scoped(Effect.gen(function*() {
-          const j = yield* SessionJournal.make({ checkpointMinBytes: 1 }).pipe(Effect.provideService(Persistence.Persistence, p))
+          const j = yield* SessionJournal.make({ checkpointMinBytes: 1 }).pipe(
+            Effect.provideService(Persistence.Persistence, p)
+          )
           yield* j.setMeta("meta", { data: deepArray(LIMIT) })
         })))
       const segs = fs.readdirSync(dir).filter((n) => n.endsWith(".jsonl")).sort()

@@ -5,13 +5,13 @@
  * (zero) bytes in it is still a torn tail and set aside; segments written before
  * preallocation keep their rules; and SIGKILLs at random moments never leave a hole.
  */
+import { Checkpoint, SessionJournal } from "@session-journal/core"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { Checkpoint, SessionJournal } from "@session-journal/core"
-import * as Exit from "effect/Exit"
-import * as Layer from "effect/Layer"
 import { NodePersistence } from "../src/index.ts"
 import {
   acks,
@@ -40,18 +40,27 @@ const sideFiles = (dir: string) => fs.readdirSync(dir).filter((n) => n.includes(
 
 // One more entry through a writer; returns the load it started from.
 const appendOne = (root: string, id: string) =>
-  run({ root }, withWriter(id, (h) =>
-    Effect.gen(function*() {
-      const l = yield* h.load
-      const c = chain(l.state, 1)
-      yield* h.append(requestOf(l.state, c.entries))
-      return l
-    })))
+  run(
+    { root },
+    withWriter(id, (h) =>
+      Effect.gen(function*() {
+        const l = yield* h.load
+        const c = chain(l.state, 1)
+        yield* h.append(requestOf(l.state, c.entries))
+        return l
+      }))
+  )
 
 // Starts a writer process that appends `count` entries, keeps the session open and
 // is then killed: its active segment is left as a crash leaves it.
 const killedAfter = async (root: string, id: string, count: number) => {
-  const child = spawnFixture("appender", { SJ_ROOT: root, SJ_ID: id, SJ_COUNT: String(count), SJ_FIBERS: "1", SJ_HOLD: "1" })
+  const child = spawnFixture("appender", {
+    SJ_ROOT: root,
+    SJ_ID: id,
+    SJ_COUNT: String(count),
+    SJ_FIBERS: "1",
+    SJ_HOLD: "1"
+  })
   const done = await child.waitFor((l) => l === "done")
   expect(done, child.lines.join("\n")).toBe(true)
   await child.kill()
@@ -79,7 +88,9 @@ describe("preallocated segments", () => {
     const bytes = fs.readFileSync(file)
     const newEnd = dataEnd(file)
     expect(newEnd).toBeGreaterThan(end)
-    expect(bytes.subarray(end, newEnd).toString("utf8")).toMatch(/^\{"k":"entry","v":1,"e":\{[^\n]*"sequence":20[^\n]*\}\}\n$/)
+    expect(bytes.subarray(end, newEnd).toString("utf8")).toMatch(
+      /^\{"k":"entry","v":1,"e":\{[^\n]*"sequence":20[^\n]*\}\}\n$/
+    )
     expect(holeBefore(file, newEnd)).toBe(false)
     expect(sideFiles(path.join(root, "k"))).toEqual([])
     // A writer that closed cleanly leaves only data.
@@ -87,234 +98,294 @@ describe("preallocated segments", () => {
     const report = await Effect.runPromise(NodePersistence.inspect({ root }, "k"))
     expect(report.ok).toBe(true)
     expect(report.recovery.tornTail).toBeNull()
-    expect((await run({ root }, historyOf("k"))).map((e) => e.sequence)).toEqual(Array.from({ length: 21 }, (_, i) => i))
-  }, 60_000)
-
-  it("a long zero tail of a preallocated segment is unused space: loaded clean, written over, cut at close", async () => {
-    const root = tempDir("prealloc-long")
-    await run({ root }, withWriter("z", (h) => appendChain(h, JournalState.empty("z"), 3)))
-    const file = path.join(root, "z", SEG0)
-    const size = fs.statSync(file).size
-    expect(fs.readFileSync(file).subarray(0, 64).toString()).toMatch(/^\{"k":"open","v":1,"base":0,"prealloc":true\}\n/)
-    fs.truncateSync(file, size + 20 * MiB)
-    const loaded = await run({ root }, loadRead("z"))
-    expect(loaded.recovery.stopped).toBeNull()
-    expect(loaded.recovery.tornTail).toBeNull()
-    expect(loaded.state.next_sequence).toBe(3)
-    await appendOne(root, "z")
-    expect(sideFiles(path.join(root, "z"))).toEqual([])
-    expect(fs.statSync(file).size).toBe(dataEnd(file))
-    expect(holeBefore(file, dataEnd(file))).toBe(false)
-    const report = await Effect.runPromise(NodePersistence.inspect({ root }, "z"))
-    expect(report.ok).toBe(true)
-    expect(report.nextSequence).toBe(4)
-  }, 60_000)
-
-  it("a torn partial line followed by zeros is reported torn; it is set aside and nothing that verifies is lost", async () => {
-    const root = tempDir("prealloc-torn")
-    await killedAfter(root, "t", 10)
-    const file = path.join(root, "t", SEG0)
-    const end = dataEnd(file)
-    const size = fs.statSync(file).size
-    const partial = Buffer.from("{\"k\":\"entry\",\"v\":1,\"e\":{\"sequence\":10,\"prev_hash\":\"ab")
-    const fd = fs.openSync(file, "r+")
-    fs.writeSync(fd, partial, 0, partial.length, end)
-    fs.closeSync(fd)
-    expect(fs.statSync(file).size).toBe(size)
-    const loaded = await appendOne(root, "t")
-    expect(loaded.recovery.stopped).toBeNull()
-    expect(loaded.recovery.tornTail).toEqual({ segment: file, offset: end, bytes: size - end })
-    expect(loaded.state.next_sequence).toBe(10)
-    const aside = path.join(root, "t", `${SEG0}.damaged-${end}`)
-    expect(fs.readFileSync(aside).subarray(0, partial.length)).toEqual(partial)
-    expect((await run({ root }, historyOf("t"))).map((e) => e.sequence)).toEqual(Array.from({ length: 11 }, (_, i) => i))
-    const report = await Effect.runPromise(NodePersistence.inspect({ root }, "t"))
-    expect(report.ok).toBe(true)
-    expect(report.recovery.tornTail).toBeNull()
-  }, 60_000)
-
-  it("unwritten (zero) bytes inside the last write of a preallocated segment are a torn tail, not corruption", async () => {
-    const root = tempDir("prealloc-hole")
-    await killedAfter(root, "h", 10)
-    const file = path.join(root, "h", SEG0)
-    const end = dataEnd(file)
-    const size = fs.statSync(file).size
-    // The pages of an unacknowledged write reached the disk out of order: a later
-    // page holds the end of a line (and a whole line), an earlier one is still zero.
-    const later = Buffer.from("\",\"entry_hash\":\"00\"}}\n{\"k\":\"entry\",\"v\":1,\"e\":{}}\n")
-    const fd = fs.openSync(file, "r+")
-    fs.writeSync(fd, later, 0, later.length, end + 4096 - (end % 4096))
-    fs.closeSync(fd)
-    const loaded = await appendOne(root, "h")
-    expect(loaded.recovery.stopped).toBeNull()
-    expect(loaded.recovery.tornTail?.offset).toBe(end)
-    expect(loaded.recovery.tornTail?.bytes).toBe(size - end)
-    expect(loaded.state.next_sequence).toBe(10)
-    expect(sideFiles(path.join(root, "h"))).toEqual([`${SEG0}.damaged-${end}`])
-    const report = await Effect.runPromise(NodePersistence.inspect({ root }, "h"))
-    expect(report.ok).toBe(true)
-    expect(report.nextSequence).toBe(11)
-  }, 60_000)
-
-  it("a segment written before preallocation loads and takes appends as before; the next segment is preallocated", async () => {
-    const root = tempDir("prealloc-old")
-    await run({ root }, withWriter("o", (h) => appendChain(h, JournalState.empty("o"), 4)))
-    const dir = path.join(root, "o")
-    asUnpreallocated(dir)
-    const file = path.join(dir, SEG0)
-    const before = fs.readFileSync(file)
-    const state = await run({ root }, withWriter("o", (h) =>
-      Effect.gen(function*() {
-        const l = yield* h.load
-        expect(l.recovery.stopped).toBeNull()
-        expect(l.recovery.tornTail).toBeNull()
-        const c = yield* appendChain(h, l.state, 2)
-        // The old segment grows by exactly its lines, with no zero tail.
-        const now = fs.readFileSync(file)
-        expect(now.subarray(0, before.length)).toEqual(before)
-        expect(now.includes(0)).toBe(false)
-        yield* h.checkpoint(Checkpoint.encode(c.state))
-        return yield* appendChain(h, c.state, 1)
-      })))
-    expect(state.state.next_sequence).toBe(7)
-    const names = segments(dir)
-    expect(names).toEqual([SEG0, "00000000000000000006.jsonl"])
-    expect(fs.readFileSync(path.join(dir, names[1]!)).subarray(0, 64).toString()).toMatch(/^\{"k":"open","v":1,"base":6,"prealloc":true\}\n/)
-    expect(fs.readFileSync(file).includes(0)).toBe(false)
-    const report = await Effect.runPromise(NodePersistence.inspect({ root }, "o"))
-    expect(report.ok).toBe(true)
-    expect(report.nextSequence).toBe(7)
-  }, 60_000)
-
-  it("a lone writer writes on the calling thread; a failed or short write there fails the append, and the next one continues the chain", async () => {
-    const root = tempDir("prealloc-sync")
-    const real = NodePersistence.nodeFs
-    const state = { calls: 0, mode: "ok" as "ok" | "fail" | "short" }
-    const fs_: NodePersistence.Fs = {
-      ...real,
-      writeSync: (fd, buffer, offset, length, position) => {
-        state.calls++
-        if (state.mode === "fail") throw Object.assign(new Error("EIO: injected"), { code: "EIO" })
-        if (state.mode === "short") {
-          // Half the bytes reach the file, then the disk fails.
-          state.mode = "fail"
-          return real.writeSync!(fd, buffer, offset, Math.max(1, length >> 1), position)
-        }
-        return real.writeSync!(fd, buffer, offset, length, position)
-      }
-    }
-    const params = (i: number) => ({ tool_name: "t", server_id: "s", agent_id: "a", bytes_read: i, bytes_written: 0, delegation_depth: 0 })
-    const live = SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(fs_)))))
-    const acked = await Effect.runPromise(Effect.provide(
-      Effect.gen(function*() {
-        const j = yield* SessionJournal.SessionJournal
-        const acked: Array<number> = []
-        for (let i = 0; i < 5; i++) acked.push((yield* j.record("w", params(i))).sequence)
-        expect(state.calls).toBeGreaterThan(0)
-        for (const mode of ["fail", "short"] as const) {
-          state.mode = mode
-          const failed = yield* Effect.exit(j.record("w", params(100)))
-          expect(Exit.isFailure(failed)).toBe(true)
-          const e = Exit.findErrorOption(failed)
-          expect(e._tag === "Some" ? (e.value as { _tag: string })._tag : "defect").toBe("StorageError")
-          state.mode = "ok"
-          for (let i = 0; i < 3; i++) acked.push((yield* j.record("w", params(i))).sequence)
-        }
-        return acked
-      }),
-      live
-    ))
-    const stored = (await run({ root }, historyOf("w"))).map((e) => e.sequence)
-    expect(stored).toEqual(Array.from({ length: stored.length }, (_, i) => i))
-    for (const n of acked) expect(stored[n]).toBe(n)
-    const report = await Effect.runPromise(NodePersistence.inspect({ root }, "w"))
-    expect(report.ok).toBe(true)
-    expect(report.recovery.tornTail).toBeNull()
-    const file = path.join(root, "w", SEG0)
-    expect(holeBefore(file, dataEnd(file))).toBe(false)
-  }, 60_000)
-
-  it("the zero tail is a hole: the bytes handed to the filesystem for a segment are its data, each written once", async () => {
-    const root = tempDir("prealloc-hole")
-    const real = NodePersistence.nodeFs
-    // Bytes passed to write calls, per segment file (by descriptor for the calling
-    // thread's writes, by handle for the pool's).
-    const written = new Map<string, number>()
-    const byFd = new Map<number, string>()
-    const add = (file: string | undefined, n: number) => {
-      if (file !== undefined && /[0-9]{20}\.jsonl$/.test(file)) written.set(file, (written.get(file) ?? 0) + n)
-    }
-    const counting: NodePersistence.Fs = {
-      ...real,
-      open: async (p, flags, mode) => {
-        const fh = await real.open(p, flags, mode)
-        byFd.set(fh.fd, p)
-        return wrapHandle(fh, {
-          write: (b, o, l, at) => {
-            add(p, l)
-            return fh.write(b, o, l, at)
-          }
-        })
-      },
-      writeSync: (fd, buffer, offset, length, position) => {
-        add(byFd.get(fd), length)
-        return real.writeSync!(fd, buffer, offset, length, position)
-      }
-    }
-    const params = (i: number) => ({ tool_name: "t", server_id: "s", agent_id: "a", bytes_read: i, bytes_written: 0, delegation_depth: 0 })
-    const live = SessionJournal.layer({ checkpointMinBytes: 64 * 1024 }).pipe(
-      Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(counting))))
+    expect((await run({ root }, historyOf("k"))).map((e) => e.sequence)).toEqual(
+      Array.from({ length: 21 }, (_, i) => i)
     )
-    // Enough records to grow the first segment past its first stretch and to roll.
-    const sizes = await Effect.runPromise(Effect.provide(
-      Effect.gen(function*() {
-        const j = yield* SessionJournal.SessionJournal
-        for (let i = 0; i < 700; i++) yield* j.record("h", params(i))
-        const dir = path.join(root, "h")
-        // While the session is open its active segment holds a zero tail.
-        const names = segments(dir)
-        const last = path.join(dir, names[names.length - 1]!)
-        expect(fs.statSync(last).size).toBeGreaterThan(dataEnd(last))
-        return names.map((n) => [path.join(dir, n), dataEnd(path.join(dir, n))] as const)
-      }),
-      live
-    ))
-    expect(sizes.length).toBeGreaterThan(1)
-    for (const [file, end] of sizes) expect(written.get(file), file).toBe(end)
-    const report = await Effect.runPromise(NodePersistence.inspect({ root }, "h"))
-    expect(report.ok).toBe(true)
-    expect(report.nextSequence).toBe(700)
   }, 60_000)
 
-  it("a failed first write into a new segment leaves no zeros: the segment reads as empty, and the next writer sets nothing aside", async () => {
-    const root = tempDir("prealloc-first-write")
-    let writes = 0
-    // The pool's write fails once, on the new segment (the calling thread's write is off).
-    const { writeSync: _, ...pool } = NodePersistence.nodeFs
-    const failing: NodePersistence.Fs = {
-      ...pool,
-      open: async (p, flags, mode) => {
-        const h = await NodePersistence.nodeFs.open(p, flags, mode)
-        if (path.basename(p) !== SEG0) return h
-        return wrapHandle(h, {
-          write: async (b, o, l, at) => {
-            if (writes++ === 0) throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" })
-            return h.write(b, o, l, at)
+  it(
+    "a long zero tail of a preallocated segment is unused space: loaded clean, written over, cut at close",
+    async () => {
+      const root = tempDir("prealloc-long")
+      await run({ root }, withWriter("z", (h) => appendChain(h, JournalState.empty("z"), 3)))
+      const file = path.join(root, "z", SEG0)
+      const size = fs.statSync(file).size
+      expect(fs.readFileSync(file).subarray(0, 64).toString()).toMatch(
+        /^\{"k":"open","v":1,"base":0,"prealloc":true\}\n/
+      )
+      fs.truncateSync(file, size + 20 * MiB)
+      const loaded = await run({ root }, loadRead("z"))
+      expect(loaded.recovery.stopped).toBeNull()
+      expect(loaded.recovery.tornTail).toBeNull()
+      expect(loaded.state.next_sequence).toBe(3)
+      await appendOne(root, "z")
+      expect(sideFiles(path.join(root, "z"))).toEqual([])
+      expect(fs.statSync(file).size).toBe(dataEnd(file))
+      expect(holeBefore(file, dataEnd(file))).toBe(false)
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, "z"))
+      expect(report.ok).toBe(true)
+      expect(report.nextSequence).toBe(4)
+    },
+    60_000
+  )
+
+  it(
+    "a torn partial line followed by zeros is reported torn; it is set aside and nothing that verifies is lost",
+    async () => {
+      const root = tempDir("prealloc-torn")
+      await killedAfter(root, "t", 10)
+      const file = path.join(root, "t", SEG0)
+      const end = dataEnd(file)
+      const size = fs.statSync(file).size
+      const partial = Buffer.from("{\"k\":\"entry\",\"v\":1,\"e\":{\"sequence\":10,\"prev_hash\":\"ab")
+      const fd = fs.openSync(file, "r+")
+      fs.writeSync(fd, partial, 0, partial.length, end)
+      fs.closeSync(fd)
+      expect(fs.statSync(file).size).toBe(size)
+      const loaded = await appendOne(root, "t")
+      expect(loaded.recovery.stopped).toBeNull()
+      expect(loaded.recovery.tornTail).toEqual({ segment: file, offset: end, bytes: size - end })
+      expect(loaded.state.next_sequence).toBe(10)
+      const aside = path.join(root, "t", `${SEG0}.damaged-${end}`)
+      expect(fs.readFileSync(aside).subarray(0, partial.length)).toEqual(partial)
+      expect((await run({ root }, historyOf("t"))).map((e) => e.sequence)).toEqual(
+        Array.from({ length: 11 }, (_, i) => i)
+      )
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, "t"))
+      expect(report.ok).toBe(true)
+      expect(report.recovery.tornTail).toBeNull()
+    },
+    60_000
+  )
+
+  it(
+    "unwritten (zero) bytes inside the last write of a preallocated segment are a torn tail, not corruption",
+    async () => {
+      const root = tempDir("prealloc-hole")
+      await killedAfter(root, "h", 10)
+      const file = path.join(root, "h", SEG0)
+      const end = dataEnd(file)
+      const size = fs.statSync(file).size
+      // The pages of an unacknowledged write reached the disk out of order: a later
+      // page holds the end of a line (and a whole line), an earlier one is still zero.
+      const later = Buffer.from("\",\"entry_hash\":\"00\"}}\n{\"k\":\"entry\",\"v\":1,\"e\":{}}\n")
+      const fd = fs.openSync(file, "r+")
+      fs.writeSync(fd, later, 0, later.length, end + 4096 - (end % 4096))
+      fs.closeSync(fd)
+      const loaded = await appendOne(root, "h")
+      expect(loaded.recovery.stopped).toBeNull()
+      expect(loaded.recovery.tornTail?.offset).toBe(end)
+      expect(loaded.recovery.tornTail?.bytes).toBe(size - end)
+      expect(loaded.state.next_sequence).toBe(10)
+      expect(sideFiles(path.join(root, "h"))).toEqual([`${SEG0}.damaged-${end}`])
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, "h"))
+      expect(report.ok).toBe(true)
+      expect(report.nextSequence).toBe(11)
+    },
+    60_000
+  )
+
+  it(
+    "a segment written before preallocation loads and takes appends as before; the next segment is preallocated",
+    async () => {
+      const root = tempDir("prealloc-old")
+      await run({ root }, withWriter("o", (h) => appendChain(h, JournalState.empty("o"), 4)))
+      const dir = path.join(root, "o")
+      asUnpreallocated(dir)
+      const file = path.join(dir, SEG0)
+      const before = fs.readFileSync(file)
+      const state = await run(
+        { root },
+        withWriter("o", (h) =>
+          Effect.gen(function*() {
+            const l = yield* h.load
+            expect(l.recovery.stopped).toBeNull()
+            expect(l.recovery.tornTail).toBeNull()
+            const c = yield* appendChain(h, l.state, 2)
+            // The old segment grows by exactly its lines, with no zero tail.
+            const now = fs.readFileSync(file)
+            expect(now.subarray(0, before.length)).toEqual(before)
+            expect(now.includes(0)).toBe(false)
+            yield* h.checkpoint(Checkpoint.encode(c.state))
+            return yield* appendChain(h, c.state, 1)
+          }))
+      )
+      expect(state.state.next_sequence).toBe(7)
+      const names = segments(dir)
+      expect(names).toEqual([SEG0, "00000000000000000006.jsonl"])
+      expect(fs.readFileSync(path.join(dir, names[1]!)).subarray(0, 64).toString()).toMatch(
+        /^\{"k":"open","v":1,"base":6,"prealloc":true\}\n/
+      )
+      expect(fs.readFileSync(file).includes(0)).toBe(false)
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, "o"))
+      expect(report.ok).toBe(true)
+      expect(report.nextSequence).toBe(7)
+    },
+    60_000
+  )
+
+  it(
+    "a lone writer writes on the calling thread; a failed or short write there fails the append, and the next one continues the chain",
+    async () => {
+      const root = tempDir("prealloc-sync")
+      const real = NodePersistence.nodeFs
+      const state = { calls: 0, mode: "ok" as "ok" | "fail" | "short" }
+      const fs_: NodePersistence.Fs = {
+        ...real,
+        writeSync: (fd, buffer, offset, length, position) => {
+          state.calls++
+          if (state.mode === "fail") throw Object.assign(new Error("EIO: injected"), { code: "EIO" })
+          if (state.mode === "short") {
+            // Half the bytes reach the file, then the disk fails.
+            state.mode = "fail"
+            return real.writeSync!(fd, buffer, offset, Math.max(1, length >> 1), position)
           }
-        })
+          return real.writeSync!(fd, buffer, offset, length, position)
+        }
       }
-    }
-    const first = await runExit({ root, fs: failing }, withWriter("f", (h) => appendChain(h, JournalState.empty("f"), 3)))
-    expect(Exit.isFailure(first)).toBe(true)
-    const dir = path.join(root, "f")
-    expect(fs.statSync(path.join(dir, SEG0)).size).toBe(0)
-    const report = await Effect.runPromise(NodePersistence.inspect({ root }, "f"))
-    expect(report.recovery.tornTail).toBeNull()
-    await run({ root }, withWriter("f", (h) => appendChain(h, JournalState.empty("f"), 3)))
-    expect(sideFiles(dir)).toEqual([])
-    const stored = (await run({ root }, historyOf("f"))).map((e) => e.sequence)
-    expect(stored).toEqual([0, 1, 2])
-  }, 60_000)
+      const params = (i: number) => ({
+        tool_name: "t",
+        server_id: "s",
+        agent_id: "a",
+        bytes_read: i,
+        bytes_written: 0,
+        delegation_depth: 0
+      })
+      const live = SessionJournal.layer().pipe(
+        Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(fs_))))
+      )
+      const acked = await Effect.runPromise(Effect.provide(
+        Effect.gen(function*() {
+          const j = yield* SessionJournal.SessionJournal
+          const acked: Array<number> = []
+          for (let i = 0; i < 5; i++) acked.push((yield* j.record("w", params(i))).sequence)
+          expect(state.calls).toBeGreaterThan(0)
+          for (const mode of ["fail", "short"] as const) {
+            state.mode = mode
+            const failed = yield* Effect.exit(j.record("w", params(100)))
+            expect(Exit.isFailure(failed)).toBe(true)
+            const e = Exit.findErrorOption(failed)
+            expect(e._tag === "Some" ? (e.value as { _tag: string })._tag : "defect").toBe("StorageError")
+            state.mode = "ok"
+            for (let i = 0; i < 3; i++) acked.push((yield* j.record("w", params(i))).sequence)
+          }
+          return acked
+        }),
+        live
+      ))
+      const stored = (await run({ root }, historyOf("w"))).map((e) => e.sequence)
+      expect(stored).toEqual(Array.from({ length: stored.length }, (_, i) => i))
+      for (const n of acked) expect(stored[n]).toBe(n)
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, "w"))
+      expect(report.ok).toBe(true)
+      expect(report.recovery.tornTail).toBeNull()
+      const file = path.join(root, "w", SEG0)
+      expect(holeBefore(file, dataEnd(file))).toBe(false)
+    },
+    60_000
+  )
+
+  it(
+    "the zero tail is a hole: the bytes handed to the filesystem for a segment are its data, each written once",
+    async () => {
+      const root = tempDir("prealloc-hole")
+      const real = NodePersistence.nodeFs
+      // Bytes passed to write calls, per segment file (by descriptor for the calling
+      // thread's writes, by handle for the pool's).
+      const written = new Map<string, number>()
+      const byFd = new Map<number, string>()
+      const add = (file: string | undefined, n: number) => {
+        if (file !== undefined && /[0-9]{20}\.jsonl$/.test(file)) written.set(file, (written.get(file) ?? 0) + n)
+      }
+      const counting: NodePersistence.Fs = {
+        ...real,
+        open: async (p, flags, mode) => {
+          const fh = await real.open(p, flags, mode)
+          byFd.set(fh.fd, p)
+          return wrapHandle(fh, {
+            write: (b, o, l, at) => {
+              add(p, l)
+              return fh.write(b, o, l, at)
+            }
+          })
+        },
+        writeSync: (fd, buffer, offset, length, position) => {
+          add(byFd.get(fd), length)
+          return real.writeSync!(fd, buffer, offset, length, position)
+        }
+      }
+      const params = (i: number) => ({
+        tool_name: "t",
+        server_id: "s",
+        agent_id: "a",
+        bytes_read: i,
+        bytes_written: 0,
+        delegation_depth: 0
+      })
+      const live = SessionJournal.layer({ checkpointMinBytes: 64 * 1024 }).pipe(
+        Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(counting))))
+      )
+      // Enough records to grow the first segment past its first stretch and to roll.
+      const sizes = await Effect.runPromise(Effect.provide(
+        Effect.gen(function*() {
+          const j = yield* SessionJournal.SessionJournal
+          for (let i = 0; i < 700; i++) yield* j.record("h", params(i))
+          const dir = path.join(root, "h")
+          // While the session is open its active segment holds a zero tail.
+          const names = segments(dir)
+          const last = path.join(dir, names[names.length - 1]!)
+          expect(fs.statSync(last).size).toBeGreaterThan(dataEnd(last))
+          return names.map((n) => [path.join(dir, n), dataEnd(path.join(dir, n))] as const)
+        }),
+        live
+      ))
+      expect(sizes.length).toBeGreaterThan(1)
+      for (const [file, end] of sizes) expect(written.get(file), file).toBe(end)
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, "h"))
+      expect(report.ok).toBe(true)
+      expect(report.nextSequence).toBe(700)
+    },
+    60_000
+  )
+
+  it(
+    "a failed first write into a new segment leaves no zeros: the segment reads as empty, and the next writer sets nothing aside",
+    async () => {
+      const root = tempDir("prealloc-first-write")
+      let writes = 0
+      // The pool's write fails once, on the new segment (the calling thread's write is off).
+      const { writeSync: _, ...pool } = NodePersistence.nodeFs
+      const failing: NodePersistence.Fs = {
+        ...pool,
+        open: async (p, flags, mode) => {
+          const h = await NodePersistence.nodeFs.open(p, flags, mode)
+          if (path.basename(p) !== SEG0) return h
+          return wrapHandle(h, {
+            write: async (b, o, l, at) => {
+              if (writes++ === 0) {
+                throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" })
+              }
+              return h.write(b, o, l, at)
+            }
+          })
+        }
+      }
+      const first = await runExit(
+        { root, fs: failing },
+        withWriter("f", (h) => appendChain(h, JournalState.empty("f"), 3))
+      )
+      expect(Exit.isFailure(first)).toBe(true)
+      const dir = path.join(root, "f")
+      expect(fs.statSync(path.join(dir, SEG0)).size).toBe(0)
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, "f"))
+      expect(report.recovery.tornTail).toBeNull()
+      await run({ root }, withWriter("f", (h) => appendChain(h, JournalState.empty("f"), 3)))
+      expect(sideFiles(dir)).toEqual([])
+      const stored = (await run({ root }, historyOf("f"))).map((e) => e.sequence)
+      expect(stored).toEqual([0, 1, 2])
+    },
+    60_000
+  )
 
   it("with callingThreadWrites false every durable write goes through the thread pool", async () => {
     const root = tempDir("prealloc-pool")
@@ -327,10 +398,19 @@ describe("preallocated segments", () => {
         return real.writeSync!(fd, buffer, offset, length, position)
       }
     }
-    const params = (i: number) => ({ tool_name: "t", server_id: "s", agent_id: "a", bytes_read: i, bytes_written: 0, delegation_depth: 0 })
+    const params = (i: number) => ({
+      tool_name: "t",
+      server_id: "s",
+      agent_id: "a",
+      bytes_read: i,
+      bytes_written: 0,
+      delegation_depth: 0
+    })
     const journal = (callingThreadWrites: boolean) =>
       SessionJournal.layer().pipe(
-        Layer.provide(NodePersistence.layer({ root, callingThreadWrites }).pipe(Layer.provide(NodePersistence.layerFs(counting))))
+        Layer.provide(
+          NodePersistence.layer({ root, callingThreadWrites }).pipe(Layer.provide(NodePersistence.layerFs(counting)))
+        )
       )
     const recordFive = (id: string) =>
       Effect.gen(function*() {
@@ -346,44 +426,49 @@ describe("preallocated segments", () => {
     expect(report.nextSequence).toBe(5)
   }, 60_000)
 
-  it(`crash loop: ${STRESS ? 200 : 20} SIGKILLs at random moments never leave a hole or lose an acknowledged entry`, async () => {
-    const root = path.join(tempDir("prealloc-crash"), "journal")
-    const id = "c"
-    const kills = STRESS ? 200 : 20
-    let rnd = 4242
-    const random = () => {
-      rnd = (rnd * 1103515245 + 12345) % 2147483648
-      return rnd / 2147483648
-    }
-    const acked = new Set<number>()
-    let zeroTails = 0
-    const env = { SJ_ROOT: root, SJ_ID: id, SJ_SEGMENT_BYTES: "16384", SJ_FIBERS: "3", SJ_WAIT: "1" }
-    let next = spawnFixture("appender", env)
-    for (let round = 0; round < kills; round++) {
-      const child = next
-      if (round + 1 < kills) next = spawnFixture("appender", env)
-      child.send("go")
-      expect(await child.waitFor((l) => l === "ready"), child.lines.join("\n")).toBe(true)
-      await child.waitFor((l) => l.startsWith("ack "))
-      await new Promise((resolve) => setTimeout(resolve, random() * 40))
-      await child.kill()
-      expect(child.lines.filter((l) => l.startsWith("error") || l.startsWith("locked") || l.startsWith("stderr"))).toEqual([])
-      for (const n of acks(child.lines)) acked.add(n)
-      const dir = path.join(root, id)
-      const names = segments(dir)
-      const last = path.join(dir, names[names.length - 1]!)
-      if (fs.statSync(last).size > dataEnd(last)) zeroTails++
-      for (const n of names) expect(holeBefore(path.join(dir, n), dataEnd(path.join(dir, n))), n).toBe(false)
-      const loaded = await run({ root }, loadRead(id))
-      expect(loaded.recovery.stopped).toBeNull()
-      const stored = (await run({ root }, historyOf(id))).map((e) => e.sequence)
-      expect(stored).toEqual(Array.from({ length: loaded.state.next_sequence }, (_, i) => i))
-      for (const n of acked) expect(stored[n]).toBe(n)
-    }
-    // Most kills hit a writer with zero blocks ahead of its data.
-    expect(zeroTails).toBeGreaterThan(kills / 2)
-    const report = await Effect.runPromise(NodePersistence.inspect({ root }, id))
-    expect(report.ok, JSON.stringify(report.segments.filter((s) => s.status !== "ok"))).toBe(true)
-    expect(segments(path.join(root, id)).length).toBeGreaterThan(1)
-  }, STRESS ? 1_800_000 : 170_000)
+  it(
+    `crash loop: ${STRESS ? 200 : 20} SIGKILLs at random moments never leave a hole or lose an acknowledged entry`,
+    async () => {
+      const root = path.join(tempDir("prealloc-crash"), "journal")
+      const id = "c"
+      const kills = STRESS ? 200 : 20
+      let rnd = 4242
+      const random = () => {
+        rnd = (rnd * 1103515245 + 12345) % 2147483648
+        return rnd / 2147483648
+      }
+      const acked = new Set<number>()
+      let zeroTails = 0
+      const env = { SJ_ROOT: root, SJ_ID: id, SJ_SEGMENT_BYTES: "16384", SJ_FIBERS: "3", SJ_WAIT: "1" }
+      let next = spawnFixture("appender", env)
+      for (let round = 0; round < kills; round++) {
+        const child = next
+        if (round + 1 < kills) next = spawnFixture("appender", env)
+        child.send("go")
+        expect(await child.waitFor((l) => l === "ready"), child.lines.join("\n")).toBe(true)
+        await child.waitFor((l) => l.startsWith("ack "))
+        await new Promise((resolve) => setTimeout(resolve, random() * 40))
+        await child.kill()
+        expect(child.lines.filter((l) => l.startsWith("error") || l.startsWith("locked") || l.startsWith("stderr")))
+          .toEqual([])
+        for (const n of acks(child.lines)) acked.add(n)
+        const dir = path.join(root, id)
+        const names = segments(dir)
+        const last = path.join(dir, names[names.length - 1]!)
+        if (fs.statSync(last).size > dataEnd(last)) zeroTails++
+        for (const n of names) expect(holeBefore(path.join(dir, n), dataEnd(path.join(dir, n))), n).toBe(false)
+        const loaded = await run({ root }, loadRead(id))
+        expect(loaded.recovery.stopped).toBeNull()
+        const stored = (await run({ root }, historyOf(id))).map((e) => e.sequence)
+        expect(stored).toEqual(Array.from({ length: loaded.state.next_sequence }, (_, i) => i))
+        for (const n of acked) expect(stored[n]).toBe(n)
+      }
+      // Most kills hit a writer with zero blocks ahead of its data.
+      expect(zeroTails).toBeGreaterThan(kills / 2)
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, id))
+      expect(report.ok, JSON.stringify(report.segments.filter((s) => s.status !== "ok"))).toBe(true)
+      expect(segments(path.join(root, id)).length).toBeGreaterThan(1)
+    },
+    STRESS ? 1_800_000 : 170_000
+  )
 })

@@ -29,8 +29,13 @@ describe("the node line bound reaches the service", () => {
       const j = yield* SessionJournal.SessionJournal
       const id = "bounded"
       yield* j.append(id, "message", { text: "first" })
-      const writes = Array.from({ length: 9 }, (_, i) =>
-        i === 4 ? j.append(id, "message", { text: "x".repeat(MAX_LINE) }) : j.append(id, "message", { text: `ok ${i}` }))
+      const writes = Array.from(
+        { length: 9 },
+        (_, i) =>
+          i === 4
+            ? j.append(id, "message", { text: "x".repeat(MAX_LINE) })
+            : j.append(id, "message", { text: `ok ${i}` })
+      )
       const exits = yield* Effect.all(writes.map(Effect.exit), { concurrency: "unbounded" })
       const failed = exits.flatMap((exit, i) => Exit.isFailure(exit) ? [i] : [])
       expect(failed).toEqual([4])

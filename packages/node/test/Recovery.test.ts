@@ -3,14 +3,26 @@
  * records, zero-fill and garbage, mid-file corruption told apart from a torn
  * tail, integrity failures, repair that keeps every damaged byte.
  */
+import { Checkpoint, Persistence } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { Checkpoint, Persistence } from "@session-journal/core"
 import { NodePersistence } from "../src/index.ts"
-import { appendChain, asUnpreallocated, chain, checkpointing, historyOf, JournalState, loadRead, requestOf, run, tempDir, withWriter } from "./helpers.ts"
+import {
+  appendChain,
+  asUnpreallocated,
+  chain,
+  checkpointing,
+  historyOf,
+  JournalState,
+  loadRead,
+  requestOf,
+  run,
+  tempDir,
+  withWriter
+} from "./helpers.ts"
 
 const SEG0 = "00000000000000000000.jsonl"
 
@@ -44,13 +56,16 @@ const plant = (root: string, id: string, files: { segment: Buffer; checkpoint: B
 
 /** Reopens, checks the prefix, appends one more entry, reopens again. */
 const reopenAndContinue = async (root: string, id: string, expectedNext: number, torn: boolean) => {
-  const loaded = await run({ root }, withWriter(id, (h) =>
-    Effect.gen(function*() {
-      const l = yield* h.load
-      const c = chain(l.state, 1)
-      yield* h.append(requestOf(l.state, c.entries))
-      return l
-    })))
+  const loaded = await run(
+    { root },
+    withWriter(id, (h) =>
+      Effect.gen(function*() {
+        const l = yield* h.load
+        const c = chain(l.state, 1)
+        yield* h.append(requestOf(l.state, c.entries))
+        return l
+      }))
+  )
   expect(loaded.state.next_sequence).toBe(expectedNext)
   expect(loaded.recovery.stopped).toBeNull()
   expect(loaded.recovery.tornTail !== null).toBe(torn)
@@ -65,12 +80,15 @@ const reopenAndContinue = async (root: string, id: string, expectedNext: number,
 
 // One more entry through a writer, as the outcome of the attempt.
 const appendOne = (root: string, id: string) =>
-  run({ root }, Effect.exit(withWriter(id, (h) =>
-    Effect.gen(function*() {
-      const l = yield* h.load
-      const c = chain(l.state, 1)
-      yield* h.append(requestOf(l.state, c.entries))
-    }))))
+  run(
+    { root },
+    Effect.exit(withWriter(id, (h) =>
+      Effect.gen(function*() {
+        const l = yield* h.load
+        const c = chain(l.state, 1)
+        yield* h.append(requestOf(l.state, c.entries))
+      })))
+  )
 
 describe("torn tails", () => {
   it("a cut at every byte offset of the last two records reopens to the longest valid prefix", async () => {
@@ -118,7 +136,10 @@ describe("corruption", () => {
   it("a complete (newline-terminated) last line that does not parse is corruption, not a torn tail", async () => {
     const root = tempDir("garbage-line")
     const files = await seed(root, "seed", 5)
-    const dir = plant(root, "bad", { ...files, segment: Buffer.concat([files.segment, Buffer.from("not json at all\n")]) })
+    const dir = plant(root, "bad", {
+      ...files,
+      segment: Buffer.concat([files.segment, Buffer.from("not json at all\n")])
+    })
     const loaded = await run({ root }, loadRead("bad"))
     expect(loaded.recovery.tornTail).toBeNull()
     expect(loaded.recovery.stopped?.reason).toBe("corruption")
@@ -129,7 +150,12 @@ describe("corruption", () => {
     expect(fs.readFileSync(path.join(dir, SEG0)).subarray(files.segment.length).toString()).toBe("not json at all\n")
   })
 
-  const flip = (bytes: Buffer, sequence: number, find: (line: string) => number, to: (b: number) => number = (b) => b === 0x78 ? 0x79 : 0x78) => {
+  const flip = (
+    bytes: Buffer,
+    sequence: number,
+    find: (line: string) => number,
+    to: (b: number) => number = (b) => b === 0x78 ? 0x79 : 0x78
+  ) => {
     const starts = lineStarts(bytes)
     const start = starts[sequence + 1]!
     const line = bytes.subarray(start, starts[sequence + 2]! - 1).toString("utf8")
@@ -173,7 +199,12 @@ describe("corruption", () => {
   it("a record whose hash no longer verifies stops replay with an integrity report", async () => {
     const root = tempDir("integrity")
     const files = await seed(root, "seed", 12)
-    const { copy } = flip(files.segment, 7, (l) => l.indexOf("\"bytes_read\":") + "\"bytes_read\":".length, (b) => b === 0x39 ? 0x31 : b + 1)
+    const { copy } = flip(
+      files.segment,
+      7,
+      (l) => l.indexOf("\"bytes_read\":") + "\"bytes_read\":".length,
+      (b) => b === 0x39 ? 0x31 : b + 1
+    )
     plant(root, "tampered", { ...files, segment: copy })
     const loaded = await run({ root }, loadRead("tampered"))
     expect(loaded.recovery.stopped?.reason).toBe("integrity")
@@ -195,13 +226,16 @@ describe("corruption", () => {
   it("a missing or broken checkpoint is rebuilt from the segments, and the broken one is kept", async () => {
     const root = tempDir("rebuild")
     const id = "cp"
-    const final = await run({ root }, withWriter(id, (h) =>
-      Effect.gen(function*() {
-        const append = checkpointing(1024)
-        let s = JournalState.empty(id, { entry_cap: 16 })
-        for (let i = 0; i < 20; i++) s = (yield* append(h, s, 5)).state
-        return s
-      }), { entry_cap: 16 }))
+    const final = await run(
+      { root },
+      withWriter(id, (h) =>
+        Effect.gen(function*() {
+          const append = checkpointing(1024)
+          let s = JournalState.empty(id, { entry_cap: 16 })
+          for (let i = 0; i < 20; i++) s = (yield* append(h, s, 5)).state
+          return s
+        }), { entry_cap: 16 })
+    )
     const dir = path.join(root, id)
     expect(fs.readdirSync(dir).filter((n) => n.endsWith(".jsonl")).length).toBeGreaterThan(2)
     fs.writeFileSync(path.join(dir, "checkpoint.json"), "{\"v\":1,")
@@ -231,13 +265,19 @@ describe("corruption", () => {
     const dir = path.join(root, id)
     // Simulate the crash: the checkpoint covers everything, no new segment exists.
     const segs = fs.readdirSync(dir).filter((n) => n.endsWith(".jsonl")).sort()
-    fs.writeFileSync(path.join(dir, "checkpoint.json"), JSON.stringify((await import("@session-journal/core")).Checkpoint.encode(c.state)))
-    const more = await run({ root }, withWriter(id, (h) =>
-      Effect.gen(function*() {
-        const l = yield* h.load
-        expect(l.state.next_sequence).toBe(30)
-        return yield* checkpointing(1024)(h, l.state, 3)
-      })))
+    fs.writeFileSync(
+      path.join(dir, "checkpoint.json"),
+      JSON.stringify((await import("@session-journal/core")).Checkpoint.encode(c.state))
+    )
+    const more = await run(
+      { root },
+      withWriter(id, (h) =>
+        Effect.gen(function*() {
+          const l = yield* h.load
+          expect(l.state.next_sequence).toBe(30)
+          return yield* checkpointing(1024)(h, l.state, 3)
+        }))
+    )
     const all = await run({ root }, historyOf(id))
     expect(all.length).toBe(33)
     expect(JournalState.head((await run({ root }, loadRead(id))).state)).toBe(JournalState.head(more.state))
@@ -248,13 +288,16 @@ describe("corruption", () => {
     const root = tempDir("retain")
     const id = "r"
     const options = { root, removeCheckpointedSegments: true }
-    const final = await run(options, withWriter(id, (h) =>
-      Effect.gen(function*() {
-        const append = checkpointing(1024)
-        let s = JournalState.empty(id, { entry_cap: 8 })
-        for (let i = 0; i < 30; i++) s = (yield* append(h, s, 3)).state
-        return s
-      }), { entry_cap: 8 }))
+    const final = await run(
+      options,
+      withWriter(id, (h) =>
+        Effect.gen(function*() {
+          const append = checkpointing(1024)
+          let s = JournalState.empty(id, { entry_cap: 8 })
+          for (let i = 0; i < 30; i++) s = (yield* append(h, s, 3)).state
+          return s
+        }), { entry_cap: 8 })
+    )
     const segs = fs.readdirSync(path.join(root, id)).filter((n) => n.endsWith(".jsonl"))
     expect(segs.length).toBe(1)
     const loaded = await run(options, loadRead(id))
@@ -268,11 +311,14 @@ describe("corruption", () => {
 describe("a rebuilt checkpoint and the session's caps", () => {
   // The caps live only in checkpoint.json: without it, the caps passed in decide.
   const seedCapped = async (root: string, id: string, caps: JournalState.Caps, n: number) => {
-    const c = await run({ root }, Effect.scoped(Effect.gen(function*() {
-      const p = yield* Persistence.Persistence
-      const h = yield* p.open(id, { mode: "write", caps })
-      return yield* appendChain(h, JournalState.empty(id, caps), n)
-    })))
+    const c = await run(
+      { root },
+      Effect.scoped(Effect.gen(function*() {
+        const p = yield* Persistence.Persistence
+        const h = yield* p.open(id, { mode: "write", caps })
+        return yield* appendChain(h, JournalState.empty(id, caps), n)
+      }))
+    )
     fs.rmSync(path.join(root, id, "checkpoint.json"))
     return JournalState.head(c.state)
   }
@@ -288,10 +334,13 @@ describe("a rebuilt checkpoint and the session's caps", () => {
     const defaults = await Effect.runPromise(NodePersistence.inspect({ root }, "small"))
     expect(defaults.nextSequence).toBe(6)
     expect(defaults.head).not.toBe(head)
-    const reopened = await run({ root }, Effect.scoped(Effect.gen(function*() {
-      const p = yield* Persistence.Persistence
-      return yield* (yield* p.open("small", { mode: "read", caps })).load
-    })))
+    const reopened = await run(
+      { root },
+      Effect.scoped(Effect.gen(function*() {
+        const p = yield* Persistence.Persistence
+        return yield* (yield* p.open("small", { mode: "read", caps })).load
+      }))
+    )
     expect(reopened.recovery.checkpoint).toBe("none")
     expect(JournalState.head(reopened.state)).toBe(head)
   })
@@ -318,19 +367,22 @@ describe("a rebuilt checkpoint and the session's caps", () => {
 describe("checkpoint claims written through a handle", () => {
   it("a handle refuses a checkpoint older than the stored one, or of another chain at the same sequence", async () => {
     const root = tempDir("cp-claims")
-    const refused = await run({ root }, withWriter("c", (h) =>
-      Effect.gen(function*() {
-        const l = yield* h.load
-        const a = chain(l.state, 4)
-        yield* h.append(requestOf(l.state, a.entries))
-        const b = chain(a.state, 4)
-        yield* h.append(requestOf(a.state, b.entries))
-        yield* h.checkpoint(Checkpoint.encode(b.state))
-        const older = yield* Effect.exit(h.checkpoint(Checkpoint.encode(a.state)))
-        const other = chain(JournalState.empty("c"), 8, 1_700_000_000).state
-        const foreign = yield* Effect.exit(h.checkpoint(Checkpoint.encode(other)))
-        return { older, foreign }
-      })))
+    const refused = await run(
+      { root },
+      withWriter("c", (h) =>
+        Effect.gen(function*() {
+          const l = yield* h.load
+          const a = chain(l.state, 4)
+          yield* h.append(requestOf(l.state, a.entries))
+          const b = chain(a.state, 4)
+          yield* h.append(requestOf(a.state, b.entries))
+          yield* h.checkpoint(Checkpoint.encode(b.state))
+          const older = yield* Effect.exit(h.checkpoint(Checkpoint.encode(a.state)))
+          const other = chain(JournalState.empty("c"), 8, 1_700_000_000).state
+          const foreign = yield* Effect.exit(h.checkpoint(Checkpoint.encode(other)))
+          return { older, foreign }
+        }))
+    )
     expect(Exit.isFailure(refused.older)).toBe(true)
     expect(Exit.isFailure(refused.foreign)).toBe(true)
     const report = await Effect.runPromise(NodePersistence.inspect({ root }, "c"))

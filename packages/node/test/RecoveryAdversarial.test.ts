@@ -5,12 +5,12 @@
  * is the one thing set aside and rebuilt; every repair that changes anything
  * appends a `recovery` entry.
  */
+import { Checkpoint, Entry, Recovery } from "@session-journal/core"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { Checkpoint, Entry, Recovery } from "@session-journal/core"
-import * as Result from "effect/Result"
 import { NodePersistence } from "../src/index.ts"
 import { appendChain, chain, JournalState, loadRead, run, tempDir, withWriter } from "./helpers.ts"
 
@@ -44,7 +44,13 @@ const expectRecordsKept = (dir: string, segment: Buffer, sideFiles: ReadonlyArra
 }
 
 /** Repairs a session whose records verify and whose checkpoint is wrong. */
-const expectCheckpointOnlyRepair = async (root: string, id: string, dir: string, segment: Buffer, truth: JournalState.JournalState) => {
+const expectCheckpointOnlyRepair = async (
+  root: string,
+  id: string,
+  dir: string,
+  segment: Buffer,
+  truth: JournalState.JournalState
+) => {
   const before = await inspect(root, id)
   expect(before.ok).toBe(false)
   const repaired = await repair(root, id)
@@ -67,10 +73,18 @@ const expectCheckpointOnlyRepair = async (root: string, id: string, dir: string,
 
 describe("forged checkpoints on disk", () => {
   const forges: ReadonlyArray<readonly [string, (d: Record<string, any>) => void]> = [
-    ["data_flow.total_bytes_read", (d) => { d.data_flow.total_bytes_read = 0 }],
-    ["tool_counts", (d) => { d.tool_counts[0][1] += 1 }],
-    ["current_streak_len", (d) => { d.current_streak_len = 99 }],
-    ["message_count", (d) => { d.message_count = 5 }]
+    ["data_flow.total_bytes_read", (d) => {
+      d.data_flow.total_bytes_read = 0
+    }],
+    ["tool_counts", (d) => {
+      d.tool_counts[0][1] += 1
+    }],
+    ["current_streak_len", (d) => {
+      d.current_streak_len = 99
+    }],
+    ["message_count", (d) => {
+      d.message_count = 5
+    }]
   ]
   for (const [field, forge] of forges) {
     it(`a forged ${field}: inspect names it, repair sets only the checkpoint aside and rebuilds it`, async () => {
@@ -82,7 +96,9 @@ describe("forged checkpoints on disk", () => {
       expect(before.checkpoint.status).toBe("mismatch")
       expect(before.recovery.stopped?.reason).toBe("checkpoint")
       expect(before.recovery.stopped?.detail).toContain(`checkpoint's ${field} is`)
-      expect(JSON.parse(fs.readFileSync(path.join(dir, `${CP}.damaged-0`), "utf8"))).toEqual(forgedCheckpoint(state, forge))
+      expect(JSON.parse(fs.readFileSync(path.join(dir, `${CP}.damaged-0`), "utf8"))).toEqual(
+        forgedCheckpoint(state, forge)
+      )
     })
   }
 
@@ -90,7 +106,12 @@ describe("forged checkpoints on disk", () => {
     const root = tempDir("forged-empty")
     const id = "s"
     const { dir, state, segment } = await seed(root, id, 6)
-    writeCheckpoint(dir, forgedCheckpoint(JournalState.empty(id), (d) => { d.data_flow.total_bytes_read = 1000 }))
+    writeCheckpoint(
+      dir,
+      forgedCheckpoint(JournalState.empty(id), (d) => {
+        d.data_flow.total_bytes_read = 1000
+      })
+    )
     const { before } = await expectCheckpointOnlyRepair(root, id, dir, segment, state)
     expect(before.recovery.stopped?.reason).toBe("checkpoint")
     expect(before.recovery.stopped?.detail).toContain("data_flow.total_bytes_read")

@@ -48,14 +48,18 @@ describe("Transparency.signedHeads on the filesystem", () => {
       for (let i = 0; i < 6; i++) written.push(yield* journal.record("h", call(`t${i}`)))
       const heads: Array<{ size: number; root: Uint8Array; note: string }> = []
       const fiber = yield* Transparency.signedHeads("h", signer).pipe(
-        Stream.runForEach(({ head, note }) => Effect.sync(() => void heads.push({ size: head.size, root: head.root, note }))),
+        Stream.runForEach(({ head, note }) =>
+          Effect.sync(() => void heads.push({ size: head.size, root: head.root, note }))
+        ),
         Effect.forkChild
       )
       yield* until(() => heads.at(-1)?.size === 6, "the history is signed")
       for (let i = 6; i < 9; i++) written.push(yield* journal.record("h", call(`t${i}`)))
       yield* until(() => heads.at(-1)?.size === 9, "the appends are signed")
       for (const h of heads) {
-        const expected = Merkle.root(Merkle.fromLeaves(written.slice(0, h.size).map((e) => Merkle.entryLeaf(e.entry_hash))))
+        const expected = Merkle.root(
+          Merkle.fromLeaves(written.slice(0, h.size).map((e) => Merkle.entryLeaf(e.entry_hash)))
+        )
         assert.deepStrictEqual(h.root, expected, `size ${h.size}`)
         assert.isTrue(Result.isSuccess(SignedNote.open(h.note, [signer.verifier])))
       }
@@ -64,7 +68,11 @@ describe("Transparency.signedHeads on the filesystem", () => {
       yield* journal.close("h")
       const segment = fs.readdirSync(path.join(root, "h")).find((n) => n.endsWith(".jsonl"))!
       const file = path.join(root, "h", segment)
-      fs.writeFileSync(file, fs.readFileSync(file, "latin1").replace("\"tool_name\":\"t4\"", "\"tool_name\":\"x4\""), "latin1")
+      fs.writeFileSync(
+        file,
+        fs.readFileSync(file, "latin1").replace("\"tool_name\":\"t4\"", "\"tool_name\":\"x4\""),
+        "latin1"
+      )
       const report = yield* NodePersistence.repair({ root }, "h")
       assert.deepStrictEqual(report.lost, { from: 4, to: 8 })
       const result = yield* Fiber.await(fiber).pipe(Effect.timeout("20 seconds"))

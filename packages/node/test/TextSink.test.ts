@@ -29,27 +29,31 @@ const pieces = fc.array(
 )
 
 describe(`Utf8Sink (seed ${SEED})`, () => {
-  it("property: holds exactly the UTF-8 bytes of its pieces, and a reused buffer shows none of a previous sink's", () => {
-    fc.assert(
-      fc.property(pieces, pieces, pieces, (a, b, c) => {
-        const first = Segment.sink(1)
-        for (const p of a) first.add(p)
-        // A sink taken while another is in use has its own buffer.
-        const second = Segment.sink(1)
-        for (const p of b) second.add(p)
-        expect(bytesOf(first.view())).toEqual(encoder.encode(a.join("")))
-        expect(bytesOf(second.view())).toEqual(encoder.encode(b.join("")))
-        first.release()
-        second.release()
-        const third = Segment.sink()
-        for (const p of c) third.add(p)
-        expect(third.length).toBe(encoder.encode(c.join("")).length)
-        expect(bytesOf(third.view())).toEqual(encoder.encode(c.join("")))
-        third.release()
-      }),
-      { seed: SEED, numRuns: 100 }
-    )
-  }, 60_000)
+  it(
+    "property: holds exactly the UTF-8 bytes of its pieces, and a reused buffer shows none of a previous sink's",
+    () => {
+      fc.assert(
+        fc.property(pieces, pieces, pieces, (a, b, c) => {
+          const first = Segment.sink(1)
+          for (const p of a) first.add(p)
+          // A sink taken while another is in use has its own buffer.
+          const second = Segment.sink(1)
+          for (const p of b) second.add(p)
+          expect(bytesOf(first.view())).toEqual(encoder.encode(a.join("")))
+          expect(bytesOf(second.view())).toEqual(encoder.encode(b.join("")))
+          first.release()
+          second.release()
+          const third = Segment.sink()
+          for (const p of c) third.add(p)
+          expect(third.length).toBe(encoder.encode(c.join("")).length)
+          expect(bytesOf(third.view())).toEqual(encoder.encode(c.join("")))
+          third.release()
+        }),
+        { seed: SEED, numRuns: 100 }
+      )
+    },
+    60_000
+  )
 
   it("writes an entry's line as entryLine", () => {
     const c = chain(JournalState.empty("s"), 10)

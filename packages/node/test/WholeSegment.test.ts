@@ -176,7 +176,12 @@ const exitText = <A, E>(exit: Exit.Exit<A, E>): string =>
 let fileNo = 0
 // `Segment.scan` on a real file holding `bytes`; with `size` larger than the bytes,
 // a file whose stat says `size` (it shrank after the stat).
-const reference = async (ctx: FileOps.Context, bytes: Uint8Array, haltAt: number, size = bytes.length): Promise<Seen> => {
+const reference = async (
+  ctx: FileOps.Context,
+  bytes: Uint8Array,
+  haltAt: number,
+  size = bytes.length
+): Promise<Seen> => {
   const file = path.join(root, `seg-${fileNo++}.jsonl`)
   fs.writeFileSync(file, bytes, { mode: 0o600 })
   const visits: Array<string> = []
@@ -226,21 +231,29 @@ describe("wholeSegment.scanBytes", () => {
     )
   }, 120_000)
 
-  it("agrees with Segment.scan on segments larger than its read chunk (lines across chunks, the line bound)", async () => {
-    const seed = seedOf("scanBytes vs Segment.scan, large segments")
-    // 256 KiB is Segment.scan's chunk: a line across two chunks meets the line bound.
-    const body = encoder.encode(Array.from({ length: 900 }, (_, i) => entryLines[i % entryLines.length]!).join(""))
-    await fc.assert(
-      fc.asyncProperty(segmentArb, fc.integer({ min: 100, max: 600 }), async (s, maxLine) => {
-        const ctx = context(s.smallLines ? maxLine : FileOps.MAX_LINE_BYTES)
-        const tail = s.smallLines ? new Uint8Array(0) : build({ ...s, preallocated: false })
-        const bytes = concat(encoder.encode(Segment.openLine(BASE, s.preallocated)), body, tail.subarray(Math.min(tail.length, 40)))
-        const want = await reference(ctx, bytes, s.haltAt === Number.MAX_SAFE_INTEGER ? s.haltAt : s.haltAt * 20)
-        expect(await fast(ctx, bytes, s.haltAt === Number.MAX_SAFE_INTEGER ? s.haltAt : s.haltAt * 20)).toEqual(want)
-      }),
-      { seed, numRuns: 40 }
-    )
-  }, 120_000)
+  it(
+    "agrees with Segment.scan on segments larger than its read chunk (lines across chunks, the line bound)",
+    async () => {
+      const seed = seedOf("scanBytes vs Segment.scan, large segments")
+      // 256 KiB is Segment.scan's chunk: a line across two chunks meets the line bound.
+      const body = encoder.encode(Array.from({ length: 900 }, (_, i) => entryLines[i % entryLines.length]!).join(""))
+      await fc.assert(
+        fc.asyncProperty(segmentArb, fc.integer({ min: 100, max: 600 }), async (s, maxLine) => {
+          const ctx = context(s.smallLines ? maxLine : FileOps.MAX_LINE_BYTES)
+          const tail = s.smallLines ? new Uint8Array(0) : build({ ...s, preallocated: false })
+          const bytes = concat(
+            encoder.encode(Segment.openLine(BASE, s.preallocated)),
+            body,
+            tail.subarray(Math.min(tail.length, 40))
+          )
+          const want = await reference(ctx, bytes, s.haltAt === Number.MAX_SAFE_INTEGER ? s.haltAt : s.haltAt * 20)
+          expect(await fast(ctx, bytes, s.haltAt === Number.MAX_SAFE_INTEGER ? s.haltAt : s.haltAt * 20)).toEqual(want)
+        }),
+        { seed, numRuns: 40 }
+      )
+    },
+    120_000
+  )
 
   it("fails like Segment.scan on a line across its read chunks above the line bound", async () => {
     const body = encoder.encode(Array.from({ length: 900 }, (_, i) => entryLines[i % entryLines.length]!).join(""))

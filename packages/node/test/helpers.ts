@@ -50,13 +50,21 @@ export type Options = NodePersistence.Options & { readonly fs?: NodePersistence.
 
 /** The adapter as a layer, on `options.fs` when given. */
 export const adapter = ({ fs, ...options }: Options) =>
-  fs === undefined ? NodePersistence.layer(options) : NodePersistence.layer(options).pipe(Layer.provide(NodePersistence.layerFs(fs)))
+  fs === undefined
+    ? NodePersistence.layer(options)
+    : NodePersistence.layer(options).pipe(Layer.provide(NodePersistence.layerFs(fs)))
 
 /** Runs an effect that needs `Persistence` on the filesystem adapter at `root`. */
 export const run = <A, E>(
   options: Options,
   effect: Effect.Effect<A, E, Persistence.Persistence>
-): Promise<A> => Effect.runPromise(Effect.provide(effect, adapter(options) as Layer.Layer<Persistence.Persistence, unknown>) as Effect.Effect<A, unknown>)
+): Promise<A> =>
+  Effect.runPromise(
+    Effect.provide(effect, adapter(options) as Layer.Layer<Persistence.Persistence, unknown>) as Effect.Effect<
+      A,
+      unknown
+    >
+  )
 
 /** Like `run`, but resolves to the exit's failure or success. */
 export const runExit = <A, E>(options: Options, effect: Effect.Effect<A, E, Persistence.Persistence>) =>
@@ -112,8 +120,7 @@ export const checkpointing = (minBytes: number) => {
 }
 
 /** All stored entries of `id`. */
-export const historyOf = (id: string) =>
-  Persistence.Persistence.use((p) => Stream.runCollect(p.history(id)))
+export const historyOf = (id: string) => Persistence.Persistence.use((p) => Stream.runCollect(p.history(id)))
 
 export { chain, Entry, JournalState, requestOf }
 
@@ -166,7 +173,9 @@ export const spawnFixture = (name: string, env: Record<string, string>): Child =
   })
   let stderr = ""
   child.stderr.setEncoding("utf8")
-  child.stderr.on("data", (c: string) => { stderr += c })
+  child.stderr.on("data", (c: string) => {
+    stderr += c
+  })
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     // "close" fires after stdout is drained, so every line the child wrote is in.
     child.on("close", (code, signal) => {
@@ -217,7 +226,9 @@ export const asUnpreallocated = (dir: string): void => {
     bytes = bytes.subarray(0, end)
     const text = bytes.subarray(0, Math.min(bytes.length, 128)).toString("latin1")
     const m = PREALLOCATED_OPEN.exec(text)
-    if (m !== null) bytes = Buffer.concat([Buffer.from(`{"k":"open","v":1,"base":${m[1]}}\n`), bytes.subarray(m[0].length)])
+    if (m !== null) {
+      bytes = Buffer.concat([Buffer.from(`{"k":"open","v":1,"base":${m[1]}}\n`), bytes.subarray(m[0].length)])
+    }
     fs.writeFileSync(file, bytes, { mode: 0o600 })
   }
 }

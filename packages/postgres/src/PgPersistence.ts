@@ -17,7 +17,14 @@
  * @since 0.1.0
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { type JournalState, Persistence, SessionLocked, SessionNotFound, StorageError, StorageReason } from "@session-journal/core"
+import {
+  type JournalState,
+  Persistence,
+  SessionLocked,
+  SessionNotFound,
+  StorageError,
+  StorageReason
+} from "@session-journal/core"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -105,7 +112,9 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       operation: "configure",
       reason: new StorageReason.InvalidOption({
         option: "tablePrefix",
-        message: `invalid table prefix ${JSON.stringify(prefix)}: use lowercase letters, digits and _, at most 40 characters`
+        message: `invalid table prefix ${
+          JSON.stringify(prefix)
+        }: use lowercase letters, digits and _, at most 40 characters`
       })
     })
   }
@@ -117,7 +126,11 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       reason: new StorageReason.InvalidOption({ option: name, message: `invalid ${name} ${String(value)}` })
     })
   const count = (name: string, value: number | undefined, fallback: number) =>
-    value === undefined ? Effect.succeed(fallback) : Number.isSafeInteger(value) ? Effect.succeed(Math.max(1, value)) : Effect.fail(invalid(name, value))
+    value === undefined
+      ? Effect.succeed(fallback)
+      : Number.isSafeInteger(value)
+      ? Effect.succeed(Math.max(1, value))
+      : Effect.fail(invalid(name, value))
   const duration = (name: string, value: Duration.Input | undefined, fallback: Duration.Input = "2 seconds") =>
     Option.match(Duration.fromInput(value ?? fallback), {
       onNone: () => Effect.fail(invalid(name, value)),
@@ -275,12 +288,17 @@ export const layerFromUrl = (url: string, options?: UrlOptions): Layer.Layer<Per
  *
  * @since 0.1.0
  */
-export const dropTables = (tablePrefix: string = DEFAULT_PREFIX): Effect.Effect<void, StorageError, PgClient.PgClient> =>
+export const dropTables = (
+  tablePrefix: string = DEFAULT_PREFIX
+): Effect.Effect<void, StorageError, PgClient.PgClient> =>
   Effect.gen(function*() {
     if (!Tables.isPrefix(tablePrefix)) {
       return yield* new StorageError({
         operation: "drop",
-        reason: new StorageReason.InvalidOption({ option: "tablePrefix", message: `invalid table prefix ${JSON.stringify(tablePrefix)}` })
+        reason: new StorageReason.InvalidOption({
+          option: "tablePrefix",
+          message: `invalid table prefix ${JSON.stringify(tablePrefix)}`
+        })
       })
     }
     const pg = yield* PgClient.PgClient

@@ -64,57 +64,65 @@ const Live = SessionJournal.layer().pipe(
 describe.skipIf(skipReason !== null)("postgres: many instances", () => {
   afterAll(() => Effect.runPromise(PgPersistence.dropTables(prefix).pipe(Effect.provide(adminLayer()))))
 
-  it.live(`two writer processes, ${perWriter} records each, interleave into one chain; a third process follows it`, () =>
-    Effect.gen(function*() {
-      const id = `multi-${Date.now().toString(36)}`
-      const journal = yield* SessionJournal.SessionJournal
-      // The session exists (with metadata only) before anyone follows it.
-      yield* journal.setMeta(id, { title: "shared by two instances" })
-      yield* journal.close(id)
+  it.live(
+    `two writer processes, ${perWriter} records each, interleave into one chain; a third process follows it`,
+    () =>
+      Effect.gen(function*() {
+        const id = `multi-${Date.now().toString(36)}`
+        const journal = yield* SessionJournal.SessionJournal
+        // The session exists (with metadata only) before anyone follows it.
+        yield* journal.setMeta(id, { title: "shared by two instances" })
+        yield* journal.close(id)
 
-      const follower = start("follower", [url, prefix, id, String(2 * perWriter)])
-      const writers = ["a", "b"].map((label) => start("writer", [url, prefix, id, label, String(perWriter), "16", "8"]))
-      yield* Effect.promise(() => Promise.all([follower, ...writers].map((c) => c.waitFor("ready"))))
-      for (const w of writers) w.proc.stdin!.write("go\n")
-      const codes = yield* Effect.promise(() => Promise.all([...writers, follower].map((c) => c.exited)))
-      assert.deepStrictEqual(codes, [0, 0, 0], [...writers, follower].map((c) => c.stderr.join("")).join("\n"))
-
-      const stored = yield* journal.entries(id).pipe(Stream.runCollect)
-      const tools = stored.filter(Entry.isTool)
-      assert.strictEqual(tools.length, stored.length)
-      assert.strictEqual(stored.length, 2 * perWriter)
-      assert.deepStrictEqual(stored.map((e) => e.sequence), Array.from({ length: 2 * perWriter }, (_, i) => i))
-      const hashAt = new Map(stored.map((e) => [e.sequence, e.entry_hash]))
-
-      // No caller was told "ok" for an entry that is not stored.
-      for (const [i, w] of writers.entries()) {
-        const acks = w.lines.filter((l) => l.startsWith("ack ")).map((l) => l.split(" "))
-        assert.strictEqual(acks.length, perWriter)
-        for (const [, seq, hash] of acks) assert.strictEqual(hashAt.get(Number(seq)), hash, `ack ${seq} of writer ${i}`)
-        const label = ["a", "b"][i]!
-        const mine = tools.filter((e) => e.agent_id === label)
-        assert.strictEqual(mine.length, perWriter)
-        assert.deepStrictEqual(
-          mine.map((e) => e.bytes_read).sort((x, y) => x - y),
-          Array.from({ length: perWriter }, (_, n) => n)
+        const follower = start("follower", [url, prefix, id, String(2 * perWriter)])
+        const writers = ["a", "b"].map((label) =>
+          start("writer", [url, prefix, id, label, String(perWriter), "16", "8"])
         )
-      }
-      // The two instances really interleaved: neither wrote all of its records in one run.
-      const runs = tools.reduce((n, e, i) => (i > 0 && e.agent_id !== tools[i - 1]!.agent_id ? n + 1 : n), 0)
-      assert.isAbove(runs, 1)
+        yield* Effect.promise(() => Promise.all([follower, ...writers].map((c) => c.waitFor("ready"))))
+        for (const w of writers) w.proc.stdin!.write("go\n")
+        const codes = yield* Effect.promise(() => Promise.all([...writers, follower].map((c) => c.exited)))
+        assert.deepStrictEqual(codes, [0, 0, 0], [...writers, follower].map((c) => c.stderr.join("")).join("\n"))
 
-      const report = yield* journal.verify(id)
-      assert.strictEqual(report.entriesChecked, 2 * perWriter)
-      assert.strictEqual(report.nextSequence, 2 * perWriter)
+        const stored = yield* journal.entries(id).pipe(Stream.runCollect)
+        const tools = stored.filter(Entry.isTool)
+        assert.strictEqual(tools.length, stored.length)
+        assert.strictEqual(stored.length, 2 * perWriter)
+        assert.deepStrictEqual(stored.map((e) => e.sequence), Array.from({ length: 2 * perWriter }, (_, i) => i))
+        const hashAt = new Map(stored.map((e) => [e.sequence, e.entry_hash]))
 
-      const got = follower.lines.filter((l) => l.startsWith("got ")).map((l) => l.split(" "))
-      assert.deepStrictEqual(got.map(([, seq]) => Number(seq)), stored.map((e) => e.sequence))
-      assert.deepStrictEqual(got.map(([, , hash]) => hash), stored.map((e) => e.entry_hash))
+        // No caller was told "ok" for an entry that is not stored.
+        for (const [i, w] of writers.entries()) {
+          const acks = w.lines.filter((l) => l.startsWith("ack ")).map((l) => l.split(" "))
+          assert.strictEqual(acks.length, perWriter)
+          for (const [, seq, hash] of acks) {
+            assert.strictEqual(hashAt.get(Number(seq)), hash, `ack ${seq} of writer ${i}`)
+          }
+          const label = ["a", "b"][i]!
+          const mine = tools.filter((e) => e.agent_id === label)
+          assert.strictEqual(mine.length, perWriter)
+          assert.deepStrictEqual(
+            mine.map((e) => e.bytes_read).sort((x, y) => x - y),
+            Array.from({ length: perWriter }, (_, n) => n)
+          )
+        }
+        // The two instances really interleaved: neither wrote all of its records in one run.
+        const runs = tools.reduce((n, e, i) => (i > 0 && e.agent_id !== tools[i - 1]!.agent_id ? n + 1 : n), 0)
+        assert.isAbove(runs, 1)
 
-      // With the service's default of 8 retries, no caller saw a lost race: the
-      // loser keeps the row lock while it reloads, so its retry cannot lose again.
-      const failed = writers.map((w) => w.lines.filter((l) => l.startsWith("err ")))
-      assert.deepStrictEqual(failed, [[], []])
-      console.log(`multi-instance: ${2 * perWriter} entries, ${runs} switches between writers`)
-    }).pipe(Effect.provide(Live)), { timeout: stress ? 600_000 : 120_000 })
+        const report = yield* journal.verify(id)
+        assert.strictEqual(report.entriesChecked, 2 * perWriter)
+        assert.strictEqual(report.nextSequence, 2 * perWriter)
+
+        const got = follower.lines.filter((l) => l.startsWith("got ")).map((l) => l.split(" "))
+        assert.deepStrictEqual(got.map(([, seq]) => Number(seq)), stored.map((e) => e.sequence))
+        assert.deepStrictEqual(got.map(([, , hash]) => hash), stored.map((e) => e.entry_hash))
+
+        // With the service's default of 8 retries, no caller saw a lost race: the
+        // loser keeps the row lock while it reloads, so its retry cannot lose again.
+        const failed = writers.map((w) => w.lines.filter((l) => l.startsWith("err ")))
+        assert.deepStrictEqual(failed, [[], []])
+        console.log(`multi-instance: ${2 * perWriter} entries, ${runs} switches between writers`)
+      }).pipe(Effect.provide(Live)),
+    { timeout: stress ? 600_000 : 120_000 }
+  )
 })

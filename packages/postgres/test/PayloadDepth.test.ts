@@ -6,10 +6,10 @@
  * made deeper than the limit loads as a typed failure, never a defect.
  */
 import { Entry, InvalidRecordField, Persistence, SessionJournal } from "@session-journal/core"
-import type * as Schema from "effect/Schema"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import type * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
 import { afterAll, describe, expect, it } from "vitest"
@@ -36,7 +36,9 @@ const withService = <A, E>(f: (j: SessionJournal.SessionJournal["Service"]) => E
   Effect.runPromise(
     Effect.scoped(Effect.gen(function*() {
       const p = yield* Persistence.Persistence
-      const j = yield* SessionJournal.make({ checkpointMinBytes: 1 }).pipe(Effect.provideService(Persistence.Persistence, p))
+      const j = yield* SessionJournal.make({ checkpointMinBytes: 1 }).pipe(
+        Effect.provideService(Persistence.Persistence, p)
+      )
       return yield* f(j)
     })).pipe(
       Effect.provide(Layer.fresh(PgPersistence.layerFromUrl(url, { tablePrefix: prefix })))
@@ -81,7 +83,8 @@ describe.skipIf(skipReason !== null)("postgres: payload depth", () => {
         yield* j.setMeta(id, { data: nest(LIMIT, "meta") })
         const b = yield* j.append(id, "x-future-kind", { deep: deepArray(LIMIT - 1), z: -0 })
         return { entries: [a, b], seen: yield* observe(j, id) }
-      }))
+      })
+    )
     expect(written.seen.checked).toBe(2)
     const again = await withService((j) => observe(j, id))
     expect(again).toEqual(written.seen)

@@ -23,8 +23,11 @@ const withAdapter = <A, E>(f: (p: Persistence.Persistence["Service"]) => Effect.
     Effect.provide(Layer.fresh(PgPersistence.layerFromUrl(url, { tablePrefix: prefix })))
   )
 
-const withWriter = <A, E>(p: Persistence.Persistence["Service"], id: string, f: (h: Persistence.WriteHandle) => Effect.Effect<A, E>) =>
-  Effect.scoped(Effect.flatMap(p.open(id, { mode: "write", caps }), f))
+const withWriter = <A, E>(
+  p: Persistence.Persistence["Service"],
+  id: string,
+  f: (h: Persistence.WriteHandle) => Effect.Effect<A, E>
+) => Effect.scoped(Effect.flatMap(p.open(id, { mode: "write", caps }), f))
 
 const admin = <A, E>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, E>) =>
   SqlClient.SqlClient.use(f).pipe(Effect.provide(adminLayer()))
@@ -47,8 +50,7 @@ const damagedSession = (id: string, broken: (at8: JournalState.JournalState) => 
             written.push(...c.entries.map((e) => e.entry_hash))
             if (state.next_sequence === 8) at8 = state
           }
-        })
-      )
+        }))
     )
     const doc = broken(at8)
     const updated = yield* admin((sql) =>
@@ -72,7 +74,9 @@ const rebuildsAndContinues = (id: string, broken: (at8: JournalState.JournalStat
     // The broken row was moved aside with its bytes unchanged.
     const rows = yield* admin((sql) =>
       Effect.all([
-        sql<{ readonly doc: string; readonly next_sequence: string; readonly reason: string }>`SELECT doc, next_sequence, reason
+        sql<
+          { readonly doc: string; readonly next_sequence: string; readonly reason: string }
+        >`SELECT doc, next_sequence, reason
           FROM ${sql(`${prefix}checkpoints_damaged`)} WHERE session_id = ${id}`,
         sql`SELECT 1 AS one FROM ${sql(`${prefix}checkpoints`)} WHERE session_id = ${id}`
       ])
@@ -91,7 +95,10 @@ const rebuildsAndContinues = (id: string, broken: (at8: JournalState.JournalStat
             Effect.andThen(h.append(requestOf(loaded.state, more.entries)), h.checkpoint(Checkpoint.encode(more.state)))
           ))
         const stored = yield* p.history(id).pipe(Stream.runCollect)
-        assert.deepStrictEqual(stored.map((e) => e.entry_hash), [...original.written, ...more.entries.map((e) => e.entry_hash)])
+        assert.deepStrictEqual(stored.map((e) => e.entry_hash), [
+          ...original.written,
+          ...more.entries.map((e) => e.entry_hash)
+        ])
         return yield* withWriter(p, id, (h) => h.load)
       })
     )
@@ -102,8 +109,11 @@ const rebuildsAndContinues = (id: string, broken: (at8: JournalState.JournalStat
 describe.skipIf(skipReason !== null)("postgres: checkpoint recovery", () => {
   afterAll(() => Effect.runPromise(PgPersistence.dropTables(prefix).pipe(Effect.provide(adminLayer()))))
 
-  it.live("an unparsable checkpoint is rebuilt from the entries and set aside", () =>
-    rebuildsAndContinues("unparsable", () => `{"version":1,"broken`), { timeout: 60_000 })
+  it.live(
+    "an unparsable checkpoint is rebuilt from the entries and set aside",
+    () => rebuildsAndContinues("unparsable", () => `{"version":1,"broken`),
+    { timeout: 60_000 }
+  )
 
   it.live("a checkpoint the stored entries do not continue is rebuilt from the entries and set aside", () =>
     // A valid checkpoint of another chain at the same sequence: it decodes and
@@ -128,25 +138,35 @@ describe.skipIf(skipReason !== null)("postgres: the checkpoint row proves nothin
       return loaded.recovery.stopped!
     })
 
-  it.live("entry rows deleted under the checkpoint row: the session is corrupt, naming the missing range", () =>
-    Effect.gen(function*() {
-      yield* damagedSession("rows-under", (at8) => JSON.stringify(Checkpoint.encode(at8)))
-      yield* deleteRows("rows-under", 5, 7)
-      // A load reads from the checkpoint's last entry on: it sees that one missing.
-      const stopped = yield* refusesWrites("rows-under")
-      assert.deepStrictEqual(stopped.missing, { from: 7, to: 7 })
-      const verified = yield* withAdapter((p) => Effect.scoped(Effect.flatMap(p.open("rows-under", { mode: "read" }), (h) => h.verify)))
-      assert.strictEqual(verified.recovery.stopped?.reason, "gap")
-      assert.deepStrictEqual(verified.recovery.stopped?.missing, { from: 5, to: 7 })
-    }), { timeout: 60_000 })
+  it.live(
+    "entry rows deleted under the checkpoint row: the session is corrupt, naming the missing range",
+    () =>
+      Effect.gen(function*() {
+        yield* damagedSession("rows-under", (at8) => JSON.stringify(Checkpoint.encode(at8)))
+        yield* deleteRows("rows-under", 5, 7)
+        // A load reads from the checkpoint's last entry on: it sees that one missing.
+        const stopped = yield* refusesWrites("rows-under")
+        assert.deepStrictEqual(stopped.missing, { from: 7, to: 7 })
+        const verified = yield* withAdapter((p) =>
+          Effect.scoped(Effect.flatMap(p.open("rows-under", { mode: "read" }), (h) => h.verify))
+        )
+        assert.strictEqual(verified.recovery.stopped?.reason, "gap")
+        assert.deepStrictEqual(verified.recovery.stopped?.missing, { from: 5, to: 7 })
+      }),
+    { timeout: 60_000 }
+  )
 
-  it.live("entry rows deleted at the tail, after the checkpoint: the session row's count exposes them", () =>
-    Effect.gen(function*() {
-      yield* damagedSession("rows-tail", (at8) => JSON.stringify(Checkpoint.encode(at8)))
-      yield* deleteRows("rows-tail", 8, 9)
-      const stopped = yield* refusesWrites("rows-tail")
-      assert.deepStrictEqual(stopped.missing, { from: 8, to: 9 })
-    }), { timeout: 60_000 })
+  it.live(
+    "entry rows deleted at the tail, after the checkpoint: the session row's count exposes them",
+    () =>
+      Effect.gen(function*() {
+        yield* damagedSession("rows-tail", (at8) => JSON.stringify(Checkpoint.encode(at8)))
+        yield* deleteRows("rows-tail", 8, 9)
+        const stopped = yield* refusesWrites("rows-tail")
+        assert.deepStrictEqual(stopped.missing, { from: 8, to: 9 })
+      }),
+    { timeout: 60_000 }
+  )
 
   it.live("a forged counter in the checkpoint row: verify names the field", () =>
     Effect.gen(function*() {
@@ -154,7 +174,9 @@ describe.skipIf(skipReason !== null)("postgres: the checkpoint row proves nothin
         const doc = Checkpoint.encode(at8)
         return JSON.stringify({ ...doc, data_flow: { ...doc.data_flow, total_bytes_read: 0 } })
       })
-      const verified = yield* withAdapter((p) => Effect.scoped(Effect.flatMap(p.open("forged-row", { mode: "read" }), (h) => h.verify)))
+      const verified = yield* withAdapter((p) =>
+        Effect.scoped(Effect.flatMap(p.open("forged-row", { mode: "read" }), (h) => h.verify))
+      )
       assert.strictEqual(verified.recovery.stopped?.reason, "checkpoint")
       assert.include(verified.recovery.stopped?.detail, "data_flow.total_bytes_read")
     }), { timeout: 60_000 })

@@ -38,7 +38,9 @@ describe.skipIf(skipReason !== null)("postgres: reloads of a write handle", () =
       // Deleted and written again, longer, by another instance.
       yield* pb.delete(id)
       const theirs = chain(empty, 9, 1764800000)
-      yield* Effect.scoped(Effect.flatMap(pb.open(id, { mode: "write" }), (h) => h.append(requestOf(empty, theirs.entries))))
+      yield* Effect.scoped(
+        Effect.flatMap(pb.open(id, { mode: "write" }), (h) => h.append(requestOf(empty, theirs.entries)))
+      )
       const afterRewrite = yield* ha.load
       assert.isNull(afterRewrite.recovery.stopped)
       assert.deepStrictEqual(Checkpoint.encode(afterRewrite.state), Checkpoint.encode(theirs.state))

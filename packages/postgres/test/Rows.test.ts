@@ -11,8 +11,8 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll } from "vitest"
-import * as Rows from "../src/internal/rows.ts"
 import { PgPersistence } from "../src/index.ts"
+import * as Rows from "../src/internal/rows.ts"
 import { adminLayer, freshPrefix, skipReason, url } from "./pg.ts"
 
 const failureOf = <A, E>(exit: Exit.Exit<A, E>) => {
@@ -31,7 +31,11 @@ describe("postgres rows", () => {
         { ...row, next_sequence: 7n, updated_ms: "1764400000000" },
         { ...row, next_sequence: "7", bytes: 12n }
       ])
-      assert.deepStrictEqual(decoded.map((r) => [r.next_sequence, r.updated_ms, r.bytes]), [[7, null, null], [7, 1764400000000, null], [7, null, 12]])
+      assert.deepStrictEqual(decoded.map((r) => [r.next_sequence, r.updated_ms, r.bytes]), [[7, null, null], [
+        7,
+        1764400000000,
+        null
+      ], [7, null, 12]])
     }))
 
   it.effect("a value that is no safe count fails with a StorageError naming table and column", () =>
@@ -55,19 +59,27 @@ const prefix = freshPrefix("rows")
 describe.skipIf(skipReason !== null)("postgres rows in a table", () => {
   afterAll(() => Effect.runPromise(PgPersistence.dropTables(prefix).pipe(Effect.provide(adminLayer()))))
 
-  it.live("a session row whose count is past 2^53 - 1: load and list fail naming sessions.next_sequence", () =>
-    Effect.gen(function*() {
-      const id = "huge"
-      const p = yield* Persistence.Persistence
-      const c = chain(JournalState.empty(id), 2)
-      yield* Effect.scoped(Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.append(requestOf(JournalState.empty(id), c.entries))))
-      yield* SqlClient.SqlClient.use((sql) =>
-        sql`UPDATE ${sql(`${prefix}sessions`)} SET next_sequence = 9007199254740993 WHERE session_id = ${id}`
-      ).pipe(Effect.provide(adminLayer()))
-      const loaded = failureOf(yield* Effect.exit(Effect.scoped(Effect.flatMap(p.open(id, { mode: "read" }), (h) => h.load))))
-      assert.strictEqual(loaded?._tag, "StorageError")
-      assert.strictEqual(loaded?._tag === "StorageError" ? loaded.path : undefined, `${prefix}sessions.next_sequence`)
-      const listed = failureOf(yield* Effect.exit(p.list))
-      assert.strictEqual(listed?.path, `${prefix}sessions.next_sequence`)
-    }).pipe(Effect.provide(Layer.fresh(PgPersistence.layerFromUrl(url, { tablePrefix: prefix })))), { timeout: 60_000 })
+  it.live(
+    "a session row whose count is past 2^53 - 1: load and list fail naming sessions.next_sequence",
+    () =>
+      Effect.gen(function*() {
+        const id = "huge"
+        const p = yield* Persistence.Persistence
+        const c = chain(JournalState.empty(id), 2)
+        yield* Effect.scoped(
+          Effect.flatMap(p.open(id, { mode: "write" }), (h) => h.append(requestOf(JournalState.empty(id), c.entries)))
+        )
+        yield* SqlClient.SqlClient.use((sql) =>
+          sql`UPDATE ${sql(`${prefix}sessions`)} SET next_sequence = 9007199254740993 WHERE session_id = ${id}`
+        ).pipe(Effect.provide(adminLayer()))
+        const loaded = failureOf(
+          yield* Effect.exit(Effect.scoped(Effect.flatMap(p.open(id, { mode: "read" }), (h) => h.load)))
+        )
+        assert.strictEqual(loaded?._tag, "StorageError")
+        assert.strictEqual(loaded?._tag === "StorageError" ? loaded.path : undefined, `${prefix}sessions.next_sequence`)
+        const listed = failureOf(yield* Effect.exit(p.list))
+        assert.strictEqual(listed?.path, `${prefix}sessions.next_sequence`)
+      }).pipe(Effect.provide(Layer.fresh(PgPersistence.layerFromUrl(url, { tablePrefix: prefix })))),
+    { timeout: 60_000 }
+  )
 })

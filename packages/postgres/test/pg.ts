@@ -25,7 +25,9 @@ const probe = (target: string): Promise<string | null> =>
       yield* sql`SELECT 1 AS one`
       return null
     })).pipe(
-      Effect.provide(PgClient.layer({ url: Redacted.make(target), connectTimeout: "3 seconds", applicationName: "sj-probe" })),
+      Effect.provide(
+        PgClient.layer({ url: Redacted.make(target), connectTimeout: "3 seconds", applicationName: "sj-probe" })
+      ),
       Effect.timeout("5 seconds"),
       Effect.catchCause((cause) => Effect.succeed(String(cause).split("\n")[0] ?? "unreachable"))
     )
@@ -45,5 +47,7 @@ export const freshPrefix = (label: string): string =>
   `sjt_${label}_${Date.now().toString(36)}_${process.pid.toString(36)}_`
 
 /** A client for the test's own queries (setup, checks, teardown). */
-export const adminLayer = (applicationName = "sj-test-admin"): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, unknown> =>
+export const adminLayer = (
+  applicationName = "sj-test-admin"
+): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, unknown> =>
   PgClient.layer({ url: Redacted.make(url), applicationName })

@@ -4,6 +4,7 @@
  * chat's history and that view, waiting for another process's writer lock when
  * needed and releasing the session a moment after the last save.
  */
+import type { SessionJournal } from "@session-journal/core"
 import { Prompt } from "effect/ai"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -15,7 +16,6 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
-import type { SessionJournal } from "@session-journal/core"
 import * as ChatHistory from "../ChatHistory.ts"
 import type * as ChatStore from "../ChatStore.ts"
 import * as Tools from "./tools.ts"
@@ -151,45 +151,49 @@ export const make = (
       ttl: Duration.Input | undefined,
       context: SaveContext
     ): Effect.Effect<void, PersistenceError> =>
-      lockOf(sid).withPermits(1)(Effect.gen(function*() {
-        const current = yield* history
-        const now = yield* Clock.currentTimeMillis
-        const expiresAt = expiryOf(now, ttl)
-        const known = lastNext.get(sid)
-        if (known !== undefined && known !== view.next) {
-          if (known < view.next) yield* Effect.sync(() => Object.assign(view, ChatHistory.empty()))
-          yield* readInto(view, sid)
-        }
-        let wrote = false
-        let stored = false
-        for (let round = 0; round < MAX_ROUNDS && !stored; round++) {
-          const planned = yield* plan(view, current, expiresAt, context)
-          if (planned.items.length === 0) {
-            stored = true
-            break
-          }
-          const written = yield* journal.writeAll(sid, planned.items).pipe(
-            Effect.retry({ schedule: lockRetry, while: (e) => e._tag === "SessionLocked" })
-          )
-          wrote = true
-          context.used(planned.tools.used)
-          for (const part of planned.tools.parts) context.recorded.add(part)
-          const clean = written[0]!.sequence === view.next
-          if (clean) {
-            ChatHistory.truncate(view, planned.keep)
-            ChatHistory.apply(view, written, kinds)
-            for (let i = planned.keep; i < current.length; i++) view.objects[i] = current[i]
-          } else {
+      lockOf(sid).withPermits(1)(
+        Effect.gen(function*() {
+          const current = yield* history
+          const now = yield* Clock.currentTimeMillis
+          const expiresAt = expiryOf(now, ttl)
+          const known = lastNext.get(sid)
+          if (known !== undefined && known !== view.next) {
+            if (known < view.next) yield* Effect.sync(() => Object.assign(view, ChatHistory.empty()))
             yield* readInto(view, sid)
           }
-          lastNext.set(sid, view.next)
-          stored = clean
-        }
-        if (wrote) yield* scheduleRelease(sid)
-        if (!stored) {
-          return yield* Effect.fail(new Error(`other writers appended to the session during ${MAX_ROUNDS} attempts to store the chat`))
-        }
-      }).pipe(Effect.mapError(failure(chatId, "save"))))
+          let wrote = false
+          let stored = false
+          for (let round = 0; round < MAX_ROUNDS && !stored; round++) {
+            const planned = yield* plan(view, current, expiresAt, context)
+            if (planned.items.length === 0) {
+              stored = true
+              break
+            }
+            const written = yield* journal.writeAll(sid, planned.items).pipe(
+              Effect.retry({ schedule: lockRetry, while: (e) => e._tag === "SessionLocked" })
+            )
+            wrote = true
+            context.used(planned.tools.used)
+            for (const part of planned.tools.parts) context.recorded.add(part)
+            const clean = written[0]!.sequence === view.next
+            if (clean) {
+              ChatHistory.truncate(view, planned.keep)
+              ChatHistory.apply(view, written, kinds)
+              for (let i = planned.keep; i < current.length; i++) view.objects[i] = current[i]
+            } else {
+              yield* readInto(view, sid)
+            }
+            lastNext.set(sid, view.next)
+            stored = clean
+          }
+          if (wrote) yield* scheduleRelease(sid)
+          if (!stored) {
+            return yield* Effect.fail(
+              new Error(`other writers appended to the session during ${MAX_ROUNDS} attempts to store the chat`)
+            )
+          }
+        }).pipe(Effect.mapError(failure(chatId, "save")))
+      )
 
     return { loadView, store } satisfies Saver
   })

@@ -2,10 +2,10 @@
  * Tool calls of a chat: the guard around a toolkit's handler, and which tool
  * entries a save writes for the messages it stores.
  */
+import { Entry, type Guard, JournalState } from "@session-journal/core"
 import type { LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
-import { Entry, type Guard, JournalState } from "@session-journal/core"
 
 const utf8 = new TextEncoder()
 
@@ -65,7 +65,9 @@ export const guardToolkit = (
         const stream = yield* (toolkit.handle as unknown as Handle)(name, params, toolCallId, parseOptions)
         return Stream.tap(stream, (result) =>
           Effect.sync(() => {
-            if (!result.preliminary) pending.params = { ...pending.params, bytes_written: jsonBytes(result.encodedResult) }
+            if (!result.preliminary) {
+              pending.params = { ...pending.params, bytes_written: jsonBytes(result.encodedResult) }
+            }
           }))
       })) as unknown as AnyToolkit["handle"]
   })
@@ -73,7 +75,10 @@ export const guardToolkit = (
 }
 
 /** The state a guard decides on: the stored state plus the decisions not stored yet. */
-export const withPending = (state: JournalState.JournalState, pending: ReadonlyArray<Pending>): JournalState.JournalState => {
+export const withPending = (
+  state: JournalState.JournalState,
+  pending: ReadonlyArray<Pending>
+): JournalState.JournalState => {
   let s = state
   for (const p of pending) s = JournalState.fold(s, JournalState.nextTool(s, 0, p.params))
   return s

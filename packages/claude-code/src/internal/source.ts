@@ -125,7 +125,8 @@ const probe = (dir: Dir): boolean => {
 }
 
 /** What the kernel is given to reach `name` in `dir` (see the module header). */
-const at = (dir: Dir, name: string): string => probe(dir) ? `/proc/self/fd/${dir.fh.fd}/${name}` : path.join(dir.path, name)
+const at = (dir: Dir, name: string): string =>
+  probe(dir) ? `/proc/self/fd/${dir.fh.fd}/${name}` : path.join(dir.path, name)
 
 /** Without procfs: every directory held on the way must still be the one opened. */
 const confirm = (dir: Dir): Effect.Effect<void, SourceError> =>
@@ -154,9 +155,14 @@ const openDir = (target: string, p: string, parent: Dir | null): Effect.Effect<D
       closing
     ).pipe(
       // O_DIRECTORY|O_NOFOLLOW on a link fails with ENOTDIR on Linux: say which it was.
-      Effect.catchIf((e) => e.code === "ENOTDIR", (e) =>
-        Effect.flatMap(Effect.orElseSucceed(step(p, () => c.fs.lstat(target)), () => null), (st) =>
-          Effect.fail(st?.isSymbolicLink() === true ? refuse(p, "a symbolic link") : e)))
+      Effect.catchIf(
+        (e) => e.code === "ENOTDIR",
+        (e) =>
+          Effect.flatMap(
+            Effect.orElseSucceed(step(p, () => c.fs.lstat(target)), () => null),
+            (st) => Effect.fail(st?.isSymbolicLink() === true ? refuse(p, "a symbolic link") : e)
+          )
+      )
     )
     const st = yield* step(p, () => fh.stat())
     const dir: Dir = { path: p, fh, st, parent }
@@ -177,7 +183,10 @@ const lstatIn = (dir: Dir, name: string): Effect.Effect<Stats, SourceError> => {
 }
 
 const namesOf = (dir: Dir): Effect.Effect<Array<string>, SourceError> =>
-  Effect.map(step(dir.path, () => c.fs.readdir(probe(dir) ? `/proc/self/fd/${dir.fh.fd}` : dir.path)), (names) => names.sort())
+  Effect.map(
+    step(dir.path, () => c.fs.readdir(probe(dir) ? `/proc/self/fd/${dir.fh.fd}` : dir.path)),
+    (names) => names.sort()
+  )
 
 /**
  * Checks the source directory itself: it must exist, be a directory and not be
@@ -245,9 +254,17 @@ export const scan = (
     const dirs: Array<string> = []
     let visits = 0
     // One entry of `dir`; `project` null at the source itself.
-    const entry = (dir: Dir, name: string, project: string | null, relative: string, depth: number): Effect.Effect<void, SourceError> =>
+    const entry = (
+      dir: Dir,
+      name: string,
+      project: string | null,
+      relative: string,
+      depth: number
+    ): Effect.Effect<void, SourceError> =>
       Effect.gen(function*() {
-        if (++visits > MAX_VISITS) return yield* fail(root, new Error(`more than ${MAX_VISITS} entries under the source`))
+        if (++visits > MAX_VISITS) {
+          return yield* fail(root, new Error(`more than ${MAX_VISITS} entries under the source`))
+        }
         const p = path.join(dir.path, name)
         const stat = yield* Effect.result(lstatIn(dir, name))
         if (stat._tag === "Failure") {
@@ -266,7 +283,12 @@ export const scan = (
           files.push({ project, relative: rel, path: p, stamp: stampOf(st) })
         }
       })
-    const walk = (dir: Dir, project: string | null, relative: string, depth: number): Effect.Effect<void, SourceError> =>
+    const walk = (
+      dir: Dir,
+      project: string | null,
+      relative: string,
+      depth: number
+    ): Effect.Effect<void, SourceError> =>
       Effect.gen(function*() {
         yield* beforeList(dir.path)
         const listed = yield* Effect.result(namesOf(dir))
@@ -324,7 +346,11 @@ export const watch = (
   Effect.asVoid(Effect.acquireRelease(
     Effect.try({
       try: () => {
-        const w = fs.watch(dir, { persistent: false }, (_event, name) => onEvent(typeof name === "string" ? name : null))
+        const w = fs.watch(
+          dir,
+          { persistent: false },
+          (_event, name) => onEvent(typeof name === "string" ? name : null)
+        )
         w.on("error", () => {
           w.close()
           onError()
@@ -368,7 +394,10 @@ export const open = (loc: Location): Effect.Effect<OpenFile, SourceError, Scope.
     const dir = yield* parentOf(loc)
     const p = pathOf(loc)
     const fh = yield* Effect.acquireRelease(
-      Effect.tryPromise({ try: () => c.fs.open(at(dir, loc.parts[loc.parts.length - 1]!), FILE_FLAGS), catch: (e) => openFailure(p, e) }),
+      Effect.tryPromise({
+        try: () => c.fs.open(at(dir, loc.parts[loc.parts.length - 1]!), FILE_FLAGS),
+        catch: (e) => openFailure(p, e)
+      }),
       closing
     )
     yield* confirm(dir)

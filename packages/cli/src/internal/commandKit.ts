@@ -3,29 +3,18 @@
  * handler its storage and turn its failures into one sentence and an exit code,
  * and common arguments.
  */
-import {
-  Entry,
-  Persistence,
-  SessionJournal
-} from "@session-journal/core"
+import { Entry, Persistence, SessionJournal } from "@session-journal/core"
 import * as Cause from "effect/Cause"
+import { Argument, Flag, GlobalFlag } from "effect/cli"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import { Argument, Flag, GlobalFlag } from "effect/cli"
-import {
-  describe as describeFailure,
-  Exit,
-  ExitCode,
-  exitCodeOf,
-  type Failure,
-  stackOf
-} from "../Failure.ts"
+import { describe as describeFailure, Exit, ExitCode, exitCodeOf, type Failure, stackOf } from "../Failure.ts"
 import * as Output from "../Output.ts"
-import { parseWaitMillis } from "./hookArgs.ts"
 import * as Storage from "../Storage.ts"
+import { parseWaitMillis } from "./hookArgs.ts"
 
 // ---------------------------------------------------------------------------
 // Global flags
@@ -168,7 +157,6 @@ export const sessionId = Argument.String("id").pipe(Argument.withDescription("Se
 /** A non-negative integer flag. */
 export const nonNegative = (name: string) =>
   Flag.Int(name).pipe(Flag.filter((n) => n >= 0, (n) => `must be a non-negative integer, got ${n}`))
-
 
 /**
  * Parses a `--wait` value (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).

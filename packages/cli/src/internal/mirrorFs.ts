@@ -7,8 +7,8 @@ import { Files, Lock, NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Result_ from "effect/Result"
 import { createHash } from "node:crypto"
-import * as fs from "node:fs/promises"
 import type { Stats } from "node:fs"
+import * as fs from "node:fs/promises"
 import * as path from "node:path"
 
 export const CHECKPOINT = "checkpoint.json"
@@ -133,7 +133,11 @@ export const listSession = Effect.fnUntraced(function*(operation: string, dir: s
     if (excluded(name)) continue
     const st = yield* lstatOrNull(operation, path.join(dir, name))
     if (st === null) continue
-    out.push({ name, type: st.isFile() ? "file" : st.isSymbolicLink() ? "symlink" : "other", size: st.isFile() ? st.size : 0 })
+    out.push({
+      name,
+      type: st.isFile() ? "file" : st.isSymbolicLink() ? "symlink" : "other",
+      size: st.isFile() ? st.size : 0
+    })
   }
   return out
 })
@@ -144,7 +148,12 @@ const SEGMENT = /^[0-9]{20}\.jsonl$/
 // bytes, which are never data (the unused space of a preallocated segment, or a
 // zero-filled torn tail). Other files end at their size. Read backwards in chunks;
 // a file that shrinks meanwhile (a writer trimming it) is read from its new end.
-export const dataEnd = (ctx: Files.Context, name: string, file: string, size: number): Effect.Effect<number, StorageError> =>
+export const dataEnd = (
+  ctx: Files.Context,
+  name: string,
+  file: string,
+  size: number
+): Effect.Effect<number, StorageError> =>
   !SEGMENT.test(name) || size === 0
     ? Effect.succeed(size)
     : Files.withHandle(Files.openRead(ctx, file), (fh) =>
@@ -162,7 +171,11 @@ export const dataEnd = (ctx: Files.Context, name: string, file: string, size: nu
       }))
 
 // SHA-256 of the first `length` bytes of a file; null when it holds fewer.
-export const hashPrefix = (ctx: Files.Context, file: string, length: number): Effect.Effect<string | null, StorageError> =>
+export const hashPrefix = (
+  ctx: Files.Context,
+  file: string,
+  length: number
+): Effect.Effect<string | null, StorageError> =>
   Files.withHandle(Files.openRead(ctx, file), (fh) =>
     Effect.gen(function*() {
       const hash = createHash("sha256")
@@ -192,7 +205,11 @@ export const copyRange = (
       for (let pos = start; pos < end;) {
         const chunk = yield* Files.readAt(fh, from, pos, Math.min(CHUNK, end - pos))
         if (chunk.length === 0) {
-          return yield* new StorageError({ operation: "read", path: from, reason: new StorageReason.Truncated({ bytes: pos, expected: end }) })
+          return yield* new StorageError({
+            operation: "read",
+            path: from,
+            reason: new StorageReason.Truncated({ bytes: pos, expected: end })
+          })
         }
         yield* Files.writeAll(out, outPath, chunk, at + pos - start)
         pos += chunk.length
@@ -204,7 +221,11 @@ export type Piece =
   | { readonly _tag: "Range"; readonly file: string; readonly start: number; readonly end: number }
 
 // A new file in the staging directory from pieces, fsynced before it is closed.
-export const writeStaged = (ctx: Files.Context, file: string, pieces: ReadonlyArray<Piece>): Effect.Effect<void, StorageError> =>
+export const writeStaged = (
+  ctx: Files.Context,
+  file: string,
+  pieces: ReadonlyArray<Piece>
+): Effect.Effect<void, StorageError> =>
   Files.withHandle(Files.createExclusive(ctx, file), (out) =>
     Effect.gen(function*() {
       let at = 0
@@ -237,7 +258,12 @@ export const entryHashAt = (operation: string, ctx: Files.Context, dir: string, 
     "CorruptJournal",
     (e) =>
       Effect.fail(
-        new StorageError({ operation, path: dir, reason: new StorageReason.Rejected({ tag: e._tag, message: e.message }), cause: e })
+        new StorageError({
+          operation,
+          path: dir,
+          reason: new StorageReason.Rejected({ tag: e._tag, message: e.message }),
+          cause: e
+        })
       )
   )
 
@@ -289,7 +315,10 @@ export const readCheckpoint = (
 }
 
 // The checkpoint's bytes when they decode as a checkpoint of session `id`.
-const decodeCheckpoint = (bytes: Uint8Array, id: string): { readonly bytes: Uint8Array } | { readonly broken: string } => {
+const decodeCheckpoint = (
+  bytes: Uint8Array,
+  id: string
+): { readonly bytes: Uint8Array } | { readonly broken: string } => {
   let json: unknown
   try {
     json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes))
@@ -298,7 +327,9 @@ const decodeCheckpoint = (bytes: Uint8Array, id: string): { readonly bytes: Uint
   }
   const decoded = Checkpoint.decode(json)
   if (Result_.isFailure(decoded)) return { broken: `${CHECKPOINT}: ${decoded.failure}` }
-  if (decoded.success.session_id !== id) return { broken: `${CHECKPOINT} belongs to session ${decoded.success.session_id}` }
+  if (decoded.success.session_id !== id) {
+    return { broken: `${CHECKPOINT} belongs to session ${decoded.success.session_id}` }
+  }
   return { bytes }
 }
 

@@ -1,15 +1,11 @@
 /**
  * The commands that read: `list`, `show`, `stats`, `tail`, `export`.
  */
-import {
-  type Follow,
-  JournalState,
-  SessionJournal
-} from "@session-journal/core"
+import { type Follow, JournalState, SessionJournal } from "@session-journal/core"
+import { Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { Command, Flag } from "effect/cli"
 import * as Denials from "../Denials.ts"
 import * as Output from "../Output.ts"
 import * as Report from "../Report.ts"
@@ -56,7 +52,10 @@ export const list = Command.make("list", {}, () =>
       if (damaged.length > 0) {
         yield* Output.lines(damaged.map((s) => `${s.id}: ${s.problem} (run: session-journal verify ${s.id})`))
       }
-    }))).pipe(Command.withDescription("List sessions: id, entries, head, updated, bytes on disk; damaged sessions are marked"))
+    })
+  )).pipe(
+    Command.withDescription("List sessions: id, entries, head, updated, bytes on disk; damaged sessions are marked")
+  )
 
 /** The `show` command. */
 export const show = Command.make("show", {
@@ -71,14 +70,17 @@ export const show = Command.make("show", {
       yield* journal.entries(a.id, { from: a.from, limit: Option.getOrUndefined(a.limit) }).pipe(
         Stream.runForEachArray((chunk) => Output.lines(chunk.map(fmt)))
       )
-    }))).pipe(Command.withDescription("Print entries from the full history"))
+    })
+  )).pipe(Command.withDescription("Print entries from the full history"))
 
 /** The `stats` command. */
 export const stats = Command.make("stats", {
   id: sessionId,
   denials: Flag.Boolean("denials").pipe(
     Flag.withDefault(true),
-    Flag.withDescription("Count the denied calls and their guards, one pass over the history (--no-denials: the snapshot alone)")
+    Flag.withDescription(
+      "Count the denied calls and their guards, one pass over the history (--no-denials: the snapshot alone)"
+    )
   )
 }, (a) =>
   withJournal(({ json }) =>
@@ -99,7 +101,11 @@ export const stats = Command.make("stats", {
         ...Output.statsJson(state),
         denials: unread !== null
           ? null
-          : { denied: denials.denied, by_guard: denials.byGuard.map(([guard, count]) => ({ guard, count })), unguarded: denials.unguarded },
+          : {
+            denied: denials.denied,
+            by_guard: denials.byGuard.map(([guard, count]) => ({ guard, count })),
+            unguarded: denials.unguarded
+          },
         counted_in: countedIn,
         hooked_session: related.hooked,
         custody_session: related.custody
@@ -125,7 +131,9 @@ export const stats = Command.make("stats", {
         if (denials.unguarded > 0) out.push(`denied by        (no guard recorded) ${denials.unguarded}`)
       }
       if (countedIn !== null) {
-        out.push(`counted in       ${countedIn} (it decided these calls; the tool entries here are copies from the transcript, not more calls)`)
+        out.push(
+          `counted in       ${countedIn} (it decided these calls; the tool entries here are copies from the transcript, not more calls)`
+        )
       }
       if (related.custody !== null) out.push(`custody          ${related.custody}`)
       if (state.meta !== null) {
@@ -140,15 +148,24 @@ export const stats = Command.make("stats", {
         for (const [name, n] of counts.sort((x, y) => (x[0] < y[0] ? -1 : 1))) out.push(`tool_count       ${name} ${n}`)
       }
       yield* Output.lines(out)
-    }))).pipe(Command.withDescription(
-      "Snapshot counters, message count, denials with their guards, metadata, and which session counts the calls; a bar chart on a terminal"
-    ))
+    })
+  )).pipe(Command.withDescription(
+    "Snapshot counters, message count, denials with their guards, metadata, and which session counts the calls; a bar chart on a terminal"
+  ))
 
 /** The `tail` command. */
 export const tail = Command.make("tail", {
   id: sessionId,
-  lines: nonNegative("lines").pipe(Flag.withAlias("n"), Flag.withDefault(10), Flag.withDescription("How many of the last entries to print first")),
-  follow: Flag.Boolean("follow").pipe(Flag.withAlias("f"), Flag.withDefault(false), Flag.withDescription("Keep printing entries written later, by any process"))
+  lines: nonNegative("lines").pipe(
+    Flag.withAlias("n"),
+    Flag.withDefault(10),
+    Flag.withDescription("How many of the last entries to print first")
+  ),
+  follow: Flag.Boolean("follow").pipe(
+    Flag.withAlias("f"),
+    Flag.withDefault(false),
+    Flag.withDescription("Keep printing entries written later, by any process")
+  )
 }, (a) =>
   withJournal(({ json }) =>
     Effect.gen(function*() {
@@ -157,7 +174,9 @@ export const tail = Command.make("tail", {
       const from = Math.max(0, state.next_sequence - a.lines)
       const fmt = Output.entryLine(json)
       if (!a.follow) {
-        return yield* journal.entries(a.id, { from }).pipe(Stream.runForEachArray((chunk) => Output.lines(chunk.map(fmt))))
+        return yield* journal.entries(a.id, { from }).pipe(
+          Stream.runForEachArray((chunk) => Output.lines(chunk.map(fmt)))
+        )
       }
       // Every entry followed is checked against the one printed before it; a repair
       // that set printed entries aside is said on stderr before its recovery entry,
@@ -173,21 +192,27 @@ export const tail = Command.make("tail", {
               ), { discard: true })
         )
       )
-    }))).pipe(Command.withDescription(
-      "Print the last entries; --follow keeps printing new ones from other processes, each checked against the one before it"
-    ))
+    })
+  )).pipe(Command.withDescription(
+    "Print the last entries; --follow keeps printing new ones from other processes, each checked against the one before it"
+  ))
 
 // One line saying which printed entries a repair set aside.
 const recoveredLine = (id: string, event: Follow.Recovered): string => {
   const { from, to } = event.replaced
   const range = from === to ? `entry ${from}` : `entries ${from}..${to}`
-  return `session ${id} was repaired: ${range} printed above ${from === to ? "is" : "are"} no longer part of it; its recovery entry ${event.entry.sequence} follows`
+  return `session ${id} was repaired: ${range} printed above ${
+    from === to ? "is" : "are"
+  } no longer part of it; its recovery entry ${event.entry.sequence} follows`
 }
 
 /** The `exportCmd` command. */
 export const exportCmd = Command.make("export", {
   id: sessionId,
-  format: Flag.Literals("format", ["jsonl", "json"]).pipe(Flag.withDefault("jsonl" as const), Flag.withDescription("jsonl (one entry a line) or json (one array)"))
+  format: Flag.Literals("format", ["jsonl", "json"]).pipe(
+    Flag.withDefault("jsonl" as const),
+    Flag.withDescription("jsonl (one entry a line) or json (one array)")
+  )
 }, (a) =>
   withJournal(() =>
     Effect.gen(function*() {
@@ -209,5 +234,5 @@ export const exportCmd = Command.make("export", {
           )
           if (a.format === "json") yield* Output.write(first ? "]\n" : "\n]\n")
         }))
-    }))).pipe(Command.withDescription("Write the full history to stdout"))
-
+    })
+  )).pipe(Command.withDescription("Write the full history to stdout"))

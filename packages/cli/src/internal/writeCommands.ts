@@ -2,21 +2,13 @@
  * The commands that write: `record`, `append`, `import` (each with `--wait` for the
  * session's lock), and `unlock`, which removes a stale lock.
  */
-import {
-  type Entry,
-  SessionJournal
-} from "@session-journal/core"
+import { type Entry, SessionJournal } from "@session-journal/core"
+import { Lock, NodePersistence } from "@session-journal/node"
+import { Argument, Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
-import { Argument, Command, Flag } from "effect/cli"
 import * as fs from "node:fs"
-import { Lock, NodePersistence } from "@session-journal/node"
-import {
-  ImportStopped,
-  InvalidInput,
-  NotAvailable,
-  type OutputFailed
-} from "../Failure.ts"
+import { ImportStopped, InvalidInput, NotAvailable, type OutputFailed } from "../Failure.ts"
 import * as Import from "../Import.ts"
 import * as Input from "../Input.ts"
 import * as Output from "../Output.ts"
@@ -76,7 +68,11 @@ const payloadText = (flag: string) => {
   const file = flag === "-" ? "-" : flag.slice(1)
   return Effect.tryPromise({
     try: () => Input.readBounded(file === "-" ? process.stdin : fs.createReadStream(file), "--payload"),
-    catch: (e) => new InvalidInput({ field: "--payload", reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}` })
+    catch: (e) =>
+      new InvalidInput({
+        field: "--payload",
+        reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}`
+      })
   }).pipe(Effect.flatMap(Effect.fromResult))
 }
 
@@ -96,7 +92,9 @@ export const append = Command.make("append", {
       const journal = yield* SessionJournal.SessionJournal
       const entry = yield* journal.append(a.id, a.kind, payload)
       yield* printDurable(Output.write(Output.entryLine(json)(entry) + "\n"), a.id, 1, entry)
-    }), { flags: true, lockWait: a.wait })).pipe(Command.withDescription("Append a message (default kind) or an entry of another kind"))
+    }), { flags: true, lockWait: a.wait })).pipe(
+    Command.withDescription("Append a message (default kind) or an entry of another kind")
+  )
 
 /**
  * Turns one import line into a write item (see `Import.importItem`).
@@ -109,7 +107,11 @@ const inputBytes = (file: string): Stream.Stream<Uint8Array, InvalidInput> =>
   Stream.unwrap(Effect.sync(() =>
     Stream.fromAsyncIterable(
       (file === "-" ? process.stdin : fs.createReadStream(file)) as AsyncIterable<Uint8Array>,
-      (e) => new InvalidInput({ field: "FILE", reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}` })
+      (e) =>
+        new InvalidInput({
+          field: "FILE",
+          reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}`
+        })
     )
   ))
 
@@ -182,7 +184,6 @@ const stoppedJson = (e: ImportStopped) => ({
   stopped: { line: e.input.line ?? null, field: e.input.field, reason: e.input.reason }
 })
 
-
 // ---------------------------------------------------------------------------
 // unlock
 
@@ -200,7 +201,10 @@ export const unlock = Command.make("unlock", {
     Effect.gen(function*() {
       yield* validId(a.id)
       if (!Storage.isFilesystem(storage)) {
-        return yield* new NotAvailable({ feature: "unlock", reason: "PostgreSQL sessions have no lock file (the server releases the locks of a lost connection)" })
+        return yield* new NotAvailable({
+          feature: "unlock",
+          reason: "PostgreSQL sessions have no lock file (the server releases the locks of a lost connection)"
+        })
       }
       const report = yield* NodePersistence.unlock(Storage.nodeOptions(storage), a.id, { force: a.force })
       if (json) return yield* Output.json(report)
@@ -212,6 +216,7 @@ export const unlock = Command.make("unlock", {
             `if it still runs, it stops before its next write\n`
           : `removed ${who} from ${a.id}: its holder is gone (${report.proof})\n`
       )
-    }))).pipe(Command.withDescription(
-      "Remove a session's stale lock, only when its holder is proved gone; refuses (exit 4) while it is alive or unknown"
-    ))
+    })
+  )).pipe(Command.withDescription(
+    "Remove a session's stale lock, only when its holder is proved gone; refuses (exit 4) while it is alive or unknown"
+  ))

@@ -12,13 +12,7 @@ import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as Entry from "../Entry.ts"
-import {
-  CorruptJournal,
-  HistoryDiverged,
-  IntegrityViolation,
-  SessionNotFound,
-  type StorageError
-} from "../Errors.ts"
+import { CorruptJournal, HistoryDiverged, IntegrityViolation, SessionNotFound, type StorageError } from "../Errors.ts"
 import * as Follow from "../Follow.ts"
 import type * as JournalState from "../JournalState.ts"
 import type * as Persistence from "../Persistence.ts"
@@ -75,11 +69,18 @@ const breakFailure = (id: string, cause: Follow.Break | CorruptJournal): Corrupt
   cause instanceof CorruptJournal
     ? cause
     : cause.what === "prev_hash" || cause.what === "entry_hash"
-    ? new IntegrityViolation({ index: cause.sequence, sequence: cause.sequence, what: cause.what, expected: cause.expected, actual: cause.actual })
+    ? new IntegrityViolation({
+      index: cause.sequence,
+      sequence: cause.sequence,
+      what: cause.what,
+      expected: cause.expected,
+      actual: cause.actual
+    })
     : new CorruptJournal({
       segment: id,
       offset: cause.sequence,
-      reason: `a follower expected ${cause.what} ${cause.expected} at sequence ${cause.sequence}, storage handed over ${cause.actual}`
+      reason:
+        `a follower expected ${cause.what} ${cause.expected} at sequence ${cause.sequence}, storage handed over ${cause.actual}`
     })
 
 /**
@@ -131,7 +132,9 @@ export const follow = (
           }
         }
         for (let s = shown.first; s < shown.end; s += PAGE) {
-          const page = yield* Stream.runCollect(persistence.history(id, { from: s, limit: Math.min(PAGE, shown.end - s) }))
+          const page = yield* Stream.runCollect(
+            persistence.history(id, { from: s, limit: Math.min(PAGE, shown.end - s) })
+          )
           for (let q = s; q < Math.min(shown.end, s + PAGE); q++) {
             const here = page[q - s]
             const r = Follow.compareAt(shown, cursor.linked, q, here?.sequence === q ? here : undefined)
@@ -143,7 +146,9 @@ export const follow = (
     )
 
     const settle: Effect.Effect<ReadonlyArray<Follow.Event>, FollowError | Unsettled> = Effect.gen(function*() {
-      const verified = yield* Effect.scoped(Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => h.verify))
+      const verified = yield* Effect.scoped(
+        Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => h.verify)
+      )
       if (!verified.exists) return yield* new SessionNotFound({ id })
       const stopped = verified.recovery.stopped
       if (stopped !== null) return yield* Effect.fail(new Unsettled(failureOf(stopped)))
@@ -209,8 +214,13 @@ export const follow = (
         Stream.catchTag("CorruptJournal", (e) => Stream.fail(new Discontinuity(e))),
         Stream.chunks,
         Stream.flatMap(deliver),
-        Stream.catchTag("FollowDiscontinuity", (d) =>
-          Stream.unwrap(Effect.map(resync(d), (events) => Stream.concat(Stream.fromArray(events), Stream.suspend(loop)))))
+        Stream.catchTag(
+          "FollowDiscontinuity",
+          (d) =>
+            Stream.unwrap(
+              Effect.map(resync(d), (events) => Stream.concat(Stream.fromArray(events), Stream.suspend(loop)))
+            )
+        )
       )
     return loop()
   })

@@ -15,11 +15,11 @@ import { SequenceConflict, SessionLocked, SessionNotFound, StorageError } from "
 import * as JournalState from "../JournalState.ts"
 import type * as Persistence from "../Persistence.ts"
 import * as Recovery from "../Recovery.ts"
+import type { SessionMeta } from "../SessionMeta.ts"
+import * as StorageReason from "../StorageReason.ts"
 import * as RecordBytes from "./recordBytes.ts"
 import * as Ring from "./Ring.ts"
 import { tipMatches } from "./tip.ts"
-import type { SessionMeta } from "../SessionMeta.ts"
-import * as StorageReason from "../StorageReason.ts"
 
 // A stored checkpoint: a document, or a state kept as it is (states are immutable).
 type Stored =
@@ -71,7 +71,7 @@ const lineBytes = (entry: Entry.Entry): number =>
 const HASH_BYTES = 67
 const documentBytes = (document: Checkpoint.CheckpointJson): number => {
   let bytes = 512 + JSON.stringify(document.meta ?? null).length
-  if (document.v === 1) for (const entry of document.entries) bytes += lineBytes(entry as Entry.Entry)
+  if (document.v === 1) { for (const entry of document.entries) bytes += lineBytes(entry as Entry.Entry) }
   else bytes += HASH_BYTES * document.hashes.length
   for (const name of document.tool_sequence) bytes += name.length + 3
   for (const [name] of document.tool_counts) bytes += name.length + 24

@@ -2,8 +2,8 @@
  * Byte encodings hashed by the chain (docs/DESIGN.md §2). Plain functions, no Effect: this
  * is the hot path of every write and every replay.
  */
-import * as Sha256 from "../Sha256.ts"
 import type { Link, ValidToolParams } from "../Entry.ts"
+import * as Sha256 from "../Sha256.ts"
 
 const TWO_32 = 4294967296
 
@@ -38,7 +38,9 @@ class Scratch {
   bytes: Uint8Array
   view: DataView
   pos = 0
-  readonly prefixes: Array<Uint8Array | undefined> = new Array<Uint8Array | undefined>(VIEW_CACHE_MAX + 1).fill(undefined)
+  readonly prefixes: Array<Uint8Array | undefined> = new Array<Uint8Array | undefined>(VIEW_CACHE_MAX + 1).fill(
+    undefined
+  )
   constructor(bytes: Uint8Array) {
     this.bytes = bytes
     this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)

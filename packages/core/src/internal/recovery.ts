@@ -189,7 +189,9 @@ export const decodeCheckpoint = (
   if (input._tag === "Unreadable") return Result.fail(input.reason)
   const decoded = Checkpoint.decode(input.document)
   if (Result.isFailure(decoded)) return decoded
-  if (decoded.success.session_id !== id) return Result.fail(`checkpoint belongs to session ${decoded.success.session_id}`)
+  if (decoded.success.session_id !== id) {
+    return Result.fail(`checkpoint belongs to session ${decoded.success.session_id}`)
+  }
   const verified = JournalState.verify(decoded.success)
   if (Result.isFailure(verified)) return Result.fail(`checkpoint does not verify: ${verified.failure.message}`)
   return Result.succeed(decoded.success)
@@ -235,4 +237,3 @@ export const firstDifference = (
 
 /** A value cut to 200 characters for a report. */
 export const short = (s: string): string => s.length > 200 ? `${s.slice(0, 200)}…` : s
-

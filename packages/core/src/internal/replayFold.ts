@@ -15,8 +15,8 @@ import * as HashMap from "effect/HashMap"
 import * as Chain from "../Chain.ts"
 import * as Entry from "../Entry.ts"
 import * as JournalState from "../JournalState.ts"
-import * as Sha256 from "../Sha256.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
+import * as Sha256 from "../Sha256.ts"
 import * as Ring from "./Ring.ts"
 import { OUTCOME_KIND, outcomeBytes } from "./validate.ts"
 import * as Window from "./Window.ts"
@@ -221,7 +221,6 @@ export class ReplayFold {
   }
 }
 
-
 /**
  * The state a recovery replays onto: an immutable `JournalState` folded entry by
  * entry (a load from a checkpoint, whose state the session keeps), or a `ReplayFold`
@@ -258,7 +257,9 @@ export class Replayed {
 
   /** The hash of the retained entry at `sequence`, if it is retained. */
   retainedAt(sequence: number): string | undefined {
-    return this.mutable === null ? JournalState.retainedHashAt(this.immutable, sequence) : this.mutable.retainedAt(sequence)
+    return this.mutable === null
+      ? JournalState.retainedHashAt(this.immutable, sequence)
+      : this.mutable.retainedAt(sequence)
   }
 
   fold(entry: Entry.Entry): void {

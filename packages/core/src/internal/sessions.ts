@@ -173,7 +173,10 @@ export const make = Effect.fnUntraced(function*(config: Config) {
           Effect.sync(() => {
             session.retired = true
           }),
-          Effect.andThen(Queue.end(queue), Effect.withFiber((fiber) => fiber === writer ? Effect.void : Fiber.await(writer)))
+          Effect.andThen(
+            Queue.end(queue),
+            Effect.withFiber((fiber) => fiber === writer ? Effect.void : Fiber.await(writer))
+          )
         )
       )
       return session

@@ -151,7 +151,9 @@ const checkIdentity = (field: string, value: unknown): InvalidRecordField | unde
   if (isPlainAscii(value)) return undefined
   const trimmed = trimWhiteSpace(value)
   if (trimmed.length === 0) return new InvalidRecordField({ field, reason: "must not be empty or only whitespace" })
-  if (trimmed !== value) return new InvalidRecordField({ field, reason: "must not have leading or trailing whitespace" })
+  if (trimmed !== value) {
+    return new InvalidRecordField({ field, reason: "must not have leading or trailing whitespace" })
+  }
   if (control.test(value)) return new InvalidRecordField({ field, reason: "must not contain control characters" })
   if (!isWellFormed(value)) return new InvalidRecordField({ field, reason: "must be well-formed Unicode" })
   return undefined

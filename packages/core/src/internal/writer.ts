@@ -94,7 +94,8 @@ export const blockedBy = (loaded: Persistence.Loaded, id: string): CorruptJourna
   loaded.recovery.stopped === null ? null : new CorruptJournal({
     segment: loaded.recovery.stopped.segment,
     offset: loaded.recovery.stopped.offset,
-    reason: `${loaded.recovery.stopped.reason}: ${loaded.recovery.stopped.detail} (session ${id} needs repair: session-journal repair ${id})`
+    reason:
+      `${loaded.recovery.stopped.reason}: ${loaded.recovery.stopped.detail} (session ${id} needs repair: session-journal repair ${id})`
   })
 
 /** The slot of a freshly loaded session, its window on the service's budget. */
@@ -200,7 +201,10 @@ export const make = (settings: Settings) => {
         hubs.catchUp(target.id, loaded.state),
         // A reload after a failure keeps the larger count: the writer's own, or what
         // the adapter reports as stored since its checkpoint.
-        { ...slotOf(loaded, target.id, settings.windowBytes), sinceCheckpoint: Math.max(previous.sinceCheckpoint, loaded.sinceCheckpointBytes ?? 0) }
+        {
+          ...slotOf(loaded, target.id, settings.windowBytes),
+          sinceCheckpoint: Math.max(previous.sinceCheckpoint, loaded.sinceCheckpointBytes ?? 0)
+        }
       ))
 
   // Whether the policy wants a checkpoint of this slot now.
@@ -217,10 +221,14 @@ export const make = (settings: Settings) => {
         const state = slotOfTarget(target).state
         if (state === null) return Effect.void
         const store = target.handle.checkpointState
-        return Effect.matchEffect(store !== undefined ? store(state) : target.handle.checkpoint(Checkpoint.encode(state)), {
-          onFailure: () => Effect.void,
-          onSuccess: (bytes) => Ref.update(target.ref, (slot) => ({ ...slot, sinceCheckpoint: 0, checkpointBytes: bytes }))
-        })
+        return Effect.matchEffect(
+          store !== undefined ? store(state) : target.handle.checkpoint(Checkpoint.encode(state)),
+          {
+            onFailure: () => Effect.void,
+            onSuccess: (bytes) =>
+              Ref.update(target.ref, (slot) => ({ ...slot, sinceCheckpoint: 0, checkpointBytes: bytes }))
+          }
+        )
       }),
       () => Effect.void
     )
@@ -256,7 +264,8 @@ export const make = (settings: Settings) => {
     if (slot.state === null) {
       return Effect.matchEffect(reload(target, slot), {
         onFailure: (error) => Effect.sync(() => failAll(batch, error)),
-        onSuccess: (reloaded) => Effect.andThen(Ref.set(target.ref, reloaded), attempt(target, reloaded, batch, clock, round, span))
+        onSuccess: (reloaded) =>
+          Effect.andThen(Ref.set(target.ref, reloaded), attempt(target, reloaded, batch, clock, round, span))
       })
     }
     if (slot.blocked !== null) {
@@ -342,7 +351,10 @@ export const make = (settings: Settings) => {
           if (error._tag === "SequenceConflict" && round < conflictRetries) {
             return Effect.andThen(Ref.set(target.ref, next), attempt(target, next, batch, clock, round + 1, span))
           }
-          return Effect.andThen(Ref.set(target.ref, next), Effect.sync(() => failAll(accepted ?? [lone!], toWriteError(error))))
+          return Effect.andThen(
+            Ref.set(target.ref, next),
+            Effect.sync(() => failAll(accepted ?? [lone!], toWriteError(error)))
+          )
         },
         onSuccess: (stored) => {
           // The ref holds the new state before anyone is answered, so a caller that
@@ -356,7 +368,9 @@ export const make = (settings: Settings) => {
           return Effect.flatMap(Ref.set(target.ref, next), () => {
             if (lone !== undefined) Deferred.doneUnsafe(lone.deferred, Exit.succeed(loneResult))
             else if (accepted !== undefined && results !== undefined) {
-              for (let i = 0; i < accepted.length; i++) Deferred.doneUnsafe(accepted[i]!.deferred, Exit.succeed(results[i]))
+              for (let i = 0; i < accepted.length; i++) {
+                Deferred.doneUnsafe(accepted[i]!.deferred, Exit.succeed(results[i]))
+              }
             }
             // Subscribers pull from a sliding hub: they run before the next batch, or a
             // caller writing in a loop could slide entries out before they pull.

@@ -67,7 +67,9 @@ const patchProblem = (patch: SessionMeta.MetaPatch): InvalidRecordField | undefi
   if (patch.title !== undefined && typeof patch.title !== "string") {
     return new InvalidRecordField({ field: "title", reason: "must be a string" })
   }
-  if (patch.labels !== undefined && !(Array.isArray(patch.labels) && patch.labels.every((l) => typeof l === "string"))) {
+  if (
+    patch.labels !== undefined && !(Array.isArray(patch.labels) && patch.labels.every((l) => typeof l === "string"))
+  ) {
     return new InvalidRecordField({ field: "labels", reason: "must be an array of strings" })
   }
   if (patch.data !== undefined) {
@@ -123,7 +125,11 @@ export const make = ({ submit, submitNow }: Submit) => {
       valid.push(
         item._tag === "Tool"
           ? { _tag: "Tool", params: yield* Effect.fromResult(Entry.validateToolParams(item.params)) }
-          : { _tag: "Other", kind: item.kind, payload: yield* Effect.fromResult(Entry.validatePayload(item.kind, item.payload)) }
+          : {
+            _tag: "Other",
+            kind: item.kind,
+            payload: yield* Effect.fromResult(Entry.validatePayload(item.kind, item.payload))
+          }
       )
     }
     if (valid.length === 0) return []
@@ -132,7 +138,9 @@ export const make = ({ submit, submitNow }: Submit) => {
       let s = state
       const out: Array<Entry.Entry> = []
       for (const v of valid) {
-        const e = v._tag === "Tool" ? JournalState.nextTool(s, ts, v.params) : JournalState.nextOther(s, ts, v.kind, v.payload)
+        const e = v._tag === "Tool"
+          ? JournalState.nextTool(s, ts, v.params)
+          : JournalState.nextOther(s, ts, v.kind, v.payload)
         out.push(e)
         s = JournalState.fold(s, e)
       }
@@ -156,7 +164,10 @@ export const make = ({ submit, submitNow }: Submit) => {
       if (beside === undefined) {
         return submitNow(id, (state, ts): Sessions.Built<Decision> => {
           const verdict = guard(JournalState.snapshot(state), valid)
-          const entry = JournalState.nextTool(state, ts, { ...valid, allowed: Guard.isAllowed(verdict) && valid.allowed })
+          const entry = JournalState.nextTool(state, ts, {
+            ...valid,
+            allowed: Guard.isAllowed(verdict) && valid.allowed
+          })
           return { entries: [entry], meta: null, result: { verdict, entry, beside: [] } }
         })
       }
@@ -165,7 +176,10 @@ export const make = ({ submit, submitNow }: Submit) => {
       return Effect.flatMap(
         submitNow(id, (state, ts): Sessions.Built<Result.Result<Decision, InvalidRecordField>> => {
           const verdict = guard(JournalState.snapshot(state), valid)
-          const entry = JournalState.nextTool(state, ts, { ...valid, allowed: Guard.isAllowed(verdict) && valid.allowed })
+          const entry = JournalState.nextTool(state, ts, {
+            ...valid,
+            allowed: Guard.isAllowed(verdict) && valid.allowed
+          })
           let s = JournalState.fold(state, entry)
           const more: Array<Entry.OtherEntry> = []
           for (const item of beside(verdict, entry)) {
@@ -175,7 +189,11 @@ export const make = ({ submit, submitNow }: Submit) => {
             more.push(other)
             s = JournalState.fold(s, other)
           }
-          return { entries: [entry, ...more], meta: null, result: Result.succeed({ verdict, entry, beside: more.slice() }) }
+          return {
+            entries: [entry, ...more],
+            meta: null,
+            result: Result.succeed({ verdict, entry, beside: more.slice() })
+          }
         }),
         Effect.fromResult
       )
@@ -233,7 +251,6 @@ export const make = ({ submit, submitNow }: Submit) => {
         Effect.fromResult
       )
     })
-
 
   return { record, append, writeAll, decide, setMeta, writeFrom }
 }

@@ -21,14 +21,15 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as path from "node:path"
-import type { Options } from "../NodePersistence.ts"
 import * as Lock from "../Lock.ts"
+import type { Options } from "../NodePersistence.ts"
 import * as FileOps from "./fileOps.ts"
 import type * as Session from "./session.ts"
 
 const WINDOWS_NAMES = /^(?:con|prn|aux|nul|com[0-9]|lpt[0-9])$/i
 
-export const invalidId = (operation: string, id: string): StorageError => rejected(operation, new InvalidSessionId({ id }))
+export const invalidId = (operation: string, id: string): StorageError =>
+  rejected(operation, new InvalidSessionId({ id }))
 
 // Another typed failure, reported as a storage failure of `operation`.
 const rejected = (operation: string, e: { readonly _tag: string; readonly message: string }): StorageError =>
@@ -89,7 +90,13 @@ const lockWaitMillis = (input: Duration.Input | undefined): number => {
   return Number.isNaN(millis) || millis <= 0 ? 0 : millis
 }
 
-export type Known = StorageError | CorruptJournal | SessionLocked | SessionNotFound | SequenceConflict | IntegrityViolation
+export type Known =
+  | StorageError
+  | CorruptJournal
+  | SessionLocked
+  | SessionNotFound
+  | SequenceConflict
+  | IntegrityViolation
 
 // Whether `e` is one of the errors whose tags are `keep` (E's own tags).
 const isKept = <E extends Known>(e: Known, keep: ReadonlyArray<E["_tag"]>): e is E => keep.some((tag) => tag === e._tag)
@@ -101,8 +108,11 @@ export const narrow = <A, E extends Known>(
   keep: ReadonlyArray<E["_tag"]>,
   operation: string
 ): Effect.Effect<A, E | StorageError> =>
-  Effect.catch(effect, (e): Effect.Effect<never, E | StorageError> =>
-    isKept<E>(e, keep) ? Effect.fail(e) : Effect.fail(e._tag === "StorageError" ? e : rejected(operation, e)))
+  Effect.catch(
+    effect,
+    (e): Effect.Effect<never, E | StorageError> =>
+      isKept<E>(e, keep) ? Effect.fail(e) : Effect.fail(e._tag === "StorageError" ? e : rejected(operation, e))
+  )
 
 /**
  * Takes the lock of a session for maintenance or writing: confines the root,
@@ -137,7 +147,8 @@ export const lockSession = (
   const attempt = Effect.acquireRelease(take, (held) => Effect.ignore(held.release))
   return Effect.flatMap(
     exists,
-    (found) => !found ? Effect.succeed(null) : r.lockWaitMillis > 0 ? waitFor(attempt, dir, id, r.lockWaitMillis) : attempt
+    (found) =>
+      !found ? Effect.succeed(null) : r.lockWaitMillis > 0 ? waitFor(attempt, dir, id, r.lockWaitMillis) : attempt
   )
 }
 
@@ -161,7 +172,9 @@ const waitFor = <A, E, R>(
       Effect.catchIf(attempt, (e): e is SessionLocked => e instanceof SessionLocked, (e) => {
         const waited = performance.now() - started
         if (waited >= bound) {
-          return Effect.fail(new SessionLocked({ id, holder: `${e.holder}; gave up after waiting ${seconds(waited)} for it` }))
+          return Effect.fail(
+            new SessionLocked({ id, holder: `${e.holder}; gave up after waiting ${seconds(waited)} for it` })
+          )
         }
         const backoff = Math.min(250, 5 * 2 ** Math.min(round, 6)) * (0.5 + Math.random())
         const settle = 10 * Math.random() * Math.max(0, 1 - waited / bound)

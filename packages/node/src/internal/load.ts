@@ -3,7 +3,14 @@
  * core's `Recovery` (docs/DESIGN.md §9), and what the writer needs to know about where the
  * next bytes go.
  */
-import { type CorruptJournal, Entry, JournalState, type Persistence, Recovery, type StorageError } from "@session-journal/core"
+import {
+  type CorruptJournal,
+  Entry,
+  JournalState,
+  type Persistence,
+  Recovery,
+  type StorageError
+} from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
 import * as FileOps from "./fileOps.ts"
@@ -106,7 +113,10 @@ export const readCheckpoint = (
   const file = path.join(dir, CHECKPOINT_FILE)
   return Effect.map(readWhole(ctx, file), (raw) => {
     try {
-      return { input: { _tag: "Document", document: JSON.parse(decoder.decode(raw)), location: file }, size: raw.length }
+      return {
+        input: { _tag: "Document", document: JSON.parse(decoder.decode(raw)), location: file },
+        size: raw.length
+      }
     } catch {
       return { input: { _tag: "Unreadable", reason: "checkpoint is not valid JSON", location: file }, size: raw.length }
     }
@@ -194,7 +204,16 @@ export const load: (
       const file = path.join(dir, seg.name)
       if (i < start || recovery.stopped()) {
         if (ahead !== null) yield* ahead.stop()
-        reports.push({ name: seg.name, base: seg.base, bytes: 0, entries: 0, firstSequence: null, lastSequence: null, status: "unread", problem: null })
+        reports.push({
+          name: seg.name,
+          base: seg.base,
+          bytes: 0,
+          entries: 0,
+          firstSequence: null,
+          lastSequence: null,
+          status: "unread",
+          problem: null
+        })
         continue
       }
       let contentNext = seg.base
@@ -221,7 +240,10 @@ export const load: (
       const whole = ahead === null ? null : yield* ahead.take()
       const scan = whole !== null && whole.bytes !== null
         ? yield* scanBytes(ctx, whole.bytes, whole.size, file, seg.base, visit)
-        : yield* FileOps.withHandle(FileOps.openRead(ctx, file), (fh) => Segment.scan(ctx, fh, file, file, seg.base, 0, visit))
+        : yield* FileOps.withHandle(
+          FileOps.openRead(ctx, file),
+          (fh) => Segment.scan(ctx, fh, file, file, seg.base, 0, visit)
+        )
       const end = scan.end
       if (end._tag === "UnknownVersion") {
         recovery.offer({ _tag: "UnknownVersion", segment: file, offset: end.offset, version: end.v })
@@ -243,7 +265,11 @@ export const load: (
         const stopped = recovery.done().report.stopped
         if (stopped !== null && stopped.segment === file) {
           status = "damaged"
-          problem = { offset: stopped.offset, sequence: stopped.sequence, detail: `${stopped.reason}: ${stopped.detail}` }
+          problem = {
+            offset: stopped.offset,
+            sequence: stopped.sequence,
+            detail: `${stopped.reason}: ${stopped.detail}`
+          }
         }
       } else if (end._tag === "Damaged") {
         status = "torn"
@@ -251,7 +277,16 @@ export const load: (
       }
       if (cpEnd >= 0) sinceCheckpointBytes = scan.validEnd - cpEnd
       else sinceCheckpointBytes += scan.validEnd
-      reports.push({ name: seg.name, base: seg.base, bytes: scan.size, entries, firstSequence, lastSequence, status, problem })
+      reports.push({
+        name: seg.name,
+        base: seg.base,
+        bytes: scan.size,
+        entries,
+        firstSequence,
+        lastSequence,
+        status,
+        problem
+      })
       if (i === segments.length - 1) {
         last = {
           name: seg.name,

@@ -86,7 +86,8 @@ const inspectSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps
     lock: lockInfo === null
       ? null
       : {
-        holder: lockInfo.problem ?? (lockInfo.record === null ? "unreadable lock file" : Lock.describe(lockInfo.record)),
+        holder: lockInfo.problem ??
+          (lockInfo.record === null ? "unreadable lock file" : Lock.describe(lockInfo.record)),
         alive: lockInfo.alive
       }
   }
@@ -182,11 +183,19 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
   // are replayed under every candidate (the checkpoint's, the given ones, the
   // defaults, entry_cap 0) and the caps under which they verify furthest are used.
   let checkpointCaps = true
-  const recordsOnly = (): Session.LoadOptions => ({ ...loadOptions(r, caps, "verify"), ignoreCheckpoint: true, checkpointCaps })
+  const recordsOnly = (): Session.LoadOptions => ({
+    ...loadOptions(r, caps, "verify"),
+    ignoreCheckpoint: true,
+    checkpointCaps
+  })
   let records = yield* Session.load(ctx, dir, id, recordsOnly())
   for (const candidate of [caps, {}, { entry_cap: 0 }]) {
     if (records.loaded.recovery.stopped === null) break
-    const tried = yield* Session.load(ctx, dir, id, { ...loadOptions(r, candidate, "verify"), ignoreCheckpoint: true, checkpointCaps: false })
+    const tried = yield* Session.load(ctx, dir, id, {
+      ...loadOptions(r, candidate, "verify"),
+      ignoreCheckpoint: true,
+      checkpointCaps: false
+    })
     if (tried.storedNext > records.storedNext) {
       records = tried
       caps = candidate
@@ -278,28 +287,38 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
   if (setAside.length > 0 || truncated.length > 0 || checkpointRebuilt) {
     // The chain tells its own history: what was set aside or lost, and the head
     // the session claimed before.
-    const writer = new Session.Writer(ctx, dir, id, caps, { removeCheckpointedSegments: r.removeCheckpointedSegments, lockCheck: held.check })
-    entry = yield* Effect.ensuring(Effect.gen(function*() {
-      const loaded = (yield* writer.load()).loaded
-      if (loaded.recovery.stopped === null) {
-        const problemText = problem === null
-          ? torn !== null ? "torn tail" : "checkpoint disagrees with the stored records"
-          : `${problem.reason}: ${problem.detail}`
-        const recoveryEntry = JournalState.nextOther(loaded.state, yield* recoveryTimestamp(ctx), RECOVERY_KIND, {
-          problem: problemText,
-          set_aside: setAside,
-          truncated: truncated.map((t) => ({ segment: t.segment, length: t.length })),
-          checkpoint_rebuilt: checkpointRebuilt,
-          lost,
-          previous_head: previousHead,
-          previous_next_sequence: claimedNext
-        })
-        const after = JournalState.fold(loaded.state, recoveryEntry)
-        yield* writer.append({ after: Persistence.tipOf(loaded.state), entries: [recoveryEntry], head: () => JournalState.head(after) })
-        return recoveryEntry
-      }
-      return null
-    }), writer.close())
+    const writer = new Session.Writer(ctx, dir, id, caps, {
+      removeCheckpointedSegments: r.removeCheckpointedSegments,
+      lockCheck: held.check
+    })
+    entry = yield* Effect.ensuring(
+      Effect.gen(function*() {
+        const loaded = (yield* writer.load()).loaded
+        if (loaded.recovery.stopped === null) {
+          const problemText = problem === null
+            ? torn !== null ? "torn tail" : "checkpoint disagrees with the stored records"
+            : `${problem.reason}: ${problem.detail}`
+          const recoveryEntry = JournalState.nextOther(loaded.state, yield* recoveryTimestamp(ctx), RECOVERY_KIND, {
+            problem: problemText,
+            set_aside: setAside,
+            truncated: truncated.map((t) => ({ segment: t.segment, length: t.length })),
+            checkpoint_rebuilt: checkpointRebuilt,
+            lost,
+            previous_head: previousHead,
+            previous_next_sequence: claimedNext
+          })
+          const after = JournalState.fold(loaded.state, recoveryEntry)
+          yield* writer.append({
+            after: Persistence.tipOf(loaded.state),
+            entries: [recoveryEntry],
+            head: () => JournalState.head(after)
+          })
+          return recoveryEntry
+        }
+        return null
+      }),
+      writer.close()
+    )
   }
   const after = yield* Session.load(ctx, dir, id, loadOptions(r, caps, "load"))
   return {

@@ -57,7 +57,8 @@ export const pidAlive = (pid: number): boolean => {
 }
 
 /** Whether `pid` names one process (not a group, not out of range). */
-export const validPid = (pid: unknown): pid is number => typeof pid === "number" && Number.isSafeInteger(pid) && pid > 0 && pid < 2 ** 31
+export const validPid = (pid: unknown): pid is number =>
+  typeof pid === "number" && Number.isSafeInteger(pid) && pid > 0 && pid < 2 ** 31
 
 /** The inode number of the initial pid namespace (`PROC_PID_INIT_INO` of the kernel). */
 const INIT_PIDNS = "pid:[4026531836]"

@@ -67,7 +67,9 @@ export class Reader {
   }
 
   /** Up to `max` entries; `atEnd` when the stored entries are exhausted for now. */
-  page(max: number): Effect.Effect<{ readonly entries: Array<Entry.Entry>; readonly atEnd: boolean }, StorageError | CorruptJournal> {
+  page(
+    max: number
+  ): Effect.Effect<{ readonly entries: Array<Entry.Entry>; readonly atEnd: boolean }, StorageError | CorruptJournal> {
     const self = this
     return Effect.gen(function*() {
       const out: Array<Entry.Entry> = []
@@ -82,7 +84,10 @@ export class Reader {
   private pageStep(
     out: Array<Entry.Entry>,
     max: number
-  ): Effect.Effect<null | { readonly entries: Array<Entry.Entry>; readonly atEnd: boolean }, StorageError | CorruptJournal> {
+  ): Effect.Effect<
+    null | { readonly entries: Array<Entry.Entry>; readonly atEnd: boolean },
+    StorageError | CorruptJournal
+  > {
     const self = this
     return Effect.gen(function*() {
       if (self.segment === null && !(yield* self.position())) return { entries: out, atEnd: true }
@@ -105,51 +110,65 @@ export class Reader {
               new CorruptJournal({
                 segment: file,
                 offset: self.offset,
-                reason: `the segment is ${st.size} bytes, shorter than the ${self.offset} already read from it: it was cut`
+                reason:
+                  `the segment is ${st.size} bytes, shorter than the ${self.offset} already read from it: it was cut`
               })
             )
             : Effect.void)
-      const scanned = yield* Effect.acquireUseRelease(opened, (fh) =>
-        fh === null ? Effect.succeed(null) : Effect.andThen(cutUnder(fh), Segment.scan(self.ctx, fh, file, file, seg.base, self.offset, (record, offset, end) => {
-          if (record._tag === "Meta") {
-            consumed = end
-            return true
-          }
-          const e = record.entry
-          // Records of a segment run base, base + 1, …: anything else is a forged or
-          // misplaced record, never skipped as a harmless duplicate.
-          const expectedHere = self.lastInSegment !== null ? self.lastInSegment + 1 : fromStart ? seg.base : null
-          if (expectedHere !== null && e.sequence < expectedHere && self.seen.get(e.sequence) === e.entry_hash) {
-            // An identical re-append of an entry already read here: harmless, as in Recovery.
-            consumed = end
-            return true
-          }
-          if (expectedHere !== null && e.sequence !== expectedHere) {
-            gap = new CorruptJournal({
-              segment: file,
-              offset,
-              reason: `record of sequence ${e.sequence} where the segment holds ${expectedHere}`
-            })
-            return false
-          }
-          if (e.sequence < self.expected) {
-            consumed = end
-            self.lastInSegment = e.sequence
-            self.remember(e)
-            return true
-          }
-          if (e.sequence > self.expected) {
-            gap = new CorruptJournal({ segment: file, offset, reason: `expected sequence ${self.expected}, found ${e.sequence}` })
-            return false
-          }
-          if (out.length >= max) return false
-          out.push(e)
-          self.expected++
-          consumed = end
-          self.lastInSegment = e.sequence
-          self.remember(e)
-          return true
-        })), (fh) => fh === null ? Effect.void : FileOps.close(fh))
+      const scanned = yield* Effect.acquireUseRelease(
+        opened,
+        (fh) =>
+          fh === null ?
+            Effect.succeed(null) :
+            Effect.andThen(
+              cutUnder(fh),
+              Segment.scan(self.ctx, fh, file, file, seg.base, self.offset, (record, offset, end) => {
+                if (record._tag === "Meta") {
+                  consumed = end
+                  return true
+                }
+                const e = record.entry
+                // Records of a segment run base, base + 1, …: anything else is a forged or
+                // misplaced record, never skipped as a harmless duplicate.
+                const expectedHere = self.lastInSegment !== null ? self.lastInSegment + 1 : fromStart ? seg.base : null
+                if (expectedHere !== null && e.sequence < expectedHere && self.seen.get(e.sequence) === e.entry_hash) {
+                  // An identical re-append of an entry already read here: harmless, as in Recovery.
+                  consumed = end
+                  return true
+                }
+                if (expectedHere !== null && e.sequence !== expectedHere) {
+                  gap = new CorruptJournal({
+                    segment: file,
+                    offset,
+                    reason: `record of sequence ${e.sequence} where the segment holds ${expectedHere}`
+                  })
+                  return false
+                }
+                if (e.sequence < self.expected) {
+                  consumed = end
+                  self.lastInSegment = e.sequence
+                  self.remember(e)
+                  return true
+                }
+                if (e.sequence > self.expected) {
+                  gap = new CorruptJournal({
+                    segment: file,
+                    offset,
+                    reason: `expected sequence ${self.expected}, found ${e.sequence}`
+                  })
+                  return false
+                }
+                if (out.length >= max) return false
+                out.push(e)
+                self.expected++
+                consumed = end
+                self.lastInSegment = e.sequence
+                self.remember(e)
+                return true
+              })
+            ),
+        (fh) => fh === null ? Effect.void : FileOps.close(fh)
+      )
       if (scanned === null) {
         // Find our place again.
         self.segment = null
@@ -161,7 +180,11 @@ export class Reader {
       const end = scanned.end
       if (end._tag === "Halted") return { entries: out, atEnd: false }
       if (end._tag === "Damaged" && end.more) {
-        return yield* new CorruptJournal({ segment: file, offset: end.offset, reason: `${end.reason}, followed by more data` })
+        return yield* new CorruptJournal({
+          segment: file,
+          offset: end.offset,
+          reason: `${end.reason}, followed by more data`
+        })
       }
       const list = yield* listing(self.ctx, self.dir)
       const next = list.segments.find((s) => s.base > seg.base)

@@ -176,7 +176,9 @@ export const parseText = (text: string): Record => {
   } catch {
     return { _tag: "Damaged", reason: "not a JSON line" }
   }
-  if (typeof json !== "object" || json === null || Array.isArray(json)) return { _tag: "Damaged", reason: "not a JSON object" }
+  if (typeof json !== "object" || json === null || Array.isArray(json)) {
+    return { _tag: "Damaged", reason: "not a JSON object" }
+  }
   const o = json as { readonly [k: string]: unknown }
   if (!("v" in o)) return { _tag: "Damaged", reason: "record without a version" }
   if (o["v"] !== VERSION) return { _tag: "UnknownVersion", v: o["v"] }
@@ -315,8 +317,11 @@ const isPreallocatedOpen = (line: Uint8Array, base: number): boolean => {
 // Reads the first line of a segment: whether it is preallocated.
 const preallocatedHead = (fh: FileHandle, file: string, base: number): Effect.Effect<boolean, StorageError> => {
   const length = encoder.encode(openLine(base, true)).length
-  return Effect.map(readAt(fh, file, 0, length), (head) =>
-    head.length === length && head[length - 1] === 10 && isPreallocatedOpen(head.subarray(0, length - 1), base))
+  return Effect.map(
+    readAt(fh, file, 0, length),
+    (head) =>
+      head.length === length && head[length - 1] === 10 && isPreallocatedOpen(head.subarray(0, length - 1), base)
+  )
 }
 
 // What `step` answers when it must know whether the segment is preallocated and
@@ -351,7 +356,9 @@ const step = (
       if (state.preallocated === null) return NeedHead
       if (state.preallocated) return ended({ size, validEnd, end: { _tag: "Clean" } })
     }
-    return ended(damagedAt(size, validEnd, item.offset, lineEnd, zeros ? "zero-filled tail" : "incomplete last line", false, zeros))
+    return ended(
+      damagedAt(size, validEnd, item.offset, lineEnd, zeros ? "zero-filled tail" : "incomplete last line", false, zeros)
+    )
   }
   const record = parseLine(item.line)
   if (state.first) {
@@ -361,14 +368,20 @@ const step = (
       state.validEnd = lineEnd
       return null
     }
-    if (record._tag === "UnknownVersion") return ended({ size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } })
-    const reason = record._tag === "Open" ? `open record names base ${record.base}, file ${base}` : "missing open record"
+    if (record._tag === "UnknownVersion") {
+      return ended({ size, validEnd, end: { _tag: "UnknownVersion", offset: item.offset, v: record.v } })
+    }
+    const reason = record._tag === "Open"
+      ? `open record names base ${record.base}, file ${base}`
+      : "missing open record"
     return ended(damagedAt(size, validEnd, item.offset, lineEnd, reason, true, false))
   }
   switch (record._tag) {
     case "Entry":
     case "Meta":
-      if (!visit(record, item.offset, lineEnd)) return ended({ size, validEnd, end: { _tag: "Halted", offset: item.offset } })
+      if (!visit(record, item.offset, lineEnd)) {
+        return ended({ size, validEnd, end: { _tag: "Halted", offset: item.offset } })
+      }
       state.validEnd = lineEnd
       return null
     case "UnknownVersion":
@@ -383,7 +396,9 @@ const step = (
         // end of the file is that write's torn tail.
         if (state.preallocated === null) return NeedHead
         if (state.preallocated) {
-          return ended(damagedAt(size, validEnd, item.offset, size, "unwritten bytes inside the last write", false, false))
+          return ended(
+            damagedAt(size, validEnd, item.offset, size, "unwritten bytes inside the last write", false, false)
+          )
         }
       }
       // A line of zeros ended by a newline is written data, not a zero-filled tail.

@@ -20,7 +20,11 @@ export * from "./writer.ts"
  * aside reached, for its report of what was lost. A line over the bound ends the
  * reading there.
  */
-export const highestSequence = (ctx: FileOps.Context, file: string, from: number): Effect.Effect<number | null, StorageError> =>
+export const highestSequence = (
+  ctx: FileOps.Context,
+  file: string,
+  from: number
+): Effect.Effect<number | null, StorageError> =>
   FileOps.withHandle(FileOps.openRead(ctx, file), (fh) =>
     Effect.flatMap(FileOps.boundedSize(ctx, fh, file), (size) => {
       const reader = new FileOps.LineReader(ctx, fh, file, file, from, size)

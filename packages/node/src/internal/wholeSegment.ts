@@ -43,11 +43,14 @@ export interface Whole {
 
 /** Opens (with `openRead`'s checks), sizes (bounded), reads whole and closes one segment. */
 export const readWhole = (ctx: FileOps.Context, file: string): Effect.Effect<Whole, StorageError> =>
-  FileOps.withHandle(FileOps.openRead(ctx, file), (fh) =>
-    Effect.flatMap(FileOps.boundedSize(ctx, fh, file), (size) =>
-      size > WHOLE_MAX
-        ? Effect.succeed<Whole>({ size, bytes: null })
-        : Effect.map(readAll(fh, file, size), (bytes): Whole => ({ size, bytes }))))
+  FileOps.withHandle(
+    FileOps.openRead(ctx, file),
+    (fh) =>
+      Effect.flatMap(FileOps.boundedSize(ctx, fh, file), (size) =>
+        size > WHOLE_MAX
+          ? Effect.succeed<Whole>({ size, bytes: null })
+          : Effect.map(readAll(fh, file, size), (bytes): Whole => ({ size, bytes })))
+  )
 
 // Reads `size` bytes from offset 0 (fewer when the file ends first) into a buffer
 // that is not zero-filled first: only the bytes the reads wrote are handed out.
@@ -81,7 +84,9 @@ export class Ahead {
     const self = this
     return Effect.gen(function*() {
       while (self.running.length < AHEAD && self.next < self.files.length) {
-        self.running.push(yield* Effect.forkChild(readWhole(self.ctx, self.files[self.next++]!), { startImmediately: true }))
+        self.running.push(
+          yield* Effect.forkChild(readWhole(self.ctx, self.files[self.next++]!), { startImmediately: true })
+        )
       }
     })
   }
@@ -178,7 +183,9 @@ export const scanBytes = (
       ? Segment.parseText(buf.toString("latin1", at, nl))
       : Segment.parseLine(buf.subarray(at, nl))
     if (record._tag !== "Entry" && record._tag !== "Meta") return slow(at)
-    if (!visit(record, at, nl + 1)) return Effect.succeed({ size, validEnd: at, end: { _tag: "Halted", offset: at }, preallocated })
+    if (!visit(record, at, nl + 1)) {
+      return Effect.succeed({ size, validEnd: at, end: { _tag: "Halted", offset: at }, preallocated })
+    }
     at = nl + 1
   }
   return Effect.succeed({ size, validEnd: at, end: { _tag: "Clean" }, preallocated })

@@ -19,7 +19,15 @@ import * as Exit from "effect/Exit"
 import * as path from "node:path"
 import * as Durable from "./durable.ts"
 import * as FileOps from "./fileOps.ts"
-import { CHECKPOINT_FILE, type LastSegment, listing, load, type LoadOptions, type LoadResult, type View } from "./load.ts"
+import {
+  CHECKPOINT_FILE,
+  type LastSegment,
+  listing,
+  load,
+  type LoadOptions,
+  type LoadResult,
+  type View
+} from "./load.ts"
 import { readRange } from "./reader.ts"
 import * as Segment from "./segment.ts"
 
@@ -55,7 +63,13 @@ export class Writer {
   private readonly id: string
   private readonly caps: JournalState.Caps | undefined
   private readonly options: WriterOptions
-  constructor(ctx: FileOps.Context, dir: string, id: string, caps: JournalState.Caps | undefined, options: WriterOptions) {
+  constructor(
+    ctx: FileOps.Context,
+    dir: string,
+    id: string,
+    caps: JournalState.Caps | undefined,
+    options: WriterOptions
+  ) {
     this.ctx = ctx
     this.dir = dir
     this.id = id
@@ -76,7 +90,10 @@ export class Writer {
         // again (the segments do not carry them).
         yield* moveAside(self.ctx, self.dir, CHECKPOINT_FILE)
         const state = result.loaded.state
-        if (result.loaded.recovery.stopped === null && result.view.last !== null && result.view.last.contentNext === state.next_sequence) {
+        if (
+          result.loaded.recovery.stopped === null && result.view.last !== null &&
+          result.view.last.contentNext === state.next_sequence
+        ) {
           result.view.checkpointSize = yield* writeCheckpointFile(self.ctx, self.dir, state)
           result.view.checkpointNext = state.next_sequence
           self.view = result.view
@@ -125,7 +142,9 @@ export class Writer {
    * Compare-and-append (see `WriteHandle.append`): stores the entries only when
    * the stored tip is `request.after`, and reports the bytes added to the segments.
    */
-  append(request: Persistence.AppendRequest): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict | CorruptJournal> {
+  append(
+    request: Persistence.AppendRequest
+  ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict | CorruptJournal> {
     return Effect.flatMap(this.ensureView(), (view) => this.appendTo(view, request))
   }
 
@@ -232,7 +251,12 @@ export class Writer {
   // stretch of zeros (a hole: no zero byte is written). A segment that does not
   // hold its open line yet is extended only after that line is written: a file
   // of zeros alone would read as a torn tail.
-  private writeActive(view: View, seg: LastSegment, data: Uint8Array, count: number): Effect.Effect<number, StorageError> {
+  private writeActive(
+    view: View,
+    seg: LastSegment,
+    data: Uint8Array,
+    count: number
+  ): Effect.Effect<number, StorageError> {
     const file = path.join(this.dir, seg.name)
     let bytes = data
     const starts = seg.validEnd === 0
@@ -272,7 +296,12 @@ export class Writer {
   // the batch written durably, the directory fsynced before the acknowledgement,
   // and the file extended by a stretch of zeros (a hole; best effort, not synced by
   // itself). The segment it follows is trimmed to its data.
-  private writeNew(view: View, previous: LastSegment | null, data: Uint8Array, count: number): Effect.Effect<number, StorageError> {
+  private writeNew(
+    view: View,
+    previous: LastSegment | null,
+    data: Uint8Array,
+    count: number
+  ): Effect.Effect<number, StorageError> {
     const base = view.next
     const name = Segment.name(base)
     const file = path.join(this.dir, name)
@@ -290,7 +319,9 @@ export class Writer {
           Effect.andThen(Effect.ignore(Effect.map(Durable.extend(fh, file, Durable.preallocatedEnd(used)), () => {
             size = Durable.preallocatedEnd(used)
           }))),
-          Effect.andThen(previous !== null && previous.free && previous.validEnd < previous.size ? this.trim(previous) : Effect.void),
+          Effect.andThen(
+            previous !== null && previous.free && previous.validEnd < previous.size ? this.trim(previous) : Effect.void
+          ),
           Effect.andThen(this.closeActive()),
           Effect.map(() => {
             this.active = { name, fh }
@@ -405,7 +436,9 @@ export class Writer {
       }
       // A checkpoint never moves back, and must end with the entry storage holds there.
       if (next < view.checkpointNext) {
-        return yield* refuse(`checkpoint (next ${next}) is older than the stored checkpoint (next ${view.checkpointNext})`)
+        return yield* refuse(
+          `checkpoint (next ${next}) is older than the stored checkpoint (next ${view.checkpointNext})`
+        )
       }
       if (last !== undefined) {
         const stored = last.sequence === view.next - 1
@@ -422,12 +455,14 @@ export class Writer {
       yield* self.options.lockCheck ?? Effect.void
       // The replace and the view's record of it in one region, so an interruption
       // cannot leave a stored checkpoint the view does not know.
-      return yield* Effect.uninterruptible(Effect.map(FileOps.atomicReplace(self.ctx, self.dir, CHECKPOINT_FILE, bytes), () => {
-        view.checkpointSize = bytes.length
-        view.checkpointNext = next
-        if (next === view.next && view.last !== null && view.last.base !== next) view.rollPending = true
-        return bytes.length
-      })).pipe(Effect.ensuring(Effect.sync(() => sink.release())))
+      return yield* Effect.uninterruptible(
+        Effect.map(FileOps.atomicReplace(self.ctx, self.dir, CHECKPOINT_FILE, bytes), () => {
+          view.checkpointSize = bytes.length
+          view.checkpointNext = next
+          if (next === view.next && view.last !== null && view.last.base !== next) view.rollPending = true
+          return bytes.length
+        })
+      ).pipe(Effect.ensuring(Effect.sync(() => sink.release())))
     })
   }
 }

@@ -8,7 +8,13 @@
  * with backoff, for a bounded time, and go on from the entry after the last one
  * delivered.
  */
-import { type CorruptJournal, type Entry, type Persistence, SessionNotFound, type StorageError } from "@session-journal/core"
+import {
+  type CorruptJournal,
+  type Entry,
+  type Persistence,
+  SessionNotFound,
+  type StorageError
+} from "@session-journal/core"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -80,7 +86,9 @@ export const make = (store: Store, config: Config) => {
     ))
   })
 
-  const notFound = (id: string): Stream.Stream<Entry.Entry, SessionNotFound | CorruptJournal | StorageError | SqlError> =>
+  const notFound = (
+    id: string
+  ): Stream.Stream<Entry.Entry, SessionNotFound | CorruptJournal | StorageError | SqlError> =>
     Stream.fail(new SessionNotFound({ id }))
 
   const history = (id: string, options?: Persistence.HistoryOptions) =>
@@ -94,7 +102,10 @@ export const make = (store: Store, config: Config) => {
           : Effect.map(readPage(id, s.from, Math.min(pageSize, s.left), "history"), (page) => {
             const last = page[page.length - 1]
             const more = last !== undefined && page.length === Math.min(pageSize, s.left)
-            return [page, more ? Option.some({ from: last.sequence + 1, left: s.left - page.length }) : Option.none()] as const
+            return [
+              page,
+              more ? Option.some({ from: last.sequence + 1, left: s.left - page.length }) : Option.none()
+            ] as const
           }))
     })).pipe(Stream.catchTag("SqlError", (e) => Stream.fail(storageError("history", names.entries)(e))))
 

@@ -57,7 +57,9 @@ export const make = (store: Store, conflictHold: Duration.Duration) => {
       const fiber = yield* Effect.forkIn(
         transaction(Effect.gen(function*() {
           const level = yield* Effect.serviceOption(sql.transactionService)
-          if (Option.isNone(level)) return yield* Effect.die(new Error("no transaction connection inside a transaction"))
+          if (Option.isNone(level)) {
+            return yield* Effect.die(new Error("no transaction connection inside a transaction"))
+          }
           yield* Deferred.succeed(ready, level.value)
           const commit = yield* Deferred.await(finish)
           if (!commit) return yield* new HoldReleased()

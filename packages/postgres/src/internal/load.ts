@@ -4,7 +4,14 @@
  * checkpoint row that is unusable, or that the rows contradict, is rebuilt from the
  * rows and set aside in the damaged-checkpoints table.
  */
-import { CorruptJournal, type Entry, JournalState, Persistence, Recovery, type StorageError } from "@session-journal/core"
+import {
+  CorruptJournal,
+  type Entry,
+  JournalState,
+  Persistence,
+  Recovery,
+  type StorageError
+} from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -60,7 +67,8 @@ const keyOf = (cp: { readonly next_sequence: number; readonly bytes: number } | 
  * connection that already holds the session's row lock) when one is given.
  */
 export const make = (store: Store) => {
-  const { checkpointsT, decodeEntries, entriesT, names, rows: rowsOf, sessionsT, sql, storageError, transaction } = store
+  const { checkpointsT, decodeEntries, entriesT, names, rows: rowsOf, sessionsT, sql, storageError, transaction } =
+    store
 
   // One recovery (core's) over the checkpoint row and the entry rows: load mode
   // reads from the checkpoint's last entry on, verify mode every row. The bytes of
@@ -99,7 +107,9 @@ export const make = (store: Store) => {
       const readRows = (from: number) =>
         Effect.gen(function*() {
           const rows = yield* sql`SELECT sequence, entry, octet_length(entry) AS bytes FROM ${entriesT}
-            WHERE session_id = ${id} AND sequence >= ${from} ORDER BY sequence`.pipe(Effect.flatMap(rowsOf.sizedEntry(operation)))
+            WHERE session_id = ${id} AND sequence >= ${from} ORDER BY sequence`.pipe(
+            Effect.flatMap(rowsOf.sizedEntry(operation))
+          )
           const entries = yield* decodeEntries(id, rows)
           return { entries, sizes: rows.map((r) => r.bytes) }
         })
@@ -118,7 +128,14 @@ export const make = (store: Store) => {
         })
       const recoverWith = (checkpoint: Recovery.CheckpointInput, recoverMode: Recovery.Options["mode"]) =>
         Effect.gen(function*() {
-          const recovery = Recovery.make({ id, mode: recoverMode, checkpoint, caps: sessionCaps, storedCount, location })
+          const recovery = Recovery.make({
+            id,
+            mode: recoverMode,
+            checkpoint,
+            caps: sessionCaps,
+            storedCount,
+            location
+          })
           const after = recovery.checkpoint?.next_sequence ?? 0
           const from = recoverMode === "load" ? Math.max(0, after - 1) : 0
           const { entries, sizes } = yield* rowsFrom(from)
@@ -132,8 +149,16 @@ export const make = (store: Store) => {
         : cp === undefined
         ? null
         : Result.match(parseJson(cp.doc), {
-          onSuccess: (document): Recovery.CheckpointInput => ({ _tag: "Document", document, location: `${names.checkpoints}:${id}` }),
-          onFailure: (reason): Recovery.CheckpointInput => ({ _tag: "Unreadable", reason, location: `${names.checkpoints}:${id}` })
+          onSuccess: (document): Recovery.CheckpointInput => ({
+            _tag: "Document",
+            document,
+            location: `${names.checkpoints}:${id}`
+          }),
+          onFailure: (reason): Recovery.CheckpointInput => ({
+            _tag: "Unreadable",
+            reason,
+            location: `${names.checkpoints}:${id}`
+          })
         })
       const first = yield* recoverWith(checkpoint, mode)
       // Anything unusual is looked at afresh, from rows read now.
@@ -158,15 +183,24 @@ export const make = (store: Store) => {
           checkpointBytes = 0
         }
       }
-      let loaded: Persistence.Loaded = { ...Persistence.loaded(outcome, true), sinceCheckpointBytes: since, checkpointBytes }
+      let loaded: Persistence.Loaded = {
+        ...Persistence.loaded(outcome, true),
+        sinceCheckpointBytes: since,
+        checkpointBytes
+      }
       if (row?.meta != null) {
         const meta = Result.flatMap(parseJson(row.meta), (json) => Result.mapError(decodeMeta(json), (e) => e.message))
         if (Result.isFailure(meta)) {
-          return yield* new CorruptJournal({ segment: `${names.sessions}:${id}`, offset: 0, reason: `invalid meta: ${meta.failure}` })
+          return yield* new CorruptJournal({
+            segment: `${names.sessions}:${id}`,
+            offset: 0,
+            reason: `invalid meta: ${meta.failure}`
+          })
         }
         loaded = { ...loaded, state: JournalState.applyMeta(loaded.state, meta.success) }
       }
-      const clean = mode === "load" && damaged === null && outcome.report.stopped === null && outcome.brokenCheckpoint === null
+      const clean = mode === "load" && damaged === null && outcome.report.stopped === null &&
+        outcome.brokenCheckpoint === null
       const kept: Seen | null = clean && first.entries.length > 0 && first.entries.length <= MAX_SEEN
         ? {
           checkpoint,

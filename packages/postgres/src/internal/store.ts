@@ -57,7 +57,10 @@ export interface Store {
   readonly transaction: <A, E>(self: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError>
   readonly retryLostConnection: <A, E>(self: Effect.Effect<A, E | SqlError>) => Effect.Effect<A, E | SqlError>
   readonly rows: ReturnType<typeof rowDecoders>
-  readonly decodeEntries: (id: string, rows: ReadonlyArray<EntryRow>) => Effect.Effect<Array<Entry.Entry>, CorruptJournal>
+  readonly decodeEntries: (
+    id: string,
+    rows: ReadonlyArray<EntryRow>
+  ) => Effect.Effect<Array<Entry.Entry>, CorruptJournal>
   /** A page of entries from `from` on, retried on a fresh connection if the pooled one died. */
   readonly readPage: (
     id: string,
@@ -91,7 +94,12 @@ export const make = Effect.fnUntraced(function*(pg: PgClient.PgClient, names: Ta
   const entriesT = sql(names.entries)
 
   const storageError = (operation: string, path: string) => (cause: SqlError) =>
-    new StorageError({ operation, path, reason: new StorageReason.Io({ code: cause.reason._tag, message: cause.message }), cause })
+    new StorageError({
+      operation,
+      path,
+      reason: new StorageReason.Io({ code: cause.reason._tag, message: cause.message }),
+      cause
+    })
 
   // A connection lost inside a transaction also fails its ROLLBACK, which the SQL
   // client reports as a defect; it is a storage failure like any other here.
@@ -102,7 +110,9 @@ export const make = Effect.fnUntraced(function*(pg: PgClient.PgClient, names: Ta
         const failure = cause.reasons.find(Cause.isFailReason)
         if (failure !== undefined) return Effect.fail(failure.error)
         const lost = cause.reasons.find((r) => Cause.isDieReason(r) && isSqlError(r.defect))
-        return lost !== undefined && Cause.isDieReason(lost) ? Effect.fail(lost.defect as SqlError) : Effect.failCause(cause)
+        return lost !== undefined && Cause.isDieReason(lost)
+          ? Effect.fail(lost.defect as SqlError)
+          : Effect.failCause(cause)
       })
     )
 
@@ -124,7 +134,9 @@ export const make = Effect.fnUntraced(function*(pg: PgClient.PgClient, names: Ta
     const parsed = parseJson(row.entry)
     if (Result.isFailure(parsed)) return Result.fail(corrupt(id, row.sequence, `unparsable entry: ${parsed.failure}`))
     const decoded = Entry.decode(parsed.success)
-    if (Result.isFailure(decoded)) return Result.fail(corrupt(id, row.sequence, `invalid entry: ${decoded.failure.message}`))
+    if (Result.isFailure(decoded)) {
+      return Result.fail(corrupt(id, row.sequence, `invalid entry: ${decoded.failure.message}`))
+    }
     if (decoded.success.sequence !== row.sequence) {
       return Result.fail(corrupt(id, row.sequence, `row holds sequence ${decoded.success.sequence}`))
     }

@@ -5,7 +5,16 @@
  * transaction), and storing a checkpoint document only when the stored rows bear
  * it out.
  */
-import { Chain, Checkpoint, Entry, JournalState, Persistence, SequenceConflict, StorageError, StorageReason } from "@session-journal/core"
+import {
+  Chain,
+  Checkpoint,
+  Entry,
+  JournalState,
+  Persistence,
+  SequenceConflict,
+  StorageError,
+  StorageReason
+} from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as PubSub from "effect/PubSub"
 import * as Result from "effect/Result"
@@ -110,7 +119,9 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
       const [appended] = yield* sql`WITH inserted AS (
           INSERT INTO ${entriesT} (session_id, sequence, entry_hash, entry)
           SELECT ${id}, t.s, t.h, t.e
-          FROM unnest(${request.entries.map((e) => String(e.sequence))}::int8[], ${request.entries.map((e) => e.entry_hash)}::text[],
+          FROM unnest(${request.entries.map((e) => String(e.sequence))}::int8[], ${
+        request.entries.map((e) => e.entry_hash)
+      }::text[],
             ${request.entries.map((e) => stringify(Entry.encode(e)))}::text[]) AS t(s, h, e)
           RETURNING octet_length(entry) AS n
         ), total AS (SELECT coalesce(sum(n), 0)::int8 AS bytes FROM inserted)
@@ -140,7 +151,9 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
       held.inUse = true
       held.uses++
       slot.held = null
-      const result = yield* Effect.result(Effect.provideService(appendTx(id, caps, request), sql.transactionService, held.level))
+      const result = yield* Effect.result(
+        Effect.provideService(appendTx(id, caps, request), sql.transactionService, held.level)
+      )
       if (Result.isSuccess(result)) {
         yield* finishHold(held, true)
         return result.success

@@ -2,12 +2,12 @@
  * The filesystem the primitives run on (`Fs`, `nodeFs`), their context and bounds, and
  * the one place a failed call becomes a `StorageError`.
  */
-import * as fs from "node:fs"
-import type { Stats } from "node:fs"
+import { StorageError } from "@session-journal/core"
 import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
+import type { Stats } from "node:fs"
 import * as fsp from "node:fs/promises"
-import { StorageError } from "@session-journal/core"
 
 /**
  * The calls made on an open file. `node:fs/promises`' `FileHandle` satisfies it.
@@ -15,7 +15,12 @@ import { StorageError } from "@session-journal/core"
 export interface FileHandle {
   readonly fd: number
   read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ readonly bytesRead: number }>
-  write(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ readonly bytesWritten: number }>
+  write(
+    buffer: Uint8Array,
+    offset: number,
+    length: number,
+    position: number
+  ): Promise<{ readonly bytesWritten: number }>
   datasync(): Promise<void>
   sync(): Promise<void>
   stat(): Promise<Stats>

@@ -6,7 +6,12 @@ import * as Effect from "effect/Effect"
 import { call, type Context, type FileHandle } from "./base.ts"
 
 /** Reads `length` bytes at `position` (fewer at the end of the file). */
-export const readAt = (fh: FileHandle, file: string, position: number, length: number): Effect.Effect<Uint8Array, StorageError> => {
+export const readAt = (
+  fh: FileHandle,
+  file: string,
+  position: number,
+  length: number
+): Effect.Effect<Uint8Array, StorageError> => {
   const buf = new Uint8Array(length)
   // One call per read: a short read (rare) takes another round.
   const from = (done: number): Effect.Effect<Uint8Array, StorageError> =>
@@ -37,11 +42,20 @@ export const boundedSize = (ctx: Context, fh: FileHandle, file: string): Effect.
  * Bounded read of a whole file on an opened handle: refuses files above `limit`
  * (default the 1 GiB bound) by their fstat size, before reading.
  */
-export const readBounded = (ctx: Context, fh: FileHandle, file: string, limit?: number): Effect.Effect<Uint8Array, StorageError> =>
+export const readBounded = (
+  ctx: Context,
+  fh: FileHandle,
+  file: string,
+  limit?: number
+): Effect.Effect<Uint8Array, StorageError> =>
   Effect.flatMap(boundedSize(ctx, fh, file), (size) =>
     limit !== undefined && size > limit
       ? Effect.fail(
-        new StorageError({ operation: "read", path: file, reason: new StorageReason.FileTooLarge({ bytes: size, limit }) })
+        new StorageError({
+          operation: "read",
+          path: file,
+          reason: new StorageReason.FileTooLarge({ bytes: size, limit })
+        })
       )
       : readAt(fh, file, 0, size))
 

@@ -8,10 +8,10 @@
  * `Effect.acquireUseRelease` / `acquireRelease` (`withHandle`) without a window in
  * which an interruption loses it.
  */
-import { constants } from "node:fs"
-import type { Stats } from "node:fs"
 import { StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
+import { constants } from "node:fs"
+import type { Stats } from "node:fs"
 import { call, callSync, codeOf, type Context, DIR_MODE, FILE_MODE, type FileHandle, hasCode } from "./base.ts"
 
 const refuse = (p: string, why: string): StorageError =>
@@ -141,10 +141,18 @@ const lstatRegular = (ctx: Context, file: string): Effect.Effect<Stats, StorageE
   })
 
 const openChecked = (ctx: Context, file: string, flags: number): Effect.Effect<FileHandle, StorageError> =>
-  Effect.flatMap(lstatRegular(ctx, file), (st) =>
-    openThen(ctx, file, flags, undefined, (fh) =>
-      Effect.flatMap(call("fstat", file, () => fh.stat()), (fst) =>
-        fst.dev !== st.dev || fst.ino !== st.ino ? Effect.fail(refuse(file, "replaced between lstat and open")) : Effect.void)))
+  Effect.flatMap(
+    lstatRegular(ctx, file),
+    (st) =>
+      openThen(ctx, file, flags, undefined, (fh) =>
+        Effect.flatMap(
+          call("fstat", file, () => fh.stat()),
+          (fst) =>
+            fst.dev !== st.dev || fst.ino !== st.ino
+              ? Effect.fail(refuse(file, "replaced between lstat and open"))
+              : Effect.void
+        ))
+  )
 
 /**
  * Opens an existing regular file of a confined directory for reading: lstat (no
@@ -191,13 +199,21 @@ export const createExclusive = (ctx: Context, file: string, flags = 0): Effect.E
  * Writes all of `bytes` at `position` (looping over short writes). Not durable by
  * itself; see `appendDurable`.
  */
-export const writeAll = (fh: FileHandle, file: string, bytes: Uint8Array, position: number): Effect.Effect<void, StorageError> => {
+export const writeAll = (
+  fh: FileHandle,
+  file: string,
+  bytes: Uint8Array,
+  position: number
+): Effect.Effect<void, StorageError> => {
   // One call per write: a short write (rare) takes another round.
   const from = (done: number): Effect.Effect<void, StorageError> =>
-    Effect.flatMap(call("write", file, () => fh.write(bytes, done, bytes.length - done, position + done)), ({ bytesWritten }) => {
-      if (bytesWritten <= 0) return Effect.fail(noProgress(file))
-      return done + bytesWritten < bytes.length ? from(done + bytesWritten) : Effect.void
-    })
+    Effect.flatMap(
+      call("write", file, () => fh.write(bytes, done, bytes.length - done, position + done)),
+      ({ bytesWritten }) => {
+        if (bytesWritten <= 0) return Effect.fail(noProgress(file))
+        return done + bytesWritten < bytes.length ? from(done + bytesWritten) : Effect.void
+      }
+    )
   return bytes.length === 0 ? Effect.void : from(0)
 }
 
@@ -209,7 +225,12 @@ export const writeAll = (fh: FileHandle, file: string, bytes: Uint8Array, positi
  * bytes may be on disk: the caller must forget its idea of the file's end and
  * rescan.
  */
-export const appendDurable = (fh: FileHandle, file: string, bytes: Uint8Array, position: number): Effect.Effect<void, StorageError> =>
+export const appendDurable = (
+  fh: FileHandle,
+  file: string,
+  bytes: Uint8Array,
+  position: number
+): Effect.Effect<void, StorageError> =>
   Effect.andThen(writeAll(fh, file, bytes, position), call("fdatasync", file, () => fh.datasync()))
 
 /**
@@ -226,7 +247,12 @@ export const DSYNC: number = constants.O_DSYNC ?? 0
  * bytes may be on disk: the caller must forget its idea of the file's end and
  * rescan.
  */
-export const writeDurable = (fh: FileHandle, file: string, bytes: Uint8Array, position: number): Effect.Effect<void, StorageError> =>
+export const writeDurable = (
+  fh: FileHandle,
+  file: string,
+  bytes: Uint8Array,
+  position: number
+): Effect.Effect<void, StorageError> =>
   DSYNC === 0 ? appendDurable(fh, file, bytes, position) : writeAll(fh, file, bytes, position)
 
 /**

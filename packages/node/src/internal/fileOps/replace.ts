@@ -1,14 +1,14 @@
 /**
  * Atomic replacement of a file, and the side files that keep damaged bytes aside.
  */
-import { randomBytes } from "node:crypto"
-import * as path from "node:path"
 import { StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import { randomBytes } from "node:crypto"
+import * as path from "node:path"
 import { call, codeOf, type Context } from "./base.ts"
-import { closeQuietly, createExclusive, openRead, syncDir, withHandle, writeAll } from "./open.ts"
 import { allZero, boundedSize, readAt, ZERO_CHUNK } from "./lines.ts"
+import { closeQuietly, createExclusive, openRead, syncDir, withHandle, writeAll } from "./open.ts"
 
 let tempCounter = 0
 
@@ -17,7 +17,10 @@ export const TEMP_PREFIX = ".tmp-"
 
 /** A unique temporary name in `dir` for a file that will become `name`. */
 export const tempName = (dir: string, name: string): string =>
-  path.join(dir, `${TEMP_PREFIX}${name}-${process.pid}-${randomBytes(4).toString("hex")}-${(tempCounter++).toString(36)}`)
+  path.join(
+    dir,
+    `${TEMP_PREFIX}${name}-${process.pid}-${randomBytes(4).toString("hex")}-${(tempCounter++).toString(36)}`
+  )
 
 // Removes a temp file, quietly: already gone, or the filesystem is failing, and
 // the next writer clears it.
@@ -38,7 +41,12 @@ const removeTemp = (ctx: Context, tmp: string): Effect.Effect<void> =>
  * interruption before the rename the temp file is removed (best effort; a writer
  * also clears stale temp files when it takes the lock).
  */
-export const atomicReplace = (ctx: Context, dir: string, name: string, bytes: Uint8Array): Effect.Effect<void, StorageError> =>
+export const atomicReplace = (
+  ctx: Context,
+  dir: string,
+  name: string,
+  bytes: Uint8Array
+): Effect.Effect<void, StorageError> =>
   // A fresh temp name on every run (the effect may be retried).
   Effect.suspend(() => atomicReplaceAs(ctx, dir, name, bytes, tempName(dir, name)))
 
@@ -86,7 +94,11 @@ export const linkToFreeName = Effect.fnUntraced(function*(ctx: Context, dir: str
       taken.add(name)
     }
   }
-  return yield* new StorageError({ operation: "link", path: path.join(dir, base), reason: new StorageReason.NoFreeName() })
+  return yield* new StorageError({
+    operation: "link",
+    path: path.join(dir, base),
+    reason: new StorageReason.NoFreeName()
+  })
 })
 
 /**
@@ -102,7 +114,12 @@ export const linkToFreeName = Effect.fnUntraced(function*(ctx: Context, dir: str
  * complete; a copy that fails (a full disk) leaves no side file, and its temp file
  * is removed (or, after a crash, cleared by the next writer with the temp files).
  */
-export const copyAside = (ctx: Context, dir: string, name: string, from: number): Effect.Effect<string, StorageError> => {
+export const copyAside = (
+  ctx: Context,
+  dir: string,
+  name: string,
+  from: number
+): Effect.Effect<string, StorageError> => {
   const src = path.join(dir, name)
   return withHandle(openRead(ctx, src), (fh) =>
     Effect.gen(function*() {
