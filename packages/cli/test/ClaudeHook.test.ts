@@ -16,43 +16,21 @@ import { assert, describe, it } from "@effect/vitest"
 import { Hook } from "@session-journal/claude-code"
 import * as Claude from "@session-journal/claude-code/test/claudeCli"
 import * as Fake from "@session-journal/claude-code/test/fakeApi"
-import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { fileURLToPath, pathToFileURL } from "node:url"
 import { afterAll, beforeAll } from "vitest"
-import { hasNodeAdapter, run as runSources } from "./Run.ts"
+import { bundleFromSources, hasNodeAdapter, run as runSources } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 const STRESS = process.env["STRESS"] === "1"
 /** Parallel reads in one turn: 8, or 16 with STRESS=1 (the CLI runs at most 10 at once). */
 const PARALLEL = STRESS ? 16 : 8
-const PACKAGE = fileURLToPath(new URL("../", import.meta.url))
-const BUNDLE_SCRIPT = fileURLToPath(new URL("../../../scripts/bundle.ts", import.meta.url))
 
 let bundle = ""
 
 beforeAll(() => {
   if (Claude.CLAUDE_BIN === null || !nodeAdapter) return
-  bundle = path.join(Claude.tempDir(), "bin", "session-journal.js")
-  const options = JSON.stringify({
-    dir: PACKAGE,
-    input: path.join(PACKAGE, "src", "main.ts"),
-    output: bundle,
-    conditions: ["@session-journal/source"]
-  })
-  const env = { ...process.env }
-  delete env["NODE_OPTIONS"]
-  const ran = spawnSync(
-    process.execPath,
-    [
-      "--input-type=module",
-      "-e",
-      `const m = await import(${JSON.stringify(pathToFileURL(BUNDLE_SCRIPT).href)}); await m.bundleCommand(${options})`
-    ],
-    { cwd: PACKAGE, env, encoding: "utf8" }
-  )
-  if (ran.status !== 0) throw new Error(`bundling failed (${ran.status}): ${ran.stderr}`)
+  bundle = bundleFromSources(path.join(Claude.tempDir(), "bin", "session-journal.js"))
 }, 120_000)
 
 afterAll(Claude.cleanup)

@@ -2,11 +2,11 @@
  * Runs the real `session-journal` binary in child processes against temporary
  * directories, for the command's tests.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
+import { fileURLToPath, pathToFileURL } from "node:url"
 
 /** The package's bin file, run with the Node of the test (Node 22). */
 export const BIN = fileURLToPath(new URL("../bin/session-journal.js", import.meta.url))
@@ -123,4 +123,33 @@ export const filesUnder = (dir: string): Array<string> => {
   }
   visit("")
   return out
+}
+
+const PACKAGE = fileURLToPath(new URL("../", import.meta.url))
+const BUNDLE_SCRIPT = fileURLToPath(new URL("../../../scripts/bundle.ts", import.meta.url))
+
+/**
+ * Bundles the command from its TypeScript sources into `output`, as it ships
+ * (`scripts/bundle.ts`), for tests whose hooks must start like the shipped command.
+ */
+export const bundleFromSources = (output: string): string => {
+  const options = JSON.stringify({
+    dir: PACKAGE,
+    input: path.join(PACKAGE, "src", "main.ts"),
+    output,
+    conditions: ["@session-journal/source"]
+  })
+  const env = { ...process.env }
+  delete env["NODE_OPTIONS"]
+  const ran = spawnSync(
+    process.execPath,
+    [
+      "--input-type=module",
+      "-e",
+      `const m = await import(${JSON.stringify(pathToFileURL(BUNDLE_SCRIPT).href)}); await m.bundleCommand(${options})`
+    ],
+    { cwd: PACKAGE, env, encoding: "utf8" }
+  )
+  if (ran.status !== 0) throw new Error(`bundling failed (${ran.status}): ${ran.stderr}`)
+  return output
 }
