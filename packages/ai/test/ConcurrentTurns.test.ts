@@ -15,7 +15,7 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import fc from "fast-check"
-import { Tools, toolsLayer } from "./fixtures.ts"
+import { aroundAppend, Tools, toolsLayer } from "./fixtures.ts"
 import { filesystem, journalStore, memory, pgAvailable, postgres, type StoreKind, upstream } from "./stores.ts"
 
 const STRESS = process.env["STRESS"] === "1"
@@ -107,23 +107,7 @@ const Services = Layer.merge(Model, toolsLayer({ lookup: 0, wipe: 0 }))
 
 /** The storage of a journal store with `pace()` yields before every durable append. */
 const paced = (storage: Layer.Layer<Persistence.Persistence, unknown>, pace: () => number) =>
-  Layer.effect(
-    Persistence.Persistence,
-    Effect.gen(function*() {
-      const inner = yield* Persistence.Persistence
-      return Persistence.Persistence.of({
-        ...inner,
-        open: Persistence.makeOpen({
-          read: (id, caps) => inner.open(id, { mode: "read", caps }),
-          write: (id, caps) =>
-            Effect.map(inner.open(id, { mode: "write", caps }), (handle) => ({
-              ...handle,
-              append: (request: Persistence.AppendRequest) => Effect.andThen(yieldTimes(pace()), handle.append(request))
-            }))
-        })
-      })
-    })
-  ).pipe(Layer.provide(storage))
+  aroundAppend(storage, (_, append) => Effect.andThen(yieldTimes(pace()), append))
 
 const encodePrompt = Schema.encodeUnknownEffect(Prompt.Prompt)
 const asJson = (prompt: Prompt.Prompt) =>

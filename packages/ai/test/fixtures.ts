@@ -3,7 +3,7 @@
  * (the real adapter, optionally wrapped to count the bytes of every appended entry)
  * and a way to run a "process" — a fresh journal and chat layer over given storage.
  */
-import { Entry, Persistence, SessionJournal } from "@session-journal/core"
+import { Entry, Persistence, type SequenceConflict, SessionJournal, type StorageError } from "@session-journal/core"
 import { Chat, LanguageModel, type Prompt, type Response, Tool, Toolkit } from "effect/ai"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -101,10 +101,13 @@ export interface Counter {
   appends: number
 }
 
-/** Wraps a storage layer so that every durable append adds its entries' JSON bytes to `counter`. */
-export const counting = (
+/** Wraps a storage layer so that every durable append of a write handle goes through `around`. */
+export const aroundAppend = (
   storage: Layer.Layer<Persistence.Persistence, unknown>,
-  counter: Counter
+  around: (
+    request: Persistence.AppendRequest,
+    append: Effect.Effect<Persistence.Appended, StorageError | SequenceConflict>
+  ) => Effect.Effect<Persistence.Appended, StorageError | SequenceConflict>
 ): Layer.Layer<Persistence.Persistence, unknown> =>
   Layer.effect(
     Persistence.Persistence,
@@ -117,17 +120,24 @@ export const counting = (
           write: (id, caps) =>
             Effect.map(inner.open(id, { mode: "write", caps }), (handle) => ({
               ...handle,
-              append: (request: Persistence.AppendRequest) =>
-                Effect.tap(handle.append(request), () =>
-                  Effect.sync(() => {
-                    counter.appends++
-                    for (const e of request.entries) counter.bytes += JournalChat.jsonBytes(Entry.encode(e))
-                  }))
+              append: (request: Persistence.AppendRequest) => around(request, handle.append(request))
             }))
         })
       })
     })
   ).pipe(Layer.provide(storage))
+
+/** Wraps a storage layer so that every durable append adds its entries' JSON bytes to `counter`. */
+export const counting = (
+  storage: Layer.Layer<Persistence.Persistence, unknown>,
+  counter: Counter
+): Layer.Layer<Persistence.Persistence, unknown> =>
+  aroundAppend(storage, (request, append) =>
+    Effect.tap(append, () =>
+      Effect.sync(() => {
+        counter.appends++
+        for (const e of request.entries) counter.bytes += JournalChat.jsonBytes(Entry.encode(e))
+      })))
 
 /** A "process": the journal and the chat persistence over `storage`, with the model and tool handlers. */
 export const processLayer = (
