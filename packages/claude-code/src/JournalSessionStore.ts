@@ -39,6 +39,7 @@ import {
   CorruptJournal,
   Entry as CoreEntry,
   JournalState,
+  messageOf,
   SessionJournal,
   type StorageError
 } from "@session-journal/core"
@@ -550,7 +551,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         try {
           line = JSON.stringify(entry)
         } catch (e) {
-          return yield* new EntryNotJson({ index: i, reason: e instanceof Error ? e.message : String(e) })
+          return yield* new EntryNotJson({ index: i, reason: messageOf(e) })
         }
         if (typeof line !== "string" || !isRecord(entry)) {
           return yield* new EntryNotJson({ index: i, reason: "not a JSON object" })
