@@ -49,7 +49,17 @@ export interface Options {
    * checkpoint's `evicted_head` still commits to the removed entries.
    */
   readonly removeCheckpointedSegments?: boolean | undefined
-  /** How often `follow` polls for entries written by other processes (default 50 ms). */
+  /**
+   * How often `follow` polls for entries written by other processes (default 50
+   * ms). A value that is no duration, or a negative one, fails `make` and `layer`
+   * with a `StorageError` whose reason is `InvalidOption` naming it.
+   */
+  readonly pollInterval?: Duration.Input | undefined
+  /**
+   * `pollInterval` in milliseconds; read only when `pollInterval` is not given.
+   *
+   * @deprecated use `pollInterval`
+   */
   readonly pollMillis?: number | undefined
   /** Largest file read (default 1 GiB). */
   readonly maxFileBytes?: number | undefined
@@ -69,7 +79,9 @@ export interface Options {
    * Waiters try again as soon as the lock file goes (a directory watch) or after a
    * jittered backoff of at most 250 ms; past the bound they fail with
    * `SessionLocked`, which says how long they waited. A lock whose holder is proved
-   * gone is taken over at once, waiting or not.
+   * gone is taken over at once, waiting or not. A value that is no duration, or a
+   * negative one, is a `StorageError` whose reason is `InvalidOption` naming
+   * `lockWait`.
    */
   readonly lockWait?: Duration.Input | undefined
 }
@@ -297,7 +309,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
                   "follow"
                 )
                 if (page.entries.length > 0) return [page.entries, Option.some(undefined)] as const
-                yield* Effect.sleep(r.pollMillis)
+                yield* Effect.sleep(r.pollInterval)
               }
             }))
       ))

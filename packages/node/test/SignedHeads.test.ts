@@ -27,7 +27,9 @@ const call = (tool_name: string) => ({
 })
 
 const journalAt = (root: string) =>
-  SessionJournal.layer({ changesFrom: "storage" }).pipe(Layer.provide(NodePersistence.layer({ root, pollMillis: 20 })))
+  SessionJournal.layer({ changesFrom: "storage" }).pipe(
+    Layer.provide(NodePersistence.layer({ root, pollInterval: "20 millis" }))
+  )
 
 const until = (check: () => boolean, what: string) =>
   Effect.gen(function*() {

@@ -25,10 +25,9 @@ import {
   StorageError,
   StorageReason
 } from "@session-journal/core"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as Redacted from "effect/Redacted"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -131,15 +130,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       : Number.isSafeInteger(value)
       ? Effect.succeed(Math.max(1, value))
       : Effect.fail(invalid(name, value))
-  const duration = (name: string, value: Duration.Input | undefined, fallback: Duration.Input = "2 seconds") =>
-    Option.match(Duration.fromInput(value ?? fallback), {
-      onNone: () => Effect.fail(invalid(name, value)),
-      onSome: (d) => Effect.succeed(d)
-    })
   const pageSize = yield* count("pageSize", options?.pageSize, 500)
-  const pollInterval = yield* duration("pollInterval", options?.pollInterval)
-  const conflictHold = yield* duration("conflictHold", options?.conflictHold)
-  const followReconnect = yield* duration("followReconnect", options?.followReconnect, "1 minute")
+  const pollInterval = yield* Persistence.decodeInterval("pollInterval", options?.pollInterval, "2 seconds")
+  const conflictHold = yield* Persistence.decodeInterval("conflictHold", options?.conflictHold, "2 seconds")
+  const followReconnect = yield* Persistence.decodeInterval("followReconnect", options?.followReconnect, "1 minute")
   const names = Tables.names(prefix)
   const pg = yield* PgClient.PgClient
   const layerScope = yield* Effect.scope

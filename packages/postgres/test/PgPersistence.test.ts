@@ -16,6 +16,8 @@ describe.skipIf(skipReason !== null)("postgres", () => {
     const bad: ReadonlyArray<PgPersistence.Options> = [
       { pollInterval: "soon" as Duration.Input },
       { conflictHold: "a while" as Duration.Input },
+      { pollInterval: -1 },
+      { followReconnect: Number.NaN },
       { pageSize: Number.NaN },
       { pageSize: 1.5 },
       { tablePrefix: "Not-A-Prefix" }

@@ -74,7 +74,7 @@ export interface Config {
   readonly persistence: Persistence.Persistence["Service"]
   readonly hubs: Hubs.Hubs
   readonly caps: JournalState.Caps | undefined
-  readonly idleTimeToLive: Duration.Input
+  readonly idleTimeToLive: Duration.Duration
   readonly maxOpenSessions: number
   readonly maxBatch: number
   readonly conflictRetries: number
@@ -89,7 +89,7 @@ export const make = Effect.fnUntraced(function*(config: Config) {
   // answered, and the caller waits for that release: every write takes its
   // reference through `RcMap.get`, in its own scope. Every session open then has a
   // write in flight (or is being released), so none is evicted either.
-  const direct = !Duration.isZero(Duration.fromInputUnsafe(config.idleTimeToLive))
+  const direct = !Duration.isZero(config.idleTimeToLive)
   // Sessions open now (also while one is being released), to read their state
   // without taking a reference, to queue writes to a session whose reference is
   // held, and so that a new opening waits for the release of the previous one: its
