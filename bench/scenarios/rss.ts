@@ -3,11 +3,14 @@
  * entries (default caps) against one that has recorded 10,000, each in its own
  * child process running the built packages (`dist/`), measured after a full
  * garbage collection. The journal keeps a bounded ring and bounded counters, so the
- * difference must stay small. The note splits the resident set: V8's own heap
- * statistics, the heap pages V8 keeps committed in its page pool (which the
- * statistics leave out), the highest RSS the child had, and the RSS once a
- * memory-reducing collection gave the pooled pages back (the goal stays on the
- * first reading).
+ * difference must stay small. The figure is the RSS after ordinary full
+ * collections; the goal is on the growth of what stays resident after a
+ * memory-reducing collection (`gc({ flavor: "last-resort" })`, V8's "Mark-Compact
+ * (reduce)", which also gives back the heap pages V8 keeps in its page pool): the
+ * first reading includes the heap's high-water mark, which depends on how far V8
+ * let the old generation grow between collections, not on what the journal keeps.
+ * The note splits the resident set: V8's own heap statistics, the pooled pages
+ * (which the statistics leave out), the highest RSS the child had.
  */
 import * as path from "node:path"
 import { loadNode } from "../lib/adapters.ts"
@@ -17,7 +20,7 @@ import { withTempDir } from "../lib/env.ts"
 import type { Figure, RunOptions, Scenario } from "../lib/harness.ts"
 import { meets, notRun } from "../lib/harness.ts"
 
-const GOAL = { op: "<=", target: 32, on: "growth MiB" } as const
+const GOAL = { op: "<=", target: 8, on: "reduced growth MiB" } as const
 const MiB = 2 ** 20
 const mib = (bytes: number) => (bytes / MiB).toFixed(1)
 
@@ -68,6 +71,7 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   options.log(`  ${large} records: RSS ${(big.rss / MiB).toFixed(1)} MiB (${(big.ms / 1000).toFixed(1)} s)`)
   if (base.count !== small || big.count !== large) throw new Error(`children recorded ${base.count} / ${big.count}`)
   const growth = (big.rss - base.rss) / MiB
+  const reducedGrowth = (big.reduced.rss - base.reduced.rss) / MiB
   return [{
     name: "memory.rss",
     value: big.rss / MiB,
@@ -76,10 +80,11 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
     baseline_value: base.rss / MiB,
     ratio: big.rss / base.rss,
     goal: GOAL,
-    goal_value: growth,
-    met: meets(GOAL, growth),
+    goal_value: reducedGrowth,
+    met: meets(GOAL, reducedGrowth),
     note:
-      `subject: RSS after ${large.toLocaleString("en-US")} records (filesystem adapter, default caps, 64 callers); ` +
+      `subject: RSS after ${large.toLocaleString("en-US")} records (filesystem adapter, default caps, 64 callers), ` +
+      `growth ${growth.toFixed(1)} MiB; ` +
       `heap used ${mib(base.heapUsed)} → ${mib(big.heapUsed)} MiB, heap total ${mib(base.heapTotal)} → ${
         mib(big.heapTotal)
       } MiB, ` +
@@ -88,11 +93,15 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
       } MiB; ` +
       `V8 heap pages resident ${mib(base.v8Pages)} → ${mib(big.v8Pages)} MiB, of which kept in V8's page pool ` +
       `${mib(base.v8Pooled)} → ${mib(big.v8Pooled)} MiB; highest RSS of the subject ${mib(big.rssPeak)} MiB; ` +
-      `after a memory-reducing collection (what V8 does itself once the process idles) RSS ${
+      `after a memory-reducing collection (what V8 does itself once the process idles; the goal's reading) RSS ${
         mib(base.reduced.rss)
       } → ` +
-      `${mib(big.reduced.rss)} MiB (growth ${mib(big.reduced.rss - base.reduced.rss)} MiB), heap used ` +
-      `${mib(base.reduced.heapUsed)} → ${mib(big.reduced.heapUsed)} MiB; ` +
+      `${mib(big.reduced.rss)} MiB (growth ${reducedGrowth.toFixed(1)} MiB), heap used ` +
+      `${mib(base.reduced.heapUsed)} → ${mib(big.reduced.heapUsed)} MiB, V8 heap pages resident ${
+        mib(base.reduced.v8Pages)
+      } → ${mib(big.reduced.v8Pages)} MiB, external ${mib(base.reduced.external)} → ${
+        mib(big.reduced.external)
+      } MiB; ` +
       `built packages (dist), SHA-256 ${big.sha256}; gc ${big.gc ? "forced" : "not exposed"}`
   }]
 }
