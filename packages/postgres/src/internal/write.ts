@@ -3,7 +3,9 @@
  * row locked, the stored tip compared with the one the writer built on, the rows
  * inserted, the session row advanced and listeners notified, all in one
  * transaction), and storing a checkpoint document only when the stored rows bear
- * it out.
+ * it out. An append is first tried as one statement in its own transaction (one
+ * round trip); only when that stores nothing does the locking transaction that
+ * tells a conflict apart, and keeps the lock for the retry, run (DESIGN §8).
  */
 import {
   Chain,
@@ -19,6 +21,7 @@ import * as Effect from "effect/Effect"
 import * as PubSub from "effect/PubSub"
 import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
+import { Buffer } from "node:buffer"
 import type * as Hold from "./hold.ts"
 import { stringify } from "./json.ts"
 import { encodeMeta, type Store } from "./store.ts"
@@ -81,6 +84,66 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
         path: `${names.checkpoints}:${id}`,
         reason: new StorageReason.CheckpointRefused({ why })
       })
+    })
+
+  // The compare-and-append as one statement, committed on its own: the session row
+  // is advanced only if its tip is `request.after` (created with the batch when
+  // there is none and `after` is the empty tip), the entries are inserted only if
+  // it was, and `pg_notify` is called from the advanced row, so a statement that
+  // finds another tip stores nothing. `ON CONFLICT DO UPDATE` locks the row and
+  // compares its newest committed version, waiting for a writer that holds it. An
+  // empty result says only that nothing was stored: why is for `appendTx` to find
+  // out, under the lock.
+  const appendOne = (
+    id: string,
+    caps: JournalState.Caps | undefined,
+    request: Persistence.AppendRequest,
+    texts: ReadonlyArray<string>
+  ) =>
+    Effect.gen(function*() {
+      const initial = JournalState.empty(id, caps)
+      const last = request.entries[request.entries.length - 1]!
+      const next = request.after.sequence + request.entries.length
+      let bytes = 0
+      for (const text of texts) bytes += Buffer.byteLength(text, "utf8")
+      const sameHead = request.after.hash === null ? sql`` : sql`AND s.head = ${request.after.hash}::text`
+      const meta = request.meta
+      const metaText = meta === undefined ? null : stringify(encodeMeta(meta))
+      const metaAt = meta?.updated_at ?? null
+      // Newer metadata replaces older, as in `appendTx`.
+      const setMeta = meta === undefined ? sql`` : sql`,
+            meta = CASE WHEN s.meta_updated_at IS NULL OR s.meta_updated_at <= ${metaAt}::int8
+              THEN ${metaText}::text ELSE s.meta END,
+            meta_updated_at = CASE WHEN s.meta_updated_at IS NULL OR s.meta_updated_at <= ${metaAt}::int8
+              THEN ${metaAt}::int8 ELSE s.meta_updated_at END`
+      const advance = sql`next_sequence = ${next}::int8, head = ${last.entry_hash}::text,
+            exported_head = ${request.head()}::text, entry_bytes = s.entry_bytes + ${bytes}::int8,
+            updated_at = now() ${setMeta}`
+      const returning = sql`RETURNING s.session_id, pg_notify(${names.channel}, ${`${id} ${next}`})`
+      // On the empty tip the row may not exist yet: it is proposed with the batch,
+      // and an existing row is advanced only if it is still empty. Past it, the
+      // row is there, and `UPDATE` waits for a writer holding it and compares its
+      // newest version.
+      const advanceRow = Persistence.tipMatches(request.after, 0, Entry.ZERO_HASH)
+        ? sql`INSERT INTO ${sessionsT} AS s (session_id, next_sequence, head, exported_head, entry_cap,
+            tool_counts_cap, entry_bytes, meta, meta_updated_at)
+          VALUES (${id}, ${next}, ${last.entry_hash}, ${request.head()}, ${initial.entry_cap},
+            ${initial.tool_counts_cap}, ${bytes}, ${metaText}, ${metaAt})
+          ON CONFLICT (session_id) DO UPDATE SET ${advance}
+          WHERE s.next_sequence = 0 ${sameHead}
+          ${returning}`
+        : sql`UPDATE ${sessionsT} AS s SET ${advance}
+          WHERE s.session_id = ${id} AND s.next_sequence = ${request.after.sequence}::int8 ${sameHead}
+          ${returning}`
+      const advanced = yield* sql`WITH advanced AS (${advanceRow}), inserted AS (
+          INSERT INTO ${entriesT} (session_id, sequence, entry_hash, entry)
+          SELECT a.session_id, t.s, t.h, t.e
+          FROM advanced a, unnest(${request.entries.map((e) => String(e.sequence))}::int8[], ${
+        request.entries.map((e) => e.entry_hash)
+      }::text[], ${texts}::text[]) AS t(s, h, e)
+        )
+        SELECT ${bytes}::int8 AS bytes FROM advanced`.pipe(Effect.flatMap(rowsOf.appended))
+      return advanced.length === 0 ? null : { bytes, notify: next }
     })
 
   // The compare-and-append, inside one transaction: stores the batch only if the
@@ -147,6 +210,12 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
   ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> => {
     if (request.entries.length === 0 && request.meta === undefined) return Effect.succeed({ bytes: 0 })
     return Effect.gen(function*() {
+      // Without a held lock, a batch that continues `after` is tried as one statement.
+      if (!isLive(slot.held) && request.entries.length > 0 && consecutive(request)) {
+        const texts = request.entries.map((e) => stringify(Entry.encode(e)))
+        const stored = yield* appendOne(id, caps, request, texts)
+        if (stored !== null) return stored
+      }
       const held = isLive(slot.held) ? slot.held : yield* openHold(scope)
       held.inUse = true
       held.uses++
@@ -179,4 +248,12 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
   }
 
   return { append, checkpoint }
+}
+
+// Whether the batch's entries are numbered on from `after`.
+const consecutive = (request: Persistence.AppendRequest): boolean => {
+  for (const [i, entry] of request.entries.entries()) {
+    if (entry.sequence !== request.after.sequence + i) return false
+  }
+  return true
 }
