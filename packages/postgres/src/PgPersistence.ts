@@ -96,6 +96,23 @@ export interface UrlOptions extends Options {
 export const DEFAULT_PREFIX = "session_journal_"
 
 /**
+ * Whether `prefix` can be a `tablePrefix`: lowercase letters, digits and `_`, not
+ * starting with a digit, at most 40 characters (so every table name derived from
+ * it fits PostgreSQL's 63-byte limit). `make` and `layer` refuse any other prefix
+ * with a `StorageError` whose reason is `InvalidOption`.
+ *
+ * @since 0.5.0
+ */
+export const isTablePrefix: (prefix: string) => boolean = Tables.isPrefix
+
+/**
+ * The rule `isTablePrefix` checks, as the refusal of a prefix says it.
+ *
+ * @since 0.5.0
+ */
+export const TABLE_PREFIX_RULE: string = Tables.PREFIX_RULE
+
+/**
  * Builds the adapter on a `PgClient`, first bringing the schema up to date. An
  * invalid option (table prefix, a count that is not an integer, a duration that
  * does not parse) fails with `StorageError` (operation `configure`). The
@@ -106,17 +123,7 @@ export const DEFAULT_PREFIX = "session_journal_"
  */
 export const make = Effect.fnUntraced(function*(options?: Options) {
   const prefix = options?.tablePrefix ?? DEFAULT_PREFIX
-  if (!Tables.isPrefix(prefix)) {
-    return yield* new StorageError({
-      operation: "configure",
-      reason: new StorageReason.InvalidOption({
-        option: "tablePrefix",
-        message: `invalid table prefix ${
-          JSON.stringify(prefix)
-        }: use lowercase letters, digits and _, at most 40 characters`
-      })
-    })
-  }
+  if (!Tables.isPrefix(prefix)) return yield* Tables.invalidPrefix("configure", prefix)
   // A bad option is reported like a bad prefix, as a typed failure of the layer,
   // not as a defect when the value is first used.
   const invalid = (name: string, value: unknown) =>
@@ -286,15 +293,7 @@ export const dropTables = (
   tablePrefix: string = DEFAULT_PREFIX
 ): Effect.Effect<void, StorageError, PgClient.PgClient> =>
   Effect.gen(function*() {
-    if (!Tables.isPrefix(tablePrefix)) {
-      return yield* new StorageError({
-        operation: "drop",
-        reason: new StorageReason.InvalidOption({
-          option: "tablePrefix",
-          message: `invalid table prefix ${JSON.stringify(tablePrefix)}`
-        })
-      })
-    }
+    if (!Tables.isPrefix(tablePrefix)) return yield* Tables.invalidPrefix("drop", tablePrefix)
     const pg = yield* PgClient.PgClient
     yield* Tables.drop(Tables.names(tablePrefix)).pipe(
       Effect.provideService(SqlClient.SqlClient, pg),
