@@ -130,21 +130,23 @@ describe("a swapped directory", () => {
     "swapped back and forth by another process while archive runs: nothing outside is ever journaled",
     () =>
       Effect.gen(function*() {
-        const { source, tree, outside, journal } = setup()
+        const { dir, source, tree, outside, journal } = setup()
         const levels: Array<[string, string]> = [[tree.projectDir, path.join(outside, F.PROJECT)], [source, outside]]
         for (const [real, target] of levels) {
           fs.rmSync(journal, { recursive: true, force: true })
           fs.symlinkSync(target, `${real}.link`)
-          // Swaps as fast as it can for 1.5 s, then leaves the real directory in place.
+          // Swaps as fast as it can until the stop file exists (at most 60 s), then leaves
+          // the real directory in place.
+          const stop = path.join(dir, "stop")
           const script = `
           const fs = require("node:fs")
-          const [real, aside, link] = process.argv.slice(1)
-          const end = Date.now() + 1500
-          while (Date.now() < end) {
+          const [real, aside, link, stop] = process.argv.slice(1)
+          const end = Date.now() + 60000
+          while (Date.now() < end && !fs.existsSync(stop)) {
             fs.renameSync(real, aside); fs.renameSync(link, real)
             fs.renameSync(real, link); fs.renameSync(aside, real)
           }`
-          const child = spawn(process.execPath, ["-e", script, real, `${real}.real`, `${real}.link`], {
+          const child = spawn(process.execPath, ["-e", script, real, `${real}.real`, `${real}.link`, stop], {
             stdio: "ignore"
           })
           const exited = new Promise<number | null>((resolve) => child.on("exit", resolve))
@@ -156,20 +158,25 @@ describe("a swapped directory", () => {
               void exited.then(() => {
                 open = false
               })
-              while (open) {
+              // At least 1.5 s and six archive runs against the swapping, however slow the
+              // machine is (the swapper's own 60 s bound ends the loop if it is far too slow).
+              const until = Date.now() + 1500
+              while (open && (runs < 6 || Date.now() < until)) {
                 // Mid-swap the source may be missing: that run fails as a whole.
                 yield* Effect.ignore(Archive.archive({ source }))
                 runs++
               }
+              fs.writeFileSync(stop, "")
               assert.isFalse(yield* leaked, `a file outside the source was journaled (swapping ${real})`)
               return runs
             })
           )
           assert.strictEqual(yield* Effect.promise(() => exited), 0)
-          assert.isAbove(runs, 5)
+          assert.isAtLeast(runs, 6)
+          fs.rmSync(stop)
           fs.rmSync(`${real}.link`)
         }
       }),
-    { timeout: 30_000 }
+    { timeout: 150_000 }
   )
 })
