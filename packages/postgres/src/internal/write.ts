@@ -185,7 +185,7 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
           FROM unnest(${request.entries.map((e) => String(e.sequence))}::int8[], ${
         request.entries.map((e) => e.entry_hash)
       }::text[],
-            ${request.entries.map((e) => stringify(Entry.encode(e)))}::text[]) AS t(s, h, e)
+            ${request.entries.map((e) => Entry.jsonText(e))}::text[]) AS t(s, h, e)
           RETURNING octet_length(entry) AS n
         ), total AS (SELECT coalesce(sum(n), 0)::int8 AS bytes FROM inserted)
         UPDATE ${sessionsT} SET next_sequence = ${next}, head = ${last.entry_hash}, exported_head = ${request.head()},
@@ -212,7 +212,7 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
     return Effect.gen(function*() {
       // Without a held lock, a batch that continues `after` is tried as one statement.
       if (!isLive(slot.held) && request.entries.length > 0 && consecutive(request)) {
-        const texts = request.entries.map((e) => stringify(Entry.encode(e)))
+        const texts = request.entries.map((e) => Entry.jsonText(e))
         const stored = yield* appendOne(id, caps, request, texts)
         if (stored !== null) return stored
       }

@@ -1,0 +1,76 @@
+/**
+ * What a client sends PostgreSQL: a TCP proxy in front of the server that parses
+ * the frontend protocol (after the startup message, every message is a type byte
+ * and a length) and tallies the messages by type (`S` Sync and `Q` Query each end
+ * one round trip) and the statements they carry. For the round-trip tests and the
+ * benchmarks' profile of the adapter.
+ */
+import { Buffer } from "node:buffer"
+import * as net from "node:net"
+
+/** Tallies of one proxy. */
+export interface Tally {
+  /** Messages by type byte. */
+  readonly messages: Map<string, number>
+  /** Statements by their text (`Parse` and simple `Query`), whitespace collapsed. */
+  readonly statements: Map<string, number>
+}
+
+const bump = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1)
+
+/** Starts the proxy on a free port; returns its port, the tallies and a close. */
+export const startProxy = async (target: { host: string; port: number }) => {
+  const tally: Tally = { messages: new Map(), statements: new Map() }
+  const sockets = new Set<net.Socket>()
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target.port, target.host)
+    sockets.add(client).add(upstream)
+    let buf = Buffer.alloc(0)
+    let started = false
+    client.on("data", (chunk: Buffer) => {
+      upstream.write(chunk)
+      buf = Buffer.concat([buf, chunk])
+      for (;;) {
+        if (!started) {
+          if (buf.length < 8) return
+          const len = buf.readInt32BE(0)
+          if (buf.length < len) return
+          const code = buf.readInt32BE(4)
+          // SSLRequest / GSSENCRequest come before the real startup message.
+          if (code !== 80877103 && code !== 80877104) started = true
+          buf = buf.subarray(len)
+          continue
+        }
+        if (buf.length < 5) return
+        const len = buf.readInt32BE(1)
+        if (buf.length < 1 + len) return
+        const type = String.fromCharCode(buf[0]!)
+        bump(tally.messages, type)
+        const body = buf.subarray(5, 1 + len)
+        if (type === "Q") bump(tally.statements, `Q ${text(body, 0)}`)
+        if (type === "P") bump(tally.statements, `P ${text(body, body.indexOf(0) + 1)}`)
+        buf = buf.subarray(1 + len)
+      }
+    })
+    upstream.on("data", (chunk: Buffer) => client.write(chunk))
+    const end = () => {
+      client.destroy()
+      upstream.destroy()
+    }
+    client.on("close", end).on("error", end)
+    upstream.on("close", end).on("error", end)
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const port = (server.address() as net.AddressInfo).port
+  const close = () =>
+    new Promise<void>((resolve) => {
+      for (const s of sockets) s.destroy()
+      server.close(() => resolve())
+    })
+  return { port, tally, close }
+}
+
+const text = (body: Buffer, from: number) => {
+  const end = body.indexOf(0, from)
+  return body.subarray(from, end).toString("utf8").replace(/\s+/g, " ").slice(0, 140)
+}
