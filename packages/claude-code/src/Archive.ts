@@ -176,6 +176,10 @@ const pass = (
       }
     }
     if (cache !== undefined) cache.known = known
+    // The sessions journaled before this pass writes any: one whose transcript is
+    // gone is among them (a session this pass creates has its transcript), and
+    // listing them now does not read back what the pass writes.
+    const sessions = removed ? yield* Effect.orElseSucceed(journal.list, () => []) : []
     const mains: Array<{ t: SessionIds.Transcript; file: string }> = []
     const subs: Array<{ t: Extract<SessionIds.Transcript, { _tag: "SubAgent" }>; file: string }> = []
     for (const [file, t] of found) {
@@ -259,7 +263,6 @@ const pass = (
 
     // Sessions of this source whose transcript is gone. A follow pass looks only
     // when a transcript it knew is no longer there.
-    const sessions = removed ? yield* Effect.orElseSucceed(journal.list, () => []) : []
     for (const info of sessions) {
       if (!info.id.startsWith(SessionIds.PREFIX) || seen.has(info.id) || cache?.missing.has(info.id) === true) continue
       const state = yield* Effect.option(journal.state(info.id))

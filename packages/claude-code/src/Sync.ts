@@ -14,7 +14,7 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
-import { type Entry, JournalState, messageOf, SessionJournal } from "@session-journal/core"
+import { type Entry, JournalState, messageOf, SessionJournal, type SessionMeta } from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import type * as Schema from "effect/Schema"
@@ -50,9 +50,11 @@ export interface Limits {
  */
 export const DEFAULT_LIMITS: Limits = { maxFileBytes: 512 * 1024 * 1024, maxLineBytes: 4 * 1024 * 1024 }
 
-// Line entries (with their tool entries) per durable append, and their bytes.
-const BATCH_LINES = 512
-const BATCH_BYTES = 4 * 1024 * 1024
+// Line entries (with their tool entries) per durable append, and their bytes: each
+// append is a durable write and may be followed by a checkpoint, so a transcript
+// of a few MB is one append.
+const BATCH_LINES = 8_192
+const BATCH_BYTES = 16 * 1024 * 1024
 // An escaped line entry must fit the adapter's 8 MiB record with room for the envelope.
 const MAX_ESCAPED_BYTES = 7 * 1024 * 1024
 // Bytes of the last line a resumed run checks (all of a line up to this size).
@@ -426,8 +428,36 @@ export const syncFile = (
       }
     }
     if (batch.length > 0) batches.push(batch)
-    for (const items of batches) {
-      const written: Array<Entry.Entry> = yield* journal.writeAll(session, items)
+
+    // The metadata is known before the lines are written (the parent's spawns, this
+    // transcript's first user text): it goes into the first append, with its lines.
+    const spawn = t._tag === "SubAgent" && parent !== undefined
+      ? parent.byAgent.get(t.agentId) ??
+        (tracker.userText === undefined ? undefined : parent.byPrompt.get(tracker.userText))
+      : undefined
+    const title = t._tag === "Main" ? `Claude Code ${t.session}` : `Claude Code ${t.session} sub-agent ${t.agentId}`
+    const current = from !== undefined ? from.meta : existed ? (yield* journal.state(session)).meta : null
+    const known = current?.data
+    // A link once found is kept: a run that cannot see the parent's call (the
+    // parent failed this time, or was rewritten) does not take it back.
+    const keep = spawn?.entry == null && isJsonObject(known) && known["parent_entry"] != null
+    const data = keep
+      ? {
+        ...metaData(t, file, undefined),
+        parent_tool_use_id: known["parent_tool_use_id"] ?? null,
+        parent_entry: known["parent_entry"] ?? null
+      }
+      : metaData(t, file, spawn)
+    const meta: SessionMeta.MetaPatch | undefined =
+      current === null || current.title !== title || JSON.stringify(current.data) !== JSON.stringify(data)
+        ? { title, labels: ["claude-code"], data }
+        : undefined
+    if (meta !== undefined && batches.length === 0) yield* journal.setMeta(session, meta)
+    for (let b = 0; b < batches.length; b++) {
+      const items = batches[b]!
+      const written: ReadonlyArray<Entry.Entry> = b === 0 && meta !== undefined
+        ? (yield* journal.writeFrom(session, () => ({ items, meta, result: undefined }))).entries
+        : yield* journal.writeAll(session, items)
       for (const e of written) {
         head = e.entry_hash
         if (Planner.isLineEntry(e)) {
@@ -451,30 +481,6 @@ export const syncFile = (
         byPrompt: new Map(Array.from(tracker.byPromptId, ([p, id]) => [p, spawnOf(id)!]))
       }
       : undefined
-    const spawn = t._tag === "SubAgent" && parent !== undefined
-      ? parent.byAgent.get(t.agentId) ??
-        (tracker.userText === undefined ? undefined : parent.byPrompt.get(tracker.userText))
-      : undefined
-    const title = t._tag === "Main" ? `Claude Code ${t.session}` : `Claude Code ${t.session} sub-agent ${t.agentId}`
-    const current = from !== undefined
-      ? from.meta
-      : existed || batches.length > 0
-      ? (yield* journal.state(session)).meta
-      : null
-    const known = current?.data
-    // A link once found is kept: a run that cannot see the parent's call (the
-    // parent failed this time, or was rewritten) does not take it back.
-    const keep = spawn?.entry == null && isJsonObject(known) && known["parent_entry"] != null
-    const data = keep
-      ? {
-        ...metaData(t, file, undefined),
-        parent_tool_use_id: known["parent_tool_use_id"] ?? null,
-        parent_entry: known["parent_entry"] ?? null
-      }
-      : metaData(t, file, spawn)
-    if (current === null || current.title !== title || JSON.stringify(current.data) !== JSON.stringify(data)) {
-      yield* journal.setMeta(session, { title, labels: ["claude-code"], data })
-    }
 
     const added = lines.length - start
     const status: FileReport["status"] = plan._tag === "Diverge"
