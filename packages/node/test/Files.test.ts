@@ -6,6 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { SessionJournal } from "@session-journal/core"
+import { toolParams } from "@session-journal/core/test/fixtures"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as fc from "fast-check"
@@ -26,14 +27,7 @@ const write = (root: string, id: string, n: number) =>
       const journal = yield* SessionJournal.SessionJournal
       const items = Array.from({ length: n }, (_, i): SessionJournal.WriteItem => ({
         _tag: "Tool",
-        params: {
-          tool_name: `tool_${i % 3}`,
-          server_id: "srv",
-          agent_id: "agent",
-          bytes_read: i,
-          bytes_written: 0,
-          delegation_depth: 0
-        }
+        params: toolParams(`tool_${i % 3}`, { bytes_read: i })
       }))
       const out = []
       for (let i = 0; i < n; i += 10) out.push(...(yield* journal.writeAll(id, items.slice(i, i + 10))))

@@ -36,8 +36,10 @@ describe("NodePersistence interval options", () => {
     }
   })
 
-  it("durations in any unit are taken", async () => {
-    const exit = await runExit({ root, pollInterval: "10 millis", lockWait: "1 second" }, listed)
-    expect(Exit.isSuccess(exit)).toBe(true)
+  it("durations in any unit are taken, and the deprecated pollMillis still is", async () => {
+    for (const options of [{ pollInterval: "10 millis", lockWait: "1 second" }, { pollMillis: 20 }] as const) {
+      const exit = await runExit({ root, ...options }, listed)
+      expect(Exit.isSuccess(exit), JSON.stringify(options)).toBe(true)
+    }
   })
 })

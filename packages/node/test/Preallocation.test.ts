@@ -6,6 +6,7 @@
  * preallocation keep their rules; and SIGKILLs at random moments never leave a hole.
  */
 import { Checkpoint, SessionJournal } from "@session-journal/core"
+import { toolParams } from "@session-journal/core/test/fixtures"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -243,14 +244,7 @@ describe("preallocated segments", () => {
           return real.writeSync!(fd, buffer, offset, length, position)
         }
       }
-      const params = (i: number) => ({
-        tool_name: "t",
-        server_id: "s",
-        agent_id: "a",
-        bytes_read: i,
-        bytes_written: 0,
-        delegation_depth: 0
-      })
+      const params = (i: number) => toolParams("t", { server_id: "s", agent_id: "a", bytes_read: i })
       const live = SessionJournal.layer().pipe(
         Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(fs_))))
       )
@@ -314,14 +308,7 @@ describe("preallocated segments", () => {
           return real.writeSync!(fd, buffer, offset, length, position)
         }
       }
-      const params = (i: number) => ({
-        tool_name: "t",
-        server_id: "s",
-        agent_id: "a",
-        bytes_read: i,
-        bytes_written: 0,
-        delegation_depth: 0
-      })
+      const params = (i: number) => toolParams("t", { server_id: "s", agent_id: "a", bytes_read: i })
       const live = SessionJournal.layer({ checkpointMinBytes: 64 * 1024 }).pipe(
         Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(counting))))
       )
@@ -398,14 +385,7 @@ describe("preallocated segments", () => {
         return real.writeSync!(fd, buffer, offset, length, position)
       }
     }
-    const params = (i: number) => ({
-      tool_name: "t",
-      server_id: "s",
-      agent_id: "a",
-      bytes_read: i,
-      bytes_written: 0,
-      delegation_depth: 0
-    })
+    const params = (i: number) => toolParams("t", { server_id: "s", agent_id: "a", bytes_read: i })
     const journal = (callingThreadWrites: boolean) =>
       SessionJournal.layer().pipe(
         Layer.provide(

@@ -98,7 +98,8 @@ const resolve = (
   lockWaitMillis: Duration.toMillis(intervals.lockWait)
 })
 
-export type Known =
+/** Every typed error the adapter's internals fail with, before `toDeclaredErrors`. */
+export type AdapterError =
   | StorageError
   | CorruptJournal
   | SessionLocked
@@ -107,12 +108,13 @@ export type Known =
   | IntegrityViolation
 
 // Whether `e` is one of the errors whose tags are `keep` (E's own tags).
-const isKept = <E extends Known>(e: Known, keep: ReadonlyArray<E["_tag"]>): e is E => keep.some((tag) => tag === e._tag)
+const isKept = <E extends AdapterError>(e: AdapterError, keep: ReadonlyArray<E["_tag"]>): e is E =>
+  keep.some((tag) => tag === e._tag)
 
-// Narrows the typed errors of a method to those it declares: any other one
-// becomes a StorageError naming the operation.
-export const narrow = <A, E extends Known>(
-  effect: Effect.Effect<A, Known>,
+// Keeps the typed errors of a method that it declares: any other one becomes a
+// StorageError naming the operation.
+export const toDeclaredErrors = <A, E extends AdapterError>(
+  effect: Effect.Effect<A, AdapterError>,
   keep: ReadonlyArray<E["_tag"]>,
   operation: string
 ): Effect.Effect<A, E | StorageError> =>
