@@ -8,7 +8,7 @@ import * as Cause from "effect/Cause"
 import { CliConfig, CliOutput, Command, GlobalFlag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { root } from "./Commands.ts"
+import { root } from "./commands/Commands.ts"
 import { describe, ExitCode, stackOf } from "./Failure.ts"
 import * as Output from "./Output.ts"
 
@@ -17,7 +17,7 @@ import * as Output from "./Output.ts"
  *
  * @since 0.1.0
  */
-export * as Commands from "./Commands.ts"
+export * as Commands from "./commands/Commands.ts"
 /**
  * The failures of the command line and the exit code each maps to.
  *

@@ -9,7 +9,7 @@ import * as fc from "fast-check"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { EVENTS, isOurs, merge, remove } from "../src/Install.ts"
+import { EVENTS, isOurs, merge, remove } from "../src/commands/Install.ts"
 import { cleanup, run, tempDir } from "./Run.ts"
 
 afterAll(cleanup)

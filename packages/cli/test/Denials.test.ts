@@ -7,9 +7,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Entry } from "@session-journal/core"
 import * as fc from "fast-check"
-import * as Denials from "../src/Denials.ts"
-import * as Report from "../src/Report.ts"
-import * as Timeline from "../src/Timeline.ts"
+import * as Denials from "../src/viewer/Denials.ts"
+import * as Report from "../src/viewer/Report.ts"
+import * as Timeline from "../src/viewer/Timeline.ts"
 
 const STRESS = process.env["STRESS"] === "1"
 const SEED = Number(process.env["SEED"] ?? Math.floor(Math.random() * 2 ** 31))

@@ -9,10 +9,10 @@
 import { Hook } from "@session-journal/claude-code"
 import { execFileSync } from "node:child_process"
 import { describe, expect, it } from "vitest"
-import * as Forward from "../src/Forward.ts"
-import * as GuardInstall from "../src/GuardInstall.ts"
-import * as GuardServer from "../src/GuardServer.ts"
-import * as Install from "../src/Install.ts"
+import * as Forward from "../src/commands/Forward.ts"
+import * as GuardInstall from "../src/commands/GuardInstall.ts"
+import * as GuardServer from "../src/commands/GuardServer.ts"
+import * as Install from "../src/commands/Install.ts"
 
 const URL = "http://127.0.0.1:18787/hook"
 

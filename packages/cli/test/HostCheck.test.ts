@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
-import * as HostCheck from "../src/HostCheck.ts"
+import * as HostCheck from "../src/viewer/HostCheck.ts"
 
 const STRESS = process.env["STRESS"] === "1"
 

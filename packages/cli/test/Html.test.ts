@@ -4,10 +4,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Entry } from "@session-journal/core"
-import * as Charts from "../src/Charts.ts"
-import * as Html from "../src/Html.ts"
-import * as Report from "../src/Report.ts"
-import * as Timeline from "../src/Timeline.ts"
+import * as Charts from "../src/viewer/Charts.ts"
+import * as Html from "../src/viewer/Html.ts"
+import * as Report from "../src/viewer/Report.ts"
+import * as Timeline from "../src/viewer/Timeline.ts"
 
 const HOSTILE = [
   "<script>alert(1)</script>",

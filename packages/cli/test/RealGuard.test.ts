@@ -15,7 +15,7 @@ import { Entry } from "@session-journal/core"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import * as GuardInstall from "../src/GuardInstall.ts"
+import * as GuardInstall from "../src/commands/GuardInstall.ts"
 import { BIN, hasNodeAdapter, run, start, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()

@@ -33,10 +33,10 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
-import * as Input from "./Input.ts"
-import type { HookArgs } from "./internal/hookArgs.ts"
-import { load } from "./PolicyFile.ts"
-import * as Storage from "./Storage.ts"
+import * as Input from "../Input.ts"
+import type { HookArgs } from "../internal/hookArgs.ts"
+import { load } from "../PolicyFile.ts"
+import * as Storage from "../Storage.ts"
 
 /**
  * The environment variable naming the policy file when `--policy` is not given.

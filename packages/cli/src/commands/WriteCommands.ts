@@ -9,11 +9,11 @@ import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
 import { ImportStopped, InvalidInput, NotAvailable, type OutputFailed } from "../Failure.ts"
-import * as Import from "../Import.ts"
 import * as Input from "../Input.ts"
+import { sessionId, validId, waitFlag, withJournal, withoutJournal } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
-import { sessionId, validId, waitFlag, withJournal, withoutJournal } from "./commandKit.ts"
+import * as Import from "./Import.ts"
 
 // ---------------------------------------------------------------------------
 // record / append / import

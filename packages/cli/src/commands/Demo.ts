@@ -11,9 +11,9 @@
 import { Guard, SessionJournal } from "@session-journal/core"
 import type { Entry } from "@session-journal/core"
 import * as Effect from "effect/Effect"
-import { VerificationFailed } from "./Failure.ts"
-import * as Output from "./Output.ts"
-import type * as Storage from "./Storage.ts"
+import { VerificationFailed } from "../Failure.ts"
+import * as Output from "../Output.ts"
+import type * as Storage from "../Storage.ts"
 import * as Verify from "./Verify.ts"
 
 type Step =

@@ -13,14 +13,14 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as path from "node:path"
+import { Exit, type Failure, InvalidInput } from "../Failure.ts"
+import { Dir, Postgres } from "../internal/commandKit.ts"
+import { parseWaitMillis } from "../internal/hookArgs.ts"
+import * as Output from "../Output.ts"
 import * as ClaudeCodeRun from "./ClaudeCodeRun.ts"
-import { Exit, type Failure, InvalidInput } from "./Failure.ts"
 import * as GuardCommands from "./GuardCommands.ts"
 import * as HookCommand from "./HookCommand.ts"
 import * as Install from "./Install.ts"
-import { Dir, Postgres } from "./internal/commandKit.ts"
-import { parseWaitMillis } from "./internal/hookArgs.ts"
-import * as Output from "./Output.ts"
 
 /**
  * What a handler gets besides its own flags (as `Commands.Context`).

@@ -10,12 +10,12 @@ import { Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as path from "node:path"
-import { Exit, InvalidInput } from "./Failure.ts"
+import { Exit, InvalidInput } from "../Failure.ts"
+import { Dir, nonNegative, withoutJournal } from "../internal/commandKit.ts"
+import * as Output from "../Output.ts"
+import { load } from "../PolicyFile.ts"
 import * as Forward from "./Forward.ts"
 import type * as GuardServer from "./GuardServer.ts"
-import { Dir, nonNegative, withoutJournal } from "./internal/commandKit.ts"
-import * as Output from "./Output.ts"
-import { load } from "./PolicyFile.ts"
 
 /**
  * The variable a policy file comes from when `--policy` is not given.

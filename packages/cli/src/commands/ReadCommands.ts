@@ -6,10 +6,10 @@ import { Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import * as Denials from "../Denials.ts"
+import { nonNegative, sessionId, withJournal } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
-import * as Report from "../Report.ts"
-import { nonNegative, sessionId, withJournal } from "./commandKit.ts"
+import * as Denials from "../viewer/Denials.ts"
+import * as Report from "../viewer/Report.ts"
 
 // ---------------------------------------------------------------------------
 // list / show / stats / tail / export

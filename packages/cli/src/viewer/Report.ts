@@ -12,12 +12,12 @@ import { Entry, JournalState, SessionJournal } from "@session-journal/core"
 import type { CorruptJournal, SessionMeta } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import * as Verify from "../commands/Verify.ts"
+import type * as Storage from "../Storage.ts"
 import * as Charts from "./Charts.ts"
 import * as Denials from "./Denials.ts"
 import * as Html from "./Html.ts"
-import type * as Storage from "./Storage.ts"
 import * as Timeline from "./Timeline.ts"
-import * as Verify from "./Verify.ts"
 
 /**
  * Figures of a session computed in one pass over its entries.

@@ -28,11 +28,11 @@ import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { InvalidInput } from "./Failure.ts"
-import { Dir, withoutJournal } from "./internal/commandKit.ts"
-import * as Output from "./Output.ts"
-import { load } from "./PolicyFile.ts"
-import * as Storage from "./Storage.ts"
+import { InvalidInput } from "../Failure.ts"
+import { Dir, withoutJournal } from "../internal/commandKit.ts"
+import * as Output from "../Output.ts"
+import { load } from "../PolicyFile.ts"
+import * as Storage from "../Storage.ts"
 
 /**
  * The events our hooks are installed for (PROTOCOL.md (a)): every one whose record

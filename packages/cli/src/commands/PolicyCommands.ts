@@ -10,10 +10,10 @@ import { Entry, JournalState, Policy, SessionJournal } from "@session-journal/co
 import { Argument, Command } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
-import { PolicyWouldDeny } from "./Failure.ts"
-import { sessionId, validId, withJournal, withoutJournal } from "./internal/commandKit.ts"
-import * as Output from "./Output.ts"
-import { load } from "./PolicyFile.ts"
+import { PolicyWouldDeny } from "../Failure.ts"
+import { sessionId, validId, withJournal, withoutJournal } from "../internal/commandKit.ts"
+import * as Output from "../Output.ts"
+import { load } from "../PolicyFile.ts"
 
 export {
   /**
@@ -28,7 +28,7 @@ export {
    * @since 0.4.0
    */
   MAX_POLICY_BYTES
-} from "./PolicyFile.ts"
+} from "../PolicyFile.ts"
 
 const file = Argument.String("file").pipe(Argument.withDescription("Policy file (JSON)"))
 

@@ -47,7 +47,7 @@ import * as Effect from "effect/Effect"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
-import { InvalidInput, NotAvailable, VerificationFailed } from "./Failure.ts"
+import { InvalidInput, NotAvailable, VerificationFailed } from "../Failure.ts"
 import {
   type Backup,
   CHECKPOINT,
@@ -70,9 +70,9 @@ import {
   sha256,
   type Staged,
   writeStaged
-} from "./internal/mirrorFs.ts"
-import * as Output from "./Output.ts"
-import * as Storage from "./Storage.ts"
+} from "../internal/mirrorFs.ts"
+import * as Output from "../Output.ts"
+import * as Storage from "../Storage.ts"
 
 /**
  * What happened to one session, as printed with `--json`. `entries` and `head`

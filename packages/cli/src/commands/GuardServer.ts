@@ -48,10 +48,10 @@ import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as crypto from "node:crypto"
 import * as http from "node:http"
-import { InvalidInput, NotAvailable } from "./Failure.ts"
-import * as HostCheck from "./HostCheck.ts"
-import * as Output from "./Output.ts"
-import * as Storage from "./Storage.ts"
+import { InvalidInput, NotAvailable } from "../Failure.ts"
+import * as Output from "../Output.ts"
+import * as Storage from "../Storage.ts"
+import * as HostCheck from "../viewer/HostCheck.ts"
 
 /**
  * The path every hook event is posted to.

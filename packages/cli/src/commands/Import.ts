@@ -18,8 +18,8 @@ import * as Schema from "effect/Schema"
 import * as SchemaIssue from "effect/SchemaIssue"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
-import { ImportStopped, InvalidInput } from "./Failure.ts"
-import * as Input from "./Input.ts"
+import { ImportStopped, InvalidInput } from "../Failure.ts"
+import * as Input from "../Input.ts"
 
 /**
  * Most entries in one durable append.

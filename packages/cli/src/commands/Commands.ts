@@ -16,9 +16,7 @@ import {
 import { Argument, Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as ClaudeCode from "./ClaudeCode.ts"
-import * as Demo from "./Demo.ts"
-import { VerificationFailed } from "./Failure.ts"
+import { VerificationFailed } from "../Failure.ts"
 import {
   Dir,
   Json,
@@ -29,16 +27,18 @@ import {
   Verbose,
   withJournal,
   withoutJournal
-} from "./internal/commandKit.ts"
-import { exportCmd, list, show, stats, tail } from "./internal/readCommands.ts"
-import { append, importCmd, record, unlock } from "./internal/writeCommands.ts"
+} from "../internal/commandKit.ts"
+import * as Output from "../Output.ts"
+import * as ReportFile from "../viewer/ReportFile.ts"
+import type * as Serve from "../viewer/Serve.ts"
+import * as ClaudeCode from "./ClaudeCode.ts"
+import * as Demo from "./Demo.ts"
 import * as MirrorFiles from "./MirrorFiles.ts"
-import * as Output from "./Output.ts"
 import { policy } from "./PolicyCommands.ts"
-import * as ReportFile from "./ReportFile.ts"
-import type * as Serve from "./Serve.ts"
+import { exportCmd, list, show, stats, tail } from "./ReadCommands.ts"
 import * as TreeCommands from "./TreeCommands.ts"
 import * as Verify from "./Verify.ts"
+import { append, importCmd, record, unlock } from "./WriteCommands.ts"
 
 export {
   /**
@@ -71,7 +71,7 @@ export {
    * @since 0.1.0
    */
   Verbose
-} from "./internal/commandKit.ts"
+} from "../internal/commandKit.ts"
 
 // ---------------------------------------------------------------------------
 // verify / checkpoint / repair / mirror / demo
@@ -202,7 +202,7 @@ const serve = Command.make("serve", {
   withJournal(({ storage }) =>
     // The HTTP server's modules load only for this command, not at every start.
     Effect.flatMap(
-      Effect.promise((): Promise<typeof Serve> => import("./Serve.ts")),
+      Effect.promise((): Promise<typeof Serve> => import("../viewer/Serve.ts")),
       (module) =>
         module.run({ port: a.port, host: a.host, allowRemote: a.allowRemote, allowedHosts: a.allowedHost, storage })
     )

@@ -15,9 +15,9 @@
 import { Argument, Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { InvalidInput } from "./Failure.ts"
-import { nonNegative, sessionId, withJournal, withoutJournal } from "./internal/commandKit.ts"
-import type * as Storage from "./Storage.ts"
+import { InvalidInput } from "../Failure.ts"
+import { nonNegative, sessionId, withJournal, withoutJournal } from "../internal/commandKit.ts"
+import type * as Storage from "../Storage.ts"
 import type * as TreeCheck from "./TreeCheck.ts"
 
 const load = Effect.promise((): Promise<typeof TreeCheck> => import("./TreeCheck.ts"))

@@ -11,11 +11,11 @@ import { StorageError } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { VerificationFailed } from "./Failure.ts"
+import { VerificationFailed } from "../Failure.ts"
+import * as Output from "../Output.ts"
+import type * as Storage from "../Storage.ts"
 import * as Html from "./Html.ts"
-import * as Output from "./Output.ts"
 import * as Report from "./Report.ts"
-import type * as Storage from "./Storage.ts"
 
 /**
  * The link from one report to another session's report: a file next to it.
