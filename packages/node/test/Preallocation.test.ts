@@ -407,11 +407,11 @@ describe("preallocated segments", () => {
   }, 60_000)
 
   it(
-    `crash loop: ${STRESS ? 200 : 20} SIGKILLs at random moments never leave a hole or lose an acknowledged entry`,
+    `crash loop: ${STRESS ? 200 : 10} SIGKILLs at random moments never leave a hole or lose an acknowledged entry`,
     async () => {
       const root = path.join(tempDir("prealloc-crash"), "journal")
       const id = "c"
-      const kills = STRESS ? 200 : 20
+      const kills = STRESS ? 200 : 10
       let rnd = 4242
       const random = () => {
         rnd = (rnd * 1103515245 + 12345) % 2147483648

@@ -15,7 +15,7 @@ import { adminLayer, freshPrefix, skipReason, url } from "./pg.ts"
 
 const prefix = freshPrefix("multi")
 const stress = process.env["STRESS"] === "1"
-const perWriter = stress ? 5000 : 500
+const perWriter = stress ? 5000 : 200
 
 interface Child {
   readonly proc: ChildProcess
