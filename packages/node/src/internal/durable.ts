@@ -71,9 +71,10 @@ export const leave = (owner: object): void => {
 export const extend = (fh: FileOps.FileHandle, file: string, end: number): Effect.Effect<void, StorageError> =>
   FileOps.call("ftruncate", file, () => fh.truncate(end))
 
-/** Cuts `file` back to `end` (its data) and makes the new size durable. */
+/**
+ * Cuts `file` back to `end` (its data). Not synced: every byte up to `end` is
+ * durable already, so a crash leaves the file cut or with its zero tail, which
+ * is unused space (DESIGN §11); the filesystem commits the size when it will.
+ */
 export const trim = (fh: FileOps.FileHandle, file: string, end: number): Effect.Effect<void, StorageError> =>
-  Effect.andThen(
-    FileOps.call("ftruncate", file, () => fh.truncate(end)),
-    FileOps.call("fdatasync", file, () => fh.datasync())
-  )
+  FileOps.call("ftruncate", file, () => fh.truncate(end))

@@ -6,11 +6,9 @@
 import {
   Checkpoint,
   type CorruptJournal,
-  type Entry,
   JournalState,
   Persistence,
   SequenceConflict,
-  type SessionMeta,
   StorageError,
   StorageReason
 } from "@session-journal/core"
@@ -176,9 +174,19 @@ export class Writer {
     // The records' bytes, in a reused buffer that is let go once the write is over.
     // A tool entry's line is about 400 bytes.
     const sink = Segment.sink(entries.length * 512)
-    for (const e of entries) sink.addEntryLine(e)
-    if (request.meta !== undefined) sink.add(Segment.metaLine(request.meta))
-    const tooLong = lineBound(this.ctx, entries, request.meta, sink.length, this.dir)
+    // The first line above the line bound, measured as it is written.
+    let longest = -1
+    for (const e of entries) {
+      const start = sink.length
+      sink.addEntryLine(e)
+      if (longest < 0 && sink.length - start > this.ctx.maxLineBytes) longest = sink.length - start
+    }
+    if (request.meta !== undefined) {
+      const start = sink.length
+      sink.add(Segment.metaLine(request.meta))
+      if (longest < 0 && sink.length - start > this.ctx.maxLineBytes) longest = sink.length - start
+    }
+    const tooLong = longest < 0 ? null : lineTooLong(this.ctx, longest, this.dir)
     // A new session: its caps live in the checkpoint, so one is stored before
     // the first segment (a crash in between leaves an empty, valid session).
     const fresh = view.last === null && view.checkpointNext < 0
@@ -482,31 +490,13 @@ export const writeCheckpointFile = (
     )
   })
 
-// The first record line above the line bound, as the error refusing the append;
-// null when every line fits. Lines are measured one by one only when the records'
-// `bytes` together could hold one that does not fit.
-const lineBound = (
-  ctx: FileOps.Context,
-  entries: ReadonlyArray<Entry.Entry>,
-  meta: SessionMeta.SessionMeta | undefined,
-  bytes: number,
-  dir: string
-): StorageError | null => {
-  if (bytes <= ctx.maxLineBytes) return null
-  const lines = entries.map(Segment.entryLine)
-  if (meta !== undefined) lines.push(Segment.metaLine(meta))
-  for (const line of lines) {
-    const size = Buffer.byteLength(line)
-    if (size > ctx.maxLineBytes) {
-      return new StorageError({
-        operation: "append",
-        path: dir,
-        reason: new StorageReason.RecordTooLarge({ bytes: size, limit: ctx.maxLineBytes, bound: "line bound" })
-      })
-    }
-  }
-  return null
-}
+// The error refusing an append with a record line of `bytes`, above the line bound.
+const lineTooLong = (ctx: FileOps.Context, bytes: number, dir: string): StorageError =>
+  new StorageError({
+    operation: "append",
+    path: dir,
+    reason: new StorageReason.RecordTooLarge({ bytes, limit: ctx.maxLineBytes, bound: "line bound" })
+  })
 
 /** Renames `dir/name` to a free `name.damaged-0[.n]`, keeping its bytes, and syncs `dir`. */
 export const moveAside = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: string, name: string) {
