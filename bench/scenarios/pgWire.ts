@@ -20,7 +20,8 @@ const main = async () => {
   const report = (label: string, records: number) => {
     const lines = [`${label}: ${records} records`]
     for (const [k, v] of [...proxy.tally.messages].sort()) {
-      lines.push(`  message ${k}: ${(v / records).toFixed(3)}/record`)
+      const bytes = (proxy.tally.bytes.get(k) ?? 0) / records
+      lines.push(`  message ${k}: ${(v / records).toFixed(3)}/record, ${bytes.toFixed(0)} bytes/record`)
     }
     for (const [k, v] of [...proxy.tally.statements].sort((a, b) => b[1] - a[1])) {
       lines.push(`  ${(v / records).toFixed(3)}/record  ${k}`)
@@ -28,12 +29,14 @@ const main = async () => {
     console.log(lines.join("\n"))
     proxy.tally.messages.clear()
     proxy.tally.statements.clear()
+    proxy.tally.bytes.clear()
   }
   try {
     const journal = await serviceOf(rt)
     await rt.runPromise(journal.record("warm", params(0)))
     proxy.tally.messages.clear()
     proxy.tally.statements.clear()
+    proxy.tally.bytes.clear()
     const n = 500
     await rt.runPromise(Effect.gen(function*() {
       for (let i = 0; i < n; i++) yield* journal.record("seq", params(i))

@@ -14,13 +14,15 @@ export interface Tally {
   readonly messages: Map<string, number>
   /** Statements by their text (`Parse` and simple `Query`), whitespace collapsed. */
   readonly statements: Map<string, number>
+  /** Bytes sent, by message type. */
+  readonly bytes: Map<string, number>
 }
 
-const bump = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1)
+const bump = (m: Map<string, number>, k: string, n = 1) => m.set(k, (m.get(k) ?? 0) + n)
 
 /** Starts the proxy on a free port; returns its port, the tallies and a close. */
 export const startProxy = async (target: { host: string; port: number }) => {
-  const tally: Tally = { messages: new Map(), statements: new Map() }
+  const tally: Tally = { messages: new Map(), statements: new Map(), bytes: new Map() }
   const sockets = new Set<net.Socket>()
   const server = net.createServer((client) => {
     const upstream = net.connect(target.port, target.host)
@@ -46,6 +48,7 @@ export const startProxy = async (target: { host: string; port: number }) => {
         if (buf.length < 1 + len) return
         const type = String.fromCharCode(buf[0]!)
         bump(tally.messages, type)
+        bump(tally.bytes, type, 1 + len)
         const body = buf.subarray(5, 1 + len)
         if (type === "Q") bump(tally.statements, `Q ${text(body, 0)}`)
         if (type === "P") bump(tally.statements, `P ${text(body, body.indexOf(0) + 1)}`)
