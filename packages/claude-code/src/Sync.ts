@@ -379,6 +379,7 @@ export const syncFile = (
           })
         ))
         for (const id of earlier.paired) pairing.paired.add(id)
+        Transcript.bound(pairing)
       }
     }
     const start = Planner.firstNew(plan, lines.length)

@@ -229,13 +229,45 @@ export const serverOf = (name: string): string => {
 
 /**
  * The pairing of `tool_use` blocks with their results: the uses still waiting
- * and the ids already paired (a repeated id is paired once).
+ * and the ids already paired (a repeated id is paired once). Both are bounded
+ * (`PAIRING_PENDING_MAX`, `PAIRING_PAIRED_MAX`), so that what a transcript in
+ * custody keeps does not grow with its history: the oldest waiting use is let go
+ * of first (a result that comes after more than that many newer uses waited
+ * pairs with nothing), and only the most recently paired ids are remembered (a
+ * use repeated after that many other calls were paired is paired again).
  *
  * @since 0.1.0
  */
 export interface Pairing {
   readonly pending: Map<string, ToolUse>
   readonly paired: Set<string>
+}
+
+/**
+ * At most this many `tool_use` blocks wait for their results in a pairing.
+ *
+ * @since 0.5.0
+ */
+export const PAIRING_PENDING_MAX = 1024
+
+/**
+ * At most this many paired ids are remembered in a pairing, the newest.
+ *
+ * @since 0.5.0
+ */
+export const PAIRING_PAIRED_MAX = 1024
+
+/**
+ * Lets go of the oldest waiting uses and paired ids beyond the bounds (`Map` and
+ * `Set` keep insertion order). `pair` does it as it goes; call it after adding
+ * to a pairing directly.
+ *
+ * @since 0.5.0
+ */
+export const bound = (pairing: Pairing): void => {
+  const { paired, pending } = pairing
+  while (pending.size > PAIRING_PENDING_MAX) pending.delete(pending.keys().next().value!)
+  while (paired.size > PAIRING_PAIRED_MAX) paired.delete(paired.values().next().value!)
 }
 
 /**
@@ -281,6 +313,7 @@ export const pair = (
       allowed: !result.denied
     })
   }
+  bound(pairing)
   return calls
 }
 

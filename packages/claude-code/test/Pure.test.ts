@@ -89,6 +89,45 @@ describe("Transcript", () => {
     expect(again).toEqual([])
   })
 
+  it("a pairing stays bounded: the newest waiting uses and the newest paired ids", () => {
+    const useLine = (ids: ReadonlyArray<string>) =>
+      Transcript.parse(JSON.stringify({
+        type: "assistant",
+        message: { content: ids.map((id) => ({ type: "tool_use", id, name: "Bash", input: { command: id } })) }
+      }))
+    const resultLine = (ids: ReadonlyArray<string>) =>
+      Transcript.parse(JSON.stringify({
+        type: "user",
+        message: { content: ids.map((id) => ({ type: "tool_result", tool_use_id: id, content: "ok" })) }
+      }))
+    const pairing = Transcript.emptyPairing()
+    const waiting = 3 * Transcript.PAIRING_PENDING_MAX
+    // Uses whose results never come, one line each and then one line of many.
+    for (let i = 0; i < waiting / 2; i++) Transcript.pair(pairing, useLine([`w${i}`]), "main", 0)
+    Transcript.pair(pairing, useLine(Array.from({ length: waiting / 2 }, (_, i) => `w${waiting / 2 + i}`)), "main", 0)
+    expect(pairing.pending.size).toBe(Transcript.PAIRING_PENDING_MAX)
+    // The newest waiting uses still pair; the oldest were let go of.
+    expect(Transcript.pair(pairing, resultLine([`w${waiting - 1}`]), "main", 0)).toHaveLength(1)
+    expect(Transcript.pair(pairing, resultLine(["w0"]), "main", 0)).toEqual([])
+    // Many calls paired: only the newest ids are remembered, and a recent one
+    // repeated still adds nothing.
+    for (let i = 0; i < 3 * Transcript.PAIRING_PAIRED_MAX; i++) {
+      Transcript.pair(pairing, useLine([`p${i}`]), "main", 0)
+      Transcript.pair(pairing, resultLine([`p${i}`]), "main", 0)
+    }
+    expect(pairing.paired.size).toBe(Transcript.PAIRING_PAIRED_MAX)
+    expect(pairing.pending.size).toBeLessThanOrEqual(Transcript.PAIRING_PENDING_MAX)
+    const recent = `p${3 * Transcript.PAIRING_PAIRED_MAX - 1}`
+    expect(Transcript.pair(pairing, useLine([recent]), "main", 0)).toEqual([])
+    expect(Transcript.pair(pairing, resultLine([recent]), "main", 0)).toEqual([])
+    // Adding to a pairing directly, then bounding it.
+    for (let i = 0; i < 2 * Transcript.PAIRING_PAIRED_MAX; i++) pairing.paired.add(`x${i}`)
+    Transcript.bound(pairing)
+    expect(pairing.paired.size).toBe(Transcript.PAIRING_PAIRED_MAX)
+    expect(pairing.paired.has(`x${2 * Transcript.PAIRING_PAIRED_MAX - 1}`)).toBe(true)
+    expect(pairing.paired.has("x0")).toBe(false)
+  })
+
   it("a call whose result line says Claude Code refused it is allowed: false (PROTOCOL.md (e))", () => {
     const use = JSON.stringify({
       type: "assistant",

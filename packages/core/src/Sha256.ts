@@ -9,7 +9,7 @@
  * @since 0.3.0
  */
 import { sha256 } from "@noble/hashes/sha2.js"
-import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
+import { hexToBytes } from "@noble/hashes/utils.js"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
@@ -27,7 +27,23 @@ export type HexDigest = (bytes: Uint8Array) => string
  *
  * @since 0.3.0
  */
-export const noble: HexDigest = (bytes) => bytesToHex(sha256(bytes))
+export const noble: HexDigest = (bytes) => hexOf(sha256(bytes))
+
+// Lowercase hex digits' character codes, and the codes of one digest's hex text.
+const DIGITS = Array.from("0123456789abcdef", (c) => c.charCodeAt(0))
+const codes = new Array<number>(64).fill(0)
+
+// A 32-byte digest as one flat string: `bytesToHex` concatenates 32 two-character pieces
+// into a rope, which every reader of the hash (the next entry's preimage, the fold)
+// first has to flatten.
+const hexOf = (digest: Uint8Array): string => {
+  for (let i = 0; i < 32; i++) {
+    const b = digest[i]!
+    codes[2 * i] = DIGITS[b >> 4]!
+    codes[2 * i + 1] = DIGITS[b & 15]!
+  }
+  return String.fromCharCode.apply(null, codes)
+}
 
 let active: HexDigest = noble
 let activeName = "@noble/hashes"

@@ -1,7 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
+import { sha256 } from "@noble/hashes/sha2.js"
+import { bytesToHex } from "@noble/hashes/utils.js"
 import { Chain, Sha256 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as fc from "fast-check"
+import { createHash } from "node:crypto"
 
 describe("Sha256", () => {
   it("hashes with @noble/hashes unless something else is installed", () => {
@@ -16,6 +20,19 @@ describe("Sha256", () => {
     assert.strictEqual(Sha256.probes.length, 15)
     for (const [length, digest] of Sha256.probes) assert.strictEqual(Sha256.noble(Sha256.probe(length)), digest)
     assert.isUndefined(Sha256.check("@noble/hashes", Sha256.noble))
+  })
+
+  it("writes the digest as @noble/hashes' bytesToHex and node:crypto do, as one flat string", () => {
+    // fast-check prints the seed and the shrunk input on failure.
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 300 }), (bytes) => {
+        const hex = Sha256.noble(bytes)
+        assert.strictEqual(hex, bytesToHex(sha256(bytes)))
+        assert.strictEqual(hex, createHash("sha256").update(bytes).digest("hex"))
+        assert.match(hex, /^[0-9a-f]{64}$/)
+      }),
+      { numRuns: 500 }
+    )
   })
 
   it.effect("installs a byte-identical implementation for the layer's lifetime and restores the previous one", () =>
