@@ -18,12 +18,11 @@ import {
   acks,
   appendChain,
   asUnpreallocated,
-  chain,
   dataEnd,
   historyOf,
   JournalState,
+  loadAndAppendOne,
   loadRead,
-  requestOf,
   run,
   runExit,
   spawnFixture,
@@ -40,17 +39,7 @@ const segments = (dir: string) => fs.readdirSync(dir).filter((n) => /^[0-9]{20}\
 const sideFiles = (dir: string) => fs.readdirSync(dir).filter((n) => n.includes(".damaged-"))
 
 // One more entry through a writer; returns the load it started from.
-const appendOne = (root: string, id: string) =>
-  run(
-    { root },
-    withWriter(id, (h) =>
-      Effect.gen(function*() {
-        const l = yield* h.load
-        const c = chain(l.state, 1)
-        yield* h.append(requestOf(l.state, c.entries))
-        return l
-      }))
-  )
+const appendOne = (root: string, id: string) => run({ root }, loadAndAppendOne(id))
 
 // Starts a writer process that appends `count` entries, keeps the session open and
 // is then killed: its active segment is left as a crash leaves it.

@@ -70,6 +70,15 @@ export const run = <A, E>(
 export const runExit = <A, E>(options: Options, effect: Effect.Effect<A, E, Persistence.Persistence>) =>
   Effect.runPromise(Effect.exit(Effect.provide(effect, adapter(options))))
 
+/** Opens `id` for writing, loads it and appends one chained entry; succeeds with what the load found. */
+export const loadAndAppendOne = (id: string) =>
+  withWriter(id, (h) =>
+    Effect.gen(function*() {
+      const loaded = yield* h.load
+      yield* appendChain(h, loaded.state, 1)
+      return loaded
+    }))
+
 /** Loads `id` read-only. */
 export const loadRead = (id: string) =>
   Effect.scoped(Effect.gen(function*() {
