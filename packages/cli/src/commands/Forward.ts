@@ -38,6 +38,7 @@
 import type * as Fs from "node:fs"
 import type * as Http from "node:http"
 import { createRequire } from "node:module"
+import * as ProcessStreams from "../internal/processStreams.ts"
 
 // Loaded with `createRequire`, not `import`: an ES module import of a builtin reads
 // every export of it, and `node:http`'s lazy `WebSocket` and friends then load
@@ -295,9 +296,7 @@ export const main = async (args: ReadonlyArray<string>): Promise<number> => {
   const outcome = typeof parsed === "string"
     ? fallback(null, `session-journal claude-code forward: ${parsed}`)
     : await forward(parsed, await readStdin(MAX_EVENT_BYTES))
-  await new Promise<void>((resolve) => {
-    if (outcome.stderr !== "") process.stderr.write(outcome.stderr)
-    process.stdout.write(outcome.stdout, () => resolve())
-  })
+  if (outcome.stderr !== "") ProcessStreams.writeStderr(outcome.stderr)
+  await new Promise<void>((resolve) => ProcessStreams.writeStdout(outcome.stdout, () => resolve()))
   return outcome.code
 }

@@ -66,14 +66,15 @@ const parsePayload = (text: string, field: string) =>
 const payloadText = (flag: string) => {
   if (flag !== "-" && !flag.startsWith("@")) return Effect.succeed(flag)
   const file = flag === "-" ? "-" : flag.slice(1)
-  return Effect.tryPromise({
-    try: () => Input.readBounded(file === "-" ? process.stdin : fs.createReadStream(file), "--payload"),
-    catch: (e) =>
-      new InvalidInput({
-        field: "--payload",
-        reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}`
-      })
-  }).pipe(Effect.flatMap(Effect.fromResult))
+  return Effect.flatMap(Input.Stdin, (stdin) =>
+    Effect.tryPromise({
+      try: () => Input.readBounded(file === "-" ? stdin() : fs.createReadStream(file), "--payload"),
+      catch: (e) =>
+        new InvalidInput({
+          field: "--payload",
+          reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}`
+        })
+    }).pipe(Effect.flatMap(Effect.fromResult)))
 }
 
 /** The `append` command. */
@@ -104,16 +105,15 @@ export const append = Command.make("append", {
 export const importItem = Import.importItem
 
 const inputBytes = (file: string): Stream.Stream<Uint8Array, InvalidInput> =>
-  Stream.unwrap(Effect.sync(() =>
+  Stream.unwrap(Effect.map(Input.Stdin, (stdin) =>
     Stream.fromAsyncIterable(
-      (file === "-" ? process.stdin : fs.createReadStream(file)) as AsyncIterable<Uint8Array>,
+      (file === "-" ? stdin() : fs.createReadStream(file)) as AsyncIterable<Uint8Array>,
       (e) =>
         new InvalidInput({
           field: "FILE",
           reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}`
         })
-    )
-  ))
+    )))
 
 /** The `importCmd` command. */
 export const importCmd = Command.make("import", {
