@@ -12,6 +12,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { InvalidInput, NotAvailable } from "./Failure.ts"
+import { messageOf } from "./internal/messageOf.ts"
 
 /**
  * The resolved storage choice of one invocation.
@@ -148,9 +149,7 @@ export const layer = (
         catch: (cause) =>
           new NotAvailable({
             feature: "PostgreSQL storage",
-            reason: `the PostgreSQL adapter could not be loaded (${
-              cause instanceof Error ? cause.message : String(cause)
-            })`
+            reason: `the PostgreSQL adapter could not be loaded (${messageOf(cause)})`
           })
       }).pipe(Effect.map((pg) =>
         pg.PgPersistence.layerFromUrl(url, { tablePrefix: prefix }).pipe(

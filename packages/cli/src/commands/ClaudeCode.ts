@@ -18,6 +18,7 @@ import { Exit, type Failure, InvalidInput } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { Dir, onCommandLine, Postgres } from "../internal/commandKit.ts"
 import { parseWaitMillis } from "../internal/hookArgs.ts"
+import { messageOf } from "../internal/messageOf.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as ClaudeCodeRun from "./ClaudeCodeRun.ts"
@@ -230,7 +231,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       Flag.withDescription("Largest hook input read from stdin (default 4 MiB); a larger one is refused unread")
     ),
     wait: Flag.String("wait").pipe(
-      Flag.mapTryCatch(parseWaitMillis, (e) => `invalid --wait: ${e instanceof Error ? e.message : String(e)}`),
+      Flag.mapTryCatch(parseWaitMillis, (e) => `invalid --wait: ${messageOf(e)}`),
       Flag.optional,
       Flag.withMetavar("DURATION"),
       Flag.withDescription("How long to wait for the session's lock while parallel hooks hold it (default 30s)")

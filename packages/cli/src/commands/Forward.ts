@@ -38,6 +38,7 @@
 import type * as Fs from "node:fs"
 import type * as Http from "node:http"
 import { createRequire } from "node:module"
+import { messageOf } from "../internal/messageOf.ts"
 import * as ProcessStreams from "../internal/processStreams.ts"
 
 // Loaded with `createRequire`, not `import`: an ES module import of a builtin reads
@@ -209,7 +210,7 @@ const readToken = (options: Options): string | { readonly problem: string } => {
       const token = fs.readFileSync(options.tokenFile, "utf8").split("\n")[0]!.trim()
       return token === "" ? { problem: `the token file ${options.tokenFile} is empty` } : token
     } catch (e) {
-      return { problem: `the token file cannot be read: ${e instanceof Error ? e.message : String(e)}` }
+      return { problem: `the token file cannot be read: ${messageOf(e)}` }
     }
   }
   const name = options.tokenEnv ?? TOKEN_VAR
@@ -271,7 +272,7 @@ export const forward = async (options: Options, body: Buffer | null): Promise<Ou
   } catch (e) {
     return fallback(
       name,
-      `${where} cannot be reached: the URL is not valid (${e instanceof Error ? e.message : String(e)})`
+      `${where} cannot be reached: the URL is not valid (${messageOf(e)})`
     )
   }
   const token = readToken(options)
@@ -281,7 +282,7 @@ export const forward = async (options: Options, body: Buffer | null): Promise<Ou
     if (answer.status === 200) return { stdout: answer.text, stderr: "", code: 0 }
     return fallback(name, `${where} refused the event: ${answer.status} ${errorOf(answer.text)}`)
   } catch (e) {
-    return fallback(name, `${where} is not reachable: ${e instanceof Error ? e.message : String(e)}`)
+    return fallback(name, `${where} is not reachable: ${messageOf(e)}`)
   }
 }
 

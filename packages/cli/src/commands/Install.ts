@@ -31,6 +31,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { InvalidInput } from "../Failure.ts"
 import { withoutJournal } from "../internal/commandKit.ts"
+import { messageOf } from "../internal/messageOf.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 
@@ -246,7 +247,7 @@ const readSettings = (
     catch: (e) =>
       new InvalidInput({
         field: file,
-        reason: `cannot use it as Claude Code settings (left unchanged): ${e instanceof Error ? e.message : String(e)}`
+        reason: `cannot use it as Claude Code settings (left unchanged): ${messageOf(e)}`
       })
   })
 

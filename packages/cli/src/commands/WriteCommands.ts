@@ -11,6 +11,7 @@ import * as fs from "node:fs"
 import { ImportStopped, InvalidInput, NotAvailable, type OutputFailed } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { sessionId, validId, waitFlag, withJournal, withoutJournal } from "../internal/commandKit.ts"
+import { messageOf } from "../internal/messageOf.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as Import from "./Import.ts"
@@ -58,7 +59,7 @@ export const record = Command.make("record", {
 const parsePayload = (text: string, field: string) =>
   Effect.try({
     try: () => JSON.parse(text) as unknown,
-    catch: (e) => new InvalidInput({ field, reason: `not valid JSON (${e instanceof Error ? e.message : String(e)})` })
+    catch: (e) => new InvalidInput({ field, reason: `not valid JSON (${messageOf(e)})` })
   })
 
 // `--payload -` reads stdin and `--payload @FILE` a file (neither is JSON, so
@@ -72,7 +73,7 @@ const payloadText = (flag: string) => {
       catch: (e) =>
         new InvalidInput({
           field: "--payload",
-          reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}`
+          reason: `cannot read ${file}: ${messageOf(e)}`
         })
     }).pipe(Effect.flatMap(Effect.fromResult)))
 }
@@ -111,7 +112,7 @@ const inputBytes = (file: string): Stream.Stream<Uint8Array, InvalidInput> =>
       (e) =>
         new InvalidInput({
           field: "FILE",
-          reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}`
+          reason: `cannot read ${file}: ${messageOf(e)}`
         })
     )))
 
