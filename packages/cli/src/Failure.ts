@@ -30,6 +30,7 @@ import type {
 } from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Schema from "effect/Schema"
+import { messageOf } from "./internal/messageOf.ts"
 
 /**
  * Input given on the command line or read from a file is not acceptable. `field`
@@ -321,7 +322,7 @@ const flagOfField: Record<string, string> = {
  * @since 0.1.0
  */
 export const describe = (error: unknown, options?: { readonly flags?: boolean }): string => {
-  const message = error instanceof Error ? error.message : String(error)
+  const message = messageOf(error)
   if (
     options?.flags === true && typeof error === "object" && error !== null &&
     "_tag" in error && error._tag === "InvalidRecordField" && "field" in error

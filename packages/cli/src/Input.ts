@@ -7,8 +7,20 @@
  *
  * @since 0.1.0
  */
+import * as Context from "effect/Context"
 import * as Result from "effect/Result"
 import { InvalidInput } from "./Failure.ts"
+
+/**
+ * The command's stdin, as a function that gives it once it is read: the
+ * process's by default; an in-process run (`Run.ts`) supplies its own.
+ *
+ * @since 0.5.0
+ */
+export const Stdin = Context.Reference<() => AsyncIterable<Uint8Array | string>>(
+  "@session-journal/cli/Input/Stdin",
+  { defaultValue: () => () => process.stdin }
+)
 
 /**
  * Longest input line (and `--payload` from stdin or a file) in bytes, without

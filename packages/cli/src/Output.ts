@@ -6,21 +6,151 @@
  * @since 0.1.0
  */
 import { Entry, JournalState } from "@session-journal/core"
+import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import { format } from "node:util"
 import { OutputFailed } from "./Failure.ts"
+import { messageOf } from "./internal/messageOf.ts"
+import * as ProcessStreams from "./internal/processStreams.ts"
 
 const outputFailed = (e: unknown): OutputFailed => {
   const code = typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
-  const reason = e instanceof Error ? e.message : String(e)
+  const reason = messageOf(e)
   return new OutputFailed(code === undefined ? { reason } : { code, reason })
 }
 
 /**
- * Writes text to stdout as it is (the caller supplies newlines) and completes
- * once the write did, failing with `OutputFailed` when it failed (a full disk,
- * a closed file). On Linux, writes to pipes and files are synchronous, so output
- * is never lost at exit. A closed pipe (EPIPE) ends the process with 0 before
- * this fails (see `main.ts`).
+ * Where a command's `Console` writes: stdout and stderr as they are (no newline
+ * added), and whether each is a terminal (its width when it is).
+ *
+ * @since 0.5.0
+ */
+export interface Streams {
+  /** Writes to stdout and calls `done` once the write did, with the error when it failed. */
+  readonly stdout: (data: string | Uint8Array, done: (error?: unknown) => void) => void
+  /** Writes to stderr. */
+  readonly stderr: (text: string) => void
+  /** The width of stdout when it is a terminal, else undefined. */
+  readonly stdoutColumns: () => number | undefined
+  /** The width of stderr when it is a terminal, else undefined. */
+  readonly stderrColumns: () => number | undefined
+}
+
+const StreamsKey: unique symbol = Symbol.for("@session-journal/cli/Output/Streams")
+
+interface StreamsConsole extends Console.Console {
+  readonly [StreamsKey]: Streams
+}
+
+const streamsOf = (console: Console.Console): Streams | undefined =>
+  StreamsKey in console ? (console as StreamsConsole)[StreamsKey] : undefined
+
+/**
+ * Effect's `Console` over `streams`: `log`, `info`, `debug`, `dir` and `table`
+ * write a line to stdout, `error`, `warn` and `trace` one to stderr. The command's
+ * own writes (`write`, `errorLine`, the progress bar) reach `streams` through it
+ * as they are, so a write to stdout still reports its failure.
+ *
+ * @since 0.5.0
+ */
+export const makeConsole = (streams: Streams): Console.Console => {
+  const out = (...args: ReadonlyArray<unknown>) => {
+    // A failure here (help text) is the process's to report (`internal/runCli.ts`).
+    streams.stdout(format(...args) + "\n", () => {})
+  }
+  const err = (...args: ReadonlyArray<unknown>) => streams.stderr(format(...args) + "\n")
+  const counts = new Map<string, number>()
+  const console: StreamsConsole = {
+    [StreamsKey]: streams,
+    assert: (condition, ...args) => {
+      if (!condition) err("Assertion failed", ...args)
+    },
+    clear: () => {},
+    count: (label = "default") => {
+      const n = (counts.get(label) ?? 0) + 1
+      counts.set(label, n)
+      out(`${label}: ${n}`)
+    },
+    countReset: (label = "default") => {
+      counts.delete(label)
+    },
+    debug: out,
+    dir: (item) => out(item),
+    dirxml: out,
+    error: err,
+    group: out,
+    groupCollapsed: out,
+    groupEnd: () => {},
+    info: out,
+    log: out,
+    table: (data) => out(data),
+    time: () => {},
+    timeEnd: () => {},
+    timeLog: () => {},
+    trace: err,
+    warn: err
+  }
+  return console
+}
+
+/**
+ * The process's stdout and stderr as `Streams` (`internal/processStreams.ts`, the
+ * one module that writes to them).
+ *
+ * @since 0.5.0
+ */
+export const processStreams: Streams = {
+  stdout: ProcessStreams.writeStdout,
+  stderr: ProcessStreams.writeStderr,
+  stdoutColumns: ProcessStreams.stdoutColumns,
+  stderrColumns: ProcessStreams.stderrColumns
+}
+
+/**
+ * The command's `Console` on the process's stdout and stderr.
+ *
+ * @since 0.5.0
+ */
+export const processConsole: Console.Console = makeConsole(processStreams)
+
+/**
+ * Runs `effect` with the process's `Console` unless its `Console` already is one
+ * made by `makeConsole` (an in-process run's capture).
+ *
+ * @since 0.5.0
+ */
+export const withCommandConsole = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Console.consoleWith((console) =>
+    streamsOf(console) !== undefined ? effect : Effect.provideService(effect, Console.Console, processConsole)
+  )
+
+/**
+ * The streams of the current `Console`; a `Console` not made by `makeConsole`
+ * gets its text through `log` and `error`, a line at a time.
+ *
+ * @since 0.5.0
+ */
+export const streams: Effect.Effect<Streams> = Console.consoleWith((console) =>
+  Effect.succeed(
+    streamsOf(console) ?? {
+      stdout: (data, done) => {
+        const text = typeof data === "string" ? data : new TextDecoder().decode(data)
+        console.log(text.endsWith("\n") ? text.slice(0, -1) : text)
+        done()
+      },
+      stderr: (text) => console.error(text.endsWith("\n") ? text.slice(0, -1) : text),
+      stdoutColumns: () => undefined,
+      stderrColumns: () => undefined
+    }
+  )
+)
+
+/**
+ * Writes text to stdout (through the `Console`) as it is (the caller supplies
+ * newlines) and completes once the write did, failing with `OutputFailed` when it
+ * failed (a full disk, a closed file). On Linux, writes to pipes and files are
+ * synchronous, so output is never lost at exit. A closed pipe (EPIPE) ends the
+ * process with 0 before this fails (see `internal/runCli.ts`).
  *
  * @since 0.1.0
  */
@@ -32,13 +162,10 @@ export const write = (text: string): Effect.Effect<void, OutputFailed> => text.l
  * @since 0.1.0
  */
 export const bytes = (data: string | Uint8Array): Effect.Effect<void, OutputFailed> =>
-  Effect.callback<void, OutputFailed>((resume) => {
-    try {
-      process.stdout.write(data, (error) => resume(error == null ? Effect.void : Effect.fail(outputFailed(error))))
-    } catch (e) {
-      resume(Effect.fail(outputFailed(e)))
-    }
-  })
+  Effect.flatMap(streams, (s) =>
+    Effect.callback<void, OutputFailed>((resume) => {
+      s.stdout(data, (error) => resume(error == null ? Effect.void : Effect.fail(outputFailed(error))))
+    }))
 
 /**
  * Writes lines to stdout, each followed by a newline, in one write.
@@ -56,21 +183,20 @@ export const lines = (items: ReadonlyArray<string>): Effect.Effect<void, OutputF
 export const json = (value: unknown): Effect.Effect<void, OutputFailed> => write(JSON.stringify(value) + "\n")
 
 /**
- * Writes one line to stderr.
+ * Writes one line to stderr (through the `Console`).
  *
  * @since 0.1.0
  */
 export const errorLine = (text: string): Effect.Effect<void> =>
-  Effect.sync(() => {
-    process.stderr.write(text.endsWith("\n") ? text : text + "\n")
-  })
+  Effect.flatMap(streams, (s) => Effect.sync(() => s.stderr(text.endsWith("\n") ? text : text + "\n")))
 
 /**
- * Whether stdout is a terminal (tables and charts are drawn only there).
+ * The width of stdout when it is a terminal (tables and charts are drawn only
+ * there); undefined when it is not.
  *
- * @since 0.1.0
+ * @since 0.5.0
  */
-export const stdoutIsTerminal = (): boolean => process.stdout.isTTY === true
+export const stdoutColumns: Effect.Effect<number | undefined> = Effect.map(streams, (s) => s.stdoutColumns())
 
 /**
  * A progress bar on stderr. All methods do nothing when stderr is not a terminal.
@@ -87,14 +213,13 @@ export interface Progress {
 }
 
 /**
- * Starts a progress bar labelled `label`; `total` may be unknown (0) at first.
- * Redraws at most every 100 ms.
+ * Starts a progress bar labelled `label` on the stderr of `streams`; `total` may be
+ * unknown (0) at first. Redraws at most every 100 ms.
  *
  * @since 0.1.0
  */
-export const progress = (label: string, total = 0): Progress => {
-  const stream = process.stderr
-  if (stream.isTTY !== true) return { total: () => {}, advance: () => {}, done: () => {} }
+export const progress = (streams: Streams, label: string, total = 0): Progress => {
+  if (streams.stderrColumns() === undefined) return { total: () => {}, advance: () => {}, done: () => {} }
   let max = total
   let current = 0
   let last = 0
@@ -103,12 +228,12 @@ export const progress = (label: string, total = 0): Progress => {
     const now = Date.now()
     if (!force && now - last < 100) return
     last = now
-    const columns = Math.max(40, stream.columns || 80)
+    const columns = Math.max(40, streams.stderrColumns() ?? 80)
     const width = Math.min(40, columns - label.length - 24)
     const ratio = max > 0 ? Math.min(1, current / max) : 0
     const filled = Math.round(ratio * width)
     const bar = max > 0 ? `[${"#".repeat(filled)}${" ".repeat(width - filled)}] ${Math.floor(ratio * 100)}%` : ""
-    stream.write(`\r\x1b[2K${label} ${bar} ${current}${max > 0 ? `/${max}` : ""}`)
+    streams.stderr(`\r\x1b[2K${label} ${bar} ${current}${max > 0 ? `/${max}` : ""}`)
     drawn = true
   }
   return {
@@ -121,7 +246,7 @@ export const progress = (label: string, total = 0): Progress => {
       draw(false)
     },
     done: () => {
-      if (drawn) stream.write("\r\x1b[2K")
+      if (drawn) streams.stderr("\r\x1b[2K")
       drawn = false
     }
   }
@@ -138,7 +263,7 @@ export const withProgress = <A, E, R>(
   f: (p: Progress) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
   Effect.acquireUseRelease(
-    Effect.sync(() => progress(label, total)),
+    Effect.map(streams, (s) => progress(s, label, total)),
     f,
     (p) => Effect.sync(() => p.done())
   )

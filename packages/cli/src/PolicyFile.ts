@@ -11,6 +11,7 @@ import * as Result from "effect/Result"
 import * as fs from "node:fs"
 import { InvalidInput } from "./Failure.ts"
 import * as Input from "./Input.ts"
+import { messageOf } from "./internal/messageOf.ts"
 
 /**
  * Largest policy file read (1 MiB): far beyond any policy written by hand.
@@ -29,8 +30,7 @@ export const MAX_POLICY_BYTES = 1024 * 1024
 export const load = (file: string): Effect.Effect<Policy.Policy, InvalidInput> =>
   Effect.tryPromise({
     try: () => Input.readBounded(fs.createReadStream(file), file, MAX_POLICY_BYTES),
-    catch: (e) =>
-      new InvalidInput({ field: file, reason: `cannot read it: ${e instanceof Error ? e.message : String(e)}` })
+    catch: (e) => new InvalidInput({ field: file, reason: `cannot read it: ${messageOf(e)}` })
   }).pipe(
     Effect.flatMap(Effect.fromResult),
     Effect.flatMap((text) => {

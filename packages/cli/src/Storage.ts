@@ -7,10 +7,12 @@
  */
 import { Persistence, StorageError } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
+import * as Config from "effect/Config"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { InvalidInput, NotAvailable } from "./Failure.ts"
+import { messageOf } from "./internal/messageOf.ts"
 
 /**
  * The resolved storage choice of one invocation.
@@ -30,7 +32,25 @@ export interface Options {
    * (PostgreSQL writers queue on the row lock by themselves).
    */
   readonly lockWait?: Duration.Duration | undefined
+  /** PostgreSQL table prefix (`$SESSION_JOURNAL_PG_TABLE_PREFIX`); none: the adapter's default. */
+  readonly tablePrefix?: string | undefined
+  /** Remove segments a checkpoint covers (`SESSION_JOURNAL_RETENTION=1`). Filesystem only. */
+  readonly removeCheckpointedSegments?: boolean | undefined
 }
+
+/**
+ * The environment variable naming the journal directory when `--dir` is not given.
+ *
+ * @since 0.5.0
+ */
+export const DIR_VAR = "SESSION_JOURNAL_DIR"
+
+/**
+ * The environment variable naming the PostgreSQL URL when `--postgres` is not given.
+ *
+ * @since 0.5.0
+ */
+export const PG_URL_VAR = "SESSION_JOURNAL_PG_URL"
 
 /**
  * The default journal root when neither `--dir` nor `SESSION_JOURNAL_DIR` is set.
@@ -40,27 +60,27 @@ export interface Options {
 export const DEFAULT_DIR = "./.session-journal"
 
 /**
- * Resolves the journal root: the flag, else `$SESSION_JOURNAL_DIR`, else `./.session-journal`.
+ * Resolves the journal root: the flag, else `env` (`$SESSION_JOURNAL_DIR`), else
+ * `./.session-journal`; an empty value counts as none.
  *
  * @since 0.1.0
  */
-export const resolveDir = (flag: string | undefined): string => {
+export const resolveDir = (flag: string | undefined, env: string | undefined): string => {
   if (flag !== undefined && flag.length > 0) return flag
-  const env = process.env["SESSION_JOURNAL_DIR"]
   return env !== undefined && env.length > 0 ? env : DEFAULT_DIR
 }
 
 /**
- * Resolves the PostgreSQL URL: the flag, else `$SESSION_JOURNAL_PG_URL`, else
- * none; with where it came from.
+ * Resolves the PostgreSQL URL: the flag, else `env` (`$SESSION_JOURNAL_PG_URL`),
+ * else none; with where it came from. An empty value counts as none.
  *
  * @since 0.1.0
  */
 export const resolvePostgres = (
-  flag: string | undefined
+  flag: string | undefined,
+  env: string | undefined
 ): Pick<Options, "postgres" | "postgresFrom"> => {
   if (flag !== undefined && flag.length > 0) return { postgres: flag, postgresFrom: "--postgres" }
-  const env = process.env["SESSION_JOURNAL_PG_URL"]
   return env !== undefined && env.length > 0
     ? { postgres: env, postgresFrom: "SESSION_JOURNAL_PG_URL" }
     : { postgres: undefined }
@@ -72,12 +92,6 @@ export const resolvePostgres = (
  * @since 0.1.0
  */
 export const TABLE_PREFIX_VAR = "SESSION_JOURNAL_PG_TABLE_PREFIX"
-
-// Several journals can share one database under different table prefixes.
-const tablePrefix = (): string | undefined => {
-  const env = process.env[TABLE_PREFIX_VAR]
-  return env !== undefined && env.length > 0 ? env : undefined
-}
 
 // The adapter's rule for a prefix (it checks it again and reports a violation
 // as a `configure` failure, mapped below); checked here first so that a bad
@@ -124,7 +138,8 @@ export const layer = (
 ): Layer.Layer<Persistence.Persistence, StorageError | NotAvailable | InvalidInput> => {
   if (options.postgres !== undefined) {
     const url = options.postgres
-    const prefix = tablePrefix()
+    // Several journals can share one database under different table prefixes.
+    const prefix = options.tablePrefix !== undefined && options.tablePrefix.length > 0 ? options.tablePrefix : undefined
     const bad = checkPostgres(url, options.postgresFrom ?? "--postgres", prefix)
     if (bad !== undefined) return Layer.effect(Persistence.Persistence, Effect.fail(bad))
     // Loaded only when chosen: the driver is not needed for the filesystem.
@@ -134,9 +149,7 @@ export const layer = (
         catch: (cause) =>
           new NotAvailable({
             feature: "PostgreSQL storage",
-            reason: `the PostgreSQL adapter could not be loaded (${
-              cause instanceof Error ? cause.message : String(cause)
-            })`
+            reason: `the PostgreSQL adapter could not be loaded (${messageOf(cause)})`
           })
       }).pipe(Effect.map((pg) =>
         pg.PgPersistence.layerFromUrl(url, { tablePrefix: prefix }).pipe(
@@ -174,7 +187,7 @@ export const RETENTION_VAR = "SESSION_JOURNAL_RETENTION"
  */
 export const nodeOptions = (options: Options): NodePersistence.Options => ({
   root: options.dir,
-  removeCheckpointedSegments: process.env[RETENTION_VAR] === "1",
+  removeCheckpointedSegments: options.removeCheckpointedSegments === true,
   lockWait: options.lockWait
 })
 
@@ -185,3 +198,73 @@ export const nodeOptions = (options: Options): NodePersistence.Options => ({
  * @since 0.1.0
  */
 export const isFilesystem = (options: Options): boolean => options.postgres === undefined
+
+/**
+ * What the storage choice reads from the environment: the directory and URL used
+ * when their flags are not given, the table prefix and the retention switch.
+ *
+ * @since 0.5.0
+ */
+export interface Environment {
+  /** `$SESSION_JOURNAL_DIR`. */
+  readonly dir: string | undefined
+  /** `$SESSION_JOURNAL_PG_URL`. */
+  readonly postgres: string | undefined
+  /** `$SESSION_JOURNAL_PG_TABLE_PREFIX`. */
+  readonly tablePrefix: string | undefined
+  /** `SESSION_JOURNAL_RETENTION=1`. */
+  readonly removeCheckpointedSegments: boolean
+}
+
+const optionalString = (name: string): Config.Config<string | undefined> =>
+  Config.String(name).pipe(
+    Config.option,
+    Config.map((o) => o._tag === "Some" && o.value.length > 0 ? o.value : undefined)
+  )
+
+/**
+ * The storage environment, read through `Config` (the command's `ConfigProvider`).
+ *
+ * @since 0.5.0
+ */
+export const environment: Config.Config<Environment> = Config.all({
+  dir: optionalString(DIR_VAR),
+  postgres: optionalString(PG_URL_VAR),
+  tablePrefix: optionalString(TABLE_PREFIX_VAR),
+  removeCheckpointedSegments: Config.map(optionalString(RETENTION_VAR), (v) => v === "1")
+})
+
+/**
+ * The storage environment of a plain variable record (the command hook, which
+ * starts without the command tree).
+ *
+ * @since 0.5.0
+ */
+export const environmentOf = (env: Readonly<Record<string, string | undefined>>): Environment => {
+  const get = (name: string) => {
+    const v = env[name]
+    return v !== undefined && v.length > 0 ? v : undefined
+  }
+  return {
+    dir: get(DIR_VAR),
+    postgres: get(PG_URL_VAR),
+    tablePrefix: get(TABLE_PREFIX_VAR),
+    removeCheckpointedSegments: get(RETENTION_VAR) === "1"
+  }
+}
+
+/**
+ * The storage of an invocation from its `--dir` and `--postgres` flags and its
+ * environment.
+ *
+ * @since 0.5.0
+ */
+export const resolve = (
+  flags: { readonly dir: string | undefined; readonly postgres: string | undefined },
+  env: Environment
+): Options => ({
+  dir: resolveDir(flags.dir, env.dir),
+  ...resolvePostgres(flags.postgres, env.postgres),
+  tablePrefix: env.tablePrefix,
+  removeCheckpointedSegments: env.removeCheckpointedSegments
+})

@@ -51,6 +51,38 @@ const presenter = CliOutput.layerPresenter({
       : CliOutput.defaultPresenter.present(event)
 })
 
+const runRoot = Command.runWith(root, { version: VERSION })
+
+const outcome = <R>(
+  run: Effect.Effect<void, Effect.Error<ReturnType<typeof runRoot>>, R>
+) =>
+  run.pipe(
+    Effect.as(ExitCode.ok as number),
+    Effect.catch((error): Effect.Effect<number> => {
+      if (error._tag === "CliExit") return Effect.succeed(error.code)
+      if (error._tag === "ShowHelp") return Effect.succeed(error.errors.length > 0 ? ExitCode.usage : ExitCode.ok)
+      return Effect.as(Output.errorLine(`session-journal: ${describe(error)}`), ExitCode.usage)
+    }),
+    Effect.catchCause((cause) =>
+      Cause.hasInterruptsOnly(cause)
+        ? Effect.succeed(ExitCode.interrupted)
+        : Effect.as(
+          Output.errorLine(
+            `session-journal: unexpected failure (a bug): ${describe(Cause.squash(cause))}\n${stackOf(cause)}`
+          ),
+          ExitCode.defect
+        )
+    ),
+    Effect.provide(Layer.mergeAll(
+      presenter,
+      // No wizard or log level: the command logs nothing and prompts for nothing.
+      CliConfig.layer({ builtIns: [GlobalFlag.Help, GlobalFlag.Version, GlobalFlag.Completions] })
+    )),
+    // Output goes through Effect's `Console`: the process's, unless the caller
+    // provided one made by `Output.makeConsole` (an in-process run's capture).
+    Output.withCommandConsole
+  )
+
 /**
  * Runs the command with the process arguments and yields the exit code: 0 ok,
  * 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked,
@@ -58,26 +90,13 @@ const presenter = CliOutput.layerPresenter({
  *
  * @since 0.1.0
  */
-export const main = Command.run(root, { version: VERSION }).pipe(
-  Effect.as(ExitCode.ok as number),
-  Effect.catch((error): Effect.Effect<number> => {
-    if (error._tag === "CliExit") return Effect.succeed(error.code)
-    if (error._tag === "ShowHelp") return Effect.succeed(error.errors.length > 0 ? ExitCode.usage : ExitCode.ok)
-    return Effect.as(Output.errorLine(`session-journal: ${describe(error)}`), ExitCode.usage)
-  }),
-  Effect.catchCause((cause) =>
-    Cause.hasInterruptsOnly(cause)
-      ? Effect.succeed(ExitCode.interrupted)
-      : Effect.as(
-        Output.errorLine(
-          `session-journal: unexpected failure (a bug): ${describe(Cause.squash(cause))}\n${stackOf(cause)}`
-        ),
-        ExitCode.defect
-      )
-  ),
-  Effect.provide(Layer.mergeAll(
-    presenter,
-    // No wizard or log level: the command logs nothing and prompts for nothing.
-    CliConfig.layer({ builtIns: [GlobalFlag.Help, GlobalFlag.Version, GlobalFlag.Completions] })
-  ))
-)
+export const main = outcome(Command.run(root, { version: VERSION }))
+
+/**
+ * Runs the command with `args` (the words after `session-journal`) and yields the
+ * exit code, as `main` does; the environment is the `ConfigProvider`'s, stdin
+ * `Input.Stdin`'s and stdout and stderr the `Console`'s.
+ *
+ * @since 0.5.0
+ */
+export const runArgs = (args: ReadonlyArray<string>) => outcome(runRoot(args))

@@ -17,7 +17,7 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { BIN, exited, hasNodeAdapter, run, waitForLine } from "./Run.ts"
+import { BIN, exited, hasNodeAdapter, runProcess as run, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 

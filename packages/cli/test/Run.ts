@@ -1,6 +1,7 @@
 /**
- * Runs the real `session-journal` binary in child processes against temporary
- * directories, for the command's tests.
+ * Runs the `session-journal` command against temporary directories, for the
+ * command's tests: in the test's process by default (`src/InProcess.ts`), the
+ * real binary in a child process where the process matters (signals, the bin).
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -53,16 +54,36 @@ export const start = (
     stdio: ["pipe", "pipe", "pipe"]
   })
 
-/** Runs the binary to completion, feeding `input` on stdin. */
-export const run = (
-  args: ReadonlyArray<string>,
-  options?: {
-    readonly cwd?: string
-    readonly env?: NodeJS.ProcessEnv
-    readonly input?: string
-    readonly command?: string
-  }
-): Promise<Ran> =>
+/** How `run` runs the command. */
+export interface RunOptions {
+  readonly cwd?: string
+  readonly env?: NodeJS.ProcessEnv
+  readonly input?: string
+  /** Another program to run instead of the bin (a process). */
+  readonly command?: string
+  /** Run the bin in a child process even without `cwd` or `command`. */
+  readonly process?: boolean
+}
+
+/**
+ * Runs the command to completion, feeding `input` on stdin: in this process
+ * (`src/InProcess.ts`) unless `cwd`, `command` or `process` asks for a child
+ * process (the bin). The environment is the test's, as a child process gets it.
+ */
+export const run = (args: ReadonlyArray<string>, options?: RunOptions): Promise<Ran> =>
+  options?.command !== undefined || options?.cwd !== undefined || options?.process === true
+    ? runProcess(args, options)
+    : runInProcess(args, options)
+
+/** Runs the command in this process, with the test's environment (as `run`). */
+export const runInProcess = async (args: ReadonlyArray<string>, options?: RunOptions): Promise<Ran> => {
+  const { run } = await import("../src/InProcess.ts")
+  const outcome = await run(args, { env: { ...baseEnv(), ...options?.env }, stdin: options?.input })
+  return { code: outcome.code, stdout: outcome.stdout, stderr: outcome.stderr }
+}
+
+/** Runs the binary (or `command`) to completion in a child process, feeding `input` on stdin. */
+export const runProcess = (args: ReadonlyArray<string>, options?: RunOptions): Promise<Ran> =>
   new Promise((resolve, reject) => {
     const child = options?.command === undefined
       ? start(args, options)
@@ -72,8 +93,11 @@ export const run = (
     child.stdout!.on("data", (b: Buffer) => out.push(b))
     child.stderr!.on("data", (b: Buffer) => err.push(b))
     child.on("error", reject)
-    child.on("close", (code) =>
-      resolve({ code, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") }))
+    child.on(
+      "close",
+      (code) =>
+        resolve({ code, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") })
+    )
     child.stdin!.end(options?.input ?? "")
   })
 

@@ -9,18 +9,46 @@
 import { Archive, type Sync } from "@session-journal/claude-code"
 import { type SessionJournal, StorageError, StorageReason } from "@session-journal/core"
 import { Argument, Command, Flag } from "effect/cli"
+import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as path from "node:path"
 import { Exit, type Failure, InvalidInput } from "../Failure.ts"
-import { Dir, Postgres } from "../internal/commandKit.ts"
+import * as Input from "../Input.ts"
+import { Dir, onCommandLine, Postgres } from "../internal/commandKit.ts"
 import { parseWaitMillis } from "../internal/hookArgs.ts"
+import { messageOf } from "../internal/messageOf.ts"
 import * as Output from "../Output.ts"
+import * as Storage from "../Storage.ts"
 import * as ClaudeCodeRun from "./ClaudeCodeRun.ts"
 import * as GuardCommands from "./GuardCommands.ts"
 import * as HookCommand from "./HookCommand.ts"
 import * as Install from "./Install.ts"
+
+// The variables the command hook reads, through `Config` (the command tree's
+// `ConfigProvider`); the hook itself takes them as a plain record.
+const hookEnvironment = Config.all(
+  Object.fromEntries(
+    [HookCommand.POLICY_VAR, Storage.DIR_VAR, Storage.PG_URL_VAR, Storage.TABLE_PREFIX_VAR, Storage.RETENTION_VAR].map((
+      name
+    ) => [name, Config.String(name).pipe(Config.option, Config.map(Option.getOrUndefined))])
+  )
+)
+
+// The hook's stdin, stdout and stderr: the command's (`Input.Stdin`, the `Console`).
+const hookIo = (env: Readonly<Record<string, string | undefined>>) =>
+  Effect.gen(function*() {
+    const stdin = yield* Input.Stdin
+    const streams = yield* Output.streams
+    const io: HookCommand.Io = {
+      stdin: stdin(),
+      stdout: (text) => new Promise((resolve) => text === "" ? resolve() : streams.stdout(text, () => resolve())),
+      stderr: (text) => Promise.resolve(text === "" ? undefined : streams.stderr(text)),
+      env
+    }
+    return io
+  })
 
 /**
  * What a handler gets besides its own flags (as `Commands.Context`).
@@ -178,6 +206,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
 
   const hook = Command.make("hook", {
     policy: Flag.String("policy").pipe(
+      Flag.withFallbackConfig(Config.String(HookCommand.POLICY_VAR)),
       Flag.optional,
       Flag.withMetavar("FILE"),
       Flag.withDescription(
@@ -202,30 +231,31 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       Flag.withDescription("Largest hook input read from stdin (default 4 MiB); a larger one is refused unread")
     ),
     wait: Flag.String("wait").pipe(
-      Flag.mapTryCatch(parseWaitMillis, (e) => `invalid --wait: ${e instanceof Error ? e.message : String(e)}`),
+      Flag.mapTryCatch(parseWaitMillis, (e) => `invalid --wait: ${messageOf(e)}`),
       Flag.optional,
       Flag.withMetavar("DURATION"),
       Flag.withDescription("How long to wait for the session's lock while parallel hooks hold it (default 30s)")
     )
   }, (a) =>
     Effect.gen(function*() {
-      const dir = Option.getOrUndefined(yield* Dir)
+      const dir = onCommandLine(yield* Dir)
       const root = Option.getOrUndefined(a.root)
       if (dir !== undefined && root !== undefined) {
         return yield* new InvalidInput({ field: "--root", reason: "give --root or --dir, not both" })
       }
-      const postgres = Option.getOrUndefined(yield* Postgres)
-      const code = yield* Effect.promise(() =>
-        HookCommand.main({
+      const postgres = onCommandLine(yield* Postgres)
+      const io = yield* hookIo(yield* Effect.orDie(hookEnvironment))
+      const outcome = yield* Effect.promise(() =>
+        HookCommand.run({
           root: root ?? dir,
           postgres,
           policy: Option.getOrUndefined(a.policy),
           failOpen: a.failOpen,
           maxInputBytes: Option.getOrUndefined(a.maxInputBytes),
           waitMillis: Option.getOrUndefined(a.wait)
-        })
+        }, io)
       )
-      if (code !== 0) return yield* new Exit({ code })
+      if (outcome.exitCode !== 0) return yield* new Exit({ code: outcome.exitCode })
     }).pipe(Effect.catchTag("InvalidInput", (e) =>
       Effect.andThen(Output.errorLine(`session-journal: ${e.message}`), Effect.fail(new Exit({ code: 2 })))))).pipe(
       Command.withDescription(

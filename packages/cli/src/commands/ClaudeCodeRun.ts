@@ -36,6 +36,7 @@ import * as crypto from "node:crypto"
 import { InvalidInput, TurnFailed } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { withJournal } from "../internal/commandKit.ts"
+import { messageOf } from "../internal/messageOf.ts"
 import * as Output from "../Output.ts"
 import { load } from "./PolicyCommands.ts"
 
@@ -109,15 +110,16 @@ const promptsOf = (args: ReadonlyArray<string>): Stream.Stream<string, InvalidIn
   const splitter = new Input.LineSplitter(Input.MAX_LINE_BYTES, "stdin")
   const decode = (lines: ReadonlyArray<Input.Line>) =>
     Effect.forEach(lines, (l) => Effect.fromResult(Input.decodeUtf8(l.bytes, { field: "stdin", line: l.number })))
-  return Stream.fromAsyncIterable(
-    process.stdin as AsyncIterable<Uint8Array>,
-    (e) => new InvalidInput({ field: "stdin", reason: e instanceof Error ? e.message : String(e) })
-  ).pipe(
-    Stream.mapEffect((chunk) => Effect.flatMap(Effect.fromResult(splitter.push(chunk)), decode)),
-    Stream.concat(Stream.fromEffect(Effect.suspend(() => Effect.flatMap(Effect.fromResult(splitter.end()), decode)))),
-    Stream.flatMap((texts) => Stream.fromIterable(texts)),
-    Stream.filter((t) => t.trim() !== "")
-  )
+  return Stream.unwrap(Effect.map(Input.Stdin, (stdin) =>
+    Stream.fromAsyncIterable(
+      stdin() as AsyncIterable<Uint8Array>,
+      (e) => new InvalidInput({ field: "stdin", reason: messageOf(e) })
+    ))).pipe(
+      Stream.mapEffect((chunk) => Effect.flatMap(Effect.fromResult(splitter.push(chunk)), decode)),
+      Stream.concat(Stream.fromEffect(Effect.suspend(() => Effect.flatMap(Effect.fromResult(splitter.end()), decode)))),
+      Stream.flatMap((texts) => Stream.fromIterable(texts)),
+      Stream.filter((t) => t.trim() !== "")
+    )
 }
 
 /**

@@ -29,6 +29,7 @@ import {
   withoutJournal
 } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
+import * as Storage from "../Storage.ts"
 import * as ReportFile from "../viewer/ReportFile.ts"
 import type * as Serve from "../viewer/Serve.ts"
 import * as ClaudeCode from "./ClaudeCode.ts"
@@ -224,7 +225,10 @@ export const root = Command.make("session-journal").pipe(
     "A durable, tamper-evident journal of AI-agent sessions. " +
       "Exit codes: 0 ok, 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked by another writer, " +
       "5 the policy would deny calls (policy test), 6 output failed (what was written is durable: do not write it again), " +
-      "70 unexpected failure (a bug), 130 interrupted."
+      "70 unexpected failure (a bug), 130 interrupted. " +
+      `Environment: $${Storage.DIR_VAR} (default of --dir), $${Storage.PG_URL_VAR} (default of --postgres), ` +
+      `$${Storage.TABLE_PREFIX_VAR} (PostgreSQL table prefix, default session_journal_), ` +
+      `$${Storage.RETENTION_VAR}=1 (remove the segments a checkpoint covers).`
   ),
   Command.withSubcommands([
     record,

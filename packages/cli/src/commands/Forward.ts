@@ -38,6 +38,8 @@
 import type * as Fs from "node:fs"
 import type * as Http from "node:http"
 import { createRequire } from "node:module"
+import { messageOf } from "../internal/messageOf.ts"
+import * as ProcessStreams from "../internal/processStreams.ts"
 
 // Loaded with `createRequire`, not `import`: an ES module import of a builtin reads
 // every export of it, and `node:http`'s lazy `WebSocket` and friends then load
@@ -208,7 +210,7 @@ const readToken = (options: Options): string | { readonly problem: string } => {
       const token = fs.readFileSync(options.tokenFile, "utf8").split("\n")[0]!.trim()
       return token === "" ? { problem: `the token file ${options.tokenFile} is empty` } : token
     } catch (e) {
-      return { problem: `the token file cannot be read: ${e instanceof Error ? e.message : String(e)}` }
+      return { problem: `the token file cannot be read: ${messageOf(e)}` }
     }
   }
   const name = options.tokenEnv ?? TOKEN_VAR
@@ -270,7 +272,7 @@ export const forward = async (options: Options, body: Buffer | null): Promise<Ou
   } catch (e) {
     return fallback(
       name,
-      `${where} cannot be reached: the URL is not valid (${e instanceof Error ? e.message : String(e)})`
+      `${where} cannot be reached: the URL is not valid (${messageOf(e)})`
     )
   }
   const token = readToken(options)
@@ -280,7 +282,7 @@ export const forward = async (options: Options, body: Buffer | null): Promise<Ou
     if (answer.status === 200) return { stdout: answer.text, stderr: "", code: 0 }
     return fallback(name, `${where} refused the event: ${answer.status} ${errorOf(answer.text)}`)
   } catch (e) {
-    return fallback(name, `${where} is not reachable: ${e instanceof Error ? e.message : String(e)}`)
+    return fallback(name, `${where} is not reachable: ${messageOf(e)}`)
   }
 }
 
@@ -295,9 +297,7 @@ export const main = async (args: ReadonlyArray<string>): Promise<number> => {
   const outcome = typeof parsed === "string"
     ? fallback(null, `session-journal claude-code forward: ${parsed}`)
     : await forward(parsed, await readStdin(MAX_EVENT_BYTES))
-  await new Promise<void>((resolve) => {
-    if (outcome.stderr !== "") process.stderr.write(outcome.stderr)
-    process.stdout.write(outcome.stdout, () => resolve())
-  })
+  if (outcome.stderr !== "") ProcessStreams.writeStderr(outcome.stderr)
+  await new Promise<void>((resolve) => ProcessStreams.writeStdout(outcome.stdout, () => resolve()))
   return outcome.code
 }

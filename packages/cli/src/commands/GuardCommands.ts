@@ -7,11 +7,12 @@
  * @since 0.4.0
  */
 import { Command, Flag } from "effect/cli"
+import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as path from "node:path"
 import { Exit, InvalidInput } from "../Failure.ts"
-import { Dir, nonNegative, withoutJournal } from "../internal/commandKit.ts"
+import { Dir, nonNegative, onCommandLine, withoutJournal } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 import * as Forward from "./Forward.ts"
@@ -39,6 +40,7 @@ export const DEFAULT_PORT = 18787
 export const GUARD_TOKEN_VAR = Forward.TOKEN_VAR
 
 const policyFlag = Flag.String("policy").pipe(
+  Flag.withFallbackConfig(Config.String(POLICY_VAR)),
   Flag.optional,
   Flag.withMetavar("FILE"),
   Flag.withDescription(`Policy file deciding PreToolUse (default $${POLICY_VAR}; none = record only)`)
@@ -66,12 +68,12 @@ export const guard = Command.make("guard", {
       Effect.gen(function*() {
         const root = Option.getOrUndefined(a.root)
         // As the command hook: one way to name the journal.
-        if (root !== undefined && Option.isSome(dir)) {
+        if (root !== undefined && onCommandLine(dir) !== undefined) {
           return yield* new InvalidInput({ field: "--root", reason: "give --root DIR or --dir DIR, not both" })
         }
-        const file = Option.getOrUndefined(a.policy) ?? (process.env[POLICY_VAR] || undefined)
+        const file = Option.getOrUndefined(a.policy)
         const policy = file === undefined ? null : yield* load(file)
-        const given = process.env[GUARD_TOKEN_VAR]
+        const given = Option.getOrUndefined(yield* Effect.orDie(Config.option(Config.String(GUARD_TOKEN_VAR))))
         // The HTTP server's modules load only for this command.
         const module = yield* Effect.promise((): Promise<typeof GuardServer> => import("./GuardServer.ts"))
         const token = given !== undefined && given !== "" ? given : module.makeToken()

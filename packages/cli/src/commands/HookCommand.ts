@@ -35,6 +35,7 @@ import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as Input from "../Input.ts"
 import type { HookArgs } from "../internal/hookArgs.ts"
+import * as ProcessStreams from "../internal/processStreams.ts"
 import { load } from "../PolicyFile.ts"
 import * as Storage from "../Storage.ts"
 
@@ -128,8 +129,7 @@ export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
     // `lockWait`: a directory watch and a jittered backoff) rather than fail.
     const waitMillis = args.waitMillis ?? DEFAULT_WAIT_MILLIS
     const storage: Storage.Options = {
-      dir: args.root !== undefined && args.root !== "" ? args.root : Storage.resolveDir(undefined),
-      ...Storage.resolvePostgres(args.postgres),
+      ...Storage.resolve({ dir: args.root, postgres: args.postgres }, Storage.environmentOf(io.env)),
       lockWait: Duration.millis(waitMillis)
     }
     const exit = await Effect.runPromiseExit(
@@ -150,12 +150,6 @@ export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
   }
 }
 
-const write = (stream: NodeJS.WriteStream) => (text: string): Promise<void> =>
-  new Promise((resolve) => {
-    if (text === "") return resolve()
-    stream.write(text, () => resolve())
-  })
-
 /**
  * Runs the hook on the process's stdin, stdout and stderr; resolves with the exit
  * code.
@@ -165,8 +159,8 @@ const write = (stream: NodeJS.WriteStream) => (text: string): Promise<void> =>
 export const main = async (args: HookArgs): Promise<number> => {
   const outcome = await run(args, {
     stdin: process.stdin,
-    stdout: write(process.stdout),
-    stderr: write(process.stderr),
+    stdout: ProcessStreams.writeStdoutAwait,
+    stderr: ProcessStreams.writeStderrAwait,
     env: process.env
   })
   return outcome.exitCode

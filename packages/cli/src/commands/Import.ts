@@ -20,6 +20,7 @@ import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import { ImportStopped, InvalidInput } from "../Failure.ts"
 import * as Input from "../Input.ts"
+import { messageOf } from "../internal/messageOf.ts"
 
 /**
  * Most entries in one durable append.
@@ -105,7 +106,7 @@ export const importItem = (text: string, line: number): Result.Result<SessionJou
   try {
     value = JSON.parse(text)
   } catch (e) {
-    return Result.fail(new InvalidInput({ field: "JSON", line, reason: e instanceof Error ? e.message : String(e) }))
+    return Result.fail(new InvalidInput({ field: "JSON", line, reason: messageOf(e) }))
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     return Result.fail(new InvalidInput({ field: "JSON", line, reason: "each line must be a JSON object" }))

@@ -23,16 +23,17 @@
  */
 import { StorageError } from "@session-journal/core"
 import { Command, Flag } from "effect/cli"
+import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { InvalidInput } from "../Failure.ts"
-import { Dir, withoutJournal } from "../internal/commandKit.ts"
+import { withoutJournal } from "../internal/commandKit.ts"
+import { messageOf } from "../internal/messageOf.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
-import * as Storage from "../Storage.ts"
 
 /**
  * The events our hooks are installed for (PROTOCOL.md (a)): every one whose record
@@ -246,7 +247,7 @@ const readSettings = (
     catch: (e) =>
       new InvalidInput({
         field: file,
-        reason: `cannot use it as Claude Code settings (left unchanged): ${e instanceof Error ? e.message : String(e)}`
+        reason: `cannot use it as Claude Code settings (left unchanged): ${messageOf(e)}`
       })
   })
 
@@ -304,15 +305,26 @@ export const selfCommand = (): ReadonlyArray<string> => {
 }
 
 /**
- * The settings file `install` changes: `--user`'s or the project's.
+ * The environment variable naming Claude Code's user configuration directory
+ * (default `~/.claude`).
+ *
+ * @since 0.5.0
+ */
+export const CLAUDE_CONFIG_DIR_VAR = "CLAUDE_CONFIG_DIR"
+
+/**
+ * The settings file `install` changes: `--user`'s (in `configDir`, the value of
+ * `$CLAUDE_CONFIG_DIR`, else `~/.claude`) or the project's.
  *
  * @since 0.4.0
  */
-export const settingsFile = (options: { readonly user: boolean; readonly project: string | undefined }): string =>
+export const settingsFile = (
+  options: { readonly user: boolean; readonly project: string | undefined; readonly configDir: string | undefined }
+): string =>
   options.user
     ? path.join(
-      process.env["CLAUDE_CONFIG_DIR"] !== undefined && process.env["CLAUDE_CONFIG_DIR"] !== ""
-        ? process.env["CLAUDE_CONFIG_DIR"]
+      options.configDir !== undefined && options.configDir !== ""
+        ? options.configDir
         : path.join(os.homedir(), ".claude"),
       "settings.json"
     )
@@ -350,42 +362,44 @@ export const command = Command.make("install", {
     Flag.withDescription("Remove our hooks only, keeping every other setting and hook")
   )
 }, (a) =>
-  Effect.flatMap(Dir, (dir) =>
-    withoutJournal(({ json }) =>
-      Effect.gen(function*() {
-        const project = Option.getOrUndefined(a.project)
-        if (a.user && project !== undefined) {
-          return yield* new InvalidInput({ field: "--user", reason: "give --project DIR or --user, not both" })
+  withoutJournal(({ json, storage }) =>
+    Effect.gen(function*() {
+      const project = Option.getOrUndefined(a.project)
+      if (a.user && project !== undefined) {
+        return yield* new InvalidInput({ field: "--user", reason: "give --project DIR or --user, not both" })
+      }
+      const configDir = Option.getOrUndefined(
+        yield* Effect.orDie(Config.option(Config.String(CLAUDE_CONFIG_DIR_VAR)))
+      )
+      const file = settingsFile({ user: a.user, project, configDir })
+      let hook: JsonObject | null = null
+      if (!a.uninstall) {
+        const root = path.resolve(storage.dir)
+        const policyFile = Option.getOrUndefined(a.policy)
+        const policy = policyFile === undefined ? undefined : path.resolve(policyFile)
+        if (policy !== undefined) yield* load(policy)
+        const guard = Option.getOrUndefined(a.guard)
+        const self = selfCommand()
+        hook = {
+          type: "command",
+          command: guard === undefined
+            ? hookCommand(self, { root, policy })
+            : forwardCommand(self, yield* guardUrl(guard)),
+          timeout: HOOK_TIMEOUT_SECONDS
         }
-        const file = settingsFile({ user: a.user, project })
-        let hook: JsonObject | null = null
-        if (!a.uninstall) {
-          const root = path.resolve(Storage.resolveDir(Option.getOrUndefined(dir)))
-          const policyFile = Option.getOrUndefined(a.policy)
-          const policy = policyFile === undefined ? undefined : path.resolve(policyFile)
-          if (policy !== undefined) yield* load(policy)
-          const guard = Option.getOrUndefined(a.guard)
-          const self = selfCommand()
-          hook = {
-            type: "command",
-            command: guard === undefined
-              ? hookCommand(self, { root, policy })
-              : forwardCommand(self, yield* guardUrl(guard)),
-            timeout: HOOK_TIMEOUT_SECONDS
-          }
-        }
-        const report = yield* apply(file, hook)
-        if (json) return yield* Output.json(report)
-        yield* Output.write(
-          report.status === "unchanged"
-            ? `${file}: unchanged (${a.uninstall ? "no hooks of ours in it" : "our hooks are already installed"})\n`
-            : `${file}: ${report.status} ${a.uninstall ? "our hooks" : `hooks for ${report.events} events`}` +
-              (report.backup === null ? "" : `; the previous content is in ${report.backup}`) + "\n"
-        )
-      })
-    ))).pipe(Command.withDescription(
-      "Merge our hooks into Claude Code's settings (keeping every other setting and hook, with a backup); --uninstall removes only ours"
-    ))
+      }
+      const report = yield* apply(file, hook)
+      if (json) return yield* Output.json(report)
+      yield* Output.write(
+        report.status === "unchanged"
+          ? `${file}: unchanged (${a.uninstall ? "no hooks of ours in it" : "our hooks are already installed"})\n`
+          : `${file}: ${report.status} ${a.uninstall ? "our hooks" : `hooks for ${report.events} events`}` +
+            (report.backup === null ? "" : `; the previous content is in ${report.backup}`) + "\n"
+      )
+    })
+  )).pipe(Command.withDescription(
+    "Merge our hooks into Claude Code's settings (keeping every other setting and hook, with a backup); --uninstall removes only ours"
+  ))
 
 const guardUrl = (url: string): Effect.Effect<string, InvalidInput> => {
   let parsed: URL | undefined

@@ -141,9 +141,10 @@ export const stats = Command.make("stats", {
         if (state.meta.labels !== undefined) out.push(`labels           ${state.meta.labels.join(", ")}`)
       }
       const counts = Array.from(JournalState.snapshot(state).tool_counts)
-      if (Output.stdoutIsTerminal() && counts.length > 0) {
+      const columns = yield* Output.stdoutColumns
+      if (columns !== undefined && counts.length > 0) {
         out.push("", "tool calls")
-        out.push(...Output.barChart(counts, process.stdout.columns || 80))
+        out.push(...Output.barChart(counts, columns))
       } else {
         for (const [name, n] of counts.sort((x, y) => (x[0] < y[0] ? -1 : 1))) out.push(`tool_count       ${name} ${n}`)
       }

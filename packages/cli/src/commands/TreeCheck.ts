@@ -12,13 +12,14 @@ import * as fs from "node:fs"
 import { CheckpointMismatch, InvalidInput, NotAvailable, VerificationFailed, WitnessRefused } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { validId } from "../internal/commandKit.ts"
+import { messageOf } from "../internal/messageOf.ts"
 import * as Output from "../Output.ts"
 import type * as Storage from "../Storage.ts"
 import * as Verify from "./Verify.ts"
 
 const MAX_KEY_BYTES = 64 * 1024
 
-const describeError = (e: unknown): string => e instanceof Error ? e.message : String(e)
+const describeError = (e: unknown): string => messageOf(e)
 
 const readText = (file: string, field: string, maxBytes: number): Effect.Effect<string, InvalidInput> =>
   Effect.tryPromise({

@@ -11,6 +11,7 @@ import * as fs from "node:fs"
 import { ImportStopped, InvalidInput, NotAvailable, type OutputFailed } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { sessionId, validId, waitFlag, withJournal, withoutJournal } from "../internal/commandKit.ts"
+import { messageOf } from "../internal/messageOf.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as Import from "./Import.ts"
@@ -58,7 +59,7 @@ export const record = Command.make("record", {
 const parsePayload = (text: string, field: string) =>
   Effect.try({
     try: () => JSON.parse(text) as unknown,
-    catch: (e) => new InvalidInput({ field, reason: `not valid JSON (${e instanceof Error ? e.message : String(e)})` })
+    catch: (e) => new InvalidInput({ field, reason: `not valid JSON (${messageOf(e)})` })
   })
 
 // `--payload -` reads stdin and `--payload @FILE` a file (neither is JSON, so
@@ -66,14 +67,15 @@ const parsePayload = (text: string, field: string) =>
 const payloadText = (flag: string) => {
   if (flag !== "-" && !flag.startsWith("@")) return Effect.succeed(flag)
   const file = flag === "-" ? "-" : flag.slice(1)
-  return Effect.tryPromise({
-    try: () => Input.readBounded(file === "-" ? process.stdin : fs.createReadStream(file), "--payload"),
-    catch: (e) =>
-      new InvalidInput({
-        field: "--payload",
-        reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}`
-      })
-  }).pipe(Effect.flatMap(Effect.fromResult))
+  return Effect.flatMap(Input.Stdin, (stdin) =>
+    Effect.tryPromise({
+      try: () => Input.readBounded(file === "-" ? stdin() : fs.createReadStream(file), "--payload"),
+      catch: (e) =>
+        new InvalidInput({
+          field: "--payload",
+          reason: `cannot read ${file}: ${messageOf(e)}`
+        })
+    }).pipe(Effect.flatMap(Effect.fromResult)))
 }
 
 /** The `append` command. */
@@ -104,16 +106,15 @@ export const append = Command.make("append", {
 export const importItem = Import.importItem
 
 const inputBytes = (file: string): Stream.Stream<Uint8Array, InvalidInput> =>
-  Stream.unwrap(Effect.sync(() =>
+  Stream.unwrap(Effect.map(Input.Stdin, (stdin) =>
     Stream.fromAsyncIterable(
-      (file === "-" ? process.stdin : fs.createReadStream(file)) as AsyncIterable<Uint8Array>,
+      (file === "-" ? stdin() : fs.createReadStream(file)) as AsyncIterable<Uint8Array>,
       (e) =>
         new InvalidInput({
           field: "FILE",
-          reason: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}`
+          reason: `cannot read ${file}: ${messageOf(e)}`
         })
-    )
-  ))
+    )))
 
 /** The `importCmd` command. */
 export const importCmd = Command.make("import", {

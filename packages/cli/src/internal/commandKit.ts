@@ -6,6 +6,7 @@
 import { Entry, Persistence, SessionJournal } from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import { Argument, Flag, GlobalFlag } from "effect/cli"
+import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -15,9 +16,33 @@ import { describe as describeFailure, Exit, ExitCode, exitCodeOf, type Failure, 
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import { parseWaitMillis } from "./hookArgs.ts"
+import { messageOf } from "./messageOf.ts"
 
 // ---------------------------------------------------------------------------
 // Global flags
+
+/**
+ * A `--dir` or `--postgres` value and where it came from: the command line, or
+ * the environment variable the flag falls back to (through `Config`).
+ *
+ * @since 0.5.0
+ */
+export interface Given {
+  readonly value: string
+  readonly from: "flag" | "env"
+}
+
+const fromFlag = (value: string): Given => ({ value, from: "flag" })
+const fromEnv = (name: string): Config.Config<Given> =>
+  Config.map(Config.String(name), (value): Given => ({ value, from: "env" }))
+
+/**
+ * The value of a `Given` setting when the command line gave it (not the environment).
+ *
+ * @since 0.5.0
+ */
+export const onCommandLine = (given: Option.Option<Given>): string | undefined =>
+  Option.isSome(given) && given.value.from === "flag" ? given.value.value : undefined
 
 /**
  * `--dir DIR`: the journal root (default `$SESSION_JOURNAL_DIR`, else `./.session-journal`).
@@ -26,6 +51,8 @@ import { parseWaitMillis } from "./hookArgs.ts"
  */
 export const Dir = GlobalFlag.Setting("dir")({
   flag: Flag.String("dir").pipe(
+    Flag.map(fromFlag),
+    Flag.withFallbackConfig(fromEnv(Storage.DIR_VAR)),
     Flag.optional,
     Flag.withMetavar("DIR"),
     Flag.withDescription("Journal directory (default $SESSION_JOURNAL_DIR, else ./.session-journal)")
@@ -60,6 +87,8 @@ export const Verbose = GlobalFlag.Setting("verbose")({
  */
 export const Postgres = GlobalFlag.Setting("postgres")({
   flag: Flag.String("postgres").pipe(
+    Flag.map(fromFlag),
+    Flag.withFallbackConfig(fromEnv(Storage.PG_URL_VAR)),
     Flag.optional,
     Flag.withMetavar("URL"),
     Flag.withDescription("Keep journals in PostgreSQL at URL (default $SESSION_JOURNAL_PG_URL)")
@@ -107,10 +136,10 @@ const settings = Effect.gen(function*() {
   const json = yield* Json
   const verbose = yield* Verbose
   const postgres = yield* Postgres
-  const storage: Storage.Options = {
-    dir: Storage.resolveDir(Option.getOrUndefined(dir)),
-    ...Storage.resolvePostgres(Option.getOrUndefined(postgres))
-  }
+  // The flags fall back to the same variables; reading them here as well keeps
+  // an empty flag (`--dir ""`) falling back to them as before.
+  const env = yield* Storage.environment
+  const storage = Storage.resolve({ dir: onCommandLine(dir), postgres: onCommandLine(postgres) }, env)
   return { json, verbose, storage }
 })
 
@@ -173,7 +202,7 @@ export const parseWait = (text: string): Duration.Duration => Duration.millis(pa
  */
 export const waitFlag = Flag.String("wait").pipe(
   Flag.withMetavar("DURATION"),
-  Flag.mapTryCatch(parseWait, (e) => `invalid --wait: ${e instanceof Error ? e.message : String(e)}`),
+  Flag.mapTryCatch(parseWait, (e) => `invalid --wait: ${messageOf(e)}`),
   Flag.optional,
   Flag.withDescription(
     "Wait up to DURATION (500ms, 30s, 2m) for the session's lock while another writer holds it, instead of exit 4 at once"

@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import { describe, ExitCode, OutputFailed } from "../Failure.ts"
 import { main } from "../index.ts"
+import * as ProcessStreams from "./processStreams.ts"
 
 // A closed pipe (`session-journal export x | head`) is a normal end, not a crash.
 // Any other failure of stdout is reported by the write that met it (`Output.write`
@@ -28,7 +29,9 @@ NodeRuntime.runMain(main.pipe(Effect.provide(NodeServices.layer)), {
     // A failed write's "error" event comes on the next tick.
     setImmediate(() => {
       if (code === ExitCode.ok && stdoutFailure !== undefined) {
-        process.stderr.write(`session-journal: ${describe(new OutputFailed({ reason: stdoutFailure.message }))}\n`)
+        ProcessStreams.writeStderr(
+          `session-journal: ${describe(new OutputFailed({ reason: stdoutFailure.message }))}\n`
+        )
         return onExit(ExitCode.output)
       }
       onExit(code === ExitCode.interrupted && process.exitCode === 0 ? ExitCode.ok : code)
