@@ -16,6 +16,12 @@ const STRESS = process.env["STRESS"] === "1"
 const LANES = 2
 // 20 kills in the normal suite; STRESS=1 makes 1000.
 const KILLS_PER_LANE = STRESS ? 500 : 10
+// A lane goes on past its kills until its session has a second segment (a loaded
+// machine acknowledges fewer entries per kill), at most this many rounds.
+const MAX_ROUNDS_PER_LANE = KILLS_PER_LANE * 4
+
+const segmentCount = (dir: string) =>
+  fs.existsSync(dir) ? fs.readdirSync(dir).filter((n) => /^[0-9]{20}\.jsonl$/.test(n)).length : 0
 
 const lane = async (root: string, id: string, seed: number) => {
   let rnd = seed
@@ -29,9 +35,11 @@ const lane = async (root: string, id: string, seed: number) => {
   const env = { SJ_ROOT: root, SJ_ID: id, SJ_SEGMENT_BYTES: "2048", SJ_FIBERS: "6", SJ_WAIT: "1" }
   // The next writer loads its modules while the current one runs.
   let next = spawnFixture("appender", env)
-  for (let round = 0; round < KILLS_PER_LANE; round++) {
+  const more = (round: number) =>
+    round < KILLS_PER_LANE || (round < MAX_ROUNDS_PER_LANE && segmentCount(path.join(root, id)) < 2)
+  for (let round = 0; more(round); round++) {
     const child = next
-    if (round + 1 < KILLS_PER_LANE) next = spawnFixture("appender", env)
+    next = spawnFixture("appender", env)
     child.send("go")
     const ready = await child.waitFor((l) => l === "ready")
     expect(ready, child.lines.join("\n")).toBe(true)
@@ -61,15 +69,17 @@ const lane = async (root: string, id: string, seed: number) => {
     expect(sequences).toEqual(Array.from({ length: loaded.state.next_sequence }, (_, i) => i))
     for (const n of acked) expect(sequences[n]).toBe(n)
   }
+  // The spare writer never got "go": it has not opened the session.
+  await next.kill()
   return { kills, acked: acked.size, maxAck }
 }
 
 describe("crash loop", () => {
-  it(`survives ${LANES * KILLS_PER_LANE} SIGKILLs of a group-committing writer`, async () => {
+  it(`survives at least ${LANES * KILLS_PER_LANE} SIGKILLs of a group-committing writer`, async () => {
     const root = path.join(tempDir("crash"), "journal")
     const results = await Promise.all(Array.from({ length: LANES }, (_, i) => lane(root, `lane-${i}`, 7919 * (i + 1))))
     const kills = results.reduce((n, r) => n + r.kills, 0)
-    expect(kills).toBe(LANES * KILLS_PER_LANE)
+    expect(kills).toBeGreaterThanOrEqual(LANES * KILLS_PER_LANE)
     for (let i = 0; i < LANES; i++) {
       // Writers made progress across the kills, and the whole history verifies.
       expect(results[i]!.maxAck).toBeGreaterThan(0)
@@ -85,5 +95,5 @@ describe("crash loop", () => {
     console.log(`crash loop: ${kills} kills, ${total} acknowledged entries, all present`)
     // Starting a Node process per kill dominates its time: 80 kills took 335 s with
     // other work sharing a 2-core machine; the bound only catches a hang.
-  }, STRESS ? 1_800_000 : 300_000)
+  }, STRESS ? 1_800_000 : 600_000)
 })
