@@ -18,7 +18,7 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   try {
     const journal = await serviceOf(rt)
     let offset = 0
-    let tree = Merkle.empty
+    const tree = Merkle.builder()
     const samples = await interleave(
       rounds,
       async () => {
@@ -28,7 +28,7 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
           const t0 = performance.now()
           for (let i = 0; i < n; i++) {
             const entry = yield* journal.record("bench-tree", params(start + i))
-            tree = Merkle.append(tree, Merkle.entryLeaf(entry.entry_hash))
+            tree.appendEntryHash(entry.entry_hash)
           }
           return performance.now() - t0
         }))
@@ -49,7 +49,7 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
         samples,
         { op: ">=", target: 0.9 },
         `${rounds} rounds × ${n.toLocaleString("en-US")} records, the tree kept over every entry (${
-          tree.size.toLocaleString("en-US")
+          tree.size().toLocaleString("en-US")
         } leaves at the end)`
       )
     ]

@@ -18,6 +18,7 @@
 import { hexToBytes } from "@noble/hashes/utils.js"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as TreeHash from "./internal/treeHash.ts"
 import * as Sha256 from "./Sha256.ts"
 
 /**
@@ -37,11 +38,13 @@ const digest = Sha256.digest
 export const emptyRoot = (): Uint8Array => digest(new Uint8Array(0))
 
 /**
- * `SHA-256(0x00 ‖ leaf)`: the hash of one leaf.
+ * `SHA-256(0x00 ‖ leaf)`: the hash of one leaf. A 32-byte leaf (an entry hash) is
+ * hashed by the tree's own one-block SHA-256, any other through the installed one.
  *
  * @since 0.5.0
  */
 export const leafHash = (leaf: Uint8Array): Uint8Array => {
+  if (leaf.length === HASH_BYTES) return TreeHash.leafHash(leaf)
   const input = new Uint8Array(1 + leaf.length)
   input[0] = 0x00
   input.set(leaf, 1)
@@ -49,11 +52,13 @@ export const leafHash = (leaf: Uint8Array): Uint8Array => {
 }
 
 /**
- * `SHA-256(0x01 ‖ left ‖ right)`: the hash of an inner node.
+ * `SHA-256(0x01 ‖ left ‖ right)`: the hash of an inner node. Two 32-byte children (every
+ * node of the tree) are hashed by the tree's own two-block SHA-256.
  *
  * @since 0.5.0
  */
 export const nodeHash = (left: Uint8Array, right: Uint8Array): Uint8Array => {
+  if (left.length === HASH_BYTES && right.length === HASH_BYTES) return TreeHash.nodeHash(left, right)
   const input = new Uint8Array(1 + left.length + right.length)
   input[0] = 0x01
   input.set(left, 1)
@@ -67,6 +72,21 @@ export const nodeHash = (left: Uint8Array, right: Uint8Array): Uint8Array => {
  * @since 0.5.0
  */
 export const entryLeaf = (entryHash: string): Uint8Array => hexToBytes(entryHash)
+
+/**
+ * The leaf hash of an entry, `leafHash(entryLeaf(entryHash))`, decoded from the hex
+ * straight into the hashed block. Throws, as `entryLeaf` does, unless `entryHash` is 64
+ * hex characters (with a `TypeError`).
+ *
+ * @since 0.5.0
+ */
+export const entryLeafHash = (entryHash: string): Uint8Array => {
+  const hash = TreeHash.leafHashOfHex(entryHash)
+  if (hash === undefined) throw notAHash(entryHash)
+  return hash
+}
+
+const notAHash = (text: string) => new TypeError(`not a 32-byte hex hash: ${JSON.stringify(text.slice(0, 80))}`)
 
 /**
  * Whether two hashes are the same bytes.
@@ -146,6 +166,54 @@ export const fromLeaves = (leaves: Iterable<Uint8Array>): CompactRange => {
   let range = empty
   for (const leaf of leaves) range = append(range, leaf)
   return range
+}
+
+// One 32-byte node per bit set in the size.
+const isCompactRange = (range: CompactRange): boolean => {
+  if (!isSize(range.size)) return false
+  let bits = 0
+  for (let s = range.size; s > 0; s = Math.floor(s / 2)) bits += s % 2
+  return range.nodes.length === bits && wellFormed(range.nodes)
+}
+
+/**
+ * A compact range that grows in place: what keeps a session's tree as entries come,
+ * without allocating per leaf (its hashes are kept as 32-bit words and only turned into
+ * bytes by `range`). Not shared between fibers: one owner appends.
+ *
+ * @since 0.5.0
+ */
+export interface Builder {
+  /** How many leaves the tree has. */
+  readonly size: () => number
+  /** Appends the leaf of an entry (its `entry_hash`, 64 hex characters; throws a `TypeError` otherwise). */
+  readonly appendEntryHash: (entryHash: string) => void
+  /** Appends a leaf by its leaf hash (`leafHash`). */
+  readonly appendLeafHash: (hash: Uint8Array) => void
+  /** The tree as it is now. */
+  readonly range: () => CompactRange
+}
+
+/**
+ * A builder starting from the tree `from` (the empty tree when not given). Throws a
+ * `TypeError` unless `from` has one 32-byte node per bit set in its size.
+ *
+ * @since 0.5.0
+ */
+export const builder = (from: CompactRange = empty): Builder => {
+  if (!isCompactRange(from)) {
+    throw new TypeError(`not a compact range: ${from.nodes.length} nodes for size ${from.size}`)
+  }
+  const words = new TreeHash.Words()
+  words.reset(from.size, from.nodes)
+  return {
+    size: () => words.size,
+    appendEntryHash: (entryHash) => {
+      if (!words.appendEntryHash(entryHash)) throw notAHash(entryHash)
+    },
+    appendLeafHash: (hash) => words.appendLeafHash(hash),
+    range: () => ({ size: words.size, nodes: words.roots() })
+  }
 }
 
 // ---------------------------------------------------------------------------

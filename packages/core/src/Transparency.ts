@@ -80,7 +80,7 @@ export interface Scanned {
 }
 
 interface Acc {
-  tree: Merkle.CompactRange
+  readonly tree: Merkle.Builder
   readonly roots: Array<Uint8Array | undefined>
   entry: Entry | undefined
   failure: TreeUnavailable | undefined
@@ -101,14 +101,14 @@ export const scan = (id: string, request: ScanRequest = {}): Effect.Effect<Scann
     const acc = yield* Stream.runFold(
       bounded,
       (): Acc => ({
-        tree: Merkle.empty,
+        tree: Merkle.builder(),
         roots: rootsAt.map((n) => n === 0 ? Merkle.emptyRoot() : undefined),
         entry: undefined,
         failure: undefined
       }),
       (acc, entry) => {
         if (acc.failure !== undefined) return acc
-        const index = acc.tree.size
+        const index = acc.tree.size()
         if (entry.sequence !== index) {
           acc.failure = new TreeUnavailable({
             id,
@@ -127,18 +127,18 @@ export const scan = (id: string, request: ScanRequest = {}): Effect.Effect<Scann
           })
           return acc
         }
-        const leaf = Merkle.leafHash(Merkle.entryLeaf(entry.entry_hash))
-        acc.tree = Merkle.appendLeafHash(acc.tree, leaf)
+        const leaf = Merkle.entryLeafHash(entry.entry_hash)
+        acc.tree.appendLeafHash(leaf)
         collector.pushLeafHash(leaf)
         if (request.entryAt === index) acc.entry = entry
         for (let i = 0; i < rootsAt.length; i++) {
-          if (rootsAt[i] === acc.tree.size) acc.roots[i] = Merkle.root(acc.tree)
+          if (rootsAt[i] === index + 1) acc.roots[i] = Merkle.root(acc.tree.range())
         }
         return acc
       }
     )
     if (acc.failure !== undefined) return yield* acc.failure
-    return { tree: acc.tree, roots: acc.roots, spanRoots: collector.roots(), entry: acc.entry }
+    return { tree: acc.tree.range(), roots: acc.roots, spanRoots: collector.roots(), entry: acc.entry }
   })
 
 const tooLarge = (id: string, what: string, size: number, have: number) =>
@@ -356,13 +356,14 @@ export const signedHeads = (
   }))
   return events.pipe(
     Stream.mapAccumArray(
-      (): { tree: Merkle.CompactRange; broken: boolean } => ({ tree: Merkle.empty, broken: false }),
+      // The tree is kept in place, one builder per run of the stream.
+      (): { tree: Merkle.Builder; broken: boolean } => ({ tree: Merkle.builder(), broken: false }),
       (
         acc,
         events: ReadonlyArray<Follow.Event>
-      ): readonly [{ tree: Merkle.CompactRange; broken: boolean }, ReadonlyArray<Out>] => {
+      ): readonly [{ tree: Merkle.Builder; broken: boolean }, ReadonlyArray<Out>] => {
         if (acc.broken) return [acc, []]
-        let tree = acc.tree
+        const tree = acc.tree
         for (const event of events) {
           if (event._tag === "Recovered") {
             const e = new TreeUnavailable({
@@ -372,9 +373,9 @@ export const signedHeads = (
             })
             return [{ tree, broken: true }, [e]]
           }
-          tree = Merkle.append(tree, Merkle.entryLeaf(event.entry.entry_hash))
+          tree.appendEntryHash(event.entry.entry_hash)
         }
-        const head = TreeHead.make(originLine, tree)
+        const head = TreeHead.make(originLine, tree.range())
         const note = SignedNote.sign(TreeHead.text(head), [signer])
         // The text is ours and valid: a failure here is a bug.
         if (Result.isFailure(note)) throw note.failure
