@@ -52,9 +52,9 @@ export const DEFAULT_LIMITS: Limits = { maxFileBytes: 512 * 1024 * 1024, maxLine
 
 // Line entries (with their tool entries) per durable append, and their bytes: each
 // append is a durable write and may be followed by a checkpoint, so a transcript
-// of a few MB is one append.
-const BATCH_LINES = 8_192
-const BATCH_BYTES = 16 * 1024 * 1024
+// of a few thousand lines is one or two appends.
+const BATCH_LINES = 2_048
+const BATCH_BYTES = 4 * 1024 * 1024
 // An escaped line entry must fit the adapter's 8 MiB record with room for the envelope.
 const MAX_ESCAPED_BYTES = 7 * 1024 * 1024
 // Bytes of the last line a resumed run checks (all of a line up to this size).
