@@ -13,7 +13,6 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
-import * as MutableRef from "effect/MutableRef"
 import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
 import * as References from "effect/References"
@@ -358,28 +357,28 @@ export const make = (settings: Settings) => {
           )
         },
         onSuccess: (stored) => {
+          // The ref holds the new state before anyone is answered, so a caller that
+          // reads right after its write sees it.
           const next: Slot = {
             state: after,
             blocked: slot.blocked,
             sinceCheckpoint: slot.sinceCheckpoint + stored.bytes,
             checkpointBytes: slot.checkpointBytes
           }
-          // The ref holds the new state before anyone is answered, so a caller that
-          // reads right after its write sees it. Set in place rather than through an
-          // effect: the writer is the only one that sets it.
-          MutableRef.set(target.ref.ref, next)
-          if (lone !== undefined) Deferred.doneUnsafe(lone.deferred, Exit.succeed(loneResult))
-          else if (accepted !== undefined && results !== undefined) {
-            for (let i = 0; i < accepted.length; i++) {
-              Deferred.doneUnsafe(accepted[i]!.deferred, Exit.succeed(results[i]))
+          return Effect.flatMap(Ref.set(target.ref, next), () => {
+            if (lone !== undefined) Deferred.doneUnsafe(lone.deferred, Exit.succeed(loneResult))
+            else if (accepted !== undefined && results !== undefined) {
+              for (let i = 0; i < accepted.length; i++) {
+                Deferred.doneUnsafe(accepted[i]!.deferred, Exit.succeed(results[i]))
+              }
             }
-          }
-          // Subscribers pull from a sliding hub: they run before the next batch, or a
-          // caller writing in a loop could slide entries out before they pull.
-          const published = hubs.subscribed(target.id)
-            ? Effect.andThen(Effect.ignoreCause(hubs.publish(target.id, entries)), Effect.yieldNow)
-            : Effect.void
-          return isDue(next) ? Effect.andThen(published, checkpoint(target)) : published
+            // Subscribers pull from a sliding hub: they run before the next batch, or a
+            // caller writing in a loop could slide entries out before they pull.
+            const published = hubs.subscribed(target.id)
+              ? Effect.andThen(Effect.ignoreCause(hubs.publish(target.id, entries)), Effect.yieldNow)
+              : Effect.void
+            return isDue(next) ? Effect.andThen(published, checkpoint(target)) : published
+          })
         }
       }
     )
