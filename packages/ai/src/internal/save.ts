@@ -141,14 +141,7 @@ export const make = (
     // it stamps on the messages is what is stored), as the chat's view. When another
     // writer appended between the read and the write, the view is read again and the
     // difference stored again: the last save's view is what the chain ends with.
-    const store = (
-      chatId: string,
-      sid: string,
-      view: ChatHistory.View,
-      history: Effect.Effect<ReadonlyArray<Prompt.Message>>,
-      ttl: Duration.Duration | undefined,
-      context: SaveContext
-    ): Effect.Effect<void, PersistenceError> =>
+    const store: Saver["store"] = (chatId, sid, view, history, ttl, context) =>
       lockOf(sid).withPermits(1)(
         Effect.gen(function*() {
           const current = yield* history
