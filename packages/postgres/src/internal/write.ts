@@ -21,7 +21,6 @@ import * as Effect from "effect/Effect"
 import * as PubSub from "effect/PubSub"
 import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
-import { Buffer } from "node:buffer"
 import type * as Hold from "./hold.ts"
 import { stringify } from "./json.ts"
 import { encodeMeta, type Store } from "./store.ts"
@@ -104,8 +103,9 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
       const initial = JournalState.empty(id, caps)
       const last = request.entries[request.entries.length - 1]!
       const next = request.after.sequence + request.entries.length
-      let bytes = 0
-      for (const text of texts) bytes += Buffer.byteLength(text, "utf8")
+      // The batch's bytes as PostgreSQL stores them (`octet_length`, in the
+      // database's encoding), as `appendTx` and loads count them.
+      const bytes = sql`(SELECT n FROM total)`
       const sameHead = request.after.hash === null ? sql`` : sql`AND s.head = ${request.after.hash}::text`
       const meta = request.meta
       const metaText = meta === undefined ? null : stringify(encodeMeta(meta))
@@ -117,7 +117,7 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
             meta_updated_at = CASE WHEN s.meta_updated_at IS NULL OR s.meta_updated_at <= ${metaAt}::int8
               THEN ${metaAt}::int8 ELSE s.meta_updated_at END`
       const advance = sql`next_sequence = ${next}::int8, head = ${last.entry_hash}::text,
-            exported_head = ${request.head()}::text, entry_bytes = s.entry_bytes + ${bytes}::int8,
+            exported_head = ${request.head()}::text, entry_bytes = s.entry_bytes + ${bytes},
             updated_at = now() ${setMeta}`
       const returning = sql`RETURNING s.session_id, pg_notify(${names.channel}, ${`${id} ${next}`})`
       // On the empty tip the row may not exist yet: it is proposed with the batch,
@@ -135,15 +135,18 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
         : sql`UPDATE ${sessionsT} AS s SET ${advance}
           WHERE s.session_id = ${id} AND s.next_sequence = ${request.after.sequence}::int8 ${sameHead}
           ${returning}`
-      const advanced = yield* sql`WITH advanced AS (${advanceRow}), inserted AS (
-          INSERT INTO ${entriesT} (session_id, sequence, entry_hash, entry)
-          SELECT a.session_id, t.s, t.h, t.e
-          FROM advanced a, unnest(${request.entries.map((e) => String(e.sequence))}::int8[], ${
+      const advanced = yield* sql`WITH batch AS (
+          SELECT * FROM unnest(${request.entries.map((e) => String(e.sequence))}::int8[], ${
         request.entries.map((e) => e.entry_hash)
       }::text[], ${texts}::text[]) AS t(s, h, e)
+        ), total AS (SELECT coalesce(sum(octet_length(e)), 0)::int8 AS n FROM batch),
+        advanced AS (${advanceRow}), inserted AS (
+          INSERT INTO ${entriesT} (session_id, sequence, entry_hash, entry)
+          SELECT a.session_id, t.s, t.h, t.e FROM advanced a, batch t
         )
-        SELECT ${bytes}::int8 AS bytes FROM advanced`.pipe(Effect.flatMap(rowsOf.appended))
-      return advanced.length === 0 ? null : { bytes, notify: next }
+        SELECT (SELECT n FROM total) AS bytes FROM advanced`.pipe(Effect.flatMap(rowsOf.appended))
+      const [row] = advanced
+      return row === undefined ? null : { bytes: row.bytes, notify: next }
     })
 
   // The compare-and-append, inside one transaction: stores the batch only if the
