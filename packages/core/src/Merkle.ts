@@ -7,8 +7,10 @@
  * entry is in the journal (inclusion) and that an older tree is a prefix of a newer one
  * (consistency), as transparency logs do.
  *
- * Everything here is pure and works on plain bytes. A tree is kept as its compact range
- * (the roots of the perfect subtrees its size decomposes into, `O(log n)` hashes);
+ * Everything here works on plain bytes and is pure, but for the two accumulators,
+ * `Builder` and `Collector`, each changed in place by its one owner. A tree is kept as
+ * its compact range (the roots of the perfect subtrees its size decomposes into, `O(log n)` hashes);
+ * its 33- and 65-byte inputs are hashed by the tree's own SHA-256 on 32-bit words;
  * proofs are built by a `Collector` fed the leaves in order, which holds one compact
  * range at a time, so a proof from a stored history costs `O(n)` hashing and
  * `O(log n)` memory. Verification follows RFC 9162 §2.1.3.2 and §2.1.4.2.
