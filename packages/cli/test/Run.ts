@@ -65,13 +65,17 @@ export interface RunOptions {
   readonly process?: boolean
 }
 
+// `claude-code forward` (the guard's command hook) is the bin's only (`main.ts`).
+const onlyAProcess = (args: ReadonlyArray<string>): boolean => args[0] === "claude-code" && args[1] === "forward"
+
 /**
  * Runs the command to completion, feeding `input` on stdin: in this process
  * (`src/InProcess.ts`) unless `cwd`, `command` or `process` asks for a child
- * process (the bin). The environment is the test's, as a child process gets it.
+ * process (the bin), or the command is `claude-code forward`. The environment
+ * is the test's, as a child process gets it.
  */
 export const run = (args: ReadonlyArray<string>, options?: RunOptions): Promise<Ran> =>
-  options?.command !== undefined || options?.cwd !== undefined || options?.process === true
+  options?.command !== undefined || options?.cwd !== undefined || options?.process === true || onlyAProcess(args)
     ? runProcess(args, options)
     : runInProcess(args, options)
 
