@@ -19,7 +19,8 @@
  *
  * @since 0.1.0
  */
-import { Entry, Guard, JournalState, SessionJournal } from "@session-journal/core"
+import { Entry, Guard, JournalState, SessionJournal, type StorageError } from "@session-journal/core"
+import * as JournalPersistence from "@session-journal/core/Persistence"
 import { Chat, IdGenerator, type LanguageModel, Prompt, type Tool } from "effect/ai"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -127,6 +128,17 @@ export const jsonBytes: (value: unknown) => number = Tools.jsonBytes
  */
 export const encodedHistory = (entries: Iterable<Entry.Entry>): Array<unknown> => ChatHistory.encodedHistory(entries)
 
+// A `timeToLive` that is no duration, or a negative one, fails the call with a
+// `PersistenceError` whose cause (a `StorageError`) names the option, instead of
+// a chat that silently never expires.
+const timeToLiveOf = (
+  chatId: string,
+  ttl: Duration.Input | undefined
+): Effect.Effect<Duration.Duration | undefined, Persistence.PersistenceError> =>
+  ttl === undefined
+    ? Effect.succeed(undefined)
+    : Effect.mapError(JournalPersistence.decodeInterval("timeToLive", ttl, 0), Save.failure(chatId, "configure"))
+
 const MessagesCodec = Schema.Array(Prompt.Message)
 const decodeMessages = Schema.decodeUnknownEffect(MessagesCodec)
 
@@ -143,8 +155,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const delegationDepth = options?.delegationDepth ?? 0
   const guard = options?.guard
   const saver = yield* Save.make(journal, kinds, {
-    releaseAfter: options?.releaseAfter ?? "500 millis",
-    lockWait: options?.lockWait ?? "5 seconds"
+    releaseAfter: yield* JournalPersistence.decodeInterval("releaseAfter", options?.releaseAfter, "500 millis"),
+    lockWait: yield* JournalPersistence.decodeInterval("lockWait", options?.lockWait, "5 seconds")
   })
   const { loadView, store } = saver
 
@@ -163,7 +175,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     sid: string,
     view: ChatHistory.View,
     loaded: ReadonlyArray<Prompt.Message>,
-    ttl: Duration.Input | undefined
+    ttl: Duration.Duration | undefined
   ) {
     const idGenerator = yield* Effect.serviceOption(IdGenerator.IdGenerator).pipe(
       Effect.map(Option.getOrElse(() => IdGenerator.defaultIdGenerator))
@@ -277,7 +289,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     return persisted
   })
 
-  const getChat = Effect.fnUntraced(function*(chatId: string, ttl: Duration.Input | undefined) {
+  const getChat = Effect.fnUntraced(function*(chatId: string, ttl: Duration.Duration | undefined) {
     const sid = ChatStore.sessionIdOf(chatId)
     const view = yield* loadView(chatId, sid)
     const now = yield* Clock.currentTimeMillis
@@ -289,7 +301,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     return yield* toPersisted(chatId, sid, view, loaded, ttl)
   })
 
-  const createChat = Effect.fnUntraced(function*(chatId: string, ttl: Duration.Input | undefined) {
+  const createChat = Effect.fnUntraced(function*(chatId: string, ttl: Duration.Duration | undefined) {
     const sid = ChatStore.sessionIdOf(chatId)
     const view = yield* loadView(chatId, sid)
     // An expired chat starts empty: a rewind to nothing, written with its new save
@@ -309,14 +321,15 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const get = Effect.fn("JournalChat.get")(function*(chatId: string, options?: {
     readonly timeToLive?: Duration.Input | undefined
   }) {
-    return yield* getChat(chatId, options?.timeToLive)
+    return yield* getChat(chatId, yield* timeToLiveOf(chatId, options?.timeToLive))
   })
 
   const getOrCreate = Effect.fn("JournalChat.getOrCreate")(function*(chatId: string, options?: {
     readonly timeToLive?: Duration.Input | undefined
   }) {
-    return yield* getChat(chatId, options?.timeToLive).pipe(
-      Effect.catchTag("ChatNotFoundError", () => createChat(chatId, options?.timeToLive))
+    const ttl = yield* timeToLiveOf(chatId, options?.timeToLive)
+    return yield* getChat(chatId, ttl).pipe(
+      Effect.catchTag("ChatNotFoundError", () => createChat(chatId, ttl))
     )
   })
 
@@ -330,5 +343,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
  *
  * @since 0.1.0
  */
-export const layer = (options?: Options): Layer.Layer<Chat.Persistence, never, SessionJournal.SessionJournal> =>
+export const layer = (
+  options?: Options
+): Layer.Layer<Chat.Persistence, StorageError, SessionJournal.SessionJournal> =>
   Layer.effect(Chat.Persistence, make(options))

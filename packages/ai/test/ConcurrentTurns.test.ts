@@ -15,7 +15,7 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import fc from "fast-check"
-import { aroundAppend, Tools, toolsLayer } from "./fixtures.ts"
+import { aroundAppend, streamPartsOf, Tools, toolsLayer } from "./fixtures.ts"
 import { filesystem, journalStore, memory, pgAvailable, postgres, type StoreKind, upstream } from "./stores.ts"
 
 const STRESS = process.env["STRESS"] === "1"
@@ -87,17 +87,7 @@ const Model = Layer.effect(
       const { parts, yields } = answer(options.prompt)
       return Stream.unwrap(Effect.as(
         yieldTimes(yields),
-        Stream.fromIterable(parts.flatMap((part): Array<Response.StreamPartEncoded> =>
-          part.type === "text"
-            ? [
-              { type: "text-start", id: "t" },
-              { type: "text-delta", id: "t", delta: part.text },
-              { type: "text-end", id: "t" }
-            ]
-            : part.type === "tool-call"
-            ? [{ type: "tool-call", id: part.id, name: part.name, params: part.params }]
-            : []
-        ))
+        Stream.fromIterable(parts.flatMap(streamPartsOf))
       ))
     }
   })

@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Entry, Guard, SessionJournal } from "@session-journal/core"
 import { Chat, LanguageModel, Prompt, type Response, Tool, Toolkit } from "effect/ai"
 import * as Cause from "effect/Cause"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -347,5 +348,40 @@ describe("JournalChat as Chat.layerPersisted", () => {
         // The first call used up the budget: maxBytesWritten denies the next one.
         [false, JournalChat.jsonBytes({ text: "t4" }), 0]
       ])
+    }))
+})
+
+describe("JournalChat interval options", () => {
+  const invalidOption = (e: unknown): unknown => {
+    const cause = e instanceof KvPersistence.PersistenceError ? e.cause : e
+    return typeof cause === "object" && cause !== null && "_tag" in cause && cause._tag === "StorageError" &&
+        "reason" in cause && typeof cause.reason === "object" && cause.reason !== null && "option" in cause.reason
+      ? cause.reason.option
+      : String(e)
+  }
+
+  it.effect("a bad releaseAfter or lockWait fails the layer with a StorageError naming it", () =>
+    Effect.gen(function*() {
+      for (const options of [{ releaseAfter: "soon" as const }, { lockWait: -1 }] as const) {
+        const store = yield* memory.make(options as JournalChat.Options)
+        const exit = yield* Effect.exit(Effect.scoped(Layer.build(store.chats)))
+        assert.strictEqual(invalidOption(failureOf(exit)), Object.keys(options)[0])
+      }
+    }))
+
+  it.effect("a bad timeToLive fails get and getOrCreate with a PersistenceError naming it, not a chat that never expires", () =>
+    Effect.gen(function*() {
+      const store = yield* memory.make()
+      for (const timeToLive of ["a while", -1, Number.NaN] as const) {
+        const ttl = { timeToLive: timeToLive as Duration.Input }
+        const created = yield* Effect.exit(
+          Effect.flatMap(Chat.Persistence, (p) => p.getOrCreate("ttl-bad", ttl)).pipe(Effect.provide(store.chats))
+        )
+        assert.strictEqual(invalidOption(failureOf(created)), "timeToLive", String(timeToLive))
+        const got = yield* Effect.exit(
+          Effect.flatMap(Chat.Persistence, (p) => p.get("ttl-bad", ttl)).pipe(Effect.provide(store.chats))
+        )
+        assert.strictEqual(invalidOption(failureOf(got)), "timeToLive", String(timeToLive))
+      }
     }))
 })

@@ -73,25 +73,24 @@ export const script = (prompt: Prompt.Prompt): Array<Response.PartEncoded> => {
   return [{ type: "text", text: `I have seen ${prompt.content.length} messages.` }]
 }
 
+/** The stream parts a model streams for one part of its answer: text as start, delta and end; a tool call as is. */
+export const streamPartsOf = (part: Response.PartEncoded): Array<Response.StreamPartEncoded> =>
+  part.type === "text"
+    ? [
+      { type: "text-start", id: "t" },
+      { type: "text-delta", id: "t", delta: part.text },
+      { type: "text-end", id: "t" }
+    ]
+    : part.type === "tool-call"
+    ? [{ type: "tool-call", id: part.id, name: part.name, params: part.params }]
+    : []
+
 /** The scripted model as a layer. */
 export const ScriptedModel = Layer.effect(
   LanguageModel.LanguageModel,
   LanguageModel.make({
     generateText: (options) => Effect.succeed(script(options.prompt)),
-    streamText: (options) =>
-      Stream.fromIterable(
-        script(options.prompt).flatMap((part): Array<Response.StreamPartEncoded> =>
-          part.type === "text"
-            ? [
-              { type: "text-start", id: "t" },
-              { type: "text-delta", id: "t", delta: part.text },
-              { type: "text-end", id: "t" }
-            ]
-            : part.type === "tool-call"
-            ? [{ type: "tool-call", id: part.id, name: part.name, params: part.params }]
-            : []
-        )
-      )
+    streamText: (options) => Stream.fromIterable(script(options.prompt).flatMap(streamPartsOf))
   })
 )
 

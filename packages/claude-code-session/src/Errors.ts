@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import { messageOf } from "@session-journal/core"
 import * as Schema from "effect/Schema"
 
 /**
@@ -38,9 +39,7 @@ export class SessionStorageError extends Schema.TaggedError<SessionStorageError>
   cause: Schema.Defect()
 }) {
   override get message(): string {
-    return `the session's journal failed (${this.operation}): ${
-      this.cause instanceof Error ? this.cause.message : String(this.cause)
-    }`
+    return `the session's journal failed (${this.operation}): ${messageOf(this.cause)}`
   }
 }
 

@@ -19,7 +19,7 @@
  * @since 0.1.0
  */
 import { Archive, type Sync, Transcript } from "@session-journal/claude-code"
-import { Entry, type Guard, SessionJournal } from "@session-journal/core"
+import { Entry, type Guard, Persistence, SessionJournal, type StorageError } from "@session-journal/core"
 import type * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -96,7 +96,13 @@ export interface Options {
    * many events behind loses the oldest and is told how many (`Missed`).
    */
   readonly eventsCapacity?: number | undefined
-  /** How long `interrupt` waits for the CLI's answer before ending the process (default 10 s). */
+  /**
+   * How long `interrupt` waits for the CLI's answer before ending the process
+   * (default 10 s). This, `killGrace` and `archive.interval` are `Duration.Input`s:
+   * one that is no duration, or a negative one, fails `make` (before the process
+   * starts) with a `StorageError` of operation "configure" whose reason is
+   * `InvalidOption` naming it.
+   */
   readonly interruptTimeout?: Duration.Input | undefined
   /** Between SIGTERM and SIGKILL when the process is ended (default 2 s). */
   readonly killGrace?: Duration.Input | undefined
@@ -220,8 +226,9 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
   const session = options.journalSession
   const guard = options.guard ?? allowAll
   const capacity = options.eventsCapacity ?? 1024
-  const interruptTimeout = options.interruptTimeout ?? Duration.seconds(10)
-  const killGrace = options.killGrace ?? Duration.seconds(2)
+  const interruptTimeout = yield* Persistence.decodeInterval("interruptTimeout", options.interruptTimeout, "10 seconds")
+  const killGrace = yield* Persistence.decodeInterval("killGrace", options.killGrace, "2 seconds")
+  const archiveInterval = yield* Persistence.decodeInterval("archive.interval", options.archive?.interval, "200 millis")
   const stderrBytes = options.stderrBytes ?? 64 * 1024
   const maxLineBytes = options.maxLineBytes ?? 4 * 1024 * 1024
 
@@ -394,10 +401,12 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
   )
 
   if (archiveOptions !== undefined) {
-    const interval = options.archive?.interval ?? Duration.millis(200)
-    yield* Archive.follow({ ...archiveOptions, interval }, noteReport).pipe(
+    yield* Archive.follow({ ...archiveOptions, interval: archiveInterval }, noteReport).pipe(
       // The CLI creates its projects directory with the first transcript.
-      Effect.retry({ while: (e) => e.code === "ENOENT", schedule: Schedule.spaced(interval) }),
+      Effect.retry({
+        while: (e) => e._tag === "SourceError" && e.code === "ENOENT",
+        schedule: Schedule.spaced(archiveInterval)
+      }),
       Effect.catch(noteFailure),
       Effect.forkScoped
     )
@@ -513,5 +522,5 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
  */
 export const layer = (
   options: Options
-): Layer.Layer<ClaudeCodeSession, CliDied, SessionJournal.SessionJournal | ChildProcessSpawner> =>
+): Layer.Layer<ClaudeCodeSession, CliDied | StorageError, SessionJournal.SessionJournal | ChildProcessSpawner> =>
   Layer.effect(ClaudeCodeSession, make(options))

@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Entry, JournalState, SessionJournal, StorageError, StorageReason } from "@session-journal/core"
+import { Entry, JournalState, Persistence, SessionJournal, StorageError, StorageReason } from "@session-journal/core"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -352,6 +352,8 @@ const MAX_POLL_MILLIS = 5_000
  * cannot be watched (no inotify watches left, say), it falls back to full passes
  * every `interval`, backing off to every 5 s while nothing changes. A new
  * complete line is journaled within `interval` plus one pass (when watching).
+ * An `interval` or `rescan` that is no duration, or a negative one, fails with a
+ * `StorageError` whose reason is `InvalidOption` naming it.
  *
  * @since 0.1.0
  */
@@ -362,11 +364,11 @@ export const follow = <E, R>(
     readonly rescan?: Duration.Input | undefined
   },
   onPass: (report: Report) => Effect.Effect<void, E, R>
-): Effect.Effect<never, SourceError | E, SessionJournal.SessionJournal | R> =>
+): Effect.Effect<never, SourceError | StorageError | E, SessionJournal.SessionJournal | R> =>
   Effect.scoped(Effect.gen(function*() {
     const cache = new Cache()
-    const interval = Duration.toMillis(Duration.fromInputUnsafe(options.interval ?? Duration.millis(200)))
-    const rescan = Duration.toMillis(Duration.fromInputUnsafe(options.rescan ?? Duration.minutes(1)))
+    const interval = Duration.toMillis(yield* Persistence.decodeInterval("interval", options.interval, "200 millis"))
+    const rescan = Duration.toMillis(yield* Persistence.decodeInterval("rescan", options.rescan, "1 minute"))
     const scope = yield* Effect.scope
     const root = path.resolve(options.source ?? defaultSource())
     // What the watches reported since the last pass: paths of changed entries.

@@ -37,7 +37,7 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
-import { Entry, Guard, SessionJournal } from "@session-journal/core"
+import { Entry, Guard, messageOf, SessionJournal } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
@@ -273,7 +273,7 @@ export const decodeText = (text: string, limits?: Limits): Result.Result<HookEve
   try {
     json = JSON.parse(text)
   } catch (e) {
-    return fail("NotJson", `hook input is not JSON: ${e instanceof Error ? e.message : String(e)}`)
+    return fail("NotJson", `hook input is not JSON: ${messageOf(e)}`)
   }
   const name = nameOf(json)
   if (typeof json !== "object" || json === null || Array.isArray(json)) {

@@ -39,6 +39,8 @@ import {
   CorruptJournal,
   Entry as CoreEntry,
   JournalState,
+  messageOf,
+  Persistence,
   SessionJournal,
   type StorageError
 } from "@session-journal/core"
@@ -314,6 +316,8 @@ export interface Options {
    * How long an append waits for a session another process holds (the filesystem
    * allows one writer process per session, released when idle) before it fails
    * with `SessionLocked` (default 10 seconds, well inside the SDK's 60 s timeout).
+   * An interval option that is no duration, or a negative one, fails `make` and
+   * `layer` with a `StorageError` whose reason is `InvalidOption` naming it.
    */
   readonly lockWait?: Duration.Input | undefined
   /** How long the uuid index of a session no one appends to stays in memory (default 5 minutes). */
@@ -387,7 +391,12 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const journal = yield* SessionJournal.SessionJournal
   const fold = options?.foldSessionSummary
   const allowDelete = options?.allowDelete === true
-  const lockWait = Duration.toMillis(Duration.fromInputUnsafe(options?.lockWait ?? "10 seconds"))
+  const lockWait = Duration.toMillis(yield* Persistence.decodeInterval("lockWait", options?.lockWait, "10 seconds"))
+  const indexIdleTimeToLive = yield* Persistence.decodeInterval(
+    "indexIdleTimeToLive",
+    options?.indexIdleTimeToLive,
+    "5 minutes"
+  )
   const sessions = yield* RcMap.make({
     lookup: (_id: string) =>
       Effect.sync((): Session => ({
@@ -396,7 +405,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         lock: Semaphore.makeUnsafe(1),
         pending: []
       })),
-    idleTimeToLive: options?.indexIdleTimeToLive ?? "5 minutes"
+    idleTimeToLive: indexIdleTimeToLive
   })
 
   // Another process holding the session (filesystem): wait for it, within bounds.
@@ -550,7 +559,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         try {
           line = JSON.stringify(entry)
         } catch (e) {
-          return yield* new EntryNotJson({ index: i, reason: e instanceof Error ? e.message : String(e) })
+          return yield* new EntryNotJson({ index: i, reason: messageOf(e) })
         }
         if (typeof line !== "string" || !isRecord(entry)) {
           return yield* new EntryNotJson({ index: i, reason: "not a JSON object" })
@@ -692,7 +701,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
  *
  * @since 0.4.0
  */
-export const layer = (options?: Options): Layer.Layer<Service, never, SessionJournal.SessionJournal> =>
+export const layer = (options?: Options): Layer.Layer<Service, StorageError, SessionJournal.SessionJournal> =>
   Layer.effect(Service, make(options))
 
 // ---------------------------------------------------------------------------

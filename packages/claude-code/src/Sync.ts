@@ -14,7 +14,7 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
-import { type Entry, JournalState, SessionJournal } from "@session-journal/core"
+import { type Entry, JournalState, messageOf, SessionJournal } from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import type * as Schema from "effect/Schema"
@@ -519,12 +519,10 @@ export const syncFile = (
     Effect.catchCause((cause) =>
       Cause.hasInterruptsOnly(cause)
         ? Effect.failCause(cause as Cause.Cause<never>)
-        : Effect.succeed(failed(describe(Cause.squash(cause))))
+        : Effect.succeed(failed(messageOf(Cause.squash(cause))))
     )
   )
 }
-
-const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
 const isJsonObject = (v: Schema.Json | undefined): v is { readonly [key: string]: Schema.Json } =>
   typeof v === "object" && v !== null && !Array.isArray(v)

@@ -8,6 +8,7 @@
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Entry, JournalState, SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -240,6 +241,25 @@ describe("Archive", () => {
           yield* j.verify(mainId)
         })
       )
+    }))
+
+  it.live("follow with an interval or rescan that is no duration fails with a StorageError naming it", () =>
+    Effect.gen(function*() {
+      const { source, journal } = setup()
+      const bad: ReadonlyArray<{ readonly interval?: Duration.Input; readonly rescan?: Duration.Input }> = [
+        { interval: "soon" as Duration.Input },
+        { interval: -1 },
+        { rescan: Number.NaN }
+      ]
+      for (const options of bad) {
+        const error = yield* inJournal(journal, Effect.flip(Archive.follow({ source, ...options }, () => Effect.void)))
+        assert.deepStrictEqual(
+          error._tag === "StorageError" && error.reason._tag === "InvalidOption"
+            ? [error.operation, error.reason.option]
+            : error.message,
+          ["configure", Object.keys(options)[0]!]
+        )
+      }
     }))
 
   it.live("follow journals new lines within a second, records a deletion, and leaves unchanged files alone", () =>

@@ -15,6 +15,7 @@ import * as IP from "@session-journal/core/test/InstrumentedPersistence"
 import { NodePersistence } from "@session-journal/node"
 import { PgPersistence } from "@session-journal/postgres"
 import * as Pg from "@session-journal/postgres/test/pg"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
@@ -238,6 +239,31 @@ for (const backend of [filesystem, postgres]) {
     })
   })
 }
+
+describe("JournalSessionStore interval options", () => {
+  it("a bad lockWait, indexIdleTimeToLive or idleTimeToLive rejects open with a StorageError naming it", async () => {
+    const bad: ReadonlyArray<Partial<JournalSessionStore.OpenOptions>> = [
+      { lockWait: "soon" as Duration.Input },
+      { lockWait: -1 },
+      { indexIdleTimeToLive: "a while" as Duration.Input },
+      { idleTimeToLive: Number.NaN }
+    ]
+    for (const options of bad) {
+      const opened = await JournalSessionStore.open(
+        { ...filesystem.fresh(), ...options } as JournalSessionStore.OpenOptions
+      )
+        .then((store) => store.close().then(() => "opened"), (e: unknown) => e)
+      const e = opened as StorageError
+      assert.deepStrictEqual(
+        e instanceof Error && e._tag === "StorageError" && e.reason._tag === "InvalidOption"
+          ? [e.operation, e.reason.option]
+          : String(opened),
+        ["configure", Object.keys(options)[0]!],
+        JSON.stringify(options)
+      )
+    }
+  })
+})
 
 describe("JournalSessionStore sessions are journal sessions", () => {
   it("an edited line of a stored session fails verify", async () => {

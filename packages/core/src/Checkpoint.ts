@@ -29,14 +29,13 @@ export const VERSION = 2
 
 const Nat = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))
 const Counter = Schema.Union([Nat, Schema.String.check(Schema.isPattern(/^[0-9]{1,20}$/))])
-const Hash = Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/))
 
 const fieldsBefore = {
   session_id: Schema.String,
   entry_cap: Nat,
   tool_counts_cap: Nat,
   next_sequence: Nat,
-  evicted_head: Schema.NullOr(Hash)
+  evicted_head: Schema.NullOr(Entry.Hash)
 }
 
 const fieldsAfter = {
@@ -63,7 +62,7 @@ const fieldsAfter = {
 export const CheckpointJsonV2 = Schema.Struct({
   v: Schema.Literal(2),
   ...fieldsBefore,
-  hashes: Schema.Array(Hash),
+  hashes: Schema.Array(Entry.Hash),
   ...fieldsAfter
 })
 
@@ -212,12 +211,10 @@ const decodeDocV1 = Schema.decodeUnknownResult(
   { onExcessProperty: "error" }
 )
 
-const hashPattern = /^[0-9a-f]{64}$/
-
 const decodeHashes = (input: ReadonlyArray<unknown>): Result.Result<Array<string>, string> => {
   for (let i = 0; i < input.length; i++) {
     const h = input[i]
-    if (typeof h !== "string" || !hashPattern.test(h)) {
+    if (!Entry.isHash(h)) {
       return Result.fail(`malformed checkpoint: hashes[${i}]: not 64 lowercase hex characters`)
     }
   }

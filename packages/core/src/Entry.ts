@@ -135,7 +135,14 @@ export const ZERO_HASH = "000000000000000000000000000000000000000000000000000000
 
 const U53 = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_U53 }))
 const U32 = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_U32 }))
-const Hash = Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/))
+
+/**
+ * A SHA-256 hash as the journal stores it: 64 lowercase hexadecimal characters.
+ * The one definition of the pattern; `isHash` checks the same without the schema.
+ *
+ * @since 0.4.0
+ */
+export const Hash = Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/))
 
 // Hashing encodes strings as UTF-8, which maps every lone surrogate to U+FFFD: two
 // different stored strings would then share one hash. Refusing them keeps the
@@ -277,7 +284,14 @@ const isHexHash = (h: string): boolean => {
   }
   return ok === 1
 }
-const isHash = (h: unknown): h is string => typeof h === "string" && isHexHash(h)
+
+/**
+ * Whether a value is a string `Hash` accepts (64 lowercase hexadecimal characters),
+ * checked without the schema: the hot decoding paths call it per entry.
+ *
+ * @since 0.4.0
+ */
+export const isHash = (h: unknown): h is string => typeof h === "string" && isHexHash(h)
 const isText = (t: unknown): t is string => typeof t === "string" && isWellFormed(t)
 
 // Recovery decodes every stored entry, so the common, well-formed shapes are checked

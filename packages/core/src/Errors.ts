@@ -5,7 +5,17 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import * as ErrorMessage from "./internal/errorMessage.ts"
 import * as StorageReason from "./StorageReason.ts"
+
+/**
+ * The message of a thrown value, for a typed error's reason: an `Error`'s
+ * `message`, anything else as `String` makes it (`JSON.parse`, a callback, a
+ * driver may throw a value that is not an `Error`).
+ *
+ * @since 0.5.0
+ */
+export const messageOf: (thrown: unknown) => string = ErrorMessage.messageOf
 
 /**
  * A field of a record or payload failed validation before anything was appended.

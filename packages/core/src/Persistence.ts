@@ -13,24 +13,81 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type * as Checkpoint from "./Checkpoint.ts"
 import type * as Entry from "./Entry.ts"
-import type {
-  CorruptJournal,
-  IntegrityViolation,
-  SequenceConflict,
-  SessionLocked,
-  SessionNotFound,
+import {
+  type CorruptJournal,
+  type IntegrityViolation,
+  type SequenceConflict,
+  type SessionLocked,
+  type SessionNotFound,
   StorageError
 } from "./Errors.ts"
 import * as Memory from "./internal/memory.ts"
 import * as JournalState from "./JournalState.ts"
 import type * as Recovery from "./Recovery.ts"
 import type { SessionMeta } from "./SessionMeta.ts"
+import * as StorageReason from "./StorageReason.ts"
+
+/**
+ * Decodes an interval option (a `Duration.Input`) of the service or an adapter:
+ * `fallback` when it is undefined; a `StorageError` of operation "configure" whose
+ * reason is `StorageReason.InvalidOption` naming `option` when it is no duration
+ * (an unknown unit, `NaN`) or a negative one. An infinite duration is kept.
+ *
+ * @since 0.5.0
+ */
+export const intervalOption = (
+  option: string,
+  input: Duration.Input | undefined,
+  fallback: Duration.Input
+): Result.Result<Duration.Duration, StorageError> => {
+  const invalid = (why: string) =>
+    Result.fail(
+      new StorageError({
+        operation: "configure",
+        reason: new StorageReason.InvalidOption({
+          option,
+          message: `invalid ${option} ${describeInput(input)}: ${why}`
+        })
+      })
+    )
+  if (input === undefined) return Result.succeed(Duration.fromInputUnsafe(fallback))
+  if (typeof input === "number" && Number.isNaN(input)) return invalid("not a number")
+  return Option.match(Duration.fromInput(input), {
+    onNone: () => invalid("not a duration"),
+    onSome: (d) => Duration.isNegative(d) ? invalid("negative") : Result.succeed(d)
+  })
+}
+
+/**
+ * `intervalOption` as an Effect: decodes an interval option, failing with a
+ * `StorageError` that names it.
+ *
+ * @since 0.5.0
+ */
+export const decodeInterval = (
+  option: string,
+  input: Duration.Input | undefined,
+  fallback: Duration.Input
+): Effect.Effect<Duration.Duration, StorageError> => Effect.fromResult(intervalOption(option, input, fallback))
+
+const describeInput = (input: unknown): string => {
+  if (typeof input === "string") return JSON.stringify(input)
+  if (typeof input === "number" || typeof input === "bigint") return String(input)
+  try {
+    return JSON.stringify(input) ?? String(input)
+  } catch {
+    return String(input)
+  }
+}
 
 /**
  * What a load found beyond the valid state (see `Recovery.RecoveryReport`).

@@ -30,6 +30,7 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaIssue from "effect/SchemaIssue"
 import * as Entry from "./Entry.ts"
+import { messageOf } from "./Errors.ts"
 import * as Guard from "./Guard.ts"
 import { check } from "./internal/jcs.ts"
 import { isIdentity, MAX_U53 } from "./internal/validate.ts"
@@ -303,7 +304,7 @@ export const decodeText = (text: string): Result.Result<Policy, InvalidPolicy> =
   try {
     json = JSON.parse(text)
   } catch (e) {
-    return Result.fail(invalid("$", `expected JSON: ${e instanceof Error ? e.message : String(e)}`))
+    return Result.fail(invalid("$", `expected JSON: ${messageOf(e)}`))
   }
   return decode(json)
 }

@@ -158,7 +158,9 @@ export interface Options {
   /**
    * How long a session with nothing to write stays open (its writer guarantee held,
    * its files open, its state in memory) before it is released; the next use opens
-   * it again from storage (default 30 seconds).
+   * it again from storage (default 30 seconds). A value that is no duration, or a
+   * negative one, fails `make` and `layer` with a `StorageError` whose reason is
+   * `InvalidOption` naming `idleTimeToLive`.
    */
   readonly idleTimeToLive?: Duration.Input | undefined
   /**
@@ -312,7 +314,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     persistence,
     hubs,
     caps,
-    idleTimeToLive: options?.idleTimeToLive ?? "30 seconds",
+    idleTimeToLive: yield* Persistence.decodeInterval("idleTimeToLive", options?.idleTimeToLive, "30 seconds"),
     maxOpenSessions: Math.max(1, options?.maxOpenSessions ?? 256),
     maxBatch: Math.max(1, options?.maxBatch ?? 1024),
     conflictRetries: options?.conflictRetries ?? 8,
@@ -450,5 +452,5 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
  *
  * @since 0.1.0
  */
-export const layer = (options?: Options): Layer.Layer<SessionJournal, never, Persistence.Persistence> =>
+export const layer = (options?: Options): Layer.Layer<SessionJournal, StorageError, Persistence.Persistence> =>
   Layer.effect(SessionJournal, make(options))

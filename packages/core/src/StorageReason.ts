@@ -7,6 +7,7 @@
  * @since 0.4.0
  */
 import * as Schema from "effect/Schema"
+import { messageOf } from "./internal/errorMessage.ts"
 
 /**
  * An underlying call failed: a filesystem call, a SQL query, a connection.
@@ -30,7 +31,7 @@ export const fromCause = (cause: unknown): Io => {
   const code = typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
     ? cause.code
     : undefined
-  const message = cause instanceof Error ? cause.message : cause === undefined ? "failed" : String(cause)
+  const message = cause === undefined ? "failed" : messageOf(cause)
   return new Io(code === undefined ? { message } : { code, message })
 }
 

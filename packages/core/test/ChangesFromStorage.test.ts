@@ -3,15 +3,9 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
 import { Persistence, SessionJournal } from "../src/index.ts"
+import { toolParams } from "./fixtures.ts"
 
-const call = (tool_name: string) => ({
-  tool_name,
-  server_id: "srv",
-  agent_id: "agent",
-  bytes_read: 1,
-  bytes_written: 1,
-  delegation_depth: 0
-})
+const call = (tool_name: string) => toolParams(tool_name, { bytes_written: 1 })
 
 it.live("changesFrom storage: a subscriber on one service sees what another service commits", () =>
   Effect.gen(function*() {

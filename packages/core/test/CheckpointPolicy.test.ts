@@ -6,16 +6,9 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import { Checkpoint, Persistence, SessionJournal } from "../src/index.ts"
+import { nthToolParams } from "./fixtures.ts"
 
-const params = (i: number) => ({
-  tool_name: `tool-${i % 3}`,
-  server_id: "srv",
-  agent_id: "agent",
-  bytes_read: i,
-  bytes_written: 1,
-  delegation_depth: 0,
-  allowed: true
-})
+const params = (i: number) => nthToolParams(i, { allowed: true })
 
 const loadedFrom = (persistence: Persistence.Persistence["Service"], id: string) =>
   Effect.scoped(Effect.flatMap(persistence.open(id, { mode: "read" }), (h) => h.load))

@@ -11,16 +11,10 @@ import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import { TestClock } from "effect/testing"
 import { Entry, type Persistence, SessionJournal } from "../src/index.ts"
+import { toolParams } from "./fixtures.ts"
 import { freshId } from "./PersistenceContract.ts"
 
-const params: Entry.ToolParams = {
-  tool_name: "read_file",
-  server_id: "srv",
-  agent_id: "agent",
-  bytes_read: 1,
-  bytes_written: 2,
-  delegation_depth: 0
-}
+const params: Entry.ToolParams = toolParams("read_file", { bytes_written: 2 })
 
 const GOOD = 1_700_000_000_000
 

@@ -5,6 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import * as fc from "fast-check"
 import { Entry, InvalidRecordField, InvalidSessionId, JournalState } from "../src/index.ts"
 import * as A from "./arbitraries.ts"
@@ -286,6 +287,20 @@ describe("Entry session ids", () => {
         const expected = s.length >= 1 && s.length <= 128 && [...s].every((ch) => /[A-Za-z0-9_-]/.test(ch))
         assert.strictEqual(Entry.isSessionId(s), expected)
       })
+    )
+  })
+})
+
+describe("Entry.Hash", () => {
+  it("property: isHash agrees with the Hash schema", () => {
+    const isSchemaHash = Schema.is(Entry.Hash)
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.string({ maxLength: 70 }), fc.stringMatching(/^[0-9a-fA-F]{63,65}$/), fc.anything()),
+        (h) => {
+          assert.strictEqual(Entry.isHash(h), isSchemaHash(h))
+        }
+      )
     )
   })
 })

@@ -13,15 +13,9 @@ import * as Option from "effect/Option"
 import * as Scheduler from "effect/Scheduler"
 import * as Stream from "effect/Stream"
 import { Persistence, SessionJournal } from "../src/index.ts"
+import { toolParams } from "./fixtures.ts"
 
-const params = {
-  tool_name: "read_file",
-  server_id: "srv",
-  agent_id: "agent",
-  bytes_read: 1,
-  bytes_written: 0,
-  delegation_depth: 0
-}
+const params = toolParams()
 
 const SEED = 12345
 

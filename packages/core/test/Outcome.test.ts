@@ -10,16 +10,10 @@ import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
 import { Entry, Guard, JournalState, Persistence, SessionJournal } from "../src/index.ts"
+import { toolParams } from "./fixtures.ts"
 
 const layer = SessionJournal.layer().pipe(Layer.provide(Persistence.layerMemory()))
-const call = {
-  tool_name: "Read",
-  server_id: "s",
-  agent_id: "main",
-  bytes_read: 0,
-  bytes_written: 5,
-  delegation_depth: 0
-}
+const call = toolParams("Read", { server_id: "s", agent_id: "main", bytes_read: 0, bytes_written: 5 })
 
 describe("outcomes", () => {
   it("validatePayload refuses an outcome whose counts are not u53", () => {

@@ -47,7 +47,8 @@ export const chain = (state: JournalState.JournalState, count: number, ts = 1764
   return { state: s, entries }
 }
 
-const withWriter = <A, E>(
+/** Opens `id` for writing (with `caps` for a new session) and runs `f` with the handle. */
+export const withWriter = <A, E>(
   id: string,
   f: (h: Persistence.WriteHandle) => Effect.Effect<A, E>,
   caps?: JournalState.Caps
@@ -70,7 +71,8 @@ export const requestOf = (
   head: () => JournalState.head(JournalState.foldAll(before, entries))
 })
 
-const appendChain = (h: Persistence.WriteHandle, state: JournalState.JournalState, count: number) =>
+/** Appends `count` chained entries (`chain`) after `state`, in one batch. */
+export const appendChain = (h: Persistence.WriteHandle, state: JournalState.JournalState, count: number) =>
   Effect.gen(function*() {
     const c = chain(state, count)
     yield* h.append(requestOf(state, c.entries))

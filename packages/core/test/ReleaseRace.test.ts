@@ -8,15 +8,9 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
 import { Persistence, SessionJournal } from "../src/index.ts"
+import { toolParams } from "./fixtures.ts"
 
-const params = {
-  tool_name: "read_file",
-  server_id: "srv",
-  agent_id: "agent",
-  bytes_read: 1,
-  bytes_written: 0,
-  delegation_depth: 0
-}
+const params = toolParams()
 
 // The memory adapter, with a write handle whose release takes a while (as a lock
 // file's removal does on a loaded disk).

@@ -13,19 +13,13 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { TestClock } from "effect/testing"
 import { Entry, Guard, JournalState, Persistence, SessionJournal } from "../src/index.ts"
+import { toolParams } from "./fixtures.ts"
 import * as IP from "./InstrumentedPersistence.ts"
 
 const STRESS = process.env["STRESS"] === "1"
 
-const params = (tool_name: string, extra?: Partial<Entry.ToolParams>): Entry.ToolParams => ({
-  tool_name,
-  server_id: "srv",
-  agent_id: "agent",
-  bytes_read: 10,
-  bytes_written: 5,
-  delegation_depth: 0,
-  ...extra
-})
+const params = (tool_name: string, extra?: Partial<Entry.ToolParams>): Entry.ToolParams =>
+  toolParams(tool_name, { bytes_read: 10, bytes_written: 5, ...extra })
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i)
 

@@ -17,15 +17,9 @@ import * as Stream from "effect/Stream"
 import { TestClock } from "effect/testing"
 import { Entry, JournalState, Persistence, SessionJournal } from "../src/index.ts"
 import * as Hubs from "../src/internal/hubs.ts"
+import { toolParams } from "./fixtures.ts"
 
-const params = {
-  tool_name: "read_file",
-  server_id: "srv",
-  agent_id: "agent",
-  bytes_read: 1,
-  bytes_written: 0,
-  delegation_depth: 0
-}
+const params = toolParams()
 
 /**
  * The memory adapter, counting the write openings of each session; an append of a

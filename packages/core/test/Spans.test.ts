@@ -9,15 +9,9 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Tracer from "effect/Tracer"
 import { Persistence, SessionJournal } from "../src/index.ts"
+import { toolParams } from "./fixtures.ts"
 
-const params = {
-  tool_name: "read_file",
-  server_id: "srv",
-  agent_id: "agent",
-  bytes_read: 1,
-  bytes_written: 0,
-  delegation_depth: 0
-}
+const params = toolParams()
 
 const recording = () => {
   const spans: Array<Tracer.NativeSpan> = []

@@ -13,17 +13,11 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
+import { nthToolParams } from "./fixtures.ts"
 
 const Live = SessionJournal.layer().pipe(Layer.provideMerge(Persistence.layerMemory()))
 
-const params = (i: number): Entry.ToolParams => ({
-  tool_name: `tool-${i % 3}`,
-  server_id: "srv",
-  agent_id: "agent",
-  bytes_read: i,
-  bytes_written: 1,
-  delegation_depth: 0
-})
+const params = (i: number): Entry.ToolParams => nthToolParams(i)
 
 const fill = (id: string, n: number) =>
   Effect.gen(function*() {

@@ -21,6 +21,7 @@ import * as Effect from "effect/Effect"
 import { constants } from "node:fs"
 import * as path from "node:path"
 import * as FileOps from "./internal/fileOps.ts"
+import * as Load from "./internal/load.ts"
 import * as Segment from "./internal/segment.ts"
 
 /**
@@ -165,6 +166,44 @@ export const listDir = FileOps.listDir
  * @since 0.1.0
  */
 export const TEMP_PREFIX = FileOps.TEMP_PREFIX
+
+/**
+ * The name of a session directory's checkpoint document: `checkpoint.json`.
+ *
+ * @since 0.5.0
+ */
+export const CHECKPOINT_FILE: string = Load.CHECKPOINT_FILE
+
+/**
+ * The file name of the segment whose first sequence is `base`: 20 decimal digits
+ * and `.jsonl` (`00000000000000004096.jsonl`).
+ *
+ * @since 0.5.0
+ */
+export const segmentName: (base: number) => string = Segment.name
+
+/**
+ * Whether a file name is a segment's (20 decimal digits and `.jsonl`).
+ *
+ * @since 0.5.0
+ */
+export const isSegmentName = (name: string): boolean => Segment.parseName(name) !== null
+
+/**
+ * The name of the side file that keeps the damaged bytes of `name` from byte
+ * `offset` on: `<name>.damaged-<offset>` (see `freeName` for the one to use).
+ *
+ * @since 0.5.0
+ */
+export const damagedName: (name: string, offset: number) => string = FileOps.damagedName
+
+/**
+ * The first of `base`, `base.1`, `base.2`, ... that `taken` (a listing of the
+ * directory) does not hold: a name for a new side file that replaces nothing.
+ *
+ * @since 0.5.0
+ */
+export const freeName: (taken: ReadonlySet<string>, base: string) => string = FileOps.freeName
 
 /**
  * Makes an existing directory of ours private (0700): lstat-checked (no symlink,

@@ -29,7 +29,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as path from "node:path"
 import * as Adapter from "./internal/adapter.ts"
-import { invalidId, loadOptions, lockSession, narrow, resolveWith } from "./internal/adapter.ts"
+import { invalidId, loadOptions, lockSession, resolveWith, toDeclaredErrors } from "./internal/adapter.ts"
 import * as FileOps from "./internal/fileOps.ts"
 import * as Segment from "./internal/segment.ts"
 import * as Session from "./internal/session.ts"
@@ -49,7 +49,17 @@ export interface Options {
    * checkpoint's `evicted_head` still commits to the removed entries.
    */
   readonly removeCheckpointedSegments?: boolean | undefined
-  /** How often `follow` polls for entries written by other processes (default 50 ms). */
+  /**
+   * How often `follow` polls for entries written by other processes (default 50
+   * ms). A value that is no duration, or a negative one, fails `make` and `layer`
+   * with a `StorageError` whose reason is `InvalidOption` naming it.
+   */
+  readonly pollInterval?: Duration.Input | undefined
+  /**
+   * `pollInterval` in milliseconds; read only when `pollInterval` is not given.
+   *
+   * @deprecated use `pollInterval`
+   */
   readonly pollMillis?: number | undefined
   /** Largest file read (default 1 GiB). */
   readonly maxFileBytes?: number | undefined
@@ -69,7 +79,9 @@ export interface Options {
    * Waiters try again as soon as the lock file goes (a directory watch) or after a
    * jittered backoff of at most 250 ms; past the bound they fail with
    * `SessionLocked`, which says how long they waited. A lock whose holder is proved
-   * gone is taken over at once, waiting or not.
+   * gone is taken over at once, waiting or not. A value that is no duration, or a
+   * negative one, is a `StorageError` whose reason is `InvalidOption` naming
+   * `lockWait`.
    */
   readonly lockWait?: Duration.Input | undefined
 }
@@ -175,12 +187,12 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
       const dir = dirOf(id)
       return {
         id,
-        load: narrow<Persistence.Loaded, Persistence.LoadError>(
+        load: toDeclaredErrors<Persistence.Loaded, Persistence.LoadError>(
           Effect.map(Session.load(ctx, dir, id, loadOptions(r, caps, "load")), (l) => l.loaded),
           loadTags,
           "load"
         ),
-        verify: narrow<Persistence.Loaded, Persistence.LoadError>(
+        verify: toDeclaredErrors<Persistence.Loaded, Persistence.LoadError>(
           Effect.map(Session.load(ctx, dir, id, loadOptions(r, caps, "verify")), (l) => l.loaded),
           loadTags,
           "verify"
@@ -218,21 +230,23 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
           // The writer refuses an entry whose line would pass the line bound before it
           // joins a batch, so only its own caller fails.
           maxRecordBytes: ctx.maxLineBytes - Segment.ENTRY_LINE_OVERHEAD,
-          load: narrow<Persistence.Loaded, Persistence.LoadError>(
+          load: toDeclaredErrors<Persistence.Loaded, Persistence.LoadError>(
             Effect.map(writer.load(), (l) => l.loaded),
             loadTags,
             "load"
           ),
           verify: readHandle(id, caps).verify,
           append: (request) =>
-            narrow<Persistence.Appended, StorageError | SequenceConflict>(
+            toDeclaredErrors<Persistence.Appended, StorageError | SequenceConflict>(
               writer.append(request),
               ["StorageError", "SequenceConflict"],
               "append"
             ),
-          checkpoint: (document) => narrow<number, StorageError>(writer.checkpoint(document), [], "checkpoint"),
+          checkpoint: (document) =>
+            toDeclaredErrors<number, StorageError>(writer.checkpoint(document), [], "checkpoint"),
           // The same document, written piece by piece into a reused buffer.
-          checkpointState: (state) => narrow<number, StorageError>(writer.checkpointState(state), [], "checkpoint")
+          checkpointState: (state) =>
+            toDeclaredErrors<number, StorageError>(writer.checkpointState(state), [], "checkpoint")
         }
         return handle
       })
@@ -258,13 +272,13 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
       if (!isSafeSessionId(id)) return Stream.fail(invalidId("history", id))
       const limit = historyOptions?.limit ?? Number.POSITIVE_INFINITY
       return Stream.unwrap(Effect.map(
-        narrow<Session.Reader, ReadError>(readerFor(id, historyOptions?.from ?? 0), readTags, "history"),
+        toDeclaredErrors<Session.Reader, ReadError>(readerFor(id, historyOptions?.from ?? 0), readTags, "history"),
         (reader) => {
           let remaining = limit
           return Stream.paginate(
             undefined,
             () =>
-              narrow<readonly [Array<Entry.Entry>, Option.Option<undefined>], ReadError>(
+              toDeclaredErrors<readonly [Array<Entry.Entry>, Option.Option<undefined>], ReadError>(
                 Effect.suspend(() => {
                   if (remaining <= 0) return Effect.succeed([[], Option.none()] as const)
                   return Effect.map(reader.page(Math.min(512, remaining)), (page) => {
@@ -286,18 +300,18 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
     const follow = (id: string, from: number): Stream.Stream<Entry.Entry, ReadError> => {
       if (!isSafeSessionId(id)) return Stream.fail(invalidId("follow", id))
       return Stream.unwrap(Effect.map(
-        narrow<Session.Reader, ReadError>(readerFor(id, from), readTags, "follow"),
+        toDeclaredErrors<Session.Reader, ReadError>(readerFor(id, from), readTags, "follow"),
         (reader) =>
           Stream.paginate(undefined, () =>
             Effect.gen(function*() {
               for (;;) {
-                const page = yield* narrow<{ entries: Array<Entry.Entry>; atEnd: boolean }, ReadError>(
+                const page = yield* toDeclaredErrors<{ entries: Array<Entry.Entry>; atEnd: boolean }, ReadError>(
                   reader.page(512),
                   readTags,
                   "follow"
                 )
                 if (page.entries.length > 0) return [page.entries, Option.some(undefined)] as const
-                yield* Effect.sleep(r.pollMillis)
+                yield* Effect.sleep(r.pollInterval)
               }
             }))
       ))
@@ -342,7 +356,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
       return session
     })
 
-    const list = narrow<ReadonlyArray<Persistence.SessionInfo>, StorageError>(
+    const list = toDeclaredErrors<ReadonlyArray<Persistence.SessionInfo>, StorageError>(
       Effect.gen(function*() {
         yield* FileOps.checkDir(ctx, ctx.root)
         const out: Array<Persistence.SessionInfo> = []
@@ -361,7 +375,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
       Effect.gen(function*() {
         if (!isSafeSessionId(id)) return yield* invalidId("delete", id)
         const dir = dirOf(id)
-        yield* narrow<void, StorageError | SessionLocked | SessionNotFound>(
+        yield* toDeclaredErrors<void, StorageError | SessionLocked | SessionNotFound>(
           Effect.scoped(Effect.gen(function*() {
             const held = yield* lockSession(r, id, false)
             if (held === null) return yield* new SessionNotFound({ id })

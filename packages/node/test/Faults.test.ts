@@ -6,6 +6,7 @@
  * processes and one session.
  */
 import { SessionJournal } from "@session-journal/core"
+import { toolParams } from "@session-journal/core/test/fixtures"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -74,14 +75,7 @@ const makeInjector = (): Injector => {
   }
 }
 
-const params = (i: number) => ({
-  tool_name: `t${i % 3}`,
-  server_id: "s",
-  agent_id: "a",
-  bytes_read: i,
-  bytes_written: 0,
-  delegation_depth: 0
-})
+const params = (i: number) => toolParams(`t${i % 3}`, { server_id: "s", agent_id: "a", bytes_read: i })
 
 describe("fault injection", () => {
   it(

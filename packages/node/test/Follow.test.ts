@@ -8,6 +8,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { type Follow, SessionJournal } from "@session-journal/core"
+import { toolParams } from "@session-journal/core/test/fixtures"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -17,17 +18,12 @@ import * as path from "node:path"
 import { NodePersistence } from "../src/index.ts"
 import { tempDir } from "./helpers.ts"
 
-const call = (tool_name: string) => ({
-  tool_name,
-  server_id: "srv",
-  agent_id: "agent",
-  bytes_read: 1,
-  bytes_written: 1,
-  delegation_depth: 0
-})
+const call = (tool_name: string) => toolParams(tool_name, { bytes_written: 1 })
 
 const journalAt = (root: string) =>
-  SessionJournal.layer({ changesFrom: "storage" }).pipe(Layer.provide(NodePersistence.layer({ root, pollMillis: 20 })))
+  SessionJournal.layer({ changesFrom: "storage" }).pipe(
+    Layer.provide(NodePersistence.layer({ root, pollInterval: "20 millis" }))
+  )
 
 const segmentOf = (root: string, id: string): string => {
   const name = fs.readdirSync(path.join(root, id)).find((n) => /^\d{20}\.jsonl$/.test(n))

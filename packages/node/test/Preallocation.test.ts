@@ -6,6 +6,7 @@
  * preallocation keep their rules; and SIGKILLs at random moments never leave a hole.
  */
 import { Checkpoint, SessionJournal } from "@session-journal/core"
+import { toolParams } from "@session-journal/core/test/fixtures"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -17,12 +18,11 @@ import {
   acks,
   appendChain,
   asUnpreallocated,
-  chain,
   dataEnd,
   historyOf,
   JournalState,
+  loadAndAppendOne,
   loadRead,
-  requestOf,
   run,
   runExit,
   spawnFixture,
@@ -39,17 +39,7 @@ const segments = (dir: string) => fs.readdirSync(dir).filter((n) => /^[0-9]{20}\
 const sideFiles = (dir: string) => fs.readdirSync(dir).filter((n) => n.includes(".damaged-"))
 
 // One more entry through a writer; returns the load it started from.
-const appendOne = (root: string, id: string) =>
-  run(
-    { root },
-    withWriter(id, (h) =>
-      Effect.gen(function*() {
-        const l = yield* h.load
-        const c = chain(l.state, 1)
-        yield* h.append(requestOf(l.state, c.entries))
-        return l
-      }))
-  )
+const appendOne = (root: string, id: string) => run({ root }, loadAndAppendOne(id))
 
 // Starts a writer process that appends `count` entries, keeps the session open and
 // is then killed: its active segment is left as a crash leaves it.
@@ -243,14 +233,7 @@ describe("preallocated segments", () => {
           return real.writeSync!(fd, buffer, offset, length, position)
         }
       }
-      const params = (i: number) => ({
-        tool_name: "t",
-        server_id: "s",
-        agent_id: "a",
-        bytes_read: i,
-        bytes_written: 0,
-        delegation_depth: 0
-      })
+      const params = (i: number) => toolParams("t", { server_id: "s", agent_id: "a", bytes_read: i })
       const live = SessionJournal.layer().pipe(
         Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(fs_))))
       )
@@ -314,14 +297,7 @@ describe("preallocated segments", () => {
           return real.writeSync!(fd, buffer, offset, length, position)
         }
       }
-      const params = (i: number) => ({
-        tool_name: "t",
-        server_id: "s",
-        agent_id: "a",
-        bytes_read: i,
-        bytes_written: 0,
-        delegation_depth: 0
-      })
+      const params = (i: number) => toolParams("t", { server_id: "s", agent_id: "a", bytes_read: i })
       const live = SessionJournal.layer({ checkpointMinBytes: 64 * 1024 }).pipe(
         Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(counting))))
       )
@@ -398,14 +374,7 @@ describe("preallocated segments", () => {
         return real.writeSync!(fd, buffer, offset, length, position)
       }
     }
-    const params = (i: number) => ({
-      tool_name: "t",
-      server_id: "s",
-      agent_id: "a",
-      bytes_read: i,
-      bytes_written: 0,
-      delegation_depth: 0
-    })
+    const params = (i: number) => toolParams("t", { server_id: "s", agent_id: "a", bytes_read: i })
     const journal = (callingThreadWrites: boolean) =>
       SessionJournal.layer().pipe(
         Layer.provide(

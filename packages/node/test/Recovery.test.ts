@@ -17,6 +17,7 @@ import {
   checkpointing,
   historyOf,
   JournalState,
+  loadAndAppendOne,
   loadRead,
   requestOf,
   run,
@@ -56,16 +57,7 @@ const plant = (root: string, id: string, files: { segment: Buffer; checkpoint: B
 
 /** Reopens, checks the prefix, appends one more entry, reopens again. */
 const reopenAndContinue = async (root: string, id: string, expectedNext: number, torn: boolean) => {
-  const loaded = await run(
-    { root },
-    withWriter(id, (h) =>
-      Effect.gen(function*() {
-        const l = yield* h.load
-        const c = chain(l.state, 1)
-        yield* h.append(requestOf(l.state, c.entries))
-        return l
-      }))
-  )
+  const loaded = await run({ root }, loadAndAppendOne(id))
   expect(loaded.state.next_sequence).toBe(expectedNext)
   expect(loaded.recovery.stopped).toBeNull()
   expect(loaded.recovery.tornTail !== null).toBe(torn)
@@ -79,16 +71,7 @@ const reopenAndContinue = async (root: string, id: string, expectedNext: number,
 }
 
 // One more entry through a writer, as the outcome of the attempt.
-const appendOne = (root: string, id: string) =>
-  run(
-    { root },
-    Effect.exit(withWriter(id, (h) =>
-      Effect.gen(function*() {
-        const l = yield* h.load
-        const c = chain(l.state, 1)
-        yield* h.append(requestOf(l.state, c.entries))
-      })))
-  )
+const appendOne = (root: string, id: string) => run({ root }, Effect.exit(loadAndAppendOne(id)))
 
 describe("torn tails", () => {
   it("a cut at every byte offset of the last two records reopens to the longest valid prefix", async () => {

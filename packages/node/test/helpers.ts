@@ -3,7 +3,7 @@
  * layer, building chained entries, and spawning the fixture processes.
  */
 import { Checkpoint, Entry, JournalState, Persistence } from "@session-journal/core"
-import { chain, requestOf } from "@session-journal/core/test/PersistenceContract"
+import { appendChain, chain, requestOf, withWriter } from "@session-journal/core/test/PersistenceContract"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
@@ -70,17 +70,14 @@ export const run = <A, E>(
 export const runExit = <A, E>(options: Options, effect: Effect.Effect<A, E, Persistence.Persistence>) =>
   Effect.runPromise(Effect.exit(Effect.provide(effect, adapter(options))))
 
-/** Opens `id` for writing (with `caps` for a new session) and runs `f` with the handle. */
-export const withWriter = <A, E>(
-  id: string,
-  f: (h: Persistence.WriteHandle) => Effect.Effect<A, E>,
-  caps?: JournalState.Caps
-) =>
-  Effect.scoped(Effect.gen(function*() {
-    const p = yield* Persistence.Persistence
-    const h = yield* p.open(id, { mode: "write", caps })
-    return yield* f(h)
-  }))
+/** Opens `id` for writing, loads it and appends one chained entry; succeeds with what the load found. */
+export const loadAndAppendOne = (id: string) =>
+  withWriter(id, (h) =>
+    Effect.gen(function*() {
+      const loaded = yield* h.load
+      yield* appendChain(h, loaded.state, 1)
+      return loaded
+    }))
 
 /** Loads `id` read-only. */
 export const loadRead = (id: string) =>
@@ -89,14 +86,6 @@ export const loadRead = (id: string) =>
     const h = yield* p.open(id, { mode: "read" })
     return yield* h.load
   }))
-
-/** Appends `count` chained entries after `state`. */
-export const appendChain = (h: Persistence.WriteHandle, state: JournalState.JournalState, count: number) =>
-  Effect.gen(function*() {
-    const c = chain(state, count)
-    yield* h.append(requestOf(state, c.entries))
-    return c
-  })
 
 /**
  * The service's checkpoint policy for tests that drive a handle themselves: each
@@ -122,7 +111,7 @@ export const checkpointing = (minBytes: number) => {
 /** All stored entries of `id`. */
 export const historyOf = (id: string) => Persistence.Persistence.use((p) => Stream.runCollect(p.history(id)))
 
-export { chain, Entry, JournalState, requestOf }
+export { appendChain, chain, Entry, JournalState, requestOf, withWriter }
 
 /** Files of a session directory whose names mark them as temp files. */
 export const tempFiles = (dir: string): Array<string> =>

@@ -25,10 +25,9 @@ import {
   StorageError,
   StorageReason
 } from "@session-journal/core"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as Redacted from "effect/Redacted"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -97,6 +96,23 @@ export interface UrlOptions extends Options {
 export const DEFAULT_PREFIX = "session_journal_"
 
 /**
+ * Whether `prefix` can be a `tablePrefix`: lowercase letters, digits and `_`, not
+ * starting with a digit, at most 40 characters (so every table name derived from
+ * it fits PostgreSQL's 63-byte limit). `make` and `layer` refuse any other prefix
+ * with a `StorageError` whose reason is `InvalidOption`.
+ *
+ * @since 0.5.0
+ */
+export const isTablePrefix: (prefix: string) => boolean = Tables.isPrefix
+
+/**
+ * The rule `isTablePrefix` checks, as the refusal of a prefix says it.
+ *
+ * @since 0.5.0
+ */
+export const TABLE_PREFIX_RULE: string = Tables.PREFIX_RULE
+
+/**
  * Builds the adapter on a `PgClient`, first bringing the schema up to date. An
  * invalid option (table prefix, a count that is not an integer, a duration that
  * does not parse) fails with `StorageError` (operation `configure`). The
@@ -107,17 +123,7 @@ export const DEFAULT_PREFIX = "session_journal_"
  */
 export const make = Effect.fnUntraced(function*(options?: Options) {
   const prefix = options?.tablePrefix ?? DEFAULT_PREFIX
-  if (!Tables.isPrefix(prefix)) {
-    return yield* new StorageError({
-      operation: "configure",
-      reason: new StorageReason.InvalidOption({
-        option: "tablePrefix",
-        message: `invalid table prefix ${
-          JSON.stringify(prefix)
-        }: use lowercase letters, digits and _, at most 40 characters`
-      })
-    })
-  }
+  if (!Tables.isPrefix(prefix)) return yield* Tables.invalidPrefix("configure", prefix)
   // A bad option is reported like a bad prefix, as a typed failure of the layer,
   // not as a defect when the value is first used.
   const invalid = (name: string, value: unknown) =>
@@ -131,15 +137,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       : Number.isSafeInteger(value)
       ? Effect.succeed(Math.max(1, value))
       : Effect.fail(invalid(name, value))
-  const duration = (name: string, value: Duration.Input | undefined, fallback: Duration.Input = "2 seconds") =>
-    Option.match(Duration.fromInput(value ?? fallback), {
-      onNone: () => Effect.fail(invalid(name, value)),
-      onSome: (d) => Effect.succeed(d)
-    })
   const pageSize = yield* count("pageSize", options?.pageSize, 500)
-  const pollInterval = yield* duration("pollInterval", options?.pollInterval)
-  const conflictHold = yield* duration("conflictHold", options?.conflictHold)
-  const followReconnect = yield* duration("followReconnect", options?.followReconnect, "1 minute")
+  const pollInterval = yield* Persistence.decodeInterval("pollInterval", options?.pollInterval, "2 seconds")
+  const conflictHold = yield* Persistence.decodeInterval("conflictHold", options?.conflictHold, "2 seconds")
+  const followReconnect = yield* Persistence.decodeInterval("followReconnect", options?.followReconnect, "1 minute")
   const names = Tables.names(prefix)
   const pg = yield* PgClient.PgClient
   const layerScope = yield* Effect.scope
@@ -292,15 +293,7 @@ export const dropTables = (
   tablePrefix: string = DEFAULT_PREFIX
 ): Effect.Effect<void, StorageError, PgClient.PgClient> =>
   Effect.gen(function*() {
-    if (!Tables.isPrefix(tablePrefix)) {
-      return yield* new StorageError({
-        operation: "drop",
-        reason: new StorageReason.InvalidOption({
-          option: "tablePrefix",
-          message: `invalid table prefix ${JSON.stringify(tablePrefix)}`
-        })
-      })
-    }
+    if (!Tables.isPrefix(tablePrefix)) return yield* Tables.invalidPrefix("drop", tablePrefix)
     const pg = yield* PgClient.PgClient
     yield* Tables.drop(Tables.names(tablePrefix)).pipe(
       Effect.provideService(SqlClient.SqlClient, pg),

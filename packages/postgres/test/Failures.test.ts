@@ -6,6 +6,7 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Entry, JournalState, Persistence, SessionJournal, SessionNotFound } from "@session-journal/core"
+import { toolParams } from "@session-journal/core/test/fixtures"
 import { chain, requestOf } from "@session-journal/core/test/PersistenceContract"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -20,14 +21,7 @@ import { adminLayer, freshPrefix, skipReason, url } from "./pg.ts"
 const prefix = freshPrefix("fail")
 const appName = `sj-victim-${process.pid}`
 
-const params = (n: number): Entry.ToolParams => ({
-  tool_name: "tool",
-  server_id: "srv",
-  agent_id: "agent",
-  bytes_read: n,
-  bytes_written: 0,
-  delegation_depth: 0
-})
+const params = (n: number): Entry.ToolParams => toolParams("tool", { bytes_read: n })
 
 // The instance under attack, and a second instance (same application_name, so its
 // connections die too) that only follows and learns of commits by notification.

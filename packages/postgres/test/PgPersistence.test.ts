@@ -1,3 +1,4 @@
+import type { StorageError } from "@session-journal/core"
 import { suite } from "@session-journal/core/test/PersistenceContract"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -16,6 +17,8 @@ describe.skipIf(skipReason !== null)("postgres", () => {
     const bad: ReadonlyArray<PgPersistence.Options> = [
       { pollInterval: "soon" as Duration.Input },
       { conflictHold: "a while" as Duration.Input },
+      { pollInterval: -1 },
+      { followReconnect: Number.NaN },
       { pageSize: Number.NaN },
       { pageSize: 1.5 },
       { tablePrefix: "Not-A-Prefix" }
@@ -37,4 +40,27 @@ describe.skipIf(skipReason !== null)("postgres", () => {
   })
 
   afterAll(() => Effect.runPromise(PgPersistence.dropTables(prefix).pipe(Effect.provide(adminLayer()))))
+})
+
+describe("PgPersistence.isTablePrefix", () => {
+  it("takes lowercase letters, digits and _ up to 40 characters, not starting with a digit", () => {
+    for (const ok of ["session_journal_", "_", "a", "a1_", "x".repeat(40)]) {
+      expect(PgPersistence.isTablePrefix(ok), ok).toBe(true)
+    }
+    for (const bad of ["", "1a", "A", "a-b", "a b", "x".repeat(41), "é"]) {
+      expect(PgPersistence.isTablePrefix(bad), bad).toBe(false)
+    }
+  })
+
+  it.skipIf(skipReason !== null)("a refused prefix names the rule, whichever operation refuses it", async () => {
+    const exit = await Effect.runPromiseExit(
+      PgPersistence.dropTables("Not-A-Prefix").pipe(Effect.provide(adminLayer()))
+    )
+    const error = Exit.isFailure(exit) ? Exit.findErrorOption(exit) : undefined
+    const reason = error?._tag === "Some" ? (error.value as StorageError).reason : undefined
+    expect(reason?._tag === "InvalidOption" ? [reason.option, reason.message] : String(exit)).toEqual([
+      "tablePrefix",
+      `invalid table prefix "Not-A-Prefix": ${PgPersistence.TABLE_PREFIX_RULE}`
+    ])
+  })
 })

@@ -9,7 +9,6 @@ import { Prompt } from "effect/ai"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
 import { Persistence } from "effect/persistence"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
@@ -33,11 +32,10 @@ const MAX_ROUNDS = 8
 export const failure = (chatId: string, what: string) => (cause: unknown): PersistenceError =>
   new PersistenceError({ message: `Failed to ${what} chat "${chatId}" in the session journal`, cause })
 
-const expiryOf = (nowMillis: number, ttl: Duration.Input | undefined): number | null => {
+// `ttl` is decoded (`JournalChat`'s `timeToLiveOf`); a zero or infinite one never expires.
+const expiryOf = (nowMillis: number, ttl: Duration.Duration | undefined): number | null => {
   if (ttl === undefined) return null
-  const d = Option.getOrUndefined(Duration.fromInput(ttl))
-  if (d === undefined) return null
-  const ms = Duration.toMillis(d)
+  const ms = Duration.toMillis(ttl)
   return Number.isFinite(ms) && ms > 0 ? nowMillis + ms : null
 }
 
@@ -52,7 +50,7 @@ export interface Saver {
     sid: string,
     view: ChatHistory.View,
     history: Effect.Effect<ReadonlyArray<Prompt.Message>>,
-    ttl: Duration.Input | undefined,
+    ttl: Duration.Duration | undefined,
     context: SaveContext
   ) => Effect.Effect<void, PersistenceError>
 }
@@ -61,7 +59,7 @@ export interface Saver {
 export const make = (
   journal: SessionJournal.SessionJournal["Service"],
   kinds: ChatStore.Kinds,
-  options: { readonly releaseAfter: Duration.Input; readonly lockWait: Duration.Input }
+  options: { readonly releaseAfter: Duration.Duration; readonly lockWait: Duration.Duration }
 ): Effect.Effect<Saver, never, Scope.Scope> =>
   Effect.gen(function*() {
     const { lockWait, releaseAfter } = options
@@ -143,14 +141,7 @@ export const make = (
     // it stamps on the messages is what is stored), as the chat's view. When another
     // writer appended between the read and the write, the view is read again and the
     // difference stored again: the last save's view is what the chain ends with.
-    const store = (
-      chatId: string,
-      sid: string,
-      view: ChatHistory.View,
-      history: Effect.Effect<ReadonlyArray<Prompt.Message>>,
-      ttl: Duration.Input | undefined,
-      context: SaveContext
-    ): Effect.Effect<void, PersistenceError> =>
+    const store: Saver["store"] = (chatId, sid, view, history, ttl, context) =>
       lockOf(sid).withPermits(1)(
         Effect.gen(function*() {
           const current = yield* history

@@ -24,6 +24,7 @@
  * is refused); the directories above it are the caller's choice and are not
  * checked.
  */
+import { messageOf } from "@session-journal/core"
 import { Files } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -64,7 +65,7 @@ export interface Stamp {
 
 const reasonOf = (e: unknown): string => {
   const code = Files.codeOf(e)
-  const message = e instanceof Error ? e.message : String(e)
+  const message = messageOf(e)
   return code === undefined || message.includes(code) ? message : `${message} (${code})`
 }
 

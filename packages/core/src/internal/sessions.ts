@@ -74,7 +74,7 @@ export interface Config {
   readonly persistence: Persistence.Persistence["Service"]
   readonly hubs: Hubs.Hubs
   readonly caps: JournalState.Caps | undefined
-  readonly idleTimeToLive: Duration.Input
+  readonly idleTimeToLive: Duration.Duration
   readonly maxOpenSessions: number
   readonly maxBatch: number
   readonly conflictRetries: number
@@ -89,7 +89,7 @@ export const make = Effect.fnUntraced(function*(config: Config) {
   // answered, and the caller waits for that release: every write takes its
   // reference through `RcMap.get`, in its own scope. Every session open then has a
   // write in flight (or is being released), so none is evicted either.
-  const direct = !Duration.isZero(Duration.fromInputUnsafe(config.idleTimeToLive))
+  const keepsIdleSessions = !Duration.isZero(config.idleTimeToLive)
   // Sessions open now (also while one is being released), to read their state
   // without taking a reference, to queue writes to a session whose reference is
   // held, and so that a new opening waits for the release of the previous one: its
@@ -204,7 +204,7 @@ export const make = Effect.fnUntraced(function*(config: Config) {
   // last), waiting for each release. A session with a write in flight is never
   // released: the bound is exceeded instead.
   const evictIdle: Effect.Effect<void> = Effect.suspend((): Effect.Effect<void> => {
-    if (!direct || live.size < config.maxOpenSessions) return Effect.void
+    if (!keepsIdleSessions || live.size < config.maxOpenSessions) return Effect.void
     let victim: OpenSession | undefined
     let oldest = Number.POSITIVE_INFINITY
     for (const session of live.values()) {
@@ -276,7 +276,7 @@ export const make = Effect.fnUntraced(function*(config: Config) {
   const submitNow = <A>(id: string, build: Writer.Build<A>): Effect.Effect<A, WriteError> => {
     const request: Writer.Request<unknown> = { build, deferred: Deferred.makeUnsafe<unknown, WriteError>() }
     const wait = Deferred.await(request.deferred) as Effect.Effect<A, WriteError>
-    if (!direct) return Effect.andThen(submitOwn(id, request), wait)
+    if (!keepsIdleSessions) return Effect.andThen(submitOwn(id, request), wait)
     const session = live.get(id)
     if (
       session !== undefined && session.reference !== undefined && !session.retired &&

@@ -9,6 +9,7 @@ import {
   IntegrityViolation,
   InvalidSessionId,
   type JournalState,
+  Persistence,
   SequenceConflict,
   SessionLocked,
   SessionNotFound,
@@ -47,7 +48,8 @@ export const isSafeSessionId = (id: unknown): id is string => Entry.isSessionId(
 export interface Resolved {
   readonly ctx: FileOps.Context
   readonly removeCheckpointedSegments: boolean
-  readonly pollMillis: number
+  /** How often `follow` polls (`Options.pollInterval`). */
+  readonly pollInterval: Duration.Duration
   /** How long a writer waits for the lock (`Options.lockWait`), milliseconds; 0: not at all. */
   readonly lockWaitMillis: number
 }
@@ -60,15 +62,27 @@ export const Fs: Context.Reference<FileOps.Fs> = Context.Reference<FileOps.Fs>("
   defaultValue: () => FileOps.nodeFs
 })
 
-/** Resolves the options with the filesystem and clock of the environment. */
-export const resolveWith = (options: Options): Effect.Effect<Resolved> =>
+/**
+ * Resolves the options with the filesystem and clock of the environment; an
+ * interval option that is no duration fails with a `StorageError` naming it.
+ */
+export const resolveWith = (options: Options): Effect.Effect<Resolved, StorageError> =>
   Effect.gen(function*() {
-    return resolve(options, yield* Fs, yield* Clock.Clock)
+    const pollInterval = yield* options.pollInterval === undefined && options.pollMillis !== undefined
+      ? Persistence.decodeInterval("pollMillis", options.pollMillis, 50)
+      : Persistence.decodeInterval("pollInterval", options.pollInterval, "50 millis")
+    const lockWait = yield* Persistence.decodeInterval("lockWait", options.lockWait, 0)
+    return resolve(options, yield* Fs, yield* Clock.Clock, { pollInterval, lockWait })
   })
 
 const withoutWriteSync = ({ writeSync: _, lstatSync: _l, ...rest }: FileOps.Fs): FileOps.Fs => rest
 
-export const resolve = (options: Options, fs: FileOps.Fs, clock: Clock.Clock): Resolved => ({
+const resolve = (
+  options: Options,
+  fs: FileOps.Fs,
+  clock: Clock.Clock,
+  intervals: { readonly pollInterval: Duration.Duration; readonly lockWait: Duration.Duration }
+): Resolved => ({
   ctx: {
     // Without `writeSync` every durable write (and `lstatSync` every lock check) goes
     // through the thread pool.
@@ -80,17 +94,12 @@ export const resolve = (options: Options, fs: FileOps.Fs, clock: Clock.Clock): R
     maxLineBytes: options.maxLineBytes ?? FileOps.MAX_LINE_BYTES
   },
   removeCheckpointedSegments: options.removeCheckpointedSegments ?? false,
-  pollMillis: options.pollMillis ?? 50,
-  lockWaitMillis: lockWaitMillis(options.lockWait)
+  pollInterval: intervals.pollInterval,
+  lockWaitMillis: Duration.toMillis(intervals.lockWait)
 })
 
-const lockWaitMillis = (input: Duration.Input | undefined): number => {
-  if (input === undefined) return 0
-  const millis = Duration.toMillis(input)
-  return Number.isNaN(millis) || millis <= 0 ? 0 : millis
-}
-
-export type Known =
+/** Every typed error the adapter's internals fail with, before `toDeclaredErrors`. */
+export type AdapterError =
   | StorageError
   | CorruptJournal
   | SessionLocked
@@ -99,12 +108,13 @@ export type Known =
   | IntegrityViolation
 
 // Whether `e` is one of the errors whose tags are `keep` (E's own tags).
-const isKept = <E extends Known>(e: Known, keep: ReadonlyArray<E["_tag"]>): e is E => keep.some((tag) => tag === e._tag)
+const isKept = <E extends AdapterError>(e: AdapterError, keep: ReadonlyArray<E["_tag"]>): e is E =>
+  keep.some((tag) => tag === e._tag)
 
-// Narrows the typed errors of a method to those it declares: any other one
-// becomes a StorageError naming the operation.
-export const narrow = <A, E extends Known>(
-  effect: Effect.Effect<A, Known>,
+// Keeps the typed errors of a method that it declares: any other one becomes a
+// StorageError naming the operation.
+export const toDeclaredErrors = <A, E extends AdapterError>(
+  effect: Effect.Effect<A, AdapterError>,
   keep: ReadonlyArray<E["_tag"]>,
   operation: string
 ): Effect.Effect<A, E | StorageError> =>

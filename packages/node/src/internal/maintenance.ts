@@ -20,7 +20,15 @@ import * as Result from "effect/Result"
 import * as path from "node:path"
 import * as Lock from "../Lock.ts"
 import type { Options } from "../NodePersistence.ts"
-import { invalidId, isSafeSessionId, loadOptions, lockSession, narrow, type Resolved, resolveWith } from "./adapter.ts"
+import {
+  invalidId,
+  isSafeSessionId,
+  loadOptions,
+  lockSession,
+  type Resolved,
+  resolveWith,
+  toDeclaredErrors
+} from "./adapter.ts"
 import * as FileOps from "./fileOps.ts"
 import * as Segment from "./segment.ts"
 import * as Session from "./session.ts"
@@ -115,7 +123,7 @@ export const inspect = (
   caps?: JournalState.Caps | undefined
 ): Effect.Effect<InspectReport, StorageError | SessionNotFound> =>
   isSafeSessionId(id)
-    ? narrow<InspectReport, StorageError | SessionNotFound>(
+    ? toDeclaredErrors<InspectReport, StorageError | SessionNotFound>(
       Effect.flatMap(resolveWith(options), (r) => inspectSession(r, id, caps)),
       ["StorageError", "SessionNotFound"],
       "inspect"
@@ -358,7 +366,7 @@ export const repair = (
   caps?: JournalState.Caps | undefined
 ): Effect.Effect<RepairReport, StorageError | SessionLocked | SessionNotFound | CorruptJournal> =>
   isSafeSessionId(id)
-    ? narrow<RepairReport, StorageError | SessionLocked | SessionNotFound | CorruptJournal>(
+    ? toDeclaredErrors<RepairReport, StorageError | SessionLocked | SessionNotFound | CorruptJournal>(
       Effect.flatMap(resolveWith(options), (r) => Effect.scoped(repairSession(r, id, caps))),
       ["StorageError", "SessionLocked", "SessionNotFound", "CorruptJournal"],
       "repair"
@@ -401,7 +409,7 @@ export const unlock = (
   unlockOptions?: { readonly force?: boolean | undefined }
 ): Effect.Effect<UnlockReport, StorageError | SessionLocked | SessionNotFound> =>
   isSafeSessionId(id)
-    ? narrow<UnlockReport, StorageError | SessionLocked | SessionNotFound>(
+    ? toDeclaredErrors<UnlockReport, StorageError | SessionLocked | SessionNotFound>(
       Effect.flatMap(resolveWith({ ...options, lockWait: 0 }), (r) =>
         Effect.scoped(Effect.gen(function*() {
           const held = yield* lockSession(r, id, false, { force: unlockOptions?.force === true, deep: true }).pipe(

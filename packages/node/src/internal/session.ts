@@ -67,8 +67,7 @@ export const dropLineIfChainContinues = Effect.fnUntraced(function*(
   const line = bytes.subarray(offset, end + 1)
   if (Segment.parseLine(line.subarray(0, line.length - 1))._tag === "Entry") return null
   const names = new Set(yield* FileOps.listDir(ctx, dir))
-  let side = `${name}.damaged-${offset}`
-  for (let n = 1; names.has(side); n++) side = `${name}.damaged-${offset}.${n}`
+  const side = FileOps.freeName(names, FileOps.damagedName(name, offset))
   yield* FileOps.atomicReplace(ctx, dir, side, line)
   const without = new Uint8Array(bytes.length - line.length)
   without.set(bytes.subarray(0, offset), 0)

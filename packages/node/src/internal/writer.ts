@@ -511,8 +511,7 @@ const lineBound = (
 /** Renames `dir/name` to a free `name.damaged-0[.n]`, keeping its bytes, and syncs `dir`. */
 export const moveAside = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: string, name: string) {
   const names = new Set(yield* FileOps.listDir(ctx, dir))
-  let target = `${name}.damaged-0`
-  for (let n = 1; names.has(target); n++) target = `${name}.damaged-0.${n}`
+  const target = FileOps.freeName(names, FileOps.damagedName(name, 0))
   yield* FileOps.call("rename", path.join(dir, name), () => ctx.fs.rename(path.join(dir, name), path.join(dir, target)))
   yield* FileOps.syncDir(ctx, dir)
   return target

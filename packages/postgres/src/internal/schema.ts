@@ -5,6 +5,7 @@
  * records them in `<prefix>migrations` and serializes concurrent runs with a table
  * lock, so many instances may start at once.
  */
+import { StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -28,10 +29,24 @@ export interface Names {
 const prefixPattern = /^[a-z_][a-z0-9_]{0,39}$/
 
 /**
- * Whether `prefix` can start table names: lowercase letters, digits and `_`, at
- * most 40 characters (so every derived name fits PostgreSQL's 63-byte limit).
+ * Whether `prefix` can start table names: lowercase letters, digits and `_`, not
+ * starting with a digit, at most 40 characters (so every derived name fits
+ * PostgreSQL's 63-byte limit).
  */
 export const isPrefix = (prefix: string): boolean => prefixPattern.test(prefix)
+
+/** The rule `isPrefix` checks, as a message says it. */
+export const PREFIX_RULE = "use lowercase letters, digits and _, at most 40 characters, not starting with a digit"
+
+/** The failure of `operation` for a table prefix `isPrefix` refuses. */
+export const invalidPrefix = (operation: string, prefix: string): StorageError =>
+  new StorageError({
+    operation,
+    reason: new StorageReason.InvalidOption({
+      option: "tablePrefix",
+      message: `invalid table prefix ${JSON.stringify(prefix)}: ${PREFIX_RULE}`
+    })
+  })
 
 /**
  * The names for a prefix.

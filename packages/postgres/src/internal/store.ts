@@ -6,7 +6,7 @@
  * in-process channel that tells followers a session grew.
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
-import { CorruptJournal, Entry, SessionMeta, StorageError, StorageReason } from "@session-journal/core"
+import { CorruptJournal, Entry, messageOf, SessionMeta, StorageError, StorageReason } from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as PubSub from "effect/PubSub"
@@ -39,7 +39,7 @@ export const parseJson = (text: string): Result.Result<unknown, string> => {
   try {
     return Result.succeed(JSON.parse(text))
   } catch (e) {
-    return Result.fail(e instanceof Error ? e.message : String(e))
+    return Result.fail(messageOf(e))
   }
 }
 

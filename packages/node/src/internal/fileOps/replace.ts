@@ -72,6 +72,22 @@ const atomicReplaceAs = (
 export const DAMAGED_INFIX = ".damaged-"
 
 /**
+ * The first of `base`, `base.1`, `base.2`, ... that `taken` does not hold: a name
+ * for a new side file that replaces nothing.
+ */
+export const freeName = (taken: ReadonlySet<string>, base: string): string => {
+  let name = base
+  for (let n = 1; taken.has(name); n++) name = `${base}.${n}`
+  return name
+}
+
+/**
+ * The name of the side file that keeps the bytes of `name` from `offset` on,
+ * `<name>.damaged-<offset>`, before `freeName` makes it free.
+ */
+export const damagedName = (name: string, offset: number): string => `${name}${DAMAGED_INFIX}${offset}`
+
+/**
  * Links the complete, fsynced temp file `tmp` to the first free name among
  * `dir/base`, `dir/base.1`, `dir/base.2`, ... and returns that name. `link` never
  * replaces an existing name, so a name taken meanwhile is skipped, and the names
@@ -81,10 +97,8 @@ export const DAMAGED_INFIX = ".damaged-"
 export const linkToFreeName = Effect.fnUntraced(function*(ctx: Context, dir: string, tmp: string, base: string) {
   for (let listing = 0; listing < 64; listing++) {
     const taken = new Set(yield* listDir(ctx, dir))
-    let n = 0
     for (let tries = 0; tries < 64; tries++) {
-      let name = n === 0 ? base : `${base}.${n}`
-      while (taken.has(name)) name = `${base}.${++n}`
+      const name = freeName(taken, base)
       const to = path.join(dir, name)
       const linked = yield* call("link", to, () => ctx.fs.link(tmp, to)).pipe(
         Effect.as(true),
@@ -138,7 +152,7 @@ export const copyAside = (
           yield* call("ftruncate", tmp, () => out.truncate(pos - from))
           yield* call("fsync", tmp, () => out.sync())
         })).pipe(
-          Effect.andThen(linkToFreeName(ctx, dir, tmp, `${name}${DAMAGED_INFIX}${from}`)),
+          Effect.andThen(linkToFreeName(ctx, dir, tmp, damagedName(name, from))),
           Effect.ensuring(removeTemp(ctx, tmp))
         )
       yield* syncDir(ctx, dir)
