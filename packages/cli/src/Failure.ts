@@ -28,9 +28,9 @@ import type {
   StorageError,
   Transparency
 } from "@session-journal/core"
+import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Cause from "effect/Cause"
 import * as Schema from "effect/Schema"
-import { messageOf } from "./internal/messageOf.ts"
 
 /**
  * Input given on the command line or read from a file is not acceptable. `field`

@@ -6,11 +6,11 @@
  * @since 0.1.0
  */
 import { Entry, JournalState } from "@session-journal/core"
+import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { format } from "node:util"
 import { OutputFailed } from "./Failure.ts"
-import { messageOf } from "./internal/messageOf.ts"
 import * as ProcessStreams from "./internal/processStreams.ts"
 
 const outputFailed = (e: unknown): OutputFailed => {

@@ -6,12 +6,12 @@
  * @since 0.4.0
  */
 import { Policy } from "@session-journal/core"
+import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as fs from "node:fs"
 import { InvalidInput } from "./Failure.ts"
 import * as Input from "./Input.ts"
-import { messageOf } from "./internal/messageOf.ts"
 
 /**
  * Largest policy file read (1 MiB): far beyond any policy written by hand.

@@ -6,13 +6,14 @@
  * @since 0.1.0
  */
 import { Persistence, StorageError } from "@session-journal/core"
+import { messageOf } from "@session-journal/core/ErrorMessage"
 import { NodePersistence } from "@session-journal/node"
+import * as TablePrefix from "@session-journal/postgres/TablePrefix"
 import * as Config from "effect/Config"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { InvalidInput, NotAvailable } from "./Failure.ts"
-import { messageOf } from "./internal/messageOf.ts"
 
 /**
  * The resolved storage choice of one invocation.
@@ -94,9 +95,9 @@ export const resolvePostgres = (
 export const TABLE_PREFIX_VAR = "SESSION_JOURNAL_PG_TABLE_PREFIX"
 
 // The adapter's rule for a prefix (it checks it again and reports a violation
-// as a `configure` failure, mapped below); checked here first so that a bad
-// prefix is bad input even when the server cannot be reached.
-const prefixPattern = /^[a-z_][a-z0-9_]{0,39}$/
+// as a `configure` failure, mapped below); checked here first, from the module of
+// the rule that loads nothing, so that a bad prefix is bad input even when the
+// server cannot be reached.
 
 /**
  * Checks the PostgreSQL settings of an invocation before anything connects: the
@@ -116,12 +117,10 @@ export const checkPostgres = (url: string, from: string, prefix: string | undefi
   if (parsed === undefined || (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:")) {
     return new InvalidInput({ field: from, reason: "must be a URL of the form postgres://USER@HOST:PORT/DATABASE" })
   }
-  if (prefix !== undefined && !prefixPattern.test(prefix)) {
+  if (prefix !== undefined && !TablePrefix.isTablePrefix(prefix)) {
     return new InvalidInput({
       field: TABLE_PREFIX_VAR,
-      reason: `${
-        JSON.stringify(prefix)
-      } is not a table prefix: use lowercase letters, digits and _, at most 40 characters, not starting with a digit`
+      reason: `${JSON.stringify(prefix)} is not a table prefix: ${TablePrefix.TABLE_PREFIX_RULE}`
     })
   }
   return undefined

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
-import * as ErrorMessage from "./internal/errorMessage.ts"
+import * as ErrorMessage from "./ErrorMessage.ts"
 import * as StorageReason from "./StorageReason.ts"
 
 /**

@@ -7,7 +7,7 @@
  * @since 0.4.0
  */
 import * as Schema from "effect/Schema"
-import { messageOf } from "./internal/errorMessage.ts"
+import { messageOf } from "./ErrorMessage.ts"
 
 /**
  * An underlying call failed: a filesystem call, a SQL query, a connection.

@@ -24,6 +24,12 @@ export * as Checkpoint from "./Checkpoint.ts"
  */
 export * as Entry from "./Entry.ts"
 /**
+ * The message of a thrown value, in a module that imports nothing.
+ *
+ * @since 0.5.0
+ */
+export * as ErrorMessage from "./ErrorMessage.ts"
+/**
  * The typed errors of the journal, shared by the service and every adapter.
  *
  * @since 0.1.0

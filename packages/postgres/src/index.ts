@@ -11,3 +11,9 @@
  * @since 0.1.0
  */
 export * as PgPersistence from "./PgPersistence.ts"
+/**
+ * The rule for the prefix of the adapter's table names, loadable without the adapter.
+ *
+ * @since 0.5.0
+ */
+export * as TablePrefix from "./TablePrefix.ts"

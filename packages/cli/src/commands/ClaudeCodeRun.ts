@@ -22,6 +22,7 @@
  */
 import { Message, Session } from "@session-journal/claude-code-session"
 import { Entry, Policy } from "@session-journal/core"
+import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -36,7 +37,6 @@ import * as crypto from "node:crypto"
 import { InvalidInput, TurnFailed } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { withJournal } from "../internal/commandKit.ts"
-import { messageOf } from "../internal/messageOf.ts"
 import * as Output from "../Output.ts"
 import { load } from "./PolicyCommands.ts"
 

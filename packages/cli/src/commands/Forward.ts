@@ -35,10 +35,10 @@
  *
  * @since 0.4.0
  */
+import { messageOf } from "@session-journal/core/ErrorMessage"
 import type * as Fs from "node:fs"
 import type * as Http from "node:http"
 import { createRequire } from "node:module"
-import { messageOf } from "../internal/messageOf.ts"
 import * as ProcessStreams from "../internal/processStreams.ts"
 
 // Loaded with `createRequire`, not `import`: an ES module import of a builtin reads

@@ -10,6 +10,7 @@
  * @since 0.1.0
  */
 import { Entry, type SessionJournal } from "@session-journal/core"
+import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
@@ -20,7 +21,6 @@ import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import { ImportStopped, InvalidInput } from "../Failure.ts"
 import * as Input from "../Input.ts"
-import { messageOf } from "../internal/messageOf.ts"
 
 /**
  * Most entries in one durable append.

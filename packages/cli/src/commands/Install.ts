@@ -22,6 +22,7 @@
  * @since 0.4.0
  */
 import { StorageError } from "@session-journal/core"
+import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Command, Flag } from "effect/cli"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
@@ -31,7 +32,6 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { InvalidInput } from "../Failure.ts"
 import { withoutJournal } from "../internal/commandKit.ts"
-import { messageOf } from "../internal/messageOf.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 

@@ -6,13 +6,13 @@
  * @since 0.5.0
  */
 import { SignedNote, Transparency, TreeHead } from "@session-journal/core"
+import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as fs from "node:fs"
 import { CheckpointMismatch, InvalidInput, NotAvailable, VerificationFailed, WitnessRefused } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { validId } from "../internal/commandKit.ts"
-import { messageOf } from "../internal/messageOf.ts"
 import * as Output from "../Output.ts"
 import type * as Storage from "../Storage.ts"
 import * as Verify from "./Verify.ts"

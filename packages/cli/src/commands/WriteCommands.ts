@@ -3,6 +3,7 @@
  * session's lock), and `unlock`, which removes a stale lock.
  */
 import { type Entry, SessionJournal } from "@session-journal/core"
+import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Lock, NodePersistence } from "@session-journal/node"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
@@ -11,7 +12,6 @@ import * as fs from "node:fs"
 import { ImportStopped, InvalidInput, NotAvailable, type OutputFailed } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { sessionId, validId, waitFlag, withJournal, withoutJournal } from "../internal/commandKit.ts"
-import { messageOf } from "../internal/messageOf.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as Import from "./Import.ts"

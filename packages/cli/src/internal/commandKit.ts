@@ -4,6 +4,7 @@
  * and common arguments.
  */
 import { Entry, Persistence, SessionJournal } from "@session-journal/core"
+import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Cause from "effect/Cause"
 import { Argument, Flag, GlobalFlag } from "effect/cli"
 import * as Config from "effect/Config"
@@ -16,7 +17,6 @@ import { describe as describeFailure, Exit, ExitCode, exitCodeOf, type Failure, 
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import { parseWaitMillis } from "./hookArgs.ts"
-import { messageOf } from "./messageOf.ts"
 
 // ---------------------------------------------------------------------------
 // Global flags

@@ -11,7 +11,8 @@ import type { Stats } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 
-export const CHECKPOINT = "checkpoint.json"
+/** The checkpoint file of a session directory (the node adapter's name). */
+export const CHECKPOINT: string = Files.CHECKPOINT_FILE
 
 export const CHUNK = 1 << 20
 
@@ -142,8 +143,6 @@ export const listSession = Effect.fnUntraced(function*(operation: string, dir: s
   return out
 })
 
-const SEGMENT = /^[0-9]{20}\.jsonl$/
-
 // Where the data of a segment file of `size` bytes ends: before its trailing zero
 // bytes, which are never data (the unused space of a preallocated segment, or a
 // zero-filled torn tail). Other files end at their size. Read backwards in chunks;
@@ -154,7 +153,7 @@ export const dataEnd = (
   file: string,
   size: number
 ): Effect.Effect<number, StorageError> =>
-  !SEGMENT.test(name) || size === 0
+  !Files.isSegmentName(name) || size === 0
     ? Effect.succeed(size)
     : Files.withHandle(Files.openRead(ctx, file), (fh) =>
       Effect.gen(function*() {

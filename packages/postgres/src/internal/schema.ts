@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
+import * as TablePrefix from "../TablePrefix.ts"
 
 /**
  * The names of everything the adapter creates for one prefix.
@@ -26,17 +27,11 @@ export interface Names {
   readonly channel: string
 }
 
-const prefixPattern = /^[a-z_][a-z0-9_]{0,39}$/
-
-/**
- * Whether `prefix` can start table names: lowercase letters, digits and `_`, not
- * starting with a digit, at most 40 characters (so every derived name fits
- * PostgreSQL's 63-byte limit).
- */
-export const isPrefix = (prefix: string): boolean => prefixPattern.test(prefix)
+/** Whether `prefix` can start table names (the rule of `TablePrefix`). */
+export const isPrefix = (prefix: string): boolean => TablePrefix.isTablePrefix(prefix)
 
 /** The rule `isPrefix` checks, as a message says it. */
-export const PREFIX_RULE = "use lowercase letters, digits and _, at most 40 characters, not starting with a digit"
+export const PREFIX_RULE = TablePrefix.TABLE_PREFIX_RULE
 
 /** The failure of `operation` for a table prefix `isPrefix` refuses. */
 export const invalidPrefix = (operation: string, prefix: string): StorageError =>
