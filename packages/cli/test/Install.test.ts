@@ -231,7 +231,7 @@ describe("the packages installed into a host application", () => {
       fs.writeFileSync(
         path.join(host, "api.ts"),
         [
-          `import { Guard, Persistence, SessionJournal } from "@session-journal/core"`,
+          `import { Guard, Persistence, SessionJournal, type StorageError } from "@session-journal/core"`,
           `import * as Mirror from "@session-journal/core/Mirror"`,
           `import { NodePersistence } from "@session-journal/node"`,
           `import { PgPersistence } from "@session-journal/postgres"`,
@@ -239,7 +239,7 @@ describe("the packages installed into a host application", () => {
           `import { main } from "@session-journal/cli"`,
           `import { Effect, Layer } from "effect"`,
           ``,
-          `export const memory: Layer.Layer<SessionJournal.SessionJournal> = SessionJournal.layer().pipe(Layer.provide(Persistence.layerMemory()))`,
+          `export const memory: Layer.Layer<SessionJournal.SessionJournal, StorageError> = SessionJournal.layer().pipe(Layer.provide(Persistence.layerMemory()))`,
           `export const files = NodePersistence.layer({ root: "./journal" })`,
           `export const pg = PgPersistence.layerFromUrl`,
           `export const guard = Guard.maxStreak(3)`,

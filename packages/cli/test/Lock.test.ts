@@ -75,13 +75,14 @@ describe("the command line", () => {
   }, 60_000)
 })
 
+// Separate processes, each its own writer, as the command runs in practice.
 describe("concurrent writers on one session", () => {
   const n = STRESS ? 64 : 16
 
   it(`${n} concurrent records with --wait 60s all succeed, and the session verifies with ${n} entries`, async () => {
     const dir = tempDir()
     const results = await Promise.all(
-      Array.from({ length: n }, (_, i) => run(recordArgs(dir, "w", i, ["--wait", "60s"])))
+      Array.from({ length: n }, (_, i) => run(recordArgs(dir, "w", i, ["--wait", "60s"]), { process: true }))
     )
     for (const r of results) expect(r.code, r.stderr).toBe(0)
     const entries = await entriesOf(dir, "w")
@@ -94,7 +95,9 @@ describe("concurrent writers on one session", () => {
     `${racing} concurrent records without --wait: each succeeds or is locked out (exit 4), none fails with a storage error`,
     async () => {
       const dir = tempDir()
-      const results = await Promise.all(Array.from({ length: racing }, (_, i) => run(recordArgs(dir, "nw", i))))
+      const results = await Promise.all(
+        Array.from({ length: racing }, (_, i) => run(recordArgs(dir, "nw", i), { process: true }))
+      )
       for (const r of results) {
         expect([0, 4], r.stderr).toContain(r.code)
         expect(r.stderr).not.toMatch(/remove it|rm /)
