@@ -12,6 +12,7 @@ import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import { Buffer } from "node:buffer"
 import * as HookCommand from "./commands/HookCommand.ts"
 import { runArgs } from "./index.ts"
 import * as Input from "./Input.ts"
@@ -42,16 +43,6 @@ export interface Outcome {
   readonly stderr: string
 }
 
-const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
-  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const part of parts) {
-    all.set(part, at)
-    at += part.length
-  }
-  return all
-}
-
 /**
  * Runs the command with `args` in this process; never rejects (a failure is an
  * exit code and a sentence on stderr, as in the bin).
@@ -74,7 +65,7 @@ export const run = async (args: ReadonlyArray<string>, options?: Options): Promi
     if (value !== undefined) env[name] = value
   }
   const done = (code: number): Outcome => {
-    const stdoutBytes = concat(out)
+    const stdoutBytes = new Uint8Array(Buffer.concat(out))
     return { code, stdout: new TextDecoder().decode(stdoutBytes), stdoutBytes, stderr: err.join("") }
   }
   const hook = hookArgs(args)

@@ -10,24 +10,16 @@ import { bytesToHex } from "@noble/hashes/utils.js"
 import { Merkle } from "@session-journal/core"
 import * as fc from "fast-check"
 import * as TreeHash from "../src/internal/treeHash.ts"
+import { concatBytes } from "./fixtures.ts"
 
 const hex = (b: Uint8Array) => bytesToHex(b)
 const bytes32 = fc.uint8Array({ minLength: 32, maxLength: 32 })
-const concat = (...parts: ReadonlyArray<Uint8Array>) => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
-}
 
 describe("the tree's SHA-256", () => {
   it("a leaf hash is SHA-256(0x00 ‖ leaf), from bytes and from hex in either case", () => {
     fc.assert(
       fc.property(bytes32, fc.boolean(), (leaf, upper) => {
-        const expected = hex(sha256(concat(new Uint8Array([0]), leaf)))
+        const expected = hex(sha256(concatBytes(new Uint8Array([0]), leaf)))
         assert.strictEqual(hex(TreeHash.leafHash(leaf)), expected)
         const text = upper ? hex(leaf).toUpperCase() : hex(leaf)
         assert.strictEqual(hex(TreeHash.leafHashOfHex(text)!), expected)
@@ -41,7 +33,7 @@ describe("the tree's SHA-256", () => {
   it("a node hash is SHA-256(0x01 ‖ left ‖ right)", () => {
     fc.assert(
       fc.property(bytes32, bytes32, (left, right) => {
-        const expected = hex(sha256(concat(new Uint8Array([1]), left, right)))
+        const expected = hex(sha256(concatBytes(new Uint8Array([1]), left, right)))
         assert.strictEqual(hex(TreeHash.nodeHash(left, right)), expected)
         assert.strictEqual(hex(Merkle.nodeHash(left, right)), expected)
       }),
@@ -56,7 +48,7 @@ describe("the tree's SHA-256", () => {
       right[0] = 0x5a
       assert.strictEqual(
         hex(TreeHash.nodeHash(left, right)),
-        hex(sha256(concat(new Uint8Array([1]), left, right))),
+        hex(sha256(concatBytes(new Uint8Array([1]), left, right))),
         `last byte ${byte}`
       )
     }

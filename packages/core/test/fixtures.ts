@@ -25,3 +25,14 @@ export const toolParams = (tool_name = "read_file", extra: Partial<Entry.ToolPar
  */
 export const nthToolParams = (i: number, extra: Partial<Entry.ToolParams> = {}): Entry.ToolParams =>
   toolParams(`tool-${i % 3}`, { bytes_read: i, bytes_written: 1, ...extra })
+
+/** The bytes of `parts`, one after another. */
+export const concatBytes = (...parts: ReadonlyArray<Uint8Array>): Uint8Array => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
+  let at = 0
+  for (const p of parts) {
+    out.set(p, at)
+    at += p.length
+  }
+  return out
+}

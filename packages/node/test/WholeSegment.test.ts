@@ -8,6 +8,7 @@
  * with `SEED=<n>`.
  */
 import { Entry, JournalState } from "@session-journal/core"
+import { concatBytes } from "@session-journal/core/test/fixtures"
 import { chain } from "@session-journal/core/test/PersistenceContract"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -120,19 +121,9 @@ const build = (s: SegmentCase): Uint8Array => {
   const lines = [Segment.openLine(BASE, s.preallocated), ...entryLines.slice(0, s.count)]
   for (const m of s.metaAt) lines.splice(1 + (m % (lines.length)), 0, metaLines[m % metaLines.length]!)
   let bytes: Uint8Array = encoder.encode(lines.join(""))
-  if (s.zeroTail > 0) bytes = concat(bytes, new Uint8Array(s.zeroTail))
+  if (s.zeroTail > 0) bytes = concatBytes(bytes, new Uint8Array(s.zeroTail))
   for (const m of s.mutations) bytes = mutate(bytes, m, lines)
   return bytes
-}
-
-const concat = (...parts: ReadonlyArray<Uint8Array>): Uint8Array => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
 }
 
 const mutate = (bytes: Uint8Array, m: Mutation, lines: ReadonlyArray<string>): Uint8Array => {
@@ -147,12 +138,12 @@ const mutate = (bytes: Uint8Array, m: Mutation, lines: ReadonlyArray<string>): U
     case "cut":
       return bytes.subarray(0, at)
     case "zeros":
-      return concat(bytes.subarray(0, at), new Uint8Array(m.length), bytes.subarray(at))
+      return concatBytes(bytes.subarray(0, at), new Uint8Array(m.length), bytes.subarray(at))
     case "insert":
-      return concat(bytes.subarray(0, at), encoder.encode(m.text), bytes.subarray(at))
+      return concatBytes(bytes.subarray(0, at), encoder.encode(m.text), bytes.subarray(at))
     case "dupLine": {
       const line = lines[m.line % lines.length]!
-      return concat(bytes, encoder.encode(line))
+      return concatBytes(bytes, encoder.encode(line))
     }
   }
 }
@@ -241,7 +232,7 @@ describe("wholeSegment.scanBytes", () => {
         fc.asyncProperty(segmentArb, fc.integer({ min: 100, max: 600 }), async (s, maxLine) => {
           const ctx = context(s.smallLines ? maxLine : FileOps.MAX_LINE_BYTES)
           const tail = s.smallLines ? new Uint8Array(0) : build({ ...s, preallocated: false })
-          const bytes = concat(
+          const bytes = concatBytes(
             encoder.encode(Segment.openLine(BASE, s.preallocated)),
             body,
             tail.subarray(Math.min(tail.length, 40))
@@ -257,7 +248,7 @@ describe("wholeSegment.scanBytes", () => {
 
   it("fails like Segment.scan on a line across its read chunks above the line bound", async () => {
     const body = encoder.encode(Array.from({ length: 900 }, (_, i) => entryLines[i % entryLines.length]!).join(""))
-    const bytes = concat(encoder.encode(Segment.openLine(BASE, false)), body)
+    const bytes = concatBytes(encoder.encode(Segment.openLine(BASE, false)), body)
     // The part of the line across the first chunk boundary that lies before it.
     const chunk = 256 * 1024
     const partial = chunk - (bytes.subarray(0, chunk).lastIndexOf(10) + 1)
@@ -284,7 +275,7 @@ describe("wholeSegment.scanBytes", () => {
   it("takes the fast path on clean segments (same visits as Segment.scan)", async () => {
     for (const preallocated of [false, true]) {
       const bytes = encoder.encode([Segment.openLine(BASE, preallocated), ...entryLines, metaLines[0]!].join(""))
-      const padded = preallocated ? concat(bytes, new Uint8Array(5000)) : bytes
+      const padded = preallocated ? concatBytes(bytes, new Uint8Array(5000)) : bytes
       const want = await reference(context(), padded, Number.MAX_SAFE_INTEGER)
       expect(want.visits.length).toBe(entryLines.length + 1)
       expect(await fast(context(), padded, Number.MAX_SAFE_INTEGER)).toEqual(want)
