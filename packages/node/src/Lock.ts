@@ -161,10 +161,11 @@ export const processStat = Process.processStat
  */
 export const pidAlive = Process.pidAlive
 
-// Tokens of the lock records this process uses: held locks, and acquisitions in
-// progress (their takeover claim carries the same record, and must count as live
-// for another acquirer in this process). A lock or claim naming this process with
-// any other token was left by a release that failed, and is stale.
+// Tokens of the lock records this process uses: held locks (until their file is
+// removed), and acquisitions in progress (their takeover claim carries the same
+// record, and must count as live for another acquirer in this process). A lock or
+// claim naming this process with any other token was left by a release that
+// failed, and is stale.
 const heldTokens = new Set<string>()
 
 /**
@@ -600,13 +601,19 @@ const release = (
   token: string,
   fh: FileOps.FileHandle
 ): Effect.Effect<void, StorageError> =>
-  Effect.suspend(() => {
-    heldTokens.delete(token)
-    return Effect.flatMap(readLockFile(ctx, lockPath), (seen) =>
-      seen._tag === "Found" && seen.record?.token === token ? FileOps.unlinkIfExists(ctx, lockPath) : Effect.void).pipe(
-        Effect.ensuring(FileOps.close(fh))
-      )
-  })
+  // The token stays in `heldTokens` until the lock file is gone: until then the lock
+  // is live, also for another acquirer of this process, which would otherwise judge
+  // it stale and take it over, and this release would then remove the new holder's
+  // lock. Only the holder removes a live lock, so the one read decides the unlink.
+  Effect.flatMap(readLockFile(ctx, lockPath), (seen) =>
+    seen._tag === "Found" && seen.record?.token === token ? FileOps.unlinkIfExists(ctx, lockPath) : Effect.void).pipe(
+      Effect.ensuring(Effect.andThen(
+        Effect.sync(() =>
+          heldTokens.delete(token)
+        ),
+        FileOps.close(fh)
+      ))
+    )
 
 // The lock is still ours when `lock` is the inode we hold open (no other file can
 // have its number while it is open). Its size and modification time are compared
