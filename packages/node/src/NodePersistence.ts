@@ -218,7 +218,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
         const held = yield* lockSession(r, id, true)
         const writer = yield* Effect.acquireRelease(
           Effect.sync(() =>
-            new Session.Writer(ctx, dir, id, caps, {
+            new Session.SegmentWriter(ctx, dir, id, caps, {
               removeCheckpointedSegments: r.removeCheckpointedSegments,
               lockCheck: held?.check
             })

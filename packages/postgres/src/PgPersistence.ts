@@ -31,8 +31,8 @@ import * as Layer from "effect/Layer"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as Redacted from "effect/Redacted"
 import * as SqlClient from "effect/sql/SqlClient"
+import * as ConflictHold from "./internal/conflictHold.ts"
 import * as Follow from "./internal/follow.ts"
-import * as Hold from "./internal/hold.ts"
 import * as Load from "./internal/load.ts"
 import * as Tables from "./internal/schema.ts"
 import * as Store from "./internal/store.ts"
@@ -153,7 +153,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const store = yield* Store.make(pg, names)
   const { checkpointsT, entriesT, retryLostConnection, rows, sessionsT, sql, storageError, transaction } = store
   const load = Load.make(store)
-  const hold = Hold.make(store, conflictHold)
+  const hold = ConflictHold.make(store, conflictHold)
   const write = Write.make(store, hold)
   const { follow, history } = Follow.make(store, { pageSize, pollInterval, followReconnect, layerScope })
 
@@ -179,7 +179,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         () => Effect.sync(() => writers.delete(id))
       )
       const scope = yield* Effect.scope
-      const slot: Hold.Slot = { held: null }
+      const slot: ConflictHold.WriterHold = { held: null }
       const cache: Load.Cache = { seen: null }
       const handle: Persistence.WriteHandle = {
         id,

@@ -56,7 +56,7 @@ export type Build<A> = Writer.Build<A>
  * sets it; readers `get` it without waiting for a write), and the queue its writer
  * fiber drains.
  */
-export interface OpenSession extends Writer.Target {
+export interface OpenSession extends Writer.WriterSession {
   /** Completed once the session is released: its writer guarantee is free again. */
   readonly released: Deferred.Deferred<void>
   /**
@@ -102,7 +102,7 @@ export const make = Effect.fnUntraced(function*(config: Config) {
   // the queue empty: the RcMap starts its idle countdown, or, when the session was
   // invalidated meanwhile, releases it (in this fiber: the release does not wait
   // for the writer it runs in).
-  const idle = (target: Writer.Target): Effect.Effect<void> => {
+  const idle = (target: Writer.WriterSession): Effect.Effect<void> => {
     const session = target as OpenSession
     // A write queued since the writer looked joined the reference: keep it for that
     // write.
@@ -147,7 +147,7 @@ export const make = Effect.fnUntraced(function*(config: Config) {
       const handle = yield* config.persistence.open(id, { mode: "write", caps: config.caps })
       const loaded = yield* Writer.load(handle, "write")
       yield* hubs.catchUp(id, loaded.state)
-      const ref = yield* Ref.make<Writer.Slot>(Writer.slotOf(loaded, id, config.windowBytes))
+      const ref = yield* Ref.make<Writer.WriterState>(Writer.writerStateOf(loaded, id, config.windowBytes))
       const queue = yield* Queue.unbounded<Writer.Request<unknown>, Cause.Done>()
       const session: OpenSession = {
         id,

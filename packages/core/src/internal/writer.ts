@@ -63,7 +63,7 @@ export interface Request<A> {
 }
 
 /** The state of an open session, as the writer keeps it. */
-export interface Slot {
+export interface WriterState {
   /** `null` after a storage failure: reload before the next write. */
   readonly state: JournalState.JournalState | null
   /** Set when the stored history is damaged: writes refuse until it is repaired. */
@@ -74,11 +74,11 @@ export interface Slot {
 }
 
 /** What the writer needs of an open session. */
-export interface Target {
+export interface WriterSession {
   readonly id: string
   readonly handle: Persistence.WriteHandle
   /** The session's state: only the writer sets it; readers `get` it without waiting for a write. */
-  readonly ref: Ref.Ref<Slot>
+  readonly ref: Ref.Ref<WriterState>
   readonly queue: Queue.Queue<Request<unknown>, Cause.Done>
   /**
    * The scope that holds the reference the queued writes take to the session, while
@@ -99,14 +99,14 @@ export const blockedBy = (loaded: Persistence.Loaded, id: string): CorruptJourna
   })
 
 /** The slot of a freshly loaded session, its window on the service's budget. */
-export const slotOf = (loaded: Persistence.Loaded, id: string, windowBytes: number): Slot => ({
+export const writerStateOf = (loaded: Persistence.Loaded, id: string, windowBytes: number): WriterState => ({
   state: JournalState.withWindowBytes(loaded.state, windowBytes),
   blocked: blockedBy(loaded, id),
   sinceCheckpoint: loaded.sinceCheckpointBytes ?? 0,
   checkpointBytes: loaded.checkpointBytes ?? 0
 })
 
-const dropped = (slot: Slot): Slot => ({ ...slot, state: null, blocked: null })
+const dropped = (slot: WriterState): WriterState => ({ ...slot, state: null, blocked: null })
 
 /**
  * Whether spans made in `fiber` reach anyone. Effect's own tracer, the default, hands
@@ -147,13 +147,13 @@ export interface Settings {
   readonly windowBytes: number
   /**
    * Called when the writer finds the queue empty while the queued writes hold a
-   * reference to the session (`Target.reference`): lets that reference go.
+   * reference to the session (`WriterSession.reference`): lets that reference go.
    */
-  readonly idle: (target: Target) => Effect.Effect<void>
+  readonly idle: (target: WriterSession) => Effect.Effect<void>
 }
 
 // The writer is the only fiber that sets the slot: it reads it without an effect.
-const slotOfTarget = (target: Target): Slot => Ref.getUnsafe(target.ref)
+const stateOfSession = (target: WriterSession): WriterState => Ref.getUnsafe(target.ref)
 
 // The failure of a write with an entry over the storage's bound, if it has one.
 const oversized = (entries: ReadonlyArray<Entry.Entry>, max: number): InvalidRecordField | undefined => {
@@ -195,30 +195,30 @@ export const make = (settings: Settings) => {
       })
       : error
 
-  const reload = (target: Target, previous: Slot): Effect.Effect<Slot, OpenError> =>
+  const reload = (target: WriterSession, previous: WriterState): Effect.Effect<WriterState, OpenError> =>
     Effect.flatMap(load(target.handle, "write"), (loaded) =>
       Effect.as(
         hubs.catchUp(target.id, loaded.state),
         // A reload after a failure keeps the larger count: the writer's own, or what
         // the adapter reports as stored since its checkpoint.
         {
-          ...slotOf(loaded, target.id, settings.windowBytes),
+          ...writerStateOf(loaded, target.id, settings.windowBytes),
           sinceCheckpoint: Math.max(previous.sinceCheckpoint, loaded.sinceCheckpointBytes ?? 0)
         }
       ))
 
   // Whether the policy wants a checkpoint of this slot now.
-  const isDue = (slot: Slot): boolean =>
+  const isDue = (slot: WriterState): boolean =>
     slot.state !== null && slot.blocked === null &&
     Checkpoint.due(slot.sinceCheckpoint, slot.checkpointBytes, settings.checkpointMinBytes)
 
   // Stores the checkpoint the policy asked for. Its failure fails no one (the
   // entries are durable, and the next append asks again), and neither may a defect
   // end the writer.
-  const checkpoint = (target: Target): Effect.Effect<void> =>
+  const checkpoint = (target: WriterSession): Effect.Effect<void> =>
     Effect.catchCause(
       Effect.suspend(() => {
-        const state = slotOfTarget(target).state
+        const state = stateOfSession(target).state
         if (state === null) return Effect.void
         const store = target.handle.checkpointState
         return Effect.matchEffect(
@@ -236,7 +236,7 @@ export const make = (settings: Settings) => {
   // The handle's append, in a span `Persistence.append` inside the batch's span
   // when there is one (attributes: the session, the entries, the bytes stored).
   const append = (
-    target: Target,
+    target: WriterSession,
     request: Persistence.AppendRequest,
     span: Tracer.Span | undefined
   ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> =>
@@ -254,8 +254,8 @@ export const make = (settings: Settings) => {
   // One attempt at a batch against `slot`; retried against a reloaded state when
   // another writer won the sequence.
   const attempt = (
-    target: Target,
-    slot: Slot,
+    target: WriterSession,
+    slot: WriterState,
     batch: ReadonlyArray<Request<unknown>>,
     clock: Clock.Clock,
     round: number,
@@ -359,7 +359,7 @@ export const make = (settings: Settings) => {
         onSuccess: (stored) => {
           // The ref holds the new state before anyone is answered, so a caller that
           // reads right after its write sees it.
-          const next: Slot = {
+          const next: WriterState = {
             state: after,
             blocked: slot.blocked,
             sinceCheckpoint: slot.sinceCheckpoint + stored.bytes,
@@ -388,7 +388,7 @@ export const make = (settings: Settings) => {
   // of leaving their callers waiting, and since the append may or may not have
   // happened, the state is re-read before the next write.
   const commit = (
-    target: Target,
+    target: WriterSession,
     batch: ReadonlyArray<Request<unknown>>,
     clock: Clock.Clock,
     traced: boolean
@@ -404,14 +404,14 @@ export const make = (settings: Settings) => {
       : commitIn(target, batch, clock, undefined)
 
   const commitIn = (
-    target: Target,
+    target: WriterSession,
     batch: ReadonlyArray<Request<unknown>>,
     clock: Clock.Clock,
     span: Tracer.Span | undefined
   ): Effect.Effect<void> => {
     let attempted: Effect.Effect<void>
     try {
-      attempted = attempt(target, slotOfTarget(target), batch, clock, 0, span)
+      attempted = attempt(target, stateOfSession(target), batch, clock, 0, span)
     } catch (defect) {
       attempted = Effect.die(defect)
     }
@@ -431,7 +431,7 @@ export const make = (settings: Settings) => {
    * reference the queued writes held. Uninterruptible: once offered, a request is
    * committed or failed, never abandoned.
    */
-  const run = (target: Target): Effect.Effect<void> =>
+  const run = (target: WriterSession): Effect.Effect<void> =>
     Effect.withFiber((fiber) => {
       const clock = fiber.getRef(Clock.Clock)
       const traced = tracing(fiber)
@@ -463,4 +463,4 @@ export const make = (settings: Settings) => {
 }
 
 /** The writers of one service. */
-export type Writers = ReturnType<typeof make>
+export type GroupCommit = ReturnType<typeof make>

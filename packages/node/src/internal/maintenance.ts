@@ -295,7 +295,7 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
   if (setAside.length > 0 || truncated.length > 0 || checkpointRebuilt) {
     // The chain tells its own history: what was set aside or lost, and the head
     // the session claimed before.
-    const writer = new Session.Writer(ctx, dir, id, caps, {
+    const writer = new Session.SegmentWriter(ctx, dir, id, caps, {
       removeCheckpointedSegments: r.removeCheckpointedSegments,
       lockCheck: held.check
     })

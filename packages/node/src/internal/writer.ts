@@ -53,7 +53,7 @@ export const writerLoad = (caps: JournalState.Caps | undefined, options: WriterO
  * interruption) of a write it forgets both and reloads before the next write,
  * because a failed write or sync may have left any prefix of its bytes on disk.
  */
-export class Writer {
+export class SegmentWriter {
   view: View | null = null
   private active: { readonly name: string; readonly fh: FileOps.FileHandle } | null = null
   private readonly ctx: FileOps.Context

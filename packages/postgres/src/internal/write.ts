@@ -21,12 +21,12 @@ import * as Effect from "effect/Effect"
 import * as PubSub from "effect/PubSub"
 import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
-import type * as Hold from "./hold.ts"
+import type * as ConflictHold from "./conflictHold.ts"
 import { stringify } from "./json.ts"
 import { encodeMeta, type Store } from "./store.ts"
 
 /** `append` and `checkpoint` of a write handle, over the store and the hold operations. */
-export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
+export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) => {
   const { checkpointsT, entriesT, names, rows: rowsOf, sessionsT, signals, sql, storageError } = store
   const { finishHold, isLive, openHold, releaseLater } = hold
 
@@ -208,7 +208,7 @@ export const make = (store: Store, hold: ReturnType<typeof Hold.make>) => {
     id: string,
     caps: JournalState.Caps | undefined,
     request: Persistence.AppendRequest,
-    slot: Hold.Slot,
+    slot: ConflictHold.WriterHold,
     scope: Scope.Scope
   ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> => {
     if (request.entries.length === 0 && request.meta === undefined) return Effect.succeed({ bytes: 0 })

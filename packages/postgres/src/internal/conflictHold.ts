@@ -35,7 +35,7 @@ export interface Held {
 }
 
 /** The hold of one write handle: the transaction its last lost race left open, if any. */
-export interface Slot {
+export interface WriterHold {
   held: Held | null
 }
 
