@@ -456,8 +456,13 @@ describe("session-journal mirror", () => {
       const dest = path.join(tempDir(), "backup")
       assert.strictEqual((await run(recordArgs(dir, "z1"))).code, 0)
       assert.strictEqual((await mirror(dir, dest)).code, 0)
-      // A child that exits and is never reaped (its parent became `sleep`): a zombie.
-      const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 600"], { stdio: ["ignore", "pipe", "ignore"] })
+      // A child that exits and is never reaped: perl forks it, prints its pid and sleeps
+      // without waiting (a shell may reap a background job before it execs).
+      const parent = spawn(
+        "perl",
+        ["-e", "$| = 1; my $p = fork(); exit 0 if $p == 0; print \"$p\\n\"; sleep 600"],
+        { stdio: ["ignore", "pipe", "ignore"] }
+      )
       const closed = new Promise<void>((resolve) => parent.once("close", () => resolve()))
       try {
         const zombie = await new Promise<number>((resolve, reject) => {
@@ -472,7 +477,10 @@ describe("session-journal mirror", () => {
             return null
           }
         }
-        while (state() !== "Z") await new Promise((resolve) => setTimeout(resolve, 10))
+        for (let s = state(); s !== "Z"; s = state()) {
+          if (s === null) throw new Error(`process ${zombie} was reaped before it could be seen as a zombie`)
+          await new Promise((resolve) => setTimeout(resolve, 10))
+        }
         const house = path.join(dest, ".mirror")
         fs.writeFileSync(
           path.join(house, "lock"),
