@@ -4,23 +4,13 @@
  * files; only the timing of one call is held back).
  */
 import { SessionLocked } from "@session-journal/core"
-import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, it } from "vitest"
 import { Lock, NodePersistence } from "../src/index.ts"
-import { tempDir } from "./helpers.ts"
-
-const context = (root: string, fsImpl: NodePersistence.Fs) => ({
-  fs: fsImpl,
-  clock: Clock.Clock.defaultValue(),
-  root,
-  uid: typeof process.getuid === "function" ? process.getuid() : null,
-  maxFileBytes: NodePersistence.MAX_FILE_BYTES,
-  maxLineBytes: NodePersistence.MAX_LINE_BYTES
-})
+import { lockContext as context, tempDir } from "./helpers.ts"
 
 describe("Lock", () => {
   it("a takeover in progress in this process is respected by a second acquirer", async () => {

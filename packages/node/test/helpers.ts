@@ -4,6 +4,7 @@
  */
 import { Checkpoint, Entry, JournalState, Persistence } from "@session-journal/core"
 import { appendChain, chain, requestOf, withWriter } from "@session-journal/core/test/PersistenceContract"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
@@ -229,3 +230,13 @@ export const dataEnd = (file: string): number => {
   while (end > 0 && bytes[end - 1] === 0) end--
   return end
 }
+
+/** The context the lock functions take: `root` on the file system `fsImpl`, the default clock and bounds. */
+export const lockContext = (root: string, fsImpl: NodePersistence.Fs) => ({
+  fs: fsImpl,
+  clock: Clock.Clock.defaultValue(),
+  root,
+  uid: typeof process.getuid === "function" ? process.getuid() : null,
+  maxFileBytes: NodePersistence.MAX_FILE_BYTES,
+  maxLineBytes: NodePersistence.MAX_LINE_BYTES
+})
