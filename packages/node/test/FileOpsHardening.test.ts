@@ -413,9 +413,14 @@ const liveRecord = (pid: number): Lock.LockRecord => ({
   acquired_at: Date.now()
 })
 
-/** A process that stays alive until killed; `zombie` is a child it never reaps. */
+/**
+ * A process that stays alive until killed; `zombie` is a child it never reaps (perl
+ * forks it and sleeps without waiting: a shell may reap a background job first).
+ */
 const startSleeper = async (): Promise<{ pid: number; zombie: number; stop: () => Promise<void> }> => {
-  const child = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 600"], { stdio: ["ignore", "pipe", "ignore"] })
+  const child = spawn("perl", ["-e", "$| = 1; my $p = fork(); exit 0 if $p == 0; print \"$p\\n\"; sleep 600"], {
+    stdio: ["ignore", "pipe", "ignore"]
+  })
   const zombie = await new Promise<number>((resolve, reject) => {
     child.stdout.once("data", (b: Buffer) => resolve(Number(b.toString().trim())))
     child.once("error", reject)
@@ -447,6 +452,14 @@ const takes = async (root: string, dir: string) => {
   return "taken"
 }
 
+/** Waits until `pid` is a zombie; fails at once if it was reaped instead. */
+const zombieSeen = async (pid: number): Promise<void> => {
+  for (let stat = Lock.processStat(pid); stat?.state !== "Z"; stat = Lock.processStat(pid)) {
+    if (stat === null) throw new Error(`process ${pid} was reaped before it could be seen as a zombie`)
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+}
+
 describe.runIf(Lock.processStat(process.pid) !== null)("lock holders", () => {
   it("a live holder keeps the lock; the same pid with another start time, a zombie, or another boot does not", async () => {
     const { dir, root } = sessionDir("holders")
@@ -461,7 +474,7 @@ describe.runIf(Lock.processStat(process.pid) !== null)("lock holders", () => {
       writeLock(dir, JSON.stringify({ ...liveRecord(sleeper.pid), boot: "00000000-0000-0000-0000-000000000000" }))
       expect(await takes(root, dir)).toBe("taken")
       // A zombie is dead.
-      while (Lock.processStat(sleeper.zombie)?.state !== "Z") await new Promise((resolve) => setImmediate(resolve))
+      await zombieSeen(sleeper.zombie)
       writeLock(dir, JSON.stringify(liveRecord(sleeper.zombie)))
       expect(Lock.pidAlive(sleeper.zombie)).toBe(false)
       expect(await takes(root, dir)).toBe("taken")
@@ -505,7 +518,7 @@ describe.runIf(Lock.processStat(process.pid) !== null)("lock holders", () => {
     const { dir, root } = sessionDir("temps")
     const sleeper = await startSleeper()
     try {
-      while (Lock.processStat(sleeper.zombie)?.state !== "Z") await new Promise((resolve) => setImmediate(resolve))
+      await zombieSeen(sleeper.zombie)
       const names = [sleeper.pid, sleeper.zombie, deadPid()].map((pid) =>
         `${Lock.LOCK_FILE}${FileOps.TEMP_PREFIX}${pid}-x`
       )
