@@ -151,7 +151,12 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
 
   // The compare-and-append, inside one transaction: stores the batch only if the
   // stored tip is `request.after`.
-  const appendTx = (id: string, caps: JournalState.Caps | undefined, request: Persistence.AppendRequest) =>
+  const appendTx = (
+    id: string,
+    caps: JournalState.Caps | undefined,
+    request: Persistence.AppendRequest,
+    texts: ReadonlyArray<string>
+  ) =>
     Effect.gen(function*() {
       const initial = JournalState.empty(id, caps)
       // Creates the session row if needed and locks it until commit: appends to one
@@ -163,10 +168,7 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
         RETURNING next_sequence, head, meta_updated_at`.pipe(Effect.flatMap(rowsOf.locked))
       const stored = row!.next_sequence
       const conflict = new SequenceConflict({ id, sequence: request.after.sequence })
-      if (!Persistence.tipMatches(request.after, stored, row!.head)) return yield* conflict
-      for (const [i, entry] of request.entries.entries()) {
-        if (entry.sequence !== stored + i) return yield* conflict
-      }
+      if (!Persistence.tipMatches(request.after, stored, row!.head) || !consecutive(request)) return yield* conflict
       const storedMetaAt = row!.meta_updated_at
       const meta = request.meta !== undefined && (storedMetaAt === null || request.meta.updated_at >= storedMetaAt)
         ? request.meta
@@ -188,7 +190,7 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
           FROM unnest(${request.entries.map((e) => String(e.sequence))}::int8[], ${
         request.entries.map((e) => e.entry_hash)
       }::text[],
-            ${request.entries.map((e) => Entry.jsonText(e))}::text[]) AS t(s, h, e)
+            ${texts}::text[]) AS t(s, h, e)
           RETURNING octet_length(entry) AS n
         ), total AS (SELECT coalesce(sum(n), 0)::int8 AS bytes FROM inserted)
         UPDATE ${sessionsT} SET next_sequence = ${next}, head = ${last.entry_hash}, exported_head = ${request.head()},
@@ -213,9 +215,10 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
   ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> => {
     if (request.entries.length === 0 && request.meta === undefined) return Effect.succeed({ bytes: 0 })
     return Effect.gen(function*() {
+      // The entries' texts, encoded once for whichever statement stores them.
+      const texts = request.entries.map((e) => Entry.jsonText(e))
       // Without a held lock, a batch that continues `after` is tried as one statement.
       if (!isLive(slot.held) && request.entries.length > 0 && consecutive(request)) {
-        const texts = request.entries.map((e) => Entry.jsonText(e))
         const stored = yield* appendOne(id, caps, request, texts)
         if (stored !== null) return stored
       }
@@ -224,7 +227,7 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
       held.uses++
       slot.held = null
       const result = yield* Effect.result(
-        Effect.provideService(appendTx(id, caps, request), sql.transactionService, held.level)
+        Effect.provideService(appendTx(id, caps, request, texts), sql.transactionService, held.level)
       )
       if (Result.isSuccess(result)) {
         yield* finishHold(held, true)
@@ -253,7 +256,8 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
   return { append, checkpoint }
 }
 
-// Whether the batch's entries are numbered on from `after`.
+// Whether the batch's entries are numbered on from `after` (with a matching tip,
+// from the stored count).
 const consecutive = (request: Persistence.AppendRequest): boolean => {
   for (const [i, entry] of request.entries.entries()) {
     if (entry.sequence !== request.after.sequence + i) return false
