@@ -98,12 +98,20 @@ export const loadCli = (): Loaded<string> => {
   return { ok: true, value: bin }
 }
 
-/** The environment for child processes: the Node 22 that runs this harness first on PATH. */
-export const nodeEnv = (extra?: Record<string, string>): NodeJS.ProcessEnv => ({
-  ...process.env,
-  PATH: `${path.dirname(process.execPath)}${path.delimiter}${process.env["PATH"] ?? ""}`,
-  ...extra
-})
+/**
+ * The environment for child processes: the Node 22 that runs this harness first on
+ * PATH, and without `SESSION_JOURNAL_PG_URL`, which tells the harness where PostgreSQL
+ * is but would send a child CLI to PostgreSQL instead of its `SESSION_JOURNAL_DIR`
+ * (a child that is to use it gets it in `extra`).
+ */
+export const nodeEnv = (extra?: Record<string, string>): NodeJS.ProcessEnv => {
+  const { SESSION_JOURNAL_PG_URL: _pg, ...inherited } = process.env
+  return {
+    ...inherited,
+    PATH: `${path.dirname(process.execPath)}${path.delimiter}${process.env["PATH"] ?? ""}`,
+    ...extra
+  }
+}
 
 /** The better-sqlite3 constructor. */
 export type SqliteCtor = typeof import("better-sqlite3")
