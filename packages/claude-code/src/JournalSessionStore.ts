@@ -42,7 +42,8 @@ import {
   messageOf,
   Persistence,
   SessionJournal,
-  type StorageError
+  StorageError,
+  StorageReason
 } from "@session-journal/core"
 import type * as Entry from "@session-journal/core/Entry"
 import * as Cause from "effect/Cause"
@@ -322,6 +323,15 @@ export interface Options {
   readonly lockWait?: Duration.Input | undefined
   /** How long the uuid index of a session no one appends to stays in memory (default 5 minutes). */
   readonly indexIdleTimeToLive?: Duration.Input | undefined
+  /**
+   * The budget, in estimated heap bytes, of the uuids a session's index keeps in
+   * memory (default 1 MiB, and an eighth of it for a filter over the older ones).
+   * Past it the oldest leave memory; a uuid the filter may hold is then looked for
+   * in the stored lines, so an append stays exactly idempotent. A number below 0 or
+   * not finite fails `make` and `layer` with a `StorageError` whose reason is
+   * `InvalidOption` naming it.
+   */
+  readonly indexBytes?: number | undefined
 }
 
 /**
@@ -397,10 +407,20 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     options?.indexIdleTimeToLive,
     "5 minutes"
   )
+  const indexBytes = options?.indexBytes ?? StoreIndex.DEFAULT_BUDGET
+  if (!Number.isFinite(indexBytes) || indexBytes < 0) {
+    return yield* new StorageError({
+      operation: "configure",
+      reason: new StorageReason.InvalidOption({
+        option: "indexBytes",
+        message: `invalid indexBytes ${indexBytes}: not a number of bytes (0 or more)`
+      })
+    })
+  }
   const sessions = yield* RcMap.make({
     lookup: (_id: string) =>
       Effect.sync((): Session => ({
-        index: StoreIndex.empty(),
+        index: StoreIndex.empty(indexBytes),
         cursor: undefined,
         lock: Semaphore.makeUnsafe(1),
         pending: []
@@ -476,6 +496,56 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       }
     })
 
+  // Adds to `found` a line from `from` through `through` of each uuid of
+  // `keys` it lacks, reading those stored lines until every one is found.
+  const scanUuids = (
+    id: string,
+    index: StoreIndex.Index,
+    keys: ReadonlySet<string>,
+    from: number,
+    through: number,
+    found: Map<string, number>
+  ): Effect.Effect<void, StoreError> =>
+    Effect.suspend(() => {
+      if (from > through || found.size === keys.size) return Effect.void
+      const first = index.sequenceOf[from - 1]!
+      const last = index.sequenceOf[through - 1]!
+      let n = from
+      return Stream.runForEach(
+        journal.entries(id, { from: first, limit: last - first + 1 }).pipe(
+          Stream.takeWhile(() => found.size < keys.size)
+        ),
+        (e) =>
+          Effect.sync(() => {
+            if (e.kind !== Planner.LINE_KIND) return
+            const value = Planner.lineOf(e.payload)
+            if (value !== undefined && "text" in value) {
+              const uuid = StoreIndex.uuidOfLine(value.text)
+              if (uuid !== undefined && keys.has(uuid) && !found.has(uuid)) found.set(uuid, n)
+            }
+            n++
+          })
+      )
+    })
+
+  // The lines of the uuids the index cannot place alone (`StoreIndex.unresolved`).
+  // A replay goes forward, so the lines after this store's previous append are
+  // read first, then those before them.
+  const findUuids = (
+    id: string,
+    index: StoreIndex.Index,
+    cursor: number | undefined,
+    wanted: NonNullable<ReturnType<typeof StoreIndex.unresolved>>
+  ) =>
+    Effect.suspend(() => {
+      const found = new Map<string, number>()
+      const split = cursor !== undefined && cursor > wanted.from && cursor <= wanted.through ? cursor : wanted.from
+      return scanUuids(id, index, wanted.keys, split, wanted.through, found).pipe(
+        Effect.andThen(scanUuids(id, index, wanted.keys, wanted.from, split - 1, found)),
+        Effect.as(found)
+      )
+    })
+
   // Stores the new entries of `items` for `key`; the caller holds the session's lock.
   const store = (id: string, key: SessionKey, session: Session, items: Pending["items"]) =>
     Effect.gen(function*() {
@@ -486,7 +556,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         // (another writer appended, or this store has not read the session yet): an
         // append of this store's own, the usual case, reads nothing.
         if (round > 0) yield* catchUp(id, index)
-        const { fresh, known, probes } = StoreIndex.plan(index, items, session.cursor)
+        // Uuids that left the index's memory are looked for in the lines they may be on.
+        const wanted = StoreIndex.unresolved(index, items)
+        const resolved = wanted === undefined ? undefined : yield* findUuids(id, index, session.cursor, wanted)
+        const { fresh, known, probes } = StoreIndex.plan(index, items, session.cursor, resolved)
         if (probes.length > 0) StoreIndex.settle(fresh, known, items, probes, yield* readProbes(id, index, probes))
         const chosen = items.filter((_, i) => fresh[i])
         // Everything is stored already (and was durable when it was read or acknowledged).

@@ -241,12 +241,14 @@ for (const backend of [filesystem, postgres]) {
 }
 
 describe("JournalSessionStore interval options", () => {
-  it("a bad lockWait, indexIdleTimeToLive or idleTimeToLive rejects open with a StorageError naming it", async () => {
+  it("a bad lockWait, indexIdleTimeToLive, indexBytes or idleTimeToLive rejects open with a StorageError naming it", async () => {
     const bad: ReadonlyArray<Partial<JournalSessionStore.OpenOptions>> = [
       { lockWait: "soon" as Duration.Input },
       { lockWait: -1 },
       { indexIdleTimeToLive: "a while" as Duration.Input },
-      { idleTimeToLive: Number.NaN }
+      { idleTimeToLive: Number.NaN },
+      { indexBytes: -1 },
+      { indexBytes: Number.NaN }
     ]
     for (const options of bad) {
       const opened = await JournalSessionStore.open(

@@ -7,7 +7,10 @@
  * random batch sizes, as `importSessionToStore` replays (its first batch holds a
  * uuid), by the same store and by a fresh one. `load` is the transcript, once,
  * in order, after every step, and every tool call completed is one tool entry on
- * the chain, which verifies. The seed is in the test's name (`SEED=…` replays).
+ * the chain, which verifies. Each run picks the budget of the store's uuid index,
+ * down to none, so that uuids leave memory and are looked for in storage; some
+ * uuids are longer than the index keeps as they are. The seed is in the test's name
+ * (`SEED=…` replays).
  */
 import { Persistence, SessionJournal } from "@session-journal/core"
 import * as Effect from "effect/Effect"
@@ -25,13 +28,14 @@ const key = { projectKey: "-model", sessionId: "model-session" }
 // A store over `persistence`, with its own journal service (a "process").
 const withStore = <A>(
   persistence: Persistence.Persistence["Service"],
-  f: (s: JournalSessionStore.Operations, j: SessionJournal.SessionJournal["Service"]) => Effect.Effect<A, unknown>
+  f: (s: JournalSessionStore.Operations, j: SessionJournal.SessionJournal["Service"]) => Effect.Effect<A, unknown>,
+  indexBytes?: number
 ) =>
   Effect.scoped(Effect.gen(function*() {
     return yield* f(yield* JournalSessionStore.Service, yield* SessionJournal.SessionJournal)
   })).pipe(
     Effect.provide(
-      JournalSessionStore.layer().pipe(
+      JournalSessionStore.layer({ indexBytes }).pipe(
         Layer.provideMerge(SessionJournal.layer()),
         Layer.provide(Layer.succeed(Persistence.Persistence, persistence))
       )
@@ -41,17 +45,22 @@ const withStore = <A>(
 const texts = ["mode", "last-prompt", "cost-state"]
 
 // Picks: -1 a user line with a uuid, -2 an assistant line calling a tool, -3 the
-// result of the oldest call still open, 0.. a uuid-less line of that text.
-const transcriptArb = fc.array(fc.oneof(fc.constant(-1), fc.constant(-2), fc.constant(-3), fc.nat(texts.length - 1)), {
-  minLength: 1,
-  maxLength: 40
-}).map((picks) => {
+// result of the oldest call still open, -4 a user line with a uuid of 300
+// characters, 0.. a uuid-less line of that text.
+const transcriptArb = fc.array(
+  fc.oneof(fc.constant(-1), fc.constant(-2), fc.constant(-3), fc.constant(-4), fc.nat(texts.length - 1)),
+  {
+    minLength: 1,
+    maxLength: 40
+  }
+).map((picks) => {
   let n = 0
   let calls = 0
   const open: Array<string> = []
   // The first entry has a uuid, as a transcript's user prompt does before its first uuid-less line ends a batch.
   const entries = [-1, ...picks].map((p): Entry => {
     if (p === -1) return { type: "user", uuid: `u-${n++}`, n }
+    if (p === -4) return { type: "user", uuid: `u-${n++}-${"x".repeat(300)}`, n }
     if (p === -2) {
       const id = `toolu_${calls++}`
       open.push(id)
@@ -97,7 +106,8 @@ describe("JournalSessionStore against a model", () => {
         fc.array(fc.boolean(), { minLength: 1, maxLength: 8 }),
         fc.array(fc.boolean(), { minLength: 1, maxLength: 8 }),
         fc.integer({ min: 1, max: 50 }),
-        async ({ completed, entries: transcript }, sizes, retries, restarts, replaySize) =>
+        fc.constantFrom(undefined, 0, 150, 400, 2000),
+        async ({ completed, entries: transcript }, sizes, retries, restarts, replaySize, indexBytes) =>
           Effect.runPromise(Effect.gen(function*() {
             const persistence = yield* Persistence.makeMemory()
             const expectLoad = (s: JournalSessionStore.Operations, upTo: number) =>
@@ -131,7 +141,7 @@ describe("JournalSessionStore against a model", () => {
                     }
                   }
                   return i
-                }))
+                }), indexBytes)
             }
             const replay = (s: JournalSessionStore.Operations) =>
               Effect.gen(function*() {
@@ -141,7 +151,11 @@ describe("JournalSessionStore against a model", () => {
                 yield* expectLoad(s, transcript.length)
               })
             // The same store replays after its own appends, and a fresh one twice.
-            yield* withStore(persistence, (s) => Effect.andThen(s.append(key, transcript.slice(0, 1)), replay(s)))
+            yield* withStore(
+              persistence,
+              (s) => Effect.andThen(s.append(key, transcript.slice(0, 1)), replay(s)),
+              indexBytes
+            )
             yield* withStore(persistence, (s, j) =>
               Effect.gen(function*() {
                 yield* replay(s)
@@ -150,7 +164,7 @@ describe("JournalSessionStore against a model", () => {
                 const stored = yield* Stream.runCollect(j.entries(JournalSessionStore.sessionId(key)))
                 assert.strictEqual(stored.filter((e) => e.kind === "tool").length, completed)
                 yield* j.verify(JournalSessionStore.sessionId(key))
-              }))
+              }), indexBytes)
           }))
       ),
       { seed: SEED, numRuns: process.env["STRESS"] === "1" ? 500 : 60 }

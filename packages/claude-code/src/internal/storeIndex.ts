@@ -15,12 +15,78 @@
  * uuid. So a retried batch and a replay of the whole transcript store nothing
  * again, while a line repeated on purpose (two equal mode markers) is kept. Pure.
  */
+import { sha256 } from "@noble/hashes/sha2.js"
+import { bytesToHex } from "@noble/hashes/utils.js"
 import type * as Entry from "@session-journal/core/Entry"
 import * as Planner from "../Planner.ts"
 import * as Transcript from "../Transcript.ts"
 
 /** The kind of the entry that records a deletion (`allowDelete`). */
 export const DELETE_KIND = "claude-code.session-store.delete"
+
+/** Default budget of a session's uuids in memory (1 MiB, estimated heap bytes). */
+export const DEFAULT_BUDGET = 1024 * 1024
+
+/** Longest uuid kept as it is; a longer one is kept as its SHA-256 (see `keyOf`). */
+export const MAX_KEY_CHARS = 128
+
+/**
+ * What the index keys a uuid by: the uuid itself up to `MAX_KEY_CHARS` characters,
+ * else `#` and the hex SHA-256 of its UTF-8 bytes padded to `MAX_KEY_CHARS + 1`
+ * characters (a length no kept uuid has, so the two forms never meet).
+ */
+export const keyOf = (uuid: string): string =>
+  uuid.length <= MAX_KEY_CHARS ? uuid : `#${bytesToHex(sha256(new TextEncoder().encode(uuid)))}`.padEnd(
+    MAX_KEY_CHARS + 1,
+    "="
+  )
+
+// The estimated heap bytes of one map entry: the key's characters and the entry.
+const entryBytes = (key: string): number => 2 * key.length + 64
+
+/**
+ * A Bloom filter of fixed size over strings: `might` is never false for a string
+ * added since the last `clear`. Two FNV-1a hashes, combined for `HASHES` probes.
+ */
+export class Filter {
+  private readonly bits: Uint8Array
+  private readonly size: number
+  constructor(bytes: number) {
+    this.bits = new Uint8Array(Math.max(8, Math.floor(bytes)))
+    this.size = this.bits.length * 8
+  }
+  /** The filter's bytes. */
+  get bytes(): number {
+    return this.bits.length
+  }
+  private static readonly HASHES = 4
+  private probe(key: string, visit: (bit: number) => boolean): boolean {
+    let h1 = 0x811c9dc5
+    let h2 = 0x01000193 ^ key.length
+    for (let i = 0; i < key.length; i++) {
+      const c = key.charCodeAt(i)
+      h1 = Math.imul(h1 ^ c, 0x01000193)
+      h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15)
+    }
+    h2 |= 1
+    for (let k = 0; k < Filter.HASHES; k++) {
+      if (!visit(((h1 + Math.imul(k, h2)) >>> 0) % this.size)) return false
+    }
+    return true
+  }
+  add(key: string): void {
+    this.probe(key, (bit) => {
+      this.bits[bit >>> 3]! |= 1 << (bit & 7)
+      return true
+    })
+  }
+  might(key: string): boolean {
+    return this.probe(key, (bit) => (this.bits[bit >>> 3]! & (1 << (bit & 7))) !== 0)
+  }
+  clear(): void {
+    this.bits.fill(0)
+  }
+}
 
 /** The index of one session (mutable; owned by that session's serialized writer in the store). */
 export interface Index {
@@ -36,14 +102,25 @@ export interface Index {
   firstVisible: number
   /** Whether the newest deletion is newer than every line. */
   deleted: boolean
-  /** Line of each uuid stored since the newest deletion. */
+  /**
+   * Line of the newest uuids (by `keyOf`) stored since the newest deletion, oldest
+   * first, within `budget` estimated bytes.
+   */
   readonly uuids: Map<string, number>
+  /** The estimated bytes of `uuids`. */
+  uuidBytes: number
+  /** The budget of `uuids` (the filter takes an eighth of it besides). */
+  readonly budget: number
+  /** The newest line whose uuid left `uuids` since the newest deletion (0: none did). */
+  evictedThrough: number
+  /** Every uuid stored since the newest deletion. */
+  readonly filter: Filter
   /** The tool calls of the visible lines: those still waiting for their result, those paired. */
   pairing: Transcript.Pairing
 }
 
-/** An index of nothing read yet. */
-export const empty = (): Index => ({
+/** An index of nothing read yet, its uuids within `budget` bytes (default `DEFAULT_BUDGET`). */
+export const empty = (budget: number = DEFAULT_BUDGET): Index => ({
   covered: 0,
   lastHash: null,
   lines: 0,
@@ -51,8 +128,38 @@ export const empty = (): Index => ({
   firstVisible: 1,
   deleted: false,
   uuids: new Map(),
+  uuidBytes: 0,
+  budget,
+  evictedThrough: 0,
+  filter: new Filter(budget / 8),
   pairing: Transcript.emptyPairing()
 })
+
+const clearUuids = (index: Index): void => {
+  index.uuids.clear()
+  index.uuidBytes = 0
+  index.evictedThrough = 0
+  index.filter.clear()
+}
+
+// Keeps `key` at line `n`, letting the oldest uuids go past the budget.
+const remember = (index: Index, key: string, n: number): void => {
+  index.filter.add(key)
+  if (index.uuids.has(key)) return
+  index.uuids.set(key, n)
+  index.uuidBytes += entryBytes(key)
+  while (index.uuidBytes > index.budget) {
+    const oldest = index.uuids.entries().next()
+    if (oldest.done === true) break
+    const [k, line] = oldest.value
+    index.uuids.delete(k)
+    index.uuidBytes -= entryBytes(k)
+    if (line > index.evictedThrough) index.evictedThrough = line
+  }
+}
+
+/** The estimated heap bytes of the index's uuids (map and filter). */
+export const uuidBytes = (index: Index): number => index.uuidBytes + index.filter.bytes
 
 /** Starts over (storage did not continue what was read: a repair set entries aside). */
 export const reset = (index: Index): void => {
@@ -62,27 +169,27 @@ export const reset = (index: Index): void => {
   index.sequenceOf.length = 0
   index.firstVisible = 1
   index.deleted = false
-  index.uuids.clear()
+  clearUuids(index)
   index.pairing = Transcript.emptyPairing()
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
-/** The `uuid` of an entry's JSON text, if it is a non-empty string. */
+/** The `uuid` of an entry's JSON text, if it is a non-empty string, as the index keys it (`keyOf`). */
 export const uuidOfLine = (line: string): string | undefined => {
   // Only lines that mention the field are parsed.
   if (!line.includes("\"uuid\"")) return undefined
   try {
     const v: unknown = JSON.parse(line)
-    return isRecord(v) && typeof v["uuid"] === "string" && v["uuid"] !== "" ? v["uuid"] : undefined
+    return isRecord(v) && typeof v["uuid"] === "string" && v["uuid"] !== "" ? keyOf(v["uuid"]) : undefined
   } catch {
     return undefined
   }
 }
 
-/** The uuid of a batch entry as the store keys it. */
+/** The uuid of a batch entry as the store keys it (`keyOf`). */
 export const uuidOf = (entry: { readonly uuid?: unknown }): string | undefined =>
-  typeof entry.uuid === "string" && entry.uuid !== "" ? entry.uuid : undefined
+  typeof entry.uuid === "string" && entry.uuid !== "" ? keyOf(entry.uuid) : undefined
 
 /**
  * Folds one stored entry, which must be entry `index.covered`; false when it does
@@ -100,14 +207,14 @@ export const fold = (index: Index, entry: Entry.Entry): boolean => {
     index.deleted = false
     if (value !== undefined && "text" in value) {
       const uuid = uuidOfLine(value.text)
-      if (uuid !== undefined && !index.uuids.has(uuid)) index.uuids.set(uuid, n)
+      if (uuid !== undefined) remember(index, uuid, n)
       // The agent does not change the pairing.
       Transcript.pair(index.pairing, Transcript.parse(value.text), "main", 0)
     }
   } else if (entry.kind === DELETE_KIND) {
     index.firstVisible = index.lines + 1
     index.deleted = true
-    index.uuids.clear()
+    clearUuids(index)
     index.pairing = Transcript.emptyPairing()
   }
   index.covered = entry.sequence + 1
@@ -115,10 +222,29 @@ export const fold = (index: Index, entry: Entry.Entry): boolean => {
   return true
 }
 
-/** One entry of a batch: its JSON text and its uuid. */
+/** One entry of a batch: its JSON text and its uuid (`keyOf`). */
 export interface Item {
   readonly line: string
   readonly uuid: string | undefined
+}
+
+/**
+ * The stored lines to read for the uuids of `items` the index cannot decide alone:
+ * those not in its map that its filter may hold while older uuids have left the
+ * map. They can only be on the visible lines up to `evictedThrough` (a uuid first
+ * stored later is still in the map). Undefined when there are none.
+ */
+export const unresolved = (
+  index: Index,
+  items: ReadonlyArray<Item>
+): { readonly keys: ReadonlySet<string>; readonly from: number; readonly through: number } | undefined => {
+  if (index.evictedThrough < index.firstVisible) return undefined
+  let keys: Set<string> | undefined
+  for (const item of items) {
+    if (item.uuid === undefined || index.uuids.has(item.uuid) || !index.filter.might(item.uuid)) continue
+    ;(keys ??= new Set()).add(item.uuid)
+  }
+  return keys === undefined ? undefined : { keys, from: index.firstVisible, through: index.evictedThrough }
 }
 
 /** The stored lines a run of uuid-less batch entries may repeat. */
@@ -138,7 +264,12 @@ export interface Probe {
  * in for the neighbour of a run that starts a batch with no stored uuid after it,
  * so that a replay in batches that split such runs stores them once too.
  */
-export const plan = (index: Index, items: ReadonlyArray<Item>, cursor?: number) => {
+export const plan = (
+  index: Index,
+  items: ReadonlyArray<Item>,
+  cursor?: number,
+  resolved?: ReadonlyMap<string, number>
+) => {
   const fresh: Array<boolean> = []
   const known: Array<number | undefined> = []
   const inBatch = new Set<string>()
@@ -148,7 +279,7 @@ export const plan = (index: Index, items: ReadonlyArray<Item>, cursor?: number) 
       known.push(undefined)
       continue
     }
-    const at = index.uuids.get(item.uuid)
+    const at = index.uuids.get(item.uuid) ?? resolved?.get(item.uuid)
     fresh.push(at === undefined && !inBatch.has(item.uuid))
     known.push(at)
     inBatch.add(item.uuid)
