@@ -349,7 +349,7 @@ describe("checkpoint claims found by review", () => {
     assert.strictEqual(v.code, 1, v.stderr)
     const next = await recordCode(dir, "rebuild")
     assert.strictEqual(next.code, 0, next.stderr)
-    assert.strictEqual(JSON.parse(fs.readFileSync(file, "utf8")).v, 2)
+    assert.strictEqual(JSON.parse(fs.readFileSync(file, "utf8")).v, Checkpoint.VERSION)
     assert.isTrue(fs.existsSync(`${file}.damaged-0`))
     assert.strictEqual((await verifyJson(dir, "rebuild")).code, 0)
   })

@@ -10,6 +10,7 @@
  *
  * @since 0.1.0
  */
+import { bytesToHex } from "@noble/hashes/utils.js"
 import * as HashMap from "effect/HashMap"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
@@ -18,6 +19,7 @@ import * as Entry from "./Entry.ts"
 import * as Ring from "./internal/Ring.ts"
 import * as Window from "./internal/Window.ts"
 import * as JournalState from "./JournalState.ts"
+import * as Merkle from "./Merkle.ts"
 import { SessionMeta } from "./SessionMeta.ts"
 
 /**
@@ -25,7 +27,7 @@ import { SessionMeta } from "./SessionMeta.ts"
  *
  * @since 0.1.0
  */
-export const VERSION = 2
+export const VERSION = 3
 
 const Nat = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))
 const Counter = Schema.Union([Nat, Schema.String.check(Schema.isPattern(/^[0-9]{1,20}$/))])
@@ -54,8 +56,23 @@ const fieldsAfter = {
 }
 
 /**
- * The checkpoint document this release writes (version 2): the retained entries
- * by their hashes.
+ * The checkpoint document this release writes (version 3): version 2 and the
+ * compact range of the session's Merkle tree (docs/DESIGN.md §14), its node hashes
+ * in hex, largest subtree first, or null when the state does not know it.
+ *
+ * @since 0.6.0
+ */
+export const CheckpointJsonV3 = Schema.Struct({
+  v: Schema.Literal(3),
+  ...fieldsBefore,
+  tree: Schema.NullOr(Schema.Array(Entry.Hash)),
+  hashes: Schema.Array(Entry.Hash),
+  ...fieldsAfter
+})
+
+/**
+ * The checkpoint document of earlier releases (version 2): the retained entries
+ * by their hashes, without the tree. Still decoded.
  *
  * @since 0.4.0
  */
@@ -80,14 +97,14 @@ export const CheckpointJsonV1 = Schema.Struct({
 })
 
 /**
- * The checkpoint document's schema: either version.
+ * The checkpoint document's schema: any version.
  *
  * @since 0.1.0
  */
-export const CheckpointJson = Schema.Union([CheckpointJsonV2, CheckpointJsonV1])
+export const CheckpointJson = Schema.Union([CheckpointJsonV3, CheckpointJsonV2, CheckpointJsonV1])
 
 /**
- * A checkpoint document, of either version.
+ * A checkpoint document, of any version.
  *
  * @since 0.1.0
  */
@@ -114,7 +131,7 @@ const toJson = JournalState.counterToJson
  *
  * @since 0.1.0
  */
-export const encode = (state: JournalState.JournalState): typeof CheckpointJsonV2.Encoded => ({
+export const encode = (state: JournalState.JournalState): typeof CheckpointJsonV3.Encoded => ({
   ...head(state),
   hashes: JournalState.retainedHashes(state),
   ...tail(state)
@@ -127,7 +144,8 @@ const head = (state: JournalState.JournalState) => ({
   entry_cap: state.entry_cap,
   tool_counts_cap: state.tool_counts_cap,
   next_sequence: state.next_sequence,
-  evicted_head: state.evicted_head
+  evicted_head: state.evicted_head,
+  tree: state.tree === null ? null : state.tree.nodes.map(bytesToHex)
 })
 const tail = (state: JournalState.JournalState) => ({
   tool_sequence: Ring.toArray(state.tool_sequence),
@@ -202,6 +220,14 @@ const toBig = (c: number | string): bigint | undefined => {
 // rejected entry); the hashes of a version 2 document are checked by a loop. The
 // document schema over thousands of items was most of a command's start on a long
 // session.
+const decodeDocV3 = Schema.decodeUnknownResult(
+  Schema.Struct({
+    ...CheckpointJsonV3.fields,
+    tree: Schema.NullOr(Schema.Array(Schema.Unknown)),
+    hashes: Schema.Array(Schema.Unknown)
+  }),
+  { onExcessProperty: "error" }
+)
 const decodeDocV2 = Schema.decodeUnknownResult(
   Schema.Struct({ ...CheckpointJsonV2.fields, hashes: Schema.Array(Schema.Unknown) }),
   { onExcessProperty: "error" }
@@ -211,14 +237,27 @@ const decodeDocV1 = Schema.decodeUnknownResult(
   { onExcessProperty: "error" }
 )
 
-const decodeHashes = (input: ReadonlyArray<unknown>): Result.Result<Array<string>, string> => {
+const decodeHashes = (input: ReadonlyArray<unknown>, field = "hashes"): Result.Result<Array<string>, string> => {
   for (let i = 0; i < input.length; i++) {
     const h = input[i]
     if (!Entry.isHash(h)) {
-      return Result.fail(`malformed checkpoint: hashes[${i}]: not 64 lowercase hex characters`)
+      return Result.fail(`malformed checkpoint: ${field}[${i}]: not 64 lowercase hex characters`)
     }
   }
   return Result.succeed(input as Array<string>)
+}
+
+// The tree over the hashes of every entry from sequence 0, in order.
+const treeOf = (hashes: ReadonlyArray<string>): Merkle.CompactRange => {
+  const builder = Merkle.builder()
+  for (const h of hashes) builder.appendEntryHash(h)
+  return builder.range()
+}
+
+const bitsSet = (n: number): number => {
+  let bits = 0
+  for (let s = n; s > 0; s = Math.floor(s / 2)) bits += s % 2
+  return bits
 }
 
 const decodeEntries = (input: ReadonlyArray<unknown>): Result.Result<Array<Entry.Entry>, string> => {
@@ -249,7 +288,24 @@ export const decode = (
   const version = typeof input === "object" && input !== null ? (input as { readonly v?: unknown }).v : undefined
   let d: typeof CheckpointJsonV2.Type
   let entries: Array<Entry.Entry> | null = null
-  if (version === 1) {
+  // The tree the document claims: absent before version 3.
+  let claimedTree: Array<string> | null | undefined
+  if (version === 3) {
+    const doc = decodeDocV3(input)
+    if (Result.isFailure(doc)) return Result.fail(`malformed checkpoint: ${doc.failure.message}`)
+    const hashes = decodeHashes(doc.success.hashes)
+    if (Result.isFailure(hashes)) return Result.fail(hashes.failure)
+    if (doc.success.tree !== null) {
+      const nodes = decodeHashes(doc.success.tree, "tree")
+      if (Result.isFailure(nodes)) return Result.fail(nodes.failure)
+      claimedTree = nodes.success
+    } else {
+      claimedTree = null
+    }
+    const { tree: _, v: __, ...rest } = doc.success
+    d = { ...rest, v: 2, hashes: hashes.success }
+    if (d.hashes.length > d.next_sequence) return Result.fail("more retained hashes than entries before next_sequence")
+  } else if (version === 1) {
     const doc = decodeDocV1(input)
     if (Result.isFailure(doc)) return Result.fail(`malformed checkpoint: ${doc.failure.message}`)
     const decodedEntries = decodeEntries(doc.success.entries)
@@ -301,6 +357,27 @@ export const decode = (
     const verified = Chain.verify(entries, { prefixEvicted: d.evicted_head !== null })
     if (Result.isFailure(verified)) return Result.fail(`checkpoint does not verify: ${verified.failure.message}`)
   }
+  // The tree: checked against the retained hashes when they reach back to sequence
+  // 0, else a claim (as evicted_head is) that verification checks (§9). Without a
+  // claim (an earlier version, or null) it is computed from the retained hashes when
+  // they reach back to 0, and unknown otherwise.
+  let tree: Merkle.CompactRange | null = null
+  const covered = d.evicted_head === null
+  if (claimedTree !== undefined && claimedTree !== null) {
+    if (claimedTree.length !== bitsSet(d.next_sequence)) {
+      return Result.fail(
+        `tree has ${claimedTree.length} node hashes, a tree of ${d.next_sequence} leaves has ${
+          bitsSet(d.next_sequence)
+        }`
+      )
+    }
+    tree = { size: d.next_sequence, nodes: claimedTree.map((h) => Merkle.entryLeaf(h)) }
+    if (covered && treeOf(d.hashes).nodes.some((node, i) => !Merkle.equals(node, tree!.nodes[i]!))) {
+      return Result.fail("tree does not match the retained hashes")
+    }
+  } else if (covered) {
+    tree = treeOf(d.hashes)
+  }
   const budget = Math.max(0, Math.floor(windowBytes))
   return Result.succeed({
     session_id: d.session_id,
@@ -312,6 +389,7 @@ export const decode = (
     window_bytes: budget,
     tool_sequence: Ring.fromArray(d.tool_sequence),
     evicted_head: d.evicted_head,
+    tree,
     data_flow: {
       total_bytes_read: big[0]!,
       total_bytes_written: big[1]!,

@@ -15,8 +15,10 @@ import * as Chain from "./Chain.ts"
 import * as Entry from "./Entry.ts"
 import { IntegrityViolation } from "./Errors.ts"
 import * as Ring from "./internal/Ring.ts"
+import * as TreeHash from "./internal/treeHash.ts"
 import { OUTCOME_KIND, outcomeBytes } from "./internal/validate.ts"
 import * as Window from "./internal/Window.ts"
+import * as Merkle from "./Merkle.ts"
 import type { SessionMeta } from "./SessionMeta.ts"
 
 /**
@@ -95,6 +97,13 @@ export interface JournalState {
   readonly tool_sequence: Ring.Ring<string>
   /** `null` until the first eviction, then the fold of every evicted hash. */
   readonly evicted_head: string | null
+  /**
+   * The RFC 6962 tree over every entry's `entry_hash` (docs/DESIGN.md §14), as its
+   * compact range (size `next_sequence`); `null` when unknown (a state loaded from a
+   * checkpoint of an earlier version whose retained hashes do not reach back to
+   * sequence 0, or a service that does not keep it).
+   */
+  readonly tree: Merkle.CompactRange | null
   readonly data_flow: DataFlow
   /** Calls per tool name; at most `tool_counts_cap` names, unseen names past it are dropped. */
   readonly tool_counts: HashMap.HashMap<string, bigint>
@@ -129,6 +138,7 @@ export const empty = (sessionId: string, caps?: Caps): JournalState => ({
   window_bytes: DEFAULT_WINDOW_BYTES,
   tool_sequence: Ring.empty(),
   evicted_head: null,
+  tree: Merkle.empty,
   data_flow: emptyDataFlow,
   tool_counts: HashMap.empty(),
   current_streak_tool: null,
@@ -138,6 +148,21 @@ export const empty = (sessionId: string, caps?: Caps): JournalState => ({
 })
 
 const sat = (n: bigint): bigint => n > U64_MAX ? U64_MAX : n
+
+// The tree with the entry's leaf; unknown stays unknown, and so does a tree given a
+// hash that is no hash (the fold is total: it takes entries as given).
+const growTree = (tree: Merkle.CompactRange | null, entryHash: string): Merkle.CompactRange | null => {
+  if (tree === null) return null
+  const nodes = TreeHash.appendEntryHashTo(tree.size, tree.nodes, entryHash)
+  return nodes === undefined ? null : { size: tree.size + 1, nodes }
+}
+
+/**
+ * The state without its tree (`tree: null`): for a service that does not keep it.
+ *
+ * @since 0.6.0
+ */
+export const withoutTree = (state: JournalState): JournalState => state.tree === null ? state : { ...state, tree: null }
 
 /**
  * Advances the state by one entry. Pure and total: the entry is taken as given (the
@@ -166,6 +191,7 @@ export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
     for (let i = 0; i < evicted; i++) evictedHead = Chain.foldHash(evictedHead ?? "", Ring.get(retained, i)!)
   }
   const next_sequence = entry.sequence + 1
+  const tree = growTree(state.tree, entry.entry_hash)
   if (!Entry.isTool(entry)) {
     const flow = entry.kind === OUTCOME_KIND ? outcomeBytes(entry.payload) : null
     const df = state.data_flow
@@ -179,6 +205,7 @@ export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
       window_bytes: state.window_bytes,
       tool_sequence: state.tool_sequence,
       evicted_head: evictedHead,
+      tree,
       data_flow: flow === null || (flow.read === 0 && flow.written === 0)
         ? df
         : {
@@ -214,6 +241,7 @@ export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
     window_bytes: state.window_bytes,
     tool_sequence: Ring.push(state.tool_sequence, name, cap),
     evicted_head: evictedHead,
+    tree,
     data_flow: {
       total_bytes_read: entry.bytes_read === 0
         ? df.total_bytes_read

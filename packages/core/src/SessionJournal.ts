@@ -184,6 +184,14 @@ export interface Options {
    * `entries` reads any entry from storage.
    */
   readonly windowBytes?: number | undefined
+  /**
+   * Whether open sessions keep their Merkle tree (default true): the compact range of
+   * the RFC 6962 tree over every entry (`JournalState.tree`, docs/DESIGN.md §14), grown
+   * by each append (a leaf hash and, on average, one node hash) and stored in the
+   * checkpoint, so that a tree head after a reopen needs no pass over the history.
+   * With false the states carry `tree: null` and checkpoints store none.
+   */
+  readonly keepTree?: boolean | undefined
 }
 
 /**
@@ -319,7 +327,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     maxBatch: Math.max(1, options?.maxBatch ?? 1024),
     conflictRetries: options?.conflictRetries ?? 8,
     checkpointMinBytes: Math.max(1, options?.checkpointMinBytes ?? Checkpoint.MIN_BYTES),
-    windowBytes: options?.windowBytes ?? JournalState.DEFAULT_WINDOW_BYTES
+    windowBytes: options?.windowBytes ?? JournalState.DEFAULT_WINDOW_BYTES,
+    keepTree: options?.keepTree !== false
   })
 
   const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))

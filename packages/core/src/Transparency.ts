@@ -337,12 +337,20 @@ export const checkHead = (
  * delivered entries aside ends the stream with `TreeUnavailable` (`rewritten`): a
  * checkpoint after it could not be consistent with those signed before.
  *
+ * With `start: "state"` the stream resumes from the tree the session's state keeps
+ * (`JournalState.tree`, docs/DESIGN.md §14) and follows from its next sequence: no
+ * pass over the stored history, so a host that restarts signs its next head in
+ * `O(log n)`. That tree is the checkpoint's claim, checked as DESIGN §10 says (against
+ * the retained hashes when they reach back to sequence 0, by every verification
+ * otherwise), as the chain's head is; a state without a tree (a service with
+ * `keepTree: false`, or a checkpoint of an earlier version) starts from sequence 0.
+ *
  * @since 0.5.0
  */
 export const signedHeads = (
   id: string,
   signer: SignedNote.Signer,
-  options?: { readonly journal?: string | undefined }
+  options?: { readonly journal?: string | undefined; readonly start?: "history" | "state" | undefined }
 ): Stream.Stream<
   { readonly head: TreeHead.TreeHead; readonly note: string },
   TreeUnavailable | InvalidSessionId | SessionJournal.FollowError,
@@ -350,21 +358,23 @@ export const signedHeads = (
 > => {
   const originLine = TreeHead.origin(options?.journal ?? signer.verifier.name, id)
   type Out = { readonly head: TreeHead.TreeHead; readonly note: string } | TreeUnavailable
-  const events = Stream.unwrap(Effect.gen(function*() {
+  const started = Stream.unwrap(Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
-    return journal.follow(id, 0)
+    const from = options?.start === "state" ? (yield* journal.state(id)).tree ?? Merkle.empty : Merkle.empty
+    return Stream.map(journal.follow(id, from.size), (event) => ({ from, event }))
   }))
-  return events.pipe(
+  return started.pipe(
     Stream.mapAccumArray(
       // The tree is kept in place, one builder per run of the stream.
-      (): { tree: Merkle.Builder; broken: boolean } => ({ tree: Merkle.builder(), broken: false }),
+      (): { tree: Merkle.Builder | undefined; broken: boolean } => ({ tree: undefined, broken: false }),
       (
         acc,
-        events: ReadonlyArray<Follow.Event>
-      ): readonly [{ tree: Merkle.Builder; broken: boolean }, ReadonlyArray<Out>] => {
-        if (acc.broken) return [acc, []]
-        const tree = acc.tree
-        for (const event of events) {
+        batch: ReadonlyArray<{ readonly from: Merkle.CompactRange; readonly event: Follow.Event }>
+      ): readonly [{ tree: Merkle.Builder | undefined; broken: boolean }, ReadonlyArray<Out>] => {
+        if (acc.broken || batch.length === 0) return [acc, []]
+        // The first batch starts the builder from the tree the stream started from.
+        const tree = acc.tree ?? Merkle.builder(batch[0]!.from)
+        for (const { event } of batch) {
           if (event._tag === "Recovered") {
             const e = new TreeUnavailable({
               id,

@@ -4,9 +4,10 @@
  * a reason.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { bytesToHex } from "@noble/hashes/utils.js"
 import * as Result from "effect/Result"
 import * as fc from "fast-check"
-import { Checkpoint, JournalState } from "../src/index.ts"
+import { Checkpoint, JournalState, Merkle } from "../src/index.ts"
 import * as A from "./arbitraries.ts"
 import * as Legacy from "./legacy.ts"
 
@@ -251,8 +252,8 @@ describe("Checkpoint: version 2 documents hold the retained hashes, and are chec
   const state = JournalState.applyMeta(run.states.at(-1)!, { updated_at: 5, title: "t" })
   const doc = JSON.parse(JSON.stringify(Checkpoint.encode(state)))
 
-  it("the document is version 2 with the retained hashes in place of the entries", () => {
-    assert.strictEqual(doc.v, 2)
+  it("the document is version 3 with the retained hashes in place of the entries and the tree's compact range", () => {
+    assert.strictEqual(doc.v, 3)
     assert.deepStrictEqual(Object.keys(doc), [
       "v",
       "session_id",
@@ -260,6 +261,7 @@ describe("Checkpoint: version 2 documents hold the retained hashes, and are chec
       "tool_counts_cap",
       "next_sequence",
       "evicted_head",
+      "tree",
       "hashes",
       "tool_sequence",
       "data_flow",
@@ -270,18 +272,22 @@ describe("Checkpoint: version 2 documents hold the retained hashes, and are chec
       "meta"
     ])
     assert.deepStrictEqual(doc.hashes, run.entries.slice(-3).map((e) => e.entry_hash))
+    const tree = Merkle.fromLeaves(run.entries.map((e) => Merkle.entryLeaf(e.entry_hash)))
+    assert.deepStrictEqual(doc.tree, tree.nodes.map(bytesToHex))
     assert.strictEqual(Checkpoint.toJsonText(state), JSON.stringify(doc))
     assert.deepStrictEqual(Checkpoint.lastOf(doc), { sequence: 4, entry_hash: run.entries[4]!.entry_hash })
   })
 
   it("a version 1 document of the same state decodes to the same state, its newest entries in the window", () => {
     const old = Result.getOrThrow(Checkpoint.decode(JSON.parse(JSON.stringify(Legacy.v1Of(state, run.entries)))))
-    assert.deepStrictEqual(flat(old), flat(state))
-    assert.deepStrictEqual(Checkpoint.encode(old), Checkpoint.encode(state))
+    // Its retained entries do not reach back to sequence 0: the tree is unknown.
+    assert.strictEqual(old.tree, null)
+    assert.deepStrictEqual(flat(old), flat(JournalState.withoutTree(state)))
+    assert.deepStrictEqual(Checkpoint.encode(old), Checkpoint.encode(JournalState.withoutTree(state)))
     assert.deepStrictEqual(JournalState.entries(old), run.entries.slice(-3))
     const none = Result.getOrThrow(Checkpoint.decode(JSON.parse(JSON.stringify(Legacy.v1Of(state, run.entries))), 0))
     assert.deepStrictEqual(JournalState.entries(none), [])
-    assert.deepStrictEqual(flat(none), flat(state))
+    assert.deepStrictEqual(flat(none), flat(JournalState.withoutTree(state)))
   })
 
   const cases: ReadonlyArray<readonly [string, (d: any) => unknown, RegExp]> = [
@@ -302,7 +308,15 @@ describe("Checkpoint: version 2 documents hold the retained hashes, and are chec
     ["more hashes than entries", (d) => ({ ...d, next_sequence: 2 }), /more retained hashes/],
     ["hashes missing while evicted_head is null", (d) => ({ ...d, evicted_head: null }), /evicted_head/],
     ["a counter above 2^64 - 1", (d) => ({ ...d, message_count: "18446744073709551616" }), /2\^64/],
-    ["a streak without a tool", (d) => ({ ...d, current_streak_tool: null }), /streak/]
+    ["a streak without a tool", (d) => ({ ...d, current_streak_tool: null }), /streak/],
+    [
+      "a tree of another size",
+      (d) => ({ ...d, tree: d.tree.slice(1) }),
+      /tree has 1 node hashes, a tree of 5 leaves has 2/
+    ],
+    ["a tree node that is no hash", (d) => ({ ...d, tree: [d.tree[0], "x"] }), /tree\[1\]/],
+    ["a tree that is not an array", (d) => ({ ...d, tree: "x" }), /malformed/],
+    ["no tree field in version 3", ({ tree: _, ...d }) => d, /malformed/]
   ]
 
   for (const [name, damage, reason] of cases) {

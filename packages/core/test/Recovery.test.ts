@@ -307,7 +307,7 @@ describe("forged checkpoints", () => {
       { _tag: "Unreadable", reason: "unexpected end of JSON", location: "checkpoint.json" },
       { _tag: "Document", document: { v: 1 }, location: "checkpoint.json" },
       forged(h.states[8]!, (d) => {
-        d.v = 3
+        d.v = 4
       }),
       forged(h.states[8]!, (d) => {
         d.extra = 1
@@ -361,6 +361,7 @@ describe("forged checkpoints", () => {
     // entry at next_sequence - 1 with the last hash is not stored.
     const ahead = forged(h.states[8]!, (d) => {
       d.next_sequence = 9
+      d.tree = null
     })
     for (const mode of modes) {
       const out = recover(mode, ahead, segments(h.entries))
@@ -379,10 +380,41 @@ describe("forged checkpoints", () => {
           const now = recover(mode, doc(h.states[at]!), segments(h.entries, [5]))
           assert.isNull(old.brokenCheckpoint)
           assert.deepStrictEqual(old.report, now.report)
-          assertClean(old, h.states[10]!)
+          // Loaded from a version 1 document whose entries do not reach back to
+          // sequence 0, the state does not know its tree; verify replays it all.
+          const known = mode === "verify" || h.states[at]!.evicted_head === null
+          assertClean(old, known ? h.states[10]! : JournalState.withoutTree(h.states[10]!))
         }
       }
     }
+  })
+
+  it("a checkpoint's tree is checked: against its retained hashes when they reach back to 0, by verify always", () => {
+    const edit = (d: Record<string, any>) => {
+      d.tree[0] = "ab".repeat(32)
+    }
+    // Retained hashes from sequence 0: the document does not decode.
+    const whole = history({}, simpleOps(6))
+    for (const mode of modes) {
+      const out = recover(mode, forged(whole.states[6]!, edit), segments(whole.entries))
+      assert.include(out.brokenCheckpoint ?? "", "tree does not match the retained hashes")
+      assert.strictEqual(out.report.checkpoint, "rebuilt")
+    }
+    // An evicted prefix: a claim, as evicted_head is; verify names the field.
+    const cut = history({ entry_cap: 2 }, simpleOps(6))
+    const out = recover("verify", forged(cut.states[6]!, edit), segments(cut.entries))
+    assert.isNull(out.brokenCheckpoint)
+    assert.strictEqual(out.report.stopped?.reason, "checkpoint")
+    assert.include(out.report.stopped?.detail, "tree")
+    // A load takes the claim and continues it.
+    const loaded = recover("load", forged(cut.states[6]!, (d) => void d), segments(cut.entries))
+    assertClean(loaded, cut.states[6]!)
+    // A document without a tree (null) claims nothing: verify passes, the load does not know it.
+    const none = forged(cut.states[6]!, (d) => {
+      d.tree = null
+    })
+    assertClean(recover("verify", none, segments(cut.entries)), cut.states[6]!)
+    assertClean(recover("load", none, segments(cut.entries)), JournalState.withoutTree(cut.states[6]!))
   })
 
   it("a self-consistent checkpoint of another chain of the same length is refused in both modes", () => {

@@ -104,6 +104,44 @@ layer(Live)("Transparency on memory", (it) => {
       assert.strictEqual(previous, 8)
     }))
 
+  it.effect("signedHeads from the state: after a reopen it reads no history before the state's size", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const persistence = yield* Persistence.makeMemory()
+      const signer = Result.getOrThrow(SignedNote.signerFromSeed("journal.example", new Uint8Array(32).fill(5)))
+      const reads: Array<number> = []
+      const counted: Persistence.Persistence["Service"] = {
+        ...persistence,
+        history: (id, options) => {
+          reads.push(options?.from ?? 0)
+          return persistence.history(id, options)
+        }
+      }
+      const written: Array<Entry.Entry> = []
+      const write = (from: number, to: number) =>
+        Effect.gen(function*() {
+          const j = yield* SessionJournal.make({ checkpointMinBytes: 2_000, caps: { entry_cap: 8 } })
+          for (let i = from; i < to; i++) written.push(yield* j.record("resume", params(i)))
+          return j
+        }).pipe(Effect.provideService(Persistence.Persistence, counted))
+      yield* (yield* write(0, 200)).close("resume")
+      const j = yield* write(200, 200)
+      reads.length = 0
+      const fiber = yield* Transparency.signedHeads("resume", signer, { start: "state" }).pipe(
+        Stream.take(1),
+        Stream.runCollect,
+        Effect.provideService(SessionJournal.SessionJournal, j),
+        Effect.forkChild
+      )
+      yield* Effect.yieldNow
+      written.push(yield* j.record("resume", params(200)))
+      const [head] = yield* Fiber.join(fiber)
+      assert.strictEqual(head!.head.size, 201)
+      const expected = Merkle.root(Merkle.fromLeaves(written.map((e) => Merkle.entryLeaf(e.entry_hash))))
+      assert.deepStrictEqual(head!.head.root, expected)
+      // Whatever the load replayed after the checkpoint, nothing from sequence 0.
+      assert.isFalse(reads.includes(0), JSON.stringify(reads))
+    })))
+
   it.effect("a session that does not exist has no tree", () =>
     Effect.gen(function*() {
       const e = yield* Effect.flip(Transparency.tree("nobody"))

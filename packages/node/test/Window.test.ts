@@ -8,7 +8,7 @@
  * checkpoint is of the current version.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { JournalState, SessionJournal } from "@session-journal/core"
+import { Checkpoint, JournalState, SessionJournal } from "@session-journal/core"
 import * as Legacy from "@session-journal/core/test/legacy"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -84,7 +84,7 @@ describe("a session of 2 KB chat messages", () => {
     // Over 800 KB of messages were appended: a checkpoint was taken, and it holds the
     // retained hashes (a ring of the entries would be as large as the messages).
     const cp = checkpointOf(root)
-    assert.strictEqual(cp.doc.v, 2)
+    assert.strictEqual(cp.doc.v, Checkpoint.VERSION)
     assert.isUndefined(cp.doc.entries)
     assert.isAtLeast(cp.doc.next_sequence, 128)
     assert.strictEqual(cp.doc.hashes.length, cp.doc.next_sequence)
@@ -96,7 +96,7 @@ describe("a session of 2 KB chat messages", () => {
     )
   })
 
-  it("a checkpoint written by an earlier release (version 1, entries in full) loads, verifies and is replaced by version 2", async () => {
+  it("a checkpoint written by an earlier release (version 1, entries in full) loads, verifies and is replaced by the current version", async () => {
     const root = tempDir("window-v1")
     const stored = await withJournal(
       root,
@@ -126,7 +126,7 @@ describe("a session of 2 KB chat messages", () => {
       })
     )
     const cp = checkpointOf(root)
-    assert.strictEqual(cp.doc.v, 2)
+    assert.strictEqual(cp.doc.v, Checkpoint.VERSION)
     assert.isAbove(cp.doc.next_sequence, 300)
   })
 })

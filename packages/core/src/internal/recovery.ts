@@ -2,6 +2,7 @@
  * The vocabulary of `Recovery`: what adapters hand in, what comes out, and the
  * checks of a checkpoint by itself.
  */
+import { bytesToHex } from "@noble/hashes/utils.js"
 import * as Result from "effect/Result"
 import * as Checkpoint from "../Checkpoint.ts"
 import type * as Entry from "../Entry.ts"
@@ -216,6 +217,8 @@ export const firstDifference = (
     ["entry_cap", (s) => String(s.entry_cap)],
     ["tool_counts_cap", (s) => String(s.tool_counts_cap)],
     ["evicted_head", (s) => String(s.evicted_head)],
+    // A checkpoint that does not know its tree claims nothing about it.
+    ["tree", (s) => claimed.tree === null || s.tree === null ? "" : s.tree.nodes.map(bytesToHex).join(",")],
     ["entries", hashList],
     ["tool_sequence", (s) => JSON.stringify(Ring.toArray(s.tool_sequence))],
     ["data_flow.total_bytes_read", (s) => String(s.data_flow.total_bytes_read)],

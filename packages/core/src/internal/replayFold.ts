@@ -15,6 +15,7 @@ import * as HashMap from "effect/HashMap"
 import * as Chain from "../Chain.ts"
 import * as Entry from "../Entry.ts"
 import * as JournalState from "../JournalState.ts"
+import * as Merkle from "../Merkle.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
 import * as Sha256 from "../Sha256.ts"
 import * as Ring from "./Ring.ts"
@@ -134,8 +135,11 @@ export class ReplayFold {
   private streakLen = 0
   private messages = 0
   private built: JournalState.JournalState | null = null
+  // The tree, grown in place; null when the state does not keep it.
+  private tree: Merkle.Builder | null
 
   constructor(empty: JournalState.JournalState) {
+    this.tree = empty.tree === null ? null : Merkle.builder(empty.tree)
     this.sessionId = empty.session_id
     this.entryCap = empty.entry_cap
     this.toolCountsCap = empty.tool_counts_cap
@@ -160,6 +164,14 @@ export class ReplayFold {
     const evicted = this.entryCap <= 0 ? entry.entry_hash : this.hashes.push(entry.entry_hash)
     if (evicted !== undefined) this.evictedHead = foldHex(this.evictedHead ?? "", evicted)
     this.nextSequence = entry.sequence + 1
+    if (this.tree !== null) {
+      // As the fold: an entry whose hash is no hash leaves the tree unknown.
+      try {
+        this.tree.appendEntryHash(entry.entry_hash)
+      } catch {
+        this.tree = null
+      }
+    }
     if (!Entry.isTool(entry)) {
       this.messages++
       if (entry.kind === OUTCOME_KIND) {
@@ -205,6 +217,7 @@ export class ReplayFold {
       window_bytes: this.windowBytes,
       tool_sequence: Ring.fromArray(this.tools.toArray()),
       evicted_head: this.evictedHead,
+      tree: this.tree === null ? null : this.tree.range(),
       data_flow: {
         total_bytes_read: this.bytesRead.value(),
         total_bytes_written: this.bytesWritten.value(),

@@ -80,6 +80,7 @@ export interface Config {
   readonly conflictRetries: number
   readonly checkpointMinBytes: number
   readonly windowBytes: number
+  readonly keepTree: boolean
 }
 
 /** The open sessions of one service; closed with the scope it is made in. */
@@ -120,6 +121,7 @@ export const make = Effect.fnUntraced(function*(config: Config) {
     conflictRetries: config.conflictRetries,
     checkpointMinBytes: config.checkpointMinBytes,
     windowBytes: config.windowBytes,
+    keepTree: config.keepTree,
     idle
   })
 
@@ -147,7 +149,9 @@ export const make = Effect.fnUntraced(function*(config: Config) {
       const handle = yield* config.persistence.open(id, { mode: "write", caps: config.caps })
       const loaded = yield* Writer.load(handle, "write")
       yield* hubs.catchUp(id, loaded.state)
-      const ref = yield* Ref.make<Writer.WriterState>(Writer.writerStateOf(loaded, id, config.windowBytes))
+      const ref = yield* Ref.make<Writer.WriterState>(
+        Writer.writerStateOf(loaded, id, config.windowBytes, config.keepTree)
+      )
       const queue = yield* Queue.unbounded<Writer.Request<unknown>, Cause.Done>()
       const session: OpenSession = {
         id,

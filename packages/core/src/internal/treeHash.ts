@@ -235,6 +235,35 @@ const nodeInto = (x: Int32Array, l: number, y: Int32Array, r: number): void => {
   rounds(LAST_BLOCK, 64 * (y[r + 7]! & 0xff))
 }
 
+const C = new Int32Array(8)
+const L = new Int32Array(8)
+
+/**
+ * The compact range `nodes` (of `size` leaves) with the leaf of an entry hash (64 hex
+ * characters) appended, as a new array (`nodes` is not changed), its merged node the
+ * one hash allocated; `undefined` when the text is not 32 bytes of hex.
+ */
+export const appendEntryHashTo = (
+  size: number,
+  nodes: ReadonlyArray<Uint8Array>,
+  hex: string
+): Array<Uint8Array> | undefined => {
+  if (!leafOfHexIntoH(hex)) return undefined
+  for (let k = 0; k < 8; k++) C[k] = H[k]!
+  let top = nodes.length
+  // Each trailing one bit of `size` is a perfect subtree of the new node's height.
+  for (let s = size; s % 2 === 1; s = Math.floor(s / 2)) {
+    top--
+    readWords(nodes[top]!, L)
+    nodeInto(L, 0, C, 0)
+    for (let k = 0; k < 8; k++) C[k] = H[k]!
+  }
+  const out = nodes.slice(0, top)
+  for (let k = 0; k < 8; k++) H[k] = C[k]!
+  out.push(digestOut())
+  return out
+}
+
 /**
  * A compact range kept as 32-bit words, appended to without allocating: the hashes of
  * its perfect subtrees, largest first, 8 big-endian words each.

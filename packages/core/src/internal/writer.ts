@@ -99,8 +99,15 @@ export const blockedBy = (loaded: Persistence.Loaded, id: string): CorruptJourna
   })
 
 /** The slot of a freshly loaded session, its window on the service's budget. */
-export const writerStateOf = (loaded: Persistence.Loaded, id: string, windowBytes: number): WriterState => ({
-  state: JournalState.withWindowBytes(loaded.state, windowBytes),
+export const writerStateOf = (
+  loaded: Persistence.Loaded,
+  id: string,
+  windowBytes: number,
+  keepTree: boolean
+): WriterState => ({
+  state: keepTree
+    ? JournalState.withWindowBytes(loaded.state, windowBytes)
+    : JournalState.withoutTree(JournalState.withWindowBytes(loaded.state, windowBytes)),
   blocked: blockedBy(loaded, id),
   sinceCheckpoint: loaded.sinceCheckpointBytes ?? 0,
   checkpointBytes: loaded.checkpointBytes ?? 0
@@ -145,6 +152,8 @@ export interface Settings {
   readonly checkpointMinBytes: number
   /** The budget of each session's window of recent entries. */
   readonly windowBytes: number
+  /** Whether states keep their tree (`SessionJournal.Options.keepTree`). */
+  readonly keepTree: boolean
   /**
    * Called when the writer finds the queue empty while the queued writes hold a
    * reference to the session (`WriterSession.reference`): lets that reference go.
@@ -202,7 +211,7 @@ export const make = (settings: Settings) => {
         // A reload after a failure keeps the larger count: the writer's own, or what
         // the adapter reports as stored since its checkpoint.
         {
-          ...writerStateOf(loaded, target.id, settings.windowBytes),
+          ...writerStateOf(loaded, target.id, settings.windowBytes, settings.keepTree),
           sinceCheckpoint: Math.max(previous.sinceCheckpoint, loaded.sinceCheckpointBytes ?? 0)
         }
       ))
