@@ -7,22 +7,10 @@
  * tree costs its compressions and little else. Digests are the standard SHA-256 of those
  * inputs: the tests compare them with `@noble/hashes` on random inputs.
  */
-
-// SHA-256's round constants.
-// dprint-ignore
-const K = new Int32Array([
-  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-  0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-  0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-  0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-  0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-  0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-  0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-  0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2
-])
+import * as Rounds from "./sha256Rounds.ts"
 
 // The message schedule and the chaining state, reused by every call (calls do not nest).
-const W = new Int32Array(64)
+const W = new Int32Array(16)
 const H = new Int32Array(8)
 // The 32 bytes of a leaf, as 8 big-endian words, and a node's two children.
 const A = new Int32Array(8)
@@ -40,87 +28,20 @@ const initial = (): void => {
   H[7] = 0x5be0cd19
 }
 
-// Extends the block in w[o..o+15] to its 64-word message schedule.
-const schedule = (w: Int32Array, o: number): void => {
-  for (let i = o + 16; i < o + 64; i++) {
-    const w15 = w[i - 15]!
-    const w2 = w[i - 2]!
-    const s0 = ((w15 >>> 7) | (w15 << 25)) ^ ((w15 >>> 18) | (w15 << 14)) ^ (w15 >>> 3)
-    const s1 = ((w2 >>> 17) | (w2 << 15)) ^ ((w2 >>> 19) | (w2 << 13)) ^ (w2 >>> 10)
-    w[i] = (s1 + w[i - 7]! + s0 + w[i - 16]!) | 0
-  }
-}
-
-// One compression of the block in W[0..15] into H.
-const compress = (): void => {
-  schedule(W, 0)
-  rounds(W, 0)
-}
+// One compression of the block in W into H.
+const compress = (): void => Rounds.compress(W, 0, H)
 
 // The second block of a node hash is the right child's last byte, then constant
-// padding: its message schedule is one of 256, computed once.
+// padding: its message schedule is one of 256, computed once (with the round
+// constants added, as `compressScheduled` takes it).
 const LAST_BLOCK = new Int32Array(256 * 64)
-for (let byte = 0; byte < 256; byte++) {
-  LAST_BLOCK[64 * byte] = (byte << 24) | 0x800000
-  LAST_BLOCK[64 * byte + 15] = 520
-  schedule(LAST_BLOCK, 64 * byte)
-}
-
-// The 64 rounds over the schedule w[o..o+63], into H.
-const rounds = (w: Int32Array, o: number): void => {
-  let a = H[0]!, b = H[1]!, c = H[2]!, d = H[3]!, e = H[4]!, f = H[5]!, g = H[6]!, h = H[7]!
-  let t = 0
-  // Eight rounds a step, the roles of the eight words rotating instead of their values.
-  for (let i = 0; i < 64; i += 8) {
-    t = (h + (((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7))) + (g ^ (e & (f ^ g))) +
-      K[i + 0]! + w[o + i]!) | 0
-    d = (d + t) | 0
-    h = (t + (((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10))) +
-      ((a & b) ^ (c & (a ^ b)))) | 0
-    t = (g + (((d >>> 6) | (d << 26)) ^ ((d >>> 11) | (d << 21)) ^ ((d >>> 25) | (d << 7))) + (f ^ (d & (e ^ f))) +
-      K[i + 1]! + w[o + i + 1]!) | 0
-    c = (c + t) | 0
-    g = (t + (((h >>> 2) | (h << 30)) ^ ((h >>> 13) | (h << 19)) ^ ((h >>> 22) | (h << 10))) +
-      ((h & a) ^ (b & (h ^ a)))) | 0
-    t = (f + (((c >>> 6) | (c << 26)) ^ ((c >>> 11) | (c << 21)) ^ ((c >>> 25) | (c << 7))) + (e ^ (c & (d ^ e))) +
-      K[i + 2]! + w[o + i + 2]!) | 0
-    b = (b + t) | 0
-    f = (t + (((g >>> 2) | (g << 30)) ^ ((g >>> 13) | (g << 19)) ^ ((g >>> 22) | (g << 10))) +
-      ((g & h) ^ (a & (g ^ h)))) | 0
-    t = (e + (((b >>> 6) | (b << 26)) ^ ((b >>> 11) | (b << 21)) ^ ((b >>> 25) | (b << 7))) + (d ^ (b & (c ^ d))) +
-      K[i + 3]! + w[o + i + 3]!) | 0
-    a = (a + t) | 0
-    e = (t + (((f >>> 2) | (f << 30)) ^ ((f >>> 13) | (f << 19)) ^ ((f >>> 22) | (f << 10))) +
-      ((f & g) ^ (h & (f ^ g)))) | 0
-    t = (d + (((a >>> 6) | (a << 26)) ^ ((a >>> 11) | (a << 21)) ^ ((a >>> 25) | (a << 7))) + (c ^ (a & (b ^ c))) +
-      K[i + 4]! + w[o + i + 4]!) | 0
-    h = (h + t) | 0
-    d = (t + (((e >>> 2) | (e << 30)) ^ ((e >>> 13) | (e << 19)) ^ ((e >>> 22) | (e << 10))) +
-      ((e & f) ^ (g & (e ^ f)))) | 0
-    t = (c + (((h >>> 6) | (h << 26)) ^ ((h >>> 11) | (h << 21)) ^ ((h >>> 25) | (h << 7))) + (b ^ (h & (a ^ b))) +
-      K[i + 5]! + w[o + i + 5]!) | 0
-    g = (g + t) | 0
-    c = (t + (((d >>> 2) | (d << 30)) ^ ((d >>> 13) | (d << 19)) ^ ((d >>> 22) | (d << 10))) +
-      ((d & e) ^ (f & (d ^ e)))) | 0
-    t = (b + (((g >>> 6) | (g << 26)) ^ ((g >>> 11) | (g << 21)) ^ ((g >>> 25) | (g << 7))) + (a ^ (g & (h ^ a))) +
-      K[i + 6]! + w[o + i + 6]!) | 0
-    f = (f + t) | 0
-    b = (t + (((c >>> 2) | (c << 30)) ^ ((c >>> 13) | (c << 19)) ^ ((c >>> 22) | (c << 10))) +
-      ((c & d) ^ (e & (c ^ d)))) | 0
-    t = (a + (((f >>> 6) | (f << 26)) ^ ((f >>> 11) | (f << 21)) ^ ((f >>> 25) | (f << 7))) + (h ^ (f & (g ^ h))) +
-      K[i + 7]! + w[o + i + 7]!) | 0
-    e = (e + t) | 0
-    a = (t + (((b >>> 2) | (b << 30)) ^ ((b >>> 13) | (b << 19)) ^ ((b >>> 22) | (b << 10))) +
-      ((b & c) ^ (d & (b ^ c)))) | 0
+{
+  const block = new Int32Array(16)
+  block[15] = 520
+  for (let byte = 0; byte < 256; byte++) {
+    block[0] = (byte << 24) | 0x800000
+    Rounds.premix(block, 0, LAST_BLOCK, 64 * byte)
   }
-  H[0] = (H[0]! + a) | 0
-  H[1] = (H[1]! + b) | 0
-  H[2] = (H[2]! + c) | 0
-  H[3] = (H[3]! + d) | 0
-  H[4] = (H[4]! + e) | 0
-  H[5] = (H[5]! + f) | 0
-  H[6] = (H[6]! + g) | 0
-  H[7] = (H[7]! + h) | 0
 }
 
 const readWords = (bytes: Uint8Array, into: Int32Array): void => {
@@ -232,7 +153,7 @@ const nodeInto = (x: Int32Array, l: number, y: Int32Array, r: number): void => {
   initial()
   compress()
   // Block 2: the last byte of right, 0x80, zeros and the length 520 bits.
-  rounds(LAST_BLOCK, 64 * (y[r + 7]! & 0xff))
+  Rounds.compressScheduled(LAST_BLOCK, 64 * (y[r + 7]! & 0xff), H)
 }
 
 const C = new Int32Array(8)
