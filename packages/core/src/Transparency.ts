@@ -358,40 +358,37 @@ export const signedHeads = (
 > => {
   const originLine = TreeHead.origin(options?.journal ?? signer.verifier.name, id)
   type Out = { readonly head: TreeHead.TreeHead; readonly note: string } | TreeUnavailable
-  const started = Stream.unwrap(Effect.gen(function*() {
+  type Acc = { tree: Merkle.Builder | undefined; broken: boolean }
+  return Stream.unwrap(Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
     const from = options?.start === "state" ? (yield* journal.state(id)).tree ?? Merkle.empty : Merkle.empty
-    return Stream.map(journal.follow(id, from.size), (event) => ({ from, event }))
-  }))
-  return started.pipe(
-    Stream.mapAccumArray(
-      // The tree is kept in place, one builder per run of the stream.
-      (): { tree: Merkle.Builder | undefined; broken: boolean } => ({ tree: undefined, broken: false }),
-      (
-        acc,
-        batch: ReadonlyArray<{ readonly from: Merkle.CompactRange; readonly event: Follow.Event }>
-      ): readonly [{ tree: Merkle.Builder | undefined; broken: boolean }, ReadonlyArray<Out>] => {
-        if (acc.broken || batch.length === 0) return [acc, []]
-        // The first batch starts the builder from the tree the stream started from.
-        const tree = acc.tree ?? Merkle.builder(batch[0]!.from)
-        for (const { event } of batch) {
-          if (event._tag === "Recovered") {
-            const e = new TreeUnavailable({
-              id,
-              reason: "rewritten",
-              detail: `a repair set entries ${event.replaced.from}..${event.replaced.to} aside after they were signed`
-            })
-            return [{ tree, broken: true }, [e]]
+    return journal.follow(id, from.size).pipe(
+      Stream.mapAccumArray(
+        // The tree is kept in place, one builder per run of the stream, started from
+        // `from` at the first batch.
+        (): Acc => ({ tree: undefined, broken: false }),
+        (acc, batch: ReadonlyArray<Follow.Event>): readonly [Acc, ReadonlyArray<Out>] => {
+          if (acc.broken || batch.length === 0) return [acc, []]
+          const tree = acc.tree ?? Merkle.builder(from)
+          for (const event of batch) {
+            if (event._tag === "Recovered") {
+              const e = new TreeUnavailable({
+                id,
+                reason: "rewritten",
+                detail: `a repair set entries ${event.replaced.from}..${event.replaced.to} aside after they were signed`
+              })
+              return [{ tree, broken: true }, [e]]
+            }
+            tree.appendEntryHash(event.entry.entry_hash)
           }
-          tree.appendEntryHash(event.entry.entry_hash)
+          const head = TreeHead.make(originLine, tree.range())
+          const note = SignedNote.sign(TreeHead.text(head), [signer])
+          // The text is ours and valid: a failure here is a bug.
+          if (Result.isFailure(note)) throw note.failure
+          return [{ tree, broken: false }, [{ head, note: note.success }]]
         }
-        const head = TreeHead.make(originLine, tree.range())
-        const note = SignedNote.sign(TreeHead.text(head), [signer])
-        // The text is ours and valid: a failure here is a bug.
-        if (Result.isFailure(note)) throw note.failure
-        return [{ tree, broken: false }, [{ head, note: note.success }]]
-      }
-    ),
-    Stream.mapEffect((out) => out instanceof TreeUnavailable ? Effect.fail(out) : Effect.succeed(out))
-  )
+      ),
+      Stream.mapEffect((out) => out instanceof TreeUnavailable ? Effect.fail(out) : Effect.succeed(out))
+    )
+  }))
 }
