@@ -254,12 +254,6 @@ const treeOf = (hashes: ReadonlyArray<string>): Merkle.CompactRange => {
   return builder.range()
 }
 
-const bitsSet = (n: number): number => {
-  let bits = 0
-  for (let s = n; s > 0; s = Math.floor(s / 2)) bits += s % 2
-  return bits
-}
-
 const decodeEntries = (input: ReadonlyArray<unknown>): Result.Result<Array<Entry.Entry>, string> => {
   const out = new Array<Entry.Entry>(input.length)
   for (let i = 0; i < input.length; i++) {
@@ -364,12 +358,9 @@ export const decode = (
   let tree: Merkle.CompactRange | null = null
   const covered = d.evicted_head === null
   if (claimedTree !== undefined && claimedTree !== null) {
-    if (claimedTree.length !== bitsSet(d.next_sequence)) {
-      return Result.fail(
-        `tree has ${claimedTree.length} node hashes, a tree of ${d.next_sequence} leaves has ${
-          bitsSet(d.next_sequence)
-        }`
-      )
+    const nodes = Merkle.rangeNodes(d.next_sequence)
+    if (claimedTree.length !== nodes) {
+      return Result.fail(`tree has ${claimedTree.length} node hashes, a tree of ${d.next_sequence} leaves has ${nodes}`)
     }
     tree = { size: d.next_sequence, nodes: claimedTree.map((h) => Merkle.entryLeaf(h)) }
     if (covered && treeOf(d.hashes).nodes.some((node, i) => !Merkle.equals(node, tree!.nodes[i]!))) {

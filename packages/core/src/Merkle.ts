@@ -170,13 +170,22 @@ export const fromLeaves = (leaves: Iterable<Uint8Array>): CompactRange => {
   return range
 }
 
-// One 32-byte node per bit set in the size.
-const isCompactRange = (range: CompactRange): boolean => {
-  if (!isSize(range.size)) return false
+/**
+ * How many nodes the compact range of a tree of `size` leaves has: one per bit set in
+ * `size` (the roots of its perfect subtrees). `size` is a leaf count (a non-negative
+ * safe integer); it is counted by division, as sizes may exceed 32 bits.
+ *
+ * @since 0.5.0
+ */
+export const rangeNodes = (size: number): number => {
   let bits = 0
-  for (let s = range.size; s > 0; s = Math.floor(s / 2)) bits += s % 2
-  return range.nodes.length === bits && wellFormed(range.nodes)
+  for (let s = size; s > 0; s = Math.floor(s / 2)) bits += s % 2
+  return bits
 }
+
+// One 32-byte node per bit set in the size.
+const isCompactRange = (range: CompactRange): boolean =>
+  isSize(range.size) && range.nodes.length === rangeNodes(range.size) && wellFormed(range.nodes)
 
 /**
  * A compact range that grows in place: what keeps a session's tree as entries come,

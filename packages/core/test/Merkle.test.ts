@@ -263,6 +263,19 @@ describe("Merkle: properties", () => {
     )
   })
 
+  it("rangeNodes is the number of nodes of the compact range at every size, past 32 bits too", () => {
+    const leaves = leavesOf(70)
+    let range = Merkle.empty
+    assert.strictEqual(Merkle.rangeNodes(0), 0)
+    for (let n = 1; n <= leaves.length; n++) {
+      range = Merkle.append(range, leaves[n - 1]!)
+      assert.strictEqual(Merkle.rangeNodes(n), range.nodes.length, `size ${n}`)
+    }
+    assert.strictEqual(Merkle.rangeNodes(2 ** 32), 1)
+    assert.strictEqual(Merkle.rangeNodes(2 ** 40 + 2 ** 33 + 1), 3)
+    assert.strictEqual(Merkle.rangeNodes(Number.MAX_SAFE_INTEGER), 53)
+  })
+
   it("a collector fed a long history keeps one compact range, and its roots are the spans' MTH", () => {
     const leaves = leavesOf(1000)
     const spans = Merkle.consistencySpans(377, 1000)!
