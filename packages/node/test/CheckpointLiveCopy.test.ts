@@ -36,9 +36,19 @@ interface Copy {
   readonly names: Array<string>
 }
 
-const startCopy = (dir: string, to: string): Copy => {
+// The order files are copied in: readdir's, or the checkpoint first (an old
+// checkpoint with newer segments) or last (a new checkpoint with older segments),
+// so both mixes happen whatever order this filesystem's readdir gives.
+type Order = "readdir" | "checkpoint first" | "checkpoint last"
+const ORDERS: ReadonlyArray<Order> = ["readdir", "checkpoint first", "checkpoint last"]
+
+const startCopy = (dir: string, to: string, order: Order): Copy => {
   fs.mkdirSync(to, { recursive: true })
-  return { to, names: fs.readdirSync(dir) }
+  const names = fs.readdirSync(dir)
+  if (order === "readdir") return { to, names }
+  const others = names.filter((n) => n !== "checkpoint.json")
+  const checkpoint = names.includes("checkpoint.json") ? ["checkpoint.json"] : []
+  return { to, names: order === "checkpoint first" ? [...checkpoint, ...others] : [...others, ...checkpoint] }
 }
 
 // Copies the next file; a file removed since readdir is skipped, as `cp` reports
@@ -108,7 +118,7 @@ const probe = async (entryCap: number) => {
         if (i % 5 === 0) {
           const to = path.join(tempDir("live-copy"), ID)
           copies.push(to)
-          active.push(startCopy(dir, to))
+          active.push(startCopy(dir, to, ORDERS[copies.length % ORDERS.length]!))
         }
         for (let c = active.length - 1; c >= 0; c--) {
           if (stepCopy(dir, active[c]!)) active.splice(c, 1)
@@ -166,6 +176,9 @@ describe("a live copy of a session directory while version 3 checkpoints are wri
     async () => {
       const r = await probe(16)
       assert.isAbove(r.checkpointsSeen, 10)
+      // Both mixes happened: copies that load as they are, and copies that needed repair.
+      assert.isAtLeast(r.copies - r.repairs, 5)
+      assert.isAbove(r.repairs, 0)
     },
     20_000
   )
@@ -173,5 +186,8 @@ describe("a live copy of a session directory while version 3 checkpoints are wri
   it("the same with a ring that holds the whole history", async () => {
     const r = await probe(100_000)
     assert.isAbove(r.checkpointsSeen, 10)
+    // Both mixes happened: copies that load as they are, and copies that needed repair.
+    assert.isAtLeast(r.copies - r.repairs, 5)
+    assert.isAbove(r.repairs, 0)
   }, 20_000)
 })
