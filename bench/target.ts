@@ -12,18 +12,29 @@
  * Targets: memory.record, memory.record.group_commit (64 concurrent callers on one
  * session, as fs.record.group_commit), fs.record.sequential, fs.record.group_commit,
  * fs.record.many_sessions, fs.replay (verify of a written history), fs.open,
- * cli.verify (the binary runs with `--cpu-prof`; its profile goes next to FILE).
+ * cli.verify (the binary runs with `--cpu-prof`; its profile goes next to FILE),
+ * pg.record.sequential (one caller, 1,000 records), pg.record.group_commit (64 callers,
+ * 5,120 records), each with its baseline as `….baseline` (one-row INSERTs; 64-row
+ * INSERTs), claude_code.archive (count archives of the scenario's 3 MB transcript,
+ * default 3; operations are lines), fs.sessions.touched (count sessions touched once
+ * each, 8 at a time, default 5,000; from the sources in this process, not the built
+ * packages in a child under `ulimit -n 1024` as the scenario) and
+ * fs.sessions.touched.baseline (the raw loop).
  */
 import * as Effect from "effect/Effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import { Session } from "node:inspector/promises"
 import * as path from "node:path"
+import { Archive } from "../packages/claude-code/src/index.ts"
 import { Persistence } from "../packages/core/src/index.ts"
-import { loadCli, loadNode, nodeEnv } from "./lib/adapters.ts"
+import { dropPgTables, loadCli, loadNode, loadPostgres, nodeEnv } from "./lib/adapters.ts"
 import { journalRuntime, params, recordConcurrent, recordSequential, serviceOf, withTempDir } from "./lib/env.ts"
 import { history } from "./lib/history.ts"
 import { requireOneCore } from "./lib/oneCore.ts"
+import { writeArchiveSource } from "./scenarios/claudeCode.ts"
+import { createRawTable, loadPgClient, rawGroup, rawRuntime, rawSequential, rowsOf } from "./scenarios/pg.ts"
+import { rawTouch } from "./scenarios/sessions.ts"
 
 requireOneCore("bench/target.ts")
 
@@ -143,6 +154,88 @@ switch (target) {
     ops = n
     break
   }
+  case "pg.record.sequential":
+  case "pg.record.group_commit": {
+    const pg = await loadPostgres()
+    if (!pg.ok) throw new Error(pg.why)
+    const prefix = `target_${process.pid}_`
+    const rt = journalRuntime(pg.value(prefix))
+    try {
+      const journal = await serviceOf(rt)
+      const n = count ?? (target === "pg.record.sequential" ? 1_000 : 5_120)
+      await measureStart()
+      if (target === "pg.record.sequential") await rt.runPromise(recordSequential(journal, "target", n))
+      else ops = (await rt.runPromise(recordConcurrent(journal, "target", n, 64))).ops
+      await measureStop()
+      if (ops === 0) ops = n
+    } finally {
+      await rt.dispose()
+      dropPgTables(prefix)
+    }
+    break
+  }
+  case "pg.record.sequential.baseline":
+  case "pg.record.group_commit.baseline": {
+    const sequential = target === "pg.record.sequential.baseline"
+    const n = count ?? (sequential ? 1_000 : 5_120)
+    const prefix = `target_${process.pid}_`
+    const rt = rawRuntime(await loadPgClient())
+    try {
+      await createRawTable(rt, `${prefix}raw`)
+      const rows = rowsOf(n)
+      await measureStart()
+      if (sequential) await rawSequential(rt, `${prefix}raw`, "target", rows)
+      else await rawGroup(rt, `${prefix}raw`, "target", rows, 64)
+      await measureStop()
+      ops = n
+    } finally {
+      await rt.dispose()
+      dropPgTables(prefix)
+    }
+    break
+  }
+  case "claude_code.archive":
+    await withTempDir("target", async (dir) => {
+      const archives = count ?? 3
+      const { source } = writeArchiveSource(dir)
+      await measureStart()
+      for (let i = 0; i < archives; i++) {
+        const rt = journalRuntime(fsLayer()(path.join(dir, `journal-${i}`)))
+        try {
+          const report = await rt.runPromise(Archive.archive({ source }))
+          ops += report.files[0]?.lines ?? 0
+        } finally {
+          await rt.dispose()
+        }
+      }
+      await measureStop()
+    })
+    break
+  case "fs.sessions.touched":
+    await withTempDir("target", async (dir) => {
+      const n = count ?? 5_000
+      const rt = journalRuntime(fsLayer()(path.join(dir, "journal")))
+      const journal = await serviceOf(rt)
+      await measureStart()
+      await rt.runPromise(Effect.forEach(
+        Array.from({ length: n }, (_, i) => i),
+        (i) => journal.record(`s-${i}`, params(i)),
+        { concurrency: 8, discard: true }
+      ))
+      await measureStop()
+      await rt.dispose()
+      ops = n
+    })
+    break
+  case "fs.sessions.touched.baseline":
+    await withTempDir("target", async (dir) => {
+      const n = count ?? 5_000
+      await measureStart()
+      await rawTouch(dir, n)
+      await measureStop()
+      ops = n
+    })
+    break
   default:
     log(`unknown target ${target}`)
     process.exit(2)

@@ -29,16 +29,26 @@ const NAME = "claude_code.archive"
 const BASELINE = "JSON.parse + SHA-256 of the same lines"
 const GOAL = { op: "<=", target: 2000, on: "ms per archive" } as const
 
+/**
+ * Writes the archived transcript (1,900 lines, 3 MB) under `dir/projects`, as a
+ * Claude Code projects directory: `source` is what `Archive.archive` reads.
+ */
+export const writeArchiveSource = (dir: string): { readonly source: string; readonly bytes: Buffer } => {
+  const source = path.join(dir, "projects")
+  const project = path.join(source, "-home-dev-shop")
+  fs.mkdirSync(project, { recursive: true })
+  const bytes = longTranscript(1900, 3_000_000)
+  fs.writeFileSync(path.join(project, "7f3c2a10-5b6e-4d8f-9a01-2c3d4e5f6a7b.jsonl"), bytes)
+  return { source, bytes }
+}
+
 const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   const node = await loadNode()
   if (!node.ok) return [notRun(NAME, "lines/s", BASELINE, GOAL, node.why)]
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sj-bench-cc-"))
   try {
-    const source = path.join(dir, "projects")
+    const { bytes, source } = writeArchiveSource(dir)
     const project = path.join(source, "-home-dev-shop")
-    fs.mkdirSync(project, { recursive: true })
-    const bytes = longTranscript(1900, 3_000_000)
-    fs.writeFileSync(path.join(project, "7f3c2a10-5b6e-4d8f-9a01-2c3d4e5f6a7b.jsonl"), bytes)
     const text = bytes.toString("utf8")
     const lines = text.split("\n").slice(0, -1)
     const encoder = new TextEncoder()

@@ -33,30 +33,32 @@ import {
 
 type Journal = SessionJournal.SessionJournal["Service"]
 type JournalRuntime = ManagedRuntime.ManagedRuntime<SessionJournal.SessionJournal, unknown>
-type RawRuntime = ManagedRuntime.ManagedRuntime<SqlClient.SqlClient, unknown>
+/** The baseline's runtime: a bare SQL client. */
+export type RawRuntime = ManagedRuntime.ManagedRuntime<SqlClient.SqlClient, unknown>
 
 /** What the baseline uses of `@effect/sql-pg/PgClient`. */
-interface PgClientModule {
+export interface PgClientModule {
   readonly make: (options: {
     readonly url: Redacted.Redacted
     readonly applicationName?: string
   }) => Effect.Effect<SqlClient.SqlClient, SqlError, Scope.Scope | Reactivity.Reactivity>
 }
 
-// The postgres package declares @effect/sql-pg; resolve it from there.
-const loadPgClient = async (): Promise<PgClientModule> => {
+/** `@effect/sql-pg/PgClient`, resolved from the postgres package, which declares it. */
+export const loadPgClient = async (): Promise<PgClientModule> => {
   const require = createRequire(path.join(repoRoot, "packages", "postgres", "package.json"))
   return await import(pathToFileURL(require.resolve("@effect/sql-pg/PgClient")).href) as PgClientModule
 }
 
 /** A row of the baseline: what the adapter stores for an entry. */
-interface Row {
+export interface Row {
   readonly sequence: string
   readonly hash: string
   readonly text: string
 }
 
-const rowsOf = (n: number): Array<Row> =>
+/** The baseline's rows for the first `n` entries of `makeEntries`. */
+export const rowsOf = (n: number): Array<Row> =>
   makeEntries(n).map((e) => ({
     sequence: String(e.sequence),
     hash: e.entry_hash,
@@ -91,8 +93,8 @@ const concurrent = async (
   return { ops: callers * per, ms: performance.now() - t0 }
 }
 
-// One autocommit INSERT of one row per transaction, awaited one after another.
-const rawSequential = (rt: RawRuntime, table: string, id: string, rows: ReadonlyArray<Row>) =>
+/** One autocommit INSERT of one row per transaction, awaited one after another. */
+export const rawSequential = (rt: RawRuntime, table: string, id: string, rows: ReadonlyArray<Row>) =>
   rt.runPromise(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const t = sql(table)
@@ -104,8 +106,8 @@ const rawSequential = (rt: RawRuntime, table: string, id: string, rows: Readonly
     return { ops: rows.length, ms: performance.now() - t0 }
   }))
 
-// One autocommit INSERT of `batch` rows per transaction, awaited one after another.
-const rawGroup = (rt: RawRuntime, table: string, id: string, rows: ReadonlyArray<Row>, batch: number) =>
+/** One autocommit INSERT of `batch` rows per transaction, awaited one after another. */
+export const rawGroup = (rt: RawRuntime, table: string, id: string, rows: ReadonlyArray<Row>, batch: number) =>
   rt.runPromise(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const t = sql(table)
@@ -118,6 +120,26 @@ const rawGroup = (rt: RawRuntime, table: string, id: string, rows: ReadonlyArray
       }::text[]) AS r(s, h, e)`
     }
     return { ops: rows.length, ms: performance.now() - t0 }
+  }))
+
+/** The baseline's runtime: one `PgClient` on the same server, without the adapter. */
+export const rawRuntime = (PgClient: PgClientModule): RawRuntime =>
+  ManagedRuntime.make(
+    Layer.effect(SqlClient.SqlClient, PgClient.make({ url: Redacted.make(pgUrl), applicationName: "bench-raw" }))
+      .pipe(Layer.provide(Reactivity.layer))
+  )
+
+/** Creates the baseline's table, shaped as the adapter's entries table. */
+export const createRawTable = (rt: RawRuntime, table: string) =>
+  rt.runPromise(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE ${sql(table)} (
+        session_id text NOT NULL,
+        sequence bigint NOT NULL CHECK (sequence >= 0),
+        entry_hash text NOT NULL,
+        entry text NOT NULL,
+        PRIMARY KEY (session_id, sequence)
+      )`
   }))
 
 const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
@@ -140,22 +162,10 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
   const rawTable = `${prefix}raw`
   const PgClient = await loadPgClient()
   const pgRt: JournalRuntime = journalRuntime(pg.value(prefix))
-  const rawRt: RawRuntime = ManagedRuntime.make(
-    Layer.effect(SqlClient.SqlClient, PgClient.make({ url: Redacted.make(pgUrl), applicationName: "bench-raw" }))
-      .pipe(Layer.provide(Reactivity.layer))
-  )
+  const rawRt = rawRuntime(PgClient)
   try {
     const journal = await serviceOf(pgRt)
-    await rawRt.runPromise(Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql`CREATE TABLE ${sql(rawTable)} (
-        session_id text NOT NULL,
-        sequence bigint NOT NULL CHECK (sequence >= 0),
-        entry_hash text NOT NULL,
-        entry text NOT NULL,
-        PRIMARY KEY (session_id, sequence)
-      )`
-    }))
+    await createRawTable(rawRt, rawTable)
     const seqRows = rowsOf(n)
     const groupRows = rowsOf(callers * per)
     let round = 0
