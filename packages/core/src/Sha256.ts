@@ -175,3 +175,16 @@ export const layer = (name: string, digest: HexDigest): Layer.Layer<never, Sha25
         })
     )
   )
+
+/**
+ * Like `layer`, for an implementation that is only an optimisation: when `digest`
+ * does not reproduce `@noble/hashes` the installed implementation stays, and the
+ * mismatch is logged as a warning instead of failing the layer. What the node and
+ * PostgreSQL adapters install `node:crypto`'s SHA-256 with.
+ *
+ * @since 0.6.0
+ */
+export const layerPreferred = (name: string, digest: HexDigest): Layer.Layer<never> =>
+  layer(name, digest).pipe(
+    Layer.catchTag("Sha256Mismatch", (mismatch) => Layer.effectDiscard(Effect.logWarning(mismatch.message)))
+  )

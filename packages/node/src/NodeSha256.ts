@@ -8,8 +8,7 @@
  * @since 0.3.0
  */
 import { Sha256 } from "@session-journal/core"
-import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
+import type * as Layer from "effect/Layer"
 import { hash } from "node:crypto"
 
 /**
@@ -34,6 +33,4 @@ export const layerStrict: Layer.Layer<never, Sha256.Sha256Mismatch> = Sha256.lay
  *
  * @since 0.3.0
  */
-export const layer: Layer.Layer<never> = layerStrict.pipe(
-  Layer.catchTag("Sha256Mismatch", (mismatch) => Layer.effectDiscard(Effect.logWarning(mismatch.message)))
-)
+export const layer: Layer.Layer<never> = Sha256.layerPreferred("node:crypto", digest)

@@ -35,6 +35,7 @@ import * as ConflictHold from "./internal/conflictHold.ts"
 import * as Follow from "./internal/follow.ts"
 import * as Load from "./internal/load.ts"
 import * as Tables from "./internal/schema.ts"
+import * as PgSha256 from "./internal/sha256.ts"
 import * as Store from "./internal/store.ts"
 import * as Write from "./internal/write.ts"
 
@@ -257,30 +258,36 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
 /**
  * The adapter as a layer over a `PgClient` (from `@effect/sql-pg`), for
- * applications that already have one.
+ * applications that already have one. Like `NodePersistence.layer`, it installs
+ * `node:crypto`'s SHA-256 for the chain while it is alive (`Sha256.layerPreferred`;
+ * `make` does not).
  *
  * @since 0.1.0
  */
 export const layer = (options?: Options): Layer.Layer<Persistence.Persistence, StorageError, PgClient.PgClient> =>
-  Layer.effect(Persistence.Persistence, make(options))
+  Layer.merge(Layer.effect(Persistence.Persistence, make(options)), PgSha256.layer)
 
 /**
  * The adapter with its own connection pool to `url`
- * (`postgres://user@host:port/database`). The pool closes with the layer.
+ * (`postgres://user@host:port/database`). The pool closes with the layer. Installs
+ * `node:crypto`'s SHA-256 as `layer` does.
  *
  * @since 0.1.0
  */
 export const layerFromUrl = (url: string, options?: UrlOptions): Layer.Layer<Persistence.Persistence, StorageError> =>
-  Layer.effect(
-    Persistence.Persistence,
-    Effect.gen(function*() {
-      const client = yield* PgClient.make({
-        url: Redacted.make(url),
-        applicationName: options?.applicationName ?? "session-journal",
-        maxConnections: options?.maxConnections
-      }).pipe(Effect.mapError((cause) => StorageError.io("connect", cause)))
-      return yield* Effect.provideService(make(options), PgClient.PgClient, client)
-    }).pipe(Effect.provide(Reactivity.layer))
+  Layer.merge(
+    Layer.effect(
+      Persistence.Persistence,
+      Effect.gen(function*() {
+        const client = yield* PgClient.make({
+          url: Redacted.make(url),
+          applicationName: options?.applicationName ?? "session-journal",
+          maxConnections: options?.maxConnections
+        }).pipe(Effect.mapError((cause) => StorageError.io("connect", cause)))
+        return yield* Effect.provideService(make(options), PgClient.PgClient, client)
+      }).pipe(Effect.provide(Reactivity.layer))
+    ),
+    PgSha256.layer
   )
 
 /**
