@@ -27,6 +27,8 @@ export const DELETE_KIND = "claude-code.session-store.delete"
 /** Default budget of a session's uuids in memory (1 MiB, estimated heap bytes). */
 export const DEFAULT_BUDGET = 1024 * 1024
 
+const encoder = new TextEncoder()
+
 /** Longest uuid kept as it is; a longer one is kept as its SHA-256 (see `keyOf`). */
 export const MAX_KEY_CHARS = 128
 
@@ -36,7 +38,7 @@ export const MAX_KEY_CHARS = 128
  * characters (a length no kept uuid has, so the two forms never meet).
  */
 export const keyOf = (uuid: string): string =>
-  uuid.length <= MAX_KEY_CHARS ? uuid : `#${bytesToHex(sha256(new TextEncoder().encode(uuid)))}`.padEnd(
+  uuid.length <= MAX_KEY_CHARS ? uuid : `#${bytesToHex(sha256(encoder.encode(uuid)))}`.padEnd(
     MAX_KEY_CHARS + 1,
     "="
   )
@@ -60,7 +62,10 @@ export class Filter {
     return this.bits.length
   }
   private static readonly HASHES = 4
-  private probe(key: string, visit: (bit: number) => boolean): boolean {
+  // The two hashes of the last key `hash` was given.
+  private h1 = 0
+  private h2 = 0
+  private hash(key: string): void {
     let h1 = 0x811c9dc5
     let h2 = 0x01000193 ^ key.length
     for (let i = 0; i < key.length; i++) {
@@ -68,20 +73,27 @@ export class Filter {
       h1 = Math.imul(h1 ^ c, 0x01000193)
       h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15)
     }
-    h2 |= 1
-    for (let k = 0; k < Filter.HASHES; k++) {
-      if (!visit(((h1 + Math.imul(k, h2)) >>> 0) % this.size)) return false
-    }
-    return true
+    this.h1 = h1
+    this.h2 = h2 | 1
+  }
+  // The bit of probe `k` of the last key hashed.
+  private bit(k: number): number {
+    return ((this.h1 + Math.imul(k, this.h2)) >>> 0) % this.size
   }
   add(key: string): void {
-    this.probe(key, (bit) => {
+    this.hash(key)
+    for (let k = 0; k < Filter.HASHES; k++) {
+      const bit = this.bit(k)
       this.bits[bit >>> 3]! |= 1 << (bit & 7)
-      return true
-    })
+    }
   }
   might(key: string): boolean {
-    return this.probe(key, (bit) => (this.bits[bit >>> 3]! & (1 << (bit & 7))) !== 0)
+    this.hash(key)
+    for (let k = 0; k < Filter.HASHES; k++) {
+      const bit = this.bit(k)
+      if ((this.bits[bit >>> 3]! & (1 << (bit & 7))) === 0) return false
+    }
+    return true
   }
   clear(): void {
     this.bits.fill(0)
