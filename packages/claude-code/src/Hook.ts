@@ -42,6 +42,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as ProjectDir from "./ProjectDir.ts"
+import * as Refusal from "./Refusal.ts"
 import { sessionId as custodyId } from "./SessionIds.ts"
 import { jsonBytes, serverOf, utf8Length } from "./Transcript.ts"
 
@@ -525,36 +526,22 @@ export interface HookAnswer {
 }
 
 /**
- * The output that denies a PreToolUse: Claude Code does not run the call and the
- * model sees `PreToolUse:<tool> hook error: <reason>`.
+ * The output that denies a PreToolUse (`Refusal.denyOutput`).
  *
  * @since 0.4.0
  */
-export const denyOutput = (reason: string): HookOutput => ({
-  hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "deny", permissionDecisionReason: reason }
-})
+export const denyOutput = (reason: string): HookOutput => Refusal.denyOutput(reason) as HookOutput
 
 /**
- * The reason a denial gives: the guard's sentence and, in brackets, the guard
- * that denied as the policy file writes it (`Bash would run more than 3 times in a
- * row [maxStreak(3)]`).
+ * The reason a denial gives (`Refusal.denialReason`).
  *
  * @since 0.4.0
  */
-export const denialReason = (verdict: { readonly reason: string; readonly guard: string }): string =>
-  `${verdict.reason} [${verdict.guard}]`
+export const denialReason = Refusal.denialReason
 
 /**
- * How a hook that could not be handled refuses, per PROTOCOL.md (b): a PreToolUse
- * is denied (the reason reaches the model); a PermissionRequest is denied; every
- * other event (and an input whose event is unknown) ends with exit code 2 and the
- * reason on stderr, which blocks a prompt (UserPromptSubmit), tells the model
- * after a call that already ran (PostToolUse), keeps a turn from ending (Stop),
- * and is shown for the rest. `output` is what a command hook writes to stdout
- * (null: nothing) and what an HTTP hook answers (there, `{"decision":"block"}`
- * takes exit 2's place). A Stop or SubagentStop that a refusal already kept
- * going (`stopHookActive`, the input's `stop_hook_active`) is let through with
- * exit 1 and the reason: blocking it again would keep the turn going forever.
+ * How a hook that could not be handled refuses (`Refusal.refusal`, the one rule
+ * every door uses).
  *
  * @since 0.4.0
  */
@@ -565,22 +552,7 @@ export const refusal = (event: string | null, reason: string, options?: {
   readonly httpOutput: HookOutput
   readonly exitCode: 0 | 1 | 2
   readonly stderr: string
-} => {
-  const text = `session-journal: ${reason}`
-  if (event === "PreToolUse") {
-    return { output: denyOutput(text), httpOutput: denyOutput(text), exitCode: 0, stderr: `${text}\n` }
-  }
-  if (event === "PermissionRequest") {
-    const output: HookOutput = {
-      hookSpecificOutput: { hookEventName: "PermissionRequest", decision: { behavior: "deny", message: text } }
-    }
-    return { output, httpOutput: output, exitCode: 0, stderr: `${text}\n` }
-  }
-  if ((event === "Stop" || event === "SubagentStop") && options?.stopHookActive === true) {
-    return { output: null, httpOutput: {}, exitCode: 1, stderr: `${text}\n` }
-  }
-  return { output: null, httpOutput: { decision: "block", reason: text }, exitCode: 2, stderr: `${text}\n` }
-}
+} => Refusal.refusal(event, reason, options) as ReturnType<typeof refusal>
 
 // ---------------------------------------------------------------------------
 // Handling
@@ -595,6 +567,12 @@ export interface HandleOptions {
   readonly policy: Guard.Guard | null
   /** The policy's name as denials cite it (`Policy.format`), kept in the decision entry. */
   readonly policyName?: string | undefined
+  /**
+   * The journal session to record in, instead of the Claude Code session's own
+   * (`sessionId`): a driver that keeps a session's lines and its decisions on one
+   * chain.
+   */
+  readonly session?: string | undefined
 }
 
 const allowAll: Guard.Guard = () => Guard.allow
@@ -628,7 +606,7 @@ export const handle = (
 ): Effect.Effect<HookAnswer, HookError, SessionJournal.SessionJournal> =>
   Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
-    const session = sessionId(event.input)
+    const session = options.session ?? sessionId(event.input)
     if (event.name === "PreToolUse") {
       const input = event.input
       const decision = yield* journal.decide(

@@ -45,6 +45,12 @@ export * as JournalSessionStore from "./JournalSessionStore.ts"
  */
 export * as ProjectDir from "./ProjectDir.ts"
 /**
+ * How a hook refuses, for every door alike: the deny outputs, a denial's reason, a refusal per event.
+ *
+ * @since 0.7.0
+ */
+export * as Refusal from "./Refusal.ts"
+/**
  * Which journal session holds which transcript file.
  *
  * @since 0.1.0
