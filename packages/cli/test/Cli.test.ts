@@ -229,6 +229,11 @@ describe("session-journal (any storage)", () => {
       const list = await run(["list", "--json"], { cwd })
       const ids = JSON.parse(list.stdout).sessions.map((s: { id: string }) => s.id)
       assert.includeMembers(ids, [a.session, b.session])
+      // Every denial of the library's `decide` names its guard on the chain.
+      const stats = await run(["stats", a.session], { cwd })
+      assert.strictEqual(stats.code, 0, stats.stderr)
+      assert.notInclude(stats.stdout, "no guard recorded")
+      assert.match(stats.stdout, /forbiddenTransitions/)
     }
   })
 })

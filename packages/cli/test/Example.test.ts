@@ -16,6 +16,7 @@ describe("the README's library example", () => {
     assert.strictEqual(verified.code, 0, verified.stderr)
     const report = JSON.parse(verified.stdout)
     assert.strictEqual(report.sessions[0].ok, true)
-    assert.strictEqual(report.sessions[0].entries_checked, 4)
+    // A message, a record, and two decided calls each with its decision entry.
+    assert.strictEqual(report.sessions[0].entries_checked, 6)
   }, 60_000)
 })

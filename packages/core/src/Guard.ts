@@ -66,6 +66,50 @@ export const label = (combinator: string, ...args: ReadonlyArray<unknown>): stri
  */
 export const isAllowed = (verdict: Verdict): boolean => verdict._tag === "Allow"
 
+/**
+ * The kind of the entry `decide` writes after a decided call (and the caller's
+ * `beside` entries) when those do not already record the decision: its payload is
+ * `decisionPayload`.
+ *
+ * @since 0.7.0
+ */
+export const DECISION_KIND = "guard.decision"
+
+/**
+ * What a decision entry records about a decided call: the tool entry's sequence,
+ * the verdict (`allow` | `deny`), and for a denial the guard and its reason
+ * (null when allowed). Every door writes at least these fields, so `stats`,
+ * `report` and `serve` read any decision alike.
+ *
+ * @since 0.7.0
+ */
+export const decisionPayload = (verdict: Verdict, toolSequence: number): {
+  readonly tool_sequence: number
+  readonly verdict: "allow" | "deny"
+  readonly guard: string | null
+  readonly reason: string | null
+} => ({
+  tool_sequence: toolSequence,
+  verdict: verdict._tag === "Allow" ? "allow" : "deny",
+  guard: verdict._tag === "Allow" ? null : verdict.guard,
+  reason: verdict._tag === "Allow" ? null : verdict.reason
+})
+
+/**
+ * Whether `payload` records `verdict` for the call at `toolSequence` (its
+ * `tool_sequence`, `verdict`, and for a denial `guard` and `reason`, are those of
+ * `decisionPayload`).
+ *
+ * @since 0.7.0
+ */
+export const recordsDecision = (payload: unknown, verdict: Verdict, toolSequence: number): boolean => {
+  if (typeof payload !== "object" || payload === null || Array.isArray(payload)) return false
+  const p = payload as { readonly [key: string]: unknown }
+  const expected = decisionPayload(verdict, toolSequence)
+  return p["tool_sequence"] === expected.tool_sequence && p["verdict"] === expected.verdict &&
+    (verdict._tag === "Allow" || (p["guard"] === expected.guard && p["reason"] === expected.reason))
+}
+
 // Limits are turned into bigint bounds once, when the guard is built, so that
 // evaluating a guard inside `decide` can never throw (BigInt(1.5) would). The
 // quantities compared are whole numbers, so a fractional limit rounds down;

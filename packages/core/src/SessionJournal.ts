@@ -220,8 +220,10 @@ export class SessionJournal extends Context.Service<SessionJournal, {
     plan: (state: JournalState.JournalState, nowMillis: number) => Plan<A>
   ) => Effect.Effect<Planned<A>, WriteError>
   /**
-   * Evaluates `guard` on the current snapshot and records the call with `allowed` set by the verdict, atomically;
-   * `beside` adds entries right after it, in the same append (all or none).
+   * Evaluates `guard` on the current snapshot and records the call with `allowed` set by the verdict, atomically,
+   * with the decision beside it: `beside` adds entries right after it, in the same append (all or none), and
+   * when none of them records the decision (`Guard.recordsDecision`), a `Guard.DECISION_KIND` entry with the
+   * verdict, the guard and the reason follows them. Every decision is on the chain with its guard and reason.
    */
   readonly decide: (
     id: string,

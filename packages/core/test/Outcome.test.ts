@@ -13,6 +13,7 @@ import { Entry, Guard, JournalState, Persistence, SessionJournal } from "../src/
 import { toolParams } from "./fixtures.ts"
 
 const layer = SessionJournal.layer().pipe(Layer.provide(Persistence.layerMemory()))
+const payloadOf = (e: Entry.Entry): unknown => (Entry.isTool(e) ? null : e.payload)
 const call = toolParams("Read", { server_id: "s", agent_id: "main", bytes_read: 0, bytes_written: 5 })
 
 describe("outcomes", () => {
@@ -46,6 +47,7 @@ describe("outcomes", () => {
       const d = yield* journal.decide("o", call, Guard.maxBytesRead(10), (verdict, entry) => [
         { kind: "why", payload: { verdict: verdict._tag, sequence: entry.sequence } }
       ])
+      // The beside entry does not record the decision, so core's decision entry follows it.
       assert.deepStrictEqual(d.beside.map((e) => [e.sequence, e.payload]), [[1, { verdict: "Allow", sequence: 0 }]])
       yield* journal.append("o", Entry.OUTCOME_KIND, { bytes_read: 11 })
       const second = yield* journal.decide("o", call, Guard.maxBytesRead(10))
@@ -59,6 +61,49 @@ describe("outcomes", () => {
       assert.isTrue(Exit.isFailure(failed))
       assert.strictEqual((yield* journal.state("o")).next_sequence, before)
       const kinds = (yield* Stream.runCollect(journal.entries("o"))).map((e) => e.kind)
-      assert.deepStrictEqual(kinds, ["tool", "why", Entry.OUTCOME_KIND, "tool"])
+      assert.deepStrictEqual(kinds, [
+        "tool",
+        "why",
+        Guard.DECISION_KIND,
+        Entry.OUTCOME_KIND,
+        "tool",
+        Guard.DECISION_KIND
+      ])
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("every decision is on the chain with its guard and reason, once", () =>
+    Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      const policy = Guard.denyList(["deploy"])
+      const denied = yield* journal.decide("d", { ...call, tool_name: "deploy" }, policy)
+      const allowed = yield* journal.decide("d", call, policy)
+      // A caller that records the decision itself gets no second record.
+      const own = yield* journal.decide("d", { ...call, tool_name: "deploy" }, policy, (verdict, entry) => [
+        { kind: "host.decision", payload: { ...Guard.decisionPayload(verdict, entry.sequence), host: "h" } }
+      ])
+      const entries = yield* Stream.runCollect(journal.entries("d"))
+      assert.deepStrictEqual(entries.map((e) => [e.sequence, e.kind]), [
+        [0, "tool"],
+        [1, Guard.DECISION_KIND],
+        [2, "tool"],
+        [3, Guard.DECISION_KIND],
+        [4, "tool"],
+        [5, "host.decision"]
+      ])
+      assert.deepStrictEqual(payloadOf(entries[1]!), {
+        tool_sequence: denied.entry.sequence,
+        verdict: "deny",
+        guard: "denyList([\"deploy\"])",
+        reason: denied.verdict._tag === "Deny" ? denied.verdict.reason : ""
+      })
+      assert.deepStrictEqual(payloadOf(entries[3]!), {
+        tool_sequence: allowed.entry.sequence,
+        verdict: "allow",
+        guard: null,
+        reason: null
+      })
+      assert.strictEqual(own.beside.length, 1)
+      assert.strictEqual(own.record, own.beside[0])
+      assert.strictEqual(denied.record.sequence, 1)
     }).pipe(Effect.provide(layer)))
 })

@@ -106,7 +106,13 @@ const expect = (
   state: JournalState.JournalState,
   timestampSecs: number,
   op: Op
-): { readonly _tag: "Entry"; readonly entry: Entry.Entry; readonly verdict?: Guard.Verdict } | {
+): {
+  readonly _tag: "Entry"
+  readonly entry: Entry.Entry
+  readonly verdict?: Guard.Verdict
+  /** The decision entry `decide` writes right after the call. */
+  readonly decision?: Entry.Entry
+} | {
   readonly _tag: "Invalid"
   readonly field: string
 } => {
@@ -129,7 +135,13 @@ const expect = (
         ...valid.success,
         allowed: valid.success.allowed && Guard.isAllowed(verdict)
       })
-      return { _tag: "Entry", entry, verdict }
+      const decision = JournalState.nextOther(
+        JournalState.fold(state, entry),
+        timestampSecs,
+        Guard.DECISION_KIND,
+        Guard.decisionPayload(verdict, entry.sequence)
+      )
+      return { _tag: "Entry", entry, verdict, decision }
     }
   }
 }
@@ -166,8 +178,10 @@ const settle = (m: Model, id: string, op: Op, exit: Exit.Exit<unknown, SessionJo
   } else {
     assert.deepStrictEqual(exit.value, expected.entry)
   }
-  s.entries.push(expected.entry)
-  s.state = JournalState.fold(s.state, expected.entry)
+  for (const e of expected.decision === undefined ? [expected.entry] : [expected.entry, expected.decision]) {
+    s.entries.push(e)
+    s.state = JournalState.fold(s.state, e)
+  }
 }
 
 const snapshotJson = (state: JournalState.JournalState) =>

@@ -199,7 +199,8 @@ layer(Live)("SessionJournal on memory", (it) => {
       )
       const allowed = out.filter((d) => d.verdict._tag === "Allow")
       assert.strictEqual(allowed.length, 3)
-      assert.deepStrictEqual(allowed.map((d) => d.entry.sequence).sort((a, b) => a - b), [0, 1, 2])
+      // Each call is followed by its decision entry.
+      assert.deepStrictEqual(allowed.map((d) => d.entry.sequence).sort((a, b) => a - b), [0, 2, 4])
       for (const d of out) assert.strictEqual(d.entry.allowed, d.verdict._tag === "Allow")
       const all = yield* assertConsistent("decide")
       assert.strictEqual(all.filter((e) => Entry.isTool(e) && e.allowed).length, 3)

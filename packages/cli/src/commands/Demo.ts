@@ -90,7 +90,7 @@ export const run = (json: boolean, storage: Storage.Options) =>
           delegation_depth: step.depth ?? 0
         }, guard)
         const denied = decision.verdict._tag === "Deny" ? decision.verdict.reason : null
-        steps.push({ entry: decision.entry, denied })
+        steps.push({ entry: decision.entry, denied }, { entry: decision.record, denied: null })
         if (!json) {
           yield* Output.write(
             denied === null ? `  allow   ${step.tool}\n` : `  DENY    ${step.tool}: ${denied}\n`
@@ -117,7 +117,9 @@ export const run = (json: boolean, storage: Storage.Options) =>
     } else {
       yield* Output.lines([
         "",
-        `session ${id}: ${steps.length} entries, ${deniedCount} calls denied by guards`,
+        `session ${id}: ${steps.length} entries, ${deniedCount} ${
+          deniedCount === 1 ? "call" : "calls"
+        } denied by guards`,
         Verify.text(report),
         `next: session-journal stats ${id}   (in this repository: npx -y pnpm@10 sj stats ${id})`
       ])

@@ -23,14 +23,23 @@ export type WriteItem =
 export interface Decision {
   readonly verdict: Guard.Verdict
   readonly entry: Entry.ToolEntry
-  /** The entries `beside` asked for, right after `entry`, in order ([] without `beside`). */
+  /**
+   * The entries `beside` asked for, right after `entry`, in order ([] without
+   * `beside`); core's own decision entry, written when none of them records the
+   * decision, comes after them and is not listed here.
+   */
   readonly beside: ReadonlyArray<Entry.OtherEntry>
+  /** The entry that records the decision: one of `beside`, or core's own `Guard.DECISION_KIND` entry. */
+  readonly record: Entry.OtherEntry
 }
 
 /**
  * What `decide` writes right after the tool entry, in the same durable append: a
  * function of the verdict and the entry (e.g. a record of the verdict's guard and
- * reason, which chio's tool entry has no field for).
+ * reason, which chio's tool entry has no field for). An entry whose payload holds
+ * `Guard.decisionPayload`'s fields for this call (`Guard.recordsDecision`) is the
+ * decision's record; without one, `decide` writes a `Guard.DECISION_KIND` entry
+ * too.
  */
 export type Beside = (
   verdict: Guard.Verdict,
@@ -161,18 +170,10 @@ export const make = ({ submit, submitNow }: Submit) => {
       const checked = Entry.validateToolParams(params)
       if (Result.isFailure(checked)) return Effect.fail(checked.failure)
       const valid = checked.success
-      if (beside === undefined) {
-        return submitNow(id, (state, ts): Sessions.Built<Decision> => {
-          const verdict = guard(JournalState.snapshot(state), valid)
-          const entry = JournalState.nextTool(state, ts, {
-            ...valid,
-            allowed: Guard.isAllowed(verdict) && valid.allowed
-          })
-          return { entries: [entry], meta: null, result: { verdict, entry, beside: [] } }
-        })
-      }
       // The entries beside depend on the verdict, so they are validated where it is
-      // known; an invalid one fails the call with nothing written.
+      // known; an invalid one fails the call with nothing written. When none of them
+      // records the decision, its guard and reason go on the chain in a decision
+      // entry of core's own (`Guard.DECISION_KIND`): every decision is on the chain.
       return Effect.flatMap(
         submitNow(id, (state, ts): Sessions.Built<Result.Result<Decision, InvalidRecordField>> => {
           const verdict = guard(JournalState.snapshot(state), valid)
@@ -182,17 +183,24 @@ export const make = ({ submit, submitNow }: Submit) => {
           })
           let s = JournalState.fold(state, entry)
           const more: Array<Entry.OtherEntry> = []
-          for (const item of beside(verdict, entry)) {
+          let recorded: Entry.OtherEntry | undefined
+          for (const item of beside === undefined ? [] : beside(verdict, entry)) {
             const payload = Entry.validatePayload(item.kind, item.payload)
             if (Result.isFailure(payload)) return { entries: [], meta: null, result: Result.fail(payload.failure) }
             const other = JournalState.nextOther(s, ts, item.kind, payload.success)
+            if (recorded === undefined && Guard.recordsDecision(payload.success, verdict, entry.sequence)) {
+              recorded = other
+            }
             more.push(other)
             s = JournalState.fold(s, other)
           }
+          const own = recorded === undefined
+            ? [JournalState.nextOther(s, ts, Guard.DECISION_KIND, Guard.decisionPayload(verdict, entry.sequence))]
+            : []
           return {
-            entries: [entry, ...more],
+            entries: [entry, ...more, ...own],
             meta: null,
-            result: Result.succeed({ verdict, entry, beside: more.slice() })
+            result: Result.succeed({ verdict, entry, beside: more.slice(), record: recorded ?? own[0]! })
           }
         }),
         Effect.fromResult
