@@ -20,8 +20,24 @@ import * as Input from "./Input.ts"
  */
 export const MAX_POLICY_BYTES = 1024 * 1024
 
+// Opened without blocking (a FIFO or a device would hold the open, and with it a
+// thread Node waits for when the process exits) and read only when it is a
+// regular file.
+const readRegular = async (file: string) => {
+  const handle = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+  try {
+    if (!(await handle.stat()).isFile()) {
+      return Result.fail(new InvalidInput({ field: file, reason: "cannot read it: not a regular file" }))
+    }
+    return await Input.readBounded(handle.createReadStream({ autoClose: false }), file, MAX_POLICY_BYTES)
+  } finally {
+    await handle.close()
+  }
+}
+
 /**
- * Reads and decodes a policy file: strict UTF-8, at most `MAX_POLICY_BYTES`. A file
+ * Reads and decodes a policy file: a regular file (a FIFO or a device is refused
+ * without blocking on it), strict UTF-8, at most `MAX_POLICY_BYTES`. A file
  * that cannot be read or does not decode is `InvalidInput` on the file, naming
  * every JSON path that is wrong and what was expected there.
  *
@@ -29,7 +45,7 @@ export const MAX_POLICY_BYTES = 1024 * 1024
  */
 export const load = (file: string): Effect.Effect<Policy.Policy, InvalidInput> =>
   Effect.tryPromise({
-    try: () => Input.readBounded(fs.createReadStream(file), file, MAX_POLICY_BYTES),
+    try: () => readRegular(file),
     catch: (e) => new InvalidInput({ field: file, reason: `cannot read it: ${messageOf(e)}` })
   }).pipe(
     Effect.flatMap(Effect.fromResult),

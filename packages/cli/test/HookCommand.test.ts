@@ -8,6 +8,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Hook } from "@session-journal/claude-code"
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
@@ -61,9 +62,11 @@ describe("the hook's arguments, recognized before the command tree", () => {
         policy: "/p",
         failOpen: true,
         maxInputBytes: undefined,
-        waitMillis: 2000
+        waitMillis: 2000,
+        deadlineMillis: undefined
       }
     )
+    assert.strictEqual(hookArgs(["claude-code", "hook", "--deadline", "1500ms"])?.deadlineMillis, 1500)
     assert.strictEqual(hookArgs(["claude-code", "hook", "--root", "/r", "--max-input-bytes", "10"])?.maxInputBytes, 10)
     for (
       const argv of [
@@ -74,7 +77,9 @@ describe("the hook's arguments, recognized before the command tree", () => {
         ["claude-code", "hook", "extra"],
         ["claude-code", "archive"],
         ["hook"],
-        ["claude-code", "hook", "--max-input-bytes", "0"]
+        ["claude-code", "hook", "--max-input-bytes", "0"],
+        ["claude-code", "hook", "--deadline", "0"],
+        ["claude-code", "hook", "--deadline", "later"]
       ]
     ) assert.isNull(hookArgs(argv), argv.join(" "))
   })
@@ -237,6 +242,36 @@ describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
     assert.deepStrictEqual(JSON.parse(answered.stdout), {})
     const kinds = (await show(root, id)).map((e) => e["kind"])
     assert.deepStrictEqual(kinds, ["note", "tool", "claude-code.decision"])
+  })
+
+  it("answers within its deadline whatever holds it: a session locked by another writer, a policy that is a FIFO", async () => {
+    const dir = tempDir()
+    const root = path.join(dir, "j")
+    const id = sessionOf(pre("Read", "d1"))
+    const holder = start(["--dir", root, "import", id])
+    holder.stdin!.write("{\"kind\":\"note\",\"payload\":{}}\n")
+    const lock = path.join(root, id, "lock")
+    while (!fs.existsSync(lock)) await new Promise((resolve) => setTimeout(resolve, 50))
+    // The lock wait alone would last a minute: the deadline answers first, as a
+    // process ends (a file operation stuck in the kernel would keep Node from exiting).
+    const late = await run(
+      ["claude-code", "hook", "--root", root, "--wait", "60s", "--deadline", "3s"],
+      { input: JSON.stringify(pre("Read", "d1")), process: true }
+    )
+    assert.match(
+      denial(late.stdout) ?? "",
+      /no decision within the hook's deadline of 3000 ms \(still (recording PreToolUse in the journal|reading the hook input|starting)\)/,
+      late.stdout + late.stderr
+    )
+    assert.notStrictEqual(late.code, 0)
+    holder.stdin!.end()
+
+    // A policy path that is a FIFO (no writer ever opens it) is refused at once.
+    const fifo = path.join(dir, "policy.fifo")
+    execFileSync("mkfifo", [fifo])
+    const refused = await hook(path.join(dir, "k"), JSON.stringify(pre("Read", "d2")), ["--policy", fifo])
+    assert.strictEqual(refused.code, 0, refused.stderr)
+    assert.match(denial(refused.stdout) ?? "", /not a regular file/)
   })
 
   it(`parallel hooks on one session: every one answered, maxInvocations holds (${STRESS ? 32 : 8} calls)`, async () => {

@@ -235,6 +235,16 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       Flag.optional,
       Flag.withMetavar("DURATION"),
       Flag.withDescription("How long to wait for the session's lock while parallel hooks hold it (default 30s)")
+    ),
+    deadline: Flag.String("deadline").pipe(
+      Flag.mapTryCatch(parseWaitMillis, (e) => `invalid --deadline: ${messageOf(e)}`),
+      Flag.filter((n) => n > 0, () => "must be longer than 0"),
+      Flag.optional,
+      Flag.withMetavar("DURATION"),
+      Flag.withDescription(
+        "Answer within this time whatever storage, locks or the policy file do; past it the event is refused " +
+          "(default 50s, below the 60 s hook timeout install sets)"
+      )
     )
   }, (a) =>
     Effect.gen(function*() {
@@ -252,7 +262,8 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
           policy: Option.getOrUndefined(a.policy),
           failOpen: a.failOpen,
           maxInputBytes: Option.getOrUndefined(a.maxInputBytes),
-          waitMillis: Option.getOrUndefined(a.wait)
+          waitMillis: Option.getOrUndefined(a.wait),
+          deadlineMillis: Option.getOrUndefined(a.deadline)
         }, io)
       )
       if (outcome.exitCode !== 0) return yield* new Exit({ code: outcome.exitCode })

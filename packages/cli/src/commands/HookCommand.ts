@@ -77,6 +77,8 @@ export interface Outcome {
   readonly answer: Hook.HookAnswer | null
   /** Why it refused (or failed open), when it did. */
   readonly refused: string | null
+  /** Whether it answered because its deadline passed (something may still be stuck). */
+  readonly late?: boolean | undefined
 }
 
 const describe = (e: unknown): string =>
@@ -85,43 +87,69 @@ const describe = (e: unknown): string =>
     : String(e)
 
 /**
- * Runs one hook: reads the input, journals it, answers. Never throws; every
- * failure is a refusal (or, with `failOpen`, exit 1).
+ * How long a hook takes at most by default before it answers on its own (50 s):
+ * below the `timeout` that `install` sets (60 s) by a margin for starting Node and
+ * writing the answer, so Claude Code never cancels it (a cancelled hook fails
+ * open). `--deadline` changes it.
  *
- * @since 0.4.0
+ * @since 0.7.0
  */
-export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
-  let event: string | null = null
-  let stopHookActive = false
-  const refuse = async (reason: string): Promise<Outcome> => {
-    if (args.failOpen) {
-      await io.stderr(`session-journal: ${reason} (failing open: the call is not guarded)\n`)
-      return { exitCode: 1, answer: null, refused: reason }
+export const DEFAULT_DEADLINE_MILLIS = 50_000
+
+// What a hook prints and exits with, decided before anything is written, so that
+// exactly one answer is written: the handled one or the deadline's refusal.
+interface Reply {
+  readonly stdout: string | null
+  readonly stderr: string | null
+  readonly outcome: Outcome
+}
+
+// What the hook knows of its event so far, for a refusal in the event's form.
+interface Seen {
+  event: string | null
+  stopHookActive: boolean
+  stage: string
+}
+
+const refuseReply = (args: HookArgs, seen: Seen, reason: string): Reply => {
+  if (args.failOpen) {
+    return {
+      stdout: null,
+      stderr: `session-journal: ${reason} (failing open: the call is not guarded)\n`,
+      outcome: { exitCode: 1, answer: null, refused: reason }
     }
-    const r = Hook.refusal(event, reason, { stopHookActive })
-    if (r.output !== null) await io.stdout(JSON.stringify(r.output))
-    await io.stderr(r.stderr)
-    return { exitCode: r.exitCode, answer: null, refused: reason }
   }
+  const r = Hook.refusal(seen.event, reason, { stopHookActive: seen.stopHookActive })
+  return {
+    stdout: r.output === null ? null : JSON.stringify(r.output),
+    stderr: r.stderr,
+    outcome: { exitCode: r.exitCode, answer: null, refused: reason }
+  }
+}
+
+const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
+  const refuse = (reason: string) => refuseReply(args, seen, reason)
   try {
     const maxBytes = args.maxInputBytes ?? Hook.MAX_INPUT_BYTES
+    seen.stage = "reading the hook input"
     const text = await Input.readBounded(io.stdin, "hook input", maxBytes)
-    if (Result.isFailure(text)) return await refuse(text.failure.message)
+    if (Result.isFailure(text)) return refuse(text.failure.message)
     const decoded = Hook.decodeText(text.success, { maxBytes })
     if (Result.isFailure(decoded)) {
-      event = decoded.failure.event
-      return await refuse(decoded.failure.message)
+      seen.event = decoded.failure.event
+      return refuse(decoded.failure.message)
     }
     const hookEvent = decoded.success
-    event = hookEvent.name === "Unknown" ? hookEvent.input.hook_event_name : hookEvent.name
-    stopHookActive = (hookEvent.name === "Stop" || hookEvent.name === "SubagentStop") &&
+    seen.event = hookEvent.name === "Unknown" ? hookEvent.input.hook_event_name : hookEvent.name
+    seen.stopHookActive = (hookEvent.name === "Stop" || hookEvent.name === "SubagentStop") &&
       hookEvent.input.stop_hook_active === true
 
     const file = args.policy ?? (io.env[POLICY_VAR] === "" ? undefined : io.env[POLICY_VAR])
     let options: Hook.HandleOptions = { policy: null }
     if (file !== undefined) {
+      seen.stage = `reading the policy file ${file}`
       const policy = await Effect.runPromiseExit(load(file))
-      if (Exit.isFailure(policy)) return await refuse(describe(Cause.squash(policy.cause)))
+      if (Exit.isFailure(policy)) return refuse(describe(Cause.squash(policy.cause)))
       options = { policy: Policy.toGuard(policy.value), policyName: Policy.format(policy.value) }
     }
 
@@ -132,22 +160,62 @@ export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
       ...Storage.resolve({ dir: args.root, postgres: args.postgres }, Storage.environmentOf(io.env)),
       lockWait: Duration.millis(waitMillis)
     }
+    seen.stage = `recording ${seen.event} in the journal`
     const exit = await Effect.runPromiseExit(
       Hook.handle(hookEvent, options).pipe(
         Effect.provide(SessionJournal.layer().pipe(Layer.provide(Storage.layer(storage))))
       )
     )
     if (Exit.isSuccess(exit)) {
-      await io.stdout(JSON.stringify(exit.value.output))
-      return { exitCode: 0, answer: exit.value, refused: null }
+      return {
+        stdout: JSON.stringify(exit.value.output),
+        stderr: null,
+        outcome: { exitCode: 0, answer: exit.value, refused: null }
+      }
     }
     const error = Cause.squash(exit.cause)
     // `handle`'s own failures name the event; the storage layer's do not.
-    const why = error instanceof Hook.HookError ? describe(error) : `cannot record ${event}: ${describe(error)}`
-    return await refuse(Cause.hasDies(exit.cause) ? `unexpected failure (a bug): ${why}` : why)
+    const why = error instanceof Hook.HookError ? describe(error) : `cannot record ${seen.event}: ${describe(error)}`
+    return refuse(Cause.hasDies(exit.cause) ? `unexpected failure (a bug): ${why}` : why)
   } catch (e) {
-    return await refuse(`unexpected failure (a bug): ${describe(e)}`)
+    return refuse(`unexpected failure (a bug): ${describe(e)}`)
   }
+}
+
+/**
+ * Runs one hook: reads the input, journals it, answers. Never throws; every
+ * failure is a refusal (or, with `failOpen`, exit 1). It answers within its
+ * deadline (`deadlineMillis`, default `DEFAULT_DEADLINE_MILLIS`) whatever the
+ * input, the policy file, the storage or the session's lock do: past it, the
+ * event is refused in its form (a PreToolUse denied) with a reason naming what
+ * it was still doing, and the caller ends the process. A write that storage
+ * finishes after the deadline may still land: the journal can then hold a
+ * decision for a call that was denied by the deadline.
+ *
+ * @since 0.4.0
+ */
+export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
+  const seen: Seen = { event: null, stopHookActive: false, stage: "starting" }
+  const deadline = args.deadlineMillis ?? DEFAULT_DEADLINE_MILLIS
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<Reply>((resolve) => {
+    timer = setTimeout(
+      () => {
+        const reply = refuseReply(
+          args,
+          seen,
+          `no decision within the hook's deadline of ${deadline} ms (still ${seen.stage})`
+        )
+        resolve({ ...reply, outcome: { ...reply.outcome, late: true } })
+      },
+      deadline
+    )
+  })
+  const reply = await Promise.race([handled(args, io, seen), late])
+  clearTimeout(timer)
+  if (reply.stdout !== null) await io.stdout(reply.stdout)
+  if (reply.stderr !== null) await io.stderr(reply.stderr)
+  return reply.outcome
 }
 
 /**
@@ -163,5 +231,10 @@ export const main = async (args: HookArgs): Promise<number> => {
     stderr: ProcessStreams.writeStderrAwait,
     env: process.env
   })
+  // Past the deadline something is stuck, possibly a file operation in the kernel
+  // (a hung mount), which keeps Node from exiting at all: the answer is written,
+  // so the process ends by SIGKILL, which the installed hook command turns into
+  // exit 2 with the reason already on stderr.
+  if (outcome.late === true && !args.failOpen) process.kill(process.pid, "SIGKILL")
   return outcome.exitCode
 }

@@ -19,6 +19,8 @@ export interface HookArgs {
   readonly maxInputBytes: number | undefined
   /** `--wait DURATION`, in milliseconds. */
   readonly waitMillis: number | undefined
+  /** `--deadline DURATION`, in milliseconds: the hook answers within it whatever happens. */
+  readonly deadlineMillis: number | undefined
 }
 
 // `--wait` takes a number and a unit: 500ms, 30s, 2m, 1h; a bare number is seconds.
@@ -47,7 +49,7 @@ const waitOrUndefined = (text: string): number | undefined => {
   }
 }
 
-const valued = new Set(["--dir", "--postgres", "--root", "--policy", "--max-input-bytes", "--wait"])
+const valued = new Set(["--dir", "--postgres", "--root", "--policy", "--max-input-bytes", "--wait", "--deadline"])
 
 /** The hook's flags when `argv` (without node and the script) is exactly a hook invocation, else null. */
 export const hookArgs = (argv: ReadonlyArray<string>): HookArgs | null => {
@@ -81,6 +83,9 @@ export const hookArgs = (argv: ReadonlyArray<string>): HookArgs | null => {
   const wait = values.get("--wait")
   const waitMillis = wait === undefined ? undefined : waitOrUndefined(wait)
   if (wait !== undefined && waitMillis === undefined) return null
+  const deadline = values.get("--deadline")
+  const deadlineMillis = deadline === undefined ? undefined : waitOrUndefined(deadline)
+  if (deadline !== undefined && (deadlineMillis === undefined || deadlineMillis <= 0)) return null
   if (values.has("--root") && values.has("--dir")) return null
   return {
     root: values.get("--root") ?? values.get("--dir"),
@@ -88,6 +93,7 @@ export const hookArgs = (argv: ReadonlyArray<string>): HookArgs | null => {
     policy: values.get("--policy"),
     failOpen,
     maxInputBytes,
-    waitMillis
+    waitMillis,
+    deadlineMillis
   }
 }
