@@ -21,6 +21,9 @@
  *   `bytes_written` 0, `duration_ms`, `error` (null on success), `is_interrupt`,
  *   and the SHA-256 of the response's JSON text. Its bytes reach the data-flow
  *   counters (docs/DESIGN.md §13): a Read's bytes are known only after it ran.
+ *   One whose input cannot be journaled as is (too large, too deep, not
+ *   well-formed text) is an outcome marker (`Unrecorded`): the response's size as
+ *   written, the input's size and SHA-256, `not_recorded` the reason.
  * - `UserPromptSubmit`: a `message` entry `{role: "user", content, prompt_id,
  *   source: "claude-code"}`.
  * - every other event (SessionStart, SessionEnd, Stop, SubagentStart,
@@ -41,6 +44,7 @@ import { Entry, Guard, messageOf, SessionJournal } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as TopLevel from "./internal/topLevel.ts"
 import * as ProjectDir from "./ProjectDir.ts"
 import * as Refusal from "./Refusal.ts"
 import { sessionId as custodyId } from "./SessionIds.ts"
@@ -177,6 +181,34 @@ export type HookEvent =
     readonly input: typeof Common.Type
     readonly raw: { readonly [key: string]: Schema.Json }
   }
+  | Unrecorded
+
+/**
+ * A PostToolUse or PostToolUseFailure whose input cannot be journaled as is (too
+ * large, nested too deep, a string that is not well-formed, bytes that are not
+ * UTF-8): what a scan of its top level still tells (`salvage`). It is recorded as
+ * an outcome marker, so the call's bytes still reach the counters.
+ *
+ * @since 0.7.0
+ */
+export interface Unrecorded {
+  readonly name: "Unrecorded"
+  /** The event it was. */
+  readonly event: "PostToolUse" | "PostToolUseFailure"
+  readonly input: typeof Common.Type & {
+    readonly tool_name: string
+    readonly tool_use_id: string
+    readonly duration_ms?: number
+    readonly is_interrupt?: boolean
+  }
+  /** The input's size in bytes and SHA-256, as it came. */
+  readonly inputBytes: number
+  readonly inputSha256: string
+  /** The size in bytes of the response (`tool_response`, or `error` for a failure) as written. */
+  readonly responseBytes: number
+  /** Why it could not be journaled as is. */
+  readonly problem: string
+}
 
 // ---------------------------------------------------------------------------
 // Errors
@@ -242,20 +274,136 @@ const fail = (reason: HookError["reason"], detail: string, event: string | null 
  * Decodes one hook input from its bytes: at most `maxBytes`, strict UTF-8, nested
  * at most `maxDepth`, one JSON object that core can journal (well-formed strings,
  * finite numbers), with the fields of its event. An unknown event decodes as
- * `Unknown` when it has the common fields.
+ * `Unknown` when it has the common fields. A PostToolUse or PostToolUseFailure
+ * refused only for what its values hold (its size, its nesting, its text) decodes
+ * as `Unrecorded`, salvaged from a scan of its top level, so the call's bytes are
+ * still counted.
  *
  * @since 0.4.0
  */
 export const decode = (bytes: Uint8Array, limits?: Limits): Result.Result<HookEvent, HookError> => {
   const maxBytes = limits?.maxBytes ?? MAX_INPUT_BYTES
-  if (bytes.length > maxBytes) return fail("TooLarge", `hook input over the bound of ${maxBytes} bytes`)
+  if (bytes.length > maxBytes) {
+    return orSalvage(fail("TooLarge", `hook input over the bound of ${maxBytes} bytes`), bytes)
+  }
   let text: string
   try {
     text = fatal.decode(bytes)
   } catch {
-    return fail("NotUtf8", "hook input is not valid UTF-8")
+    return orSalvage(fail("NotUtf8", "hook input is not valid UTF-8"), bytes)
   }
-  return decodeText(text, limits)
+  return orSalvage(decodeStrict(text, limits), bytes)
+}
+
+// A PostToolUse or PostToolUseFailure refused for what its values hold (not for
+// missing or mistyped fields) is salvaged from a scan of its bytes.
+const orSalvage = (
+  decoded: Result.Result<HookEvent, HookError>,
+  bytes: Uint8Array | (() => Uint8Array)
+): Result.Result<HookEvent, HookError> => {
+  if (Result.isSuccess(decoded) || !salvageable(decoded.failure)) return decoded
+  const scanner = new TopLevel.Scanner()
+  scanner.push(typeof bytes === "function" ? bytes() : bytes)
+  const found = salvage(scanner.finish(), decoded.failure.detail)
+  return Result.isSuccess(found) ? found : decoded
+}
+
+const salvageable = (e: HookError): boolean =>
+  e.reason === "TooLarge" || e.reason === "TooDeep" || e.reason === "NotUtf8" ||
+  (e.reason === "Invalid" && e.detail.startsWith("hook input cannot be journaled"))
+
+/**
+ * A scan of a hook input's top level (`TopLevel.Scanner`), for a streaming reader
+ * that stops keeping bytes past its bound: `push` every chunk, read `event` to
+ * decide early whether reading on can help (only a PostToolUse or
+ * PostToolUseFailure can be salvaged), then `salvage`.
+ *
+ * @since 0.7.0
+ */
+export class Salvager {
+  private readonly scanner = new TopLevel.Scanner()
+  /** Feeds the next bytes. */
+  push(bytes: Uint8Array): void {
+    this.scanner.push(bytes)
+  }
+  /** The input's `hook_event_name` once its bytes went by, else null. */
+  get event(): string | null {
+    const v = this.scanner.seen("hook_event_name")
+    return v === undefined ? null : stringOf(v)
+  }
+  /** The input as an `Unrecorded` event, refused for `problem`; fails when it cannot be salvaged. */
+  salvage(problem: string): Result.Result<HookEvent, HookError> {
+    return salvage(this.scanner.finish(), problem)
+  }
+}
+
+const stringOf = (v: { readonly raw: Uint8Array; readonly string: boolean }): string | null => {
+  if (!v.string) return null
+  try {
+    const s: unknown = JSON.parse(`"${fatal.decode(v.raw)}"`)
+    return typeof s === "string" && Entry.payloadProblem(s) === undefined ? s : null
+  } catch {
+    return null
+  }
+}
+
+const scalarOf = (v: { readonly raw: Uint8Array; readonly string: boolean } | undefined): unknown => {
+  if (v === undefined || v.string) return undefined
+  try {
+    return JSON.parse(fatal.decode(v.raw))
+  } catch {
+    return undefined
+  }
+}
+
+const salvage = (found: TopLevel.Found, problem: string): Result.Result<HookEvent, HookError> => {
+  const text = (key: string): string | undefined => {
+    const v = found.values.get(key)
+    return v === undefined ? undefined : stringOf(v) ?? undefined
+  }
+  const name = text("hook_event_name")
+  if (!found.complete || (name !== "PostToolUse" && name !== "PostToolUseFailure")) {
+    return fail("Invalid", problem, name ?? null)
+  }
+  const session_id = text("session_id")
+  const cwd = text("cwd")
+  const tool_name = text("tool_name")
+  const tool_use_id = text("tool_use_id")
+  if (
+    session_id === undefined || session_id === "" || cwd === undefined || tool_name === undefined ||
+    tool_use_id === undefined
+  ) {
+    return fail("Invalid", `${problem}; its common fields cannot be read either`, name)
+  }
+  const optional = (key: string) => {
+    const v = text(key)
+    return v === undefined ? {} : { [key]: v }
+  }
+  const duration = scalarOf(found.values.get("duration_ms"))
+  const interrupt = scalarOf(found.values.get("is_interrupt"))
+  const response = name === "PostToolUse" ? "tool_response" : "error"
+  return Result.succeed({
+    name: "Unrecorded",
+    event: name,
+    input: {
+      session_id,
+      cwd,
+      hook_event_name: name,
+      tool_name,
+      tool_use_id,
+      ...optional("transcript_path"),
+      ...optional("prompt_id"),
+      ...optional("permission_mode"),
+      ...optional("agent_id"),
+      ...optional("agent_type"),
+      ...(typeof duration === "number" ? { duration_ms: duration } : {}),
+      ...(typeof interrupt === "boolean" ? { is_interrupt: interrupt } : {})
+    },
+    inputBytes: found.bytes,
+    inputSha256: found.sha256,
+    responseBytes: found.sizes.get(response) ?? 0,
+    problem
+  })
 }
 
 /**
@@ -263,7 +411,10 @@ export const decode = (bytes: Uint8Array, limits?: Limits): Result.Result<HookEv
  *
  * @since 0.4.0
  */
-export const decodeText = (text: string, limits?: Limits): Result.Result<HookEvent, HookError> => {
+export const decodeText = (text: string, limits?: Limits): Result.Result<HookEvent, HookError> =>
+  orSalvage(decodeStrict(text, limits), () => new TextEncoder().encode(text))
+
+const decodeStrict = (text: string, limits?: Limits): Result.Result<HookEvent, HookError> => {
   const maxBytes = limits?.maxBytes ?? MAX_INPUT_BYTES
   const maxDepth = Math.min(limits?.maxDepth ?? MAX_INPUT_DEPTH, Entry.MAX_PAYLOAD_DEPTH - 1)
   if (text.length > maxBytes || utf8Length(text) > maxBytes) {
@@ -492,6 +643,26 @@ export const entryOf = (event: Exclude<HookEvent, { readonly name: "PreToolUse" 
         }
       }
     }
+    case "Unrecorded": {
+      const failed = event.event === "PostToolUseFailure"
+      return {
+        kind: Entry.OUTCOME_KIND,
+        payload: {
+          tool_use_id: event.input.tool_use_id,
+          tool_name: event.input.tool_name,
+          agent_id: agentOf(event.input).agent_id,
+          bytes_read: !failed && WRITING_TOOLS.has(event.input.tool_name) ? 0 : event.responseBytes,
+          bytes_written: 0,
+          duration_ms: validDuration(event.input.duration_ms),
+          error: failed ? "(not recorded: see not_recorded)" : null,
+          is_interrupt: failed ? event.input.is_interrupt ?? false : false,
+          response_sha256: null,
+          not_recorded: event.problem,
+          input_bytes: event.inputBytes,
+          input_sha256: event.inputSha256
+        }
+      }
+    }
     case "Unknown":
       return { kind: UNKNOWN_KIND, payload: event.raw }
     default:
@@ -577,13 +748,19 @@ export interface HandleOptions {
 
 const allowAll: Guard.Guard = () => Guard.allow
 
+/**
+ * The `hook_event_name` of a decoded event, as Claude Code sent it.
+ *
+ * @since 0.7.0
+ */
+export const eventName = (event: HookEvent): string =>
+  event.name === "Unknown" ? event.input.hook_event_name : event.name === "Unrecorded" ? event.event : event.name
+
 const journalError = (event: HookEvent, e: { readonly message: string; readonly _tag: string }) =>
   new HookError({
     reason: "Journal",
-    detail: `cannot record ${event.name === "Unknown" ? event.input.hook_event_name : event.name}: ${
-      e.message || e._tag
-    }`,
-    event: event.name === "Unknown" ? event.input.hook_event_name : event.name,
+    detail: `cannot record ${eventName(event)}: ${e.message || e._tag}`,
+    event: eventName(event),
     cause: e
   })
 

@@ -244,6 +244,37 @@ describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
     assert.deepStrictEqual(kinds, ["note", "tool", "claude-code.decision"])
   })
 
+  it("an outcome that cannot be journaled as is still counts its bytes: over the bound, too deep, a lone surrogate", async () => {
+    const dir = tempDir()
+    const policy = path.join(dir, "p.json")
+    fs.writeFileSync(policy, JSON.stringify({ maxBytesRead: 1000 }))
+    const responses = [
+      `{"stdout":"${"x".repeat(2 * 1024 * 1024)}","stderr":""}`,
+      "[".repeat(1000) + "]".repeat(1000),
+      `{"stdout":"\\ud800${"y".repeat(2000)}","stderr":""}`
+    ]
+    for (const [i, response] of responses.entries()) {
+      const root = path.join(dir, `j${i}`)
+      const allowed = await hook(root, JSON.stringify(pre("Bash", `b${i}`)), ["--policy", policy])
+      assert.deepStrictEqual(JSON.parse(allowed.stdout), {}, allowed.stderr)
+      // As Claude Code writes it, tool_use_id after the response.
+      const input = JSON.stringify(event("PostToolUse", { tool_name: "Bash", tool_input: { command: "cat" } }))
+        .slice(0, -1) + `,"tool_response":${response},"tool_use_id":"b${i}","duration_ms":5}`
+      const posted = await hook(root, input, ["--policy", policy, "--max-input-bytes", "1048576"])
+      assert.strictEqual(posted.code, 0, posted.stderr)
+      const outcome = (await show(root, sessionOf(pre("Bash", "x")))).find((e) => e["kind"] === "tool.outcome")
+      const payload = outcome?.["payload"] as Record<string, unknown> | undefined
+      assert.isAbove(Number(payload?.["bytes_read"]), 1000, JSON.stringify(payload))
+      assert.isString(payload?.["not_recorded"])
+      const next = await hook(root, JSON.stringify(pre("Read", `n${i}`)), ["--policy", policy])
+      assert.match(
+        denial(next.stdout) ?? "",
+        /\[maxBytesRead\(1000\)\]/,
+        `case ${i}: ${JSON.stringify(payload)} ${next.stdout}`
+      )
+    }
+  })
+
   it("answers within its deadline whatever holds it: a session locked by another writer, a policy that is a FIFO", async () => {
     const dir = tempDir()
     const root = path.join(dir, "j")

@@ -33,6 +33,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
+import { InvalidInput } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import type { HookArgs } from "../internal/hookArgs.ts"
 import * as ProcessStreams from "../internal/processStreams.ts"
@@ -127,20 +128,59 @@ const refuseReply = (args: HookArgs, seen: Seen, reason: string): Reply => {
   }
 }
 
+/**
+ * Reads and decodes one hook input: at most `maxBytes` are kept. Past the bound,
+ * an input whose `hook_event_name` (in the bytes read so far) is a PostToolUse or
+ * PostToolUseFailure is read on without being kept, its top level scanned, and
+ * decoded as `Hook.Unrecorded` (its size and hash, so its bytes are counted); any
+ * other input is refused at the bound, unread beyond it.
+ */
+const readInput = async (
+  stdin: AsyncIterable<Uint8Array | string>,
+  maxBytes: number
+): Promise<Result.Result<Hook.HookEvent, Hook.HookError | InvalidInput>> => {
+  const parts: Array<Uint8Array> = []
+  const salvager = new Hook.Salvager()
+  let size = 0
+  for await (const chunk of stdin) {
+    const bytes = typeof chunk === "string" ? new TextEncoder().encode(chunk) : chunk
+    size += bytes.length
+    salvager.push(bytes)
+    if (size <= maxBytes) {
+      parts.push(Uint8Array.prototype.slice.call(bytes))
+      continue
+    }
+    parts.length = 0
+    const event = salvager.event
+    if (event !== "PostToolUse" && event !== "PostToolUseFailure") {
+      return Result.fail(
+        new InvalidInput({ field: "hook input", reason: `longer than the bound of ${Input.describeBytes(maxBytes)}` })
+      )
+    }
+  }
+  if (size > maxBytes) return salvager.salvage(`hook input over the bound of ${Input.describeBytes(maxBytes)}`)
+  const all = new Uint8Array(size)
+  let at = 0
+  for (const part of parts) {
+    all.set(part, at)
+    at += part.length
+  }
+  return Hook.decode(all, { maxBytes })
+}
+
 const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
   const refuse = (reason: string) => refuseReply(args, seen, reason)
   try {
     const maxBytes = args.maxInputBytes ?? Hook.MAX_INPUT_BYTES
     seen.stage = "reading the hook input"
-    const text = await Input.readBounded(io.stdin, "hook input", maxBytes)
-    if (Result.isFailure(text)) return refuse(text.failure.message)
-    const decoded = Hook.decodeText(text.success, { maxBytes })
+    const decoded = await readInput(io.stdin, maxBytes)
     if (Result.isFailure(decoded)) {
-      seen.event = decoded.failure.event
-      return refuse(decoded.failure.message)
+      const e = decoded.failure
+      seen.event = e._tag === "HookError" ? e.event : null
+      return refuse(e.message)
     }
     const hookEvent = decoded.success
-    seen.event = hookEvent.name === "Unknown" ? hookEvent.input.hook_event_name : hookEvent.name
+    seen.event = Hook.eventName(hookEvent)
     seen.stopHookActive = (hookEvent.name === "Stop" || hookEvent.name === "SubagentStop") &&
       hookEvent.input.stop_hook_active === true
 

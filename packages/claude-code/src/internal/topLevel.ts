@@ -1,0 +1,200 @@
+/**
+ * A streaming scan of one JSON object's top level, byte by byte, in constant
+ * memory whatever its size or nesting: the string and scalar values of its
+ * top-level keys (each up to a bound), the size in bytes of every top-level
+ * value as it is written, the whole input's size and SHA-256. Nested values are
+ * skipped by counting brackets outside strings, never built. It checks the
+ * structure only as far as it needs to find the top level; it is what a hook
+ * input that cannot be journaled as is (too large, too deep, not well-formed
+ * text) still tells.
+ */
+import { sha256 } from "@noble/hashes/sha2.js"
+import { bytesToHex } from "@noble/hashes/utils.js"
+
+/** Longest key, and longest scalar or string value, kept (in bytes as written). */
+const MAX_KEPT = 64 * 1024
+
+/** What the scan found. */
+export interface Found {
+  /** The raw text (as written, escapes included) of each top-level string or scalar value of at most `MAX_KEPT` bytes. */
+  readonly values: ReadonlyMap<string, { readonly raw: Uint8Array; readonly string: boolean }>
+  /** The size in bytes of each top-level value as written. */
+  readonly sizes: ReadonlyMap<string, number>
+  /** Bytes scanned. */
+  readonly bytes: number
+  /** SHA-256 of every byte scanned, lowercase hex (on `finish`). */
+  readonly sha256: string
+  /** Whether the input was one object, closed, with nothing but whitespace after it. */
+  readonly complete: boolean
+}
+
+type State =
+  | "start"
+  | "key"
+  | "inKey"
+  | "colon"
+  | "value"
+  | "inString"
+  | "nested"
+  | "scalar"
+  | "comma"
+  | "done"
+  | "broken"
+
+const isSpace = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09
+
+/** The scanner: `push` chunks, then `finish`. */
+export class Scanner {
+  private state: State = "start"
+  private escape = false
+  private nestedInString = false
+  private depth = 0
+  private key: Array<number> = []
+  private keyTooLong = false
+  private current = ""
+  private kept: Array<number> | null = []
+  private size = 0
+  private valueIsString = false
+  private total = 0
+  private readonly hash = sha256.create()
+  private readonly values = new Map<string, { readonly raw: Uint8Array; readonly string: boolean }>()
+  private readonly sizes = new Map<string, number>()
+  private readonly decoder = new TextDecoder("utf-8", { fatal: true })
+
+  /** The value of a top-level key seen so far (raw text), if kept. */
+  seen(key: string): { readonly raw: Uint8Array; readonly string: boolean } | undefined {
+    return this.values.get(key)
+  }
+
+  push(bytes: Uint8Array): void {
+    this.hash.update(bytes)
+    this.total += bytes.length
+    for (let i = 0; i < bytes.length; i++) this.step(bytes[i]!)
+  }
+
+  finish(): Found {
+    if (this.state === "scalar") this.endValue()
+    return {
+      values: this.values,
+      sizes: this.sizes,
+      bytes: this.total,
+      sha256: bytesToHex(this.hash.digest()),
+      complete: this.state === "done"
+    }
+  }
+
+  private keep(b: number) {
+    this.size++
+    if (this.kept !== null) {
+      if (this.kept.length >= MAX_KEPT) this.kept = null
+      else this.kept.push(b)
+    }
+  }
+
+  private startValue(string: boolean) {
+    this.size = 0
+    this.kept = []
+    this.valueIsString = string
+  }
+
+  private endValue() {
+    this.sizes.set(this.current, this.size)
+    if (this.kept !== null && !this.values.has(this.current)) {
+      // The value inside its quotes, for a string.
+      const raw = Uint8Array.from(this.valueIsString ? this.kept.slice(1, -1) : this.kept)
+      this.values.set(this.current, { raw, string: this.valueIsString })
+    }
+    this.kept = null
+    this.state = "comma"
+  }
+
+  private step(b: number) {
+    switch (this.state) {
+      case "start":
+        if (b === 0x7b) this.state = "key"
+        else if (!isSpace(b)) this.state = "broken"
+        return
+      case "key":
+        if (b === 0x22) {
+          this.state = "inKey"
+          this.key = []
+          this.keyTooLong = false
+        } else if (b === 0x7d) this.state = "done"
+        else if (!isSpace(b)) this.state = "broken"
+        return
+      case "inKey":
+        if (this.escape) this.escape = false
+        else if (b === 0x5c) this.escape = true
+        else if (b === 0x22) {
+          try {
+            this.current = this.keyTooLong ? "" : JSON.parse(`"${this.decoder.decode(Uint8Array.from(this.key))}"`)
+          } catch {
+            this.current = ""
+          }
+          this.state = "colon"
+          return
+        }
+        if (this.key.length < 256) this.key.push(b)
+        else this.keyTooLong = true
+        return
+      case "colon":
+        if (b === 0x3a) this.state = "value"
+        else if (!isSpace(b)) this.state = "broken"
+        return
+      case "value":
+        if (isSpace(b)) return
+        if (b === 0x22) {
+          this.startValue(true)
+          this.keep(b)
+          this.state = "inString"
+        } else if (b === 0x7b || b === 0x5b) {
+          this.startValue(false)
+          this.kept = null
+          this.size = 1
+          this.depth = 1
+          this.nestedInString = false
+          this.state = "nested"
+        } else {
+          this.startValue(false)
+          this.keep(b)
+          this.state = "scalar"
+        }
+        return
+      case "inString":
+        this.keep(b)
+        if (this.escape) this.escape = false
+        else if (b === 0x5c) this.escape = true
+        else if (b === 0x22) this.endValue()
+        return
+      case "nested":
+        this.size++
+        if (this.nestedInString) {
+          if (this.escape) this.escape = false
+          else if (b === 0x5c) this.escape = true
+          else if (b === 0x22) this.nestedInString = false
+        } else if (b === 0x22) this.nestedInString = true
+        else if (b === 0x7b || b === 0x5b) this.depth++
+        else if (b === 0x7d || b === 0x5d) {
+          this.depth--
+          if (this.depth === 0) this.endValue()
+        }
+        return
+      case "scalar":
+        if (b === 0x2c || b === 0x7d || isSpace(b)) {
+          this.endValue()
+          this.step(b)
+        } else this.keep(b)
+        return
+      case "comma":
+        if (b === 0x2c) this.state = "key"
+        else if (b === 0x7d) this.state = "done"
+        else if (!isSpace(b)) this.state = "broken"
+        return
+      case "done":
+        if (!isSpace(b)) this.state = "broken"
+        return
+      case "broken":
+        return
+    }
+  }
+}
