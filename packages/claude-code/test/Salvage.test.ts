@@ -78,7 +78,7 @@ describe("an outcome that cannot be journaled as is", () => {
     ["a lone surrogate", encoder.encode(post("{\"stdout\":\"a\\ud800b\",\"stderr\":\"\"}"))],
     [
       "bytes that are not UTF-8",
-      Uint8Array.from([...encoder.encode(post("{\"stdout\":\"\u0000\"}")).map((b) => b === 0 ? 0xff : b)])
+      encoder.encode(post("{\"stdout\":\"\u0000\"}")).map((b) => b === 0 ? 0xff : b)
     ]
   ]
   for (const [what, bytes] of cases) {
