@@ -391,8 +391,14 @@ export interface Operations {
   readonly listSessions: (
     projectKey: string
   ) => Effect.Effect<Array<{ sessionId: string; mtime: number }>, StorageError>
-  /** The SDK's summaries of a project key's sessions (empty without `foldSessionSummary`). */
-  readonly listSessionSummaries: (projectKey: string) => Effect.Effect<Array<SessionSummaryEntry>, StorageError>
+  /**
+   * The SDK's summaries of a project key's sessions: only with
+   * `foldSessionSummary`, the one way the store can answer (the SDK treats the
+   * method as optional and lists sessions by `listSessions` and `load` without it).
+   */
+  readonly listSessionSummaries?:
+    | ((projectKey: string) => Effect.Effect<Array<SessionSummaryEntry>, StorageError>)
+    | undefined
   /** The subpaths stored under a session (its sub-agents' transcripts). */
   readonly listSubkeys: (key: { projectKey: string; sessionId: string }) => Effect.Effect<Array<string>, StorageError>
   /** With `allowDelete`, records the deletion (see `Options.allowDelete`); otherwise does nothing. */
@@ -822,7 +828,15 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     ...(allowDelete ? { delete: (key: SessionKey) => run(remove(key)) } : {})
   }
 
-  return Service.of({ append, load, listSessions, listSessionSummaries, listSubkeys, delete: remove, sessionStore })
+  return Service.of({
+    append,
+    load,
+    listSessions,
+    ...(fold !== undefined ? { listSessionSummaries } : {}),
+    listSubkeys,
+    delete: remove,
+    sessionStore
+  })
 })
 
 /**
@@ -874,6 +888,24 @@ export type Store = SessionStore & {
 }
 
 /**
+ * What `open` gives with `foldSessionSummary`: a store that has `listSessionSummaries`.
+ *
+ * @since 0.7.0
+ */
+export type StoreWithSummaries = Store & {
+  listSessionSummaries(projectKey: string): Promise<Array<SessionSummaryEntry>>
+}
+
+/**
+ * What `open` gives without `foldSessionSummary`: a store that has no
+ * `listSessionSummaries` (it could not answer), so the SDK lists sessions by
+ * `listSessions` and `load`.
+ *
+ * @since 0.7.0
+ */
+export type StoreWithoutSummaries = Store & { readonly listSessionSummaries?: undefined }
+
+/**
  * Opens a store for the SDK: a journal in `dir` (the filesystem) or at `postgres`
  * (a URL; several hosts may share sessions), with its own `SessionJournal`.
  *
@@ -883,9 +915,18 @@ export type Store = SessionStore & {
  * await store.close()
  * ```
  *
+ * The type of the store says whether it has `listSessionSummaries`: it has with
+ * `foldSessionSummary` (`StoreWithSummaries`), and has not without it
+ * (`StoreWithoutSummaries`).
+ *
  * @since 0.4.0
  */
-export const open = async (options: OpenOptions): Promise<Store> => {
+export function open(
+  options: OpenOptions & { readonly foldSessionSummary: FoldSessionSummary }
+): Promise<StoreWithSummaries>
+export function open(options: OpenOptions & { readonly foldSessionSummary?: undefined }): Promise<StoreWithoutSummaries>
+export function open(options: OpenOptions): Promise<Store>
+export async function open(options: OpenOptions): Promise<Store> {
   const live = layer(options).pipe(
     Layer.provide(SessionJournal.layer({
       idleTimeToLive: options.idleTimeToLive ?? (options.postgres === undefined ? "1 second" : undefined)

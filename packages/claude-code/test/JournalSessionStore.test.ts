@@ -292,6 +292,72 @@ for (const backend of [filesystem, postgres]) {
   })
 }
 
+describe("JournalSessionStore listSessionSummaries only where it can answer", () => {
+  // A fold of the SDK's shape: the number of entries folded so far.
+  const fold: JournalSessionStore.FoldSessionSummary = (prev, k, entries, options) => ({
+    sessionId: k.sessionId,
+    mtime: options?.mtime ?? 0,
+    data: { count: ((prev?.data["count"] as number | undefined) ?? 0) + entries.length }
+  })
+  const withService = <A>(
+    options: JournalSessionStore.Options,
+    f: (ops: JournalSessionStore.Operations) => Effect.Effect<A, unknown>
+  ) =>
+    Effect.runPromise(
+      Effect.flatMap(Effect.service(JournalSessionStore.Service), f).pipe(
+        Effect.provide(
+          JournalSessionStore.layer(options).pipe(
+            Layer.provide(SessionJournal.layer()),
+            Layer.provide(NodePersistence.layer({ root: path.join(tempDir(), "journal") }))
+          )
+        )
+      )
+    )
+
+  it("without foldSessionSummary neither the store nor the service has it (the SDK lists by listSessions and load)", async () => {
+    const store: JournalSessionStore.StoreWithoutSummaries = await JournalSessionStore.open({
+      dir: path.join(tempDir(), "journal")
+    })
+    try {
+      await store.append(key, transcript("n", 2))
+      assert.isFalse("listSessionSummaries" in store)
+      // @ts-expect-error: the type says the store has no listSessionSummaries
+      assert.throws(() => store.listSessionSummaries(key.projectKey))
+      assert.deepStrictEqual((await store.listSessions!(key.projectKey)).map((s) => s.sessionId), [key.sessionId])
+    } finally {
+      await store.close()
+    }
+    const has = await withService(
+      {},
+      (ops) =>
+        Effect.succeed({
+          service: ops.listSessionSummaries !== undefined,
+          sdk: "listSessionSummaries" in ops.sessionStore
+        })
+    )
+    assert.deepStrictEqual(has, { service: false, sdk: false })
+  })
+
+  it("with foldSessionSummary the store's type has it, and it answers the folded summaries", async () => {
+    const store = await JournalSessionStore.open({ dir: path.join(tempDir(), "journal"), foldSessionSummary: fold })
+    try {
+      await store.append(key, transcript("f", 2))
+      await store.append(key, transcript("g", 1))
+      const [summary, ...rest] = await store.listSessionSummaries(key.projectKey)
+      assert.deepStrictEqual(rest, [])
+      assert.deepStrictEqual(summary?.data, { count: transcript("f", 2).length + transcript("g", 1).length })
+    } finally {
+      await store.close()
+    }
+    const summaries = await withService({ foldSessionSummary: fold }, (ops) =>
+      Effect.gen(function*() {
+        yield* ops.append(key, transcript("h", 1))
+        return yield* ops.listSessionSummaries!(key.projectKey)
+      }))
+    assert.deepStrictEqual(summaries.map((s) => s.data), [{ count: transcript("h", 1).length }])
+  })
+})
+
 describe("JournalSessionStore interval options", () => {
   it("a bad lockWait, indexIdleTimeToLive, indexBytes or idleTimeToLive rejects open with a StorageError naming it", async () => {
     const bad: ReadonlyArray<Partial<JournalSessionStore.OpenOptions>> = [
