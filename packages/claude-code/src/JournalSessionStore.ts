@@ -29,7 +29,14 @@
  * very state the append builds on (`SessionJournal.writeFrom`): when another
  * process or host wrote first, it reads what they wrote and decides again. Entries
  * without a uuid are appended as they come, except where their place shows they
- * are already stored (see `internal/storeIndex.ts`).
+ * are already stored (see `internal/storeIndex.ts`). The index stays within
+ * `indexBytes`, and the work of an append does not grow with the history: a
+ * uuid that left the index's memory is looked for only in the stored lines of
+ * the generation that may hold it.
+ *
+ * Every backend bounds a line alike (`MAX_LINE_BYTES`): a longer one is stored as
+ * the oversized-line marker custody writes (its size and SHA-256), and `load`
+ * leaves it out.
  *
  * @since 0.4.0
  */
