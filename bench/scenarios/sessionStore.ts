@@ -10,6 +10,13 @@
  * the same directory: what the store adds to the journal's durable append (its
  * uuid index, the metadata stored with each batch, the Promise boundary).
  *
+ * `claude_code.session_store.append.history`: 100,000 uuids (20,000 with `--quick`)
+ * appended in batches of 200 to one session of a fresh store (the default
+ * `indexBytes`): the median latency of the last 50 appends (the last 10,000
+ * uuids) against the median of the first 50, per round (windows of 50: on a
+ * shared machine the median of 10 moves by 2x between rounds). Goal: ratio ≤ 2
+ * (the work of an append does not grow with the history).
+ *
  * `claude_code.session_store.concurrent.fs` / `.pg`: 16 sessions appended at once,
  * each one batch after another: batches per second, with the p50 and p99 latency of
  * a batch in the note; against 16 raw files written and fdatasynced the same way
@@ -40,6 +47,7 @@ import {
 
 const APPEND = "claude_code.session_store.append"
 const VS_JOURNAL = "claude_code.session_store.append.vs_journal"
+const HISTORY = "claude_code.session_store.append.history"
 const CONCURRENT_FS = "claude_code.session_store.concurrent.fs"
 const CONCURRENT_PG = "claude_code.session_store.concurrent.pg"
 const SESSIONS = 16
@@ -75,6 +83,33 @@ const storeSequential = async (store: JournalSessionStore.Store, n: number, sess
     latencies.push(performance.now() - t0)
   }
   return { ops: 1, ms: median(latencies) }
+}
+
+// One fresh store, `total` uuids in batches of 200 on one session: the median
+// latency of the first 50 appends and of the last 50.
+const historyRound = async (dir: string, total: number): Promise<{ first: Sample; last: Sample }> => {
+  const store = await JournalSessionStore.open({ dir })
+  try {
+    const latencies: Array<number> = []
+    let next = 0
+    for (let i = 0; i < total; i += 200) {
+      const entries = Array.from({ length: 200 }, (_, k) => ({
+        type: k % 2 === 0 ? "user" : "assistant",
+        uuid: `00000000-0000-4000-8000-${(next++).toString(16).padStart(12, "0")}`,
+        timestamp: "2026-12-01T00:00:00.000Z",
+        message: { role: "user", content: "x".repeat(100) }
+      }))
+      const t0 = performance.now()
+      await store.append({ projectKey: "-bench-history", sessionId: "history" }, entries)
+      latencies.push(performance.now() - t0)
+    }
+    return {
+      first: { ops: 1, ms: median(latencies.slice(0, 50)) },
+      last: { ops: 1, ms: median(latencies.slice(-50)) }
+    }
+  } finally {
+    await store.close()
+  }
 }
 
 const rawSequential = async (file: string, n: number): Promise<Sample> => {
@@ -229,6 +264,29 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
       await store.close()
     }
     fs.rmSync(path.join(dir, "journal"), { recursive: true, force: true })
+
+    const total = options.quick ? 20_000 : 100_000
+    const historyRounds = options.quick ? 1 : 3
+    const first: Array<Sample> = []
+    const last: Array<Sample> = []
+    for (let r = 0; r < historyRounds; r++) {
+      const round = await historyRound(path.join(dir, `history-${r}`), total)
+      first.push(round.first)
+      last.push(round.last)
+      fs.rmSync(path.join(dir, `history-${r}`), { recursive: true, force: true })
+      options.log(
+        `  ${HISTORY} round ${r + 1}/${historyRounds}: first ${fmt(round.first.ms)} ms, last ${fmt(round.last.ms)} ms`
+      )
+    }
+    figures.push(
+      durationFigure(
+        HISTORY,
+        "the first 50 appends of the same session",
+        { subject: last, baseline: first },
+        { op: "<=", target: 2 },
+        `${total} uuids in batches of 200 on one session, ${historyRounds} rounds; median latency of the last 50 appends`
+      )
+    )
   })
 
   const pg = await loadPostgres()
@@ -271,6 +329,6 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
 /** The session store's scenario. */
 export const claudeCodeSessionStore: Scenario = {
   name: "claude_code.session_store",
-  figures: [APPEND, VS_JOURNAL, CONCURRENT_FS, CONCURRENT_PG],
+  figures: [APPEND, VS_JOURNAL, HISTORY, CONCURRENT_FS, CONCURRENT_PG],
   run
 }

@@ -29,7 +29,14 @@
  * very state the append builds on (`SessionJournal.writeFrom`): when another
  * process or host wrote first, it reads what they wrote and decides again. Entries
  * without a uuid are appended as they come, except where their place shows they
- * are already stored (see `internal/storeIndex.ts`).
+ * are already stored (see `internal/storeIndex.ts`). The index stays within
+ * `indexBytes`, and the work of an append does not grow with the history: a
+ * uuid that left the index's memory is looked for only in the stored lines of
+ * the generation that may hold it.
+ *
+ * Every backend bounds a line alike (`MAX_LINE_BYTES`): a longer one is stored as
+ * the oversized-line marker custody writes (its size and SHA-256), and `load`
+ * leaves it out.
  *
  * @since 0.4.0
  */
@@ -217,6 +224,45 @@ const checkKey = (key: SessionKey): Effect.Effect<string, InvalidSessionKey> => 
 }
 
 // ---------------------------------------------------------------------------
+// Lines
+
+/**
+ * The bound of a stored line, the same on every backend: 4 MiB, counted as its
+ * entry holds it (the entry's JSON text written as a JSON string, in UTF-8 bytes;
+ * so every line up to 2 MiB is kept, whatever it holds). Within it a line fits
+ * the filesystem's 8 MiB record and PostgreSQL's 16 MiB payload with room to
+ * spare. A longer line is stored as a `claude-code.oversized-line` marker, the
+ * shape custody uses (`Planner.OVERSIZED_KIND`): `{ n, bytes, sha256 }`, the UTF-8
+ * size and SHA-256 of its JSON text, plus the entry's `uuid` (as the index keys
+ * it) when it has one, so a retry stores it once. The append succeeds and keeps
+ * every other line; `load` leaves such a line out (its bytes were not kept), and
+ * its tool calls are not recorded.
+ *
+ * @since 0.7.0
+ */
+export const MAX_LINE_BYTES = 4 * 1024 * 1024
+
+const encoder = new TextEncoder()
+
+// What a marker keeps of a line above `MAX_LINE_BYTES`, or undefined for a line
+// within it. A UTF-16 unit is at most 3 UTF-8 bytes and at most doubled by
+// escaping (the line is JSON text: no control characters), so short lines are
+// not measured.
+const oversizedOf = (line: string): Transcript.Oversized | undefined => {
+  if (line.length * 6 + 2 <= MAX_LINE_BYTES) return undefined
+  if (Transcript.utf8Length(JSON.stringify(line)) <= MAX_LINE_BYTES) return undefined
+  const value = Transcript.oversized(encoder.encode(line))
+  return Transcript.isOversized(value) ? value.oversized : undefined
+}
+
+// The marker of line `n`, above the bound.
+const markerItem = (n: number, o: Transcript.Oversized, uuid: string | undefined): SessionJournal.WriteItem => ({
+  _tag: "Other",
+  kind: Planner.OVERSIZED_KIND,
+  payload: { n, bytes: o.bytes, sha256: o.sha256, ...(uuid !== undefined ? { uuid } : {}) }
+})
+
+// ---------------------------------------------------------------------------
 // Metadata
 
 /**
@@ -325,11 +371,15 @@ export interface Options {
   readonly indexIdleTimeToLive?: Duration.Input | undefined
   /**
    * The budget, in estimated heap bytes, of the uuids a session's index keeps in
-   * memory (default 1 MiB, and an eighth of it for a filter over the older ones).
-   * Past it the oldest leave memory; a uuid the filter may hold is then looked for
-   * in the stored lines, so an append stays exactly idempotent. A number below 0 or
-   * not finite fails `make` and `layer` with a `StorageError` whose reason is
-   * `InvalidOption` naming it.
+   * memory (default 1 MiB): half for the newest uuids, each with its line, half
+   * for Bloom filters over the older ones in generations of consecutive lines (at
+   * 32 bits a uuid: with the default, about 130,000 uuids besides the newest
+   * 3,800). A uuid a generation may hold is looked for in that generation's
+   * stored lines only, so an append stays exactly idempotent and its cost does not
+   * grow with the history. Past what the budget holds, the oldest generations are
+   * merged: the index stays within its bytes, and lookups of new uuids read
+   * stored lines more often. A number below 0 or not finite fails `make` and
+   * `layer` with a `StorageError` whose reason is `InvalidOption` naming it.
    */
   readonly indexBytes?: number | undefined
 }
@@ -348,8 +398,14 @@ export interface Operations {
   readonly listSessions: (
     projectKey: string
   ) => Effect.Effect<Array<{ sessionId: string; mtime: number }>, StorageError>
-  /** The SDK's summaries of a project key's sessions (empty without `foldSessionSummary`). */
-  readonly listSessionSummaries: (projectKey: string) => Effect.Effect<Array<SessionSummaryEntry>, StorageError>
+  /**
+   * The SDK's summaries of a project key's sessions: only with
+   * `foldSessionSummary`, the one way the store can answer (the SDK treats the
+   * method as optional and lists sessions by `listSessions` and `load` without it).
+   */
+  readonly listSessionSummaries?:
+    | ((projectKey: string) => Effect.Effect<Array<SessionSummaryEntry>, StorageError>)
+    | undefined
   /** The subpaths stored under a session (its sub-agents' transcripts). */
   readonly listSubkeys: (key: { projectKey: string; sessionId: string }) => Effect.Effect<Array<string>, StorageError>
   /** With `allowDelete`, records the deletion (see `Options.allowDelete`); otherwise does nothing. */
@@ -502,35 +558,32 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     id: string,
     index: StoreIndex.Index,
     keys: ReadonlySet<string>,
-    from: number,
-    through: number,
+    range: StoreIndex.Range,
     found: Map<string, number>
   ): Effect.Effect<void, StoreError> =>
     Effect.suspend(() => {
-      if (from > through || found.size === keys.size) return Effect.void
-      const first = index.sequenceOf[from - 1]!
-      const last = index.sequenceOf[through - 1]!
-      let n = from
+      if (range.from > range.through || found.size === keys.size) return Effect.void
+      const first = index.sequenceOf[range.from - 1]!
+      const last = index.sequenceOf[range.through - 1]!
+      let n = range.from
       return Stream.runForEach(
         journal.entries(id, { from: first, limit: last - first + 1 }).pipe(
           Stream.takeWhile(() => found.size < keys.size)
         ),
         (e) =>
           Effect.sync(() => {
-            if (e.kind !== Planner.LINE_KIND) return
-            const value = Planner.lineOf(e.payload)
-            if (value !== undefined && "text" in value) {
-              const uuid = StoreIndex.uuidOfLine(value.text)
-              if (uuid !== undefined && keys.has(uuid) && !found.has(uuid)) found.set(uuid, n)
-            }
+            if (!Planner.isLineEntry(e)) return
+            const uuid = StoreIndex.uuidOfEntry(e)
+            if (uuid !== undefined && keys.has(uuid) && !found.has(uuid)) found.set(uuid, n)
             n++
           })
       )
     })
 
-  // The lines of the uuids the index cannot place alone (`StoreIndex.unresolved`).
-  // A replay goes forward, so the lines after this store's previous append are
-  // read first, then those before them.
+  // The lines of the uuids the index cannot place alone (`StoreIndex.unresolved`):
+  // only the lines of the generations that may hold them. A replay goes forward,
+  // so in the range holding the line of this store's previous append, the lines
+  // after it are read first, then those before it.
   const findUuids = (
     id: string,
     index: StoreIndex.Index,
@@ -539,10 +592,17 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   ) =>
     Effect.suspend(() => {
       const found = new Map<string, number>()
-      const split = cursor !== undefined && cursor > wanted.from && cursor <= wanted.through ? cursor : wanted.from
-      return scanUuids(id, index, wanted.keys, split, wanted.through, found).pipe(
-        Effect.andThen(scanUuids(id, index, wanted.keys, wanted.from, split - 1, found)),
-        Effect.as(found)
+      const ranges: Array<StoreIndex.Range> = []
+      for (const r of wanted.ranges) {
+        if (cursor !== undefined && cursor > r.from && cursor <= r.through) {
+          ranges.unshift({ from: cursor, through: r.through }, { from: r.from, through: cursor - 1 })
+        } else {
+          ranges.push(r)
+        }
+      }
+      return Effect.as(
+        Effect.forEach(ranges, (r) => scanUuids(id, index, wanted.keys, r, found), { discard: true }),
+        found
       )
     })
 
@@ -575,6 +635,11 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         const pairing = StoreIndex.overlay(index.pairing)
         const writes: Array<SessionJournal.WriteItem> = []
         chosen.forEach((c, k) => {
+          if (c.oversized !== undefined) {
+            // Its size and hash stand for it, with its uuid so that the append stays idempotent.
+            writes.push(markerItem(firstLine + k, c.oversized, c.uuid))
+            return
+          }
           writes.push(Planner.lineItem(firstLine + k, { text: c.line }))
           for (const params of Transcript.pair(pairing, Transcript.parse(c.line), agent.id, agent.depth)) {
             writes.push({ _tag: "Tool", params })
@@ -641,6 +706,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         items.push({
           line,
           uuid: StoreIndex.uuidOf(entry),
+          oversized: oversizedOf(line),
           entry: summarize ? JSON.parse(line) as SessionStoreEntry : entry
         })
       }
@@ -670,6 +736,9 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
               lines.push(value.text)
               exists = true
             }
+          } else if (e.kind === Planner.OVERSIZED_KIND) {
+            // Its bytes were not kept: the line is left out (see `MAX_LINE_BYTES`).
+            exists = true
           } else if (e.kind === DELETE_KIND) {
             lines = []
             exists = false
@@ -766,7 +835,15 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     ...(allowDelete ? { delete: (key: SessionKey) => run(remove(key)) } : {})
   }
 
-  return Service.of({ append, load, listSessions, listSessionSummaries, listSubkeys, delete: remove, sessionStore })
+  return Service.of({
+    append,
+    load,
+    listSessions,
+    ...(fold !== undefined ? { listSessionSummaries } : {}),
+    listSubkeys,
+    delete: remove,
+    sessionStore
+  })
 })
 
 /**
@@ -818,6 +895,24 @@ export type Store = SessionStore & {
 }
 
 /**
+ * What `open` gives with `foldSessionSummary`: a store that has `listSessionSummaries`.
+ *
+ * @since 0.7.0
+ */
+export type StoreWithSummaries = Store & {
+  listSessionSummaries(projectKey: string): Promise<Array<SessionSummaryEntry>>
+}
+
+/**
+ * What `open` gives without `foldSessionSummary`: a store that has no
+ * `listSessionSummaries` (it could not answer), so the SDK lists sessions by
+ * `listSessions` and `load`.
+ *
+ * @since 0.7.0
+ */
+export type StoreWithoutSummaries = Store & { readonly listSessionSummaries?: undefined }
+
+/**
  * Opens a store for the SDK: a journal in `dir` (the filesystem) or at `postgres`
  * (a URL; several hosts may share sessions), with its own `SessionJournal`.
  *
@@ -827,9 +922,18 @@ export type Store = SessionStore & {
  * await store.close()
  * ```
  *
+ * The type of the store says whether it has `listSessionSummaries`: it has with
+ * `foldSessionSummary` (`StoreWithSummaries`), and has not without it
+ * (`StoreWithoutSummaries`).
+ *
  * @since 0.4.0
  */
-export const open = async (options: OpenOptions): Promise<Store> => {
+export function open(
+  options: OpenOptions & { readonly foldSessionSummary: FoldSessionSummary }
+): Promise<StoreWithSummaries>
+export function open(options: OpenOptions & { readonly foldSessionSummary?: undefined }): Promise<StoreWithoutSummaries>
+export function open(options: OpenOptions): Promise<Store>
+export async function open(options: OpenOptions): Promise<Store> {
   const live = layer(options).pipe(
     Layer.provide(SessionJournal.layer({
       idleTimeToLive: options.idleTimeToLive ?? (options.postgres === undefined ? "1 second" : undefined)

@@ -10,6 +10,8 @@
  * rejects (and a retry stores the batch once, whether the failed append landed or
  * not).
  */
+import { sha256 } from "@noble/hashes/sha2.js"
+import { bytesToHex } from "@noble/hashes/utils.js"
 import { SessionJournal, type StorageError } from "@session-journal/core"
 import * as IP from "@session-journal/core/test/InstrumentedPersistence"
 import { NodePersistence } from "@session-journal/node"
@@ -25,7 +27,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "vitest"
-import { JournalSessionStore } from "../src/index.ts"
+import { JournalSessionStore, Planner } from "../src/index.ts"
 
 type Entry = JournalSessionStore.SessionStoreEntry
 
@@ -237,8 +239,124 @@ for (const backend of [filesystem, postgres]) {
       assert.strictEqual(kinds.filter((k) => k === JournalSessionStore.DELETE_KIND).length, 1)
       assert.strictEqual(kinds.filter((k) => k === "claude-code.line").length, 2 * transcript("d", 3).length)
     })
+
+    it(
+      "one line bound on every backend: a line above MAX_LINE_BYTES is kept as a marker of its size and SHA-256, the rest stored, a retry stores nothing twice",
+      async () => {
+        const options = backend.fresh()
+        const text = (mib: number) => "x".repeat(Math.floor(mib * 1024 * 1024))
+        // Within the bound: kept whole. 9 MiB, 17 MiB (with a uuid) and a 5 MiB line
+        // without one: markers.
+        const within: Entry = { type: "user", uuid: "within", message: { content: text(3.9) } }
+        const nine: Entry = { type: "user", uuid: "nine", message: { content: text(9) } }
+        const seventeen: Entry = { type: "assistant", uuid: "seventeen", message: { content: text(17) } }
+        const bare: Entry = { type: "attachment", content: text(5) }
+        const small = (uuid: string): Entry => ({ type: "user", uuid, message: { content: uuid } })
+        const batch = [small("a"), within, nine, small("b"), seventeen, bare, small("c")]
+        const store = await JournalSessionStore.open(options)
+        try {
+          await store.append(key, batch)
+          // A retry of the batch, and of its second half alone, store nothing again.
+          await store.append(key, batch)
+          await store.append(key, batch.slice(3))
+          // `load` gives back every line it has: the oversized ones are left out.
+          sameText(await store.load(key), [small("a"), within, small("b"), small("c")])
+        } finally {
+          await store.close()
+        }
+        const id = JournalSessionStore.sessionId(key)
+        const entries = await Effect.runPromise(journalOf(options, (j) =>
+          Effect.gen(function*() {
+            yield* j.verify(id)
+            return yield* Stream.runCollect(j.entries(id))
+          })))
+        const markers = entries.flatMap((e) => e.kind === Planner.OVERSIZED_KIND && "payload" in e ? [e.payload] : [])
+        const digest = (e: Entry) => {
+          const bytes = new TextEncoder().encode(JSON.stringify(e))
+          return { bytes: bytes.length, sha256: bytesToHex(sha256(bytes)) }
+        }
+        assert.deepStrictEqual(markers, [
+          { n: 3, ...digest(nine), uuid: "nine" },
+          { n: 5, ...digest(seventeen), uuid: "seventeen" },
+          { n: 6, ...digest(bare) }
+        ])
+        assert.strictEqual(entries.filter((e) => e.kind === Planner.LINE_KIND).length, 4)
+        // What the archive reads of a marker: the size and hash of the line.
+        assert.deepStrictEqual(Planner.lineOfEntry(entries.find((e) => e.kind === Planner.OVERSIZED_KIND)!), {
+          oversized: digest(nine)
+        })
+        assert.strictEqual(JournalSessionStore.MAX_LINE_BYTES, 4 * 1024 * 1024)
+      },
+      120_000
+    )
   })
 }
+
+describe("JournalSessionStore listSessionSummaries only where it can answer", () => {
+  // A fold of the SDK's shape: the number of entries folded so far.
+  const fold: JournalSessionStore.FoldSessionSummary = (prev, k, entries, options) => ({
+    sessionId: k.sessionId,
+    mtime: options?.mtime ?? 0,
+    data: { count: ((prev?.data["count"] as number | undefined) ?? 0) + entries.length }
+  })
+  const withService = <A>(
+    options: JournalSessionStore.Options,
+    f: (ops: JournalSessionStore.Operations) => Effect.Effect<A, unknown>
+  ) =>
+    Effect.runPromise(
+      Effect.flatMap(Effect.service(JournalSessionStore.Service), f).pipe(
+        Effect.provide(
+          JournalSessionStore.layer(options).pipe(
+            Layer.provide(SessionJournal.layer()),
+            Layer.provide(NodePersistence.layer({ root: path.join(tempDir(), "journal") }))
+          )
+        )
+      )
+    )
+
+  it("without foldSessionSummary neither the store nor the service has it (the SDK lists by listSessions and load)", async () => {
+    const store: JournalSessionStore.StoreWithoutSummaries = await JournalSessionStore.open({
+      dir: path.join(tempDir(), "journal")
+    })
+    try {
+      await store.append(key, transcript("n", 2))
+      assert.isFalse("listSessionSummaries" in store)
+      // @ts-expect-error: the type says the store has no listSessionSummaries
+      assert.throws(() => store.listSessionSummaries(key.projectKey))
+      assert.deepStrictEqual((await store.listSessions!(key.projectKey)).map((s) => s.sessionId), [key.sessionId])
+    } finally {
+      await store.close()
+    }
+    const has = await withService(
+      {},
+      (ops) =>
+        Effect.succeed({
+          service: ops.listSessionSummaries !== undefined,
+          sdk: "listSessionSummaries" in ops.sessionStore
+        })
+    )
+    assert.deepStrictEqual(has, { service: false, sdk: false })
+  })
+
+  it("with foldSessionSummary the store's type has it, and it answers the folded summaries", async () => {
+    const store = await JournalSessionStore.open({ dir: path.join(tempDir(), "journal"), foldSessionSummary: fold })
+    try {
+      await store.append(key, transcript("f", 2))
+      await store.append(key, transcript("g", 1))
+      const [summary, ...rest] = await store.listSessionSummaries(key.projectKey)
+      assert.deepStrictEqual(rest, [])
+      assert.deepStrictEqual(summary?.data, { count: transcript("f", 2).length + transcript("g", 1).length })
+    } finally {
+      await store.close()
+    }
+    const summaries = await withService({ foldSessionSummary: fold }, (ops) =>
+      Effect.gen(function*() {
+        yield* ops.append(key, transcript("h", 1))
+        return yield* ops.listSessionSummaries!(key.projectKey)
+      }))
+    assert.deepStrictEqual(summaries.map((s) => s.data), [{ count: transcript("h", 1).length }])
+  })
+})
 
 describe("JournalSessionStore interval options", () => {
   it("a bad lockWait, indexIdleTimeToLive, indexBytes or idleTimeToLive rejects open with a StorageError naming it", async () => {

@@ -73,6 +73,10 @@ declare const sdkModule: typeof Sdk
 export const toSdk: Sdk.SessionStore = ours
 export const fromSdk: JournalSessionStore.SessionStore = theirs
 export const openedIsSdk: Sdk.SessionStore = opened
+declare const withSummaries: JournalSessionStore.StoreWithSummaries
+declare const withoutSummaries: JournalSessionStore.StoreWithoutSummaries
+export const withSummariesIsSdk: Sdk.SessionStore = withSummaries
+export const withoutSummariesIsSdk: Sdk.SessionStore = withoutSummaries
 export const serviceIsSdk: Sdk.SessionStore = service.sessionStore
 export const fold: JournalSessionStore.FoldSessionSummary = sdkModule.foldSessionSummary
 export const testSdk: TestSdk = sdkModule

@@ -6,7 +6,9 @@
  * journal verifies and holds every tool call as a chio tool entry; with the local transcript removed, a resumed turn sees the
  * earlier conversation and lands in the same journal session; the SDK's
  * `importSessionToStore`, run twice into another journal, stores each line once;
- * summaries are the SDK's `foldSessionSummary` of what was stored. Skipped, with
+ * summaries are the SDK's `foldSessionSummary` of what was stored, and the SDK's
+ * `listSessions` finds the session through a store with summaries and through one
+ * without (which has no `listSessionSummaries`). Skipped, with
  * the reason on stderr, when the CLI or the SDK is not installed.
  */
 import { SessionJournal } from "@session-journal/core"
@@ -135,7 +137,7 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !sdkPresent())(
         assert.isAtLeast(subLoaded.filter((e) => e.type === "agent_metadata").length, 1)
 
         // The summary is the SDK's fold of the stored lines, at the store's mtime.
-        const [summary] = await store.listSessionSummaries!(key.projectKey)
+        const [summary] = await store.listSessionSummaries(key.projectKey)
         assert.deepStrictEqual(
           summary,
           sdk.foldSessionSummary(undefined, key, mirrored(local), { mtime: summary!.mtime })
@@ -165,6 +167,15 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !sdkPresent())(
           assert.deepStrictEqual(once, local)
           const subOnce = await other.load({ ...key, subpath: subkeys[0]! })
           assert.deepStrictEqual(subOnce?.filter((e) => e.type !== "agent_metadata"), fileLines(subFile))
+          // Without foldSessionSummary the store has no listSessionSummaries, and the
+          // SDK lists its sessions by listSessions and load; with it, by the summaries.
+          assert.isFalse("listSessionSummaries" in other)
+          assert.deepStrictEqual((await sdk.listSessions({ dir: work, sessionStore: other })).map((s) => s.sessionId), [
+            sid
+          ])
+          assert.deepStrictEqual((await sdk.listSessions({ dir: work, sessionStore: store })).map((s) => s.sessionId), [
+            sid
+          ])
         } finally {
           await other.close()
         }

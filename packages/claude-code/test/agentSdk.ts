@@ -72,6 +72,9 @@ export interface Sdk {
     options?: { dir?: string; includeSubagents?: boolean; batchSize?: number }
   ) => Promise<void>
   readonly foldSessionSummary: JournalSessionStore.FoldSessionSummary
+  readonly listSessions: (
+    options?: { dir?: string; sessionStore?: JournalSessionStore.SessionStore }
+  ) => Promise<Array<{ sessionId: string; summary: string; lastModified: number }>>
 }
 
 let loaded: Promise<Sdk> | undefined

@@ -6,7 +6,16 @@
  * pairing of their tool calls (`Transcript.Pairing`). It is built by folding
  * stored entries in order and grows only by entries read from storage or
  * acknowledged by a durable append, so what it says is stored is stored. Places
- * are line numbers (`n`, from 1), not sequences: tool entries sit between lines.
+ * are line numbers (`n`, from 1), not sequences: tool entries sit between lines;
+ * an oversized-line marker is a line (its `uuid` field the line's uuid).
+ *
+ * The uuids are kept within a budget of bytes: the newest exactly, each with its
+ * line, in a map within half of it; the older ones in `Generations`, Bloom
+ * filters over consecutive lines within the other half. A uuid is never lost (no
+ * false negatives): it is in the map, or a generation holding its line may hold
+ * it. A uuid a generation may hold is looked for in that generation's lines only
+ * (`unresolved`), so a false hit costs one generation's lines, and the work of an
+ * append does not grow with the history.
  *
  * `classify` decides which entries of a batch are already stored: an entry with a
  * `uuid` when that uuid is (or appeared earlier in the batch); an entry without one
@@ -46,26 +55,22 @@ export const keyOf = (uuid: string): string =>
 // The estimated heap bytes of one map entry: the key's characters and the entry.
 const entryBytes = (key: string): number => 2 * key.length + 64
 
+// The 32-bit finalizer of MurmurHash3: FNV-1a's low bits alone spread poorly
+// over a power-of-two filter.
+const mix = (h: number): number => {
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b)
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35)
+  return (h ^ (h >>> 16)) >>> 0
+}
+
 /**
- * A Bloom filter of fixed size over strings: `might` is never false for a string
- * added since the last `clear`. Two FNV-1a hashes, combined for `HASHES` probes.
+ * The probes of a key in a filter generation: `Generations.HASHES` bit positions
+ * out of two hashes (FNV-1a, finalized), the same for every generation (they all
+ * have the same number of bits), so a key is hashed once per lookup.
  */
-export class Filter {
-  private readonly bits: Uint8Array
-  private readonly size: number
-  constructor(bytes: number) {
-    this.bits = new Uint8Array(Math.max(8, Math.floor(bytes)))
-    this.size = this.bits.length * 8
-  }
-  /** The filter's bytes. */
-  get bytes(): number {
-    return this.bits.length
-  }
-  private static readonly HASHES = 4
-  // The two hashes of the last key `hash` was given.
-  private h1 = 0
-  private h2 = 0
-  private hash(key: string): void {
+export class Probes {
+  readonly at: Uint32Array
+  constructor(key: string, bits: number) {
     let h1 = 0x811c9dc5
     let h2 = 0x01000193 ^ key.length
     for (let i = 0; i < key.length; i++) {
@@ -73,30 +78,113 @@ export class Filter {
       h1 = Math.imul(h1 ^ c, 0x01000193)
       h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15)
     }
-    this.h1 = h1
-    this.h2 = h2 | 1
+    const a = mix(h1)
+    const b = mix(h2) | 1
+    const mask = bits - 1
+    this.at = new Uint32Array(Generations.HASHES)
+    for (let k = 0; k < Generations.HASHES; k++) this.at[k] = (a + Math.imul(k, b)) & mask
   }
-  // The bit of probe `k` of the last key hashed.
-  private bit(k: number): number {
-    return ((this.h1 + Math.imul(k, this.h2)) >>> 0) % this.size
+}
+
+/** One generation: a Bloom filter over the uuids that left the map from line `from` through line `through`. */
+export interface Generation {
+  readonly bits: Uint8Array
+  readonly from: number
+  through: number
+  /** Uuids added (past `Generations.capacity` only after a merge). */
+  count: number
+  /** How many merges it holds: 0 for a generation filled as it is. */
+  level: number
+}
+
+/**
+ * The uuids that left the map, in generations of consecutive lines, each a Bloom
+ * filter of the same power-of-two size holding `capacity` uuids at 32 bits each
+ * (11 probes: a false hit about one lookup in 750,000 per generation). A lookup
+ * names the generations that may hold a uuid, so a false hit costs the reading of
+ * one generation's lines, never the whole history. The generations share `budget`
+ * bytes: when a new one would pass it, the two oldest of the same level are merged
+ * (their bits OR-ed, their lines joined), so the index stays within its bytes and
+ * only the oldest uuids, past what the budget holds at full precision, pay with
+ * more false hits and longer reads.
+ */
+export class Generations {
+  static readonly HASHES = 11
+  /** Bits per uuid of a generation as it is filled. */
+  static readonly BITS_PER_KEY = 32
+  /** Bits of each generation's filter. */
+  readonly size: number
+  /** Uuids a generation takes before the next one starts. */
+  readonly capacity: number
+  readonly list: Array<Generation> = []
+  /** The generations' bytes at most (one generation when it is smaller). */
+  readonly budget: number
+  constructor(budget: number) {
+    this.budget = budget
+    // At least 16 generations in the budget, each from 64 bytes to 16 KiB.
+    let size = 512
+    while (size < 131_072 && size * 2 * 16 <= budget * 8) size *= 2
+    this.size = size
+    this.capacity = size / Generations.BITS_PER_KEY
   }
-  add(key: string): void {
-    this.hash(key)
-    for (let k = 0; k < Filter.HASHES; k++) {
-      const bit = this.bit(k)
-      this.bits[bit >>> 3]! |= 1 << (bit & 7)
+  /** The generations' bytes. */
+  get bytes(): number {
+    return this.list.length * (this.size / 8)
+  }
+  /** Adds `key`, stored at line `n` (not before any line added so far). */
+  add(key: string, n: number): void {
+    let open = this.list[this.list.length - 1]
+    if (open === undefined || (open.count >= this.capacity && this.makeRoom())) {
+      open = { bits: new Uint8Array(this.size / 8), from: n, through: n, count: 0, level: 0 }
+      this.list.push(open)
     }
+    open = this.list[this.list.length - 1]!
+    for (const bit of new Probes(key, this.size).at) open.bits[bit >>> 3]! |= 1 << (bit & 7)
+    open.count++
+    if (n > open.through) open.through = n
   }
-  might(key: string): boolean {
-    this.hash(key)
-    for (let k = 0; k < Filter.HASHES; k++) {
-      const bit = this.bit(k)
-      if ((this.bits[bit >>> 3]! & (1 << (bit & 7))) === 0) return false
+  // Merges the oldest generations until one more fits the budget; false when it
+  // does not even then (a budget below two generations: the newest keeps filling).
+  private makeRoom(): boolean {
+    const one = this.size / 8
+    while (this.list.length > 1 && this.bytes + one > this.budget) {
+      // The oldest pair of one level, else the two oldest.
+      let i = 0
+      for (let j = 0; j + 1 < this.list.length; j++) {
+        if (this.list[j]!.level === this.list[j + 1]!.level) {
+          i = j
+          break
+        }
+      }
+      const a = this.list[i]!
+      const b = this.list[i + 1]!
+      for (let k = 0; k < a.bits.length; k++) a.bits[k]! |= b.bits[k]!
+      a.through = b.through
+      a.count += b.count
+      a.level = Math.max(a.level, b.level) + 1
+      this.list.splice(i + 1, 1)
     }
-    return true
+    return this.bytes + one <= this.budget
+  }
+  /** The generations that may hold `key`. */
+  lookup(key: string): Array<Generation> {
+    const probes = new Probes(key, this.size).at
+    const out: Array<Generation> = []
+    for (const g of this.list) {
+      let all = true
+      for (let k = 0; k < probes.length; k++) {
+        const bit = probes[k]!
+        if ((g.bits[bit >>> 3]! & (1 << (bit & 7))) === 0) {
+          all = false
+          break
+        }
+      }
+      if (all) out.push(g)
+    }
+    return out
   }
   clear(): void {
-    this.bits.fill(0)
+    this.list.length = 0
   }
 }
 
@@ -116,17 +204,17 @@ export interface Index {
   deleted: boolean
   /**
    * Line of the newest uuids (by `keyOf`) stored since the newest deletion, oldest
-   * first, within `budget` estimated bytes.
+   * first, within half of `budget` estimated bytes.
    */
   readonly uuids: Map<string, number>
   /** The estimated bytes of `uuids`. */
   uuidBytes: number
-  /** The budget of `uuids` (the filter takes an eighth of it besides). */
+  /** The budget of `uuids` and `older` together, half each. */
   readonly budget: number
   /** The newest line whose uuid left `uuids` since the newest deletion (0: none did). */
   evictedThrough: number
-  /** Every uuid stored since the newest deletion. */
-  readonly filter: Filter
+  /** Every uuid stored since the newest deletion that left `uuids`. */
+  readonly older: Generations
   /** The tool calls of the visible lines: those still waiting for their result, those paired. */
   pairing: Transcript.Pairing
 }
@@ -143,7 +231,7 @@ export const empty = (budget: number = DEFAULT_BUDGET): Index => ({
   uuidBytes: 0,
   budget,
   evictedThrough: 0,
-  filter: new Filter(budget / 8),
+  older: new Generations(budget / 2),
   pairing: Transcript.emptyPairing()
 })
 
@@ -151,27 +239,29 @@ const clearUuids = (index: Index): void => {
   index.uuids.clear()
   index.uuidBytes = 0
   index.evictedThrough = 0
-  index.filter.clear()
+  index.older.clear()
 }
 
-// Keeps `key` at line `n`, letting the oldest uuids go past the budget.
+// Keeps `key` at line `n`, moving the oldest uuids past half the budget to the
+// generations (in the order of their lines, so each generation's lines follow
+// the previous one's).
 const remember = (index: Index, key: string, n: number): void => {
-  index.filter.add(key)
   if (index.uuids.has(key)) return
   index.uuids.set(key, n)
   index.uuidBytes += entryBytes(key)
-  while (index.uuidBytes > index.budget) {
+  while (index.uuidBytes > index.budget / 2) {
     const oldest = index.uuids.entries().next()
     if (oldest.done === true) break
     const [k, line] = oldest.value
     index.uuids.delete(k)
     index.uuidBytes -= entryBytes(k)
+    index.older.add(k, line)
     if (line > index.evictedThrough) index.evictedThrough = line
   }
 }
 
-/** The estimated heap bytes of the index's uuids (map and filter). */
-export const uuidBytes = (index: Index): number => index.uuidBytes + index.filter.bytes
+/** The estimated heap bytes of the index's uuids (map and generations). */
+export const uuidBytes = (index: Index): number => index.uuidBytes + index.older.bytes
 
 /** Starts over (storage did not continue what was read: a repair set entries aside). */
 export const reset = (index: Index): void => {
@@ -204,25 +294,38 @@ export const uuidOf = (entry: { readonly uuid?: unknown }): string | undefined =
   typeof entry.uuid === "string" && entry.uuid !== "" ? keyOf(entry.uuid) : undefined
 
 /**
+ * The uuid (as `keyOf` gives it) of a stored line: of its text, or the one an
+ * oversized-line marker of the store carries (`uuid`, already a key).
+ */
+export const uuidOfEntry = (entry: Entry.Entry): string | undefined => {
+  if (entry.kind === Planner.LINE_KIND) {
+    const value = Planner.lineOf(entry.payload)
+    return value !== undefined && "text" in value ? uuidOfLine(value.text) : undefined
+  }
+  if (entry.kind !== Planner.OVERSIZED_KIND || !isRecord(entry.payload)) return undefined
+  const uuid = entry.payload["uuid"]
+  return typeof uuid === "string" && uuid !== "" && uuid.length <= MAX_KEY_CHARS + 1 ? uuid : undefined
+}
+
+/**
  * Folds one stored entry, which must be entry `index.covered`; false when it does
  * not continue what was read (another sequence, or a link to another hash).
  */
 export const fold = (index: Index, entry: Entry.Entry): boolean => {
   if (entry.sequence !== index.covered) return false
   if (index.lastHash !== null && entry.prev_hash !== index.lastHash) return false
-  if (entry.kind === Planner.LINE_KIND) {
-    const value = Planner.lineOf(entry.payload)
-    // The store numbers its lines from 1 without gaps (`n` of the payload).
+  if (Planner.isLineEntry(entry)) {
+    // The store numbers its lines from 1 without gaps (`n` of the payload); an
+    // oversized-line marker stands for its line.
     const n = index.lines + 1
     index.lines = n
     index.sequenceOf.push(entry.sequence)
     index.deleted = false
-    if (value !== undefined && "text" in value) {
-      const uuid = uuidOfLine(value.text)
-      if (uuid !== undefined) remember(index, uuid, n)
-      // The agent does not change the pairing.
-      Transcript.pair(index.pairing, Transcript.parse(value.text), "main", 0)
-    }
+    const uuid = uuidOfEntry(entry)
+    if (uuid !== undefined) remember(index, uuid, n)
+    const value = entry.kind === Planner.LINE_KIND ? Planner.lineOf(entry.payload) : undefined
+    // The agent does not change the pairing.
+    if (value !== undefined && "text" in value) Transcript.pair(index.pairing, Transcript.parse(value.text), "main", 0)
   } else if (entry.kind === DELETE_KIND) {
     index.firstVisible = index.lines + 1
     index.deleted = true
@@ -234,29 +337,50 @@ export const fold = (index: Index, entry: Entry.Entry): boolean => {
   return true
 }
 
-/** One entry of a batch: its JSON text and its uuid (`keyOf`). */
+/**
+ * One entry of a batch: its JSON text, its uuid (`keyOf`), and, for a line above
+ * the store's bound, the size and SHA-256 its marker keeps instead.
+ */
 export interface Item {
   readonly line: string
   readonly uuid: string | undefined
+  readonly oversized?: Transcript.Oversized | undefined
+}
+
+/** Stored lines to read for uuids that left the map: lines `from` through `through`. */
+export interface Range {
+  readonly from: number
+  readonly through: number
 }
 
 /**
  * The stored lines to read for the uuids of `items` the index cannot decide alone:
- * those not in its map that its filter may hold while older uuids have left the
- * map. They can only be on the visible lines up to `evictedThrough` (a uuid first
- * stored later is still in the map). Undefined when there are none.
+ * those not in its map that a generation may hold. Each such uuid can only be on
+ * the lines of the generations that may hold it (a uuid first stored later is
+ * still in the map); `ranges` are those generations' lines, in order, never
+ * overlapping. Undefined when there are none.
  */
 export const unresolved = (
   index: Index,
   items: ReadonlyArray<Item>
-): { readonly keys: ReadonlySet<string>; readonly from: number; readonly through: number } | undefined => {
+): { readonly keys: ReadonlySet<string>; readonly ranges: ReadonlyArray<Range> } | undefined => {
   if (index.evictedThrough < index.firstVisible) return undefined
   let keys: Set<string> | undefined
+  let generations: Set<Generation> | undefined
   for (const item of items) {
-    if (item.uuid === undefined || index.uuids.has(item.uuid) || !index.filter.might(item.uuid)) continue
+    if (item.uuid === undefined || index.uuids.has(item.uuid) || keys?.has(item.uuid) === true) continue
+    const may = index.older.lookup(item.uuid)
+    if (may.length === 0) continue
     ;(keys ??= new Set()).add(item.uuid)
+    generations ??= new Set()
+    for (const g of may) generations.add(g)
   }
-  return keys === undefined ? undefined : { keys, from: index.firstVisible, through: index.evictedThrough }
+  if (keys === undefined || generations === undefined) return undefined
+  const ranges = index.older.list.filter((g) => generations.has(g)).map((g) => ({
+    from: Math.max(g.from, index.firstVisible),
+    through: g.through
+  }))
+  return { keys, ranges }
 }
 
 /** The stored lines a run of uuid-less batch entries may repeat. */
@@ -351,11 +475,18 @@ export const settle = (
     for (let k = 0; k < probe.positions.length; k++) {
       const n = probe.lines[k]!
       const entry = lineAt(n)
-      if (entry === undefined || entry.kind !== Planner.LINE_KIND || claimed.has(n)) break
-      const value = Planner.lineOf(entry.payload)
+      if (entry === undefined || claimed.has(n)) break
+      const value = Planner.lineOfEntry(entry)
       const position = probe.positions[k]!
-      // The same text: so no uuid either, as the item has none.
-      if (value === undefined || !("text" in value) || value.text !== items[position]!.line) break
+      const item = items[position]!
+      // The same text (so no uuid either, as the item has none), or the same marker.
+      if (
+        value === undefined ||
+        (item.oversized === undefined
+          ? !("text" in value) || value.text !== item.line
+          : !Transcript.isOversized(value) || value.oversized.bytes !== item.oversized.bytes ||
+            value.oversized.sha256 !== item.oversized.sha256)
+      ) break
       claimed.add(n)
       fresh[position] = false
       known[position] = n
