@@ -726,6 +726,121 @@ export const refusal = (event: string | null, reason: string, options?: {
 } => Refusal.refusal(event, reason, options) as ReturnType<typeof refusal>
 
 // ---------------------------------------------------------------------------
+// Self-protection
+
+/**
+ * The guard name of a call denied because it would touch what guards the
+ * session (the journal, the policy, the settings that install our hooks).
+ *
+ * @since 0.7.0
+ */
+export const SELF_PROTECTION = "selfProtection"
+
+/**
+ * Something a guarded call may not touch: an absolute path, a file or a
+ * directory (everything under it too), and what it is, for the reason.
+ *
+ * @since 0.7.0
+ */
+export interface Protected {
+  readonly path: string
+  readonly what: string
+  readonly directory: boolean
+}
+
+/** The absolute POSIX path `p` resolved against `cwd`, with `.`, `..` and repeated `/` removed. */
+const normalize = (p: string, cwd: string): string => {
+  const parts: Array<string> = []
+  for (const part of (p.startsWith("/") ? p : `${cwd}/${p}`).split("/")) {
+    if (part === "" || part === ".") continue
+    if (part === "..") parts.pop()
+    else parts.push(part)
+  }
+  return `/${parts.join("/")}`
+}
+
+const within = (p: string, target: Protected): boolean =>
+  p === target.path || (target.directory && p.startsWith(target.path.endsWith("/") ? target.path : `${target.path}/`))
+
+// The ways a command or an argument may spell a protected path: as it is,
+// relative to the working directory, from the home directory.
+const spellings = (target: Protected, cwd: string, home: string | undefined): Array<string> => {
+  const out = [target.path]
+  const base = cwd.endsWith("/") ? cwd : `${cwd}/`
+  if (target.path.startsWith(base) && target.path.length > base.length) {
+    const rel = target.path.slice(base.length)
+    out.push(rel, `./${rel}`)
+  }
+  if (home !== undefined && home !== "/" && home !== "") {
+    const h = home.endsWith("/") ? home : `${home}/`
+    if (target.path.startsWith(h)) {
+      const rel = target.path.slice(h.length)
+      out.push(`~/${rel}`, `$HOME/${rel}`, `\${HOME}/${rel}`)
+    }
+  }
+  return out
+}
+
+const PATH_KEYS = new Set(["file_path", "path", "notebook_path", "cwd", "directory", "dir"])
+const MAX_STRINGS = 10_000
+
+/**
+ * Whether a PreToolUse would touch one of `targets`, and the denial if so (guard
+ * `SELF_PROTECTION`). Every string of the call's input is looked at (at most
+ * 10,000 of them): a path argument (`file_path`, `path`, `notebook_path`, …) is
+ * resolved against the call's `cwd` and compared by its components; any string
+ * (a Bash command, a pattern, an MCP argument) that spells a protected path — as
+ * it is, relative to `cwd`, or from the home directory (`~/`, `$HOME/`) — is a
+ * touch. It is a check on what the call says, not on what it will do: a command
+ * that builds the path at run time (`$(echo …)`, a variable, a link made by an
+ * earlier call) is not seen, which is why a session that vanished or shrank is
+ * refused too (README, Guarantees). Pure.
+ *
+ * @since 0.7.0
+ */
+export const selfProtection = (
+  input: (typeof Inputs)["PreToolUse"]["Type"],
+  targets: ReadonlyArray<Protected>,
+  home?: string | undefined
+): Guard.Verdict => {
+  if (targets.length === 0) return Guard.allow
+  const forms = targets.map((t) => ({ target: t, forms: spellings(t, input.cwd, home) }))
+  let seen = 0
+  const deny = (t: Protected) => Guard.deny(`${input.tool_name} would touch ${t.what} ${t.path}`, SELF_PROTECTION)
+  const look = (value: Schema.Json, key: string | null): Guard.Verdict | null => {
+    if (seen++ > MAX_STRINGS) return null
+    if (typeof value === "string") {
+      if (key !== null && PATH_KEYS.has(key) && value !== "") {
+        const p = normalize(
+          value.startsWith("~/") && home !== undefined ? `${home}/${value.slice(2)}` : value,
+          input.cwd
+        )
+        for (const t of targets) if (within(p, t)) return deny(t)
+      }
+      for (const { forms: fs, target } of forms) {
+        for (const f of fs) if (value.includes(f)) return deny(target)
+      }
+      return null
+    }
+    if (Array.isArray(value)) {
+      for (const v of value) {
+        const r = look(v, null)
+        if (r !== null) return r
+      }
+      return null
+    }
+    if (typeof value === "object" && value !== null) {
+      for (const [k, v] of Object.entries(value)) {
+        const r = look(v, k)
+        if (r !== null) return r
+      }
+    }
+    return null
+  }
+  return look(input.tool_input, null) ?? Guard.allow
+}
+
+// ---------------------------------------------------------------------------
 // Handling
 
 /**
@@ -744,6 +859,13 @@ export interface HandleOptions {
    * chain.
    */
   readonly session?: string | undefined
+  /**
+   * What no call may touch (`selfProtection`), decided before the policy and
+   * whether or not there is one; none by default.
+   */
+  readonly protect?: ReadonlyArray<Protected> | undefined
+  /** The home directory, for `~/` and `$HOME/` spellings of protected paths. */
+  readonly home?: string | undefined
 }
 
 const allowAll: Guard.Guard = () => Guard.allow
@@ -786,10 +908,12 @@ export const handle = (
     const session = options.session ?? sessionId(event.input)
     if (event.name === "PreToolUse") {
       const input = event.input
+      const policy = options.policy ?? allowAll
+      const protection = selfProtection(input, options.protect ?? [], options.home)
       const decision = yield* journal.decide(
         session,
         toolParams(input),
-        options.policy ?? allowAll,
+        protection._tag === "Deny" ? () => protection : policy,
         (verdict, entry) => [{
           kind: DECISION_KIND,
           payload: {

@@ -61,6 +61,25 @@ export const PG_URL_VAR = "SESSION_JOURNAL_PG_URL"
 export const DEFAULT_DIR = "./.session-journal"
 
 /**
+ * The journal root of Claude Code's hooks when neither `--root`/`--dir` nor
+ * `SESSION_JOURNAL_DIR` names one: a per-user state directory outside every
+ * project, so the agent the hooks guard does not find its journal in the tree it
+ * edits: `$XDG_STATE_HOME/session-journal` when `XDG_STATE_HOME` is an absolute
+ * path, else `$HOME/.local/state/session-journal`; undefined without a usable
+ * `HOME`.
+ *
+ * @since 0.7.0
+ */
+export const userStateDir = (env: Readonly<Record<string, string | undefined>>): string | undefined => {
+  const xdg = env["XDG_STATE_HOME"]
+  if (xdg !== undefined && xdg.startsWith("/")) return `${xdg.replace(/\/+$/, "")}/session-journal`
+  const home = env["HOME"]
+  return home !== undefined && home.startsWith("/")
+    ? `${home.replace(/\/+$/, "")}/.local/state/session-journal`
+    : undefined
+}
+
+/**
  * Resolves the journal root: the flag, else `env` (`$SESSION_JOURNAL_DIR`), else
  * `./.session-journal`; an empty value counts as none.
  *

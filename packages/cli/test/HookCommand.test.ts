@@ -275,6 +275,57 @@ describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
     }
   })
 
+  it("the journal lives outside the project by default, and calls that touch it, the policy or the hooks' settings are denied", async () => {
+    const home = tempDir()
+    const work = path.join(home, "work")
+    fs.mkdirSync(path.join(work, ".claude"), { recursive: true })
+    const settings = path.join(work, ".claude", "settings.local.json")
+    fs.writeFileSync(
+      settings,
+      JSON.stringify({ hooks: { PreToolUse: [{ hooks: [{ command: "session-journal claude-code hook" }] }] } })
+    )
+    fs.writeFileSync(path.join(work, ".claude", "settings.json"), "{}")
+    const policy = path.join(work, "policy.json")
+    fs.writeFileSync(policy, JSON.stringify({ maxInvocations: 100 }))
+    const env = { HOME: home, SESSION_JOURNAL_DIR: "", XDG_STATE_HOME: "" }
+    const state = path.join(home, ".local", "state", "session-journal")
+    const call = (tool: string, input: Record<string, unknown>, id: string, extra: ReadonlyArray<string> = []) =>
+      run(["claude-code", "hook", "--policy", policy, ...extra], {
+        input: JSON.stringify({ ...pre(tool, id), cwd: work, tool_input: input }),
+        env
+      })
+    const allowed = await call("Bash", { command: "ls" }, "p0")
+    assert.deepStrictEqual(JSON.parse(allowed.stdout), {}, allowed.stderr)
+    assert.isTrue(
+      fs.readdirSync(state).some((n) => n.startsWith("cch-")),
+      "the journal is in the user's state directory"
+    )
+    assert.isFalse(fs.existsSync(path.join(work, ".session-journal")))
+    const touches: Array<[string, Record<string, unknown>, RegExp]> = [
+      ["Bash", { command: "rm -rf ~/.local/state/session-journal" }, /the journal directory/],
+      ["Bash", { command: `truncate -s 0 ${state}/cch-x/segment` }, /the journal directory/],
+      ["Write", { file_path: "policy.json", content: "{}" }, /the policy file/],
+      [
+        "Edit",
+        { file_path: `${work}/./.claude/../.claude/settings.local.json`, old_string: "a", new_string: "b" },
+        /settings that hold the hooks/
+      ],
+      ["Bash", { command: "echo {} > .claude/settings.local.json" }, /settings that hold the hooks/]
+    ]
+    for (const [i, [tool, input, what]] of touches.entries()) {
+      const denied = await call(tool, input, `p${i + 1}`)
+      assert.match(denial(denied.stdout) ?? "", what, JSON.stringify(input))
+      assert.match(denial(denied.stdout) ?? "", /\[selfProtection\]$/)
+    }
+    // A settings file without our hooks is the user's own business.
+    const own = await call("Write", { file_path: ".claude/settings.json", content: "{}" }, "p9")
+    assert.deepStrictEqual(JSON.parse(own.stdout), {})
+    const off = await call("Write", { file_path: "policy.json", content: "{}" }, "p10", ["--no-self-protection"])
+    assert.deepStrictEqual(JSON.parse(off.stdout), {})
+    const stats = await run(["--dir", state, "stats", sessionOf({ ...pre("Bash", "p0"), cwd: work })])
+    assert.match(stats.stdout, /selfProtection/)
+  })
+
   it("answers within its deadline whatever holds it: a session locked by another writer, a policy that is a FIFO", async () => {
     const dir = tempDir()
     const root = path.join(dir, "j")

@@ -33,6 +33,8 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { InvalidInput } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import type { HookArgs } from "../internal/hookArgs.ts"
@@ -128,6 +130,59 @@ const refuseReply = (args: HookArgs, seen: Seen, reason: string): Reply => {
   }
 }
 
+/** A settings file holds our hooks when it names one of our hook commands. */
+const OUR_HOOKS = /claude-code (hook|forward)\b/
+
+const holdsOurHooks = async (file: string): Promise<boolean> => {
+  try {
+    const handle = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+    try {
+      if (!(await handle.stat()).isFile()) return false
+      const text = await Input.readBounded(handle.createReadStream({ autoClose: false }), file, 4 * 1024 * 1024)
+      return Result.isSuccess(text) && OUR_HOOKS.test(text.success)
+    } finally {
+      await handle.close()
+    }
+  } catch {
+    return false
+  }
+}
+
+/**
+ * What no guarded call may touch (`Hook.selfProtection`): the journal directory,
+ * the policy file, and every Claude Code settings file that holds our hooks (the
+ * project's `.claude/settings.json` and `.claude/settings.local.json`, of the
+ * event's `cwd` and of `$CLAUDE_PROJECT_DIR`, and the user's settings).
+ */
+const protectedPaths = async (
+  cwd: string,
+  env: Readonly<Record<string, string | undefined>>,
+  journalDir: string | null,
+  policyFile: string | undefined
+): Promise<Array<Hook.Protected>> => {
+  const out: Array<Hook.Protected> = []
+  if (journalDir !== null) {
+    out.push({ path: path.resolve(cwd, journalDir), what: "the journal directory", directory: true })
+  }
+  if (policyFile !== undefined) {
+    out.push({ path: path.resolve(cwd, policyFile), what: "the policy file", directory: false })
+  }
+  const projects = new Set([cwd, ...(env["CLAUDE_PROJECT_DIR"] ? [env["CLAUDE_PROJECT_DIR"]] : [])])
+  const config = env["CLAUDE_CONFIG_DIR"] ?? (env["HOME"] ? path.join(env["HOME"], ".claude") : undefined)
+  const candidates = [
+    ...[...projects].flatMap((
+      p
+    ) => [path.join(p, ".claude", "settings.json"), path.join(p, ".claude", "settings.local.json")]),
+    ...(config === undefined ? [] : [path.join(config, "settings.json")])
+  ]
+  for (const file of new Set(candidates.map((c) => path.resolve(cwd, c)))) {
+    if (await holdsOurHooks(file)) {
+      out.push({ path: file, what: "the Claude Code settings that hold the hooks", directory: false })
+    }
+  }
+  return out
+}
+
 /**
  * Reads and decodes one hook input: at most `maxBytes` are kept. Past the bound,
  * an input whose `hook_event_name` (in the bytes read so far) is a PostToolUse or
@@ -196,9 +251,34 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
     // Parallel hooks of one session queue for its lock (the filesystem adapter's
     // `lockWait`: a directory watch and a jittered backoff) rather than fail.
     const waitMillis = args.waitMillis ?? DEFAULT_WAIT_MILLIS
+    const environment = Storage.environmentOf(io.env)
+    const dir = args.root ?? environment.dir ?? Storage.userStateDir(io.env)
+    if (dir === undefined && args.postgres === undefined && environment.postgres === undefined) {
+      return refuse("no journal directory: give --root DIR, or set SESSION_JOURNAL_DIR or HOME")
+    }
+    if (
+      dir !== undefined && args.root === undefined && environment.dir === undefined &&
+      args.postgres === undefined && environment.postgres === undefined
+    ) {
+      // The per-user default is made on first use, readable by its user only.
+      await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 })
+    }
     const storage: Storage.Options = {
-      ...Storage.resolve({ dir: args.root, postgres: args.postgres }, Storage.environmentOf(io.env)),
+      ...Storage.resolve({ dir, postgres: args.postgres }, environment),
       lockWait: Duration.millis(waitMillis)
+    }
+    if (hookEvent.name === "PreToolUse" && args.noSelfProtection !== true) {
+      seen.stage = "reading the Claude Code settings that hold the hooks"
+      options = {
+        ...options,
+        protect: await protectedPaths(
+          hookEvent.input.cwd,
+          io.env,
+          Storage.isFilesystem(storage) ? storage.dir : null,
+          file
+        ),
+        home: io.env["HOME"]
+      }
     }
     seen.stage = `recording ${seen.event} in the journal`
     const exit = await Effect.runPromiseExit(

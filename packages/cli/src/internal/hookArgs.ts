@@ -21,6 +21,8 @@ export interface HookArgs {
   readonly waitMillis: number | undefined
   /** `--deadline DURATION`, in milliseconds: the hook answers within it whatever happens. */
   readonly deadlineMillis: number | undefined
+  /** `--no-self-protection`: calls may touch the journal, the policy and the hooks' settings. */
+  readonly noSelfProtection?: boolean | undefined
 }
 
 // `--wait` takes a number and a unit: 500ms, 30s, 2m, 1h; a bare number is seconds.
@@ -55,6 +57,7 @@ const valued = new Set(["--dir", "--postgres", "--root", "--policy", "--max-inpu
 export const hookArgs = (argv: ReadonlyArray<string>): HookArgs | null => {
   const values = new Map<string, string>()
   let failOpen = false
+  let noSelfProtection = false
   const words: Array<string> = []
   for (let i = 0; i < argv.length; i++) {
     let arg = argv[i]!
@@ -72,6 +75,7 @@ export const hookArgs = (argv: ReadonlyArray<string>): HookArgs | null => {
       if (values.has(arg)) return null
       values.set(arg, value)
     } else if (arg === "--fail-open" && value === undefined) failOpen = true
+    else if (arg === "--no-self-protection" && value === undefined) noSelfProtection = true
     else if ((arg === "--json" || arg === "--verbose") && value === undefined) continue
     else if (arg.startsWith("-")) return null
     else words.push(arg)
@@ -94,6 +98,7 @@ export const hookArgs = (argv: ReadonlyArray<string>): HookArgs | null => {
     failOpen,
     maxInputBytes,
     waitMillis,
-    deadlineMillis
+    deadlineMillis,
+    ...(noSelfProtection ? { noSelfProtection } : {})
   }
 }
