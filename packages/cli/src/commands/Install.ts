@@ -1,28 +1,48 @@
 /**
- * `session-journal claude-code install [--project DIR | --user] [--policy FILE]
- * [--guard URL] [--uninstall]`: merges our hooks into a Claude Code settings
- * file, `DIR/.claude/settings.json` (default: the working directory's) or the
- * user's `~/.claude/settings.json` (`$CLAUDE_CONFIG_DIR/settings.json` when it
- * is set).
+ * `session-journal claude-code install [--project DIR | --user] [--shared]
+ * [--policy FILE] [--root DIR] [--guard URL] [--uninstall]`: adds our hooks to a
+ * Claude Code settings file.
  *
- * The hooks run this installation's `session-journal` by absolute paths (the
- * Node that runs `install` and the package's bin file) with
- * `claude-code hook --root DIR` naming the journal directory (`--dir`, made
- * absolute) and the policy file (made absolute) when one is given, so they work
- * from any working directory. One matcher group matching every tool, per event
- * of `EVENTS`, appended after the file's own groups.
+ * Where they go:
+ * - by default, the project's personal file `DIR/.claude/settings.local.json`
+ *   (DIR: the working directory), which Claude Code reads and which is not
+ *   committed; the hooks run this installation's `session-journal` by absolute
+ *   paths (the Node that runs `install` and the package's bin file) and name the
+ *   policy file by its absolute path;
+ * - with `--shared`, the project's committed `DIR/.claude/settings.json`, for
+ *   every teammate: the hooks run `session-journal` from PATH and name the policy
+ *   (which must lie inside the project) and an explicit journal directory
+ *   relative to `$CLAUDE_PROJECT_DIR`, which Claude Code sets for every hook; no
+ *   path of this machine is written;
+ * - with `--user`, the user's `~/.claude/settings.json`
+ *   (`$CLAUDE_CONFIG_DIR/settings.json` when that is set).
  *
- * Every other setting and hook is kept as it is. Before a file is changed its
- * previous content is kept next to it (`settings.json.session-journal.bak`, with
- * the file's mode); a run that changes nothing writes nothing. `--uninstall`
- * removes only our hooks (the command hook and the guard's forms), and matcher
- * groups and events left empty by that. The file is replaced atomically (a
- * temporary file renamed over it).
+ * The journal directory is passed (`--root`) only when `--root` or the global
+ * `--dir` was given on the command line; otherwise the hook uses its own default.
+ *
+ * Every hook is one command per event, run through a small POSIX `sh` wrapper
+ * (`wrap`; Claude Code runs command hooks with `/bin/sh -c`): when our program
+ * cannot start or dies (not installed any more: exit 127; not executable: 126;
+ * Node crashing: 1; a signal), the wrapper turns that into exit 2 with one line on
+ * stderr naming what failed and how to fix or remove the hooks, which blocks the
+ * event instead of letting it pass unjournaled. For Stop and SubagentStop it
+ * exits 1 instead (exit 2 there would keep the turn going for ever), and our own
+ * exit 1 there (a Stop already kept going) passes.
+ *
+ * The file is edited as text (`internal/jsonText.ts`): only our matcher groups
+ * are inserted or removed, every other byte (numbers as spelled, comments, key
+ * order, indentation) stays; install then uninstall gives back the same bytes. It
+ * is written as `internal/settingsIo.ts` says: through a symbolic link to its
+ * final target, with a new backup per change that never overwrites an older one
+ * (the report names it), through an exclusively created temporary file renamed
+ * over the target. A run that changes nothing writes nothing. `--uninstall`
+ * removes only our hooks (today's and the earlier unwrapped forms), from both
+ * project files (or the user's), and matcher groups, events and `hooks` objects
+ * left empty by that.
  *
  * @since 0.4.0
  */
 import { StorageError } from "@session-journal/core"
-import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Command, Flag } from "effect/cli"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
@@ -31,7 +51,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { InvalidInput } from "../Failure.ts"
-import { withoutJournal } from "../internal/commandKit.ts"
+import { Dir, onCommandLine, withoutJournal } from "../internal/commandKit.ts"
+import * as JsonText from "../internal/jsonText.ts"
+import * as SettingsIo from "../internal/settingsIo.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 
@@ -65,11 +87,12 @@ export const EVENTS = [
 export const HOOK_TIMEOUT_SECONDS = 60
 
 /**
- * The suffix of the backup kept next to a settings file.
+ * The suffix of the first backup kept next to a settings file; later ones are
+ * `FILE.session-journal.1.bak`, `.2.bak`, … (never overwritten).
  *
  * @since 0.4.0
  */
-export const BACKUP_SUFFIX = ".session-journal.bak"
+export const BACKUP_SUFFIX = SettingsIo.BACKUP_SUFFIX
 
 /**
  * Largest settings file read (4 MiB).
@@ -92,41 +115,157 @@ export const shellQuote = (arg: string): string =>
   /^[A-Za-z0-9_/.:=@%+-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`
 
 /**
+ * A path inside the project, written relative to `$CLAUDE_PROJECT_DIR` (which
+ * Claude Code sets for every hook) so the hook finds it on every machine.
+ *
+ * @since 0.7.0
+ */
+export interface ProjectPath {
+  readonly _tag: "ProjectPath"
+  /** Relative to the project's root, `/`-separated; `""` is the root itself. */
+  readonly relative: string
+}
+
+/**
+ * An argument of an installed command: a literal, or a path inside the project.
+ *
+ * @since 0.7.0
+ */
+export type Word = string | ProjectPath
+
+/**
+ * A path inside the project, relative to its root.
+ *
+ * @since 0.7.0
+ */
+export const projectPath = (relative: string): ProjectPath => ({ _tag: "ProjectPath", relative })
+
+/**
+ * One word as the shell reads it: a literal quoted (`shellQuote`), a project path
+ * as `"$CLAUDE_PROJECT_DIR"/'rel'`.
+ *
+ * @since 0.7.0
+ */
+export const shellWord = (word: Word): string =>
+  typeof word === "string"
+    ? shellQuote(word)
+    : word.relative === ""
+    ? `"$CLAUDE_PROJECT_DIR"`
+    : `"$CLAUDE_PROJECT_DIR"/${shellQuote(word.relative)}`
+
+/**
+ * The wrapper's script (POSIX `sh`, no single quote in it): `$1` the event, `$2`
+ * the settings file to name, the rest the command. It runs the command with its
+ * stdout passed through and its stderr kept; exits 0 and 2 (and 1 for Stop and
+ * SubagentStop) pass with that stderr; every other exit becomes exit 2 (1 for
+ * Stop and SubagentStop) with one line on stderr: the event, the program, what
+ * happened (not found, not executable, a signal, an exit code) with the line of
+ * its stderr that says why, and how to fix it or remove the hooks.
+ *
+ * @since 0.7.0
+ */
+export const WRAPPER_SCRIPT = [
+  `e=$1 f=$2`,
+  `shift 2`,
+  `{ m=$("$@" 2>&1 >&3 3>&-); c=$?; } 3>&1`,
+  `case $c/$e in 0/*|2/*|1/Stop|1/SubagentStop) [ -z "$m" ] || printf "%s\\n" "$m" >&2; exit $c;; esac`,
+  `case $e in Stop|SubagentStop) x=1 y="it is not journaled";; *) x=2 y="it is refused";; esac`,
+  `case $c in 126) w="cannot be executed";; 127) w="was not found";; *) if [ $c -gt 128 ]; then w="was killed by signal $((c-128))"; else w="exited with $c"; fi;; esac`,
+  `d= n=$(printf "\\n.")`,
+  `IFS=\${n%.}`,
+  `set -f`,
+  `for l in $m; do case $l in session-journal:*|*rror*|*"not found"*|*ermission*) d=" ($l)"; break;; esac; done`,
+  `printf "session-journal: the %s hook cannot run: %s %s%s, so %s. Reinstall session-journal, or remove its hooks from %s (session-journal claude-code install --uninstall)\\n" "$e" "$1" "$w" "$d" "$y" "$f" >&2`,
+  `exit $x`
+].join("; ")
+
+/**
+ * Where the wrapper's message says the hooks are, when the caller does not say.
+ *
+ * @since 0.7.0
+ */
+export const DEFAULT_SETTINGS_HINT = "Claude Code's settings"
+
+/**
+ * `command` (words) run through the fail-closed wrapper for `event`:
+ * `/bin/sh -c WRAPPER_SCRIPT session-journal-hook EVENT SETTINGS COMMAND…`. More
+ * words appended to the result are more arguments of the command.
+ *
+ * @since 0.7.0
+ */
+export const wrap = (
+  command: ReadonlyArray<Word>,
+  options: { readonly event: string; readonly settings?: string | undefined }
+): string =>
+  [
+    ...[
+      "/bin/sh",
+      "-c",
+      WRAPPER_SCRIPT,
+      "session-journal-hook",
+      options.event,
+      options.settings ?? DEFAULT_SETTINGS_HINT
+    ].map(shellQuote),
+    ...command.map(shellWord)
+  ].join(" ")
+
+/**
+ * What the installed command is for: the event it is installed for (then it is
+ * wrapped, `wrap`) and the settings file its failure message names. Without an
+ * event the plain command line is given.
+ *
+ * @since 0.7.0
+ */
+export interface WrapOptions {
+  readonly event?: string | undefined
+  readonly settings?: string | undefined
+}
+
+const finish = (words: ReadonlyArray<Word>, options: WrapOptions | undefined): string =>
+  options?.event === undefined
+    ? words.map(shellWord).join(" ")
+    : wrap(words, { event: options.event, settings: options.settings })
+
+/**
  * The command line of our command hook: `command` (how to start
- * `session-journal`, by absolute paths) then `claude-code hook --root DIR` and
- * `--policy FILE` when given.
+ * `session-journal`) then `claude-code hook`, with `--root DIR` and
+ * `--policy FILE` when given; wrapped for `event` when one is given (`wrap`).
  *
  * @since 0.4.0
  */
 export const hookCommand = (
   command: ReadonlyArray<string>,
-  options: { readonly root: string; readonly policy?: string | undefined }
+  options: {
+    readonly root?: Word | undefined
+    readonly policy?: Word | undefined
+  } & WrapOptions
 ): string =>
-  [
+  finish([
     ...command,
     "claude-code",
     "hook",
-    "--root",
-    options.root,
+    ...(options.root === undefined ? [] : ["--root", options.root]),
     ...(options.policy === undefined ? [] : ["--policy", options.policy])
-  ].map(shellQuote).join(" ")
+  ], options)
 
 /**
  * The command line of the resident guard's fail-closed form: the forwarder
  * (`claude-code forward --url URL`), which hands each event to the guard and
- * denies by itself when the guard does not answer.
+ * denies by itself when the guard does not answer; wrapped for `options.event`
+ * when one is given (`wrap`), so a forwarder that cannot start refuses too.
  *
  * @since 0.4.0
  */
-export const forwardCommand = (command: ReadonlyArray<string>, url: string): string =>
-  [...command, "claude-code", "forward", "--url", url, "--timeout-ms", "10000"].map(shellQuote).join(" ")
+export const forwardCommand = (command: ReadonlyArray<string>, url: string, options?: WrapOptions): string =>
+  finish([...command, "claude-code", "forward", "--url", url, "--timeout-ms", "10000"], options)
 
 const OUR_COMMAND = /(^|\s)'?claude-code'?\s+'?(hook|forward)'?(\s|$)/
 
 /**
  * Whether a hook of a settings file is one of ours: a command hook running
- * `claude-code hook` or `claude-code forward`, or an `http` hook to a loopback
- * `/hook` with a bearer token from the environment (the guard's plain form).
+ * `claude-code hook` or `claude-code forward` (wrapped or not), or an `http` hook
+ * to a loopback `/hook` with a bearer token from the environment (the guard's
+ * plain form).
  *
  * @since 0.4.0
  */
@@ -154,7 +293,8 @@ export const isOurs = (hook: unknown): boolean => {
 /**
  * The settings without our hooks: ours removed from every matcher group, groups
  * and events left empty by that removed, `hooks` removed when nothing is left in
- * it. Everything else is kept as it was, in its order.
+ * it. Everything else is kept as it was, in its order. (On values; `removeText`
+ * does it on a file's text.)
  *
  * @since 0.4.0
  */
@@ -185,26 +325,154 @@ export const remove = (settings: JsonObject): JsonObject => {
 }
 
 /**
- * The settings with our hook (`hook`, one hook object) for every event of
- * `events`: our earlier hooks removed (`remove`), then one group
- * `{matcher: "", hooks: [hook]}` appended to each event's list.
+ * The settings with our hooks: our earlier hooks removed (`remove`), then for
+ * every event of `events` one group `{matcher: "", hooks: [hook]}` appended to
+ * the event's list. `hook` is one hook object for all, or one per event.
  *
  * @since 0.4.0
  */
 export const merge = (
   settings: JsonObject,
-  hook: JsonObject,
+  hook: JsonObject | ((event: string) => JsonObject),
   events: ReadonlyArray<string> = EVENTS
 ): JsonObject => {
   const without = remove(settings)
   const hooks: Record<string, Json> = isObject(without["hooks"]) ? { ...without["hooks"] } : {}
   for (const event of events) {
     const list = hooks[event]
-    const group: Json = { matcher: "", hooks: [hook] }
+    const group: Json = { matcher: "", hooks: [typeof hook === "function" ? hook(event) : hook] }
     hooks[event] = Array.isArray(list) ? [...(list as ReadonlyArray<Json>), group] : [group]
   }
   return { ...without, hooks }
 }
+
+/**
+ * Settings text that cannot be edited: not JSON (with comments and trailing
+ * commas), not an object, or `hooks` (or an event's list) of another type.
+ *
+ * @since 0.7.0
+ */
+export class SettingsTextError extends Error {
+  readonly _tag = "SettingsTextError"
+}
+
+const parseRoot = (text: string): JsonText.ObjectNode => {
+  let root: JsonText.Node
+  try {
+    root = JsonText.parse(text)
+  } catch (e) {
+    throw new SettingsTextError(e instanceof Error ? e.message : String(e))
+  }
+  if (root.kind !== "object") throw new SettingsTextError("it is not a JSON object")
+  const hooks = JsonText.member(root, "hooks")
+  if (hooks !== undefined && hooks.value.kind !== "object") throw new SettingsTextError("its hooks is not an object")
+  return root
+}
+
+// The next splice that takes one of our hooks out, or undefined when none is left.
+const nextRemoval = (text: string, root: JsonText.ObjectNode): JsonText.Splice | undefined => {
+  for (const hm of root.items) {
+    if (hm.key !== "hooks" || hm.value.kind !== "object") continue
+    const hooks = hm.value
+    for (const em of hooks.items) {
+      if (em.value.kind !== "array") continue
+      const groups = em.value
+      for (let i = 0; i < groups.items.length; i++) {
+        const group = groups.items[i]!.value
+        if (group.kind !== "object") continue
+        const inner = JsonText.member(group, "hooks")?.value
+        if (inner === undefined || inner.kind !== "array") continue
+        const ours = inner.items.map((h) => isOurs(JsonText.toValue(h.value)))
+        if (!ours.includes(true)) continue
+        if (ours.includes(false)) return JsonText.removeItem(text, inner, ours.indexOf(true))
+        // A sole group with space before it came with its event's list, and a sole
+        // event with space before it with the `hooks` object: they go with it.
+        if (groups.items.length > 1 || !JsonText.hasGap(groups)) return JsonText.removeItem(text, groups, i)
+        if (hooks.items.length > 1 || !JsonText.hasGap(hooks)) {
+          return JsonText.removeItem(text, hooks, hooks.items.indexOf(em))
+        }
+        return JsonText.removeItem(text, root, root.items.indexOf(hm))
+      }
+    }
+  }
+  return undefined
+}
+
+/**
+ * A settings file's text without our hooks (`isOurs`), every other byte kept;
+ * matcher groups, event lists and a `hooks` object left empty by that go too,
+ * unless they were there, empty, before (`internal/jsonText.ts`). Throws
+ * `SettingsTextError`.
+ *
+ * @since 0.7.0
+ */
+export const removeText = (text: string): string => {
+  if (text.trim() === "") return text
+  let current = text
+  for (;;) {
+    const splice = nextRemoval(current, parseRoot(current))
+    if (splice === undefined) return current
+    current = JsonText.apply(current, splice)
+  }
+}
+
+const groupOf = (hook: JsonObject): JsonObject => ({ matcher: "", hooks: [hook] })
+
+/**
+ * A settings file's text with our hooks: ours removed first (`removeText`), then
+ * for every event of `events` the group `{matcher: "", hooks: [hookFor(event)]}`
+ * appended to the event's list (the list, or the `hooks` object, added when
+ * missing), in the file's own indentation and line breaks; nothing else changes.
+ * Throws `SettingsTextError`.
+ *
+ * @since 0.7.0
+ */
+export const installText = (
+  text: string,
+  hookFor: (event: string) => JsonObject,
+  events: ReadonlyArray<string> = EVENTS
+): string => {
+  const all = () => Object.fromEntries(events.map((e) => [e, [groupOf(hookFor(e))]]))
+  let current = removeText(text)
+  if (current.trim() === "") return JsonText.render({ hooks: all() }, "  ", "", "\n") + "\n"
+  for (const event of events) {
+    const root = parseRoot(current)
+    const hm = JsonText.member(root, "hooks")
+    if (hm === undefined) {
+      current = JsonText.apply(
+        current,
+        JsonText.insertItem(current, root, (base, unit, nl) => JsonText.renderMember("hooks", all(), unit, base, nl))
+      )
+      break
+    }
+    const hooks = hm.value as JsonText.ObjectNode
+    const em = JsonText.member(hooks, event)
+    const group = groupOf(hookFor(event))
+    if (em === undefined) {
+      current = JsonText.apply(
+        current,
+        JsonText.insertItem(current, hooks, (base, unit, nl) => JsonText.renderMember(event, [group], unit, base, nl))
+      )
+    } else if (em.value.kind !== "array") {
+      throw new SettingsTextError(`its hooks.${event} is not a list`)
+    } else {
+      current = JsonText.apply(
+        current,
+        JsonText.insertItem(current, em.value, (base, unit, nl) => JsonText.render(group, unit, base, nl))
+      )
+    }
+  }
+  return current
+}
+
+/**
+ * The settings a text holds, as Claude Code reads them (comments and trailing
+ * commas allowed); `{}` for an empty text. Throws `SettingsTextError`.
+ *
+ * @since 0.7.0
+ */
+export const readText = (text: string): JsonObject =>
+  text.trim() === "" ? {} : JsonText.toValue(parseRoot(text)) as JsonObject
 
 /**
  * What `install` did to a settings file.
@@ -219,73 +487,43 @@ export interface Report {
   readonly events: number
 }
 
-const readSettings = (
-  file: string
-): Effect.Effect<
-  { readonly settings: JsonObject; readonly text: string | null; readonly mode: number },
-  InvalidInput
-> =>
-  Effect.try({
-    try: () => {
-      let text: string
-      let mode: number
-      try {
-        const st = fs.statSync(file)
-        if (!st.isFile()) throw new Error("not a regular file")
-        if (st.size > MAX_SETTINGS_BYTES) throw new Error(`larger than ${MAX_SETTINGS_BYTES} bytes`)
-        text = new TextDecoder("utf-8", { fatal: true }).decode(fs.readFileSync(file))
-        mode = st.mode & 0o777
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === "ENOENT") return { settings: {}, text: null, mode: 0o644 }
-        throw e
-      }
-      const parsed: unknown = text.trim() === "" ? {} : JSON.parse(text)
-      if (!isObject(parsed)) throw new Error("it is not a JSON object")
-      if (parsed["hooks"] !== undefined && !isObject(parsed["hooks"])) throw new Error("its hooks is not an object")
-      return { settings: parsed, text, mode }
-    },
-    catch: (e) =>
-      new InvalidInput({
-        field: file,
-        reason: `cannot use it as Claude Code settings (left unchanged): ${messageOf(e)}`
-      })
-  })
-
-const writeAtomically = (file: string, text: string, mode: number): void => {
-  fs.mkdirSync(path.dirname(file), { recursive: true })
-  const temp = `${file}.session-journal.tmp-${process.pid}`
-  fs.writeFileSync(temp, text, { mode })
-  try {
-    fs.renameSync(temp, file)
-  } catch (e) {
-    fs.rmSync(temp, { force: true })
-    throw e
-  }
-}
+const refusedAs = (file: string) => (e: unknown): InvalidInput | StorageError =>
+  e instanceof SettingsIo.SettingsFileError && e.reason === "Io"
+    ? StorageError.io("install", (e as Error).cause ?? e, file)
+    : new InvalidInput({
+      field: file,
+      reason: `cannot use it as Claude Code settings (left unchanged): ${e instanceof Error ? e.message : String(e)}`
+    })
 
 /**
- * Installs (or with `hook` null, uninstalls) our hooks in `file`; writes the
- * backup and the new content only when something changes.
+ * Installs our hooks in `file` (`hookFor` gives each event's hook; null
+ * uninstalls): reads it through its links, edits its text (`installText`,
+ * `removeText`), and only when the text changes keeps a new backup and replaces
+ * the file (`internal/settingsIo.ts`).
  *
  * @since 0.4.0
  */
-export const apply = (file: string, hook: JsonObject | null): Effect.Effect<Report, InvalidInput | StorageError> =>
+export const apply = (
+  file: string,
+  hookFor: ((event: string) => JsonObject) | JsonObject | null
+): Effect.Effect<Report, InvalidInput | StorageError> =>
   Effect.gen(function*() {
-    const { settings, text, mode } = yield* readSettings(file)
-    const next = hook === null ? remove(settings) : merge(settings, hook)
-    const before = JSON.stringify(settings)
-    const events = hook === null ? 0 : EVENTS.length
-    if (JSON.stringify(next) === before && text !== null) return { file, status: "unchanged", backup: null, events }
-    if (hook === null && text === null) return { file, status: "unchanged", backup: null, events }
-    const backup = text === null ? null : file + BACKUP_SUFFIX
-    yield* Effect.try({
-      try: () => {
-        if (backup !== null) writeAtomically(backup, text!, mode)
-        writeAtomically(file, JSON.stringify(next, null, 2) + "\n", mode)
-      },
-      catch: (e) => StorageError.io("install", e, file)
+    const loaded = yield* Effect.try({
+      try: () => SettingsIo.load(file, MAX_SETTINGS_BYTES),
+      catch: refusedAs(file)
     })
-    return { file, status: hook === null ? "uninstalled" : "installed", backup, events }
+    const events = hookFor === null ? 0 : EVENTS.length
+    if (hookFor === null && loaded.text === null) return { file, status: "unchanged", backup: null, events }
+    const next = yield* Effect.try({
+      try: () =>
+        hookFor === null
+          ? removeText(loaded.text!)
+          : installText(loaded.text ?? "", typeof hookFor === "function" ? hookFor : () => hookFor),
+      catch: refusedAs(file)
+    })
+    if (next === loaded.text) return { file, status: "unchanged", backup: null, events }
+    const { backup } = yield* Effect.try({ try: () => SettingsIo.save(loaded, next), catch: refusedAs(file) })
+    return { file, status: hookFor === null ? "uninstalled" : "installed", backup, events }
   })
 
 /**
@@ -305,6 +543,14 @@ export const selfCommand = (): ReadonlyArray<string> => {
 }
 
 /**
+ * The command a `--shared` install runs: `session-journal` from PATH, so it works
+ * on every machine that has it installed.
+ *
+ * @since 0.7.0
+ */
+export const SHARED_COMMAND: ReadonlyArray<string> = ["session-journal"]
+
+/**
  * The environment variable naming Claude Code's user configuration directory
  * (default `~/.claude`).
  *
@@ -313,13 +559,27 @@ export const selfCommand = (): ReadonlyArray<string> => {
 export const CLAUDE_CONFIG_DIR_VAR = "CLAUDE_CONFIG_DIR"
 
 /**
- * The settings file `install` changes: `--user`'s (in `configDir`, the value of
- * `$CLAUDE_CONFIG_DIR`, else `~/.claude`) or the project's.
+ * Which settings file: the user's, the project's shared (committed) one, or the
+ * project's personal one (the default).
+ *
+ * @since 0.7.0
+ */
+export type Scope = "user" | "shared" | "local"
+
+/**
+ * The settings file of a scope: `--user`'s (in `configDir`, the value of
+ * `$CLAUDE_CONFIG_DIR`, else `~/.claude`), the project's `.claude/settings.json`
+ * (`shared`) or its `.claude/settings.local.json` (`local`, the default).
  *
  * @since 0.4.0
  */
 export const settingsFile = (
-  options: { readonly user: boolean; readonly project: string | undefined; readonly configDir: string | undefined }
+  options: {
+    readonly user: boolean
+    readonly project: string | undefined
+    readonly configDir: string | undefined
+    readonly shared?: boolean | undefined
+  }
 ): string =>
   options.user
     ? path.join(
@@ -328,7 +588,33 @@ export const settingsFile = (
         : path.join(os.homedir(), ".claude"),
       "settings.json"
     )
-    : path.join(path.resolve(options.project ?? "."), ".claude", "settings.json")
+    : path.join(
+      path.resolve(options.project ?? "."),
+      ".claude",
+      options.shared === true ? "settings.json" : "settings.local.json"
+    )
+
+const realOrResolved = (p: string): string => {
+  try {
+    return fs.realpathSync(p)
+  } catch {
+    return path.resolve(p)
+  }
+}
+
+/**
+ * `file` as a path inside `project` (`projectPath`), or undefined when it lies
+ * outside (symbolic links resolved where they exist).
+ *
+ * @since 0.7.0
+ */
+export const insideProject = (project: string, file: string): ProjectPath | undefined => {
+  const root = realOrResolved(project)
+  const target = realOrResolved(file)
+  const rel = path.relative(root, target)
+  if (rel.startsWith("..") || path.isAbsolute(rel)) return undefined
+  return projectPath(rel.split(path.sep).join("/"))
+}
 
 /**
  * The `install` command.
@@ -339,16 +625,31 @@ export const command = Command.make("install", {
   project: Flag.String("project").pipe(
     Flag.optional,
     Flag.withMetavar("DIR"),
-    Flag.withDescription("Install into DIR/.claude/settings.json (default: the working directory's)")
+    Flag.withDescription(
+      "Install into DIR/.claude/settings.local.json, the personal file (default: the working directory's)"
+    )
   ),
   user: Flag.Boolean("user").pipe(
     Flag.withDefault(false),
     Flag.withDescription("Install into the user's ~/.claude/settings.json ($CLAUDE_CONFIG_DIR/settings.json)")
   ),
+  shared: Flag.Boolean("shared").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription(
+      "Install into the project's committed .claude/settings.json for every teammate: session-journal from PATH, paths relative to $CLAUDE_PROJECT_DIR"
+    )
+  ),
   policy: Flag.String("policy").pipe(
     Flag.optional,
     Flag.withMetavar("FILE"),
-    Flag.withDescription("Policy file the hooks decide PreToolUse with (checked now, named by absolute path)")
+    Flag.withDescription(
+      "Policy file the hooks decide PreToolUse with (checked now; by absolute path, or inside the project with --shared)"
+    )
+  ),
+  root: Flag.String("root").pipe(
+    Flag.optional,
+    Flag.withMetavar("DIR"),
+    Flag.withDescription("Journal directory the hooks write (default: the hook's own; the global --dir works too)")
   ),
   guard: Flag.String("guard").pipe(
     Flag.optional,
@@ -359,47 +660,112 @@ export const command = Command.make("install", {
   ),
   uninstall: Flag.Boolean("uninstall").pipe(
     Flag.withDefault(false),
-    Flag.withDescription("Remove our hooks only, keeping every other setting and hook")
+    Flag.withDescription("Remove our hooks only (from both project files, or the user's), keeping everything else")
   )
 }, (a) =>
-  withoutJournal(({ json, storage }) =>
-    Effect.gen(function*() {
-      const project = Option.getOrUndefined(a.project)
-      if (a.user && project !== undefined) {
-        return yield* new InvalidInput({ field: "--user", reason: "give --project DIR or --user, not both" })
-      }
-      const configDir = Option.getOrUndefined(
-        yield* Effect.orDie(Config.option(Config.String(CLAUDE_CONFIG_DIR_VAR)))
-      )
-      const file = settingsFile({ user: a.user, project, configDir })
-      let hook: JsonObject | null = null
-      if (!a.uninstall) {
-        const root = path.resolve(storage.dir)
-        const policyFile = Option.getOrUndefined(a.policy)
-        const policy = policyFile === undefined ? undefined : path.resolve(policyFile)
-        if (policy !== undefined) yield* load(policy)
-        const guard = Option.getOrUndefined(a.guard)
-        const self = selfCommand()
-        hook = {
-          type: "command",
-          command: guard === undefined
-            ? hookCommand(self, { root, policy })
-            : forwardCommand(self, yield* guardUrl(guard)),
-          timeout: HOOK_TIMEOUT_SECONDS
+  Effect.flatMap(Dir, (dir) =>
+    withoutJournal(({ json }) =>
+      Effect.gen(function*() {
+        const project = Option.getOrUndefined(a.project)
+        if (a.user && project !== undefined) {
+          return yield* new InvalidInput({ field: "--user", reason: "give --project DIR or --user, not both" })
         }
-      }
-      const report = yield* apply(file, hook)
-      if (json) return yield* Output.json(report)
-      yield* Output.write(
-        report.status === "unchanged"
-          ? `${file}: unchanged (${a.uninstall ? "no hooks of ours in it" : "our hooks are already installed"})\n`
-          : `${file}: ${report.status} ${a.uninstall ? "our hooks" : `hooks for ${report.events} events`}` +
-            (report.backup === null ? "" : `; the previous content is in ${report.backup}`) + "\n"
-      )
-    })
-  )).pipe(Command.withDescription(
-    "Merge our hooks into Claude Code's settings (keeping every other setting and hook, with a backup); --uninstall removes only ours"
-  ))
+        if (a.user && a.shared) {
+          return yield* new InvalidInput({ field: "--shared", reason: "--shared is a project's file; not with --user" })
+        }
+        const configDir = Option.getOrUndefined(
+          yield* Effect.orDie(Config.option(Config.String(CLAUDE_CONFIG_DIR_VAR)))
+        )
+        const fileOf = (shared: boolean) => settingsFile({ user: a.user, project, configDir, shared })
+
+        if (a.uninstall) {
+          const files = a.user ? [fileOf(false)] : [fileOf(false), fileOf(true)]
+          for (const file of files) {
+            const report = yield* apply(file, null)
+            if (json) yield* Output.json(report)
+            else {
+              yield* Output.write(
+                report.status === "unchanged"
+                  ? `${file}: unchanged (no hooks of ours in it)\n`
+                  : `${file}: uninstalled our hooks` +
+                    (report.backup === null ? "" : `; the previous content is in ${report.backup}`) + "\n"
+              )
+            }
+          }
+          return
+        }
+
+        const file = fileOf(a.shared)
+        const projectDir = path.resolve(project ?? ".")
+        const scope: Scope = a.user ? "user" : a.shared ? "shared" : "local"
+        const hint = scope === "user"
+          ? file
+          : scope === "shared"
+          ? path.join(".claude", "settings.json")
+          : path.join(".claude", "settings.local.json")
+        const place = (flag: string, given: string): Effect.Effect<Word, InvalidInput> => {
+          if (scope !== "shared") return Effect.succeed(path.resolve(given))
+          const inside = insideProject(projectDir, path.resolve(given))
+          return inside === undefined
+            ? Effect.fail(
+              new InvalidInput({
+                field: flag,
+                reason:
+                  `${given} is outside the project ${projectDir}: a --shared install names files relative to $CLAUDE_PROJECT_DIR, so they must lie inside it (or install without --shared)`
+              })
+            )
+            : Effect.succeed(inside)
+        }
+
+        const globalDir = onCommandLine(dir)
+        const rootFlag = Option.getOrUndefined(a.root)
+        if (globalDir !== undefined && rootFlag !== undefined) {
+          return yield* new InvalidInput({ field: "--root", reason: "give --root or the global --dir, not both" })
+        }
+        const rootGiven = rootFlag ?? globalDir
+        const root = rootGiven === undefined || rootGiven === "" ? undefined : yield* place("--root", rootGiven)
+        const policyFile = Option.getOrUndefined(a.policy)
+        if (policyFile !== undefined) yield* load(path.resolve(policyFile))
+        const policy = policyFile === undefined ? undefined : yield* place("--policy", policyFile)
+        const guard = Option.getOrUndefined(a.guard)
+        const url = guard === undefined ? undefined : yield* guardUrl(guard)
+        const self = scope === "shared" ? SHARED_COMMAND : selfCommand()
+        const hookFor = (event: string): JsonObject => ({
+          type: "command",
+          command: url === undefined
+            ? hookCommand(self, { root, policy, event, settings: hint })
+            : forwardCommand(self, url, { event, settings: hint }),
+          timeout: HOOK_TIMEOUT_SECONDS
+        })
+        const report = yield* apply(file, hookFor)
+        // Hooks in both project files would journal every event twice.
+        const other = scope === "user" ? undefined : fileOf(scope === "local")
+        const twice = other !== undefined && (yield* alsoOurs(other))
+        if (json) return yield* Output.json(report)
+        yield* Output.write(
+          (report.status === "unchanged"
+            ? `${file}: unchanged (our hooks are already installed)\n`
+            : `${file}: ${report.status} hooks for ${report.events} events` +
+              (report.backup === null ? "" : `; the previous content is in ${report.backup}`) + "\n") +
+            (twice
+              ? `note: ${other} has our hooks too, so every event would be journaled twice; remove them there (edit it, or --uninstall and install again)\n`
+              : "")
+        )
+      })
+    ))).pipe(Command.withDescription(
+      "Add our hooks to Claude Code's settings (keeping every other byte, with a backup); --uninstall removes only ours"
+    ))
+
+// Whether `file` holds hooks of ours (false when it cannot be read).
+const alsoOurs = (file: string): Effect.Effect<boolean> =>
+  Effect.sync(() => {
+    try {
+      const loaded = SettingsIo.load(file, MAX_SETTINGS_BYTES)
+      return loaded.text !== null && removeText(loaded.text) !== loaded.text
+    } catch {
+      return false
+    }
+  })
 
 const guardUrl = (url: string): Effect.Effect<string, InvalidInput> => {
   let parsed: URL | undefined
