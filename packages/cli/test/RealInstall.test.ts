@@ -1,0 +1,153 @@
+/**
+ * `claude-code install` under the real Claude Code CLI (offline, against the fake
+ * Messages API). A `--shared` install names nothing of this machine: it runs
+ * `session-journal` from PATH and finds the project's policy through
+ * `$CLAUDE_PROJECT_DIR`, and decides by it. Then the program is removed (as
+ * `npm rm -g` does): the hooks fail closed. The prompt is refused with our one
+ * line; with only the PreToolUse and Stop hooks, a Bash call that would create a
+ * file does not run, the model sees our line, and the turn still ends (Stop
+ * maps the failure to exit 1, which does not keep the turn going).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Claude from "@session-journal/claude-code/test/claudeCli"
+import * as Fake from "@session-journal/claude-code/test/fakeApi"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll } from "vitest"
+import { readText } from "../src/commands/Install.ts"
+import { BIN, hasNodeAdapter, run } from "./Run.ts"
+
+const nodeAdapter = await hasNodeAdapter()
+
+afterAll(Claude.cleanup)
+
+const SYSTEM_PATH = "/usr/bin:/bin"
+
+const toolResult = (api: Fake.FakeApi, id: string): Record<string, unknown> | undefined => {
+  for (const req of api.requests) {
+    const found = req.toolResults.find((b) => b["tool_use_id"] === id)
+    if (found !== undefined) return found
+  }
+  return undefined
+}
+
+describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("install under the real Claude Code CLI", () => {
+  it(
+    "a --shared install works from PATH and $CLAUDE_PROJECT_DIR; once the program is gone every hook fails closed",
+    async () => {
+      for (const dir of SYSTEM_PATH.split(":")) {
+        assert.isFalse(fs.existsSync(path.join(dir, "session-journal")), `${dir} has a session-journal`)
+      }
+      const root = Claude.tempDir()
+      const work = path.join(root, "a project")
+      const home = path.join(root, "home")
+      fs.mkdirSync(work, { recursive: true })
+      fs.writeFileSync(path.join(work, "policy.json"), JSON.stringify({ denyList: ["Bash"] }))
+      // The installed program, as a global install puts it on PATH.
+      const bin = path.join(root, "prefix", "bin")
+      fs.mkdirSync(bin, { recursive: true })
+      const program = path.join(bin, "session-journal")
+      fs.writeFileSync(program, `#!/bin/sh\nexec '${process.execPath}' '${BIN}' "$@"\n`, { mode: 0o755 })
+
+      const installed = await run([
+        "claude-code",
+        "install",
+        "--shared",
+        "--policy",
+        "policy.json",
+        "--root",
+        ".journal"
+      ], {
+        cwd: work
+      })
+      assert.strictEqual(installed.code, 0, installed.stderr)
+      const settingsText = fs.readFileSync(path.join(work, ".claude", "settings.json"), "utf8")
+      assert.notInclude(settingsText, root)
+
+      const env = { ...Claude.sourcesEnv(), PATH: `${bin}:${SYSTEM_PATH}` }
+      const ran = path.join(work, "ran.txt")
+
+      // 1. Installed: the policy inside the project decides (Bash is denied by it).
+      {
+        const api = await Fake.start(Fake.inOrder([Fake.tools(Fake.bash(`echo ran > '${ran}'`)), Fake.text("done")]))
+        try {
+          const r = await Claude.run({ api, prompt: "Run it.", tools: ["Bash"], work, home, env, timeoutMs: 90_000 })
+          assert.isFalse(r.timedOut, r.stderr)
+          assert.deepStrictEqual(api.connects, [])
+          assert.isFalse(fs.existsSync(ran), "the call the policy denies ran")
+          const id = api.answers[0]!.blocks[0]!.type === "tool_use" ? api.answers[0]!.blocks[0]!.id : ""
+          const result = toolResult(api, id)
+          assert.isTrue(result?.["is_error"], JSON.stringify(result))
+          assert.include(JSON.stringify(result?.["content"]), "denyList")
+          const verified = await run(["--dir", path.join(work, ".journal"), "verify"])
+          assert.strictEqual(verified.code, 0, verified.stdout + verified.stderr)
+        } finally {
+          await api.close()
+        }
+      }
+
+      // 2. The program removed: the prompt never reaches the model, our line says why.
+      fs.rmSync(program)
+      {
+        const api = await Fake.start(Fake.inOrder([Fake.tools(Fake.bash(`echo ran > '${ran}'`)), Fake.text("done")]))
+        try {
+          const r = await Claude.run({ api, prompt: "Run it.", tools: ["Bash"], work, home, env, timeoutMs: 90_000 })
+          assert.isFalse(r.timedOut, r.stderr)
+          assert.strictEqual(api.requests.length, 0, "the model was asked")
+          assert.isFalse(fs.existsSync(ran))
+          assert.match(
+            String(r.result?.["result"]),
+            /UserPromptSubmit operation blocked by hook[\s\S]*session-journal: the UserPromptSubmit hook cannot run: session-journal was not found \(.*not found\), so it is refused\. Reinstall session-journal, or remove its hooks from \.claude\/settings\.json/
+          )
+        } finally {
+          await api.close()
+        }
+      }
+
+      // 3. Only the PreToolUse and Stop hooks, program still gone: the call is refused
+      // with our line, and the turn ends (a failed Stop is exit 1, not a loop).
+      {
+        const hooks = (readText(settingsText) as { hooks: Record<string, unknown> }).hooks
+        const api = await Fake.start(Fake.inOrder([
+          Fake.tools(Fake.bash(`echo ran > '${ran}'`)),
+          Fake.text("done"),
+          Fake.text("again")
+        ]))
+        try {
+          const r = await Claude.run({
+            api,
+            prompt: "Run it.",
+            tools: ["Bash"],
+            work,
+            home,
+            env,
+            settings: { hooks: { PreToolUse: hooks["PreToolUse"], Stop: hooks["Stop"] } },
+            args: ["--include-hook-events"],
+            timeoutMs: 90_000
+          })
+          assert.isFalse(r.timedOut, r.stderr)
+          assert.isFalse(fs.existsSync(ran), "the call ran without its hook")
+          const id = api.answers[0]!.blocks[0]!.type === "tool_use" ? api.answers[0]!.blocks[0]!.id : ""
+          const result = toolResult(api, id)
+          assert.isTrue(result?.["is_error"], JSON.stringify(result))
+          const content = String(
+            typeof result?.["content"] === "string" ? result["content"] : JSON.stringify(result?.["content"])
+          )
+          assert.match(
+            content,
+            /session-journal: the PreToolUse hook cannot run: session-journal was not found \(.*\), so it is refused\. Reinstall session-journal, or remove its hooks from \.claude\/settings\.json \(session-journal claude-code install --uninstall\)/
+          )
+          // Two requests: the call, then "done"; the failed Stop did not send the model back.
+          assert.strictEqual(api.requests.length, 2)
+          assert.strictEqual(r.result?.["subtype"], "success")
+          const stops = r.lines.filter((l) => l["subtype"] === "hook_response" && l["hook_event"] === "Stop")
+          assert.deepStrictEqual(stops.map((l) => l["exit_code"]), [1])
+          assert.include(String(stops[0]?.["stderr"]), "session-journal: the Stop hook cannot run")
+        } finally {
+          await api.close()
+        }
+      }
+    },
+    240_000
+  )
+})
