@@ -6,7 +6,9 @@
  * `npm rm -g` does): the hooks fail closed. The prompt is refused with our one
  * line; with only the PreToolUse and Stop hooks, a Bash call that would create a
  * file does not run, the model sees our line, and the turn still ends (Stop
- * maps the failure to exit 1, which does not keep the turn going).
+ * maps the failure to exit 1, which does not keep the turn going). And
+ * `install --guard`: the forwarder, wrapped the same way, passes the guard's
+ * answers through and still denies by itself once the guard is killed.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Claude from "@session-journal/claude-code/test/claudeCli"
@@ -15,13 +17,31 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import { readText } from "../src/commands/Install.ts"
-import { BIN, hasNodeAdapter, run } from "./Run.ts"
+import { BIN, hasNodeAdapter, run, start, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 
 afterAll(Claude.cleanup)
 
 const SYSTEM_PATH = "/usr/bin:/bin"
+
+const TOKEN = "real-install-test-token-8d1e2f3a4b5c"
+
+// Blocks until the process is gone or a zombie.
+const awaitDeath = (pid: number) => {
+  const pause = new Int32Array(new SharedArrayBuffer(4))
+  for (let i = 0; i < 500; i++) {
+    let status: string
+    try {
+      status = fs.readFileSync(`/proc/${pid}/status`, "utf8")
+    } catch {
+      return
+    }
+    if (/^State:\s+[ZX]/m.test(status)) return
+    Atomics.wait(pause, 0, 0, 10)
+  }
+  throw new Error(`${pid} did not die`)
+}
 
 const toolResult = (api: Fake.FakeApi, id: string): Record<string, unknown> | undefined => {
   for (const req of api.requests) {
@@ -149,5 +169,78 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("install under the r
       }
     },
     240_000
+  )
+
+  it(
+    "install --guard: the wrapped forwarder passes the guard's decisions through and denies once the guard is killed",
+    async () => {
+      const root = Claude.tempDir()
+      const work = path.join(root, "work")
+      fs.mkdirSync(work, { recursive: true })
+      fs.writeFileSync(path.join(root, "policy.json"), JSON.stringify({ maxInvocations: 1 }))
+      const guard = start([
+        "claude-code",
+        "guard",
+        "--port",
+        "0",
+        "--root",
+        path.join(root, "journal"),
+        "--policy",
+        path.join(root, "policy.json")
+      ], { env: { SESSION_JOURNAL_GUARD_TOKEN: TOKEN } })
+      try {
+        const line = await waitForLine(guard, (l) => l.includes("listening at "))
+        const url = line.slice(line.indexOf("http://"), line.indexOf(","))
+        const installed = await run(["claude-code", "install", "--project", work, "--guard", url], { cwd: root })
+        assert.strictEqual(installed.code, 0, installed.stderr)
+        const settings = readText(fs.readFileSync(path.join(work, ".claude", "settings.local.json"), "utf8")) as {
+          hooks: Record<string, Array<{ hooks: Array<{ command: string }> }>>
+        }
+        assert.match(settings.hooks["PreToolUse"]![0]!.hooks[0]!.command, /^\/bin\/sh -c .* claude-code forward --url /)
+
+        let killed = false
+        const turns = [
+          Fake.tools(Fake.bash(`echo one > '${work}/one.txt'`, "first")),
+          Fake.tools(Fake.bash(`echo two > '${work}/two.txt'`, "over the policy")),
+          Fake.tools(Fake.bash(`echo three > '${work}/three.txt'`, "after the guard died")),
+          Fake.text("done")
+        ]
+        const api = await Fake.start((r) => {
+          if (r.turn === 2 && !killed) {
+            killed = true
+            guard.kill("SIGKILL")
+            awaitDeath(guard.pid!)
+          }
+          return turns[r.turn]
+        })
+        try {
+          const r = await Claude.run({
+            api,
+            prompt: "Three calls.",
+            tools: ["Bash"],
+            work,
+            home: path.join(root, "home"),
+            env: { ...Claude.sourcesEnv(), SESSION_JOURNAL_GUARD_TOKEN: TOKEN },
+            timeoutMs: 90_000
+          })
+          assert.isFalse(r.timedOut, r.stderr)
+          assert.isTrue(killed, "the session never reached its third turn")
+          assert.strictEqual(fs.readFileSync(path.join(work, "one.txt"), "utf8"), "one\n")
+          assert.isFalse(fs.existsSync(path.join(work, "two.txt")), "the call the policy denied ran")
+          assert.isFalse(fs.existsSync(path.join(work, "three.txt")), "a call ran while the guard was down")
+          const ids = api.answers.slice(0, 3).map((a) => (a.blocks[0]!.type === "tool_use" ? a.blocks[0]!.id : ""))
+          assert.include(JSON.stringify(toolResult(api, ids[1]!)?.["content"]), "maxInvocations(1)")
+          assert.include(
+            JSON.stringify(toolResult(api, ids[2]!)?.["content"]),
+            `the session-journal guard at ${url} is not reachable`
+          )
+        } finally {
+          await api.close()
+        }
+      } finally {
+        if (guard.exitCode === null && guard.signalCode === null) guard.kill("SIGKILL")
+      }
+    },
+    120_000
   )
 })
