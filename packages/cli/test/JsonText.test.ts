@@ -116,27 +116,47 @@ const theirHook = fc.record({
   text: `{"type": "command", "command": ${JSON.stringify(h.command)}, "timeout": ${h.timeout === 5 ? "5" : "1.50"}}`,
   value: h
 }))
-const group = fc.oneof(
-  object(fc.tuple(string, array(theirHook)).map(([m, hs]) => [["matcher", m], ["hooks", hs]] as const)),
-  anyValue
-)
-const hooksObject = object(
-  fc.uniqueArray(fc.tuple(fc.constantFrom(...Install.EVENTS, "Notification", "PermissionRequest"), array(group)), {
-    maxLength: 5,
-    selector: ([k]) => k
+// Our hooks as earlier versions wrote them (unwrapped) and as this one does.
+const ourHook = fc.constantFrom(
+  "/usr/bin/node /opt/sj/bin/session-journal.js claude-code hook --root /j",
+  "'/opt/my node/node' '/opt/sj/session-journal.js' claude-code forward --url http://127.0.0.1:18787/hook",
+  Install.hookCommand(["session-journal"], { event: "Stop" })
+).map((command): Doc => ({
+  text: `{"type": "command", "command": ${JSON.stringify(command)}, "timeout": 60}`,
+  value: { type: "command", command, timeout: 60 }
+}))
+const groupOf = (hook: fc.Arbitrary<Doc>) =>
+  object(fc.tuple(string, array(hook)).map(([m, hs]) => [["matcher", m], ["hooks", hs]] as const))
+const hooksObjectOf = (group: fc.Arbitrary<Doc>) =>
+  object(
+    fc.uniqueArray(fc.tuple(fc.constantFrom(...Install.EVENTS, "Notification", "PermissionRequest"), array(group)), {
+      maxLength: 5,
+      selector: ([k]) => k
+    })
+  )
+const settingsOf = (hooksObject: fc.Arbitrary<Doc>): fc.Arbitrary<Doc> =>
+  fc.tuple(
+    fc.uniqueArray(fc.tuple(key, anyValue), { maxLength: 4, selector: ([k]) => k }),
+    fc.option(hooksObject, { nil: undefined }),
+    fc.nat(4),
+    trivia,
+    trivia
+  ).chain(([members, hooks, at, before, after]) => {
+    const all: Array<readonly [string, Doc]> = [...members]
+    if (hooks !== undefined) all.splice(Math.min(at, all.length), 0, ["hooks", hooks])
+    return object(fc.constant(all)).map((d) => ({ text: before + d.text + after, value: d.value }))
   })
-)
-const settings: fc.Arbitrary<Doc> = fc.tuple(
-  fc.uniqueArray(fc.tuple(key, anyValue), { maxLength: 4, selector: ([k]) => k }),
-  fc.option(hooksObject, { nil: undefined }),
-  fc.nat(4),
-  trivia,
-  trivia
-).chain(([members, hooks, at, before, after]) => {
-  const all: Array<readonly [string, Doc]> = [...members]
-  if (hooks !== undefined) all.splice(Math.min(at, all.length), 0, ["hooks", hooks])
-  return object(fc.constant(all)).map((d) => ({ text: before + d.text + after, value: d.value }))
-})
+const settings = settingsOf(hooksObjectOf(fc.oneof(groupOf(theirHook), anyValue)))
+const settingsWithOurs = settingsOf(hooksObjectOf(fc.oneof(groupOf(fc.oneof(theirHook, ourHook)), anyValue)))
+
+// An event whose list is empty says nothing, nor does an empty hooks object.
+const normal = (x: Record<string, unknown>): unknown => {
+  const hooks = x["hooks"]
+  if (typeof hooks !== "object" || hooks === null || Array.isArray(hooks)) return x
+  const kept = Object.fromEntries(Object.entries(hooks).filter(([, v]) => !(Array.isArray(v) && v.length === 0)))
+  const { hooks: _, ...rest } = x
+  return Object.keys(kept).length === 0 ? rest : { ...rest, hooks: kept }
+}
 
 const hookFor = (event: string) => ({
   type: "command",
@@ -172,7 +192,7 @@ describe("the settings editor (property)", () => {
         const plain = plainJson(doc.text)
         if (plain !== undefined) assert.deepStrictEqual(plain, doc.value)
       }),
-      { seed, verbose: true }
+      { seed, verbose: true, numRuns: Number(process.env["FC_RUNS"] ?? 100) }
     )
   })
 
@@ -189,7 +209,27 @@ describe("the settings editor (property)", () => {
         assert.strictEqual(Install.removeText(installed), doc.text)
         assert.strictEqual(Install.removeText(doc.text), doc.text)
       }),
-      { seed, verbose: true }
+      { seed, verbose: true, numRuns: Number(process.env["FC_RUNS"] ?? 100) }
+    )
+  })
+})
+
+describe("the settings editor on files holding our hooks (property)", () => {
+  it("uninstall takes out exactly ours, old forms too; install on top reads as expected", () => {
+    fc.assert(
+      fc.property(settingsWithOurs, (doc) => {
+        const removed = Install.removeText(doc.text)
+        const value = doc.value as Record<string, never>
+        assert.deepStrictEqual(normal(Install.readText(removed)), normal(Install.remove(value)))
+        assert.strictEqual(Install.removeText(removed), removed)
+        const installed = Install.installText(doc.text, hookFor)
+        assert.strictEqual(Install.installText(installed, hookFor), installed)
+        assert.deepStrictEqual(
+          normal(Install.readText(installed) as Record<string, unknown>),
+          normal(Install.merge(value, hookFor) as Record<string, unknown>)
+        )
+      }),
+      { seed, verbose: true, numRuns: Number(process.env["FC_RUNS"] ?? 100) }
     )
   })
 })
