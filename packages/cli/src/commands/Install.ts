@@ -21,24 +21,26 @@
  * `--dir` was given on the command line; otherwise the hook uses its own default.
  *
  * Every hook is one command per event, run through a small POSIX `sh` wrapper
- * (`wrap`; Claude Code runs command hooks with `/bin/sh -c`): when our program
- * cannot start or dies (not installed any more: exit 127; not executable: 126;
- * Node crashing: 1; a signal), the wrapper turns that into exit 2 with one line on
- * stderr naming what failed and how to fix or remove the hooks, which blocks the
- * event instead of letting it pass unjournaled. For Stop and SubagentStop it
- * exits 1 instead (exit 2 there would keep the turn going for ever), and our own
- * exit 1 there (a Stop already kept going) passes.
+ * (`wrap`, `internal/hookWrapper.ts`; Claude Code runs command hooks with
+ * `/bin/sh -c`): when our program cannot start or dies (not installed any more:
+ * exit 127; not executable: 126; Node crashing: 1; a signal), the wrapper turns
+ * that into exit 2 with one line on stderr naming what failed and how to fix or
+ * remove the hooks, which blocks the event instead of letting it pass
+ * unjournaled. For Stop and SubagentStop it exits 1 instead (exit 2 there would
+ * keep the turn going for ever), and our own exit 1 there (a Stop already kept
+ * going) passes. The forwarder of `--guard URL` is wrapped the same way.
  *
- * The file is edited as text (`internal/jsonText.ts`): only our matcher groups
- * are inserted or removed, every other byte (numbers as spelled, comments, key
- * order, indentation) stays; install then uninstall gives back the same bytes. It
- * is written as `internal/settingsIo.ts` says: through a symbolic link to its
- * final target, with a new backup per change that never overwrites an older one
- * (the report names it), through an exclusively created temporary file renamed
- * over the target. A run that changes nothing writes nothing. `--uninstall`
- * removes only our hooks (today's and the earlier unwrapped forms), from both
- * project files (or the user's), and matcher groups, events and `hooks` objects
- * left empty by that.
+ * The file is edited as text (`internal/settingsHooks.ts` on
+ * `internal/jsonText.ts`): only our matcher groups are inserted or removed, and
+ * every other byte (numbers as spelled, comments, key order, indentation) stays;
+ * install then uninstall gives back the same bytes. It is written as
+ * `internal/settingsIo.ts` says: through a symbolic link to its final target,
+ * with a new backup per change that never overwrites an older one (the report
+ * names it), through an exclusively created temporary file renamed over the
+ * target. A run that changes nothing writes nothing. `--uninstall` removes only
+ * our hooks (today's and the earlier unwrapped forms) from both project files
+ * (or the user's), and matcher groups, events and `hooks` objects left empty by
+ * that.
  *
  * @since 0.4.0
  */
@@ -52,30 +54,33 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { InvalidInput } from "../Failure.ts"
 import { Dir, onCommandLine, withoutJournal } from "../internal/commandKit.ts"
-import * as JsonText from "../internal/jsonText.ts"
+import { commandLine, type ProjectPath, projectPath, type Word, type WrapOptions } from "../internal/hookWrapper.ts"
+import { EVENTS, installText, type JsonObject, removeText } from "../internal/settingsHooks.ts"
 import * as SettingsIo from "../internal/settingsIo.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 
-/**
- * The events our hooks are installed for (PROTOCOL.md (a)): every one whose record
- * goes on the chain.
- *
- * @since 0.4.0
- */
-export const EVENTS = [
-  "SessionStart",
-  "UserPromptSubmit",
-  "PreToolUse",
-  "PostToolUse",
-  "PostToolUseFailure",
-  "SubagentStart",
-  "SubagentStop",
-  "Stop",
-  "PreCompact",
-  "PostCompact",
-  "SessionEnd"
-] as const
+export {
+  DEFAULT_SETTINGS_HINT,
+  type ProjectPath,
+  projectPath,
+  shellQuote,
+  shellWord,
+  type Word,
+  wrap,
+  type WrapOptions,
+  WRAPPER_SCRIPT
+} from "../internal/hookWrapper.ts"
+export {
+  EVENTS,
+  installText,
+  isOurs,
+  merge,
+  readText,
+  remove,
+  removeText,
+  SettingsTextError
+} from "../internal/settingsHooks.ts"
 
 /**
  * The `timeout` of an installed hook, in seconds: longer than the hook's default
@@ -101,131 +106,6 @@ export const BACKUP_SUFFIX = SettingsIo.BACKUP_SUFFIX
  */
 export const MAX_SETTINGS_BYTES = 4 * 1024 * 1024
 
-type Json = null | boolean | number | string | ReadonlyArray<Json> | { readonly [key: string]: Json }
-type JsonObject = { readonly [key: string]: Json }
-
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v)
-
-/**
- * One argument quoted for the POSIX shell Claude Code runs a command hook with.
- *
- * @since 0.4.0
- */
-export const shellQuote = (arg: string): string =>
-  /^[A-Za-z0-9_/.:=@%+-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`
-
-/**
- * A path inside the project, written relative to `$CLAUDE_PROJECT_DIR` (which
- * Claude Code sets for every hook) so the hook finds it on every machine.
- *
- * @since 0.7.0
- */
-export interface ProjectPath {
-  readonly _tag: "ProjectPath"
-  /** Relative to the project's root, `/`-separated; `""` is the root itself. */
-  readonly relative: string
-}
-
-/**
- * An argument of an installed command: a literal, or a path inside the project.
- *
- * @since 0.7.0
- */
-export type Word = string | ProjectPath
-
-/**
- * A path inside the project, relative to its root.
- *
- * @since 0.7.0
- */
-export const projectPath = (relative: string): ProjectPath => ({ _tag: "ProjectPath", relative })
-
-/**
- * One word as the shell reads it: a literal quoted (`shellQuote`), a project path
- * as `"$CLAUDE_PROJECT_DIR"/'rel'`.
- *
- * @since 0.7.0
- */
-export const shellWord = (word: Word): string =>
-  typeof word === "string"
-    ? shellQuote(word)
-    : word.relative === ""
-    ? `"$CLAUDE_PROJECT_DIR"`
-    : `"$CLAUDE_PROJECT_DIR"/${shellQuote(word.relative)}`
-
-/**
- * The wrapper's script (POSIX `sh`, no single quote in it): `$1` the event, `$2`
- * the settings file to name, the rest the command. It runs the command with its
- * stdout passed through and its stderr kept; exits 0 and 2 (and 1 for Stop and
- * SubagentStop) pass with that stderr; every other exit becomes exit 2 (1 for
- * Stop and SubagentStop) with one line on stderr: the event, the program, what
- * happened (not found, not executable, a signal, an exit code) with the line of
- * its stderr that says why, and how to fix it or remove the hooks.
- *
- * @since 0.7.0
- */
-export const WRAPPER_SCRIPT = [
-  `e=$1 f=$2`,
-  `shift 2`,
-  `{ m=$("$@" 2>&1 >&3 3>&-); c=$?; } 3>&1`,
-  `case $c/$e in 0/*|2/*|1/Stop|1/SubagentStop) [ -z "$m" ] || printf "%s\\n" "$m" >&2; exit $c;; esac`,
-  `case $e in Stop|SubagentStop) x=1 y="it is not journaled";; *) x=2 y="it is refused";; esac`,
-  `case $c in 126) w="cannot be executed";; 127) w="was not found";; *) if [ $c -gt 128 ]; then w="was killed by signal $((c-128))"; else w="exited with $c"; fi;; esac`,
-  `d= n=$(printf "\\n.")`,
-  `IFS=\${n%.}`,
-  `set -f`,
-  `for l in $m; do case $l in session-journal:*|*rror*|*"not found"*|*ermission*) d=" ($l)"; break;; esac; done`,
-  `printf "session-journal: the %s hook cannot run: %s %s%s, so %s. Reinstall session-journal, or remove its hooks from %s (session-journal claude-code install --uninstall)\\n" "$e" "$1" "$w" "$d" "$y" "$f" >&2`,
-  `exit $x`
-].join("; ")
-
-/**
- * Where the wrapper's message says the hooks are, when the caller does not say.
- *
- * @since 0.7.0
- */
-export const DEFAULT_SETTINGS_HINT = "Claude Code's settings"
-
-/**
- * `command` (words) run through the fail-closed wrapper for `event`:
- * `/bin/sh -c WRAPPER_SCRIPT session-journal-hook EVENT SETTINGS COMMAND…`. More
- * words appended to the result are more arguments of the command.
- *
- * @since 0.7.0
- */
-export const wrap = (
-  command: ReadonlyArray<Word>,
-  options: { readonly event: string; readonly settings?: string | undefined }
-): string =>
-  [
-    ...[
-      "/bin/sh",
-      "-c",
-      WRAPPER_SCRIPT,
-      "session-journal-hook",
-      options.event,
-      options.settings ?? DEFAULT_SETTINGS_HINT
-    ].map(shellQuote),
-    ...command.map(shellWord)
-  ].join(" ")
-
-/**
- * What the installed command is for: the event it is installed for (then it is
- * wrapped, `wrap`) and the settings file its failure message names. Without an
- * event the plain command line is given.
- *
- * @since 0.7.0
- */
-export interface WrapOptions {
-  readonly event?: string | undefined
-  readonly settings?: string | undefined
-}
-
-const finish = (words: ReadonlyArray<Word>, options: WrapOptions | undefined): string =>
-  options?.event === undefined
-    ? words.map(shellWord).join(" ")
-    : wrap(words, { event: options.event, settings: options.settings })
-
 /**
  * The command line of our command hook: `command` (how to start
  * `session-journal`) then `claude-code hook`, with `--root DIR` and
@@ -240,7 +120,7 @@ export const hookCommand = (
     readonly policy?: Word | undefined
   } & WrapOptions
 ): string =>
-  finish([
+  commandLine([
     ...command,
     "claude-code",
     "hook",
@@ -257,222 +137,7 @@ export const hookCommand = (
  * @since 0.4.0
  */
 export const forwardCommand = (command: ReadonlyArray<string>, url: string, options?: WrapOptions): string =>
-  finish([...command, "claude-code", "forward", "--url", url, "--timeout-ms", "10000"], options)
-
-const OUR_COMMAND = /(^|\s)'?claude-code'?\s+'?(hook|forward)'?(\s|$)/
-
-/**
- * Whether a hook of a settings file is one of ours: a command hook running
- * `claude-code hook` or `claude-code forward` (wrapped or not), or an `http` hook
- * to a loopback `/hook` with a bearer token from the environment (the guard's
- * plain form).
- *
- * @since 0.4.0
- */
-export const isOurs = (hook: unknown): boolean => {
-  if (!isObject(hook)) return false
-  if (hook["type"] === "command") {
-    const command = hook["command"]
-    return typeof command === "string" && command.includes("session-journal") && OUR_COMMAND.test(command)
-  }
-  if (hook["type"] === "http" && typeof hook["url"] === "string") {
-    let url: URL
-    try {
-      url = new URL(hook["url"])
-    } catch {
-      return false
-    }
-    const headers = hook["headers"]
-    const auth = isObject(headers) ? headers["Authorization"] : undefined
-    return ["127.0.0.1", "localhost", "[::1]"].includes(url.hostname) && url.pathname === "/hook" &&
-      typeof auth === "string" && auth.startsWith("Bearer $")
-  }
-  return false
-}
-
-/**
- * The settings without our hooks: ours removed from every matcher group, groups
- * and events left empty by that removed, `hooks` removed when nothing is left in
- * it. Everything else is kept as it was, in its order. (On values; `removeText`
- * does it on a file's text.)
- *
- * @since 0.4.0
- */
-export const remove = (settings: JsonObject): JsonObject => {
-  const hooks = settings["hooks"]
-  if (!isObject(hooks)) return settings
-  const kept: Record<string, Json> = {}
-  for (const [event, groups] of Object.entries(hooks)) {
-    if (!Array.isArray(groups)) {
-      kept[event] = groups
-      continue
-    }
-    const left: Array<Json> = []
-    for (const group of groups as ReadonlyArray<Json>) {
-      if (!isObject(group) || !Array.isArray(group["hooks"])) {
-        left.push(group)
-        continue
-      }
-      const inner = group["hooks"] as ReadonlyArray<Json>
-      const others = inner.filter((h) => !isOurs(h))
-      if (others.length === inner.length) left.push(group)
-      else if (others.length > 0) left.push({ ...group, hooks: others })
-    }
-    if (left.length > 0 || groups.length === 0) kept[event] = left
-  }
-  const { hooks: _, ...rest } = settings
-  return Object.keys(kept).length === 0 ? rest : { ...settings, hooks: kept }
-}
-
-/**
- * The settings with our hooks: our earlier hooks removed (`remove`), then for
- * every event of `events` one group `{matcher: "", hooks: [hook]}` appended to
- * the event's list. `hook` is one hook object for all, or one per event.
- *
- * @since 0.4.0
- */
-export const merge = (
-  settings: JsonObject,
-  hook: JsonObject | ((event: string) => JsonObject),
-  events: ReadonlyArray<string> = EVENTS
-): JsonObject => {
-  const without = remove(settings)
-  const hooks: Record<string, Json> = isObject(without["hooks"]) ? { ...without["hooks"] } : {}
-  for (const event of events) {
-    const list = hooks[event]
-    const group: Json = { matcher: "", hooks: [typeof hook === "function" ? hook(event) : hook] }
-    hooks[event] = Array.isArray(list) ? [...(list as ReadonlyArray<Json>), group] : [group]
-  }
-  return { ...without, hooks }
-}
-
-/**
- * Settings text that cannot be edited: not JSON (with comments and trailing
- * commas), not an object, or `hooks` (or an event's list) of another type.
- *
- * @since 0.7.0
- */
-export class SettingsTextError extends Error {
-  readonly _tag = "SettingsTextError"
-}
-
-const parseRoot = (text: string): JsonText.ObjectNode => {
-  let root: JsonText.Node
-  try {
-    root = JsonText.parse(text)
-  } catch (e) {
-    throw new SettingsTextError(e instanceof Error ? e.message : String(e))
-  }
-  if (root.kind !== "object") throw new SettingsTextError("it is not a JSON object")
-  const hooks = JsonText.member(root, "hooks")
-  if (hooks !== undefined && hooks.value.kind !== "object") throw new SettingsTextError("its hooks is not an object")
-  return root
-}
-
-// The next splice that takes one of our hooks out, or undefined when none is left.
-const nextRemoval = (text: string, root: JsonText.ObjectNode): JsonText.Splice | undefined => {
-  for (const hm of root.items) {
-    if (hm.key !== "hooks" || hm.value.kind !== "object") continue
-    const hooks = hm.value
-    for (const em of hooks.items) {
-      if (em.value.kind !== "array") continue
-      const groups = em.value
-      for (let i = 0; i < groups.items.length; i++) {
-        const group = groups.items[i]!.value
-        if (group.kind !== "object") continue
-        const inner = JsonText.member(group, "hooks")?.value
-        if (inner === undefined || inner.kind !== "array") continue
-        const ours = inner.items.map((h) => isOurs(JsonText.toValue(h.value)))
-        if (!ours.includes(true)) continue
-        if (ours.includes(false)) return JsonText.removeItem(text, inner, ours.indexOf(true))
-        // A sole group with space before it came with its event's list, and a sole
-        // event with space before it with the `hooks` object: they go with it.
-        if (groups.items.length > 1 || !JsonText.hasGap(groups)) return JsonText.removeItem(text, groups, i)
-        if (hooks.items.length > 1 || !JsonText.hasGap(hooks)) {
-          return JsonText.removeItem(text, hooks, hooks.items.indexOf(em))
-        }
-        return JsonText.removeItem(text, root, root.items.indexOf(hm))
-      }
-    }
-  }
-  return undefined
-}
-
-/**
- * A settings file's text without our hooks (`isOurs`), every other byte kept;
- * matcher groups, event lists and a `hooks` object left empty by that go too,
- * unless they were there, empty, before (`internal/jsonText.ts`). Throws
- * `SettingsTextError`.
- *
- * @since 0.7.0
- */
-export const removeText = (text: string): string => {
-  if (text.trim() === "") return text
-  let current = text
-  for (;;) {
-    const splice = nextRemoval(current, parseRoot(current))
-    if (splice === undefined) return current
-    current = JsonText.apply(current, splice)
-  }
-}
-
-const groupOf = (hook: JsonObject): JsonObject => ({ matcher: "", hooks: [hook] })
-
-/**
- * A settings file's text with our hooks: ours removed first (`removeText`), then
- * for every event of `events` the group `{matcher: "", hooks: [hookFor(event)]}`
- * appended to the event's list (the list, or the `hooks` object, added when
- * missing), in the file's own indentation and line breaks; nothing else changes.
- * Throws `SettingsTextError`.
- *
- * @since 0.7.0
- */
-export const installText = (
-  text: string,
-  hookFor: (event: string) => JsonObject,
-  events: ReadonlyArray<string> = EVENTS
-): string => {
-  const all = () => Object.fromEntries(events.map((e) => [e, [groupOf(hookFor(e))]]))
-  let current = removeText(text)
-  if (current.trim() === "") return JsonText.render({ hooks: all() }, "  ", "", "\n") + "\n"
-  for (const event of events) {
-    const root = parseRoot(current)
-    const hm = JsonText.member(root, "hooks")
-    if (hm === undefined) {
-      current = JsonText.apply(
-        current,
-        JsonText.insertItem(current, root, (base, unit, nl) => JsonText.renderMember("hooks", all(), unit, base, nl))
-      )
-      break
-    }
-    const hooks = hm.value as JsonText.ObjectNode
-    const em = JsonText.member(hooks, event)
-    const group = groupOf(hookFor(event))
-    if (em === undefined) {
-      current = JsonText.apply(
-        current,
-        JsonText.insertItem(current, hooks, (base, unit, nl) => JsonText.renderMember(event, [group], unit, base, nl))
-      )
-    } else if (em.value.kind !== "array") {
-      throw new SettingsTextError(`its hooks.${event} is not a list`)
-    } else {
-      current = JsonText.apply(
-        current,
-        JsonText.insertItem(current, em.value, (base, unit, nl) => JsonText.render(group, unit, base, nl))
-      )
-    }
-  }
-  return current
-}
-
-/**
- * The settings a text holds, as Claude Code reads them (comments and trailing
- * commas allowed); `{}` for an empty text. Throws `SettingsTextError`.
- *
- * @since 0.7.0
- */
-export const readText = (text: string): JsonObject =>
-  text.trim() === "" ? {} : JsonText.toValue(parseRoot(text)) as JsonObject
+  commandLine([...command, "claude-code", "forward", "--url", url, "--timeout-ms", "10000"], options)
 
 /**
  * What `install` did to a settings file.
