@@ -140,6 +140,7 @@ describe("claude-code install", () => {
 
     const r = await run(["claude-code", "install", "--user"], { env: { CLAUDE_CONFIG_DIR: config } })
     assert.strictEqual(r.code, 0, r.stderr)
+    assert.include(r.stdout, `${link} (a link to ${fs.realpathSync(target)}): installed hooks for 11 events`)
     assert.isTrue(fs.lstatSync(link).isSymbolicLink(), "the link was replaced")
     assert.strictEqual(fs.readlinkSync(link), path.relative(config, target))
     assert.strictEqual(ourCommands(target).length, EVENTS.length)

@@ -150,6 +150,8 @@ export interface Report {
   /** The backup of the previous content, when the file existed and changed. */
   readonly backup: string | null
   readonly events: number
+  /** Where the file leads when it is a symbolic link (the file changed there); null otherwise. */
+  readonly target: string | null
 }
 
 const refusedAs = (file: string) => (e: unknown): InvalidInput | StorageError =>
@@ -178,7 +180,10 @@ export const apply = (
       catch: refusedAs(file)
     })
     const events = hookFor === null ? 0 : EVENTS.length
-    if (hookFor === null && loaded.text === null) return { file, status: "unchanged", backup: null, events }
+    const target = loaded.linked ? loaded.target : null
+    if (hookFor === null && loaded.text === null) {
+      return { file, status: "unchanged", backup: null, events, target }
+    }
     const next = yield* Effect.try({
       try: () =>
         hookFor === null
@@ -186,9 +191,9 @@ export const apply = (
           : installText(loaded.text ?? "", typeof hookFor === "function" ? hookFor : () => hookFor),
       catch: refusedAs(file)
     })
-    if (next === loaded.text) return { file, status: "unchanged", backup: null, events }
+    if (next === loaded.text) return { file, status: "unchanged", backup: null, events, target }
     const { backup } = yield* Effect.try({ try: () => SettingsIo.save(loaded, next), catch: refusedAs(file) })
-    return { file, status: hookFor === null ? "uninstalled" : "installed", backup, events }
+    return { file, status: hookFor === null ? "uninstalled" : "installed", backup, events, target }
   })
 
 /**
@@ -352,7 +357,7 @@ export const command = Command.make("install", {
               yield* Output.write(
                 report.status === "unchanged"
                   ? `${file}: unchanged (no hooks of ours in it)\n`
-                  : `${file}: uninstalled our hooks` +
+                  : `${named(report)}: uninstalled our hooks` +
                     (report.backup === null ? "" : `; the previous content is in ${report.backup}`) + "\n"
               )
             }
@@ -410,7 +415,7 @@ export const command = Command.make("install", {
         yield* Output.write(
           (report.status === "unchanged"
             ? `${file}: unchanged (our hooks are already installed)\n`
-            : `${file}: ${report.status} hooks for ${report.events} events` +
+            : `${named(report)}: ${report.status} hooks for ${report.events} events` +
               (report.backup === null ? "" : `; the previous content is in ${report.backup}`) + "\n") +
             (twice
               ? `note: ${other} has our hooks too, so every event would be journaled twice; remove them there (edit it, or --uninstall and install again)\n`
@@ -420,6 +425,10 @@ export const command = Command.make("install", {
     ))).pipe(Command.withDescription(
       "Add our hooks to Claude Code's settings (keeping every other byte, with a backup); --uninstall removes only ours"
     ))
+
+// The file as the output names it: with its target when it is a link.
+const named = (report: Report): string =>
+  report.target === null ? report.file : `${report.file} (a link to ${report.target})`
 
 // Whether `file` holds hooks of ours (false when it cannot be read).
 const alsoOurs = (file: string): Effect.Effect<boolean> =>

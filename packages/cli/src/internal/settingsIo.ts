@@ -44,6 +44,8 @@ export interface Loaded {
   readonly text: string | null
   readonly mode: number
   readonly identity: string | null
+  /** Whether `file` is a symbolic link (then `target` is where it leads). */
+  readonly linked: boolean
 }
 
 /** The suffix of backups (`FILE.session-journal.bak`, `FILE.session-journal.N.bak`). */
@@ -89,11 +91,17 @@ export const resolveTarget = (file: string): string => {
 /** Reads a settings file through its links; a missing file reads as null. */
 export const load = (file: string, maxBytes: number): Loaded => {
   const target = resolveTarget(file)
+  let linked = false
+  try {
+    linked = fs.lstatSync(file).isSymbolicLink()
+  } catch {
+    // Not there (yet).
+  }
   let fd: number
   try {
     fd = fs.openSync(target, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
   } catch (e) {
-    if (errnoOf(e) === "ENOENT") return { file, target, text: null, mode: 0o644, identity: null }
+    if (errnoOf(e) === "ENOENT") return { file, target, text: null, mode: 0o644, identity: null, linked }
     if (errnoOf(e) === "ELOOP") throw new SettingsFileError("Changed", file, "it became a symbolic link while read", e)
     throw new SettingsFileError("Io", file, `cannot open it: ${String(e)}`, e)
   }
@@ -108,7 +116,7 @@ export const load = (file: string, maxBytes: number): Loaded => {
     } catch (e) {
       throw new SettingsFileError("NotUtf8", file, "not UTF-8 text", e)
     }
-    return { file, target, text, mode: st.mode & 0o777, identity: identityOf(st) }
+    return { file, target, text, mode: st.mode & 0o777, identity: identityOf(st), linked }
   } finally {
     fs.closeSync(fd)
   }
