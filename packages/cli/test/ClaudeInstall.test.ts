@@ -1,15 +1,19 @@
 /**
- * `session-journal claude-code install` on a settings file that has other hooks
- * and settings: it keeps them, writes a backup, changes nothing the second time,
- * and `--uninstall` gives back the file's own settings; a file that is not
- * settings is left alone.
+ * `session-journal claude-code install` on real files: it keeps every other byte
+ * of the settings (numbers as spelled, comments, order), writes through a
+ * symbolic link to its target, never writes through a link planted at a name it
+ * creates, keeps every earlier backup, puts personal installs in
+ * `.claude/settings.local.json` and `--shared` ones in `.claude/settings.json`
+ * with no path of this machine, passes `--root` only when asked, changes nothing
+ * the second time, and `--uninstall` finds ours in either project file and gives
+ * back the file's own bytes; a file that is not settings is left alone.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { EVENTS, isOurs, merge, remove } from "../src/commands/Install.ts"
+import { EVENTS, isOurs, merge, readText, remove } from "../src/commands/Install.ts"
 import { cleanup, run, tempDir } from "./Run.ts"
 
 afterAll(cleanup)
@@ -23,78 +27,231 @@ const theirs = {
   }
 }
 
-const read = (file: string) => JSON.parse(fs.readFileSync(file, "utf8"))
+// Numbers JSON.parse cannot give back, a comment, a trailing comma, four spaces.
+const handWritten = `{
+    // my own settings
+    "model": "claude-opus-5-5",
+    "cleanupPeriodDays": 12345678901234567890,
+    "ratio": 1.50,
+    "hooks": {
+        "PreToolUse": [
+            { "matcher": "Bash", "hooks": [{ "type": "command", "command": "/usr/local/bin/audit-bash", "timeout": 5 }] },
+        ],
+    },
+}
+`
+
+const read = (file: string) => readText(fs.readFileSync(file, "utf8")) as Record<string, any>
+
+const ourCommands = (file: string): Array<string> => {
+  const hooks = read(file)["hooks"] ?? {}
+  return Object.values(hooks as Record<string, Array<{ hooks: Array<{ command: string }> }>>).flatMap((groups) =>
+    groups.flatMap((g) => g.hooks.filter((h) => isOurs(h)).map((h) => h.command))
+  )
+}
 
 describe("claude-code install", () => {
-  it("merges, keeps the rest, backs up, is idempotent; --uninstall removes only ours", async () => {
+  it("adds one wrapped hook per event to settings.local.json, keeps every other byte, backs up; --uninstall gives the bytes back", async () => {
     const dir = tempDir()
     const project = path.join(dir, "proj")
-    const file = path.join(project, ".claude", "settings.json")
+    const file = path.join(project, ".claude", "settings.local.json")
     fs.mkdirSync(path.dirname(file), { recursive: true })
-    const original = JSON.stringify(theirs, null, 4)
-    fs.writeFileSync(file, original, { mode: 0o600 })
+    fs.writeFileSync(file, handWritten, { mode: 0o600 })
     const policy = path.join(dir, "policy.json")
     fs.writeFileSync(policy, JSON.stringify([{ maxStreak: 3 }]))
 
     // Relative paths, run from elsewhere: the hooks name both by absolute path.
-    const installed = await run([
-      "--dir",
-      "journal",
-      "claude-code",
-      "install",
-      "--project",
-      "proj",
-      "--policy",
-      "policy.json"
-    ], { cwd: dir })
+    const args = ["--dir", "journal", "claude-code", "install", "--project", "proj", "--policy", "policy.json"]
+    const installed = await run(args, { cwd: dir })
     assert.strictEqual(installed.code, 0, installed.stderr)
-    assert.include(installed.stdout, "installed hooks for 11 events")
+    assert.include(
+      installed.stdout,
+      `${file}: installed hooks for 11 events; the previous content is in ${file}.session-journal.bak`
+    )
+    assert.isFalse(fs.existsSync(path.join(project, ".claude", "settings.json")), "the shared file was written")
+    const text = fs.readFileSync(file, "utf8")
+    assert.isTrue(text.startsWith(handWritten.slice(0, handWritten.indexOf("        ],"))), text)
+    assert.include(text, "\"cleanupPeriodDays\": 12345678901234567890,\n    \"ratio\": 1.50,")
     const after = read(file)
-    assert.strictEqual(after.model, theirs.model)
-    assert.deepStrictEqual(after.permissions, theirs.permissions)
-    assert.deepStrictEqual(after.hooks.Notification, theirs.hooks.Notification)
-    assert.deepStrictEqual(after.hooks.PreToolUse[0], theirs.hooks.PreToolUse[0])
-    assert.deepStrictEqual(Object.keys(after.hooks).sort(), [...EVENTS, "Notification"].sort())
+    assert.deepStrictEqual(Object.keys(after["hooks"]), ["PreToolUse", ...EVENTS.filter((e) => e !== "PreToolUse")])
     for (const event of EVENTS) {
-      const ours = after.hooks[event].at(-1)
+      const ours = after["hooks"][event].at(-1)
       assert.strictEqual(ours.matcher, "")
       assert.isTrue(isOurs(ours.hooks[0]))
+      assert.match(
+        ours.hooks[0].command,
+        new RegExp(`^/bin/sh -c '.*' session-journal-hook ${event} \\.claude/settings\\.local\\.json `)
+      )
       assert.include(ours.hooks[0].command, ` claude-code hook --root ${path.join(dir, "journal")} --policy ${policy}`)
       assert.strictEqual(ours.hooks[0].timeout, 60)
     }
-    assert.strictEqual(fs.readFileSync(file + ".session-journal.bak", "utf8"), original)
+    assert.strictEqual(fs.readFileSync(file + ".session-journal.bak", "utf8"), handWritten)
     assert.strictEqual(fs.statSync(file).mode & 0o777, 0o600)
     assert.strictEqual(fs.statSync(file + ".session-journal.bak").mode & 0o777, 0o600)
 
-    // Twice: nothing changes, not even the backup.
-    const text = fs.readFileSync(file, "utf8")
-    fs.rmSync(file + ".session-journal.bak")
-    const again = await run([
-      "--dir",
-      "journal",
-      "claude-code",
-      "install",
-      "--project",
-      "proj",
-      "--policy",
-      "policy.json"
-    ], { cwd: dir })
+    // Twice: nothing changes, no new backup.
+    const again = await run(args, { cwd: dir })
     assert.strictEqual(again.code, 0, again.stderr)
     assert.include(again.stdout, "unchanged")
     assert.strictEqual(fs.readFileSync(file, "utf8"), text)
-    assert.isFalse(fs.existsSync(file + ".session-journal.bak"))
+    assert.deepStrictEqual(fs.readdirSync(path.dirname(file)).sort(), [
+      "settings.local.json",
+      "settings.local.json.session-journal.bak"
+    ])
 
     const removed = await run(["claude-code", "install", "--project", project, "--uninstall"])
     assert.strictEqual(removed.code, 0, removed.stderr)
-    assert.deepStrictEqual(read(file), theirs)
-    assert.strictEqual(fs.readFileSync(file + ".session-journal.bak", "utf8"), text)
+    assert.strictEqual(fs.readFileSync(file, "utf8"), handWritten)
+    assert.include(removed.stdout, `the previous content is in ${file}.session-journal.1.bak`)
+    assert.strictEqual(fs.readFileSync(file + ".session-journal.1.bak", "utf8"), text)
+    assert.strictEqual(fs.readFileSync(file + ".session-journal.bak", "utf8"), handWritten)
     const twice = await run(["claude-code", "install", "--project", project, "--uninstall"])
-    assert.include(twice.stdout, "unchanged")
+    assert.include(twice.stdout, `${file}: unchanged`)
+  })
+
+  it("passes --root only when --dir or --root is given", async () => {
+    const dir = tempDir()
+    const plain = await run(["claude-code", "install", "--project", dir], {
+      env: { SESSION_JOURNAL_DIR: "/elsewhere" }
+    })
+    assert.strictEqual(plain.code, 0, plain.stderr)
+    const file = path.join(dir, ".claude", "settings.local.json")
+    for (const c of ourCommands(file)) {
+      assert.isTrue(c.endsWith(" claude-code hook"), c)
+    }
+    const root = await run(["claude-code", "install", "--project", dir, "--root", path.join(dir, "j")])
+    assert.strictEqual(root.code, 0, root.stderr)
+    for (const c of ourCommands(file)) assert.isTrue(c.endsWith(` claude-code hook --root ${path.join(dir, "j")}`), c)
+    const both = await run(["--dir", "a", "claude-code", "install", "--project", dir, "--root", "b"])
+    assert.strictEqual(both.code, 2)
+  })
+
+  it("a settings file that is a symbolic link: the target is updated, the link stays; a dangling link is refused", async () => {
+    const dir = tempDir()
+    const dotfiles = path.join(dir, "dotfiles", "claude")
+    fs.mkdirSync(dotfiles, { recursive: true })
+    const target = path.join(dotfiles, "settings.json")
+    const original = JSON.stringify(theirs, null, 2)
+    fs.writeFileSync(target, original)
+    const config = path.join(dir, "config")
+    fs.mkdirSync(config)
+    const link = path.join(config, "settings.json")
+    fs.symlinkSync(path.relative(config, target), link)
+
+    const r = await run(["claude-code", "install", "--user"], { env: { CLAUDE_CONFIG_DIR: config } })
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.include(r.stdout, `${link} (a link to ${fs.realpathSync(target)}): installed hooks for 11 events`)
+    assert.isTrue(fs.lstatSync(link).isSymbolicLink(), "the link was replaced")
+    assert.strictEqual(fs.readlinkSync(link), path.relative(config, target))
+    assert.strictEqual(ourCommands(target).length, EVENTS.length)
+    assert.deepStrictEqual(fs.readdirSync(dotfiles), ["settings.json"], "a temporary file was left next to the target")
+    assert.strictEqual(fs.readFileSync(link + ".session-journal.bak", "utf8"), original)
+
+    const u = await run(["claude-code", "install", "--user", "--uninstall"], { env: { CLAUDE_CONFIG_DIR: config } })
+    assert.strictEqual(u.code, 0, u.stderr)
+    assert.isTrue(fs.lstatSync(link).isSymbolicLink())
+    assert.strictEqual(fs.readFileSync(target, "utf8"), original)
+
+    fs.rmSync(target)
+    const dangling = await run(["claude-code", "install", "--user"], { env: { CLAUDE_CONFIG_DIR: config } })
+    assert.strictEqual(dangling.code, 2)
+    assert.match(dangling.stderr, /it is a symbolic link to \S+, which does not exist/)
+    assert.isTrue(fs.lstatSync(link).isSymbolicLink())
+    assert.isFalse(fs.existsSync(target))
+  })
+
+  it("never writes through a link planted at a temporary or backup name", async () => {
+    const dir = tempDir()
+    const config = path.join(dir, "config")
+    fs.mkdirSync(config)
+    const file = path.join(config, "settings.json")
+    fs.writeFileSync(file, "{}")
+    const victim = path.join(dir, "bashrc")
+    fs.writeFileSync(victim, "# my shell\n")
+    // The names the temporary and the backup of earlier versions had (this process runs the command).
+    for (const name of [`settings.json.session-journal.tmp-${process.pid}`, "settings.json.session-journal.bak"]) {
+      fs.symlinkSync(victim, path.join(config, name))
+    }
+    const r = await run(["claude-code", "install", "--user"], { env: { CLAUDE_CONFIG_DIR: config } })
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.strictEqual(fs.readFileSync(victim, "utf8"), "# my shell\n")
+    assert.strictEqual(ourCommands(file).length, EVENTS.length)
+    assert.include(r.stdout, `the previous content is in ${file}.session-journal.1.bak`)
+    assert.strictEqual(fs.readFileSync(file + ".session-journal.1.bak", "utf8"), "{}")
+    assert.isTrue(fs.lstatSync(path.join(config, "settings.json.session-journal.bak")).isSymbolicLink())
+  })
+
+  it("every change keeps a new backup; the first original is never overwritten", async () => {
+    const dir = tempDir()
+    const file = path.join(dir, "settings.json")
+    fs.writeFileSync(file, "{\"v\": 1}", { mode: 0o640 })
+    const env = { CLAUDE_CONFIG_DIR: dir }
+    const contents = ["{\"v\": 1}"]
+    for (const args of [[], ["--uninstall"], ["--root", "/j"], ["--root", "/k"]]) {
+      const r = await run(["claude-code", "install", "--user", ...args], { env })
+      assert.strictEqual(r.code, 0, r.stderr)
+      contents.push(fs.readFileSync(file, "utf8"))
+    }
+    const backups = [
+      ".session-journal.bak",
+      ".session-journal.1.bak",
+      ".session-journal.2.bak",
+      ".session-journal.3.bak"
+    ]
+    assert.deepStrictEqual(backups.map((b) => fs.readFileSync(file + b, "utf8")), contents.slice(0, 4))
+    for (const b of backups) assert.strictEqual(fs.statSync(file + b).mode & 0o777, 0o640)
+  })
+
+  it("--shared writes .claude/settings.json with no path of this machine; --uninstall finds ours in either file", async () => {
+    const dir = tempDir()
+    const project = path.join(dir, "a project")
+    fs.mkdirSync(path.join(project, "config"), { recursive: true })
+    fs.writeFileSync(path.join(project, "config", "policy.json"), JSON.stringify({ maxStreak: 3 }))
+    fs.writeFileSync(path.join(dir, "outside.json"), JSON.stringify({ maxStreak: 3 }))
+
+    const outside = await run(["claude-code", "install", "--shared", "--policy", path.join(dir, "outside.json")], {
+      cwd: project
+    })
+    assert.strictEqual(outside.code, 2)
+    assert.match(outside.stderr, /outside the project .*relative to \$CLAUDE_PROJECT_DIR/)
+    assert.isFalse(fs.existsSync(path.join(project, ".claude")))
+
+    const r = await run(
+      ["claude-code", "install", "--shared", "--policy", "config/policy.json", "--root", ".journal"],
+      {
+        cwd: project
+      }
+    )
+    assert.strictEqual(r.code, 0, r.stderr)
+    const shared = path.join(project, ".claude", "settings.json")
+    const text = fs.readFileSync(shared, "utf8")
+    assert.notInclude(text, dir)
+    assert.notInclude(text, process.execPath)
+    for (const c of ourCommands(shared)) {
+      assert.isTrue(
+        c.endsWith(
+          ` .claude/settings.json session-journal claude-code hook --root "$CLAUDE_PROJECT_DIR"/.journal --policy "$CLAUDE_PROJECT_DIR"/config/policy.json`
+        ),
+        c
+      )
+    }
+
+    // A personal install on top: told that both files hold ours.
+    const local = await run(["claude-code", "install"], { cwd: project })
+    assert.strictEqual(local.code, 0, local.stderr)
+    assert.include(local.stdout, `note: ${shared} has our hooks too`)
+
+    const u = await run(["claude-code", "install", "--uninstall", "--project", project])
+    assert.strictEqual(u.code, 0, u.stderr)
+    assert.include(u.stdout, `${path.join(project, ".claude", "settings.local.json")}: uninstalled our hooks`)
+    assert.include(u.stdout, `${shared}: uninstalled our hooks`)
+    assert.deepStrictEqual(ourCommands(shared), [])
+    assert.strictEqual(fs.readFileSync(shared, "utf8"), "{}\n")
   })
 
   it("refuses a file that is not settings, and a policy that does not decode, changing nothing", async () => {
     const dir = tempDir()
-    const file = path.join(dir, ".claude", "settings.json")
+    const file = path.join(dir, ".claude", "settings.local.json")
     fs.mkdirSync(path.dirname(file), { recursive: true })
     fs.writeFileSync(file, "[1, 2")
     const r = await run(["claude-code", "install", "--project", dir])
@@ -116,8 +273,8 @@ describe("claude-code install", () => {
       env: { CLAUDE_CONFIG_DIR: dir }
     })
     assert.strictEqual(r.code, 0, r.stderr)
-    assert.strictEqual(Object.keys(read(path.join(dir, "settings.json")).hooks).length, EVENTS.length)
-    assert.isFalse(fs.existsSync(path.join(dir, "settings.json.session-journal.bak")))
+    assert.strictEqual(Object.keys(read(path.join(dir, "settings.json"))["hooks"]).length, EVENTS.length)
+    assert.deepStrictEqual(fs.readdirSync(dir), ["settings.json"])
   })
 })
 

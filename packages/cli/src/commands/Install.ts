@@ -1,28 +1,50 @@
 /**
- * `session-journal claude-code install [--project DIR | --user] [--policy FILE]
- * [--guard URL] [--uninstall]`: merges our hooks into a Claude Code settings
- * file, `DIR/.claude/settings.json` (default: the working directory's) or the
- * user's `~/.claude/settings.json` (`$CLAUDE_CONFIG_DIR/settings.json` when it
- * is set).
+ * `session-journal claude-code install [--project DIR | --user] [--shared]
+ * [--policy FILE] [--root DIR] [--guard URL] [--uninstall]`: adds our hooks to a
+ * Claude Code settings file.
  *
- * The hooks run this installation's `session-journal` by absolute paths (the
- * Node that runs `install` and the package's bin file) with
- * `claude-code hook --root DIR` naming the journal directory (`--dir`, made
- * absolute) and the policy file (made absolute) when one is given, so they work
- * from any working directory. One matcher group matching every tool, per event
- * of `EVENTS`, appended after the file's own groups.
+ * Where they go:
+ * - by default, the project's personal file `DIR/.claude/settings.local.json`
+ *   (DIR: the working directory), which Claude Code reads and which is not
+ *   committed; the hooks run this installation's `session-journal` by absolute
+ *   paths (the Node that runs `install` and the package's bin file) and name the
+ *   policy file by its absolute path;
+ * - with `--shared`, the project's committed `DIR/.claude/settings.json`, for
+ *   every teammate: the hooks run `session-journal` from PATH and name the policy
+ *   (which must lie inside the project) and an explicit journal directory
+ *   relative to `$CLAUDE_PROJECT_DIR`, which Claude Code sets for every hook; no
+ *   path of this machine is written;
+ * - with `--user`, the user's `~/.claude/settings.json`
+ *   (`$CLAUDE_CONFIG_DIR/settings.json` when that is set).
  *
- * Every other setting and hook is kept as it is. Before a file is changed its
- * previous content is kept next to it (`settings.json.session-journal.bak`, with
- * the file's mode); a run that changes nothing writes nothing. `--uninstall`
- * removes only our hooks (the command hook and the guard's forms), and matcher
- * groups and events left empty by that. The file is replaced atomically (a
- * temporary file renamed over it).
+ * The journal directory is passed (`--root`) only when `--root` or the global
+ * `--dir` was given on the command line; otherwise the hook uses its own default.
+ *
+ * Every hook is one command per event, run through a small POSIX `sh` wrapper
+ * (`wrap`, `internal/hookWrapper.ts`; Claude Code runs command hooks with
+ * `/bin/sh -c`): when our program cannot start or dies (not installed any more:
+ * exit 127; not executable: 126; Node crashing: 1; a signal), the wrapper turns
+ * that into exit 2 with one line on stderr naming what failed and how to fix or
+ * remove the hooks, which blocks the event instead of letting it pass
+ * unjournaled. For Stop and SubagentStop it exits 1 instead (exit 2 there would
+ * keep the turn going for ever), and our own exit 1 there (a Stop already kept
+ * going) passes. The forwarder of `--guard URL` is wrapped the same way.
+ *
+ * The file is edited as text (`internal/settingsHooks.ts` on
+ * `internal/jsonText.ts`): only our matcher groups are inserted or removed, and
+ * every other byte (numbers as spelled, comments, key order, indentation) stays;
+ * install then uninstall gives back the same bytes. It is written as
+ * `internal/settingsIo.ts` says: through a symbolic link to its final target,
+ * with a new backup per change that never overwrites an older one (the report
+ * names it), through an exclusively created temporary file renamed over the
+ * target. A run that changes nothing writes nothing. `--uninstall` removes only
+ * our hooks (today's and the earlier unwrapped forms) from both project files
+ * (or the user's), and matcher groups, events and `hooks` objects left empty by
+ * that.
  *
  * @since 0.4.0
  */
 import { StorageError } from "@session-journal/core"
-import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Command, Flag } from "effect/cli"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
@@ -31,29 +53,34 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { InvalidInput } from "../Failure.ts"
-import { withoutJournal } from "../internal/commandKit.ts"
+import { Dir, onCommandLine, withoutJournal } from "../internal/commandKit.ts"
+import { commandLine, type ProjectPath, projectPath, type Word, type WrapOptions } from "../internal/hookWrapper.ts"
+import { EVENTS, installText, type JsonObject, removeText } from "../internal/settingsHooks.ts"
+import * as SettingsIo from "../internal/settingsIo.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 
-/**
- * The events our hooks are installed for (PROTOCOL.md (a)): every one whose record
- * goes on the chain.
- *
- * @since 0.4.0
- */
-export const EVENTS = [
-  "SessionStart",
-  "UserPromptSubmit",
-  "PreToolUse",
-  "PostToolUse",
-  "PostToolUseFailure",
-  "SubagentStart",
-  "SubagentStop",
-  "Stop",
-  "PreCompact",
-  "PostCompact",
-  "SessionEnd"
-] as const
+export {
+  DEFAULT_SETTINGS_HINT,
+  type ProjectPath,
+  projectPath,
+  shellQuote,
+  shellWord,
+  type Word,
+  wrap,
+  type WrapOptions,
+  WRAPPER_SCRIPT
+} from "../internal/hookWrapper.ts"
+export {
+  EVENTS,
+  installText,
+  isOurs,
+  merge,
+  readText,
+  remove,
+  removeText,
+  SettingsTextError
+} from "../internal/settingsHooks.ts"
 
 /**
  * The `timeout` of an installed hook, in seconds: longer than the hook's default
@@ -65,11 +92,12 @@ export const EVENTS = [
 export const HOOK_TIMEOUT_SECONDS = 60
 
 /**
- * The suffix of the backup kept next to a settings file.
+ * The suffix of the first backup kept next to a settings file; later ones are
+ * `FILE.session-journal.1.bak`, `.2.bak`, … (never overwritten).
  *
  * @since 0.4.0
  */
-export const BACKUP_SUFFIX = ".session-journal.bak"
+export const BACKUP_SUFFIX = SettingsIo.BACKUP_SUFFIX
 
 /**
  * Largest settings file read (4 MiB).
@@ -78,133 +106,38 @@ export const BACKUP_SUFFIX = ".session-journal.bak"
  */
 export const MAX_SETTINGS_BYTES = 4 * 1024 * 1024
 
-type Json = null | boolean | number | string | ReadonlyArray<Json> | { readonly [key: string]: Json }
-type JsonObject = { readonly [key: string]: Json }
-
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v)
-
-/**
- * One argument quoted for the POSIX shell Claude Code runs a command hook with.
- *
- * @since 0.4.0
- */
-export const shellQuote = (arg: string): string =>
-  /^[A-Za-z0-9_/.:=@%+-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`
-
 /**
  * The command line of our command hook: `command` (how to start
- * `session-journal`, by absolute paths) then `claude-code hook --root DIR` and
- * `--policy FILE` when given.
+ * `session-journal`) then `claude-code hook`, with `--root DIR` and
+ * `--policy FILE` when given; wrapped for `event` when one is given (`wrap`).
  *
  * @since 0.4.0
  */
 export const hookCommand = (
   command: ReadonlyArray<string>,
-  options: { readonly root: string; readonly policy?: string | undefined }
+  options: {
+    readonly root?: Word | undefined
+    readonly policy?: Word | undefined
+  } & WrapOptions
 ): string =>
-  [
+  commandLine([
     ...command,
     "claude-code",
     "hook",
-    "--root",
-    options.root,
+    ...(options.root === undefined ? [] : ["--root", options.root]),
     ...(options.policy === undefined ? [] : ["--policy", options.policy])
-  ].map(shellQuote).join(" ")
+  ], options)
 
 /**
  * The command line of the resident guard's fail-closed form: the forwarder
  * (`claude-code forward --url URL`), which hands each event to the guard and
- * denies by itself when the guard does not answer.
+ * denies by itself when the guard does not answer; wrapped for `options.event`
+ * when one is given (`wrap`), so a forwarder that cannot start refuses too.
  *
  * @since 0.4.0
  */
-export const forwardCommand = (command: ReadonlyArray<string>, url: string): string =>
-  [...command, "claude-code", "forward", "--url", url, "--timeout-ms", "10000"].map(shellQuote).join(" ")
-
-const OUR_COMMAND = /(^|\s)'?claude-code'?\s+'?(hook|forward)'?(\s|$)/
-
-/**
- * Whether a hook of a settings file is one of ours: a command hook running
- * `claude-code hook` or `claude-code forward`, or an `http` hook to a loopback
- * `/hook` with a bearer token from the environment (the guard's plain form).
- *
- * @since 0.4.0
- */
-export const isOurs = (hook: unknown): boolean => {
-  if (!isObject(hook)) return false
-  if (hook["type"] === "command") {
-    const command = hook["command"]
-    return typeof command === "string" && command.includes("session-journal") && OUR_COMMAND.test(command)
-  }
-  if (hook["type"] === "http" && typeof hook["url"] === "string") {
-    let url: URL
-    try {
-      url = new URL(hook["url"])
-    } catch {
-      return false
-    }
-    const headers = hook["headers"]
-    const auth = isObject(headers) ? headers["Authorization"] : undefined
-    return ["127.0.0.1", "localhost", "[::1]"].includes(url.hostname) && url.pathname === "/hook" &&
-      typeof auth === "string" && auth.startsWith("Bearer $")
-  }
-  return false
-}
-
-/**
- * The settings without our hooks: ours removed from every matcher group, groups
- * and events left empty by that removed, `hooks` removed when nothing is left in
- * it. Everything else is kept as it was, in its order.
- *
- * @since 0.4.0
- */
-export const remove = (settings: JsonObject): JsonObject => {
-  const hooks = settings["hooks"]
-  if (!isObject(hooks)) return settings
-  const kept: Record<string, Json> = {}
-  for (const [event, groups] of Object.entries(hooks)) {
-    if (!Array.isArray(groups)) {
-      kept[event] = groups
-      continue
-    }
-    const left: Array<Json> = []
-    for (const group of groups as ReadonlyArray<Json>) {
-      if (!isObject(group) || !Array.isArray(group["hooks"])) {
-        left.push(group)
-        continue
-      }
-      const inner = group["hooks"] as ReadonlyArray<Json>
-      const others = inner.filter((h) => !isOurs(h))
-      if (others.length === inner.length) left.push(group)
-      else if (others.length > 0) left.push({ ...group, hooks: others })
-    }
-    if (left.length > 0 || groups.length === 0) kept[event] = left
-  }
-  const { hooks: _, ...rest } = settings
-  return Object.keys(kept).length === 0 ? rest : { ...settings, hooks: kept }
-}
-
-/**
- * The settings with our hook (`hook`, one hook object) for every event of
- * `events`: our earlier hooks removed (`remove`), then one group
- * `{matcher: "", hooks: [hook]}` appended to each event's list.
- *
- * @since 0.4.0
- */
-export const merge = (
-  settings: JsonObject,
-  hook: JsonObject,
-  events: ReadonlyArray<string> = EVENTS
-): JsonObject => {
-  const without = remove(settings)
-  const hooks: Record<string, Json> = isObject(without["hooks"]) ? { ...without["hooks"] } : {}
-  for (const event of events) {
-    const list = hooks[event]
-    const group: Json = { matcher: "", hooks: [hook] }
-    hooks[event] = Array.isArray(list) ? [...(list as ReadonlyArray<Json>), group] : [group]
-  }
-  return { ...without, hooks }
-}
+export const forwardCommand = (command: ReadonlyArray<string>, url: string, options?: WrapOptions): string =>
+  commandLine([...command, "claude-code", "forward", "--url", url, "--timeout-ms", "10000"], options)
 
 /**
  * What `install` did to a settings file.
@@ -217,75 +150,50 @@ export interface Report {
   /** The backup of the previous content, when the file existed and changed. */
   readonly backup: string | null
   readonly events: number
+  /** Where the file leads when it is a symbolic link (the file changed there); null otherwise. */
+  readonly target: string | null
 }
 
-const readSettings = (
-  file: string
-): Effect.Effect<
-  { readonly settings: JsonObject; readonly text: string | null; readonly mode: number },
-  InvalidInput
-> =>
-  Effect.try({
-    try: () => {
-      let text: string
-      let mode: number
-      try {
-        const st = fs.statSync(file)
-        if (!st.isFile()) throw new Error("not a regular file")
-        if (st.size > MAX_SETTINGS_BYTES) throw new Error(`larger than ${MAX_SETTINGS_BYTES} bytes`)
-        text = new TextDecoder("utf-8", { fatal: true }).decode(fs.readFileSync(file))
-        mode = st.mode & 0o777
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === "ENOENT") return { settings: {}, text: null, mode: 0o644 }
-        throw e
-      }
-      const parsed: unknown = text.trim() === "" ? {} : JSON.parse(text)
-      if (!isObject(parsed)) throw new Error("it is not a JSON object")
-      if (parsed["hooks"] !== undefined && !isObject(parsed["hooks"])) throw new Error("its hooks is not an object")
-      return { settings: parsed, text, mode }
-    },
-    catch: (e) =>
-      new InvalidInput({
-        field: file,
-        reason: `cannot use it as Claude Code settings (left unchanged): ${messageOf(e)}`
-      })
-  })
-
-const writeAtomically = (file: string, text: string, mode: number): void => {
-  fs.mkdirSync(path.dirname(file), { recursive: true })
-  const temp = `${file}.session-journal.tmp-${process.pid}`
-  fs.writeFileSync(temp, text, { mode })
-  try {
-    fs.renameSync(temp, file)
-  } catch (e) {
-    fs.rmSync(temp, { force: true })
-    throw e
-  }
-}
+const refusedAs = (file: string) => (e: unknown): InvalidInput | StorageError =>
+  e instanceof SettingsIo.SettingsFileError && e.reason === "Io"
+    ? StorageError.io("install", (e as Error).cause ?? e, file)
+    : new InvalidInput({
+      field: file,
+      reason: `cannot use it as Claude Code settings (left unchanged): ${e instanceof Error ? e.message : String(e)}`
+    })
 
 /**
- * Installs (or with `hook` null, uninstalls) our hooks in `file`; writes the
- * backup and the new content only when something changes.
+ * Installs our hooks in `file` (`hookFor` gives each event's hook; null
+ * uninstalls): reads it through its links, edits its text (`installText`,
+ * `removeText`), and only when the text changes keeps a new backup and replaces
+ * the file (`internal/settingsIo.ts`).
  *
  * @since 0.4.0
  */
-export const apply = (file: string, hook: JsonObject | null): Effect.Effect<Report, InvalidInput | StorageError> =>
+export const apply = (
+  file: string,
+  hookFor: ((event: string) => JsonObject) | JsonObject | null
+): Effect.Effect<Report, InvalidInput | StorageError> =>
   Effect.gen(function*() {
-    const { settings, text, mode } = yield* readSettings(file)
-    const next = hook === null ? remove(settings) : merge(settings, hook)
-    const before = JSON.stringify(settings)
-    const events = hook === null ? 0 : EVENTS.length
-    if (JSON.stringify(next) === before && text !== null) return { file, status: "unchanged", backup: null, events }
-    if (hook === null && text === null) return { file, status: "unchanged", backup: null, events }
-    const backup = text === null ? null : file + BACKUP_SUFFIX
-    yield* Effect.try({
-      try: () => {
-        if (backup !== null) writeAtomically(backup, text!, mode)
-        writeAtomically(file, JSON.stringify(next, null, 2) + "\n", mode)
-      },
-      catch: (e) => StorageError.io("install", e, file)
+    const loaded = yield* Effect.try({
+      try: () => SettingsIo.load(file, MAX_SETTINGS_BYTES),
+      catch: refusedAs(file)
     })
-    return { file, status: hook === null ? "uninstalled" : "installed", backup, events }
+    const events = hookFor === null ? 0 : EVENTS.length
+    const target = loaded.linked ? loaded.target : null
+    if (hookFor === null && loaded.text === null) {
+      return { file, status: "unchanged", backup: null, events, target }
+    }
+    const next = yield* Effect.try({
+      try: () =>
+        hookFor === null
+          ? removeText(loaded.text!)
+          : installText(loaded.text ?? "", typeof hookFor === "function" ? hookFor : () => hookFor),
+      catch: refusedAs(file)
+    })
+    if (next === loaded.text) return { file, status: "unchanged", backup: null, events, target }
+    const { backup } = yield* Effect.try({ try: () => SettingsIo.save(loaded, next), catch: refusedAs(file) })
+    return { file, status: hookFor === null ? "uninstalled" : "installed", backup, events, target }
   })
 
 /**
@@ -305,6 +213,14 @@ export const selfCommand = (): ReadonlyArray<string> => {
 }
 
 /**
+ * The command a `--shared` install runs: `session-journal` from PATH, so it works
+ * on every machine that has it installed.
+ *
+ * @since 0.7.0
+ */
+export const SHARED_COMMAND: ReadonlyArray<string> = ["session-journal"]
+
+/**
  * The environment variable naming Claude Code's user configuration directory
  * (default `~/.claude`).
  *
@@ -313,13 +229,27 @@ export const selfCommand = (): ReadonlyArray<string> => {
 export const CLAUDE_CONFIG_DIR_VAR = "CLAUDE_CONFIG_DIR"
 
 /**
- * The settings file `install` changes: `--user`'s (in `configDir`, the value of
- * `$CLAUDE_CONFIG_DIR`, else `~/.claude`) or the project's.
+ * Which settings file: the user's, the project's shared (committed) one, or the
+ * project's personal one (the default).
+ *
+ * @since 0.7.0
+ */
+export type Scope = "user" | "shared" | "local"
+
+/**
+ * The settings file of a scope: `--user`'s (in `configDir`, the value of
+ * `$CLAUDE_CONFIG_DIR`, else `~/.claude`), the project's `.claude/settings.json`
+ * (`shared`) or its `.claude/settings.local.json` (`local`, the default).
  *
  * @since 0.4.0
  */
 export const settingsFile = (
-  options: { readonly user: boolean; readonly project: string | undefined; readonly configDir: string | undefined }
+  options: {
+    readonly user: boolean
+    readonly project: string | undefined
+    readonly configDir: string | undefined
+    readonly shared?: boolean | undefined
+  }
 ): string =>
   options.user
     ? path.join(
@@ -328,7 +258,33 @@ export const settingsFile = (
         : path.join(os.homedir(), ".claude"),
       "settings.json"
     )
-    : path.join(path.resolve(options.project ?? "."), ".claude", "settings.json")
+    : path.join(
+      path.resolve(options.project ?? "."),
+      ".claude",
+      options.shared === true ? "settings.json" : "settings.local.json"
+    )
+
+const realOrResolved = (p: string): string => {
+  try {
+    return fs.realpathSync(p)
+  } catch {
+    return path.resolve(p)
+  }
+}
+
+/**
+ * `file` as a path inside `project` (`projectPath`), or undefined when it lies
+ * outside (symbolic links resolved where they exist).
+ *
+ * @since 0.7.0
+ */
+export const insideProject = (project: string, file: string): ProjectPath | undefined => {
+  const root = realOrResolved(project)
+  const target = realOrResolved(file)
+  const rel = path.relative(root, target)
+  if (rel.startsWith("..") || path.isAbsolute(rel)) return undefined
+  return projectPath(rel.split(path.sep).join("/"))
+}
 
 /**
  * The `install` command.
@@ -339,16 +295,31 @@ export const command = Command.make("install", {
   project: Flag.String("project").pipe(
     Flag.optional,
     Flag.withMetavar("DIR"),
-    Flag.withDescription("Install into DIR/.claude/settings.json (default: the working directory's)")
+    Flag.withDescription(
+      "Install into DIR/.claude/settings.local.json, the personal file (default: the working directory's)"
+    )
   ),
   user: Flag.Boolean("user").pipe(
     Flag.withDefault(false),
     Flag.withDescription("Install into the user's ~/.claude/settings.json ($CLAUDE_CONFIG_DIR/settings.json)")
   ),
+  shared: Flag.Boolean("shared").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription(
+      "Install into the project's committed .claude/settings.json for every teammate: session-journal from PATH, paths relative to $CLAUDE_PROJECT_DIR"
+    )
+  ),
   policy: Flag.String("policy").pipe(
     Flag.optional,
     Flag.withMetavar("FILE"),
-    Flag.withDescription("Policy file the hooks decide PreToolUse with (checked now, named by absolute path)")
+    Flag.withDescription(
+      "Policy file the hooks decide PreToolUse with (checked now; by absolute path, or inside the project with --shared)"
+    )
+  ),
+  root: Flag.String("root").pipe(
+    Flag.optional,
+    Flag.withMetavar("DIR"),
+    Flag.withDescription("Journal directory the hooks write (default: the hook's own; the global --dir works too)")
   ),
   guard: Flag.String("guard").pipe(
     Flag.optional,
@@ -359,47 +330,116 @@ export const command = Command.make("install", {
   ),
   uninstall: Flag.Boolean("uninstall").pipe(
     Flag.withDefault(false),
-    Flag.withDescription("Remove our hooks only, keeping every other setting and hook")
+    Flag.withDescription("Remove our hooks only (from both project files, or the user's), keeping everything else")
   )
 }, (a) =>
-  withoutJournal(({ json, storage }) =>
-    Effect.gen(function*() {
-      const project = Option.getOrUndefined(a.project)
-      if (a.user && project !== undefined) {
-        return yield* new InvalidInput({ field: "--user", reason: "give --project DIR or --user, not both" })
-      }
-      const configDir = Option.getOrUndefined(
-        yield* Effect.orDie(Config.option(Config.String(CLAUDE_CONFIG_DIR_VAR)))
-      )
-      const file = settingsFile({ user: a.user, project, configDir })
-      let hook: JsonObject | null = null
-      if (!a.uninstall) {
-        const root = path.resolve(storage.dir)
-        const policyFile = Option.getOrUndefined(a.policy)
-        const policy = policyFile === undefined ? undefined : path.resolve(policyFile)
-        if (policy !== undefined) yield* load(policy)
-        const guard = Option.getOrUndefined(a.guard)
-        const self = selfCommand()
-        hook = {
-          type: "command",
-          command: guard === undefined
-            ? hookCommand(self, { root, policy })
-            : forwardCommand(self, yield* guardUrl(guard)),
-          timeout: HOOK_TIMEOUT_SECONDS
+  Effect.flatMap(Dir, (dir) =>
+    withoutJournal(({ json }) =>
+      Effect.gen(function*() {
+        const project = Option.getOrUndefined(a.project)
+        if (a.user && project !== undefined) {
+          return yield* new InvalidInput({ field: "--user", reason: "give --project DIR or --user, not both" })
         }
-      }
-      const report = yield* apply(file, hook)
-      if (json) return yield* Output.json(report)
-      yield* Output.write(
-        report.status === "unchanged"
-          ? `${file}: unchanged (${a.uninstall ? "no hooks of ours in it" : "our hooks are already installed"})\n`
-          : `${file}: ${report.status} ${a.uninstall ? "our hooks" : `hooks for ${report.events} events`}` +
-            (report.backup === null ? "" : `; the previous content is in ${report.backup}`) + "\n"
-      )
-    })
-  )).pipe(Command.withDescription(
-    "Merge our hooks into Claude Code's settings (keeping every other setting and hook, with a backup); --uninstall removes only ours"
-  ))
+        if (a.user && a.shared) {
+          return yield* new InvalidInput({ field: "--shared", reason: "--shared is a project's file; not with --user" })
+        }
+        const configDir = Option.getOrUndefined(
+          yield* Effect.orDie(Config.option(Config.String(CLAUDE_CONFIG_DIR_VAR)))
+        )
+        const fileOf = (shared: boolean) => settingsFile({ user: a.user, project, configDir, shared })
+
+        if (a.uninstall) {
+          const files = a.user ? [fileOf(false)] : [fileOf(false), fileOf(true)]
+          for (const file of files) {
+            const report = yield* apply(file, null)
+            if (json) yield* Output.json(report)
+            else {
+              yield* Output.write(
+                report.status === "unchanged"
+                  ? `${file}: unchanged (no hooks of ours in it)\n`
+                  : `${named(report)}: uninstalled our hooks` +
+                    (report.backup === null ? "" : `; the previous content is in ${report.backup}`) + "\n"
+              )
+            }
+          }
+          return
+        }
+
+        const file = fileOf(a.shared)
+        const projectDir = path.resolve(project ?? ".")
+        const scope: Scope = a.user ? "user" : a.shared ? "shared" : "local"
+        const hint = scope === "user"
+          ? file
+          : scope === "shared"
+          ? path.join(".claude", "settings.json")
+          : path.join(".claude", "settings.local.json")
+        const place = (flag: string, given: string): Effect.Effect<Word, InvalidInput> => {
+          if (scope !== "shared") return Effect.succeed(path.resolve(given))
+          const inside = insideProject(projectDir, path.resolve(given))
+          return inside === undefined
+            ? Effect.fail(
+              new InvalidInput({
+                field: flag,
+                reason:
+                  `${given} is outside the project ${projectDir}: a --shared install names files relative to $CLAUDE_PROJECT_DIR, so they must lie inside it (or install without --shared)`
+              })
+            )
+            : Effect.succeed(inside)
+        }
+
+        const globalDir = onCommandLine(dir)
+        const rootFlag = Option.getOrUndefined(a.root)
+        if (globalDir !== undefined && rootFlag !== undefined) {
+          return yield* new InvalidInput({ field: "--root", reason: "give --root or the global --dir, not both" })
+        }
+        const rootGiven = rootFlag ?? globalDir
+        const root = rootGiven === undefined || rootGiven === "" ? undefined : yield* place("--root", rootGiven)
+        const policyFile = Option.getOrUndefined(a.policy)
+        if (policyFile !== undefined) yield* load(path.resolve(policyFile))
+        const policy = policyFile === undefined ? undefined : yield* place("--policy", policyFile)
+        const guard = Option.getOrUndefined(a.guard)
+        const url = guard === undefined ? undefined : yield* guardUrl(guard)
+        const self = scope === "shared" ? SHARED_COMMAND : selfCommand()
+        const hookFor = (event: string): JsonObject => ({
+          type: "command",
+          command: url === undefined
+            ? hookCommand(self, { root, policy, event, settings: hint })
+            : forwardCommand(self, url, { event, settings: hint }),
+          timeout: HOOK_TIMEOUT_SECONDS
+        })
+        const report = yield* apply(file, hookFor)
+        // Hooks in both project files would journal every event twice.
+        const other = scope === "user" ? undefined : fileOf(scope === "local")
+        const twice = other !== undefined && (yield* alsoOurs(other))
+        if (json) return yield* Output.json(report)
+        yield* Output.write(
+          (report.status === "unchanged"
+            ? `${file}: unchanged (our hooks are already installed)\n`
+            : `${named(report)}: ${report.status} hooks for ${report.events} events` +
+              (report.backup === null ? "" : `; the previous content is in ${report.backup}`) + "\n") +
+            (twice
+              ? `note: ${other} has our hooks too, so every event would be journaled twice; remove them there (edit it, or --uninstall and install again)\n`
+              : "")
+        )
+      })
+    ))).pipe(Command.withDescription(
+      "Add our hooks to Claude Code's settings (keeping every other byte, with a backup); --uninstall removes only ours"
+    ))
+
+// The file as the output names it: with its target when it is a link.
+const named = (report: Report): string =>
+  report.target === null ? report.file : `${report.file} (a link to ${report.target})`
+
+// Whether `file` holds hooks of ours (false when it cannot be read).
+const alsoOurs = (file: string): Effect.Effect<boolean> =>
+  Effect.sync(() => {
+    try {
+      const loaded = SettingsIo.load(file, MAX_SETTINGS_BYTES)
+      return loaded.text !== null && removeText(loaded.text) !== loaded.text
+    } catch {
+      return false
+    }
+  })
 
 const guardUrl = (url: string): Effect.Effect<string, InvalidInput> => {
   let parsed: URL | undefined
