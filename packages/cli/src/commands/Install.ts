@@ -373,12 +373,15 @@ export const command = Command.make("install", {
       )
       const file = settingsFile({ user: a.user, project, configDir })
       let hook: JsonObject | null = null
+      let guardNote = ""
       if (!a.uninstall) {
         const root = path.resolve(storage.dir)
         const policyFile = Option.getOrUndefined(a.policy)
         const policy = policyFile === undefined ? undefined : path.resolve(policyFile)
         if (policy !== undefined) yield* load(policy)
         const guard = Option.getOrUndefined(a.guard)
+        // The guard decides with its own policy: --policy must be the one it runs.
+        if (guard !== undefined) guardNote = yield* checkGuardPolicy(yield* guardUrl(guard), policy)
         const self = selfCommand()
         hook = {
           type: "command",
@@ -390,6 +393,7 @@ export const command = Command.make("install", {
       }
       const report = yield* apply(file, hook)
       if (json) return yield* Output.json(report)
+      yield* Output.write(guardNote)
       yield* Output.write(
         report.status === "unchanged"
           ? `${file}: unchanged (${a.uninstall ? "no hooks of ours in it" : "our hooks are already installed"})\n`
@@ -413,3 +417,12 @@ const guardUrl = (url: string): Effect.Effect<string, InvalidInput> => {
     ? Effect.succeed(url)
     : Effect.fail(new InvalidInput({ field: "--guard", reason: `${url}: expected http://127.0.0.1:PORT/hook` }))
 }
+
+const checkGuardPolicy = (url: string, policy: string | undefined) =>
+  Effect.flatMap(
+    Effect.all([
+      Effect.promise(() => import("./GuardInstall.ts")),
+      Effect.orDie(Config.option(Config.String("SESSION_JOURNAL_GUARD_TOKEN")))
+    ]),
+    ([m, token]) => m.checkPolicy(url, policy, Option.getOrUndefined(token))
+  )
