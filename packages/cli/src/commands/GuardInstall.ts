@@ -10,11 +10,12 @@
  * hook. Claude Code lets a call run when an `http` hook cannot be reached
  * (PROTOCOL.md "HTTP hooks"), so with `http` hooks a guard that is down stops
  * guarding in silence; the forwarder posts the event to the guard over loopback
- * and, when the guard gives no answer, denies a PreToolUse itself with the reason
- * (`the session-journal guard at URL is not reachable: …`). The hook's `timeout`
- * (`Install.HOOK_TIMEOUT_SECONDS`) is longer than the forwarder's wait
- * (`Forward.DEFAULT_TIMEOUT_MS`), so its denial lands before Claude Code would
- * cancel the hook, which would also let the call run.
+ * and, when the guard gives no answer it can prove is the guard's, denies a
+ * PreToolUse itself with the reason (`the session-journal guard at URL is not
+ * reachable: …`). The hook's `timeout` (`Install.HOOK_TIMEOUT_SECONDS`, 60 s) is
+ * far beyond the forwarder's one deadline for the whole exchange
+ * (`--timeout-ms 10000`, `Forward.DEFAULT_TIMEOUT_MS`), so its denial lands
+ * before Claude Code would cancel the hook, which would also let the call run.
  *
  * ```json
  * {"hooks":{"PreToolUse":[{"matcher":"","hooks":[{"type":"command",
@@ -146,8 +147,8 @@ export const httpHooks = (url: string, tokenVar: string = TOKEN_VAR): Fragment =
   })
 
 /**
- * How long the forwarder waits for the guard (ms), re-exported beside the hook's
- * timeout (s) it must stay under.
+ * The forwarder's deadline for the whole exchange with the guard (ms),
+ * re-exported beside the hook's timeout (s) it must stay well under.
  *
  * @since 0.4.0
  */
