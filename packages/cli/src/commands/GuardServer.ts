@@ -24,10 +24,10 @@
  *     time, the time within `GuardAuth.WINDOW_MS` of the guard's clock (Effect's
  *     `Clock`), the nonce never seen before (`GuardAuth.ReplayGuard`); the token
  *     itself is never sent, so whatever answers in the guard's place learns
- *     nothing. Every answer to such a request carries
+ *     nothing. Every answer to a request whose proof verified carries
  *     `X-Session-Journal-Answer: sj1 <mac>`, an HMAC over the request's nonce,
  *     the status and the body's SHA-256, by which the forwarder knows it is the
- *     guard's;
+ *     guard's (a refusal before that is not signed);
  *   - `Authorization: Bearer TOKEN` (Claude Code's own `http` hooks), compared in
  *     constant time (SHA-256 of both sides, `timingSafeEqual`);
  * - it is `POST /hook` or `GET /policy` — else 405 / 404;
