@@ -4,8 +4,14 @@
  * header is exactly what is written) each get a 4xx and record nothing; sixteen
  * concurrent PreToolUse on one session under `maxInvocations(5)` allow exactly
  * five (STRESS=1: 512 under `maxInvocations(100)`); SIGTERM with a request in flight answers and stores it, refuses new
- * connections and exits 0; and the forwarder (`claude-code forward`) denies by
- * itself when the guard cannot be reached or refuses it.
+ * connections and exits 0; the `sj1` proof (a replayed, stale, forged or
+ * malformed one is refused; the answer is signed) and `GET /policy`; and the
+ * forwarder (`claude-code forward`) trusts nothing but the guard: it denies by
+ * itself, in each event's refusal form, when the guard cannot be reached or
+ * refuses it, when another program on the port answers (garbage, a
+ * well-formed answer without the guard's MAC, the guard's answer altered on the
+ * way, an answer too large) — which never sees the token — and when an answer
+ * trickles in past its deadline.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Entry, SessionJournal } from "@session-journal/core"
@@ -14,11 +20,13 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import type { ChildProcess } from "node:child_process"
+import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as net from "node:net"
 import * as path from "node:path"
 import { afterAll } from "vitest"
+import * as GuardAuth from "../src/internal/guardAuth.ts"
 import { cleanup, exited, hasNodeAdapter, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
@@ -50,11 +58,16 @@ interface Guard {
 }
 
 const guard = async (
-  options: { readonly policy?: unknown; readonly env?: NodeJS.ProcessEnv; readonly dir?: string } = {}
+  options: {
+    readonly policy?: unknown
+    readonly env?: NodeJS.ProcessEnv
+    readonly dir?: string
+    readonly args?: ReadonlyArray<string>
+  } = {}
 ): Promise<Guard> => {
   const root = tempDir()
   const dir = options.dir ?? path.join(root, "journal")
-  const args = ["claude-code", "guard", "--port", "0", "--root", dir]
+  const args = ["claude-code", "guard", "--port", "0", "--root", dir, ...(options.args ?? [])]
   if (options.policy !== undefined) {
     fs.writeFileSync(path.join(root, "policy.json"), JSON.stringify(options.policy))
     args.push("--policy", path.join(root, "policy.json"))
@@ -108,6 +121,47 @@ const request = (
     Object.entries(all).filter(([, v]) => v !== null).map(([k, v]) => `${k}: ${v}\r\n`).join("") + "\r\n"
   return raw(port, head, bytes)
 }
+
+// One request with the given headers (null drops a default); resolves with the
+// status, the headers (lower-case) and the body.
+const rawWithHeaders = (
+  port: number,
+  body: string | Uint8Array,
+  headers: Record<string, string | null>,
+  method = "POST",
+  target = "/hook"
+) =>
+  new Promise<{ status: number; headers: Record<string, string>; body: string }>((resolve, reject) => {
+    const bytes = typeof body === "string" ? Buffer.from(body, "utf8") : body
+    const all: Record<string, string | null> = {
+      Host: `127.0.0.1:${port}`,
+      "Content-Type": "application/json",
+      "Content-Length": String(bytes.length),
+      Connection: "close",
+      ...headers
+    }
+    const socket = net.connect(port, "127.0.0.1")
+    const chunks: Array<Buffer> = []
+    socket.on("data", (b: Buffer) => chunks.push(b))
+    socket.on("error", reject)
+    socket.on("close", () => {
+      const text = Buffer.concat(chunks).toString("utf8")
+      const head = text.slice(0, text.indexOf("\r\n\r\n"))
+      const lines = head.split("\r\n")
+      const status = Number(/^HTTP\/1\.[01] ([0-9]{3})/.exec(lines[0] ?? "")?.[1] ?? 0)
+      const parsed: Record<string, string> = {}
+      for (const line of lines.slice(1)) {
+        const colon = line.indexOf(":")
+        parsed[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim()
+      }
+      resolve({ status, headers: parsed, body: text.slice(text.indexOf("\r\n\r\n") + 4) })
+    })
+    socket.write(
+      `${method} ${target} HTTP/1.1\r\n` +
+        Object.entries(all).filter(([, v]) => v !== null).map(([k, v]) => `${k}: ${v}\r\n`).join("") + "\r\n"
+    )
+    socket.write(bytes)
+  })
 
 const SID = "4d1c3f0e-8a2b-4c5d-9e6f-7a8b9c0d1e2f"
 
@@ -308,16 +362,48 @@ describe.skipIf(!nodeAdapter)("claude-code guard", () => {
     assert.deepStrictEqual(tools.map((t) => t.tool_name), ["Read"])
   })
 
-  it("makes and prints a token when none is in its environment, and refuses a short one", async () => {
-    const g = await guard({ env: { SESSION_JOURNAL_GUARD_TOKEN: "" } })
-    const line = g.stdout().split("\n").find((l) => l.startsWith("SESSION_JOURNAL_GUARD_TOKEN="))
-    assert.isDefined(line, g.stdout())
-    const token = line!.slice("SESSION_JOURNAL_GUARD_TOKEN=".length)
+  it("writes a token it made to a new 0600 file in a 0700 directory and prints only its path; refuses a short one", async () => {
+    const state = path.join(tempDir(), "state")
+    const g = await guard({ env: { SESSION_JOURNAL_GUARD_TOKEN: "", XDG_STATE_HOME: state } })
+    const dir = path.join(state, "session-journal")
+    const files = fs.readdirSync(dir)
+    assert.strictEqual(files.length, 1, g.stdout())
+    const file = path.join(dir, files[0]!)
+    assert.strictEqual(fs.statSync(dir).mode & 0o777, 0o700)
+    assert.strictEqual(fs.statSync(file).mode & 0o777, 0o600)
+    const token = fs.readFileSync(file, "utf8").trim()
     assert.match(token, /^[A-Za-z0-9_-]{43}$/)
+    assert.include(g.stdout(), file)
+    assert.notInclude(g.stdout() + g.stderr(), token, "the token was printed")
     assert.strictEqual((await request(g.port, preToolUse(1))).status, 401)
     const ok = await request(g.port, preToolUse(1), { Authorization: `Bearer ${token}` })
     assert.strictEqual(ok.status, 200, ok.body)
+    // The forwarder reads the same file.
+    const forwarded = await forward(g.url, preToolUse(2), {}, ["--token-file", file])
+    assert.strictEqual(forwarded.code, 0, forwarded.stderr)
+    assert.deepStrictEqual(JSON.parse(forwarded.stdout), {})
     await stop(g)
+
+    // --token-file FILE: read when it exists (the same token across restarts), refused when others may read it.
+    const again = await guard({ env: { SESSION_JOURNAL_GUARD_TOKEN: "" }, args: ["--token-file", file] })
+    assert.notInclude(again.stdout(), "made a token")
+    assert.strictEqual((await request(again.port, preToolUse(3), { Authorization: `Bearer ${token}` })).status, 200)
+    await stop(again)
+    fs.chmodSync(file, 0o640)
+    const exposed = await run([
+      "claude-code",
+      "guard",
+      "--port",
+      "0",
+      "--root",
+      path.join(state, "j"),
+      "--token-file",
+      file
+    ], {
+      env: { SESSION_JOURNAL_GUARD_TOKEN: "" }
+    })
+    assert.strictEqual(exposed.code, 2, exposed.stderr)
+    assert.include(exposed.stderr, `the token file ${file} may be read by others (mode 640); chmod 600 ${file}`)
 
     const root = tempDir()
     const short = await run(["claude-code", "guard", "--port", "0", "--root", path.join(root, "j")], {
@@ -339,6 +425,103 @@ describe.skipIf(!nodeAdapter)("claude-code guard", () => {
     })
     assert.strictEqual(both.code, 2, both.stderr)
     assert.include(both.stderr, "not both")
+  })
+
+  it("sj1: a proved request is answered with a MAC over its nonce; replayed, stale, forged and malformed proofs get 401", async () => {
+    const g = await guard({ policy: { denyList: ["Bash"] } })
+    const body = Buffer.from(preToolUse(1), "utf8")
+    const signed = (time: number, b: Uint8Array = body, nonce?: string) =>
+      GuardAuth.sign(TOKEN, { method: "POST", path: "/hook", time }, b, nonce)
+    const first = signed(Date.now())
+    const headers = { Authorization: null, [GuardAuth.AUTH_HEADER]: first.header }
+    const answered = await rawWithHeaders(g.port, body, headers)
+    assert.strictEqual(answered.status, 200, answered.body)
+    assert.isTrue(
+      GuardAuth.verifyAnswer(
+        TOKEN,
+        first.nonce,
+        answered.headers[GuardAuth.ANSWER_HEADER],
+        200,
+        Buffer.from(answered.body, "utf8")
+      ),
+      "the answer's MAC does not verify"
+    )
+    assert.isFalse(
+      GuardAuth.verifyAnswer(
+        TOKEN,
+        GuardAuth.makeNonce(),
+        answered.headers[GuardAuth.ANSWER_HEADER],
+        200,
+        Buffer.from(answered.body, "utf8")
+      )
+    )
+    const refusedWith = async (what: string, h: Record<string, string | null>, b: Uint8Array = body) => {
+      const a = await rawWithHeaders(g.port, b, { Authorization: null, ...h })
+      assert.strictEqual(a.status, 401, `${what}: ${a.body}`)
+      assert.isUndefined(a.headers[GuardAuth.ANSWER_HEADER], `${what}: a refusal was signed`)
+      return (JSON.parse(a.body) as { error: string }).error
+    }
+    assert.include(await refusedWith("replayed", headers), "replay")
+    assert.include(
+      await refusedWith("stale", { [GuardAuth.AUTH_HEADER]: signed(Date.now() - 5 * 60_000).header }),
+      "from the guard's clock"
+    )
+    assert.include(
+      await refusedWith("future", { [GuardAuth.AUTH_HEADER]: signed(Date.now() + 5 * 60_000).header }),
+      "from the guard's clock"
+    )
+    const other = Buffer.from(preToolUse(2), "utf8")
+    await refusedWith("another body", { [GuardAuth.AUTH_HEADER]: signed(Date.now(), body).header }, other)
+    const wrongKey = GuardAuth.sign(
+      "not-the-token-at-all-0000",
+      { method: "POST", path: "/hook", time: Date.now() },
+      body
+    )
+    await refusedWith("another key", { [GuardAuth.AUTH_HEADER]: wrongKey.header })
+    await refusedWith("malformed", { [GuardAuth.AUTH_HEADER]: "sj1 1 2 3" })
+    // A malformed proof is refused even beside a right bearer token.
+    await refusedWith("malformed beside a bearer", { [GuardAuth.AUTH_HEADER]: "sj1", Authorization: `Bearer ${TOKEN}` })
+
+    // GET /policy, proved either way, reports what the guard runs.
+    const get = GuardAuth.sign(TOKEN, { method: "GET", path: "/policy", time: Date.now() }, new Uint8Array(0))
+    const policy = await rawWithHeaders(
+      g.port,
+      "",
+      { Authorization: null, [GuardAuth.AUTH_HEADER]: get.header, "Content-Type": null },
+      "GET",
+      "/policy"
+    )
+    assert.strictEqual(policy.status, 200, policy.body)
+    assert.deepStrictEqual(JSON.parse(policy.body), {
+      policy: JSON.stringify({ denyList: ["Bash"] }),
+      sha256: crypto.createHash("sha256").update(JSON.stringify({ denyList: ["Bash"] })).digest("hex"),
+      name: "denyList([\"Bash\"])"
+    })
+    assert.isTrue(
+      GuardAuth.verifyAnswer(TOKEN, get.nonce, policy.headers[GuardAuth.ANSWER_HEADER], 200, Buffer.from(policy.body))
+    )
+    assert.strictEqual((await request(g.port, "", { "Content-Type": null }, "GET", "/policy")).status, 200)
+    assert.strictEqual(
+      (await request(g.port, "", { Authorization: null, "Content-Type": null }, "GET", "/policy")).status,
+      401
+    )
+    assert.strictEqual((await request(g.port, preToolUse(9), {}, "POST", "/policy")).status, 405)
+    await stop(g)
+    const tools = await toolEntries(g.dir)
+    assert.deepStrictEqual(tools.map((t) => [t.tool_name, t.allowed]), [["Read", true]])
+  })
+
+  it("refuses a Stop it cannot journal with stop_hook_active: blocked once, let through when a refusal already kept it going", async () => {
+    const g = await guard()
+    const stopWithout = (active: boolean) =>
+      JSON.stringify({ hook_event_name: "Stop", stop_hook_active: active, cwd: "/tmp/x" })
+    const blocked = await request(g.port, stopWithout(false))
+    assert.strictEqual(blocked.status, 200, blocked.body)
+    assert.strictEqual((JSON.parse(blocked.body) as { decision: string }).decision, "block")
+    const through = await request(g.port, stopWithout(true))
+    assert.strictEqual(through.status, 200, through.body)
+    assert.deepStrictEqual(JSON.parse(through.body), {})
+    await stop(g)
   })
 })
 
@@ -379,12 +562,30 @@ describe.skipIf(!nodeAdapter)("claude-code forward", () => {
     )
     assert.strictEqual(prompt.code, 2)
     assert.include(prompt.stderr, "not reachable")
-    const post = await forward(
-      url,
-      JSON.stringify({ session_id: SID, hook_event_name: "PostToolUse", tool_name: "Read" })
-    )
-    assert.strictEqual(post.code, 1)
-    assert.include(post.stderr, "not reachable")
+    // Every other event: exit 2 (Refusal.refusal, as the command hook), not 1, on
+    // which Claude Code goes on as if nothing happened.
+    for (const event of ["PostToolUse", "SessionStart", "PostToolUseFailure", "SubagentStart", "PreCompact"]) {
+      const other = await forward(
+        url,
+        JSON.stringify({ session_id: SID, hook_event_name: event, tool_name: "Read" })
+      )
+      assert.strictEqual(other.code, 2, event)
+      assert.include(other.stderr, "not reachable")
+    }
+    // A Stop is kept going once (exit 2), let through when a refusal already did (exit 1).
+    for (const event of ["Stop", "SubagentStop"]) {
+      const once = await forward(
+        url,
+        JSON.stringify({ session_id: SID, hook_event_name: event, stop_hook_active: false })
+      )
+      assert.strictEqual(once.code, 2, event)
+      const again = await forward(
+        url,
+        JSON.stringify({ session_id: SID, hook_event_name: event, stop_hook_active: true })
+      )
+      assert.strictEqual(again.code, 1, event)
+      assert.include(again.stderr, "not reachable")
+    }
     const permission = await forward(
       url,
       JSON.stringify({ session_id: SID, cwd: "/tmp/x", hook_event_name: "PermissionRequest", tool_name: "Bash" })
@@ -418,7 +619,7 @@ describe.skipIf(!nodeAdapter)("claude-code forward", () => {
 
     const wrong = await forward(g.url, preToolUse(2), { SESSION_JOURNAL_GUARD_TOKEN: "not-the-token-at-all-0000" })
     assert.isTrue(isDeny(wrong.stdout))
-    assert.include(wrong.stdout, "refused the event: 401")
+    assert.include(wrong.stdout, "answered 401 without proof that it holds the token")
     const file = path.join(tempDir(), "token")
     fs.writeFileSync(path.join(file), TOKEN + "\n", { mode: 0o600 })
     const fromFile = await forward(g.url, preToolUse(3), {}, ["--token-file", file])
@@ -433,5 +634,172 @@ describe.skipIf(!nodeAdapter)("claude-code forward", () => {
     const tools = await toolEntries(g.dir)
     // The call sent with a wrong token was not recorded.
     assert.deepStrictEqual(tools.map((t) => t.allowed), [false, false])
+  })
+})
+
+// A program on the guard's port that is not the guard: it answers every request
+// with `answer` and keeps what it was sent.
+const squatter = async (
+  answer: (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer) => void
+) => {
+  const seen: Array<string> = []
+  const timers = new Set<ReturnType<typeof setInterval>>()
+  const server = http.createServer((req, res) => {
+    const parts: Array<Buffer> = []
+    req.on("data", (b: Buffer) => parts.push(b))
+    req.on("end", () => {
+      const body = Buffer.concat(parts)
+      seen.push(JSON.stringify(req.headers) + "\n" + req.method + " " + req.url + "\n" + body.toString("utf8"))
+      answer(req, res, body)
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
+  const port = (server.address() as net.AddressInfo).port
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    seen,
+    every: (ms: number, f: () => void) => {
+      const t = setInterval(f, ms)
+      timers.add(t)
+      return t
+    },
+    close: async () => {
+      for (const t of timers) clearInterval(t)
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+  }
+}
+
+const denial = (stdout: string): string => {
+  const out = JSON.parse(stdout) as {
+    hookSpecificOutput: { hookEventName: string; permissionDecision: string; permissionDecisionReason: string }
+  }
+  assert.strictEqual(out.hookSpecificOutput.hookEventName, "PreToolUse")
+  assert.strictEqual(out.hookSpecificOutput.permissionDecision, "deny")
+  return out.hookSpecificOutput.permissionDecisionReason
+}
+
+describe.skipIf(!nodeAdapter)("claude-code forward trusts only the guard", () => {
+  it("another program on the port answering 200 garbage, or a well-formed answer without the guard's MAC: denied; it never sees the token", async () => {
+    const answers: Array<[string, (res: http.ServerResponse) => void]> = [
+      ["html", (res) => {
+        res.writeHead(200, { "content-type": "text/html" })
+        res.end("<html>ok</html>")
+      }],
+      ["an allow without a MAC", (res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.end(
+          JSON.stringify({
+            hookSpecificOutput: {
+              hookEventName: "PreToolUse",
+              permissionDecision: "allow",
+              permissionDecisionReason: "ok"
+            }
+          })
+        )
+      }],
+      ["{} with a made-up MAC", (res) => {
+        res.writeHead(200, { "content-type": "application/json", [GuardAuth.ANSWER_HEADER]: `sj1 ${"A".repeat(43)}` })
+        res.end("{}")
+      }],
+      ["an empty 200", (res) => {
+        res.writeHead(200)
+        res.end()
+      }]
+    ]
+    for (const [what, answer] of answers) {
+      const s = await squatter((_req, res) => answer(res))
+      try {
+        const r = await forward(s.url, preToolUse(1))
+        assert.strictEqual(r.code, 0, `${what}: ${r.stderr}`)
+        assert.include(denial(r.stdout), "without proof that it holds the token", what)
+        assert.strictEqual(s.seen.length, 1, what)
+        assert.notInclude(s.seen[0]!, TOKEN, `${what}: the token was sent`)
+        // Nor anything the token could be read back from without the HMAC's key.
+        assert.notInclude(s.seen[0]!.toLowerCase(), "authorization", what)
+        // A Stop (exit 2) and a PostToolUse (exit 2) are refused too, not passed through.
+        const post = await forward(s.url, JSON.stringify({ session_id: SID, hook_event_name: "PostToolUse" }))
+        assert.strictEqual(post.code, 2, `${what}: ${post.stdout}`)
+        assert.strictEqual(post.stdout, "")
+      } finally {
+        await s.close()
+      }
+    }
+  })
+
+  it("the guard's own answer altered on the way (allow for deny) is denied; an answer over the bound is denied", async () => {
+    const g = await guard({ policy: { denyList: ["Read"] } })
+    // A relay in front of the guard that turns its deny into an allow.
+    const relay = await squatter((req, res, body) => {
+      const upstream = http.request({
+        host: "127.0.0.1",
+        port: g.port,
+        method: req.method,
+        path: req.url,
+        headers: { ...req.headers, host: `127.0.0.1:${g.port}` }
+      }, (up) => {
+        const parts: Array<Buffer> = []
+        up.on("data", (b: Buffer) => parts.push(b))
+        up.on("end", () => {
+          const text = Buffer.concat(parts).toString("utf8").replace("\"deny\"", "\"allow\"")
+          res.writeHead(up.statusCode ?? 500, { ...up.headers, "content-length": Buffer.byteLength(text) })
+          res.end(text)
+        })
+      })
+      upstream.end(body)
+    })
+    const huge = await squatter((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end(JSON.stringify({ reason: "x".repeat(2 * 1024 * 1024) }))
+    })
+    try {
+      const altered = await forward(relay.url, preToolUse(1))
+      assert.strictEqual(altered.code, 0, altered.stderr)
+      assert.include(denial(altered.stdout), "without proof that it holds the token")
+      const direct = await forward(g.url, preToolUse(2))
+      assert.include(denial(direct.stdout), "denyList")
+      const big = await forward(huge.url, preToolUse(3))
+      assert.include(denial(big.stdout), `larger than ${1024 * 1024} bytes`)
+    } finally {
+      await relay.close()
+      await huge.close()
+      await stop(g)
+    }
+  })
+
+  it("one deadline for the whole exchange: a program that trickles a byte a second is denied when it passes", {
+    timeout: 60_000
+  }, async () => {
+    // Headers at once, then one byte of body a second: each byte resets an idle timeout, never a deadline.
+    const body = await squatter((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.write("{")
+      body.every(1000, () => res.write(" "))
+    })
+    // The status line, then one byte of a header a second.
+    const head = await squatter((req, _res) => {
+      const socket = req.socket
+      socket.write("HTTP/1.1 200 OK\r\nX-Slow: ")
+      head.every(1000, () => socket.write("a"))
+    })
+    try {
+      for (const s of [body, head]) {
+        const r = await forward(s.url, preToolUse(1), { SESSION_JOURNAL_GUARD_TOKEN: TOKEN }, ["--timeout-ms", "2500"])
+        assert.strictEqual(r.code, 0, r.stderr)
+        assert.include(denial(r.stdout), "did not answer within 2500 ms")
+        const prompt = await forward(
+          s.url,
+          JSON.stringify({ session_id: SID, hook_event_name: "UserPromptSubmit", prompt: "hi" }),
+          { SESSION_JOURNAL_GUARD_TOKEN: TOKEN },
+          ["--timeout-ms", "1000"]
+        )
+        assert.strictEqual(prompt.code, 2)
+        assert.include(prompt.stderr, "did not answer within 1000 ms")
+      }
+    } finally {
+      await body.close()
+      await head.close()
+    }
   })
 })

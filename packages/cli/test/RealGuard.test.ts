@@ -5,14 +5,19 @@
  * session where the guard decides (a Bash over the policy is denied and never
  * runs), then the guard killed with SIGKILL mid-session: the next call is denied
  * with the reason and does not run, and every event the guard acknowledged before
- * it died is in the journal, which verifies.
+ * it died is in the journal, which verifies. And once the guard is killed and
+ * another program takes its port, answering `200 <html>ok</html>` or a
+ * well-formed `{}`, no Bash call runs: the forwarder takes only answers that
+ * carry the guard's MAC, and that program never sees the token.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Hook } from "@session-journal/claude-code"
 import * as Claude from "@session-journal/claude-code/test/claudeCli"
 import * as Fake from "@session-journal/claude-code/test/fakeApi"
 import { Entry } from "@session-journal/core"
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import * as GuardInstall from "../src/commands/GuardInstall.ts"
@@ -38,6 +43,15 @@ const awaitDeath = (pid: number) => {
     Atomics.wait(pause, 0, 0, 10)
   }
   throw new Error(`the guard ${pid} did not die`)
+}
+
+// What holds a port, for a failure's message.
+const ssOf = (port: number): string => {
+  try {
+    return execFileSync("ss", ["-tanp", `( sport = :${port} )`], { encoding: "utf8" })
+  } catch {
+    return "(ss not available)"
+  }
 }
 
 describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the resident guard under the real Claude Code CLI", () => {
@@ -169,6 +183,103 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the resident guard 
         ])
       } finally {
         await api.close()
+        if (guard.exitCode === null && guard.signalCode === null) guard.kill("SIGKILL")
+      }
+    },
+    120_000
+  )
+
+  it(
+    "a program that takes the port of the killed guard and answers 200 (HTML, then {}) does not make a Bash call run",
+    async () => {
+      const root = Claude.tempDir()
+      const work = path.join(root, "work")
+      const journal = path.join(root, "journal")
+      const guard = start(["claude-code", "guard", "--port", "0", "--root", journal], {
+        env: { SESSION_JOURNAL_GUARD_TOKEN: TOKEN }
+      })
+      const line = await waitForLine(guard, (l) => l.includes("listening at "))
+      const url = line.slice(line.indexOf("http://"), line.indexOf(","))
+      const port = Number(new URL(url).port)
+
+      // The squatter: every request kept, PreToolUse answered with HTML first, then {}.
+      const seen: Array<string> = []
+      let preToolUses = 0
+      const squatter = http.createServer((req, res) => {
+        const parts: Array<Buffer> = []
+        req.on("data", (b: Buffer) => parts.push(b))
+        req.on("end", () => {
+          const body = Buffer.concat(parts).toString("utf8")
+          seen.push(`${JSON.stringify(req.headers)}\n${body}`)
+          const pre = body.includes("\"hook_event_name\":\"PreToolUse\"")
+          if (pre && preToolUses++ === 0) {
+            res.writeHead(200, { "content-type": "text/html" })
+            res.end("<html>ok</html>")
+          } else {
+            res.writeHead(200, { "content-type": "application/json" })
+            res.end("{}")
+          }
+        })
+      })
+      const squatterErrors: Array<string> = []
+      const held = Fake.hold()
+      const turns = [
+        Fake.tools(Fake.bash(`echo one > ${work}/one.txt`, "while the guard runs")),
+        held,
+        Fake.tools(Fake.bash(`echo three > ${work}/three.txt`, "the squatter answers {}")),
+        Fake.text("done")
+      ]
+      void held.started.then(async () => {
+        guard.kill("SIGKILL")
+        awaitDeath(guard.pid!)
+        // The port is free once the guard is gone; a connection of the dead guard's
+        // clients may hold it a moment longer.
+        for (let attempt = 0;; attempt++) {
+          const error = await new Promise<Error | null>((resolve) => {
+            squatter.once("error", resolve)
+            squatter.listen(port, "127.0.0.1", () => {
+              squatter.off("error", resolve)
+              resolve(null)
+            })
+          })
+          if (error === null) break
+          squatterErrors.push(`${error.message}: ${ssOf(port)}`)
+          if (attempt === 50) return held.release(Fake.text("the squatter could not listen"))
+          await new Promise((r) => setTimeout(r, 100))
+        }
+        held.release(Fake.tools(Fake.bash(`echo two > ${work}/two.txt`, "the squatter answers HTML")))
+      })
+      const api = await Fake.start((r) => turns[r.turn])
+      try {
+        const r = await Claude.run({
+          api,
+          prompt: "Three calls.",
+          tools: ["Bash"],
+          work,
+          home: path.join(root, "home"),
+          env: { ...Claude.sourcesEnv(), SESSION_JOURNAL_GUARD_TOKEN: TOKEN },
+          settings: GuardInstall.hooks(url, GuardInstall.fromEnv(), [process.execPath, BIN]),
+          timeoutMs: 90_000
+        })
+        assert.isFalse(r.timedOut)
+        assert.deepStrictEqual(api.connects, [])
+        assert.strictEqual(guard.signalCode, "SIGKILL")
+        assert.isTrue(squatter.listening, squatterErrors.join("\n"))
+        assert.strictEqual(fs.readFileSync(path.join(work, "one.txt"), "utf8"), "one\n")
+        assert.isFalse(fs.existsSync(path.join(work, "two.txt")), "a call ran on the squatter's HTML")
+        assert.isFalse(fs.existsSync(path.join(work, "three.txt")), "a call ran on the squatter's {}")
+        assert.isAtLeast(preToolUses, 2, "the squatter was not asked")
+        for (const request of seen) assert.notInclude(request, TOKEN, "the squatter was sent the token")
+        const results = api.requests.flatMap((q) => q.toolResults)
+        const denied = results.filter((b) =>
+          JSON.stringify(b["content"]).includes("without proof that it holds the token")
+        )
+        assert.strictEqual(denied.length, 2, JSON.stringify(results))
+        for (const d of denied) assert.isTrue(d["is_error"])
+      } finally {
+        await api.close()
+        squatter.closeAllConnections()
+        await new Promise<void>((resolve) => squatter.close(() => resolve()))
         if (guard.exitCode === null && guard.signalCode === null) guard.kill("SIGKILL")
       }
     },

@@ -80,6 +80,23 @@ describe("session-journal key generate", () => {
 })
 
 describe("session-journal checkpoint --sign / verify --checkpoint", () => {
+  it("refuses a signer key its group or others may read, naming the file and chmod 600, as a token file", async () => {
+    const dir = tempDir()
+    await record(dir, "k", 2)
+    const key = await newKey(dir, "journal.example/exposed")
+    for (const mode of [0o644, 0o640, 0o604, 0o620]) {
+      fs.chmodSync(key.file, mode)
+      const r = await run(["--dir", dir, "checkpoint", "k", "--sign", key.file])
+      assert.strictEqual(r.code, 2, `${mode.toString(8)}: ${r.stderr}`)
+      assert.strictEqual(r.stdout, "", "a checkpoint was signed with an exposed key")
+      assert.include(r.stderr, `the signer key ${key.file} may be read by others (mode ${mode.toString(8)})`)
+      assert.include(r.stderr, `chmod 600 ${key.file}`)
+    }
+    fs.chmodSync(key.file, 0o400)
+    const ok = await run(["--dir", dir, "checkpoint", "k", "--sign", key.file])
+    assert.strictEqual(ok.code, 0, ok.stderr)
+  })
+
   it("signs the tree; the journal stays consistent with it as it grows; the proofs verify with the checkpoint alone", async () => {
     const dir = tempDir()
     const key = await newKey(dir, "journal.example/j")

@@ -188,6 +188,28 @@ describe("session-journal witness", () => {
       const noKey = await run(["--dir", dir, "witness", w.url, "s", "--sign", keyFile, "--out", out])
       assert.strictEqual(noKey.code, 2)
 
+      // A signer key others may read is refused before anything is sent.
+      const asked = w.requests.length
+      fs.chmodSync(keyFile, 0o644)
+      const exposed = await run([
+        "--dir",
+        dir,
+        "witness",
+        w.url,
+        "s",
+        "--sign",
+        keyFile,
+        "--witness-key",
+        w.vkey,
+        "--out",
+        path.join(dir, "never")
+      ])
+      assert.strictEqual(exposed.code, 2, exposed.stderr)
+      assert.include(exposed.stderr, `the signer key ${keyFile} may be read by others (mode 644); chmod 600 ${keyFile}`)
+      assert.strictEqual(w.requests.length, asked, "the witness was asked with an exposed key")
+      assert.isFalse(fs.existsSync(path.join(dir, "never")))
+      fs.chmodSync(keyFile, 0o600)
+
       // A journal key the witness does not trust for the origin: 403.
       const stranger = path.join(dir, "stranger.key")
       const other = await run(["key", "generate", "journal.test/j", "--out", stranger])

@@ -7,19 +7,29 @@
  * "HTTP hooks"), so a guard that is down, or killed mid-session, would stop
  * guarding without anyone noticing. This forwarder is installed as a `command`
  * hook instead: it reads the event from stdin (at most `MAX_EVENT_BYTES`),
- * POSTs it to the guard with `Authorization: Bearer TOKEN` and writes the
- * guard's answer to stdout. When there is no answer — the guard is not
- * listening, does not answer within the timeout, refuses the request (a wrong
- * token) or answers with an error — it answers itself, per event:
+ * POSTs it to the guard and writes the guard's answer to stdout.
  *
- * - PreToolUse: `permissionDecision: "deny"` with the reason
- *   (`the session-journal guard at URL is not reachable: connect ECONNREFUSED …`):
- *   the call does not run;
- * - PermissionRequest: `decision.behavior: "deny"` with the reason;
- *   UserPromptSubmit: exit 2 with the reason on stderr (the prompt is blocked);
- * - any other event (it already happened, nothing can be denied): exit 1 with the
- *   reason on stderr, which Claude Code keeps in the transcript as a hook error;
- * - an event it cannot read: exit 2 with the reason.
+ * It trusts only the guard. Whatever listens on the guard's port is a claim:
+ * after the guard died another process may hold it. So the token is never sent;
+ * the request carries a proof that the forwarder holds it (`sj1`: a fresh nonce,
+ * the time and an HMAC-SHA256 keyed with the token over them and the body's
+ * hash, `guardAuth.ts`), and an answer is taken only when it is a 200 whose
+ * `X-Session-Journal-Answer` MAC (over the request's nonce, the status and the
+ * body's hash) verifies under the token, whose body is at most
+ * `MAX_ANSWER_BYTES` and whose JSON is a well-formed hook output for the event
+ * (`checkAnswer`: for a PreToolUse `{}` or a `permissionDecision` of deny, ask
+ * or allow with a string reason, nothing else). The whole exchange — reading the
+ * event, connecting, sending, receiving — runs under one deadline
+ * (`--timeout-ms`, default `DEFAULT_TIMEOUT_MS`, well under the installed hook's
+ * `timeout`): a guard that answers a byte at a time cannot hold the hook until
+ * Claude Code cancels it, which would let the call run.
+ *
+ * Every other ending is a refusal in the event's form (`Refusal.refusal` of
+ * `@session-journal/claude-code`, the rule every door uses): a PreToolUse or a
+ * PermissionRequest denied with the reason (`the session-journal guard at URL
+ * is not reachable: connect ECONNREFUSED …`), any other event exit 2 with the
+ * reason on stderr, a Stop or SubagentStop already kept going by a refusal
+ * (`stop_hook_active`) exit 1, an event it cannot read exit 2.
  *
  * It does not decide by itself (by taking the journal's lock and running the
  * policy): the guard is the journal's only writer, and a guard that is down is
@@ -28,24 +38,26 @@
  *
  * The token comes from `$SESSION_JOURNAL_GUARD_TOKEN` (hooks inherit Claude
  * Code's environment), another variable (`--token-env NAME`), or a file only the
- * user can read (`--token-file FILE`, first line; refused when others may read
- * it). This module loads nothing but `node:http` and `node:fs` and is started
- * without the command tree (`main.ts` loads it directly for
- * `claude-code forward`), so a hook costs about one Node start.
+ * user can read (`--token-file FILE`, first line; refused when its group or others
+ * may read it, `secretFile.ts`). This module loads nothing but Node's own
+ * modules, `Refusal` (which imports nothing) and the small dependency-free
+ * modules beside it, and is started without the command tree (`main.ts` loads
+ * it directly for `claude-code forward`), so a hook costs about one Node start.
  *
  * @since 0.4.0
  */
+import * as Refusal from "@session-journal/claude-code/Refusal"
 import { messageOf } from "@session-journal/core/ErrorMessage"
-import type * as Fs from "node:fs"
 import type * as Http from "node:http"
 import { createRequire } from "node:module"
+import * as GuardAuth from "../internal/guardAuth.ts"
 import * as ProcessStreams from "../internal/processStreams.ts"
+import * as SecretFile from "../internal/secretFile.ts"
 
 // Loaded with `createRequire`, not `import`: an ES module import of a builtin reads
 // every export of it, and `node:http`'s lazy `WebSocket` and friends then load
 // undici, which costs more than the rest of the forwarder (about 50–150 ms).
 const load = createRequire(import.meta.url)
-const fs = load("node:fs") as typeof Fs
 const http = load("node:http") as typeof Http
 
 /**
@@ -57,9 +69,18 @@ const http = load("node:http") as typeof Http
 export const MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 /**
- * How long the forwarder waits for the guard's answer by default (10 s); it must
- * be shorter than the hook's `timeout` in the settings, or Claude Code cancels the
- * hook first, which lets the call run.
+ * Largest answer taken from the guard (1 MiB; its answers are a few hundred
+ * bytes): a longer one is no answer.
+ *
+ * @since 0.7.0
+ */
+export const MAX_ANSWER_BYTES = 1024 * 1024
+
+/**
+ * The forwarder's deadline by default (10 s), for the whole exchange: reading the
+ * event, connecting, sending and receiving. It must be well under the hook's
+ * `timeout` in the settings (`Install.HOOK_TIMEOUT_SECONDS`, 60 s), or Claude
+ * Code cancels the hook first, which lets the call run.
  *
  * @since 0.4.0
  */
@@ -73,6 +94,13 @@ export const DEFAULT_TIMEOUT_MS = 10_000
 export const TOKEN_VAR = "SESSION_JOURNAL_GUARD_TOKEN"
 
 /**
+ * Largest token file read (64 KiB).
+ *
+ * @since 0.7.0
+ */
+export const MAX_TOKEN_FILE_BYTES = 64 * 1024
+
+/**
  * What the forwarder is told on its command line.
  *
  * @since 0.4.0
@@ -84,7 +112,7 @@ export interface Options {
   readonly tokenEnv?: string | undefined
   /** A file whose first line is the token. */
   readonly tokenFile?: string | undefined
-  /** How long to wait for the guard (default `DEFAULT_TIMEOUT_MS`). */
+  /** The deadline of the whole exchange (default `DEFAULT_TIMEOUT_MS`). */
   readonly timeoutMs?: number | undefined
 }
 
@@ -101,38 +129,18 @@ export interface Outcome {
 
 /**
  * The forwarder's own answer when the guard gave none, for the event named
- * `event` (null when the input could not be read as an event).
+ * `event` (null when the input could not be read as an event): `Refusal.refusal`
+ * as a command hook gives it (`stopHookActive`: the input's `stop_hook_active`).
  *
  * @since 0.4.0
  */
-export const fallback = (event: string | null, reason: string): Outcome => {
-  switch (event) {
-    case "PreToolUse":
-      return {
-        stdout: JSON.stringify({
-          hookSpecificOutput: {
-            hookEventName: "PreToolUse",
-            permissionDecision: "deny",
-            permissionDecisionReason: reason
-          }
-        }) + "\n",
-        stderr: "",
-        code: 0
-      }
-    case "PermissionRequest":
-      return {
-        stdout: JSON.stringify({
-          hookSpecificOutput: { hookEventName: "PermissionRequest", decision: { behavior: "deny", message: reason } }
-        }) + "\n",
-        stderr: "",
-        code: 0
-      }
-    case "UserPromptSubmit":
-    case null:
-      return { stdout: "", stderr: reason + "\n", code: 2 }
-    default:
-      return { stdout: "", stderr: reason + "\n", code: 1 }
-  }
+export const fallback = (
+  event: string | null,
+  reason: string,
+  options?: { readonly stopHookActive?: boolean | undefined }
+): Outcome => {
+  const r = Refusal.refusal(event, reason, options)
+  return { stdout: r.output === null ? "" : JSON.stringify(r.output) + "\n", stderr: r.stderr, code: r.exitCode }
 }
 
 /**
@@ -184,111 +192,238 @@ const readStdin = (max: number): Promise<Buffer | null> =>
     stdin.on("error", reject)
   })
 
-const eventName = (body: Buffer): string | null => {
+type Json = { readonly [key: string]: unknown }
+
+const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v)
+
+const parseObject = (bytes: Uint8Array): Json | null => {
   try {
-    const event: unknown = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body))
-    const name = typeof event === "object" && event !== null
-      ? (event as Record<string, unknown>)["hook_event_name"]
-      : undefined
-    return typeof name === "string" ? name : null
+    const value: unknown = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes))
+    return isObject(value) ? value : null
   } catch {
     return null
   }
 }
 
+const hasExactly = (o: Json, keys: ReadonlyArray<string>): boolean => {
+  const own = Object.keys(o)
+  return own.length === keys.length && keys.every((k) => Object.hasOwn(o, k))
+}
+
+/**
+ * Whether `output` is a hook output the guard gives for an `event`, exactly:
+ * `{}` for any event; for a PreToolUse `{"hookSpecificOutput":{"hookEventName":
+ * "PreToolUse","permissionDecision":"deny"|"ask"|"allow",
+ * "permissionDecisionReason":STRING}}`; for a PermissionRequest
+ * `{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":
+ * {"behavior":"deny","message":STRING}}}` or `{"behavior":"allow"}`; for any
+ * other event `{"decision":"block","reason":STRING}`. No other key, no other
+ * value: an answer that is anything else is not taken.
+ *
+ * @since 0.7.0
+ */
+export const isAnswer = (event: string, output: unknown): boolean => {
+  if (!isObject(output)) return false
+  if (hasExactly(output, [])) return true
+  if (event === "PreToolUse") {
+    const h = output["hookSpecificOutput"]
+    return hasExactly(output, ["hookSpecificOutput"]) && isObject(h) &&
+      hasExactly(h, ["hookEventName", "permissionDecision", "permissionDecisionReason"]) &&
+      h["hookEventName"] === "PreToolUse" &&
+      (h["permissionDecision"] === "deny" || h["permissionDecision"] === "ask" ||
+        h["permissionDecision"] === "allow") &&
+      typeof h["permissionDecisionReason"] === "string"
+  }
+  if (event === "PermissionRequest") {
+    const h = output["hookSpecificOutput"]
+    if (!(hasExactly(output, ["hookSpecificOutput"]) && isObject(h))) return false
+    const d = h["decision"]
+    return hasExactly(h, ["hookEventName", "decision"]) && h["hookEventName"] === "PermissionRequest" &&
+      isObject(d) &&
+      ((hasExactly(d, ["behavior", "message"]) && d["behavior"] === "deny" && typeof d["message"] === "string") ||
+        (hasExactly(d, ["behavior"]) && d["behavior"] === "allow"))
+  }
+  return hasExactly(output, ["decision", "reason"]) && output["decision"] === "block" &&
+    typeof output["reason"] === "string"
+}
+
+/**
+ * The guard's answer body for `event` as the output to print, or why it is not
+ * one (`isAnswer`; strict UTF-8 JSON).
+ *
+ * @since 0.7.0
+ */
+export const checkAnswer = (event: string, body: Uint8Array): Json | string => {
+  const parsed = parseObject(body)
+  if (parsed === null) return "its answer is not a JSON object in UTF-8"
+  return isAnswer(event, parsed) ? parsed : `its answer is not a hook output for ${event}`
+}
+
 const readToken = (options: Options): string | { readonly problem: string } => {
   if (options.tokenFile !== undefined) {
-    try {
-      const mode = fs.statSync(options.tokenFile).mode
-      if (process.platform !== "win32" && (mode & 0o077) !== 0) {
-        return {
-          problem: `the token file ${options.tokenFile} may be read by others (mode ${
-            (mode & 0o777).toString(8)
-          }); chmod 600 it`
-        }
-      }
-      const token = fs.readFileSync(options.tokenFile, "utf8").split("\n")[0]!.trim()
-      return token === "" ? { problem: `the token file ${options.tokenFile} is empty` } : token
-    } catch (e) {
-      return { problem: `the token file cannot be read: ${messageOf(e)}` }
-    }
+    const read = SecretFile.read(options.tokenFile, "token file", MAX_TOKEN_FILE_BYTES)
+    if (read._tag === "Refused") return { problem: read.reason }
+    const token = read.text.split("\n")[0]!.trim()
+    return token === "" ? { problem: `the token file ${options.tokenFile} is empty` } : token
   }
   const name = options.tokenEnv ?? TOKEN_VAR
   const token = process.env[name]
   return token === undefined || token === "" ? { problem: `$${name} is not set in Claude Code's environment` } : token
 }
 
-const post = (url: URL, token: string, body: Buffer, timeoutMs: number) =>
-  new Promise<{ readonly status: number; readonly text: string }>((resolve, reject) => {
-    const request = http.request(url, {
-      method: "POST",
-      headers: { "content-type": "application/json", "content-length": body.length, authorization: `Bearer ${token}` },
-      timeout: timeoutMs
-    }, (response) => {
-      const parts: Array<Buffer> = []
-      response.on("data", (chunk: Buffer) => parts.push(chunk))
-      response.on(
-        "end",
-        () => resolve({ status: response.statusCode ?? 0, text: Buffer.concat(parts).toString("utf8") })
-      )
-      response.on("error", reject)
-    })
-    request.on("timeout", () => request.destroy(new Error(`no answer within ${timeoutMs} ms`)))
-    request.on("error", reject)
-    request.end(body)
-  })
-
-const errorOf = (text: string): string => {
-  try {
-    const parsed: unknown = JSON.parse(text)
-    const error = typeof parsed === "object" && parsed !== null
-      ? (parsed as Record<string, unknown>)["error"]
-      : undefined
-    if (typeof error === "string") return error
-  } catch {
-    // not JSON
-  }
-  return text.slice(0, 200)
+/**
+ * What came back from the guard: its status, body and answer header.
+ *
+ * @since 0.7.0
+ */
+export interface Exchanged {
+  readonly status: number
+  readonly body: Buffer
+  readonly proof: string | undefined
 }
 
 /**
- * Forwards the event `body` to the guard and decides what to print and exit with.
+ * One request to the guard, proved with the token (`guardAuth.ts`): `POST` with a
+ * JSON body or `GET`; the answer read up to `MAX_ANSWER_BYTES` (a longer one
+ * fails). No deadline of its own: `signal` aborts it. Resolves with the answer and
+ * the nonce the answer's proof must name.
+ *
+ * @since 0.7.0
+ */
+export const exchange = (
+  url: URL,
+  token: string,
+  request: { readonly method: "POST" | "GET"; readonly body: Uint8Array; readonly signal: AbortSignal }
+): Promise<{ readonly answer: Exchanged; readonly nonce: string }> =>
+  new Promise((resolve, reject) => {
+    const { header, nonce } = GuardAuth.sign(token, {
+      method: request.method,
+      path: url.pathname,
+      time: Date.now()
+    }, request.body)
+    const headers: Record<string, string | number> = { [GuardAuth.AUTH_HEADER]: header, connection: "close" }
+    if (request.method === "POST") {
+      headers["content-type"] = "application/json"
+      headers["content-length"] = request.body.length
+    }
+    const req = http.request(url, { method: request.method, headers, agent: false, signal: request.signal }, (res) => {
+      const declared = Number(res.headers["content-length"] ?? 0)
+      if (declared > MAX_ANSWER_BYTES) {
+        res.destroy()
+        return reject(new Error(`its answer is larger than ${MAX_ANSWER_BYTES} bytes`))
+      }
+      const parts: Array<Buffer> = []
+      let size = 0
+      res.on("data", (chunk: Buffer) => {
+        size += chunk.length
+        if (size > MAX_ANSWER_BYTES) {
+          res.destroy()
+          reject(new Error(`its answer is larger than ${MAX_ANSWER_BYTES} bytes`))
+          return
+        }
+        parts.push(chunk)
+      })
+      res.on("end", () => {
+        const proof = res.headers[GuardAuth.ANSWER_HEADER]
+        resolve({
+          answer: {
+            status: res.statusCode ?? 0,
+            body: Buffer.concat(parts),
+            proof: typeof proof === "string" ? proof : undefined
+          },
+          nonce
+        })
+      })
+      res.on("error", reject)
+    })
+    req.on("error", reject)
+    req.end(request.method === "POST" ? request.body : undefined)
+  })
+
+const errorOf = (body: Buffer): string => {
+  const parsed = parseObject(body)
+  const error = parsed?.["error"]
+  return typeof error === "string" ? error.slice(0, 500) : "(no reason given)"
+}
+
+/**
+ * Runs `work` under a deadline of `ms`: its result, or `onTimeout`'s once the
+ * deadline passes, whatever `work` is doing (it is aborted through its signal).
+ *
+ * @since 0.7.0
+ */
+export const withDeadline = <A>(
+  ms: number,
+  work: (signal: AbortSignal) => Promise<A>,
+  onTimeout: () => A
+): Promise<A> => {
+  const controller = new AbortController()
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const deadline = new Promise<A>((resolve) => {
+    timer = setTimeout(() => {
+      controller.abort()
+      resolve(onTimeout())
+    }, ms)
+  })
+  return Promise.race([work(controller.signal), deadline]).finally(() => clearTimeout(timer))
+}
+
+/**
+ * Forwards the event `body` to the guard and decides what to print and exit with,
+ * all within `leftMs` (default: the options' `timeoutMs`, `DEFAULT_TIMEOUT_MS`
+ * without it; `main` passes what reading stdin left of it).
  *
  * @since 0.4.0
  */
-export const forward = async (options: Options, body: Buffer | null): Promise<Outcome> => {
+export const forward = async (options: Options, body: Buffer | null, leftMs?: number): Promise<Outcome> => {
   const where = `the session-journal guard at ${options.url}`
   if (body === null) {
     return fallback(null, `the hook event is larger than ${MAX_EVENT_BYTES} bytes; not forwarded to ${where}`)
   }
-  const name = eventName(body)
+  const input = parseObject(body)
+  const name = typeof input?.["hook_event_name"] === "string" ? input["hook_event_name"] : null
   if (name === null) {
     return fallback(null, `the hook input is not a JSON hook event in UTF-8; not forwarded to ${where}`)
   }
+  const refuse = (reason: string) => fallback(name, reason, { stopHookActive: Refusal.stopHookActive(input) })
   let url: URL
   try {
     url = new URL(options.url)
     if (url.protocol !== "http:") throw new Error("not an http: URL")
   } catch (e) {
-    return fallback(
-      name,
-      `${where} cannot be reached: the URL is not valid (${messageOf(e)})`
-    )
+    return refuse(`${where} cannot be reached: the URL is not valid (${messageOf(e)})`)
   }
   const token = readToken(options)
-  if (typeof token !== "string") return fallback(name, `${where} cannot be asked: no token (${token.problem})`)
-  try {
-    const answer = await post(url, token, body, options.timeoutMs ?? DEFAULT_TIMEOUT_MS)
-    if (answer.status === 200) return { stdout: answer.text, stderr: "", code: 0 }
-    return fallback(name, `${where} refused the event: ${answer.status} ${errorOf(answer.text)}`)
-  } catch (e) {
-    return fallback(name, `${where} is not reachable: ${messageOf(e)}`)
-  }
+  if (typeof token !== "string") return refuse(`${where} cannot be asked: no token (${token.problem})`)
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
+  return withDeadline(
+    leftMs ?? timeoutMs,
+    async (signal) => {
+      try {
+        const { answer, nonce } = await exchange(url, token, { method: "POST", body, signal })
+        if (!GuardAuth.verifyAnswer(token, nonce, answer.proof, answer.status, answer.body)) {
+          return refuse(
+            `${where} answered ${answer.status} without proof that it holds the token ` +
+              `(a wrong token, or another program on the guard's port); its answer is not used`
+          )
+        }
+        if (answer.status !== 200) return refuse(`${where} refused the event: ${answer.status} ${errorOf(answer.body)}`)
+        const output = checkAnswer(name, answer.body)
+        if (typeof output === "string") return refuse(`${where} gave no usable answer: ${output}`)
+        return { stdout: JSON.stringify(output) + "\n", stderr: "", code: 0 }
+      } catch (e) {
+        if (signal.aborted) return refuse(`${where} did not answer within ${timeoutMs} ms`)
+        return refuse(`${where} is not reachable: ${messageOf(e)}`)
+      }
+    },
+    () => refuse(`${where} did not answer within ${timeoutMs} ms`)
+  )
 }
 
 /**
  * Runs the forwarder on the process: arguments after `claude-code forward`, the
- * event on stdin, the answer on stdout; resolves with the exit code.
+ * event on stdin, the answer on stdout; resolves with the exit code. The deadline
+ * (`--timeout-ms`) starts here: reading stdin is part of it.
  *
  * @since 0.4.0
  */
@@ -296,8 +431,25 @@ export const main = async (args: ReadonlyArray<string>): Promise<number> => {
   const parsed = parseArgs(args)
   const outcome = typeof parsed === "string"
     ? fallback(null, `session-journal claude-code forward: ${parsed}`)
-    : await forward(parsed, await readStdin(MAX_EVENT_BYTES))
+    : await run(parsed)
   if (outcome.stderr !== "") ProcessStreams.writeStderr(outcome.stderr)
   await new Promise<void>((resolve) => ProcessStreams.writeStdout(outcome.stdout, () => resolve()))
   return outcome.code
+}
+
+const run = async (options: Options): Promise<Outcome> => {
+  const started = Date.now()
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
+  const body = await withDeadline<Buffer | null | "late" | { readonly failed: unknown }>(
+    timeoutMs,
+    () => readStdin(MAX_EVENT_BYTES).catch((e: unknown) => ({ failed: e })),
+    () => "late"
+  )
+  if (body === "late") {
+    return fallback(null, `the hook event did not arrive on stdin within ${timeoutMs} ms; not forwarded`)
+  }
+  if (body !== null && !Buffer.isBuffer(body)) {
+    return fallback(null, `the hook event could not be read from stdin: ${messageOf(body.failed)}; not forwarded`)
+  }
+  return forward(options, body, Math.max(1, timeoutMs - (Date.now() - started)))
 }

@@ -10,9 +10,12 @@ import { Command, Flag } from "effect/cli"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { Exit, InvalidInput } from "../Failure.ts"
-import { Dir, nonNegative, onCommandLine, withoutJournal } from "../internal/commandKit.ts"
+import { Dir, nonNegative, onCommandLine, waitFlag, withoutJournal } from "../internal/commandKit.ts"
+import * as SecretFile from "../internal/secretFile.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 import * as Forward from "./Forward.ts"
@@ -39,6 +42,73 @@ export const DEFAULT_PORT = 18787
  */
 export const GUARD_TOKEN_VAR = Forward.TOKEN_VAR
 
+/**
+ * The directory a guard writes the token it made into when no `--token-file` is
+ * given: `session-journal` in the user's state directory (`$XDG_STATE_HOME`,
+ * else `~/.local/state`), created 0700.
+ *
+ * @since 0.7.0
+ */
+export const tokenDir = (env: { readonly XDG_STATE_HOME?: string | undefined }): string =>
+  path.join(
+    env.XDG_STATE_HOME !== undefined && path.isAbsolute(env.XDG_STATE_HOME)
+      ? env.XDG_STATE_HOME
+      : path.join(os.homedir(), ".local", "state"),
+    "session-journal"
+  )
+
+/**
+ * Where the guard's token comes from and what to say about it: the environment,
+ * a token file it read, or a file it created for a token it made.
+ *
+ * @since 0.7.0
+ */
+export const resolveToken = (options: {
+  readonly given: string | undefined
+  readonly file: string | undefined
+  readonly stateHome: string | undefined
+  readonly make: () => string
+}): Effect.Effect<{ readonly token: string; readonly note: string | null }, InvalidInput> =>
+  Effect.gen(function*() {
+    if (options.given !== undefined && options.given !== "") {
+      if (options.file !== undefined) {
+        return yield* new InvalidInput({
+          field: "--token-file",
+          reason: `give $${GUARD_TOKEN_VAR} or --token-file FILE, not both`
+        })
+      }
+      return { token: options.given, note: null }
+    }
+    if (options.file !== undefined && fs.existsSync(options.file)) {
+      const read = SecretFile.read(options.file, "token file", Forward.MAX_TOKEN_FILE_BYTES)
+      if (read._tag === "Refused") return yield* new InvalidInput({ field: "--token-file", reason: read.reason })
+      return { token: read.text.split("\n")[0]!.trim(), note: null }
+    }
+    const token = options.make()
+    const file = options.file !== undefined
+      ? path.resolve(options.file)
+      : path.join(
+        tokenDir({ XDG_STATE_HOME: options.stateHome }),
+        `guard-token-${Date.now().toString(36)}-${process.pid}`
+      )
+    yield* Effect.try({
+      try: () => SecretFile.create(file, token + "\n"),
+      catch: (e) =>
+        new InvalidInput({
+          field: "--token-file",
+          reason: `cannot write the token this guard made to ${file}: ${e instanceof Error ? e.message : String(e)}`
+        })
+    })
+    return {
+      token,
+      note: `session-journal guard: no $${GUARD_TOKEN_VAR} in the environment, so this run made a token and ` +
+        `wrote it to ${file} (mode 0600; the token is not printed).\n` +
+        `Give it to the hooks: set ${GUARD_TOKEN_VAR}="$(cat ${file})" in the environment Claude Code runs in, ` +
+        `or install the forwarder with --token-file ${file}; start the guard with --token-file ${file} ` +
+        `to keep this token across restarts.\n`
+    }
+  })
+
 const policyFlag = Flag.String("policy").pipe(
   Flag.withFallbackConfig(Config.String(POLICY_VAR)),
   Flag.optional,
@@ -61,7 +131,24 @@ export const guard = Command.make("guard", {
     Flag.optional,
     Flag.withMetavar("DIR"),
     Flag.withDescription("Journal directory (default --dir, $SESSION_JOURNAL_DIR, else ./.session-journal)")
-  )
+  ),
+  tokenFile: Flag.String("token-file").pipe(
+    Flag.optional,
+    Flag.withMetavar("FILE"),
+    Flag.withDescription(
+      `The token's file (mode 0600, first line), read when it exists; else a token is made and FILE created with it. ` +
+        `Without it and without $${GUARD_TOKEN_VAR}, a token is made and written to a new file under ` +
+        `$XDG_STATE_HOME/session-journal (never printed)`
+    )
+  ),
+  handleTimeoutMs: nonNegative("handle-timeout-ms").pipe(
+    Flag.optional,
+    Flag.withDescription(
+      `How long one event may take before it is refused (default ${Forward.DEFAULT_TIMEOUT_MS / 2}; ` +
+        `under the forwarder's deadline)`
+    )
+  ),
+  wait: waitFlag
 }, (a) =>
   Effect.flatMap(Dir, (dir) =>
     withoutJournal(({ storage }) =>
@@ -74,28 +161,33 @@ export const guard = Command.make("guard", {
         const file = Option.getOrUndefined(a.policy)
         const policy = file === undefined ? null : yield* load(file)
         const given = Option.getOrUndefined(yield* Effect.orDie(Config.option(Config.String(GUARD_TOKEN_VAR))))
+        const stateHome = Option.getOrUndefined(yield* Effect.orDie(Config.option(Config.String("XDG_STATE_HOME"))))
         // The HTTP server's modules load only for this command.
         const module = yield* Effect.promise((): Promise<typeof GuardServer> => import("./GuardServer.ts"))
-        const token = given !== undefined && given !== "" ? given : module.makeToken()
-        if (given === undefined || given === "") {
-          yield* Output.write(
-            `session-journal guard: no $${GUARD_TOKEN_VAR} in the environment, so this run made one:\n` +
-              `${GUARD_TOKEN_VAR}=${token}\n` +
-              `Set it in the environment Claude Code runs in (the installed hooks send it from there), ` +
-              `or start the guard with it set to keep one token across restarts.\n`
-          )
+        const handleTimeoutMs = Option.getOrUndefined(a.handleTimeoutMs)
+        if (handleTimeoutMs === 0) {
+          return yield* new InvalidInput({ field: "--handle-timeout-ms", reason: "must be a positive integer" })
         }
+        const tokenFile = Option.getOrUndefined(a.tokenFile)
+        const problem = given === undefined || given === "" ? null : module.tokenProblem(given)
+        if (problem !== null) return yield* new InvalidInput({ field: GUARD_TOKEN_VAR, reason: problem })
+        const { note, token } = yield* resolveToken({ given, file: tokenFile, stateHome, make: module.makeToken })
+        if (note !== null) yield* Output.write(note)
+        const wait = Option.getOrUndefined(a.wait)
+        const base = root === undefined ? storage : { ...storage, dir: path.resolve(root) }
         yield* module.run({
           port: a.port,
           token,
           policy,
           policyName: file,
-          storage: root === undefined ? storage : { ...storage, dir: path.resolve(root) }
+          handleTimeoutMs,
+          storage: wait === undefined ? base : { ...base, lockWait: wait }
         })
       })
     ))).pipe(Command.withDescription(
       "Serve Claude Code's hooks from a resident process on 127.0.0.1: the only writer of its journal, " +
-        `deciding PreToolUse by the policy; requests need Authorization: Bearer $${GUARD_TOKEN_VAR}; SIGTERM drains and exits 0`
+        `deciding PreToolUse by the policy; requests prove the token $${GUARD_TOKEN_VAR} (the forwarder's HMAC, ` +
+        `or Authorization: Bearer); GET /policy says which policy it runs; SIGTERM drains and exits 0`
     ))
 
 /**
@@ -120,7 +212,9 @@ export const forward = Command.make("forward", {
   ),
   timeoutMs: nonNegative("timeout-ms").pipe(
     Flag.optional,
-    Flag.withDescription(`How long to wait for the guard (default ${Forward.DEFAULT_TIMEOUT_MS})`)
+    Flag.withDescription(
+      `Deadline of the whole exchange with the guard, in ms (default ${Forward.DEFAULT_TIMEOUT_MS}); denies when it passes`
+    )
   )
 }, (a) =>
   Effect.gen(function*() {
@@ -134,6 +228,6 @@ export const forward = Command.make("forward", {
     const code = yield* Effect.promise(() => Forward.main(args))
     if (code !== 0) return yield* new Exit({ code })
   })).pipe(Command.withDescription(
-    "The command hook of the guard's installed form: forwards one hook event (stdin) to the guard and prints its answer; " +
-      "denies the call itself when the guard cannot be reached"
+    "The command hook of the guard's installed form: forwards one hook event (stdin) to the guard, proving the token " +
+      "without sending it, and prints the guard's answer once its MAC verifies; denies the call itself otherwise"
   ))

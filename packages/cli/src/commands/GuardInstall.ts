@@ -10,11 +10,12 @@
  * hook. Claude Code lets a call run when an `http` hook cannot be reached
  * (PROTOCOL.md "HTTP hooks"), so with `http` hooks a guard that is down stops
  * guarding in silence; the forwarder posts the event to the guard over loopback
- * and, when the guard gives no answer, denies a PreToolUse itself with the reason
- * (`the session-journal guard at URL is not reachable: …`). The hook's `timeout`
- * (`Install.HOOK_TIMEOUT_SECONDS`) is longer than the forwarder's wait
- * (`Forward.DEFAULT_TIMEOUT_MS`), so its denial lands before Claude Code would
- * cancel the hook, which would also let the call run.
+ * and, when the guard gives no answer it can prove is the guard's, denies a
+ * PreToolUse itself with the reason (`the session-journal guard at URL is not
+ * reachable: …`). The hook's `timeout` (`Install.HOOK_TIMEOUT_SECONDS`, 60 s) is
+ * far beyond the forwarder's one deadline for the whole exchange
+ * (`--timeout-ms 10000`, `Forward.DEFAULT_TIMEOUT_MS`), so its denial lands
+ * before Claude Code would cancel the hook, which would also let the call run.
  *
  * ```json
  * {"hooks":{"PreToolUse":[{"matcher":"","hooks":[{"type":"command",
@@ -27,9 +28,22 @@
  * from another variable, or from a file only the user can read (`TokenSource`).
  * `httpHooks` gives the plain `http` form, for those who accept that it fails open.
  *
+ * The hooks carry no policy: the guard decides with the one it was started
+ * with. So `install --guard URL --policy FILE` asks the guard which policy it
+ * runs (`checkPolicy`: `GET /policy`, proved with the token and its answer's MAC
+ * verified, as the forwarder's requests) and is refused unless the guard runs
+ * exactly FILE's policy; without `--policy` it says which policy the guard runs.
+ *
  * @since 0.4.0
  */
-import { DEFAULT_TIMEOUT_MS, TOKEN_VAR } from "./Forward.ts"
+import { Policy } from "@session-journal/core"
+import { messageOf } from "@session-journal/core/ErrorMessage"
+import * as Effect from "effect/Effect"
+import * as crypto from "node:crypto"
+import { InvalidInput } from "../Failure.ts"
+import * as GuardAuth from "../internal/guardAuth.ts"
+import { load } from "../PolicyFile.ts"
+import { DEFAULT_TIMEOUT_MS, exchange, TOKEN_VAR, withDeadline } from "./Forward.ts"
 import { EVENTS, forwardCommand, HOOK_TIMEOUT_SECONDS, shellQuote } from "./Install.ts"
 
 /**
@@ -133,9 +147,148 @@ export const httpHooks = (url: string, tokenVar: string = TOKEN_VAR): Fragment =
   })
 
 /**
- * How long the forwarder waits for the guard (ms), re-exported beside the hook's
- * timeout (s) it must stay under.
+ * The forwarder's deadline for the whole exchange with the guard (ms),
+ * re-exported beside the hook's timeout (s) it must stay well under.
  *
  * @since 0.4.0
  */
 export const FORWARD_TIMEOUT_MS = DEFAULT_TIMEOUT_MS
+
+/**
+ * Which policy a guard runs, as `GET /policy` reports it (`GuardServer.PolicyReport`):
+ * the canonical text, its SHA-256 and its name; all null when it records only.
+ *
+ * @since 0.7.0
+ */
+export interface GuardPolicy {
+  readonly policy: string | null
+  readonly sha256: string | null
+  readonly name: string | null
+}
+
+const isGuardPolicy = (v: unknown): v is GuardPolicy => {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false
+  const o = v as Record<string, unknown>
+  const keys = Object.keys(o).sort()
+  if (keys.join(",") !== "name,policy,sha256") return false
+  if (o["policy"] === null) return o["sha256"] === null && o["name"] === null
+  return typeof o["policy"] === "string" && typeof o["name"] === "string" && typeof o["sha256"] === "string" &&
+    crypto.createHash("sha256").update(o["policy"], "utf8").digest("hex") === o["sha256"]
+}
+
+/**
+ * The `GuardPolicy` of a policy (null: record only): what a guard started with it
+ * reports.
+ *
+ * @since 0.7.0
+ */
+export const guardPolicyOf = (policy: Policy.Policy | null): GuardPolicy => {
+  if (policy === null) return { policy: null, sha256: null, name: null }
+  const text = JSON.stringify(Policy.encode(policy))
+  return {
+    policy: text,
+    sha256: crypto.createHash("sha256").update(text, "utf8").digest("hex"),
+    name: Policy.format(policy)
+  }
+}
+
+/**
+ * Asks the guard at `url` (its hook URL) which policy it runs: `GET /policy`
+ * proved with `token`, within `timeoutMs`; the answer is taken only when its MAC
+ * verifies and it is a well-formed report. Fails with the reason as a string.
+ *
+ * @since 0.7.0
+ */
+export const askPolicy = (
+  url: string,
+  token: string,
+  timeoutMs: number = DEFAULT_TIMEOUT_MS
+): Effect.Effect<GuardPolicy, string> =>
+  Effect.flatMap(
+    Effect.promise(() =>
+      withDeadline<GuardPolicy | string>(
+        timeoutMs,
+        async (signal) => {
+          let target: URL
+          try {
+            target = new URL("/policy", url)
+          } catch (e) {
+            return `its URL is not valid (${messageOf(e)})`
+          }
+          try {
+            const { answer, nonce } = await exchange(target, token, {
+              method: "GET",
+              body: new Uint8Array(0),
+              signal
+            })
+            if (!GuardAuth.verifyAnswer(token, nonce, answer.proof, answer.status, answer.body)) {
+              return `it answered ${answer.status} without proof that it holds the token ` +
+                `(a wrong $${TOKEN_VAR}, an older guard, or another program on its port)`
+            }
+            if (answer.status !== 200) return `it answered ${answer.status}`
+            let parsed: unknown
+            try {
+              parsed = JSON.parse(answer.body.toString("utf8"))
+            } catch {
+              parsed = undefined
+            }
+            return isGuardPolicy(parsed) ? parsed : "its answer is not a policy report"
+          } catch (e) {
+            return signal.aborted ? `it did not answer within ${timeoutMs} ms` : `it is not reachable: ${messageOf(e)}`
+          }
+        },
+        () => `it did not answer within ${timeoutMs} ms`
+      )
+    ),
+    (r) => typeof r === "string" ? Effect.fail(r) : Effect.succeed(r)
+  )
+
+const describePolicy = (p: GuardPolicy): string =>
+  p.policy === null ? "no policy (it records only, every call allowed)" : `the policy ${p.name} (sha256 ${p.sha256})`
+
+/**
+ * The check of `install --guard URL [--policy FILE]` (`token`: the guard's token
+ * as the installing user's environment holds it, `$SESSION_JOURNAL_GUARD_TOKEN`).
+ * With `policyFile`, the guard must run exactly that policy (the same canonical
+ * text): otherwise, or when it cannot be asked, `InvalidInput` on `--policy`
+ * saying what the guard runs and what to do, and nothing is installed. Without
+ * it, the sentence says which policy the guard runs (or that it could not be
+ * asked, which does not stop the install).
+ *
+ * @since 0.7.0
+ */
+export const checkPolicy = (
+  url: string,
+  policyFile: string | undefined,
+  token: string | undefined,
+  timeoutMs: number = DEFAULT_TIMEOUT_MS
+): Effect.Effect<string, InvalidInput> =>
+  Effect.gen(function*() {
+    const wanted = policyFile === undefined ? undefined : guardPolicyOf(yield* load(policyFile))
+    const asked = token === undefined || token === ""
+      ? yield* Effect.fail(`$${TOKEN_VAR} is not set here`).pipe(Effect.result)
+      : yield* askPolicy(url, token, timeoutMs).pipe(Effect.result)
+    if (asked._tag === "Failure") {
+      if (wanted === undefined) {
+        return `the guard at ${url} could not be asked which policy it runs: ${asked.failure}\n`
+      }
+      return yield* new InvalidInput({
+        field: "--policy",
+        reason: `the guard at ${url} could not be asked which policy it runs (${asked.failure}); ` +
+          `the hooks carry no policy, the guard decides with its own, so nothing was installed`
+      })
+    }
+    const runs = asked.success
+    if (wanted === undefined) return `the guard at ${url} runs ${describePolicy(runs)}\n`
+    if (runs.sha256 !== wanted.sha256 || runs.policy !== wanted.policy) {
+      return yield* new InvalidInput({
+        field: "--policy",
+        reason:
+          `the guard at ${url} runs ${describePolicy(runs)}, not ${policyFile}'s ${
+            describePolicy(wanted).replace(/^the policy /, "")
+          }; the hooks carry no policy, so nothing was installed: restart the guard with --policy ${policyFile}, ` +
+          `or install without --policy`
+      })
+    }
+    return `the guard at ${url} runs ${policyFile}'s policy ${runs.name} (sha256 ${runs.sha256})\n`
+  })

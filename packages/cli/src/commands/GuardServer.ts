@@ -7,16 +7,31 @@
  * (a guard holds across them: sixteen concurrent calls under `maxInvocations(5)`
  * allow exactly five).
  *
- * One route, `POST /hook`, takes every event (its name is in the body). A request
+ * Two routes: `POST /hook` takes every event (its name is in the body), and
+ * `GET /policy` says which policy the guard decides with (`PolicyReport`:
+ * `{"policy": <the policy's canonical JSON text> | null, "sha256": <its hex
+ * SHA-256> | null, "name": <Policy.format> | null}`, null: record only), which
+ * `install --guard --policy FILE` checks (`GuardInstall.checkPolicy`). A request
  * is answered only when all of these hold, in this order, and gets a 4xx that
  * records nothing otherwise:
  *
  * - its `Host` is exactly `127.0.0.1`, `localhost` or `[::1]` with the bound port
  *   (`HostCheck`: no DNS rebinding) — else 403;
- * - it carries `Authorization: Bearer TOKEN` with the guard's secret token,
- *   compared in constant time (SHA-256 of both sides, `timingSafeEqual`) — else 401;
- * - it is `POST /hook` — else 405 / 404;
- * - its `Content-Type` is `application/json` — else 415;
+ * - it proves it holds the guard's secret token, either way — else 401:
+ *   - `X-Session-Journal-Auth: sj1 <time> <nonce> <mac>` (the forwarder's way,
+ *     `guardAuth.ts`): an HMAC-SHA256 keyed with the token over the method, the
+ *     path, the time, the nonce and the body's SHA-256, compared in constant
+ *     time, the time within `GuardAuth.WINDOW_MS` of the guard's clock (Effect's
+ *     `Clock`), the nonce never seen before (`GuardAuth.ReplayGuard`); the token
+ *     itself is never sent, so whatever answers in the guard's place learns
+ *     nothing. Every answer to a request whose proof verified carries
+ *     `X-Session-Journal-Answer: sj1 <mac>`, an HMAC over the request's nonce,
+ *     the status and the body's SHA-256, by which the forwarder knows it is the
+ *     guard's (a refusal before that is not signed);
+ *   - `Authorization: Bearer TOKEN` (Claude Code's own `http` hooks), compared in
+ *     constant time (SHA-256 of both sides, `timingSafeEqual`);
+ * - it is `POST /hook` or `GET /policy` — else 405 / 404;
+ * - for `POST /hook`: its `Content-Type` is `application/json` — else 415;
  * - its body is at most `MAX_BODY_BYTES` (by `Content-Length` before reading,
  *   and while reading a body without one) — else 413;
  * - its body is strict UTF-8 holding one JSON object with a `hook_event_name`,
@@ -26,9 +41,17 @@
  * handler: the same entries, the same decisions), whose answer is the response
  * (200, the hook output as JSON). An event that cannot be journaled (fields its
  * event needs are missing, storage fails, the session is damaged) fails closed
- * in its event's form, `Hook.refusal(…).httpOutput`: a PreToolUse is denied
- * with the reason, any other event answered `{"decision":"block"}` — never a
- * 5xx, on which Claude Code would let the call run.
+ * in its event's form, `Refusal.refusal(…).httpOutput` with the input's
+ * `stop_hook_active`: a PreToolUse is denied with the reason, a Stop already
+ * kept going answered `{}`, any other event answered `{"decision":"block"}` —
+ * never a 5xx, on which Claude Code would let the call run. Handling has a
+ * deadline (`handleTimeout`, default `DEFAULT_HANDLE_TIMEOUT_MS`, under the
+ * forwarder's): a session whose storage does not answer (a PostgreSQL row
+ * locked by another connection, a lock another writer holds while the guard
+ * waits for it) is refused in the same form, with a reason that says what timed
+ * out, and its handling is interrupted behind the answer (it may still record
+ * the event after the refusal: the journal then holds a decision that Claude
+ * Code did not follow, never a call that ran unrecorded).
  *
  * SIGTERM (or SIGINT) stops it cleanly: no new connection is accepted, requests
  * in flight are answered and their entries stored, the sessions are closed, and
@@ -38,20 +61,26 @@
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Hook } from "@session-journal/claude-code"
+import * as Refusal from "@session-journal/claude-code/Refusal"
 import { Policy, SessionJournal } from "@session-journal/core"
 import * as ByteSize from "effect/ByteSize"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import { HttpIncomingMessage, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as crypto from "node:crypto"
 import * as http from "node:http"
 import { InvalidInput, NotAvailable } from "../Failure.ts"
+import * as GuardAuth from "../internal/guardAuth.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as HostCheck from "../viewer/HostCheck.ts"
+import * as GuardInstall from "./GuardInstall.ts"
 
 /**
  * The path every hook event is posted to.
@@ -59,6 +88,23 @@ import * as HostCheck from "../viewer/HostCheck.ts"
  * @since 0.4.0
  */
 export const PATH = "/hook"
+
+/**
+ * The path that reports the guard's policy.
+ *
+ * @since 0.7.0
+ */
+export const POLICY_PATH = "/policy"
+
+/**
+ * How long the guard handles one event by default before it refuses it (5 s):
+ * well under the forwarder's deadline (`Forward.DEFAULT_TIMEOUT_MS`, 10 s), so
+ * the guard's refusal, which says what timed out, arrives before the forwarder
+ * gives up on its own.
+ *
+ * @since 0.7.0
+ */
+export const DEFAULT_HANDLE_TIMEOUT_MS = 5_000
 
 /**
  * Largest request body taken: the hook input bound (`Hook.MAX_INPUT_BYTES`, 4 MiB).
@@ -143,11 +189,54 @@ export interface Options {
   readonly policy: Policy.Policy | null
   /** How the policy is named in the start line (its file). */
   readonly policyName?: string | undefined
+  /** How long one event may take before it is refused (default `DEFAULT_HANDLE_TIMEOUT_MS`). */
+  readonly handleTimeoutMs?: number | undefined
   readonly storage: Storage.Options
 }
 
-const refuse = (status: number, error: string, headers: Record<string, string> = {}) =>
-  HttpServerResponse.jsonUnsafe({ error }, { status, headers: { "cache-control": "no-store", ...headers } })
+/**
+ * What `GET /policy` answers (`GuardInstall.GuardPolicy`): the policy's canonical
+ * text (`JSON.stringify` of `Policy.encode`), its SHA-256 (hex, of that text's
+ * UTF-8 bytes) and its name as denials cite it; all null when the guard records
+ * only.
+ *
+ * @since 0.7.0
+ */
+export type PolicyReport = GuardInstall.GuardPolicy
+
+// What a request is answered, before it is encoded (and signed, for a request
+// that proved itself with the `sj1` scheme).
+interface Reply {
+  readonly status: number
+  readonly body: unknown
+  readonly headers?: Record<string, string> | undefined
+}
+
+const refuse = (status: number, error: string, headers: Record<string, string> = {}): Reply => ({
+  status,
+  body: { error },
+  headers
+})
+
+const ok = (body: unknown): Reply => ({ status: 200, body })
+
+const encoder = new TextEncoder()
+
+const respond = (reply: Reply, sign: ((status: number, body: Uint8Array) => string) | null) => {
+  const body = encoder.encode(JSON.stringify(reply.body))
+  const headers: Record<string, string> = { "cache-control": "no-store", ...reply.headers }
+  if (sign !== null) headers[GuardAuth.ANSWER_HEADER] = sign(reply.status, body)
+  return HttpServerResponse.uint8Array(body, { status: reply.status, contentType: "application/json", headers })
+}
+
+// The `stop_hook_active` of a body that may not decode as an event.
+const stopActiveOf = (body: Uint8Array): boolean => {
+  try {
+    return Refusal.stopHookActive(JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body)))
+  } catch {
+    return false
+  }
+}
 
 /**
  * The handler of every request: the checks above, then the hook handler.
@@ -158,78 +247,150 @@ export const handler = (options: {
   readonly port: number
   readonly token: string
   readonly policy: Policy.Policy | null
+  /** How long one event may take before it is refused (default `DEFAULT_HANDLE_TIMEOUT_MS`). */
+  readonly handleTimeoutMs?: number | undefined
+  /** The nonces seen (default: a fresh `GuardAuth.makeReplayGuard()`). */
+  readonly replays?: GuardAuth.ReplayGuard | undefined
   /** Whether the guard is stopping: answers then close their connection. */
   readonly stopping?: (() => boolean) | undefined
 }) => {
-  const answer = answerOf(options)
-  const stopping = options.stopping ?? (() => false)
-  return Effect.map(
-    answer,
-    (response) => stopping() ? HttpServerResponse.setHeader(response, "connection", "close") : response
-  )
-}
-
-const answerOf = (options: {
-  readonly port: number
-  readonly token: string
-  readonly policy: Policy.Policy | null
-}) => {
   const hosts = HostCheck.policy(options.port)
   const authorized = authorizer(options.token)
+  const replays = options.replays ?? GuardAuth.makeReplayGuard()
+  const report = GuardInstall.guardPolicyOf(options.policy)
+  const timeoutMs = options.handleTimeoutMs ?? DEFAULT_HANDLE_TIMEOUT_MS
   const handleOptions: Hook.HandleOptions = options.policy === null
     ? { policy: null }
     : { policy: Policy.toGuard(options.policy), policyName: Policy.format(options.policy) }
+  const stopping = options.stopping ?? (() => false)
   return Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    if (!HostCheck.allows(hosts, request.headers["host"])) {
-      return refuse(403, `the guard answers requests addressed to ${[...hosts.accepted].join(", ")} only`)
+    const proof = GuardAuth.parse(request.headers[GuardAuth.AUTH_HEADER])
+    const sign = proof === null
+      ? null
+      : (status: number, body: Uint8Array) => GuardAuth.answerHeader(options.token, proof.nonce, status, body)
+    const reply = yield* answerOf(request, {
+      hosts,
+      proof,
+      authorized,
+      replays,
+      report,
+      token: options.token,
+      timeoutMs,
+      handleOptions
+    })
+    // A refusal before the request proved itself is not signed: the sender may not
+    // hold the token.
+    const response = respond(reply.reply, reply.proved ? sign : null)
+    return stopping() ? HttpServerResponse.setHeader(response, "connection", "close") : response
+  })
+}
+
+const unauthorized = () =>
+  refuse(
+    401,
+    `proof of the token is required: ${GuardAuth.AUTH_HEADER} (the forwarder's) or Authorization: Bearer $${TOKEN_VAR}`,
+    { "www-authenticate": "Bearer" }
+  )
+
+const answerOf = (
+  request: HttpServerRequest.HttpServerRequest,
+  c: {
+    readonly hosts: HostCheck.Policy
+    readonly proof: GuardAuth.Proof | null
+    readonly authorized: (header: string | undefined) => boolean
+    readonly replays: GuardAuth.ReplayGuard
+    readonly report: PolicyReport
+    readonly token: string
+    readonly timeoutMs: number
+    readonly handleOptions: Hook.HandleOptions
+  }
+): Effect.Effect<{ readonly reply: Reply; readonly proved: boolean }, never, SessionJournal.SessionJournal> =>
+  Effect.gen(function*() {
+    const unproved = (reply: Reply) => ({ reply, proved: false })
+    if (!HostCheck.allows(c.hosts, request.headers["host"])) {
+      return unproved(refuse(403, `the guard answers requests addressed to ${[...c.hosts.accepted].join(", ")} only`))
     }
-    if (!authorized(request.headers["authorization"])) {
-      return refuse(401, `a bearer token is required: Authorization: Bearer $${TOKEN_VAR}`, {
-        "www-authenticate": "Bearer"
-      })
+    const header = request.headers[GuardAuth.AUTH_HEADER]
+    // A malformed proof is no proof, whatever else the request carries.
+    if (header !== undefined && c.proof === null) return unproved(unauthorized())
+    if (c.proof === null && !c.authorized(request.headers["authorization"])) return unproved(unauthorized())
+    const pathname = new URL(request.url, "http://127.0.0.1").pathname
+    const route = pathname === PATH ? "POST" : pathname === POLICY_PATH ? "GET" : null
+    // Before the body is read, a request with a proof is only known to look like
+    // one: routing answers are not signed until the MAC verified.
+    if (route === null) return unproved(refuse(404, `hook events go to POST ${PATH}`))
+    if (request.method !== route) {
+      return unproved(refuse(405, `${pathname} takes ${route} only`, { allow: route }))
     }
-    if (new URL(request.url, "http://127.0.0.1").pathname !== PATH) return refuse(404, `hook events go to POST ${PATH}`)
-    if (request.method !== "POST") return refuse(405, `hook events go to POST ${PATH}`, { allow: "POST" })
-    const type = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
-    if (type !== "application/json") return refuse(415, "the body must be application/json")
+    if (route === "POST") {
+      const type = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
+      if (type !== "application/json") return unproved(refuse(415, "the body must be application/json"))
+    }
     const length = request.headers["content-length"]
     if (length !== undefined && !(/^[0-9]{1,16}$/.test(length) && Number(length) <= MAX_BODY_BYTES)) {
-      return refuse(413, `the body must be at most ${MAX_BODY_BYTES} bytes`)
+      return unproved(refuse(413, `the body must be at most ${MAX_BODY_BYTES} bytes`))
     }
-    const body = yield* request.arrayBuffer.pipe(
+    const read = yield* request.arrayBuffer.pipe(
       Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(MAX_BODY_BYTES)),
       Effect.result
     )
-    if (body._tag === "Failure") {
-      const reason = body.failure.reason
-      return reason._tag === "RequestParseError" && reason.reason === "BodyTooLarge"
-        ? refuse(413, `the body must be at most ${MAX_BODY_BYTES} bytes`)
-        : refuse(400, `the body could not be read: ${body.failure.message}`)
+    if (read._tag === "Failure") {
+      const reason = read.failure.reason
+      return unproved(
+        reason._tag === "RequestParseError" && reason.reason === "BodyTooLarge"
+          ? refuse(413, `the body must be at most ${MAX_BODY_BYTES} bytes`)
+          : refuse(400, `the body could not be read: ${read.failure.message}`)
+      )
     }
-    const decoded = Hook.decode(new Uint8Array(body.success), { maxBytes: MAX_BODY_BYTES })
+    const body = new Uint8Array(read.success)
+    if (c.proof !== null) {
+      if (!GuardAuth.verifyRequest(c.token, c.proof, { method: request.method, path: pathname }, body)) {
+        return unproved(unauthorized())
+      }
+      const now = yield* Clock.currentTimeMillis
+      const stale = c.replays.check(c.proof, now)
+      if (stale !== null) return unproved(refuse(401, `the request is refused: ${stale}`))
+    }
+    const proved = (reply: Reply) => ({ reply, proved: true })
+    if (route === "GET") return proved(ok(c.report))
+    const decoded = Hook.decode(body, { maxBytes: MAX_BODY_BYTES })
     if (Result.isFailure(decoded)) {
       const e = decoded.failure
       // Bytes that are no JSON object at all are a bad request; an event that is
       // JSON but cannot be journaled is refused in its event's form (a PreToolUse
       // denied), which an http hook, failing open on a 4xx, would not do.
-      if (e.reason === "TooLarge") return refuse(413, e.detail)
-      if (e.event === null) return refuse(400, e.detail)
-      return HttpServerResponse.jsonUnsafe(Hook.refusal(e.event, e.detail).httpOutput)
+      if (e.reason === "TooLarge") return proved(refuse(413, e.detail))
+      if (e.event === null) return proved(refuse(400, e.detail))
+      return proved(ok(Refusal.refusal(e.event, e.detail, { stopHookActive: stopActiveOf(body) }).httpOutput))
     }
     const event = decoded.success
-    const answered = yield* Effect.exit(Hook.handle(event, handleOptions))
-    if (Exit.isSuccess(answered)) return HttpServerResponse.jsonUnsafe(answered.value.output)
     const name = event.name === "Unknown" ? event.input.hook_event_name : event.name
+    const refusal = (reason: string) =>
+      proved(ok(Refusal.refusal(name, reason, { stopHookActive: Refusal.stopHookActive(event.input) }).httpOutput))
+    // The handling runs in its own fiber: on the deadline the answer goes out at
+    // once, and the handling is interrupted behind it (an interruption can itself
+    // wait, for a query the database is still running).
+    const fiber = yield* Effect.forkDetach(Effect.exit(Hook.handle(event, c.handleOptions)))
+    const finished = yield* Effect.timeoutOption(Fiber.join(fiber), c.timeoutMs)
+    if (Option.isNone(finished)) {
+      yield* Effect.forkDetach(Fiber.interrupt(fiber))
+      return refusal(
+        `the guard could not record ${name} within ${c.timeoutMs} ms (its journal's storage did not answer: ` +
+          `a session locked by another writer or connection, or a stalled disk or database)`
+      )
+    }
+    const answered = finished.value
+    if (Exit.isSuccess(answered)) return proved(ok(answered.value.output))
     const error = Cause.findErrorOption(answered.cause)
-    const reason = Cause.hasInterruptsOnly(answered.cause)
-      ? "the guard is stopping"
-      : error._tag === "Some"
-      ? error.value.detail
-      : `cannot record ${name}: ${String(Cause.squash(answered.cause))}`
-    return HttpServerResponse.jsonUnsafe(Hook.refusal(name, reason).httpOutput)
+    return refusal(
+      Cause.hasInterruptsOnly(answered.cause)
+        ? "the guard is stopping"
+        : error._tag === "Some"
+        ? error.value.detail
+        : `cannot record ${name}: ${String(Cause.squash(answered.cause))}`
+    )
   })
-}
 
 /**
  * Runs the guard until SIGTERM or SIGINT, printing its address first
@@ -256,7 +417,13 @@ export const run = (options: Options) =>
       const server = yield* HttpServer.HttpServer
       const port = "port" in server.address ? server.address.port : 0
       yield* HttpServer.serveEffect(
-        handler({ port, token: options.token, policy: options.policy, stopping: () => signalled })
+        handler({
+          port,
+          token: options.token,
+          policy: options.policy,
+          handleTimeoutMs: options.handleTimeoutMs,
+          stopping: () => signalled
+        })
       )
       const where = Storage.isFilesystem(options.storage) ? options.storage.dir : "PostgreSQL"
       yield* Output.write(

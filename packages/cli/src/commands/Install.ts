@@ -399,6 +399,10 @@ export const command = Command.make("install", {
         const policy = policyFile === undefined ? undefined : yield* place("--policy", policyFile)
         const guard = Option.getOrUndefined(a.guard)
         const url = guard === undefined ? undefined : yield* guardUrl(guard)
+        // The guard decides with its own policy: --policy must be the one it runs.
+        const guardNote = url === undefined
+          ? ""
+          : yield* checkGuardPolicy(url, policyFile === undefined ? undefined : path.resolve(policyFile))
         const self = scope === "shared" ? SHARED_COMMAND : selfCommand()
         const hookFor = (event: string): JsonObject => ({
           type: "command",
@@ -412,6 +416,7 @@ export const command = Command.make("install", {
         const other = scope === "user" ? undefined : fileOf(scope === "local")
         const twice = other !== undefined && (yield* alsoOurs(other))
         if (json) return yield* Output.json(report)
+        yield* Output.write(guardNote)
         yield* Output.write(
           (report.status === "unchanged"
             ? `${file}: unchanged (our hooks are already installed)\n`
@@ -453,3 +458,12 @@ const guardUrl = (url: string): Effect.Effect<string, InvalidInput> => {
     ? Effect.succeed(url)
     : Effect.fail(new InvalidInput({ field: "--guard", reason: `${url}: expected http://127.0.0.1:PORT/hook` }))
 }
+
+const checkGuardPolicy = (url: string, policy: string | undefined) =>
+  Effect.flatMap(
+    Effect.all([
+      Effect.promise(() => import("./GuardInstall.ts")),
+      Effect.orDie(Config.option(Config.String("SESSION_JOURNAL_GUARD_TOKEN")))
+    ]),
+    ([m, token]) => m.checkPolicy(url, policy, Option.getOrUndefined(token))
+  )

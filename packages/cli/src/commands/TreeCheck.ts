@@ -13,6 +13,7 @@ import * as fs from "node:fs"
 import { CheckpointMismatch, InvalidInput, NotAvailable, VerificationFailed, WitnessRefused } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { validId } from "../internal/commandKit.ts"
+import * as SecretFile from "../internal/secretFile.ts"
 import * as Output from "../Output.ts"
 import type * as Storage from "../Storage.ts"
 import * as Verify from "./Verify.ts"
@@ -31,15 +32,20 @@ const fromKeyResult = <A>(field: string, r: Result.Result<A, SignedNote.InvalidK
   Result.isSuccess(r) ? Effect.succeed(r.success) : Effect.fail(new InvalidInput({ field, reason: r.failure.message }))
 
 /**
- * Reads a signer key file (`PRIVATE+KEY+…`).
+ * Reads a signer key file (`PRIVATE+KEY+…`) as a secret (`secretFile.ts`, the
+ * rule of the guard's token files too): a file whose group or others have any
+ * permission on it is refused (`InvalidInput` on `--sign`, naming the file and
+ * `chmod 600`), never used.
  *
  * @since 0.5.0
  */
 export const loadSigner = (file: string): Effect.Effect<SignedNote.Signer, InvalidInput> =>
-  Effect.flatMap(
-    readText(file, "--sign", MAX_KEY_BYTES),
-    (text) => fromKeyResult(`--sign ${file}`, SignedNote.parseSigner(text))
-  )
+  Effect.suspend(() => {
+    const read = SecretFile.read(file, "signer key", MAX_KEY_BYTES)
+    return read._tag === "Refused"
+      ? Effect.fail(new InvalidInput({ field: "--sign", reason: read.reason }))
+      : fromKeyResult(`--sign ${file}`, SignedNote.parseSigner(read.text))
+  })
 
 /**
  * The verifier keys of a `--key` value: a verifier key itself, or a file holding one
