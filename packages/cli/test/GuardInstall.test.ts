@@ -48,17 +48,20 @@ describe("GuardInstall", () => {
       const groups = fragment.hooks[event]!
       expect(groups).toHaveLength(1)
       expect(groups[0]!.matcher).toBe("")
+      // The same hook `install --guard` writes: the forwarder behind the fail-closed wrapper of its event.
       expect(groups[0]!.hooks).toEqual([{
         type: "command",
-        command: `/usr/bin/node /opt/sj/bin/session-journal.js claude-code forward --url ${URL} --timeout-ms 10000`,
+        command: Install.forwardCommand(["/usr/bin/node", "/opt/sj/bin/session-journal.js"], URL, { event }),
         timeout: Install.HOOK_TIMEOUT_SECONDS
       }])
+      expect(groups[0]!.hooks[0]!).toMatchObject({ command: expect.stringContaining(` ${event} `) })
+      expect(groups[0]!.hooks[0]!).toMatchObject({
+        command: expect.stringContaining(
+          `/usr/bin/node /opt/sj/bin/session-journal.js claude-code forward --url ${URL} --timeout-ms 10000`
+        )
+      })
       expect(Install.isOurs(groups[0]!.hooks[0])).toBe(true)
     }
-    // The same hook `install --guard` writes.
-    expect(fragment.hooks["PreToolUse"]![0]!.hooks[0]!).toMatchObject({
-      command: Install.forwardCommand(["/usr/bin/node", "/opt/sj/bin/session-journal.js"], URL)
-    })
     // The forwarder's deadline covers the whole exchange and stays well under the hook's timeout, and the
     // guard's own deadline for an event under the forwarder's.
     expect(Install.HOOK_TIMEOUT_SECONDS * 1000).toBeGreaterThanOrEqual(5 * GuardInstall.FORWARD_TIMEOUT_MS)
@@ -138,7 +141,7 @@ describe.skipIf(!nodeAdapter)("install --guard URL --policy FILE", () => {
     "is refused unless the guard runs exactly FILE's policy; without --policy it says which one the guard runs",
     async () => {
       const work = tempDir()
-      const settings = path.join(work, ".claude", "settings.json")
+      const settings = path.join(work, ".claude", "settings.local.json")
       const denyBash = path.join(work, "deny-bash.json")
       // The same policy as the guard's, written differently: the canonical text is compared.
       fs.writeFileSync(denyBash, `{\n  "denyList": [ "Bash" ]\n}\n`)

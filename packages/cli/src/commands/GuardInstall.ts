@@ -6,7 +6,9 @@
  * `Install.isOurs` recognizes them for `--uninstall`.
  *
  * The installed form is a `command` hook per event running
- * `session-journal claude-code forward --url URL` (`Forward`), not an `http`
+ * `session-journal claude-code forward --url URL` (`Forward`) through the
+ * fail-closed `sh` wrapper of `install` (one command per event, so the wrapper
+ * knows its event and a forwarder that cannot start refuses), not an `http`
  * hook. Claude Code lets a call run when an `http` hook cannot be reached
  * (PROTOCOL.md "HTTP hooks"), so with `http` hooks a guard that is down stops
  * guarding in silence; the forwarder posts the event to the guard over loopback
@@ -19,7 +21,7 @@
  *
  * ```json
  * {"hooks":{"PreToolUse":[{"matcher":"","hooks":[{"type":"command",
- *   "command":"/usr/bin/node /…/session-journal.js claude-code forward --url http://127.0.0.1:18787/hook --timeout-ms 10000",
+ *   "command":"/bin/sh -c '…' session-journal-hook PreToolUse … /usr/bin/node /…/session-journal.js claude-code forward --url http://127.0.0.1:18787/hook --timeout-ms 10000",
  *   "timeout":60}]}], "PostToolUse":[…], …}}
  * ```
  *
@@ -104,13 +106,18 @@ export interface Fragment {
  *
  * @since 0.4.0
  */
-export const command = (url: string, token: TokenSource, self: ReadonlyArray<string>): string => {
+export const command = (
+  url: string,
+  token: TokenSource,
+  self: ReadonlyArray<string>,
+  event?: string | undefined
+): string => {
   const extra = token._tag === "File"
     ? ["--token-file", token.path]
     : token.name === TOKEN_VAR
     ? []
     : ["--token-env", token.name]
-  return [forwardCommand(self, url), ...extra.map(shellQuote)].join(" ")
+  return [forwardCommand(self, url, event === undefined ? undefined : { event }), ...extra.map(shellQuote)].join(" ")
 }
 
 const fragment = (hook: Hook): Fragment => ({
@@ -124,8 +131,12 @@ const fragment = (hook: Hook): Fragment => ({
  *
  * @since 0.4.0
  */
-export const hooks = (url: string, token: TokenSource, self: ReadonlyArray<string>): Fragment =>
-  fragment({ type: "command", command: command(url, token, self), timeout: HOOK_TIMEOUT_SECONDS })
+export const hooks = (url: string, token: TokenSource, self: ReadonlyArray<string>): Fragment => ({
+  hooks: Object.fromEntries(EVENTS.map((event) => [event, [{
+    matcher: "",
+    hooks: [{ type: "command", command: command(url, token, self, event), timeout: HOOK_TIMEOUT_SECONDS }]
+  }]]))
+})
 
 /**
  * The plain `http` form: Claude Code posts each event to the guard itself, with
