@@ -325,6 +325,28 @@ describe.skipIf(!nodeAdapter)("claude-code guard", () => {
     assert.strictEqual(new Set(tools.map((t) => t.session)).size, 1)
   })
 
+  it("denies a call that touches its journal or its policy file by selfProtection, unless started with --no-self-protection", async () => {
+    const touching = (dir: string, n: number) =>
+      JSON.stringify({ ...JSON.parse(preToolUse(n)), tool_name: "Bash", tool_input: { command: `rm -rf ${dir}` } })
+    const post = (g: Guard, body: string) =>
+      fetch(`${g.url}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+        body
+      }).then((r) => r.text())
+    const g = await guard({ policy: { maxInvocations: 100 } })
+    const denied = await post(g, touching(g.dir, 1))
+    assert.isTrue(isDeny(denied), denied)
+    assert.include(denied, "would touch the journal directory")
+    assert.include(denied, "[selfProtection]")
+    const allowed = await post(g, preToolUse(2))
+    assert.isFalse(isDeny(allowed), allowed)
+    await stop(g)
+    const off = await guard({ args: ["--no-self-protection"] })
+    assert.isFalse(isDeny(await post(off, touching(off.dir, 3))))
+    await stop(off)
+  })
+
   it("SIGTERM answers and stores the request in flight, takes no new connection, and exits 0", async () => {
     const g = await guard()
     const body = Buffer.from(preToolUse(7), "utf8")

@@ -18,6 +18,7 @@ import { Dir, nonNegative, onCommandLine, waitFlag, withoutJournal } from "../in
 import * as SecretFile from "../internal/secretFile.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
+import * as Storage from "../Storage.ts"
 import * as Forward from "./Forward.ts"
 import type * as GuardServer from "./GuardServer.ts"
 
@@ -130,7 +131,9 @@ export const guard = Command.make("guard", {
   root: Flag.String("root").pipe(
     Flag.optional,
     Flag.withMetavar("DIR"),
-    Flag.withDescription("Journal directory (default --dir, $SESSION_JOURNAL_DIR, else ./.session-journal)")
+    Flag.withDescription(
+      "Journal directory (default --dir, $SESSION_JOURNAL_DIR, else the user's state directory, ~/.local/state/session-journal)"
+    )
   ),
   tokenFile: Flag.String("token-file").pipe(
     Flag.optional,
@@ -148,7 +151,11 @@ export const guard = Command.make("guard", {
         `under the forwarder's deadline)`
     )
   ),
-  wait: waitFlag
+  wait: waitFlag,
+  noSelfProtection: Flag.Boolean("no-self-protection").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("Let calls touch the journal, the policy file and the settings that hold the hooks")
+  )
 }, (a) =>
   Effect.flatMap(Dir, (dir) =>
     withoutJournal(({ storage }) =>
@@ -174,14 +181,27 @@ export const guard = Command.make("guard", {
         const { note, token } = yield* resolveToken({ given, file: tokenFile, stateHome, make: module.makeToken })
         if (note !== null) yield* Output.write(note)
         const wait = Option.getOrUndefined(a.wait)
-        const base = root === undefined ? storage : { ...storage, dir: path.resolve(root) }
+        // As the command hook: the journal outside every project unless one is named.
+        const named = root ?? onCommandLine(dir) ??
+          (yield* Effect.orDie(Config.option(Config.String("SESSION_JOURNAL_DIR"))))
+            .pipe(Option.filter((d) => d !== ""), Option.getOrUndefined)
+        const stateDir = Storage.userStateDir(process.env)
+        if (named === undefined && stateDir !== undefined && Storage.isFilesystem(storage)) {
+          yield* Effect.promise(() => fs.promises.mkdir(stateDir, { recursive: true, mode: 0o700 }))
+        }
+        const base = {
+          ...storage,
+          dir: path.resolve(named ?? (Storage.isFilesystem(storage) ? stateDir ?? storage.dir : storage.dir))
+        }
         yield* module.run({
           port: a.port,
           token,
           policy,
           policyName: file,
           handleTimeoutMs,
-          storage: wait === undefined ? base : { ...base, lockWait: wait }
+          storage: wait === undefined ? base : { ...base, lockWait: wait },
+          policyFile: file === undefined ? undefined : path.resolve(file),
+          noSelfProtection: a.noSelfProtection
         })
       })
     ))).pipe(Command.withDescription(

@@ -77,6 +77,7 @@ import * as crypto from "node:crypto"
 import * as http from "node:http"
 import { InvalidInput, NotAvailable } from "../Failure.ts"
 import * as GuardAuth from "../internal/guardAuth.ts"
+import * as Protect from "../internal/protect.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as HostCheck from "../viewer/HostCheck.ts"
@@ -192,6 +193,10 @@ export interface Options {
   /** How long one event may take before it is refused (default `DEFAULT_HANDLE_TIMEOUT_MS`). */
   readonly handleTimeoutMs?: number | undefined
   readonly storage: Storage.Options
+  /** The policy file (absolute), protected from the calls the guard decides. */
+  readonly policyFile?: string | undefined
+  /** Whether calls may touch the journal, the policy file and the hooks' settings (default false). */
+  readonly noSelfProtection?: boolean | undefined
 }
 
 /**
@@ -253,6 +258,11 @@ export const handler = (options: {
   readonly replays?: GuardAuth.ReplayGuard | undefined
   /** Whether the guard is stopping: answers then close their connection. */
   readonly stopping?: (() => boolean) | undefined
+  /**
+   * What a PreToolUse may not touch (`Hook.selfProtection`), for the event's
+   * working directory; none by default.
+   */
+  readonly protect?: ((cwd: string) => Promise<ReadonlyArray<Hook.Protected>>) | undefined
 }) => {
   const hosts = HostCheck.policy(options.port)
   const authorized = authorizer(options.token)
@@ -277,7 +287,8 @@ export const handler = (options: {
       report,
       token: options.token,
       timeoutMs,
-      handleOptions
+      handleOptions,
+      protect: options.protect
     })
     // A refusal before the request proved itself is not signed: the sender may not
     // hold the token.
@@ -304,6 +315,7 @@ const answerOf = (
     readonly token: string
     readonly timeoutMs: number
     readonly handleOptions: Hook.HandleOptions
+    readonly protect?: ((cwd: string) => Promise<ReadonlyArray<Hook.Protected>>) | undefined
   }
 ): Effect.Effect<{ readonly reply: Reply; readonly proved: boolean }, never, SessionJournal.SessionJournal> =>
   Effect.gen(function*() {
@@ -365,13 +377,21 @@ const answerOf = (
       return proved(ok(Refusal.refusal(e.event, e.detail, { stopHookActive: stopActiveOf(body) }).httpOutput))
     }
     const event = decoded.success
-    const name = event.name === "Unknown" ? event.input.hook_event_name : event.name
+    const name = Hook.eventName(event)
     const refusal = (reason: string) =>
       proved(ok(Refusal.refusal(name, reason, { stopHookActive: Refusal.stopHookActive(event.input) }).httpOutput))
     // The handling runs in its own fiber: on the deadline the answer goes out at
     // once, and the handling is interrupted behind it (an interruption can itself
     // wait, for a query the database is still running).
-    const fiber = yield* Effect.forkDetach(Effect.exit(Hook.handle(event, c.handleOptions)))
+    const protect = c.protect
+    const handleOptions: Hook.HandleOptions = event.name === "PreToolUse" && protect !== undefined
+      ? {
+        ...c.handleOptions,
+        protect: yield* Effect.promise(() => protect(event.input.cwd)),
+        home: process.env["HOME"]
+      }
+      : c.handleOptions
+    const fiber = yield* Effect.forkDetach(Effect.exit(Hook.handle(event, handleOptions)))
     const finished = yield* Effect.timeoutOption(Fiber.join(fiber), c.timeoutMs)
     if (Option.isNone(finished)) {
       yield* Effect.forkDetach(Fiber.interrupt(fiber))
@@ -422,7 +442,16 @@ export const run = (options: Options) =>
           token: options.token,
           policy: options.policy,
           handleTimeoutMs: options.handleTimeoutMs,
-          stopping: () => signalled
+          stopping: () => signalled,
+          ...(options.noSelfProtection === true ? {} : {
+            protect: (cwd: string) =>
+              Protect.protectedPaths(
+                cwd,
+                process.env,
+                Storage.isFilesystem(options.storage) ? options.storage.dir : null,
+                options.policyFile
+              )
+          })
         })
       )
       const where = Storage.isFilesystem(options.storage) ? options.storage.dir : "PostgreSQL"

@@ -1,0 +1,62 @@
+/**
+ * What no call guarded by Claude Code's hooks may touch (`Hook.selfProtection`),
+ * as the command hook and the resident guard both compute it.
+ */
+import type * as Hook from "@session-journal/claude-code/Hook"
+import * as Result from "effect/Result"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Input from "../Input.ts"
+
+/** A settings file holds our hooks when it names one of our hook commands. */
+const OUR_HOOKS = /claude-code (hook|forward)\b/
+
+const holdsOurHooks = async (file: string): Promise<boolean> => {
+  try {
+    const handle = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+    try {
+      if (!(await handle.stat()).isFile()) return false
+      const text = await Input.readBounded(handle.createReadStream({ autoClose: false }), file, 4 * 1024 * 1024)
+      return Result.isSuccess(text) && OUR_HOOKS.test(text.success)
+    } finally {
+      await handle.close()
+    }
+  } catch {
+    return false
+  }
+}
+
+/**
+ * What no guarded call may touch (`Hook.selfProtection`): the journal directory,
+ * the policy file, and every Claude Code settings file that holds our hooks (the
+ * project's `.claude/settings.json` and `.claude/settings.local.json`, of the
+ * event's `cwd` and of `$CLAUDE_PROJECT_DIR`, and the user's settings).
+ */
+export const protectedPaths = async (
+  cwd: string,
+  env: Readonly<Record<string, string | undefined>>,
+  journalDir: string | null,
+  policyFile: string | undefined
+): Promise<Array<Hook.Protected>> => {
+  const out: Array<Hook.Protected> = []
+  if (journalDir !== null) {
+    out.push({ path: path.resolve(cwd, journalDir), what: "the journal directory", directory: true })
+  }
+  if (policyFile !== undefined) {
+    out.push({ path: path.resolve(cwd, policyFile), what: "the policy file", directory: false })
+  }
+  const projects = new Set([cwd, ...(env["CLAUDE_PROJECT_DIR"] ? [env["CLAUDE_PROJECT_DIR"]] : [])])
+  const config = env["CLAUDE_CONFIG_DIR"] ?? (env["HOME"] ? path.join(env["HOME"], ".claude") : undefined)
+  const candidates = [
+    ...[...projects].flatMap((
+      p
+    ) => [path.join(p, ".claude", "settings.json"), path.join(p, ".claude", "settings.local.json")]),
+    ...(config === undefined ? [] : [path.join(config, "settings.json")])
+  ]
+  for (const file of new Set(candidates.map((c) => path.resolve(cwd, c)))) {
+    if (await holdsOurHooks(file)) {
+      out.push({ path: file, what: "the Claude Code settings that hold the hooks", directory: false })
+    }
+  }
+  return out
+}
