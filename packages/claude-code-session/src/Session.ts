@@ -414,7 +414,8 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
           `session-journal: a control request of ${line.bytes} bytes (over maxLineBytes) could not be read or answered; the CLI was ended`
         )
       }
-      const reason = `session-journal: the request is ${line.bytes} bytes, over the driver's line bound of ${maxLineBytes}`
+      const reason =
+        `session-journal: the request is ${line.bytes} bytes, over the driver's line bound of ${maxLineBytes}`
       const message = control.subtype === "can_use_tool"
         ? Message.controlSuccess(control.requestId, { behavior: "deny", message: reason })
         : control.subtype === "hook_callback"
@@ -496,7 +497,9 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
       yield* journal.writeAll(
         session,
         pieces.map((p, i) =>
-          Lines.isOversized(p) ? Lines.oversizedItem(first + i, "cli", p) : Lines.item(first + i, "cli", p, maxLineBytes)
+          Lines.isOversized(p)
+            ? Lines.oversizedItem(first + i, "cli", p)
+            : Lines.item(first + i, "cli", p, maxLineBytes)
         )
       ).pipe(Effect.mapError(storage("journal lines of the CLI")))
       return pieces.map((p, i) =>
@@ -627,14 +630,15 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
   const initId = `req_${++requests}_initialize`
   const initialized = yield* Deferred.make<Schema.Json, SessionError | ControlError>()
   pending.set(initId, initialized)
-  yield* write(Message.controlRequest(initId, Decide.initialize(
-    Math.ceil(Duration.toSeconds(decisionTimeout)) + 30
-  )))
+  yield* write(Message.controlRequest(
+    initId,
+    Decide.initialize(
+      Math.ceil(Duration.toSeconds(decisionTimeout)) + 30
+    )
+  ))
   const registered = yield* Deferred.await(initialized).pipe(
     Effect.timeoutOption(initializeTimeout),
-    Effect.map((o) =>
-      Option.isSome(o) ? null : `no answer to initialize within ${Duration.format(initializeTimeout)}`
-    ),
+    Effect.map((o) => Option.isSome(o) ? null : `no answer to initialize within ${Duration.format(initializeTimeout)}`),
     Effect.catchTag("ControlError", (e) => Effect.succeed(`initialize failed: ${e.error}`))
   )
   if (registered !== null) {

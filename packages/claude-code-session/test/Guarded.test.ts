@@ -163,7 +163,9 @@ describe.skipIf(bin === null)("every tool call decided, against the real CLI", (
             assert.isTrue(decisions.every((d) => typeof d["tool_use_id"] === "string"))
             assert.strictEqual(decisions.filter((d) => d["verdict"] === "deny").length, 4)
             assert.isTrue(
-              decisions.every((d) => d["policy"] === `all(denyList(["Read","Glob","Grep"]), forbiddenTransitions([["Bash","Bash"]]))`),
+              decisions.every((d) =>
+                d["policy"] === `all(denyList(["Read","Glob","Grep"]), forbiddenTransitions([["Bash","Bash"]]))`
+              ),
               JSON.stringify(decisions)
             )
             // The allowed Bash has its outcome.
@@ -393,7 +395,9 @@ send({ type: "result", subtype: "success", is_error: false, total_cost_usd: 0, a
           assert.strictEqual(post["decision"], "block")
           // Both answers are on the chain as the driver's lines.
           const entries = yield* entriesOf("standin")
-          const driverAnswers = linesOf(entries).filter((l) => l.from === "driver" && l.message._tag === "ControlResponse")
+          const driverAnswers = linesOf(entries).filter((l) =>
+            l.from === "driver" && l.message._tag === "ControlResponse"
+          )
           assert.strictEqual(driverAnswers.length, 2)
         })
     ).pipe(Effect.timeout("30 seconds")))

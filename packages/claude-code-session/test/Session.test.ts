@@ -226,7 +226,9 @@ describe.skipIf(bin === null)("Session against the real CLI", () => {
       const script = path.join(dir, "wrapper.js")
       fs.writeFileSync(
         script,
-        `const child = require("node:child_process").spawn(${JSON.stringify(bin)}, process.argv.slice(2), { stdio: ["pipe", "inherit", "inherit"] });
+        `const child = require("node:child_process").spawn(${
+          JSON.stringify(bin)
+        }, process.argv.slice(2), { stdio: ["pipe", "inherit", "inherit"] });
 let sent = false;
 require("node:readline").createInterface({ input: process.stdin })
   .on("line", (l) => {

@@ -202,7 +202,10 @@ export const make = (options: {
       }
       const decoded = Hook.decodeText(JSON.stringify(raw))
       if (Result.isFailure(decoded)) {
-        return answerOf({ allow: false, reason: reasonOf(Hook.refusal("PreToolUse", decoded.failure.message).httpOutput) }, null)
+        return answerOf({
+          allow: false,
+          reason: reasonOf(Hook.refusal("PreToolUse", decoded.failure.message).httpOutput)
+        }, null)
       }
       const handled = yield* handle(decoded.success)
       if (handled._tag === "Answered") {

@@ -99,7 +99,12 @@ export const splitter = (maxLineBytes: number) => {
   /** The current line, finished; null for an empty one. */
   const finish = (): Piece | null => {
     if (over !== null) {
-      const line: OversizedLine = { _tag: "Oversized", bytes: over.bytes, sha256: over.hash.digest("hex"), head: over.head }
+      const line: OversizedLine = {
+        _tag: "Oversized",
+        bytes: over.bytes,
+        sha256: over.hash.digest("hex"),
+        head: over.head
+      }
       over = null
       return line
     }
@@ -163,7 +168,11 @@ export const item = (
 }
 
 /** The journal item of a line above the bound: its size and SHA-256. */
-export const oversizedItem = (index: number, from: "cli" | "driver", line: OversizedLine): SessionJournal.WriteItem => ({
+export const oversizedItem = (
+  index: number,
+  from: "cli" | "driver",
+  line: OversizedLine
+): SessionJournal.WriteItem => ({
   _tag: "Other",
   kind: OVERSIZED_KIND,
   payload: { index, from, bytes: line.bytes, sha256: line.sha256 }
