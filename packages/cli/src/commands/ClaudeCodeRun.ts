@@ -17,7 +17,9 @@
  * protocol (the CLI answers, ends the turn with an `error_during_execution`
  * result, and the run goes on with the next prompt). A second Ctrl-C, or one
  * while no turn runs, ends the session (SIGTERM to the CLI's group, SIGKILL after
- * the grace period). Exit codes: 0 every turn succeeded, 1 a turn ended with an
+ * the grace period), once the interrupt in flight has settled: its request and
+ * the CLI's answer are on the chain (an interrupt unanswered for 10 s ends the
+ * CLI itself). Exit codes: 0 every turn succeeded, 1 a turn ended with an
  * error result (an interrupted one included), 2 bad usage or policy file, 3 the
  * journal failed, 6 stdout failed, 70 the Claude Code CLI died (or could not be
  * started), 130 ended by Ctrl-C.
@@ -200,6 +202,10 @@ export const run = Command.make("run", flags, (a) =>
 
         // Ctrl-C: the first interrupts the running turn, the next (or one between turns) ends the session.
         let phase: "idle" | "running" | "interrupting" = "idle"
+        // The interrupt in flight: a Ctrl-C that ends the session waits for it to
+        // settle (the CLI's answer journaled, ~150 ms; or, unanswered, the CLI ended
+        // after the interrupt's own 10 s), so its request and answer are on the chain.
+        let interrupting: Fiber.Fiber<void> | undefined
         const quit = yield* Deferred.make<void>()
         yield* Queue.take(signals).pipe(
           Effect.flatMap((): Effect.Effect<unknown, never, Scope.Scope> => {
@@ -213,7 +219,8 @@ export const run = Command.make("run", flags, (a) =>
                     : Effect.void
                 ),
                 Effect.catch((e) => Output.errorLine(`session-journal: the interrupt failed: ${e.message}`))
-              )))
+              ))),
+              Effect.tap((fiber) => Effect.sync(() => (interrupting = fiber)))
             )
           }),
           Effect.forever,
@@ -242,6 +249,9 @@ export const run = Command.make("run", flags, (a) =>
           Effect.as(conversation, "done" as const),
           Effect.as(Deferred.await(quit), "quit" as const)
         )
+        if (ended === "quit" && interrupting !== undefined) {
+          yield* Fiber.join(interrupting)
+        }
 
         const state = yield* SubscriptionRef.get(session.state)
         const summary = {
