@@ -391,18 +391,15 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
     }))
 
   /**
-   * Writes an answer (journaled first, as every line of ours); when the journal
-   * could not record the decision behind it, the session then ends.
+   * Writes an answer (journaled first, as every line of ours). When the journal
+   * could not record the decision behind it, nothing is answered: the session
+   * ends and the CLI's process group with it, so the call never runs and no
+   * answer reaches the CLI that the chain does not hold.
    */
   const answer = (requestId: string, answered: Decide.Answer) =>
-    write(Message.controlSuccess(requestId, answered.response)).pipe(
-      Effect.andThen(
-        answered.fatal === null
-          ? Effect.void
-          : fatal(new SessionStorageError({ operation: "decide a tool call", cause: answered.fatal }))
-      ),
-      Effect.ignore
-    )
+    answered.fatal === null
+      ? Effect.ignore(write(Message.controlSuccess(requestId, answered.response)))
+      : fatal(new SessionStorageError({ operation: `decide on control request ${requestId}`, cause: answered.fatal }))
 
   /** Answers a control request of the CLI's that came as an oversized line, from its head. */
   const onOversized = (line: Lines.OversizedLine) =>

@@ -17,7 +17,9 @@
  * session goes on with the next lines; a CLI that never answers `initialize`
  * fails `make` and is ended, so nothing runs unguarded; a hook callback whose
  * input cannot be decoded is answered with a refusal (a deny for PreToolUse),
- * on the chain before it is written.
+ * on the chain before it is written; and when the journal cannot record a
+ * decision (a fault injected into its append), nothing is answered: the
+ * session ends with the CLI's process, so the call never runs.
  */
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { assert, describe, it } from "@effect/vitest"
@@ -25,6 +27,7 @@ import { Hook } from "@session-journal/claude-code"
 import * as Cli from "@session-journal/claude-code/test/claudeCli"
 import * as Fake from "@session-journal/claude-code/test/fakeApi"
 import { Entry, Policy, SessionJournal } from "@session-journal/core"
+import * as Instrumented from "@session-journal/core/test/InstrumentedPersistence"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -366,6 +369,65 @@ process.stdin.on("data", (d) => require("node:fs").appendFileSync(${JSON.stringi
       const stdin = fs.readFileSync(path.join(root, "stdin"), "utf8").trim().split("\n")
       assert.deepStrictEqual(stdin.map((l) => JSON.parse(l).request.subtype), ["initialize"])
     }).pipe(Effect.timeout("30 seconds")))
+
+  it.live(
+    "the journal failing a decision: nothing is answered, the session ends with the CLI's process",
+    () =>
+      Effect.gen(function*() {
+        const root = Cli.tempDir("sj-standin-")
+        const got = path.join(root, "stdin")
+        const pidFile = path.join(root, "pid")
+        // Records every line it reads; sends a PreToolUse callback once the prompt came.
+        const exe = standIn(
+          root,
+          "failing-claude",
+          `const fs = require("node:fs");
+fs.writeFileSync(${JSON.stringify(pidFile)}, String(process.pid));
+const send = (o) => process.stdout.write(JSON.stringify(o) + "\\n");
+require("node:readline").createInterface({ input: process.stdin }).on("line", (l) => {
+  fs.appendFileSync(${JSON.stringify(got)}, l + "\\n");
+  const m = JSON.parse(l);
+  if (m.type === "control_request" && m.request.subtype === "initialize") {
+    send({ type: "control_response", response: { subtype: "success", request_id: m.request_id, response: {} } });
+  } else if (m.type === "user") {
+    const hooks = JSON.parse(fs.readFileSync(${JSON.stringify(got)}, "utf8").split("\\n")[0]).request.hooks;
+    send({ type: "control_request", request_id: "cb-1", request: { subtype: "hook_callback",
+      callback_id: hooks.PreToolUse[0].hookCallbackIds[0],
+      input: { session_id: "s", cwd: "/", hook_event_name: "PreToolUse", tool_name: "Bash",
+        tool_input: { command: "echo hi" }, tool_use_id: "toolu_1" } } });
+  }
+});`
+        )
+        const probe = Instrumented.makeProbe()
+        // Appends of the session: 0 initialize, 1 its answer, 2 the prompt, 3 the
+        // callback, 4 its decision, 5 the answer to it.
+        Instrumented.plan(probe, "failing", 4, { _tag: "FailBefore" })
+        const error = yield* Effect.gen(function*() {
+          const session = yield* Session.make({ journalSession: "failing", claude: exe, killGrace: "300 millis" })
+          yield* session.send({ text: "go" })
+          return yield* session.ended
+        }).pipe(
+          Effect.scoped,
+          Effect.provide(Layer.mergeAll(
+            SessionJournal.layer().pipe(Layer.provide(Instrumented.layerMemory(probe))),
+            NodeServices.layer
+          ))
+        )
+        assert.strictEqual(error._tag, "SessionStorageError", String(error))
+        const pid = Number(fs.readFileSync(pidFile, "utf8"))
+        let alive = true
+        try {
+          process.kill(pid, 0)
+        } catch {
+          alive = false
+        }
+        assert.isFalse(alive, "the CLI outlived the journal's failure")
+        const read = fs.readFileSync(got, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+        const answers = read.filter((m) => m.type === "control_response")
+        assert.strictEqual(answers.length, 0, "an answer reached the CLI after the journal failed")
+        assert.include(error.message, "decide on control request cb-1")
+      }).pipe(Effect.timeout("30 seconds"))
+  )
 
   it.live("a hook callback that cannot be decoded is answered with the refusal, journaled before it is written", () =>
     runStandIn(
