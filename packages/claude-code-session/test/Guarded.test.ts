@@ -14,7 +14,8 @@
  * With stand-ins for the CLI (small scripts given as `claude`): a line of 64 MiB
  * without a newline is journaled as an oversized marker with its size and
  * SHA-256 while the splitter never holds more than the line bound, and the
- * session goes on with the next lines; a CLI that never answers `initialize`
+ * session goes on with the next lines; control requests above the bound are
+ * refused from their heads; a CLI that never answers `initialize`
  * fails `make` and is ended, so nothing runs unguarded; a hook callback whose
  * input cannot be decoded is answered with a refusal (a deny for PreToolUse),
  * on the chain before it is written; and when the journal cannot record a
@@ -339,6 +340,36 @@ process.stdin.pause(); rl.close();
         })
     ).pipe(Effect.timeout("120 seconds"))
   })
+
+  it.live("control requests above the line bound are refused from their heads: a deny, never left unanswered", () =>
+    runStandIn(
+      "big-claude",
+      answeringInitialize(`
+const pre = lines[0].request.hooks.PreToolUse[0].hookCallbackIds[0];
+const content = "x".repeat(2 * 1024 * 1024);
+send({ type: "control_request", request_id: "big-1", request: { subtype: "hook_callback", callback_id: pre,
+  input: { session_id: "s", cwd: "/", hook_event_name: "PreToolUse", tool_name: "Write",
+    tool_input: { file_path: "/tmp/x", content }, tool_use_id: "toolu_big" } } });
+send({ type: "control_request", request_id: "big-2", request: { subtype: "can_use_tool", tool_name: "Write",
+  input: { file_path: "/tmp/x", content }, tool_use_id: "toolu_big2" } });
+const answered = () => lines.filter((m) => m.type === "control_response").length;
+while (answered() < 2) await new Promise((r) => setTimeout(r, 20));
+send({ type: "result", subtype: "success", is_error: false, total_cost_usd: 0, answers: lines.filter((m) => m.type === "control_response") });
+`),
+      { maxLineBytes: 1024 * 1024 },
+      (session) =>
+        Effect.gen(function*() {
+          const result = yield* session.awaitResultAfter(0)
+          const answers = (result as unknown as { answers: Array<{ response: Payload }> }).answers
+          const byId = new Map(answers.map((a) => [a.response["request_id"], a.response["response"] as Payload]))
+          const hook = byId.get("big-1")!["hookSpecificOutput"] as Payload
+          assert.strictEqual(hook["permissionDecision"], "deny")
+          assert.include(String(hook["permissionDecisionReason"]), "over the driver's line bound")
+          assert.strictEqual(byId.get("big-2")!["behavior"], "deny")
+          const entries = yield* entriesOf("standin")
+          assert.strictEqual(entries.filter((e) => e.kind === Session.OVERSIZED_KIND).length, 2)
+        })
+    ).pipe(Effect.timeout("30 seconds")))
 
   it.live("a CLI that never answers initialize fails make and is ended: no prompt is ever sent", () =>
     Effect.gen(function*() {
