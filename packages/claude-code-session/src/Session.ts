@@ -219,8 +219,9 @@ export interface Session {
     readonly failure: string | null
   }>
   /**
-   * Bytes of the CLI's stdout held for an unfinished line: now, and the most at
-   * any time so far (at most `maxLineBytes`).
+   * Bytes of the CLI's stdout kept for an unfinished line (or the 4 KiB head of
+   * an oversized one): now, and the most at any time so far (at most
+   * `maxLineBytes` + 4 KiB).
    *
    * @since 0.7.0
    */

@@ -43,15 +43,16 @@ export const isOversized = (piece: Piece): piece is OversizedLine => !(piece ins
  * Splits byte chunks into lines (without their `\n`; a `\r` before it is kept,
  * it is the line's). At most `maxLineBytes` of an unfinished line are held: past
  * that, the line is hashed as it streams and only its head is kept, so a line
- * without a newline costs bounded memory whatever its length. `held` is what is
- * held now, `peak` the most ever held (the figure tests check).
+ * without a newline costs bounded memory whatever its length. `stats` counts the
+ * bytes kept between chunks (the unfinished line's, or an oversized line's
+ * head): `held` now, `peak` the most ever, at most `maxLineBytes` + `HEAD_BYTES`.
  */
 export const splitter = (maxLineBytes: number) => {
   let held: Array<Uint8Array> = []
   let heldBytes = 0
   let peak = 0
   // Set while the current line is past the bound.
-  let over: { hash: crypto.Hash; bytes: number; head: Uint8Array } | null = null
+  let over: { hash: crypto.Hash; bytes: number; head: Array<Uint8Array>; headBytes: number } | null = null
 
   const concat = (parts: ReadonlyArray<Uint8Array>, total: number): Uint8Array => {
     const out = new Uint8Array(total)
@@ -63,20 +64,24 @@ export const splitter = (maxLineBytes: number) => {
     return out
   }
 
+  /** Hashes `part` into the oversized line, keeping it in the head while that is short. */
+  const hashIn = (line: NonNullable<typeof over>, part: Uint8Array) => {
+    line.hash.update(part)
+    line.bytes += part.length
+    if (line.headBytes < HEAD_BYTES) {
+      // Copied: the stream may reuse the chunk's buffer.
+      const take = part.slice(0, HEAD_BYTES - line.headBytes)
+      line.head.push(take)
+      line.headBytes += take.length
+    }
+  }
+
   /** Moves the held bytes and `part` into the hash of an oversized line. */
   const overflow = (part: Uint8Array) => {
-    const hash = crypto.createHash("sha256")
-    const headParts: Array<Uint8Array> = []
-    let headBytes = 0
-    for (const p of [...held, part]) {
-      hash.update(p)
-      if (headBytes < HEAD_BYTES) {
-        const take = p.subarray(0, HEAD_BYTES - headBytes)
-        headParts.push(take)
-        headBytes += take.length
-      }
-    }
-    over = { hash, bytes: heldBytes + part.length, head: concat(headParts, headBytes) }
+    const line = { hash: crypto.createHash("sha256"), bytes: 0, head: [], headBytes: 0 }
+    for (const p of held) hashIn(line, p)
+    hashIn(line, part)
+    over = line
     held = []
     heldBytes = 0
   }
@@ -85,8 +90,7 @@ export const splitter = (maxLineBytes: number) => {
   const feed = (part: Uint8Array, copy: boolean) => {
     if (part.length === 0) return
     if (over !== null) {
-      over.hash.update(part)
-      over.bytes += part.length
+      hashIn(over, part)
     } else if (heldBytes + part.length > maxLineBytes) {
       overflow(part)
     } else {
@@ -103,7 +107,7 @@ export const splitter = (maxLineBytes: number) => {
         _tag: "Oversized",
         bytes: over.bytes,
         sha256: over.hash.digest("hex"),
-        head: over.head
+        head: concat(over.head, over.headBytes)
       }
       over = null
       return line
@@ -114,6 +118,9 @@ export const splitter = (maxLineBytes: number) => {
     heldBytes = 0
     return line
   }
+
+  /** Bytes kept between chunks: the unfinished line's, or an oversized line's head. */
+  const retained = () => heldBytes + (over?.headBytes ?? 0)
 
   return {
     push: (chunk: Uint8Array): Array<Piece> => {
@@ -128,8 +135,8 @@ export const splitter = (maxLineBytes: number) => {
       if (start < chunk.length) {
         // Lines finished above may be views of held bytes: copy only the unfinished tail.
         feed(chunk.subarray(start), true)
-        if (heldBytes > peak) peak = heldBytes
       }
+      peak = Math.max(peak, retained())
       return pieces
     },
     /** What is left after the last newline, as a last line. */
@@ -138,7 +145,7 @@ export const splitter = (maxLineBytes: number) => {
       return rest === null ? [] : [rest]
     },
     /** Bytes held for the unfinished line now, and the most ever held. */
-    stats: (): { readonly held: number; readonly peak: number } => ({ held: heldBytes, peak })
+    stats: (): { readonly held: number; readonly peak: number } => ({ held: retained(), peak })
   }
 }
 
