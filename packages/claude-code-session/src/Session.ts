@@ -33,7 +33,7 @@
  *
  * @since 0.1.0
  */
-import { Archive, Hook, type Sync } from "@session-journal/claude-code"
+import { Archive, type Sync } from "@session-journal/claude-code"
 import { type Guard, Persistence, SessionJournal, type StorageError } from "@session-journal/core"
 import type * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -147,10 +147,10 @@ export interface Options {
   readonly eventsCapacity?: number | undefined
   /**
    * How long `interrupt` waits for the CLI's answer before ending the process
-   * (default 10 s). This, `killGrace` and `archive.interval` are `Duration.Input`s:
-   * one that is no duration, or a negative one, fails `make` (before the process
-   * starts) with a `StorageError` of operation "configure" whose reason is
-   * `InvalidOption` naming it.
+   * (default 10 s). This, `killGrace`, `archive.interval`, `initializeTimeout`
+   * and `decisionTimeout` are `Duration.Input`s: one that is no duration, or a
+   * negative one, fails `make` (before the process starts) with a `StorageError`
+   * of operation "configure" whose reason is `InvalidOption` naming it.
    */
   readonly interruptTimeout?: Duration.Input | undefined
   /** Between SIGTERM and SIGKILL when the process is ended (default 2 s). */
@@ -412,17 +412,7 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
           `session-journal: a control request of ${line.bytes} bytes (over maxLineBytes) could not be read or answered; the CLI was ended`
         )
       }
-      const reason =
-        `session-journal: the request is ${line.bytes} bytes, over the driver's line bound of ${maxLineBytes}`
-      const message = control.subtype === "can_use_tool"
-        ? Message.controlSuccess(control.requestId, { behavior: "deny", message: reason })
-        : control.subtype === "hook_callback"
-        ? Message.controlSuccess(
-          control.requestId,
-          Hook.refusal(Decide.eventOfCallback(control.callbackId ?? "") ?? "PreToolUse", reason).httpOutput
-        )
-        : Message.controlFailure(control.requestId, reason)
-      return Effect.forkChild(Effect.ignore(write(message)))
+      return Effect.forkChild(Effect.ignore(write(Decide.refuseOversized(control, line.bytes, maxLineBytes))))
     })
 
   /** Acts on one journaled line of the CLI's. */

@@ -19,7 +19,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
-import type * as Message from "../Message.ts"
+import * as Message from "../Message.ts"
 
 /** The callback id of each hook the driver registers. */
 export const CALLBACKS = {
@@ -224,4 +224,26 @@ export const make = (options: {
     })
 
   return { hookCallback, canUseTool }
+}
+
+/**
+ * The answer to a control request of the CLI's that came as a line above the
+ * bound, read from its head (`Lines.controlOf`): a deny for `can_use_tool`, the
+ * event's refusal for a hook callback (a deny for PreToolUse), an error for any
+ * other request.
+ */
+export const refuseOversized = (
+  control: { readonly requestId: string; readonly subtype: string; readonly callbackId: string | null },
+  bytes: number,
+  maxLineBytes: number
+): Message.Message => {
+  const reason = `session-journal: the request is ${bytes} bytes, over the driver's line bound of ${maxLineBytes}`
+  if (control.subtype === "can_use_tool") {
+    return Message.controlSuccess(control.requestId, { behavior: "deny", message: reason })
+  }
+  if (control.subtype === "hook_callback") {
+    const event = eventOfCallback(control.callbackId ?? "") ?? "PreToolUse"
+    return Message.controlSuccess(control.requestId, Hook.refusal(event, reason).httpOutput)
+  }
+  return Message.controlFailure(control.requestId, reason)
 }
