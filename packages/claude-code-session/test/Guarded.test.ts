@@ -9,7 +9,7 @@
  * and the chain holds the tool entry with the `claude-code.decision` entry
  * beside it; a call the CLI asks about through `can_use_tool` after its
  * PreToolUse callback allowed it is answered from that decision and recorded
- * once, with its outcome.
+ * once, with its outcome; a sub-agent's call is decided with its agent id.
  *
  * With stand-ins for the CLI (small scripts given as `claude`): a line of 64 MiB
  * without a newline is journaled as an oversized marker with its size and
@@ -260,6 +260,53 @@ describe.skipIf(bin === null)("every tool call decided, against the real CLI", (
       ).pipe(Effect.timeout("120 seconds"))
     }
   )
+
+  it.live("a sub-agent's calls are decided too, with the hook input passed on: its agent id on the chain", () => {
+    let work = ""
+    return withSession(
+      Fake.perConversation((r) =>
+        r.prompt.includes("SUBTASK")
+          ? [Fake.tools(Fake.bash(`echo from-sub > ${path.join(work, "sub.txt")}`)), Fake.text("sub done")]
+          : [
+            Fake.tools({
+              name: "Agent",
+              input: {
+                description: "Run one command",
+                prompt: "SUBTASK: run the command",
+                subagent_type: "general-purpose",
+                run_in_background: false
+              }
+            }),
+            Fake.text("main done")
+          ]
+      ),
+      (s) => {
+        work = s.work
+        return {
+          ...policyOf({ denyList: ["Bash"] }),
+          args: ["--tools", "Bash,Agent", "--allowedTools", "Bash,Agent"]
+        }
+      },
+      (session, s) =>
+        Effect.gen(function*() {
+          yield* session.send({ text: "delegate it" })
+          const result = yield* session.awaitResultAfter(0)
+          assert.strictEqual(result.subtype, "success")
+          assert.isFalse(fs.existsSync(path.join(s.work, "sub.txt")), "the sub-agent's denied Bash ran")
+          const entries = yield* entriesOf("cc-guarded")
+          const bash = entries.find((e) => Entry.isTool(e) && e.tool_name === "Bash")
+          assert.isDefined(bash, "the sub-agent's call is not on the chain")
+          assert.isTrue(Entry.isTool(bash!) && bash.allowed === false && bash.agent_id !== "main")
+          const decision = entries.map(payloadOf).find((p) => p["tool_name"] === "Bash" && "verdict" in p)
+          assert.strictEqual(decision?.["verdict"], "deny")
+          assert.strictEqual(decision?.["agent_type"], "general-purpose")
+          assert.strictEqual(decision?.["agent_id"], Entry.isTool(bash!) ? bash.agent_id : undefined)
+          // The Agent call itself was decided in the main agent.
+          const agent = entries.find((e) => Entry.isTool(e) && e.tool_name === "Agent")
+          assert.isTrue(agent !== undefined && Entry.isTool(agent) && agent.agent_id === "main" && agent.allowed)
+        })
+    ).pipe(Effect.timeout("120 seconds"))
+  })
 })
 
 /** A stand-in CLI: a Node script given as `claude`. */
