@@ -6,8 +6,9 @@
  *
  * Every tool call is decided. Before anything else the driver sends `initialize`
  * registering hook callbacks for PreToolUse, PostToolUse and PostToolUseFailure
- * on every tool, and waits (bounded) for the CLI's answer; a CLI that does not
- * answer is ended and `make` fails: the session never runs unguarded. Each
+ * on every tool; user messages wait for the CLI's answer (bounded), and a CLI
+ * that does not answer is ended and the session fails: it never runs
+ * unguarded. Each
  * callback is handled by `Hook.handle` of `@session-journal/claude-code` (the
  * pipeline of the command hook and the resident guard) with the session's
  * policy, recorded in the session's own journal session: a PreToolUse gets its
@@ -126,8 +127,9 @@ export interface Options {
    */
   readonly policyName?: string | undefined
   /**
-   * How long `make` waits for the CLI's answer to `initialize` (default 30 s);
-   * without it the CLI is ended and `make` fails with `CliDied` saying so.
+   * How long the CLI has to answer `initialize` (default 30 s); user messages
+   * wait for the answer, and without it the CLI is ended and the session fails
+   * with `CliDied` saying so.
    *
    * @since 0.7.0
    */
@@ -186,7 +188,11 @@ export interface Session {
   readonly pid: number
   /** The journal session holding the lines. */
   readonly journalSession: string
-  /** Journals a user message and writes it to the CLI; returns once written (it does not wait for the turn). */
+  /**
+   * Journals a user message and writes it to the CLI; returns once written (it
+   * does not wait for the turn). The first waits until the CLI has accepted the
+   * driver's hooks, and fails if it did not.
+   */
   readonly send: (input: UserInput.UserInput) => Effect.Effect<void, SessionError>
   /** Journals and writes any message (an `initialize`, a raw user line). */
   readonly write: (message: Message.Message) => Effect.Effect<void, SessionError>
@@ -300,6 +306,8 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
   const state = yield* SubscriptionRef.make(SessionState.initial)
   const hub = yield* PubSub.sliding<Published>(capacity)
   const initDeferred = yield* Deferred.make<Message.SystemInit, SessionError>()
+  // Completes when the CLI has accepted the driver's hooks; user messages wait for it.
+  const registered = yield* Deferred.make<void, SessionError>()
   const endedDeferred = yield* Deferred.make<SessionError>()
   const pending = new Map<string, Deferred.Deferred<Schema.Json, SessionError | ControlError>>()
   const decisions = yield* FiberMap.make<string>()
@@ -360,6 +368,7 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
     Effect.gen(function*() {
       if (!(yield* Deferred.succeed(endedDeferred, error))) return
       yield* Deferred.fail(initDeferred, error)
+      yield* Deferred.fail(registered, error)
       for (const d of pending.values()) yield* Deferred.fail(d, error)
       pending.clear()
       yield* Queue.end(stdin)
@@ -378,8 +387,14 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
 
   const publish = (event: Line) => PubSub.publish(hub, event)
 
-  /** Journals a line of ours, publishes it and queues it for the CLI's stdin, in one order. */
+  /**
+   * Journals a line of ours, publishes it and queues it for the CLI's stdin, in
+   * one order. A user message first waits until the hooks are registered.
+   */
   const write = (message: Message.Message): Effect.Effect<void, SessionError> =>
+    message._tag === "User" ? Effect.andThen(Deferred.await(registered), writeLine(message)) : writeLine(message)
+
+  const writeLine = (message: Message.Message): Effect.Effect<void, SessionError> =>
     writeLock.withPermits(1)(Effect.gen(function*() {
       if (yield* Deferred.isDone(endedDeferred)) return yield* Effect.fail(yield* Deferred.await(endedDeferred))
       const text = Message.encodeLine(message)
@@ -613,29 +628,32 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
     return { _tag: "Answered", stillQueued: Array.isArray(queued) ? queued : [] } as InterruptOutcome
   })
 
-  // The hooks are registered before anything else reaches the CLI: `make` returns
-  // only once the CLI has answered `initialize`, else it ends the CLI and fails.
+  // The hooks are registered before any prompt reaches the CLI: `initialize` is
+  // the first line written, and user messages wait for its answer. Without one
+  // within `initializeTimeout` the CLI is ended and the session fails.
   const initId = `req_${++requests}_initialize`
   const initialized = yield* Deferred.make<Schema.Json, SessionError | ControlError>()
   pending.set(initId, initialized)
-  yield* write(Message.controlRequest(
-    initId,
-    Decide.initialize(
-      Math.ceil(Duration.toSeconds(decisionTimeout)) + 30
+  yield* write(Message.controlRequest(initId, Decide.initialize(Math.ceil(Duration.toSeconds(decisionTimeout)) + 30)))
+  const unregistered = (why: string) =>
+    Effect.andThen(
+      Effect.sync(() => pending.delete(initId)),
+      endFor(
+        `session-journal: the CLI did not register the driver's hooks (${why}); it was ended rather than run unguarded`
+      )
     )
-  ))
-  const registered = yield* Deferred.await(initialized).pipe(
+  yield* Deferred.await(initialized).pipe(
     Effect.timeoutOption(initializeTimeout),
-    Effect.map((o) => Option.isSome(o) ? null : `no answer to initialize within ${Duration.format(initializeTimeout)}`),
-    Effect.catchTag("ControlError", (e) => Effect.succeed(`initialize failed: ${e.error}`))
+    Effect.flatMap((o) =>
+      Option.isSome(o)
+        ? Deferred.succeed(registered, undefined)
+        : unregistered(`no answer to initialize within ${Duration.format(initializeTimeout)}`)
+    ),
+    Effect.catchTag("ControlError", (e) => unregistered(`initialize failed: ${e.error}`)),
+    // The session ended first: `finish` has failed `registered` already.
+    Effect.ignore,
+    Effect.forkScoped
   )
-  if (registered !== null) {
-    pending.delete(initId)
-    yield* endFor(
-      `session-journal: the CLI did not register the driver's hooks (${registered}); it was ended rather than run unguarded`
-    )
-    return yield* Effect.flatMap(ended, Effect.fail)
-  }
 
   const end = Effect.gen(function*() {
     yield* writeLock.withPermits(1)(Queue.end(stdin))

@@ -58,10 +58,14 @@ require("node:readline").createInterface({ input: process.stdin }).on("line", (l
         )
         const messages = received.filter((e) => e._tag === "Message")
         const missed = received.reduce((n, e) => n + (e._tag === "Missed" ? e.count : 0), 0)
-        // The prompt, then the stand-in's lines.
-        assert.strictEqual(messages.length + missed, N + 2)
-        assert.isAtMost(messages.length, capacity + 1)
-        assert.isAtLeast(missed, N + 1 - capacity - 1)
+        // Lines: 0 initialize, 1 its answer (before or after the subscription),
+        // 2 the prompt, then the stand-in's N + 1; none is lost unreported.
+        assert.strictEqual(messages.length + missed, N + 4 - messages[0]!.index)
+        assert.strictEqual(messages.at(-1)!.index, N + 3)
+        // At most: the answer to initialize when it came after the subscription, the
+        // first event, and a full buffer.
+        assert.isAtMost(messages.length, capacity + 2)
+        assert.isAtLeast(missed, N + 1 - capacity - 2)
         assert.strictEqual(messages.at(-1)?.message._tag, "Result")
         const state = yield* SubscriptionRef.get(session.state)
         // The answer to initialize, then the lines.

@@ -16,7 +16,7 @@
  * SHA-256 while the splitter never holds more than the line bound, and the
  * session goes on with the next lines; control requests above the bound are
  * refused from their heads; a CLI that never answers `initialize`
- * fails `make` and is ended, so nothing runs unguarded; a hook callback whose
+ * is ended and the prompt waiting on it fails, so nothing runs unguarded; a hook callback whose
  * input cannot be decoded is answered with a refusal (a deny for PreToolUse),
  * on the chain before it is written; and when the journal cannot record a
  * decision (a fault injected into its append), nothing is answered: the
@@ -418,7 +418,7 @@ send({ type: "result", subtype: "success", is_error: false, total_cost_usd: 0, a
         })
     ).pipe(Effect.timeout("30 seconds")))
 
-  it.live("a CLI that never answers initialize fails make and is ended: no prompt is ever sent", () =>
+  it.live("a CLI that never answers initialize is ended and the prompt fails: no prompt is ever sent", () =>
     Effect.gen(function*() {
       const root = Cli.tempDir("sj-standin-")
       const pidFile = path.join(root, "pid")
@@ -428,14 +428,18 @@ send({ type: "result", subtype: "success", is_error: false, total_cost_usd: 0, a
         `require("node:fs").writeFileSync(${JSON.stringify(pidFile)}, String(process.pid));
 process.stdin.on("data", (d) => require("node:fs").appendFileSync(${JSON.stringify(path.join(root, "stdin"))}, d));`
       )
-      const exit = yield* Session.make({
-        journalSession: "mute",
-        claude: exe,
-        initializeTimeout: "1 second",
-        killGrace: "300 millis"
-      }).pipe(Effect.scoped, Effect.provide(journalLayer(root)), Effect.flip)
+      const exit = yield* Effect.gen(function*() {
+        const session = yield* Session.make({
+          journalSession: "mute",
+          claude: exe,
+          initializeTimeout: "1 second",
+          killGrace: "300 millis"
+        })
+        // The prompt waits for the hooks to be registered; they never are.
+        return yield* Effect.flip(session.send({ text: "run unguarded" }))
+      }).pipe(Effect.scoped, Effect.provide(journalLayer(root)))
       assert.strictEqual(exit._tag, "CliDied")
-      assert.include(exit.message, "initialize")
+      assert.include(exit.message, "did not register the driver's hooks (no answer to initialize within 1s)")
       const pid = Number(fs.readFileSync(pidFile, "utf8"))
       let alive = true
       try {
