@@ -8,13 +8,12 @@
  * registering hook callbacks for PreToolUse, PostToolUse and PostToolUseFailure
  * on every tool; user messages wait for the CLI's answer (bounded), and a CLI
  * that does not answer is ended and the session fails: it never runs
- * unguarded. Each
- * callback is handled by `Hook.handle` of `@session-journal/claude-code` (the
- * pipeline of the command hook and the resident guard) with the session's
- * policy, recorded in the session's own journal session: a PreToolUse gets its
- * tool entry and `claude-code.decision` entry in one append and is answered `{}`
- * or denied with the guard's reason, the guard in brackets; a PostToolUse its
- * `tool.outcome`. `can_use_tool` (a call the CLI would prompt for) is answered
+ * unguarded. Each callback is handled by `Hook.handle` of
+ * `@session-journal/claude-code` (the pipeline of the command hook and the
+ * resident guard) with the session's policy, recorded in the session's own
+ * journal session: a PreToolUse gets its tool entry and `claude-code.decision`
+ * entry in one append and is answered `{}` or denied with the guard's reason,
+ * the guard in brackets; a PostToolUse its `tool.outcome`. `can_use_tool` (a call the CLI would prompt for) is answered
  * from the PreToolUse decision of the same call, or, when none came, decided
  * through the same pipeline. What cannot be handled is refused in the event's
  * own form (`Hook.refusal`), never left unanswered or answered `{}`.

@@ -11,8 +11,7 @@
  * the journal could not record says so (`fatal`), and the session then ends.
  */
 import { Hook } from "@session-journal/claude-code"
-import type { Guard, SessionJournal } from "@session-journal/core"
-import * as Cause from "effect/Cause"
+import { type Guard, messageOf, type SessionJournal } from "@session-journal/core"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -113,17 +112,15 @@ export const make = (options: {
           fatal: true
         }
       ),
-      Effect.catchCause((cause) =>
-        Cause.hasInterruptsOnly(cause)
-          ? Effect.failCause(cause as Cause.Cause<never>)
-          : Effect.succeed<Handled>(
-            Cause.hasDies(cause)
-              ? { _tag: "Refused", reason: `unexpected failure (a bug): ${Cause.pretty(cause)}`, fatal: true }
-              : (() => {
-                const e = Cause.squash(cause) as Hook.HookError
-                return { _tag: "Refused", reason: e.message, fatal: e.reason === "Journal" }
-              })()
-          )
+      Effect.catch((e) =>
+        Effect.succeed<Handled>({ _tag: "Refused", reason: e.message, fatal: e.reason === "Journal" })
+      ),
+      Effect.catchDefect((defect) =>
+        Effect.succeed<Handled>({
+          _tag: "Refused",
+          reason: `unexpected failure (a bug): ${messageOf(defect)}`,
+          fatal: true
+        })
       )
     )
 
