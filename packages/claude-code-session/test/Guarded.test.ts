@@ -18,7 +18,8 @@
  * refused from their heads; a CLI that never answers `initialize`
  * is ended and the prompt waiting on it fails, so nothing runs unguarded; a hook callback whose
  * input cannot be decoded is answered with a refusal (a deny for PreToolUse),
- * on the chain before it is written; and when the journal cannot record a
+ * on the chain before it is written; a `can_use_tool` with no hook decision
+ * before it is decided through the same pipeline; and when the journal cannot record a
  * decision (a fault injected into its append), nothing is answered: the
  * session ends with the CLI's process, so the call never runs.
  */
@@ -510,6 +511,44 @@ require("node:readline").createInterface({ input: process.stdin }).on("line", (l
         assert.include(error.message, "decide on control request cb-1")
       }).pipe(Effect.timeout("30 seconds"))
   )
+
+  it.live("a can_use_tool with no hook decision before it is decided through the same pipeline", () =>
+    runStandIn(
+      "asking-claude",
+      answeringInitialize(`
+send({ type: "control_request", request_id: "ask-1", request: { subtype: "can_use_tool", tool_name: "Write",
+  input: { file_path: "/tmp/x", content: "x" }, tool_use_id: "toolu_w" } });
+send({ type: "control_request", request_id: "ask-2", request: { subtype: "can_use_tool", tool_name: "Read",
+  input: { file_path: "/tmp/x" }, tool_use_id: "toolu_r", agent_id: "a0123456789abcdef" } });
+const answered = () => lines.filter((m) => m.type === "control_response").length;
+while (answered() < 2) await new Promise((r) => setTimeout(r, 20));
+send({ type: "result", subtype: "success", is_error: false, total_cost_usd: 0, answers: lines.filter((m) => m.type === "control_response") });
+`),
+      policyOf({ denyList: ["Write"] }),
+      (session) =>
+        Effect.gen(function*() {
+          const result = yield* session.awaitResultAfter(0)
+          const answers = (result as unknown as { answers: Array<{ response: Payload }> }).answers
+          const byId = new Map(answers.map((a) => [a.response["request_id"], a.response["response"] as Payload]))
+          assert.deepStrictEqual(byId.get("ask-1"), {
+            behavior: "deny",
+            message: `Write is on the deny list [denyList(["Write"])]`
+          })
+          assert.deepStrictEqual(byId.get("ask-2"), { behavior: "allow", updatedInput: { file_path: "/tmp/x" } })
+          const entries = yield* entriesOf("standin")
+          const tools = entries.filter(Entry.isTool)
+          // Decided concurrently: in either order.
+          assert.deepStrictEqual(tools.map((t) => [t.tool_name, t.allowed, t.agent_id]).sort(), [
+            ["Read", true, "a0123456789abcdef"],
+            ["Write", false, "main"]
+          ])
+          const decisions = entries.filter((e) => e.kind === Hook.DECISION_KIND).map(payloadOf)
+          assert.deepStrictEqual(decisions.map((d) => [d["tool_use_id"], d["verdict"]]).sort(), [
+            ["toolu_r", "allow"],
+            ["toolu_w", "deny"]
+          ])
+        })
+    ).pipe(Effect.timeout("30 seconds")))
 
   it.live("a hook callback that cannot be decoded is answered with the refusal, journaled before it is written", () =>
     runStandIn(
