@@ -21,8 +21,10 @@
  * the CLI's answer are on the chain (an interrupt unanswered for 10 s ends the
  * CLI itself). Exit codes: 0 every turn succeeded, 1 a turn ended with an
  * error result (an interrupted one included), 2 bad usage or policy file, 3 the
- * journal failed, 6 stdout failed, 70 the Claude Code CLI died (or could not be
- * started), 130 ended by Ctrl-C.
+ * journal failed (the CLI is then ended: nothing is answered that the journal
+ * does not hold), 6 stdout failed, 70 the Claude Code CLI died (or could not be
+ * started, or did not accept the driver's hooks and was ended), 130 ended by
+ * Ctrl-C.
  *
  * @since 0.5.0
  */
