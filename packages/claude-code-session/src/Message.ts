@@ -458,3 +458,43 @@ export const canUseTool = (message: Message): CanUseTool | undefined => {
     agentId: typeof agentId === "string" ? agentId : undefined
   }
 }
+
+/**
+ * An error answer to a control request of the CLI (a request this driver does
+ * not serve).
+ *
+ * @since 0.7.0
+ */
+export const controlFailure = (requestId: string, error: string): ControlResponse => ({
+  _tag: "ControlResponse",
+  type: "control_response",
+  response: { subtype: "error", request_id: requestId, error }
+})
+
+/**
+ * A `hook_callback` request: one of the hooks registered by `initialize`, with
+ * the same input a command hook gets on stdin (PROTOCOL.md (d)).
+ *
+ * @since 0.7.0
+ */
+export interface HookCallback {
+  readonly requestId: string
+  readonly callbackId: string
+  /** The hook input as it came (a JSON object when the CLI is well-behaved). */
+  readonly input: Schema.Json | undefined
+}
+
+/**
+ * The `hook_callback` request a control request is, if it is one.
+ *
+ * @since 0.7.0
+ */
+export const hookCallback = (message: Message): HookCallback | undefined => {
+  if (message._tag !== "ControlRequest" || message.request.subtype !== "hook_callback") return undefined
+  const callbackId = message.request["callback_id"]
+  return {
+    requestId: message.request_id,
+    callbackId: typeof callbackId === "string" ? callbackId : "",
+    input: message.request["input"]
+  }
+}

@@ -4,22 +4,37 @@
  * (PROTOCOL.md (d)), in its own process group, and ended with SIGTERM, then
  * SIGKILL after a grace period, when the scope closes.
  *
+ * Every tool call is decided. Before anything else the driver sends `initialize`
+ * registering hook callbacks for PreToolUse, PostToolUse and PostToolUseFailure
+ * on every tool; user messages wait for the CLI's answer (bounded), and a CLI
+ * that does not answer is ended and the session fails: it never runs
+ * unguarded. Each callback is handled by `Hook.handle` of
+ * `@session-journal/claude-code` (the pipeline of the command hook and the
+ * resident guard) with the session's policy, recorded in the session's own
+ * journal session: a PreToolUse gets its tool entry and `claude-code.decision`
+ * entry in one append and is answered `{}` or denied with the guard's reason,
+ * the guard in brackets; a PostToolUse its `tool.outcome`. `can_use_tool` (a call the CLI would prompt for) is answered
+ * from the PreToolUse decision of the same call, or, when none came, decided
+ * through the same pipeline. What cannot be handled is refused in the event's
+ * own form (`Hook.refusal`), never left unanswered or answered `{}`.
+ *
  * Life of a line: every line, in both directions, goes on the session's journal
  * chain, durably, before anything else happens with it. A line the CLI wrote is
  * journaled (a stdout chunk's lines with one append), then folded into `state`
  * and published to `events`, so a subscriber never sees what a crash could lose;
- * a line of ours is journaled, then written to the CLI's stdin. Every
- * `can_use_tool` request is answered through the journal's `decide` with the
- * session's guard (the call is on the chain with `allowed` as decided, and a
- * denial's message is the guard's reason); a `control_cancel_request` interrupts
- * the decision in flight. Our control requests (`interrupt`) are correlated with
- * their answers by request id. When the CLI exits, everything waiting on it fails
- * with `CliDied` carrying its stderr.
+ * a line of ours (prompts, `initialize`, `interrupt`, every answer) is journaled,
+ * then written to the CLI's stdin, and nothing reaches stdin any other way. A
+ * line above `maxLineBytes` is hashed as it streams and never held whole. When
+ * the journal cannot record (a line, a decision, an answer), the session ends:
+ * the CLI's process group is ended rather than answered unrecorded. Our control
+ * requests (`initialize`, `interrupt`) are correlated with their answers by
+ * request id. When the CLI exits, everything waiting on it fails with `CliDied`
+ * carrying its stderr.
  *
  * @since 0.1.0
  */
-import { Archive, type Sync, Transcript } from "@session-journal/claude-code"
-import { Entry, type Guard, Persistence, SessionJournal, type StorageError } from "@session-journal/core"
+import { Archive, type Sync } from "@session-journal/claude-code"
+import { type Guard, Persistence, SessionJournal, type StorageError } from "@session-journal/core"
 import type * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -39,6 +54,7 @@ import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import { CliDied, ControlError, type SessionError, SessionStorageError } from "./Errors.ts"
+import * as Decide from "./internal/decide.ts"
 import * as Lines from "./internal/lines.ts"
 import * as Message from "./Message.ts"
 import * as SessionState from "./SessionState.ts"
@@ -53,13 +69,21 @@ export type From = "cli" | "driver"
 
 /**
  * One element of `events`: a journaled message with its position among all the
- * session's lines (from 0, both directions), or how many this subscriber missed
+ * session's lines (from 0, both directions); a line above `maxLineBytes`, known
+ * by its size and SHA-256 only (since 0.7.0); or how many this subscriber missed
  * because it fell more than the capacity behind.
  *
  * @since 0.1.0
  */
 export type Event =
   | { readonly _tag: "Message"; readonly index: number; readonly from: From; readonly message: Message.Message }
+  | {
+    readonly _tag: "Oversized"
+    readonly index: number
+    readonly from: From
+    readonly bytes: number
+    readonly sha256: string
+  }
   | { readonly _tag: "Missed"; readonly count: number }
 
 /**
@@ -89,8 +113,34 @@ export interface Options {
   readonly cwd?: string | undefined
   /** The CLI's whole environment (default: this process's). */
   readonly env?: Readonly<Record<string, string>> | undefined
-  /** Decides every `can_use_tool` request (default: allow every call, still journaled). */
+  /**
+   * The policy every tool call is decided with, by `Hook.handle` (default: none,
+   * every call allowed and still journaled with its decision).
+   */
   readonly guard?: Guard.Guard | undefined
+  /**
+   * The policy's name as the decision entries keep it (`Policy.format` of a
+   * policy file; default `policy`).
+   *
+   * @since 0.7.0
+   */
+  readonly policyName?: string | undefined
+  /**
+   * How long the CLI has to answer `initialize` (default 30 s); user messages
+   * wait for the answer, and without it the CLI is ended and the session fails
+   * with `CliDied` saying so.
+   *
+   * @since 0.7.0
+   */
+  readonly initializeTimeout?: Duration.Input | undefined
+  /**
+   * How long one decision may take (default 10 s); past it the call is refused
+   * and the session ends, as for a journal failure. The CLI is told to wait 30 s
+   * longer, so its own timeout (which would let the call run) never fires first.
+   *
+   * @since 0.7.0
+   */
+  readonly decisionTimeout?: Duration.Input | undefined
   /**
    * Capacity of the `events` fan-out (default 1024): a subscriber more than this
    * many events behind loses the oldest and is told how many (`Missed`).
@@ -98,17 +148,21 @@ export interface Options {
   readonly eventsCapacity?: number | undefined
   /**
    * How long `interrupt` waits for the CLI's answer before ending the process
-   * (default 10 s). This, `killGrace` and `archive.interval` are `Duration.Input`s:
-   * one that is no duration, or a negative one, fails `make` (before the process
-   * starts) with a `StorageError` of operation "configure" whose reason is
-   * `InvalidOption` naming it.
+   * (default 10 s). This, `killGrace`, `archive.interval`, `initializeTimeout`
+   * and `decisionTimeout` are `Duration.Input`s: one that is no duration, or a
+   * negative one, fails `make` (before the process starts) with a `StorageError`
+   * of operation "configure" whose reason is `InvalidOption` naming it.
    */
   readonly interruptTimeout?: Duration.Input | undefined
   /** Between SIGTERM and SIGKILL when the process is ended (default 2 s). */
   readonly killGrace?: Duration.Input | undefined
   /** Bytes of the CLI's stderr kept, the last ones (default 64 KiB). */
   readonly stderrBytes?: number | undefined
-  /** Largest line journaled with its bytes; a longer one is journaled by size and SHA-256 (default 4 MiB). */
+  /**
+   * Largest line journaled with its bytes (default 4 MiB); a longer one is
+   * journaled by size and SHA-256, hashed as it streams: the driver never holds
+   * more than this of an unfinished line.
+   */
   readonly maxLineBytes?: number | undefined
   /**
    * Mirrors the CLI's transcripts of this working directory into their own journal
@@ -133,7 +187,11 @@ export interface Session {
   readonly pid: number
   /** The journal session holding the lines. */
   readonly journalSession: string
-  /** Journals a user message and writes it to the CLI; returns once written (it does not wait for the turn). */
+  /**
+   * Journals a user message and writes it to the CLI; returns once written (it
+   * does not wait for the turn). The first waits until the CLI has accepted the
+   * driver's hooks, and fails if it did not.
+   */
   readonly send: (input: UserInput.UserInput) => Effect.Effect<void, SessionError>
   /** Journals and writes any message (an `initialize`, a raw user line). */
   readonly write: (message: Message.Message) => Effect.Effect<void, SessionError>
@@ -165,6 +223,14 @@ export interface Session {
     readonly files: ReadonlyArray<Sync.FileReport>
     readonly failure: string | null
   }>
+  /**
+   * Bytes of the CLI's stdout kept for an unfinished line (or the 4 KiB head of
+   * an oversized one): now, and the most at any time so far (at most
+   * `maxLineBytes` + 4 KiB).
+   *
+   * @since 0.7.0
+   */
+  readonly lineBuffer: Effect.Effect<{ readonly held: number; readonly peak: number }>
 }
 
 /**
@@ -204,7 +270,8 @@ const protocolArgs = [
 ]
 
 const Ended = { _tag: "Ended" } as const
-type Published = Extract<Event, { _tag: "Message" }> | typeof Ended
+type Line = Exclude<Event, { _tag: "Missed" }>
+type Published = Line | typeof Ended
 
 /** The projects directory of an environment: `$CLAUDE_CONFIG_DIR/projects`, else `$HOME/.claude/projects`. */
 const projectsOf = (env: Readonly<Record<string, string | undefined>>): string => {
@@ -214,8 +281,6 @@ const projectsOf = (env: Readonly<Record<string, string | undefined>>): string =
     : Archive.defaultSource(env)
 }
 
-const allowAll: Guard.Guard = () => ({ _tag: "Allow" })
-
 /**
  * Starts a session; the scope owns the process.
  *
@@ -224,25 +289,41 @@ const allowAll: Guard.Guard = () => ({ _tag: "Allow" })
 export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Options) {
   const journal = yield* SessionJournal.SessionJournal
   const session = options.journalSession
-  const guard = options.guard ?? allowAll
   const capacity = options.eventsCapacity ?? 1024
   const interruptTimeout = yield* Persistence.decodeInterval("interruptTimeout", options.interruptTimeout, "10 seconds")
   const killGrace = yield* Persistence.decodeInterval("killGrace", options.killGrace, "2 seconds")
   const archiveInterval = yield* Persistence.decodeInterval("archive.interval", options.archive?.interval, "200 millis")
+  const initializeTimeout = yield* Persistence.decodeInterval(
+    "initializeTimeout",
+    options.initializeTimeout,
+    "30 seconds"
+  )
+  const decisionTimeout = yield* Persistence.decodeInterval("decisionTimeout", options.decisionTimeout, "10 seconds")
   const stderrBytes = options.stderrBytes ?? 64 * 1024
   const maxLineBytes = options.maxLineBytes ?? 4 * 1024 * 1024
 
   const state = yield* SubscriptionRef.make(SessionState.initial)
   const hub = yield* PubSub.sliding<Published>(capacity)
   const initDeferred = yield* Deferred.make<Message.SystemInit, SessionError>()
+  // Completes when the CLI has accepted the driver's hooks; user messages wait for it.
+  const registered = yield* Deferred.make<void, SessionError>()
   const endedDeferred = yield* Deferred.make<SessionError>()
   const pending = new Map<string, Deferred.Deferred<Schema.Json, SessionError | ControlError>>()
   const decisions = yield* FiberMap.make<string>()
   const stdin = yield* Queue.unbounded<Uint8Array, Cause.Done>()
   const writeLock = yield* Semaphore.make(1)
   const stderr = Lines.tail(stderrBytes)
+  const decider = Decide.make({
+    policy: options.guard ?? null,
+    policyName: options.policyName,
+    session,
+    deadline: decisionTimeout
+  })
+  const cwd = options.cwd ?? process.cwd()
   let index = 0
   let requests = 0
+  // Why the driver ended the CLI, added to the `CliDied` of its exit.
+  let endNote: string | null = null
 
   const command = ChildProcess.make(options.claude ?? "claude", [...protocolArgs, ...(options.args ?? [])], {
     cwd: options.cwd,
@@ -279,62 +360,74 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
   )
 
   const storage = (operation: string) => (cause: unknown) => new SessionStorageError({ operation, cause })
+  const kill = Effect.ignore(handle.kill({ forceKillAfter: killGrace }))
 
   // The session is over: everything waiting fails with `error`.
   const finish = (error: SessionError) =>
     Effect.gen(function*() {
       if (!(yield* Deferred.succeed(endedDeferred, error))) return
       yield* Deferred.fail(initDeferred, error)
+      yield* Deferred.fail(registered, error)
       for (const d of pending.values()) yield* Deferred.fail(d, error)
       pending.clear()
       yield* Queue.end(stdin)
     })
 
-  const publish = (event: Extract<Event, { _tag: "Message" }>) => PubSub.publish(hub, event)
+  // The session cannot go on safely: over, and the CLI's process group ended, so
+  // nothing it asked is left to run unanswered or answered unrecorded.
+  const fatal = (error: SessionError) => Effect.andThen(finish(error), kill)
 
-  /** Journals a line of ours, publishes it and queues it for the CLI's stdin, in one order. */
+  // The driver ends the CLI for `note` (its exit's `CliDied` says why).
+  const endFor = (note: string) =>
+    Effect.andThen(
+      Effect.sync(() => (endNote ??= note)),
+      kill
+    )
+
+  const publish = (event: Line) => PubSub.publish(hub, event)
+
+  /**
+   * Journals a line of ours, publishes it and queues it for the CLI's stdin, in
+   * one order. A user message first waits until the hooks are registered.
+   */
   const write = (message: Message.Message): Effect.Effect<void, SessionError> =>
+    message._tag === "User" ? Effect.andThen(Deferred.await(registered), writeLine(message)) : writeLine(message)
+
+  const writeLine = (message: Message.Message): Effect.Effect<void, SessionError> =>
     writeLock.withPermits(1)(Effect.gen(function*() {
       if (yield* Deferred.isDone(endedDeferred)) return yield* Effect.fail(yield* Deferred.await(endedDeferred))
       const text = Message.encodeLine(message)
       const bytes = Lines.encoder.encode(text + "\n")
       const at = index++
       yield* journal.writeAll(session, [Lines.item(at, "driver", bytes.subarray(0, bytes.length - 1), maxLineBytes)])
-        .pipe(Effect.mapError(storage("journal a line to the CLI")), Effect.tapError(finish))
+        .pipe(Effect.mapError(storage("journal a line to the CLI")), Effect.tapError(fatal))
       yield* publish({ _tag: "Message", index: at, from: "driver", message })
       yield* Queue.offer(stdin, bytes)
     }))
 
-  const answer = (requestId: string, response: Schema.Json) => write(Message.controlSuccess(requestId, response))
+  /**
+   * Writes an answer (journaled first, as every line of ours). When the journal
+   * could not record the decision behind it, nothing is answered: the session
+   * ends and the CLI's process group with it, so the call never runs and no
+   * answer reaches the CLI that the chain does not hold.
+   */
+  const answer = (requestId: string, answered: Decide.Answer) =>
+    answered.fatal === null
+      ? Effect.ignore(write(Message.controlSuccess(requestId, answered.response)))
+      : fatal(new SessionStorageError({ operation: `decide on control request ${requestId}`, cause: answered.fatal }))
 
-  /** Decides one `can_use_tool` request with the guard, on the chain, and answers it. */
-  const decide = (request: Message.CanUseTool) =>
-    Effect.gen(function*() {
-      const params: Entry.ToolParams = {
-        tool_name: Entry.isIdentity(request.toolName) ? request.toolName : "invalid-tool-name",
-        server_id: Transcript.serverOf(request.toolName),
-        agent_id: request.agentId !== undefined && Entry.isIdentity(request.agentId) ? request.agentId : "main",
-        bytes_read: 0,
-        bytes_written: Transcript.utf8Length(JSON.stringify(request.input)),
-        delegation_depth: request.agentId !== undefined ? 1 : 0
-      }
-      const decision = yield* journal.decide(session, params, guard).pipe(
-        Effect.mapError(storage("decide a tool call")),
-        // Fail closed: a call the journal could not record is not run.
-        Effect.tapError((e) =>
-          Effect.andThen(
-            Effect.ignore(answer(request.requestId, { behavior: "deny", message: e.message })),
-            finish(e)
-          )
+  /** Answers a control request of the CLI's that came as an oversized line, from its head. */
+  const onOversized = (line: Lines.OversizedLine) =>
+    Effect.suspend(() => {
+      const control = Lines.controlOf(line.head)
+      if (control === null) return Effect.void
+      if (control === "unreadable") {
+        return endFor(
+          `session-journal: a control request of ${line.bytes} bytes (over maxLineBytes) could not be read or answered; the CLI was ended`
         )
-      )
-      yield* answer(
-        request.requestId,
-        decision.verdict._tag === "Allow"
-          ? { behavior: "allow", updatedInput: request.input }
-          : { behavior: "deny", message: decision.verdict.reason }
-      )
-    }).pipe(Effect.ignore)
+      }
+      return Effect.forkChild(Effect.ignore(write(Decide.refuseOversized(control, line.bytes, maxLineBytes))))
+    })
 
   /** Acts on one journaled line of the CLI's. */
   const act = (message: Message.Message) =>
@@ -359,14 +452,38 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
           yield* FiberMap.remove(decisions, message.request_id)
           return
         case "ControlRequest": {
+          const callback = Message.hookCallback(message)
+          if (callback !== undefined) {
+            yield* FiberMap.run(
+              decisions,
+              callback.requestId,
+              Effect.flatMap(decider.hookCallback(callback), (a) => answer(callback.requestId, a))
+            )
+            return
+          }
           const request = Message.canUseTool(message)
           if (request !== undefined) {
-            yield* FiberMap.run(decisions, request.requestId, decide(request))
-          } else {
-            // A request this driver does not serve (hook_callback without our
-            // hooks): an empty answer is "no opinion".
-            yield* Effect.forkChild(Effect.ignore(answer(message.request_id, {})))
+            const claudeSession = (yield* SubscriptionRef.get(state)).sessionId
+            yield* FiberMap.run(
+              decisions,
+              request.requestId,
+              Effect.flatMap(decider.canUseTool(request, claudeSession, cwd), (a) => answer(request.requestId, a))
+            )
+            return
           }
+          // A request this driver does not serve: an error answer, so the CLI is
+          // not left waiting (a can_use_tool without a tool name is refused).
+          yield* Effect.forkChild(Effect.ignore(write(
+            message.request.subtype === "can_use_tool"
+              ? Message.controlSuccess(message.request_id, {
+                behavior: "deny",
+                message: "session-journal: a can_use_tool request without a tool name"
+              })
+              : Message.controlFailure(
+                message.request_id,
+                `session-journal: the driver does not serve ${message.request.subtype}`
+              )
+          )))
           return
         }
         default:
@@ -375,24 +492,43 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
     })
 
   /** One stdout chunk's complete lines: one journal append, then fold, publish, act. */
-  const onLines = (lines: ReadonlyArray<Uint8Array>) =>
+  const onLines = (pieces: ReadonlyArray<Lines.Piece>) =>
     writeLock.withPermits(1)(Effect.gen(function*() {
       const first = index
-      index += lines.length
-      yield* journal.writeAll(session, lines.map((l, i) => Lines.item(first + i, "cli", l, maxLineBytes))).pipe(
-        Effect.mapError(storage("journal lines of the CLI"))
+      index += pieces.length
+      yield* journal.writeAll(
+        session,
+        pieces.map((p, i) =>
+          Lines.isOversized(p)
+            ? Lines.oversizedItem(first + i, "cli", p)
+            : Lines.item(first + i, "cli", p, maxLineBytes)
+        )
+      ).pipe(Effect.mapError(storage("journal lines of the CLI")))
+      return pieces.map((p, i) =>
+        Lines.isOversized(p)
+          ? { index: first + i, oversized: p }
+          : { index: first + i, message: Message.decodeLine(Lines.text(p)) }
       )
-      return lines.map((l, i) => ({ index: first + i, message: Message.decodeLine(Lines.text(l)) }))
     })).pipe(
       Effect.flatMap((decoded) =>
-        Effect.forEach(decoded, ({ index, message }) =>
+        Effect.forEach(decoded, (line) =>
           Effect.gen(function*() {
+            if ("oversized" in line) {
+              const { bytes, sha256 } = line.oversized
+              yield* publish({ _tag: "Oversized", index: line.index, from: "cli", bytes, sha256 })
+              yield* onOversized(line.oversized)
+              return
+            }
+            const message = line.message
             yield* SubscriptionRef.update(state, (s) => SessionState.fold(s, message))
-            yield* publish({ _tag: "Message", index, from: "cli", message })
+            yield* publish({ _tag: "Message", index: line.index, from: "cli", message })
             yield* act(message)
           }), { discard: true })
       )
     )
+
+  // The CLI's stderr, with the driver's reason last when it ended the CLI.
+  const stderrText = () => endNote === null ? stderr.text() : `${stderr.text()}\n${endNote}`
 
   yield* handle.stderr.pipe(
     Stream.runForEach((chunk) => Effect.sync(() => stderr.push(chunk))),
@@ -412,7 +548,7 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
     )
   }
 
-  const splitter = Lines.splitter()
+  const splitter = Lines.splitter(maxLineBytes)
   yield* handle.stdout.pipe(
     Stream.mapError(storage("read the CLI's stdout")),
     Stream.runForEach((chunk) => {
@@ -424,17 +560,17 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
       return rest.length === 0 ? Effect.void : onLines(rest)
     })),
     Effect.matchEffect({
-      onFailure: (e) => Effect.andThen(finish(e), Effect.ignore(handle.kill({ forceKillAfter: killGrace }))),
+      onFailure: fatal,
       onSuccess: () => Effect.void
     }),
     Effect.andThen(handle.exitCode.pipe(
-      Effect.map((code): SessionState.Exit => ({ code, signal: null, stderr: stderr.text() })),
+      Effect.map((code): SessionState.Exit => ({ code, signal: null, stderr: stderrText() })),
       Effect.catch((e) =>
         Effect.succeed<SessionState.Exit>({
           code: null,
           // Node reports a signal exit as an error whose text names the signal.
           signal: /signal: '([A-Z0-9]+)'/.exec(`${e.message} ${String(e.reason.cause)}`)?.[1] ?? "unknown",
-          stderr: stderr.text()
+          stderr: stderrText()
         })
       )
     )),
@@ -447,7 +583,7 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
   const subscribe = Effect.map(PubSub.subscribe(hub), (subscription) => {
     let expected: number | null = null
     return Stream.fromSubscription(subscription).pipe(
-      Stream.takeWhile((e): e is Extract<Event, { _tag: "Message" }> => e !== Ended),
+      Stream.takeWhile((e): e is Line => e !== Ended),
       Stream.flatMap((e): Stream.Stream<Event> => {
         const missed = expected === null ? 0 : e.index - expected
         expected = e.index + 1
@@ -491,6 +627,33 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
     return { _tag: "Answered", stillQueued: Array.isArray(queued) ? queued : [] } as InterruptOutcome
   })
 
+  // The hooks are registered before any prompt reaches the CLI: `initialize` is
+  // the first line written, and user messages wait for its answer. Without one
+  // within `initializeTimeout` the CLI is ended and the session fails.
+  const initId = `req_${++requests}_initialize`
+  const initialized = yield* Deferred.make<Schema.Json, SessionError | ControlError>()
+  pending.set(initId, initialized)
+  yield* write(Message.controlRequest(initId, Decide.initialize(Math.ceil(Duration.toSeconds(decisionTimeout)) + 30)))
+  const unregistered = (why: string) =>
+    Effect.andThen(
+      Effect.sync(() => pending.delete(initId)),
+      endFor(
+        `session-journal: the CLI did not register the driver's hooks (${why}); it was ended rather than run unguarded`
+      )
+    )
+  yield* Deferred.await(initialized).pipe(
+    Effect.timeoutOption(initializeTimeout),
+    Effect.flatMap((o) =>
+      Option.isSome(o)
+        ? Deferred.succeed(registered, undefined)
+        : unregistered(`no answer to initialize within ${Duration.format(initializeTimeout)}`)
+    ),
+    Effect.catchTag("ControlError", (e) => unregistered(`initialize failed: ${e.error}`)),
+    // The session ended first: `finish` has failed `registered` already.
+    Effect.ignore,
+    Effect.forkScoped
+  )
+
   const end = Effect.gen(function*() {
     yield* writeLock.withPermits(1)(Queue.end(stdin))
     const e = yield* ended
@@ -511,7 +674,8 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
     interrupt,
     end,
     ended,
-    archived: Effect.sync(() => ({ files: [...archivedFiles.values()], failure: archiveFailure }))
+    archived: Effect.sync(() => ({ files: [...archivedFiles.values()], failure: archiveFailure })),
+    lineBuffer: Effect.sync(() => splitter.stats())
   })
 })
 
@@ -522,5 +686,5 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
  */
 export const layer = (
   options: Options
-): Layer.Layer<ClaudeCodeSession, CliDied | StorageError, SessionJournal.SessionJournal | ChildProcessSpawner> =>
+): Layer.Layer<ClaudeCodeSession, SessionError | StorageError, SessionJournal.SessionJournal | ChildProcessSpawner> =>
   Layer.effect(ClaudeCodeSession, make(options))

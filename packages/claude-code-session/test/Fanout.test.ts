@@ -36,7 +36,12 @@ describe("Session events", () => {
         `const n = ${N}; let out = "";
 for (let i = 0; i < n; i++) out += JSON.stringify({ type: "system", subtype: "notification", n: i }) + "\\n";
 out += JSON.stringify({ type: "result", subtype: "success", is_error: false, total_cost_usd: 0.5, usage: { input_tokens: 7 } }) + "\\n";
-process.stdout.write(out);`
+// Answers initialize; writes the lines when the prompt comes, then exits.
+require("node:readline").createInterface({ input: process.stdin }).on("line", (l) => {
+  const m = JSON.parse(l);
+  if (m.type === "control_request") process.stdout.write(JSON.stringify({ type: "control_response", response: { subtype: "success", request_id: m.request_id, response: {} } }) + "\\n");
+  else process.stdout.write(out, () => process.exit(0));
+});`
       )
       const exe = path.join(root, "fake-claude")
       fs.writeFileSync(exe, `#!/bin/sh\nexec '${process.execPath}' '${script}'\n`, { mode: 0o755 })
@@ -44,6 +49,7 @@ process.stdout.write(out);`
       const program = Effect.gen(function*() {
         const session = yield* Session.make({ journalSession: "fanout", claude: exe, eventsCapacity: capacity })
         const events = yield* session.subscribe
+        yield* session.send({ text: "go" })
         let first = true
         const received = yield* events.pipe(
           // After the first event, wait until the CLI is gone: everything else queues or slides.
@@ -52,19 +58,26 @@ process.stdout.write(out);`
         )
         const messages = received.filter((e) => e._tag === "Message")
         const missed = received.reduce((n, e) => n + (e._tag === "Missed" ? e.count : 0), 0)
-        assert.strictEqual(messages.length + missed, N + 1)
-        assert.isAtMost(messages.length, capacity + 1)
-        assert.isAtLeast(missed, N + 1 - capacity - 1)
+        // Lines: 0 initialize, 1 its answer (before or after the subscription),
+        // 2 the prompt, then the stand-in's N + 1; none is lost unreported.
+        assert.strictEqual(messages.length + missed, N + 4 - messages[0]!.index)
+        assert.strictEqual(messages.at(-1)!.index, N + 3)
+        // At most: the answer to initialize when it came after the subscription, the
+        // first event, and a full buffer.
+        assert.isAtMost(messages.length, capacity + 2)
+        assert.isAtLeast(missed, N + 1 - capacity - 2)
         assert.strictEqual(messages.at(-1)?.message._tag, "Result")
         const state = yield* SubscriptionRef.get(session.state)
-        assert.strictEqual(state.messagesSeen, N + 1)
+        // The answer to initialize, then the lines.
+        assert.strictEqual(state.messagesSeen, N + 2)
         assert.strictEqual(state.notificationsSeen, N)
         assert.strictEqual(state.resultsSeen, 1)
         assert.strictEqual(state.usage.input_tokens, 7)
         const journal = yield* SessionJournal.SessionJournal
         const entries = yield* Stream.runCollect(journal.entries("fanout"))
         const lines = entries.filter((e) => !Entry.isTool(e) && e.kind === Session.LINE_KIND)
-        assert.strictEqual(lines.length, N + 1)
+        // initialize, its answer, the prompt, the lines.
+        assert.strictEqual(lines.length, N + 4)
       })
       yield* program.pipe(
         Effect.scoped,
@@ -79,12 +92,17 @@ process.stdout.write(out);`
     Effect.gen(function*() {
       const root = Cli.tempDir("sj-mute-")
       const exe = path.join(root, "mute-claude")
-      // Reads stdin and never answers; ignores SIGTERM, so the end needs SIGKILL.
+      // Answers initialize only; ignores SIGTERM, so the end needs SIGKILL.
+      const script = path.join(root, "mute.js")
       fs.writeFileSync(
-        exe,
-        `#!/bin/sh\nexec '${process.execPath}' -e 'process.on("SIGTERM", () => {}); process.stdin.resume()'\n`,
-        { mode: 0o755 }
+        script,
+        `process.on("SIGTERM", () => {});
+require("node:readline").createInterface({ input: process.stdin }).on("line", (l) => {
+  const m = JSON.parse(l);
+  if (m.request.subtype === "initialize") process.stdout.write(JSON.stringify({ type: "control_response", response: { subtype: "success", request_id: m.request_id, response: {} } }) + "\\n");
+});`
       )
+      fs.writeFileSync(exe, `#!/bin/sh\nexec '${process.execPath}' '${script}'\n`, { mode: 0o755 })
       const program = Effect.gen(function*() {
         const session = yield* Session.make({
           journalSession: "mute",

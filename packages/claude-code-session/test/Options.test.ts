@@ -17,12 +17,14 @@ const journal = Layer.mergeAll(
 )
 
 describe("Session interval options", () => {
-  it.effect("a bad interruptTimeout, killGrace or archive.interval fails make before the CLI starts", () =>
+  it.effect("a bad interruptTimeout, killGrace, archive.interval, initializeTimeout or decisionTimeout fails make before the CLI starts", () =>
     Effect.gen(function*() {
       const bad: ReadonlyArray<readonly [string, Partial<Session.Options>]> = [
         ["interruptTimeout", { interruptTimeout: "soon" as Duration.Input }],
         ["killGrace", { killGrace: -1 }],
-        ["archive.interval", { archive: { source: "/nonexistent", interval: Number.NaN } }]
+        ["archive.interval", { archive: { source: "/nonexistent", interval: Number.NaN } }],
+        ["initializeTimeout", { initializeTimeout: "later" as Duration.Input }],
+        ["decisionTimeout", { decisionTimeout: -5 }]
       ]
       for (const [option, over] of bad) {
         const error = yield* Effect.flip(

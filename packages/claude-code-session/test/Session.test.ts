@@ -2,8 +2,8 @@
  * The session driver against the real Claude Code CLI 2.1.328, offline (the fake
  * Messages API of @session-journal/claude-code's tests): a prompt gets its
  * assistant message and result; every line of both directions is on the journal
- * chain before it is published; a Bash call denied by the guard through
- * `can_use_tool` never runs and the model is told the guard's reason; an
+ * chain before it is published, the hooks' `initialize` first; a Bash call
+ * denied by the guard never runs and the model is told the guard's reason; an
  * interrupt during a slow command settles with the CLI's answer and the turn's
  * `error_during_execution` result, and the session goes on; `info` waits for
  * `system/init`; the CLI killed with SIGKILL fails `info` and `awaitResultAfter`
@@ -124,17 +124,27 @@ describe.skipIf(bin === null)("Session against the real CLI", () => {
             : []
         )
         assert.deepStrictEqual(lines.map((l) => l.index), lines.map((_, i) => i))
+        // The hooks are registered first: initialize, its answer, then the prompt.
+        const first = Message.decodeLine(lines[0]!.line)
         assert.strictEqual(lines[0]!.from, "driver")
-        assert.strictEqual(Message.decodeLine(lines[0]!.line)._tag, "User")
+        assert.isTrue(first._tag === "ControlRequest" && first.request.subtype === "initialize")
+        assert.strictEqual(lines[1]!.from, "cli")
+        assert.strictEqual(Message.decodeLine(lines[1]!.line)._tag, "ControlResponse")
+        assert.strictEqual(lines[2]!.from, "driver")
+        assert.strictEqual(Message.decodeLine(lines[2]!.line)._tag, "User")
         assert.isTrue(lines.some((l) => l.from === "cli" && Message.decodeLine(l.line)._tag === "Assistant"))
         yield* session.end
         const all = yield* Fiber.join(seen)
         const published = all.filter((e) => e._tag === "Message")
-        assert.deepStrictEqual(published.map((e) => e.index), lines.map((l) => l.index).slice(0, published.length))
+        const from = published[0]!.index
+        assert.deepStrictEqual(
+          published.map((e) => e.index),
+          lines.map((l) => l.index).slice(from, from + published.length)
+        )
         assert.isTrue(published.some((e) => e.message._tag === "Assistant"))
       })).pipe(Effect.timeout("90 seconds")))
 
-  it.live("a Bash call the guard denies through can_use_tool never runs; the model is told the guard's reason", () => {
+  it.live("a Bash call the guard denies never runs, recorded once; the model is told the guard's reason", () => {
     const marker = (w: string) => path.join(w, "ran.txt")
     let work = ""
     return withSession(
@@ -214,17 +224,32 @@ describe.skipIf(bin === null)("Session against the real CLI", () => {
 
   it.live("a message type the model does not know survives into events and the journal", () =>
     Effect.gen(function*() {
-      // The CLI's stdout through a wrapper that writes one line of a type from the future first.
+      // The CLI behind a wrapper that writes one line of a type from the future when
+      // the first prompt comes (the CLI is idle then, so the line is whole).
       const dir = Cli.tempDir("sj-wrap-")
+      const script = path.join(dir, "wrapper.js")
+      fs.writeFileSync(
+        script,
+        `const child = require("node:child_process").spawn(${
+          JSON.stringify(bin)
+        }, process.argv.slice(2), { stdio: ["pipe", "inherit", "inherit"] });
+let sent = false;
+require("node:readline").createInterface({ input: process.stdin })
+  .on("line", (l) => {
+    if (!sent && l.includes('"type":"user"')) { process.stdout.write('{"type":"future_kind","x":1}\\n'); sent = true; }
+    child.stdin.write(l + "\\n");
+  })
+  .on("close", () => child.stdin.end());
+child.on("exit", (code) => process.exit(code ?? 1));`
+      )
       const wrapper = path.join(dir, "claude-wrapper")
-      fs.writeFileSync(wrapper, `#!/bin/sh\nprintf '%s\\n' '{"type":"future_kind","x":1}'\nexec '${bin}' "$@"\n`, {
-        mode: 0o755
-      })
+      fs.writeFileSync(wrapper, `#!/bin/sh\nexec '${process.execPath}' '${script}' "$@"\n`, { mode: 0o755 })
       return yield* withSession(Fake.inOrder([Fake.text("hi")]), (session) =>
         Effect.gen(function*() {
           const events = yield* session.subscribe
           const first = yield* Effect.forkChild(events.pipe(
-            Stream.filter((e) => e._tag === "Message" && e.from === "cli"),
+            // The first line of the CLI's after the answer to initialize.
+            Stream.filter((e) => e._tag === "Message" && e.from === "cli" && e.message._tag !== "ControlResponse"),
             Stream.take(1),
             Stream.runCollect
           ))

@@ -119,8 +119,14 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("claude-code run aga
       })
       assert.strictEqual(r.code, 0, r.stderr)
       const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, any>)
-      assert.strictEqual(lines[0]!["from"], "driver")
-      assert.strictEqual(lines[0]!["message"]["type"], "user")
+      // The prompt comes first, after at most the CLI's answer to the hooks' initialize.
+      const prompt = lines.findIndex((l) => l["from"] === "driver")
+      assert.strictEqual(lines[prompt]!["message"]["type"], "user")
+      assert.isTrue(
+        lines.slice(0, prompt).every((l) => l["from"] === "cli" && l["message"]["type"] === "control_response"),
+        JSON.stringify(lines.slice(0, prompt + 1))
+      )
+      assert.isAtMost(prompt, 1)
       assert.isTrue(lines.some((l) => l["message"]?.["type"] === "assistant"))
       const summary = lines.at(-1)!
       assert.deepStrictEqual(

@@ -1,7 +1,11 @@
 /**
  * `session-journal claude-code run`: one Claude Code session through the driver
  * of `@session-journal/claude-code-session`, journaled line by line, every tool
- * call the CLI asks about decided by the policy file's guards (`--policy`).
+ * call decided by the policy file's guards (`--policy`): the driver registers
+ * hook callbacks for every tool before the first prompt, so calls the CLI runs
+ * without asking (`--allowed-tools`) are decided and recorded too, each with its
+ * `claude-code.decision` entry, and a denial tells the model the guard in
+ * brackets.
  * Prompts come from the arguments, one turn each in order, or, with none, one per
  * line of stdin (blank lines skipped); each is sent once the turn before it has
  * its result. The conversation is printed as it streams (assistant text, tool
@@ -13,10 +17,14 @@
  * protocol (the CLI answers, ends the turn with an `error_during_execution`
  * result, and the run goes on with the next prompt). A second Ctrl-C, or one
  * while no turn runs, ends the session (SIGTERM to the CLI's group, SIGKILL after
- * the grace period). Exit codes: 0 every turn succeeded, 1 a turn ended with an
+ * the grace period), once the interrupt in flight has settled: its request and
+ * the CLI's answer are on the chain (an interrupt unanswered for 10 s ends the
+ * CLI itself). Exit codes: 0 every turn succeeded, 1 a turn ended with an
  * error result (an interrupted one included), 2 bad usage or policy file, 3 the
- * journal failed, 6 stdout failed, 70 the Claude Code CLI died (or could not be
- * started), 130 ended by Ctrl-C.
+ * journal failed (the CLI is then ended: nothing is answered that the journal
+ * does not hold), 6 stdout failed, 70 the Claude Code CLI died (or could not be
+ * started, or did not accept the driver's hooks and was ended), 130 ended by
+ * Ctrl-C.
  *
  * @since 0.5.0
  */
@@ -51,13 +59,17 @@ const flags = {
   policy: optionalString(
     "policy",
     "FILE",
-    "Policy file deciding every tool call the CLI asks about (default: allow, still journaled)"
+    "Policy file deciding every tool call, pre-allowed ones included (default: allow, still journaled)"
   ),
   claude: optionalString("claude", "PATH", "The Claude Code executable (default: claude on PATH)"),
   cwd: optionalString("cwd", "DIR", "The CLI's working directory (default: this one)"),
   session: optionalString("session", "ID", "Journal session of the lines (default: claude-code-run-<time>-<random>)"),
   tools: optionalString("tools", "LIST", "The CLI's --tools (the tools offered to the model)"),
-  allowedTools: optionalString("allowed-tools", "LIST", "The CLI's --allowedTools (run without asking the policy)"),
+  allowedTools: optionalString(
+    "allowed-tools",
+    "LIST",
+    "The CLI's --allowedTools (run without a permission prompt; the policy still decides them)"
+  ),
   model: optionalString("model", "NAME", "The CLI's --model"),
   claudeArg: Flag.String("claude-arg").pipe(
     Flag.atLeast(0),
@@ -78,6 +90,9 @@ const oneLine = (s: string, max = 160): string => {
 const shown = (event: Session.Event): Array<string> => {
   if (event._tag === "Missed") {
     return [`[${event.count} message${event.count === 1 ? "" : "s"} not shown: output fell behind]`]
+  }
+  if (event._tag === "Oversized") {
+    return event.from === "cli" ? [`[a line of ${event.bytes} bytes, over the line bound: journaled by its hash]`] : []
   }
   if (event.from !== "cli") return []
   const m = event.message
@@ -102,6 +117,8 @@ const shown = (event: Session.Event): Array<string> => {
 const asJson = (event: Session.Event): string =>
   event._tag === "Missed"
     ? JSON.stringify({ type: "missed", count: event.count })
+    : event._tag === "Oversized"
+    ? JSON.stringify({ index: event.index, from: event.from, oversized: { bytes: event.bytes, sha256: event.sha256 } })
     : JSON.stringify({ index: event.index, from: event.from, message: Message.encode(event.message) })
 
 /** The prompts: the arguments, else the non-blank lines of stdin (strict UTF-8). */
@@ -154,8 +171,10 @@ export const run = Command.make("run", flags, (a) =>
     const spawner = yield* ChildProcessSpawner
     yield* withJournal(({ json }) =>
       Effect.gen(function*() {
-        const policy = Option.getOrUndefined(a.policy)
-        const guard = policy === undefined ? undefined : Policy.toGuard(yield* load(policy))
+        const file = Option.getOrUndefined(a.policy)
+        const policy = file === undefined ? undefined : yield* load(file)
+        const guard = policy === undefined ? undefined : Policy.toGuard(policy)
+        const policyName = policy === undefined ? undefined : Policy.format(policy)
         const journalSession = Option.getOrElse(a.session, defaultSession)
         yield* Effect.fromResult(Entry.validateSessionId(journalSession))
         const args: Array<string> = []
@@ -174,6 +193,7 @@ export const run = Command.make("run", flags, (a) =>
           claude: Option.getOrUndefined(a.claude),
           cwd: Option.getOrUndefined(a.cwd),
           guard,
+          policyName,
           args
         })
         const events = yield* session.subscribe
@@ -184,6 +204,10 @@ export const run = Command.make("run", flags, (a) =>
 
         // Ctrl-C: the first interrupts the running turn, the next (or one between turns) ends the session.
         let phase: "idle" | "running" | "interrupting" = "idle"
+        // The interrupt in flight: a Ctrl-C that ends the session waits for it to
+        // settle (the CLI's answer journaled, ~150 ms; or, unanswered, the CLI ended
+        // after the interrupt's own 10 s), so its request and answer are on the chain.
+        let interrupting: Fiber.Fiber<void> | undefined
         const quit = yield* Deferred.make<void>()
         yield* Queue.take(signals).pipe(
           Effect.flatMap((): Effect.Effect<unknown, never, Scope.Scope> => {
@@ -197,7 +221,8 @@ export const run = Command.make("run", flags, (a) =>
                     : Effect.void
                 ),
                 Effect.catch((e) => Output.errorLine(`session-journal: the interrupt failed: ${e.message}`))
-              )))
+              ))),
+              Effect.tap((fiber) => Effect.sync(() => (interrupting = fiber)))
             )
           }),
           Effect.forever,
@@ -226,6 +251,9 @@ export const run = Command.make("run", flags, (a) =>
           Effect.as(conversation, "done" as const),
           Effect.as(Deferred.await(quit), "quit" as const)
         )
+        if (ended === "quit" && interrupting !== undefined) {
+          yield* Fiber.join(interrupting)
+        }
 
         const state = yield* SubscriptionRef.get(session.state)
         const summary = {
@@ -249,7 +277,8 @@ export const run = Command.make("run", flags, (a) =>
       }).pipe(Effect.provideService(ChildProcessSpawner, spawner))
     )
   })).pipe(Command.withDescription(
-    "Run one Claude Code session through the driver, every line journaled and every tool call decided by --policy; " +
+    "Run one Claude Code session through the driver, every line journaled and every tool call decided by --policy " +
+      "(pre-allowed ones included, through hook callbacks registered before the first prompt); " +
       "Ctrl-C interrupts the turn, a second ends the session. Exit 0 all turns succeeded, 1 a turn ended in error, " +
       "70 the Claude Code CLI died, 130 ended by Ctrl-C"
   ))
