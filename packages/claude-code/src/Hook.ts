@@ -11,7 +11,8 @@
  * - `PreToolUse`: the call's chio tool entry (`tool_name` as Claude Code names
  *   it; `server_id` `server` for `mcp__server__tool`, else `claude-code`;
  *   `agent_id` `main` or the sub-agent's `agent_id`; `delegation_depth` 0 for the
- *   main agent, 1 inside a sub-agent; `bytes_written` the UTF-8 length of the
+ *   main agent, a sub-agent's real nesting inside one (`AgentDepth`: 1, 2, …;
+ *   1 when it cannot be known, and then a guard that would deny deeper denies); `bytes_written` the UTF-8 length of the
  *   JSON text of `tool_input`, `bytes_read` 0), decided by the policy, and in the
  *   same append a `claude-code.decision` entry: `tool_use_id`, `tool_name`,
  *   `tool_input`, `agent_id`, `verdict` (`allow` | `deny`), `guard`, `reason`.
@@ -44,6 +45,7 @@ import { Entry, Guard, messageOf, SessionJournal } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import type * as AgentDepth from "./AgentDepth.ts"
 import * as TopLevel from "./internal/topLevel.ts"
 import * as ProjectDir from "./ProjectDir.ts"
 import * as Refusal from "./Refusal.ts"
@@ -506,15 +508,22 @@ export const custodySessionId = (input: typeof Common.Type): string =>
   custodyId({ _tag: "Main", project: projectOf(input), session: input.session_id })
 
 /**
- * The agent of an event: `main` at depth 0, or the sub-agent's `agent_id` at
- * depth 1 (an id chio would refuse is journaled as `invalid-agent-id`).
+ * The agent of an event: `main` at depth 0, or the sub-agent's `agent_id` (an id
+ * chio would refuse is journaled as `invalid-agent-id`) at `depth` when its real
+ * depth is known (`AgentDepth`), else at 1, the least a sub-agent can be.
  *
  * @since 0.4.0
  */
-export const agentOf = (input: typeof Common.Type): { readonly agent_id: string; readonly delegation_depth: number } =>
+export const agentOf = (
+  input: typeof Common.Type,
+  depth?: AgentDepth.Depth | undefined
+): { readonly agent_id: string; readonly delegation_depth: number } =>
   input.agent_id === undefined
     ? { agent_id: "main", delegation_depth: 0 }
-    : { agent_id: Entry.isIdentity(input.agent_id) ? input.agent_id : "invalid-agent-id", delegation_depth: 1 }
+    : {
+      agent_id: Entry.isIdentity(input.agent_id) ? input.agent_id : "invalid-agent-id",
+      delegation_depth: depth?._tag === "Known" && depth.depth >= 1 ? depth.depth : 1
+    }
 
 /**
  * The chio tool parameters of a PreToolUse: the call as Claude Code names it,
@@ -522,10 +531,13 @@ export const agentOf = (input: typeof Common.Type): { readonly agent_id: string;
  *
  * @since 0.4.0
  */
-export const toolParams = (input: (typeof Inputs)["PreToolUse"]["Type"]): Entry.ToolParams => ({
+export const toolParams = (
+  input: (typeof Inputs)["PreToolUse"]["Type"],
+  depth?: AgentDepth.Depth | undefined
+): Entry.ToolParams => ({
   tool_name: Entry.isIdentity(input.tool_name) ? input.tool_name : "invalid-tool-name",
   server_id: serverOf(input.tool_name),
-  ...agentOf(input),
+  ...agentOf(input, depth),
   bytes_read: 0,
   bytes_written: jsonBytes(input.tool_input),
   allowed: true
@@ -866,9 +878,30 @@ export interface HandleOptions {
   readonly protect?: ReadonlyArray<Protected> | undefined
   /** The home directory, for `~/` and `$HOME/` spellings of protected paths. */
   readonly home?: string | undefined
+  /**
+   * The real delegation depth of the event's agent (`AgentDepth.of`). Without it
+   * a sub-agent counts at depth 1; `Unknown` counts at 1 too, and a guard that
+   * would deny the call at a greater depth denies it (fails closed), saying the
+   * depth cannot be known.
+   */
+  readonly depth?: AgentDepth.Depth | undefined
 }
 
 const allowAll: Guard.Guard = () => Guard.allow
+
+// A call of a sub-agent whose depth cannot be known is decided at the least depth
+// it can have and at the greatest: a guard that would deny it deeper denies it.
+const unknownDepth = (policy: Guard.Guard, agent: string, why: string): Guard.Guard => (snapshot, params) => {
+  const verdict = policy(snapshot, params)
+  if (verdict._tag === "Deny") return verdict
+  const deeper = policy(snapshot, { ...params, delegation_depth: Entry.MAX_U32 })
+  return deeper._tag === "Allow"
+    ? verdict
+    : Guard.deny(
+      `the delegation depth of sub-agent ${agent} cannot be known (${why}), and ${deeper.guard} fails closed`,
+      deeper.guard
+    )
+}
 
 /**
  * The `hook_event_name` of a decoded event, as Claude Code sent it.
@@ -910,10 +943,15 @@ export const handle = (
       const input = event.input
       const policy = options.policy ?? allowAll
       const protection = selfProtection(input, options.protect ?? [], options.home)
+      const depth = options.depth
       const decision = yield* journal.decide(
         session,
-        toolParams(input),
-        protection._tag === "Deny" ? () => protection : policy,
+        toolParams(input, depth),
+        protection._tag === "Deny"
+          ? () => protection
+          : depth?._tag === "Unknown" && input.agent_id !== undefined
+          ? unknownDepth(policy, input.agent_id, depth.reason)
+          : policy,
         (verdict, entry) => [{
           kind: DECISION_KIND,
           payload: {
@@ -927,7 +965,10 @@ export const handle = (
             verdict: verdict._tag === "Allow" ? "allow" : "deny",
             guard: verdict._tag === "Allow" ? null : verdict.guard,
             reason: verdict._tag === "Allow" ? null : verdict.reason,
-            policy: options.policy === null ? null : options.policyName ?? "policy"
+            policy: options.policy === null ? null : options.policyName ?? "policy",
+            ...(options.depth?._tag === "Unknown" && input.agent_id !== undefined
+              ? { delegation_depth_unknown: options.depth.reason }
+              : {})
           }
         }]
       )

@@ -8,6 +8,12 @@
  */
 
 /**
+ * The real delegation depth of a sub-agent, from the meta file Claude Code writes beside its transcript.
+ *
+ * @since 0.7.0
+ */
+export * as AgentDepth from "./AgentDepth.ts"
+/**
  * Archive and follow a transcripts tree; restore a transcript from its journal.
  *
  * @since 0.1.0

@@ -10,6 +10,7 @@ import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
 import * as fc from "fast-check"
+import * as AgentDepth from "../src/AgentDepth.ts"
 import * as Hook from "../src/Hook.ts"
 
 const encoder = new TextEncoder()
@@ -174,6 +175,55 @@ describe("Hook.handle", () => {
       const second = yield* Hook.handle(decode(pre("Read", {}, "r2")), options)
       assert.strictEqual(second.verdict?._tag, "Deny")
     }).pipe(Effect.provide(layer)))
+})
+
+describe("Hook.handle and a sub-agent's depth", () => {
+  it.effect("records the real depth; an unknown one denies what a guard would deny deeper, saying why", () =>
+    Effect.gen(function*() {
+      const policy = Policy.toGuard({ maxDelegationDepth: 1 })
+      const sub = { agent_id: "a1b2", agent_type: "general-purpose" }
+      const known = yield* Hook.handle(decode(pre("Bash", { command: "ls" }, "d1", sub)), {
+        policy,
+        depth: { _tag: "Known", depth: 2 }
+      })
+      assert.strictEqual(known.verdict?._tag, "Deny")
+      const shallow = yield* Hook.handle(decode(pre("Bash", { command: "ls" }, "d2", sub)), {
+        policy,
+        depth: { _tag: "Known", depth: 1 }
+      })
+      assert.strictEqual(shallow.verdict?._tag, "Allow")
+      const unknown = yield* Hook.handle(decode(pre("Bash", { command: "ls" }, "d3", sub)), {
+        policy,
+        depth: { _tag: "Unknown", reason: "its meta file cannot be opened (ENOENT)" }
+      })
+      const v = unknown.verdict
+      assert.strictEqual(v?._tag, "Deny")
+      assert.match(v?._tag === "Deny" ? v.reason : "", /cannot be known \(its meta file cannot be opened/)
+      assert.strictEqual(v?._tag === "Deny" ? v.guard : "", "maxDelegationDepth(1)")
+      // Without a guard on depth, an unknown depth decides nothing.
+      const free = yield* Hook.handle(decode(pre("Bash", { command: "ls" }, "d4", sub)), {
+        policy: Policy.toGuard({ maxInvocations: 10 }),
+        depth: { _tag: "Unknown", reason: "x" }
+      })
+      assert.strictEqual(free.verdict?._tag, "Allow")
+      const journal = yield* SessionJournal.SessionJournal
+      const tools = (yield* Stream.runCollect(journal.entries(known.session))).filter(Entry.isTool)
+      assert.deepStrictEqual(tools.map((t) => t.delegation_depth), [2, 1, 1, 1])
+    }).pipe(Effect.provide(layer)))
+
+  it("AgentDepth.parse and metaFile: spawnDepth or why not; ids never make a path", () => {
+    assert.deepStrictEqual(AgentDepth.parse("{\"spawnDepth\":2,\"parentAgentId\":\"a\"}"), { _tag: "Known", depth: 2 })
+    assert.strictEqual(AgentDepth.parse("{\"spawnDepth\":0}")._tag, "Unknown")
+    assert.strictEqual(AgentDepth.parse("{\"spawnDepth\":\"2\"}")._tag, "Unknown")
+    assert.strictEqual(AgentDepth.parse("nope")._tag, "Unknown")
+    assert.strictEqual(
+      AgentDepth.metaFile({ session_id: SID, transcript_path: `/p/-w/${SID}.jsonl`, agent_id: "a1b2" }),
+      `/p/-w/${SID}/subagents/agent-a1b2.meta.json`
+    )
+    assert.isNull(AgentDepth.metaFile({ session_id: SID, transcript_path: `/p/${SID}.jsonl`, agent_id: "../x" }))
+    assert.isNull(AgentDepth.metaFile({ session_id: "a/b", transcript_path: "/p/t.jsonl", agent_id: "a" }))
+    assert.isNull(AgentDepth.metaFile({ session_id: SID, transcript_path: "rel/t.jsonl", agent_id: "a" }))
+  })
 })
 
 describe("Hook.responseBytes", () => {

@@ -4,7 +4,8 @@
  * `claude-code install`: a denied Write leaves no file and a denied Bash never
  * runs, the model is told which guard denied, and the chain holds the session
  * in order; eight parallel read-only calls under maxInvocations 5 get exactly
- * five allowed; a sub-agent's calls are journaled at depth 1 under its agent id;
+ * five allowed; a sub-agent's calls are journaled at depth 1 under its agent id,
+ * and its own sub-agent's at depth 2 (denied by maxDelegationDepth(1));
  * with a journal it cannot write, the hook fails closed and the prompt never
  * reaches the model.
  *
@@ -232,6 +233,33 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
       )
       assert.strictEqual(entries[start]!.payload!["agent_id"], bash!["agent_id"])
       assert.strictEqual(decisions(entries)[1]!["agent_type"], "general-purpose")
+    } finally {
+      await api.close()
+    }
+  }, 180_000)
+
+  it("a sub-agent's sub-agent is at depth 2: maxDelegationDepth(1) keeps its Bash from running", async () => {
+    const { home, journal, work } = await setUp({ maxDelegationDepth: 1 })
+    const agent = (prompt: string) => ({
+      name: "Agent",
+      input: { description: "delegate", prompt, subagent_type: "general-purpose", run_in_background: false }
+    })
+    const api = await Fake.start(Fake.perConversation((q) =>
+      q.prompt.includes("LEVEL2")
+        ? [Fake.tools(Fake.bash("echo deep > deep.txt")), Fake.text("level 2 done")]
+        : q.prompt.includes("LEVEL1")
+        ? [Fake.tools(agent("LEVEL2: write deep.txt")), Fake.text("level 1 done")]
+        : [Fake.tools(agent("LEVEL1: delegate again")), Fake.text("main done")]
+    ))
+    try {
+      const r = await Claude.run({ api, prompt: "Delegate twice.", tools: ["Bash", "Agent"], work, home })
+      assert.isFalse(r.timedOut, r.stderr)
+      assert.isFalse(fs.existsSync(path.join(work, "deep.txt")), "the depth-2 Bash ran")
+      const tools = (await entriesOf(journal, r.sessionId!, work)).filter((e) => e.kind === "tool")
+      assert.deepStrictEqual(
+        tools.map((t) => [t["tool_name"], t["delegation_depth"], t["allowed"]]),
+        [["Agent", 0, true], ["Agent", 1, true], ["Bash", 2, false]]
+      )
     } finally {
       await api.close()
     }

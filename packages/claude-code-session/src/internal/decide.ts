@@ -10,7 +10,7 @@
  * (`Hook.refusal`: a deny for PreToolUse), never answered `{}`; a refusal because
  * the journal could not record says so (`fatal`), and the session then ends.
  */
-import { Hook } from "@session-journal/claude-code"
+import { AgentDepth, Hook } from "@session-journal/claude-code"
 import { type Guard, messageOf, type SessionJournal } from "@session-journal/core"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -103,26 +103,28 @@ export const make = (options: {
 
   /** `Hook.handle` under the deadline; its failures, the deadline and defects become refusals. */
   const handle = (event: Hook.HookEvent): Effect.Effect<Handled, never, SessionJournal.SessionJournal> =>
-    Hook.handle(event, handleOptions).pipe(
-      Effect.timeoutOption(options.deadline),
-      Effect.map((o): Handled =>
-        Option.isSome(o) ? { _tag: "Answered", answer: o.value } : {
-          _tag: "Refused",
-          reason: `the journal did not record the call within ${Duration.format(options.deadline)}`,
-          fatal: true
-        }
-      ),
-      Effect.catch((e) =>
-        Effect.succeed<Handled>({ _tag: "Refused", reason: e.message, fatal: e.reason === "Journal" })
-      ),
-      Effect.catchDefect((defect) =>
-        Effect.succeed<Handled>({
-          _tag: "Refused",
-          reason: `unexpected failure (a bug): ${messageOf(defect)}`,
-          fatal: true
-        })
+    (event.name === "PreToolUse" && event.input.agent_id !== undefined
+      ? Effect.flatMap(AgentDepth.of(event.input), (depth) => Hook.handle(event, { ...handleOptions, depth }))
+      : Hook.handle(event, handleOptions)).pipe(
+        Effect.timeoutOption(options.deadline),
+        Effect.map((o): Handled =>
+          Option.isSome(o) ? { _tag: "Answered", answer: o.value } : {
+            _tag: "Refused",
+            reason: `the journal did not record the call within ${Duration.format(options.deadline)}`,
+            fatal: true
+          }
+        ),
+        Effect.catch((e) =>
+          Effect.succeed<Handled>({ _tag: "Refused", reason: e.message, fatal: e.reason === "Journal" })
+        ),
+        Effect.catchDefect((defect) =>
+          Effect.succeed<Handled>({
+            _tag: "Refused",
+            reason: `unexpected failure (a bug): ${messageOf(defect)}`,
+            fatal: true
+          })
+        )
       )
-    )
 
   /** Answers one hook callback with the hook output `Hook.handle` gives, or the event's refusal. */
   const hookCallback = (request: Message.HookCallback): Effect.Effect<Answer, never, SessionJournal.SessionJournal> =>

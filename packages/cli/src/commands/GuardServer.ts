@@ -60,7 +60,7 @@
  * @since 0.4.0
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Hook } from "@session-journal/claude-code"
+import { AgentDepth, Hook } from "@session-journal/claude-code"
 import * as Refusal from "@session-journal/claude-code/Refusal"
 import { Policy, SessionJournal } from "@session-journal/core"
 import * as ByteSize from "effect/ByteSize"
@@ -384,13 +384,13 @@ const answerOf = (
     // once, and the handling is interrupted behind it (an interruption can itself
     // wait, for a query the database is still running).
     const protect = c.protect
-    const handleOptions: Hook.HandleOptions = event.name === "PreToolUse" && protect !== undefined
-      ? {
-        ...c.handleOptions,
-        protect: yield* Effect.promise(() => protect(event.input.cwd)),
-        home: process.env["HOME"]
-      }
-      : c.handleOptions
+    const handleOptions: Hook.HandleOptions = event.name !== "PreToolUse" ? c.handleOptions : {
+      ...c.handleOptions,
+      ...(protect === undefined
+        ? {}
+        : { protect: yield* Effect.promise(() => protect(event.input.cwd)), home: process.env["HOME"] }),
+      ...(event.input.agent_id === undefined ? {} : { depth: yield* AgentDepth.of(event.input) })
+    }
     const fiber = yield* Effect.forkDetach(Effect.exit(Hook.handle(event, handleOptions)))
     const finished = yield* Effect.timeoutOption(Fiber.join(fiber), c.timeoutMs)
     if (Option.isNone(finished)) {

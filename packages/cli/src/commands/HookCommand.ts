@@ -25,6 +25,7 @@
  *
  * @since 0.4.0
  */
+import * as AgentDepth from "@session-journal/claude-code/AgentDepth"
 import * as Hook from "@session-journal/claude-code/Hook"
 import { Policy, SessionJournal } from "@session-journal/core"
 import * as Cause from "effect/Cause"
@@ -213,6 +214,10 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
     const storage: Storage.Options = {
       ...Storage.resolve({ dir, postgres: args.postgres }, environment),
       lockWait: Duration.millis(waitMillis)
+    }
+    if (hookEvent.name === "PreToolUse" && hookEvent.input.agent_id !== undefined) {
+      seen.stage = "reading the sub-agent's depth"
+      options = { ...options, depth: await Effect.runPromise(AgentDepth.of(hookEvent.input)) }
     }
     if (hookEvent.name === "PreToolUse" && args.noSelfProtection !== true) {
       seen.stage = "reading the Claude Code settings that hold the hooks"
