@@ -347,6 +347,42 @@ describe.skipIf(!nodeAdapter)("claude-code guard", () => {
     await stop(off)
   })
 
+  it("refuses a session that vanished or shrank while it was closed, instead of starting it afresh", async () => {
+    const post = (g: Guard, body: string) =>
+      fetch(`${g.url}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+        body
+      }).then((r) => r.text())
+    const g = await guard({ policy: { maxInvocations: 2 }, args: ["--idle-close", "100ms"] })
+    const waitClosed = () => new Promise((resolve) => setTimeout(resolve, 600))
+    assert.isFalse(isDeny(await post(g, preToolUse(1))))
+    const [session] = sessionsIn(g.dir)
+    // Deleted while the guard has it closed: the budget would start afresh.
+    await waitClosed()
+    fs.rmSync(path.join(g.dir, session!), { recursive: true })
+    const vanished = await post(g, preToolUse(2))
+    assert.isTrue(isDeny(vanished), vanished)
+    assert.include(vanished, "holds 0 entries, fewer than the 2 the guard acknowledged")
+    assert.isFalse(fs.existsSync(path.join(g.dir, session!)), "nothing was started afresh")
+    await stop(g)
+
+    // Whole lines cut off its tail (read as a torn tail) while it was closed.
+    const h = await guard({ policy: { maxInvocations: 5 }, args: ["--idle-close", "100ms"] })
+    assert.isFalse(isDeny(await post(h, preToolUse(3))))
+    assert.isFalse(isDeny(await post(h, preToolUse(4))))
+    await waitClosed()
+    const dir = path.join(h.dir, sessionsIn(h.dir)[0]!)
+    const segment = fs.readdirSync(dir).filter((n) => n.endsWith(".jsonl")).sort().at(-1)!
+    const text = fs.readFileSync(path.join(dir, segment), "utf8").replace(/\0+$/, "")
+    const lines = text.split("\n").filter((l) => l !== "")
+    fs.writeFileSync(path.join(dir, segment), lines.slice(0, -2).join("\n") + "\n")
+    const shrank = await post(h, preToolUse(5))
+    assert.isTrue(isDeny(shrank), shrank)
+    assert.include(shrank, "vanished or shrank")
+    await stop(h)
+  })
+
   it("SIGTERM answers and stores the request in flight, takes no new connection, and exits 0", async () => {
     const g = await guard()
     const body = Buffer.from(preToolUse(7), "utf8")

@@ -6,8 +6,10 @@
  *
  * @since 0.4.0
  */
+import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Command, Flag } from "effect/cli"
 import * as Config from "effect/Config"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as fs from "node:fs"
@@ -15,6 +17,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Exit, InvalidInput } from "../Failure.ts"
 import { Dir, nonNegative, onCommandLine, waitFlag, withoutJournal } from "../internal/commandKit.ts"
+import { parseWaitMillis } from "../internal/hookArgs.ts"
 import * as SecretFile from "../internal/secretFile.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
@@ -152,6 +155,12 @@ export const guard = Command.make("guard", {
     )
   ),
   wait: waitFlag,
+  idleClose: Flag.String("idle-close").pipe(
+    Flag.mapTryCatch(parseWaitMillis, (e) => `invalid --idle-close: ${messageOf(e)}`),
+    Flag.optional,
+    Flag.withMetavar("DURATION"),
+    Flag.withDescription("How long a session with nothing to write stays open in the guard (default 10m)")
+  ),
   noSelfProtection: Flag.Boolean("no-self-protection").pipe(
     Flag.withDefault(false),
     Flag.withDescription("Let calls touch the journal, the policy file and the settings that hold the hooks")
@@ -201,7 +210,8 @@ export const guard = Command.make("guard", {
           handleTimeoutMs,
           storage: wait === undefined ? base : { ...base, lockWait: wait },
           policyFile: file === undefined ? undefined : path.resolve(file),
-          noSelfProtection: a.noSelfProtection
+          noSelfProtection: a.noSelfProtection,
+          idleTimeToLive: Option.match(a.idleClose, { onNone: () => undefined, onSome: (ms) => Duration.millis(ms) })
         })
       })
     ))).pipe(Command.withDescription(

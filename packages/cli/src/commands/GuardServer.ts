@@ -66,6 +66,7 @@ import { Policy, SessionJournal } from "@session-journal/core"
 import * as ByteSize from "effect/ByteSize"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -76,6 +77,7 @@ import * as Result from "effect/Result"
 import * as crypto from "node:crypto"
 import * as http from "node:http"
 import { InvalidInput, NotAvailable } from "../Failure.ts"
+import { Acknowledged } from "../internal/acknowledged.ts"
 import * as GuardAuth from "../internal/guardAuth.ts"
 import * as Protect from "../internal/protect.ts"
 import * as Output from "../Output.ts"
@@ -197,6 +199,8 @@ export interface Options {
   readonly policyFile?: string | undefined
   /** Whether calls may touch the journal, the policy file and the hooks' settings (default false). */
   readonly noSelfProtection?: boolean | undefined
+  /** How long a session with nothing to write stays open (default `IDLE_TIME_TO_LIVE`). */
+  readonly idleTimeToLive?: Duration.Input | undefined
 }
 
 /**
@@ -263,7 +267,10 @@ export const handler = (options: {
    * working directory; none by default.
    */
   readonly protect?: ((cwd: string) => Promise<ReadonlyArray<Hook.Protected>>) | undefined
+  /** What the guard acknowledged per session (default: a fresh memory of 10,000 sessions). */
+  readonly acknowledged?: Acknowledged | undefined
 }) => {
+  const acknowledged = options.acknowledged ?? new Acknowledged()
   const hosts = HostCheck.policy(options.port)
   const authorized = authorizer(options.token)
   const replays = options.replays ?? GuardAuth.makeReplayGuard()
@@ -288,7 +295,8 @@ export const handler = (options: {
       token: options.token,
       timeoutMs,
       handleOptions,
-      protect: options.protect
+      protect: options.protect,
+      acknowledged
     })
     // A refusal before the request proved itself is not signed: the sender may not
     // hold the token.
@@ -316,6 +324,7 @@ const answerOf = (
     readonly timeoutMs: number
     readonly handleOptions: Hook.HandleOptions
     readonly protect?: ((cwd: string) => Promise<ReadonlyArray<Hook.Protected>>) | undefined
+    readonly acknowledged?: Acknowledged | undefined
   }
 ): Effect.Effect<{ readonly reply: Reply; readonly proved: boolean }, never, SessionJournal.SessionJournal> =>
   Effect.gen(function*() {
@@ -391,7 +400,38 @@ const answerOf = (
         : { protect: yield* Effect.promise(() => protect(event.input.cwd)), home: process.env["HOME"] }),
       ...(event.input.agent_id === undefined ? {} : { depth: yield* AgentDepth.of(event.input) })
     }
-    const fiber = yield* Effect.forkDetach(Effect.exit(Hook.handle(event, handleOptions)))
+    const acknowledged = c.acknowledged
+    const session = handleOptions.session ?? Hook.sessionId(event.input)
+    // A session the guard acknowledged entries of must still hold them when it is
+    // loaded again; then the event is handled and what it stored remembered.
+    const handling = Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      const held = (s: { readonly next_sequence: number }) => s.next_sequence
+      if (acknowledged !== undefined && acknowledged.get(session) !== undefined) {
+        const now = yield* journal.state(session).pipe(
+          Effect.map(held),
+          Effect.catchTag("SessionNotFound", () => Effect.succeed(0))
+        )
+        const problem = acknowledged.check(session, now)
+        if (problem !== null) return yield* new Hook.HookError({ reason: "Journal", detail: problem, event: name })
+      }
+      const answer = yield* Hook.handle(event, handleOptions)
+      if (acknowledged !== undefined) {
+        const after = yield* Effect.option(journal.state(session))
+        if (Option.isSome(after)) acknowledged.note(session, held(after.value))
+      }
+      return answer
+    })
+    const fiber = yield* Effect.forkDetach(Effect.exit(handling.pipe(Effect.mapError((e) =>
+      e._tag === "HookError"
+        ? e
+        : new Hook.HookError({
+          reason: "Journal",
+          detail: `cannot record ${name}: ${e.message}`,
+          event: name,
+          cause: e
+        })
+    ))))
     const finished = yield* Effect.timeoutOption(Fiber.join(fiber), c.timeoutMs)
     if (Option.isNone(finished)) {
       yield* Effect.forkDetach(Fiber.interrupt(fiber))
@@ -430,7 +470,7 @@ export const run = (options: Options) =>
     }
     process.once("SIGTERM", onSignal)
     process.once("SIGINT", onSignal)
-    const live = SessionJournal.layer({ idleTimeToLive: IDLE_TIME_TO_LIVE }).pipe(
+    const live = SessionJournal.layer({ idleTimeToLive: options.idleTimeToLive ?? IDLE_TIME_TO_LIVE }).pipe(
       Layer.provideMerge(Storage.layer(options.storage))
     )
     const serve = Effect.gen(function*() {
