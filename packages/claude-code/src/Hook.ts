@@ -885,9 +885,30 @@ export interface HandleOptions {
    * depth cannot be known.
    */
   readonly depth?: AgentDepth.Depth | undefined
+  /**
+   * How many calls our hooks allowed in this Claude Code session by its
+   * transcript's account (`HookRuns`): a journal session holding fewer tool
+   * entries vanished or shrank, and every call is denied (`selfProtection`)
+   * rather than decided on a budget started afresh.
+   */
+  readonly allowedByTranscript?: number | undefined
 }
 
 const allowAll: Guard.Guard = () => Guard.allow
+
+// A journal holding fewer calls than the transcript says our hooks allowed lost them.
+const shrunk = (allowed: number | undefined, guard: Guard.Guard): Guard.Guard =>
+  allowed === undefined || allowed <= 0 ?
+    guard :
+    (snapshot, params) =>
+      snapshot.data_flow.total_invocations < BigInt(allowed)
+        ? Guard.deny(
+          `the journal of this session holds ${snapshot.data_flow.total_invocations} calls, but Claude Code's transcript shows ` +
+            `${allowed} that our hooks allowed: it vanished or shrank, so it is not started afresh (verify and repair ` +
+            `it, or start a new Claude Code session)`,
+          SELF_PROTECTION
+        )
+        : guard(snapshot, params)
 
 // A call of a sub-agent whose depth cannot be known is decided at the least depth
 // it can have and at the greatest: a guard that would deny it deeper denies it.
@@ -947,11 +968,14 @@ export const handle = (
       const decision = yield* journal.decide(
         session,
         toolParams(input, depth),
-        protection._tag === "Deny"
-          ? () => protection
-          : depth?._tag === "Unknown" && input.agent_id !== undefined
-          ? unknownDepth(policy, input.agent_id, depth.reason)
-          : policy,
+        shrunk(
+          options.allowedByTranscript,
+          protection._tag === "Deny"
+            ? () => protection
+            : depth?._tag === "Unknown" && input.agent_id !== undefined
+            ? unknownDepth(policy, input.agent_id, depth.reason)
+            : policy
+        ),
         (verdict, entry) => [{
           kind: DECISION_KIND,
           payload: {

@@ -32,6 +32,12 @@ export * from "./Errors.ts"
  */
 export * as Hook from "./Hook.ts"
 /**
+ * How many calls our hooks allowed in a Claude Code session, counted from its transcript incrementally.
+ *
+ * @since 0.7.0
+ */
+export * as HookRuns from "./HookRuns.ts"
+/**
  * The incremental plan of one transcript (extend, diverge, nothing) and the entries it writes.
  *
  * @since 0.1.0

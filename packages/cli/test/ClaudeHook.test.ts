@@ -265,6 +265,35 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
     }
   }, 180_000)
 
+  it("a journal deleted mid-session is not started afresh: the transcript says what the hooks allowed", async () => {
+    const { home, journal, work } = await setUp({ maxInvocations: 3 })
+    const turns = [
+      Fake.tools(Fake.bash("echo one > one.txt")),
+      Fake.tools(Fake.bash("echo two > two.txt")),
+      Fake.text("done")
+    ]
+    const api = await Fake.start((q) => {
+      // Between the two calls, the session's journal goes (as a call the hooks did not see could do it).
+      if (q.turn === 1) {
+        for (const name of fs.readdirSync(journal)) fs.rmSync(path.join(journal, name), { recursive: true })
+      }
+      return turns[q.turn]
+    })
+    try {
+      const r = await Claude.run({ api, prompt: "Two files.", tools: ["Bash"], work, home })
+      assert.isFalse(r.timedOut, r.stderr)
+      assert.isTrue(fs.existsSync(path.join(work, "one.txt")))
+      assert.isFalse(fs.existsSync(path.join(work, "two.txt")), "the call after the reset ran")
+      const results = api.requests.flatMap((q) => q.toolResults.map((t) => JSON.stringify(t)))
+      assert.isTrue(
+        results.some((t) => t.includes("vanished or shrank") && t.includes("[selfProtection]")),
+        results.join("\n")
+      )
+    } finally {
+      await api.close()
+    }
+  }, 180_000)
+
   it("fails closed: with a journal it cannot write, the prompt never reaches the model", async () => {
     const root = Claude.tempDir()
     const work = path.join(root, "work")

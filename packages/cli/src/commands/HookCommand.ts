@@ -35,11 +35,13 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as fs from "node:fs"
+import * as path from "node:path"
 import { InvalidInput } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import type { HookArgs } from "../internal/hookArgs.ts"
 import * as ProcessStreams from "../internal/processStreams.ts"
 import * as Protect from "../internal/protect.ts"
+import * as TranscriptScan from "../internal/transcriptScan.ts"
 import { load } from "../PolicyFile.ts"
 import * as Storage from "../Storage.ts"
 
@@ -218,6 +220,18 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
     if (hookEvent.name === "PreToolUse" && hookEvent.input.agent_id !== undefined) {
       seen.stage = "reading the sub-agent's depth"
       options = { ...options, depth: await Effect.runPromise(AgentDepth.of(hookEvent.input)) }
+    }
+    if (hookEvent.name === "PreToolUse" && args.noSelfProtection !== true && hookEvent.input.transcript_path) {
+      seen.stage = "counting in the transcript the calls the hooks allowed"
+      const state = Storage.userStateDir(io.env)
+      options = {
+        ...options,
+        allowedByTranscript: await TranscriptScan.allowedCalls(
+          hookEvent.input.transcript_path,
+          state === undefined ? undefined : path.join(state, "transcript-scans"),
+          options.session ?? Hook.sessionId(hookEvent.input)
+        )
+      }
     }
     if (hookEvent.name === "PreToolUse" && args.noSelfProtection !== true) {
       seen.stage = "reading the Claude Code settings that hold the hooks"
