@@ -33,7 +33,7 @@
  *
  * @since 0.1.0
  */
-import { Archive, type Sync } from "@session-journal/claude-code"
+import { Archive, type Hook, type Sync } from "@session-journal/claude-code"
 import { type Guard, Persistence, SessionJournal, type StorageError } from "@session-journal/core"
 import type * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -125,6 +125,14 @@ export interface Options {
    * @since 0.7.0
    */
   readonly policyName?: string | undefined
+  /**
+   * What no call may touch (`Hook.selfProtection`: the journal directory, the
+   * policy file, the settings that hold hooks), decided before the policy;
+   * none by default.
+   *
+   * @since 0.7.0
+   */
+  readonly protect?: ReadonlyArray<Hook.Protected> | undefined
   /**
    * How long the CLI has to answer `initialize` (default 30 s); user messages
    * wait for the answer, and without it the CLI is ended and the session fails
@@ -317,7 +325,9 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
     policy: options.guard ?? null,
     policyName: options.policyName,
     session,
-    deadline: decisionTimeout
+    deadline: decisionTimeout,
+    protect: options.protect,
+    home: (options.env ?? process.env)["HOME"]
   })
   const cwd = options.cwd ?? process.cwd()
   let index = 0

@@ -111,6 +111,23 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("claude-code run dec
     }
   })
 
+  it("a call that touches the journal or the policy file is denied by selfProtection and never runs", async () => {
+    let policy = ""
+    const s = await setup((r) => [Fake.tools(Fake.bash(`echo '{}' > ${policy}`)), Fake.text("done")][r.turn])
+    policy = path.join(s.root, "policy.json")
+    fs.writeFileSync(policy, JSON.stringify({ maxInvocations: 10 }))
+    try {
+      const r = await run([...common(s), "--policy", policy, "--tools", "Bash", "--allowed-tools", "Bash", "edit it"], {
+        env: s.env
+      })
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(JSON.parse(fs.readFileSync(policy, "utf8")), { maxInvocations: 10 })
+      assert.include(JSON.stringify(s.api.requests.map((q) => q.messages)), "would touch the policy file")
+    } finally {
+      await s.api.close()
+    }
+  })
+
   const interrupted = async (signals: number) => {
     let work = ""
     const s = await setup((r) =>

@@ -85,12 +85,16 @@ export const make = (options: {
   readonly policyName: string | undefined
   readonly session: string
   readonly deadline: Duration.Duration
+  readonly protect?: ReadonlyArray<Hook.Protected> | undefined
+  readonly home?: string | undefined
 }) => {
   const decided = new Map<string, Deferred.Deferred<Verdict>>()
   const handleOptions: Hook.HandleOptions = {
     policy: options.policy,
     policyName: options.policyName,
-    session: options.session
+    session: options.session,
+    protect: options.protect,
+    home: options.home
   }
 
   const remember = (toolUseId: string): Deferred.Deferred<Verdict> => {

@@ -42,10 +42,13 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as crypto from "node:crypto"
+import * as path from "node:path"
 import { InvalidInput, TurnFailed } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { withJournal } from "../internal/commandKit.ts"
+import * as Protect from "../internal/protect.ts"
 import * as Output from "../Output.ts"
+import * as Storage from "../Storage.ts"
 import { load } from "./PolicyCommands.ts"
 
 const optionalString = (name: string, metavar: string, description: string) =>
@@ -169,7 +172,7 @@ const takeSigint = (queue: Queue.Queue<void>) =>
 export const run = Command.make("run", flags, (a) =>
   Effect.gen(function*() {
     const spawner = yield* ChildProcessSpawner
-    yield* withJournal(({ json }) =>
+    yield* withJournal(({ json, storage }) =>
       Effect.gen(function*() {
         const file = Option.getOrUndefined(a.policy)
         const policy = file === undefined ? undefined : yield* load(file)
@@ -194,6 +197,15 @@ export const run = Command.make("run", flags, (a) =>
           cwd: Option.getOrUndefined(a.cwd),
           guard,
           policyName,
+          // As the hooks: no call may touch the journal, the policy or hooked settings.
+          protect: yield* Effect.promise(() =>
+            Protect.protectedPaths(
+              path.resolve(Option.getOrElse(a.cwd, () => ".")),
+              process.env,
+              Storage.isFilesystem(storage) ? path.resolve(storage.dir) : null,
+              file === undefined ? undefined : path.resolve(file)
+            )
+          ),
           args
         })
         const events = yield* session.subscribe
