@@ -200,3 +200,48 @@ describe.skipIf(!pgReachable)("the guard's deadline on PostgreSQL", () => {
     120_000
   )
 })
+
+describe.skipIf(!pgReachable)("the command hook's deadline on PostgreSQL", () => {
+  it(
+    "a session row locked by another connection: the hook denies within --deadline, saying what it was doing",
+    async () => {
+      const env = { SESSION_JOURNAL_PG_TABLE_PREFIX: prefix }
+      const hook = (n: number) =>
+        run(["--postgres", Pg.url, "claude-code", "hook", "--deadline", "4s"], {
+          input: preToolUse(n),
+          env,
+          process: true
+        })
+      const first = await hook(10)
+      assert.deepStrictEqual(JSON.parse(first.stdout), {}, first.stderr)
+      let release!: () => void
+      const released = new Promise<void>((resolve) => (release = resolve))
+      let locked!: (rows: number) => void
+      const isLocked = new Promise<number>((resolve) => (locked = resolve))
+      const holding = Effect.runPromise(
+        Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql.withTransaction(Effect.gen(function*() {
+            const rows = yield* sql`SELECT session_id FROM ${
+              sql(`${prefix}sessions`)
+            } WHERE session_id = ${journalSession} FOR UPDATE`
+            locked(rows.length)
+            yield* Effect.promise(() => released)
+          }))
+        }).pipe(Effect.provide(Pg.adminLayer("sj-hook-dl-lock")))
+      )
+      try {
+        assert.strictEqual(await isLocked, 1, "the session's row was not found")
+        const late = await hook(11)
+        const reason = JSON.parse(late.stdout).hookSpecificOutput?.permissionDecisionReason as string
+        assert.match(reason, /no decision within the hook's deadline of 4000 ms \(still/, late.stdout + late.stderr)
+      } finally {
+        release()
+        await holding
+      }
+      const after = await hook(12)
+      assert.deepStrictEqual(JSON.parse(after.stdout), {}, after.stderr)
+    },
+    120_000
+  )
+})
