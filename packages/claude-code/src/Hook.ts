@@ -625,20 +625,11 @@ export const entryOf = (event: Exclude<HookEvent, { readonly name: "PreToolUse" 
     case "PostToolUseFailure": {
       const failed = event.name === "PostToolUseFailure"
       const response: Schema.Json = failed ? event.input.error : event.input.tool_response
-      return {
-        kind: Entry.OUTCOME_KIND,
-        payload: {
-          tool_use_id: event.input.tool_use_id,
-          tool_name: event.input.tool_name,
-          agent_id: agentOf(event.input).agent_id,
-          bytes_read: failed ? utf8Length(event.input.error) : responseBytes(event.input.tool_name, response),
-          bytes_written: 0,
-          duration_ms: validDuration(event.input.duration_ms),
-          error: failed ? event.input.error : null,
-          is_interrupt: failed ? event.input.is_interrupt ?? false : false,
-          response_sha256: digest(response)
-        }
-      }
+      return outcome(event.input, failed, {
+        bytes_read: failed ? utf8Length(event.input.error) : responseBytes(event.input.tool_name, response),
+        error: failed ? event.input.error : null,
+        response_sha256: digest(response)
+      })
     }
     case "PostToolBatch": {
       const { tool_calls, ...rest } = event.raw
@@ -657,23 +648,14 @@ export const entryOf = (event: Exclude<HookEvent, { readonly name: "PreToolUse" 
     }
     case "Unrecorded": {
       const failed = event.event === "PostToolUseFailure"
-      return {
-        kind: Entry.OUTCOME_KIND,
-        payload: {
-          tool_use_id: event.input.tool_use_id,
-          tool_name: event.input.tool_name,
-          agent_id: agentOf(event.input).agent_id,
-          bytes_read: !failed && WRITING_TOOLS.has(event.input.tool_name) ? 0 : event.responseBytes,
-          bytes_written: 0,
-          duration_ms: validDuration(event.input.duration_ms),
-          error: failed ? "(not recorded: see not_recorded)" : null,
-          is_interrupt: failed ? event.input.is_interrupt ?? false : false,
-          response_sha256: null,
-          not_recorded: event.problem,
-          input_bytes: event.inputBytes,
-          input_sha256: event.inputSha256
-        }
-      }
+      return outcome(event.input, failed, {
+        bytes_read: !failed && WRITING_TOOLS.has(event.input.tool_name) ? 0 : event.responseBytes,
+        error: failed ? "(not recorded: see not_recorded)" : null,
+        response_sha256: null,
+        not_recorded: event.problem,
+        input_bytes: event.inputBytes,
+        input_sha256: event.inputSha256
+      })
     }
     case "Unknown":
       return { kind: UNKNOWN_KIND, payload: event.raw }
@@ -681,6 +663,29 @@ export const entryOf = (event: Exclude<HookEvent, { readonly name: "PreToolUse" 
       return { kind: kindOf(event.name), payload: event.raw }
   }
 }
+
+// An outcome entry: the fields every outcome has, then what this one says.
+const outcome = (
+  input: typeof Common.Type & {
+    readonly tool_use_id: string
+    readonly tool_name: string
+    readonly duration_ms?: number | undefined
+    readonly is_interrupt?: boolean | undefined
+  },
+  failed: boolean,
+  fields: { readonly bytes_read: number; readonly error: string | null; readonly [key: string]: Schema.Json }
+): { readonly kind: string; readonly payload: Schema.Json } => ({
+  kind: Entry.OUTCOME_KIND,
+  payload: {
+    tool_use_id: input.tool_use_id,
+    tool_name: input.tool_name,
+    agent_id: agentOf(input).agent_id,
+    bytes_written: 0,
+    duration_ms: validDuration(input.duration_ms),
+    is_interrupt: failed ? input.is_interrupt ?? false : false,
+    ...fields
+  }
+})
 
 const validDuration = (ms: number | undefined): number | null =>
   ms !== undefined && Number.isSafeInteger(ms) && ms >= 0 ? ms : null

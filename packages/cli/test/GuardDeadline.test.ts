@@ -62,6 +62,27 @@ const stopEvent = (active: boolean) =>
 
 const journalSession = Hook.sessionId({ session_id: SID, cwd: "/tmp/x", hook_event_name: "PreToolUse" })
 
+/** Another connection holds the session's row with SELECT … FOR UPDATE until `release`. */
+const lockRow = (name: string) => {
+  let release!: () => void
+  const released = new Promise<void>((resolve) => (release = resolve))
+  let locked!: (rows: number) => void
+  const isLocked = new Promise<number>((resolve) => (locked = resolve))
+  const holding = Effect.runPromise(
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql`SELECT session_id FROM ${
+          sql(`${prefix}sessions`)
+        } WHERE session_id = ${journalSession} FOR UPDATE`
+        locked(rows.length)
+        yield* Effect.promise(() => released)
+      }))
+    }).pipe(Effect.provide(Pg.adminLayer(name)))
+  )
+  return { holding, isLocked, release }
+}
+
 const startGuard = async (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = {}) => {
   const child = start(["claude-code", "guard", "--port", "0", ...args], {
     env: { SESSION_JOURNAL_GUARD_TOKEN: TOKEN, ...env }
@@ -169,22 +190,7 @@ describe.skipIf(!pgReachable)("the guard's deadline on PostgreSQL", () => {
       const first = await forward(g.url, preToolUse(1))
       assert.deepStrictEqual(JSON.parse(first.stdout), {}, first.stderr)
 
-      let release!: () => void
-      const released = new Promise<void>((resolve) => (release = resolve))
-      let locked!: (rows: number) => void
-      const isLocked = new Promise<number>((resolve) => (locked = resolve))
-      const holding = Effect.runPromise(
-        Effect.gen(function*() {
-          const sql = yield* SqlClient.SqlClient
-          yield* sql.withTransaction(Effect.gen(function*() {
-            const rows = yield* sql`SELECT session_id FROM ${
-              sql(`${prefix}sessions`)
-            } WHERE session_id = ${journalSession} FOR UPDATE`
-            locked(rows.length)
-            yield* Effect.promise(() => released)
-          }))
-        }).pipe(Effect.provide(Pg.adminLayer("sj-guard-dl-lock")))
-      )
+      const { holding, isLocked, release } = lockRow("sj-guard-dl-lock")
       try {
         assert.strictEqual(await isLocked, 1, "the session's row was not found")
         await assertRefusedOnDeadline(g.url, 1500)
@@ -214,22 +220,7 @@ describe.skipIf(!pgReachable)("the command hook's deadline on PostgreSQL", () =>
         })
       const first = await hook(10)
       assert.deepStrictEqual(JSON.parse(first.stdout), {}, first.stderr)
-      let release!: () => void
-      const released = new Promise<void>((resolve) => (release = resolve))
-      let locked!: (rows: number) => void
-      const isLocked = new Promise<number>((resolve) => (locked = resolve))
-      const holding = Effect.runPromise(
-        Effect.gen(function*() {
-          const sql = yield* SqlClient.SqlClient
-          yield* sql.withTransaction(Effect.gen(function*() {
-            const rows = yield* sql`SELECT session_id FROM ${
-              sql(`${prefix}sessions`)
-            } WHERE session_id = ${journalSession} FOR UPDATE`
-            locked(rows.length)
-            yield* Effect.promise(() => released)
-          }))
-        }).pipe(Effect.provide(Pg.adminLayer("sj-hook-dl-lock")))
-      )
+      const { holding, isLocked, release } = lockRow("sj-hook-dl-lock")
       try {
         assert.strictEqual(await isLocked, 1, "the session's row was not found")
         const late = await hook(11)
