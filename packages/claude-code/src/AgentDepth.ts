@@ -5,15 +5,16 @@
  * transcript and before the sub-agent's first tool call, a meta file
  * `<project>/<session_id>/subagents/agent-<agent_id>.meta.json` whose
  * `spawnDepth` is 1 for a sub-agent of the main agent, 2 for one of its
- * sub-agents, and so on (with `parentAgentId` from depth 2). `of` reads it, a
- * regular file of at most 64 KiB opened without blocking; ids that are not plain
- * (`[A-Za-z0-9_-]`) are never made into a path.
+ * sub-agents, and so on (with `parentAgentId` from depth 2). `of` reads it through
+ * the transcripts' file-access module (no link followed, a regular file of at
+ * most 64 KiB, opened without blocking); ids that are not plain (`[A-Za-z0-9_-]`)
+ * are never made into a path.
  *
  * @since 0.7.0
  */
 import * as Effect from "effect/Effect"
-import * as fs from "node:fs"
 import * as path from "node:path"
+import * as Source from "./internal/source.ts"
 
 /**
  * The depth of an event's agent: known, or unknown with the reason (a guard on
@@ -65,26 +66,15 @@ export const parse = (text: string): Depth => {
     : unknown("its meta file has no spawnDepth")
 }
 
-const readMeta = async (file: string): Promise<Depth> => {
-  let handle: fs.promises.FileHandle
-  try {
-    handle = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOFOLLOW)
-  } catch (e) {
-    return unknown(`its meta file ${file} cannot be opened (${(e as NodeJS.ErrnoException).code ?? "error"})`)
-  }
-  try {
-    const stat = await handle.stat()
-    if (!stat.isFile() || stat.size > MAX_META_BYTES) {
-      return unknown(`its meta file ${file} is not a small regular file`)
-    }
-    const buffer = Buffer.alloc(stat.size)
-    const { bytesRead } = await handle.read(buffer, 0, stat.size, 0)
-    return parse(buffer.subarray(0, bytesRead).toString("utf8"))
-  } catch {
-    return unknown(`its meta file ${file} cannot be read`)
-  } finally {
-    await handle.close().catch(() => undefined)
-  }
+// Read through the transcripts' one file-access module: every directory from the
+// project's down held open, no link followed, a regular file of at most 64 KiB.
+const readMeta = (file: string): Effect.Effect<Depth> => {
+  const loc = Source.locate(path.dirname(path.dirname(path.dirname(file))), file)
+  if (loc === null) return Effect.succeed(unknown(`its meta file ${file} is not under its project`))
+  return Effect.scoped(Effect.flatMap(Source.open(loc), (f) => Source.readAll(f, MAX_META_BYTES))).pipe(
+    Effect.map((bytes) => parse(new TextDecoder().decode(bytes))),
+    Effect.catch((e) => Effect.succeed(unknown(`its meta file cannot be read (${e.message})`)))
+  )
 }
 
 /**
@@ -103,5 +93,5 @@ export const of = (input: {
   if (file === null) {
     return Effect.succeed(unknown("its transcript path or ids cannot name its meta file"))
   }
-  return Effect.promise(() => readMeta(file))
+  return readMeta(file)
 }

@@ -5,9 +5,11 @@
  * "toolUseID":…,"stdout":"{}","exitCode":0,"command":"…"}`. A PreToolUse that our
  * hook (`claude-code hook`, or the guard's forwarder `claude-code forward`)
  * answered `{}` allowed a call that the hook had recorded on the chain before it
- * answered; so the journal of the session holds at least as many tool entries
- * (sub-agents' calls are in the same journal and in their own transcripts, so the
- * journal may hold more). A journal with fewer vanished or shrank.
+ * answered; so the journal of the session holds at least as many tool entries as
+ * the transcript shows distinct calls allowed by our hooks (sub-agents' calls are
+ * in the same journal and in their own transcripts, so the journal may hold more;
+ * our hooks installed twice, in the user's and the project's settings, allow one
+ * call twice, counted once). A journal with fewer vanished or shrank.
  *
  * `Scan` reads a transcript incrementally: only the bytes after the complete lines
  * already counted, so the work per event does not grow with the session's length;
@@ -25,23 +27,35 @@ const OURS = /claude-code (hook|forward)\b/
  *
  * @since 0.7.0
  */
-export const isAllowedByUs = (line: string): boolean => {
+export const isAllowedByUs = (line: string): boolean => allowedCallOf(line) !== null
+
+/**
+ * The call (its `toolUseID`) one transcript line records one of our hooks
+ * allowing, or null.
+ *
+ * @since 0.7.0
+ */
+export const allowedCallOf = (line: string): string | null => {
   // Cheap tests first: most lines are not hook attachments.
-  if (!line.includes("\"hook_success\"") || !line.includes("PreToolUse")) return false
+  if (!line.includes("\"hook_success\"") || !line.includes("PreToolUse")) return null
   let parsed: unknown
   try {
     parsed = JSON.parse(line)
   } catch {
-    return false
+    return null
   }
-  if (typeof parsed !== "object" || parsed === null) return false
+  if (typeof parsed !== "object" || parsed === null) return null
   const a = (parsed as Record<string, unknown>)["attachment"]
-  if (typeof a !== "object" || a === null) return false
+  if (typeof a !== "object" || a === null) return null
   const o = a as Record<string, unknown>
-  return o["type"] === "hook_success" && o["hookEvent"] === "PreToolUse" && o["exitCode"] === 0 &&
+  const ours = o["type"] === "hook_success" && o["hookEvent"] === "PreToolUse" && o["exitCode"] === 0 &&
     typeof o["stdout"] === "string" && o["stdout"].trim() === "{}" &&
     typeof o["command"] === "string" && OURS.test(o["command"])
+  return ours ? (typeof o["toolUseID"] === "string" ? o["toolUseID"] : "") : null
 }
+
+/** How many call ids a scan remembers to count each call once (our hooks may be installed twice). */
+const RECENT = 64
 
 /**
  * What was counted so far: the bytes of complete lines scanned and the calls our
@@ -51,7 +65,10 @@ export const isAllowedByUs = (line: string): boolean => {
  */
 export interface Scan {
   readonly offset: number
+  /** Distinct calls allowed (several of our hooks allowing one call count once). */
   readonly allowed: number
+  /** The ids of the latest calls counted, for that. */
+  readonly recent: ReadonlyArray<string>
 }
 
 /**
@@ -59,7 +76,7 @@ export interface Scan {
  *
  * @since 0.7.0
  */
-export const empty: Scan = { offset: 0, allowed: 0 }
+export const empty: Scan = { offset: 0, allowed: 0, recent: [] }
 
 /**
  * The scan extended by `bytes`, the transcript's bytes from `scan.offset` on: its
@@ -72,11 +89,21 @@ export const extend = (scan: Scan, bytes: Uint8Array): Scan => {
   if (end < 0) return scan
   const decoder = new TextDecoder()
   let allowed = scan.allowed
+  const recent = [...scan.recent]
   let start = 0
   while (start <= end) {
     const nl = bytes.indexOf(0x0a, start)
-    if (isAllowedByUs(decoder.decode(bytes.subarray(start, nl)))) allowed++
+    const id = allowedCallOf(decoder.decode(bytes.subarray(start, nl)))
+    // The attachments of one call's hooks are written together: an id seen among
+    // the latest is the same call allowed by another of our hooks.
+    if (id !== null && (id === "" || !recent.includes(id))) {
+      allowed++
+      if (id !== "") {
+        recent.push(id)
+        if (recent.length > RECENT) recent.shift()
+      }
+    }
     start = nl + 1
   }
-  return { offset: scan.offset + end + 1, allowed }
+  return { offset: scan.offset + end + 1, allowed, recent }
 }

@@ -38,10 +38,18 @@ describe("HookRuns", () => {
     for (const line of others) expect(HookRuns.isAllowedByUs(line), line).toBe(false)
   })
 
+  it("counts a call allowed by two of our hooks (user and project settings) once", () => {
+    const twice = [ours, ours, attachment({ toolUseID: "toolu_2" }), attachment({ toolUseID: "toolu_2" })]
+    const scan = HookRuns.extend(HookRuns.empty, new TextEncoder().encode(twice.map((l) => l + "\n").join("")))
+    expect(scan.allowed).toBe(2)
+  })
+
   it("counts the same however the transcript is cut into reads, and leaves a last unfinished line for later", () => {
     fc.assert(
       fc.property(
-        fc.array(fc.constantFrom(ours, ...others), { maxLength: 30 }),
+        fc.array(fc.constantFrom("ours", ...others), { maxLength: 30 }).map((ls) =>
+          ls.map((l, i) => (l === "ours" ? attachment({ toolUseID: `toolu_${i}` }) : l))
+        ),
         fc.array(fc.nat(), { maxLength: 8 }),
         fc.boolean(),
         (lines, cuts, unfinished) => {
@@ -58,7 +66,7 @@ describe("HookRuns", () => {
             scan = next
             at = p
           }
-          expect(scan.allowed).toBe(lines.filter((l) => l === ours).length)
+          expect(scan.allowed).toBe(lines.filter((l) => HookRuns.isAllowedByUs(l)).length)
           expect(scan.offset).toBe(bytes.length - (unfinished ? new TextEncoder().encode(ours).length : 0))
         }
       )

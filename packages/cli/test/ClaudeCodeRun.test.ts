@@ -182,7 +182,8 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("claude-code run aga
     } finally {
       await s.api.close()
     }
-  })
+    // Three turns of the real CLI and two interrupts: on a loaded machine a minute is not enough.
+  }, 180_000)
 
   it("a turn ended by Ctrl-C makes the exit 1 once the prompts are done", async () => {
     const first = Fake.hold()

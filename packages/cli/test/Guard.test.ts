@@ -67,7 +67,8 @@ const guard = async (
 ): Promise<Guard> => {
   const root = tempDir()
   const dir = options.dir ?? path.join(root, "journal")
-  const args = ["claude-code", "guard", "--port", "0", "--root", dir, ...(options.args ?? [])]
+  // These tests post as Claude Code's own http hooks do, with the token as a bearer token.
+  const args = ["claude-code", "guard", "--port", "0", "--root", dir, "--accept-bearer", ...(options.args ?? [])]
   if (options.policy !== undefined) {
     fs.writeFileSync(path.join(root, "policy.json"), JSON.stringify(options.policy))
     args.push("--policy", path.join(root, "policy.json"))
@@ -345,6 +346,36 @@ describe.skipIf(!nodeAdapter)("claude-code guard", () => {
     const off = await guard({ args: ["--no-self-protection"] })
     assert.isFalse(isDeny(await post(off, touching(off.dir, 3))))
     await stop(off)
+  })
+
+  it("takes a bearer token only with --accept-bearer; refuses a call naming its token file or variable", async () => {
+    const root = tempDir()
+    const tokenFile = path.join(root, "token")
+    fs.writeFileSync(tokenFile, TOKEN + "\n", { mode: 0o600 })
+    const child = start(
+      ["claude-code", "guard", "--port", "0", "--root", path.join(root, "j"), "--token-file", tokenFile],
+      { env: { SESSION_JOURNAL_GUARD_TOKEN: "" } }
+    )
+    started.push(child)
+    const line = await waitForLine(child, (l) => l.includes("listening at "))
+    const url = line.slice(line.indexOf("http://"), line.indexOf(","))
+    const bearer = await fetch(url, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: preToolUse(1)
+    })
+    assert.strictEqual(bearer.status, 401)
+    const ask = async (command: string) => {
+      const r = await run(["claude-code", "forward", "--url", url, "--token-file", tokenFile], {
+        input: JSON.stringify({ ...JSON.parse(preToolUse(2)), tool_name: "Bash", tool_input: { command } })
+      })
+      return r.stdout
+    }
+    assert.include(await ask(`cat ${tokenFile}`), "the guard's token file")
+    assert.include(await ask("echo $SESSION_JOURNAL_GUARD_TOKEN"), "the guard's token variable")
+    assert.isFalse(isDeny(await ask("ls")))
+    child.kill("SIGTERM")
+    assert.strictEqual(await exited(child), 0)
   })
 
   it("refuses a session that vanished or shrank while it was closed, instead of starting it afresh", async () => {

@@ -72,7 +72,10 @@ export const resolveToken = (options: {
   readonly file: string | undefined
   readonly stateHome: string | undefined
   readonly make: () => string
-}): Effect.Effect<{ readonly token: string; readonly note: string | null }, InvalidInput> =>
+}): Effect.Effect<
+  { readonly token: string; readonly note: string | null; readonly file: string | null },
+  InvalidInput
+> =>
   Effect.gen(function*() {
     if (options.given !== undefined && options.given !== "") {
       if (options.file !== undefined) {
@@ -81,12 +84,12 @@ export const resolveToken = (options: {
           reason: `give $${GUARD_TOKEN_VAR} or --token-file FILE, not both`
         })
       }
-      return { token: options.given, note: null }
+      return { token: options.given, note: null, file: null }
     }
     if (options.file !== undefined && fs.existsSync(options.file)) {
       const read = SecretFile.read(options.file, "token file", Forward.MAX_TOKEN_FILE_BYTES)
       if (read._tag === "Refused") return yield* new InvalidInput({ field: "--token-file", reason: read.reason })
-      return { token: read.text.split("\n")[0]!.trim(), note: null }
+      return { token: read.text.split("\n")[0]!.trim(), note: null, file: path.resolve(options.file) }
     }
     const token = options.make()
     const file = options.file !== undefined
@@ -105,10 +108,11 @@ export const resolveToken = (options: {
     })
     return {
       token,
+      file,
       note: `session-journal guard: no $${GUARD_TOKEN_VAR} in the environment, so this run made a token and ` +
         `wrote it to ${file} (mode 0600; the token is not printed).\n` +
-        `Give it to the hooks: set ${GUARD_TOKEN_VAR}="$(cat ${file})" in the environment Claude Code runs in, ` +
-        `or install the forwarder with --token-file ${file}; start the guard with --token-file ${file} ` +
+        `Give it to the hooks: install them with --guard URL --token-file ${file} (a variable in Claude Code's ` +
+        `environment is one every command of the agent can read); start the guard with --token-file ${file} ` +
         `to keep this token across restarts.\n`
     }
   })
@@ -161,6 +165,13 @@ export const guard = Command.make("guard", {
     Flag.withMetavar("DURATION"),
     Flag.withDescription("How long a session with nothing to write stays open in the guard (default 10m)")
   ),
+  acceptBearer: Flag.Boolean("accept-bearer").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription(
+      "Also take Authorization: Bearer TOKEN as proof, for Claude Code's own http hooks (which fail open); " +
+        "the forwarder never sends the token"
+    )
+  ),
   noSelfProtection: Flag.Boolean("no-self-protection").pipe(
     Flag.withDefault(false),
     Flag.withDescription("Let calls touch the journal, the policy file and the settings that hold the hooks")
@@ -187,7 +198,12 @@ export const guard = Command.make("guard", {
         const tokenFile = Option.getOrUndefined(a.tokenFile)
         const problem = given === undefined || given === "" ? null : module.tokenProblem(given)
         if (problem !== null) return yield* new InvalidInput({ field: GUARD_TOKEN_VAR, reason: problem })
-        const { note, token } = yield* resolveToken({ given, file: tokenFile, stateHome, make: module.makeToken })
+        const { file: tokenPath, note, token } = yield* resolveToken({
+          given,
+          file: tokenFile,
+          stateHome,
+          make: module.makeToken
+        })
         if (note !== null) yield* Output.write(note)
         const wait = Option.getOrUndefined(a.wait)
         // As the command hook: the journal outside every project unless one is named.
@@ -211,6 +227,8 @@ export const guard = Command.make("guard", {
           storage: wait === undefined ? base : { ...base, lockWait: wait },
           policyFile: file === undefined ? undefined : path.resolve(file),
           noSelfProtection: a.noSelfProtection,
+          acceptBearer: a.acceptBearer,
+          tokenFile: tokenPath ?? undefined,
           idleTimeToLive: Option.match(a.idleClose, { onNone: () => undefined, onSome: (ms) => Duration.millis(ms) })
         })
       })

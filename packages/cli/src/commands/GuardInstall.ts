@@ -44,8 +44,9 @@ import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
 import { InvalidInput } from "../Failure.ts"
 import * as GuardAuth from "../internal/guardAuth.ts"
+import * as SecretFile from "../internal/secretFile.ts"
 import { load } from "../PolicyFile.ts"
-import { DEFAULT_TIMEOUT_MS, exchange, TOKEN_VAR, withDeadline } from "./Forward.ts"
+import { DEFAULT_TIMEOUT_MS, exchange, MAX_TOKEN_FILE_BYTES, TOKEN_VAR, withDeadline } from "./Forward.ts"
 import { EVENTS, forwardCommand, HOOK_TIMEOUT_SECONDS, shellQuote } from "./Install.ts"
 
 /**
@@ -256,6 +257,21 @@ export const askPolicy = (
 
 const describePolicy = (p: GuardPolicy): string =>
   p.policy === null ? "no policy (it records only, every call allowed)" : `the policy ${p.name} (sha256 ${p.sha256})`
+
+/**
+ * The token in the first line of a token file, refused (`InvalidInput` on
+ * `--token-file`) when the file may be read by others or cannot be read.
+ *
+ * @since 0.7.0
+ */
+export const readTokenFile = (file: string): Effect.Effect<string, InvalidInput> => {
+  const read = SecretFile.read(file, "token file", MAX_TOKEN_FILE_BYTES)
+  if (read._tag === "Refused") return Effect.fail(new InvalidInput({ field: "--token-file", reason: read.reason }))
+  const token = read.text.split("\n")[0]!.trim()
+  return token === ""
+    ? Effect.fail(new InvalidInput({ field: "--token-file", reason: `the token file ${file} is empty` }))
+    : Effect.succeed(token)
+}
 
 /**
  * The check of `install --guard URL [--policy FILE]` (`token`: the guard's token

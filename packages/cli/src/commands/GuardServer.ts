@@ -80,6 +80,7 @@ import { InvalidInput, NotAvailable } from "../Failure.ts"
 import { Acknowledged } from "../internal/acknowledged.ts"
 import * as GuardAuth from "../internal/guardAuth.ts"
 import * as Protect from "../internal/protect.ts"
+import * as TranscriptScan from "../internal/transcriptScan.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as HostCheck from "../viewer/HostCheck.ts"
@@ -201,6 +202,10 @@ export interface Options {
   readonly noSelfProtection?: boolean | undefined
   /** How long a session with nothing to write stays open (default `IDLE_TIME_TO_LIVE`). */
   readonly idleTimeToLive?: Duration.Input | undefined
+  /** Whether `Authorization: Bearer TOKEN` is taken as proof, for Claude Code's `http` hooks (default false). */
+  readonly acceptBearer?: boolean | undefined
+  /** The token file, protected from the calls the guard decides. */
+  readonly tokenFile?: string | undefined
 }
 
 /**
@@ -269,10 +274,15 @@ export const handler = (options: {
   readonly protect?: ((cwd: string) => Promise<ReadonlyArray<Hook.Protected>>) | undefined
   /** What the guard acknowledged per session (default: a fresh memory of 10,000 sessions). */
   readonly acknowledged?: Acknowledged | undefined
+  /** Whether `Authorization: Bearer TOKEN` is taken as proof (default false: only the forwarder's MAC). */
+  readonly acceptBearer?: boolean | undefined
 }) => {
   const acknowledged = options.acknowledged ?? new Acknowledged()
   const hosts = HostCheck.policy(options.port)
-  const authorized = authorizer(options.token)
+  // `Authorization: Bearer` sends the token itself, which only Claude Code's own
+  // `http` hooks do (and they fail open); refused unless asked for.
+  const bearer = authorizer(options.token)
+  const authorized = options.acceptBearer === true ? bearer : () => false
   const replays = options.replays ?? GuardAuth.makeReplayGuard()
   const report = GuardInstall.guardPolicyOf(options.policy)
   const timeoutMs = options.handleTimeoutMs ?? DEFAULT_HANDLE_TIMEOUT_MS
@@ -398,7 +408,16 @@ const answerOf = (
       ...(protect === undefined
         ? {}
         : { protect: yield* Effect.promise(() => protect(event.input.cwd)), home: process.env["HOME"] }),
-      ...(event.input.agent_id === undefined ? {} : { depth: yield* AgentDepth.of(event.input) })
+      ...(event.input.agent_id === undefined ? {} : { depth: yield* AgentDepth.of(event.input) }),
+      ...(protect === undefined || event.input.transcript_path === undefined ? {} : {
+        allowedByTranscript: yield* Effect.promise(() =>
+          TranscriptScan.allowedCalls(
+            event.input.transcript_path!,
+            TranscriptScan.cacheDir(process.env),
+            c.handleOptions.session ?? Hook.sessionId(event.input)
+          )
+        )
+      })
     }
     const acknowledged = c.acknowledged
     const session = handleOptions.session ?? Hook.sessionId(event.input)
@@ -483,6 +502,7 @@ export const run = (options: Options) =>
           policy: options.policy,
           handleTimeoutMs: options.handleTimeoutMs,
           stopping: () => signalled,
+          acceptBearer: options.acceptBearer,
           ...(options.noSelfProtection === true ? {} : {
             protect: (cwd: string) =>
               Protect.protectedPaths(
@@ -490,7 +510,14 @@ export const run = (options: Options) =>
                 process.env,
                 Storage.isFilesystem(options.storage) ? options.storage.dir : null,
                 options.policyFile
-              )
+              ).then((paths) => [
+                ...paths,
+                ...(options.tokenFile === undefined
+                  ? []
+                  : [{ path: options.tokenFile, what: "the guard's token file", directory: false }]),
+                // Not a path: a call that names the variable reads the token (when it is set).
+                { path: TOKEN_VAR, what: "the guard's token variable", directory: false }
+              ])
           })
         })
       )

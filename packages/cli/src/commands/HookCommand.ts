@@ -35,7 +35,6 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as fs from "node:fs"
-import * as path from "node:path"
 import { InvalidInput } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import type { HookArgs } from "../internal/hookArgs.ts"
@@ -223,12 +222,11 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
     }
     if (hookEvent.name === "PreToolUse" && args.noSelfProtection !== true && hookEvent.input.transcript_path) {
       seen.stage = "counting in the transcript the calls the hooks allowed"
-      const state = Storage.userStateDir(io.env)
       options = {
         ...options,
         allowedByTranscript: await TranscriptScan.allowedCalls(
           hookEvent.input.transcript_path,
-          state === undefined ? undefined : path.join(state, "transcript-scans"),
+          TranscriptScan.cacheDir(io.env),
           options.session ?? Hook.sessionId(hookEvent.input)
         )
       }

@@ -54,7 +54,14 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { InvalidInput } from "../Failure.ts"
 import { Dir, onCommandLine, withoutJournal } from "../internal/commandKit.ts"
-import { commandLine, type ProjectPath, projectPath, type Word, type WrapOptions } from "../internal/hookWrapper.ts"
+import {
+  commandLine,
+  type ProjectPath,
+  projectPath,
+  shellQuote,
+  type Word,
+  type WrapOptions
+} from "../internal/hookWrapper.ts"
 import { EVENTS, installText, type JsonObject, removeText } from "../internal/settingsHooks.ts"
 import * as SettingsIo from "../internal/settingsIo.ts"
 import * as Output from "../Output.ts"
@@ -328,6 +335,14 @@ export const command = Command.make("install", {
       "Hand events to the resident guard at URL (http://127.0.0.1:PORT/hook), denying when it is down"
     )
   ),
+  tokenFile: Flag.String("token-file").pipe(
+    Flag.optional,
+    Flag.withMetavar("FILE"),
+    Flag.withDescription(
+      "With --guard: the forwarder reads the guard's token from FILE (mode 0600, as the guard's --token-file), " +
+        "not from $SESSION_JOURNAL_GUARD_TOKEN, which every command the agent runs can read"
+    )
+  ),
   uninstall: Flag.Boolean("uninstall").pipe(
     Flag.withDefault(false),
     Flag.withDescription("Remove our hooks only (from both project files, or the user's), keeping everything else")
@@ -399,16 +414,22 @@ export const command = Command.make("install", {
         const policy = policyFile === undefined ? undefined : yield* place("--policy", policyFile)
         const guard = Option.getOrUndefined(a.guard)
         const url = guard === undefined ? undefined : yield* guardUrl(guard)
+        const tokenFileGiven = Option.getOrUndefined(a.tokenFile)
+        if (tokenFileGiven !== undefined && url === undefined) {
+          return yield* new InvalidInput({ field: "--token-file", reason: "is for --guard URL" })
+        }
+        const tokenFile = tokenFileGiven === undefined ? undefined : path.resolve(tokenFileGiven)
         // The guard decides with its own policy: --policy must be the one it runs.
         const guardNote = url === undefined
           ? ""
-          : yield* checkGuardPolicy(url, policyFile === undefined ? undefined : path.resolve(policyFile))
+          : yield* checkGuardPolicy(url, policyFile === undefined ? undefined : path.resolve(policyFile), tokenFile)
         const self = scope === "shared" ? SHARED_COMMAND : selfCommand()
         const hookFor = (event: string): JsonObject => ({
           type: "command",
           command: url === undefined
             ? hookCommand(self, { root, policy, event, settings: hint })
-            : forwardCommand(self, url, { event, settings: hint }),
+            : forwardCommand(self, url, { event, settings: hint }) +
+              (tokenFile === undefined ? "" : ` --token-file ${shellQuote(tokenFile)}`),
           timeout: HOOK_TIMEOUT_SECONDS
         })
         const report = yield* apply(file, hookFor)
@@ -459,11 +480,15 @@ const guardUrl = (url: string): Effect.Effect<string, InvalidInput> => {
     : Effect.fail(new InvalidInput({ field: "--guard", reason: `${url}: expected http://127.0.0.1:PORT/hook` }))
 }
 
-const checkGuardPolicy = (url: string, policy: string | undefined) =>
+const checkGuardPolicy = (url: string, policy: string | undefined, tokenFile: string | undefined) =>
   Effect.flatMap(
     Effect.all([
       Effect.promise(() => import("./GuardInstall.ts")),
       Effect.orDie(Config.option(Config.String("SESSION_JOURNAL_GUARD_TOKEN")))
     ]),
-    ([m, token]) => m.checkPolicy(url, policy, Option.getOrUndefined(token))
+    ([m, token]) =>
+      Effect.flatMap(
+        tokenFile === undefined ? Effect.succeed(Option.getOrUndefined(token)) : m.readTokenFile(tokenFile),
+        (t) => m.checkPolicy(url, policy, t)
+      )
   )

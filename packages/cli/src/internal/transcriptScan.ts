@@ -2,16 +2,18 @@
  * The command hook's count of the calls our hooks allowed in a Claude Code
  * session, from its transcript (`HookRuns`), read incrementally: the scan so far
  * is kept in a small file per journal session under the user's state directory
- * (`transcript-scans/<session>.json`), so each event reads only the transcript's
- * new bytes. The kept scan is a claim: one that does not fit the transcript (a
- * larger offset than the file, another file) is dropped and the transcript
- * scanned from its start. Nothing here fails: a transcript that cannot be read
+ * (`session-journal-scans/<session>.json` beside the journal's default directory,
+ * not in it), so each event reads only the transcript's new bytes. The kept scan
+ * is a claim: one for another file is dropped and the transcript scanned from its
+ * start; a transcript shorter than the kept offset was cut (Claude Code only
+ * appends), and the kept count stands. Nothing here fails: a transcript that cannot be read
  * counts nothing.
  */
 import * as HookRuns from "@session-journal/claude-code/HookRuns"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { userStateDir } from "../Storage.ts"
 
 const CHUNK = 1024 * 1024
 const MAX_CARRY = 16 * 1024 * 1024
@@ -24,8 +26,9 @@ const readKept = async (cache: string, transcript: string): Promise<HookRuns.Sca
   try {
     const kept = JSON.parse(await fs.promises.readFile(cache, "utf8")) as Partial<Kept>
     return kept.file === transcript && Number.isSafeInteger(kept.offset) && Number.isSafeInteger(kept.allowed) &&
-        kept.offset! >= 0 && kept.allowed! >= 0
-      ? { offset: kept.offset!, allowed: kept.allowed! }
+        kept.offset! >= 0 && kept.allowed! >= 0 && Array.isArray(kept.recent) &&
+        kept.recent.every((id) => typeof id === "string")
+      ? { offset: kept.offset!, allowed: kept.allowed!, recent: kept.recent }
       : HookRuns.empty
   } catch {
     return HookRuns.empty
@@ -41,6 +44,15 @@ const keep = async (cache: string, kept: Kept): Promise<void> => {
   } catch {
     // A scan not kept is done again next time.
   }
+}
+
+/**
+ * Where the scans are kept: `session-journal-scans` beside the user's state
+ * directory of journals (`Storage.userStateDir`), outside it; none without one.
+ */
+export const cacheDir = (env: Readonly<Record<string, string | undefined>>): string | undefined => {
+  const state = userStateDir(env)
+  return state === undefined ? undefined : path.join(path.dirname(state), "session-journal-scans")
 }
 
 /**
@@ -63,7 +75,9 @@ export const allowedCalls = async (
   }
   try {
     const size = (await handle.stat()).size
-    if (scan.offset > size) scan = HookRuns.empty
+    // Claude Code only appends to a transcript: one shorter than what was counted
+    // was cut, and what was counted stands (the journal must still hold it).
+    if (scan.offset > size) return scan.allowed
     const buffer = Buffer.alloc(Math.min(CHUNK, Math.max(size - scan.offset, 1)))
     let carry: Uint8Array = new Uint8Array(0)
     let position = scan.offset + carry.length
@@ -80,7 +94,7 @@ export const allowedCalls = async (
       carry = Uint8Array.prototype.slice.call(bytes, next.offset - scan.offset)
       scan = next
       if (carry.length > MAX_CARRY) {
-        scan = { offset: scan.offset + carry.length, allowed: scan.allowed }
+        scan = { ...scan, offset: scan.offset + carry.length }
         carry = new Uint8Array(0)
       }
     }
