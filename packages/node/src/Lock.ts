@@ -738,39 +738,33 @@ export const clearStaleTemps = Effect.fnUntraced(
  * Waits until the lock file of `dir` is removed or renamed (watched with
  * `fs.watch` on the directory) and then `settleMillis` more, or until `millis`
  * have passed, whichever comes first. Where the directory cannot be watched it
- * just waits. Interruptible: the watcher and the timers are let go.
+ * just waits. Time is the fiber's `Clock` (a test clock moves it with
+ * `TestClock.adjust`). Interruptible: the watcher and the sleeps are let go.
  *
  * @since 0.4.0
  */
-export const awaitRelease = (dir: string, millis: number, settleMillis = 0): Effect.Effect<void> =>
-  Effect.callback<void>((resume) => {
+export const awaitRelease = (dir: string, millis: number, settleMillis = 0): Effect.Effect<void> => {
+  // Resumes when the lock file goes; never where the directory cannot be watched.
+  const released = Effect.callback<boolean>((resume) => {
     let watcher: fs.FSWatcher | null = null
-    let timer: ReturnType<typeof setTimeout> | null = null
-    const done = () => {
-      if (timer !== null) clearTimeout(timer)
-      timer = null
-      if (watcher !== null) watcher.close()
-      watcher = null
-      resume(Effect.void)
-    }
     try {
       watcher = fs.watch(dir, { persistent: false }, (_event, name) => {
         if (name !== null && name !== LOCK_FILE) return
         if (watcher !== null) watcher.close()
         watcher = null
-        if (settleMillis <= 0) return done()
-        if (timer !== null) clearTimeout(timer)
-        timer = setTimeout(done, settleMillis)
+        resume(Effect.succeed(true))
       })
       watcher.on("error", () => undefined)
     } catch {
       watcher = null
     }
-    timer = setTimeout(done, Math.max(0, millis))
     return Effect.sync(() => {
-      if (timer !== null) clearTimeout(timer)
       if (watcher !== null) watcher.close()
-      timer = null
       watcher = null
     })
   })
+  return Effect.flatMap(
+    Effect.raceFirst(released, Effect.as(Effect.sleep(Math.max(0, millis)), false)),
+    (woken) => woken && settleMillis > 0 ? Effect.sleep(settleMillis) : Effect.void
+  )
+}
