@@ -149,6 +149,9 @@ export const lockSession = (
   ))
   const take = Effect.flatMap(Lock.acquire(r.ctx, dir, id, options), (held) =>
     Effect.gen(function*() {
+      // Which stale lock was taken over, and what proved its holder gone: at debug
+      // level, for a host that wants to see it (the command line prints no logs).
+      if (held.tookOver !== null) yield* Effect.logDebug(tookOverLine(id, held.tookOver))
       const names = yield* FileOps.listDir(r.ctx, dir)
       for (const n of names) {
         if (n.startsWith(FileOps.TEMP_PREFIX)) yield* FileOps.unlinkIfExists(r.ctx, path.join(dir, n))
@@ -220,6 +223,15 @@ export const waitFor = <A, E, R>(
     )
     return yield* loop
   })
+
+/**
+ * One line saying which stale lock of session `id` a writer took over, and what
+ * proved its holder gone.
+ */
+export const tookOverLine = (id: string, over: Lock.TakenOver): string =>
+  `took over the lock of session ${id} left by ${
+    over.record === null ? "an unreadable lock file" : `pid ${over.record.pid} on ${over.record.host}`
+  }: ${over.verdict.reason}`
 
 const seconds = (millis: number): string => `${(millis / 1000).toFixed(millis < 10_000 ? 2 : 1)} s`
 
