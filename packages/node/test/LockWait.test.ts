@@ -55,6 +55,26 @@ describe("lockBackoff", () => {
   })
 })
 
+describe("claimBackoff", () => {
+  it("waits 5 ms plus up to 10 ms drawn from Random while another process takes a stale lock over", async () => {
+    const delays = (seed: string) =>
+      Effect.runPromise(
+        Effect.gen(function*() {
+          const step = yield* Schedule.toStep(Lock.claimBackoff)
+          const out: Array<number> = []
+          for (let n = 0; n < 20; n++) out.push(Duration.toMillis((yield* step(0, undefined))[1]))
+          return out
+        }).pipe(Random.withSeed(seed))
+      )
+    const first = await delays("claim")
+    for (const d of first) {
+      expect(d).toBeGreaterThanOrEqual(5)
+      expect(d).toBeLessThan(15)
+    }
+    expect(await delays("claim")).toEqual(first)
+  })
+})
+
 describe("waitFor under TestClock", () => {
   it("tries at the schedule's delays, cuts the last wait to the bound, then gives up saying how long it waited", async () => {
     const dir = tempDir("lock-wait-clock")
