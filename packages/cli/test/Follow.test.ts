@@ -5,14 +5,17 @@
  * says so on stderr and exits 1); after a legitimate `repair` it says which printed
  * entries were set aside, prints the recovery entry and goes on; `serve`'s live
  * updates stop with a failure event instead of appending another chain's entries.
+ * An idle `tail --follow` loads the session once and then waits on a watch of the
+ * session directory: its file operations, counted by `strace`, are one listing a
+ * safety poll and no segment opened again.
  */
 import { assert, describe, it } from "@effect/vitest"
-import type { ChildProcess } from "node:child_process"
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
+import { BIN, cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const started: Array<ChildProcess> = []
 
@@ -155,6 +158,53 @@ describe("tail --follow checks what it prints", () => {
       assert.strictEqual((await run(["--dir", dir, "verify", "r"])).code, 0)
     },
     60_000
+  )
+})
+
+const hasStrace = spawnSync("strace", ["-V"]).status === 0
+
+describe.runIf(hasStrace)("an idle tail --follow, its file operations counted by strace", () => {
+  it(
+    "opens the segment twice (one load, one reader), then lists the directory once a safety poll and opens nothing",
+    async () => {
+      const dir = tempDir()
+      assert.strictEqual((await importLines(dir, "i", range(0, 5).map((i) => `t${pad(i)}`))).code, 0)
+      const trace = path.join(dir, "trace")
+      const child = spawn(
+        "strace",
+        ["-f", "-qq", "-e", "trace=openat", "-o", trace, process.execPath, BIN, "--dir", dir, "tail", "i", "--follow"],
+        // Its own process group: strace and the follower it runs end together.
+        { stdio: ["pipe", "pipe", "pipe"], detached: true }
+      )
+      const stop = async (signal: NodeJS.Signals) => {
+        if (child.exitCode !== null || child.signalCode !== null) return
+        process.kill(-child.pid!, signal)
+        await exited(child)
+      }
+      try {
+        await waitForLine(child, (l) => l.includes("t04"))
+        const session = path.join(dir, "i")
+        const count = () => {
+          const lines = fs.existsSync(trace) ? fs.readFileSync(trace, "utf8").split("\n") : []
+          return {
+            segmentOpens: lines.filter((l) => l.includes(`openat(`) && /\/i\/\d{20}\.jsonl"/.test(l)).length,
+            listings: lines.filter((l) => l.includes(`"${session}", `) && l.includes("O_DIRECTORY")).length
+          }
+        }
+        // Counted, not timed: three safety polls are three more listings, however long they take.
+        await eventually(() => count().segmentOpens >= 2 && count().listings >= 1, "the follower started", 30_000)
+        const startup = count()
+        await eventually(() => count().listings >= startup.listings + 3, "three safety polls", 60_000)
+        await stop("SIGTERM")
+        const idle = count()
+        // Before, the follower opened the segment and listed the directory every 50 ms.
+        assert.strictEqual(idle.segmentOpens, 2, "one load and one reader; no segment opened again while idle")
+        assert.isAtMost(idle.listings - startup.listings, 4)
+      } finally {
+        await stop("SIGKILL")
+      }
+    },
+    90_000
   )
 })
 

@@ -255,11 +255,12 @@ export class SessionJournal extends Context.Service<SessionJournal, {
    * entries aside is delivered as `Recovered` (its recovery entry, and the range
    * set aside) and followed on; an edit, a cut or another chain in place of
    * delivered entries fails the stream with `HistoryDiverged`; damage fails it as
-   * `verify` would.
+   * `verify` would. `from` as `{ last: n }` starts at the last `n` entries stored
+   * (the state the follower loads anyway says where they start).
    */
   readonly follow: (
     id: string,
-    from?: number
+    from?: number | { readonly last: number }
   ) => Stream.Stream<Follow.Event, InvalidSessionId | FollowError>
   /**
    * Subscribes to every entry this service commits to the session from now on. The
@@ -395,9 +396,17 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const followFrom = (id: string, current: JournalState.JournalState, from: number) =>
     Following.follow({ persistence, caps, failureOf }, id, current, from)
 
-  const follow = (id: string, from = 0): Stream.Stream<Follow.Event, InvalidSessionId | FollowError> =>
+  const follow = (
+    id: string,
+    from: number | { readonly last: number } = 0
+  ): Stream.Stream<Follow.Event, InvalidSessionId | FollowError> =>
     Entry.isSessionId(id)
-      ? Stream.unwrap(Effect.map(state(id), (current) => followFrom(id, current, from)))
+      ? Stream.unwrap(Effect.map(state(id), (current) =>
+        followFrom(
+          id,
+          current,
+          typeof from === "number" ? from : Math.max(0, current.next_sequence - Math.max(0, from.last))
+        )))
       : Stream.fail(new InvalidSessionId({ id }))
 
   // The next sequence this service has committed while it holds the session open;

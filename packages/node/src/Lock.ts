@@ -45,8 +45,12 @@
  * @since 0.1.0
  */
 import { SessionLocked, StorageError, StorageReason } from "@session-journal/core"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Random from "effect/Random"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
 import type { Stats } from "node:fs"
@@ -56,8 +60,22 @@ import * as FileOps from "./internal/fileOps.ts"
 import * as Process from "./internal/process.ts"
 import { ownBoot, ownPidns, ownStart, validPid } from "./internal/process.ts"
 
-const realSleep = (millis: number): Effect.Effect<void> =>
-  Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis)))
+/**
+ * The waits of an acquirer that finds another process taking a stale lock over
+ * (its claim is live): 5 ms plus up to 10 ms drawn from `Random`. The claimant
+ * finishes within milliseconds, and the acquisition tries at most a bounded
+ * number of times.
+ *
+ * @since 0.7.0
+ */
+export const claimBackoff: Schedule.Schedule<number> = Schedule.spaced("5 millis").pipe(
+  Schedule.modifyDelay(() => Effect.map(Random.next, (r) => Duration.millis(5 + 10 * r)))
+)
+
+// The acquisition runs uninterruptibly (the acquire of `acquireRelease`), and under
+// a test clock a sleep of the fiber's Clock would never end: its waits are slept
+// on the real clock, whatever clock the fiber has.
+const realClock = Clock.Clock.defaultValue()
 
 /**
  * Name of the lock file inside a session directory.
@@ -527,6 +545,7 @@ export const acquire = (
     const takeable = (verdict: Verdict) =>
       verdict.state === "gone" || (verdict.state === "unknown" && options?.force === true)
     return Effect.gen(function*() {
+      const claimWait = yield* Schedule.toStep(claimBackoff)
       fh = yield* FileOps.createExclusive(ctx, tmp)
       yield* FileOps.writeAll(fh, tmp, new TextEncoder().encode(text), 0)
       // Before the link: once linked, nothing may fail before the lock is returned.
@@ -568,9 +587,11 @@ export const acquire = (
         if (claim._tag === "Odd") return yield* oddLock(claimPath, claim)
         if (alive(claim)) {
           // Another process is taking over right now; it finishes within milliseconds.
-          // Real time, not the fiber's Clock: this runs uninterruptibly, and under a
-          // test clock a Clock sleep would never end.
-          yield* realSleep(5 + Math.random() * 10)
+          const [, delay] = yield* Effect.orElseSucceed(
+            claimWait(realClock.currentTimeMillisUnsafe(), undefined),
+            () => [0, Duration.millis(5)] as const
+          )
+          yield* Effect.provideService(Effect.sleep(delay), Clock.Clock, realClock)
           continue
         }
         // A claim left by a process that died mid-takeover: move it aside and check
@@ -738,39 +759,33 @@ export const clearStaleTemps = Effect.fnUntraced(
  * Waits until the lock file of `dir` is removed or renamed (watched with
  * `fs.watch` on the directory) and then `settleMillis` more, or until `millis`
  * have passed, whichever comes first. Where the directory cannot be watched it
- * just waits. Interruptible: the watcher and the timers are let go.
+ * just waits. Time is the fiber's `Clock` (a test clock moves it with
+ * `TestClock.adjust`). Interruptible: the watcher and the sleeps are let go.
  *
  * @since 0.4.0
  */
-export const awaitRelease = (dir: string, millis: number, settleMillis = 0): Effect.Effect<void> =>
-  Effect.callback<void>((resume) => {
+export const awaitRelease = (dir: string, millis: number, settleMillis = 0): Effect.Effect<void> => {
+  // Resumes when the lock file goes; never where the directory cannot be watched.
+  const released = Effect.callback<boolean>((resume) => {
     let watcher: fs.FSWatcher | null = null
-    let timer: ReturnType<typeof setTimeout> | null = null
-    const done = () => {
-      if (timer !== null) clearTimeout(timer)
-      timer = null
-      if (watcher !== null) watcher.close()
-      watcher = null
-      resume(Effect.void)
-    }
     try {
       watcher = fs.watch(dir, { persistent: false }, (_event, name) => {
         if (name !== null && name !== LOCK_FILE) return
         if (watcher !== null) watcher.close()
         watcher = null
-        if (settleMillis <= 0) return done()
-        if (timer !== null) clearTimeout(timer)
-        timer = setTimeout(done, settleMillis)
+        resume(Effect.succeed(true))
       })
       watcher.on("error", () => undefined)
     } catch {
       watcher = null
     }
-    timer = setTimeout(done, Math.max(0, millis))
     return Effect.sync(() => {
-      if (timer !== null) clearTimeout(timer)
       if (watcher !== null) watcher.close()
-      timer = null
       watcher = null
     })
   })
+  return Effect.flatMap(
+    Effect.raceFirst(released, Effect.as(Effect.sleep(Math.max(0, millis)), false)),
+    (woken) => woken && settleMillis > 0 ? Effect.sleep(settleMillis) : Effect.void
+  )
+}

@@ -21,7 +21,7 @@ import {
   StorageReason
 } from "@session-journal/core"
 import type * as Context from "effect/Context"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -33,6 +33,7 @@ import { invalidId, loadOptions, lockSession, resolveWith, toDeclaredErrors } fr
 import * as FileOps from "./internal/fileOps.ts"
 import * as Segment from "./internal/segment.ts"
 import * as Session from "./internal/session.ts"
+import * as Watch from "./internal/watch.ts"
 import * as NodeSha256 from "./NodeSha256.ts"
 
 /**
@@ -50,8 +51,10 @@ export interface Options {
    */
   readonly removeCheckpointedSegments?: boolean | undefined
   /**
-   * How often `follow` polls for entries written by other processes (default 50
-   * ms). A value that is no duration, or a negative one, fails `make` and `layer`
+   * How often `follow` polls for entries written by other processes where the
+   * session directory cannot be watched (default 50 ms); where it is watched, an
+   * idle follower wakes on its changes and looks itself only every
+   * `FOLLOW_SAFETY_POLL` (or `pollInterval`, if longer). A value that is no duration, or a negative one, fails `make` and `layer`
    * with a `StorageError` whose reason is `InvalidOption` naming it.
    */
   readonly pollInterval?: Duration.Input | undefined
@@ -129,6 +132,17 @@ export const MAX_LINE_BYTES = FileOps.MAX_LINE_BYTES
  * @since 0.1.0
  */
 export const MAX_FILE_BYTES = FileOps.MAX_FILE_BYTES
+
+/**
+ * How often an idle `follow` looks at its session itself where the session
+ * directory is watched (it wakes on the watch's events, and reads only the files
+ * they name); `pollInterval` when that is longer. A safety net for filesystems
+ * whose watches miss events: one lstat of the segment being read and one listing
+ * of the directory, and a read only when something changed.
+ *
+ * @since 0.7.0
+ */
+export const FOLLOW_SAFETY_POLL: Duration.Duration = Duration.seconds(2)
 
 /**
  * Whether `id` may name a session directory: the session id pattern of docs/DESIGN.md §2,
@@ -297,24 +311,36 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
       ))
     }
 
+    // An idle follower waits on a watch of the session directory (set up before its
+    // first read, so nothing written after that read is missed) and reads only what
+    // the watch names; every `FOLLOW_SAFETY_POLL` (or `pollInterval`, if longer) it looks
+    // itself, for filesystems whose watches miss events. Where the directory cannot
+    // be watched it reads everything every `pollInterval`.
     const follow = (id: string, from: number): Stream.Stream<Entry.Entry, ReadError> => {
       if (!isSafeSessionId(id)) return Stream.fail(invalidId("follow", id))
-      return Stream.unwrap(Effect.map(
-        toDeclaredErrors<Session.Reader, ReadError>(readerFor(id, from), readTags, "follow"),
-        (reader) =>
-          Stream.paginate(undefined, () =>
-            Effect.gen(function*() {
-              for (;;) {
-                const page = yield* toDeclaredErrors<{ entries: Array<Entry.Entry>; atEnd: boolean }, ReadError>(
-                  reader.page(512),
-                  readTags,
-                  "follow"
-                )
-                if (page.entries.length > 0) return [page.entries, Option.some(undefined)] as const
-                yield* Effect.sleep(r.pollInterval)
-              }
-            }))
-      ))
+      const safety = Duration.max(r.pollInterval, FOLLOW_SAFETY_POLL)
+      return Stream.unwrap(Effect.gen(function*() {
+        const watch = yield* Watch.make(dirOf(id))
+        const reader = yield* toDeclaredErrors<Session.Reader, ReadError>(readerFor(id, from), readTags, "follow")
+        // Once a page found the end, the next read waits for a change first.
+        let waitFirst = false
+        const changes: Effect.Effect<ReadonlySet<string> | null | undefined> = Effect.suspend(() =>
+          watch.watching() ? watch.next(safety) : Effect.as(Effect.sleep(r.pollInterval), undefined)
+        )
+        return Stream.paginate(undefined, () =>
+          Effect.gen(function*() {
+            for (;;) {
+              const changed = waitFirst ? yield* changes : undefined
+              const page = yield* toDeclaredErrors<{ entries: Array<Entry.Entry>; atEnd: boolean }, ReadError>(
+                reader.page(512, changed),
+                readTags,
+                "follow"
+              )
+              waitFirst = page.atEnd || page.entries.length === 0
+              if (page.entries.length > 0) return [page.entries, Option.some(undefined)] as const
+            }
+          }))
+      }))
     }
 
     const info = Effect.fnUntraced(function*(id: string) {

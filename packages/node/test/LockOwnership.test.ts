@@ -12,6 +12,8 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as References from "effect/References"
 import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -275,6 +277,62 @@ describe.runIf(procAvailable && ownBoot !== null && ownPidns !== null)("a holder
     try {
       writeLock(dir, recordOf(sleeper.pid, { host: "container-1" }))
       expect(await takes(root, dir)).toBeInstanceOf(SessionLocked)
+    } finally {
+      await sleeper.stop()
+    }
+  })
+
+  // The writer itself (`NodePersistence`, open for writing), not only `Lock.acquire`:
+  // it takes such a lock over, and its debug log says what proved the holder gone.
+  const writerTakes = async (root: string) => {
+    const logs: Array<string> = []
+    const capture = Logger.make(({ message }) => {
+      logs.push(Array.isArray(message) ? message.map(String).join(" ") : String(message))
+    })
+    const result = await Effect.runPromise(
+      Effect.result(Effect.scoped(Effect.gen(function*() {
+        const p = yield* Persistence.Persistence
+        const h = yield* p.open("s", { mode: "write" })
+        const loaded = yield* h.load
+        yield* appendChain(h, loaded.state, 1)
+      }))).pipe(
+        Effect.provide(NodePersistence.layer({ root }) as Layer.Layer<Persistence.Persistence>),
+        Effect.provide(Logger.layer([capture])),
+        Effect.provideService(References.MinimumLogLevel, "Debug")
+      )
+    )
+    return { failure: result._tag === "Failure" ? result.failure : null, logs }
+  }
+
+  it("a writer takes over the lock of a dead or reused pid under another host name and logs what proved it", async () => {
+    const dead = sessionDir("writer-container-dead")
+    const pid = deadPid()
+    writeLock(dead.dir, recordOf(pid, { host: "container-1", start: "12345" }))
+    const first = await writerTakes(dead.root)
+    expect(first.failure).toBeNull()
+    expect(first.logs.join("\n")).toContain(
+      `took over the lock of session s left by pid ${pid} on container-1: no live process ${pid} runs under the same kernel boot and pid namespace`
+    )
+    expect(fs.existsSync(path.join(dead.dir, Lock.LOCK_FILE))).toBe(false)
+
+    const reused = sessionDir("writer-container-reused")
+    const sleeper = await startSleeper()
+    try {
+      writeLock(reused.dir, recordOf(sleeper.pid, { host: "container-1", start: "1" }))
+      const second = await writerTakes(reused.root)
+      expect(second.failure).toBeNull()
+      expect(second.logs.join("\n")).toMatch(
+        new RegExp(
+          `left by pid ${sleeper.pid} on container-1: process ${sleeper.pid} under the same kernel boot .* the pid was reused`
+        )
+      )
+      // A live holder with the start time its record names keeps the lock.
+      const live = sessionDir("writer-container-live")
+      writeLock(live.dir, recordOf(sleeper.pid, { host: "container-1" }))
+      const third = await writerTakes(live.root)
+      expect(third.failure).toBeInstanceOf(SessionLocked)
+      expect(third.logs.join("\n")).not.toContain("took over")
+      expect(fs.existsSync(path.join(live.dir, Lock.LOCK_FILE))).toBe(true)
     } finally {
       await sleeper.stop()
     }

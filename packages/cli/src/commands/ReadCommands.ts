@@ -171,10 +171,10 @@ export const tail = Command.make("tail", {
   withJournal(({ json }) =>
     Effect.gen(function*() {
       const journal = yield* SessionJournal.SessionJournal
-      const state = yield* journal.state(a.id)
-      const from = Math.max(0, state.next_sequence - a.lines)
       const fmt = Output.entryLine(json)
       if (!a.follow) {
+        const state = yield* journal.state(a.id)
+        const from = Math.max(0, state.next_sequence - a.lines)
         return yield* journal.entries(a.id, { from }).pipe(
           Stream.runForEachArray((chunk) => Output.lines(chunk.map(fmt)))
         )
@@ -182,7 +182,8 @@ export const tail = Command.make("tail", {
       // Every entry followed is checked against the one printed before it; a repair
       // that set printed entries aside is said on stderr before its recovery entry,
       // and history printed that was replaced otherwise ends the command (exit 1).
-      yield* journal.follow(a.id, from).pipe(
+      // The follower loads the session once, and starts at its last `lines` entries.
+      yield* journal.follow(a.id, { last: a.lines }).pipe(
         Stream.runForEachArray((chunk) =>
           Effect.forEach(chunk, (event) =>
             event._tag === "Entry"

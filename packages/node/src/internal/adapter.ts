@@ -20,6 +20,8 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Random from "effect/Random"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as path from "node:path"
 import * as Lock from "../Lock.ts"
@@ -147,6 +149,9 @@ export const lockSession = (
   ))
   const take = Effect.flatMap(Lock.acquire(r.ctx, dir, id, options), (held) =>
     Effect.gen(function*() {
+      // Which stale lock was taken over, and what proved its holder gone: at debug
+      // level, for a host that wants to see it (the command line prints no logs).
+      if (held.tookOver !== null) yield* Effect.logDebug(tookOverLine(id, held.tookOver))
       const names = yield* FileOps.listDir(r.ctx, dir)
       for (const n of names) {
         if (n.startsWith(FileOps.TEMP_PREFIX)) yield* FileOps.unlinkIfExists(r.ctx, path.join(dir, n))
@@ -162,36 +167,71 @@ export const lockSession = (
   )
 }
 
-// Waits for the lock while another writer holds it, at most `bound` ms of real
-// time (the fiber's Clock may be a test clock): after each refusal it waits for
-// the lock file to go (a directory watch) or a jittered backoff of at most 250 ms,
-// whichever comes first, then tries again; the wait itself is interruptible. No
-// queue: every waiter tries again when the lock goes, so a burst of N writers is
-// done after N handovers. To keep the oldest from losing every race, a waiter
-// tries after a random delay of up to 10 ms that shrinks to nothing as its wait
-// nears the bound. After the bound, `SessionLocked` says how long it waited.
-const waitFor = <A, E, R>(
+/**
+ * The waits between a lock waiter's tries, as a `Schedule`: 5 ms doubling up to
+ * 250 ms, each scaled by a random factor in [0.5, 1.5) from `Random` (so waiters
+ * woken together spread out). It never ends by itself: `waitFor` bounds it.
+ */
+export const lockBackoff: Schedule.Schedule<Duration.Duration> = Schedule.exponential("5 millis").pipe(
+  Schedule.modifyDelay(({ duration }) =>
+    Effect.map(Random.next, (r) => Duration.millis(Math.min(250, Duration.toMillis(duration)) * (0.5 + r)))
+  )
+)
+
+/**
+ * Waits for the lock while another writer holds it, at most `bound` ms of the
+ * fiber's `Clock` (a test clock moves it with `TestClock.adjust`): after each
+ * refusal it waits for the lock file to go (a directory watch) or the next delay
+ * of `lockBackoff`, whichever comes first, then tries again; the wait itself is
+ * interruptible. No queue: every waiter tries again when the lock goes, so a burst
+ * of N writers is done after N handovers. To keep the oldest from losing every
+ * race, a waiter tries after a random delay of up to 10 ms that shrinks to nothing
+ * as its wait nears the bound. After the bound, `SessionLocked` says how long it
+ * waited.
+ */
+export const waitFor = <A, E, R>(
   attempt: Effect.Effect<A, E | SessionLocked, R>,
   dir: string,
   id: string,
   bound: number
 ): Effect.Effect<A, E | SessionLocked, R> =>
-  Effect.suspend(() => {
-    const started = performance.now()
-    const loop = (round: number): Effect.Effect<A, E | SessionLocked, R> =>
-      Effect.catchIf(attempt, (e): e is SessionLocked => e instanceof SessionLocked, (e) => {
-        const waited = performance.now() - started
-        if (waited >= bound) {
-          return Effect.fail(
-            new SessionLocked({ id, holder: `${e.holder}; gave up after waiting ${seconds(waited)} for it` })
+  Effect.gen(function*() {
+    const started = yield* Clock.currentTimeMillis
+    const step = yield* Schedule.toStep(lockBackoff)
+    const loop: Effect.Effect<A, E | SessionLocked, R> = Effect.catchIf(
+      attempt,
+      (e): e is SessionLocked => e instanceof SessionLocked,
+      (e) =>
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          const waited = now - started
+          if (waited >= bound) {
+            return yield* new SessionLocked({
+              id,
+              holder: `${e.holder}; gave up after waiting ${seconds(waited)} for it`
+            })
+          }
+          // The schedule never ends; were it to, the bound is what is left.
+          const [, delay] = yield* Effect.orElseSucceed(
+            step(now, undefined),
+            () => [Duration.zero, Duration.millis(bound - waited)] as const
           )
-        }
-        const backoff = Math.min(250, 5 * 2 ** Math.min(round, 6)) * (0.5 + Math.random())
-        const settle = 10 * Math.random() * Math.max(0, 1 - waited / bound)
-        return Effect.andThen(Lock.awaitRelease(dir, Math.min(bound - waited, backoff), settle), loop(round + 1))
-      })
-    return loop(0)
+          const settle = 10 * (yield* Random.next) * Math.max(0, 1 - waited / bound)
+          yield* Lock.awaitRelease(dir, Math.min(bound - waited, Duration.toMillis(delay)), settle)
+          return yield* loop
+        })
+    )
+    return yield* loop
   })
+
+/**
+ * One line saying which stale lock of session `id` a writer took over, and what
+ * proved its holder gone.
+ */
+export const tookOverLine = (id: string, over: Lock.TakenOver): string =>
+  `took over the lock of session ${id} left by ${
+    over.record === null ? "an unreadable lock file" : `pid ${over.record.pid} on ${over.record.host}`
+  }: ${over.verdict.reason}`
 
 const seconds = (millis: number): string => `${(millis / 1000).toFixed(millis < 10_000 ? 2 : 1)} s`
 

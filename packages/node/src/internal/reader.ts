@@ -41,6 +41,12 @@ export class Reader {
     this.seen.set(e.sequence, e.entry_hash)
     if (this.seen.size > 4096) this.seen.delete(this.seen.keys().next().value!)
   }
+  /** Whether the last page ended where the stored entries end for now. */
+  private atEnd = false
+  /** Identity, size and modification time of the current segment when it was last opened. */
+  private lastStat: { readonly ino: number; readonly size: number; readonly mtimeMs: number } | null = null
+  /** Whether to list the directory for a later segment when the current one ends (see `page`). */
+  private listAtEnd = true
   private readonly ctx: FileOps.Context
   private readonly dir: string
   constructor(ctx: FileOps.Context, dir: string, from: number) {
@@ -66,17 +72,60 @@ export class Reader {
     return true
   }
 
-  /** Up to `max` entries; `atEnd` when the stored entries are exhausted for now. */
+  /**
+   * Up to `max` entries; `atEnd` when the stored entries are exhausted for now.
+   *
+   * A follower that reached the end says what changed since (`changed`): the names
+   * a watch of the directory reported, or null when it cannot say (a safety poll).
+   * Names of no segment change nothing a reader reads: no I/O at all. Only the
+   * segment being read: it is read on, and no listing looks for a later segment (a
+   * new one would have been named). Null: one lstat of the segment being read and
+   * one listing; it is opened only when it changed (its identity, size or
+   * modification time) or a later segment exists. Without `changed` every page
+   * opens the segment and lists the directory at its end.
+   */
   page(
-    max: number
+    max: number,
+    changed?: ReadonlySet<string> | null
   ): Effect.Effect<{ readonly entries: Array<Entry.Entry>; readonly atEnd: boolean }, StorageError | CorruptJournal> {
     const self = this
     return Effect.gen(function*() {
+      if (changed !== undefined && self.atEnd && (yield* self.unchanged(changed))) return { entries: [], atEnd: true }
+      self.atEnd = false
       const out: Array<Entry.Entry> = []
       for (;;) {
         const more = yield* self.pageStep(out, max)
-        if (more !== null) return more
+        if (more !== null) {
+          self.atEnd = more.atEnd
+          self.listAtEnd = true
+          return more
+        }
       }
+    })
+  }
+
+  // Whether nothing this reader reads changed since it reached the end (see `page`).
+  private unchanged(changed: ReadonlySet<string> | null): Effect.Effect<boolean, StorageError> {
+    const seg = this.segment
+    if (seg === null) return Effect.succeed(false)
+    if (changed !== null) {
+      const segments = Segment.segmentsOf(Array.from(changed))
+      if (segments.length === 0) return Effect.succeed(true)
+      this.listAtEnd = !segments.every((s) => s.name === seg.name)
+      return Effect.succeed(false)
+    }
+    const known = this.lastStat
+    if (known === null) return Effect.succeed(false)
+    const file = path.join(this.dir, seg.name)
+    const ctx = this.ctx
+    const dir = this.dir
+    return Effect.gen(function*() {
+      const st = yield* FileOps.call("lstat", file, () => ctx.fs.lstat(file)).pipe(
+        Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT"), () => Effect.succeed(null))
+      )
+      if (st === null || st.ino !== known.ino || st.size !== known.size || st.mtimeMs !== known.mtimeMs) return false
+      const list = yield* listing(ctx, dir)
+      return !list.segments.some((s) => s.base > seg.base)
     })
   }
 
@@ -104,8 +153,9 @@ export class Reader {
       // (a repair, or an edit): what it read there is no longer stored, and what is
       // written at the cut would be read from the middle of a line.
       const cutUnder = (fh: FileOps.FileHandle) =>
-        Effect.flatMap(FileOps.call("fstat", file, () => fh.stat()), (st) =>
-          st.size < self.offset
+        Effect.flatMap(FileOps.call("fstat", file, () => fh.stat()), (st) => {
+          self.lastStat = { ino: st.ino, size: st.size, mtimeMs: st.mtimeMs }
+          return st.size < self.offset
             ? Effect.fail(
               new CorruptJournal({
                 segment: file,
@@ -114,7 +164,8 @@ export class Reader {
                   `the segment is ${st.size} bytes, shorter than the ${self.offset} already read from it: it was cut`
               })
             )
-            : Effect.void)
+            : Effect.void
+        })
       const scanned = yield* Effect.acquireUseRelease(
         opened,
         (fh) =>
@@ -186,6 +237,8 @@ export class Reader {
           reason: `${end.reason}, followed by more data`
         })
       }
+      // The watch named only this segment: no later one appeared (see `page`).
+      if (!self.listAtEnd) return { entries: out, atEnd: true }
       const list = yield* listing(self.ctx, self.dir)
       const next = list.segments.find((s) => s.base > seg.base)
       if (next === undefined) return { entries: out, atEnd: true }
