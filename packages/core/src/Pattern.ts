@@ -243,8 +243,7 @@ export const parse = (text: string): Result.Result<Pattern, PatternError> => {
   if (name !== undefined && ownFields[tool]?.includes(name)) {
     return fail(text, "OwnField", at + field![1]!.length, `${tool}'s ${name} is matched by its own specifier`)
   }
-  const param = (): Result.Result<Pattern, PatternError> =>
-    Result.succeed({ _tag: "Param", tool, param: name!, value })
+  const param = (): Result.Result<Pattern, PatternError> => Result.succeed({ _tag: "Param", tool, param: name!, value })
   if (name !== undefined && otherFields[tool]?.includes(name)) {
     // `Bash(timeout:*)` is the legacy prefix form, not the field.
     if (!(tool === "Bash" && spec.endsWith(":*") && !/:\s+\*$/.test(spec))) return param()
@@ -506,11 +505,23 @@ const domainMatch = (glob: DomainGlob, host: string): boolean => {
  * @since 0.7.0
  */
 export type Compiled =
-  | { readonly _tag: "Tool"; readonly text: string; readonly pieces: ReadonlyArray<string>; readonly server: boolean; readonly anchored: boolean }
+  | {
+    readonly _tag: "Tool"
+    readonly text: string
+    readonly pieces: ReadonlyArray<string>
+    readonly server: boolean
+    readonly anchored: boolean
+  }
   | { readonly _tag: "Command"; readonly text: string; readonly alternatives: ReadonlyArray<ReadonlyArray<string>> }
   | { readonly _tag: "Path"; readonly text: string; readonly tools: ReadonlyArray<string>; readonly glob: PathGlob }
   | { readonly _tag: "Domain"; readonly text: string; readonly glob: DomainGlob }
-  | { readonly _tag: "Param"; readonly text: string; readonly tool: string; readonly param: string; readonly pieces: ReadonlyArray<string> }
+  | {
+    readonly _tag: "Param"
+    readonly text: string
+    readonly tool: string
+    readonly param: string
+    readonly pieces: ReadonlyArray<string>
+  }
 
 /**
  * A list of patterns prepared once by `compile`: wildcards split, path globs and
@@ -729,7 +740,9 @@ const judge = (compiled: ReadonlyArray<Compiled>, call: Call, context: Context, 
           break
         }
         const value = paramText(raw)
-        if (value !== undefined && Wild.starMatch(c.pieces, value)) return { matched: true, pattern: c.text, part: value }
+        if (value !== undefined && Wild.starMatch(c.pieces, value)) {
+          return { matched: true, pattern: c.text, part: value }
+        }
         break
       }
     }

@@ -7,7 +7,9 @@
  * `sh -c` / `bash -c` / `eval`. It does not expand anything: variables, aliases,
  * functions, globs and here-documents stay text. Work is bounded: at most
  * `MAX_PARTS` parts and `MAX_DEPTH` levels of nesting, beyond which the split is
- * marked `exceeded`.
+ * marked `exceeded`. A command left open (a quote, group or substitution not
+ * closed) is `complete: false`, and is also read a second time with quotes as
+ * ordinary characters, its parts added to the first reading's.
  */
 
 /** The most simple commands one command is split into. */
@@ -105,6 +107,8 @@ class Splitter {
   readonly parts: Array<Part> = []
   complete = true
   exceeded = false
+  // The second reading of a command left open: quotes are ordinary characters.
+  literalQuotes = false
 
   add(words: Array<string>, depth: number): void {
     if (words.length === 0) return
@@ -149,6 +153,12 @@ class Splitter {
       if (this.exceeded) return n
       const c = s[i]!
       const next = s[i + 1]
+      if (this.literalQuotes && (c === "'" || c === "\"" || c === "`")) {
+        word += c
+        inWord = true
+        i++
+        continue
+      }
       if (c === ")" && stop === ")") {
         endPart()
         return i + 1
@@ -319,6 +329,14 @@ class Splitter {
 export const split = (command: string): Split => {
   const splitter = new Splitter()
   splitter.list(command, 0, 0, undefined)
+  // A quote left open hides what follows it: read the command again with quotes as
+  // ordinary characters, so every separator it holds splits it too.
+  if (!splitter.complete && !splitter.exceeded) {
+    splitter.literalQuotes = true
+    splitter.list(command, 0, 0, undefined)
+    splitter.literalQuotes = false
+    splitter.complete = false
+  }
   // Scripts handed to a shell are split in turn; the loop sees the parts they add.
   for (let k = 0; k < splitter.parts.length && !splitter.exceeded; k++) {
     const part = splitter.parts[k]!
