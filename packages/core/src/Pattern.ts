@@ -732,7 +732,9 @@ const judge = (compiled: ReadonlyArray<Compiled>, call: Call, context: Context, 
         break
       }
       case "Param": {
-        if (tool !== c.tool) break
+        // Another field's value proves nothing about the command, path or URL a tool's own
+        // form judges, so on those tools it allows nothing.
+        if (tool !== c.tool || (!deny && otherFields[tool] !== undefined)) break
         const input = inputOf(call)
         const raw = field(input, c.param)
         if (typeof raw === "string" && raw.length > MAX_TEXT_LENGTH) {

@@ -241,6 +241,45 @@ describe("Pattern: paths against the reference", () => {
   })
 })
 
+describe("Pattern: wildcards on a small alphabet", () => {
+  const small = (units: Array<string>, max: number) => fc.string({ unit: fc.constantFrom(...units), maxLength: max })
+
+  it("a value wildcard agrees with the regex reference (stars next to repeated pieces)", () => {
+    fc.assert(
+      fc.property(small(["a", "b", "*"], 7), small(["a", "b"], 8), (value, text) => {
+        const m = matcher(`mcp__s__t(v:${value})`)
+        const re = new RegExp(`^${value.replace(/\*/g, "[\\s\\S]*")}$`)
+        assert.strictEqual(
+          judge(m, { tool_name: "mcp__s__t", tool_input: { v: text } }),
+          re.test(text),
+          `${value} on ${text}`
+        )
+      }),
+      { numRuns: A.runs(800) }
+    )
+  })
+
+  it("a segment glob agrees with the regex reference", () => {
+    fc.assert(
+      fc.property(
+        small(["a", "b", "*", "?", "é"], 6).filter((g) => g.length > 0 && g !== "**"),
+        small(["a", "b", "é"], 7),
+        (glob, name) => {
+          fc.pre(name.length > 0)
+          const m = matcher(`Read(//x/${glob})`)
+          const expected = Ref.pathMatches(`//x/${glob}`, `/x/${name}`, where)
+          assert.strictEqual(
+            judge(m, { tool_name: "Read", tool_input: { file_path: `/x/${name}` } }),
+            expected,
+            `${glob} on ${name}`
+          )
+        }
+      ),
+      { numRuns: A.runs(800) }
+    )
+  })
+})
+
 // ---------------------------------------------------------------------------
 // Parse and format
 
@@ -608,6 +647,11 @@ describe("Pattern: tools, domains and parameters", () => {
     assert.isFalse(judge(m, { tool_name: "mcp__github__create_issue", tool_input: { repo: "other/acme/x" } }))
     assert.isTrue(judge(m, { tool_name: "Bash", tool_input: { command: "sleep 9", run_in_background: true } }))
     assert.isFalse(judge(m, { tool_name: "Agent", tool_input: JSON.parse("{\"__proto__\":{\"model\":\"opus\"}}") }))
+    // On a tool with its own form, another field allows nothing.
+    assert.isFalse(
+      judge(m, { tool_name: "Bash", tool_input: { command: "rm -rf /", run_in_background: true } }, "allow")
+    )
+    assert.isTrue(judge(m, { tool_name: "Agent", tool_input: { model: "opus" } }, "allow"))
   })
 })
 
