@@ -15,6 +15,8 @@
  */
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as Paths from "./internal/callPaths.ts"
+import * as Hosts from "./internal/hosts.ts"
 import * as Shell from "./internal/shellSplit.ts"
 import * as Wild from "./internal/wildcard.ts"
 
@@ -103,7 +105,7 @@ export const MAX_TEXT_LENGTH = 100_000
  *
  * @since 0.7.0
  */
-export const MAX_PATH_LENGTH = 16_384
+export const MAX_PATH_LENGTH: number = Paths.MAX_PATH_LENGTH
 
 /**
  * The tools whose specifier is a path, and the tools a pattern of each one covers:
@@ -262,7 +264,7 @@ export const parse = (text: string): Result.Result<Pattern, PatternError> => {
   }
   if (pathTools[tool] !== undefined) {
     const path = spec.trim()
-    const problem = pathProblem(path)
+    const problem = Paths.pathProblem(path)
     if (problem !== undefined) return fail(text, "Specifier", at, problem)
     return Result.succeed({ _tag: "Path", tool, path })
   }
@@ -292,104 +294,7 @@ export const format = (pattern: Pattern): string => {
 }
 
 // ---------------------------------------------------------------------------
-// Paths
-
-type Anchor = "root" | "home" | "project" | "cwd"
-
-interface PathGlob {
-  readonly anchor: Anchor
-  readonly up: number
-  readonly segments: ReadonlyArray<Wild.Segment>
-}
-
-// Splits a path pattern into its anchor and glob segments; a string is what is wrong.
-const pathGlob = (path: string): PathGlob | string => {
-  let anchor: Anchor = "cwd"
-  let rest = path
-  let anchored = false
-  if (path.startsWith("//")) {
-    anchor = "root"
-    rest = path.slice(2)
-    anchored = true
-  } else if (path === "~" || path.startsWith("~/")) {
-    anchor = "home"
-    rest = path.slice(2)
-    anchored = true
-  } else if (path.startsWith("/")) {
-    anchor = "project"
-    rest = path.slice(1)
-    anchored = true
-  } else if (path.startsWith("./")) {
-    rest = path.slice(2)
-    anchored = true
-  }
-  const directory = rest.endsWith("/")
-  const body = rest.replace(/\/+$/, "")
-  // gitignore: a pattern without a slash but at its end matches at any depth.
-  const floating = !anchored && !body.includes("/") && body !== ".."
-  const texts = body.split("/").filter((s) => s.length > 0 && s !== ".")
-  if (directory) texts.push("**")
-  if (floating && texts.length > 0) texts.unshift("**")
-  const segments: Array<Wild.Segment> = []
-  const literal: Array<boolean> = []
-  let up = 0
-  for (const t of texts) {
-    if (t === "..") {
-      if (segments.length === 0) up++
-      else if (literal[literal.length - 1] === true) {
-        segments.pop()
-        literal.pop()
-      } else return "\"..\" after a wildcard segment"
-      continue
-    }
-    const seg = Wild.segment(t)
-    segments.push(seg)
-    literal.push(seg.k === "glob" && seg.literal !== undefined)
-  }
-  return { anchor, up, segments }
-}
-
-const pathProblem = (path: string): string | undefined => {
-  if (path.length === 0) return "expected a path"
-  const glob = pathGlob(path)
-  return typeof glob === "string" ? glob : undefined
-}
-
-// The segments of an absolute path with `.`, `..` and repeated slashes resolved; above
-// the root stays at the root.
-const resolveSegments = (segments: ReadonlyArray<string>, into: Array<string>): Array<string> => {
-  for (const s of segments) {
-    if (s.length === 0 || s === ".") continue
-    if (s === "..") into.pop()
-    else into.push(s)
-  }
-  return into
-}
-
-const absoluteSegments = (dir: unknown): Array<string> | undefined =>
-  typeof dir === "string" && dir.startsWith("/") && dir.length <= MAX_PATH_LENGTH
-    ? resolveSegments(dir.split("/"), [])
-    : undefined
-
-// A path of a call as absolute segments: absolute, `~`-relative or relative to `base`.
-const resolvePath = (
-  path: string,
-  base: ReadonlyArray<string> | undefined,
-  home: ReadonlyArray<string> | undefined
-): Array<string> | undefined => {
-  if (path.length === 0 || path.length > MAX_PATH_LENGTH) return undefined
-  if (path.startsWith("/")) return resolveSegments(path.split("/"), [])
-  if (path === "~" || path.startsWith("~/")) {
-    return home === undefined ? undefined : resolveSegments(path.slice(1).split("/"), [...home])
-  }
-  return base === undefined ? undefined : resolveSegments(path.split("/"), [...base])
-}
-
-/** What a file tool's call touches: a path, and whether it searches under it. */
-interface Target {
-  readonly path: ReadonlyArray<string>
-  readonly search: boolean
-}
+// Compiling
 
 const inputOf = (call: Call): { readonly [k: string]: unknown } | undefined => {
   const input = call.tool_input
@@ -400,104 +305,6 @@ const inputOf = (call: Call): { readonly [k: string]: unknown } | undefined => {
 
 const field = (input: { readonly [k: string]: unknown } | undefined, name: string): unknown =>
   input !== undefined && Object.hasOwn(input, name) ? input[name] : undefined
-
-// The literal directories at the start of a glob (`src/**/*.ts` → `src`).
-const literalPrefix = (glob: string): string => {
-  const segs = glob.split("/")
-  const out: Array<string> = []
-  for (let i = 0; i < segs.length - 1; i++) {
-    if (Wild.isGlob(segs[i]!)) break
-    out.push(segs[i]!)
-  }
-  return (glob.startsWith("/") ? "/" : "") + out.filter((s) => s.length > 0).join("/")
-}
-
-const targetOf = (
-  tool: string,
-  call: Call,
-  cwd: ReadonlyArray<string> | undefined,
-  home: ReadonlyArray<string> | undefined
-): Target | undefined => {
-  const input = inputOf(call)
-  const at = (p: unknown, search: boolean): Target | undefined => {
-    if (typeof p !== "string") return undefined
-    const path = resolvePath(p, cwd, home)
-    return path === undefined ? undefined : { path, search }
-  }
-  switch (tool) {
-    case "Read":
-    case "Edit":
-    case "Write":
-    case "MultiEdit":
-      return at(field(input, "file_path"), false)
-    case "NotebookEdit":
-      return at(field(input, "notebook_path"), false)
-    case "Grep":
-    case "LS": {
-      const p = field(input, "path")
-      return p === undefined || p === null ? (cwd === undefined ? undefined : { path: cwd, search: true }) : at(p, true)
-    }
-    case "Glob": {
-      const p = field(input, "path")
-      const base = p === undefined || p === null ? cwd : typeof p === "string" ? resolvePath(p, cwd, home) : undefined
-      const glob = field(input, "pattern")
-      if (base === undefined || typeof glob !== "string" || glob.length > MAX_PATH_LENGTH) return undefined
-      const prefix = literalPrefix(glob)
-      if (prefix.length === 0) return { path: base, search: true }
-      const path = resolvePath(prefix, base, home)
-      return path === undefined ? undefined : { path, search: true }
-    }
-    default:
-      return undefined
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Hosts
-
-/**
- * The host of an `http(s)`-style URL, lower-cased without trailing dots, or
- * `undefined` when the URL cannot be read (no `scheme://`, an empty host, characters
- * outside ASCII letters, digits, `-`, `_` and dots, or a bracketed IPv6 literal kept as is).
- */
-const hostOf = (url: unknown): string | undefined => {
-  if (typeof url !== "string" || url.length > MAX_TEXT_LENGTH) return undefined
-  const m = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#\\]*)/.exec(url.trim())
-  if (m === null) return undefined
-  const authority = m[1]!.slice(m[1]!.lastIndexOf("@") + 1)
-  if (authority.startsWith("[")) {
-    const end = authority.indexOf("]")
-    return end < 0 ? undefined : authority.slice(0, end + 1).toLowerCase()
-  }
-  const colon = authority.indexOf(":")
-  const host = (colon < 0 ? authority : authority.slice(0, colon)).toLowerCase().replace(/\.+$/, "")
-  return /^[a-z0-9_-]+(?:\.[a-z0-9_-]+)*$/.test(host) ? host : undefined
-}
-
-interface DomainGlob {
-  readonly any: boolean
-  readonly subdomains: boolean
-  readonly labels: ReadonlyArray<ReadonlyArray<string>>
-}
-
-const domainGlob = (domain: string): DomainGlob => {
-  const d = domain.toLowerCase().replace(/\.+$/, "")
-  if (d === "*") return { any: true, subdomains: false, labels: [] }
-  const subdomains = d.startsWith("*.")
-  const rest = subdomains ? d.slice(2) : d
-  return { any: false, subdomains, labels: rest.split(".").map(Wild.starPieces) }
-}
-
-const domainMatch = (glob: DomainGlob, host: string): boolean => {
-  if (glob.any) return true
-  const labels = host.split(".")
-  const extra = labels.length - glob.labels.length
-  if (glob.subdomains ? extra < 1 : extra !== 0) return false
-  return glob.labels.every((pieces, k) => Wild.starMatch(pieces, labels[extra + k]!))
-}
-
-// ---------------------------------------------------------------------------
-// Compiling
 
 /**
  * One pattern as `compile` prepares it (opaque: read it through `matches`).
@@ -513,8 +320,13 @@ export type Compiled =
     readonly anchored: boolean
   }
   | { readonly _tag: "Command"; readonly text: string; readonly alternatives: ReadonlyArray<ReadonlyArray<string>> }
-  | { readonly _tag: "Path"; readonly text: string; readonly tools: ReadonlyArray<string>; readonly glob: PathGlob }
-  | { readonly _tag: "Domain"; readonly text: string; readonly glob: DomainGlob }
+  | {
+    readonly _tag: "Path"
+    readonly text: string
+    readonly tools: ReadonlyArray<string>
+    readonly glob: Paths.PathGlob
+  }
+  | { readonly _tag: "Domain"; readonly text: string; readonly glob: Hosts.DomainGlob }
   | {
     readonly _tag: "Param"
     readonly text: string
@@ -557,7 +369,7 @@ const compileOne = (pattern: Pattern): Compiled => {
       return { _tag: "Command", text, alternatives }
     }
     case "Path": {
-      const glob = pathGlob(pattern.path)
+      const glob = Paths.pathGlob(pattern.path)
       return {
         _tag: "Path",
         text,
@@ -567,7 +379,7 @@ const compileOne = (pattern: Pattern): Compiled => {
       }
     }
     case "Domain":
-      return { _tag: "Domain", text, glob: domainGlob(pattern.domain) }
+      return { _tag: "Domain", text, glob: Hosts.domainGlob(pattern.domain) }
     case "Param":
       return { _tag: "Param", text, tool: pattern.tool, param: pattern.param, pieces: Wild.starPieces(pattern.value) }
   }
@@ -641,19 +453,6 @@ const paramText = (v: unknown): string | undefined =>
     ? String(v)
     : undefined
 
-const relativeTo = (glob: PathGlob, context: Context, cwd: ReadonlyArray<string> | undefined) => {
-  const base = glob.anchor === "root"
-    ? []
-    : glob.anchor === "home"
-    ? absoluteSegments(context.home)
-    : glob.anchor === "project"
-    ? absoluteSegments(context.projectDir)
-    : cwd
-  if (base === undefined) return undefined
-  const literal = base.slice(0, Math.max(0, base.length - glob.up)).map(Wild.literalSegment)
-  return [...literal, ...glob.segments]
-}
-
 /**
  * Whether a call matches one of the matcher's patterns (docs/DESIGN.md §15). In
  * `"deny"` mode the first pattern that matches anything the call does is reported; a
@@ -681,10 +480,10 @@ const judge = (compiled: ReadonlyArray<Compiled>, call: Call, context: Context, 
     const first = compiled[0]
     return deny && first !== undefined ? { matched: true, pattern: first.text, exceeded: true } : NO
   }
-  const cwd = absoluteSegments(call.cwd) ?? absoluteSegments(context.cwd)
-  const home = absoluteSegments(context.home)
+  const cwd = Paths.absoluteSegments(call.cwd) ?? Paths.absoluteSegments(context.cwd)
+  const home = Paths.absoluteSegments(context.home)
   let analysis: Analysis | undefined
-  let target: Target | undefined | null = null
+  let target: Paths.Target | undefined | null = null
   let host: string | undefined | null = null
   const commands: Array<Extract<Compiled, { _tag: "Command" }>> = []
   for (const c of compiled) {
@@ -709,8 +508,8 @@ const judge = (compiled: ReadonlyArray<Compiled>, call: Call, context: Context, 
       }
       case "Path": {
         if (!c.tools.includes(tool)) break
-        if (target === null) target = targetOf(tool, call, cwd, home)
-        const glob = relativeTo(c.glob, context, cwd)
+        if (target === null) target = Paths.targetOf(tool, inputOf(call), cwd, home)
+        const glob = Paths.relativeTo(c.glob, context, cwd)
         if (target === undefined || glob === undefined) {
           if (deny) return { matched: true, pattern: c.text, exceeded: true }
           break
@@ -723,12 +522,12 @@ const judge = (compiled: ReadonlyArray<Compiled>, call: Call, context: Context, 
       }
       case "Domain": {
         if (tool !== "WebFetch") break
-        if (host === null) host = hostOf(field(inputOf(call), "url"))
+        if (host === null) host = Hosts.hostOf(field(inputOf(call), "url"), MAX_TEXT_LENGTH)
         if (host === undefined) {
           if (deny) return { matched: true, pattern: c.text, exceeded: true }
           break
         }
-        if (domainMatch(c.glob, host)) return { matched: true, pattern: c.text, part: host }
+        if (Hosts.domainMatch(c.glob, host)) return { matched: true, pattern: c.text, part: host }
         break
       }
       case "Param": {
