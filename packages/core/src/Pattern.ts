@@ -242,14 +242,13 @@ export const parse = (text: string): Result.Result<Pattern, PatternError> => {
   const field = FIELD.exec(spec)
   const name = field?.[2]
   const value = field === null ? "" : spec.slice(field[0].length)
-  if (name !== undefined && ownFields[tool]?.includes(name)) {
+  // A Bash specifier ending in `:*` is the legacy prefix form (`Bash(timeout:*)`), never a field.
+  const legacy = tool === "Bash" && spec.endsWith(":*") && !/:\s+\*$/.test(spec)
+  if (name !== undefined && !legacy && ownFields[tool]?.includes(name)) {
     return fail(text, "OwnField", at + field![1]!.length, `${tool}'s ${name} is matched by its own specifier`)
   }
   const param = (): Result.Result<Pattern, PatternError> => Result.succeed({ _tag: "Param", tool, param: name!, value })
-  if (name !== undefined && otherFields[tool]?.includes(name)) {
-    // `Bash(timeout:*)` is the legacy prefix form, not the field.
-    if (!(tool === "Bash" && spec.endsWith(":*") && !/:\s+\*$/.test(spec))) return param()
-  }
+  if (name !== undefined && !legacy && otherFields[tool]?.includes(name)) return param()
   if (tool === "Bash") {
     const command = normaliseCommand(spec)
     return Result.succeed(isStar(command) ? { _tag: "Tool", tool } : { _tag: "Command", tool, command })
@@ -257,7 +256,9 @@ export const parse = (text: string): Result.Result<Pattern, PatternError> => {
   if (tool === "WebFetch") {
     if (name === "domain") {
       const domain = value.trim()
-      if (domain.length === 0) return fail(text, "Specifier", at, "expected a host after domain:")
+      if (!/^[A-Za-z0-9.*_-]+$/.test(domain)) {
+        return fail(text, "Specifier", at, "expected a host (letters, digits, -, _, dots and *) after domain:")
+      }
       return Result.succeed(isStar(domain) ? { _tag: "Tool", tool } : { _tag: "Domain", tool, domain })
     }
     return fail(text, "Specifier", at, "expected domain:host or a parameter of WebFetch")

@@ -369,6 +369,8 @@ describe("Pattern: parse and format", () => {
     assert.deepStrictEqual(reason("Read(file_path:/x)"), ["OwnField", 5])
     assert.deepStrictEqual(reason("WebFetch(example.com)"), ["Specifier", 9])
     assert.deepStrictEqual(reason("Agent(Explore)"), ["Specifier", 6])
+    assert.deepStrictEqual(reason("WebFetch(domain:example.com/x)"), ["Specifier", 9])
+    assert.deepStrictEqual(reason("WebFetch(domain:)"), ["Specifier", 9])
     assert.deepStrictEqual(reason("Read(a/*/../b)"), ["Specifier", 5])
     assert.deepStrictEqual(reason(`Bash(${"x".repeat(5000)})`), ["TooLong", Pattern.MAX_PATTERN_LENGTH])
   })
@@ -379,6 +381,7 @@ describe("Pattern: parse and format", () => {
     assert.deepStrictEqual(parsed("Bash(*)"), parsed("Bash"))
     assert.deepStrictEqual(parsed("WebFetch(domain:*)"), parsed("WebFetch"))
     assert.deepStrictEqual(parsed("Bash(timeout:*)"), { _tag: "Command", tool: "Bash", command: "timeout *" })
+    assert.deepStrictEqual(parsed("Bash(command:*)"), { _tag: "Command", tool: "Bash", command: "command *" })
     assert.deepStrictEqual(parsed("Bash(run_in_background : true)"), {
       _tag: "Param",
       tool: "Bash",
@@ -464,6 +467,7 @@ describe("Pattern: hostile input", () => {
     const m = matcher("Bash(rm -rf *)")
     assert.isTrue(judge(m, bash("echo 'unclosed ; rm -rf /")))
     assert.isTrue(judge(m, bash("ls && rm -rf / && echo \"open")))
+    assert.isTrue(judge(m, bash("sh -c \"echo 'open; rm -rf /\"")))
     assert.isFalse(
       judge(matcher("Bash(ls *)", "Bash(rm *)", "Bash(echo *)"), bash("ls && rm -rf / && echo \"open"), "allow")
     )

@@ -8,8 +8,9 @@
  * functions, globs and here-documents stay text. Work is bounded: at most
  * `MAX_PARTS` parts and `MAX_DEPTH` levels of nesting, beyond which the split is
  * marked `exceeded`. A command left open (a quote, group or substitution not
- * closed) is `complete: false`, and is also read a second time with quotes as
- * ordinary characters, its parts added to the first reading's.
+ * closed), or a script handed to a shell that is, is `complete: false`, and is also
+ * read a second time with quotes as ordinary characters, its parts added to the
+ * first reading's.
  */
 
 /** The most simple commands one command is split into. */
@@ -328,20 +329,25 @@ class Splitter {
 /** Splits a command into its simple commands (`Split`), following `sh -c` and `eval` scripts. */
 export const split = (command: string): Split => {
   const splitter = new Splitter()
-  splitter.list(command, 0, 0, undefined)
-  // A quote left open hides what follows it: read the command again with quotes as
+  let complete = true
+  // A quote left open hides what follows it: such a text is read again with quotes as
   // ordinary characters, so every separator it holds splits it too.
-  if (!splitter.complete && !splitter.exceeded) {
-    splitter.literalQuotes = true
-    splitter.list(command, 0, 0, undefined)
-    splitter.literalQuotes = false
-    splitter.complete = false
+  const read = (text: string, depth: number) => {
+    splitter.complete = true
+    splitter.list(text, 0, depth, undefined)
+    if (!splitter.complete && !splitter.exceeded) {
+      splitter.literalQuotes = true
+      splitter.list(text, 0, depth, undefined)
+      splitter.literalQuotes = false
+    }
+    complete &&= splitter.complete
   }
+  read(command, 0)
   // Scripts handed to a shell are split in turn; the loop sees the parts they add.
   for (let k = 0; k < splitter.parts.length && !splitter.exceeded; k++) {
     const part = splitter.parts[k]!
     const script = scriptOf(part.words)
-    if (script !== undefined) splitter.list(script, 0, part.depth + 1, undefined)
+    if (script !== undefined) read(script, part.depth + 1)
   }
-  return { parts: splitter.parts, complete: splitter.complete, exceeded: splitter.exceeded }
+  return { parts: splitter.parts, complete: complete && !splitter.exceeded, exceeded: splitter.exceeded }
 }
