@@ -74,7 +74,8 @@ export type Mode = "deny" | "allow"
 /**
  * The verdict of `matches`: the canonical text of the pattern that matched and the
  * part of the call it matched (a simple command, a resolved path, a host, a value).
- * `exceeded` says the call was over a bound and matched because deny fails closed.
+ * `failClosed` says the call could not be read or was over a bound, and matched because
+ * deny fails closed.
  *
  * @since 0.7.0
  */
@@ -82,7 +83,7 @@ export interface Match {
   readonly matched: boolean
   readonly pattern?: string
   readonly part?: string
-  readonly exceeded?: boolean
+  readonly failClosed?: boolean
 }
 
 /**
@@ -470,7 +471,7 @@ export const matches = (matcher: Matcher, call: Call, context: Context, mode: Mo
   } catch {
     // Unreachable by design; a bug here still fails closed.
     const first = matcher.patterns[0]
-    return mode === "deny" && first !== undefined ? { matched: true, pattern: format(first), exceeded: true } : NO
+    return mode === "deny" && first !== undefined ? { matched: true, pattern: format(first), failClosed: true } : NO
   }
 }
 
@@ -479,7 +480,7 @@ const judge = (compiled: ReadonlyArray<Compiled>, call: Call, context: Context, 
   const tool = typeof call === "object" && call !== null ? call.tool_name : undefined
   if (typeof tool !== "string") {
     const first = compiled[0]
-    return deny && first !== undefined ? { matched: true, pattern: first.text, exceeded: true } : NO
+    return deny && first !== undefined ? { matched: true, pattern: first.text, failClosed: true } : NO
   }
   const cwd = Paths.absoluteSegments(call.cwd) ?? Paths.absoluteSegments(context.cwd)
   const home = Paths.absoluteSegments(context.home)
@@ -499,7 +500,7 @@ const judge = (compiled: ReadonlyArray<Compiled>, call: Call, context: Context, 
           break
         }
         analysis ??= analyse(field(inputOf(call), "command"))
-        if (analysis.exceeded) return { matched: true, pattern: c.text, exceeded: true }
+        if (analysis.exceeded) return { matched: true, pattern: c.text, failClosed: true }
         if (commandMatch(c, analysis.whole)) return { matched: true, pattern: c.text, part: analysis.whole }
         for (const [full, stripped] of analysis.parts) {
           if (commandMatch(c, full)) return { matched: true, pattern: c.text, part: full }
@@ -512,7 +513,7 @@ const judge = (compiled: ReadonlyArray<Compiled>, call: Call, context: Context, 
         if (target === null) target = Paths.targetOf(tool, inputOf(call), cwd, home)
         const glob = Paths.relativeTo(c.glob, context, cwd)
         if (target === undefined || glob === undefined) {
-          if (deny) return { matched: true, pattern: c.text, exceeded: true }
+          if (deny) return { matched: true, pattern: c.text, failClosed: true }
           break
         }
         const m = Wild.pathMatch(glob, target.path)
@@ -525,7 +526,7 @@ const judge = (compiled: ReadonlyArray<Compiled>, call: Call, context: Context, 
         if (tool !== "WebFetch") break
         if (host === null) host = Hosts.hostOf(field(inputOf(call), "url"), MAX_TEXT_LENGTH)
         if (host === undefined) {
-          if (deny) return { matched: true, pattern: c.text, exceeded: true }
+          if (deny) return { matched: true, pattern: c.text, failClosed: true }
           break
         }
         if (Hosts.domainMatch(c.glob, host)) return { matched: true, pattern: c.text, part: host }
@@ -538,7 +539,7 @@ const judge = (compiled: ReadonlyArray<Compiled>, call: Call, context: Context, 
         const input = inputOf(call)
         const raw = field(input, c.param)
         if (typeof raw === "string" && raw.length > MAX_TEXT_LENGTH) {
-          if (deny) return { matched: true, pattern: c.text, exceeded: true }
+          if (deny) return { matched: true, pattern: c.text, failClosed: true }
           break
         }
         const value = paramText(raw)

@@ -430,13 +430,13 @@ describe("Pattern: hostile input", () => {
   it("a command over the bound matches in deny mode and not in allow mode", () => {
     const huge = `echo ${"a".repeat(Pattern.MAX_TEXT_LENGTH)}`
     const r = Pattern.matches(matcher("Bash(ls *)"), bash(huge), where, "deny")
-    assert.deepStrictEqual(r, { matched: true, pattern: "Bash(ls *)", exceeded: true })
+    assert.deepStrictEqual(r, { matched: true, pattern: "Bash(ls *)", failClosed: true })
     assert.isFalse(judge(matcher("Bash(echo *)"), bash(huge), "allow"))
   })
 
   it("nesting past the bound fails closed; thousands of parts too", () => {
     const deep = `${"$(".repeat(5000)}ls${")".repeat(5000)}`
-    assert.isTrue(Pattern.matches(matcher("Bash(git push *)"), bash(deep), where, "deny").exceeded === true)
+    assert.isTrue(Pattern.matches(matcher("Bash(git push *)"), bash(deep), where, "deny").failClosed === true)
     assert.isFalse(judge(matcher("Bash(*ls*)"), bash(deep), "allow"))
     const many = Array.from({ length: 3000 }, () => "true").join(";")
     assert.isTrue(judge(matcher("Bash(git push *)"), bash(many)))
