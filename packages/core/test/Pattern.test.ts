@@ -499,6 +499,8 @@ describe("Pattern: a denied command cannot hide", () => {
     ["inside bash -lc \"…\"", "bash -lc \"cd / && rm -rf /\""],
     ["inside /bin/sh -c in sh -c", "sh -c \"/bin/sh -c 'rm -rf /'\""],
     ["inside eval", "eval 'rm -rf /'"],
+    ["inside sh -c whose script starts with -", "sh -c '-x; rm -rf /'"],
+    ["in the arguments after sh -c's script", "bash -c 'eval \"$1\"' _ 'rm -rf /'"],
     ["with extra spaces", "rm    -rf    /"],
     ["with tabs", "rm\t-rf\t/"],
     ["with leading spaces", "   rm -rf /"],

@@ -84,24 +84,23 @@ export const commandStart = (words: ReadonlyArray<string>): number => {
   return i
 }
 
-// The script a part hands to a shell: `sh -c 'script'`, `bash -lc "script"`, `eval a b`.
-const scriptOf = (words: ReadonlyArray<string>): string | undefined => {
+// The scripts a part hands to a shell: `eval a b` gives `a b`; `sh -c 'script' name args`
+// gives every word after the option holding `c` (the script is the first that the shell
+// does not take as an option, which a word starting with `-` may or may not be: all are
+// split, so none is missed).
+const scriptsOf = (words: ReadonlyArray<string>): ReadonlyArray<string> => {
   const at = commandStart(words)
   const name = words[at]
-  if (name === undefined) return undefined
-  if (name === "eval") return words.slice(at + 1).join(" ")
+  if (name === undefined) return []
+  if (name === "eval") return [words.slice(at + 1).join(" ")]
   const base = name.slice(name.lastIndexOf("/") + 1)
-  if (!SHELLS.has(base)) return undefined
-  let c = false
+  if (!SHELLS.has(base)) return []
   for (let i = at + 1; i < words.length; i++) {
     const w = words[i]!
-    if (w.startsWith("-") && w.length > 1 && w !== "--") {
-      if (/^-[A-Za-z]*c[A-Za-z]*$/.test(w)) c = true
-      continue
-    }
-    return c ? w : undefined
+    if (/^-[A-Za-z]*c[A-Za-z]*$/.test(w)) return words.slice(i + 1)
+    if (!w.startsWith("-") || w === "-" || w === "--") return []
   }
-  return undefined
+  return []
 }
 
 class Splitter {
@@ -346,8 +345,7 @@ export const split = (command: string): Split => {
   // Scripts handed to a shell are split in turn; the loop sees the parts they add.
   for (let k = 0; k < splitter.parts.length && !splitter.exceeded; k++) {
     const part = splitter.parts[k]!
-    const script = scriptOf(part.words)
-    if (script !== undefined) read(script, part.depth + 1)
+    for (const script of scriptsOf(part.words)) read(script, part.depth + 1)
   }
   return { parts: splitter.parts, complete: complete && !splitter.exceeded, exceeded: splitter.exceeded }
 }
