@@ -121,6 +121,13 @@ export * as Guard from "./Guard.ts"
  */
 export * as Policy from "./Policy.ts"
 /**
+ * Patterns in Claude Code's permission-rule syntax (`Bash(git push *)`, `Read(~/.ssh/**)`,
+ * `WebFetch(domain:host)`, `mcp__github__*`) and whether a tool call matches one.
+ *
+ * @since 0.7.0
+ */
+export * as Pattern from "./Pattern.ts"
+/**
  * The `SessionJournal` service: durable group-committed writes, guards, reads and change streams.
  *
  * @since 0.1.0
