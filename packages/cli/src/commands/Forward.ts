@@ -42,7 +42,10 @@
  * may read it, `secretFile.ts`). This module loads nothing but Node's own
  * modules, `Refusal` (which imports nothing) and the small dependency-free
  * modules beside it, and is started without the command tree (`main.ts` loads
- * it directly for `claude-code forward`), so a hook costs about one Node start.
+ * it directly for `claude-code forward`); the build bundles it with those modules
+ * into one file of its own (`scripts/bundle.ts`), so a hook reads three files
+ * (the bin, the entry, this one) and costs about one Node start, `node:crypto`
+ * and `node:http`.
  *
  * @since 0.4.0
  */
