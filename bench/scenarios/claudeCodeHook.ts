@@ -9,6 +9,9 @@
  *   `/bin/sh -c` as Claude Code runs it; a process per event: start, read stdin,
  *   lock, decide, append with its fdatasync, answer), against `node -e 0`. Goal on
  *   the ratio: ≤ 1.5.
+ * - `claude_code.hook.command.long_session`: the same on a session that already
+ *   holds `LONG_CALLS` tool calls (the hook reads the session's state at every
+ *   event: what that costs as a session grows). Reported.
  * - `claude_code.hook.forward`: the same PreToolUse through the guard's installed
  *   form, the wrapped forwarder (`claude-code forward --url …`, a process per
  *   event that posts to the resident guard, which is running), against
@@ -52,6 +55,7 @@ import {
 
 const FIGURES = [
   "claude_code.hook.command",
+  "claude_code.hook.command.long_session",
   "claude_code.hook.forward",
   "claude_code.hook.http",
   "claude_code.hook.http_concurrent"
@@ -64,6 +68,8 @@ const HTTP_GOAL: Goal = { op: "<=", target: 2, on: "median ms" }
 const CONCURRENT_GOAL: Goal = { op: ">=", target: 5000, on: "decisions/s" }
 const TOKEN = "bench-guard-token-0123456789abcdef"
 const CONCURRENCY = 16
+// Tool calls already in the session of `claude_code.hook.command.long_session`.
+const LONG_CALLS = 250
 
 // The built command, whatever the harness itself was started with (the source
 // condition would make the bin load the TypeScript sources).
@@ -161,21 +167,28 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
     fs.writeFileSync(policy, JSON.stringify([{ maxStreak: 1_000_000_000 }, { denyList: ["rm"] }]))
     const env = builtEnv({ SESSION_JOURNAL_GUARD_TOKEN: TOKEN })
 
-    const guard = spawn(cli.value, [
-      "claude-code",
-      "guard",
-      "--port",
-      "0",
-      "--root",
-      path.join(dir, "guard-journal"),
-      "--policy",
-      policy
-    ], {
-      env,
-      stdio: ["ignore", "pipe", "inherit"]
-    })
-    children.push(guard)
-    const port = await listening(guard, /listening at http:\/\/127\.0\.0\.1:([0-9]+)\//)
+    const startGuard = async (root: string) => {
+      const child = spawn(cli.value, ["claude-code", "guard", "--port", "0", "--root", root, "--policy", policy], {
+        env,
+        stdio: ["ignore", "pipe", "inherit"]
+      })
+      children.push(child)
+      return { child, port: await listening(child, /listening at http:\/\/127\.0\.0\.1:([0-9]+)\//) }
+    }
+    // A long session for the command hook: `LONG_CALLS` PreToolUse events journaled
+    // through a guard of its own on another root, which is then stopped (it holds
+    // the session's lock while it runs).
+    const longRoot = path.join(dir, "long-journal")
+    const longCalls = options.quick ? 50 : LONG_CALLS
+    {
+      const grower = await startGuard(longRoot)
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+      for (let i = 0; i < longCalls; i++) await post(agent, grower.port, preToolUse(cwd))
+      agent.destroy()
+      grower.child.kill("SIGTERM")
+      await new Promise((resolve) => grower.child.once("exit", resolve))
+    }
+    const { port } = await startGuard(path.join(dir, "guard-journal"))
     const bare = spawn(process.execPath, ["-e", BARE_SERVER], { env, stdio: ["ignore", "pipe", "inherit"] })
     children.push(bare)
     const barePort = await listening(bare, /port ([0-9]+)/)
@@ -194,11 +207,13 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
       event: "PreToolUse",
       settings
     })
+    const longLine = hookCommand(self, { root: longRoot, policy, event: "PreToolUse", settings })
     const forwardLine = forwardCommand(self, url, { event: "PreToolUse", settings })
     const nodeLine = wrap([process.execPath, "-e", "0"], { event: "PreToolUse", settings })
     const rounds = options.quick ? 5 : 21
     const p = await interleaveMany(rounds, [
       { name: "command", run: async () => timed("/bin/sh", ["-c", hookLine], env, preToolUse(cwd)) },
+      { name: "long", run: async () => timed("/bin/sh", ["-c", longLine], env, preToolUse(cwd)) },
       { name: "forward", run: async () => timed("/bin/sh", ["-c", forwardLine], env, preToolUse(cwd)) },
       { name: "node", run: async () => timed(process.execPath, ["-e", "0"], env) },
       { name: "wrapped", run: async () => timed("/bin/sh", ["-c", nodeLine], env, preToolUse(cwd)) }
@@ -268,6 +283,13 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
         "command",
         COMMAND_GOAL,
         `one PreToolUse through session-journal claude-code hook (built, a policy of two guards, durable append) (${where})`
+      ),
+      processFigure(
+        "claude_code.hook.command.long_session",
+        "long",
+        null,
+        `the same through the command hook on a session that already holds ${longCalls} tool calls ` +
+          `(journaled through a guard of its own before the rounds; each round adds one) (${where})`
       ),
       processFigure(
         "claude_code.hook.forward",
