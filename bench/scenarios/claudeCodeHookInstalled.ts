@@ -122,7 +122,9 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
         ...Array.from({ length: n }, () => Fake.tools({ name: "Read", input: { file_path: file } })),
         Fake.text("done")
       ]
-      const api = await Fake.start(Fake.inOrder(turns))
+      // By the conversation's turn, not the request's index: a request the CLI
+      // retries gets the same answer.
+      const api = await Fake.start(Fake.perConversation(() => turns))
       try {
         const t0 = performance.now()
         const r = await Claude.run({
@@ -139,7 +141,9 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
           throw new Error(`claude in ${p.name} ended ${r.code}${r.timedOut ? " (timed out)" : ""}: ${r.stderr}`)
         }
         // Every call ran (no hook denied it) and the session ended with the script.
-        const results = api.requests.flatMap((q) => q.toolResults)
+        const results = [
+          ...new Map(api.requests.flatMap((q) => q.toolResults).map((b) => [b["tool_use_id"], b])).values()
+        ]
         if (results.length !== n || results.some((b) => b["is_error"] === true)) {
           throw new Error(`claude in ${p.name}: ${results.length} tool results of ${n}: ${JSON.stringify(results)}`)
         }
