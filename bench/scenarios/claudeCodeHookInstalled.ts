@@ -141,9 +141,13 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
           throw new Error(`claude in ${p.name} ended ${r.code}${r.timedOut ? " (timed out)" : ""}: ${r.stderr}`)
         }
         // Every call ran (no hook denied it) and the session ended with the script.
-        const results = [
-          ...new Map(api.requests.flatMap((q) => q.toolResults).map((b) => [b["tool_use_id"], b])).values()
-        ]
+        // (The last request holds the whole conversation; the CLI may add a message
+        // of its own after a tool result.)
+        const results = (api.requests.at(-1)?.messages ?? []).flatMap((m) =>
+          m.role === "user" && typeof m.content !== "string"
+            ? m.content.filter((b) => b["type"] === "tool_result")
+            : []
+        )
         if (results.length !== n || results.some((b) => b["is_error"] === true)) {
           throw new Error(`claude in ${p.name}: ${results.length} tool results of ${n}: ${JSON.stringify(results)}`)
         }
