@@ -1,7 +1,8 @@
 /**
  * `pnpm bench`: runs every scenario, prints the table (and with `--json` one JSON
  * line per figure). Options: `--quick` (smaller sizes, under a minute), `--json`,
- * `--only <name>` (a scenario or figure name; repeatable).
+ * `--only <name>` (a scenario or figure name, or a prefix of names ending before a
+ * dot: `claude_code.hook` runs every `claude_code.hook.*`; repeatable).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -11,6 +12,7 @@ import { requireOneCore } from "./lib/oneCore.ts"
 import { chatScenario } from "./scenarios/chat.ts"
 import { claudeCodeArchive, claudeCodeFollow } from "./scenarios/claudeCode.ts"
 import { claudeCodeHook } from "./scenarios/claudeCodeHook.ts"
+import { claudeCodeHookInstalled } from "./scenarios/claudeCodeHookInstalled.ts"
 import { claudeCodeSessionEvents } from "./scenarios/claudeCodeSession.ts"
 import { fsManySessions, fsRecord } from "./scenarios/fs.ts"
 import { cliVerify, fsHistory } from "./scenarios/history.ts"
@@ -41,6 +43,7 @@ const scenarios: ReadonlyArray<Scenario> = [
   claudeCodeSessionEvents,
   claudeCodeSessionStore,
   claudeCodeHook,
+  claudeCodeHookInstalled,
   pgRecord,
   fsSessionsTouched
 ]
@@ -54,15 +57,17 @@ for (let i = 0; i < args.length; i++) {
   else if (args[i]!.startsWith("--only=")) only.push(args[i]!.slice("--only=".length))
 }
 const known = new Set(scenarios.flatMap((s) => [s.name, ...s.figures]))
+// `--only a.b` also names every scenario called `a.b.…`.
+const named = (o: string, name: string) => o === name || name.startsWith(o + ".")
 for (const o of only) {
-  if (!known.has(o)) {
+  if (!known.has(o) && !scenarios.some((s) => named(o, s.name))) {
     process.stderr.write(`unknown scenario ${o}; known: ${[...known].join(", ")}\n`)
     process.exit(2)
   }
 }
 const selected = only.length === 0
   ? scenarios
-  : scenarios.filter((s) => only.includes(s.name) || s.figures.some((f) => only.includes(f)))
+  : scenarios.filter((s) => only.some((o) => named(o, s.name)) || s.figures.some((f) => only.includes(f)))
 
 // Progress goes to stderr so that `--json` output on stdout stays one figure per line.
 const log = (line: string) => process.stderr.write(line + "\n")
@@ -75,7 +80,7 @@ for (const scenario of selected) {
   log(`▶ ${scenario.name}${quick ? " (quick)" : ""}`)
   try {
     const produced = await scenario.run({ quick, log })
-    const wanted = only.length === 0 || only.includes(scenario.name)
+    const wanted = only.length === 0 || only.some((o) => named(o, scenario.name))
       ? produced
       : produced.filter((f) => only.includes(f.name))
     figures.push(...wanted)

@@ -5,6 +5,7 @@
  *
  * One change to a dependency's code is made on the way (`lazyGraphemes`).
  */
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { build, type Plugin } from "rolldown"
 
@@ -46,6 +47,26 @@ export const lazyGraphemes = (): Plugin => {
   }
 }
 
+/**
+ * The modules of a command bundled each into one file of its own by default
+ * (`BundleOptions.standalone`), relative to the package's directory, when they
+ * exist: the forwarder, which Claude Code starts once per hook event.
+ */
+export const DEFAULT_STANDALONE: ReadonlyArray<string> = ["src/commands/Forward.ts"]
+
+/**
+ * Sends the imports of the modules in `files` (absolute paths of sources, to the
+ * file each was bundled into, relative to the entry) out of the bundle.
+ */
+const importsOf = (files: ReadonlyMap<string, string>): Plugin => ({
+  name: "standalone-modules",
+  resolveId(source, importer) {
+    if (importer === undefined || !source.startsWith(".")) return null
+    const bundled = files.get(path.resolve(path.dirname(importer), source))
+    return bundled === undefined ? null : { id: bundled, external: true }
+  }
+})
+
 /** What `bundleCommand` bundles, and where to. */
 export interface BundleOptions {
   /** The package's directory (dependencies resolve from there). */
@@ -61,27 +82,61 @@ export interface BundleOptions {
    * bundles the workspace's packages from their sources, as tests do).
    */
   readonly conditions?: ReadonlyArray<string>
+  /**
+   * Modules the entry imports dynamically (absolute paths) that are bundled each
+   * into one file with everything they import, shared with nothing (default:
+   * `DEFAULT_STANDALONE` under `dir`). A command started once per event then reads
+   * one file instead of a chunk and the chunks it shares with the rest (each an
+   * ES module to resolve, read and link); the modules they import are bundled
+   * twice.
+   */
+  readonly standalone?: ReadonlyArray<string>
 }
 
-/** Bundles `input` into `output` (minified, with a source map). */
+/** Bundles `input` into `output` (minified, with a source map), each standalone module into its own file. */
 export const bundleCommand = async (options: BundleOptions): Promise<void> => {
+  const dir = path.dirname(options.output)
+  const resolve = { conditionNames: [...(options.conditions ?? []), "node", "import", "default"] }
+  const plugins = options.lazyGraphemes === false ? [] : [lazyGraphemes()]
+  const output = {
+    dir,
+    format: "esm" as const,
+    // Smaller code parses faster at every start; names are kept for stack traces.
+    minify: { compress: true, mangle: { keepNames: true }, codegen: true },
+    sourcemap: true,
+    sourcemapExcludeSources: true
+  }
+  const standalone = options.standalone ??
+    DEFAULT_STANDALONE.map((file) => path.join(options.dir, file)).filter((file) => fs.existsSync(file))
+  const bundled = new Map<string, string>()
+  for (const file of standalone) {
+    const built = await build({
+      input: file,
+      cwd: options.dir,
+      platform: "node",
+      // Dependencies resolve as they will for a host: the published `default` targets.
+      resolve,
+      logLevel: "warn",
+      plugins,
+      output: {
+        ...output,
+        entryFileNames: `${path.basename(file, path.extname(file))}-[hash].js`,
+        codeSplitting: false
+      }
+    })
+    bundled.set(path.resolve(file), `./${built.output[0].fileName}`)
+  }
   await build({
     input: options.input,
     cwd: options.dir,
     platform: "node",
-    // Dependencies resolve as they will for a host: the published `default` targets.
-    resolve: { conditionNames: [...(options.conditions ?? []), "node", "import", "default"] },
+    resolve,
     logLevel: "warn",
-    plugins: options.lazyGraphemes === false ? [] : [lazyGraphemes()],
+    plugins: [importsOf(bundled), ...plugins],
     output: {
-      dir: path.dirname(options.output),
+      ...output,
       entryFileNames: path.basename(options.output),
-      chunkFileNames: "[name]-[hash].js",
-      format: "esm",
-      // Smaller code parses faster at every start; names are kept for stack traces.
-      minify: { compress: true, mangle: { keepNames: true }, codegen: true },
-      sourcemap: true,
-      sourcemapExcludeSources: true
+      chunkFileNames: "[name]-[hash].js"
     }
   })
 }

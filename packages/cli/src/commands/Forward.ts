@@ -42,23 +42,26 @@
  * may read it, `secretFile.ts`). This module loads nothing but Node's own
  * modules, `Refusal` (which imports nothing) and the small dependency-free
  * modules beside it, and is started without the command tree (`main.ts` loads
- * it directly for `claude-code forward`), so a hook costs about one Node start.
+ * it directly for `claude-code forward`); the build bundles it with those modules
+ * into one file of its own (`scripts/bundle.ts`), so a hook reads three files
+ * (the bin, the entry, this one) and costs about one Node start, `node:crypto`
+ * and `node:net` (it speaks the little HTTP/1.1 it needs itself, `exchange`).
  *
  * @since 0.4.0
  */
 import * as Refusal from "@session-journal/claude-code/Refusal"
 import { messageOf } from "@session-journal/core/ErrorMessage"
-import type * as Http from "node:http"
 import { createRequire } from "node:module"
+import type * as Net from "node:net"
 import * as GuardAuth from "../internal/guardAuth.ts"
 import * as ProcessStreams from "../internal/processStreams.ts"
 import * as SecretFile from "../internal/secretFile.ts"
 
 // Loaded with `createRequire`, not `import`: an ES module import of a builtin reads
-// every export of it, and `node:http`'s lazy `WebSocket` and friends then load
-// undici, which costs more than the rest of the forwarder (about 50–150 ms).
+// every export of it, which can load more than the forwarder needs (`node:http`'s
+// lazy `WebSocket` and friends load undici, about 50–150 ms).
 const load = createRequire(import.meta.url)
-const http = load("node:http") as typeof Http
+const net = load("node:net") as typeof Net
 
 /**
  * Largest event read from stdin: 4 MiB, the guard's bound (`Hook.MAX_INPUT_BYTES`,
@@ -283,10 +286,65 @@ export interface Exchanged {
 }
 
 /**
+ * Largest head (status line and headers) of an answer taken from the guard
+ * (16 KiB; its heads are a few hundred bytes).
+ *
+ * @since 0.7.0
+ */
+export const MAX_ANSWER_HEAD_BYTES = 16 * 1024
+
+/**
+ * Reads an HTTP/1.1 answer's head: its status, its body's length (`"chunked"`
+ * for a body in chunks) and its answer proof, or why it is not one the forwarder
+ * takes. Strict: a status line `HTTP/1.x NNN …`, header lines `name: value`, one
+ * `Content-Length` (decimal, at most `MAX_ANSWER_BYTES`) or `Transfer-Encoding:
+ * chunked` (not both); a proof given more than once is none.
+ *
+ * @since 0.7.0
+ */
+export const parseAnswerHead = (
+  head: string
+): { readonly status: number; readonly length: number | "chunked"; readonly proof: string | undefined } | string => {
+  const lines = head.split("\r\n")
+  const status = /^HTTP\/1\.[01] ([1-9][0-9]{2})(?: [^\r\n]*)?$/.exec(lines[0]!)
+  if (status === null) return "its answer is not HTTP/1.1"
+  let length: number | undefined
+  let chunked = false
+  let proof: string | undefined
+  let proofs = 0
+  for (const line of lines.slice(1)) {
+    const header = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*?)[ \t]*$/.exec(line)
+    if (header === null) return "its answer has a malformed header"
+    const name = header[1]!.toLowerCase()
+    const value = header[2]!
+    if (name === "transfer-encoding") {
+      if (chunked || value.toLowerCase() !== "chunked") return "its answer's transfer encoding is not chunked"
+      chunked = true
+    } else if (name === "content-length") {
+      if (length !== undefined || !/^[0-9]{1,10}$/.test(value)) return "its answer's length is not one number"
+      length = Number(value)
+    } else if (name === GuardAuth.ANSWER_HEADER) {
+      proofs++
+      proof = value
+    }
+  }
+  if (chunked && length !== undefined) return "its answer has both a length and chunks"
+  if (!chunked && length === undefined) return "its answer is not of a declared length"
+  if (length !== undefined && length > MAX_ANSWER_BYTES) return `its answer is larger than ${MAX_ANSWER_BYTES} bytes`
+  return { status: Number(status[1]), length: length ?? "chunked", proof: proofs === 1 ? proof : undefined }
+}
+
+/**
  * One request to the guard, proved with the token (`guardAuth.ts`): `POST` with a
- * JSON body or `GET`; the answer read up to `MAX_ANSWER_BYTES` (a longer one
- * fails). No deadline of its own: `signal` aborts it. Resolves with the answer and
- * the nonce the answer's proof must name.
+ * JSON body or `GET`, over one connection (`node:net`, HTTP/1.1, `Connection:
+ * close`); the answer taken as `parseAnswerHead` reads its head, with a body of
+ * exactly its `Content-Length` or in chunks (at most `MAX_ANSWER_BYTES` either
+ * way; anything else fails).
+ * No deadline of its own: `signal` aborts it. Resolves with the answer and the
+ * nonce the answer's proof must name.
+ *
+ * `node:http` is not used: loading it and its client costs more than the rest of
+ * the exchange, at every hook event.
  *
  * @since 0.7.0
  */
@@ -296,48 +354,131 @@ export const exchange = (
   request: { readonly method: "POST" | "GET"; readonly body: Uint8Array; readonly signal: AbortSignal }
 ): Promise<{ readonly answer: Exchanged; readonly nonce: string }> =>
   new Promise((resolve, reject) => {
+    if (url.protocol !== "http:") return reject(new Error("not an http: URL"))
+    const target = `${url.pathname}${url.search}`
+    if (/[\s]/.test(target)) return reject(new Error("the URL's path is not one HTTP target"))
     const { header, nonce } = GuardAuth.sign(token, {
       method: request.method,
       path: url.pathname,
       time: Date.now()
     }, request.body)
-    const headers: Record<string, string | number> = { [GuardAuth.AUTH_HEADER]: header, connection: "close" }
-    if (request.method === "POST") {
-      headers["content-type"] = "application/json"
-      headers["content-length"] = request.body.length
+    const head = [
+      `${request.method} ${target} HTTP/1.1`,
+      `host: ${url.host}`,
+      `${GuardAuth.AUTH_HEADER}: ${header}`,
+      "connection: close",
+      ...(request.method === "POST"
+        ? ["content-type: application/json", `content-length: ${request.body.length}`]
+        : [])
+    ].join("\r\n") + "\r\n\r\n"
+    const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname
+    const socket = net.connect({ host, port: url.port === "" ? 80 : Number(url.port) })
+    let settled = false
+    const fail = (e: Error) => {
+      if (settled) return
+      settled = true
+      socket.destroy()
+      reject(e)
     }
-    const req = http.request(url, { method: request.method, headers, agent: false, signal: request.signal }, (res) => {
-      const declared = Number(res.headers["content-length"] ?? 0)
-      if (declared > MAX_ANSWER_BYTES) {
-        res.destroy()
-        return reject(new Error(`its answer is larger than ${MAX_ANSWER_BYTES} bytes`))
-      }
-      const parts: Array<Buffer> = []
-      let size = 0
-      res.on("data", (chunk: Buffer) => {
-        size += chunk.length
-        if (size > MAX_ANSWER_BYTES) {
-          res.destroy()
-          reject(new Error(`its answer is larger than ${MAX_ANSWER_BYTES} bytes`))
-          return
+    const onAbort = () => fail(new Error("aborted"))
+    if (request.signal.aborted) return onAbort()
+    request.signal.addEventListener("abort", onAbort, { once: true })
+    let received = Buffer.alloc(0)
+    let answer: ReturnType<typeof parseAnswerHead> | undefined
+    // The body read so far; for chunks, where the next chunk's size line starts.
+    const body: Array<Buffer> = []
+    let bodySize = 0
+    let at = 0
+    const done = () => {
+      if (settled) return
+      settled = true
+      request.signal.removeEventListener("abort", onAbort)
+      socket.destroy()
+      const a = answer as Exclude<typeof answer, string | undefined>
+      resolve({ answer: { status: a.status, body: Buffer.concat(body), proof: a.proof }, nonce })
+    }
+    const take = (bytes: Buffer) => {
+      bodySize += bytes.length
+      if (bodySize > MAX_ANSWER_BYTES) return fail(new Error(`its answer is larger than ${MAX_ANSWER_BYTES} bytes`))
+      body.push(bytes)
+    }
+    // Reads what arrived; `ended`: the guard closed the connection.
+    const check = (ended: boolean) => {
+      if (settled) return
+      if (answer === undefined) {
+        const end = received.indexOf("\r\n\r\n")
+        if (end < 0 ? received.length > MAX_ANSWER_HEAD_BYTES : end > MAX_ANSWER_HEAD_BYTES) {
+          return fail(new Error("its answer's head is too large"))
         }
-        parts.push(chunk)
-      })
-      res.on("end", () => {
-        const proof = res.headers[GuardAuth.ANSWER_HEADER]
-        resolve({
-          answer: {
-            status: res.statusCode ?? 0,
-            body: Buffer.concat(parts),
-            proof: typeof proof === "string" ? proof : undefined
-          },
-          nonce
-        })
-      })
-      res.on("error", reject)
+        if (end < 0) return ended ? fail(new Error("the connection closed before an answer")) : undefined
+        answer = parseAnswerHead(received.subarray(0, end).toString("latin1"))
+        if (typeof answer === "string") return fail(new Error(answer))
+        at = end + 4
+      }
+      if (typeof answer === "string") return
+      if (answer.length !== "chunked") {
+        const got = received.length - at
+        if (got > answer.length) return fail(new Error("its answer is longer than its declared length"))
+        if (got < answer.length) {
+          return ended ? fail(new Error("the connection closed before the whole answer")) : undefined
+        }
+        take(received.subarray(at))
+        return done()
+      }
+      // Chunks: `SIZE[;ext]\r\n`, SIZE bytes, `\r\n`; the last of size 0, then `\r\n`.
+      for (;;) {
+        const line = received.indexOf("\r\n", at)
+        if (line < 0) {
+          if (received.length - at > 1024) return fail(new Error("its answer's chunks are malformed"))
+          return ended ? fail(new Error("the connection closed before the whole answer")) : undefined
+        }
+        const size = /^([0-9A-Fa-f]{1,8})(?:;[^\r\n]*)?$/.exec(received.subarray(at, line).toString("latin1"))
+        if (size === null) return fail(new Error("its answer's chunks are malformed"))
+        const n = parseInt(size[1]!, 16)
+        if (n === 0) {
+          if (received.length < line + 4) {
+            return ended ? fail(new Error("the connection closed before the whole answer")) : undefined
+          }
+          if (received.subarray(line + 2, line + 4).toString("latin1") !== "\r\n") {
+            return fail(new Error("its answer's chunks are malformed"))
+          }
+          return done()
+        }
+        if (bodySize + n > MAX_ANSWER_BYTES) {
+          return fail(new Error(`its answer is larger than ${MAX_ANSWER_BYTES} bytes`))
+        }
+        if (received.length < line + 2 + n + 2) {
+          return ended ? fail(new Error("the connection closed before the whole answer")) : undefined
+        }
+        if (received.subarray(line + 2 + n, line + 4 + n).toString("latin1") !== "\r\n") {
+          return fail(new Error("its answer's chunks are malformed"))
+        }
+        take(received.subarray(line + 2, line + 2 + n))
+        at = line + 4 + n
+      }
+    }
+    // What arrived, in a buffer that doubles as it fills (a guard that sends a
+    // byte at a time costs no more than one that sends it all at once).
+    let store = Buffer.allocUnsafe(4096)
+    socket.on("data", (chunk: Buffer) => {
+      const used = received.length
+      if (used + chunk.length > MAX_ANSWER_HEAD_BYTES + 2 * MAX_ANSWER_BYTES) {
+        return fail(new Error(`its answer is larger than ${MAX_ANSWER_BYTES} bytes`))
+      }
+      if (used + chunk.length > store.length) {
+        const grown = Buffer.allocUnsafe(Math.max(2 * store.length, used + chunk.length))
+        store.copy(grown, 0, 0, used)
+        store = grown
+      }
+      chunk.copy(store, used)
+      received = store.subarray(0, used + chunk.length)
+      check(false)
     })
-    req.on("error", reject)
-    req.end(request.method === "POST" ? request.body : undefined)
+    socket.on("end", () => check(true))
+    socket.on("close", () => check(true))
+    socket.on("error", fail)
+    socket.write(head)
+    if (request.method === "POST") socket.write(request.body)
   })
 
 const errorOf = (body: Buffer): string => {
