@@ -140,50 +140,54 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("claude-code run aga
     }
   })
 
-  it("Ctrl-C mid-request interrupts the turn through the protocol, the next prompt runs, exit 1; a second Ctrl-C ends it with 130", async () => {
-    const first = Fake.hold()
-    const third = Fake.hold()
-    const s = await setup(Fake.inOrder([first, Fake.text("after the interrupt"), third]))
-    try {
-      // Detached: a process group of its own, as a shell gives a foreground job.
-      const child = spawn(process.execPath, [BIN, ...common(s)], {
-        env: s.env,
-        detached: true,
-        stdio: ["pipe", "pipe", "pipe"]
-      })
-      let stderr = ""
-      child.stderr.on("data", (b: Buffer) => (stderr += b.toString("utf8")))
-      const ctrlC = () => process.kill(-child.pid!, "SIGINT")
-      child.stdin.write("one\n")
-      await first.started
-      ctrlC()
-      await waitForLine(child, (l) => l.startsWith("[turn ended: error_during_execution"))
-      assert.strictEqual(await first.ended, "closed")
-      assert.include(stderr, "interrupting the turn")
-      const claudePid = Number(fs.readFileSync(s.pidFile, "utf8").trim())
-      assert.isTrue(alive(claudePid), "the first Ctrl-C ended the CLI")
-      child.stdin.write("two\n")
-      await waitForLine(child, (l) => l === "after the interrupt")
-      child.stdin.write("three\n")
-      await third.started
-      ctrlC()
-      await new Promise((r) => setTimeout(r, 300))
-      ctrlC()
-      const code = await exited(child)
-      assert.strictEqual(code, 130, stderr)
-      assert.isFalse(alive(claudePid), "the CLI outlived the command")
-      // The journal holds the whole session, interrupt included, and verifies.
-      const shown = await run(["--dir", s.journal, "list"])
-      assert.strictEqual(shown.code, 0, shown.stderr)
-      const id = /claude-code-run-[A-Za-z0-9-]+/.exec(shown.stdout)?.[0]
-      assert.isDefined(id, shown.stdout)
-      const verified = await run(["--dir", s.journal, "verify", id!])
-      assert.strictEqual(verified.code, 0, verified.stdout + verified.stderr)
-    } finally {
-      await s.api.close()
-    }
-    // Three turns of the real CLI and two interrupts: on a loaded machine a minute is not enough.
-  }, 180_000)
+  it(
+    "Ctrl-C mid-request interrupts the turn through the protocol, the next prompt runs, exit 1; a second Ctrl-C ends it with 130",
+    async () => {
+      const first = Fake.hold()
+      const third = Fake.hold()
+      const s = await setup(Fake.inOrder([first, Fake.text("after the interrupt"), third]))
+      try {
+        // Detached: a process group of its own, as a shell gives a foreground job.
+        const child = spawn(process.execPath, [BIN, ...common(s)], {
+          env: s.env,
+          detached: true,
+          stdio: ["pipe", "pipe", "pipe"]
+        })
+        let stderr = ""
+        child.stderr.on("data", (b: Buffer) => (stderr += b.toString("utf8")))
+        const ctrlC = () => process.kill(-child.pid!, "SIGINT")
+        child.stdin.write("one\n")
+        await first.started
+        ctrlC()
+        await waitForLine(child, (l) => l.startsWith("[turn ended: error_during_execution"))
+        assert.strictEqual(await first.ended, "closed")
+        assert.include(stderr, "interrupting the turn")
+        const claudePid = Number(fs.readFileSync(s.pidFile, "utf8").trim())
+        assert.isTrue(alive(claudePid), "the first Ctrl-C ended the CLI")
+        child.stdin.write("two\n")
+        await waitForLine(child, (l) => l === "after the interrupt")
+        child.stdin.write("three\n")
+        await third.started
+        ctrlC()
+        await new Promise((r) => setTimeout(r, 300))
+        ctrlC()
+        const code = await exited(child)
+        assert.strictEqual(code, 130, stderr)
+        assert.isFalse(alive(claudePid), "the CLI outlived the command")
+        // The journal holds the whole session, interrupt included, and verifies.
+        const shown = await run(["--dir", s.journal, "list"])
+        assert.strictEqual(shown.code, 0, shown.stderr)
+        const id = /claude-code-run-[A-Za-z0-9-]+/.exec(shown.stdout)?.[0]
+        assert.isDefined(id, shown.stdout)
+        const verified = await run(["--dir", s.journal, "verify", id!])
+        assert.strictEqual(verified.code, 0, verified.stdout + verified.stderr)
+      } finally {
+        await s.api.close()
+      }
+      // Three turns of the real CLI and two interrupts: on a loaded machine a minute is not enough.
+    },
+    180_000
+  )
 
   it("a turn ended by Ctrl-C makes the exit 1 once the prompts are done", async () => {
     const first = Fake.hold()
