@@ -168,7 +168,17 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
     const env = builtEnv({ SESSION_JOURNAL_GUARD_TOKEN: TOKEN })
 
     const startGuard = async (root: string) => {
-      const child = spawn(cli.value, ["claude-code", "guard", "--port", "0", "--root", root, "--policy", policy], {
+      const child = spawn(cli.value, [
+        "claude-code",
+        "guard",
+        "--port",
+        "0",
+        "--root",
+        root,
+        "--policy",
+        policy,
+        "--accept-bearer"
+      ], {
         env,
         stdio: ["ignore", "pipe", "inherit"]
       })
