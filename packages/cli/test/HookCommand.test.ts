@@ -345,7 +345,8 @@ describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
       /no decision within the hook's deadline of 3000 ms \(still (recording PreToolUse in the journal|reading the hook input|starting)\)/,
       late.stdout + late.stderr
     )
-    assert.notStrictEqual(late.code, 0)
+    // Nothing was stuck in the kernel, so the process exited with the answer's code.
+    assert.strictEqual(late.code, 0, late.stderr)
     holder.stdin!.end()
 
     // A policy path that is a FIFO (no writer ever opens it) is refused at once.

@@ -212,7 +212,14 @@ export const guard = Command.make("guard", {
             .pipe(Option.filter((d) => d !== ""), Option.getOrUndefined)
         const stateDir = Storage.userStateDir(process.env)
         if (named === undefined && stateDir !== undefined && Storage.isFilesystem(storage)) {
-          yield* Effect.promise(() => fs.promises.mkdir(stateDir, { recursive: true, mode: 0o700 }))
+          yield* Effect.tryPromise({
+            try: () => fs.promises.mkdir(stateDir, { recursive: true, mode: 0o700 }),
+            catch: (e) =>
+              new InvalidInput({
+                field: "--root",
+                reason: `the default journal directory ${stateDir} cannot be made (${messageOf(e)}); give --root DIR`
+              })
+          })
         }
         const base = {
           ...storage,

@@ -41,6 +41,7 @@ import type { HookArgs } from "../internal/hookArgs.ts"
 import * as ProcessStreams from "../internal/processStreams.ts"
 import * as Protect from "../internal/protect.ts"
 import * as TranscriptScan from "../internal/transcriptScan.ts"
+import * as Watchdog from "../internal/watchdog.ts"
 import { load } from "../PolicyFile.ts"
 import * as Storage from "../Storage.ts"
 
@@ -210,7 +211,11 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
       args.postgres === undefined && environment.postgres === undefined
     ) {
       // The per-user default is made on first use, readable by its user only.
-      await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 })
+      try {
+        await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 })
+      } catch (e) {
+        return refuse(`the default journal directory ${dir} cannot be made (${describe(e)}); give --root DIR`)
+      }
     }
     const storage: Storage.Options = {
       ...Storage.resolve({ dir, postgres: args.postgres }, environment),
@@ -316,9 +321,11 @@ export const main = async (args: HookArgs): Promise<number> => {
     env: process.env
   })
   // Past the deadline something is stuck, possibly a file operation in the kernel
-  // (a hung mount), which keeps Node from exiting at all: the answer is written,
-  // so the process ends by SIGKILL, which the installed hook command turns into
-  // exit 2 with the reason already on stderr.
-  if (outcome.late === true && !args.failOpen) process.kill(process.pid, "SIGKILL")
+  // (a hung mount), which would keep Node from exiting at all. The answer is
+  // written and the process exits with its code; a watchdog that sees the exit
+  // through a pipe (its end closes) does nothing, and one that does not see it
+  // within a second ends the process by SIGKILL, which the installed hook command
+  // turns into exit 2 with the reason already on stderr.
+  if (outcome.late === true && !args.failOpen) Watchdog.arm(1)
   return outcome.exitCode
 }

@@ -112,7 +112,8 @@ export const load = (file: string, maxBytes: number): Loaded => {
     const bytes = fs.readFileSync(fd)
     let text: string
     try {
-      text = new TextDecoder("utf-8", { fatal: true }).decode(bytes)
+      // A byte-order mark is kept as text, so the file is written back as it was.
+      text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes)
     } catch (e) {
       throw new SettingsFileError("NotUtf8", file, "not UTF-8 text", e)
     }
