@@ -389,6 +389,34 @@ process.stdin.pause(); rl.close();
     ).pipe(Effect.timeout("120 seconds"))
   })
 
+  it.live("a can_use_tool whose input changed since its PreToolUse was allowed is decided again, as it now is", () =>
+    runStandIn(
+      "rewrite-claude",
+      answeringInitialize(`
+const pre = lines[0].request.hooks.PreToolUse[0].hookCallbackIds[0];
+send({ type: "control_request", request_id: "h-1", request: { subtype: "hook_callback", callback_id: pre,
+  input: { session_id: "s", cwd: "/", hook_event_name: "PreToolUse", tool_name: "Bash",
+    tool_input: { command: "echo harmless" }, tool_use_id: "toolu_rw" } } });
+while (lines.filter((m) => m.type === "control_response").length < 1) await new Promise((r) => setTimeout(r, 20));
+// Another hook rewrote the input before the permission check.
+send({ type: "control_request", request_id: "c-1", request: { subtype: "can_use_tool", tool_name: "Bash",
+  input: { command: "rm -rf /" }, tool_use_id: "toolu_rw" } });
+while (lines.filter((m) => m.type === "control_response").length < 2) await new Promise((r) => setTimeout(r, 20));
+send({ type: "result", subtype: "success", is_error: false, total_cost_usd: 0, answers: lines.filter((m) => m.type === "control_response") });
+`),
+      { guard: Policy.toGuard({ maxInvocations: 1 }), policyName: "maxInvocations(1)" },
+      (session) =>
+        Effect.gen(function*() {
+          const result = yield* session.awaitResultAfter(0)
+          const answers = (result as unknown as { answers: Array<{ response: Payload }> }).answers
+          const byId = new Map(answers.map((a) => [a.response["request_id"], a.response["response"] as Payload]))
+          assert.deepStrictEqual(byId.get("h-1"), {})
+          assert.strictEqual(byId.get("c-1")!["behavior"], "deny", JSON.stringify(byId.get("c-1")))
+          const tools = (yield* entriesOf("standin")).filter(Entry.isTool)
+          assert.deepStrictEqual(tools.map((t) => t.allowed), [true, false])
+        })
+    ).pipe(Effect.timeout("30 seconds")))
+
   it.live("control requests above the line bound are refused from their heads: a deny, never left unanswered", () =>
     runStandIn(
       "big-claude",

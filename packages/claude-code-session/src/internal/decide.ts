@@ -57,8 +57,10 @@ export interface Answer {
   readonly fatal: string | null
 }
 
-/** What a PreToolUse decided, as `can_use_tool` repeats it. */
-type Verdict = { readonly allow: true } | { readonly allow: false; readonly reason: string }
+/** What a PreToolUse decided, as `can_use_tool` repeats it (`input`: the JSON text of the input decided). */
+type Verdict =
+  | { readonly allow: true; readonly input?: string | undefined }
+  | { readonly allow: false; readonly reason: string; readonly input?: string | undefined }
 
 /** Decisions kept for `can_use_tool` at most (the oldest go first). */
 const MAX_KEPT = 4096
@@ -159,9 +161,10 @@ export const make = (options: {
         : refuse(handled.reason, handled.fatal)
       if (pending !== undefined) {
         const verdict = handled._tag === "Answered" ? handled.answer.verdict : null
+        const decidedInput = event.name === "PreToolUse" ? JSON.stringify(event.input.tool_input) : undefined
         const settled: Verdict = verdict !== null && verdict._tag === "Allow"
-          ? { allow: true }
-          : { allow: false, reason: reasonOf(answer.response as Hook.HookOutput) }
+          ? { allow: true, input: decidedInput }
+          : { allow: false, reason: reasonOf(answer.response as Hook.HookOutput), input: decidedInput }
         yield* Deferred.succeed(pending, settled)
       }
       return answer
@@ -192,7 +195,11 @@ export const make = (options: {
           )
         )
         decided.delete(request.toolUseId!)
-        return answerOf(verdict, null)
+        // An input changed since it was decided (another hook rewrote it) is decided
+        // again, as it now is; a denial stands whatever the input.
+        if (!verdict.allow || verdict.input === undefined || verdict.input === JSON.stringify(request.input)) {
+          return answerOf(verdict, null)
+        }
       }
       const raw: { [key: string]: Schema.Json } = {
         session_id: claudeSession ?? "unknown",
