@@ -801,6 +801,44 @@ const spellings = (target: Protected, cwd: string, home: string | undefined): Ar
 const PATH_KEYS = new Set(["file_path", "path", "notebook_path", "cwd", "directory", "dir"])
 const MAX_STRINGS = 10_000
 
+// The directories above a protected path that removing, moving or changing takes
+// it along: those below the home directory and the working directory (which
+// every call names), nearest first.
+const ancestors = (target: Protected, cwd: string, home: string | undefined): Array<Protected> => {
+  const out: Array<Protected> = []
+  const stops = new Set([
+    "/",
+    cwd.replace(/\/+$/, "") || "/",
+    ...(home === undefined ? [] : [home.replace(/\/+$/, "")])
+  ])
+  let p = target.path.replace(/\/+$/, "")
+  for (;;) {
+    const up = p.slice(0, p.lastIndexOf("/")) || "/"
+    if (up === p || stops.has(up) || [...stops].some((s) => s !== "/" && s.startsWith(`${up}/`))) break
+    out.push({ path: up, what: `${target.what} (in ${up})`, directory: true })
+    p = up
+  }
+  return out
+}
+
+// Words of a command that remove, move or change what they name.
+const DESTRUCTIVE =
+  /(^|[\s;&|(`])(rm|rmdir|mv|unlink|truncate|shred|chmod|chown|ln|find|rsync|tar)(\s|$)|\bsed\s+(-\w*\s+)*-i|>/
+
+// Whether `value` names the directory `spelled` as a whole (not a longer name
+// that begins with it, nor something inside it).
+const namesDir = (value: string, spelled: string): boolean => {
+  let at = value.indexOf(spelled)
+  while (at >= 0) {
+    const next = value[at + spelled.length]
+    const after = value[at + spelled.length + 1]
+    if (next === undefined || /[\s"';&|)`]/.test(next)) return true
+    if (next === "/" && (after === undefined || /[\s"';&|)`*]/.test(after))) return true
+    at = value.indexOf(spelled, at + 1)
+  }
+  return false
+}
+
 /**
  * Whether a PreToolUse would touch one of `targets`, and the denial if so (guard
  * `SELF_PROTECTION`). Every string of the call's input is looked at (at most
@@ -808,7 +846,10 @@ const MAX_STRINGS = 10_000
  * resolved against the call's `cwd` and compared by its components; any string
  * (a Bash command, a pattern, an MCP argument) that spells a protected path — as
  * it is, relative to `cwd`, or from the home directory (`~/`, `$HOME/`) — is a
- * touch. It is a check on what the call says, not on what it will do: a command
+ * touch; so is a command that removes, moves or changes (`rm`, `mv`, `chmod`,
+ * `sed -i`, a redirection, …) a directory above one, below the home and the
+ * working directory (`rm -rf ~/.local/state`, `rm -rf .claude`). It is a check
+ * on what the call says, not on what it will do: a command
  * that builds the path at run time (`$(echo …)`, a variable, a link made by an
  * earlier call) is not seen, which is why a session that vanished or shrank is
  * refused too (README, Guarantees). Pure.
@@ -822,6 +863,10 @@ export const selfProtection = (
 ): Guard.Verdict => {
   if (targets.length === 0) return Guard.allow
   const forms = targets.map((t) => ({ target: t, forms: spellings(t, input.cwd, home) }))
+  const above = targets.flatMap((t) => ancestors(t, input.cwd, home)).map((a) => ({
+    target: a,
+    forms: spellings(a, input.cwd, home)
+  }))
   let seen = 0
   const deny = (t: Protected) => Guard.deny(`${input.tool_name} would touch ${t.what} ${t.path}`, SELF_PROTECTION)
   const look = (value: Schema.Json, key: string | null): Guard.Verdict | null => {
@@ -836,6 +881,12 @@ export const selfProtection = (
       }
       for (const { forms: fs, target } of forms) {
         for (const f of fs) if (value.includes(f)) return deny(target)
+      }
+      // A command that removes, moves or changes a directory above one.
+      if (above.length > 0 && DESTRUCTIVE.test(value)) {
+        for (const { forms: fs, target } of above) {
+          for (const f of fs) if (namesDir(value, f)) return deny(target)
+        }
       }
       return null
     }

@@ -56,6 +56,35 @@ describe("selfProtection", () => {
     expect(Hook.selfProtection(pre("Bash", { command: "rm -rf /" }), [], "/home/u")._tag).toBe("Allow")
   })
 
+  it("denies removing, moving or changing a directory above a protected path, not naming one", () => {
+    const settings: Hook.Protected = {
+      path: "/home/u/work/.claude/settings.local.json",
+      what: "the settings",
+      directory: false
+    }
+    const v = (command: string) => Hook.selfProtection(pre("Bash", { command }), [...targets, settings], "/home/u")._tag
+    for (
+      const command of [
+        "rm -rf ~/.local/state",
+        "rm -rf $HOME/.local",
+        "rm -rf /home/u/.local/state/",
+        "rm -r .claude",
+        "mv .claude /tmp/gone",
+        "cd /tmp && rm -rf '/home/u/work/.claude'",
+        "chmod 000 ~/.local/state/*"
+      ]
+    ) expect(v(command), command).toBe("Deny")
+    for (
+      const command of [
+        "ls ~/.local/state",
+        "rm -rf ~/.local/share/thing",
+        "rm -rf ~/.local/state-other",
+        "cat .claude/commands/x.md",
+        "rm -rf node_modules"
+      ]
+    ) expect(v(command), command).toBe("Allow")
+  })
+
   it("resolves path arguments under a protected directory", () => {
     fc.assert(
       fc.property(fc.stringMatching(/^[a-z]{1,8}(\/[a-z]{1,8}){0,3}$/), (rel) => {

@@ -317,6 +317,13 @@ describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
       assert.match(denial(denied.stdout) ?? "", what, JSON.stringify(input))
       assert.match(denial(denied.stdout) ?? "", /\[selfProtection\]$/)
     }
+    // User settings kept in a dotfiles repository through a link: protected where they lead too.
+    fs.mkdirSync(path.join(home, "dotfiles"))
+    fs.mkdirSync(path.join(home, ".claude"))
+    fs.writeFileSync(path.join(home, "dotfiles", "claude.json"), fs.readFileSync(settings))
+    fs.symlinkSync(path.join(home, "dotfiles", "claude.json"), path.join(home, ".claude", "settings.json"))
+    const linked = await call("Write", { file_path: path.join(home, "dotfiles", "claude.json"), content: "{}" }, "p8")
+    assert.match(denial(linked.stdout) ?? "", /settings that hold the hooks.*\[selfProtection\]$/)
     // A settings file without our hooks is the user's own business.
     const own = await call("Write", { file_path: ".claude/settings.json", content: "{}" }, "p9")
     assert.deepStrictEqual(JSON.parse(own.stdout), {})

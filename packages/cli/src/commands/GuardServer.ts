@@ -271,7 +271,9 @@ export const handler = (options: {
    * What a PreToolUse may not touch (`Hook.selfProtection`), for the event's
    * working directory; none by default.
    */
-  readonly protect?: ((cwd: string) => Promise<ReadonlyArray<Hook.Protected>>) | undefined
+  readonly protect?:
+    | ((cwd: string, transcriptPath?: string | undefined) => Promise<ReadonlyArray<Hook.Protected>>)
+    | undefined
   /** What the guard acknowledged per session (default: a fresh memory of 10,000 sessions). */
   readonly acknowledged?: Acknowledged | undefined
   /** Whether `Authorization: Bearer TOKEN` is taken as proof (default false: only the forwarder's MAC). */
@@ -333,7 +335,9 @@ const answerOf = (
     readonly token: string
     readonly timeoutMs: number
     readonly handleOptions: Hook.HandleOptions
-    readonly protect?: ((cwd: string) => Promise<ReadonlyArray<Hook.Protected>>) | undefined
+    readonly protect?:
+      | ((cwd: string, transcriptPath?: string | undefined) => Promise<ReadonlyArray<Hook.Protected>>)
+      | undefined
     readonly acknowledged?: Acknowledged | undefined
   }
 ): Effect.Effect<{ readonly reply: Reply; readonly proved: boolean }, never, SessionJournal.SessionJournal> =>
@@ -407,7 +411,10 @@ const answerOf = (
       ...c.handleOptions,
       ...(protect === undefined
         ? {}
-        : { protect: yield* Effect.promise(() => protect(event.input.cwd)), home: process.env["HOME"] }),
+        : {
+          protect: yield* Effect.promise(() => protect(event.input.cwd, event.input.transcript_path)),
+          home: process.env["HOME"]
+        }),
       ...(event.input.agent_id === undefined ? {} : { depth: yield* AgentDepth.of(event.input) }),
       ...(protect === undefined || event.input.transcript_path === undefined ? {} : {
         allowedByTranscript: yield* Effect.promise(() =>
@@ -504,12 +511,13 @@ export const run = (options: Options) =>
           stopping: () => signalled,
           acceptBearer: options.acceptBearer,
           ...(options.noSelfProtection === true ? {} : {
-            protect: (cwd: string) =>
+            protect: (cwd: string, transcriptPath?: string | undefined) =>
               Protect.protectedPaths(
                 cwd,
                 process.env,
                 Storage.isFilesystem(options.storage) ? options.storage.dir : null,
-                options.policyFile
+                options.policyFile,
+                transcriptPath
               ).then((paths) => [
                 ...paths,
                 ...(options.tokenFile === undefined

@@ -244,7 +244,8 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
           hookEvent.input.cwd,
           io.env,
           Storage.isFilesystem(storage) ? storage.dir : null,
-          file
+          file,
+          hookEvent.input.transcript_path
         ),
         home: io.env["HOME"]
       }

@@ -30,15 +30,23 @@ const holdsOurHooks = async (file: string): Promise<boolean> => {
  * What no guarded call may touch (`Hook.selfProtection`): the journal directory,
  * the policy file, and every Claude Code settings file that holds our hooks (the
  * project's `.claude/settings.json` and `.claude/settings.local.json`, of the
- * event's `cwd` and of `$CLAUDE_PROJECT_DIR`, and the user's settings).
+ * event's `cwd` and of `$CLAUDE_PROJECT_DIR`, and the user's settings), Claude
+ * Code's transcripts of the project (where the hooks' count and the sub-agents'
+ * depths are read), and where any of them leads through a symbolic link.
  */
 export const protectedPaths = async (
   cwd: string,
   env: Readonly<Record<string, string | undefined>>,
   journalDir: string | null,
-  policyFile: string | undefined
+  policyFile: string | undefined,
+  transcriptPath?: string | undefined
 ): Promise<Array<Hook.Protected>> => {
   const out: Array<Hook.Protected> = []
+  // Claude Code's transcripts of the project: the count of what the hooks allowed
+  // and the sub-agents' depths are read there.
+  if (transcriptPath !== undefined && path.isAbsolute(transcriptPath)) {
+    out.push({ path: path.dirname(transcriptPath), what: "Claude Code's transcripts of this project", directory: true })
+  }
   if (journalDir !== null) {
     out.push({ path: path.resolve(cwd, journalDir), what: "the journal directory", directory: true })
   }
@@ -58,5 +66,15 @@ export const protectedPaths = async (
       out.push({ path: file, what: "the Claude Code settings that hold the hooks", directory: false })
     }
   }
-  return out
+  // A protected path behind a symbolic link (settings kept in a dotfiles
+  // repository) is protected where it leads too.
+  const targets = await Promise.all(out.map(async (p) => {
+    try {
+      const real = await fs.promises.realpath(p.path)
+      return real === p.path ? null : { ...p, path: real }
+    } catch {
+      return null
+    }
+  }))
+  return [...out, ...targets.filter((t): t is Hook.Protected => t !== null)]
 }
