@@ -15,7 +15,7 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { BIN, cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
+import { baseEnv, BIN, cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const started: Array<ChildProcess> = []
 
@@ -173,8 +173,9 @@ describe.runIf(hasStrace)("an idle tail --follow, its file operations counted by
       const child = spawn(
         "strace",
         ["-f", "-qq", "-e", "trace=openat", "-o", trace, process.execPath, BIN, "--dir", dir, "tail", "i", "--follow"],
-        // Its own process group: strace and the follower it runs end together.
-        { stdio: ["pipe", "pipe", "pipe"], detached: true }
+        // Its own process group: strace and the follower it runs end together; the
+        // environment without a PostgreSQL URL, so --dir is the journal.
+        { stdio: ["pipe", "pipe", "pipe"], detached: true, env: baseEnv() }
       )
       const stop = async (signal: NodeJS.Signals) => {
         if (child.exitCode !== null || child.signalCode !== null) return

@@ -301,7 +301,9 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the resident guard 
         "--root",
         journal,
         "--policy",
-        path.join(root, "policy.json")
+        path.join(root, "policy.json"),
+        // Claude Code's own http hooks send the token as a bearer token.
+        "--accept-bearer"
       ], {
         env: { SESSION_JOURNAL_GUARD_TOKEN: TOKEN }
       })
