@@ -113,6 +113,21 @@ export const nodeEnv = (extra?: Record<string, string>): NodeJS.ProcessEnv => {
   }
 }
 
+/**
+ * `nodeEnv` for the built command, whatever the harness itself was started with:
+ * without the `@session-journal/source` condition, which would make the bin load
+ * the TypeScript sources.
+ */
+export const builtEnv = (extra: Record<string, string>): NodeJS.ProcessEnv => {
+  const env = nodeEnv(extra)
+  const options = (env["NODE_OPTIONS"] ?? "").split(/\s+/).filter((o) =>
+    o !== "" && !o.includes("@session-journal/source")
+  )
+  if (options.length === 0) delete env["NODE_OPTIONS"]
+  else env["NODE_OPTIONS"] = options.join(" ")
+  return env
+}
+
 /** The better-sqlite3 constructor. */
 export type SqliteCtor = typeof import("better-sqlite3")
 

@@ -39,7 +39,7 @@ import * as http from "node:http"
 import * as path from "node:path"
 import { forwardCommand, hookCommand } from "../../packages/cli/src/commands/Install.ts"
 import { wrap } from "../../packages/cli/src/internal/hookWrapper.ts"
-import { loadCli, nodeEnv, repoRoot } from "../lib/adapters.ts"
+import { builtEnv, loadCli, repoRoot } from "../lib/adapters.ts"
 import { removeDir, tempDir } from "../lib/env.ts"
 import {
   type Figure,
@@ -70,18 +70,6 @@ const TOKEN = "bench-guard-token-0123456789abcdef"
 const CONCURRENCY = 16
 // Tool calls already in the session of `claude_code.hook.command.long_session`.
 const LONG_CALLS = 250
-
-// The built command, whatever the harness itself was started with (the source
-// condition would make the bin load the TypeScript sources).
-const builtEnv = (extra: Record<string, string>): NodeJS.ProcessEnv => {
-  const env = nodeEnv(extra)
-  const options = (env["NODE_OPTIONS"] ?? "").split(/\s+/).filter((o) =>
-    o !== "" && !o.includes("@session-journal/source")
-  )
-  if (options.length === 0) delete env["NODE_OPTIONS"]
-  else env["NODE_OPTIONS"] = options.join(" ")
-  return env
-}
 
 let calls = 0
 const preToolUse = (cwd: string): string =>

@@ -25,7 +25,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Claude from "../../packages/claude-code/test/claudeCli.ts"
 import * as Fake from "../../packages/claude-code/test/fakeApi.ts"
-import { loadCli, nodeEnv, repoRoot } from "../lib/adapters.ts"
+import { builtEnv, loadCli, repoRoot } from "../lib/adapters.ts"
 import { removeDir, tempDir } from "../lib/env.ts"
 import {
   type Figure,
@@ -40,17 +40,6 @@ import {
 const FIGURES = ["claude_code.hook.installed.command", "claude_code.hook.installed.forward"]
 const BASELINE = "the same session without hooks (per tool call)"
 const TOKEN = "bench-installed-token-0123456789abcdef"
-
-// The built command: no `@session-journal/source` condition for the children.
-const builtEnv = (extra: Record<string, string>): NodeJS.ProcessEnv => {
-  const env = nodeEnv(extra)
-  const options = (env["NODE_OPTIONS"] ?? "").split(/\s+/).filter((o) =>
-    o !== "" && !o.includes("@session-journal/source")
-  )
-  if (options.length === 0) delete env["NODE_OPTIONS"]
-  else env["NODE_OPTIONS"] = options.join(" ")
-  return env
-}
 
 const listening = (child: ChildProcess): Promise<string> =>
   new Promise((resolve, reject) => {
