@@ -799,6 +799,14 @@ const spellings = (target: Protected, cwd: string, home: string | undefined): Ar
 }
 
 const PATH_KEYS = new Set(["file_path", "path", "notebook_path", "cwd", "directory", "dir"])
+
+// The fields of Claude Code's file tools that hold text to write, not places.
+const FILE_TEXT: { readonly [tool: string]: ReadonlySet<string> } = {
+  Write: new Set(["content"]),
+  Edit: new Set(["old_string", "new_string"]),
+  MultiEdit: new Set(["edits"]),
+  NotebookEdit: new Set(["new_source"])
+}
 const MAX_STRINGS = 10_000
 
 // The directories above a protected path that removing, moving or changing takes
@@ -842,7 +850,8 @@ const namesDir = (value: string, spelled: string): boolean => {
 /**
  * Whether a PreToolUse would touch one of `targets`, and the denial if so (guard
  * `SELF_PROTECTION`). Every string of the call's input is looked at (at most
- * 10,000 of them): a path argument (`file_path`, `path`, `notebook_path`, …) is
+ * 10,000 of them; not the text Write, Edit, MultiEdit and NotebookEdit write,
+ * which is data, only their paths): a path argument (`file_path`, `path`, `notebook_path`, …) is
  * resolved against the call's `cwd` and compared by its components; any string
  * (a Bash command, a pattern, an MCP argument) that spells a protected path — as
  * it is, relative to `cwd`, or from the home directory (`~/`, `$HOME/`) — is a
@@ -905,7 +914,14 @@ export const selfProtection = (
     }
     return null
   }
-  return look(input.tool_input, null) ?? Guard.allow
+  // The file tools' text (what they write, the text an edit replaces) is data, not
+  // a place: a README that mentions the settings is not a touch of them. Their
+  // paths are looked at as for every tool.
+  const text = FILE_TEXT[input.tool_name]
+  const looked = text === undefined
+    ? input.tool_input
+    : Object.fromEntries(Object.entries(input.tool_input).filter(([k]) => !text.has(k)))
+  return look(looked, null) ?? Guard.allow
 }
 
 // ---------------------------------------------------------------------------

@@ -85,6 +85,17 @@ describe("selfProtection", () => {
     ) expect(v(command), command).toBe("Allow")
   })
 
+  it("the text a file tool writes is data: a README that names the journal is no touch of it", () => {
+    const doc = "Run rm -rf ~/.local/state/session-journal to reset; /home/u/work/policy.json holds the policy."
+    expect(verdict("Write", { file_path: "README.md", content: doc })._tag).toBe("Allow")
+    expect(verdict("Edit", { file_path: "README.md", old_string: "x", new_string: doc })._tag).toBe("Allow")
+    expect(verdict("MultiEdit", { file_path: "README.md", edits: [{ old_string: "x", new_string: doc }] })._tag)
+      .toBe("Allow")
+    // Its path still counts, and any other tool's strings do.
+    expect(verdict("Write", { file_path: "policy.json", content: "{}" })._tag).toBe("Deny")
+    expect(verdict("mcp__fs__write", { path: "README.md", content: doc })._tag).toBe("Deny")
+  })
+
   it("resolves path arguments under a protected directory", () => {
     fc.assert(
       fc.property(fc.stringMatching(/^[a-z]{1,8}(\/[a-z]{1,8}){0,3}$/), (rel) => {
