@@ -30,48 +30,21 @@ import * as Cli from "@session-journal/claude-code/test/claudeCli"
 import * as Fake from "@session-journal/claude-code/test/fakeApi"
 import { Entry, Policy, SessionJournal } from "@session-journal/core"
 import * as Instrumented from "@session-journal/core/test/InstrumentedPersistence"
-import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import { Message, Session } from "../src/index.ts"
+import * as Harness from "./harness.ts"
+import type { Setup } from "./harness.ts"
 
 afterAll(() => Cli.cleanup())
 
 const bin = Cli.CLAUDE_BIN
-
-interface Setup {
-  readonly api: Fake.FakeApi
-  readonly work: string
-  readonly home: string
-  readonly root: string
-}
-
-const setup = (script: Fake.Script) =>
-  Effect.acquireRelease(
-    Effect.promise(async (): Promise<Setup> => {
-      const api = await Fake.start(script)
-      const root = Cli.tempDir("sj-guarded-")
-      const work = path.join(root, "work")
-      const home = path.join(root, "home")
-      fs.mkdirSync(path.join(home, "tmp"), { recursive: true })
-      fs.mkdirSync(work, { recursive: true })
-      return { api, work, home, root }
-    }),
-    (s) => Effect.promise(() => s.api.close())
-  )
-
-const journalLayer = (root: string) =>
-  Layer.mergeAll(
-    SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: path.join(root, "journal") }))),
-    NodeServices.layer
-  )
 
 const policyOf = (json: unknown) => {
   const policy = Result.getOrThrow(Policy.decodeText(JSON.stringify(json)))
@@ -83,25 +56,15 @@ const withSession = <A, E>(
   over: (s: Setup) => Partial<Session.Options>,
   body: (session: Session.Session, s: Setup) => Effect.Effect<A, E, SessionJournal.SessionJournal | Scope.Scope>
 ) =>
-  Effect.gen(function*() {
-    const s = yield* setup(script)
-    return yield* Effect.gen(function*() {
-      const session = yield* Session.make({
-        journalSession: "cc-guarded",
-        claude: bin!,
-        cwd: s.work,
-        env: Cli.offlineEnv(s.api, s.home),
-        ...over(s)
-      })
-      return yield* body(session, s)
-    }).pipe(Effect.scoped, Effect.provide(journalLayer(s.root)))
-  }).pipe(Effect.scoped)
+  Harness.withSession(script, "sj-guarded-", (s) => ({
+    journalSession: "cc-guarded",
+    claude: bin!,
+    cwd: s.work,
+    env: Cli.offlineEnv(s.api, s.home),
+    ...over(s)
+  }), body)
 
-const entriesOf = (id: string) =>
-  Effect.gen(function*() {
-    const journal = yield* SessionJournal.SessionJournal
-    return yield* Stream.runCollect(journal.entries(id))
-  })
+const { entriesOf, journalLayer } = Harness
 
 type Payload = { readonly [key: string]: unknown }
 const payloadOf = (e: Entry.Entry): Payload =>

@@ -14,16 +14,13 @@
  * the result's `total_cost_usd` is the session's running total, so the state's
  * cost is the latest one, not their sum.
  */
-import * as NodeServices from "@effect/platform-node/NodeServices"
 import { assert, describe, it } from "@effect/vitest"
 import * as Cli from "@session-journal/claude-code/test/claudeCli"
 import * as Fake from "@session-journal/claude-code/test/fakeApi"
 import { Entry, Guard, SessionJournal } from "@session-journal/core"
-import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -32,37 +29,12 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import { Message, Session, SessionState } from "../src/index.ts"
+import * as Harness from "./harness.ts"
+import type { Setup } from "./harness.ts"
 
 afterAll(() => Cli.cleanup())
 
 const bin = Cli.CLAUDE_BIN
-
-interface Setup {
-  readonly api: Fake.FakeApi
-  readonly work: string
-  readonly home: string
-  readonly root: string
-}
-
-const setup = (script: Fake.Script) =>
-  Effect.acquireRelease(
-    Effect.promise(async (): Promise<Setup> => {
-      const api = await Fake.start(script)
-      const root = Cli.tempDir("sj-session-")
-      const work = path.join(root, "work")
-      const home = path.join(root, "home")
-      fs.mkdirSync(path.join(home, "tmp"), { recursive: true })
-      fs.mkdirSync(work, { recursive: true })
-      return { api, work, home, root }
-    }),
-    (s) => Effect.promise(() => s.api.close())
-  )
-
-const journalLayer = (root: string) =>
-  Layer.mergeAll(
-    SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: path.join(root, "journal") }))),
-    NodeServices.layer
-  )
 
 const options = (s: Setup, over: Partial<Session.Options> = {}): Session.Options => ({
   journalSession: "cc-test",
@@ -78,20 +50,9 @@ const withSession = <A, E>(
   script: Fake.Script,
   body: (session: Session.Session, s: Setup) => Effect.Effect<A, E, SessionJournal.SessionJournal | Scope.Scope>,
   over: Partial<Session.Options> = {}
-) =>
-  Effect.gen(function*() {
-    const s = yield* setup(script)
-    return yield* Effect.gen(function*() {
-      const session = yield* Session.make(options(s, over))
-      return yield* body(session, s)
-    }).pipe(Effect.scoped, Effect.provide(journalLayer(s.root)))
-  }).pipe(Effect.scoped)
+) => Harness.withSession(script, "sj-session-", (s) => options(s, over), body)
 
-const lineEntries = (id: string) =>
-  Effect.gen(function*() {
-    const journal = yield* SessionJournal.SessionJournal
-    return yield* Stream.runCollect(journal.entries(id))
-  })
+const lineEntries = Harness.entriesOf
 
 const alive = (pid: number): boolean => {
   try {

@@ -17,42 +17,15 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
+import * as ClaudeRun from "./claudeRun.ts"
+import { common } from "./claudeRun.ts"
 import { BIN, exited, hasNodeAdapter, runProcess as run, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 
 afterAll(Claude.cleanup)
 
-interface Setup {
-  readonly api: Fake.FakeApi
-  readonly root: string
-  readonly work: string
-  readonly journal: string
-  readonly env: Record<string, string>
-  /** A wrapper of the CLI that writes its pid to `pidFile` first. */
-  readonly claude: string
-  readonly pidFile: string
-}
-
-const setup = async (script: Fake.Script): Promise<Setup> => {
-  const api = await Fake.start(script)
-  const root = Claude.tempDir("sj-ccrun-")
-  const work = path.join(root, "work")
-  const home = path.join(root, "home")
-  fs.mkdirSync(path.join(home, "tmp"), { recursive: true })
-  fs.mkdirSync(work, { recursive: true })
-  const pidFile = path.join(root, "claude.pid")
-  const claude = path.join(root, "claude")
-  fs.writeFileSync(claude, `#!/bin/sh\necho $$ > '${pidFile}'\nexec '${Claude.CLAUDE_BIN}' "$@"\n`, { mode: 0o755 })
-  // The offline environment, plus what the command's own Node needs (the source condition of the tests).
-  const env: Record<string, string> = {
-    ...Claude.offlineEnv(api, home),
-    NODE_OPTIONS: process.env["NODE_OPTIONS"] ?? ""
-  }
-  return { api, root, work, journal: path.join(root, "journal"), env, claude, pidFile }
-}
-
-const common = (s: Setup) => ["--dir", s.journal, "claude-code", "run", "--claude", s.claude, "--cwd", s.work]
+const setup = (script: Fake.Script) => ClaudeRun.setup(script, "sj-ccrun-")
 
 const alive = (pid: number): boolean => {
   try {

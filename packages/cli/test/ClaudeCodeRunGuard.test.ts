@@ -17,46 +17,16 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
+import * as ClaudeRun from "./claudeRun.ts"
 import { BIN, exited, hasNodeAdapter, runProcess as run, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 
 afterAll(Claude.cleanup)
 
-interface Setup {
-  readonly api: Fake.FakeApi
-  readonly root: string
-  readonly work: string
-  readonly journal: string
-  readonly env: Record<string, string>
-}
-
-const setup = async (script: Fake.Script): Promise<Setup> => {
-  const api = await Fake.start(script)
-  const root = Claude.tempDir("sj-ccguard-")
-  const work = path.join(root, "work")
-  const home = path.join(root, "home")
-  fs.mkdirSync(path.join(home, "tmp"), { recursive: true })
-  fs.mkdirSync(work, { recursive: true })
-  const env: Record<string, string> = {
-    ...Claude.offlineEnv(api, home),
-    NODE_OPTIONS: process.env["NODE_OPTIONS"] ?? ""
-  }
-  return { api, root, work, journal: path.join(root, "journal"), env }
-}
-
-const common = (s: Setup) => [
-  "--dir",
-  s.journal,
-  "claude-code",
-  "run",
-  "--claude",
-  Claude.CLAUDE_BIN!,
-  "--cwd",
-  s.work,
-  "--session",
-  "cc-guard"
-]
+const setup = (script: Fake.Script) => ClaudeRun.setup(script, "sj-ccguard-")
+const common = (s: ClaudeRun.Setup) => [...ClaudeRun.common(s), "--session", "cc-guard"]
+type Setup = ClaudeRun.Setup
 
 type Row = Record<string, any>
 

@@ -18,7 +18,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { cleanup, exited, hasNodeAdapter, run, start, tempDir, waitForLine } from "./Run.ts"
+import { cleanup, exited, hasNodeAdapter, ownBoot, ownPidns, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 const TOKEN = "guard-deadline-test-token-0123456789"
@@ -125,21 +125,6 @@ const assertRefusedOnDeadline = async (url: string, ms: number) => {
   assert.strictEqual(again.code, 0, again.stderr)
   assert.deepStrictEqual(JSON.parse(again.stdout), {})
 }
-
-const ownBoot = (() => {
-  try {
-    return fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim()
-  } catch {
-    return null
-  }
-})()
-const ownPidns = (() => {
-  try {
-    return fs.readlinkSync("/proc/self/ns/pid")
-  } catch {
-    return null
-  }
-})()
 
 describe.skipIf(!nodeAdapter)("the guard's deadline on the filesystem", () => {
   it(

@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
+import { cleanup, exited, ownBoot, ownPidns, run, start, tempDir, waitForLine } from "./Run.ts"
 
 afterAll(cleanup)
 
@@ -43,20 +43,6 @@ const verified = async (dir: string, id: string) => {
   expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0)
 }
 
-const ownBoot = (() => {
-  try {
-    return fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim()
-  } catch {
-    return null
-  }
-})()
-const ownPidns = (() => {
-  try {
-    return fs.readlinkSync("/proc/self/ns/pid")
-  } catch {
-    return null
-  }
-})()
 const deadPid = (): number => spawnSync(process.execPath, ["-e", ""]).pid!
 
 const plantLock = (dir: string, id: string, record: Record<string, unknown>) =>

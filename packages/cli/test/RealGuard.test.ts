@@ -21,29 +21,12 @@ import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import * as GuardInstall from "../src/commands/GuardInstall.ts"
-import { BIN, hasNodeAdapter, run, start, waitForLine } from "./Run.ts"
+import { awaitDeath, BIN, hasNodeAdapter, run, start, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 const TOKEN = "real-guard-test-token-5f0c1a2b3c4d"
 
 afterAll(Claude.cleanup)
-
-// Blocks until the process is gone or a zombie: a SIGKILLed guard no longer
-// answers once this returns (its sockets are closed with it).
-const awaitDeath = (pid: number) => {
-  const pause = new Int32Array(new SharedArrayBuffer(4))
-  for (let i = 0; i < 500; i++) {
-    let status: string
-    try {
-      status = fs.readFileSync(`/proc/${pid}/status`, "utf8")
-    } catch {
-      return
-    }
-    if (/^State:\s+[ZX]/m.test(status)) return
-    Atomics.wait(pause, 0, 0, 10)
-  }
-  throw new Error(`the guard ${pid} did not die`)
-}
 
 // What holds a port, for a failure's message.
 const ssOf = (port: number): string => {

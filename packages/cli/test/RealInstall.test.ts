@@ -17,7 +17,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import { readText } from "../src/commands/Install.ts"
-import { BIN, hasNodeAdapter, run, start, waitForLine } from "./Run.ts"
+import { awaitDeath, BIN, hasNodeAdapter, run, start, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 
@@ -26,22 +26,6 @@ afterAll(Claude.cleanup)
 const SYSTEM_PATH = "/usr/bin:/bin"
 
 const TOKEN = "real-install-test-token-8d1e2f3a4b5c"
-
-// Blocks until the process is gone or a zombie.
-const awaitDeath = (pid: number) => {
-  const pause = new Int32Array(new SharedArrayBuffer(4))
-  for (let i = 0; i < 500; i++) {
-    let status: string
-    try {
-      status = fs.readFileSync(`/proc/${pid}/status`, "utf8")
-    } catch {
-      return
-    }
-    if (/^State:\s+[ZX]/m.test(status)) return
-    Atomics.wait(pause, 0, 0, 10)
-  }
-  throw new Error(`${pid} did not die`)
-}
 
 const toolResult = (api: Fake.FakeApi, id: string): Record<string, unknown> | undefined => {
   for (const req of api.requests) {

@@ -181,3 +181,37 @@ export const bundleFromSources = (output: string): string => {
   if (ran.status !== 0) throw new Error(`bundling failed (${ran.status}): ${ran.stderr}`)
   return output
 }
+
+/** Blocks until the process is gone or a zombie (a SIGKILLed child no longer answers once this returns). */
+export const awaitDeath = (pid: number): void => {
+  const pause = new Int32Array(new SharedArrayBuffer(4))
+  for (let i = 0; i < 500; i++) {
+    let status: string
+    try {
+      status = fs.readFileSync(`/proc/${pid}/status`, "utf8")
+    } catch {
+      return
+    }
+    if (/^State:\s+[ZX]/m.test(status)) return
+    Atomics.wait(pause, 0, 0, 10)
+  }
+  throw new Error(`${pid} did not die`)
+}
+
+/** This machine's boot id, as a lock record names it (null without /proc). */
+export const ownBoot: string | null = (() => {
+  try {
+    return fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim()
+  } catch {
+    return null
+  }
+})()
+
+/** This process's pid namespace, as a lock record names it (null without /proc). */
+export const ownPidns: string | null = (() => {
+  try {
+    return fs.readlinkSync("/proc/self/ns/pid")
+  } catch {
+    return null
+  }
+})()
