@@ -15,17 +15,12 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { baseEnv, BIN, cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
+import { baseEnv, BIN, cleanup, exited, killAll, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const started: Array<ChildProcess> = []
 
 afterAll(async () => {
-  for (const child of started) {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGKILL")
-      await exited(child)
-    }
-  }
+  await killAll(started)
   cleanup()
 })
 

@@ -17,7 +17,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type { ChildProcess } from "node:child_process"
 import * as net from "node:net"
 import { afterAll } from "vitest"
-import { cleanup, exited, run, start } from "./Run.ts"
+import { cleanup, killAll, run, start } from "./Run.ts"
 
 const reachable = Pg.skipReason === null
 const prefix = Pg.freshPrefix("follow")
@@ -27,12 +27,7 @@ const admin = () => Pg.adminLayer("sj-cli-follow-admin")
 const started: Array<ChildProcess> = []
 
 afterAll(async () => {
-  for (const child of started) {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGKILL")
-      await exited(child)
-    }
-  }
+  await killAll(started)
   cleanup()
   if (reachable) await Effect.runPromise(PgPersistence.dropTables(prefix).pipe(Effect.provide(admin())))
 })

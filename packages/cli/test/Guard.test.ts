@@ -27,7 +27,7 @@ import * as net from "node:net"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import * as GuardAuth from "../src/internal/guardAuth.ts"
-import { cleanup, exited, hasNodeAdapter, run, start, tempDir, waitForLine } from "./Run.ts"
+import { cleanup, exited, hasNodeAdapter, killAll, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 const TOKEN = "guard-test-token-0123456789abcdef"
@@ -39,12 +39,7 @@ const CALLS = STRESS ? 512 : 16
 const ALLOWED = STRESS ? 100 : 5
 
 afterAll(async () => {
-  for (const child of started) {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGKILL")
-      await exited(child)
-    }
-  }
+  await killAll(started)
   cleanup()
 })
 

@@ -18,7 +18,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { cleanup, exited, hasNodeAdapter, ownBoot, ownPidns, run, start, tempDir, waitForLine } from "./Run.ts"
+import { cleanup, exited, hasNodeAdapter, killAll, ownBoot, ownPidns, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 const TOKEN = "guard-deadline-test-token-0123456789"
@@ -28,12 +28,7 @@ const prefix = Pg.freshPrefix("guarddl")
 const pgReachable = Pg.skipReason === null
 
 afterAll(async () => {
-  for (const child of started) {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGKILL")
-      await exited(child)
-    }
-  }
+  await killAll(started)
   cleanup()
   if (pgReachable) {
     await Effect.runPromise(PgPersistence.dropTables(prefix).pipe(Effect.provide(Pg.adminLayer("sj-guard-dl-admin"))))

@@ -19,19 +19,14 @@ import * as Forward from "../src/commands/Forward.ts"
 import * as GuardInstall from "../src/commands/GuardInstall.ts"
 import * as GuardServer from "../src/commands/GuardServer.ts"
 import * as Install from "../src/commands/Install.ts"
-import { cleanup, exited, hasNodeAdapter, run, start, tempDir, waitForLine } from "./Run.ts"
+import { cleanup, exited, hasNodeAdapter, killAll, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 const TOKEN = "guard-install-test-token-0123456789"
 const started: Array<ChildProcess> = []
 
 afterAll(async () => {
-  for (const child of started) {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGKILL")
-      await exited(child)
-    }
-  }
+  await killAll(started)
   cleanup()
 })
 

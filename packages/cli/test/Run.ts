@@ -215,3 +215,13 @@ export const ownPidns: string | null = (() => {
     return null
   }
 })()
+
+/** Ends, with SIGKILL, every one of `children` still running, and waits for each. */
+export const killAll = async (children: ReadonlyArray<ChildProcess>): Promise<void> => {
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGKILL")
+      await exited(child)
+    }
+  }
+}
