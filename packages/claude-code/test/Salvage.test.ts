@@ -63,6 +63,17 @@ describe("the top-level scan", () => {
     )
   })
 
+  it("keeps the first 256 keys of an input with many more", () => {
+    const s = new TopLevel.Scanner()
+    s.push(encoder.encode("{"))
+    for (let i = 0; i < 100_000; i++) s.push(encoder.encode(`"k${i}":"v",`))
+    s.push(encoder.encode("\"last\":1}"))
+    const found = s.finish()
+    expect(found.complete).toBe(true)
+    expect(found.sizes.size).toBe(256)
+    expect(found.values.size).toBe(256)
+  })
+
   it("is not complete for a cut or trailing input", () => {
     for (const text of ["{\"a\":1", "{\"a\":[1,2]", "{} x", "[1]", "{\"a\" 1}"]) {
       const s = new TopLevel.Scanner()

@@ -1,7 +1,7 @@
 /**
  * A streaming scan of one JSON object's top level, byte by byte, in constant
  * memory whatever its size or nesting: the string and scalar values of its
- * top-level keys (each up to a bound), the size in bytes of every top-level
+ * first 256 top-level keys (each up to a bound), the size in bytes of every top-level
  * value as it is written, the whole input's size and SHA-256. Nested values are
  * skipped by counting brackets outside strings, never built. It checks the
  * structure only as far as it needs to find the top level; it is what a hook
@@ -13,6 +13,9 @@ import { bytesToHex } from "@noble/hashes/utils.js"
 
 /** Longest key, and longest scalar or string value, kept (in bytes as written). */
 const MAX_KEPT = 64 * 1024
+
+/** Top-level keys whose values and sizes are kept (the first ones). */
+const MAX_KEYS = 256
 
 /** What the scan found. */
 export interface Found {
@@ -98,8 +101,10 @@ export class Scanner {
   }
 
   private endValue() {
-    this.sizes.set(this.current, this.size)
-    if (this.kept !== null && !this.values.has(this.current)) {
+    // At most MAX_KEYS keys are remembered: a hostile input of millions of keys
+    // costs no more memory than a plain one.
+    if (this.sizes.has(this.current) || this.sizes.size < MAX_KEYS) this.sizes.set(this.current, this.size)
+    if (this.kept !== null && !this.values.has(this.current) && this.values.size < MAX_KEYS) {
       // The value inside its quotes, for a string.
       const raw = Uint8Array.from(this.valueIsString ? this.kept.slice(1, -1) : this.kept)
       this.values.set(this.current, { raw, string: this.valueIsString })
