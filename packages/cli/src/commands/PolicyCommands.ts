@@ -33,8 +33,7 @@ export {
 const file = Argument.String("file").pipe(Argument.withDescription("Policy file (JSON)"))
 
 const summary = (p: Policy.Policy): string => {
-  const n = Policy.size(p)
-  return `${n} guard${n === 1 ? "" : "s"}: ${Policy.format(p)}`
+  return `${Output.count(Policy.size(p), "guard")}: ${Policy.format(p)}`
 }
 
 const check = Command.make("check", { file }, (a) =>
@@ -60,6 +59,7 @@ const test = Command.make("test", { file, id: sessionId }, (a) =>
       let state = JournalState.empty(a.id, { entry_cap: stored.entry_cap, tool_counts_cap: stored.tool_counts_cap })
       let calls = 0
       let denied = 0
+      const denying = new Set<string>()
       yield* journal.entries(a.id).pipe(
         Stream.runForEachArray((chunk) => {
           const out: Array<string> = []
@@ -70,6 +70,7 @@ const test = Command.make("test", { file, id: sessionId }, (a) =>
             calls++
             if (step.verdict._tag === "Allow") continue
             denied++
+            denying.add(step.verdict.guard)
             out.push(
               json
                 ? JSON.stringify({
@@ -94,7 +95,9 @@ const test = Command.make("test", { file, id: sessionId }, (a) =>
         yield* Output.json({ type: "summary", session: a.id, policy: Policy.format(policy), calls, denied })
       } else {
         yield* Output.write(
-          `${a.id}: ${denied} of ${calls} call${calls === 1 ? "" : "s"} would be denied by ${summary(policy)}\n`
+          `${a.id}: ${denied} of ${Output.count(calls, "call")} would be denied` +
+            (denying.size === 0 ? "" : ` (by ${Array.from(denying).join(", ")})`) +
+            ` under ${Policy.format(policy)}\n`
         )
       }
       if (denied > 0) return yield* new PolicyWouldDeny({ denied, calls })

@@ -97,6 +97,8 @@ export const stats = Command.make("stats", {
       const denials = tally.result()
       const related = Report.relatedSessions(state.meta)
       const countedIn = yield* Report.countedIn(state.meta)
+      const custodyExists = related.custody === null ? false : yield* Report.exists(related.custody)
+      const hooked = state.meta?.labels?.includes("hooked") === true
       const doc = {
         ...Output.statsJson(state),
         denials: unread !== null
@@ -108,7 +110,8 @@ export const stats = Command.make("stats", {
           },
         counted_in: countedIn,
         hooked_session: related.hooked,
-        custody_session: related.custody
+        custody_session: related.custody,
+        custody_archived: related.custody === null ? null : custodyExists
       }
       if (json) return yield* Output.json(doc)
       const df = doc.data_flow
@@ -119,7 +122,9 @@ export const stats = Command.make("stats", {
         `invocations      ${df.total_invocations}`,
         `messages         ${doc.message_count}`,
         `bytes read       ${df.total_bytes_read}`,
-        `bytes written    ${df.total_bytes_written}`,
+        `bytes written    ${df.total_bytes_written}${
+          hooked ? " (a Claude Code call's input counts as the JSON text of its tool_input)" : ""
+        }`,
         `max depth        ${df.max_delegation_depth}`,
         `streak           ${doc.current_streak_tool ?? "-"} x${doc.current_streak_len}`
       ]
@@ -135,7 +140,13 @@ export const stats = Command.make("stats", {
           `counted in       ${countedIn} (it decided these calls; the tool entries here are copies from the transcript, not more calls)`
         )
       }
-      if (related.custody !== null) out.push(`custody          ${related.custody}`)
+      if (related.custody !== null) {
+        out.push(
+          `custody          ${related.custody}${
+            custodyExists ? "" : " (not archived yet: `session-journal claude-code archive` makes it)"
+          }`
+        )
+      }
       if (state.meta !== null) {
         if (state.meta.title !== undefined) out.push(`title            ${state.meta.title}`)
         if (state.meta.labels !== undefined) out.push(`labels           ${state.meta.labels.join(", ")}`)

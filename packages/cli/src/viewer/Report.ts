@@ -210,11 +210,20 @@ export const relatedSessions = (meta: SessionMeta.SessionMeta | null): {
 export const countedIn = (meta: SessionMeta.SessionMeta | null) =>
   Effect.gen(function*() {
     const hooked = relatedSessions(meta).hooked
-    if (hooked === null) return null
+    return hooked !== null && (yield* exists(hooked)) ? hooked : null
+  })
+
+/**
+ * Whether session `id` exists in the journal; one that exists but does not load
+ * cleanly still exists.
+ *
+ * @since 0.8.0
+ */
+export const exists = (id: string): Effect.Effect<boolean, never, SessionJournal.SessionJournal> =>
+  Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
-    const found = yield* Effect.result(journal.head(hooked))
-    // A session that exists but does not load cleanly still exists.
-    return found._tag === "Success" || found.failure._tag !== "SessionNotFound" ? hooked : null
+    const found = yield* Effect.result(journal.head(id))
+    return found._tag === "Success" || found.failure._tag !== "SessionNotFound"
   })
 
 /**
