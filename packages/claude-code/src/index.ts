@@ -26,6 +26,12 @@ export * as Archive from "./Archive.ts"
  */
 export * from "./Errors.ts"
 /**
+ * The message model of the stream-json protocol: total decoding, `Unknown` kept.
+ *
+ * @since 0.8.0
+ */
+export * as Message from "./Message.ts"
+/**
  * Claude Code's hooks journaled and guarded: input schemas, the session of a Claude Code session, `handle`.
  *
  * @since 0.4.0
@@ -63,11 +69,29 @@ export * as ProjectDir from "./ProjectDir.ts"
  */
 export * as Refusal from "./Refusal.ts"
 /**
+ * A Claude Code CLI session driven from Effect: spawn, send, events, state, awaitResultAfter, interrupt, info.
+ *
+ * @since 0.8.0
+ */
+export * as Session from "./Session.ts"
+/**
+ * The typed failures of a driven session: the CLI died, the journal failed, a control request failed.
+ *
+ * @since 0.8.0
+ */
+export * from "./SessionErrors.ts"
+/**
  * Which journal session holds which transcript file.
  *
  * @since 0.1.0
  */
 export * as SessionIds from "./SessionIds.ts"
+/**
+ * The pure fold of a driven session's messages: ids, counters, usage, cost, alive or dead.
+ *
+ * @since 0.8.0
+ */
+export * as SessionState from "./SessionState.ts"
 /**
  * One transcript file brought into its journal session.
  *
@@ -80,3 +104,9 @@ export * as Sync from "./Sync.ts"
  * @since 0.1.0
  */
 export * as Transcript from "./Transcript.ts"
+/**
+ * Structured user input of a driven session, with its round-trip law.
+ *
+ * @since 0.8.0
+ */
+export * as UserInput from "./UserInput.ts"

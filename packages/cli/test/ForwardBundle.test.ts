@@ -18,7 +18,7 @@ const ALLOWED = [
   "cli/src/main.ts",
   "cli/src/internal/hookArgs.ts",
   "cli/src/commands/Forward.ts",
-  "cli/src/internal/guardAuth.ts",
+  "claude-code/src/internal/guardAuth.ts",
   "cli/src/internal/secretFile.ts",
   "cli/src/internal/processStreams.ts",
   "claude-code/src/Refusal.ts",
@@ -82,7 +82,7 @@ describe("the bundled forwarder", () => {
     expect(sources).toContain("cli/src/commands/Forward.ts")
     for (const source of sources) expect(ALLOWED, `the forwarder loads ${source}`).toContain(source)
     expect(sources).toContain("claude-code/src/Refusal.ts")
-    expect(sources).toContain("cli/src/internal/guardAuth.ts")
+    expect(sources).toContain("claude-code/src/internal/guardAuth.ts")
     for (const spec of builtins) expect(spec, `the forwarder imports ${spec}`).toMatch(/^node:/)
   }, 120_000)
 })

@@ -1,6 +1,6 @@
 /**
  * `session-journal claude-code run`: one Claude Code session through the driver
- * of `@session-journal/claude-code-session`, journaled line by line, every tool
+ * of `@session-journal/claude-code`, journaled line by line, every tool
  * call decided by the policy file's guards (`--policy`): the driver registers
  * hook callbacks for every tool before the first prompt, so calls the CLI runs
  * without asking (`--allowed-tools`) are decided and recorded too, each with its
@@ -28,7 +28,7 @@
  *
  * @since 0.5.0
  */
-import { Message, Session } from "@session-journal/claude-code-session"
+import { Message, Session } from "@session-journal/claude-code"
 import { Entry, Policy } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Argument, Command, Flag } from "effect/cli"

@@ -49,11 +49,11 @@
  *
  * @since 0.4.0
  */
+import * as GuardAuth from "@session-journal/claude-code/internal/guardAuth"
 import * as Refusal from "@session-journal/claude-code/Refusal"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import { createRequire } from "node:module"
 import type * as Net from "node:net"
-import * as GuardAuth from "../internal/guardAuth.ts"
 import * as ProcessStreams from "../internal/processStreams.ts"
 import * as SecretFile from "../internal/secretFile.ts"
 

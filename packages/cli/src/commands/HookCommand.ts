@@ -27,6 +27,7 @@
  */
 import * as AgentDepth from "@session-journal/claude-code/AgentDepth"
 import * as Hook from "@session-journal/claude-code/Hook"
+import * as Watchdog from "@session-journal/claude-code/internal/watchdog"
 import { Policy, SessionJournal } from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
@@ -41,7 +42,6 @@ import type { HookArgs } from "../internal/hookArgs.ts"
 import * as ProcessStreams from "../internal/processStreams.ts"
 import * as Protect from "../internal/protect.ts"
 import * as TranscriptScan from "../internal/transcriptScan.ts"
-import * as Watchdog from "../internal/watchdog.ts"
 import { load } from "../PolicyFile.ts"
 import * as Storage from "../Storage.ts"
 

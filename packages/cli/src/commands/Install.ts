@@ -44,6 +44,16 @@
  *
  * @since 0.4.0
  */
+import {
+  commandLine,
+  type ProjectPath,
+  projectPath,
+  shellQuote,
+  type Word,
+  type WrapOptions
+} from "@session-journal/claude-code/internal/hookWrapper"
+import { EVENTS, installText, type JsonObject, removeText } from "@session-journal/claude-code/internal/settingsHooks"
+import * as SettingsIo from "@session-journal/claude-code/internal/settingsIo"
 import { StorageError } from "@session-journal/core"
 import { Command, Flag } from "effect/cli"
 import * as Config from "effect/Config"
@@ -54,16 +64,6 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { InvalidInput } from "../Failure.ts"
 import { Dir, onCommandLine, withoutJournal } from "../internal/commandKit.ts"
-import {
-  commandLine,
-  type ProjectPath,
-  projectPath,
-  shellQuote,
-  type Word,
-  type WrapOptions
-} from "../internal/hookWrapper.ts"
-import { EVENTS, installText, type JsonObject, removeText } from "../internal/settingsHooks.ts"
-import * as SettingsIo from "../internal/settingsIo.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 
@@ -77,7 +77,7 @@ export {
   wrap,
   type WrapOptions,
   WRAPPER_SCRIPT
-} from "../internal/hookWrapper.ts"
+} from "@session-journal/claude-code/internal/hookWrapper"
 export {
   EVENTS,
   installText,
@@ -87,7 +87,7 @@ export {
   remove,
   removeText,
   SettingsTextError
-} from "../internal/settingsHooks.ts"
+} from "@session-journal/claude-code/internal/settingsHooks"
 
 /**
  * The `timeout` of an installed hook, in seconds: longer than the hook's default

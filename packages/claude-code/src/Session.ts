@@ -33,7 +33,6 @@
  *
  * @since 0.1.0
  */
-import { Archive, type Hook, type Sync } from "@session-journal/claude-code"
 import { type Guard, Persistence, SessionJournal, type StorageError } from "@session-journal/core"
 import type * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -53,11 +52,14 @@ import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
-import { CliDied, ControlError, type SessionError, SessionStorageError } from "./Errors.ts"
+import * as Archive from "./Archive.ts"
+import type * as Hook from "./Hook.ts"
 import * as Decide from "./internal/decide.ts"
 import * as Lines from "./internal/lines.ts"
 import * as Message from "./Message.ts"
+import { CliDied, ControlError, type SessionError, SessionStorageError } from "./SessionErrors.ts"
 import * as SessionState from "./SessionState.ts"
+import type * as Sync from "./Sync.ts"
 import * as UserInput from "./UserInput.ts"
 
 /**
@@ -247,7 +249,7 @@ export interface Session {
  * @since 0.1.0
  */
 export class ClaudeCodeSession extends Context.Service<ClaudeCodeSession, Session>()(
-  "@session-journal/claude-code-session/ClaudeCodeSession"
+  "@session-journal/claude-code/Session"
 ) {}
 
 /**
