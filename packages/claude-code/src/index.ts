@@ -32,6 +32,12 @@ export * from "./Errors.ts"
  */
 export * as Message from "./Message.ts"
 /**
+ * The forwarder: the command hook that hands each event to the resident guard and denies when it gets no proved answer.
+ *
+ * @since 0.8.0
+ */
+export * as Forwarder from "./Forwarder.ts"
+/**
  * Claude Code's hooks journaled and guarded: input schemas, the session of a Claude Code session, `handle`.
  *
  * @since 0.4.0
@@ -68,6 +74,12 @@ export * as ProjectDir from "./ProjectDir.ts"
  * @since 0.7.0
  */
 export * as Refusal from "./Refusal.ts"
+/**
+ * Reading a secret (the guard's token, a signer key) from a file only its owner may read.
+ *
+ * @since 0.8.0
+ */
+export * as SecretFile from "./SecretFile.ts"
 /**
  * A Claude Code CLI session driven from Effect: spawn, send, events, state, awaitResultAfter, interrupt, info.
  *

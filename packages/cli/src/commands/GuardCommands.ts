@@ -6,6 +6,8 @@
  *
  * @since 0.4.0
  */
+import * as Forward from "@session-journal/claude-code/Forwarder"
+import * as SecretFile from "@session-journal/claude-code/SecretFile"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Command, Flag } from "effect/cli"
 import * as Config from "effect/Config"
@@ -18,11 +20,10 @@ import * as path from "node:path"
 import { Exit, InvalidInput } from "../Failure.ts"
 import { Dir, nonNegative, onCommandLine, waitFlag, withoutJournal } from "../internal/commandKit.ts"
 import { parseWaitMillis } from "../internal/hookArgs.ts"
-import * as SecretFile from "../internal/secretFile.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 import * as Storage from "../Storage.ts"
-import * as Forward from "./Forward.ts"
+import * as ForwardProcess from "./ForwardProcess.ts"
 import type * as GuardServer from "./GuardServer.ts"
 
 /**
@@ -280,7 +281,7 @@ export const forward = Command.make("forward", {
       ...Option.match(a.tokenFile, { onNone: () => [], onSome: (v) => ["--token-file", v] }),
       ...Option.match(a.timeoutMs, { onNone: () => [], onSome: (v) => ["--timeout-ms", String(v)] })
     ]
-    const code = yield* Effect.promise(() => Forward.main(args))
+    const code = yield* Effect.promise(() => ForwardProcess.main(args))
     if (code !== 0) return yield* new Exit({ code })
   })).pipe(Command.withDescription(
     "The command hook of the guard's installed form: forwards one hook event (stdin) to the guard, proving the token " +

@@ -38,15 +38,21 @@
  *
  * @since 0.4.0
  */
+import {
+  DEFAULT_TIMEOUT_MS,
+  exchange,
+  MAX_TOKEN_FILE_BYTES,
+  TOKEN_VAR,
+  withDeadline
+} from "@session-journal/claude-code/Forwarder"
 import * as GuardAuth from "@session-journal/claude-code/internal/guardAuth"
+import * as SecretFile from "@session-journal/claude-code/SecretFile"
 import { Policy } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
 import { InvalidInput } from "../Failure.ts"
-import * as SecretFile from "../internal/secretFile.ts"
 import { load } from "../PolicyFile.ts"
-import { DEFAULT_TIMEOUT_MS, exchange, MAX_TOKEN_FILE_BYTES, TOKEN_VAR, withDeadline } from "./Forward.ts"
 import { EVENTS, forwardCommand, HOOK_TIMEOUT_SECONDS, shellQuote } from "./Install.ts"
 
 /**
