@@ -38,6 +38,12 @@ export * as Message from "./Message.ts"
  */
 export * as Forwarder from "./Forwarder.ts"
 /**
+ * The resident guard's installed form: the forwarder's hooks (or the plain `http` ones) and the check of the policy a guard runs.
+ *
+ * @since 0.8.0
+ */
+export * as GuardInstaller from "./GuardInstaller.ts"
+/**
  * Claude Code's hooks journaled and guarded: input schemas, the session of a Claude Code session, `handle`.
  *
  * @since 0.4.0
@@ -49,6 +55,12 @@ export * as Hook from "./Hook.ts"
  * @since 0.7.0
  */
 export * as HookRuns from "./HookRuns.ts"
+/**
+ * Our hooks in Claude Code's settings: the hook commands, the settings file of a scope, install and uninstall as text edits.
+ *
+ * @since 0.8.0
+ */
+export * as Installer from "./Installer.ts"
 /**
  * The incremental plan of one transcript (extend, diverge, nothing) and the entries it writes.
  *

@@ -5,12 +5,12 @@
  * given them in its environment behaves as the bin does.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Install from "@session-journal/claude-code/Installer"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import * as GuardCommands from "../src/commands/GuardCommands.ts"
 import * as HookCommand from "../src/commands/HookCommand.ts"
-import * as Install from "../src/commands/Install.ts"
 import * as Storage from "../src/Storage.ts"
 import { cleanup, hasNodeAdapter, runInProcess, tempDir } from "./Run.ts"
 

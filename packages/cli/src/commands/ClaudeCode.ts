@@ -24,7 +24,7 @@ import * as Storage from "../Storage.ts"
 import * as ClaudeCodeRun from "./ClaudeCodeRun.ts"
 import * as GuardCommands from "./GuardCommands.ts"
 import * as HookCommand from "./HookCommand.ts"
-import * as Install from "./Install.ts"
+import * as InstallCommand from "./InstallCommand.ts"
 
 // The variables the command hook reads, through `Config` (the command tree's
 // `ConfigProvider`); the hook itself takes them as a plain record.
@@ -284,7 +284,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       follow,
       exportCmd,
       hook,
-      Install.command,
+      InstallCommand.command,
       GuardCommands.guard,
       GuardCommands.forward,
       ClaudeCodeRun.run

@@ -61,6 +61,7 @@
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { AgentDepth, Hook } from "@session-journal/claude-code"
+import * as GuardInstall from "@session-journal/claude-code/GuardInstaller"
 import { Acknowledged } from "@session-journal/claude-code/internal/acknowledged"
 import * as GuardAuth from "@session-journal/claude-code/internal/guardAuth"
 import * as Refusal from "@session-journal/claude-code/Refusal"
@@ -84,7 +85,6 @@ import * as TranscriptScan from "../internal/transcriptScan.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as HostCheck from "../viewer/HostCheck.ts"
-import * as GuardInstall from "./GuardInstall.ts"
 
 /**
  * The path every hook event is posted to.
