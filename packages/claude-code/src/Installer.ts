@@ -1,9 +1,12 @@
 /**
- * The installer behind `session-journal claude-code install [--project DIR |
- * --user] [--shared] [--policy FILE] [--root DIR] [--guard URL] [--uninstall]`
- * (the command line parses those flags and prints the reports): adds our hooks
- * to a Claude Code settings file. The hooks it writes run the command hook or
- * the forwarder, whose events are decided by `Hook.handle`, the one place.
+ * `session-journal claude-code install [--project DIR | --user] [--shared]
+ * [--policy FILE] [--root DIR] [--guard URL] [--uninstall]`: adds our hooks to a
+ * Claude Code settings file.
+ *
+ * This is the installer; the command line parses those flags and prints the
+ * reports (`commands/InstallCommand.ts` of the cli). The hooks it writes run the
+ * command hook or the forwarder, whose events are decided by `Hook.handle`, the
+ * one place every door's decision is made.
  *
  * Where they go:
  * - by default, the project's personal file `DIR/.claude/settings.local.json`
