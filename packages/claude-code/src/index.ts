@@ -44,11 +44,23 @@ export * as Forwarder from "./Forwarder.ts"
  */
 export * as GuardInstaller from "./GuardInstaller.ts"
 /**
+ * The resident guard: a loopback HTTP server for the hooks, the only writer of its journal, deciding through `Hook.handle`.
+ *
+ * @since 0.8.0
+ */
+export * as GuardServer from "./GuardServer.ts"
+/**
  * Claude Code's hooks journaled and guarded: input schemas, the session of a Claude Code session, `handle`.
  *
  * @since 0.4.0
  */
 export * as Hook from "./Hook.ts"
+/**
+ * The command hook: one event read from stdin, decided through `Hook.handle` within its deadline, answered in its form.
+ *
+ * @since 0.8.0
+ */
+export * as HookRunner from "./HookRunner.ts"
 /**
  * How many calls our hooks allowed in a Claude Code session, counted from its transcript incrementally.
  *
@@ -80,6 +92,12 @@ export * as JournalSessionStore from "./JournalSessionStore.ts"
  * @since 0.1.0
  */
 export * as ProjectDir from "./ProjectDir.ts"
+/**
+ * What no guarded call may touch: the journal, the policy file, the settings that hold the hooks, the transcripts.
+ *
+ * @since 0.8.0
+ */
+export * as ProtectedPaths from "./ProtectedPaths.ts"
 /**
  * How a hook refuses, for every door alike: the deny outputs, a denial's reason, a refusal per event.
  *

@@ -17,7 +17,7 @@ if (process.argv[2] === "claude-code" && process.argv[3] === "forward") {
 } else {
   const hook = hookArgs(process.argv.slice(2))
   if (hook !== null) {
-    const { main } = await import("./commands/HookCommand.ts")
+    const { main } = await import("./commands/HookProcess.ts")
     const code = await main(hook)
     // Nothing of the hook's may keep the process alive past its answer: a hook that
     // does not end is one Claude Code times out, and a timeout fails open.

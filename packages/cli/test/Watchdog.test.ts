@@ -12,7 +12,7 @@ import { cleanup, tempDir } from "./Run.ts"
 
 afterAll(cleanup)
 
-const WATCHDOG = fileURLToPath(new URL("../../claude-code/src/internal/watchdog.ts", import.meta.url))
+const WATCHDOG = fileURLToPath(new URL("../src/internal/watchdog.ts", import.meta.url))
 
 const child = (script: string) =>
   spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", timeout: 60_000 })
