@@ -8,13 +8,13 @@
  * shorter than it declares, one cut off, one larger than the bound and one that is
  * not HTTP all fail; the request carries the proof and the body as sent.
  */
-import * as Forward from "@session-journal/claude-code/Forwarder"
-import * as GuardAuth from "@session-journal/claude-code/internal/guardAuth"
 import * as fc from "fast-check"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as net from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
+import * as Forward from "../src/Forwarder.ts"
+import * as GuardAuth from "../src/internal/guardAuth.ts"
 
 const TOKEN = "forward-exchange-test-token-0123456789"
 

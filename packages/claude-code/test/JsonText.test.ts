@@ -8,9 +8,9 @@
  * nothing; the result reads as the expected settings.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as Install from "@session-journal/claude-code/Installer"
-import * as JsonText from "@session-journal/claude-code/internal/jsonText"
 import * as fc from "fast-check"
+import * as Install from "../src/Installer.ts"
+import * as JsonText from "../src/internal/jsonText.ts"
 
 interface Doc {
   readonly text: string

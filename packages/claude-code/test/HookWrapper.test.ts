@@ -5,12 +5,12 @@
  * kind of event, its stdout and stdin passed through, its one line on stderr, and
  * arguments that survive the shell whatever they hold.
  */
-import * as Install from "@session-journal/claude-code/Installer"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "vitest"
-import { cleanup, tempDir } from "./Run.ts"
+import * as Install from "../src/Installer.ts"
+import { cleanup, tempDir } from "./claudeCli.ts"
 
 afterAll(cleanup)
 

@@ -5,12 +5,12 @@
  * a directory at the name is refused without blocking; a chain of links is
  * followed to its final target; backups never reuse a name.
  */
-import * as SettingsIo from "@session-journal/claude-code/internal/settingsIo"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "vitest"
-import { cleanup, tempDir } from "./Run.ts"
+import * as SettingsIo from "../src/internal/settingsIo.ts"
+import { cleanup, tempDir } from "./claudeCli.ts"
 
 afterAll(cleanup)
 
