@@ -8,9 +8,9 @@
  * registering hook callbacks for PreToolUse, PostToolUse and PostToolUseFailure
  * on every tool; user messages wait for the CLI's answer (bounded), and a CLI
  * that does not answer is ended and the session fails: it never runs
- * unguarded. Each callback is handled by `Hook.handle` of
- * `@session-journal/claude-code` (the pipeline of the command hook and the
- * resident guard) with the session's policy, recorded in the session's own
+ * unguarded. Each callback is handled by `Hook.handle` (the one place every
+ * door decides: the command hook and the resident guard too) with the
+ * session's policy, recorded in the session's own
  * journal session: a PreToolUse gets its tool entry and `claude-code.decision`
  * entry in one append and is answered `{}` or denied with the guard's reason,
  * the guard in brackets; a PostToolUse its `tool.outcome`. `can_use_tool` (a call the CLI would prompt for) is answered
