@@ -55,8 +55,8 @@ import { messageOf } from "@session-journal/core/ErrorMessage"
 import { createRequire } from "node:module"
 import type * as Net from "node:net"
 import * as GuardAuth from "./internal/guardAuth.ts"
+import * as SecretFile from "./internal/secretFile.ts"
 import * as Refusal from "./Refusal.ts"
-import * as SecretFile from "./SecretFile.ts"
 
 // Loaded with `createRequire`, not `import`: an ES module import of a builtin reads
 // every export of it, which can load more than the forwarder needs (`node:http`'s

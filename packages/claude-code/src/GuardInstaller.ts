@@ -45,7 +45,7 @@ import * as crypto from "node:crypto"
 import { DEFAULT_TIMEOUT_MS, exchange, MAX_TOKEN_FILE_BYTES, TOKEN_VAR, withDeadline } from "./Forwarder.ts"
 import { EVENTS, forwardCommand, HOOK_TIMEOUT_SECONDS, shellQuote } from "./Installer.ts"
 import * as GuardAuth from "./internal/guardAuth.ts"
-import * as SecretFile from "./SecretFile.ts"
+import * as SecretFile from "./internal/secretFile.ts"
 
 /**
  * Where the forwarder finds the guard's token: an environment variable of Claude

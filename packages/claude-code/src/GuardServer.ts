@@ -79,8 +79,8 @@ import * as GuardInstall from "./GuardInstaller.ts"
 import * as Hook from "./Hook.ts"
 import { Acknowledged } from "./internal/acknowledged.ts"
 import * as GuardAuth from "./internal/guardAuth.ts"
+import * as Protect from "./internal/protect.ts"
 import * as TranscriptScan from "./internal/transcriptScan.ts"
-import * as Protect from "./ProtectedPaths.ts"
 import * as Refusal from "./Refusal.ts"
 
 /**

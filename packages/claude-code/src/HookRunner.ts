@@ -39,8 +39,8 @@ import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as AgentDepth from "./AgentDepth.ts"
 import * as Hook from "./Hook.ts"
+import * as Protect from "./internal/protect.ts"
 import * as TranscriptScan from "./internal/transcriptScan.ts"
-import * as Protect from "./ProtectedPaths.ts"
 
 /**
  * The journal a hook records in: its storage (a layer whose failures become the

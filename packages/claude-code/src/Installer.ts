@@ -50,11 +50,17 @@
  * @since 0.4.0
  */
 import * as Effect from "effect/Effect"
-import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { SettingsRefused } from "./Errors.ts"
-import { commandLine, type ProjectPath, projectPath, type Word, type WrapOptions } from "./internal/hookWrapper.ts"
+import {
+  commandLine,
+  type ProjectPath,
+  projectPath,
+  shellQuote,
+  type Word,
+  type WrapOptions
+} from "./internal/hookWrapper.ts"
 import { EVENTS, installText, type JsonObject, removeText } from "./internal/settingsHooks.ts"
 import * as SettingsIo from "./internal/settingsIo.ts"
 
@@ -199,11 +205,8 @@ export const apply = (
 export const selfCommand = (): ReadonlyArray<string> => {
   const script = process.argv[1]
   if (script === undefined) return ["session-journal"]
-  try {
-    return [process.execPath, fs.realpathSync(script)]
-  } catch {
-    return ["session-journal"]
-  }
+  const real = SettingsIo.realPath(script)
+  return real === undefined ? ["session-journal"] : [process.execPath, real]
 }
 
 /**
@@ -258,12 +261,41 @@ export const settingsFile = (
       options.shared === true ? "settings.json" : "settings.local.json"
     )
 
-const realOrResolved = (p: string): string => {
-  try {
-    return fs.realpathSync(p)
-  } catch {
-    return path.resolve(p)
-  }
+const realOrResolved = (p: string): string => SettingsIo.realPath(p) ?? path.resolve(p)
+
+/**
+ * The hook of each event for a scope's settings `file`: the command hook (with
+ * `root` and `policy`, as `--root DIR` and `--policy FILE`) or, with `url`, the
+ * forwarder to the resident guard (its token from `tokenFile`, else the
+ * variable); run by this installation's `session-journal` (`selfCommand`), or
+ * the one on PATH for a `shared` install (`SHARED_COMMAND`); the wrapper names
+ * the file to fix by its place (`WrapOptions.settings`).
+ *
+ * @since 0.8.0
+ */
+export const hookFor = (options: {
+  readonly scope: Scope
+  readonly file: string
+  readonly root?: Word | undefined
+  readonly policy?: Word | undefined
+  readonly url?: string | undefined
+  readonly tokenFile?: string | undefined
+}) => {
+  const { file, policy, root, scope, tokenFile, url } = options
+  const hint = scope === "user"
+    ? file
+    : scope === "shared"
+    ? path.join(".claude", "settings.json")
+    : path.join(".claude", "settings.local.json")
+  const self = scope === "shared" ? SHARED_COMMAND : selfCommand()
+  return (event: string): JsonObject => ({
+    type: "command",
+    command: url === undefined
+      ? hookCommand(self, { root, policy, event, settings: hint })
+      : forwardCommand(self, url, { event, settings: hint }) +
+        (tokenFile === undefined ? "" : ` --token-file ${shellQuote(tokenFile)}`),
+    timeout: HOOK_TIMEOUT_SECONDS
+  })
 }
 
 /**

@@ -20,7 +20,7 @@ const ALLOWED = [
   "cli/src/commands/ForwardProcess.ts",
   "claude-code/src/Forwarder.ts",
   "claude-code/src/internal/guardAuth.ts",
-  "claude-code/src/SecretFile.ts",
+  "claude-code/src/internal/secretFile.ts",
   "cli/src/internal/processStreams.ts",
   "claude-code/src/Refusal.ts",
   "core/src/ErrorMessage.ts"

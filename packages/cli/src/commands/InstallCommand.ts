@@ -123,11 +123,6 @@ export const command = Command.make("install", {
         const file = fileOf(a.shared)
         const projectDir = path.resolve(project ?? ".")
         const scope: Installer.Scope = a.user ? "user" : a.shared ? "shared" : "local"
-        const hint = scope === "user"
-          ? file
-          : scope === "shared"
-          ? path.join(".claude", "settings.json")
-          : path.join(".claude", "settings.local.json")
         const place = (flag: string, given: string): Effect.Effect<Installer.Word, InvalidInput> => {
           if (scope !== "shared") return Effect.succeed(path.resolve(given))
           const inside = Installer.insideProject(projectDir, path.resolve(given))
@@ -163,16 +158,7 @@ export const command = Command.make("install", {
         const guardNote = url === undefined
           ? ""
           : yield* checkGuardPolicy(url, policyFile === undefined ? undefined : path.resolve(policyFile), tokenFile)
-        const self = scope === "shared" ? Installer.SHARED_COMMAND : Installer.selfCommand()
-        const hookFor = (event: string): Installer.JsonObject => ({
-          type: "command",
-          command: url === undefined
-            ? Installer.hookCommand(self, { root, policy, event, settings: hint })
-            : Installer.forwardCommand(self, url, { event, settings: hint }) +
-              (tokenFile === undefined ? "" : ` --token-file ${Installer.shellQuote(tokenFile)}`),
-          timeout: Installer.HOOK_TIMEOUT_SECONDS
-        })
-        const report = yield* apply(file, hookFor)
+        const report = yield* apply(file, Installer.hookFor({ scope, file, root, policy, url, tokenFile }))
         // Hooks in both project files would journal every event twice.
         const other = scope === "user" ? undefined : fileOf(scope === "local")
         const twice = other !== undefined && (yield* Installer.holdsOurHooks(other))
