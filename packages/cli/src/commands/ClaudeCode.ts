@@ -2,7 +2,10 @@
  * `session-journal claude-code …`: custody of Claude Code transcripts.
  * `archive` brings `~/.claude/projects` (or `--source`) into journal sessions,
  * one per transcript file; `follow` keeps doing it until interrupted; `export`
- * writes a transcript back, byte for byte, from its journal.
+ * writes a transcript back, byte for byte, from its journal. The group also
+ * holds the doors (`hook`, `guard`, `forward`, `install`, `run`); each is wiring
+ * for a module of `@session-journal/claude-code`, where every decision is
+ * `Hook.handle`'s.
  *
  * @since 0.2.0
  */

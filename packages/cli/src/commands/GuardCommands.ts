@@ -1,8 +1,10 @@
 /**
- * `session-journal claude-code guard` (the resident guard, `GuardServer`) and
- * `session-journal claude-code forward` (the command hook that forwards to it,
- * `Forward`; the bin runs it without the command tree, this entry is for
- * `--help` and for calls with global flags before it).
+ * `session-journal claude-code guard` (the resident guard, `GuardServer` of
+ * `@session-journal/claude-code`) and `session-journal claude-code forward` (the
+ * command hook that forwards to it, `Forwarder`; the bin runs it without the
+ * command tree, `ForwardProcess.ts`, this entry is for `--help` and for calls
+ * with global flags before it): their flags, the journal and the token from the
+ * flags and the environment, the start line printed.
  *
  * @since 0.4.0
  */
