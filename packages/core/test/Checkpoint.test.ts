@@ -252,8 +252,8 @@ describe("Checkpoint: version 2 documents hold the retained hashes, and are chec
   const state = JournalState.applyMeta(run.states.at(-1)!, { updated_at: 5, title: "t" })
   const doc = JSON.parse(JSON.stringify(Checkpoint.encode(state)))
 
-  it("the document is version 3 with the retained hashes in place of the entries and the tree's compact range", () => {
-    assert.strictEqual(doc.v, 3)
+  it("the document is version 4 with the retained hashes in place of the entries, the tree's compact range and the guard state", () => {
+    assert.strictEqual(doc.v, 4)
     assert.deepStrictEqual(Object.keys(doc), [
       "v",
       "session_id",
@@ -269,7 +269,8 @@ describe("Checkpoint: version 2 documents hold the retained hashes, and are chec
       "current_streak_tool",
       "current_streak_len",
       "message_count",
-      "meta"
+      "meta",
+      "guard_state"
     ])
     assert.deepStrictEqual(doc.hashes, run.entries.slice(-3).map((e) => e.entry_hash))
     const tree = Merkle.fromLeaves(run.entries.map((e) => Merkle.entryLeaf(e.entry_hash)))

@@ -307,7 +307,7 @@ describe("forged checkpoints", () => {
       { _tag: "Unreadable", reason: "unexpected end of JSON", location: "checkpoint.json" },
       { _tag: "Document", document: { v: 1 }, location: "checkpoint.json" },
       forged(h.states[8]!, (d) => {
-        d.v = 4
+        d.v = 5
       }),
       forged(h.states[8]!, (d) => {
         d.extra = 1

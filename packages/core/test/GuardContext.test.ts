@@ -1,0 +1,136 @@
+/**
+ * `decide` with a context (docs/DESIGN.md §16): the guard sees the call, the anchors,
+ * the Clock's time, the tokens, whether someone can be asked and the policy's state;
+ * an ask is recorded allowed and becomes a denial where no one can be asked; a
+ * changed state is stored as a `guard.state` entry after the decision, and folded
+ * into `guard_state`.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+import { TestClock } from "effect/testing"
+import { Entry, Guard, JournalState, Persistence, SessionJournal } from "../src/index.ts"
+
+const layer = SessionJournal.layer().pipe(Layer.provide(Persistence.layerMemory()))
+const call = {
+  tool_name: "Bash",
+  server_id: "srv",
+  agent_id: "a",
+  bytes_read: 0,
+  bytes_written: 0,
+  delegation_depth: 0
+}
+
+const payloads = (entries: ReadonlyArray<Entry.Entry>) =>
+  entries.map((e) => Entry.isTool(e) ? ["tool", e.allowed] : [e.kind, e.payload])
+
+describe("Guard context", () => {
+  it.effect("the guard sees the call, the anchors, the Clock, the tokens, canAsk and the state", () =>
+    Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      yield* TestClock.setTime(1_764_400_000_000)
+      const seen: Array<Guard.GuardContext | undefined> = []
+      const guard: Guard.Guard = (_s, _p, c) => {
+        seen.push(c)
+        return Guard.allow
+      }
+      const sent = { tool_name: "Bash", tool_input: { command: "ls" }, cwd: "/w" }
+      yield* journal.decide("c", call, guard, undefined, {
+        call: sent,
+        where: { projectDir: "/w" },
+        tokens: 12n,
+        canAsk: true
+      })
+      yield* journal.decide("c", call, guard)
+      assert.deepStrictEqual(seen, [
+        {
+          call: sent,
+          where: { projectDir: "/w" },
+          nowMillis: 1_764_400_000_000,
+          tokens: 12n,
+          canAsk: true,
+          state: null
+        },
+        { call: null, where: {}, nowMillis: 1_764_400_000_000, tokens: null, canAsk: false, state: null }
+      ])
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("an ask is recorded allowed with verdict ask; where no one can be asked it is a denial", () =>
+    Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      const asking: Guard.Guard = () => Guard.ask("pushes need a look", "ask(\"Bash(git push *)\")")
+      const asked = yield* journal.decide("a", call, asking, undefined, { canAsk: true, tokens: 5n })
+      assert.strictEqual(asked.verdict._tag, "Ask")
+      assert.isFalse(Guard.isAllowed(asked.verdict))
+      const refused = yield* journal.decide("a", call, asking)
+      assert.deepStrictEqual(refused.verdict, {
+        _tag: "Deny",
+        reason: "approval was needed (pushes need a look) and no one could be asked",
+        guard: "ask(\"Bash(git push *)\")"
+      })
+      const entries = yield* Stream.runCollect(journal.entries("a"))
+      assert.deepStrictEqual(payloads(entries), [
+        ["tool", true],
+        [Guard.DECISION_KIND, {
+          tool_sequence: 0,
+          verdict: "ask",
+          guard: "ask(\"Bash(git push *)\")",
+          reason: "pushes need a look",
+          tokens: 5
+        }],
+        ["tool", false],
+        [Guard.DECISION_KIND, {
+          tool_sequence: 2,
+          verdict: "deny",
+          guard: "ask(\"Bash(git push *)\")",
+          reason: "approval was needed (pushes need a look) and no one could be asked"
+        }]
+      ])
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a changed state is stored after the decision and folded; an unchanged one is not stored", () =>
+    Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      const counting: Guard.Guard = (_s, _p, c) => {
+        const n = typeof c?.state?.["n"] === "number" ? c.state["n"] : 0
+        return { _tag: "Allow", state: { n: Math.min(n + 1, 2) } }
+      }
+      for (let i = 0; i < 3; i++) yield* journal.decide("st", call, counting)
+      const entries = yield* Stream.runCollect(journal.entries("st"))
+      assert.deepStrictEqual(entries.map((e) => e.kind), [
+        "tool",
+        Guard.DECISION_KIND,
+        Guard.STATE_KIND,
+        "tool",
+        Guard.DECISION_KIND,
+        Guard.STATE_KIND,
+        "tool",
+        Guard.DECISION_KIND
+      ])
+      assert.deepStrictEqual((yield* journal.state("st")).guard_state, { n: 2 })
+      // A state over the bound fails the call and writes nothing.
+      const before = (yield* journal.state("st")).next_sequence
+      const huge: Guard.Guard = () => ({ _tag: "Allow", state: { big: "x".repeat(Guard.MAX_STATE_BYTES) } })
+      assert.isTrue(Exit.isFailure(yield* Effect.exit(journal.decide("st", call, huge))))
+      assert.strictEqual((yield* journal.state("st")).next_sequence, before)
+    }).pipe(Effect.provide(layer)))
+
+  it("fold keeps the newest valid state and ignores one that is not an object or is over the bound", () => {
+    let s = JournalState.empty("f")
+    const put = (payload: unknown) => {
+      s = JournalState.fold(s, JournalState.nextOther(s, 1, Guard.STATE_KIND, payload as never))
+    }
+    put({ a: 1 })
+    assert.deepStrictEqual(s.guard_state, { a: 1 })
+    put([1, 2])
+    put("text")
+    put(null)
+    put({ big: "é".repeat(Guard.MAX_STATE_BYTES / 2) })
+    assert.deepStrictEqual(s.guard_state, { a: 1 })
+    put({ b: "é".repeat(Guard.MAX_STATE_BYTES / 2 - 20) })
+    assert.deepStrictEqual(Object.keys(s.guard_state ?? {}), ["b"])
+    assert.isDefined(Guard.stateProblem({ big: "é".repeat(Guard.MAX_STATE_BYTES / 2) }))
+  })
+})
