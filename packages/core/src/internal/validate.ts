@@ -287,8 +287,12 @@ export const guardStateProblem = (payload: unknown): string | undefined => {
     : undefined
 }
 
-// UTF-8 length of well-formed text: a surrogate pair is 4 bytes, 2 per unit.
-const utf8Length = (s: string): number => {
+/**
+ * The UTF-8 length of well-formed text (a surrogate pair is 4 bytes, 2 per unit).
+ *
+ * @since 0.8.0
+ */
+export const utf8Length = (s: string): number => {
   let n = 0
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i)
