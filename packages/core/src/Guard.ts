@@ -89,8 +89,8 @@ export const noContext: GuardContext = {
  * policy file writes it (`maxStreak(3)`, `forbiddenTransitions([["Write","Bash"]])`),
  * so a user can find it in their policy. An `Ask` (since 0.8.0) carries the same: a
  * person must approve the call; where no one can be asked, `decide` turns it into a
- * denial (`unanswered`). `state` (since 0.8.0) is the policy's next state, when the
- * guard keeps one. The tool entry records `allowed: false` for a denial and `true`
+ * denial (`unanswered`). `state` (since 0.8.0) is the policy's next state, given only
+ * when it changed (the context's own `state` object means unchanged). The tool entry records `allowed: false` for a denial and `true`
  * for an ask (docs/DESIGN.md §16); the decision entry records the verdict.
  *
  * @since 0.1.0

@@ -562,16 +562,93 @@ interface Eval {
   readonly where: Pattern.Context
   readonly context: Guard.GuardContext
   readonly state: Guard.GuardState | null
-  readonly matched: Map<Pattern.Matcher, Pattern.Match>
+  readonly matched: Array<Pattern.Match | undefined>
 }
 
-const matchOf = (x: Eval, m: Pattern.Matcher): Pattern.Match => {
-  let r = x.matched.get(m)
+const NO_MATCH: Pattern.Match = { matched: false }
+
+// A list of patterns as a rule holds it: the matcher, the tools its patterns can
+// match (undefined: any, a wildcard tool or an MCP server's name), the gate of the
+// run of gates it was united with, and its index in a decision's answers.
+interface Gate {
+  readonly matcher: Pattern.Matcher
+  readonly tools: ReadonlySet<string> | undefined
+  union: Gate | undefined
+  readonly index: number
+}
+
+const matchOf = (x: Eval, g: Gate): Pattern.Match => {
+  let r = x.matched[g.index]
   if (r === undefined) {
-    r = Pattern.matches(m, x.call, x.where, "deny")
-    x.matched.set(m, r)
+    // A gate none of whose patterns applies to the call's tool does not match it (a
+    // call whose tool name is no string is judged: it fails closed); nor does one
+    // whose united run matched nothing.
+    const tool = x.call.tool_name
+    r = (g.tools !== undefined && typeof tool === "string" && !g.tools.has(tool)) ||
+        (g.union !== undefined && !matchOf(x, g.union).matched)
+      ? NO_MATCH
+      : Pattern.matches(g.matcher, x.call, x.where, "deny")
+    x.matched[g.index] = r
   }
   return r
+}
+
+// United by tools, in runs of at most `UNITED` gates: a call that matches none of a
+// run's patterns (most calls) is judged once for the run, and a pattern that matches
+// most calls (`Bash` in an `of`) spoils only its own run.
+const UNITED = 8
+
+const unite = (gates: Array<Gate>): void => {
+  const byTools = new Map<string, Array<Gate>>()
+  for (const g of gates) {
+    const key = g.tools === undefined ? "*" : [...g.tools].sort().join(",")
+    const list = byTools.get(key) ?? []
+    list.push(g)
+    byTools.set(key, list)
+  }
+  for (const list of byTools.values()) {
+    for (let i = 0; i + 1 < list.length; i += UNITED) {
+      const run = list.slice(i, i + UNITED)
+      const union = gateOf(run.flatMap((g) => g.matcher.patterns), gates)
+      for (const g of run) g.union = union
+    }
+  }
+}
+
+const gateOf = (patterns: ReadonlyArray<Pattern.Pattern>, gates: Array<Gate>): Gate => {
+  const gate: Gate = {
+    matcher: Pattern.compile(patterns),
+    tools: toolsOfPatterns(patterns),
+    union: undefined,
+    index: gates.length
+  }
+  gates.push(gate)
+  return gate
+}
+
+const toolsOfPatterns = (patterns: ReadonlyArray<Pattern.Pattern>): ReadonlySet<string> | undefined => {
+  const out = new Set<string>()
+  for (const p of patterns) {
+    switch (p._tag) {
+      case "Tool":
+        if (p.tool.includes("*") || p.tool.startsWith("mcp__")) return undefined
+        out.add(p.tool)
+        break
+      case "Command":
+        out.add("Bash")
+        break
+      case "Path":
+        for (const t of Pattern.pathTools[p.tool] ?? [p.tool]) out.add(t)
+        break
+      case "Domain":
+        out.add("WebFetch")
+        break
+      case "Param":
+        out.add(p.tool)
+        break
+    }
+  }
+  return out
 }
 
 const slotOf = (x: Eval, key: string): Schema.Json | undefined =>
@@ -600,6 +677,12 @@ interface Rule {
 
 type Node = Rule | { readonly _tag: "All" | "Any"; readonly children: ReadonlyArray<Node> }
 
+// What `Compiled.root` holds.
+interface Root {
+  readonly node: Node
+  readonly evalOf: (p: Entry.ValidToolParams, context: Guard.GuardContext) => Eval
+}
+
 /**
  * A policy prepared once (`compile`): its patterns compiled, its rules built. `guard`
  * decides with it; the rest is for `explain` and `observe`.
@@ -615,7 +698,7 @@ export interface Compiled {
   readonly root: unknown
 }
 
-const compileMatcher = (p: Patterns): Pattern.Matcher => {
+const compileGate = (p: Patterns, gates: Array<Gate>): Gate => {
   const patterns: Array<Pattern.Pattern> = []
   for (const t of textsOf(p)) {
     const r = Pattern.parse(t)
@@ -623,7 +706,7 @@ const compileMatcher = (p: Patterns): Pattern.Matcher => {
     // every call (fail closed).
     patterns.push(Result.isSuccess(r) ? r.success : { _tag: "Tool", tool: "*" })
   }
-  return Pattern.compile(patterns)
+  return gateOf(patterns, gates)
 }
 
 const what: { readonly [tag: string]: string } = {
@@ -646,8 +729,8 @@ const matchedSentence = (m: Pattern.Match, x: Eval, kind: string): string => {
   return `the ${part} ${JSON.stringify(m.part)} of ${tool} matches ${kind} pattern ${m.pattern}`
 }
 
-const patternRule = (kind: "deny" | "ask", list: Patterns, reason: string | undefined): Rule => {
-  const matcher = compileMatcher(list)
+const patternRule = (kind: "deny" | "ask", list: Patterns, reason: string | undefined, gates: Array<Gate>): Rule => {
+  const matcher = compileGate(list, gates)
   const make = kind === "deny" ? Guard.deny : Guard.ask
   return {
     _tag: "Rule",
@@ -660,10 +743,10 @@ const patternRule = (kind: "deny" | "ask", list: Patterns, reason: string | unde
   }
 }
 
-const afterRule = (policy: Extract<Policy, { readonly after: Patterns }>): Rule => {
-  const first = compileMatcher(policy.after)
+const afterRule = (policy: Extract<Policy, { readonly after: Patterns }>, gates: Array<Gate>): Rule => {
+  const first = compileGate(policy.after, gates)
   const kind = "deny" in policy ? "deny" : "ask"
-  const second = compileMatcher("deny" in policy ? policy.deny : policy.ask)
+  const second = compileGate("deny" in policy ? policy.deny : policy.ask, gates)
   const make = kind === "deny" ? Guard.deny : Guard.ask
   const label = ruleLabel(policy)
   const after = JSON.stringify(canonical(policy.after))
@@ -706,8 +789,8 @@ const limitNames: { readonly [k in LimitKey]: string } = {
   maxBytesWritten: "bytes written"
 }
 
-const scopedRule = (key: LimitKey, limit: number, scope: Scope, label: string): Rule => {
-  const of = scope.of === undefined ? undefined : compileMatcher(scope.of)
+const scopedRule = (key: LimitKey, limit: number, scope: Scope, label: string, gates: Array<Gate>): Rule => {
+  const of = scope.of === undefined ? undefined : compileGate(scope.of, gates)
   const per = scope.per === undefined ? undefined : Slots.durationMillis(scope.per)
   const applies = (x: Eval): boolean => of === undefined || matchOf(x, of).matched
   const amount = (p: Entry.ValidToolParams): number =>
@@ -756,16 +839,16 @@ const scopedRule = (key: LimitKey, limit: number, scope: Scope, label: string): 
 
 // Builds the rule tree of a policy; `toGuardOld` gives the combinators' guard for
 // the keys that were there before patterns (the same functions as always).
-const build = (policy: Policy): Node => {
-  if ("all" in policy) return { _tag: "All", children: policy.all.map(build) }
-  if ("any" in policy) return { _tag: "Any", children: policy.any.map(build) }
-  if ("after" in policy) return afterRule(policy)
-  if ("deny" in policy) return patternRule("deny", policy.deny, policy.reason)
-  if ("ask" in policy) return patternRule("ask", policy.ask, policy.reason)
+const build = (policy: Policy, gates: Array<Gate>): Node => {
+  if ("all" in policy) return { _tag: "All", children: policy.all.map((p) => build(p, gates)) }
+  if ("any" in policy) return { _tag: "Any", children: policy.any.map((p) => build(p, gates)) }
+  if ("after" in policy) return afterRule(policy, gates)
+  if ("deny" in policy) return patternRule("deny", policy.deny, policy.reason, gates)
+  if ("ask" in policy) return patternRule("ask", policy.ask, policy.reason, gates)
   if ("maxTokens" in policy) return tokensRule(policy.maxTokens)
   const limit = limitOf(policy)
   if (limit !== null && (limit.scope.of !== undefined || limit.scope.per !== undefined)) {
-    return scopedRule(limit.key, limit.limit, limit.scope, ruleLabel(policy))
+    return scopedRule(limit.key, limit.limit, limit.scope, ruleLabel(policy), gates)
   }
   const guard = oldGuard(policy)
   return { _tag: "Rule", label: ruleLabel(policy), key: null, decide: (s, p) => guard(s, p) }
@@ -824,14 +907,6 @@ const anchors = (where: Partial<Pattern.Context>): Pattern.Context => ({
   home: where.home ?? ""
 })
 
-const evalOf = (p: Entry.ValidToolParams, context: Guard.GuardContext): Eval => ({
-  call: context.call ?? { tool_name: p.tool_name },
-  where: anchors(context.where),
-  context,
-  state: context.state,
-  matched: new Map()
-})
-
 // The next state: every stateful rule stepped once (identical rules share a slot),
 // keys of rules no longer in the policy dropped; undefined when nothing changed.
 const nextState = (
@@ -863,7 +938,16 @@ const nextState = (
  * @since 0.8.0
  */
 export const compile = (policy: Policy): Compiled => {
-  const root = build(policy)
+  const gates: Array<Gate> = []
+  const root = build(policy, gates)
+  unite(gates.slice())
+  const evalOf = (p: Entry.ValidToolParams, context: Guard.GuardContext): Eval => ({
+    call: context.call ?? { tool_name: p.tool_name },
+    where: anchors(context.where),
+    context,
+    state: context.state,
+    matched: new Array(gates.length)
+  })
   const seen = new Set<string>()
   const stateful = rulesOf(root).filter((r) => r.key !== null && !seen.has(r.key) && seen.add(r.key) !== undefined)
   const guard: Guard.Guard = (s, p, c) => {
@@ -879,7 +963,7 @@ export const compile = (policy: Policy): Compiled => {
       return Guard.deny(`the policy could not decide: ${messageOf(e)}`, "policy")
     }
   }
-  return { policy, guard, stateKeys: stateful.map((r) => r.key!), root }
+  return { policy, guard, stateKeys: stateful.map((r) => r.key!), root: { node: root, evalOf } }
 }
 
 /**
@@ -917,9 +1001,10 @@ export const explain = (
   readonly rules: ReadonlyArray<RuleVerdict>
 } => {
   const verdict = compiled.guard(snapshot, params, context)
+  const { evalOf, node } = compiled.root as Root
   const x = evalOf(params, context ?? Guard.noContext)
   const rules: Array<RuleVerdict> = []
-  for (const r of rulesOf(compiled.root as Node)) {
+  for (const r of rulesOf(node)) {
     let v: Guard.Verdict
     try {
       v = r.decide(snapshot, params, x)
@@ -948,11 +1033,27 @@ export const observe = (
   options?: { readonly where?: Partial<Pattern.Context>; readonly nowMillis?: number }
 ): Guard.GuardState | null => {
   try {
-    const x: Eval = { call, where: anchors(options?.where ?? {}), context: Guard.noContext, state, matched: new Map() }
+    const { evalOf, node } = compiled.root as Root
+    const x: Eval = {
+      ...evalOf({
+        tool_name: "",
+        server_id: "",
+        agent_id: "",
+        bytes_read: 0,
+        bytes_written: 0,
+        delegation_depth: 0,
+        allowed: true
+      }, {
+        ...Guard.noContext,
+        call,
+        where: options?.where ?? {},
+        state
+      })
+    }
     const next: { [key: string]: Schema.Json } = state === null ? {} : { ...state }
     let changed = false
     const seen = new Set<string>()
-    for (const r of rulesOf(compiled.root as Node)) {
+    for (const r of rulesOf(node)) {
       if (r.key === null || r.observe === undefined || seen.has(r.key)) continue
       seen.add(r.key)
       const stepped = r.observe(slotOf(x, r.key), x, bytes, options?.nowMillis)

@@ -234,8 +234,8 @@ export class SessionJournal extends Context.Service<SessionJournal, {
    * verdict, the guard and the reason follows them. Every decision is on the chain with its guard and reason.
    * `options` (since 0.8.0) give the guard its context (`Guard.GuardContext`; the time is the Clock's, the
    * state the session's `guard_state`); an `Ask` where `canAsk` is not true is a denial (`Guard.unanswered`),
-   * and an ask is recorded `allowed: true`. When the verdict carries a state that differs from the session's,
-   * a `Guard.STATE_KIND` entry with it ends the append.
+   * and an ask is recorded `allowed: true`. When the verdict carries a state other than the one the guard was
+   * given (a guard gives one only when it changed), a `Guard.STATE_KIND` entry with it ends the append.
    */
   readonly decide: (
     id: string,

@@ -29,16 +29,32 @@ export const slotOf = (nowMillis: number, perMillis: number): number => {
 interface Window {
   readonly s: number
   readonly c: ReadonlyArray<number>
+  readonly sum: number
 }
+
+// Slots are immutable (they come from stored entries or from `added`): each is read
+// once, and its sum kept.
+const read = new WeakMap<object, Window | "bad">()
 
 const readWindow = (slot: Schema.Json | undefined): Window | undefined | "bad" => {
   if (slot === undefined) return undefined
+  if (typeof slot === "object" && slot !== null) {
+    const known = read.get(slot)
+    if (known !== undefined) return known
+    const w = parseWindow(slot)
+    read.set(slot, w)
+    return w
+  }
+  return "bad"
+}
+
+const parseWindow = (slot: Schema.Json): Window | "bad" => {
   if (typeof slot !== "object" || slot === null || Array.isArray(slot)) return "bad"
   const o = slot as { readonly [k: string]: Schema.Json }
   const s = o["s"]
   const c = o["c"]
   if (!isCount(s) || !Array.isArray(c) || c.length !== WINDOW_SLOTS || !c.every(isCount)) return "bad"
-  return { s, c: c as ReadonlyArray<number> }
+  return { s, c: c as ReadonlyArray<number>, sum: sum(c as ReadonlyArray<number>) }
 }
 
 // The window moved on to `now`'s slot; a clock that went back keeps the newest slot
@@ -46,10 +62,20 @@ const readWindow = (slot: Schema.Json | undefined): Window | undefined | "bad" =
 const advance = (w: Window, now: number): Window => {
   if (now <= w.s) return w
   const k = now - w.s
-  if (k >= WINDOW_SLOTS) return { s: now, c: new Array<number>(WINDOW_SLOTS).fill(0) }
+  if (k >= WINDOW_SLOTS) return { s: now, c: new Array<number>(WINDOW_SLOTS).fill(0), sum: 0 }
   const c = w.c.slice(k)
   for (let i = 0; i < k; i++) c.push(0)
-  return { s: now, c }
+  return { s: now, c, sum: sum(c) }
+}
+
+// The sum the window holds at slot `now`, without building the moved window.
+const sumAt = (w: Window, now: number): number => {
+  if (now <= w.s) return w.sum
+  const k = now - w.s
+  if (k >= WINDOW_SLOTS) return 0
+  let gone = 0
+  for (let i = 0; i < k; i++) gone = add(gone, w.c[i]!)
+  return w.sum === MAX ? sum(w.c.slice(k)) : w.sum - gone
 }
 
 const sum = (c: ReadonlyArray<number>): number => {
@@ -71,7 +97,7 @@ export const total = (slot: Schema.Json | undefined, nowMillis: number, perMilli
   const w = readWindow(slot)
   if (w === undefined) return 0
   if (w === "bad") return MAX
-  return sum(advance(w, slotOf(nowMillis, perMillis)).c)
+  return sumAt(w, slotOf(nowMillis, perMillis))
 }
 
 /**
@@ -90,15 +116,15 @@ export const added = (
     const before = reset ? 0 : total(slot, 0, undefined)
     return { n: add(before, amount) }
   }
-  const read = readWindow(slot)
+  const before = readWindow(slot)
   const now = nowMillis === undefined ? undefined : slotOf(nowMillis, perMillis)
   let w: Window
-  if (read === "bad") {
-    w = { s: now ?? 0, c: [...new Array<number>(WINDOW_SLOTS - 1).fill(0), MAX] }
-  } else if (read === undefined || reset) {
-    w = { s: now ?? read?.s ?? 0, c: new Array<number>(WINDOW_SLOTS).fill(0) }
+  if (before === "bad") {
+    w = { s: now ?? 0, c: [...new Array<number>(WINDOW_SLOTS - 1).fill(0), MAX], sum: MAX }
+  } else if (before === undefined || reset) {
+    w = { s: now ?? before?.s ?? 0, c: new Array<number>(WINDOW_SLOTS).fill(0), sum: 0 }
   } else {
-    w = now === undefined ? read : advance(read, now)
+    w = now === undefined ? before : advance(before, now)
   }
   const c = w.c.slice()
   c[WINDOW_SLOTS - 1] = add(c[WINDOW_SLOTS - 1]!, amount)

@@ -13,7 +13,6 @@ import * as Guard from "../Guard.ts"
 import * as JournalState from "../JournalState.ts"
 import type * as Pattern from "../Pattern.ts"
 import * as SessionMeta from "../SessionMeta.ts"
-import { canonicalize } from "./jcs.ts"
 import type * as Sessions from "./sessions.ts"
 
 /** One item of `writeAll`: a tool call or a non-tool entry. */
@@ -102,10 +101,6 @@ const patchProblem = (patch: SessionMeta.MetaPatch): InvalidRecordField | undefi
   }
   return undefined
 }
-
-// Whether two states are the same data (key order aside).
-const sameState = (a: Guard.GuardState, b: Guard.GuardState | null): boolean =>
-  b !== null && (a === b || canonicalize(a) === canonicalize(b))
 
 /** The write operations over a session registry's `submit`. */
 export const make = ({ submit, submitNow }: Submit) => {
@@ -231,10 +226,10 @@ export const make = ({ submit, submitNow }: Submit) => {
               JournalState.nextOther(s, ts, Guard.DECISION_KIND, Guard.decisionPayload(verdict, entry.sequence, tokens))
             ]
             : []
-          // The policy's next state, only when it changed: a guard without state
-          // writes what it wrote before states existed.
+          // The policy's next state, when the guard gives one (a guard gives it only
+          // when it changed): a guard without state writes what it wrote before.
           const kept: Array<Entry.OtherEntry> = []
-          if (verdict.state !== undefined && !sameState(verdict.state, state.guard_state)) {
+          if (verdict.state !== undefined && verdict.state !== state.guard_state) {
             const payload = Entry.validatePayload(Guard.STATE_KIND, verdict.state)
             if (Result.isFailure(payload)) return { entries: [], meta: null, result: Result.fail(payload.failure) }
             for (const o of own) s = JournalState.fold(s, o)
