@@ -1,10 +1,11 @@
 /**
  * The session's Merkle tree kept in its state on the PostgreSQL adapter
  * (docs/DESIGN.md §14): a session reopened from its checkpoint (version 3, the
- * tree's compact range in it) has the tree its whole history gives.
+ * tree's compact range in it) has the tree its whole history gives; the policy's
+ * state (§16) comes back from the checkpoint (version 4).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Entry, Merkle, SessionJournal } from "@session-journal/core"
+import { Entry, Guard, Merkle, SessionJournal } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
@@ -53,5 +54,41 @@ describe.skipIf(skipReason !== null)("postgres: the tree in the state", () => {
       yield* run(check(300))
       yield* run(write(300, 333))
       yield* run(check(333))
+    }))
+
+  it.live("a policy's state written by decide comes back from the checkpoint on reopening", () =>
+    Effect.gen(function*() {
+      const id = `gstate-${Date.now().toString(36)}`
+      const persistence = PgPersistence.layerFromUrl(url, { tablePrefix: prefix, applicationName: "sj-test-tree" })
+      const journal = SessionJournal.layer({ checkpointMinBytes: 2_000, caps: { entry_cap: 16 } }).pipe(
+        Layer.provide(persistence)
+      )
+      const run = <A, E>(program: Effect.Effect<A, E, SessionJournal.SessionJournal>) =>
+        program.pipe(Effect.provide(journal), Effect.scoped)
+      const counting: Guard.Guard = (_s, _p, c) => {
+        const n = typeof c?.state?.["n"] === "number" ? c.state["n"] : 0
+        return { _tag: "Allow", state: { n: n + 1 } }
+      }
+      const call = {
+        tool_name: "Bash",
+        server_id: "s",
+        agent_id: "a",
+        bytes_read: 0,
+        bytes_written: 0,
+        delegation_depth: 0
+      }
+      const decideMany = (n: number) =>
+        Effect.gen(function*() {
+          const j = yield* SessionJournal.SessionJournal
+          for (let i = 0; i < n; i++) yield* j.decide(id, call, counting)
+          yield* j.close(id)
+        })
+      yield* run(decideMany(120))
+      yield* run(decideMany(5))
+      yield* run(Effect.gen(function*() {
+        const j = yield* SessionJournal.SessionJournal
+        assert.deepStrictEqual((yield* j.state(id)).guard_state, { n: 125 })
+        assert.strictEqual((yield* j.verify(id)).nextSequence, 125 * 3)
+      }))
     }))
 })
