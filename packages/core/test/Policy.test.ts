@@ -8,13 +8,7 @@ import * as Result from "effect/Result"
 import * as fc from "fast-check"
 import { Guard, JournalState, Policy } from "../src/index.ts"
 import * as A from "./arbitraries.ts"
-import { built } from "./policies.ts"
-
-const decoded = (json: unknown): Policy.Policy => {
-  const r = Policy.decode(json)
-  if (Result.isFailure(r)) assert.fail(`did not decode: ${r.failure.message}`)
-  return r.success
-}
+import { built, decoded } from "./policies.ts"
 
 const problems = (text: string): Array<string> => {
   const r = Policy.decodeText(text)

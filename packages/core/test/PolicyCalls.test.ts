@@ -15,13 +15,7 @@ import { TestClock } from "effect/testing"
 import * as fc from "fast-check"
 import { Entry, Guard, JournalState, Persistence, Policy, SessionJournal } from "../src/index.ts"
 import * as A from "./arbitraries.ts"
-import { built } from "./policies.ts"
-
-const decoded = (json: unknown): Policy.Policy => {
-  const r = Policy.decode(json)
-  if (Result.isFailure(r)) assert.fail(`did not decode: ${r.failure.message}`)
-  return r.success
-}
+import { built, decoded } from "./policies.ts"
 
 const problems = (text: string): Array<string> => {
   const r = Policy.decodeText(text)

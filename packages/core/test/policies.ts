@@ -2,8 +2,10 @@
  * Random policies of the keys that were there before patterns (as JSON, next to the
  * guard written by hand with the combinators), shared by the policy tests.
  */
+import { assert } from "@effect/vitest"
+import * as Result from "effect/Result"
 import * as fc from "fast-check"
-import { Guard } from "../src/index.ts"
+import { Guard, Policy } from "../src/index.ts"
 import * as A from "./arbitraries.ts"
 
 // A policy as JSON, next to the guard written by hand with the combinators.
@@ -43,3 +45,10 @@ export const built: fc.Arbitrary<Built> = fc.letrec<{ node: Built }>((tie) => ({
     }))
   )
 })).node
+
+/** A policy document decoded, failing the test when it does not decode. */
+export const decoded = (json: unknown): Policy.Policy => {
+  const r = Policy.decode(json)
+  if (Result.isFailure(r)) assert.fail(`did not decode: ${r.failure.message}`)
+  return r.success
+}

@@ -5,7 +5,8 @@
  * as it grows; the policy's state (§16) is in the checkpoint and comes back with it.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Checkpoint, Entry, Guard, Merkle, SessionJournal } from "@session-journal/core"
+import { Checkpoint, Entry, Merkle, SessionJournal } from "@session-journal/core"
+import { countingGuard, toolParams } from "@session-journal/core/test/fixtures"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
@@ -74,22 +75,10 @@ describe("the tree on the filesystem adapter", () => {
 
   it("a policy's state written by decide comes back from the checkpoint (version 4) on reopening", async () => {
     const root = tempDir("guard-state")
-    const counting: Guard.Guard = (_s, _p, c) => {
-      const n = typeof c?.state?.["n"] === "number" ? c.state["n"] : 0
-      return { _tag: "Allow", state: { n: n + 1 } }
-    }
-    const call = {
-      tool_name: "Bash",
-      server_id: "s",
-      agent_id: "a",
-      bytes_read: 0,
-      bytes_written: 0,
-      delegation_depth: 0
-    }
     const decideMany = (n: number) =>
       Effect.gen(function*() {
         const journal = yield* SessionJournal.SessionJournal
-        for (let i = 0; i < n; i++) yield* journal.decide(ID, call, counting)
+        for (let i = 0; i < n; i++) yield* journal.decide(ID, toolParams("Bash"), countingGuard)
         yield* journal.close(ID)
       })
     await withJournal(root, decideMany(120))

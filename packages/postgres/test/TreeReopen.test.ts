@@ -5,7 +5,8 @@
  * state (§16) comes back from the checkpoint (version 4).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Entry, Guard, Merkle, SessionJournal } from "@session-journal/core"
+import { Entry, Merkle, SessionJournal } from "@session-journal/core"
+import { countingGuard, toolParams } from "@session-journal/core/test/fixtures"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
@@ -21,18 +22,23 @@ const treeOf = (entries: ReadonlyArray<Entry.Entry>) =>
 const hex = (range: Merkle.CompactRange | null) =>
   range === null ? null : { size: range.size, nodes: range.nodes.map((n) => Buffer.from(n).toString("hex")) }
 
+// Each run opens the session anew (a fresh service over the same tables).
+const run = <A, E>(program: Effect.Effect<A, E, SessionJournal.SessionJournal>) =>
+  program.pipe(
+    Effect.provide(
+      SessionJournal.layer({ checkpointMinBytes: 2_000, caps: { entry_cap: 16 } }).pipe(
+        Layer.provide(PgPersistence.layerFromUrl(url, { tablePrefix: prefix, applicationName: "sj-test-tree" }))
+      )
+    ),
+    Effect.scoped
+  )
+
 describe.skipIf(skipReason !== null)("postgres: the tree in the state", () => {
   afterAll(() => Effect.runPromise(PgPersistence.dropTables(prefix).pipe(Effect.provide(adminLayer()))))
 
   it.live("a session reopened from its checkpoint has the tree of its whole history", () =>
     Effect.gen(function*() {
       const id = `tree-${Date.now().toString(36)}`
-      const persistence = PgPersistence.layerFromUrl(url, { tablePrefix: prefix, applicationName: "sj-test-tree" })
-      const journal = SessionJournal.layer({ checkpointMinBytes: 2_000, caps: { entry_cap: 16 } }).pipe(
-        Layer.provide(persistence)
-      )
-      const run = <A, E>(program: Effect.Effect<A, E, SessionJournal.SessionJournal>) =>
-        program.pipe(Effect.provide(journal), Effect.scoped)
       const write = (from: number, to: number) =>
         Effect.gen(function*() {
           const j = yield* SessionJournal.SessionJournal
@@ -59,28 +65,10 @@ describe.skipIf(skipReason !== null)("postgres: the tree in the state", () => {
   it.live("a policy's state written by decide comes back from the checkpoint on reopening", () =>
     Effect.gen(function*() {
       const id = `gstate-${Date.now().toString(36)}`
-      const persistence = PgPersistence.layerFromUrl(url, { tablePrefix: prefix, applicationName: "sj-test-tree" })
-      const journal = SessionJournal.layer({ checkpointMinBytes: 2_000, caps: { entry_cap: 16 } }).pipe(
-        Layer.provide(persistence)
-      )
-      const run = <A, E>(program: Effect.Effect<A, E, SessionJournal.SessionJournal>) =>
-        program.pipe(Effect.provide(journal), Effect.scoped)
-      const counting: Guard.Guard = (_s, _p, c) => {
-        const n = typeof c?.state?.["n"] === "number" ? c.state["n"] : 0
-        return { _tag: "Allow", state: { n: n + 1 } }
-      }
-      const call = {
-        tool_name: "Bash",
-        server_id: "s",
-        agent_id: "a",
-        bytes_read: 0,
-        bytes_written: 0,
-        delegation_depth: 0
-      }
       const decideMany = (n: number) =>
         Effect.gen(function*() {
           const j = yield* SessionJournal.SessionJournal
-          for (let i = 0; i < n; i++) yield* j.decide(id, call, counting)
+          for (let i = 0; i < n; i++) yield* j.decide(id, toolParams("Bash"), countingGuard)
           yield* j.close(id)
         })
       yield* run(decideMany(120))
