@@ -23,6 +23,8 @@ const problems = (text: string): Array<string> => {
   return r.failure.issues.map((i) => `${i.path}: ${i.message}`)
 }
 
+const journalLayer = SessionJournal.layer().pipe(Layer.provide(Persistence.layerMemory()))
+
 const where = { cwd: "/home/u/repo", projectDir: "/home/u/repo", home: "/home/u" }
 const params = (tool_name: string, extra: Partial<Entry.ValidToolParams> = {}): Entry.ValidToolParams =>
   A.call(tool_name, extra)
@@ -75,6 +77,7 @@ describe("Policy: the new keys", () => {
         "maxTokens(2000000), maxStreak(4))"
     )
     assert.strictEqual(Policy.size(p), 7)
+    assert.deepStrictEqual(decoded(Policy.encode(p)), p)
     assert.deepStrictEqual(Policy.compile(p).stateKeys, [
       "maxInvocations(5, of: [\"Bash(npm test*)\"], per: \"1m\")",
       "maxStreak(3, of: [\"Read\"])",
@@ -268,6 +271,47 @@ describe("Policy: scoped and windowed limits, flows, budgets", () => {
     )
   })
 
+  it("a windowed streak counts the run of one tool in the window, and restarts with another tool", () => {
+    const d = driver({ maxStreak: 2, per: "1m" })
+    const at = (tool: string, t: number) => d.call(tool, {}, t)
+    assert.deepStrictEqual(tags([at("Read", 0), at("Read", 1000), at("Read", 2000)]), ["Allow", "Allow", "Deny"])
+    assert.deepStrictEqual(tags([at("Grep", 3000), at("Grep", 4000), at("Read", 5000)]), ["Allow", "Allow", "Allow"])
+    // The run of Read restarted at 5 s; the window forgets calls older than a minute and a slot.
+    assert.deepStrictEqual(tags([at("Read", 6000), at("Read", 7000), at("Read", 69_000)]), ["Allow", "Deny", "Allow"])
+  })
+
+  it.effect("observePlan stores the outcome and the observed state in one append, under the session's lock", () =>
+    Effect.gen(function*() {
+      const j = yield* SessionJournal.SessionJournal
+      yield* TestClock.setTime(1_764_400_000_000)
+      const compiled = Policy.compile(decoded({ maxBytesWritten: 10, of: "Write", per: "1h" }))
+      const call = { tool_name: "Write", tool_input: { file_path: "/w/a", content: "x" }, cwd: "/w" }
+      const first = yield* j.decide("obs", params("Write"), compiled.guard, undefined, { call, where })
+      assert.strictEqual(first.verdict._tag, "Allow")
+      const planned = yield* j.writeFrom(
+        "obs",
+        Policy.observePlan(compiled, { kind: Entry.OUTCOME_KIND, payload: { bytes_written: 10 } }, call, {
+          read: 0,
+          written: 10
+        }, where)
+      )
+      assert.deepStrictEqual(planned.entries.map((e) => e.kind), [Entry.OUTCOME_KIND, Guard.STATE_KIND])
+      const second = yield* j.decide("obs", params("Write", { bytes_written: 1 }), compiled.guard, undefined, {
+        call,
+        where
+      })
+      assert.strictEqual(second.verdict._tag, "Deny")
+      // Another tool's outcome changes nothing: only the outcome is stored.
+      const other = yield* j.writeFrom(
+        "obs",
+        Policy.observePlan(compiled, { kind: Entry.OUTCOME_KIND, payload: {} }, { tool_name: "Read" }, {
+          read: 5,
+          written: 5
+        })
+      )
+      assert.deepStrictEqual(other.entries.map((e) => e.kind), [Entry.OUTCOME_KIND])
+    }).pipe(Effect.provide(journalLayer)))
+
   it("windowed bytes count the call's own bytes and observed outcome bytes of matching calls", () => {
     const d = driver({ maxBytesRead: 100, of: "Read", per: "1m" })
     const call = { tool_name: "Read", tool_input: { file_path: "/a" } }
@@ -368,8 +412,6 @@ const legacyToGuard = (policy: Policy.Policy): Guard.Guard => {
   if ("denyList" in policy) return Guard.denyList(policy.denyList)
   throw new Error("not an old-key policy")
 }
-
-const journalLayer = SessionJournal.layer().pipe(Layer.provide(Persistence.layerMemory()))
 
 describe("Policy: old keys decide and write as before; no decision throws", () => {
   it.effect("property: an old-key policy's decisions and chain are byte-identical to before", () =>
