@@ -1,8 +1,8 @@
 /**
  * The session's Merkle tree kept in its state on the PostgreSQL adapter
- * (docs/DESIGN.md §14): a session reopened from its checkpoint (version 3, the
- * tree's compact range in it) has the tree its whole history gives; the policy's
- * state (§16) comes back from the checkpoint (version 4).
+ * (docs/DESIGN.md §14): a session reopened from its checkpoint (version 4, the
+ * tree's compact range and the policy's state in it) has the tree its whole history
+ * gives, and the policy's state (§16) decide wrote.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Entry, Merkle, SessionJournal } from "@session-journal/core"
