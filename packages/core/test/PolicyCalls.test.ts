@@ -271,6 +271,27 @@ describe("Policy: scoped and windowed limits, flows, budgets", () => {
     )
   })
 
+  it("a window keeps only the slots that hold calls; a malformed slot reads as full", () => {
+    const d = driver({ maxInvocations: 3, per: "1h" })
+    for (let i = 0; i < 3; i++) d.call("Bash", {}, 1_000_000 + i)
+    const key = "maxInvocations(3, per: \"1h\")"
+    assert.deepStrictEqual(d.state().guard_state, { [key]: { s: 16, w: [[0, 3]] } })
+    const g = d.compiled.guard
+    const snap = JournalState.snapshot(d.state())
+    const ctx = (state: Guard.GuardState) => ({
+      call: null,
+      where,
+      nowMillis: 1_000_000,
+      tokens: null,
+      canAsk: true,
+      state
+    })
+    for (const junk of [{ s: 16, w: [[61, 1]] }, { s: 16, w: [[0, -1]] }, { w: [] }, [], "x", { n: 0 }]) {
+      assert.strictEqual(g(snap, params("Bash"), ctx({ [key]: junk as never }))._tag, "Deny", JSON.stringify(junk))
+    }
+    assert.strictEqual(g(snap, params("Bash"), ctx({ [key]: { s: 16, w: [[5, 2]] } }))._tag, "Allow")
+  })
+
   it("a windowed streak counts the run of one tool in the window, and restarts with another tool", () => {
     const d = driver({ maxStreak: 2, per: "1m" })
     const at = (tool: string, t: number) => d.call(tool, {}, t)

@@ -1,10 +1,11 @@
 /**
  * The counters of a policy's stateful rules (docs/DESIGN.md §16), as the JSON data
  * `GuardState` keeps per rule: a plain count `{"n": k}`, or a sliding window
- * `{"s": slot, "c": [61 counts]}` of 60 slots of `per / 60` each before the current
- * one, oldest first, `c[60]` counting slot `s`. A call counts until its slot leaves
- * the window: for at least `per` and at most `per + per / 60`. Every read is total:
- * a malformed slot reads as full (fail closed).
+ * `{"s": newest, "w": [[age, count], …]}`: the slots of `per / 60` each that hold
+ * calls, oldest first, each by its age (0 to 60) before the newest slot `s` (at most
+ * 61 pairs, none with a count of 0). A call counts until its slot leaves the window: for at least `per`
+ * and at most `per + per / 60`. Every read is total: a malformed slot reads as full
+ * (fail closed).
  */
 import type * as Schema from "effect/Schema"
 
@@ -26,67 +27,54 @@ export const slotOf = (nowMillis: number, perMillis: number): number => {
   return Number.isSafeInteger(s) ? s : MAX
 }
 
-interface Window {
-  readonly s: number
-  readonly c: ReadonlyArray<number>
-  readonly sum: number
-}
+type Pair = readonly [slot: number, count: number]
 
 // Slots are immutable (they come from stored entries or from `added`): each is read
-// once, and its sum kept.
-const read = new WeakMap<object, Window | "bad">()
+// once.
+const read = new WeakMap<object, ReadonlyArray<Pair> | "bad">()
 
-const readWindow = (slot: Schema.Json | undefined): Window | undefined | "bad" => {
+const readWindow = (slot: Schema.Json | undefined): ReadonlyArray<Pair> | undefined | "bad" => {
   if (slot === undefined) return undefined
-  if (typeof slot === "object" && slot !== null) {
-    const known = read.get(slot)
-    if (known !== undefined) return known
-    const w = parseWindow(slot)
-    read.set(slot, w)
-    return w
+  if (typeof slot !== "object" || slot === null) return "bad"
+  const known = read.get(slot)
+  if (known !== undefined) return known
+  const w = parseWindow(slot)
+  read.set(slot, w)
+  return w
+}
+
+const parseWindow = (slot: Schema.Json): ReadonlyArray<Pair> | "bad" => {
+  const s = isObject(slot) ? slot["s"] : undefined
+  const w = isObject(slot) ? slot["w"] : undefined
+  if (!isCount(s) || !Array.isArray(w) || w.length > WINDOW_SLOTS) return "bad"
+  const out: Array<Pair> = []
+  let last = WINDOW_SLOTS
+  for (const p of w) {
+    if (!Array.isArray(p) || p.length !== 2 || !isCount(p[0]) || !isCount(p[1])) return "bad"
+    const age = p[0]
+    if (age >= last || age > s) return "bad"
+    last = age
+    out.push([s - age, p[1]])
   }
-  return "bad"
+  return out
 }
 
-const parseWindow = (slot: Schema.Json): Window | "bad" => {
-  if (typeof slot !== "object" || slot === null || Array.isArray(slot)) return "bad"
-  const o = slot as { readonly [k: string]: Schema.Json }
-  const s = o["s"]
-  const c = o["c"]
-  if (!isCount(s) || !Array.isArray(c) || c.length !== WINDOW_SLOTS || !c.every(isCount)) return "bad"
-  return { s, c: c as ReadonlyArray<number>, sum: sum(c as ReadonlyArray<number>) }
+// The pairs still in the window at slot `now`: a clock that went back keeps them all.
+const live = (w: ReadonlyArray<Pair>, now: number): ReadonlyArray<Pair> => {
+  let i = 0
+  while (i < w.length && w[i]![0] <= now - WINDOW_SLOTS) i++
+  return i === 0 ? w : w.slice(i)
 }
 
-// The window moved on to `now`'s slot; a clock that went back keeps the newest slot
-// (nothing leaves early).
-const advance = (w: Window, now: number): Window => {
-  if (now <= w.s) return w
-  const k = now - w.s
-  if (k >= WINDOW_SLOTS) return { s: now, c: new Array<number>(WINDOW_SLOTS).fill(0), sum: 0 }
-  const c = w.c.slice(k)
-  for (let i = 0; i < k; i++) c.push(0)
-  return { s: now, c, sum: sum(c) }
-}
-
-// The sum the window holds at slot `now`, without building the moved window.
-const sumAt = (w: Window, now: number): number => {
-  if (now <= w.s) return w.sum
-  const k = now - w.s
-  if (k >= WINDOW_SLOTS) return 0
-  let gone = 0
-  for (let i = 0; i < k; i++) gone = add(gone, w.c[i]!)
-  return w.sum === MAX ? sum(w.c.slice(k)) : w.sum - gone
-}
-
-const sum = (c: ReadonlyArray<number>): number => {
+const sum = (w: ReadonlyArray<Pair>): number => {
   let t = 0
-  for (const n of c) t = add(t, n)
+  for (const p of w) t = add(t, p[1])
   return t
 }
 
 /**
- * The total a slot holds at `nowMillis`: the count, or the window's sum once moved
- * to the current slot (`perMillis` undefined: a plain count). A malformed slot is full.
+ * The total a slot holds at `nowMillis`: the count, or the window's sum at the
+ * current slot (`perMillis` undefined: a plain count). A malformed slot is full.
  */
 export const total = (slot: Schema.Json | undefined, nowMillis: number, perMillis: number | undefined): number => {
   if (perMillis === undefined) {
@@ -97,13 +85,13 @@ export const total = (slot: Schema.Json | undefined, nowMillis: number, perMilli
   const w = readWindow(slot)
   if (w === undefined) return 0
   if (w === "bad") return MAX
-  return sumAt(w, slotOf(nowMillis, perMillis))
+  return sum(live(w, slotOf(nowMillis, perMillis)))
 }
 
 /**
- * The slot with `amount` added at `nowMillis` (to the newest slot when `nowMillis`
- * is undefined, or to a fresh window at time 0 when there is none). A malformed slot
- * starts again full. `reset` empties it first (a streak that was broken).
+ * The slot with `amount` added at `nowMillis` (to the newest slot it holds when
+ * `nowMillis` is undefined or earlier, or to slot 0 when it holds none). A malformed
+ * slot starts again full. `reset` empties it first (a streak that was broken).
  */
 export const added = (
   slot: Schema.Json | undefined,
@@ -117,27 +105,30 @@ export const added = (
     return { n: add(before, amount) }
   }
   const before = readWindow(slot)
-  const now = nowMillis === undefined ? undefined : slotOf(nowMillis, perMillis)
-  let w: Window
-  if (before === "bad") {
-    w = { s: now ?? 0, c: [...new Array<number>(WINDOW_SLOTS - 1).fill(0), MAX], sum: MAX }
-  } else if (before === undefined || reset) {
-    w = { s: now ?? before?.s ?? 0, c: new Array<number>(WINDOW_SLOTS).fill(0), sum: 0 }
-  } else {
-    w = now === undefined ? before : advance(before, now)
+  const pairs: Array<Pair> = before === undefined || reset
+    ? []
+    : before === "bad"
+    ? [[nowMillis === undefined ? 0 : slotOf(nowMillis, perMillis), MAX]]
+    : [...(nowMillis === undefined ? before : live(before, slotOf(nowMillis, perMillis)))]
+  const newest = pairs.length === 0 ? undefined : pairs[pairs.length - 1]!
+  const now = nowMillis === undefined ? newest?.[0] ?? 0 : slotOf(nowMillis, perMillis)
+  if (amount > 0) {
+    if (newest !== undefined && newest[0] >= now) pairs[pairs.length - 1] = [newest[0], add(newest[1], amount)]
+    else pairs.push([now, amount])
   }
-  const c = w.c.slice()
-  c[WINDOW_SLOTS - 1] = add(c[WINDOW_SLOTS - 1]!, amount)
-  return { s: w.s, c }
+  const top = pairs.length === 0 ? now : pairs[pairs.length - 1]![0]
+  const out = { s: top, w: pairs.map(([slot, count]) => [top - slot, count]) }
+  read.set(out, pairs)
+  return out
 }
 
-/** Whether a slot is empty (a count of 0, or no window). */
+/** Whether a slot is empty (a count of 0, or a window of no calls). */
 export const isEmpty = (slot: Schema.Json | undefined): boolean => {
   if (slot === undefined) return true
   if (!isObject(slot)) return false
   if (Object.hasOwn(slot, "n")) return slot["n"] === 0
-  const c = slot["c"]
-  return Array.isArray(c) && c.length === WINDOW_SLOTS && c.every((n) => n === 0)
+  const w = slot["w"]
+  return Array.isArray(w) && w.length === 0
 }
 
 /**
@@ -152,5 +143,5 @@ export const durationMillis = (text: string): number | undefined => {
   return ms <= 366 * 86_400_000 ? ms : undefined
 }
 
-/** The longest JSON text of one slot: a window of 61 counts of 16 digits and its slot. */
-export const MAX_SLOT_TEXT = 16 + 17 + WINDOW_SLOTS * 17
+/** The longest JSON text of one slot: a window of 61 pairs of an age and a 16-digit count. */
+export const MAX_SLOT_TEXT = 30 + WINDOW_SLOTS * 22
