@@ -11,7 +11,10 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import { TestClock } from "effect/testing"
+import * as fc from "fast-check"
 import { Entry, Guard, JournalState, Persistence, SessionJournal } from "../src/index.ts"
+import { ReplayFold } from "../src/internal/replayFold.ts"
+import * as A from "./arbitraries.ts"
 
 const layer = SessionJournal.layer().pipe(Layer.provide(Persistence.layerMemory()))
 const call = {
@@ -133,5 +136,34 @@ describe("Guard context", () => {
     put({ b: "é".repeat(Guard.MAX_STATE_BYTES / 2 - 20) })
     assert.deepStrictEqual(Object.keys(s.guard_state ?? {}), ["b"])
     assert.isDefined(Guard.stateProblem({ big: "é".repeat(Guard.MAX_STATE_BYTES / 2) }))
+  })
+
+  it("property: fold and a replay keep the same newest valid state, whatever the guard.state payloads", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.oneof(
+            fc.jsonValue({ maxDepth: 2 }),
+            fc.dictionary(fc.string({ maxLength: 4 }), fc.jsonValue({ maxDepth: 1 }), { maxKeys: 3 }),
+            fc.constant({ big: "x".repeat(Guard.MAX_STATE_BYTES) })
+          ),
+          { maxLength: 8 }
+        ),
+        (payloads) => {
+          let s = JournalState.empty("r")
+          const replay = new ReplayFold(s)
+          let expected: unknown = null
+          for (const payload of payloads) {
+            const e = JournalState.nextOther(s, 1, Guard.STATE_KIND, JSON.parse(JSON.stringify(payload)))
+            s = JournalState.fold(s, e)
+            replay.fold(e)
+            if (Guard.stateProblem(e.payload) === undefined) expected = e.payload
+          }
+          assert.deepStrictEqual(s.guard_state, expected)
+          assert.deepStrictEqual(replay.state().guard_state, expected)
+        }
+      ),
+      { numRuns: A.runs(100) }
+    )
   })
 })
