@@ -14,6 +14,7 @@ import * as Stream from "effect/Stream"
 import { TestClock } from "effect/testing"
 import * as fc from "fast-check"
 import { Entry, Guard, JournalState, Persistence, Policy, SessionJournal } from "../src/index.ts"
+import { duplicateKeys } from "../src/internal/duplicateKeys.ts"
 import * as A from "./arbitraries.ts"
 import { built, decoded } from "./policies.ts"
 
@@ -124,6 +125,18 @@ describe("Policy: the new keys", () => {
     assert.deepStrictEqual(Policy.check(`[{"deny":"mcp__github"},{"allowList":["Bash"]}]`).warnings, [])
     const top = Policy.check(`[{"a":1,"a":2}]`)
     assert.deepStrictEqual(top.issues.map((i) => i.path).slice(0, 1), ["$[0].a"])
+  })
+
+  it("repeated keys are found by their path, past strings, escapes and nesting; JSON text has none", () => {
+    const text = `{"a":"}{\\"a\\":1,","b":[{"c":1},{"c":2,"c":3}],"\\u0062":1,"d":{"e":[[{"f":0,"f":1}]]}}`
+    assert.deepStrictEqual(duplicateKeys(text), [
+      { path: ["b", 1], key: "c" },
+      { path: [], key: "b" },
+      { path: ["d", "e", 0, 0], key: "f" }
+    ])
+    fc.assert(fc.property(fc.jsonValue(), (v) => assert.deepStrictEqual(duplicateKeys(JSON.stringify(v)), [])), {
+      numRuns: A.runs(200)
+    })
   })
 
   it("a policy whose state could pass the bound is refused", () => {
