@@ -10,7 +10,7 @@
 import { Entry, Guard, JournalState, Policy } from "../../packages/core/src/index.ts"
 import { type Figure, median, type RunOptions, type Scenario } from "../lib/harness.ts"
 
-export const rules = (): Array<unknown> => {
+const rules = (): Array<unknown> => {
   const out: Array<unknown> = []
   const words = ["rm -rf", "git push --force", "curl", "wget", "npm publish", "docker run", "kubectl delete", "ssh"]
   for (let i = 0; i < 30; i++) out.push({ deny: `Bash(${words[i % words.length]} ${i} *)` })
@@ -63,7 +63,7 @@ const params = (tool_name: string): Entry.ValidToolParams => ({
 })
 
 // Decides `n` calls in turn, folding each decision's state; the time of each, in µs.
-export const measure = (compiled: Policy.Compiled, n: number): Array<number> => {
+const measure = (compiled: Policy.Compiled, n: number): Array<number> => {
   let state = JournalState.empty("bench-policy")
   const times = new Array<number>(n)
   let t = 1_764_400_000_000
@@ -89,7 +89,7 @@ const percentile = (xs: ReadonlyArray<number>, q: number): number => {
   return s[Math.min(s.length - 1, Math.floor(q * s.length))]!
 }
 
-export const compileText = (json: unknown): Policy.Compiled => {
+const compileText = (json: unknown): Policy.Compiled => {
   const r = Policy.decode(json)
   if (r._tag === "Failure") throw new Error(r.failure.message)
   return Policy.compile(r.success)
