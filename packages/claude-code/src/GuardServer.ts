@@ -208,8 +208,6 @@ export interface Options<E = never, L = never> {
   readonly storage: Layer.Layer<Persistence.Persistence, E>
   /** The journal's directory when it is one (protected from the calls the guard decides), else null. */
   readonly journalDir: string | null
-  /** The user's state directory of journals: the transcript scans are kept beside it (none: not kept). */
-  readonly stateDir: string | undefined
   /** The requests accepted by their `Host`, for the port the guard is bound to. */
   readonly hosts: (port: number) => Hosts
   /** Run once the guard listens, with its port (the command line prints its address). */
@@ -297,8 +295,8 @@ export const handler = (options: {
   readonly acknowledged?: Acknowledged | undefined
   /** Whether `Authorization: Bearer TOKEN` is taken as proof (default false: only the forwarder's MAC). */
   readonly acceptBearer?: boolean | undefined
-  /** The user's state directory of journals: the transcript scans are kept beside it (none: not kept). */
-  readonly stateDir?: string | undefined
+  /** Where the transcript scans are kept between events (default: in memory, the latest 1,024 sessions). */
+  readonly keeper?: TranscriptScan.Keeper | undefined
 }) => {
   const acknowledged = options.acknowledged ?? new Acknowledged()
   const hosts = options.hosts
@@ -311,7 +309,8 @@ export const handler = (options: {
   const timeoutMs = options.handleTimeoutMs ?? DEFAULT_HANDLE_TIMEOUT_MS
   const handleOptions: Hook.HandleOptions = options.policy === null
     ? { policy: null }
-    : { policy: Policy.toGuard(options.policy), policyName: Policy.format(options.policy) }
+    : { policy: Policy.compile(options.policy), policyName: Policy.format(options.policy) }
+  const keeper = options.keeper ?? TranscriptScan.memoryKeeper()
   const stopping = options.stopping ?? (() => false)
   return Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
@@ -330,7 +329,7 @@ export const handler = (options: {
       handleOptions,
       protect: options.protect,
       acknowledged,
-      stateDir: options.stateDir
+      keeper
     })
     // A refusal before the request proved itself is not signed: the sender may not
     // hold the token.
@@ -338,6 +337,16 @@ export const handler = (options: {
     return stopping() ? HttpServerResponse.setHeader(response, "connection", "close") : response
   })
 }
+
+// What the transcripts say before a PreToolUse is decided; null without one.
+const transcriptTotals = (
+  input: typeof Hook.Common.Type,
+  keeper: TranscriptScan.Keeper,
+  session: string | undefined
+): Promise<TranscriptScan.Totals | null> =>
+  input.transcript_path === undefined || input.transcript_path === ""
+    ? Promise.resolve(null)
+    : TranscriptScan.totals(input.transcript_path, keeper, session ?? Hook.sessionId(input))
 
 const unauthorized = () =>
   refuse(
@@ -361,7 +370,7 @@ const answerOf = (
       | ((cwd: string, transcriptPath?: string | undefined) => Promise<ReadonlyArray<Hook.Protected>>)
       | undefined
     readonly acknowledged?: Acknowledged | undefined
-    readonly stateDir?: string | undefined
+    readonly keeper: TranscriptScan.Keeper
   }
 ): Effect.Effect<{ readonly reply: Reply; readonly proved: boolean }, never, SessionJournal.SessionJournal> =>
   Effect.gen(function*() {
@@ -434,20 +443,17 @@ const answerOf = (
       ...c.handleOptions,
       ...(protect === undefined
         ? {}
-        : {
-          protect: yield* Effect.promise(() => protect(event.input.cwd, event.input.transcript_path)),
-          home: process.env["HOME"]
-        }),
+        : { protect: yield* Effect.promise(() => protect(event.input.cwd, event.input.transcript_path)) }),
+      home: process.env["HOME"],
       ...(event.input.agent_id === undefined ? {} : { depth: yield* AgentDepth.of(event.input) }),
-      ...(protect === undefined || event.input.transcript_path === undefined ? {} : {
-        allowedByTranscript: yield* Effect.promise(() =>
-          TranscriptScan.allowedCalls(
-            event.input.transcript_path!,
-            TranscriptScan.cacheDir(c.stateDir),
-            c.handleOptions.session ?? Hook.sessionId(event.input)
-          )
-        )
-      })
+      ...(yield* Effect.promise(() => transcriptTotals(event.input, c.keeper, c.handleOptions.session)).pipe(
+        Effect.map((totals) => ({
+          ...(protect === undefined || totals === null ? {} : { allowedByTranscript: totals.allowed }),
+          tokens: totals === null ? null : totals.tokens
+        }))
+      )),
+      // Claude Code prompts the person for an ask.
+      canAsk: true
     }
     const acknowledged = c.acknowledged
     const session = handleOptions.session ?? Hook.sessionId(event.input)
@@ -536,7 +542,6 @@ export const run = <E, L>(options: Options<E, L>) =>
           handleTimeoutMs: options.handleTimeoutMs,
           stopping: () => signalled,
           acceptBearer: options.acceptBearer,
-          stateDir: options.stateDir,
           ...(options.noSelfProtection === true ? {} : {
             protect: (cwd: string, transcriptPath?: string | undefined) =>
               Protect.protectedPaths(

@@ -24,13 +24,21 @@
  *   1 when it cannot be known, and then a guard that would deny deeper denies); `bytes_written` the UTF-8 length of the
  *   JSON text of `tool_input`, `bytes_read` 0), decided by the policy, and in the
  *   same append a `claude-code.decision` entry: `tool_use_id`, `tool_name`,
- *   `tool_input`, `agent_id`, `verdict` (`allow` | `deny`), `guard`, `reason`.
+ *   `tool_input`, `agent_id`, `verdict` (`allow` | `ask` | `deny`), `guard`,
+ *   `reason`, `tokens` (the tokens the session had used, when the door measures
+ *   them; null when it could not tell), and, when the policy's own state changed
+ *   (its windows, counters, flows: docs/DESIGN.md §16), a `guard.state` entry.
+ *   The policy sees the call itself (`tool_name`, `tool_input`, `cwd`), the
+ *   project directory (`HandleOptions.projectDir`, else the session's first
+ *   `cwd`), the home directory and the tokens.
  * - `PostToolUse` / `PostToolUseFailure`: a `tool.outcome` entry (core's
  *   `Entry.OUTCOME_KIND`): `tool_use_id`, `tool_name`, `agent_id`, `bytes_read`
  *   (what the call returned to the agent, `responseBytes`, or the `error`),
  *   `bytes_written` 0, `duration_ms`, `error` (null on success), `is_interrupt`,
  *   and the SHA-256 of the response's JSON text. Its bytes reach the data-flow
- *   counters (docs/DESIGN.md §13): a Read's bytes are known only after it ran.
+ *   counters (docs/DESIGN.md §13): a Read's bytes are known only after it ran;
+ *   with a compiled policy, also its scoped byte limits (`Policy.observePlan`),
+ *   the next state in the same append.
  *   One whose input cannot be journaled as is (too large, too deep, not
  *   well-formed text) is an outcome marker (`Unrecorded`): the response's size as
  *   written, the input's size and SHA-256, `not_recorded` the reason.
@@ -44,13 +52,15 @@
  *   payload.
  *
  * An allowed call is answered `{}` (no opinion), never `"allow"`: an `allow`
- * would skip Claude Code's own permission rules.
+ * would skip Claude Code's own permission rules. An ask is answered
+ * `permissionDecision: "ask"` where the door can prompt someone
+ * (`HandleOptions.canAsk`), else denied saying approval was needed.
  *
  * @since 0.4.0
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
-import { Entry, Guard, messageOf, SessionJournal } from "@session-journal/core"
+import { Entry, Guard, type JournalState, messageOf, type Pattern, Policy, SessionJournal } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
@@ -696,6 +706,12 @@ const outcome = (
   }
 })
 
+// An outcome payload's `bytes_read`, as `entryOf` wrote it.
+const outcomeRead = (payload: Schema.Json): number => {
+  const n = field(payload, "bytes_read")
+  return typeof n === "number" ? n : 0
+}
+
 const validDuration = (ms: number | undefined): number | null =>
   ms !== undefined && Number.isSafeInteger(ms) && ms >= 0 ? ms : null
 
@@ -942,8 +958,13 @@ export const selfProtection = (
  * @since 0.4.0
  */
 export interface HandleOptions {
-  /** The guard every PreToolUse is decided with; `null` records only (every call allowed). */
-  readonly policy: Guard.Guard | null
+  /**
+   * The guard every PreToolUse is decided with; `null` records only (every call
+   * allowed). A compiled policy (`Policy.compile`, since 0.8.0) also folds each
+   * outcome's bytes into its scoped byte limits (`Policy.observePlan`), in the
+   * outcome's append.
+   */
+  readonly policy: Guard.Guard | Policy.Compiled | null
   /** The policy's name as denials cite it (`Policy.format`), kept in the decision entry. */
   readonly policyName?: string | undefined
   /**
@@ -973,15 +994,43 @@ export interface HandleOptions {
    * rather than decided on a budget started afresh.
    */
   readonly allowedByTranscript?: number | undefined
+  /**
+   * The project directory that `/path` patterns are anchored at:
+   * `$CLAUDE_PROJECT_DIR` when the door has it. Without it, the session's first
+   * `cwd`, kept in its metadata (`data.cwd`, set at SessionStart or by the first
+   * call decided).
+   *
+   * @since 0.8.0
+   */
+  readonly projectDir?: string | undefined
+  /**
+   * The tokens the session used so far, main agent and sub-agents together, as the
+   * door measured them (`Usage`); `null`: the door measures them and does not know
+   * (a `maxTokens` rule then denies); absent: the door does not measure them.
+   *
+   * @since 0.8.0
+   */
+  readonly tokens?: bigint | null | undefined
+  /**
+   * Whether a person can be prompted (default false): an `Ask` is then answered
+   * with `permissionDecision: "ask"`; otherwise it is a denial saying that approval
+   * was needed (`Guard.unanswered`).
+   *
+   * @since 0.8.0
+   */
+  readonly canAsk?: boolean | undefined
 }
 
 const allowAll: Guard.Guard = () => Guard.allow
+
+const guardOf = (policy: Guard.Guard | Policy.Compiled | null): Guard.Guard =>
+  policy === null ? allowAll : typeof policy === "function" ? policy : policy.guard
 
 // A journal holding fewer calls than the transcript says our hooks allowed lost them.
 const shrunk = (allowed: number | undefined, guard: Guard.Guard): Guard.Guard =>
   allowed === undefined || allowed <= 0 ?
     guard :
-    (snapshot, params) =>
+    (snapshot, params, context) =>
       snapshot.data_flow.total_invocations < BigInt(allowed)
         ? Guard.deny(
           `the journal of this session holds ${snapshot.data_flow.total_invocations} calls, but Claude Code's transcript shows ` +
@@ -989,21 +1038,66 @@ const shrunk = (allowed: number | undefined, guard: Guard.Guard): Guard.Guard =>
             `it, or start a new Claude Code session)`,
           SELF_PROTECTION
         )
-        : guard(snapshot, params)
+        : guard(snapshot, params, context)
 
 // A call of a sub-agent whose depth cannot be known is decided at the least depth
 // it can have and at the greatest: a guard that would deny it deeper denies it.
-const unknownDepth = (policy: Guard.Guard, agent: string, why: string): Guard.Guard => (snapshot, params) => {
-  const verdict = policy(snapshot, params)
+// The policy's next state is the one of the call as recorded (at depth 1).
+const unknownDepth = (policy: Guard.Guard, agent: string, why: string): Guard.Guard => (snapshot, params, context) => {
+  const verdict = policy(snapshot, params, context)
   if (verdict._tag === "Deny") return verdict
-  const deeper = policy(snapshot, { ...params, delegation_depth: Entry.MAX_U32 })
-  return deeper._tag === "Allow"
+  const deeper = policy(snapshot, { ...params, delegation_depth: Entry.MAX_U32 }, context)
+  return deeper._tag !== "Deny"
     ? verdict
-    : Guard.deny(
-      `the delegation depth of sub-agent ${agent} cannot be known (${why}), and ${deeper.guard} fails closed`,
-      deeper.guard
-    )
+    : {
+      ...Guard.deny(
+        `the delegation depth of sub-agent ${agent} cannot be known (${why}), and ${deeper.guard} fails closed`,
+        deeper.guard
+      ),
+      ...(verdict.state === undefined ? {} : { state: verdict.state })
+    }
 }
+
+/**
+ * The project directory a session's metadata keeps (`data.cwd`: the first `cwd`
+ * it saw), or null.
+ *
+ * @since 0.8.0
+ */
+export const keptProjectDir = (meta: JournalState.JournalState["meta"]): string | null => {
+  const data = meta?.data
+  if (typeof data !== "object" || data === null || Array.isArray(data)) return null
+  const cwd = (data as { readonly [key: string]: Schema.Json })["cwd"]
+  return typeof cwd === "string" && cwd.startsWith("/") ? cwd : null
+}
+
+// The session's first cwd: the kept one, else this call's, kept in the metadata
+// (with whatever data is there) in the session's writer, so the first one wins.
+const firstCwd = (journal: SessionJournal.SessionJournal["Service"], session: string, cwd: string) =>
+  Effect.map(
+    journal.writeFrom(session, (state) => {
+      const kept = keptProjectDir(state.meta)
+      if (kept !== null) return { items: [], result: kept }
+      const data = state.meta?.data
+      const base = typeof data === "object" && data !== null && !Array.isArray(data) ? data : {}
+      return { items: [], meta: { data: { ...base, cwd } }, result: cwd }
+    }),
+    (planned) => planned.result
+  )
+
+/**
+ * The answer to a decided PreToolUse: `{}` when allowed (no opinion), Claude
+ * Code's `permissionDecision: "ask"` with the reason for an ask, its deny with the
+ * reason for a denial.
+ *
+ * @since 0.8.0
+ */
+export const answerOf = (verdict: Guard.Verdict): HookOutput =>
+  verdict._tag === "Allow"
+    ? {}
+    : verdict._tag === "Ask"
+    ? Refusal.askOutput(denialReason(verdict)) as HookOutput
+    : denyOutput(denialReason(verdict))
 
 /**
  * The `hook_event_name` of a decoded event, as Claude Code sent it.
@@ -1024,11 +1118,12 @@ const journalError = (event: HookEvent, e: { readonly message: string; readonly 
 /**
  * Journals one hook event in its Claude Code session's journal session and
  * answers it. A PreToolUse is decided with `options.policy` and recorded with
- * its decision in one append (`SessionJournal.decide`): denied, it is answered
- * with `denyOutput(denialReason(verdict))`; allowed, with `{}`. Every other event
+ * its decision in one append (`SessionJournal.decide`), with the call, its
+ * anchors, the tokens and whether someone can be asked as the guard's context:
+ * answered `answerOf(verdict)` (`{}`, an ask, a deny). Every other event
  * is appended (SessionStart also sets the session's metadata: title, labels
- * `claude-code` and `hooked`, and in `data` the Claude Code session, project and
- * custody session id) and answered `{}`. Fails with `HookError` (`Journal`) when
+ * `claude-code` and `hooked`, and in `data` the Claude Code session, the first
+ * `cwd`, project and custody session id) and answered `{}`. Fails with `HookError` (`Journal`) when
  * the event cannot be recorded; nothing was then acknowledged, and the caller
  * refuses (`refusal`) unless it fails open. The one place every door decides
  * (`HookRunner`, `GuardServer`, `Session`).
@@ -1042,11 +1137,14 @@ export const handle = (
   Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
     const session = options.session ?? sessionId(event.input)
+    const compiled = options.policy !== null && typeof options.policy !== "function" ? options.policy : null
     if (event.name === "PreToolUse") {
       const input = event.input
-      const policy = options.policy ?? allowAll
+      const policy = guardOf(options.policy)
       const protection = selfProtection(input, options.protect ?? [], options.home)
       const depth = options.depth
+      const projectDir = options.projectDir ?? (yield* firstCwd(journal, session, input.cwd))
+      const tokens = options.tokens
       const decision = yield* journal.decide(
         session,
         toolParams(input, depth),
@@ -1058,46 +1156,78 @@ export const handle = (
             ? unknownDepth(policy, input.agent_id, depth.reason)
             : policy
         ),
-        (verdict, entry) => [{
-          kind: DECISION_KIND,
-          payload: {
-            tool_use_id: input.tool_use_id,
-            tool_name: input.tool_name,
-            tool_input: input.tool_input,
-            agent_id: entry.agent_id,
-            ...(input.agent_type === undefined ? {} : { agent_type: input.agent_type }),
-            ...(input.prompt_id === undefined ? {} : { prompt_id: input.prompt_id }),
-            tool_sequence: entry.sequence,
-            verdict: verdict._tag === "Allow" ? "allow" : "deny",
-            guard: verdict._tag === "Allow" ? null : verdict.guard,
-            reason: verdict._tag === "Allow" ? null : verdict.reason,
-            policy: options.policy === null ? null : options.policyName ?? "policy",
-            ...(options.depth?._tag === "Unknown" && input.agent_id !== undefined
-              ? { delegation_depth_unknown: options.depth.reason }
-              : {})
-          }
-        }]
+        (verdict, entry) => {
+          const decided = Guard.decisionPayload(verdict, entry.sequence, tokens)
+          return [{
+            kind: DECISION_KIND,
+            payload: {
+              tool_use_id: input.tool_use_id,
+              tool_name: input.tool_name,
+              tool_input: input.tool_input,
+              agent_id: entry.agent_id,
+              ...(input.agent_type === undefined ? {} : { agent_type: input.agent_type }),
+              ...(input.prompt_id === undefined ? {} : { prompt_id: input.prompt_id }),
+              ...decided,
+              // A door that measures tokens and does not know them says so.
+              ...(tokens === null ? { tokens: null } : {}),
+              policy: options.policy === null ? null : options.policyName ?? "policy",
+              ...(options.depth?._tag === "Unknown" && input.agent_id !== undefined
+                ? { delegation_depth_unknown: options.depth.reason }
+                : {})
+            }
+          }]
+        },
+        {
+          call: { tool_name: input.tool_name, tool_input: input.tool_input, cwd: input.cwd },
+          where: { cwd: input.cwd, projectDir, ...(options.home === undefined ? {} : { home: options.home }) },
+          tokens: tokens ?? null,
+          canAsk: options.canAsk === true
+        }
       )
       const verdict = decision.verdict
-      return {
-        output: verdict._tag === "Allow" ? {} : denyOutput(denialReason(verdict)),
-        session,
-        verdict
-      }
+      return { output: answerOf(verdict), session, verdict }
+    }
+    if (
+      compiled !== null && (event.name === "PostToolUse" || event.name === "PostToolUseFailure" ||
+        event.name === "Unrecorded")
+    ) {
+      // The outcome's bytes reach the policy's scoped byte limits in the outcome's
+      // own append, from the session's state under its lock.
+      const outcome = entryOf(event)
+      const input = event.input
+      const call: Pattern.Call = event.name === "Unrecorded"
+        ? { tool_name: input.tool_name, cwd: input.cwd }
+        : { tool_name: input.tool_name, tool_input: event.input.tool_input, cwd: input.cwd }
+      const read = outcomeRead(outcome.payload)
+      yield* journal.writeFrom(session, (state, nowMillis) => {
+        const where = {
+          cwd: input.cwd,
+          projectDir: options.projectDir ?? keptProjectDir(state.meta) ?? input.cwd,
+          ...(options.home === undefined ? {} : { home: options.home })
+        }
+        return Policy.observePlan(compiled, outcome, call, { read, written: 0 }, where)(state, nowMillis)
+      })
+      return { output: {}, session, verdict: null }
     }
     const { kind, payload } = entryOf(event)
     yield* journal.append(session, kind, payload)
     if (event.name === "SessionStart") {
-      yield* journal.setMeta(session, {
-        title: `Claude Code ${event.input.session_id}`,
-        labels: ["claude-code", "hooked"],
-        data: {
-          claude_code_session: event.input.session_id,
-          cwd: event.input.cwd,
-          project: projectOf(event.input),
-          custody_session: custodySessionId(event.input)
-        }
-      })
+      const input = event.input
+      // A resumed session keeps its first cwd: `/path` patterns stay anchored there.
+      yield* journal.writeFrom(session, (state) => ({
+        items: [],
+        meta: {
+          title: `Claude Code ${input.session_id}`,
+          labels: ["claude-code", "hooked"],
+          data: {
+            claude_code_session: input.session_id,
+            cwd: keptProjectDir(state.meta) ?? input.cwd,
+            project: projectOf(input),
+            custody_session: custodySessionId(input)
+          }
+        },
+        result: null
+      }))
     }
     return { output: {}, session, verdict: null }
   }).pipe(Effect.mapError((e) => journalError(event, e)))

@@ -224,7 +224,7 @@ const handled = async (args: Options, io: Io, seen: Seen): Promise<Reply> => {
       seen.stage = `reading the policy file ${file}`
       const policy = await Effect.runPromiseExit(args.loadPolicy(file))
       if (Exit.isFailure(policy)) return refuse(describe(Cause.squash(policy.cause)))
-      options = { policy: Policy.toGuard(policy.value), policyName: Policy.format(policy.value) }
+      options = { policy: Policy.compile(policy.value), policyName: Policy.format(policy.value) }
     }
 
     const journal = await args.journal()
@@ -233,15 +233,25 @@ const handled = async (args: Options, io: Io, seen: Seen): Promise<Reply> => {
       seen.stage = "reading the sub-agent's depth"
       options = { ...options, depth: await Effect.runPromise(AgentDepth.of(hookEvent.input)) }
     }
-    if (hookEvent.name === "PreToolUse" && args.noSelfProtection !== true && hookEvent.input.transcript_path) {
-      seen.stage = "counting in the transcript the calls the hooks allowed"
-      options = {
-        ...options,
-        allowedByTranscript: await TranscriptScan.allowedCalls(
-          hookEvent.input.transcript_path,
-          TranscriptScan.cacheDir(args.stateDir),
+    if (hookEvent.name === "PreToolUse") {
+      seen.stage = "reading in the transcripts the calls the hooks allowed and the tokens used"
+      const path = hookEvent.input.transcript_path
+      const totals = path === undefined || path === ""
+        ? { allowed: 0, tokens: null }
+        : await TranscriptScan.totals(
+          path,
+          TranscriptScan.fileKeeper(TranscriptScan.cacheDir(args.stateDir)),
           options.session ?? Hook.sessionId(hookEvent.input)
         )
+      const projectDir = io.env["CLAUDE_PROJECT_DIR"]
+      options = {
+        ...options,
+        ...(args.noSelfProtection === true ? {} : { allowedByTranscript: totals.allowed }),
+        tokens: totals.tokens,
+        // Claude Code prompts the person for an ask.
+        canAsk: true,
+        ...(projectDir !== undefined && projectDir.startsWith("/") ? { projectDir } : {}),
+        home: io.env["HOME"]
       }
     }
     if (hookEvent.name === "PreToolUse" && args.noSelfProtection !== true) {

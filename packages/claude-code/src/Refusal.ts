@@ -27,6 +27,18 @@ export const denyOutput = (reason: string): Output => ({
 })
 
 /**
+ * The output that asks the person at Claude Code to approve a PreToolUse: Claude
+ * Code prompts (its permission dialog, or `can_use_tool` to a host run with
+ * `--permission-prompt-tool stdio`); where no one can be prompted (`-p` without a
+ * host) the call is refused and the model sees the reason (PROTOCOL.md (b)).
+ *
+ * @since 0.8.0
+ */
+export const askOutput = (reason: string): Output => ({
+  hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "ask", permissionDecisionReason: reason }
+})
+
+/**
  * The output that denies a PermissionRequest: the call does not run and the
  * model sees `message`.
  *

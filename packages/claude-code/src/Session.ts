@@ -33,7 +33,7 @@
  *
  * @since 0.1.0
  */
-import { type Guard, Persistence, SessionJournal, type StorageError } from "@session-journal/core"
+import { type Guard, Persistence, type Policy, SessionJournal, type StorageError } from "@session-journal/core"
 import type * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -100,6 +100,22 @@ export type InterruptOutcome =
   | { readonly _tag: "Closed" }
 
 /**
+ * A question `Options.approve` answers: the call (`toolName`, `input`,
+ * `toolUseId`) the policy asks about, and why (its reason, the guard in brackets).
+ *
+ * @since 0.8.0
+ */
+export type Approval = Decide.Approval
+
+/**
+ * The person's answer to an `Approval`: the call runs, or not (`message` is what
+ * the model reads).
+ *
+ * @since 0.8.0
+ */
+export type Approved = Decide.Approved
+
+/**
  * Options of a session.
  *
  * @since 0.1.0
@@ -117,9 +133,19 @@ export interface Options {
   readonly env?: Readonly<Record<string, string>> | undefined
   /**
    * The policy every tool call is decided with, by `Hook.handle` (default: none,
-   * every call allowed and still journaled with its decision).
+   * every call allowed and still journaled with its decision). A compiled policy
+   * (`Policy.compile`, since 0.8.0) also folds outcomes into its scoped byte limits.
    */
-  readonly guard?: Guard.Guard | undefined
+  readonly guard?: Guard.Guard | Policy.Compiled | undefined
+  /**
+   * The person the policy's asks are put to (since 0.8.0): a call the policy asks
+   * about is answered `permissionDecision: "ask"`, the CLI then sends
+   * `can_use_tool`, and this answers it (its failure denies). Without it no one can
+   * be asked, and an ask is a denial saying approval was needed.
+   *
+   * @since 0.8.0
+   */
+  readonly approve?: ((approval: Approval) => Effect.Effect<Approved>) | undefined
   /**
    * The policy's name as the decision entries keep it (`Policy.format` of a
    * policy file; default `policy`).
@@ -325,6 +351,7 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
   const stderr = Lines.tail(stderrBytes)
   const decider = Decide.make({
     policy: options.guard ?? null,
+    approve: options.approve,
     policyName: options.policyName,
     session,
     deadline: decisionTimeout,

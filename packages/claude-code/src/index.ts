@@ -68,6 +68,12 @@ export * as HookRunner from "./HookRunner.ts"
  */
 export * as HookRuns from "./HookRuns.ts"
 /**
+ * The tokens a Claude Code session used, counted from its transcripts' assistant usage incrementally, each message once.
+ *
+ * @since 0.8.0
+ */
+export * as Usage from "./Usage.ts"
+/**
  * Our hooks in Claude Code's settings: the hook commands, the settings file of a scope, install and uninstall as text edits.
  *
  * @since 0.8.0

@@ -9,8 +9,14 @@
  * from the request. Whatever cannot be handled is refused in the event's own form
  * (`Hook.refusal`: a deny for PreToolUse), never answered `{}`; a refusal because
  * the journal could not record says so (`fatal`), and the session then ends.
+ *
+ * An ask reaches a person only through the host's `approve` (the session's
+ * `Options.approve`): with it, an `Ask` is answered `permissionDecision: "ask"`,
+ * the CLI sends `can_use_tool`, and `approve` answers it; without it, no one can
+ * be asked and an ask is a denial saying approval was needed. The tokens are read
+ * from the transcripts the hook inputs name (`TranscriptScan`, kept in memory).
  */
-import { type Guard, messageOf, type SessionJournal } from "@session-journal/core"
+import { type Guard, messageOf, type Policy, type SessionJournal } from "@session-journal/core"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -20,6 +26,22 @@ import type * as Schema from "effect/Schema"
 import * as AgentDepth from "../AgentDepth.ts"
 import * as Hook from "../Hook.ts"
 import * as Message from "../Message.ts"
+import * as TranscriptScan from "./transcriptScan.ts"
+
+/**
+ * A question to the person a host puts a driven session's asks to: the call
+ * (`toolName`, `input`, `toolUseId`) and why the policy asks (its reason and
+ * guard, `Hook.denialReason`).
+ */
+export interface Approval {
+  readonly toolName: string
+  readonly input: { readonly [key: string]: Schema.Json }
+  readonly toolUseId: string | undefined
+  readonly reason: string
+}
+
+/** The person's answer: the call runs, or not (`message` is what the model reads). */
+export type Approved = { readonly allow: true } | { readonly allow: false; readonly message: string }
 
 /** The callback id of each hook the driver registers. */
 export const CALLBACKS = {
@@ -62,6 +84,7 @@ export interface Answer {
 type Verdict =
   | { readonly allow: true; readonly input?: string | undefined }
   | { readonly allow: false; readonly reason: string; readonly input?: string | undefined }
+  | { readonly allow: "ask"; readonly reason: string; readonly input?: string | undefined }
 
 /** Decisions kept for `can_use_tool` at most (the oldest go first). */
 const MAX_KEPT = 4096
@@ -84,7 +107,9 @@ type Handled =
  * The decider of one session.
  */
 export const make = (options: {
-  readonly policy: Guard.Guard | null
+  readonly policy: Guard.Guard | Policy.Compiled | null
+  /** Whom an ask is put to; none: no one can be asked. */
+  readonly approve?: ((approval: Approval) => Effect.Effect<Approved>) | undefined
   readonly policyName: string | undefined
   readonly session: string
   readonly deadline: Duration.Duration
@@ -97,8 +122,22 @@ export const make = (options: {
     policyName: options.policyName,
     session: options.session,
     protect: options.protect,
-    home: options.home
+    home: options.home,
+    canAsk: options.approve !== undefined
   }
+  const keeper = TranscriptScan.memoryKeeper(16)
+
+  // What `handle` reads besides the event: the sub-agent's depth, the tokens.
+  const optionsFor = (event: Hook.HookEvent): Effect.Effect<Hook.HandleOptions> =>
+    event.name !== "PreToolUse" ? Effect.succeed(handleOptions) : Effect.gen(function*() {
+      const input = event.input
+      const depth = input.agent_id === undefined ? undefined : yield* AgentDepth.of(input)
+      const path = input.transcript_path
+      const totals = path === undefined || path === ""
+        ? null
+        : yield* Effect.promise(() => TranscriptScan.totals(path, keeper, options.session))
+      return { ...handleOptions, ...(depth === undefined ? {} : { depth }), tokens: totals?.tokens ?? null }
+    })
 
   const remember = (toolUseId: string): Deferred.Deferred<Verdict> => {
     const d = Deferred.makeUnsafe<Verdict>()
@@ -110,28 +149,26 @@ export const make = (options: {
 
   /** `Hook.handle` under the deadline; its failures, the deadline and defects become refusals. */
   const handle = (event: Hook.HookEvent): Effect.Effect<Handled, never, SessionJournal.SessionJournal> =>
-    (event.name === "PreToolUse" && event.input.agent_id !== undefined
-      ? Effect.flatMap(AgentDepth.of(event.input), (depth) => Hook.handle(event, { ...handleOptions, depth }))
-      : Hook.handle(event, handleOptions)).pipe(
-        Effect.timeoutOption(options.deadline),
-        Effect.map((o): Handled =>
-          Option.isSome(o) ? { _tag: "Answered", answer: o.value } : {
-            _tag: "Refused",
-            reason: `the journal did not record the call within ${Duration.format(options.deadline)}`,
-            fatal: true
-          }
-        ),
-        Effect.catch((e) =>
-          Effect.succeed<Handled>({ _tag: "Refused", reason: e.message, fatal: e.reason === "Journal" })
-        ),
-        Effect.catchDefect((defect) =>
-          Effect.succeed<Handled>({
-            _tag: "Refused",
-            reason: `unexpected failure (a bug): ${messageOf(defect)}`,
-            fatal: true
-          })
-        )
+    Effect.flatMap(optionsFor(event), (o) => Hook.handle(event, o)).pipe(
+      Effect.timeoutOption(options.deadline),
+      Effect.map((o): Handled =>
+        Option.isSome(o) ? { _tag: "Answered", answer: o.value } : {
+          _tag: "Refused",
+          reason: `the journal did not record the call within ${Duration.format(options.deadline)}`,
+          fatal: true
+        }
+      ),
+      Effect.catch((e) =>
+        Effect.succeed<Handled>({ _tag: "Refused", reason: e.message, fatal: e.reason === "Journal" })
+      ),
+      Effect.catchDefect((defect) =>
+        Effect.succeed<Handled>({
+          _tag: "Refused",
+          reason: `unexpected failure (a bug): ${messageOf(defect)}`,
+          fatal: true
+        })
       )
+    )
 
   /** Answers one hook callback with the hook output `Hook.handle` gives, or the event's refusal. */
   const hookCallback = (request: Message.HookCallback): Effect.Effect<Answer, never, SessionJournal.SessionJournal> =>
@@ -165,6 +202,8 @@ export const make = (options: {
         const decidedInput = event.name === "PreToolUse" ? JSON.stringify(event.input.tool_input) : undefined
         const settled: Verdict = verdict !== null && verdict._tag === "Allow"
           ? { allow: true, input: decidedInput }
+          : verdict !== null && verdict._tag === "Ask" && handled._tag === "Answered"
+          ? { allow: "ask", reason: Hook.denialReason(verdict), input: decidedInput }
           : { allow: false, reason: reasonOf(answer.response as Hook.HookOutput), input: decidedInput }
         yield* Deferred.succeed(pending, settled)
       }
@@ -182,12 +221,20 @@ export const make = (options: {
     cwd: string
   ): Effect.Effect<Answer, never, SessionJournal.SessionJournal> =>
     Effect.gen(function*() {
-      const answerOf = (verdict: Verdict, fatal: string | null): Answer => ({
-        response: verdict.allow
-          ? { behavior: "allow", updatedInput: request.input }
-          : { behavior: "deny", message: verdict.reason },
-        fatal
-      })
+      const answerOf = (verdict: Verdict, fatal: string | null): Effect.Effect<Answer> =>
+        verdict.allow === "ask"
+          ? Effect.map(ask(request, verdict.reason), (approved) => ({
+            response: approved.allow
+              ? { behavior: "allow", updatedInput: request.input }
+              : { behavior: "deny", message: approved.message },
+            fatal
+          }))
+          : Effect.succeed({
+            response: verdict.allow
+              ? { behavior: "allow", updatedInput: request.input }
+              : { behavior: "deny", message: verdict.reason },
+            fatal
+          })
       const earlier = request.toolUseId === undefined ? undefined : decided.get(request.toolUseId)
       if (earlier !== undefined) {
         const verdict = yield* Deferred.await(earlier).pipe(
@@ -198,8 +245,8 @@ export const make = (options: {
         decided.delete(request.toolUseId!)
         // An input changed since it was decided (another hook rewrote it) is decided
         // again, as it now is; a denial stands whatever the input.
-        if (!verdict.allow || verdict.input === undefined || verdict.input === JSON.stringify(request.input)) {
-          return answerOf(verdict, null)
+        if (verdict.allow === false || verdict.input === undefined || verdict.input === JSON.stringify(request.input)) {
+          return yield* answerOf(verdict, null)
         }
       }
       const raw: { [key: string]: Schema.Json } = {
@@ -213,7 +260,7 @@ export const make = (options: {
       }
       const decoded = Hook.decodeText(JSON.stringify(raw))
       if (Result.isFailure(decoded)) {
-        return answerOf({
+        return yield* answerOf({
           allow: false,
           reason: reasonOf(Hook.refusal("PreToolUse", decoded.failure.message).httpOutput)
         }, null)
@@ -221,18 +268,37 @@ export const make = (options: {
       const handled = yield* handle(decoded.success)
       if (handled._tag === "Answered") {
         const verdict = handled.answer.verdict
-        return answerOf(
+        return yield* answerOf(
           verdict === null
             ? { allow: false, reason: "session-journal: the pipeline gave no verdict" }
             : verdict._tag === "Allow"
             ? { allow: true }
+            : verdict._tag === "Ask"
+            ? { allow: "ask", reason: Hook.denialReason(verdict) }
             : { allow: false, reason: Hook.denialReason(verdict) },
           null
         )
       }
       const text = reasonOf(Hook.refusal("PreToolUse", handled.reason).httpOutput)
-      return answerOf({ allow: false, reason: text }, handled.fatal ? handled.reason : null)
+      return yield* answerOf({ allow: false, reason: text }, handled.fatal ? handled.reason : null)
     })
+
+  // Puts an ask to the host's person; a failure or a defect there is a denial.
+  const ask = (request: Message.CanUseTool, reason: string): Effect.Effect<Approved> =>
+    options.approve === undefined
+      ? Effect.succeed({
+        allow: false,
+        message: `session-journal: approval was needed (${reason}) and no one could be asked`
+      })
+      : options.approve({ toolName: request.toolName, input: request.input, toolUseId: request.toolUseId, reason })
+        .pipe(
+          Effect.catchCause((cause) =>
+            Effect.succeed<Approved>({
+              allow: false,
+              message: `session-journal: approval was needed (${reason}) and asking failed: ${messageOf(cause)}`
+            })
+          )
+        )
 
   return { hookCallback, canUseTool }
 }

@@ -1,84 +1,129 @@
 /**
- * The command hook's count of the calls our hooks allowed in a Claude Code
- * session, from its transcript (`HookRuns`), read incrementally: the scan so far
- * is kept in a small file per journal session under the user's state directory
- * (`session-journal-scans/<session>.json` beside the journal's default directory,
- * not in it), so each event reads only the transcript's new bytes. The kept scan
- * is a claim: one for another file is dropped and the transcript scanned from its
- * start; a transcript shorter than the kept offset was cut (Claude Code only
- * appends), and the kept count stands. Nothing here fails: a transcript that cannot be read
- * counts nothing.
+ * What a door reads from a Claude Code session's transcripts before it decides:
+ * the count of the calls our hooks allowed (`HookRuns`, from the main
+ * transcript) and the tokens the session used (`Usage`, from the main transcript
+ * and every sub-agent's, `<project>/<session_id>/subagents/agent-*.jsonl`), read
+ * incrementally: the scan so far is kept per journal session, so each event reads
+ * only the transcripts' new bytes (and stats each sub-agent's transcript). The
+ * command hook keeps it in a small file per journal session under the user's
+ * state directory (`session-journal-scans/<session>.json` beside the journal's
+ * default directory, not in it); the resident guard and the driver in memory
+ * (`memoryKeeper`). The kept scan is a claim: one for another file is dropped and
+ * the transcript scanned from its start; a transcript shorter than the kept
+ * offset was cut (Claude Code only appends), and what was counted stands.
+ * Nothing here fails: a main transcript that cannot be read counts no allowed
+ * call and no known tokens (null).
  */
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as HookRuns from "../HookRuns.ts"
+import * as Usage from "../Usage.ts"
 
 const CHUNK = 1024 * 1024
 const MAX_CARRY = 16 * 1024 * 1024
+/** Sub-agent transcripts followed at most; past it, the tokens are unknown. */
+const MAX_AGENTS = 1024
 
 interface Kept extends HookRuns.Scan {
   readonly file: string
+  readonly usage?: Usage.Scan | undefined
+  readonly agents?: { readonly [name: string]: Usage.Scan } | undefined
 }
 
-const readKept = async (cache: string, transcript: string): Promise<HookRuns.Scan> => {
-  try {
-    const kept = JSON.parse(await fs.promises.readFile(cache, "utf8")) as Partial<Kept>
-    return kept.file === transcript && Number.isSafeInteger(kept.offset) && Number.isSafeInteger(kept.allowed) &&
-        kept.offset! >= 0 && kept.allowed! >= 0 && Array.isArray(kept.recent) &&
-        kept.recent.every((id) => typeof id === "string")
-      ? { offset: kept.offset!, allowed: kept.allowed!, recent: kept.recent }
-      : HookRuns.empty
-  } catch {
-    return HookRuns.empty
+/**
+ * Where a door keeps its scans between events.
+ */
+export interface Keeper {
+  readonly read: (session: string) => Promise<unknown>
+  readonly write: (session: string, kept: unknown) => Promise<void>
+}
+
+/** Keeps nothing: every event scans the transcripts whole. */
+export const noKeeper: Keeper = { read: async () => undefined, write: async () => undefined }
+
+/** Keeps the scans of the latest `capacity` sessions in memory (the resident guard, the driver). */
+export const memoryKeeper = (capacity = 1024): Keeper => {
+  const kept = new Map<string, unknown>()
+  return {
+    read: async (session) => kept.get(session),
+    write: async (session, scan) => {
+      kept.delete(session)
+      if (kept.size >= capacity) kept.delete(kept.keys().next().value!)
+      kept.set(session, scan)
+    }
   }
 }
 
-const keep = async (cache: string, kept: Kept): Promise<void> => {
-  try {
-    await fs.promises.mkdir(path.dirname(cache), { recursive: true, mode: 0o700 })
-    const temp = `${cache}.${crypto.randomBytes(6).toString("hex")}.tmp`
-    await fs.promises.writeFile(temp, JSON.stringify(kept), { flag: "wx", mode: 0o600 })
-    await fs.promises.rename(temp, cache)
-  } catch {
-    // A scan not kept is done again next time.
+/** Keeps each session's scan in a file of `dir` (none: nothing kept). */
+export const fileKeeper = (dir: string | undefined): Keeper =>
+  dir === undefined ? noKeeper : {
+    read: async (session) => {
+      try {
+        return JSON.parse(await fs.promises.readFile(path.join(dir, `${session}.json`), "utf8"))
+      } catch {
+        return undefined
+      }
+    },
+    write: async (session, kept) => {
+      const file = path.join(dir, `${session}.json`)
+      try {
+        await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 })
+        const temp = `${file}.${crypto.randomBytes(6).toString("hex")}.tmp`
+        await fs.promises.writeFile(temp, JSON.stringify(kept), { flag: "wx", mode: 0o600 })
+        await fs.promises.rename(temp, file)
+      } catch {
+        // A scan not kept is done again next time.
+      }
+    }
+  }
+
+const claimOf = (kept: unknown, transcript: string): Kept | null => {
+  if (typeof kept !== "object" || kept === null) return null
+  const k = kept as Partial<Kept>
+  const ok = k.file === transcript && Number.isSafeInteger(k.offset) && Number.isSafeInteger(k.allowed) &&
+    k.offset! >= 0 && k.allowed! >= 0 && Array.isArray(k.recent) && k.recent.every((id) => typeof id === "string")
+  if (!ok) return null
+  const agents: { [name: string]: Usage.Scan } = {}
+  if (typeof k.agents === "object" && k.agents !== null) {
+    for (const [name, scan] of Object.entries(k.agents)) if (Usage.isScan(scan)) agents[name] = scan
+  }
+  return {
+    file: transcript,
+    offset: k.offset!,
+    allowed: k.allowed!,
+    recent: k.recent!,
+    // A usage scan at another offset than the calls' is no claim on these bytes.
+    usage: Usage.isScan(k.usage) && k.usage.offset === k.offset ? k.usage : { ...Usage.empty, offset: k.offset! },
+    agents
   }
 }
 
 /**
- * Where the scans are kept: `session-journal-scans` beside the user's state
- * directory of journals (the command line's `Storage.userStateDir`), outside it;
- * none without one.
+ * Feeds a file's bytes from `offset` on to `feed`, which says up to where it
+ * counted them (complete lines). The bytes after that wait for the next chunk; a
+ * line longer than MAX_CARRY is skipped, not held. Returns the offset reached, or
+ * null when the file cannot be opened; a file shorter than `offset` was cut:
+ * `offset` stands.
  */
-export const cacheDir = (state: string | undefined): string | undefined =>
-  state === undefined ? undefined : path.join(path.dirname(state), "session-journal-scans")
-
-/**
- * How many calls our hooks allowed in the transcript at `transcript` (an absolute
- * path), keeping the scan in `cacheDir` (none: scanned whole every time).
- */
-export const allowedCalls = async (
-  transcript: string,
-  cacheDir: string | undefined,
-  session: string
-): Promise<number> => {
-  if (!path.isAbsolute(transcript)) return 0
-  const cache = cacheDir === undefined ? undefined : path.join(cacheDir, `${session}.json`)
-  let scan = cache === undefined ? HookRuns.empty : await readKept(cache, transcript)
+const readOn = async (
+  file: string,
+  offset: number,
+  feed: (bytes: Uint8Array, at: number) => number
+): Promise<number | null> => {
   let handle: fs.promises.FileHandle
   try {
-    handle = await fs.promises.open(transcript, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+    handle = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
   } catch {
-    return 0
+    return null
   }
+  let counted = offset
   try {
     const size = (await handle.stat()).size
-    // Claude Code only appends to a transcript: one shorter than what was counted
-    // was cut, and what was counted stands (the journal must still hold it).
-    if (scan.offset > size) return scan.allowed
-    const buffer = Buffer.alloc(Math.min(CHUNK, Math.max(size - scan.offset, 1)))
+    if (offset > size) return offset
+    const buffer = Buffer.alloc(Math.min(CHUNK, Math.max(size - offset, 1)))
     let carry: Uint8Array = new Uint8Array(0)
-    let position = scan.offset + carry.length
+    let position = offset
     while (position < size) {
       const { bytesRead } = await handle.read(buffer, 0, Math.min(buffer.length, size - position), position)
       if (bytesRead === 0) break
@@ -86,13 +131,11 @@ export const allowedCalls = async (
       const bytes = carry.length === 0
         ? buffer.subarray(0, bytesRead)
         : Buffer.concat([carry, buffer.subarray(0, bytesRead)])
-      const next = HookRuns.extend(scan, bytes)
-      // The bytes after the last newline wait for the next chunk; a line longer
-      // than MAX_CARRY is no hook record and is skipped, not held.
-      carry = Uint8Array.prototype.slice.call(bytes, next.offset - scan.offset)
-      scan = next
+      const next = feed(bytes, counted)
+      carry = Uint8Array.prototype.slice.call(bytes, next - counted)
+      counted = next
       if (carry.length > MAX_CARRY) {
-        scan = { ...scan, offset: scan.offset + carry.length }
+        counted += carry.length
         carry = new Uint8Array(0)
       }
     }
@@ -101,6 +144,76 @@ export const allowedCalls = async (
   } finally {
     await handle.close().catch(() => undefined)
   }
-  if (cache !== undefined) await keep(cache, { file: transcript, ...scan })
-  return scan.allowed
+  return counted
 }
+
+/**
+ * What a door learns from the transcripts: the calls our hooks allowed (main
+ * transcript) and the tokens used, main agent and sub-agents (null: unknown).
+ */
+export interface Totals {
+  readonly allowed: number
+  readonly tokens: bigint | null
+}
+
+// The scan of a sub-agent's transcript, extended; skipped lines are counted past.
+const agentScan = async (file: string, scan: Usage.Scan): Promise<Usage.Scan | null> => {
+  let next = scan
+  const reached = await readOn(file, scan.offset, (bytes, at) => {
+    next = Usage.extend({ ...next, offset: at }, bytes)
+    return next.offset
+  })
+  return reached === null ? null : { ...next, offset: reached }
+}
+
+/**
+ * The totals of the transcript at `transcript` (an absolute path) and its
+ * sub-agents', keeping the scan with `keeper` under `session`.
+ */
+export const totals = async (transcript: string, keeper: Keeper, session: string): Promise<Totals> => {
+  if (!path.isAbsolute(transcript)) return { allowed: 0, tokens: null }
+  const kept = claimOf(await keeper.read(session), transcript)
+  let calls: HookRuns.Scan = kept ?? HookRuns.empty
+  let usage: Usage.Scan = kept?.usage ?? Usage.empty
+  const reached = await readOn(transcript, calls.offset, (bytes, at) => {
+    calls = HookRuns.extend({ ...calls, offset: at }, bytes)
+    usage = Usage.extend({ ...usage, offset: at }, bytes)
+    return calls.offset
+  })
+  if (reached === null) return { allowed: kept?.allowed ?? 0, tokens: null }
+  calls = { ...calls, offset: reached }
+  usage = { ...usage, offset: reached }
+  // Sub-agents: `<project>/<session_id>/subagents/agent-<id>.jsonl`.
+  const dir = path.join(transcript.replace(/\.jsonl$/, ""), "subagents")
+  const agents: { [name: string]: Usage.Scan } = {}
+  let tokens: bigint | null = Usage.tokensOf(usage)
+  let names: Array<string> = []
+  try {
+    names = (await fs.promises.readdir(dir)).filter((n) => n.startsWith("agent-") && n.endsWith(".jsonl"))
+  } catch {
+    names = []
+  }
+  if (names.length > MAX_AGENTS) tokens = null
+  else {
+    for (const name of names) {
+      const scan = await agentScan(path.join(dir, name), kept?.agents?.[name] ?? Usage.empty)
+      // A sub-agent's transcript listed and then unreadable: its tokens are unknown.
+      if (scan === null) {
+        tokens = null
+        continue
+      }
+      agents[name] = scan
+      if (tokens !== null) tokens += Usage.tokensOf(scan)
+    }
+  }
+  await keeper.write(session, { file: transcript, ...calls, usage, agents })
+  return { allowed: calls.allowed, tokens }
+}
+
+/**
+ * Where the command hook keeps its scans: `session-journal-scans` beside the
+ * user's state directory of journals (the command line's `Storage.userStateDir`),
+ * outside it; none without one.
+ */
+export const cacheDir = (state: string | undefined): string | undefined =>
+  state === undefined ? undefined : path.join(path.dirname(state), "session-journal-scans")

@@ -176,7 +176,7 @@ export const run = Command.make("run", flags, (a) =>
       Effect.gen(function*() {
         const file = Option.getOrUndefined(a.policy)
         const policy = file === undefined ? undefined : yield* load(file)
-        const guard = policy === undefined ? undefined : Policy.toGuard(policy)
+        const guard = policy === undefined ? undefined : Policy.compile(policy)
         const policyName = policy === undefined ? undefined : Policy.format(policy)
         const journalSession = Option.getOrElse(a.session, defaultSession)
         yield* Effect.fromResult(Entry.validateSessionId(journalSession))

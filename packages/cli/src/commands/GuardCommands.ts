@@ -242,7 +242,6 @@ export const guard = Command.make("guard", {
           handleTimeoutMs,
           storage: Storage.layer(options),
           journalDir: Storage.isFilesystem(options) ? options.dir : null,
-          stateDir: Storage.userStateDir(process.env),
           hosts: (port) => {
             const hosts = HostCheck.policy(port)
             return { accepted: hosts.accepted, allows: (host) => HostCheck.allows(hosts, host) }
