@@ -24,7 +24,7 @@
  *   1 when it cannot be known, and then a guard that would deny deeper denies); `bytes_written` the UTF-8 length of the
  *   JSON text of `tool_input`, `bytes_read` 0), decided by the policy, and in the
  *   same append a `claude-code.decision` entry: `tool_use_id`, `tool_name`,
- *   `tool_input`, `agent_id`, `verdict` (`allow` | `ask` | `deny`), `guard`,
+ *   `tool_input`, `cwd`, `agent_id`, `verdict` (`allow` | `ask` | `deny`), `guard`,
  *   `reason`, `tokens` (the tokens the session had used, when the door measures
  *   them; null when it could not tell), and, when the policy's own state changed
  *   (its windows, counters, flows: docs/DESIGN.md §16), a `guard.state` entry.
@@ -1164,6 +1164,8 @@ export const handle = (
               tool_use_id: input.tool_use_id,
               tool_name: input.tool_name,
               tool_input: input.tool_input,
+              // With the input, the call's cwd: `policy test` replays the call as it came.
+              cwd: input.cwd,
               agent_id: entry.agent_id,
               ...(input.agent_type === undefined ? {} : { agent_type: input.agent_type }),
               ...(input.prompt_id === undefined ? {} : { prompt_id: input.prompt_id }),

@@ -36,23 +36,46 @@ const readRegular = async (file: string) => {
 }
 
 /**
- * Reads and decodes a policy file: a regular file (a FIFO or a device is refused
- * without blocking on it), strict UTF-8, at most `MAX_POLICY_BYTES`. A file
- * that cannot be read or does not decode is `InvalidInput` on the file, naming
- * every JSON path that is wrong and what was expected there.
+ * Reads a policy file's text: a regular file (a FIFO or a device is refused
+ * without blocking on it), strict UTF-8, at most `MAX_POLICY_BYTES`.
+ *
+ * @since 0.8.0
+ */
+export const readText = (file: string): Effect.Effect<string, InvalidInput> =>
+  Effect.tryPromise({
+    try: () => readRegular(file),
+    catch: (e) => new InvalidInput({ field: file, reason: `cannot read it: ${messageOf(e)}` })
+  }).pipe(Effect.flatMap(Effect.fromResult))
+
+/**
+ * What `Policy.check` says of a policy file: refused (`InvalidInput` on the file,
+ * naming every JSON path that is wrong and what was expected there, a key an
+ * object repeats among them), or the policy with the warnings an author should
+ * read (tool names no agent uses in that spelling), each with its JSON path.
+ *
+ * @since 0.8.0
+ */
+export const check = (
+  file: string
+): Effect.Effect<{ readonly policy: Policy.Policy; readonly warnings: ReadonlyArray<string> }, InvalidInput> =>
+  Effect.flatMap(readText(file), (text) => {
+    const report = Policy.check(text)
+    if (report.policy === null || report.issues.length > 0) {
+      const reason = report.issues.length === 0
+        ? "it does not decode"
+        : report.issues.map((i) => `${i.path}: ${i.message}`).join("; ")
+      return Effect.fail(new InvalidInput({ field: `policy ${file}`, reason }))
+    }
+    return Effect.succeed({ policy: report.policy, warnings: report.warnings.map((w) => `${w.path}: ${w.message}`) })
+  })
+
+/**
+ * Reads and decodes a policy file (`readText`, then `check`): a file that cannot
+ * be read, does not decode or repeats a key in an object is `InvalidInput` on the
+ * file, naming every JSON path that is wrong and what was expected there.
+ * Warnings do not refuse it.
  *
  * @since 0.4.0
  */
 export const load = (file: string): Effect.Effect<Policy.Policy, InvalidInput> =>
-  Effect.tryPromise({
-    try: () => readRegular(file),
-    catch: (e) => new InvalidInput({ field: file, reason: `cannot read it: ${messageOf(e)}` })
-  }).pipe(
-    Effect.flatMap(Effect.fromResult),
-    Effect.flatMap((text) => {
-      const decoded = Policy.decodeText(text)
-      return Result.isSuccess(decoded)
-        ? Effect.succeed(decoded.success)
-        : Effect.fail(new InvalidInput({ field: `policy ${file}`, reason: decoded.failure.message }))
-    })
-  )
+  Effect.map(check(file), (checked) => checked.policy)

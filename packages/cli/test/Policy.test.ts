@@ -139,7 +139,9 @@ describe.runIf(nodeAdapter)("policy test", () => {
       session: "s1",
       policy: "all(maxStreak(2), forbiddenTransitions([[\"Write\",\"Bash\"]]), maxDelegationDepth(0))",
       calls: 7,
-      denied: 3
+      denied: 3,
+      asked: 0,
+      unjudged: 0
     })
     assert.deepStrictEqual(fingerprint(journal), before)
   })
@@ -168,5 +170,135 @@ describe.runIf(nodeAdapter)("policy test", () => {
     const missing = await run(["--dir", journal, "policy", "test", path.join(dir, "ok.json"), "nosuch"])
     assert.strictEqual(missing.code, 2)
     assert.include(missing.stderr, "not found")
+  })
+})
+
+describe("policy check of the keys that see calls", () => {
+  it("a key an object repeats: exit 2 naming it; a tool name no agent spells so: a warning, exit 0", async () => {
+    const dir = tempDir()
+    const twice = await run(["policy", "check", write(dir, "twice.json", `{"all":[{"maxStreak":1,"maxStreak":100}]}`)])
+    assert.strictEqual(twice.code, 2)
+    assert.include(twice.stderr, "$.all[0].maxStreak: the key \"maxStreak\" appears more than once")
+    const bad = await run(["policy", "check", write(dir, "bad.json", `{"deny":["Bash(rm -rf *)","Read(//x"]}`)])
+    assert.strictEqual(bad.code, 2)
+    assert.include(bad.stderr, "$.deny[1]")
+    const named = write(dir, "named.json", `[{"denyList":["bash","mcp__github"]},{"ask":"Bash(git push *)"}]`)
+    const warned = await run(["policy", "check", named])
+    assert.strictEqual(warned.code, 0, warned.stderr)
+    assert.match(warned.stdout, /: ok, 2 guards: /)
+    assert.include(warned.stderr, `warning: ${named}: $[0].denyList[0]: no agent calls a tool "bash"`)
+    assert.include(warned.stderr, `[0].denyList[1]: "mcp__github" names an MCP server`)
+  })
+})
+
+describe("policy explain", () => {
+  const event = (command: string) =>
+    JSON.stringify({
+      session_id: "s",
+      cwd: "/tmp/w",
+      hook_event_name: "PreToolUse",
+      tool_name: "Bash",
+      tool_input: { command },
+      tool_use_id: "toolu_1"
+    })
+
+  it("says which rule decides and every rule's verdict; reads the event from stdin too; writes nothing", async () => {
+    const dir = tempDir()
+    const file = write(dir, "p.json", `[{"deny":"Bash(rm -rf *)"},{"ask":"Bash(git push *)"},{"maxStreak":9}]`)
+    const r = await run(["policy", "explain", file, "--event", event("cd /tmp && rm -rf /")])
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.strictEqual(
+      r.stdout,
+      [
+        `Bash: deny by deny("Bash(rm -rf *)"): the command "rm -rf /" of Bash matches deny pattern Bash(rm -rf *)`,
+        `  deny  deny(["Bash(rm -rf *)"]): the command "rm -rf /" of Bash matches deny pattern Bash(rm -rf *)`,
+        `  allow ask(["Bash(git push *)"])`,
+        `  allow maxStreak(9)`,
+        ""
+      ].join("\n")
+    )
+    const asked = await run(["--json", "policy", "explain", file, "--event", "-"], { input: event("git push -f") })
+    assert.strictEqual(asked.code, 0, asked.stderr)
+    const j = JSON.parse(asked.stdout)
+    assert.strictEqual(j.verdict, "ask")
+    assert.strictEqual(j.decided_by, `ask("Bash(git push *)")`)
+    assert.deepStrictEqual(j.rules.map((x: { verdict: string }) => x.verdict), ["allow", "ask", "allow"])
+    const notPre = await run([
+      "policy",
+      "explain",
+      file,
+      "--event",
+      `{"session_id":"s","cwd":"/","hook_event_name":"Stop"}`
+    ])
+    assert.strictEqual(notPre.code, 2)
+    assert.include(notPre.stderr, "a PreToolUse hook input is needed")
+  })
+
+  it.runIf(nodeAdapter)("on a stored session, decides on its counters", async () => {
+    const dir = tempDir()
+    const journal = path.join(dir, "j")
+    const imported = await run(["--dir", journal, "import", "s1", "-"], {
+      input: [tool("Bash"), tool("Bash")].join("\n") + "\n"
+    })
+    assert.strictEqual(imported.code, 0, imported.stderr)
+    const file = write(dir, "p.json", `{"maxInvocations":2}`)
+    const before = fingerprint(journal)
+    const fresh = await run(["--dir", journal, "policy", "explain", file, "--event", event("ls")])
+    assert.match(fresh.stdout, /^Bash: allow/)
+    const r = await run(["--dir", journal, "policy", "explain", file, "--event", event("ls"), "--session", "s1"])
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.match(r.stdout, /^Bash: deny by maxInvocations\(2\): invocations would exceed 2/)
+    assert.deepStrictEqual(fingerprint(journal), before)
+  })
+})
+
+describe.runIf(nodeAdapter)("policy test with the calls' inputs", () => {
+  it("judges recorded inputs, and names per rule the calls it could not judge without theirs", async () => {
+    const dir = tempDir()
+    const journal = path.join(dir, "j")
+    const decision = (seq: number, command: string) =>
+      JSON.stringify({
+        kind: "claude-code.decision",
+        payload: { tool_sequence: seq, tool_use_id: `t${seq}`, tool_name: "Bash", tool_input: { command }, cwd: "/w" }
+      })
+    const imported = await run(["--dir", journal, "import", "s1", "-"], {
+      input: [
+        tool("Bash"),
+        decision(0, "echo a; rm -rf /"),
+        tool("Bash"),
+        tool("Bash"),
+        decision(3, "ls"),
+        tool("Bash"),
+        decision(5, "npm test")
+      ].join("\n") + "\n"
+    })
+    assert.strictEqual(imported.code, 0, imported.stderr)
+    const file = write(
+      dir,
+      "p.json",
+      `[{"deny":"Bash(rm -rf *)"},{"maxInvocations":1,"of":"Bash(npm test*)"},{"maxStreak":9}]`
+    )
+    const r = await run(["--dir", journal, "policy", "test", file, "s1"])
+    assert.strictEqual(r.code, 5, r.stderr)
+    const lines = r.stdout.trim().split("\n")
+    assert.strictEqual(
+      lines[0],
+      `#0 Bash (agent main): the command "rm -rf /" of Bash matches deny pattern Bash(rm -rf *) [deny("Bash(rm -rf *)")]`
+    )
+    assert.include(
+      lines,
+      `could not judge 1 call against deny(["Bash(rm -rf *)"]): their inputs were not recorded (#2)`
+    )
+    assert.include(
+      lines,
+      `could not judge 1 call against maxInvocations(1, of: ["Bash(npm test*)"]): their inputs were not recorded (#2)`
+    )
+    // The call without its input counted against the npm test limit (failing closed), so the recorded npm test
+    // is over it: the report names the call that rule could not judge.
+    assert.include(
+      lines,
+      `#5 Bash (agent main): invocations of ["Bash(npm test*)"] would exceed 1 [maxInvocations(1, of: ["Bash(npm test*)"])]`
+    )
+    assert.match(lines.at(-1)!, /^s1: 2 of 4 calls would be denied \(by .*\), 1 could not be judged under /)
   })
 })
