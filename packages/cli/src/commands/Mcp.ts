@@ -1,0 +1,167 @@
+/**
+ * `session-journal mcp proxy [--policy FILE] [--name NAME] -- COMMAND [ARGS…]`
+ * (or `--url URL`): the MCP gateway of `@session-journal/mcp` between the
+ * command's stdin/stdout (the client) and an MCP server. Every `tools/call` is
+ * decided by the policy and journaled with its result, in the journal of
+ * `--dir` / `--postgres`; everything else passes through unchanged. A policy
+ * file that cannot be read does not stop the gateway: every call is then denied
+ * with the reason (fail closed), and the reason is also written to stderr.
+ *
+ * @since 0.8.0
+ */
+import { Guard, Policy } from "@session-journal/core"
+import { Gateway } from "@session-journal/mcp"
+import { Argument, Command, Flag } from "effect/cli"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
+import * as Stream from "effect/Stream"
+import * as path from "node:path"
+import { InvalidInput, NotAvailable } from "../Failure.ts"
+import * as Input from "../Input.ts"
+import { withJournal } from "../internal/commandKit.ts"
+import * as Output from "../Output.ts"
+import * as PolicyFile from "../PolicyFile.ts"
+
+const flags = {
+  policy: Flag.String("policy").pipe(
+    Flag.optional,
+    Flag.withMetavar("FILE"),
+    Flag.withDescription("Decide every tools/call with this policy file (none: record only, every call allowed)")
+  ),
+  name: Flag.String("name").pipe(
+    Flag.optional,
+    Flag.withMetavar("NAME"),
+    Flag.withDescription("The server's name in tool names, mcp__NAME__tool (default: the command's or host's name)")
+  ),
+  url: Flag.String("url").pipe(
+    Flag.optional,
+    Flag.withMetavar("URL"),
+    Flag.withDescription("Reach a Streamable HTTP server at URL instead of starting COMMAND")
+  ),
+  session: Flag.String("session").pipe(
+    Flag.optional,
+    Flag.withMetavar("ID"),
+    Flag.withDescription("Journal session of the connection (default mcp-<hash of name, clientInfo and start>)")
+  ),
+  maxLineBytes: Flag.Int("max-line-bytes").pipe(
+    Flag.withDefault(Gateway.DEFAULT_MAX_LINE_BYTES),
+    Flag.withDescription("Longest message held; a longer client request is refused, a longer server line streamed")
+  ),
+  maxPending: Flag.Int("max-pending").pipe(
+    Flag.withDefault(Gateway.DEFAULT_MAX_PENDING),
+    Flag.withDescription("Most requests waiting for the server; more are refused with an error")
+  ),
+  command: Argument.String("command").pipe(
+    Argument.variadic(),
+    Argument.withDescription("The server's command and its arguments, after --")
+  )
+}
+
+/**
+ * The name of a server by default: the command's base name (`npx pkg`: the
+ * package's name without scope or version), or the URL's host.
+ *
+ * @since 0.8.0
+ */
+export const defaultName = (command: ReadonlyArray<string>, url: string | undefined): string => {
+  if (url !== undefined) {
+    try {
+      return new URL(url).hostname
+    } catch {
+      return "server"
+    }
+  }
+  const [first, ...rest] = command
+  if (first === undefined) return "server"
+  const base = path.basename(first)
+  const pkg = base === "npx" || base === "node" || base === "uvx"
+    ? rest.find((a) => !a.startsWith("-"))
+    : undefined
+  const name = pkg === undefined ? base : path.basename(pkg.replace(/@[^@/]*$/, "").replace(/\.[cm]?js$/, ""))
+  return name.replace(/^server-/, "").replace(/^mcp-server-/, "")
+}
+
+const proxy = Command.make("proxy", flags, (a) =>
+  Effect.gen(function*() {
+    const spawner = yield* ChildProcessSpawner
+    yield* withJournal(() =>
+      Effect.gen(function*() {
+        const url = Option.getOrUndefined(a.url)
+        if (url === undefined && a.command.length === 0) {
+          return yield* new InvalidInput({ field: "command", reason: "give the server's command after --, or --url" })
+        }
+        if (url !== undefined && a.command.length > 0) {
+          return yield* new InvalidInput({ field: "command", reason: "give either --url or a command, not both" })
+        }
+        if (a.maxLineBytes < 1024 || a.maxPending < 1) {
+          return yield* new InvalidInput({
+            field: "--max-line-bytes",
+            reason: "--max-line-bytes is at least 1024 and --max-pending at least 1"
+          })
+        }
+        const file = Option.getOrUndefined(a.policy)
+        // A policy that cannot be read denies every call, saying why.
+        const loaded = file === undefined ? undefined : yield* Effect.result(PolicyFile.load(file))
+        let guard: Guard.Guard | null = null
+        let policyName: string | null = null
+        if (loaded !== undefined && file !== undefined) {
+          policyName = path.basename(file)
+          if (loaded._tag === "Success") {
+            guard = Policy.toGuard(loaded.success)
+          } else {
+            const reason = `the policy cannot be read, so no call is allowed: ${loaded.failure.message}`
+            yield* Output.errorLine(`session-journal mcp: ${reason}`)
+            guard = () => Guard.deny(reason, "policy")
+          }
+        }
+        const stdin = yield* Input.Stdin
+        const streams = yield* Output.streams
+        const summary = yield* Gateway.run({
+          name: Option.getOrElse(a.name, () => defaultName(a.command, url)),
+          server: url !== undefined
+            ? { _tag: "Http", url }
+            : { _tag: "Command", command: a.command[0]!, args: a.command.slice(1) },
+          guard,
+          policyName,
+          session: Option.getOrUndefined(a.session),
+          maxLineBytes: a.maxLineBytes,
+          maxPending: a.maxPending,
+          log: (line) => Effect.sync(() => streams.stderr(line + "\n"))
+        }, {
+          input: Stream.fromAsyncIterable(stdin(), (e) => e).pipe(
+            Stream.map((chunk) => typeof chunk === "string" ? new TextEncoder().encode(chunk) : chunk)
+          ),
+          write: (bytes) =>
+            Effect.callback<void, unknown>((resume) => {
+              streams.stdout(bytes, (error) => resume(error === undefined ? Effect.void : Effect.fail(error)))
+            })
+        }).pipe(
+          Effect.provideService(ChildProcessSpawner, spawner),
+          Effect.mapError((e) => new NotAvailable({ feature: "the MCP server", reason: e.message }))
+        )
+        if (summary.ended === "server" && summary.serverExit !== 0) {
+          yield* Output.errorLine(
+            `session-journal mcp: the server ended (${
+              summary.serverExit === null ? "killed" : `exit code ${summary.serverExit}`
+            })`
+          )
+        }
+      })
+    )
+  })).pipe(
+    Command.withDescription(
+      "Stand between an MCP client (stdin/stdout) and an MCP server: every tools/call decided by --policy and " +
+        "journaled with its result, every other message passed through unchanged"
+    )
+  )
+
+/**
+ * The `mcp` command: `proxy`.
+ *
+ * @since 0.8.0
+ */
+export const mcp = Command.make("mcp").pipe(
+  Command.withDescription("The MCP gateway: any MCP client's tool calls decided and journaled"),
+  Command.withSubcommands([proxy])
+)
