@@ -89,6 +89,16 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", () => {
     const echoed = await client.callTool({ name: "echo", arguments: { message: "through the gateway" } })
     expect(textOf(echoed)).toContain("through the gateway")
     expect(echoed.isError ?? false).toBe(false)
+    // Progress notifications come back through the gateway to the caller.
+    let progress = 0
+    await client.callTool(
+      { name: "trigger-long-running-operation", arguments: { duration: 0.2, steps: 2 } },
+      undefined,
+      {
+        onprogress: () => progress++
+      }
+    )
+    expect(progress).toBe(2)
     const denied = await client.callTool({ name: "get-sum", arguments: { a: 1, b: 2 } })
     expect(denied.isError).toBe(true)
     expect(textOf(denied)).toContain("mcp__everything__get-sum")

@@ -268,7 +268,7 @@ describe.skipIf(cache === null)("Gateway with the SDK's server", () => {
     }).pipe(Effect.scoped, Effect.provide(layer(dir)))
   }, 120_000)
 
-  it.live("a cancelled call is forwarded, journaled as cancelled, and frees its id and its pending slot", () => {
+  it.live("a cancelled call is forwarded, journaled as cancelled, and frees its pending slot", () => {
     const dir = root()
     return Effect.gen(function*() {
       const c = yield* connect({ name: "test", server: fixtureServer(cache!), guard: null, maxPending: 1 })
@@ -284,15 +284,17 @@ describe.skipIf(cache === null)("Gateway with the SDK's server", () => {
         method: "notifications/cancelled",
         params: { requestId: 41, reason: "test" }
       })
-      // The slot and the id are free again.
+      // The slot is free again. (Not the same id: the SDK's server runs a cancellation
+      // after the requests that came with it, so a new request reusing the id at once
+      // would be the one it cancels: docs/mcp-PROTOCOL.md.)
       yield* c.sendLine({
         jsonrpc: "2.0",
-        id: 41,
+        id: 43,
         method: "tools/call",
         params: { name: "echo", arguments: { text: "again" } }
       })
       const again = yield* c.next
-      assert.strictEqual(again["id"], 41)
+      assert.strictEqual(again["id"], 43)
       assert.strictEqual(textOf(again), "again")
       yield* c.end
       const summary = yield* c.summary

@@ -57,7 +57,7 @@ export interface SdkClient {
   callTool(
     params: { readonly name: string; readonly arguments?: Record<string, unknown> },
     resultSchema?: unknown,
-    options?: { readonly timeout?: number; readonly signal?: AbortSignal }
+    options?: { readonly timeout?: number; readonly signal?: AbortSignal; readonly onprogress?: () => void }
   ): Promise<
     { readonly content: ReadonlyArray<{ readonly type: string; readonly text?: string }>; readonly isError?: boolean }
   >

@@ -9,7 +9,7 @@
  *
  * @since 0.8.0
  */
-import { Guard, Policy } from "@session-journal/core"
+import { Entry, Guard, Policy } from "@session-journal/core"
 import { Gateway } from "@session-journal/mcp"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
@@ -100,6 +100,8 @@ const proxy = Command.make("proxy", flags, (a) =>
             reason: "--max-line-bytes is at least 1024 and --max-pending at least 1"
           })
         }
+        const session = Option.getOrUndefined(a.session)
+        if (session !== undefined) yield* Effect.fromResult(Entry.validateSessionId(session))
         const file = Option.getOrUndefined(a.policy)
         // A policy that cannot be read denies every call, saying why.
         const loaded = file === undefined ? undefined : yield* Effect.result(PolicyFile.load(file))
@@ -124,7 +126,7 @@ const proxy = Command.make("proxy", flags, (a) =>
             : { _tag: "Command", command: a.command[0]!, args: a.command.slice(1) },
           guard,
           policyName,
-          session: Option.getOrUndefined(a.session),
+          session,
           maxLineBytes: a.maxLineBytes,
           maxPending: a.maxPending,
           log: (line) => Effect.sync(() => streams.stderr(line + "\n"))

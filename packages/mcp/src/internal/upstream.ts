@@ -92,6 +92,25 @@ const messagesOf = (contentType: string, body: string): Array<string> => {
   return text.length === 0 ? [] : [text]
 }
 
+// A response body read to its end, refused (the read cancelled) past `max` bytes.
+const readBounded = async (response: Response, max: number): Promise<string> => {
+  if (response.body === null) return ""
+  const reader = response.body.getReader()
+  const parts: Array<Uint8Array> = []
+  let size = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    size += value.length
+    if (size > max) {
+      await reader.cancel()
+      throw new Error(`the server's answer is over ${max} bytes`)
+    }
+    parts.push(value)
+  }
+  return new TextDecoder().decode(Buffer.concat(parts))
+}
+
 /**
  * A Streamable HTTP server (MCP 2025-06-18): each message is POSTed to `url`
  * (`Accept: application/json, text/event-stream`), the session id the server
@@ -140,15 +159,7 @@ export const http = (options: {
           const response = await fetch(options.url, { method: "POST", headers: headers(), body: line, signal })
           const given = response.headers.get("mcp-session-id")
           if (given !== null) sessionId = given
-          const length = Number(response.headers.get("content-length") ?? "0")
-          if (length > options.maxBodyBytes) {
-            await response.body?.cancel()
-            throw new Error(`the server's answer is ${length} bytes, over ${options.maxBodyBytes}`)
-          }
-          const body = await response.text()
-          if (body.length > options.maxBodyBytes) {
-            throw new Error(`the server's answer is over ${options.maxBodyBytes} bytes`)
-          }
+          const body = await readBounded(response, options.maxBodyBytes)
           if (!response.ok && response.status !== 202) {
             throw new Error(`HTTP ${response.status}: ${body.slice(0, 200)}`)
           }
