@@ -19,6 +19,7 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
+import { defaultName } from "../src/commands/Mcp.ts"
 import { baseEnv, BIN, cleanup, run, tempDir } from "./Run.ts"
 
 const cache = findCache()
@@ -63,6 +64,16 @@ const listJson = async (dir: string) => {
   expect(listed.code, listed.stderr).toBe(0)
   return JSON.parse(listed.stdout) as { readonly sessions: ReadonlyArray<{ readonly id: string }> }
 }
+
+describe("mcp proxy's default name", () => {
+  it("is the server's package or command name, or the URL's host", () => {
+    expect(defaultName(["npx", "-y", "@modelcontextprotocol/server-github"], undefined)).toBe("github")
+    expect(defaultName(["npx", "-y", "@acme/mcp-server-tickets@1.2.3"], undefined)).toBe("tickets")
+    expect(defaultName(["/usr/local/bin/mcp-server-git", "--repo", "."], undefined)).toBe("git")
+    expect(defaultName(["node", "dist/index.js"], undefined)).toBe("index")
+    expect(defaultName([], "https://mcp.example.com/mcp")).toBe("mcp.example.com")
+  })
+})
 
 describe.skipIf(cache === null)("mcp proxy with the SDK's client", () => {
   it("lists and calls server-everything's tools; the policy denies one, named with its guard", async () => {
@@ -130,6 +141,8 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", () => {
       path.join(dir, "missing.json"),
       "--",
       process.execPath,
+      // A flag of the server's command after --: the server's, not ours.
+      "--no-warnings",
       FIXTURE_SERVER
     ])
     expect((await client.listTools()).tools.map((t) => t.name)).toContain("echo")

@@ -86,7 +86,7 @@ export interface Options {
   readonly maxLineBytes?: number | undefined
   /** Most requests waiting for the server (default `DEFAULT_MAX_PENDING`). */
   readonly maxPending?: number | undefined
-  /** How long the server has to exit once the client is gone, and after SIGTERM (default 2 s). */
+  /** How long the server has to exit once the client is gone, and after SIGTERM (default 1 s). */
   readonly killGrace?: Duration.Input | undefined
   /** Where notes on refused or dropped messages go (default: nowhere). */
   readonly log?: ((line: string) => Effect.Effect<void>) | undefined

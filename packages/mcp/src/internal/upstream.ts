@@ -219,5 +219,9 @@ export const http = (options: {
     }
   })
 
-/** The default time a server has to exit after its stdin closed, and after SIGTERM. */
-export const DEFAULT_KILL_GRACE = Duration.seconds(2)
+/**
+ * The default time a server has to exit after its stdin closed, and after
+ * SIGTERM: 1 s each, so the whole end fits in the 2 s the SDK's stdio client
+ * gives the gateway before it sends SIGTERM itself (docs/mcp-PROTOCOL.md).
+ */
+export const DEFAULT_KILL_GRACE = Duration.seconds(1)
