@@ -42,6 +42,13 @@ const connect = async (
   return { client, pid: () => transport.pid }
 }
 
+// `mcp proxy` under a policy denying `denied`, journaling into `dir`, then `server` (after -- or --url).
+const proxyArgs = (dir: string, name: string, denied: string, server: ReadonlyArray<string>): Array<string> => {
+  const policy = path.join(dir, "policy.json")
+  fs.writeFileSync(policy, JSON.stringify({ denyList: [denied] }))
+  return ["--dir", dir, "mcp", "proxy", "--policy", policy, "--name", name, ...server]
+}
+
 const textOf = (result: { readonly content: ReadonlyArray<{ readonly text?: string }> }) =>
   result.content.map((c) => c.text ?? "").join("")
 
@@ -78,22 +85,9 @@ describe("mcp proxy's default name", () => {
 describe.skipIf(cache === null)("mcp proxy with the SDK's client", () => {
   it("lists and calls server-everything's tools; the policy denies one, named with its guard", async () => {
     const dir = tempDir()
-    const policy = path.join(dir, "policy.json")
-    fs.writeFileSync(policy, JSON.stringify({ denyList: ["mcp__everything__get-sum"] }))
-    const { client } = await connect([
-      "--dir",
-      dir,
-      "mcp",
-      "proxy",
-      "--policy",
-      policy,
-      "--name",
-      "everything",
-      "--",
-      process.execPath,
-      everything(cache!),
-      "stdio"
-    ])
+    const { client } = await connect(
+      proxyArgs(dir, "everything", "mcp__everything__get-sum", ["--", process.execPath, everything(cache!), "stdio"])
+    )
     const tools = (await client.listTools()).tools.map((t) => t.name)
     expect(tools).toContain("echo")
     expect(tools).toContain("get-sum")
@@ -191,20 +185,9 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", () => {
         })
         server.on("close", (code) => reject(new Error(`server-everything ended (${code}): ${err}`)))
       })
-      const policy = path.join(dir, "policy.json")
-      fs.writeFileSync(policy, JSON.stringify({ denyList: ["mcp__remote__get-sum"] }))
-      const { client } = await connect([
-        "--dir",
-        dir,
-        "mcp",
-        "proxy",
-        "--policy",
-        policy,
-        "--name",
-        "remote",
-        "--url",
-        `http://127.0.0.1:${port}/mcp`
-      ])
+      const { client } = await connect(
+        proxyArgs(dir, "remote", "mcp__remote__get-sum", ["--url", `http://127.0.0.1:${port}/mcp`])
+      )
       expect((await client.listTools()).tools.map((t) => t.name)).toContain("echo")
       expect(textOf(await client.callTool({ name: "echo", arguments: { message: "over http" } }))).toContain(
         "over http"

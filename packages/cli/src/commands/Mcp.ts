@@ -23,26 +23,25 @@ import { withJournal } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
 import * as PolicyFile from "../PolicyFile.ts"
 
+const optionalString = (name: string, metavar: string, description: string) =>
+  Flag.String(name).pipe(Flag.optional, Flag.withMetavar(metavar), Flag.withDescription(description))
+
 const flags = {
-  policy: Flag.String("policy").pipe(
-    Flag.optional,
-    Flag.withMetavar("FILE"),
-    Flag.withDescription("Decide every tools/call with this policy file (none: record only, every call allowed)")
+  policy: optionalString(
+    "policy",
+    "FILE",
+    "Decide every tools/call with this policy file (none: record only, every call allowed)"
   ),
-  name: Flag.String("name").pipe(
-    Flag.optional,
-    Flag.withMetavar("NAME"),
-    Flag.withDescription("The server's name in tool names, mcp__NAME__tool (default: the command's or host's name)")
+  name: optionalString(
+    "name",
+    "NAME",
+    "The server's name in tool names, mcp__NAME__tool (default: the command's or host's name)"
   ),
-  url: Flag.String("url").pipe(
-    Flag.optional,
-    Flag.withMetavar("URL"),
-    Flag.withDescription("Reach a Streamable HTTP server at URL instead of starting COMMAND")
-  ),
-  session: Flag.String("session").pipe(
-    Flag.optional,
-    Flag.withMetavar("ID"),
-    Flag.withDescription("Journal session of the connection (default mcp-<hash of name, clientInfo and start>)")
+  url: optionalString("url", "URL", "Reach a Streamable HTTP server at URL instead of starting COMMAND"),
+  session: optionalString(
+    "session",
+    "ID",
+    "Journal session of the connection (default mcp-<hash of name, clientInfo and start>)"
   ),
   maxLineBytes: Flag.Int("max-line-bytes").pipe(
     Flag.withDefault(Gateway.DEFAULT_MAX_LINE_BYTES),

@@ -18,16 +18,8 @@ export type Piece =
   | { readonly _tag: "Part"; readonly bytes: Uint8Array }
   | { readonly _tag: "End"; readonly size: number; readonly terminated: boolean }
 
-const concat = (parts: ReadonlyArray<Uint8Array>, total: number): Uint8Array => {
-  if (parts.length === 1) return parts[0]!
-  const out = new Uint8Array(total)
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
-}
+const concat = (parts: ReadonlyArray<Uint8Array>, total: number): Uint8Array =>
+  parts.length === 1 ? parts[0]! : Buffer.concat(parts, total)
 
 /**
  * Splits byte chunks into pieces. The parts of a long line are views of the
