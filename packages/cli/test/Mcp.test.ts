@@ -146,6 +146,20 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", () => {
     await client.close()
   })
 
+  it("a journal directory that cannot be used stops the gateway before the server starts (exit 3)", async () => {
+    const dir = tempDir()
+    const notADir = path.join(dir, "journal")
+    fs.writeFileSync(notADir, "a file")
+    const pidFile = path.join(dir, "server.pid")
+    const ran = await run(["--dir", notADir, "mcp", "proxy", "--", process.execPath, FIXTURE_SERVER], {
+      process: true,
+      env: { ...fixtureEnv(cache!), MCP_PID_FILE: pidFile }
+    })
+    expect(ran.code).toBe(3)
+    expect(ran.stderr).toContain("not a directory")
+    expect(fs.existsSync(pidFile)).toBe(false)
+  })
+
   it("a client that goes away, with a call pending, leaves no server process behind", async () => {
     const dir = tempDir()
     const pidFile = path.join(dir, "server.pid")
