@@ -38,6 +38,11 @@ const flags = {
     "The server's name in tool names, mcp__NAME__tool (default: the command's or host's name)"
   ),
   url: optionalString("url", "URL", "Reach a Streamable HTTP server at URL instead of starting COMMAND"),
+  header: Flag.String("header").pipe(
+    Flag.atLeast(0),
+    Flag.withMetavar("NAME:VALUE"),
+    Flag.withDescription("With --url: a header sent with every request (repeatable), e.g. \"Authorization: Bearer …\"")
+  ),
   session: optionalString(
     "session",
     "ID",
@@ -99,6 +104,12 @@ const proxy = Command.make("proxy", flags, (a) =>
             reason: "--max-line-bytes is at least 1024 and --max-pending at least 1"
           })
         }
+        const headers: Record<string, string> = {}
+        for (const h of a.header) {
+          const colon = h.indexOf(":")
+          if (colon <= 0) return yield* new InvalidInput({ field: "--header", reason: `${h} is not NAME: VALUE` })
+          headers[h.slice(0, colon).trim()] = h.slice(colon + 1).trim()
+        }
         const session = Option.getOrUndefined(a.session)
         if (session !== undefined) yield* Effect.fromResult(Entry.validateSessionId(session))
         const file = Option.getOrUndefined(a.policy)
@@ -121,7 +132,7 @@ const proxy = Command.make("proxy", flags, (a) =>
         const summary = yield* Gateway.run({
           name: Option.getOrElse(a.name, () => defaultName(a.command, url)),
           server: url !== undefined
-            ? { _tag: "Http", url }
+            ? { _tag: "Http", url, headers }
             : { _tag: "Command", command: a.command[0]!, args: a.command.slice(1) },
           guard,
           policyName,

@@ -182,18 +182,20 @@ export const http = (options: {
         Effect.catch((reason) => failRequest(line, `the MCP server at ${options.url} failed: ${reason}`))
       )
     const scope = yield* Effect.scope
-    const end = Effect.gen(function*() {
-      if (sessionId !== null) {
-        const id = sessionId
-        yield* Effect.ignore(Effect.tryPromise(() =>
-          fetch(options.url, { method: "DELETE", headers: { ...options.headers, "mcp-session-id": id } })
-        ))
-      }
+    // The session is ended once, when the last answer is in (or when the scope closes first).
+    let ended = false
+    const end = Effect.suspend(() => {
+      if (ended || sessionId === null) return Effect.void
+      ended = true
+      const id = sessionId
+      return Effect.ignore(Effect.tryPromise(() =>
+        fetch(options.url, { method: "DELETE", headers: { ...options.headers, "mcp-session-id": id } })
+      ))
     })
     let closed = false
     let inFlight = 0
     const settle = Effect.suspend(() =>
-      closed && inFlight === 0 ? Queue.end(output) : Effect.void
+      closed && inFlight === 0 ? Effect.andThen(end, Queue.end(output)) : Effect.void
     )
     yield* Effect.addFinalizer(() => end)
     return {
@@ -214,7 +216,7 @@ export const http = (options: {
         return settle
       }),
       output: Stream.fromQueue(output),
-      exit: Effect.andThen(Stream.runDrain(Stream.empty), Effect.succeed<Exit>({ code: null })),
+      exit: Effect.succeed<Exit>({ code: null }),
       kill: Effect.asVoid(Queue.end(output))
     }
   })
