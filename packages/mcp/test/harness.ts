@@ -47,8 +47,9 @@ export const connect = (options: Gateway.Options) =>
   Effect.gen(function*() {
     const input = yield* Queue.unbounded<Uint8Array, Cause.Done>()
     const received = yield* Queue.unbounded<Received | { readonly unparsed: string }>()
-    const chunks: Array<Uint8Array> = []
-    let pendingText = ""
+    // The unfinished line's text in pieces: joined only when a newline ends it, so
+    // a long line costs its length once, not once per chunk.
+    let partial: Array<string> = []
     let outBytes = 0
     const decoder = new TextDecoder()
     const client: Gateway.Client = {
@@ -56,10 +57,13 @@ export const connect = (options: Gateway.Options) =>
       write: (bytes) =>
         Effect.suspend(() => {
           outBytes += bytes.length
-          chunks.push(bytes.slice())
-          pendingText += decoder.decode(bytes, { stream: true })
-          const lines = pendingText.split("\n")
-          pendingText = lines.pop()!
+          const text = decoder.decode(bytes, { stream: true })
+          if (!text.includes("\n")) {
+            partial.push(text)
+            return Effect.void
+          }
+          const lines = [...partial, text].join("").split("\n")
+          partial = [lines.pop()!]
           return Effect.forEach(lines, (line) => {
             try {
               return Queue.offer(received, JSON.parse(line) as Received)
@@ -97,8 +101,7 @@ export const connect = (options: Gateway.Options) =>
       call,
       end: Queue.end(input),
       summary: Fiber.join(fiber),
-      outBytes: () => outBytes,
-      bytes: () => chunks
+      outBytes: () => outBytes
     }
   })
 
