@@ -20,7 +20,7 @@ import * as net from "node:net"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { defaultName } from "../src/commands/Mcp.ts"
-import { baseEnv, BIN, cleanup, run, tempDir } from "./Run.ts"
+import { baseEnv, BIN, cleanup, exited, run, start, tempDir } from "./Run.ts"
 
 const cache = findCache()
 
@@ -165,7 +165,8 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", () => {
     const pidFile = path.join(dir, "server.pid")
     const { client, pid } = await connect(
       ["--dir", dir, "mcp", "proxy", "--name", "test", "--", process.execPath, FIXTURE_SERVER],
-      { MCP_PID_FILE: pidFile }
+      // A server that outlives its stdin: only the gateway's signal ends it.
+      { MCP_PID_FILE: pidFile, MCP_LINGER: "1" }
     )
     const server = Number(fs.readFileSync(pidFile, "utf8"))
     const gateway = pid()!
@@ -175,6 +176,22 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", () => {
     await client.close()
     await pending
     await until(() => !isAlive(gateway) && !isAlive(server))
+    expect(isAlive(server)).toBe(false)
+  })
+
+  it("a gateway ended by SIGTERM ends its server first", async () => {
+    const dir = tempDir()
+    const pidFile = path.join(dir, "server.pid")
+    const gateway = start(["--dir", dir, "mcp", "proxy", "--", process.execPath, FIXTURE_SERVER], {
+      // A server that outlives its stdin: only the gateway's signal ends it.
+      env: { ...fixtureEnv(cache!), MCP_PID_FILE: pidFile, MCP_LINGER: "1" }
+    })
+    await until(() => fs.existsSync(pidFile) && fs.readFileSync(pidFile, "utf8") !== "")
+    const server = Number(fs.readFileSync(pidFile, "utf8"))
+    expect(isAlive(server)).toBe(true)
+    gateway.kill("SIGTERM")
+    await exited(gateway)
+    await until(() => !isAlive(server))
     expect(isAlive(server)).toBe(false)
   })
 
