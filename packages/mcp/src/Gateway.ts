@@ -10,7 +10,7 @@
  * is journaled as a `tool.outcome` (its size in bytes as `bytes_read`, its
  * SHA-256) before it is handed on.
  *
- * One journal session per connection (`sessionIdOf`), its metadata naming the
+ * One journal session per connection (`Journaling.sessionIdOf`), its metadata naming the
  * server and the client's `clientInfo`. Bounded: a client line over
  * `maxLineBytes` is refused (a request gets a JSON-RPC error, the connection
  * stays usable), a server line over it is handed on in parts as it arrives,
@@ -23,7 +23,7 @@
  *
  * @since 0.8.0
  */
-import { Entry, Guard, type SessionJournal } from "@session-journal/core"
+import { Guard, type SessionJournal } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as SessionJournalService from "@session-journal/core/SessionJournal"
 import * as Clock from "effect/Clock"
@@ -32,13 +32,13 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
-import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import type { UpstreamFailed } from "./Errors.ts"
 import * as Lines from "./internal/lines.ts"
 import * as Upstream from "./internal/upstream.ts"
+import * as Journaling from "./Journaling.ts"
 import * as JsonRpc from "./JsonRpc.ts"
 
 /**
@@ -73,14 +73,14 @@ export interface Client {
  * @since 0.8.0
  */
 export interface Options {
-  /** The server's name in tool names (`mcp__<name>__<tool>`), normalized by `normalizeName`. */
+  /** The server's name in tool names (`mcp__<name>__<tool>`), normalized by `Journaling.normalizeName`. */
   readonly name: string
   readonly server: Server
   /** The guard of every `tools/call`; null records every call and allows it. */
   readonly guard: Guard.Guard | null
   /** The policy's name in decision entries (a file name); null when `guard` is null. */
   readonly policyName?: string | null | undefined
-  /** The journal session; default `sessionIdOf(name, clientInfo, start)`. */
+  /** The journal session; default `Journaling.sessionIdOf(name, clientInfo, start)`. */
   readonly session?: string | undefined
   /** Longest line held (default `DEFAULT_MAX_LINE_BYTES`). */
   readonly maxLineBytes?: number | undefined
@@ -125,140 +125,12 @@ export const DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
  */
 export const DEFAULT_MAX_PENDING = 1024
 
-/**
- * The kind of the entry beside each decided call.
- *
- * @since 0.8.0
- */
-export const DECISION_KIND = "mcp.decision"
-
-/**
- * The kind of the entry that records a connection's `initialize`.
- *
- * @since 0.8.0
- */
-export const INITIALIZE_KIND = "mcp.initialize"
-
-/**
- * A server name as it stands in tool names: every character other than
- * `[A-Za-z0-9_-]` becomes `_` (as Claude Code names MCP tools), at most 64.
- *
- * @since 0.8.0
- */
-export const normalizeName = (name: string): string => {
-  const n = name.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64)
-  return n.length === 0 ? "server" : n
-}
-
-/**
- * The tool name a call is decided and journaled under: `mcp__<name>__<tool>`.
- *
- * @since 0.8.0
- */
-export const toolName = (name: string, tool: string): string => `mcp__${normalizeName(name)}__${tool}`
-
-const hex = (bytes: Uint8Array) => Lines.sha256Hex(bytes)
-
-/**
- * The journal session of a connection: `mcp-` and the first 32 hex digits of
- * the SHA-256 of the JSON text of `[name, clientInfo, startMillis]` (the
- * server's name, the client's `clientInfo` or null, the gateway's start in
- * milliseconds). The same connection always gets the same id; two connections
- * started apart never share one.
- *
- * @since 0.8.0
- */
-export const sessionIdOf = (name: string, clientInfo: unknown, startMillis: number): string =>
-  `mcp-${hex(new TextEncoder().encode(JSON.stringify([name, clientInfo ?? null, startMillis]))).slice(0, 32)}`
-
-/**
- * One `tools/call` as it is decided.
- *
- * @since 0.8.0
- */
-export interface Call {
-  readonly id: JsonRpc.Id
-  /** `mcp__<name>__<tool>`. */
-  readonly tool_name: string
-  /** The tool's name on the server. */
-  readonly mcp_tool: string
-  readonly tool_input: { readonly [key: string]: unknown }
-  readonly server: string
-  readonly agent: string
-  readonly policy: string | null
-}
-
-const utf8Length = (s: string) => new TextEncoder().encode(s).length
-
-/**
- * Decides one call and records it with its decision in one append. The one
- * place the gateway calls `decide`.
- *
- * @since 0.8.0
- */
-export const decideCall = (
-  journal: SessionJournal.SessionJournal["Service"],
-  session: string,
-  call: Call,
-  guard: Guard.Guard
-): Effect.Effect<SessionJournal.Decision, SessionJournal.WriteError> =>
-  journal.decide(
-    session,
-    {
-      tool_name: call.tool_name,
-      server_id: call.server,
-      agent_id: call.agent,
-      bytes_read: 0,
-      bytes_written: utf8Length(JSON.stringify(call.tool_input)),
-      delegation_depth: 0
-    },
-    guard,
-    (verdict, entry) => [{
-      kind: DECISION_KIND,
-      payload: {
-        jsonrpc_id: call.id,
-        tool_name: call.tool_name,
-        mcp_tool: call.mcp_tool,
-        server: call.server,
-        tool_input: call.tool_input as Schema.Json,
-        ...Guard.decisionPayload(verdict, entry.sequence),
-        policy: call.policy
-      }
-    }]
-  )
-
-/**
- * The text of a denied call's tool result.
- *
- * @since 0.8.0
- */
-export const denialText = (tool: string, verdict: { readonly guard: string; readonly reason: string }): string =>
-  `session-journal denied ${tool} [${verdict.guard}]: ${verdict.reason}`
-
 const allowAll: Guard.Guard = () => Guard.allow
 
 interface Pending {
   readonly id: JsonRpc.Id
   readonly method: string
   readonly call: { readonly tool: string; readonly sequence: number; readonly startedAt: number } | null
-}
-
-interface Outcome {
-  readonly bytes: number
-  readonly sha256: string | null
-  readonly isError: boolean
-  readonly error: string | null
-}
-
-const agentOf = (clientInfo: unknown): string => {
-  if (typeof clientInfo === "object" && clientInfo !== null && "name" in clientInfo) {
-    const name = (clientInfo as { readonly name: unknown }).name
-    if (typeof name === "string") {
-      const trimmed = name.trim().replace(/\p{Cc}/gu, "_").slice(0, 128)
-      if (trimmed.length > 0) return trimmed
-    }
-  }
-  return "mcp-client"
 }
 
 const NEWLINE = new Uint8Array([10])
@@ -280,7 +152,7 @@ export const run = (
     const maxPending = options.maxPending ?? DEFAULT_MAX_PENDING
     const killGrace = Duration.fromInputUnsafe(options.killGrace ?? Upstream.DEFAULT_KILL_GRACE)
     const log = options.log ?? (() => Effect.void)
-    const server = normalizeName(options.name)
+    const server = Journaling.normalizeName(options.name)
     const guard = options.guard ?? allowAll
     const policy = options.guard === null ? null : options.policyName ?? "policy"
     const upstream = options.server._tag === "Command"
@@ -293,7 +165,7 @@ export const run = (
     let clientInfo: unknown = null
     let calls = 0
     let denied = 0
-    const sessionOf = () => (session ??= sessionIdOf(server, clientInfo, startedAt))
+    const sessionOf = () => (session ??= Journaling.sessionIdOf(server, clientInfo, startedAt))
 
     const ended = yield* Deferred.make<"client" | "server">()
     const out = yield* Semaphore.make(1)
@@ -304,21 +176,16 @@ export const run = (
     const refuse = (id: JsonRpc.Id | null, code: number, message: string) =>
       writeClient(JsonRpc.errorLine(id, code, `session-journal: ${message}`))
 
-    const settle = (p: Pending, outcome: Outcome) =>
+    const settle = (p: Pending, outcome: Journaling.Outcome) =>
       Effect.gen(function*() {
         if (p.call === null) return
         const now = yield* Clock.currentTimeMillis
-        yield* journal.append(sessionOf(), Entry.OUTCOME_KIND, {
-          jsonrpc_id: p.id,
-          tool_name: p.call.tool,
-          tool_sequence: p.call.sequence,
-          bytes_read: outcome.bytes,
-          bytes_written: 0,
-          response_sha256: outcome.sha256,
-          is_error: outcome.isError,
-          error: outcome.error,
-          duration_ms: Math.max(0, now - p.call.startedAt)
-        }).pipe(
+        const { kind, payload } = Journaling.outcomeEntry(
+          { id: p.id, tool: p.call.tool, sequence: p.call.sequence },
+          outcome,
+          now - p.call.startedAt
+        )
+        yield* journal.append(sessionOf(), kind, payload).pipe(
           Effect.catch((e) =>
             log(`session-journal mcp: the outcome of ${p.call?.tool} was not journaled: ${e.message}`)
           )
@@ -338,15 +205,14 @@ export const run = (
         const init = JsonRpc.initializeOf(params)
         clientInfo = init.clientInfo
         const id = sessionOf()
-        const data = {
-          mcp_server: server,
-          server: options.server._tag === "Command"
+        const data = Journaling.initializePayload(
+          server,
+          options.server._tag === "Command"
             ? [options.server.command, ...options.server.args].join(" ")
             : options.server.url,
-          client_info: init.clientInfo as Schema.Json,
-          protocol_version: init.protocolVersion as Schema.Json
-        }
-        yield* journal.append(id, INITIALIZE_KIND, data)
+          init
+        )
+        yield* journal.append(id, Journaling.INITIALIZE_KIND, data)
         yield* journal.setMeta(id, { title: `MCP ${server}`, labels: ["mcp", server], data })
         journaled = true
       }).pipe(Effect.catch((e) => log(`session-journal mcp: the connection was not journaled: ${e.message}`)))
@@ -356,16 +222,16 @@ export const run = (
         const parsed = JsonRpc.toolCall(params)
         if (parsed._tag === "Invalid") return yield* refuse(id, JsonRpc.ErrorCode.invalidParams, parsed.message)
         calls++
-        const call: Call = {
+        const call: Journaling.Call = {
           id,
-          tool_name: toolName(server, parsed.name),
+          tool_name: Journaling.toolName(server, parsed.name),
           mcp_tool: parsed.name,
           tool_input: parsed.arguments,
           server,
-          agent: agentOf(clientInfo),
+          agent: Journaling.agentOf(clientInfo),
           policy
         }
-        const decided = yield* Effect.result(decideCall(journal, sessionOf(), call, guard))
+        const decided = yield* Effect.result(Journaling.decideCall(journal, sessionOf(), call, guard))
         journaled = true
         if (decided._tag === "Failure") {
           denied++
@@ -379,7 +245,7 @@ export const run = (
         const verdict = decided.success.verdict
         if (verdict._tag === "Deny") {
           denied++
-          return yield* writeClient(JsonRpc.deniedLine(id, denialText(call.tool_name, verdict)))
+          return yield* writeClient(JsonRpc.deniedLine(id, Journaling.denialText(call.tool_name, verdict)))
         }
         pending.set(JsonRpc.key(id), {
           id,
@@ -512,7 +378,7 @@ export const run = (
             } catch {
               // Not JSON: handed on as it came; the client judges it.
             }
-            if (value !== undefined) yield* onServerValue(value, piece.bytes.length, hex(piece.bytes))
+            if (value !== undefined) yield* onServerValue(value, piece.bytes.length, Lines.sha256Hex(piece.bytes))
             yield* writeClient(piece.terminated ? withNewline(piece.bytes) : piece.bytes)
           })
         case "Part":

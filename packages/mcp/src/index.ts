@@ -19,6 +19,12 @@ export * from "./Errors.ts"
  */
 export * as Gateway from "./Gateway.ts"
 /**
+ * What a connection puts on the chain: session ids, tool names, the decision and outcome entries.
+ *
+ * @since 0.8.0
+ */
+export * as Journaling from "./Journaling.ts"
+/**
  * JSON-RPC 2.0 as the gateway reads and writes it.
  *
  * @since 0.8.0

@@ -10,7 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as Gateway from "../src/Gateway.ts"
+import * as Journaling from "../src/Journaling.ts"
 import { connect, entriesOf, fixtureServer, layer, payloadOf, type Received, tempDir, textOf } from "./harness.ts"
 import { findCache } from "./mcpCache.ts"
 
@@ -49,9 +49,9 @@ describe.skipIf(cache === null)("Gateway with the SDK's server", () => {
       assert.isNotNull(summary.session)
       const entries = yield* entriesOf(summary.session!)
       assert.deepStrictEqual(entries.map((e) => e.kind), [
-        Gateway.INITIALIZE_KIND,
+        Journaling.INITIALIZE_KIND,
         "tool",
-        Gateway.DECISION_KIND,
+        Journaling.DECISION_KIND,
         Entry.OUTCOME_KIND
       ])
       const tool = entries[1]!
@@ -100,7 +100,7 @@ describe.skipIf(cache === null)("Gateway with the SDK's server", () => {
       // The server saw only the allowed call.
       assert.deepStrictEqual(readLog(log), ["echo"])
       const entries = yield* entriesOf(summary.session!)
-      const decisions = entries.filter((e) => e.kind === Gateway.DECISION_KIND).map(payloadOf)
+      const decisions = entries.filter((e) => e.kind === Journaling.DECISION_KIND).map(payloadOf)
       assert.deepStrictEqual(decisions.map((d) => [d["tool_name"], d["verdict"]]), [
         ["mcp__test__write", "deny"],
         ["mcp__test__echo", "allow"]
