@@ -2,11 +2,15 @@
  * `session-journal claude-code …`: custody of Claude Code transcripts.
  * `archive` brings `~/.claude/projects` (or `--source`) into journal sessions,
  * one per transcript file; `follow` keeps doing it until interrupted; `export`
- * writes a transcript back, byte for byte, from its journal.
+ * writes a transcript back, byte for byte, from its journal. The group also
+ * holds the doors (`hook`, `guard`, `forward`, `install`, `run`); each is wiring
+ * for a module of `@session-journal/claude-code`, where every decision is
+ * `Hook.handle`'s.
  *
  * @since 0.2.0
  */
 import { Archive, type Sync } from "@session-journal/claude-code"
+import type * as HookRunner from "@session-journal/claude-code/HookRunner"
 import { type SessionJournal, StorageError, StorageReason } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Argument, Command, Flag } from "effect/cli"
@@ -23,14 +27,14 @@ import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as ClaudeCodeRun from "./ClaudeCodeRun.ts"
 import * as GuardCommands from "./GuardCommands.ts"
-import * as HookCommand from "./HookCommand.ts"
-import * as Install from "./Install.ts"
+import * as HookProcess from "./HookProcess.ts"
+import * as InstallCommand from "./InstallCommand.ts"
 
 // The variables the command hook reads, through `Config` (the command tree's
 // `ConfigProvider`); the hook itself takes them as a plain record.
 const hookEnvironment = Config.all(
   Object.fromEntries(
-    [HookCommand.POLICY_VAR, Storage.DIR_VAR, Storage.PG_URL_VAR, Storage.TABLE_PREFIX_VAR, Storage.RETENTION_VAR].map((
+    [HookProcess.POLICY_VAR, Storage.DIR_VAR, Storage.PG_URL_VAR, Storage.TABLE_PREFIX_VAR, Storage.RETENTION_VAR].map((
       name
     ) => [name, Config.String(name).pipe(Config.option, Config.map(Option.getOrUndefined))])
   )
@@ -41,7 +45,7 @@ const hookIo = (env: Readonly<Record<string, string | undefined>>) =>
   Effect.gen(function*() {
     const stdin = yield* Input.Stdin
     const streams = yield* Output.streams
-    const io: HookCommand.Io = {
+    const io: HookRunner.Io = {
       stdin: stdin(),
       stdout: (text) => new Promise((resolve) => text === "" ? resolve() : streams.stdout(text, () => resolve())),
       stderr: (text) => Promise.resolve(text === "" ? undefined : streams.stderr(text)),
@@ -112,10 +116,12 @@ const fileText = (root: string) => (f: Sync.FileReport): string => {
   const what = f.status === "failed"
     ? f.reason ?? "failed"
     : f.status === "diverged"
-    ? `diverged at line ${f.divergedAt}, ${f.lines} lines and ${f.tools} tool calls journaled after it`
+    ? `diverged at line ${f.divergedAt}, ${Output.count(f.lines, "line")} and ${
+      Output.count(f.tools, "tool call")
+    } journaled after it`
     : f.status === "missing"
     ? "transcript disappeared, recorded"
-    : `${f.lines} lines, ${f.tools} tool calls` +
+    : `${Output.count(f.lines, "line")}, ${Output.count(f.tools, "tool call")}` +
       (f.oversized === undefined ? "" : `, ${f.oversized} above the line bound journaled as size and SHA-256 only`) +
       (f.pendingBytes > 0 ? ` (${f.pendingBytes} bytes wait for their newline)` : "")
   return `${f.status.padEnd(10)} ${f.session}  ${where}: ${what}`
@@ -134,9 +140,9 @@ const reportText = (report: Archive.Report, summary: boolean): Array<string> => 
     const lines = report.files.reduce((n, f) => n + f.lines, 0)
     const tools = report.files.reduce((n, f) => n + f.tools, 0)
     out.push(
-      `${report.files.length} transcript${report.files.length === 1 ? "" : "s"} in ${report.source}` +
+      `${Output.count(report.files.length, "transcript")} in ${report.source}` +
         (parts.length > 0 ? ` (${parts.join(", ")})` : "") +
-        `: ${lines} lines and ${tools} tool calls journaled` +
+        `: ${Output.count(lines, "line")} and ${Output.count(tools, "tool call")} journaled` +
         (report.refused.length > 0 ? `, ${report.refused.length} refused` : "")
     )
   }
@@ -206,11 +212,11 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
 
   const hook = Command.make("hook", {
     policy: Flag.String("policy").pipe(
-      Flag.withFallbackConfig(Config.String(HookCommand.POLICY_VAR)),
+      Flag.withFallbackConfig(Config.String(HookProcess.POLICY_VAR)),
       Flag.optional,
       Flag.withMetavar("FILE"),
       Flag.withDescription(
-        `Decide every PreToolUse with this policy file (default $${HookCommand.POLICY_VAR}; none: record only)`
+        `Decide every PreToolUse with this policy file (default $${HookProcess.POLICY_VAR}; none: record only)`
       )
     ),
     root: Flag.String("root").pipe(
@@ -256,7 +262,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       const postgres = onCommandLine(yield* Postgres)
       const io = yield* hookIo(yield* Effect.orDie(hookEnvironment))
       const outcome = yield* Effect.promise(() =>
-        HookCommand.run({
+        HookProcess.run({
           root: root ?? dir,
           postgres,
           policy: Option.getOrUndefined(a.policy),
@@ -284,7 +290,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       follow,
       exportCmd,
       hook,
-      Install.command,
+      InstallCommand.command,
       GuardCommands.guard,
       GuardCommands.forward,
       ClaudeCodeRun.run
