@@ -146,6 +146,35 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", () => {
     await client.close()
   })
 
+  it("an edited policy decides the next call; a policy removed denies every call", async () => {
+    const dir = tempDir()
+    const policy = path.join(dir, "policy.json")
+    fs.writeFileSync(policy, JSON.stringify({ denyList: ["mcp__test__write"] }))
+    const { client } = await connect([
+      "--dir",
+      dir,
+      "mcp",
+      "proxy",
+      "--policy",
+      policy,
+      "--name",
+      "test",
+      "--",
+      process.execPath,
+      FIXTURE_SERVER
+    ])
+    expect(textOf(await client.callTool({ name: "echo", arguments: { text: "one" } }))).toBe("one")
+    fs.writeFileSync(policy, JSON.stringify({ denyList: ["mcp__test__echo", "mcp__test__write"] }))
+    const denied = await client.callTool({ name: "echo", arguments: { text: "two" } })
+    expect(denied.isError).toBe(true)
+    expect(textOf(denied)).toContain("denyList")
+    fs.rmSync(policy)
+    const gone = await client.callTool({ name: "echo", arguments: { text: "three" } })
+    expect(gone.isError).toBe(true)
+    expect(textOf(gone)).toContain("the policy cannot be read")
+    await client.close()
+  })
+
   it("a journal directory that cannot be used stops the gateway before the server starts (exit 3)", async () => {
     const dir = tempDir()
     const notADir = path.join(dir, "journal")

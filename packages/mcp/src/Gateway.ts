@@ -76,8 +76,13 @@ export interface Options {
   /** The server's name in tool names (`mcp__<name>__<tool>`), normalized by `Journaling.normalizeName`. */
   readonly name: string
   readonly server: Server
-  /** The guard of every `tools/call`; null records every call and allows it. */
-  readonly guard: Guard.Guard | null
+  /**
+   * The guard of every `tools/call`; null records every call and allows it; an
+   * effect is run before each call for the guard to decide it with (a policy
+   * file read again when it changed). It cannot fail: a guard that cannot be
+   * had is one that denies, saying why.
+   */
+  readonly guard: Guard.Guard | null | Effect.Effect<Guard.Guard>
   /** The policy's name in decision entries (a file name); null when `guard` is null. */
   readonly policyName?: string | null | undefined
   /** The journal session; default `Journaling.sessionIdOf(name, clientInfo, start)`. */
@@ -153,7 +158,12 @@ export const run = (
     const killGrace = Duration.fromInputUnsafe(options.killGrace ?? Upstream.DEFAULT_KILL_GRACE)
     const log = options.log ?? (() => Effect.void)
     const server = Journaling.normalizeName(options.name)
-    const guard = options.guard ?? allowAll
+    const given = options.guard
+    const currentGuard: Effect.Effect<Guard.Guard> = given === null
+      ? Effect.succeed(allowAll)
+      : Effect.isEffect(given)
+      ? given
+      : Effect.succeed(given)
     const policy = options.guard === null ? null : options.policyName ?? "policy"
     const upstream = options.server._tag === "Command"
       ? yield* Upstream.command({ ...options.server, killGrace })
@@ -231,6 +241,7 @@ export const run = (
           agent: Journaling.agentOf(clientInfo),
           policy
         }
+        const guard = yield* currentGuard
         const decided = yield* Effect.result(Journaling.decideCall(journal, sessionOf(), call, guard))
         journaled = true
         if (decided._tag === "Failure") {

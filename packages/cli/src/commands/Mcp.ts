@@ -16,6 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as Stream from "effect/Stream"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { InvalidInput, NotAvailable } from "../Failure.ts"
 import * as Input from "../Input.ts"
@@ -86,6 +87,47 @@ export const defaultName = (command: ReadonlyArray<string>, url: string | undefi
   return name.replace(/^server-/, "").replace(/^mcp-server-/, "")
 }
 
+/**
+ * The guard of a policy file, read again before a call whenever the file
+ * changed (its inode, size, modification or change time), so an edit takes
+ * effect on the next call without a restart. A file that cannot be read or
+ * decoded gives a guard that denies every call with the reason (written to
+ * stderr once per change); the first read happens at once, so a bad file is
+ * reported when the gateway starts.
+ *
+ * @since 0.8.0
+ */
+export const policyGuard = (
+  file: string,
+  note: (line: string) => Effect.Effect<void>
+): Effect.Effect<Effect.Effect<Guard.Guard>> =>
+  Effect.gen(function*() {
+    let cached: { readonly key: string; readonly guard: Guard.Guard } | null = null
+    let noted: string | null = null
+    const current = Effect.gen(function*() {
+      const key = yield* Effect.tryPromise(() => fs.promises.stat(file, { bigint: true })).pipe(
+        Effect.map((st) => `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`),
+        Effect.orElseSucceed(() => null)
+      )
+      if (key !== null && cached !== null && cached.key === key) return cached.guard
+      const loaded = yield* Effect.result(PolicyFile.load(file))
+      let guard: Guard.Guard
+      if (loaded._tag === "Success") {
+        guard = Policy.toGuard(loaded.success)
+        noted = null
+      } else {
+        const reason = `the policy cannot be read, so no call is allowed: ${loaded.failure.message}`
+        if (noted !== reason) yield* note(reason)
+        noted = reason
+        guard = () => Guard.deny(reason, "policy")
+      }
+      cached = key === null ? null : { key, guard }
+      return guard
+    })
+    yield* current
+    return current
+  })
+
 const proxy = Command.make("proxy", flags, (a) =>
   Effect.gen(function*() {
     const spawner = yield* ChildProcessSpawner
@@ -113,22 +155,11 @@ const proxy = Command.make("proxy", flags, (a) =>
         const session = Option.getOrUndefined(a.session)
         if (session !== undefined) yield* Effect.fromResult(Entry.validateSessionId(session))
         const file = Option.getOrUndefined(a.policy)
-        // A policy that cannot be read denies every call, saying why.
-        const loaded = file === undefined ? undefined : yield* Effect.result(PolicyFile.load(file))
-        let guard: Guard.Guard | null = null
-        let policyName: string | null = null
-        if (loaded !== undefined && file !== undefined) {
-          policyName = path.basename(file)
-          if (loaded._tag === "Success") {
-            guard = Policy.toGuard(loaded.success)
-          } else {
-            const reason = `the policy cannot be read, so no call is allowed: ${loaded.failure.message}`
-            yield* Output.errorLine(`session-journal mcp: ${reason}`)
-            guard = () => Guard.deny(reason, "policy")
-          }
-        }
-        const stdin = yield* Input.Stdin
         const streams = yield* Output.streams
+        const note = (line: string) => Effect.sync(() => streams.stderr(`session-journal mcp: ${line}\n`))
+        const guard = file === undefined ? null : yield* policyGuard(file, note)
+        const policyName = file === undefined ? null : path.basename(file)
+        const stdin = yield* Input.Stdin
         const summary = yield* Gateway.run({
           name: Option.getOrElse(a.name, () => defaultName(a.command, url)),
           server: url !== undefined
