@@ -243,7 +243,6 @@ export const run = (
         }
         const guard = yield* currentGuard
         const decided = yield* Effect.result(Journaling.decideCall(journal, sessionOf(), call, guard))
-        journaled = true
         if (decided._tag === "Failure") {
           denied++
           return yield* writeClient(JsonRpc.deniedLine(
@@ -253,6 +252,7 @@ export const run = (
             }`
           ))
         }
+        journaled = true
         const verdict = decided.success.verdict
         if (verdict._tag === "Deny") {
           denied++

@@ -134,6 +134,8 @@ describe.skipIf(cache === null)("Gateway with the SDK's server", () => {
       yield* c.end
       const summary = yield* c.summary
       assert.strictEqual(summary.denied, 1)
+      // Nothing could be journaled, and the summary says so.
+      assert.isNull(summary.session)
       assert.deepStrictEqual(readLog(log), [])
     }).pipe(Effect.scoped, Effect.provide(layer(journalRoot)))
   })
