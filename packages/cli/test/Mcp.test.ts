@@ -1,13 +1,14 @@
 /**
  * `session-journal mcp proxy` driven by the MCP TypeScript SDK's own client
  * (`StdioClientTransport` starts the built bin), in front of the reference
- * server `server-everything` (stdio and Streamable HTTP) and the SDK-built test
+ * servers `server-everything` (stdio and Streamable HTTP) and `server-filesystem`, and the SDK-built test
  * server: tools listed, calls allowed and denied by a policy file, an unreadable
  * policy denying everything, a client that goes away leaving no server behind,
  * and the connection in `list` and `stats`.
  */
 import {
   everything,
+  filesystem,
   findCache,
   FIXTURE_SERVER,
   fixtureEnv,
@@ -122,6 +123,29 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", () => {
     expect(exported.stdout).toContain("\"client_info\":{\"name\":\"sdk-test-client\",\"version\":\"1.2.3\"}")
     const verified = await run(["--dir", dir, "verify", id])
     expect(verified.code, verified.stdout + verified.stderr).toBe(0)
+  })
+
+  it("server-filesystem: a read is allowed, a denied write_file never writes the file", async () => {
+    const dir = tempDir()
+    const files = path.join(dir, "files")
+    fs.mkdirSync(files)
+    fs.writeFileSync(path.join(files, "notes.txt"), "kept as it is")
+    const { client } = await connect(
+      proxyArgs(dir, "fs", "mcp__fs__write_file", ["--", process.execPath, filesystem(cache!), files])
+    )
+    const read = await client.callTool({ name: "read_text_file", arguments: { path: path.join(files, "notes.txt") } })
+    expect(textOf(read)).toContain("kept as it is")
+    const write = await client.callTool({
+      name: "write_file",
+      arguments: { path: path.join(files, "notes.txt"), content: "overwritten" }
+    })
+    expect(write.isError).toBe(true)
+    expect(textOf(write)).toContain("session-journal denied mcp__fs__write_file")
+    await client.close()
+    expect(fs.readFileSync(path.join(files, "notes.txt"), "utf8")).toBe("kept as it is")
+    const { sessions } = await listJson(dir)
+    const stats = await run(["--dir", dir, "--json", "stats", sessions[0]!.id])
+    expect(stats.stdout).toContain("mcp__fs__read_text_file")
   })
 
   it("a policy file that cannot be read denies every call with the reason; tools are still listed", async () => {

@@ -44,6 +44,10 @@ export const sdkDir = (cache: string): string => path.join(cache, "node_modules"
 export const everything = (cache: string): string =>
   path.join(cache, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 
+/** The reference server `server-filesystem`'s entry point in a cache. */
+export const filesystem = (cache: string): string =>
+  path.join(cache, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
+
 /** The test server (`fixtures/server.mjs`): the SDK's own `Server` with tools for each case. */
 export const FIXTURE_SERVER = fileURLToPath(new URL("./fixtures/server.mjs", import.meta.url))
 
