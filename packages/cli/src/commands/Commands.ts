@@ -34,6 +34,7 @@ import * as ReportFile from "../viewer/ReportFile.ts"
 import type * as Serve from "../viewer/Serve.ts"
 import * as ClaudeCode from "./ClaudeCode.ts"
 import * as Demo from "./Demo.ts"
+import { mcp } from "./Mcp.ts"
 import * as MirrorFiles from "./MirrorFiles.ts"
 import { policy } from "./PolicyCommands.ts"
 import { exportCmd, list, show, stats, tail } from "./ReadCommands.ts"
@@ -256,7 +257,8 @@ export const root = Command.make("session-journal").pipe(
     demo,
     policy,
     ...TreeCommands.commands,
-    ClaudeCode.make((body) => withJournal(body))
+    ClaudeCode.make((body) => withJournal(body)),
+    mcp
   ]),
   Command.withGlobalFlags([Dir, Json, Verbose, Postgres])
 )
