@@ -39,8 +39,8 @@
  *
  * A held lock keeps its file open, so its inode cannot be freed and reused while it
  * is held: `Held.check` (one lstat) proves the lock is still this writer's before a
- * write becomes durable, and fails with a `StorageError` caused by `LockLost` when
- * it was removed or replaced.
+ * write becomes durable, and fails with a `StorageError` whose reason is `StorageReason.LockLost`
+ * when it was removed or replaced.
  *
  * @since 0.1.0
  */
@@ -123,7 +123,8 @@ export interface Held {
   /**
    * Succeeds when `lock` is still this holder's file (same device and inode, same
    * size and modification time, or, when those changed, the same content); else
-   * fails with a `StorageError` (operation "lock") whose cause is `LockLost`.
+   * fails with a `StorageError` (operation "lock") whose reason is
+   * `StorageReason.LockLost`.
    */
   readonly check: Effect.Effect<void, StorageError>
   /** The stale lock this acquisition removed, or null. */
@@ -145,23 +146,6 @@ export interface AcquireOptions {
   /** Judge the holder with `judgeDeep` (a scan of /proc): for `unlock`. */
   readonly deep?: boolean | undefined
 }
-
-/**
- * A writer's lock is no longer its own: the lock file was removed, or replaced by
- * another writer's. The writer stops before its next write becomes durable;
- * everything it acknowledged before is stored. Carried as the `cause` of the
- * `StorageError` (operation "lock") a writer fails with.
- *
- * @since 0.4.0
- */
-export const LockLost = Takeover.LockLost
-
-/**
- * The type of `LockLost`.
- *
- * @since 0.4.0
- */
-export type LockLost = Takeover.LockLost
 
 /**
  * The waits of an acquirer that finds another process taking a stale lock over

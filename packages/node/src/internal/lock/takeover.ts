@@ -11,7 +11,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Random from "effect/Random"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { AcquireOptions, Held, LockRecord, TakenOver, Verdict } from "../../Lock.ts"
@@ -28,26 +27,6 @@ export const claimBackoff: Schedule.Schedule<number> = Schedule.spaced("5 millis
 // a test clock a sleep of the fiber's Clock would never end: its waits are slept
 // on the real clock, whatever clock the fiber has.
 const realClock = Clock.Clock.defaultValue()
-
-/**
- * A writer's lock is no longer its own: the lock file was removed, or replaced by
- * another writer's. The writer stops before its next write becomes durable;
- * everything it acknowledged before is stored. Carried as the `cause` of the
- * `StorageError` (operation "lock") a writer fails with.
- *
- * @since 0.4.0
- */
-export class LockLost extends Schema.TaggedError<LockLost>()("LockLost", {
-  id: Schema.String,
-  path: Schema.String,
-  /** What stands where the lock was: "removed", or a description of the new holder. */
-  found: Schema.String
-}) {
-  override get message(): string {
-    return `the lock of session ${this.id} is no longer this writer's (${this.found}); ` +
-      `the writer stopped before its next write, and everything it acknowledged before is stored`
-  }
-}
 
 // Links `from` to `to`: false when `to` exists.
 const tryLink = (ctx: FileOps.Context, from: string, to: string): Effect.Effect<boolean, StorageError> =>
@@ -190,12 +169,10 @@ const check = (
 ): Effect.Effect<void, StorageError> => {
   let known = { size: identity.size, mtimeMs: identity.mtimeMs }
   const lost = (found: string) => {
-    const cause = new LockLost({ id, path: lockPath, found })
     return new StorageError({
       operation: "lock",
       path: lockPath,
-      reason: new StorageReason.LockLost({ session: id, found }),
-      cause
+      reason: new StorageReason.LockLost({ session: id, found })
     })
   }
   return Effect.gen(function*() {
