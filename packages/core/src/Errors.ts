@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import * as CorruptReason from "./CorruptReason.ts"
 import * as ErrorMessage from "./ErrorMessage.ts"
 import * as StorageReason from "./StorageReason.ts"
 
@@ -129,17 +130,18 @@ export class StorageError extends Schema.TaggedError<StorageError>()("StorageErr
 
 /**
  * Stored bytes are damaged in a way that is not a torn tail: `segment` names the
- * file (or table), `offset` the byte offset (or sequence) where the damage starts.
+ * file (or table), `offset` the byte offset (or sequence) where the damage starts,
+ * `reason` the kind of damage (`CorruptReason.Reason`).
  *
  * @since 0.1.0
  */
 export class CorruptJournal extends Schema.TaggedError<CorruptJournal>()("CorruptJournal", {
   segment: Schema.String,
   offset: Schema.Number,
-  reason: Schema.String
+  reason: CorruptReason.Reason
 }) {
   override get message(): string {
-    return `corrupt journal in ${this.segment} at offset ${this.offset}: ${this.reason}`
+    return `corrupt journal in ${this.segment} at offset ${this.offset}: ${this.reason.message}`
   }
 }
 

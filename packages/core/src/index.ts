@@ -36,6 +36,12 @@ export * as ErrorMessage from "./ErrorMessage.ts"
  */
 export * from "./Errors.ts"
 /**
+ * Why stored bytes are damaged: the tagged cases of `CorruptJournal`'s `reason`.
+ *
+ * @since 0.8.0
+ */
+export * as CorruptReason from "./CorruptReason.ts"
+/**
  * Why storage failed: the tagged cases of `StorageError`'s `reason`.
  *
  * @since 0.4.0

@@ -8,6 +8,7 @@
 import {
   Checkpoint,
   CorruptJournal,
+  CorruptReason,
   JournalState,
   Persistence,
   SessionJournal,
@@ -129,7 +130,11 @@ const checkpoint = Command.make(
           return yield* new CorruptJournal({
             segment: stopped.segment,
             offset: stopped.offset,
-            reason: `${stopped.reason}: ${stopped.detail} (run repair first)`
+            reason: new CorruptReason.Stopped({
+              reason: stopped.reason,
+              detail: stopped.detail,
+              advice: "run repair first"
+            })
           })
         }
         yield* handle.checkpoint(Checkpoint.encode(loaded.state))

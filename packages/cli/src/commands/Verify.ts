@@ -100,7 +100,7 @@ const corruptionJson = (e: CorruptJournal): NonNullable<Report["corruption"]> =>
   segment: e.segment,
   offset: e.offset,
   sequence: null,
-  reason: e.reason,
+  reason: e.reason.message,
   missing: null
 })
 

@@ -19,6 +19,7 @@ import * as References from "effect/References"
 import type * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
 import * as Checkpoint from "../Checkpoint.ts"
+import * as CorruptReason from "../CorruptReason.ts"
 import * as Entry from "../Entry.ts"
 import {
   CorruptJournal,
@@ -94,8 +95,11 @@ export const blockedBy = (loaded: Persistence.Loaded, id: string): CorruptJourna
   loaded.recovery.stopped === null ? null : new CorruptJournal({
     segment: loaded.recovery.stopped.segment,
     offset: loaded.recovery.stopped.offset,
-    reason:
-      `${loaded.recovery.stopped.reason}: ${loaded.recovery.stopped.detail} (session ${id} needs repair: session-journal repair ${id})`
+    reason: new CorruptReason.Stopped({
+      reason: loaded.recovery.stopped.reason,
+      detail: loaded.recovery.stopped.detail,
+      advice: `session ${id} needs repair: session-journal repair ${id}`
+    })
   })
 
 /** The slot of a freshly loaded session, its window on the service's budget. */
