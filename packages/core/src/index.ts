@@ -67,6 +67,13 @@ export * as SessionMeta from "./SessionMeta.ts"
  */
 export * as Sha256 from "./Sha256.ts"
 /**
+ * UTF-8 as the journal counts and reads it: byte lengths without encoding, a value's
+ * JSON bytes, the one strict decoding.
+ *
+ * @since 0.8.0
+ */
+export * as Utf8 from "./Utf8.ts"
+/**
  * The RFC 6962 Merkle tree over a session's entry hashes: compact ranges, inclusion
  * and consistency proofs and their verification.
  *

@@ -5,7 +5,7 @@
  *
  * @since 0.5.0
  */
-import { SignedNote, Transparency, TreeHead } from "@session-journal/core"
+import { SignedNote, Transparency, TreeHead, Utf8 } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
@@ -177,7 +177,7 @@ const post = (url: string, body: string) =>
       return {
         status: response.status,
         contentType: response.headers.get("content-type") ?? "",
-        body: new TextDecoder("utf-8", { fatal: true }).decode(bytes)
+        body: Utf8.decodeStrict(bytes)
       }
     },
     catch: (e) => new NotAvailable({ feature: "witness", reason: `${url} did not answer: ${describeError(e)}` })

@@ -2,7 +2,7 @@
  * The file work of `mirror`: the destination's checks and housekeeping, the
  * files of one session (hashing, copying ranges, staging) and reading a backup.
  */
-import { Checkpoint, Mirror, StorageError, StorageReason } from "@session-journal/core"
+import { Checkpoint, Mirror, StorageError, StorageReason, Utf8 } from "@session-journal/core"
 import { Files, Lock, NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Result_ from "effect/Result"
@@ -320,7 +320,7 @@ const decodeCheckpoint = (
 ): { readonly bytes: Uint8Array } | { readonly broken: string } => {
   let json: unknown
   try {
-    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes))
+    json = JSON.parse(Utf8.decodeStrict(bytes))
   } catch {
     return { broken: `${CHECKPOINT} is not valid JSON (${bytes.length} bytes read)` }
   }
