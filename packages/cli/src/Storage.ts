@@ -10,6 +10,7 @@ import { messageOf } from "@session-journal/core/ErrorMessage"
 import { NodePersistence } from "@session-journal/node"
 import * as TablePrefix from "@session-journal/postgres/TablePrefix"
 import * as Config from "effect/Config"
+import * as ConfigProvider from "effect/ConfigProvider"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -258,18 +259,10 @@ export const environment: Config.Config<Environment> = Config.all({
  *
  * @since 0.5.0
  */
-export const environmentOf = (env: Readonly<Record<string, string | undefined>>): Environment => {
-  const get = (name: string) => {
-    const v = env[name]
-    return v !== undefined && v.length > 0 ? v : undefined
-  }
-  return {
-    dir: get(DIR_VAR),
-    postgres: get(PG_URL_VAR),
-    tablePrefix: get(TABLE_PREFIX_VAR),
-    removeCheckpointedSegments: get(RETENTION_VAR) === "1"
-  }
-}
+export const environmentOf = (env: Readonly<Record<string, string | undefined>>): Environment =>
+  // The same `Config` as the command tree's; every variable is optional, so its
+  // parse cannot fail.
+  Effect.runSync(environment.parse(ConfigProvider.fromEnvRecord({ ...env })))
 
 /**
  * The storage of an invocation from its `--dir` and `--postgres` flags and its
