@@ -166,6 +166,9 @@ const packages: Array<Pkg> = readdirSync(packagesDir, { withFileTypes: true })
     return { name: (JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { name: string }).name, dir }
   })
 
+/** The packages whose exports map lists its public modules (no `./*`, no `internal/`). */
+const FENCED = ["@session-journal/core", "@session-journal/node", "@session-journal/postgres", "@session-journal/ai"]
+
 const asSource = (base: string): string | undefined => {
   for (const candidate of [base, base.replace(/\.js$/, ".ts"), `${base}.ts`, join(base, "index.ts")]) {
     if (candidate.endsWith(".ts") && existsSync(candidate)) return candidate
@@ -276,6 +279,47 @@ describe("Architecture: the import graph of every package", () => {
       }
     }
     assert.deepStrictEqual(report, [])
+  })
+
+  // The benchmarks (bench/, never published) may time an internal function such as
+  // the preimage encoder; the packages and their tests go through public modules.
+  it("no package's source or test file imports another package's internal/ module", () => {
+    const files = packages.flatMap((p) =>
+      ["src", "test"].flatMap((d) => existsSync(join(p.dir, d)) ? sourceFiles(join(p.dir, d)) : [])
+    ).filter((f) => f.endsWith(".ts"))
+    const owner = (file: string) => packages.find((p) => file.startsWith(p.dir + sep))
+    const report: Array<string> = []
+    for (const file of files) {
+      for (const e of edges(readFileSync(file, "utf8"))) {
+        const named = packages.find((p) => e.spec.startsWith(`${p.name}/internal/`))
+        const target = resolveSpec(file, e.spec)
+        const into = named ??
+          (target !== undefined && target.includes(`${sep}internal${sep}`) ? owner(target) : undefined)
+        if (into !== undefined && into !== owner(file)) {
+          report.push(`${relative(packagesDir, file)} imports ${e.spec}, an internal module of ${into.name}`)
+        }
+      }
+    }
+    assert.deepStrictEqual(report, [])
+  })
+
+  it("the exports of core, node, postgres and ai list each public module, and no internal/ one", () => {
+    for (const name of FENCED) {
+      const pkg = packages.find((p) => p.name === name)!
+      const exports = (JSON.parse(readFileSync(join(pkg.dir, "package.json"), "utf8")) as {
+        exports: Record<string, unknown>
+      }).exports
+      const modules = readdirSync(join(pkg.dir, "src"))
+        .filter((f) => f.endsWith(".ts") && f !== "index.ts")
+        .map((f) => `./${f.slice(0, -3)}`)
+        .sort()
+      const keys = Object.keys(exports).filter((k) => ![".", "./package.json", "./test/*"].includes(k)).sort()
+      assert.deepStrictEqual(keys, modules, name)
+      for (const key of keys) {
+        const target = exports[key] as Record<string, string>
+        assert.strictEqual(target["@session-journal/source"], `./src/${key.slice(2)}.ts`, `${name} ${key}`)
+      }
+    }
   })
 
   it("the edge scanner tells runtime imports from type-only ones", () => {
