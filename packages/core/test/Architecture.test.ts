@@ -97,7 +97,7 @@ describe("Architecture: core never touches Node", () => {
       `import * as Effect from "effect/Effect"`,
       `import { sha256 } from "@noble/hashes/sha2.js"`,
       `import * as Entry from "./Entry.ts"`,
-      `export * as Ring from "./internal/Ring.ts"`,
+      `export * as Ring from "./internal/ring.ts"`,
       `// a comment about import "node:fs"`,
       `/* require("fs") in a comment */`,
       `const holder = "another writer in this process"`,
@@ -297,6 +297,25 @@ describe("Architecture: the import graph of every package", () => {
           (target !== undefined && target.includes(`${sep}internal${sep}`) ? owner(target) : undefined)
         if (into !== undefined && into !== owner(file)) {
           report.push(`${relative(packagesDir, file)} imports ${e.spec}, an internal module of ${into.name}`)
+        }
+      }
+    }
+    assert.deepStrictEqual(report, [])
+  })
+
+  it("internal/ modules are named in lower camel case, public modules in upper camel case", () => {
+    const report: Array<string> = []
+    for (const pkg of packages) {
+      const src = join(pkg.dir, "src")
+      if (!existsSync(src)) continue
+      for (const file of sourceFiles(src)) {
+        const rel = relative(src, file).split(sep)
+        const internal = rel[0] === "internal"
+        for (const part of internal ? rel.slice(1) : rel) {
+          if (part === "index.ts" || part === "main.ts") continue
+          if (internal ? !/^[a-z]/.test(part) : rel.length === 1 && !/^[A-Z]/.test(part)) {
+            report.push(`${pkg.name}: src/${rel.join("/")}`)
+          }
         }
       }
     }

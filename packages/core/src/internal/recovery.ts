@@ -8,7 +8,7 @@ import * as Checkpoint from "../Checkpoint.ts"
 import type * as Entry from "../Entry.ts"
 import * as JournalState from "../JournalState.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
-import * as Ring from "./Ring.ts"
+import * as Ring from "./ring.ts"
 
 /**
  * Why the valid prefix of a stored session ends early:
