@@ -1,8 +1,8 @@
 /**
  * Settings every package's vitest project merges in: tests run the packages from
  * their TypeScript sources, not from `dist/`, so a test never sees a stale build.
- * The export condition `@session-journal/source` (each package.json maps it to
- * `./src/*.ts`) is set for Vitest's resolver and its workers, and, through
+ * The export condition `@session-journal/source` (each package.json maps each
+ * public module to its `./src/<Module>.ts`) is set for Vitest's resolver and its workers, and, through
  * NODE_OPTIONS, for every process a test starts (fixtures, the CLI's bin).
  */
 import { defineProject } from "vitest/config"
