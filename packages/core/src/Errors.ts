@@ -7,6 +7,7 @@
 import * as Schema from "effect/Schema"
 import * as CorruptReason from "./CorruptReason.ts"
 import * as ErrorMessage from "./ErrorMessage.ts"
+import * as RecordFieldReason from "./RecordFieldReason.ts"
 import * as StorageReason from "./StorageReason.ts"
 
 /**
@@ -22,16 +23,16 @@ export const messageOf: (thrown: unknown) => string = ErrorMessage.messageOf
  * A field of a record or payload failed validation before anything was appended.
  * `field` names the first failing field (`tool_name`, `server_id`, `agent_id`,
  * `bytes_read`, `bytes_written`, `delegation_depth`, `timestamp_secs`, `kind`,
- * `payload`, ...); `reason` says what was wrong with it.
+ * `payload`, ...); `reason` says what was wrong with it (`RecordFieldReason.Reason`).
  *
  * @since 0.1.0
  */
 export class InvalidRecordField extends Schema.TaggedError<InvalidRecordField>()("InvalidRecordField", {
   field: Schema.String,
-  reason: Schema.String
+  reason: RecordFieldReason.Reason
 }) {
   override get message(): string {
-    return `invalid ${this.field}: ${this.reason}`
+    return `invalid ${this.field}: ${this.reason.message}`
   }
 }
 

@@ -42,6 +42,12 @@ export * from "./Errors.ts"
  */
 export * as CorruptReason from "./CorruptReason.ts"
 /**
+ * Why a field of a record is refused: the tagged cases of `InvalidRecordField`'s `reason`.
+ *
+ * @since 0.8.0
+ */
+export * as RecordFieldReason from "./RecordFieldReason.ts"
+/**
  * Why storage failed: the tagged cases of `StorageError`'s `reason`.
  *
  * @since 0.4.0

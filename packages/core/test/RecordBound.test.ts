@@ -86,7 +86,7 @@ describe("a bound on each stored record", () => {
       assert.strictEqual(payload?._tag, "InvalidRecordField")
       if (payload?._tag === "InvalidRecordField") {
         assert.strictEqual(payload.field, "payload")
-        assert.include(payload.reason, `${BOUND}`)
+        assert.include(payload.reason.message, `${BOUND}`)
       }
       const tool = failureOf(exits[15]!)
       assert.strictEqual(tool?._tag, "InvalidRecordField")

@@ -32,6 +32,7 @@ import {
 } from "../Errors.ts"
 import * as JournalState from "../JournalState.ts"
 import * as Persistence from "../Persistence.ts"
+import * as RecordFieldReason from "../RecordFieldReason.ts"
 import type * as SessionMeta from "../SessionMeta.ts"
 import * as StorageReason from "../StorageReason.ts"
 import type * as Hubs from "./hubs.ts"
@@ -182,7 +183,7 @@ const oversized = (entries: ReadonlyArray<Entry.Entry>, max: number): InvalidRec
     }
     return new InvalidRecordField({
       field,
-      reason: `makes a record of ${bytes} bytes, more than the storage's bound of ${max} bytes per record`
+      reason: new RecordFieldReason.RecordTooLarge({ bytes, max })
     })
   }
   return undefined
