@@ -31,6 +31,7 @@ import {
 } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
+import * as Verify from "../Verify.ts"
 import * as ReportFile from "../viewer/ReportFile.ts"
 import type * as Serve from "../viewer/Serve.ts"
 import * as ClaudeCode from "./ClaudeCode.ts"
@@ -39,7 +40,6 @@ import * as MirrorFiles from "./MirrorFiles.ts"
 import { policy } from "./PolicyCommands.ts"
 import { exportCmd, list, show, stats, tail } from "./ReadCommands.ts"
 import * as TreeCommands from "./TreeCommands.ts"
-import * as Verify from "./Verify.ts"
 import { append, importCmd, record, unlock } from "./WriteCommands.ts"
 
 export {

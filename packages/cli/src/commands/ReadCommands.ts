@@ -9,7 +9,7 @@ import * as Stream from "effect/Stream"
 import { nonNegative, sessionId, withJournal } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
 import * as Denials from "../viewer/Denials.ts"
-import * as Report from "../viewer/Report.ts"
+import * as ReportModel from "../viewer/ReportModel.ts"
 
 // ---------------------------------------------------------------------------
 // list / show / stats / tail / export
@@ -95,8 +95,8 @@ export const stats = Command.make("stats", {
         Effect.catch((e) => Effect.succeed(e.message || e._tag))
       )
       const denials = tally.result()
-      const related = Report.relatedSessions(state.meta)
-      const countedIn = yield* Report.countedIn(state.meta)
+      const related = ReportModel.relatedSessions(state.meta)
+      const countedIn = yield* ReportModel.countedIn(state.meta)
       const doc = {
         ...Output.statsJson(state),
         denials: unread !== null

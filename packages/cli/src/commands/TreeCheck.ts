@@ -16,7 +16,7 @@ import { validId } from "../internal/commandKit.ts"
 import * as SecretFile from "../internal/secretFile.ts"
 import * as Output from "../Output.ts"
 import type * as Storage from "../Storage.ts"
-import * as Verify from "./Verify.ts"
+import * as Verify from "../Verify.ts"
 
 const MAX_KEY_BYTES = 64 * 1024
 

@@ -16,6 +16,7 @@ import * as Output from "../Output.ts"
 import type * as Storage from "../Storage.ts"
 import * as Html from "./Html.ts"
 import * as Report from "./Report.ts"
+import * as ReportModel from "./ReportModel.ts"
 
 /**
  * The link from one report to another session's report: a file next to it.
@@ -96,7 +97,7 @@ const writeChunks = (file: string, chunks: Iterable<string>) =>
 export const run = (id: string, out: string | undefined, storage: Storage.Options, json: boolean) =>
   Effect.gen(function*() {
     const started = performance.now()
-    const model = yield* Report.collect(id, storage)
+    const model = yield* ReportModel.collect(id, storage)
     const file = path.resolve(out ?? `${id}.html`)
     const bytes = yield* writeChunks(file, Report.render(model, { link: fileLink }))
     const written: Written = {
