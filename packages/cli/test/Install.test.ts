@@ -232,7 +232,7 @@ describe("the packages installed into a host application", () => {
         path.join(host, "api.ts"),
         [
           `import { Guard, Persistence, SessionJournal, type StorageError } from "@session-journal/core"`,
-          `import * as Mirror from "@session-journal/core/Mirror"`,
+          `import * as Recovery from "@session-journal/core/Recovery"`,
           `import { NodePersistence } from "@session-journal/node"`,
           `import { PgPersistence } from "@session-journal/postgres"`,
           `import { JournalChat } from "@session-journal/ai"`,
@@ -243,7 +243,7 @@ describe("the packages installed into a host application", () => {
           `export const files = NodePersistence.layer({ root: "./journal" })`,
           `export const pg = PgPersistence.layerFromUrl`,
           `export const guard = Guard.maxStreak(3)`,
-          `export const plan = Mirror`,
+          `export const recovery = Recovery`,
           `export const chat = JournalChat`,
           `export const command: Effect.Effect<number, never, unknown> = main`,
           ``

@@ -152,9 +152,3 @@ export * as Pattern from "./Pattern.ts"
  * @since 0.1.0
  */
 export * as SessionJournal from "./SessionJournal.ts"
-/**
- * The pure planner that decides, file by file, how to bring a backup copy up to date.
- *
- * @since 0.1.0
- */
-export * as Mirror from "./Mirror.ts"

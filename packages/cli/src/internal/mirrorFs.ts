@@ -2,7 +2,7 @@
  * The file work of `mirror`: the destination's checks and housekeeping, the
  * files of one session (hashing, copying ranges, staging) and reading a backup.
  */
-import { Checkpoint, Mirror, StorageError, StorageReason, Utf8 } from "@session-journal/core"
+import { Checkpoint, StorageError, StorageReason, Utf8 } from "@session-journal/core"
 import { Files, Lock, NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Result_ from "effect/Result"
@@ -10,6 +10,7 @@ import { createHash } from "node:crypto"
 import type { Stats } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
+import * as Mirror from "../Mirror.ts"
 
 /** The checkpoint file of a session directory (the node adapter's name). */
 export const CHECKPOINT: string = Files.CHECKPOINT_FILE
