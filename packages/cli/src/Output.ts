@@ -146,6 +146,15 @@ export const streams: Effect.Effect<Streams> = Console.consoleWith((console) =>
 )
 
 /**
+ * `n` and a noun, the noun in the plural unless `n` is 1: `1 call`, `2 calls`
+ * (`plural` for a noun whose plural is not the noun and an `s`).
+ *
+ * @since 0.8.0
+ */
+export const count = (n: number | bigint, noun: string, plural = `${noun}s`): string =>
+  `${n} ${n === 1 || n === 1n ? noun : plural}`
+
+/**
  * Writes text to stdout (through the `Console`) as it is (the caller supplies
  * newlines) and completes once the write did, failing with `OutputFailed` when it
  * failed (a full disk, a closed file). On Linux, writes to pipes and files are

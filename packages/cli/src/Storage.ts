@@ -38,6 +38,11 @@ export interface Options {
   readonly tablePrefix?: string | undefined
   /** Remove segments a checkpoint covers (`SESSION_JOURNAL_RETENTION=1`). Filesystem only. */
   readonly removeCheckpointedSegments?: boolean | undefined
+  /**
+   * A reading command: a missing journal directory or missing tables are not
+   * created (the journal then holds no session), and older tables are not migrated.
+   */
+  readonly readOnly?: boolean | undefined
 }
 
 /**
@@ -170,20 +175,22 @@ export const layer = (
             feature: "PostgreSQL storage",
             reason: `the PostgreSQL adapter could not be loaded (${messageOf(cause)})`
           })
-      }).pipe(Effect.map((pg) =>
-        pg.PgPersistence.layerFromUrl(url, { tablePrefix: prefix }).pipe(
-          // The adapter's own check of the prefix (the one above mirrors it).
-          Layer.catchTag("StorageError", (e) =>
-            Layer.effect(
-              Persistence.Persistence,
-              Effect.fail(
-                e.reason._tag === "InvalidOption" && e.reason.option === "tablePrefix"
-                  ? new InvalidInput({ field: TABLE_PREFIX_VAR, reason: e.reason.message })
-                  : e
-              )
-            ))
+      }).pipe(
+        Effect.map((pg) =>
+          pg.PgPersistence.layerFromUrl(url, { tablePrefix: prefix, createTables: options.readOnly !== true }).pipe(
+            // The adapter's own check of the prefix (the one above mirrors it).
+            Layer.catchTag("StorageError", (e) =>
+              Layer.effect(
+                Persistence.Persistence,
+                Effect.fail(
+                  e.reason._tag === "InvalidOption" && e.reason.option === "tablePrefix"
+                    ? new InvalidInput({ field: TABLE_PREFIX_VAR, reason: e.reason.message })
+                    : e
+                )
+              ))
+          )
         )
-      ))
+      )
     )
   }
   return NodePersistence.layer(nodeOptions(options))
@@ -207,8 +214,22 @@ export const RETENTION_VAR = "SESSION_JOURNAL_RETENTION"
 export const nodeOptions = (options: Options): NodePersistence.Options => ({
   root: options.dir,
   removeCheckpointedSegments: options.removeCheckpointedSegments === true,
-  lockWait: options.lockWait
+  lockWait: options.lockWait,
+  createRoot: options.readOnly !== true
 })
+
+/**
+ * Where the journal of an invocation is, for messages: `the journal directory DIR`,
+ * or `PostgreSQL (tables PREFIX…)` without the URL, which may hold a password.
+ *
+ * @since 0.8.0
+ */
+export const describe = (options: Options): string =>
+  options.postgres === undefined
+    ? `the journal directory ${options.dir}`
+    : `PostgreSQL (tables ${
+      options.tablePrefix !== undefined && options.tablePrefix.length > 0 ? options.tablePrefix : "session_journal_"
+    }…)`
 
 /**
  * Whether the storage of this invocation is the local filesystem (mirror and

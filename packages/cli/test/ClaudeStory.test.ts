@@ -111,6 +111,19 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("one story per Claud
         await api.close()
       }
 
+      // Before custody is archived, stats names it and says it is not there yet.
+      const hookedFirst = Hook.sessionId({ session_id: sid, cwd: work, hook_event_name: "x" })
+      const early = await run(["--dir", journal, "stats", hookedFirst])
+      assert.strictEqual(early.code, 0, early.stderr)
+      assert.match(
+        early.stdout,
+        /\ncustody {10}cc-\S+ \(not archived yet: `session-journal claude-code archive` makes it\)\n/
+      )
+      assert.match(
+        early.stdout,
+        /\nbytes written {4}\d+ \(a Claude Code call's input counts as the JSON text of its tool_input\)\n/
+      )
+
       const archived = await run([
         "--dir",
         journal,

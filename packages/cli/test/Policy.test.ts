@@ -115,7 +115,7 @@ describe.runIf(nodeAdapter)("policy test", () => {
         "#4 Bash (agent main): Bash would run more than 2 times in a row [maxStreak(2)]",
         "#6 Bash (agent main, recorded denied): Bash may not follow Write [forbiddenTransitions([[\"Write\",\"Bash\"]])]",
         "#7 Task (agent sub-1): delegation depth 1 exceeds 0 [maxDelegationDepth(0)]",
-        "s1: 3 of 7 calls would be denied by 3 guards: all(maxStreak(2), forbiddenTransitions([[\"Write\",\"Bash\"]]), maxDelegationDepth(0))",
+        "s1: 3 of 7 calls would be denied (by maxStreak(2), forbiddenTransitions([[\"Write\",\"Bash\"]]), maxDelegationDepth(0)) under all(maxStreak(2), forbiddenTransitions([[\"Write\",\"Bash\"]]), maxDelegationDepth(0))",
         ""
       ].join("\n")
     )
@@ -161,7 +161,7 @@ describe.runIf(nodeAdapter)("policy test", () => {
     await session(journal, [tool("Read"), tool("Bash")])
     const ok = await run(["--dir", journal, "policy", "test", write(dir, "ok.json", `{"maxStreak":5}`), "s1"])
     assert.strictEqual(ok.code, 0, ok.stderr)
-    assert.strictEqual(ok.stdout, "s1: 0 of 2 calls would be denied by 1 guard: maxStreak(5)\n")
+    assert.strictEqual(ok.stdout, "s1: 0 of 2 calls would be denied under maxStreak(5)\n")
     const bad = await run(["--dir", journal, "policy", "test", write(dir, "bad.json", `{"allowList":"Read"}`), "s1"])
     assert.strictEqual(bad.code, 2)
     assert.include(bad.stderr, `$.allowList: expected an array of tool names, got "Read"`)

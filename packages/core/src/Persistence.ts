@@ -431,6 +431,27 @@ export const makeMemory = (options?: MemoryOptions): Effect.Effect<Persistence["
     }))
 
 /**
+ * The adapter of a store that does not exist (a journal directory never created, a
+ * database without the tables), for readers that must not create it: it lists no
+ * session, every session reads as absent, and opening one for writing, or deleting
+ * one, fails with a `StorageError` (operation `open`, reason `Obstructed`) whose
+ * message is `why`.
+ *
+ * @since 0.8.0
+ */
+export const makeAbsent = (why: string): Effect.Effect<Persistence["Service"]> =>
+  Effect.map(Memory.make(), (m) => {
+    const refused = new StorageError({ operation: "open", reason: new StorageReason.Obstructed({ message: why }) })
+    return Persistence.of({
+      open: makeOpen({ read: m.read, write: () => Effect.fail(refused) }),
+      history: m.history,
+      follow: m.follow,
+      list: m.list,
+      delete: () => Effect.fail(refused)
+    })
+  })
+
+/**
  * The in-memory adapter as a layer.
  *
  * @since 0.1.0

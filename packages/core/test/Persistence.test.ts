@@ -1,4 +1,23 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
 import { Persistence } from "../src/index.ts"
 import { suite } from "./PersistenceContract.ts"
 
 suite("memory", Persistence.layerMemory())
+
+describe("makeAbsent", () => {
+  it.effect("lists nothing, reads every session as absent, refuses to write or delete with the reason", () =>
+    Effect.gen(function*() {
+      const p = yield* Persistence.makeAbsent("there is no journal at /x")
+      assert.deepStrictEqual(yield* p.list, [])
+      const loaded = yield* Effect.scoped(Effect.flatMap(p.open("s1", { mode: "read" }), (h) => h.load))
+      assert.isFalse(loaded.exists)
+      const write = yield* Effect.flip(Effect.scoped(p.open("s1", { mode: "write" })))
+      assert.strictEqual(write._tag, "StorageError")
+      assert.strictEqual(write._tag === "StorageError" ? write.reason._tag : "", "Obstructed")
+      assert.include(write.message, "there is no journal at /x")
+      const removed = yield* Effect.flip(p.delete("s1"))
+      assert.strictEqual(removed._tag, "StorageError")
+      assert.deepStrictEqual(yield* p.list, [])
+    }))
+})

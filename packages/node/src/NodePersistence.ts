@@ -45,6 +45,15 @@ export interface Options {
   /** The journal root; created (0700) when missing, its parent must exist. */
   readonly root: string
   /**
+   * Whether a missing root is created (default true). With false, a missing root is
+   * a journal with no session: nothing is created, `list` is empty, every session
+   * reads as absent, and writing fails with a `StorageError` (reason `Obstructed`);
+   * for readers that must leave no trace, such as the command line's read-only
+   * commands. An existing root is checked as always, and leftovers of an interrupted
+   * delete are left for a writer to clear.
+   */
+  readonly createRoot?: boolean | undefined
+  /**
    * Remove segments once a checkpoint covers them (default false: every segment is
    * kept as audit history). History then starts at the oldest kept segment; the
    * checkpoint's `evicted_head` still commits to the removed entries.
@@ -188,7 +197,13 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
   Effect.gen(function*() {
     const r = yield* resolveWith(options)
     const ctx = r.ctx
-    yield* ensureRoot(ctx)
+    if (options.createRoot === false) {
+      const present = yield* FileOps.checkDir(ctx, ctx.root).pipe(
+        Effect.as(true),
+        Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT"), () => Effect.succeed(false))
+      )
+      if (!present) return yield* Persistence.makeAbsent(`there is no journal at ${ctx.root}`)
+    } else yield* ensureRoot(ctx)
     const dirOf = (id: string) => path.join(ctx.root, id)
 
     const loadTags: ReadonlyArray<Persistence.LoadError["_tag"]> = [

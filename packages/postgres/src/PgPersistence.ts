@@ -51,6 +51,15 @@ export interface Options {
    * the same prefix.
    */
   readonly tablePrefix?: string | undefined
+  /**
+   * Whether missing tables are created and older ones migrated (default true). With
+   * false nothing is created or changed: without the tables the adapter holds no
+   * session (`list` is empty, every session reads as absent, writing fails with a
+   * `StorageError` whose reason is `Obstructed`), and tables of an older schema are a
+   * `StorageError` (operation `migrate`, reason `Obstructed`). For readers that must
+   * leave no trace, such as the command line's read-only commands.
+   */
+  readonly createTables?: boolean | undefined
   /** Rows read per query by `history` and `follow` (default 500). */
   readonly pageSize?: number | undefined
   /**
@@ -146,10 +155,29 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const pg = yield* PgClient.PgClient
   const layerScope = yield* Effect.scope
 
-  yield* Tables.migrate(names).pipe(
-    Effect.provideService(SqlClient.SqlClient, pg.withoutTransforms()),
-    Effect.mapError((cause) => StorageError.io("migrate", cause, names.migrations))
-  )
+  if (options?.createTables === false) {
+    const schema = yield* Tables.schemaState(names).pipe(
+      Effect.provideService(SqlClient.SqlClient, pg.withoutTransforms()),
+      Effect.mapError((cause) => StorageError.io("migrate", cause, names.migrations))
+    )
+    if (schema === "absent") {
+      return yield* Persistence.makeAbsent(`this database has no session-journal tables with the prefix ${prefix}`)
+    }
+    if (schema === "behind") {
+      return yield* new StorageError({
+        operation: "migrate",
+        path: names.migrations,
+        reason: new StorageReason.Obstructed({
+          message: `the tables with the prefix ${prefix} have an older schema; a writing command brings them up to date`
+        })
+      })
+    }
+  } else {
+    yield* Tables.migrate(names).pipe(
+      Effect.provideService(SqlClient.SqlClient, pg.withoutTransforms()),
+      Effect.mapError((cause) => StorageError.io("migrate", cause, names.migrations))
+    )
+  }
 
   const store = yield* Store.make(pg, names)
   const { checkpointsT, entriesT, retryLostConnection, rows, sessionsT, sql, storageError, transaction } = store

@@ -112,10 +112,12 @@ const fileText = (root: string) => (f: Sync.FileReport): string => {
   const what = f.status === "failed"
     ? f.reason ?? "failed"
     : f.status === "diverged"
-    ? `diverged at line ${f.divergedAt}, ${f.lines} lines and ${f.tools} tool calls journaled after it`
+    ? `diverged at line ${f.divergedAt}, ${Output.count(f.lines, "line")} and ${
+      Output.count(f.tools, "tool call")
+    } journaled after it`
     : f.status === "missing"
     ? "transcript disappeared, recorded"
-    : `${f.lines} lines, ${f.tools} tool calls` +
+    : `${Output.count(f.lines, "line")}, ${Output.count(f.tools, "tool call")}` +
       (f.oversized === undefined ? "" : `, ${f.oversized} above the line bound journaled as size and SHA-256 only`) +
       (f.pendingBytes > 0 ? ` (${f.pendingBytes} bytes wait for their newline)` : "")
   return `${f.status.padEnd(10)} ${f.session}  ${where}: ${what}`
@@ -134,9 +136,9 @@ const reportText = (report: Archive.Report, summary: boolean): Array<string> => 
     const lines = report.files.reduce((n, f) => n + f.lines, 0)
     const tools = report.files.reduce((n, f) => n + f.tools, 0)
     out.push(
-      `${report.files.length} transcript${report.files.length === 1 ? "" : "s"} in ${report.source}` +
+      `${Output.count(report.files.length, "transcript")} in ${report.source}` +
         (parts.length > 0 ? ` (${parts.join(", ")})` : "") +
-        `: ${lines} lines and ${tools} tool calls journaled` +
+        `: ${Output.count(lines, "line")} and ${Output.count(tools, "tool call")} journaled` +
         (report.refused.length > 0 ? `, ${report.refused.length} refused` : "")
     )
   }

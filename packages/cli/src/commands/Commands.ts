@@ -110,8 +110,9 @@ const verify = Command.make("verify", {
         !r.ok
       ).length
       if (failed > 0) return yield* new VerificationFailed({ failed, total: reports.length })
-    })
-  )).pipe(Command.withDescription("Check every retained segment and the checkpoint; all sessions when no ID"))
+    }), { readOnly: true })).pipe(
+    Command.withDescription("Check every retained segment and the checkpoint; all sessions when no ID")
+  )
 
 const checkpoint = Command.make(
   "checkpoint",
@@ -171,14 +172,21 @@ const mirror = Command.make("mirror", {
     })
   )).pipe(Command.withDescription("Back up every session to DEST, each copy verified before it replaces the last"))
 
-const report = Command.make("report", {
-  id: sessionId,
-  out: Flag.String("out").pipe(
-    Flag.optional,
-    Flag.withMetavar("FILE"),
-    Flag.withDescription("Where to write the report (default ID.html)")
-  )
-}, (a) => withJournal(({ json, storage }) => ReportFile.run(a.id, Option.getOrUndefined(a.out), storage, json))).pipe(
+const report = Command.make(
+  "report",
+  {
+    id: sessionId,
+    out: Flag.String("out").pipe(
+      Flag.optional,
+      Flag.withMetavar("FILE"),
+      Flag.withDescription("Where to write the report (default ID.html)")
+    )
+  },
+  (a) =>
+    withJournal(({ json, storage }) => ReportFile.run(a.id, Option.getOrUndefined(a.out), storage, json), {
+      readOnly: true
+    })
+).pipe(
   Command.withDescription("Write a self-contained HTML report of a session: header with verification, charts, timeline")
 )
 
@@ -211,8 +219,7 @@ const serve = Command.make("serve", {
       Effect.promise((): Promise<typeof Serve> => import("../viewer/Serve.ts")),
       (module) =>
         module.run({ port: a.port, host: a.host, allowRemote: a.allowRemote, allowedHosts: a.allowedHost, storage })
-    )
-  )).pipe(
+    ), { readOnly: true })).pipe(
     Command.withDescription("Serve a read-only local web viewer of the journal, with sessions updating live")
   )
 

@@ -11,7 +11,7 @@ import { Argument, Command } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import { PolicyWouldDeny } from "../Failure.ts"
-import { sessionId, validId, withJournal, withoutJournal } from "../internal/commandKit.ts"
+import { sessionId, validId, withJournalToRead, withoutJournal } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 
@@ -33,8 +33,7 @@ export {
 const file = Argument.String("file").pipe(Argument.withDescription("Policy file (JSON)"))
 
 const summary = (p: Policy.Policy): string => {
-  const n = Policy.size(p)
-  return `${n} guard${n === 1 ? "" : "s"}: ${Policy.format(p)}`
+  return `${Output.count(Policy.size(p), "guard")}: ${Policy.format(p)}`
 }
 
 const check = Command.make("check", { file }, (a) =>
@@ -48,61 +47,69 @@ const check = Command.make("check", { file }, (a) =>
     "Validate a policy file; exit 2 naming each JSON path that is wrong and what was expected"
   ))
 
-const test = Command.make("test", { file, id: sessionId }, (a) =>
-  withJournal(({ json }) =>
-    Effect.gen(function*() {
-      const policy = yield* load(a.file)
-      yield* validId(a.id)
-      const guard = Policy.toGuard(policy)
-      const journal = yield* SessionJournal.SessionJournal
-      // The session's own caps: requirePredecessors reads tool_counts, whose cap it keeps.
-      const stored = yield* journal.state(a.id)
-      let state = JournalState.empty(a.id, { entry_cap: stored.entry_cap, tool_counts_cap: stored.tool_counts_cap })
-      let calls = 0
-      let denied = 0
-      yield* journal.entries(a.id).pipe(
-        Stream.runForEachArray((chunk) => {
-          const out: Array<string> = []
-          for (const entry of chunk) {
-            const step = Policy.whatIf(guard, state, entry)
-            state = step.state
-            if (step.verdict === null || !Entry.isTool(entry)) continue
-            calls++
-            if (step.verdict._tag === "Allow") continue
-            denied++
-            out.push(
-              json
-                ? JSON.stringify({
-                  type: "denied",
-                  sequence: entry.sequence,
-                  tool_name: entry.tool_name,
-                  agent_id: entry.agent_id,
-                  recorded_allowed: entry.allowed,
-                  guard: step.verdict.guard,
-                  reason: step.verdict.reason
-                })
-                : `#${entry.sequence} ${entry.tool_name} (agent ${entry.agent_id}${
-                  entry.allowed ? "" : ", recorded denied"
-                }): ` +
-                  `${step.verdict.reason} [${step.verdict.guard}]`
-            )
-          }
-          return Output.lines(out)
-        })
-      )
-      if (json) {
-        yield* Output.json({ type: "summary", session: a.id, policy: Policy.format(policy), calls, denied })
-      } else {
-        yield* Output.write(
-          `${a.id}: ${denied} of ${calls} call${calls === 1 ? "" : "s"} would be denied by ${summary(policy)}\n`
+const test = Command.make(
+  "test",
+  { file, id: sessionId },
+  (a) =>
+    withJournalToRead(({ json }) =>
+      Effect.gen(function*() {
+        const policy = yield* load(a.file)
+        yield* validId(a.id)
+        const guard = Policy.toGuard(policy)
+        const journal = yield* SessionJournal.SessionJournal
+        // The session's own caps: requirePredecessors reads tool_counts, whose cap it keeps.
+        const stored = yield* journal.state(a.id)
+        let state = JournalState.empty(a.id, { entry_cap: stored.entry_cap, tool_counts_cap: stored.tool_counts_cap })
+        let calls = 0
+        let denied = 0
+        const denying = new Set<string>()
+        yield* journal.entries(a.id).pipe(
+          Stream.runForEachArray((chunk) => {
+            const out: Array<string> = []
+            for (const entry of chunk) {
+              const step = Policy.whatIf(guard, state, entry)
+              state = step.state
+              if (step.verdict === null || !Entry.isTool(entry)) continue
+              calls++
+              if (step.verdict._tag === "Allow") continue
+              denied++
+              denying.add(step.verdict.guard)
+              out.push(
+                json
+                  ? JSON.stringify({
+                    type: "denied",
+                    sequence: entry.sequence,
+                    tool_name: entry.tool_name,
+                    agent_id: entry.agent_id,
+                    recorded_allowed: entry.allowed,
+                    guard: step.verdict.guard,
+                    reason: step.verdict.reason
+                  })
+                  : `#${entry.sequence} ${entry.tool_name} (agent ${entry.agent_id}${
+                    entry.allowed ? "" : ", recorded denied"
+                  }): ` +
+                    `${step.verdict.reason} [${step.verdict.guard}]`
+              )
+            }
+            return Output.lines(out)
+          })
         )
-      }
-      if (denied > 0) return yield* new PolicyWouldDeny({ denied, calls })
-    })
-  )).pipe(Command.withDescription(
-    "Replay a stored session's tool calls against a policy, writing nothing, and list the calls it would deny with their guard; " +
-      "exit 5 when it would deny any"
-  ))
+        if (json) {
+          yield* Output.json({ type: "summary", session: a.id, policy: Policy.format(policy), calls, denied })
+        } else {
+          yield* Output.write(
+            `${a.id}: ${denied} of ${Output.count(calls, "call")} would be denied` +
+              (denying.size === 0 ? "" : ` (by ${Array.from(denying).join(", ")})`) +
+              ` under ${Policy.format(policy)}\n`
+          )
+        }
+        if (denied > 0) return yield* new PolicyWouldDeny({ denied, calls })
+      })
+    )
+).pipe(Command.withDescription(
+  "Replay a stored session's tool calls against a policy, writing nothing, and list the calls it would deny with their guard; " +
+    "exit 5 when it would deny any"
+))
 
 /**
  * The `policy` command and its subcommands.

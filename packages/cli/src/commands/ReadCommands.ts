@@ -6,8 +6,9 @@ import { Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { nonNegative, sessionId, withJournal } from "../internal/commandKit.ts"
+import { nonNegative, sessionId, withJournalToRead } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
+import * as Storage from "../Storage.ts"
 import * as Denials from "../viewer/Denials.ts"
 import * as ReportModel from "../viewer/ReportModel.ts"
 
@@ -16,7 +17,7 @@ import * as ReportModel from "../viewer/ReportModel.ts"
 
 /** The `list` command. */
 export const list = Command.make("list", {}, () =>
-  withJournal(({ json }) =>
+  withJournalToRead(({ json, storage }) =>
     Effect.gen(function*() {
       const journal = yield* SessionJournal.SessionJournal
       const sessions = yield* journal.list
@@ -35,7 +36,7 @@ export const list = Command.make("list", {}, () =>
           }))
         })
       }
-      if (sessions.length === 0) return yield* Output.write("no sessions\n")
+      if (sessions.length === 0) return yield* Output.write(`no sessions in ${Storage.describe(storage)}\n`)
       // A session that does not load cleanly is marked, never shown as if its
       // checkpoint's claims held: its entries and head are those of the valid prefix.
       yield* Output.lines(Output.table(
@@ -63,7 +64,7 @@ export const show = Command.make("show", {
   from: nonNegative("from").pipe(Flag.withDefault(0), Flag.withDescription("First sequence to show")),
   limit: nonNegative("limit").pipe(Flag.optional, Flag.withDescription("Most entries to show"))
 }, (a) =>
-  withJournal(({ json }) =>
+  withJournalToRead(({ json }) =>
     Effect.gen(function*() {
       const journal = yield* SessionJournal.SessionJournal
       const fmt = Output.entryLine(json)
@@ -83,7 +84,7 @@ export const stats = Command.make("stats", {
     )
   )
 }, (a) =>
-  withJournal(({ json }) =>
+  withJournalToRead(({ json }) =>
     Effect.gen(function*() {
       const journal = yield* SessionJournal.SessionJournal
       const state = yield* journal.state(a.id)
@@ -97,6 +98,8 @@ export const stats = Command.make("stats", {
       const denials = tally.result()
       const related = ReportModel.relatedSessions(state.meta)
       const countedIn = yield* ReportModel.countedIn(state.meta)
+      const custodyExists = related.custody === null ? false : yield* ReportModel.exists(related.custody)
+      const hooked = state.meta?.labels?.includes("hooked") === true
       const doc = {
         ...Output.statsJson(state),
         denials: unread !== null
@@ -108,7 +111,8 @@ export const stats = Command.make("stats", {
           },
         counted_in: countedIn,
         hooked_session: related.hooked,
-        custody_session: related.custody
+        custody_session: related.custody,
+        custody_archived: related.custody === null ? null : custodyExists
       }
       if (json) return yield* Output.json(doc)
       const df = doc.data_flow
@@ -119,7 +123,9 @@ export const stats = Command.make("stats", {
         `invocations      ${df.total_invocations}`,
         `messages         ${doc.message_count}`,
         `bytes read       ${df.total_bytes_read}`,
-        `bytes written    ${df.total_bytes_written}`,
+        `bytes written    ${df.total_bytes_written}${
+          hooked ? " (a Claude Code call's input counts as the JSON text of its tool_input)" : ""
+        }`,
         `max depth        ${df.max_delegation_depth}`,
         `streak           ${doc.current_streak_tool ?? "-"} x${doc.current_streak_len}`
       ]
@@ -135,7 +141,13 @@ export const stats = Command.make("stats", {
           `counted in       ${countedIn} (it decided these calls; the tool entries here are copies from the transcript, not more calls)`
         )
       }
-      if (related.custody !== null) out.push(`custody          ${related.custody}`)
+      if (related.custody !== null) {
+        out.push(
+          `custody          ${related.custody}${
+            custodyExists ? "" : " (not archived yet: `session-journal claude-code archive` makes it)"
+          }`
+        )
+      }
       if (state.meta !== null) {
         if (state.meta.title !== undefined) out.push(`title            ${state.meta.title}`)
         if (state.meta.labels !== undefined) out.push(`labels           ${state.meta.labels.join(", ")}`)
@@ -168,7 +180,7 @@ export const tail = Command.make("tail", {
     Flag.withDescription("Keep printing entries written later, by any process")
   )
 }, (a) =>
-  withJournal(({ json }) =>
+  withJournalToRead(({ json }) =>
     Effect.gen(function*() {
       const journal = yield* SessionJournal.SessionJournal
       const fmt = Output.entryLine(json)
@@ -216,7 +228,7 @@ export const exportCmd = Command.make("export", {
     Flag.withDescription("jsonl (one entry a line) or json (one array)")
   )
 }, (a) =>
-  withJournal(() =>
+  withJournalToRead(() =>
     Effect.gen(function*() {
       const journal = yield* SessionJournal.SessionJournal
       const state = yield* journal.state(a.id)

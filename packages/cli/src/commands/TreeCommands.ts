@@ -130,8 +130,9 @@ const prove = Command.make(
     )
   },
   (a) =>
-    withJournal(({ json }) =>
-      Effect.flatMap(load, (m) => m.prove(a.id, a.sequence, Option.getOrUndefined(a.size), json))
+    withJournal(
+      ({ json }) => Effect.flatMap(load, (m) => m.prove(a.id, a.sequence, Option.getOrUndefined(a.size), json)),
+      { readOnly: true }
     )
 ).pipe(
   Command.withDescription(
@@ -139,11 +140,16 @@ const prove = Command.make(
   )
 )
 
-const consistency = Command.make("consistency", {
-  id: sessionId,
-  old: Argument.Int("old").pipe(Argument.withDescription("Older tree size")),
-  new: Argument.Int("new").pipe(Argument.withDescription("Newer tree size"))
-}, (a) => withJournal(({ json }) => Effect.flatMap(load, (m) => m.consistency(a.id, a.old, a.new, json)))).pipe(
+const consistency = Command.make(
+  "consistency",
+  {
+    id: sessionId,
+    old: Argument.Int("old").pipe(Argument.withDescription("Older tree size")),
+    new: Argument.Int("new").pipe(Argument.withDescription("Newer tree size"))
+  },
+  (a) =>
+    withJournal(({ json }) => Effect.flatMap(load, (m) => m.consistency(a.id, a.old, a.new, json)), { readOnly: true })
+).pipe(
   Command.withDescription(
     "Print the RFC 6962 consistency proof between two tree sizes: {old_size, new_size, proof} with --json"
   )

@@ -151,10 +151,16 @@ const settings = Effect.gen(function*() {
  */
 export const withJournal = <E extends Failure>(
   body: (ctx: Context) => Effect.Effect<void, E, Journal | Scope.Scope>,
-  options?: { readonly flags?: boolean; readonly lockWait?: Option.Option<Duration.Duration> }
+  options?: {
+    readonly flags?: boolean
+    readonly lockWait?: Option.Option<Duration.Duration>
+    /** A reading command: creates no journal directory and no table (`Storage.Options.readOnly`). */
+    readonly readOnly?: boolean
+  }
 ) =>
   Effect.gen(function*() {
-    const { json, verbose, storage: given } = yield* settings
+    const { json, verbose, storage: settled } = yield* settings
+    const given: Storage.Options = options?.readOnly === true ? { ...settled, readOnly: true } : settled
     const lockWait = options?.lockWait === undefined ? undefined : Option.getOrUndefined(options.lockWait)
     const storage: Storage.Options = lockWait === undefined ? given : { ...given, lockWait }
     const live = SessionJournal.layer().pipe(Layer.provideMerge(Storage.layer(storage)))
@@ -163,6 +169,16 @@ export const withJournal = <E extends Failure>(
       Effect.catchCause((cause) => reportFailure(cause, verbose, options?.flags === true))
     )
   })
+
+/**
+ * `withJournal` for a command that only reads: it creates no journal directory and
+ * no table, and a journal that does not exist holds no session.
+ *
+ * @since 0.8.0
+ */
+export const withJournalToRead = <E extends Failure>(
+  body: (ctx: Context) => Effect.Effect<void, E, Journal | Scope.Scope>
+) => withJournal(body, { readOnly: true })
 
 /**
  * Runs a handler that works on files directly (no journal service).

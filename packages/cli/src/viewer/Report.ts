@@ -12,7 +12,7 @@
 import type * as Verify from "../Verify.ts"
 import * as Charts from "./Charts.ts"
 import * as Html from "./Html.ts"
-import { type Model, relatedSessions, type Summary } from "./ReportModel.ts"
+import { type Model, relatedSessions, type Summary, type Unverified, unverifiedFrom } from "./ReportModel.ts"
 import * as Timeline from "./Timeline.ts"
 
 const duration = (secs: number): string => {
@@ -48,7 +48,14 @@ export const verifyBox = (id: string, r: Verify.Report, at: number): string => {
       Html.escape(r.torn_tail.segment)
     }</code></p>`
     : ""
-  const prefix = r.ok ? "" : `<p>The timeline below shows the entries that could be read before the damage.</p>`
+  const from = unverifiedFrom(r)
+  const prefix = r.ok
+    ? ""
+    : from === null
+    ? `<p>The counts, charts and timeline below hold only the entries that could be read before the damage.</p>`
+    : `<p>The counts, charts and timeline below hold only the entries before sequence ${from}, which verified. ` +
+      `The stored entries from ${from} on are not vouched for: they count in nothing here and appear only apart, ` +
+      `marked not verified.</p>`
   return `<section class="verify${r.ok ? "" : " failed"}" id="verification" data-ok="${r.ok}">` +
     `<b>Verification</b> ${status} <span class="muted">at ${Html.escape(new Date(at).toISOString())}</span>` +
     `<dl class="facts"><dt>entries checked</dt><dd id="entries-checked">${r.entries_checked}</dd>` +
@@ -176,6 +183,27 @@ export const denials = (s: Summary): string => {
 }
 
 /**
+ * The entries past a failed verification, apart from the timeline: each row marked
+ * unverified, the first (where verification failed) marked as such.
+ *
+ * @since 0.8.0
+ */
+export const unverifiedSection = function*(u: Unverified): Generator<string> {
+  const more = u.count > u.entries.length ? ` The first ${u.entries.length} of ${u.count} are shown.` : ""
+  yield `<section id="unverified" class="unverified"><h2>Not verified</h2>` +
+    `<p><span class="badge bad">NOT VERIFIED</span> ${u.count} stored entr${
+      u.count === 1 ? "y" : "ies"
+    } from sequence ${u.from} on. ` +
+    `Verification failed at entry ${u.from}; nothing after it is vouched for, so these are shown as stored and ` +
+    `counted in no total, chart or denial above.${more}</p>` + Timeline.TABLE_START
+  for (const e of u.entries) {
+    const mark = e.sequence === u.from ? "failed-here" : "unverified"
+    yield Timeline.row(e).replace(/^<tr /, `<tr data-verified="false" data-mark="${mark}" `) + "\n"
+  }
+  yield Timeline.TABLE_END + `</section>\n`
+}
+
+/**
  * What differs between the report file and the viewer's page.
  *
  * @since 0.3.0
@@ -225,6 +253,7 @@ export const render = function*(m: Model, options: PageOptions): Generator<strin
     }">live: new entries appear below as they are written</p>`
   }
   yield* Timeline.pages(m.entries, { live })
+  if (m.unverified !== null) yield* unverifiedSection(m.unverified)
   yield `<footer class="muted"><p>Written by <code>session-journal</code> at ${
     Html.escape(new Date(m.generatedAt).toISOString())
   }. ` +

@@ -1,8 +1,8 @@
 /**
  * What a report page of one session shows, read from the journal: the figures
  * of its entries computed in one pass (`Summary`), the sessions it names as
- * related, the verification done for the page and its head (`Model`,
- * `Overview`). The page's HTML is `Report`'s.
+ * related, the verification done for the page, the entries it does not vouch for
+ * and the head (`Model`, `Overview`). The page's HTML is `Report`'s.
  *
  * @since 0.8.0
  */
@@ -206,12 +206,53 @@ export const relatedSessions = (meta: SessionMeta.SessionMeta | null): {
 export const countedIn = (meta: SessionMeta.SessionMeta | null) =>
   Effect.gen(function*() {
     const hooked = relatedSessions(meta).hooked
-    if (hooked === null) return null
-    const journal = yield* SessionJournal.SessionJournal
-    const found = yield* Effect.result(journal.head(hooked))
-    // A session that exists but does not load cleanly still exists.
-    return found._tag === "Success" || found.failure._tag !== "SessionNotFound" ? hooked : null
+    return hooked !== null && (yield* exists(hooked)) ? hooked : null
   })
+
+/**
+ * Whether session `id` exists in the journal; one that exists but does not load
+ * cleanly still exists.
+ *
+ * @since 0.8.0
+ */
+export const exists = (id: string): Effect.Effect<boolean, never, SessionJournal.SessionJournal> =>
+  Effect.gen(function*() {
+    const journal = yield* SessionJournal.SessionJournal
+    const found = yield* Effect.result(journal.head(id))
+    return found._tag === "Success" || found.failure._tag !== "SessionNotFound"
+  })
+
+/**
+ * Entries read past the point where verification failed: `from` is the sequence
+ * where it failed, `count` how many such entries were read, `entries` the first
+ * `MAX_UNVERIFIED` of them.
+ *
+ * @since 0.8.0
+ */
+export interface Unverified {
+  readonly from: number
+  readonly count: number
+  readonly entries: ReadonlyArray<Entry.Entry>
+}
+
+/**
+ * How many entries past a failed verification a report shows (apart, marked
+ * unverified); the rest are only counted.
+ *
+ * @since 0.8.0
+ */
+export const MAX_UNVERIFIED = 200
+
+/**
+ * The sequence from which a verification report does not vouch for the stored
+ * entries: the entry of an integrity violation, or where corruption starts; null
+ * when it verified, or when the corruption names no sequence (the history read
+ * then stops at the damage by itself).
+ *
+ * @since 0.8.0
+ */
+export const unverifiedFrom = (r: Verify.Report | null): number | null =>
+  r === null || r.ok ? null : r.violation?.sequence ?? r.corruption?.sequence ?? null
 
 /**
  * Everything a report page shows.
@@ -225,6 +266,13 @@ export interface Model {
   readonly summary: Summary
   /** The verification done for this page (null when not asked for). */
   readonly verify: Verify.Report | null
+  /**
+   * The stored entries from the first one that did not verify on (`from`), kept
+   * apart: counted in nothing, charted nowhere, shown only as unverified. `count`
+   * of them were read, the first `MAX_UNVERIFIED` are in `entries`; null when
+   * everything read verified (or nothing was verified).
+   */
+  readonly unverified: Unverified | null
   /** The exported head of the session's state when it was read. */
   readonly head: string
   /** When the page was made, milliseconds since the epoch. */
@@ -266,31 +314,38 @@ export const overview = (
     const each = options?.each
     let first: number | null = null
     let last: number | null = null
-    // The verification and the history read run side by side (both mostly wait on
-    // reads). A read that meets damage keeps the valid prefix; that is allowed
-    // only when the verification found the damage too.
+    // The verification comes first: it says from which entry on the stored history
+    // is not vouched for, and those entries are kept apart, out of every count and
+    // chart. A read that meets damage keeps the valid prefix; that is allowed only
+    // when the verification found the damage too.
     let damage: CorruptJournal | undefined
-    const [report] = yield* Effect.all([
-      options?.verify === false ? Effect.succeed(null) : Verify.session(id, storage),
-      Stream.runForEachArray(
-        journal.entries(id).pipe(
-          Stream.catch((e) => {
-            if (e._tag !== "CorruptJournal") return Stream.fail(e)
-            damage = e
-            return Stream.empty
-          })
-        ),
-        (chunk) =>
-          Effect.sync(() => {
-            for (const e of chunk) {
-              first ??= e.sequence
-              last = e.sequence
-              summary.add(e)
-              each?.(e)
+    const report = options?.verify === false ? null : yield* Verify.session(id, storage)
+    const from = unverifiedFrom(report)
+    const apart: Array<Entry.Entry> = []
+    let apartCount = 0
+    yield* Stream.runForEachArray(
+      journal.entries(id).pipe(
+        Stream.catch((e) => {
+          if (e._tag !== "CorruptJournal") return Stream.fail(e)
+          damage = e
+          return Stream.empty
+        })
+      ),
+      (chunk) =>
+        Effect.sync(() => {
+          for (const e of chunk) {
+            if (from !== null && e.sequence >= from) {
+              apartCount++
+              if (apart.length < MAX_UNVERIFIED) apart.push(e)
+              continue
             }
-          })
-      )
-    ], { concurrency: 2 })
+            first ??= e.sequence
+            last = e.sequence
+            summary.add(e)
+            each?.(e)
+          }
+        })
+    )
     const damaged = report !== null && !report.ok
     if (damage !== undefined && !damaged) return yield* Effect.fail(damage)
     const state = yield* journal.state(id).pipe(
@@ -306,6 +361,7 @@ export const overview = (
       countedIn: counted,
       summary: summary.summary(),
       verify: report,
+      unverified: from === null || apartCount === 0 ? null : { from, count: apartCount, entries: apart },
       head: report?.head ?? state.head,
       generatedAt: yield* Clock.currentTimeMillis,
       first,
@@ -329,6 +385,7 @@ export const collect = (id: string, storage: Storage.Options, options?: { readon
       entries,
       summary: o.summary,
       verify: o.verify,
+      unverified: o.unverified,
       head: o.head,
       generatedAt: o.generatedAt,
       countedIn: o.countedIn

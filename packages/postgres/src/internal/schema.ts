@@ -134,6 +134,26 @@ export const migrate = (n: Names): Effect.Effect<void, Migrator.MigrationError |
   )
 
 /**
+ * The newest migration `migrate` knows.
+ */
+export const LATEST_MIGRATION = 3
+
+/**
+ * How far the schema for `n` is, read without changing anything: `absent` (no
+ * migration record), `behind` (older than `LATEST_MIGRATION`), or `current`.
+ */
+export const schemaState = (n: Names): Effect.Effect<"absent" | "behind" | "current", SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const [found] = yield* sql<
+      { readonly present: boolean }
+    >`SELECT to_regclass(${n.migrations}) IS NOT NULL AS present`
+    if (found?.present !== true) return "absent"
+    const [row] = yield* sql<{ readonly v: number | null }>`SELECT max(migration_id) AS v FROM ${sql(n.migrations)}`
+    return row?.v !== null && row?.v !== undefined && Number(row.v) >= LATEST_MIGRATION ? "current" : "behind"
+  })
+
+/**
  * Drops every table of `n`.
  */
 export const drop = (n: Names): Effect.Effect<void, SqlError, SqlClient.SqlClient> =>
