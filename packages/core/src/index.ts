@@ -92,20 +92,20 @@ export * as Merkle from "./Merkle.ts"
  *
  * @since 0.5.0
  */
-export * as SignedNote from "./SignedNote.ts"
+export * as SignedNote from "./transparency/SignedNote.ts"
 /**
  * The body of a C2SP `tlog-checkpoint`: origin, tree size and base64 root.
  *
  * @since 0.5.0
  */
-export * as TreeHead from "./TreeHead.ts"
+export * as TreeHead from "./transparency/TreeHead.ts"
 /**
  * A session's Merkle tree from its stored history: signed checkpoints, inclusion and
  * consistency proofs, and the check of the journal against a checkpoint held elsewhere.
  *
  * @since 0.5.0
  */
-export * as Transparency from "./Transparency.ts"
+export * as Transparency from "./transparency/Transparency.ts"
 /**
  * The `Persistence` port that adapters implement, and its in-memory adapter.
  *

@@ -328,15 +328,25 @@ describe("Architecture: the import graph of every package", () => {
       const exports = (JSON.parse(readFileSync(join(pkg.dir, "package.json"), "utf8")) as {
         exports: Record<string, unknown>
       }).exports
-      const modules = readdirSync(join(pkg.dir, "src"))
-        .filter((f) => f.endsWith(".ts") && f !== "index.ts")
-        .map((f) => `./${f.slice(0, -3)}`)
-        .sort()
+      // Every module outside internal/ is public, under its own name (a folder such
+      // as core's transparency/ groups modules, it does not rename them).
+      const src = join(pkg.dir, "src")
+      const modules = new Map(
+        sourceFiles(src)
+          .map((f) => relative(src, f).split(sep).join("/"))
+          .filter((f) => f.endsWith(".ts") && f !== "index.ts" && !f.startsWith("internal/"))
+          .map((f) => [`./${f.slice(f.lastIndexOf("/") + 1, -3)}`, `./src/${f}`])
+      )
       const keys = Object.keys(exports).filter((k) => ![".", "./package.json", "./test/*"].includes(k)).sort()
-      assert.deepStrictEqual(keys, modules, name)
+      assert.deepStrictEqual(keys, [...modules.keys()].sort(), name)
       for (const key of keys) {
         const target = exports[key] as Record<string, string>
-        assert.strictEqual(target["@session-journal/source"], `./src/${key.slice(2)}.ts`, `${name} ${key}`)
+        assert.strictEqual(target["@session-journal/source"], modules.get(key), `${name} ${key}`)
+        assert.strictEqual(
+          target["types"],
+          modules.get(key)!.replace(/^\.\/src\//, "./dist/").replace(/\.ts$/, ".d.ts"),
+          `${name} ${key}`
+        )
       }
     }
   })
