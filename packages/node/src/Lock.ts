@@ -23,19 +23,9 @@
  * with the advice to remove it; no message ever tells anyone to remove a lock a
  * live writer may hold: `unlock` removes a lock whose holder is proved gone.
  *
- * Who is proved gone (`judge`): a record carries the holder's host name, pid, the
- * pid's start time, the kernel's boot id and the holder's pid namespace. Pids and
- * start times mean something only within one kernel boot and one pid namespace, so
- * `/proc` decides only when the holder ran on this host (the same host name) or
- * under the same boot id and the same pid namespace (a container sharing this
- * kernel and this pid namespace under another host name). A holder of this host
- * under an earlier boot id is gone (the host restarted). A holder in another pid
- * namespace, under another host name with no boot id, or under another boot id and
- * another host name (another machine sharing the directory, or this one before a
- * restart: nothing here tells them apart) cannot be proved gone by a writer: its
- * lock is kept. `unlock` looks one step further (`judgeDeep`: a pid namespace of
- * this kernel with no process left, seen by root from the initial pid namespace);
- * `unlock` with `force` removes a lock whose holder cannot be proved gone.
+ * Who is proved gone (`judge`; `judgeDeep` for `unlock`) is stated once, in the
+ * package README ("Who is proved gone"): pids and start times mean something only
+ * within one kernel boot and one pid namespace, so `/proc` decides only there.
  *
  * A held lock keeps its file open, so its inode cannot be freed and reused while it
  * is held: `Held.check` (one lstat) proves the lock is still this writer's before a
@@ -175,8 +165,8 @@ export const processStat = Process.processStat
 export const pidAlive = Process.pidAlive
 
 /**
- * Judges a lock's holder (see the module header for what is proved and what is
- * not). A record of an older version (no boot id, no pid namespace) is judged by
+ * Judges a lock's holder (what is proved and what is not: the package README,
+ * "Who is proved gone"). A record of an older version (no boot id, no pid namespace) is judged by
  * `/proc` when it names this host, and is `unknown` otherwise.
  *
  * @since 0.4.0

@@ -1,8 +1,8 @@
 /**
  * Who holds a lock, as far as can be proved from here: `judge` reads /proc only
  * where the record's host name, or its boot id and pid namespace, say its pid means
- * the same process here; `judgeDeep` adds a scan of /proc for `unlock` (see the
- * `Lock` module header for what is proved and what is not).
+ * the same process here; `judgeDeep` adds a scan of /proc for `unlock` (what is
+ * proved and what is not: the package README, "Who is proved gone").
  */
 import * as Effect from "effect/Effect"
 import * as os from "node:os"
