@@ -140,7 +140,9 @@ const step = (name: string): void => {
 }
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "sj-install-"))
-afterAll(() => fs.rmSync(work, { recursive: true, force: true }))
+// Removing the installed tree (thousands of files) takes its time on a busy disk:
+// no hook deadline.
+afterAll(() => fs.rmSync(work, { recursive: true, force: true }), 600_000)
 
 describe("the packages installed into a host application", () => {
   it(
