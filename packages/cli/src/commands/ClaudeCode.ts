@@ -2,11 +2,15 @@
  * `session-journal claude-code …`: custody of Claude Code transcripts.
  * `archive` brings `~/.claude/projects` (or `--source`) into journal sessions,
  * one per transcript file; `follow` keeps doing it until interrupted; `export`
- * writes a transcript back, byte for byte, from its journal.
+ * writes a transcript back, byte for byte, from its journal. The group also
+ * holds the doors (`hook`, `guard`, `forward`, `install`, `run`); each is wiring
+ * for a module of `@session-journal/claude-code`, where every decision is
+ * `Hook.handle`'s.
  *
  * @since 0.2.0
  */
 import { Archive, type Sync } from "@session-journal/claude-code"
+import type * as HookRunner from "@session-journal/claude-code/HookRunner"
 import { type SessionJournal, StorageError, StorageReason } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Argument, Command, Flag } from "effect/cli"
@@ -23,14 +27,14 @@ import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as ClaudeCodeRun from "./ClaudeCodeRun.ts"
 import * as GuardCommands from "./GuardCommands.ts"
-import * as HookCommand from "./HookCommand.ts"
-import * as Install from "./Install.ts"
+import * as HookProcess from "./HookProcess.ts"
+import * as InstallCommand from "./InstallCommand.ts"
 
 // The variables the command hook reads, through `Config` (the command tree's
 // `ConfigProvider`); the hook itself takes them as a plain record.
 const hookEnvironment = Config.all(
   Object.fromEntries(
-    [HookCommand.POLICY_VAR, Storage.DIR_VAR, Storage.PG_URL_VAR, Storage.TABLE_PREFIX_VAR, Storage.RETENTION_VAR].map((
+    [HookProcess.POLICY_VAR, Storage.DIR_VAR, Storage.PG_URL_VAR, Storage.TABLE_PREFIX_VAR, Storage.RETENTION_VAR].map((
       name
     ) => [name, Config.String(name).pipe(Config.option, Config.map(Option.getOrUndefined))])
   )
@@ -41,7 +45,7 @@ const hookIo = (env: Readonly<Record<string, string | undefined>>) =>
   Effect.gen(function*() {
     const stdin = yield* Input.Stdin
     const streams = yield* Output.streams
-    const io: HookCommand.Io = {
+    const io: HookRunner.Io = {
       stdin: stdin(),
       stdout: (text) => new Promise((resolve) => text === "" ? resolve() : streams.stdout(text, () => resolve())),
       stderr: (text) => Promise.resolve(text === "" ? undefined : streams.stderr(text)),
@@ -208,11 +212,11 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
 
   const hook = Command.make("hook", {
     policy: Flag.String("policy").pipe(
-      Flag.withFallbackConfig(Config.String(HookCommand.POLICY_VAR)),
+      Flag.withFallbackConfig(Config.String(HookProcess.POLICY_VAR)),
       Flag.optional,
       Flag.withMetavar("FILE"),
       Flag.withDescription(
-        `Decide every PreToolUse with this policy file (default $${HookCommand.POLICY_VAR}; none: record only)`
+        `Decide every PreToolUse with this policy file (default $${HookProcess.POLICY_VAR}; none: record only)`
       )
     ),
     root: Flag.String("root").pipe(
@@ -258,7 +262,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       const postgres = onCommandLine(yield* Postgres)
       const io = yield* hookIo(yield* Effect.orDie(hookEnvironment))
       const outcome = yield* Effect.promise(() =>
-        HookCommand.run({
+        HookProcess.run({
           root: root ?? dir,
           postgres,
           policy: Option.getOrUndefined(a.policy),
@@ -286,7 +290,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       follow,
       exportCmd,
       hook,
-      Install.command,
+      InstallCommand.command,
       GuardCommands.guard,
       GuardCommands.forward,
       ClaudeCodeRun.run
