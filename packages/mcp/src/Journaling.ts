@@ -79,7 +79,9 @@ const utf8Length = (s: string) => new TextEncoder().encode(s).length
 
 /**
  * Decides one call and records it with its decision in one append. The one
- * place the gateway calls `decide`.
+ * place the gateway calls `decide`. The guard sees the call (`mcp__<name>__<tool>`
+ * and its arguments as `tool_input`), so patterns judge it; an ask is a denial
+ * (no one can be asked through the gateway), the tokens are unknown.
  *
  * @since 0.8.0
  */
@@ -111,7 +113,10 @@ export const decideCall = (
         ...Guard.decisionPayload(verdict, entry.sequence),
         policy: call.policy
       }
-    }]
+    }],
+    // The policy sees the call as Claude Code names MCP calls, its arguments as the
+    // input; no one can be asked here, so an ask is a denial saying so.
+    { call: { tool_name: call.tool_name, tool_input: call.tool_input }, canAsk: false }
   )
 
 /**

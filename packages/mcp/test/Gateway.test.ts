@@ -113,6 +113,31 @@ describe.skipIf(cache === null)("Gateway with the SDK's server", () => {
     }).pipe(Effect.scoped, Effect.provide(layer(dir)))
   })
 
+  it.live("patterns judge a call's arguments; an ask is denied, since no one can be asked through the gateway", () => {
+    const dir = root()
+    const log = path.join(dir, "calls.log")
+    return Effect.gen(function*() {
+      const c = yield* connect({
+        name: "test",
+        server: fixtureServer(cache!, { MCP_CALL_LOG: log }),
+        guard: guardOf([{ deny: "mcp__test__write(path:/etc/*)" }, { ask: "mcp__test__echo(text:secret*)" }]),
+        policyName: "policy.json"
+      })
+      yield* c.initialize
+      // Without its arguments the pattern could not judge this call, and would deny it.
+      assert.strictEqual(textOf(yield* c.call("write", { path: "/tmp/ok", text: "x" })), "wrote 1 bytes")
+      const denied = yield* c.call("write", { path: "/etc/passwd", text: "x" })
+      assert.isTrue((denied["result"] as { isError: boolean }).isError)
+      assert.include(textOf(denied), "deny(\"mcp__test__write(path:/etc/*)\")")
+      const asked = yield* c.call("echo", { text: "secret-token" })
+      assert.isTrue((asked["result"] as { isError: boolean }).isError)
+      assert.include(textOf(asked), "approval was needed")
+      assert.strictEqual(textOf(yield* c.call("echo", { text: "plain" })), "plain")
+      yield* c.end
+      assert.deepStrictEqual(readLog(log), ["write", "echo"])
+    }).pipe(Effect.scoped, Effect.provide(layer(dir)))
+  })
+
   it.live("a journal that cannot be written denies every call, saying why, and nothing reaches the server", () => {
     const dir = root()
     const log = path.join(dir, "calls.log")
