@@ -83,8 +83,7 @@ describe.skipIf(bin === null)("an ask, against the real CLI", () => {
   it.live("without approve no one can be asked: the call is denied saying approval was needed", () => {
     let work = ""
     return Harness.withSession(
-      (r) =>
-        [Fake.tools(Fake.bash(`echo asked > ${path.join(work, "asked.txt")}`)), Fake.text("done")][r.turn],
+      (r) => [Fake.tools(Fake.bash(`echo asked > ${path.join(work, "asked.txt")}`)), Fake.text("done")][r.turn],
       "sj-ask-",
       (s) => {
         work = s.work
