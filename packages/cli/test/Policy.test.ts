@@ -191,6 +191,36 @@ describe("policy check of the keys that see calls", () => {
   })
 })
 
+describe("the README's policy", () => {
+  it("is a valid policy with no warning, and denies what it says it denies", async () => {
+    const readme = fs.readFileSync(path.join(import.meta.dirname, "..", "..", "..", "README.md"), "utf8")
+    const block = readme.split("```json\n").map((b) => b.slice(0, b.indexOf("```"))).find((b) =>
+      b.includes("maxTokens")
+    )
+    assert.isDefined(block)
+    const dir = tempDir()
+    const file = write(dir, "readme.json", block!)
+    const checked = await run(["policy", "check", file])
+    assert.strictEqual(checked.code, 0, checked.stderr)
+    assert.strictEqual(checked.stderr, "")
+    const event = (command: string) =>
+      JSON.stringify({
+        session_id: "s",
+        cwd: "/tmp/w",
+        hook_event_name: "PreToolUse",
+        tool_name: "Bash",
+        tool_input: { command },
+        tool_use_id: "toolu_1"
+      })
+    const verdict = async (command: string) =>
+      JSON.parse((await run(["--json", "policy", "explain", file, "--event", event(command), "--tokens", "10"])).stdout)
+        .verdict
+    assert.strictEqual(await verdict("ls && rm -rf /"), "deny")
+    assert.strictEqual(await verdict("git push origin main"), "ask")
+    assert.strictEqual(await verdict("npm test"), "allow")
+  })
+})
+
 describe("policy explain", () => {
   const event = (command: string) =>
     JSON.stringify({
