@@ -12,25 +12,11 @@ import * as Stream from "effect/Stream"
 import * as fc from "fast-check"
 import * as AgentDepth from "../src/AgentDepth.ts"
 import * as Hook from "../src/Hook.ts"
+import { decode, inputsOf } from "./hookInputs.ts"
 
 const encoder = new TextEncoder()
-const W = "/tmp/x/work"
 const SID = "0b5c9da4-61e6-438c-8641-7d35b2b57c17"
-const base = (name: string, extra: Record<string, unknown> = {}) => ({
-  session_id: SID,
-  transcript_path: `/home/u/.claude/projects/-tmp-x-work/${SID}.jsonl`,
-  cwd: W,
-  hook_event_name: name,
-  ...extra
-})
-const pre = (tool: string, input: Record<string, unknown>, id: string, extra: Record<string, unknown> = {}) =>
-  base("PreToolUse", { tool_name: tool, tool_input: input, tool_use_id: id, ...extra })
-
-const decode = (value: unknown): Hook.HookEvent => {
-  const r = Hook.decode(encoder.encode(JSON.stringify(value)))
-  if (Result.isFailure(r)) throw new Error(r.failure.message)
-  return r.success
-}
+const { base, pre } = inputsOf(SID)
 
 const reasonOf = (bytes: Uint8Array, limits?: Hook.Limits): string => {
   const r = Hook.decode(bytes, limits)

@@ -16,26 +16,15 @@ import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
 import * as fc from "fast-check"
 import * as Hook from "../src/Hook.ts"
+import { decode, inputsOf, W } from "./hookInputs.ts"
 
 const encoder = new TextEncoder()
-const W = "/tmp/x/work"
 const SID = "5a4b2d4c-61e6-438c-8641-7d35b2b57c17"
-const base = (name: string, extra: Record<string, unknown> = {}) => ({
-  session_id: SID,
-  transcript_path: `/home/u/.claude/projects/-tmp-x-work/${SID}.jsonl`,
-  cwd: W,
-  hook_event_name: name,
-  ...extra
-})
+const inputs = inputsOf(SID)
+const base = inputs.base
 let ids = 0
 const pre = (tool: string, input: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
-  base("PreToolUse", { tool_name: tool, tool_input: input, tool_use_id: `toolu_${ids++}`, ...extra })
-
-const decode = (value: unknown): Hook.HookEvent => {
-  const r = Hook.decode(encoder.encode(JSON.stringify(value)))
-  if (Result.isFailure(r)) throw new Error(r.failure.message)
-  return r.success
-}
+  inputs.pre(tool, input, `toolu_${ids++}`, extra)
 
 const compiled = (json: unknown): Policy.Compiled => {
   const r = Policy.decode(json)

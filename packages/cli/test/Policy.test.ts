@@ -191,6 +191,17 @@ describe("policy check of the keys that see calls", () => {
   })
 })
 
+// A PreToolUse hook input of a Bash call.
+const event = (command: string) =>
+  JSON.stringify({
+    session_id: "s",
+    cwd: "/tmp/w",
+    hook_event_name: "PreToolUse",
+    tool_name: "Bash",
+    tool_input: { command },
+    tool_use_id: "toolu_1"
+  })
+
 describe("the README's policy", () => {
   it("is a valid policy with no warning, and denies what it says it denies", async () => {
     const readme = fs.readFileSync(path.join(import.meta.dirname, "..", "..", "..", "README.md"), "utf8")
@@ -203,15 +214,6 @@ describe("the README's policy", () => {
     const checked = await run(["policy", "check", file])
     assert.strictEqual(checked.code, 0, checked.stderr)
     assert.strictEqual(checked.stderr, "")
-    const event = (command: string) =>
-      JSON.stringify({
-        session_id: "s",
-        cwd: "/tmp/w",
-        hook_event_name: "PreToolUse",
-        tool_name: "Bash",
-        tool_input: { command },
-        tool_use_id: "toolu_1"
-      })
     const verdict = async (command: string) =>
       JSON.parse((await run(["--json", "policy", "explain", file, "--event", event(command), "--tokens", "10"])).stdout)
         .verdict
@@ -222,16 +224,6 @@ describe("the README's policy", () => {
 })
 
 describe("policy explain", () => {
-  const event = (command: string) =>
-    JSON.stringify({
-      session_id: "s",
-      cwd: "/tmp/w",
-      hook_event_name: "PreToolUse",
-      tool_name: "Bash",
-      tool_input: { command },
-      tool_use_id: "toolu_1"
-    })
-
   it("says which rule decides and every rule's verdict; reads the event from stdin too; writes nothing", async () => {
     const dir = tempDir()
     const file = write(dir, "p.json", `[{"deny":"Bash(rm -rf *)"},{"ask":"Bash(git push *)"},{"maxStreak":9}]`)
