@@ -215,6 +215,27 @@ describe("Hook.handle with a policy that sees calls", () => {
     }).pipe(Effect.provide(layer())))
 })
 
+describe("the library's decide, a door without the call", () => {
+  it.effect("a rule on the input fails closed, saying why; a bare tool name still judges by name", () =>
+    Effect.gen(function*() {
+      const journal = yield* SessionJournal.SessionJournal
+      const { guard } = compiled([{ deny: "Bash(rm -rf *)" }, { deny: "WebFetch" }])
+      const params = (tool_name: string) => ({
+        tool_name,
+        server_id: "s",
+        agent_id: "main",
+        bytes_read: 0,
+        bytes_written: 0,
+        delegation_depth: 0
+      })
+      const bash = yield* journal.decide("lib", params("Bash"), guard)
+      const read = yield* journal.decide("lib", params("Read"), guard)
+      const fetch = yield* journal.decide("lib", params("WebFetch"), guard)
+      assert.deepStrictEqual([bash.verdict._tag, read.verdict._tag, fetch.verdict._tag], ["Deny", "Allow", "Deny"])
+      assert.include(bash.verdict._tag === "Deny" ? bash.verdict.reason : "", "could not be judged")
+    }).pipe(Effect.provide(layer())))
+})
+
 describe("Hook.handle under hostile inputs", () => {
   it("a tool_input that is no object is refused before any decision", () => {
     for (const input of [null, [], "rm -rf /", 3]) {
