@@ -5,7 +5,8 @@
  * limit `{"maxInvocations": 2, "of": "Bash(npm test*)"}` denies the third run
  * whatever runs between; once a `.env` file was read (`after`), a WebFetch and a
  * `curl` are refused; every decision records the tokens the transcript reported
- * so far, growing with the session.
+ * so far, growing with the session; a token budget crossed by a sub-agent's usage
+ * denies the main agent's next call.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Hook } from "@session-journal/claude-code"
@@ -120,4 +121,56 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("a policy that sees 
       await api.close()
     }
   }, 240_000)
+
+  it("a token budget crossed by a sub-agent's usage denies the main agent's next call", async () => {
+    const root = Claude.tempDir()
+    const work = path.join(root, "work")
+    const home = path.join(root, "home")
+    fs.mkdirSync(work, { recursive: true })
+    const policyFile = path.join(root, "policy.json")
+    fs.writeFileSync(policyFile, JSON.stringify({ maxTokens: 50_000 }))
+    const journal = path.join(root, "journal")
+    const installed = await run(["--dir", journal, "claude-code", "install", "--project", work, "--policy", policyFile])
+    assert.strictEqual(installed.code, 0, installed.stderr)
+    const api = await Fake.start(Fake.perConversation((q) =>
+      q.prompt.includes("SUBTASK")
+        ? [
+          Fake.tools(Fake.bash(`echo sub > ${path.join(work, "sub.txt")}`)),
+          Fake.withUsage(Fake.text("sub done"), { input_tokens: 60_000, output_tokens: 5 })
+        ]
+        : [
+          Fake.tools({
+            name: "Agent",
+            input: {
+              description: "run one",
+              prompt: "SUBTASK: run echo",
+              subagent_type: "general-purpose",
+              run_in_background: false
+            }
+          }),
+          Fake.tools(Fake.bash(`echo after > ${path.join(work, "after.txt")}`)),
+          Fake.text("main done")
+        ]
+    ))
+    try {
+      const r = await Claude.run({ api, prompt: "Delegate.", tools: ["Bash", "Agent"], work, home })
+      assert.isFalse(r.timedOut, r.stderr)
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.isTrue(fs.existsSync(path.join(work, "sub.txt")), "the sub-agent's call within the budget did not run")
+      assert.isFalse(fs.existsSync(path.join(work, "after.txt")), "the call past the budget ran")
+      const id = Hook.sessionId({ session_id: r.sessionId!, cwd: work, hook_event_name: "x" })
+      const shown = await run(["--dir", journal, "--json", "show", id])
+      const entries: Array<Entry> = shown.stdout.trim().split("\n").map((l) => JSON.parse(l))
+      const decisions = entries.filter((e) => e.kind === Hook.DECISION_KIND).map((e) => e.payload!)
+      assert.deepStrictEqual(decisions.map((d) => [d["tool_name"], d["verdict"]]), [
+        ["Agent", "allow"],
+        ["Bash", "allow"],
+        ["Bash", "deny"]
+      ])
+      assert.isAbove(Number(decisions[2]!["tokens"]), 60_000)
+      assert.include(String(decisions[2]!["reason"]), "the budget is 50000")
+    } finally {
+      await api.close()
+    }
+  }, 180_000)
 })
