@@ -37,6 +37,14 @@ export interface Options {
   readonly tablePrefix?: string | undefined
   /** Remove segments a checkpoint covers (`SESSION_JOURNAL_RETENTION=1`). Filesystem only. */
   readonly removeCheckpointedSegments?: boolean | undefined
+  /**
+   * How large a segment grows before a checkpoint completes it
+   * (`NodePersistence.Options.segmentMinBytes`; the hook, which checkpoints every
+   * few events, sets it). Filesystem only.
+   *
+   * @since 0.8.0
+   */
+  readonly segmentMinBytes?: number | undefined
 }
 
 /**
@@ -206,7 +214,8 @@ export const RETENTION_VAR = "SESSION_JOURNAL_RETENTION"
 export const nodeOptions = (options: Options): NodePersistence.Options => ({
   root: options.dir,
   removeCheckpointedSegments: options.removeCheckpointedSegments === true,
-  lockWait: options.lockWait
+  lockWait: options.lockWait,
+  segmentMinBytes: options.segmentMinBytes
 })
 
 /**

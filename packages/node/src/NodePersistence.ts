@@ -51,6 +51,17 @@ export interface Options {
    */
   readonly removeCheckpointedSegments?: boolean | undefined
   /**
+   * How large a segment grows before a checkpoint that covers it completes it
+   * (default 0: every checkpoint that covers everything stored does, and the next
+   * append starts a new segment). A writer that checkpoints after a few appends,
+   * such as a hook that opens a session once per event, sets it (for example to
+   * `Checkpoint.MIN_BYTES`) so that it does not start a segment at every event;
+   * a load reads from the checkpoint's last entry either way.
+   *
+   * @since 0.8.0
+   */
+  readonly segmentMinBytes?: number | undefined
+  /**
    * How often `follow` polls for entries written by other processes where the
    * session directory cannot be watched (default 50 ms); where it is watched, an
    * idle follower wakes on its changes and looks itself only every
@@ -234,6 +245,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
           Effect.sync(() =>
             new Session.SegmentWriter(ctx, dir, id, caps, {
               removeCheckpointedSegments: r.removeCheckpointedSegments,
+              segmentMinBytes: r.segmentMinBytes,
               lockCheck: held?.check
             })
           ),

@@ -27,7 +27,7 @@
  */
 import * as AgentDepth from "@session-journal/claude-code/AgentDepth"
 import * as Hook from "@session-journal/claude-code/Hook"
-import { Policy, SessionJournal } from "@session-journal/core"
+import { Checkpoint, Policy, SessionJournal } from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -91,6 +91,18 @@ const describe = (e: unknown): string =>
   typeof e === "object" && e !== null && "message" in e && typeof e.message === "string" && e.message !== ""
     ? e.message
     : String(e)
+
+/**
+ * The hook's `checkpointMinBytes` (1 byte: `Checkpoint.due`'s quarter rule alone).
+ * A hook opens its session once per event, and a load reads the checkpoint and what
+ * was stored after it: checkpointing as often as the quarter rule allows keeps that
+ * to about a quarter of the checkpoint (which is bounded by the session's caps)
+ * however long the session, where the service's default (256 KiB) would have every
+ * event replay up to 256 KiB of entries.
+ *
+ * @since 0.8.0
+ */
+export const CHECKPOINT_MIN_BYTES = 1
 
 /**
  * How long a hook takes at most by default before it answers on its own (50 s):
@@ -219,7 +231,9 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
     }
     const storage: Storage.Options = {
       ...Storage.resolve({ dir, postgres: args.postgres }, environment),
-      lockWait: Duration.millis(waitMillis)
+      lockWait: Duration.millis(waitMillis),
+      // Checkpoints every few events (below) do not each start a segment.
+      segmentMinBytes: Checkpoint.MIN_BYTES
     }
     if (hookEvent.name === "PreToolUse" && hookEvent.input.agent_id !== undefined) {
       seen.stage = "reading the sub-agent's depth"
@@ -253,7 +267,11 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
     seen.stage = `recording ${seen.event} in the journal`
     const exit = await Effect.runPromiseExit(
       Hook.handle(hookEvent, options).pipe(
-        Effect.provide(SessionJournal.layer().pipe(Layer.provide(Storage.layer(storage))))
+        Effect.provide(
+          SessionJournal.layer({ checkpointMinBytes: CHECKPOINT_MIN_BYTES }).pipe(
+            Layer.provide(Storage.layer(storage))
+          )
+        )
       )
     )
     if (Exit.isSuccess(exit)) {
