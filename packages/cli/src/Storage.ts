@@ -45,6 +45,13 @@ export interface Options {
    * @since 0.8.0
    */
   readonly segmentMinBytes?: number | undefined
+  /**
+   * Whether `node:crypto`'s SHA-256 is installed (`NodePersistence.Options.nodeSha256`,
+   * default true; the hook, which writes once per process, does without).
+   *
+   * @since 0.8.0
+   */
+  readonly nodeSha256?: boolean | undefined
 }
 
 /**
@@ -215,7 +222,8 @@ export const nodeOptions = (options: Options): NodePersistence.Options => ({
   root: options.dir,
   removeCheckpointedSegments: options.removeCheckpointedSegments === true,
   lockWait: options.lockWait,
-  segmentMinBytes: options.segmentMinBytes
+  segmentMinBytes: options.segmentMinBytes,
+  nodeSha256: options.nodeSha256
 })
 
 /**

@@ -62,6 +62,15 @@ export interface Options {
    */
   readonly segmentMinBytes?: number | undefined
   /**
+   * Whether `layer` installs `node:crypto`'s SHA-256 for the process
+   * (`NodeSha256.layer`, default true). A process that opens a session to write
+   * once (a hook) hashes a few entries, which core's own SHA-256 does in less time
+   * than loading `node:crypto` takes; it passes false. The digests are the same.
+   *
+   * @since 0.8.0
+   */
+  readonly nodeSha256?: boolean | undefined
+  /**
    * How often `follow` polls for entries written by other processes where the
    * session directory cannot be watched (default 50 ms); where it is watched, an
    * idle follower wakes on its changes and looks itself only every
@@ -442,7 +451,9 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
  * @since 0.1.0
  */
 export const layer = (options: Options): Layer.Layer<Persistence.Persistence, StorageError> =>
-  Layer.merge(Layer.effect(Persistence.Persistence, make(options)), NodeSha256.layer)
+  options.nodeSha256 === false
+    ? Layer.effect(Persistence.Persistence, make(options))
+    : Layer.merge(Layer.effect(Persistence.Persistence, make(options)), NodeSha256.layer)
 
 export {
   /**

@@ -233,7 +233,9 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
       ...Storage.resolve({ dir, postgres: args.postgres }, environment),
       lockWait: Duration.millis(waitMillis),
       // Checkpoints every few events (below) do not each start a segment.
-      segmentMinBytes: Checkpoint.MIN_BYTES
+      segmentMinBytes: Checkpoint.MIN_BYTES,
+      // One event hashes a few entries: not worth loading node:crypto for.
+      nodeSha256: false
     }
     if (hookEvent.name === "PreToolUse" && hookEvent.input.agent_id !== undefined) {
       seen.stage = "reading the sub-agent's depth"

@@ -10,7 +10,6 @@
  * counts nothing.
  */
 import * as HookRuns from "@session-journal/claude-code/HookRuns"
-import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { userStateDir } from "../Storage.ts"
@@ -38,7 +37,8 @@ const readKept = async (cache: string, transcript: string): Promise<HookRuns.Sca
 const keep = async (cache: string, kept: Kept): Promise<void> => {
   try {
     await fs.promises.mkdir(path.dirname(cache), { recursive: true, mode: 0o700 })
-    const temp = `${cache}.${crypto.randomBytes(6).toString("hex")}.tmp`
+    // Unique, not secret (created exclusively): no `node:crypto` loaded for it.
+    const temp = `${cache}.${process.pid}-${Math.floor(Math.random() * 0x1_0000_0000).toString(16)}.tmp`
     await fs.promises.writeFile(temp, JSON.stringify(kept), { flag: "wx", mode: 0o600 })
     await fs.promises.rename(temp, cache)
   } catch {
