@@ -111,6 +111,18 @@ const describe = (e: unknown): string =>
     : String(e)
 
 /**
+ * The hook's `checkpointMinBytes` (1 byte: `Checkpoint.due`'s quarter rule alone).
+ * A hook opens its session once per event, and a load reads the checkpoint and what
+ * was stored after it: checkpointing as often as the quarter rule allows keeps that
+ * to about a quarter of the checkpoint (which is bounded by the session's caps)
+ * however long the session, where the service's default (256 KiB) would have every
+ * event replay up to 256 KiB of entries.
+ *
+ * @since 0.8.0
+ */
+export const CHECKPOINT_MIN_BYTES = 1
+
+/**
  * How long a hook takes at most by default before it answers on its own (50 s):
  * below the `timeout` that `install` sets (60 s) by a margin for starting Node and
  * writing the answer, so Claude Code never cancels it (a cancelled hook fails
@@ -261,7 +273,9 @@ const handled = async (args: Options, io: Io, seen: Seen): Promise<Reply> => {
     seen.stage = `recording ${seen.event} in the journal`
     const exit = await Effect.runPromiseExit(
       Hook.handle(hookEvent, options).pipe(
-        Effect.provide(SessionJournal.layer().pipe(Layer.provide(journal.layer)))
+        Effect.provide(
+          SessionJournal.layer({ checkpointMinBytes: CHECKPOINT_MIN_BYTES }).pipe(Layer.provide(journal.layer))
+        )
       )
     )
     if (Exit.isSuccess(exit)) {

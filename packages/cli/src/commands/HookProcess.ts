@@ -14,6 +14,7 @@
  * @since 0.8.0
  */
 import * as HookRunner from "@session-journal/claude-code/HookRunner"
+import { Checkpoint } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Duration from "effect/Duration"
 import * as fs from "node:fs"
@@ -65,7 +66,11 @@ const journalOf = async (
   }
   const storage: Storage.Options = {
     ...Storage.resolve({ dir, postgres: args.postgres }, environment),
-    lockWait: Duration.millis(waitMillis)
+    lockWait: Duration.millis(waitMillis),
+    // Checkpoints every few events (HookRunner.CHECKPOINT_MIN_BYTES) do not each start a segment.
+    segmentMinBytes: Checkpoint.MIN_BYTES,
+    // One event hashes a few entries: not worth loading node:crypto for.
+    nodeSha256: false
   }
   return { layer: Storage.layer(storage), dir: Storage.isFilesystem(storage) ? storage.dir : null }
 }
