@@ -114,7 +114,12 @@ export interface Spawns {
   readonly byPrompt: ReadonlyMap<string, Spawn>
 }
 
-interface Split {
+/**
+ * A file's bytes cut into lines (`split`).
+ *
+ * @since 0.8.0
+ */
+export interface Split {
   readonly lines: Array<Transcript.LineValue>
   /** Bytes up to and including the last newline. */
   readonly consumed: number
@@ -123,7 +128,15 @@ interface Split {
   readonly pendingBytes: number
 }
 
-const split = (bytes: Uint8Array, limits: Limits): Split => {
+/**
+ * Cuts bytes into their complete lines (each strict UTF-8 text, else base64; one
+ * past `maxLineBytes`, or one whose escaped text would not fit a record, an
+ * oversized-line marker of its size and SHA-256), with where they end and what
+ * waits for its newline. Shared by every custody of JSONL files.
+ *
+ * @since 0.8.0
+ */
+export const split = (bytes: Uint8Array, limits: Limits): Split => {
   const decoder = Transcript.strictDecoder()
   const lines: Array<Transcript.LineValue> = []
   let start = 0

@@ -26,9 +26,13 @@ import * as GuardCommands from "./GuardCommands.ts"
 import * as HookCommand from "./HookCommand.ts"
 import * as Install from "./Install.ts"
 
-// The variables the command hook reads, through `Config` (the command tree's
-// `ConfigProvider`); the hook itself takes them as a plain record.
-const hookEnvironment = Config.all(
+/**
+ * The variables the command hooks read, through `Config` (the command tree's
+ * `ConfigProvider`); the hooks themselves take them as a plain record.
+ *
+ * @since 0.8.0
+ */
+export const hookEnvironment = Config.all(
   Object.fromEntries(
     [HookCommand.POLICY_VAR, Storage.DIR_VAR, Storage.PG_URL_VAR, Storage.TABLE_PREFIX_VAR, Storage.RETENTION_VAR].map((
       name
@@ -36,8 +40,12 @@ const hookEnvironment = Config.all(
   )
 )
 
-// The hook's stdin, stdout and stderr: the command's (`Input.Stdin`, the `Console`).
-const hookIo = (env: Readonly<Record<string, string | undefined>>) =>
+/**
+ * A command hook's stdin, stdout and stderr: the command's (`Input.Stdin`, the `Console`).
+ *
+ * @since 0.8.0
+ */
+export const hookIo = (env: Readonly<Record<string, string | undefined>>) =>
   Effect.gen(function*() {
     const stdin = yield* Input.Stdin
     const streams = yield* Output.streams

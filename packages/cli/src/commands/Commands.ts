@@ -33,6 +33,7 @@ import * as Storage from "../Storage.ts"
 import * as ReportFile from "../viewer/ReportFile.ts"
 import type * as Serve from "../viewer/Serve.ts"
 import * as ClaudeCode from "./ClaudeCode.ts"
+import * as Codex from "./Codex.ts"
 import * as Demo from "./Demo.ts"
 import * as MirrorFiles from "./MirrorFiles.ts"
 import { policy } from "./PolicyCommands.ts"
@@ -256,7 +257,8 @@ export const root = Command.make("session-journal").pipe(
     demo,
     policy,
     ...TreeCommands.commands,
-    ClaudeCode.make((body) => withJournal(body))
+    ClaudeCode.make((body) => withJournal(body)),
+    Codex.make((body) => withJournal(body))
   ]),
   Command.withGlobalFlags([Dir, Json, Verbose, Postgres])
 )
