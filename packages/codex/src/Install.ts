@@ -129,9 +129,9 @@ const JOIN_MARK = "# (the newline before this block was added by session-journal
 
 // A block we wrote: from its opening line to the end of its closing line.
 const findBlock = (text: string, begin: string, end: string): Found | null => {
-  const at = text.startsWith(`${begin}\n`) ? 0 : text.indexOf(`\n${begin}\n`)
-  if (at < 0) return null
-  const from = at === 0 ? 0 : at + 1
+  const after = text.indexOf(`\n${begin}\n`)
+  const from = text.startsWith(`${begin}\n`) ? 0 : after < 0 ? -1 : after + 1
+  if (from < 0) return null
   const close = text.indexOf(`\n${end}`, from)
   if (close < 0) {
     throw new ConfigTextError({ reason: `the line ${JSON.stringify(end)} that closes our block is missing` })
@@ -210,7 +210,14 @@ export const installText = (text: string, block: string): string => {
  *
  * @since 0.8.0
  */
-export const removeText = (text: string): string => withoutBlock(withoutBlock(text, BEGIN, END), TRUST_BEGIN, TRUST_END)
+export const removeText = (text: string): string => {
+  // The later block first: removing the earlier one could take the newline before the later one with it.
+  const hooks = findBlock(text, BEGIN, END)
+  const trust = findBlock(text, TRUST_BEGIN, TRUST_END)
+  return hooks !== null && trust !== null && trust.start < hooks.start
+    ? withoutBlock(withoutBlock(text, BEGIN, END), TRUST_BEGIN, TRUST_END)
+    : withoutBlock(withoutBlock(text, TRUST_BEGIN, TRUST_END), BEGIN, END)
+}
 
 /**
  * `text` (the user config) trusting `trusts`: a key that already has a
