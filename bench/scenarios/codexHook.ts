@@ -9,22 +9,13 @@
  * The policy decides every call and denies none, so each event is one decision
  * and one entry pair on the chain.
  */
-import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { hookCommand } from "../../packages/cli/src/commands/Codex.ts"
 import { builtEnv, loadCli, repoRoot } from "../lib/adapters.ts"
 import { removeDir, tempDir } from "../lib/env.ts"
-import {
-  type Goal,
-  interleaveMany,
-  median,
-  meets,
-  notRun,
-  type RunOptions,
-  type Sample,
-  type Scenario
-} from "../lib/harness.ts"
+import { type Goal, interleaveMany, median, meets, notRun, type RunOptions, type Scenario } from "../lib/harness.ts"
+import { timed } from "./claudeCodeHook.ts"
 
 const NAME = "codex.hook.command"
 const NODE = "node -e 0 (same Node)"
@@ -45,16 +36,6 @@ const preToolUse = (cwd: string): string =>
     tool_input: { command: "ls -la" },
     tool_use_id: `call_bench${(calls++).toString(36)}`
   })
-
-const timed = (command: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv, input?: string): Sample => {
-  const t0 = performance.now()
-  const out = spawnSync(command, args, { encoding: "utf8", env, input: input ?? "" })
-  const ms = performance.now() - t0
-  if (out.status !== 0 || (input !== undefined && out.stdout.includes("\"deny\""))) {
-    throw new Error(`${command} ${args.join(" ")} exited ${out.status}: ${(out.stderr || out.stdout).slice(0, 400)}`)
-  }
-  return { ops: 1, ms }
-}
 
 const run = async (options: RunOptions) => {
   const cli = loadCli()

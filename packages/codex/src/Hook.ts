@@ -29,6 +29,7 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
+import { deeperThan } from "@session-journal/claude-code/Hook"
 import * as Refusal from "@session-journal/claude-code/Refusal"
 import { jsonBytes, utf8Length } from "@session-journal/claude-code/Transcript"
 import { Entry, Guard, messageOf, SessionJournal } from "@session-journal/core"
@@ -173,24 +174,6 @@ export class HookError extends Schema.TaggedError<HookError>()("CodexHookError",
 // Decoding
 
 const fatal = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
-
-// The nesting of a JSON text, scanned without parsing: brackets outside strings.
-// Stops at the first level past `max`.
-const deeperThan = (text: string, max: number): boolean => {
-  let depth = 0
-  let inString = false
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    if (inString) {
-      if (c === 92) i++
-      else if (c === 34) inString = false
-    } else if (c === 34) inString = true
-    else if (c === 91 || c === 123) {
-      if (++depth > max) return true
-    } else if (c === 93 || c === 125) depth--
-  }
-  return false
-}
 
 const fail = (reason: HookError["reason"], detail: string, event: string | null = null) =>
   Result.fail(new HookError({ reason, detail, event }))

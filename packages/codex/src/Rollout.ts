@@ -27,7 +27,7 @@ import * as Source from "@session-journal/claude-code/internal/source"
 import * as Planner from "@session-journal/claude-code/Planner"
 import * as Sync from "@session-journal/claude-code/Sync"
 import * as Transcript from "@session-journal/claude-code/Transcript"
-import { JournalState, messageOf, SessionJournal } from "@session-journal/core"
+import { messageOf, SessionJournal } from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -106,14 +106,8 @@ export const metaData = (
  *
  * @since 0.8.0
  */
-export interface Resume {
-  readonly session: string
-  readonly dev: number
-  readonly ino: number
-  readonly offset: number
+export interface Resume extends Sync.ReadTo {
   readonly lines: number
-  readonly last: { readonly start: number; readonly sha256: string } | null
-  readonly head: string
   readonly parent: string | null
 }
 
@@ -152,23 +146,7 @@ export const syncRollout = (
     if (st.size > limits.maxFileBytes) {
       return yield* Effect.fail(`file is ${st.size} bytes, above the bound of ${limits.maxFileBytes} bytes`)
     }
-    let from = resume !== undefined && resume.session === session && resume.dev === st.dev && resume.ino === st.ino &&
-        st.size >= resume.offset
-      ? resume
-      : undefined
-    if (from !== undefined && from.last !== null) {
-      const length = from.offset - from.last.start
-      const tail = yield* Source.readAt(opened, from.last.start, length)
-      if (
-        tail.length !== length || tail[length - 1] !== 0x0a || hashOf(tail.subarray(0, length - 1)) !== from.last.sha256
-      ) {
-        from = undefined
-      }
-    }
-    if (from !== undefined) {
-      const head = yield* Effect.result(Effect.map(journal.state(session), JournalState.lastHash))
-      if (head._tag === "Failure" || head.success !== from.head) from = undefined
-    }
+    const from = yield* Sync.stillHolds(resume, session, opened)
     const offset = from?.offset ?? 0
     const bytes = from === undefined
       ? yield* Source.readAll(opened, limits.maxFileBytes)

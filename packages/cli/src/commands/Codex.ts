@@ -23,24 +23,21 @@
 import { Archive } from "@session-journal/claude-code"
 import { Install, Rollout } from "@session-journal/codex"
 import { StorageError, StorageReason } from "@session-journal/core"
-import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Exit, InvalidInput, NotGuarded } from "../Failure.ts"
-import { Dir, onCommandLine, Postgres, withoutJournal } from "../internal/commandKit.ts"
-import { parseWaitMillis } from "../internal/hookArgs.ts"
+import { InvalidInput, NotGuarded } from "../Failure.ts"
+import { Dir, onCommandLine, withoutJournal } from "../internal/commandKit.ts"
 import { commandLine } from "../internal/hookWrapper.ts"
 import * as SettingsIo from "../internal/settingsIo.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 import type { WithJournal } from "./ClaudeCode.ts"
-import { hookEnvironment, hookIo } from "./ClaudeCode.ts"
+import { hookSubcommand } from "./ClaudeCode.ts"
 import * as CodexHook from "./CodexHook.ts"
-import { POLICY_VAR } from "./HookCommand.ts"
 import { MAX_SETTINGS_BYTES, selfCommand } from "./Install.ts"
 
 /**
@@ -423,60 +420,12 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
     Command.withDescription("Write the journaled rollout to stdout, byte for byte as Codex wrote it")
   )
 
-  const hook = Command.make("hook", {
-    policy: Flag.String("policy").pipe(
-      Flag.withFallbackConfig(Config.String(POLICY_VAR)),
-      Flag.optional,
-      Flag.withMetavar("FILE"),
-      Flag.withDescription(`Decide every PreToolUse with this policy file (default $${POLICY_VAR}; none: record only)`)
-    ),
-    root: Flag.String("root").pipe(
-      Flag.optional,
-      Flag.withMetavar("DIR"),
-      Flag.withDescription("Journal directory (as --dir; install writes its absolute path here)")
-    ),
-    failOpen: Flag.Boolean("fail-open").pipe(
-      Flag.withDefault(false),
-      Flag.withDescription("When the event cannot be recorded, exit 1 (Codex runs the call) instead of denying it")
-    ),
-    wait: Flag.String("wait").pipe(
-      Flag.mapTryCatch(parseWaitMillis, (e) => `invalid --wait: ${messageOf(e)}`),
-      Flag.optional,
-      Flag.withMetavar("DURATION"),
-      Flag.withDescription("How long to wait for the session's lock while parallel hooks hold it (default 30s)")
-    ),
-    deadline: Flag.String("deadline").pipe(
-      Flag.mapTryCatch(parseWaitMillis, (e) => `invalid --deadline: ${messageOf(e)}`),
-      Flag.filter((n) => n > 0, () => "must be longer than 0"),
-      Flag.optional,
-      Flag.withMetavar("DURATION"),
-      Flag.withDescription("Answer within this time; past it the call is denied (default 50s, under the 60 s timeout)")
-    )
-  }, (a) =>
-    Effect.gen(function*() {
-      const dir = onCommandLine(yield* Dir)
-      const root = Option.getOrUndefined(a.root)
-      if (dir !== undefined && root !== undefined) {
-        return yield* new InvalidInput({ field: "--root", reason: "give --root or --dir, not both" })
-      }
-      const postgres = onCommandLine(yield* Postgres)
-      const io = yield* hookIo(yield* Effect.orDie(hookEnvironment))
-      const outcome = yield* Effect.promise(() =>
-        CodexHook.run({
-          root: root ?? dir,
-          postgres,
-          policy: Option.getOrUndefined(a.policy),
-          failOpen: a.failOpen,
-          maxInputBytes: undefined,
-          waitMillis: Option.getOrUndefined(a.wait),
-          deadlineMillis: Option.getOrUndefined(a.deadline)
-        }, io)
-      )
-      if (outcome.exitCode !== 0) return yield* new Exit({ code: outcome.exitCode })
-    })).pipe(Command.withDescription(
-      "Codex's command hook: read one event from stdin, journal it, answer; a PreToolUse is decided with the " +
-        "policy. Fails closed: what cannot be recorded or decided is denied"
-    ))
+  const hook = hookSubcommand(
+    CodexHook.run,
+    "Codex",
+    "Codex's command hook: read one event from stdin, journal it, answer; a PreToolUse is decided with the " +
+      "policy. Fails closed: what cannot be recorded or decided is denied"
+  )
 
   return Command.make("codex").pipe(
     Command.withDescription(

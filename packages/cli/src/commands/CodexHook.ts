@@ -8,16 +8,19 @@
  * `$SESSION_JOURNAL_POLICY`; none: record only, every call allowed).
  *
  * Codex runs the call on every hook failure except a reasoned deny
- * (docs/codex-PROTOCOL.md (c)), so everything this hook controls fails closed in
- * that one form: bad input, a policy file that does not decode, a journal that
- * cannot be written, the session's lock not obtained within `--wait`, and its
- * own deadline (`--deadline`, 50 s, under the 60 s timeout `codex install`
- * sets) all deny the call with the reason (`Hook.refusal`). `--fail-open` turns
- * every such refusal into exit 1, which Codex reports and ignores.
+ * (docs/codex-PROTOCOL.md), so everything this hook controls fails closed in a
+ * form Codex obeys: bad input, a policy file that does not decode, a journal
+ * that cannot be written, the session's lock not obtained within `--wait`, and
+ * its own deadline (`--deadline`, 50 s, under the 60 s timeout `codex install`
+ * sets) all deny the call with the reason (`Hook.refusal`: the reasoned deny
+ * for a PreToolUse, exit 2 and the reason on stderr for an input whose event
+ * cannot be read). `--fail-open` turns every such refusal into exit 1, which
+ * Codex reports and ignores.
  *
  * Hooks of parallel calls run at once (Codex does not serialise them); each waits
  * for the session's lock, so every one is decided on the state the previous ones
- * stored.
+ * stored. The deadline, the storage and the refusals are the Claude Code hook's
+ * own (`HookCommand`).
  *
  * Loaded without the command tree (`main.ts` recognizes the invocation first).
  *
@@ -26,66 +29,31 @@
 import * as Hook from "@session-journal/codex/Hook"
 import { Policy, SessionJournal } from "@session-journal/core"
 import * as Cause from "effect/Cause"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
-import * as fs from "node:fs"
 import * as Input from "../Input.ts"
 import type { HookArgs } from "../internal/hookArgs.ts"
-import * as ProcessStreams from "../internal/processStreams.ts"
-import * as Watchdog from "../internal/watchdog.ts"
 import { load } from "../PolicyFile.ts"
 import * as Storage from "../Storage.ts"
-import { DEFAULT_DEADLINE_MILLIS, DEFAULT_WAIT_MILLIS, type Io, POLICY_VAR } from "./HookCommand.ts"
-
-/**
- * What one hook did: its exit code, its answer when it handled the event, and
- * why it refused when it did.
- *
- * @since 0.8.0
- */
-export interface Outcome {
-  readonly exitCode: 0 | 1 | 2
-  readonly answer: Hook.HookAnswer | null
-  readonly refused: string | null
-  /** Whether it answered because its deadline passed. */
-  readonly late?: boolean | undefined
-}
-
-interface Reply {
-  readonly stdout: string | null
-  readonly stderr: string | null
-  readonly outcome: Outcome
-}
-
-interface Seen {
-  event: string | null
-  stopHookActive: boolean
-  stage: string
-}
+import {
+  answerWithin,
+  type Io,
+  mainOf,
+  type Outcome,
+  POLICY_VAR,
+  refuseReply,
+  type Reply,
+  replyOf,
+  type Seen,
+  storageOf
+} from "./HookCommand.ts"
 
 const describe = (e: unknown): string =>
   typeof e === "object" && e !== null && "message" in e && typeof e.message === "string" && e.message !== ""
     ? e.message
     : String(e)
-
-const refuseReply = (args: HookArgs, seen: Seen, reason: string): Reply => {
-  if (args.failOpen) {
-    return {
-      stdout: null,
-      stderr: `session-journal: ${reason} (failing open: the call is not guarded)\n`,
-      outcome: { exitCode: 1, answer: null, refused: reason }
-    }
-  }
-  const r = Hook.refusal(seen.event, reason, { stopHookActive: seen.stopHookActive })
-  return {
-    stdout: r.output === null ? null : JSON.stringify(r.output),
-    stderr: r.stderr,
-    outcome: { exitCode: r.exitCode, answer: null, refused: reason }
-  }
-}
 
 // At most `maxBytes` are kept; a longer input is refused at the bound, unread beyond it.
 const readInput = async (stdin: AsyncIterable<Uint8Array | string>, maxBytes: number) => {
@@ -100,8 +68,8 @@ const readInput = async (stdin: AsyncIterable<Uint8Array | string>, maxBytes: nu
   return Buffer.concat(parts, size)
 }
 
-const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
-  const refuse = (reason: string) => refuseReply(args, seen, reason)
+const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply<Hook.HookAnswer>> => {
+  const refuse = (reason: string) => refuseReply<Hook.HookAnswer>(args, seen, reason)
   try {
     const maxBytes = args.maxInputBytes ?? Hook.MAX_INPUT_BYTES
     seen.stage = "reading the hook input"
@@ -124,42 +92,15 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
       if (Exit.isFailure(policy)) return refuse(describe(Cause.squash(policy.cause)))
       options = { policy: Policy.toGuard(policy.value), policyName: Policy.format(policy.value) }
     }
-
-    const environment = Storage.environmentOf(io.env)
-    const dir = args.root ?? environment.dir ?? Storage.userStateDir(io.env)
-    if (dir === undefined && args.postgres === undefined && environment.postgres === undefined) {
-      return refuse("no journal directory: give --root DIR, or set SESSION_JOURNAL_DIR or HOME")
-    }
-    if (
-      dir !== undefined && args.root === undefined && environment.dir === undefined &&
-      args.postgres === undefined && environment.postgres === undefined
-    ) {
-      try {
-        await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 })
-      } catch (e) {
-        return refuse(`the default journal directory ${dir} cannot be made (${describe(e)}); give --root DIR`)
-      }
-    }
-    const storage: Storage.Options = {
-      ...Storage.resolve({ dir, postgres: args.postgres }, environment),
-      lockWait: Duration.millis(args.waitMillis ?? DEFAULT_WAIT_MILLIS)
-    }
+    const storage = await storageOf(args, io.env)
+    if (typeof storage === "string") return refuse(storage)
     seen.stage = `recording ${seen.event} in the journal`
     const exit = await Effect.runPromiseExit(
       Hook.handle(event, options).pipe(
         Effect.provide(SessionJournal.layer().pipe(Layer.provide(Storage.layer(storage))))
       )
     )
-    if (Exit.isSuccess(exit)) {
-      return {
-        stdout: JSON.stringify(exit.value.output),
-        stderr: null,
-        outcome: { exitCode: 0, answer: exit.value, refused: null }
-      }
-    }
-    const error = Cause.squash(exit.cause)
-    const why = error instanceof Hook.HookError ? describe(error) : `cannot record ${seen.event}: ${describe(error)}`
-    return refuse(Cause.hasDies(exit.cause) ? `unexpected failure (a bug): ${why}` : why)
+    return replyOf(exit, (e) => e instanceof Hook.HookError, seen, refuse)
   } catch (e) {
     return refuse(`unexpected failure (a bug): ${describe(e)}`)
   }
@@ -173,40 +114,13 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
  *
  * @since 0.8.0
  */
-export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
-  const seen: Seen = { event: null, stopHookActive: false, stage: "starting" }
-  const deadline = args.deadlineMillis ?? DEFAULT_DEADLINE_MILLIS
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const late = new Promise<Reply>((resolve) => {
-    timer = setTimeout(() => {
-      const reply = refuseReply(
-        args,
-        seen,
-        `no decision within the hook's deadline of ${deadline} ms (still ${seen.stage})`
-      )
-      resolve({ ...reply, outcome: { ...reply.outcome, late: true } })
-    }, deadline)
-  })
-  const reply = await Promise.race([handled(args, io, seen), late])
-  clearTimeout(timer)
-  if (reply.stdout !== null) await io.stdout(reply.stdout)
-  if (reply.stderr !== null) await io.stderr(reply.stderr)
-  return reply.outcome
-}
+export const run = (args: HookArgs, io: Io): Promise<Outcome<Hook.HookAnswer>> =>
+  answerWithin(args, io, (seen) => handled(args, io, seen))
 
 /**
  * Runs the hook on the process's stdin, stdout and stderr; resolves with the exit
- * code. Past the deadline a watchdog ends a process whose exit hangs.
+ * code.
  *
  * @since 0.8.0
  */
-export const main = async (args: HookArgs): Promise<number> => {
-  const outcome = await run(args, {
-    stdin: process.stdin,
-    stdout: ProcessStreams.writeStdoutAwait,
-    stderr: ProcessStreams.writeStderrAwait,
-    env: process.env
-  })
-  if (outcome.late === true && !args.failOpen) Watchdog.arm(1)
-  return outcome.exitCode
-}
+export const main = mainOf(run)

@@ -78,9 +78,9 @@ export interface Io {
  *
  * @since 0.4.0
  */
-export interface Outcome {
+export interface Outcome<A = Hook.HookAnswer> {
   readonly exitCode: 0 | 1 | 2
-  readonly answer: Hook.HookAnswer | null
+  readonly answer: A | null
   /** Why it refused (or failed open), when it did. */
   readonly refused: string | null
   /** Whether it answered because its deadline passed (something may still be stuck). */
@@ -102,22 +102,36 @@ const describe = (e: unknown): string =>
  */
 export const DEFAULT_DEADLINE_MILLIS = 50_000
 
-// What a hook prints and exits with, decided before anything is written, so that
-// exactly one answer is written: the handled one or the deadline's refusal.
-interface Reply {
+/**
+ * What a hook prints and exits with, decided before anything is written, so that
+ * exactly one answer is written: the handled one or the deadline's refusal.
+ *
+ * @since 0.8.0
+ */
+export interface Reply<A = Hook.HookAnswer> {
   readonly stdout: string | null
   readonly stderr: string | null
-  readonly outcome: Outcome
+  readonly outcome: Outcome<A>
 }
 
-// What the hook knows of its event so far, for a refusal in the event's form.
-interface Seen {
+/**
+ * What a hook knows of its event so far, for a refusal in the event's form.
+ *
+ * @since 0.8.0
+ */
+export interface Seen {
   event: string | null
   stopHookActive: boolean
   stage: string
 }
 
-const refuseReply = (args: HookArgs, seen: Seen, reason: string): Reply => {
+/**
+ * The reply that refuses the event (`Hook.refusal`, the one rule of every door,
+ * Codex's too), or with `failOpen` exit 1 and the reason.
+ *
+ * @since 0.8.0
+ */
+export const refuseReply = <A = Hook.HookAnswer>(args: HookArgs, seen: Seen, reason: string): Reply<A> => {
   if (args.failOpen) {
     return {
       stdout: null,
@@ -173,6 +187,63 @@ const readInput = async (
   return Hook.decode(all, { maxBytes })
 }
 
+/**
+ * Where a hook journals (`--root`, the global flags, the environment, else the
+ * per-user default, made on first use readable by its user only), waiting up to
+ * `--wait` for a session's lock; or why it cannot, as the reason to refuse with.
+ *
+ * @since 0.8.0
+ */
+export const storageOf = async (
+  args: HookArgs,
+  env: Readonly<Record<string, string | undefined>>
+): Promise<Storage.Options | string> => {
+  // Parallel hooks of one session queue for its lock (the filesystem adapter's
+  // `lockWait`: a directory watch and a jittered backoff) rather than fail.
+  const waitMillis = args.waitMillis ?? DEFAULT_WAIT_MILLIS
+  const environment = Storage.environmentOf(env)
+  const dir = args.root ?? environment.dir ?? Storage.userStateDir(env)
+  if (dir === undefined && args.postgres === undefined && environment.postgres === undefined) {
+    return "no journal directory: give --root DIR, or set SESSION_JOURNAL_DIR or HOME"
+  }
+  if (
+    dir !== undefined && args.root === undefined && environment.dir === undefined &&
+    args.postgres === undefined && environment.postgres === undefined
+  ) {
+    try {
+      await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 })
+    } catch (e) {
+      return `the default journal directory ${dir} cannot be made (${describe(e)}); give --root DIR`
+    }
+  }
+  return { ...Storage.resolve({ dir, postgres: args.postgres }, environment), lockWait: Duration.millis(waitMillis) }
+}
+
+/**
+ * The reply to a handled event: its answer's output on stdout, or the refusal of
+ * its failure. `ownError` tells the handler's own failures, which name the event,
+ * from the storage layer's, which do not; a defect is refused as a bug.
+ *
+ * @since 0.8.0
+ */
+export const replyOf = <A extends { readonly output: unknown }>(
+  exit: Exit.Exit<A, unknown>,
+  ownError: (e: unknown) => boolean,
+  seen: Seen,
+  refuse: (reason: string) => Reply<A>
+): Reply<A> => {
+  if (Exit.isSuccess(exit)) {
+    return {
+      stdout: JSON.stringify(exit.value.output),
+      stderr: null,
+      outcome: { exitCode: 0, answer: exit.value, refused: null }
+    }
+  }
+  const error = Cause.squash(exit.cause)
+  const why = ownError(error) ? describe(error) : `cannot record ${seen.event}: ${describe(error)}`
+  return refuse(Cause.hasDies(exit.cause) ? `unexpected failure (a bug): ${why}` : why)
+}
+
 const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
   const refuse = (reason: string) => refuseReply(args, seen, reason)
   try {
@@ -198,29 +269,8 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
       options = { policy: Policy.toGuard(policy.value), policyName: Policy.format(policy.value) }
     }
 
-    // Parallel hooks of one session queue for its lock (the filesystem adapter's
-    // `lockWait`: a directory watch and a jittered backoff) rather than fail.
-    const waitMillis = args.waitMillis ?? DEFAULT_WAIT_MILLIS
-    const environment = Storage.environmentOf(io.env)
-    const dir = args.root ?? environment.dir ?? Storage.userStateDir(io.env)
-    if (dir === undefined && args.postgres === undefined && environment.postgres === undefined) {
-      return refuse("no journal directory: give --root DIR, or set SESSION_JOURNAL_DIR or HOME")
-    }
-    if (
-      dir !== undefined && args.root === undefined && environment.dir === undefined &&
-      args.postgres === undefined && environment.postgres === undefined
-    ) {
-      // The per-user default is made on first use, readable by its user only.
-      try {
-        await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 })
-      } catch (e) {
-        return refuse(`the default journal directory ${dir} cannot be made (${describe(e)}); give --root DIR`)
-      }
-    }
-    const storage: Storage.Options = {
-      ...Storage.resolve({ dir, postgres: args.postgres }, environment),
-      lockWait: Duration.millis(waitMillis)
-    }
+    const storage = await storageOf(args, io.env)
+    if (typeof storage === "string") return refuse(storage)
     if (hookEvent.name === "PreToolUse" && hookEvent.input.agent_id !== undefined) {
       seen.stage = "reading the sub-agent's depth"
       options = { ...options, depth: await Effect.runPromise(AgentDepth.of(hookEvent.input)) }
@@ -256,17 +306,7 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
         Effect.provide(SessionJournal.layer().pipe(Layer.provide(Storage.layer(storage))))
       )
     )
-    if (Exit.isSuccess(exit)) {
-      return {
-        stdout: JSON.stringify(exit.value.output),
-        stderr: null,
-        outcome: { exitCode: 0, answer: exit.value, refused: null }
-      }
-    }
-    const error = Cause.squash(exit.cause)
-    // `handle`'s own failures name the event; the storage layer's do not.
-    const why = error instanceof Hook.HookError ? describe(error) : `cannot record ${seen.event}: ${describe(error)}`
-    return refuse(Cause.hasDies(exit.cause) ? `unexpected failure (a bug): ${why}` : why)
+    return replyOf(exit, (e) => e instanceof Hook.HookError, seen, refuse)
   } catch (e) {
     return refuse(`unexpected failure (a bug): ${describe(e)}`)
   }
@@ -284,14 +324,29 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
  *
  * @since 0.4.0
  */
-export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
+export const run = (args: HookArgs, io: Io): Promise<Outcome> =>
+  answerWithin(args, io, (seen) => handled(args, io, seen))
+
+/**
+ * Answers one event within the hook's deadline (`deadlineMillis`, default
+ * `DEFAULT_DEADLINE_MILLIS`): the reply of `handle`, or past the deadline the
+ * refusal of the event as far as it is known, naming what it was still doing;
+ * exactly one of them is written.
+ *
+ * @since 0.8.0
+ */
+export const answerWithin = async <A>(
+  args: HookArgs,
+  io: Io,
+  handle: (seen: Seen) => Promise<Reply<A>>
+): Promise<Outcome<A>> => {
   const seen: Seen = { event: null, stopHookActive: false, stage: "starting" }
   const deadline = args.deadlineMillis ?? DEFAULT_DEADLINE_MILLIS
   let timer: ReturnType<typeof setTimeout> | undefined
-  const late = new Promise<Reply>((resolve) => {
+  const late = new Promise<Reply<A>>((resolve) => {
     timer = setTimeout(
       () => {
-        const reply = refuseReply(
+        const reply = refuseReply<A>(
           args,
           seen,
           `no decision within the hook's deadline of ${deadline} ms (still ${seen.stage})`
@@ -301,7 +356,7 @@ export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
       deadline
     )
   })
-  const reply = await Promise.race([handled(args, io, seen), late])
+  const reply = await Promise.race([handle(seen), late])
   clearTimeout(timer)
   if (reply.stdout !== null) await io.stdout(reply.stdout)
   if (reply.stderr !== null) await io.stderr(reply.stderr)
@@ -314,7 +369,15 @@ export const run = async (args: HookArgs, io: Io): Promise<Outcome> => {
  *
  * @since 0.4.0
  */
-export const main = async (args: HookArgs): Promise<number> => {
+export const main = (args: HookArgs): Promise<number> => mainOf(run)(args)
+
+/**
+ * A hook's `main`: `run` on the process's stdin, stdout and stderr, resolving with
+ * the exit code; past the deadline a watchdog ends a process whose exit hangs.
+ *
+ * @since 0.8.0
+ */
+export const mainOf = <A>(run: (args: HookArgs, io: Io) => Promise<Outcome<A>>) => async (args: HookArgs) => {
   const outcome = await run(args, {
     stdin: process.stdin,
     stdout: ProcessStreams.writeStdoutAwait,
