@@ -65,6 +65,9 @@ describe("codex hook", () => {
     const doc = JSON.parse(stats.stdout) as { denials: { denied: number }; custody_session: string }
     assert.strictEqual(doc.denials.denied, 1)
     assert.strictEqual(doc.custody_session, Hook.rolloutSessionId(SID))
+    // The rollout's session is not there yet: stats says which command makes it.
+    const text = await run(["--dir", dir, "stats", Hook.sessionId(SID)])
+    assert.include(text.stdout, "(not archived yet: `session-journal codex archive` makes it)")
   })
 
   it("denies, saying why, whatever it cannot do", async () => {

@@ -9,6 +9,8 @@
  * - eight parallel calls under `maxInvocations(5)`: exactly five run;
  * - the rollout archived (`codex archive`) and exported (`codex export`) byte for
  *   byte, its session and the hooked one naming each other;
+ * - a project's hooks (`--project`) run once Codex trusts the project, and
+ *   install says how until then;
  * - a hook whose program cannot start denies the call (the wrapper's exit 2);
  * - `codex status` says whether Codex will run the hooks, as Codex says it.
  *
@@ -177,6 +179,32 @@ describe.skipIf(CODEX_BIN === null)(
       // A second archive finds nothing new.
       const again = JSON.parse(sj(home, ["--dir", journal, "--json", "codex", "archive"]).stdout) as typeof report
       expect(again.files.map((f) => f.status)).toEqual(["unchanged"])
+    })
+
+    it("a project's hooks run once the project is trusted; until then install says what to do", async () => {
+      const { home, journal } = await setup(
+        Fake.inOrder([{ calls: [Fake.shell("echo ran > ran.txt")] }, { text: "done" }])
+      )
+      const args = [
+        "codex",
+        "install",
+        "--project",
+        home.work,
+        "--policy",
+        policy(home, { denyList: ["Bash"] }),
+        "--root",
+        journal
+      ]
+      const untrusted = sj(home, args)
+      expect(untrusted.status).toBe(1)
+      expect(untrusted.stdout).toContain(`add [projects."${home.work}"] trust_level = "trusted" to ${home.config}`)
+      fs.appendFileSync(home.config, `\n[projects.${JSON.stringify(home.work)}]\ntrust_level = "trusted"\n`)
+      const trusted = sj(home, args)
+      expect(trusted.status).toBe(0)
+      expect(trusted.stdout).toContain(`${home.config}: recorded Codex's trust of 2 hooks`)
+      const run = await exec(home, "in the project")
+      expect(run.code).toBe(0)
+      expect(fs.existsSync(path.join(home.work, "ran.txt"))).toBe(false)
     })
 
     it("a hook whose program cannot start denies the call", async () => {

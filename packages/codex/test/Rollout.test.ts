@@ -10,7 +10,10 @@ import { Archive } from "@session-journal/claude-code"
 import { SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Queue from "effect/Queue"
+import * as TestClock from "effect/testing/TestClock"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -93,6 +96,33 @@ describe("Rollout", () => {
       assert.strictEqual(d.report.status, "diverged")
       assert.strictEqual(d.report.divergedAt, 2)
       assert.isTrue(Buffer.from(yield* Archive.restore(session)).equals(fs.readFileSync(file)))
+    }).pipe(
+      Effect.provide(layer),
+      Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+    )
+  })
+
+  it.effect("follow reports only what changed, each pass after its interval, reading what was appended", () => {
+    const { day, dir, layer, source } = setup()
+    const file = path.join(day, `rollout-2026-12-05T23-57-20-${T1}.jsonl`)
+    fs.writeFileSync(file, `${meta(T1)}\n`)
+    return Effect.gen(function*() {
+      const reports = yield* Queue.unbounded<Rollout.Report>()
+      const fiber = yield* Effect.forkChild(Rollout.follow({ source }, (r) => Queue.offer(reports, r)))
+      const first = yield* Queue.take(reports)
+      assert.deepStrictEqual(first.files.map((f) => [f.status, f.lines]), [["created", 1]])
+      fs.appendFileSync(file, `${line(1)}\n${line(2)}\n`)
+      yield* TestClock.adjust("1 second")
+      const second = yield* Queue.take(reports)
+      assert.deepStrictEqual(second.files.map((f) => [f.status, f.lines, f.incremental]), [["extended", 2, true]])
+      // A pass over an unchanged tree reports nothing.
+      yield* TestClock.adjust("1 second")
+      fs.appendFileSync(file, `${line(3)}\n`)
+      yield* TestClock.adjust("1 second")
+      const third = yield* Queue.take(reports)
+      assert.deepStrictEqual(third.files.map((f) => [f.status, f.lines]), [["extended", 1]])
+      yield* Fiber.interrupt(fiber)
+      assert.isTrue(Buffer.from(yield* Archive.restore(Hook.rolloutSessionId(T1))).equals(fs.readFileSync(file)))
     }).pipe(
       Effect.provide(layer),
       Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
