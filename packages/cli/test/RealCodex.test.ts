@@ -222,6 +222,7 @@ describe.skipIf(CODEX_BIN === null)(
       expect(run.code).toBe(0)
       expect(fs.existsSync(path.join(home.work, "ran.txt"))).toBe(false)
       expect(run.stderr).toContain("hook cannot run")
+      expect(run.stderr).toContain("(session-journal codex install --uninstall)")
     })
   }
 )

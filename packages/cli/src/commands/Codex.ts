@@ -62,6 +62,14 @@ export const configFile = (project: string | undefined, codexHome: string | unde
     )
 
 /**
+ * How our Codex hooks are removed, as the installed command's failure message
+ * names it.
+ *
+ * @since 0.8.0
+ */
+export const UNINSTALL = "session-journal codex install --uninstall"
+
+/**
  * The command line of our hook for `event`: this installation of
  * `session-journal` then `codex hook`, with `--root` and `--policy` when given,
  * wrapped so that a program that cannot start denies (`commandLine`).
@@ -80,7 +88,7 @@ export const hookCommand = (
     "hook",
     ...(options.root === undefined ? [] : ["--root", options.root]),
     ...(options.policy === undefined ? [] : ["--policy", options.policy])
-  ], { event, settings: file })
+  ], { event, settings: file, uninstall: UNINSTALL })
 
 const refusedAs = (file: string) => (e: unknown): InvalidInput | StorageError =>
   e instanceof SettingsIo.SettingsFileError && e.reason === "Io"
