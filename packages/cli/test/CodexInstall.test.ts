@@ -58,7 +58,7 @@ describe("codex install without Codex", () => {
     fs.writeFileSync(config, text)
     const r = await install(dir, [])
     expect(r.code).toBe(2)
-    expect(r.stderr).toContain("sets hooks as a value")
+    expect(r.stderr).toContain("sets hooks in a form an array of tables cannot extend")
     expect(fs.readFileSync(config, "utf8")).toBe(text)
   })
 })

@@ -171,9 +171,12 @@ const clashes = (text: string): string | null => {
   let table = ""
   for (const raw of lines) {
     const line = raw.trim()
-    const header = /^\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$/.exec(line)
+    const header = /^(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$/.exec(line)
     if (header !== null) {
-      table = header[1]!.replace(/\s+/g, "")
+      table = header[2]!.replace(/[\s"]+/g, "")
+      // `[hooks.PreToolUse]` (one table, not an array of them) and `[[hooks]]` cannot take our tables either.
+      const array = header[1] === "[["
+      if ((!array && EVENTS.some((e) => table === `hooks.${e}`)) || (array && table === "hooks")) return line
       continue
     }
     const key = /^([A-Za-z0-9_."-]+)\s*=/.exec(line)?.[1]?.replace(/"/g, "")
@@ -187,8 +190,8 @@ const clashes = (text: string): string | null => {
 /**
  * `text` with our hooks' block in it (`hooksBlock`): replaced where it is, or
  * appended. Throws `ConfigTextError` when the file sets `hooks` or one of our
- * events as a value (an inline table or array), which an array of tables cannot
- * extend.
+ * events in a form an array of tables cannot extend (an inline table or array,
+ * `[hooks.PreToolUse]` as one table, `[[hooks]]`).
  *
  * @since 0.8.0
  */
@@ -197,8 +200,8 @@ export const installText = (text: string, block: string): string => {
   const clash = clashes(outside)
   if (clash !== null) {
     throw new ConfigTextError({
-      reason: `it sets ${clash} as a value; our hooks are appended as [[hooks.PreToolUse]] tables, which TOML ` +
-        `cannot add to it: write those hooks as tables first`
+      reason: `it sets ${clash} in a form an array of tables cannot extend (our hooks are appended as ` +
+        `[[hooks.PreToolUse]] and [[hooks.PostToolUse]] tables): write those hooks as [[…]] tables first`
     })
   }
   return placed(text, BEGIN, END, block)

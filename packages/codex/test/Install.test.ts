@@ -64,10 +64,13 @@ describe("Install text", () => {
       const t of [
         `hooks = { PreToolUse = [] }\n`,
         `[hooks]\nPreToolUse = [{ hooks = [] }]\n`,
-        `hooks.PostToolUse = []\n`
+        `hooks.PostToolUse = []\n`,
+        `[hooks.PreToolUse]\nmatcher = "x"\n`,
+        `[ "hooks" . "PostToolUse" ]\n`,
+        `[[hooks]]\nx = 1\n`
       ]
     ) {
-      assert.throws(() => Install.installText(t, block), /as a value/)
+      assert.throws(() => Install.installText(t, block), /cannot extend/)
     }
     // Tables of the same events are extended, not refused.
     assert.include(Install.installText(`[[hooks.PreToolUse]]\nmatcher = "x"\n`, block), "[[hooks.PreToolUse]]")
