@@ -5,7 +5,9 @@
  * for byte, as `@session-journal/claude-code` keeps Claude Code transcripts:
  * one `claude-code.line` entry per complete line (its text, or base64 when it is
  * not UTF-8; a line past the bound as size and SHA-256 only), a rewritten file
- * recorded as a divergence before its new lines, a vanished one as missing. The
+ * recorded as a divergence before its new lines, a vanished one as missing
+ * (Codex's `codex archive` moves a rollout away), and as reappeared when it
+ * comes back. The
  * line journaling is claude-code's own (`Planner`, `Sync.split`, its checked
  * walk of the source), so `Archive.restore` (`codex export`) gives the file back.
  *
@@ -308,6 +310,10 @@ export class Cache {
   readonly resumes = new Map<string, Resume>()
   /** Paths already reported as refused (each is reported once). */
   readonly refused = new Set<string>()
+  /** Sessions already recorded as missing. */
+  readonly missing = new Set<string>()
+  /** Whether a pass looked for vanished rollouts yet (later passes look only when a known one is gone). */
+  looked = false
 }
 
 const sameStamp = (a: Source.Stamp | undefined, b: Source.Stamp) =>
@@ -315,6 +321,55 @@ const sameStamp = (a: Source.Stamp | undefined, b: Source.Stamp) =>
 
 // Year directories under the source: sessions/YYYY/MM/DD/rollout-….jsonl.
 const isYear = (name: string): boolean => /^\d{4}$/.test(name)
+
+// Records, once, each rollout session of `root` whose file is no longer there
+// (its last entry then says so); a file that comes back is `reappeared`.
+const vanished = (
+  root: string,
+  present: ReadonlySet<string>,
+  cache: Cache | undefined
+): Effect.Effect<Array<Sync.FileReport>, never, SessionJournal.SessionJournal> =>
+  Effect.gen(function*() {
+    const journal = yield* SessionJournal.SessionJournal
+    const files: Array<Sync.FileReport> = []
+    const sessions = yield* Effect.orElseSucceed(journal.list, () => [])
+    for (const info of sessions) {
+      if (!info.id.startsWith(Hook.ROLLOUT_PREFIX) || present.has(info.id) || cache?.missing.has(info.id) === true) {
+        continue
+      }
+      const state = yield* Effect.option(journal.state(info.id))
+      if (state._tag === "None") continue
+      const source = field(state.value.meta?.data, "source")
+      const loc = typeof source === "string" ? Source.locate(root, source) : null
+      if (typeof source !== "string" || loc === null) continue
+      // Present, or refused (a link now stands there: reported by the walk, not taken for a deletion).
+      const now = yield* Effect.result(Source.stamp(loc))
+      if (now._tag === "Failure" || now.success !== null) continue
+      const last = yield* Effect.option(
+        Stream.runCollect(journal.entries(info.id, { from: state.value.next_sequence - 1, limit: 1 }))
+      )
+      if (last._tag === "Some" && last.value[0]?.kind === Planner.MISSING_KIND) {
+        cache?.missing.add(info.id)
+        continue
+      }
+      const recorded = yield* Effect.result(journal.append(info.id, Planner.MISSING_KIND, { path: source }))
+      files.push({
+        path: source,
+        session: info.id,
+        status: recorded._tag === "Success" ? "missing" : "failed",
+        lines: 0,
+        tools: 0,
+        pendingBytes: 0,
+        ...(recorded._tag === "Success" ? {} : { reason: recorded.failure.message })
+      })
+      if (recorded._tag === "Success" && cache !== undefined) {
+        cache.missing.add(info.id)
+        cache.stamps.delete(source)
+        cache.resumes.delete(source)
+      }
+    }
+    return files
+  })
 
 const pass = (
   options: Options | undefined,
@@ -334,6 +389,7 @@ const pass = (
       const loc: Source.Location = { root, parts: [f.project, ...f.relative.split("/")] }
       const { report, resume } = yield* syncRollout(loc, thread, limits, cache?.resumes.get(f.path))
       files.push(report)
+      cache?.missing.delete(report.session)
       if (cache !== undefined) {
         if (resume === undefined || report.status === "failed") {
           cache.resumes.delete(f.path)
@@ -344,6 +400,11 @@ const pass = (
         }
       }
     }
+    // Sessions of this source whose rollout is gone (Codex's own `codex archive` moves it away).
+    const gone = cache === undefined || !cache.looked ||
+      [...cache.stamps.keys()].some((p) => !found.some((x) => x.f.path === p))
+    if (gone) files.push(...(yield* vanished(root, new Set(found.map((x) => Hook.rolloutSessionId(x.thread))), cache)))
+    if (cache !== undefined) cache.looked = true
     const refused = cache === undefined ? scanned.refused : scanned.refused.filter((r) => !cache.refused.has(r.path))
     for (const r of refused) cache?.refused.add(r.path)
     return { source: root, files, refused }

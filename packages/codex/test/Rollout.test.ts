@@ -1,7 +1,8 @@
 /**
  * Custody of rollout files on a real temp-dir source and journal: created, then
  * extended by what Codex appends (read incrementally by `follow`'s cache),
- * rewritten recorded as a divergence, restored byte for byte (bytes that are not
+ * rewritten recorded as a divergence, moved away recorded as missing (once) and
+ * back as reappeared, restored byte for byte (bytes that are not
  * UTF-8 and a last line without its newline included), a sub-agent's rollout
  * naming its parent's hooked session, and a symbolic link refused.
  */
@@ -122,6 +123,26 @@ describe("Rollout", () => {
       const third = yield* Queue.take(reports)
       assert.deepStrictEqual(third.files.map((f) => [f.status, f.lines]), [["extended", 1]])
       yield* Fiber.interrupt(fiber)
+      assert.isTrue(Buffer.from(yield* Archive.restore(Hook.rolloutSessionId(T1))).equals(fs.readFileSync(file)))
+    }).pipe(
+      Effect.provide(layer),
+      Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+    )
+  })
+
+  it.live("records a rollout Codex moved away as missing, once, and as reappeared when it is back", () => {
+    const { day, dir, layer, source } = setup()
+    const file = path.join(day, `rollout-2026-12-05T23-57-20-${T1}.jsonl`)
+    const away = path.join(dir, "archived.jsonl")
+    fs.writeFileSync(file, `${meta(T1)}\n${line(1)}\n`)
+    return Effect.gen(function*() {
+      assert.deepStrictEqual((yield* Rollout.archive({ source })).files.map((f) => f.status), ["created"])
+      fs.renameSync(file, away)
+      const gone = yield* Rollout.archive({ source })
+      assert.deepStrictEqual(gone.files.map((f) => [f.status, f.session]), [["missing", Hook.rolloutSessionId(T1)]])
+      assert.deepStrictEqual((yield* Rollout.archive({ source })).files, [])
+      fs.renameSync(away, file)
+      assert.deepStrictEqual((yield* Rollout.archive({ source })).files.map((f) => f.status), ["reappeared"])
       assert.isTrue(Buffer.from(yield* Archive.restore(Hook.rolloutSessionId(T1))).equals(fs.readFileSync(file)))
     }).pipe(
       Effect.provide(layer),
