@@ -52,7 +52,7 @@ export const lazyGraphemes = (): Plugin => {
  * (`BundleOptions.standalone`), relative to the package's directory, when they
  * exist: the forwarder, which Claude Code starts once per hook event.
  */
-export const DEFAULT_STANDALONE: ReadonlyArray<string> = ["src/commands/Forward.ts"]
+export const DEFAULT_STANDALONE: ReadonlyArray<string> = ["src/commands/ForwardProcess.ts"]
 
 /**
  * Sends the imports of the modules in `files` (absolute paths of sources, to the

@@ -1,6 +1,6 @@
 /**
  * `claude_code.session.events`: lines through the session driver of
- * `@session-journal/claude-code-session`, from a stand-in for the CLI (`cat` of
+ * `Session` of `@session-journal/claude-code`, from a stand-in for the CLI (`cat` of
  * 20,000 stream-json lines of about 560 bytes, the shapes the CLI writes:
  * assistant text and tool_use, tool results, notifications; `--quick` 5,000):
  * each line journaled on the filesystem adapter (one durable append per stdout
@@ -22,7 +22,7 @@ import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
-import { Session } from "../../packages/claude-code-session/src/index.ts"
+import { Session } from "../../packages/claude-code/src/index.ts"
 import { Persistence, SessionJournal } from "../../packages/core/src/index.ts"
 import { type FsLayer, loadNode, repoRoot } from "../lib/adapters.ts"
 import { removeDir, tempDir } from "../lib/env.ts"

@@ -2,8 +2,17 @@
  * Claude Code's hooks, journaled and guarded: the input of every hook event
  * (PROTOCOL.md (a)) as Schemas, decoded from bounded, strictly UTF-8 bytes; the
  * journal session of a Claude Code session; what each event puts on its chain;
- * and the answer Claude Code expects (PROTOCOL.md (b)). The command hook
- * (`session-journal claude-code hook`) and the resident guard both call `handle`.
+ * and the answer Claude Code expects (PROTOCOL.md (b)).
+ *
+ * `handle` is the one place a tool call is decided and recorded. Every door
+ * calls it and none decides on its own: the command hook (`HookRunner`,
+ * `session-journal claude-code hook`), the resident guard (`GuardServer`, and
+ * through it the forwarder's hooks, `Forwarder`, which never decides: it denies
+ * when the guard gives no proved answer) and the driven session (`Session`,
+ * `session-journal claude-code run`, its hook callbacks and `can_use_tool`).
+ * What each door adds is what `handle` reads (`HandleOptions`: the policy, the
+ * sub-agent's depth, the count of allowed calls, the protected paths) and how
+ * it answers when `handle` cannot (`Refusal`).
  *
  * What goes on the chain, one journal session per Claude Code session
  * (`sessionId`), in the order the hooks arrive:
@@ -1029,7 +1038,8 @@ const journalError = (event: HookEvent, e: { readonly message: string; readonly 
  * `claude-code` and `hooked`, and in `data` the Claude Code session, project and
  * custody session id) and answered `{}`. Fails with `HookError` (`Journal`) when
  * the event cannot be recorded; nothing was then acknowledged, and the caller
- * refuses (`refusal`) unless it fails open.
+ * refuses (`refusal`) unless it fails open. The one place every door decides
+ * (`HookRunner`, `GuardServer`, `Session`).
  *
  * @since 0.4.0
  */

@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import type { CliDied, SessionStorageError } from "@session-journal/claude-code-session"
+import type { CliDied, SessionStorageError } from "@session-journal/claude-code"
 import type {
   CorruptJournal,
   HistoryDiverged,

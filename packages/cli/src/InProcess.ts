@@ -13,7 +13,7 @@ import * as ConfigProvider from "effect/ConfigProvider"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { Buffer } from "node:buffer"
-import * as HookCommand from "./commands/HookCommand.ts"
+import * as HookProcess from "./commands/HookProcess.ts"
 import { runArgs } from "./index.ts"
 import * as Input from "./Input.ts"
 import { hookArgs } from "./internal/hookArgs.ts"
@@ -74,7 +74,7 @@ export const run = async (args: ReadonlyArray<string>, options?: Options): Promi
     return done(70)
   }
   if (hook !== null) {
-    const outcome = await HookCommand.run(hook, {
+    const outcome = await HookProcess.run(hook, {
       stdin: stdin(),
       stdout: (text) => Promise.resolve(void out.push(encoder.encode(text))),
       stderr: (text) => Promise.resolve(void err.push(text)),

@@ -9,11 +9,11 @@
  * back the file's own bytes; a file that is not settings is left alone.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { EVENTS, isOurs, merge, readText, remove } from "@session-journal/claude-code/Installer"
 import * as fc from "fast-check"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { EVENTS, isOurs, merge, readText, remove } from "../src/commands/Install.ts"
 import { cleanup, run, tempDir } from "./Run.ts"
 
 afterAll(cleanup)

@@ -17,9 +17,10 @@ afterAll(cleanup)
 const ALLOWED = [
   "cli/src/main.ts",
   "cli/src/internal/hookArgs.ts",
-  "cli/src/commands/Forward.ts",
-  "cli/src/internal/guardAuth.ts",
-  "cli/src/internal/secretFile.ts",
+  "cli/src/commands/ForwardProcess.ts",
+  "claude-code/src/Forwarder.ts",
+  "claude-code/src/internal/guardAuth.ts",
+  "claude-code/src/internal/secretFile.ts",
   "cli/src/internal/processStreams.ts",
   "claude-code/src/Refusal.ts",
   "core/src/ErrorMessage.ts"
@@ -58,7 +59,7 @@ describe("the bundled forwarder", () => {
     const entryCode = fs.readFileSync(entry, "utf8")
     // The chunk main.ts imports for `claude-code forward`.
     const forward = dynamicImports(entryCode).map((s) => path.resolve(path.dirname(entry), s)).find((f) =>
-      path.basename(f).startsWith("Forward-")
+      path.basename(f).startsWith("ForwardProcess-")
     )
     expect(forward, "no chunk of the entry is the forwarder's").toBeDefined()
     const loaded = new Set<string>([entry])
@@ -79,10 +80,10 @@ describe("the bundled forwarder", () => {
     loaded.add(forward!)
     visit(forward!)
     const sources = new Set([...loaded].flatMap(sourcesOf))
-    expect(sources).toContain("cli/src/commands/Forward.ts")
+    expect(sources).toContain("claude-code/src/Forwarder.ts")
     for (const source of sources) expect(ALLOWED, `the forwarder loads ${source}`).toContain(source)
     expect(sources).toContain("claude-code/src/Refusal.ts")
-    expect(sources).toContain("cli/src/internal/guardAuth.ts")
+    expect(sources).toContain("claude-code/src/internal/guardAuth.ts")
     for (const spec of builtins) expect(spec, `the forwarder imports ${spec}`).toMatch(/^node:/)
   }, 120_000)
 })

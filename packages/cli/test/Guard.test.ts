@@ -14,6 +14,7 @@
  * trickles in past its deadline.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as GuardAuth from "@session-journal/claude-code/internal/guardAuth"
 import { Entry, SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
@@ -26,7 +27,6 @@ import * as http from "node:http"
 import * as net from "node:net"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import * as GuardAuth from "../src/internal/guardAuth.ts"
 import { cleanup, exited, hasNodeAdapter, killAll, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()

@@ -11,14 +11,14 @@
  * `--policy` it says which one the guard runs.
  */
 import { Hook } from "@session-journal/claude-code"
+import * as Forward from "@session-journal/claude-code/Forwarder"
+import * as GuardInstall from "@session-journal/claude-code/GuardInstaller"
+import * as GuardServer from "@session-journal/claude-code/GuardServer"
+import * as Install from "@session-journal/claude-code/Installer"
 import { type ChildProcess, execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import * as Forward from "../src/commands/Forward.ts"
-import * as GuardInstall from "../src/commands/GuardInstall.ts"
-import * as GuardServer from "../src/commands/GuardServer.ts"
-import * as Install from "../src/commands/Install.ts"
 import { cleanup, exited, hasNodeAdapter, killAll, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()

@@ -5,12 +5,12 @@
  * given them in its environment behaves as the bin does.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Install from "@session-journal/claude-code/Installer"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import * as GuardCommands from "../src/commands/GuardCommands.ts"
-import * as HookCommand from "../src/commands/HookCommand.ts"
-import * as Install from "../src/commands/Install.ts"
+import * as HookProcess from "../src/commands/HookProcess.ts"
 import * as Storage from "../src/Storage.ts"
 import { cleanup, hasNodeAdapter, runInProcess, tempDir } from "./Run.ts"
 
@@ -22,7 +22,7 @@ const documented: ReadonlyArray<readonly [ReadonlyArray<string>, ReadonlyArray<s
   [[], [Storage.DIR_VAR, Storage.PG_URL_VAR, Storage.TABLE_PREFIX_VAR, Storage.RETENTION_VAR]],
   [["list"], [Storage.DIR_VAR, Storage.PG_URL_VAR]],
   [["claude-code", "guard"], [GuardCommands.POLICY_VAR, GuardCommands.GUARD_TOKEN_VAR]],
-  [["claude-code", "hook"], [HookCommand.POLICY_VAR]],
+  [["claude-code", "hook"], [HookProcess.POLICY_VAR]],
   [["claude-code", "install"], [Install.CLAUDE_CONFIG_DIR_VAR]]
 ]
 

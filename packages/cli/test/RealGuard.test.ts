@@ -12,6 +12,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Hook } from "@session-journal/claude-code"
+import * as GuardInstall from "@session-journal/claude-code/GuardInstaller"
 import * as Claude from "@session-journal/claude-code/test/claudeCli"
 import * as Fake from "@session-journal/claude-code/test/fakeApi"
 import { Entry } from "@session-journal/core"
@@ -20,7 +21,6 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import * as GuardInstall from "../src/commands/GuardInstall.ts"
 import { awaitDeath, BIN, hasNodeAdapter, run, start, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()

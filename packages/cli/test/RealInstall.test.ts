@@ -11,12 +11,12 @@
  * answers through and still denies by itself once the guard is killed.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { readText } from "@session-journal/claude-code/Installer"
 import * as Claude from "@session-journal/claude-code/test/claudeCli"
 import * as Fake from "@session-journal/claude-code/test/fakeApi"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { readText } from "../src/commands/Install.ts"
 import { awaitDeath, BIN, hasNodeAdapter, run, start, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()

@@ -124,6 +124,18 @@ describe("report", () => {
     const html = fs.readFileSync(file, "utf8")
     assert.match(html, /data-ok="false"/)
     assert.match(html, /INTEGRITY VIOLATION|CORRUPTION/)
+    // Only the entries before the edited one count and are in the timeline; the
+    // edited one and those after it are apart, marked, counted in nothing.
+    const bad = row.e.sequence as number
+    assert.include(html, `<span id="count-entries">${bad}</span>`)
+    assert.include(html, `<span id="count-tools">${bad}</span>`)
+    const [timeline, apart] = html.split(`<section id="unverified"`)
+    assert.isDefined(apart, "the unverified entries are shown apart")
+    for (let n = bad; n < 4; n++) assert.notInclude(timeline, `id="e${n}"`)
+    assert.include(apart!, `${4 - bad} stored entries from sequence ${bad} on`)
+    assert.include(apart!, `<tr data-verified="false" data-mark="failed-here" id="e${bad}"`)
+    assert.include(apart!, `<tr data-verified="false" data-mark="unverified" id="e${bad + 1}"`)
+    assert.include(html, `hold only the entries before sequence ${bad}, which verified`)
   })
 })
 

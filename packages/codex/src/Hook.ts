@@ -444,8 +444,8 @@ const allowAll: Guard.Guard = () => Guard.allow
 
 /**
  * The decision of one PreToolUse, recorded with the call in one append: the one
- * place a Codex call reaches core's `SessionJournal.decide` (so what `decide`
- * is given about the call changes here only).
+ * place a Codex call reaches core's `SessionJournal.decide`, which is given the
+ * call (`tool_name`, `tool_input`, `cwd`) for the policy's patterns.
  *
  * @since 0.8.0
  */
@@ -471,7 +471,9 @@ export const decideCall = (
           ...(input.agent_type === undefined ? {} : { agent_type: input.agent_type }),
           policy: options.policy === null ? null : options.policyName ?? "policy"
         }
-      }]
+      }],
+      // Patterns see the call as Codex sends it; Codex cannot ask, so an ask is a denial.
+      { call: { tool_name: input.tool_name, tool_input: input.tool_input, cwd: input.cwd } }
     ))
 
 const journalError = (event: HookEvent, e: { readonly message: string; readonly _tag: string }) =>

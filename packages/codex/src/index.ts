@@ -25,3 +25,9 @@ export * as Install from "./Install.ts"
  * @since 0.8.0
  */
 export * as Rollout from "./Rollout.ts"
+/**
+ * Codex's command hook as a library: its options as values, the deadline, the refusals.
+ *
+ * @since 0.8.0
+ */
+export * as HookRunner from "./HookRunner.ts"

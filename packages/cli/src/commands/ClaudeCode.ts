@@ -2,11 +2,15 @@
  * `session-journal claude-code …`: custody of Claude Code transcripts.
  * `archive` brings `~/.claude/projects` (or `--source`) into journal sessions,
  * one per transcript file; `follow` keeps doing it until interrupted; `export`
- * writes a transcript back, byte for byte, from its journal.
+ * writes a transcript back, byte for byte, from its journal. The group also
+ * holds the doors (`hook`, `guard`, `forward`, `install`, `run`); each is wiring
+ * for a module of `@session-journal/claude-code`, where every decision is
+ * `Hook.handle`'s.
  *
  * @since 0.2.0
  */
 import { Archive, type Sync } from "@session-journal/claude-code"
+import type * as HookRunner from "@session-journal/claude-code/HookRunner"
 import { type SessionJournal, StorageError, StorageReason } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Argument, Command, Flag } from "effect/cli"
@@ -23,33 +27,25 @@ import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as ClaudeCodeRun from "./ClaudeCodeRun.ts"
 import * as GuardCommands from "./GuardCommands.ts"
-import * as HookCommand from "./HookCommand.ts"
-import * as Install from "./Install.ts"
+import * as HookProcess from "./HookProcess.ts"
+import * as InstallCommand from "./InstallCommand.ts"
 
-/**
- * The variables the command hooks read, through `Config` (the command tree's
- * `ConfigProvider`); the hooks themselves take them as a plain record.
- *
- * @since 0.8.0
- */
-export const hookEnvironment = Config.all(
+// The variables the command hook reads, through `Config` (the command tree's
+// `ConfigProvider`); the hook itself takes them as a plain record.
+const hookEnvironment = Config.all(
   Object.fromEntries(
-    [HookCommand.POLICY_VAR, Storage.DIR_VAR, Storage.PG_URL_VAR, Storage.TABLE_PREFIX_VAR, Storage.RETENTION_VAR].map((
+    [HookProcess.POLICY_VAR, Storage.DIR_VAR, Storage.PG_URL_VAR, Storage.TABLE_PREFIX_VAR, Storage.RETENTION_VAR].map((
       name
     ) => [name, Config.String(name).pipe(Config.option, Config.map(Option.getOrUndefined))])
   )
 )
 
-/**
- * A command hook's stdin, stdout and stderr: the command's (`Input.Stdin`, the `Console`).
- *
- * @since 0.8.0
- */
-export const hookIo = (env: Readonly<Record<string, string | undefined>>) =>
+// The hook's stdin, stdout and stderr: the command's (`Input.Stdin`, the `Console`).
+const hookIo = (env: Readonly<Record<string, string | undefined>>) =>
   Effect.gen(function*() {
     const stdin = yield* Input.Stdin
     const streams = yield* Output.streams
-    const io: HookCommand.Io = {
+    const io: HookRunner.Io = {
       stdin: stdin(),
       stdout: (text) => new Promise((resolve) => text === "" ? resolve() : streams.stdout(text, () => resolve())),
       stderr: (text) => Promise.resolve(text === "" ? undefined : streams.stderr(text)),
@@ -215,7 +211,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
     )).pipe(Command.withDescription("Write the journaled transcript to stdout, byte for byte as Claude Code wrote it"))
 
   const hook = hookSubcommand(
-    HookCommand.run,
+    HookProcess.run,
     "Claude Code",
     "Claude Code's command hook for every event: read one event from stdin, journal it, answer; " +
       "a PreToolUse is decided with the policy. Fails closed: what cannot be recorded is denied (exit 2 for other events)"
@@ -230,7 +226,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       follow,
       exportCmd,
       hook,
-      Install.command,
+      InstallCommand.command,
       GuardCommands.guard,
       GuardCommands.forward,
       ClaudeCodeRun.run
@@ -241,23 +237,23 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
 /**
  * A command hook's subcommand (`hook`) with its flags (`--policy`, `--root`,
  * `--fail-open`, `--max-input-bytes`, `--wait`, `--deadline`), running `run` on
- * the command's stdin, stdout and stderr: Claude Code's (`HookCommand.run`) and
+ * the command's stdin, stdout and stderr: Claude Code's (`HookProcess.run`) and
  * Codex's (`CodexHook.run`). `agent` names the program in the flags' help.
  *
  * @since 0.8.0
  */
 export const hookSubcommand = (
-  run: (args: HookArgs, io: HookCommand.Io) => Promise<{ readonly exitCode: number }>,
+  run: (args: HookArgs, io: HookRunner.Io) => Promise<{ readonly exitCode: number }>,
   agent: string,
   description: string
 ) =>
   Command.make("hook", {
     policy: Flag.String("policy").pipe(
-      Flag.withFallbackConfig(Config.String(HookCommand.POLICY_VAR)),
+      Flag.withFallbackConfig(Config.String(HookProcess.POLICY_VAR)),
       Flag.optional,
       Flag.withMetavar("FILE"),
       Flag.withDescription(
-        `Decide every PreToolUse with this policy file (default $${HookCommand.POLICY_VAR}; none: record only)`
+        `Decide every PreToolUse with this policy file (default $${HookProcess.POLICY_VAR}; none: record only)`
       )
     ),
     root: Flag.String("root").pipe(

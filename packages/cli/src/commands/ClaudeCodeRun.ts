@@ -1,6 +1,6 @@
 /**
  * `session-journal claude-code run`: one Claude Code session through the driver
- * of `@session-journal/claude-code-session`, journaled line by line, every tool
+ * of `@session-journal/claude-code`, journaled line by line, every tool
  * call decided by the policy file's guards (`--policy`): the driver registers
  * hook callbacks for every tool before the first prompt, so calls the CLI runs
  * without asking (`--allowed-tools`) are decided and recorded too, each with its
@@ -28,7 +28,8 @@
  *
  * @since 0.5.0
  */
-import { Message, Session } from "@session-journal/claude-code-session"
+import { Message, Session } from "@session-journal/claude-code"
+import * as Protect from "@session-journal/claude-code/ProtectedPaths"
 import { Entry, Policy } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Argument, Command, Flag } from "effect/cli"
@@ -46,7 +47,6 @@ import * as path from "node:path"
 import { InvalidInput, TurnFailed } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { withJournal } from "../internal/commandKit.ts"
-import * as Protect from "../internal/protect.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import { load } from "./PolicyCommands.ts"

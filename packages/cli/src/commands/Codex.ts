@@ -9,8 +9,8 @@
  *   `~/.codex/config.toml`; `--project DIR`: `DIR/.codex/config.toml`), as a
  *   text edit of our block only (`Install` of `@session-journal/codex`), written
  *   through a symbolic link to its target, through an exclusive temporary file,
- *   with a numbered backup (`internal/settingsIo.ts`). Each hook runs through the
- *   fail-closed wrapper of `internal/hookWrapper.ts`: a program that cannot start
+ *   with a numbered backup (claude-code's `internal/settingsIo.ts`). Each hook runs through the
+ *   fail-closed wrapper of claude-code's `internal/hookWrapper.ts`: a program that cannot start
  *   becomes exit 2 with a reason, which Codex obeys as a deny. Then it asks Codex
  *   (`codex app-server`, `hooks/list`) for our hooks' hashes and records their
  *   trust in the user config, since Codex skips an untrusted hook without a word;
@@ -21,6 +21,9 @@
  * @since 0.8.0
  */
 import { Archive } from "@session-journal/claude-code"
+import { MAX_SETTINGS_BYTES, selfCommand } from "@session-journal/claude-code/Installer"
+import { commandLine } from "@session-journal/claude-code/internal/hookWrapper"
+import * as SettingsIo from "@session-journal/claude-code/internal/settingsIo"
 import { Install, Rollout } from "@session-journal/codex"
 import { StorageError, StorageReason } from "@session-journal/core"
 import { Argument, Command, Flag } from "effect/cli"
@@ -31,14 +34,11 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { InvalidInput, NotGuarded } from "../Failure.ts"
 import { Dir, onCommandLine, withoutJournal } from "../internal/commandKit.ts"
-import { commandLine } from "../internal/hookWrapper.ts"
-import * as SettingsIo from "../internal/settingsIo.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 import type { WithJournal } from "./ClaudeCode.ts"
 import { hookSubcommand } from "./ClaudeCode.ts"
 import * as CodexHook from "./CodexHook.ts"
-import { MAX_SETTINGS_BYTES, selfCommand } from "./Install.ts"
 
 /**
  * The environment variable naming Codex's home (default `~/.codex`).
@@ -114,7 +114,7 @@ export interface Edited {
 /**
  * Edits `file` with `edit` (its text, `""` when it does not exist; null leaves a
  * missing file missing): read through its links, and only when the text changes
- * a new backup and a replacement (`internal/settingsIo.ts`).
+ * a new backup and a replacement (claude-code's `internal/settingsIo.ts`).
  *
  * @since 0.8.0
  */

@@ -1,11 +1,16 @@
 /**
- * `session-journal claude-code guard` (the resident guard, `GuardServer`) and
- * `session-journal claude-code forward` (the command hook that forwards to it,
- * `Forward`; the bin runs it without the command tree, this entry is for
- * `--help` and for calls with global flags before it).
+ * `session-journal claude-code guard` (the resident guard, `GuardServer` of
+ * `@session-journal/claude-code`) and `session-journal claude-code forward` (the
+ * command hook that forwards to it, `Forwarder`; the bin runs it without the
+ * command tree, `ForwardProcess.ts`, this entry is for `--help` and for calls
+ * with global flags before it): their flags, the journal and the token from the
+ * flags and the environment, the start line printed.
  *
  * @since 0.4.0
  */
+import * as Forward from "@session-journal/claude-code/Forwarder"
+import type * as GuardServer from "@session-journal/claude-code/GuardServer"
+import * as SecretFile from "@session-journal/claude-code/SecretFile"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Command, Flag } from "effect/cli"
 import * as Config from "effect/Config"
@@ -15,15 +20,14 @@ import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Exit, InvalidInput } from "../Failure.ts"
+import { Exit, InvalidInput, NotAvailable } from "../Failure.ts"
 import { Dir, nonNegative, onCommandLine, waitFlag, withoutJournal } from "../internal/commandKit.ts"
 import { parseWaitMillis } from "../internal/hookArgs.ts"
-import * as SecretFile from "../internal/secretFile.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 import * as Storage from "../Storage.ts"
-import * as Forward from "./Forward.ts"
-import type * as GuardServer from "./GuardServer.ts"
+import * as HostCheck from "../viewer/HostCheck.ts"
+import * as ForwardProcess from "./ForwardProcess.ts"
 
 /**
  * The variable a policy file comes from when `--policy` is not given.
@@ -190,7 +194,9 @@ export const guard = Command.make("guard", {
         const given = Option.getOrUndefined(yield* Effect.orDie(Config.option(Config.String(GUARD_TOKEN_VAR))))
         const stateHome = Option.getOrUndefined(yield* Effect.orDie(Config.option(Config.String("XDG_STATE_HOME"))))
         // The HTTP server's modules load only for this command.
-        const module = yield* Effect.promise((): Promise<typeof GuardServer> => import("./GuardServer.ts"))
+        const module = yield* Effect.promise((): Promise<typeof GuardServer> =>
+          import("@session-journal/claude-code/GuardServer")
+        )
         const handleTimeoutMs = Option.getOrUndefined(a.handleTimeoutMs)
         if (handleTimeoutMs === 0) {
           return yield* new InvalidInput({ field: "--handle-timeout-ms", reason: "must be a positive integer" })
@@ -225,19 +231,36 @@ export const guard = Command.make("guard", {
           ...storage,
           dir: path.resolve(named ?? (Storage.isFilesystem(storage) ? stateDir ?? storage.dir : storage.dir))
         }
+        const tokenProblem = module.tokenProblem(token)
+        if (tokenProblem !== null) return yield* new InvalidInput({ field: GUARD_TOKEN_VAR, reason: tokenProblem })
+        const options: Storage.Options = wait === undefined ? base : { ...base, lockWait: wait }
+        const where = Storage.isFilesystem(options) ? options.dir : "PostgreSQL"
         yield* module.run({
           port: a.port,
           token,
           policy,
-          policyName: file,
           handleTimeoutMs,
-          storage: wait === undefined ? base : { ...base, lockWait: wait },
+          storage: Storage.layer(options),
+          journalDir: Storage.isFilesystem(options) ? options.dir : null,
+          stateDir: Storage.userStateDir(process.env),
+          hosts: (port) => {
+            const hosts = HostCheck.policy(port)
+            return { accepted: hosts.accepted, allows: (host) => HostCheck.allows(hosts, host) }
+          },
+          onListening: (port) =>
+            Output.write(
+              `session-journal guard: listening at http://127.0.0.1:${port}${module.PATH}, journal ${where}, ` +
+                (policy === null ? "no policy (record only)" : `policy ${file ?? "given"}`) + "\n"
+            ),
           policyFile: file === undefined ? undefined : path.resolve(file),
           noSelfProtection: a.noSelfProtection,
           acceptBearer: a.acceptBearer,
           tokenFile: tokenPath ?? undefined,
           idleTimeToLive: Option.match(a.idleClose, { onNone: () => undefined, onSome: (ms) => Duration.millis(ms) })
-        })
+        }).pipe(Effect.catchTag("ServeError", (e) =>
+          Effect.fail(
+            new NotAvailable({ feature: "guard", reason: `cannot listen on 127.0.0.1:${a.port} (${e.message})` })
+          )))
       })
     ))).pipe(Command.withDescription(
       "Serve Claude Code's hooks from a resident process on 127.0.0.1: the only writer of its journal, " +
@@ -280,7 +303,7 @@ export const forward = Command.make("forward", {
       ...Option.match(a.tokenFile, { onNone: () => [], onSome: (v) => ["--token-file", v] }),
       ...Option.match(a.timeoutMs, { onNone: () => [], onSome: (v) => ["--timeout-ms", String(v)] })
     ]
-    const code = yield* Effect.promise(() => Forward.main(args))
+    const code = yield* Effect.promise(() => ForwardProcess.main(args))
     if (code !== 0) return yield* new Exit({ code })
   })).pipe(Command.withDescription(
     "The command hook of the guard's installed form: forwards one hook event (stdin) to the guard, proving the token " +

@@ -5,6 +5,7 @@
  *
  * @since 0.5.0
  */
+import * as SecretFile from "@session-journal/claude-code/SecretFile"
 import { SignedNote, Transparency, TreeHead } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Effect from "effect/Effect"
@@ -13,7 +14,6 @@ import * as fs from "node:fs"
 import { CheckpointMismatch, InvalidInput, NotAvailable, VerificationFailed, WitnessRefused } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { validId } from "../internal/commandKit.ts"
-import * as SecretFile from "../internal/secretFile.ts"
 import * as Output from "../Output.ts"
 import type * as Storage from "../Storage.ts"
 import * as Verify from "./Verify.ts"
@@ -32,7 +32,7 @@ const fromKeyResult = <A>(field: string, r: Result.Result<A, SignedNote.InvalidK
   Result.isSuccess(r) ? Effect.succeed(r.success) : Effect.fail(new InvalidInput({ field, reason: r.failure.message }))
 
 /**
- * Reads a signer key file (`PRIVATE+KEY+…`) as a secret (`secretFile.ts`, the
+ * Reads a signer key file (`PRIVATE+KEY+…`) as a secret (`SecretFile` of claude-code, the
  * rule of the guard's token files too): a file whose group or others have any
  * permission on it is refused (`InvalidInput` on `--sign`, naming the file and
  * `chmod 600`), never used.

@@ -104,6 +104,9 @@ dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;word-break:break-all}
 .badge.ok{color:var(--ok)}.badge.bad{color:var(--bad)}.badge.warn{color:var(--warn)}
 .verify{border:1px solid var(--line);border-radius:6px;padding:8px 12px;margin:12px 0;background:var(--soft)}
 .verify.failed{border-color:var(--bad)}
+tr[data-verified=false]{background:repeating-linear-gradient(135deg,transparent 0 8px,rgba(207,34,46,.06) 8px 16px)}
+tr[data-mark=failed-here]{outline:2px solid var(--bad)}
+tr[data-mark=failed-here] td:first-child::after{content:" ✗ verification failed here";color:var(--bad);font-weight:600}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:16px}
 .chart{border:1px solid var(--line);border-radius:6px;padding:8px;min-width:0}
 .chart h3{font-size:13px;margin:0 0 4px}

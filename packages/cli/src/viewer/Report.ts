@@ -227,6 +227,38 @@ export const exists = (id: string): Effect.Effect<boolean, never, SessionJournal
   })
 
 /**
+ * Entries read past the point where verification failed: `from` is the sequence
+ * where it failed, `count` how many such entries were read, `entries` the first
+ * `MAX_UNVERIFIED` of them.
+ *
+ * @since 0.8.0
+ */
+export interface Unverified {
+  readonly from: number
+  readonly count: number
+  readonly entries: ReadonlyArray<Entry.Entry>
+}
+
+/**
+ * How many entries past a failed verification a report shows (apart, marked
+ * unverified); the rest are only counted.
+ *
+ * @since 0.8.0
+ */
+export const MAX_UNVERIFIED = 200
+
+/**
+ * The sequence from which a verification report does not vouch for the stored
+ * entries: the entry of an integrity violation, or where corruption starts; null
+ * when it verified, or when the corruption names no sequence (the history read
+ * then stops at the damage by itself).
+ *
+ * @since 0.8.0
+ */
+export const unverifiedFrom = (r: Verify.Report | null): number | null =>
+  r === null || r.ok ? null : r.violation?.sequence ?? r.corruption?.sequence ?? null
+
+/**
  * Everything a report page shows.
  *
  * @since 0.3.0
@@ -238,6 +270,13 @@ export interface Model {
   readonly summary: Summary
   /** The verification done for this page (null when not asked for). */
   readonly verify: Verify.Report | null
+  /**
+   * The stored entries from the first one that did not verify on (`from`), kept
+   * apart: counted in nothing, charted nowhere, shown only as unverified. `count`
+   * of them were read, the first `MAX_UNVERIFIED` are in `entries`; null when
+   * everything read verified (or nothing was verified).
+   */
+  readonly unverified: Unverified | null
   /** The exported head of the session's state when it was read. */
   readonly head: string
   /** When the page was made, milliseconds since the epoch. */
@@ -279,31 +318,38 @@ export const overview = (
     const each = options?.each
     let first: number | null = null
     let last: number | null = null
-    // The verification and the history read run side by side (both mostly wait on
-    // reads). A read that meets damage keeps the valid prefix; that is allowed
-    // only when the verification found the damage too.
+    // The verification comes first: it says from which entry on the stored history
+    // is not vouched for, and those entries are kept apart, out of every count and
+    // chart. A read that meets damage keeps the valid prefix; that is allowed only
+    // when the verification found the damage too.
     let damage: CorruptJournal | undefined
-    const [report] = yield* Effect.all([
-      options?.verify === false ? Effect.succeed(null) : Verify.session(id, storage),
-      Stream.runForEachArray(
-        journal.entries(id).pipe(
-          Stream.catch((e) => {
-            if (e._tag !== "CorruptJournal") return Stream.fail(e)
-            damage = e
-            return Stream.empty
-          })
-        ),
-        (chunk) =>
-          Effect.sync(() => {
-            for (const e of chunk) {
-              first ??= e.sequence
-              last = e.sequence
-              summary.add(e)
-              each?.(e)
+    const report = options?.verify === false ? null : yield* Verify.session(id, storage)
+    const from = unverifiedFrom(report)
+    const apart: Array<Entry.Entry> = []
+    let apartCount = 0
+    yield* Stream.runForEachArray(
+      journal.entries(id).pipe(
+        Stream.catch((e) => {
+          if (e._tag !== "CorruptJournal") return Stream.fail(e)
+          damage = e
+          return Stream.empty
+        })
+      ),
+      (chunk) =>
+        Effect.sync(() => {
+          for (const e of chunk) {
+            if (from !== null && e.sequence >= from) {
+              apartCount++
+              if (apart.length < MAX_UNVERIFIED) apart.push(e)
+              continue
             }
-          })
-      )
-    ], { concurrency: 2 })
+            first ??= e.sequence
+            last = e.sequence
+            summary.add(e)
+            each?.(e)
+          }
+        })
+    )
     const damaged = report !== null && !report.ok
     if (damage !== undefined && !damaged) return yield* Effect.fail(damage)
     const state = yield* journal.state(id).pipe(
@@ -319,6 +365,7 @@ export const overview = (
       countedIn: counted,
       summary: summary.summary(),
       verify: report,
+      unverified: from === null || apartCount === 0 ? null : { from, count: apartCount, entries: apart },
       head: report?.head ?? state.head,
       generatedAt: Date.now(),
       first,
@@ -342,6 +389,7 @@ export const collect = (id: string, storage: Storage.Options, options?: { readon
       entries,
       summary: o.summary,
       verify: o.verify,
+      unverified: o.unverified,
       head: o.head,
       generatedAt: o.generatedAt,
       countedIn: o.countedIn
@@ -381,7 +429,14 @@ export const verifyBox = (id: string, r: Verify.Report, at: number = Date.now())
       Html.escape(r.torn_tail.segment)
     }</code></p>`
     : ""
-  const prefix = r.ok ? "" : `<p>The timeline below shows the entries that could be read before the damage.</p>`
+  const from = unverifiedFrom(r)
+  const prefix = r.ok
+    ? ""
+    : from === null
+    ? `<p>The counts, charts and timeline below hold only the entries that could be read before the damage.</p>`
+    : `<p>The counts, charts and timeline below hold only the entries before sequence ${from}, which verified. ` +
+      `The stored entries from ${from} on are not vouched for: they count in nothing here and appear only apart, ` +
+      `marked not verified.</p>`
   return `<section class="verify${r.ok ? "" : " failed"}" id="verification" data-ok="${r.ok}">` +
     `<b>Verification</b> ${status} <span class="muted">at ${Html.escape(new Date(at).toISOString())}</span>` +
     `<dl class="facts"><dt>entries checked</dt><dd id="entries-checked">${r.entries_checked}</dd>` +
@@ -509,6 +564,27 @@ export const denials = (s: Summary): string => {
 }
 
 /**
+ * The entries past a failed verification, apart from the timeline: each row marked
+ * unverified, the first (where verification failed) marked as such.
+ *
+ * @since 0.8.0
+ */
+export const unverifiedSection = function*(u: Unverified): Generator<string> {
+  const more = u.count > u.entries.length ? ` The first ${u.entries.length} of ${u.count} are shown.` : ""
+  yield `<section id="unverified" class="unverified"><h2>Not verified</h2>` +
+    `<p><span class="badge bad">NOT VERIFIED</span> ${u.count} stored entr${
+      u.count === 1 ? "y" : "ies"
+    } from sequence ${u.from} on. ` +
+    `Verification failed at entry ${u.from}; nothing after it is vouched for, so these are shown as stored and ` +
+    `counted in no total, chart or denial above.${more}</p>` + Timeline.TABLE_START
+  for (const e of u.entries) {
+    const mark = e.sequence === u.from ? "failed-here" : "unverified"
+    yield Timeline.row(e).replace(/^<tr /, `<tr data-verified="false" data-mark="${mark}" `) + "\n"
+  }
+  yield Timeline.TABLE_END + `</section>\n`
+}
+
+/**
  * What differs between the report file and the viewer's page.
  *
  * @since 0.3.0
@@ -558,6 +634,7 @@ export const render = function*(m: Model, options: PageOptions): Generator<strin
     }">live: new entries appear below as they are written</p>`
   }
   yield* Timeline.pages(m.entries, { live })
+  if (m.unverified !== null) yield* unverifiedSection(m.unverified)
   yield `<footer class="muted"><p>Written by <code>session-journal</code> at ${
     Html.escape(new Date(m.generatedAt).toISOString())
   }. ` +

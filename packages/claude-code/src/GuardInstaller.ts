@@ -42,12 +42,10 @@ import { Policy } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
-import { InvalidInput } from "../Failure.ts"
-import * as GuardAuth from "../internal/guardAuth.ts"
-import * as SecretFile from "../internal/secretFile.ts"
-import { load } from "../PolicyFile.ts"
-import { DEFAULT_TIMEOUT_MS, exchange, MAX_TOKEN_FILE_BYTES, TOKEN_VAR, withDeadline } from "./Forward.ts"
-import { EVENTS, forwardCommand, HOOK_TIMEOUT_SECONDS, shellQuote } from "./Install.ts"
+import { DEFAULT_TIMEOUT_MS, exchange, MAX_TOKEN_FILE_BYTES, TOKEN_VAR, withDeadline } from "./Forwarder.ts"
+import { EVENTS, forwardCommand, HOOK_TIMEOUT_SECONDS, shellQuote } from "./Installer.ts"
+import * as GuardAuth from "./internal/guardAuth.ts"
+import * as SecretFile from "./internal/secretFile.ts"
 
 /**
  * Where the forwarder finds the guard's token: an environment variable of Claude
@@ -259,39 +257,39 @@ const describePolicy = (p: GuardPolicy): string =>
   p.policy === null ? "no policy (it records only, every call allowed)" : `the policy ${p.name} (sha256 ${p.sha256})`
 
 /**
- * The token in the first line of a token file, refused (`InvalidInput` on
- * `--token-file`) when the file may be read by others or cannot be read.
+ * The token in the first line of a token file, refused (with the reason) when
+ * the file may be read by others, cannot be read or is empty.
  *
  * @since 0.7.0
  */
-export const readTokenFile = (file: string): Effect.Effect<string, InvalidInput> => {
+export const readTokenFile = (file: string): Effect.Effect<string, string> => {
   const read = SecretFile.read(file, "token file", MAX_TOKEN_FILE_BYTES)
-  if (read._tag === "Refused") return Effect.fail(new InvalidInput({ field: "--token-file", reason: read.reason }))
+  if (read._tag === "Refused") return Effect.fail(read.reason)
   const token = read.text.split("\n")[0]!.trim()
-  return token === ""
-    ? Effect.fail(new InvalidInput({ field: "--token-file", reason: `the token file ${file} is empty` }))
-    : Effect.succeed(token)
+  return token === "" ? Effect.fail(`the token file ${file} is empty`) : Effect.succeed(token)
 }
 
 /**
  * The check of `install --guard URL [--policy FILE]` (`token`: the guard's token
  * as the installing user's environment holds it, `$SESSION_JOURNAL_GUARD_TOKEN`).
- * With `policyFile`, the guard must run exactly that policy (the same canonical
- * text): otherwise, or when it cannot be asked, `InvalidInput` on `--policy`
- * saying what the guard runs and what to do, and nothing is installed. Without
- * it, the sentence says which policy the guard runs (or that it could not be
- * asked, which does not stop the install).
+ * With `given` (the policy of `--policy FILE`, read by the caller), the guard
+ * must run exactly that policy (the same canonical text): otherwise, or when it
+ * cannot be asked, it fails with the reason (for `--policy`) saying what the
+ * guard runs and what to do, and nothing is installed. Without it, the sentence
+ * says which policy the guard runs (or that it could not be asked, which does
+ * not stop the install).
  *
  * @since 0.7.0
  */
 export const checkPolicy = (
   url: string,
-  policyFile: string | undefined,
+  given: { readonly file: string; readonly policy: Policy.Policy } | undefined,
   token: string | undefined,
   timeoutMs: number = DEFAULT_TIMEOUT_MS
-): Effect.Effect<string, InvalidInput> =>
+): Effect.Effect<string, string> =>
   Effect.gen(function*() {
-    const wanted = policyFile === undefined ? undefined : guardPolicyOf(yield* load(policyFile))
+    const policyFile = given?.file
+    const wanted = given === undefined ? undefined : guardPolicyOf(given.policy)
     const asked = token === undefined || token === ""
       ? yield* Effect.fail(`$${TOKEN_VAR} is not set here`).pipe(Effect.result)
       : yield* askPolicy(url, token, timeoutMs).pipe(Effect.result)
@@ -299,23 +297,20 @@ export const checkPolicy = (
       if (wanted === undefined) {
         return `the guard at ${url} could not be asked which policy it runs: ${asked.failure}\n`
       }
-      return yield* new InvalidInput({
-        field: "--policy",
-        reason: `the guard at ${url} could not be asked which policy it runs (${asked.failure}); ` +
+      return yield* Effect.fail(
+        `the guard at ${url} could not be asked which policy it runs (${asked.failure}); ` +
           `the hooks carry no policy, the guard decides with its own, so nothing was installed`
-      })
+      )
     }
     const runs = asked.success
     if (wanted === undefined) return `the guard at ${url} runs ${describePolicy(runs)}\n`
     if (runs.sha256 !== wanted.sha256 || runs.policy !== wanted.policy) {
-      return yield* new InvalidInput({
-        field: "--policy",
-        reason:
-          `the guard at ${url} runs ${describePolicy(runs)}, not ${policyFile}'s ${
-            describePolicy(wanted).replace(/^the policy /, "")
-          }; the hooks carry no policy, so nothing was installed: restart the guard with --policy ${policyFile}, ` +
+      return yield* Effect.fail(
+        `the guard at ${url} runs ${describePolicy(runs)}, not ${policyFile}'s ${
+          describePolicy(wanted).replace(/^the policy /, "")
+        }; the hooks carry no policy, so nothing was installed: restart the guard with --policy ${policyFile}, ` +
           `or install without --policy`
-      })
+      )
     }
     return `the guard at ${url} runs ${policyFile}'s policy ${runs.name} (sha256 ${runs.sha256})\n`
   })

@@ -8,9 +8,9 @@
  * registering hook callbacks for PreToolUse, PostToolUse and PostToolUseFailure
  * on every tool; user messages wait for the CLI's answer (bounded), and a CLI
  * that does not answer is ended and the session fails: it never runs
- * unguarded. Each callback is handled by `Hook.handle` of
- * `@session-journal/claude-code` (the pipeline of the command hook and the
- * resident guard) with the session's policy, recorded in the session's own
+ * unguarded. Each callback is handled by `Hook.handle` (the one place every
+ * door decides: the command hook and the resident guard too) with the
+ * session's policy, recorded in the session's own
  * journal session: a PreToolUse gets its tool entry and `claude-code.decision`
  * entry in one append and is answered `{}` or denied with the guard's reason,
  * the guard in brackets; a PostToolUse its `tool.outcome`. `can_use_tool` (a call the CLI would prompt for) is answered
@@ -33,7 +33,6 @@
  *
  * @since 0.1.0
  */
-import { Archive, type Hook, type Sync } from "@session-journal/claude-code"
 import { type Guard, Persistence, SessionJournal, type StorageError } from "@session-journal/core"
 import type * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -53,11 +52,14 @@ import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
-import { CliDied, ControlError, type SessionError, SessionStorageError } from "./Errors.ts"
+import * as Archive from "./Archive.ts"
+import type * as Hook from "./Hook.ts"
 import * as Decide from "./internal/decide.ts"
 import * as Lines from "./internal/lines.ts"
 import * as Message from "./Message.ts"
+import { CliDied, ControlError, type SessionError, SessionStorageError } from "./SessionErrors.ts"
 import * as SessionState from "./SessionState.ts"
+import type * as Sync from "./Sync.ts"
 import * as UserInput from "./UserInput.ts"
 
 /**
@@ -247,7 +249,7 @@ export interface Session {
  * @since 0.1.0
  */
 export class ClaudeCodeSession extends Context.Service<ClaudeCodeSession, Session>()(
-  "@session-journal/claude-code-session/ClaudeCodeSession"
+  "@session-journal/claude-code/Session"
 ) {}
 
 /**

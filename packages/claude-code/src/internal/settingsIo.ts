@@ -48,6 +48,15 @@ export interface Loaded {
   readonly linked: boolean
 }
 
+/** The real path of `p` (its links resolved), or undefined when it has none (missing, unreadable). */
+export const realPath = (p: string): string | undefined => {
+  try {
+    return fs.realpathSync(p)
+  } catch {
+    return undefined
+  }
+}
+
 /** The suffix of backups (`FILE.session-journal.bak`, `FILE.session-journal.N.bak`). */
 export const BACKUP_SUFFIX = ".session-journal.bak"
 

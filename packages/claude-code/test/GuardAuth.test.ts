@@ -8,12 +8,12 @@
  * takes exactly the outputs the guard gives for an event, nothing else (a
  * property over arbitrary JSON, and the guard's own refusals for every event).
  */
-import { Hook } from "@session-journal/claude-code"
-import * as Refusal from "@session-journal/claude-code/Refusal"
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import * as Forward from "../src/commands/Forward.ts"
+import * as Forward from "../src/Forwarder.ts"
+import * as Hook from "../src/Hook.ts"
 import * as GuardAuth from "../src/internal/guardAuth.ts"
+import * as Refusal from "../src/Refusal.ts"
 
 const TOKEN = "guard-auth-test-token-0123456789"
 const bytes = (s: string) => new TextEncoder().encode(s)

@@ -13,7 +13,7 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as net from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
-import * as Forward from "../src/commands/Forward.ts"
+import * as Forward from "../src/Forwarder.ts"
 import * as GuardAuth from "../src/internal/guardAuth.ts"
 
 const TOKEN = "forward-exchange-test-token-0123456789"

@@ -1,5 +1,5 @@
 /**
- * `session-journal claude-code guard`: the resident guard, a local HTTP server
+ * The resident guard (`session-journal claude-code guard`): a local HTTP server
  * on 127.0.0.1 for Claude Code's hooks and the only writer of its journal. It
  * keeps the sessions open in one `SessionJournal` service, so a PreToolUse is
  * decided and recorded by `decide` in well under a millisecond of work, and the
@@ -11,12 +11,12 @@
  * `GET /policy` says which policy the guard decides with (`PolicyReport`:
  * `{"policy": <the policy's canonical JSON text> | null, "sha256": <its hex
  * SHA-256> | null, "name": <Policy.format> | null}`, null: record only), which
- * `install --guard --policy FILE` checks (`GuardInstall.checkPolicy`). A request
+ * `install --guard --policy FILE` checks (`GuardInstaller.checkPolicy`). A request
  * is answered only when all of these hold, in this order, and gets a 4xx that
  * records nothing otherwise:
  *
  * - its `Host` is exactly `127.0.0.1`, `localhost` or `[::1]` with the bound port
- *   (`HostCheck`: no DNS rebinding) — else 403;
+ *   (`Options.hosts`, the command line's `HostCheck`: no DNS rebinding) — else 403;
  * - it proves it holds the guard's secret token, either way — else 401:
  *   - `X-Session-Journal-Auth: sj1 <time> <nonce> <mac>` (the forwarder's way,
  *     `guardAuth.ts`): an HMAC-SHA256 keyed with the token over the method, the
@@ -38,7 +38,7 @@
  *   nested at most `Hook.MAX_INPUT_DEPTH` levels — else 400.
  *
  * The event is then decoded and handled by `Hook.handle` (the command hook's own
- * handler: the same entries, the same decisions), whose answer is the response
+ * handler, the one place every door decides: the same entries, the same decisions), whose answer is the response
  * (200, the hook output as JSON). An event that cannot be journaled (fields its
  * event needs are missing, storage fails, the session is damaged) fails closed
  * in its event's form, `Refusal.refusal(…).httpOutput` with the input's
@@ -60,9 +60,7 @@
  * @since 0.4.0
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { AgentDepth, Hook } from "@session-journal/claude-code"
-import * as Refusal from "@session-journal/claude-code/Refusal"
-import { Policy, SessionJournal } from "@session-journal/core"
+import { type Persistence, Policy, SessionJournal } from "@session-journal/core"
 import * as ByteSize from "effect/ByteSize"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -76,15 +74,14 @@ import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as crypto from "node:crypto"
 import * as http from "node:http"
-import { InvalidInput, NotAvailable } from "../Failure.ts"
-import { Acknowledged } from "../internal/acknowledged.ts"
-import * as GuardAuth from "../internal/guardAuth.ts"
-import * as Protect from "../internal/protect.ts"
-import * as TranscriptScan from "../internal/transcriptScan.ts"
-import * as Output from "../Output.ts"
-import * as Storage from "../Storage.ts"
-import * as HostCheck from "../viewer/HostCheck.ts"
-import * as GuardInstall from "./GuardInstall.ts"
+import * as AgentDepth from "./AgentDepth.ts"
+import * as GuardInstall from "./GuardInstaller.ts"
+import * as Hook from "./Hook.ts"
+import { Acknowledged } from "./internal/acknowledged.ts"
+import * as GuardAuth from "./internal/guardAuth.ts"
+import * as Protect from "./internal/protect.ts"
+import * as TranscriptScan from "./internal/transcriptScan.ts"
+import * as Refusal from "./Refusal.ts"
 
 /**
  * The path every hook event is posted to.
@@ -180,22 +177,43 @@ export const authorizer = (token: string): (header: string | undefined) => boole
 }
 
 /**
- * Options of the guard.
+ * Which requests the guard answers by their `Host` header, for the port it is
+ * bound to (no DNS rebinding): the command line gives its `HostCheck`.
+ *
+ * @since 0.8.0
+ */
+export interface Hosts {
+  /** The accepted `name:port` pairs, as a refusal names them. */
+  readonly accepted: Iterable<string>
+  /** Whether a request's `Host` header is one of them. */
+  readonly allows: (host: string | undefined) => boolean
+}
+
+/**
+ * Options of the guard: what the command line read from its flags and the
+ * environment, as values.
  *
  * @since 0.4.0
  */
-export interface Options {
+export interface Options<E = never, L = never> {
   /** The port on 127.0.0.1 (0 picks a free one). */
   readonly port: number
   /** The secret bearer token requests must carry. */
   readonly token: string
   /** The policy PreToolUse is decided by; null records only. */
   readonly policy: Policy.Policy | null
-  /** How the policy is named in the start line (its file). */
-  readonly policyName?: string | undefined
   /** How long one event may take before it is refused (default `DEFAULT_HANDLE_TIMEOUT_MS`). */
   readonly handleTimeoutMs?: number | undefined
-  readonly storage: Storage.Options
+  /** The journal's storage. */
+  readonly storage: Layer.Layer<Persistence.Persistence, E>
+  /** The journal's directory when it is one (protected from the calls the guard decides), else null. */
+  readonly journalDir: string | null
+  /** The user's state directory of journals: the transcript scans are kept beside it (none: not kept). */
+  readonly stateDir: string | undefined
+  /** The requests accepted by their `Host`, for the port the guard is bound to. */
+  readonly hosts: (port: number) => Hosts
+  /** Run once the guard listens, with its port (the command line prints its address). */
+  readonly onListening?: ((port: number) => Effect.Effect<void, L>) | undefined
   /** The policy file (absolute), protected from the calls the guard decides. */
   readonly policyFile?: string | undefined
   /** Whether calls may touch the journal, the policy file and the hooks' settings (default false). */
@@ -258,7 +276,8 @@ const stopActiveOf = (body: Uint8Array): boolean => {
  * @since 0.4.0
  */
 export const handler = (options: {
-  readonly port: number
+  /** The requests accepted by their `Host`. */
+  readonly hosts: Hosts
   readonly token: string
   readonly policy: Policy.Policy | null
   /** How long one event may take before it is refused (default `DEFAULT_HANDLE_TIMEOUT_MS`). */
@@ -278,9 +297,11 @@ export const handler = (options: {
   readonly acknowledged?: Acknowledged | undefined
   /** Whether `Authorization: Bearer TOKEN` is taken as proof (default false: only the forwarder's MAC). */
   readonly acceptBearer?: boolean | undefined
+  /** The user's state directory of journals: the transcript scans are kept beside it (none: not kept). */
+  readonly stateDir?: string | undefined
 }) => {
   const acknowledged = options.acknowledged ?? new Acknowledged()
-  const hosts = HostCheck.policy(options.port)
+  const hosts = options.hosts
   // `Authorization: Bearer` sends the token itself, which only Claude Code's own
   // `http` hooks do (and they fail open); refused unless asked for.
   const bearer = authorizer(options.token)
@@ -308,7 +329,8 @@ export const handler = (options: {
       timeoutMs,
       handleOptions,
       protect: options.protect,
-      acknowledged
+      acknowledged,
+      stateDir: options.stateDir
     })
     // A refusal before the request proved itself is not signed: the sender may not
     // hold the token.
@@ -327,7 +349,7 @@ const unauthorized = () =>
 const answerOf = (
   request: HttpServerRequest.HttpServerRequest,
   c: {
-    readonly hosts: HostCheck.Policy
+    readonly hosts: Hosts
     readonly proof: GuardAuth.Proof | null
     readonly authorized: (header: string | undefined) => boolean
     readonly replays: GuardAuth.ReplayGuard
@@ -339,11 +361,12 @@ const answerOf = (
       | ((cwd: string, transcriptPath?: string | undefined) => Promise<ReadonlyArray<Hook.Protected>>)
       | undefined
     readonly acknowledged?: Acknowledged | undefined
+    readonly stateDir?: string | undefined
   }
 ): Effect.Effect<{ readonly reply: Reply; readonly proved: boolean }, never, SessionJournal.SessionJournal> =>
   Effect.gen(function*() {
     const unproved = (reply: Reply) => ({ reply, proved: false })
-    if (!HostCheck.allows(c.hosts, request.headers["host"])) {
+    if (!c.hosts.allows(request.headers["host"])) {
       return unproved(refuse(403, `the guard answers requests addressed to ${[...c.hosts.accepted].join(", ")} only`))
     }
     const header = request.headers[GuardAuth.AUTH_HEADER]
@@ -420,7 +443,7 @@ const answerOf = (
         allowedByTranscript: yield* Effect.promise(() =>
           TranscriptScan.allowedCalls(
             event.input.transcript_path!,
-            TranscriptScan.cacheDir(process.env),
+            TranscriptScan.cacheDir(c.stateDir),
             c.handleOptions.session ?? Hook.sessionId(event.input)
           )
         )
@@ -479,17 +502,20 @@ const answerOf = (
   })
 
 /**
- * Runs the guard until SIGTERM or SIGINT, printing its address first
- * (`session-journal guard: listening at http://127.0.0.1:PORT/hook …`). After a
- * signal it drains (requests in flight are answered and stored), closes the
- * journal and marks the process's exit code 0: a stop on a signal is its normal end.
+ * Runs the guard until SIGTERM or SIGINT, calling `onListening` first (the
+ * command line prints `session-journal guard: listening at
+ * http://127.0.0.1:PORT/hook …`). After a signal it drains (requests in flight
+ * are answered and stored), closes the journal and marks the process's exit
+ * code 0: a stop on a signal is its normal end. It fails with the server's
+ * `ServeError` when it cannot listen. The token must pass `tokenProblem`
+ * (checked by the caller, which says why; a token that does not is a defect).
  *
  * @since 0.4.0
  */
-export const run = (options: Options) =>
+export const run = <E, L>(options: Options<E, L>) =>
   Effect.gen(function*() {
     const problem = tokenProblem(options.token)
-    if (problem !== null) return yield* new InvalidInput({ field: TOKEN_VAR, reason: problem })
+    if (problem !== null) return yield* Effect.die(new Error(`${TOKEN_VAR}: ${problem}`))
     let signalled = false
     const onSignal = () => {
       signalled = true
@@ -497,25 +523,26 @@ export const run = (options: Options) =>
     process.once("SIGTERM", onSignal)
     process.once("SIGINT", onSignal)
     const live = SessionJournal.layer({ idleTimeToLive: options.idleTimeToLive ?? IDLE_TIME_TO_LIVE }).pipe(
-      Layer.provideMerge(Storage.layer(options.storage))
+      Layer.provideMerge(options.storage)
     )
     const serve = Effect.gen(function*() {
       const server = yield* HttpServer.HttpServer
       const port = "port" in server.address ? server.address.port : 0
       yield* HttpServer.serveEffect(
         handler({
-          port,
+          hosts: options.hosts(port),
           token: options.token,
           policy: options.policy,
           handleTimeoutMs: options.handleTimeoutMs,
           stopping: () => signalled,
           acceptBearer: options.acceptBearer,
+          stateDir: options.stateDir,
           ...(options.noSelfProtection === true ? {} : {
             protect: (cwd: string, transcriptPath?: string | undefined) =>
               Protect.protectedPaths(
                 cwd,
                 process.env,
-                Storage.isFilesystem(options.storage) ? options.storage.dir : null,
+                options.journalDir,
                 options.policyFile,
                 transcriptPath
               ).then((paths) => [
@@ -529,11 +556,7 @@ export const run = (options: Options) =>
           })
         })
       )
-      const where = Storage.isFilesystem(options.storage) ? options.storage.dir : "PostgreSQL"
-      yield* Output.write(
-        `session-journal guard: listening at http://127.0.0.1:${port}${PATH}, journal ${where}, ` +
-          (options.policy === null ? "no policy (record only)" : `policy ${options.policyName ?? "given"}`) + "\n"
-      )
+      if (options.onListening !== undefined) yield* options.onListening(port)
       return yield* Effect.never
     })
     return yield* Effect.scoped(serve).pipe(
@@ -542,10 +565,6 @@ export const run = (options: Options) =>
         host: "127.0.0.1",
         gracefulShutdownTimeout: "20 seconds"
       })),
-      Effect.catchTag("ServeError", (e) =>
-        Effect.fail(
-          new NotAvailable({ feature: "guard", reason: `cannot listen on 127.0.0.1:${options.port} (${e.message})` })
-        )),
       Effect.provide(live),
       Effect.onExit((exit) =>
         Effect.sync(() => {

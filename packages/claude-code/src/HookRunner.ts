@@ -1,6 +1,6 @@
 /**
- * `session-journal claude-code hook`: Claude Code's `command` hook for every
- * event. It reads one hook input from stdin (at most `--max-input-bytes`, 4 MiB
+ * The command hook (`session-journal claude-code hook`): Claude Code's `command`
+ * hook for every event. It reads one hook input from stdin (at most `--max-input-bytes`, 4 MiB
  * by default, strict UTF-8, nested at most 128 levels), journals it in the
  * session of its Claude Code session (`Hook.handle` of
  * `@session-journal/claude-code`) and answers on stdout; a PreToolUse is decided
@@ -19,47 +19,65 @@
  * every one of them is answered and the policy holds across them (each decides on
  * the state the previous ones stored).
  *
- * This module is loaded without the command tree (`main.ts` recognizes the
- * invocation first): a hook runs once per tool call, and its start is most of
- * its cost.
+ * The decision itself is `Hook.handle`'s, the one place every door (this hook,
+ * the resident guard, the driven session) decides; this module reads the input,
+ * gathers what `handle` needs (the policy, the sub-agent's depth, the count of
+ * allowed calls, the protected paths), bounds it all by the deadline and answers.
+ * The command line gives it the flags and the environment as values
+ * (`Options`: the policy file, the journal, the state directory), writes its
+ * answer and exits; the hook is loaded without the command tree (the cli's
+ * `main.ts` recognizes the invocation first): a hook runs once per tool call,
+ * and its start is most of its cost.
  *
- * @since 0.4.0
+ * @since 0.8.0
  */
-import * as AgentDepth from "@session-journal/claude-code/AgentDepth"
-import * as Hook from "@session-journal/claude-code/Hook"
-import { Policy, SessionJournal } from "@session-journal/core"
+import { type Persistence, Policy, SessionJournal } from "@session-journal/core"
 import * as Cause from "effect/Cause"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
-import * as fs from "node:fs"
-import { InvalidInput } from "../Failure.ts"
-import * as Input from "../Input.ts"
-import type { HookArgs } from "../internal/hookArgs.ts"
-import * as ProcessStreams from "../internal/processStreams.ts"
-import * as Protect from "../internal/protect.ts"
-import * as TranscriptScan from "../internal/transcriptScan.ts"
-import * as Watchdog from "../internal/watchdog.ts"
-import { load } from "../PolicyFile.ts"
-import * as Storage from "../Storage.ts"
+import * as AgentDepth from "./AgentDepth.ts"
+import * as Hook from "./Hook.ts"
+import * as Protect from "./internal/protect.ts"
+import * as TranscriptScan from "./internal/transcriptScan.ts"
 
 /**
- * The environment variable naming the policy file when `--policy` is not given.
+ * The journal a hook records in: its storage (a layer whose failures become the
+ * refusal's reason) and, when it is a directory, the directory (no guarded call
+ * may touch it).
  *
- * @since 0.4.0
+ * @since 0.8.0
  */
-export const POLICY_VAR = "SESSION_JOURNAL_POLICY"
+export interface Journal {
+  readonly layer: Layer.Layer<Persistence.Persistence, unknown>
+  readonly dir: string | null
+}
 
 /**
- * How long a hook waits for its session's lock by default (30 s): far longer than
- * a burst of parallel hooks holds it, shorter than the hook timeout `install`
- * sets (60 s).
+ * What the command line tells a hook: its flags and what it read from the
+ * environment, as values.
  *
- * @since 0.4.0
+ * @since 0.8.0
  */
-export const DEFAULT_WAIT_MILLIS = 30_000
+export interface Options {
+  /** `--fail-open`: every refusal becomes exit 1, which Claude Code reports and ignores. */
+  readonly failOpen: boolean
+  /** The bound of the input (default `Hook.MAX_INPUT_BYTES`). */
+  readonly maxInputBytes?: number | undefined
+  /** The hook answers within it whatever happens (default `DEFAULT_DEADLINE_MILLIS`). */
+  readonly deadlineMillis?: number | undefined
+  /** Calls may touch the journal, the policy and the hooks' settings. */
+  readonly noSelfProtection?: boolean | undefined
+  /** The policy file, when one is named (none: record only, every call allowed). */
+  readonly policyFile: string | undefined
+  /** Reads and decodes the policy file; its failure is the refusal's reason. */
+  readonly loadPolicy: (file: string) => Effect.Effect<Policy.Policy, unknown>
+  /** The journal, or why there is none (the refusal's reason); asked once the policy is read. */
+  readonly journal: () => Promise<Journal | string>
+  /** The user's state directory of journals: the transcript scans are kept beside it (none: not kept). */
+  readonly stateDir: string | undefined
+}
 
 /**
  * Where a hook reads and writes.
@@ -114,6 +132,21 @@ export interface Reply<A = Hook.HookAnswer> {
   readonly outcome: Outcome<A>
 }
 
+// What the hook knows of its event so far, for a refusal in the event's form.
+// An input refused at its bound, unread beyond it.
+interface TooLong {
+  readonly _tag: "TooLong"
+  readonly message: string
+}
+
+/**
+ * A bound as people read it (as the command line says its own).
+ *
+ * @since 0.8.0
+ */
+export const describeBytes = (n: number): string =>
+  n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB (${n} bytes)` : `${n} bytes`
+
 /**
  * What a hook knows of its event so far, for a refusal in the event's form.
  *
@@ -131,7 +164,11 @@ export interface Seen {
  *
  * @since 0.8.0
  */
-export const refuseReply = <A = Hook.HookAnswer>(args: HookArgs, seen: Seen, reason: string): Reply<A> => {
+export const refuseReply = <A = Hook.HookAnswer>(
+  args: { readonly failOpen: boolean },
+  seen: Seen,
+  reason: string
+): Reply<A> => {
   if (args.failOpen) {
     return {
       stdout: null,
@@ -157,7 +194,7 @@ export const refuseReply = <A = Hook.HookAnswer>(args: HookArgs, seen: Seen, rea
 const readInput = async (
   stdin: AsyncIterable<Uint8Array | string>,
   maxBytes: number
-): Promise<Result.Result<Hook.HookEvent, Hook.HookError | InvalidInput>> => {
+): Promise<Result.Result<Hook.HookEvent, Hook.HookError | TooLong>> => {
   const parts: Array<Uint8Array> = []
   const salvager = new Hook.Salvager()
   let size = 0
@@ -172,12 +209,13 @@ const readInput = async (
     parts.length = 0
     const event = salvager.event
     if (event !== "PostToolUse" && event !== "PostToolUseFailure") {
-      return Result.fail(
-        new InvalidInput({ field: "hook input", reason: `longer than the bound of ${Input.describeBytes(maxBytes)}` })
-      )
+      return Result.fail({
+        _tag: "TooLong",
+        message: `invalid hook input: longer than the bound of ${describeBytes(maxBytes)}`
+      })
     }
   }
-  if (size > maxBytes) return salvager.salvage(`hook input over the bound of ${Input.describeBytes(maxBytes)}`)
+  if (size > maxBytes) return salvager.salvage(`hook input over the bound of ${describeBytes(maxBytes)}`)
   const all = new Uint8Array(size)
   let at = 0
   for (const part of parts) {
@@ -185,38 +223,6 @@ const readInput = async (
     at += part.length
   }
   return Hook.decode(all, { maxBytes })
-}
-
-/**
- * Where a hook journals (`--root`, the global flags, the environment, else the
- * per-user default, made on first use readable by its user only), waiting up to
- * `--wait` for a session's lock; or why it cannot, as the reason to refuse with.
- *
- * @since 0.8.0
- */
-export const storageOf = async (
-  args: HookArgs,
-  env: Readonly<Record<string, string | undefined>>
-): Promise<Storage.Options | string> => {
-  // Parallel hooks of one session queue for its lock (the filesystem adapter's
-  // `lockWait`: a directory watch and a jittered backoff) rather than fail.
-  const waitMillis = args.waitMillis ?? DEFAULT_WAIT_MILLIS
-  const environment = Storage.environmentOf(env)
-  const dir = args.root ?? environment.dir ?? Storage.userStateDir(env)
-  if (dir === undefined && args.postgres === undefined && environment.postgres === undefined) {
-    return "no journal directory: give --root DIR, or set SESSION_JOURNAL_DIR or HOME"
-  }
-  if (
-    dir !== undefined && args.root === undefined && environment.dir === undefined &&
-    args.postgres === undefined && environment.postgres === undefined
-  ) {
-    try {
-      await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 })
-    } catch (e) {
-      return `the default journal directory ${dir} cannot be made (${describe(e)}); give --root DIR`
-    }
-  }
-  return { ...Storage.resolve({ dir, postgres: args.postgres }, environment), lockWait: Duration.millis(waitMillis) }
 }
 
 /**
@@ -244,7 +250,7 @@ export const replyOf = <A extends { readonly output: unknown }>(
   return refuse(Cause.hasDies(exit.cause) ? `unexpected failure (a bug): ${why}` : why)
 }
 
-const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
+const handled = async (args: Options, io: Io, seen: Seen): Promise<Reply> => {
   const refuse = (reason: string) => refuseReply(args, seen, reason)
   try {
     const maxBytes = args.maxInputBytes ?? Hook.MAX_INPUT_BYTES
@@ -260,17 +266,17 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
     seen.stopHookActive = (hookEvent.name === "Stop" || hookEvent.name === "SubagentStop") &&
       hookEvent.input.stop_hook_active === true
 
-    const file = args.policy ?? (io.env[POLICY_VAR] === "" ? undefined : io.env[POLICY_VAR])
+    const file = args.policyFile
     let options: Hook.HandleOptions = { policy: null }
     if (file !== undefined) {
       seen.stage = `reading the policy file ${file}`
-      const policy = await Effect.runPromiseExit(load(file))
+      const policy = await Effect.runPromiseExit(args.loadPolicy(file))
       if (Exit.isFailure(policy)) return refuse(describe(Cause.squash(policy.cause)))
       options = { policy: Policy.toGuard(policy.value), policyName: Policy.format(policy.value) }
     }
 
-    const storage = await storageOf(args, io.env)
-    if (typeof storage === "string") return refuse(storage)
+    const journal = await args.journal()
+    if (typeof journal === "string") return refuse(journal)
     if (hookEvent.name === "PreToolUse" && hookEvent.input.agent_id !== undefined) {
       seen.stage = "reading the sub-agent's depth"
       options = { ...options, depth: await Effect.runPromise(AgentDepth.of(hookEvent.input)) }
@@ -281,7 +287,7 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
         ...options,
         allowedByTranscript: await TranscriptScan.allowedCalls(
           hookEvent.input.transcript_path,
-          TranscriptScan.cacheDir(io.env),
+          TranscriptScan.cacheDir(args.stateDir),
           options.session ?? Hook.sessionId(hookEvent.input)
         )
       }
@@ -293,7 +299,7 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
         protect: await Protect.protectedPaths(
           hookEvent.input.cwd,
           io.env,
-          Storage.isFilesystem(storage) ? storage.dir : null,
+          journal.dir,
           file,
           hookEvent.input.transcript_path
         ),
@@ -303,7 +309,7 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
     seen.stage = `recording ${seen.event} in the journal`
     const exit = await Effect.runPromiseExit(
       Hook.handle(hookEvent, options).pipe(
-        Effect.provide(SessionJournal.layer().pipe(Layer.provide(Storage.layer(storage))))
+        Effect.provide(SessionJournal.layer().pipe(Layer.provide(journal.layer)))
       )
     )
     return replyOf(exit, (e) => e instanceof Hook.HookError, seen, refuse)
@@ -324,7 +330,7 @@ const handled = async (args: HookArgs, io: Io, seen: Seen): Promise<Reply> => {
  *
  * @since 0.4.0
  */
-export const run = (args: HookArgs, io: Io): Promise<Outcome> =>
+export const run = (args: Options, io: Io): Promise<Outcome> =>
   answerWithin(args, io, (seen) => handled(args, io, seen))
 
 /**
@@ -336,7 +342,7 @@ export const run = (args: HookArgs, io: Io): Promise<Outcome> =>
  * @since 0.8.0
  */
 export const answerWithin = async <A>(
-  args: HookArgs,
+  args: { readonly failOpen: boolean; readonly deadlineMillis?: number | undefined },
   io: Io,
   handle: (seen: Seen) => Promise<Reply<A>>
 ): Promise<Outcome<A>> => {
@@ -361,35 +367,4 @@ export const answerWithin = async <A>(
   if (reply.stdout !== null) await io.stdout(reply.stdout)
   if (reply.stderr !== null) await io.stderr(reply.stderr)
   return reply.outcome
-}
-
-/**
- * Runs the hook on the process's stdin, stdout and stderr; resolves with the exit
- * code.
- *
- * @since 0.4.0
- */
-export const main = (args: HookArgs): Promise<number> => mainOf(run)(args)
-
-/**
- * A hook's `main`: `run` on the process's stdin, stdout and stderr, resolving with
- * the exit code; past the deadline a watchdog ends a process whose exit hangs.
- *
- * @since 0.8.0
- */
-export const mainOf = <A>(run: (args: HookArgs, io: Io) => Promise<Outcome<A>>) => async (args: HookArgs) => {
-  const outcome = await run(args, {
-    stdin: process.stdin,
-    stdout: ProcessStreams.writeStdoutAwait,
-    stderr: ProcessStreams.writeStderrAwait,
-    env: process.env
-  })
-  // Past the deadline something is stuck, possibly a file operation in the kernel
-  // (a hung mount), which would keep Node from exiting at all. The answer is
-  // written and the process exits with its code; a watchdog that sees the exit
-  // through a pipe (its end closes) does nothing, and one that does not see it
-  // within a second ends the process by SIGKILL, which the installed hook command
-  // turns into exit 2 with the reason already on stderr.
-  if (outcome.late === true && !args.failOpen) Watchdog.arm(1)
-  return outcome.exitCode
 }

@@ -10,7 +10,6 @@
  * (`Hook.refusal`: a deny for PreToolUse), never answered `{}`; a refusal because
  * the journal could not record says so (`fatal`), and the session then ends.
  */
-import { AgentDepth, Hook } from "@session-journal/claude-code"
 import { type Guard, messageOf, type SessionJournal } from "@session-journal/core"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -18,6 +17,8 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
+import * as AgentDepth from "../AgentDepth.ts"
+import * as Hook from "../Hook.ts"
 import * as Message from "../Message.ts"
 
 /** The callback id of each hook the driver registers. */

@@ -1,23 +1,36 @@
 /**
  * What no call guarded by Claude Code's hooks may touch (`Hook.selfProtection`),
- * as the command hook and the resident guard both compute it.
+ * as every door computes it: the command hook, the resident guard and the
+ * driven session (`claude-code run`).
+ *
+ * @since 0.8.0
  */
-import type * as Hook from "@session-journal/claude-code/Hook"
-import * as Result from "effect/Result"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as Input from "../Input.ts"
+import type * as Hook from "../Hook.ts"
 
 /** A settings file holds our hooks when it names one of our hook commands. */
 const OUR_HOOKS = /claude-code (hook|forward)\b/
+
+/** Largest settings file read (4 MiB); a longer one is read as holding none. */
+const MAX_SETTINGS_BYTES = 4 * 1024 * 1024
 
 const holdsOurHooks = async (file: string): Promise<boolean> => {
   try {
     const handle = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
     try {
       if (!(await handle.stat()).isFile()) return false
-      const text = await Input.readBounded(handle.createReadStream({ autoClose: false }), file, 4 * 1024 * 1024)
-      return Result.isSuccess(text) && OUR_HOOKS.test(text.success)
+      // Reading stops as soon as the bound is passed; strict UTF-8 (a file that is
+      // not is read as holding none).
+      const parts: Array<Buffer> = []
+      let size = 0
+      for await (const chunk of handle.createReadStream({ autoClose: false })) {
+        const bytes = chunk as Buffer
+        size += bytes.length
+        if (size > MAX_SETTINGS_BYTES) return false
+        parts.push(bytes)
+      }
+      return OUR_HOOKS.test(new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(parts)))
     } finally {
       await handle.close()
     }
@@ -33,6 +46,8 @@ const holdsOurHooks = async (file: string): Promise<boolean> => {
  * event's `cwd` and of `$CLAUDE_PROJECT_DIR`, and the user's settings), Claude
  * Code's transcripts of the project (where the hooks' count and the sub-agents'
  * depths are read), and where any of them leads through a symbolic link.
+ *
+ * @since 0.8.0
  */
 export const protectedPaths = async (
   cwd: string,

@@ -10,7 +10,6 @@
  */
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { assert, describe, it } from "@effect/vitest"
-import * as Cli from "@session-journal/claude-code/test/claudeCli"
 import { Entry, SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
@@ -21,6 +20,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import { Session } from "../src/index.ts"
+import * as Cli from "./claudeCli.ts"
 
 afterAll(() => Cli.cleanup())
 

@@ -1,5 +1,5 @@
 /**
- * `session-journal claude-code forward --url URL`: the command hook that hands
+ * The forwarder (`session-journal claude-code forward --url URL`): the command hook that hands
  * each Claude Code hook event to the resident guard over loopback HTTP and
  * fails closed when it cannot.
  *
@@ -32,30 +32,31 @@
  * (`stop_hook_active`) exit 1, an event it cannot read exit 2.
  *
  * It does not decide by itself (by taking the journal's lock and running the
- * policy): the guard is the journal's only writer, and a guard that is down is
+ * policy, `Hook.handle`, the one place every door's decision is made): the
+ * guard is the journal's only writer, and a guard that is down is
  * a fault to repair, not a mode to run in. Denying says so at the first call,
  * with the address to check.
  *
  * The token comes from `$SESSION_JOURNAL_GUARD_TOKEN` (hooks inherit Claude
  * Code's environment), another variable (`--token-env NAME`), or a file only the
  * user can read (`--token-file FILE`, first line; refused when its group or others
- * may read it, `secretFile.ts`). This module loads nothing but Node's own
+ * may read it, `SecretFile`). This module loads nothing but Node's own
  * modules, `Refusal` (which imports nothing) and the small dependency-free
- * modules beside it, and is started without the command tree (`main.ts` loads
- * it directly for `claude-code forward`); the build bundles it with those modules
+ * modules beside it, and is started without the command tree (the command
+ * line's `main.ts` loads its process form, `commands/ForwardProcess.ts`, directly
+ * for `claude-code forward`); the build bundles them with those modules
  * into one file of its own (`scripts/bundle.ts`), so a hook reads three files
  * (the bin, the entry, this one) and costs about one Node start, `node:crypto`
  * and `node:net` (it speaks the little HTTP/1.1 it needs itself, `exchange`).
  *
  * @since 0.4.0
  */
-import * as Refusal from "@session-journal/claude-code/Refusal"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import { createRequire } from "node:module"
 import type * as Net from "node:net"
-import * as GuardAuth from "../internal/guardAuth.ts"
-import * as ProcessStreams from "../internal/processStreams.ts"
-import * as SecretFile from "../internal/secretFile.ts"
+import * as GuardAuth from "./internal/guardAuth.ts"
+import * as SecretFile from "./internal/secretFile.ts"
+import * as Refusal from "./Refusal.ts"
 
 // Loaded with `createRequire`, not `import`: an ES module import of a builtin reads
 // every export of it, which can load more than the forwarder needs (`node:http`'s
@@ -562,20 +563,18 @@ export const forward = async (options: Options, body: Buffer | null, leftMs?: nu
 }
 
 /**
- * Runs the forwarder on the process: arguments after `claude-code forward`, the
- * event on stdin, the answer on stdout; resolves with the exit code. The deadline
- * (`--timeout-ms`) starts here: reading stdin is part of it.
+ * Runs the forwarder on the arguments after `claude-code forward` and the event
+ * on the process's stdin; resolves with what to write to stdout and stderr and
+ * the exit code (the command line writes them). The deadline (`--timeout-ms`)
+ * starts here: reading stdin is part of it.
  *
- * @since 0.4.0
+ * @since 0.8.0
  */
-export const main = async (args: ReadonlyArray<string>): Promise<number> => {
+export const outcomeOf = async (args: ReadonlyArray<string>): Promise<Outcome> => {
   const parsed = parseArgs(args)
-  const outcome = typeof parsed === "string"
+  return typeof parsed === "string"
     ? fallback(null, `session-journal claude-code forward: ${parsed}`)
     : await run(parsed)
-  if (outcome.stderr !== "") ProcessStreams.writeStderr(outcome.stderr)
-  await new Promise<void>((resolve) => ProcessStreams.writeStdout(outcome.stdout, () => resolve()))
-  return outcome.code
 }
 
 const run = async (options: Options): Promise<Outcome> => {

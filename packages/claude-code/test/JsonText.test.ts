@@ -9,7 +9,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
-import * as Install from "../src/commands/Install.ts"
+import * as Install from "../src/Installer.ts"
 import * as JsonText from "../src/internal/jsonText.ts"
 
 interface Doc {

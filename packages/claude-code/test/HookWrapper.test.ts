@@ -9,8 +9,8 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "vitest"
-import * as Install from "../src/commands/Install.ts"
-import { cleanup, tempDir } from "./Run.ts"
+import * as Install from "../src/Installer.ts"
+import { cleanup, tempDir } from "./claudeCli.ts"
 
 afterAll(cleanup)
 

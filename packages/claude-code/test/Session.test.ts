@@ -15,8 +15,6 @@
  * cost is the latest one, not their sum.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as Cli from "@session-journal/claude-code/test/claudeCli"
-import * as Fake from "@session-journal/claude-code/test/fakeApi"
 import { Entry, Guard, SessionJournal } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -29,6 +27,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import { Message, Session, SessionState } from "../src/index.ts"
+import * as Cli from "./claudeCli.ts"
+import * as Fake from "./fakeApi.ts"
 import * as Harness from "./harness.ts"
 import type { Setup } from "./harness.ts"
 

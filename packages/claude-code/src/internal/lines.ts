@@ -4,9 +4,9 @@
  * exactly) and holds at most the line bound of an unfinished line, the journal
  * item of a line, and a bounded tail of stderr.
  */
-import { Transcript } from "@session-journal/claude-code"
 import type { SessionJournal } from "@session-journal/core"
 import * as crypto from "node:crypto"
+import * as Transcript from "../Transcript.ts"
 
 /** The journal entry kind of a line of the session. */
 export const LINE_KIND = "claude-code.session.line"

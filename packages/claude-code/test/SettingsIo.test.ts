@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "vitest"
 import * as SettingsIo from "../src/internal/settingsIo.ts"
-import { cleanup, tempDir } from "./Run.ts"
+import { cleanup, tempDir } from "./claudeCli.ts"
 
 afterAll(cleanup)
 

@@ -9,11 +9,10 @@
  * appends), and the kept count stands. Nothing here fails: a transcript that cannot be read
  * counts nothing.
  */
-import * as HookRuns from "@session-journal/claude-code/HookRuns"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { userStateDir } from "../Storage.ts"
+import * as HookRuns from "../HookRuns.ts"
 
 const CHUNK = 1024 * 1024
 const MAX_CARRY = 16 * 1024 * 1024
@@ -48,12 +47,11 @@ const keep = async (cache: string, kept: Kept): Promise<void> => {
 
 /**
  * Where the scans are kept: `session-journal-scans` beside the user's state
- * directory of journals (`Storage.userStateDir`), outside it; none without one.
+ * directory of journals (the command line's `Storage.userStateDir`), outside it;
+ * none without one.
  */
-export const cacheDir = (env: Readonly<Record<string, string | undefined>>): string | undefined => {
-  const state = userStateDir(env)
-  return state === undefined ? undefined : path.join(path.dirname(state), "session-journal-scans")
-}
+export const cacheDir = (state: string | undefined): string | undefined =>
+  state === undefined ? undefined : path.join(path.dirname(state), "session-journal-scans")
 
 /**
  * How many calls our hooks allowed in the transcript at `transcript` (an absolute

@@ -3,8 +3,6 @@
  * temporary directory, a session over them, and the entries of a journal session.
  */
 import * as NodeServices from "@effect/platform-node/NodeServices"
-import * as Cli from "@session-journal/claude-code/test/claudeCli"
-import * as Fake from "@session-journal/claude-code/test/fakeApi"
 import { SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
@@ -14,6 +12,8 @@ import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Session } from "../src/index.ts"
+import * as Cli from "./claudeCli.ts"
+import * as Fake from "./fakeApi.ts"
 
 /** Where a test runs: the fake API, the CLI's working directory and HOME, the temporary root. */
 export interface Setup {

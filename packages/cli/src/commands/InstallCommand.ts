@@ -1,0 +1,205 @@
+/**
+ * `session-journal claude-code install [--project DIR | --user] [--shared]
+ * [--policy FILE] [--root DIR] [--guard URL] [--uninstall]`: the flags, the
+ * checks of what they name, and the reports printed; what is written where is
+ * the installer's (`Installer` of `@session-journal/claude-code`).
+ *
+ * @since 0.8.0
+ */
+import * as Installer from "@session-journal/claude-code/Installer"
+import { StorageError } from "@session-journal/core"
+import { messageOf } from "@session-journal/core/ErrorMessage"
+import { Command, Flag } from "effect/cli"
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as path from "node:path"
+import { InvalidInput } from "../Failure.ts"
+import { Dir, onCommandLine, withoutJournal } from "../internal/commandKit.ts"
+import * as Output from "../Output.ts"
+import { load } from "../PolicyFile.ts"
+
+// The installer's refusal as the command line's failures: an I/O error is a
+// storage error, anything else input it cannot use.
+const apply = (
+  file: string,
+  hookFor: ((event: string) => Installer.JsonObject) | Installer.JsonObject | null
+): Effect.Effect<Installer.Report, InvalidInput | StorageError> =>
+  Effect.mapError(Installer.apply(file, hookFor), (e) =>
+    e.io
+      ? StorageError.io("install", (e.cause as Error).cause ?? e.cause, file)
+      : new InvalidInput({
+        field: file,
+        reason: `cannot use it as Claude Code settings (left unchanged): ${messageOf(e.cause)}`
+      }))
+
+/**
+ * The `install` command.
+ *
+ * @since 0.4.0
+ */
+export const command = Command.make("install", {
+  project: Flag.String("project").pipe(
+    Flag.optional,
+    Flag.withMetavar("DIR"),
+    Flag.withDescription(
+      "Install into DIR/.claude/settings.local.json, the personal file (default: the working directory's)"
+    )
+  ),
+  user: Flag.Boolean("user").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("Install into the user's ~/.claude/settings.json ($CLAUDE_CONFIG_DIR/settings.json)")
+  ),
+  shared: Flag.Boolean("shared").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription(
+      "Install into the project's committed .claude/settings.json for every teammate: session-journal from PATH, paths relative to $CLAUDE_PROJECT_DIR"
+    )
+  ),
+  policy: Flag.String("policy").pipe(
+    Flag.optional,
+    Flag.withMetavar("FILE"),
+    Flag.withDescription(
+      "Policy file the hooks decide PreToolUse with (checked now; by absolute path, or inside the project with --shared)"
+    )
+  ),
+  root: Flag.String("root").pipe(
+    Flag.optional,
+    Flag.withMetavar("DIR"),
+    Flag.withDescription("Journal directory the hooks write (default: the hook's own; the global --dir works too)")
+  ),
+  guard: Flag.String("guard").pipe(
+    Flag.optional,
+    Flag.withMetavar("URL"),
+    Flag.withDescription(
+      "Hand events to the resident guard at URL (http://127.0.0.1:PORT/hook), denying when it is down"
+    )
+  ),
+  tokenFile: Flag.String("token-file").pipe(
+    Flag.optional,
+    Flag.withMetavar("FILE"),
+    Flag.withDescription(
+      "With --guard: the forwarder reads the guard's token from FILE (mode 0600, as the guard's --token-file), " +
+        "not from $SESSION_JOURNAL_GUARD_TOKEN, which every command the agent runs can read"
+    )
+  ),
+  uninstall: Flag.Boolean("uninstall").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("Remove our hooks only (from both project files, or the user's), keeping everything else")
+  )
+}, (a) =>
+  Effect.flatMap(Dir, (dir) =>
+    withoutJournal(({ json }) =>
+      Effect.gen(function*() {
+        const project = Option.getOrUndefined(a.project)
+        if (a.user && project !== undefined) {
+          return yield* new InvalidInput({ field: "--user", reason: "give --project DIR or --user, not both" })
+        }
+        if (a.user && a.shared) {
+          return yield* new InvalidInput({ field: "--shared", reason: "--shared is a project's file; not with --user" })
+        }
+        const configDir = Option.getOrUndefined(
+          yield* Effect.orDie(Config.option(Config.String(Installer.CLAUDE_CONFIG_DIR_VAR)))
+        )
+        const fileOf = (shared: boolean) => Installer.settingsFile({ user: a.user, project, configDir, shared })
+
+        if (a.uninstall) {
+          const files = a.user ? [fileOf(false)] : [fileOf(false), fileOf(true)]
+          for (const file of files) {
+            const report = yield* apply(file, null)
+            if (json) yield* Output.json(report)
+            else {
+              yield* Output.write(
+                report.status === "unchanged"
+                  ? `${file}: unchanged (no hooks of ours in it)\n`
+                  : `${named(report)}: uninstalled our hooks` +
+                    (report.backup === null ? "" : `; the previous content is in ${report.backup}`) + "\n"
+              )
+            }
+          }
+          return
+        }
+
+        const file = fileOf(a.shared)
+        const projectDir = path.resolve(project ?? ".")
+        const scope: Installer.Scope = a.user ? "user" : a.shared ? "shared" : "local"
+        const place = (flag: string, given: string): Effect.Effect<Installer.Word, InvalidInput> => {
+          if (scope !== "shared") return Effect.succeed(path.resolve(given))
+          const inside = Installer.insideProject(projectDir, path.resolve(given))
+          return inside === undefined
+            ? Effect.fail(
+              new InvalidInput({
+                field: flag,
+                reason:
+                  `${given} is outside the project ${projectDir}: a --shared install names files relative to $CLAUDE_PROJECT_DIR, so they must lie inside it (or install without --shared)`
+              })
+            )
+            : Effect.succeed(inside)
+        }
+
+        const globalDir = onCommandLine(dir)
+        const rootFlag = Option.getOrUndefined(a.root)
+        if (globalDir !== undefined && rootFlag !== undefined) {
+          return yield* new InvalidInput({ field: "--root", reason: "give --root or the global --dir, not both" })
+        }
+        const rootGiven = rootFlag ?? globalDir
+        const root = rootGiven === undefined || rootGiven === "" ? undefined : yield* place("--root", rootGiven)
+        const policyFile = Option.getOrUndefined(a.policy)
+        if (policyFile !== undefined) yield* load(path.resolve(policyFile))
+        const policy = policyFile === undefined ? undefined : yield* place("--policy", policyFile)
+        const guard = Option.getOrUndefined(a.guard)
+        const url = guard === undefined ? undefined : yield* guardUrl(guard)
+        const tokenFileGiven = Option.getOrUndefined(a.tokenFile)
+        if (tokenFileGiven !== undefined && url === undefined) {
+          return yield* new InvalidInput({ field: "--token-file", reason: "is for --guard URL" })
+        }
+        const tokenFile = tokenFileGiven === undefined ? undefined : path.resolve(tokenFileGiven)
+        // The guard decides with its own policy: --policy must be the one it runs.
+        const guardNote = url === undefined
+          ? ""
+          : yield* checkGuardPolicy(url, policyFile === undefined ? undefined : path.resolve(policyFile), tokenFile)
+        const report = yield* apply(file, Installer.hookFor({ scope, file, root, policy, url, tokenFile }))
+        // Hooks in both project files would journal every event twice.
+        const other = scope === "user" ? undefined : fileOf(scope === "local")
+        const twice = other !== undefined && (yield* Installer.holdsOurHooks(other))
+        if (json) return yield* Output.json(report)
+        yield* Output.write(guardNote)
+        yield* Output.write(
+          (report.status === "unchanged"
+            ? `${file}: unchanged (our hooks are already installed)\n`
+            : `${named(report)}: ${report.status} hooks for ${report.events} events` +
+              (report.backup === null ? "" : `; the previous content is in ${report.backup}`) + "\n") +
+            (twice
+              ? `note: ${other} has our hooks too, so every event would be journaled twice; remove them there (edit it, or --uninstall and install again)\n`
+              : "")
+        )
+      })
+    ))).pipe(Command.withDescription(
+      "Add our hooks to Claude Code's settings (keeping every other byte, with a backup); --uninstall removes only ours"
+    ))
+
+// The file as the output names it: with its target when it is a link.
+const named = (report: Installer.Report): string =>
+  report.target === null ? report.file : `${report.file} (a link to ${report.target})`
+
+const guardUrl = (url: string): Effect.Effect<string, InvalidInput> => {
+  const problem = Installer.guardUrlProblem(url)
+  return problem === null ? Effect.succeed(url) : Effect.fail(new InvalidInput({ field: "--guard", reason: problem }))
+}
+
+const checkGuardPolicy = (url: string, policyFile: string | undefined, tokenFile: string | undefined) =>
+  Effect.gen(function*() {
+    const m = yield* Effect.promise(() => import("@session-journal/claude-code/GuardInstaller"))
+    const token = yield* Effect.orDie(Config.option(Config.String("SESSION_JOURNAL_GUARD_TOKEN")))
+    const t = tokenFile === undefined
+      ? Option.getOrUndefined(token)
+      : yield* Effect.mapError(
+        m.readTokenFile(tokenFile),
+        (reason) => new InvalidInput({ field: "--token-file", reason })
+      )
+    const given = policyFile === undefined ? undefined : { file: policyFile, policy: yield* load(policyFile) }
+    return yield* Effect.mapError(
+      m.checkPolicy(url, given, t),
+      (reason) => new InvalidInput({ field: "--policy", reason })
+    )
+  })
