@@ -174,6 +174,29 @@ describe("Hook.handle", () => {
       assert.strictEqual(decision.payload["tool_use_id"], "c1")
     }).pipe(Effect.provide(memory)))
 
+  it.effect("patterns see the call as Codex sends it: Bash(rm *) denies rm, not ls; an ask is a denial", () =>
+    Effect.gen(function*() {
+      const policy = Policy.decode({ all: [{ deny: ["Bash(rm *)"] }, { ask: ["apply_patch"] }] })
+      if (Result.isFailure(policy)) throw new Error(policy.failure.message)
+      const options = { policy: Policy.toGuard(policy.success), policyName: Policy.format(policy.success) }
+      const ls = yield* Hook.handle(decode(pre("ls -la", "p1")), options)
+      assert.strictEqual(ls.verdict?._tag, "Allow")
+      const rm = yield* Hook.handle(decode(pre("cd /tmp && rm -rf x", "p2")), options)
+      assert.strictEqual(rm.verdict?._tag, "Deny")
+      const patch = yield* Hook.handle(
+        decode(
+          base("PreToolUse", {
+            tool_name: "apply_patch",
+            tool_input: { command: "*** Begin Patch" },
+            tool_use_id: "p3"
+          })
+        ),
+        options
+      )
+      assert.strictEqual(patch.verdict?._tag, "Deny")
+      assert.strictEqual((patch.output["hookSpecificOutput"] as Record<string, string>)["permissionDecision"], "deny")
+    }).pipe(Effect.provide(memory)))
+
   it("an empty reason is never given: Codex would run the call", () => {
     const out = Hook.denyOutput("  ")["hookSpecificOutput"] as Record<string, string>
     assert.isTrue(out["permissionDecisionReason"]!.trim().length > 0)
