@@ -71,13 +71,7 @@ const readInput = async (stdin: AsyncIterable<Uint8Array | string>, maxBytes: nu
     if (size > maxBytes) return null
     parts.push(Uint8Array.prototype.slice.call(bytes))
   }
-  const all = new Uint8Array(size)
-  let at = 0
-  for (const part of parts) {
-    all.set(part, at)
-    at += part.length
-  }
-  return all
+  return Buffer.concat(parts, size)
 }
 
 const handled = async (
