@@ -17,6 +17,7 @@ import { claudeCodeSessionEvents } from "./scenarios/claudeCodeSession.ts"
 import { codexHook } from "./scenarios/codexHook.ts"
 import { fsManySessions, fsRecord } from "./scenarios/fs.ts"
 import { cliVerify, fsHistory } from "./scenarios/history.ts"
+import { mcpProxyCall } from "./scenarios/mcp.ts"
 import { memoryRecord } from "./scenarios/memory.ts"
 import { memoryOpenSessions } from "./scenarios/openSessions.ts"
 import { pgRecord } from "./scenarios/pg.ts"
@@ -49,7 +50,8 @@ const scenarios: ReadonlyArray<Scenario> = [
   claudeCodeHookInstalled,
   codexHook,
   pgRecord,
-  fsSessionsTouched
+  fsSessionsTouched,
+  mcpProxyCall
 ]
 
 const args = process.argv.slice(2)

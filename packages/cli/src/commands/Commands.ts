@@ -35,6 +35,7 @@ import type * as Serve from "../viewer/Serve.ts"
 import * as ClaudeCode from "./ClaudeCode.ts"
 import * as Codex from "./Codex.ts"
 import * as Demo from "./Demo.ts"
+import { mcp } from "./Mcp.ts"
 import * as MirrorFiles from "./MirrorFiles.ts"
 import { policy } from "./PolicyCommands.ts"
 import { exportCmd, list, show, stats, tail } from "./ReadCommands.ts"
@@ -258,7 +259,8 @@ export const root = Command.make("session-journal").pipe(
     policy,
     ...TreeCommands.commands,
     ClaudeCode.make((body) => withJournal(body)),
-    Codex.make((body) => withJournal(body))
+    Codex.make((body) => withJournal(body)),
+    mcp
   ]),
   Command.withGlobalFlags([Dir, Json, Verbose, Postgres])
 )
