@@ -40,8 +40,15 @@ export const POLICY_VAR = "SESSION_JOURNAL_POLICY"
  */
 export const DEFAULT_WAIT_MILLIS = 30_000
 
-// The journal of the flags and the environment, or why there is none.
-const journalOf = async (
+/**
+ * The journal of a hook's flags and environment (`--root`, `--dir`,
+ * `--postgres`, else the variables, else the per-user state directory, made on
+ * first use readable by its user only), waiting up to `--wait` for a session's
+ * lock; or why there is none, the reason to refuse with.
+ *
+ * @since 0.8.0
+ */
+export const journalOf = async (
   args: HookArgs,
   env: Readonly<Record<string, string | undefined>>
 ): Promise<HookRunner.Journal | string> => {
@@ -99,7 +106,21 @@ export const run = (args: HookArgs, io: HookRunner.Io): Promise<HookRunner.Outco
  *
  * @since 0.4.0
  */
-export const main = async (args: HookArgs): Promise<number> => {
+export const main = (args: HookArgs): Promise<number> => mainOf(run)(args)
+
+/**
+ * A hook process's `main`: `run` on the process's stdin, stdout and stderr,
+ * resolving with the exit code (Claude Code's and Codex's).
+ *
+ * @since 0.8.0
+ */
+export const mainOf = (
+  run: (
+    args: HookArgs,
+    io: HookRunner.Io
+  ) => Promise<{ readonly exitCode: 0 | 1 | 2; readonly late?: boolean | undefined }>
+) =>
+async (args: HookArgs): Promise<number> => {
   const outcome = await run(args, {
     stdin: process.stdin,
     stdout: ProcessStreams.writeStdoutAwait,
