@@ -25,7 +25,7 @@
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
 import type { SourceError } from "@session-journal/claude-code"
-import * as Source from "@session-journal/claude-code/internal/source"
+import * as Source from "@session-journal/claude-code/FileSource"
 import * as Planner from "@session-journal/claude-code/Planner"
 import * as Sync from "@session-journal/claude-code/Sync"
 import * as Transcript from "@session-journal/claude-code/Transcript"

@@ -21,9 +21,9 @@
  * @since 0.8.0
  */
 import { Archive } from "@session-journal/claude-code"
+import { commandLine } from "@session-journal/claude-code/HookWrapper"
 import { MAX_SETTINGS_BYTES, selfCommand } from "@session-journal/claude-code/Installer"
-import { commandLine } from "@session-journal/claude-code/internal/hookWrapper"
-import * as SettingsIo from "@session-journal/claude-code/internal/settingsIo"
+import * as SettingsIo from "@session-journal/claude-code/SettingsFile"
 import { Install, Rollout } from "@session-journal/codex"
 import { StorageError, StorageReason } from "@session-journal/core"
 import { Argument, Command, Flag } from "effect/cli"
