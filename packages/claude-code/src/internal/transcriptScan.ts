@@ -14,7 +14,6 @@
  * Nothing here fails: a main transcript that cannot be read counts no allowed
  * call and no known tokens (null).
  */
-import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as HookRuns from "../HookRuns.ts"
@@ -69,7 +68,8 @@ export const fileKeeper = (dir: string | undefined): Keeper =>
       const file = path.join(dir, `${session}.json`)
       try {
         await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 })
-        const temp = `${file}.${crypto.randomBytes(6).toString("hex")}.tmp`
+        // Unique, not secret (created exclusively): no `node:crypto` loaded for it.
+        const temp = `${file}.${process.pid}-${Math.floor(Math.random() * 0x1_0000_0000).toString(16)}.tmp`
         await fs.promises.writeFile(temp, JSON.stringify(kept), { flag: "wx", mode: 0o600 })
         await fs.promises.rename(temp, file)
       } catch {
