@@ -11,7 +11,9 @@
  * refuses it, when another program on the port answers (garbage, a
  * well-formed answer without the guard's MAC, the guard's answer altered on the
  * way, an answer too large) — which never sees the token — and when an answer
- * trickles in past its deadline.
+ * trickles in past its deadline. A policy that sees calls judges the call's
+ * input, an ask is answered `ask`, and `maxTokens` reads the session's
+ * transcripts, a sub-agent's too.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as GuardAuth from "@session-journal/claude-code/GuardAuth"
@@ -341,6 +343,43 @@ describe.skipIf(!nodeAdapter)("claude-code guard", () => {
     const off = await guard({ args: ["--no-self-protection"] })
     assert.isFalse(isDeny(await post(off, touching(off.dir, 3))))
     await stop(off)
+  })
+
+  it("decides with the call, answers an ask with ask, and reads the tokens from the session's transcripts", async () => {
+    const post = (g: Guard, body: string) =>
+      fetch(`${g.url}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+        body
+      }).then((r) => r.json() as Promise<{ hookSpecificOutput?: Record<string, string> }>)
+    const root = tempDir()
+    const sid = "7a1c0de0-0000-4000-8000-000000000001"
+    const transcript = path.join(root, `${sid}.jsonl`)
+    const usage = (id: string, n: number) =>
+      JSON.stringify({ type: "assistant", message: { id, usage: { input_tokens: n, output_tokens: 0 } } }) + "\n"
+    fs.writeFileSync(transcript, usage("m1", 400))
+    const bash = (n: number, command: string) =>
+      JSON.stringify({
+        ...JSON.parse(preToolUse(n, sid)),
+        transcript_path: transcript,
+        tool_name: "Bash",
+        tool_input: { command }
+      })
+    const g = await guard({
+      policy: [{ deny: "Bash(rm -rf *)" }, { ask: "Bash(git push *)" }, { maxTokens: 1000 }]
+    })
+    assert.isUndefined((await post(g, bash(1, "ls"))).hookSpecificOutput)
+    assert.strictEqual((await post(g, bash(2, "ls && rm -rf /"))).hookSpecificOutput?.["permissionDecision"], "deny")
+    const asked = await post(g, bash(3, "git push origin main"))
+    assert.strictEqual(asked.hookSpecificOutput?.["permissionDecision"], "ask")
+    assert.include(asked.hookSpecificOutput?.["permissionDecisionReason"], "[ask(\"Bash(git push *)\")]")
+    // A sub-agent's transcript crosses the budget: the next call is denied.
+    fs.mkdirSync(path.join(root, sid, "subagents"), { recursive: true })
+    fs.writeFileSync(path.join(root, sid, "subagents", "agent-a1.jsonl"), usage("s1", 700))
+    const spent = await post(g, bash(4, "ls"))
+    assert.strictEqual(spent.hookSpecificOutput?.["permissionDecision"], "deny")
+    assert.include(spent.hookSpecificOutput?.["permissionDecisionReason"], "the agent used 1100 tokens")
+    await stop(g)
   })
 
   it("takes a bearer token only with --accept-bearer; refuses a call naming its token file or variable", async () => {
