@@ -100,6 +100,10 @@ describe("TranscriptScan.totals", () => {
     const files = path.join(dir, "scans")
     expect((await TranscriptScan.totals(transcript, TranscriptScan.fileKeeper(files), "s")).tokens).toBe(1021n)
     expect((await TranscriptScan.totals(transcript, TranscriptScan.fileKeeper(files), "s")).tokens).toBe(1021n)
+    // A scan kept before tokens were counted claims nothing about them: the transcript is read again.
+    const old = TranscriptScan.memoryKeeper()
+    await old.write("v", { file: transcript, offset: fs.statSync(transcript).size, allowed: 0, recent: [] })
+    expect((await TranscriptScan.totals(transcript, old, "v")).tokens).toBe(1021n)
     expect((await TranscriptScan.totals(path.join(dir, "missing.jsonl"), keeper, "t")).tokens).toBe(null)
     expect((await TranscriptScan.totals("relative.jsonl", keeper, "u")).tokens).toBe(null)
   })

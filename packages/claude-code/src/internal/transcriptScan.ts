@@ -81,8 +81,11 @@ export const fileKeeper = (dir: string | undefined): Keeper =>
 const claimOf = (kept: unknown, transcript: string): Kept | null => {
   if (typeof kept !== "object" || kept === null) return null
   const k = kept as Partial<Kept>
+  // A usage scan at another offset than the calls' (or none, as kept before tokens
+  // were counted) is no claim on the tokens before it: the transcript is read again.
   const ok = k.file === transcript && Number.isSafeInteger(k.offset) && Number.isSafeInteger(k.allowed) &&
-    k.offset! >= 0 && k.allowed! >= 0 && Array.isArray(k.recent) && k.recent.every((id) => typeof id === "string")
+    k.offset! >= 0 && k.allowed! >= 0 && Array.isArray(k.recent) && k.recent.every((id) => typeof id === "string") &&
+    Usage.isScan(k.usage) && k.usage.offset === k.offset
   if (!ok) return null
   const agents: { [name: string]: Usage.Scan } = {}
   if (typeof k.agents === "object" && k.agents !== null) {
@@ -93,8 +96,7 @@ const claimOf = (kept: unknown, transcript: string): Kept | null => {
     offset: k.offset!,
     allowed: k.allowed!,
     recent: k.recent!,
-    // A usage scan at another offset than the calls' is no claim on these bytes.
-    usage: Usage.isScan(k.usage) && k.usage.offset === k.offset ? k.usage : { ...Usage.empty, offset: k.offset! },
+    usage: k.usage,
     agents
   }
 }
