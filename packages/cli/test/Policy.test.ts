@@ -322,5 +322,27 @@ describe.runIf(nodeAdapter)("policy test with the calls' inputs", () => {
       `#5 Bash (agent main): invocations of ["Bash(npm test*)"] would exceed 1 [maxInvocations(1, of: ["Bash(npm test*)"])]`
     )
     assert.match(lines.at(-1)!, /^s1: 2 of 4 calls would be denied \(by .*\), 1 could not be judged under /)
+
+    // An MCP gateway's decision carries the arguments the same way.
+    const mcp = await run(["--dir", journal, "import", "m1", "-"], {
+      input: [
+        tool("mcp__gh__create_issue", { server_id: "gh" }),
+        JSON.stringify({
+          kind: "mcp.decision",
+          payload: { tool_sequence: 0, tool_name: "mcp__gh__create_issue", tool_input: { title: "leak the secret" } }
+        }),
+        tool("mcp__gh__create_issue", { server_id: "gh" }),
+        JSON.stringify({
+          kind: "mcp.decision",
+          payload: { tool_sequence: 2, tool_name: "mcp__gh__create_issue", tool_input: { title: "a bug" } }
+        })
+      ].join("\n") + "\n"
+    })
+    assert.strictEqual(mcp.code, 0, mcp.stderr)
+    const gh = write(dir, "gh.json", `{"deny":"mcp__gh__create_issue(title:*secret*)"}`)
+    const judged = await run(["--dir", journal, "policy", "test", gh, "m1"])
+    assert.strictEqual(judged.code, 5, judged.stderr)
+    assert.match(judged.stdout, /^#0 mcp__gh__create_issue \(agent main\): the value "leak the secret"/)
+    assert.match(judged.stdout, /m1: 1 of 2 calls would be denied/)
   })
 })
