@@ -344,5 +344,34 @@ describe.runIf(nodeAdapter)("policy test with the calls' inputs", () => {
     assert.strictEqual(judged.code, 5, judged.stderr)
     assert.match(judged.stdout, /^#0 mcp__gh__create_issue \(agent main\): the value "leak the secret"/)
     assert.match(judged.stdout, /m1: 1 of 2 calls would be denied/)
+
+    // Custody's copy of a transcript: the input is in the tool_use line, the tool entry after its result.
+    const line = (n: number, value: unknown) =>
+      JSON.stringify({ kind: "claude-code.line", payload: { n, line: JSON.stringify(value) } })
+    const use = (id: string, command: string) => ({
+      type: "assistant",
+      cwd: "/w",
+      message: { content: [{ type: "tool_use", id, name: "Bash", input: { command } }] }
+    })
+    const result = (id: string) => ({
+      type: "user",
+      message: { content: [{ type: "tool_result", tool_use_id: id, content: "ok" }] }
+    })
+    const custody = await run(["--dir", journal, "import", "cc1", "-"], {
+      input: [
+        line(1, use("u1", "ls")),
+        line(2, result("u1")),
+        tool("Bash"),
+        line(3, use("u2", "cd / && rm -rf tmp")),
+        line(4, result("u2")),
+        tool("Bash")
+      ].join("\n") + "\n"
+    })
+    assert.strictEqual(custody.code, 0, custody.stderr)
+    const rm = write(dir, "rm.json", `{"deny":"Bash(rm -rf *)"}`)
+    const replayed = await run(["--dir", journal, "policy", "test", rm, "cc1"])
+    assert.strictEqual(replayed.code, 5, replayed.stderr)
+    assert.match(replayed.stdout, /^#5 Bash \(agent main\): the command "rm -rf tmp" of Bash matches/)
+    assert.match(replayed.stdout, /cc1: 1 of 2 calls would be denied \(by deny\("Bash\(rm -rf \*\)"\)\) under /)
   })
 })

@@ -11,7 +11,7 @@
  *
  * @since 0.4.0
  */
-import { Hook } from "@session-journal/claude-code"
+import { Hook, Planner } from "@session-journal/claude-code"
 import { Entry, type Guard, JournalState, Pattern, Policy, SessionJournal } from "@session-journal/core"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Clock from "effect/Clock"
@@ -245,6 +245,58 @@ const recordedCall = (
   }
 }
 
+// Custody's sessions hold the transcript's lines, and after the line holding a
+// call's result its tool entry: the call's input is in the assistant line of its
+// `tool_use`, matched by the result's id (in the order the results come, as custody
+// writes the tool entries).
+const custodyCalls = () => {
+  const uses = new Map<string, { readonly name: string; readonly input: Schema.Json; readonly cwd: unknown }>()
+  let queue: Array<string> = []
+  const blocks = (line: unknown): ReadonlyArray<{ readonly [key: string]: unknown }> => {
+    if (!isObject(line) || !isObject(line["message"])) return []
+    const content = line["message"]["content"]
+    return Array.isArray(content) ? content.filter(isObject) : []
+  }
+  return {
+    line: (entry: Entry.Entry): void => {
+      const value = Planner.lineOfEntry(entry)
+      if (value === undefined || !("text" in value)) return
+      let line: unknown
+      try {
+        line = JSON.parse(value.text)
+      } catch {
+        return
+      }
+      if (!isObject(line)) return
+      if (line["type"] === "assistant") {
+        for (const b of blocks(line)) {
+          if (b["type"] !== "tool_use" || typeof b["id"] !== "string" || typeof b["name"] !== "string") continue
+          if (!isObject(b["input"])) continue
+          uses.delete(b["id"])
+          if (uses.size >= MAX_CALLS) uses.delete(uses.keys().next().value!)
+          uses.set(b["id"], { name: b["name"], input: b["input"], cwd: line["cwd"] })
+        }
+      } else if (line["type"] === "user") {
+        queue = blocks(line).flatMap((b) =>
+          b["type"] === "tool_result" && typeof b["tool_use_id"] === "string" && uses.has(b["tool_use_id"])
+            ? [b["tool_use_id"]]
+            : []
+        )
+      }
+    },
+    call: (entry: Entry.ToolEntry): { readonly call: Pattern.Call; readonly tokens: bigint | null } | null => {
+      const id = queue.shift()
+      const use = id === undefined ? undefined : uses.get(id)
+      if (id === undefined || use === undefined || use.name !== entry.tool_name) return null
+      uses.delete(id)
+      return {
+        call: { tool_name: use.name, tool_input: use.input, ...(typeof use.cwd === "string" ? { cwd: use.cwd } : {}) },
+        tokens: null
+      }
+    }
+  }
+}
+
 interface Pending {
   readonly entry: Entry.ToolEntry
   readonly before: JournalState.JournalState
@@ -283,6 +335,7 @@ const test = Command.make(
         const denying = new Set<string>()
         const unjudged = new Map<string, { what: string; calls: number; sequences: Array<number> }>()
         let pending: Pending | null = null
+        const custody = custodyCalls()
 
         const where = (call: Pattern.Call | null) => {
           const cwd = call !== null && typeof call.cwd === "string" ? call.cwd : projectDir ?? undefined
@@ -358,8 +411,9 @@ const test = Command.make(
             for (const entry of chunk) {
               if (Entry.isTool(entry)) {
                 if (pending !== null) out.push(...judge(pending))
-                pending = { entry, before: state, found: null }
+                pending = { entry, before: state, found: custody.call(entry) }
               } else {
+                custody.line(entry)
                 const p = pending as Pending | null
                 if (p !== null && p.found === null) {
                   const found = recordedCall(entry.payload, p.entry)
