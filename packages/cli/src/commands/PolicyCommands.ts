@@ -4,8 +4,9 @@
  * and warnings on tool names no agent spells so); `explain FILE --event JSON`
  * says, for one PreToolUse hook input, which rule decides and why and every
  * rule's own verdict, writing nothing; `test FILE ID` replays a stored session's
- * tool calls against it, with the calls' inputs where the session recorded them,
- * writing nothing, and lists the calls it would have denied, each with its
+ * tool calls against it, with the calls' inputs where the session recorded them
+ * (the decision entries of the hooks, the driver and the MCP gateway; custody's
+ * transcript lines), writing nothing, and lists the calls it would have denied, each with its
  * guard, and per rule the calls it could not judge for lack of their inputs: the
  * what-if a user runs before switching a policy on.
  *
