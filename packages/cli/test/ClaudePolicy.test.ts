@@ -32,11 +32,27 @@ const run = (args: ReadonlyArray<string>) => runSources([bundle, ...args], { com
 
 type Entry = Record<string, unknown> & { readonly kind: string; readonly payload?: Record<string, unknown> }
 
+/** A project with our hooks installed by `install` under `policy`, journaling into `journal`. */
+const setUp = async (policy: unknown) => {
+  const root = Claude.tempDir()
+  const work = path.join(root, "work")
+  fs.mkdirSync(work, { recursive: true })
+  const policyFile = path.join(root, "policy.json")
+  fs.writeFileSync(policyFile, JSON.stringify(policy))
+  const journal = path.join(root, "journal")
+  const installed = await run(["--dir", journal, "claude-code", "install", "--project", work, "--policy", policyFile])
+  assert.strictEqual(installed.code, 0, installed.stderr)
+  return { root, work, home: path.join(root, "home"), journal }
+}
+
 describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("a policy that sees calls, in Claude Code", () => {
   it("rm -rf never runs, the third npm test is denied, a .env read blocks WebFetch and curl", async () => {
-    const root = Claude.tempDir()
-    const work = path.join(root, "work")
-    const home = path.join(root, "home")
+    const { home, journal, root, work } = await setUp([
+      { deny: "Bash(rm -rf *)", reason: "never delete trees" },
+      { maxInvocations: 2, of: "Bash(npm test*)" },
+      { after: "Read(**/.env*)", deny: ["WebFetch", "Bash(curl *)"] },
+      { maxTokens: 1_000_000 }
+    ])
     fs.mkdirSync(path.join(work, "keep"), { recursive: true })
     fs.writeFileSync(path.join(work, "keep", "sentinel.txt"), "still here\n")
     fs.writeFileSync(path.join(work, ".env"), "TOKEN=secret\n")
@@ -44,19 +60,6 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("a policy that sees 
     const bin = path.join(root, "bin")
     fs.mkdirSync(bin)
     fs.writeFileSync(path.join(bin, "npm"), "#!/bin/sh\nexit 0\n", { mode: 0o755 })
-    const policyFile = path.join(root, "policy.json")
-    fs.writeFileSync(
-      policyFile,
-      JSON.stringify([
-        { deny: "Bash(rm -rf *)", reason: "never delete trees" },
-        { maxInvocations: 2, of: "Bash(npm test*)" },
-        { after: "Read(**/.env*)", deny: ["WebFetch", "Bash(curl *)"] },
-        { maxTokens: 1_000_000 }
-      ])
-    )
-    const journal = path.join(root, "journal")
-    const installed = await run(["--dir", journal, "claude-code", "install", "--project", work, "--policy", policyFile])
-    assert.strictEqual(installed.code, 0, installed.stderr)
     const npm = (n: number) => Fake.bash(`npm test >/dev/null 2>&1; echo run-${n} >> runs.txt`, "tests")
     const api = await Fake.start(Fake.perConversation(() => [
       Fake.tools(npm(1)),
@@ -123,15 +126,7 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("a policy that sees 
   }, 240_000)
 
   it("a token budget crossed by a sub-agent's usage denies the main agent's next call", async () => {
-    const root = Claude.tempDir()
-    const work = path.join(root, "work")
-    const home = path.join(root, "home")
-    fs.mkdirSync(work, { recursive: true })
-    const policyFile = path.join(root, "policy.json")
-    fs.writeFileSync(policyFile, JSON.stringify({ maxTokens: 50_000 }))
-    const journal = path.join(root, "journal")
-    const installed = await run(["--dir", journal, "claude-code", "install", "--project", work, "--policy", policyFile])
-    assert.strictEqual(installed.code, 0, installed.stderr)
+    const { home, journal, work } = await setUp({ maxTokens: 50_000 })
     const api = await Fake.start(Fake.perConversation((q) =>
       q.prompt.includes("SUBTASK")
         ? [
