@@ -19,40 +19,20 @@ import * as Claude from "@session-journal/claude-code/test/claudeCli"
 import * as Fake from "@session-journal/claude-code/test/fakeApi"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { afterAll, beforeAll } from "vitest"
-import { bundleFromSources, hasNodeAdapter, run as runSources } from "./Run.ts"
+import { afterAll } from "vitest"
+import { hookedProjects } from "./hookedProject.ts"
+import { hasNodeAdapter } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 const STRESS = process.env["STRESS"] === "1"
 /** Parallel reads in one turn: 8, or 16 with STRESS=1 (the CLI runs at most 10 at once). */
 const PARALLEL = STRESS ? 16 : 8
 
-let bundle = ""
-
-beforeAll(() => {
-  if (Claude.CLAUDE_BIN === null || !nodeAdapter) return
-  bundle = bundleFromSources(path.join(Claude.tempDir(), "bin", "session-journal.js"))
-}, 120_000)
+const { run, setUp } = hookedProjects(Claude.CLAUDE_BIN !== null && nodeAdapter)
 
 afterAll(Claude.cleanup)
 
-/** The bundled command (`install` then names it in the hooks it writes). */
-const run = (args: ReadonlyArray<string>) => runSources([bundle, ...args], { command: process.execPath })
-
 type Entry = Record<string, unknown> & { readonly kind: string; readonly payload?: Record<string, unknown> }
-
-/** A project with our hooks installed by `install`, journaling into `journal`. */
-const setUp = async (policy: unknown) => {
-  const root = Claude.tempDir()
-  const work = path.join(root, "work")
-  fs.mkdirSync(work, { recursive: true })
-  const policyFile = path.join(root, "policy.json")
-  fs.writeFileSync(policyFile, JSON.stringify(policy))
-  const journal = path.join(root, "journal")
-  const installed = await run(["--dir", journal, "claude-code", "install", "--project", work, "--policy", policyFile])
-  assert.strictEqual(installed.code, 0, installed.stderr)
-  return { root, work, home: path.join(root, "home"), journal }
-}
 
 const entriesOf = async (journal: string, sid: string, cwd: string): Promise<Array<Entry>> => {
   const list = await run(["--dir", journal, "--json", "list"])

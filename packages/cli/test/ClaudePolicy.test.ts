@@ -14,36 +14,17 @@ import * as Claude from "@session-journal/claude-code/test/claudeCli"
 import * as Fake from "@session-journal/claude-code/test/fakeApi"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { afterAll, beforeAll } from "vitest"
-import { bundleFromSources, hasNodeAdapter, run as runSources } from "./Run.ts"
+import { afterAll } from "vitest"
+import { hookedProjects } from "./hookedProject.ts"
+import { hasNodeAdapter } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 
-let bundle = ""
-
-beforeAll(() => {
-  if (Claude.CLAUDE_BIN === null || !nodeAdapter) return
-  bundle = bundleFromSources(path.join(Claude.tempDir(), "bin", "session-journal.js"))
-}, 120_000)
+const { run, setUp } = hookedProjects(Claude.CLAUDE_BIN !== null && nodeAdapter)
 
 afterAll(Claude.cleanup)
 
-const run = (args: ReadonlyArray<string>) => runSources([bundle, ...args], { command: process.execPath })
-
 type Entry = Record<string, unknown> & { readonly kind: string; readonly payload?: Record<string, unknown> }
-
-/** A project with our hooks installed by `install` under `policy`, journaling into `journal`. */
-const setUp = async (policy: unknown) => {
-  const root = Claude.tempDir()
-  const work = path.join(root, "work")
-  fs.mkdirSync(work, { recursive: true })
-  const policyFile = path.join(root, "policy.json")
-  fs.writeFileSync(policyFile, JSON.stringify(policy))
-  const journal = path.join(root, "journal")
-  const installed = await run(["--dir", journal, "claude-code", "install", "--project", work, "--policy", policyFile])
-  assert.strictEqual(installed.code, 0, installed.stderr)
-  return { root, work, home: path.join(root, "home"), journal }
-}
 
 describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("a policy that sees calls, in Claude Code", () => {
   it("rm -rf never runs, the third npm test is denied, a .env read blocks WebFetch and curl", async () => {
