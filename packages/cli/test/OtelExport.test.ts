@@ -1,0 +1,271 @@
+/**
+ * `otel export` against a receiver that is not ours (`otlpReceiver.ts`: the
+ * OpenTelemetry JS SDK's protobuf decoder and the semantic conventions' own
+ * names): a hooked Claude Code session, recorded through `Hook.handle` at known
+ * times, arrives as one trace whose parents, times and GenAI attributes are the
+ * ones the journal recorded; a collector that is down, refuses or never answers
+ * loses spans, says so and ends with exit 7 within its timeout.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Hook } from "@session-journal/claude-code"
+import { type Entry, Guard, SessionJournal } from "@session-journal/core"
+import { NodePersistence } from "@session-journal/node"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
+import * as Stream from "effect/Stream"
+import { TestClock } from "effect/testing"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll, beforeAll } from "vitest"
+import * as Spans from "../src/otel/Spans.ts"
+import { listen, load, type Receiver, type Span } from "./otlpReceiver.ts"
+import { cleanup, run, tempDir } from "./Run.ts"
+
+const SID = "5f0e1c2a-7b3d-4e8f-9a10-b2c3d4e5f601"
+const T0 = 1_764_400_000 // seconds
+const W = "/tmp/otel/work"
+
+const base = (name: string, extra: Record<string, unknown> = {}) => ({
+  session_id: SID,
+  transcript_path: `/home/u/.claude/projects/-tmp-otel-work/${SID}.jsonl`,
+  cwd: W,
+  hook_event_name: name,
+  ...extra
+})
+const sub = { agent_id: "a1b14090cc7d1bd2d", agent_type: "general-purpose" }
+const pre = (tool: string, input: Record<string, unknown>, id: string, extra: Record<string, unknown> = {}) =>
+  base("PreToolUse", { tool_name: tool, tool_input: input, tool_use_id: id, ...extra })
+const post = (tool: string, id: string, extra: Record<string, unknown> = {}) =>
+  base("PostToolUse", { tool_name: tool, tool_input: {}, tool_use_id: id, tool_response: { ok: true }, ...extra })
+
+// [second after T0, hook input]
+const EVENTS: ReadonlyArray<readonly [number, Record<string, unknown>]> = [
+  [0, base("SessionStart", { source: "startup" })],
+  [1, pre("Bash", { command: "npm test" }, "toolu_bash")],
+  [3, post("Bash", "toolu_bash", { duration_ms: 1500 })],
+  [4, pre("Agent", { description: "review", prompt: "review the diff" }, "toolu_agent")],
+  [5, base("SubagentStart", sub)],
+  [6, pre("Read", { file_path: "/tmp/otel/work/a.ts" }, "toolu_read", sub)],
+  [7, post("Read", "toolu_read", sub)],
+  [8, base("SubagentStop", { ...sub, stop_hook_active: false })],
+  [9, post("Agent", "toolu_agent")],
+  [10, pre("Write", { file_path: "/etc/passwd", content: "x" }, "toolu_write")],
+  [11, base("SessionEnd", { reason: "exit" })]
+]
+
+const encoder = new TextEncoder()
+const decodeHook = (value: unknown): Hook.HookEvent => {
+  const r = Hook.decode(encoder.encode(JSON.stringify(value)))
+  if (Result.isFailure(r)) throw new Error(r.failure.message)
+  return r.success
+}
+
+const journalLayer = (dir: string) => SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: dir })))
+
+// Records the session through the hooks' own decision path, at known times.
+const writeHooked = (dir: string) =>
+  Effect.runPromise(
+    Effect.gen(function*() {
+      let session = ""
+      for (const [at, input] of EVENTS) {
+        yield* TestClock.setTime((T0 + at) * 1000)
+        const answer = yield* Hook.handle(decodeHook(input), { policy: Guard.denyList(["Write"]), policyName: "test" })
+        session = answer.session
+      }
+      const journal = yield* SessionJournal.SessionJournal
+      const entries = yield* Stream.runCollect(journal.entries(session))
+      return { session, entries }
+    }).pipe(Effect.provide(Layer.merge(journalLayer(dir), TestClock.layer())))
+  )
+
+const otlp = load()
+const G = otlp.semconv
+
+describe("otel export", () => {
+  let dir = ""
+  let session = ""
+  let entries: ReadonlyArray<Entry.Entry> = []
+  const receivers: Array<Receiver> = []
+  beforeAll(async () => {
+    dir = tempDir()
+    const written = await writeHooked(dir)
+    session = written.session
+    entries = written.entries
+  })
+  afterAll(async () => {
+    for (const r of receivers) await r.close()
+    cleanup()
+  })
+
+  const exportTo = (url: string, ...more: Array<string>) =>
+    run(["--dir", dir, "otel", "export", session, "--endpoint", url, ...more])
+
+  it("sends one trace whose structure, times and names are the recorded ones", async () => {
+    const receiver = await listen({ _tag: "accept" })
+    receivers.push(receiver)
+    const r = await exportTo(receiver.url)
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.include(r.stdout, "6 of 6 spans delivered")
+    assert.isAbove(receiver.requests.length, 0)
+    for (const q of receiver.requests) {
+      assert.strictEqual(q.path, "/v1/traces")
+      assert.strictEqual(q.contentType, "application/x-protobuf")
+    }
+    const spans = receiver.requests.flatMap((q) => otlp.decode(new Uint8Array(q.body)))
+    const byName = (name: string): Span => {
+      const found = spans.filter((s) => s.name === name)
+      assert.strictEqual(found.length, 1, `${name} among ${spans.map((s) => s.name).join(", ")}`)
+      return found[0]!
+    }
+    const at = (secs: number, ms = 0) => BigInt(T0 + secs) * 1_000_000_000n + BigInt(ms) * 1_000_000n
+
+    // One trace; the session at its root; calls under their agent; the sub-agent under the Agent call.
+    assert.strictEqual(new Set(spans.map((s) => s.traceId)).size, 1)
+    const root = byName("invoke_agent claude-code")
+    const bash = byName("execute_tool Bash")
+    const agent = byName("execute_tool Agent")
+    const subagent = byName("invoke_agent general-purpose")
+    const read = byName("execute_tool Read")
+    const write = byName("execute_tool Write")
+    assert.strictEqual(spans.length, 6)
+    assert.isNull(root.parentSpanId)
+    assert.strictEqual(bash.parentSpanId, root.spanId)
+    assert.strictEqual(agent.parentSpanId, root.spanId)
+    assert.strictEqual(subagent.parentSpanId, agent.spanId)
+    assert.strictEqual(read.parentSpanId, subagent.spanId)
+    assert.strictEqual(write.parentSpanId, root.spanId)
+
+    // Times are the recorded ones: the tool entry to its outcome (Claude Code's duration_ms when given).
+    assert.deepStrictEqual([root.start, root.end], [at(0), at(11)])
+    assert.deepStrictEqual([bash.start, bash.end], [at(1), at(1, 1500)])
+    assert.deepStrictEqual([agent.start, agent.end], [at(4), at(9)])
+    assert.deepStrictEqual([subagent.start, subagent.end], [at(5), at(8)])
+    assert.deepStrictEqual([read.start, read.end], [at(6), at(7)])
+    assert.deepStrictEqual([write.start, write.end], [at(10), at(10)])
+
+    // The conventions' own names (semconv of the pinned version).
+    assert.strictEqual(otlp.semconvVersion, Spans.SEMCONV_VERSION)
+    assert.strictEqual(
+      root.attributes[G["ATTR_GEN_AI_OPERATION_NAME"] as string],
+      G["GEN_AI_OPERATION_NAME_VALUE_INVOKE_AGENT"]
+    )
+    assert.strictEqual(root.attributes[G["ATTR_GEN_AI_CONVERSATION_ID"] as string], SID)
+    assert.strictEqual(root.attributes[G["ATTR_GEN_AI_AGENT_NAME"] as string], "claude-code")
+    assert.strictEqual(subagent.attributes[G["ATTR_GEN_AI_AGENT_ID"] as string], sub.agent_id)
+    assert.strictEqual(subagent.attributes[G["ATTR_GEN_AI_AGENT_NAME"] as string], sub.agent_type)
+    for (const [span, tool, id] of [[bash, "Bash", "toolu_bash"], [read, "Read", "toolu_read"]] as const) {
+      assert.strictEqual(
+        span.attributes[G["ATTR_GEN_AI_OPERATION_NAME"] as string],
+        G["GEN_AI_OPERATION_NAME_VALUE_EXECUTE_TOOL"]
+      )
+      assert.strictEqual(span.attributes[G["ATTR_GEN_AI_TOOL_NAME"] as string], tool)
+      assert.strictEqual(span.attributes[G["ATTR_GEN_AI_TOOL_CALL_ID"] as string], id)
+      assert.strictEqual(span.status.code, 1) // Ok
+    }
+    const known = new Set(Object.entries(G).filter(([k]) => k.startsWith("ATTR_")).map(([, v]) => v))
+    for (const s of spans) {
+      for (const key of Object.keys(s.attributes)) {
+        if (key.startsWith("gen_ai.") || key === "error.type") {
+          assert.isTrue(known.has(key), `${key} is a convention's name`)
+        }
+      }
+      // A verdict is an evaluation result; an error status comes with the tracer's `exception` event.
+      for (const e of s.events) {
+        assert.include([G["EVENT_GEN_AI_EVALUATION_RESULT"], "exception"], e.name)
+        for (const key of Object.keys(e.attributes)) {
+          if (key.startsWith("gen_ai.")) assert.isTrue(known.has(key), `${key} is a convention's name`)
+        }
+      }
+    }
+
+    // Each guard verdict is an evaluation result; the denied call is an error saying who denied it and why.
+    const verdict = write.events.find((e) => e.name === G["EVENT_GEN_AI_EVALUATION_RESULT"])!
+    assert.strictEqual(verdict.attributes[G["ATTR_GEN_AI_EVALUATION_SCORE_LABEL"] as string], "deny")
+    assert.isString(verdict.attributes[G["ATTR_GEN_AI_EVALUATION_NAME"] as string])
+    assert.isString(verdict.attributes[G["ATTR_GEN_AI_EVALUATION_EXPLANATION"] as string])
+    assert.strictEqual(write.status.code, 2)
+    assert.include(write.status.message, "denied by")
+    assert.strictEqual(
+      bash.events.find((e) => e.name === G["EVENT_GEN_AI_EVALUATION_RESULT"])!.attributes[
+        G["ATTR_GEN_AI_EVALUATION_SCORE_LABEL"] as string
+      ],
+      "allow"
+    )
+
+    // Every span points at its proof: the journal session and the entry's sequence and hash.
+    const bySeq = new Map(entries.map((e) => [e.sequence, e]))
+    for (const s of spans) {
+      assert.strictEqual(s.attributes["session_journal.session.id"], session)
+      const entry = bySeq.get(s.attributes["session_journal.entry.sequence"] as number)!
+      assert.strictEqual(s.attributes["session_journal.entry.hash"], entry.entry_hash)
+      assert.strictEqual(s.start, BigInt(entry.timestamp_secs) * 1_000_000_000n)
+    }
+    const bashEntry = bySeq.get(bash.attributes["session_journal.entry.sequence"] as number)!
+    assert.strictEqual(bashEntry.kind, "tool")
+    const outcome = bySeq.get(bash.attributes["session_journal.outcome.sequence"] as number)!
+    assert.strictEqual(outcome.kind, "tool.outcome")
+    assert.strictEqual(bash.attributes["session_journal.outcome.hash"], outcome.entry_hash)
+  })
+
+  it("sends OTLP/JSON when asked, to the traces URL the variables give", async () => {
+    const receiver = await listen({ _tag: "accept" })
+    receivers.push(receiver)
+    const r = await run(["--dir", dir, "--json", "otel", "export", session], {
+      env: {
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/custom/traces`,
+        OTEL_EXPORTER_OTLP_PROTOCOL: "http/json"
+      }
+    })
+    assert.strictEqual(r.code, 0, r.stderr)
+    const doc = JSON.parse(r.stdout) as { spans: number; delivered: number; lost: number }
+    assert.deepStrictEqual([doc.spans, doc.delivered, doc.lost], [6, 6, 0])
+    assert.strictEqual(receiver.requests[0]!.path, "/custom/traces")
+    assert.strictEqual(receiver.requests[0]!.contentType, "application/json")
+    const body = JSON.parse(receiver.requests[0]!.body.toString("utf8")) as {
+      resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<unknown> }> }>
+    }
+    assert.strictEqual(body.resourceSpans[0]!.scopeSpans[0]!.spans.length, 6)
+  })
+
+  it("a collector that is down loses spans, never entries, and says so (exit 7)", async () => {
+    const receiver = await listen({ _tag: "accept" })
+    const url = receiver.url
+    await receiver.close() // nothing listens there now
+    const before = fs.readdirSync(path.join(dir)).sort()
+    const r = await exportTo(url, "--timeout", "20s")
+    assert.strictEqual(r.code, 7, r.stderr)
+    assert.include(r.stdout, "0 of 6 spans delivered")
+    assert.match(r.stderr, /6 of 6 spans did not reach .*the journal is unchanged/)
+    assert.deepStrictEqual(fs.readdirSync(path.join(dir)).sort(), before)
+    const verify = await run(["--dir", dir, "verify", session])
+    assert.strictEqual(verify.code, 0, verify.stderr)
+  })
+
+  it("a collector that refuses loses the spans and says what it answered", async () => {
+    const receiver = await listen({ _tag: "refuse", status: 400 })
+    receivers.push(receiver)
+    const r = await exportTo(receiver.url)
+    assert.strictEqual(r.code, 7, r.stderr)
+    assert.include(r.stderr, "400")
+  })
+
+  it("a collector that never answers: the command ends within its timeout and reports the spans lost", async () => {
+    const receiver = await listen({ _tag: "hang" })
+    receivers.push(receiver)
+    const r = await exportTo(receiver.url, "--timeout", "1s")
+    assert.strictEqual(r.code, 7, r.stderr)
+    assert.include(r.stderr, "no answer within")
+  })
+
+  it("refuses a missing or malformed endpoint as usage (exit 2)", async () => {
+    const none = await run(["--dir", dir, "otel", "export", session], {
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: "", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "" }
+    })
+    assert.strictEqual(none.code, 2, none.stderr)
+    const bad = await exportTo("not a url")
+    assert.strictEqual(bad.code, 2, bad.stderr)
+    const header = await exportTo("http://127.0.0.1:9", "--header", "novalue")
+    assert.strictEqual(header.code, 2, header.stderr)
+  })
+})
