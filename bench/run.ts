@@ -19,6 +19,7 @@ import { cliVerify, fsHistory } from "./scenarios/history.ts"
 import { memoryRecord } from "./scenarios/memory.ts"
 import { memoryOpenSessions } from "./scenarios/openSessions.ts"
 import { pgRecord } from "./scenarios/pg.ts"
+import { policyDecide } from "./scenarios/policy.ts"
 import { memoryRss } from "./scenarios/rss.ts"
 import { fsSessionsTouched } from "./scenarios/sessions.ts"
 import { claudeCodeSessionStore } from "./scenarios/sessionStore.ts"
@@ -30,6 +31,7 @@ requireOneCore("bench/run.ts")
 const scenarios: ReadonlyArray<Scenario> = [
   memoryRecord,
   treeAppend,
+  policyDecide,
   fsRecord,
   fsManySessions,
   fsHistory,

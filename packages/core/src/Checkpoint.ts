@@ -16,6 +16,7 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Chain from "./Chain.ts"
 import * as Entry from "./Entry.ts"
+import { type GuardState, STATE_KIND, stateProblem } from "./Guard.ts"
 import * as Ring from "./internal/Ring.ts"
 import * as Window from "./internal/Window.ts"
 import * as JournalState from "./JournalState.ts"
@@ -27,7 +28,7 @@ import { SessionMeta } from "./SessionMeta.ts"
  *
  * @since 0.1.0
  */
-export const VERSION = 3
+export const VERSION = 4
 
 const Nat = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))
 const Counter = Schema.Union([Nat, Schema.String.check(Schema.isPattern(/^[0-9]{1,20}$/))])
@@ -56,9 +57,25 @@ const fieldsAfter = {
 }
 
 /**
- * The checkpoint document this release writes (version 3): version 2 and the
+ * The checkpoint document this release writes (version 4): version 3 and the
+ * policy's state, `guard_state` (docs/DESIGN.md §16), last.
+ *
+ * @since 0.8.0
+ */
+export const CheckpointJsonV4 = Schema.Struct({
+  v: Schema.Literal(4),
+  ...fieldsBefore,
+  tree: Schema.NullOr(Schema.Array(Entry.Hash)),
+  hashes: Schema.Array(Entry.Hash),
+  ...fieldsAfter,
+  guard_state: Schema.NullOr(Schema.Record(Schema.String, Schema.Json))
+})
+
+/**
+ * The checkpoint document of earlier releases (version 3): version 2 and the
  * compact range of the session's Merkle tree (docs/DESIGN.md §14), its node hashes
- * in hex, largest subtree first, or null when the state does not know it.
+ * in hex, largest subtree first, or null when the state does not know it. Still
+ * decoded, its `guard_state` null.
  *
  * @since 0.6.0
  */
@@ -101,7 +118,7 @@ export const CheckpointJsonV1 = Schema.Struct({
  *
  * @since 0.1.0
  */
-export const CheckpointJson = Schema.Union([CheckpointJsonV3, CheckpointJsonV2, CheckpointJsonV1])
+export const CheckpointJson = Schema.Union([CheckpointJsonV4, CheckpointJsonV3, CheckpointJsonV2, CheckpointJsonV1])
 
 /**
  * A checkpoint document, of any version.
@@ -131,7 +148,7 @@ const toJson = JournalState.counterToJson
  *
  * @since 0.1.0
  */
-export const encode = (state: JournalState.JournalState): typeof CheckpointJsonV3.Encoded => ({
+export const encode = (state: JournalState.JournalState): typeof CheckpointJsonV4.Encoded => ({
   ...head(state),
   hashes: JournalState.retainedHashes(state),
   ...tail(state)
@@ -154,7 +171,8 @@ const tail = (state: JournalState.JournalState) => ({
   current_streak_tool: state.current_streak_tool,
   current_streak_len: toJson(state.current_streak_len),
   message_count: toJson(state.message_count),
-  meta: state.meta === null ? null : Schema.encodeSync(SessionMeta)(state.meta)
+  meta: state.meta === null ? null : Schema.encodeSync(SessionMeta)(state.meta),
+  guard_state: state.guard_state
 })
 
 /**
@@ -220,11 +238,12 @@ const toBig = (c: number | string): bigint | undefined => {
 // rejected entry); the hashes of a version 2 document are checked by a loop. The
 // document schema over thousands of items was most of a command's start on a long
 // session.
-const decodeDocV3 = Schema.decodeUnknownResult(
+const decodeDocV4 = Schema.decodeUnknownResult(
   Schema.Struct({
-    ...CheckpointJsonV3.fields,
+    ...CheckpointJsonV4.fields,
     tree: Schema.NullOr(Schema.Array(Schema.Unknown)),
-    hashes: Schema.Array(Schema.Unknown)
+    hashes: Schema.Array(Schema.Unknown),
+    guard_state: Schema.NullOr(Schema.Unknown)
   }),
   { onExcessProperty: "error" }
 )
@@ -284,9 +303,21 @@ export const decode = (
   let entries: Array<Entry.Entry> | null = null
   // The tree the document claims: absent before version 3.
   let claimedTree: Array<string> | null | undefined
-  if (version === 3) {
-    const doc = decodeDocV3(input)
+  // The policy's state: null before version 4 (no earlier release wrote one), or the
+  // newest in a version 1 document's retained entries.
+  let guardState: GuardState | null = null
+  if (version === 3 || version === 4) {
+    // A version 3 document is version 4 without `guard_state` (and may not have one).
+    if (version === 3 && Object.hasOwn(input as object, "guard_state")) {
+      return Result.fail("malformed checkpoint: guard_state is not a field of version 3")
+    }
+    const doc = decodeDocV4(version === 4 ? input : { ...(input as object), v: 4, guard_state: null })
     if (Result.isFailure(doc)) return Result.fail(`malformed checkpoint: ${doc.failure.message}`)
+    if (doc.success.guard_state !== null) {
+      const problem = stateProblem(doc.success.guard_state)
+      if (problem !== undefined) return Result.fail(`malformed checkpoint: guard_state: ${problem}`)
+      guardState = doc.success.guard_state as GuardState
+    }
     const hashes = decodeHashes(doc.success.hashes)
     if (Result.isFailure(hashes)) return Result.fail(hashes.failure)
     if (doc.success.tree !== null) {
@@ -296,7 +327,7 @@ export const decode = (
     } else {
       claimedTree = null
     }
-    const { tree: _, v: __, ...rest } = doc.success
+    const { tree: _, v: __, guard_state: ___, ...rest } = doc.success
     d = { ...rest, v: 2, hashes: hashes.success }
     if (d.hashes.length > d.next_sequence) return Result.fail("more retained hashes than entries before next_sequence")
   } else if (version === 1) {
@@ -305,6 +336,11 @@ export const decode = (
     const decodedEntries = decodeEntries(doc.success.entries)
     if (Result.isFailure(decodedEntries)) return Result.fail(decodedEntries.failure)
     entries = decodedEntries.success
+    for (const e of entries) {
+      if (!Entry.isTool(e) && e.kind === STATE_KIND && stateProblem(e.payload) === undefined) {
+        guardState = e.payload as GuardState
+      }
+    }
     const { entries: _, v: __, ...rest } = doc.success
     d = { ...rest, v: 2, hashes: entries.map((e) => e.entry_hash) }
     const lastEntry = entries[entries.length - 1]
@@ -391,6 +427,7 @@ export const decode = (
     current_streak_tool: d.current_streak_tool,
     current_streak_len: big[3]!,
     message_count: big[4]!,
-    meta: d.meta
+    meta: d.meta,
+    guard_state: guardState
   })
 }

@@ -9,28 +9,105 @@
  *
  * @since 0.1.0
  */
+import type * as Schema from "effect/Schema"
 import type { ValidToolParams } from "./Entry.ts"
+import { GUARD_STATE_KIND, guardStateProblem, MAX_GUARD_STATE_BYTES } from "./internal/validate.ts"
 import type { Snapshot } from "./JournalState.ts"
+import type * as Pattern from "./Pattern.ts"
+
+/**
+ * A policy's own state (docs/DESIGN.md §16): JSON data keyed by each stateful rule's
+ * canonical label (`maxInvocations(5, of: ["Bash(npm test *)"], per: "1m")`), so
+ * identical rules share it. Its JSON text is at most `MAX_STATE_BYTES` long.
+ *
+ * @since 0.8.0
+ */
+export type GuardState = { readonly [label: string]: Schema.Json }
+
+/**
+ * The kind of the entry `decide` writes with a policy's next state (its payload is
+ * the whole `GuardState`), after the tool entry and the decision, only when the
+ * state changed.
+ *
+ * @since 0.8.0
+ */
+export const STATE_KIND: string = GUARD_STATE_KIND
+
+/**
+ * Longest JSON text of a `GuardState` (64 KiB). A `guard.state` payload over it is
+ * refused when written and ignored when folded.
+ *
+ * @since 0.8.0
+ */
+export const MAX_STATE_BYTES: number = MAX_GUARD_STATE_BYTES
+
+/**
+ * Why `payload` is no `GuardState` (not a plain object, not JSON, or its JSON text
+ * over `MAX_STATE_BYTES`), or `undefined` when it is one.
+ *
+ * @since 0.8.0
+ */
+export const stateProblem: (payload: unknown) => string | undefined = guardStateProblem
+
+/**
+ * What a guard sees besides the snapshot and the parameters: the call as the agent
+ * sent it (`null` when the door knows only the parameters), where relative paths are
+ * anchored (any anchor may be absent), the time from Effect's `Clock`, the tokens the
+ * agent used so far as the door measured them (`null`: unknown), whether a person
+ * can be prompted, and the policy's own state (`null` before any).
+ *
+ * @since 0.8.0
+ */
+export interface GuardContext {
+  readonly call: Pattern.Call | null
+  readonly where: Partial<Pattern.Context>
+  readonly nowMillis: number
+  readonly tokens: bigint | null
+  readonly canAsk: boolean
+  readonly state: GuardState | null
+}
+
+/**
+ * The context of a guard evaluated without one (a caller that passes only the
+ * snapshot and the parameters): no call, no anchors, time 0, tokens unknown, no one
+ * to ask, no state. Rules that need what it lacks fail closed.
+ *
+ * @since 0.8.0
+ */
+export const noContext: GuardContext = {
+  call: null,
+  where: {},
+  nowMillis: 0,
+  tokens: null,
+  canAsk: false,
+  state: null
+}
 
 /**
  * The outcome of a guard. A denial carries a sentence (`reason`) and the guard that
  * denied (`guard`): the combinator with the arguments that decided, written as the
  * policy file writes it (`maxStreak(3)`, `forbiddenTransitions([["Write","Bash"]])`),
- * so a user can find it in their policy. A verdict is never hashed: the chain
- * records only the call's `allowed`.
+ * so a user can find it in their policy. An `Ask` (since 0.8.0) carries the same: a
+ * person must approve the call; where no one can be asked, `decide` turns it into a
+ * denial (`unanswered`). `state` (since 0.8.0) is the policy's next state, given only
+ * when it changed (the context's own `state` object means unchanged). The tool entry records `allowed: false` for a denial and `true`
+ * for an ask (docs/DESIGN.md §16); the decision entry records the verdict.
  *
  * @since 0.1.0
  */
 export type Verdict =
-  | { readonly _tag: "Allow" }
-  | { readonly _tag: "Deny"; readonly reason: string; readonly guard: string }
+  | { readonly _tag: "Allow"; readonly state?: GuardState | undefined }
+  | { readonly _tag: "Deny"; readonly reason: string; readonly guard: string; readonly state?: GuardState | undefined }
+  | { readonly _tag: "Ask"; readonly reason: string; readonly guard: string; readonly state?: GuardState | undefined }
 
 /**
- * A guard: a pure function of the session snapshot and the proposed call.
+ * A guard: a pure function of the session snapshot, the proposed call and (since
+ * 0.8.0) its context. A guard of two arguments is still a guard; a caller that has
+ * no context passes none, and a guard that needs one reads `noContext`.
  *
  * @since 0.1.0
  */
-export type Guard = (snapshot: Snapshot, params: ValidToolParams) => Verdict
+export type Guard = (snapshot: Snapshot, params: ValidToolParams, context?: GuardContext) => Verdict
 
 /**
  * The allowing verdict.
@@ -48,6 +125,30 @@ export const allow: Verdict = { _tag: "Allow" }
 export const deny = (reason: string, guard: string): Verdict => ({ _tag: "Deny", reason, guard })
 
 /**
+ * A verdict that asks a person to approve the call, with its reason and the name of
+ * the guard that asked.
+ *
+ * @since 0.8.0
+ */
+export const ask = (reason: string, guard: string): Verdict => ({ _tag: "Ask", reason, guard })
+
+/**
+ * The verdict where no one can be asked: an `Ask` becomes a denial by the same
+ * guard, saying that approval was needed; any other verdict is itself.
+ *
+ * @since 0.8.0
+ */
+export const unanswered = (verdict: Verdict): Verdict =>
+  verdict._tag === "Ask"
+    ? {
+      _tag: "Deny",
+      reason: `approval was needed (${verdict.reason}) and no one could be asked`,
+      guard: verdict.guard,
+      ...(verdict.state === undefined ? {} : { state: verdict.state })
+    }
+    : verdict
+
+/**
  * The name of a guard as denials carry it: the combinator and its arguments,
  * `maxStreak(3)`; an argument that is not a number is written as JSON,
  * `denyList(["rm"])`.
@@ -60,7 +161,8 @@ export const label = (combinator: string, ...args: ReadonlyArray<unknown>): stri
   })`
 
 /**
- * Whether a verdict allows.
+ * Whether a verdict allows: only `Allow` does (an `Ask` does not: a gate that cannot
+ * prompt refuses it).
  *
  * @since 0.1.0
  */
@@ -77,28 +179,35 @@ export const DECISION_KIND = "guard.decision"
 
 /**
  * What a decision entry records about a decided call: the tool entry's sequence,
- * the verdict (`allow` | `deny`), and for a denial the guard and its reason
- * (null when allowed). Every door writes at least these fields, so `stats`,
- * `report` and `serve` read any decision alike.
+ * the verdict (`allow` | `deny` | `ask`), and for a denial or an ask the guard and
+ * its reason (null when allowed); with `tokens` (since 0.8.0), the tokens the agent
+ * had used as the door measured them, which the decision saw. Every door writes at
+ * least these fields, so `stats`, `report` and `serve` read any decision alike.
  *
  * @since 0.7.0
  */
-export const decisionPayload = (verdict: Verdict, toolSequence: number): {
+export const decisionPayload = (verdict: Verdict, toolSequence: number, tokens?: bigint | null): {
   readonly tool_sequence: number
-  readonly verdict: "allow" | "deny"
+  readonly verdict: "allow" | "deny" | "ask"
   readonly guard: string | null
   readonly reason: string | null
+  readonly tokens?: number | string
 } => ({
   tool_sequence: toolSequence,
-  verdict: verdict._tag === "Allow" ? "allow" : "deny",
+  verdict: verdict._tag === "Allow" ? "allow" : verdict._tag === "Ask" ? "ask" : "deny",
   guard: verdict._tag === "Allow" ? null : verdict.guard,
-  reason: verdict._tag === "Allow" ? null : verdict.reason
+  reason: verdict._tag === "Allow" ? null : verdict.reason,
+  ...(tokens === undefined || tokens === null ? {} : { tokens: tokenJson(tokens) })
 })
+
+// As a counter is written (JournalState.counterToJson), not imported: the state module
+// imports this one.
+const tokenJson = (n: bigint): number | string => n >= 0n && n <= 9007199254740991n ? Number(n) : n.toString()
 
 /**
  * Whether `payload` records `verdict` for the call at `toolSequence` (its
- * `tool_sequence`, `verdict`, and for a denial `guard` and `reason`, are those of
- * `decisionPayload`).
+ * `tool_sequence`, `verdict`, and for a denial or an ask `guard` and `reason`, are
+ * those of `decisionPayload`).
  *
  * @since 0.7.0
  */
@@ -256,33 +365,39 @@ export const denyList = (names: Iterable<string>): Guard => {
 }
 
 /**
- * Allows when every guard allows; the first denial (in order) is the verdict.
+ * Allows when every guard allows; the first denial (in order) is the verdict, else
+ * the first ask.
  *
  * @since 0.1.0
  */
-export const all = (...guards: ReadonlyArray<Guard>): Guard => (s, p) => {
+export const all = (...guards: ReadonlyArray<Guard>): Guard => (s, p, c) => {
+  let asked: Verdict | undefined
   for (const g of guards) {
-    const v = g(s, p)
+    const v = g(s, p, c)
     if (v._tag === "Deny") return v
+    if (v._tag === "Ask") asked ??= v
   }
-  return allow
+  return asked ?? allow
 }
 
 /**
- * Allows when at least one guard allows; otherwise denies with every reason, naming
- * every denying guard: `any(allowList(["Read"]), maxStreak(1))`. With no guards it
- * denies (fail closed), as `any()`.
+ * Allows when at least one guard allows; otherwise the first ask, if any guard asks;
+ * otherwise denies with every reason, naming every denying guard:
+ * `any(allowList(["Read"]), maxStreak(1))`. With no guards it denies (fail closed),
+ * as `any()`.
  *
  * @since 0.1.0
  */
-export const any = (...guards: ReadonlyArray<Guard>): Guard => (s, p) => {
+export const any = (...guards: ReadonlyArray<Guard>): Guard => (s, p, c) => {
   const reasons: Array<string> = []
   const names: Array<string> = []
+  let asked: Verdict | undefined
   for (const g of guards) {
-    const v = g(s, p)
+    const v = g(s, p, c)
     if (v._tag === "Allow") return v
+    if (v._tag === "Ask") asked ??= v
     reasons.push(v.reason)
     names.push(v.guard)
   }
-  return deny(reasons.length === 0 ? "no guard allows" : reasons.join("; "), `any(${names.join(", ")})`)
+  return asked ?? deny(reasons.length === 0 ? "no guard allows" : reasons.join("; "), `any(${names.join(", ")})`)
 }

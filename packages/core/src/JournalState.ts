@@ -14,9 +14,10 @@ import type * as Schema from "effect/Schema"
 import * as Chain from "./Chain.ts"
 import * as Entry from "./Entry.ts"
 import { IntegrityViolation } from "./Errors.ts"
+import type { GuardState } from "./Guard.ts"
 import * as Ring from "./internal/Ring.ts"
 import * as TreeHash from "./internal/treeHash.ts"
-import { OUTCOME_KIND, outcomeBytes } from "./internal/validate.ts"
+import { GUARD_STATE_KIND, guardStateProblem, OUTCOME_KIND, outcomeBytes } from "./internal/validate.ts"
 import * as Window from "./internal/Window.ts"
 import * as Merkle from "./Merkle.ts"
 import type { SessionMeta } from "./SessionMeta.ts"
@@ -111,6 +112,12 @@ export interface JournalState {
   readonly current_streak_len: bigint
   readonly message_count: bigint
   readonly meta: SessionMeta | null
+  /**
+   * The policy's state (docs/DESIGN.md §16): the payload of the newest entry of kind
+   * `Guard.STATE_KIND` whose payload is a state (`Guard.stateProblem`), `null` before
+   * any. Since 0.8.0.
+   */
+  readonly guard_state: GuardState | null
 }
 
 const emptyDataFlow: DataFlow = {
@@ -144,7 +151,8 @@ export const empty = (sessionId: string, caps?: Caps): JournalState => ({
   current_streak_tool: null,
   current_streak_len: 0n,
   message_count: 0n,
-  meta: null
+  meta: null,
+  guard_state: null
 })
 
 const sat = (n: bigint): bigint => n > U64_MAX ? U64_MAX : n
@@ -170,7 +178,8 @@ export const withoutTree = (state: JournalState): JournalState => state.tree ===
  * `next_sequence`. Tool entries — allowed or denied — update every counter; other
  * kinds touch only the chain, the ring and `message_count`, except that an outcome
  * (`kind: "tool.outcome"`) also adds its payload's `bytes_read` and
- * `bytes_written` to the data-flow byte counters (docs/DESIGN.md §13).
+ * `bytes_written` to the data-flow byte counters (docs/DESIGN.md §13), and a policy's
+ * state (`kind: "guard.state"`, a valid one) becomes `guard_state` (§16).
  *
  * @since 0.1.0
  */
@@ -220,7 +229,10 @@ export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
       current_streak_tool: state.current_streak_tool,
       current_streak_len: state.current_streak_len,
       message_count: sat(state.message_count + 1n),
-      meta: state.meta
+      meta: state.meta,
+      guard_state: entry.kind === GUARD_STATE_KIND && guardStateProblem(entry.payload) === undefined
+        ? entry.payload as GuardState
+        : state.guard_state
     }
   }
   const name = entry.tool_name
@@ -256,7 +268,8 @@ export const fold = (state: JournalState, entry: Entry.Entry): JournalState => {
     current_streak_tool: name,
     current_streak_len: state.current_streak_tool === name ? sat(state.current_streak_len + 1n) : 1n,
     message_count: state.message_count,
-    meta: state.meta
+    meta: state.meta,
+    guard_state: state.guard_state
   }
 }
 

@@ -432,10 +432,23 @@ interface Analysis {
   readonly exceeded: boolean
 }
 
+// The last command analysed, and its analysis: a policy matches one call against
+// many matchers (Policy.compile), each of which would split the same command again.
+// An analysis is immutable and a function of the text alone.
+let lastCommand: string | undefined
+let lastAnalysis: Analysis | undefined
+
 const analyse = (command: unknown): Analysis => {
   if (typeof command !== "string" || command.length > MAX_TEXT_LENGTH) {
     return { whole: "", parts: [], complete: false, exceeded: true }
   }
+  if (command === lastCommand && lastAnalysis !== undefined) return lastAnalysis
+  lastAnalysis = analyseText(command)
+  lastCommand = command
+  return lastAnalysis
+}
+
+const analyseText = (command: string): Analysis => {
   const split = Shell.split(command)
   return {
     whole: command.trim().replace(/\s+/g, " "),
@@ -482,8 +495,10 @@ const judge = (compiled: ReadonlyArray<Compiled>, call: Call, context: Context, 
     const first = compiled[0]
     return deny && first !== undefined ? { matched: true, pattern: first.text, failClosed: true } : NO
   }
-  const cwd = Paths.absoluteSegments(call.cwd) ?? Paths.absoluteSegments(context.cwd)
-  const home = Paths.absoluteSegments(context.home)
+  // The anchors, resolved on the first path pattern (most patterns need none).
+  let anchored = false
+  let cwd: Array<string> | undefined
+  let home: Array<string> | undefined
   let analysis: Analysis | undefined
   let target: Paths.Target | undefined | null = null
   let host: string | undefined | null = null
@@ -510,6 +525,11 @@ const judge = (compiled: ReadonlyArray<Compiled>, call: Call, context: Context, 
       }
       case "Path": {
         if (!c.tools.includes(tool)) break
+        if (!anchored) {
+          cwd = Paths.absoluteSegments(call.cwd) ?? Paths.absoluteSegments(context.cwd)
+          home = Paths.absoluteSegments(context.home)
+          anchored = true
+        }
         if (target === null) target = Paths.targetOf(tool, inputOf(call), cwd, home)
         const glob = Paths.relativeTo(c.glob, context, cwd)
         if (target === undefined || glob === undefined) {

@@ -24,6 +24,12 @@
  * `format` writes a policy in the notation denials name their guard with
  * (`Guard.label`): `all(maxStreak(3), forbiddenTransitions([["Write","Bash"]]))`.
  *
+ * Since 0.8.0 policies also see what a call does (docs/DESIGN.md §16): `deny` and
+ * `ask` take patterns (`Pattern`), the limits take `of` (count only matching calls)
+ * and `per` (a sliding window), `after` refuses calls once a matching call was made,
+ * and `maxTokens` bounds the tokens used. `compile` prepares a policy once; `check`,
+ * `explain` and `observe` serve the author and the doors.
+ *
  * @since 0.4.0
  */
 import * as Result from "effect/Result"
@@ -32,9 +38,12 @@ import * as SchemaIssue from "effect/SchemaIssue"
 import * as Entry from "./Entry.ts"
 import { messageOf } from "./Errors.ts"
 import * as Guard from "./Guard.ts"
-import { check } from "./internal/jcs.ts"
-import { isIdentity, MAX_U53 } from "./internal/validate.ts"
+import { duplicateKeys } from "./internal/duplicateKeys.ts"
+import { check as checkJson } from "./internal/jcs.ts"
+import * as Slots from "./internal/slots.ts"
+import { isIdentity, MAX_U53, utf8Length } from "./internal/validate.ts"
 import * as JournalState from "./JournalState.ts"
+import * as Pattern from "./Pattern.ts"
 
 // ---------------------------------------------------------------------------
 // The data
@@ -47,15 +56,38 @@ import * as JournalState from "./JournalState.ts"
 export type Policy =
   | { readonly all: ReadonlyArray<Policy> }
   | { readonly any: ReadonlyArray<Policy> }
-  | { readonly maxBytesRead: number }
-  | { readonly maxBytesWritten: number }
-  | { readonly maxInvocations: number }
+  | ({ readonly maxBytesRead: number } & Scope)
+  | ({ readonly maxBytesWritten: number } & Scope)
+  | ({ readonly maxInvocations: number } & Scope)
   | { readonly maxDelegationDepth: number }
-  | { readonly maxStreak: number }
+  | ({ readonly maxStreak: number } & Scope)
   | { readonly forbiddenTransitions: ReadonlyArray<readonly [from: string, to: string]> }
   | { readonly requirePredecessors: { readonly [tool: string]: ReadonlyArray<string> } }
   | { readonly allowList: ReadonlyArray<string> }
   | { readonly denyList: ReadonlyArray<string> }
+  | { readonly after: Patterns; readonly deny: Patterns; readonly reason?: string }
+  | { readonly after: Patterns; readonly ask: Patterns; readonly reason?: string }
+  | { readonly deny: Patterns; readonly reason?: string }
+  | { readonly ask: Patterns; readonly reason?: string }
+  | { readonly maxTokens: number }
+
+/**
+ * Patterns as a policy writes them: one pattern text, or an array of them.
+ *
+ * @since 0.8.0
+ */
+export type Patterns = string | ReadonlyArray<string>
+
+/**
+ * The modifiers of a limit: `of` counts only the calls that match (deny mode), `per`
+ * counts in a sliding window of that duration (`"30s"`, `"1m"`, `"1h"`, `"1d"`).
+ *
+ * @since 0.8.0
+ */
+export interface Scope {
+  readonly of?: Patterns
+  readonly per?: string
+}
 
 /**
  * A policy object as JSON: every key optional, exactly one present once decoded.
@@ -74,10 +106,18 @@ export interface PolicyJson {
   readonly requirePredecessors?: { readonly [tool: string]: ReadonlyArray<string> }
   readonly allowList?: ReadonlyArray<string>
   readonly denyList?: ReadonlyArray<string>
+  readonly deny?: Patterns
+  readonly ask?: Patterns
+  readonly after?: Patterns
+  readonly maxTokens?: number
+  readonly reason?: string
+  readonly of?: Patterns
+  readonly per?: string
 }
 
 /**
- * The keys of a policy object, one per `Guard` combinator.
+ * The main keys of a policy object: one per `Guard` combinator, and since 0.8.0
+ * `deny`, `ask`, `after` and `maxTokens`.
  *
  * @since 0.4.0
  */
@@ -92,8 +132,27 @@ export const keys = [
   "forbiddenTransitions",
   "requirePredecessors",
   "allowList",
-  "denyList"
+  "denyList",
+  "deny",
+  "ask",
+  "after",
+  "maxTokens"
 ] as const
+
+/**
+ * The modifiers, and the main keys each goes with: `reason` with `deny`, `ask` and
+ * `after`; `of` and `per` with the four limits. With `after`, `deny` or `ask` is its
+ * second list.
+ *
+ * @since 0.8.0
+ */
+export const modifiers: { readonly [modifier: string]: ReadonlyArray<string> } = {
+  reason: ["deny", "ask", "after"],
+  of: ["maxInvocations", "maxStreak", "maxBytesRead", "maxBytesWritten"],
+  per: ["maxInvocations", "maxStreak", "maxBytesRead", "maxBytesWritten"]
+}
+
+const mainKeys: ReadonlySet<string> = new Set(keys)
 
 /**
  * Deepest nesting of a policy document, in JSON levels (`{"all":[…]}` is two). Far
@@ -132,7 +191,48 @@ const Predecessors = Schema.Record(Schema.String, Names).check(
   }, { identifier: "an object from tool names to arrays of tool names" })
 )
 
-const isPolicy = (o: PolicyJson): o is Policy => Object.keys(o).length === 1
+const patternsId = "a pattern or an array of patterns"
+const PatternList = Schema.Union([Schema.String, Schema.Array(Schema.String)]).annotate({ identifier: patternsId })
+
+const durationId = "a duration: an integer from 1 and s, m, h or d (\"30s\", \"1m\"), at most 366d"
+const Duration = Schema.String.check(
+  Schema.makeFilter((t: string) => Slots.durationMillis(t) !== undefined, {
+    identifier: durationId,
+    expected: durationId
+  })
+)
+
+// What is wrong with the keys of a policy object, and at which key, or undefined.
+const shapeProblem = (o: object): { readonly key?: string; readonly message: string } | undefined => {
+  const present = Object.keys(o)
+  if (present.includes("after")) {
+    const second = present.filter((k) => k === "deny" || k === "ask")
+    if (second.length !== 1) {
+      return { message: "expected \"after\" with exactly one of \"deny\" or \"ask\"" }
+    }
+    const bad = present.find((k) => k !== "after" && k !== "reason" && k !== second[0])
+    return bad === undefined
+      ? undefined
+      : { key: bad, message: `"${bad}" does not go with "after" (it takes "deny" or "ask" and "reason")` }
+  }
+  const mains = present.filter((k) => mainKeys.has(k))
+  if (mains.length !== 1) {
+    return {
+      message: `${oneKey}, got ${present.length === 0 ? "none" : present.map((k) => JSON.stringify(k)).join(", ")}`
+    }
+  }
+  const main = mains[0]!
+  for (const k of present) {
+    if (k === main) continue
+    const takes = modifiers[k]
+    if (takes !== undefined && !takes.includes(main)) {
+      return { key: k, message: `"${k}" does not go with "${main}"; it modifies ${takes.join(", ")}` }
+    }
+  }
+  return undefined
+}
+
+const isPolicy = (o: PolicyJson): o is Policy => shapeProblem(o) === undefined
 
 const oneKey = `expected exactly one of the keys ${keys.join(", ")}`
 
@@ -149,7 +249,14 @@ const Node: Schema.Codec<Policy, PolicyJson> = Schema.Struct({
   ),
   requirePredecessors: Schema.optionalKey(Predecessors),
   allowList: Schema.optionalKey(Names),
-  denyList: Schema.optionalKey(Names)
+  denyList: Schema.optionalKey(Names),
+  deny: Schema.optionalKey(PatternList),
+  ask: Schema.optionalKey(PatternList),
+  after: Schema.optionalKey(PatternList),
+  maxTokens: Schema.optionalKey(Limit),
+  reason: Schema.optionalKey(Schema.String),
+  of: Schema.optionalKey(PatternList),
+  per: Schema.optionalKey(Duration)
 }).pipe(
   Schema.refine(isPolicy, { identifier: "a policy object", message: oneKey })
 )
@@ -219,7 +326,9 @@ export const formatPath = (path: ReadonlyArray<PropertyKey>): string => {
 
 const lower = (s: string): string => s.startsWith("Expected ") ? `e${s.slice(1)}` : s
 
-const unknownKey = `unknown key, expected one of ${keys.join(", ")}`
+const unknownKey = `unknown key, expected one of ${keys.join(", ")} or a modifier (${
+  Object.keys(modifiers).join(", ")
+})`
 
 // Excess keys and missing elements occur only in policy objects and in pairs.
 const leafHook: SchemaIssue.LeafHook = (issue) => {
@@ -241,18 +350,23 @@ const at = (json: unknown, path: ReadonlyArray<PropertyKey>): unknown => {
   return v
 }
 
-// Says which keys an object with the wrong number of them had, and that a pair
+// Says which keys an object with the wrong keys had, and where, and that a pair
 // has an element too many: the hooks see the issue, not where it is.
-const explain = (json: unknown, path: ReadonlyArray<PropertyKey>, message: string): string => {
+const describe = (
+  json: unknown,
+  path: ReadonlyArray<PropertyKey>,
+  message: string
+): { readonly path: ReadonlyArray<PropertyKey>; readonly message: string } => {
   if (message === unknownKey && typeof path[path.length - 1] === "number") {
-    return "unexpected element, expected a pair [from, to] of tool names"
+    return { path, message: "unexpected element, expected a pair [from, to] of tool names" }
   }
   if (message === oneKey) {
     const v = at(json, path)
-    const present = typeof v === "object" && v !== null ? Object.keys(v) : []
-    return `${oneKey}, got ${present.length === 0 ? "none" : present.map((k) => JSON.stringify(k)).join(", ")}`
+    const problem = typeof v === "object" && v !== null ? shapeProblem(v) : undefined
+    if (problem === undefined) return { path, message: `${oneKey}, got none` }
+    return { path: problem.key === undefined ? path : [...path, problem.key], message: problem.message }
   }
-  return message
+  return { path, message }
 }
 
 const invalid = (path: string, message: string) => new InvalidPolicy({ issues: [{ path, message }] })
@@ -268,7 +382,7 @@ const invalid = (path: string, message: string) => new InvalidPolicy({ issues: [
 export const decode = (json: unknown): Result.Result<Policy, InvalidPolicy> => {
   // Bounded before the recursive decoder sees it; lone surrogates are refused too
   // (a tool name must be well-formed to be journaled).
-  const problem = check(json, { maxDepth: MAX_DEPTH, maxSize: Infinity })
+  const problem = checkJson(json, { maxDepth: MAX_DEPTH, maxSize: Infinity })
   if (problem !== undefined) {
     return Result.fail(
       problem._tag === "TooDeep"
@@ -283,13 +397,55 @@ export const decode = (json: unknown): Result.Result<Policy, InvalidPolicy> => {
   })
   if (Result.isFailure(decoded)) {
     const issues = formatter(decoded.failure.issue).issues.map((i) => {
-      const path = (i.path ?? []).map((k) => (typeof k === "object" ? k.key : k))
-      return { path: formatPath(path), message: explain(json, path, lower(i.message)) }
+      const found = describe(json, (i.path ?? []).map((k) => (typeof k === "object" ? k.key : k)), lower(i.message))
+      return { path: formatPath(found.path), message: found.message }
     })
     return Result.fail(new InvalidPolicy({ issues }))
   }
-  const policy = decoded.success
-  return Result.succeed(isArray(policy) ? { all: policy } : policy)
+  const policy: Policy = isArray(decoded.success) ? { all: decoded.success } : decoded.success
+  const issues = patternIssues(policy, Array.isArray(json) ? [] : null)
+  const bound = stateBound(policy)
+  if (bound > Guard.MAX_STATE_BYTES) {
+    issues.push({
+      path: "$",
+      message: `the policy's state could take ${bound} bytes, over the bound of ${Guard.MAX_STATE_BYTES}: ` +
+        "fewer or shorter rules with of, per or after"
+    })
+  }
+  return issues.length === 0 ? Result.succeed(policy) : Result.fail(new InvalidPolicy({ issues }))
+}
+
+// Every pattern text parsed, each fault at its JSON path. `prefix` is the path of the
+// top-level array when the document was one (its elements are `$[i]`), else null.
+const patternIssues = (
+  root: Policy,
+  prefix: ReadonlyArray<PropertyKey> | null
+): Array<{ readonly path: string; readonly message: string }> => {
+  const out: Array<{ readonly path: string; readonly message: string }> = []
+  const visit = (p: Policy, path: ReadonlyArray<PropertyKey>): void => {
+    if ("all" in p || "any" in p) {
+      const children = "all" in p ? p.all : p.any
+      const key = "all" in p ? "all" : "any"
+      children.forEach((c, i) => visit(c, path === prefix ? [i] : [...path, key, i]))
+      return
+    }
+    for (const key of ["deny", "ask", "after", "of"] as const) {
+      const value = (p as PolicyJson)[key]
+      if (value === undefined) continue
+      const texts = typeof value === "string" ? [value] : value
+      texts.forEach((t, i) => {
+        const r = Pattern.parse(t)
+        if (Result.isFailure(r)) {
+          out.push({
+            path: formatPath(typeof value === "string" ? [...path, key] : [...path, key, i]),
+            message: `expected a pattern: ${r.failure.reason} at ${r.failure.at}: ${r.failure.detail}`
+          })
+        }
+      })
+    }
+  }
+  visit(root, prefix ?? [])
+  return out
 }
 
 const isArray = (p: Policy | ReadonlyArray<Policy>): p is ReadonlyArray<Policy> => Array.isArray(p)
@@ -319,36 +475,69 @@ export const encode = (policy: Policy): PolicyJson => Schema.encodeSync(Policy)(
 // ---------------------------------------------------------------------------
 // Meaning
 
-/**
- * The guard a policy stands for, built from the `Guard` combinator of each key.
- *
- * @since 0.4.0
- */
-export const toGuard = (policy: Policy): Guard.Guard => {
-  if ("all" in policy) return Guard.all(...policy.all.map(toGuard))
-  if ("any" in policy) return Guard.any(...policy.any.map(toGuard))
-  if ("maxBytesRead" in policy) return Guard.maxBytesRead(policy.maxBytesRead)
-  if ("maxBytesWritten" in policy) return Guard.maxBytesWritten(policy.maxBytesWritten)
-  if ("maxInvocations" in policy) return Guard.maxInvocations(policy.maxInvocations)
-  if ("maxDelegationDepth" in policy) return Guard.maxDelegationDepth(policy.maxDelegationDepth)
-  if ("maxStreak" in policy) return Guard.maxStreak(policy.maxStreak)
-  if ("forbiddenTransitions" in policy) return Guard.forbiddenTransitions(policy.forbiddenTransitions)
-  if ("requirePredecessors" in policy) return Guard.requirePredecessors(policy.requirePredecessors)
-  if ("allowList" in policy) return Guard.allowList(policy.allowList)
-  return Guard.denyList(policy.denyList)
+// The pattern texts of a list, as written.
+const textsOf = (p: Patterns): ReadonlyArray<string> => typeof p === "string" ? [p] : p
+
+// The canonical texts of a list (a text that does not parse is kept as written).
+const canonical = (p: Patterns): Array<string> =>
+  textsOf(p).map((t) => {
+    const r = Pattern.parse(t)
+    return Result.isSuccess(r) ? Pattern.format(r.success) : t
+  })
+
+const limitKeys = ["maxInvocations", "maxStreak", "maxBytesRead", "maxBytesWritten"] as const
+type LimitKey = typeof limitKeys[number]
+
+const limitOf = (policy: Policy): { readonly key: LimitKey; readonly limit: number; readonly scope: Scope } | null => {
+  for (const key of limitKeys) {
+    if (key in policy) {
+      const p = policy as { readonly [k: string]: unknown } & Scope
+      return {
+        key,
+        limit: p[key] as number,
+        scope: { ...(p.of === undefined ? {} : { of: p.of }), ...(p.per === undefined ? {} : { per: p.per }) }
+      }
+    }
+  }
+  return null
+}
+
+// The label of a rule written as the policy file writes it, patterns canonical:
+// `maxInvocations(5, of: ["Bash(npm test *)"], per: "1m")`.
+const ruleLabel = (policy: Policy): string => {
+  const limit = limitOf(policy)
+  if (limit !== null) {
+    const mods = [
+      ...(limit.scope.of === undefined ? [] : [`of: ${JSON.stringify(canonical(limit.scope.of))}`]),
+      ...(limit.scope.per === undefined ? [] : [`per: ${JSON.stringify(limit.scope.per)}`])
+    ]
+    return mods.length === 0
+      ? Guard.label(limit.key, limit.limit)
+      : `${limit.key}(${[String(limit.limit), ...mods].join(", ")})`
+  }
+  const reason = "reason" in policy && policy.reason !== undefined ? `, reason: ${JSON.stringify(policy.reason)}` : ""
+  if ("after" in policy) {
+    const [kind, list] = "deny" in policy ? ["deny", policy.deny] : ["ask", policy.ask]
+    return `after(${JSON.stringify(canonical(policy.after))}, ${kind}: ${JSON.stringify(canonical(list))}${reason})`
+  }
+  if ("deny" in policy) return `deny(${JSON.stringify(canonical(policy.deny))}${reason})`
+  if ("ask" in policy) return `ask(${JSON.stringify(canonical(policy.ask))}${reason})`
+  const [key, value] = Object.entries(policy)[0]!
+  return Guard.label(key, value)
 }
 
 /**
  * A policy in the notation denials name their guard with:
- * `all(maxStreak(3), denyList(["rm"]))`.
+ * `all(maxStreak(3), denyList(["rm"]))`, `deny(["Bash(rm -rf *)"])`,
+ * `maxInvocations(5, of: ["Bash(npm test *)"], per: "1m")`,
+ * `after(["Read(**\/.env*)"], deny: ["WebFetch","Bash(curl *)"])`, `maxTokens(2000000)`.
  *
  * @since 0.4.0
  */
 export const format = (policy: Policy): string => {
   if ("all" in policy) return `all(${policy.all.map(format).join(", ")})`
   if ("any" in policy) return `any(${policy.any.map(format).join(", ")})`
-  const [key, value] = Object.entries(policy)[0]!
-  return Guard.label(key, value)
+  return ruleLabel(policy)
 }
 
 /**
@@ -362,6 +551,705 @@ export const size = (policy: Policy): number =>
     : "any" in policy
     ? policy.any.reduce((n, p) => n + size(p), 0)
     : 1
+
+// ---------------------------------------------------------------------------
+// Compiled policies
+
+// What one decision evaluates against: the call (the parameters' tool alone when the
+// door sent none), the anchors, the context, and each matcher's answer, computed once.
+interface Eval {
+  readonly call: Pattern.Call
+  readonly where: Pattern.Context
+  readonly context: Guard.GuardContext
+  readonly state: Guard.GuardState | null
+  readonly matched: Array<Pattern.Match | undefined>
+}
+
+const NO_MATCH: Pattern.Match = { matched: false }
+
+// A list of patterns as a rule holds it: the matcher, the tools its patterns can
+// match (undefined: any, a wildcard tool or an MCP server's name), the gate of the
+// run of gates it was united with, and its index in a decision's answers.
+interface Gate {
+  readonly matcher: Pattern.Matcher
+  readonly tools: ReadonlySet<string> | undefined
+  union: Gate | undefined
+  readonly index: number
+}
+
+const matchOf = (x: Eval, g: Gate): Pattern.Match => {
+  let r = x.matched[g.index]
+  if (r === undefined) {
+    // A gate none of whose patterns applies to the call's tool does not match it (a
+    // call whose tool name is no string is judged: it fails closed); nor does one
+    // whose united run matched nothing.
+    const tool = x.call.tool_name
+    r = (g.tools !== undefined && typeof tool === "string" && !g.tools.has(tool)) ||
+        (g.union !== undefined && !matchOf(x, g.union).matched)
+      ? NO_MATCH
+      : Pattern.matches(g.matcher, x.call, x.where, "deny")
+    x.matched[g.index] = r
+  }
+  return r
+}
+
+// United by tools, in runs of at most `UNITED` gates: a call that matches none of a
+// run's patterns (most calls) is judged once for the run, and a pattern that matches
+// most calls (`Bash` in an `of`) spoils only its own run.
+const UNITED = 8
+
+const unite = (gates: Array<Gate>): void => {
+  const byTools = new Map<string, Array<Gate>>()
+  for (const g of gates) {
+    const key = g.tools === undefined ? "*" : [...g.tools].sort().join(",")
+    const list = byTools.get(key) ?? []
+    list.push(g)
+    byTools.set(key, list)
+  }
+  for (const list of byTools.values()) {
+    for (let i = 0; i + 1 < list.length; i += UNITED) {
+      const run = list.slice(i, i + UNITED)
+      const union = gateOf(run.flatMap((g) => g.matcher.patterns), gates)
+      for (const g of run) g.union = union
+    }
+  }
+}
+
+const gateOf = (patterns: ReadonlyArray<Pattern.Pattern>, gates: Array<Gate>): Gate => {
+  const gate: Gate = {
+    matcher: Pattern.compile(patterns),
+    tools: toolsOfPatterns(patterns),
+    union: undefined,
+    index: gates.length
+  }
+  gates.push(gate)
+  return gate
+}
+
+const toolsOfPatterns = (patterns: ReadonlyArray<Pattern.Pattern>): ReadonlySet<string> | undefined => {
+  const out = new Set<string>()
+  for (const p of patterns) {
+    switch (p._tag) {
+      case "Tool":
+        if (p.tool.includes("*") || p.tool.startsWith("mcp__")) return undefined
+        out.add(p.tool)
+        break
+      case "Command":
+        out.add("Bash")
+        break
+      case "Path":
+        for (const t of Pattern.pathTools[p.tool] ?? [p.tool]) out.add(t)
+        break
+      case "Domain":
+        out.add("WebFetch")
+        break
+      case "Param":
+        out.add(p.tool)
+        break
+    }
+  }
+  return out
+}
+
+const slotOf = (x: Eval, key: string): Schema.Json | undefined =>
+  x.state !== null && Object.hasOwn(x.state, key) ? x.state[key] : undefined
+
+// One rule: its verdict, and for a stateful rule (`key`, its label) its next slot.
+interface Rule {
+  readonly _tag: "Rule"
+  readonly label: string
+  readonly key: string | null
+  readonly decide: (s: JournalState.Snapshot, p: Entry.ValidToolParams, x: Eval) => Guard.Verdict
+  readonly step?: (
+    slot: Schema.Json | undefined,
+    s: JournalState.Snapshot,
+    p: Entry.ValidToolParams,
+    x: Eval,
+    final: Guard.Verdict
+  ) => Schema.Json | undefined
+  readonly observe?: (
+    slot: Schema.Json | undefined,
+    x: Eval,
+    bytes: { readonly read: number; readonly written: number },
+    nowMillis: number | undefined
+  ) => Schema.Json | undefined
+}
+
+type Node = Rule | { readonly _tag: "All" | "Any"; readonly children: ReadonlyArray<Node> }
+
+// What `Compiled.root` holds.
+interface Root {
+  readonly node: Node
+  readonly evalOf: (p: Entry.ValidToolParams, context: Guard.GuardContext) => Eval
+}
+
+/**
+ * A policy prepared once (`compile`): its patterns compiled, its rules built. `guard`
+ * decides with it; the rest is for `explain` and `observe`.
+ *
+ * @since 0.8.0
+ */
+export interface Compiled {
+  readonly policy: Policy
+  readonly guard: Guard.Guard
+  /** The labels of the stateful rules, each once: the keys of the policy's `GuardState`. */
+  readonly stateKeys: ReadonlyArray<string>
+  /** The rules, as the tree of the policy (opaque). */
+  readonly root: unknown
+}
+
+const compileGate = (p: Patterns, gates: Array<Gate>): Gate => {
+  const patterns: Array<Pattern.Pattern> = []
+  for (const t of textsOf(p)) {
+    const r = Pattern.parse(t)
+    // `decode` refused what does not parse; a hand-built policy's bad text matches
+    // every call (fail closed).
+    patterns.push(Result.isSuccess(r) ? r.success : { _tag: "Tool", tool: "*" })
+  }
+  return gateOf(patterns, gates)
+}
+
+const what: { readonly [tag: string]: string } = {
+  Command: "command",
+  Path: "path",
+  Domain: "host",
+  Param: "value"
+}
+
+// A sentence naming what matched.
+const matchedSentence = (m: Pattern.Match, x: Eval, kind: string): string => {
+  const tool = typeof x.call.tool_name === "string" ? x.call.tool_name : "the call"
+  if (m.failClosed === true) {
+    return `${tool} could not be judged against ${kind} pattern ${m.pattern} (its input is missing, unreadable or ` +
+      `over a bound), so it is treated as matching`
+  }
+  if (m.part === undefined) return `${tool} matches ${kind} pattern ${m.pattern}`
+  const parsed = Pattern.parse(m.pattern ?? "")
+  const part = Result.isSuccess(parsed) ? what[parsed.success._tag] ?? "input" : "input"
+  return `the ${part} ${JSON.stringify(m.part)} of ${tool} matches ${kind} pattern ${m.pattern}`
+}
+
+const patternRule = (kind: "deny" | "ask", list: Patterns, reason: string | undefined, gates: Array<Gate>): Rule => {
+  const matcher = compileGate(list, gates)
+  const make = kind === "deny" ? Guard.deny : Guard.ask
+  return {
+    _tag: "Rule",
+    label: ruleLabel(reason === undefined ? { [kind]: list } as Policy : { [kind]: list, reason } as Policy),
+    key: null,
+    decide: (_s, _p, x) => {
+      const m = matchOf(x, matcher)
+      return m.matched ? make(reason ?? matchedSentence(m, x, kind), Guard.label(kind, m.pattern ?? "")) : Guard.allow
+    }
+  }
+}
+
+const afterRule = (policy: Extract<Policy, { readonly after: Patterns }>, gates: Array<Gate>): Rule => {
+  const first = compileGate(policy.after, gates)
+  const kind = "deny" in policy ? "deny" : "ask"
+  const second = compileGate("deny" in policy ? policy.deny : policy.ask, gates)
+  const make = kind === "deny" ? Guard.deny : Guard.ask
+  const label = ruleLabel(policy)
+  const after = JSON.stringify(canonical(policy.after))
+  return {
+    _tag: "Rule",
+    label,
+    key: label,
+    decide: (_s, _p, x) => {
+      // Set, or anything else there (fail closed): only absence is untainted.
+      if (slotOf(x, label) === undefined) return Guard.allow
+      const m = matchOf(x, second)
+      if (!m.matched) return Guard.allow
+      return make(policy.reason ?? `${matchedSentence(m, x, kind)}, after a call matching ${after}`, label)
+    },
+    step: (slot, _s, _p, x, final) =>
+      slot === undefined && final._tag !== "Deny" && matchOf(x, first).matched ? true : undefined
+  }
+}
+
+const tokensRule = (limit: number): Rule => {
+  const label = Guard.label("maxTokens", limit)
+  const bound = BigInt(limit)
+  return {
+    _tag: "Rule",
+    label,
+    key: null,
+    decide: (_s, _p, x) =>
+      x.context.tokens === null
+        ? Guard.deny(`token use unknown: ${label} needs the tokens the agent used`, label)
+        : x.context.tokens >= bound
+        ? Guard.deny(`the agent used ${x.context.tokens} tokens, the budget is ${limit}`, label)
+        : Guard.allow
+  }
+}
+
+const limitNames: { readonly [k in LimitKey]: string } = {
+  maxInvocations: "invocations",
+  maxStreak: "calls in a row",
+  maxBytesRead: "bytes read",
+  maxBytesWritten: "bytes written"
+}
+
+const scopedRule = (key: LimitKey, limit: number, scope: Scope, label: string, gates: Array<Gate>): Rule => {
+  const of = scope.of === undefined ? undefined : compileGate(scope.of, gates)
+  const per = scope.per === undefined ? undefined : Slots.durationMillis(scope.per)
+  const applies = (x: Eval): boolean => of === undefined || matchOf(x, of).matched
+  const amount = (p: Entry.ValidToolParams): number =>
+    key === "maxBytesRead" ? p.bytes_read : key === "maxBytesWritten" ? p.bytes_written : 1
+  // A streak is broken by a call that does not match (with `of`), or of another tool.
+  const broken = (s: JournalState.Snapshot, p: Entry.ValidToolParams, x: Eval): boolean =>
+    key === "maxStreak" && (of === undefined ? s.current_streak_tool !== p.tool_name : !applies(x))
+  const scopeText = [
+    ...(scope.of === undefined ? [] : [`of ${JSON.stringify(canonical(scope.of))}`]),
+    ...(scope.per === undefined ? [] : [`per ${scope.per}`])
+  ].join(" ")
+  return {
+    _tag: "Rule",
+    label,
+    key: label,
+    decide: (s, p, x) => {
+      if (!applies(x)) return Guard.allow
+      const before = broken(s, p, x) ? 0 : Slots.total(slotOf(x, label), x.context.nowMillis, per)
+      const after = before + amount(p)
+      return after > limit
+        ? Guard.deny(`${limitNames[key]} ${scopeText} would exceed ${limit}`, label)
+        : Guard.allow
+    },
+    step: (slot, s, p, x) => {
+      if (key === "maxStreak" && of !== undefined && !applies(x)) {
+        return slot === undefined || Slots.isEmpty(slot)
+          ? undefined
+          : Slots.added(undefined, 0, x.context.nowMillis, per)
+      }
+      if (!applies(x)) return undefined
+      const n = amount(p)
+      // A window is moved on only when something is added (or a streak restarts).
+      if (n === 0 && !broken(s, p, x)) return undefined
+      return Slots.added(slot, n, x.context.nowMillis, per, broken(s, p, x))
+    },
+    ...(key === "maxBytesRead" || key === "maxBytesWritten"
+      ? {
+        observe: (slot, x, bytes, nowMillis) => {
+          const n = key === "maxBytesRead" ? bytes.read : bytes.written
+          return n === 0 || !applies(x) ? undefined : Slots.added(slot, n, nowMillis, per)
+        }
+      }
+      : {})
+  }
+}
+
+// Builds the rule tree of a policy; `toGuardOld` gives the combinators' guard for
+// the keys that were there before patterns (the same functions as always).
+const build = (policy: Policy, gates: Array<Gate>): Node => {
+  if ("all" in policy) return { _tag: "All", children: policy.all.map((p) => build(p, gates)) }
+  if ("any" in policy) return { _tag: "Any", children: policy.any.map((p) => build(p, gates)) }
+  if ("after" in policy) return afterRule(policy, gates)
+  if ("deny" in policy) return patternRule("deny", policy.deny, policy.reason, gates)
+  if ("ask" in policy) return patternRule("ask", policy.ask, policy.reason, gates)
+  if ("maxTokens" in policy) return tokensRule(policy.maxTokens)
+  const limit = limitOf(policy)
+  if (limit !== null && (limit.scope.of !== undefined || limit.scope.per !== undefined)) {
+    return scopedRule(limit.key, limit.limit, limit.scope, ruleLabel(policy), gates)
+  }
+  const guard = oldGuard(policy)
+  return { _tag: "Rule", label: ruleLabel(policy), key: null, decide: (s, p) => guard(s, p) }
+}
+
+const oldGuard = (policy: Policy): Guard.Guard => {
+  if ("maxBytesRead" in policy) return Guard.maxBytesRead(policy.maxBytesRead)
+  if ("maxBytesWritten" in policy) return Guard.maxBytesWritten(policy.maxBytesWritten)
+  if ("maxInvocations" in policy) return Guard.maxInvocations(policy.maxInvocations)
+  if ("maxDelegationDepth" in policy) return Guard.maxDelegationDepth(policy.maxDelegationDepth)
+  if ("maxStreak" in policy) return Guard.maxStreak(policy.maxStreak)
+  if ("forbiddenTransitions" in policy) return Guard.forbiddenTransitions(policy.forbiddenTransitions)
+  if ("requirePredecessors" in policy) return Guard.requirePredecessors(policy.requirePredecessors)
+  if ("allowList" in policy) return Guard.allowList(policy.allowList)
+  if ("denyList" in policy) return Guard.denyList(policy.denyList)
+  return () => Guard.deny("the policy has no rule here", "unknown")
+}
+
+// The verdict of a tree: `all` the first denial, else the first ask; `any` the first
+// allow, else the first ask, else a denial naming every denying guard (as the
+// `Guard` combinators).
+const evaluate = (node: Node, s: JournalState.Snapshot, p: Entry.ValidToolParams, x: Eval): Guard.Verdict => {
+  if (node._tag === "Rule") return node.decide(s, p, x)
+  if (node._tag === "All") {
+    let asked: Guard.Verdict | undefined
+    for (const c of node.children) {
+      const v = evaluate(c, s, p, x)
+      if (v._tag === "Deny") return v
+      if (v._tag === "Ask") asked ??= v
+    }
+    return asked ?? Guard.allow
+  }
+  const reasons: Array<string> = []
+  const names: Array<string> = []
+  let asked: Guard.Verdict | undefined
+  for (const c of node.children) {
+    const v = evaluate(c, s, p, x)
+    if (v._tag === "Allow") return v
+    if (v._tag === "Ask") asked ??= v
+    reasons.push(v.reason)
+    names.push(v.guard)
+  }
+  return asked ??
+    Guard.deny(reasons.length === 0 ? "no guard allows" : reasons.join("; "), `any(${names.join(", ")})`)
+}
+
+const rulesOf = (node: Node, out: Array<Rule> = []): Array<Rule> => {
+  if (node._tag === "Rule") out.push(node)
+  else for (const c of node.children) rulesOf(c, out)
+  return out
+}
+
+const anchors = (where: Partial<Pattern.Context>): Pattern.Context => ({
+  cwd: where.cwd ?? "",
+  projectDir: where.projectDir ?? "",
+  home: where.home ?? ""
+})
+
+// The next state: every stateful rule stepped once (identical rules share a slot),
+// keys of rules no longer in the policy dropped; undefined when nothing changed.
+const nextState = (
+  stateful: ReadonlyArray<Rule>,
+  s: JournalState.Snapshot,
+  p: Entry.ValidToolParams,
+  x: Eval,
+  final: Guard.Verdict
+): Guard.GuardState | undefined => {
+  const next: { [key: string]: Schema.Json } = {}
+  let changed = false
+  for (const r of stateful) {
+    const slot = slotOf(x, r.key!)
+    const stepped = r.step === undefined ? undefined : r.step(slot, s, p, x, final)
+    if (stepped !== undefined) changed = true
+    const value = stepped ?? slot
+    if (value !== undefined) next[r.key!] = value
+  }
+  if (!changed && x.state !== null && Object.keys(x.state).length !== Object.keys(next).length) changed = true
+  return changed ? next : undefined
+}
+
+/**
+ * Prepares a policy once: every pattern compiled, every rule built. `guard` decides
+ * with it and never throws (a fault inside denies, saying so); where the context
+ * cannot ask, an `Ask` is a denial already (`Guard.unanswered`), and the next state
+ * counts the call as decided.
+ *
+ * @since 0.8.0
+ */
+export const compile = (policy: Policy): Compiled => {
+  const gates: Array<Gate> = []
+  const root = build(policy, gates)
+  unite(gates.slice())
+  const evalOf = (p: Entry.ValidToolParams, context: Guard.GuardContext): Eval => ({
+    call: context.call ?? { tool_name: p.tool_name },
+    where: anchors(context.where),
+    context,
+    state: context.state,
+    matched: new Array(gates.length)
+  })
+  const seen = new Set<string>()
+  const stateful = rulesOf(root).filter((r) => r.key !== null && !seen.has(r.key) && seen.add(r.key) !== undefined)
+  const guard: Guard.Guard = (s, p, c) => {
+    try {
+      const context = c ?? Guard.noContext
+      const x = evalOf(p, context)
+      const v = evaluate(root, s, p, x)
+      const final = context.canAsk ? v : Guard.unanswered(v)
+      if (stateful.length === 0 && context.state === null) return final
+      const state = nextState(stateful, s, p, x, final)
+      return state === undefined ? final : { ...final, state }
+    } catch (e) {
+      return Guard.deny(`the policy could not decide: ${messageOf(e)}`, "policy")
+    }
+  }
+  return { policy, guard, stateKeys: stateful.map((r) => r.key!), root: { node: root, evalOf } }
+}
+
+/**
+ * The guard a policy stands for: `compile(policy).guard`.
+ *
+ * @since 0.4.0
+ */
+export const toGuard = (policy: Policy): Guard.Guard => compile(policy).guard
+
+/**
+ * One rule's part in a decision (`explain`): its label and its own verdict.
+ *
+ * @since 0.8.0
+ */
+export interface RuleVerdict {
+  readonly rule: string
+  readonly verdict: Guard.Verdict
+}
+
+/**
+ * Which rule decides a call and why, writing nothing: the policy's verdict (with the
+ * next state, as `decide` would store it), the rule that decided (its guard label,
+ * null when allowed) and every rule's own verdict, in the policy's order.
+ *
+ * @since 0.8.0
+ */
+export const explain = (
+  compiled: Compiled,
+  snapshot: JournalState.Snapshot,
+  params: Entry.ValidToolParams,
+  context?: Guard.GuardContext
+): {
+  readonly verdict: Guard.Verdict
+  readonly decidedBy: string | null
+  readonly rules: ReadonlyArray<RuleVerdict>
+} => {
+  const verdict = compiled.guard(snapshot, params, context)
+  const { evalOf, node } = compiled.root as Root
+  const x = evalOf(params, context ?? Guard.noContext)
+  const rules: Array<RuleVerdict> = []
+  for (const r of rulesOf(node)) {
+    let v: Guard.Verdict
+    try {
+      v = r.decide(snapshot, params, x)
+    } catch (e) {
+      v = Guard.deny(`the rule could not decide: ${messageOf(e)}`, r.label)
+    }
+    rules.push({ rule: r.label, verdict: v })
+  }
+  return { verdict, decidedBy: verdict._tag === "Allow" ? null : verdict.guard, rules }
+}
+
+/**
+ * Folds an outcome's bytes into the policy's scoped byte limits (those with `of` or
+ * `per`): each whose `of` matches the call adds `bytes.read` (`maxBytesRead`) or
+ * `bytes.written` (`maxBytesWritten`), in a window to the slot of `nowMillis` (to its
+ * newest slot when absent). The next state, or null when nothing changed. A door
+ * stores it with the outcome in one append (`observePlan`).
+ *
+ * @since 0.8.0
+ */
+export const observe = (
+  compiled: Compiled,
+  state: Guard.GuardState | null,
+  call: Pattern.Call,
+  bytes: { readonly read: number; readonly written: number },
+  options?: { readonly where?: Partial<Pattern.Context>; readonly nowMillis?: number }
+): Guard.GuardState | null => {
+  try {
+    const { evalOf, node } = compiled.root as Root
+    const x: Eval = {
+      ...evalOf({
+        tool_name: "",
+        server_id: "",
+        agent_id: "",
+        bytes_read: 0,
+        bytes_written: 0,
+        delegation_depth: 0,
+        allowed: true
+      }, {
+        ...Guard.noContext,
+        call,
+        where: options?.where ?? {},
+        state
+      })
+    }
+    const next: { [key: string]: Schema.Json } = state === null ? {} : { ...state }
+    let changed = false
+    const seen = new Set<string>()
+    for (const r of rulesOf(node)) {
+      if (r.key === null || r.observe === undefined || seen.has(r.key)) continue
+      seen.add(r.key)
+      const stepped = r.observe(slotOf(x, r.key), x, bytes, options?.nowMillis)
+      if (stepped !== undefined) {
+        next[r.key] = stepped
+        changed = true
+      }
+    }
+    return changed ? next : null
+  } catch {
+    return null
+  }
+}
+
+/**
+ * A plan for `SessionJournal.writeFrom` that stores an outcome (`kind`, `payload`)
+ * and, in the same append, the state `observe` gives from the session's state under
+ * its lock, at the writer's time.
+ *
+ * @since 0.8.0
+ */
+export const observePlan = (
+  compiled: Compiled,
+  outcome: { readonly kind: string; readonly payload: unknown },
+  call: Pattern.Call,
+  bytes: { readonly read: number; readonly written: number },
+  where?: Partial<Pattern.Context>
+) =>
+(state: JournalState.JournalState, nowMillis: number): {
+  readonly items: ReadonlyArray<{ readonly _tag: "Other"; readonly kind: string; readonly payload: unknown }>
+  readonly result: Guard.GuardState | null
+} => {
+  const next = observe(compiled, state.guard_state, call, bytes, {
+    ...(where === undefined ? {} : { where }),
+    nowMillis
+  })
+  return {
+    items: [
+      { _tag: "Other", kind: outcome.kind, payload: outcome.payload },
+      ...(next === null ? [] : [{ _tag: "Other" as const, kind: Guard.STATE_KIND, payload: next }])
+    ],
+    result: next
+  }
+}
+
+// The most JSON text the state of a policy can take: each stateful rule's label as
+// a key and its largest slot.
+const stateBound = (policy: Policy): number => {
+  const labels = new Set<string>()
+  const visit = (p: Policy): void => {
+    if ("all" in p) p.all.forEach(visit)
+    else if ("any" in p) p.any.forEach(visit)
+    else if ("after" in p) labels.add(ruleLabel(p))
+    else {
+      const limit = limitOf(p)
+      if (limit !== null && (limit.scope.of !== undefined || limit.scope.per !== undefined)) labels.add(ruleLabel(p))
+    }
+  }
+  visit(policy)
+  let n = 2
+  for (const l of labels) n += utf8Length(JSON.stringify(l)) + 2 + Slots.MAX_SLOT_TEXT
+  return n
+}
+
+// ---------------------------------------------------------------------------
+// Authoring
+
+/**
+ * The tools Claude Code calls, by the names its hooks and permission rules use.
+ * `check` warns on a name that differs from one of them only in case.
+ *
+ * @since 0.8.0
+ */
+export const claudeCodeTools: ReadonlyArray<string> = [
+  "Agent",
+  "Bash",
+  "BashOutput",
+  "Edit",
+  "ExitPlanMode",
+  "Glob",
+  "Grep",
+  "KillShell",
+  "LS",
+  "ListMcpResourcesTool",
+  "MultiEdit",
+  "NotebookEdit",
+  "NotebookRead",
+  "Read",
+  "ReadMcpResourceTool",
+  "SlashCommand",
+  "Skill",
+  "Task",
+  "TodoWrite",
+  "WebFetch",
+  "WebSearch",
+  "Write"
+]
+
+const byLowerCase = new Map(claudeCodeTools.map((t) => [t.toLowerCase(), t]))
+
+/**
+ * What `check` finds in a policy text: the policy when it is valid (null otherwise),
+ * the issues that refuse it (every decoding issue, and keys an object repeats), and
+ * warnings that do not (tool names no agent uses in that spelling), each with its
+ * JSON path.
+ *
+ * @since 0.8.0
+ */
+export interface CheckReport {
+  readonly policy: Policy | null
+  readonly issues: ReadonlyArray<typeof Issue.Type>
+  readonly warnings: ReadonlyArray<typeof Issue.Type>
+}
+
+// A warning on a tool name, if it deserves one. `exact`: the place takes exact names
+// (the lists), where an MCP server's name names no tool.
+const nameWarning = (name: string, exact: boolean): string | undefined => {
+  const known = byLowerCase.get(name.toLowerCase())
+  if (known !== undefined && known !== name) {
+    return `no agent calls a tool ${JSON.stringify(name)}: Claude Code's is ${JSON.stringify(known)} ` +
+      "(names are compared exactly)"
+  }
+  if (exact && /^mcp__[^*]+$/.test(name) && !name.slice(5).includes("__")) {
+    return `${JSON.stringify(name)} names an MCP server, not a tool: its tools are ${JSON.stringify(`${name}__…`)}; ` +
+      `write the pattern ${JSON.stringify(`${name}__*`)} (in deny, ask or of) or name the tools`
+  }
+  return undefined
+}
+
+const warningsOf = (root: Policy, prefix: ReadonlyArray<PropertyKey> | null): Array<typeof Issue.Type> => {
+  const out: Array<typeof Issue.Type> = []
+  const warn = (path: ReadonlyArray<PropertyKey>, name: string, exact: boolean) => {
+    const w = nameWarning(name, exact)
+    if (w !== undefined) out.push({ path: formatPath(path), message: w })
+  }
+  const visit = (p: Policy, path: ReadonlyArray<PropertyKey>): void => {
+    if ("all" in p || "any" in p) {
+      const key = "all" in p ? "all" : "any"
+      ;("all" in p ? p.all : p.any).forEach((c, i) => visit(c, path === prefix ? [i] : [...path, key, i]))
+      return
+    }
+    if ("allowList" in p) p.allowList.forEach((n, i) => warn([...path, "allowList", i], n, true))
+    if ("denyList" in p) p.denyList.forEach((n, i) => warn([...path, "denyList", i], n, true))
+    if ("forbiddenTransitions" in p) {
+      p.forbiddenTransitions.forEach((pair, i) =>
+        pair.forEach((n, j) => warn([...path, "forbiddenTransitions", i, j], n, true))
+      )
+    }
+    if ("requirePredecessors" in p) {
+      for (const [tool, needs] of Object.entries(p.requirePredecessors)) {
+        warn([...path, "requirePredecessors", tool], tool, true)
+        needs.forEach((n, i) => warn([...path, "requirePredecessors", tool, i], n, true))
+      }
+    }
+    for (const key of ["deny", "ask", "after", "of"] as const) {
+      const value = (p as PolicyJson)[key]
+      if (value === undefined) continue
+      textsOf(value).forEach((t, i) => {
+        const r = Pattern.parse(t)
+        if (Result.isSuccess(r) && !r.success.tool.includes("*")) {
+          warn(typeof value === "string" ? [...path, key] : [...path, key, i], r.success.tool, false)
+        }
+      })
+    }
+  }
+  visit(root, prefix ?? [])
+  return out
+}
+
+/**
+ * Checks the text of a policy file for its author: every decoding issue (`decodeText`),
+ * a key repeated in one object (`{"maxStreak":1,"maxStreak":100}`, which JSON.parse
+ * would take as the last), and warnings on tool names no agent uses in that spelling
+ * (`bash` for `Bash`; `mcp__github` in a list of tool names, which names a server).
+ * Pure; never throws.
+ *
+ * @since 0.8.0
+ */
+export const check = (text: string): CheckReport => {
+  const duplicates = duplicateKeys(text).map((d) => ({
+    path: formatPath([...d.path, d.key]),
+    message: `the key ${JSON.stringify(d.key)} appears more than once in this object (JSON would keep only the last)`
+  }))
+  const decoded = decodeText(text)
+  if (Result.isFailure(decoded)) {
+    return { policy: null, issues: [...duplicates, ...decoded.failure.issues], warnings: [] }
+  }
+  let array = false
+  try {
+    array = Array.isArray(JSON.parse(text))
+  } catch {
+    array = false
+  }
+  const warnings = warningsOf(decoded.success, array ? [] : null)
+  return { policy: duplicates.length === 0 ? decoded.success : null, issues: duplicates, warnings }
+}
 
 // ---------------------------------------------------------------------------
 // What if

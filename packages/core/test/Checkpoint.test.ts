@@ -252,8 +252,8 @@ describe("Checkpoint: version 2 documents hold the retained hashes, and are chec
   const state = JournalState.applyMeta(run.states.at(-1)!, { updated_at: 5, title: "t" })
   const doc = JSON.parse(JSON.stringify(Checkpoint.encode(state)))
 
-  it("the document is version 3 with the retained hashes in place of the entries and the tree's compact range", () => {
-    assert.strictEqual(doc.v, 3)
+  it("the document is version 4 with the retained hashes in place of the entries, the tree's compact range and the guard state", () => {
+    assert.strictEqual(doc.v, 4)
     assert.deepStrictEqual(Object.keys(doc), [
       "v",
       "session_id",
@@ -269,7 +269,8 @@ describe("Checkpoint: version 2 documents hold the retained hashes, and are chec
       "current_streak_tool",
       "current_streak_len",
       "message_count",
-      "meta"
+      "meta",
+      "guard_state"
     ])
     assert.deepStrictEqual(doc.hashes, run.entries.slice(-3).map((e) => e.entry_hash))
     const tree = Merkle.fromLeaves(run.entries.map((e) => Merkle.entryLeaf(e.entry_hash)))
@@ -326,4 +327,41 @@ describe("Checkpoint: version 2 documents hold the retained hashes, and are chec
       if (Result.isFailure(r)) assert.match(r.failure, reason)
     })
   }
+})
+
+describe("Checkpoint: version 4 holds the policy's state", () => {
+  const state = "maxInvocations(5, of: [\"Bash(npm test *)\"], per: \"1m\")"
+  const run = A.run({ entry_cap: 3 }, [
+    A.record("Bash"),
+    { op: "append", ts: 1_764_400_000, kind: "guard.state", payload: { [state]: { s: 7, c: [1] } } },
+    A.record("Read"),
+    A.record("Read"),
+    A.record("Read")
+  ])
+  const last = run.states.at(-1)!
+
+  it("round trips through its text, and v1–v3 documents decode with what they can show", () => {
+    assert.deepStrictEqual(last.guard_state, { [state]: { s: 7, c: [1] } })
+    const back = Result.getOrThrow(Checkpoint.decode(JSON.parse(Checkpoint.toJsonText(last))))
+    assert.deepStrictEqual(back.guard_state, last.guard_state)
+    assert.strictEqual(Checkpoint.toJsonText(back), Checkpoint.toJsonText(last))
+    // Version 3: guard_state null (no earlier release wrote a guard.state entry).
+    const { guard_state: _, ...v3 } = { ...JSON.parse(Checkpoint.toJsonText(last)), v: 3 }
+    assert.isNull(Result.getOrThrow(Checkpoint.decode(v3)).guard_state)
+    // Version 1: the newest guard.state among its retained entries, when one is retained.
+    const early = run.states[2]!
+    const v1 = JSON.parse(JSON.stringify(Legacy.v1Of(early, run.entries)))
+    assert.deepStrictEqual(Result.getOrThrow(Checkpoint.decode(v1)).guard_state, early.guard_state)
+    const evicted = JSON.parse(JSON.stringify(Legacy.v1Of(last, run.entries)))
+    assert.isNull(Result.getOrThrow(Checkpoint.decode(evicted)).guard_state)
+  })
+
+  it("a guard_state that is no state, or in a version 3 document, is refused", () => {
+    const doc = JSON.parse(Checkpoint.toJsonText(last))
+    for (const bad of [[1], "x", 3, { big: "x".repeat(70_000) }]) {
+      const r = Checkpoint.decode({ ...doc, guard_state: bad })
+      assert.isTrue(Result.isFailure(r), JSON.stringify(bad).slice(0, 40))
+    }
+    assert.isTrue(Result.isFailure(Checkpoint.decode({ ...doc, v: 3 })))
+  })
 })

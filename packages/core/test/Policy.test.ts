@@ -8,50 +8,7 @@ import * as Result from "effect/Result"
 import * as fc from "fast-check"
 import { Guard, JournalState, Policy } from "../src/index.ts"
 import * as A from "./arbitraries.ts"
-
-// A policy as JSON, next to the guard written by hand with the combinators.
-interface Built {
-  readonly json: unknown
-  readonly guard: Guard.Guard
-}
-
-const limit = fc.oneof(fc.nat(6), fc.nat(2000), fc.constant(0), fc.maxSafeNat())
-const names = fc.array(A.toolName, { maxLength: 4 })
-
-const built: fc.Arbitrary<Built> = fc.letrec<{ node: Built }>((tie) => ({
-  node: fc.oneof(
-    { depthSize: "small", withCrossShrink: true },
-    limit.map((n) => ({ json: { maxBytesRead: n }, guard: Guard.maxBytesRead(n) })),
-    limit.map((n) => ({ json: { maxBytesWritten: n }, guard: Guard.maxBytesWritten(n) })),
-    limit.map((n) => ({ json: { maxInvocations: n }, guard: Guard.maxInvocations(n) })),
-    limit.map((n) => ({ json: { maxDelegationDepth: n }, guard: Guard.maxDelegationDepth(n) })),
-    limit.map((n) => ({ json: { maxStreak: n }, guard: Guard.maxStreak(n) })),
-    fc.array(fc.tuple(A.toolName, A.toolName), { maxLength: 4 }).map((pairs) => ({
-      json: { forbiddenTransitions: pairs },
-      guard: Guard.forbiddenTransitions(pairs)
-    })),
-    fc.dictionary(A.toolName, names, { maxKeys: 3 }).map((required) => ({
-      json: { requirePredecessors: required },
-      guard: Guard.requirePredecessors(required)
-    })),
-    names.map((list) => ({ json: { allowList: list }, guard: Guard.allowList(list) })),
-    names.map((list) => ({ json: { denyList: list }, guard: Guard.denyList(list) })),
-    fc.array(tie("node"), { maxLength: 4 }).map((cs) => ({
-      json: { all: cs.map((c) => c.json) },
-      guard: Guard.all(...cs.map((c) => c.guard))
-    })),
-    fc.array(tie("node"), { maxLength: 4 }).map((cs) => ({
-      json: { any: cs.map((c) => c.json) },
-      guard: Guard.any(...cs.map((c) => c.guard))
-    }))
-  )
-})).node
-
-const decoded = (json: unknown): Policy.Policy => {
-  const r = Policy.decode(json)
-  if (Result.isFailure(r)) assert.fail(`did not decode: ${r.failure.message}`)
-  return r.success
-}
+import { built, decoded } from "./policies.ts"
 
 const problems = (text: string): Array<string> => {
   const r = Policy.decodeText(text)
@@ -174,10 +131,9 @@ describe("Policy: a bad document names the JSON path and what was expected", () 
       `$: expected exactly one of the keys ${keys}, got "maxStreak", "denyList"`
     ])
     assert.deepStrictEqual(problems(`{"all":[{}]}`), [`$.all[0]: expected exactly one of the keys ${keys}, got none`])
-    assert.deepStrictEqual(problems(`{"all":[{"maxStreek":3}]}`), [
-      `$.all[0].maxStreek: unknown key, expected one of ${keys}`
-    ])
-    assert.deepStrictEqual(problems(`{"maxStreak":3,"a b":1}`), [`$["a b"]: unknown key, expected one of ${keys}`])
+    const unknown = `unknown key, expected one of ${keys} or a modifier (reason, of, per)`
+    assert.deepStrictEqual(problems(`{"all":[{"maxStreek":3}]}`), [`$.all[0].maxStreek: ${unknown}`])
+    assert.deepStrictEqual(problems(`{"maxStreak":3,"a b":1}`), [`$["a b"]: ${unknown}`])
     assert.deepStrictEqual(problems(`[{"maxStreak":-1},{"denyList":[1]}]`), [
       "$[0].maxStreak: expected a non-negative integer up to 2^53 - 1, got -1",
       "$[1].denyList[0]: expected a tool name (not empty, no surrounding whitespace or control characters), got 1"

@@ -307,7 +307,7 @@ describe("forged checkpoints", () => {
       { _tag: "Unreadable", reason: "unexpected end of JSON", location: "checkpoint.json" },
       { _tag: "Document", document: { v: 1 }, location: "checkpoint.json" },
       forged(h.states[8]!, (d) => {
-        d.v = 4
+        d.v = 5
       }),
       forged(h.states[8]!, (d) => {
         d.extra = 1
@@ -415,6 +415,35 @@ describe("forged checkpoints", () => {
     })
     assertClean(recover("verify", none, segments(cut.entries)), cut.states[6]!)
     assertClean(recover("load", none, segments(cut.entries)), JournalState.withoutTree(cut.states[6]!))
+  })
+
+  it("a checkpoint's guard_state is a claim: verify replays the guard.state entries and names the field", () => {
+    const ops: Array<A.Op> = [
+      ...simpleOps(4),
+      { op: "append", ts: 1_764_400_000, kind: "guard.state", payload: { "maxInvocations(1, per: \"1m\")": { n: 1 } } },
+      ...simpleOps(4, 1)
+    ]
+    const cut = history({ entry_cap: 2 }, ops)
+    const last = cut.states[ops.length]!
+    assert.deepStrictEqual(last.guard_state, { "maxInvocations(1, per: \"1m\")": { n: 1 } })
+    assertClean(recover("verify", forged(last, (d) => void d), segments(cut.entries)), last)
+    const forgedState = forged(last, (d) => {
+      d.guard_state = {}
+    })
+    const out = recover("verify", forgedState, segments(cut.entries))
+    assert.strictEqual(out.report.stopped?.reason, "checkpoint")
+    assert.include(out.report.stopped?.detail, "guard_state")
+    // A load takes the claim, as it takes evicted_head.
+    assert.deepStrictEqual(recover("load", forgedState, segments(cut.entries)).state.guard_state, {})
+    // One that is no state does not decode: rebuilt from the records (which reach back to 0).
+    const bad = recover(
+      "load",
+      forged(last, (d) => {
+        d.guard_state = [1]
+      }),
+      segments(cut.entries)
+    )
+    assert.include(bad.brokenCheckpoint ?? "", "guard_state")
   })
 
   it("a self-consistent checkpoint of another chain of the same length is refused in both modes", () => {

@@ -138,7 +138,7 @@ describe("the byte-budgeted window against the ring", () => {
     )
   })
 
-  it("property: through a checkpoint (version 3, or version 1 as the ring wrote it) a session continues identically", () => {
+  it("property: through a checkpoint (version 4, or version 1 as the ring wrote it) a session continues identically", () => {
     fc.assert(
       fc.property(
         caps,
@@ -154,11 +154,15 @@ describe("the byte-budgeted window against the ring", () => {
           })
           const v2 = Checkpoint.toJsonText(state)
           const v1 = JSON.stringify(Legacy.encodeV1(legacy))
-          // No bigger than the entries' document, but for the tree's compact range.
-          const treeText = `,"tree":${JSON.stringify(Checkpoint.encode(state).tree)}`.length
+          // No bigger than the entries' document, but for the tree's compact range and the guard state.
+          const treeText = `,"tree":${JSON.stringify(Checkpoint.encode(state).tree)}`.length +
+            `,"guard_state":${JSON.stringify(state.guard_state)}`.length
           assert.isAtMost(v2.length, v1.length + 16 + treeText)
           for (const text of [v2, v1]) {
             let back = JournalState.withWindowBytes(Result.getOrThrow(Checkpoint.decode(JSON.parse(text))), bytes)
+            // A version 1 document (written before guard states) shows only those among
+            // its retained entries (Checkpoint.test.ts): the rest of the state is compared.
+            if (text === v1) back = { ...back, guard_state: state.guard_state }
             let ref = legacy
             agree(back, ref, "decoded", false)
             // A version 1 document knows the tree only when its entries reach back to 0.

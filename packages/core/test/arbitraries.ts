@@ -108,6 +108,16 @@ export const op: fc.Arbitrary<Op> = fc.oneof(
   {
     arbitrary: fc.record({ op: fc.constant("append" as const), ts: timestamp, kind: otherKind, payload: json }),
     weight: 1
+  },
+  {
+    // A policy's state: the fold keeps the newest (Guard.STATE_KIND).
+    arbitrary: fc.record({
+      op: fc.constant("append" as const),
+      ts: timestamp,
+      kind: fc.constant("guard.state"),
+      payload: fc.dictionary(fc.string({ maxLength: 6 }), json, { maxKeys: 3 }) as fc.Arbitrary<Schema.Json>
+    }),
+    weight: 1
   }
 )
 

@@ -3,7 +3,7 @@
  * with small defaults, overridden where a test needs other values. Other packages
  * import this module as `@session-journal/core/test/fixtures`.
  */
-import type { Entry } from "../src/index.ts"
+import type { Entry, Guard } from "../src/index.ts"
 
 /**
  * The parameters of one call of `tool_name` (default "read_file"): server "srv",
@@ -25,6 +25,15 @@ export const toolParams = (tool_name = "read_file", extra: Partial<Entry.ToolPar
  */
 export const nthToolParams = (i: number, extra: Partial<Entry.ToolParams> = {}): Entry.ToolParams =>
   toolParams(`tool-${i % 3}`, { bytes_read: i, bytes_written: 1, ...extra })
+
+/**
+ * A guard that allows every call and counts the calls in its state (`{ n }`), giving
+ * a new state each time: each decision stores a `guard.state` entry.
+ */
+export const countingGuard: Guard.Guard = (_s, _p, c) => {
+  const n = typeof c?.state?.["n"] === "number" ? c.state["n"] : 0
+  return { _tag: "Allow", state: { n: n + 1 } }
+}
 
 /** The bytes of `parts`, one after another. */
 export const concatBytes = (...parts: ReadonlyArray<Uint8Array>): Uint8Array => {

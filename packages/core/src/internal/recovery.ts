@@ -8,6 +8,7 @@ import * as Checkpoint from "../Checkpoint.ts"
 import type * as Entry from "../Entry.ts"
 import * as JournalState from "../JournalState.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
+import { canonicalize } from "./jcs.ts"
 import * as Ring from "./Ring.ts"
 
 /**
@@ -228,7 +229,9 @@ export const firstDifference = (
     ["tool_counts", counts],
     ["current_streak_tool", (s) => String(s.current_streak_tool)],
     ["current_streak_len", (s) => String(s.current_streak_len)],
-    ["message_count", (s) => String(s.message_count)]
+    ["message_count", (s) => String(s.message_count)],
+    // A claim like the tree: what the replay of the guard.state entries gives.
+    ["guard_state", (s) => s.guard_state === null ? "null" : canonicalize(s.guard_state)]
   ]
   for (const [field, get] of fields) {
     const a = get(claimed)

@@ -14,12 +14,13 @@
 import * as HashMap from "effect/HashMap"
 import * as Chain from "../Chain.ts"
 import * as Entry from "../Entry.ts"
+import type { GuardState } from "../Guard.ts"
 import * as JournalState from "../JournalState.ts"
 import * as Merkle from "../Merkle.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
 import * as Sha256 from "../Sha256.ts"
 import * as Ring from "./Ring.ts"
-import { OUTCOME_KIND, outcomeBytes } from "./validate.ts"
+import { GUARD_STATE_KIND, guardStateProblem, OUTCOME_KIND, outcomeBytes } from "./validate.ts"
 import * as Window from "./Window.ts"
 
 // A non-negative sum of integers up to 2^53 − 1, exact at any size and saturating at
@@ -134,6 +135,7 @@ export class ReplayFold {
   private streakTool: string | null = null
   private streakLen = 0
   private messages = 0
+  private guardState: GuardState | null = null
   private built: JournalState.JournalState | null = null
   // The tree, grown in place; null when the state does not keep it.
   private tree: Merkle.Builder | null
@@ -178,6 +180,8 @@ export class ReplayFold {
         const flow = outcomeBytes(entry.payload)
         this.bytesRead.add(flow.read)
         this.bytesWritten.add(flow.written)
+      } else if (entry.kind === GUARD_STATE_KIND && guardStateProblem(entry.payload) === undefined) {
+        this.guardState = entry.payload as GuardState
       }
       return
     }
@@ -228,7 +232,8 @@ export class ReplayFold {
       current_streak_tool: this.streakTool,
       current_streak_len: sat(this.streakLen),
       message_count: sat(this.messages),
-      meta: this.meta
+      meta: this.meta,
+      guard_state: this.guardState
     }
     return this.built
   }

@@ -248,6 +248,60 @@ const outcomeProblem = (payload: unknown): string | undefined => {
 }
 
 /**
+ * The kind of the entry that holds a policy's state (`Guard.STATE_KIND`).
+ *
+ * @since 0.8.0
+ */
+export const GUARD_STATE_KIND = "guard.state"
+
+/**
+ * Longest JSON text of a policy's state (`Guard.MAX_STATE_BYTES`), 64 KiB.
+ *
+ * @since 0.8.0
+ */
+export const MAX_GUARD_STATE_BYTES = 64 * 1024
+
+/**
+ * Why `payload` is not a policy's state: not a plain object, not JSON, or its JSON
+ * text longer than `MAX_GUARD_STATE_BYTES` UTF-8 bytes. Total.
+ *
+ * @since 0.8.0
+ */
+export const guardStateProblem = (payload: unknown): string | undefined => {
+  if (typeof payload !== "object" || payload === null || Array.isArray(payload)) {
+    return `of kind ${GUARD_STATE_KIND} must be an object`
+  }
+  // Bounded before it is written out: a value of tree size over the bound has a
+  // longer text (every value and key costs at least one character).
+  if (check(payload, { maxDepth: MAX_PAYLOAD_DEPTH, maxSize: MAX_GUARD_STATE_BYTES }) !== undefined) {
+    return `of kind ${GUARD_STATE_KIND} must be JSON whose text is at most ${MAX_GUARD_STATE_BYTES} bytes`
+  }
+  let text: string
+  try {
+    text = JSON.stringify(payload)
+  } catch {
+    return `of kind ${GUARD_STATE_KIND} must be JSON`
+  }
+  return utf8Length(text) > MAX_GUARD_STATE_BYTES
+    ? `of kind ${GUARD_STATE_KIND} must be JSON whose text is at most ${MAX_GUARD_STATE_BYTES} bytes`
+    : undefined
+}
+
+/**
+ * The UTF-8 length of well-formed text (a surrogate pair is 4 bytes, 2 per unit).
+ *
+ * @since 0.8.0
+ */
+export const utf8Length = (s: string): number => {
+  let n = 0
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    n += c < 0x80 ? 1 : c < 0x800 ? 2 : c >= 0xd800 && c <= 0xdfff ? 2 : 3
+  }
+  return n
+}
+
+/**
  * Validates the kind and payload of a non-tool entry: the kind matches
  * `^[A-Za-z0-9_.:-]{1,64}$` and is not `tool`; the payload is JSON that RFC 8785 can
  * canonicalize (finite numbers, well-formed strings, plain objects, no cycles),
@@ -269,8 +323,8 @@ export const validatePayload = (
   if (payload === undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: "is required" }))
   const bad = payloadProblem(payload)
   if (bad !== undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: bad }))
-  if (kind === OUTCOME_KIND) {
-    const wrong = outcomeProblem(payload)
+  if (kind === OUTCOME_KIND || kind === GUARD_STATE_KIND) {
+    const wrong = kind === OUTCOME_KIND ? outcomeProblem(payload) : guardStateProblem(payload)
     if (wrong !== undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: wrong }))
   }
   if (typeof payload !== "object" || payload === null) return Result.succeed(payload as Schema.Json)

@@ -169,6 +169,31 @@ export const segmentMatch = (seg: Segment, text: string): boolean => {
   return t === ts.length
 }
 
+const NONE: PathMatch = { full: false, below: false }
+
+// `pathMatch` for globs of fewer than 30 segments: the set of states as the bits of
+// one number (bit p: glob position p reached), no array per segment.
+const pathMatchBits = (glob: ReadonlyArray<Segment>, path: ReadonlyArray<string>): PathMatch => {
+  const m = glob.length
+  const close = (s: number): number => {
+    for (let p = 0; p < m; p++) if ((s & (1 << p)) !== 0 && glob[p]!.k === "globstar") s |= 1 << (p + 1)
+    return s
+  }
+  let states = close(1)
+  for (const name of path) {
+    let next = 0
+    for (let p = 0; p < m; p++) {
+      if ((states & (1 << p)) === 0) continue
+      const g = glob[p]!
+      if (g.k === "globstar") next |= 1 << p
+      else if (segmentMatch(g, name)) next |= 1 << (p + 1)
+    }
+    if (next === 0) return NONE
+    states = close(next)
+  }
+  return { full: (states & (1 << m)) !== 0, below: (states & ((1 << m) - 1)) !== 0 }
+}
+
 /** How a path glob relates to a path: `full` when it matches it, `below` when it could match something under it. */
 export interface PathMatch {
   readonly full: boolean
@@ -182,6 +207,7 @@ export interface PathMatch {
  */
 export const pathMatch = (glob: ReadonlyArray<Segment>, path: ReadonlyArray<string>): PathMatch => {
   const m = glob.length
+  if (m < 30) return pathMatchBits(glob, path)
   let states = new Uint8Array(m + 1)
   const close = (s: Uint8Array) => {
     for (let p = 0; p < m; p++) if (s[p] === 1 && glob[p]!.k === "globstar") s[p + 1] = 1

@@ -11,6 +11,7 @@ import * as Entry from "../Entry.ts"
 import { InvalidRecordField } from "../Errors.ts"
 import * as Guard from "../Guard.ts"
 import * as JournalState from "../JournalState.ts"
+import type * as Pattern from "../Pattern.ts"
 import * as SessionMeta from "../SessionMeta.ts"
 import type * as Sessions from "./sessions.ts"
 
@@ -45,6 +46,19 @@ export type Beside = (
   verdict: Guard.Verdict,
   entry: Entry.ToolEntry
 ) => ReadonlyArray<{ readonly kind: string; readonly payload: unknown }>
+
+/**
+ * What a door knows of a decided call besides its parameters (docs/DESIGN.md §16):
+ * the call as the agent sent it, where relative paths are anchored, the tokens the
+ * agent used so far, and whether a person can be asked (default false: an `Ask`
+ * then denies). `decide` adds the time and the policy's state.
+ */
+export interface DecideOptions {
+  readonly call?: Pattern.Call | null | undefined
+  readonly where?: Partial<Pattern.Context> | undefined
+  readonly tokens?: bigint | null | undefined
+  readonly canAsk?: boolean | undefined
+}
 
 /**
  * What a plan of `writeFrom` stores: items, a metadata patch (stored with them in
@@ -162,7 +176,8 @@ export const make = ({ submit, submitNow }: Submit) => {
     id: string,
     params: Entry.ToolParams,
     guard: Guard.Guard,
-    beside?: Beside
+    beside?: Beside,
+    options?: DecideOptions
   ): Effect.Effect<Decision, Sessions.WriteError> =>
     Effect.suspend(() => {
       const checkedId = Entry.validateSessionId(id)
@@ -175,11 +190,23 @@ export const make = ({ submit, submitNow }: Submit) => {
       // records the decision, its guard and reason go on the chain in a decision
       // entry of core's own (`Guard.DECISION_KIND`): every decision is on the chain.
       return Effect.flatMap(
-        submitNow(id, (state, ts): Sessions.Built<Result.Result<Decision, InvalidRecordField>> => {
-          const verdict = guard(JournalState.snapshot(state), valid)
+        submitNow(id, (state, ts, nowMillis): Sessions.Built<Result.Result<Decision, InvalidRecordField>> => {
+          const canAsk = options?.canAsk === true
+          const tokens = options?.tokens ?? null
+          const decided = guard(JournalState.snapshot(state), valid, {
+            call: options?.call ?? null,
+            where: options?.where ?? {},
+            nowMillis,
+            tokens,
+            canAsk,
+            state: state.guard_state
+          })
+          const verdict = canAsk ? decided : Guard.unanswered(decided)
+          // An ask is recorded as allowed: the person may approve it, and the
+          // outcome that follows shows whether it ran (docs/DESIGN.md §16).
           const entry = JournalState.nextTool(state, ts, {
             ...valid,
-            allowed: Guard.isAllowed(verdict) && valid.allowed
+            allowed: verdict._tag !== "Deny" && valid.allowed
           })
           let s = JournalState.fold(state, entry)
           const more: Array<Entry.OtherEntry> = []
@@ -195,10 +222,21 @@ export const make = ({ submit, submitNow }: Submit) => {
             s = JournalState.fold(s, other)
           }
           const own = recorded === undefined
-            ? [JournalState.nextOther(s, ts, Guard.DECISION_KIND, Guard.decisionPayload(verdict, entry.sequence))]
+            ? [
+              JournalState.nextOther(s, ts, Guard.DECISION_KIND, Guard.decisionPayload(verdict, entry.sequence, tokens))
+            ]
             : []
+          // The policy's next state, when the guard gives one (a guard gives it only
+          // when it changed): a guard without state writes what it wrote before.
+          const kept: Array<Entry.OtherEntry> = []
+          if (verdict.state !== undefined && verdict.state !== state.guard_state) {
+            const payload = Entry.validatePayload(Guard.STATE_KIND, verdict.state)
+            if (Result.isFailure(payload)) return { entries: [], meta: null, result: Result.fail(payload.failure) }
+            for (const o of own) s = JournalState.fold(s, o)
+            kept.push(JournalState.nextOther(s, ts, Guard.STATE_KIND, payload.success))
+          }
           return {
-            entries: [entry, ...more, ...own],
+            entries: [entry, ...more, ...own, ...kept],
             meta: null,
             result: Result.succeed({ verdict, entry, beside: more.slice(), record: recorded ?? own[0]! })
           }
