@@ -38,6 +38,7 @@ import * as Verify from "../commands/Verify.ts"
 import { InvalidInput, NotAvailable } from "../Failure.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
+import * as Conversation from "./Conversation.ts"
 import * as HostCheck from "./HostCheck.ts"
 import * as Html from "./Html.ts"
 import * as Report from "./Report.ts"
@@ -408,6 +409,7 @@ export const entryEvent = (entry: Entry.Entry): string =>
   sseEvent("entry", String(entry.sequence), {
     sequence: entry.sequence,
     kind: entry.kind,
+    message: entry.kind === "message" || (Conversation.ofEntry(entry)?.role ?? "note") !== "note",
     denied: Entry.isTool(entry) && !entry.allowed,
     html: Timeline.row(entry)
   })

@@ -33,7 +33,7 @@ export const VIEWER_SCRIPT = `"use strict";
     // The row is HTML the server rendered with every value escaped.
     body.insertAdjacentHTML("beforeend", data.html);
     bump("count-entries", 1);
-    if (data.kind === "message") bump("count-messages", 1);
+    if (data.message) bump("count-messages", 1);
     else if (data.kind === "tool") bump("count-tools", 1);
     else bump("count-others", 1);
     if (data.denied) {
