@@ -7,77 +7,14 @@
  * loses spans, says so and ends with exit 7 within its timeout.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Hook } from "@session-journal/claude-code"
-import { type Entry, Guard, SessionJournal } from "@session-journal/core"
-import { NodePersistence } from "@session-journal/node"
-import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import * as Result from "effect/Result"
-import * as Stream from "effect/Stream"
-import { TestClock } from "effect/testing"
+import type { Entry } from "@session-journal/core"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll } from "vitest"
 import * as Spans from "../src/otel/Spans.ts"
+import { SID, sub, T0, writeHooked } from "./hookedSession.ts"
 import { listen, load, type Receiver, type Span } from "./otlpReceiver.ts"
 import { cleanup, run, tempDir } from "./Run.ts"
-
-const SID = "5f0e1c2a-7b3d-4e8f-9a10-b2c3d4e5f601"
-const T0 = 1_764_400_000 // seconds
-const W = "/tmp/otel/work"
-
-const base = (name: string, extra: Record<string, unknown> = {}) => ({
-  session_id: SID,
-  transcript_path: `/home/u/.claude/projects/-tmp-otel-work/${SID}.jsonl`,
-  cwd: W,
-  hook_event_name: name,
-  ...extra
-})
-const sub = { agent_id: "a1b14090cc7d1bd2d", agent_type: "general-purpose" }
-const pre = (tool: string, input: Record<string, unknown>, id: string, extra: Record<string, unknown> = {}) =>
-  base("PreToolUse", { tool_name: tool, tool_input: input, tool_use_id: id, ...extra })
-const post = (tool: string, id: string, extra: Record<string, unknown> = {}) =>
-  base("PostToolUse", { tool_name: tool, tool_input: {}, tool_use_id: id, tool_response: { ok: true }, ...extra })
-
-// [second after T0, hook input]
-const EVENTS: ReadonlyArray<readonly [number, Record<string, unknown>]> = [
-  [0, base("SessionStart", { source: "startup" })],
-  [1, pre("Bash", { command: "npm test" }, "toolu_bash")],
-  [3, post("Bash", "toolu_bash", { duration_ms: 1500 })],
-  [4, pre("Agent", { description: "review", prompt: "review the diff" }, "toolu_agent")],
-  [5, base("SubagentStart", sub)],
-  [6, pre("Read", { file_path: "/tmp/otel/work/a.ts" }, "toolu_read", sub)],
-  [7, post("Read", "toolu_read", sub)],
-  [8, base("SubagentStop", { ...sub, stop_hook_active: false })],
-  [9, post("Agent", "toolu_agent")],
-  [10, pre("Write", { file_path: "/etc/passwd", content: "x" }, "toolu_write")],
-  [11, base("SessionEnd", { reason: "exit" })]
-]
-
-const encoder = new TextEncoder()
-const decodeHook = (value: unknown): Hook.HookEvent => {
-  const r = Hook.decode(encoder.encode(JSON.stringify(value)))
-  if (Result.isFailure(r)) throw new Error(r.failure.message)
-  return r.success
-}
-
-const journalLayer = (dir: string) => SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: dir })))
-
-// Records the session through the hooks' own decision path, at known times.
-const writeHooked = (dir: string) =>
-  Effect.runPromise(
-    Effect.gen(function*() {
-      let session = ""
-      for (const [at, input] of EVENTS) {
-        yield* TestClock.setTime((T0 + at) * 1000)
-        const answer = yield* Hook.handle(decodeHook(input), { policy: Guard.denyList(["Write"]), policyName: "test" })
-        session = answer.session
-      }
-      const journal = yield* SessionJournal.SessionJournal
-      const entries = yield* Stream.runCollect(journal.entries(session))
-      return { session, entries }
-    }).pipe(Effect.provide(Layer.merge(journalLayer(dir), TestClock.layer())))
-  )
 
 const otlp = load()
 const G = otlp.semconv

@@ -2,7 +2,8 @@
  * The timeline of a session as HTML rows: messages as conversation turns (role
  * and text, collapsed when long), tool calls with their fields and a clear
  * allowed / DENIED mark, decision entries (`Denials`) with their verdict, the
- * guard that denied and its reason, linked to the call they decided, entries of
+ * guard that denied and its reason, linked to the call they decided (in a page,
+ * a call's tool entry, decision and outcome are one row: `Calls`), entries of
  * other kinds as their JSON; transcript lines (custody's and the Agent SDK
  * store's `claude-code.line` entries) as turns of the conversation
  * (`Conversation`), at the time the transcript states. Rows are grouped
@@ -12,6 +13,7 @@
  * @since 0.3.0
  */
 import { Entry } from "@session-journal/core"
+import * as Calls from "./Calls.ts"
 import * as Conversation from "./Conversation.ts"
 import * as Denials from "./Denials.ts"
 import * as Html from "./Html.ts"
@@ -219,9 +221,14 @@ export const pages = function*(
     yield `<details class="page"${open ? " open" : ""}><summary>entries ${first}–${last}` +
       `${denied > 0 ? ` <span class="badge bad">${denied} denied</span>` : ""}</summary><div>` +
       TABLE_START
-    // Row by row: joining a page first costs more than the rows themselves.
-    for (const entry of slice) yield row(entry) + "\n"
-    yield TABLE_END + `</div></details>\n`
+    // Row by row: joining a page first costs more than the rows themselves. A
+    // call's entries (tool entry, decision, outcome) are one row (`Calls`).
+    const calls = Calls.grouper(row)
+    for (const entry of slice) {
+      const html = calls.add(entry)
+      if (html !== "") yield html
+    }
+    yield calls.end() + TABLE_END + `</div></details>\n`
   }
   if (entries.length === 0) yield `<p class="muted" id="no-entries">no entries yet</p>`
   // Live rows continue the last page's columns, without a header of their own.

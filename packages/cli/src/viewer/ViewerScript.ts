@@ -28,6 +28,15 @@ export const VIEWER_SCRIPT = `"use strict";
   source.addEventListener("entry", (event) => {
     const data = JSON.parse(event.data);
     if (document.getElementById("e" + data.sequence) !== null) return;
+    // A call's decision or outcome: its row, sent again whole, replaces the one shown.
+    const shown = data.replace === null || data.replace === undefined ? null : document.getElementById("e" + data.replace);
+    if (shown !== null && shown.tagName === "TR") {
+      shown.outerHTML = data.html;
+      bump("count-entries", 1);
+      if (data.kind !== "tool") bump("count-others", 1);
+      status.dataset.last = String(data.sequence);
+      return;
+    }
     const none = document.getElementById("no-entries");
     if (none !== null) none.remove();
     // The row is HTML the server rendered with every value escaped.

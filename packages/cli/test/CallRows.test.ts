@@ -1,0 +1,91 @@
+/**
+ * A call is one row, in Chromium: the report of a hooked Claude Code session
+ * (recorded through `Hook.handle`, `hookedSession.ts`) shows each call as one
+ * row with the tool, what it did, the verdict with guard and reason, how long it
+ * took and its bytes; the raw entries open on demand; every entry's `#eN` still
+ * leads to the row that holds it.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Entry } from "@session-journal/core"
+import * as path from "node:path"
+import { pathToFileURL } from "node:url"
+import { afterAll, beforeAll } from "vitest"
+import { hasChromium, launch, type Launched } from "./Browser.ts"
+import { writeHooked } from "./hookedSession.ts"
+import { cleanup, run, tempDir } from "./Run.ts"
+
+const SCREENSHOTS = process.env["SESSION_JOURNAL_SCREENSHOTS"]
+
+describe.skipIf(!hasChromium())("call rows in Chromium", () => {
+  let chrome: Launched | undefined
+  let dir = ""
+  let session = ""
+  let entries: ReadonlyArray<Entry.Entry> = []
+  beforeAll(async () => {
+    dir = tempDir()
+    ;({ session, entries } = await writeHooked(dir))
+    chrome = await launch()
+  })
+  afterAll(async () => {
+    await chrome?.close()
+    cleanup()
+  })
+
+  it("report: one row per call, saying what it did, its verdict, time and bytes; entries on demand; every #eN found", async () => {
+    const file = path.join(dir, "report.html")
+    const r = await run(["--dir", dir, "report", session, "--out", file])
+    assert.strictEqual(r.code, 0, r.stderr)
+    const page = await chrome!.context.newPage()
+    await page.goto(pathToFileURL(file).href)
+    if (SCREENSHOTS !== undefined) {
+      await page.locator("h2", { hasText: "Timeline" }).scrollIntoViewIfNeeded()
+      await page.screenshot({ path: path.join(SCREENSHOTS, "call-rows.png") })
+    }
+
+    const calls = page.locator("tr.call")
+    assert.deepStrictEqual(await calls.evaluateAll((rows) => rows.map((r) => r.getAttribute("data-tool"))), [
+      "Bash",
+      "Agent",
+      "Read",
+      "Write"
+    ])
+    const bash = page.locator(`tr.call[data-tool="Bash"]`)
+    const text = await bash.innerText()
+    assert.include(text, "npm test")
+    assert.include(text, "allowed")
+    assert.include(text, "took 1.5 s")
+    const agent = await page.locator(`tr.call[data-tool="Agent"]`).innerText()
+    assert.include(agent, "review")
+    assert.include(agent, "took 5.0 s")
+    const read = page.locator(`tr.call[data-tool="Read"]`)
+    assert.strictEqual(await read.getAttribute("data-agent"), "a1b14090cc7d1bd2d")
+    assert.include(await read.innerText(), "/tmp/otel/work/a.ts")
+    const write = page.locator(`tr.call[data-tool="Write"]`)
+    assert.strictEqual(await write.getAttribute("data-verdict"), "deny")
+    const denied = await write.innerText()
+    assert.include(denied, "DENIED")
+    assert.include(denied, "/etc/passwd")
+    assert.match(denied, /by\s+\S+/)
+
+    // The raw entries, closed until asked for.
+    const raw = bash.locator("details.raw")
+    assert.isFalse(await raw.locator("pre").first().isVisible())
+    await raw.locator("summary").click()
+    assert.include(await raw.locator("pre").nth(1).innerText(), "tool_input")
+
+    // Every entry's anchor is on the page once, and a call's decision and outcome lead to its row.
+    for (const e of entries) {
+      assert.strictEqual(await page.locator(`#e${e.sequence}`).count(), 1, `#e${e.sequence}`)
+    }
+    const bashSeq = Number(await bash.getAttribute("data-seq"))
+    const ofBash = entries.filter((e) =>
+      !Entry.isTool(e) && (e.payload as { tool_use_id?: string } | null)?.tool_use_id === "toolu_bash"
+    )
+    assert.strictEqual(ofBash.length, 2, "the decision and the outcome")
+    for (const e of ofBash) {
+      const row = await page.locator(`#e${e.sequence}`).evaluate((el) => el.closest("tr")?.id)
+      assert.strictEqual(row, `e${bashSeq}`)
+    }
+    await page.close()
+  })
+})
