@@ -7,12 +7,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Entry } from "@session-journal/core"
+import type { ChildProcess } from "node:child_process"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { afterAll, beforeAll } from "vitest"
 import { hasChromium, launch, type Launched } from "./Browser.ts"
-import { writeHooked } from "./hookedSession.ts"
-import { cleanup, run, tempDir } from "./Run.ts"
+import { post, pre, writeHooked } from "./hookedSession.ts"
+import { cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const SCREENSHOTS = process.env["SESSION_JOURNAL_SCREENSHOTS"]
 
@@ -26,8 +27,13 @@ describe.skipIf(!hasChromium())("call rows in Chromium", () => {
     ;({ session, entries } = await writeHooked(dir))
     chrome = await launch()
   })
+  let server: ChildProcess | undefined
   afterAll(async () => {
     await chrome?.close()
+    if (server !== undefined && server.exitCode === null) {
+      server.kill("SIGTERM")
+      await exited(server)
+    }
     cleanup()
   })
 
@@ -86,6 +92,33 @@ describe.skipIf(!hasChromium())("call rows in Chromium", () => {
       const row = await page.locator(`#e${e.sequence}`).evaluate((el) => el.closest("tr")?.id)
       assert.strictEqual(row, `e${bashSeq}`)
     }
+    await page.close()
+  })
+
+  it("serve: a call written while the page is open is one row, replaced as its decision and outcome arrive", async () => {
+    server = start(["--dir", dir, "serve", "--port", "0"])
+    const line = await waitForLine(server, (l) => l.startsWith("serving "))
+    const base = line.slice(line.indexOf("http://"))
+    const page = await chrome!.context.newPage()
+    await page.goto(`${base}/sessions/${session}`)
+    await page.locator("#live-status", { hasText: /^live: following/ }).waitFor({ timeout: 10_000 })
+    const before = Number(await page.locator("#count-entries").innerText())
+
+    // The tool entry and its decision come in one append; the outcome later.
+    const called = await writeHooked(dir, [[20, pre("Grep", { pattern: "TODO", path: "src" }, "toolu_live")]])
+    const toolSeq = called.entries.length - 2
+    const row = page.locator(`#live tr#e${toolSeq}`)
+    await row.locator("code.what", { hasText: "TODO in src" }).waitFor({ timeout: 10_000 })
+    const done = await writeHooked(dir, [[21, post("Grep", "toolu_live", { duration_ms: 250 })]])
+    const outcomeSeq = done.entries.length - 1
+    await row.locator(".took", { hasText: "250 ms" }).waitFor({ timeout: 10_000 })
+    assert.strictEqual(await page.locator(`#live tr.call`).count(), 1, "one row for the call")
+    assert.strictEqual(
+      await page.locator(`#e${outcomeSeq}`).evaluate((el) => el.closest("tr")?.id),
+      `e${toolSeq}`,
+      "the outcome's anchor is in the call's row"
+    )
+    assert.strictEqual(Number(await page.locator("#count-entries").innerText()), before + 3)
     await page.close()
   })
 })

@@ -29,9 +29,11 @@ const base = (name: string, extra: Record<string, unknown> = {}) => ({
 })
 /** The sub-agent. */
 export const sub = { agent_id: "a1b14090cc7d1bd2d", agent_type: "general-purpose" }
-const pre = (tool: string, input: Record<string, unknown>, id: string, extra: Record<string, unknown> = {}) =>
+/** A PreToolUse input. */
+export const pre = (tool: string, input: Record<string, unknown>, id: string, extra: Record<string, unknown> = {}) =>
   base("PreToolUse", { tool_name: tool, tool_input: input, tool_use_id: id, ...extra })
-const post = (tool: string, id: string, extra: Record<string, unknown> = {}) =>
+/** A PostToolUse input. */
+export const post = (tool: string, id: string, extra: Record<string, unknown> = {}) =>
   base("PostToolUse", { tool_name: tool, tool_input: {}, tool_use_id: id, tool_response: { ok: true }, ...extra })
 
 /** The events: [second after T0, hook input]. */
@@ -58,12 +60,18 @@ const decodeHook = (value: unknown): Hook.HookEvent => {
 
 const journalLayer = (dir: string) => SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: dir })))
 
-/** Records the session in the journal at `dir`; its id and entries. */
-export const writeHooked = (dir: string): Promise<{ session: string; entries: ReadonlyArray<Entry.Entry> }> =>
+/**
+ * Records hook events in the journal at `dir` (the session's `EVENTS` unless
+ * given); the session's id and all its entries.
+ */
+export const writeHooked = (
+  dir: string,
+  events: ReadonlyArray<readonly [number, Record<string, unknown>]> = EVENTS
+): Promise<{ session: string; entries: ReadonlyArray<Entry.Entry> }> =>
   Effect.runPromise(
     Effect.gen(function*() {
       let session = ""
-      for (const [at, input] of EVENTS) {
+      for (const [at, input] of events) {
         yield* TestClock.setTime((T0 + at) * 1000)
         const answer = yield* Hook.handle(decodeHook(input), { policy: Guard.denyList(["Write"]), policyName: "test" })
         session = answer.session
