@@ -12,7 +12,7 @@ import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { afterAll, beforeAll } from "vitest"
 import { hasChromium, launch, type Launched } from "./Browser.ts"
-import { post, pre, writeHooked } from "./hookedSession.ts"
+import { post, pre, sub, writeHooked } from "./hookedSession.ts"
 import { cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const SCREENSHOTS = process.env["SESSION_JOURNAL_SCREENSHOTS"]
@@ -28,6 +28,7 @@ describe.skipIf(!hasChromium())("call rows in Chromium", () => {
     chrome = await launch()
   })
   let server: ChildProcess | undefined
+  let base = ""
   afterAll(async () => {
     await chrome?.close()
     if (server !== undefined && server.exitCode === null) {
@@ -98,7 +99,7 @@ describe.skipIf(!hasChromium())("call rows in Chromium", () => {
   it("serve: a call written while the page is open is one row, replaced as its decision and outcome arrive", async () => {
     server = start(["--dir", dir, "serve", "--port", "0"])
     const line = await waitForLine(server, (l) => l.startsWith("serving "))
-    const base = line.slice(line.indexOf("http://"))
+    base = line.slice(line.indexOf("http://"))
     const page = await chrome!.context.newPage()
     await page.goto(`${base}/sessions/${session}`)
     await page.locator("#live-status", { hasText: /^live: following/ }).waitFor({ timeout: 10_000 })
@@ -119,6 +120,44 @@ describe.skipIf(!hasChromium())("call rows in Chromium", () => {
       "the outcome's anchor is in the call's row"
     )
     assert.strictEqual(Number(await page.locator("#count-entries").innerText()), before + 3)
+    await page.close()
+  })
+
+  it("serve: filters by tool, agent and verdict and a text search show only the matching rows, live rows included", async () => {
+    const page = await chrome!.context.newPage()
+    await page.goto(`${base}/sessions/${session}`)
+    await page.locator("#live-status", { hasText: /^live: following/ }).waitFor({ timeout: 10_000 })
+    const visible = () =>
+      page.locator("tr[data-seq]:visible").evaluateAll((rows) =>
+        rows.map((r) => r.getAttribute("data-tool") ?? r.getAttribute("data-kind"))
+      )
+    const all = (await visible()).length
+    assert.deepStrictEqual(
+      await page.locator("#filter-tool option").evaluateAll((os) => os.map((o) => o.getAttribute("value"))),
+      ["", "Agent", "Bash", "Grep", "Read", "Write"]
+    )
+    await page.selectOption("#filter-tool", "Bash")
+    assert.deepStrictEqual(await visible(), ["Bash"])
+    assert.strictEqual(await page.locator("#filter-shown").innerText(), `1 of ${all} rows shown`)
+    await page.selectOption("#filter-tool", "")
+    await page.selectOption("#filter-verdict", "deny")
+    assert.deepStrictEqual(await visible(), ["Write"])
+    await page.selectOption("#filter-verdict", "")
+    await page.selectOption("#filter-agent", sub.agent_id)
+    assert.deepStrictEqual(await visible(), ["Read"])
+    await page.selectOption("#filter-agent", "")
+    await page.fill("#filter-text", "PASSWD")
+    assert.deepStrictEqual(await visible(), ["Write"])
+    await page.fill("#filter-text", "")
+    assert.strictEqual((await visible()).length, all)
+
+    // A live row is filtered as it comes.
+    await page.selectOption("#filter-tool", "Grep")
+    await writeHooked(dir, [[30, pre("Glob", { pattern: "**/*.ts" }, "toolu_glob")]])
+    await page.locator("#filter-tool option[value=Glob]").waitFor({ state: "attached", timeout: 10_000 })
+    assert.deepStrictEqual(await visible(), ["Grep"], "the new Glob row is hidden while Grep is chosen")
+    await page.selectOption("#filter-tool", "Glob")
+    assert.deepStrictEqual(await visible(), ["Glob"])
     await page.close()
   })
 })

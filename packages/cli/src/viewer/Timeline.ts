@@ -129,7 +129,9 @@ const turnRow = (entry: Entry.Entry, turn: Conversation.Turn, attrs: string): st
     }</details>`
   const body = `<div>${who}${agent}</div>` + turn.parts.map(partHtml).join("") + raw
   const cls = `msg turn role-${turn.role}${turn.agentId === null ? "" : " sub"}`
-  return `<tr ${attrs} class="${cls}">${cells(entry, "transcript", body, time)}</tr>`
+  return `<tr ${attrs} data-agent="${Html.escape(turn.agentId ?? "main")}" class="${cls}">${
+    cells(entry, "transcript", body, time)
+  }</tr>`
 }
 
 /**
