@@ -16,6 +16,7 @@ import { claudeCodeHookInstalled } from "./scenarios/claudeCodeHookInstalled.ts"
 import { claudeCodeSessionEvents } from "./scenarios/claudeCodeSession.ts"
 import { fsManySessions, fsRecord } from "./scenarios/fs.ts"
 import { cliVerify, fsHistory } from "./scenarios/history.ts"
+import { mcpProxyCall } from "./scenarios/mcp.ts"
 import { memoryRecord } from "./scenarios/memory.ts"
 import { memoryOpenSessions } from "./scenarios/openSessions.ts"
 import { pgRecord } from "./scenarios/pg.ts"
@@ -47,7 +48,8 @@ const scenarios: ReadonlyArray<Scenario> = [
   claudeCodeHook,
   claudeCodeHookInstalled,
   pgRecord,
-  fsSessionsTouched
+  fsSessionsTouched,
+  mcpProxyCall
 ]
 
 const args = process.argv.slice(2)

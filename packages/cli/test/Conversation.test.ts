@@ -11,7 +11,7 @@ import { Entry } from "@session-journal/core"
 import * as fc from "fast-check"
 import * as CallLine from "../src/viewer/CallLine.ts"
 import * as Conversation from "../src/viewer/Conversation.ts"
-import * as Report from "../src/viewer/Report.ts"
+import * as ReportModel from "../src/viewer/ReportModel.ts"
 import * as Timeline from "../src/viewer/Timeline.ts"
 
 const SEED = Number(process.env["FC_SEED"] ?? Date.now() % 2 ** 31)
@@ -145,7 +145,7 @@ describe("the timeline's turns", () => {
   })
 
   it("counts the user's and the assistant's lines as messages, over the times the transcript states", () => {
-    const s = Report.summarize(entries)
+    const s = ReportModel.summarize(entries)
     assert.strictEqual(s.messages, 4)
     assert.strictEqual(s.others, 1)
     assert.strictEqual(s.firstSecs, 1764400000)

@@ -29,9 +29,9 @@ import { OtlpExporter, OtlpSerialization, OtlpTracer } from "effect/observabilit
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import type * as Tracer from "effect/Tracer"
-import * as Verify from "../commands/Verify.ts"
 import type * as Storage from "../Storage.ts"
-import * as Report from "../viewer/Report.ts"
+import * as Verify from "../Verify.ts"
+import * as ReportModel from "../viewer/ReportModel.ts"
 import * as Spans from "./Spans.ts"
 
 /**
@@ -207,7 +207,7 @@ export const run = Effect.fn("OtlpExport.run")(function*(ids: ReadonlyArray<stri
     })
     for (const id of ids) {
       const report = yield* Verify.session(id, options.storage)
-      const from = Report.unverifiedFrom(report)
+      const from = ReportModel.unverifiedFrom(report)
       const state = yield* journal.state(id).pipe(Effect.option)
       const meta = Option.isSome(state) ? state.value.meta : null
       const fold = Spans.fold(id, meta)

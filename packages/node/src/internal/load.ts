@@ -9,7 +9,8 @@ import {
   JournalState,
   type Persistence,
   Recovery,
-  type StorageError
+  type StorageError,
+  Utf8
 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
@@ -99,8 +100,6 @@ export interface LoadResult {
   readonly storedNext: number
 }
 
-const decoder = new TextDecoder("utf-8", { fatal: true })
-
 /** Reads a whole file of the session directory, checked and bounded. */
 export const readWhole = (ctx: FileOps.Context, file: string): Effect.Effect<Uint8Array, StorageError> =>
   FileOps.withHandle(FileOps.openRead(ctx, file), (fh) => FileOps.readBounded(ctx, fh, file))
@@ -114,7 +113,7 @@ export const readCheckpoint = (
   return Effect.map(readWhole(ctx, file), (raw) => {
     try {
       return {
-        input: { _tag: "Document", document: JSON.parse(decoder.decode(raw)), location: file },
+        input: { _tag: "Document", document: JSON.parse(Utf8.decodeStrict(raw)), location: file },
         size: raw.length
       }
     } catch {

@@ -1,0 +1,289 @@
+/**
+ * `session-journal mcp proxy` driven by the MCP TypeScript SDK's own client
+ * (`StdioClientTransport` starts the built bin), in front of the reference
+ * servers `server-everything` (stdio and Streamable HTTP) and `server-filesystem`, and the SDK-built test
+ * server: tools listed, calls allowed and denied by a policy file, an unreadable
+ * policy denying everything, a client that goes away leaving no server behind,
+ * and the connection in `list` and `stats`.
+ */
+import {
+  everything,
+  filesystem,
+  findCache,
+  FIXTURE_SERVER,
+  fixtureEnv,
+  loadSdk,
+  type SdkClient
+} from "@session-journal/mcp/test/mcpCache"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as path from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { defaultName } from "../src/commands/Mcp.ts"
+import { baseEnv, BIN, cleanup, exited, run, start, tempDir } from "./Run.ts"
+
+const cache = findCache()
+
+afterAll(cleanup)
+
+const connect = async (
+  args: ReadonlyArray<string>,
+  env: Record<string, string> = {}
+): Promise<{ readonly client: SdkClient; readonly pid: () => number | null }> => {
+  const sdk = await loadSdk(cache!)
+  const transport = new sdk.StdioClientTransport({
+    command: process.execPath,
+    args: [BIN, ...args],
+    env: { ...(baseEnv() as Record<string, string>), ...fixtureEnv(cache!), ...env },
+    stderr: "pipe"
+  })
+  const client = new sdk.Client({ name: "sdk-test-client", version: "1.2.3" })
+  await client.connect(transport)
+  return { client, pid: () => transport.pid }
+}
+
+// `mcp proxy` under a policy denying `denied`, journaling into `dir`, then `server` (after -- or --url).
+const proxyArgs = (dir: string, name: string, denied: string, server: ReadonlyArray<string>): Array<string> => {
+  const policy = path.join(dir, "policy.json")
+  fs.writeFileSync(policy, JSON.stringify({ denyList: [denied] }))
+  return ["--dir", dir, "mcp", "proxy", "--policy", policy, "--name", name, ...server]
+}
+
+const textOf = (result: { readonly content: ReadonlyArray<{ readonly text?: string }> }) =>
+  result.content.map((c) => c.text ?? "").join("")
+
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+// Waits for an event (a process gone), not for a time: the test's own timeout bounds it.
+const until = async (done: () => boolean): Promise<void> => {
+  while (!done()) await new Promise((r) => setTimeout(r, 20))
+}
+
+const listJson = async (dir: string) => {
+  const listed = await run(["--dir", dir, "--json", "list"])
+  expect(listed.code, listed.stderr).toBe(0)
+  return JSON.parse(listed.stdout) as { readonly sessions: ReadonlyArray<{ readonly id: string }> }
+}
+
+describe("mcp proxy's default name", () => {
+  it("is the server's package or command name, or the URL's host", () => {
+    expect(defaultName(["npx", "-y", "@modelcontextprotocol/server-github"], undefined)).toBe("github")
+    expect(defaultName(["npx", "-y", "@acme/mcp-server-tickets@1.2.3"], undefined)).toBe("tickets")
+    expect(defaultName(["/usr/local/bin/mcp-server-git", "--repo", "."], undefined)).toBe("git")
+    expect(defaultName(["node", "dist/index.js"], undefined)).toBe("index")
+    expect(defaultName([], "https://mcp.example.com/mcp")).toBe("mcp.example.com")
+  })
+})
+
+describe.skipIf(cache === null)("mcp proxy with the SDK's client", () => {
+  it("lists and calls server-everything's tools; the policy denies one, named with its guard", async () => {
+    const dir = tempDir()
+    const { client } = await connect(
+      proxyArgs(dir, "everything", "mcp__everything__get-sum", ["--", process.execPath, everything(cache!), "stdio"])
+    )
+    const tools = (await client.listTools()).tools.map((t) => t.name)
+    expect(tools).toContain("echo")
+    expect(tools).toContain("get-sum")
+    const echoed = await client.callTool({ name: "echo", arguments: { message: "through the gateway" } })
+    expect(textOf(echoed)).toContain("through the gateway")
+    expect(echoed.isError ?? false).toBe(false)
+    // Progress notifications come back through the gateway to the caller.
+    let progress = 0
+    await client.callTool(
+      { name: "trigger-long-running-operation", arguments: { duration: 0.2, steps: 2 } },
+      undefined,
+      {
+        onprogress: () => progress++
+      }
+    )
+    expect(progress).toBe(2)
+    const denied = await client.callTool({ name: "get-sum", arguments: { a: 1, b: 2 } })
+    expect(denied.isError).toBe(true)
+    expect(textOf(denied)).toContain("mcp__everything__get-sum")
+    expect(textOf(denied)).toContain("denyList")
+    await client.close()
+
+    const { sessions } = await listJson(dir)
+    expect(sessions).toHaveLength(1)
+    const id = sessions[0]!.id
+    expect(id).toMatch(/^mcp-[0-9a-f]{32}$/)
+    const stats = await run(["--dir", dir, "--json", "stats", id])
+    expect(stats.code, stats.stderr).toBe(0)
+    expect(stats.stdout).toContain("mcp__everything__echo")
+    expect(stats.stdout).toContain("mcp__everything__get-sum")
+    const exported = await run(["--dir", dir, "export", id])
+    expect(exported.stdout).toContain("\"client_info\":{\"name\":\"sdk-test-client\",\"version\":\"1.2.3\"}")
+    const verified = await run(["--dir", dir, "verify", id])
+    expect(verified.code, verified.stdout + verified.stderr).toBe(0)
+  })
+
+  it("server-filesystem: a read is allowed, a denied write_file never writes the file", async () => {
+    const dir = tempDir()
+    const files = path.join(dir, "files")
+    fs.mkdirSync(files)
+    fs.writeFileSync(path.join(files, "notes.txt"), "kept as it is")
+    const { client } = await connect(
+      proxyArgs(dir, "fs", "mcp__fs__write_file", ["--", process.execPath, filesystem(cache!), files])
+    )
+    const read = await client.callTool({ name: "read_text_file", arguments: { path: path.join(files, "notes.txt") } })
+    expect(textOf(read)).toContain("kept as it is")
+    const write = await client.callTool({
+      name: "write_file",
+      arguments: { path: path.join(files, "notes.txt"), content: "overwritten" }
+    })
+    expect(write.isError).toBe(true)
+    expect(textOf(write)).toContain("session-journal denied mcp__fs__write_file")
+    await client.close()
+    expect(fs.readFileSync(path.join(files, "notes.txt"), "utf8")).toBe("kept as it is")
+    const { sessions } = await listJson(dir)
+    const stats = await run(["--dir", dir, "--json", "stats", sessions[0]!.id])
+    expect(stats.stdout).toContain("mcp__fs__read_text_file")
+  })
+
+  it("a policy file that cannot be read denies every call with the reason; tools are still listed", async () => {
+    const dir = tempDir()
+    const { client } = await connect([
+      "--dir",
+      dir,
+      "mcp",
+      "proxy",
+      "--policy",
+      path.join(dir, "missing.json"),
+      "--",
+      process.execPath,
+      // A flag of the server's command after --: the server's, not ours.
+      "--no-warnings",
+      FIXTURE_SERVER
+    ])
+    expect((await client.listTools()).tools.map((t) => t.name)).toContain("echo")
+    const denied = await client.callTool({ name: "echo", arguments: { text: "x" } })
+    expect(denied.isError).toBe(true)
+    expect(textOf(denied)).toContain("the policy cannot be read")
+    await client.close()
+  })
+
+  it("an edited policy decides the next call; a policy removed denies every call", async () => {
+    const dir = tempDir()
+    const policy = path.join(dir, "policy.json")
+    fs.writeFileSync(policy, JSON.stringify({ denyList: ["mcp__test__write"] }))
+    const { client } = await connect([
+      "--dir",
+      dir,
+      "mcp",
+      "proxy",
+      "--policy",
+      policy,
+      "--name",
+      "test",
+      "--",
+      process.execPath,
+      FIXTURE_SERVER
+    ])
+    expect(textOf(await client.callTool({ name: "echo", arguments: { text: "one" } }))).toBe("one")
+    fs.writeFileSync(policy, JSON.stringify({ denyList: ["mcp__test__echo", "mcp__test__write"] }))
+    const denied = await client.callTool({ name: "echo", arguments: { text: "two" } })
+    expect(denied.isError).toBe(true)
+    expect(textOf(denied)).toContain("denyList")
+    fs.rmSync(policy)
+    const gone = await client.callTool({ name: "echo", arguments: { text: "three" } })
+    expect(gone.isError).toBe(true)
+    expect(textOf(gone)).toContain("the policy cannot be read")
+    await client.close()
+  })
+
+  it("a journal directory that cannot be used stops the gateway before the server starts (exit 3)", async () => {
+    const dir = tempDir()
+    const notADir = path.join(dir, "journal")
+    fs.writeFileSync(notADir, "a file")
+    const pidFile = path.join(dir, "server.pid")
+    const ran = await run(["--dir", notADir, "mcp", "proxy", "--", process.execPath, FIXTURE_SERVER], {
+      process: true,
+      env: { ...fixtureEnv(cache!), MCP_PID_FILE: pidFile }
+    })
+    expect(ran.code).toBe(3)
+    expect(ran.stderr).toContain("not a directory")
+    expect(fs.existsSync(pidFile)).toBe(false)
+  })
+
+  it("a client that goes away, with a call pending, leaves no server process behind", async () => {
+    const dir = tempDir()
+    const pidFile = path.join(dir, "server.pid")
+    const { client, pid } = await connect(
+      ["--dir", dir, "mcp", "proxy", "--name", "test", "--", process.execPath, FIXTURE_SERVER],
+      // A server that outlives its stdin: only the gateway's signal ends it.
+      { MCP_PID_FILE: pidFile, MCP_LINGER: "1" }
+    )
+    const server = Number(fs.readFileSync(pidFile, "utf8"))
+    const gateway = pid()!
+    expect(isAlive(server)).toBe(true)
+    // A call that never answers is pending when the client leaves.
+    const pending = client.callTool({ name: "wait", arguments: {} }).catch((e: unknown) => e)
+    await client.close()
+    await pending
+    await until(() => !isAlive(gateway) && !isAlive(server))
+    expect(isAlive(server)).toBe(false)
+  })
+
+  it("a gateway ended by SIGTERM ends its server first", async () => {
+    const dir = tempDir()
+    const pidFile = path.join(dir, "server.pid")
+    const gateway = start(["--dir", dir, "mcp", "proxy", "--", process.execPath, FIXTURE_SERVER], {
+      // A server that outlives its stdin: only the gateway's signal ends it.
+      env: { ...fixtureEnv(cache!), MCP_PID_FILE: pidFile, MCP_LINGER: "1" }
+    })
+    await until(() => fs.existsSync(pidFile) && fs.readFileSync(pidFile, "utf8") !== "")
+    const server = Number(fs.readFileSync(pidFile, "utf8"))
+    expect(isAlive(server)).toBe(true)
+    gateway.kill("SIGTERM")
+    await exited(gateway)
+    await until(() => !isAlive(server))
+    expect(isAlive(server)).toBe(false)
+  })
+
+  it("reaches a Streamable HTTP server with --url", async () => {
+    const dir = tempDir()
+    const port = await new Promise<number>((resolve) => {
+      const s = net.createServer().listen(0, "127.0.0.1", () => {
+        const p = (s.address() as net.AddressInfo).port
+        s.close(() => resolve(p))
+      })
+    })
+    const server = spawn(process.execPath, [everything(cache!), "streamableHttp"], {
+      env: { ...baseEnv(), PORT: String(port) },
+      stdio: ["ignore", "ignore", "pipe"]
+    })
+    try {
+      await new Promise<void>((resolve, reject) => {
+        let err = ""
+        server.stderr!.on("data", (b: Buffer) => {
+          err += b.toString()
+          if (err.includes("listening on port")) resolve()
+        })
+        server.on("close", (code) => reject(new Error(`server-everything ended (${code}): ${err}`)))
+      })
+      const { client } = await connect(
+        proxyArgs(dir, "remote", "mcp__remote__get-sum", ["--url", `http://127.0.0.1:${port}/mcp`])
+      )
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain("echo")
+      expect(textOf(await client.callTool({ name: "echo", arguments: { message: "over http" } }))).toContain(
+        "over http"
+      )
+      const denied = await client.callTool({ name: "get-sum", arguments: { a: 1, b: 2 } })
+      expect(denied.isError).toBe(true)
+      await client.close()
+      const { sessions } = await listJson(dir)
+      const stats = await run(["--dir", dir, "--json", "stats", sessions[0]!.id])
+      expect(stats.stdout).toContain("mcp__remote__echo")
+    } finally {
+      server.kill("SIGKILL")
+    }
+  })
+})

@@ -1,0 +1,105 @@
+/**
+ * The real Claude Code CLI (offline, against the fake Messages API of
+ * `@session-journal/claude-code`'s tests) using an MCP server through
+ * `session-journal mcp proxy`, registered with `--mcp-config`, under a policy
+ * that denies one of the server's tools: the model's call of that tool gets the
+ * gateway's denial as its tool result and never reaches the server; the other
+ * tool runs; the journal holds both decisions.
+ */
+import * as Claude from "@session-journal/claude-code/test/claudeCli"
+import * as Fake from "@session-journal/claude-code/test/fakeApi"
+import { findCache, FIXTURE_SERVER, fixtureEnv } from "@session-journal/mcp/test/mcpCache"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { BIN, run } from "./Run.ts"
+
+const cache = findCache()
+
+afterAll(Claude.cleanup)
+
+const resultText = (block: Record<string, unknown>): string => {
+  const content = block["content"]
+  return typeof content === "string"
+    ? content
+    : Array.isArray(content)
+    ? content.map((c) => String((c as { readonly text?: unknown }).text ?? "")).join("")
+    : ""
+}
+
+describe.skipIf(Claude.CLAUDE_BIN === null || cache === null)("Claude Code through mcp proxy", () => {
+  it("a policy denies one MCP tool: Claude Code gets the denial, the server never sees the call", async () => {
+    const api = await Fake.start(Fake.inOrder([
+      Fake.tools({ name: "mcp__test__echo", input: { text: "hello from claude" } }),
+      Fake.tools({ name: "mcp__test__write", input: { path: "/etc/hosts", text: "x" } }),
+      Fake.text("done")
+    ]))
+    try {
+      const root = Claude.tempDir()
+      const journal = path.join(root, "journal")
+      const calls = path.join(root, "calls.log")
+      const policy = path.join(root, "policy.json")
+      fs.writeFileSync(policy, JSON.stringify({ denyList: ["mcp__test__write"] }))
+      const config = path.join(root, "mcp.json")
+      fs.writeFileSync(
+        config,
+        JSON.stringify({
+          mcpServers: {
+            test: {
+              command: process.execPath,
+              args: [
+                BIN,
+                "--dir",
+                journal,
+                "mcp",
+                "proxy",
+                "--policy",
+                policy,
+                "--name",
+                "test",
+                "--",
+                process.execPath,
+                FIXTURE_SERVER
+              ],
+              env: { ...fixtureEnv(cache!), MCP_CALL_LOG: calls, ...Claude.sourcesEnv() }
+            }
+          }
+        })
+      )
+      const r = await Claude.run({
+        api,
+        prompt: "Use the test server.",
+        tools: ["mcp__test__echo", "mcp__test__write"],
+        work: path.join(root, "work"),
+        home: path.join(root, "home"),
+        args: ["--mcp-config", config, "--strict-mcp-config"]
+      })
+      expect(r.code, r.stderr).toBe(0)
+      expect(api.connects).toEqual([])
+      // What the model got back for each call.
+      const results = api.requests.flatMap((q) => q.toolResults)
+      expect(results).toHaveLength(2)
+      expect(resultText(results[0]!)).toContain("hello from claude")
+      expect(resultText(results[1]!)).toContain("session-journal denied mcp__test__write [denyList")
+      expect(results[1]!["is_error"]).toBe(true)
+      // The server saw only the allowed call.
+      expect(fs.readFileSync(calls, "utf8").split("\n").filter((l) => l !== "")).toEqual(["echo"])
+      const listed = await run(["--dir", journal, "--json", "list"])
+      const sessions = (JSON.parse(listed.stdout) as { sessions: Array<{ id: string }> }).sessions
+      expect(sessions).toHaveLength(1)
+      const shown = await run(["--dir", journal, "--json", "show", sessions[0]!.id])
+      const entries = shown.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>)
+      const decisions = entries.filter((e) => e["kind"] === "mcp.decision").map((e) =>
+        e["payload"] as Record<string, unknown>
+      )
+      expect(decisions.map((d) => [d["tool_name"], d["verdict"]])).toEqual([
+        ["mcp__test__echo", "allow"],
+        ["mcp__test__write", "deny"]
+      ])
+      const init = entries.find((e) => e["kind"] === "mcp.initialize")?.["payload"] as Record<string, unknown>
+      expect((init["client_info"] as { name: string }).name).toBe("claude-code")
+    } finally {
+      await api.close()
+    }
+  })
+})

@@ -1,0 +1,195 @@
+/**
+ * What an MCP connection puts on the chain, apart from how bytes move: the
+ * connection's session id, the tool names calls are decided under, the one
+ * function that decides a call (`decideCall`), and the payloads of the
+ * connection's `initialize`, of each decision and of each outcome.
+ *
+ * @since 0.8.0
+ */
+import { Entry, Guard, type SessionJournal } from "@session-journal/core"
+import type * as Effect from "effect/Effect"
+import type * as Schema from "effect/Schema"
+import * as Lines from "./internal/lines.ts"
+import type * as JsonRpc from "./JsonRpc.ts"
+
+/**
+ * The kind of the entry beside each decided call.
+ *
+ * @since 0.8.0
+ */
+export const DECISION_KIND = "mcp.decision"
+
+/**
+ * The kind of the entry that records a connection's `initialize`.
+ *
+ * @since 0.8.0
+ */
+export const INITIALIZE_KIND = "mcp.initialize"
+
+/**
+ * A server name as it stands in tool names: every character other than
+ * `[A-Za-z0-9_-]` becomes `_` (as Claude Code names MCP tools), at most 64.
+ *
+ * @since 0.8.0
+ */
+export const normalizeName = (name: string): string => {
+  const n = name.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64)
+  return n.length === 0 ? "server" : n
+}
+
+/**
+ * The tool name a call is decided and journaled under: `mcp__<name>__<tool>`.
+ *
+ * @since 0.8.0
+ */
+export const toolName = (name: string, tool: string): string => `mcp__${normalizeName(name)}__${tool}`
+
+/**
+ * The journal session of a connection: `mcp-` and the first 32 hex digits of
+ * the SHA-256 of the JSON text of `[name, clientInfo, startMillis]` (the
+ * server's name, the client's `clientInfo` or null, the gateway's start in
+ * milliseconds). The same connection always gets the same id; two connections
+ * started apart never share one.
+ *
+ * @since 0.8.0
+ */
+export const sessionIdOf = (name: string, clientInfo: unknown, startMillis: number): string =>
+  `mcp-${
+    Lines.sha256Hex(new TextEncoder().encode(JSON.stringify([name, clientInfo ?? null, startMillis]))).slice(0, 32)
+  }`
+
+/**
+ * One `tools/call` as it is decided.
+ *
+ * @since 0.8.0
+ */
+export interface Call {
+  readonly id: JsonRpc.Id
+  /** `mcp__<name>__<tool>`. */
+  readonly tool_name: string
+  /** The tool's name on the server. */
+  readonly mcp_tool: string
+  readonly tool_input: { readonly [key: string]: unknown }
+  readonly server: string
+  readonly agent: string
+  readonly policy: string | null
+}
+
+const utf8Length = (s: string) => new TextEncoder().encode(s).length
+
+/**
+ * Decides one call and records it with its decision in one append. The one
+ * place the gateway calls `decide`.
+ *
+ * @since 0.8.0
+ */
+export const decideCall = (
+  journal: SessionJournal.SessionJournal["Service"],
+  session: string,
+  call: Call,
+  guard: Guard.Guard
+): Effect.Effect<SessionJournal.Decision, SessionJournal.WriteError> =>
+  journal.decide(
+    session,
+    {
+      tool_name: call.tool_name,
+      server_id: call.server,
+      agent_id: call.agent,
+      bytes_read: 0,
+      bytes_written: utf8Length(JSON.stringify(call.tool_input)),
+      delegation_depth: 0
+    },
+    guard,
+    (verdict, entry) => [{
+      kind: DECISION_KIND,
+      payload: {
+        jsonrpc_id: call.id,
+        tool_name: call.tool_name,
+        mcp_tool: call.mcp_tool,
+        server: call.server,
+        tool_input: call.tool_input as Schema.Json,
+        ...Guard.decisionPayload(verdict, entry.sequence),
+        policy: call.policy
+      }
+    }]
+  )
+
+/**
+ * The text of a denied call's tool result.
+ *
+ * @since 0.8.0
+ */
+export const denialText = (tool: string, verdict: { readonly guard: string; readonly reason: string }): string =>
+  `session-journal denied ${tool} [${verdict.guard}]: ${verdict.reason}`
+
+/**
+ * The agent of a connection's tool entries: the client's `clientInfo.name`
+ * (control characters replaced, at most 128), else `mcp-client`.
+ *
+ * @since 0.8.0
+ */
+export const agentOf = (clientInfo: unknown): string => {
+  if (typeof clientInfo === "object" && clientInfo !== null && "name" in clientInfo) {
+    const name = (clientInfo as { readonly name: unknown }).name
+    if (typeof name === "string") {
+      const trimmed = name.trim().replace(/\p{Cc}/gu, "_").slice(0, 128)
+      if (trimmed.length > 0) return trimmed
+    }
+  }
+  return "mcp-client"
+}
+
+/**
+ * How a call ended, as its outcome records it: the size and SHA-256 of the
+ * server's response message (0 and null when there was none), whether it is an
+ * error, and the error's message.
+ *
+ * @since 0.8.0
+ */
+export interface Outcome {
+  readonly bytes: number
+  readonly sha256: string | null
+  readonly isError: boolean
+  readonly error: string | null
+}
+
+/**
+ * The `tool.outcome` entry of a call (`Entry.OUTCOME_KIND`): its `bytes_read`
+ * is the size of the response, which the counters guards read add up.
+ *
+ * @since 0.8.0
+ */
+export const outcomeEntry = (
+  call: { readonly id: JsonRpc.Id; readonly tool: string; readonly sequence: number },
+  outcome: Outcome,
+  durationMs: number
+): { readonly kind: string; readonly payload: Schema.Json } => ({
+  kind: Entry.OUTCOME_KIND,
+  payload: {
+    jsonrpc_id: call.id,
+    tool_name: call.tool,
+    tool_sequence: call.sequence,
+    bytes_read: outcome.bytes,
+    bytes_written: 0,
+    response_sha256: outcome.sha256,
+    is_error: outcome.isError,
+    error: outcome.error,
+    duration_ms: Math.max(0, durationMs)
+  }
+})
+
+/**
+ * The payload of a connection's `INITIALIZE_KIND` entry, also its metadata's `data`.
+ *
+ * @since 0.8.0
+ */
+export const initializePayload = (
+  server: string,
+  serverLine: string,
+  init: { readonly clientInfo: unknown; readonly protocolVersion: unknown }
+): { readonly [key: string]: Schema.Json } => ({
+  mcp_server: server,
+  server: serverLine,
+  client_info: init.clientInfo as Schema.Json,
+  protocol_version: init.protocolVersion as Schema.Json
+})
