@@ -205,4 +205,30 @@ describe("otel export", () => {
     const header = await exportTo("http://127.0.0.1:9", "--header", "novalue")
     assert.strictEqual(header.code, 2, header.stderr)
   })
+
+  it("sends only what verified: a denied call edited to look allowed, and all after it, are left out and counted", async () => {
+    const receiver = await listen({ _tag: "accept" })
+    receivers.push(receiver)
+    const tampered = tempDir()
+    const { session: id } = await writeHooked(tampered)
+    const segment = fs.readdirSync(path.join(tampered, id)).filter((n) => /^[0-9]{20}\.jsonl$/.test(n)).sort()[0]!
+    const file = path.join(tampered, id, segment)
+    // Edited in place, the same length (segments are preallocated): the denied Write now says allowed.
+    const text = fs.readFileSync(file, "latin1")
+    const line = text.split("\n").find((l) => l.includes(`"tool_name":"Write"`) && l.includes(`"kind":"tool"`))!
+    const row = JSON.parse(line) as { e: { sequence: number; allowed: boolean } }
+    assert.isFalse(row.e.allowed)
+    fs.writeFileSync(file, text.replace(line, line.replace(`"allowed":false`, `"allowed":true `)), "latin1")
+    const r = await run(["--dir", tampered, "--json", "otel", "export", id, "--endpoint", receiver.url])
+    assert.strictEqual(r.code, 0, r.stderr)
+    const doc = JSON.parse(r.stdout) as {
+      sessions: Array<{ entries: number; unverified: number; unverified_from: number }>
+    }
+    assert.strictEqual(doc.sessions[0]!.unverified_from, row.e.sequence)
+    assert.strictEqual(doc.sessions[0]!.entries, row.e.sequence)
+    assert.isAbove(doc.sessions[0]!.unverified, 0)
+    const spans = receiver.requests.flatMap((q) => otlp.decode(new Uint8Array(q.body)))
+    assert.isUndefined(spans.find((s) => s.name === "execute_tool Write"), "the edited call is not sent")
+    for (const s of spans) assert.isBelow(s.attributes["session_journal.entry.sequence"] as number, row.e.sequence)
+  })
 })
