@@ -158,6 +158,11 @@ describe.skipIf(!hasChromium())("call rows in Chromium", () => {
     assert.deepStrictEqual(await visible(), ["Grep"], "the new Glob row is hidden while Grep is chosen")
     await page.selectOption("#filter-tool", "Glob")
     assert.deepStrictEqual(await visible(), ["Glob"])
+    if (SCREENSHOTS !== undefined) {
+      await page.selectOption("#filter-tool", "")
+      await page.locator("#filters").scrollIntoViewIfNeeded()
+      await page.screenshot({ path: path.join(SCREENSHOTS, "filters.png") })
+    }
     await page.close()
   })
 })
