@@ -145,6 +145,14 @@ describe("otel export", () => {
     assert.strictEqual(bash.attributes["session_journal.outcome.hash"], outcome.entry_hash)
   })
 
+  it("Claude Code's own session id finds its hooked session", async () => {
+    const receiver = await listen({ _tag: "accept" })
+    receivers.push(receiver)
+    const r = await run(["--dir", dir, "otel", "export", SID, "--endpoint", receiver.url])
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.include(r.stdout, `${session}: 6 spans`)
+  })
+
   it("sends OTLP/JSON when asked, to the traces URL the variables give", async () => {
     const receiver = await listen({ _tag: "accept" })
     receivers.push(receiver)

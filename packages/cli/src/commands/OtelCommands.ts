@@ -8,10 +8,12 @@
  * `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL` and
  * `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT` / `OTEL_EXPORTER_OTLP_TIMEOUT`
  * (milliseconds). Spans that do not reach the collector end the command with
- * exit 7 (`SpansLost`) after it printed what was sent.
+ * exit 7 (`SpansLost`) after it printed what was sent. An id may be Claude Code's
+ * own session id: it stands for the hooked session of that session (`Stories`).
  *
  * @since 0.8.0
  */
+import { SessionJournal } from "@session-journal/core"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
@@ -21,6 +23,8 @@ import { InvalidInput, SpansLost } from "../Failure.ts"
 import { parseWait, validId, withJournalToRead } from "../internal/commandKit.ts"
 import type * as OtlpExport from "../otel/OtlpExport.ts"
 import * as Output from "../Output.ts"
+import * as ReportModel from "../viewer/ReportModel.ts"
+import * as Stories from "../viewer/Stories.ts"
 
 const load = Effect.promise((): Promise<typeof OtlpExport> => import("../otel/OtlpExport.ts"))
 
@@ -82,8 +86,35 @@ const envTimeout = Config.option(
 
 const invalid = (field: string, reason: string) => Effect.fail(new InvalidInput({ field, reason }))
 
+// An id that names no journal session but an agent's session (Claude Code's session
+// id) stands for that session's story: its hooked session, which decided the calls,
+// else the custody of its main transcript, else its store copy.
+const resolve = (ids: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const out: Array<string> = []
+    let stories: Map<string, Array<Stories.Member>> | undefined
+    for (const id of ids) {
+      if (yield* ReportModel.exists(id)) {
+        out.push(id)
+        continue
+      }
+      if (stories === undefined) {
+        const journal = yield* SessionJournal.SessionJournal
+        stories = (yield* Stories.collect((yield* journal.list).map((s) => s.id))).stories
+      }
+      const members = (stories.get(id) ?? []).filter((m) => m.subAgent === null)
+      const chosen = (["hooked", "custody", "store"] as const).map((role) => members.find((m) => m.role === role))
+        .find((m) => m !== undefined)
+      out.push(chosen?.id ?? id)
+    }
+    return out
+  })
+
 const exportCmd = Command.make("export", {
-  ids: Argument.String("id").pipe(Argument.variadic({ min: 1 }), Argument.withDescription("Sessions to send")),
+  ids: Argument.String("id").pipe(
+    Argument.variadic({ min: 1 }),
+    Argument.withDescription("Sessions to send: journal session ids, or an agent's own session id (Claude Code's)")
+  ),
   endpoint,
   headers,
   protocol,
@@ -125,7 +156,7 @@ const exportCmd = Command.make("export", {
         const ms = yield* envTimeout.pipe(Effect.orElseSucceed(() => Option.none<number>()))
         if (Option.isSome(ms) && ms.value > 0) bound = Duration.millis(ms.value)
       }
-      const result = yield* module.run(a.ids, {
+      const result = yield* module.run(yield* resolve(a.ids), {
         url,
         headers: sent,
         protocol: a.protocol,
