@@ -94,6 +94,10 @@ describe("Spans.fold", () => {
       }),
       { conversation: "x", agent: "claude-code" }
     )
+    assert.deepStrictEqual(
+      Spans.identityOf("cc-1-x", { updated_at: 1, data: { claude_session_id: "x", transcript: "main" } }),
+      { conversation: "x", agent: "claude-code" }
+    )
     assert.deepStrictEqual(Spans.identityOf("plain", null), { conversation: "plain", agent: null })
   })
 })

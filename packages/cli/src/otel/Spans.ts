@@ -39,6 +39,7 @@
 import { Entry } from "@session-journal/core"
 import type { SessionMeta } from "@session-journal/core"
 import * as Denials from "../viewer/Denials.ts"
+import * as Stories from "../viewer/Stories.ts"
 
 /**
  * The version of the OpenTelemetry semantic conventions whose GenAI attribute
@@ -148,9 +149,10 @@ const nanos = (secs: number): bigint => BigInt(secs) * 1_000_000_000n
 
 /**
  * The conversation id and agent name of a session, from its metadata: Claude
- * Code's session id (`data.claude_code_session`, or `data.session_id`) and
- * `claude-code` for a session labelled so; otherwise the journal session id and
- * the agent of its first call.
+ * Code's own session id when the session is one of a Claude Code session's
+ * records (hooked, custody or store: `Stories.memberOf`), and `claude-code`
+ * then or for a session labelled so; otherwise the journal session id and the
+ * agent of its first call.
  *
  * @since 0.8.0
  */
@@ -158,9 +160,9 @@ export const identityOf = (
   id: string,
   meta: SessionMeta.SessionMeta | null
 ): { readonly conversation: string; readonly agent: string | null } => {
-  const data = isRecord(meta?.data) ? meta.data : {}
-  const conversation = str(data["claude_code_session"]) ?? str(data["session_id"]) ?? id
-  const agent = meta?.labels?.includes("claude-code") === true ? "claude-code" : null
+  const member = Stories.memberOf(id, meta)
+  const conversation = member?.agentSession ?? id
+  const agent = member !== null || meta?.labels?.includes("claude-code") === true ? "claude-code" : null
   return { conversation, agent }
 }
 
