@@ -89,7 +89,11 @@ describe("Calls", () => {
     assert.deepStrictEqual(rowIds(html), [0, 2, 3, 4, 5, 6, 7, 8])
     assert.include(html, "no outcome recorded here")
     assert.include(html, `↳ outcome of <a href="#e0">call 0</a>`)
-    // Within the bound it is one row, 9 s long.
+    // Past the bound on the characters held, the same.
+    const small = Calls.grouper(Timeline.row, 100, 1000)
+    const chars = entries.map(small.add).join("") + small.end()
+    assert.include(chars, `↳ outcome of <a href="#e0">call 0</a>`)
+    // Within the bounds it is one row, 9 s long.
     const whole = render(entries)
     assert.deepStrictEqual(rowIds(whole), [0, 2, 3, 4, 5, 6, 7])
     assert.include(whole, `<span class="took">9.0 s</span>`)

@@ -11,7 +11,8 @@
  *
  * Two ways to feed it, both bounded:
  * - `grouper` for a page written in order (the report, the viewer's window): a
- *   call's row is held until its outcome comes, for at most `MAX_HELD` rows
+ *   call's row is held until its outcome comes, for at most `MAX_HELD` rows and
+ *   `MAX_HELD_CHARS` characters of rows written behind it
  *   (then it is written as known so far, and a later outcome gets a row of its
  *   own that links to the call);
  * - `live` for entries arriving one by one (the viewer's live events): a call's
@@ -31,6 +32,14 @@ import * as Html from "./Html.ts"
  * @since 0.8.0
  */
 export const MAX_HELD = 512
+
+/**
+ * Characters of written rows a page holds back behind a call waiting for its
+ * outcome (rows can be large: a Write's content is in its entries).
+ *
+ * @since 0.8.0
+ */
+export const MAX_HELD_CHARS = 8 * 1024 * 1024
 
 /**
  * Calls the live events remember, for their decision and outcome to update them.
@@ -195,9 +204,10 @@ export interface Grouper {
  *
  * @since 0.8.0
  */
-export const grouper = (rowOf: RowOf, maxHeld: number = MAX_HELD): Grouper => {
+export const grouper = (rowOf: RowOf, maxHeld: number = MAX_HELD, maxChars: number = MAX_HELD_CHARS): Grouper => {
   // Rows in order: final HTML, or a call that may still get its decision or outcome.
   const held: Array<string | Call> = []
+  let heldChars = 0 // of the written rows held
   const open = new Map<number, Call>() // held calls by tool sequence
   const byUseId = new Map<string, Call>()
   const seen = rememberer(MAX_LIVE)
@@ -212,12 +222,13 @@ export const grouper = (rowOf: RowOf, maxHeld: number = MAX_HELD): Grouper => {
     while (held.length > 0) {
       const first = held[0]!
       if (typeof first !== "string") {
-        if (!all && held.length <= maxHeld && !done(first)) break
+        if (!all && held.length <= maxHeld && heldChars <= maxChars && !done(first)) break
         open.delete(first.tool.sequence)
         const id = useIdOf(first)
         if (id !== null) byUseId.delete(id)
       }
       held.shift()
+      if (typeof first === "string") heldChars -= first.length
       out += (typeof first === "string" ? first : row(first)) + "\n"
     }
     return out
@@ -249,7 +260,9 @@ export const grouper = (rowOf: RowOf, maxHeld: number = MAX_HELD): Grouper => {
         byUseId.delete(useId!)
         return release(false)
       }
-      held.push(useId === null ? rowOf(entry) : outcomeRow(rowOf, entry, seen.get(useId)))
+      const html = useId === null ? rowOf(entry) : outcomeRow(rowOf, entry, seen.get(useId))
+      held.push(html)
+      heldChars += html.length
       return release(false)
     },
     end: () => release(true)
