@@ -43,6 +43,21 @@ export interface Options {
    * created (the journal then holds no session), and older tables are not migrated.
    */
   readonly readOnly?: boolean | undefined
+  /**
+   * How large a segment grows before a checkpoint completes it
+   * (`NodePersistence.Options.segmentMinBytes`; the hook, which checkpoints every
+   * few events, sets it). Filesystem only.
+   *
+   * @since 0.8.0
+   */
+  readonly segmentMinBytes?: number | undefined
+  /**
+   * Whether `node:crypto`'s SHA-256 is installed (`NodePersistence.Options.nodeSha256`,
+   * default true; the hook, which writes once per process, does without).
+   *
+   * @since 0.8.0
+   */
+  readonly nodeSha256?: boolean | undefined
 }
 
 /**
@@ -215,7 +230,9 @@ export const nodeOptions = (options: Options): NodePersistence.Options => ({
   root: options.dir,
   removeCheckpointedSegments: options.removeCheckpointedSegments === true,
   lockWait: options.lockWait,
-  createRoot: options.readOnly !== true
+  createRoot: options.readOnly !== true,
+  segmentMinBytes: options.segmentMinBytes,
+  nodeSha256: options.nodeSha256
 })
 
 /**

@@ -79,6 +79,14 @@ export * as Sha256 from "./Sha256.ts"
  * @since 0.8.0
  */
 export * as Utf8 from "./Utf8.ts"
+
+/**
+ * SHA-256 and HMAC-SHA-256 of byte arrays on core's own rounds, importing nothing
+ * else (for code that must load little, such as the guard's forwarder).
+ *
+ * @since 0.8.0
+ */
+export * as Hmac from "./Hmac.ts"
 /**
  * The RFC 6962 Merkle tree over a session's entry hashes: compact ranges, inclusion
  * and consistency proofs and their verification.

@@ -35,6 +35,7 @@ import * as Verify from "../Verify.ts"
 import * as ReportFile from "../viewer/ReportFile.ts"
 import type * as Serve from "../viewer/Serve.ts"
 import * as ClaudeCode from "./ClaudeCode.ts"
+import * as Codex from "./Codex.ts"
 import * as Demo from "./Demo.ts"
 import { mcp } from "./Mcp.ts"
 import * as MirrorFiles from "./MirrorFiles.ts"
@@ -266,6 +267,7 @@ export const root = Command.make("session-journal").pipe(
     otel,
     ...TreeCommands.commands,
     ClaudeCode.make((body) => withJournal(body)),
+    Codex.make((body) => withJournal(body)),
     mcp
   ]),
   Command.withGlobalFlags([Dir, Json, Verbose, Postgres])

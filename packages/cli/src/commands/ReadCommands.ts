@@ -1,6 +1,7 @@
 /**
  * The commands that read: `list`, `show`, `stats`, `tail`, `export`.
  */
+import { Hook as CodexHook } from "@session-journal/codex"
 import { type Follow, JournalState, SessionJournal } from "@session-journal/core"
 import { Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
@@ -165,7 +166,11 @@ export const stats = Command.make("stats", {
       if (related.custody !== null) {
         out.push(
           `custody          ${related.custody}${
-            custodyExists ? "" : " (not archived yet: `session-journal claude-code archive` makes it)"
+            custodyExists
+              ? ""
+              : ` (not archived yet: \`session-journal ${
+                related.custody.startsWith(CodexHook.ROLLOUT_PREFIX) ? "codex" : "claude-code"
+              } archive\` makes it)`
           }`
         )
       }
