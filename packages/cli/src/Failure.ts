@@ -6,7 +6,7 @@
  * follower printed that was replaced), 2 bad usage or invalid input, 3 storage
  * error, 4 session locked by another writer, 5 `policy test`: the policy would
  * have denied at least one call, 6 the output could not be written (stdout failed) — any entry the command
- * wrote is durable, so a caller must not write it again.
+ * wrote is durable, so a caller must not write it again, 7 `otel export`: spans did not reach the collector.
  * Outside that range: 70 (EX_SOFTWARE of sysexits.h) for a defect, which is a
  * bug and is reported with its stack, and 130 (128 + SIGINT, as shells report it)
  * when the run was interrupted. `claude-code run` adds two meanings: 1 a turn
@@ -171,6 +171,26 @@ export class TurnFailed extends Schema.TaggedError<TurnFailed>()("TurnFailed", {
 }
 
 /**
+ * `otel export`: spans were lost: the collector was down, refused them or did not
+ * answer in time (the counts have been printed). The journal is untouched.
+ *
+ * @since 0.8.0
+ */
+export class SpansLost extends Schema.TaggedError<SpansLost>()("SpansLost", {
+  url: Schema.String,
+  lost: Schema.Number,
+  spans: Schema.Number,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `${this.lost} of ${this.spans} span${
+      this.spans === 1 ? "" : "s"
+    } did not reach ${this.url} (${this.reason}); ` +
+      `the journal is unchanged, export again when the collector is up`
+  }
+}
+
+/**
  * A storage backend or operation that this installation does not provide.
  *
  * @since 0.1.0
@@ -247,6 +267,8 @@ export const ExitCode = {
   output: 6,
   /** `claude-code run`: a turn ended with an error result. */
   turnFailed: 1,
+  /** `otel export`: spans did not reach the collector (see `SpansLost`). */
+  spansLost: 7,
   /** A bug: an unexpected defect, reported with its stack (sysexits' EX_SOFTWARE). */
   defect: 70,
   /** `claude-code run`: the Claude Code CLI died or could not be started (EX_SOFTWARE: the software it drives failed). */
@@ -285,6 +307,7 @@ export type Failure =
   | TurnFailed
   | CliDied
   | SessionStorageError
+  | SpansLost
 
 // A mapped type over the union's tags: a missing tag is a compile error.
 const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
@@ -309,7 +332,8 @@ const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
   WitnessRefused: ExitCode.verificationFailed,
   TurnFailed: ExitCode.turnFailed,
   CliDied: ExitCode.claudeDied,
-  SessionStorageError: ExitCode.storage
+  SessionStorageError: ExitCode.storage,
+  SpansLost: ExitCode.spansLost
 }
 
 /**

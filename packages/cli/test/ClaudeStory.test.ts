@@ -203,7 +203,8 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("one story per Claud
       )
       assert.match(
         html,
-        /class="other decision denied">.*<em>DENIED<\/em> <i>call<\/i> <a href="#e\d+">\d+<\/a> <i>by<\/i> <code class="guard">denyList/
+        // The denied call, its decision folded in: one row with the guard that denied it.
+        /data-tool="Write" [^>]*data-verdict="deny" class="call tool denied">.*<em>DENIED<\/em> <i>by<\/i> <code class="guard">denyList/
       )
       assert.include(html, `id="custody-session"><a href="${custody}.html">${custody}</a>`)
       const custodyPage = path.join(root, "custody.html")

@@ -119,7 +119,7 @@ describe("session-journal (any storage)", () => {
     const top = results.find(([cmd]) => cmd === "")![1].stdout.replace(/\s+/g, " ")
     assert.include(
       top,
-      "Exit codes: 0 ok, 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked by another writer, 5 the policy would deny calls (policy test), 6 output failed (what was written is durable: do not write it again), 70 unexpected failure (a bug), 130 interrupted."
+      "Exit codes: 0 ok, 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked by another writer, 5 the policy would deny calls (policy test), 6 output failed (what was written is durable: do not write it again), 7 spans did not reach the collector (otel export), 70 unexpected failure (a bug), 130 interrupted."
     )
   })
 

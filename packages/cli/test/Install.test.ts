@@ -139,6 +139,13 @@ const step = (name: string): void => {
   last = now
 }
 
+/** Bytes of every file under `dir` (links not followed). */
+const bytesUnder = (dir: string): number =>
+  fs.readdirSync(dir, { withFileTypes: true }).reduce((n, e) => {
+    const p = path.join(dir, e.name)
+    return n + (e.isDirectory() ? bytesUnder(p) : e.isFile() ? fs.statSync(p).size : 0)
+  }, 0)
+
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "sj-install-"))
 // Removing the installed tree (thousands of files) takes its time on a busy disk:
 // no hook deadline.
@@ -309,6 +316,38 @@ describe("the packages installed into a host application", () => {
       }
       assert.match(sh(bin, ["verify"], { cwd: demoDir, env: onNode20 }), /^ok +s-1:/m)
       step("session-journal demo and verify")
+
+      // 9. The command's tarball alone, installed globally: nothing else is fetched,
+      //    and demo, verify and the Claude Code installer's help run from it.
+      const prefix = path.join(work, "global")
+      const cliTarball = packed.find((f) => f.startsWith("session-journal-cli-"))!
+      sh("npm", [
+        "install",
+        "-g",
+        "--prefix",
+        prefix,
+        "--no-audit",
+        "--no-fund",
+        "--no-update-notifier",
+        "--loglevel=error",
+        path.join(tarballs, cliTarball)
+      ], { cwd: work })
+      const globalModules = path.join(prefix, "lib", "node_modules")
+      assert.deepStrictEqual(fs.readdirSync(globalModules), ["@session-journal"])
+      assert.deepStrictEqual(fs.readdirSync(path.join(globalModules, "@session-journal")), ["cli"])
+      assert.isFalse(
+        fs.existsSync(path.join(globalModules, "@session-journal", "cli", "node_modules")),
+        "the command installs no dependency"
+      )
+      const globalBin = path.join(prefix, "bin", "session-journal")
+      const alone = path.join(work, "alone")
+      fs.mkdirSync(alone)
+      assert.match(sh(globalBin, ["demo"], { cwd: alone, env: onNode20 }), /^ok +demo-/m)
+      assert.match(sh(globalBin, ["verify"], { cwd: alone, env: onNode20 }), /^ok +demo-/m)
+      assert.include(sh(globalBin, ["claude-code", "install", "--help"], { cwd: alone, env: onNode20 }), "--policy")
+      const installed = bytesUnder(path.join(globalModules, "@session-journal", "cli"))
+      process.stdout.write(`the command installed alone: ${(installed / 1024 / 1024).toFixed(1)} MiB\n`)
+      step("the command's tarball alone, global")
       process.stdout.write(`install test steps: ${steps.join(", ")}\n`)
     }
   )

@@ -27,79 +27,85 @@ const resultText = (block: Record<string, unknown>): string => {
     : ""
 }
 
-describe.skipIf(Claude.CLAUDE_BIN === null || cache === null)("Claude Code through mcp proxy", () => {
-  it("a policy denies one MCP tool: Claude Code gets the denial, the server never sees the call", async () => {
-    const api = await Fake.start(Fake.inOrder([
-      Fake.tools({ name: "mcp__test__echo", input: { text: "hello from claude" } }),
-      Fake.tools({ name: "mcp__test__write", input: { path: "/etc/hosts", text: "x" } }),
-      Fake.text("done")
-    ]))
-    try {
-      const root = Claude.tempDir()
-      const journal = path.join(root, "journal")
-      const calls = path.join(root, "calls.log")
-      const policy = path.join(root, "policy.json")
-      fs.writeFileSync(policy, JSON.stringify({ denyList: ["mcp__test__write"] }))
-      const config = path.join(root, "mcp.json")
-      fs.writeFileSync(
-        config,
-        JSON.stringify({
-          mcpServers: {
-            test: {
-              command: process.execPath,
-              args: [
-                BIN,
-                "--dir",
-                journal,
-                "mcp",
-                "proxy",
-                "--policy",
-                policy,
-                "--name",
-                "test",
-                "--",
-                process.execPath,
-                FIXTURE_SERVER
-              ],
-              env: { ...fixtureEnv(cache!), MCP_CALL_LOG: calls, ...Claude.sourcesEnv() }
+// Real servers and clients, started per case: on a busy machine a case takes long, and its
+// outcome must not depend on how long.
+describe.skipIf(Claude.CLAUDE_BIN === null || cache === null)(
+  "Claude Code through mcp proxy",
+  { timeout: 600_000 },
+  () => {
+    it("a policy denies one MCP tool: Claude Code gets the denial, the server never sees the call", async () => {
+      const api = await Fake.start(Fake.inOrder([
+        Fake.tools({ name: "mcp__test__echo", input: { text: "hello from claude" } }),
+        Fake.tools({ name: "mcp__test__write", input: { path: "/etc/hosts", text: "x" } }),
+        Fake.text("done")
+      ]))
+      try {
+        const root = Claude.tempDir()
+        const journal = path.join(root, "journal")
+        const calls = path.join(root, "calls.log")
+        const policy = path.join(root, "policy.json")
+        fs.writeFileSync(policy, JSON.stringify({ denyList: ["mcp__test__write"] }))
+        const config = path.join(root, "mcp.json")
+        fs.writeFileSync(
+          config,
+          JSON.stringify({
+            mcpServers: {
+              test: {
+                command: process.execPath,
+                args: [
+                  BIN,
+                  "--dir",
+                  journal,
+                  "mcp",
+                  "proxy",
+                  "--policy",
+                  policy,
+                  "--name",
+                  "test",
+                  "--",
+                  process.execPath,
+                  FIXTURE_SERVER
+                ],
+                env: { ...fixtureEnv(cache!), MCP_CALL_LOG: calls, ...Claude.sourcesEnv() }
+              }
             }
-          }
+          })
+        )
+        const r = await Claude.run({
+          api,
+          prompt: "Use the test server.",
+          tools: ["mcp__test__echo", "mcp__test__write"],
+          work: path.join(root, "work"),
+          home: path.join(root, "home"),
+          args: ["--mcp-config", config, "--strict-mcp-config"]
         })
-      )
-      const r = await Claude.run({
-        api,
-        prompt: "Use the test server.",
-        tools: ["mcp__test__echo", "mcp__test__write"],
-        work: path.join(root, "work"),
-        home: path.join(root, "home"),
-        args: ["--mcp-config", config, "--strict-mcp-config"]
-      })
-      expect(r.code, r.stderr).toBe(0)
-      expect(api.connects).toEqual([])
-      // What the model got back for each call.
-      const results = api.requests.flatMap((q) => q.toolResults)
-      expect(results).toHaveLength(2)
-      expect(resultText(results[0]!)).toContain("hello from claude")
-      expect(resultText(results[1]!)).toContain("session-journal denied mcp__test__write [denyList")
-      expect(results[1]!["is_error"]).toBe(true)
-      // The server saw only the allowed call.
-      expect(fs.readFileSync(calls, "utf8").split("\n").filter((l) => l !== "")).toEqual(["echo"])
-      const listed = await run(["--dir", journal, "--json", "list"])
-      const sessions = (JSON.parse(listed.stdout) as { sessions: Array<{ id: string }> }).sessions
-      expect(sessions).toHaveLength(1)
-      const shown = await run(["--dir", journal, "--json", "show", sessions[0]!.id])
-      const entries = shown.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>)
-      const decisions = entries.filter((e) => e["kind"] === "mcp.decision").map((e) =>
-        e["payload"] as Record<string, unknown>
-      )
-      expect(decisions.map((d) => [d["tool_name"], d["verdict"]])).toEqual([
-        ["mcp__test__echo", "allow"],
-        ["mcp__test__write", "deny"]
-      ])
-      const init = entries.find((e) => e["kind"] === "mcp.initialize")?.["payload"] as Record<string, unknown>
-      expect((init["client_info"] as { name: string }).name).toBe("claude-code")
-    } finally {
-      await api.close()
-    }
-  })
-})
+        expect(r.code, r.stderr).toBe(0)
+        expect(api.connects).toEqual([])
+        // What the model got back for each call.
+        const results = api.requests.flatMap((q) => q.toolResults)
+        expect(results).toHaveLength(2)
+        expect(resultText(results[0]!)).toContain("hello from claude")
+        expect(resultText(results[1]!)).toContain("session-journal denied mcp__test__write [denyList")
+        expect(results[1]!["is_error"]).toBe(true)
+        // The server saw only the allowed call.
+        expect(fs.readFileSync(calls, "utf8").split("\n").filter((l) => l !== "")).toEqual(["echo"])
+        const listed = await run(["--dir", journal, "--json", "list"])
+        const sessions = (JSON.parse(listed.stdout) as { sessions: Array<{ id: string }> }).sessions
+        expect(sessions).toHaveLength(1)
+        const shown = await run(["--dir", journal, "--json", "show", sessions[0]!.id])
+        const entries = shown.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>)
+        const decisions = entries.filter((e) => e["kind"] === "mcp.decision").map((e) =>
+          e["payload"] as Record<string, unknown>
+        )
+        expect(decisions.map((d) => [d["tool_name"], d["verdict"]])).toEqual([
+          ["mcp__test__echo", "allow"],
+          ["mcp__test__write", "deny"]
+        ])
+        const init = entries.find((e) => e["kind"] === "mcp.initialize")?.["payload"] as Record<string, unknown>
+        expect((init["client_info"] as { name: string }).name).toBe("claude-code")
+      } finally {
+        await api.close()
+      }
+    })
+  }
+)

@@ -76,8 +76,11 @@ const policy = (home: Home, p: unknown): string => {
   return file
 }
 
+// Each case starts the real CLI several times (install, hooks, a session): on a busy
+// machine that takes minutes, not seconds, and a test's outcome must not depend on it.
 describe.skipIf(CODEX_BIN === null)(
   `the real Codex CLI with our hooks${CODEX_BIN === null ? ` (${SKIP_REASON})` : ""}`,
+  { timeout: 600_000 },
   () => {
     it("install trusts the hooks; a denied shell command never runs; the denial is journaled", async () => {
       const { api, home, journal } = await setup(Fake.inOrder([

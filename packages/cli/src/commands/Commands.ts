@@ -39,6 +39,7 @@ import * as Codex from "./Codex.ts"
 import * as Demo from "./Demo.ts"
 import { mcp } from "./Mcp.ts"
 import * as MirrorFiles from "./MirrorFiles.ts"
+import { otel } from "./OtelCommands.ts"
 import { policy } from "./PolicyCommands.ts"
 import { exportCmd, list, show, stats, tail } from "./ReadCommands.ts"
 import * as TreeCommands from "./TreeCommands.ts"
@@ -239,6 +240,7 @@ export const root = Command.make("session-journal").pipe(
     "A durable, tamper-evident journal of AI-agent sessions. " +
       "Exit codes: 0 ok, 1 verification failed, 2 bad usage or input, 3 storage error, 4 session locked by another writer, " +
       "5 the policy would deny calls (policy test), 6 output failed (what was written is durable: do not write it again), " +
+      "7 spans did not reach the collector (otel export), " +
       "70 unexpected failure (a bug), 130 interrupted. " +
       `Environment: $${Storage.DIR_VAR} (default of --dir), $${Storage.PG_URL_VAR} (default of --postgres), ` +
       `$${Storage.TABLE_PREFIX_VAR} (PostgreSQL table prefix, default session_journal_), ` +
@@ -262,6 +264,7 @@ export const root = Command.make("session-journal").pipe(
     serve,
     demo,
     policy,
+    otel,
     ...TreeCommands.commands,
     ClaudeCode.make((body) => withJournal(body)),
     Codex.make((body) => withJournal(body)),

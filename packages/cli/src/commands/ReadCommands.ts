@@ -12,6 +12,7 @@ import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as Denials from "../viewer/Denials.ts"
 import * as ReportModel from "../viewer/ReportModel.ts"
+import * as Stories from "../viewer/Stories.ts"
 
 // ---------------------------------------------------------------------------
 // list / show / stats / tail / export
@@ -23,10 +24,13 @@ export const list = Command.make("list", {}, () =>
       const journal = yield* SessionJournal.SessionJournal
       const sessions = yield* journal.list
       const updated = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+      // The journal sessions of one agent session (hooked, custody, store) are one story.
+      const { byId, stories } = yield* Stories.collect(sessions.map((s) => s.id))
       if (json) {
         return yield* Output.json({
           sessions: sessions.map((s) => ({
             id: s.id,
+            ...(byId.has(s.id) ? { agent_session: byId.get(s.id)!.agentSession, role: byId.get(s.id)!.role } : {}),
             entries: s.entries,
             head: s.head,
             last_hash: s.lastHash,
@@ -53,6 +57,13 @@ export const list = Command.make("list", {}, () =>
       const damaged = sessions.filter((s) => s.problem !== null)
       if (damaged.length > 0) {
         yield* Output.lines(damaged.map((s) => `${s.id}: ${s.problem} (run: session-journal verify ${s.id})`))
+      }
+      if (stories.size > 0) {
+        yield* Output.lines([
+          "",
+          "Claude Code sessions (each one story: its hooked session, custody of its transcripts, its store copy):",
+          ...[...stories].map(([agentSession, members]) => `${agentSession}  ${Stories.line(members)}`)
+        ])
       }
     })
   )).pipe(
@@ -98,6 +109,11 @@ export const stats = Command.make("stats", {
       )
       const denials = tally.result()
       const related = ReportModel.relatedSessions(state.meta)
+      // The other journal sessions of the same agent session, whichever this one is.
+      const member = Stories.memberOf(a.id, state.meta)
+      const story = member === null
+        ? null
+        : (yield* Stories.collect((yield* journal.list).map((s) => s.id))).stories.get(member.agentSession) ?? [member]
       const countedIn = yield* ReportModel.countedIn(state.meta)
       const custodyExists = related.custody === null ? false : yield* ReportModel.exists(related.custody)
       const hooked = state.meta?.labels?.includes("hooked") === true
@@ -113,7 +129,12 @@ export const stats = Command.make("stats", {
         counted_in: countedIn,
         hooked_session: related.hooked,
         custody_session: related.custody,
-        custody_archived: related.custody === null ? null : custodyExists
+        custody_archived: related.custody === null ? null : custodyExists,
+        agent_session: member === null ? null : {
+          id: member.agentSession,
+          role: member.role,
+          sessions: (story ?? []).map((m) => ({ id: m.id, role: m.role, sub_agent: m.subAgent }))
+        }
       }
       if (json) return yield* Output.json(doc)
       const df = doc.data_flow
@@ -152,6 +173,10 @@ export const stats = Command.make("stats", {
               } archive\` makes it)`
           }`
         )
+      }
+      if (member !== null && story !== null) {
+        out.push(`agent session    ${member.agentSession} (this is its ${member.role} session)`)
+        out.push(`one story        ${Stories.line(story)}`)
       }
       if (state.meta !== null) {
         if (state.meta.title !== undefined) out.push(`title            ${state.meta.title}`)

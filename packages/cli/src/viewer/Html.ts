@@ -126,6 +126,14 @@ tr.denied em{color:var(--bad);font-weight:700}
 tr.msg td:nth-child(4){background:#f3f8ff}
 tr.msg.role-user td:nth-child(4){background:#fff8e6}
 .role{margin-right:6px}
+tr.turn.role-note td:nth-child(4){background:none}
+tr.turn.sub td:nth-child(4){border-left:3px solid #8250df}
+.agent{color:#8250df;font-size:12px}
+.use,.result{margin:2px 0}.result.failed em{color:var(--bad)}
+details.raw>summary,details.thinking>summary{font-size:12px}
+.filters{display:flex;flex-wrap:wrap;gap:8px;align-items:center;margin:8px 0}
+.filters select,.filters input{font:inherit;padding:2px 6px}
+tr[hidden]{display:none}
 details.page{margin:4px 0;border:1px solid var(--line);border-radius:6px}
 details.page>summary{padding:4px 8px;cursor:pointer;background:var(--soft)}
 details.page>div{content-visibility:auto;contain-intrinsic-size:auto 20000px}

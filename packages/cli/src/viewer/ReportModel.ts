@@ -13,6 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import type * as Storage from "../Storage.ts"
 import * as Verify from "../Verify.ts"
+import * as Conversation from "./Conversation.ts"
 import * as Denials from "./Denials.ts"
 
 /**
@@ -22,10 +23,12 @@ import * as Denials from "./Denials.ts"
  */
 export interface Summary {
   readonly entries: number
+  /** Message entries and transcript lines of the user or the assistant. */
   readonly messages: number
   readonly tools: number
   readonly others: number
   readonly denied: number
+  /** The earliest and the latest time (a transcript line's: the time it states). */
   readonly firstSecs: number | null
   readonly lastSecs: number | null
   /** Calls per tool name, denied calls included (as `stats` counts them). */
@@ -97,8 +100,11 @@ export const summarizer = (): Summarizer => {
     add: (e) => {
       count++
       denials.add(e)
-      firstSecs ??= e.timestamp_secs
-      lastSecs = e.timestamp_secs
+      // A transcript line happened when the transcript says, not when it was journaled.
+      const turn = e.kind === Conversation.LINE_KIND ? Conversation.ofEntry(e) : null
+      const secs = turn?.timestamp == null ? e.timestamp_secs : Math.floor(turn.timestamp / 1000)
+      firstSecs = firstSecs === null || secs < firstSecs ? secs : firstSecs
+      lastSecs = lastSecs === null || secs > lastSecs ? secs : lastSecs
       if (Entry.isTool(e)) {
         tools++
         if (!e.allowed) denied++
@@ -106,7 +112,7 @@ export const summarizer = (): Summarizer => {
         read += e.bytes_read
         written += e.bytes_written
       } else {
-        if (e.kind === "message") messages++
+        if (e.kind === "message" || (turn !== null && turn.role !== "note")) messages++
         else others++
         // An outcome's bytes count as `stats` counts them (docs/DESIGN.md §13).
         if (e.kind === Entry.OUTCOME_KIND) {

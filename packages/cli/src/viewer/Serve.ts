@@ -39,6 +39,8 @@ import { InvalidInput, NotAvailable } from "../Failure.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as Verify from "../Verify.ts"
+import * as Calls from "./Calls.ts"
+import * as Conversation from "./Conversation.ts"
 import * as HostCheck from "./HostCheck.ts"
 import * as Html from "./Html.ts"
 import * as Report from "./Report.ts"
@@ -312,6 +314,8 @@ const sessionPage = (viewer: Viewer) =>
     let more = false
     let stopped: string | null = null
     let cut = false
+    // A call's entries are one row (`Calls`), held until its outcome comes within the window.
+    const calls = Calls.grouper(Timeline.row)
     const rows = journal.entries(id, { from: start, limit: WINDOW + 1 }).pipe(
       Stream.mapArray((chunk) => {
         let html = ""
@@ -326,7 +330,7 @@ const sessionPage = (viewer: Viewer) =>
           }
           shown++
           lastShown = e.sequence
-          html += Timeline.row(e) + "\n"
+          html += calls.add(e)
         }
         return [html] as const
       }),
@@ -336,7 +340,7 @@ const sessionPage = (viewer: Viewer) =>
       })
     )
     const tail = Stream.suspend(() => {
-      const parts = [Timeline.TABLE_END + `</div>`]
+      const parts = [calls.end() + Timeline.TABLE_END + `</div>`]
       if (cut) {
         parts.push(
           `<p id="window-stopped"><span class="badge bad">stopped</span> entries from ${top.failedAt} on are not shown: they are not part of the verified history (see the verification above)</p>`
@@ -403,16 +407,23 @@ export const sseEvent = (event: string, id: string | null, data: unknown): strin
 
 /**
  * The event sent for one entry: its sequence and kind, and its row as the
- * timeline renders it (already escaped).
+ * timeline renders it (already escaped); for the decision or the outcome of a
+ * call already sent, the call's row again, with `replace` the sequence of the
+ * row it replaces (`Calls.live`).
  *
  * @since 0.3.0
  */
-export const entryEvent = (entry: Entry.Entry): string =>
+export const entryEvent = (
+  entry: Entry.Entry,
+  row: Calls.LiveRow = { html: Timeline.row(entry), replace: null }
+): string =>
   sseEvent("entry", String(entry.sequence), {
     sequence: entry.sequence,
     kind: entry.kind,
+    message: entry.kind === "message" || (Conversation.ofEntry(entry)?.role ?? "note") !== "note",
     denied: Entry.isTool(entry) && !entry.allowed,
-    html: Timeline.row(entry)
+    html: row.html,
+    replace: row.replace
   })
 
 const recoveredMessage = (event: Follow.Recovered): string => {
@@ -440,10 +451,13 @@ const eventsRoute = Effect.gen(function*() {
   // The page shows what was sent; when a repair set some of it aside, the page is
   // no longer the session, so the stream stops and says so, as on damage or on
   // history replaced.
+  const calls = Calls.live(Timeline.row)
   const entries = journal.follow(id, from).pipe(
     Stream.takeUntil((event) => event._tag === "Recovered"),
     Stream.map((event) =>
-      event._tag === "Entry" ? entryEvent(event.entry) : sseEvent("failure", null, { message: recoveredMessage(event) })
+      event._tag === "Entry"
+        ? entryEvent(event.entry, calls.add(event.entry))
+        : sseEvent("failure", null, { message: recoveredMessage(event) })
     ),
     Stream.catch((e) => Stream.succeed(sseEvent("failure", null, { message: e.message })))
   )

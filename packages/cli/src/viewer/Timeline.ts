@@ -2,14 +2,19 @@
  * The timeline of a session as HTML rows: messages as conversation turns (role
  * and text, collapsed when long), tool calls with their fields and a clear
  * allowed / DENIED mark, decision entries (`Denials`) with their verdict, the
- * guard that denied and its reason, linked to the call they decided, entries of
- * other kinds as their JSON. Rows are grouped
+ * guard that denied and its reason, linked to the call they decided (in a page,
+ * a call's tool entry, decision and outcome are one row: `Calls`), entries of
+ * other kinds as their JSON; transcript lines (custody's and the Agent SDK
+ * store's `claude-code.line` entries) as turns of the conversation
+ * (`Conversation`), at the time the transcript states. Rows are grouped
  * in pages of `PAGE_SIZE` inside `<details>`, so a long session stays fast to
  * open while every entry stays in the page; no script is needed to read it.
  *
  * @since 0.3.0
  */
 import { Entry } from "@session-journal/core"
+import * as Calls from "./Calls.ts"
+import * as Conversation from "./Conversation.ts"
 import * as Denials from "./Denials.ts"
 import * as Html from "./Html.ts"
 
@@ -82,9 +87,52 @@ export const collapsible = (text: string, pre = false): string => {
 
 // Compact markup: a 100,000-entry report is mostly these rows. Columns are
 // styled by position; <i> is a field label, <code> a value, <em> the verdict.
-const cells = (entry: Entry.Entry, kind: string, body: string) =>
-  `<td><a href="#e${entry.sequence}">${entry.sequence}</a></td><td>${Html.isoSeconds(entry.timestamp_secs)}</td>` +
+const cells = (entry: Entry.Entry, kind: string, body: string, time = Html.isoSeconds(entry.timestamp_secs)) =>
+  `<td><a href="#e${entry.sequence}">${entry.sequence}</a></td><td>${time}</td>` +
   `<td>${kind}</td><td>${body}</td><td title="${entry.entry_hash}">${Html.shortHash(entry.entry_hash)}</td>`
+
+const partHtml = (part: Conversation.Part): string => {
+  switch (part._tag) {
+    case "Text":
+      return collapsible(part.text)
+    case "Thinking":
+      return `<details class="thinking"><summary class="muted">thinking</summary>${collapsible(part.text)}</details>`
+    case "ToolUse":
+      return `<div class="use">→ <b>${Html.escape(part.name)}</b> <code>${Html.escape(part.line)}</code> ` +
+        `<span class="muted">${Html.escape(part.id)}</span></div>`
+    case "ToolResult":
+      return `<div class="result${part.error || part.denied ? " failed" : ""}">← result of <code>${
+        Html.escape(part.id)
+      }</code>${part.denied ? " <em>refused</em>" : part.error ? " <em>error</em>" : ""}</div>` +
+        collapsible(part.text, true)
+  }
+}
+
+// A transcript line as a turn: its role (a note for records that are not
+// messages), the sub-agent it belongs to, its parts, the time the transcript
+// states (the time it was journaled in the cell's title) and the line on demand.
+const turnRow = (entry: Entry.Entry, turn: Conversation.Turn, attrs: string): string => {
+  const recorded = Html.isoSeconds(entry.timestamp_secs)
+  const time = turn.timestamp === null
+    ? recorded
+    : `<span title="journaled ${recorded}">${Html.isoSeconds(Math.floor(turn.timestamp / 1000))}</span>`
+  const who = turn.role === "note"
+    ? `<span class="muted">${Html.escape(turn.type)}</span>`
+    : `<b class="role">${turn.role}</b>`
+  const agent = turn.agentId === null
+    ? ""
+    : ` <span class="agent">sub-agent <code>${Html.escape(turn.agentId)}</code></span>`
+  const raw = Entry.isTool(entry) ?
+    "" :
+    `<details class="raw"><summary class="muted">line</summary>${
+      collapsible(Html.jsonText(entry.payload), true)
+    }</details>`
+  const body = `<div>${who}${agent}</div>` + turn.parts.map(partHtml).join("") + raw
+  const cls = `msg turn role-${turn.role}${turn.agentId === null ? "" : " sub"}`
+  return `<tr ${attrs} data-agent="${Html.escape(turn.agentId ?? "main")}" class="${cls}">${
+    cells(entry, "transcript", body, time)
+  }</tr>`
+}
 
 /**
  * One entry as a table row, with `id="eN"` and `data-seq` / `data-kind`.
@@ -100,6 +148,8 @@ export const row = (entry: Entry.Entry): string => {
       (entry.allowed ? `<em>allowed</em>` : `<em>DENIED</em>`)
     return `<tr ${attrs} class="tool ${entry.allowed ? "allowed" : "denied"}">${cells(entry, "tool", body)}</tr>`
   }
+  const turn = Conversation.ofEntry(entry)
+  if (turn !== null) return turnRow(entry, turn, attrs)
   if (entry.kind === "message") {
     const { role, text } = messageText(entry.payload)
     const roleClass = role === null ? "" : ` role-${Html.escape(role.replace(/[^A-Za-z0-9_-]/g, "_"))}`
@@ -173,9 +223,14 @@ export const pages = function*(
     yield `<details class="page"${open ? " open" : ""}><summary>entries ${first}–${last}` +
       `${denied > 0 ? ` <span class="badge bad">${denied} denied</span>` : ""}</summary><div>` +
       TABLE_START
-    // Row by row: joining a page first costs more than the rows themselves.
-    for (const entry of slice) yield row(entry) + "\n"
-    yield TABLE_END + `</div></details>\n`
+    // Row by row: joining a page first costs more than the rows themselves. A
+    // call's entries (tool entry, decision, outcome) are one row (`Calls`).
+    const calls = Calls.grouper(row)
+    for (const entry of slice) {
+      const html = calls.add(entry)
+      if (html !== "") yield html
+    }
+    yield calls.end() + TABLE_END + `</div></details>\n`
   }
   if (entries.length === 0) yield `<p class="muted" id="no-entries">no entries yet</p>`
   // Live rows continue the last page's columns, without a header of their own.

@@ -1,8 +1,10 @@
 /**
  * The viewer's only script, served as `/viewer.js`: it follows the session's
  * server-sent events and appends each new entry's row (rendered and escaped by
- * the server) to the timeline, updating the header's counts. Without it the page
- * is complete as of loading.
+ * the server) to the timeline, updating the header's counts, and it adds the
+ * timeline's filters: by tool, by agent, by verdict (the call rows' `data-tool`,
+ * `data-agent`, `data-verdict`) and a text search over the rows, applied to live
+ * rows as they come. Without it the page is complete as of loading.
  *
  * @since 0.3.0
  */
@@ -13,6 +15,87 @@
  * @since 0.3.0
  */
 export const VIEWER_SCRIPT = `"use strict";
+const filters = (() => {
+  const anchor = document.getElementById("window");
+  if (anchor === null) return { add: () => {} };
+  const rows = () => document.querySelectorAll("table.tl tbody tr[data-seq]");
+  const bar = document.createElement("div");
+  bar.id = "filters";
+  bar.className = "filters";
+  const select = (id, label, any) => {
+    const el = document.createElement("select");
+    el.id = id;
+    el.setAttribute("aria-label", label);
+    const option = document.createElement("option");
+    option.value = "";
+    option.textContent = any;
+    el.append(option);
+    bar.append(el);
+    return el;
+  };
+  const tool = select("filter-tool", "tool", "any tool");
+  const agent = select("filter-agent", "agent", "any agent");
+  const verdict = select("filter-verdict", "verdict", "any verdict");
+  for (const [value, text] of [["allow", "allowed"], ["deny", "denied"]]) {
+    const option = document.createElement("option");
+    option.value = value;
+    option.textContent = text;
+    verdict.append(option);
+  }
+  const search = document.createElement("input");
+  search.type = "search";
+  search.id = "filter-text";
+  search.placeholder = "search the rows";
+  search.setAttribute("aria-label", "search");
+  bar.append(search);
+  const shown = document.createElement("span");
+  shown.id = "filter-shown";
+  shown.className = "muted";
+  bar.append(shown);
+  anchor.after(bar);
+  const known = { tool: new Set(), agent: new Set() };
+  const learn = (row) => {
+    for (const [key, el] of [["tool", tool], ["agent", agent]]) {
+      const value = row.dataset[key];
+      if (value === undefined || value === "" || known[key].has(value)) continue;
+      known[key].add(value);
+      const option = document.createElement("option");
+      option.value = value;
+      option.textContent = value;
+      const after = [...el.options].slice(1).find((o) => o.value > value);
+      el.insertBefore(option, after === undefined ? null : after);
+    }
+  };
+  const matches = (row) => {
+    const q = search.value.trim().toLowerCase();
+    return (tool.value === "" || row.dataset.tool === tool.value) &&
+      (agent.value === "" || row.dataset.agent === agent.value) &&
+      (verdict.value === "" || row.dataset.verdict === verdict.value) &&
+      (q === "" || (row.textContent || "").toLowerCase().includes(q));
+  };
+  const apply = () => {
+    let n = 0, total = 0;
+    for (const row of rows()) {
+      total++;
+      row.hidden = !matches(row);
+      if (!row.hidden) n++;
+    }
+    const active = tool.value !== "" || agent.value !== "" || verdict.value !== "" || search.value.trim() !== "";
+    shown.textContent = active ? n + " of " + total + " rows shown" : "";
+    bar.dataset.shown = String(n);
+  };
+  for (const row of rows()) learn(row);
+  for (const el of [tool, agent, verdict]) el.addEventListener("change", apply);
+  search.addEventListener("input", apply);
+  apply();
+  return {
+    add: (row) => {
+      if (row === null) return;
+      learn(row);
+      apply();
+    }
+  };
+})();
 (() => {
   const status = document.getElementById("live-status");
   const body = document.getElementById("live");
@@ -28,12 +111,23 @@ export const VIEWER_SCRIPT = `"use strict";
   source.addEventListener("entry", (event) => {
     const data = JSON.parse(event.data);
     if (document.getElementById("e" + data.sequence) !== null) return;
+    // A call's decision or outcome: its row, sent again whole, replaces the one shown.
+    const shown = data.replace === null || data.replace === undefined ? null : document.getElementById("e" + data.replace);
+    if (shown !== null && shown.tagName === "TR") {
+      shown.outerHTML = data.html;
+      filters.add(document.getElementById("e" + data.replace));
+      bump("count-entries", 1);
+      if (data.kind !== "tool") bump("count-others", 1);
+      status.dataset.last = String(data.sequence);
+      return;
+    }
     const none = document.getElementById("no-entries");
     if (none !== null) none.remove();
     // The row is HTML the server rendered with every value escaped.
     body.insertAdjacentHTML("beforeend", data.html);
+    filters.add(body.lastElementChild);
     bump("count-entries", 1);
-    if (data.kind === "message") bump("count-messages", 1);
+    if (data.message) bump("count-messages", 1);
     else if (data.kind === "tool") bump("count-tools", 1);
     else bump("count-others", 1);
     if (data.denied) {

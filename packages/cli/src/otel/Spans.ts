@@ -1,0 +1,431 @@
+/**
+ * A session as trace spans, in the OpenTelemetry GenAI semantic conventions
+ * (`SEMCONV_VERSION`): a pure fold that takes a session's entries one at a time,
+ * in chain order, and says which span to start, annotate or end, and when (`Op`).
+ * No I/O and no Effect inside; `OtlpExport` turns the operations into spans of
+ * Effect's OTLP tracer.
+ *
+ * - The session is an `invoke_agent` span (`gen_ai.operation.name`,
+ *   `gen_ai.agent.name`, `gen_ai.conversation.id`: the agent's own session id
+ *   when the metadata names it, such as Claude Code's `claude_code_session`,
+ *   else the journal session id) from its first entry's time to its last.
+ * - Each tool entry is an `execute_tool <tool>` span (`gen_ai.tool.name`, and
+ *   `gen_ai.tool.call.id` once its decision entry names it) from the tool entry's
+ *   time to its outcome's: the outcome entry's time, or, when the outcome records
+ *   `duration_ms` (Claude Code's own measure, finer than the journal's seconds),
+ *   the tool entry's time plus that. A denied call ends where it was denied, with
+ *   an error status; a call with no outcome recorded ends where it started.
+ * - Each guard verdict is a `gen_ai.evaluation.result` event on its call's span
+ *   (`gen_ai.evaluation.name` the guard, `gen_ai.evaluation.score.label`
+ *   `allow` or `deny`, `gen_ai.evaluation.explanation` the reason): the
+ *   conventions' released form of a verdict on a GenAI operation (a guardrail
+ *   span of their own is proposed, not released).
+ * - A sub-agent is an `invoke_agent` span of its own (`gen_ai.agent.id`,
+ *   `gen_ai.agent.name` its type) from its `SubagentStart` (or first call) to its
+ *   `SubagentStop` (or last event), nested under the `Agent` / `Task` call that
+ *   started it (the oldest such call still open and not hosting one), else under
+ *   the session; its calls nest under it.
+ * - Every span carries the journal session id and the sequence and hash of the
+ *   entry it stands for (`session_journal.*`); a call's span also its decision's
+ *   and its outcome's.
+ *
+ * Memory is bounded whatever the session's length: at most `MAX_OPEN_CALLS` calls
+ * and `MAX_OPEN_AGENTS` sub-agents are open at once (the oldest is ended, marked,
+ * when a new one would pass the bound). Message contents, tool inputs and outputs
+ * are never put on a span: the conventions make content opt-in.
+ *
+ * @since 0.8.0
+ */
+import { Entry } from "@session-journal/core"
+import type { SessionMeta } from "@session-journal/core"
+import * as Denials from "../viewer/Denials.ts"
+import * as Stories from "../viewer/Stories.ts"
+
+/**
+ * The version of the OpenTelemetry semantic conventions whose GenAI attribute
+ * names the spans use (as `@opentelemetry/semantic-conventions` of that version
+ * defines them; the GenAI conventions are of status Development there).
+ *
+ * @since 0.8.0
+ */
+export const SEMCONV_VERSION = "1.45.0"
+
+/**
+ * A span attribute's value.
+ *
+ * @since 0.8.0
+ */
+export type Value = string | number | boolean
+
+/**
+ * Attributes of a span or event.
+ *
+ * @since 0.8.0
+ */
+export type Attributes = { readonly [key: string]: Value }
+
+/**
+ * What to do with the spans, in order. `key` names a span among the operations
+ * of one fold; times are nanoseconds since the epoch. `parent` is null for the
+ * session's span.
+ *
+ * @since 0.8.0
+ */
+export type Op =
+  | {
+    readonly _tag: "Start"
+    readonly key: string
+    readonly parent: string | null
+    readonly name: string
+    readonly time: bigint
+    readonly attributes: Attributes
+  }
+  | { readonly _tag: "Annotate"; readonly key: string; readonly attributes: Attributes }
+  | {
+    readonly _tag: "Event"
+    readonly key: string
+    readonly name: string
+    readonly time: bigint
+    readonly attributes: Attributes
+  }
+  | { readonly _tag: "End"; readonly key: string; readonly time: bigint; readonly error: string | null }
+
+/**
+ * Calls open at once (started, not ended); past it the oldest is ended.
+ *
+ * @since 0.8.0
+ */
+export const MAX_OPEN_CALLS = 4096
+
+/**
+ * Sub-agents open at once; past it the oldest is ended.
+ *
+ * @since 0.8.0
+ */
+export const MAX_OPEN_AGENTS = 256
+
+/**
+ * The session's span key.
+ *
+ * @since 0.8.0
+ */
+export const SESSION_KEY = "session"
+
+/**
+ * The attribute names used, as the conventions spell them.
+ *
+ * @since 0.8.0
+ */
+export const Attr = {
+  operation: "gen_ai.operation.name",
+  agentName: "gen_ai.agent.name",
+  agentId: "gen_ai.agent.id",
+  conversation: "gen_ai.conversation.id",
+  toolName: "gen_ai.tool.name",
+  toolCallId: "gen_ai.tool.call.id",
+  toolType: "gen_ai.tool.type",
+  evaluationName: "gen_ai.evaluation.name",
+  evaluationLabel: "gen_ai.evaluation.score.label",
+  evaluationExplanation: "gen_ai.evaluation.explanation",
+  errorType: "error.type"
+} as const
+
+/**
+ * The event a guard verdict is.
+ *
+ * @since 0.8.0
+ */
+export const EVALUATION_EVENT = "gen_ai.evaluation.result"
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+const str = (v: unknown): string | null => (typeof v === "string" && v.length > 0 ? v : null)
+
+const SUBAGENT_START = "claude-code.SubagentStart"
+const SUBAGENT_STOP = "claude-code.SubagentStop"
+const AGENT_TOOLS = new Set(["Agent", "Task"])
+const MAIN = "main"
+
+const nanos = (secs: number): bigint => BigInt(secs) * 1_000_000_000n
+
+/**
+ * The conversation id and agent name of a session, from its metadata: Claude
+ * Code's own session id when the session is one of a Claude Code session's
+ * records (hooked, custody or store: `Stories.memberOf`), and `claude-code`
+ * then or for a session labelled so; otherwise the journal session id and the
+ * agent of its first call.
+ *
+ * @since 0.8.0
+ */
+export const identityOf = (
+  id: string,
+  meta: SessionMeta.SessionMeta | null
+): { readonly conversation: string; readonly agent: string | null } => {
+  const member = Stories.memberOf(id, meta)
+  const conversation = member?.agentSession ?? id
+  const agent = member !== null || meta?.labels?.includes("claude-code") === true ? "claude-code" : null
+  return { conversation, agent }
+}
+
+interface Call {
+  readonly key: string
+  readonly start: bigint
+  readonly toolName: string
+  readonly sequence: number
+  callId: string | null
+  hosts: boolean
+}
+
+interface Agent {
+  readonly key: string
+  last: bigint
+}
+
+/**
+ * The fold: `add` each entry in chain order, each call returning the operations
+ * it causes; `finish` once, returning the operations that end what is still open.
+ *
+ * @since 0.8.0
+ */
+export interface Fold {
+  readonly add: (entry: Entry.Entry) => ReadonlyArray<Op>
+  readonly finish: () => ReadonlyArray<Op>
+}
+
+/**
+ * A new fold for session `id` with its metadata.
+ *
+ * @since 0.8.0
+ */
+export const fold = (id: string, meta: SessionMeta.SessionMeta | null): Fold => {
+  const identity = identityOf(id, meta)
+  const calls = new Map<number, Call>() // by tool entry sequence, oldest first
+  const byCallId = new Map<string, Call>()
+  const agents = new Map<string, Agent>() // sub-agents by agent_id, oldest first
+  let started = false
+  let last = 0n
+  // A sub-agent's id may come back after it stopped: each of its spans gets a key of its own.
+  let agentSpans = 0
+  // A tool entry whose decision entry may follow (the hooks write both in one append).
+  let pending: Call | null = null
+  const common = (entry: Entry.Entry): Attributes => ({
+    "session_journal.session.id": id,
+    "session_journal.entry.sequence": entry.sequence,
+    "session_journal.entry.hash": entry.entry_hash
+  })
+
+  const endCall = (out: Array<Op>, call: Call, time: bigint, error: string | null) => {
+    calls.delete(call.sequence)
+    if (call.callId !== null) byCallId.delete(call.callId)
+    if (pending === call) pending = null
+    out.push({ _tag: "End", key: call.key, time: time < call.start ? call.start : time, error })
+  }
+
+  const agentSpan = (out: Array<Op>, entry: Entry.Entry, agentId: string, type: string | null, time: bigint) => {
+    if (agentId === MAIN) return SESSION_KEY
+    const known = agents.get(agentId)
+    if (known !== undefined) {
+      if (time > known.last) known.last = time
+      return known.key
+    }
+    if (agents.size >= MAX_OPEN_AGENTS) {
+      const [oldId, oldest] = agents.entries().next().value!
+      agents.delete(oldId)
+      out.push({ _tag: "End", key: oldest.key, time: oldest.last, error: null })
+    }
+    let host: Call | undefined
+    for (const c of calls.values()) {
+      if (AGENT_TOOLS.has(c.toolName) && !c.hosts) {
+        host = c
+        break
+      }
+    }
+    if (host !== undefined) host.hosts = true
+    const key = `agent:${agentSpans++}:${agentId}`
+    agents.set(agentId, { key, last: time })
+    out.push({
+      _tag: "Start",
+      key,
+      parent: host?.key ?? SESSION_KEY,
+      name: `invoke_agent ${type ?? agentId}`,
+      time,
+      attributes: {
+        [Attr.operation]: "invoke_agent",
+        [Attr.agentId]: agentId,
+        ...(type === null ? {} : { [Attr.agentName]: type }),
+        [Attr.conversation]: identity.conversation,
+        ...common(entry)
+      }
+    })
+    return key
+  }
+
+  const add = (entry: Entry.Entry): ReadonlyArray<Op> => {
+    const out: Array<Op> = []
+    const time = nanos(entry.timestamp_secs)
+    if (time > last) last = time
+    if (!started) {
+      started = true
+      const agent = identity.agent ?? (Entry.isTool(entry) ? entry.agent_id : null) ?? "agent"
+      out.push({
+        _tag: "Start",
+        key: SESSION_KEY,
+        parent: null,
+        name: `invoke_agent ${agent}`,
+        time,
+        attributes: {
+          [Attr.operation]: "invoke_agent",
+          [Attr.agentName]: agent,
+          [Attr.conversation]: identity.conversation,
+          ...common(entry)
+        }
+      })
+    }
+    // A tool entry with no decision entry after it (a writer other than the hooks)
+    // is a call whose outcome is not known: it ends where it started.
+    const decision = Denials.decisionOf(entry)
+    if (pending !== null && (decision === null || (decision.toolSequence ?? entry.sequence - 1) !== pending.sequence)) {
+      endCall(out, pending, pending.start, null)
+    }
+    if (Entry.isTool(entry)) {
+      if (calls.size >= MAX_OPEN_CALLS) {
+        const oldest = calls.values().next().value!
+        out.push({ _tag: "Annotate", key: oldest.key, attributes: { "session_journal.outcome": "not read" } })
+        endCall(out, oldest, oldest.start, null)
+      }
+      const parent = agentSpan(out, entry, entry.agent_id, null, time)
+      const call: Call = {
+        key: `call:${entry.sequence}`,
+        start: time,
+        toolName: entry.tool_name,
+        sequence: entry.sequence,
+        callId: null,
+        hosts: false
+      }
+      calls.set(entry.sequence, call)
+      pending = call
+      out.push({
+        _tag: "Start",
+        key: call.key,
+        parent,
+        name: `execute_tool ${entry.tool_name}`,
+        time,
+        attributes: {
+          [Attr.operation]: "execute_tool",
+          [Attr.toolName]: entry.tool_name,
+          [Attr.toolType]: "function",
+          "session_journal.server.id": entry.server_id,
+          "session_journal.agent.id": entry.agent_id,
+          "session_journal.delegation_depth": entry.delegation_depth,
+          "session_journal.bytes_written": entry.bytes_written,
+          "session_journal.allowed": entry.allowed,
+          ...common(entry)
+        }
+      })
+      return out
+    }
+    const payload = isRecord(entry.payload) ? entry.payload : {}
+    if (decision !== null) {
+      const call = calls.get(decision.toolSequence ?? entry.sequence - 1)
+      if (call === undefined) return out
+      pending = null
+      const callId = str(payload["tool_use_id"])
+      if (callId !== null && call.callId === null) {
+        call.callId = callId
+        byCallId.set(callId, call)
+      }
+      const agentType = str(payload["agent_type"])
+      const agentId = str(payload["agent_id"])
+      if (agentType !== null && agentId !== null && agentId !== MAIN) {
+        const agent = agents.get(agentId)
+        if (agent !== undefined) {
+          out.push({ _tag: "Annotate", key: agent.key, attributes: { [Attr.agentName]: agentType } })
+        }
+      }
+      const guard = decision.guard ?? str(payload["policy"]) ?? "policy"
+      out.push({
+        _tag: "Annotate",
+        key: call.key,
+        attributes: {
+          ...(callId === null ? {} : { [Attr.toolCallId]: callId }),
+          "session_journal.verdict": decision.verdict,
+          "session_journal.decision.sequence": entry.sequence,
+          "session_journal.decision.hash": entry.entry_hash
+        }
+      })
+      out.push({
+        _tag: "Event",
+        key: call.key,
+        name: EVALUATION_EVENT,
+        time,
+        attributes: {
+          [Attr.evaluationName]: guard,
+          [Attr.evaluationLabel]: decision.verdict,
+          ...(decision.reason === null ? {} : { [Attr.evaluationExplanation]: decision.reason }),
+          ...common(entry)
+        }
+      })
+      if (decision.verdict === "deny") {
+        out.push({ _tag: "Annotate", key: call.key, attributes: { [Attr.errorType]: "denied" } })
+        endCall(out, call, time, `denied by ${guard}${decision.reason === null ? "" : `: ${decision.reason}`}`)
+      }
+      return out
+    }
+    if (entry.kind === Entry.OUTCOME_KIND) {
+      const callId = str(payload["tool_use_id"])
+      const call = callId === null ? undefined : byCallId.get(callId)
+      if (call === undefined) return out
+      const ms = payload["duration_ms"]
+      const end = typeof ms === "number" && Number.isSafeInteger(ms) && ms >= 0
+        ? call.start + BigInt(ms) * 1_000_000n
+        : time
+      const error = str(payload["error"])
+      const read = payload["bytes_read"]
+      out.push({
+        _tag: "Annotate",
+        key: call.key,
+        attributes: {
+          "session_journal.outcome.sequence": entry.sequence,
+          "session_journal.outcome.hash": entry.entry_hash,
+          ...(typeof read === "number" ? { "session_journal.bytes_read": read } : {}),
+          ...(error === null
+            ? {}
+            : { [Attr.errorType]: payload["is_interrupt"] === true ? "interrupted" : "tool_error" })
+        }
+      })
+      endCall(out, call, end, error)
+      return out
+    }
+    if (entry.kind === SUBAGENT_START || entry.kind === SUBAGENT_STOP) {
+      const agentId = str(payload["agent_id"])
+      if (agentId === null || agentId === MAIN) return out
+      const key = agentSpan(out, entry, agentId, str(payload["agent_type"]), time)
+      if (entry.kind === SUBAGENT_STOP) {
+        agents.delete(agentId)
+        out.push({ _tag: "End", key, time, error: null })
+      }
+      return out
+    }
+    const agentId = str(payload["agent_id"])
+    const agent = agentId === null ? undefined : agents.get(agentId)
+    if (agent !== undefined && time > agent.last) agent.last = time
+    return out
+  }
+
+  const finish = (): ReadonlyArray<Op> => {
+    const out: Array<Op> = []
+    if (!started) return out
+    // Deleting the entry being visited is safe in a Map's iteration.
+    for (const call of calls.values()) {
+      if (call !== pending) {
+        out.push({ _tag: "Annotate", key: call.key, attributes: { "session_journal.outcome": "none recorded" } })
+      }
+      endCall(out, call, call.start, null)
+    }
+    for (const agent of agents.values()) out.push({ _tag: "End", key: agent.key, time: agent.last, error: null })
+    agents.clear()
+    out.push({ _tag: "End", key: SESSION_KEY, time: last, error: null })
+    return out
+  }
+
+  return { add, finish }
+}

@@ -1,0 +1,110 @@
+/**
+ * One story per agent session. A Claude Code session is recorded as up to
+ * three kinds of journal session: the hooked session (`cch-…`, its calls as
+ * they were decided), the custody of its transcripts (`cc-…`, one per main or
+ * sub-agent transcript) and the Agent SDK store's copy (`ccs-…`). Each names the
+ * agent's own session id in its metadata (`data.claude_code_session`,
+ * `data.claude_session_id`, `data.session_store.session_id`); grouped under that
+ * id, any of them finds the others. `memberOf` is pure; `collect` reads the
+ * metadata of every session once.
+ *
+ * @since 0.8.0
+ */
+import type { SessionMeta } from "@session-journal/core"
+import { SessionJournal } from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+
+/**
+ * What a journal session is of an agent session.
+ *
+ * @since 0.8.0
+ */
+export type Role = "hooked" | "custody" | "store"
+
+/**
+ * A journal session as a member of an agent session's story.
+ *
+ * @since 0.8.0
+ */
+export interface Member {
+  readonly id: string
+  /** The agent's own session id. */
+  readonly agentSession: string
+  readonly role: Role
+  /** The sub-agent whose transcript it holds, when it holds one's. */
+  readonly subAgent: string | null
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+const str = (v: unknown): string | null => (typeof v === "string" && v.length > 0 ? v : null)
+
+/**
+ * What session `id` is of an agent session, from its metadata; null when it
+ * names none.
+ *
+ * @since 0.8.0
+ */
+export const memberOf = (id: string, meta: SessionMeta.SessionMeta | null): Member | null => {
+  const data = meta?.data
+  if (!isRecord(data)) return null
+  const hooked = str(data["claude_code_session"])
+  if (hooked !== null) return { id, agentSession: hooked, role: "hooked", subAgent: null }
+  const custody = str(data["claude_session_id"])
+  if (custody !== null) {
+    return {
+      id,
+      agentSession: custody,
+      role: "custody",
+      subAgent: data["transcript"] === "subagent" ? str(data["agent_id"]) : null
+    }
+  }
+  const store = data["session_store"]
+  const stored = isRecord(store) ? str(store["session_id"]) : null
+  if (stored !== null) {
+    return { id, agentSession: stored, role: "store", subAgent: isRecord(store) ? str(store["subpath"]) : null }
+  }
+  return null
+}
+
+/**
+ * The members of each agent session, by its id, in the order the journal lists
+ * them; and what each journal session is. A session whose state cannot be read
+ * belongs to none.
+ *
+ * @since 0.8.0
+ */
+export const collect = (ids: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const journal = yield* SessionJournal.SessionJournal
+    const stories = new Map<string, Array<Member>>()
+    const byId = new Map<string, Member>()
+    for (const id of ids) {
+      const state = yield* Effect.option(journal.state(id))
+      const member = memberOf(id, Option.isSome(state) ? state.value.meta : null)
+      if (member === null) continue
+      byId.set(id, member)
+      const list = stories.get(member.agentSession)
+      if (list === undefined) stories.set(member.agentSession, [member])
+      else list.push(member)
+    }
+    return { stories, byId }
+  })
+
+/**
+ * A story as one line: each member's id after its role, sub-agents' transcripts
+ * counted.
+ *
+ * @since 0.8.0
+ */
+export const line = (members: ReadonlyArray<Member>): string => {
+  const parts: Array<string> = []
+  for (const role of ["hooked", "custody", "store"] as const) {
+    const of = members.filter((m) => m.role === role)
+    const main = of.filter((m) => m.subAgent === null)
+    const subs = of.length - main.length
+    for (const m of main) parts.push(`${role} ${m.id}`)
+    if (subs > 0) parts.push(`${main.length === 0 ? `${role} ` : ""}+${subs} sub-agent${subs === 1 ? "" : "s"}`)
+  }
+  return parts.join(" · ")
+}

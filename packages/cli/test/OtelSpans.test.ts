@@ -1,0 +1,103 @@
+/**
+ * `Spans.fold`, the pure half of `otel export`, over any order of hook-like
+ * entries (calls of the main agent and of sub-agents, decisions, outcomes with and
+ * without `duration_ms`, sub-agents starting and stopping, unrelated entries):
+ * every span started is ended exactly once, a parent is open when its child
+ * starts, no span ends before it starts, and the bound on open calls holds.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as fc from "fast-check"
+import * as Spans from "../src/otel/Spans.ts"
+import { entriesOf, HASH, SEED, step } from "./hookEntries.ts"
+describe("Spans.fold", () => {
+  it("starts each span once, ends it once, after its start, under a parent that is open (property)", () => {
+    fc.assert(
+      fc.property(
+        fc.array(step, { maxLength: 80 }),
+        fc.array(fc.integer({ min: 0, max: 2 }), { minLength: 1, maxLength: 5 }),
+        (steps, gaps) => {
+          const entries = entriesOf(steps, gaps)
+          const fold = Spans.fold("s1", null)
+          const ops = [...entries.flatMap((e) => fold.add(e)), ...fold.finish()]
+          const open = new Map<string, bigint>()
+          const ended = new Set<string>()
+          for (const op of ops) {
+            if (op._tag === "Start") {
+              assert.isFalse(open.has(op.key) || ended.has(op.key), `${op.key} started twice`)
+              if (op.parent !== null) assert.isTrue(open.has(op.parent), `${op.key}'s parent ${op.parent} is open`)
+              else assert.strictEqual(op.key, Spans.SESSION_KEY)
+              assert.strictEqual(op.attributes["session_journal.session.id"], "s1")
+              assert.isNumber(op.attributes["session_journal.entry.sequence"])
+              open.set(op.key, op.time)
+            } else if (op._tag === "End") {
+              const start = open.get(op.key)
+              assert.isDefined(start, `${op.key} ended while not open`)
+              assert.isTrue(op.time >= start!, `${op.key} ends before it starts`)
+              open.delete(op.key)
+              ended.add(op.key)
+            } else {
+              assert.isTrue(open.has(op.key), `${op._tag} on ${op.key}, which is not open`)
+            }
+          }
+          assert.strictEqual(open.size, 0, `still open: ${[...open.keys()].join(", ")}`)
+          const calls = entries.filter((e) => e.kind === "tool").length
+          assert.strictEqual([...ended].filter((k) => k.startsWith("call:")).length, calls)
+          if (entries.length > 0) assert.isTrue(ended.has(Spans.SESSION_KEY))
+        }
+      ),
+      { seed: SEED, verbose: true, numRuns: 300 }
+    )
+  })
+
+  it("keeps at most MAX_OPEN_CALLS calls open, ending the oldest", () => {
+    const fold = Spans.fold("s1", null)
+    let open = 0
+    let most = 0
+    for (let i = 0; i < Spans.MAX_OPEN_CALLS + 50; i++) {
+      const entry = {
+        sequence: 2 * i,
+        prev_hash: HASH,
+        entry_hash: HASH,
+        timestamp_secs: 1,
+        kind: "tool",
+        tool_name: "Bash",
+        server_id: "claude-code",
+        agent_id: "main",
+        bytes_read: 0,
+        bytes_written: 0,
+        delegation_depth: 0,
+        allowed: true
+      } as const
+      const decision = {
+        sequence: 2 * i + 1,
+        prev_hash: HASH,
+        entry_hash: HASH,
+        timestamp_secs: 1,
+        kind: "claude-code.decision",
+        payload: { tool_use_id: `t${i}`, tool_sequence: 2 * i, verdict: "allow", guard: null, reason: null }
+      } as const
+      for (const op of [...fold.add(entry), ...fold.add(decision)]) {
+        if (op._tag === "Start" && op.key.startsWith("call:")) open++
+        if (op._tag === "End" && op.key.startsWith("call:")) open--
+        most = Math.max(most, open)
+      }
+    }
+    assert.strictEqual(most, Spans.MAX_OPEN_CALLS)
+  })
+
+  it("names the conversation after the agent's own session id when the metadata says it", () => {
+    assert.deepStrictEqual(
+      Spans.identityOf("cch-1-x", {
+        updated_at: 1,
+        labels: ["claude-code", "hooked"],
+        data: { claude_code_session: "x" }
+      }),
+      { conversation: "x", agent: "claude-code" }
+    )
+    assert.deepStrictEqual(
+      Spans.identityOf("cc-1-x", { updated_at: 1, data: { claude_session_id: "x", transcript: "main" } }),
+      { conversation: "x", agent: "claude-code" }
+    )
+    assert.deepStrictEqual(Spans.identityOf("plain", null), { conversation: "plain", agent: null })
+  })
+})
