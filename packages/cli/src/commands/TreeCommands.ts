@@ -13,14 +13,17 @@
  * @since 0.5.0
  */
 import { Argument, Command, Flag } from "effect/cli"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { InvalidInput } from "../Failure.ts"
-import { nonNegative, sessionId, withJournal, withoutJournal } from "../internal/commandKit.ts"
+import { nonNegative, parseWait, sessionId, withJournal, withoutJournal } from "../internal/commandKit.ts"
 import type * as Storage from "../Storage.ts"
+import type * as Publish from "./Publish.ts"
 import type * as TreeCheck from "./TreeCheck.ts"
 
 const load = Effect.promise((): Promise<typeof TreeCheck> => import("./TreeCheck.ts"))
+const loadPublish = Effect.promise((): Promise<typeof Publish> => import("./Publish.ts"))
 
 const generate = Command.make("generate", {
   name: Argument.String("name").pipe(
@@ -186,9 +189,76 @@ const witness = Command.make(
   "Submit the session's signed checkpoint to a C2SP tlog-witness with a consistency proof and write the cosigned checkpoint to FILE"
 ))
 
+// ---------------------------------------------------------------------------
+// publish / verify-remote
+
+const publish = Command.make(
+  "publish",
+  {
+    id: sessionId,
+    out: Flag.String("out").pipe(
+      Flag.withMetavar("DIR"),
+      Flag.withDescription("The directory to write the tiles into (created; a re-run adds what is new)")
+    ),
+    sign: Flag.String("sign").pipe(Flag.withMetavar("FILE"), Flag.withDescription("Signer key of the journal")),
+    hashesOnly: Flag.Boolean("hashes-only").pipe(
+      Flag.withDefault(false),
+      Flag.withDescription(
+        "Publish each entry's hash, not its content: proves every entry's place, shows nothing of it"
+      )
+    ),
+    every: Flag.String("every").pipe(
+      Flag.withMetavar("DURATION"),
+      Flag.mapTryCatch(parseWait, (e) => `invalid --every: ${String(e)}`),
+      Flag.optional,
+      Flag.withDescription("Publish again every DURATION (30s, 5m) until interrupted")
+    )
+  },
+  (a) =>
+    withJournal(({ json }) =>
+      Effect.flatMap(loadPublish, (m) =>
+        m.publish(a.id, {
+          out: a.out,
+          keyFile: a.sign,
+          hashesOnly: a.hashesOnly,
+          everyMillis: Option.getOrUndefined(Option.map(a.every, Duration.toMillis)),
+          json
+        })), { readOnly: true })
+).pipe(Command.withDescription(
+  "Write the session as C2SP tlog-tiles (a signed checkpoint, tiles, entry bundles) to DIR, for any static host"
+))
+
+const verifyRemote = Command.make(
+  "verify-remote",
+  {
+    target: Argument.String("target").pipe(
+      Argument.withDescription("The published log: an http(s):// prefix or a directory")
+    ),
+    key: Flag.String("key").pipe(
+      Flag.atLeast(1),
+      Flag.withMetavar("VKEY"),
+      Flag.withDescription("Verifier key of the log's signer or a cosigner, or a file of them (repeatable)")
+    ),
+    since: Flag.String("since").pipe(
+      Flag.optional,
+      Flag.withMetavar("CHECKPOINT"),
+      Flag.withDescription("An earlier checkpoint of the log, kept from before: the log must extend it")
+    )
+  },
+  (a) =>
+    withoutJournal(({ json }) =>
+      Effect.flatMap(
+        loadPublish,
+        (m) => m.verifyRemote(a.target, { keys: a.key, since: Option.getOrUndefined(a.since), json })
+      )
+    )
+).pipe(Command.withDescription(
+  "Check a published log from its files and the signer's verifier key alone: signature, tiles, entries, chain"
+))
+
 /**
  * The commands of this module to register at the root.
  *
  * @since 0.5.0
  */
-export const commands = [key, prove, consistency, witness] as const
+export const commands = [key, prove, consistency, witness, publish, verifyRemote] as const

@@ -1,0 +1,430 @@
+/**
+ * What `publish` and `verify-remote` do (docs/DESIGN.md §14), loaded only when one of
+ * them runs: a session written out as C2SP tlog-tiles for anyone to host, and such a
+ * directory or URL checked with the signer's public key alone (core's `TiledLog`).
+ *
+ * Publishing is crash-safe file by file (`writeFile`: a temporary file in the same
+ * directory, written, fsynced, renamed over, the directory fsynced) and in order: the
+ * bundles and tiles first, the signed `checkpoint` last, so a reader of the directory
+ * at any moment sees the older checkpoint with every file it needs, or the new one
+ * with every file it needs. A full tile or bundle is written once: found again with
+ * other bytes, the run stops. A partial one is written beside the older partial ones
+ * of its index (readers holding an older checkpoint still find theirs); once the full
+ * one is there and the checkpoint names it, the partial ones of that index are
+ * removed. A re-run reads the published checkpoint, the partial tiles and bundle of its
+ * size (checked against its root), and from the journal only the entries after it.
+ *
+ * @since 0.8.0
+ */
+import { Chain, Entry, Merkle, Persistence, SignedNote, TiledLog, Tiles, TreeHead } from "@session-journal/core"
+import { messageOf } from "@session-journal/core/ErrorMessage"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as Stream from "effect/Stream"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as https from "node:https"
+import * as path from "node:path"
+import { InvalidInput, NotAvailable } from "../Failure.ts"
+import { validId } from "../internal/commandKit.ts"
+import * as Output from "../Output.ts"
+import { loadSigner, loadVerifiers } from "./TreeCheck.ts"
+
+// ---------------------------------------------------------------------------
+// Files
+
+const failed = (what: string, file: string, e: unknown) =>
+  new NotAvailable({ feature: "publish", reason: `cannot ${what} ${file}: ${messageOf(e)}` })
+
+const syncDir = async (dir: string): Promise<void> => {
+  const handle = await fs.promises.open(dir, fs.constants.O_RDONLY)
+  try {
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
+}
+
+/**
+ * Writes `bytes` to `file` so that a crash leaves the old file or the new one, never a
+ * part: a temporary file beside it (created exclusively, 0644), written and fsynced,
+ * renamed over `file`, the directory fsynced so the rename survives a crash too. A crash
+ * before the rename can leave the temporary file (`.tmp-…`), which no reader asks for.
+ *
+ * @since 0.8.0
+ */
+export const writeFile = (file: string, bytes: Uint8Array) =>
+  Effect.tryPromise({
+    try: async () => {
+      const dir = path.dirname(file)
+      await fs.promises.mkdir(dir, { recursive: true, mode: 0o755 })
+      const temp = path.join(dir, `.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`)
+      const handle = await fs.promises.open(
+        temp,
+        fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL,
+        0o644
+      )
+      try {
+        await handle.writeFile(bytes)
+        await handle.sync()
+      } finally {
+        await handle.close()
+      }
+      await fs.promises.rename(temp, file)
+      await syncDir(dir)
+    },
+    catch: (e) => failed("write", file, e)
+  })
+
+/**
+ * The bytes of `file`, or `undefined` when there is none; more than `maxBytes` is a
+ * failure, found before reading.
+ *
+ * @since 0.8.0
+ */
+export const readFile = (file: string, maxBytes: number) =>
+  Effect.tryPromise({
+    try: async (): Promise<Uint8Array | undefined> => {
+      let handle: fs.promises.FileHandle
+      try {
+        handle = await fs.promises.open(file, fs.constants.O_RDONLY)
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined
+        throw e
+      }
+      try {
+        const { size } = await handle.stat()
+        if (size > maxBytes) throw new Error(`it is ${size} bytes, more than the ${maxBytes} it may be`)
+        return new Uint8Array(await handle.readFile())
+      } finally {
+        await handle.close()
+      }
+    },
+    catch: (e) => failed("read", file, e)
+  })
+
+// ---------------------------------------------------------------------------
+// publish
+
+/**
+ * What one publishing run did.
+ *
+ * @since 0.8.0
+ */
+export interface Published {
+  readonly id: string
+  readonly origin: string
+  readonly old_size: number
+  readonly tree_size: number
+  readonly root: string
+  readonly files_written: number
+}
+
+const refused = (reason: Tiles.TilesRefused["reason"], file: string, detail: string) =>
+  new Tiles.TilesRefused({ reason, path: file, detail })
+
+// The published state a run continues from: the checkpoint, its partial tiles and bundle.
+const resume = (out: string, signer: SignedNote.Signer, origin: string) =>
+  Effect.gen(function*() {
+    const noteBytes = yield* readFile(path.join(out, "checkpoint"), SignedNote.MAX_NOTE_BYTES)
+    if (noteBytes === undefined) {
+      return { size: 0, partials: [], pending: [], last: Entry.ZERO_HASH }
+    }
+    const note = new TextDecoder().decode(noteBytes)
+    const { head } = yield* Effect.fromResult(TiledLog.openCheckpoint(note, [signer.verifier], "checkpoint"))
+    if (head.origin !== origin) {
+      return yield* refused("checkpoint", "checkpoint", `the directory holds the log of ${head.origin}, not ${origin}`)
+    }
+    const partials: Array<Uint8Array> = []
+    for (const tile of Tiles.partialTiles(head.size)) {
+      if (tile.width === 0) {
+        partials.push(new Uint8Array(0))
+        continue
+      }
+      const file = Tiles.tilePath(tile)
+      const bytes = yield* readFile(path.join(out, file), Tiles.FULL_TILE_BYTES)
+      if (bytes?.length !== tile.width * Merkle.HASH_BYTES) {
+        return yield* refused("tile", file, "the tile the published checkpoint needs is missing or of another length")
+      }
+      partials.push(bytes)
+    }
+    const range = Tiles.rangeOf(Tiles.partialTiles(head.size).map((tile, l) => ({ tile, hashes: partials[l]! })))
+    if (!Merkle.equals(Merkle.root(range), head.root)) {
+      return yield* refused("root", "checkpoint", "the published partial tiles do not give its root")
+    }
+    // The entries of the partial bundle (they must be the level-0 tile's leaves), and
+    // the last entry's hash, which the next entry must link to.
+    const width = head.size % Tiles.TILE_WIDTH
+    const index = Math.floor((head.size - 1) / Tiles.TILE_WIDTH)
+    let pending: ReadonlyArray<Uint8Array> = []
+    let last = Entry.ZERO_HASH
+    if (head.size > 0) {
+      const file = Tiles.bundlePath(index, width === 0 ? Tiles.TILE_WIDTH : width)
+      const bytes = yield* readFile(path.join(out, file), Tiles.MAX_BUNDLE_BYTES)
+      if (bytes === undefined) {
+        return yield* refused("bundle", file, "the bundle the published checkpoint needs is missing")
+      }
+      const entries = yield* Effect.fromResult(Tiles.decodeBundle(bytes, width === 0 ? Tiles.TILE_WIDTH : width, file))
+      const read = yield* Effect.forEach(entries, (e, i) => Effect.fromResult(Tiles.readEntry(e, file, i)))
+      if (width > 0) {
+        for (let i = 0; i < read.length; i++) {
+          const leaf = Merkle.entryLeafHash(read[i]!.entryHash)
+          const h = Merkle.HASH_BYTES
+          if (!Merkle.equals(leaf, partials[0]!.subarray(i * h, (i + 1) * h))) {
+            return yield* refused("bundle", file, `entry ${i} is not the leaf of the published tile`)
+          }
+        }
+        pending = entries
+      }
+      last = read.at(-1)!.entryHash
+    }
+    return { size: head.size, partials, pending, last }
+  })
+
+/**
+ * `publish ID --out DIR --sign KEYFILE [--hashes-only]`: one run (see the module header).
+ *
+ * @since 0.8.0
+ */
+export const publishOnce = (
+  id: string,
+  options: { readonly out: string; readonly keyFile: string; readonly hashesOnly: boolean }
+) =>
+  Effect.gen(function*() {
+    yield* validId(id)
+    const signer = yield* loadSigner(options.keyFile)
+    const origin = TreeHead.origin(signer.verifier.name, id)
+    const out = options.out
+    const from = yield* resume(out, signer, origin)
+    const writer = Tiles.writer(options.hashesOnly ? "hashes" : "entries", from.size, from.partials, from.pending)
+    const persistence = yield* Persistence.Persistence
+    let written = 0
+    const wrote: Array<string> = []
+    const put = (file: Tiles.File) =>
+      Effect.gen(function*() {
+        const target = path.join(out, file.path)
+        if (file.full) {
+          const existing = yield* readFile(target, Tiles.MAX_BUNDLE_BYTES)
+          if (existing !== undefined) {
+            if (existing.length === file.bytes.length && Merkle.equals(existing, file.bytes)) return
+            return yield* refused("tile", file.path, "a published full tile or bundle would be rewritten")
+          }
+          wrote.push(file.path)
+        }
+        yield* writeFile(target, file.bytes)
+        written++
+      })
+    let prev = from.last
+    yield* persistence.history(id, { from: from.size }).pipe(
+      Stream.runForEach((entry) =>
+        Effect.gen(function*() {
+          const index = writer.size()
+          if (entry.sequence !== index) {
+            return yield* refused(
+              "chain",
+              "journal",
+              index === 0
+                ? `the history starts at sequence ${entry.sequence}: earlier entries were removed`
+                : `sequence ${entry.sequence} follows ${index - 1}`
+            )
+          }
+          const chained = Chain.verify([entry], { prefixEvicted: false, previousHash: prev, indexOffset: index })
+          if (Result.isFailure(chained)) {
+            return yield* refused(
+              index === from.size && index > 0 ? "since" : "chain",
+              "journal",
+              index === from.size && index > 0
+                ? `the journal does not extend the published checkpoint of ${from.size} entries: ${chained.failure.message}`
+                : chained.failure.message
+            )
+          }
+          prev = entry.entry_hash
+          writer.push(entry)
+          for (const file of writer.full()) yield* put(file)
+        })
+      )
+    )
+    const size = writer.size()
+    const range = writer.range()
+    if (size > from.size || from.size === 0) {
+      for (const file of writer.partials()) yield* put(file)
+      const head = TreeHead.make(origin, range)
+      const note = yield* Effect.fromResult(SignedNote.sign(TreeHead.text(head), [signer])).pipe(Effect.orDie)
+      yield* writeFile(path.join(out, "checkpoint"), new TextEncoder().encode(note))
+      written++
+      // The checkpoint names the full files now: the partial ones of their index go.
+      for (const file of wrote) {
+        yield* Effect.tryPromise({
+          try: () => fs.promises.rm(path.join(out, `${file}.p`), { recursive: true, force: true }),
+          catch: (e) => failed("remove", `${file}.p`, e)
+        })
+      }
+    }
+    return {
+      id,
+      origin,
+      old_size: from.size,
+      tree_size: size,
+      root: TreeHead.base64(Merkle.root(range)),
+      files_written: written
+    } satisfies Published
+  })
+
+const publishedText = (p: Published, out: string): string =>
+  p.tree_size === p.old_size && p.files_written === 0
+    ? `${p.id}: ${out} is up to date (${Output.count(p.tree_size, "entry", "entries")}, root ${p.root})`
+    : `${p.id}: published ${Output.count(p.tree_size, "entry", "entries")} to ${out} (${
+      p.tree_size - p.old_size
+    } new, ${p.files_written} files written), root ${p.root}`
+
+/**
+ * `publish ID --out DIR --sign KEYFILE [--hashes-only] [--every DURATION]`: one run, or
+ * a run every DURATION until interrupted (a failed run ends it).
+ *
+ * @since 0.8.0
+ */
+export const publish = (
+  id: string,
+  options: {
+    readonly out: string
+    readonly keyFile: string
+    readonly hashesOnly: boolean
+    readonly everyMillis: number | undefined
+    readonly json: boolean
+  }
+) => {
+  const once = Effect.flatMap(
+    publishOnce(id, options),
+    (p) => options.json ? Output.json(p) : Output.lines([publishedText(p, options.out)])
+  )
+  const every = options.everyMillis
+  if (every === undefined) return once
+  return Effect.forever(Effect.andThen(once, Effect.sleep(Duration.millis(every))))
+}
+
+// ---------------------------------------------------------------------------
+// verify-remote
+
+const MAX_TOTAL_MILLIS = 5 * 60_000
+
+// One GET under a deadline shared by the whole verification, the body bounded.
+const get = (url: string, maxBytes: number, signal: AbortSignal) =>
+  new Promise<Uint8Array | undefined>((resolve, reject) => {
+    const client = url.startsWith("https:") ? https : http
+    const request = client.get(url, { signal, headers: { "accept-encoding": "identity" } }, (response) => {
+      const status = response.statusCode ?? 0
+      if (status === 404 || status === 410) {
+        response.resume()
+        return resolve(undefined)
+      }
+      if (status !== 200) {
+        response.resume()
+        return reject(new Error(`${url} answered ${status}`))
+      }
+      const declared = Number(response.headers["content-length"] ?? "0")
+      if (declared > maxBytes) {
+        response.destroy()
+        return reject(new Error(`${url} is ${declared} bytes, more than the ${maxBytes} it may be`))
+      }
+      const chunks: Array<Buffer> = []
+      let total = 0
+      response.on("data", (chunk: Buffer) => {
+        total += chunk.length
+        if (total > maxBytes) {
+          response.destroy()
+          reject(new Error(`${url} is more than the ${maxBytes} bytes it may be`))
+        } else chunks.push(chunk)
+      })
+      response.on("end", () => resolve(new Uint8Array(Buffer.concat(chunks))))
+      response.on("error", reject)
+    })
+    request.on("error", reject)
+  })
+
+/**
+ * The reader of a published log at `target`: an `http(s)://` prefix (GET, 404 for a
+ * file that is not there, all requests under one deadline of `MAX_TOTAL_MILLIS`) or a
+ * directory.
+ *
+ * @since 0.8.0
+ */
+export const reader = (target: string): TiledLog.Read<NotAvailable> => {
+  if (/^https?:\/\//.test(target)) {
+    const base = target.replace(/\/+$/, "")
+    const signal = AbortSignal.timeout(MAX_TOTAL_MILLIS)
+    return (file, maxBytes) =>
+      Effect.tryPromise({
+        try: () => get(`${base}/${file}`, maxBytes, signal),
+        catch: (e) => new NotAvailable({ feature: "verify-remote", reason: `${base}/${file}: ${messageOf(e)}` })
+      })
+  }
+  return (file, maxBytes) =>
+    readFile(path.join(target, file), maxBytes).pipe(
+      Effect.mapError((e) => new NotAvailable({ feature: "verify-remote", reason: e.reason }))
+    )
+}
+
+/**
+ * `verify-remote URL|DIR --key VKEY [--since CHECKPOINT]`: exit 0 when the published
+ * log verifies, 1 (`TilesRefused`) when it does not, 3 when it cannot be read.
+ *
+ * @since 0.8.0
+ */
+export const verifyRemote = (
+  target: string,
+  options: { readonly keys: ReadonlyArray<string>; readonly since: string | undefined; readonly json: boolean }
+) =>
+  Effect.gen(function*() {
+    if (options.keys.length === 0) {
+      return yield* new InvalidInput({ field: "--key", reason: "the verifier key of the log's signer is needed" })
+    }
+    const verifiers = (yield* Effect.forEach(options.keys, loadVerifiers)).flat()
+    let since: string | undefined
+    if (options.since !== undefined) {
+      const bytes = yield* readFile(options.since, SignedNote.MAX_NOTE_BYTES).pipe(
+        Effect.mapError((e) => new InvalidInput({ field: "--since", reason: e.reason }))
+      )
+      if (bytes === undefined) {
+        return yield* new InvalidInput({ field: "--since", reason: `there is no file ${options.since}` })
+      }
+      since = new TextDecoder().decode(bytes)
+    }
+    const result = yield* Effect.result(TiledLog.verify(reader(target), { verifiers, since }))
+    if (Result.isFailure(result)) {
+      const e = result.failure
+      if (e._tag === "TilesRefused") {
+        if (options.json) yield* Output.json({ ok: false, target, reason: e.reason, path: e.path, detail: e.detail })
+        else yield* Output.lines([`${target}: REFUSED (${e.reason}) at ${e.path}: ${e.detail}`])
+      }
+      return yield* e
+    }
+    const v = result.success
+    if (options.json) {
+      return yield* Output.json({
+        ok: true,
+        target,
+        id: v.id,
+        origin: v.origin,
+        tree_size: v.size,
+        root: TreeHead.base64(v.root),
+        signed_by: v.signedBy,
+        cosigned_by: v.cosignedBy,
+        hashes_only: v.hashesOnly,
+        since: v.since ?? null
+      })
+    }
+    yield* Output.lines([
+      `${target}: the log of ${v.id} verifies: ${Output.count(v.size, "entry", "entries")}, root ${
+        TreeHead.base64(v.root)
+      }, signed by ${v.signedBy.join(", ")}${v.since === undefined ? "" : `; it extends the checkpoint of ${v.since}`}`,
+      ...(v.hashesOnly > 0
+        ? [
+          `  ${
+            Output.count(v.hashesOnly, "entry", "entries")
+          } published as hashes only: their place is proven, not their content`
+        ]
+        : []),
+      ...v.cosignedBy.map((c) => `  cosigned by ${c.name} at ${new Date(c.timestamp * 1000).toISOString()}`)
+    ])
+  })
