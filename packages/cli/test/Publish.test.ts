@@ -9,6 +9,8 @@
  * every entry and the consistency with earlier checkpoints.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { SignedNote } from "@session-journal/core"
+import * as Result from "effect/Result"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -16,7 +18,8 @@ import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll } from "vitest"
-import { cleanup, exited, run, start, tempDir } from "./Run.ts"
+import { cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
+import { startWitness } from "./WitnessServer.ts"
 
 afterAll(cleanup)
 
@@ -282,6 +285,71 @@ describe("session-journal publish / verify-remote", () => {
       const v = await verifyRemote(out, key.vkey, ...(earlier === undefined ? [] : ["--since", earlier]))
       assert.strictEqual(v.code, 0, `round ${round}: ${v.stdout}${v.stderr}`)
       earlier = keep(out, `cp-${round}`)
+    }
+  })
+})
+
+describe("session-journal publish --witness", () => {
+  it("--every: each new checkpoint is cosigned before it is published; after a fork the witness refuses a fresh publication (422), and none goes out", async () => {
+    const dir = tempDir()
+    const key = await newKey(dir, "journal.example/w")
+    const w = await startWitness(Result.getOrThrow(SignedNote.parseVerifier(key.vkey)))
+    try {
+      await record(dir, "w", 5)
+      const out = path.join(dir, "out")
+      const child = start([
+        "--dir",
+        dir,
+        "publish",
+        "w",
+        "--out",
+        out,
+        "--sign",
+        key.file,
+        "--witness",
+        w.url,
+        "--witness-key",
+        w.vkey,
+        "--every",
+        "100ms"
+      ])
+      const stderr: Array<Buffer> = []
+      child.stderr!.on("data", (b: Buffer) => stderr.push(b))
+      await waitForLine(
+        child,
+        (l) => l.startsWith("w: published 5 entries") && l.includes("cosigned by witness.test/w1")
+      )
+      const v5 = await verifyRemote(out, key.vkey, "--key", w.vkey)
+      assert.strictEqual(v5.code, 0, v5.stderr)
+      assert.deepInclude(JSON.parse(v5.stdout), { tree_size: 5 })
+      assert.deepStrictEqual(JSON.parse(v5.stdout).cosigned_by.map((c: { name: string }) => c.name), [
+        "witness.test/w1"
+      ])
+      const cp5 = keep(out, "cp5")
+
+      await record(dir, "w", 4, "more")
+      await waitForLine(child, (l) => l.startsWith("w: published 9 entries") && l.includes("cosigned by"))
+      assert.deepStrictEqual(w.requests.slice(-2).map((r) => [r.old, r.status]), [[0, 409], [5, 200]])
+
+      child.kill("SIGINT")
+      assert.strictEqual(await exited(child), 130, Buffer.concat(stderr).toString("utf8"))
+
+      // The session rewritten: the next run refuses to continue the published log.
+      fs.rmSync(path.join(dir, "w"), { recursive: true })
+      await record(dir, "w", 12, "forked")
+      const refused = await publish(dir, "w", out, key.file, "--witness", w.url, "--witness-key", w.vkey)
+      assert.strictEqual(refused.code, 1)
+      assert.include(refused.stderr, "does not extend the published checkpoint of 9 entries")
+      assert.strictEqual((await verifyRemote(out, key.vkey, "--since", cp5)).code, 0)
+
+      // Published afresh elsewhere, the fork is refused by the witness (422) and no checkpoint goes out.
+      const fresh = path.join(dir, "fresh")
+      const r = await publish(dir, "w", fresh, key.file, "--witness", w.url, "--witness-key", w.vkey)
+      assert.strictEqual(r.code, 1, r.stderr)
+      assert.match(r.stderr, /did not cosign w \(422\): the journal is not consistent with the tree of 9 entries/)
+      assert.isFalse(fs.existsSync(path.join(fresh, "checkpoint")))
+    } finally {
+      await w.close()
     }
   })
 })

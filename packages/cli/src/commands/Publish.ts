@@ -16,7 +16,17 @@
  *
  * @since 0.8.0
  */
-import { Chain, Entry, Merkle, Persistence, SignedNote, TiledLog, Tiles, TreeHead } from "@session-journal/core"
+import {
+  Chain,
+  Entry,
+  Merkle,
+  Persistence,
+  SignedNote,
+  TiledLog,
+  Tiles,
+  Transparency,
+  TreeHead
+} from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -29,7 +39,7 @@ import * as path from "node:path"
 import { InvalidInput, NotAvailable } from "../Failure.ts"
 import { validId } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
-import { loadSigner, loadVerifiers } from "./TreeCheck.ts"
+import { cosign, loadSigner, loadVerifiers, loadWitnessKeys } from "./TreeCheck.ts"
 
 // ---------------------------------------------------------------------------
 // Files
@@ -119,6 +129,7 @@ export interface Published {
   readonly tree_size: number
   readonly root: string
   readonly files_written: number
+  readonly cosigned_by: ReadonlyArray<{ readonly name: string; readonly timestamp: number }>
 }
 
 const refused = (reason: Tiles.TilesRefused["reason"], file: string, detail: string) =>
@@ -189,11 +200,18 @@ const resume = (out: string, signer: SignedNote.Signer, origin: string) =>
  */
 export const publishOnce = (
   id: string,
-  options: { readonly out: string; readonly keyFile: string; readonly hashesOnly: boolean }
+  options: {
+    readonly out: string
+    readonly keyFile: string
+    readonly hashesOnly: boolean
+    readonly witnesses: ReadonlyArray<string>
+    readonly witnessKeys: ReadonlyArray<string>
+  }
 ) =>
   Effect.gen(function*() {
     yield* validId(id)
     const signer = yield* loadSigner(options.keyFile)
+    const witnessVerifiers = options.witnesses.length === 0 ? [] : yield* loadWitnessKeys(options.witnessKeys)
     const origin = TreeHead.origin(signer.verifier.name, id)
     const out = options.out
     const from = yield* resume(out, signer, origin)
@@ -247,10 +265,33 @@ export const publishOnce = (
     )
     const size = writer.size()
     const range = writer.range()
+    const cosignedBy: Array<{ readonly name: string; readonly timestamp: number }> = []
     if (size > from.size || from.size === 0) {
       for (const file of writer.partials()) yield* put(file)
       const head = TreeHead.make(origin, range)
-      const note = yield* Effect.fromResult(SignedNote.sign(TreeHead.text(head), [signer])).pipe(Effect.orDie)
+      let note = yield* Effect.fromResult(SignedNote.sign(TreeHead.text(head), [signer])).pipe(Effect.orDie)
+      // Each witness cosigns before the checkpoint is published; one that refuses (a
+      // fork, a cut) stops the run with the older checkpoint in place. One that cannot
+      // be reached is reported, and the checkpoint goes out without its cosignature.
+      for (const url of options.witnesses) {
+        const c = yield* cosign(
+          url,
+          id,
+          { head, note },
+          witnessVerifiers,
+          (oldSize) => Effect.map(Transparency.consistency(id, oldSize, size), (p) => p.proof)
+        ).pipe(
+          Effect.catchTag("NotAvailable", (e) =>
+            Effect.as(
+              Output.errorLine(`session-journal: ${e.message}; the checkpoint is published without its cosignature`),
+              undefined
+            ))
+        )
+        if (c !== undefined) {
+          note = c.note
+          cosignedBy.push(...c.cosignedBy)
+        }
+      }
       yield* writeFile(path.join(out, "checkpoint"), new TextEncoder().encode(note))
       written++
       // The checkpoint names the full files now: the partial ones of their index go.
@@ -267,7 +308,8 @@ export const publishOnce = (
       old_size: from.size,
       tree_size: size,
       root: TreeHead.base64(Merkle.root(range)),
-      files_written: written
+      files_written: written,
+      cosigned_by: cosignedBy
     } satisfies Published
   })
 
@@ -276,11 +318,14 @@ const publishedText = (p: Published, out: string): string =>
     ? `${p.id}: ${out} is up to date (${Output.count(p.tree_size, "entry", "entries")}, root ${p.root})`
     : `${p.id}: published ${Output.count(p.tree_size, "entry", "entries")} to ${out} (${
       p.tree_size - p.old_size
-    } new, ${p.files_written} files written), root ${p.root}`
+    } new, ${p.files_written} files written), root ${p.root}${
+      p.cosigned_by.length === 0 ? "" : `, cosigned by ${p.cosigned_by.map((c) => c.name).join(", ")}`
+    }`
 
 /**
- * `publish ID --out DIR --sign KEYFILE [--hashes-only] [--every DURATION]`: one run, or
- * a run every DURATION until interrupted (a failed run ends it).
+ * `publish ID --out DIR --sign KEYFILE [--hashes-only] [--witness URL --witness-key
+ * VKEY] [--every DURATION]`: one run, or a run every DURATION until interrupted (a
+ * failed run, a witness's refusal included, ends it).
  *
  * @since 0.8.0
  */
@@ -290,6 +335,8 @@ export const publish = (
     readonly out: string
     readonly keyFile: string
     readonly hashesOnly: boolean
+    readonly witnesses: ReadonlyArray<string>
+    readonly witnessKeys: ReadonlyArray<string>
     readonly everyMillis: number | undefined
     readonly json: boolean
   }

@@ -305,7 +305,13 @@ export const witness = (
     )
     yield* writeFileAtomic(options.out, c.note)
     if (options.json) {
-      return yield* Output.json({ id, tree_size: size, old_size: c.oldSize, cosigned_by: c.cosignedBy, file: options.out })
+      return yield* Output.json({
+        id,
+        tree_size: size,
+        old_size: c.oldSize,
+        cosigned_by: c.cosignedBy,
+        file: options.out
+      })
     }
     yield* Output.lines([
       `${id}: the checkpoint of ${size} entries is cosigned by ${

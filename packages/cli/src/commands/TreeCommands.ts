@@ -207,6 +207,18 @@ const publish = Command.make(
         "Publish each entry's hash, not its content: proves every entry's place, shows nothing of it"
       )
     ),
+    witness: Flag.String("witness").pipe(
+      Flag.atLeast(0),
+      Flag.withMetavar("URL"),
+      Flag.withDescription(
+        "A C2SP tlog-witness to cosign each new checkpoint before it is published (repeatable); a refusal stops the run"
+      )
+    ),
+    witnessKey: Flag.String("witness-key").pipe(
+      Flag.atLeast(0),
+      Flag.withMetavar("VKEY"),
+      Flag.withDescription("Verifier key of a witness (type 0x04), or a file of them")
+    ),
     every: Flag.String("every").pipe(
       Flag.withMetavar("DURATION"),
       Flag.mapTryCatch(parseWait, (e) => `invalid --every: ${String(e)}`),
@@ -221,6 +233,8 @@ const publish = Command.make(
           out: a.out,
           keyFile: a.sign,
           hashesOnly: a.hashesOnly,
+          witnesses: a.witness,
+          witnessKeys: a.witnessKey,
           everyMillis: Option.getOrUndefined(Option.map(a.every, Duration.toMillis)),
           json
         })), { readOnly: true })
