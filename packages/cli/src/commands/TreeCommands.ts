@@ -5,10 +5,12 @@
  * signed C2SP checkpoint of the session's RFC 6962 tree; `verify ID --checkpoint FILE
  * --key VKEY` checks the signature and that the journal is consistent with that
  * checkpoint; `prove ID SEQUENCE [--size N]` and `consistency ID OLD NEW` print the
- * inclusion and consistency proofs a third party checks with a checkpoint alone.
+ * inclusion and consistency proofs a third party checks with a checkpoint alone;
+ * `publish ID --out DIR --sign FILE` writes the session as C2SP tlog-tiles and
+ * `verify-remote URL|DIR --key VKEY` checks such a log from its files alone.
  *
  * Everything reads the session without its lock, so it runs next to a writer. The
- * work is in `TreeCheck`, loaded when one of these runs.
+ * work is in `TreeCheck` and `Publish`, loaded when one of these runs.
  *
  * @since 0.5.0
  */
