@@ -16,9 +16,10 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import { afterAll } from "vitest"
+import { goProgram, hasGo } from "./GoBuild.ts"
 import { cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
+import { newKey, record } from "./TreeFixtures.ts"
 import { startWitness } from "./WitnessServer.ts"
 
 afterAll(cleanup)
@@ -32,25 +33,9 @@ const random = (seed: number) => () => {
   return ((t ^ (t >>> 14)) >>> 0) / 4294967296
 }
 
-const record = async (dir: string, id: string, n: number, tool = "read_file") => {
-  const input = Array.from(
-    { length: n },
-    (_, i) => JSON.stringify({ tool_name: `${tool}-${i}`, server_id: "srv", agent_id: "a", bytes_read: i }) + "\n"
-  ).join("")
-  const r = await run(["--dir", dir, "import", id, "-"], { input })
-  assert.strictEqual(r.code, 0, r.stderr)
-}
-
 const message = async (dir: string, id: string, payload: unknown) => {
   const r = await run(["--dir", dir, "append", id, "--payload", JSON.stringify(payload)])
   assert.strictEqual(r.code, 0, r.stderr)
-}
-
-const newKey = async (dir: string, name: string) => {
-  const file = path.join(dir, `${name.replace(/\W/g, "_")}.key`)
-  const r = await run(["key", "generate", name, "--out", file])
-  assert.strictEqual(r.code, 0, r.stderr)
-  return { file, vkey: r.stdout.trim() }
 }
 
 const publish = (dir: string, id: string, out: string, keyFile: string, ...more: Array<string>) =>
@@ -357,24 +342,7 @@ describe("session-journal publish --witness", () => {
 // ---------------------------------------------------------------------------
 // Go's sumdb/tlog reading the tiles, when installed (Debian: golang-go, golang-golang-x-mod-dev).
 
-const GOPATH = "/usr/share/gocode"
-const hasGo = spawnSync("go", ["version"]).status === 0 &&
-  fs.existsSync(path.join(GOPATH, "src/golang.org/x/mod/sumdb/tlog"))
-let built: string | undefined
-
-const tilecheck = (): string => {
-  if (built !== undefined) return built
-  const out = path.join(tempDir(), "tilecheck")
-  const src = fileURLToPath(new URL("./fixtures/tilecheck", import.meta.url))
-  const r = spawnSync("go", ["build", "-o", out, "."], {
-    cwd: src,
-    env: { ...process.env, GO111MODULE: "off", GOPATH, GOCACHE: path.join(path.dirname(out), "gocache"), GOFLAGS: "" },
-    encoding: "utf8"
-  })
-  assert.strictEqual(r.status, 0, r.stderr)
-  built = out
-  return out
-}
+const tilecheck = (): string => goProgram("tilecheck")
 
 describe.skipIf(!hasGo)("independent check with Go's sumdb/tlog", () => {
   it("reads our tiles, proves every entry and the consistency with earlier checkpoints; refuses tampered tiles", async () => {

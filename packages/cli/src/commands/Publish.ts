@@ -38,6 +38,7 @@ import * as https from "node:https"
 import * as path from "node:path"
 import { InvalidInput, NotAvailable } from "../Failure.ts"
 import { validId } from "../internal/commandKit.ts"
+import * as PublicFile from "../internal/publicFile.ts"
 import * as Output from "../Output.ts"
 import { cosign, loadSigner, loadVerifiers, loadWitnessKeys } from "./TreeCheck.ts"
 
@@ -47,45 +48,13 @@ import { cosign, loadSigner, loadVerifiers, loadWitnessKeys } from "./TreeCheck.
 const failed = (what: string, file: string, e: unknown) =>
   new NotAvailable({ feature: "publish", reason: `cannot ${what} ${file}: ${messageOf(e)}` })
 
-const syncDir = async (dir: string): Promise<void> => {
-  const handle = await fs.promises.open(dir, fs.constants.O_RDONLY)
-  try {
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
-}
-
 /**
- * Writes `bytes` to `file` so that a crash leaves the old file or the new one, never a
- * part: a temporary file beside it (created exclusively, 0644), written and fsynced,
- * renamed over `file`, the directory fsynced so the rename survives a crash too. A crash
- * before the rename can leave the temporary file (`.tmp-…`), which no reader asks for.
+ * `PublicFile.write` (crash-safe, 0644) as an Effect.
  *
  * @since 0.8.0
  */
 export const writeFile = (file: string, bytes: Uint8Array) =>
-  Effect.tryPromise({
-    try: async () => {
-      const dir = path.dirname(file)
-      await fs.promises.mkdir(dir, { recursive: true, mode: 0o755 })
-      const temp = path.join(dir, `.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`)
-      const handle = await fs.promises.open(
-        temp,
-        fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL,
-        0o644
-      )
-      try {
-        await handle.writeFile(bytes)
-        await handle.sync()
-      } finally {
-        await handle.close()
-      }
-      await fs.promises.rename(temp, file)
-      await syncDir(dir)
-    },
-    catch: (e) => failed("write", file, e)
-  })
+  Effect.tryPromise({ try: () => PublicFile.write(file, bytes), catch: (e) => failed("write", file, e) })
 
 /**
  * The bytes of `file`, or `undefined` when there is none; more than `maxBytes` is a
@@ -94,25 +63,7 @@ export const writeFile = (file: string, bytes: Uint8Array) =>
  * @since 0.8.0
  */
 export const readFile = (file: string, maxBytes: number) =>
-  Effect.tryPromise({
-    try: async (): Promise<Uint8Array | undefined> => {
-      let handle: fs.promises.FileHandle
-      try {
-        handle = await fs.promises.open(file, fs.constants.O_RDONLY)
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined
-        throw e
-      }
-      try {
-        const { size } = await handle.stat()
-        if (size > maxBytes) throw new Error(`it is ${size} bytes, more than the ${maxBytes} it may be`)
-        return new Uint8Array(await handle.readFile())
-      } finally {
-        await handle.close()
-      }
-    },
-    catch: (e) => failed("read", file, e)
-  })
+  Effect.tryPromise({ try: () => PublicFile.read(file, maxBytes), catch: (e) => failed("read", file, e) })
 
 // ---------------------------------------------------------------------------
 // publish
@@ -134,6 +85,20 @@ export interface Published {
 
 const refused = (reason: Tiles.TilesRefused["reason"], file: string, detail: string) =>
   new Tiles.TilesRefused({ reason, path: file, detail })
+
+/**
+ * What a publishing run is given: the directory, the signer key file, whether entries
+ * go out as hashes only, and the witnesses (URLs and their verifier keys).
+ *
+ * @since 0.8.0
+ */
+export interface PublishOptions {
+  readonly out: string
+  readonly keyFile: string
+  readonly hashesOnly: boolean
+  readonly witnesses: ReadonlyArray<string>
+  readonly witnessKeys: ReadonlyArray<string>
+}
 
 // The published state a run continues from: the checkpoint, its partial tiles and bundle.
 const resume = (out: string, signer: SignedNote.Signer, origin: string) =>
@@ -198,16 +163,7 @@ const resume = (out: string, signer: SignedNote.Signer, origin: string) =>
  *
  * @since 0.8.0
  */
-export const publishOnce = (
-  id: string,
-  options: {
-    readonly out: string
-    readonly keyFile: string
-    readonly hashesOnly: boolean
-    readonly witnesses: ReadonlyArray<string>
-    readonly witnessKeys: ReadonlyArray<string>
-  }
-) =>
+export const publishOnce = (id: string, options: PublishOptions) =>
   Effect.gen(function*() {
     yield* validId(id)
     const signer = yield* loadSigner(options.keyFile)
@@ -331,15 +287,7 @@ const publishedText = (p: Published, out: string): string =>
  */
 export const publish = (
   id: string,
-  options: {
-    readonly out: string
-    readonly keyFile: string
-    readonly hashesOnly: boolean
-    readonly witnesses: ReadonlyArray<string>
-    readonly witnessKeys: ReadonlyArray<string>
-    readonly everyMillis: number | undefined
-    readonly json: boolean
-  }
+  options: PublishOptions & { readonly everyMillis: number | undefined; readonly json: boolean }
 ) => {
   const once = Effect.flatMap(
     publishOnce(id, options),

@@ -14,6 +14,7 @@ import * as fs from "node:fs"
 import { CheckpointMismatch, InvalidInput, NotAvailable, VerificationFailed, WitnessRefused } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { validId } from "../internal/commandKit.ts"
+import * as PublicFile from "../internal/publicFile.ts"
 import * as Output from "../Output.ts"
 import type * as Storage from "../Storage.ts"
 import * as Verify from "./Verify.ts"
@@ -338,21 +339,7 @@ export const loadWitnessKeys = (values: ReadonlyArray<string>) =>
 
 const writeFileAtomic = (file: string, text: string) =>
   Effect.tryPromise({
-    try: async () => {
-      const temp = `${file}.tmp-${process.pid}`
-      const handle = await fs.promises.open(
-        temp,
-        fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL,
-        0o644
-      )
-      try {
-        await handle.writeFile(text)
-        await handle.sync()
-      } finally {
-        await handle.close()
-      }
-      await fs.promises.rename(temp, file)
-    },
+    try: () => PublicFile.write(file, text),
     catch: (e) => new InvalidInput({ field: "--out", reason: `cannot write ${file}: ${describeError(e)}` })
   })
 

@@ -160,6 +160,14 @@ const consistency = Command.make(
   )
 )
 
+const witnessKeyFlag = Flag.String("witness-key").pipe(
+  Flag.atLeast(0),
+  Flag.withMetavar("VKEY"),
+  Flag.withDescription(
+    "Verifier key of the witness (type 0x04), or a file of them; cosignatures by other keys are dropped"
+  )
+)
+
 const witness = Command.make(
   "witness",
   {
@@ -168,13 +176,7 @@ const witness = Command.make(
     ),
     id: sessionId,
     sign: Flag.String("sign").pipe(Flag.withMetavar("FILE"), Flag.withDescription("Signer key of the journal")),
-    witnessKey: Flag.String("witness-key").pipe(
-      Flag.atLeast(0),
-      Flag.withMetavar("VKEY"),
-      Flag.withDescription(
-        "Verifier key of the witness (type 0x04), or a file of them; cosignatures by other keys are dropped"
-      )
-    ),
+    witnessKey: witnessKeyFlag,
     out: Flag.String("out").pipe(
       Flag.withMetavar("FILE"),
       Flag.withDescription("Where to write the cosigned checkpoint")
@@ -216,11 +218,7 @@ const publish = Command.make(
         "A C2SP tlog-witness to cosign each new checkpoint before it is published (repeatable); a refusal stops the run"
       )
     ),
-    witnessKey: Flag.String("witness-key").pipe(
-      Flag.atLeast(0),
-      Flag.withMetavar("VKEY"),
-      Flag.withDescription("Verifier key of a witness (type 0x04), or a file of them")
-    ),
+    witnessKey: witnessKeyFlag,
     every: Flag.String("every").pipe(
       Flag.withMetavar("DURATION"),
       Flag.mapTryCatch(parseWait, (e) => `invalid --every: ${String(e)}`),
