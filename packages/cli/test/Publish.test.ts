@@ -16,6 +16,7 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
+import * as zlib from "node:zlib"
 import { afterAll } from "vitest"
 import { goProgram, hasGo } from "./GoBuild.ts"
 import { cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
@@ -58,12 +59,23 @@ const files = (root: string): Array<string> =>
 
 const serve = async (root: string) => {
   const server = http.createServer((req, res) => {
-    const file = path.join(root, decodeURIComponent(new URL(req.url!, "http://x").pathname))
+    const url = new URL(req.url!, "http://x").pathname
+    if (url === "/big/checkpoint") {
+      res.writeHead(200).end(Buffer.alloc(2 << 20, 97))
+      return
+    }
+    const file = path.join(root, decodeURIComponent(url))
     if (!file.startsWith(root) || !fs.existsSync(file) || !fs.statSync(file).isFile()) {
       res.writeHead(404).end()
       return
     }
-    res.writeHead(200, { "content-type": "application/octet-stream" }).end(fs.readFileSync(file))
+    // Entry bundles gzipped without being asked, as tlog-tiles lets a log do.
+    const bundle = file.includes(`${path.sep}entries${path.sep}`)
+    res.writeHead(200, {
+      "content-type": "application/octet-stream",
+      ...(bundle ? { "content-encoding": "gzip" } : {})
+    })
+      .end(bundle ? zlib.gzipSync(fs.readFileSync(file)) : fs.readFileSync(file))
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/log`
@@ -128,6 +140,10 @@ describe("session-journal publish / verify-remote", () => {
       const remote = await verifyRemote(server.url, key.vkey, "--since", cp301)
       assert.strictEqual(remote.code, 0, remote.stderr)
       assert.deepInclude(JSON.parse(remote.stdout), { ok: true, tree_size: 551 })
+      // An answer over its bound is not read to the end: exit 3, as storage that cannot be read.
+      const big = await verifyRemote(server.url.replace(/\/log$/, "/big"), key.vkey)
+      assert.strictEqual(big.code, 3, big.stderr)
+      assert.include(big.stderr, "more than the 1048576 bytes it may be")
       const nowhere = await verifyRemote(`${server.url}/nothing`, key.vkey)
       assert.strictEqual(nowhere.code, 1)
       assert.include(nowhere.stdout, "there is no checkpoint")
@@ -237,6 +253,20 @@ describe("session-journal publish / verify-remote", () => {
     const refused = await publish(dir, "f", out, key.file)
     assert.strictEqual(refused.code, 1, refused.stderr)
     assert.include(refused.stderr, "does not extend the published checkpoint of 10 entries")
+    // Cut to fewer entries than published: refused too, not taken for "up to date".
+    fs.rmSync(path.join(dir, "f"), { recursive: true })
+    await record(dir, "f", 4, "cut")
+    const cut = await publish(dir, "f", out, key.file)
+    assert.strictEqual(cut.code, 1, cut.stderr)
+    assert.include(cut.stderr, "it holds fewer entries (cut)")
+    // Rewritten at the same length: refused although nothing is new.
+    fs.rmSync(path.join(dir, "f"), { recursive: true })
+    await record(dir, "f", 10, "same-length")
+    const same = await publish(dir, "f", out, key.file)
+    assert.strictEqual(same.code, 1, same.stderr)
+    assert.include(same.stderr, "its entry 9 is not the published entry 9")
+    fs.rmSync(path.join(dir, "f"), { recursive: true })
+    await record(dir, "f", 12, "other")
     // Published afresh elsewhere: it verifies alone, but not against the checkpoint seen before.
     const fresh = path.join(dir, "fresh")
     assert.strictEqual((await publish(dir, "f", fresh, key.file)).code, 0)

@@ -36,6 +36,7 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as https from "node:https"
 import * as path from "node:path"
+import * as zlib from "node:zlib"
 import { InvalidInput, NotAvailable } from "../Failure.ts"
 import { validId } from "../internal/commandKit.ts"
 import * as PublicFile from "../internal/publicFile.ts"
@@ -190,9 +191,25 @@ export const publishOnce = (id: string, options: PublishOptions) =>
         written++
       })
     let prev = from.last
-    yield* persistence.history(id, { from: from.size }).pipe(
+    // The journal is read from the last published entry, which must still be there
+    // with its hash: a journal cut or rewritten since is refused, not published over.
+    let seenLast = from.size === 0
+    const forked = (detail: string) =>
+      refused(
+        "since",
+        "journal",
+        `the journal does not extend the published checkpoint of ${from.size} entries: ${detail}`
+      )
+    yield* persistence.history(id, { from: Math.max(0, from.size - 1) }).pipe(
       Stream.runForEach((entry) =>
         Effect.gen(function*() {
+          if (!seenLast) {
+            seenLast = true
+            if (entry.sequence !== from.size - 1 || entry.entry_hash !== from.last) {
+              return yield* forked(`its entry ${entry.sequence} is not the published entry ${from.size - 1}`)
+            }
+            return
+          }
           const index = writer.size()
           if (entry.sequence !== index) {
             return yield* refused(
@@ -204,21 +221,14 @@ export const publishOnce = (id: string, options: PublishOptions) =>
             )
           }
           const chained = Chain.verify([entry], { prefixEvicted: false, previousHash: prev, indexOffset: index })
-          if (Result.isFailure(chained)) {
-            return yield* refused(
-              index === from.size && index > 0 ? "since" : "chain",
-              "journal",
-              index === from.size && index > 0
-                ? `the journal does not extend the published checkpoint of ${from.size} entries: ${chained.failure.message}`
-                : chained.failure.message
-            )
-          }
+          if (Result.isFailure(chained)) return yield* refused("chain", "journal", chained.failure.message)
           prev = entry.entry_hash
           writer.push(entry)
           for (const file of writer.full()) yield* put(file)
         })
       )
     )
+    if (!seenLast) return yield* forked(`it holds fewer entries (cut)`)
     const size = writer.size()
     const range = writer.range()
     const cosignedBy: Array<{ readonly name: string; readonly timestamp: number }> = []
@@ -303,11 +313,12 @@ export const publish = (
 
 const MAX_TOTAL_MILLIS = 5 * 60_000
 
-// One GET under a deadline shared by the whole verification, the body bounded.
+// One GET under a deadline shared by the whole verification, the body bounded (after
+// decompression: a static host may gzip without being asked, as tlog-tiles allows).
 const get = (url: string, maxBytes: number, signal: AbortSignal) =>
   new Promise<Uint8Array | undefined>((resolve, reject) => {
     const client = url.startsWith("https:") ? https : http
-    const request = client.get(url, { signal, headers: { "accept-encoding": "identity" } }, (response) => {
+    const request = client.get(url, { signal, headers: { "accept-encoding": "gzip, identity" } }, (response) => {
       const status = response.statusCode ?? 0
       if (status === 404 || status === 410) {
         response.resume()
@@ -317,21 +328,24 @@ const get = (url: string, maxBytes: number, signal: AbortSignal) =>
         response.resume()
         return reject(new Error(`${url} answered ${status}`))
       }
-      const declared = Number(response.headers["content-length"] ?? "0")
-      if (declared > maxBytes) {
+      const encoding = response.headers["content-encoding"] ?? "identity"
+      if (encoding !== "identity" && encoding !== "gzip") {
         response.destroy()
-        return reject(new Error(`${url} is ${declared} bytes, more than the ${maxBytes} it may be`))
+        return reject(new Error(`${url} came with content-encoding ${encoding}`))
       }
+      const body = encoding === "gzip" ? response.pipe(zlib.createGunzip()) : response
       const chunks: Array<Buffer> = []
       let total = 0
-      response.on("data", (chunk: Buffer) => {
+      body.on("data", (chunk: Buffer) => {
         total += chunk.length
         if (total > maxBytes) {
           response.destroy()
+          body.destroy()
           reject(new Error(`${url} is more than the ${maxBytes} bytes it may be`))
         } else chunks.push(chunk)
       })
-      response.on("end", () => resolve(new Uint8Array(Buffer.concat(chunks))))
+      body.on("end", () => resolve(new Uint8Array(Buffer.concat(chunks))))
+      body.on("error", reject)
       response.on("error", reject)
     })
     request.on("error", reject)
