@@ -25,6 +25,7 @@ import { memoryRss } from "./scenarios/rss.ts"
 import { fsSessionsTouched } from "./scenarios/sessions.ts"
 import { claudeCodeSessionStore } from "./scenarios/sessionStore.ts"
 import { cliStartup } from "./scenarios/startup.ts"
+import { tilesVerify } from "./scenarios/tiles.ts"
 import { treeAppend } from "./scenarios/tree.ts"
 
 requireOneCore("bench/run.ts")
@@ -32,6 +33,7 @@ requireOneCore("bench/run.ts")
 const scenarios: ReadonlyArray<Scenario> = [
   memoryRecord,
   treeAppend,
+  tilesVerify,
   policyDecide,
   fsRecord,
   fsManySessions,

@@ -18,7 +18,6 @@
  */
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import * as Chain from "./Chain.ts"
 import { isSessionId, ZERO_HASH } from "./Entry.ts"
 import { decodeUtf8 } from "./internal/preimageRead.ts"
 import * as Merkle from "./Merkle.ts"
@@ -204,8 +203,14 @@ export const verify = <E>(
           if (r.entry.sequence !== index) {
             return yield* refused("chain", got.path, `entry ${index} has sequence ${r.entry.sequence}`)
           }
-          const chained = Chain.verify([r.entry], { prefixEvicted: false, previousHash: prev, indexOffset: index })
-          if (Result.isFailure(chained)) return yield* refused("chain", got.path, chained.failure.message)
+          // Its hash is the SHA-256 of its canonical preimage (`readEntry`): the link is what is left to check.
+          if (r.entry.prev_hash !== prev) {
+            return yield* refused(
+              "chain",
+              got.path,
+              `entry ${index} links to ${r.entry.prev_hash}, the entry before it is ${prev}`
+            )
+          }
         }
         prev = r.entryHash
         const leaf = Merkle.entryLeafHash(r.entryHash)

@@ -395,9 +395,10 @@ export interface Read {
 
 /**
  * Reads a bundle entry: 32 bytes are an `entry_hash`; anything else must be a whole
- * preimage whose fields make an entry, its hash the SHA-256 of the bytes. Whether the
- * entry recomputes to that hash (a canonical payload, a faithful decoding) is the
- * chain's check (`Chain.verify`).
+ * preimage whose fields make an entry that encodes back to the same bytes (so a
+ * payload text other than the canonical one is refused), its hash the SHA-256 of the
+ * bytes. The entry therefore recomputes to its `entry_hash`, as `Chain.verify` would
+ * check; its link is the caller's to check.
  *
  * @since 0.8.0
  */
@@ -406,6 +407,11 @@ export const readEntry = (bytes: Uint8Array, path: string, index: number): Resul
   const fields = PreimageRead.read(bytes)
   const entryHash = Sha256.hex(bytes)
   const decoded = fields === undefined ? undefined : decodeEntry({ ...fields, entry_hash: entryHash })
+  if (decoded !== undefined && Result.isSuccess(decoded) && !Merkle.equals(preimage(decoded.success), bytes)) {
+    return Result.fail(
+      new TilesRefused({ reason: "bundle", path, detail: `entry ${index} is not the canonical preimage of its entry` })
+    )
+  }
   if (decoded === undefined || Result.isFailure(decoded)) {
     return Result.fail(
       new TilesRefused({

@@ -12,6 +12,7 @@ import * as Exit from "effect/Exit"
 import * as Result from "effect/Result"
 import * as fc from "fast-check"
 import { Entry, Merkle, SignedNote, TiledLog, Tiles, TreeHead } from "../src/index.ts"
+import * as P from "../src/internal/preimage.ts"
 import * as A from "./arbitraries.ts"
 
 const SEED = Number(process.env.SEED ?? Math.floor(Math.random() * 2 ** 31))
@@ -134,6 +135,16 @@ describe(`Tiles (seed ${SEED})`, () => {
     assert.strictEqual(Tiles.bundleEntry(big!, "entries").length, 32)
     const [small] = chain(1)
     assert.isAbove(Tiles.bundleEntry(small!, "entries").length, 32)
+  })
+
+  it("a preimage whose payload text is not canonical, or with a byte too many, is refused", () => {
+    const spaced = P.otherPreimage(0, Entry.ZERO_HASH, 1, "message", `{"a": 1}`)
+    const r = Tiles.readEntry(spaced, "b", 0)
+    assert.deepInclude(Result.isFailure(r) ? r.failure : undefined, { reason: "bundle", path: "b" })
+    const canonical = P.otherPreimage(0, Entry.ZERO_HASH, 1, "message", `{"a":1}`)
+    assert.isTrue(Result.isSuccess(Tiles.readEntry(canonical, "b", 0)))
+    assert.isTrue(Result.isFailure(Tiles.readEntry(new Uint8Array([...canonical, 0]), "b", 0)))
+    assert.isTrue(Result.isFailure(Tiles.readEntry(canonical.subarray(0, 40), "b", 0)))
   })
 })
 

@@ -28,6 +28,7 @@ import {
   TreeHead
 } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
+import { NodeSha256 } from "@session-journal/node"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
@@ -399,7 +400,10 @@ export const verifyRemote = (
       }
       since = new TextDecoder().decode(bytes)
     }
-    const result = yield* Effect.result(TiledLog.verify(reader(target), { verifiers, since }))
+    // node:crypto's SHA-256 for the entries' preimages (checked against @noble/hashes first).
+    const result = yield* Effect.result(TiledLog.verify(reader(target), { verifiers, since })).pipe(
+      Effect.provide(NodeSha256.layer)
+    )
     if (Result.isFailure(result)) {
       const e = result.failure
       if (e._tag === "TilesRefused") {

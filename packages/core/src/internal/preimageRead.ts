@@ -25,6 +25,7 @@ export const decodeUtf8 = (bytes: Uint8Array): string | undefined => {
 }
 
 const TWO_32 = 4294967296
+const ASCII_MAX = 128
 const MAX_SAFE_HIGH = 0x1fffff
 
 class Reader {
@@ -59,8 +60,16 @@ class Reader {
   }
   text(length: number | "max" | undefined): string | undefined {
     if (typeof length !== "number" || length > this.left()) return undefined
-    const slice = this.bytes.subarray(this.pos, this.pos + length)
+    const start = this.pos
     this.pos += length
+    // Hashes, names and ids are short and ASCII: built directly, cheaper than a call
+    // into the decoder; anything else goes through it (strict UTF-8).
+    const slice = this.bytes.subarray(start, start + length)
+    if (length <= ASCII_MAX) {
+      let ascii = true
+      for (let i = 0; i < length; i++) ascii &&= slice[i]! < 0x80
+      if (ascii) return String.fromCharCode.apply(null, slice as unknown as Array<number>)
+    }
     return decodeUtf8(slice)
   }
   lp(): string | undefined {
