@@ -1,11 +1,11 @@
 /**
  * Settings every package's vitest project merges in: tests run the packages from
  * their TypeScript sources, not from `dist/`, so a test never sees a stale build.
- * The export condition `@session-journal/source` (each package.json maps it to
- * `./src/*.ts`) is set for Vitest's resolver and its workers, and, through
+ * The export condition `@session-journal/source` (each package.json maps each
+ * public module to its `./src/<Module>.ts`) is set for Vitest's resolver and its workers, and, through
  * NODE_OPTIONS, for every process a test starts (fixtures, the CLI's bin).
  */
-import { defineProject } from "vitest/config"
+import { defineProject, mergeConfig } from "vitest/config"
 
 /** The export condition that selects a package's TypeScript sources. */
 export const SOURCE_CONDITION = "@session-journal/source"
@@ -40,3 +40,11 @@ export const fromSources = defineProject({
     }
   }
 })
+
+/**
+ * The vitest project of one package: its tests are the `*.test.ts` files under
+ * `test/`, run from sources with the settings above; `test` adds what the package needs besides
+ * (a longer `testTimeout` where every test starts real processes).
+ */
+export const project = (name: string, test?: { readonly testTimeout?: number }) =>
+  mergeConfig(fromSources, defineProject({ test: { name, include: ["test/**/*.test.ts"], ...test } }))

@@ -14,6 +14,7 @@ import { claudeCodeArchive, claudeCodeFollow } from "./scenarios/claudeCode.ts"
 import { claudeCodeHook } from "./scenarios/claudeCodeHook.ts"
 import { claudeCodeHookInstalled } from "./scenarios/claudeCodeHookInstalled.ts"
 import { claudeCodeSessionEvents } from "./scenarios/claudeCodeSession.ts"
+import { codexHook } from "./scenarios/codexHook.ts"
 import { fsManySessions, fsRecord } from "./scenarios/fs.ts"
 import { cliVerify, fsHistory } from "./scenarios/history.ts"
 import { mcpProxyCall } from "./scenarios/mcp.ts"
@@ -49,6 +50,7 @@ const scenarios: ReadonlyArray<Scenario> = [
   claudeCodeSessionStore,
   claudeCodeHook,
   claudeCodeHookInstalled,
+  codexHook,
   pgRecord,
   fsSessionsTouched,
   mcpProxyCall

@@ -85,7 +85,8 @@ const preToolUse = (cwd: string): string =>
     tool_use_id: `toolu_bench${(calls++).toString(36)}`
   })
 
-const timed = (command: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv, input?: string): Sample => {
+/** One process run to its end: its wall time as one operation; it must exit 0 and, given input, not deny. */
+export const timed = (command: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv, input?: string): Sample => {
   // stdin is always a pipe: Claude Code writes the event and closes it.
   const t0 = performance.now()
   const out = spawnSync(command, args, { encoding: "utf8", env, input: input ?? "" })

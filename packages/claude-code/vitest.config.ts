@@ -1,13 +1,3 @@
-import { defineProject, mergeConfig } from "vitest/config"
-import { fromSources } from "../../vitest.shared.ts"
+import { project } from "../../vitest.shared.ts"
 
-export default mergeConfig(
-  fromSources,
-  defineProject({
-    test: {
-      name: "claude-code",
-      include: ["test/**/*.test.ts"],
-      testTimeout: 60_000
-    }
-  })
-)
+export default project("claude-code", { testTimeout: 60_000 })

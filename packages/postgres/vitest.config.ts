@@ -1,12 +1,3 @@
-import { defineProject, mergeConfig } from "vitest/config"
-import { fromSources } from "../../vitest.shared.ts"
+import { project } from "../../vitest.shared.ts"
 
-export default mergeConfig(
-  fromSources,
-  defineProject({
-    test: {
-      name: "postgres",
-      include: ["test/**/*.test.ts"]
-    }
-  })
-)
+export default project("postgres")

@@ -271,6 +271,14 @@ const depthOf = (text: string, max: number): number => {
   return deepest
 }
 
+/**
+ * Whether a JSON text nests deeper than `max` levels of arrays and objects,
+ * scanned without parsing (brackets outside strings).
+ *
+ * @since 0.8.0
+ */
+export const deeperThan = (text: string, max: number): boolean => depthOf(text, max) > max
+
 // The event name of an input that does not decode, when it has one.
 const nameOf = (json: unknown): string | null => {
   if (typeof json !== "object" || json === null || Array.isArray(json)) return null

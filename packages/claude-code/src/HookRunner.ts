@@ -96,9 +96,9 @@ export interface Io {
  *
  * @since 0.4.0
  */
-export interface Outcome {
+export interface Outcome<A = Hook.HookAnswer> {
   readonly exitCode: 0 | 1 | 2
-  readonly answer: Hook.HookAnswer | null
+  readonly answer: A | null
   /** Why it refused (or failed open), when it did. */
   readonly refused: string | null
   /** Whether it answered because its deadline passed (something may still be stuck). */
@@ -111,6 +111,18 @@ const describe = (e: unknown): string =>
     : String(e)
 
 /**
+ * The hook's `checkpointMinBytes` (1 byte: `Checkpoint.due`'s quarter rule alone).
+ * A hook opens its session once per event, and a load reads the checkpoint and what
+ * was stored after it: checkpointing as often as the quarter rule allows keeps that
+ * to about a quarter of the checkpoint (which is bounded by the session's caps)
+ * however long the session, where the service's default (256 KiB) would have every
+ * event replay up to 256 KiB of entries.
+ *
+ * @since 0.8.0
+ */
+export const CHECKPOINT_MIN_BYTES = 1
+
+/**
  * How long a hook takes at most by default before it answers on its own (50 s):
  * below the `timeout` that `install` sets (60 s) by a margin for starting Node and
  * writing the answer, so Claude Code never cancels it (a cancelled hook fails
@@ -120,12 +132,16 @@ const describe = (e: unknown): string =>
  */
 export const DEFAULT_DEADLINE_MILLIS = 50_000
 
-// What a hook prints and exits with, decided before anything is written, so that
-// exactly one answer is written: the handled one or the deadline's refusal.
-interface Reply {
+/**
+ * What a hook prints and exits with, decided before anything is written, so that
+ * exactly one answer is written: the handled one or the deadline's refusal.
+ *
+ * @since 0.8.0
+ */
+export interface Reply<A = Hook.HookAnswer> {
   readonly stdout: string | null
   readonly stderr: string | null
-  readonly outcome: Outcome
+  readonly outcome: Outcome<A>
 }
 
 // What the hook knows of its event so far, for a refusal in the event's form.
@@ -135,17 +151,36 @@ interface TooLong {
   readonly message: string
 }
 
-// A bound as people read it (as the command line says its own).
-const describeBytes = (n: number): string =>
+/**
+ * A bound as people read it (as the command line says its own).
+ *
+ * @since 0.8.0
+ */
+export const describeBytes = (n: number): string =>
   n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB (${n} bytes)` : `${n} bytes`
 
-interface Seen {
+/**
+ * What a hook knows of its event so far, for a refusal in the event's form.
+ *
+ * @since 0.8.0
+ */
+export interface Seen {
   event: string | null
   stopHookActive: boolean
   stage: string
 }
 
-const refuseReply = (args: Options, seen: Seen, reason: string): Reply => {
+/**
+ * The reply that refuses the event (`Hook.refusal`, the one rule of every door,
+ * Codex's too), or with `failOpen` exit 1 and the reason.
+ *
+ * @since 0.8.0
+ */
+export const refuseReply = <A = Hook.HookAnswer>(
+  args: { readonly failOpen: boolean },
+  seen: Seen,
+  reason: string
+): Reply<A> => {
   if (args.failOpen) {
     return {
       stdout: null,
@@ -200,6 +235,31 @@ const readInput = async (
     at += part.length
   }
   return Hook.decode(all, { maxBytes })
+}
+
+/**
+ * The reply to a handled event: its answer's output on stdout, or the refusal of
+ * its failure. `ownError` tells the handler's own failures, which name the event,
+ * from the storage layer's, which do not; a defect is refused as a bug.
+ *
+ * @since 0.8.0
+ */
+export const replyOf = <A extends { readonly output: unknown }>(
+  exit: Exit.Exit<A, unknown>,
+  ownError: (e: unknown) => boolean,
+  seen: Seen,
+  refuse: (reason: string) => Reply<A>
+): Reply<A> => {
+  if (Exit.isSuccess(exit)) {
+    return {
+      stdout: JSON.stringify(exit.value.output),
+      stderr: null,
+      outcome: { exitCode: 0, answer: exit.value, refused: null }
+    }
+  }
+  const error = Cause.squash(exit.cause)
+  const why = ownError(error) ? describe(error) : `cannot record ${seen.event}: ${describe(error)}`
+  return refuse(Cause.hasDies(exit.cause) ? `unexpected failure (a bug): ${why}` : why)
 }
 
 const handled = async (args: Options, io: Io, seen: Seen): Promise<Reply> => {
@@ -261,20 +321,12 @@ const handled = async (args: Options, io: Io, seen: Seen): Promise<Reply> => {
     seen.stage = `recording ${seen.event} in the journal`
     const exit = await Effect.runPromiseExit(
       Hook.handle(hookEvent, options).pipe(
-        Effect.provide(SessionJournal.layer().pipe(Layer.provide(journal.layer)))
+        Effect.provide(
+          SessionJournal.layer({ checkpointMinBytes: CHECKPOINT_MIN_BYTES }).pipe(Layer.provide(journal.layer))
+        )
       )
     )
-    if (Exit.isSuccess(exit)) {
-      return {
-        stdout: JSON.stringify(exit.value.output),
-        stderr: null,
-        outcome: { exitCode: 0, answer: exit.value, refused: null }
-      }
-    }
-    const error = Cause.squash(exit.cause)
-    // `handle`'s own failures name the event; the storage layer's do not.
-    const why = error instanceof Hook.HookError ? describe(error) : `cannot record ${seen.event}: ${describe(error)}`
-    return refuse(Cause.hasDies(exit.cause) ? `unexpected failure (a bug): ${why}` : why)
+    return replyOf(exit, (e) => e instanceof Hook.HookError, seen, refuse)
   } catch (e) {
     return refuse(`unexpected failure (a bug): ${describe(e)}`)
   }
@@ -292,14 +344,29 @@ const handled = async (args: Options, io: Io, seen: Seen): Promise<Reply> => {
  *
  * @since 0.4.0
  */
-export const run = async (args: Options, io: Io): Promise<Outcome> => {
+export const run = (args: Options, io: Io): Promise<Outcome> =>
+  answerWithin(args, io, (seen) => handled(args, io, seen))
+
+/**
+ * Answers one event within the hook's deadline (`deadlineMillis`, default
+ * `DEFAULT_DEADLINE_MILLIS`): the reply of `handle`, or past the deadline the
+ * refusal of the event as far as it is known, naming what it was still doing;
+ * exactly one of them is written.
+ *
+ * @since 0.8.0
+ */
+export const answerWithin = async <A>(
+  args: { readonly failOpen: boolean; readonly deadlineMillis?: number | undefined },
+  io: Io,
+  handle: (seen: Seen) => Promise<Reply<A>>
+): Promise<Outcome<A>> => {
   const seen: Seen = { event: null, stopHookActive: false, stage: "starting" }
   const deadline = args.deadlineMillis ?? DEFAULT_DEADLINE_MILLIS
   let timer: ReturnType<typeof setTimeout> | undefined
-  const late = new Promise<Reply>((resolve) => {
+  const late = new Promise<Reply<A>>((resolve) => {
     timer = setTimeout(
       () => {
-        const reply = refuseReply(
+        const reply = refuseReply<A>(
           args,
           seen,
           `no decision within the hook's deadline of ${deadline} ms (still ${seen.stage})`
@@ -309,7 +376,7 @@ export const run = async (args: Options, io: Io): Promise<Outcome> => {
       deadline
     )
   })
-  const reply = await Promise.race([handled(args, io, seen), late])
+  const reply = await Promise.race([handle(seen), late])
   clearTimeout(timer)
   if (reply.stdout !== null) await io.stdout(reply.stdout)
   if (reply.stderr !== null) await io.stderr(reply.stderr)

@@ -44,6 +44,7 @@ import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
 import {
   CorruptJournal,
+  CorruptReason,
   Entry as CoreEntry,
   JournalState,
   messageOf,
@@ -515,7 +516,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
                 new CorruptJournal({
                   segment: id,
                   offset: index.covered,
-                  reason: "stored entries do not continue one chain"
+                  reason: new CorruptReason.BrokenChain()
                 })
               )
             }

@@ -114,7 +114,12 @@ export interface Spawns {
   readonly byPrompt: ReadonlyMap<string, Spawn>
 }
 
-interface Split {
+/**
+ * A file's bytes cut into lines (`split`).
+ *
+ * @since 0.8.0
+ */
+export interface Split {
   readonly lines: Array<Transcript.LineValue>
   /** Bytes up to and including the last newline. */
   readonly consumed: number
@@ -123,7 +128,15 @@ interface Split {
   readonly pendingBytes: number
 }
 
-const split = (bytes: Uint8Array, limits: Limits): Split => {
+/**
+ * Cuts bytes into their complete lines (each strict UTF-8 text, else base64; one
+ * past `maxLineBytes`, or one whose escaped text would not fit a record, an
+ * oversized-line marker of its size and SHA-256), with where they end and what
+ * waits for its newline. Shared by every custody of JSONL files.
+ *
+ * @since 0.8.0
+ */
+export const split = (bytes: Uint8Array, limits: Limits): Split => {
   const decoder = Transcript.strictDecoder()
   const lines: Array<Transcript.LineValue> = []
   let start = 0
@@ -200,6 +213,58 @@ export interface Resume {
   readonly tracker: Tracker
   readonly meta: { readonly title: string; readonly data: Schema.Json | undefined } | null
 }
+
+/**
+ * Where a file was read to, as a resume needs it checked: the session, the
+ * file's identity, the end of its last complete line, that line's place and
+ * SHA-256, and the session's newest entry after that read.
+ *
+ * @since 0.8.0
+ */
+export interface ReadTo {
+  readonly session: string
+  readonly dev: number
+  readonly ino: number
+  readonly offset: number
+  readonly last: { readonly start: number; readonly sha256: string } | null
+  readonly head: string
+}
+
+/**
+ * `resume` when reading only what was appended to the opened file is sound: it
+ * is for `session`, the file is the same inode and no shorter, its last line
+ * read still hashes the same, and the session's head is still the one written
+ * after it; else undefined (read and compare the whole file).
+ *
+ * @since 0.8.0
+ */
+export const stillHolds = <R extends ReadTo>(
+  resume: R | undefined,
+  session: string,
+  opened: Source.OpenFile
+): Effect.Effect<R | undefined, SourceError, SessionJournal.SessionJournal> =>
+  Effect.gen(function*() {
+    const st = opened.stat
+    if (
+      resume === undefined || resume.session !== session || resume.dev !== st.dev || resume.ino !== st.ino ||
+      st.size < resume.offset
+    ) {
+      return undefined
+    }
+    if (resume.last !== null) {
+      const length = resume.offset - resume.last.start
+      const tail = yield* Source.readAt(opened, resume.last.start, length)
+      if (
+        tail.length !== length || tail[length - 1] !== 0x0a ||
+        hashOf(tail.subarray(0, length - 1)) !== resume.last.sha256
+      ) {
+        return undefined
+      }
+    }
+    const journal = yield* SessionJournal.SessionJournal
+    const head = yield* Effect.result(Effect.map(journal.state(session), JournalState.lastHash))
+    return head._tag === "Failure" || head.success !== resume.head ? undefined : resume
+  })
 
 /**
  * The journal session the hooks (`Hook.handle`) record the Claude Code session of
@@ -313,23 +378,7 @@ export const syncFile = (
       })
     }
     // Only what was appended, when the remembered prefix still holds.
-    let from: Resume | undefined = resume !== undefined && resume.session === session && resume.dev === st.dev &&
-        resume.ino === st.ino && st.size >= resume.offset
-      ? resume
-      : undefined
-    if (from !== undefined && from.last !== null) {
-      const length = from.offset - from.last.start
-      const tail = yield* Source.readAt(opened, from.last.start, length)
-      if (
-        tail.length !== length || tail[length - 1] !== 0x0a || hashOf(tail.subarray(0, length - 1)) !== from.last.sha256
-      ) {
-        from = undefined
-      }
-    }
-    if (from !== undefined) {
-      const head = yield* Effect.result(Effect.map(journal.state(session), JournalState.lastHash))
-      if (head._tag === "Failure" || head.success !== from.head) from = undefined
-    }
+    const from = yield* stillHolds(resume, session, opened)
     const offset = from?.offset ?? 0
     const bytes = from === undefined
       ? yield* Source.readAll(opened, limits.maxFileBytes)

@@ -88,6 +88,20 @@ export class VerificationFailed extends Schema.TaggedError<VerificationFailed>()
 }
 
 /**
+ * `codex install` / `codex status`: Codex will not run (all of) our hooks, so
+ * its calls run unguarded; what to do has been printed.
+ *
+ * @since 0.8.0
+ */
+export class NotGuarded extends Schema.TaggedError<NotGuarded>()("NotGuarded", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return this.reason
+  }
+}
+
+/**
  * `policy test`: the policy would have denied calls of the stored session (listed
  * already). Its own exit code, so a script can tell "the policy bites" from a
  * damaged session (1) or a bad policy file (2).
@@ -264,6 +278,7 @@ export type Failure =
   | NotAvailable
   | SessionLocked
   | PolicyWouldDeny
+  | NotGuarded
   | OutputFailed
   | Transparency.TreeUnavailable
   | CheckpointMismatch
@@ -289,6 +304,7 @@ const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
   NotAvailable: ExitCode.storage,
   SessionLocked: ExitCode.locked,
   PolicyWouldDeny: ExitCode.policyWouldDeny,
+  NotGuarded: ExitCode.verificationFailed,
   OutputFailed: ExitCode.output,
   TreeUnavailable: ExitCode.verificationFailed,
   CheckpointMismatch: ExitCode.verificationFailed,

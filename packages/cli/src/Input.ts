@@ -7,6 +7,7 @@
  *
  * @since 0.1.0
  */
+import { Utf8 } from "@session-journal/core"
 import * as Context from "effect/Context"
 import * as Result from "effect/Result"
 import { InvalidInput } from "./Failure.ts"
@@ -81,8 +82,6 @@ export const invalidUtf8At = (bytes: Uint8Array): number => {
   return -1
 }
 
-const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
-
 /**
  * Decodes `bytes` as strict UTF-8. A failure names `field`, the line when
  * there is one, and the byte: its position in the line (from 1) and, when
@@ -95,7 +94,7 @@ export const decodeUtf8 = (
   where: { readonly field: string; readonly line?: number | undefined; readonly inputOffset?: number | undefined }
 ): Result.Result<string, InvalidInput> => {
   try {
-    return Result.succeed(decoder.decode(bytes))
+    return Result.succeed(Utf8.decodeStrict(bytes, { keepBom: true }))
   } catch {
     const at = Math.max(0, invalidUtf8At(bytes))
     const byte = bytes[at]

@@ -13,6 +13,7 @@ import * as Config from "effect/Config"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { InvalidInput, NotAvailable } from "./Failure.ts"
 
 /**
@@ -42,6 +43,21 @@ export interface Options {
    * created (the journal then holds no session), and older tables are not migrated.
    */
   readonly readOnly?: boolean | undefined
+  /**
+   * How large a segment grows before a checkpoint completes it
+   * (`NodePersistence.Options.segmentMinBytes`; the hook, which checkpoints every
+   * few events, sets it). Filesystem only.
+   *
+   * @since 0.8.0
+   */
+  readonly segmentMinBytes?: number | undefined
+  /**
+   * Whether `node:crypto`'s SHA-256 is installed (`NodePersistence.Options.nodeSha256`,
+   * default true; the hook, which writes once per process, does without).
+   *
+   * @since 0.8.0
+   */
+  readonly nodeSha256?: boolean | undefined
 }
 
 /**
@@ -214,7 +230,9 @@ export const nodeOptions = (options: Options): NodePersistence.Options => ({
   root: options.dir,
   removeCheckpointedSegments: options.removeCheckpointedSegments === true,
   lockWait: options.lockWait,
-  createRoot: options.readOnly !== true
+  createRoot: options.readOnly !== true,
+  segmentMinBytes: options.segmentMinBytes,
+  nodeSha256: options.nodeSha256
 })
 
 /**
@@ -255,42 +273,45 @@ export interface Environment {
   readonly removeCheckpointedSegments: boolean
 }
 
-const optionalString = (name: string): Config.Config<string | undefined> =>
-  Config.String(name).pipe(
-    Config.option,
-    Config.map((o) => o._tag === "Some" && o.value.length > 0 ? o.value : undefined)
-  )
+// The variables the storage choice reads, and the one rule that turns them into an
+// `Environment` (an empty value is none; retention is on only for "1"), whichever
+// reader supplies the values.
+const VARIABLES = [DIR_VAR, PG_URL_VAR, TABLE_PREFIX_VAR, RETENTION_VAR] as const
+
+const fromVariables = (get: (name: string) => string | undefined): Environment => {
+  const value = (name: string) => {
+    const v = get(name)
+    return v !== undefined && v.length > 0 ? v : undefined
+  }
+  return {
+    dir: value(DIR_VAR),
+    postgres: value(PG_URL_VAR),
+    tablePrefix: value(TABLE_PREFIX_VAR),
+    removeCheckpointedSegments: value(RETENTION_VAR) === "1"
+  }
+}
 
 /**
  * The storage environment, read through `Config` (the command's `ConfigProvider`).
  *
  * @since 0.5.0
  */
-export const environment: Config.Config<Environment> = Config.all({
-  dir: optionalString(DIR_VAR),
-  postgres: optionalString(PG_URL_VAR),
-  tablePrefix: optionalString(TABLE_PREFIX_VAR),
-  removeCheckpointedSegments: Config.map(optionalString(RETENTION_VAR), (v) => v === "1")
-})
+export const environment: Config.Config<Environment> = Config.map(
+  Config.all(VARIABLES.map((name) => Config.option(Config.String(name)))),
+  (values) => {
+    const byName = new Map(VARIABLES.map((name, i) => [name as string, Option.getOrUndefined(values[i]!)]))
+    return fromVariables((name) => byName.get(name))
+  }
+)
 
 /**
  * The storage environment of a plain variable record (the command hook, which
- * starts without the command tree).
+ * starts without the command tree, reads it without a `ConfigProvider`).
  *
  * @since 0.5.0
  */
-export const environmentOf = (env: Readonly<Record<string, string | undefined>>): Environment => {
-  const get = (name: string) => {
-    const v = env[name]
-    return v !== undefined && v.length > 0 ? v : undefined
-  }
-  return {
-    dir: get(DIR_VAR),
-    postgres: get(PG_URL_VAR),
-    tablePrefix: get(TABLE_PREFIX_VAR),
-    removeCheckpointedSegments: get(RETENTION_VAR) === "1"
-  }
-}
+export const environmentOf = (env: Readonly<Record<string, string | undefined>>): Environment =>
+  fromVariables((name) => env[name])
 
 /**
  * The storage of an invocation from its `--dir` and `--postgres` flags and its

@@ -14,6 +14,10 @@ if (process.argv[2] === "claude-code" && process.argv[3] === "forward") {
   // The guard's command hook: its own small module (Node's modules only), once per event.
   const { main } = await import("./commands/ForwardProcess.ts")
   process.exit(await main(process.argv.slice(4)))
+} else if (process.argv.includes("codex") && hookArgs(process.argv.slice(2), "codex") !== null) {
+  // Codex's command hook, once per tool call too: its own module, without the command tree.
+  const { main } = await import("./commands/CodexHook.ts")
+  process.exit(await main(hookArgs(process.argv.slice(2), "codex")!))
 } else {
   const hook = hookArgs(process.argv.slice(2))
   if (hook !== null) {

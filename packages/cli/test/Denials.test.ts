@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Entry } from "@session-journal/core"
 import * as fc from "fast-check"
 import * as Denials from "../src/viewer/Denials.ts"
-import * as Report from "../src/viewer/Report.ts"
+import * as ReportModel from "../src/viewer/ReportModel.ts"
 import * as Timeline from "../src/viewer/Timeline.ts"
 
 const STRESS = process.env["STRESS"] === "1"
@@ -74,7 +74,7 @@ describe("Denials", () => {
         for (let i = 1; i < r.byGuard.length; i++) assert.isAtLeast(r.byGuard[i - 1]![1], r.byGuard[i]![1])
         assert.strictEqual(r.recent.length, Math.min(model.denied, Denials.MAX_RECENT))
         // The summary of a report counts the same.
-        assert.deepStrictEqual(Report.summarize(entries).denials, r)
+        assert.deepStrictEqual(ReportModel.summarize(entries).denials, r)
       }),
       { numRuns: STRESS ? 20_000 : 300, seed: SEED }
     )

@@ -23,7 +23,8 @@ const ALLOWED = [
   "claude-code/src/internal/secretFile.ts",
   "cli/src/internal/processStreams.ts",
   "claude-code/src/Refusal.ts",
-  "core/src/ErrorMessage.ts"
+  "core/src/ErrorMessage.ts",
+  "core/src/Hmac.ts"
 ]
 
 const staticImports = (code: string): Array<string> =>

@@ -14,7 +14,7 @@
  * trickles in past its deadline.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as GuardAuth from "@session-journal/claude-code/internal/guardAuth"
+import * as GuardAuth from "@session-journal/claude-code/GuardAuth"
 import { Entry, SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"

@@ -195,13 +195,17 @@ describe.skipIf(!nodeAdapter)("claude-code hook, run directly", () => {
     assert.strictEqual(open.stdout, "")
     assert.match(open.stderr, /failing open/)
 
-    // A session whose stored bytes were changed.
+    // A session whose stored bytes were changed: the last entry (the decision, which
+    // names the tool too), where the checkpoint the hook left ends and the next
+    // hook's load starts (records before it are vouched for by the checkpoint and
+    // checked by verify).
     const root = path.join(dir, "j")
     assert.strictEqual((await hook(root, JSON.stringify(pre("Read", "r1")))).code, 0)
     const sdir = path.join(root, sessionOf(pre("Read", "r1")))
     const segment = fs.readdirSync(sdir).find((n) => n.endsWith(".jsonl"))!
     const bytes = fs.readFileSync(path.join(sdir, segment), "utf8")
-    fs.writeFileSync(path.join(sdir, segment), bytes.replace("\"Read\"", "\"Reed\""))
+    const at = bytes.lastIndexOf("\"Read\"")
+    fs.writeFileSync(path.join(sdir, segment), `${bytes.slice(0, at)}"Reed"${bytes.slice(at + 6)}`)
     const corrupt = await hook(root, JSON.stringify(pre("Read", "r2")))
     assert.strictEqual(corrupt.code, 0)
     assert.match(denial(corrupt.stdout) ?? "", /cannot record PreToolUse/)

@@ -6,7 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Entry } from "@session-journal/core"
 import * as Charts from "../src/viewer/Charts.ts"
 import * as Html from "../src/viewer/Html.ts"
-import * as Report from "../src/viewer/Report.ts"
+import * as ReportModel from "../src/viewer/ReportModel.ts"
 import * as Timeline from "../src/viewer/Timeline.ts"
 
 const HOSTILE = [
@@ -118,7 +118,7 @@ describe("Report", () => {
       }, 3),
       other("demo", { denied_reason: "r1" }, 4)
     ]
-    const s = Report.summarize(entries)
+    const s = ReportModel.summarize(entries)
     assert.deepStrictEqual([s.entries, s.messages, s.tools, s.others, s.denied], [5, 2, 2, 1, 1])
     assert.deepStrictEqual([...s.toolCounts], [["a", 1], ["b", 1]])
     assert.deepStrictEqual([...s.reasons], [["r1", 2]])
@@ -126,7 +126,7 @@ describe("Report", () => {
   })
 
   it("counts an outcome's bytes in the data flow, as stats does", () => {
-    const s = Report.summarize([
+    const s = ReportModel.summarize([
       toolEntry("Read", true, 0),
       other(Entry.OUTCOME_KIND, { tool_use_id: "t", bytes_read: 100, bytes_written: 0 }, 1),
       other(Entry.OUTCOME_KIND, { bytes_read: -1, bytes_written: 7 }, 2)
@@ -137,16 +137,16 @@ describe("Report", () => {
 
   it("links sub-agent and parent sessions named by the metadata, valid ids only", () => {
     const meta = { updated_at: 0, data: { sub_sessions: ["s-1", { id: "s-2" }, "../etc", "<x>"], parent: "p-1" } }
-    assert.deepStrictEqual(Report.relatedSessions(meta), {
+    assert.deepStrictEqual(ReportModel.relatedSessions(meta), {
       parent: "p-1",
       subs: ["s-1", "s-2"],
       hooked: null,
       custody: null
     })
-    assert.deepStrictEqual(Report.relatedSessions(null), { parent: null, subs: [], hooked: null, custody: null })
+    assert.deepStrictEqual(ReportModel.relatedSessions(null), { parent: null, subs: [], hooked: null, custody: null })
     // The two records of one Claude Code session name each other.
     assert.deepStrictEqual(
-      Report.relatedSessions({ updated_at: 0, data: { hooked_session: "cch-1-a", custody_session: "../x" } }),
+      ReportModel.relatedSessions({ updated_at: 0, data: { hooked_session: "cch-1-a", custody_session: "../x" } }),
       { parent: null, subs: [], hooked: "cch-1-a", custody: null }
     )
   })

@@ -140,7 +140,9 @@ const step = (name: string): void => {
 }
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "sj-install-"))
-afterAll(() => fs.rmSync(work, { recursive: true, force: true }))
+// Removing the installed tree (thousands of files) takes its time on a busy disk:
+// no hook deadline.
+afterAll(() => fs.rmSync(work, { recursive: true, force: true }), 600_000)
 
 describe("the packages installed into a host application", () => {
   it(
@@ -232,7 +234,7 @@ describe("the packages installed into a host application", () => {
         path.join(host, "api.ts"),
         [
           `import { Guard, Persistence, SessionJournal, type StorageError } from "@session-journal/core"`,
-          `import * as Mirror from "@session-journal/core/Mirror"`,
+          `import * as Recovery from "@session-journal/core/Recovery"`,
           `import { NodePersistence } from "@session-journal/node"`,
           `import { PgPersistence } from "@session-journal/postgres"`,
           `import { JournalChat } from "@session-journal/ai"`,
@@ -243,7 +245,7 @@ describe("the packages installed into a host application", () => {
           `export const files = NodePersistence.layer({ root: "./journal" })`,
           `export const pg = PgPersistence.layerFromUrl`,
           `export const guard = Guard.maxStreak(3)`,
-          `export const plan = Mirror`,
+          `export const recovery = Recovery`,
           `export const chat = JournalChat`,
           `export const command: Effect.Effect<number, never, unknown> = main`,
           ``

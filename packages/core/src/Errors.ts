@@ -5,7 +5,9 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import * as CorruptReason from "./CorruptReason.ts"
 import * as ErrorMessage from "./ErrorMessage.ts"
+import * as RecordFieldReason from "./RecordFieldReason.ts"
 import * as StorageReason from "./StorageReason.ts"
 
 /**
@@ -21,16 +23,16 @@ export const messageOf: (thrown: unknown) => string = ErrorMessage.messageOf
  * A field of a record or payload failed validation before anything was appended.
  * `field` names the first failing field (`tool_name`, `server_id`, `agent_id`,
  * `bytes_read`, `bytes_written`, `delegation_depth`, `timestamp_secs`, `kind`,
- * `payload`, ...); `reason` says what was wrong with it.
+ * `payload`, ...); `reason` says what was wrong with it (`RecordFieldReason.Reason`).
  *
  * @since 0.1.0
  */
 export class InvalidRecordField extends Schema.TaggedError<InvalidRecordField>()("InvalidRecordField", {
   field: Schema.String,
-  reason: Schema.String
+  reason: RecordFieldReason.Reason
 }) {
   override get message(): string {
-    return `invalid ${this.field}: ${this.reason}`
+    return `invalid ${this.field}: ${this.reason.message}`
   }
 }
 
@@ -129,17 +131,18 @@ export class StorageError extends Schema.TaggedError<StorageError>()("StorageErr
 
 /**
  * Stored bytes are damaged in a way that is not a torn tail: `segment` names the
- * file (or table), `offset` the byte offset (or sequence) where the damage starts.
+ * file (or table), `offset` the byte offset (or sequence) where the damage starts,
+ * `reason` the kind of damage (`CorruptReason.Reason`).
  *
  * @since 0.1.0
  */
 export class CorruptJournal extends Schema.TaggedError<CorruptJournal>()("CorruptJournal", {
   segment: Schema.String,
   offset: Schema.Number,
-  reason: Schema.String
+  reason: CorruptReason.Reason
 }) {
   override get message(): string {
-    return `corrupt journal in ${this.segment} at offset ${this.offset}: ${this.reason}`
+    return `corrupt journal in ${this.segment} at offset ${this.offset}: ${this.reason.message}`
   }
 }
 

@@ -23,6 +23,7 @@ import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Checkpoint from "./Checkpoint.ts"
+import * as CorruptReason from "./CorruptReason.ts"
 import * as Entry from "./Entry.ts"
 import {
   CorruptJournal,
@@ -321,7 +322,7 @@ const failureOf = (stopped: Recovery.Stopped): CorruptJournal | IntegrityViolati
     : new CorruptJournal({
       segment: stopped.segment,
       offset: stopped.offset,
-      reason: `${stopped.reason}: ${stopped.detail}`
+      reason: new CorruptReason.Stopped({ reason: stopped.reason, detail: stopped.detail })
     })
 
 /**

@@ -45,8 +45,24 @@ const hexOf = (digest: Uint8Array): string => {
   return String.fromCharCode.apply(null, codes)
 }
 
+// The implementations installed by live layers, oldest first; the newest one hashes.
+// Process-wide because the pure code (the chain, the fold) hashes without an Effect
+// context to read a service from; which one hashes never changes a digest (each was
+// checked against `@noble/hashes` before it was installed), only the speed. A layer
+// removes its own installation when it is released, in whatever order layers go.
+interface Installed {
+  readonly name: string
+  readonly digest: HexDigest
+}
+const installed: Array<Installed> = []
 let active: HexDigest = noble
 let activeName = "@noble/hashes"
+
+const activate = (): void => {
+  const newest = installed.at(-1)
+  active = newest?.digest ?? noble
+  activeName = newest?.name ?? "@noble/hashes"
+}
 
 /**
  * SHA-256 of `bytes` with the installed implementation, as lowercase hex.
@@ -151,8 +167,8 @@ export const check = (name: string, digest: HexDigest): Sha256Mismatch | undefin
 }
 
 /**
- * Installs `digest` for the whole process while the layer is alive (the previous
- * implementation comes back when it is released). Fails with `Sha256Mismatch`, leaving
+ * Installs `digest` for the whole process while the layer is alive: the newest
+ * live layer's implementation hashes, and when none is left, `@noble/hashes` again. Fails with `Sha256Mismatch`, leaving
  * the installed implementation alone, unless `digest` reproduces `@noble/hashes`.
  *
  * @since 0.3.0
@@ -163,15 +179,16 @@ export const layer = (name: string, digest: HexDigest): Layer.Layer<never, Sha25
       Effect.suspend(() => {
         const mismatch = check(name, digest)
         if (mismatch !== undefined) return Effect.fail(mismatch)
-        const previous = { digest: active, name: activeName }
-        active = digest
-        activeName = name
-        return Effect.succeed(previous)
+        const own: Installed = { name, digest }
+        installed.push(own)
+        activate()
+        return Effect.succeed(own)
       }),
-      (previous) =>
+      (own) =>
         Effect.sync(() => {
-          active = previous.digest
-          activeName = previous.name
+          const at = installed.indexOf(own)
+          if (at >= 0) installed.splice(at, 1)
+          activate()
         })
     )
   )

@@ -36,6 +36,18 @@ export * as ErrorMessage from "./ErrorMessage.ts"
  */
 export * from "./Errors.ts"
 /**
+ * Why stored bytes are damaged: the tagged cases of `CorruptJournal`'s `reason`.
+ *
+ * @since 0.8.0
+ */
+export * as CorruptReason from "./CorruptReason.ts"
+/**
+ * Why a field of a record is refused: the tagged cases of `InvalidRecordField`'s `reason`.
+ *
+ * @since 0.8.0
+ */
+export * as RecordFieldReason from "./RecordFieldReason.ts"
+/**
  * Why storage failed: the tagged cases of `StorageError`'s `reason`.
  *
  * @since 0.4.0
@@ -61,6 +73,21 @@ export * as SessionMeta from "./SessionMeta.ts"
  */
 export * as Sha256 from "./Sha256.ts"
 /**
+ * UTF-8 as the journal counts and reads it: byte lengths without encoding, a value's
+ * JSON bytes, the one strict decoding.
+ *
+ * @since 0.8.0
+ */
+export * as Utf8 from "./Utf8.ts"
+
+/**
+ * SHA-256 and HMAC-SHA-256 of byte arrays on core's own rounds, importing nothing
+ * else (for code that must load little, such as the guard's forwarder).
+ *
+ * @since 0.8.0
+ */
+export * as Hmac from "./Hmac.ts"
+/**
  * The RFC 6962 Merkle tree over a session's entry hashes: compact ranges, inclusion
  * and consistency proofs and their verification.
  *
@@ -73,34 +100,34 @@ export * as Merkle from "./Merkle.ts"
  *
  * @since 0.5.0
  */
-export * as SignedNote from "./SignedNote.ts"
+export * as SignedNote from "./transparency/SignedNote.ts"
 /**
  * The body of a C2SP `tlog-checkpoint`: origin, tree size and base64 root.
  *
  * @since 0.5.0
  */
-export * as TreeHead from "./TreeHead.ts"
+export * as TreeHead from "./transparency/TreeHead.ts"
 /**
  * A session's Merkle tree from its stored history: signed checkpoints, inclusion and
  * consistency proofs, and the check of the journal against a checkpoint held elsewhere.
  *
  * @since 0.5.0
  */
-export * as Transparency from "./Transparency.ts"
+export * as Transparency from "./transparency/Transparency.ts"
 /**
  * A session's tree as C2SP tlog-tiles: tile and entry-bundle paths, the hashes of a
  * tile, bundles of entry preimages or hashes, and a builder fed the leaves in order.
  *
  * @since 0.8.0
  */
-export * as Tiles from "./Tiles.ts"
+export * as Tiles from "./transparency/Tiles.ts"
 /**
  * Checking a session published as tlog-tiles from the files and the signer's public
  * key alone: signature, tiles, bundles, chain, and consistency with an earlier checkpoint.
  *
  * @since 0.8.0
  */
-export * as TiledLog from "./TiledLog.ts"
+export * as TiledLog from "./transparency/TiledLog.ts"
 /**
  * The `Persistence` port that adapters implement, and its in-memory adapter.
  *
@@ -147,9 +174,3 @@ export * as Pattern from "./Pattern.ts"
  * @since 0.1.0
  */
 export * as SessionJournal from "./SessionJournal.ts"
-/**
- * The pure planner that decides, file by file, how to bring a backup copy up to date.
- *
- * @since 0.1.0
- */
-export * as Mirror from "./Mirror.ts"

@@ -97,7 +97,7 @@ describe("Architecture: core never touches Node", () => {
       `import * as Effect from "effect/Effect"`,
       `import { sha256 } from "@noble/hashes/sha2.js"`,
       `import * as Entry from "./Entry.ts"`,
-      `export * as Ring from "./internal/Ring.ts"`,
+      `export * as Ring from "./internal/ring.ts"`,
       `// a comment about import "node:fs"`,
       `/* require("fs") in a comment */`,
       `const holder = "another writer in this process"`,
@@ -165,6 +165,9 @@ const packages: Array<Pkg> = readdirSync(packagesDir, { withFileTypes: true })
     const dir = join(packagesDir, d.name)
     return { name: (JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { name: string }).name, dir }
   })
+
+/** The packages whose exports map lists its public modules (no `./*`, no `internal/`). */
+const FENCED = ["@session-journal/core", "@session-journal/node", "@session-journal/postgres", "@session-journal/ai"]
 
 const asSource = (base: string): string | undefined => {
   for (const candidate of [base, base.replace(/\.js$/, ".ts"), `${base}.ts`, join(base, "index.ts")]) {
@@ -276,6 +279,76 @@ describe("Architecture: the import graph of every package", () => {
       }
     }
     assert.deepStrictEqual(report, [])
+  })
+
+  // The benchmarks (bench/, never published) may time an internal function such as
+  // the preimage encoder; the packages and their tests go through public modules.
+  it("no package's source or test file imports another package's internal/ module", () => {
+    const files = packages.flatMap((p) =>
+      ["src", "test"].flatMap((d) => existsSync(join(p.dir, d)) ? sourceFiles(join(p.dir, d)) : [])
+    ).filter((f) => f.endsWith(".ts"))
+    const owner = (file: string) => packages.find((p) => file.startsWith(p.dir + sep))
+    const report: Array<string> = []
+    for (const file of files) {
+      for (const e of edges(readFileSync(file, "utf8"))) {
+        const named = packages.find((p) => e.spec.startsWith(`${p.name}/internal/`))
+        const target = resolveSpec(file, e.spec)
+        const into = named ??
+          (target !== undefined && target.includes(`${sep}internal${sep}`) ? owner(target) : undefined)
+        if (into !== undefined && into !== owner(file)) {
+          report.push(`${relative(packagesDir, file)} imports ${e.spec}, an internal module of ${into.name}`)
+        }
+      }
+    }
+    assert.deepStrictEqual(report, [])
+  })
+
+  it("internal/ modules are named in lower camel case, public modules in upper camel case", () => {
+    const report: Array<string> = []
+    for (const pkg of packages) {
+      const src = join(pkg.dir, "src")
+      if (!existsSync(src)) continue
+      for (const file of sourceFiles(src)) {
+        const rel = relative(src, file).split(sep)
+        const internal = rel[0] === "internal"
+        for (const part of internal ? rel.slice(1) : rel) {
+          if (part === "index.ts" || part === "main.ts") continue
+          if (internal ? !/^[a-z]/.test(part) : rel.length === 1 && !/^[A-Z]/.test(part)) {
+            report.push(`${pkg.name}: src/${rel.join("/")}`)
+          }
+        }
+      }
+    }
+    assert.deepStrictEqual(report, [])
+  })
+
+  it("the exports of core, node, postgres and ai list each public module, and no internal/ one", () => {
+    for (const name of FENCED) {
+      const pkg = packages.find((p) => p.name === name)!
+      const exports = (JSON.parse(readFileSync(join(pkg.dir, "package.json"), "utf8")) as {
+        exports: Record<string, unknown>
+      }).exports
+      // Every module outside internal/ is public, under its own name (a folder such
+      // as core's transparency/ groups modules, it does not rename them).
+      const src = join(pkg.dir, "src")
+      const modules = new Map(
+        sourceFiles(src)
+          .map((f) => relative(src, f).split(sep).join("/"))
+          .filter((f) => f.endsWith(".ts") && f !== "index.ts" && !f.startsWith("internal/"))
+          .map((f) => [`./${f.slice(f.lastIndexOf("/") + 1, -3)}`, `./src/${f}`])
+      )
+      const keys = Object.keys(exports).filter((k) => ![".", "./package.json", "./test/*"].includes(k)).sort()
+      assert.deepStrictEqual(keys, [...modules.keys()].sort(), name)
+      for (const key of keys) {
+        const target = exports[key] as Record<string, string>
+        assert.strictEqual(target["@session-journal/source"], modules.get(key), `${name} ${key}`)
+        assert.strictEqual(
+          target["types"],
+          modules.get(key)!.replace(/^\.\/src\//, "./dist/").replace(/\.ts$/, ".d.ts"),
+          `${name} ${key}`
+        )
+      }
+    }
   })
 
   it("the edge scanner tells runtime imports from type-only ones", () => {

@@ -1,6 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { Persistence } from "../src/index.ts"
+import * as Layer from "effect/Layer"
+import * as TestClock from "effect/testing/TestClock"
+import { Persistence, SessionJournal } from "../src/index.ts"
 import { suite } from "./PersistenceContract.ts"
 
 suite("memory", Persistence.layerMemory())
@@ -20,4 +22,23 @@ describe("makeAbsent", () => {
       assert.strictEqual(removed._tag, "StorageError")
       assert.deepStrictEqual(yield* p.list, [])
     }))
+})
+
+describe("layerMemory", () => {
+  it.effect("a session's updatedAt is the time of the fiber's Clock when it was written, not the process's clock", () =>
+    Effect.gen(function*() {
+      yield* TestClock.adjust("90 minutes")
+      const journal = yield* SessionJournal.SessionJournal
+      yield* journal.record("s1", {
+        tool_name: "t",
+        server_id: "s",
+        agent_id: "a",
+        bytes_read: 0,
+        bytes_written: 0,
+        delegation_depth: 0
+      })
+      const p = yield* Persistence.Persistence
+      const [info] = yield* p.list
+      assert.strictEqual(info?.updatedAt, 90 * 60_000)
+    }).pipe(Effect.provide(Layer.provideMerge(SessionJournal.layer(), Persistence.layerMemory()))))
 })

@@ -10,7 +10,7 @@ import * as Exit from "effect/Exit"
 import type * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as fc from "fast-check"
-import { type Entry, JournalState, Persistence, SessionJournal } from "../src/index.ts"
+import { type Entry, JournalState, Persistence, SessionJournal, Utf8 } from "../src/index.ts"
 import * as RecordBytes from "../src/internal/recordBytes.ts"
 import * as A from "./arbitraries.ts"
 import * as Payloads from "./Payloads.ts"
@@ -86,7 +86,7 @@ describe("a bound on each stored record", () => {
       assert.strictEqual(payload?._tag, "InvalidRecordField")
       if (payload?._tag === "InvalidRecordField") {
         assert.strictEqual(payload.field, "payload")
-        assert.include(payload.reason, `${BOUND}`)
+        assert.include(payload.reason.message, `${BOUND}`)
       }
       const tool = failureOf(exits[15]!)
       assert.strictEqual(tool?._tag, "InvalidRecordField")
@@ -120,8 +120,8 @@ describe("a bound on each stored record", () => {
     })))
 
   it("measures UTF-8 bytes of the entry's JSON text", () => {
-    assert.strictEqual(RecordBytes.utf8Length("aé€😀"), 1 + 2 + 3 + 4)
-    assert.strictEqual(RecordBytes.utf8Length("\ud800x"), 3 + 1)
+    assert.strictEqual(Utf8.utf8Length("aé€😀"), 1 + 2 + 3 + 4)
+    assert.strictEqual(Utf8.utf8Length("\ud800x"), 3 + 1)
   })
 })
 

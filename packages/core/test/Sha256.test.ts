@@ -3,7 +3,9 @@ import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
 import { Chain, Sha256 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
 import * as fc from "fast-check"
 import { createHash } from "node:crypto"
 
@@ -34,6 +36,23 @@ describe("Sha256", () => {
       { numRuns: 500 }
     )
   })
+
+  it.effect("layers released out of order leave the implementation of the one still alive, then the default", () =>
+    Effect.gen(function*() {
+      const a = (bytes: Uint8Array) => Sha256.noble(bytes)
+      const b = (bytes: Uint8Array) => Sha256.noble(bytes)
+      const scopeA = yield* Scope.make()
+      const scopeB = yield* Scope.make()
+      yield* Layer.buildWithScope(Sha256.layer("a", a), scopeA)
+      yield* Layer.buildWithScope(Sha256.layer("b", b), scopeB)
+      assert.strictEqual(Sha256.implementation(), "b")
+      // The first one goes while the second is alive: the second stays installed.
+      yield* Scope.close(scopeA, Exit.void)
+      assert.strictEqual(Sha256.implementation(), "b")
+      // Then the second goes: nothing is left installed, so the default is back.
+      yield* Scope.close(scopeB, Exit.void)
+      assert.strictEqual(Sha256.implementation(), "@noble/hashes")
+    }))
 
   it.effect("installs a byte-identical implementation for the layer's lifetime and restores the previous one", () =>
     Effect.gen(function*() {

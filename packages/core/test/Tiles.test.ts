@@ -137,6 +137,13 @@ describe(`Tiles (seed ${SEED})`, () => {
     assert.isAbove(Tiles.bundleEntry(small!, "entries").length, 32)
   })
 
+  it("a name that starts with U+FEFF reads back with it (a decoder that drops a byte-order mark refused the entry)", () => {
+    const [e] = A.run({ entry_cap: 10, tool_counts_cap: 10 }, [A.record("\ufeffread", { agent_id: "\ufeffa" })]).entries
+    const r = Tiles.readEntry(Tiles.preimage(e!), "b", 0)
+    assert.isTrue(Result.isSuccess(r))
+    if (Result.isSuccess(r)) assert.deepStrictEqual(Entry.encode(r.success.entry!), Entry.encode(e!))
+  })
+
   it("a preimage whose payload text is not canonical, or with a byte too many, is refused", () => {
     const spaced = P.otherPreimage(0, Entry.ZERO_HASH, 1, "message", `{"a": 1}`)
     const r = Tiles.readEntry(spaced, "b", 0)

@@ -14,7 +14,7 @@ import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
 import * as fc from "fast-check"
 import { Checkpoint, Entry, Guard, JournalState } from "../src/index.ts"
-import * as Window from "../src/internal/Window.ts"
+import * as Window from "../src/internal/window.ts"
 import * as A from "./arbitraries.ts"
 import * as Legacy from "./legacy.ts"
 

@@ -60,6 +60,26 @@ export interface Options {
    */
   readonly removeCheckpointedSegments?: boolean | undefined
   /**
+   * How large a segment grows before a checkpoint that covers it completes it
+   * (default 0: every checkpoint that covers everything stored does, and the next
+   * append starts a new segment). A writer that checkpoints after a few appends,
+   * such as a hook that opens a session once per event, sets it (for example to
+   * `Checkpoint.MIN_BYTES`) so that it does not start a segment at every event;
+   * a load reads from the checkpoint's last entry either way.
+   *
+   * @since 0.8.0
+   */
+  readonly segmentMinBytes?: number | undefined
+  /**
+   * Whether `layer` installs `node:crypto`'s SHA-256 for the process
+   * (`NodeSha256.layer`, default true). A process that opens a session to write
+   * once (a hook) hashes a few entries, which core's own SHA-256 does in less time
+   * than loading `node:crypto` takes; it passes false. The digests are the same.
+   *
+   * @since 0.8.0
+   */
+  readonly nodeSha256?: boolean | undefined
+  /**
    * How often `follow` polls for entries written by other processes where the
    * session directory cannot be watched (default 50 ms); where it is watched, an
    * idle follower wakes on its changes and looks itself only every
@@ -249,6 +269,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
           Effect.sync(() =>
             new Session.SegmentWriter(ctx, dir, id, caps, {
               removeCheckpointedSegments: r.removeCheckpointedSegments,
+              segmentMinBytes: r.segmentMinBytes,
               lockCheck: held?.check
             })
           ),
@@ -445,7 +466,9 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
  * @since 0.1.0
  */
 export const layer = (options: Options): Layer.Layer<Persistence.Persistence, StorageError> =>
-  Layer.merge(Layer.effect(Persistence.Persistence, make(options)), NodeSha256.layer)
+  options.nodeSha256 === false
+    ? Layer.effect(Persistence.Persistence, make(options))
+    : Layer.merge(Layer.effect(Persistence.Persistence, make(options)), NodeSha256.layer)
 
 export {
   /**

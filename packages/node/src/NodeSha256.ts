@@ -9,14 +9,21 @@
  */
 import { Sha256 } from "@session-journal/core"
 import type * as Layer from "effect/Layer"
-import { hash } from "node:crypto"
+import type * as Crypto from "node:crypto"
+import { createRequire } from "node:module"
+
+// `node:crypto` is loaded on the first digest, not with this module: a process that
+// opens a session and writes once (a hook) hashes a few entries, and loading the
+// module costs more than `@noble/hashes` takes for them.
+let hash: typeof Crypto.hash | undefined
 
 /**
  * SHA-256 with `node:crypto`'s one-shot `hash`, as lowercase hex.
  *
  * @since 0.3.0
  */
-export const digest: Sha256.HexDigest = (bytes) => hash("sha256", bytes, "hex")
+export const digest: Sha256.HexDigest = (bytes) =>
+  (hash ??= (createRequire(import.meta.url)("node:crypto") as typeof Crypto).hash)("sha256", bytes, "hex")
 
 /**
  * Installs `digest` for the process while the layer is alive; fails with

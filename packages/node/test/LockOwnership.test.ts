@@ -7,7 +7,7 @@
  * container) is taken over once its holder is proved gone, and kept while it
  * lives; `unlock` removes only a lock whose holder is proved gone.
  */
-import { Persistence, SessionLocked, StorageError } from "@session-journal/core"
+import { Persistence, SessionLocked, StorageError, StorageReason } from "@session-journal/core"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -144,8 +144,8 @@ describe("a lock that changes hands while it is read", () => {
 // ---------------------------------------------------------------------------
 // A writer re-checks its lock before each batch.
 
-const lostCause = (error: unknown): Lock.LockLost | null =>
-  error instanceof StorageError && error.cause instanceof Lock.LockLost ? error.cause : null
+const lostCause = (error: unknown): StorageReason.LockLost | null =>
+  error instanceof StorageError && error.reason._tag === "LockLost" ? error.reason : null
 
 describe("a writer whose lock is removed or taken", () => {
   it("stops at its next append with LockLost; nothing unacknowledged is stored and the session verifies", async () => {

@@ -76,7 +76,7 @@ describe.skipIf(skipReason !== null)("postgres: payload depth", () => {
           const refused = yield* Effect.flip(j.append(id, "message", deep))
           expect(refused).toBeInstanceOf(InvalidRecordField)
           expect((refused as InvalidRecordField).field).toBe("payload")
-          expect((refused as InvalidRecordField).reason).toContain(String(LIMIT))
+          expect((refused as InvalidRecordField).message).toContain(String(LIMIT))
           const meta = yield* Effect.flip(j.setMeta(id, { data: deep }))
           expect(meta).toBeInstanceOf(InvalidRecordField)
         }

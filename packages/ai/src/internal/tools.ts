@@ -2,17 +2,18 @@
  * Tool calls of a chat: the guard around a toolkit's handler, and which tool
  * entries a save writes for the messages it stores.
  */
-import { Entry, type Guard, JournalState } from "@session-journal/core"
+import { Entry, type Guard, JournalState, Utf8 } from "@session-journal/core"
 import type { LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 
-const utf8 = new TextEncoder()
-
-/** Bytes of the UTF-8 JSON text of a value (0 for `undefined`). */
+/**
+ * Bytes of the UTF-8 JSON text of a value (0 for `undefined`); a string counts with
+ * its quotes and escapes, unlike `Utf8.jsonBytes`.
+ */
 export const jsonBytes = (value: unknown): number => {
   const text = JSON.stringify(value)
-  return text === undefined ? 0 : utf8.encode(text).length
+  return text === undefined ? 0 : Utf8.utf8Length(text)
 }
 
 /** A guard decision not stored yet: the call's id and the tool entry it will become. */

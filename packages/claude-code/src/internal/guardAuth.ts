@@ -38,15 +38,21 @@
  * Claude Code's own `http` hooks still send `Authorization: Bearer TOKEN`, which
  * the guard accepts; their answers are not signed.
  *
- * Node built-ins only (`node:crypto`), loaded with `createRequire`: the forwarder
- * loads this module at every hook.
+ * The forwarder loads this module at every hook, so it loads nothing heavy: the
+ * SHA-256 and HMAC are core's own (`Hmac`, which imports nothing else), not
+ * `node:crypto`, whose module loads every part of Node's crypto for one MAC; the
+ * nonce's bytes come from `/dev/urandom` (the global Web Crypto's
+ * `getRandomValues` where there is none).
  *
  * @since 0.7.0
  */
-import type * as Crypto from "node:crypto"
+import * as Hmac from "@session-journal/core/Hmac"
+import type * as Fs from "node:fs"
 import { createRequire } from "node:module"
 
-const crypto = createRequire(import.meta.url)("node:crypto") as typeof Crypto
+// Loaded with `createRequire`, not `import`: an ES module import of a builtin reads
+// every export of it, and `node:fs`'s lazy ones load its streams.
+const fs = createRequire(import.meta.url)("node:fs") as typeof Fs
 
 /**
  * The request header carrying the forwarder's proof.
@@ -85,10 +91,35 @@ export const WINDOW_MS = 60_000
  */
 export const MAX_NONCES = 65_536
 
-const sha256Hex = (bytes: Uint8Array): string => crypto.createHash("sha256").update(bytes).digest("hex")
+const sha256Hex = (bytes: Uint8Array): string => Hmac.toHex(Hmac.sha256(bytes))
+
+const utf8 = new TextEncoder()
 
 const hmac = (token: string, text: string): string =>
-  crypto.createHmac("sha256", Buffer.from(token, "utf8")).update(text, "utf8").digest("base64url")
+  Buffer.from(Hmac.hmacSha256(utf8.encode(token), utf8.encode(text))).toString("base64url")
+
+/**
+ * `n` random bytes from the kernel: read from `/dev/urandom` (already-loaded
+ * `node:fs`, no module to load), else from the global Web Crypto.
+ */
+const randomBytes = (n: number): Uint8Array => {
+  const bytes = new Uint8Array(n)
+  let fd: number | undefined
+  try {
+    fd = fs.openSync("/dev/urandom", fs.constants.O_RDONLY)
+    let at = 0
+    while (at < n) {
+      const got = fs.readSync(fd, bytes, at, n - at, null)
+      if (got <= 0) throw new Error("/dev/urandom gave no bytes")
+      at += got
+    }
+    return bytes
+  } catch {
+    return globalThis.crypto.getRandomValues(bytes)
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
+  }
+}
 
 /**
  * The parts of a request's proof.
@@ -131,7 +162,7 @@ export const answerMac = (token: string, nonce: string, status: number, body: Ui
  *
  * @since 0.7.0
  */
-export const makeNonce = (): string => crypto.randomBytes(16).toString("base64url")
+export const makeNonce = (): string => Buffer.from(randomBytes(16)).toString("base64url")
 
 /**
  * The `X-Session-Journal-Auth` value of a request, and the nonce its answer must name.
@@ -168,10 +199,8 @@ export const parse = (header: string | undefined): Proof | null => {
  * @since 0.7.0
  */
 export const macEquals = (given: string, expected: string): boolean => {
-  const a = Buffer.from(given, "utf8")
-  const b = Buffer.from(expected, "utf8")
-  // Equal lengths first (a MAC's length is public), so timingSafeEqual can run.
-  return a.length === b.length && crypto.timingSafeEqual(a, b)
+  // Unequal lengths fail at once (a MAC's length is public).
+  return Hmac.equalBytes(utf8.encode(given), utf8.encode(expected))
 }
 
 /**

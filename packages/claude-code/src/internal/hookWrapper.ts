@@ -62,30 +62,48 @@ export const shellWord = (word: Word): string =>
     : `"$CLAUDE_PROJECT_DIR"/${shellQuote(word.relative)}`
 
 /**
- * The wrapper's script (POSIX `sh`, no single quote in it): `$1` the event, `$2`
- * the settings file to name, the rest the command. It runs the command with its
+ * The wrapper's script (POSIX `sh`, no single quote in it), its message naming
+ * `uninstall` as the command that removes the hooks: `$1` the event, `$2` the
+ * settings file to name, the rest the command. It runs the command with its
  * stdout passed through and its stderr kept; exits 0 and 2 (and 1 for Stop and
  * SubagentStop) pass with that stderr; every other exit becomes exit 2 (1 for
  * Stop and SubagentStop) with one line on stderr: the event, the program, what
  * happened (not found, not executable, a signal, an exit code) with the line of
  * its stderr that says why, and how to fix it or remove the hooks.
  *
+ * @since 0.8.0
+ */
+export const wrapperScript = (uninstall: string): string =>
+  [
+    `e=$1 f=$2`,
+    `shift 2`,
+    `{ m=$("$@" 2>&1 >&3 3>&-); c=$?; } 3>&1`,
+    `case $c/$e in 0/*|2/*|1/Stop|1/SubagentStop) [ -z "$m" ] || printf "%s\\n" "$m" >&2; exit $c;; esac`,
+    `case $e in Stop|SubagentStop) x=1 y="it is not journaled";; *) x=2 y="it is refused";; esac`,
+    `case $c in 126) w="cannot be executed";; 127) w="was not found";; *) if [ $c -gt 128 ]; then w="was killed by signal $((c-128))"; else w="exited with $c"; fi;; esac`,
+    `d= n=$(printf "\\n.")`,
+    `IFS=\${n%.}`,
+    `set -f`,
+    `for l in $m; do case $l in session-journal:*|*rror*|*"not found"*|*ermission*) d=" ($l)"; break;; esac; done`,
+    `printf "session-journal: the %s hook cannot run: %s %s%s, so %s. Reinstall session-journal, or remove its hooks from %s (${uninstall})\\n" "$e" "$1" "$w" "$d" "$y" "$f" >&2`,
+    `exit $x`
+  ].join("; ")
+
+/**
+ * How the hooks `claude-code install` writes are removed, as the wrapper's
+ * message names it.
+ *
+ * @since 0.8.0
+ */
+export const CLAUDE_CODE_UNINSTALL = "session-journal claude-code install --uninstall"
+
+/**
+ * The wrapper's script of the hooks `claude-code install` writes
+ * (`wrapperScript(CLAUDE_CODE_UNINSTALL)`).
+ *
  * @since 0.7.0
  */
-export const WRAPPER_SCRIPT = [
-  `e=$1 f=$2`,
-  `shift 2`,
-  `{ m=$("$@" 2>&1 >&3 3>&-); c=$?; } 3>&1`,
-  `case $c/$e in 0/*|2/*|1/Stop|1/SubagentStop) [ -z "$m" ] || printf "%s\\n" "$m" >&2; exit $c;; esac`,
-  `case $e in Stop|SubagentStop) x=1 y="it is not journaled";; *) x=2 y="it is refused";; esac`,
-  `case $c in 126) w="cannot be executed";; 127) w="was not found";; *) if [ $c -gt 128 ]; then w="was killed by signal $((c-128))"; else w="exited with $c"; fi;; esac`,
-  `d= n=$(printf "\\n.")`,
-  `IFS=\${n%.}`,
-  `set -f`,
-  `for l in $m; do case $l in session-journal:*|*rror*|*"not found"*|*ermission*) d=" ($l)"; break;; esac; done`,
-  `printf "session-journal: the %s hook cannot run: %s %s%s, so %s. Reinstall session-journal, or remove its hooks from %s (session-journal claude-code install --uninstall)\\n" "$e" "$1" "$w" "$d" "$y" "$f" >&2`,
-  `exit $x`
-].join("; ")
+export const WRAPPER_SCRIPT = wrapperScript(CLAUDE_CODE_UNINSTALL)
 
 /**
  * Where the wrapper's message says the hooks are, when the caller does not say.
@@ -103,13 +121,13 @@ export const DEFAULT_SETTINGS_HINT = "Claude Code's settings"
  */
 export const wrap = (
   command: ReadonlyArray<Word>,
-  options: { readonly event: string; readonly settings?: string | undefined }
+  options: { readonly event: string; readonly settings?: string | undefined; readonly uninstall?: string | undefined }
 ): string =>
   [
     ...[
       "/bin/sh",
       "-c",
-      WRAPPER_SCRIPT,
+      options.uninstall === undefined ? WRAPPER_SCRIPT : wrapperScript(options.uninstall),
       "session-journal-hook",
       options.event,
       options.settings ?? DEFAULT_SETTINGS_HINT
@@ -127,6 +145,8 @@ export const wrap = (
 export interface WrapOptions {
   readonly event?: string | undefined
   readonly settings?: string | undefined
+  /** The command the failure message names to remove the hooks (default `CLAUDE_CODE_UNINSTALL`). */
+  readonly uninstall?: string | undefined
 }
 
 /**
@@ -137,4 +157,4 @@ export interface WrapOptions {
 export const commandLine = (words: ReadonlyArray<Word>, options: WrapOptions | undefined): string =>
   options?.event === undefined
     ? words.map(shellWord).join(" ")
-    : wrap(words, { event: options.event, settings: options.settings })
+    : wrap(words, { event: options.event, settings: options.settings, uninstall: options.uninstall })

@@ -9,7 +9,6 @@
  * appends), and the kept count stands. Nothing here fails: a transcript that cannot be read
  * counts nothing.
  */
-import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as HookRuns from "../HookRuns.ts"
@@ -37,7 +36,8 @@ const readKept = async (cache: string, transcript: string): Promise<HookRuns.Sca
 const keep = async (cache: string, kept: Kept): Promise<void> => {
   try {
     await fs.promises.mkdir(path.dirname(cache), { recursive: true, mode: 0o700 })
-    const temp = `${cache}.${crypto.randomBytes(6).toString("hex")}.tmp`
+    // Unique, not secret (created exclusively): no `node:crypto` loaded for it.
+    const temp = `${cache}.${process.pid}-${Math.floor(Math.random() * 0x1_0000_0000).toString(16)}.tmp`
     await fs.promises.writeFile(temp, JSON.stringify(kept), { flag: "wx", mode: 0o600 })
     await fs.promises.rename(temp, cache)
   } catch {

@@ -22,7 +22,7 @@ import * as path from "node:path"
 import { Exit, type Failure, InvalidInput } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { Dir, onCommandLine, Postgres } from "../internal/commandKit.ts"
-import { parseWaitMillis } from "../internal/hookArgs.ts"
+import { type HookArgs, parseWaitMillis } from "../internal/hookArgs.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as ClaudeCodeRun from "./ClaudeCodeRun.ts"
@@ -210,7 +210,44 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       })
     )).pipe(Command.withDescription("Write the journaled transcript to stdout, byte for byte as Claude Code wrote it"))
 
-  const hook = Command.make("hook", {
+  const hook = hookSubcommand(
+    HookProcess.run,
+    "Claude Code",
+    "Claude Code's command hook for every event: read one event from stdin, journal it, answer; " +
+      "a PreToolUse is decided with the policy. Fails closed: what cannot be recorded is denied (exit 2 for other events)"
+  )
+
+  return Command.make("claude-code").pipe(
+    Command.withDescription(
+      "Claude Code: custody of its transcripts, hooks that journal and guard it as it runs, a session run through the driver"
+    ),
+    Command.withSubcommands([
+      archive,
+      follow,
+      exportCmd,
+      hook,
+      InstallCommand.command,
+      GuardCommands.guard,
+      GuardCommands.forward,
+      ClaudeCodeRun.run
+    ])
+  )
+}
+
+/**
+ * A command hook's subcommand (`hook`) with its flags (`--policy`, `--root`,
+ * `--fail-open`, `--max-input-bytes`, `--wait`, `--deadline`), running `run` on
+ * the command's stdin, stdout and stderr: Claude Code's (`HookProcess.run`) and
+ * Codex's (`CodexHook.run`). `agent` names the program in the flags' help.
+ *
+ * @since 0.8.0
+ */
+export const hookSubcommand = (
+  run: (args: HookArgs, io: HookRunner.Io) => Promise<{ readonly exitCode: number }>,
+  agent: string,
+  description: string
+) =>
+  Command.make("hook", {
     policy: Flag.String("policy").pipe(
       Flag.withFallbackConfig(Config.String(HookProcess.POLICY_VAR)),
       Flag.optional,
@@ -227,7 +264,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
     failOpen: Flag.Boolean("fail-open").pipe(
       Flag.withDefault(false),
       Flag.withDescription(
-        "When the event cannot be recorded, exit 1 (Claude Code goes on) instead of denying the call"
+        `When the event cannot be recorded, exit 1 (${agent} goes on) instead of denying the call`
       )
     ),
     maxInputBytes: Flag.Int("max-input-bytes").pipe(
@@ -262,7 +299,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
       const postgres = onCommandLine(yield* Postgres)
       const io = yield* hookIo(yield* Effect.orDie(hookEnvironment))
       const outcome = yield* Effect.promise(() =>
-        HookProcess.run({
+        run({
           root: root ?? dir,
           postgres,
           policy: Option.getOrUndefined(a.policy),
@@ -273,27 +310,11 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
         }, io)
       )
       if (outcome.exitCode !== 0) return yield* new Exit({ code: outcome.exitCode })
-    }).pipe(Effect.catchTag("InvalidInput", (e) =>
-      Effect.andThen(Output.errorLine(`session-journal: ${e.message}`), Effect.fail(new Exit({ code: 2 })))))).pipe(
-      Command.withDescription(
-        "Claude Code's command hook for every event: read one event from stdin, journal it, answer; " +
-          "a PreToolUse is decided with the policy. Fails closed: what cannot be recorded is denied (exit 2 for other events)"
+    }).pipe(
+      Effect.catchTag(
+        "InvalidInput",
+        (e) => Effect.andThen(Output.errorLine(`session-journal: ${e.message}`), Effect.fail(new Exit({ code: 2 })))
       )
+    )).pipe(
+      Command.withDescription(description)
     )
-
-  return Command.make("claude-code").pipe(
-    Command.withDescription(
-      "Claude Code: custody of its transcripts, hooks that journal and guard it as it runs, a session run through the driver"
-    ),
-    Command.withSubcommands([
-      archive,
-      follow,
-      exportCmd,
-      hook,
-      InstallCommand.command,
-      GuardCommands.guard,
-      GuardCommands.forward,
-      ClaudeCodeRun.run
-    ])
-  )
-}

@@ -8,6 +8,7 @@
 import {
   Checkpoint,
   CorruptJournal,
+  CorruptReason,
   JournalState,
   Persistence,
   SessionJournal,
@@ -30,16 +31,17 @@ import {
 } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
+import * as Verify from "../Verify.ts"
 import * as ReportFile from "../viewer/ReportFile.ts"
 import type * as Serve from "../viewer/Serve.ts"
 import * as ClaudeCode from "./ClaudeCode.ts"
+import * as Codex from "./Codex.ts"
 import * as Demo from "./Demo.ts"
 import { mcp } from "./Mcp.ts"
 import * as MirrorFiles from "./MirrorFiles.ts"
 import { policy } from "./PolicyCommands.ts"
 import { exportCmd, list, show, stats, tail } from "./ReadCommands.ts"
 import * as TreeCommands from "./TreeCommands.ts"
-import * as Verify from "./Verify.ts"
 import { append, importCmd, record, unlock } from "./WriteCommands.ts"
 
 export {
@@ -131,7 +133,11 @@ const checkpoint = Command.make(
           return yield* new CorruptJournal({
             segment: stopped.segment,
             offset: stopped.offset,
-            reason: `${stopped.reason}: ${stopped.detail} (run repair first)`
+            reason: new CorruptReason.Stopped({
+              reason: stopped.reason,
+              detail: stopped.detail,
+              advice: "run repair first"
+            })
           })
         }
         yield* handle.checkpoint(Checkpoint.encode(loaded.state))
@@ -258,6 +264,7 @@ export const root = Command.make("session-journal").pipe(
     policy,
     ...TreeCommands.commands,
     ClaudeCode.make((body) => withJournal(body)),
+    Codex.make((body) => withJournal(body)),
     mcp
   ]),
   Command.withGlobalFlags([Dir, Json, Verbose, Postgres])

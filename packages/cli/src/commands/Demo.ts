@@ -14,7 +14,7 @@ import * as Effect from "effect/Effect"
 import { VerificationFailed } from "../Failure.ts"
 import * as Output from "../Output.ts"
 import type * as Storage from "../Storage.ts"
-import * as Verify from "./Verify.ts"
+import * as Verify from "../Verify.ts"
 
 type Step =
   | { readonly _tag: "say"; readonly role: "user" | "assistant"; readonly content: string }

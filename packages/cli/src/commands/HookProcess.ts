@@ -14,6 +14,7 @@
  * @since 0.8.0
  */
 import * as HookRunner from "@session-journal/claude-code/HookRunner"
+import { Checkpoint } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Duration from "effect/Duration"
 import * as fs from "node:fs"
@@ -39,8 +40,15 @@ export const POLICY_VAR = "SESSION_JOURNAL_POLICY"
  */
 export const DEFAULT_WAIT_MILLIS = 30_000
 
-// The journal of the flags and the environment, or why there is none.
-const journalOf = async (
+/**
+ * The journal of a hook's flags and environment (`--root`, `--dir`,
+ * `--postgres`, else the variables, else the per-user state directory, made on
+ * first use readable by its user only), waiting up to `--wait` for a session's
+ * lock; or why there is none, the reason to refuse with.
+ *
+ * @since 0.8.0
+ */
+export const journalOf = async (
   args: HookArgs,
   env: Readonly<Record<string, string | undefined>>
 ): Promise<HookRunner.Journal | string> => {
@@ -65,7 +73,11 @@ const journalOf = async (
   }
   const storage: Storage.Options = {
     ...Storage.resolve({ dir, postgres: args.postgres }, environment),
-    lockWait: Duration.millis(waitMillis)
+    lockWait: Duration.millis(waitMillis),
+    // Checkpoints every few events (HookRunner.CHECKPOINT_MIN_BYTES) do not each start a segment.
+    segmentMinBytes: Checkpoint.MIN_BYTES,
+    // One event hashes a few entries: not worth loading node:crypto for.
+    nodeSha256: false
   }
   return { layer: Storage.layer(storage), dir: Storage.isFilesystem(storage) ? storage.dir : null }
 }
@@ -94,7 +106,21 @@ export const run = (args: HookArgs, io: HookRunner.Io): Promise<HookRunner.Outco
  *
  * @since 0.4.0
  */
-export const main = async (args: HookArgs): Promise<number> => {
+export const main = (args: HookArgs): Promise<number> => mainOf(run)(args)
+
+/**
+ * A hook process's `main`: `run` on the process's stdin, stdout and stderr,
+ * resolving with the exit code (Claude Code's and Codex's).
+ *
+ * @since 0.8.0
+ */
+export const mainOf = (
+  run: (
+    args: HookArgs,
+    io: HookRunner.Io
+  ) => Promise<{ readonly exitCode: 0 | 1 | 2; readonly late?: boolean | undefined }>
+) =>
+async (args: HookArgs): Promise<number> => {
   const outcome = await run(args, {
     stdin: process.stdin,
     stdout: ProcessStreams.writeStdoutAwait,

@@ -41,7 +41,7 @@
  *
  * @since 0.1.0
  */
-import { Mirror, SessionLocked, StorageError, StorageReason } from "@session-journal/core"
+import { SessionLocked, StorageError, StorageReason } from "@session-journal/core"
 import { Files, Lock, NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import { randomBytes } from "node:crypto"
@@ -71,6 +71,7 @@ import {
   type Staged,
   writeStaged
 } from "../internal/mirrorFs.ts"
+import * as Mirror from "../Mirror.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 

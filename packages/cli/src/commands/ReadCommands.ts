@@ -1,6 +1,7 @@
 /**
  * The commands that read: `list`, `show`, `stats`, `tail`, `export`.
  */
+import { Hook as CodexHook } from "@session-journal/codex"
 import { type Follow, JournalState, SessionJournal } from "@session-journal/core"
 import { Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
@@ -10,7 +11,7 @@ import { nonNegative, sessionId, withJournalToRead } from "../internal/commandKi
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as Denials from "../viewer/Denials.ts"
-import * as Report from "../viewer/Report.ts"
+import * as ReportModel from "../viewer/ReportModel.ts"
 
 // ---------------------------------------------------------------------------
 // list / show / stats / tail / export
@@ -96,9 +97,9 @@ export const stats = Command.make("stats", {
         Effect.catch((e) => Effect.succeed(e.message || e._tag))
       )
       const denials = tally.result()
-      const related = Report.relatedSessions(state.meta)
-      const countedIn = yield* Report.countedIn(state.meta)
-      const custodyExists = related.custody === null ? false : yield* Report.exists(related.custody)
+      const related = ReportModel.relatedSessions(state.meta)
+      const countedIn = yield* ReportModel.countedIn(state.meta)
+      const custodyExists = related.custody === null ? false : yield* ReportModel.exists(related.custody)
       const hooked = state.meta?.labels?.includes("hooked") === true
       const doc = {
         ...Output.statsJson(state),
@@ -144,7 +145,11 @@ export const stats = Command.make("stats", {
       if (related.custody !== null) {
         out.push(
           `custody          ${related.custody}${
-            custodyExists ? "" : " (not archived yet: `session-journal claude-code archive` makes it)"
+            custodyExists
+              ? ""
+              : ` (not archived yet: \`session-journal ${
+                related.custody.startsWith(CodexHook.ROLLOUT_PREFIX) ? "codex" : "claude-code"
+              } archive\` makes it)`
           }`
         )
       }

@@ -6,7 +6,7 @@
  * @since 0.5.0
  */
 import * as SecretFile from "@session-journal/claude-code/SecretFile"
-import { SignedNote, Transparency, TreeHead } from "@session-journal/core"
+import { SignedNote, Transparency, TreeHead, Utf8 } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
@@ -17,7 +17,7 @@ import { validId } from "../internal/commandKit.ts"
 import * as PublicFile from "../internal/publicFile.ts"
 import * as Output from "../Output.ts"
 import type * as Storage from "../Storage.ts"
-import * as Verify from "./Verify.ts"
+import * as Verify from "../Verify.ts"
 
 const MAX_KEY_BYTES = 64 * 1024
 
@@ -178,7 +178,7 @@ const post = (url: string, body: string) =>
       return {
         status: response.status,
         contentType: response.headers.get("content-type") ?? "",
-        body: new TextDecoder("utf-8", { fatal: true }).decode(bytes)
+        body: Utf8.decodeStrict(bytes)
       }
     },
     catch: (e) => new NotAvailable({ feature: "witness", reason: `${url} did not answer: ${describeError(e)}` })

@@ -53,8 +53,14 @@ const waitOrUndefined = (text: string): number | undefined => {
 
 const valued = new Set(["--dir", "--postgres", "--root", "--policy", "--max-input-bytes", "--wait", "--deadline"])
 
-/** The hook's flags when `argv` (without node and the script) is exactly a hook invocation, else null. */
-export const hookArgs = (argv: ReadonlyArray<string>): HookArgs | null => {
+/**
+ * The hook's flags when `argv` (without node and the script) is exactly a hook
+ * invocation of `door` (`claude-code hook`, or `codex hook`), else null.
+ */
+export const hookArgs = (
+  argv: ReadonlyArray<string>,
+  door: "claude-code" | "codex" = "claude-code"
+): HookArgs | null => {
   const values = new Map<string, string>()
   let failOpen = false
   let noSelfProtection = false
@@ -80,7 +86,7 @@ export const hookArgs = (argv: ReadonlyArray<string>): HookArgs | null => {
     else if (arg.startsWith("-")) return null
     else words.push(arg)
   }
-  if (words.length !== 2 || words[0] !== "claude-code" || words[1] !== "hook") return null
+  if (words.length !== 2 || words[0] !== door || words[1] !== "hook") return null
   const bytes = values.get("--max-input-bytes")
   const maxInputBytes = bytes === undefined ? undefined : /^\d{1,15}$/.test(bytes) ? Number(bytes) : NaN
   if (Number.isNaN(maxInputBytes) || maxInputBytes === 0) return null

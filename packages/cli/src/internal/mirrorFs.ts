@@ -2,7 +2,7 @@
  * The file work of `mirror`: the destination's checks and housekeeping, the
  * files of one session (hashing, copying ranges, staging) and reading a backup.
  */
-import { Checkpoint, Mirror, StorageError, StorageReason } from "@session-journal/core"
+import { Checkpoint, StorageError, StorageReason, Utf8 } from "@session-journal/core"
 import { Files, Lock, NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Result_ from "effect/Result"
@@ -10,6 +10,7 @@ import { createHash } from "node:crypto"
 import type { Stats } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
+import * as Mirror from "../Mirror.ts"
 
 /** The checkpoint file of a session directory (the node adapter's name). */
 export const CHECKPOINT: string = Files.CHECKPOINT_FILE
@@ -85,39 +86,41 @@ export const checkAncestor = (ctx: Files.Context, dir: string, st: Stats): Stora
 // Every existing component of DEST's absolute path is lstat-checked (a symlink
 // anywhere is refused, never followed, unlike `mkdir -p`), every missing one is
 // created 0700, and DEST itself must be a directory of ours (made 0700).
-export const prepareRoot = Effect.fnUntraced(function*(ctx: Files.Context, target: string) {
-  const parts = target.split(path.sep).filter((part) => part.length > 0)
-  let current = path.parse(target).root
-  for (let i = 0; i < parts.length; i++) {
-    const parent = current
-    current = path.join(current, parts[i]!)
-    const st = yield* lstatOrNull("mirror: prepare destination", current)
-    if (st === null) yield* Files.ensureDir(ctx, current, parent)
-    else if (st.isSymbolicLink()) return yield* refused(current, "a symbolic link")
-    else if (i === parts.length - 1) yield* Files.privateDir(ctx, current)
-    else {
-      const bad = checkAncestor(ctx, current, st)
-      if (bad !== null) return yield* bad
+export const prepareRoot: (ctx: Files.Context, target: string) => Effect.Effect<void, StorageError> = Effect
+  .fnUntraced(function*(ctx: Files.Context, target: string) {
+    const parts = target.split(path.sep).filter((part) => part.length > 0)
+    let current = path.parse(target).root
+    for (let i = 0; i < parts.length; i++) {
+      const parent = current
+      current = path.join(current, parts[i]!)
+      const st = yield* lstatOrNull("mirror: prepare destination", current)
+      if (st === null) yield* Files.ensureDir(ctx, current, parent)
+      else if (st.isSymbolicLink()) return yield* refused(current, "a symbolic link")
+      else if (i === parts.length - 1) yield* Files.privateDir(ctx, current)
+      else {
+        const bad = checkAncestor(ctx, current, st)
+        if (bad !== null) return yield* bad
+      }
     }
-  }
-})
+  })
 
 // Finishes what a run that died left in `.mirror`: a previous copy whose
 // replacement never arrived is put back, one that was replaced is removed, and
 // staging directories are removed. Only called while holding the lock.
-export const recoverHouse = Effect.fnUntraced(function*(ctx: Files.Context, target: string, house: string) {
-  for (const name of yield* Files.listDir(ctx, house)) {
-    const p = path.join(house, name)
-    if (name.startsWith("prev-")) {
-      const live = path.join(target, name.slice("prev-".length))
-      if ((yield* lstatOrNull("mirror: recover", live)) === null) {
-        yield* Files.call("rename", p, () => fs.rename(p, live))
-        yield* Files.syncDir(ctx, target)
-        yield* Files.syncDir(ctx, house)
-      } else yield* removeTree(p)
-    } else if (name.startsWith("stage-")) yield* removeTree(p)
-  }
-})
+export const recoverHouse: (ctx: Files.Context, target: string, house: string) => Effect.Effect<void, StorageError> =
+  Effect.fnUntraced(function*(ctx: Files.Context, target: string, house: string) {
+    for (const name of yield* Files.listDir(ctx, house)) {
+      const p = path.join(house, name)
+      if (name.startsWith("prev-")) {
+        const live = path.join(target, name.slice("prev-".length))
+        if ((yield* lstatOrNull("mirror: recover", live)) === null) {
+          yield* Files.call("rename", p, () => fs.rename(p, live))
+          yield* Files.syncDir(ctx, target)
+          yield* Files.syncDir(ctx, house)
+        } else yield* removeTree(p)
+      } else if (name.startsWith("stage-")) yield* removeTree(p)
+    }
+  })
 
 // ---------------------------------------------------------------------------
 // Files of one session
@@ -320,7 +323,7 @@ const decodeCheckpoint = (
 ): { readonly bytes: Uint8Array } | { readonly broken: string } => {
   let json: unknown
   try {
-    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes))
+    json = JSON.parse(Utf8.decodeStrict(bytes))
   } catch {
     return { broken: `${CHECKPOINT} is not valid JSON (${bytes.length} bytes read)` }
   }

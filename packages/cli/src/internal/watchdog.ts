@@ -8,11 +8,14 @@
  * `seconds`, the shell ends it with SIGKILL. Needs `/bin/sh` and `timeout`
  * (coreutils); without them nothing is armed and the exit is tried all the same.
  */
-import { spawn } from "node:child_process"
+import type * as ChildProcess from "node:child_process"
+import { createRequire } from "node:module"
 
 /** Ends this process by SIGKILL unless it has exited within `seconds`. */
 export const arm = (seconds: number): void => {
   try {
+    // Loaded only when armed (past a deadline), not by every hook that imports this.
+    const { spawn } = createRequire(import.meta.url)("node:child_process") as typeof ChildProcess
     const child = spawn(
       "/bin/sh",
       ["-c", `timeout ${seconds} cat >/dev/null; [ $? -ne 124 ] || kill -9 ${process.pid}`],

@@ -8,6 +8,7 @@
  * @since 0.3.0
  */
 import { StorageError } from "@session-journal/core"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -16,6 +17,7 @@ import * as Output from "../Output.ts"
 import type * as Storage from "../Storage.ts"
 import * as Html from "./Html.ts"
 import * as Report from "./Report.ts"
+import * as ReportModel from "./ReportModel.ts"
 
 /**
  * The link from one report to another session's report: a file next to it.
@@ -95,8 +97,8 @@ const writeChunks = (file: string, chunks: Iterable<string>) =>
  */
 export const run = (id: string, out: string | undefined, storage: Storage.Options, json: boolean) =>
   Effect.gen(function*() {
-    const started = performance.now()
-    const model = yield* Report.collect(id, storage)
+    const started = yield* Clock.currentTimeMillis
+    const model = yield* ReportModel.collect(id, storage)
     const file = path.resolve(out ?? `${id}.html`)
     const bytes = yield* writeChunks(file, Report.render(model, { link: fileLink }))
     const written: Written = {
@@ -106,7 +108,7 @@ export const run = (id: string, out: string | undefined, storage: Storage.Option
       entries: model.summary.entries,
       ok: model.verify?.ok ?? null,
       head: model.head,
-      millis: Math.round(performance.now() - started)
+      millis: (yield* Clock.currentTimeMillis) - started
     }
     if (json) yield* Output.json(written)
     else {

@@ -27,6 +27,7 @@ import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Entry, type Follow, InvalidSessionId, JournalState, SessionJournal } from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Cache from "effect/Cache"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -34,13 +35,14 @@ import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as http from "node:http"
-import * as Verify from "../commands/Verify.ts"
 import { InvalidInput, NotAvailable } from "../Failure.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
+import * as Verify from "../Verify.ts"
 import * as HostCheck from "./HostCheck.ts"
 import * as Html from "./Html.ts"
 import * as Report from "./Report.ts"
+import * as ReportModel from "./ReportModel.ts"
 import * as Timeline from "./Timeline.ts"
 import { VIEWER_SCRIPT } from "./ViewerScript.ts"
 
@@ -223,7 +225,7 @@ const makeViewer = (storage: Storage.Options) =>
       Effect.gen(function*() {
         const id = key.slice(0, key.indexOf(" "))
         // One pass over the history with the verification beside it.
-        const o = yield* Report.overview(id, storage)
+        const o = yield* ReportModel.overview(id, storage)
         const check = ++checks
         const top: Top = {
           title: `${o.meta?.title ?? id} · session-journal`,
@@ -380,10 +382,11 @@ const verifyPage = (viewer: Viewer) =>
     const id = yield* idParam
     yield* Effect.fromResult(Entry.validateSessionId(id))
     const { check, report } = yield* viewer.verify(id)
+    const now = yield* Clock.currentTimeMillis
     return page(
       Report.documentStart(`verify ${id} · session-journal`, false) +
         `<p><a href="/">← all sessions</a> · <a href="${Html.escape(sessionLink(id))}">${Html.escape(id)}</a></p>` +
-        `<h1>${Html.escape(id)}</h1><div id="overview" data-check="${check}">` + Report.verifyBox(id, report) +
+        `<h1>${Html.escape(id)}</h1><div id="overview" data-check="${check}">` + Report.verifyBox(id, report, now) +
         `</div></main></body></html>\n`
     )
   }).pipe(Effect.catch(failurePage))

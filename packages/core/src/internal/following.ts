@@ -11,6 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
+import * as CorruptReason from "../CorruptReason.ts"
 import * as Entry from "../Entry.ts"
 import { CorruptJournal, HistoryDiverged, IntegrityViolation, SessionNotFound, type StorageError } from "../Errors.ts"
 import * as Follow from "../Follow.ts"
@@ -79,8 +80,12 @@ const breakFailure = (id: string, cause: Follow.Break | CorruptJournal): Corrupt
     : new CorruptJournal({
       segment: id,
       offset: cause.sequence,
-      reason:
-        `a follower expected ${cause.what} ${cause.expected} at sequence ${cause.sequence}, storage handed over ${cause.actual}`
+      reason: new CorruptReason.HandedOver({
+        what: cause.what,
+        expected: cause.expected,
+        sequence: cause.sequence,
+        actual: cause.actual
+      })
     })
 
 /**

@@ -5,6 +5,7 @@
  * writer flag per session, and `follow` through a `PubSub`. Recovery is core's, as
  * for every adapter.
  */
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as HashMap from "effect/HashMap"
 import * as PubSub from "effect/PubSub"
@@ -18,7 +19,7 @@ import * as Recovery from "../Recovery.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
 import * as StorageReason from "../StorageReason.ts"
 import * as RecordBytes from "./recordBytes.ts"
-import * as Ring from "./Ring.ts"
+import * as Ring from "./ring.ts"
 import { tipMatches } from "./tip.ts"
 
 // A stored checkpoint: a document, or a state kept as it is (states are immutable).
@@ -163,7 +164,9 @@ export const make = Effect.fnUntraced(function*(maxRecordBytes?: number | undefi
     caps: JournalState.Caps | undefined,
     request: Persistence.AppendRequest
   ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> =>
-    Effect.suspend((): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> => {
+    // The time a session was last written is the fiber's `Clock`'s (a test clock's
+    // under `TestClock`), never the process's.
+    Clock.clockWith((clock): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> => {
       const s = sessionFor(id)
       const tipHash = s.entries[s.entries.length - 1]?.entry_hash ?? Entry.ZERO_HASH
       if (!tipMatches(request.after, s.entries.length, tipHash)) {
@@ -196,7 +199,7 @@ export const make = Effect.fnUntraced(function*(maxRecordBytes?: number | undefi
         s.meta = request.meta
         bytes += 64 + JSON.stringify(request.meta.data ?? null).length
       }
-      s.updatedAt = Date.now()
+      s.updatedAt = clock.currentTimeMillisUnsafe()
       s.sinceCheckpointBytes += bytes
       const result: Persistence.Appended = { bytes }
       // Only a `follow` that is subscribed needs the entries; one that subscribes

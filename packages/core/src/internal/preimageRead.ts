@@ -6,19 +6,15 @@
  * and its recomputed hash must equal the SHA-256 of the bytes, which also rules out
  * a payload text that is not the canonical one.
  */
+import * as Utf8 from "../Utf8.ts"
 
-interface Utf8Decoder {
-  decode(input: Uint8Array): string
-}
-// A global of every runtime core targets; declared here because core compiles without
-// DOM or Node typings.
-declare const TextDecoder: { new(label: string, options: { readonly fatal: boolean }): Utf8Decoder }
-const utf8 = new TextDecoder("utf-8", { fatal: true })
-
-/** The text of UTF-8 `bytes`, or `undefined` when they are not well-formed UTF-8. */
+/**
+ * The text of UTF-8 `bytes`, or `undefined` when they are not well-formed UTF-8. A
+ * leading U+FEFF is part of the text (a name may start with one), never dropped.
+ */
 export const decodeUtf8 = (bytes: Uint8Array): string | undefined => {
   try {
-    return utf8.decode(bytes)
+    return Utf8.decodeStrict(bytes, { keepBom: true })
   } catch {
     return undefined
   }

@@ -3,24 +3,7 @@
  * UTF-8 bytes of its JSON text (`toJsonText(encode(entry))`).
  */
 import * as Entry from "../Entry.ts"
-
-/** UTF-8 bytes of a string (a lone surrogate counts as U+FFFD, 3 bytes). */
-export const utf8Length = (s: string): number => {
-  let bytes = 0
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i)
-    if (c < 0x80) bytes += 1
-    else if (c < 0x800) bytes += 2
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-      const d = s.charCodeAt(i + 1)
-      if (d >= 0xdc00 && d <= 0xdfff) {
-        bytes += 4
-        i++
-      } else bytes += 3
-    } else bytes += 3
-  }
-  return bytes
-}
+import { utf8Length } from "../Utf8.ts"
 
 /** UTF-8 bytes of an entry's JSON text. */
 export const recordBytes = (entry: Entry.Entry): number => utf8Length(Entry.jsonText(entry))

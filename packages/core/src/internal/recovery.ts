@@ -9,7 +9,7 @@ import type * as Entry from "../Entry.ts"
 import * as JournalState from "../JournalState.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
 import { canonicalize } from "./jcs.ts"
-import * as Ring from "./Ring.ts"
+import * as Ring from "./ring.ts"
 
 /**
  * Why the valid prefix of a stored session ends early:

@@ -19,9 +19,9 @@ import * as JournalState from "../JournalState.ts"
 import * as Merkle from "../Merkle.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
 import * as Sha256 from "../Sha256.ts"
-import * as Ring from "./Ring.ts"
+import * as Ring from "./ring.ts"
 import { GUARD_STATE_KIND, guardStateProblem, OUTCOME_KIND, outcomeBytes } from "./validate.ts"
-import * as Window from "./Window.ts"
+import * as Window from "./window.ts"
 
 // A non-negative sum of integers up to 2^53 − 1, exact at any size and saturating at
 // 2^64 − 1 (like the fold's `sat` on every step: the increments are non-negative,

@@ -5,6 +5,7 @@
 import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
 import { InvalidRecordField, InvalidSessionId } from "../Errors.ts"
+import * as RecordFieldReason from "../RecordFieldReason.ts"
 import { check, isWellFormed, type Problem } from "./jcs.ts"
 
 /**
@@ -59,16 +60,22 @@ export const MAX_PAYLOAD_SIZE = 16 * 1024 * 1024
 /** The payload limits as `check` takes them. */
 export const payloadLimits = { maxDepth: MAX_PAYLOAD_DEPTH, maxSize: MAX_PAYLOAD_SIZE } as const
 
-const describe = (problem: Problem): string => {
+const reasonOf = (problem: Problem): RecordFieldReason.Reason => {
   switch (problem._tag) {
     case "NotJson":
-      return `not canonical JSON at ${problem.path}`
+      return new RecordFieldReason.NotJson({ path: problem.path })
     case "TooDeep":
       // No path: it would be the limit's worth of "[0]"s.
-      return `nesting depth ${problem.depth} exceeds the limit of ${MAX_PAYLOAD_DEPTH}`
+      return new RecordFieldReason.TooDeep({ depth: problem.depth, limit: MAX_PAYLOAD_DEPTH })
     case "TooLarge":
-      return `larger than the limit of ${MAX_PAYLOAD_SIZE} (one per value plus the length of every string and key)`
+      return new RecordFieldReason.TooLarge({ limit: MAX_PAYLOAD_SIZE })
   }
+}
+
+// Why a payload is not acceptable, as a reason.
+const payloadReason = (payload: unknown): RecordFieldReason.Reason | undefined => {
+  const problem = check(payload, payloadLimits)
+  return problem === undefined ? undefined : reasonOf(problem)
 }
 
 /**
@@ -78,10 +85,7 @@ const describe = (problem: Problem): string => {
  *
  * @since 0.1.0
  */
-export const payloadProblem = (payload: unknown): string | undefined => {
-  const problem = check(payload, payloadLimits)
-  return problem === undefined ? undefined : describe(problem)
-}
+export const payloadProblem = (payload: unknown): string | undefined => payloadReason(payload)?.message
 
 /**
  * The parameters of one tool invocation, as a caller passes them to `record`.
@@ -147,15 +151,13 @@ const isPlainAscii = (s: string): boolean => {
 }
 
 const checkIdentity = (field: string, value: unknown): InvalidRecordField | undefined => {
-  if (typeof value !== "string") return new InvalidRecordField({ field, reason: "must be a string" })
+  if (typeof value !== "string") return new InvalidRecordField({ field, reason: new RecordFieldReason.NotString() })
   if (isPlainAscii(value)) return undefined
   const trimmed = trimWhiteSpace(value)
-  if (trimmed.length === 0) return new InvalidRecordField({ field, reason: "must not be empty or only whitespace" })
-  if (trimmed !== value) {
-    return new InvalidRecordField({ field, reason: "must not have leading or trailing whitespace" })
-  }
-  if (control.test(value)) return new InvalidRecordField({ field, reason: "must not contain control characters" })
-  if (!isWellFormed(value)) return new InvalidRecordField({ field, reason: "must be well-formed Unicode" })
+  if (trimmed.length === 0) return new InvalidRecordField({ field, reason: new RecordFieldReason.Blank() })
+  if (trimmed !== value) return new InvalidRecordField({ field, reason: new RecordFieldReason.Padded() })
+  if (control.test(value)) return new InvalidRecordField({ field, reason: new RecordFieldReason.ControlCharacter() })
+  if (!isWellFormed(value)) return new InvalidRecordField({ field, reason: new RecordFieldReason.IllFormed() })
   return undefined
 }
 
@@ -172,7 +174,7 @@ export const isIdentity = (value: unknown): value is string => checkIdentity("id
 const checkInt = (field: string, value: unknown, max: number): InvalidRecordField | undefined =>
   typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= max
     ? undefined
-    : new InvalidRecordField({ field, reason: `must be an integer in 0..${max}` })
+    : new InvalidRecordField({ field, reason: new RecordFieldReason.OutOfRange({ max }) })
 
 /**
  * Validates tool parameters exactly as chio does, naming the first failing field in
@@ -190,7 +192,7 @@ export const validateToolParams = (params: ToolParams): Result.Result<ValidToolP
     checkInt("delegation_depth", params.delegation_depth, MAX_U32) ??
     (params.allowed === undefined || typeof params.allowed === "boolean"
       ? undefined
-      : new InvalidRecordField({ field: "allowed", reason: "must be a boolean" }))
+      : new InvalidRecordField({ field: "allowed", reason: new RecordFieldReason.NotBoolean() }))
   if (bad !== undefined) return Result.fail(bad)
   return Result.succeed({
     tool_name: params.tool_name,
@@ -236,13 +238,15 @@ export const outcomeBytes = (payload: Schema.Json): { readonly read: number; rea
 
 const NO_BYTES = { read: 0, written: 0 } as const
 
-const outcomeProblem = (payload: unknown): string | undefined => {
+const outcomeProblem = (payload: unknown): RecordFieldReason.Reason | undefined => {
   if (typeof payload !== "object" || payload === null || Array.isArray(payload)) {
-    return `of kind ${OUTCOME_KIND} must be an object`
+    return new RecordFieldReason.NotObject({ kind: OUTCOME_KIND })
   }
   const o = payload as Record<string, unknown>
   for (const field of ["bytes_read", "bytes_written"]) {
-    if (Object.hasOwn(o, field) && !isU53(o[field])) return `${field} must be an integer in 0..${MAX_U53}`
+    if (Object.hasOwn(o, field) && !isU53(o[field])) {
+      return new RecordFieldReason.OutOfRange({ max: MAX_U53, member: field })
+    }
   }
   return undefined
 }
@@ -317,14 +321,21 @@ export const validatePayload = (
 ): Result.Result<Schema.Json, InvalidRecordField> => {
   if (typeof kind !== "string" || !kindPattern.test(kind) || kind === "tool") {
     return Result.fail(
-      new InvalidRecordField({ field: "kind", reason: "must match ^[A-Za-z0-9_.:-]{1,64}$ and not be \"tool\"" })
+      new InvalidRecordField({ field: "kind", reason: new RecordFieldReason.BadKind() })
     )
   }
-  if (payload === undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: "is required" }))
-  const bad = payloadProblem(payload)
+  if (payload === undefined) {
+    return Result.fail(new InvalidRecordField({ field: "payload", reason: new RecordFieldReason.Required() }))
+  }
+  const bad = payloadReason(payload)
   if (bad !== undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: bad }))
   if (kind === OUTCOME_KIND || kind === GUARD_STATE_KIND) {
-    const wrong = kind === OUTCOME_KIND ? outcomeProblem(payload) : guardStateProblem(payload)
+    const state = kind === GUARD_STATE_KIND ? guardStateProblem(payload) : undefined
+    const wrong = kind === OUTCOME_KIND
+      ? outcomeProblem(payload)
+      : state === undefined
+      ? undefined
+      : new RecordFieldReason.NotGuardState({ problem: state })
     if (wrong !== undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: wrong }))
   }
   if (typeof payload !== "object" || payload === null) return Result.succeed(payload as Schema.Json)
@@ -333,7 +344,7 @@ export const validatePayload = (
   try {
     return Result.succeed(structuredClone(payload) as Schema.Json)
   } catch {
-    return Result.fail(new InvalidRecordField({ field: "payload", reason: "cannot be copied as plain JSON" }))
+    return Result.fail(new InvalidRecordField({ field: "payload", reason: new RecordFieldReason.NotCopyable() }))
   }
 }
 
@@ -345,7 +356,9 @@ export const validatePayload = (
 export const validateTimestamp = (timestampSecs: number): Result.Result<number, InvalidRecordField> =>
   isU53(timestampSecs)
     ? Result.succeed(timestampSecs)
-    : Result.fail(new InvalidRecordField({ field: "timestamp_secs", reason: `must be an integer in 0..${MAX_U53}` }))
+    : Result.fail(
+      new InvalidRecordField({ field: "timestamp_secs", reason: new RecordFieldReason.OutOfRange({ max: MAX_U53 }) })
+    )
 
 /**
  * Why a writer must not use a clock reading (milliseconds since the epoch), or
@@ -360,8 +373,7 @@ export const clockProblem = (nowMillis: number): InvalidRecordField | undefined 
     ? undefined
     : new InvalidRecordField({
       field: "timestamp_secs",
-      reason: `the clock reads ${nowMillis} ms since 1970-01-01, outside 0..${MAX_U53}: ` +
-        "no entry can be stored with it, nothing was written"
+      reason: new RecordFieldReason.ClockOutOfRange({ nowMillis, max: MAX_U53 })
     })
 }
 

@@ -19,6 +19,7 @@ import * as References from "effect/References"
 import type * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
 import * as Checkpoint from "../Checkpoint.ts"
+import * as CorruptReason from "../CorruptReason.ts"
 import * as Entry from "../Entry.ts"
 import {
   CorruptJournal,
@@ -31,6 +32,7 @@ import {
 } from "../Errors.ts"
 import * as JournalState from "../JournalState.ts"
 import * as Persistence from "../Persistence.ts"
+import * as RecordFieldReason from "../RecordFieldReason.ts"
 import type * as SessionMeta from "../SessionMeta.ts"
 import * as StorageReason from "../StorageReason.ts"
 import type * as Hubs from "./hubs.ts"
@@ -94,8 +96,11 @@ export const blockedBy = (loaded: Persistence.Loaded, id: string): CorruptJourna
   loaded.recovery.stopped === null ? null : new CorruptJournal({
     segment: loaded.recovery.stopped.segment,
     offset: loaded.recovery.stopped.offset,
-    reason:
-      `${loaded.recovery.stopped.reason}: ${loaded.recovery.stopped.detail} (session ${id} needs repair: session-journal repair ${id})`
+    reason: new CorruptReason.Stopped({
+      reason: loaded.recovery.stopped.reason,
+      detail: loaded.recovery.stopped.detail,
+      advice: `session ${id} needs repair: session-journal repair ${id}`
+    })
   })
 
 /** The slot of a freshly loaded session, its window on the service's budget. */
@@ -178,7 +183,7 @@ const oversized = (entries: ReadonlyArray<Entry.Entry>, max: number): InvalidRec
     }
     return new InvalidRecordField({
       field,
-      reason: `makes a record of ${bytes} bytes, more than the storage's bound of ${max} bytes per record`
+      reason: new RecordFieldReason.RecordTooLarge({ bytes, max })
     })
   }
   return undefined

@@ -12,6 +12,7 @@ import { InvalidRecordField } from "../Errors.ts"
 import * as Guard from "../Guard.ts"
 import * as JournalState from "../JournalState.ts"
 import type * as Pattern from "../Pattern.ts"
+import * as RecordFieldReason from "../RecordFieldReason.ts"
 import * as SessionMeta from "../SessionMeta.ts"
 import type * as Sessions from "./sessions.ts"
 
@@ -88,12 +89,12 @@ export interface Submit {
 // The first field of a metadata patch that cannot be stored, if any.
 const patchProblem = (patch: SessionMeta.MetaPatch): InvalidRecordField | undefined => {
   if (patch.title !== undefined && typeof patch.title !== "string") {
-    return new InvalidRecordField({ field: "title", reason: "must be a string" })
+    return new InvalidRecordField({ field: "title", reason: new RecordFieldReason.NotString() })
   }
   if (
     patch.labels !== undefined && !(Array.isArray(patch.labels) && patch.labels.every((l) => typeof l === "string"))
   ) {
-    return new InvalidRecordField({ field: "labels", reason: "must be an array of strings" })
+    return new InvalidRecordField({ field: "labels", reason: new RecordFieldReason.NotStringArray() })
   }
   if (patch.data !== undefined) {
     const checked = Entry.validatePayload("meta", patch.data)

@@ -50,6 +50,8 @@ export const isSafeSessionId = (id: unknown): id is string => Entry.isSessionId(
 export interface Resolved {
   readonly ctx: FileOps.Context
   readonly removeCheckpointedSegments: boolean
+  /** `Options.segmentMinBytes`. */
+  readonly segmentMinBytes: number
   /** How often `follow` polls (`Options.pollInterval`). */
   readonly pollInterval: Duration.Duration
   /** How long a writer waits for the lock (`Options.lockWait`), milliseconds; 0: not at all. */
@@ -96,6 +98,7 @@ const resolve = (
     maxLineBytes: options.maxLineBytes ?? FileOps.MAX_LINE_BYTES
   },
   removeCheckpointedSegments: options.removeCheckpointedSegments ?? false,
+  segmentMinBytes: Number.isFinite(options.segmentMinBytes) ? Math.max(0, options.segmentMinBytes!) : 0,
   pollInterval: intervals.pollInterval,
   lockWaitMillis: Duration.toMillis(intervals.lockWait)
 })

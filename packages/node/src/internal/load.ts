@@ -9,7 +9,8 @@ import {
   JournalState,
   type Persistence,
   Recovery,
-  type StorageError
+  type StorageError,
+  Utf8
 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
@@ -19,6 +20,12 @@ import { Ahead, scanBytes } from "./wholeSegment.ts"
 
 /** Name of the checkpoint file inside a session directory. */
 export const CHECKPOINT_FILE = "checkpoint.json"
+
+/**
+ * How far back from a segment's end a load looks for the line of its checkpoint's
+ * last entry (1 MiB) before it reads the segment from its start.
+ */
+export const RESUME_WINDOW = 1024 * 1024
 
 /** Files of a session directory, as found by one `readdir`. */
 export interface Listing {
@@ -99,8 +106,6 @@ export interface LoadResult {
   readonly storedNext: number
 }
 
-const decoder = new TextDecoder("utf-8", { fatal: true })
-
 /** Reads a whole file of the session directory, checked and bounded. */
 export const readWhole = (ctx: FileOps.Context, file: string): Effect.Effect<Uint8Array, StorageError> =>
   FileOps.withHandle(FileOps.openRead(ctx, file), (fh) => FileOps.readBounded(ctx, fh, file))
@@ -114,7 +119,7 @@ export const readCheckpoint = (
   return Effect.map(readWhole(ctx, file), (raw) => {
     try {
       return {
-        input: { _tag: "Document", document: JSON.parse(decoder.decode(raw)), location: file },
+        input: { _tag: "Document", document: JSON.parse(Utf8.decodeStrict(raw)), location: file },
         size: raw.length
       }
     } catch {
@@ -193,6 +198,14 @@ export const load: (
   let tipNext = 0
   let tipHash: string = Entry.ZERO_HASH
   const cpLast = cp === null ? -1 : cp.next_sequence - 1
+  // A load starts at the line of the checkpoint's last entry when it is found near
+  // the end of its segment (`Segment.lineOf`): what a load reads is then what was
+  // stored since the checkpoint, however long the segment. Not without the entry's
+  // hash (a session that retains none) nor in verify mode, which reads everything.
+  const resumeHash = options.mode === "load" && cp !== null && cpLast >= 0 &&
+      JournalState.lastHash(cp) !== Entry.ZERO_HASH
+    ? JournalState.lastHash(cp)
+    : null
   let sinceCheckpointBytes = 0
   // A replay of the whole history reads the segments whole, a few ahead of the scan
   // (`wholeSegment.ts`); a load reads a segment or two from the checkpoint on.
@@ -220,7 +233,6 @@ export const load: (
       let entries = 0
       let firstSequence: number | null = null
       let lastSequence: number | null = null
-      recovery.offer({ _tag: "Segment", segment: file, base: seg.base })
       let cpEnd = -1
       const visit = (record: Segment.Visited, offset: number, end: number): boolean => {
         if (record._tag === "Meta") return recovery.offer({ _tag: "Meta", meta: record.meta })
@@ -239,11 +251,25 @@ export const load: (
       }
       const whole = ahead === null ? null : yield* ahead.take()
       const scan = whole !== null && whole.bytes !== null
-        ? yield* scanBytes(ctx, whole.bytes, whole.size, file, seg.base, visit)
-        : yield* FileOps.withHandle(
-          FileOps.openRead(ctx, file),
-          (fh) => Segment.scan(ctx, fh, file, file, seg.base, 0, visit)
-        )
+        ? yield* Effect.suspend(() => {
+          recovery.offer({ _tag: "Segment", segment: file, base: seg.base })
+          return scanBytes(ctx, whole.bytes!, whole.size, file, seg.base, visit)
+        })
+        : yield* FileOps.withHandle(FileOps.openRead(ctx, file), (fh) =>
+          Effect.flatMap(
+            i === start && resumeHash !== null
+              ? Effect.flatMap(
+                FileOps.boundedSize(ctx, fh, file),
+                (size) => Segment.lineOf(fh, file, size, cpLast, resumeHash, RESUME_WINDOW)
+              )
+              : Effect.succeed(null),
+            (at) => {
+              // From the checkpoint's last entry, the records from there are a
+              // segment of their own to the recovery; otherwise the whole segment.
+              recovery.offer({ _tag: "Segment", segment: file, base: at === null ? seg.base : cpLast })
+              return Segment.scan(ctx, fh, file, file, seg.base, at ?? 0, visit)
+            }
+          ))
       const end = scan.end
       if (end._tag === "UnknownVersion") {
         recovery.offer({ _tag: "UnknownVersion", segment: file, offset: end.offset, version: end.v })

@@ -297,6 +297,7 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
     // the session claimed before.
     const writer = new Session.SegmentWriter(ctx, dir, id, caps, {
       removeCheckpointedSegments: r.removeCheckpointedSegments,
+      segmentMinBytes: r.segmentMinBytes,
       lockCheck: held.check
     })
     entry = yield* Effect.ensuring(

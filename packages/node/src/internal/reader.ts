@@ -2,7 +2,7 @@
  * Reading stored entries from a sequence on, a page at a time: shared by
  * `history`, `follow` and the writer's checks of stored hashes.
  */
-import { CorruptJournal, type Entry, type StorageError } from "@session-journal/core"
+import { CorruptJournal, CorruptReason, type Entry, type StorageError } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
 import * as FileOps from "./fileOps.ts"
@@ -160,8 +160,7 @@ export class Reader {
               new CorruptJournal({
                 segment: file,
                 offset: self.offset,
-                reason:
-                  `the segment is ${st.size} bytes, shorter than the ${self.offset} already read from it: it was cut`
+                reason: new CorruptReason.Cut({ size: st.size, read: self.offset })
               })
             )
             : Effect.void
@@ -191,7 +190,7 @@ export class Reader {
                   gap = new CorruptJournal({
                     segment: file,
                     offset,
-                    reason: `record of sequence ${e.sequence} where the segment holds ${expectedHere}`
+                    reason: new CorruptReason.OutOfSequence({ expected: expectedHere, found: e.sequence })
                   })
                   return false
                 }
@@ -205,7 +204,7 @@ export class Reader {
                   gap = new CorruptJournal({
                     segment: file,
                     offset,
-                    reason: `expected sequence ${self.expected}, found ${e.sequence}`
+                    reason: new CorruptReason.OutOfSequence({ expected: self.expected, found: e.sequence })
                   })
                   return false
                 }
@@ -234,7 +233,7 @@ export class Reader {
         return yield* new CorruptJournal({
           segment: file,
           offset: end.offset,
-          reason: `${end.reason}, followed by more data`
+          reason: new CorruptReason.Damaged({ detail: end.reason, followedBy: "more data" })
         })
       }
       // The watch named only this segment: no later one appeared (see `page`).
@@ -251,8 +250,8 @@ export class Reader {
           segment: file,
           offset: end._tag === "Damaged" ? end.offset : self.offset,
           reason: end._tag === "Damaged"
-            ? `${end.reason}, followed by segment ${next.name}`
-            : `segment ${next.name} starts at ${next.base}, expected ${self.expected}`
+            ? new CorruptReason.Damaged({ detail: end.reason, followedBy: `segment ${next.name}` })
+            : new CorruptReason.SegmentGap({ segment: next.name, base: next.base, expected: self.expected })
         })
       }
       self.rescans = 0

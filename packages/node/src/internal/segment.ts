@@ -68,6 +68,70 @@ export const entryLine = (entry: Entry.Entry): string => `${ENTRY_LINE_START}${E
  */
 export const ENTRY_LINE_OVERHEAD = 25
 
+// The start of an entry line as `entryLine` writes it: the entry's text begins with
+// its sequence, link and hash (`Entry.jsonText`'s order), before any payload.
+const ENTRY_HEAD =
+  /^\{"k":"entry","v":1,"e":\{"sequence":(0|[1-9][0-9]{0,15}),"prev_hash":"[0-9a-f]{64}","entry_hash":"([0-9a-f]{64})"/
+
+// Bytes of a line read to match `ENTRY_HEAD` (it is 212 bytes at most), decoded
+// byte for byte (a cut may fall inside a character of the payload after it).
+const HEAD_BYTES = 256
+const headDecoder = new TextDecoder("latin1")
+
+// The first window read back from a segment's end; each next one is four times larger.
+const FIRST_WINDOW = 4 * 1024
+
+/**
+ * Where the line of the entry `sequence` whose `entry_hash` is `hash` starts in an
+ * opened segment of `size` bytes, found by reading back from the end in growing
+ * windows (up to `maxWindow` bytes): so a load reads from the entry its checkpoint
+ * ends with, whatever the segment held before it. Only a complete line (ended by its
+ * newline) whose head, as `entryLine` writes it, names this sequence and hash is
+ * taken; lines of another form (metadata, damage, a torn or zero tail) are passed
+ * over. Null when the lines reached name an earlier sequence, the entry's hash is
+ * another, or the window reached the file's start or `maxWindow` first: the caller
+ * then reads the segment from its start. What is found is a claim like the
+ * checkpoint: the recovery checks the whole record there and what follows.
+ */
+export const lineOf = (
+  fh: FileHandle,
+  file: string,
+  size: number,
+  sequence: number,
+  hash: string,
+  maxWindow: number
+): Effect.Effect<number | null, StorageError> => {
+  // `known`: the bytes read so far, the last of the file; each window reads only
+  // what lies before them.
+  const search = (window: number, known: Uint8Array): Effect.Effect<number | null, StorageError> => {
+    const from = Math.max(0, size - window)
+    return Effect.flatMap(readAt(fh, file, from, size - known.length - from), (before) => {
+      const bytes = new Uint8Array(before.length + known.length)
+      bytes.set(before, 0)
+      bytes.set(known, before.length)
+      // Lines from the last one back: `end` is where the current line's newline is.
+      let end = bytes.length
+      for (let i = bytes.length - 1; i >= -1; i--) {
+        if (i >= 0 ? bytes[i] !== 10 : from > 0) continue
+        const start = i + 1
+        if (start < end && end < bytes.length) {
+          const m = ENTRY_HEAD.exec(headDecoder.decode(bytes.subarray(start, Math.min(end, start + HEAD_BYTES))))
+          if (m !== null) {
+            const found = Number(m[1])
+            if (found === sequence) return Effect.succeed(m[2] === hash ? from + start : null)
+            if (found < sequence) return Effect.succeed(null)
+          }
+        }
+        end = i
+      }
+      return from === 0 || window >= maxWindow || before.length === 0
+        ? Effect.succeed(null)
+        : search(Math.min(maxWindow, window * 4), bytes)
+    })
+  }
+  return search(Math.min(FIRST_WINDOW, maxWindow), new Uint8Array(0))
+}
+
 /** The line of a metadata update. */
 export const metaLine = (meta: SessionMeta.SessionMeta): string =>
   `${JSON.stringify({ k: "meta", v: VERSION, meta: encodeMeta(meta) })}\n`

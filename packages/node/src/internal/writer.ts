@@ -33,6 +33,11 @@ import * as Segment from "./segment.ts"
 export interface WriterOptions {
   readonly removeCheckpointedSegments: boolean
   /**
+   * A checkpoint that covers everything stored completes the active segment only
+   * once it holds at least this many bytes (0: always).
+   */
+  readonly segmentMinBytes?: number | undefined
+  /**
    * Proves the session's lock is still the writer's (`Lock.Held.check`); run before
    * each batch and each checkpoint becomes durable, so a writer whose lock was
    * removed or taken stops instead of writing a second chain beside the new holder.
@@ -249,8 +254,12 @@ export class SegmentWriter {
         }))
       )
     }
-    const needNew = last === null || (last.base !== view.next && (view.rollPending || last.contentNext !== view.next))
-    return needNew ? this.writeNew(view, last, data, count) : this.writeActive(view, last!, data, count)
+    const complete = view.rollPending && last !== null && last.validEnd >= (this.options.segmentMinBytes ?? 0)
+    const needNew = last === null || (last.base !== view.next && (complete || last.contentNext !== view.next))
+    if (needNew) return this.writeNew(view, last, data, count)
+    // A covering checkpoint that did not complete the segment covers it no more.
+    view.rollPending = false
+    return this.writeActive(view, last!, data, count)
   }
 
   // The hot path: one durable write at the tracked end of the active segment. In a

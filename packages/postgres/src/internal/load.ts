@@ -6,6 +6,7 @@
  */
 import {
   CorruptJournal,
+  CorruptReason,
   type Entry,
   JournalState,
   Persistence,
@@ -194,7 +195,7 @@ export const make = (store: Store) => {
           return yield* new CorruptJournal({
             segment: `${names.sessions}:${id}`,
             offset: 0,
-            reason: `invalid meta: ${meta.failure}`
+            reason: new CorruptReason.InvalidRow({ what: "meta", detail: meta.failure })
           })
         }
         loaded = { ...loaded, state: JournalState.applyMeta(loaded.state, meta.success) }

@@ -6,7 +6,15 @@
  * in-process channel that tells followers a session grew.
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
-import { CorruptJournal, Entry, messageOf, SessionMeta, StorageError, StorageReason } from "@session-journal/core"
+import {
+  CorruptJournal,
+  CorruptReason,
+  Entry,
+  messageOf,
+  SessionMeta,
+  StorageError,
+  StorageReason
+} from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as PubSub from "effect/PubSub"
@@ -125,20 +133,24 @@ export const make = Effect.fnUntraced(function*(pg: PgClient.PgClient, names: Ta
       while: (e: E | SqlError) => isSqlError(e) && e.reason._tag === "ConnectionError"
     })
 
-  const corrupt = (id: string, offset: number, reason: string) =>
-    new CorruptJournal({ segment: `${names.entries}:${id}`, offset, reason })
+  const corrupt = (id: string, offset: number, detail: string) =>
+    new CorruptJournal({
+      segment: `${names.entries}:${id}`,
+      offset,
+      reason: new CorruptReason.InvalidRow({ what: "entry", detail })
+    })
 
   // An entry row that decodes as a row but whose JSON text is no valid entry (or
   // another sequence's) is damage in the journal, not a storage failure.
   const decodeEntry = (id: string, row: EntryRow): Result.Result<Entry.Entry, CorruptJournal> => {
     const parsed = parseJson(row.entry)
-    if (Result.isFailure(parsed)) return Result.fail(corrupt(id, row.sequence, `unparsable entry: ${parsed.failure}`))
+    if (Result.isFailure(parsed)) return Result.fail(corrupt(id, row.sequence, `unparsable JSON: ${parsed.failure}`))
     const decoded = Entry.decode(parsed.success)
     if (Result.isFailure(decoded)) {
-      return Result.fail(corrupt(id, row.sequence, `invalid entry: ${decoded.failure.message}`))
+      return Result.fail(corrupt(id, row.sequence, decoded.failure.message))
     }
     if (decoded.success.sequence !== row.sequence) {
-      return Result.fail(corrupt(id, row.sequence, `row holds sequence ${decoded.success.sequence}`))
+      return Result.fail(corrupt(id, row.sequence, `the row holds sequence ${decoded.success.sequence}`))
     }
     return Result.succeed(decoded.success)
   }

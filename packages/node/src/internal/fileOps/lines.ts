@@ -1,7 +1,7 @@
 /**
  * Bounded reads of an opened file and the line reader that segment scans use.
  */
-import { CorruptJournal, StorageError, StorageReason } from "@session-journal/core"
+import { CorruptJournal, CorruptReason, StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import { call, type Context, type FileHandle } from "./base.ts"
 
@@ -221,7 +221,7 @@ export class LineReader {
           new CorruptJournal({
             segment: this.label,
             offset: this.bufStart,
-            reason: `line longer than the bound of ${this.ctx.maxLineBytes} bytes`
+            reason: new CorruptReason.LineTooLong({ bound: this.ctx.maxLineBytes })
           })
         )
     }

@@ -4,7 +4,6 @@
 import { StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import { randomBytes } from "node:crypto"
 import * as path from "node:path"
 import { call, codeOf, type Context } from "./base.ts"
 import { allZero, boundedSize, readAt, ZERO_CHUNK } from "./lines.ts"
@@ -15,11 +14,19 @@ let tempCounter = 0
 /** Prefix of every temporary file name; such files are never session data. */
 export const TEMP_PREFIX = ".tmp-"
 
-/** A unique temporary name in `dir` for a file that will become `name`. */
+/**
+ * A unique temporary name in `dir` for a file that will become `name`: this
+ * process's id, a counter, and a random part against a reused pid. It need not
+ * be unguessable (the file is created exclusively, without following links, in a
+ * directory only its user may write), so `Math.random` serves, and a process that
+ * writes one checkpoint (a hook) does not load `node:crypto` for it.
+ */
 export const tempName = (dir: string, name: string): string =>
   path.join(
     dir,
-    `${TEMP_PREFIX}${name}-${process.pid}-${randomBytes(4).toString("hex")}-${(tempCounter++).toString(36)}`
+    `${TEMP_PREFIX}${name}-${process.pid}-${Math.floor(Math.random() * 0x1_0000_0000).toString(16).padStart(8, "0")}-${
+      (tempCounter++).toString(36)
+    }`
   )
 
 // Removes a temp file, quietly: already gone, or the filesystem is failing, and

@@ -18,9 +18,9 @@
  */
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import { isSessionId, ZERO_HASH } from "./Entry.ts"
-import { decodeUtf8 } from "./internal/preimageRead.ts"
-import * as Merkle from "./Merkle.ts"
+import { isSessionId, ZERO_HASH } from "../Entry.ts"
+import { decodeUtf8 } from "../internal/preimageRead.ts"
+import * as Merkle from "../Merkle.ts"
 import * as SignedNote from "./SignedNote.ts"
 import * as Tiles from "./Tiles.ts"
 import * as TreeHead from "./TreeHead.ts"

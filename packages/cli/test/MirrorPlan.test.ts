@@ -11,7 +11,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
 import * as fc from "fast-check"
-import { Mirror } from "../src/index.ts"
+import * as Mirror from "../src/Mirror.ts"
 
 type Tree = Map<string, { readonly type: "file" | "symlink" | "other"; readonly bytes: Uint8Array }>
 

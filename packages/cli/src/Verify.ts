@@ -14,8 +14,8 @@ import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as path from "node:path"
-import { NotAvailable } from "../Failure.ts"
-import * as Storage from "../Storage.ts"
+import { NotAvailable } from "./Failure.ts"
+import * as Storage from "./Storage.ts"
 
 /**
  * The verification report of one session. `corruption` and `violation` name the
@@ -100,7 +100,7 @@ const corruptionJson = (e: CorruptJournal): NonNullable<Report["corruption"]> =>
   segment: e.segment,
   offset: e.offset,
   sequence: null,
-  reason: e.reason,
+  reason: e.reason.message,
   missing: null
 })
 

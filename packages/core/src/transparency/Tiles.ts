@@ -26,12 +26,12 @@
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
-import { decode as decodeEntry, type Entry, isTool } from "./Entry.ts"
-import { canonicalize } from "./internal/jcs.ts"
-import { otherPreimage, toolPreimage } from "./internal/preimage.ts"
-import * as PreimageRead from "./internal/preimageRead.ts"
-import * as Merkle from "./Merkle.ts"
-import * as Sha256 from "./Sha256.ts"
+import { decode as decodeEntry, type Entry, isTool } from "../Entry.ts"
+import { canonicalize } from "../internal/jcs.ts"
+import { otherPreimage, toolPreimage } from "../internal/preimage.ts"
+import * as PreimageRead from "../internal/preimageRead.ts"
+import * as Merkle from "../Merkle.ts"
+import * as Sha256 from "../Sha256.ts"
 
 /**
  * Hashes in a full tile (C2SP `tlog-tiles`: tiles of height 8).

@@ -21,8 +21,8 @@ import { ed25519 } from "@noble/curves/ed25519.js"
 import { utf8ToBytes } from "@noble/hashes/utils.js"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
-import * as Base64 from "./internal/base64.ts"
-import * as Sha256 from "./Sha256.ts"
+import * as Base64 from "../internal/base64.ts"
+import * as Sha256 from "../Sha256.ts"
 
 /**
  * Signature type of Ed25519 note signatures.

@@ -13,8 +13,8 @@
  */
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
-import * as Base64 from "./internal/base64.ts"
-import * as Merkle from "./Merkle.ts"
+import * as Base64 from "../internal/base64.ts"
+import * as Merkle from "../Merkle.ts"
 
 /**
  * A tree head: which log (`origin`), how many leaves, the root, and extension lines.

@@ -1,0 +1,393 @@
+/**
+ * What a report page of one session shows, read from the journal: the figures
+ * of its entries computed in one pass (`Summary`), the sessions it names as
+ * related, the verification done for the page, the entries it does not vouch for
+ * and the head (`Model`, `Overview`). The page's HTML is `Report`'s.
+ *
+ * @since 0.8.0
+ */
+import { Entry, JournalState, SessionJournal } from "@session-journal/core"
+import type { CorruptJournal, SessionMeta } from "@session-journal/core"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import type * as Storage from "../Storage.ts"
+import * as Verify from "../Verify.ts"
+import * as Denials from "./Denials.ts"
+
+/**
+ * Figures of a session computed in one pass over its entries.
+ *
+ * @since 0.3.0
+ */
+export interface Summary {
+  readonly entries: number
+  readonly messages: number
+  readonly tools: number
+  readonly others: number
+  readonly denied: number
+  readonly firstSecs: number | null
+  readonly lastSecs: number | null
+  /** Calls per tool name, denied calls included (as `stats` counts them). */
+  readonly toolCounts: ReadonlyMap<string, number>
+  /** Denials per guard reason, where entries record one (see `deniedReasons`). */
+  readonly reasons: ReadonlyMap<string, number>
+  /** The denied calls with the guards that denied them (`Denials`). */
+  readonly denials: Denials.Result
+  /** Bytes read and written up to and including each entry. */
+  readonly cumulativeRead: ReadonlyArray<number>
+  readonly cumulativeWritten: ReadonlyArray<number>
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+
+/**
+ * The guard reasons a payload records for denied calls: objects
+ * `{"type":"execution-denied","reason":…}` (what `@session-journal/ai` returns to
+ * the model for a denied call), `denied_reason` fields (as `demo --json`
+ * prints them) and decision entries `{"verdict":"deny","reason":…}` (`Denials`),
+ * searched a few levels deep.
+ *
+ * @since 0.3.0
+ */
+export const deniedReasons = (payload: unknown): Array<string> => {
+  const out: Array<string> = []
+  const visit = (v: unknown, depth: number) => {
+    if (depth > 6) return
+    if (Array.isArray(v)) {
+      for (const x of v) visit(x, depth + 1)
+    } else if (isRecord(v)) {
+      if (v["type"] === "execution-denied" && typeof v["reason"] === "string") out.push(v["reason"])
+      if (typeof v["denied_reason"] === "string") out.push(v["denied_reason"])
+      if (v["verdict"] === "deny" && typeof v["reason"] === "string") out.push(v["reason"])
+      for (const k in v) visit(v[k], depth + 1)
+    }
+  }
+  visit(payload, 0)
+  return out
+}
+
+/**
+ * A summary built one entry at a time, for a history read as a stream: `add`
+ * each entry in order, then `summary`. It keeps the counts and the two
+ * cumulative byte series (one number per entry), not the entries.
+ *
+ * @since 0.3.0
+ */
+export interface Summarizer {
+  readonly add: (entry: Entry.Entry) => void
+  readonly summary: () => Summary
+}
+
+/**
+ * A new, empty `Summarizer`.
+ *
+ * @since 0.3.0
+ */
+export const summarizer = (): Summarizer => {
+  let count = 0, messages = 0, tools = 0, others = 0, denied = 0, read = 0, written = 0
+  let firstSecs: number | null = null
+  let lastSecs: number | null = null
+  const toolCounts = new Map<string, number>()
+  const reasons = new Map<string, number>()
+  const cumulativeRead: Array<number> = []
+  const cumulativeWritten: Array<number> = []
+  const denials = Denials.tally()
+  return {
+    add: (e) => {
+      count++
+      denials.add(e)
+      firstSecs ??= e.timestamp_secs
+      lastSecs = e.timestamp_secs
+      if (Entry.isTool(e)) {
+        tools++
+        if (!e.allowed) denied++
+        toolCounts.set(e.tool_name, (toolCounts.get(e.tool_name) ?? 0) + 1)
+        read += e.bytes_read
+        written += e.bytes_written
+      } else {
+        if (e.kind === "message") messages++
+        else others++
+        // An outcome's bytes count as `stats` counts them (docs/DESIGN.md §13).
+        if (e.kind === Entry.OUTCOME_KIND) {
+          const flow = Entry.outcomeBytes(e.payload)
+          read += flow.read
+          written += flow.written
+        }
+        for (const r of deniedReasons(e.payload)) reasons.set(r, (reasons.get(r) ?? 0) + 1)
+      }
+      cumulativeRead.push(read)
+      cumulativeWritten.push(written)
+    },
+    summary: () => ({
+      entries: count,
+      messages,
+      tools,
+      others,
+      denied,
+      firstSecs,
+      lastSecs,
+      toolCounts,
+      reasons,
+      denials: denials.result(),
+      cumulativeRead,
+      cumulativeWritten
+    })
+  }
+}
+
+/**
+ * Computes the summary of a session's entries.
+ *
+ * @since 0.3.0
+ */
+export const summarize = (entries: ReadonlyArray<Entry.Entry>): Summary => {
+  const s = summarizer()
+  for (const e of entries) s.add(e)
+  return s.summary()
+}
+
+const SUB_KEYS = ["sub_sessions", "subagent_sessions", "sub_agents", "subagents", "child_sessions", "children"]
+const PARENT_KEYS = ["parent_session", "parent"]
+
+const sessionRef = (v: unknown): string | null => {
+  const id = isRecord(v) ? (v["id"] ?? v["session_id"]) : v
+  return Entry.isSessionId(id) ? id : null
+}
+
+/**
+ * Sessions the metadata names: sub-agent sessions (`data.sub_sessions`,
+ * `subagent_sessions`, `sub_agents`, `subagents`, `child_sessions` or `children`:
+ * a list of ids or of `{id}` objects), the parent (`data.parent_session` or
+ * `data.parent`), and the two records of one Claude Code session: the live hooked
+ * session (`data.hooked_session`, named by custody of its transcript) and the
+ * custody of its transcript (`data.custody_session`, named by the hooked
+ * session). Only valid session ids are kept.
+ *
+ * @since 0.3.0
+ */
+export const relatedSessions = (meta: SessionMeta.SessionMeta | null): {
+  readonly parent: string | null
+  readonly subs: ReadonlyArray<string>
+  readonly hooked: string | null
+  readonly custody: string | null
+} => {
+  const data = meta?.data
+  if (!isRecord(data)) return { parent: null, subs: [], hooked: null, custody: null }
+  const subs = new Set<string>()
+  for (const k of SUB_KEYS) {
+    const list = data[k]
+    if (Array.isArray(list)) {
+      for (const v of list) {
+        const id = sessionRef(v)
+        if (id !== null) subs.add(id)
+      }
+    }
+  }
+  let parent: string | null = null
+  for (const k of PARENT_KEYS) parent ??= sessionRef(data[k])
+  return {
+    parent,
+    subs: [...subs],
+    hooked: sessionRef(data["hooked_session"]),
+    custody: sessionRef(data["custody_session"])
+  }
+}
+
+/**
+ * Which session counts this session's tool calls: the hooked session its
+ * metadata names (`data.hooked_session`) when that session exists, whose counters
+ * are then authoritative (it decided the calls; the tool entries here are copies
+ * of them from the transcript), else null: this session counts its own calls.
+ * Summing both would count every call twice.
+ *
+ * @since 0.4.0
+ */
+export const countedIn = (meta: SessionMeta.SessionMeta | null) =>
+  Effect.gen(function*() {
+    const hooked = relatedSessions(meta).hooked
+    return hooked !== null && (yield* exists(hooked)) ? hooked : null
+  })
+
+/**
+ * Whether session `id` exists in the journal; one that exists but does not load
+ * cleanly still exists.
+ *
+ * @since 0.8.0
+ */
+export const exists = (id: string): Effect.Effect<boolean, never, SessionJournal.SessionJournal> =>
+  Effect.gen(function*() {
+    const journal = yield* SessionJournal.SessionJournal
+    const found = yield* Effect.result(journal.head(id))
+    return found._tag === "Success" || found.failure._tag !== "SessionNotFound"
+  })
+
+/**
+ * Entries read past the point where verification failed: `from` is the sequence
+ * where it failed, `count` how many such entries were read, `entries` the first
+ * `MAX_UNVERIFIED` of them.
+ *
+ * @since 0.8.0
+ */
+export interface Unverified {
+  readonly from: number
+  readonly count: number
+  readonly entries: ReadonlyArray<Entry.Entry>
+}
+
+/**
+ * How many entries past a failed verification a report shows (apart, marked
+ * unverified); the rest are only counted.
+ *
+ * @since 0.8.0
+ */
+export const MAX_UNVERIFIED = 200
+
+/**
+ * The sequence from which a verification report does not vouch for the stored
+ * entries: the entry of an integrity violation, or where corruption starts; null
+ * when it verified, or when the corruption names no sequence (the history read
+ * then stops at the damage by itself).
+ *
+ * @since 0.8.0
+ */
+export const unverifiedFrom = (r: Verify.Report | null): number | null =>
+  r === null || r.ok ? null : r.violation?.sequence ?? r.corruption?.sequence ?? null
+
+/**
+ * Everything a report page shows.
+ *
+ * @since 0.3.0
+ */
+export interface Model {
+  readonly id: string
+  readonly meta: SessionMeta.SessionMeta | null
+  readonly entries: ReadonlyArray<Entry.Entry>
+  readonly summary: Summary
+  /** The verification done for this page (null when not asked for). */
+  readonly verify: Verify.Report | null
+  /**
+   * The stored entries from the first one that did not verify on (`from`), kept
+   * apart: counted in nothing, charted nowhere, shown only as unverified. `count`
+   * of them were read, the first `MAX_UNVERIFIED` are in `entries`; null when
+   * everything read verified (or nothing was verified).
+   */
+  readonly unverified: Unverified | null
+  /** The exported head of the session's state when it was read. */
+  readonly head: string
+  /** When the page was made, milliseconds since the epoch. */
+  readonly generatedAt: number
+  /** The session that counts this one's tool calls, when another does (`countedIn`). */
+  readonly countedIn?: string | null | undefined
+}
+
+/**
+ * What a page says about a session besides its entries: everything of the
+ * `Model` but the entries, and the sequences of the first and last entry read
+ * (null when none could be).
+ *
+ * @since 0.3.0
+ */
+export interface Overview extends Omit<Model, "entries"> {
+  readonly first: number | null
+  readonly last: number | null
+}
+
+/**
+ * Reads a session for its report: its state, its full history as a stream
+ * (each entry handed to `each` in order, and summarized) and, unless `verify`
+ * is false, a verification of the whole stored history. Only what `each` keeps
+ * of the entries stays in memory.
+ *
+ * @since 0.3.0
+ */
+export const overview = (
+  id: string,
+  storage: Storage.Options,
+  options?: { readonly verify?: boolean; readonly each?: (entry: Entry.Entry) => void }
+) =>
+  Effect.gen(function*() {
+    yield* Effect.fromResult(Entry.validateSessionId(id))
+    const journal = yield* SessionJournal.SessionJournal
+    const isDamage = (e: { readonly _tag: string }) => e._tag === "CorruptJournal" || e._tag === "IntegrityViolation"
+    const summary = summarizer()
+    const each = options?.each
+    let first: number | null = null
+    let last: number | null = null
+    // The verification comes first: it says from which entry on the stored history
+    // is not vouched for, and those entries are kept apart, out of every count and
+    // chart. A read that meets damage keeps the valid prefix; that is allowed only
+    // when the verification found the damage too.
+    let damage: CorruptJournal | undefined
+    const report = options?.verify === false ? null : yield* Verify.session(id, storage)
+    const from = unverifiedFrom(report)
+    const apart: Array<Entry.Entry> = []
+    let apartCount = 0
+    yield* Stream.runForEachArray(
+      journal.entries(id).pipe(
+        Stream.catch((e) => {
+          if (e._tag !== "CorruptJournal") return Stream.fail(e)
+          damage = e
+          return Stream.empty
+        })
+      ),
+      (chunk) =>
+        Effect.sync(() => {
+          for (const e of chunk) {
+            if (from !== null && e.sequence >= from) {
+              apartCount++
+              if (apart.length < MAX_UNVERIFIED) apart.push(e)
+              continue
+            }
+            first ??= e.sequence
+            last = e.sequence
+            summary.add(e)
+            each?.(e)
+          }
+        })
+    )
+    const damaged = report !== null && !report.ok
+    if (damage !== undefined && !damaged) return yield* Effect.fail(damage)
+    const state = yield* journal.state(id).pipe(
+      Effect.map((s) => ({ meta: s.meta, head: JournalState.head(s) })),
+      Effect.catch((
+        e
+      ) => (damaged && isDamage(e) ? Effect.succeed({ meta: null, head: report.head ?? "" }) : Effect.fail(e)))
+    )
+    const counted = yield* countedIn(state.meta)
+    const result: Overview = {
+      id,
+      meta: state.meta,
+      countedIn: counted,
+      summary: summary.summary(),
+      verify: report,
+      unverified: from === null || apartCount === 0 ? null : { from, count: apartCount, entries: apart },
+      head: report?.head ?? state.head,
+      generatedAt: yield* Clock.currentTimeMillis,
+      first,
+      last
+    }
+    return result
+  })
+
+/**
+ * Reads a session for its report: its state, its full history and (unless
+ * `verify` is false) a verification of the whole stored history.
+ *
+ * @since 0.3.0
+ */
+export const collect = (id: string, storage: Storage.Options, options?: { readonly verify?: boolean }) =>
+  Effect.suspend(() => {
+    const entries: Array<Entry.Entry> = []
+    return Effect.map(overview(id, storage, { ...options, each: (e) => entries.push(e) }), (o): Model => ({
+      id: o.id,
+      meta: o.meta,
+      entries,
+      summary: o.summary,
+      verify: o.verify,
+      unverified: o.unverified,
+      head: o.head,
+      generatedAt: o.generatedAt,
+      countedIn: o.countedIn
+    }))
+  })

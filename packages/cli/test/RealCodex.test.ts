@@ -1,0 +1,228 @@
+/**
+ * The real Codex CLI (pinned, `scripts/codex.sh`) run offline against the fake
+ * Responses API, with our hooks installed by `session-journal codex install`
+ * (the built bin, so build first) and trusted the way Codex records trust:
+ *
+ * - a shell command the policy denies never runs (the file it would create is
+ *   absent), the model is told why, and the journal holds the denial with its
+ *   guard and reason;
+ * - eight parallel calls under `maxInvocations(5)`: exactly five run;
+ * - the rollout archived (`codex archive`) and exported (`codex export`) byte for
+ *   byte, its session and the hooked one naming each other;
+ * - a project's hooks (`--project`) run once Codex trusts the project, and
+ *   install says how until then;
+ * - a hook whose program cannot start denies the call (the wrapper's exit 2);
+ * - `codex status` says whether Codex will run the hooks, as Codex says it.
+ *
+ * Skipped only when the binary is not installed and no cache holds it.
+ */
+import { CODEX_BIN, exec, type Home, makeHome, rollouts, SKIP_REASON } from "@session-journal/codex/test/codexCli"
+import * as Fake from "@session-journal/codex/test/fakeResponses"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { baseEnv, BIN } from "./Run.ts"
+
+const homes: Array<Home> = []
+const apis: Array<Fake.FakeResponses> = []
+
+afterAll(async () => {
+  for (const api of apis.splice(0)) await api.close()
+  for (const h of homes.splice(0)) fs.rmSync(h.dir, { recursive: true, force: true })
+})
+
+const setup = async (script: Fake.Script) => {
+  const api = await Fake.start(script)
+  apis.push(api)
+  const home = makeHome(api, baseEnv())
+  homes.push(home)
+  return { api, home, journal: path.join(home.dir, "journal") }
+}
+
+// The built command, with the home's environment (Codex's CODEX_HOME, the binary).
+const sj = (home: Home, args: ReadonlyArray<string>, options?: { readonly script?: string }) =>
+  spawnSync(process.execPath, [options?.script ?? BIN, ...args], {
+    cwd: home.work,
+    env: { ...home.env, SESSION_JOURNAL_CODEX_BIN: CODEX_BIN ?? "" },
+    encoding: "utf8"
+  })
+
+const sessions = (home: Home, journal: string): Array<{ id: string }> =>
+  (JSON.parse(sj(home, ["--dir", journal, "--json", "list"]).stdout) as { sessions: Array<{ id: string }> }).sessions
+
+const stats = (home: Home, journal: string, id: string) =>
+  JSON.parse(sj(home, ["--dir", journal, "--json", "stats", id]).stdout) as {
+    readonly hooked_session: string | null
+    readonly custody_session: string | null
+    readonly denials: { readonly denied: number; readonly by_guard: Array<{ guard: string; count: number }> } | null
+  }
+
+const entries = (home: Home, journal: string, id: string): Array<{ kind: string; payload?: Record<string, unknown> }> =>
+  sj(home, ["--dir", journal, "--json", "show", id]).stdout.trim().split("\n").filter((l) => l !== "").map((l) =>
+    JSON.parse(l) as { kind: string }
+  )
+
+// What the model got back for its calls, in the last request.
+const toolOutputs = (api: Fake.FakeResponses): Array<string> =>
+  (api.requests.at(-1)?.body.input ?? []).flatMap((item) => {
+    const o = item as { readonly type?: unknown; readonly output?: unknown }
+    return o.type === "function_call_output" && typeof o.output === "string" ? [o.output] : []
+  })
+
+const policy = (home: Home, p: unknown): string => {
+  const file = path.join(home.dir, "policy.json")
+  fs.writeFileSync(file, JSON.stringify(p))
+  return file
+}
+
+describe.skipIf(CODEX_BIN === null)(
+  `the real Codex CLI with our hooks${CODEX_BIN === null ? ` (${SKIP_REASON})` : ""}`,
+  () => {
+    it("install trusts the hooks; a denied shell command never runs; the denial is journaled", async () => {
+      const { api, home, journal } = await setup(Fake.inOrder([
+        { calls: [Fake.shell("echo ran > denied.txt")] },
+        { text: "done" }
+      ]))
+      const before = fs.readFileSync(home.config, "utf8")
+      const installed = sj(home, [
+        "codex",
+        "install",
+        "--policy",
+        policy(home, { denyList: ["Bash"] }),
+        "--root",
+        journal
+      ])
+      expect(installed.stderr).toBe("")
+      expect(installed.status).toBe(0)
+      expect(installed.stdout).toContain("will run")
+      // Every byte that was there is still there, first.
+      expect(fs.readFileSync(home.config, "utf8").startsWith(before)).toBe(true)
+
+      const status = sj(home, ["codex", "status"])
+      expect(status.stdout).toContain("Codex will run our hooks")
+      expect(status.status).toBe(0)
+
+      const run = await exec(home, "deny it")
+      expect(run.timedOut).toBe(false)
+      expect(run.code).toBe(0)
+      expect(fs.existsSync(path.join(home.work, "denied.txt"))).toBe(false)
+      // The model was told why, in the form Codex gives a blocked command.
+      expect(toolOutputs(api)).toEqual([
+        `Command blocked by PreToolUse hook: Bash is on the deny list [denyList(["Bash"])]. Command: echo ran > denied.txt`
+      ])
+      expect(api.connects).toEqual([])
+
+      const hooked = sessions(home, journal).find((s) =>
+        s.id.startsWith("codex-") && !s.id.startsWith("codex-rollout-")
+      )
+      expect(hooked).toBeDefined()
+      const decision = entries(home, journal, hooked!.id).find((e) => e.kind === "codex.decision")
+      expect(decision?.payload).toMatchObject({ verdict: "deny", tool_name: "Bash", guard: "denyList([\"Bash\"])" })
+      expect(stats(home, journal, hooked!.id).denials?.by_guard).toEqual([{ guard: "denyList([\"Bash\"])", count: 1 }])
+
+      // Uninstall gives back the bytes from before.
+      const removed = sj(home, ["codex", "install", "--uninstall"])
+      expect(removed.status).toBe(0)
+      expect(fs.readFileSync(home.config, "utf8")).toBe(before)
+    })
+
+    it("eight parallel calls under maxInvocations(5): exactly five run", async () => {
+      const calls = Array.from({ length: 8 }, (_, i) => Fake.shell(`echo ${i} > call-${i}.txt`))
+      const { api, home, journal } = await setup(Fake.inOrder([{ calls }, { text: "done" }]))
+      const installed = sj(home, [
+        "codex",
+        "install",
+        "--policy",
+        policy(home, { maxInvocations: 5 }),
+        "--root",
+        journal
+      ])
+      expect(installed.status).toBe(0)
+      const run = await exec(home, "eight at once")
+      expect(run.code).toBe(0)
+      const ran = calls.map((_, i) => fs.existsSync(path.join(home.work, `call-${i}.txt`))).filter(Boolean).length
+      expect(ran).toBe(5)
+      const hooked = sessions(home, journal).find((s) =>
+        s.id.startsWith("codex-") && !s.id.startsWith("codex-rollout-")
+      )
+      const all = entries(home, journal, hooked!.id)
+      const decisions = all.filter((e) => e.kind === "codex.decision")
+      expect(decisions.length).toBe(8)
+      expect(decisions.filter((d) => d.payload?.["verdict"] === "deny").length).toBe(3)
+      expect(toolOutputs(api).filter((o) => o.startsWith("Command blocked by PreToolUse hook")).length).toBe(3)
+    })
+
+    it("the rollout is archived and exported byte for byte; its session and the hooked one name each other", async () => {
+      const { home, journal } = await setup(Fake.inOrder([{ calls: [Fake.shell("echo hello")] }, { text: "done" }]))
+      expect(sj(home, ["codex", "install", "--root", journal]).status).toBe(0)
+      const run = await exec(home, "say hello")
+      expect(run.code).toBe(0)
+      const [file] = rollouts(home)
+      expect(file).toBeDefined()
+      const archived = sj(home, ["--dir", journal, "--json", "codex", "archive"])
+      expect(archived.status).toBe(0)
+      const report = JSON.parse(archived.stdout) as { files: Array<{ session: string; status: string }> }
+      expect(report.files.map((f) => f.status)).toEqual(["created"])
+      const custody = report.files[0]!.session
+      const exported = spawnSync(process.execPath, [BIN, "--dir", journal, "codex", "export", custody], {
+        env: home.env
+      })
+      expect(exported.status).toBe(0)
+      expect(Buffer.compare(exported.stdout, fs.readFileSync(file!))).toBe(0)
+
+      const hooked = sessions(home, journal).find((s) =>
+        s.id.startsWith("codex-") && !s.id.startsWith("codex-rollout-")
+      )!
+      expect(stats(home, journal, hooked.id).custody_session).toBe(custody)
+      expect(stats(home, journal, custody).hooked_session).toBe(hooked.id)
+      // A second archive finds nothing new.
+      const again = JSON.parse(sj(home, ["--dir", journal, "--json", "codex", "archive"]).stdout) as typeof report
+      expect(again.files.map((f) => f.status)).toEqual(["unchanged"])
+    })
+
+    it("a project's hooks run once the project is trusted; until then install says what to do", async () => {
+      const { home, journal } = await setup(
+        Fake.inOrder([{ calls: [Fake.shell("echo ran > ran.txt")] }, { text: "done" }])
+      )
+      const args = [
+        "codex",
+        "install",
+        "--project",
+        home.work,
+        "--policy",
+        policy(home, { denyList: ["Bash"] }),
+        "--root",
+        journal
+      ]
+      const untrusted = sj(home, args)
+      expect(untrusted.status).toBe(1)
+      expect(untrusted.stdout).toContain(`add [projects."${home.work}"] trust_level = "trusted" to ${home.config}`)
+      fs.appendFileSync(home.config, `\n[projects.${JSON.stringify(home.work)}]\ntrust_level = "trusted"\n`)
+      const trusted = sj(home, args)
+      expect(trusted.status).toBe(0)
+      expect(trusted.stdout).toContain(`${home.config}: recorded Codex's trust of 2 hooks`)
+      const run = await exec(home, "in the project")
+      expect(run.code).toBe(0)
+      expect(fs.existsSync(path.join(home.work, "ran.txt"))).toBe(false)
+    })
+
+    it("a hook whose program cannot start denies the call", async () => {
+      const { home, journal } = await setup(Fake.inOrder([
+        { calls: [Fake.shell("echo ran > ran.txt")] },
+        { text: "done" }
+      ]))
+      // An installation of ours that goes away after install.
+      const gone = path.join(home.dir, "gone.mjs")
+      fs.writeFileSync(gone, `await import(${JSON.stringify(BIN)})\n`)
+      const installed = sj(home, ["codex", "install", "--root", journal], { script: gone })
+      expect(installed.status).toBe(0)
+      fs.rmSync(gone)
+      const run = await exec(home, "try it")
+      expect(run.code).toBe(0)
+      expect(fs.existsSync(path.join(home.work, "ran.txt"))).toBe(false)
+      expect(run.stderr).toContain("hook cannot run")
+      expect(run.stderr).toContain("(session-journal codex install --uninstall)")
+    })
+  }
+)
