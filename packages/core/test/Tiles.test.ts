@@ -222,6 +222,19 @@ describe(`TiledLog.verify (seed ${SEED})`, () => {
     assert.isTrue(Exit.isSuccess(check(publish([]).files)))
   })
 
+  it("an entry too long for a bundle goes as its hash; the log verifies, counts it, and still checks the next entry's link to it", () => {
+    const list = [A.record("a"), A.message("z".repeat(70_000)), A.record("b"), A.record("c")]
+    const withBig = A.run({ entry_cap: 100, tool_counts_cap: 100 }, list).entries
+    const { files } = publish(withBig)
+    const ok = check(files)
+    assert.strictEqual(Exit.isSuccess(ok) && ok.value.hashesOnly, 1)
+    // The entry after it re-linked elsewhere: refused at the link, though the big one shows no content.
+    const other = A.run({ entry_cap: 100, tool_counts_cap: 100 }, [A.record("a"), A.message("y".repeat(70_000))])
+      .entries[1]!
+    const moved = [withBig[0]!, other, withBig[2]!, withBig[3]!]
+    assert.strictEqual(refusal(check(publish(moved).files))?.reason, "chain")
+  })
+
   it("a partial tile or bundle replaced by the full one is read from the full one", () => {
     const older = publish(entries.slice(0, 300))
     const newer = publish(entries)
