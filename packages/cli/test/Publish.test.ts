@@ -247,26 +247,19 @@ describe("session-journal publish / verify-remote", () => {
     const out = path.join(dir, "out")
     assert.strictEqual((await publish(dir, "f", out, key.file)).code, 0)
     const cp10 = keep(out, "cp10")
-    // The session is rewritten: removed and recorded again with other entries.
-    fs.rmSync(path.join(dir, "f"), { recursive: true })
-    await record(dir, "f", 12, "other")
-    const refused = await publish(dir, "f", out, key.file)
-    assert.strictEqual(refused.code, 1, refused.stderr)
-    assert.include(refused.stderr, "does not extend the published checkpoint of 10 entries")
-    // Cut to fewer entries than published: refused too, not taken for "up to date".
-    fs.rmSync(path.join(dir, "f"), { recursive: true })
-    await record(dir, "f", 4, "cut")
-    const cut = await publish(dir, "f", out, key.file)
-    assert.strictEqual(cut.code, 1, cut.stderr)
-    assert.include(cut.stderr, "it holds fewer entries (cut)")
-    // Rewritten at the same length: refused although nothing is new.
-    fs.rmSync(path.join(dir, "f"), { recursive: true })
-    await record(dir, "f", 10, "same-length")
-    const same = await publish(dir, "f", out, key.file)
-    assert.strictEqual(same.code, 1, same.stderr)
-    assert.include(same.stderr, "its entry 9 is not the published entry 9")
-    fs.rmSync(path.join(dir, "f"), { recursive: true })
-    await record(dir, "f", 12, "other")
+    // The session rewritten (removed and recorded again), then published over the directory: refused.
+    const rewriteAndPublish = async (n: number, tool: string, reason: string) => {
+      fs.rmSync(path.join(dir, "f"), { recursive: true })
+      await record(dir, "f", n, tool)
+      const r = await publish(dir, "f", out, key.file)
+      assert.strictEqual(r.code, 1, r.stderr)
+      assert.include(r.stderr, reason)
+    }
+    await rewriteAndPublish(12, "other", "does not extend the published checkpoint of 10 entries")
+    // Cut to fewer entries than published, or rewritten at the same length: refused too, not taken for "up to date".
+    await rewriteAndPublish(4, "cut", "it holds fewer entries (cut)")
+    await rewriteAndPublish(10, "same-length", "its entry 9 is not the published entry 9")
+    await rewriteAndPublish(12, "other", "its entry 9 is not the published entry 9")
     // Published afresh elsewhere: it verifies alone, but not against the checkpoint seen before.
     const fresh = path.join(dir, "fresh")
     assert.strictEqual((await publish(dir, "f", fresh, key.file)).code, 0)
