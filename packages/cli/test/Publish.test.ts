@@ -238,6 +238,19 @@ describe("session-journal publish / verify-remote", () => {
     assert.strictEqual(rewrite.code, 1, rewrite.stderr)
     assert.include(rewrite.stderr, "a published full tile or bundle would be rewritten")
     assert.isFalse(fs.existsSync(at("checkpoint")))
+
+    // A log whose size fills its last tile: its last bundle is checked through the full
+    // tiles before a re-run continues it (an edited one was taken for the journal's fork).
+    await record(dir, "full", 256)
+    const fullOut = path.join(dir, "full-out")
+    assert.strictEqual((await publish(dir, "full", fullOut, key.file)).code, 0)
+    const bundle = path.join(fullOut, "tile/entries/000")
+    const b = fs.readFileSync(bundle)
+    b[b.length - 1]! ^= 1
+    fs.writeFileSync(bundle, b)
+    const edited = await publish(dir, "full", fullOut, key.file)
+    assert.strictEqual(edited.code, 1, edited.stderr)
+    assert.include(edited.stderr, "at tile/entries/000")
   })
 
   it("a fork between two runs: publish refuses to continue, and verify-remote --since catches a fresh publication", async () => {

@@ -145,15 +145,32 @@ const resume = (out: string, signer: SignedNote.Signer, origin: string) =>
       }
       const entries = yield* Effect.fromResult(Tiles.decodeBundle(bytes, width === 0 ? Tiles.TILE_WIDTH : width, file))
       const read = yield* Effect.forEach(entries, (e, i) => Effect.fromResult(Tiles.readEntry(e, file, i)))
+      const h = Merkle.HASH_BYTES
       if (width > 0) {
         for (let i = 0; i < read.length; i++) {
           const leaf = Merkle.entryLeafHash(read[i]!.entryHash)
-          const h = Merkle.HASH_BYTES
           if (!Merkle.equals(leaf, partials[0]!.subarray(i * h, (i + 1) * h))) {
             return yield* refused("bundle", file, `entry ${i} is not the leaf of the published tile`)
           }
         }
         pending = entries
+      } else {
+        // The size fills its last level-0 tile: that full tile, and the full ones above it
+        // up to the lowest partial tile, each hash to the last hash of the tile above.
+        const top = partials.findIndex((p) => p.length > 0)
+        let expected = partials[top]!.subarray(partials[top]!.length - h)
+        for (let l = top - 1; l >= 0; l--) {
+          const tile = { level: l, index: Math.floor((head.size - 1) / Tiles.TILE_WIDTH ** (l + 1)), width: 256 }
+          const tileFile = Tiles.tilePath(tile)
+          const hashes = yield* readFile(path.join(out, tileFile), Tiles.FULL_TILE_BYTES)
+          if (hashes?.length !== Tiles.FULL_TILE_BYTES || !Merkle.equals(Tiles.fullRoot(hashes), expected)) {
+            return yield* refused("tile", tileFile, "the full tile is missing or not the one the checkpoint covers")
+          }
+          expected = hashes.subarray(Tiles.FULL_TILE_BYTES - h)
+        }
+        if (!Merkle.equals(Merkle.entryLeafHash(read.at(-1)!.entryHash), expected)) {
+          return yield* refused("bundle", file, "its last entry is not the leaf of the published tile")
+        }
       }
       last = read.at(-1)!.entryHash
     }

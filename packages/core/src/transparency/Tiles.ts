@@ -150,8 +150,13 @@ export const bundleWidth = (index: number, size: number): number => Math.min(TIL
 // ---------------------------------------------------------------------------
 // Building tiles
 
-// The root of a full tile: its 256 hashes as the leaves of a perfect tree of height 8.
-const fullRoot = (hashes: Uint8Array): Uint8Array => {
+/**
+ * The root of a full tile: its 256 hashes as the leaves of a perfect tree of height 8
+ * (the hash the tile stands for in the level above).
+ *
+ * @since 0.8.0
+ */
+export const fullRoot = (hashes: Uint8Array): Uint8Array => {
   let level: Array<Uint8Array> = []
   for (let i = 0; i < TILE_WIDTH; i++) {
     level.push(hashes.subarray(i * Merkle.HASH_BYTES, (i + 1) * Merkle.HASH_BYTES))
