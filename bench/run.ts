@@ -26,6 +26,7 @@ import { memoryRss } from "./scenarios/rss.ts"
 import { fsSessionsTouched } from "./scenarios/sessions.ts"
 import { claudeCodeSessionStore } from "./scenarios/sessionStore.ts"
 import { cliStartup } from "./scenarios/startup.ts"
+import { tilesVerify } from "./scenarios/tiles.ts"
 import { treeAppend } from "./scenarios/tree.ts"
 
 requireOneCore("bench/run.ts")
@@ -33,6 +34,7 @@ requireOneCore("bench/run.ts")
 const scenarios: ReadonlyArray<Scenario> = [
   memoryRecord,
   treeAppend,
+  tilesVerify,
   policyDecide,
   fsRecord,
   fsManySessions,

@@ -26,6 +26,7 @@ import type {
   SessionLocked,
   SessionNotFound,
   StorageError,
+  Tiles,
   Transparency
 } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
@@ -303,6 +304,7 @@ export type Failure =
   | OutputFailed
   | Transparency.TreeUnavailable
   | CheckpointMismatch
+  | Tiles.TilesRefused
   | WitnessRefused
   | TurnFailed
   | CliDied
@@ -329,6 +331,7 @@ const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
   OutputFailed: ExitCode.output,
   TreeUnavailable: ExitCode.verificationFailed,
   CheckpointMismatch: ExitCode.verificationFailed,
+  TilesRefused: ExitCode.verificationFailed,
   WitnessRefused: ExitCode.verificationFailed,
   TurnFailed: ExitCode.turnFailed,
   CliDied: ExitCode.claudeDied,

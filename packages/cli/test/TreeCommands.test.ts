@@ -14,30 +14,14 @@ import * as Result from "effect/Result"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import { afterAll } from "vitest"
+import { goProgram, hasGo } from "./GoBuild.ts"
 import { cleanup, run, tempDir } from "./Run.ts"
+import { newKey, record } from "./TreeFixtures.ts"
 
 afterAll(cleanup)
 
 const lines = (s: string) => s.split("\n").filter((l) => l.length > 0)
-
-// Entries in one start of the command (an import from stdin): each start costs a Node.
-const record = async (dir: string, id: string, n: number, tool = "read_file") => {
-  const input = Array.from(
-    { length: n },
-    (_, i) => JSON.stringify({ tool_name: `${tool}-${i}`, server_id: "srv", agent_id: "a", bytes_read: i }) + "\n"
-  ).join("")
-  const r = await run(["--dir", dir, "import", id, "-"], { input })
-  assert.strictEqual(r.code, 0, r.stderr)
-}
-
-const newKey = async (dir: string, name: string) => {
-  const file = path.join(dir, `${name.replace(/\W/g, "_")}.key`)
-  const r = await run(["key", "generate", name, "--out", file])
-  assert.strictEqual(r.code, 0, r.stderr)
-  return { file, vkey: r.stdout.trim() }
-}
 
 const sign = async (dir: string, id: string, keyFile: string) => {
   const r = await run(["--dir", dir, "checkpoint", id, "--sign", keyFile])
@@ -241,24 +225,7 @@ describe("session-journal checkpoint --sign / verify --checkpoint", () => {
 // ---------------------------------------------------------------------------
 // Go's sumdb/note and sumdb/tlog, when installed (Debian: golang-go, golang-golang-x-mod-dev).
 
-const GOPATH = "/usr/share/gocode"
-const hasGo = spawnSync("go", ["version"]).status === 0 &&
-  fs.existsSync(path.join(GOPATH, "src/golang.org/x/mod/sumdb/tlog"))
-let built: string | undefined
-
-const tlogcheck = (): string => {
-  if (built !== undefined) return built
-  const out = path.join(tempDir(), "tlogcheck")
-  const src = fileURLToPath(new URL("./fixtures/tlogcheck", import.meta.url))
-  const r = spawnSync("go", ["build", "-o", out, "."], {
-    cwd: src,
-    env: { ...process.env, GO111MODULE: "off", GOPATH, GOCACHE: path.join(path.dirname(out), "gocache"), GOFLAGS: "" },
-    encoding: "utf8"
-  })
-  assert.strictEqual(r.status, 0, r.stderr)
-  built = out
-  return out
-}
+const tlogcheck = (): string => goProgram("tlogcheck")
 
 const goChecks = async (
   key: { readonly file: string; readonly vkey: string },

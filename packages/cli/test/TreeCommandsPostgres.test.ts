@@ -103,4 +103,27 @@ describe.skipIf(!reachable)("checkpoint --sign / verify --checkpoint on PostgreS
     assert.strictEqual(replaced.code, 1, replaced.stderr)
     assert.strictEqual(JSON.parse(replaced.stdout).checkpoint.problem.reason, "replaced")
   })
+  it("publish reads the session from PostgreSQL; the tiles verify from the directory alone, and the same entries give the same root as on the filesystem", async () => {
+    const dir = tempDir()
+    const keyFile = path.join(dir, "key")
+    const key = await run(["key", "generate", "pg.example/pub", "--out", keyFile])
+    assert.strictEqual(key.code, 0, key.stderr)
+    await importEntries("pub", 300, "t")
+    const out = path.join(dir, "out")
+    const first = await run([...base, "--json", "publish", "pub", "--out", out, "--sign", keyFile], { env })
+    assert.strictEqual(first.code, 0, first.stderr)
+    const cp = path.join(dir, "cp")
+    fs.copyFileSync(path.join(out, "checkpoint"), cp)
+    await importEntries("pub", 20, "u")
+    const second = await run([...base, "--json", "publish", "pub", "--out", out, "--sign", keyFile], { env })
+    assert.deepInclude(JSON.parse(second.stdout), { old_size: 300, tree_size: 320 })
+    const v = await run(["--json", "verify-remote", out, "--key", key.stdout.trim(), "--since", cp])
+    assert.strictEqual(v.code, 0, v.stderr)
+    assert.deepInclude(JSON.parse(v.stdout), { ok: true, tree_size: 320, since: 300 })
+    const signed = await run([...base, "checkpoint", "pub", "--sign", keyFile], { env })
+    assert.strictEqual(
+      signed.stdout.split("\n")[2],
+      fs.readFileSync(path.join(out, "checkpoint"), "utf8").split("\n")[2]
+    )
+  })
 })

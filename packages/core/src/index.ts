@@ -115,6 +115,20 @@ export * as TreeHead from "./transparency/TreeHead.ts"
  */
 export * as Transparency from "./transparency/Transparency.ts"
 /**
+ * A session's tree as C2SP tlog-tiles: tile and entry-bundle paths, the hashes of a
+ * tile, bundles of entry preimages or hashes, and a builder fed the leaves in order.
+ *
+ * @since 0.8.0
+ */
+export * as Tiles from "./transparency/Tiles.ts"
+/**
+ * Checking a session published as tlog-tiles from the files and the signer's public
+ * key alone: signature, tiles, bundles, chain, and consistency with an earlier checkpoint.
+ *
+ * @since 0.8.0
+ */
+export * as TiledLog from "./transparency/TiledLog.ts"
+/**
  * The `Persistence` port that adapters implement, and its in-memory adapter.
  *
  * @since 0.1.0

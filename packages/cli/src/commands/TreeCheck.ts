@@ -14,6 +14,7 @@ import * as fs from "node:fs"
 import { CheckpointMismatch, InvalidInput, NotAvailable, VerificationFailed, WitnessRefused } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { validId } from "../internal/commandKit.ts"
+import * as PublicFile from "../internal/publicFile.ts"
 import * as Output from "../Output.ts"
 import type * as Storage from "../Storage.ts"
 import * as Verify from "../Verify.ts"
@@ -193,35 +194,36 @@ export const addCheckpointBody = (oldSize: number, proof: ReadonlyArray<Uint8Arr
   `old ${oldSize}\n${proof.map((p) => `${TreeHead.base64(p)}\n`).join("")}\n${note}`
 
 /**
- * `witness URL ID --sign FILE --witness-key VKEY --out FILE`: signs the session's
- * checkpoint, submits it to the witness (`POST URL/add-checkpoint`) with a consistency
- * proof from the size the witness last cosigned (learnt from its 409 answer), checks
- * the cosignatures it returns with the witness keys, and writes the cosigned checkpoint
- * to the output file. 409 twice (the witness cosigned more than the journal holds) and
- * 422 (the journal is not consistent with what it cosigned) are exit 1.
+ * What a witness cosigned: the size it had cosigned before (the old size of the
+ * consistency proof it checked), its verified cosignatures, and the signed note with
+ * those cosignature lines appended (the log's own signature first).
  *
- * @since 0.5.0
+ * @since 0.8.0
  */
-export const witness = (
+export interface Cosigned {
+  readonly oldSize: number
+  readonly cosignedBy: ReadonlyArray<{ readonly name: string; readonly timestamp: number }>
+  readonly note: string
+}
+
+/**
+ * Asks the C2SP `tlog-witness` at `url` to cosign a signed checkpoint of session `id`:
+ * `POST URL/add-checkpoint` with `old 0`, then, when the witness answers 409 with the
+ * size it cosigned before, again with the consistency proof from that size
+ * (`proofFrom`). 409 twice (it cosigned more than the checkpoint holds) and 422 (the
+ * checkpoint is not consistent with what it cosigned: a fork) are `WitnessRefused`, as
+ * is a 200 without a cosignature that verifies with `witnessVerifiers`.
+ *
+ * @since 0.8.0
+ */
+export const cosign = <E, R>(
   url: string,
   id: string,
-  options: {
-    readonly keyFile: string
-    readonly witnessKeys: ReadonlyArray<string>
-    readonly out: string
-    readonly storage: Storage.Options
-    readonly json: boolean
-  }
-) =>
+  signed: { readonly head: TreeHead.TreeHead; readonly note: string },
+  witnessVerifiers: ReadonlyArray<SignedNote.Verifier>,
+  proofFrom: (oldSize: number) => Effect.Effect<ReadonlyArray<Uint8Array>, E, R>
+): Effect.Effect<Cosigned, WitnessRefused | NotAvailable | E, R> =>
   Effect.gen(function*() {
-    if (options.witnessKeys.length === 0) {
-      return yield* new InvalidInput({
-        field: "--witness-key",
-        reason: "the witness's verifier key is needed to check its cosignatures"
-      })
-    }
-    const witnessVerifiers = (yield* Effect.forEach(options.witnessKeys, loadVerifiers)).flat()
-    const { signed } = yield* signVerified(id, options.keyFile, options.storage)
     const endpoint = `${url.replace(/\/+$/, "")}/add-checkpoint`
     const size = signed.head.size
     const refused = (status: number, detail: string) => new WitnessRefused({ url: endpoint, id, status, detail })
@@ -239,8 +241,8 @@ export const witness = (
           `it has cosigned a tree of ${oldSize} entries; the journal holds ${size}: entries were cut`
         )
       }
-      const proof = yield* Transparency.consistency(id, oldSize, size)
-      answer = yield* post(endpoint, addCheckpointBody(oldSize, proof.proof, signed.note))
+      const proof = yield* proofFrom(oldSize)
+      answer = yield* post(endpoint, addCheckpointBody(oldSize, proof, signed.note))
     }
     if (answer.status === 409) return yield* refused(409, `its size changed while we asked: ${answer.body.trim()}`)
     if (answer.status === 422) {
@@ -265,36 +267,79 @@ export const witness = (
       return sig !== undefined &&
         cosignatures.some((c) => c.verifier.name === sig.name && c.verifier.keyId === sig.keyId)
     })
-    const note = `${signed.note}${kept.map((l) => `${l}\n`).join("")}`
-    yield* writeFileAtomic(options.out, note)
-    const who = cosignatures.map((c) => ({ name: c.verifier.name, timestamp: Number(c.timestamp) }))
+    return {
+      oldSize,
+      cosignedBy: cosignatures.map((c) => ({ name: c.verifier.name, timestamp: Number(c.timestamp) })),
+      note: `${signed.note}${kept.map((l) => `${l}\n`).join("")}`
+    }
+  })
+
+/**
+ * `witness URL ID --sign FILE --witness-key VKEY --out FILE`: signs the session's
+ * checkpoint, submits it to the witness (`cosign`), and writes the cosigned checkpoint
+ * to the output file. 409 twice (the witness cosigned more than the journal holds) and
+ * 422 (the journal is not consistent with what it cosigned) are exit 1.
+ *
+ * @since 0.5.0
+ */
+export const witness = (
+  url: string,
+  id: string,
+  options: {
+    readonly keyFile: string
+    readonly witnessKeys: ReadonlyArray<string>
+    readonly out: string
+    readonly storage: Storage.Options
+    readonly json: boolean
+  }
+) =>
+  Effect.gen(function*() {
+    const witnessVerifiers = yield* loadWitnessKeys(options.witnessKeys)
+    const { signed } = yield* signVerified(id, options.keyFile, options.storage)
+    const size = signed.head.size
+    const c = yield* cosign(
+      url,
+      id,
+      signed,
+      witnessVerifiers,
+      (oldSize) => Effect.map(Transparency.consistency(id, oldSize, size), (p) => p.proof)
+    )
+    yield* writeFileAtomic(options.out, c.note)
     if (options.json) {
-      return yield* Output.json({ id, tree_size: size, old_size: oldSize, cosigned_by: who, file: options.out })
+      return yield* Output.json({
+        id,
+        tree_size: size,
+        old_size: c.oldSize,
+        cosigned_by: c.cosignedBy,
+        file: options.out
+      })
     }
     yield* Output.lines([
       `${id}: the checkpoint of ${size} entries is cosigned by ${
-        who.map((w) => w.name).join(", ")
-      } (consistent with ${oldSize}); written to ${options.out}`
+        c.cosignedBy.map((w) => w.name).join(", ")
+      } (consistent with ${c.oldSize}); written to ${options.out}`
     ])
+  })
+
+/**
+ * The verifier keys of `--witness-key` values; at least one is needed.
+ *
+ * @since 0.8.0
+ */
+export const loadWitnessKeys = (values: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    if (values.length === 0) {
+      return yield* new InvalidInput({
+        field: "--witness-key",
+        reason: "the witness's verifier key is needed to check its cosignatures"
+      })
+    }
+    return (yield* Effect.forEach(values, loadVerifiers)).flat()
   })
 
 const writeFileAtomic = (file: string, text: string) =>
   Effect.tryPromise({
-    try: async () => {
-      const temp = `${file}.tmp-${process.pid}`
-      const handle = await fs.promises.open(
-        temp,
-        fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL,
-        0o644
-      )
-      try {
-        await handle.writeFile(text)
-        await handle.sync()
-      } finally {
-        await handle.close()
-      }
-      await fs.promises.rename(temp, file)
-    },
+    try: () => PublicFile.write(file, text),
     catch: (e) => new InvalidInput({ field: "--out", reason: `cannot write ${file}: ${describeError(e)}` })
   })
 

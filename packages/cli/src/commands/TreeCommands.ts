@@ -5,22 +5,27 @@
  * signed C2SP checkpoint of the session's RFC 6962 tree; `verify ID --checkpoint FILE
  * --key VKEY` checks the signature and that the journal is consistent with that
  * checkpoint; `prove ID SEQUENCE [--size N]` and `consistency ID OLD NEW` print the
- * inclusion and consistency proofs a third party checks with a checkpoint alone.
+ * inclusion and consistency proofs a third party checks with a checkpoint alone;
+ * `publish ID --out DIR --sign FILE` writes the session as C2SP tlog-tiles and
+ * `verify-remote URL|DIR --key VKEY` checks such a log from its files alone.
  *
  * Everything reads the session without its lock, so it runs next to a writer. The
- * work is in `TreeCheck`, loaded when one of these runs.
+ * work is in `TreeCheck` and `Publish`, loaded when one of these runs.
  *
  * @since 0.5.0
  */
 import { Argument, Command, Flag } from "effect/cli"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { InvalidInput } from "../Failure.ts"
-import { nonNegative, sessionId, withJournal, withoutJournal } from "../internal/commandKit.ts"
+import { nonNegative, parseWait, sessionId, withJournal, withoutJournal } from "../internal/commandKit.ts"
 import type * as Storage from "../Storage.ts"
+import type * as Publish from "./Publish.ts"
 import type * as TreeCheck from "./TreeCheck.ts"
 
 const load = Effect.promise((): Promise<typeof TreeCheck> => import("./TreeCheck.ts"))
+const loadPublish = Effect.promise((): Promise<typeof Publish> => import("./Publish.ts"))
 
 const generate = Command.make("generate", {
   name: Argument.String("name").pipe(
@@ -155,6 +160,14 @@ const consistency = Command.make(
   )
 )
 
+const witnessKeyFlag = Flag.String("witness-key").pipe(
+  Flag.atLeast(0),
+  Flag.withMetavar("VKEY"),
+  Flag.withDescription(
+    "Verifier key of the witness (type 0x04), or a file of them; cosignatures by other keys are dropped"
+  )
+)
+
 const witness = Command.make(
   "witness",
   {
@@ -163,13 +176,7 @@ const witness = Command.make(
     ),
     id: sessionId,
     sign: Flag.String("sign").pipe(Flag.withMetavar("FILE"), Flag.withDescription("Signer key of the journal")),
-    witnessKey: Flag.String("witness-key").pipe(
-      Flag.atLeast(0),
-      Flag.withMetavar("VKEY"),
-      Flag.withDescription(
-        "Verifier key of the witness (type 0x04), or a file of them; cosignatures by other keys are dropped"
-      )
-    ),
+    witnessKey: witnessKeyFlag,
     out: Flag.String("out").pipe(
       Flag.withMetavar("FILE"),
       Flag.withDescription("Where to write the cosigned checkpoint")
@@ -186,9 +193,86 @@ const witness = Command.make(
   "Submit the session's signed checkpoint to a C2SP tlog-witness with a consistency proof and write the cosigned checkpoint to FILE"
 ))
 
+// ---------------------------------------------------------------------------
+// publish / verify-remote
+
+const publish = Command.make(
+  "publish",
+  {
+    id: sessionId,
+    out: Flag.String("out").pipe(
+      Flag.withMetavar("DIR"),
+      Flag.withDescription("The directory to write the tiles into (created; a re-run adds what is new)")
+    ),
+    sign: Flag.String("sign").pipe(Flag.withMetavar("FILE"), Flag.withDescription("Signer key of the journal")),
+    hashesOnly: Flag.Boolean("hashes-only").pipe(
+      Flag.withDefault(false),
+      Flag.withDescription(
+        "Publish each entry's hash, not its content: proves every entry's place, shows nothing of it"
+      )
+    ),
+    witness: Flag.String("witness").pipe(
+      Flag.atLeast(0),
+      Flag.withMetavar("URL"),
+      Flag.withDescription(
+        "A C2SP tlog-witness to cosign each new checkpoint before it is published (repeatable); a refusal stops the run"
+      )
+    ),
+    witnessKey: witnessKeyFlag,
+    every: Flag.String("every").pipe(
+      Flag.withMetavar("DURATION"),
+      Flag.mapTryCatch(parseWait, (e) => `invalid --every: ${String(e)}`),
+      Flag.optional,
+      Flag.withDescription("Publish again every DURATION (30s, 5m) until interrupted")
+    )
+  },
+  (a) =>
+    withJournal(({ json }) =>
+      Effect.flatMap(loadPublish, (m) =>
+        m.publish(a.id, {
+          out: a.out,
+          keyFile: a.sign,
+          hashesOnly: a.hashesOnly,
+          witnesses: a.witness,
+          witnessKeys: a.witnessKey,
+          everyMillis: Option.getOrUndefined(Option.map(a.every, Duration.toMillis)),
+          json
+        })), { readOnly: true })
+).pipe(Command.withDescription(
+  "Write the session as C2SP tlog-tiles (a signed checkpoint, tiles, entry bundles) to DIR, for any static host"
+))
+
+const verifyRemote = Command.make(
+  "verify-remote",
+  {
+    target: Argument.String("target").pipe(
+      Argument.withDescription("The published log: an http(s):// prefix or a directory")
+    ),
+    key: Flag.String("key").pipe(
+      Flag.atLeast(1),
+      Flag.withMetavar("VKEY"),
+      Flag.withDescription("Verifier key of the log's signer or a cosigner, or a file of them (repeatable)")
+    ),
+    since: Flag.String("since").pipe(
+      Flag.optional,
+      Flag.withMetavar("CHECKPOINT"),
+      Flag.withDescription("An earlier checkpoint of the log, kept from before: the log must extend it")
+    )
+  },
+  (a) =>
+    withoutJournal(({ json }) =>
+      Effect.flatMap(
+        loadPublish,
+        (m) => m.verifyRemote(a.target, { keys: a.key, since: Option.getOrUndefined(a.since), json })
+      )
+    )
+).pipe(Command.withDescription(
+  "Check a published log from its files and the signer's verifier key alone: signature, tiles, entries, chain"
+))
+
 /**
  * The commands of this module to register at the root.
  *
  * @since 0.5.0
  */
-export const commands = [key, prove, consistency, witness] as const
+export const commands = [key, prove, consistency, witness, publish, verifyRemote] as const
