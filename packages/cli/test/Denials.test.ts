@@ -130,5 +130,11 @@ describe("Denials", () => {
     )
     assert.include(allowed, `class="other decision allowed"`)
     assert.notInclude(allowed, "DENIED")
+    // A person was asked: a decision, not a denial.
+    const ask = { verdict: "ask", guard: "ask(\"Bash(git push *)\")", reason: "pushes need a person", tool_sequence: 8 }
+    assert.strictEqual(Denials.decisionOf(other(9, "claude-code.decision", ask))?.verdict, "ask")
+    const asked = Timeline.row(other(9, "claude-code.decision", ask))
+    assert.include(asked, `<em>asked</em>`)
+    assert.notInclude(asked, "DENIED")
   })
 })

@@ -91,7 +91,7 @@ export const row = (call: Call): string => {
   const agent = tool.agent_id
   const facts: Array<string> = []
   facts.push(
-    denied ? `<em>DENIED</em>` : `<em>allowed</em>`,
+    denied ? `<em>DENIED</em>` : verdict?.verdict === "ask" ? `<em>asked</em>` : `<em>allowed</em>`,
     ...(verdict?.guard == null ? [] : [`<i>by</i> <code class="guard">${Html.escape(verdict.guard)}</code>`]),
     ...(verdict?.reason == null ? [] : [Html.escape(verdict.reason)])
   )

@@ -2,8 +2,9 @@
  * The denials of a session, read in one pass over its entries with bounded
  * memory: every tool entry with `allowed: false` is a denied call; a decision
  * entry beside it names the guard that denied it and why. A decision entry is
- * any non-tool entry whose payload is an object with `verdict` `"allow"` or
- * `"deny"`, and optionally `guard` and `reason` (strings or null) and
+ * any non-tool entry whose payload is an object with `verdict` `"allow"`,
+ * `"ask"` (a person was asked; the call is not denied by the policy) or `"deny"`,
+ * and optionally `guard` and `reason` (strings or null) and
  * `tool_sequence`, the sequence of the tool entry it decided (as the hooks of
  * `@session-journal/claude-code` write `claude-code.decision` beside the call,
  * in the same append). A deny decision without `tool_sequence` belongs to the
@@ -19,7 +20,7 @@ import { Entry } from "@session-journal/core"
  * @since 0.4.0
  */
 export interface Decision {
-  readonly verdict: "allow" | "deny"
+  readonly verdict: "allow" | "ask" | "deny"
   /** The guard that denied, as denials name it (`maxStreak(3)`); null when none is recorded. */
   readonly guard: string | null
   readonly reason: string | null
@@ -40,7 +41,7 @@ export const decisionOf = (entry: Entry.Entry): Decision | null => {
   if (Entry.isTool(entry) || !isRecord(entry.payload)) return null
   const p = entry.payload
   const verdict = p["verdict"]
-  if (verdict !== "allow" && verdict !== "deny") return null
+  if (verdict !== "allow" && verdict !== "ask" && verdict !== "deny") return null
   const seq = p["tool_sequence"]
   return {
     verdict,

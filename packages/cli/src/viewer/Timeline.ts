@@ -162,7 +162,7 @@ export const row = (entry: Entry.Entry): string => {
     const call = decision.toolSequence === null
       ? ""
       : ` <i>call</i> <a href="#e${decision.toolSequence}">${decision.toolSequence}</a>`
-    const head = `<em>${deny ? "DENIED" : "allowed"}</em>` + call +
+    const head = `<em>${deny ? "DENIED" : decision.verdict === "ask" ? "asked" : "allowed"}</em>` + call +
       (decision.guard === null ? "" : ` <i>by</i> <code class="guard">${Html.escape(decision.guard)}</code>`) +
       (decision.reason === null ? "" : ` · ${Html.escape(decision.reason)}`)
     const body = `<div>${head}</div>` + collapsible(Html.jsonText(entry.payload), true)
