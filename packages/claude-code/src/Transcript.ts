@@ -15,6 +15,7 @@
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
 import { Entry } from "@session-journal/core"
+import { jsonBytes } from "@session-journal/core/Utf8"
 import { Base64 } from "effect/encoding"
 import * as Result from "effect/Result"
 
@@ -71,44 +72,22 @@ const EMPTY: LineInfo = { type: null, toolUses: [], toolResults: [], agentLink: 
 
 const encoder = new TextEncoder()
 
-/**
- * UTF-8 length of a string without encoding it.
- *
- * @since 0.1.0
- */
-export const utf8Length = (s: string): number => {
-  let n = 0
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i)
-    if (c < 0x80) n += 1
-    else if (c < 0x800) n += 2
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-      const d = s.charCodeAt(i + 1)
-      if (d >= 0xdc00 && d <= 0xdfff) {
-        n += 4
-        i++
-      } else n += 3
-    } else n += 3
-  }
-  return n
-}
-
-/**
- * The UTF-8 length of a value's JSON text (of a string itself); 0 for a value
- * without one. What a tool call's `bytes_written` (its input) and `bytes_read`
- * (its result) count, in custody and in hooked sessions alike.
- *
- * @since 0.4.0
- */
-export const jsonBytes = (value: unknown): number => {
-  if (typeof value === "string") return utf8Length(value)
-  try {
-    const text = JSON.stringify(value)
-    return text === undefined ? 0 : utf8Length(text)
-  } catch {
-    return 0
-  }
-}
+export {
+  /**
+   * The UTF-8 length of a value's JSON text (of a string itself); 0 for a value
+   * without one. What a tool call's `bytes_written` (its input) and `bytes_read`
+   * (its result) count, in custody and in hooked sessions alike (core's `Utf8`).
+   *
+   * @since 0.4.0
+   */
+  jsonBytes,
+  /**
+   * UTF-8 length of a string without encoding it (core's `Utf8`).
+   *
+   * @since 0.1.0
+   */
+  utf8Length
+} from "@session-journal/core/Utf8"
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined)
