@@ -10,7 +10,7 @@
  * most 64 KiB, opened without blocking); ids that are not plain (`[A-Za-z0-9_-]`)
  * are never made into a path.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
@@ -20,7 +20,7 @@ import * as Source from "./internal/source.ts"
  * The depth of an event's agent: known, or unknown with the reason (a guard on
  * depth then fails closed).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export type Depth =
   | { readonly _tag: "Known"; readonly depth: number }
@@ -35,7 +35,7 @@ const unknown = (reason: string): Depth => ({ _tag: "Unknown", reason })
  * The meta file of a sub-agent, or null when the ids or the transcript path
  * cannot name one.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const metaFile = (input: {
   readonly session_id: string
@@ -51,7 +51,7 @@ export const metaFile = (input: {
 /**
  * The `spawnDepth` of a meta file's text, or the reason it has none.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const parse = (text: string): Depth => {
   let meta: unknown
@@ -81,7 +81,7 @@ const readMeta = (file: string): Effect.Effect<Depth> => {
  * The depth of an event's agent: 0 for the main agent (no `agent_id`), else its
  * meta file's `spawnDepth`, or `Unknown` with why. Never fails.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const of = (input: {
   readonly session_id: string

@@ -88,7 +88,7 @@ export class Cache {
    * Where each recently read transcript was read to, by path, so that a grown file
    * is read from there on (at most 256, the least recently used forgotten).
    *
-   * @since 0.3.0
+   * @since 0.1.0
    */
   readonly resumes = new Map<string, Sync.Resume>()
   /** The spawns of each main transcript, by its session id. */
@@ -100,7 +100,7 @@ export class Cache {
   /**
    * The transcripts of the source as last seen, by path; null before the first pass.
    *
-   * @since 0.3.0
+   * @since 0.1.0
    */
   known: Map<string, SessionIds.Transcript> | null = null
 }

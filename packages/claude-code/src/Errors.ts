@@ -31,7 +31,7 @@ export class SourceError extends Schema.TaggedError<SourceError>()("SourceError"
  * failed (`io`), or its content is not settings it can edit (not an object, not
  * UTF-8, too large, a link that leads nowhere). The file is left unchanged.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class SettingsRefused extends Schema.TaggedError<SettingsRefused>()("SettingsRefused", {
   file: Schema.String,

@@ -5,6 +5,6 @@
  * `SourceError` that names its path. Claude Code's custody and Codex's rollout
  * custody share it; it is written once, in `internal/source.ts`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * from "./internal/source.ts"

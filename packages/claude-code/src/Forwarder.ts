@@ -49,7 +49,7 @@
  * (the bin, the entry, this one) and costs about one Node start, `node:crypto`
  * and `node:net` (it speaks the little HTTP/1.1 it needs itself, `exchange`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import { createRequire } from "node:module"
@@ -68,7 +68,7 @@ const net = load("node:net") as typeof Net
  * Largest event read from stdin: 4 MiB, the guard's bound (`Hook.MAX_INPUT_BYTES`,
  * not imported: this module loads nothing but Node's own).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const MAX_EVENT_BYTES = 4 * 1024 * 1024
 
@@ -76,7 +76,7 @@ export const MAX_EVENT_BYTES = 4 * 1024 * 1024
  * Largest answer taken from the guard (1 MiB; its answers are a few hundred
  * bytes): a longer one is no answer.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const MAX_ANSWER_BYTES = 1024 * 1024
 
@@ -86,28 +86,28 @@ export const MAX_ANSWER_BYTES = 1024 * 1024
  * `timeout` in the settings (`Install.HOOK_TIMEOUT_SECONDS`, 60 s), or Claude
  * Code cancels the hook first, which lets the call run.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const DEFAULT_TIMEOUT_MS = 10_000
 
 /**
  * The variable the token is read from by default.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const TOKEN_VAR = "SESSION_JOURNAL_GUARD_TOKEN"
 
 /**
  * Largest token file read (64 KiB).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const MAX_TOKEN_FILE_BYTES = 64 * 1024
 
 /**
  * What the forwarder is told on its command line.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Options {
   /** The guard's hook URL, `http://127.0.0.1:PORT/hook`. */
@@ -123,7 +123,7 @@ export interface Options {
 /**
  * What the forwarder does: the text for stdout, the text for stderr, the exit code.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Outcome {
   readonly stdout: string
@@ -136,7 +136,7 @@ export interface Outcome {
  * `event` (null when the input could not be read as an event): `Refusal.refusal`
  * as a command hook gives it (`stopHookActive`: the input's `stop_hook_active`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const fallback = (
   event: string | null,
@@ -152,7 +152,7 @@ export const fallback = (
  * `--token-env NAME`, `--token-file FILE`, `--timeout-ms N`; a message on a
  * mistake.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const parseArgs = (args: ReadonlyArray<string>): Options | string => {
   const values: Record<string, string> = {}
@@ -224,7 +224,7 @@ const hasExactly = (o: Json, keys: ReadonlyArray<string>): boolean => {
  * other event `{"decision":"block","reason":STRING}`. No other key, no other
  * value: an answer that is anything else is not taken.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const isAnswer = (event: string, output: unknown): boolean => {
   if (!isObject(output)) return false
@@ -255,7 +255,7 @@ export const isAnswer = (event: string, output: unknown): boolean => {
  * The guard's answer body for `event` as the output to print, or why it is not
  * one (`isAnswer`; strict UTF-8 JSON).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const checkAnswer = (event: string, body: Uint8Array): Json | string => {
   const parsed = parseObject(body)
@@ -278,7 +278,7 @@ const readToken = (options: Options): string | { readonly problem: string } => {
 /**
  * What came back from the guard: its status, body and answer header.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface Exchanged {
   readonly status: number
@@ -290,7 +290,7 @@ export interface Exchanged {
  * Largest head (status line and headers) of an answer taken from the guard
  * (16 KiB; its heads are a few hundred bytes).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const MAX_ANSWER_HEAD_BYTES = 16 * 1024
 
@@ -301,7 +301,7 @@ export const MAX_ANSWER_HEAD_BYTES = 16 * 1024
  * `Content-Length` (decimal, at most `MAX_ANSWER_BYTES`) or `Transfer-Encoding:
  * chunked` (not both); a proof given more than once is none.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const parseAnswerHead = (
   head: string
@@ -347,7 +347,7 @@ export const parseAnswerHead = (
  * `node:http` is not used: loading it and its client costs more than the rest of
  * the exchange, at every hook event.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const exchange = (
   url: URL,
@@ -492,7 +492,7 @@ const errorOf = (body: Buffer): string => {
  * Runs `work` under a deadline of `ms`: its result, or `onTimeout`'s once the
  * deadline passes, whatever `work` is doing (it is aborted through its signal).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const withDeadline = <A>(
   ms: number,
@@ -515,7 +515,7 @@ export const withDeadline = <A>(
  * all within `leftMs` (default: the options' `timeoutMs`, `DEFAULT_TIMEOUT_MS`
  * without it; `main` passes what reading stdin left of it).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const forward = async (options: Options, body: Buffer | null, leftMs?: number): Promise<Outcome> => {
   const where = `the session-journal guard at ${options.url}`
@@ -568,7 +568,7 @@ export const forward = async (options: Options, body: Buffer | null, leftMs?: nu
  * the exit code (the command line writes them). The deadline (`--timeout-ms`)
  * starts here: reading stdin is part of it.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const outcomeOf = async (args: ReadonlyArray<string>): Promise<Outcome> => {
   const parsed = parseArgs(args)

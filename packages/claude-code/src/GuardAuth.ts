@@ -4,6 +4,6 @@
  * answer, without ever sending the token. The scheme is stated once, in
  * `internal/guardAuth.ts`, which the forwarder, the installer and the guard use.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * from "./internal/guardAuth.ts"

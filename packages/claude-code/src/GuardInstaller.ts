@@ -36,7 +36,7 @@
  * verified, as the forwarder's requests) and is refused unless the guard runs
  * exactly FILE's policy; without `--policy` it says which policy the guard runs.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import { Policy } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
@@ -51,7 +51,7 @@ import * as SecretFile from "./internal/secretFile.ts"
  * Where the forwarder finds the guard's token: an environment variable of Claude
  * Code's (default `SESSION_JOURNAL_GUARD_TOKEN`), or a file whose first line it is.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type TokenSource =
   | { readonly _tag: "Env"; readonly name: string }
@@ -60,21 +60,21 @@ export type TokenSource =
 /**
  * A token in an environment variable (default `$SESSION_JOURNAL_GUARD_TOKEN`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const fromEnv = (name: string = TOKEN_VAR): TokenSource => ({ _tag: "Env", name })
 
 /**
  * A token in a file (give it mode 0600), read at every hook.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const fromFile = (path: string): TokenSource => ({ _tag: "File", path })
 
 /**
  * One hook of the settings, in either form.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type Hook =
   | { readonly type: "command"; readonly command: string; readonly timeout: number }
@@ -90,7 +90,7 @@ export type Hook =
  * A settings fragment: for each of `Install.EVENTS` one matcher group that
  * matches everything.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Fragment {
   readonly hooks: {
@@ -103,7 +103,7 @@ export interface Fragment {
  * (`command` is how to start `session-journal`, by absolute paths) and the token
  * source when it is not the default variable.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const command = (
   url: string,
@@ -128,7 +128,7 @@ const fragment = (hook: Hook): Fragment => ({
  * hook for every event. `self` is how to start `session-journal`
  * (`Install.selfCommand()` for the running one).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const hooks = (url: string, token: TokenSource, self: ReadonlyArray<string>): Fragment => ({
   hooks: Object.fromEntries(EVENTS.map((event) => [event, [{
@@ -145,7 +145,7 @@ export const hooks = (url: string, token: TokenSource, self: ReadonlyArray<strin
  * `http` hook for SessionStart (observed with 2.1.328), so the session's start and
  * metadata are not journaled.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const httpHooks = (url: string, tokenVar: string = TOKEN_VAR): Fragment =>
   fragment({
@@ -160,7 +160,7 @@ export const httpHooks = (url: string, tokenVar: string = TOKEN_VAR): Fragment =
  * The forwarder's deadline for the whole exchange with the guard (ms),
  * re-exported beside the hook's timeout (s) it must stay well under.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const FORWARD_TIMEOUT_MS = DEFAULT_TIMEOUT_MS
 
@@ -168,7 +168,7 @@ export const FORWARD_TIMEOUT_MS = DEFAULT_TIMEOUT_MS
  * Which policy a guard runs, as `GET /policy` reports it (`GuardServer.PolicyReport`):
  * the canonical text, its SHA-256 and its name; all null when it records only.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface GuardPolicy {
   readonly policy: string | null
@@ -190,7 +190,7 @@ const isGuardPolicy = (v: unknown): v is GuardPolicy => {
  * The `GuardPolicy` of a policy (null: record only): what a guard started with it
  * reports.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const guardPolicyOf = (policy: Policy.Policy | null): GuardPolicy => {
   if (policy === null) return { policy: null, sha256: null, name: null }
@@ -207,7 +207,7 @@ export const guardPolicyOf = (policy: Policy.Policy | null): GuardPolicy => {
  * proved with `token`, within `timeoutMs`; the answer is taken only when its MAC
  * verifies and it is a well-formed report. Fails with the reason as a string.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const askPolicy = (
   url: string,
@@ -260,7 +260,7 @@ const describePolicy = (p: GuardPolicy): string =>
  * The token in the first line of a token file, refused (with the reason) when
  * the file may be read by others, cannot be read or is empty.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const readTokenFile = (file: string): Effect.Effect<string, string> => {
   const read = SecretFile.read(file, "token file", MAX_TOKEN_FILE_BYTES)
@@ -279,7 +279,7 @@ export const readTokenFile = (file: string): Effect.Effect<string, string> => {
  * says which policy the guard runs (or that it could not be asked, which does
  * not stop the install).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const checkPolicy = (
   url: string,

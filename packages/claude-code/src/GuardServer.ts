@@ -57,7 +57,7 @@
  * in flight are answered and their entries stored, the sessions are closed, and
  * the process exits 0.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { type Persistence, Policy, SessionJournal } from "@session-journal/core"
@@ -86,14 +86,14 @@ import * as Refusal from "./Refusal.ts"
 /**
  * The path every hook event is posted to.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const PATH = "/hook"
 
 /**
  * The path that reports the guard's policy.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const POLICY_PATH = "/policy"
 
@@ -103,14 +103,14 @@ export const POLICY_PATH = "/policy"
  * the guard's refusal, which says what timed out, arrives before the forwarder
  * gives up on its own.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const DEFAULT_HANDLE_TIMEOUT_MS = 5_000
 
 /**
  * Largest request body taken: the hook input bound (`Hook.MAX_INPUT_BYTES`, 4 MiB).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const MAX_BODY_BYTES = Hook.MAX_INPUT_BYTES
 
@@ -118,14 +118,14 @@ export const MAX_BODY_BYTES = Hook.MAX_INPUT_BYTES
  * The environment variable the guard's token comes from, and which the installed
  * hooks send it from.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const TOKEN_VAR = "SESSION_JOURNAL_GUARD_TOKEN"
 
 /**
  * Shortest token accepted from the environment (16 characters).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const MIN_TOKEN_LENGTH = 16
 
@@ -133,14 +133,14 @@ export const MIN_TOKEN_LENGTH = 16
  * How long sessions with nothing to write stay open in the guard (10 minutes: a
  * model's turn between two tool calls can take minutes).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const IDLE_TIME_TO_LIVE = "10 minutes"
 
 /**
  * A fresh token: 32 random bytes from the system's CSPRNG, base64url.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const makeToken = (): string => crypto.randomBytes(32).toString("base64url")
 
@@ -148,7 +148,7 @@ export const makeToken = (): string => crypto.randomBytes(32).toString("base64ur
  * Why a token cannot be used, or null: it must be at least `MIN_TOKEN_LENGTH`
  * visible ASCII characters (it travels in a header), with no spaces.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const tokenProblem = (token: string): string | null =>
   token.length < MIN_TOKEN_LENGTH
@@ -164,7 +164,7 @@ const digest = (text: string): Buffer => crypto.createHash("sha256").update(text
  * comparison takes the same time whatever the header holds: both sides are
  * hashed first, so neither their lengths nor their common prefix show.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const authorizer = (token: string): (header: string | undefined) => boolean => {
   const expected = digest(token)
@@ -180,7 +180,7 @@ export const authorizer = (token: string): (header: string | undefined) => boole
  * Which requests the guard answers by their `Host` header, for the port it is
  * bound to (no DNS rebinding): the command line gives its `HostCheck`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Hosts {
   /** The accepted `name:port` pairs, as a refusal names them. */
@@ -193,7 +193,7 @@ export interface Hosts {
  * Options of the guard: what the command line read from its flags and the
  * environment, as values.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Options<E = never, L = never> {
   /** The port on 127.0.0.1 (0 picks a free one). */
@@ -230,7 +230,7 @@ export interface Options<E = never, L = never> {
  * UTF-8 bytes) and its name as denials cite it; all null when the guard records
  * only.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export type PolicyReport = GuardInstall.GuardPolicy
 
@@ -271,7 +271,7 @@ const stopActiveOf = (body: Uint8Array): boolean => {
 /**
  * The handler of every request: the checks above, then the hook handler.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const handler = (options: {
   /** The requests accepted by their `Host`. */
@@ -516,7 +516,7 @@ const answerOf = (
  * `ServeError` when it cannot listen. The token must pass `tokenProblem`
  * (checked by the caller, which says why; a token that does not is a defect).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const run = <E, L>(options: Options<E, L>) =>
   Effect.gen(function*() {

@@ -56,7 +56,7 @@
  * `permissionDecision: "ask"` where the door can prompt someone
  * (`HandleOptions.canAsk`), else denied saying approval was needed.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
@@ -78,7 +78,7 @@ import { jsonBytes, serverOf, utf8Length } from "./Transcript.ts"
  * Default bound on one hook input, in bytes (4 MiB: a Write of a few MiB of
  * content fits; the input is refused past it, before it is read whole).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const MAX_INPUT_BYTES = 4 * 1024 * 1024
 
@@ -86,14 +86,14 @@ export const MAX_INPUT_BYTES = 4 * 1024 * 1024
  * Default bound on the nesting of a hook input, in levels of arrays and objects
  * (checked on the text, before it is parsed).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const MAX_INPUT_DEPTH = 128
 
 /**
  * The bounds of `decode`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Limits {
   /** Largest input in bytes (default `MAX_INPUT_BYTES`). */
@@ -125,7 +125,7 @@ const event = <Name extends string, Fields extends Schema.Struct.Fields>(name: N
  * The fields every hook input carries (PROTOCOL.md (a)); `agent_id` and
  * `agent_type` only inside a sub-agent.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const Common = Schema.Struct({ ...common, hook_event_name: Schema.String })
 
@@ -133,7 +133,7 @@ export const Common = Schema.Struct({ ...common, hook_event_name: Schema.String 
  * The input of each event PROTOCOL.md (a) describes, by `hook_event_name`. Fields
  * not listed are kept in the event's `raw` input (and journaled), not refused.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const Inputs = {
   SessionStart: event("SessionStart", { source: Schema.optionalKey(Schema.String) }),
@@ -170,14 +170,14 @@ export const Inputs = {
 /**
  * The name of an event this version knows.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type KnownName = keyof typeof Inputs
 
 /**
  * Every event name this version knows.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const knownNames: ReadonlyArray<KnownName> = Object.keys(Inputs) as Array<KnownName>
 
@@ -187,7 +187,7 @@ const isKnown = (name: string): name is KnownName => Object.hasOwn(Inputs, name)
  * A decoded hook input: `name` its event (`Unknown` for an event this version
  * does not know), `input` its decoded fields, `raw` the whole input as it came.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type HookEvent =
   | {
@@ -210,7 +210,7 @@ export type HookEvent =
  * UTF-8): what a scan of its top level still tells (`salvage`). It is recorded as
  * an outcome marker, so the call's bytes still reach the counters.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface Unrecorded {
   readonly name: "Unrecorded"
@@ -240,7 +240,7 @@ export interface Unrecorded {
  * lock not obtained in time). `event` is the input's `hook_event_name` when it
  * could be read, so a refusal takes the event's form (`refusal`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class HookError extends Schema.TaggedError<HookError>()("HookError", {
   reason: Schema.Literals(["TooLarge", "NotUtf8", "TooDeep", "NotJson", "Invalid", "Journal"]),
@@ -285,7 +285,7 @@ const depthOf = (text: string, max: number): number => {
  * Whether a JSON text nests deeper than `max` levels of arrays and objects,
  * scanned without parsing (brackets outside strings).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const deeperThan = (text: string, max: number): boolean => depthOf(text, max) > max
 
@@ -308,7 +308,7 @@ const fail = (reason: HookError["reason"], detail: string, event: string | null 
  * as `Unrecorded`, salvaged from a scan of its top level, so the call's bytes are
  * still counted.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const decode = (bytes: Uint8Array, limits?: Limits): Result.Result<HookEvent, HookError> => {
   const maxBytes = limits?.maxBytes ?? MAX_INPUT_BYTES
@@ -347,7 +347,7 @@ const salvageable = (e: HookError): boolean =>
  * decide early whether reading on can help (only a PostToolUse or
  * PostToolUseFailure can be salvaged), then `salvage`.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export class Salvager {
   private readonly scanner = new TopLevel.Scanner()
@@ -438,7 +438,7 @@ const salvage = (found: TopLevel.Found, problem: string): Result.Result<HookEven
 /**
  * `decode` of a text already decoded (its UTF-8 length is bounded the same way).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const decodeText = (text: string, limits?: Limits): Result.Result<HookEvent, HookError> =>
   orSalvage(decodeStrict(text, limits), () => new TextEncoder().encode(text))
@@ -479,7 +479,7 @@ const decodeStrict = (text: string, limits?: Limits): Result.Result<HookEvent, H
  * Prefix of the journal sessions of hooked Claude Code sessions (custody's
  * transcripts use `cc-`; `cch-` never starts with it).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const PREFIX = "cch-"
 
@@ -494,7 +494,7 @@ const sessionStem = /^[A-Za-z0-9-]{1,64}$/
  * also for a long path it truncates), else the working directory encoded as
  * Claude Code encodes it (`ProjectDir.encode`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const projectOf = (input: typeof Common.Type): string => {
   const t = input.transcript_path
@@ -518,7 +518,7 @@ export const projectOf = (input: typeof Common.Type): string => {
  * with `/`, `..` or anything else), `<H>` the first 40 hex digits of the SHA-256
  * of `session_id`. Every id matches `^[A-Za-z0-9_-]{1,128}$`. Pure.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const sessionId = (input: typeof Common.Type): string => {
   const base = `${PREFIX}${hex(projectOf(input), 8)}-`
@@ -529,7 +529,7 @@ export const sessionId = (input: typeof Common.Type): string => {
  * The custody session of the event's main transcript (`SessionIds`), named in the
  * hooked session's metadata.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const custodySessionId = (input: typeof Common.Type): string =>
   custodyId({ _tag: "Main", project: projectOf(input), session: input.session_id })
@@ -539,7 +539,7 @@ export const custodySessionId = (input: typeof Common.Type): string =>
  * chio would refuse is journaled as `invalid-agent-id`) at `depth` when its real
  * depth is known (`AgentDepth`), else at 1, the least a sub-agent can be.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const agentOf = (
   input: typeof Common.Type,
@@ -556,7 +556,7 @@ export const agentOf = (
  * The chio tool parameters of a PreToolUse: the call as Claude Code names it,
  * its input's bytes as `bytes_written`, nothing read yet.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const toolParams = (
   input: (typeof Inputs)["PreToolUse"]["Type"],
@@ -573,21 +573,21 @@ export const toolParams = (
 /**
  * The kind of the entry written beside each PreToolUse's tool entry.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const DECISION_KIND = "claude-code.decision"
 
 /**
  * The kind of an event this version does not know.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const UNKNOWN_KIND = "claude-code.unknown"
 
 /**
  * The kind of a non-tool event's entry: `claude-code.<event>`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const kindOf = (name: KnownName): string => `claude-code.${name}`
 
@@ -606,7 +606,7 @@ const field = (o: Schema.Json | undefined, key: string): Schema.Json | undefined
  * tool entry counted as written), and for every other tool the UTF-8 length of
  * the response's JSON text. What an outcome adds to `total_bytes_read`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const responseBytes = (toolName: string, response: Schema.Json): number => {
   if (WRITING_TOOLS.has(toolName)) return 0
@@ -630,7 +630,7 @@ const digest = (value: Schema.Json): string => bytesToHex(sha256(new TextEncoder
  * The entry a non-PreToolUse event puts on the chain (`kind`, `payload`); the
  * module header lists them.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const entryOf = (event: Exclude<HookEvent, { readonly name: "PreToolUse" }>): {
   readonly kind: string
@@ -730,7 +730,7 @@ const validDuration = (ms: number | undefined): number | null =>
  * A hook output object, as Claude Code reads it from a command hook's stdout or
  * an HTTP hook's response body; `{}` has no opinion.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type HookOutput = { readonly [key: string]: Schema.Json }
 
@@ -738,7 +738,7 @@ export type HookOutput = { readonly [key: string]: Schema.Json }
  * The answer to one hook: the output to give Claude Code, the journal session,
  * and for a PreToolUse the verdict recorded (`null` for other events).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface HookAnswer {
   readonly output: HookOutput
@@ -749,14 +749,14 @@ export interface HookAnswer {
 /**
  * The output that denies a PreToolUse (`Refusal.denyOutput`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const denyOutput = (reason: string): HookOutput => Refusal.denyOutput(reason) as HookOutput
 
 /**
  * The reason a denial gives (`Refusal.denialReason`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const denialReason = Refusal.denialReason
 
@@ -764,7 +764,7 @@ export const denialReason = Refusal.denialReason
  * How a hook that could not be handled refuses (`Refusal.refusal`, the one rule
  * every door uses).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const refusal = (event: string | null, reason: string, options?: {
   readonly stopHookActive?: boolean | undefined
@@ -782,7 +782,7 @@ export const refusal = (event: string | null, reason: string, options?: {
  * The guard name of a call denied because it would touch what guards the
  * session (the journal, the policy, the settings that install our hooks).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const SELF_PROTECTION = "selfProtection"
 
@@ -790,7 +790,7 @@ export const SELF_PROTECTION = "selfProtection"
  * Something a guarded call may not touch: an absolute path, a file or a
  * directory (everything under it too), and what it is, for the reason.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface Protected {
   readonly path: string
@@ -896,7 +896,7 @@ const namesDir = (value: string, spelled: string): boolean => {
  * earlier call) is not seen, which is why a session that vanished or shrank is
  * refused too (README, Guarantees). Pure.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const selfProtection = (
   input: (typeof Inputs)["PreToolUse"]["Type"],
@@ -963,7 +963,7 @@ export const selfProtection = (
 /**
  * What `handle` decides with.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface HandleOptions {
   /**
@@ -1008,7 +1008,7 @@ export interface HandleOptions {
    * `cwd`, kept in its metadata (`data.cwd`, set at SessionStart or by the first
    * call decided).
    *
-   * @since 0.8.0
+   * @since 0.1.0
    */
   readonly projectDir?: string | undefined
   /**
@@ -1016,7 +1016,7 @@ export interface HandleOptions {
    * door measured them (`Usage`); `null`: the door measures them and does not know
    * (a `maxTokens` rule then denies); absent: the door does not measure them.
    *
-   * @since 0.8.0
+   * @since 0.1.0
    */
   readonly tokens?: bigint | null | undefined
   /**
@@ -1024,7 +1024,7 @@ export interface HandleOptions {
    * with `permissionDecision: "ask"`; otherwise it is a denial saying that approval
    * was needed (`Guard.unanswered`).
    *
-   * @since 0.8.0
+   * @since 0.1.0
    */
   readonly canAsk?: boolean | undefined
 }
@@ -1070,7 +1070,7 @@ const unknownDepth = (policy: Guard.Guard, agent: string, why: string): Guard.Gu
  * The project directory a session's metadata keeps (`data.cwd`: the first `cwd`
  * it saw), or null.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const keptProjectDir = (meta: JournalState.JournalState["meta"]): string | null => {
   const data = meta?.data
@@ -1098,7 +1098,7 @@ const firstCwd = (journal: SessionJournal.SessionJournal["Service"], session: st
  * Code's `permissionDecision: "ask"` with the reason for an ask, its deny with the
  * reason for a denial.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const answerOf = (verdict: Guard.Verdict): HookOutput =>
   verdict._tag === "Allow"
@@ -1110,7 +1110,7 @@ export const answerOf = (verdict: Guard.Verdict): HookOutput =>
 /**
  * The `hook_event_name` of a decoded event, as Claude Code sent it.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const eventName = (event: HookEvent): string =>
   event.name === "Unknown" ? event.input.hook_event_name : event.name === "Unrecorded" ? event.event : event.name
@@ -1136,7 +1136,7 @@ const journalError = (event: HookEvent, e: { readonly message: string; readonly 
  * refuses (`refusal`) unless it fails open. The one place every door decides
  * (`HookRunner`, `GuardServer`, `Session`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const handle = (
   event: HookEvent,

@@ -29,7 +29,7 @@
  * `main.ts` recognizes the invocation first): a hook runs once per tool call,
  * and its start is most of its cost.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import { type Persistence, Policy, SessionJournal } from "@session-journal/core"
 import * as Cause from "effect/Cause"
@@ -47,7 +47,7 @@ import * as TranscriptScan from "./internal/transcriptScan.ts"
  * refusal's reason) and, when it is a directory, the directory (no guarded call
  * may touch it).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Journal {
   readonly layer: Layer.Layer<Persistence.Persistence, unknown>
@@ -58,7 +58,7 @@ export interface Journal {
  * What the command line tells a hook: its flags and what it read from the
  * environment, as values.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Options {
   /** `--fail-open`: every refusal becomes exit 1, which Claude Code reports and ignores. */
@@ -82,7 +82,7 @@ export interface Options {
 /**
  * Where a hook reads and writes.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Io {
   readonly stdin: AsyncIterable<Uint8Array | string>
@@ -94,7 +94,7 @@ export interface Io {
 /**
  * What one hook did: its exit code, and for a handled event its answer.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Outcome<A = Hook.HookAnswer> {
   readonly exitCode: 0 | 1 | 2
@@ -118,7 +118,7 @@ const describe = (e: unknown): string =>
  * however long the session, where the service's default (256 KiB) would have every
  * event replay up to 256 KiB of entries.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const CHECKPOINT_MIN_BYTES = 1
 
@@ -128,7 +128,7 @@ export const CHECKPOINT_MIN_BYTES = 1
  * writing the answer, so Claude Code never cancels it (a cancelled hook fails
  * open). `--deadline` changes it.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const DEFAULT_DEADLINE_MILLIS = 50_000
 
@@ -136,7 +136,7 @@ export const DEFAULT_DEADLINE_MILLIS = 50_000
  * What a hook prints and exits with, decided before anything is written, so that
  * exactly one answer is written: the handled one or the deadline's refusal.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Reply<A = Hook.HookAnswer> {
   readonly stdout: string | null
@@ -154,7 +154,7 @@ interface TooLong {
 /**
  * A bound as people read it (as the command line says its own).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const describeBytes = (n: number): string =>
   n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB (${n} bytes)` : `${n} bytes`
@@ -162,7 +162,7 @@ export const describeBytes = (n: number): string =>
 /**
  * What a hook knows of its event so far, for a refusal in the event's form.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Seen {
   event: string | null
@@ -174,7 +174,7 @@ export interface Seen {
  * The reply that refuses the event (`Hook.refusal`, the one rule of every door,
  * Codex's too), or with `failOpen` exit 1 and the reason.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const refuseReply = <A = Hook.HookAnswer>(
   args: { readonly failOpen: boolean },
@@ -242,7 +242,7 @@ const readInput = async (
  * its failure. `ownError` tells the handler's own failures, which name the event,
  * from the storage layer's, which do not; a defect is refused as a bug.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const replyOf = <A extends { readonly output: unknown }>(
   exit: Exit.Exit<A, unknown>,
@@ -352,7 +352,7 @@ const handled = async (args: Options, io: Io, seen: Seen): Promise<Reply> => {
  * finishes after the deadline may still land: the journal can then hold a
  * decision for a call that was denied by the deadline.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const run = (args: Options, io: Io): Promise<Outcome> =>
   answerWithin(args, io, (seen) => handled(args, io, seen))
@@ -363,7 +363,7 @@ export const run = (args: Options, io: Io): Promise<Outcome> =>
  * refusal of the event as far as it is known, naming what it was still doing;
  * exactly one of them is written.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const answerWithin = async <A>(
   args: { readonly failOpen: boolean; readonly deadlineMillis?: number | undefined },

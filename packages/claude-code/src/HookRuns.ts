@@ -16,7 +16,7 @@
  * a transcript shorter than what was scanned is scanned again from its start.
  * Pure: the caller brings the bytes.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 
 /** The commands of our hooks, as installed (directly, or behind the wrapper). */
@@ -25,7 +25,7 @@ const OURS = /claude-code (hook|forward)\b/
 /**
  * Whether one transcript line records a PreToolUse that one of our hooks allowed.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const isAllowedByUs = (line: string): boolean => allowedCallOf(line) !== null
 
@@ -33,7 +33,7 @@ export const isAllowedByUs = (line: string): boolean => allowedCallOf(line) !== 
  * The call (its `toolUseID`) one transcript line records one of our hooks
  * allowing, or null.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const allowedCallOf = (line: string): string | null => {
   // Cheap tests first: most lines are not hook attachments.
@@ -61,7 +61,7 @@ const RECENT = 64
  * What was counted so far: the bytes of complete lines scanned and the calls our
  * hooks allowed in them.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface Scan {
   readonly offset: number
@@ -74,7 +74,7 @@ export interface Scan {
 /**
  * The scan of nothing.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const empty: Scan = { offset: 0, allowed: 0, recent: [] }
 
@@ -82,7 +82,7 @@ export const empty: Scan = { offset: 0, allowed: 0, recent: [] }
  * The scan extended by `bytes`, the transcript's bytes from `scan.offset` on: its
  * complete lines are counted, a last line without its newline is left for later.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const extend = (scan: Scan, bytes: Uint8Array): Scan => {
   const end = bytes.lastIndexOf(0x0a)

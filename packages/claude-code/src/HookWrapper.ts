@@ -4,6 +4,6 @@
  * our program cannot start. Claude Code's and Codex's installers share it; it is
  * written once, in `internal/hookWrapper.ts`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * from "./internal/hookWrapper.ts"

@@ -47,7 +47,7 @@
  * (or the user's), and matcher groups, events and `hooks` objects left empty by
  * that.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as os from "node:os"
@@ -92,7 +92,7 @@ export {
  * wait for its session's lock (30 s), so a hook answers before Claude Code would
  * cancel it (a cancelled hook fails open).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const HOOK_TIMEOUT_SECONDS = 60
 
@@ -100,14 +100,14 @@ export const HOOK_TIMEOUT_SECONDS = 60
  * The suffix of the first backup kept next to a settings file; later ones are
  * `FILE.session-journal.1.bak`, `.2.bak`, … (never overwritten).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const BACKUP_SUFFIX = SettingsIo.BACKUP_SUFFIX
 
 /**
  * Largest settings file read (4 MiB).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const MAX_SETTINGS_BYTES = 4 * 1024 * 1024
 
@@ -116,7 +116,7 @@ export const MAX_SETTINGS_BYTES = 4 * 1024 * 1024
  * `session-journal`) then `claude-code hook`, with `--root DIR` and
  * `--policy FILE` when given; wrapped for `event` when one is given (`wrap`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const hookCommand = (
   command: ReadonlyArray<string>,
@@ -139,7 +139,7 @@ export const hookCommand = (
  * denies by itself when the guard does not answer; wrapped for `options.event`
  * when one is given (`wrap`), so a forwarder that cannot start refuses too.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const forwardCommand = (command: ReadonlyArray<string>, url: string, options?: WrapOptions): string =>
   commandLine([...command, "claude-code", "forward", "--url", url, "--timeout-ms", "10000"], options)
@@ -147,7 +147,7 @@ export const forwardCommand = (command: ReadonlyArray<string>, url: string, opti
 /**
  * What `install` did to a settings file.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Report {
   readonly file: string
@@ -168,7 +168,7 @@ const refusedAs = (file: string) => (e: unknown): SettingsRefused =>
  * `removeText`), and only when the text changes keeps a new backup and replaces
  * the file (`internal/settingsIo.ts`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const apply = (
   file: string,
@@ -200,7 +200,7 @@ export const apply = (
  * How an installed hook starts this installation of `session-journal`: the Node
  * running it and the real path of the bin file it was started with.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const selfCommand = (): ReadonlyArray<string> => {
   const script = process.argv[1]
@@ -213,7 +213,7 @@ export const selfCommand = (): ReadonlyArray<string> => {
  * The command a `--shared` install runs: `session-journal` from PATH, so it works
  * on every machine that has it installed.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const SHARED_COMMAND: ReadonlyArray<string> = ["session-journal"]
 
@@ -221,7 +221,7 @@ export const SHARED_COMMAND: ReadonlyArray<string> = ["session-journal"]
  * The environment variable naming Claude Code's user configuration directory
  * (default `~/.claude`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const CLAUDE_CONFIG_DIR_VAR = "CLAUDE_CONFIG_DIR"
 
@@ -229,7 +229,7 @@ export const CLAUDE_CONFIG_DIR_VAR = "CLAUDE_CONFIG_DIR"
  * Which settings file: the user's, the project's shared (committed) one, or the
  * project's personal one (the default).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export type Scope = "user" | "shared" | "local"
 
@@ -238,7 +238,7 @@ export type Scope = "user" | "shared" | "local"
  * `$CLAUDE_CONFIG_DIR`, else `~/.claude`), the project's `.claude/settings.json`
  * (`shared`) or its `.claude/settings.local.json` (`local`, the default).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const settingsFile = (
   options: {
@@ -271,7 +271,7 @@ const realOrResolved = (p: string): string => SettingsIo.realPath(p) ?? path.res
  * the one on PATH for a `shared` install (`SHARED_COMMAND`); the wrapper names
  * the file to fix by its place (`WrapOptions.settings`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const hookFor = (options: {
   readonly scope: Scope
@@ -302,7 +302,7 @@ export const hookFor = (options: {
  * `file` as a path inside `project` (`projectPath`), or undefined when it lies
  * outside (symbolic links resolved where they exist).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const insideProject = (project: string, file: string): ProjectPath | undefined => {
   const root = realOrResolved(project)
@@ -316,7 +316,7 @@ export const insideProject = (project: string, file: string): ProjectPath | unde
  * Whether `file` holds hooks of ours (false when it cannot be read): hooks in
  * both of a project's settings files would journal every event twice.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const holdsOurHooks = (file: string): Effect.Effect<boolean> =>
   Effect.sync(() => {
@@ -332,7 +332,7 @@ export const holdsOurHooks = (file: string): Effect.Effect<boolean> =>
  * Whether `url` is a resident guard's hook URL (`http://127.0.0.1:PORT/hook`,
  * `localhost` or `[::1]` too): why not, or null.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const guardUrlProblem = (url: string): string | null => {
   let parsed: URL | undefined

@@ -38,7 +38,7 @@
  * the oversized-line marker custody writes (its size and SHA-256), and `load`
  * leaves it out.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
@@ -78,7 +78,7 @@ import * as Transcript from "./Transcript.ts"
  * A transcript in the store (the SDK's `SessionKey`): a main transcript has no
  * `subpath`; a sub-agent's is `subagents/agent-<id>`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type SessionKey = {
   projectKey: string
@@ -90,7 +90,7 @@ export type SessionKey = {
  * One transcript line (the SDK's `SessionStoreEntry`): JSON with a string `type`,
  * most with a `uuid`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type SessionStoreEntry = {
   type: string
@@ -102,7 +102,7 @@ export type SessionStoreEntry = {
 /**
  * The SDK's `SessionSummaryEntry`: `data` is the SDK's, stored verbatim.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type SessionSummaryEntry = {
   sessionId: string
@@ -113,7 +113,7 @@ export type SessionSummaryEntry = {
 /**
  * The SDK's `foldSessionSummary` (pass the SDK's own export as `foldSessionSummary`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type FoldSessionSummary = (
   prev: SessionSummaryEntry | undefined,
@@ -125,7 +125,7 @@ export type FoldSessionSummary = (
 /**
  * The SDK's `SessionStore`, the object `query({ options: { sessionStore } })` takes.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type SessionStore = {
   append(key: SessionKey, entries: SessionStoreEntry[]): Promise<void>
@@ -143,7 +143,7 @@ export type SessionStore = {
  * A `SessionKey` the store cannot take: an empty `projectKey` or `sessionId`, or
  * an empty `subpath` (the SDK omits it for a main transcript).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class InvalidSessionKey extends Schema.TaggedError<InvalidSessionKey>()("InvalidSessionKey", {
   field: Schema.String,
@@ -158,7 +158,7 @@ export class InvalidSessionKey extends Schema.TaggedError<InvalidSessionKey>()("
  * An entry of a batch that has no JSON text (`JSON.stringify` threw, or gave
  * nothing): the batch is refused, nothing of it is stored.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class EntryNotJson extends Schema.TaggedError<EntryNotJson>()("EntryNotJson", {
   index: Schema.Number,
@@ -172,7 +172,7 @@ export class EntryNotJson extends Schema.TaggedError<EntryNotJson>()("EntryNotJs
 /**
  * Failures of the store's operations: its own, and the journal's.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type StoreError = InvalidSessionKey | EntryNotJson | SessionJournal.WriteError | SessionJournal.ReadError
 
@@ -182,7 +182,7 @@ export type StoreError = InvalidSessionKey | EntryNotJson | SessionJournal.Write
 /**
  * Prefix of every session id of the store.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const PREFIX = "ccs-"
 
@@ -192,14 +192,14 @@ const hex = (text: string, digits: number): string =>
 /**
  * The start of the session ids of a project key's transcripts.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const projectPrefix = (projectKey: string): string => `${PREFIX}${hex(projectKey, 8)}-`
 
 /**
  * The journal session id of a key (see the module header for the rule).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const sessionId = (key: SessionKey): string =>
   projectPrefix(key.projectKey) + hex(JSON.stringify([key.projectKey, key.sessionId, key.subpath ?? null]), 40)
@@ -207,7 +207,7 @@ export const sessionId = (key: SessionKey): string =>
 /**
  * The kind of the entry `delete` records (with `allowDelete`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const DELETE_KIND = StoreIndex.DELETE_KIND
 
@@ -239,7 +239,7 @@ const checkKey = (key: SessionKey): Effect.Effect<string, InvalidSessionKey> => 
  * every other line; `load` leaves such a line out (its bytes were not kept), and
  * its tool calls are not recorded.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const MAX_LINE_BYTES = 4 * 1024 * 1024
 
@@ -269,7 +269,7 @@ const markerItem = (n: number, o: Transcript.Oversized, uuid: string | undefined
 /**
  * What the session's metadata (`data.session_store`) says of a stored transcript.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface StoredMeta {
   readonly project_key: string
@@ -288,7 +288,7 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 /**
  * The store's metadata of a session, or undefined when it has none.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const storedMeta = (state: JournalState.JournalState): StoredMeta | undefined => {
   const data = state.meta?.data
@@ -342,7 +342,7 @@ const nextData = (
 /**
  * Options of the store.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Options {
   /**
@@ -388,7 +388,7 @@ export interface Options {
 /**
  * The store's operations as effects, and the SDK's Promise object over them.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Operations {
   /** Stores the entries not stored yet, in order; completes once they are durable. */
@@ -418,7 +418,7 @@ export interface Operations {
 /**
  * The store as a service, for Effect programs.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class Service
   extends Context.Service<Service, Operations>()("@session-journal/claude-code/JournalSessionStore")
@@ -452,7 +452,7 @@ const MAX_ROUNDS = 1000
 /**
  * Builds the store on the `SessionJournal` service.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const make = Effect.fnUntraced(function*(options?: Options) {
   const journal = yield* SessionJournal.SessionJournal
@@ -850,7 +850,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 /**
  * The store as a layer over the `SessionJournal` service.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const layer = (options?: Options): Layer.Layer<Service, StorageError, SessionJournal.SessionJournal> =>
   Layer.effect(Service, make(options))
@@ -862,7 +862,7 @@ export const layer = (options?: Options): Layer.Layer<Service, StorageError, Ses
  * Options of `open`: where the journal is (a directory, or a PostgreSQL URL), and
  * the store's options.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type OpenOptions =
   & Options
@@ -888,7 +888,7 @@ export type OpenOptions =
 /**
  * What `open` gives: the SDK's `SessionStore`, and `close`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type Store = SessionStore & {
   /** Finishes what is queued, releases every session and closes the journal. */
@@ -898,7 +898,7 @@ export type Store = SessionStore & {
 /**
  * What `open` gives with `foldSessionSummary`: a store that has `listSessionSummaries`.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export type StoreWithSummaries = Store & {
   listSessionSummaries(projectKey: string): Promise<Array<SessionSummaryEntry>>
@@ -909,7 +909,7 @@ export type StoreWithSummaries = Store & {
  * `listSessionSummaries` (it could not answer), so the SDK lists sessions by
  * `listSessions` and `load`.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export type StoreWithoutSummaries = Store & { readonly listSessionSummaries?: undefined }
 
@@ -927,7 +927,7 @@ export type StoreWithoutSummaries = Store & { readonly listSessionSummaries?: un
  * `foldSessionSummary` (`StoreWithSummaries`), and has not without it
  * (`StoreWithoutSummaries`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export function open(
   options: OpenOptions & { readonly foldSessionSummary: FoldSessionSummary }

@@ -463,7 +463,7 @@ export const canUseTool = (message: Message): CanUseTool | undefined => {
  * An error answer to a control request of the CLI (a request this driver does
  * not serve).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const controlFailure = (requestId: string, error: string): ControlResponse => ({
   _tag: "ControlResponse",
@@ -475,7 +475,7 @@ export const controlFailure = (requestId: string, error: string): ControlRespons
  * A `hook_callback` request: one of the hooks registered by `initialize`, with
  * the same input a command hook gets on stdin (PROTOCOL.md (d)).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface HookCallback {
   readonly requestId: string
@@ -487,7 +487,7 @@ export interface HookCallback {
 /**
  * The `hook_callback` request a control request is, if it is one.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const hookCallback = (message: Message): HookCallback | undefined => {
   if (message._tag !== "ControlRequest" || message.request.subtype !== "hook_callback") return undefined

@@ -59,7 +59,7 @@ export const REAPPEARED_KIND = "claude-code.reappeared"
  * Kind of the entry standing for a transcript line above the line bound:
  * `{ n, bytes, sha256 }`, the line's number, size and SHA-256, no payload.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const OVERSIZED_KIND = "claude-code.oversized-line"
 
@@ -118,7 +118,7 @@ export const lineOf = (payload: unknown): LineValue | undefined => {
  * The line an entry holds: a `claude-code.line` (see `lineOf`) or a
  * `claude-code.oversized-line` marker; undefined for any other entry or shape.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const lineOfEntry = (entry: Entry.Entry): LineValue | undefined => {
   if (entry.kind === LINE_KIND) return lineOf(entry.payload)
@@ -130,7 +130,7 @@ export const lineOfEntry = (entry: Entry.Entry): LineValue | undefined => {
 /**
  * Whether an entry stands for a transcript line (a line entry or an oversized-line marker).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isLineEntry = (entry: Entry.Entry): boolean => entry.kind === LINE_KIND || entry.kind === OVERSIZED_KIND
 

@@ -6,12 +6,12 @@
  * that hold our hooks, the project's transcripts, and where any of them leads
  * through a symbolic link.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 
 /**
  * `protectedPaths(cwd, env, journalDir, policyFile, transcriptPath?)`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * from "./internal/protect.ts"

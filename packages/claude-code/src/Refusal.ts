@@ -5,14 +5,14 @@
  * and the form a refusal takes per event (PROTOCOL.md (b)). Pure, and it imports
  * nothing, so the forwarder can load it without the rest of the integration.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 
 /**
  * A hook output object, as Claude Code reads it from a command hook's stdout, an
  * HTTP hook's response body or a hook callback's answer; `{}` has no opinion.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export type Output = { readonly [key: string]: unknown }
 
@@ -20,7 +20,7 @@ export type Output = { readonly [key: string]: unknown }
  * The output that denies a PreToolUse: Claude Code does not run the call and the
  * model sees `PreToolUse:<tool> hook error: <reason>`.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const denyOutput = (reason: string): Output => ({
   hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "deny", permissionDecisionReason: reason }
@@ -32,7 +32,7 @@ export const denyOutput = (reason: string): Output => ({
  * `--permission-prompt-tool stdio`); where no one can be prompted (`-p` without a
  * host) the call is refused and the model sees the reason (PROTOCOL.md (b)).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const askOutput = (reason: string): Output => ({
   hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "ask", permissionDecisionReason: reason }
@@ -42,7 +42,7 @@ export const askOutput = (reason: string): Output => ({
  * The output that denies a PermissionRequest: the call does not run and the
  * model sees `message`.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const denyPermissionOutput = (message: string): Output => ({
   hookSpecificOutput: { hookEventName: "PermissionRequest", decision: { behavior: "deny", message } }
@@ -53,7 +53,7 @@ export const denyPermissionOutput = (message: string): Output => ({
  * that denied as the policy file writes it (`Bash would run more than 3 times in a
  * row [maxStreak(3)]`).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const denialReason = (verdict: { readonly reason: string; readonly guard: string }): string =>
   `${verdict.reason} [${verdict.guard}]`
@@ -64,7 +64,7 @@ export const denialReason = (verdict: { readonly reason: string; readonly guard:
  * answers (there `{"decision":"block"}` takes exit 2's place), `exitCode` a
  * command hook's exit code, `stderr` its one line on stderr.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface Refusal {
   readonly output: Output | null
@@ -85,7 +85,7 @@ export interface Refusal {
  * it again would keep the turn going forever. The reason is prefixed with
  * `session-journal: ` unless it already starts with it.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const refusal = (event: string | null, reason: string, options?: {
   readonly stopHookActive?: boolean | undefined
@@ -109,7 +109,7 @@ export const refusal = (event: string | null, reason: string, options?: {
  * The `stop_hook_active` of a raw hook input: true only for a Stop or
  * SubagentStop whose input says so.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const stopHookActive = (input: unknown): boolean => {
   if (typeof input !== "object" || input === null || Array.isArray(input)) return false

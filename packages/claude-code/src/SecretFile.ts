@@ -5,12 +5,12 @@
  * its group nor others with any permission on it (`chmod 600`); a file others
  * may read is refused, not used. `create` writes a new one so.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 
 /**
  * `exposure`, `read` (its result, `Read`) and `create`; Node built-ins only.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * from "./internal/secretFile.ts"

@@ -103,7 +103,7 @@ export type InterruptOutcome =
  * A question `Options.approve` answers: the call (`toolName`, `input`,
  * `toolUseId`) the policy asks about, and why (its reason, the guard in brackets).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Approval = Decide.Approval
 
@@ -111,7 +111,7 @@ export type Approval = Decide.Approval
  * The person's answer to an `Approval`: the call runs, or not (`message` is what
  * the model reads).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Approved = Decide.Approved
 
@@ -143,14 +143,14 @@ export interface Options {
    * `can_use_tool`, and this answers it (its failure denies). Without it no one can
    * be asked, and an ask is a denial saying approval was needed.
    *
-   * @since 0.8.0
+   * @since 0.1.0
    */
   readonly approve?: ((approval: Approval) => Effect.Effect<Approved>) | undefined
   /**
    * The policy's name as the decision entries keep it (`Policy.format` of a
    * policy file; default `policy`).
    *
-   * @since 0.7.0
+   * @since 0.1.0
    */
   readonly policyName?: string | undefined
   /**
@@ -158,7 +158,7 @@ export interface Options {
    * policy file, the settings that hold hooks), decided before the policy;
    * none by default.
    *
-   * @since 0.7.0
+   * @since 0.1.0
    */
   readonly protect?: ReadonlyArray<Hook.Protected> | undefined
   /**
@@ -166,7 +166,7 @@ export interface Options {
    * wait for the answer, and without it the CLI is ended and the session fails
    * with `CliDied` saying so.
    *
-   * @since 0.7.0
+   * @since 0.1.0
    */
   readonly initializeTimeout?: Duration.Input | undefined
   /**
@@ -174,7 +174,7 @@ export interface Options {
    * and the session ends, as for a journal failure. The CLI is told to wait 30 s
    * longer, so its own timeout (which would let the call run) never fires first.
    *
-   * @since 0.7.0
+   * @since 0.1.0
    */
   readonly decisionTimeout?: Duration.Input | undefined
   /**
@@ -264,7 +264,7 @@ export interface Session {
    * an oversized one): now, and the most at any time so far (at most
    * `maxLineBytes` + 4 KiB).
    *
-   * @since 0.7.0
+   * @since 0.1.0
    */
   readonly lineBuffer: Effect.Effect<{ readonly held: number; readonly peak: number }>
 }

@@ -6,6 +6,6 @@
  * installer and Codex's `config.toml` installer share it; the rules are stated
  * once, in `internal/settingsIo.ts`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * from "./internal/settingsIo.ts"

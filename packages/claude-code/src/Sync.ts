@@ -117,7 +117,7 @@ export interface Spawns {
 /**
  * A file's bytes cut into lines (`split`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Split {
   readonly lines: Array<Transcript.LineValue>
@@ -134,7 +134,7 @@ export interface Split {
  * oversized-line marker of its size and SHA-256), with where they end and what
  * waits for its newline. Shared by every custody of JSONL files.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const split = (bytes: Uint8Array, limits: Limits): Split => {
   const decoder = Transcript.strictDecoder()
@@ -171,7 +171,7 @@ const hashOf = (bytes: Uint8Array): string => bytesToHex(sha256(bytes))
  * `tool_use` and, once journaled, its entry; the calls by sub-agent id and by
  * prompt; the first plain user text.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Tracker {
   readonly spawnLine: Map<string, number>
@@ -199,7 +199,7 @@ const emptyTracker = (): Tracker => ({
  * unchanged reads from `offset` on; otherwise it reads and compares the whole
  * file. Mutated by the run it is given to; a failed run returns none.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Resume {
   readonly session: string
@@ -219,7 +219,7 @@ export interface Resume {
  * file's identity, the end of its last complete line, that line's place and
  * SHA-256, and the session's newest entry after that read.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface ReadTo {
   readonly session: string
@@ -236,7 +236,7 @@ export interface ReadTo {
  * read still hashes the same, and the session's head is still the one written
  * after it; else undefined (read and compare the whole file).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const stillHolds = <R extends ReadTo>(
   resume: R | undefined,
@@ -273,7 +273,7 @@ export const stillHolds = <R extends ReadTo>(
  * `session_id`. Computed by `Hook.sessionId` from the input its hooks get, whose
  * `transcript_path` is `<source>/<project>/<session>.jsonl`, so both always agree.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const hookedSessionId = (t: SessionIds.Transcript): string =>
   Hook.sessionId({
@@ -314,7 +314,7 @@ export const metaData = (
 /**
  * The location of a transcript under the source `root`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const locationOf = (root: string, t: SessionIds.Transcript): Source.Location => ({
   root,

@@ -47,7 +47,7 @@ export interface ToolResult {
    * `"permissionDecision":{"decision":"reject",…}` or carries a `toolDenialKind`
    * (a hook's deny and Claude Code's own permission rules alike; PROTOCOL.md (e)).
    *
-   * @since 0.4.0
+   * @since 0.1.0
    */
   readonly denied: boolean
 }
@@ -78,7 +78,7 @@ export {
    * without one. What a tool call's `bytes_written` (its input) and `bytes_read`
    * (its result) count, in custody and in hooked sessions alike (core's `Utf8`).
    *
-   * @since 0.4.0
+   * @since 0.1.0
    */
   jsonBytes,
   /**
@@ -176,7 +176,7 @@ export type LineValue =
  * What is kept of a line above the line bound: its size in bytes (without the
  * newline) and the SHA-256 of those bytes, lowercase hex.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Oversized {
   readonly bytes: number
@@ -186,7 +186,7 @@ export interface Oversized {
 /**
  * The marker of a line above the bound: its size and hash, no payload.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const oversized = (bytes: Uint8Array): LineValue => ({
   oversized: { bytes: bytes.length, sha256: bytesToHex(sha256(bytes)) }
@@ -225,14 +225,14 @@ export interface Pairing {
 /**
  * At most this many `tool_use` blocks wait for their results in a pairing.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const PAIRING_PENDING_MAX = 1024
 
 /**
  * At most this many paired ids are remembered in a pairing, the newest.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const PAIRING_PAIRED_MAX = 1024
 
@@ -241,7 +241,7 @@ export const PAIRING_PAIRED_MAX = 1024
  * `Set` keep insertion order). `pair` does it as it goes; call it after adding
  * to a pairing directly.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const bound = (pairing: Pairing): void => {
   const { paired, pending } = pairing
@@ -342,7 +342,7 @@ export const lineBytes = (value: LineValue): Uint8Array =>
 /**
  * Whether a line is kept only as its size and hash.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isOversized = (value: LineValue): value is { readonly oversized: Oversized } => "oversized" in value
 
@@ -350,7 +350,7 @@ export const isOversized = (value: LineValue): value is { readonly oversized: Ov
  * Whether two lines are the same bytes: equal values, or, when either is kept
  * only as its size and hash, the same size and SHA-256.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const sameLine = (a: LineValue, b: LineValue): boolean => {
   if ("text" in a && "text" in b) return a.text === b.text

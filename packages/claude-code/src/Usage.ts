@@ -14,7 +14,7 @@
  * the complete lines already counted, so the work per event does not grow with
  * the session's length. Pure: the caller brings the bytes.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 
 /** How many message ids a scan remembers, to count each message once (its lines are written together). */
@@ -25,7 +25,7 @@ const RECENT = 32
  * the tokens of the messages in them (a decimal string, as the scan is kept as
  * JSON), and the latest messages with what each was counted at.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Scan {
   readonly offset: number
@@ -36,7 +36,7 @@ export interface Scan {
 /**
  * The scan of nothing.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const empty: Scan = { offset: 0, tokens: "0", recent: [] }
 
@@ -47,7 +47,7 @@ const FIELDS = ["input_tokens", "output_tokens", "cache_creation_input_tokens", 
  * reports for an assistant message, or null when it reports none. Counts that are
  * not non-negative safe integers count 0.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const usageOf = (line: string): { readonly id: string; readonly tokens: bigint } | null => {
   // Cheap tests first: most lines are not assistant messages.
@@ -87,7 +87,7 @@ const parseCount = (text: string): bigint => {
  * The scan extended by `bytes`, the transcript's bytes from `scan.offset` on: its
  * complete lines are counted, a last line without its newline is left for later.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const extend = (scan: Scan, bytes: Uint8Array): Scan => {
   const end = bytes.lastIndexOf(0x0a)
@@ -124,7 +124,7 @@ export const extend = (scan: Scan, bytes: Uint8Array): Scan => {
  * Whether `u` is a scan as `extend` makes them (a kept one is a claim, checked
  * before it is used).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const isScan = (u: unknown): u is Scan => {
   if (typeof u !== "object" || u === null || Array.isArray(u)) return false
@@ -140,6 +140,6 @@ export const isScan = (u: unknown): u is Scan => {
 /**
  * The tokens of a scan.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const tokensOf = (scan: Scan): bigint => parseCount(scan.tokens)

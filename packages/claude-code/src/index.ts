@@ -10,7 +10,7 @@
 /**
  * The real delegation depth of a sub-agent, from the meta file Claude Code writes beside its transcript.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export * as AgentDepth from "./AgentDepth.ts"
 /**
@@ -28,55 +28,55 @@ export * from "./Errors.ts"
 /**
  * The message model of the stream-json protocol: total decoding, `Unknown` kept.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * as Message from "./Message.ts"
 /**
  * The forwarder: the command hook that hands each event to the resident guard and denies when it gets no proved answer.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * as Forwarder from "./Forwarder.ts"
 /**
  * The resident guard's installed form: the forwarder's hooks (or the plain `http` ones) and the check of the policy a guard runs.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * as GuardInstaller from "./GuardInstaller.ts"
 /**
  * The resident guard: a loopback HTTP server for the hooks, the only writer of its journal, deciding through `Hook.handle`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * as GuardServer from "./GuardServer.ts"
 /**
  * Claude Code's hooks journaled and guarded: input schemas, the session of a Claude Code session, `handle`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export * as Hook from "./Hook.ts"
 /**
  * The command hook: one event read from stdin, decided through `Hook.handle` within its deadline, answered in its form.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * as HookRunner from "./HookRunner.ts"
 /**
  * How many calls our hooks allowed in a Claude Code session, counted from its transcript incrementally.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export * as HookRuns from "./HookRuns.ts"
 /**
  * The tokens a Claude Code session used, counted from its transcripts' assistant usage incrementally, each message once.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * as Usage from "./Usage.ts"
 /**
  * Our hooks in Claude Code's settings: the hook commands, the settings file of a scope, install and uninstall as text edits.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * as Installer from "./Installer.ts"
 /**
@@ -89,7 +89,7 @@ export * as Planner from "./Planner.ts"
  * The Claude Agent SDK's `SessionStore` kept in a session journal: every mirrored
  * transcript line on the hash chain, `append` durable and idempotent by `uuid`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export * as JournalSessionStore from "./JournalSessionStore.ts"
 /**
@@ -101,31 +101,31 @@ export * as ProjectDir from "./ProjectDir.ts"
 /**
  * What no guarded call may touch: the journal, the policy file, the settings that hold the hooks, the transcripts.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * as ProtectedPaths from "./ProtectedPaths.ts"
 /**
  * How a hook refuses, for every door alike: the deny outputs, a denial's reason, a refusal per event.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export * as Refusal from "./Refusal.ts"
 /**
  * Reading a secret (the guard's token, a signer key) from a file only its owner may read.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * as SecretFile from "./SecretFile.ts"
 /**
  * A Claude Code CLI session driven from Effect: spawn, send, events, state, awaitResultAfter, interrupt, info.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * as Session from "./Session.ts"
 /**
  * The typed failures of a driven session: the CLI died, the journal failed, a control request failed.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * from "./SessionErrors.ts"
 /**
@@ -137,7 +137,7 @@ export * as SessionIds from "./SessionIds.ts"
 /**
  * The pure fold of a driven session's messages: ids, counters, usage, cost, alive or dead.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * as SessionState from "./SessionState.ts"
 /**
@@ -155,6 +155,6 @@ export * as Transcript from "./Transcript.ts"
 /**
  * Structured user input of a driven session, with its round-trip law.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export * as UserInput from "./UserInput.ts"

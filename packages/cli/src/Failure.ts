@@ -91,7 +91,7 @@ export class VerificationFailed extends Schema.TaggedError<VerificationFailed>()
  * `codex install` / `codex status`: Codex will not run (all of) our hooks, so
  * its calls run unguarded; what to do has been printed.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class NotGuarded extends Schema.TaggedError<NotGuarded>()("NotGuarded", {
   reason: Schema.String
@@ -106,7 +106,7 @@ export class NotGuarded extends Schema.TaggedError<NotGuarded>()("NotGuarded", {
  * already). Its own exit code, so a script can tell "the policy bites" from a
  * damaged session (1) or a bad policy file (2).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class PolicyWouldDeny extends Schema.TaggedError<PolicyWouldDeny>()("PolicyWouldDeny", {
   denied: Schema.Number,
@@ -125,7 +125,7 @@ export class PolicyWouldDeny extends Schema.TaggedError<PolicyWouldDeny>()("Poli
  * `chain` (the stored chain itself does not verify), `tree` (no tree can be computed
  * from the stored history).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export class CheckpointMismatch extends Schema.TaggedError<CheckpointMismatch>()("CheckpointMismatch", {
   id: Schema.String,
@@ -143,7 +143,7 @@ export class CheckpointMismatch extends Schema.TaggedError<CheckpointMismatch>()
  * with what it cosigned), 403/404/400 (it does not trust the key or know the log), or
  * a cosignature that does not verify.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export class WitnessRefused extends Schema.TaggedError<WitnessRefused>()("WitnessRefused", {
   url: Schema.String,
@@ -160,7 +160,7 @@ export class WitnessRefused extends Schema.TaggedError<WitnessRefused>()("Witnes
  * `claude-code run`: turns of the session ended with an error result (the
  * conversation and each such turn are printed already).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export class TurnFailed extends Schema.TaggedError<TurnFailed>()("TurnFailed", {
   errors: Schema.Number,
@@ -175,7 +175,7 @@ export class TurnFailed extends Schema.TaggedError<TurnFailed>()("TurnFailed", {
  * `otel export`: spans were lost: the collector was down, refused them or did not
  * answer in time (the counts have been printed). The journal is untouched.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class SpansLost extends Schema.TaggedError<SpansLost>()("SpansLost", {
   url: Schema.String,

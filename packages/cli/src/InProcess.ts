@@ -6,7 +6,7 @@
  * what only a process has (signals, `process.exitCode`, the guard's forwarder,
  * `claude-code forward`) is the bin's.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as ConfigProvider from "effect/ConfigProvider"
@@ -23,7 +23,7 @@ import * as Output from "./Output.ts"
  * What a run reads: the environment (the `ConfigProvider`'s variables; none by
  * default) and stdin (empty by default).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Options {
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
@@ -34,7 +34,7 @@ export interface Options {
  * What a run did: its exit code and everything it wrote, decoded as UTF-8
  * (`stdoutBytes` as written).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Outcome {
   readonly code: number
@@ -47,7 +47,7 @@ export interface Outcome {
  * Runs the command with `args` in this process; never rejects (a failure is an
  * exit code and a sentence on stderr, as in the bin).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const run = async (args: ReadonlyArray<string>, options?: Options): Promise<Outcome> => {
   const out: Array<Uint8Array> = []

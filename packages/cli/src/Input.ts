@@ -16,7 +16,7 @@ import { InvalidInput } from "./Failure.ts"
  * The command's stdin, as a function that gives it once it is read: the
  * process's by default; an in-process run (`Run.ts`) supplies its own.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const Stdin = Context.Reference<() => AsyncIterable<Uint8Array | string>>(
   "@session-journal/cli/Input/Stdin",

@@ -23,7 +23,7 @@ const outputFailed = (e: unknown): OutputFailed => {
  * Where a command's `Console` writes: stdout and stderr as they are (no newline
  * added), and whether each is a terminal (its width when it is).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Streams {
   /** Writes to stdout and calls `done` once the write did, with the error when it failed. */
@@ -51,7 +51,7 @@ const streamsOf = (console: Console.Console): Streams | undefined =>
  * own writes (`write`, `errorLine`, the progress bar) reach `streams` through it
  * as they are, so a write to stdout still reports its failure.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const makeConsole = (streams: Streams): Console.Console => {
   const out = (...args: ReadonlyArray<unknown>) => {
@@ -97,7 +97,7 @@ export const makeConsole = (streams: Streams): Console.Console => {
  * The process's stdout and stderr as `Streams` (`internal/processStreams.ts`, the
  * one module that writes to them).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const processStreams: Streams = {
   stdout: ProcessStreams.writeStdout,
@@ -109,7 +109,7 @@ export const processStreams: Streams = {
 /**
  * The command's `Console` on the process's stdout and stderr.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const processConsole: Console.Console = makeConsole(processStreams)
 
@@ -117,7 +117,7 @@ export const processConsole: Console.Console = makeConsole(processStreams)
  * Runs `effect` with the process's `Console` unless its `Console` already is one
  * made by `makeConsole` (an in-process run's capture).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const withCommandConsole = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Console.consoleWith((console) =>
@@ -128,7 +128,7 @@ export const withCommandConsole = <A, E, R>(effect: Effect.Effect<A, E, R>): Eff
  * The streams of the current `Console`; a `Console` not made by `makeConsole`
  * gets its text through `log` and `error`, a line at a time.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const streams: Effect.Effect<Streams> = Console.consoleWith((console) =>
   Effect.succeed(
@@ -149,7 +149,7 @@ export const streams: Effect.Effect<Streams> = Console.consoleWith((console) =>
  * `n` and a noun, the noun in the plural unless `n` is 1: `1 call`, `2 calls`
  * (`plural` for a noun whose plural is not the noun and an `s`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const count = (n: number | bigint, noun: string, plural = `${noun}s`): string =>
   `${n} ${n === 1 || n === 1n ? noun : plural}`
@@ -203,7 +203,7 @@ export const errorLine = (text: string): Effect.Effect<void> =>
  * The width of stdout when it is a terminal (tables and charts are drawn only
  * there); undefined when it is not.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const stdoutColumns: Effect.Effect<number | undefined> = Effect.map(streams, (s) => s.stdoutColumns())
 

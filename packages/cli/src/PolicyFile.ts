@@ -3,7 +3,7 @@
  * every wrong JSON path named. Kept apart from the `policy` commands so that the
  * command hook loads it without the command tree.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import { Policy } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
@@ -16,7 +16,7 @@ import * as Input from "./Input.ts"
 /**
  * Largest policy file read (1 MiB): far beyond any policy written by hand.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const MAX_POLICY_BYTES = 1024 * 1024
 
@@ -39,7 +39,7 @@ const readRegular = async (file: string) => {
  * Reads a policy file's text: a regular file (a FIFO or a device is refused
  * without blocking on it), strict UTF-8, at most `MAX_POLICY_BYTES`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const readText = (file: string): Effect.Effect<string, InvalidInput> =>
   Effect.tryPromise({
@@ -53,7 +53,7 @@ export const readText = (file: string): Effect.Effect<string, InvalidInput> =>
  * object repeats among them), or the policy with the warnings an author should
  * read (tool names no agent uses in that spelling), each with its JSON path.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const check = (
   file: string
@@ -75,7 +75,7 @@ export const check = (
  * file, naming every JSON path that is wrong and what was expected there.
  * Warnings do not refuse it.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const load = (file: string): Effect.Effect<Policy.Policy, InvalidInput> =>
   Effect.map(check(file), (checked) => checked.policy)

@@ -48,14 +48,14 @@ export interface Options {
    * (`NodePersistence.Options.segmentMinBytes`; the hook, which checkpoints every
    * few events, sets it). Filesystem only.
    *
-   * @since 0.8.0
+   * @since 0.1.0
    */
   readonly segmentMinBytes?: number | undefined
   /**
    * Whether `node:crypto`'s SHA-256 is installed (`NodePersistence.Options.nodeSha256`,
    * default true; the hook, which writes once per process, does without).
    *
-   * @since 0.8.0
+   * @since 0.1.0
    */
   readonly nodeSha256?: boolean | undefined
 }
@@ -63,14 +63,14 @@ export interface Options {
 /**
  * The environment variable naming the journal directory when `--dir` is not given.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const DIR_VAR = "SESSION_JOURNAL_DIR"
 
 /**
  * The environment variable naming the PostgreSQL URL when `--postgres` is not given.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const PG_URL_VAR = "SESSION_JOURNAL_PG_URL"
 
@@ -89,7 +89,7 @@ export const DEFAULT_DIR = "./.session-journal"
  * path, else `$HOME/.local/state/session-journal`; undefined without a usable
  * `HOME`.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const userStateDir = (env: Readonly<Record<string, string | undefined>>): string | undefined => {
   const xdg = env["XDG_STATE_HOME"]
@@ -216,7 +216,7 @@ export const layer = (
  * option (`removeCheckpointedSegments`): history may then start after sequence 0,
  * vouched for by the checkpoint. Without it, missing early segments are damage.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const RETENTION_VAR = "SESSION_JOURNAL_RETENTION"
 
@@ -239,7 +239,7 @@ export const nodeOptions = (options: Options): NodePersistence.Options => ({
  * Where the journal of an invocation is, for messages: `the journal directory DIR`,
  * or `PostgreSQL (tables PREFIX…)` without the URL, which may hold a password.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const describe = (options: Options): string =>
   options.postgres === undefined
@@ -260,7 +260,7 @@ export const isFilesystem = (options: Options): boolean => options.postgres === 
  * What the storage choice reads from the environment: the directory and URL used
  * when their flags are not given, the table prefix and the retention switch.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Environment {
   /** `$SESSION_JOURNAL_DIR`. */
@@ -294,7 +294,7 @@ const fromVariables = (get: (name: string) => string | undefined): Environment =
 /**
  * The storage environment, read through `Config` (the command's `ConfigProvider`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const environment: Config.Config<Environment> = Config.map(
   Config.all(VARIABLES.map((name) => Config.option(Config.String(name)))),
@@ -308,7 +308,7 @@ export const environment: Config.Config<Environment> = Config.map(
  * The storage environment of a plain variable record (the command hook, which
  * starts without the command tree, reads it without a `ConfigProvider`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const environmentOf = (env: Readonly<Record<string, string | undefined>>): Environment =>
   fromVariables((name) => env[name])
@@ -317,7 +317,7 @@ export const environmentOf = (env: Readonly<Record<string, string | undefined>>)
  * The storage of an invocation from its `--dir` and `--postgres` flags and its
  * environment.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const resolve = (
   flags: { readonly dir: string | undefined; readonly postgres: string | undefined },

@@ -54,7 +54,7 @@ export interface Report {
 /**
  * The failure fields of a report, from where a recovery found the valid prefix to end.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const problemOf = (stopped: Recovery.Stopped | null): Pick<Report, "corruption" | "violation"> => {
   if (stopped === null) return { corruption: null, violation: null }

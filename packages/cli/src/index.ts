@@ -97,6 +97,6 @@ export const main = outcome(Command.run(root, { version: VERSION }))
  * exit code, as `main` does; the environment is the `ConfigProvider`'s, stdin
  * `Input.Stdin`'s and stdout and stderr the `Console`'s.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const runArgs = (args: ReadonlyArray<string>) => outcome(runRoot(args))

@@ -25,7 +25,7 @@
  * allowed call is answered with `{}` and a denied one with the reasoned deny
  * form only (`denyOutput`), whose reason is never empty.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
@@ -44,7 +44,7 @@ import * as Schema from "effect/Schema"
  * Default bound on one hook input, in bytes (4 MiB; Codex's tool responses are
  * cut to about 40 KB, an `apply_patch` carries its whole patch).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const MAX_INPUT_BYTES = 4 * 1024 * 1024
 
@@ -52,14 +52,14 @@ export const MAX_INPUT_BYTES = 4 * 1024 * 1024
  * Default bound on the nesting of a hook input, in levels of arrays and objects
  * (checked on the text, before it is parsed).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const MAX_INPUT_DEPTH = 128
 
 /**
  * The bounds of `decode`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Limits {
   /** Largest input in bytes (default `MAX_INPUT_BYTES`). */
@@ -91,7 +91,7 @@ const common = {
  * `model`, `turn_id` and `permission_mode` on most events; `agent_id` and
  * `agent_type` inside a sub-agent.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const Common = Schema.Struct({ ...common, hook_event_name: Schema.String })
 
@@ -99,7 +99,7 @@ export const Common = Schema.Struct({ ...common, hook_event_name: Schema.String 
  * A PreToolUse input: the common fields, `turn_id`, `tool_name`, `tool_input`
  * (an object) and `tool_use_id` (the model's `call_id`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const PreToolUse = Schema.Struct({
   ...common,
@@ -114,7 +114,7 @@ export const PreToolUse = Schema.Struct({
  * A PostToolUse input: a PreToolUse's fields and `tool_response` (the text the
  * model is given, as observed for every tool; any JSON value is accepted).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const PostToolUse = Schema.Struct({
   ...common,
@@ -130,7 +130,7 @@ export const PostToolUse = Schema.Struct({
  * A decoded hook input: a PreToolUse, a PostToolUse, or any other event (`Other`,
  * its common fields checked), each with `raw`, the whole input as it came.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type HookEvent =
   | {
@@ -157,7 +157,7 @@ export type HookEvent =
  * `NotJson`, `Invalid`) or the journal (`Journal`). `event` is the input's
  * `hook_event_name` when it could be read, so a refusal takes the event's form.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class HookError extends Schema.TaggedError<HookError>()("CodexHookError", {
   reason: Schema.Literals(["TooLarge", "NotUtf8", "TooDeep", "NotJson", "Invalid", "Journal"]),
@@ -184,7 +184,7 @@ const fail = (reason: HookError["reason"], detail: string, event: string | null 
  * finite numbers), with the fields of its event. Nothing in it is trusted: an
  * input that fails any check is an error naming the check.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const decode = (bytes: Uint8Array, limits?: Limits): Result.Result<HookEvent, HookError> => {
   const maxBytes = limits?.maxBytes ?? MAX_INPUT_BYTES
@@ -231,14 +231,14 @@ export const decode = (bytes: Uint8Array, limits?: Limits): Result.Result<HookEv
 /**
  * Prefix of the journal sessions of hooked Codex sessions.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const PREFIX = "codex-"
 
 /**
  * Prefix of the custody sessions of Codex rollout files (`Rollout`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const ROLLOUT_PREFIX = "codex-rollout-"
 
@@ -253,7 +253,7 @@ const stem = /^[A-Za-z0-9-]{1,64}$/
  * first 40 hex digits of its SHA-256 (a forged id with `/`, `..` or anything
  * else never reaches a path). Pure.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const threadStem = (thread: string): string => stem.test(thread) ? thread : `_${hex(thread, 40)}`
 
@@ -262,7 +262,7 @@ export const threadStem = (thread: string): string => stem.test(thread) ? thread
  * `codex-<session_id>` (`threadStem`). Sub-agents share their parent's
  * `session_id`, so their calls are decided on the parent's session. Pure.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const sessionId = (codexSession: string): string => `${PREFIX}${threadStem(codexSession)}`
 
@@ -270,7 +270,7 @@ export const sessionId = (codexSession: string): string => `${PREFIX}${threadSte
  * The custody session of a Codex thread's rollout file:
  * `codex-rollout-<thread id>` (`threadStem`). Pure.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const rolloutSessionId = (thread: string): string => `${ROLLOUT_PREFIX}${threadStem(thread)}`
 
@@ -278,7 +278,7 @@ export const rolloutSessionId = (thread: string): string => `${ROLLOUT_PREFIX}${
  * The agent of an event: `main` at depth 0, or the sub-agent's `agent_id` (an id
  * the journal would refuse is journaled as `invalid-agent-id`) at depth 1.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const agentOf = (
   input: typeof Common.Type
@@ -290,7 +290,7 @@ export const agentOf = (
 /**
  * The server id of every Codex call's tool entry.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const SERVER_ID = "codex"
 
@@ -298,7 +298,7 @@ export const SERVER_ID = "codex"
  * The tool parameters of a PreToolUse: the call as Codex names it, its input's
  * bytes as `bytes_written`, nothing read yet.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const toolParams = (input: typeof PreToolUse.Type): Entry.ToolParams => ({
   tool_name: Entry.isIdentity(input.tool_name) ? input.tool_name : "invalid-tool-name",
@@ -312,7 +312,7 @@ export const toolParams = (input: typeof PreToolUse.Type): Entry.ToolParams => (
 /**
  * The kind of the entry written beside each PreToolUse's tool entry.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const DECISION_KIND = "codex.decision"
 
@@ -320,7 +320,7 @@ export const DECISION_KIND = "codex.decision"
  * The kind of a non-tool event's entry: `codex.<event>` (an event name outside
  * `[A-Za-z]{1,64}` is `codex.unknown`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const kindOf = (name: string): string => /^[A-Za-z]{1,64}$/.test(name) ? `codex.${name}` : "codex.unknown"
 
@@ -329,7 +329,7 @@ export const kindOf = (name: string): string => /^[A-Za-z]{1,64}$/.test(name) ? 
  * the UTF-8 length of a text response (what Codex sends for every tool observed),
  * else of the response's JSON text.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const responseBytes = (response: Schema.Json): number =>
   typeof response === "string" ? utf8Length(response) : jsonBytes(response)
@@ -340,7 +340,7 @@ const digest = (value: Schema.Json): string => bytesToHex(sha256(new TextEncoder
  * The entry a PostToolUse or another event puts on the chain; the module header
  * lists them.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const entryOf = (event: Exclude<HookEvent, { readonly name: "PreToolUse" }>): {
   readonly kind: string
@@ -371,7 +371,7 @@ export const entryOf = (event: Exclude<HookEvent, { readonly name: "PreToolUse" 
  * A hook output object as Codex reads it from a command hook's stdout; `{}` has
  * no opinion (the call runs).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type HookOutput = { readonly [key: string]: Schema.Json }
 
@@ -380,7 +380,7 @@ export type HookOutput = { readonly [key: string]: Schema.Json }
  * `deny` with a non-empty `permissionDecisionReason` (an empty reason is Codex's
  * "failed", and the call runs, so one is always given).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const denyOutput = (reason: string): HookOutput =>
   Refusal.denyOutput(reason.trim() === "" ? "session-journal: denied" : reason) as HookOutput
@@ -389,7 +389,7 @@ export const denyOutput = (reason: string): HookOutput =>
  * The reason a denial gives: the guard's sentence and, in brackets, the guard
  * (`Refusal.denialReason`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const denialReason = Refusal.denialReason
 
@@ -400,7 +400,7 @@ export const denialReason = Refusal.denialReason
  * Codex shows as a block (a PostToolUse's output is then replaced by the reason,
  * a UserPromptSubmit sends no request) (`Refusal.refusal`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const refusal = (event: string | null, reason: string, options?: {
   readonly stopHookActive?: boolean | undefined
@@ -417,7 +417,7 @@ export const refusal = (event: string | null, reason: string, options?: {
  * The answer to one hook: the output, the journal session, and for a PreToolUse
  * the verdict recorded (`null` for other events).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface HookAnswer {
   readonly output: HookOutput
@@ -431,7 +431,7 @@ export interface HookAnswer {
 /**
  * What `handle` decides with.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface HandleOptions {
   /** The guard every PreToolUse is decided with (`Policy.toGuard`); `null` records only (every call allowed). */
@@ -447,7 +447,7 @@ const allowAll: Guard.Guard = () => Guard.allow
  * place a Codex call reaches core's `SessionJournal.decide`, which is given the
  * call (`tool_name`, `tool_input`, `cwd`) for the policy's patterns.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const decideCall = (
   session: string,
@@ -489,7 +489,7 @@ const journalError = (event: HookEvent, e: { readonly message: string; readonly 
  * and in `data` the Codex session, its working directory, its rollout file and
  * the custody session of that rollout (`rolloutSessionId`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const metaOf = (input: typeof Common.Type) => ({
   title: `Codex ${input.session_id}`,
@@ -511,7 +511,7 @@ export const metaOf = (input: typeof Common.Type) => ({
  * first event that finds it unset. Fails with `HookError` (`Journal`) when the
  * event cannot be recorded; the caller then refuses (`refusal`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const handle = (
   event: HookEvent,

@@ -17,7 +17,7 @@
  * ignores. The deadline, the refusals and the reply are Claude Code's hook's own
  * (`HookRunner.answerWithin`, `refuseReply`, `replyOf`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import * as ClaudeRunner from "@session-journal/claude-code/HookRunner"
 import { Policy, type Policy as PolicyModule, SessionJournal } from "@session-journal/core"
@@ -32,7 +32,7 @@ import * as Hook from "./Hook.ts"
  * What the command line tells the hook: its flags and what it read from the
  * environment, as values.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Options {
   /** Every refusal becomes exit 1, which Codex reports and ignores (the call runs). */
@@ -52,7 +52,7 @@ export interface Options {
 /**
  * What one hook did.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Outcome = ClaudeRunner.Outcome<Hook.HookAnswer>
 
@@ -121,7 +121,7 @@ const handled = async (
  * deadline whatever storage, the lock or the policy file do: past it, a
  * PreToolUse is denied naming what it was still doing.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const run = (args: Options, io: ClaudeRunner.Io): Promise<Outcome> =>
   ClaudeRunner.answerWithin(args, io, (seen) => handled(args, io, seen))

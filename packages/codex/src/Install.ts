@@ -18,7 +18,7 @@
  * an existing `trusted_hash` of one of our keys outside that block is changed in
  * place instead.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
@@ -27,35 +27,35 @@ import { spawn } from "node:child_process"
 /**
  * The line that opens our hooks' block.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const BEGIN = "# >>> session-journal codex hooks (session-journal codex install; remove with --uninstall) >>>"
 
 /**
  * The line that closes our hooks' block.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const END = "# <<< session-journal codex hooks <<<"
 
 /**
  * The line that opens our trust block in the user config.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const TRUST_BEGIN = "# >>> session-journal codex trust (the hashes Codex gave for our hooks) >>>"
 
 /**
  * The line that closes our trust block.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const TRUST_END = "# <<< session-journal codex trust <<<"
 
 /**
  * The events our hooks are installed for.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const EVENTS = ["PreToolUse", "PostToolUse"] as const
 
@@ -64,14 +64,14 @@ export const EVENTS = ["PreToolUse", "PostToolUse"] as const
  * (50 s), so the hook answers (and denies when it must) before Codex gives up on
  * it (a timed-out hook lets the call run).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const HOOK_TIMEOUT_SECONDS = 60
 
 /**
  * Why a config file cannot be edited.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class ConfigTextError extends Schema.TaggedError<ConfigTextError>()("ConfigTextError", {
   reason: Schema.String
@@ -89,7 +89,7 @@ const tomlString = (s: string): string =>
  * The block of our hooks: one group per event (`EVENTS`), its handler running
  * `commandFor(event)`, with `timeout` `HOOK_TIMEOUT_SECONDS`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const hooksBlock = (commandFor: (event: (typeof EVENTS)[number]) => string): string =>
   [
@@ -108,7 +108,7 @@ export const hooksBlock = (commandFor: (event: (typeof EVENTS)[number]) => strin
  * The trust block: one `[hooks.state."<key>"]` table per hook, with the hash
  * Codex gave for it.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const trustBlock = (trusts: ReadonlyArray<{ readonly key: string; readonly hash: string }>): string =>
   [
@@ -193,7 +193,7 @@ const clashes = (text: string): string | null => {
  * events in a form an array of tables cannot extend (an inline table or array,
  * `[hooks.PreToolUse]` as one table, `[[hooks]]`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const installText = (text: string, block: string): string => {
   const outside = withoutBlock(text, BEGIN, END)
@@ -211,7 +211,7 @@ export const installText = (text: string, block: string): string => {
  * `text` without our hooks' block and without our trust block: the bytes from
  * before they were added.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const removeText = (text: string): string => {
   // The later block first: removing the earlier one could take the newline before the later one with it.
@@ -228,7 +228,7 @@ export const removeText = (text: string): string => {
  * changed in place (a table written twice is a TOML error); the others go into
  * our trust block, replaced where it is or appended.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const trustText = (
   text: string,
@@ -270,7 +270,7 @@ export const trustText = (
 /**
  * One hook as `codex app-server`'s `hooks/list` reports it.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const ListedHook = Schema.Struct({
   key: Schema.String,
@@ -286,7 +286,7 @@ export const ListedHook = Schema.Struct({
 /**
  * One hook as Codex reports it.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type ListedHook = typeof ListedHook.Type
 
@@ -302,7 +302,7 @@ const Listing = Schema.Struct({
 /**
  * Why Codex could not be asked about its hooks.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class CodexError extends Schema.TaggedError<CodexError>()("CodexError", {
   reason: Schema.String
@@ -316,7 +316,7 @@ export class CodexError extends Schema.TaggedError<CodexError>()("CodexError", {
  * What `hooks/list` answered for one working directory: its hooks, and the
  * warnings and errors Codex had loading them (an invalid matcher, say).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Listed {
   readonly hooks: ReadonlyArray<ListedHook>
@@ -334,7 +334,7 @@ const MAX_OUTPUT_BYTES = 8 * 1024 * 1024
  * when Codex cannot be started, answers with an error, or not within
  * `timeoutMillis` (default 30 s).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const listHooks = (
   codex: string,
@@ -443,7 +443,7 @@ export const listHooks = (
  * Our hooks among those Codex listed: the ones whose command is one of
  * `commands`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const ours = (listed: Listed, commands: ReadonlyArray<string>): ReadonlyArray<ListedHook> =>
   listed.hooks.filter((h) => h.command !== null && commands.includes(h.command))
@@ -451,7 +451,7 @@ export const ours = (listed: Listed, commands: ReadonlyArray<string>): ReadonlyA
 /**
  * Whether Codex will run a hook: enabled, and trusted (or managed).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const willRun = (hook: ListedHook): boolean =>
   hook.enabled && (hook.trustStatus === "trusted" || hook.trustStatus === "managed")

@@ -20,7 +20,7 @@
  * appends, PROTOCOL.md (e)), after checking that the last line it read is still
  * there and the session's head is still the one it wrote.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
@@ -42,7 +42,7 @@ import * as Hook from "./Hook.ts"
 /**
  * The rollouts directory: `$CODEX_HOME/sessions`, else `~/.codex/sessions`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const defaultSource = (env: Readonly<Record<string, string | undefined>> = process.env): string => {
   const home = env["CODEX_HOME"]
@@ -57,7 +57,7 @@ const ROLLOUT = /^rollout-.+-([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A
  * The thread id a rollout file's name ends with, or null for a file that is not
  * a rollout.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const threadOf = (name: string): string | null => ROLLOUT.exec(name)?.[1] ?? null
 
@@ -65,7 +65,7 @@ export const threadOf = (name: string): string | null => ROLLOUT.exec(name)?.[1]
  * The parent thread a rollout's first line (`session_meta`) names, for a
  * sub-agent's rollout; null otherwise or when the line does not say.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const parentThreadOf = (firstLine: Transcript.LineValue | undefined): string | null => {
   if (firstLine === undefined || !("text" in firstLine)) return null
@@ -88,7 +88,7 @@ const field = (o: unknown, key: string): unknown =>
  * The metadata of a rollout's session: where the file is, its thread, the
  * parent thread of a sub-agent, and the hooked session it belongs to.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const metaData = (
   file: string,
@@ -106,7 +106,7 @@ export const metaData = (
  * Where a rollout was read to, so that the next pass reads only what was
  * appended (see the module header).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Resume extends Sync.ReadTo {
   readonly lines: number
@@ -126,7 +126,7 @@ const hashOf = (bytes: Uint8Array): string => bytesToHex(sha256(bytes))
  * Never fails: a failure is the report's `failed` status, with lines written
  * before it counted.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const syncRollout = (
   loc: Source.Location,
@@ -278,7 +278,7 @@ export const syncRollout = (
 /**
  * Options of a run.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Options {
   /** The rollouts directory (default `defaultSource()`). */
@@ -291,7 +291,7 @@ export interface Options {
  * The outcome of a pass: one report per rollout looked at, and the paths refused
  * (symbolic links, unreadable entries).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Report {
   readonly source: string
@@ -303,7 +303,7 @@ export interface Report {
  * What `follow` remembers between passes: each rollout's stamp when last
  * brought in and where it was read to.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class Cache {
   readonly stamps = new Map<string, Source.Stamp>()
@@ -413,7 +413,7 @@ const pass = (
 /**
  * Brings every rollout under the source into its session, once.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const archive = (options?: Options): Effect.Effect<Report, SourceError, SessionJournal.SessionJournal> =>
   pass(options, undefined).pipe(Effect.withSpan("Codex.archive"))
@@ -423,7 +423,7 @@ export const archive = (options?: Options): Effect.Effect<Report, SourceError, S
  * changed since the pass before, reading only what was appended; `onReport` gets
  * each pass's report of the files that changed. Runs until interrupted.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const follow = <E, R>(
   options: Options | undefined,

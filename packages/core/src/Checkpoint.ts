@@ -60,7 +60,7 @@ const fieldsAfter = {
  * The checkpoint document this release writes (version 4): version 3 and the
  * policy's state, `guard_state` (docs/DESIGN.md §16), last.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const CheckpointJsonV4 = Schema.Struct({
   v: Schema.Literal(4),
@@ -77,7 +77,7 @@ export const CheckpointJsonV4 = Schema.Struct({
  * in hex, largest subtree first, or null when the state does not know it. Still
  * decoded, its `guard_state` null.
  *
- * @since 0.6.0
+ * @since 0.1.0
  */
 export const CheckpointJsonV3 = Schema.Struct({
   v: Schema.Literal(3),
@@ -91,7 +91,7 @@ export const CheckpointJsonV3 = Schema.Struct({
  * The checkpoint document of earlier releases (version 2): the retained entries
  * by their hashes, without the tree. Still decoded.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const CheckpointJsonV2 = Schema.Struct({
   v: Schema.Literal(2),
@@ -104,7 +104,7 @@ export const CheckpointJsonV2 = Schema.Struct({
  * The checkpoint document of earlier releases (version 1): the retained entries in
  * full. Still decoded.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const CheckpointJsonV1 = Schema.Struct({
   v: Schema.Literal(1),
@@ -131,7 +131,7 @@ export type CheckpointJson = typeof CheckpointJson.Encoded
  * The sequence and hash of the entry a checkpoint document ends with, if any
  * (what storage must hold for the document to be borne out).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const lastOf = (
   document: CheckpointJson
@@ -180,7 +180,7 @@ const tail = (state: JournalState.JournalState) => ({
  * pieces joined are exactly `Entry.toJsonText(encode(state))`. No text of the whole
  * document is built: an adapter writes the pieces into its output as they come.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const writeJsonText = (state: JournalState.JournalState, write: (piece: string) => void): void => {
   // The document's fields in `encode`'s order, around `hashes` (64 hex characters
@@ -195,7 +195,7 @@ export const writeJsonText = (state: JournalState.JournalState, write: (piece: s
  * The checkpoint document's JSON text: exactly `Entry.toJsonText(encode(state))`,
  * built from the pieces of `writeJsonText`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const toJsonText = (state: JournalState.JournalState): string => {
   const pieces: Array<string> = []
@@ -209,7 +209,7 @@ export const toJsonText = (state: JournalState.JournalState): string => {
  * The floor of the checkpoint policy: a checkpoint is never due before this many
  * bytes were appended since the last one (256 KiB).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const MIN_BYTES = 256 * 1024
 
@@ -219,7 +219,7 @@ export const MIN_BYTES = 256 * 1024
  * checkpoint's size). The quarter bounds write amplification: however large a
  * session's state, rewriting it costs at most four bytes per byte of history.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const due = (appendedBytes: number, checkpointBytes: number, minBytes: number = MIN_BYTES): boolean =>
   appendedBytes >= Math.max(minBytes, checkpointBytes / 4)

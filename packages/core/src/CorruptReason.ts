@@ -4,7 +4,7 @@
  * tells them apart by `_tag` and fields, never by the text. Every case has a
  * `message` getter; `CorruptJournal`'s message is built from it.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
 
@@ -14,7 +14,7 @@ import * as Schema from "effect/Schema"
  * `unknown_version`, `integrity`), `detail` its words; `advice`, when given, says
  * what to do (run repair).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class Stopped extends Schema.TaggedClass<Stopped>()("Stopped", {
   reason: Schema.String,
@@ -30,7 +30,7 @@ export class Stopped extends Schema.TaggedClass<Stopped>()("Stopped", {
  * A stored line is longer than the line bound (`bound` bytes): no record this
  * program writes is.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class LineTooLong extends Schema.TaggedClass<LineTooLong>()("LineTooLong", {
   bound: Schema.Number
@@ -44,7 +44,7 @@ export class LineTooLong extends Schema.TaggedClass<LineTooLong>()("LineTooLong"
  * A segment being followed became shorter (`size` bytes) than what was already
  * read from it (`read` bytes): it was cut.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class Cut extends Schema.TaggedClass<Cut>()("Cut", {
   size: Schema.Number,
@@ -58,7 +58,7 @@ export class Cut extends Schema.TaggedClass<Cut>()("Cut", {
 /**
  * A record holds sequence `found` where sequence `expected` belongs.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class OutOfSequence extends Schema.TaggedClass<OutOfSequence>()("OutOfSequence", {
   expected: Schema.Number,
@@ -73,7 +73,7 @@ export class OutOfSequence extends Schema.TaggedClass<OutOfSequence>()("OutOfSeq
  * Bytes that are no record (`detail` says what was found) with more stored after
  * them (`followedBy`: "more data", or the next segment), so they are no torn tail.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class Damaged extends Schema.TaggedClass<Damaged>()("Damaged", {
   detail: Schema.String,
@@ -87,7 +87,7 @@ export class Damaged extends Schema.TaggedClass<Damaged>()("Damaged", {
 /**
  * The next segment (`segment`) starts at sequence `base` where `expected` was due.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class SegmentGap extends Schema.TaggedClass<SegmentGap>()("SegmentGap", {
   segment: Schema.String,
@@ -104,7 +104,7 @@ export class SegmentGap extends Schema.TaggedClass<SegmentGap>()("SegmentGap", {
  * `detail` says why (unparsable JSON, what the schema refuses, another row's
  * sequence).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class InvalidRow extends Schema.TaggedClass<InvalidRow>()("InvalidRow", {
   what: Schema.String,
@@ -118,7 +118,7 @@ export class InvalidRow extends Schema.TaggedClass<InvalidRow>()("InvalidRow", {
 /**
  * Entries read from their start do not continue one hash chain.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class BrokenChain extends Schema.TaggedClass<BrokenChain>()("BrokenChain", {}) {
   get message(): string {
@@ -130,7 +130,7 @@ export class BrokenChain extends Schema.TaggedClass<BrokenChain>()("BrokenChain"
  * What storage handed a follower is not what the chain it follows expects:
  * `what` (a hash, a sequence) was `expected` at `sequence`, `actual` came.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class HandedOver extends Schema.TaggedClass<HandedOver>()("HandedOver", {
   what: Schema.String,
@@ -146,7 +146,7 @@ export class HandedOver extends Schema.TaggedClass<HandedOver>()("HandedOver", {
 /**
  * Every reason a `CorruptJournal` can have.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const Reason = Schema.Union([
   Stopped,
@@ -163,6 +163,6 @@ export const Reason = Schema.Union([
 /**
  * Every reason a `CorruptJournal` can have.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Reason = typeof Reason.Type

@@ -54,13 +54,13 @@ export {
    * The kind of an entry reporting a tool call's outcome, whose byte counts add to
    * the data-flow counters (docs/DESIGN.md §13).
    *
-   * @since 0.4.0
+   * @since 0.1.0
    */
   OUTCOME_KIND,
   /**
    * The bytes an outcome entry's payload adds to the data-flow counters.
    *
-   * @since 0.4.0
+   * @since 0.1.0
    */
   outcomeBytes,
   /**
@@ -140,7 +140,7 @@ const U32 = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_U32 }))
  * A SHA-256 hash as the journal stores it: 64 lowercase hexadecimal characters.
  * The one definition of the pattern; `isHash` checks the same without the schema.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const Hash = Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/))
 
@@ -289,7 +289,7 @@ const isHexHash = (h: string): boolean => {
  * Whether a value is a string `Hash` accepts (64 lowercase hexadecimal characters),
  * checked without the schema: the hot decoding paths call it per entry.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const isHash = (h: unknown): h is string => typeof h === "string" && isHexHash(h)
 const isText = (t: unknown): t is string => typeof t === "string" && isWellFormed(t)
@@ -389,7 +389,7 @@ export const encode = (entry: Entry): typeof Entry.Encoded =>
  * cache of the texts cost more memory (about 1.2 MB a session with a full ring)
  * than it saved time.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const jsonText = (entry: Entry): string =>
   isTool(entry) && !hasNegativeZero(entry) ? JSON.stringify(encode(entry)) : toJsonText(encode(entry))

@@ -3,7 +3,7 @@
  * that must start without Effect (the CLI's hook forwarder) can use the same
  * definition as `Errors` and `StorageReason`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 
 /**
@@ -11,6 +11,6 @@
  * makes it (`JSON.parse`, a callback, a driver may throw a value that is not an
  * `Error`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const messageOf = (thrown: unknown): string => thrown instanceof Error ? thrown.message : String(thrown)

@@ -15,7 +15,7 @@ import * as StorageReason from "./StorageReason.ts"
  * `message`, anything else as `String` makes it (`JSON.parse`, a callback, a
  * driver may throw a value that is not an `Error`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const messageOf: (thrown: unknown) => string = ErrorMessage.messageOf
 
@@ -121,7 +121,7 @@ export class StorageError extends Schema.TaggedError<StorageError>()("StorageErr
    * The error of a failed underlying call: its reason is `StorageReason.Io`
    * (the cause's code and message), its cause the error itself.
    *
-   * @since 0.4.0
+   * @since 0.1.0
    */
   static io(operation: string, cause: unknown, path?: string): StorageError {
     const reason = StorageReason.fromCause(cause)
@@ -170,7 +170,7 @@ export class SequenceConflict extends Schema.TaggedError<SequenceConflict>()("Se
  * `shownTo` the last sequence shown. The follower stops: nothing it would read next
  * continues what it showed.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class HistoryDiverged extends Schema.TaggedError<HistoryDiverged>()("HistoryDiverged", {
   id: Schema.String,

@@ -25,7 +25,7 @@
  * an entry it handed over and storage no longer holds is reported, never followed
  * by another chain as if it were one.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import * as Result from "effect/Result"
 import * as Chain from "./Chain.ts"
@@ -36,7 +36,7 @@ import * as JournalState from "./JournalState.ts"
  * The kind of the entry every repair appends (DESIGN §6): what it set aside or
  * truncated, the range lost and the head the session claimed before.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const RECOVERY_KIND = "recovery"
 
@@ -47,7 +47,7 @@ export const RECOVERY_KIND = "recovery"
  * every entry to `ZERO_HASH`), and a hash the entry at `confirm.sequence` must
  * have (the last entry of the state the follower started from).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Cursor {
   readonly next: number
@@ -61,7 +61,7 @@ export interface Cursor {
  * failed (the sequence, the link, the entry's own hash, or the hash of the entry
  * the loaded state ends with), with the value expected and the one found.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Break {
   readonly sequence: number
@@ -76,7 +76,7 @@ export interface Break {
  * to `replaced.to` (they are no longer part of the session); entries after the
  * recovery entry follow.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type Event =
   | { readonly _tag: "Entry"; readonly entry: Entry.Entry }
@@ -86,7 +86,7 @@ export type Event =
  * A repair's `recovery` entry, and the range of entries shown before that it set
  * aside.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Recovered {
   readonly _tag: "Recovered"
@@ -99,7 +99,7 @@ export interface Recovered {
  * loaded (verified) state: a follow from beyond the state's end starts at its end
  * (the entries in between are checked, not shown; see `Cursor.next`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const start = (state: JournalState.JournalState, from: number): Cursor => {
   const linked = state.entry_cap > 0
@@ -120,7 +120,7 @@ export const start = (state: JournalState.JournalState, from: number): Cursor =>
  * `Chain.verify`), and the confirmed hash when it is that entry. Returns the cursor
  * after it.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const check = (cursor: Cursor, entry: Entry.Entry): Result.Result<Cursor, Break> => {
   if (entry.sequence !== cursor.next) {
@@ -160,7 +160,7 @@ export const check = (cursor: Cursor, entry: Entry.Entry): Result.Result<Cursor,
  * bounded by the capacity, not by how long the follower runs. Mutable: one per
  * follower.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class Shown {
   private readonly hashes: Array<string>
@@ -200,7 +200,7 @@ export class Shown {
  * How storage, verified from its start, relates to what a follower has shown (see
  * the module header).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type Reconciled =
   | { readonly _tag: "Intact" }
@@ -234,7 +234,7 @@ const lostRange = (entry: Entry.Entry): { readonly from: number; readonly to: nu
  * when they agree, otherwise how the history shown was replaced. `linked` as in
  * the cursor.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const compareAt = (
   shown: Shown,
@@ -262,7 +262,7 @@ export const compareAt = (
  * holds them), in sequence order. The first entry that differs decides
  * (`compareAt`); nothing that differs is `Intact`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const reconcile = (shown: Shown, stored: ReadonlyArray<Entry.Entry>, linked: boolean): Reconciled => {
   for (let s = shown.first; s < shown.end; s++) {

@@ -20,7 +20,7 @@ import type * as Pattern from "./Pattern.ts"
  * canonical label (`maxInvocations(5, of: ["Bash(npm test *)"], per: "1m")`), so
  * identical rules share it. Its JSON text is at most `MAX_STATE_BYTES` long.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type GuardState = { readonly [label: string]: Schema.Json }
 
@@ -29,7 +29,7 @@ export type GuardState = { readonly [label: string]: Schema.Json }
  * the whole `GuardState`), after the tool entry and the decision, only when the
  * state changed.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const STATE_KIND: string = GUARD_STATE_KIND
 
@@ -37,7 +37,7 @@ export const STATE_KIND: string = GUARD_STATE_KIND
  * Longest JSON text of a `GuardState` (64 KiB). A `guard.state` payload over it is
  * refused when written and ignored when folded.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const MAX_STATE_BYTES: number = MAX_GUARD_STATE_BYTES
 
@@ -45,7 +45,7 @@ export const MAX_STATE_BYTES: number = MAX_GUARD_STATE_BYTES
  * Why `payload` is no `GuardState` (not a plain object, not JSON, or its JSON text
  * over `MAX_STATE_BYTES`), or `undefined` when it is one.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const stateProblem: (payload: unknown) => string | undefined = guardStateProblem
 
@@ -56,7 +56,7 @@ export const stateProblem: (payload: unknown) => string | undefined = guardState
  * agent used so far as the door measured them (`null`: unknown), whether a person
  * can be prompted, and the policy's own state (`null` before any).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface GuardContext {
   readonly call: Pattern.Call | null
@@ -72,7 +72,7 @@ export interface GuardContext {
  * snapshot and the parameters): no call, no anchors, time 0, tokens unknown, no one
  * to ask, no state. Rules that need what it lacks fail closed.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const noContext: GuardContext = {
   call: null,
@@ -128,7 +128,7 @@ export const deny = (reason: string, guard: string): Verdict => ({ _tag: "Deny",
  * A verdict that asks a person to approve the call, with its reason and the name of
  * the guard that asked.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const ask = (reason: string, guard: string): Verdict => ({ _tag: "Ask", reason, guard })
 
@@ -136,7 +136,7 @@ export const ask = (reason: string, guard: string): Verdict => ({ _tag: "Ask", r
  * The verdict where no one can be asked: an `Ask` becomes a denial by the same
  * guard, saying that approval was needed; any other verdict is itself.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const unanswered = (verdict: Verdict): Verdict =>
   verdict._tag === "Ask"
@@ -153,7 +153,7 @@ export const unanswered = (verdict: Verdict): Verdict =>
  * `maxStreak(3)`; an argument that is not a number is written as JSON,
  * `denyList(["rm"])`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const label = (combinator: string, ...args: ReadonlyArray<unknown>): string =>
   `${combinator}(${
@@ -173,7 +173,7 @@ export const isAllowed = (verdict: Verdict): boolean => verdict._tag === "Allow"
  * `beside` entries) when those do not already record the decision: its payload is
  * `decisionPayload`.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const DECISION_KIND = "guard.decision"
 
@@ -184,7 +184,7 @@ export const DECISION_KIND = "guard.decision"
  * had used as the door measured them, which the decision saw. Every door writes at
  * least these fields, so `stats`, `report` and `serve` read any decision alike.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const decisionPayload = (verdict: Verdict, toolSequence: number, tokens?: bigint | null): {
   readonly tool_sequence: number
@@ -209,7 +209,7 @@ const tokenJson = (n: bigint): number | string => n >= 0n && n <= 90071992547409
  * `tool_sequence`, `verdict`, and for a denial or an ask `guard` and `reason`, are
  * those of `decisionPayload`).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const recordsDecision = (payload: unknown, verdict: Verdict, toolSequence: number): boolean => {
   if (typeof payload !== "object" || payload === null || Array.isArray(payload)) return false

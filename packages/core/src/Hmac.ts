@@ -5,7 +5,7 @@
  * its whole exchange. Digests are the standard ones (the tests compare them with
  * `node:crypto` on random inputs).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 // SHA-256's constants, computed as the standard defines them: the first 32 bits of
 // the fractional parts of the cube roots of the first 64 primes (round constants)
@@ -19,14 +19,14 @@ const fraction = (x: number): number => ((x - Math.floor(x)) * 0x1_0000_0000) | 
 /**
  * SHA-256's round constants.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const K: Int32Array = Int32Array.from(PRIMES, (p) => fraction(Math.cbrt(p)))
 
 /**
  * SHA-256's initial hash value.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const INITIAL: Int32Array = Int32Array.from(PRIMES.slice(0, 8), (p) => fraction(Math.sqrt(p)))
 
@@ -77,7 +77,7 @@ const block = (bytes: Uint8Array, at: number): void => {
 /**
  * SHA-256 of `bytes`, as 32 bytes. `bytes` is only read.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const sha256 = (bytes: Uint8Array): Uint8Array => {
   H.set(INITIAL)
@@ -114,7 +114,7 @@ export const sha256 = (bytes: Uint8Array): Uint8Array => {
  * HMAC-SHA-256 (RFC 2104) of `message` under `key`, as 32 bytes. A key longer than
  * a block (64 bytes) is hashed first, as the RFC says.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const hmacSha256 = (key: Uint8Array, message: Uint8Array): Uint8Array => {
   const k = key.length > 64 ? sha256(key) : key
@@ -133,7 +133,7 @@ export const hmacSha256 = (key: Uint8Array, message: Uint8Array): Uint8Array => 
 /**
  * Lowercase hex of `bytes`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const toHex = (bytes: Uint8Array): string => {
   let text = ""
@@ -145,7 +145,7 @@ export const toHex = (bytes: Uint8Array): string => {
  * Whether two byte arrays are equal, in a time that depends on their length only
  * (not on where they differ); arrays of different lengths are unequal at once.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const equalBytes = (a: Uint8Array, b: Uint8Array): boolean => {
   if (a.length !== b.length) return false

@@ -40,7 +40,7 @@ export const DEFAULT_TOOL_COUNTS_CAP = 4096
  * Default budget of the in-memory window of recent entries (256 KiB), estimated
  * heap bytes.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const DEFAULT_WINDOW_BYTES = 256 * 1024
 
@@ -168,7 +168,7 @@ const growTree = (tree: Merkle.CompactRange | null, entryHash: string): Merkle.C
 /**
  * The state without its tree (`tree: null`): for a service that does not keep it.
  *
- * @since 0.6.0
+ * @since 0.1.0
  */
 export const withoutTree = (state: JournalState): JournalState => state.tree === null ? state : { ...state, tree: null }
 
@@ -352,14 +352,14 @@ export const entries = (state: JournalState): Array<Entry.Entry> => Window.toArr
  * The sequence of the oldest entry `entries` returns (`next_sequence` when it
  * returns none).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const windowStart = (state: JournalState): number => state.next_sequence - Window.size(state.window)
 
 /**
  * The entry at `sequence` when the in-memory window holds it.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const entryAt = (state: JournalState, sequence: number): Entry.Entry | undefined =>
   Window.get(state.window, sequence - windowStart(state))
@@ -375,14 +375,14 @@ export const entryCount = (state: JournalState): number => Ring.size(state.hashe
 /**
  * The hashes of the retained entries, oldest first.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const retainedHashes = (state: JournalState): Array<string> => Ring.toArray(state.hashes)
 
 /**
  * The hash of the retained entry at `sequence`, when it is retained.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const retainedHashAt = (state: JournalState, sequence: number): string | undefined =>
   Ring.get(state.hashes, sequence - (state.next_sequence - Ring.size(state.hashes)))
@@ -392,7 +392,7 @@ export const retainedHashAt = (state: JournalState, sequence: number): string | 
  * go of the oldest entries now, a larger one keeps more from the next entry on.
  * A budget that is not a non-negative integer means the default.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const withWindowBytes = (state: JournalState, bytes: number): JournalState => {
   const budget = normalizeCap(bytes, DEFAULT_WINDOW_BYTES)

@@ -15,7 +15,7 @@
  * range at a time, so a proof from a stored history costs `O(n)` hashing and
  * `O(log n)` memory. Verification follows RFC 9162 §2.1.3.2 and §2.1.4.2.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import { hexToBytes } from "@noble/hashes/utils.js"
 import * as Result from "effect/Result"
@@ -26,7 +26,7 @@ import * as Sha256 from "./Sha256.ts"
 /**
  * Bytes of every hash in the tree (SHA-256).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const HASH_BYTES = 32
 
@@ -35,7 +35,7 @@ const digest = Sha256.digest
 /**
  * The root of the empty tree, `SHA-256("")`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const emptyRoot = (): Uint8Array => digest(new Uint8Array(0))
 
@@ -43,7 +43,7 @@ export const emptyRoot = (): Uint8Array => digest(new Uint8Array(0))
  * `SHA-256(0x00 ‖ leaf)`: the hash of one leaf. A 32-byte leaf (an entry hash) is
  * hashed by the tree's own one-block SHA-256, any other through the installed one.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const leafHash = (leaf: Uint8Array): Uint8Array => {
   if (leaf.length === HASH_BYTES) return TreeHash.leafHash(leaf)
@@ -57,7 +57,7 @@ export const leafHash = (leaf: Uint8Array): Uint8Array => {
  * `SHA-256(0x01 ‖ left ‖ right)`: the hash of an inner node. Two 32-byte children (every
  * node of the tree) are hashed by the tree's own two-block SHA-256.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const nodeHash = (left: Uint8Array, right: Uint8Array): Uint8Array => {
   if (left.length === HASH_BYTES && right.length === HASH_BYTES) return TreeHash.nodeHash(left, right)
@@ -71,7 +71,7 @@ export const nodeHash = (left: Uint8Array, right: Uint8Array): Uint8Array => {
 /**
  * The leaf of an entry: its `entry_hash` (64 lowercase hex characters) as 32 bytes.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const entryLeaf = (entryHash: string): Uint8Array => hexToBytes(entryHash)
 
@@ -80,7 +80,7 @@ export const entryLeaf = (entryHash: string): Uint8Array => hexToBytes(entryHash
  * straight into the hashed block. Throws, as `entryLeaf` does, unless `entryHash` is 64
  * hex characters (with a `TypeError`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const entryLeafHash = (entryHash: string): Uint8Array => {
   const hash = TreeHash.leafHashOfHex(entryHash)
@@ -93,7 +93,7 @@ const notAHash = (text: string) => new TypeError(`not a 32-byte hex hash: ${JSON
 /**
  * Whether two hashes are the same bytes.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const equals = (a: Uint8Array, b: Uint8Array): boolean => {
   if (a.length !== b.length) return false
@@ -109,7 +109,7 @@ export const equals = (a: Uint8Array, b: Uint8Array): boolean => {
  * the binary decomposition of `size` gives, largest (leftmost) first — one hash per bit
  * set in `size`. Enough to append to the tree and to compute its root.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface CompactRange {
   readonly size: number
@@ -119,7 +119,7 @@ export interface CompactRange {
 /**
  * The compact range of the empty tree.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const empty: CompactRange = { size: 0, nodes: [] }
 
@@ -127,7 +127,7 @@ export const empty: CompactRange = { size: 0, nodes: [] }
  * The tree with one more leaf, given as its leaf hash (`leafHash`): the new leaf is
  * merged with the subtrees of equal height to its left, as the carries of `size + 1`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const appendLeafHash = (range: CompactRange, hash: Uint8Array): CompactRange => {
   const nodes = range.nodes.slice()
@@ -141,7 +141,7 @@ export const appendLeafHash = (range: CompactRange, hash: Uint8Array): CompactRa
 /**
  * The tree with one more leaf (hashed with `leafHash`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const append = (range: CompactRange, leaf: Uint8Array): CompactRange => appendLeafHash(range, leafHash(leaf))
 
@@ -149,7 +149,7 @@ export const append = (range: CompactRange, leaf: Uint8Array): CompactRange => a
  * The root of the tree: its subtrees folded from the right, `emptyRoot` when it has no
  * leaf.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const root = (range: CompactRange): Uint8Array => {
   const n = range.nodes.length
@@ -162,7 +162,7 @@ export const root = (range: CompactRange): Uint8Array => {
 /**
  * The tree over `leaves`, in order.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const fromLeaves = (leaves: Iterable<Uint8Array>): CompactRange => {
   let range = empty
@@ -175,7 +175,7 @@ export const fromLeaves = (leaves: Iterable<Uint8Array>): CompactRange => {
  * `size` (the roots of its perfect subtrees). `size` is a leaf count (a non-negative
  * safe integer); it is counted by division, as sizes may exceed 32 bits.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const rangeNodes = (size: number): number => {
   let bits = 0
@@ -192,7 +192,7 @@ const isCompactRange = (range: CompactRange): boolean =>
  * without allocating per leaf (its hashes are kept as 32-bit words and only turned into
  * bytes by `range`). Not shared between fibers: one owner appends.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Builder {
   /** How many leaves the tree has. */
@@ -209,7 +209,7 @@ export interface Builder {
  * A builder starting from the tree `from` (the empty tree when not given). Throws a
  * `TypeError` unless `from` has one 32-byte node per bit set in its size.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const builder = (from: CompactRange = empty): Builder => {
   if (!isCompactRange(from)) {
@@ -234,7 +234,7 @@ export const builder = (from: CompactRange = empty): Builder => {
  * The leaves `[start, end)`: every node of a proof is the root of such a range (a
  * subtree of the tree).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Span {
   readonly start: number
@@ -255,7 +255,7 @@ const isSize = (n: number): boolean => Number.isSafeInteger(n) && n >= 0
  * leaves, in proof order (RFC 6962 §2.1.1 `PATH`: the sibling nearest the leaf first).
  * Empty for a one-leaf tree; `undefined` unless `0 ≤ index < size`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const inclusionSpans = (index: number, size: number): ReadonlyArray<Span> | undefined => {
   if (!isSize(index) || !isSize(size) || index >= size) return undefined
@@ -281,7 +281,7 @@ export const inclusionSpans = (index: number, size: number): ReadonlyArray<Span>
  * to the tree of `newSize` leaves, in proof order (RFC 6962 §2.1.2 `PROOF`). Empty when
  * `oldSize` is 0 or equals `newSize`; `undefined` unless `0 ≤ oldSize ≤ newSize`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const consistencySpans = (oldSize: number, newSize: number): ReadonlyArray<Span> | undefined => {
   if (!isSize(oldSize) || !isSize(newSize) || oldSize > newSize) return undefined
@@ -317,7 +317,7 @@ export const consistencySpans = (oldSize: number, newSize: number): ReadonlyArra
  * the spans' roots in the order the spans were given, or `undefined` when the leaves
  * fed stopped short of a span's end.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Collector {
   readonly push: (leaf: Uint8Array) => void
@@ -330,7 +330,7 @@ export interface Collector {
 /**
  * A collector for `spans` (non-overlapping, as the spans of one proof are).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const collector = (spans: ReadonlyArray<Span>): Collector => {
   const order = spans.map((span, i) => ({ span, i })).sort((a, b) => a.span.start - b.span.start)
@@ -361,7 +361,7 @@ export const collector = (spans: ReadonlyArray<Span>): Collector => {
  * The inclusion proof of leaf `index` in the tree over `leaves` (all of them, in order),
  * or `undefined` when `index` is not a leaf of it.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const inclusionProof = (
   leaves: Iterable<Uint8Array>,
@@ -373,7 +373,7 @@ export const inclusionProof = (
  * The consistency proof from the tree of `oldSize` to the tree of `newSize` over
  * `leaves`, or `undefined` when the sizes are not `0 ≤ oldSize ≤ newSize ≤` the leaves.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const consistencyProof = (
   leaves: Iterable<Uint8Array>,
@@ -397,7 +397,7 @@ const rootsOf = (leaves: Iterable<Uint8Array>, spans: ReadonlyArray<Span> | unde
 /**
  * Why a proof did not verify.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export class ProofFailed extends Schema.TaggedError<ProofFailed>()("ProofFailed", {
   proof: Schema.Literals(["inclusion", "consistency"]),
@@ -416,7 +416,7 @@ const half = (n: number): number => Math.floor(n / 2)
  * The root that an inclusion proof gives for leaf `index` (its leaf hash
  * `leafHashValue`) in a tree of `size` leaves (RFC 9162 §2.1.3.2), or why it cannot.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const rootFromInclusion = (
   index: number,
@@ -452,7 +452,7 @@ export const rootFromInclusion = (
  * Verifies that leaf `index`, with leaf hash `leafHashValue`, is in the tree of `size`
  * leaves whose root is `expectedRoot`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const verifyInclusion = (
   index: number,
@@ -471,7 +471,7 @@ export const verifyInclusion = (
  * of `newSize` leaves with root `newRoot` (RFC 9162 §2.1.4.2). Equal sizes need an empty
  * proof and equal roots; an old size of 0 an empty proof.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const verifyConsistency = (
   oldSize: number,

@@ -11,7 +11,7 @@
  * a bound matches); `"allow"` matches only when everything the call does is covered,
  * and never matches what it cannot read. `matches` never throws.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
@@ -28,7 +28,7 @@ import * as Wild from "./internal/wildcard.ts"
  * or name an MCP server: `mcp__github`); `Command` a Bash command; `Path` a path glob
  * of a file tool; `Domain` a WebFetch host; `Param` one top-level input field.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export type Pattern =
   | { readonly _tag: "Tool"; readonly tool: string }
@@ -43,7 +43,7 @@ export type Pattern =
  * the fields are checked, not trusted (a `tool_name` that is not a string is a call
  * that cannot be read).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface Call {
   readonly tool_name: unknown
@@ -55,7 +55,7 @@ export interface Call {
  * Where relative patterns and paths are anchored: `projectDir` for `/path`, `home`
  * for `~/path`, and `cwd` for a call that does not carry its own. Absolute paths.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface Context {
   readonly cwd: string
@@ -67,7 +67,7 @@ export interface Context {
  * `"deny"` (also used for ask) matches when anything the call does matches and fails
  * closed; `"allow"` matches only when everything it does is covered.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export type Mode = "deny" | "allow"
 
@@ -77,7 +77,7 @@ export type Mode = "deny" | "allow"
  * `failClosed` says the call could not be read or was over a bound, and matched because
  * deny fails closed.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface Match {
   readonly matched: boolean
@@ -89,7 +89,7 @@ export interface Match {
 /**
  * Longest pattern text `parse` accepts.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const MAX_PATTERN_LENGTH = 4096
 
@@ -97,14 +97,14 @@ export const MAX_PATTERN_LENGTH = 4096
  * Longest Bash command, parameter value or URL judged; a longer one matches every
  * deny pattern that applies to it and no allow pattern.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const MAX_TEXT_LENGTH = 100_000
 
 /**
  * Longest path judged (before resolution); a longer one is treated like an unreadable path.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const MAX_PATH_LENGTH: number = Paths.MAX_PATH_LENGTH
 
@@ -112,7 +112,7 @@ export const MAX_PATH_LENGTH: number = Paths.MAX_PATH_LENGTH
  * The tools whose specifier is a path, and the tools a pattern of each one covers:
  * `Edit(…)` every tool that writes files, `Read(…)` every tool that reads or lists them.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const pathTools: { readonly [tool: string]: ReadonlyArray<string> } = {
   Read: ["Read", "Glob", "Grep", "LS"],
@@ -161,7 +161,7 @@ const otherFields: { readonly [tool: string]: ReadonlyArray<string> } = {
 /**
  * Why a pattern text was refused.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export type PatternErrorReason =
   | "Empty"
@@ -177,7 +177,7 @@ export type PatternErrorReason =
  * A pattern text that is not a pattern: `reason` says what is wrong, `at` the index
  * in `text` where it was found, `detail` how.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export class PatternError extends Schema.TaggedError<PatternError>()("PatternError", {
   text: Schema.String,
@@ -219,7 +219,7 @@ const isStar = (text: string): boolean => text === "*"
  * `domain:host` for WebFetch, `name:value` for any tool. `Bash(*)`, `Tool(*)` and
  * `WebFetch(domain:*)` are the bare tool.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const parse = (text: string): Result.Result<Pattern, PatternError> => {
   if (typeof text !== "string" || text.length === 0) return fail(String(text), "Empty", 0, "empty pattern")
@@ -278,7 +278,7 @@ export const parse = (text: string): Result.Result<Pattern, PatternError> => {
 /**
  * Writes a pattern in canonical form: `parse(format(p))` gives back `p`.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const format = (pattern: Pattern): string => {
   switch (pattern._tag) {
@@ -311,7 +311,7 @@ const field = (input: { readonly [k: string]: unknown } | undefined, name: strin
 /**
  * One pattern as `compile` prepares it (opaque: read it through `matches`).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export type Compiled =
   | {
@@ -341,7 +341,7 @@ export type Compiled =
  * A list of patterns prepared once by `compile`: wildcards split, path globs and
  * domains compiled.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface Matcher {
   readonly patterns: ReadonlyArray<Pattern>
@@ -390,7 +390,7 @@ const compileOne = (pattern: Pattern): Compiled => {
 /**
  * Prepares patterns for `matches`, once: the order is kept (the first match is reported).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const compile = (patterns: ReadonlyArray<Pattern>): Matcher => ({
   patterns,
@@ -400,7 +400,7 @@ export const compile = (patterns: ReadonlyArray<Pattern>): Matcher => ({
 /**
  * Parses every text and compiles the patterns, or fails with the first text's error.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const compileTexts = (texts: ReadonlyArray<string>): Result.Result<Matcher, PatternError> => {
   const patterns: Array<Pattern> = []
@@ -476,7 +476,7 @@ const paramText = (v: unknown): string | undefined =>
  * commands matches some pattern, and a call that cannot be read matches nothing.
  * Never throws.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const matches = (matcher: Matcher, call: Call, context: Context, mode: Mode): Match => {
   try {

@@ -42,7 +42,7 @@ import * as StorageReason from "./StorageReason.ts"
  * reason is `StorageReason.InvalidOption` naming `option` when it is no duration
  * (an unknown unit, `NaN`) or a negative one. An infinite duration is kept.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const intervalOption = (
   option: string,
@@ -71,7 +71,7 @@ export const intervalOption = (
  * `intervalOption` as an Effect: decodes an interval option, failing with a
  * `StorageError` that names it.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const decodeInterval = (
   option: string,
@@ -143,7 +143,7 @@ export type LoadError = StorageError | CorruptJournal | IntegrityViolation
  * when the writer does not retain the newest entry (a session with `entry_cap`
  * 0): then only the sequence is compared.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Tip {
   readonly sequence: number
@@ -153,7 +153,7 @@ export interface Tip {
 /**
  * The tip of a state's chain.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const tipOf = (state: JournalState.JournalState): Tip => ({
   sequence: state.next_sequence,
@@ -165,7 +165,7 @@ export {
    * Whether a stored tip (its entry count and newest `entry_hash`) is the one a
    * compare-and-append was built on.
    *
-   * @since 0.3.0
+   * @since 0.1.0
    */
   tipMatches
 } from "./internal/tip.ts"
@@ -176,7 +176,7 @@ export {
  * optionally with a metadata update. `head()` is the exported head once they are
  * stored (`JournalState.head`), for listings; adapters store it, never compute it.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface AppendRequest {
   readonly after: Tip
@@ -194,7 +194,7 @@ export interface AppendRequest {
  * What an append stored: its size in bytes as the adapter counts them (the lines
  * of a segment, the rows of a table), which feeds the checkpoint policy.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Appended {
   readonly bytes: number
@@ -203,7 +203,7 @@ export interface Appended {
 /**
  * A session opened for reading: loads and verifications, never a write.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface ReadHandle {
   readonly id: string
@@ -226,7 +226,7 @@ export interface ReadHandle {
  * A session opened for writing: a read handle that also holds the session's
  * single-writer guarantee until the scope that opened it closes.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface WriteHandle extends ReadHandle {
   /**
@@ -249,7 +249,7 @@ export interface WriteHandle extends ReadHandle {
    * the filesystem adapter); when present the service calls it instead of
    * `checkpoint`, sparing the encoding.
    *
-   * @since 0.3.0
+   * @since 0.1.0
    */
   readonly checkpointState?: ((state: JournalState.JournalState) => Effect.Effect<number, StorageError>) | undefined
   /**
@@ -260,7 +260,7 @@ export interface WriteHandle extends ReadHandle {
    * `InvalidRecordField`, before it joins a group-committed append, so the writes
    * it would have shared an append with are stored.
    *
-   * @since 0.3.0
+   * @since 0.1.0
    */
   readonly maxRecordBytes?: number | undefined
 }
@@ -287,7 +287,7 @@ export interface OpenOptions {
  * `open` by mode: a write handle for `write`, a read handle (no write methods)
  * for `read`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Open {
   (id: string, options: OpenOptions & { readonly mode: "write" }): Effect.Effect<
@@ -302,7 +302,7 @@ export interface Open {
 /**
  * Builds an adapter's `open` from its two ways of opening.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const makeOpen = <RE, WE>(opens: {
   readonly read: (id: string, caps: JournalState.Caps | undefined) => Effect.Effect<ReadHandle, RE, Scope.Scope>
@@ -386,7 +386,7 @@ export class Persistence extends Context.Service<Persistence, {
 /**
  * The load result of a recovery outcome.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const loaded = (outcome: Recovery.Outcome, exists = outcome.exists): Loaded => ({
   state: outcome.state,
@@ -407,7 +407,7 @@ export interface MemoryOptions {
    * a larger entry fails as a whole with `StorageError`, storing nothing (default:
    * no bound).
    *
-   * @since 0.3.0
+   * @since 0.1.0
    */
   readonly maxRecordBytes?: number | undefined
 }
@@ -437,7 +437,7 @@ export const makeMemory = (options?: MemoryOptions): Effect.Effect<Persistence["
  * one, fails with a `StorageError` (operation `open`, reason `Obstructed`) whose
  * message is `why`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const makeAbsent = (why: string): Effect.Effect<Persistence["Service"]> =>
   Effect.map(Memory.make(), (m) => {

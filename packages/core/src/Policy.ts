@@ -30,7 +30,7 @@
  * and `maxTokens` bounds the tokens used. `compile` prepares a policy once; `check`,
  * `explain` and `observe` serve the author and the doors.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
@@ -51,7 +51,7 @@ import * as Pattern from "./Pattern.ts"
 /**
  * A decoded policy: one object with one key, exactly as the file writes it.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type Policy =
   | { readonly all: ReadonlyArray<Policy> }
@@ -74,7 +74,7 @@ export type Policy =
 /**
  * Patterns as a policy writes them: one pattern text, or an array of them.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Patterns = string | ReadonlyArray<string>
 
@@ -82,7 +82,7 @@ export type Patterns = string | ReadonlyArray<string>
  * The modifiers of a limit: `of` counts only the calls that match (deny mode), `per`
  * counts in a sliding window of that duration (`"30s"`, `"1m"`, `"1h"`, `"1d"`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Scope {
   readonly of?: Patterns
@@ -92,7 +92,7 @@ export interface Scope {
 /**
  * A policy object as JSON: every key optional, exactly one present once decoded.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface PolicyJson {
   readonly all?: ReadonlyArray<PolicyJson>
@@ -119,7 +119,7 @@ export interface PolicyJson {
  * The main keys of a policy object: one per `Guard` combinator, and since 0.8.0
  * `deny`, `ask`, `after` and `maxTokens`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const keys = [
   "all",
@@ -144,7 +144,7 @@ export const keys = [
  * `after`; `of` and `per` with the four limits. With `after`, `deny` or `ask` is its
  * second list.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const modifiers: { readonly [modifier: string]: ReadonlyArray<string> } = {
   reason: ["deny", "ask", "after"],
@@ -158,7 +158,7 @@ const mainKeys: ReadonlySet<string> = new Set(keys)
  * Deepest nesting of a policy document, in JSON levels (`{"all":[…]}` is two). Far
  * beyond any real policy; it keeps the decoder's and `toGuard`'s recursion bounded.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const MAX_DEPTH = 64
 
@@ -265,14 +265,14 @@ const Node: Schema.Codec<Policy, PolicyJson> = Schema.Struct({
  * One policy object. Decode it with `decode` / `decodeText`, which also refuse
  * unknown keys (this schema alone, with Effect's default parse options, drops them).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const Policy: Schema.Codec<Policy, PolicyJson> = Node
 
 /**
  * A policy document: one policy object, or an array of them meaning `all`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const Document = Schema.Union([
   Schema.Array(Node),
@@ -285,7 +285,7 @@ export const Document = Schema.Union([
 /**
  * One problem of a policy document: where (`$.all[2].maxStreak`) and what was expected.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const Issue = Schema.Struct({
   path: Schema.String,
@@ -296,7 +296,7 @@ export const Issue = Schema.Struct({
  * A policy document that does not decode; `issues` lists every problem found, each
  * with its JSON path.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class InvalidPolicy extends Schema.TaggedError<InvalidPolicy>()("InvalidPolicy", {
   issues: Schema.Array(Issue)
@@ -312,7 +312,7 @@ const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/
  * A JSON path in the usual notation: `$`, `.key` for identifier keys, `["a b"]`
  * for other keys, `[2]` for array indices.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const formatPath = (path: ReadonlyArray<PropertyKey>): string => {
   let out = "$"
@@ -377,7 +377,7 @@ const invalid = (path: string, message: string) => new InvalidPolicy({ issues: [
 /**
  * Decodes a parsed policy document (an object, or an array meaning `all`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const decode = (json: unknown): Result.Result<Policy, InvalidPolicy> => {
   // Bounded before the recursive decoder sees it; lone surrogates are refused too
@@ -453,7 +453,7 @@ const isArray = (p: Policy | ReadonlyArray<Policy>): p is ReadonlyArray<Policy> 
 /**
  * Decodes the text of a policy file.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const decodeText = (text: string): Result.Result<Policy, InvalidPolicy> => {
   let json: unknown
@@ -468,7 +468,7 @@ export const decodeText = (text: string): Result.Result<Policy, InvalidPolicy> =
 /**
  * A policy as the JSON value of a file (`decode` gives it back).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const encode = (policy: Policy): PolicyJson => Schema.encodeSync(Policy)(policy)
 
@@ -532,7 +532,7 @@ const ruleLabel = (policy: Policy): string => {
  * `maxInvocations(5, of: ["Bash(npm test *)"], per: "1m")`,
  * `after(["Read(**\/.env*)"], deny: ["WebFetch","Bash(curl *)"])`, `maxTokens(2000000)`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const format = (policy: Policy): string => {
   if ("all" in policy) return `all(${policy.all.map(format).join(", ")})`
@@ -543,7 +543,7 @@ export const format = (policy: Policy): string => {
 /**
  * How many guards a policy combines (its leaves, `all` and `any` not counted).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const size = (policy: Policy): number =>
   "all" in policy
@@ -687,7 +687,7 @@ interface Root {
  * A policy prepared once (`compile`): its patterns compiled, its rules built. `guard`
  * decides with it; the rest is for `explain` and `observe`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Compiled {
   readonly policy: Policy
@@ -935,7 +935,7 @@ const nextState = (
  * cannot ask, an `Ask` is a denial already (`Guard.unanswered`), and the next state
  * counts the call as decided.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const compile = (policy: Policy): Compiled => {
   const gates: Array<Gate> = []
@@ -969,14 +969,14 @@ export const compile = (policy: Policy): Compiled => {
 /**
  * The guard a policy stands for: `compile(policy).guard`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const toGuard = (policy: Policy): Guard.Guard => compile(policy).guard
 
 /**
  * One rule's part in a decision (`explain`): its label and its own verdict.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface RuleVerdict {
   readonly rule: string
@@ -988,7 +988,7 @@ export interface RuleVerdict {
  * next state, as `decide` would store it), the rule that decided (its guard label,
  * null when allowed) and every rule's own verdict, in the policy's order.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const explain = (
   compiled: Compiled,
@@ -1023,7 +1023,7 @@ export const explain = (
  * newest slot when absent). The next state, or null when nothing changed. A door
  * stores it with the outcome in one append (`observePlan`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const observe = (
   compiled: Compiled,
@@ -1073,7 +1073,7 @@ export const observe = (
  * and, in the same append, the state `observe` gives from the session's state under
  * its lock, at the writer's time.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const observePlan = (
   compiled: Compiled,
@@ -1125,7 +1125,7 @@ const stateBound = (policy: Policy): number => {
  * The tools Claude Code calls, by the names its hooks and permission rules use.
  * `check` warns on a name that differs from one of them only in case.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const claudeCodeTools: ReadonlyArray<string> = [
   "Agent",
@@ -1160,7 +1160,7 @@ const byLowerCase = new Map(claudeCodeTools.map((t) => [t.toLowerCase(), t]))
  * warnings that do not (tool names no agent uses in that spelling), each with its
  * JSON path.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface CheckReport {
   readonly policy: Policy | null
@@ -1230,7 +1230,7 @@ const warningsOf = (root: Policy, prefix: ReadonlyArray<PropertyKey> | null): Ar
  * (`bash` for `Bash`; `mcp__github` in a list of tool names, which names a server).
  * Pure; never throws.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const check = (text: string): CheckReport => {
   const duplicates = duplicateKeys(text).map((d) => ({
@@ -1261,7 +1261,7 @@ export const check = (text: string): CheckReport => {
  * happened, and chio counts denied calls like allowed ones, so the counters are
  * the same either way). Other kinds get no verdict.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const whatIf = (
   guard: Guard.Guard,

@@ -4,14 +4,14 @@
  * `_tag` and fields, never by the text. Every case has a `message` getter, the
  * words after the field's name in `InvalidRecordField`'s message.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
 
 /**
  * Not a string.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class NotString extends Schema.TaggedClass<NotString>()("NotString", {}) {
   get message(): string {
@@ -22,7 +22,7 @@ export class NotString extends Schema.TaggedClass<NotString>()("NotString", {}) 
 /**
  * Empty, or only Unicode `White_Space`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class Blank extends Schema.TaggedClass<Blank>()("Blank", {}) {
   get message(): string {
@@ -33,7 +33,7 @@ export class Blank extends Schema.TaggedClass<Blank>()("Blank", {}) {
 /**
  * Leading or trailing Unicode `White_Space`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class Padded extends Schema.TaggedClass<Padded>()("Padded", {}) {
   get message(): string {
@@ -44,7 +44,7 @@ export class Padded extends Schema.TaggedClass<Padded>()("Padded", {}) {
 /**
  * A control character (`Cc`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class ControlCharacter extends Schema.TaggedClass<ControlCharacter>()("ControlCharacter", {}) {
   get message(): string {
@@ -55,7 +55,7 @@ export class ControlCharacter extends Schema.TaggedClass<ControlCharacter>()("Co
 /**
  * A lone surrogate: not well-formed Unicode.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class IllFormed extends Schema.TaggedClass<IllFormed>()("IllFormed", {}) {
   get message(): string {
@@ -67,7 +67,7 @@ export class IllFormed extends Schema.TaggedClass<IllFormed>()("IllFormed", {}) 
  * Not an integer in 0..`max`; `member` names the payload member when the field is
  * a payload (an outcome's `bytes_read`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class OutOfRange extends Schema.TaggedClass<OutOfRange>()("OutOfRange", {
   max: Schema.Number,
@@ -81,7 +81,7 @@ export class OutOfRange extends Schema.TaggedClass<OutOfRange>()("OutOfRange", {
 /**
  * Not a boolean.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class NotBoolean extends Schema.TaggedClass<NotBoolean>()("NotBoolean", {}) {
   get message(): string {
@@ -92,7 +92,7 @@ export class NotBoolean extends Schema.TaggedClass<NotBoolean>()("NotBoolean", {
 /**
  * Not an array of strings.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class NotStringArray extends Schema.TaggedClass<NotStringArray>()("NotStringArray", {}) {
   get message(): string {
@@ -103,7 +103,7 @@ export class NotStringArray extends Schema.TaggedClass<NotStringArray>()("NotStr
 /**
  * An entry kind that does not match `^[A-Za-z0-9_.:-]{1,64}$`, or is `tool`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class BadKind extends Schema.TaggedClass<BadKind>()("BadKind", {}) {
   get message(): string {
@@ -114,7 +114,7 @@ export class BadKind extends Schema.TaggedClass<BadKind>()("BadKind", {}) {
 /**
  * Missing.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class Required extends Schema.TaggedClass<Required>()("Required", {}) {
   get message(): string {
@@ -126,7 +126,7 @@ export class Required extends Schema.TaggedClass<Required>()("Required", {}) {
  * A value RFC 8785 cannot canonicalize (a non-finite number, a lone surrogate, an
  * object that is not plain data, a cycle) at `path`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class NotJson extends Schema.TaggedClass<NotJson>()("NotJson", {
   path: Schema.String
@@ -139,7 +139,7 @@ export class NotJson extends Schema.TaggedClass<NotJson>()("NotJson", {
 /**
  * Nested `depth` deep, above the limit of `limit`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class TooDeep extends Schema.TaggedClass<TooDeep>()("TooDeep", {
   depth: Schema.Number,
@@ -154,7 +154,7 @@ export class TooDeep extends Schema.TaggedClass<TooDeep>()("TooDeep", {
  * Larger than `limit`, counted as one per value plus the length of every string
  * and key.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class TooLarge extends Schema.TaggedClass<TooLarge>()("TooLarge", {
   limit: Schema.Number
@@ -167,7 +167,7 @@ export class TooLarge extends Schema.TaggedClass<TooLarge>()("TooLarge", {
 /**
  * A payload of entry kind `kind` that must be an object and is not.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class NotObject extends Schema.TaggedClass<NotObject>()("NotObject", {
   kind: Schema.String
@@ -180,7 +180,7 @@ export class NotObject extends Schema.TaggedClass<NotObject>()("NotObject", {
 /**
  * A payload `structuredClone` cannot copy as plain JSON.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class NotCopyable extends Schema.TaggedClass<NotCopyable>()("NotCopyable", {}) {
   get message(): string {
@@ -192,7 +192,7 @@ export class NotCopyable extends Schema.TaggedClass<NotCopyable>()("NotCopyable"
  * The writer's clock reads `nowMillis` ms since 1970, outside 0..`max`: no entry
  * can be stored with it.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class ClockOutOfRange extends Schema.TaggedClass<ClockOutOfRange>()("ClockOutOfRange", {
   nowMillis: Schema.Number,
@@ -207,7 +207,7 @@ export class ClockOutOfRange extends Schema.TaggedClass<ClockOutOfRange>()("Cloc
 /**
  * The field makes a record of `bytes` bytes, above the storage's bound of `max`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class RecordTooLarge extends Schema.TaggedClass<RecordTooLarge>()("RecordTooLarge", {
   bytes: Schema.Number,
@@ -222,7 +222,7 @@ export class RecordTooLarge extends Schema.TaggedClass<RecordTooLarge>()("Record
  * A payload of kind `guard.state` that is not a policy's state (`Guard.stateProblem`
  * says what: not an object, or JSON text over `Guard.MAX_STATE_BYTES`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class NotGuardState extends Schema.TaggedClass<NotGuardState>()("NotGuardState", {
   problem: Schema.String
@@ -235,7 +235,7 @@ export class NotGuardState extends Schema.TaggedClass<NotGuardState>()("NotGuard
 /**
  * Every reason an `InvalidRecordField` can have.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const Reason = Schema.Union([
   NotString,
@@ -261,6 +261,6 @@ export const Reason = Schema.Union([
 /**
  * Every reason an `InvalidRecordField` can have.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Reason = typeof Reason.Type

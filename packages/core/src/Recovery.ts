@@ -23,7 +23,7 @@
  * offset and sequence. Only an unterminated last line, or a zero-filled tail, at the
  * very end of storage is a torn tail (benign: a crash leaves exactly that).
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import * as Result from "effect/Result"
 import * as Entry from "./Entry.ts"
@@ -45,13 +45,13 @@ export {
   /**
    * Decodes a checkpoint document and checks it by itself.
    *
-   * @since 0.2.0
+   * @since 0.1.0
    */
   decodeCheckpoint,
   /**
    * The first field in which two states differ (meta excepted), or null.
    *
-   * @since 0.2.0
+   * @since 0.1.0
    */
   firstDifference
 } from "./internal/recovery.ts"
@@ -60,49 +60,49 @@ export type {
   /**
    * A checkpoint as an adapter found it.
    *
-   * @since 0.2.0
+   * @since 0.1.0
    */
   CheckpointInput,
   /**
    * One stored record, a torn tail, or damage, as an adapter found it.
    *
-   * @since 0.2.0
+   * @since 0.1.0
    */
   Input,
   /**
    * What to recover and how.
    *
-   * @since 0.2.0
+   * @since 0.1.0
    */
   Options,
   /**
    * The result of a recovery.
    *
-   * @since 0.2.0
+   * @since 0.1.0
    */
   Outcome,
   /**
    * A recovery in progress.
    *
-   * @since 0.2.0
+   * @since 0.1.0
    */
   Recovery,
   /**
    * What a load found beyond the valid state.
    *
-   * @since 0.2.0
+   * @since 0.1.0
    */
   RecoveryReport,
   /**
    * Where and why the valid prefix ends.
    *
-   * @since 0.2.0
+   * @since 0.1.0
    */
   Stopped,
   /**
    * Why the valid prefix of a stored session ends early.
    *
-   * @since 0.2.0
+   * @since 0.1.0
    */
   StopReason
 } from "./internal/recovery.ts"
@@ -110,7 +110,7 @@ export type {
 /**
  * Starts a recovery.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const make = (options: Options): Recovery => {
   const cp = decodeCheckpoint(options.id, options.checkpoint)
@@ -470,7 +470,7 @@ export const make = (options: Options): Recovery => {
 /**
  * Runs a whole recovery over records already in memory.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const run = (options: Options, inputs: Iterable<Input>): Outcome => {
   const r = make(options)
@@ -483,7 +483,7 @@ export const run = (options: Options, inputs: Iterable<Input>): Outcome => {
  * and the in-memory adapter): a `Segment` starting at the first entry's sequence
  * (or `base` when there are none), then each entry with its sequence as offset.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const rows = function*(
   location: string,

@@ -80,7 +80,7 @@ export type Change = Hubs.Change | Follow.Recovered
  * failures, damage found while following, and `HistoryDiverged` when entries
  * already delivered were replaced.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type FollowError = Following.FollowError
 
@@ -94,7 +94,7 @@ export type Decision = Writes.Decision
 /**
  * What `decide` writes beside the tool entry, as a function of the verdict.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type Beside = Writes.Beside
 
@@ -102,7 +102,7 @@ export type Beside = Writes.Beside
  * What a door knows of a decided call besides its parameters: the call as sent,
  * anchors for relative paths, tokens used so far, whether a person can be asked.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type DecideOptions = Writes.DecideOptions
 
@@ -117,7 +117,7 @@ export type WriteItem = Writes.WriteItem
  * What a plan of `writeFrom` stores: items, an optional metadata patch stored with
  * them in the same durable append, and the caller's result.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type Plan<A> = Writes.Plan<A>
 
@@ -125,7 +125,7 @@ export type Plan<A> = Writes.Plan<A>
  * What `writeFrom` gives back: the plan's result and the entries stored for it
  * (none when the plan stored nothing).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type Planned<A> = Writes.Planned<A>
 

@@ -6,7 +6,7 @@
  * of `@noble/hashes` on inputs around every padding boundary, so a chain never depends
  * on which one computed it.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { hexToBytes } from "@noble/hashes/utils.js"
@@ -18,14 +18,14 @@ import * as Schema from "effect/Schema"
  * A SHA-256 implementation: the bytes in, the digest out as 64 lowercase hex characters.
  * It must not keep or modify `bytes` (callers reuse the buffer).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type HexDigest = (bytes: Uint8Array) => string
 
 /**
  * `@noble/hashes`' SHA-256, the implementation core starts with.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const noble: HexDigest = (bytes) => hexOf(sha256(bytes))
 
@@ -67,7 +67,7 @@ const activate = (): void => {
 /**
  * SHA-256 of `bytes` with the installed implementation, as lowercase hex.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const hex = (bytes: Uint8Array): string => active(bytes)
 
@@ -76,7 +76,7 @@ export const hex = (bytes: Uint8Array): string => active(bytes)
  * hashes are bytes). With `@noble/hashes` installed its digest is taken as it comes,
  * without the round trip through hex.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const digest = (bytes: Uint8Array): Uint8Array => active === noble ? sha256(bytes) : hexToBytes(active(bytes))
 
@@ -84,7 +84,7 @@ export const digest = (bytes: Uint8Array): Uint8Array => active === noble ? sha2
  * The name of the installed implementation (`"@noble/hashes"` unless a platform
  * installed another).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const implementation = (): string => activeName
 
@@ -92,7 +92,7 @@ export const implementation = (): string => activeName
  * An implementation gave a digest different from `@noble/hashes`' on a known input, so
  * it was not installed.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export class Sha256Mismatch extends Schema.TaggedError<Sha256Mismatch>()("Sha256Mismatch", {
   implementation: Schema.String,
@@ -131,7 +131,7 @@ const PROBES: ReadonlyArray<readonly [number, string]> = [
 /**
  * The probe input of `length` bytes that `check` hashes.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const probe = (length: number): Uint8Array => {
   const bytes = new Uint8Array(length)
@@ -142,7 +142,7 @@ export const probe = (length: number): Uint8Array => {
 /**
  * The probe lengths and the digests `@noble/hashes` gives for them.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const probes: ReadonlyArray<readonly [length: number, digest: string]> = PROBES
 
@@ -150,7 +150,7 @@ export const probes: ReadonlyArray<readonly [length: number, digest: string]> = 
  * Checks `digest` against `@noble/hashes`' digests of the probe inputs: `undefined`
  * when every digest matched, otherwise the first mismatch.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const check = (name: string, digest: HexDigest): Sha256Mismatch | undefined => {
   for (const [length, expected] of PROBES) {
@@ -171,7 +171,7 @@ export const check = (name: string, digest: HexDigest): Sha256Mismatch | undefin
  * live layer's implementation hashes, and when none is left, `@noble/hashes` again. Fails with `Sha256Mismatch`, leaving
  * the installed implementation alone, unless `digest` reproduces `@noble/hashes`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const layer = (name: string, digest: HexDigest): Layer.Layer<never, Sha256Mismatch> =>
   Layer.effectDiscard(
@@ -199,7 +199,7 @@ export const layer = (name: string, digest: HexDigest): Layer.Layer<never, Sha25
  * mismatch is logged as a warning instead of failing the layer. What the node and
  * PostgreSQL adapters install `node:crypto`'s SHA-256 with.
  *
- * @since 0.6.0
+ * @since 0.1.0
  */
 export const layerPreferred = (name: string, digest: HexDigest): Layer.Layer<never> =>
   layer(name, digest).pipe(

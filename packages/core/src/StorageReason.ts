@@ -4,7 +4,7 @@
  * fields, never by the text. Every case has a `message` (a field or a getter);
  * `StorageError`'s message is built from it.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
 import { messageOf } from "./ErrorMessage.ts"
@@ -14,7 +14,7 @@ import { messageOf } from "./ErrorMessage.ts"
  * `code` is the error's code when it has one (`ENOENT`, `ENOSPC`, a SQL error's
  * kind), `message` its message.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class Io extends Schema.TaggedClass<Io>()("Io", {
   code: Schema.optionalKey(Schema.String),
@@ -25,7 +25,7 @@ export class Io extends Schema.TaggedClass<Io>()("Io", {
  * The `Io` case of an underlying error (`cause`): its `code` when it is a string,
  * its message.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const fromCause = (cause: unknown): Io => {
   const code = typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
@@ -40,7 +40,7 @@ export const fromCause = (cause: unknown): Io => {
  * others may write, replaced while it was opened): `why` says what was found;
  * `path`, when given, is named in the message.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class RefusedPath extends Schema.TaggedClass<RefusedPath>()("RefusedPath", {
   why: Schema.String,
@@ -55,7 +55,7 @@ export class RefusedPath extends Schema.TaggedClass<RefusedPath>()("RefusedPath"
  * Something that is not this program's stands where it must write (a lock path
  * that is no lock file); `message` says what and what to do about it.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class Obstructed extends Schema.TaggedClass<Obstructed>()("Obstructed", {
   message: Schema.String
@@ -65,7 +65,7 @@ export class Obstructed extends Schema.TaggedClass<Obstructed>()("Obstructed", {
  * An option of the adapter is not acceptable: `option` names it (as the options
  * object spells it, e.g. `tablePrefix`), `message` says why.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class InvalidOption extends Schema.TaggedClass<InvalidOption>()("InvalidOption", {
   option: Schema.String,
@@ -76,7 +76,7 @@ export class InvalidOption extends Schema.TaggedClass<InvalidOption>()("InvalidO
  * A record is larger than the storage holds: `bytes` against `limit`; `bound`
  * names the bound (default "bound", e.g. "line bound").
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class RecordTooLarge extends Schema.TaggedClass<RecordTooLarge>()("RecordTooLarge", {
   bytes: Schema.Number,
@@ -92,7 +92,7 @@ export class RecordTooLarge extends Schema.TaggedClass<RecordTooLarge>()("Record
  * A stored file is larger than a read may take: `bytes` against `limit`; `bound`
  * names the bound (default "bound", e.g. "read bound").
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class FileTooLarge extends Schema.TaggedClass<FileTooLarge>()("FileTooLarge", {
   bytes: Schema.Number,
@@ -107,7 +107,7 @@ export class FileTooLarge extends Schema.TaggedClass<FileTooLarge>()("FileTooLar
 /**
  * A read ended before the bytes it was promised: `bytes` read of `expected`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class Truncated extends Schema.TaggedClass<Truncated>()("Truncated", {
   bytes: Schema.Number,
@@ -122,7 +122,7 @@ export class Truncated extends Schema.TaggedClass<Truncated>()("Truncated", {
  * A write was not made durable, and nothing of it was stored: `why` says what
  * ended it.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class NotDurable extends Schema.TaggedClass<NotDurable>()("NotDurable", {
   why: Schema.String
@@ -136,7 +136,7 @@ export class NotDurable extends Schema.TaggedClass<NotDurable>()("NotDurable", {
  * A checkpoint was refused because it does not describe the stored session
  * (ahead of it, older than the stored one, another chain): `why` says which.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class CheckpointRefused extends Schema.TaggedClass<CheckpointRefused>()("CheckpointRefused", {
   why: Schema.String
@@ -150,7 +150,7 @@ export class CheckpointRefused extends Schema.TaggedClass<CheckpointRefused>()("
  * Another writer kept winning the next sequence: `sequence` is the last one
  * lost, after `retries` retries.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class Contended extends Schema.TaggedClass<Contended>()("Contended", {
   sequence: Schema.Number,
@@ -165,7 +165,7 @@ export class Contended extends Schema.TaggedClass<Contended>()("Contended", {
  * No free name could be found for a file to be set aside: the directory kept
  * changing.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class NoFreeName extends Schema.TaggedClass<NoFreeName>()("NoFreeName", {}) {
   get message(): string {
@@ -177,7 +177,7 @@ export class NoFreeName extends Schema.TaggedClass<NoFreeName>()("NoFreeName", {
  * The stored history stops early (damage the writer will not continue past):
  * `problem` says where and why; `repair` makes the session writable.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class NeedsRepair extends Schema.TaggedClass<NeedsRepair>()("NeedsRepair", {
   problem: Schema.String
@@ -190,7 +190,7 @@ export class NeedsRepair extends Schema.TaggedClass<NeedsRepair>()("NeedsRepair"
 /**
  * A stored row does not decode: `table`, `column`, and the decoder's `detail`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class Undecodable extends Schema.TaggedClass<Undecodable>()("Undecodable", {
   table: Schema.String,
@@ -206,7 +206,7 @@ export class Undecodable extends Schema.TaggedClass<Undecodable>()("Undecodable"
  * The clock cannot date an entry (before 1970, or past 2^53 − 1 seconds): `millis`
  * is its reading.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class ClockOutOfRange extends Schema.TaggedClass<ClockOutOfRange>()("ClockOutOfRange", {
   millis: Schema.Number
@@ -220,7 +220,7 @@ export class ClockOutOfRange extends Schema.TaggedClass<ClockOutOfRange>()("Cloc
  * Some of the items of a many-item operation failed (each reported before):
  * `failed` counts them, `message` says which and what became of the rest.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class Incomplete extends Schema.TaggedClass<Incomplete>()("Incomplete", {
   failed: Schema.Number,
@@ -232,7 +232,7 @@ export class Incomplete extends Schema.TaggedClass<Incomplete>()("Incomplete", {
  * operation that does not declare it (an invalid session id in a maintenance
  * call, damage met while mirroring).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class Rejected extends Schema.TaggedClass<Rejected>()("Rejected", {
   tag: Schema.String,
@@ -243,7 +243,7 @@ export class Rejected extends Schema.TaggedClass<Rejected>()("Rejected", {
  * The writer's lock is no longer its own (removed, or taken by another writer):
  * the writer stopped before its next write. `found` says what stands there now.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class LockLost extends Schema.TaggedClass<LockLost>()("LockLost", {
   session: Schema.String,
@@ -259,7 +259,7 @@ export class LockLost extends Schema.TaggedClass<LockLost>()("LockLost", {
  * Bytes asked for were never stored, only their size and SHA-256 (a
  * transcript line above the line bound): `what` names them.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export class NotKept extends Schema.TaggedClass<NotKept>()("NotKept", {
   what: Schema.String
@@ -272,7 +272,7 @@ export class NotKept extends Schema.TaggedClass<NotKept>()("NotKept", {
 /**
  * Every reason a `StorageError` can have.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const Reason = Schema.Union([
   Io,
@@ -298,6 +298,6 @@ export const Reason = Schema.Union([
 /**
  * Every reason a `StorageError` can have.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export type Reason = typeof Reason.Type

@@ -4,14 +4,14 @@
  * `bytes_written` and `bytes_read` count), and the one strict decoding every
  * stored or received text goes through (invalid UTF-8 is refused, never replaced).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 
 /**
  * The UTF-8 length of a string without encoding it; a lone surrogate counts as
  * U+FFFD (3 bytes), as `TextEncoder` writes it.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const utf8Length = (s: string): number => {
   let bytes = 0
@@ -34,7 +34,7 @@ export const utf8Length = (s: string): number => {
  * The UTF-8 length of a value's JSON text (of a string itself); 0 for a value
  * without one (`undefined`, a function, a cycle, a bigint).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const jsonBytes = (value: unknown): number => {
   if (typeof value === "string") return utf8Length(value)
@@ -49,7 +49,7 @@ export const jsonBytes = (value: unknown): number => {
 /**
  * Options of `strictDecoder` and `decodeStrict`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface DecodeOptions {
   /**
@@ -62,7 +62,7 @@ export interface DecodeOptions {
 /**
  * A UTF-8 decoder: `TextDecoder`'s `decode`, streaming with `{ stream: true }`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Decoder {
   decode(input?: Uint8Array, options?: { readonly stream?: boolean }): string
@@ -79,7 +79,7 @@ declare const TextDecoder: {
  * instead of replacing it with U+FFFD. For a streaming decode (`{ stream: true }`),
  * which keeps state between calls; `decodeStrict` otherwise.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const strictDecoder = (options?: DecodeOptions): Decoder =>
   new TextDecoder("utf-8", { fatal: true, ignoreBOM: options?.keepBom === true })
@@ -93,7 +93,7 @@ const keeping = strictDecoder({ keepBom: true })
  * are not (never replaces a byte with U+FFFD). A leading byte-order mark is
  * dropped unless `keepBom`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const decodeStrict = (bytes: Uint8Array, options?: DecodeOptions): string =>
   (options?.keepBom === true ? keeping : dropping).decode(bytes)

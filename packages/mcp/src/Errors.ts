@@ -4,14 +4,14 @@
  * not record, a server that exits) is answered to the client in JSON-RPC and is
  * not a failure of the gateway.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
 
 /**
  * The MCP server could not be started (`server` names the command or URL).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class UpstreamFailed extends Schema.TaggedError<UpstreamFailed>()("UpstreamFailed", {
   server: Schema.String,

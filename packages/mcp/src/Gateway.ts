@@ -21,7 +21,7 @@
  * `killGrace`, ends its process group; the server's end answers every pending
  * request with an error.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import { Guard, type SessionJournal } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
@@ -44,7 +44,7 @@ import * as JsonRpc from "./JsonRpc.ts"
 /**
  * Where the server is: a command started over stdio, or a Streamable HTTP URL.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Server =
   | {
@@ -60,7 +60,7 @@ export type Server =
  * The client side of a connection: the bytes it sends, and how to write to it
  * (waiting while it does not read). A failed write means the client is gone.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Client {
   readonly input: Stream.Stream<Uint8Array, unknown>
@@ -70,7 +70,7 @@ export interface Client {
 /**
  * How a connection is run.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Options {
   /** The server's name in tool names (`mcp__<name>__<tool>`), normalized by `Journaling.normalizeName`. */
@@ -100,7 +100,7 @@ export interface Options {
 /**
  * What a connection did.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Summary {
   /** The journal session, null when nothing was journaled. */
@@ -119,14 +119,14 @@ export interface Summary {
  * Default longest line held: 4 MiB. A client message longer than this is
  * refused; a server message longer is handed on in parts.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
 
 /**
  * Default most requests waiting for the server.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const DEFAULT_MAX_PENDING = 1024
 
@@ -144,7 +144,7 @@ const NEWLINE = new Uint8Array([10])
  * Runs one connection until either side goes away; the server (a child
  * process) is owned by the scope, so it never outlives it.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const run = (
   options: Options,

@@ -4,7 +4,7 @@
  * function that decides a call (`decideCall`), and the payloads of the
  * connection's `initialize`, of each decision and of each outcome.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import { Entry, Guard, type SessionJournal } from "@session-journal/core"
 import type * as Effect from "effect/Effect"
@@ -15,14 +15,14 @@ import type * as JsonRpc from "./JsonRpc.ts"
 /**
  * The kind of the entry beside each decided call.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const DECISION_KIND = "mcp.decision"
 
 /**
  * The kind of the entry that records a connection's `initialize`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const INITIALIZE_KIND = "mcp.initialize"
 
@@ -30,7 +30,7 @@ export const INITIALIZE_KIND = "mcp.initialize"
  * A server name as it stands in tool names: every character other than
  * `[A-Za-z0-9_-]` becomes `_` (as Claude Code names MCP tools), at most 64.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const normalizeName = (name: string): string => {
   const n = name.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64)
@@ -40,7 +40,7 @@ export const normalizeName = (name: string): string => {
 /**
  * The tool name a call is decided and journaled under: `mcp__<name>__<tool>`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const toolName = (name: string, tool: string): string => `mcp__${normalizeName(name)}__${tool}`
 
@@ -51,7 +51,7 @@ export const toolName = (name: string, tool: string): string => `mcp__${normaliz
  * milliseconds). The same connection always gets the same id; two connections
  * started apart never share one.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const sessionIdOf = (name: string, clientInfo: unknown, startMillis: number): string =>
   `mcp-${
@@ -61,7 +61,7 @@ export const sessionIdOf = (name: string, clientInfo: unknown, startMillis: numb
 /**
  * One `tools/call` as it is decided.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Call {
   readonly id: JsonRpc.Id
@@ -83,7 +83,7 @@ const utf8Length = (s: string) => new TextEncoder().encode(s).length
  * and its arguments as `tool_input`), so patterns judge it; an ask is a denial
  * (no one can be asked through the gateway), the tokens are unknown.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const decideCall = (
   journal: SessionJournal.SessionJournal["Service"],
@@ -122,7 +122,7 @@ export const decideCall = (
 /**
  * The text of a denied call's tool result.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const denialText = (tool: string, verdict: { readonly guard: string; readonly reason: string }): string =>
   `session-journal denied ${tool} [${verdict.guard}]: ${verdict.reason}`
@@ -131,7 +131,7 @@ export const denialText = (tool: string, verdict: { readonly guard: string; read
  * The agent of a connection's tool entries: the client's `clientInfo.name`
  * (control characters replaced, at most 128), else `mcp-client`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const agentOf = (clientInfo: unknown): string => {
   if (typeof clientInfo === "object" && clientInfo !== null && "name" in clientInfo) {
@@ -149,7 +149,7 @@ export const agentOf = (clientInfo: unknown): string => {
  * server's response message (0 and null when there was none), whether it is an
  * error, and the error's message.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Outcome {
   readonly bytes: number
@@ -162,7 +162,7 @@ export interface Outcome {
  * The `tool.outcome` entry of a call (`Entry.OUTCOME_KIND`): its `bytes_read`
  * is the size of the response, which the counters guards read add up.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const outcomeEntry = (
   call: { readonly id: JsonRpc.Id; readonly tool: string; readonly sequence: number },
@@ -186,7 +186,7 @@ export const outcomeEntry = (
 /**
  * The payload of a connection's `INITIALIZE_KIND` entry, also its metadata's `data`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const initializePayload = (
   server: string,

@@ -4,21 +4,21 @@
  * key a request id is tracked by, and the lines the gateway writes itself
  * (errors, and the tool result of a denied call). Pure: no I/O.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 
 /**
  * A request id: a string or a number (JSON-RPC allows null only in an error
  * response to a message whose id could not be read).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Id = string | number
 
 /**
  * JSON-RPC's error codes the gateway answers with.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const ErrorCode = {
   parseError: -32700,
@@ -34,7 +34,7 @@ export const ErrorCode = {
  * batching); `Invalid` carries the error its sender gets, with the id when one
  * could be read.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Message =
   | { readonly _tag: "Request"; readonly id: Id; readonly method: string; readonly params: unknown }
@@ -56,14 +56,14 @@ const isRecord = (u: unknown): u is { readonly [key: string]: unknown } =>
 /**
  * Whether a value is a request id (a string, or a finite number).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const isId = (u: unknown): u is Id => typeof u === "string" || (typeof u === "number" && Number.isFinite(u))
 
 /**
  * The key a request id is tracked by: `1` and `"1"` are different ids.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const key = (id: Id): string => typeof id === "number" ? `n:${id}` : `s:${id}`
 
@@ -104,7 +104,7 @@ const classifyValue = (value: unknown): Message => {
  * Classifies one line (without its newline): bytes that are not UTF-8 or not
  * JSON are a parse error, anything else is read as JSON-RPC 2.0.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const classify = (line: Uint8Array): { readonly message: Message; readonly value: unknown } => {
   let text: string
@@ -126,7 +126,7 @@ export const classify = (line: Uint8Array): { readonly message: Message; readonl
  * The `name` and `arguments` of a `tools/call` request's params, or why they
  * cannot be read.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const toolCall = (
   params: unknown
@@ -149,7 +149,7 @@ export const toolCall = (
 /**
  * The `requestId` of a `notifications/cancelled`, or null.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const cancelledId = (params: unknown): Id | null =>
   isRecord(params) && isId(params["requestId"]) ? params["requestId"] : null
@@ -157,7 +157,7 @@ export const cancelledId = (params: unknown): Id | null =>
 /**
  * The `clientInfo` and `protocolVersion` of an `initialize` request's params.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const initializeOf = (params: unknown): { readonly clientInfo: unknown; readonly protocolVersion: unknown } =>
   isRecord(params)
@@ -169,7 +169,7 @@ const encoder = new TextEncoder()
 /**
  * An error response as one line, newline included.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const errorLine = (id: Id | null, code: number, message: string): Uint8Array =>
   encoder.encode(JSON.stringify({ jsonrpc: "2.0", id, error: { code, message } }) + "\n")
@@ -178,7 +178,7 @@ export const errorLine = (id: Id | null, code: number, message: string): Uint8Ar
  * The answer to a denied `tools/call`: a tool result with `isError: true` whose
  * text names the tool, the guard and the reason, as one line.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const deniedLine = (id: Id, text: string): Uint8Array =>
   encoder.encode(

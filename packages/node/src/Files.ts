@@ -74,7 +74,7 @@ export const call = FileOps.call
  * Runs `use` on the handle `open` yields (opened uninterruptibly) and closes it on
  * every exit, interruption included.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const withHandle = FileOps.withHandle
 
@@ -170,7 +170,7 @@ export const TEMP_PREFIX = FileOps.TEMP_PREFIX
 /**
  * The name of a session directory's checkpoint document: `checkpoint.json`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const CHECKPOINT_FILE: string = Load.CHECKPOINT_FILE
 
@@ -178,14 +178,14 @@ export const CHECKPOINT_FILE: string = Load.CHECKPOINT_FILE
  * The file name of the segment whose first sequence is `base`: 20 decimal digits
  * and `.jsonl` (`00000000000000004096.jsonl`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const segmentName: (base: number) => string = Segment.name
 
 /**
  * Whether a file name is a segment's (20 decimal digits and `.jsonl`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const isSegmentName = (name: string): boolean => Segment.parseName(name) !== null
 
@@ -193,7 +193,7 @@ export const isSegmentName = (name: string): boolean => Segment.parseName(name) 
  * The name of the side file that keeps the damaged bytes of `name` from byte
  * `offset` on: `<name>.damaged-<offset>` (see `freeName` for the one to use).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const damagedName: (name: string, offset: number) => string = FileOps.damagedName
 
@@ -201,7 +201,7 @@ export const damagedName: (name: string, offset: number) => string = FileOps.dam
  * The first of `base`, `base.1`, `base.2`, ... that `taken` (a listing of the
  * directory) does not hold: a name for a new side file that replaces nothing.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const freeName: (taken: ReadonlySet<string>, base: string) => string = FileOps.freeName
 

@@ -81,7 +81,7 @@ export interface LockRecord {
  * time the record names), `gone` (proved dead), `unknown` (it ran where this
  * process cannot look: another pid namespace, another kernel, another host).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Verdict {
   readonly state: "alive" | "gone" | "unknown"
@@ -93,7 +93,7 @@ export interface Verdict {
  * no lock, else the record it took over (null when unreadable) and what proved
  * its holder gone (or, with `force`, why it could not be proved).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface TakenOver {
   readonly record: LockRecord | null
@@ -124,7 +124,7 @@ export interface Held {
 /**
  * Options of `acquire`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface AcquireOptions {
   /**
@@ -143,7 +143,7 @@ export interface AcquireOptions {
  * finishes within milliseconds, and the acquisition tries at most a bounded
  * number of times.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const claimBackoff = Takeover.claimBackoff
 
@@ -169,7 +169,7 @@ export const pidAlive = Process.pidAlive
  * "Who is proved gone"). A record of an older version (no boot id, no pid namespace) is judged by
  * `/proc` when it names this host, and is `unknown` otherwise.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const judge = Holder.judge
 
@@ -181,7 +181,7 @@ export const judge = Holder.judge
  * process ended; a namespace number reused since then only shows a live namespace,
  * which is judged alive). A whole scan of /proc: for `unlock`, not for every writer.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const judgeDeep = Holder.judgeDeep
 
@@ -234,6 +234,6 @@ export const clearStaleTemps = Takeover.clearStaleTemps
  * just waits. Time is the fiber's `Clock` (a test clock moves it with
  * `TestClock.adjust`). Interruptible: the watcher and the sleeps are let go.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const awaitRelease = Wait.awaitRelease

@@ -67,7 +67,7 @@ export interface Options {
    * `Checkpoint.MIN_BYTES`) so that it does not start a segment at every event;
    * a load reads from the checkpoint's last entry either way.
    *
-   * @since 0.8.0
+   * @since 0.1.0
    */
   readonly segmentMinBytes?: number | undefined
   /**
@@ -76,7 +76,7 @@ export interface Options {
    * once (a hook) hashes a few entries, which core's own SHA-256 does in less time
    * than loading `node:crypto` takes; it passes false. The digests are the same.
    *
-   * @since 0.8.0
+   * @since 0.1.0
    */
   readonly nodeSha256?: boolean | undefined
   /**
@@ -130,14 +130,14 @@ export type Fs = FileOps.Fs
  * The filesystem calls as a service, read by `make`, `layer`, `inspect` and
  * `repair`; the real filesystem (`nodeFs`) unless a layer provides another.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const Fs: Context.Reference<Fs> = Adapter.Fs
 
 /**
  * A layer that makes the adapter use `fs` (fault injection in tests).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const layerFs = (fs: Fs): Layer.Layer<never> => Layer.succeed(Fs, fs)
 
@@ -169,7 +169,7 @@ export const MAX_FILE_BYTES = FileOps.MAX_FILE_BYTES
  * whose watches miss events: one lstat of the segment being read and one listing
  * of the directory, and a read only when something changed.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const FOLLOW_SAFETY_POLL: Duration.Duration = Duration.seconds(2)
 
@@ -492,7 +492,7 @@ export {
   /**
    * Removes a stale lock whose holder is proved gone; refuses while it may be alive (see the maintenance module).
    *
-   * @since 0.4.0
+   * @since 0.1.0
    */
   unlock
 } from "./internal/maintenance.ts"
@@ -519,7 +519,7 @@ export type {
   /**
    * What `unlock` did.
    *
-   * @since 0.4.0
+   * @since 0.1.0
    */
   UnlockReport
 } from "./internal/maintenance.ts"

@@ -5,7 +5,7 @@
  * `NodePersistence.layer` installs it; a host using another adapter can provide
  * `NodeSha256.layer` itself.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import { Sha256 } from "@session-journal/core"
 import type * as Layer from "effect/Layer"
@@ -20,7 +20,7 @@ let hash: typeof Crypto.hash | undefined
 /**
  * SHA-256 with `node:crypto`'s one-shot `hash`, as lowercase hex.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const digest: Sha256.HexDigest = (bytes) =>
   (hash ??= (createRequire(import.meta.url)("node:crypto") as typeof Crypto).hash)("sha256", bytes, "hex")
@@ -29,7 +29,7 @@ export const digest: Sha256.HexDigest = (bytes) =>
  * Installs `digest` for the process while the layer is alive; fails with
  * `Sha256Mismatch` if it does not reproduce `@noble/hashes`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const layerStrict: Layer.Layer<never, Sha256.Sha256Mismatch> = Sha256.layer("node:crypto", digest)
 
@@ -38,6 +38,6 @@ export const layerStrict: Layer.Layer<never, Sha256.Sha256Mismatch> = Sha256.lay
  * in the log) instead of failing: the faster hash is an optimisation, never a
  * requirement.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const layer: Layer.Layer<never> = Sha256.layerPreferred("node:crypto", digest)

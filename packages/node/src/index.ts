@@ -26,6 +26,6 @@ export * as Files from "./Files.ts"
 /**
  * `node:crypto`'s SHA-256 installed for the chain (byte-identical to `@noble/hashes`, checked on install).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export * as NodeSha256 from "./NodeSha256.ts"

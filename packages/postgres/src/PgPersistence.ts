@@ -81,7 +81,7 @@ export interface Options {
    * after the last one it delivered; once this time is up, the follow fails with
    * `StorageError`.
    *
-   * @since 0.4.0
+   * @since 0.1.0
    */
   readonly followReconnect?: Duration.Input | undefined
 }
@@ -111,14 +111,14 @@ export const DEFAULT_PREFIX = "session_journal_"
  * it fits PostgreSQL's 63-byte limit). `make` and `layer` refuse any other prefix
  * with a `StorageError` whose reason is `InvalidOption`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const isTablePrefix: (prefix: string) => boolean = Tables.isPrefix
 
 /**
  * The rule `isTablePrefix` checks, as the refusal of a prefix says it.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const TABLE_PREFIX_RULE: string = Tables.PREFIX_RULE
 

@@ -14,6 +14,6 @@ export * as PgPersistence from "./PgPersistence.ts"
 /**
  * The rule for the prefix of the adapter's table names, loadable without the adapter.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export * as TablePrefix from "./TablePrefix.ts"

@@ -44,7 +44,7 @@
  * nonce's bytes come from `/dev/urandom` (the global Web Crypto's
  * `getRandomValues` where there is none).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 import * as Hmac from "@session-journal/core/Hmac"
 import type * as Fs from "node:fs"
@@ -57,21 +57,21 @@ const fs = createRequire(import.meta.url)("node:fs") as typeof Fs
 /**
  * The request header carrying the forwarder's proof.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const AUTH_HEADER = "x-session-journal-auth"
 
 /**
  * The response header carrying the guard's proof.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const ANSWER_HEADER = "x-session-journal-answer"
 
 /**
  * The scheme's name, first word of both headers.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const SCHEME = "sj1"
 
@@ -80,14 +80,14 @@ export const SCHEME = "sj1"
  * request older than that is refused, so the guard need remember nonces only
  * that long.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const WINDOW_MS = 60_000
 
 /**
  * How many nonces the guard remembers at most (65,536, about 5 MiB).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const MAX_NONCES = 65_536
 
@@ -124,7 +124,7 @@ const randomBytes = (n: number): Uint8Array => {
 /**
  * The parts of a request's proof.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface Proof {
   readonly time: number
@@ -135,7 +135,7 @@ export interface Proof {
 /**
  * The MAC of a request (see the module's header).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const requestMac = (
   token: string,
@@ -152,7 +152,7 @@ export const requestMac = (
 /**
  * The MAC of an answer to the request whose nonce is `nonce`.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const answerMac = (token: string, nonce: string, status: number, body: Uint8Array): string =>
   hmac(token, `session-journal guard answer v1\n${nonce}\n${status}\n${sha256Hex(body)}`)
@@ -160,14 +160,14 @@ export const answerMac = (token: string, nonce: string, status: number, body: Ui
 /**
  * A fresh nonce: 16 random bytes, base64url.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const makeNonce = (): string => Buffer.from(randomBytes(16)).toString("base64url")
 
 /**
  * The `X-Session-Journal-Auth` value of a request, and the nonce its answer must name.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const sign = (
   token: string,
@@ -184,7 +184,7 @@ const PROOF = /^sj1 (0|[1-9][0-9]{0,15}) ([A-Za-z0-9_-]{22}) ([A-Za-z0-9_-]{43})
 /**
  * Reads an `X-Session-Journal-Auth` value; null when it is not exactly of the form.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const parse = (header: string | undefined): Proof | null => {
   const m = header === undefined ? null : PROOF.exec(header)
@@ -196,7 +196,7 @@ export const parse = (header: string | undefined): Proof | null => {
 /**
  * Whether two MACs (base64url text) are equal, in time independent of where they differ.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const macEquals = (given: string, expected: string): boolean => {
   // Unequal lengths fail at once (a MAC's length is public).
@@ -206,7 +206,7 @@ export const macEquals = (given: string, expected: string): boolean => {
 /**
  * Whether `proof` is a request's own MAC under `token` (time and replays aside).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const verifyRequest = (
   token: string,
@@ -218,7 +218,7 @@ export const verifyRequest = (
 /**
  * The `X-Session-Journal-Answer` value of an answer.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const answerHeader = (token: string, nonce: string, status: number, body: Uint8Array): string =>
   `${SCHEME} ${answerMac(token, nonce, status, body)}`
@@ -227,7 +227,7 @@ export const answerHeader = (token: string, nonce: string, status: number, body:
  * Whether an answer's `X-Session-Journal-Answer` proves it came from the holder of
  * `token`, for the request whose nonce is `nonce`, with this status and body.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const verifyAnswer = (
   token: string,
@@ -250,7 +250,7 @@ export const verifyAnswer = (
  * Not thread-safe: one caller at a time (the guard's handler, which runs on one
  * thread and does not yield between `check` and its record).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface ReplayGuard {
   /** Records the nonce and returns null when the request is fresh; else says why not. */
@@ -262,7 +262,7 @@ export interface ReplayGuard {
 /**
  * A `ReplayGuard`.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const makeReplayGuard = (
   options: { readonly windowMs?: number | undefined; readonly capacity?: number | undefined } = {}

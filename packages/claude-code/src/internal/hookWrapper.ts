@@ -17,7 +17,7 @@
 /**
  * One argument quoted for the POSIX shell Claude Code runs a command hook with.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const shellQuote = (arg: string): string =>
   /^[A-Za-z0-9_/.:=@%+-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`
@@ -26,7 +26,7 @@ export const shellQuote = (arg: string): string =>
  * A path inside the project, written relative to `$CLAUDE_PROJECT_DIR` (which
  * Claude Code sets for every hook) so the hook finds it on every machine.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface ProjectPath {
   readonly _tag: "ProjectPath"
@@ -37,14 +37,14 @@ export interface ProjectPath {
 /**
  * An argument of an installed command: a literal, or a path inside the project.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export type Word = string | ProjectPath
 
 /**
  * A path inside the project, relative to its root.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const projectPath = (relative: string): ProjectPath => ({ _tag: "ProjectPath", relative })
 
@@ -52,7 +52,7 @@ export const projectPath = (relative: string): ProjectPath => ({ _tag: "ProjectP
  * One word as the shell reads it: a literal quoted (`shellQuote`), a project path
  * as `"$CLAUDE_PROJECT_DIR"/'rel'`.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const shellWord = (word: Word): string =>
   typeof word === "string"
@@ -71,7 +71,7 @@ export const shellWord = (word: Word): string =>
  * happened (not found, not executable, a signal, an exit code) with the line of
  * its stderr that says why, and how to fix it or remove the hooks.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const wrapperScript = (uninstall: string): string =>
   [
@@ -93,7 +93,7 @@ export const wrapperScript = (uninstall: string): string =>
  * How the hooks `claude-code install` writes are removed, as the wrapper's
  * message names it.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const CLAUDE_CODE_UNINSTALL = "session-journal claude-code install --uninstall"
 
@@ -101,14 +101,14 @@ export const CLAUDE_CODE_UNINSTALL = "session-journal claude-code install --unin
  * The wrapper's script of the hooks `claude-code install` writes
  * (`wrapperScript(CLAUDE_CODE_UNINSTALL)`).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const WRAPPER_SCRIPT = wrapperScript(CLAUDE_CODE_UNINSTALL)
 
 /**
  * Where the wrapper's message says the hooks are, when the caller does not say.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const DEFAULT_SETTINGS_HINT = "Claude Code's settings"
 
@@ -117,7 +117,7 @@ export const DEFAULT_SETTINGS_HINT = "Claude Code's settings"
  * `/bin/sh -c WRAPPER_SCRIPT session-journal-hook EVENT SETTINGS COMMAND…`. More
  * words appended to the result are more arguments of the command.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const wrap = (
   command: ReadonlyArray<Word>,
@@ -140,7 +140,7 @@ export const wrap = (
  * wrapped, `wrap`) and the settings file its failure message names. Without an
  * event the plain command line is given.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export interface WrapOptions {
   readonly event?: string | undefined
@@ -152,7 +152,7 @@ export interface WrapOptions {
 /**
  * The words as one command line: plain without an event, else wrapped (`wrap`).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const commandLine = (words: ReadonlyArray<Word>, options: WrapOptions | undefined): string =>
   options?.event === undefined

@@ -3,7 +3,7 @@
  * as every door computes it: the command hook, the resident guard and the
  * driven session (`claude-code run`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -47,7 +47,7 @@ const holdsOurHooks = async (file: string): Promise<boolean> => {
  * Code's transcripts of the project (where the hooks' count and the sub-agents'
  * depths are read), and where any of them leads through a symbolic link.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const protectedPaths = async (
   cwd: string,

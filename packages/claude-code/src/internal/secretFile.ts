@@ -10,7 +10,7 @@
  * Node built-ins only (`node:fs`, loaded with `createRequire`): the forwarder
  * loads this module at every hook.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 import type * as Fs from "node:fs"
 import { createRequire } from "node:module"
@@ -21,7 +21,7 @@ const fs = createRequire(import.meta.url)("node:fs") as typeof Fs
  * Why a secret file's mode is refused, or null: any permission for its group or
  * others (POSIX only; on Windows modes say nothing of this and none is refused).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const exposure = (file: string, mode: number, what: string): string | null =>
   process.platform === "win32" || (mode & 0o077) === 0
@@ -32,7 +32,7 @@ export const exposure = (file: string, mode: number, what: string): string | nul
  * What reading a secret file gave: its text, or why it cannot be used
  * (`exposed`: refused for its mode).
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export type Read =
   | { readonly _tag: "Read"; readonly text: string }
@@ -42,7 +42,7 @@ export type Read =
  * Reads `file` as a secret (see the module's header); `what` names it in reasons
  * (`token file`, `signer key`). Never throws.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const read = (file: string, what: string, maxBytes: number): Read => {
   let fd: number
@@ -91,7 +91,7 @@ const messageOf = (e: unknown): string => e instanceof Error ? e.message : Strin
  * missing, and refused when its group or others may write to it (they could put
  * another file in its place). Throws an `Error` saying what went wrong.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const create = (file: string, text: string): void => {
   const dir = file.slice(0, Math.max(file.lastIndexOf("/"), 0)) || "/"

@@ -10,7 +10,7 @@ import * as JsonText from "./jsonText.ts"
  * The events our hooks are installed for (PROTOCOL.md (a)): every one whose record
  * goes on the chain.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const EVENTS = [
   "SessionStart",
@@ -41,7 +41,7 @@ const OUR_COMMAND = /(^|\s)'?claude-code'?\s+'?(hook|forward)'?(\s|$)/
  * to a loopback `/hook` with a bearer token from the environment (the guard's
  * plain form).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const isOurs = (hook: unknown): boolean => {
   if (!isObject(hook)) return false
@@ -70,7 +70,7 @@ export const isOurs = (hook: unknown): boolean => {
  * it. Everything else is kept as it was, in its order. (On values; `removeText`
  * does it on a file's text.)
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const remove = (settings: JsonObject): JsonObject => {
   const hooks = settings["hooks"]
@@ -103,7 +103,7 @@ export const remove = (settings: JsonObject): JsonObject => {
  * every event of `events` one group `{matcher: "", hooks: [hook]}` appended to
  * the event's list. `hook` is one hook object for all, or one per event.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const merge = (
   settings: JsonObject,
@@ -124,7 +124,7 @@ export const merge = (
  * Settings text that cannot be edited: not JSON (with comments and trailing
  * commas), not an object, or `hooks` (or an event's list) of another type.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export class SettingsTextError extends Error {
   readonly _tag = "SettingsTextError"
@@ -178,7 +178,7 @@ const nextRemoval = (text: string, root: JsonText.ObjectNode): JsonText.Splice |
  * unless they were there, empty, before (`internal/jsonText.ts`). Throws
  * `SettingsTextError`.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const removeText = (text: string): string => {
   if (text.trim() === "") return text
@@ -199,7 +199,7 @@ const groupOf = (hook: JsonObject): JsonObject => ({ matcher: "", hooks: [hook] 
  * missing), in the file's own indentation and line breaks; nothing else changes.
  * Throws `SettingsTextError`.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const installText = (
   text: string,
@@ -243,7 +243,7 @@ export const installText = (
  * The settings a text holds, as Claude Code reads them (comments and trailing
  * commas allowed); `{}` for an empty text. Throws `SettingsTextError`.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const readText = (text: string): JsonObject =>
   text.trim() === "" ? {} : JsonText.toValue(parseRoot(text)) as JsonObject

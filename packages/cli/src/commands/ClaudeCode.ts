@@ -7,7 +7,7 @@
  * for a module of `@session-journal/claude-code`, where every decision is
  * `Hook.handle`'s.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import { Archive, type Sync } from "@session-journal/claude-code"
 import type * as HookRunner from "@session-journal/claude-code/HookRunner"
@@ -57,7 +57,7 @@ const hookIo = (env: Readonly<Record<string, string | undefined>>) =>
 /**
  * What a handler gets besides its own flags (as `Commands.Context`).
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Context {
   readonly json: boolean
@@ -67,7 +67,7 @@ export interface Context {
  * The wrapper that gives a handler its journal and reports its failure (the
  * command tree's own).
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type WithJournal<EOut, ROut> = <E extends Failure>(
   body: (ctx: Context) => Effect.Effect<void, E, SessionJournal.SessionJournal | Scope.Scope>
@@ -155,7 +155,7 @@ const problems = (report: Archive.Report) =>
 /**
  * The `claude-code` command and its subcommands, run through `withJournal`.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
   const archive = Command.make("archive", { source, project }, (a) =>
@@ -240,7 +240,7 @@ export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
  * the command's stdin, stdout and stderr: Claude Code's (`HookProcess.run`) and
  * Codex's (`CodexHook.run`). `agent` names the program in the flags' help.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const hookSubcommand = (
   run: (args: HookArgs, io: HookRunner.Io) => Promise<{ readonly exitCode: number }>,

@@ -26,7 +26,7 @@
  * started, or did not accept the driver's hooks and was ended), 130 ended by
  * Ctrl-C.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import { Message, Session } from "@session-journal/claude-code"
 import * as Protect from "@session-journal/claude-code/ProtectedPaths"
@@ -167,7 +167,7 @@ const takeSigint = (queue: Queue.Queue<void>) =>
 /**
  * The `claude-code run` command.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const run = Command.make("run", flags, (a) =>
   Effect.gen(function*() {

@@ -18,7 +18,7 @@
  * - `status`: whether Codex will run our hooks, as Codex itself says.
  * - `archive`, `follow`, `export`: custody of rollout files (`Rollout`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import { Archive } from "@session-journal/claude-code"
 import { commandLine } from "@session-journal/claude-code/HookWrapper"
@@ -43,7 +43,7 @@ import * as CodexHook from "./CodexHook.ts"
 /**
  * The environment variable naming Codex's home (default `~/.codex`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const CODEX_HOME_VAR = "CODEX_HOME"
 
@@ -51,7 +51,7 @@ export const CODEX_HOME_VAR = "CODEX_HOME"
  * The Codex configuration file of a scope: `DIR/.codex/config.toml` for a
  * project, else `$CODEX_HOME/config.toml` (`~/.codex/config.toml`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const configFile = (project: string | undefined, codexHome: string | undefined): string =>
   project !== undefined
@@ -65,7 +65,7 @@ export const configFile = (project: string | undefined, codexHome: string | unde
  * How our Codex hooks are removed, as the installed command's failure message
  * names it.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const UNINSTALL = "session-journal codex install --uninstall"
 
@@ -74,7 +74,7 @@ export const UNINSTALL = "session-journal codex install --uninstall"
  * `session-journal` then `codex hook`, with `--root` and `--policy` when given,
  * wrapped so that a program that cannot start denies (`commandLine`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const hookCommand = (
   self: ReadonlyArray<string>,
@@ -101,7 +101,7 @@ const refusedAs = (file: string) => (e: unknown): InvalidInput | StorageError =>
 /**
  * What an edit did to one file.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Edited {
   readonly file: string
@@ -116,7 +116,7 @@ export interface Edited {
  * missing file missing): read through its links, and only when the text changes
  * a new backup and a replacement (claude-code's `internal/settingsIo.ts`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const editFile = (
   file: string,
@@ -384,7 +384,7 @@ const reportLines = (report: Rollout.Report): Array<string> => [
 /**
  * The `codex` command and its subcommands, run through `withJournal`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const make = <EOut, ROut>(withJournal: WithJournal<EOut, ROut>) => {
   const archive = Command.make("archive", { source }, (a) =>

@@ -8,7 +8,7 @@
  *
  * Loaded without the command tree (`main.ts` recognizes the invocation first).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import * as HookRunner from "@session-journal/codex/HookRunner"
 import type { HookArgs } from "../internal/hookArgs.ts"
@@ -19,7 +19,7 @@ import { journalOf, mainOf, POLICY_VAR } from "./HookProcess.ts"
  * Runs one hook with the command line's flags and `io` (`HookRunner.run`): never
  * throws; every failure is a refusal (or, with `--fail-open`, exit 1).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const run = (
   args: HookArgs,
@@ -38,6 +38,6 @@ export const run = (
  * Runs the hook on the process's stdin, stdout and stderr; resolves with the exit
  * code.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const main = mainOf(run)

@@ -5,7 +5,7 @@
  * without the command tree (`main.ts`) and bundled into a file of its own
  * (`scripts/bundle.ts`): it and what it imports are all a hook event loads.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import { outcomeOf } from "@session-journal/claude-code/Forwarder"
 import * as ProcessStreams from "../internal/processStreams.ts"
@@ -14,7 +14,7 @@ import * as ProcessStreams from "../internal/processStreams.ts"
  * Runs the forwarder on the process: arguments after `claude-code forward`, the
  * event on stdin, the answer on stdout; resolves with the exit code.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const main = async (args: ReadonlyArray<string>): Promise<number> => {
   const outcome = await outcomeOf(args)

@@ -6,7 +6,7 @@
  * with global flags before it): their flags, the journal and the token from the
  * flags and the environment, the start line printed.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import * as Forward from "@session-journal/claude-code/Forwarder"
 import type * as GuardServer from "@session-journal/claude-code/GuardServer"
@@ -32,21 +32,21 @@ import * as ForwardProcess from "./ForwardProcess.ts"
 /**
  * The variable a policy file comes from when `--policy` is not given.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const POLICY_VAR = "SESSION_JOURNAL_POLICY"
 
 /**
  * The port the guard listens on by default.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const DEFAULT_PORT = 18787
 
 /**
  * The token variable (as `GuardServer.TOKEN_VAR`, without loading the server).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const GUARD_TOKEN_VAR = Forward.TOKEN_VAR
 
@@ -55,7 +55,7 @@ export const GUARD_TOKEN_VAR = Forward.TOKEN_VAR
  * given: `session-journal` in the user's state directory (`$XDG_STATE_HOME`,
  * else `~/.local/state`), created 0700.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const tokenDir = (env: { readonly XDG_STATE_HOME?: string | undefined }): string =>
   path.join(
@@ -69,7 +69,7 @@ export const tokenDir = (env: { readonly XDG_STATE_HOME?: string | undefined }):
  * Where the guard's token comes from and what to say about it: the environment,
  * a token file it read, or a file it created for a token it made.
  *
- * @since 0.7.0
+ * @since 0.1.0
  */
 export const resolveToken = (options: {
   readonly given: string | undefined
@@ -131,7 +131,7 @@ const policyFlag = Flag.String("policy").pipe(
 /**
  * `claude-code guard [--policy FILE] [--port N] [--root DIR]`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const guard = Command.make("guard", {
   policy: policyFlag,
@@ -270,7 +270,7 @@ export const guard = Command.make("guard", {
 /**
  * `claude-code forward --url URL [--token-env NAME | --token-file FILE] [--timeout-ms N]`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const forward = Command.make("forward", {
   url: Flag.String("url").pipe(

@@ -11,7 +11,7 @@
  * invocation first): a hook runs once per tool call, and its start is most of
  * its cost.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import * as HookRunner from "@session-journal/claude-code/HookRunner"
 import { Checkpoint } from "@session-journal/core"
@@ -27,7 +27,7 @@ import * as Storage from "../Storage.ts"
 /**
  * The environment variable naming the policy file when `--policy` is not given.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const POLICY_VAR = "SESSION_JOURNAL_POLICY"
 
@@ -36,7 +36,7 @@ export const POLICY_VAR = "SESSION_JOURNAL_POLICY"
  * a burst of parallel hooks holds it, shorter than the hook timeout `install`
  * sets (60 s).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const DEFAULT_WAIT_MILLIS = 30_000
 
@@ -46,7 +46,7 @@ export const DEFAULT_WAIT_MILLIS = 30_000
  * first use readable by its user only), waiting up to `--wait` for a session's
  * lock; or why there is none, the reason to refuse with.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const journalOf = async (
   args: HookArgs,
@@ -86,7 +86,7 @@ export const journalOf = async (
  * Runs one hook with the command line's flags and `io` (`HookRunner.run`): never
  * throws; every failure is a refusal (or, with `--fail-open`, exit 1).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const run = (args: HookArgs, io: HookRunner.Io): Promise<HookRunner.Outcome> =>
   HookRunner.run({
@@ -104,7 +104,7 @@ export const run = (args: HookArgs, io: HookRunner.Io): Promise<HookRunner.Outco
  * Runs the hook on the process's stdin, stdout and stderr; resolves with the exit
  * code.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const main = (args: HookArgs): Promise<number> => mainOf(run)(args)
 
@@ -112,7 +112,7 @@ export const main = (args: HookArgs): Promise<number> => mainOf(run)(args)
  * A hook process's `main`: `run` on the process's stdin, stdout and stderr,
  * resolving with the exit code (Claude Code's and Codex's).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const mainOf = (
   run: (

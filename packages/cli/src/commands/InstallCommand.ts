@@ -4,7 +4,7 @@
  * checks of what they name, and the reports printed; what is written where is
  * the installer's (`Installer` of `@session-journal/claude-code`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import * as Installer from "@session-journal/claude-code/Installer"
 import { StorageError } from "@session-journal/core"
@@ -36,7 +36,7 @@ const apply = (
 /**
  * The `install` command.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const command = Command.make("install", {
   project: Flag.String("project").pipe(

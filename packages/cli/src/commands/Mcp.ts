@@ -7,7 +7,7 @@
  * file that cannot be read does not stop the gateway: every call is then denied
  * with the reason (fail closed), and the reason is also written to stderr.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import { Entry, Guard, Policy } from "@session-journal/core"
 import { Gateway } from "@session-journal/mcp"
@@ -67,7 +67,7 @@ const flags = {
  * The name of a server by default: the command's base name (`npx pkg`: the
  * package's name without scope or version), or the URL's host.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const defaultName = (command: ReadonlyArray<string>, url: string | undefined): string => {
   if (url !== undefined) {
@@ -95,7 +95,7 @@ export const defaultName = (command: ReadonlyArray<string>, url: string | undefi
  * stderr once per change); the first read happens at once, so a bad file is
  * reported when the gateway starts.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const policyGuard = (
   file: string,
@@ -202,7 +202,7 @@ const proxy = Command.make("proxy", flags, (a) =>
 /**
  * The `mcp` command: `proxy`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const mcp = Command.make("mcp").pipe(
   Command.withDescription("The MCP gateway: any MCP client's tool calls decided and journaled"),

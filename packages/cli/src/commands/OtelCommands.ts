@@ -11,7 +11,7 @@
  * exit 7 (`SpansLost`) after it printed what was sent. An id may be Claude Code's
  * own session id: it stands for the hooked session of that session (`Stories`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import { SessionJournal } from "@session-journal/core"
 import { Argument, Command, Flag } from "effect/cli"
@@ -192,7 +192,7 @@ const exportCmd = Command.make("export", {
 /**
  * `otel export`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const otel = Command.make("otel").pipe(
   Command.withDescription("OpenTelemetry: send sessions to a trace viewer as spans"),

@@ -10,7 +10,7 @@
  * guard, and per rule the calls it could not judge for lack of their inputs: the
  * what-if a user runs before switching a policy on.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import { Hook, Planner } from "@session-journal/claude-code"
 import { Entry, type Guard, JournalState, Pattern, Policy, SessionJournal } from "@session-journal/core"
@@ -31,13 +31,13 @@ export {
   /**
    * Reads and decodes a policy file (strict UTF-8, bounded); see `PolicyFile`.
    *
-   * @since 0.4.0
+   * @since 0.1.0
    */
   load,
   /**
    * Largest policy file read (1 MiB).
    *
-   * @since 0.4.0
+   * @since 0.1.0
    */
   MAX_POLICY_BYTES
 } from "../PolicyFile.ts"
@@ -499,7 +499,7 @@ const test = Command.make(
 /**
  * The `policy` command and its subcommands.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const policy = Command.make("policy").pipe(
   Command.withDescription(

@@ -14,7 +14,7 @@
  * removed. A re-run reads the published checkpoint, the partial tiles and bundle of its
  * size (checked against its root), and from the journal only the entries after it.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import {
   Chain,
@@ -53,7 +53,7 @@ const failed = (what: string, file: string, e: unknown) =>
 /**
  * `PublicFile.write` (crash-safe, 0644) as an Effect.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const writeFile = (file: string, bytes: Uint8Array) =>
   Effect.tryPromise({ try: () => PublicFile.write(file, bytes), catch: (e) => failed("write", file, e) })
@@ -62,7 +62,7 @@ export const writeFile = (file: string, bytes: Uint8Array) =>
  * The bytes of `file`, or `undefined` when there is none; more than `maxBytes` is a
  * failure, found before reading.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const readFile = (file: string, maxBytes: number) =>
   Effect.tryPromise({ try: () => PublicFile.read(file, maxBytes), catch: (e) => failed("read", file, e) })
@@ -73,7 +73,7 @@ export const readFile = (file: string, maxBytes: number) =>
 /**
  * What one publishing run did.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Published {
   readonly id: string
@@ -92,7 +92,7 @@ const refused = (reason: Tiles.TilesRefused["reason"], file: string, detail: str
  * What a publishing run is given: the directory, the signer key file, whether entries
  * go out as hashes only, and the witnesses (URLs and their verifier keys).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface PublishOptions {
   readonly out: string
@@ -180,7 +180,7 @@ const resume = (out: string, signer: SignedNote.Signer, origin: string) =>
 /**
  * `publish ID --out DIR --sign KEYFILE [--hashes-only]`: one run (see the module header).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const publishOnce = (id: string, options: PublishOptions) =>
   Effect.gen(function*() {
@@ -311,7 +311,7 @@ const publishedText = (p: Published, out: string): string =>
  * VKEY] [--every DURATION]`: one run, or a run every DURATION until interrupted (a
  * failed run, a witness's refusal included, ends it).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const publish = (
   id: string,
@@ -374,7 +374,7 @@ const get = (url: string, maxBytes: number, signal: AbortSignal) =>
  * file that is not there, all requests under one deadline of `MAX_TOTAL_MILLIS`) or a
  * directory.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const reader = (target: string): TiledLog.Read<NotAvailable> => {
   if (/^https?:\/\//.test(target)) {
@@ -396,7 +396,7 @@ export const reader = (target: string): TiledLog.Read<NotAvailable> => {
  * `verify-remote URL|DIR --key VKEY [--since CHECKPOINT]`: exit 0 when the published
  * log verifies, 1 (`TilesRefused`) when it does not, 3 when it cannot be read.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const verifyRemote = (
   target: string,

@@ -3,7 +3,7 @@
  * the tree stay out of every other command's start): key files, signing, checking a
  * journal against a held checkpoint, proofs.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import * as SecretFile from "@session-journal/claude-code/SecretFile"
 import { SignedNote, Transparency, TreeHead, Utf8 } from "@session-journal/core"
@@ -38,7 +38,7 @@ const fromKeyResult = <A>(field: string, r: Result.Result<A, SignedNote.InvalidK
  * permission on it is refused (`InvalidInput` on `--sign`, naming the file and
  * `chmod 600`), never used.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const loadSigner = (file: string): Effect.Effect<SignedNote.Signer, InvalidInput> =>
   Effect.suspend(() => {
@@ -52,7 +52,7 @@ export const loadSigner = (file: string): Effect.Effect<SignedNote.Signer, Inval
  * The verifier keys of a `--key` value: a verifier key itself, or a file holding one
  * verifier key per line (blank lines and lines starting with `#` skipped).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const loadVerifiers = (value: string): Effect.Effect<ReadonlyArray<SignedNote.Verifier>, InvalidInput> =>
   Effect.gen(function*() {
@@ -98,7 +98,7 @@ const writeKeyFile = (file: string, text: string) =>
  * `key generate NAME --out FILE`: a new signer key written 0600 (never replacing a
  * file), its verifier key printed.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const generateKey = (name: string, out: string, json: boolean) =>
   Effect.gen(function*() {
@@ -119,7 +119,7 @@ export const generateKey = (name: string, out: string, json: boolean) =>
  * then prints the signed checkpoint of the tree over the entries verified. Read-only:
  * it does not write the journal's own checkpoint.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const signCheckpoint = (id: string, keyFile: string, storage: Storage.Options, json: boolean) =>
   Effect.gen(function*() {
@@ -188,7 +188,7 @@ const post = (url: string, body: string) =>
  * The body of a C2SP `tlog-witness` `add-checkpoint` request: `old <size>`, the
  * consistency proof one base64 hash a line, a blank line, the signed checkpoint.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const addCheckpointBody = (oldSize: number, proof: ReadonlyArray<Uint8Array>, note: string): string =>
   `old ${oldSize}\n${proof.map((p) => `${TreeHead.base64(p)}\n`).join("")}\n${note}`
@@ -198,7 +198,7 @@ export const addCheckpointBody = (oldSize: number, proof: ReadonlyArray<Uint8Arr
  * consistency proof it checked), its verified cosignatures, and the signed note with
  * those cosignature lines appended (the log's own signature first).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Cosigned {
   readonly oldSize: number
@@ -214,7 +214,7 @@ export interface Cosigned {
  * checkpoint is not consistent with what it cosigned: a fork) are `WitnessRefused`, as
  * is a 200 without a cosignature that verifies with `witnessVerifiers`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const cosign = <E, R>(
   url: string,
@@ -280,7 +280,7 @@ export const cosign = <E, R>(
  * to the output file. 409 twice (the witness cosigned more than the journal holds) and
  * 422 (the journal is not consistent with what it cosigned) are exit 1.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const witness = (
   url: string,
@@ -324,7 +324,7 @@ export const witness = (
 /**
  * The verifier keys of `--witness-key` values; at least one is needed.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const loadWitnessKeys = (values: ReadonlyArray<string>) =>
   Effect.gen(function*() {
@@ -350,7 +350,7 @@ const writeFileAtomic = (file: string, text: string) =>
  * What `verify --checkpoint` found: the chain's report, the checkpoint's claims, who
  * signed and cosigned it, and how the journal relates to it.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface CheckpointReport {
   readonly id: string
@@ -372,7 +372,7 @@ export interface CheckpointReport {
  * checkpoint's size must have its root, with a verified consistency proof to the
  * current tree.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const verifyCheckpoint = (
   id: string,
@@ -477,7 +477,7 @@ const reportCheckpoint = (r: CheckpointReport, json: boolean) =>
 /**
  * Human output for a checkpoint report.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const checkpointText = (r: CheckpointReport): Array<string> => [
   r.ok
@@ -502,7 +502,7 @@ const nodes = (proof: ReadonlyArray<Uint8Array>) => proof.map(TreeHead.base64)
 /**
  * `prove ID SEQUENCE [--size N]`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const prove = (id: string, sequence: number, size: number | undefined, json: boolean) =>
   Effect.gen(function*() {
@@ -526,7 +526,7 @@ export const prove = (id: string, sequence: number, size: number | undefined, js
 /**
  * `consistency ID OLD NEW`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const consistency = (id: string, oldSize: number, newSize: number, json: boolean) =>
   Effect.gen(function*() {

@@ -12,7 +12,7 @@
  * Everything reads the session without its lock, so it runs next to a writer. The
  * work is in `TreeCheck` and `Publish`, loaded when one of these runs.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import { Argument, Command, Flag } from "effect/cli"
 import * as Duration from "effect/Duration"
@@ -44,7 +44,7 @@ const generate = Command.make("generate", {
 /**
  * `key generate NAME --out FILE`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const key = Command.make("key").pipe(
   Command.withDescription("Signing keys for checkpoints: generate one"),
@@ -55,7 +55,7 @@ export const key = Command.make("key").pipe(
  * `verify`'s flags for a checkpoint held elsewhere: `--checkpoint FILE` and `--key VKEY`
  * (repeatable; a verifier key or a file of them).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const verifyFlags = {
   checkpoint: Flag.String("checkpoint").pipe(
@@ -73,7 +73,7 @@ export const verifyFlags = {
 /**
  * `checkpoint`'s `--sign FILE`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const checkpointFlags = {
   sign: Flag.String("sign").pipe(
@@ -88,7 +88,7 @@ export const checkpointFlags = {
 /**
  * `verify --checkpoint` for the ids given: exactly one.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const verifyCheckpointOf = (
   ids: ReadonlyArray<string>,
@@ -104,7 +104,7 @@ export const verifyCheckpointOf = (
 /**
  * `verify --key` without `--checkpoint`: a key checks nothing by itself.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const keyWithoutCheckpoint = Effect.fail(
   new InvalidInput({
@@ -116,7 +116,7 @@ export const keyWithoutCheckpoint = Effect.fail(
 /**
  * `checkpoint ID --sign FILE` (see `TreeCheck.signCheckpoint`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const signCheckpoint = (id: string, keyFile: string, storage: Storage.Options, json: boolean) =>
   Effect.flatMap(load, (m) => m.signCheckpoint(id, keyFile, storage, json))
@@ -273,6 +273,6 @@ const verifyRemote = Command.make(
 /**
  * The commands of this module to register at the root.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const commands = [key, prove, consistency, witness, publish, verifyRemote] as const

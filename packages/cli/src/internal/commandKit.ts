@@ -25,7 +25,7 @@ import { parseWaitMillis } from "./hookArgs.ts"
  * A `--dir` or `--postgres` value and where it came from: the command line, or
  * the environment variable the flag falls back to (through `Config`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Given {
   readonly value: string
@@ -39,7 +39,7 @@ const fromEnv = (name: string): Config.Config<Given> =>
 /**
  * The value of a `Given` setting when the command line gave it (not the environment).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const onCommandLine = (given: Option.Option<Given>): string | undefined =>
   Option.isSome(given) && given.value.from === "flag" ? given.value.value : undefined
@@ -174,7 +174,7 @@ export const withJournal = <E extends Failure>(
  * `withJournal` for a command that only reads: it creates no journal directory and
  * no table, and a journal that does not exist holds no session.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const withJournalToRead = <E extends Failure>(
   body: (ctx: Context) => Effect.Effect<void, E, Journal | Scope.Scope>
@@ -206,7 +206,7 @@ export const nonNegative = (name: string) =>
 /**
  * Parses a `--wait` value (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const parseWait = (text: string): Duration.Duration => Duration.millis(parseWaitMillis(text))
 
@@ -214,7 +214,7 @@ export const parseWait = (text: string): Duration.Duration => Duration.millis(pa
  * `--wait DURATION` of the writing commands: how long to wait for a session's lock
  * while another writer holds it (default: not at all, exit 4 at once).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const waitFlag = Flag.String("wait").pipe(
   Flag.withMetavar("DURATION"),

@@ -16,7 +16,7 @@
  * does not answer in time loses spans, never entries, and `Result` says how many
  * and why.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import { Entry, SessionJournal } from "@session-journal/core"
 import * as Clock from "effect/Clock"
@@ -37,7 +37,7 @@ import * as Spans from "./Spans.ts"
 /**
  * Spans ended between two awaited flushes.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const FLUSH_SPANS = 512
 
@@ -45,14 +45,14 @@ export const FLUSH_SPANS = 512
  * How the spans are encoded: OTLP's protobuf (`http/protobuf`, the default) or
  * JSON (`http/json`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Protocol = "http/protobuf" | "http/json"
 
 /**
  * Where and how to send.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Options {
   /** The traces endpoint, in full (`…/v1/traces`). */
@@ -67,7 +67,7 @@ export interface Options {
 /**
  * What one session came to.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface SessionResult {
   readonly id: string
@@ -85,7 +85,7 @@ export interface SessionResult {
  * accepted (`delivered`), those it never got or refused (`lost`), and why
  * (`problems`: the first few failures, in order).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Result {
   readonly url: string
@@ -133,7 +133,7 @@ const bodyOf = (request: { readonly body: HttpBody.HttpBody }) => request.body
  * Sends sessions `ids` to the collector at `options.url`. Fails only when a
  * session cannot be read; what the collector did is in the result.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const run = Effect.fn("OtlpExport.run")(function*(ids: ReadonlyArray<string>, options: Options) {
   const journal = yield* SessionJournal.SessionJournal
@@ -293,7 +293,7 @@ export const run = Effect.fn("OtlpExport.run")(function*(ids: ReadonlyArray<stri
  * (`http://host:4318` → `http://host:4318/v1/traces`); a URL whose path already
  * ends in `/v1/traces` is kept.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const tracesUrl = (base: string): string => {
   const url = new URL(base)
@@ -307,7 +307,7 @@ export const tracesUrl = (base: string): string => {
  * `key=value,key2=value2`, values percent-decoded; an entry without `=` or with
  * an empty key is an error (its text).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const parseHeaders = (text: string): Record<string, string> | string => {
   const out: Record<string, string> = {}

@@ -34,7 +34,7 @@
  * when a new one would pass the bound). Message contents, tool inputs and outputs
  * are never put on a span: the conventions make content opt-in.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import { Entry } from "@session-journal/core"
 import type { SessionMeta } from "@session-journal/core"
@@ -46,21 +46,21 @@ import * as Stories from "../viewer/Stories.ts"
  * names the spans use (as `@opentelemetry/semantic-conventions` of that version
  * defines them; the GenAI conventions are of status Development there).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const SEMCONV_VERSION = "1.45.0"
 
 /**
  * A span attribute's value.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Value = string | number | boolean
 
 /**
  * Attributes of a span or event.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Attributes = { readonly [key: string]: Value }
 
@@ -69,7 +69,7 @@ export type Attributes = { readonly [key: string]: Value }
  * of one fold; times are nanoseconds since the epoch. `parent` is null for the
  * session's span.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Op =
   | {
@@ -93,28 +93,28 @@ export type Op =
 /**
  * Calls open at once (started, not ended); past it the oldest is ended.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const MAX_OPEN_CALLS = 4096
 
 /**
  * Sub-agents open at once; past it the oldest is ended.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const MAX_OPEN_AGENTS = 256
 
 /**
  * The session's span key.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const SESSION_KEY = "session"
 
 /**
  * The attribute names used, as the conventions spell them.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const Attr = {
   operation: "gen_ai.operation.name",
@@ -133,7 +133,7 @@ export const Attr = {
 /**
  * The event a guard verdict is.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const EVALUATION_EVENT = "gen_ai.evaluation.result"
 
@@ -154,7 +154,7 @@ const nanos = (secs: number): bigint => BigInt(secs) * 1_000_000_000n
  * then or for a session labelled so; otherwise the journal session id and the
  * agent of its first call.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const identityOf = (
   id: string,
@@ -184,7 +184,7 @@ interface Agent {
  * The fold: `add` each entry in chain order, each call returning the operations
  * it causes; `finish` once, returning the operations that end what is still open.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Fold {
   readonly add: (entry: Entry.Entry) => ReadonlyArray<Op>
@@ -194,7 +194,7 @@ export interface Fold {
 /**
  * A new fold for session `id` with its metadata.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const fold = (id: string, meta: SessionMeta.SessionMeta | null): Fold => {
   const identity = identityOf(id, meta)

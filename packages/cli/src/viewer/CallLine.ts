@@ -6,13 +6,13 @@
  * total: any input gives a line (possibly empty), at most `MAX_CHARS` long, on
  * one line.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 
 /**
  * The longest line, in characters.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const MAX_CHARS = 200
 
@@ -64,7 +64,7 @@ const anyString = (input: Record<string, unknown>): readonly [string, string] | 
 /**
  * The MCP server and tool of a name `mcp__server__tool`, or null.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const mcpOf = (toolName: string): { readonly server: string; readonly tool: string } | null => {
   if (!toolName.startsWith("mcp__")) return null
@@ -76,7 +76,7 @@ export const mcpOf = (toolName: string): { readonly server: string; readonly too
 /**
  * The line for a call of `toolName` with `input`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const summary = (toolName: string, input: unknown): string => {
   const mcp = mcpOf(toolName)

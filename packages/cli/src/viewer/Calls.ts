@@ -19,7 +19,7 @@
  *   row is sent at once and sent again, to replace it, when its decision and
  *   its outcome come; at most `MAX_LIVE` calls are remembered.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import { Entry } from "@session-journal/core"
 import * as CallLine from "./CallLine.ts"
@@ -29,7 +29,7 @@ import * as Html from "./Html.ts"
 /**
  * Rows a page holds back while calls wait for their outcomes.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const MAX_HELD = 512
 
@@ -37,14 +37,14 @@ export const MAX_HELD = 512
  * Characters of written rows a page holds back behind a call waiting for its
  * outcome (rows can be large: a Write's content is in its entries).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const MAX_HELD_CHARS = 8 * 1024 * 1024
 
 /**
  * Calls the live events remember, for their decision and outcome to update them.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const MAX_LIVE = 1024
 
@@ -54,7 +54,7 @@ const str = (v: unknown): string | null => (typeof v === "string" && v.length > 
 /**
  * One call: its tool entry and, when known, its decision and its outcome.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Call {
   readonly tool: Entry.ToolEntry
@@ -68,7 +68,7 @@ const payloadOf = (e: Entry.Entry | null): Record<string, unknown> =>
 /**
  * The call's id as the agent named it (`tool_use_id` of its decision), or null.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const useIdOf = (call: Call): string | null => str(payloadOf(call.decision)["tool_use_id"])
 
@@ -79,7 +79,7 @@ const seconds = (
 /**
  * The row of a call.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const row = (call: Call): string => {
   const { tool, decision, outcome } = call
@@ -150,7 +150,7 @@ export const row = (call: Call): string => {
 /**
  * How an entry that is no part of a call is written (the timeline's `row`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type RowOf = (entry: Entry.Entry) => string
 
@@ -192,7 +192,7 @@ const rememberer = (bound: number) => {
  * Rows for entries written in order: `add` each entry, writing out what it
  * returns, then `end`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Grouper {
   readonly add: (entry: Entry.Entry) => string
@@ -202,7 +202,7 @@ export interface Grouper {
 /**
  * A new grouper (see the module header).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const grouper = (rowOf: RowOf, maxHeld: number = MAX_HELD, maxChars: number = MAX_HELD_CHARS): Grouper => {
   // Rows in order: final HTML, or a call that may still get its decision or outcome.
@@ -273,7 +273,7 @@ export const grouper = (rowOf: RowOf, maxHeld: number = MAX_HELD, maxChars: numb
  * What a live event carries: the row, and the row it replaces (`replace`, the
  * tool entry's sequence) when it updates a call already sent.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface LiveRow {
   readonly html: string
@@ -283,7 +283,7 @@ export interface LiveRow {
 /**
  * Rows for entries arriving one by one (see the module header).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const live = (rowOf: RowOf): { readonly add: (entry: Entry.Entry) => LiveRow } => {
   const calls = new Map<number, Call>()

@@ -4,14 +4,14 @@
  * functions of their data; every label is escaped. Each bar carries its label
  * and value as `data-` attributes so the page can be checked against `stats`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import * as Html from "./Html.ts"
 
 /**
  * The most bars a chart draws; the rest are summed into one "other" bar.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const MAX_BARS = 24
 
@@ -19,7 +19,7 @@ export const MAX_BARS = 24
  * The most points a line chart draws; longer series are sampled evenly (the last
  * point is always kept).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const MAX_POINTS = 400
 
@@ -29,7 +29,7 @@ const clip = (s: string, max: number): string => (s.length <= max ? s : `${s.sli
  * A horizontal bar chart of counts, largest first (ties by name). Rows past
  * `MAX_BARS` are summed into one bar named "other (N)".
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const bars = (
   rows: ReadonlyArray<readonly [string, number]>,
@@ -68,7 +68,7 @@ export const bars = (
  * One series of a line chart: a name, a colour and the cumulative value after
  * each entry (same length for every series of a chart).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Series {
   readonly name: string
@@ -89,7 +89,7 @@ const sampleIndexes = (length: number): Array<number> => {
  * index, y: value), with the final value of each series in the legend and as a
  * `data-final` attribute.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const lines = (
   series: ReadonlyArray<Series>,

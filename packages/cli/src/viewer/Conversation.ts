@@ -14,14 +14,14 @@
  * - `timestamp` is the time the transcript states (milliseconds), null when it
  *   states none.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import * as CallLine from "./CallLine.ts"
 
 /**
  * One part of a turn.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Part =
   | { readonly _tag: "Text"; readonly text: string }
@@ -38,7 +38,7 @@ export type Part =
 /**
  * One transcript line as the conversation shows it.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Turn {
   /** `user`, `assistant`, or `note` for any other record. */
@@ -55,7 +55,7 @@ export interface Turn {
 /**
  * The kind of the entries that hold transcript lines (`@session-journal/claude-code`'s `Planner.LINE_KIND`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const LINE_KIND = "claude-code.line"
 
@@ -124,7 +124,7 @@ const noteText = (value: Record<string, unknown>): string => {
 /**
  * The time a transcript's `timestamp` field states, or null.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const timeOf = (value: unknown): number | null => {
   if (typeof value !== "string") return null
@@ -136,7 +136,7 @@ export const timeOf = (value: unknown): number | null => {
  * The turn one transcript line's text makes, or null when it is not a JSON
  * object with a string `type`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const parse = (text: string): Turn | null => {
   if (text.length === 0 || text.charCodeAt(0) !== 0x7b) return null
@@ -174,7 +174,7 @@ export const parse = (text: string): Turn | null => {
  * The turn of an entry: a `claude-code.line` entry whose payload holds the line
  * as text (`{line}`); null for any other entry.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const ofEntry = (entry: { readonly kind: string; readonly payload?: unknown }): Turn | null => {
   if (entry.kind !== LINE_KIND || !isRecord(entry.payload)) return null

@@ -10,14 +10,14 @@
  * in the same append). A deny decision without `tool_sequence` belongs to the
  * denied call just before it. Used by `stats`, `report` and `serve` alike.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import { Entry } from "@session-journal/core"
 
 /**
  * What a decision entry says.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Decision {
   readonly verdict: "allow" | "ask" | "deny"
@@ -35,7 +35,7 @@ const strOrNull = (v: unknown): string | null => (typeof v === "string" ? v : nu
  * The decision an entry records, or null when it records none (tool entries
  * never do: their verdict is `allowed`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const decisionOf = (entry: Entry.Entry): Decision | null => {
   if (Entry.isTool(entry) || !isRecord(entry.payload)) return null
@@ -55,7 +55,7 @@ export const decisionOf = (entry: Entry.Entry): Decision | null => {
  * One denied call: its tool entry and, when a decision entry names them, the
  * guard and the reason.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Denial {
   readonly sequence: number
@@ -68,7 +68,7 @@ export interface Denial {
 /**
  * What a session's denials come to.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Result {
   /** Tool entries with `allowed: false`. */
@@ -84,21 +84,21 @@ export interface Result {
 /**
  * Distinct guards counted one by one; the rest are counted together.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const MAX_GUARDS = 64
 
 /**
  * The name the guards past `MAX_GUARDS` are counted under.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const OTHER_GUARDS = "(other guards)"
 
 /**
  * Denials kept with their details.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const MAX_RECENT = 100
 
@@ -108,7 +108,7 @@ const MAX_WAITING = 64
 /**
  * A tally fed one entry at a time, in chain order.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface Tally {
   readonly add: (entry: Entry.Entry) => void
@@ -119,7 +119,7 @@ export interface Tally {
  * A new, empty tally. Its memory is bounded (`MAX_GUARDS`, `MAX_RECENT`), whatever
  * the session's length.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const tally = (): Tally => {
   let denied = 0

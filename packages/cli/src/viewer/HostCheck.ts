@@ -8,14 +8,14 @@
  * gave) with its own port is out of the page's reach. Pure: `serve` uses it,
  * and so can any other local server of the command.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 
 /**
  * The names a loopback server answers: the IPv4 and IPv6 loopback addresses
  * and `localhost`, exactly (a name that only starts with `127.` is anybody's).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const LOOPBACK_NAMES: ReadonlyArray<string> = ["127.0.0.1", "localhost", "[::1]"]
 
@@ -23,7 +23,7 @@ export const LOOPBACK_NAMES: ReadonlyArray<string> = ["127.0.0.1", "localhost", 
  * What a server accepts: its port and the host names (lowercase, IPv6 in
  * brackets), each with the port it must come with.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Policy {
   /** The port the server is bound to. */
@@ -40,7 +40,7 @@ const NAME = new RegExp(`^(?:\\[[0-9a-f:.]+\\]|${LABEL}(?:\\.${LABEL})*)(?::([0-
  * brackets); null when it is not a host name or address (or the port is out of
  * range). The name comes back lowercase.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const parseName = (text: string): { readonly name: string; readonly port: number | null } | null => {
   const lower = text.toLowerCase()
@@ -57,7 +57,7 @@ export const parseName = (text: string): { readonly name: string; readonly port:
  * (`NAME` or `NAME:PORT` each, already checked with `parseName`) with the bound
  * port unless they name their own (a name reached through a port forward).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const policy = (port: number, extra: ReadonlyArray<string> = []): Policy => {
   const accepted = new Set<string>()
@@ -76,7 +76,7 @@ export const policy = (port: number, extra: ReadonlyArray<string> = []): Policy 
  * `http:`). Names compare without case (DNS names have none); nothing else is
  * tolerated: no trailing dot, no user part, no missing header.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const allows = (policy: Policy, host: string | undefined): boolean => {
   if (host === undefined) return false
@@ -95,7 +95,7 @@ const IPV4_LOOPBACK =
  * not), or `localhost`. A name that merely starts with `127.` is resolved by
  * DNS and is not one.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isLoopbackAddress = (address: string): boolean => {
   const lower = address.toLowerCase()

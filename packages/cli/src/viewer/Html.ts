@@ -4,7 +4,7 @@
  * script-like text or broken UTF-16 are shown as text, never interpreted.
  * Plain string building, no DOM: the report writer and the viewer share it.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 
 const replacements: Record<string, string> = {
@@ -22,7 +22,7 @@ const special = /[&<>"']|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])
  * Escapes text for HTML element content and quoted attribute values: `& < > " '`
  * become character references and lone surrogates become U+FFFD.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const escape = (value: string | number | bigint | boolean): string => {
   const s = String(value)
@@ -36,7 +36,7 @@ const needsEscape = /[&<>"'\uD800-\uDFFF]/
  * JSON text of a value for display, pretty-printed; undefined becomes `null`.
  * Lone surrogates come out as `\uXXXX` escapes (JSON.stringify is well-formed).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const jsonText = (value: unknown, indent = 2): string => {
   try {
@@ -50,7 +50,7 @@ export const jsonText = (value: unknown, indent = 2): string => {
  * A time in seconds since the epoch as an ISO 8601 UTC string (the number itself
  * when it is not a valid date).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isoSeconds = (secs: number): string => {
   const d = new Date(secs * 1000)
@@ -60,7 +60,7 @@ export const isoSeconds = (secs: number): string => {
 /**
  * A byte count with a binary unit (`512 B`, `2.0 KiB`, `3.4 MiB`).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const bytes = (n: number | bigint): string => {
   const v = Number(n)
@@ -78,7 +78,7 @@ export const bytes = (n: number | bigint): string => {
 /**
  * The first 12 hex digits of a hash, as `show` prints them.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const shortHash = (hash: string): string => hash.slice(0, 12)
 
@@ -86,7 +86,7 @@ export const shortHash = (hash: string): string => hash.slice(0, 12)
  * The style sheet shared by the report and the viewer. No external fonts or
  * images: the page works offline and from `file://`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const STYLE = `
 :root{color-scheme:light;--fg:#1b1f24;--muted:#59636e;--line:#d1d9e0;--bg:#fff;--soft:#f6f8fa;--ok:#1a7f37;--bad:#cf222e;--warn:#9a6700;--acc:#0969da}

@@ -7,7 +7,7 @@
  * The live viewer (`Serve`) renders the same page with one script of its own.
  * What the page shows is read by `ReportModel`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import type * as Verify from "../Verify.ts"
 import * as Charts from "./Charts.ts"
@@ -25,7 +25,7 @@ const duration = (secs: number): string => {
  * The verification box: status, entries checked, the exported head in full and
  * the command that re-checks it; `at` is when it was checked (ms since the epoch).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const verifyBox = (id: string, r: Verify.Report, at: number): string => {
   const status = !r.ok
@@ -70,7 +70,7 @@ export const verifyBox = (id: string, r: Verify.Report, at: number): string => {
  * The header: title, id, labels, time span, counts, related sessions and the
  * verification box.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const header = (m: Omit<Model, "entries">, link: (id: string) => string): string => {
   const s = m.summary
@@ -129,7 +129,7 @@ export const header = (m: Omit<Model, "entries">, link: (id: string) => string):
  * guard when decision entries name guards (`Denials`), and denials per guard
  * reason when entries record reasons.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const charts = (s: Summary): string => {
   const guards = s.denials.byGuard.length === 0
@@ -160,7 +160,7 @@ export const charts = (s: Summary): string => {
  * own permission rules in a transcript), and the newest `Denials.MAX_RECENT` with
  * their tool, agent, guard and reason, each linked to its entry.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const denials = (s: Summary): string => {
   const d = s.denials
@@ -186,7 +186,7 @@ export const denials = (s: Summary): string => {
  * The entries past a failed verification, apart from the timeline: each row marked
  * unverified, the first (where verification failed) marked as such.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const unverifiedSection = function*(u: Unverified): Generator<string> {
   const more = u.count > u.entries.length ? ` The first ${u.entries.length} of ${u.count} are shown.` : ""
@@ -206,7 +206,7 @@ export const unverifiedSection = function*(u: Unverified): Generator<string> {
 /**
  * What differs between the report file and the viewer's page.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface PageOptions {
   /** The link to another session's page (a file next to this one, or a viewer path). */
@@ -225,7 +225,7 @@ const CSP_LIVE =
  * The opening of a page: doctype, metadata, the Content-Security-Policy and the
  * style sheet, then `<body><main>`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const documentStart = (title: string, live: boolean): string =>
   `<!doctype html><html lang="en"><head><meta charset="utf-8">` +
@@ -237,7 +237,7 @@ export const documentStart = (title: string, live: boolean): string =>
  * The page of a session as HTML chunks, in order; joined they are the whole
  * document.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const render = function*(m: Model, options: PageOptions): Generator<string> {
   const live = options.live !== undefined

@@ -5,7 +5,7 @@
  * result. The report is written also when verification fails; the command then
  * exits 1, as `verify` does.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import { StorageError } from "@session-journal/core"
 import * as Clock from "effect/Clock"
@@ -22,14 +22,14 @@ import * as ReportModel from "./ReportModel.ts"
 /**
  * The link from one report to another session's report: a file next to it.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const fileLink = (id: string): string => `${encodeURIComponent(id)}.html`
 
 /**
  * What `report` did, as printed with `--json`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Written {
   readonly id: string
@@ -93,7 +93,7 @@ const writeChunks = (file: string, chunks: Iterable<string>) =>
 /**
  * Makes the report of session `id` and writes it to `out` (default `ID.html`).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const run = (id: string, out: string | undefined, storage: Storage.Options, json: boolean) =>
   Effect.gen(function*() {

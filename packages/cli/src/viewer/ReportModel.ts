@@ -4,7 +4,7 @@
  * related, the verification done for the page, the entries it does not vouch for
  * and the head (`Model`, `Overview`). The page's HTML is `Report`'s.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import { Entry, JournalState, SessionJournal } from "@session-journal/core"
 import type { CorruptJournal, SessionMeta } from "@session-journal/core"
@@ -19,7 +19,7 @@ import * as Denials from "./Denials.ts"
 /**
  * Figures of a session computed in one pass over its entries.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Summary {
   readonly entries: number
@@ -51,7 +51,7 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "obj
  * prints them) and decision entries `{"verdict":"deny","reason":…}` (`Denials`),
  * searched a few levels deep.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const deniedReasons = (payload: unknown): Array<string> => {
   const out: Array<string> = []
@@ -75,7 +75,7 @@ export const deniedReasons = (payload: unknown): Array<string> => {
  * each entry in order, then `summary`. It keeps the counts and the two
  * cumulative byte series (one number per entry), not the entries.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Summarizer {
   readonly add: (entry: Entry.Entry) => void
@@ -85,7 +85,7 @@ export interface Summarizer {
 /**
  * A new, empty `Summarizer`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const summarizer = (): Summarizer => {
   let count = 0, messages = 0, tools = 0, others = 0, denied = 0, read = 0, written = 0
@@ -145,7 +145,7 @@ export const summarizer = (): Summarizer => {
 /**
  * Computes the summary of a session's entries.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const summarize = (entries: ReadonlyArray<Entry.Entry>): Summary => {
   const s = summarizer()
@@ -170,7 +170,7 @@ const sessionRef = (v: unknown): string | null => {
  * custody of its transcript (`data.custody_session`, named by the hooked
  * session). Only valid session ids are kept.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const relatedSessions = (meta: SessionMeta.SessionMeta | null): {
   readonly parent: string | null
@@ -207,7 +207,7 @@ export const relatedSessions = (meta: SessionMeta.SessionMeta | null): {
  * of them from the transcript), else null: this session counts its own calls.
  * Summing both would count every call twice.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const countedIn = (meta: SessionMeta.SessionMeta | null) =>
   Effect.gen(function*() {
@@ -219,7 +219,7 @@ export const countedIn = (meta: SessionMeta.SessionMeta | null) =>
  * Whether session `id` exists in the journal; one that exists but does not load
  * cleanly still exists.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const exists = (id: string): Effect.Effect<boolean, never, SessionJournal.SessionJournal> =>
   Effect.gen(function*() {
@@ -233,7 +233,7 @@ export const exists = (id: string): Effect.Effect<boolean, never, SessionJournal
  * where it failed, `count` how many such entries were read, `entries` the first
  * `MAX_UNVERIFIED` of them.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Unverified {
   readonly from: number
@@ -245,7 +245,7 @@ export interface Unverified {
  * How many entries past a failed verification a report shows (apart, marked
  * unverified); the rest are only counted.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const MAX_UNVERIFIED = 200
 
@@ -255,7 +255,7 @@ export const MAX_UNVERIFIED = 200
  * when it verified, or when the corruption names no sequence (the history read
  * then stops at the damage by itself).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const unverifiedFrom = (r: Verify.Report | null): number | null =>
   r === null || r.ok ? null : r.violation?.sequence ?? r.corruption?.sequence ?? null
@@ -263,7 +263,7 @@ export const unverifiedFrom = (r: Verify.Report | null): number | null =>
 /**
  * Everything a report page shows.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Model {
   readonly id: string
@@ -292,7 +292,7 @@ export interface Model {
  * `Model` but the entries, and the sequences of the first and last entry read
  * (null when none could be).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Overview extends Omit<Model, "entries"> {
   readonly first: number | null
@@ -305,7 +305,7 @@ export interface Overview extends Omit<Model, "entries"> {
  * is false, a verification of the whole stored history. Only what `each` keeps
  * of the entries stays in memory.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const overview = (
   id: string,
@@ -380,7 +380,7 @@ export const overview = (
  * Reads a session for its report: its state, its full history and (unless
  * `verify` is false) a verification of the whole stored history.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const collect = (id: string, storage: Storage.Options, options?: { readonly verify?: boolean }) =>
   Effect.suspend(() => {

@@ -21,7 +21,7 @@
  * request for that state; a verification asked for on `/verify` is done
  * afresh, shared only by the requests that arrive while it runs.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Entry, type Follow, InvalidSessionId, JournalState, SessionJournal } from "@session-journal/core"
@@ -51,7 +51,7 @@ import { VIEWER_SCRIPT } from "./ViewerScript.ts"
 /**
  * Options of `serve`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Options {
   readonly port: number
@@ -67,7 +67,7 @@ export interface Options {
 /**
  * Entries a session page shows at once.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const WINDOW = Timeline.PAGE_SIZE
 
@@ -77,7 +77,7 @@ export const WINDOW = Timeline.PAGE_SIZE
  * head) makes a new one at once; the time bounds how stale a verification of
  * an unchanged session may be (an in-place edit that leaves the head alone).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const OVERVIEW_TTL = "1 minute"
 
@@ -190,7 +190,7 @@ const listPage = Effect.gen(function*() {
  * `check`, the ordinal of the verification this server did for it (1 for its
  * first).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Top {
   readonly title: string
@@ -400,7 +400,7 @@ const encoder = new TextEncoder()
 /**
  * One server-sent event: its name, id and JSON data on one `data:` line.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const sseEvent = (event: string, id: string | null, data: unknown): string =>
   `event: ${event}\n${id === null ? "" : `id: ${id}\n`}data: ${JSON.stringify(data)}\n\n`
@@ -411,7 +411,7 @@ export const sseEvent = (event: string, id: string | null, data: unknown): strin
  * call already sent, the call's row again, with `replace` the sequence of the
  * row it replaces (`Calls.live`).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const entryEvent = (
   entry: Entry.Entry,
@@ -482,7 +482,7 @@ const script = HttpServerResponse.text(VIEWER_SCRIPT, {
 /**
  * The viewer's routes, read-only.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const routes = (storage: Storage.Options) =>
   HttpRouter.addAll(Effect.map(makeViewer(storage), (viewer) => [
@@ -497,7 +497,7 @@ export const routes = (storage: Storage.Options) =>
  * Whether the server binds a loopback address only (see
  * `HostCheck.isLoopbackAddress`).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isLoopback = (host: string): boolean => HostCheck.isLoopbackAddress(host)
 
@@ -536,7 +536,7 @@ const checkOptions = (options: Options) =>
  * `allowRemote` fails with `InvalidInput` before anything listens; with it, a
  * warning goes to stderr.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const run = (options: Options) =>
   Effect.gen(function*() {

@@ -8,7 +8,7 @@
  * id, any of them finds the others. `memberOf` is pure; `collect` reads the
  * metadata of every session once.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import type { SessionMeta } from "@session-journal/core"
 import { SessionJournal } from "@session-journal/core"
@@ -18,14 +18,14 @@ import * as Option from "effect/Option"
 /**
  * What a journal session is of an agent session.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Role = "hooked" | "custody" | "store"
 
 /**
  * A journal session as a member of an agent session's story.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Member {
   readonly id: string
@@ -43,7 +43,7 @@ const str = (v: unknown): string | null => (typeof v === "string" && v.length > 
  * What session `id` is of an agent session, from its metadata; null when it
  * names none.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const memberOf = (id: string, meta: SessionMeta.SessionMeta | null): Member | null => {
   const data = meta?.data
@@ -72,7 +72,7 @@ export const memberOf = (id: string, meta: SessionMeta.SessionMeta | null): Memb
  * them; and what each journal session is. A session whose state cannot be read
  * belongs to none.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const collect = (ids: ReadonlyArray<string>) =>
   Effect.gen(function*() {
@@ -95,7 +95,7 @@ export const collect = (ids: ReadonlyArray<string>) =>
  * A story as one line: each member's id after its role, sub-agents' transcripts
  * counted.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const line = (members: ReadonlyArray<Member>): string => {
   const parts: Array<string> = []

@@ -10,7 +10,7 @@
  * in pages of `PAGE_SIZE` inside `<details>`, so a long session stays fast to
  * open while every entry stays in the page; no script is needed to read it.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import { Entry } from "@session-journal/core"
 import * as Calls from "./Calls.ts"
@@ -21,14 +21,14 @@ import * as Html from "./Html.ts"
 /**
  * Entries per timeline page.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const PAGE_SIZE = 500
 
 /**
  * Text longer than this many characters (or lines) is collapsed behind its start.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const COLLAPSE_CHARS = 600
 
@@ -53,7 +53,7 @@ const partText = (part: unknown): string => {
  * string or a list of parts (text parts as their text, other parts as a tagged
  * JSON line); any other payload is shown as its JSON.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const messageText = (payload: unknown): { readonly role: string | null; readonly text: string } => {
   if (isRecord(payload)) {
@@ -73,7 +73,7 @@ export const messageText = (payload: unknown): { readonly role: string | null; r
  * Text as HTML, collapsed behind its first line when long (`<details>`, which
  * opens without script).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const collapsible = (text: string, pre = false): string => {
   const lines = text.split("\n")
@@ -137,7 +137,7 @@ const turnRow = (entry: Entry.Entry, turn: Conversation.Turn, attrs: string): st
 /**
  * One entry as a table row, with `id="eN"` and `data-seq` / `data-kind`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const row = (entry: Entry.Entry): string => {
   const attrs = `id="e${entry.sequence}" data-seq="${entry.sequence}" data-kind="${Html.escape(entry.kind)}"`
@@ -181,7 +181,7 @@ const colgroup =
  * The opening of a timeline table up to its body, where `row`s follow; then
  * `TABLE_END`. For pages written out row by row (the viewer's window).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const TABLE_START = colgroup +
   `<thead><tr><th>#</th><th>time (UTC)</th><th>kind</th><th>entry</th><th>hash</th></tr></thead><tbody>\n`
@@ -189,7 +189,7 @@ export const TABLE_START = colgroup +
 /**
  * The end of a table `TABLE_START` opened.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const TABLE_END = `</tbody></table>`
 
@@ -197,7 +197,7 @@ export const TABLE_END = `</tbody></table>`
  * The empty table body with id `live` where the viewer appends new rows; it
  * continues the columns of the table before it, without a header of its own.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const LIVE_TABLE = colgroup + `<tbody id="live"></tbody></table>\n`
 
@@ -207,7 +207,7 @@ export const LIVE_TABLE = colgroup + `<tbody id="live"></tbody></table>\n`
  * the first and the last are. With `live`, an empty table body with id `live`
  * follows, where the viewer appends new rows.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const pages = function*(
   entries: ReadonlyArray<Entry.Entry>,

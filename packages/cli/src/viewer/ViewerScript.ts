@@ -6,13 +6,13 @@
  * `data-agent`, `data-verdict`) and a text search over the rows, applied to live
  * rows as they come. Without it the page is complete as of loading.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 
 /**
  * The text of `/viewer.js`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const VIEWER_SCRIPT = `"use strict";
 const filters = (() => {

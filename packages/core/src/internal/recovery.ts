@@ -23,7 +23,7 @@ import * as Ring from "./ring.ts"
  * - `unknown_version`: a record of a schema version this release does not read;
  * - `integrity`: a record's link or hash does not verify.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type StopReason = "corruption" | "gap" | "missing" | "checkpoint" | "unknown_version" | "integrity"
 
@@ -33,7 +33,7 @@ export type StopReason = "corruption" | "gap" | "missing" | "checkpoint" | "unkn
  * is the sequence where the valid prefix ends; `missing` names the range of
  * sequences storage lacks, when that is the problem.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Stopped {
   readonly reason: StopReason
@@ -83,7 +83,7 @@ export interface RecoveryReport {
  *   no later segment). Only `atEnd` and (`!terminated` or `zeros`) is a torn tail.
  * - `UnknownVersion`: a record of another schema version at `offset`.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Input =
   | { readonly _tag: "Segment"; readonly segment: string; readonly base: number }
@@ -106,7 +106,7 @@ export type Input =
  * The checkpoint as storage holds it: absent, a parsed JSON document, or bytes that
  * could not even be parsed (with the reason).
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type CheckpointInput =
   | null
@@ -125,7 +125,7 @@ export type CheckpointInput =
  * purpose (a retention option): then the checkpoint alone vouches for it. Without
  * it, storage must hold every entry from sequence 0.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Options {
   readonly id: string
@@ -146,7 +146,7 @@ export interface Options {
 /**
  * The outcome of a recovery.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Outcome {
   /** The recovered state (when `report.stopped` is set: the state up to where the valid prefix ends). */
@@ -166,7 +166,7 @@ export interface Outcome {
  * A recovery in progress: offer the stored records in order, then take the outcome.
  * `offer` returns false once the valid prefix has ended (the adapter may stop reading).
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Recovery {
   /** The checkpoint as decoded, when it decoded and verified by itself. */
@@ -181,7 +181,7 @@ export interface Recovery {
  * Decodes a checkpoint document and checks it by itself: it decodes, belongs to
  * the session, and its retained window verifies.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const decodeCheckpoint = (
   id: string,
@@ -205,7 +205,7 @@ const hashList = (state: JournalState.JournalState): string => Ring.toArray(stat
  * The first field in which two states differ (meta excepted: it is not chained),
  * with both values as text, or null when they agree.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const firstDifference = (
   claimed: JournalState.JournalState,

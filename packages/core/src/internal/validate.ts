@@ -217,7 +217,7 @@ declare const structuredClone: <T>(value: T) => T
  * add to the session's data-flow counters, which count the call itself once, on
  * its tool entry (docs/DESIGN.md §13).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const OUTCOME_KIND = "tool.outcome"
 
@@ -226,7 +226,7 @@ export const OUTCOME_KIND = "tool.outcome"
  * `bytes_read` and `bytes_written` when they are integers in 0..2^53−1, else 0
  * each. Total: any payload, also one stored before this rule, gives an answer.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const outcomeBytes = (payload: Schema.Json): { readonly read: number; readonly written: number } => {
   if (typeof payload !== "object" || payload === null || Array.isArray(payload)) return NO_BYTES
@@ -254,14 +254,14 @@ const outcomeProblem = (payload: unknown): RecordFieldReason.Reason | undefined 
 /**
  * The kind of the entry that holds a policy's state (`Guard.STATE_KIND`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const GUARD_STATE_KIND = "guard.state"
 
 /**
  * Longest JSON text of a policy's state (`Guard.MAX_STATE_BYTES`), 64 KiB.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const MAX_GUARD_STATE_BYTES = 64 * 1024
 
@@ -269,7 +269,7 @@ export const MAX_GUARD_STATE_BYTES = 64 * 1024
  * Why `payload` is not a policy's state: not a plain object, not JSON, or its JSON
  * text longer than `MAX_GUARD_STATE_BYTES` UTF-8 bytes. Total.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const guardStateProblem = (payload: unknown): string | undefined => {
   if (typeof payload !== "object" || payload === null || Array.isArray(payload)) {
@@ -294,7 +294,7 @@ export const guardStateProblem = (payload: unknown): string | undefined => {
 /**
  * The UTF-8 length of well-formed text (a surrogate pair is 4 bytes, 2 per unit).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const utf8Length = (s: string): number => {
   let n = 0

@@ -15,7 +15,7 @@
  *
  * Pure: Ed25519 is `@noble/curves`', the key ID's SHA-256 the installed `Sha256`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import { ed25519 } from "@noble/curves/ed25519.js"
 import { utf8ToBytes } from "@noble/hashes/utils.js"
@@ -27,21 +27,21 @@ import * as Sha256 from "../Sha256.ts"
 /**
  * Signature type of Ed25519 note signatures.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const ED25519 = 0x01
 
 /**
  * Signature type of timestamped Ed25519 checkpoint cosignatures (`tlog-cosignature`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const COSIGNATURE_V1 = 0x04
 
 /**
  * The signature types this module signs and verifies.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export type SignatureType = typeof ED25519 | typeof COSIGNATURE_V1
 
@@ -49,7 +49,7 @@ export type SignatureType = typeof ED25519 | typeof COSIGNATURE_V1
  * A verifier key: who signs (`name`), the key ID signatures carry, the signature type
  * and the 32-byte Ed25519 public key.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Verifier {
   readonly name: string
@@ -61,7 +61,7 @@ export interface Verifier {
 /**
  * A signer key: its verifier and the 32-byte Ed25519 seed (RFC 8032's private key).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Signer {
   readonly verifier: Verifier
@@ -71,7 +71,7 @@ export interface Signer {
 /**
  * A key text that is not a key: `kind` says which kind was expected.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export class InvalidKey extends Schema.TaggedError<InvalidKey>()("InvalidKey", {
   kind: Schema.Literals(["signer", "verifier", "name"]),
@@ -86,7 +86,7 @@ export class InvalidKey extends Schema.TaggedError<InvalidKey>()("InvalidKey", {
  * Why a note was not accepted: `malformed` (not a signed note), `unverified` (no known
  * key signed it), `bad_signature` (a known key's signature does not verify).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export class NoteRejected extends Schema.TaggedError<NoteRejected>()("NoteRejected", {
   reason: Schema.Literals(["malformed", "unverified", "bad_signature"]),
@@ -105,7 +105,7 @@ export class NoteRejected extends Schema.TaggedError<NoteRejected>()("NoteReject
 /**
  * A valid key name: non-empty, no Unicode space, no `+` (and no control character).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const validName = (name: string): Result.Result<string, InvalidKey> => {
   if (name.length === 0) return Result.fail(new InvalidKey({ kind: "name", reason: "it is empty" }))
@@ -121,7 +121,7 @@ export const validName = (name: string): Result.Result<string, InvalidKey> => {
 /**
  * The key ID: the first four bytes, big-endian, of `SHA-256(name ‖ 0x0A ‖ type ‖ key)`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const keyId = (name: string, type: SignatureType, publicKey: Uint8Array): number => {
   const n = utf8ToBytes(name)
@@ -138,7 +138,7 @@ const hex8 = (n: number): string => n.toString(16).padStart(8, "0")
 /**
  * The verifier of a public key under `name` for signature `type`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const verifier = (name: string, publicKey: Uint8Array, type: SignatureType = ED25519): Verifier => ({
   name,
@@ -152,7 +152,7 @@ export const verifier = (name: string, publicKey: Uint8Array, type: SignatureTyp
  * Draw the seed from a secure random source: `ed25519.utils.randomSecretKey()` or
  * `crypto.getRandomValues`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const signerFromSeed = (
   name: string,
@@ -169,7 +169,7 @@ export const signerFromSeed = (
 /**
  * A new signer with a random seed (`crypto.getRandomValues`, through `@noble/curves`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const generate = (name: string, type: SignatureType = ED25519): Result.Result<Signer, InvalidKey> =>
   signerFromSeed(name, ed25519.utils.randomSecretKey(), type)
@@ -184,7 +184,7 @@ const withType = (type: SignatureType, key: Uint8Array): Uint8Array => {
 /**
  * The verifier key text, `<name>+<hex key ID>+base64(type ‖ public key)`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const encodeVerifier = (v: Verifier): string =>
   `${v.name}+${hex8(v.keyId)}+${Base64.encode(withType(v.type, v.publicKey))}`
@@ -193,7 +193,7 @@ export const encodeVerifier = (v: Verifier): string =>
  * The signer key text, `PRIVATE+KEY+<name>+<hex key ID>+base64(type ‖ seed)`. It is the
  * secret: keep it in a file only its owner reads.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const encodeSigner = (s: Signer): string =>
   `PRIVATE+KEY+${s.verifier.name}+${hex8(s.verifier.keyId)}+${Base64.encode(withType(s.verifier.type, s.seed))}`
@@ -227,7 +227,7 @@ const parseParts = (
 /**
  * Reads a verifier key text, checking its key ID and that the key is a point of the curve.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const parseVerifier = (text: string): Result.Result<Verifier, InvalidKey> =>
   Result.flatMap(parseParts("verifier", text.trim()), ({ id, key, name, type }) => {
@@ -241,7 +241,7 @@ export const parseVerifier = (text: string): Result.Result<Verifier, InvalidKey>
 /**
  * Reads a signer key text, checking its key ID against the public key its seed gives.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const parseSigner = (text: string): Result.Result<Signer, InvalidKey> => {
   const t = text.trim()
@@ -269,7 +269,7 @@ export const parseSigner = (text: string): Result.Result<Signer, InvalidKey> => 
 /**
  * One signature line of a note: the key name, the key ID and the signature bytes after it.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Signature {
   readonly name: string
@@ -280,7 +280,7 @@ export interface Signature {
 /**
  * A note taken apart: its text (ending in a newline) and its signatures, in order.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Note {
   readonly text: string
@@ -291,14 +291,14 @@ export interface Note {
  * At most this many signatures are read from a note (the specification asks for at
  * least 16), and a note is at most `MAX_NOTE_BYTES`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const MAX_SIGNATURES = 100
 
 /**
  * The largest note read, in UTF-8 bytes.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const MAX_NOTE_BYTES = 1 << 20
 
@@ -311,7 +311,7 @@ const hasControl = (s: string): boolean => /[\u0000-\u0009\u000b-\u001f]/.test(s
  * Whether `text` can be the text of a note: non-empty, ending in a newline, without
  * control characters other than newlines.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const validText = (text: string): Result.Result<string, NoteRejected> => {
   if (!text.endsWith("\n")) {
@@ -340,7 +340,7 @@ const cosignedMessage = (timestamp: bigint, text: string): Uint8Array =>
  * One signature line by `signer` over `text` (`— name base64(key ID ‖ signature)\n`).
  * A cosigner (type `COSIGNATURE_V1`) signs as of `timestamp` (POSIX seconds; required).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const signatureFor = (signer: Signer, text: string, timestamp?: bigint): string => {
   const v = signer.verifier
@@ -356,7 +356,7 @@ export const signatureFor = (signer: Signer, text: string, timestamp?: bigint): 
  * The signed note of `text` by `signers`, in order. Cosigners sign as of
  * `options.timestamp` (POSIX seconds, 0 when not given).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const sign = (
   text: string,
@@ -369,7 +369,7 @@ export const sign = (
  * Takes a note apart without checking any signature: the text is everything up to the
  * last blank line, every line after it must be a signature line.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const parse = (note: string): Result.Result<Note, NoteRejected> => {
   const bad = (detail: string) => Result.fail(new NoteRejected({ reason: "malformed", detail }))
@@ -401,7 +401,7 @@ export const parse = (note: string): Result.Result<Note, NoteRejected> => {
 /**
  * A signature that verified: whose, and for a cosignature the time it states.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Verified {
   readonly verifier: Verifier
@@ -413,7 +413,7 @@ export interface Verified {
  * An opened note: its text, the signatures that verified (at least one), and the
  * signatures by keys it was not checked with, which say nothing.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Opened {
   readonly text: string
@@ -440,7 +440,7 @@ const check = (v: Verifier, sig: Signature, text: string): Verified | undefined 
  * Opens a note with the keys it is checked with: every signature by a known key (name
  * and key ID) must verify, at least one must, and the others are listed as unknown.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const open = (note: string, verifiers: ReadonlyArray<Verifier>): Result.Result<Opened, NoteRejected> =>
   Result.flatMap(parse(note), ({ signatures, text }) => {
@@ -470,6 +470,6 @@ export const open = (note: string, verifiers: ReadonlyArray<Verifier>): Result.R
 /**
  * The key ID as the 8 lowercase hex digits key texts use.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const keyIdHex = hex8

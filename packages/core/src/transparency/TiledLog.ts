@@ -14,7 +14,7 @@
  * would). One pass, `O(n)` hashing; memory one bundle (at most `Tiles.MAX_BUNDLE_BYTES`)
  * and one tile per level.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
@@ -30,14 +30,14 @@ import * as TreeHead from "./TreeHead.ts"
  * `tile/0/000`, …): its bytes, or `undefined` when there is no such file. A file
  * longer than `maxBytes` is the reader's failure.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Read<E> = (path: string, maxBytes: number) => Effect.Effect<Uint8Array | undefined, E>
 
 /**
  * What a verification established.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Verified {
   readonly origin: string
@@ -65,7 +65,7 @@ interface Head {
  * Opens a checkpoint note with `verifiers`: a signature of type Ed25519 by one of them
  * must verify, and the origin must be `<that key's name>/<session id>`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const openCheckpoint = (
   note: string,
@@ -126,7 +126,7 @@ const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.leng
  * Verifies a published log (see the module header). `since` is an earlier checkpoint
  * note of the same log, checked with the same keys.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const verify = <E>(
   read: Read<E>,

@@ -21,7 +21,7 @@
  * in a generic log: it proves the entry's place in the tree and in the chain, and
  * nothing of its content.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
 import * as Result from "effect/Result"
@@ -36,28 +36,28 @@ import * as Sha256 from "../Sha256.ts"
 /**
  * Hashes in a full tile (C2SP `tlog-tiles`: tiles of height 8).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const TILE_WIDTH = 256
 
 /**
  * Bytes of a full tile: 256 hashes of 32 bytes.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const FULL_TILE_BYTES = TILE_WIDTH * Merkle.HASH_BYTES
 
 /**
  * The longest entry a bundle can hold: its length prefix is a big-endian `u16`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const MAX_BUNDLE_ENTRY = 0xffff
 
 /**
  * The most bytes a bundle of 256 entries can take.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const MAX_BUNDLE_BYTES = TILE_WIDTH * (2 + MAX_BUNDLE_ENTRY)
 
@@ -65,7 +65,7 @@ export const MAX_BUNDLE_BYTES = TILE_WIDTH * (2 + MAX_BUNDLE_ENTRY)
  * A tile: its level, its index within the level, and how many hashes it holds (256
  * when full).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Tile {
   readonly level: number
@@ -76,7 +76,7 @@ export interface Tile {
 /**
  * A tile and its hashes (`width` × 32 bytes).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface TileData {
   readonly tile: Tile
@@ -87,7 +87,7 @@ export interface TileData {
  * The path element of a tile index: zero-padded groups of three digits, all but the
  * last prefixed with `x` (`1234067` is `x001/x234/067`).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const indexPath = (index: number): string => {
   let rest = index
@@ -105,14 +105,14 @@ const widthSuffix = (width: number): string => width === TILE_WIDTH ? "" : `.p/$
 /**
  * Where a tile is served: `tile/<L>/<N>[.p/<W>]`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const tilePath = (tile: Tile): string => `tile/${tile.level}/${indexPath(tile.index)}${widthSuffix(tile.width)}`
 
 /**
  * Where the entry bundle of level-0 tile `index` is served: `tile/entries/<N>[.p/<W>]`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const bundlePath = (index: number, width: number): string =>
   `tile/entries/${indexPath(index)}${widthSuffix(width)}`
@@ -122,7 +122,7 @@ export const bundlePath = (index: number, width: number): string =>
  * tile `floor(size / 256^(L+1))` of width `floor(size / 256^L) mod 256`, for every
  * level below the tree's top (a width of 0 means the level has no partial tile).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const partialTiles = (size: number): ReadonlyArray<Tile> => {
   const out: Array<Tile> = []
@@ -136,14 +136,14 @@ export const partialTiles = (size: number): ReadonlyArray<Tile> => {
  * The number of entry bundles of a tree of `size` leaves (the last one partial unless
  * `size` is a multiple of 256).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const bundleCount = (size: number): number => Math.ceil(size / TILE_WIDTH)
 
 /**
  * The width of entry bundle `index` in a tree of `size` leaves.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const bundleWidth = (index: number, size: number): number => Math.min(TILE_WIDTH, size - index * TILE_WIDTH)
 
@@ -154,7 +154,7 @@ export const bundleWidth = (index: number, size: number): number => Math.min(TIL
  * The root of a full tile: its 256 hashes as the leaves of a perfect tree of height 8
  * (the hash the tile stands for in the level above).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const fullRoot = (hashes: Uint8Array): Uint8Array => {
   let level: Array<Uint8Array> = []
@@ -174,7 +174,7 @@ export const fullRoot = (hashes: Uint8Array): Uint8Array => {
  * full tiles completed since its last call (each emitted once, lowest level first as
  * they complete); `partials` and `range` describe the tree as it is now. One owner.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Builder {
   readonly size: () => number
@@ -199,7 +199,7 @@ interface Level {
  * 0) are `partials`: the empty tree when nothing is given. Throws a `TypeError` when a
  * partial does not have its width: the caller reads and checks them first.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const builder = (size = 0, partials: ReadonlyArray<Uint8Array> = []): Builder => {
   const shape = partialTiles(size)
@@ -258,7 +258,7 @@ export const builder = (size = 0, partials: ReadonlyArray<Uint8Array> = []): Bui
  * subtrees, so the tiles from the top level down, each as a small tree of its hashes,
  * are the tree's decomposition.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const rangeOf = (partials: ReadonlyArray<TileData>): Merkle.CompactRange => {
   const nodes: Array<Uint8Array> = []
@@ -282,14 +282,14 @@ export const rangeOf = (partials: ReadonlyArray<TileData>): Merkle.CompactRange 
  * What a bundle entry holds: `entries` (the preimage, whole) or `hashes` (the 32-byte
  * `entry_hash` alone).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export type Content = "entries" | "hashes"
 
 /**
  * The preimage of an entry: the bytes its `entry_hash` is the SHA-256 of (§2).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const preimage = (entry: Entry): Uint8Array =>
   isTool(entry)
@@ -300,7 +300,7 @@ export const preimage = (entry: Entry): Uint8Array =>
  * The bytes of `entry` in a bundle: its preimage with `entries`, unless longer than
  * `MAX_BUNDLE_ENTRY`; its 32-byte hash with `hashes` or then.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const bundleEntry = (entry: Entry, content: Content): Uint8Array => {
   if (content === "entries") {
@@ -314,7 +314,7 @@ export const bundleEntry = (entry: Entry, content: Content): Uint8Array => {
  * A bundle: each entry as a big-endian `u16` length and its bytes. Throws a
  * `TypeError` for an entry longer than `MAX_BUNDLE_ENTRY`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const encodeBundle = (entries: ReadonlyArray<Uint8Array>): Uint8Array => {
   let total = 0
@@ -342,7 +342,7 @@ export const encodeBundle = (entries: ReadonlyArray<Uint8Array>): Uint8Array => 
  * leaves do not give the checkpoint's root), `since` (the tree does not extend an
  * earlier checkpoint: a fork or a rollback).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export class TilesRefused extends Schema.TaggedError<TilesRefused>()("TilesRefused", {
   reason: Schema.Literals(["checkpoint", "tile", "bundle", "chain", "root", "since"]),
@@ -358,7 +358,7 @@ export class TilesRefused extends Schema.TaggedError<TilesRefused>()("TilesRefus
  * The entries of a bundle of `width` entries read at `path`: exactly `width`
  * length-prefixed entries, no byte left over.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const decodeBundle = (
   bytes: Uint8Array,
@@ -391,7 +391,7 @@ export const decodeBundle = (
  * A bundle entry read back: its `entry_hash` and, unless the entry is a hash alone,
  * the entry (its fields decoded from the preimage and checked as `Entry.decode` does).
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Read {
   readonly entryHash: string
@@ -405,7 +405,7 @@ export interface Read {
  * bytes. The entry therefore recomputes to its `entry_hash`, as `Chain.verify` would
  * check; its link is the caller's to check.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const readEntry = (bytes: Uint8Array, path: string, index: number): Result.Result<Read, TilesRefused> => {
   if (bytes.length === Merkle.HASH_BYTES) return Result.succeed({ entryHash: bytesToHex(bytes), entry: undefined })
@@ -439,7 +439,7 @@ export const readEntry = (bytes: Uint8Array, path: string, index: number): Resul
  * file (a full tile or bundle) never changes once written; a partial one is written
  * beside the others of its index, under its width.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface File {
   readonly path: string
@@ -453,7 +453,7 @@ export interface File {
  * drains often, so memory stays one bundle and one tile per level), `partials` gives
  * the partial tiles and bundle of the current size. One owner.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export interface Writer {
   readonly size: () => number
@@ -468,7 +468,7 @@ export interface Writer {
  * (as for `builder`) and whose partial bundle holds `pending` (its entries' bytes;
  * `size mod 256` of them). Throws a `TypeError` when they do not fit `size`.
  *
- * @since 0.8.0
+ * @since 0.1.0
  */
 export const writer = (
   content: Content,

@@ -11,7 +11,7 @@
  * operation fails with `TreeUnavailable`. (Keeping the compact range in the journal's
  * checkpoint, so that signing after an append costs `O(log n)`, is a follow-up.)
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
@@ -33,7 +33,7 @@ import * as TreeHead from "./TreeHead.ts"
  * larger than the history), `rewritten` (a repair set entries aside while the tree was
  * followed: no checkpoint after it would be consistent with those before).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export class TreeUnavailable extends Schema.TaggedError<TreeUnavailable>()("TreeUnavailable", {
   id: Schema.String,
@@ -48,7 +48,7 @@ export class TreeUnavailable extends Schema.TaggedError<TreeUnavailable>()("Tree
 /**
  * Failures of reading a session's tree.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export type ScanError = TreeUnavailable | StorageError | CorruptJournal | SessionNotFound
 
@@ -56,7 +56,7 @@ export type ScanError = TreeUnavailable | StorageError | CorruptJournal | Sessio
  * What one pass over the history collects: the roots at `rootsAt` sizes, the roots of
  * `spans` (a proof's nodes) and the entry at `entryAt`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface ScanRequest {
   readonly rootsAt?: ReadonlyArray<number> | undefined
@@ -70,7 +70,7 @@ export interface ScanRequest {
  * What a pass found: the tree over the entries read, the roots asked for (`undefined`
  * for a size past the history), the spans' roots and the entry asked for.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface Scanned {
   readonly tree: Merkle.CompactRange
@@ -89,7 +89,7 @@ interface Acc {
 /**
  * One pass over the stored history of `id`, checking every entry's sequence and hash.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const scan = (id: string, request: ScanRequest = {}): Effect.Effect<Scanned, ScanError, Persistence> =>
   Effect.gen(function*() {
@@ -147,7 +147,7 @@ const tooLarge = (id: string, what: string, size: number, have: number) =>
 /**
  * The session's current tree.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const tree = (id: string): Effect.Effect<Merkle.CompactRange, ScanError, Persistence> =>
   Effect.map(scan(id), (s) => s.tree)
@@ -157,7 +157,7 @@ export const tree = (id: string): Effect.Effect<Merkle.CompactRange, ScanError, 
  * a C2SP signed note whose text is the tree head with origin `<journal>/<id>`
  * (`journal` defaults to the signer's name).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const signedCheckpoint = (
   id: string,
@@ -182,7 +182,7 @@ export const signedCheckpoint = (
  * index (its sequence), the tree size and root it is proven against, and the proof's
  * node hashes in RFC 6962 order.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface InclusionProof {
   readonly entry: Entry
@@ -196,7 +196,7 @@ export interface InclusionProof {
  * The inclusion proof of the entry at `sequence` in the tree of `size` entries (the
  * current tree when not given).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const inclusion = (
   id: string,
@@ -221,7 +221,7 @@ export const inclusion = (
 /**
  * A consistency proof between two sizes of the session's tree, with both roots.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface ConsistencyProof {
   readonly oldSize: number
@@ -235,7 +235,7 @@ export interface ConsistencyProof {
  * The consistency proof from the tree of `oldSize` entries to the tree of `newSize`
  * (the current tree when not given).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const consistency = (
   id: string,
@@ -264,7 +264,7 @@ export const consistency = (
  * tree at the head's size has another root: entries were edited, replaced or
  * reordered), `other_log` (the head's origin is not this session's).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export type HeadCheck =
   | {
@@ -290,7 +290,7 @@ export type HeadCheck =
  * size, then the root at the head's size, the current root and the consistency proof
  * between them, which is verified as a third party would).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const checkHead = (
   id: string,
@@ -345,7 +345,7 @@ export const checkHead = (
  * otherwise), as the chain's head is; a state without a tree (a service with
  * `keepTree: false`, or a checkpoint of an earlier version) starts from sequence 0.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const signedHeads = (
   id: string,

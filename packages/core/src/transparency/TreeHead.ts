@@ -9,7 +9,7 @@
  * by default, so that one key signs the heads of many sessions and a head of one session
  * can never pass for another's.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
@@ -19,7 +19,7 @@ import * as Merkle from "../Merkle.ts"
 /**
  * A tree head: which log (`origin`), how many leaves, the root, and extension lines.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export interface TreeHead {
   readonly origin: string
@@ -31,7 +31,7 @@ export interface TreeHead {
 /**
  * A text that is not a checkpoint body; `detail` says what is wrong.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export class InvalidTreeHead extends Schema.TaggedError<InvalidTreeHead>()("InvalidTreeHead", {
   detail: Schema.String
@@ -44,14 +44,14 @@ export class InvalidTreeHead extends Schema.TaggedError<InvalidTreeHead>()("Inva
 /**
  * The origin of a session's checkpoints: `<journal>/<session id>`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const origin = (journal: string, sessionId: string): string => `${journal}/${sessionId}`
 
 /**
  * The tree head of a session's tree.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const make = (originLine: string, tree: Merkle.CompactRange): TreeHead => ({
   origin: originLine,
@@ -63,7 +63,7 @@ export const make = (originLine: string, tree: Merkle.CompactRange): TreeHead =>
 /**
  * The note text of a tree head, ending in a newline.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const text = (head: TreeHead): string =>
   [head.origin, String(head.size), Base64.encode(head.root), ...head.extensions].map((l) => `${l}\n`).join("")
@@ -72,7 +72,7 @@ export const text = (head: TreeHead): string =>
  * Reads a note text as a tree head: a non-empty origin, a decimal size without leading
  * zeros, a base64 root of 32 bytes, and non-empty extension lines.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const parse = (noteText: string): Result.Result<TreeHead, InvalidTreeHead> => {
   const bad = (detail: string) => Result.fail(new InvalidTreeHead({ detail }))
@@ -93,13 +93,13 @@ export const parse = (noteText: string): Result.Result<TreeHead, InvalidTreeHead
 /**
  * The base64 of a hash, as checkpoints and proofs spell it.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const base64 = (bytes: Uint8Array): string => Base64.encode(bytes)
 
 /**
  * The bytes of a canonical base64 text (`undefined` for anything else).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 export const fromBase64 = (text: string): Uint8Array | undefined => Base64.decode(text)

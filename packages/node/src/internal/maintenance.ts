@@ -377,7 +377,7 @@ export const repair = (
 /**
  * What `unlock` did.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export interface UnlockReport {
   readonly id: string
@@ -402,7 +402,7 @@ export interface UnlockReport {
  * proved alive), and if it is in fact alive, it stops before its next write (a
  * writer checks its lock before each batch). Never waits.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 export const unlock = (
   options: Options,
