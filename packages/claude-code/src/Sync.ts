@@ -322,6 +322,44 @@ export const locationOf = (root: string, t: SessionIds.Transcript): Source.Locat
 })
 
 /**
+ * How a file's `lines` continue its journal session: from what an earlier run of
+ * this process remembers (`from`: its lines are all new), else from the stored
+ * entries read once (`Planner.observe` over the session, then `Planner.plan`),
+ * with whether the session existed, whether stored lines are missing from the
+ * file, the newest stored entry's hash, and the planner's state (null when `from`
+ * was used). Claude Code's transcripts and Codex's rollouts are planned alike.
+ *
+ * @since 0.1.0
+ */
+export const planLines = (
+  journal: SessionJournal.SessionJournal["Service"],
+  session: string,
+  lines: ReadonlyArray<Transcript.LineValue>,
+  from: { readonly head: string | null } | undefined
+) =>
+  Effect.gen(function*() {
+    let head = from?.head ?? null
+    if (from !== undefined) {
+      const plan: Planner.Plan = lines.length === 0 ? { _tag: "Unchanged" } : { _tag: "Extend", from: 0 }
+      return { plan, existed: true, missing: false, head, state: null }
+    }
+    const state = Planner.empty()
+    const existed = yield* journal.entries(session).pipe(
+      Stream.runForEachArray((chunk) =>
+        Effect.sync(() => {
+          for (const e of chunk) {
+            Planner.observe(state, e, lines)
+            head = e.entry_hash
+          }
+        })
+      ),
+      Effect.as(true),
+      Effect.catchTag("SessionNotFound", () => Effect.succeed(false))
+    )
+    return { plan: Planner.plan(state, lines.length), existed, missing: state.missing, head, state }
+  })
+
+/**
  * Brings one transcript, under the source directory `root`, into its session.
  * `parent` holds the spawns of the parent's main transcript (for a sub-agent);
  * `resume` where an earlier run read it to (see `Resume`). The file is reached
@@ -389,31 +427,12 @@ export const syncFile = (
 
     // The lines before the file's: `base` (remembered) or none; the first new one is `start` of `lines`.
     const base = from?.lines ?? 0
-    let plan: Planner.Plan
-    let existed = true
-    let missing = false
-    let head = from?.head ?? null
     const refs: Array<Planner.EntryRef> = []
     const pairing = from?.pairing ?? Transcript.emptyPairing()
     const tracker = from?.tracker ?? emptyTracker()
-    if (from !== undefined) {
-      plan = lines.length === 0 ? { _tag: "Unchanged" } : { _tag: "Extend", from: 0 }
-    } else {
-      const state = Planner.empty()
-      existed = yield* journal.entries(session).pipe(
-        Stream.runForEachArray((chunk) =>
-          Effect.sync(() => {
-            for (const e of chunk) {
-              Planner.observe(state, e, lines)
-              head = e.entry_hash
-            }
-          })
-        ),
-        Effect.as(true),
-        Effect.catchTag("SessionNotFound", () => Effect.succeed(false))
-      )
-      plan = Planner.plan(state, lines.length)
-      missing = state.missing
+    const { existed, head: journaledHead, missing, plan, state } = yield* planLines(journal, session, lines, from)
+    let head = journaledHead
+    if (state !== null) {
       refs.push(...state.refs.slice(0, Planner.firstNew(plan, lines.length)))
       // Each tool_use id yields one tool entry on the whole chain: after a rewrite,
       // calls already recorded from an earlier version are not recorded again.

@@ -156,29 +156,8 @@ export const syncRollout = (
     const { consumed, lastStart, lines, pendingBytes } = Sync.split(bytes, limits)
     const base = from?.lines ?? 0
 
-    let plan: Planner.Plan
-    let existed = true
-    let missing = false
-    let head = from?.head ?? null
-    if (from !== undefined) {
-      plan = lines.length === 0 ? { _tag: "Unchanged" } : { _tag: "Extend", from: 0 }
-    } else {
-      const state = Planner.empty()
-      existed = yield* journal.entries(session).pipe(
-        Stream.runForEachArray((chunk) =>
-          Effect.sync(() => {
-            for (const e of chunk) {
-              Planner.observe(state, e, lines)
-              head = e.entry_hash
-            }
-          })
-        ),
-        Effect.as(true),
-        Effect.catchTag("SessionNotFound", () => Effect.succeed(false))
-      )
-      plan = Planner.plan(state, lines.length)
-      missing = state.missing
-    }
+    const { existed, head: journaledHead, missing, plan } = yield* Sync.planLines(journal, session, lines, from)
+    let head = journaledHead
     const start = Planner.firstNew(plan, lines.length)
     const parent = from?.parent ?? parentThreadOf(lines[0])
 
