@@ -12,6 +12,7 @@
 # through SESSION_JOURNAL_CODEX_BIN, or at this same cache path
 # (packages/codex/test/codexCli.ts mirrors the rule below).
 set -euo pipefail
+. "$(dirname "$0")/lib/cache.sh"
 
 CODEX_VERSION=0.169.0
 
@@ -26,42 +27,15 @@ native() {
     *) echo "$dir/node_modules/.bin/codex" ;;
   esac
 }
-bin="$(native "$cache")"
-
 works() {
-  [ -x "$1" ] && [ "$("$1" --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' || true)" = "$CODEX_VERSION" ]
+  local bin
+  bin="$(native "$1")"
+  [ -x "$bin" ] && [ "$("$bin" --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' || true)" = "$CODEX_VERSION" ]
+}
+install() {
+  npm install --prefix "$1" --no-save --no-audit --no-fund --include=optional \
+    --loglevel=error "@openai/codex@$CODEX_VERSION"
 }
 
-if ! works "$bin"; then
-  # Installed into a fresh directory next to the cache and renamed into place only once
-  # the binary runs: an interrupted run, or two runs at once, never leave a half-installed
-  # cache that looks complete.
-  mkdir -p "$(dirname "$cache")"
-  staging="$(mktemp -d "$cache.staging.XXXXXX")"
-  trap 'rm -rf "$staging"' EXIT
-  echo '{"name":"session-journal-codex-cache","private":true}' > "$staging/package.json"
-  echo "installing @openai/codex@$CODEX_VERSION into $cache" >&2
-  npm install --prefix "$staging" --no-save --no-audit --no-fund --include=optional \
-    --loglevel=error "@openai/codex@$CODEX_VERSION" >&2
-  if ! works "$(native "$staging")"; then
-    echo "codex: the installed $(native "$staging") does not run or is not version $CODEX_VERSION" >&2
-    exit 1
-  fi
-  if ! works "$bin"; then
-    if [ -e "$cache" ]; then
-      old="$(mktemp -d "$cache.old.XXXXXX")"
-      mv "$cache" "$old/" && rm -rf "$old"
-    fi
-    [ -e "$cache" ] || mv "$staging" "$cache" || true
-  fi
-  if ! works "$bin"; then
-    echo "codex: $bin does not run or is not version $CODEX_VERSION" >&2
-    exit 1
-  fi
-fi
-
-if [ "${1:-}" = "--export" ]; then
-  printf 'export SESSION_JOURNAL_CODEX_BIN=%q\n' "$bin"
-else
-  printf '%s\n' "$bin"
-fi
+cache_install codex "$cache" works install
+cache_print SESSION_JOURNAL_CODEX_BIN "$(native "$cache")" "${1:-}"

@@ -14,6 +14,7 @@
 # through SESSION_JOURNAL_MCP_CACHE, or at this same path (packages/mcp/test/mcpCache.ts
 # mirrors the rule below).
 set -euo pipefail
+. "$(dirname "$0")/lib/cache.sh"
 
 SDK_VERSION=1.32.2
 EVERYTHING_VERSION=2026.8.31
@@ -30,40 +31,12 @@ complete() {
     [ "$(version_of "$1" @modelcontextprotocol/server-everything)" = "$EVERYTHING_VERSION" ] &&
     [ "$(version_of "$1" @modelcontextprotocol/server-filesystem)" = "$FILESYSTEM_VERSION" ]
 }
-
-if ! complete "$cache"; then
-  # Installed into a fresh directory next to the cache and renamed into place only
-  # once complete: an interrupted run, or two runs at once, never leave a
-  # half-installed cache that looks complete.
-  mkdir -p "$(dirname "$cache")"
-  staging="$(mktemp -d "$cache.staging.XXXXXX")"
-  trap 'rm -rf "$staging"' EXIT
-  # A package.json of its own keeps npm from walking up into a workspace above the cache.
-  echo '{"name":"session-journal-mcp-cache","private":true}' > "$staging/package.json"
-  echo "installing @modelcontextprotocol/sdk@$SDK_VERSION, server-everything@$EVERYTHING_VERSION and server-filesystem@$FILESYSTEM_VERSION into $cache" >&2
-  npm install --prefix "$staging" --no-save --no-audit --no-fund --loglevel=error \
+install() {
+  npm install --prefix "$1" --no-save --no-audit --no-fund --loglevel=error \
     "@modelcontextprotocol/sdk@$SDK_VERSION" \
     "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
-    "@modelcontextprotocol/server-filesystem@$FILESYSTEM_VERSION" >&2
-  if ! complete "$staging"; then
-    echo "mcp: the packages installed into $staging are not the pinned versions" >&2
-    exit 1
-  fi
-  if ! complete "$cache"; then
-    if [ -e "$cache" ]; then
-      old="$(mktemp -d "$cache.old.XXXXXX")"
-      mv "$cache" "$old/" && rm -rf "$old"
-    fi
-    [ -e "$cache" ] || mv "$staging" "$cache" || true
-  fi
-  if ! complete "$cache"; then
-    echo "mcp: $cache is not complete" >&2
-    exit 1
-  fi
-fi
+    "@modelcontextprotocol/server-filesystem@$FILESYSTEM_VERSION"
+}
 
-if [ "${1:-}" = "--export" ]; then
-  printf 'export SESSION_JOURNAL_MCP_CACHE=%q\n' "$cache"
-else
-  printf '%s\n' "$cache"
-fi
+cache_install mcp "$cache" complete install
+cache_print SESSION_JOURNAL_MCP_CACHE "$cache" "${1:-}"
