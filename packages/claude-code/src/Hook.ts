@@ -60,7 +60,16 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
-import { Entry, Guard, type JournalState, messageOf, type Pattern, Policy, SessionJournal } from "@session-journal/core"
+import {
+  Entry,
+  Guard,
+  type JournalState,
+  messageOf,
+  type Pattern,
+  Policy,
+  SessionJournal,
+  Utf8
+} from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
@@ -68,7 +77,7 @@ import type * as AgentDepth from "./AgentDepth.ts"
 import * as TopLevel from "./internal/topLevel.ts"
 import * as ProjectDir from "./ProjectDir.ts"
 import * as Refusal from "./Refusal.ts"
-import { sessionId as custodyId } from "./SessionIds.ts"
+import { digestPrefix, sessionId as custodyId } from "./SessionIds.ts"
 import { jsonBytes, serverOf, utf8Length } from "./Transcript.ts"
 
 // ---------------------------------------------------------------------------
@@ -256,8 +265,6 @@ export class HookError extends Schema.TaggedError<HookError>()("HookError", {
 // ---------------------------------------------------------------------------
 // Decoding
 
-const fatal = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
-
 // The nesting of a JSON text, scanned without parsing: brackets outside strings.
 // Stops at the first level past `max` (returns max + 1).
 const depthOf = (text: string, max: number): number => {
@@ -317,7 +324,7 @@ export const decode = (bytes: Uint8Array, limits?: Limits): Result.Result<HookEv
   }
   let text: string
   try {
-    text = fatal.decode(bytes)
+    text = Utf8.decodeStrict(bytes, { keepBom: true })
   } catch {
     return orSalvage(fail("NotUtf8", "hook input is not valid UTF-8"), bytes)
   }
@@ -369,7 +376,7 @@ export class Salvager {
 const stringOf = (v: { readonly raw: Uint8Array; readonly string: boolean }): string | null => {
   if (!v.string) return null
   try {
-    const s: unknown = JSON.parse(`"${fatal.decode(v.raw)}"`)
+    const s: unknown = JSON.parse(`"${Utf8.decodeStrict(v.raw, { keepBom: true })}"`)
     return typeof s === "string" && Entry.payloadProblem(s) === undefined ? s : null
   } catch {
     return null
@@ -379,7 +386,7 @@ const stringOf = (v: { readonly raw: Uint8Array; readonly string: boolean }): st
 const scalarOf = (v: { readonly raw: Uint8Array; readonly string: boolean } | undefined): unknown => {
   if (v === undefined || v.string) return undefined
   try {
-    return JSON.parse(fatal.decode(v.raw))
+    return JSON.parse(Utf8.decodeStrict(v.raw, { keepBom: true }))
   } catch {
     return undefined
   }
@@ -483,9 +490,6 @@ const decodeStrict = (text: string, limits?: Limits): Result.Result<HookEvent, H
  */
 export const PREFIX = "cch-"
 
-const hex = (text: string, digits: number): string =>
-  bytesToHex(sha256(new TextEncoder().encode(text))).slice(0, digits)
-
 const sessionStem = /^[A-Za-z0-9-]{1,64}$/
 
 /**
@@ -521,8 +525,8 @@ export const projectOf = (input: typeof Common.Type): string => {
  * @since 0.1.0
  */
 export const sessionId = (input: typeof Common.Type): string => {
-  const base = `${PREFIX}${hex(projectOf(input), 8)}-`
-  return sessionStem.test(input.session_id) ? base + input.session_id : `${base}_${hex(input.session_id, 40)}`
+  const base = `${PREFIX}${digestPrefix(projectOf(input), 8)}-`
+  return sessionStem.test(input.session_id) ? base + input.session_id : `${base}_${digestPrefix(input.session_id, 40)}`
 }
 
 /**

@@ -80,7 +80,14 @@ export const classify = (project: string, relative: string): Transcript | null =
 export const relativePath = (t: Transcript): string =>
   t._tag === "Main" ? `${t.session}.jsonl` : `${t.session}/subagents/${t.stem}.jsonl`
 
-const hex = (text: string, digits: number): string =>
+/**
+ * The first `digits` hex digits of the SHA-256 of `text` (UTF-8): the hashed part
+ * of every session id derived from a name that does not fit as it is, here and in
+ * the hook's, the store's and Codex's ids.
+ *
+ * @since 0.1.0
+ */
+export const digestPrefix = (text: string, digits: number): string =>
   bytesToHex(sha256(new TextEncoder().encode(text))).slice(0, digits)
 
 const stemPattern = (max: number) => new RegExp(`^[A-Za-z0-9-]{1,${max}}$`)
@@ -93,12 +100,12 @@ const agentStem = stemPattern(48)
  * @since 0.1.0
  */
 export const sessionId = (t: Transcript): string => {
-  const base = `${PREFIX}${hex(t.project, 8)}-`
+  const base = `${PREFIX}${digestPrefix(t.project, 8)}-`
   if (t._tag === "Main" && sessionStem.test(t.session)) return base + t.session
   if (t._tag === "SubAgent" && sessionStem.test(t.session) && agentStem.test(t.stem)) {
     return `${base}${t.session}_${t.stem}`
   }
-  return `${base}_${hex(relativePath(t), 40)}`
+  return `${base}_${digestPrefix(relativePath(t), 40)}`
 }
 
 /**

@@ -15,7 +15,7 @@
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
 import { Entry } from "@session-journal/core"
-import { jsonBytes } from "@session-journal/core/Utf8"
+import { jsonBytes, strictDecoder as strictUtf8 } from "@session-journal/core/Utf8"
 import { Base64 } from "effect/encoding"
 import * as Result from "effect/Result"
 
@@ -324,7 +324,7 @@ export const decodeLine = (bytes: Uint8Array, decoder: Decoder): LineValue => {
  *
  * @since 0.1.0
  */
-export const strictDecoder = (): Decoder => new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+export const strictDecoder = (): Decoder => strictUtf8({ keepBom: true })
 
 /**
  * The bytes of a stored line; none for an oversized line, whose bytes are not

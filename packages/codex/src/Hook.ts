@@ -31,8 +31,9 @@ import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
 import { deeperThan } from "@session-journal/claude-code/Hook"
 import * as Refusal from "@session-journal/claude-code/Refusal"
+import { digestPrefix } from "@session-journal/claude-code/SessionIds"
 import { jsonBytes, utf8Length } from "@session-journal/claude-code/Transcript"
-import { Entry, Guard, messageOf, SessionJournal } from "@session-journal/core"
+import { Entry, Guard, messageOf, SessionJournal, Utf8 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
@@ -173,8 +174,6 @@ export class HookError extends Schema.TaggedError<HookError>()("CodexHookError",
 // ---------------------------------------------------------------------------
 // Decoding
 
-const fatal = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
-
 const fail = (reason: HookError["reason"], detail: string, event: string | null = null) =>
   Result.fail(new HookError({ reason, detail, event }))
 
@@ -192,7 +191,7 @@ export const decode = (bytes: Uint8Array, limits?: Limits): Result.Result<HookEv
   if (bytes.length > maxBytes) return fail("TooLarge", `hook input over the bound of ${maxBytes} bytes`)
   let text: string
   try {
-    text = fatal.decode(bytes)
+    text = Utf8.decodeStrict(bytes, { keepBom: true })
   } catch {
     return fail("NotUtf8", "hook input is not valid UTF-8")
   }
@@ -242,9 +241,6 @@ export const PREFIX = "codex-"
  */
 export const ROLLOUT_PREFIX = "codex-rollout-"
 
-const hex = (text: string, digits: number): string =>
-  bytesToHex(sha256(new TextEncoder().encode(text))).slice(0, digits)
-
 const stem = /^[A-Za-z0-9-]{1,64}$/
 
 /**
@@ -255,7 +251,7 @@ const stem = /^[A-Za-z0-9-]{1,64}$/
  *
  * @since 0.1.0
  */
-export const threadStem = (thread: string): string => stem.test(thread) ? thread : `_${hex(thread, 40)}`
+export const threadStem = (thread: string): string => stem.test(thread) ? thread : `_${digestPrefix(thread, 40)}`
 
 /**
  * The journal session of a Codex session, from its `session_id` alone:

@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import { decodeStrict } from "@session-journal/core/Utf8"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Hook from "../Hook.ts"
@@ -30,7 +31,7 @@ const holdsOurHooks = async (file: string): Promise<boolean> => {
         if (size > MAX_SETTINGS_BYTES) return false
         parts.push(bytes)
       }
-      return OUR_HOOKS.test(new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(parts)))
+      return OUR_HOOKS.test(decodeStrict(Buffer.concat(parts)))
     } finally {
       await handle.close()
     }

@@ -12,6 +12,7 @@
  *
  * @since 0.1.0
  */
+import { decodeStrict } from "@session-journal/core/Utf8"
 import type * as Fs from "node:fs"
 import { createRequire } from "node:module"
 
@@ -71,7 +72,7 @@ export const read = (file: string, what: string, maxBytes: number): Read => {
     }
     let text: string
     try {
-      text = new TextDecoder("utf-8", { fatal: true }).decode(buffer.subarray(0, size))
+      text = decodeStrict(buffer.subarray(0, size))
     } catch {
       return { _tag: "Refused", reason: `the ${what} ${file} is not UTF-8 text`, exposed: false }
     }

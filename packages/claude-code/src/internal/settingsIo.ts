@@ -19,6 +19,7 @@
  * - The target is checked again just before the rename: when it changed since it
  *   was read (another editor saved it), nothing is replaced.
  */
+import { decodeStrict } from "@session-journal/core/Utf8"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -122,7 +123,7 @@ export const load = (file: string, maxBytes: number): Loaded => {
     let text: string
     try {
       // A byte-order mark is kept as text, so the file is written back as it was.
-      text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes)
+      text = decodeStrict(bytes, { keepBom: true })
     } catch (e) {
       throw new SettingsFileError("NotUtf8", file, "not UTF-8 text", e)
     }

@@ -10,6 +10,7 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
+import { decodeStrict } from "@session-journal/core/Utf8"
 
 /** Longest key, and longest scalar or string value, kept (in bytes as written). */
 const MAX_KEPT = 64 * 1024
@@ -62,7 +63,6 @@ export class Scanner {
   private readonly hash = sha256.create()
   private readonly values = new Map<string, { readonly raw: Uint8Array; readonly string: boolean }>()
   private readonly sizes = new Map<string, number>()
-  private readonly decoder = new TextDecoder("utf-8", { fatal: true })
 
   /** The value of a top-level key seen so far (raw text), if kept. */
   seen(key: string): { readonly raw: Uint8Array; readonly string: boolean } | undefined {
@@ -132,7 +132,7 @@ export class Scanner {
         else if (b === 0x5c) this.escape = true
         else if (b === 0x22) {
           try {
-            this.current = this.keyTooLong ? "" : JSON.parse(`"${this.decoder.decode(Uint8Array.from(this.key))}"`)
+            this.current = this.keyTooLong ? "" : JSON.parse(`"${decodeStrict(Uint8Array.from(this.key))}"`)
           } catch {
             this.current = ""
           }
