@@ -166,7 +166,7 @@ const packages: Array<Pkg> = readdirSync(packagesDir, { withFileTypes: true })
     return { name: (JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { name: string }).name, dir }
   })
 
-/** The packages whose exports map lists its public modules (no `./*`, no `internal/`). */
+/** The packages whose exports map lists its public modules (no `./*`, no `internal/`, no `./main`). */
 const FENCED = [
   "@session-journal/core",
   "@session-journal/node",
@@ -174,7 +174,8 @@ const FENCED = [
   "@session-journal/ai",
   "@session-journal/claude-code",
   "@session-journal/codex",
-  "@session-journal/mcp"
+  "@session-journal/mcp",
+  "@session-journal/cli"
 ]
 
 const asSource = (base: string): string | undefined => {
@@ -338,11 +339,15 @@ describe("Architecture: the import graph of every package", () => {
       }).exports
       // Every module outside internal/ is public, under its own name (a folder such
       // as core's transparency/ groups modules, it does not rename them).
+      // The command's package publishes its top-level modules only: its folders
+      // (commands/, viewer/, otel/) are the command's own, and main.ts is the bin.
       const src = join(pkg.dir, "src")
+      const command = name === "@session-journal/cli"
       const modules = new Map(
         sourceFiles(src)
           .map((f) => relative(src, f).split(sep).join("/"))
           .filter((f) => f.endsWith(".ts") && f !== "index.ts" && !f.startsWith("internal/"))
+          .filter((f) => !command || (!f.includes("/") && f !== "main.ts"))
           .map((f) => [`./${f.slice(f.lastIndexOf("/") + 1, -3)}`, `./src/${f}`])
       )
       const keys = Object.keys(exports).filter((k) => ![".", "./package.json", "./test/*"].includes(k)).sort()
