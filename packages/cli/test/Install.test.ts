@@ -6,8 +6,9 @@
  * library example on Node 22 and on Node 20, runs the installed `session-journal`
  * command, and counts the copies of `effect`.
  *
- * Nothing is reused between runs: the build starts from empty `dist/` directories
- * and the host project is new each time (npm's download cache only saves fetching
+ * Nothing is reused between runs: the build starts from empty `dist/` directories (in
+ * a copy of the workspace, so the test files that run the workspace's own build at the
+ * same time are not disturbed) and the host project is new each time (npm's download cache only saves fetching
  * registry packages again; the workspace's own packages come from the tarballs).
  */
 import { spawnSync } from "node:child_process"
@@ -33,11 +34,40 @@ interface Manifest {
 
 const readJson = <A>(file: string): A => JSON.parse(fs.readFileSync(file, "utf8")) as A
 
-/** Every publishable package of the workspace: a directory under packages/ with a package.json. */
+const work = fs.mkdtempSync(path.join(os.tmpdir(), "sj-install-"))
+
+/**
+ * A copy of the workspace to build and pack: the build empties `dist/` first, and
+ * the other test files, running at the same time, start the workspace's own built
+ * command and packages. The sources, scripts and configuration are copied; each
+ * package's `node_modules` keeps its links as they are (relative, so the workspace's
+ * own packages resolve inside the copy) and the root's `node_modules` is a link to
+ * the workspace's.
+ */
+const WORKSPACE = path.join(work, "workspace")
+const copyWorkspace = (): void => {
+  const skip = new Set(["dist", ".tsbuild", "test", ".vite-temp", ".session-journal"])
+  for (const name of ["package.json", "pnpm-workspace.yaml", "pnpm-lock.yaml", "tsconfig.base.json", "tsconfig.json"]) {
+    fs.copyFileSync(path.join(ROOT, name), path.join(WORKSPACE, name))
+  }
+  fs.cpSync(path.join(ROOT, "scripts"), path.join(WORKSPACE, "scripts"), { recursive: true })
+  fs.cpSync(path.join(ROOT, "packages"), path.join(WORKSPACE, "packages"), {
+    recursive: true,
+    verbatimSymlinks: true,
+    filter: (source) => !skip.has(path.basename(source))
+  })
+  fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(WORKSPACE, "node_modules"))
+}
+fs.mkdirSync(WORKSPACE)
+
+/** Every publishable package of the workspace (in the copy): a directory under packages/ with a package.json. */
 const packages = fs.readdirSync(path.join(ROOT, "packages"))
-  .map((name) => path.join(ROOT, "packages", name))
-  .filter((dir) => fs.existsSync(path.join(dir, "package.json")))
-  .map((dir) => ({ dir, manifest: readJson<Manifest>(path.join(dir, "package.json")) }))
+  .map((name) => path.join(WORKSPACE, "packages", name))
+  .filter((dir) => fs.existsSync(path.join(ROOT, "packages", path.basename(dir), "package.json")))
+  .map((dir) => ({
+    dir,
+    manifest: readJson<Manifest>(path.join(ROOT, "packages", path.basename(dir), "package.json"))
+  }))
   .filter((p) => p.manifest.private !== true)
 
 /**
@@ -146,7 +176,6 @@ const bytesUnder = (dir: string): number =>
     return n + (e.isDirectory() ? bytesUnder(p) : e.isFile() ? fs.statSync(p).size : 0)
   }, 0)
 
-const work = fs.mkdtempSync(path.join(os.tmpdir(), "sj-install-"))
 // Removing the installed tree (thousands of files) takes its time on a busy disk:
 // no hook deadline.
 afterAll(() => fs.rmSync(work, { recursive: true, force: true }), 600_000)
@@ -172,8 +201,9 @@ describe("the packages installed into a host application", () => {
       }
 
       last = Date.now()
-      // 1. Build from scratch.
-      sh(NODE22, [path.join(ROOT, "scripts", "build.ts")], { cwd: ROOT })
+      // 1. Build from scratch, in a copy of the workspace.
+      copyWorkspace()
+      sh(NODE22, [path.join(WORKSPACE, "scripts", "build.ts")], { cwd: WORKSPACE })
 
       step("build")
 
@@ -198,7 +228,7 @@ describe("the packages installed into a host application", () => {
       // 3. The tarballs, as pnpm publishes them (workspace:* becomes the version).
       const tarballs = path.join(work, "tarballs")
       const p = pnpm()
-      sh(p.command, [...p.args, "-r", "--silent", "pack", "--pack-destination", tarballs], { cwd: ROOT })
+      sh(p.command, [...p.args, "-r", "--silent", "pack", "--pack-destination", tarballs], { cwd: WORKSPACE })
       const packed = fs.readdirSync(tarballs).filter((f) => f.endsWith(".tgz")).sort()
       assert.strictEqual(packed.length, packages.length, `packed ${packed.join(", ")}`)
 
