@@ -2,15 +2,18 @@
  * The packages as a host application gets them: builds the workspace, packs every
  * package under packages/, installs only those tarballs (plus their registry
  * dependencies) into a fresh project outside the workspace with plain npm, and then
- * type-checks a host program against the installed declarations, runs the README's
- * library example on Node 22 and on Node 20, runs the installed `session-journal`
- * command, and counts the copies of `effect`.
+ * type-checks a host program and every README's ```ts snippets against the installed
+ * declarations, runs the root README's library example on Node 22 and on Node 20 and
+ * every other snippet that can run without a model, runs the installed
+ * `session-journal` command, and counts the copies of `effect`.
  *
  * Nothing is reused between runs: the build starts from empty `dist/` directories (in
  * a copy of the workspace, so the test files that run the workspace's own build at the
  * same time are not disturbed) and the host project is new each time (npm's download cache only saves fetching
  * registry packages again; the workspace's own packages come from the tarballs).
  */
+import * as Claude from "@session-journal/claude-code/test/claudeCli"
+import { findCache as findMcpCache, FIXTURE_SERVER, fixtureEnv } from "@session-journal/mcp/test/mcpCache"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as module from "node:module"
@@ -89,10 +92,11 @@ const hostEnv = (extra?: NodeJS.ProcessEnv): NodeJS.ProcessEnv => {
 const sh = (
   command: string,
   args: ReadonlyArray<string>,
-  options: { readonly cwd: string; readonly env?: NodeJS.ProcessEnv }
+  options: { readonly cwd: string; readonly env?: NodeJS.ProcessEnv; readonly input?: string }
 ): string => {
   const ran = spawnSync(command, [...args], {
     cwd: options.cwd,
+    input: options.input,
     env: options.env ?? hostEnv(),
     encoding: "utf8",
     maxBuffer: 64 * 1024 * 1024
@@ -126,14 +130,51 @@ const pnpm = (): { readonly command: string; readonly args: ReadonlyArray<string
     : { command: "npx", args: ["-y", "pnpm@10"] }
 }
 
-/** The first ```ts block after the README heading "## Use it as a library". */
-const readmeExample = (): string => {
-  const readme = fs.readFileSync(path.join(ROOT, "README.md"), "utf8")
-  const section = readme.slice(readme.indexOf("## Use it as a library"))
-  const match = /```ts\n([\s\S]*?)```/.exec(section)
-  if (match === null) throw new Error("README.md: no ```ts block under \"## Use it as a library\"")
-  return match[1]!
+/** The READMEs a user reads: the root's and each published package's. */
+const READMES = ["README.md", ...fs.readdirSync(path.join(ROOT, "packages")).map((p) => `packages/${p}/README.md`)]
+  .filter((f) => fs.existsSync(path.join(ROOT, f)))
+
+/** A ```ts block of a README, named `<README path>#<n>` (n from 1 in each file). */
+interface Snippet {
+  readonly id: string
+  readonly code: string
 }
+
+/** Every ```ts block of every README. */
+const snippets = (): Array<Snippet> =>
+  READMES.flatMap((file) =>
+    [...fs.readFileSync(path.join(ROOT, file), "utf8").matchAll(/```ts\n([\s\S]*?)```/g)].map((m, i) => ({
+      id: `${file}#${i + 1}`,
+      code: m[1]!
+    }))
+  )
+
+/**
+ * What the test does with each snippet beyond type-checking it: run it and look for
+ * `expect` in its output, or say why it only type-checks. A README snippet added
+ * without an entry here fails the test.
+ */
+const RUNS: Record<string, { readonly expect: string } | { readonly checkOnly: string }> = {
+  "README.md#1": { expect: "deploy may not follow write_file" },
+  "README.md#2": { checkOnly: "it runs Claude Code against a model" },
+  "packages/ai/README.md#1": { expect: "ships tomorrow" },
+  "packages/claude-code/README.md#1": { expect: "" },
+  "packages/claude-code/README.md#2": { expect: "WebFetch is on the deny list" },
+  "packages/claude-code/README.md#3": { checkOnly: "it runs Claude Code against a model" },
+  "packages/claude-code/README.md#4": { checkOnly: "it runs Claude Code against a model" },
+  "packages/core/README.md#1": { expect: "5 consistent true" },
+  "packages/core/README.md#2": { expect: "calls: 1n" },
+  "packages/mcp/README.md#1": { expect: "2 calls, 1 denied" },
+  "packages/node/README.md#1": { expect: "" },
+  "packages/postgres/README.md#1": { expect: "" }
+}
+
+/** The file name of a snippet in the host project. */
+const fileOf = (id: string): string =>
+  id.replace(/^packages\//, "").replace(/\/README\.md#|README\.md#/, "-").replace(/^-/, "root-")
+
+/** A snippet that imports the Agent SDK, which the host installs from the Claude Code cache. */
+const needsAgentSdk = (s: Snippet): boolean => s.code.includes(`from "@anthropic-ai/claude-agent-sdk"`)
 
 /** Every installed copy of a package under `dir`/node_modules, at any depth. */
 const copiesOf = (dir: string, name: string): Array<string> => {
@@ -248,7 +289,9 @@ describe("the packages installed into a host application", () => {
         "--no-update-notifier",
         "--loglevel=error",
         ...packed.map((f) => path.join(tarballs, f)),
-        "@types/node@22"
+        "@types/node@22",
+        // The Claude Code driver's and the MCP gateway's snippets run on Node's platform layer.
+        "@effect/platform-node@4.1.0"
       ], { cwd: host })
       for (const { manifest } of packages) {
         assert.isTrue(
@@ -265,7 +308,16 @@ describe("the packages installed into a host application", () => {
 
       // 6. The host program type-checks against the installed declarations (strict,
       //    nodenext, the declarations themselves checked too), and with bundler resolution.
-      const example = readmeExample()
+      //    Every README snippet is a file of the host project, checked the same way.
+      const all = snippets()
+      assert.deepStrictEqual(
+        all.map((x) => x.id).sort(),
+        Object.keys(RUNS).sort(),
+        "every README snippet has an entry in RUNS"
+      )
+      fs.mkdirSync(path.join(host, "snippets"))
+      for (const snippet of all) fs.writeFileSync(path.join(host, "snippets", `${fileOf(snippet.id)}.ts`), snippet.code)
+      const example = all.find((x) => x.id === "README.md#1")!.code
       fs.writeFileSync(path.join(host, "example.ts"), example)
       fs.writeFileSync(
         path.join(host, "api.ts"),
@@ -288,7 +340,19 @@ describe("the packages installed into a host application", () => {
           ``
         ].join("\n")
       )
-      const tsconfig = (module: string, moduleResolution: string, skipLibCheck: boolean) => ({
+      // The snippets that use the Agent SDK are checked against its declarations in the
+      // Claude Code cache (scripts/claude-code.sh installs it beside the CLI), apart.
+      const agentSdk = Claude.CLAUDE_BIN === null
+        ? null
+        : path.resolve(path.dirname(Claude.CLAUDE_BIN), "..", "@anthropic-ai", "claude-agent-sdk", "sdk.d.ts")
+      const withSdk = all.filter(needsAgentSdk).map((x) => `snippets/${fileOf(x.id)}.ts`)
+      const tsconfig = (
+        module: string,
+        moduleResolution: string,
+        skipLibCheck: boolean,
+        files: ReadonlyArray<string>,
+        paths?: Record<string, ReadonlyArray<string>>
+      ) => ({
         compilerOptions: {
           target: "ES2022",
           // effect's own declarations name Web Crypto and structured-clone types.
@@ -298,21 +362,41 @@ describe("the packages installed into a host application", () => {
           strict: true,
           noEmit: true,
           skipLibCheck,
-          types: ["node"]
+          types: ["node"],
+          ...(paths === undefined ? {} : { paths })
         },
-        files: ["example.ts", "api.ts"]
+        files
       })
+      const ours = [
+        "example.ts",
+        "api.ts",
+        ...all.filter((x) => !needsAgentSdk(x)).map((x) => `snippets/${fileOf(x.id)}.ts`)
+      ]
       // nodenext checks every installed declaration; bundler resolution only has to find the same ones.
       fs.writeFileSync(
         path.join(host, "tsconfig.json"),
-        JSON.stringify(tsconfig("nodenext", "nodenext", false), null, 2)
+        JSON.stringify(tsconfig("nodenext", "nodenext", false, ours), null, 2)
       )
       fs.writeFileSync(
         path.join(host, "tsconfig.bundler.json"),
-        JSON.stringify(tsconfig("preserve", "bundler", true), null, 2)
+        JSON.stringify(tsconfig("preserve", "bundler", true, ours), null, 2)
       )
       sh(TSC, ["--noEmit", "-p", "tsconfig.json"], { cwd: host })
       sh(TSC, ["--noEmit", "-p", "tsconfig.bundler.json"], { cwd: host })
+      if (agentSdk !== null && fs.existsSync(agentSdk)) {
+        fs.writeFileSync(
+          path.join(host, "tsconfig.sdk.json"),
+          JSON.stringify(
+            tsconfig("nodenext", "nodenext", true, withSdk, { "@anthropic-ai/claude-agent-sdk": [agentSdk] }),
+            null,
+            2
+          )
+        )
+        sh(TSC, ["--noEmit", "-p", "tsconfig.sdk.json"], { cwd: host })
+      } else {
+        assert.notStrictEqual(process.env["CI"], "true", `CI: the Agent SDK is not installed: ${Claude.SKIP_REASON}`)
+        process.stdout.write(`not type-checked (no Agent SDK): ${withSdk.join(", ")}\n`)
+      }
 
       step("tsc")
 
@@ -326,6 +410,49 @@ describe("the packages installed into a host application", () => {
       }
 
       step("example on Node 22 and 20")
+
+      // 7b. Every other snippet that can run here runs as written, each in its own
+      //     directory, with a HOME of its own (Claude Code's transcripts are looked up there).
+      const mcpCache = findMcpCache()
+      for (const snippet of all) {
+        const run = RUNS[snippet.id]!
+        if ("checkOnly" in run || snippet.id === "README.md#1") continue
+        const name = fileOf(snippet.id)
+        const file = path.join(host, "snippets", `${name}.js`)
+        fs.writeFileSync(file, module.stripTypeScriptTypes(snippet.code))
+        const cwd = path.join(host, `run-${name}`)
+        // A HOME where Claude Code has run, with no transcripts of this directory.
+        fs.mkdirSync(path.join(cwd, "home", ".claude", "projects"), { recursive: true })
+        const env = hostEnv({ HOME: path.join(cwd, "home") })
+        if (snippet.id === "packages/mcp/README.md#1") {
+          // The gateway in front of the SDK-built test server: one call allowed, one denied.
+          if (mcpCache === null) {
+            assert.notStrictEqual(process.env["CI"], "true", "CI: the MCP cache is not installed (scripts/mcp.sh)")
+            continue
+          }
+          const lines = [
+            {
+              jsonrpc: "2.0",
+              id: 0,
+              method: "initialize",
+              params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "host", version: "1" } }
+            },
+            { jsonrpc: "2.0", method: "notifications/initialized" },
+            { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "echo", arguments: { text: "allowed" } } },
+            { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "get-env", arguments: {} } }
+          ]
+          const out = sh(NODE22, [file, "./journal", "--", NODE22, FIXTURE_SERVER], {
+            cwd,
+            env: { ...env, ...fixtureEnv(mcpCache) },
+            input: lines.map((l) => JSON.stringify(l) + "\n").join("")
+          })
+          assert.include(out, run.expect, snippet.id)
+          continue
+        }
+        assert.include(sh(NODE22, [file], { cwd, env }), run.expect, snippet.id)
+      }
+
+      step("the READMEs' snippets")
 
       // 8. The installed command, through npm's bin link: `node` on PATH is Node 20.
       const bin = path.join(host, "node_modules", ".bin", "session-journal")
