@@ -30,6 +30,7 @@ import * as net from "node:net"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import { cleanup, exited, hasNodeAdapter, killAll, run, start, tempDir, waitForLine } from "./Run.ts"
+import { newKey, record } from "./TreeFixtures.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 const TOKEN = "guard-test-token-0123456789abcdef"
@@ -923,6 +924,50 @@ describe.skipIf(!nodeAdapter)("claude-code forward trusts only the guard", () =>
     } finally {
       await body.close()
       await head.close()
+    }
+  })
+})
+
+describe.skipIf(!nodeAdapter)("claude-code guard --publish", () => {
+  it("publishes the sessions it writes as tiles that verify; a published log its journal does not extend stops it with exit 1", async () => {
+    const root = tempDir()
+    const key = await newKey(root, "guard.example/j")
+    const out = path.join(root, "published")
+    const publishing = ["--publish", out, "--sign", key.file, "--publish-every", "100ms"]
+    const g = await guard({ args: publishing })
+    for (const n of [1, 2, 3]) assert.strictEqual((await request(g.port, preToolUse(n))).status, 200)
+    // Each run says what it published; the first line names the session.
+    while (!/^\S+: published \d+ entr/m.test(g.stdout())) await new Promise((resolve) => setTimeout(resolve, 50))
+    const id = /^(\S+): published /m.exec(g.stdout())![1]!
+    const verified = await run(["--json", "verify-remote", path.join(out, id), "--key", key.vkey])
+    assert.strictEqual(verified.code, 0, verified.stdout + verified.stderr)
+    await stop(g)
+
+    // The session's published log replaced by another one under the same key (a fork).
+    const other = path.join(root, "other")
+    await record(other, id, 2, "forged")
+    fs.rmSync(path.join(out, id), { recursive: true })
+    const forged = await run(["--dir", other, "publish", id, "--out", path.join(out, id), "--sign", key.file])
+    assert.strictEqual(forged.code, 0, forged.stderr)
+    const again = await guard({ dir: g.dir, args: publishing })
+    assert.strictEqual(await exited(again.child), 1, again.stderr())
+    assert.include(again.stderr(), "does not extend the published checkpoint")
+  })
+
+  it("--sign, --witness and --publish-every only with --publish, and --publish only with --sign", async () => {
+    const dir = tempDir()
+    for (
+      const [args, says] of [
+        [["--sign", "k"], "--sign: only with --publish DIR"],
+        [["--publish-every", "1s"], "--publish-every: only with --publish DIR"],
+        [["--publish", "out"], "needs --sign FILE"]
+      ] as const
+    ) {
+      const r = await run(["claude-code", "guard", "--port", "0", "--root", dir, ...args], {
+        env: { SESSION_JOURNAL_GUARD_TOKEN: TOKEN }
+      })
+      assert.strictEqual(r.code, 2, r.stderr)
+      assert.include(r.stderr, says)
     }
   })
 })

@@ -253,6 +253,41 @@ describe("session-journal publish / verify-remote", () => {
     assert.include(edited.stderr, "at tile/entries/000")
   })
 
+  it("--all publishes every session into DIR/<id>, again only what changed; one ID or --all, not both", async () => {
+    const dir = tempDir()
+    const key = await newKey(dir, "journal.example/all")
+    await record(dir, "a", 3)
+    await record(dir, "b", 300)
+    const out = path.join(dir, "out")
+    const all = () => run(["--dir", dir, "--json", "publish", "--all", "--out", out, "--sign", key.file])
+    const first = await all()
+    assert.strictEqual(first.code, 0, first.stderr)
+    assert.deepStrictEqual(
+      (JSON.parse(first.stdout) as Array<{ id: string; tree_size: number }>).map((p) => [p.id, p.tree_size]).sort(),
+      [["a", 3], ["b", 300]]
+    )
+    for (const id of ["a", "b"]) {
+      const v = await verifyRemote(path.join(out, id), key.vkey)
+      assert.strictEqual(v.code, 0, v.stdout + v.stderr)
+    }
+    assert.deepStrictEqual(JSON.parse((await all()).stdout), [])
+    await message(dir, "a", { text: "one more" })
+    const third = await all()
+    assert.deepStrictEqual(
+      (JSON.parse(third.stdout) as Array<{ id: string; old_size: number; tree_size: number }>).map((p) => [
+        p.id,
+        p.old_size,
+        p.tree_size
+      ]),
+      [["a", 3, 4]]
+    )
+    for (const args of [["publish", "a", "--all"], ["publish"]]) {
+      const r = await run(["--dir", dir, ...args, "--out", out, "--sign", key.file])
+      assert.strictEqual(r.code, 2, r.stderr)
+      assert.include(r.stderr, "give one session ID or --all")
+    }
+  })
+
   it("a fork between two runs: publish refuses to continue, and verify-remote --since catches a fresh publication", async () => {
     const dir = tempDir()
     const key = await newKey(dir, "journal.example/f")

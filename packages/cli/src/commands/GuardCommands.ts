@@ -23,11 +23,13 @@ import * as path from "node:path"
 import { Exit, InvalidInput, NotAvailable } from "../Failure.ts"
 import { Dir, nonNegative, onCommandLine, waitFlag, withoutJournal } from "../internal/commandKit.ts"
 import { parseWaitMillis } from "../internal/hookArgs.ts"
+import * as PublishFlags from "../internal/publishFlags.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 import * as Storage from "../Storage.ts"
 import * as HostCheck from "../viewer/HostCheck.ts"
 import * as ForwardProcess from "./ForwardProcess.ts"
+import type * as Publish from "./Publish.ts"
 
 /**
  * The variable a policy file comes from when `--policy` is not given.
@@ -179,7 +181,8 @@ export const guard = Command.make("guard", {
   noSelfProtection: Flag.Boolean("no-self-protection").pipe(
     Flag.withDefault(false),
     Flag.withDescription("Let calls touch the journal, the policy file and the settings that hold the hooks")
-  )
+  ),
+  ...PublishFlags.flags
 }, (a) =>
   Effect.flatMap(Dir, (dir) =>
     withoutJournal(({ storage }) =>
@@ -191,6 +194,7 @@ export const guard = Command.make("guard", {
         }
         const file = Option.getOrUndefined(a.policy)
         const policy = file === undefined ? null : yield* load(file)
+        const publishing = yield* PublishFlags.optionsOf(a)
         const given = Option.getOrUndefined(yield* Effect.orDie(Config.option(Config.String(GUARD_TOKEN_VAR))))
         const stateHome = Option.getOrUndefined(yield* Effect.orDie(Config.option(Config.String("XDG_STATE_HOME"))))
         // The HTTP server's modules load only for this command.
@@ -235,7 +239,7 @@ export const guard = Command.make("guard", {
         if (tokenProblem !== null) return yield* new InvalidInput({ field: GUARD_TOKEN_VAR, reason: tokenProblem })
         const options: Storage.Options = wait === undefined ? base : { ...base, lockWait: wait }
         const where = Storage.isFilesystem(options) ? options.dir : "PostgreSQL"
-        yield* module.run({
+        const serve = module.run({
           port: a.port,
           token,
           policy,
@@ -260,6 +264,14 @@ export const guard = Command.make("guard", {
           Effect.fail(
             new NotAvailable({ feature: "guard", reason: `cannot listen on 127.0.0.1:${a.port} (${e.message})` })
           )))
+        if (publishing === undefined) return yield* serve
+        // Publishing runs beside the guard, on storage of its own over the same journal;
+        // a fork or a witness's refusal ends both (exit 1), as a failed verification does.
+        const publish = Effect.flatMap(
+          Effect.promise((): Promise<typeof Publish> => import("./Publish.ts")),
+          (m) => m.publishBeside(publishing)
+        ).pipe(Effect.provide(Storage.layer(options)))
+        return yield* Effect.raceFirst(serve, publish)
       })
     ))).pipe(Command.withDescription(
       "Serve Claude Code's hooks from a resident process on 127.0.0.1: the only writer of its journal, " +

@@ -326,6 +326,113 @@ export const publish = (
   return Effect.forever(Effect.andThen(once, Effect.sleep(Duration.millis(every))))
 }
 
+/**
+ * What `publishAll` is given: a run's options, with `out` the directory that holds one
+ * directory per session (`DIR/<id>`).
+ *
+ * @since 0.1.0
+ */
+export type PublishAllOptions = PublishOptions
+
+/**
+ * Whether a failed run says the journal or what was published is not what it claims: a
+ * journal that no longer extends the published checkpoint (cut, rewritten, forked), a
+ * published file that would be rewritten, a witness that refuses to cosign.
+ *
+ * @since 0.1.0
+ */
+export const isRefusal = (e: { readonly _tag: string }): boolean =>
+  e._tag === "TilesRefused" || e._tag === "WitnessRefused"
+
+/**
+ * One run over every session of the journal: each session whose number of entries
+ * differs from `published` (what the previous runs of the caller published, updated
+ * here) is published into `DIR/<id>`. A session that fails otherwise than by a refusal
+ * is reported on stderr, counted in `failed` and left for the next run; a refusal ends
+ * the run with it.
+ *
+ * @since 0.1.0
+ */
+export const publishChanged = (options: PublishAllOptions, published: Map<string, number>) =>
+  Effect.gen(function*() {
+    const persistence = yield* Persistence.Persistence
+    const sessions = yield* persistence.list
+    const done: Array<Published> = []
+    let failed = 0
+    for (const session of sessions) {
+      if (published.get(session.id) === session.entries) continue
+      const p = yield* publishOnce(session.id, { ...options, out: path.join(options.out, session.id) }).pipe(
+        Effect.catch((e) =>
+          isRefusal(e)
+            ? Effect.fail(e)
+            : Effect.as(
+              Effect.andThen(
+                Effect.sync(() => failed++),
+                Output.errorLine(`session-journal: publishing ${session.id} failed: ${e.message}`)
+              ),
+              undefined
+            )
+        )
+      )
+      if (p === undefined) continue
+      published.set(session.id, p.tree_size)
+      if (p.tree_size !== p.old_size || p.files_written > 0) done.push(p)
+    }
+    return { done, failed }
+  })
+
+/**
+ * `publish --all --out DIR …`: every session of the journal into `DIR/<id>`, once or
+ * every `everyMillis` until interrupted. A run ends the command when a session is
+ * refused, or, after the others were published, when one could not be.
+ *
+ * @since 0.1.0
+ */
+export const publishAll = (
+  options: PublishAllOptions & { readonly everyMillis: number | undefined; readonly json: boolean }
+) => {
+  const published = new Map<string, number>()
+  const once = Effect.flatMap(publishChanged(options, published), ({ done, failed }) =>
+    Effect.andThen(
+      options.json
+        ? Output.json(done)
+        : Output.lines(done.map((p) => publishedText(p, path.join(options.out, p.id)))),
+      failed === 0
+        ? Effect.void
+        : Effect.fail(
+          new NotAvailable({
+            feature: "publish",
+            reason: `${Output.count(failed, "session", "sessions")} could not be published (above)`
+          })
+        )
+    ))
+  const every = options.everyMillis
+  if (every === undefined) return once
+  return Effect.forever(Effect.andThen(once, Effect.sleep(Duration.millis(every))))
+}
+
+/**
+ * Publishing beside a door that writes the journal (the resident guard, the MCP
+ * gateway): every session that changed, every `everyMillis`, for as long as the door
+ * runs, each session published said in a line. Only a refusal ends it, failing with it (`isRefusal`: a fork, a cut, a
+ * witness's refusal), so the door stops as loudly as a failed verification; every other
+ * failure is reported and tried again.
+ *
+ * @since 0.1.0
+ */
+export const publishBeside = (options: PublishAllOptions & { readonly everyMillis: number }) => {
+  const published = new Map<string, number>()
+  const once = publishChanged(options, published).pipe(
+    Effect.flatMap(({ done }) => Output.lines(done.map((p) => publishedText(p, path.join(options.out, p.id))))),
+    Effect.catch((e) =>
+      isRefusal(e)
+        ? Effect.fail(e)
+        : Output.errorLine(`session-journal: publishing failed, tried again next run: ${e.message}`)
+    )
+  )
+  return Effect.forever(Effect.andThen(once, Effect.sleep(Duration.millis(options.everyMillis))))
+}
+
 // ---------------------------------------------------------------------------
 // verify-remote
 

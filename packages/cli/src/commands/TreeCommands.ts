@@ -20,6 +20,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { InvalidInput } from "../Failure.ts"
 import { nonNegative, parseWait, sessionId, withJournal, withoutJournal } from "../internal/commandKit.ts"
+import { witnessKeyFlag } from "../internal/publishFlags.ts"
 import type * as Storage from "../Storage.ts"
 import type * as Publish from "./Publish.ts"
 import type * as TreeCheck from "./TreeCheck.ts"
@@ -160,14 +161,6 @@ const consistency = Command.make(
   )
 )
 
-const witnessKeyFlag = Flag.String("witness-key").pipe(
-  Flag.atLeast(0),
-  Flag.withMetavar("VKEY"),
-  Flag.withDescription(
-    "Verifier key of the witness (type 0x04), or a file of them; cosignatures by other keys are dropped"
-  )
-)
-
 const witness = Command.make(
   "witness",
   {
@@ -199,7 +192,11 @@ const witness = Command.make(
 const publish = Command.make(
   "publish",
   {
-    id: sessionId,
+    id: sessionId.pipe(Argument.optional),
+    all: Flag.Boolean("all").pipe(
+      Flag.withDefault(false),
+      Flag.withDescription("Every session of the journal, each into DIR/<id> (instead of one ID)")
+    ),
     out: Flag.String("out").pipe(
       Flag.withMetavar("DIR"),
       Flag.withDescription("The directory to write the tiles into (created; a re-run adds what is new)")
@@ -228,8 +225,13 @@ const publish = Command.make(
   },
   (a) =>
     withJournal(({ json }) =>
-      Effect.flatMap(loadPublish, (m) =>
-        m.publish(a.id, {
+      Effect.gen(function*() {
+        const id = Option.getOrUndefined(a.id)
+        if ((id === undefined) === !a.all) {
+          return yield* new InvalidInput({ field: "publish", reason: "give one session ID or --all" })
+        }
+        const m = yield* loadPublish
+        const options = {
           out: a.out,
           keyFile: a.sign,
           hashesOnly: a.hashesOnly,
@@ -237,7 +239,9 @@ const publish = Command.make(
           witnessKeys: a.witnessKey,
           everyMillis: Option.getOrUndefined(Option.map(a.every, Duration.toMillis)),
           json
-        })), { readOnly: true })
+        }
+        return yield* id === undefined ? m.publishAll(options) : m.publish(id, options)
+      }), { readOnly: true })
 ).pipe(Command.withDescription(
   "Write the session as C2SP tlog-tiles (a signed checkpoint, tiles, entry bundles) to DIR, for any static host"
 ))
