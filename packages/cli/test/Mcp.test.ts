@@ -13,6 +13,7 @@ import {
   FIXTURE_SERVER,
   fixtureEnv,
   loadSdk,
+  SCRIPTED_SERVER,
   type SdkClient,
   type SdkStdioTransport
 } from "@session-journal/mcp/test/mcpCache"
@@ -241,6 +242,28 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", { timeout: 60
     await pending
     await until(() => !isAlive(gateway) && !isAlive(server))
     expect(isAlive(server)).toBe(false)
+  })
+
+  it("a server that dies mid-call: the call gets an error naming the exit, the gateway exits 70 saying why", async () => {
+    const dir = tempDir()
+    const gateway = start(["--dir", dir, "mcp", "proxy", "--name", "scripted", "--", process.execPath, SCRIPTED_SERVER])
+    const out: Array<Buffer> = []
+    const err: Array<Buffer> = []
+    gateway.stdout!.on("data", (b: Buffer) => out.push(b))
+    gateway.stderr!.on("data", (b: Buffer) => err.push(b))
+    // The client stays connected (stdin open): the server, not the client, ends first.
+    gateway.stdin!.write(
+      JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "die", arguments: {} } }) + "\n"
+    )
+    const code = await exited(gateway)
+    gateway.stdin!.destroy()
+    const stderr = Buffer.concat(err).toString("utf8")
+    expect(code, stderr).toBe(70)
+    expect(stderr).toContain("ended before the client (exit code 7), 1 request unanswered")
+    const lines = Buffer.concat(out).toString("utf8").split("\n").filter((l) => l !== "")
+    const answer = JSON.parse(lines[lines.length - 1]!) as { id: number; error: { message: string } }
+    expect(answer.id).toBe(1)
+    expect(answer.error.message).toBe("session-journal: the MCP server ended (exit code 7) before answering")
   })
 
   it("a gateway ended by SIGTERM ends its server first", async () => {

@@ -15,9 +15,20 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { UpstreamFailed } from "../Errors.ts"
 
-/** How the server ended: its exit code, or null when it was killed or is not a process. */
+/**
+ * How the server ended: its exit code (null when it was killed or is not a
+ * process), and the signal that killed it (null when none did, or unknown).
+ */
 export interface Exit {
   readonly code: number | null
+  readonly signal: string | null
+}
+
+// The platform reports a death by signal as a failure of the exit code whose
+// message names the signal.
+const signalOf = (error: unknown): string | null => {
+  const m = /signal: '?([A-Z0-9]+)'?/.exec(error instanceof Error ? error.message : String(error))
+  return m === null ? null : m[1]!
 }
 
 /** A connection to the server. */
@@ -66,8 +77,8 @@ export const command = (options: {
       // A read error of the pipe ends the output like the server's exit does.
       output: handle.stdout.pipe(Stream.catch(() => Stream.empty)),
       exit: handle.exitCode.pipe(
-        Effect.map((code): Exit => ({ code: Number(code) })),
-        Effect.orElseSucceed((): Exit => ({ code: null }))
+        Effect.map((code): Exit => ({ code: Number(code), signal: null })),
+        Effect.catch((e) => Effect.succeed<Exit>({ code: null, signal: signalOf(e) }))
       ),
       kill: Effect.ignore(handle.kill({ killSignal: "SIGTERM", forceKillAfter: options.killGrace }))
     }
@@ -216,7 +227,7 @@ export const http = (options: {
         return settle
       }),
       output: Stream.fromQueue(output),
-      exit: Effect.succeed<Exit>({ code: null }),
+      exit: Effect.succeed<Exit>({ code: null, signal: null }),
       kill: Effect.asVoid(Queue.end(output))
     }
   })

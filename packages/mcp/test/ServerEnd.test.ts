@@ -1,0 +1,60 @@
+/**
+ * A server that dies in the middle of a call, in the middle of writing its
+ * result: the pending call gets an error naming the exit, on a line of its own
+ * (the dead server's unfinished line is ended first), its outcome is journaled
+ * as an error, never as the unfinished result, and the connection fails with
+ * `ServerEnded`.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Entry } from "@session-journal/core"
+import * as Effect from "effect/Effect"
+import { ServerEnded } from "../src/Errors.ts"
+import { connect, entriesOf, layer, payloadOf, type Received, scriptedServer, tempDir } from "./harness.ts"
+
+const errorOf = (m: Received) => m["error"] as { readonly code: number; readonly message: string } | undefined
+
+describe("Gateway: a server that dies mid-call", { timeout: 120_000 }, () => {
+  for (
+    const [label, bytes, maxLineBytes] of [
+      ["a short line", 10, undefined],
+      ["a line past the bound, handed on in parts", 8192, 1024]
+    ] as const
+  ) {
+    it.live(`the pending call gets an error naming the exit; the connection fails (${label})`, () =>
+      Effect.gen(function*() {
+        const c = yield* connect({ name: "scripted", server: scriptedServer("lines"), guard: null, maxLineBytes })
+        yield* c.initialize
+        yield* c.sendLine({
+          jsonrpc: "2.0",
+          id: 9,
+          method: "tools/call",
+          params: { name: "die", arguments: { bytes } }
+        })
+        // The unfinished line as the server wrote it, ended by the gateway: not JSON.
+        const broken = yield* c.next
+        assert.isString(broken["unparsed"])
+        assert.isTrue(String(broken["unparsed"]).startsWith("{\"jsonrpc\":\"2.0\",\"id\":9,\"result\""))
+        const answer = yield* c.next
+        assert.strictEqual(answer["id"], 9)
+        assert.strictEqual(errorOf(answer)!.code, -32000)
+        assert.strictEqual(
+          errorOf(answer)!.message,
+          "session-journal: the MCP server ended (exit code 7) before answering"
+        )
+        const failed = yield* Effect.flip(c.summary)
+        assert.instanceOf(failed, ServerEnded)
+        if (!(failed instanceof ServerEnded)) return
+        assert.strictEqual(failed.code, 7)
+        assert.strictEqual(failed.signal, null)
+        assert.strictEqual(failed.unanswered, 1)
+        assert.strictEqual(failed.calls, 1)
+        assert.include(failed.message, "ended before the client (exit code 7), 1 request unanswered")
+        const outcomes = (yield* entriesOf(failed.session!)).filter((e) => e.kind === Entry.OUTCOME_KIND).map(
+          payloadOf
+        )
+        assert.deepStrictEqual(outcomes.map((o) => [o["jsonrpc_id"], o["is_error"], o["error"]]), [
+          [9, true, "the MCP server ended (exit code 7) before answering"]
+        ])
+      }).pipe(Effect.scoped, Effect.provide(layer(tempDir()))))
+  }
+})
