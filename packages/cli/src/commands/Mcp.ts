@@ -114,10 +114,16 @@ export const policyGuard = (
     let cached: { readonly key: string; readonly guard: Guard.Guard } | null = null
     let noted: string | null = null
     const current = Effect.gen(function*() {
-      const key = yield* Effect.tryPromise(() => fs.promises.stat(file, { bigint: true })).pipe(
-        Effect.map((st) => `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`),
-        Effect.orElseSucceed(() => null)
-      )
+      // On the calling thread: a stat of a file just read is answered from the
+      // kernel's cache in microseconds, where a hop through libuv's thread pool
+      // costs a thread's wake-up on every call.
+      const key = yield* Effect.try({
+        try: () => {
+          const st = fs.statSync(file, { bigint: true, throwIfNoEntry: false })
+          return st === undefined ? null : `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`
+        },
+        catch: () => null
+      }).pipe(Effect.orElseSucceed(() => null))
       if (key !== null && cached !== null && cached.key === key) return cached.guard
       const loaded = yield* Effect.result(PolicyFile.load(file))
       let guard: Guard.Guard
