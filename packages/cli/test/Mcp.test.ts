@@ -282,7 +282,7 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", { timeout: 60
     expect(isAlive(server)).toBe(false)
   })
 
-  it("reaches a Streamable HTTP server with --url", async () => {
+  it("reaches a Streamable HTTP server with --url, and passes on what it sends on its own stream", async () => {
     const dir = tempDir()
     const port = await new Promise<number>((resolve) => {
       const s = net.createServer().listen(0, "127.0.0.1", () => {
@@ -303,15 +303,26 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", { timeout: 60
         })
         server.on("close", (code) => reject(new Error(`server-everything ended (${code}): ${err}`)))
       })
-      const { client } = await connect(
+      const { client, transport } = await connect(
         proxyArgs(dir, "remote", "mcp__remote__get-sum", ["--url", `http://127.0.0.1:${port}/mcp`])
       )
+      // Messages the server sends outside any answer come on its own stream (the GET).
+      const logged = new Promise<void>((resolve) => {
+        const handle = transport.onmessage!
+        transport.onmessage = (message, extra) => {
+          if ((message as { readonly method?: unknown }).method === "notifications/message") resolve()
+          handle(message, extra)
+        }
+      })
       expect((await client.listTools()).tools.map((t) => t.name)).toContain("echo")
       expect(textOf(await client.callTool({ name: "echo", arguments: { message: "over http" } }))).toContain(
         "over http"
       )
       const denied = await client.callTool({ name: "get-sum", arguments: { a: 1, b: 2 } })
       expect(denied.isError).toBe(true)
+      // server-everything logs on its own every 5 s once asked to: the first one comes through.
+      await client.callTool({ name: "toggle-simulated-logging", arguments: {} })
+      await logged
       await client.close()
       const { sessions } = await listJson(dir)
       const stats = await run(["--dir", dir, "--json", "stats", sessions[0]!.id])

@@ -173,7 +173,7 @@ export const run = (
     const policy = options.guard === null ? null : options.policyName ?? "policy"
     const upstream = options.server._tag === "Command"
       ? yield* Upstream.command({ ...options.server, killGrace })
-      : yield* Upstream.http({ url: options.server.url, headers: options.server.headers, maxBodyBytes: maxLine })
+      : yield* Upstream.http({ url: options.server.url, headers: options.server.headers, maxBodyBytes: maxLine, log })
 
     const serverLine = options.server._tag === "Command"
       ? [options.server.command, ...options.server.args].join(" ")
