@@ -57,4 +57,28 @@ describe("Gateway: a server that dies mid-call", { timeout: 120_000 }, () => {
         ])
       }).pipe(Effect.scoped, Effect.provide(layer(tempDir()))))
   }
+  it.live("a server killed by a signal: the call's error and the failure name the signal", () =>
+    Effect.gen(function*() {
+      const c = yield* connect({ name: "scripted", server: scriptedServer("lines"), guard: null })
+      yield* c.initialize
+      yield* c.sendLine({
+        jsonrpc: "2.0",
+        id: 10,
+        method: "tools/call",
+        params: { name: "die", arguments: { signal: "SIGKILL" } }
+      })
+      yield* c.next
+      const answer = yield* c.next
+      assert.strictEqual(answer["id"], 10)
+      assert.strictEqual(
+        errorOf(answer)!.message,
+        "session-journal: the MCP server ended (killed by SIGKILL) before answering"
+      )
+      const failed = yield* Effect.flip(c.summary)
+      assert.instanceOf(failed, ServerEnded)
+      if (!(failed instanceof ServerEnded)) return
+      assert.strictEqual(failed.code, null)
+      assert.strictEqual(failed.signal, "SIGKILL")
+      assert.include(failed.message, "(killed by SIGKILL), 1 request unanswered")
+    }).pipe(Effect.scoped, Effect.provide(layer(tempDir()))))
 })

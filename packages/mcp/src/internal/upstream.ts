@@ -25,11 +25,17 @@ export interface Exit {
   readonly signal: string | null
 }
 
-// The platform reports a death by signal as a failure of the exit code whose
-// message names the signal.
+// The platform reports a death by signal as a failure of the exit code, the
+// signal named in the message of the error it wraps (its reason's cause).
 const signalOf = (error: unknown): string | null => {
-  const m = /signal: '?([A-Z0-9]+)'?/.exec(error instanceof Error ? error.message : String(error))
-  return m === null ? null : m[1]!
+  let at: unknown = error
+  for (let depth = 0; depth < 4 && typeof at === "object" && at !== null; depth++) {
+    const m = /signal: '?(SIG[A-Z0-9]+)'?/.exec(String((at as { readonly message?: unknown }).message ?? ""))
+    if (m !== null) return m[1]!
+    const { reason, cause } = at as { readonly reason?: unknown; readonly cause?: unknown }
+    at = cause ?? reason
+  }
+  return null
 }
 
 /** A connection to the server. */
