@@ -13,6 +13,20 @@ import { connect, entriesOf, layer, payloadOf, type Received, scriptedServer, te
 
 const errorOf = (m: Received) => m["error"] as { readonly code: number; readonly message: string } | undefined
 
+// A call to the scripted server's `die`: what the client reads (the server's
+// unfinished line, then the call's answer) and how the connection fails.
+const dieMidCall = (id: number, args: Record<string, unknown>, maxLineBytes?: number) =>
+  Effect.gen(function*() {
+    const c = yield* connect({ name: "scripted", server: scriptedServer("lines"), guard: null, maxLineBytes })
+    yield* c.initialize
+    yield* c.sendLine({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "die", arguments: args } })
+    const broken = yield* c.next
+    const answer = yield* c.next
+    const failed = yield* Effect.flip(c.summary)
+    assert.instanceOf(failed, ServerEnded)
+    return { broken, answer, failed: failed as ServerEnded }
+  })
+
 describe("Gateway: a server that dies mid-call", { timeout: 120_000 }, () => {
   for (
     const [label, bytes, maxLineBytes] of [
@@ -22,28 +36,16 @@ describe("Gateway: a server that dies mid-call", { timeout: 120_000 }, () => {
   ) {
     it.live(`the pending call gets an error naming the exit; the connection fails (${label})`, () =>
       Effect.gen(function*() {
-        const c = yield* connect({ name: "scripted", server: scriptedServer("lines"), guard: null, maxLineBytes })
-        yield* c.initialize
-        yield* c.sendLine({
-          jsonrpc: "2.0",
-          id: 9,
-          method: "tools/call",
-          params: { name: "die", arguments: { bytes } }
-        })
+        const { broken, answer, failed } = yield* dieMidCall(9, { bytes }, maxLineBytes)
         // The unfinished line as the server wrote it, ended by the gateway: not JSON.
-        const broken = yield* c.next
         assert.isString(broken["unparsed"])
         assert.isTrue(String(broken["unparsed"]).startsWith("{\"jsonrpc\":\"2.0\",\"id\":9,\"result\""))
-        const answer = yield* c.next
         assert.strictEqual(answer["id"], 9)
         assert.strictEqual(errorOf(answer)!.code, -32000)
         assert.strictEqual(
           errorOf(answer)!.message,
           "session-journal: the MCP server ended (exit code 7) before answering"
         )
-        const failed = yield* Effect.flip(c.summary)
-        assert.instanceOf(failed, ServerEnded)
-        if (!(failed instanceof ServerEnded)) return
         assert.strictEqual(failed.code, 7)
         assert.strictEqual(failed.signal, null)
         assert.strictEqual(failed.unanswered, 1)
@@ -57,26 +59,15 @@ describe("Gateway: a server that dies mid-call", { timeout: 120_000 }, () => {
         ])
       }).pipe(Effect.scoped, Effect.provide(layer(tempDir()))))
   }
+
   it.live("a server killed by a signal: the call's error and the failure name the signal", () =>
     Effect.gen(function*() {
-      const c = yield* connect({ name: "scripted", server: scriptedServer("lines"), guard: null })
-      yield* c.initialize
-      yield* c.sendLine({
-        jsonrpc: "2.0",
-        id: 10,
-        method: "tools/call",
-        params: { name: "die", arguments: { signal: "SIGKILL" } }
-      })
-      yield* c.next
-      const answer = yield* c.next
+      const { answer, failed } = yield* dieMidCall(10, { signal: "SIGKILL" })
       assert.strictEqual(answer["id"], 10)
       assert.strictEqual(
         errorOf(answer)!.message,
         "session-journal: the MCP server ended (killed by SIGKILL) before answering"
       )
-      const failed = yield* Effect.flip(c.summary)
-      assert.instanceOf(failed, ServerEnded)
-      if (!(failed instanceof ServerEnded)) return
       assert.strictEqual(failed.code, null)
       assert.strictEqual(failed.signal, "SIGKILL")
       assert.include(failed.message, "(killed by SIGKILL), 1 request unanswered")
