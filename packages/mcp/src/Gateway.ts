@@ -455,7 +455,7 @@ export const run = (
     pending.clear()
     const code = exit._tag === "Some" ? exit.value.code : null
     const signal = exit._tag === "Some" ? exit.value.signal : null
-    const how = exit._tag === "Some" ? endedHow(code, signal) : "killed"
+    const how = endedHow(code, signal)
     const why = `the MCP server ended (${how}) before answering`
     for (const p of left) {
       yield* settle(p, { bytes: 0, sha256: null, isError: true, error: why })

@@ -21,7 +21,8 @@ interface Seen {
 }
 
 // Answers initialize with a session id (JSON), tools/call with an event stream
-// (a progress notification, then the result), "big" with a body over any small
+// (a progress notification, then the result; "cut": the result, then the
+// connection closed mid-stream), "big" with a body over any small
 // bound, notifications and responses with 202, and a GET with an event stream
 // held open for the test.
 const fakeServer = () =>
@@ -60,6 +61,11 @@ const fakeServer = () =>
               )
             }
             res.writeHead(200, { "content-type": "text/event-stream" })
+            if (message.params?.name === "cut") {
+              // The answer, then the connection closed in the middle of the stream.
+              const answer = { jsonrpc: "2.0", id: message.id, result: { content: [{ type: "text", text: "cut" }] } }
+              return res.write(`event: message\ndata: ${JSON.stringify(answer)}\n\n`, () => res.socket!.end())
+            }
             if (message.params?.name === "big") {
               return res.end(
                 `event: message\ndata: ${
@@ -123,11 +129,13 @@ describe("Gateway over Streamable HTTP", () => {
       const progress = yield* c.call("echo", { text: "x" })
       assert.strictEqual(progress["method"], "notifications/progress")
       assert.strictEqual(textOf(yield* c.next), "from http")
+      // A stream that fails after its answer: the answer stands, no error follows it.
+      assert.strictEqual(textOf(yield* c.call("cut")), "cut")
       const big = yield* c.call("big")
       assert.include(String((big["error"] as { message: string }).message), "over 8192 bytes")
       yield* c.end
       const summary = yield* c.summary
-      assert.strictEqual(summary.calls, 2)
+      assert.strictEqual(summary.calls, 3)
       const posts = fake.seen.filter((s) => s.method === "POST")
       assert.isUndefined(posts[0]!.headers["mcp-session-id"])
       for (const p of posts.slice(1)) {

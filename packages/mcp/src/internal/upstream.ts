@@ -245,7 +245,7 @@ export const http = (options: {
     const readEvents = (
       body: ReadableStream<Uint8Array>,
       onTooLarge: (bytes: number) => Effect.Effect<void, string>,
-      onId: (id: string) => void = () => undefined
+      onEvent: (data: string, id: string | null) => void
     ) =>
       Effect.gen(function*() {
         const reader = body.getReader()
@@ -261,71 +261,89 @@ export const http = (options: {
             if (event._tag === "TooLarge") yield* onTooLarge(event.bytes)
             else {
               yield* emit(event.data)
-              if (event.id !== null) onId(event.id)
+              onEvent(event.data, event.id)
             }
           }
         }
       }).pipe(Effect.scoped)
-    const failRequest = (line: Uint8Array, reason: string) =>
-      Effect.suspend(() => {
-        let id: unknown = null
-        try {
-          const parsed = JSON.parse(new TextDecoder().decode(line)) as {
-            readonly id?: unknown
-            readonly method?: unknown
-          }
-          if (parsed.method === undefined) return Effect.void
-          id = parsed.id ?? null
-        } catch {
-          return Effect.void
-        }
-        if (id === null) return Effect.void
-        return emit(JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32000, message: reason } }))
-      })
-    const isInitialized = (line: Uint8Array) => {
+    // The request a line is (its id and method), read once per message sent.
+    const messageOf = (line: Uint8Array): { readonly id: unknown; readonly method: unknown } | null => {
       try {
         const parsed = JSON.parse(new TextDecoder().decode(line)) as {
-          readonly method?: unknown
           readonly id?: unknown
+          readonly method?: unknown
         }
-        return parsed.method === "notifications/initialized" && parsed.id === undefined
+        return typeof parsed === "object" && parsed !== null ? { id: parsed.id, method: parsed.method } : null
+      } catch {
+        return null
+      }
+    }
+    // Whether an event's message is the response to the request `id`.
+    const answers = (data: string, id: unknown) => {
+      if (!data.includes("\"result\"") && !data.includes("\"error\"")) return false
+      try {
+        const parsed = JSON.parse(data) as { readonly id?: unknown; readonly method?: unknown }
+        return parsed.method === undefined && parsed.id === id
       } catch {
         return false
       }
     }
     const post = (line: Uint8Array) =>
-      Effect.gen(function*() {
-        const response = yield* Effect.tryPromise({
-          try: (signal) =>
-            fetch(options.url, {
-              method: "POST",
-              headers: { ...headers("application/json, text/event-stream"), "content-type": "application/json" },
-              body: line,
-              signal
-            }),
-          catch: (e) => e instanceof Error ? e.message : String(e)
-        })
-        const given = response.headers.get("mcp-session-id")
-        if (given !== null) sessionId = given
-        const type = response.headers.get("content-type") ?? ""
-        if (response.ok && response.body !== null && type.includes("text/event-stream")) {
-          return yield* readEvents(
-            response.body,
-            (bytes) => Effect.fail(`the server's answer is over ${options.maxBodyBytes} bytes (an event of ${bytes})`)
-          )
-        }
-        const body = response.body === null
-          ? ""
-          : yield* Effect.tryPromise({
-            try: () => readBounded(response.body!, options.maxBodyBytes),
+      Effect.suspend(() => {
+        const message = messageOf(line)
+        const request = message !== null && typeof message.method === "string" &&
+            (typeof message.id === "string" || typeof message.id === "number")
+          ? message.id
+          : null
+        // A request whose answer already went to the client gets no error after it.
+        let answered = false
+        return Effect.gen(function*() {
+          const response = yield* Effect.tryPromise({
+            try: (signal) =>
+              fetch(options.url, {
+                method: "POST",
+                headers: { ...headers("application/json, text/event-stream"), "content-type": "application/json" },
+                body: line,
+                signal
+              }),
             catch: (e) => e instanceof Error ? e.message : String(e)
           })
-        if (!response.ok && response.status !== 202) {
-          return yield* Effect.fail(`HTTP ${response.status}: ${body.slice(0, 200)}`)
-        }
-        if (body.length > 0) yield* emit(body)
-        if (isInitialized(line)) yield* openStream
-      }).pipe(Effect.catch((reason) => failRequest(line, `the MCP server at ${options.url} failed: ${reason}`)))
+          const given = response.headers.get("mcp-session-id")
+          if (given !== null) sessionId = given
+          const type = response.headers.get("content-type") ?? ""
+          if (response.ok && response.body !== null && type.includes("text/event-stream")) {
+            return yield* readEvents(
+              response.body,
+              (bytes) =>
+                Effect.fail(`the server's answer is over ${options.maxBodyBytes} bytes (an event of ${bytes})`),
+              (data) => {
+                if (request !== null && !answered) answered = answers(data, request)
+              }
+            )
+          }
+          const body = response.body === null
+            ? ""
+            : yield* Effect.tryPromise({
+              try: () => readBounded(response.body!, options.maxBodyBytes),
+              catch: (e) => e instanceof Error ? e.message : String(e)
+            })
+          if (!response.ok && response.status !== 202) {
+            return yield* Effect.fail(`HTTP ${response.status}: ${body.slice(0, 200)}`)
+          }
+          if (body.length > 0) yield* emit(body)
+          if (message?.method === "notifications/initialized" && message.id === undefined) yield* openStream
+        }).pipe(
+          Effect.catch((reason) =>
+            request === null || answered
+              ? log(`session-journal mcp: the MCP server at ${options.url} failed: ${reason}`)
+              : emit(JSON.stringify({
+                jsonrpc: "2.0",
+                id: request,
+                error: { code: -32000, message: `the MCP server at ${options.url} failed: ${reason}` }
+              }))
+          )
+        )
+      })
 
     const scope = yield* Effect.scope
     // The server's own stream: opened once the session is initialized, again when it ends.
@@ -362,8 +380,8 @@ export const http = (options: {
             log(
               `session-journal mcp: a server message of ${bytes} bytes was dropped, over the bound of ${options.maxBodyBytes}`
             ),
-          (id) => {
-            lastEventId = id
+          (_, id) => {
+            if (id !== null) lastEventId = id
           }
         ).pipe(
           Effect.catch((reason) => log(`session-journal mcp: the server's stream at ${options.url} failed: ${reason}`))
