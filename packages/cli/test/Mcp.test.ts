@@ -13,7 +13,9 @@ import {
   FIXTURE_SERVER,
   fixtureEnv,
   loadSdk,
-  type SdkClient
+  SCRIPTED_SERVER,
+  type SdkClient,
+  type SdkStdioTransport
 } from "@session-journal/mcp/test/mcpCache"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -30,7 +32,9 @@ afterAll(cleanup)
 const connect = async (
   args: ReadonlyArray<string>,
   env: Record<string, string> = {}
-): Promise<{ readonly client: SdkClient; readonly pid: () => number | null }> => {
+): Promise<
+  { readonly client: SdkClient; readonly pid: () => number | null; readonly transport: SdkStdioTransport }
+> => {
   const sdk = await loadSdk(cache!)
   const transport = new sdk.StdioClientTransport({
     command: process.execPath,
@@ -40,7 +44,7 @@ const connect = async (
   })
   const client = new sdk.Client({ name: "sdk-test-client", version: "1.2.3" })
   await client.connect(transport)
-  return { client, pid: () => transport.pid }
+  return { client, pid: () => transport.pid, transport }
 }
 
 // `mcp proxy` under a policy denying `denied`, journaling into `dir`, then `server` (after -- or --url).
@@ -88,7 +92,7 @@ describe("mcp proxy's default name", () => {
 describe.skipIf(cache === null)("mcp proxy with the SDK's client", { timeout: 600_000 }, () => {
   it("lists and calls server-everything's tools; the policy denies one, named with its guard", async () => {
     const dir = tempDir()
-    const { client } = await connect(
+    const { client, transport } = await connect(
       proxyArgs(dir, "everything", "mcp__everything__get-sum", ["--", process.execPath, everything(cache!), "stdio"])
     )
     const tools = (await client.listTools()).tools.map((t) => t.name)
@@ -97,20 +101,22 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", { timeout: 60
     const echoed = await client.callTool({ name: "echo", arguments: { message: "through the gateway" } })
     expect(textOf(echoed)).toContain("through the gateway")
     expect(echoed.isError ?? false).toBe(false)
-    // Progress notifications come back through the gateway to the caller.
+    // Progress notifications come back through the gateway to the caller: both the
+    // server sends before its result reach the client, counted as its transport reads
+    // them. (The SDK's client itself drops one that comes in the same read as the
+    // result, which a busy machine makes likely: test/Progress.test.ts in the mcp package.)
     let progress = 0
+    const handle = transport.onmessage!
+    transport.onmessage = (message, extra) => {
+      if ((message as { readonly method?: unknown }).method === "notifications/progress") progress++
+      handle(message, extra)
+    }
     await client.callTool(
       { name: "trigger-long-running-operation", arguments: { duration: 0.2, steps: 2 } },
       undefined,
-      {
-        onprogress: () => progress++
-      }
+      { onprogress: () => undefined }
     )
-    // One run in several on this machine saw 1 of the 2 notifications the server sends
-    // before its result (the gateway hands server lines on in order; where the
-    // second one goes is not found yet): at least one must come through, at most two.
-    expect(progress).toBeGreaterThanOrEqual(1)
-    expect(progress).toBeLessThanOrEqual(2)
+    expect(progress).toBe(2)
     const denied = await client.callTool({ name: "get-sum", arguments: { a: 1, b: 2 } })
     expect(denied.isError).toBe(true)
     expect(textOf(denied)).toContain("mcp__everything__get-sum")
@@ -238,6 +244,28 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", { timeout: 60
     expect(isAlive(server)).toBe(false)
   })
 
+  it("a server that dies mid-call: the call gets an error naming the exit, the gateway exits 70 saying why", async () => {
+    const dir = tempDir()
+    const gateway = start(["--dir", dir, "mcp", "proxy", "--name", "scripted", "--", process.execPath, SCRIPTED_SERVER])
+    const out: Array<Buffer> = []
+    const err: Array<Buffer> = []
+    gateway.stdout!.on("data", (b: Buffer) => out.push(b))
+    gateway.stderr!.on("data", (b: Buffer) => err.push(b))
+    // The client stays connected (stdin open): the server, not the client, ends first.
+    gateway.stdin!.write(
+      JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "die", arguments: {} } }) + "\n"
+    )
+    const code = await exited(gateway)
+    gateway.stdin!.destroy()
+    const stderr = Buffer.concat(err).toString("utf8")
+    expect(code, stderr).toBe(70)
+    expect(stderr).toContain("ended before the client (exit code 7), 1 request unanswered")
+    const lines = Buffer.concat(out).toString("utf8").split("\n").filter((l) => l !== "")
+    const answer = JSON.parse(lines[lines.length - 1]!) as { id: number; error: { message: string } }
+    expect(answer.id).toBe(1)
+    expect(answer.error.message).toBe("session-journal: the MCP server ended (exit code 7) before answering")
+  })
+
   it("a gateway ended by SIGTERM ends its server first", async () => {
     const dir = tempDir()
     const pidFile = path.join(dir, "server.pid")
@@ -254,7 +282,7 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", { timeout: 60
     expect(isAlive(server)).toBe(false)
   })
 
-  it("reaches a Streamable HTTP server with --url", async () => {
+  it("reaches a Streamable HTTP server with --url, and passes on what it sends on its own stream", async () => {
     const dir = tempDir()
     const port = await new Promise<number>((resolve) => {
       const s = net.createServer().listen(0, "127.0.0.1", () => {
@@ -275,15 +303,26 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", { timeout: 60
         })
         server.on("close", (code) => reject(new Error(`server-everything ended (${code}): ${err}`)))
       })
-      const { client } = await connect(
+      const { client, transport } = await connect(
         proxyArgs(dir, "remote", "mcp__remote__get-sum", ["--url", `http://127.0.0.1:${port}/mcp`])
       )
+      // Messages the server sends outside any answer come on its own stream (the GET).
+      const logged = new Promise<void>((resolve) => {
+        const handle = transport.onmessage!
+        transport.onmessage = (message, extra) => {
+          if ((message as { readonly method?: unknown }).method === "notifications/message") resolve()
+          handle(message, extra)
+        }
+      })
       expect((await client.listTools()).tools.map((t) => t.name)).toContain("echo")
       expect(textOf(await client.callTool({ name: "echo", arguments: { message: "over http" } }))).toContain(
         "over http"
       )
       const denied = await client.callTool({ name: "get-sum", arguments: { a: 1, b: 2 } })
       expect(denied.isError).toBe(true)
+      // server-everything logs on its own every 5 s once asked to: the first one comes through.
+      await client.callTool({ name: "toggle-simulated-logging", arguments: {} })
+      await logged
       await client.close()
       const { sessions } = await listJson(dir)
       const stats = await run(["--dir", dir, "--json", "stats", sessions[0]!.id])

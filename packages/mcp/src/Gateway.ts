@@ -19,7 +19,9 @@
  * each request in them answered with an error. The connection ends when either
  * side goes away: the client's end closes the server's stdin and, after
  * `killGrace`, ends its process group; the server's end answers every pending
- * request with an error.
+ * request with an error naming how it ended, and when the server crashed (an exit
+ * code other than 0, a signal) or left requests unanswered, the connection fails
+ * with `ServerEnded` once that is done.
  *
  * @since 0.1.0
  */
@@ -35,7 +37,7 @@ import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
-import type { UpstreamFailed } from "./Errors.ts"
+import { endedHow, ServerEnded, type UpstreamFailed } from "./Errors.ts"
 import * as Lines from "./internal/lines.ts"
 import * as Upstream from "./internal/upstream.ts"
 import * as Journaling from "./Journaling.ts"
@@ -149,7 +151,11 @@ const NEWLINE = new Uint8Array([10])
 export const run = (
   options: Options,
   client: Client
-): Effect.Effect<Summary, UpstreamFailed, SessionJournal.SessionJournal | ChildProcessSpawner | Scope.Scope> =>
+): Effect.Effect<
+  Summary,
+  UpstreamFailed | ServerEnded,
+  SessionJournal.SessionJournal | ChildProcessSpawner | Scope.Scope
+> =>
   Effect.gen(function*() {
     const journal = yield* SessionJournalService.SessionJournal
     const startedAt = yield* Clock.currentTimeMillis
@@ -167,8 +173,11 @@ export const run = (
     const policy = options.guard === null ? null : options.policyName ?? "policy"
     const upstream = options.server._tag === "Command"
       ? yield* Upstream.command({ ...options.server, killGrace })
-      : yield* Upstream.http({ url: options.server.url, headers: options.server.headers, maxBodyBytes: maxLine })
+      : yield* Upstream.http({ url: options.server.url, headers: options.server.headers, maxBodyBytes: maxLine, log })
 
+    const serverLine = options.server._tag === "Command"
+      ? [options.server.command, ...options.server.args].join(" ")
+      : options.server.url
     const pending = new Map<string, Pending>()
     let session: string | null = options.session ?? null
     let journaled = false
@@ -215,13 +224,7 @@ export const run = (
         const init = JsonRpc.initializeOf(params)
         clientInfo = init.clientInfo
         const id = sessionOf()
-        const data = Journaling.initializePayload(
-          server,
-          options.server._tag === "Command"
-            ? [options.server.command, ...options.server.args].join(" ")
-            : options.server.url,
-          init
-        )
+        const data = Journaling.initializePayload(server, serverLine, init)
         yield* journal.append(id, Journaling.INITIALIZE_KIND, data)
         yield* journal.setMeta(id, { title: `MCP ${server}`, labels: ["mcp", server], data })
         journaled = true
@@ -390,7 +393,9 @@ export const run = (
               // Not JSON: handed on as it came; the client judges it.
             }
             if (value !== undefined) yield* onServerValue(value, piece.bytes.length, Lines.sha256Hex(piece.bytes))
-            yield* writeClient(piece.terminated ? withNewline(piece.bytes) : piece.bytes)
+            // A last line the server ended without a newline gets one: what the
+            // gateway writes after it (the errors of unanswered requests) starts a line.
+            yield* writeClient(withNewline(piece.bytes))
           })
         case "Part":
           return Effect.gen(function*() {
@@ -407,14 +412,16 @@ export const run = (
           return Effect.gen(function*() {
             const scanned = (serverScan ??= Lines.scanner()).result()
             serverScan = null
-            // Journaled before the newline that lets the client read the result.
-            if (scanned.response && scanned.method === null) {
+            // Journaled before the newline that lets the client read the result. A
+            // line the server ended in the middle of is no result: its request is
+            // answered as unanswered when the connection ends.
+            if (piece.terminated && scanned.response && scanned.method === null) {
               const p = take(scanned.id)
               if (p !== undefined) {
                 yield* settle(p, { bytes: scanned.size, sha256: scanned.sha256, isError: false, error: null })
               }
             }
-            if (piece.terminated) yield* writeRaw(NEWLINE)
+            yield* writeRaw(NEWLINE)
             yield* Semaphore.release(out, 1)
           })
       }
@@ -446,24 +453,32 @@ export const run = (
     // and each call's outcome says the server ended first.
     const left = [...pending.values()]
     pending.clear()
-    const how = exit._tag === "Some" && exit.value.code !== null ? `exit code ${exit.value.code}` : "killed"
+    const code = exit._tag === "Some" ? exit.value.code : null
+    const signal = exit._tag === "Some" ? exit.value.signal : null
+    const how = endedHow(code, signal)
+    const why = `the MCP server ended (${how}) before answering`
     for (const p of left) {
-      yield* settle(p, {
-        bytes: 0,
-        sha256: null,
-        isError: true,
-        error: `the MCP server ended (${how}) before answering`
-      })
-      if (side === "server") {
-        yield* refuse(p.id, JsonRpc.ErrorCode.serverError, `the MCP server ended (${how}) before answering`)
-      }
+      yield* settle(p, { bytes: 0, sha256: null, isError: true, error: why })
+      if (side === "server") yield* refuse(p.id, JsonRpc.ErrorCode.serverError, why)
     }
-    return {
+    const summary: Summary = {
       session: journaled ? session : null,
       calls,
       denied,
       ended: side,
-      serverExit: exit._tag === "Some" ? exit.value.code : null,
+      serverExit: code,
       peakHeldBytes: { client: clientSplit.peak(), server: serverSplit.peak() }
     }
+    if (side === "server" && (code !== 0 || left.length > 0)) {
+      return yield* new ServerEnded({
+        server: serverLine,
+        code,
+        signal,
+        unanswered: left.length,
+        session: summary.session,
+        calls,
+        denied
+      })
+    }
+    return summary
   })

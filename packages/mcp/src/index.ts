@@ -7,7 +7,7 @@
  */
 
 /**
- * The typed failure of the gateway.
+ * The typed failures of the gateway: the server could not be reached (`UpstreamFailed`), or it ended first (`ServerEnded`).
  *
  * @since 0.1.0
  */

@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { ServerEnded } from "../src/Errors.ts"
 import * as Journaling from "../src/Journaling.ts"
 import { connect, entriesOf, fixtureServer, layer, payloadOf, type Received, tempDir, textOf } from "./harness.ts"
 import { findCache } from "./mcpCache.ts"
@@ -252,7 +253,7 @@ describe.skipIf(cache === null)("Gateway with the SDK's server", { timeout: 600_
     }).pipe(Effect.scoped, Effect.provide(layer(dir)))
   })
 
-  it.live("a server that crashes mid-call: every pending request gets an error, the journal records it", () => {
+  it.live("a server that crashes mid-call: every pending request gets an error, the journal records it, the connection fails", () => {
     const dir = root()
     return Effect.gen(function*() {
       const c = yield* connect({ name: "test", server: fixtureServer(cache!), guard: null })
@@ -263,10 +264,13 @@ describe.skipIf(cache === null)("Gateway with the SDK's server", { timeout: 600_
       const b = yield* c.next
       assert.deepStrictEqual([a["id"], b["id"]].sort(), [31, 32])
       assert.include(errorOf(a)!.message, "the MCP server ended (exit code 3)")
-      const summary = yield* c.summary
-      assert.strictEqual(summary.ended, "server")
-      assert.strictEqual(summary.serverExit, 3)
-      const outcomes = (yield* entriesOf(summary.session!)).filter((e) => e.kind === Entry.OUTCOME_KIND).map(
+      // The connection fails, saying how the server ended.
+      const failed = yield* Effect.flip(c.summary)
+      assert.instanceOf(failed, ServerEnded)
+      if (!(failed instanceof ServerEnded)) return
+      assert.strictEqual(failed.code, 3)
+      assert.strictEqual(failed.unanswered, 2)
+      const outcomes = (yield* entriesOf(failed.session!)).filter((e) => e.kind === Entry.OUTCOME_KIND).map(
         payloadOf
       )
       assert.deepStrictEqual(outcomes.map((o) => [o["jsonrpc_id"], o["is_error"]]).sort(), [[31, true], [32, true]])

@@ -17,7 +17,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Gateway from "../src/Gateway.ts"
-import { FIXTURE_SERVER, fixtureEnv } from "./mcpCache.ts"
+import { FIXTURE_SERVER, fixtureEnv, SCRIPTED_SERVER } from "./mcpCache.ts"
 
 /** A fresh temporary directory. */
 export const tempDir = (): string => fs.mkdtempSync(path.join(os.tmpdir(), "sj-mcp-"))
@@ -38,6 +38,14 @@ export const fixtureServer = (cache: string, env?: Record<string, string>): Gate
   command: process.execPath,
   args: [FIXTURE_SERVER],
   env: { ...(process.env as Record<string, string>), ...fixtureEnv(cache), ...env }
+})
+
+/** The scripted server (`fixtures/scripted.mjs`), writing its lines as `mode` says. */
+export const scriptedServer = (mode: "chunk" | "split" | "lines"): Gateway.Server => ({
+  _tag: "Command",
+  command: process.execPath,
+  args: [SCRIPTED_SERVER],
+  env: { ...(process.env as Record<string, string>), MCP_SCRIPT_MODE: mode }
 })
 
 const encoder = new TextEncoder()

@@ -51,6 +51,9 @@ export const filesystem = (cache: string): string =>
 /** The test server (`fixtures/server.mjs`): the SDK's own `Server` with tools for each case. */
 export const FIXTURE_SERVER = fileURLToPath(new URL("./fixtures/server.mjs", import.meta.url))
 
+/** The scripted server (`fixtures/scripted.mjs`): no SDK, its writes chosen by the test. */
+export const SCRIPTED_SERVER = fileURLToPath(new URL("./fixtures/scripted.mjs", import.meta.url))
+
 /** The environment the fixture server needs: where the SDK is. */
 export const fixtureEnv = (cache: string): Record<string, string> => ({ MCP_SDK_DIR: sdkDir(cache) })
 
@@ -73,6 +76,8 @@ export interface SdkClient {
 export interface SdkStdioTransport {
   readonly pid: number | null
   onclose?: () => void
+  /** Set by the client on `connect`: every message the transport read, before the client handles it. */
+  onmessage?: (message: unknown, extra?: unknown) => void
   close(): Promise<void>
 }
 

@@ -18,11 +18,20 @@ import { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { InvalidInput, NotAvailable } from "../Failure.ts"
+import { Exit, InvalidInput, NotAvailable } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { withJournal } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
 import * as PolicyFile from "../PolicyFile.ts"
+
+/**
+ * The exit code of `mcp proxy` when the server it ran ended before the client,
+ * crashed or leaving requests unanswered: 70 (EX_SOFTWARE of sysexits.h: the
+ * software it drives failed), as `claude-code run` when the CLI it drives dies.
+ *
+ * @since 0.1.0
+ */
+export const SERVER_ENDED_EXIT = 70
 
 const optionalString = (name: string, metavar: string, description: string) =>
   Flag.String(name).pipe(Flag.optional, Flag.withMetavar(metavar), Flag.withDescription(description))
@@ -105,10 +114,16 @@ export const policyGuard = (
     let cached: { readonly key: string; readonly guard: Guard.Guard } | null = null
     let noted: string | null = null
     const current = Effect.gen(function*() {
-      const key = yield* Effect.tryPromise(() => fs.promises.stat(file, { bigint: true })).pipe(
-        Effect.map((st) => `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`),
-        Effect.orElseSucceed(() => null)
-      )
+      // On the calling thread: a stat of a file just read is answered from the
+      // kernel's cache in microseconds, where a hop through libuv's thread pool
+      // costs a thread's wake-up on every call.
+      const key = yield* Effect.try({
+        try: () => {
+          const st = fs.statSync(file, { bigint: true, throwIfNoEntry: false })
+          return st === undefined ? null : `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`
+        },
+        catch: () => null
+      }).pipe(Effect.orElseSucceed(() => null))
       if (key !== null && cached !== null && cached.key === key) return cached.guard
       const loaded = yield* Effect.result(PolicyFile.load(file))
       let guard: Guard.Guard
@@ -131,6 +146,8 @@ export const policyGuard = (
 const proxy = Command.make("proxy", flags, (a) =>
   Effect.gen(function*() {
     const spawner = yield* ChildProcessSpawner
+    // The server crashed or left requests unanswered (said on stderr): the command fails.
+    let crashed = false
     yield* withJournal(() =>
       Effect.gen(function*() {
         const url = Option.getOrUndefined(a.url)
@@ -160,7 +177,7 @@ const proxy = Command.make("proxy", flags, (a) =>
         const guard = file === undefined ? null : yield* policyGuard(file, note)
         const policyName = file === undefined ? null : path.basename(file)
         const stdin = yield* Input.Stdin
-        const summary = yield* Gateway.run({
+        yield* Gateway.run({
           name: Option.getOrElse(a.name, () => defaultName(a.command, url)),
           server: url !== undefined
             ? { _tag: "Http", url, headers }
@@ -181,17 +198,16 @@ const proxy = Command.make("proxy", flags, (a) =>
             })
         }).pipe(
           Effect.provideService(ChildProcessSpawner, spawner),
+          Effect.catchTag(
+            "ServerEnded",
+            (e) =>
+              Effect.andThen(Output.errorLine(`session-journal mcp: ${e.message}`), Effect.sync(() => (crashed = true)))
+          ),
           Effect.mapError((e) => new NotAvailable({ feature: "the MCP server", reason: e.message }))
         )
-        if (summary.ended === "server" && summary.serverExit !== 0) {
-          yield* Output.errorLine(
-            `session-journal mcp: the server ended (${
-              summary.serverExit === null ? "killed" : `exit code ${summary.serverExit}`
-            })`
-          )
-        }
       })
     )
+    if (crashed) return yield* new Exit({ code: SERVER_ENDED_EXIT })
   })).pipe(
     Command.withDescription(
       "Stand between an MCP client (stdin/stdout) and an MCP server: every tools/call decided by --policy and " +

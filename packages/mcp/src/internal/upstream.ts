@@ -8,6 +8,7 @@
 import type * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as ChildProcess from "effect/process/ChildProcess"
 import type { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as Queue from "effect/Queue"
@@ -15,9 +16,26 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { UpstreamFailed } from "../Errors.ts"
 
-/** How the server ended: its exit code, or null when it was killed or is not a process. */
+/**
+ * How the server ended: its exit code (null when it was killed or is not a
+ * process), and the signal that killed it (null when none did, or unknown).
+ */
 export interface Exit {
   readonly code: number | null
+  readonly signal: string | null
+}
+
+// The platform reports a death by signal as a failure of the exit code, the
+// signal named in the message of the error it wraps (its reason's cause).
+const signalOf = (error: unknown): string | null => {
+  let at: unknown = error
+  for (let depth = 0; depth < 4 && typeof at === "object" && at !== null; depth++) {
+    const m = /signal: '?(SIG[A-Z0-9]+)'?/.exec(String((at as { readonly message?: unknown }).message ?? ""))
+    if (m !== null) return m[1]!
+    const { reason, cause } = at as { readonly reason?: unknown; readonly cause?: unknown }
+    at = cause ?? reason
+  }
+  return null
 }
 
 /** A connection to the server. */
@@ -66,8 +84,8 @@ export const command = (options: {
       // A read error of the pipe ends the output like the server's exit does.
       output: handle.stdout.pipe(Stream.catch(() => Stream.empty)),
       exit: handle.exitCode.pipe(
-        Effect.map((code): Exit => ({ code: Number(code) })),
-        Effect.orElseSucceed((): Exit => ({ code: null }))
+        Effect.map((code): Exit => ({ code: Number(code), signal: null })),
+        Effect.catch((e) => Effect.succeed<Exit>({ code: null, signal: signalOf(e) }))
       ),
       kill: Effect.ignore(handle.kill({ killSignal: "SIGTERM", forceKillAfter: options.killGrace }))
     }
@@ -75,27 +93,93 @@ export const command = (options: {
 
 const encoder = new TextEncoder()
 
+/** What the event-stream reader hands on: an event's `data`, or the size of one dropped past the bound. */
+export type SseEvent =
+  | { readonly _tag: "Data"; readonly data: string; readonly id: string | null }
+  | { readonly _tag: "TooLarge"; readonly bytes: number }
+
 /**
- * The messages of a Streamable HTTP response body: a JSON body (one message or
- * an array of them) or a `text/event-stream` whose events' `data` are messages.
+ * A reader of `text/event-stream` bytes fed in chunks: each event's `data`
+ * lines joined by newlines, as the event ends (a blank line). It holds at most
+ * `maxEventBytes` of an event (its data and its current line); an event past that
+ * is read to its end without being kept and reported by its size (its lines from
+ * the first data line to the blank one that ends it). Each event
+ * carries the last `id` the stream gave (null before any); `event` and `retry`
+ * fields and comments are read past. Lines end with LF or CRLF.
  */
-const messagesOf = (contentType: string, body: string): Array<string> => {
-  if (contentType.includes("text/event-stream")) {
-    const out: Array<string> = []
-    for (const event of body.split(/\r?\n\r?\n/)) {
-      const data = event.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, ""))
-      if (data.length > 0) out.push(data.join("\n"))
+export const sseReader = (maxEventBytes: number) => {
+  const decoder = new TextDecoder()
+  // The current line: its parts (while the event is within the bound), its size, its first byte.
+  let line: Array<Uint8Array> = []
+  let lineBytes = 0
+  let firstByte = -1
+  // The event's data lines and their size.
+  let data: Array<string> = []
+  let held = 0
+  let lastId: string | null = null
+  // The size so far of an event past the bound; null while within it.
+  let over: number | null = null
+
+  const blank = () => lineBytes === 0 || (lineBytes === 1 && firstByte === 13)
+
+  const endLine = (out: Array<SseEvent>) => {
+    if (over !== null) {
+      if (blank()) {
+        // Its size: its lines up to the blank one that ends it, not that one.
+        out.push({ _tag: "TooLarge", bytes: over - lineBytes - 1 })
+        over = null
+      }
+    } else if (blank()) {
+      if (data.length > 0) out.push({ _tag: "Data", data: data.join("\n"), id: lastId })
+      data = []
+      held = 0
+    } else {
+      const text = decoder.decode(Buffer.concat(line, lineBytes)).replace(/\r$/, "")
+      if (text.startsWith("data:")) {
+        const value = text.slice(5).replace(/^ /, "")
+        data.push(value)
+        held += lineBytes + 1
+      } else if (text.startsWith("id:")) {
+        const value = text.slice(3).replace(/^ /, "")
+        // An id with a NUL is ignored, as the event-stream format says.
+        if (!value.includes("\0")) lastId = value
+      }
     }
-    return out
+    line = []
+    lineBytes = 0
+    firstByte = -1
   }
-  const text = body.trim()
-  return text.length === 0 ? [] : [text]
+
+  return {
+    feed: (chunk: Uint8Array): Array<SseEvent> => {
+      const out: Array<SseEvent> = []
+      let start = 0
+      for (;;) {
+        const nl = chunk.indexOf(10, start)
+        const part = chunk.subarray(start, nl === -1 ? chunk.length : nl)
+        if (lineBytes === 0 && part.length > 0) firstByte = part[0]!
+        if (over === null && held + lineBytes + part.length > maxEventBytes) {
+          over = held + lineBytes
+          line = []
+          data = []
+          held = 0
+        }
+        if (over !== null) over += part.length + (nl === -1 ? 0 : 1)
+        // Copied when kept past this chunk: the stream may reuse the chunk's buffer.
+        else if (part.length > 0) line.push(nl === -1 ? part.slice() : part)
+        lineBytes += part.length
+        if (nl === -1) break
+        endLine(out)
+        start = nl + 1
+      }
+      return out
+    }
+  }
 }
 
-// A response body read to its end, refused (the read cancelled) past `max` bytes.
-const readBounded = async (response: Response, max: number): Promise<string> => {
-  if (response.body === null) return ""
-  const reader = response.body.getReader()
+// A JSON body read to its end, refused (the read cancelled) past `max` bytes.
+const readBounded = async (body: ReadableStream<Uint8Array>, max: number): Promise<string> => {
+  const reader = body.getReader()
   const parts: Array<Uint8Array> = []
   let size = 0
   for (;;) {
@@ -108,95 +192,230 @@ const readBounded = async (response: Response, max: number): Promise<string> => 
     }
     parts.push(value)
   }
-  return new TextDecoder().decode(Buffer.concat(parts))
+  return new TextDecoder().decode(Buffer.concat(parts)).trim()
 }
 
 /**
  * A Streamable HTTP server (MCP 2025-06-18): each message is POSTed to `url`
  * (`Accept: application/json, text/event-stream`), the session id the server
  * gives (`Mcp-Session-Id`) and the protocol version are sent back on every later
- * request, and each answer's messages become lines of `output`. A response body
- * larger than `maxBodyBytes` or an HTTP failure answers the request with an
- * error. When closed, the session is ended with a DELETE. Server-initiated
- * messages outside a request's answer (the GET stream) are not read.
+ * request, and each answer's messages become lines of `output`: a JSON body
+ * whole (at most `maxBodyBytes`), an event stream event by event as it arrives
+ * (each event at most `maxBodyBytes`). A larger answer or an HTTP failure answers
+ * the request with an error. Once `notifications/initialized` is accepted, the
+ * server's own stream is opened with a GET (`Accept: text/event-stream`): its
+ * events (server requests and notifications outside any answer) become lines of
+ * `output` as well, read only as fast as `output` is taken, each at most
+ * `maxBodyBytes` (a larger one is dropped and noted); a server that offers none
+ * (405) is not asked again, and a stream that ends or fails is opened again,
+ * with `Last-Event-ID` when its events had ids, at most `MAX_STREAM_OPENS` times.
+ * When closed, the stream is dropped and the session ended with a DELETE.
  */
 export const http = (options: {
   readonly url: string
   readonly headers?: Readonly<Record<string, string>> | undefined
   readonly maxBodyBytes: number
+  readonly log?: ((line: string) => Effect.Effect<void>) | undefined
 }): Effect.Effect<Upstream, never, Scope.Scope> =>
   Effect.gen(function*() {
     const output = yield* Queue.bounded<Uint8Array, Cause.Done>(64)
+    const log = options.log ?? (() => Effect.void)
     let sessionId: string | null = null
     let protocolVersion: string | null = null
-    const headers = (): Record<string, string> => ({
+    const headers = (accept: string): Record<string, string> => ({
       ...options.headers,
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
+      accept,
       ...(sessionId === null ? {} : { "mcp-session-id": sessionId }),
       ...(protocolVersion === null ? {} : { "mcp-protocol-version": protocolVersion })
     })
-    const emit = (text: string) => Queue.offer(output, encoder.encode(text.replace(/\n/g, " ") + "\n"))
-    const failRequest = (line: Uint8Array, reason: string) =>
+    const emit = (text: string) =>
       Effect.suspend(() => {
-        let id: unknown = null
-        try {
-          const parsed = JSON.parse(new TextDecoder().decode(line)) as {
-            readonly id?: unknown
-            readonly method?: unknown
+        if (protocolVersion === null) {
+          try {
+            const parsed = JSON.parse(text) as { readonly result?: { readonly protocolVersion?: unknown } }
+            const version = parsed.result?.protocolVersion
+            if (typeof version === "string") protocolVersion = version
+          } catch {
+            // Not JSON: passed on as it came; the client judges it.
           }
-          if (parsed.method === undefined) return Effect.void
-          id = parsed.id ?? null
-        } catch {
-          return Effect.void
         }
-        if (id === null) return Effect.void
-        return emit(JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32000, message: reason } }))
+        return Queue.offer(output, encoder.encode(text.replace(/\n/g, " ") + "\n"))
       })
+    // The events of a stream, each handed on before the next chunk is read.
+    const readEvents = (
+      body: ReadableStream<Uint8Array>,
+      onTooLarge: (bytes: number) => Effect.Effect<void, string>,
+      onEvent: (data: string, id: string | null) => void
+    ) =>
+      Effect.gen(function*() {
+        const reader = body.getReader()
+        const events = sseReader(options.maxBodyBytes)
+        yield* Effect.addFinalizer(() => Effect.promise(() => reader.cancel().catch(() => undefined)))
+        for (;;) {
+          const next = yield* Effect.tryPromise({
+            try: () => reader.read(),
+            catch: (e) => e instanceof Error ? e.message : String(e)
+          })
+          if (next.done) return
+          for (const event of events.feed(next.value)) {
+            if (event._tag === "TooLarge") yield* onTooLarge(event.bytes)
+            else {
+              yield* emit(event.data)
+              onEvent(event.data, event.id)
+            }
+          }
+        }
+      }).pipe(Effect.scoped)
+    // The request a line is (its id and method), read once per message sent.
+    const messageOf = (line: Uint8Array): { readonly id: unknown; readonly method: unknown } | null => {
+      try {
+        const parsed = JSON.parse(new TextDecoder().decode(line)) as {
+          readonly id?: unknown
+          readonly method?: unknown
+        }
+        return typeof parsed === "object" && parsed !== null ? { id: parsed.id, method: parsed.method } : null
+      } catch {
+        return null
+      }
+    }
+    // Whether an event's message is the response to the request `id`.
+    const answers = (data: string, id: unknown) => {
+      if (!data.includes("\"result\"") && !data.includes("\"error\"")) return false
+      try {
+        const parsed = JSON.parse(data) as { readonly id?: unknown; readonly method?: unknown }
+        return parsed.method === undefined && parsed.id === id
+      } catch {
+        return false
+      }
+    }
     const post = (line: Uint8Array) =>
-      Effect.tryPromise({
-        try: async (signal) => {
-          const response = await fetch(options.url, { method: "POST", headers: headers(), body: line, signal })
+      Effect.suspend(() => {
+        const message = messageOf(line)
+        const request = message !== null && typeof message.method === "string" &&
+            (typeof message.id === "string" || typeof message.id === "number")
+          ? message.id
+          : null
+        // A request whose answer already went to the client gets no error after it.
+        let answered = false
+        return Effect.gen(function*() {
+          const response = yield* Effect.tryPromise({
+            try: (signal) =>
+              fetch(options.url, {
+                method: "POST",
+                headers: { ...headers("application/json, text/event-stream"), "content-type": "application/json" },
+                body: line,
+                signal
+              }),
+            catch: (e) => e instanceof Error ? e.message : String(e)
+          })
           const given = response.headers.get("mcp-session-id")
           if (given !== null) sessionId = given
-          const body = await readBounded(response, options.maxBodyBytes)
-          if (!response.ok && response.status !== 202) {
-            throw new Error(`HTTP ${response.status}: ${body.slice(0, 200)}`)
+          const type = response.headers.get("content-type") ?? ""
+          if (response.ok && response.body !== null && type.includes("text/event-stream")) {
+            return yield* readEvents(
+              response.body,
+              (bytes) =>
+                Effect.fail(`the server's answer is over ${options.maxBodyBytes} bytes (an event of ${bytes})`),
+              (data) => {
+                if (request !== null && !answered) answered = answers(data, request)
+              }
+            )
           }
-          return messagesOf(response.headers.get("content-type") ?? "", body)
-        },
-        catch: (e) => e instanceof Error ? e.message : String(e)
-      }).pipe(
-        Effect.flatMap((messages) =>
-          Effect.forEach(messages, (m) => {
-            try {
-              const parsed = JSON.parse(m) as { readonly result?: { readonly protocolVersion?: unknown } }
-              const version = parsed.result?.protocolVersion
-              if (typeof version === "string" && protocolVersion === null) protocolVersion = version
-            } catch {
-              // Not JSON: passed on as it came; the client judges it.
-            }
-            return emit(m)
-          }, { discard: true })
-        ),
-        Effect.catch((reason) => failRequest(line, `the MCP server at ${options.url} failed: ${reason}`))
-      )
+          const body = response.body === null
+            ? ""
+            : yield* Effect.tryPromise({
+              try: () => readBounded(response.body!, options.maxBodyBytes),
+              catch: (e) => e instanceof Error ? e.message : String(e)
+            })
+          if (!response.ok && response.status !== 202) {
+            return yield* Effect.fail(`HTTP ${response.status}: ${body.slice(0, 200)}`)
+          }
+          if (body.length > 0) yield* emit(body)
+          if (message?.method === "notifications/initialized" && message.id === undefined) yield* openStream
+        }).pipe(
+          Effect.catch((reason) =>
+            request === null || answered
+              ? log(`session-journal mcp: the MCP server at ${options.url} failed: ${reason}`)
+              : emit(JSON.stringify({
+                jsonrpc: "2.0",
+                id: request,
+                error: { code: -32000, message: `the MCP server at ${options.url} failed: ${reason}` }
+              }))
+          )
+        )
+      })
+
     const scope = yield* Effect.scope
+    // The server's own stream: opened once the session is initialized, again when it ends.
+    let stream: Fiber.Fiber<void> | null = null
+    let lastEventId: string | null = null
+    const listen = Effect.gen(function*() {
+      for (let opened = 0; opened < MAX_STREAM_OPENS; opened++) {
+        if (opened > 0) yield* Effect.sleep(STREAM_REOPEN_DELAY)
+        const response = yield* Effect.tryPromise({
+          try: (signal) =>
+            fetch(options.url, {
+              method: "GET",
+              headers: {
+                ...headers("text/event-stream"),
+                ...(lastEventId === null ? {} : { "last-event-id": lastEventId })
+              },
+              signal
+            }),
+          catch: (e) => e instanceof Error ? e.message : String(e)
+        })
+        if (!response.ok || response.body === null) {
+          yield* Effect.promise(() => response.body?.cancel().catch(() => undefined) ?? Promise.resolve())
+          // 405: the server offers no stream of its own; anything else: it will not give one.
+          if (response.status !== 405) {
+            yield* log(
+              `session-journal mcp: the server's stream at ${options.url} was refused: HTTP ${response.status}`
+            )
+          }
+          return
+        }
+        yield* readEvents(
+          response.body,
+          (bytes) =>
+            log(
+              `session-journal mcp: a server message of ${bytes} bytes was dropped, over the bound of ${options.maxBodyBytes}`
+            ),
+          (_, id) => {
+            if (id !== null) lastEventId = id
+          }
+        ).pipe(
+          Effect.catch((reason) => log(`session-journal mcp: the server's stream at ${options.url} failed: ${reason}`))
+        )
+      }
+    }).pipe(
+      Effect.catch((reason) => log(`session-journal mcp: the server's stream at ${options.url} failed: ${reason}`))
+    )
+    const openStream = Effect.suspend(() => {
+      if (stream !== null || closed) return Effect.void
+      return Effect.forkIn(listen, scope).pipe(Effect.map((fiber) => {
+        stream = fiber
+      }))
+    })
+
     // The session is ended once, when the last answer is in (or when the scope closes first).
     let ended = false
     const end = Effect.suspend(() => {
-      if (ended || sessionId === null) return Effect.void
+      const listening = stream === null ? Effect.void : Fiber.interrupt(stream)
+      if (ended || sessionId === null) return listening
       ended = true
       const id = sessionId
-      return Effect.ignore(Effect.tryPromise(() =>
-        fetch(options.url, { method: "DELETE", headers: { ...options.headers, "mcp-session-id": id } })
-      ))
+      return Effect.andThen(
+        listening,
+        Effect.ignore(
+          Effect.tryPromise(() =>
+            fetch(options.url, { method: "DELETE", headers: { ...options.headers, "mcp-session-id": id } })
+          )
+        )
+      )
     })
     let closed = false
     let inFlight = 0
-    const settle = Effect.suspend(() =>
-      closed && inFlight === 0 ? Effect.andThen(end, Queue.end(output)) : Effect.void
-    )
+    const settle = Effect.suspend(() => closed && inFlight === 0 ? Effect.andThen(end, Queue.end(output)) : Effect.void)
     yield* Effect.addFinalizer(() => end)
     return {
       send: (line) =>
@@ -216,10 +435,20 @@ export const http = (options: {
         return settle
       }),
       output: Stream.fromQueue(output),
-      exit: Effect.succeed<Exit>({ code: null }),
+      exit: Effect.succeed<Exit>({ code: null, signal: null }),
       kill: Effect.asVoid(Queue.end(output))
     }
   })
+
+/**
+ * How many times the server's own stream (the GET) is opened in one connection:
+ * the first time and after each end, so a server that keeps closing it is not
+ * asked without end.
+ */
+export const MAX_STREAM_OPENS = 16
+
+/** The pause before the server's stream is opened again after it ended. */
+export const STREAM_REOPEN_DELAY = Duration.millis(250)
 
 /**
  * The default time a server has to exit after its stdin closed, and after
