@@ -274,6 +274,8 @@ export const ExitCode = {
   defect: 70,
   /** `claude-code run`: the Claude Code CLI died or could not be started (EX_SOFTWARE: the software it drives failed). */
   claudeDied: 70,
+  /** `mcp proxy`: the MCP server it runs ended first, or left requests unanswered (EX_SOFTWARE, as `claudeDied`). */
+  serverEnded: 70,
   /** Interrupted (SIGINT or SIGTERM): 128 + SIGINT, as shells report an interrupted command. */
   interrupted: 130
 } as const

@@ -137,6 +137,35 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", { timeout: 60
     expect(verified.code, verified.stdout + verified.stderr).toBe(0)
   })
 
+  it("--publish: the connection's session is published as tiles that verify", async () => {
+    const dir = tempDir()
+    const key = path.join(dir, "gateway.key")
+    const generated = await run(["key", "generate", "gateway.example/mcp", "--out", key])
+    expect(generated.code, generated.stderr).toBe(0)
+    const out = path.join(dir, "published")
+    const { client } = await connect([
+      ...proxyArgs(dir, "everything", "mcp__everything__get-sum", []),
+      "--publish",
+      out,
+      "--sign",
+      key,
+      "--publish-every",
+      "50ms",
+      "--",
+      process.execPath,
+      everything(cache!),
+      "stdio"
+    ])
+    await client.callTool({ name: "echo", arguments: { message: "published" } })
+    await client.callTool({ name: "get-sum", arguments: { a: 1, b: 2 } })
+    const published = () => (fs.existsSync(out) ? fs.readdirSync(out) : [])
+    await until(() => published().some((id) => fs.existsSync(path.join(out, id, "checkpoint"))))
+    await client.close()
+    const [id] = published()
+    const verified = await run(["--json", "verify-remote", path.join(out, id!), "--key", generated.stdout.trim()])
+    expect(verified.code, verified.stdout + verified.stderr).toBe(0)
+  })
+
   it("server-filesystem: a read is allowed, a denied write_file never writes the file", async () => {
     const dir = tempDir()
     const files = path.join(dir, "files")

@@ -267,11 +267,8 @@ export const guard = Command.make("guard", {
         if (publishing === undefined) return yield* serve
         // Publishing runs beside the guard, on storage of its own over the same journal;
         // a fork or a witness's refusal ends both (exit 1), as a failed verification does.
-        const publish = Effect.flatMap(
-          Effect.promise((): Promise<typeof Publish> => import("./Publish.ts")),
-          (m) => m.publishBeside(publishing)
-        ).pipe(Effect.provide(Storage.layer(options)))
-        return yield* Effect.raceFirst(serve, publish)
+        const m = yield* Effect.promise((): Promise<typeof Publish> => import("./Publish.ts"))
+        return yield* m.publishAround(serve, publishing).pipe(Effect.provide(Storage.layer(options)))
       })
     ))).pipe(Command.withDescription(
       "Serve Claude Code's hooks from a resident process on 127.0.0.1: the only writer of its journal, " +

@@ -18,11 +18,13 @@ import { ChildProcessSpawner } from "effect/process/ChildProcessSpawner"
 import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Exit, InvalidInput, NotAvailable } from "../Failure.ts"
+import { Exit, ExitCode, InvalidInput, NotAvailable } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { withJournal } from "../internal/commandKit.ts"
+import * as PublishFlags from "../internal/publishFlags.ts"
 import * as Output from "../Output.ts"
 import * as PolicyFile from "../PolicyFile.ts"
+import type * as Publish from "./Publish.ts"
 
 /**
  * The exit code of `mcp proxy` when the server it ran ended before the client,
@@ -31,7 +33,7 @@ import * as PolicyFile from "../PolicyFile.ts"
  *
  * @since 0.1.0
  */
-export const SERVER_ENDED_EXIT = 70
+export const SERVER_ENDED_EXIT = ExitCode.serverEnded
 
 const optionalString = (name: string, metavar: string, description: string) =>
   Flag.String(name).pipe(Flag.optional, Flag.withMetavar(metavar), Flag.withDescription(description))
@@ -66,6 +68,7 @@ const flags = {
     Flag.withDefault(Gateway.DEFAULT_MAX_PENDING),
     Flag.withDescription("Most requests waiting for the server; more are refused with an error")
   ),
+  ...PublishFlags.flags,
   command: Argument.String("command").pipe(
     Argument.variadic(),
     Argument.withDescription("The server's command and its arguments, after --")
@@ -177,7 +180,8 @@ const proxy = Command.make("proxy", flags, (a) =>
         const guard = file === undefined ? null : yield* policyGuard(file, note)
         const policyName = file === undefined ? null : path.basename(file)
         const stdin = yield* Input.Stdin
-        yield* Gateway.run({
+        const publishing = yield* PublishFlags.optionsOf(a)
+        const gateway = Gateway.run({
           name: Option.getOrElse(a.name, () => defaultName(a.command, url)),
           server: url !== undefined
             ? { _tag: "Http", url, headers }
@@ -205,6 +209,9 @@ const proxy = Command.make("proxy", flags, (a) =>
           ),
           Effect.mapError((e) => new NotAvailable({ feature: "the MCP server", reason: e.message }))
         )
+        if (publishing === undefined) return yield* gateway
+        const m = yield* Effect.promise((): Promise<typeof Publish> => import("./Publish.ts"))
+        yield* m.publishAround(gateway, publishing)
       })
     )
     if (crashed) return yield* new Exit({ code: SERVER_ENDED_EXIT })

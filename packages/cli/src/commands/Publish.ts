@@ -413,25 +413,35 @@ export const publishAll = (
 
 /**
  * Publishing beside a door that writes the journal (the resident guard, the MCP
- * gateway): every session that changed, every `everyMillis`, for as long as the door
- * runs, each session published said in a line. Only a refusal ends it, failing with it (`isRefusal`: a fork, a cut, a
- * witness's refusal), so the door stops as loudly as a failed verification; every other
- * failure is reported and tried again.
+ * gateway): `door` runs, and beside it every session that changed is published every
+ * `everyMillis`, each session published said in a line; once the door ends, one
+ * last run publishes what it wrote since. Only a refusal (`isRefusal`: a fork, a cut,
+ * a witness's refusal) ends the door early, failing with it, so the door stops as
+ * loudly as a failed verification; every other failure is reported and tried again.
  *
  * @since 0.1.0
  */
-export const publishBeside = (options: PublishAllOptions & { readonly everyMillis: number }) => {
-  const published = new Map<string, number>()
-  const once = publishChanged(options, published).pipe(
-    Effect.flatMap(({ done }) => Output.lines(done.map((p) => publishedText(p, path.join(options.out, p.id))))),
-    Effect.catch((e) =>
-      isRefusal(e)
-        ? Effect.fail(e)
-        : Output.errorLine(`session-journal: publishing failed, tried again next run: ${e.message}`)
+export const publishAround = <A, E, R>(
+  door: Effect.Effect<A, E, R>,
+  options: PublishAllOptions & { readonly everyMillis: number }
+) =>
+  Effect.gen(function*() {
+    const published = new Map<string, number>()
+    const once = publishChanged(options, published).pipe(
+      Effect.flatMap(({ done }) => Output.lines(done.map((p) => publishedText(p, path.join(options.out, p.id))))),
+      Effect.catch((e) =>
+        isRefusal(e)
+          ? Effect.fail(e)
+          : Output.errorLine(`session-journal: publishing failed, tried again next run: ${e.message}`)
+      )
     )
-  )
-  return Effect.forever(Effect.andThen(once, Effect.sleep(Duration.millis(options.everyMillis))))
-}
+    const result = yield* Effect.raceFirst(
+      door,
+      Effect.forever(Effect.andThen(once, Effect.sleep(Duration.millis(options.everyMillis))))
+    )
+    yield* once
+    return result
+  })
 
 // ---------------------------------------------------------------------------
 // verify-remote

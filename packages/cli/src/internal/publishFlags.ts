@@ -1,7 +1,7 @@
 /**
  * The flags of publishing beside a door that writes the journal (`claude-code guard`,
  * `mcp proxy`): `--publish DIR --sign FILE [--witness URL --witness-key VKEY]…
- * [--publish-every DURATION]`, and the options of `Publish.publishBeside` they make.
+ * [--publish-every DURATION]`, and the options of `Publish.publishAround` they make.
  */
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Flag } from "effect/cli"
@@ -62,10 +62,10 @@ export interface Parsed {
   readonly publishEvery: Option.Option<Duration.Duration>
 }
 
-/** The options of `Publish.publishBeside`, or undefined without `--publish`; the flags checked together. */
+/** The options of `Publish.publishAround`, or undefined without `--publish`; the flags checked together. */
 export const optionsOf = (
   a: Parsed
-): Effect.Effect<Parameters<typeof Publish.publishBeside>[0] | undefined, InvalidInput> =>
+): Effect.Effect<Parameters<typeof Publish.publishAround>[1] | undefined, InvalidInput> =>
   Effect.gen(function*() {
     const out = Option.getOrUndefined(a.publish)
     if (out === undefined) {
