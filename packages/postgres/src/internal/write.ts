@@ -101,22 +101,15 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
     id: string,
     caps: JournalState.Caps | undefined,
     request: Persistence.AppendRequest,
-    texts: ReadonlyArray<string>,
-    hashes: ReadonlyArray<string>
+    texts: ReadonlyArray<string>
   ) => {
     const last = request.entries[request.entries.length - 1]!
     const next = request.after.sequence + request.entries.length
     const meta = request.meta
     const empty = Persistence.tipMatches(request.after, 0, Entry.ZERO_HASH)
-    const params: Array<unknown> = [
-      id,
-      request.after.sequence,
-      next,
-      last.entry_hash,
-      request.head(),
-      hashes,
-      texts
-    ]
+    const hashes = new Array<string>(request.entries.length)
+    for (let i = 0; i < hashes.length; i++) hashes[i] = request.entries[i]!.entry_hash
+    const params: Array<unknown> = [id, request.after.sequence, next, last.entry_hash, request.head(), hashes, texts]
     if (request.after.hash !== null) params.push(request.after.hash)
     if (meta !== undefined) params.push(stringify(encodeMeta(meta)), meta.updated_at)
     if (empty) {
@@ -186,26 +179,17 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
       return { bytes: appended!.bytes, notify: next }
     })
 
-  // The compare-and-append, committed as one transaction. A lost race keeps that
-  // transaction open (and with it the session's row lock) for the reload and the
-  // retry, which the service makes through the same handle: the retry cannot lose
-  // again, so two busy writers take turns instead of one starving the other.
-  const append = (
+  // The locking transaction, after a one-statement append stored nothing or when
+  // the handle holds the lock from a lost race.
+  const appendLocked = (
     id: string,
     caps: JournalState.Caps | undefined,
     request: Persistence.AppendRequest,
+    texts: ReadonlyArray<string>,
     slot: ConflictHold.WriterHold,
     scope: Scope.Scope
-  ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> => {
-    if (request.entries.length === 0 && request.meta === undefined) return Effect.succeed({ bytes: 0 })
-    return Effect.gen(function*() {
-      // The entries' texts, encoded once for whichever statement stores them.
-      const texts = request.entries.map((e) => Entry.jsonText(e))
-      // Without a held lock, a batch that continues `after` is tried as one statement.
-      if (!isLive(slot.held) && request.entries.length > 0 && consecutive(request)) {
-        const stored = yield* appendOne(id, caps, request, texts, request.entries.map((e) => e.entry_hash))
-        if (stored !== null) return stored
-      }
+  ) =>
+    Effect.gen(function*() {
       const held = isLive(slot.held) ? slot.held : yield* openHold(scope)
       held.inUse = true
       held.uses++
@@ -223,6 +207,32 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
         yield* releaseLater(held, scope)
       } else yield* Effect.ignore(finishHold(held, false))
       return yield* Effect.fail(result.failure)
+    })
+
+  // The compare-and-append, committed as one transaction. A lost race keeps that
+  // transaction open (and with it the session's row lock) for the reload and the
+  // retry, which the service makes through the same handle: the retry cannot lose
+  // again, so two busy writers take turns instead of one starving the other.
+  const append = (
+    id: string,
+    caps: JournalState.Caps | undefined,
+    request: Persistence.AppendRequest,
+    slot: ConflictHold.WriterHold,
+    scope: Scope.Scope
+  ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> => {
+    const entries = request.entries
+    if (entries.length === 0 && request.meta === undefined) return Effect.succeed({ bytes: 0 })
+    return Effect.suspend(() => {
+      // The entries' texts, encoded once for whichever statement stores them.
+      const texts = new Array<string>(entries.length)
+      for (let i = 0; i < entries.length; i++) texts[i] = Entry.jsonText(entries[i]!)
+      // Without a held lock, a batch that continues `after` is tried as one statement.
+      return !isLive(slot.held) && entries.length > 0 && consecutive(request)
+        ? Effect.flatMap(
+          appendOne(id, caps, request, texts),
+          (one) => one !== null ? Effect.succeed(one) : appendLocked(id, caps, request, texts, slot, scope)
+        )
+        : appendLocked(id, caps, request, texts, slot, scope)
     }).pipe(
       Effect.catchTag("SqlError", (e) =>
         // The row lock makes this unreachable between instances of this adapter;
@@ -232,8 +242,10 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
             ? new SequenceConflict({ id, sequence: request.after.sequence })
             : storageError("append", names.entries)(e)
         )),
-      Effect.tap((r) => r.notify !== null ? PubSub.publish(signals, { id, next: r.notify }) : Effect.void),
-      Effect.map((r): Persistence.Appended => ({ bytes: r.bytes }))
+      Effect.map((r): Persistence.Appended => {
+        if (r.notify !== null) PubSub.publishUnsafe(signals, { id, next: r.notify })
+        return { bytes: r.bytes }
+      })
     )
   }
 
@@ -243,8 +255,9 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
 // Whether the batch's entries are numbered on from `after` (with a matching tip,
 // from the stored count).
 const consecutive = (request: Persistence.AppendRequest): boolean => {
-  for (const [i, entry] of request.entries.entries()) {
-    if (entry.sequence !== request.after.sequence + i) return false
+  const entries = request.entries
+  for (let i = 0; i < entries.length; i++) {
+    if (entries[i]!.sequence !== request.after.sequence + i) return false
   }
   return true
 }
