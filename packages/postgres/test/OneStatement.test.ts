@@ -62,20 +62,30 @@ interface SessionRow {
   readonly octets: string | number | bigint
 }
 
+// A write handle on an adapter whose connections go through the counting proxy
+// (closed with the scope).
+const writerBehindProxy = (id: string, maxConnections?: number) =>
+  Effect.gen(function*() {
+    const target = new URL(url)
+    const proxy = yield* Effect.acquireRelease(
+      Effect.promise(() => startProxy({ host: target.hostname, port: Number(target.port || 5432) })),
+      (p) => Effect.promise(() => p.close())
+    )
+    target.host = `127.0.0.1:${proxy.port}`
+    const ctx = yield* Layer.build(
+      PgPersistence.layerFromUrl(target.toString(), { tablePrefix: prefix, maxConnections })
+    )
+    const h = yield* Effect.provideContext(Persistence.Persistence.use((p) => p.open(id, { mode: "write" })), ctx)
+    return { h, proxy }
+  })
+
 describe.skipIf(skipReason !== null)(`postgres: the one-statement append (seed ${SEED})`, () => {
   it.live(
     "an append on the stored tip is one round trip, the first one of a session too",
     () =>
       Effect.gen(function*() {
-        const target = new URL(url)
-        const proxy = yield* Effect.acquireRelease(
-          Effect.promise(() => startProxy({ host: target.hostname, port: Number(target.port || 5432) })),
-          (p) => Effect.promise(() => p.close())
-        )
-        target.host = `127.0.0.1:${proxy.port}`
-        const ctx = yield* Layer.build(PgPersistence.layerFromUrl(target.toString(), { tablePrefix: prefix }))
         const id = `trips-${Date.now().toString(36)}`
-        const h = yield* Effect.provideContext(Persistence.Persistence.use((p) => p.open(id, { mode: "write" })), ctx)
+        const { h, proxy } = yield* writerBehindProxy(id)
         const syncs = () => proxy.tally.messages.get("S") ?? 0
         const queries = () => proxy.tally.messages.get("Q") ?? 0
         let state = JournalState.empty(id)
@@ -97,18 +107,9 @@ describe.skipIf(skipReason !== null)(`postgres: the one-statement append (seed $
     "appends of one kind are parsed once: later ones send only Bind, Execute and Sync",
     () =>
       Effect.gen(function*() {
-        const target = new URL(url)
-        const proxy = yield* Effect.acquireRelease(
-          Effect.promise(() => startProxy({ host: target.hostname, port: Number(target.port || 5432) })),
-          (p) => Effect.promise(() => p.close())
-        )
-        target.host = `127.0.0.1:${proxy.port}`
-        // One connection, so the statement is prepared once for all of them.
-        const ctx = yield* Layer.build(
-          PgPersistence.layerFromUrl(target.toString(), { tablePrefix: prefix, maxConnections: 1 })
-        )
         const id = `parsed-${Date.now().toString(36)}`
-        const h = yield* Effect.provideContext(Persistence.Persistence.use((p) => p.open(id, { mode: "write" })), ctx)
+        // One connection, so the statement is prepared once for all of them.
+        const { h, proxy } = yield* writerBehindProxy(id, 1)
         let state = JournalState.empty(id)
         const append = (size: number, meta?: SessionMeta.SessionMeta) => {
           const c = chain(state, size)
