@@ -62,20 +62,30 @@ interface SessionRow {
   readonly octets: string | number | bigint
 }
 
+// A write handle on an adapter whose connections go through the counting proxy
+// (closed with the scope).
+const writerBehindProxy = (id: string, maxConnections?: number) =>
+  Effect.gen(function*() {
+    const target = new URL(url)
+    const proxy = yield* Effect.acquireRelease(
+      Effect.promise(() => startProxy({ host: target.hostname, port: Number(target.port || 5432) })),
+      (p) => Effect.promise(() => p.close())
+    )
+    target.host = `127.0.0.1:${proxy.port}`
+    const ctx = yield* Layer.build(
+      PgPersistence.layerFromUrl(target.toString(), { tablePrefix: prefix, maxConnections })
+    )
+    const h = yield* Effect.provideContext(Persistence.Persistence.use((p) => p.open(id, { mode: "write" })), ctx)
+    return { h, proxy }
+  })
+
 describe.skipIf(skipReason !== null)(`postgres: the one-statement append (seed ${SEED})`, () => {
   it.live(
     "an append on the stored tip is one round trip, the first one of a session too",
     () =>
       Effect.gen(function*() {
-        const target = new URL(url)
-        const proxy = yield* Effect.acquireRelease(
-          Effect.promise(() => startProxy({ host: target.hostname, port: Number(target.port || 5432) })),
-          (p) => Effect.promise(() => p.close())
-        )
-        target.host = `127.0.0.1:${proxy.port}`
-        const ctx = yield* Layer.build(PgPersistence.layerFromUrl(target.toString(), { tablePrefix: prefix }))
         const id = `trips-${Date.now().toString(36)}`
-        const h = yield* Effect.provideContext(Persistence.Persistence.use((p) => p.open(id, { mode: "write" })), ctx)
+        const { h, proxy } = yield* writerBehindProxy(id)
         const syncs = () => proxy.tally.messages.get("S") ?? 0
         const queries = () => proxy.tally.messages.get("Q") ?? 0
         let state = JournalState.empty(id)
@@ -89,6 +99,39 @@ describe.skipIf(skipReason !== null)(`postgres: the one-statement append (seed $
         const loaded = yield* h.load
         assert.strictEqual(loaded.state.next_sequence, 69)
         assert.strictEqual(JournalState.head(loaded.state), JournalState.head(state))
+      }).pipe(Effect.scoped),
+    { timeout: 60_000 }
+  )
+
+  it.live(
+    "appends of one kind are parsed once: later ones send only Bind, Execute and Sync",
+    () =>
+      Effect.gen(function*() {
+        const id = `parsed-${Date.now().toString(36)}`
+        // One connection, so the statement is prepared once for all of them.
+        const { h, proxy } = yield* writerBehindProxy(id, 1)
+        let state = JournalState.empty(id)
+        const append = (size: number, meta?: SessionMeta.SessionMeta) => {
+          const c = chain(state, size)
+          return Effect.map(h.append(requestOf(state, c.entries, meta)), () => {
+            state = c.state
+          })
+        }
+        // The first session statement and the first of each later kind are parsed.
+        yield* append(1)
+        yield* append(2)
+        yield* append(1, { title: "t", updated_at: 1 })
+        const count = (type: string) => proxy.tally.messages.get(type) ?? 0
+        const before = { parse: count("P"), describe: count("D"), sync: count("S") }
+        for (let i = 0; i < 12; i++) {
+          yield* i % 3 === 0 ? append(1 + (i % 5), { title: `t${i}`, updated_at: 2 + i }) : append(1 + (i % 5))
+        }
+        assert.deepStrictEqual(
+          { parse: count("P") - before.parse, describe: count("D") - before.describe, sync: count("S") - before.sync },
+          { parse: 0, describe: 0, sync: 12 }
+        )
+        const loaded = yield* h.load
+        assert.strictEqual(loaded.state.next_sequence, state.next_sequence)
       }).pipe(Effect.scoped),
     { timeout: 60_000 }
   )

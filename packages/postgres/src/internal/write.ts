@@ -23,12 +23,14 @@ import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import type * as ConflictHold from "./conflictHold.ts"
 import { stringify } from "./json.ts"
+import * as OneStatement from "./oneStatement.ts"
 import { encodeMeta, type Store } from "./store.ts"
 
 /** `append` and `checkpoint` of a write handle, over the store and the hold operations. */
 export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) => {
   const { checkpointsT, entriesT, names, rows: rowsOf, sessionsT, signals, sql, storageError } = store
   const { finishHold, isLive, openHold, releaseLater } = hold
+  const oneStatement = OneStatement.make(names)
 
   // Stored only when it describes what is stored: the session holds at least its
   // entries, its newest retained entry is the stored one, and it is not older than
@@ -92,62 +94,37 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
   // finds another tip stores nothing. `ON CONFLICT DO UPDATE` locks the row and
   // compares its newest committed version, waiting for a writer that holds it. An
   // empty result says only that nothing was stored: why is for `appendTx` to find
-  // out, under the lock.
+  // out, under the lock. The statement's text is one of a few fixed ones
+  // (`OneStatement.text`), sent with its parameters as they are: nothing about it is
+  // built per append but the parameters.
   const appendOne = (
     id: string,
     caps: JournalState.Caps | undefined,
     request: Persistence.AppendRequest,
     texts: ReadonlyArray<string>
-  ) =>
-    Effect.gen(function*() {
+  ) => {
+    const last = request.entries[request.entries.length - 1]!
+    const next = request.after.sequence + request.entries.length
+    const meta = request.meta
+    const empty = Persistence.tipMatches(request.after, 0, Entry.ZERO_HASH)
+    const hashes = new Array<string>(request.entries.length)
+    for (let i = 0; i < hashes.length; i++) hashes[i] = request.entries[i]!.entry_hash
+    const params: Array<unknown> = [id, request.after.sequence, next, last.entry_hash, request.head(), hashes, texts]
+    if (request.after.hash !== null) params.push(request.after.hash)
+    if (meta !== undefined) params.push(stringify(encodeMeta(meta)), meta.updated_at)
+    if (empty) {
       const initial = JournalState.empty(id, caps)
-      const last = request.entries[request.entries.length - 1]!
-      const next = request.after.sequence + request.entries.length
-      // The batch's bytes as PostgreSQL stores them (`octet_length`, in the
-      // database's encoding), as `appendTx` and loads count them.
-      const bytes = sql`(SELECT n FROM total)`
-      const sameHead = request.after.hash === null ? sql`` : sql`AND s.head = ${request.after.hash}::text`
-      const meta = request.meta
-      const metaText = meta === undefined ? null : stringify(encodeMeta(meta))
-      const metaAt = meta?.updated_at ?? null
-      // Newer metadata replaces older, as in `appendTx`.
-      const setMeta = meta === undefined ? sql`` : sql`,
-            meta = CASE WHEN s.meta_updated_at IS NULL OR s.meta_updated_at <= ${metaAt}::int8
-              THEN ${metaText}::text ELSE s.meta END,
-            meta_updated_at = CASE WHEN s.meta_updated_at IS NULL OR s.meta_updated_at <= ${metaAt}::int8
-              THEN ${metaAt}::int8 ELSE s.meta_updated_at END`
-      const advance = sql`next_sequence = ${next}::int8, head = ${last.entry_hash}::text,
-            exported_head = ${request.head()}::text, entry_bytes = s.entry_bytes + ${bytes},
-            updated_at = now() ${setMeta}`
-      const returning = sql`RETURNING s.session_id, pg_notify(${names.channel}, ${`${id} ${next}`})`
-      // On the empty tip the row may not exist yet: it is proposed with the batch,
-      // and an existing row is advanced only if it is still empty. Past it, the
-      // row is there, and `UPDATE` waits for a writer holding it and compares its
-      // newest version.
-      const advanceRow = Persistence.tipMatches(request.after, 0, Entry.ZERO_HASH)
-        ? sql`INSERT INTO ${sessionsT} AS s (session_id, next_sequence, head, exported_head, entry_cap,
-            tool_counts_cap, entry_bytes, meta, meta_updated_at)
-          VALUES (${id}, ${next}, ${last.entry_hash}, ${request.head()}, ${initial.entry_cap},
-            ${initial.tool_counts_cap}, ${bytes}, ${metaText}, ${metaAt})
-          ON CONFLICT (session_id) DO UPDATE SET ${advance}
-          WHERE s.next_sequence = 0 ${sameHead}
-          ${returning}`
-        : sql`UPDATE ${sessionsT} AS s SET ${advance}
-          WHERE s.session_id = ${id} AND s.next_sequence = ${request.after.sequence}::int8 ${sameHead}
-          ${returning}`
-      const advanced = yield* sql`WITH batch AS (
-          SELECT * FROM unnest(${request.entries.map((e) => String(e.sequence))}::int8[], ${
-        request.entries.map((e) => e.entry_hash)
-      }::text[], ${texts}::text[]) AS t(s, h, e)
-        ), total AS (SELECT coalesce(sum(octet_length(e)), 0)::int8 AS n FROM batch),
-        advanced AS (${advanceRow}), inserted AS (
-          INSERT INTO ${entriesT} (session_id, sequence, entry_hash, entry)
-          SELECT a.session_id, t.s, t.h, t.e FROM advanced a, batch t
-        )
-        SELECT (SELECT n FROM total) AS bytes FROM advanced`.pipe(Effect.flatMap(rowsOf.appended))
-      const [row] = advanced
-      return row === undefined ? null : { bytes: row.bytes, notify: next }
-    })
+      params.push(initial.entry_cap, initial.tool_counts_cap)
+    }
+    const text = oneStatement.text(empty, request.after.hash !== null, meta !== undefined)
+    return sql.unsafe(text, params).pipe(
+      Effect.flatMap(rowsOf.appended),
+      Effect.map((advanced) => {
+        const row = advanced[0]
+        return row === undefined ? null : { bytes: row.bytes, notify: next }
+      })
+    )
+  }
 
   // The compare-and-append, inside one transaction: stores the batch only if the
   // stored tip is `request.after`.
@@ -202,26 +179,17 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
       return { bytes: appended!.bytes, notify: next }
     })
 
-  // The compare-and-append, committed as one transaction. A lost race keeps that
-  // transaction open (and with it the session's row lock) for the reload and the
-  // retry, which the service makes through the same handle: the retry cannot lose
-  // again, so two busy writers take turns instead of one starving the other.
-  const append = (
+  // The locking transaction, after a one-statement append stored nothing or when
+  // the handle holds the lock from a lost race.
+  const appendLocked = (
     id: string,
     caps: JournalState.Caps | undefined,
     request: Persistence.AppendRequest,
+    texts: ReadonlyArray<string>,
     slot: ConflictHold.WriterHold,
     scope: Scope.Scope
-  ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> => {
-    if (request.entries.length === 0 && request.meta === undefined) return Effect.succeed({ bytes: 0 })
-    return Effect.gen(function*() {
-      // The entries' texts, encoded once for whichever statement stores them.
-      const texts = request.entries.map((e) => Entry.jsonText(e))
-      // Without a held lock, a batch that continues `after` is tried as one statement.
-      if (!isLive(slot.held) && request.entries.length > 0 && consecutive(request)) {
-        const stored = yield* appendOne(id, caps, request, texts)
-        if (stored !== null) return stored
-      }
+  ) =>
+    Effect.gen(function*() {
       const held = isLive(slot.held) ? slot.held : yield* openHold(scope)
       held.inUse = true
       held.uses++
@@ -239,6 +207,32 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
         yield* releaseLater(held, scope)
       } else yield* Effect.ignore(finishHold(held, false))
       return yield* Effect.fail(result.failure)
+    })
+
+  // The compare-and-append, committed as one transaction. A lost race keeps that
+  // transaction open (and with it the session's row lock) for the reload and the
+  // retry, which the service makes through the same handle: the retry cannot lose
+  // again, so two busy writers take turns instead of one starving the other.
+  const append = (
+    id: string,
+    caps: JournalState.Caps | undefined,
+    request: Persistence.AppendRequest,
+    slot: ConflictHold.WriterHold,
+    scope: Scope.Scope
+  ): Effect.Effect<Persistence.Appended, StorageError | SequenceConflict> => {
+    const entries = request.entries
+    if (entries.length === 0 && request.meta === undefined) return Effect.succeed({ bytes: 0 })
+    return Effect.suspend(() => {
+      // The entries' texts, encoded once for whichever statement stores them.
+      const texts = new Array<string>(entries.length)
+      for (let i = 0; i < entries.length; i++) texts[i] = Entry.jsonText(entries[i]!)
+      // Without a held lock, a batch that continues `after` is tried as one statement.
+      return !isLive(slot.held) && entries.length > 0 && consecutive(request)
+        ? Effect.flatMap(
+          appendOne(id, caps, request, texts),
+          (one) => one !== null ? Effect.succeed(one) : appendLocked(id, caps, request, texts, slot, scope)
+        )
+        : appendLocked(id, caps, request, texts, slot, scope)
     }).pipe(
       Effect.catchTag("SqlError", (e) =>
         // The row lock makes this unreachable between instances of this adapter;
@@ -248,8 +242,10 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
             ? new SequenceConflict({ id, sequence: request.after.sequence })
             : storageError("append", names.entries)(e)
         )),
-      Effect.tap((r) => r.notify !== null ? PubSub.publish(signals, { id, next: r.notify }) : Effect.void),
-      Effect.map((r): Persistence.Appended => ({ bytes: r.bytes }))
+      Effect.map((r): Persistence.Appended => {
+        if (r.notify !== null) PubSub.publishUnsafe(signals, { id, next: r.notify })
+        return { bytes: r.bytes }
+      })
     )
   }
 
@@ -259,8 +255,9 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
 // Whether the batch's entries are numbered on from `after` (with a matching tip,
 // from the stored count).
 const consecutive = (request: Persistence.AppendRequest): boolean => {
-  for (const [i, entry] of request.entries.entries()) {
-    if (entry.sequence !== request.after.sequence + i) return false
+  const entries = request.entries
+  for (let i = 0; i < entries.length; i++) {
+    if (entries[i]!.sequence !== request.after.sequence + i) return false
   }
   return true
 }
