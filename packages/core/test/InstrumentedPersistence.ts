@@ -101,6 +101,7 @@ const countLoads = (probe: Probe, handle: Persistence.ReadHandle): Persistence.R
 const wrapHandle = (probe: Probe, handle: Persistence.WriteHandle): Persistence.WriteHandle => ({
   ...countLoads(probe, handle),
   checkpoint: handle.checkpoint,
+  maxRecordBytes: handle.maxRecordBytes,
   append: (request) =>
     Effect.suspend(() => {
       const n = bump(probe.appends, handle.id)

@@ -717,6 +717,29 @@ layer(Instrumented)("SessionJournal on instrumented storage", (it) => {
       }))
   }
 
+  it.effect("a subscriber that joined while the writer was idle gets what a failed append stored", () =>
+    Effect.gen(function*() {
+      const j = yield* Journal
+      const id = "fail-idle-subscriber"
+      yield* j.record(id, params("a"))
+      yield* j.record(id, params("b"))
+      // The writer has answered everything and waits: nothing is published after
+      // the subscription below until the failed append.
+      for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+      const changes = yield* j.changes(id)
+      const seen = yield* changes.pipe(Stream.take(2), Stream.runCollect, Effect.forkChild)
+      IP.plan(probe, id, 2, { _tag: "FailAfter" })
+      assert.strictEqual((yield* Effect.flip(j.record(id, params("c"))))._tag, "StorageError")
+      yield* j.record(id, params("d"))
+      const all = yield* assertConsistent(id)
+      assert.deepStrictEqual(
+        all.map((e) => Entry.isTool(e) ? e.tool_name : ""),
+        ["a", "b", "c", "d"]
+      )
+      const got = yield* Fiber.join(seen)
+      assert.deepStrictEqual(got, all.slice(2).map((entry) => ({ _tag: "Entry" as const, entry })))
+    }))
+
   it.effect("failed appends under concurrency: nothing duplicated or skipped", () =>
     Effect.gen(function*() {
       const p = yield* Persistence.Persistence

@@ -106,12 +106,15 @@ export const make = Effect.fnUntraced(function*(
    * older ones are read from storage and published only when they are the retained
    * entries the load verified (each hashes to itself and to the retained hash at its
    * sequence); a read that fails or differs publishes what verified before it.
+   * `committed`, when the writer knows it, is the next sequence it had committed
+   * before the reload: the start when nothing was published since the hub opened
+   * (its subscribers started at or before it).
    */
-  const catchUp = (id: string, state: JournalState.JournalState): Effect.Effect<void> =>
+  const catchUp = (id: string, state: JournalState.JournalState, committed?: number): Effect.Effect<void> =>
     Effect.suspend(() => {
       const hub = open.get(id)
       if (hub === undefined) return Effect.void
-      const from = nextOf(SubscriptionRef.getUnsafe(hub.committed)) ?? state.next_sequence
+      const from = nextOf(SubscriptionRef.getUnsafe(hub.committed)) ?? committed ?? state.next_sequence
       if (state.next_sequence <= from) return advance(hub, state.next_sequence)
       const inWindow = JournalState.entries(state).filter((e) => e.sequence >= from)
       const windowStart = JournalState.windowStart(state)

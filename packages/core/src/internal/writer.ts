@@ -73,6 +73,12 @@ export interface WriterState {
   /** Bytes appended since the stored checkpoint, and that checkpoint's size (`Checkpoint.due`). */
   readonly sinceCheckpoint: number
   readonly checkpointBytes: number
+  /**
+   * After a storage failure (`state` is `null`): the next sequence of the last state
+   * the writer committed, where the reload's catch-up starts when no entry was
+   * published since the session's hub opened.
+   */
+  readonly committedNext?: number | undefined
 }
 
 /** What the writer needs of an open session. */
@@ -118,7 +124,12 @@ export const writerStateOf = (
   checkpointBytes: loaded.checkpointBytes ?? 0
 })
 
-const dropped = (slot: WriterState): WriterState => ({ ...slot, state: null, blocked: null })
+const dropped = (slot: WriterState): WriterState => ({
+  ...slot,
+  state: null,
+  blocked: null,
+  committedNext: slot.state?.next_sequence ?? slot.committedNext
+})
 
 /**
  * Whether spans made in `fiber` reach anyone. Effect's own tracer, the default, hands
@@ -212,7 +223,7 @@ export const make = (settings: Settings) => {
   const reload = (target: WriterSession, previous: WriterState): Effect.Effect<WriterState, OpenError> =>
     Effect.flatMap(load(target.handle, "write"), (loaded) =>
       Effect.as(
-        hubs.catchUp(target.id, loaded.state),
+        hubs.catchUp(target.id, loaded.state, previous.committedNext),
         // A reload after a failure keeps the larger count: the writer's own, or what
         // the adapter reports as stored since its checkpoint.
         {
