@@ -78,6 +78,7 @@ import * as AgentDepth from "./AgentDepth.ts"
 import * as GuardInstall from "./GuardInstaller.ts"
 import * as Hook from "./Hook.ts"
 import { Acknowledged } from "./internal/acknowledged.ts"
+import * as Coalesce from "./internal/coalesce.ts"
 import * as GuardAuth from "./internal/guardAuth.ts"
 import * as Protect from "./internal/protect.ts"
 import * as TranscriptScan from "./internal/transcriptScan.ts"
@@ -312,6 +313,21 @@ export const handler = (options: {
     : { policy: Policy.compile(options.policy), policyName: Policy.format(options.policy) }
   const keeper = options.keeper ?? TranscriptScan.memoryKeeper()
   const stopping = options.stopping ?? (() => false)
+  // The hooks of parallel calls read the same paths and the same transcript: read
+  // once for the requests that ask together (each gets a read that began after it
+  // asked), which then also reach the journal's writer together.
+  const protectShared = Coalesce.coalescing<ReadonlyArray<Hook.Protected>>()
+  const givenProtect = options.protect
+  const protect = givenProtect === undefined ?
+    undefined :
+    (cwd: string, transcriptPath?: string | undefined) =>
+      protectShared(JSON.stringify([cwd, transcriptPath ?? null]), () => givenProtect(cwd, transcriptPath))
+  const totalsShared = Coalesce.coalescing<TranscriptScan.Totals | null>()
+  const totals = (input: typeof Hook.Common.Type, session: string | undefined) =>
+    totalsShared(
+      JSON.stringify([input.transcript_path ?? null, session ?? Hook.sessionId(input)]),
+      () => transcriptTotals(input, keeper, session)
+    )
   return Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const proof = GuardAuth.parse(request.headers[GuardAuth.AUTH_HEADER])
@@ -327,9 +343,9 @@ export const handler = (options: {
       token: options.token,
       timeoutMs,
       handleOptions,
-      protect: options.protect,
+      protect,
       acknowledged,
-      keeper
+      totals
     })
     // A refusal before the request proved itself is not signed: the sender may not
     // hold the token.
@@ -370,7 +386,11 @@ const answerOf = (
       | ((cwd: string, transcriptPath?: string | undefined) => Promise<ReadonlyArray<Hook.Protected>>)
       | undefined
     readonly acknowledged?: Acknowledged | undefined
-    readonly keeper: TranscriptScan.Keeper
+    /** What the transcripts say before a PreToolUse is decided (null without one), for the input's session. */
+    readonly totals: (
+      input: typeof Hook.Common.Type,
+      session: string | undefined
+    ) => Promise<TranscriptScan.Totals | null>
   }
 ): Effect.Effect<{ readonly reply: Reply; readonly proved: boolean }, never, SessionJournal.SessionJournal> =>
   Effect.gen(function*() {
@@ -446,7 +466,7 @@ const answerOf = (
         : { protect: yield* Effect.promise(() => protect(event.input.cwd, event.input.transcript_path)) }),
       home: process.env["HOME"],
       ...(event.input.agent_id === undefined ? {} : { depth: yield* AgentDepth.of(event.input) }),
-      ...(yield* Effect.promise(() => transcriptTotals(event.input, c.keeper, c.handleOptions.session)).pipe(
+      ...(yield* Effect.promise(() => c.totals(event.input, c.handleOptions.session)).pipe(
         Effect.map((totals) => ({
           ...(protect === undefined || totals === null ? {} : { allowedByTranscript: totals.allowed }),
           tokens: totals === null ? null : totals.tokens

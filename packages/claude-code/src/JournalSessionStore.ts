@@ -55,6 +55,7 @@ import {
 } from "@session-journal/core"
 import type * as Entry from "@session-journal/core/Entry"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -486,16 +487,22 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   })
 
   // Another process holding the session (filesystem): wait for it, within bounds.
-  const patiently = <A, E extends { readonly _tag: string }>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> => {
-    const deadline = Date.now() + lockWait
-    const attempt = (delay: number): Effect.Effect<A, E> =>
-      Effect.catchIf(
-        effect,
-        (e) => e._tag === "SessionLocked" && Date.now() + delay < deadline,
-        () => Effect.andThen(Effect.sleep(delay), attempt(Math.min(delay * 2, 250)))
-      )
-    return attempt(10)
-  }
+  // The wait is measured on Effect's Clock, as its sleeps are.
+  const patiently = <A, E extends { readonly _tag: string }>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+    Effect.flatMap(Clock.currentTimeMillis, (start) => {
+      const deadline = start + lockWait
+      const attempt = (delay: number): Effect.Effect<A, E> =>
+        Effect.catchIf(
+          effect,
+          (e) => e._tag === "SessionLocked",
+          (e) =>
+            Effect.flatMap(Clock.currentTimeMillis, (now) =>
+              now + delay < deadline
+                ? Effect.andThen(Effect.sleep(delay), attempt(Math.min(delay * 2, 250)))
+                : Effect.fail(e))
+        )
+      return attempt(10)
+    })
 
   // Folds what storage holds past the index; starts over once when storage does
   // not continue what was read.

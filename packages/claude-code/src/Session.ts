@@ -34,6 +34,7 @@
  * @since 0.1.0
  */
 import { type Guard, Persistence, type Policy, SessionJournal, type StorageError } from "@session-journal/core"
+import type * as Arr from "effect/Array"
 import type * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -468,6 +469,11 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
       return Effect.forkChild(Effect.ignore(write(Decide.refuseOversized(control, line.bytes, maxLineBytes))))
     })
 
+  /** Whether `act` does anything with a message. */
+  const actsOn = (message: Message.Message): boolean =>
+    message._tag === "SystemInit" || message._tag === "ControlResponse" ||
+    message._tag === "ControlCancelRequest" || message._tag === "ControlRequest"
+
   /** Acts on one journaled line of the CLI's. */
   const act = (message: Message.Message) =>
     Effect.gen(function*() {
@@ -548,23 +554,54 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
           ? { index: first + i, oversized: p }
           : { index: first + i, message: Message.decodeLine(Lines.text(p)) }
       )
-    })).pipe(
-      Effect.flatMap((decoded) =>
-        Effect.forEach(decoded, (line) =>
-          Effect.gen(function*() {
-            if ("oversized" in line) {
-              const { bytes, sha256 } = line.oversized
-              yield* publish({ _tag: "Oversized", index: line.index, from: "cli", bytes, sha256 })
-              yield* onOversized(line.oversized)
-              return
-            }
-            const message = line.message
-            yield* SubscriptionRef.update(state, (s) => SessionState.fold(s, message))
-            yield* publish({ _tag: "Message", index: line.index, from: "cli", message })
-            yield* act(message)
-          }), { discard: true })
-      )
-    )
+    })).pipe(Effect.flatMap(afterJournal))
+
+  /**
+   * Folds, publishes and acts on journaled lines in their order, a run of lines
+   * at a time: the lines up to one the driver acts on (or an oversized one) are
+   * folded into `state` with one update and published together, then that line
+   * is acted on. A subscriber still sees each line only after it is in `state`.
+   */
+  const afterJournal = (
+    decoded: ReadonlyArray<
+      { readonly index: number; readonly oversized: Lines.OversizedLine } | {
+        readonly index: number
+        readonly message: Message.Message
+      }
+    >
+  ) =>
+    Effect.gen(function*() {
+      let run: Array<Message.Message> = []
+      let events: Array<Line> = []
+      const flush = Effect.suspend(() => {
+        if (run.length === 0) return Effect.void
+        const messages = run
+        const published = events
+        run = []
+        events = []
+        return Effect.andThen(
+          SubscriptionRef.update(state, (s) => messages.reduce(SessionState.fold, s)),
+          PubSub.publishAll(hub, published)
+        )
+      })
+      for (const line of decoded) {
+        if ("oversized" in line) {
+          yield* flush
+          const { bytes, sha256 } = line.oversized
+          yield* publish({ _tag: "Oversized", index: line.index, from: "cli", bytes, sha256 })
+          yield* onOversized(line.oversized)
+          continue
+        }
+        const message = line.message
+        run.push(message)
+        events.push({ _tag: "Message", index: line.index, from: "cli", message })
+        if (actsOn(message)) {
+          yield* flush
+          yield* act(message)
+        }
+      }
+      yield* flush
+    })
 
   // The CLI's stderr, with the driver's reason last when it ended the CLI.
   const stderrText = () => endNote === null ? stderr.text() : `${stderr.text()}\n${endNote}`
@@ -623,10 +660,17 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
     let expected: number | null = null
     return Stream.fromSubscription(subscription).pipe(
       Stream.takeWhile((e): e is Line => e !== Ended),
-      Stream.flatMap((e): Stream.Stream<Event> => {
-        const missed = expected === null ? 0 : e.index - expected
-        expected = e.index + 1
-        return missed > 0 ? Stream.make<Array<Event>>({ _tag: "Missed", count: missed }, e) : Stream.succeed(e)
+      // A gap in the indexes is lines the sliding hub dropped for this subscriber.
+      Stream.mapArray((lines) => {
+        const out: Array<Event> = []
+        for (const e of lines) {
+          const missed = expected === null ? 0 : e.index - expected
+          expected = e.index + 1
+          if (missed > 0) out.push({ _tag: "Missed", count: missed })
+          out.push(e)
+        }
+        // Every line gives at least itself: a chunk of lines is a chunk of events.
+        return out as Arr.NonEmptyArray<Event>
       })
     )
   })

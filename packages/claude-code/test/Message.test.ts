@@ -57,6 +57,104 @@ describe("Message", () => {
     )
   })
 
+  it("property: decodeLine gives what decode of the parsed line gives, keys in the same order", () => {
+    // decodeLine takes a direct path for the shapes the CLI writes; the schemas
+    // are the reference, down to the order of the keys of every object.
+    const same = (line: string) => {
+      const direct = Message.decodeLine(line)
+      const reference = Message.decode(JSON.parse(line))
+      assert.strictEqual(JSON.stringify(direct), JSON.stringify(reference), line)
+      assert.deepStrictEqual(direct, reference)
+    }
+    const block = fc.oneof(
+      fc.record({ type: fc.constant("text"), text: fc.oneof(fc.string(), fc.integer()), z: fc.jsonValue() }, {
+        requiredKeys: ["type"]
+      }),
+      fc.record({
+        id: fc.oneof(fc.string(), fc.constant(null)),
+        type: fc.constant("tool_use"),
+        name: fc.string(),
+        input: fc.oneof(fc.dictionary(fc.string(), fc.jsonValue()), fc.jsonValue())
+      }, { requiredKeys: ["type"] }),
+      fc.record({
+        is_error: fc.oneof(fc.boolean(), fc.constant(null)),
+        content: fc.oneof(fc.string(), fc.array(fc.jsonValue()), fc.integer()),
+        tool_use_id: fc.string(),
+        type: fc.constant("tool_result")
+      }, { requiredKeys: ["type"] }),
+      fc.record({ type: fc.oneof(fc.string(), fc.integer()), extra: fc.jsonValue() }, { requiredKeys: ["type"] }),
+      fc.jsonValue()
+    )
+    const message = (role: string) =>
+      fc.record({
+        model: fc.string(),
+        content: fc.oneof(fc.array(block, { maxLength: 3 }), fc.string()),
+        role: fc.oneof(fc.constant(role), fc.string()),
+        id: fc.string(),
+        usage: fc.jsonValue()
+      }, { requiredKeys: [] })
+    const wire = fc.oneof(
+      fc.record({
+        uuid: fc.string(),
+        subtype: fc.oneof(fc.constantFrom("init", "notification"), fc.string(), fc.integer()),
+        type: fc.constant("system"),
+        session_id: fc.oneof(fc.string(), fc.constant(null)),
+        text: fc.jsonValue()
+      }, { requiredKeys: ["type"] }),
+      fc.record({
+        session_id: fc.string(),
+        message: message("assistant"),
+        type: fc.constant("assistant"),
+        parent_tool_use_id: fc.oneof(fc.string(), fc.constant(null), fc.integer())
+      }, { requiredKeys: ["type"] }),
+      fc.record({
+        tool_use_result: fc.jsonValue(),
+        message: message("user"),
+        type: fc.constant("user"),
+        uuid: fc.string()
+      }, { requiredKeys: ["type"] }),
+      fc.record({
+        usage: fc.oneof(fc.dictionary(fc.string(), fc.jsonValue()), fc.jsonValue()),
+        total_cost_usd: fc.oneof(fc.double(), fc.string()),
+        type: fc.constant("result"),
+        is_error: fc.oneof(fc.boolean(), fc.string()),
+        subtype: fc.string(),
+        errors: fc.jsonValue(),
+        stop_reason: fc.oneof(fc.string(), fc.constant(null))
+      }, { requiredKeys: ["type"] }),
+      fc.record({
+        request: fc.record({ tool_name: fc.string(), subtype: fc.oneof(fc.string(), fc.integer()) }, {
+          requiredKeys: []
+        }),
+        type: fc.constantFrom("control_request", "control_cancel_request"),
+        request_id: fc.oneof(fc.string(), fc.integer())
+      }, { requiredKeys: ["type"] }),
+      fc.record({
+        type: fc.constant("control_response"),
+        response: fc.record({
+          error: fc.oneof(fc.string(), fc.integer()),
+          request_id: fc.string(),
+          subtype: fc.string(),
+          response: fc.jsonValue()
+        }, { requiredKeys: [] })
+      }, { requiredKeys: ["type"] }),
+      fc.record({
+        event: fc.record({ delta: fc.jsonValue(), type: fc.oneof(fc.string(), fc.integer()) }, { requiredKeys: [] }),
+        type: fc.constantFrom("stream_event", "keep_alive"),
+        _tag: fc.string(),
+        parent_tool_use_id: fc.oneof(fc.string(), fc.constant(null))
+      }, { requiredKeys: ["type"] })
+    )
+    fc.assert(fc.property(wire, (w) => same(JSON.stringify(w))), { numRuns: runs(1000) })
+    // What the schemas take but the direct path must not: numbers that parse to
+    // an infinity, a `__proto__` key, integer-like keys (ordered first by JS).
+    same(`{"type":"system","subtype":"x","n":1e999}`)
+    same(`{"type":"system","subtype":"x","n":-1E+400,"m":${"9".repeat(400)}}`)
+    same(`{"type":"system","subtype":"x","__proto__":{"a":1}}`)
+    same(`{"type":"keep_alive","2":1,"1":0}`)
+    same(`{"type":"result","subtype":"s","is_error":false,"total_cost_usd":1e999}`)
+  })
+
   it("property: a line that is not JSON is kept as its text", () => {
     fc.assert(
       fc.property(fc.string(), (line) => {
