@@ -14,6 +14,7 @@ import * as Charts from "./Charts.ts"
 import * as Html from "./Html.ts"
 import { type Model, relatedSessions, type Summary, type Unverified, unverifiedFrom } from "./ReportModel.ts"
 import * as Timeline from "./Timeline.ts"
+import * as Waterfall from "./Waterfall.ts"
 
 const duration = (secs: number): string => {
   if (secs < 60) return `${secs} s`
@@ -204,6 +205,15 @@ export const unverifiedSection = function*(u: Unverified): Generator<string> {
 }
 
 /**
+ * The time axis: the waterfall of the calls (`Waterfall`), sub-agents as a tree.
+ * Only verified entries are ever drawn on it.
+ *
+ * @since 0.1.0
+ */
+export const timeAxis = (waterfall: string): string =>
+  `<h2>Time axis</h2><section id="time-axis">${waterfall}</section>`
+
+/**
  * What differs between the report file and the viewer's page.
  *
  * @since 0.1.0
@@ -246,6 +256,9 @@ export const render = function*(m: Model, options: PageOptions): Generator<strin
   yield header(m, options.link)
   yield charts(m.summary)
   yield denials(m.summary)
+  const waterfall = Waterfall.builder(m.id)
+  for (const e of m.entries) waterfall.add(e)
+  yield timeAxis(waterfall.render({ link: (sequence) => `#e${sequence}` }))
   yield `<h2>Timeline</h2>`
   if (live) {
     yield `<p class="muted" id="live-status" data-from="${

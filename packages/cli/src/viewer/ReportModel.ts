@@ -303,20 +303,26 @@ export interface Overview extends Omit<Model, "entries"> {
  * Reads a session for its report: its state, its full history as a stream
  * (each entry handed to `each` in order, and summarized) and, unless `verify`
  * is false, a verification of the whole stored history. Only what `each` keeps
- * of the entries stays in memory.
+ * of the entries stays in memory. With `summarizer`, the summary is that
+ * summarizer's, which the caller may go on feeding (the viewer's live header).
  *
  * @since 0.1.0
  */
 export const overview = (
   id: string,
   storage: Storage.Options,
-  options?: { readonly verify?: boolean; readonly each?: (entry: Entry.Entry) => void }
+  options?: {
+    readonly verify?: boolean
+    readonly each?: (entry: Entry.Entry) => void
+    /** The summarizer to add the verified entries to (a new one by default), for a caller who goes on adding. */
+    readonly summarizer?: Summarizer
+  }
 ) =>
   Effect.gen(function*() {
     yield* Effect.fromResult(Entry.validateSessionId(id))
     const journal = yield* SessionJournal.SessionJournal
     const isDamage = (e: { readonly _tag: string }) => e._tag === "CorruptJournal" || e._tag === "IntegrityViolation"
-    const summary = summarizer()
+    const summary = options?.summarizer ?? summarizer()
     const each = options?.each
     let first: number | null = null
     let last: number | null = null
