@@ -217,6 +217,28 @@ describe("serve: Host names (DNS rebinding)", () => {
   })
 })
 
+describe("serve: stopping", () => {
+  it("stops on SIGTERM while pages follow a session and the list (their streams never end by themselves)", async () => {
+    const dir = tempDir()
+    assert.strictEqual((await record(dir, "s1")).code, 0)
+    const { child, port } = await serve(["--dir", dir])
+    // Two event streams held open, as two open pages hold them.
+    const open = (target: string) =>
+      new Promise<http.ClientRequest>((resolve, reject) => {
+        const req = http.get({ host: "127.0.0.1", port, path: target }, (res) => {
+          res.once("data", () => resolve(req))
+          res.on("error", () => undefined)
+        })
+        req.on("error", () => undefined)
+        req.once("error", reject)
+      })
+    await Promise.all([open("/sessions/s1/events?from=0"), open("/events")])
+    child.kill("SIGTERM")
+    // Before, closing the server waited for these streams to end: it never exited.
+    assert.isNumber(await exited(child), "it exited")
+  }, 60_000)
+})
+
 describe("serve: ids and parameters", () => {
   it("an id the storage refuses (CON and the other Windows device names) is 400, as is a bad ?from", async () => {
     const dir = tempDir()

@@ -119,7 +119,7 @@ export const header = (m: Omit<Model, "entries">, link: (id: string) => string):
       ? ""
       : ` <span class="muted" id="counted-in">copies, counted in ${Html.escape(m.countedIn)}</span>`) +
     (s.others > 0 ? `, <span id="count-others">${s.others}</span> other` : "") + `</dd>` +
-    `<dt>data flow</dt><dd>${Html.escape(Html.bytes(s.cumulativeRead[s.entries - 1] ?? 0))} read, ` +
+    `<dt>data flow</dt><dd id="data-flow">${Html.escape(Html.bytes(s.cumulativeRead[s.entries - 1] ?? 0))} read, ` +
     `${Html.escape(Html.bytes(s.cumulativeWritten[s.entries - 1] ?? 0))} written</dd>` +
     rel + `</dl>` +
     (m.verify === null ? "" : verifyBox(m.id, m.verify, m.generatedAt)) + `</header>`

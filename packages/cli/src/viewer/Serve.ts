@@ -740,6 +740,7 @@ export const run = (options: Options) =>
   Effect.gen(function*() {
     yield* checkOptions(options)
     const loopback = isLoopback(options.host)
+    let node: http.Server | undefined
     return yield* Effect.gen(function*() {
       const handler = yield* HttpRouter.toHttpEffect(routes(options.storage))
       const server = yield* HttpServer.HttpServer
@@ -758,6 +759,9 @@ export const run = (options: Options) =>
         return yield* handler
       })
       yield* HttpServer.serveEffect(guarded)
+      // Closing the server (a finalizer of serving, run after this one) waits for every connection to end, and a page that
+      // follows a session never ends its own: when the viewer stops, they are closed.
+      yield* Effect.addFinalizer(() => Effect.sync(() => node?.closeAllConnections()))
       if (!loopback) {
         yield* Output.errorLine(
           `session-journal: warning: serving on ${options.host}, which other machines may reach: anyone who connects can read every session ` +
@@ -768,7 +772,10 @@ export const run = (options: Options) =>
       yield* HttpServer.addressFormattedWith((address) => Output.write(`serving ${where} read-only at ${address}\n`))
       return yield* Effect.never
     }).pipe(
-      Effect.provide(NodeHttpServer.layer(() => http.createServer(), { port: options.port, host: options.host })),
+      Effect.scoped,
+      Effect.provide(
+        NodeHttpServer.layer(() => (node = http.createServer()), { port: options.port, host: options.host })
+      ),
       Effect.catchTag("ServeError", (e) =>
         Effect.fail(
           new NotAvailable({

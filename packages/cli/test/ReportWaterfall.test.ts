@@ -1,0 +1,265 @@
+/**
+ * The time axis in Chromium: the report and the viewer's page of a hooked Claude
+ * Code session (`hookedSession.ts`: a Bash call with Claude Code's
+ * `duration_ms`, an Agent call whose sub-agent reads a file, a denied Write)
+ * draw a waterfall with a row per call and per sub-agent, nested as a tree, each
+ * bar from the recorded time of its call to that of its outcome. Tampered
+ * copies of the session (an entry edited, an entry cut out, another chain in
+ * place of the tail) draw only the calls of the verified entries: a call whose
+ * outcome is not verified is drawn open, never with the unverified duration.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Entry } from "@session-journal/core"
+import type { ChildProcess } from "node:child_process"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as path from "node:path"
+import { pathToFileURL } from "node:url"
+import type { Page } from "playwright-core"
+import { afterAll, beforeAll } from "vitest"
+import { hasChromium, launch, type Launched } from "./Browser.ts"
+import { EVENTS, pre, sub, writeHooked } from "./hookedSession.ts"
+import { cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
+
+interface WfRow {
+  readonly span: string
+  readonly key: string
+  readonly parent: string
+  readonly depth: number
+  readonly entry: number
+  readonly ms: string
+  readonly verdict: string
+  readonly text: string
+}
+
+const wfRows = (page: Page): Promise<Array<WfRow>> =>
+  page.locator("#waterfall tbody tr").evaluateAll((rows) =>
+    rows.map((r) => ({
+      span: r.getAttribute("data-span") ?? "",
+      key: r.getAttribute("data-key") ?? "",
+      parent: r.getAttribute("data-parent") ?? "",
+      depth: Number(r.getAttribute("data-depth")),
+      entry: Number(r.getAttribute("data-entry")),
+      ms: r.getAttribute("data-ms") ?? "",
+      verdict: r.getAttribute("data-verdict") ?? "",
+      text: r.textContent ?? ""
+    }))
+  )
+
+// The same rows read from a page's HTML, for a page fetched without a browser.
+const wfRowsOf = (html: string): Array<{ span: string; entry: number; ms: string; name: string }> =>
+  [...html.matchAll(
+    /<tr class="wf-[^"]*"[^>]*data-span="(\w+)"[^>]*data-entry="(\d+)"[^>]*data-ms="(\d*)"[^>]*>(.*?)<\/tr>/g
+  )]
+    .map((m) => ({
+      span: m[1]!,
+      entry: Number(m[2]),
+      ms: m[3]!,
+      name: /<b>([^<]*)<\/b>/.exec(m[4]!)?.[1] ?? ""
+    }))
+
+const get = (url: string) =>
+  new Promise<{ status: number; body: string }>((resolve, reject) => {
+    http.get(url, (res) => {
+      const chunks: Array<Buffer> = []
+      res.on("data", (b: Buffer) => chunks.push(b))
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }))
+    }).on("error", reject)
+  })
+
+const seqOf = (entries: ReadonlyArray<Entry.Entry>, tool: string): number =>
+  entries.find((e) => Entry.isTool(e) && e.tool_name === tool)!.sequence
+
+// The session's one segment: its lines (the first is the segment's header, then an entry a line).
+const segmentOf = (dir: string, session: string) => {
+  const file = path.join(dir, session, fs.readdirSync(path.join(dir, session)).find((f) => f.endsWith(".jsonl"))!)
+  const lines = fs.readFileSync(file, "utf8").split("\n").filter((l) => l.length > 0)
+  const at = (sequence: number) =>
+    lines.findIndex((l) => (JSON.parse(l) as { e?: Entry.Entry }).e?.sequence === sequence)
+  return {
+    lines,
+    at,
+    write: (next: ReadonlyArray<string>) => fs.writeFileSync(file, next.join("\n") + "\n")
+  }
+}
+
+const serve = async (dir: string, started: Array<ChildProcess>) => {
+  const child = start(["--dir", dir, "serve", "--port", "0"])
+  started.push(child)
+  const line = await waitForLine(child, (l) => l.startsWith("serving "))
+  return line.slice(line.indexOf("http://"))
+}
+
+describe.skipIf(!hasChromium())("the time axis in Chromium", () => {
+  let chrome: Launched | undefined
+  const started: Array<ChildProcess> = []
+  beforeAll(async () => {
+    chrome = await launch()
+  })
+  afterAll(async () => {
+    for (const child of started) {
+      if (child.exitCode === null) {
+        child.kill("SIGTERM")
+        await exited(child)
+      }
+    }
+    await chrome?.close()
+    cleanup()
+  }, 60_000)
+
+  it("report and serve: a row per call and sub-agent, nested, each bar from its call's time to its outcome's", async () => {
+    const dir = tempDir()
+    const { session, entries } = await writeHooked(dir)
+    const file = path.join(dir, "report.html")
+    const r = await run(["--dir", dir, "report", session, "--out", file])
+    assert.strictEqual(r.code, 0, r.stderr)
+    const page = await chrome!.context.newPage()
+    await page.goto(pathToFileURL(file).href)
+
+    const rows = await wfRows(page)
+    const [bash, agentCall, subAgent, read, write] = rows
+    assert.strictEqual(rows.length, 5, JSON.stringify(rows))
+    assert.deepStrictEqual(
+      rows.map((x) => [x.span, x.depth, x.entry]),
+      [
+        ["call", 0, seqOf(entries, "Bash")],
+        ["call", 0, seqOf(entries, "Agent")],
+        ["agent", 1, entries.find((e) => e.kind === "claude-code.SubagentStart")!.sequence],
+        ["call", 2, seqOf(entries, "Read")],
+        ["call", 0, seqOf(entries, "Write")]
+      ]
+    )
+    // The tree: the sub-agent under the Agent call that started it, its call under it.
+    assert.strictEqual(subAgent!.parent, agentCall!.key)
+    assert.strictEqual(read!.parent, subAgent!.key)
+    assert.include(subAgent!.text, sub.agent_type, "the agent's type, as the journal records it")
+    assert.include(subAgent!.text, sub.agent_id)
+    // Durations: Claude Code's own for Bash; from the entries' times otherwise (EVENTS' seconds).
+    assert.deepStrictEqual(rows.map((x) => x.ms), ["1500", "5000", "3000", "1000", "0"])
+    assert.strictEqual(write!.verdict, "deny")
+    assert.include(write!.text, "DENIED")
+    assert.include(bash!.text, "npm test", "what the call did")
+    assert.include(read!.text, "/tmp/otel/work/a.ts")
+
+    // On the axis: each bar starts in time order, and a nested bar lies within its parent's.
+    const box = async (key: string) => (await page.locator(`#waterfall tr[data-key="${key}"] .wf-bar`).boundingBox())!
+    const [b, a, s, rd, w] = await Promise.all(rows.map((x) => box(x.key)))
+    assert.isBelow(b!.x, a!.x)
+    assert.isBelow(a!.x, s!.x)
+    assert.isBelow(rd!.x, w!.x)
+    for (const [inner, outer] of [[s!, a!], [rd!, s!]] as const) {
+      assert.isAtLeast(inner.x, outer.x - 0.5)
+      assert.isAtMost(inner.x + inner.width, outer.x + outer.width + 0.5)
+    }
+    assert.isAbove(a!.width, b!.width, "the 5 s Agent call is longer than the 1.5 s Bash call")
+
+    // A row leads to its entry in the timeline.
+    await page.locator(`#waterfall tr[data-key="${read!.key}"] a`).click()
+    assert.match(page.url(), new RegExp(`#e${read!.entry}$`))
+    assert.strictEqual(await page.locator(`#e${read!.entry}`).getAttribute("data-tool"), "Read")
+    await page.close()
+
+    // The viewer's page draws the same waterfall, its links to the window holding each entry.
+    const base = await serve(dir, started)
+    const live = await chrome!.context.newPage()
+    await live.goto(`${base}/sessions/${session}`)
+    assert.deepStrictEqual(
+      (await wfRows(live)).map((x) => [x.span, x.depth, x.entry, x.ms, x.verdict]),
+      rows.map((x) => [x.span, x.depth, x.entry, x.ms, x.verdict])
+    )
+    assert.strictEqual(
+      await live.locator(`#waterfall tr[data-key="${read!.key}"] a`).getAttribute("href"),
+      `/sessions/${session}?from=${read!.entry}#e${read!.entry}`
+    )
+    await live.close()
+  })
+
+  it(
+    "tampered sessions (an entry edited, an entry cut out, another chain in place of the tail): only verified calls are drawn",
+    async () => {
+      // The session up to the Agent call, then on two diverging copies: the rest of
+      // EVENTS in one, a Glob call in the other.
+      const upTo = EVENTS.findIndex(([, input]) => input["tool_name"] === "Agent") + 1
+      const original = tempDir()
+      const { session, entries: base } = await writeHooked(original, EVENTS.slice(0, upTo))
+      const other = tempDir()
+      fs.cpSync(original, other, { recursive: true })
+      const { entries } = await writeHooked(original, EVENTS.slice(upTo))
+      const { entries: forked } = await writeHooked(other, [[9, pre("Glob", { pattern: "**/*.ts" }, "toolu_glob")]])
+      assert.isAbove(forked.length, base.length + 1)
+      const read = seqOf(entries, "Read")
+
+      const cases: Array<{ name: string; failsAt: number; tamper: (dir: string) => void }> = [
+        {
+          name: "edit",
+          failsAt: read,
+          tamper: (dir) => {
+            const seg = segmentOf(dir, session)
+            const i = seg.at(read)
+            const row = JSON.parse(seg.lines[i]!)
+            row.e.bytes_read += 1
+            seg.write(seg.lines.map((l, n) => (n === i ? JSON.stringify(row) : l)))
+          }
+        },
+        {
+          name: "cut",
+          failsAt: read,
+          tamper: (dir) => {
+            const seg = segmentOf(dir, session)
+            seg.write(seg.lines.filter((_, n) => n !== seg.at(read)))
+          }
+        },
+        {
+          // The stored entries from `base.length` on: the original's first, then the
+          // other copy's, which link to a different entry before them.
+          name: "fork",
+          failsAt: base.length + 1,
+          tamper: (dir) => {
+            const seg = segmentOf(dir, session)
+            const theirs = segmentOf(other, session)
+            seg.write([
+              ...seg.lines.slice(0, seg.at(base.length) + 1),
+              ...theirs.lines.slice(theirs.at(base.length + 1))
+            ])
+          }
+        }
+      ]
+      for (const c of cases) {
+        const dir = tempDir()
+        fs.cpSync(original, dir, { recursive: true })
+        c.tamper(dir)
+        const file = path.join(dir, "report.html")
+        const r = await run(["--dir", dir, "report", session, "--out", file])
+        assert.strictEqual(r.code, 1, `${c.name}: ${r.stderr}`)
+        const page = await chrome!.context.newPage()
+        await page.goto(pathToFileURL(file).href)
+        assert.strictEqual(await page.locator("#verification").getAttribute("data-ok"), "false", c.name)
+        assert.include(
+          await page.locator("#verification").innerText(),
+          `only the entries before sequence ${c.failsAt}, which verified`,
+          c.name
+        )
+        const rows = await wfRows(page)
+        for (const x of rows) {
+          assert.isBelow(x.entry, c.failsAt, `${c.name}: ${x.text}`)
+          assert.notMatch(x.text, /Glob|Read|Write/, `${c.name}: no call of an unverified entry`)
+        }
+        // Drawn open when drawn: its outcome is not verified.
+        for (const x of rows.filter((x) => x.span === "call" && x.text.includes("Agent"))) {
+          assert.strictEqual(x.ms, "", `${c.name}: the Agent call's outcome is not verified: drawn open`)
+        }
+        if (c.name !== "cut") assert.strictEqual(rows.length, 3, `${c.name}: Bash, Agent and its sub-agent`)
+        await page.close()
+
+        // And the viewer's page.
+        const served = await get(`${await serve(dir, started)}/sessions/${session}`)
+        assert.strictEqual(served.status, 200, c.name)
+        assert.match(served.body, /data-ok="false"/)
+        const drawn = wfRowsOf(served.body)
+        assert.deepStrictEqual(drawn.map((x) => [x.span, x.entry, x.ms]), rows.map((x) => [x.span, x.entry, x.ms]))
+        for (const x of drawn) assert.notInclude(["Glob", "Read", "Write"], x.name, c.name)
+      }
+    },
+    180_000
+  )
+})
