@@ -10,6 +10,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Entry } from "@session-journal/core"
+import * as fc from "fast-check"
 import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -17,8 +18,10 @@ import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import type { Page } from "playwright-core"
 import { afterAll, beforeAll } from "vitest"
+import * as Waterfall from "../src/viewer/Waterfall.ts"
 import { hasChromium, launch, type Launched } from "./Browser.ts"
 import { EVENTS, pre, sub, writeHooked } from "./hookedSession.ts"
+import { entriesOf, SEED, type Step, step } from "./hookEntries.ts"
 import { cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
 
 interface WfRow {
@@ -89,6 +92,58 @@ const serve = async (dir: string, started: Array<ChildProcess>) => {
   const line = await waitForLine(child, (l) => l.startsWith("serving "))
   return line.slice(line.indexOf("http://"))
 }
+
+describe("the waterfall's rows", () => {
+  it("for any hooked session the rows are a tree under the session, ends never before starts, at most MAX_SPANS (property)", () => {
+    fc.assert(
+      fc.property(
+        fc.array(step, { maxLength: 80 }),
+        fc.array(fc.integer({ min: 0, max: 3 }), { minLength: 1, maxLength: 4 }),
+        (steps, gaps) => {
+          const entries = entriesOf(steps, gaps)
+          const w = Waterfall.builder("s")
+          for (const e of entries) w.add(e)
+          const rows = w.rows()
+          const keys = new Set(rows.map((r) => r.key))
+          for (const r of rows) {
+            if (r.kind === "session") continue
+            assert.isTrue(r.parent !== null && keys.has(r.parent), `${r.key} under a kept row`)
+            if (r.end !== null) assert.isTrue(r.end >= r.start, r.key)
+            assert.isBelow(r.sequence, entries.length)
+          }
+          const calls = entries.filter(Entry.isTool).length
+          assert.strictEqual(w.calls(), calls)
+          assert.strictEqual(rows.filter((r) => r.kind === "call").length, calls, "all kept below the bound")
+          const html = w.render({ link: (n) => `#e${n}` })
+          assert.strictEqual((html.match(/<tr class="wf-/g) ?? []).length, rows.length - (rows.length > 0 ? 1 : 0))
+        }
+      ),
+      { seed: SEED, verbose: true, numRuns: 300 }
+    )
+  })
+
+  it("a long session keeps the newest rows only, and says how many calls there were", () => {
+    // 20,000 calls, every tenth an Agent call whose sub-agent makes a call.
+    const steps: Array<Step> = []
+    for (let i = 0; i < 20_000; i++) {
+      const agent = i % 10 === 1 ? 1 : 0
+      if (i % 10 === 0) steps.push({ _tag: "call", tool: "Agent", agent: 0, allowed: true, decide: true })
+      else steps.push({ _tag: "call", tool: "Bash", agent, allowed: i % 7 !== 0, decide: true })
+      steps.push({ _tag: "outcome", pick: 1_000_000, ms: i % 3 === 0 ? null : 5 })
+      if (i % 10 === 2) steps.push({ _tag: "stop", agent: 1 })
+    }
+    const entries = entriesOf(steps, [1])
+    const w = Waterfall.builder("s")
+    for (const e of entries) w.add(e)
+    const rows = w.rows()
+    assert.isAtMost(rows.length, Waterfall.MAX_SPANS + 1)
+    assert.strictEqual(w.calls(), 20_000)
+    const last = entries.filter(Entry.isTool).at(-1)!.sequence
+    assert.include(rows.map((r) => r.sequence), last, "the newest call is kept")
+    const html = w.render({ link: (n) => `#e${n}` })
+    assert.match(html, /\(the newest \d+ of 20000 calls\)/)
+  })
+})
 
 describe.skipIf(!hasChromium())("the time axis in Chromium", () => {
   let chrome: Launched | undefined
