@@ -4,7 +4,10 @@
  * `NodeHttpServer`). The list of sessions, each session's page as in the
  * report, verification on demand, and new entries appended live through
  * server-sent events fed by the journal's `follow` (which also sees entries
- * other processes write). It only reads: no route writes, and only GET (and
+ * other processes write). Everything above a page's timeline follows too: one
+ * live header per followed session (`Snapshot`), shared by its pages, adds each
+ * entry followed to the same counts, charts, denials and time axis and sends
+ * them redrawn; the list page's events send the list again when it changed. It only reads: no route writes, and only GET (and
  * HEAD) are routed. Every value shown is escaped; pages forbid inline scripts
  * and load only the viewer's own script.
  *
