@@ -8,8 +8,9 @@
  * sends (`otel/Spans`), so the page and a trace viewer agree.
  *
  * Fed one verified entry at a time (`builder`), in chain order; memory is
- * bounded whatever the session's length: at most `MAX_SPANS` rows are kept, the
- * oldest finished rows leaving first, and `render` draws what is kept as HTML
+ * bounded whatever the session's length: at most `MAX_SPANS` rows are kept (and
+ * a batch of 64 more before they leave together), the oldest finished rows
+ * leaving first, and `render` draws what is kept as HTML
  * (no script needed). The page's entries past a failed verification are never
  * fed to it.
  *
@@ -28,6 +29,8 @@ import * as Html from "./Html.ts"
  * @since 0.1.0
  */
 export const MAX_SPANS = 400
+
+const EVICT_BATCH = 64
 
 /**
  * One row of the waterfall: the session, a sub-agent or a call.
@@ -94,7 +97,9 @@ export const builder = (id: string): Builder => {
   let calls = 0
   let latest = 0n
 
+  // Rows leave in batches: a scan past open rows is paid once per `EVICT_BATCH` rows, not per row.
   const evict = () => {
+    if (kept.size <= MAX_SPANS + EVICT_BATCH) return
     for (const row of kept.values()) {
       if (kept.size <= MAX_SPANS) return
       if (row.kind === "session" || row.children > 0 || row.end === null) continue
