@@ -295,6 +295,13 @@ describe.skipIf(!hasChromium())("the time axis in Chromium", () => {
           `only the entries before sequence ${c.failsAt}, which verified`,
           c.name
         )
+        // The box says where the entries past the failure are: apart, or (when the read stopped) nowhere.
+        const apart = await page.locator("#unverified").count()
+        assert.include(
+          await page.locator("#verification").innerText(),
+          apart === 0 ? "are not shown" : "appear only apart",
+          c.name
+        )
         const rows = await wfRows(page)
         for (const x of rows) {
           assert.isBelow(x.entry, c.failsAt, `${c.name}: ${x.text}`)
@@ -311,6 +318,11 @@ describe.skipIf(!hasChromium())("the time axis in Chromium", () => {
         const served = await get(`${await serve(dir, started)}/sessions/${session}`)
         assert.strictEqual(served.status, 200, c.name)
         assert.match(served.body, /data-ok="false"/)
+        assert.notInclude(served.body, "appear only apart", `${c.name}: the page shows nothing apart, and says so`)
+        assert.include(
+          served.body,
+          `from ${c.failsAt} on are not vouched for: they count in nothing here and are not shown`
+        )
         const drawn = wfRowsOf(served.body)
         assert.deepStrictEqual(drawn.map((x) => [x.span, x.entry, x.ms]), rows.map((x) => [x.span, x.entry, x.ms]))
         for (const x of drawn) assert.notInclude(["Glob", "Read", "Write"], x.name, c.name)

@@ -25,10 +25,12 @@ const duration = (secs: number): string => {
 /**
  * The verification box: status, entries checked, the exported head in full and
  * the command that re-checks it; `at` is when it was checked (ms since the epoch).
+ * With `apart`, the page shows the entries past a failure apart, marked not
+ * verified; without it the box says they are not shown.
  *
  * @since 0.1.0
  */
-export const verifyBox = (id: string, r: Verify.Report, at: number): string => {
+export const verifyBox = (id: string, r: Verify.Report, at: number, apart = false): string => {
   const status = !r.ok
     ? (r.violation !== null
       ? `<span class="badge bad">INTEGRITY VIOLATION</span>`
@@ -55,8 +57,9 @@ export const verifyBox = (id: string, r: Verify.Report, at: number): string => {
     : from === null
     ? `<p>The counts, charts and timeline below hold only the entries that could be read before the damage.</p>`
     : `<p>The counts, charts and timeline below hold only the entries before sequence ${from}, which verified. ` +
-      `The stored entries from ${from} on are not vouched for: they count in nothing here and appear only apart, ` +
-      `marked not verified.</p>`
+      `The stored entries from ${from} on are not vouched for: they count in nothing here and ${
+        apart ? "appear only apart, marked not verified" : "are not shown"
+      }.</p>`
   return `<section class="verify${r.ok ? "" : " failed"}" id="verification" data-ok="${r.ok}">` +
     `<b>Verification</b> ${status} <span class="muted">at ${Html.escape(new Date(at).toISOString())}</span>` +
     `<dl class="facts"><dt>entries checked</dt><dd id="entries-checked">${r.entries_checked}</dd>` +
@@ -69,11 +72,16 @@ export const verifyBox = (id: string, r: Verify.Report, at: number): string => {
 
 /**
  * The header: title, id, labels, time span, counts, related sessions and the
- * verification box.
+ * verification box. `apart` says whether the page shows the entries past a
+ * failed verification apart (by default: when the model read any).
  *
  * @since 0.1.0
  */
-export const header = (m: Omit<Model, "entries">, link: (id: string) => string): string => {
+export const header = (
+  m: Omit<Model, "entries">,
+  link: (id: string) => string,
+  apart: boolean = m.unverified !== null
+): string => {
   const s = m.summary
   const title = m.meta?.title
   const labels = (m.meta?.labels ?? []).map((l) => `<span class="badge label">${Html.escape(l)}</span>`).join(" ")
@@ -122,7 +130,7 @@ export const header = (m: Omit<Model, "entries">, link: (id: string) => string):
     `<dt>data flow</dt><dd id="data-flow">${Html.escape(Html.bytes(s.cumulativeRead[s.entries - 1] ?? 0))} read, ` +
     `${Html.escape(Html.bytes(s.cumulativeWritten[s.entries - 1] ?? 0))} written</dd>` +
     rel + `</dl>` +
-    (m.verify === null ? "" : verifyBox(m.id, m.verify, m.generatedAt)) + `</header>`
+    (m.verify === null ? "" : verifyBox(m.id, m.verify, m.generatedAt, apart)) + `</header>`
 }
 
 /**

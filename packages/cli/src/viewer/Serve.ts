@@ -261,7 +261,8 @@ const overviewBody = (
   waterfall: Waterfall.Builder,
   note = ""
 ) =>
-  Report.header({ ...o, summary }, sessionLink) + note + Report.charts(summary) + Report.denials(summary) +
+  // A session page stops its timeline where verification failed: nothing is shown apart.
+  Report.header({ ...o, summary }, sessionLink, false) + note + Report.charts(summary) + Report.denials(summary) +
   Report.timeAxis(waterfall.render({ link: entryLink(o.id) }))
 
 /**
