@@ -18,6 +18,7 @@ import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import type { Page } from "playwright-core"
 import { afterAll, beforeAll } from "vitest"
+import * as Html from "../src/viewer/Html.ts"
 import * as Waterfall from "../src/viewer/Waterfall.ts"
 import { hasChromium, launch, type Launched } from "./Browser.ts"
 import { EVENTS, pre, sub, writeHooked } from "./hookedSession.ts"
@@ -120,6 +121,86 @@ describe("the waterfall's rows", () => {
       ),
       { seed: SEED, verbose: true, numRuns: 300 }
     )
+  })
+
+  it("a session of transcript lines is drawn from them, at the times they state; its archived tool entries are not drawn again", () => {
+    const ARCHIVED = 1_764_500_000 // a day after the lines' own times
+    const link = { prev_hash: Entry.ZERO_HASH, timestamp_secs: ARCHIVED }
+    const at = (s: number) => new Date((1_764_400_000 + s) * 1000).toISOString()
+    const use = (id: string, name: string, input: unknown) => ({ type: "tool_use", id, name, input })
+    const result = (id: string, error = false) => ({
+      type: "tool_result",
+      tool_use_id: id,
+      content: "…",
+      is_error: error
+    })
+    const lines: Array<Record<string, unknown>> = [
+      { type: "user", timestamp: at(0), message: { role: "user", content: "review and test" } },
+      { type: "assistant", timestamp: at(1), message: { role: "assistant", content: [use("ta", "Agent", {})] } },
+      {
+        type: "assistant",
+        timestamp: at(2),
+        isSidechain: true,
+        agentId: "sub1",
+        message: { role: "assistant", content: [use("tr", "Read", { file_path: "/w/a.ts" })] }
+      },
+      {
+        type: "user",
+        timestamp: at(4),
+        isSidechain: true,
+        agentId: "sub1",
+        message: { role: "user", content: [result("tr")] }
+      },
+      { type: "user", timestamp: at(6), message: { role: "user", content: [result("ta")] } },
+      {
+        type: "assistant",
+        timestamp: at(7),
+        message: { role: "assistant", content: [use("tb", "Bash", { command: "rm -rf /" })] }
+      },
+      {
+        type: "user",
+        timestamp: at(8),
+        permissionDecision: { decision: "reject" },
+        message: { role: "user", content: [result("tb", true)] }
+      }
+    ]
+    const entries: Array<Entry.Entry> = []
+    for (const line of lines) {
+      entries.push(
+        Entry.makeOther({ ...link, sequence: entries.length }, "claude-code.line", {
+          n: entries.length + 1,
+          line: JSON.stringify(line)
+        })
+      )
+      // Custody writes a call's tool entry after the line that completes it.
+      const done = (line["message"] as { content: unknown }).content
+      if (Array.isArray(done) && done.some((p: { type?: string }) => p.type === "tool_result")) {
+        entries.push(Entry.makeTool({ ...link, sequence: entries.length }, {
+          tool_name: "Copy",
+          server_id: "claude-code",
+          agent_id: "main",
+          bytes_read: 0,
+          bytes_written: 0,
+          delegation_depth: 0,
+          allowed: true
+        }))
+      }
+    }
+    const w = Waterfall.builder("cc-1")
+    for (const e of entries) w.add(e)
+    const html = w.render({ link: (n) => `#e${n}` })
+    const rows = [...html.matchAll(/data-span="(\w+)" data-depth="(\d+)"[^>]*data-ms="(\d*)"[^>]*>.*?<b>([^<]*)<\/b>/g)]
+      .map((m) => [m[1], Number(m[2]), m[3], m[4]])
+    assert.deepStrictEqual(rows, [
+      ["call", 0, "5000", "Agent"],
+      ["agent", 1, "2000", "sub1"],
+      ["call", 2, "2000", "Read"],
+      ["call", 0, "1000", "Bash"]
+    ])
+    assert.match(html, /data-span="call"[^>]*data-verdict="deny"[^>]*>.*?<b>Bash<\/b>/, "the refused call")
+    assert.notInclude(html, "Copy", "the archived copies are not drawn")
+    assert.strictEqual(w.calls(), 3)
+    assert.include(html, `${Html.isoSeconds(1_764_400_001)} → ${Html.isoSeconds(1_764_400_008)}`, "the lines' times")
   })
 
   it("a long session keeps the newest rows only, and says how many calls there were", () => {

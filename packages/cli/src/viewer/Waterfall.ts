@@ -5,7 +5,12 @@
  * sub-agents as a tree: a sub-agent's row (its type where the journal has it)
  * sits under the `Agent` / `Task` call that started it, or under the session,
  * and its calls under it. The structure is the one the OpenTelemetry export
- * sends (`otel/Spans`), so the page and a trace viewer agree.
+ * sends (`otel/Spans`), so the page and a trace viewer agree. A session of
+ * transcript lines (custody's, the Agent SDK store's: `Conversation`) is drawn
+ * from its lines instead, at the times the transcript states: a call from its
+ * tool use to its tool result, a sub-agent's lines under the Agent call that
+ * started it; the tool entries such a session holds are copies written when
+ * the lines were archived, and are not drawn twice.
  *
  * Fed one verified entry at a time (`builder`), in chain order; memory is
  * bounded whatever the session's length: at most `MAX_SPANS` rows are kept (and
@@ -19,6 +24,7 @@
 import { Entry } from "@session-journal/core"
 import * as Spans from "../otel/Spans.ts"
 import * as CallLine from "./CallLine.ts"
+import * as Conversation from "./Conversation.ts"
 import * as Denials from "./Denials.ts"
 import * as Html from "./Html.ts"
 
@@ -31,6 +37,8 @@ import * as Html from "./Html.ts"
 export const MAX_SPANS = 400
 
 const EVICT_BATCH = 64
+
+const AGENT_TOOLS = new Set(["Agent", "Task"])
 
 /**
  * One row of the waterfall: the session, a sub-agent or a call.
@@ -96,6 +104,10 @@ export const builder = (id: string): Builder => {
   const callOf = new Map<number, string>() // tool entry sequence → key, of kept calls
   let calls = 0
   let latest = 0n
+  // Transcript lines seen: the session's calls are read from them, at the times they state.
+  let transcript = false
+  let latestTurn = 0n
+  const hosting = new Set<string>() // transcript Agent / Task calls that host a sub-agent
 
   // Rows leave in batches: a scan past open rows is paid once per `EVICT_BATCH` rows, not per row.
   const evict = () => {
@@ -104,6 +116,7 @@ export const builder = (id: string): Builder => {
       if (kept.size <= MAX_SPANS) return
       if (row.kind === "session" || row.children > 0 || row.end === null) continue
       kept.delete(row.key)
+      hosting.delete(row.key)
       if (row.kind === "call") callOf.delete(row.sequence)
       const parent = row.parent === null ? undefined : kept.get(row.parent)
       if (parent !== undefined) parent.children--
@@ -113,9 +126,89 @@ export const builder = (id: string): Builder => {
       if (kept.size <= MAX_SPANS) return
       if (row.kind !== "call" || row.children > 0) continue
       kept.delete(row.key)
+      hosting.delete(row.key)
       callOf.delete(row.sequence)
       const parent = row.parent === null ? undefined : kept.get(row.parent)
       if (parent !== undefined) parent.children--
+    }
+  }
+
+  const keep = (row: Row) => {
+    kept.set(row.key, row)
+    if (row.kind === "call") calls++
+    const parent = row.parent === null ? undefined : kept.get(row.parent)
+    if (parent !== undefined) parent.children++
+    evict()
+  }
+
+  // A sub-agent's transcript lines: its row, under the oldest open Agent / Task
+  // call that hosts none yet (as `Spans` nests it), lasting to its latest line.
+  const turnAgent = (sequence: number, agentId: string, time: bigint): string => {
+    const key = `turn-agent:${agentId}`
+    const known = kept.get(key)
+    if (known !== undefined) {
+      if (known.end === null || time > known.end) known.end = time
+      return key
+    }
+    let host: Row | undefined
+    for (const row of kept.values()) {
+      if (row.kind === "call" && row.end === null && AGENT_TOOLS.has(row.name) && !hosting.has(row.key)) {
+        host = row
+        break
+      }
+    }
+    if (host !== undefined) hosting.add(host.key)
+    keep({
+      key,
+      parent: host?.key ?? Spans.SESSION_KEY,
+      kind: "agent",
+      name: agentId,
+      agentId,
+      what: "",
+      sequence,
+      start: time,
+      end: time,
+      verdict: null,
+      error: null,
+      children: 0
+    })
+    return key
+  }
+
+  // A transcript line: its tool uses start calls, its tool results end them.
+  const addTurn = (entry: Entry.Entry, turn: Conversation.Turn) => {
+    transcript = true
+    const ms = turn.timestamp
+    const time = ms !== null && Number.isSafeInteger(ms) && ms >= 0
+      ? BigInt(ms) * 1_000_000n
+      : BigInt(entry.timestamp_secs) * 1_000_000_000n
+    if (time > latestTurn) latestTurn = time
+    const parent = turn.agentId === null ? Spans.SESSION_KEY : turnAgent(entry.sequence, turn.agentId, time)
+    for (const part of turn.parts) {
+      if (part._tag === "ToolUse") {
+        const key = `use:${part.id}`
+        if (kept.has(key)) continue
+        keep({
+          key,
+          parent,
+          kind: "call",
+          name: part.name,
+          agentId: null,
+          what: part.line,
+          sequence: entry.sequence,
+          start: time,
+          end: null,
+          verdict: null,
+          error: null,
+          children: 0
+        })
+      } else if (part._tag === "ToolResult") {
+        const row = kept.get(`use:${part.id}`)
+        if (row === undefined || row.end !== null) continue
+        row.end = time < row.start ? row.start : time
+        if (part.denied) row.verdict = "deny"
+        else if (part.error) row.error = "error"
+      }
     }
   }
 
@@ -129,7 +222,8 @@ export const builder = (id: string): Builder => {
         const name = kind === "call"
           ? String(a[Spans.Attr.toolName] ?? "")
           : String(a[Spans.Attr.agentName] ?? agentId ?? "")
-        const row: Row = {
+        if (kind === "call") callOf.set(sequence, op.key)
+        keep({
           key: op.key,
           parent: op.parent,
           kind,
@@ -142,15 +236,7 @@ export const builder = (id: string): Builder => {
           verdict: null,
           error: null,
           children: 0
-        }
-        kept.set(op.key, row)
-        if (kind === "call") {
-          calls++
-          callOf.set(sequence, op.key)
-        }
-        const parent = op.parent === null ? undefined : kept.get(op.parent)
-        if (parent !== undefined) parent.children++
-        evict()
+        })
         return
       }
       case "Annotate": {
@@ -178,7 +264,12 @@ export const builder = (id: string): Builder => {
     add: (entry) => {
       const time = BigInt(entry.timestamp_secs) * 1_000_000_000n
       if (time > latest) latest = time
+      // A session of transcript lines holds its calls as tool entries too, written
+      // when they were archived: copies, read from the lines instead.
+      if (transcript && Entry.isTool(entry)) return
       for (const op of fold.add(entry)) apply(op)
+      const turn = entry.kind === Conversation.LINE_KIND ? Conversation.ofEntry(entry) : null
+      if (turn !== null) return addTurn(entry, turn)
       if (Entry.isTool(entry)) {
         // A tool entry the hooks denied has no decision entry saying so.
         if (!entry.allowed) {
@@ -197,7 +288,7 @@ export const builder = (id: string): Builder => {
     },
     rows: () => [...kept.values()],
     calls: () => calls,
-    render: (options) => render([...kept.values()], calls, latest, options)
+    render: (options) => render([...kept.values()], calls, transcript ? latestTurn : latest, options)
   }
 }
 
