@@ -127,8 +127,8 @@ export const header = (
       ? ""
       : ` <span class="muted" id="counted-in">copies, counted in ${Html.escape(m.countedIn)}</span>`) +
     (s.others > 0 ? `, <span id="count-others">${s.others}</span> other` : "") + `</dd>` +
-    `<dt>data flow</dt><dd id="data-flow">${Html.escape(Html.bytes(s.cumulativeRead[s.entries - 1] ?? 0))} read, ` +
-    `${Html.escape(Html.bytes(s.cumulativeWritten[s.entries - 1] ?? 0))} written</dd>` +
+    `<dt>data flow</dt><dd id="data-flow">${Html.escape(Html.bytes(s.read))} read, ` +
+    `${Html.escape(Html.bytes(s.written))} written</dd>` +
     rel + `</dl>` +
     (m.verify === null ? "" : verifyBox(m.id, m.verify, m.generatedAt, apart)) + `</header>`
 }
@@ -159,7 +159,7 @@ export const charts = (s: Summary): string => {
       Charts.lines([
         { name: "read", color: "#0969da", values: s.cumulativeRead },
         { name: "written", color: "#bf3989", values: s.cumulativeWritten }
-      ], { className: "chart-bytes", title: "cumulative bytes read and written" })
+      ], { className: "chart-bytes", title: "cumulative bytes read and written", lastEntry: s.entries - 1 })
     }</div>` + guards + reasons + `</div>`
 }
 
