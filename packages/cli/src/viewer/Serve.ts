@@ -7,8 +7,8 @@
  * other processes write). Everything above a page's timeline follows too: one
  * live header per followed session (`Snapshot`), shared by its pages, adds each
  * entry followed to the same counts, charts, denials and time axis and sends
- * them redrawn; the list page's events send the list again when it changed. It only reads: no route writes, and only GET (and
- * HEAD) are routed. Every value shown is escaped; pages forbid inline scripts
+ * them redrawn; the list page's events send the list again when it changed.
+ * It only reads: no route writes, and only GET (and HEAD) are routed. Every value shown is escaped; pages forbid inline scripts
  * and load only the viewer's own script.
  *
  * It binds 127.0.0.1 by default and answers only requests addressed to
@@ -353,7 +353,6 @@ const followOverview = (id: string, storage: Storage.Options, snapshots: PubSub.
       Stream.runForEach((events) => {
         let stopped: string | null = null
         for (const event of events) {
-          if (stopped !== null) break
           if (event._tag === "Recovered") {
             stopped = recoveredMessage(event)
             break
