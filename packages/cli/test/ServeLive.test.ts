@@ -124,11 +124,8 @@ describe.skipIf(!hasChromium())("the live view in Chromium", () => {
       assert.strictEqual(await page.locator("#waterfall tr[data-span=call]").count(), calls + 2)
       assert.strictEqual(await page.locator("#denials tbody tr").count(), 2)
       assert.include(await page.locator("#data-flow").innerText(), "read")
-      assert.strictEqual(
-        await page.locator("#live-since").count(),
-        1,
-        "the header says what came after its verification"
-      )
+      // Whether the header also notes the entries that came after its verification depends on whether its
+      // pass over the history ran before the writes: either is right, and neither is asserted.
       assert.strictEqual(await page.locator("#live-stopped").count(), 0)
       await page.close()
     },
