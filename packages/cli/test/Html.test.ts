@@ -135,6 +135,28 @@ describe("Report", () => {
     assert.deepStrictEqual(s.cumulativeWritten, [5, 5, 12])
   })
 
+  it("keeps at most MAX_SERIES points of the byte series however long the session, each a running total, the last the total", () => {
+    for (const count of [ReportModel.MAX_SERIES, ReportModel.MAX_SERIES + 1, 12_345, 100_000]) {
+      const summarizer = ReportModel.summarizer()
+      const totals: Array<number> = []
+      for (let i = 0; i < count; i++) {
+        // Every third entry an outcome with bytes of its own: the series is no straight line.
+        const e = i % 3 === 0
+          ? other(Entry.OUTCOME_KIND, { bytes_read: i % 1000, bytes_written: 1 }, i)
+          : toolEntry("t", true, i)
+        summarizer.add(e)
+        totals.push((totals.at(-1) ?? 0) + (i % 3 === 0 ? i % 1000 : 10))
+      }
+      const s = summarizer.summary()
+      assert.isAtMost(s.cumulativeRead.length, ReportModel.MAX_SERIES + 1, String(count))
+      assert.strictEqual(s.cumulativeRead.length, s.cumulativeWritten.length)
+      assert.strictEqual(s.read, totals.at(-1))
+      assert.strictEqual(s.cumulativeRead.at(-1), totals.at(-1), "the series ends at the total")
+      // Point k is the total after entry (k + 1) · stride, the last one excepted.
+      s.cumulativeRead.slice(0, -1).forEach((v, k) => assert.strictEqual(v, totals[(k + 1) * s.stride - 1]))
+    }
+  })
+
   it("links sub-agent and parent sessions named by the metadata, valid ids only", () => {
     const meta = { updated_at: 0, data: { sub_sessions: ["s-1", { id: "s-2" }, "../etc", "<x>"], parent: "p-1" } }
     assert.deepStrictEqual(ReportModel.relatedSessions(meta), {

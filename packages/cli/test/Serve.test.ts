@@ -217,6 +217,28 @@ describe("serve: Host names (DNS rebinding)", () => {
   })
 })
 
+describe("serve: stopping", () => {
+  it("stops on SIGTERM while pages follow a session and the list (their streams never end by themselves)", async () => {
+    const dir = tempDir()
+    assert.strictEqual((await record(dir, "s1")).code, 0)
+    const { child, port } = await serve(["--dir", dir])
+    // Two event streams held open, as two open pages hold them.
+    const open = (target: string) =>
+      new Promise<http.ClientRequest>((resolve, reject) => {
+        const req = http.get({ host: "127.0.0.1", port, path: target }, (res) => {
+          res.once("data", () => resolve(req))
+          res.on("error", () => undefined)
+        })
+        req.on("error", () => undefined)
+        req.once("error", reject)
+      })
+    await Promise.all([open("/sessions/s1/events?from=0"), open("/events")])
+    child.kill("SIGTERM")
+    // Before, closing the server waited for these streams to end: it never exited.
+    assert.isNumber(await exited(child), "it exited")
+  }, 60_000)
+})
+
 describe("serve: ids and parameters", () => {
   it("an id the storage refuses (CON and the other Windows device names) is 400, as is a bad ?from", async () => {
     const dir = tempDir()
@@ -278,6 +300,30 @@ const loadConcurrently = async (port: number, id: string, entries: number, concu
   return pages
 }
 
+// Opens a session's event stream from `from`; `until` resolves once the stream has
+// carried `text` (an overview event's JSON), `close` ends it.
+const openOverview = (port: number, id: string, from: number) =>
+  new Promise<{ until: (text: string) => Promise<void>; close: () => void }>((resolve, reject) => {
+    let seen = ""
+    const waiting: Array<[string, () => void]> = []
+    const req = http.get({ host: "127.0.0.1", port, path: `/sessions/${id}/events?from=${from}` }, (res) => {
+      res.on("data", (b: Buffer) => {
+        // Only the newest overview matters: keep a bounded tail of the text.
+        seen = (seen + b.toString("utf8")).slice(-4_000_000)
+        for (const [text, done] of waiting.splice(0)) {
+          if (seen.includes(text)) done()
+          else waiting.push([text, done])
+        }
+      })
+      res.on("error", () => undefined)
+      resolve({
+        until: (text) => new Promise<void>((done) => (seen.includes(text) ? done() : waiting.push([text, done]))),
+        close: () => req.destroy()
+      })
+    })
+    req.on("error", reject)
+  })
+
 describe("serve: bounded memory", () => {
   it("concurrent loads of a long session: one window each, one verification per state, bounded RSS; paging", async () => {
     const dir = tempDir()
@@ -331,6 +377,15 @@ describe("serve: bounded memory", () => {
     assert.deepStrictEqual(pages.map((p) => checkOf(p.body)), Array(16).fill(1))
     const peak = peakKiB(child.pid!)
     assert.isBelow(peak, 512 * 1024, `peak RSS ${peak} KiB`)
+    // The 16 pages follow the session: one live header for all of them, its
+    // counts, charts and time axis kept as entries come.
+    const streams = await Promise.all(Array.from({ length: 16 }, () => openOverview(port, "big", entries)))
+    assert.strictEqual((await record(dir, "big", "after")).code, 0)
+    await Promise.all(streams.map((s) => s.until(`"entries":${entries + 1},`)))
+    for (const s of streams) s.close()
+    const followed = peakKiB(child.pid!)
+    console.log(`serve 300,000 entries: peak RSS ${peak} KiB after 16 loads, ${followed} KiB with 16 followers`)
+    assert.isBelow(followed, 512 * 1024, `peak RSS ${followed} KiB`)
     await stop(child)
-  }, 600_000)
+  }, 900_000)
 })

@@ -87,13 +87,14 @@ const sampleIndexes = (length: number): Array<number> => {
 /**
  * A line chart of cumulative series over the entries of a session (x: entry
  * index, y: value), with the final value of each series in the legend and as a
- * `data-final` attribute.
+ * `data-final` attribute. `lastEntry` labels the end of the x axis when the
+ * series hold fewer points than entries (by default: their length less one).
  *
  * @since 0.1.0
  */
 export const lines = (
   series: ReadonlyArray<Series>,
-  options: { readonly className: string; readonly title: string }
+  options: { readonly className: string; readonly title: string; readonly lastEntry?: number }
 ): string => {
   const length = series[0]?.values.length ?? 0
   if (length === 0) return `<p class="muted">no entries</p>`
@@ -127,7 +128,7 @@ export const lines = (
     `<text x="${left - 4}" y="${top + 10}" text-anchor="end">${Html.escape(Html.bytes(max))}</text>` +
     `<text x="${left - 4}" y="${top + plotH}" text-anchor="end">0</text>` +
     `<text x="${left}" y="${height - 6}">entry 0</text>` +
-    `<text x="${left + plotW}" y="${height - 6}" text-anchor="end">entry ${length - 1}</text>`
+    `<text x="${left + plotW}" y="${height - 6}" text-anchor="end">entry ${options.lastEntry ?? length - 1}</text>`
   return `<svg class="${Html.escape(options.className)}" role="img" aria-label="${Html.escape(options.title)}" ` +
     `viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" xmlns="http://www.w3.org/2000/svg">` +
     axes + paths.join("") + legend.join("") + `</svg>`

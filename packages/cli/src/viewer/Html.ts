@@ -138,6 +138,20 @@ details.page{margin:4px 0;border:1px solid var(--line);border-radius:6px}
 details.page>summary{padding:4px 8px;cursor:pointer;background:var(--soft)}
 details.page>div{content-visibility:auto;contain-intrinsic-size:auto 20000px}
 summary{cursor:pointer}
+table.wf{border-collapse:collapse;width:100%;table-layout:fixed;font-size:13px}
+table.wf th,table.wf td{border-bottom:1px solid var(--line);padding:2px 6px;text-align:left;vertical-align:middle}
+table.wf th{background:var(--soft);font-weight:600;font-size:12px}
+table.wf col.wf-time{width:80px}table.wf col.wf-axis{width:45%}
+td.wf-label{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+td.wf-time{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;text-align:right}
+td.wf-axis{position:relative;height:18px}
+.wf-bar{position:absolute;top:4px;height:10px;min-width:2px;background:var(--acc);border-radius:2px}
+.wf-bar.open{background:none;border-left:2px dashed var(--muted)}
+tr.wf-agent .wf-bar{background:#8250df;opacity:.55}
+tr.wf-denied .wf-bar{background:var(--bad)}
+tr.wf-denied em{font-style:normal;font-weight:700;color:var(--bad)}
+.wf-agent{color:#8250df}
+.err{color:var(--bad)}
 table.list{border-collapse:collapse;width:100%}
 table.list td,table.list th{border-bottom:1px solid var(--line);padding:4px 8px;text-align:left}
 `

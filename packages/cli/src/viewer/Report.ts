@@ -14,6 +14,7 @@ import * as Charts from "./Charts.ts"
 import * as Html from "./Html.ts"
 import { type Model, relatedSessions, type Summary, type Unverified, unverifiedFrom } from "./ReportModel.ts"
 import * as Timeline from "./Timeline.ts"
+import * as Waterfall from "./Waterfall.ts"
 
 const duration = (secs: number): string => {
   if (secs < 60) return `${secs} s`
@@ -24,10 +25,12 @@ const duration = (secs: number): string => {
 /**
  * The verification box: status, entries checked, the exported head in full and
  * the command that re-checks it; `at` is when it was checked (ms since the epoch).
+ * With `apart`, the page shows the entries past a failure apart, marked not
+ * verified; without it the box says they are not shown.
  *
  * @since 0.1.0
  */
-export const verifyBox = (id: string, r: Verify.Report, at: number): string => {
+export const verifyBox = (id: string, r: Verify.Report, at: number, apart = false): string => {
   const status = !r.ok
     ? (r.violation !== null
       ? `<span class="badge bad">INTEGRITY VIOLATION</span>`
@@ -54,8 +57,9 @@ export const verifyBox = (id: string, r: Verify.Report, at: number): string => {
     : from === null
     ? `<p>The counts, charts and timeline below hold only the entries that could be read before the damage.</p>`
     : `<p>The counts, charts and timeline below hold only the entries before sequence ${from}, which verified. ` +
-      `The stored entries from ${from} on are not vouched for: they count in nothing here and appear only apart, ` +
-      `marked not verified.</p>`
+      `The stored entries from ${from} on are not vouched for: they count in nothing here and ${
+        apart ? "appear only apart, marked not verified" : "are not shown"
+      }.</p>`
   return `<section class="verify${r.ok ? "" : " failed"}" id="verification" data-ok="${r.ok}">` +
     `<b>Verification</b> ${status} <span class="muted">at ${Html.escape(new Date(at).toISOString())}</span>` +
     `<dl class="facts"><dt>entries checked</dt><dd id="entries-checked">${r.entries_checked}</dd>` +
@@ -68,11 +72,16 @@ export const verifyBox = (id: string, r: Verify.Report, at: number): string => {
 
 /**
  * The header: title, id, labels, time span, counts, related sessions and the
- * verification box.
+ * verification box. `apart` says whether the page shows the entries past a
+ * failed verification apart (by default: when the model read any).
  *
  * @since 0.1.0
  */
-export const header = (m: Omit<Model, "entries">, link: (id: string) => string): string => {
+export const header = (
+  m: Omit<Model, "entries">,
+  link: (id: string) => string,
+  apart: boolean = m.unverified !== null
+): string => {
   const s = m.summary
   const title = m.meta?.title
   const labels = (m.meta?.labels ?? []).map((l) => `<span class="badge label">${Html.escape(l)}</span>`).join(" ")
@@ -118,10 +127,10 @@ export const header = (m: Omit<Model, "entries">, link: (id: string) => string):
       ? ""
       : ` <span class="muted" id="counted-in">copies, counted in ${Html.escape(m.countedIn)}</span>`) +
     (s.others > 0 ? `, <span id="count-others">${s.others}</span> other` : "") + `</dd>` +
-    `<dt>data flow</dt><dd>${Html.escape(Html.bytes(s.cumulativeRead[s.entries - 1] ?? 0))} read, ` +
-    `${Html.escape(Html.bytes(s.cumulativeWritten[s.entries - 1] ?? 0))} written</dd>` +
+    `<dt>data flow</dt><dd id="data-flow">${Html.escape(Html.bytes(s.read))} read, ` +
+    `${Html.escape(Html.bytes(s.written))} written</dd>` +
     rel + `</dl>` +
-    (m.verify === null ? "" : verifyBox(m.id, m.verify, m.generatedAt)) + `</header>`
+    (m.verify === null ? "" : verifyBox(m.id, m.verify, m.generatedAt, apart)) + `</header>`
 }
 
 /**
@@ -150,7 +159,7 @@ export const charts = (s: Summary): string => {
       Charts.lines([
         { name: "read", color: "#0969da", values: s.cumulativeRead },
         { name: "written", color: "#bf3989", values: s.cumulativeWritten }
-      ], { className: "chart-bytes", title: "cumulative bytes read and written" })
+      ], { className: "chart-bytes", title: "cumulative bytes read and written", lastEntry: s.entries - 1 })
     }</div>` + guards + reasons + `</div>`
 }
 
@@ -204,6 +213,15 @@ export const unverifiedSection = function*(u: Unverified): Generator<string> {
 }
 
 /**
+ * The time axis: the waterfall of the calls (`Waterfall`), sub-agents as a tree.
+ * Only verified entries are ever drawn on it.
+ *
+ * @since 0.1.0
+ */
+export const timeAxis = (waterfall: string): string =>
+  `<h2>Time axis</h2><section id="time-axis">${waterfall}</section>`
+
+/**
  * What differs between the report file and the viewer's page.
  *
  * @since 0.1.0
@@ -246,6 +264,9 @@ export const render = function*(m: Model, options: PageOptions): Generator<strin
   yield header(m, options.link)
   yield charts(m.summary)
   yield denials(m.summary)
+  const waterfall = Waterfall.builder(m.id)
+  for (const e of m.entries) waterfall.add(e)
+  yield timeAxis(waterfall.render({ link: (sequence) => `#e${sequence}` }))
   yield `<h2>Timeline</h2>`
   if (live) {
     yield `<p class="muted" id="live-status" data-from="${

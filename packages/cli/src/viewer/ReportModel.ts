@@ -37,10 +37,26 @@ export interface Summary {
   readonly reasons: ReadonlyMap<string, number>
   /** The denied calls with the guards that denied them (`Denials`). */
   readonly denials: Denials.Result
-  /** Bytes read and written up to and including each entry. */
+  /** Bytes read and written over the whole session. */
+  readonly read: number
+  readonly written: number
+  /**
+   * Bytes read and written up to and including every `stride`-th entry (each
+   * entry while the session has at most `MAX_SERIES` of them), and then up to
+   * the last entry: at most `MAX_SERIES` + 1 values whatever the session's length.
+   */
   readonly cumulativeRead: ReadonlyArray<number>
   readonly cumulativeWritten: ReadonlyArray<number>
+  readonly stride: number
 }
+
+/**
+ * The most points a summary keeps of its cumulative byte series; past it every
+ * other point is dropped and the stride doubles.
+ *
+ * @since 0.1.0
+ */
+export const MAX_SERIES = 800
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
@@ -72,8 +88,9 @@ export const deniedReasons = (payload: unknown): Array<string> => {
 
 /**
  * A summary built one entry at a time, for a history read as a stream: `add`
- * each entry in order, then `summary`. It keeps the counts and the two
- * cumulative byte series (one number per entry), not the entries.
+ * each entry in order, then `summary` (at any point, as often as wanted). It
+ * keeps the counts and the two cumulative byte series (at most `MAX_SERIES`
+ * points each), not the entries: its memory does not grow with the history.
  *
  * @since 0.1.0
  */
@@ -93,8 +110,10 @@ export const summarizer = (): Summarizer => {
   let lastSecs: number | null = null
   const toolCounts = new Map<string, number>()
   const reasons = new Map<string, number>()
-  const cumulativeRead: Array<number> = []
-  const cumulativeWritten: Array<number> = []
+  let cumulativeRead: Array<number> = []
+  let cumulativeWritten: Array<number> = []
+  let stride = 1
+  const halve = (xs: Array<number>) => xs.filter((_, i) => i % 2 === 1)
   const denials = Denials.tally()
   return {
     add: (e) => {
@@ -122,8 +141,16 @@ export const summarizer = (): Summarizer => {
         }
         for (const r of deniedReasons(e.payload)) reasons.set(r, (reasons.get(r) ?? 0) + 1)
       }
-      cumulativeRead.push(read)
-      cumulativeWritten.push(written)
+      if (count % stride === 0) {
+        cumulativeRead.push(read)
+        cumulativeWritten.push(written)
+        // Every other point goes: those kept are still every `stride`-th entry's.
+        if (cumulativeRead.length > MAX_SERIES) {
+          cumulativeRead = halve(cumulativeRead)
+          cumulativeWritten = halve(cumulativeWritten)
+          stride *= 2
+        }
+      }
     },
     summary: () => ({
       entries: count,
@@ -136,8 +163,12 @@ export const summarizer = (): Summarizer => {
       toolCounts,
       reasons,
       denials: denials.result(),
-      cumulativeRead,
-      cumulativeWritten
+      read,
+      written,
+      // The last entry's totals end the series, whether or not a stride ends there.
+      cumulativeRead: count % stride === 0 ? [...cumulativeRead] : [...cumulativeRead, read],
+      cumulativeWritten: count % stride === 0 ? [...cumulativeWritten] : [...cumulativeWritten, written],
+      stride
     })
   }
 }
@@ -303,20 +334,26 @@ export interface Overview extends Omit<Model, "entries"> {
  * Reads a session for its report: its state, its full history as a stream
  * (each entry handed to `each` in order, and summarized) and, unless `verify`
  * is false, a verification of the whole stored history. Only what `each` keeps
- * of the entries stays in memory.
+ * of the entries stays in memory. With `summarizer`, the summary is that
+ * summarizer's, which the caller may go on feeding (the viewer's live header).
  *
  * @since 0.1.0
  */
 export const overview = (
   id: string,
   storage: Storage.Options,
-  options?: { readonly verify?: boolean; readonly each?: (entry: Entry.Entry) => void }
+  options?: {
+    readonly verify?: boolean
+    readonly each?: (entry: Entry.Entry) => void
+    /** The summarizer to add the verified entries to (a new one by default), for a caller who goes on adding. */
+    readonly summarizer?: Summarizer
+  }
 ) =>
   Effect.gen(function*() {
     yield* Effect.fromResult(Entry.validateSessionId(id))
     const journal = yield* SessionJournal.SessionJournal
     const isDamage = (e: { readonly _tag: string }) => e._tag === "CorruptJournal" || e._tag === "IntegrityViolation"
-    const summary = summarizer()
+    const summary = options?.summarizer ?? summarizer()
     const each = options?.each
     let first: number | null = null
     let last: number | null = null

@@ -4,8 +4,11 @@
  * `NodeHttpServer`). The list of sessions, each session's page as in the
  * report, verification on demand, and new entries appended live through
  * server-sent events fed by the journal's `follow` (which also sees entries
- * other processes write). It only reads: no route writes, and only GET (and
- * HEAD) are routed. Every value shown is escaped; pages forbid inline scripts
+ * other processes write). Everything above a page's timeline follows too: one
+ * live header per followed session (`Snapshot`), shared by its pages, adds each
+ * entry followed to the same counts, charts, denials and time axis and sends
+ * them redrawn; the list page's events send the list again when it changed.
+ * It only reads: no route writes, and only GET (and HEAD) are routed. Every value shown is escaped; pages forbid inline scripts
  * and load only the viewer's own script.
  *
  * It binds 127.0.0.1 by default and answers only requests addressed to
@@ -31,6 +34,8 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as PubSub from "effect/PubSub"
+import * as RcMap from "effect/RcMap"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
@@ -47,6 +52,7 @@ import * as Report from "./Report.ts"
 import * as ReportModel from "./ReportModel.ts"
 import * as Timeline from "./Timeline.ts"
 import { VIEWER_SCRIPT } from "./ViewerScript.ts"
+import * as Waterfall from "./Waterfall.ts"
 
 /**
  * Options of `serve`.
@@ -150,37 +156,67 @@ const withValidId = <E, R>(
     return yield* handler
   })
 
-const listPage = Effect.gen(function*() {
-  const journal = yield* SessionJournal.SessionJournal
-  const sessions = yield* journal.list
-  const titles = yield* Effect.forEach(
-    sessions,
-    (s) =>
-      Effect.map(Effect.result(journal.state(s.id)), (r) => (r._tag === "Success" ? r.success.meta?.title ?? "" : "")),
-    { concurrency: 4 }
-  )
-  const rows = sessions.map((s, i) =>
-    `<tr data-id="${Html.escape(s.id)}"><td class="mono"><a href="${Html.escape(sessionLink(s.id))}">${
-      Html.escape(s.id)
-    }</a></td>` +
-    `<td>${Html.escape(titles[i] ?? "")}</td><td>${s.entries}</td>` +
-    `<td class="mono" title="${Html.escape(s.head)}">${Html.escape(s.head.slice(0, 16))}</td>` +
-    `<td>${s.updatedAt === null ? "—" : Html.escape(new Date(s.updatedAt).toISOString())}</td>` +
-    `<td>${s.problem === null ? "" : `<span class="badge bad">DAMAGED</span> ${Html.escape(s.problem)} `}` +
-    `<a href="${Html.escape(sessionLink(s.id))}/verify">verify</a></td></tr>`
-  )
-  return page(
-    Report.documentStart("sessions · session-journal", false) +
-      `<h1>Sessions</h1><p class="muted">read-only view of the journal; ${sessions.length} session${
-        sessions.length === 1 ? "" : "s"
-      }</p>` +
-      (sessions.length === 0
-        ? `<p>no sessions</p>`
-        : `<table class="list" id="sessions"><thead><tr><th>id</th><th>title</th><th>entries</th><th>head</th><th>updated</th><th>status</th></tr></thead><tbody>` +
-          rows.join("\n") + `</tbody></table>`) +
-      `</main></body></html>\n`
-  )
-}).pipe(Effect.catch(failurePage))
+/**
+ * The list of sessions as the list page shows it: how many, and the table.
+ *
+ * @since 0.1.0
+ */
+export interface SessionList {
+  readonly count: number
+  readonly html: string
+}
+
+// The title of a session, read from its state; `key` is the id, its head and when it was updated.
+const titleOf = (key: string) =>
+  Effect.gen(function*() {
+    const journal = yield* SessionJournal.SessionJournal
+    const r = yield* Effect.result(journal.state(key.slice(0, key.indexOf("\n"))))
+    return r._tag === "Success" ? r.success.meta?.title ?? "" : ""
+  })
+
+const sessionList = (titles: Cache.Cache<string, string, never, SessionJournal.SessionJournal>) =>
+  Effect.gen(function*() {
+    const journal = yield* SessionJournal.SessionJournal
+    const sessions = yield* journal.list
+    const names = yield* Effect.forEach(
+      sessions,
+      (s) => Cache.get(titles, `${s.id}\n${s.head}\n${s.updatedAt ?? ""}`),
+      { concurrency: 4 }
+    )
+    const rows = sessions.map((s, i) =>
+      `<tr data-id="${Html.escape(s.id)}" data-entries="${s.entries}"><td class="mono"><a href="${
+        Html.escape(sessionLink(s.id))
+      }">${Html.escape(s.id)}</a></td>` +
+      `<td>${Html.escape(names[i] ?? "")}</td><td class="entries">${s.entries}</td>` +
+      `<td class="mono" title="${Html.escape(s.head)}">${Html.escape(s.head.slice(0, 16))}</td>` +
+      `<td>${s.updatedAt === null ? "—" : Html.escape(new Date(s.updatedAt).toISOString())}</td>` +
+      `<td>${s.problem === null ? "" : `<span class="badge bad">DAMAGED</span> ${Html.escape(s.problem)} `}` +
+      `<a href="${Html.escape(sessionLink(s.id))}/verify">verify</a></td></tr>`
+    )
+    const list: SessionList = {
+      count: sessions.length,
+      html:
+        `<p class="muted" id="session-count">read-only view of the journal; ${sessions.length} session${
+          sessions.length === 1 ? "" : "s"
+        }</p>` +
+        (sessions.length === 0
+          ? `<p>no sessions</p>`
+          : `<table class="list" id="sessions"><thead><tr><th>id</th><th>title</th><th>entries</th><th>head</th><th>updated</th><th>status</th></tr></thead><tbody>` +
+            rows.join("\n") + `</tbody></table>`)
+    }
+    return list
+  })
+
+const listPage = (viewer: Viewer) =>
+  Effect.gen(function*() {
+    const list = yield* viewer.list
+    return page(
+      Report.documentStart("sessions · session-journal", true) +
+        `<h1>Sessions</h1><div id="session-list" data-live="/events">${list.html}</div>` +
+        `<p class="muted" id="list-status">the list follows the journal while this page is open</p>` +
+        `</main><script src="/viewer.js" defer></script></body></html>\n`
+    )
+  }).pipe(Effect.catch(failurePage))
 
 /**
  * What a session page shows above its entries, made once per state of the
@@ -194,6 +230,7 @@ const listPage = Effect.gen(function*() {
  */
 export interface Top {
   readonly title: string
+  /** The header, charts, denials and time axis, in their `#overview` element. */
   readonly html: string
   readonly entries: number
   readonly first: number | null
@@ -217,6 +254,131 @@ const stateKey = (id: string) =>
     )
   })
 
+// What `#overview` holds: the header, the charts, the denials and the time axis.
+const overviewBody = (
+  o: Omit<ReportModel.Model, "entries" | "summary">,
+  summary: ReportModel.Summary,
+  waterfall: Waterfall.Builder,
+  note = ""
+) =>
+  // A session page stops its timeline where verification failed: nothing is shown apart.
+  Report.header({ ...o, summary }, sessionLink, false) + note + Report.charts(summary) + Report.denials(summary) +
+  Report.timeAxis(waterfall.render({ link: entryLink(o.id) }))
+
+/**
+ * Sessions whose live header is kept at once (each while a page follows it).
+ *
+ * @since 0.1.0
+ */
+export const MAX_LIVE = 256
+
+/**
+ * How long a session's live header is kept after its last follower left.
+ *
+ * @since 0.1.0
+ */
+export const LIVE_IDLE = "5 seconds"
+
+/**
+ * How often the list page's live events read the list of sessions.
+ *
+ * @since 0.1.0
+ */
+export const LIST_POLL = "400 millis"
+
+/**
+ * The longest a live header waits to gather entries written together before it
+ * is drawn again.
+ *
+ * @since 0.1.0
+ */
+export const LIVE_GATHER = "150 millis"
+
+/**
+ * A live header: the session's `#overview` content as of entry `last`, counting
+ * `entries`; `stopped` says why it follows the session no further.
+ *
+ * @since 0.1.0
+ */
+export interface Snapshot {
+  readonly entries: number
+  readonly last: number | null
+  readonly html: string
+  readonly stopped: string | null
+}
+
+// One session's live header: a pass over its history with a verification beside
+// it, then every entry written after, each checked as it comes (`follow`), added
+// to the same counts, charts and waterfall. Every follower reads the newest
+// snapshot; a slow one skips to it.
+const liveOverview = (storage: Storage.Options) => (id: string) =>
+  Effect.gen(function*() {
+    const snapshots = yield* PubSub.sliding<Snapshot>({ capacity: 1, replay: 1 })
+    yield* Effect.addFinalizer(() => PubSub.shutdown(snapshots))
+    yield* Effect.forkScoped(followOverview(id, storage, snapshots))
+    return snapshots
+  })
+
+const stoppedBanner = (reason: string, last: number | null) =>
+  `<p id="live-stopped"><span class="badge bad">NOT FOLLOWED</span> ${Html.escape(reason)}. ` +
+  `The counts, charts and time axis here stop at ${
+    last === null ? "the start" : `entry ${last}`
+  }; nothing stored after it is vouched for on this page. Reload it to verify the session again.</p>`
+
+const followOverview = (id: string, storage: Storage.Options, snapshots: PubSub.PubSub<Snapshot>) =>
+  Effect.gen(function*() {
+    const journal = yield* SessionJournal.SessionJournal
+    const summary = ReportModel.summarizer()
+    const waterfall = Waterfall.builder(id)
+    const o = yield* ReportModel.overview(id, storage, { summarizer: summary, each: waterfall.add })
+    let last = o.last
+    let since = 0
+    const publish = (stopped: string | null) =>
+      Effect.suspend(() => {
+        const s = summary.summary()
+        const note = since === 0
+          ? ""
+          : `<p class="muted" id="live-since">${since} entr${
+            since === 1 ? "y" : "ies"
+          } written since the verification above, each checked against the one before it as it came</p>`
+        const html = overviewBody(o, s, waterfall, note + (stopped === null ? "" : stoppedBanner(stopped, last)))
+        return PubSub.publish(snapshots, { entries: s.entries, last, html, stopped })
+      })
+    yield* publish(null)
+    // A session that did not verify is shown as it verified; nothing after is followed.
+    if (o.verify !== null && !o.verify.ok) return
+    yield* journal.follow(id, last === null ? 0 : last + 1).pipe(
+      Stream.takeUntil((event) => event._tag === "Recovered"),
+      Stream.groupedWithin(4096, LIVE_GATHER),
+      Stream.runForEach((events) => {
+        let stopped: string | null = null
+        for (const event of events) {
+          if (event._tag === "Recovered") {
+            stopped = recoveredMessage(event)
+            break
+          }
+          summary.add(event.entry)
+          waterfall.add(event.entry)
+          last = event.entry.sequence
+          since++
+        }
+        return publish(stopped)
+      }),
+      Effect.catch((e) => publish(e.message))
+    )
+  }).pipe(
+    Effect.catch((e) =>
+      PubSub.publish(snapshots, {
+        entries: 0,
+        last: null,
+        html: stoppedBanner(e.message, null),
+        stopped: e.message
+      })
+    )
+  )
+
+const entryLink = (id: string) => (sequence: number) => `${sessionLink(id)}?from=${sequence}#e${sequence}`
+
 const makeViewer = (storage: Storage.Options) =>
   Effect.gen(function*() {
     let checks = 0
@@ -227,12 +389,13 @@ const makeViewer = (storage: Storage.Options) =>
       Effect.gen(function*() {
         const id = key.slice(0, key.indexOf(" "))
         // One pass over the history with the verification beside it.
-        const o = yield* ReportModel.overview(id, storage)
+        const waterfall = Waterfall.builder(id)
+        const o = yield* ReportModel.overview(id, storage, { each: waterfall.add })
         const check = ++checks
         const top: Top = {
           title: `${o.meta?.title ?? id} · session-journal`,
-          html: `<div id="overview" data-check="${check}">` + Report.header(o, sessionLink) + Report.charts(o.summary) +
-            Report.denials(o.summary) + `</div>`,
+          html: `<div id="overview" data-check="${check}" data-last="${o.last ?? -1}">` +
+            overviewBody(o, o.summary, waterfall) + `</div>`,
           entries: o.summary.entries,
           first: o.first,
           last: o.last,
@@ -247,7 +410,17 @@ const makeViewer = (storage: Storage.Options) =>
       timeToLive: (exit) => (Exit.isSuccess(exit) ? OVERVIEW_TTL : 0)
     })
     const fresh = yield* Cache.make({ capacity: 1024, timeToLive: 0, lookup: counted })
+    const live = yield* RcMap.make({ lookup: liveOverview(storage), idleTimeToLive: LIVE_IDLE, capacity: MAX_LIVE })
+    const titles = yield* Cache.make({ capacity: 4096, lookup: titleOf })
+    // The list's live events share one read of it per `LIST_POLL`.
+    const lists = yield* Cache.make({ capacity: 1, timeToLive: LIST_POLL, lookup: (_: "") => sessionList(titles) })
     return {
+      /** The list of sessions as of now. */
+      list: sessionList(titles),
+      /** The list of sessions, read at most once per `LIST_POLL` for all who ask. */
+      sharedList: Cache.get(lists, ""),
+      /** The live header of a session, shared by its followers while any follows. */
+      live: (id: string) => RcMap.get(live, id),
       /** The header of a session page for the session's current state. */
       top: (id: string) => Effect.flatMap(Cache.get(keys, id), (key) => Cache.get(tops, `${id} ${key}`)),
       /** A fresh verification and its ordinal. */
@@ -434,45 +607,72 @@ const recoveredMessage = (event: Follow.Recovered): string => {
   } no longer part of it (recovery entry ${event.entry.sequence}); reload the page`
 }
 
-const eventsRoute = Effect.gen(function*() {
-  const id = yield* idParam
-  const request = yield* HttpServerRequest.HttpServerRequest
-  const url = new URL(request.url, "http://localhost")
-  // A reconnecting EventSource says where it got to.
-  const lastId = Number(request.headers["last-event-id"] ?? Number.NaN)
-  const fromParam = Number(url.searchParams.get("from") ?? "0")
-  const from = Number.isSafeInteger(lastId) && lastId >= 0
-    ? lastId + 1
-    : Number.isSafeInteger(fromParam) && fromParam >= 0
-    ? fromParam
-    : 0
-  const journal = yield* SessionJournal.SessionJournal
-  // Every entry is checked against the one sent before it (`SessionJournal.follow`).
-  // The page shows what was sent; when a repair set some of it aside, the page is
-  // no longer the session, so the stream stops and says so, as on damage or on
-  // history replaced.
-  const calls = Calls.live(Timeline.row)
-  const entries = journal.follow(id, from).pipe(
-    Stream.takeUntil((event) => event._tag === "Recovered"),
-    Stream.map((event) =>
-      event._tag === "Entry"
-        ? entryEvent(event.entry, calls.add(event.entry))
-        : sseEvent("failure", null, { message: recoveredMessage(event) })
-    ),
-    Stream.catch((e) => Stream.succeed(sseEvent("failure", null, { message: e.message })))
-  )
-  // A comment now and then keeps proxies and idle timers from closing the stream.
-  const heartbeat = Stream.fromSchedule(Schedule.spaced("15 seconds")).pipe(Stream.map(() => ": keep-alive\n\n"))
-  // The stream ends when the entries do (a failure event was the last), heartbeat or not.
-  const body = Stream.merge(Stream.succeed(": live\n\n"), Stream.merge(entries, heartbeat, { haltStrategy: "left" }))
-    .pipe(
-      Stream.map((text) => encoder.encode(text))
+const eventsRoute = (viewer: Viewer) =>
+  Effect.gen(function*() {
+    const id = yield* idParam
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const url = new URL(request.url, "http://localhost")
+    // A reconnecting EventSource says where it got to.
+    const lastId = Number(request.headers["last-event-id"] ?? Number.NaN)
+    const fromParam = Number(url.searchParams.get("from") ?? "0")
+    const from = Number.isSafeInteger(lastId) && lastId >= 0
+      ? lastId + 1
+      : Number.isSafeInteger(fromParam) && fromParam >= 0
+      ? fromParam
+      : 0
+    const journal = yield* SessionJournal.SessionJournal
+    // Every entry is checked against the one sent before it (`SessionJournal.follow`).
+    // The page shows what was sent; when a repair set some of it aside, the page is
+    // no longer the session, so the stream stops and says so, as on damage or on
+    // history replaced.
+    const calls = Calls.live(Timeline.row)
+    const entries = journal.follow(id, from).pipe(
+      Stream.takeUntil((event) => event._tag === "Recovered"),
+      Stream.map((event) =>
+        event._tag === "Entry"
+          ? entryEvent(event.entry, calls.add(event.entry))
+          : sseEvent("failure", null, { message: recoveredMessage(event) })
+      ),
+      Stream.catch((e) => Stream.succeed(sseEvent("failure", null, { message: e.message })))
     )
-  return HttpServerResponse.stream(body, {
-    contentType: "text/event-stream",
-    headers: { ...SECURITY_HEADERS, connection: "keep-alive" }
+    // The header, charts, denials and time axis as of the newest entry, redrawn as entries come.
+    const overviews = Stream.unwrap(Effect.map(viewer.live(id), (snapshots) => Stream.fromPubSub(snapshots))).pipe(
+      Stream.map((snapshot) => sseEvent("overview", null, snapshot)),
+      Stream.catch(() => Stream.empty)
+    )
+    // The stream ends when the entries do (a failure event was the last), heartbeat or not.
+    const body = Stream.merge(
+      Stream.succeed(": live\n\n"),
+      Stream.merge(Stream.merge(entries, overviews, { haltStrategy: "left" }), heartbeat, { haltStrategy: "left" })
+    )
+      .pipe(
+        Stream.map((text) => encoder.encode(text))
+      )
+    return HttpServerResponse.stream(body, {
+      contentType: "text/event-stream",
+      headers: { ...SECURITY_HEADERS, connection: "keep-alive" }
+    })
   })
-})
+
+// A comment now and then keeps proxies and idle timers from closing a stream.
+const heartbeat = Stream.fromSchedule(Schedule.spaced("15 seconds")).pipe(Stream.map(() => ": keep-alive\n\n"))
+
+// The list page's events: the list again whenever it changed, read once per `LIST_POLL` for everyone.
+const listEventsRoute = (viewer: Viewer) =>
+  Effect.sync(() => {
+    const lists = Stream.fromSchedule(Schedule.spaced(LIST_POLL)).pipe(
+      Stream.mapEffect(() => viewer.sharedList),
+      Stream.changesWith((a, b) => a.html === b.html),
+      Stream.map((list) => sseEvent("sessions", null, list)),
+      Stream.catch((e) => Stream.succeed(sseEvent("failure", null, { message: e.message })))
+    )
+    const body = Stream.merge(Stream.succeed(": live\n\n"), Stream.merge(lists, heartbeat, { haltStrategy: "left" }))
+      .pipe(Stream.map((text) => encoder.encode(text)))
+    return HttpServerResponse.stream(body, {
+      contentType: "text/event-stream",
+      headers: { ...SECURITY_HEADERS, connection: "keep-alive" }
+    })
+  })
 
 const script = HttpServerResponse.text(VIEWER_SCRIPT, {
   contentType: "text/javascript; charset=utf-8",
@@ -486,11 +686,12 @@ const script = HttpServerResponse.text(VIEWER_SCRIPT, {
  */
 export const routes = (storage: Storage.Options) =>
   HttpRouter.addAll(Effect.map(makeViewer(storage), (viewer) => [
-    HttpRouter.route("GET", "/", listPage),
+    HttpRouter.route("GET", "/", listPage(viewer)),
+    HttpRouter.route("GET", "/events", listEventsRoute(viewer)),
     HttpRouter.route("GET", "/viewer.js", Effect.succeed(script)),
     HttpRouter.route("GET", "/sessions/:id", withValidId(storage, sessionPage(viewer))),
     HttpRouter.route("GET", "/sessions/:id/verify", withValidId(storage, verifyPage(viewer))),
-    HttpRouter.route("GET", "/sessions/:id/events", withValidId(storage, eventsRoute))
+    HttpRouter.route("GET", "/sessions/:id/events", withValidId(storage, eventsRoute(viewer)))
   ]))
 
 /**
@@ -542,6 +743,7 @@ export const run = (options: Options) =>
   Effect.gen(function*() {
     yield* checkOptions(options)
     const loopback = isLoopback(options.host)
+    let node: http.Server | undefined
     return yield* Effect.gen(function*() {
       const handler = yield* HttpRouter.toHttpEffect(routes(options.storage))
       const server = yield* HttpServer.HttpServer
@@ -560,6 +762,9 @@ export const run = (options: Options) =>
         return yield* handler
       })
       yield* HttpServer.serveEffect(guarded)
+      // Closing the server (a finalizer of serving, run after this one) waits for every connection to end, and a page that
+      // follows a session never ends its own: when the viewer stops, they are closed.
+      yield* Effect.addFinalizer(() => Effect.sync(() => node?.closeAllConnections()))
       if (!loopback) {
         yield* Output.errorLine(
           `session-journal: warning: serving on ${options.host}, which other machines may reach: anyone who connects can read every session ` +
@@ -570,7 +775,10 @@ export const run = (options: Options) =>
       yield* HttpServer.addressFormattedWith((address) => Output.write(`serving ${where} read-only at ${address}\n`))
       return yield* Effect.never
     }).pipe(
-      Effect.provide(NodeHttpServer.layer(() => http.createServer(), { port: options.port, host: options.host })),
+      Effect.scoped,
+      Effect.provide(
+        NodeHttpServer.layer(() => (node = http.createServer()), { port: options.port, host: options.host })
+      ),
       Effect.catchTag("ServeError", (e) =>
         Effect.fail(
           new NotAvailable({

@@ -1,7 +1,10 @@
 /**
  * The viewer's only script, served as `/viewer.js`: it follows the session's
  * server-sent events and appends each new entry's row (rendered and escaped by
- * the server) to the timeline, updating the header's counts, and it adds the
+ * the server) to the timeline, puts in the header, charts, denials and time
+ * axis the server redraws as entries come (`overview` events), keeps the
+ * window's "entries X–Y of N" current, keeps the list of sessions current on
+ * the list page, and it adds the
  * timeline's filters: by tool, by agent, by verdict (the call rows' `data-tool`,
  * `data-agent`, `data-verdict`) and a text search over the rows, applied to live
  * rows as they come. Without it the page is complete as of loading.
@@ -103,30 +106,29 @@ const filters = (() => {
   const from = Number(status.dataset.from || "0");
   const url = location.pathname.replace(/\\/$/, "") + "/events?from=" + from;
   const source = new EventSource(url);
+  const overview = document.getElementById("overview");
+  // The newest entry the header counts: rows counted before their redrawn header
+  // comes are bumped once, and a header older than what is counted is skipped.
+  let counted = Number(overview === null ? "-1" : overview.dataset.last || "-1");
+  let lastRow = from - 1;
+  const windowText = (total) => {
+    const el = document.getElementById("window");
+    if (el === null) return;
+    const start = Number(el.dataset.from || "0");
+    if (lastRow >= start) el.textContent = "entries " + start + "–" + lastRow + " of " + total;
+  };
   const bump = (id, by) => {
     const el = document.getElementById(id);
     if (el !== null) el.textContent = String(Number.parseInt(el.textContent || "0", 10) + by);
   };
-  source.addEventListener("open", () => { status.textContent = "live: following new entries"; });
-  source.addEventListener("entry", (event) => {
-    const data = JSON.parse(event.data);
-    if (document.getElementById("e" + data.sequence) !== null) return;
-    // A call's decision or outcome: its row, sent again whole, replaces the one shown.
-    const shown = data.replace === null || data.replace === undefined ? null : document.getElementById("e" + data.replace);
-    if (shown !== null && shown.tagName === "TR") {
-      shown.outerHTML = data.html;
-      filters.add(document.getElementById("e" + data.replace));
-      bump("count-entries", 1);
+  const count = (data) => {
+    if (data.sequence <= counted) return;
+    counted = data.sequence;
+    bump("count-entries", 1);
+    if (data.replace !== null && data.replace !== undefined) {
       if (data.kind !== "tool") bump("count-others", 1);
-      status.dataset.last = String(data.sequence);
       return;
     }
-    const none = document.getElementById("no-entries");
-    if (none !== null) none.remove();
-    // The row is HTML the server rendered with every value escaped.
-    body.insertAdjacentHTML("beforeend", data.html);
-    filters.add(body.lastElementChild);
-    bump("count-entries", 1);
     if (data.message) bump("count-messages", 1);
     else if (data.kind === "tool") bump("count-tools", 1);
     else bump("count-others", 1);
@@ -137,13 +139,81 @@ const filters = (() => {
         el.className = "badge bad";
       }
     }
+  };
+  source.addEventListener("open", () => { status.textContent = "live: following new entries"; });
+  source.addEventListener("overview", (event) => {
+    const data = JSON.parse(event.data);
+    if (overview === null) return;
+    const last = data.last === null ? -1 : data.last;
+    if (last < counted && data.stopped === null) return;
+    counted = Math.max(counted, last);
+    // The server rendered it with every value escaped, as the page itself.
+    overview.innerHTML = data.html;
+    overview.dataset.last = String(last);
+    if (data.stopped !== null) overview.dataset.stopped = "true";
+    windowText(data.entries);
+  });
+  source.addEventListener("entry", (event) => {
+    const data = JSON.parse(event.data);
+    if (document.getElementById("e" + data.sequence) !== null) return;
+    lastRow = Math.max(lastRow, data.sequence);
+    const total = document.getElementById("count-entries");
+    // A call's decision or outcome: its row, sent again whole, replaces the one shown.
+    const shown = data.replace === null || data.replace === undefined ? null : document.getElementById("e" + data.replace);
+    if (shown !== null && shown.tagName === "TR") {
+      shown.outerHTML = data.html;
+      filters.add(document.getElementById("e" + data.replace));
+      count(data);
+      windowText(total === null ? "?" : total.textContent);
+      status.dataset.last = String(data.sequence);
+      return;
+    }
+    const none = document.getElementById("no-entries");
+    if (none !== null) none.remove();
+    // The row is HTML the server rendered with every value escaped.
+    body.insertAdjacentHTML("beforeend", data.html);
+    filters.add(body.lastElementChild);
+    count(data);
+    windowText(total === null ? "?" : total.textContent);
     status.textContent = "live: last entry " + data.sequence + " at " + new Date().toISOString();
     status.dataset.last = String(data.sequence);
   });
   source.addEventListener("failure", (event) => {
-    status.textContent = "live: stopped (" + JSON.parse(event.data).message + ")";
+    const message = JSON.parse(event.data).message;
+    status.textContent = "live: stopped (" + message + ")";
+    status.dataset.stopped = "true";
+    // What the header shows stops where the rows stopped: say so above it.
+    if (overview !== null && document.getElementById("live-stopped") === null) {
+      const p = document.createElement("p");
+      p.id = "live-stopped";
+      const badge = document.createElement("span");
+      badge.className = "badge bad";
+      badge.textContent = "NOT FOLLOWED";
+      p.append(badge, " " + message + ". What is shown stops where following stopped; nothing stored after is vouched for on this page. Reload it to verify the session again.");
+      overview.prepend(p);
+      overview.dataset.stopped = "true";
+    }
     source.close();
   });
   source.addEventListener("error", () => { status.textContent = "live: reconnecting…"; });
+})();
+(() => {
+  const list = document.getElementById("session-list");
+  const status = document.getElementById("list-status");
+  if (list === null || list.dataset.live === undefined) return;
+  const source = new EventSource(list.dataset.live);
+  source.addEventListener("open", () => { if (status !== null) status.textContent = "live: following the journal"; });
+  source.addEventListener("sessions", (event) => {
+    const data = JSON.parse(event.data);
+    // The server rendered the list with every value escaped.
+    list.innerHTML = data.html;
+    list.dataset.count = String(data.count);
+    if (status !== null) status.textContent = "live: list as of " + new Date().toISOString();
+  });
+  source.addEventListener("failure", (event) => {
+    if (status !== null) status.textContent = "live: stopped (" + JSON.parse(event.data).message + ")";
+    source.close();
+  });
+  source.addEventListener("error", () => { if (status !== null) status.textContent = "live: reconnecting…"; });
 })();
 `
