@@ -10,19 +10,35 @@
  */
 import { hookArgs } from "./internal/hookArgs.ts"
 
+// A hook's script with its code cache (`internal/codeCache.ts`, a chunk of its own:
+// the forwarder's entry holds nothing it does not run) when its journal is a
+// directory; with PostgreSQL (`--postgres`, else `SESSION_JOURNAL_PG_URL` as
+// `Storage` reads it), which that script leaves out, the module as usual.
+const hookModule = async <M>(name: string, postgres: string | undefined, fallback: () => Promise<M>) => {
+  const url = process.env["SESSION_JOURNAL_PG_URL"]
+  if (postgres !== undefined || (url !== undefined && url !== "")) return { module: await fallback(), save: () => {} }
+  const CodeCache = await import("./internal/codeCache.ts")
+  return CodeCache.load(import.meta.url, name, process.env, fallback)
+}
+
 if (process.argv[2] === "claude-code" && process.argv[3] === "forward") {
   // The guard's command hook: its own small module (Node's modules only), once per event.
   const { main } = await import("./commands/ForwardProcess.ts")
   process.exit(await main(process.argv.slice(4)))
 } else if (process.argv.includes("codex") && hookArgs(process.argv.slice(2), "codex") !== null) {
   // Codex's command hook, once per tool call too: its own module, without the command tree.
-  const { main } = await import("./commands/CodexHook.ts")
-  process.exit(await main(hookArgs(process.argv.slice(2), "codex")!))
+  const hook = hookArgs(process.argv.slice(2), "codex")!
+  const { module, save } = await hookModule("CodexHook", hook.postgres, () => import("./commands/CodexHook.ts"))
+  const code = await module.main(hook)
+  save()
+  process.exit(code)
 } else {
   const hook = hookArgs(process.argv.slice(2))
   if (hook !== null) {
-    const { main } = await import("./commands/HookProcess.ts")
-    const code = await main(hook)
+    const { module, save } = await hookModule("HookProcess", hook.postgres, () => import("./commands/HookProcess.ts"))
+    const code = await module.main(hook)
+    // The code cache, written once per version of the script, after the answer.
+    save()
     // Nothing of the hook's may keep the process alive past its answer: a hook that
     // does not end is one Claude Code times out, and a timeout fails open.
     process.exit(code)
