@@ -57,10 +57,15 @@ export const DEFAULT_STANDALONE: ReadonlyArray<string> = ["src/commands/ForwardP
 /**
  * The modules of a command bundled each into one CommonJS script by default
  * (`BundleOptions.cached`), relative to the package's directory, when they exist:
- * the hooks, which Claude Code and Codex start once per tool call. The entry loads
- * them with V8's code cache of their first run (`src/internal/codeCache.ts`).
+ * the hooks, which Claude Code and Codex start once per tool call, and `record`,
+ * which an agent's hook starts once per tool call. The entry loads them with V8's
+ * code cache of their first run (`src/internal/codeCache.ts`).
  */
-export const DEFAULT_CACHED: ReadonlyArray<string> = ["src/commands/HookProcess.ts", "src/commands/CodexHook.ts"]
+export const DEFAULT_CACHED: ReadonlyArray<string> = [
+  "src/commands/HookProcess.ts",
+  "src/commands/CodexHook.ts",
+  "src/commands/RecordProcess.ts"
+]
 
 /**
  * A cached script runs with the filesystem only (the entry imports the module as

@@ -2,19 +2,22 @@
  * Entry point of the `session-journal` command. The resident guard's forwarder
  * (`claude-code forward`, `commands/ForwardProcess.ts`, run by Claude Code once per event)
  * is recognized first and loads nothing but its own file (the build bundles it
- * into one, `scripts/bundle.ts`); the command hook (`claude-code hook`, once per
- * event too) runs without the command tree, whose modules it does not need;
- * every other invocation runs the command tree (`internal/runCli.ts`).
+ * into one, `scripts/bundle.ts`); the command hooks (`claude-code hook`, `codex
+ * hook`, once per event too) and a plain `record` (once per tool call of an
+ * agent's hook, `internal/recordArgs.ts`) run without the command tree, whose
+ * modules they do not need, each from a script of its own with its code cache
+ * (`internal/codeCache.ts`); every other invocation runs the command tree
+ * (`internal/runCli.ts`).
  *
  * @since 0.1.0
  */
 import { hookArgs } from "./internal/hookArgs.ts"
 
-// A hook's script with its code cache (`internal/codeCache.ts`, a chunk of its own:
-// the forwarder's entry holds nothing it does not run) when its journal is a
+// A command's script with its code cache (`internal/codeCache.ts`, a chunk of its
+// own: the forwarder's entry holds nothing it does not run) when its journal is a
 // directory; with PostgreSQL (`--postgres`, else `SESSION_JOURNAL_PG_URL` as
 // `Storage` reads it), which that script leaves out, the module as usual.
-const hookModule = async <M>(name: string, postgres: string | undefined, fallback: () => Promise<M>) => {
+const codeCached = async <M>(name: string, postgres: string | undefined, fallback: () => Promise<M>) => {
   const url = process.env["SESSION_JOURNAL_PG_URL"]
   if (postgres !== undefined || (url !== undefined && url !== "")) return { module: await fallback(), save: () => {} }
   const CodeCache = await import("./internal/codeCache.ts")
@@ -28,14 +31,14 @@ if (process.argv[2] === "claude-code" && process.argv[3] === "forward") {
 } else if (process.argv.includes("codex") && hookArgs(process.argv.slice(2), "codex") !== null) {
   // Codex's command hook, once per tool call too: its own module, without the command tree.
   const hook = hookArgs(process.argv.slice(2), "codex")!
-  const { module, save } = await hookModule("CodexHook", hook.postgres, () => import("./commands/CodexHook.ts"))
+  const { module, save } = await codeCached("CodexHook", hook.postgres, () => import("./commands/CodexHook.ts"))
   const code = await module.main(hook)
   save()
   process.exit(code)
 } else {
   const hook = hookArgs(process.argv.slice(2))
   if (hook !== null) {
-    const { module, save } = await hookModule("HookProcess", hook.postgres, () => import("./commands/HookProcess.ts"))
+    const { module, save } = await codeCached("HookProcess", hook.postgres, () => import("./commands/HookProcess.ts"))
     const code = await module.main(hook)
     // The code cache, written once per version of the script, after the answer.
     save()
@@ -43,6 +46,21 @@ if (process.argv[2] === "claude-code" && process.argv[3] === "forward") {
     // does not end is one Claude Code times out, and a timeout fails open.
     process.exit(code)
   } else {
-    await import("./internal/runCli.ts")
+    // Its own small chunk: the forwarder's entry holds nothing it does not run.
+    const { recordArgs } = await import("./internal/recordArgs.ts")
+    const record = recordArgs(process.argv.slice(2))
+    if (record !== null) {
+      // `record`, once per tool call of an agent's hook: the command without the tree.
+      const { module, save } = await codeCached(
+        "RecordProcess",
+        record.postgres,
+        () => import("./commands/RecordProcess.ts")
+      )
+      // The code cache is written once the process is done (`main` ends it).
+      process.once("exit", save)
+      module.main(record)
+    } else {
+      await import("./internal/runCli.ts")
+    }
   }
 }
