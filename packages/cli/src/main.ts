@@ -11,8 +11,6 @@
  *
  * @since 0.1.0
  */
-import { hookArgs } from "./internal/hookArgs.ts"
-
 // A command's script with its code cache (`internal/codeCache.ts`, a chunk of its
 // own: the forwarder's entry holds nothing it does not run) when its journal is a
 // directory; with PostgreSQL (`--postgres`, else `SESSION_JOURNAL_PG_URL` as
@@ -24,20 +22,27 @@ const codeCached = async <M>(name: string, postgres: string | undefined, fallbac
   return CodeCache.load(import.meta.url, name, process.env, fallback)
 }
 
-if (process.argv[2] === "claude-code" && process.argv[3] === "forward") {
+const argv = process.argv.slice(2)
+if (argv[0] === "claude-code" && argv[1] === "forward") {
   // The guard's command hook: its own small module (Node's modules only), once per event.
   const { main } = await import("./commands/ForwardProcess.ts")
-  process.exit(await main(process.argv.slice(4)))
-} else if (process.argv.includes("codex") && hookArgs(process.argv.slice(2), "codex") !== null) {
-  // Codex's command hook, once per tool call too: its own module, without the command tree.
-  const hook = hookArgs(process.argv.slice(2), "codex")!
-  const { module, save } = await codeCached("CodexHook", hook.postgres, () => import("./commands/CodexHook.ts"))
-  const code = await module.main(hook)
-  save()
-  process.exit(code)
+  process.exit(await main(argv.slice(2)))
 } else {
-  const hook = hookArgs(process.argv.slice(2))
-  if (hook !== null) {
+  // The recognizers, each a small chunk: the forwarder's entry holds nothing it does not run.
+  const [{ hookArgs }, { recordArgs }] = await Promise.all([
+    import("./internal/hookArgs.ts"),
+    import("./internal/recordArgs.ts")
+  ])
+  const codex = argv.includes("codex") ? hookArgs(argv, "codex") : null
+  const hook = codex === null ? hookArgs(argv) : null
+  const record = codex === null && hook === null ? recordArgs(argv) : null
+  if (codex !== null) {
+    // Codex's command hook, once per tool call too: its own module, without the command tree.
+    const { module, save } = await codeCached("CodexHook", codex.postgres, () => import("./commands/CodexHook.ts"))
+    const code = await module.main(codex)
+    save()
+    process.exit(code)
+  } else if (hook !== null) {
     const { module, save } = await codeCached("HookProcess", hook.postgres, () => import("./commands/HookProcess.ts"))
     const code = await module.main(hook)
     // The code cache, written once per version of the script, after the answer.
@@ -45,22 +50,17 @@ if (process.argv[2] === "claude-code" && process.argv[3] === "forward") {
     // Nothing of the hook's may keep the process alive past its answer: a hook that
     // does not end is one Claude Code times out, and a timeout fails open.
     process.exit(code)
+  } else if (record !== null) {
+    // `record`, once per tool call of an agent's hook: the command without the tree.
+    const { module, save } = await codeCached(
+      "RecordProcess",
+      record.postgres,
+      () => import("./commands/RecordProcess.ts")
+    )
+    // The code cache is written once the process is done (`main` ends it).
+    process.once("exit", save)
+    module.main(record)
   } else {
-    // Its own small chunk: the forwarder's entry holds nothing it does not run.
-    const { recordArgs } = await import("./internal/recordArgs.ts")
-    const record = recordArgs(process.argv.slice(2))
-    if (record !== null) {
-      // `record`, once per tool call of an agent's hook: the command without the tree.
-      const { module, save } = await codeCached(
-        "RecordProcess",
-        record.postgres,
-        () => import("./commands/RecordProcess.ts")
-      )
-      // The code cache is written once the process is done (`main` ends it).
-      process.once("exit", save)
-      module.main(record)
-    } else {
-      await import("./internal/runCli.ts")
-    }
+    await import("./internal/runCli.ts")
   }
 }
