@@ -42,6 +42,15 @@ process.stdout.write(JSON.stringify({ cache: loaded.cache, answer }))`
   return JSON.parse(ran.stdout) as Load
 }
 
+/** A directory with `script.cjs` (SCRIPT) and its cache home, the script loaded once: its cache written. */
+const loadedOnce = () => {
+  const dir = tempDir()
+  const home = path.join(dir, "cache")
+  fs.writeFileSync(path.join(dir, "script.cjs"), SCRIPT)
+  const first = load(dir, home)
+  return { dir, home, first, file: cacheFiles(home)[0]! }
+}
+
 const cacheFiles = (cacheHome: string): Array<string> => {
   const dir = path.join(cacheHome, "session-journal", "code")
   return fs.existsSync(dir) ? fs.readdirSync(dir).map((name) => path.join(dir, name)) : []
@@ -49,10 +58,8 @@ const cacheFiles = (cacheHome: string): Array<string> => {
 
 describe.skipIf(typeof process.getuid !== "function")("a hook's code cache", () => {
   it("is written after the first run, private, and taken by the next", () => {
-    const dir = tempDir()
-    const home = path.join(dir, "cache")
-    fs.writeFileSync(path.join(dir, "script.cjs"), SCRIPT)
-    assert.deepStrictEqual(load(dir, home), { cache: "absent", answer: [42, "/"] })
+    const { dir, first, home } = loadedOnce()
+    assert.deepStrictEqual(first, { cache: "absent", answer: [42, "/"] })
     const [file, ...more] = cacheFiles(home)
     assert.isDefined(file)
     assert.deepStrictEqual(more, [])
@@ -62,39 +69,28 @@ describe.skipIf(typeof process.getuid !== "function")("a hook's code cache", () 
   })
 
   it("with a byte changed is not given to V8: the script compiles from its text and the cache is written again", () => {
-    const dir = tempDir()
-    const home = path.join(dir, "cache")
-    fs.writeFileSync(path.join(dir, "script.cjs"), SCRIPT)
-    load(dir, home)
-    const [file] = cacheFiles(home)
-    const bytes = fs.readFileSync(file!)
+    const { dir, file, home } = loadedOnce()
+    const bytes = fs.readFileSync(file)
     // A byte of V8's data, past the checksum and V8's own header.
     const at = Math.floor((bytes.length + 64) / 2)
     bytes[at] = bytes[at]! ^ 0x40
-    fs.writeFileSync(file!, bytes)
+    fs.writeFileSync(file, bytes)
     assert.deepStrictEqual(load(dir, home), { cache: "absent", answer: [42, "/"] })
     assert.deepStrictEqual(load(dir, home), { cache: "accepted", answer: [42, "/"] })
   })
 
   it("of another script of the same length is not used: the changed script runs as changed", () => {
-    const dir = tempDir()
-    const home = path.join(dir, "cache")
-    fs.writeFileSync(path.join(dir, "script.cjs"), SCRIPT)
-    load(dir, home)
-    load(dir, home)
+    const { dir, home } = loadedOnce()
+    assert.strictEqual(load(dir, home).cache, "accepted")
     fs.writeFileSync(path.join(dir, "script.cjs"), CHANGED)
     assert.deepStrictEqual(load(dir, home), { cache: "absent", answer: [38, "/"] })
     assert.deepStrictEqual(load(dir, home), { cache: "accepted", answer: [38, "/"] })
   })
 
   it("in a directory others may write is neither read nor written", () => {
-    const dir = tempDir()
-    const home = path.join(dir, "cache")
-    fs.writeFileSync(path.join(dir, "script.cjs"), SCRIPT)
-    load(dir, home)
-    const [file] = cacheFiles(home)
-    fs.chmodSync(path.dirname(file!), 0o777)
-    fs.rmSync(file!)
+    const { dir, file, home } = loadedOnce()
+    fs.chmodSync(path.dirname(file), 0o777)
+    fs.rmSync(file)
     assert.deepStrictEqual(load(dir, home), { cache: "unsafe", answer: [42, "/"] })
     assert.deepStrictEqual(cacheFiles(home), [])
   })

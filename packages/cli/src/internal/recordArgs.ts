@@ -8,19 +8,11 @@
  * flag, a missing or odd value) is left to the command tree, which parses it the
  * same way or reports it.
  */
-import { parseWaitMillis } from "./hookArgs.ts"
+import { parseWaitMillis, readFlags } from "./hookArgs.ts"
+import type { Call } from "./recordCall.ts"
 
 /** A `record` invocation's flags and argument. */
-export interface RecordArgs {
-  /** The session id (checked by the journal). */
-  readonly id: string
-  readonly tool: string
-  readonly server: string
-  readonly agent: string
-  readonly read: number
-  readonly written: number
-  readonly depth: number
-  readonly denied: boolean
+export interface RecordArgs extends Call {
   /** `--wait DURATION`, in milliseconds. */
   readonly waitMillis: number | undefined
   /** The global `--dir DIR`. */
@@ -47,28 +39,9 @@ const COUNT = /^(?:0|[1-9][0-9]{0,14})$/
 
 /** The invocation's arguments when `argv` (without node and the script) is exactly a plain `record`, else null. */
 export const recordArgs = (argv: ReadonlyArray<string>): RecordArgs | null => {
-  const values = new Map<string, string>()
-  const switches = new Set<string>()
-  const words: Array<string> = []
-  for (let i = 0; i < argv.length; i++) {
-    let arg = argv[i]!
-    let value: string | undefined
-    const eq = arg.indexOf("=")
-    if (arg.startsWith("--") && eq > 0) {
-      value = arg.slice(eq + 1)
-      arg = arg.slice(0, eq)
-    }
-    if (VALUED.has(arg)) {
-      if (value === undefined) {
-        if (i + 1 >= argv.length) return null
-        value = argv[++i]!
-      }
-      if (values.has(arg) || value.startsWith("-")) return null
-      values.set(arg, value)
-    } else if (SWITCHES.has(arg) && value === undefined && !switches.has(arg)) switches.add(arg)
-    else if (arg.startsWith("-") || arg === "") return null
-    else words.push(arg)
-  }
+  const flags = readFlags(argv, VALUED, SWITCHES, { switchOnce: true, dashValues: false })
+  if (flags === null || flags.words.includes("")) return null
+  const { switches, values, words } = flags
   if (words.length !== 2 || words[0] !== "record") return null
   const tool = values.get("--tool")
   const server = values.get("--server")
