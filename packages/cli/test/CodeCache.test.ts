@@ -79,11 +79,12 @@ describe.skipIf(typeof process.getuid !== "function")("a hook's code cache", () 
     assert.deepStrictEqual(load(dir, home), { cache: "accepted", answer: [42, "/"] })
   })
 
-  it("of another script of the same length is not used: the changed script runs as changed", () => {
+  it("of another script of the same length is not used: the changed script runs as changed, its cache replaces it", () => {
     const { dir, home } = loadedOnce()
     assert.strictEqual(load(dir, home).cache, "accepted")
     fs.writeFileSync(path.join(dir, "script.cjs"), CHANGED)
     assert.deepStrictEqual(load(dir, home), { cache: "absent", answer: [38, "/"] })
+    assert.lengthOf(cacheFiles(home), 1, "the earlier version's cache is removed")
     assert.deepStrictEqual(load(dir, home), { cache: "accepted", answer: [38, "/"] })
   })
 

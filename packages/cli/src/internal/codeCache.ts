@@ -23,8 +23,9 @@
  * - V8 rejects a cache of another V8 or of other flags, and the script is then
  *   compiled from its text, as it is when anything above is not so.
  *
- * Reading or writing a cache never fails the command: without one the script is
- * compiled from its text. Without the script (a run from the TypeScript sources),
+ * A cache is written once per version of a script, after its first run, and
+ * replaces the caches of its other versions. Reading or writing a cache never
+ * fails the command: without one the script is compiled from its text. Without the script (a run from the TypeScript sources),
  * on a Node without `zlib.crc32` or without `vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER`
  * (which the script's own `import()` needs), the module is imported as usual.
  *
@@ -152,6 +153,12 @@ export const load = async <M>(
       fs.writeFileSync(temp, Buffer.concat([head, data]), { mode: 0o600, flag: "wx" })
       // A reader sees the whole cache or none: the name appears when it is written.
       fs.renameSync(temp, cacheFile)
+      // The caches of this script's earlier versions (or of another Node) are not read again.
+      for (const other of fs.readdirSync(dir)) {
+        if (other.startsWith(`${name}-`) && other.endsWith(".v8") && `${dir}/${other}` !== cacheFile) {
+          fs.rmSync(`${dir}/${other}`, { force: true })
+        }
+      }
     } catch {
       try {
         fs.rmSync(temp, { force: true })
