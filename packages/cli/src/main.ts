@@ -17,7 +17,9 @@
 // `Storage` reads it), which that script leaves out, the module as usual.
 const codeCached = async <M>(name: string, postgres: string | undefined, fallback: () => Promise<M>) => {
   const url = process.env["SESSION_JOURNAL_PG_URL"]
-  if (postgres !== undefined || (url !== undefined && url !== "")) return { module: await fallback(), save: () => {} }
+  if (postgres !== undefined || (url !== undefined && url !== "")) {
+    return { module: await fallback(), save: (_kind: string) => {} }
+  }
   const CodeCache = await import("./internal/codeCache.ts")
   return CodeCache.load(import.meta.url, name, process.env, fallback)
 }
@@ -39,14 +41,14 @@ if (argv[0] === "claude-code" && argv[1] === "forward") {
   if (codex !== null) {
     // Codex's command hook, once per tool call too: its own module, without the command tree.
     const { module, save } = await codeCached("CodexHook", codex.postgres, () => import("./commands/CodexHook.ts"))
-    const code = await module.main(codex)
-    save()
+    const { code, event } = await module.main(codex)
+    save(event ?? "unread")
     process.exit(code)
   } else if (hook !== null) {
     const { module, save } = await codeCached("HookProcess", hook.postgres, () => import("./commands/HookProcess.ts"))
-    const code = await module.main(hook)
-    // The code cache, written once per version of the script, after the answer.
-    save()
+    const { code, event } = await module.main(hook)
+    // The code cache, after the answer: once per version of the script and kind of event.
+    save(event ?? "unread")
     // Nothing of the hook's may keep the process alive past its answer: a hook that
     // does not end is one Claude Code times out, and a timeout fails open.
     process.exit(code)
@@ -58,7 +60,7 @@ if (argv[0] === "claude-code" && argv[1] === "forward") {
       () => import("./commands/RecordProcess.ts")
     )
     // The code cache is written once the process is done (`main` ends it).
-    process.once("exit", save)
+    process.once("exit", () => save("record"))
     module.main(record)
   } else {
     await import("./internal/runCli.ts")

@@ -25,8 +25,11 @@ interface Load {
   readonly answer: unknown
 }
 
-/** Loads `script.cjs` of `dir` in a process of its own, with its cache under `cacheHome`, and saves the cache. */
-const load = (dir: string, cacheHome: string): Load => {
+/**
+ * Loads `script.cjs` of `dir` in a process of its own, with its cache under
+ * `cacheHome`, and saves the cache as a run of `kind`.
+ */
+const load = (dir: string, cacheHome: string, kind = "PreToolUse"): Load => {
   const entry = pathToFileURL(path.join(dir, "entry.js")).href
   const ran = spawnSync(process.execPath, [
     "--input-type=module",
@@ -35,7 +38,7 @@ const load = (dir: string, cacheHome: string): Load => {
 const loaded = await C.load(${JSON.stringify(entry)}, "script", { XDG_CACHE_HOME: ${JSON.stringify(cacheHome)} },
   async () => ({ answer: () => "imported" }))
 const answer = loaded.module.answer()
-loaded.save()
+loaded.save(${JSON.stringify(kind)})
 process.stdout.write(JSON.stringify({ cache: loaded.cache, answer }))`
   ], { encoding: "utf8", timeout: 60_000 })
   assert.strictEqual(ran.status, 0, ran.stderr)
@@ -86,6 +89,22 @@ describe.skipIf(typeof process.getuid !== "function")("a hook's code cache", () 
     assert.deepStrictEqual(load(dir, home), { cache: "absent", answer: [38, "/"] })
     assert.lengthOf(cacheFiles(home), 1, "the earlier version's cache is removed")
     assert.deepStrictEqual(load(dir, home), { cache: "accepted", answer: [38, "/"] })
+  })
+
+  it("is written again after the first run of each other kind, with the kinds it holds", () => {
+    const { dir, file, home } = loadedOnce()
+    const inode = () => fs.statSync(file).ino
+    const first = inode()
+    assert.deepStrictEqual(load(dir, home, "PreToolUse"), { cache: "accepted", answer: [42, "/"] })
+    assert.strictEqual(inode(), first, "a run of a kind the cache holds does not write it")
+    assert.deepStrictEqual(load(dir, home, "SessionStart"), { cache: "accepted", answer: [42, "/"] })
+    const second = inode()
+    assert.notStrictEqual(second, first, "a run of another kind writes it again")
+    assert.include(fs.readFileSync(file).toString("latin1"), "[\"PreToolUse\",\"SessionStart\"]")
+    for (const kind of ["PreToolUse", "SessionStart"]) {
+      assert.deepStrictEqual(load(dir, home, kind), { cache: "accepted", answer: [42, "/"] })
+    }
+    assert.strictEqual(inode(), second)
   })
 
   it("in a directory others may write is neither read nor written", () => {

@@ -23,8 +23,9 @@
  * - V8 rejects a cache of another V8 or of other flags, and the script is then
  *   compiled from its text, as it is when anything above is not so.
  *
- * A cache is written once per version of a script, after its first run, and
- * replaces the caches of its other versions. Reading or writing a cache never
+ * A cache is written after a script's first run, again after the first run of each
+ * other kind (`Loaded.save`, `MAX_KINDS`), and replaces the caches of the script's
+ * other versions. Reading or writing a cache never
  * fails the command: without one the script is compiled from its text. Without the script (a run from the TypeScript sources),
  * on a Node without `zlib.crc32` or without `vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER`
  * (which the script's own `import()` needs), the module is imported as usual.
@@ -48,9 +49,22 @@ export type Cache = "accepted" | "rejected" | "absent" | "unsafe" | "none"
 export interface Loaded<M> {
   readonly module: M
   readonly cache: Cache
-  /** Writes the code cache of what ran so far, when there was none; never throws. */
-  readonly save: () => void
+  /**
+   * Writes the code cache of what ran so far when there was none, or when this
+   * run's `kind` (a hook's event) is not among the kinds of run the cache holds
+   * the code of (at most `MAX_KINDS`); never throws.
+   */
+  readonly save: (kind: string) => void
 }
+
+/**
+ * How many kinds of run a cache records the code of. A cache holds the functions
+ * its runs compiled: the first run of a hook is seldom a tool call (a session
+ * starts first), and a tool call's decision runs code a session's start does not,
+ * so a run of another kind writes the cache again, with its own functions and
+ * every function of the cache it was given. A kind is at most 64 characters.
+ */
+export const MAX_KINDS = 16
 
 /**
  * The directory of the code caches: `$XDG_CACHE_HOME/session-journal/code` when
@@ -81,11 +95,36 @@ const privateDir = (dir: string): boolean => {
 
 const hex = (n: number): string => (n >>> 0).toString(16).padStart(8, "0")
 
-/** A cache's bytes when its checksum holds (the first four bytes, CRC-32 of the rest, big-endian). */
-const verified = (zlib: typeof Zlib, bytes: Buffer): Buffer | undefined => {
-  if (bytes.length <= 4) return undefined
-  const payload = bytes.subarray(4)
-  return bytes.readUInt32BE(0) === zlib.crc32(payload) >>> 0 ? payload : undefined
+// A cache file: the CRC-32 of the rest (4 bytes, big-endian), the length of the
+// kinds (2 bytes), the kinds (a JSON array of strings), V8's data.
+interface Stored {
+  readonly kinds: ReadonlyArray<string>
+  readonly data: Buffer
+}
+
+/** A cache file's kinds and V8's data when its checksum holds and its kinds read. */
+const verified = (zlib: typeof Zlib, bytes: Buffer): Stored | undefined => {
+  if (bytes.length <= 6 || bytes.readUInt32BE(0) !== zlib.crc32(bytes.subarray(4)) >>> 0) return undefined
+  const end = 6 + bytes.readUInt16BE(4)
+  if (end >= bytes.length) return undefined
+  try {
+    const kinds: unknown = JSON.parse(bytes.toString("utf8", 6, end))
+    return Array.isArray(kinds) && kinds.every((k) => typeof k === "string")
+      ? { kinds, data: bytes.subarray(end) }
+      : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const stored = (zlib: typeof Zlib, kinds: ReadonlyArray<string>, data: Buffer): Buffer => {
+  const text = Buffer.from(JSON.stringify(kinds), "utf8")
+  const bytes = Buffer.alloc(6 + text.length + data.length)
+  bytes.writeUInt16BE(text.length, 4)
+  text.copy(bytes, 6)
+  data.copy(bytes, 6 + text.length)
+  bytes.writeUInt32BE(zlib.crc32(bytes.subarray(4)) >>> 0, 0)
+  return bytes
 }
 
 /**
@@ -119,14 +158,15 @@ export const load = async <M>(
     ? undefined
     : `${dir}/${name}-${hex(zlib.crc32(source))}-${process.version}-${process.arch}.v8`
   const usable = dir !== undefined && privateDir(dir)
-  let cachedData: Buffer | undefined
+  let found: Stored | undefined
   if (usable && cacheFile !== undefined) {
     try {
-      cachedData = verified(zlib, fs.readFileSync(cacheFile))
+      found = verified(zlib, fs.readFileSync(cacheFile))
     } catch {
-      cachedData = undefined
+      found = undefined
     }
   }
+  const cachedData = found?.data
   const filename = decodeURIComponent(file.pathname)
   // The function CommonJS wraps a module in, on one line: the script's lines keep
   // their numbers for stack traces and its source map.
@@ -142,15 +182,15 @@ export const load = async <M>(
     filename,
     filename.slice(0, filename.lastIndexOf("/"))
   )
-  const wanted = usable && cacheFile !== undefined && (cachedData === undefined || script.cachedDataRejected === true)
-  const save = () => {
-    if (!wanted) return
+  // The kinds of run whose code the cache given to V8 holds (none when V8 took none).
+  const held = found === undefined || script.cachedDataRejected === true ? [] : found.kinds
+  const save = (kind: string) => {
+    if (!usable || cacheFile === undefined || kind.length > 64) return
+    if (held.includes(kind) || held.length >= MAX_KINDS) return
     const temp = `${cacheFile}.${process.pid}.tmp`
     try {
-      const data = script.createCachedData()
-      const head = Buffer.alloc(4)
-      head.writeUInt32BE(zlib.crc32(data) >>> 0, 0)
-      fs.writeFileSync(temp, Buffer.concat([head, data]), { mode: 0o600, flag: "wx" })
+      const bytes = stored(zlib, [...held, kind], script.createCachedData())
+      fs.writeFileSync(temp, bytes, { mode: 0o600, flag: "wx" })
       // A reader sees the whole cache or none: the name appears when it is written.
       fs.renameSync(temp, cacheFile)
       // The caches of this script's earlier versions (or of another Node) are not read again.
