@@ -21,7 +21,8 @@
  *   bytes are the CRC-32 of the rest (V8 verifies no checksum in a release build): a
  *   cache of another script, or a cache with a byte changed, is not given to V8;
  * - V8 rejects a cache of another V8 or of other flags, and the script is then
- *   compiled from its text, as it is when anything above is not so.
+ *   compiled from its text, as it is when the cache is not intact or not there;
+ *   without a private directory the module is imported as usual.
  *
  * A cache is written after a script's first run, again after the first run of each
  * other kind (`Loaded.save`, `MAX_KINDS`), and replaces the caches of the script's
@@ -41,7 +42,8 @@ import type * as Zlib from "node:zlib"
 /**
  * What became of a script's code cache: given to V8 and taken, given and rejected
  * by V8, not there (or not intact: its checksum does not hold), not looked for
- * because its directory is not private, or no script (the module imported as usual).
+ * because there is no private directory for it (the module imported as usual), or
+ * no script (the module imported as usual).
  */
 export type Cache = "accepted" | "rejected" | "absent" | "unsafe" | "none"
 
@@ -138,7 +140,11 @@ export const load = async <M>(
   env: Readonly<Record<string, string | undefined>>,
   fallback: () => Promise<M>
 ): Promise<Loaded<M>> => {
-  const none = async (): Promise<Loaded<M>> => ({ module: await fallback(), cache: "none", save: () => undefined })
+  const none = async (cache: Cache = "none"): Promise<Loaded<M>> => ({
+    module: await fallback(),
+    cache,
+    save: () => undefined
+  })
   const file = new URL(`./${name}.cjs`, base)
   if (file.protocol !== "file:") return none()
   let source: string
@@ -154,17 +160,15 @@ export const load = async <M>(
   if (loader === undefined || typeof zlib.crc32 !== "function") return none()
 
   const dir = cacheDir(env)
-  const cacheFile = dir === undefined
-    ? undefined
-    : `${dir}/${name}-${hex(zlib.crc32(source))}-${process.version}-${process.arch}.v8`
-  const usable = dir !== undefined && privateDir(dir)
+  // Without a cache the script would be compiled whole at every start: the modules,
+  // with Node's compile cache, start sooner.
+  if (dir === undefined || !privateDir(dir)) return none("unsafe")
+  const cacheFile = `${dir}/${name}-${hex(zlib.crc32(source))}-${process.version}-${process.arch}.v8`
   let found: Stored | undefined
-  if (usable && cacheFile !== undefined) {
-    try {
-      found = verified(zlib, fs.readFileSync(cacheFile))
-    } catch {
-      found = undefined
-    }
+  try {
+    found = verified(zlib, fs.readFileSync(cacheFile))
+  } catch {
+    found = undefined
   }
   const cachedData = found?.data
   const filename = decodeURIComponent(file.pathname)
@@ -185,7 +189,7 @@ export const load = async <M>(
   // The kinds of run whose code the cache given to V8 holds (none when V8 took none).
   const held = found === undefined || script.cachedDataRejected === true ? [] : found.kinds
   const save = (kind: string) => {
-    if (!usable || cacheFile === undefined || kind.length > 64) return
+    if (kind.length > 64) return
     if (held.includes(kind) || held.length >= MAX_KINDS) return
     const temp = `${cacheFile}.${process.pid}.tmp`
     try {
@@ -207,9 +211,7 @@ export const load = async <M>(
       }
     }
   }
-  const cache: Cache = !usable
-    ? "unsafe"
-    : cachedData === undefined
+  const cache: Cache = cachedData === undefined
     ? "absent"
     : script.cachedDataRejected === true
     ? "rejected"
