@@ -55,6 +55,37 @@ export const lazyGraphemes = (): Plugin => {
 export const DEFAULT_STANDALONE: ReadonlyArray<string> = ["src/commands/ForwardProcess.ts"]
 
 /**
+ * The modules of a command bundled each into one CommonJS script by default
+ * (`BundleOptions.cached`), relative to the package's directory, when they exist:
+ * the hooks, which Claude Code and Codex start once per tool call, and `record`,
+ * which an agent's hook starts once per tool call. The entry loads them with V8's
+ * code cache of their first run (`src/internal/codeCache.ts`).
+ */
+export const DEFAULT_CACHED: ReadonlyArray<string> = [
+  "src/commands/HookProcess.ts",
+  "src/commands/CodexHook.ts",
+  "src/commands/RecordProcess.ts"
+]
+
+/**
+ * A cached script runs with the filesystem only (the entry imports the module as
+ * usual for PostgreSQL): the PostgreSQL adapter, whose driver loads Node's
+ * `net`, `tls` and `crypto` when the script starts, is left out, and importing it
+ * there fails (the storage layer's `NotAvailable`).
+ */
+const withoutPostgres = (): Plugin => ({
+  name: "without-postgres",
+  resolveId(source) {
+    return source === "@session-journal/postgres" ? { id: "\0without-postgres" } : null
+  },
+  load(id) {
+    return id === "\0without-postgres"
+      ? "throw new Error(\"the PostgreSQL adapter is not in this script\")\n"
+      : null
+  }
+})
+
+/**
  * Sends the imports of the modules in `files` (absolute paths of sources, to the
  * file each was bundled into, relative to the entry) out of the bundle.
  */
@@ -91,9 +122,18 @@ export interface BundleOptions {
    * twice.
    */
   readonly standalone?: ReadonlyArray<string>
+  /**
+   * Modules the entry loads through `codeCache.ts` (absolute paths), each bundled
+   * with everything it imports into `<name>.cjs` next to the entry, a CommonJS
+   * script without the PostgreSQL adapter (default: `DEFAULT_CACHED` under `dir`).
+   */
+  readonly cached?: ReadonlyArray<string>
 }
 
-/** Bundles `input` into `output` (minified, with a source map), each standalone module into its own file. */
+/**
+ * Bundles `input` into `output` (minified, with a source map), each standalone
+ * module into its own file, each cached module into its own script.
+ */
 export const bundleCommand = async (options: BundleOptions): Promise<void> => {
   const dir = path.dirname(options.output)
   const resolve = { conditionNames: [...(options.conditions ?? []), "node", "import", "default"] }
@@ -125,6 +165,26 @@ export const bundleCommand = async (options: BundleOptions): Promise<void> => {
       }
     })
     bundled.set(path.resolve(file), `./${built.output[0].fileName}`)
+  }
+  const cached = options.cached ??
+    DEFAULT_CACHED.map((file) => path.join(options.dir, file)).filter((file) => fs.existsSync(file))
+  for (const file of cached) {
+    await build({
+      input: file,
+      cwd: options.dir,
+      platform: "node",
+      resolve,
+      logLevel: "warn",
+      plugins: [withoutPostgres(), ...plugins],
+      // Effect reads `import.meta.env` where a bundler gives one; Node has none.
+      transform: { define: { "import.meta.env": "undefined" } },
+      output: {
+        ...output,
+        format: "cjs",
+        entryFileNames: `${path.basename(file, path.extname(file))}.cjs`,
+        codeSplitting: false
+      }
+    })
   }
   await build({
     input: options.input,

@@ -103,6 +103,8 @@ export interface Outcome<A = Hook.HookAnswer> {
   readonly refused: string | null
   /** Whether it answered because its deadline passed (something may still be stuck). */
   readonly late?: boolean | undefined
+  /** The event's name as far as its input was read (null: not read), as `Seen.event`. */
+  readonly event?: string | null | undefined
 }
 
 const describe = (e: unknown): string =>
@@ -390,5 +392,5 @@ export const answerWithin = async <A>(
   clearTimeout(timer)
   if (reply.stdout !== null) await io.stdout(reply.stdout)
   if (reply.stderr !== null) await io.stderr(reply.stderr)
-  return reply.outcome
+  return { ...reply.outcome, event: seen.event }
 }

@@ -4,12 +4,12 @@
  *
  * @since 0.1.0
  */
-import * as Cause from "effect/Cause"
 import { CliConfig, CliOutput, Command, GlobalFlag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { root } from "./commands/Commands.ts"
-import { describe, ExitCode, stackOf } from "./Failure.ts"
+import { describe, ExitCode } from "./Failure.ts"
+import * as Outcome from "./internal/outcome.ts"
 import * as Output from "./Output.ts"
 
 /**
@@ -63,16 +63,7 @@ const outcome = <R>(
       if (error._tag === "ShowHelp") return Effect.succeed(error.errors.length > 0 ? ExitCode.usage : ExitCode.ok)
       return Effect.as(Output.errorLine(`session-journal: ${describe(error)}`), ExitCode.usage)
     }),
-    Effect.catchCause((cause) =>
-      Cause.hasInterruptsOnly(cause)
-        ? Effect.succeed(ExitCode.interrupted)
-        : Effect.as(
-          Output.errorLine(
-            `session-journal: unexpected failure (a bug): ${describe(Cause.squash(cause))}\n${stackOf(cause)}`
-          ),
-          ExitCode.defect
-        )
-    ),
+    Effect.catchCause(Outcome.codeOfCause),
     Effect.provide(Layer.mergeAll(
       presenter,
       // No wizard or log level: the command logs nothing and prompts for nothing.

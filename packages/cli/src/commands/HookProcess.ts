@@ -101,16 +101,27 @@ export const run = (args: HookArgs, io: HookRunner.Io): Promise<HookRunner.Outco
   }, io)
 
 /**
- * Runs the hook on the process's stdin, stdout and stderr; resolves with the exit
- * code.
+ * How a hook process ended: its exit code, and the name of the event it answered
+ * as far as its input was read (null: not read).
  *
  * @since 0.1.0
  */
-export const main = (args: HookArgs): Promise<number> => mainOf(run)(args)
+export interface Ended {
+  readonly code: number
+  readonly event: string | null
+}
+
+/**
+ * Runs the hook on the process's stdin, stdout and stderr; resolves with the exit
+ * code and the event.
+ *
+ * @since 0.1.0
+ */
+export const main = (args: HookArgs): Promise<Ended> => mainOf(run)(args)
 
 /**
  * A hook process's `main`: `run` on the process's stdin, stdout and stderr,
- * resolving with the exit code (Claude Code's and Codex's).
+ * resolving with the exit code and the event (Claude Code's and Codex's).
  *
  * @since 0.1.0
  */
@@ -118,9 +129,11 @@ export const mainOf = (
   run: (
     args: HookArgs,
     io: HookRunner.Io
-  ) => Promise<{ readonly exitCode: 0 | 1 | 2; readonly late?: boolean | undefined }>
+  ) => Promise<
+    { readonly exitCode: 0 | 1 | 2; readonly late?: boolean | undefined; readonly event?: string | null | undefined }
+  >
 ) =>
-async (args: HookArgs): Promise<number> => {
+async (args: HookArgs): Promise<Ended> => {
   const outcome = await run(args, {
     stdin: process.stdin,
     stdout: ProcessStreams.writeStdoutAwait,
@@ -134,5 +147,5 @@ async (args: HookArgs): Promise<number> => {
   // within a second ends the process by SIGKILL, which the installed hook command
   // turns into exit 2 with the reason already on stderr.
   if (outcome.late === true && !args.failOpen) Watchdog.arm(1)
-  return outcome.exitCode
+  return { code: outcome.exitCode, event: outcome.event ?? null }
 }

@@ -9,25 +9,16 @@ import { Argument, Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
-import { ImportStopped, InvalidInput, NotAvailable, type OutputFailed } from "../Failure.ts"
+import { ImportStopped, InvalidInput, NotAvailable } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { sessionId, validId, waitFlag, withJournal, withoutJournal } from "../internal/commandKit.ts"
+import * as RecordCall from "../internal/recordCall.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as Import from "./Import.ts"
 
 // ---------------------------------------------------------------------------
 // record / append / import
-
-// Output of entries that are already durable: if stdout fails, the failure says
-// which entries are committed (exit 6), so a caller does not write them again.
-const printDurable = (
-  output: Effect.Effect<void, OutputFailed>,
-  id: string,
-  entries: number,
-  last: Entry.Entry
-): Effect.Effect<void, OutputFailed> =>
-  Effect.mapError(output, (e) => e.afterDurable({ id, entries, sequence: last.sequence, hash: last.entry_hash }))
 
 /** The `record` command. */
 export const record = Command.make("record", {
@@ -41,20 +32,11 @@ export const record = Command.make("record", {
   denied: Flag.Boolean("denied").pipe(Flag.withDefault(false), Flag.withDescription("Record the call as denied")),
   wait: waitFlag
 }, (a) =>
-  withJournal(({ json }) =>
-    Effect.gen(function*() {
-      const journal = yield* SessionJournal.SessionJournal
-      const entry = yield* journal.record(a.id, {
-        tool_name: a.tool,
-        server_id: a.server,
-        agent_id: a.agent,
-        bytes_read: a.read,
-        bytes_written: a.written,
-        delegation_depth: a.depth,
-        allowed: !a.denied
-      })
-      yield* printDurable(Output.write(Output.entryLine(json)(entry) + "\n"), a.id, 1, entry)
-    }), { flags: true, lockWait: a.wait })).pipe(Command.withDescription("Append a tool entry and print it"))
+  // The entry recognizes a plain `record` and runs it without the command tree
+  // (`RecordProcess.ts`): both run `RecordCall.record` with the same options.
+  withJournal(({ json }) => RecordCall.record(a, json), { flags: true, lockWait: a.wait })).pipe(
+    Command.withDescription("Append a tool entry and print it")
+  )
 
 const parsePayload = (text: string, field: string) =>
   Effect.try({
@@ -93,7 +75,7 @@ export const append = Command.make("append", {
       const payload = yield* parsePayload(yield* payloadText(a.payload), "--payload")
       const journal = yield* SessionJournal.SessionJournal
       const entry = yield* journal.append(a.id, a.kind, payload)
-      yield* printDurable(Output.write(Output.entryLine(json)(entry) + "\n"), a.id, 1, entry)
+      yield* RecordCall.printDurable(Output.write(Output.entryLine(json)(entry) + "\n"), a.id, 1, entry)
     }), { flags: true, lockWait: a.wait })).pipe(
     Command.withDescription("Append a message (default kind) or an entry of another kind")
   )
@@ -155,7 +137,7 @@ export const importCmd = Command.make("import", {
               durable += written.length
               lastDurable = written[written.length - 1] ?? lastDurable
               return json && lastDurable !== undefined
-                ? printDurable(Output.lines(written.map(Output.entryJson)), a.id, durable, lastDurable)
+                ? RecordCall.printDurable(Output.lines(written.map(Output.entryJson)), a.id, durable, lastDurable)
                 : Effect.void
             })
         })).pipe(
@@ -163,7 +145,7 @@ export const importCmd = Command.make("import", {
             json && e._tag === "ImportStopped"
               ? lastDurable === undefined
                 ? Output.json(stoppedJson(e))
-                : printDurable(Output.json(stoppedJson(e)), a.id, durable, lastDurable)
+                : RecordCall.printDurable(Output.json(stoppedJson(e)), a.id, durable, lastDurable)
               : Effect.void
           )
         )
@@ -171,7 +153,9 @@ export const importCmd = Command.make("import", {
         const { imported, last } = summary
         const text = `imported ${imported} entr${imported === 1 ? "y" : "ies"} into ${a.id}` +
           (last === undefined ? "\n" : ` (last sequence ${last.sequence})\n`)
-        yield* last === undefined ? Output.write(text) : printDurable(Output.write(text), a.id, imported, last)
+        yield* last === undefined
+          ? Output.write(text)
+          : RecordCall.printDurable(Output.write(text), a.id, imported, last)
       }
     }), { lockWait: a.wait })).pipe(Command.withDescription(
       "Append JSON lines ({tool_name,…} or {kind,payload}) as they arrive, each durable within moments; " +

@@ -3,20 +3,18 @@
  * handler its storage and turn its failures into one sentence and an exit code,
  * and common arguments.
  */
-import { Entry, Persistence, SessionJournal } from "@session-journal/core"
+import { Entry } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
-import * as Cause from "effect/Cause"
 import { Argument, Flag, GlobalFlag } from "effect/cli"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import { describe as describeFailure, Exit, ExitCode, exitCodeOf, type Failure, stackOf } from "../Failure.ts"
-import * as Output from "../Output.ts"
+import type { Failure } from "../Failure.ts"
 import * as Storage from "../Storage.ts"
 import { parseWaitMillis } from "./hookArgs.ts"
+import * as JournalRun from "./journalRun.ts"
 
 // ---------------------------------------------------------------------------
 // Global flags
@@ -103,33 +101,10 @@ export const Postgres = GlobalFlag.Setting("postgres")({
  *
  * @since 0.1.0
  */
-export interface Context {
-  readonly json: boolean
-  readonly storage: Storage.Options
-}
+export type Context = JournalRun.Context
 
 /** What a journal handler may use. */
-export type Journal = SessionJournal.SessionJournal | Persistence.Persistence
-
-const reportFailure = (cause: Cause.Cause<Failure>, verbose: boolean, flags: boolean) =>
-  Effect.gen(function*() {
-    if (Cause.hasInterruptsOnly(cause)) return yield* Effect.failCause(cause as Cause.Cause<never>)
-    const error = Cause.squash(cause)
-    const typed = Cause.findErrorOption(cause)
-    // A closed pipe (`session-journal export x | head`) is a normal end, not a failure.
-    if (Option.isSome(typed) && typed.value._tag === "OutputFailed" && typed.value.code === "EPIPE") {
-      return yield* new Exit({ code: ExitCode.ok })
-    }
-    // A defect is a bug; a typed failure is not, whatever its code (`CliDied` shares 70 with defects).
-    const defect = Option.isNone(typed)
-    const code = Option.isSome(typed) ? exitCodeOf(typed.value) : ExitCode.defect
-    const text = defect
-      ? `unexpected failure (a bug): ${describeFailure(error)}`
-      : describeFailure(error, { flags })
-    yield* Output.errorLine(`session-journal: ${text}`)
-    if (verbose || defect) yield* Output.errorLine(stackOf(cause))
-    return yield* new Exit({ code })
-  })
+export type Journal = JournalRun.Journal
 
 const settings = Effect.gen(function*() {
   const dir = yield* Dir
@@ -144,31 +119,22 @@ const settings = Effect.gen(function*() {
 })
 
 /**
- * Runs a handler with the journal of the chosen storage. Failures are reported
- * here, so the top level only sees `Exit`.
+ * Runs a handler with the journal of the chosen storage (`JournalRun.run`).
+ * Failures are reported here, so the top level only sees `Exit`.
  *
  * @since 0.1.0
  */
 export const withJournal = <E extends Failure>(
   body: (ctx: Context) => Effect.Effect<void, E, Journal | Scope.Scope>,
-  options?: {
-    readonly flags?: boolean
+  options?: Omit<JournalRun.Options, "lockWait"> & {
     readonly lockWait?: Option.Option<Duration.Duration>
-    /** A reading command: creates no journal directory and no table (`Storage.Options.readOnly`). */
-    readonly readOnly?: boolean
   }
 ) =>
-  Effect.gen(function*() {
-    const { json, verbose, storage: settled } = yield* settings
-    const given: Storage.Options = options?.readOnly === true ? { ...settled, readOnly: true } : settled
-    const lockWait = options?.lockWait === undefined ? undefined : Option.getOrUndefined(options.lockWait)
-    const storage: Storage.Options = lockWait === undefined ? given : { ...given, lockWait }
-    const live = SessionJournal.layer().pipe(Layer.provideMerge(Storage.layer(storage)))
-    yield* Effect.scoped(body({ json, storage })).pipe(
-      Effect.provide(live),
-      Effect.catchCause((cause) => reportFailure(cause, verbose, options?.flags === true))
-    )
-  })
+  Effect.flatMap(settings, (given) =>
+    JournalRun.run(given, body, {
+      ...options,
+      lockWait: options?.lockWait === undefined ? undefined : Option.getOrUndefined(options.lockWait)
+    }))
 
 /**
  * `withJournal` for a command that only reads: it creates no journal directory and
@@ -189,7 +155,7 @@ export const withoutJournal = <E extends Failure>(body: (ctx: Context) => Effect
   Effect.gen(function*() {
     const { json, verbose, storage } = yield* settings
     yield* Effect.scoped(body({ json, storage })).pipe(
-      Effect.catchCause((cause) => reportFailure(cause, verbose, false))
+      Effect.catchCause((cause) => JournalRun.reportFailure(cause, verbose, false))
     )
   })
 

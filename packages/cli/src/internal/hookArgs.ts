@@ -51,19 +51,35 @@ const waitOrUndefined = (text: string): number | undefined => {
   }
 }
 
-const valued = new Set(["--dir", "--postgres", "--root", "--policy", "--max-input-bytes", "--wait", "--deadline"])
+/** An invocation's words and flags, as `readFlags` reads them. */
+export interface Flags {
+  /** The flags that take a value, by name (`--name`), each given once. */
+  readonly values: ReadonlyMap<string, string>
+  /** The flags without a value that were given, each once. */
+  readonly switches: ReadonlySet<string>
+  /** The words that are no flag, in order. */
+  readonly words: ReadonlyArray<string>
+}
 
 /**
- * The hook's flags when `argv` (without node and the script) is exactly a hook
- * invocation of `door` (`claude-code hook`, or `codex hook`), else null.
+ * Reads `argv` as words and flags: each of `valued` takes a value (`--name VALUE`
+ * or `--name=VALUE`), each of `switches` none, `skipped` are read and dropped.
+ * Null for anything else: an unknown flag, a valued flag given twice, a missing
+ * value, a switch given twice when `switchOnce` is true, a value starting with `-`
+ * when `dashValues` is false.
  */
-export const hookArgs = (
+export const readFlags = (
   argv: ReadonlyArray<string>,
-  door: "claude-code" | "codex" = "claude-code"
-): HookArgs | null => {
+  valued: ReadonlySet<string>,
+  switches: ReadonlySet<string>,
+  options?: {
+    readonly skipped?: ReadonlySet<string>
+    readonly switchOnce?: boolean
+    readonly dashValues?: boolean
+  }
+): Flags | null => {
   const values = new Map<string, string>()
-  let failOpen = false
-  let noSelfProtection = false
+  const given = new Set<string>()
   const words: Array<string> = []
   for (let i = 0; i < argv.length; i++) {
     let arg = argv[i]!
@@ -78,14 +94,35 @@ export const hookArgs = (
         if (i + 1 >= argv.length) return null
         value = argv[++i]!
       }
-      if (values.has(arg)) return null
+      if (values.has(arg) || (options?.dashValues === false && value.startsWith("-"))) return null
       values.set(arg, value)
-    } else if (arg === "--fail-open" && value === undefined) failOpen = true
-    else if (arg === "--no-self-protection" && value === undefined) noSelfProtection = true
-    else if ((arg === "--json" || arg === "--verbose") && value === undefined) continue
+    } else if (switches.has(arg) && value === undefined) {
+      if (options?.switchOnce === true && given.has(arg)) return null
+      given.add(arg)
+    } else if (options?.skipped?.has(arg) === true && value === undefined) continue
     else if (arg.startsWith("-")) return null
     else words.push(arg)
   }
+  return { values, switches: given, words }
+}
+
+const VALUED = new Set(["--dir", "--postgres", "--root", "--policy", "--max-input-bytes", "--wait", "--deadline"])
+const SWITCHES = new Set(["--fail-open", "--no-self-protection"])
+const SKIPPED = new Set(["--json", "--verbose"])
+
+/**
+ * The hook's flags when `argv` (without node and the script) is exactly a hook
+ * invocation of `door` (`claude-code hook`, or `codex hook`), else null.
+ */
+export const hookArgs = (
+  argv: ReadonlyArray<string>,
+  door: "claude-code" | "codex" = "claude-code"
+): HookArgs | null => {
+  const flags = readFlags(argv, VALUED, SWITCHES, { skipped: SKIPPED })
+  if (flags === null) return null
+  const { values, words } = flags
+  const failOpen = flags.switches.has("--fail-open")
+  const noSelfProtection = flags.switches.has("--no-self-protection")
   if (words.length !== 2 || words[0] !== door || words[1] !== "hook") return null
   const bytes = values.get("--max-input-bytes")
   const maxInputBytes = bytes === undefined ? undefined : /^\d{1,15}$/.test(bytes) ? Number(bytes) : NaN
