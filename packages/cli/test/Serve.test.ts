@@ -389,3 +389,59 @@ describe("serve: bounded memory", () => {
     await stop(child)
   }, 900_000)
 })
+
+describe("serve: the live stream continues the page's history", () => {
+  // The head of a stream that does not end: what it carried once `text` came, or it ended.
+  const streamUntil = (port: number, target: string, text: string) =>
+    new Promise<string>((resolve, reject) => {
+      const req = http.get({ host: "127.0.0.1", port, path: target }, (res) => {
+        let seen = ""
+        res.on("data", (b: Buffer) => {
+          seen += b.toString("utf8")
+          if (seen.includes(text)) {
+            req.destroy()
+            resolve(seen)
+          }
+        })
+        res.on("end", () => resolve(seen))
+      })
+      req.on("error", reject)
+    })
+
+  it("starts only where the page's last entry still stands; a history replaced since the page was drawn is refused", async () => {
+    const dir = tempDir()
+    for (const tool of ["a", "b", "c"]) assert.strictEqual((await record(dir, "h", tool)).code, 0)
+    const { child, port } = await serve(["--dir", dir])
+    const page = await get(port, "/sessions/h")
+    const prev = /id="live-status" data-from="3" data-prev="([0-9a-f]{64})"/.exec(page.body)?.[1]
+    assert.isDefined(prev, "the page names its last entry's hash")
+    // The same history: entries written after the page come on its stream.
+    assert.strictEqual((await record(dir, "h", "d")).code, 0)
+    const same = await streamUntil(port, `/sessions/h/events?from=3&prev=${prev}`, "event: entry")
+    assert.include(same, "event: entry\nid: 3:")
+    // Another history in its place (the session removed and written again): refused.
+    fs.rmSync(path.join(dir, "h"), { recursive: true })
+    for (const tool of ["x", "y", "z", "w"]) assert.strictEqual((await record(dir, "h", tool)).code, 0)
+    const replaced = await streamUntil(port, `/sessions/h/events?from=3&prev=${prev}`, "event: failure")
+    assert.include(
+      replaced,
+      "the session's history changed since this page was drawn: entry 2 is not the one shown here"
+    )
+    assert.notInclude(replaced, "event: entry")
+    // A reconnecting page says where it got to with the last event's id: checked the same way.
+    const reconnect = await new Promise<string>((resolve, reject) => {
+      http.get({
+        host: "127.0.0.1",
+        port,
+        path: "/sessions/h/events?from=0",
+        headers: { "last-event-id": `2:${prev}` }
+      }, (res) => {
+        let seen = ""
+        res.on("data", (b: Buffer) => (seen += b.toString("utf8")))
+        res.on("end", () => resolve(seen))
+      }).on("error", reject)
+    })
+    assert.include(reconnect, "history changed since this page was drawn")
+    await stop(child)
+  })
+})

@@ -34,6 +34,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
 import * as RcMap from "effect/RcMap"
 import * as Result from "effect/Result"
@@ -484,6 +485,7 @@ const sessionPage = (viewer: Viewer) =>
     // whether there are newer ones.
     let shown = 0
     let lastShown: number | null = null
+    let lastHash: string | null = null
     let more = false
     let stopped: string | null = null
     let cut = false
@@ -503,6 +505,7 @@ const sessionPage = (viewer: Viewer) =>
           }
           shown++
           lastShown = e.sequence
+          lastHash = e.entry_hash
           html += calls.add(e)
         }
         return [html] as const
@@ -537,8 +540,11 @@ const sessionPage = (viewer: Viewer) =>
       // Live updates continue the newest window only.
       if (!more && !cut && stopped === null) {
         const next = lastShown === null ? start : lastShown + 1
+        // The live stream continues this page's history: it starts only where the
+        // entry before it is still the last one shown here (`prev`).
+        const prev = lastHash === null ? "" : ` data-prev="${lastHash}"`
         parts.push(
-          `<p class="muted" id="live-status" data-from="${next}">live: new entries appear below as they are written</p>`
+          `<p class="muted" id="live-status" data-from="${next}"${prev}>live: new entries appear below as they are written</p>`
         )
         parts.push(Timeline.LIVE_TABLE)
       }
@@ -590,7 +596,7 @@ export const entryEvent = (
   entry: Entry.Entry,
   row: Calls.LiveRow = { html: Timeline.row(entry), replace: null }
 ): string =>
-  sseEvent("entry", String(entry.sequence), {
+  sseEvent("entry", `${entry.sequence}:${entry.entry_hash}`, {
     sequence: entry.sequence,
     kind: entry.kind,
     message: entry.kind === "message" || (Conversation.ofEntry(entry)?.role ?? "note") !== "note",
@@ -612,15 +618,35 @@ const eventsRoute = (viewer: Viewer) =>
     const id = yield* idParam
     const request = yield* HttpServerRequest.HttpServerRequest
     const url = new URL(request.url, "http://localhost")
-    // A reconnecting EventSource says where it got to.
-    const lastId = Number(request.headers["last-event-id"] ?? Number.NaN)
+    // A reconnecting EventSource says where it got to: the last entry's sequence and hash.
+    const last = /^([0-9]{1,15}):([0-9a-f]{64})$/.exec(String(request.headers["last-event-id"] ?? ""))
     const fromParam = Number(url.searchParams.get("from") ?? "0")
-    const from = Number.isSafeInteger(lastId) && lastId >= 0
-      ? lastId + 1
+    const prevParam = url.searchParams.get("prev")
+    const from = last !== null
+      ? Number(last[1]) + 1
       : Number.isSafeInteger(fromParam) && fromParam >= 0
       ? fromParam
       : 0
+    const prev = last !== null ? last[2]! : prevParam !== null && /^[0-9a-f]{64}$/.test(prevParam) ? prevParam : null
     const journal = yield* SessionJournal.SessionJournal
+    // The page's last entry must still be the entry before `from`: a history replaced
+    // since the page was drawn is not continued on it.
+    if (prev !== null && from > 0) {
+      const before = yield* journal.entries(id, { from: from - 1, limit: 1 }).pipe(
+        Stream.runHead,
+        Effect.map(Option.getOrUndefined),
+        Effect.orElseSucceed(() => undefined)
+      )
+      if (before === undefined || before.sequence !== from - 1 || before.entry_hash !== prev) {
+        const message = `the session's history changed since this page was drawn: entry ${
+          from - 1
+        } is not the one shown here; reload the page`
+        return HttpServerResponse.text(sseEvent("failure", null, { message }), {
+          contentType: "text/event-stream",
+          headers: { ...SECURITY_HEADERS }
+        })
+      }
+    }
     // Every entry is checked against the one sent before it (`SessionJournal.follow`).
     // The page shows what was sent; when a repair set some of it aside, the page is
     // no longer the session, so the stream stops and says so, as on damage or on

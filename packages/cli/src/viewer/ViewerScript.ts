@@ -104,7 +104,8 @@ const filters = (() => {
   const body = document.getElementById("live");
   if (status === null || body === null) return;
   const from = Number(status.dataset.from || "0");
-  const url = location.pathname.replace(/\\/$/, "") + "/events?from=" + from;
+  const prev = status.dataset.prev;
+  const url = location.pathname.replace(/\\/$/, "") + "/events?from=" + from + (prev ? "&prev=" + prev : "");
   const source = new EventSource(url);
   const overview = document.getElementById("overview");
   // The newest entry the header counts: rows counted before their redrawn header
