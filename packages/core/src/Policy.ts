@@ -40,6 +40,7 @@ import { messageOf } from "./Errors.ts"
 import * as Guard from "./Guard.ts"
 import { duplicateKeys } from "./internal/duplicateKeys.ts"
 import { check as checkJson } from "./internal/jcs.ts"
+import * as PatternIndex from "./internal/patternIndex.ts"
 import * as Slots from "./internal/slots.ts"
 import { isIdentity, MAX_U53, utf8Length } from "./internal/validate.ts"
 import * as JournalState from "./JournalState.ts"
@@ -556,109 +557,106 @@ export const size = (policy: Policy): number =>
 // Compiled policies
 
 // What one decision evaluates against: the call (the parameters' tool alone when the
-// door sent none), the anchors, the context, and each matcher's answer, computed once.
+// door sent none), the anchors, the context, and every list's answer, computed once
+// for all lists by the policy's index (`answers`, null until first asked; undefined
+// when the index cannot judge the call, each list's own answer then in `matched`).
 interface Eval {
   readonly call: Pattern.Call
   readonly where: Pattern.Context
   readonly context: Guard.GuardContext
   readonly state: Guard.GuardState | null
+  /** The slot of each stateful rule (`Builder.keys`) in `state`, read once. */
+  readonly slots: ReadonlyArray<Schema.Json | undefined>
+  readonly index: PatternIndex.Index
+  answers: Array<Pattern.Match | undefined> | undefined | null
   readonly matched: Array<Pattern.Match | undefined>
 }
 
 const NO_MATCH: Pattern.Match = { matched: false }
 
-// A list of patterns as a rule holds it: the matcher, the tools its patterns can
-// match (undefined: any, a wildcard tool or an MCP server's name), the gate of the
-// run of gates it was united with, and its index in a decision's answers.
+// A list of patterns as a rule holds it: the matcher, and its index among the
+// policy's lists.
 interface Gate {
   readonly matcher: Pattern.Matcher
-  readonly tools: ReadonlySet<string> | undefined
-  union: Gate | undefined
   readonly index: number
 }
 
 const matchOf = (x: Eval, g: Gate): Pattern.Match => {
+  if (x.answers === null) {
+    try {
+      x.answers = PatternIndex.judgeAll(x.index, x.call, x.where)
+    } catch {
+      // Unreachable by design; each list then judges alone, failing closed as it does.
+      x.answers = undefined
+    }
+  }
+  if (x.answers !== undefined) return x.answers[g.index] ?? NO_MATCH
   let r = x.matched[g.index]
   if (r === undefined) {
-    // A gate none of whose patterns applies to the call's tool does not match it (a
-    // call whose tool name is no string is judged: it fails closed); nor does one
-    // whose united run matched nothing.
-    const tool = x.call.tool_name
-    r = (g.tools !== undefined && typeof tool === "string" && !g.tools.has(tool)) ||
-        (g.union !== undefined && !matchOf(x, g.union).matched)
-      ? NO_MATCH
-      : Pattern.matches(g.matcher, x.call, x.where, "deny")
+    r = Pattern.matches(g.matcher, x.call, x.where, "deny")
     x.matched[g.index] = r
   }
   return r
 }
 
-// United by tools, in runs of at most `UNITED` gates: a call that matches none of a
-// run's patterns (most calls) is judged once for the run, and a pattern that matches
-// most calls (`Bash` in an `of`) spoils only its own run.
-const UNITED = 8
-
-const unite = (gates: Array<Gate>): void => {
-  const byTools = new Map<string, Array<Gate>>()
-  for (const g of gates) {
-    const key = g.tools === undefined ? "*" : [...g.tools].sort().join(",")
-    const list = byTools.get(key) ?? []
-    list.push(g)
-    byTools.set(key, list)
-  }
-  for (const list of byTools.values()) {
-    for (let i = 0; i + 1 < list.length; i += UNITED) {
-      const run = list.slice(i, i + UNITED)
-      const union = gateOf(run.flatMap((g) => g.matcher.patterns), gates)
-      for (const g of run) g.union = union
-    }
-  }
+// What building a policy's rules collects: its lists of patterns, and the keys of its
+// stateful rules, each once (identical rules share a slot), with their slots' indices.
+interface Builder {
+  readonly gates: Array<Gate>
+  readonly keys: Array<string>
+  readonly slots: Map<string, number>
 }
 
-const gateOf = (patterns: ReadonlyArray<Pattern.Pattern>, gates: Array<Gate>): Gate => {
-  const gate: Gate = {
-    matcher: Pattern.compile(patterns),
-    tools: toolsOfPatterns(patterns),
-    union: undefined,
-    index: gates.length
-  }
-  gates.push(gate)
+const gateOf = (patterns: ReadonlyArray<Pattern.Pattern>, b: Builder): Gate => {
+  const gate: Gate = { matcher: Pattern.compile(patterns), index: b.gates.length }
+  b.gates.push(gate)
   return gate
 }
 
-const toolsOfPatterns = (patterns: ReadonlyArray<Pattern.Pattern>): ReadonlySet<string> | undefined => {
-  const out = new Set<string>()
-  for (const p of patterns) {
-    switch (p._tag) {
-      case "Tool":
-        if (p.tool.includes("*") || p.tool.startsWith("mcp__")) return undefined
-        out.add(p.tool)
-        break
-      case "Command":
-        out.add("Bash")
-        break
-      case "Path":
-        for (const t of Pattern.pathTools[p.tool] ?? [p.tool]) out.add(t)
-        break
-      case "Domain":
-        out.add("WebFetch")
-        break
-      case "Param":
-        out.add(p.tool)
-        break
+// The index of a stateful rule's slot. Its key is interned (a property name), so that
+// reading it from a state is a lookup by identity.
+const slotFor = (key: string, b: Builder): number => {
+  let slot = b.slots.get(key)
+  if (slot === undefined) {
+    slot = b.keys.length
+    b.keys.push(Object.keys({ [key]: true })[0]!)
+    b.slots.set(key, slot)
+  }
+  return slot
+}
+
+const NO_SLOTS: ReadonlyArray<Schema.Json | undefined> = []
+
+// The slots a state holds for the rules of `keys` (none in a state that is none).
+const slotsIn = (
+  state: Guard.GuardState | null,
+  keys: ReadonlyArray<string>
+): ReadonlyArray<Schema.Json | undefined> => {
+  if (keys.length === 0) return NO_SLOTS
+  const out = new Array<Schema.Json | undefined>(keys.length)
+  if (state !== null) {
+    for (let i = 0; i < keys.length; i++) {
+      out[i] = Object.hasOwn(state, keys[i]!)
+        ? state[keys[i]!]
+        : undefined
     }
   }
   return out
 }
 
-const slotOf = (x: Eval, key: string): Schema.Json | undefined =>
-  x.state !== null && Object.hasOwn(x.state, key) ? x.state[key] : undefined
+// The lists as the index takes them: each pattern with its canonical text.
+const indexOf = (gates: ReadonlyArray<Gate>): PatternIndex.Index =>
+  PatternIndex.make(
+    gates.map((g) => g.matcher.patterns.map((pattern, i) => ({ pattern, text: g.matcher.compiled[i]!.text })))
+  )
 
-// One rule: its verdict, and for a stateful rule (`key`, its label) its next slot.
+// One rule: its verdict, and for a stateful rule (`key`, its label; `slot`, the index
+// of its slot, else -1) its next slot.
 interface Rule {
   readonly _tag: "Rule"
   readonly label: string
   readonly key: string | null
+  readonly slot: number
   readonly decide: (s: JournalState.Snapshot, p: Entry.ValidToolParams, x: Eval) => Guard.Verdict
   readonly step?: (
     slot: Schema.Json | undefined,
@@ -698,7 +696,7 @@ export interface Compiled {
   readonly root: unknown
 }
 
-const compileGate = (p: Patterns, gates: Array<Gate>): Gate => {
+const compileGate = (p: Patterns, b: Builder): Gate => {
   const patterns: Array<Pattern.Pattern> = []
   for (const t of textsOf(p)) {
     const r = Pattern.parse(t)
@@ -706,7 +704,7 @@ const compileGate = (p: Patterns, gates: Array<Gate>): Gate => {
     // every call (fail closed).
     patterns.push(Result.isSuccess(r) ? r.success : { _tag: "Tool", tool: "*" })
   }
-  return gateOf(patterns, gates)
+  return gateOf(patterns, b)
 }
 
 const what: { readonly [tag: string]: string } = {
@@ -729,13 +727,14 @@ const matchedSentence = (m: Pattern.Match, x: Eval, kind: string): string => {
   return `the ${part} ${JSON.stringify(m.part)} of ${tool} matches ${kind} pattern ${m.pattern}`
 }
 
-const patternRule = (kind: "deny" | "ask", list: Patterns, reason: string | undefined, gates: Array<Gate>): Rule => {
-  const matcher = compileGate(list, gates)
+const patternRule = (kind: "deny" | "ask", list: Patterns, reason: string | undefined, b: Builder): Rule => {
+  const matcher = compileGate(list, b)
   const make = kind === "deny" ? Guard.deny : Guard.ask
   return {
     _tag: "Rule",
     label: ruleLabel(reason === undefined ? { [kind]: list } as Policy : { [kind]: list, reason } as Policy),
     key: null,
+    slot: -1,
     decide: (_s, _p, x) => {
       const m = matchOf(x, matcher)
       return m.matched ? make(reason ?? matchedSentence(m, x, kind), Guard.label(kind, m.pattern ?? "")) : Guard.allow
@@ -743,20 +742,22 @@ const patternRule = (kind: "deny" | "ask", list: Patterns, reason: string | unde
   }
 }
 
-const afterRule = (policy: Extract<Policy, { readonly after: Patterns }>, gates: Array<Gate>): Rule => {
-  const first = compileGate(policy.after, gates)
+const afterRule = (policy: Extract<Policy, { readonly after: Patterns }>, b: Builder): Rule => {
+  const first = compileGate(policy.after, b)
   const kind = "deny" in policy ? "deny" : "ask"
-  const second = compileGate("deny" in policy ? policy.deny : policy.ask, gates)
+  const second = compileGate("deny" in policy ? policy.deny : policy.ask, b)
   const make = kind === "deny" ? Guard.deny : Guard.ask
   const label = ruleLabel(policy)
+  const slot = slotFor(label, b)
   const after = JSON.stringify(canonical(policy.after))
   return {
     _tag: "Rule",
     label,
     key: label,
+    slot,
     decide: (_s, _p, x) => {
       // Set, or anything else there (fail closed): only absence is untainted.
-      if (slotOf(x, label) === undefined) return Guard.allow
+      if (x.slots[slot] === undefined) return Guard.allow
       const m = matchOf(x, second)
       if (!m.matched) return Guard.allow
       return make(policy.reason ?? `${matchedSentence(m, x, kind)}, after a call matching ${after}`, label)
@@ -773,6 +774,7 @@ const tokensRule = (limit: number): Rule => {
     _tag: "Rule",
     label,
     key: null,
+    slot: -1,
     decide: (_s, _p, x) =>
       x.context.tokens === null
         ? Guard.deny(`token use unknown: ${label} needs the tokens the agent used`, label)
@@ -789,8 +791,9 @@ const limitNames: { readonly [k in LimitKey]: string } = {
   maxBytesWritten: "bytes written"
 }
 
-const scopedRule = (key: LimitKey, limit: number, scope: Scope, label: string, gates: Array<Gate>): Rule => {
-  const of = scope.of === undefined ? undefined : compileGate(scope.of, gates)
+const scopedRule = (key: LimitKey, limit: number, scope: Scope, label: string, b: Builder): Rule => {
+  const of = scope.of === undefined ? undefined : compileGate(scope.of, b)
+  const slot = slotFor(label, b)
   const per = scope.per === undefined ? undefined : Slots.durationMillis(scope.per)
   const applies = (x: Eval): boolean => of === undefined || matchOf(x, of).matched
   const amount = (p: Entry.ValidToolParams): number =>
@@ -806,9 +809,10 @@ const scopedRule = (key: LimitKey, limit: number, scope: Scope, label: string, g
     _tag: "Rule",
     label,
     key: label,
+    slot,
     decide: (s, p, x) => {
       if (!applies(x)) return Guard.allow
-      const before = broken(s, p, x) ? 0 : Slots.total(slotOf(x, label), x.context.nowMillis, per)
+      const before = broken(s, p, x) ? 0 : Slots.total(x.slots[slot], x.context.nowMillis, per)
       const after = before + amount(p)
       return after > limit
         ? Guard.deny(`${limitNames[key]} ${scopeText} would exceed ${limit}`, label)
@@ -839,19 +843,19 @@ const scopedRule = (key: LimitKey, limit: number, scope: Scope, label: string, g
 
 // Builds the rule tree of a policy; `toGuardOld` gives the combinators' guard for
 // the keys that were there before patterns (the same functions as always).
-const build = (policy: Policy, gates: Array<Gate>): Node => {
-  if ("all" in policy) return { _tag: "All", children: policy.all.map((p) => build(p, gates)) }
-  if ("any" in policy) return { _tag: "Any", children: policy.any.map((p) => build(p, gates)) }
-  if ("after" in policy) return afterRule(policy, gates)
-  if ("deny" in policy) return patternRule("deny", policy.deny, policy.reason, gates)
-  if ("ask" in policy) return patternRule("ask", policy.ask, policy.reason, gates)
+const build = (policy: Policy, b: Builder): Node => {
+  if ("all" in policy) return { _tag: "All", children: policy.all.map((p) => build(p, b)) }
+  if ("any" in policy) return { _tag: "Any", children: policy.any.map((p) => build(p, b)) }
+  if ("after" in policy) return afterRule(policy, b)
+  if ("deny" in policy) return patternRule("deny", policy.deny, policy.reason, b)
+  if ("ask" in policy) return patternRule("ask", policy.ask, policy.reason, b)
   if ("maxTokens" in policy) return tokensRule(policy.maxTokens)
   const limit = limitOf(policy)
   if (limit !== null && (limit.scope.of !== undefined || limit.scope.per !== undefined)) {
-    return scopedRule(limit.key, limit.limit, limit.scope, ruleLabel(policy), gates)
+    return scopedRule(limit.key, limit.limit, limit.scope, ruleLabel(policy), b)
   }
   const guard = oldGuard(policy)
-  return { _tag: "Rule", label: ruleLabel(policy), key: null, decide: (s, p) => guard(s, p) }
+  return { _tag: "Rule", label: ruleLabel(policy), key: null, slot: -1, decide: (s, p) => guard(s, p) }
 }
 
 const oldGuard = (policy: Policy): Guard.Guard => {
@@ -911,6 +915,7 @@ const anchors = (where: Partial<Pattern.Context>): Pattern.Context => ({
 // keys of rules no longer in the policy dropped; undefined when nothing changed.
 const nextState = (
   stateful: ReadonlyArray<Rule>,
+  keys: ReadonlyArray<string>,
   s: JournalState.Snapshot,
   p: Entry.ValidToolParams,
   x: Eval,
@@ -919,11 +924,11 @@ const nextState = (
   const next: { [key: string]: Schema.Json } = {}
   let changed = false
   for (const r of stateful) {
-    const slot = slotOf(x, r.key!)
+    const slot = x.slots[r.slot]
     const stepped = r.step === undefined ? undefined : r.step(slot, s, p, x, final)
     if (stepped !== undefined) changed = true
     const value = stepped ?? slot
-    if (value !== undefined) next[r.key!] = value
+    if (value !== undefined) next[keys[r.slot]!] = value
   }
   if (!changed && x.state !== null && Object.keys(x.state).length !== Object.keys(next).length) changed = true
   return changed ? next : undefined
@@ -938,14 +943,18 @@ const nextState = (
  * @since 0.1.0
  */
 export const compile = (policy: Policy): Compiled => {
-  const gates: Array<Gate> = []
-  const root = build(policy, gates)
-  unite(gates.slice())
+  const b: Builder = { gates: [], keys: [], slots: new Map() }
+  const root = build(policy, b)
+  const { gates, keys } = b
+  const index = indexOf(gates)
   const evalOf = (p: Entry.ValidToolParams, context: Guard.GuardContext): Eval => ({
     call: context.call ?? { tool_name: p.tool_name },
     where: anchors(context.where),
     context,
     state: context.state,
+    slots: slotsIn(context.state, keys),
+    index,
+    answers: null,
     matched: new Array(gates.length)
   })
   const seen = new Set<string>()
@@ -957,7 +966,7 @@ export const compile = (policy: Policy): Compiled => {
       const v = evaluate(root, s, p, x)
       const final = context.canAsk ? v : Guard.unanswered(v)
       if (stateful.length === 0 && context.state === null) return final
-      const state = nextState(stateful, s, p, x, final)
+      const state = nextState(stateful, keys, s, p, x, final)
       return state === undefined ? final : { ...final, state }
     } catch (e) {
       return Guard.deny(`the policy could not decide: ${messageOf(e)}`, "policy")
@@ -1056,7 +1065,7 @@ export const observe = (
     for (const r of rulesOf(node)) {
       if (r.key === null || r.observe === undefined || seen.has(r.key)) continue
       seen.add(r.key)
-      const stepped = r.observe(slotOf(x, r.key), x, bytes, options?.nowMillis)
+      const stepped = r.observe(x.slots[r.slot], x, bytes, options?.nowMillis)
       if (stepped !== undefined) {
         next[r.key] = stepped
         changed = true

@@ -29,11 +29,19 @@ export const slotOf = (nowMillis: number, perMillis: number): number => {
 
 type Pair = readonly [slot: number, count: number]
 
+// A window as read: its newest slot, its pairs as stored (`[age, count]`, oldest
+// first, checked) and the sum of their counts.
+interface Window {
+  readonly s: number
+  readonly w: ReadonlyArray<Pair>
+  readonly sum: number
+}
+
 // Slots are immutable (they come from stored entries or from `added`): each is read
 // once.
-const read = new WeakMap<object, ReadonlyArray<Pair> | "bad">()
+const read = new WeakMap<object, Window | "bad">()
 
-const readWindow = (slot: Schema.Json | undefined): ReadonlyArray<Pair> | undefined | "bad" => {
+const readWindow = (slot: Schema.Json | undefined): Window | undefined | "bad" => {
   if (slot === undefined) return undefined
   if (typeof slot !== "object" || slot === null) return "bad"
   const known = read.get(slot)
@@ -43,32 +51,31 @@ const readWindow = (slot: Schema.Json | undefined): ReadonlyArray<Pair> | undefi
   return w
 }
 
-const parseWindow = (slot: Schema.Json): ReadonlyArray<Pair> | "bad" => {
+const parseWindow = (slot: Schema.Json): Window | "bad" => {
   const s = isObject(slot) ? slot["s"] : undefined
   const w = isObject(slot) ? slot["w"] : undefined
   if (!isCount(s) || !Array.isArray(w) || w.length > WINDOW_SLOTS) return "bad"
-  const out: Array<Pair> = []
   let last = WINDOW_SLOTS
+  let sum = 0
   for (const p of w) {
     if (!Array.isArray(p) || p.length !== 2 || !isCount(p[0]) || !isCount(p[1])) return "bad"
     const age = p[0]
     if (age >= last || age > s) return "bad"
     last = age
-    out.push([s - age, p[1]])
+    sum = add(sum, p[1])
   }
-  return out
+  return { s, w: w as ReadonlyArray<Pair>, sum }
 }
 
-// The pairs still in the window at slot `now`: a clock that went back keeps them all.
-const live = (w: ReadonlyArray<Pair>, now: number): ReadonlyArray<Pair> => {
-  let i = 0
-  while (i < w.length && w[i]![0] <= now - WINDOW_SLOTS) i++
-  return i === 0 ? w : w.slice(i)
-}
-
-const sum = (w: ReadonlyArray<Pair>): number => {
+// The sum of the counts still in the window at slot `now` (a pair leaves once its
+// slot is at most `now - WINDOW_SLOTS`): a clock that went back keeps them all.
+const liveSum = (window: Window, now: number): number => {
+  const { s, w } = window
+  // A pair's slot is `s - age`; it is live when `age < s - now + WINDOW_SLOTS`.
+  const cut = s - now + WINDOW_SLOTS
+  if (w.length === 0 || w[0]![0] < cut) return window.sum
   let t = 0
-  for (const p of w) t = add(t, p[1])
+  for (const p of w) if (p[0] < cut) t = add(t, p[1])
   return t
 }
 
@@ -85,7 +92,13 @@ export const total = (slot: Schema.Json | undefined, nowMillis: number, perMilli
   const w = readWindow(slot)
   if (w === undefined) return 0
   if (w === "bad") return MAX
-  return sum(live(w, slotOf(nowMillis, perMillis)))
+  return liveSum(w, slotOf(nowMillis, perMillis))
+}
+
+const made = (s: number, w: ReadonlyArray<Pair>, sum: number): Schema.Json => {
+  const out = { s, w: w as Array<Array<number>> }
+  read.set(out, { s, w, sum })
+  return out
 }
 
 /**
@@ -105,21 +118,39 @@ export const added = (
     return { n: add(before, amount) }
   }
   const before = readWindow(slot)
-  const pairs: Array<Pair> = before === undefined || reset
-    ? []
-    : before === "bad"
-    ? [[nowMillis === undefined ? 0 : slotOf(nowMillis, perMillis), MAX]]
-    : [...(nowMillis === undefined ? before : live(before, slotOf(nowMillis, perMillis)))]
-  const newest = pairs.length === 0 ? undefined : pairs[pairs.length - 1]!
-  const now = nowMillis === undefined ? newest?.[0] ?? 0 : slotOf(nowMillis, perMillis)
-  if (amount > 0) {
-    if (newest !== undefined && newest[0] >= now) pairs[pairs.length - 1] = [newest[0], add(newest[1], amount)]
-    else pairs.push([now, amount])
+  if (before !== undefined && before !== "bad" && !reset && nowMillis !== undefined && amount > 0) {
+    // Most calls add to the newest slot, which holds calls already: only its pair
+    // changes, the others (and their ages) are shared with the slot before.
+    const last = before.w[before.w.length - 1]
+    if (last !== undefined && last[0] === 0 && before.s >= slotOf(nowMillis, perMillis)) {
+      const w = before.w.slice()
+      w[w.length - 1] = [0, add(last[1], amount)]
+      return made(before.s, w, add(before.sum, amount))
+    }
   }
-  const top = pairs.length === 0 ? now : pairs[pairs.length - 1]![0]
-  const out = { s: top, w: pairs.map(([slot, count]) => [top - slot, count]) }
-  read.set(out, pairs)
-  return out
+  const now = nowMillis === undefined ? undefined : slotOf(nowMillis, perMillis)
+  const pairs: Array<Pair> = []
+  if (before === "bad" && !reset) pairs.push([now ?? 0, MAX])
+  else if (before !== undefined && before !== "bad" && !reset) {
+    // Absolute slots, those that left the window dropped.
+    for (const [age, count] of before.w) {
+      const at = before.s - age
+      if (now === undefined || at > now - WINDOW_SLOTS) pairs.push([at, count])
+    }
+  }
+  const newest = pairs.length === 0 ? undefined : pairs[pairs.length - 1]!
+  const current = now ?? newest?.[0] ?? 0
+  if (amount > 0) {
+    if (newest !== undefined && newest[0] >= current) pairs[pairs.length - 1] = [newest[0], add(newest[1], amount)]
+    else pairs.push([current, amount])
+  }
+  const top = pairs.length === 0 ? current : pairs[pairs.length - 1]![0]
+  let sum = 0
+  const w = pairs.map(([at, count]): Pair => {
+    sum = add(sum, count)
+    return [top - at, count]
+  })
+  return made(top, w, sum)
 }
 
 /** Whether a slot is empty (a count of 0, or a window of no calls). */

@@ -173,14 +173,15 @@ const NONE: PathMatch = { full: false, below: false }
 
 // `pathMatch` for globs of fewer than 30 segments: the set of states as the bits of
 // one number (bit p: glob position p reached), no array per segment.
-const pathMatchBits = (glob: ReadonlyArray<Segment>, path: ReadonlyArray<string>): PathMatch => {
+const pathMatchBits = (glob: ReadonlyArray<Segment>, path: ReadonlyArray<string>, from: number): PathMatch => {
   const m = glob.length
   const close = (s: number): number => {
     for (let p = 0; p < m; p++) if ((s & (1 << p)) !== 0 && glob[p]!.k === "globstar") s |= 1 << (p + 1)
     return s
   }
   let states = close(1)
-  for (const name of path) {
+  for (let i = from; i < path.length; i++) {
+    const name = path[i]!
     let next = 0
     for (let p = 0; p < m; p++) {
       if ((states & (1 << p)) === 0) continue
@@ -201,20 +202,21 @@ export interface PathMatch {
 }
 
 /**
- * Walks `path` (segments) through `glob` (segments, `**` matching zero or more whole
- * segments). The states are the glob positions reachable so far, so the work is
+ * Walks `path` (segments, from index `from`) through `glob` (segments, `**` matching
+ * zero or more whole segments). The states are the glob positions reachable so far, so the work is
  * segments × glob length whatever the input.
  */
-export const pathMatch = (glob: ReadonlyArray<Segment>, path: ReadonlyArray<string>): PathMatch => {
+export const pathMatch = (glob: ReadonlyArray<Segment>, path: ReadonlyArray<string>, from = 0): PathMatch => {
   const m = glob.length
-  if (m < 30) return pathMatchBits(glob, path)
+  if (m < 30) return pathMatchBits(glob, path, from)
   let states = new Uint8Array(m + 1)
   const close = (s: Uint8Array) => {
     for (let p = 0; p < m; p++) if (s[p] === 1 && glob[p]!.k === "globstar") s[p + 1] = 1
   }
   states[0] = 1
   close(states)
-  for (const name of path) {
+  for (let i = from; i < path.length; i++) {
+    const name = path[i]!
     const next = new Uint8Array(m + 1)
     let any = false
     for (let p = 0; p < m; p++) {
@@ -235,4 +237,22 @@ export const pathMatch = (glob: ReadonlyArray<Segment>, path: ReadonlyArray<stri
   let below = false
   for (let p = 0; p < m; p++) if (states[p] === 1) below = true
   return { full: states[m] === 1, below }
+}
+
+const BELOW: PathMatch = { full: false, below: true }
+
+/**
+ * `pathMatch` of the glob made of the first `n` segments of `base`, each literal,
+ * then `glob`: the literal directories are compared, not walked (a path that stops
+ * inside them is below the glob), so a pattern's anchor is never copied into a glob.
+ */
+export const pathMatchUnder = (
+  base: ReadonlyArray<string>,
+  n: number,
+  glob: ReadonlyArray<Segment>,
+  path: ReadonlyArray<string>
+): PathMatch => {
+  const k = Math.min(n, path.length)
+  for (let i = 0; i < k; i++) if (path[i] !== base[i]) return NONE
+  return path.length < n ? BELOW : pathMatch(glob, path, n)
 }
