@@ -568,6 +568,9 @@ describe("Pattern: a denied path cannot hide", () => {
     ["by Grep over the directory", { tool_name: "Grep", tool_input: { pattern: "KEY", path: "/home/u/.ssh" } }],
     ["by Grep over home", { tool_name: "Grep", tool_input: { pattern: "KEY", path: "~" } }],
     ["by Grep from cwd home", { tool_name: "Grep", tool_input: { pattern: "KEY" }, cwd: "/home/u" }],
+    ["by Grep above home", { tool_name: "Grep", tool_input: { pattern: "KEY", path: "/home" } }],
+    ["by Grep over the root", { tool_name: "Grep", tool_input: { pattern: "KEY", path: "/" } }],
+    ["by LS above home", { tool_name: "LS", tool_input: { path: "/home/./" } }],
     ["by Glob with a path in its pattern", { tool_name: "Glob", tool_input: { pattern: "/home/u/.ssh/*" } }],
     ["by Glob from home", { tool_name: "Glob", tool_input: { pattern: "**/*", path: "/home/u" } }],
     ["by LS", { tool_name: "LS", tool_input: { path: "/home/u/.ssh/" } }]
@@ -580,6 +583,8 @@ describe("Pattern: a denied path cannot hide", () => {
 
   it("a search elsewhere, or an allowed path, is not caught", () => {
     assert.isFalse(judge(m, { tool_name: "Grep", tool_input: { pattern: "x", path: "/work" } }))
+    assert.isFalse(judge(m, { tool_name: "Grep", tool_input: { pattern: "x", path: "/home/v" } }))
+    assert.isFalse(judge(m, read("/home")))
     assert.isFalse(judge(m, read("/home/u/.sshx/id_rsa")))
     // A search under home is not allowed by a rule for .ssh.
     assert.isFalse(judge(m, { tool_name: "Grep", tool_input: { pattern: "x", path: "/home/u" } }, "allow"))
