@@ -96,7 +96,7 @@ export const total = (slot: Schema.Json | undefined, nowMillis: number, perMilli
 }
 
 const made = (s: number, w: ReadonlyArray<Pair>, sum: number): Schema.Json => {
-  const out = { s, w: w as Array<Array<number>> }
+  const out = { s, w }
   read.set(out, { s, w, sum })
   return out
 }
