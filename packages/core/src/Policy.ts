@@ -568,7 +568,7 @@ interface Eval {
   /** The slot of each stateful rule (`Builder.keys`) in `state`, read once. */
   readonly slots: ReadonlyArray<Schema.Json | undefined>
   readonly index: PatternIndex.Index
-  answers: Array<Pattern.Match | undefined> | undefined | null
+  answers: PatternIndex.Answers | undefined | null
   readonly matched: Array<Pattern.Match | undefined>
 }
 
@@ -581,7 +581,9 @@ interface Gate {
   readonly index: number
 }
 
-const matchOf = (x: Eval, g: Gate): Pattern.Match => {
+// Every list's answer, judged together on first need; undefined when each list must
+// judge alone.
+const answersOf = (x: Eval): PatternIndex.Answers | undefined => {
   if (x.answers === null) {
     try {
       x.answers = PatternIndex.judgeAll(x.index, x.call, x.where)
@@ -590,7 +592,21 @@ const matchOf = (x: Eval, g: Gate): Pattern.Match => {
       x.answers = undefined
     }
   }
-  if (x.answers !== undefined) return x.answers[g.index] ?? NO_MATCH
+  return x.answers
+}
+
+// The lists that matched, or undefined when each list judges alone (any may match).
+const listsHit = (x: Eval): ReadonlyArray<number> | undefined => answersOf(x)?.hits
+
+// Whether a list can have matched: a rule gated by one that cannot allows.
+const mayMatch = (x: Eval, g: Gate): boolean => {
+  const answers = answersOf(x)
+  return answers === undefined || answers.matches[g.index] !== undefined
+}
+
+const matchOf = (x: Eval, g: Gate): Pattern.Match => {
+  const answers = answersOf(x)
+  if (answers !== undefined) return answers.matches[g.index] ?? NO_MATCH
   let r = x.matched[g.index]
   if (r === undefined) {
     r = Pattern.matches(g.matcher, x.call, x.where, "deny")
@@ -651,29 +667,70 @@ const indexOf = (gates: ReadonlyArray<Gate>): PatternIndex.Index =>
   )
 
 // One rule: its verdict, and for a stateful rule (`key`, its label; `slot`, the index
-// of its slot, else -1) its next slot.
+// of its slot, else -1) its next slot. `gate`: the list without whose match the rule
+// allows (undefined: none, the rule must always decide); `stepGate` the same for its
+// step (undefined: it must always step).
 interface Rule {
   readonly _tag: "Rule"
   readonly label: string
   readonly key: string | null
   readonly slot: number
+  readonly gate: Gate | undefined
   readonly decide: (s: JournalState.Snapshot, p: Entry.ValidToolParams, x: Eval) => Guard.Verdict
-  readonly step?: (
-    slot: Schema.Json | undefined,
-    s: JournalState.Snapshot,
-    p: Entry.ValidToolParams,
-    x: Eval,
-    final: Guard.Verdict
-  ) => Schema.Json | undefined
-  readonly observe?: (
-    slot: Schema.Json | undefined,
-    x: Eval,
-    bytes: { readonly read: number; readonly written: number },
-    nowMillis: number | undefined
-  ) => Schema.Json | undefined
+  readonly stepGate: Gate | undefined
+  readonly step:
+    | ((
+      slot: Schema.Json | undefined,
+      s: JournalState.Snapshot,
+      p: Entry.ValidToolParams,
+      x: Eval,
+      final: Guard.Verdict
+    ) => Schema.Json | undefined)
+    | undefined
+  readonly observe:
+    | ((
+      slot: Schema.Json | undefined,
+      x: Eval,
+      bytes: { readonly read: number; readonly written: number },
+      nowMillis: number | undefined
+    ) => Schema.Json | undefined)
+    | undefined
 }
 
-type Node = Rule | { readonly _tag: "All" | "Any"; readonly children: ReadonlyArray<Node> }
+// Every rule has the same fields, the absent ones undefined.
+const rule = (
+  r: Pick<Rule, "label" | "decide"> & Partial<Omit<Rule, "_tag" | "label" | "decide">>
+): Rule => ({
+  _tag: "Rule",
+  label: r.label,
+  key: r.key ?? null,
+  slot: r.slot ?? -1,
+  gate: r.gate,
+  decide: r.decide,
+  stepGate: r.stepGate,
+  step: r.step,
+  observe: r.observe
+})
+
+// An `all` or `any` of nodes. An `all` knows which of its children must decide every
+// call (`always`, positions in order) and which only when a list matched
+// (`byGate[gate index]`, positions in order).
+type Node = Rule | {
+  readonly _tag: "All" | "Any"
+  readonly children: ReadonlyArray<Node>
+  readonly always: ReadonlyArray<number>
+  readonly byGate: ReadonlyArray<ReadonlyArray<number> | undefined>
+}
+
+const combine = (tag: "All" | "Any", children: ReadonlyArray<Node>): Node => {
+  const always: Array<number> = []
+  const byGate: Array<Array<number> | undefined> = []
+  children.forEach((c, i) => {
+    if (c._tag !== "Rule" || c.gate === undefined) always.push(i)
+    else (byGate[c.gate.index] ??= []).push(i)
+  })
+  return { _tag: tag, children, always, byGate }
+}
 
 // What `Compiled.root` holds.
 interface Root {
@@ -730,16 +787,14 @@ const matchedSentence = (m: Pattern.Match, x: Eval, kind: string): string => {
 const patternRule = (kind: "deny" | "ask", list: Patterns, reason: string | undefined, b: Builder): Rule => {
   const matcher = compileGate(list, b)
   const make = kind === "deny" ? Guard.deny : Guard.ask
-  return {
-    _tag: "Rule",
+  return rule({
     label: ruleLabel(reason === undefined ? { [kind]: list } as Policy : { [kind]: list, reason } as Policy),
-    key: null,
-    slot: -1,
+    gate: matcher,
     decide: (_s, _p, x) => {
       const m = matchOf(x, matcher)
       return m.matched ? make(reason ?? matchedSentence(m, x, kind), Guard.label(kind, m.pattern ?? "")) : Guard.allow
     }
-  }
+  })
 }
 
 const afterRule = (policy: Extract<Policy, { readonly after: Patterns }>, b: Builder): Rule => {
@@ -750,11 +805,11 @@ const afterRule = (policy: Extract<Policy, { readonly after: Patterns }>, b: Bui
   const label = ruleLabel(policy)
   const slot = slotFor(label, b)
   const after = JSON.stringify(canonical(policy.after))
-  return {
-    _tag: "Rule",
+  return rule({
     label,
     key: label,
     slot,
+    gate: second,
     decide: (_s, _p, x) => {
       // Set, or anything else there (fail closed): only absence is untainted.
       if (x.slots[slot] === undefined) return Guard.allow
@@ -762,26 +817,24 @@ const afterRule = (policy: Extract<Policy, { readonly after: Patterns }>, b: Bui
       if (!m.matched) return Guard.allow
       return make(policy.reason ?? `${matchedSentence(m, x, kind)}, after a call matching ${after}`, label)
     },
+    stepGate: first,
     step: (slot, _s, _p, x, final) =>
       slot === undefined && final._tag !== "Deny" && matchOf(x, first).matched ? true : undefined
-  }
+  })
 }
 
 const tokensRule = (limit: number): Rule => {
   const label = Guard.label("maxTokens", limit)
   const bound = BigInt(limit)
-  return {
-    _tag: "Rule",
+  return rule({
     label,
-    key: null,
-    slot: -1,
     decide: (_s, _p, x) =>
       x.context.tokens === null
         ? Guard.deny(`token use unknown: ${label} needs the tokens the agent used`, label)
         : x.context.tokens >= bound
         ? Guard.deny(`the agent used ${x.context.tokens} tokens, the budget is ${limit}`, label)
         : Guard.allow
-  }
+  })
 }
 
 const limitNames: { readonly [k in LimitKey]: string } = {
@@ -795,6 +848,7 @@ const scopedRule = (key: LimitKey, limit: number, scope: Scope, label: string, b
   const of = scope.of === undefined ? undefined : compileGate(scope.of, b)
   const slot = slotFor(label, b)
   const per = scope.per === undefined ? undefined : Slots.durationMillis(scope.per)
+  const windows = new Slots.Windows()
   const applies = (x: Eval): boolean => of === undefined || matchOf(x, of).matched
   const amount = (p: Entry.ValidToolParams): number =>
     key === "maxBytesRead" ? p.bytes_read : key === "maxBytesWritten" ? p.bytes_written : 1
@@ -805,47 +859,47 @@ const scopedRule = (key: LimitKey, limit: number, scope: Scope, label: string, b
     ...(scope.of === undefined ? [] : [`of ${JSON.stringify(canonical(scope.of))}`]),
     ...(scope.per === undefined ? [] : [`per ${scope.per}`])
   ].join(" ")
-  return {
-    _tag: "Rule",
+  return rule({
     label,
     key: label,
     slot,
+    gate: of,
     decide: (s, p, x) => {
       if (!applies(x)) return Guard.allow
-      const before = broken(s, p, x) ? 0 : Slots.total(x.slots[slot], x.context.nowMillis, per)
+      const before = broken(s, p, x) ? 0 : Slots.total(windows, x.slots[slot], x.context.nowMillis, per)
       const after = before + amount(p)
       return after > limit
         ? Guard.deny(`${limitNames[key]} ${scopeText} would exceed ${limit}`, label)
         : Guard.allow
     },
+    // A streak with `of` is reset by a call that does not match.
+    stepGate: key === "maxStreak" ? undefined : of,
     step: (slot, s, p, x) => {
       if (key === "maxStreak" && of !== undefined && !applies(x)) {
         return slot === undefined || Slots.isEmpty(slot)
           ? undefined
-          : Slots.added(undefined, 0, x.context.nowMillis, per)
+          : Slots.added(windows, undefined, 0, x.context.nowMillis, per)
       }
       if (!applies(x)) return undefined
       const n = amount(p)
       // A window is moved on only when something is added (or a streak restarts).
       if (n === 0 && !broken(s, p, x)) return undefined
-      return Slots.added(slot, n, x.context.nowMillis, per, broken(s, p, x))
+      return Slots.added(windows, slot, n, x.context.nowMillis, per, broken(s, p, x))
     },
-    ...(key === "maxBytesRead" || key === "maxBytesWritten"
-      ? {
-        observe: (slot, x, bytes, nowMillis) => {
-          const n = key === "maxBytesRead" ? bytes.read : bytes.written
-          return n === 0 || !applies(x) ? undefined : Slots.added(slot, n, nowMillis, per)
-        }
+    observe: key === "maxBytesRead" || key === "maxBytesWritten"
+      ? (slot, x, bytes, nowMillis) => {
+        const n = key === "maxBytesRead" ? bytes.read : bytes.written
+        return n === 0 || !applies(x) ? undefined : Slots.added(windows, slot, n, nowMillis, per)
       }
-      : {})
-  }
+      : undefined
+  })
 }
 
 // Builds the rule tree of a policy; `toGuardOld` gives the combinators' guard for
 // the keys that were there before patterns (the same functions as always).
 const build = (policy: Policy, b: Builder): Node => {
-  if ("all" in policy) return { _tag: "All", children: policy.all.map((p) => build(p, b)) }
-  if ("any" in policy) return { _tag: "Any", children: policy.any.map((p) => build(p, b)) }
+  if ("all" in policy) return combine("All", policy.all.map((p) => build(p, b)))
+  if ("any" in policy) return combine("Any", policy.any.map((p) => build(p, b)))
   if ("after" in policy) return afterRule(policy, b)
   if ("deny" in policy) return patternRule("deny", policy.deny, policy.reason, b)
   if ("ask" in policy) return patternRule("ask", policy.ask, policy.reason, b)
@@ -855,7 +909,7 @@ const build = (policy: Policy, b: Builder): Node => {
     return scopedRule(limit.key, limit.limit, limit.scope, ruleLabel(policy), b)
   }
   const guard = oldGuard(policy)
-  return { _tag: "Rule", label: ruleLabel(policy), key: null, slot: -1, decide: (s, p) => guard(s, p) }
+  return rule({ label: ruleLabel(policy), decide: (s, p) => guard(s, p) })
 }
 
 const oldGuard = (policy: Policy): Guard.Guard => {
@@ -878,8 +932,25 @@ const evaluate = (node: Node, s: JournalState.Snapshot, p: Entry.ValidToolParams
   if (node._tag === "Rule") return node.decide(s, p, x)
   if (node._tag === "All") {
     let asked: Guard.Verdict | undefined
-    for (const c of node.children) {
-      const v = evaluate(c, s, p, x)
+    const hits = listsHit(x)
+    if (hits === undefined) {
+      for (const c of node.children) {
+        const v = evaluate(c, s, p, x)
+        if (v._tag === "Deny") return v
+        if (v._tag === "Ask") asked ??= v
+      }
+      return asked ?? Guard.allow
+    }
+    // Only the children that can do other than allow, in order: a rule whose list did
+    // not match allows.
+    let extra: Array<number> | undefined
+    for (const g of hits) {
+      const more = node.byGate[g]
+      if (more !== undefined) (extra ??= []).push(...more)
+    }
+    const order = extra === undefined ? node.always : [...node.always, ...extra].sort(byNumber)
+    for (const i of order) {
+      const v = evaluate(node.children[i]!, s, p, x)
       if (v._tag === "Deny") return v
       if (v._tag === "Ask") asked ??= v
     }
@@ -898,6 +969,8 @@ const evaluate = (node: Node, s: JournalState.Snapshot, p: Entry.ValidToolParams
   return asked ??
     Guard.deny(reasons.length === 0 ? "no guard allows" : reasons.join("; "), `any(${names.join(", ")})`)
 }
+
+const byNumber = (a: number, b: number): number => a - b
 
 const rulesOf = (node: Node, out: Array<Rule> = []): Array<Rule> => {
   if (node._tag === "Rule") out.push(node)
@@ -925,7 +998,10 @@ const nextState = (
   let changed = false
   for (const r of stateful) {
     const slot = x.slots[r.slot]
-    const stepped = r.step === undefined ? undefined : r.step(slot, s, p, x, final)
+    // A rule whose step needs a list that did not match keeps its slot.
+    const stepped = r.step === undefined || (r.stepGate !== undefined && !mayMatch(x, r.stepGate))
+      ? undefined
+      : r.step(slot, s, p, x, final)
     if (stepped !== undefined) changed = true
     const value = stepped ?? slot
     if (value !== undefined) next[keys[r.slot]!] = value

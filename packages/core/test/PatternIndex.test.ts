@@ -141,8 +141,14 @@ describe("PatternIndex", () => {
         assert.isDefined(answers)
         patterns.forEach((list, i) => {
           const alone = Pattern.matches(Pattern.compile(list), c as Pattern.Call, where, "deny")
-          assert.deepStrictEqual(answers![i] ?? { matched: false }, alone, `list ${i}: ${JSON.stringify(texts[i])}`)
+          assert.deepStrictEqual(
+            answers!.matches[i] ?? { matched: false },
+            alone,
+            `list ${i}: ${JSON.stringify(texts[i])}`
+          )
+          assert.strictEqual(answers!.hits.includes(i), alone.matched)
         })
+        assert.strictEqual(new Set(answers!.hits).size, answers!.hits.length)
       }),
       { numRuns: A.runs(3000) }
     )
@@ -181,8 +187,8 @@ describe("PatternIndex", () => {
       tool_name: "Bash",
       tool_input: { command: "ls; sudo rm -rf / && git push origin" }
     }, { cwd: "/w", projectDir: "/w", home: "/home/u" })!
-    assert.deepStrictEqual(answers[0], { matched: true, pattern: "Bash(git push *)", part: "git push origin" })
-    assert.deepStrictEqual(answers[1], { matched: true, pattern: "Bash(rm *)", part: "rm -rf /" })
-    assert.isUndefined(answers[2])
+    assert.deepStrictEqual(answers.matches[0], { matched: true, pattern: "Bash(git push *)", part: "git push origin" })
+    assert.deepStrictEqual(answers.matches[1], { matched: true, pattern: "Bash(rm *)", part: "rm -rf /" })
+    assert.isUndefined(answers.matches[2])
   })
 })

@@ -85,17 +85,23 @@ export const make = (
 
 const NONE: ReadonlyArray<number> = []
 
+/** What every list answers a call: its first pattern that matched, by list (undefined where none did), and the lists that matched. */
+export interface Answers {
+  readonly matches: ReadonlyArray<Match | undefined>
+  readonly hits: ReadonlyArray<number>
+}
+
 /**
- * The answer of every list to a call, in deny mode: its first pattern that matched
- * (undefined where none did). Undefined when the call's tool is not a string: each
- * list then judges it alone (`Pattern.matches`). May throw on a fault, as the judging
- * of one pattern may; the caller then judges each list alone.
+ * The answer of every list to a call, in deny mode. Undefined when the call's tool
+ * is not a string: each list then judges it alone (`Pattern.matches`). May throw on
+ * a fault, as the judging of one pattern may; the caller then judges each list alone.
  */
-export const judgeAll = (index: Index, call: Call, context: Context): Array<Match | undefined> | undefined => {
+export const judgeAll = (index: Index, call: Call, context: Context): Answers | undefined => {
   const tool = typeof call === "object" && call !== null ? call.tool_name : undefined
   if (typeof tool !== "string") return undefined
   const answers = new Array<Match | undefined>(index.lists)
-  if (index.compiled.length === 0) return answers
+  const hits: Array<number> = []
+  if (index.compiled.length === 0) return { matches: answers, hits }
   const positions: Array<number> = new Array(index.lists)
   const view = new Judge.View(tool, call, context)
   const meet = (ids: ReadonlyArray<number>): void => {
@@ -108,6 +114,7 @@ export const judgeAll = (index: Index, call: Call, context: Context): Array<Matc
         const list = held[h]!
         const position = held[h + 1]!
         const before = positions[list]
+        if (before === undefined) hits.push(list)
         if (before === undefined || position < before) {
           positions[list] = position
           answers[list] = m
@@ -128,5 +135,5 @@ export const judgeAll = (index: Index, call: Call, context: Context): Array<Matc
       meet(index.unkeyed)
     }
   }
-  return answers
+  return { matches: answers, hits }
 }

@@ -37,18 +37,27 @@ interface Window {
   readonly sum: number
 }
 
-// Slots are immutable (they come from stored entries or from `added`): each is read
-// once.
-const read = new WeakMap<object, Window | "bad">()
+/**
+ * What one rule keeps of its windows: the last one it made, read already. A slot is
+ * immutable once made (it is stored as it is), so a state that gives it back is read
+ * for nothing; any other slot is read from its JSON.
+ */
+export class Windows {
+  private lastSlot: object | undefined
+  private lastWindow: Window | undefined
 
-const readWindow = (slot: Schema.Json | undefined): Window | undefined | "bad" => {
-  if (slot === undefined) return undefined
-  if (typeof slot !== "object" || slot === null) return "bad"
-  const known = read.get(slot)
-  if (known !== undefined) return known
-  const w = parseWindow(slot)
-  read.set(slot, w)
-  return w
+  read(slot: Schema.Json | undefined): Window | undefined | "bad" {
+    if (slot === undefined) return undefined
+    if (typeof slot !== "object" || slot === null) return "bad"
+    return slot === this.lastSlot ? this.lastWindow : parseWindow(slot)
+  }
+
+  made(s: number, w: ReadonlyArray<Pair>, sum: number): Schema.Json {
+    const out = { s, w }
+    this.lastSlot = out
+    this.lastWindow = { s, w, sum }
+    return out
+  }
 }
 
 const parseWindow = (slot: Schema.Json): Window | "bad" => {
@@ -83,22 +92,21 @@ const liveSum = (window: Window, now: number): number => {
  * The total a slot holds at `nowMillis`: the count, or the window's sum at the
  * current slot (`perMillis` undefined: a plain count). A malformed slot is full.
  */
-export const total = (slot: Schema.Json | undefined, nowMillis: number, perMillis: number | undefined): number => {
+export const total = (
+  windows: Windows,
+  slot: Schema.Json | undefined,
+  nowMillis: number,
+  perMillis: number | undefined
+): number => {
   if (perMillis === undefined) {
     if (slot === undefined) return 0
     const n = isObject(slot) ? slot["n"] : undefined
     return isCount(n) ? n : MAX
   }
-  const w = readWindow(slot)
+  const w = windows.read(slot)
   if (w === undefined) return 0
   if (w === "bad") return MAX
   return liveSum(w, slotOf(nowMillis, perMillis))
-}
-
-const made = (s: number, w: ReadonlyArray<Pair>, sum: number): Schema.Json => {
-  const out = { s, w }
-  read.set(out, { s, w, sum })
-  return out
 }
 
 /**
@@ -107,6 +115,7 @@ const made = (s: number, w: ReadonlyArray<Pair>, sum: number): Schema.Json => {
  * slot starts again full. `reset` empties it first (a streak that was broken).
  */
 export const added = (
+  windows: Windows,
   slot: Schema.Json | undefined,
   amount: number,
   nowMillis: number | undefined,
@@ -114,10 +123,10 @@ export const added = (
   reset = false
 ): Schema.Json => {
   if (perMillis === undefined) {
-    const before = reset ? 0 : total(slot, 0, undefined)
+    const before = reset ? 0 : total(windows, slot, 0, undefined)
     return { n: add(before, amount) }
   }
-  const before = readWindow(slot)
+  const before = windows.read(slot)
   if (before !== undefined && before !== "bad" && !reset && nowMillis !== undefined && amount > 0) {
     // Most calls add to the newest slot, which holds calls already: only its pair
     // changes, the others (and their ages) are shared with the slot before.
@@ -125,7 +134,7 @@ export const added = (
     if (last !== undefined && last[0] === 0 && before.s >= slotOf(nowMillis, perMillis)) {
       const w = before.w.slice()
       w[w.length - 1] = [0, add(last[1], amount)]
-      return made(before.s, w, add(before.sum, amount))
+      return windows.made(before.s, w, add(before.sum, amount))
     }
   }
   const now = nowMillis === undefined ? undefined : slotOf(nowMillis, perMillis)
@@ -150,7 +159,7 @@ export const added = (
     sum = add(sum, count)
     return [top - at, count]
   })
-  return made(top, w, sum)
+  return windows.made(top, w, sum)
 }
 
 /** Whether a slot is empty (a count of 0, or a window of no calls). */
