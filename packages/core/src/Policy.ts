@@ -733,9 +733,13 @@ const combine = (tag: "All" | "Any", children: ReadonlyArray<Node>): Node => {
 }
 
 // What `Compiled.root` holds.
+// What `Compiled.root` holds; `unindexed` decides as `guard` does without the index,
+// every list judging alone and every rule deciding and stepping (what the index is
+// tested against).
 interface Root {
   readonly node: Node
   readonly evalOf: (p: Entry.ValidToolParams, context: Guard.GuardContext) => Eval
+  readonly unindexed: Guard.Guard
 }
 
 /**
@@ -1023,22 +1027,22 @@ export const compile = (policy: Policy): Compiled => {
   const root = build(policy, b)
   const { gates, keys } = b
   const index = indexOf(gates)
-  const evalOf = (p: Entry.ValidToolParams, context: Guard.GuardContext): Eval => ({
+  const evalOf = (p: Entry.ValidToolParams, context: Guard.GuardContext, indexed = true): Eval => ({
     call: context.call ?? { tool_name: p.tool_name },
     where: anchors(context.where),
     context,
     state: context.state,
     slots: slotsIn(context.state, keys),
     index,
-    answers: null,
+    answers: indexed ? null : undefined,
     matched: new Array(gates.length)
   })
   const seen = new Set<string>()
   const stateful = rulesOf(root).filter((r) => r.key !== null && !seen.has(r.key) && seen.add(r.key) !== undefined)
-  const guard: Guard.Guard = (s, p, c) => {
+  const decideWith = (indexed: boolean): Guard.Guard => (s, p, c) => {
     try {
       const context = c ?? Guard.noContext
-      const x = evalOf(p, context)
+      const x = evalOf(p, context, indexed)
       const v = evaluate(root, s, p, x)
       const final = context.canAsk ? v : Guard.unanswered(v)
       if (stateful.length === 0 && context.state === null) return final
@@ -1048,7 +1052,9 @@ export const compile = (policy: Policy): Compiled => {
       return Guard.deny(`the policy could not decide: ${messageOf(e)}`, "policy")
     }
   }
-  return { policy, guard, stateKeys: stateful.map((r) => r.key!), root: { node: root, evalOf } }
+  const guard = decideWith(true)
+  const unindexed = decideWith(false)
+  return { policy, guard, stateKeys: stateful.map((r) => r.key!), root: { node: root, evalOf, unindexed } }
 }
 
 /**

@@ -3,15 +3,19 @@
  * every list exactly the answer `Pattern.matches` gives it alone, in deny mode: the
  * same first pattern, the same part, the same fail-closed flag, on random lists of
  * commands, tools, paths, hosts and parameters and on random calls, unreadable and
- * over-long ones included.
+ * over-long ones included. A compiled policy, which decides with the index and only
+ * with the rules whose lists matched, decides every call of a session as it does
+ * without (every list alone, every rule deciding and stepping): the same verdicts, the
+ * same states.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Result from "effect/Result"
 import * as fc from "fast-check"
-import { Pattern } from "../src/index.ts"
+import { Entry, Guard, JournalState, Pattern, Policy } from "../src/index.ts"
 import * as PatternIndex from "../src/internal/patternIndex.ts"
 import * as Wild from "../src/internal/wildcard.ts"
 import * as A from "./arbitraries.ts"
+import { decoded } from "./policies.ts"
 
 const words = ["git", "push", "rm", "-rf", "npm", "test", "ls", "curl", "a", "b", "origin", "3"]
 
@@ -190,5 +194,137 @@ describe("PatternIndex", () => {
     assert.deepStrictEqual(answers.matches[0], { matched: true, pattern: "Bash(git push *)", part: "git push origin" })
     assert.deepStrictEqual(answers.matches[1], { matched: true, pattern: "Bash(rm *)", part: "rm -rf /" })
     assert.isUndefined(answers.matches[2])
+  })
+})
+
+// ---------------------------------------------------------------------------
+// Policies
+
+const patterns = fc.oneof(patternText, fc.array(patternText, { minLength: 1, maxLength: 3 }))
+const reason = fc.option(fc.constant("because"), { nil: undefined })
+
+const scoped = fc.tuple(
+  fc.constantFrom("maxInvocations", "maxStreak", "maxBytesRead", "maxBytesWritten"),
+  fc.nat(4),
+  fc.option(patterns, { nil: undefined }),
+  fc.option(fc.constantFrom("1s", "1m", "1h"), { nil: undefined })
+).map(([key, n, of, per]) => ({
+  [key]: n,
+  ...(of === undefined && per === undefined ? { of: "Bash" } : {}),
+  ...(of === undefined ? {} : { of }),
+  ...(per === undefined ? {} : { per })
+}))
+
+const leaf = fc.oneof(
+  fc.record({ deny: patterns, reason }, { requiredKeys: ["deny"] }),
+  fc.record({ ask: patterns, reason }, { requiredKeys: ["ask"] }),
+  fc.record({ after: patterns, deny: patterns }),
+  fc.record({ after: patterns, ask: patterns }),
+  scoped,
+  scoped,
+  fc.record({ maxTokens: fc.nat(3000) }),
+  fc.constantFrom(
+    { maxStreak: 3 },
+    { denyList: ["Edit"] },
+    { forbiddenTransitions: [["Read", "Bash"]] },
+    { requirePredecessors: { Edit: ["Read"] } },
+    { maxDelegationDepth: 1 },
+    { maxInvocations: 6 }
+  )
+)
+
+const policyJson: fc.Arbitrary<unknown> = fc.letrec<{ node: unknown }>((tie) => ({
+  node: fc.oneof(
+    { depthSize: "small", withCrossShrink: true },
+    leaf,
+    leaf,
+    fc.array(tie("node"), { maxLength: 4 }).map((all) => ({ all })),
+    fc.array(tie("node"), { maxLength: 3 }).map((any) => ({ any }))
+  )
+})).node
+
+const step = fc.record({
+  call: fc.option(call, { freq: 8 }),
+  where: context,
+  elapsed: fc.constantFrom(0, 10, 700, 1500, 30_000, 70_000, 4_000_000),
+  tokens: fc.option(fc.bigInt({ min: 0n, max: 4000n }), { freq: 4 }),
+  canAsk: fc.boolean(),
+  bytes: fc.nat(3),
+  depth: fc.nat(2),
+  tool: fc.constantFrom("Bash", "Read", "Edit", "Grep", "WebFetch", "mcp__gh__x")
+})
+
+describe("Policy with its index", () => {
+  it("property: a session decides as it does with every list judged alone and every rule deciding", () => {
+    fc.assert(
+      fc.property(fc.array(leaf, { minLength: 1, maxLength: 30 }), policyJson, fc.array(step, { maxLength: 14 }), (
+        flat,
+        nested,
+        steps
+      ) => {
+        for (const json of [flat, nested]) {
+          const r = Policy.decode(json)
+          if (Result.isFailure(r)) continue
+          const compiled = Policy.compile(r.success)
+          const unindexed = (compiled.root as { readonly unindexed: Guard.Guard }).unindexed
+          let state = JournalState.empty("i")
+          let now = 1_764_400_000_000
+          for (const st of steps) {
+            now += st.elapsed
+            const tool = st.call !== null && typeof st.call.tool_name === "string" ? st.call.tool_name : st.tool
+            const params: Entry.ValidToolParams = A.call(tool, {
+              bytes_read: st.bytes,
+              bytes_written: st.bytes,
+              delegation_depth: st.depth
+            })
+            const ctx: Guard.GuardContext = {
+              call: st.call as Pattern.Call | null,
+              where: st.where,
+              nowMillis: now,
+              tokens: st.tokens,
+              canAsk: st.canAsk,
+              state: state.guard_state
+            }
+            const snapshot = JournalState.snapshot(state)
+            const v = compiled.guard(snapshot, params, ctx)
+            assert.deepStrictEqual(v, unindexed(snapshot, params, ctx), JSON.stringify({ json, call: st.call }))
+            state = JournalState.fold(state, JournalState.nextTool(state, 1, { ...params, allowed: v._tag !== "Deny" }))
+            if (v.state !== undefined) {
+              state = JournalState.fold(state, JournalState.nextOther(state, 1, Guard.STATE_KIND, v.state))
+            }
+          }
+        }
+      }),
+      { numRuns: A.runs(400) }
+    )
+  })
+
+  it("a policy of many rules decides a call with the rules its lists name", () => {
+    const compiled = Policy.compile(decoded([
+      ...Array.from({ length: 20 }, (_, i) => ({ deny: `Bash(rm ${i} *)` })),
+      { ask: "Bash(git push *)" },
+      { maxInvocations: 1, of: "Bash(npm test*)", per: "1m" }
+    ]))
+    const decide = (command: string, state: Guard.GuardState | null = null) =>
+      compiled.guard(JournalState.snapshot(JournalState.empty("m")), A.call("Bash"), {
+        call: { tool_name: "Bash", tool_input: { command } },
+        where: {},
+        nowMillis: 60_000,
+        tokens: null,
+        canAsk: true,
+        state
+      })
+    assert.deepStrictEqual(decide("ls && rm 7 -rf /"), {
+      _tag: "Deny",
+      reason: "the command \"rm 7 -rf /\" of Bash matches deny pattern Bash(rm 7 *)",
+      guard: "deny(\"Bash(rm 7 *)\")"
+    })
+    const guardOf = (v: Guard.Verdict) => v._tag === "Allow" ? null : v.guard
+    assert.strictEqual(guardOf(decide("git push origin && rm 3")), "deny(\"Bash(rm 3 *)\")")
+    assert.strictEqual(guardOf(decide("git push origin")), "ask(\"Bash(git push *)\")")
+    const first = decide("npm test")
+    assert.strictEqual(first._tag, "Allow")
+    assert.strictEqual(decide("npm test", first.state!)._tag, "Deny")
+    assert.strictEqual(decide("ls", first.state!).state, undefined)
   })
 })
