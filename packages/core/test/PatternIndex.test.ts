@@ -19,10 +19,15 @@ import { decoded } from "./policies.ts"
 
 const words = ["git", "push", "rm", "-rf", "npm", "test", "ls", "curl", "a", "b", "origin", "3"]
 
-const commandText = fc.tuple(
-  fc.array(fc.constantFrom(...words, "*", "a*", "*b", "t*t"), { minLength: 1, maxLength: 4 }),
-  fc.constantFrom("", " *", "*", ":*")
-).map(([ws, end]) => `Bash(${ws.join(" ")}${end})`)
+const commandText = fc.oneof(
+  fc.tuple(
+    fc.array(fc.constantFrom(...words, "*", "a*", "*b", "t*t"), { minLength: 1, maxLength: 4 }),
+    fc.constantFrom("", " *", "*", ":*")
+  ).map(([ws, end]) => `Bash(${ws.join(" ")}${end})`),
+  // Patterns that start with a star: every text may be theirs.
+  fc.constantFrom(...words).map((w) => `Bash(*${w}*)`),
+  fc.constantFrom(...words).map((w) => `Bash(* ${w} *)`)
+)
 
 const toolText = fc.constantFrom(
   "Bash",
@@ -194,6 +199,18 @@ describe("PatternIndex", () => {
     assert.deepStrictEqual(answers.matches[0], { matched: true, pattern: "Bash(git push *)", part: "git push origin" })
     assert.deepStrictEqual(answers.matches[1], { matched: true, pattern: "Bash(rm *)", part: "rm -rf /" })
     assert.isUndefined(answers.matches[2])
+    // A part is judged as it is before it is judged from its command name on.
+    const wrapped = PatternIndex.make(
+      [[p("Bash(*rm -rf /)")]].map((list) => list.map((pattern) => ({ pattern, text: Pattern.format(pattern) })))
+    )
+    assert.deepStrictEqual(
+      PatternIndex.judgeAll(wrapped, { tool_name: "Bash", tool_input: { command: "ls && sudo rm -rf / && ls" } }, {
+        cwd: "/w",
+        projectDir: "/w",
+        home: "/home/u"
+      })!.matches[0],
+      { matched: true, pattern: "Bash(*rm -rf /)", part: "sudo rm -rf /" }
+    )
   })
 })
 

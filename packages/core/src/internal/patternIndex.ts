@@ -1,10 +1,12 @@
 /**
  * The pattern lists of a policy judged together (docs/DESIGN.md §16): every distinct
  * pattern compiled once and filed by the tools it can match, a Bash command pattern
- * also by the first word of what it matches (`Bash(git push *)` under `git`). A call
- * meets only the patterns filed under its tool (and, for Bash, under the first words of
- * its command and its parts), each at most once, whatever the number of lists; a list's
- * answer is its first pattern that matched, as `Pattern.matches` in deny mode gives it.
+ * in a tree of the literal text every command it matches starts with
+ * (`Bash(git push *)` under `g`, `i`, `t`, ` `, `p`…). A call meets only the patterns
+ * filed under its tool, and a Bash call only the command patterns whose literal start
+ * begins one of the texts they judge (the command, its parts), each at most once
+ * whatever the number of lists; a list's answer is its first pattern that matched, as
+ * `Pattern.matches` in deny mode gives it.
  */
 import type { Call, Context, Match, Pattern } from "../Pattern.ts"
 import * as Judge from "./patternMatch.ts"
@@ -19,12 +21,33 @@ export interface Index {
   readonly byTool: ReadonlyMap<string, ReadonlyArray<number>>
   /** Tool patterns with `*` or naming an MCP server: judged for every call. */
   readonly anyTool: ReadonlyArray<number>
-  /** Bash command patterns by their first word (`Judge.commandKey`). */
-  readonly byKey: ReadonlyMap<string, ReadonlyArray<number>>
-  /** Bash command patterns with no first word: judged for every Bash call. */
-  readonly unkeyed: ReadonlyArray<number>
+  /** Bash command patterns by their literal start (`Judge.commandPrefix`). */
+  readonly starts: Trie
   /** Every Bash command pattern: a command that cannot be read matches them all. */
   readonly commands: ReadonlyArray<number>
+}
+
+/** A tree of texts by their characters: at each node, the patterns whose text ends there. */
+export interface Trie {
+  readonly ids: Array<number>
+  next: Map<number, Trie> | undefined
+}
+
+const trie = (): Trie => ({ ids: [], next: undefined })
+
+const file = (root: Trie, text: string, id: number): void => {
+  let node = root
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    node.next ??= new Map()
+    let child = node.next.get(c)
+    if (child === undefined) {
+      child = trie()
+      node.next.set(c, child)
+    }
+    node = child
+  }
+  node.ids.push(id)
 }
 
 const push = <K>(map: Map<K, Array<number>>, key: K, id: number): void => {
@@ -41,9 +64,8 @@ export const make = (
   const compiled: Array<Judge.Compiled> = []
   const holders: Array<Array<number>> = []
   const byTool = new Map<string, Array<number>>()
-  const byKey = new Map<string, Array<number>>()
+  const starts = trie()
   const anyTool: Array<number> = []
-  const unkeyed: Array<number> = []
   const commands: Array<number> = []
   lists.forEach((list, l) =>
     list.forEach(({ pattern, text }, position) => {
@@ -59,13 +81,10 @@ export const make = (
             if (c.server || c.pieces.length > 1) anyTool.push(id)
             else push(byTool, c.pieces[0]!, id)
             break
-          case "Command": {
+          case "Command":
             commands.push(id)
-            const key = Judge.commandKey(c)
-            if (key === undefined) unkeyed.push(id)
-            else push(byKey, key, id)
+            file(starts, Judge.commandPrefix(c), id)
             break
-          }
           case "Path":
             for (const t of c.tools) push(byTool, t, id)
             break
@@ -80,7 +99,7 @@ export const make = (
       holders[id]!.push(l, position)
     })
   )
-  return { lists: lists.length, compiled, holders, byTool, anyTool, byKey, unkeyed, commands }
+  return { lists: lists.length, compiled, holders, byTool, anyTool, starts, commands }
 }
 
 const NONE: ReadonlyArray<number> = []
@@ -104,22 +123,23 @@ export const judgeAll = (index: Index, call: Call, context: Context): Answers | 
   if (index.compiled.length === 0) return { matches: answers, hits }
   const positions: Array<number> = new Array(index.lists)
   const view = new Judge.View(tool, call, context)
+  const answer = (id: number, m: Match): void => {
+    const held = index.holders[id]!
+    for (let h = 0; h < held.length; h += 2) {
+      const list = held[h]!
+      const position = held[h + 1]!
+      const before = positions[list]
+      if (before === undefined) hits.push(list)
+      if (before === undefined || position < before) {
+        positions[list] = position
+        answers[list] = m
+      }
+    }
+  }
   const meet = (ids: ReadonlyArray<number>): void => {
     for (let k = 0; k < ids.length; k++) {
-      const id = ids[k]!
-      const m = Judge.matchOne(index.compiled[id]!, view, "deny")
-      if (m === undefined) continue
-      const held = index.holders[id]!
-      for (let h = 0; h < held.length; h += 2) {
-        const list = held[h]!
-        const position = held[h + 1]!
-        const before = positions[list]
-        if (before === undefined) hits.push(list)
-        if (before === undefined || position < before) {
-          positions[list] = position
-          answers[list] = m
-        }
-      }
+      const m = Judge.matchOne(index.compiled[ids[k]!]!, view, "deny")
+      if (m !== undefined) answer(ids[k]!, m)
     }
   }
   meet(index.anyTool)
@@ -128,11 +148,26 @@ export const judgeAll = (index: Index, call: Call, context: Context): Answers | 
     const analysis = view.analysis()
     if (analysis.exceeded) meet(index.commands)
     else {
-      for (const key of Judge.keysOf(analysis)) {
-        const ids = index.byKey.get(key)
-        if (ids !== undefined) meet(ids)
+      // Each text, in the order a pattern judges them, meets the patterns whose literal
+      // start begins it; a pattern answers with the first text it matches.
+      const done = new Set<number>()
+      const judge = (ids: ReadonlyArray<number>, text: string): void => {
+        for (let k = 0; k < ids.length; k++) {
+          const id = ids[k]!
+          const c = index.compiled[id] as Extract<Judge.Compiled, { _tag: "Command" }>
+          if (!done.has(id) && Judge.commandMatch(c, text)) {
+            done.add(id)
+            answer(id, { matched: true, pattern: c.text, part: text })
+          }
+        }
       }
-      meet(index.unkeyed)
+      for (const text of Judge.textsOf(analysis)) {
+        let node: Trie | undefined = index.starts
+        for (let i = 0; node !== undefined; i++) {
+          if (node.ids.length > 0) judge(node.ids, text)
+          node = i < text.length ? node.next?.get(text.charCodeAt(i)) : undefined
+        }
+      }
     }
   }
   return { matches: answers, hits }

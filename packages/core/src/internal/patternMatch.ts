@@ -128,11 +128,11 @@ export interface Analysis {
   readonly parts: ReadonlyArray<readonly [string, string]>
   readonly complete: boolean
   readonly exceeded: boolean
-  /** The first words (`keyOf`) of the whole and of every part, each once; computed when first asked. */
-  keys: ReadonlyArray<string> | undefined
+  /** The texts a command pattern judges (`textsOf`), computed when first asked. */
+  texts: ReadonlyArray<string> | undefined
 }
 
-const EXCEEDED: Analysis = { whole: "", parts: [], complete: false, exceeded: true, keys: [] }
+const EXCEEDED: Analysis = { whole: "", parts: [], complete: false, exceeded: true, texts: [] }
 
 // The last command analysed, and its analysis: a call is judged by many patterns,
 // often in several lists, each of which would split the same command again. An
@@ -150,51 +150,49 @@ export const analyse = (command: unknown): Analysis => {
     parts: split.parts.map((p) => [p.words.join(" "), p.words.slice(Shell.commandStart(p.words)).join(" ")] as const),
     complete: split.complete,
     exceeded: split.exceeded,
-    keys: undefined
+    texts: undefined
   }
   lastCommand = command
   return lastAnalysis
 }
 
 /**
- * The first word of a text: up to its first space, or all of it. A text that a
- * command pattern's alternative matches has the alternative's key (`commandKey`) as
- * its first word.
+ * The texts a command pattern judges in deny mode, in the order it judges them (the
+ * whole command, then each part as it is and from its command name on), each once: a
+ * pattern reports the first of them it matches.
  */
-export const keyOf = (text: string): string => {
-  const i = text.indexOf(" ")
-  return i < 0 ? text : text.slice(0, i)
-}
-
-/** The first words of what a command pattern judges: its whole text and every part, both ways. */
-export const keysOf = (analysis: Analysis): ReadonlyArray<string> => {
-  if (analysis.keys !== undefined) return analysis.keys
-  const keys = new Set<string>([keyOf(analysis.whole)])
+export const textsOf = (analysis: Analysis): ReadonlyArray<string> => {
+  if (analysis.texts !== undefined) return analysis.texts
+  const texts = new Set<string>([analysis.whole])
   for (const [full, stripped] of analysis.parts) {
-    keys.add(keyOf(full))
-    keys.add(keyOf(stripped))
+    texts.add(full)
+    texts.add(stripped)
   }
-  analysis.keys = [...keys]
-  return analysis.keys
+  analysis.texts = [...texts]
+  return analysis.texts
 }
 
 /**
- * The first word every text a command pattern matches starts with, or undefined when
- * there is none: each alternative must be a literal text, or begin with a literal
- * that holds a space before its first `*`, and all must agree.
+ * What every text a command pattern matches starts with: the longest start its
+ * alternatives' literal beginnings share (a text an alternative matches begins with
+ * that alternative's text before its first `*`, all of it when it has none).
  */
-export const commandKey = (c: Extract<Compiled, { _tag: "Command" }>): string | undefined => {
-  let key: string | undefined
+export const commandPrefix = (c: Extract<Compiled, { _tag: "Command" }>): string => {
+  let prefix: string | undefined
   for (const pieces of c.alternatives) {
     const first = pieces[0] ?? ""
-    const k = pieces.length === 1 ? keyOf(first) : first.includes(" ") ? keyOf(first) : undefined
-    if (k === undefined || (key !== undefined && k !== key)) return undefined
-    key = k
+    if (prefix === undefined) prefix = first
+    else {
+      let n = 0
+      while (n < prefix.length && n < first.length && prefix[n] === first[n]) n++
+      prefix = prefix.slice(0, n)
+    }
   }
-  return key
+  return prefix ?? ""
 }
 
-const commandMatch = (c: Extract<Compiled, { _tag: "Command" }>, text: string): boolean =>
+/** Whether a command pattern matches one text. */
+export const commandMatch = (c: Extract<Compiled, { _tag: "Command" }>, text: string): boolean =>
   c.alternatives.some((pieces) => Wild.starMatch(pieces, text))
 
 /** Whether every part of a command is matched by one of `commands`: the first that matched the first part, or undefined. */
