@@ -9,6 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Result from "effect/Result"
 import * as fc from "fast-check"
 import { Pattern } from "../src/index.ts"
+import * as Wild from "../src/internal/wildcard.ts"
 import * as A from "./arbitraries.ts"
 import * as Ref from "./PatternReference.ts"
 
@@ -276,6 +277,23 @@ describe("Pattern: wildcards on a small alphabet", () => {
         }
       ),
       { numRuns: A.runs(800) }
+    )
+  })
+})
+
+describe("Pattern: a segment glob of stars alone", () => {
+  it("property: matched as a wildcard of pieces, it agrees with the walk over code points", () => {
+    const text = (max: number) =>
+      fc.array(fc.constantFrom("a", "b", "*", "\\*", "😀", "\uD83D", "\uDE00", "é"), { maxLength: max }).map((
+        us
+      ) => us.join(""))
+    fc.assert(
+      fc.property(text(6).filter((g) => g.length > 0 && g !== "**"), text(7), (glob, name) => {
+        const seg = Wild.segment(glob)
+        const walked = seg.k === "glob" ? { ...seg, pieces: undefined } : seg
+        assert.strictEqual(Wild.segmentMatch(seg, name), Wild.segmentMatch(walked, name), `${glob} on ${name}`)
+      }),
+      { numRuns: A.runs(2000) }
     )
   })
 })

@@ -57,13 +57,24 @@ type Token =
   | { readonly k: "star" }
   | { readonly k: "class"; readonly negated: boolean; readonly ranges: ReadonlyArray<readonly [string, string]> }
 
-/** A compiled path segment: `**`, or a glob over one segment's code points. */
+/**
+ * A compiled path segment: `**`, or a glob over one segment's code points. `pieces`:
+ * the same glob as a `*`-only wildcard (`starPieces`), when it is one and holds no
+ * surrogate, so that its pieces can only match whole code points.
+ */
 export type Segment =
   | { readonly k: "globstar" }
-  | { readonly k: "glob"; readonly tokens: ReadonlyArray<Token>; readonly literal: string | undefined }
+  | {
+    readonly k: "glob"
+    readonly tokens: ReadonlyArray<Token>
+    readonly literal: string | undefined
+    readonly pieces?: ReadonlyArray<string> | undefined
+  }
 
 /** A segment that matches exactly `name`. */
 export const literalSegment = (name: string): Segment => ({ k: "glob", tokens: [], literal: name })
+
+const SURROGATE = /[\uD800-\uDFFF]/
 
 /** Whether a segment's text holds glob syntax (`*`, `?`, `[`, or a backslash escape). */
 export const isGlob = (segment: string): boolean => /[*?[\\]/.test(segment)
@@ -95,7 +106,21 @@ export const segment = (text: string): Segment => {
       }
     } else tokens.push({ k: "char", c })
   }
-  return { k: "glob", tokens, literal: undefined }
+  const starOnly = tokens.every((t) => t.k === "char" || t.k === "star") && !SURROGATE.test(text)
+  return { k: "glob", tokens, literal: undefined, pieces: starOnly ? piecesOf(tokens) : undefined }
+}
+
+const piecesOf = (tokens: ReadonlyArray<Token>): Array<string> => {
+  const pieces: Array<string> = []
+  let piece = ""
+  for (const t of tokens) {
+    if (t.k === "star") {
+      pieces.push(piece)
+      piece = ""
+    } else if (t.k === "char") piece += t.c
+  }
+  pieces.push(piece)
+  return pieces
 }
 
 const charClass = (
@@ -146,6 +171,7 @@ const tokenMatches = (token: Token, c: string): boolean => {
 export const segmentMatch = (seg: Segment, text: string): boolean => {
   if (seg.k === "globstar") return true
   if (seg.literal !== undefined) return seg.literal === text
+  if (seg.pieces !== undefined) return starMatch(seg.pieces, text)
   const cs = Array.from(text)
   const ts = seg.tokens
   let t = 0
