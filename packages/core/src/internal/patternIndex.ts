@@ -110,6 +110,71 @@ export interface Answers {
   readonly hits: ReadonlyArray<number>
 }
 
+const NO_LIST: ReadonlyArray<Match | undefined> = []
+
+// One call judged by every list: the answers so far, made on the first match.
+class Judging {
+  readonly index: Index
+  readonly view: Judge.View
+  matches: Array<Match | undefined> | undefined
+  positions: Array<number> | undefined
+  readonly hits: Array<number> = []
+  done: Set<number> | undefined
+
+  constructor(index: Index, view: Judge.View) {
+    this.index = index
+    this.view = view
+  }
+
+  // Pattern `id` matched: each list holding it answers with it, unless it answered
+  // with an earlier pattern of its own.
+  answer(id: number, m: Match): void {
+    const matches = this.matches ??= new Array(this.index.lists)
+    const positions = this.positions ??= new Array(this.index.lists)
+    const held = this.index.holders[id]!
+    for (let h = 0; h < held.length; h += 2) {
+      const list = held[h]!
+      const position = held[h + 1]!
+      const before = positions[list]
+      if (before === undefined) this.hits.push(list)
+      if (before === undefined || position < before) {
+        positions[list] = position
+        matches[list] = m
+      }
+    }
+  }
+
+  meet(ids: ReadonlyArray<number>): void {
+    for (let k = 0; k < ids.length; k++) {
+      const m = Judge.matchOne(this.index.compiled[ids[k]!]!, this.view, "deny")
+      if (m !== undefined) this.answer(ids[k]!, m)
+    }
+  }
+
+  // Each text, in the order a pattern judges them, meets the patterns whose literal
+  // start begins it; a pattern answers with the first text it matches.
+  commands(texts: ReadonlyArray<string>): void {
+    for (const text of texts) {
+      let node: Trie | undefined = this.index.starts
+      for (let i = 0; node !== undefined; i++) {
+        if (node.ids.length > 0) this.judge(node.ids, text)
+        node = i < text.length ? node.next?.get(text.charCodeAt(i)) : undefined
+      }
+    }
+  }
+
+  judge(ids: ReadonlyArray<number>, text: string): void {
+    for (let k = 0; k < ids.length; k++) {
+      const id = ids[k]!
+      const c = this.index.compiled[id] as Extract<Judge.Compiled, { _tag: "Command" }>
+      if (this.done?.has(id) !== true && Judge.commandMatch(c, text)) {
+        ;(this.done ??= new Set()).add(id)
+        this.answer(id, { matched: true, pattern: c.text, part: text })
+      }
+    }
+  }
+}
+
 /**
  * The answer of every list to a call, in deny mode. Undefined when the call's tool
  * is not a string: each list then judges it alone (`Pattern.matches`). May throw on
@@ -118,57 +183,13 @@ export interface Answers {
 export const judgeAll = (index: Index, call: Call, context: Context): Answers | undefined => {
   const tool = typeof call === "object" && call !== null ? call.tool_name : undefined
   if (typeof tool !== "string") return undefined
-  const answers = new Array<Match | undefined>(index.lists)
-  const hits: Array<number> = []
-  if (index.compiled.length === 0) return { matches: answers, hits }
-  const positions: Array<number> = new Array(index.lists)
-  const view = new Judge.View(tool, call, context)
-  const answer = (id: number, m: Match): void => {
-    const held = index.holders[id]!
-    for (let h = 0; h < held.length; h += 2) {
-      const list = held[h]!
-      const position = held[h + 1]!
-      const before = positions[list]
-      if (before === undefined) hits.push(list)
-      if (before === undefined || position < before) {
-        positions[list] = position
-        answers[list] = m
-      }
-    }
-  }
-  const meet = (ids: ReadonlyArray<number>): void => {
-    for (let k = 0; k < ids.length; k++) {
-      const m = Judge.matchOne(index.compiled[ids[k]!]!, view, "deny")
-      if (m !== undefined) answer(ids[k]!, m)
-    }
-  }
-  meet(index.anyTool)
-  meet(index.byTool.get(tool) ?? NONE)
+  const run = new Judging(index, new Judge.View(tool, call, context))
+  run.meet(index.anyTool)
+  run.meet(index.byTool.get(tool) ?? NONE)
   if (tool === "Bash" && index.commands.length > 0) {
-    const analysis = view.analysis()
-    if (analysis.exceeded) meet(index.commands)
-    else {
-      // Each text, in the order a pattern judges them, meets the patterns whose literal
-      // start begins it; a pattern answers with the first text it matches.
-      const done = new Set<number>()
-      const judge = (ids: ReadonlyArray<number>, text: string): void => {
-        for (let k = 0; k < ids.length; k++) {
-          const id = ids[k]!
-          const c = index.compiled[id] as Extract<Judge.Compiled, { _tag: "Command" }>
-          if (!done.has(id) && Judge.commandMatch(c, text)) {
-            done.add(id)
-            answer(id, { matched: true, pattern: c.text, part: text })
-          }
-        }
-      }
-      for (const text of Judge.textsOf(analysis)) {
-        let node: Trie | undefined = index.starts
-        for (let i = 0; node !== undefined; i++) {
-          if (node.ids.length > 0) judge(node.ids, text)
-          node = i < text.length ? node.next?.get(text.charCodeAt(i)) : undefined
-        }
-      }
-    }
+    const analysis = run.view.analysis()
+    if (analysis.exceeded) run.meet(index.commands)
+    else run.commands(Judge.textsOf(analysis))
   }
-  return { matches: answers, hits }
+  return { matches: run.matches ?? NO_LIST, hits: run.hits }
 }

@@ -231,9 +231,9 @@ export class View {
   private input_: Input | undefined | null = null
   private analysis_: Analysis | undefined
   private anchored = false
-  private cwd: Array<string> | undefined
-  private home: Array<string> | undefined
-  private project: Array<string> | undefined | null = null
+  private cwd: ReadonlyArray<string> | undefined
+  private home: ReadonlyArray<string> | undefined
+  private project: ReadonlyArray<string> | undefined | null = null
   private target_: Paths.Target | undefined | null = null
   private host_: string | undefined | null = null
 

@@ -197,15 +197,22 @@ export const segmentMatch = (seg: Segment, text: string): boolean => {
 
 const NONE: PathMatch = { full: false, below: false }
 
+// The states `s` (bits) and those a `**` reaches from them without a segment.
+const closeBits = (glob: ReadonlyArray<Segment>, s: number): number => {
+  for (let p = 0; p < glob.length; p++) if ((s & (1 << p)) !== 0 && glob[p]!.k === "globstar") s |= 1 << (p + 1)
+  return s
+}
+
 // `pathMatch` for globs of fewer than 30 segments: the set of states as the bits of
 // one number (bit p: glob position p reached), no array per segment.
-const pathMatchBits = (glob: ReadonlyArray<Segment>, path: ReadonlyArray<string>, from: number): PathMatch => {
+const pathMatchBits = (
+  glob: ReadonlyArray<Segment>,
+  path: ReadonlyArray<string>,
+  from: number,
+  start: number
+): PathMatch => {
   const m = glob.length
-  const close = (s: number): number => {
-    for (let p = 0; p < m; p++) if ((s & (1 << p)) !== 0 && glob[p]!.k === "globstar") s |= 1 << (p + 1)
-    return s
-  }
-  let states = close(1)
+  let states = closeBits(glob, 1 << start)
   for (let i = from; i < path.length; i++) {
     const name = path[i]!
     let next = 0
@@ -216,7 +223,7 @@ const pathMatchBits = (glob: ReadonlyArray<Segment>, path: ReadonlyArray<string>
       else if (segmentMatch(g, name)) next |= 1 << (p + 1)
     }
     if (next === 0) return NONE
-    states = close(next)
+    states = closeBits(glob, next)
   }
   return { full: (states & (1 << m)) !== 0, below: (states & ((1 << m) - 1)) !== 0 }
 }
@@ -229,17 +236,22 @@ export interface PathMatch {
 
 /**
  * Walks `path` (segments, from index `from`) through `glob` (segments, `**` matching
- * zero or more whole segments). The states are the glob positions reachable so far, so the work is
- * segments × glob length whatever the input.
+ * zero or more whole segments), from glob position `start`. The states are the glob
+ * positions reachable so far, so the work is segments × glob length whatever the input.
  */
-export const pathMatch = (glob: ReadonlyArray<Segment>, path: ReadonlyArray<string>, from = 0): PathMatch => {
+export const pathMatch = (
+  glob: ReadonlyArray<Segment>,
+  path: ReadonlyArray<string>,
+  from = 0,
+  start = 0
+): PathMatch => {
   const m = glob.length
-  if (m < 30) return pathMatchBits(glob, path, from)
+  if (m < 30) return pathMatchBits(glob, path, from, start)
   let states = new Uint8Array(m + 1)
   const close = (s: Uint8Array) => {
     for (let p = 0; p < m; p++) if (s[p] === 1 && glob[p]!.k === "globstar") s[p + 1] = 1
   }
-  states[0] = 1
+  states[start] = 1
   close(states)
   for (let i = from; i < path.length; i++) {
     const name = path[i]!
@@ -269,8 +281,9 @@ const BELOW: PathMatch = { full: false, below: true }
 
 /**
  * `pathMatch` of the glob made of the first `n` segments of `base`, each literal,
- * then `glob`: the literal directories are compared, not walked (a path that stops
- * inside them is below the glob), so a pattern's anchor is never copied into a glob.
+ * then `glob`: the literal directories, and the glob's own literal segments before its
+ * first wildcard, are compared, not walked (a path that stops among them is below the
+ * glob), so a pattern's anchor is never copied into a glob.
  */
 export const pathMatchUnder = (
   base: ReadonlyArray<string>,
@@ -280,5 +293,13 @@ export const pathMatchUnder = (
 ): PathMatch => {
   const k = Math.min(n, path.length)
   for (let i = 0; i < k; i++) if (path[i] !== base[i]) return NONE
-  return path.length < n ? BELOW : pathMatch(glob, path, n)
+  if (path.length < n) return BELOW
+  let j = 0
+  for (; j < glob.length; j++) {
+    const g = glob[j]!
+    if (g.k !== "glob" || g.literal === undefined) break
+    if (n + j >= path.length) return BELOW
+    if (path[n + j] !== g.literal) return NONE
+  }
+  return pathMatch(glob, path, n + j, j)
 }
