@@ -569,7 +569,7 @@ interface Eval {
   readonly slots: ReadonlyArray<Schema.Json | undefined>
   readonly index: PatternIndex.Index
   answers: PatternIndex.Answers | undefined | null
-  readonly matched: Array<Pattern.Match | undefined>
+  matched: Array<Pattern.Match | undefined> | undefined
 }
 
 const NO_MATCH: Pattern.Match = { matched: false }
@@ -601,16 +601,17 @@ const listsHit = (x: Eval): ReadonlyArray<number> | undefined => answersOf(x)?.h
 // Whether a list can have matched: a rule gated by one that cannot allows.
 const mayMatch = (x: Eval, g: Gate): boolean => {
   const answers = answersOf(x)
-  return answers === undefined || answers.matches[g.index] !== undefined
+  return answers === undefined || answers.hits.includes(g.index)
 }
 
 const matchOf = (x: Eval, g: Gate): Pattern.Match => {
   const answers = answersOf(x)
-  if (answers !== undefined) return answers.matches[g.index] ?? NO_MATCH
-  let r = x.matched[g.index]
+  if (answers !== undefined) return PatternIndex.answerOf(answers, g.index) ?? NO_MATCH
+  const matched = x.matched ??= new Array(x.index.lists)
+  let r = matched[g.index]
   if (r === undefined) {
     r = Pattern.matches(g.matcher, x.call, x.where, "deny")
-    x.matched[g.index] = r
+    matched[g.index] = r
   }
   return r
 }
@@ -990,28 +991,50 @@ const anchors = (where: Partial<Pattern.Context>): Pattern.Context => ({
 
 // The next state: every stateful rule stepped once (identical rules share a slot),
 // keys of rules no longer in the policy dropped; undefined when nothing changed.
+// `own`: the state is the one this policy made last, its keys exactly those of its
+// defined slots, in the rules' order.
 const nextState = (
   stateful: ReadonlyArray<Rule>,
   keys: ReadonlyArray<string>,
   s: JournalState.Snapshot,
   p: Entry.ValidToolParams,
   x: Eval,
-  final: Guard.Verdict
-): Guard.GuardState | undefined => {
-  const next: { [key: string]: Schema.Json } = {}
+  final: Guard.Verdict,
+  own: boolean
+): Made | undefined => {
+  const slots = x.slots.slice()
   let changed = false
+  // Whether a rule without a slot got one (its key would be new).
+  let added = false
   for (const r of stateful) {
     const slot = x.slots[r.slot]
     // A rule whose step needs a list that did not match keeps its slot.
     const stepped = r.step === undefined || (r.stepGate !== undefined && !mayMatch(x, r.stepGate))
       ? undefined
       : r.step(slot, s, p, x, final)
-    if (stepped !== undefined) changed = true
-    const value = stepped ?? slot
-    if (value !== undefined) next[keys[r.slot]!] = value
+    if (stepped === undefined) continue
+    changed = true
+    if (slot === undefined) added = true
+    slots[r.slot] = stepped
+  }
+  if (own && !changed) return undefined
+  let next: { [key: string]: Schema.Json }
+  if (own && !added) {
+    // The same keys in the same order: a copy with the stepped slots replaced.
+    next = { ...x.state }
+    for (let i = 0; i < slots.length; i++) if (slots[i] !== x.slots[i]) next[keys[i]!] = slots[i]!
+  } else {
+    next = {}
+    for (let i = 0; i < slots.length; i++) if (slots[i] !== undefined) next[keys[i]!] = slots[i]!
   }
   if (!changed && x.state !== null && Object.keys(x.state).length !== Object.keys(next).length) changed = true
-  return changed ? next : undefined
+  return changed ? { state: next, slots } : undefined
+}
+
+// A state a policy made, with its slots.
+interface Made {
+  readonly state: Guard.GuardState
+  readonly slots: ReadonlyArray<Schema.Json | undefined>
 }
 
 /**
@@ -1027,15 +1050,18 @@ export const compile = (policy: Policy): Compiled => {
   const root = build(policy, b)
   const { gates, keys } = b
   const index = indexOf(gates)
+  // The state this policy made last: given back (a session folds it as it is), its
+  // slots are known without reading them. A state is never changed once made.
+  let last: Made | undefined
   const evalOf = (p: Entry.ValidToolParams, context: Guard.GuardContext, indexed = true): Eval => ({
     call: context.call ?? { tool_name: p.tool_name },
     where: anchors(context.where),
     context,
     state: context.state,
-    slots: slotsIn(context.state, keys),
+    slots: context.state !== null && context.state === last?.state ? last.slots : slotsIn(context.state, keys),
     index,
     answers: indexed ? null : undefined,
-    matched: new Array(gates.length)
+    matched: undefined
   })
   const seen = new Set<string>()
   const stateful = rulesOf(root).filter((r) => r.key !== null && !seen.has(r.key) && seen.add(r.key) !== undefined)
@@ -1046,8 +1072,10 @@ export const compile = (policy: Policy): Compiled => {
       const v = evaluate(root, s, p, x)
       const final = context.canAsk ? v : Guard.unanswered(v)
       if (stateful.length === 0 && context.state === null) return final
-      const state = nextState(stateful, keys, s, p, x, final)
-      return state === undefined ? final : { ...final, state }
+      const made = nextState(stateful, keys, s, p, x, final, context.state !== null && context.state === last?.state)
+      if (made === undefined) return final
+      last = made
+      return { ...final, state: made.state }
     } catch (e) {
       return Guard.deny(`the policy could not decide: ${messageOf(e)}`, "policy")
     }

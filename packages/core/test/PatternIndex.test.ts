@@ -151,7 +151,7 @@ describe("PatternIndex", () => {
         patterns.forEach((list, i) => {
           const alone = Pattern.matches(Pattern.compile(list), c as Pattern.Call, where, "deny")
           assert.deepStrictEqual(
-            answers!.matches[i] ?? { matched: false },
+            PatternIndex.answerOf(answers!, i) ?? { matched: false },
             alone,
             `list ${i}: ${JSON.stringify(texts[i])}`
           )
@@ -196,21 +196,30 @@ describe("PatternIndex", () => {
       tool_name: "Bash",
       tool_input: { command: "ls; sudo rm -rf / && git push origin" }
     }, { cwd: "/w", projectDir: "/w", home: "/home/u" })!
-    assert.deepStrictEqual(answers.matches[0], { matched: true, pattern: "Bash(git push *)", part: "git push origin" })
-    assert.deepStrictEqual(answers.matches[1], { matched: true, pattern: "Bash(rm *)", part: "rm -rf /" })
-    assert.isUndefined(answers.matches[2])
+    assert.deepStrictEqual(PatternIndex.answerOf(answers, 0), {
+      matched: true,
+      pattern: "Bash(git push *)",
+      part: "git push origin"
+    })
+    assert.deepStrictEqual(PatternIndex.answerOf(answers, 1), {
+      matched: true,
+      pattern: "Bash(rm *)",
+      part: "rm -rf /"
+    })
+    assert.isUndefined(PatternIndex.answerOf(answers, 2))
     // A part is judged as it is before it is judged from its command name on.
     const wrapped = PatternIndex.make(
       [[p("Bash(*rm -rf /)")]].map((list) => list.map((pattern) => ({ pattern, text: Pattern.format(pattern) })))
     )
-    assert.deepStrictEqual(
-      PatternIndex.judgeAll(wrapped, { tool_name: "Bash", tool_input: { command: "ls && sudo rm -rf / && ls" } }, {
-        cwd: "/w",
-        projectDir: "/w",
-        home: "/home/u"
-      })!.matches[0],
-      { matched: true, pattern: "Bash(*rm -rf /)", part: "sudo rm -rf /" }
-    )
+    const wrappedAnswers = PatternIndex.judgeAll(wrapped, {
+      tool_name: "Bash",
+      tool_input: { command: "ls && sudo rm -rf / && ls" }
+    }, { cwd: "/w", projectDir: "/w", home: "/home/u" })!
+    assert.deepStrictEqual(PatternIndex.answerOf(wrappedAnswers, 0), {
+      matched: true,
+      pattern: "Bash(*rm -rf /)",
+      part: "sudo rm -rf /"
+    })
   })
 })
 
@@ -304,7 +313,10 @@ describe("Policy with its index", () => {
             }
             const snapshot = JournalState.snapshot(state)
             const v = compiled.guard(snapshot, params, ctx)
-            assert.deepStrictEqual(v, unindexed(snapshot, params, ctx), JSON.stringify({ json, call: st.call }))
+            const u = unindexed(snapshot, params, ctx)
+            assert.deepStrictEqual(v, u, JSON.stringify({ json, call: st.call }))
+            // The same text, keys in the same order.
+            assert.strictEqual(JSON.stringify(v), JSON.stringify(u))
             state = JournalState.fold(state, JournalState.nextTool(state, 1, { ...params, allowed: v._tag !== "Deny" }))
             if (v.state !== undefined) {
               state = JournalState.fold(state, JournalState.nextOther(state, 1, Guard.STATE_KIND, v.state))

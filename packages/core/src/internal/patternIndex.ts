@@ -104,21 +104,31 @@ export const make = (
 
 const NONE: ReadonlyArray<number> = []
 
-/** What every list answers a call: its first pattern that matched, by list (undefined where none did), and the lists that matched. */
+/**
+ * What the lists answer a call: the lists that matched (`hits`, each once), and for
+ * each its first pattern that matched (`matches`, in the same order) with its
+ * position in the list (`positions`). Few lists match a call: the answer of one is
+ * found by a scan (`answerOf`).
+ */
 export interface Answers {
-  readonly matches: ReadonlyArray<Match | undefined>
   readonly hits: ReadonlyArray<number>
+  readonly matches: ReadonlyArray<Match>
+  readonly positions: ReadonlyArray<number>
 }
 
-const NO_LIST: ReadonlyArray<Match | undefined> = []
+/** The answer of list `list`: its first pattern that matched, or undefined. */
+export const answerOf = (answers: Answers, list: number): Match | undefined => {
+  const i = answers.hits.indexOf(list)
+  return i < 0 ? undefined : answers.matches[i]
+}
 
-// One call judged by every list: the answers so far, made on the first match.
-class Judging {
+// One call judged by every list: the answers so far.
+class Judging implements Answers {
   readonly index: Index
   readonly view: Judge.View
-  matches: Array<Match | undefined> | undefined
-  positions: Array<number> | undefined
   readonly hits: Array<number> = []
+  readonly matches: Array<Match> = []
+  readonly positions: Array<number> = []
   done: Set<number> | undefined
 
   constructor(index: Index, view: Judge.View) {
@@ -129,17 +139,18 @@ class Judging {
   // Pattern `id` matched: each list holding it answers with it, unless it answered
   // with an earlier pattern of its own.
   answer(id: number, m: Match): void {
-    const matches = this.matches ??= new Array(this.index.lists)
-    const positions = this.positions ??= new Array(this.index.lists)
     const held = this.index.holders[id]!
     for (let h = 0; h < held.length; h += 2) {
       const list = held[h]!
       const position = held[h + 1]!
-      const before = positions[list]
-      if (before === undefined) this.hits.push(list)
-      if (before === undefined || position < before) {
-        positions[list] = position
-        matches[list] = m
+      const i = this.hits.indexOf(list)
+      if (i < 0) {
+        this.hits.push(list)
+        this.matches.push(m)
+        this.positions.push(position)
+      } else if (position < this.positions[i]!) {
+        this.matches[i] = m
+        this.positions[i] = position
       }
     }
   }
@@ -191,5 +202,5 @@ export const judgeAll = (index: Index, call: Call, context: Context): Answers | 
     if (analysis.exceeded) run.meet(index.commands)
     else run.commands(Judge.textsOf(analysis))
   }
-  return { matches: run.matches ?? NO_LIST, hits: run.hits }
+  return run
 }
