@@ -147,7 +147,11 @@ export const analyse = (command: unknown): Analysis => {
   const split = Shell.split(command)
   lastAnalysis = {
     whole: command.trim().replace(/\s+/g, " "),
-    parts: split.parts.map((p) => [p.words.join(" "), p.words.slice(Shell.commandStart(p.words)).join(" ")] as const),
+    parts: split.parts.map((p) => {
+      const full = p.words.join(" ")
+      const start = Shell.commandStart(p.words)
+      return [full, start === 0 ? full : p.words.slice(start).join(" ")] as const
+    }),
     complete: split.complete,
     exceeded: split.exceeded,
     texts: undefined
