@@ -138,15 +138,34 @@ export const added = (
     }
   }
   const now = nowMillis === undefined ? undefined : slotOf(nowMillis, perMillis)
-  const pairs: Array<Pair> = []
-  if (before === "bad" && !reset) pairs.push([now ?? 0, MAX])
-  else if (before !== undefined && before !== "bad" && !reset) {
-    // Absolute slots, those that left the window dropped.
-    for (const [age, count] of before.w) {
-      const at = before.s - age
-      if (now === undefined || at > now - WINDOW_SLOTS) pairs.push([at, count])
+  if (before !== undefined && before !== "bad" && !reset) {
+    const { s, w } = before
+    // The pairs still in the window (slot `s - age` above `now - WINDOW_SLOTS`), from `first`.
+    let first = 0
+    if (now !== undefined) { while (first < w.length && s - w[first]![0] <= now - WINDOW_SLOTS) first++ }
+    const newest = first < w.length ? s - w[w.length - 1]![0] : undefined
+    const current = now ?? newest ?? 0
+    const merge = amount > 0 && newest !== undefined && newest >= current
+    const push = amount > 0 && !merge
+    const top = push ? current : newest ?? current
+    // Ages are counted from the newest slot: they move on when it does.
+    const shift = top - s
+    const out: Array<Pair> = []
+    let sum = 0
+    for (let i = first; i < w.length; i++) {
+      const pair = w[i]!
+      const count = merge && i === w.length - 1 ? add(pair[1], amount) : pair[1]
+      out.push(shift === 0 && count === pair[1] ? pair : [pair[0] + shift, count])
+      sum = add(sum, count)
     }
+    if (push) {
+      out.push([0, amount])
+      sum = add(sum, amount)
+    }
+    return windows.made(top, out, sum)
   }
+  // No window yet, a malformed one (full again) or a streak restarting.
+  const pairs: Array<Pair> = before === "bad" && !reset ? [[now ?? 0, MAX]] : []
   const newest = pairs.length === 0 ? undefined : pairs[pairs.length - 1]!
   const current = now ?? newest?.[0] ?? 0
   if (amount > 0) {
