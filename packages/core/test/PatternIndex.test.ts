@@ -184,42 +184,38 @@ describe("PatternIndex", () => {
     )
   })
 
+  // An index of pattern texts, and what its lists answer a Bash command.
+  const indexOfTexts = (lists: ReadonlyArray<ReadonlyArray<string>>) =>
+    PatternIndex.make(lists.map((list) =>
+      list.map((t) => {
+        const pattern = parsed(t)!
+        return { pattern, text: Pattern.format(pattern) }
+      })
+    ))
+  const bash = (index: PatternIndex.Index, command: string) =>
+    PatternIndex.judgeAll(index, { tool_name: "Bash", tool_input: { command } }, {
+      cwd: "/w",
+      projectDir: "/w",
+      home: "/home/u"
+    })!
+
   it("a pattern in several lists, and twice in one, is judged once and answers each", () => {
-    const p = (t: string) => parsed(t)!
-    const index = PatternIndex.make([
-      [p("Bash(git push *)"), p("Bash(rm *)")],
-      [p("Bash(rm *)"), p("Bash(rm *)")],
-      [p("Read(~/.ssh/**)")]
-    ].map((list) => list.map((pattern) => ({ pattern, text: Pattern.format(pattern) }))))
+    const index = indexOfTexts([["Bash(git push *)", "Bash(rm *)"], ["Bash(rm *)", "Bash(rm *)"], ["Read(~/.ssh/**)"]])
     assert.strictEqual(index.compiled.length, 3)
-    const answers = PatternIndex.judgeAll(index, {
-      tool_name: "Bash",
-      tool_input: { command: "ls; sudo rm -rf / && git push origin" }
-    }, { cwd: "/w", projectDir: "/w", home: "/home/u" })!
+    const answers = bash(index, "ls; sudo rm -rf / && git push origin")
+    const rm = { matched: true, pattern: "Bash(rm *)", part: "rm -rf /" }
     assert.deepStrictEqual(PatternIndex.answerOf(answers, 0), {
-      matched: true,
+      ...rm,
       pattern: "Bash(git push *)",
       part: "git push origin"
     })
-    assert.deepStrictEqual(PatternIndex.answerOf(answers, 1), {
-      matched: true,
-      pattern: "Bash(rm *)",
-      part: "rm -rf /"
-    })
+    assert.deepStrictEqual(PatternIndex.answerOf(answers, 1), rm)
     assert.isUndefined(PatternIndex.answerOf(answers, 2))
     // A part is judged as it is before it is judged from its command name on.
-    const wrapped = PatternIndex.make(
-      [[p("Bash(*rm -rf /)")]].map((list) => list.map((pattern) => ({ pattern, text: Pattern.format(pattern) })))
+    assert.deepStrictEqual(
+      PatternIndex.answerOf(bash(indexOfTexts([["Bash(*rm -rf /)"]]), "ls && sudo rm -rf / && ls"), 0),
+      { matched: true, pattern: "Bash(*rm -rf /)", part: "sudo rm -rf /" }
     )
-    const wrappedAnswers = PatternIndex.judgeAll(wrapped, {
-      tool_name: "Bash",
-      tool_input: { command: "ls && sudo rm -rf / && ls" }
-    }, { cwd: "/w", projectDir: "/w", home: "/home/u" })!
-    assert.deepStrictEqual(PatternIndex.answerOf(wrappedAnswers, 0), {
-      matched: true,
-      pattern: "Bash(*rm -rf /)",
-      part: "sudo rm -rf /"
-    })
   })
 })
 
