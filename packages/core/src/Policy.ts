@@ -653,8 +653,10 @@ const slotsIn = (
   const out = new Array<Schema.Json | undefined>(keys.length)
   if (state !== null) {
     for (let i = 0; i < keys.length; i++) {
-      out[i] = Object.hasOwn(state, keys[i]!)
-        ? state[keys[i]!]
+      // Most keys are absent: one lookup says so (an own `undefined` reads the same).
+      const value = state[keys[i]!]
+      out[i] = value !== undefined && Object.hasOwn(state, keys[i]!)
+        ? value
         : undefined
     }
   }
@@ -1019,7 +1021,7 @@ const nextState = (
   }
   if (own && !changed) return undefined
   let next: { [key: string]: Schema.Json }
-  if (own && !added) {
+  if (!added && (own || (changed && x.state !== null && orderly(x.state, keys, x.slots)))) {
     // The same keys in the same order: a copy with the stepped slots replaced.
     next = { ...x.state }
     for (let i = 0; i < slots.length; i++) if (slots[i] !== x.slots[i]) next[keys[i]!] = slots[i]!
@@ -1029,6 +1031,24 @@ const nextState = (
   }
   if (!changed && x.state !== null && Object.keys(x.state).length !== Object.keys(next).length) changed = true
   return changed ? { state: next, slots } : undefined
+}
+
+// Whether a state holds exactly the keys of its defined slots, in the rules' order, and
+// nothing else: a copy of it (a session that stored the state it was given) steps as
+// the state itself.
+const orderly = (
+  state: Guard.GuardState,
+  keys: ReadonlyArray<string>,
+  slots: ReadonlyArray<Schema.Json | undefined>
+): boolean => {
+  const own = Object.keys(state)
+  let j = 0
+  for (let i = 0; i < keys.length; i++) {
+    if (slots[i] === undefined) continue
+    if (own[j] !== keys[i]) return false
+    j++
+  }
+  return j === own.length && Object.getOwnPropertySymbols(state).length === 0
 }
 
 // A state a policy made, with its slots.

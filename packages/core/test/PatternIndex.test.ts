@@ -313,6 +313,14 @@ describe("Policy with its index", () => {
             assert.deepStrictEqual(v, u, JSON.stringify({ json, call: st.call }))
             // The same text, keys in the same order.
             assert.strictEqual(JSON.stringify(v), JSON.stringify(u))
+            // A copy of the state, or one whose keys come in another order, decides the same.
+            const given = state.guard_state
+            if (given !== null) {
+              for (const copy of [structuredClone(given), Object.fromEntries(Object.entries(given).reverse())]) {
+                const w = compiled.guard(snapshot, params, { ...ctx, state: copy })
+                assert.strictEqual(JSON.stringify(w), JSON.stringify(v))
+              }
+            }
             state = JournalState.fold(state, JournalState.nextTool(state, 1, { ...params, allowed: v._tag !== "Deny" }))
             if (v.state !== undefined) {
               state = JournalState.fold(state, JournalState.nextOther(state, 1, Guard.STATE_KIND, v.state))

@@ -38,18 +38,27 @@ interface Window {
 }
 
 /**
- * What one rule keeps of its windows: the last one it made, read already. A slot is
- * immutable once made (it is stored as it is), so a state that gives it back is read
- * for nothing; any other slot is read from its JSON.
+ * What one rule keeps of its windows: the last one it made, read already, and the
+ * last one it read. A slot is immutable once made (it is stored as it is), so a state
+ * that gives it back is read for nothing; any other slot is read from its JSON once.
  */
 export class Windows {
   private lastSlot: object | undefined
   private lastWindow: Window | undefined
+  // The last slot read from its JSON (a decision reads its rule's slot twice: to
+  // decide, then to step).
+  private readSlot: object | undefined
+  private readWindow: Window | "bad" | undefined
 
   read(slot: Schema.Json | undefined): Window | undefined | "bad" {
     if (slot === undefined) return undefined
     if (typeof slot !== "object" || slot === null) return "bad"
-    return slot === this.lastSlot ? this.lastWindow : parseWindow(slot)
+    if (slot === this.lastSlot) return this.lastWindow
+    if (slot !== this.readSlot) {
+      this.readWindow = parseWindow(slot)
+      this.readSlot = slot
+    }
+    return this.readWindow
   }
 
   made(s: number, w: ReadonlyArray<Pair>, sum: number): Schema.Json {
