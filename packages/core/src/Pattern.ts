@@ -16,9 +16,7 @@
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Paths from "./internal/callPaths.ts"
-import * as Hosts from "./internal/hosts.ts"
-import * as Shell from "./internal/shellSplit.ts"
-import * as Wild from "./internal/wildcard.ts"
+import * as Judge from "./internal/patternMatch.ts"
 
 // ---------------------------------------------------------------------------
 // The data
@@ -99,7 +97,7 @@ export const MAX_PATTERN_LENGTH = 4096
  *
  * @since 0.1.0
  */
-export const MAX_TEXT_LENGTH = 100_000
+export const MAX_TEXT_LENGTH: number = Judge.MAX_TEXT_LENGTH
 
 /**
  * Longest path judged (before resolution); a longer one is treated like an unreadable path.
@@ -114,16 +112,7 @@ export const MAX_PATH_LENGTH: number = Paths.MAX_PATH_LENGTH
  *
  * @since 0.1.0
  */
-export const pathTools: { readonly [tool: string]: ReadonlyArray<string> } = {
-  Read: ["Read", "Glob", "Grep", "LS"],
-  Edit: ["Edit", "Write", "MultiEdit", "NotebookEdit"],
-  Write: ["Write"],
-  MultiEdit: ["MultiEdit"],
-  NotebookEdit: ["NotebookEdit"],
-  Glob: ["Glob"],
-  Grep: ["Grep"],
-  LS: ["LS"]
-}
+export const pathTools: { readonly [tool: string]: ReadonlyArray<string> } = Judge.pathTools
 
 // The fields a tool's own specifier already covers: a `Tool(field:value)` pattern on one
 // of them would miss what that specifier normalises (compound commands, `..`), so it is refused.
@@ -142,18 +131,7 @@ const ownFields: { readonly [tool: string]: ReadonlyArray<string> } = {
 
 // On tools with their own specifier syntax, `name:value` is a parameter pattern only for
 // these names; anything else is that syntax (`Bash(git:*)` is a command prefix).
-const otherFields: { readonly [tool: string]: ReadonlyArray<string> } = {
-  Bash: ["description", "timeout", "run_in_background", "dangerouslyDisableSandbox"],
-  Read: ["offset", "limit", "pages"],
-  Edit: ["old_string", "new_string", "replace_all"],
-  Write: ["content"],
-  MultiEdit: [],
-  NotebookEdit: ["cell_id", "new_source", "cell_type", "edit_mode"],
-  Glob: [],
-  Grep: ["pattern", "glob", "type", "output_mode", "multiline", "head_limit"],
-  LS: ["ignore"],
-  WebFetch: ["prompt"]
-}
+const otherFields = Judge.otherFields
 
 // ---------------------------------------------------------------------------
 // Errors
@@ -298,44 +276,12 @@ export const format = (pattern: Pattern): string => {
 // ---------------------------------------------------------------------------
 // Compiling
 
-const inputOf = (call: Call): { readonly [k: string]: unknown } | undefined => {
-  const input = call.tool_input
-  return typeof input === "object" && input !== null && !Array.isArray(input)
-    ? input as { readonly [k: string]: unknown }
-    : undefined
-}
-
-const field = (input: { readonly [k: string]: unknown } | undefined, name: string): unknown =>
-  input !== undefined && Object.hasOwn(input, name) ? input[name] : undefined
-
 /**
  * One pattern as `compile` prepares it (opaque: read it through `matches`).
  *
  * @since 0.1.0
  */
-export type Compiled =
-  | {
-    readonly _tag: "Tool"
-    readonly text: string
-    readonly pieces: ReadonlyArray<string>
-    readonly server: boolean
-    readonly anchored: boolean
-  }
-  | { readonly _tag: "Command"; readonly text: string; readonly alternatives: ReadonlyArray<ReadonlyArray<string>> }
-  | {
-    readonly _tag: "Path"
-    readonly text: string
-    readonly tools: ReadonlyArray<string>
-    readonly glob: Paths.PathGlob
-  }
-  | { readonly _tag: "Domain"; readonly text: string; readonly glob: Hosts.DomainGlob }
-  | {
-    readonly _tag: "Param"
-    readonly text: string
-    readonly tool: string
-    readonly param: string
-    readonly pieces: ReadonlyArray<string>
-  }
+export type Compiled = Judge.Compiled
 
 /**
  * A list of patterns prepared once by `compile`: wildcards split, path globs and
@@ -348,45 +294,6 @@ export interface Matcher {
   readonly compiled: ReadonlyArray<Compiled>
 }
 
-const compileOne = (pattern: Pattern): Compiled => {
-  const text = format(pattern)
-  switch (pattern._tag) {
-    case "Tool": {
-      const t = pattern.tool
-      return {
-        _tag: "Tool",
-        text,
-        pieces: Wild.starPieces(t),
-        server: !t.includes("*") && t.startsWith("mcp__") && !t.slice(5).includes("__"),
-        anchored: !t.includes("*") || /^mcp__[^*]+?__/.test(t)
-      }
-    }
-    case "Command": {
-      const c = pattern.command
-      // A trailing ` *` is a word boundary: the prefix alone, or the prefix, a space, anything.
-      const boundary = c.endsWith(" *") && !c.endsWith("\\ *")
-      const alternatives = boundary
-        ? [Wild.starPieces(c.slice(0, -2)), Wild.starPieces(c)]
-        : [Wild.starPieces(c)]
-      return { _tag: "Command", text, alternatives }
-    }
-    case "Path": {
-      const glob = Paths.pathGlob(pattern.path)
-      return {
-        _tag: "Path",
-        text,
-        tools: pathTools[pattern.tool] ?? [pattern.tool],
-        // `parse` refused the patterns `pathGlob` refuses; a hand-built one matches nothing.
-        glob: typeof glob === "string" ? { anchor: "root", up: 0, segments: [Wild.literalSegment("\u0000")] } : glob
-      }
-    }
-    case "Domain":
-      return { _tag: "Domain", text, glob: Hosts.domainGlob(pattern.domain) }
-    case "Param":
-      return { _tag: "Param", text, tool: pattern.tool, param: pattern.param, pieces: Wild.starPieces(pattern.value) }
-  }
-}
-
 /**
  * Prepares patterns for `matches`, once: the order is kept (the first match is reported).
  *
@@ -394,7 +301,7 @@ const compileOne = (pattern: Pattern): Compiled => {
  */
 export const compile = (patterns: ReadonlyArray<Pattern>): Matcher => ({
   patterns,
-  compiled: patterns.map(compileOne)
+  compiled: patterns.map((p) => Judge.compileOne(p, format(p)))
 })
 
 /**
@@ -417,57 +324,6 @@ export const compileTexts = (texts: ReadonlyArray<string>): Result.Result<Matche
 
 const NO: Match = { matched: false }
 
-const toolMatch = (c: Extract<Compiled, { _tag: "Tool" }>, tool: string, mode: Mode): boolean => {
-  if (c.server && tool.startsWith(`${c.pieces[0]}__`)) return true
-  if (mode === "allow" && !c.anchored) return false
-  return Wild.starMatch(c.pieces, tool)
-}
-
-/** A Bash command as `matches` sees it. */
-interface Analysis {
-  readonly whole: string
-  // Per part: its words joined by one space, then the same from the command's name on.
-  readonly parts: ReadonlyArray<readonly [string, string]>
-  readonly complete: boolean
-  readonly exceeded: boolean
-}
-
-// The last command analysed, and its analysis: a policy matches one call against
-// many matchers (Policy.compile), each of which would split the same command again.
-// An analysis is immutable and a function of the text alone.
-let lastCommand: string | undefined
-let lastAnalysis: Analysis | undefined
-
-const analyse = (command: unknown): Analysis => {
-  if (typeof command !== "string" || command.length > MAX_TEXT_LENGTH) {
-    return { whole: "", parts: [], complete: false, exceeded: true }
-  }
-  if (command === lastCommand && lastAnalysis !== undefined) return lastAnalysis
-  lastAnalysis = analyseText(command)
-  lastCommand = command
-  return lastAnalysis
-}
-
-const analyseText = (command: string): Analysis => {
-  const split = Shell.split(command)
-  return {
-    whole: command.trim().replace(/\s+/g, " "),
-    parts: split.parts.map((p) => [p.words.join(" "), p.words.slice(Shell.commandStart(p.words)).join(" ")] as const),
-    complete: split.complete,
-    exceeded: split.exceeded
-  }
-}
-
-const commandMatch = (c: Extract<Compiled, { _tag: "Command" }>, text: string): boolean =>
-  c.alternatives.some((pieces) => Wild.starMatch(pieces, text))
-
-const paramText = (v: unknown): string | undefined =>
-  typeof v === "string"
-    ? v.length > MAX_TEXT_LENGTH ? undefined : v
-    : typeof v === "number" || typeof v === "boolean"
-    ? String(v)
-    : undefined
-
 /**
  * Whether a call matches one of the matcher's patterns (docs/DESIGN.md §15). In
  * `"deny"` mode the first pattern that matches anything the call does is reported; a
@@ -480,105 +336,10 @@ const paramText = (v: unknown): string | undefined =>
  */
 export const matches = (matcher: Matcher, call: Call, context: Context, mode: Mode): Match => {
   try {
-    return judge(matcher.compiled, call, context, mode)
+    return Judge.judge(matcher.compiled, call, context, mode)
   } catch {
     // Unreachable by design; a bug here still fails closed.
     const first = matcher.patterns[0]
     return mode === "deny" && first !== undefined ? { matched: true, pattern: format(first), failClosed: true } : NO
   }
-}
-
-const judge = (compiled: ReadonlyArray<Compiled>, call: Call, context: Context, mode: Mode): Match => {
-  const deny = mode === "deny"
-  const tool = typeof call === "object" && call !== null ? call.tool_name : undefined
-  if (typeof tool !== "string") {
-    const first = compiled[0]
-    return deny && first !== undefined ? { matched: true, pattern: first.text, failClosed: true } : NO
-  }
-  // The anchors, resolved on the first path pattern (most patterns need none).
-  let anchored = false
-  let cwd: Array<string> | undefined
-  let home: Array<string> | undefined
-  let analysis: Analysis | undefined
-  let target: Paths.Target | undefined | null = null
-  let host: string | undefined | null = null
-  const commands: Array<Extract<Compiled, { _tag: "Command" }>> = []
-  for (const c of compiled) {
-    switch (c._tag) {
-      case "Tool":
-        if (toolMatch(c, tool, mode)) return { matched: true, pattern: c.text }
-        break
-      case "Command": {
-        if (tool !== "Bash") break
-        if (!deny) {
-          commands.push(c)
-          break
-        }
-        analysis ??= analyse(field(inputOf(call), "command"))
-        if (analysis.exceeded) return { matched: true, pattern: c.text, failClosed: true }
-        if (commandMatch(c, analysis.whole)) return { matched: true, pattern: c.text, part: analysis.whole }
-        for (const [full, stripped] of analysis.parts) {
-          if (commandMatch(c, full)) return { matched: true, pattern: c.text, part: full }
-          if (stripped !== full && commandMatch(c, stripped)) return { matched: true, pattern: c.text, part: stripped }
-        }
-        break
-      }
-      case "Path": {
-        if (!c.tools.includes(tool)) break
-        if (!anchored) {
-          cwd = Paths.absoluteSegments(call.cwd) ?? Paths.absoluteSegments(context.cwd)
-          home = Paths.absoluteSegments(context.home)
-          anchored = true
-        }
-        if (target === null) target = Paths.targetOf(tool, inputOf(call), cwd, home)
-        const glob = Paths.relativeTo(c.glob, context, cwd)
-        if (target === undefined || glob === undefined) {
-          if (deny) return { matched: true, pattern: c.text, failClosed: true }
-          break
-        }
-        const m = Wild.pathMatch(glob, target.path)
-        if (m.full || (deny && target.search && m.below)) {
-          return { matched: true, pattern: c.text, part: `/${target.path.join("/")}` }
-        }
-        break
-      }
-      case "Domain": {
-        if (tool !== "WebFetch") break
-        if (host === null) host = Hosts.hostOf(field(inputOf(call), "url"), MAX_TEXT_LENGTH)
-        if (host === undefined) {
-          if (deny) return { matched: true, pattern: c.text, failClosed: true }
-          break
-        }
-        if (Hosts.domainMatch(c.glob, host)) return { matched: true, pattern: c.text, part: host }
-        break
-      }
-      case "Param": {
-        // Another field's value proves nothing about the command, path or URL a tool's own
-        // form judges, so on those tools it allows nothing.
-        if (tool !== c.tool || (!deny && otherFields[tool] !== undefined)) break
-        const input = inputOf(call)
-        const raw = field(input, c.param)
-        if (typeof raw === "string" && raw.length > MAX_TEXT_LENGTH) {
-          if (deny) return { matched: true, pattern: c.text, failClosed: true }
-          break
-        }
-        const value = paramText(raw)
-        if (value !== undefined && Wild.starMatch(c.pieces, value)) {
-          return { matched: true, pattern: c.text, part: value }
-        }
-        break
-      }
-    }
-  }
-  if (commands.length === 0) return NO
-  // Allow: every simple command must be matched by some pattern, the split complete.
-  analysis ??= analyse(field(inputOf(call), "command"))
-  if (!analysis.complete || analysis.exceeded || analysis.parts.length === 0) return NO
-  let first: string | undefined
-  for (const [full] of analysis.parts) {
-    const c = commands.find((c) => commandMatch(c, full))
-    if (c === undefined) return NO
-    first ??= c.text
-  }
-  return first === undefined ? NO : { matched: true, pattern: first }
 }

@@ -40,6 +40,7 @@ import { messageOf } from "./Errors.ts"
 import * as Guard from "./Guard.ts"
 import { duplicateKeys } from "./internal/duplicateKeys.ts"
 import { check as checkJson } from "./internal/jcs.ts"
+import * as PatternIndex from "./internal/patternIndex.ts"
 import * as Slots from "./internal/slots.ts"
 import { isIdentity, MAX_U53, utf8Length } from "./internal/validate.ts"
 import * as JournalState from "./JournalState.ts"
@@ -556,131 +557,192 @@ export const size = (policy: Policy): number =>
 // Compiled policies
 
 // What one decision evaluates against: the call (the parameters' tool alone when the
-// door sent none), the anchors, the context, and each matcher's answer, computed once.
+// door sent none), the anchors, the context, and every list's answer, computed once
+// for all lists by the policy's index (`answers`, null until first asked; undefined
+// when the index cannot judge the call, each list's own answer then in `matched`).
 interface Eval {
   readonly call: Pattern.Call
   readonly where: Pattern.Context
   readonly context: Guard.GuardContext
   readonly state: Guard.GuardState | null
-  readonly matched: Array<Pattern.Match | undefined>
+  /** The slot of each stateful rule (`Builder.keys`) in `state`, read once. */
+  readonly slots: ReadonlyArray<Schema.Json | undefined>
+  readonly index: PatternIndex.Index
+  answers: PatternIndex.Answers | undefined | null
+  matched: Array<Pattern.Match | undefined> | undefined
 }
 
 const NO_MATCH: Pattern.Match = { matched: false }
 
-// A list of patterns as a rule holds it: the matcher, the tools its patterns can
-// match (undefined: any, a wildcard tool or an MCP server's name), the gate of the
-// run of gates it was united with, and its index in a decision's answers.
+// A list of patterns as a rule holds it: the matcher, and its index among the
+// policy's lists.
 interface Gate {
   readonly matcher: Pattern.Matcher
-  readonly tools: ReadonlySet<string> | undefined
-  union: Gate | undefined
   readonly index: number
 }
 
+// Every list's answer, judged together on first need; undefined when each list must
+// judge alone.
+const answersOf = (x: Eval): PatternIndex.Answers | undefined => {
+  if (x.answers === null) {
+    try {
+      x.answers = PatternIndex.judgeAll(x.index, x.call, x.where)
+    } catch {
+      // Unreachable by design; each list then judges alone, failing closed as it does.
+      x.answers = undefined
+    }
+  }
+  return x.answers
+}
+
+// The lists that matched, or undefined when each list judges alone (any may match).
+const listsHit = (x: Eval): ReadonlyArray<number> | undefined => answersOf(x)?.hits
+
+// Whether a list can have matched: a rule gated by one that cannot allows.
+const mayMatch = (x: Eval, g: Gate): boolean => {
+  const answers = answersOf(x)
+  return answers === undefined || answers.hits.includes(g.index)
+}
+
 const matchOf = (x: Eval, g: Gate): Pattern.Match => {
-  let r = x.matched[g.index]
+  const answers = answersOf(x)
+  if (answers !== undefined) return PatternIndex.answerOf(answers, g.index) ?? NO_MATCH
+  const matched = x.matched ??= new Array(x.index.lists)
+  let r = matched[g.index]
   if (r === undefined) {
-    // A gate none of whose patterns applies to the call's tool does not match it (a
-    // call whose tool name is no string is judged: it fails closed); nor does one
-    // whose united run matched nothing.
-    const tool = x.call.tool_name
-    r = (g.tools !== undefined && typeof tool === "string" && !g.tools.has(tool)) ||
-        (g.union !== undefined && !matchOf(x, g.union).matched)
-      ? NO_MATCH
-      : Pattern.matches(g.matcher, x.call, x.where, "deny")
-    x.matched[g.index] = r
+    r = Pattern.matches(g.matcher, x.call, x.where, "deny")
+    matched[g.index] = r
   }
   return r
 }
 
-// United by tools, in runs of at most `UNITED` gates: a call that matches none of a
-// run's patterns (most calls) is judged once for the run, and a pattern that matches
-// most calls (`Bash` in an `of`) spoils only its own run.
-const UNITED = 8
-
-const unite = (gates: Array<Gate>): void => {
-  const byTools = new Map<string, Array<Gate>>()
-  for (const g of gates) {
-    const key = g.tools === undefined ? "*" : [...g.tools].sort().join(",")
-    const list = byTools.get(key) ?? []
-    list.push(g)
-    byTools.set(key, list)
-  }
-  for (const list of byTools.values()) {
-    for (let i = 0; i + 1 < list.length; i += UNITED) {
-      const run = list.slice(i, i + UNITED)
-      const union = gateOf(run.flatMap((g) => g.matcher.patterns), gates)
-      for (const g of run) g.union = union
-    }
-  }
+// What building a policy's rules collects: its lists of patterns, and the keys of its
+// stateful rules, each once (identical rules share a slot), with their slots' indices.
+interface Builder {
+  readonly gates: Array<Gate>
+  readonly keys: Array<string>
+  readonly slots: Map<string, number>
 }
 
-const gateOf = (patterns: ReadonlyArray<Pattern.Pattern>, gates: Array<Gate>): Gate => {
-  const gate: Gate = {
-    matcher: Pattern.compile(patterns),
-    tools: toolsOfPatterns(patterns),
-    union: undefined,
-    index: gates.length
-  }
-  gates.push(gate)
+const gateOf = (patterns: ReadonlyArray<Pattern.Pattern>, b: Builder): Gate => {
+  const gate: Gate = { matcher: Pattern.compile(patterns), index: b.gates.length }
+  b.gates.push(gate)
   return gate
 }
 
-const toolsOfPatterns = (patterns: ReadonlyArray<Pattern.Pattern>): ReadonlySet<string> | undefined => {
-  const out = new Set<string>()
-  for (const p of patterns) {
-    switch (p._tag) {
-      case "Tool":
-        if (p.tool.includes("*") || p.tool.startsWith("mcp__")) return undefined
-        out.add(p.tool)
-        break
-      case "Command":
-        out.add("Bash")
-        break
-      case "Path":
-        for (const t of Pattern.pathTools[p.tool] ?? [p.tool]) out.add(t)
-        break
-      case "Domain":
-        out.add("WebFetch")
-        break
-      case "Param":
-        out.add(p.tool)
-        break
+// The index of a stateful rule's slot. Its key is interned (a property name), so that
+// reading it from a state is a lookup by identity.
+const slotFor = (key: string, b: Builder): number => {
+  let slot = b.slots.get(key)
+  if (slot === undefined) {
+    slot = b.keys.length
+    b.keys.push(Object.keys({ [key]: true })[0]!)
+    b.slots.set(key, slot)
+  }
+  return slot
+}
+
+const NO_SLOTS: ReadonlyArray<Schema.Json | undefined> = []
+
+// The slots a state holds for the rules of `keys` (none in a state that is none).
+const slotsIn = (
+  state: Guard.GuardState | null,
+  keys: ReadonlyArray<string>
+): ReadonlyArray<Schema.Json | undefined> => {
+  if (keys.length === 0) return NO_SLOTS
+  const out = new Array<Schema.Json | undefined>(keys.length)
+  if (state !== null) {
+    for (let i = 0; i < keys.length; i++) {
+      // Most keys are absent: one lookup says so (an own `undefined` reads the same).
+      const value = state[keys[i]!]
+      out[i] = value !== undefined && Object.hasOwn(state, keys[i]!)
+        ? value
+        : undefined
     }
   }
   return out
 }
 
-const slotOf = (x: Eval, key: string): Schema.Json | undefined =>
-  x.state !== null && Object.hasOwn(x.state, key) ? x.state[key] : undefined
+// The lists as the index takes them: each pattern with its canonical text.
+const indexOf = (gates: ReadonlyArray<Gate>): PatternIndex.Index =>
+  PatternIndex.make(
+    gates.map((g) => g.matcher.patterns.map((pattern, i) => ({ pattern, text: g.matcher.compiled[i]!.text })))
+  )
 
-// One rule: its verdict, and for a stateful rule (`key`, its label) its next slot.
+// One rule: its verdict, and for a stateful rule (`key`, its label; `slot`, the index
+// of its slot, else -1) its next slot. `gate`: the list without whose match the rule
+// allows (undefined: none, the rule must always decide); `stepGate` the same for its
+// step (undefined: it must always step).
 interface Rule {
   readonly _tag: "Rule"
   readonly label: string
   readonly key: string | null
+  readonly slot: number
+  readonly gate: Gate | undefined
   readonly decide: (s: JournalState.Snapshot, p: Entry.ValidToolParams, x: Eval) => Guard.Verdict
-  readonly step?: (
-    slot: Schema.Json | undefined,
-    s: JournalState.Snapshot,
-    p: Entry.ValidToolParams,
-    x: Eval,
-    final: Guard.Verdict
-  ) => Schema.Json | undefined
-  readonly observe?: (
-    slot: Schema.Json | undefined,
-    x: Eval,
-    bytes: { readonly read: number; readonly written: number },
-    nowMillis: number | undefined
-  ) => Schema.Json | undefined
+  readonly stepGate: Gate | undefined
+  readonly step:
+    | ((
+      slot: Schema.Json | undefined,
+      s: JournalState.Snapshot,
+      p: Entry.ValidToolParams,
+      x: Eval,
+      final: Guard.Verdict
+    ) => Schema.Json | undefined)
+    | undefined
+  readonly observe:
+    | ((
+      slot: Schema.Json | undefined,
+      x: Eval,
+      bytes: { readonly read: number; readonly written: number },
+      nowMillis: number | undefined
+    ) => Schema.Json | undefined)
+    | undefined
 }
 
-type Node = Rule | { readonly _tag: "All" | "Any"; readonly children: ReadonlyArray<Node> }
+// Every rule has the same fields, the absent ones undefined.
+const rule = (
+  r: Pick<Rule, "label" | "decide"> & Partial<Omit<Rule, "_tag" | "label" | "decide">>
+): Rule => ({
+  _tag: "Rule",
+  label: r.label,
+  key: r.key ?? null,
+  slot: r.slot ?? -1,
+  gate: r.gate,
+  decide: r.decide,
+  stepGate: r.stepGate,
+  step: r.step,
+  observe: r.observe
+})
+
+// An `all` or `any` of nodes. An `all` knows which of its children must decide every
+// call (`always`, positions in order) and which only when a list matched
+// (`byGate[gate index]`, positions in order).
+type Node = Rule | {
+  readonly _tag: "All" | "Any"
+  readonly children: ReadonlyArray<Node>
+  readonly always: ReadonlyArray<number>
+  readonly byGate: ReadonlyArray<ReadonlyArray<number> | undefined>
+}
+
+const combine = (tag: "All" | "Any", children: ReadonlyArray<Node>): Node => {
+  const always: Array<number> = []
+  const byGate: Array<Array<number> | undefined> = []
+  children.forEach((c, i) => {
+    if (c._tag !== "Rule" || c.gate === undefined) always.push(i)
+    else (byGate[c.gate.index] ??= []).push(i)
+  })
+  return { _tag: tag, children, always, byGate }
+}
 
 // What `Compiled.root` holds.
+// What `Compiled.root` holds; `unindexed` decides as `guard` does without the index,
+// every list judging alone and every rule deciding and stepping (what the index is
+// tested against).
 interface Root {
   readonly node: Node
   readonly evalOf: (p: Entry.ValidToolParams, context: Guard.GuardContext) => Eval
+  readonly unindexed: Guard.Guard
 }
 
 /**
@@ -698,7 +760,7 @@ export interface Compiled {
   readonly root: unknown
 }
 
-const compileGate = (p: Patterns, gates: Array<Gate>): Gate => {
+const compileGate = (p: Patterns, b: Builder): Gate => {
   const patterns: Array<Pattern.Pattern> = []
   for (const t of textsOf(p)) {
     const r = Pattern.parse(t)
@@ -706,7 +768,7 @@ const compileGate = (p: Patterns, gates: Array<Gate>): Gate => {
     // every call (fail closed).
     patterns.push(Result.isSuccess(r) ? r.success : { _tag: "Tool", tool: "*" })
   }
-  return gateOf(patterns, gates)
+  return gateOf(patterns, b)
 }
 
 const what: { readonly [tag: string]: string } = {
@@ -729,57 +791,57 @@ const matchedSentence = (m: Pattern.Match, x: Eval, kind: string): string => {
   return `the ${part} ${JSON.stringify(m.part)} of ${tool} matches ${kind} pattern ${m.pattern}`
 }
 
-const patternRule = (kind: "deny" | "ask", list: Patterns, reason: string | undefined, gates: Array<Gate>): Rule => {
-  const matcher = compileGate(list, gates)
+const patternRule = (kind: "deny" | "ask", list: Patterns, reason: string | undefined, b: Builder): Rule => {
+  const matcher = compileGate(list, b)
   const make = kind === "deny" ? Guard.deny : Guard.ask
-  return {
-    _tag: "Rule",
+  return rule({
     label: ruleLabel(reason === undefined ? { [kind]: list } as Policy : { [kind]: list, reason } as Policy),
-    key: null,
+    gate: matcher,
     decide: (_s, _p, x) => {
       const m = matchOf(x, matcher)
       return m.matched ? make(reason ?? matchedSentence(m, x, kind), Guard.label(kind, m.pattern ?? "")) : Guard.allow
     }
-  }
+  })
 }
 
-const afterRule = (policy: Extract<Policy, { readonly after: Patterns }>, gates: Array<Gate>): Rule => {
-  const first = compileGate(policy.after, gates)
+const afterRule = (policy: Extract<Policy, { readonly after: Patterns }>, b: Builder): Rule => {
+  const first = compileGate(policy.after, b)
   const kind = "deny" in policy ? "deny" : "ask"
-  const second = compileGate("deny" in policy ? policy.deny : policy.ask, gates)
+  const second = compileGate("deny" in policy ? policy.deny : policy.ask, b)
   const make = kind === "deny" ? Guard.deny : Guard.ask
   const label = ruleLabel(policy)
+  const slot = slotFor(label, b)
   const after = JSON.stringify(canonical(policy.after))
-  return {
-    _tag: "Rule",
+  return rule({
     label,
     key: label,
+    slot,
+    gate: second,
     decide: (_s, _p, x) => {
       // Set, or anything else there (fail closed): only absence is untainted.
-      if (slotOf(x, label) === undefined) return Guard.allow
+      if (x.slots[slot] === undefined) return Guard.allow
       const m = matchOf(x, second)
       if (!m.matched) return Guard.allow
       return make(policy.reason ?? `${matchedSentence(m, x, kind)}, after a call matching ${after}`, label)
     },
+    stepGate: first,
     step: (slot, _s, _p, x, final) =>
       slot === undefined && final._tag !== "Deny" && matchOf(x, first).matched ? true : undefined
-  }
+  })
 }
 
 const tokensRule = (limit: number): Rule => {
   const label = Guard.label("maxTokens", limit)
   const bound = BigInt(limit)
-  return {
-    _tag: "Rule",
+  return rule({
     label,
-    key: null,
     decide: (_s, _p, x) =>
       x.context.tokens === null
         ? Guard.deny(`token use unknown: ${label} needs the tokens the agent used`, label)
         : x.context.tokens >= bound
         ? Guard.deny(`the agent used ${x.context.tokens} tokens, the budget is ${limit}`, label)
         : Guard.allow
-  }
+  })
 }
 
 const limitNames: { readonly [k in LimitKey]: string } = {
@@ -789,9 +851,11 @@ const limitNames: { readonly [k in LimitKey]: string } = {
   maxBytesWritten: "bytes written"
 }
 
-const scopedRule = (key: LimitKey, limit: number, scope: Scope, label: string, gates: Array<Gate>): Rule => {
-  const of = scope.of === undefined ? undefined : compileGate(scope.of, gates)
+const scopedRule = (key: LimitKey, limit: number, scope: Scope, label: string, b: Builder): Rule => {
+  const of = scope.of === undefined ? undefined : compileGate(scope.of, b)
+  const slot = slotFor(label, b)
   const per = scope.per === undefined ? undefined : Slots.durationMillis(scope.per)
+  const windows = new Slots.Windows()
   const applies = (x: Eval): boolean => of === undefined || matchOf(x, of).matched
   const amount = (p: Entry.ValidToolParams): number =>
     key === "maxBytesRead" ? p.bytes_read : key === "maxBytesWritten" ? p.bytes_written : 1
@@ -802,56 +866,57 @@ const scopedRule = (key: LimitKey, limit: number, scope: Scope, label: string, g
     ...(scope.of === undefined ? [] : [`of ${JSON.stringify(canonical(scope.of))}`]),
     ...(scope.per === undefined ? [] : [`per ${scope.per}`])
   ].join(" ")
-  return {
-    _tag: "Rule",
+  return rule({
     label,
     key: label,
+    slot,
+    gate: of,
     decide: (s, p, x) => {
       if (!applies(x)) return Guard.allow
-      const before = broken(s, p, x) ? 0 : Slots.total(slotOf(x, label), x.context.nowMillis, per)
+      const before = broken(s, p, x) ? 0 : Slots.total(windows, x.slots[slot], x.context.nowMillis, per)
       const after = before + amount(p)
       return after > limit
         ? Guard.deny(`${limitNames[key]} ${scopeText} would exceed ${limit}`, label)
         : Guard.allow
     },
+    // A streak with `of` is reset by a call that does not match.
+    stepGate: key === "maxStreak" ? undefined : of,
     step: (slot, s, p, x) => {
       if (key === "maxStreak" && of !== undefined && !applies(x)) {
         return slot === undefined || Slots.isEmpty(slot)
           ? undefined
-          : Slots.added(undefined, 0, x.context.nowMillis, per)
+          : Slots.added(windows, undefined, 0, x.context.nowMillis, per)
       }
       if (!applies(x)) return undefined
       const n = amount(p)
       // A window is moved on only when something is added (or a streak restarts).
       if (n === 0 && !broken(s, p, x)) return undefined
-      return Slots.added(slot, n, x.context.nowMillis, per, broken(s, p, x))
+      return Slots.added(windows, slot, n, x.context.nowMillis, per, broken(s, p, x))
     },
-    ...(key === "maxBytesRead" || key === "maxBytesWritten"
-      ? {
-        observe: (slot, x, bytes, nowMillis) => {
-          const n = key === "maxBytesRead" ? bytes.read : bytes.written
-          return n === 0 || !applies(x) ? undefined : Slots.added(slot, n, nowMillis, per)
-        }
+    observe: key === "maxBytesRead" || key === "maxBytesWritten"
+      ? (slot, x, bytes, nowMillis) => {
+        const n = key === "maxBytesRead" ? bytes.read : bytes.written
+        return n === 0 || !applies(x) ? undefined : Slots.added(windows, slot, n, nowMillis, per)
       }
-      : {})
-  }
+      : undefined
+  })
 }
 
 // Builds the rule tree of a policy; `toGuardOld` gives the combinators' guard for
 // the keys that were there before patterns (the same functions as always).
-const build = (policy: Policy, gates: Array<Gate>): Node => {
-  if ("all" in policy) return { _tag: "All", children: policy.all.map((p) => build(p, gates)) }
-  if ("any" in policy) return { _tag: "Any", children: policy.any.map((p) => build(p, gates)) }
-  if ("after" in policy) return afterRule(policy, gates)
-  if ("deny" in policy) return patternRule("deny", policy.deny, policy.reason, gates)
-  if ("ask" in policy) return patternRule("ask", policy.ask, policy.reason, gates)
+const build = (policy: Policy, b: Builder): Node => {
+  if ("all" in policy) return combine("All", policy.all.map((p) => build(p, b)))
+  if ("any" in policy) return combine("Any", policy.any.map((p) => build(p, b)))
+  if ("after" in policy) return afterRule(policy, b)
+  if ("deny" in policy) return patternRule("deny", policy.deny, policy.reason, b)
+  if ("ask" in policy) return patternRule("ask", policy.ask, policy.reason, b)
   if ("maxTokens" in policy) return tokensRule(policy.maxTokens)
   const limit = limitOf(policy)
   if (limit !== null && (limit.scope.of !== undefined || limit.scope.per !== undefined)) {
-    return scopedRule(limit.key, limit.limit, limit.scope, ruleLabel(policy), gates)
+    return scopedRule(limit.key, limit.limit, limit.scope, ruleLabel(policy), b)
   }
   const guard = oldGuard(policy)
-  return { _tag: "Rule", label: ruleLabel(policy), key: null, decide: (s, p) => guard(s, p) }
+  return rule({ label: ruleLabel(policy), decide: (s, p) => guard(s, p) })
 }
 
 const oldGuard = (policy: Policy): Guard.Guard => {
@@ -874,8 +939,25 @@ const evaluate = (node: Node, s: JournalState.Snapshot, p: Entry.ValidToolParams
   if (node._tag === "Rule") return node.decide(s, p, x)
   if (node._tag === "All") {
     let asked: Guard.Verdict | undefined
-    for (const c of node.children) {
-      const v = evaluate(c, s, p, x)
+    const hits = listsHit(x)
+    if (hits === undefined) {
+      for (const c of node.children) {
+        const v = evaluate(c, s, p, x)
+        if (v._tag === "Deny") return v
+        if (v._tag === "Ask") asked ??= v
+      }
+      return asked ?? Guard.allow
+    }
+    // Only the children that can do other than allow, in order: a rule whose list did
+    // not match allows.
+    let extra: Array<number> | undefined
+    for (const g of hits) {
+      const more = node.byGate[g]
+      if (more !== undefined) (extra ??= []).push(...more)
+    }
+    const order = extra === undefined ? node.always : [...node.always, ...extra].sort(byNumber)
+    for (const i of order) {
+      const v = evaluate(node.children[i]!, s, p, x)
       if (v._tag === "Deny") return v
       if (v._tag === "Ask") asked ??= v
     }
@@ -895,6 +977,8 @@ const evaluate = (node: Node, s: JournalState.Snapshot, p: Entry.ValidToolParams
     Guard.deny(reasons.length === 0 ? "no guard allows" : reasons.join("; "), `any(${names.join(", ")})`)
 }
 
+const byNumber = (a: number, b: number): number => a - b
+
 const rulesOf = (node: Node, out: Array<Rule> = []): Array<Rule> => {
   if (node._tag === "Rule") out.push(node)
   else for (const c of node.children) rulesOf(c, out)
@@ -909,24 +993,68 @@ const anchors = (where: Partial<Pattern.Context>): Pattern.Context => ({
 
 // The next state: every stateful rule stepped once (identical rules share a slot),
 // keys of rules no longer in the policy dropped; undefined when nothing changed.
+// `own`: the state is the one this policy made last, its keys exactly those of its
+// defined slots, in the rules' order.
 const nextState = (
   stateful: ReadonlyArray<Rule>,
+  keys: ReadonlyArray<string>,
   s: JournalState.Snapshot,
   p: Entry.ValidToolParams,
   x: Eval,
-  final: Guard.Verdict
-): Guard.GuardState | undefined => {
-  const next: { [key: string]: Schema.Json } = {}
+  final: Guard.Verdict,
+  own: boolean
+): Made | undefined => {
+  const slots = x.slots.slice()
   let changed = false
+  // Whether a rule without a slot got one (its key would be new).
+  let added = false
   for (const r of stateful) {
-    const slot = slotOf(x, r.key!)
-    const stepped = r.step === undefined ? undefined : r.step(slot, s, p, x, final)
-    if (stepped !== undefined) changed = true
-    const value = stepped ?? slot
-    if (value !== undefined) next[r.key!] = value
+    const slot = x.slots[r.slot]
+    // A rule whose step needs a list that did not match keeps its slot.
+    const stepped = r.step === undefined || (r.stepGate !== undefined && !mayMatch(x, r.stepGate))
+      ? undefined
+      : r.step(slot, s, p, x, final)
+    if (stepped === undefined) continue
+    changed = true
+    if (slot === undefined) added = true
+    slots[r.slot] = stepped
+  }
+  if (own && !changed) return undefined
+  let next: { [key: string]: Schema.Json }
+  if (!added && (own || (changed && x.state !== null && orderly(x.state, keys, x.slots)))) {
+    // The same keys in the same order: a copy with the stepped slots replaced.
+    next = { ...x.state }
+    for (let i = 0; i < slots.length; i++) if (slots[i] !== x.slots[i]) next[keys[i]!] = slots[i]!
+  } else {
+    next = {}
+    for (let i = 0; i < slots.length; i++) if (slots[i] !== undefined) next[keys[i]!] = slots[i]!
   }
   if (!changed && x.state !== null && Object.keys(x.state).length !== Object.keys(next).length) changed = true
-  return changed ? next : undefined
+  return changed ? { state: next, slots } : undefined
+}
+
+// Whether a state holds exactly the keys of its defined slots, in the rules' order, and
+// nothing else: a copy of it (a session that stored the state it was given) steps as
+// the state itself.
+const orderly = (
+  state: Guard.GuardState,
+  keys: ReadonlyArray<string>,
+  slots: ReadonlyArray<Schema.Json | undefined>
+): boolean => {
+  const own = Object.keys(state)
+  let j = 0
+  for (let i = 0; i < keys.length; i++) {
+    if (slots[i] === undefined) continue
+    if (own[j] !== keys[i]) return false
+    j++
+  }
+  return j === own.length && Object.getOwnPropertySymbols(state).length === 0
+}
+
+// A state a policy made, with its slots.
+interface Made {
+  readonly state: Guard.GuardState
+  readonly slots: ReadonlyArray<Schema.Json | undefined>
 }
 
 /**
@@ -938,32 +1066,43 @@ const nextState = (
  * @since 0.1.0
  */
 export const compile = (policy: Policy): Compiled => {
-  const gates: Array<Gate> = []
-  const root = build(policy, gates)
-  unite(gates.slice())
-  const evalOf = (p: Entry.ValidToolParams, context: Guard.GuardContext): Eval => ({
+  const b: Builder = { gates: [], keys: [], slots: new Map() }
+  const root = build(policy, b)
+  const { gates, keys } = b
+  const index = indexOf(gates)
+  // The state this policy made last: given back (a session folds it as it is), its
+  // slots are known without reading them. A state is never changed once made.
+  let last: Made | undefined
+  const evalOf = (p: Entry.ValidToolParams, context: Guard.GuardContext, indexed = true): Eval => ({
     call: context.call ?? { tool_name: p.tool_name },
     where: anchors(context.where),
     context,
     state: context.state,
-    matched: new Array(gates.length)
+    slots: context.state !== null && context.state === last?.state ? last.slots : slotsIn(context.state, keys),
+    index,
+    answers: indexed ? null : undefined,
+    matched: undefined
   })
   const seen = new Set<string>()
   const stateful = rulesOf(root).filter((r) => r.key !== null && !seen.has(r.key) && seen.add(r.key) !== undefined)
-  const guard: Guard.Guard = (s, p, c) => {
+  const decideWith = (indexed: boolean): Guard.Guard => (s, p, c) => {
     try {
       const context = c ?? Guard.noContext
-      const x = evalOf(p, context)
+      const x = evalOf(p, context, indexed)
       const v = evaluate(root, s, p, x)
       const final = context.canAsk ? v : Guard.unanswered(v)
       if (stateful.length === 0 && context.state === null) return final
-      const state = nextState(stateful, s, p, x, final)
-      return state === undefined ? final : { ...final, state }
+      const made = nextState(stateful, keys, s, p, x, final, context.state !== null && context.state === last?.state)
+      if (made === undefined) return final
+      last = made
+      return { ...final, state: made.state }
     } catch (e) {
       return Guard.deny(`the policy could not decide: ${messageOf(e)}`, "policy")
     }
   }
-  return { policy, guard, stateKeys: stateful.map((r) => r.key!), root: { node: root, evalOf } }
+  const guard = decideWith(true)
+  const unindexed = decideWith(false)
+  return { policy, guard, stateKeys: stateful.map((r) => r.key!), root: { node: root, evalOf, unindexed } }
 }
 
 /**
@@ -1056,7 +1195,7 @@ export const observe = (
     for (const r of rulesOf(node)) {
       if (r.key === null || r.observe === undefined || seen.has(r.key)) continue
       seen.add(r.key)
-      const stepped = r.observe(slotOf(x, r.key), x, bytes, options?.nowMillis)
+      const stepped = r.observe(x.slots[r.slot], x, bytes, options?.nowMillis)
       if (stepped !== undefined) {
         next[r.key] = stepped
         changed = true

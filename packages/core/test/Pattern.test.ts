@@ -9,6 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Result from "effect/Result"
 import * as fc from "fast-check"
 import { Pattern } from "../src/index.ts"
+import * as Wild from "../src/internal/wildcard.ts"
 import * as A from "./arbitraries.ts"
 import * as Ref from "./PatternReference.ts"
 
@@ -276,6 +277,23 @@ describe("Pattern: wildcards on a small alphabet", () => {
         }
       ),
       { numRuns: A.runs(800) }
+    )
+  })
+})
+
+describe("Pattern: a segment glob of stars alone", () => {
+  it("property: matched as a wildcard of pieces, it agrees with the walk over code points", () => {
+    const text = (max: number) =>
+      fc.array(fc.constantFrom("a", "b", "*", "\\*", "😀", "\uD83D", "\uDE00", "é"), { maxLength: max }).map((
+        us
+      ) => us.join(""))
+    fc.assert(
+      fc.property(text(6).filter((g) => g.length > 0 && g !== "**"), text(7), (glob, name) => {
+        const seg = Wild.segment(glob)
+        const walked = seg.k === "glob" ? { ...seg, pieces: undefined } : seg
+        assert.strictEqual(Wild.segmentMatch(seg, name), Wild.segmentMatch(walked, name), `${glob} on ${name}`)
+      }),
+      { numRuns: A.runs(2000) }
     )
   })
 })
@@ -568,6 +586,9 @@ describe("Pattern: a denied path cannot hide", () => {
     ["by Grep over the directory", { tool_name: "Grep", tool_input: { pattern: "KEY", path: "/home/u/.ssh" } }],
     ["by Grep over home", { tool_name: "Grep", tool_input: { pattern: "KEY", path: "~" } }],
     ["by Grep from cwd home", { tool_name: "Grep", tool_input: { pattern: "KEY" }, cwd: "/home/u" }],
+    ["by Grep above home", { tool_name: "Grep", tool_input: { pattern: "KEY", path: "/home" } }],
+    ["by Grep over the root", { tool_name: "Grep", tool_input: { pattern: "KEY", path: "/" } }],
+    ["by LS above home", { tool_name: "LS", tool_input: { path: "/home/./" } }],
     ["by Glob with a path in its pattern", { tool_name: "Glob", tool_input: { pattern: "/home/u/.ssh/*" } }],
     ["by Glob from home", { tool_name: "Glob", tool_input: { pattern: "**/*", path: "/home/u" } }],
     ["by LS", { tool_name: "LS", tool_input: { path: "/home/u/.ssh/" } }]
@@ -580,6 +601,8 @@ describe("Pattern: a denied path cannot hide", () => {
 
   it("a search elsewhere, or an allowed path, is not caught", () => {
     assert.isFalse(judge(m, { tool_name: "Grep", tool_input: { pattern: "x", path: "/work" } }))
+    assert.isFalse(judge(m, { tool_name: "Grep", tool_input: { pattern: "x", path: "/home/v" } }))
+    assert.isFalse(judge(m, read("/home")))
     assert.isFalse(judge(m, read("/home/u/.sshx/id_rsa")))
     // A search under home is not allowed by a rule for .ssh.
     assert.isFalse(judge(m, { tool_name: "Grep", tool_input: { pattern: "x", path: "/home/u" } }, "allow"))

@@ -87,10 +87,24 @@ const resolveSegments = (segments: ReadonlyArray<string>, into: Array<string>): 
 }
 
 /** The segments of an absolute directory, resolved, or `undefined` for anything else. */
-export const absoluteSegments = (dir: unknown): Array<string> | undefined =>
-  typeof dir === "string" && dir.startsWith("/") && dir.length <= MAX_PATH_LENGTH
-    ? resolveSegments(dir.split("/"), [])
-    : undefined
+export const absoluteSegments = (dir: unknown): ReadonlyArray<string> | undefined => {
+  if (typeof dir !== "string" || !dir.startsWith("/") || dir.length > MAX_PATH_LENGTH) return undefined
+  if (dir.length > MAX_KEPT_LENGTH) return resolveSegments(dir.split("/"), [])
+  const known = directories.get(dir)
+  if (known !== undefined) return known
+  // The same few directories (a session's cwd, home and project) anchor every call.
+  if (directories.size >= MAX_DIRECTORIES) directories.clear()
+  const segments = resolveSegments(dir.split("/"), [])
+  directories.set(dir, segments)
+  return segments
+}
+
+// The directories resolved lately, by their text: at most `MAX_DIRECTORIES` of at most
+// `MAX_KEPT_LENGTH` characters (a few hundred KB at most); their segments are shared,
+// never changed.
+const directories = new Map<string, ReadonlyArray<string>>()
+const MAX_DIRECTORIES = 64
+const MAX_KEPT_LENGTH = 1024
 
 // A path of a call as absolute segments: absolute, `~`-relative or relative to `base`.
 export const resolvePath = (
@@ -165,25 +179,4 @@ export const targetOf = (
     default:
       return undefined
   }
-}
-
-/**
- * A path glob as absolute segments: its anchor's directory (`home`, `projectDir`, or
- * `cwd`), stepped up by its leading `..`, then its own segments.
- */
-export const relativeTo = (
-  glob: PathGlob,
-  anchors: { readonly home: unknown; readonly projectDir: unknown },
-  cwd: ReadonlyArray<string> | undefined
-): Array<Wild.Segment> | undefined => {
-  const base = glob.anchor === "root"
-    ? []
-    : glob.anchor === "home"
-    ? absoluteSegments(anchors.home)
-    : glob.anchor === "project"
-    ? absoluteSegments(anchors.projectDir)
-    : cwd
-  if (base === undefined) return undefined
-  const literal = base.slice(0, Math.max(0, base.length - glob.up)).map(Wild.literalSegment)
-  return [...literal, ...glob.segments]
 }

@@ -55,6 +55,15 @@ const WRAPPERS: ReadonlyMap<string, ReadonlySet<string>> = new Map([
   ["ionice", new Set(["-c", "-n", "-p"])]
 ])
 
+// The characters that never end a word or change how the next is read, once a word has
+// begun (a `#` inside a word is a character): all but whitespace, the separators,
+// parentheses, quotes, `\\`, `$`, `<` and `>`, each read by its own case.
+const ORDINARY: Uint8Array = (() => {
+  const table = new Uint8Array(65536).fill(1)
+  for (const c of " \t\r\n;&|()\\'\"`$<>") table[c.charCodeAt(0)] = 0
+  return table
+})()
+
 const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=/
 
 /**
@@ -256,10 +265,14 @@ class Splitter {
             i++
           }
           break
-        default:
-          word += c
+        default: {
+          // A run of ordinary characters joins the word at once.
+          let j = i + 1
+          while (j < n && ORDINARY[s.charCodeAt(j)] !== 0) j++
+          word += j === i + 1 ? c : s.slice(i, j)
           inWord = true
-          i++
+          i = j
+        }
       }
     }
     endPart()

@@ -29,46 +29,71 @@ export const slotOf = (nowMillis: number, perMillis: number): number => {
 
 type Pair = readonly [slot: number, count: number]
 
-// Slots are immutable (they come from stored entries or from `added`): each is read
-// once.
-const read = new WeakMap<object, ReadonlyArray<Pair> | "bad">()
-
-const readWindow = (slot: Schema.Json | undefined): ReadonlyArray<Pair> | undefined | "bad" => {
-  if (slot === undefined) return undefined
-  if (typeof slot !== "object" || slot === null) return "bad"
-  const known = read.get(slot)
-  if (known !== undefined) return known
-  const w = parseWindow(slot)
-  read.set(slot, w)
-  return w
+// A window as read: its newest slot, its pairs as stored (`[age, count]`, oldest
+// first, checked) and the sum of their counts.
+interface Window {
+  readonly s: number
+  readonly w: ReadonlyArray<Pair>
+  readonly sum: number
 }
 
-const parseWindow = (slot: Schema.Json): ReadonlyArray<Pair> | "bad" => {
+/**
+ * What one rule keeps of its windows: the last one it made, read already, and the
+ * last one it read. A slot is immutable once made (it is stored as it is), so a state
+ * that gives it back is read for nothing; any other slot is read from its JSON once.
+ */
+export class Windows {
+  private lastSlot: object | undefined
+  private lastWindow: Window | undefined
+  // The last slot read from its JSON (a decision reads its rule's slot twice: to
+  // decide, then to step).
+  private readSlot: object | undefined
+  private readWindow: Window | "bad" | undefined
+
+  read(slot: Schema.Json | undefined): Window | undefined | "bad" {
+    if (slot === undefined) return undefined
+    if (typeof slot !== "object" || slot === null) return "bad"
+    if (slot === this.lastSlot) return this.lastWindow
+    if (slot !== this.readSlot) {
+      this.readWindow = parseWindow(slot)
+      this.readSlot = slot
+    }
+    return this.readWindow
+  }
+
+  made(s: number, w: ReadonlyArray<Pair>, sum: number): Schema.Json {
+    const out = { s, w }
+    this.lastSlot = out
+    this.lastWindow = { s, w, sum }
+    return out
+  }
+}
+
+const parseWindow = (slot: Schema.Json): Window | "bad" => {
   const s = isObject(slot) ? slot["s"] : undefined
   const w = isObject(slot) ? slot["w"] : undefined
   if (!isCount(s) || !Array.isArray(w) || w.length > WINDOW_SLOTS) return "bad"
-  const out: Array<Pair> = []
   let last = WINDOW_SLOTS
+  let sum = 0
   for (const p of w) {
     if (!Array.isArray(p) || p.length !== 2 || !isCount(p[0]) || !isCount(p[1])) return "bad"
     const age = p[0]
     if (age >= last || age > s) return "bad"
     last = age
-    out.push([s - age, p[1]])
+    sum = add(sum, p[1])
   }
-  return out
+  return { s, w: w as ReadonlyArray<Pair>, sum }
 }
 
-// The pairs still in the window at slot `now`: a clock that went back keeps them all.
-const live = (w: ReadonlyArray<Pair>, now: number): ReadonlyArray<Pair> => {
-  let i = 0
-  while (i < w.length && w[i]![0] <= now - WINDOW_SLOTS) i++
-  return i === 0 ? w : w.slice(i)
-}
-
-const sum = (w: ReadonlyArray<Pair>): number => {
+// The sum of the counts still in the window at slot `now` (a pair leaves once its
+// slot is at most `now - WINDOW_SLOTS`): a clock that went back keeps them all.
+const liveSum = (window: Window, now: number): number => {
+  const { s, w } = window
+  // A pair's slot is `s - age`; it is live when `age < s - now + WINDOW_SLOTS`.
+  const cut = s - now + WINDOW_SLOTS
+  if (w.length === 0 || w[0]![0] < cut) return window.sum
   let t = 0
-  for (const p of w) t = add(t, p[1])
+  for (const p of w) if (p[0] < cut) t = add(t, p[1])
   return t
 }
 
@@ -76,16 +101,21 @@ const sum = (w: ReadonlyArray<Pair>): number => {
  * The total a slot holds at `nowMillis`: the count, or the window's sum at the
  * current slot (`perMillis` undefined: a plain count). A malformed slot is full.
  */
-export const total = (slot: Schema.Json | undefined, nowMillis: number, perMillis: number | undefined): number => {
+export const total = (
+  windows: Windows,
+  slot: Schema.Json | undefined,
+  nowMillis: number,
+  perMillis: number | undefined
+): number => {
   if (perMillis === undefined) {
     if (slot === undefined) return 0
     const n = isObject(slot) ? slot["n"] : undefined
     return isCount(n) ? n : MAX
   }
-  const w = readWindow(slot)
+  const w = windows.read(slot)
   if (w === undefined) return 0
   if (w === "bad") return MAX
-  return sum(live(w, slotOf(nowMillis, perMillis)))
+  return liveSum(w, slotOf(nowMillis, perMillis))
 }
 
 /**
@@ -94,6 +124,7 @@ export const total = (slot: Schema.Json | undefined, nowMillis: number, perMilli
  * slot starts again full. `reset` empties it first (a streak that was broken).
  */
 export const added = (
+  windows: Windows,
   slot: Schema.Json | undefined,
   amount: number,
   nowMillis: number | undefined,
@@ -101,25 +132,62 @@ export const added = (
   reset = false
 ): Schema.Json => {
   if (perMillis === undefined) {
-    const before = reset ? 0 : total(slot, 0, undefined)
+    const before = reset ? 0 : total(windows, slot, 0, undefined)
     return { n: add(before, amount) }
   }
-  const before = readWindow(slot)
-  const pairs: Array<Pair> = before === undefined || reset
-    ? []
-    : before === "bad"
-    ? [[nowMillis === undefined ? 0 : slotOf(nowMillis, perMillis), MAX]]
-    : [...(nowMillis === undefined ? before : live(before, slotOf(nowMillis, perMillis)))]
-  const newest = pairs.length === 0 ? undefined : pairs[pairs.length - 1]!
-  const now = nowMillis === undefined ? newest?.[0] ?? 0 : slotOf(nowMillis, perMillis)
-  if (amount > 0) {
-    if (newest !== undefined && newest[0] >= now) pairs[pairs.length - 1] = [newest[0], add(newest[1], amount)]
-    else pairs.push([now, amount])
+  const before = windows.read(slot)
+  if (before !== undefined && before !== "bad" && !reset && nowMillis !== undefined && amount > 0) {
+    // Most calls add to the newest slot, which holds calls already: only its pair
+    // changes, the others (and their ages) are shared with the slot before.
+    const last = before.w[before.w.length - 1]
+    if (last !== undefined && last[0] === 0 && before.s >= slotOf(nowMillis, perMillis)) {
+      const w = before.w.slice()
+      w[w.length - 1] = [0, add(last[1], amount)]
+      return windows.made(before.s, w, add(before.sum, amount))
+    }
   }
-  const top = pairs.length === 0 ? now : pairs[pairs.length - 1]![0]
-  const out = { s: top, w: pairs.map(([slot, count]) => [top - slot, count]) }
-  read.set(out, pairs)
-  return out
+  const now = nowMillis === undefined ? undefined : slotOf(nowMillis, perMillis)
+  if (before !== undefined && before !== "bad" && !reset) {
+    const { s, w } = before
+    // The pairs still in the window (slot `s - age` above `now - WINDOW_SLOTS`), from `first`.
+    let first = 0
+    if (now !== undefined) { while (first < w.length && s - w[first]![0] <= now - WINDOW_SLOTS) first++ }
+    const newest = first < w.length ? s - w[w.length - 1]![0] : undefined
+    const current = now ?? newest ?? 0
+    const merge = amount > 0 && newest !== undefined && newest >= current
+    const push = amount > 0 && !merge
+    const top = push ? current : newest ?? current
+    // Ages are counted from the newest slot: they move on when it does.
+    const shift = top - s
+    const out: Array<Pair> = []
+    let sum = 0
+    for (let i = first; i < w.length; i++) {
+      const pair = w[i]!
+      const count = merge && i === w.length - 1 ? add(pair[1], amount) : pair[1]
+      out.push(shift === 0 && count === pair[1] ? pair : [pair[0] + shift, count])
+      sum = add(sum, count)
+    }
+    if (push) {
+      out.push([0, amount])
+      sum = add(sum, amount)
+    }
+    return windows.made(top, out, sum)
+  }
+  // No window yet, a malformed one (full again) or a streak restarting.
+  const pairs: Array<Pair> = before === "bad" && !reset ? [[now ?? 0, MAX]] : []
+  const newest = pairs.length === 0 ? undefined : pairs[pairs.length - 1]!
+  const current = now ?? newest?.[0] ?? 0
+  if (amount > 0) {
+    if (newest !== undefined && newest[0] >= current) pairs[pairs.length - 1] = [newest[0], add(newest[1], amount)]
+    else pairs.push([current, amount])
+  }
+  const top = pairs.length === 0 ? current : pairs[pairs.length - 1]![0]
+  let sum = 0
+  const w = pairs.map(([at, count]): Pair => {
+    sum = add(sum, count)
+    return [top - at, count]
+  })
+  return windows.made(top, w, sum)
 }
 
 /** Whether a slot is empty (a count of 0, or a window of no calls). */

@@ -57,13 +57,24 @@ type Token =
   | { readonly k: "star" }
   | { readonly k: "class"; readonly negated: boolean; readonly ranges: ReadonlyArray<readonly [string, string]> }
 
-/** A compiled path segment: `**`, or a glob over one segment's code points. */
+/**
+ * A compiled path segment: `**`, or a glob over one segment's code points. `pieces`:
+ * the same glob as a `*`-only wildcard (`starPieces`), when it is one and holds no
+ * surrogate, so that its pieces can only match whole code points.
+ */
 export type Segment =
   | { readonly k: "globstar" }
-  | { readonly k: "glob"; readonly tokens: ReadonlyArray<Token>; readonly literal: string | undefined }
+  | {
+    readonly k: "glob"
+    readonly tokens: ReadonlyArray<Token>
+    readonly literal: string | undefined
+    readonly pieces?: ReadonlyArray<string> | undefined
+  }
 
 /** A segment that matches exactly `name`. */
 export const literalSegment = (name: string): Segment => ({ k: "glob", tokens: [], literal: name })
+
+const SURROGATE = /[\uD800-\uDFFF]/
 
 /** Whether a segment's text holds glob syntax (`*`, `?`, `[`, or a backslash escape). */
 export const isGlob = (segment: string): boolean => /[*?[\\]/.test(segment)
@@ -95,7 +106,21 @@ export const segment = (text: string): Segment => {
       }
     } else tokens.push({ k: "char", c })
   }
-  return { k: "glob", tokens, literal: undefined }
+  const starOnly = tokens.every((t) => t.k === "char" || t.k === "star") && !SURROGATE.test(text)
+  return { k: "glob", tokens, literal: undefined, pieces: starOnly ? piecesOf(tokens) : undefined }
+}
+
+const piecesOf = (tokens: ReadonlyArray<Token>): Array<string> => {
+  const pieces: Array<string> = []
+  let piece = ""
+  for (const t of tokens) {
+    if (t.k === "star") {
+      pieces.push(piece)
+      piece = ""
+    } else if (t.k === "char") piece += t.c
+  }
+  pieces.push(piece)
+  return pieces
 }
 
 const charClass = (
@@ -146,6 +171,7 @@ const tokenMatches = (token: Token, c: string): boolean => {
 export const segmentMatch = (seg: Segment, text: string): boolean => {
   if (seg.k === "globstar") return true
   if (seg.literal !== undefined) return seg.literal === text
+  if (seg.pieces !== undefined) return starMatch(seg.pieces, text)
   const cs = Array.from(text)
   const ts = seg.tokens
   let t = 0
@@ -171,16 +197,24 @@ export const segmentMatch = (seg: Segment, text: string): boolean => {
 
 const NONE: PathMatch = { full: false, below: false }
 
+// The states `s` (bits) and those a `**` reaches from them without a segment.
+const closeBits = (glob: ReadonlyArray<Segment>, s: number): number => {
+  for (let p = 0; p < glob.length; p++) if ((s & (1 << p)) !== 0 && glob[p]!.k === "globstar") s |= 1 << (p + 1)
+  return s
+}
+
 // `pathMatch` for globs of fewer than 30 segments: the set of states as the bits of
 // one number (bit p: glob position p reached), no array per segment.
-const pathMatchBits = (glob: ReadonlyArray<Segment>, path: ReadonlyArray<string>): PathMatch => {
+const pathMatchBits = (
+  glob: ReadonlyArray<Segment>,
+  path: ReadonlyArray<string>,
+  from: number,
+  start: number
+): PathMatch => {
   const m = glob.length
-  const close = (s: number): number => {
-    for (let p = 0; p < m; p++) if ((s & (1 << p)) !== 0 && glob[p]!.k === "globstar") s |= 1 << (p + 1)
-    return s
-  }
-  let states = close(1)
-  for (const name of path) {
+  let states = closeBits(glob, 1 << start)
+  for (let i = from; i < path.length; i++) {
+    const name = path[i]!
     let next = 0
     for (let p = 0; p < m; p++) {
       if ((states & (1 << p)) === 0) continue
@@ -189,7 +223,7 @@ const pathMatchBits = (glob: ReadonlyArray<Segment>, path: ReadonlyArray<string>
       else if (segmentMatch(g, name)) next |= 1 << (p + 1)
     }
     if (next === 0) return NONE
-    states = close(next)
+    states = closeBits(glob, next)
   }
   return { full: (states & (1 << m)) !== 0, below: (states & ((1 << m) - 1)) !== 0 }
 }
@@ -201,20 +235,26 @@ export interface PathMatch {
 }
 
 /**
- * Walks `path` (segments) through `glob` (segments, `**` matching zero or more whole
- * segments). The states are the glob positions reachable so far, so the work is
- * segments × glob length whatever the input.
+ * Walks `path` (segments, from index `from`) through `glob` (segments, `**` matching
+ * zero or more whole segments), from glob position `start`. The states are the glob
+ * positions reachable so far, so the work is segments × glob length whatever the input.
  */
-export const pathMatch = (glob: ReadonlyArray<Segment>, path: ReadonlyArray<string>): PathMatch => {
+export const pathMatch = (
+  glob: ReadonlyArray<Segment>,
+  path: ReadonlyArray<string>,
+  from = 0,
+  start = 0
+): PathMatch => {
   const m = glob.length
-  if (m < 30) return pathMatchBits(glob, path)
+  if (m < 30) return pathMatchBits(glob, path, from, start)
   let states = new Uint8Array(m + 1)
   const close = (s: Uint8Array) => {
     for (let p = 0; p < m; p++) if (s[p] === 1 && glob[p]!.k === "globstar") s[p + 1] = 1
   }
-  states[0] = 1
+  states[start] = 1
   close(states)
-  for (const name of path) {
+  for (let i = from; i < path.length; i++) {
+    const name = path[i]!
     const next = new Uint8Array(m + 1)
     let any = false
     for (let p = 0; p < m; p++) {
@@ -235,4 +275,31 @@ export const pathMatch = (glob: ReadonlyArray<Segment>, path: ReadonlyArray<stri
   let below = false
   for (let p = 0; p < m; p++) if (states[p] === 1) below = true
   return { full: states[m] === 1, below }
+}
+
+const BELOW: PathMatch = { full: false, below: true }
+
+/**
+ * `pathMatch` of the glob made of the first `n` segments of `base`, each literal,
+ * then `glob`: the literal directories, and the glob's own literal segments before its
+ * first wildcard, are compared, not walked (a path that stops among them is below the
+ * glob), so a pattern's anchor is never copied into a glob.
+ */
+export const pathMatchUnder = (
+  base: ReadonlyArray<string>,
+  n: number,
+  glob: ReadonlyArray<Segment>,
+  path: ReadonlyArray<string>
+): PathMatch => {
+  const k = Math.min(n, path.length)
+  for (let i = 0; i < k; i++) if (path[i] !== base[i]) return NONE
+  if (path.length < n) return BELOW
+  let j = 0
+  for (; j < glob.length; j++) {
+    const g = glob[j]!
+    if (g.k !== "glob" || g.literal === undefined) break
+    if (n + j >= path.length) return BELOW
+    if (path[n + j] !== g.literal) return NONE
+  }
+  return pathMatch(glob, path, n + j, j)
 }
