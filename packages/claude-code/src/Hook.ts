@@ -972,7 +972,7 @@ export const selfProtection = (
 export interface HandleOptions {
   /**
    * The guard every PreToolUse is decided with; `null` records only (every call
-   * allowed). A compiled policy (`Policy.compile`, since 0.8.0) also folds each
+   * allowed). A compiled policy (`Policy.compile`) also folds each
    * outcome's bytes into its scoped byte limits (`Policy.observePlan`), in the
    * outcome's append.
    */

@@ -73,7 +73,7 @@ export type From = "cli" | "driver"
 /**
  * One element of `events`: a journaled message with its position among all the
  * session's lines (from 0, both directions); a line above `maxLineBytes`, known
- * by its size and SHA-256 only (since 0.7.0); or how many this subscriber missed
+ * by its size and SHA-256 only; or how many this subscriber missed
  * because it fell more than the capacity behind.
  *
  * @since 0.1.0
@@ -135,11 +135,11 @@ export interface Options {
   /**
    * The policy every tool call is decided with, by `Hook.handle` (default: none,
    * every call allowed and still journaled with its decision). A compiled policy
-   * (`Policy.compile`, since 0.8.0) also folds outcomes into its scoped byte limits.
+   * (`Policy.compile`) also folds outcomes into its scoped byte limits.
    */
   readonly guard?: Guard.Guard | Policy.Compiled | undefined
   /**
-   * The person the policy's asks are put to (since 0.8.0): a call the policy asks
+   * The person the policy's asks are put to: a call the policy asks
    * about is answered `permissionDecision: "ask"`, the CLI then sends
    * `can_use_tool`, and this answers it (its failure denies). Without it no one can
    * be asked, and an ask is a denial saying approval was needed.

@@ -87,9 +87,9 @@ export const noContext: GuardContext = {
  * The outcome of a guard. A denial carries a sentence (`reason`) and the guard that
  * denied (`guard`): the combinator with the arguments that decided, written as the
  * policy file writes it (`maxStreak(3)`, `forbiddenTransitions([["Write","Bash"]])`),
- * so a user can find it in their policy. An `Ask` (since 0.8.0) carries the same: a
+ * so a user can find it in their policy. An `Ask` carries the same: a
  * person must approve the call; where no one can be asked, `decide` turns it into a
- * denial (`unanswered`). `state` (since 0.8.0) is the policy's next state, given only
+ * denial (`unanswered`). `state` is the policy's next state, given only
  * when it changed (the context's own `state` object means unchanged). The tool entry records `allowed: false` for a denial and `true`
  * for an ask (docs/DESIGN.md §16); the decision entry records the verdict.
  *
@@ -180,7 +180,7 @@ export const DECISION_KIND = "guard.decision"
 /**
  * What a decision entry records about a decided call: the tool entry's sequence,
  * the verdict (`allow` | `deny` | `ask`), and for a denial or an ask the guard and
- * its reason (null when allowed); with `tokens` (since 0.8.0), the tokens the agent
+ * its reason (null when allowed); with `tokens`, the tokens the agent
  * had used as the door measured them, which the decision saw. Every door writes at
  * least these fields, so `stats`, `report` and `serve` read any decision alike.
  *

@@ -117,7 +117,7 @@ export interface PolicyJson {
 }
 
 /**
- * The main keys of a policy object: one per `Guard` combinator, and since 0.8.0
+ * The main keys of a policy object: one per `Guard` combinator, and
  * `deny`, `ask`, `after` and `maxTokens`.
  *
  * @since 0.1.0
@@ -1066,6 +1066,15 @@ interface Made {
  * @since 0.1.0
  */
 export const compile = (policy: Policy): Compiled => {
+  // A policy built in code is held to the file's rules (`decode`): TypeScript lets an
+  // object with two rules through (`{ denyList, maxStreak }`: both keys are known to
+  // the union), and a value out of range type-checks too. Such a policy decides
+  // nothing as written, so it denies every call and says why (fail closed).
+  const checked = decode(policy)
+  if (Result.isFailure(checked)) {
+    const why = checked.failure.issues.map((i) => `${i.path}: ${i.message}`).join("; ")
+    return { ...compile({ deny: ["*"], reason: `the policy is invalid (${why})` }), policy }
+  }
   const b: Builder = { gates: [], keys: [], slots: new Map() }
   const root = build(policy, b)
   const { gates, keys } = b

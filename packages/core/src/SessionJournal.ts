@@ -233,7 +233,7 @@ export class SessionJournal extends Context.Service<SessionJournal, {
    * with the decision beside it: `beside` adds entries right after it, in the same append (all or none), and
    * when none of them records the decision (`Guard.recordsDecision`), a `Guard.DECISION_KIND` entry with the
    * verdict, the guard and the reason follows them. Every decision is on the chain with its guard and reason.
-   * `options` (since 0.8.0) give the guard its context (`Guard.GuardContext`; the time is the Clock's, the
+   * `options` give the guard its context (`Guard.GuardContext`; the time is the Clock's, the
    * state the session's `guard_state`); an `Ask` where `canAsk` is not true is a denial (`Guard.unanswered`),
    * and an ask is recorded `allowed: true`. When the verdict carries a state other than the one the guard was
    * given (a guard gives one only when it changed), a `Guard.STATE_KIND` entry with it ends the append.

@@ -83,6 +83,32 @@ describe("Policy: decode, encode and meaning", () => {
   })
 })
 
+describe("Policy: a policy built in code is held to the file's rules", () => {
+  const empty = JournalState.snapshot(JournalState.empty("s"))
+  it("an object with two rules (which TypeScript lets through) denies every call, naming why", () => {
+    // Both keys are known to the union, so the literal type-checks; compiled as it
+    // was, one of the two rules was silently dropped and Bash ran.
+    const twoRules: Policy.Policy = { denyList: ["Bash"], maxStreak: 3 }
+    for (const tool of ["Bash", "Read"]) {
+      const v = Policy.toGuard(twoRules)(empty, A.call(tool))
+      assert.strictEqual(v._tag, "Deny", tool)
+      assert.include(v._tag === "Deny" ? v.reason : "", "the policy is invalid")
+      assert.include(v._tag === "Deny" ? v.reason : "", "expected exactly one of the keys")
+    }
+  })
+
+  it("a value out of range denies every call; a valid one decides as its decoded file does", () => {
+    const v = Policy.toGuard({ maxInvocations: -1 })(empty, A.call("Read"))
+    assert.isTrue(v._tag === "Deny" && v.reason.includes("the policy is invalid"))
+    const valid: Policy.Policy = { all: [{ denyList: ["Bash"] }, { maxStreak: 3 }] }
+    assert.deepStrictEqual(Policy.toGuard(valid)(empty, A.call("Read")), Guard.allow)
+    assert.deepStrictEqual(
+      Policy.toGuard(valid)(empty, A.call("Bash")),
+      Policy.toGuard(decoded(Policy.encode(valid)))(empty, A.call("Bash"))
+    )
+  })
+})
+
 describe("Policy: a bad document names the JSON path and what was expected", () => {
   it("values of the wrong kind, at any depth", () => {
     assert.deepStrictEqual(problems(`{"all":[{"maxStreak":1},{"denyList":[]},{"maxStreak":-1}]}`), [
