@@ -13,7 +13,12 @@
  * registry packages again; the workspace's own packages come from the tarballs).
  */
 import * as Claude from "@session-journal/claude-code/test/claudeCli"
-import { findCache as findMcpCache, FIXTURE_SERVER, fixtureEnv } from "@session-journal/mcp/test/mcpCache"
+import {
+  EXAMPLE_INPUT,
+  findCache as findMcpCache,
+  FIXTURE_SERVER,
+  fixtureEnv
+} from "@session-journal/mcp/test/mcpCache"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as module from "node:module"
@@ -430,21 +435,10 @@ describe("the packages installed into a host application", () => {
             assert.notStrictEqual(process.env["CI"], "true", "CI: the MCP cache is not installed (scripts/mcp.sh)")
             continue
           }
-          const lines = [
-            {
-              jsonrpc: "2.0",
-              id: 0,
-              method: "initialize",
-              params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "host", version: "1" } }
-            },
-            { jsonrpc: "2.0", method: "notifications/initialized" },
-            { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "echo", arguments: { text: "allowed" } } },
-            { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "get-env", arguments: {} } }
-          ]
           const out = sh(NODE22, [file, "./journal", "--", NODE22, FIXTURE_SERVER], {
             cwd,
             env: { ...env, ...fixtureEnv(mcpCache) },
-            input: lines.map((l) => JSON.stringify(l) + "\n").join("")
+            input: EXAMPLE_INPUT
           })
           assert.include(out, run.expect, snippet.id)
           continue

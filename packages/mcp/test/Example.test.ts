@@ -9,7 +9,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import { tempDir } from "./harness.ts"
-import { findCache, FIXTURE_SERVER, fixtureEnv } from "./mcpCache.ts"
+import { EXAMPLE_INPUT, findCache, FIXTURE_SERVER, fixtureEnv } from "./mcpCache.ts"
 
 const EXAMPLE = fileURLToPath(new URL("../examples/proxy.ts", import.meta.url))
 const README = fileURLToPath(new URL("../README.md", import.meta.url))
@@ -36,18 +36,7 @@ describe("the README's example", () => {
     const err: Array<Buffer> = []
     child.stdout.on("data", (b: Buffer) => out.push(b))
     child.stderr.on("data", (b: Buffer) => err.push(b))
-    const lines = [
-      {
-        jsonrpc: "2.0",
-        id: 0,
-        method: "initialize",
-        params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "example", version: "1" } }
-      },
-      { jsonrpc: "2.0", method: "notifications/initialized" },
-      { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "echo", arguments: { text: "allowed" } } },
-      { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "get-env", arguments: {} } }
-    ]
-    child.stdin.end(lines.map((l) => JSON.stringify(l) + "\n").join(""))
+    child.stdin.end(EXAMPLE_INPUT)
     const code = await new Promise<number | null>((resolve) => child.on("close", resolve))
     const stderr = Buffer.concat(err).toString("utf8")
     expect(code, stderr).toBe(0)

@@ -103,3 +103,19 @@ export const loadSdk = async (cache: string): Promise<{
     StreamableHTTPClientTransport: http.StreamableHTTPClientTransport
   }
 }
+
+/**
+ * What the README's example is fed on stdin in the tests: the handshake, then an
+ * allowed call (`echo`) and one its policy denies (`get-env`), one message a line.
+ */
+export const EXAMPLE_INPUT: string = [
+  {
+    jsonrpc: "2.0",
+    id: 0,
+    method: "initialize",
+    params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "example", version: "1" } }
+  },
+  { jsonrpc: "2.0", method: "notifications/initialized" },
+  { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "echo", arguments: { text: "allowed" } } },
+  { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "get-env", arguments: {} } }
+].map((l) => JSON.stringify(l) + "\n").join("")
