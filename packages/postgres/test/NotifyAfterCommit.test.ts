@@ -23,7 +23,7 @@ import * as Stream from "effect/Stream"
 import { afterAll } from "vitest"
 import { PgPersistence } from "../src/index.ts"
 import { adminLayer, freshPrefix, skipReason, url } from "./pg.ts"
-import { startProxy } from "./wire.ts"
+import { proxied } from "./wire.ts"
 
 const prefix = freshPrefix("notify")
 const channel = `${prefix}changes`
@@ -57,13 +57,8 @@ describe.skipIf(skipReason !== null)("postgres: notified after the commit", () =
       Effect.gen(function*() {
         const stamp = Date.now().toString(36)
         const ids = [`na-${stamp}`, `nb-${stamp}`]
-        const target = new URL(url)
-        const proxy = yield* Effect.acquireRelease(
-          Effect.promise(() => startProxy({ host: target.hostname, port: Number(target.port || 5432) })),
-          (p) => Effect.promise(() => p.close())
-        )
-        target.host = `127.0.0.1:${proxy.port}`
-        const ctx = yield* Layer.build(PgPersistence.layerFromUrl(target.toString(), { tablePrefix: prefix }))
+        const { proxy, url: viaProxy } = yield* proxied(url)
+        const ctx = yield* Layer.build(PgPersistence.layerFromUrl(viaProxy, { tablePrefix: prefix }))
         const admin = yield* PgClient.PgClient
         const heard = yield* admin.listen(channel)
         // Sizes of the batches of each session: a count of 6 and one of 1 (then 3).
@@ -80,7 +75,7 @@ describe.skipIf(skipReason !== null)("postgres: notified after the commit", () =
         // A writer of another instance, on a stale tip: its conflict keeps the row
         // locked, and its retry stores through the locking transaction.
         const other = yield* Layer.build(
-          PgPersistence.layerFromUrl(target.toString(), { tablePrefix: prefix, conflictHold: "30 seconds" })
+          PgPersistence.layerFromUrl(viaProxy, { tablePrefix: prefix, conflictHold: "30 seconds" })
         )
         const stale = yield* writerOn(other, ids[1]!)
         const lost = yield* Effect.flip(

@@ -18,7 +18,7 @@ import * as fc from "fast-check"
 import { afterAll } from "vitest"
 import { PgPersistence } from "../src/index.ts"
 import { adminLayer, freshPrefix, skipReason, url } from "./pg.ts"
-import { countExcept, startProxy } from "./wire.ts"
+import { countExcept, proxied } from "./wire.ts"
 
 const SEED = Number(process.env["SEED"] ?? Math.floor(Math.random() * 2 ** 31))
 const prefix = freshPrefix("one")
@@ -66,15 +66,8 @@ interface SessionRow {
 // (closed with the scope).
 const writerBehindProxy = (id: string, maxConnections?: number) =>
   Effect.gen(function*() {
-    const target = new URL(url)
-    const proxy = yield* Effect.acquireRelease(
-      Effect.promise(() => startProxy({ host: target.hostname, port: Number(target.port || 5432) })),
-      (p) => Effect.promise(() => p.close())
-    )
-    target.host = `127.0.0.1:${proxy.port}`
-    const ctx = yield* Layer.build(
-      PgPersistence.layerFromUrl(target.toString(), { tablePrefix: prefix, maxConnections })
-    )
+    const { proxy, url: viaProxy } = yield* proxied(url)
+    const ctx = yield* Layer.build(PgPersistence.layerFromUrl(viaProxy, { tablePrefix: prefix, maxConnections }))
     const h = yield* Effect.provideContext(Persistence.Persistence.use((p) => p.open(id, { mode: "write" })), ctx)
     return { h, proxy }
   })

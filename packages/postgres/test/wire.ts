@@ -5,6 +5,7 @@
  * one round trip) and the statements they carry. For the round-trip tests and the
  * benchmarks' profile of the adapter.
  */
+import * as Effect from "effect/Effect"
 import { Buffer } from "node:buffer"
 import * as net from "node:net"
 
@@ -113,3 +114,15 @@ const text = (body: Buffer, from: number, max = 140) => {
   const end = body.indexOf(0, from)
   return body.subarray(from, end).toString("utf8").replace(/\s+/g, " ").slice(0, max)
 }
+
+/** A proxy in front of the server at `url` for the scope; its URL and tallies. */
+export const proxied = (url: string) =>
+  Effect.gen(function*() {
+    const target = new URL(url)
+    const proxy = yield* Effect.acquireRelease(
+      Effect.promise(() => startProxy({ host: target.hostname, port: Number(target.port || 5432) })),
+      (p) => Effect.promise(() => p.close())
+    )
+    target.host = `127.0.0.1:${proxy.port}`
+    return { url: target.toString(), proxy }
+  })
