@@ -106,6 +106,27 @@ describe.skipIf(skipReason !== null)("postgres: notified after the commit", () =
   )
 
   it.live(
+    "closing the adapter right after an append still announces it",
+    () =>
+      Effect.gen(function*() {
+        const id = `closing-${Date.now().toString(36)}`
+        const admin = yield* PgClient.PgClient
+        const heard = yield* admin.listen(channel)
+        // The writer's instance is closed as soon as the append has returned, well
+        // within the tick its notification would otherwise wait for.
+        yield* Effect.scoped(Effect.gen(function*() {
+          const writer = yield* Layer.build(PgPersistence.layerFromUrl(url, { tablePrefix: prefix }))
+          const h = yield* writerOn(writer, id)
+          const c = chain(JournalState.empty(id), 3)
+          yield* h.append(requestOf(JournalState.empty(id), c.entries))
+        }))
+        const note = yield* Queue.take(heard)
+        assert.strictEqual(note.payload, `${id} 3`)
+      }).pipe(Effect.scoped, Effect.provide(adminLayer())),
+    { timeout: 60_000 }
+  )
+
+  it.live(
     "with every notification lost, a follower in another instance still gets every entry, in order",
     () =>
       Effect.gen(function*() {
