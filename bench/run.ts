@@ -20,7 +20,7 @@ import { cliVerify, fsHistory } from "./scenarios/history.ts"
 import { mcpProxyCall } from "./scenarios/mcp.ts"
 import { memoryRecord } from "./scenarios/memory.ts"
 import { memoryOpenSessions } from "./scenarios/openSessions.ts"
-import { pgRecord } from "./scenarios/pg.ts"
+import { pgManySessions, pgRecord } from "./scenarios/pg.ts"
 import { policyDecide } from "./scenarios/policy.ts"
 import { memoryRss } from "./scenarios/rss.ts"
 import { fsSessionsTouched } from "./scenarios/sessions.ts"
@@ -52,6 +52,7 @@ const scenarios: ReadonlyArray<Scenario> = [
   claudeCodeHookInstalled,
   codexHook,
   pgRecord,
+  pgManySessions,
   fsSessionsTouched,
   mcpProxyCall
 ]

@@ -5,8 +5,8 @@
  * Every entry is a row keyed by (session_id, sequence), so two instances can never
  * store two entries at one sequence. An append is a compare-and-append in one short
  * transaction: it locks its session's row, compares the stored tip (entry count and
- * newest hash) with the one the writer built on, inserts the batch and notifies
- * listeners on commit; a writer whose state is behind gets `SequenceConflict`,
+ * newest hash) with the one the writer built on and inserts the batch; listeners
+ * are notified after the commit, outside it; a writer whose state is behind gets `SequenceConflict`,
  * storing nothing, and the service reloads and retries, so concurrent writers
  * interleave into one valid chain. When to checkpoint is the service's decision
  * (`Checkpoint.due`), fed with the bytes each append reports. Followers in any instance
@@ -34,6 +34,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import * as ConflictHold from "./internal/conflictHold.ts"
 import * as Follow from "./internal/follow.ts"
 import * as Load from "./internal/load.ts"
+import * as Notify from "./internal/notify.ts"
 import * as Tables from "./internal/schema.ts"
 import * as PgSha256 from "./internal/sha256.ts"
 import * as Store from "./internal/store.ts"
@@ -64,7 +65,9 @@ export interface Options {
   readonly pageSize?: number | undefined
   /**
    * How often a follower re-reads without a notification (default 2 seconds): the
-   * safety net for notifications lost while the listening connection was down.
+   * safety net for notifications lost while the listening connection was down, or
+   * never sent (they are sent after the append's commit, which a crash can come
+   * between).
    */
   readonly pollInterval?: Duration.Input | undefined
   /**
@@ -183,7 +186,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const { checkpointsT, entriesT, retryLostConnection, rows, sessionsT, sql, storageError, transaction } = store
   const load = Load.make(store)
   const hold = ConflictHold.make(store, conflictHold)
-  const write = Write.make(store, hold)
+  const notifier = yield* Notify.make(store, layerScope)
+  const write = Write.make(store, hold, notifier)
   const { follow, history } = Follow.make(store, { pageSize, pollInterval, followReconnect, layerScope })
 
   // Writers of this instance, by session: the port's single-writer guarantee within

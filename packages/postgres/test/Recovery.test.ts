@@ -106,9 +106,15 @@ const rebuildsAndContinues = (id: string, broken: (at8: JournalState.JournalStat
     assert.deepStrictEqual(Checkpoint.encode(reloaded.state), Checkpoint.encode(more.state))
   })
 
-describe.skipIf(skipReason !== null)("postgres: checkpoint recovery", () => {
-  afterAll(() => Effect.runPromise(PgPersistence.dropTables(prefix).pipe(Effect.provide(adminLayer()))))
+// After both groups, which share the prefix: dropped after the first one alone, the
+// tables were created again by the second and left behind.
+afterAll(() =>
+  skipReason === null
+    ? Effect.runPromise(PgPersistence.dropTables(prefix).pipe(Effect.provide(adminLayer())))
+    : undefined
+)
 
+describe.skipIf(skipReason !== null)("postgres: checkpoint recovery", () => {
   it.live(
     "an unparsable checkpoint is rebuilt from the entries and set aside",
     () => rebuildsAndContinues("unparsable", () => `{"version":1,"broken`),

@@ -20,14 +20,10 @@ import type { Names } from "./schema.ts"
 // lowercase letters, digits and `_`, and the quotes are doubled all the same.
 const identifier = (name: string): string => `"${name.replaceAll(`"`, `""`)}"`
 
-// A string constant of the statement, quotes doubled.
-const literal = (text: string): string => `'${text.replaceAll(`'`, `''`)}'`
-
 /** The statement texts of one prefix, each built when first asked for. */
 export const make = (names: Names) => {
   const sessions = identifier(names.sessions)
   const entries = identifier(names.entries)
-  const channel = literal(names.channel)
   const built: Array<string | undefined> = []
 
   const build = (creates: boolean, hashed: boolean, withMeta: boolean): string => {
@@ -43,7 +39,9 @@ export const make = (names: Names) => {
       : ""
     const advance = `next_sequence = $3::int8, head = $4::text, exported_head = $5::text,` +
       ` entry_bytes = s.entry_bytes + (SELECT n FROM total), updated_at = now()${setMeta}`
-    const returning = `RETURNING s.session_id, pg_notify(${channel}, $1::text || ' ' || $3::int8)`
+    // No `pg_notify` here: a notifying transaction holds a server-wide lock until
+    // its commit is on disk (DESIGN §8); other instances are told after the commit.
+    const returning = `RETURNING s.session_id`
     // On the empty tip the row may not exist yet: it is proposed with the batch, and
     // an existing row is advanced only if it is still empty. Past it, the row is
     // there, and `UPDATE` waits for a writer holding it and compares its newest

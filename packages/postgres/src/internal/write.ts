@@ -1,8 +1,8 @@
 /**
  * Writing a session in PostgreSQL: the compare-and-append of a batch (the session
  * row locked, the stored tip compared with the one the writer built on, the rows
- * inserted, the session row advanced and listeners notified, all in one
- * transaction), and storing a checkpoint document only when the stored rows bear
+ * inserted and the session row advanced, all in one transaction; listeners are
+ * notified after it commits), and storing a checkpoint document only when the stored rows bear
  * it out. An append is first tried as one statement in its own transaction (one
  * round trip); only when that stores nothing does the locking transaction that
  * tells a conflict apart, and keeps the lock for the retry, run (DESIGN §8).
@@ -23,11 +23,12 @@ import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import type * as ConflictHold from "./conflictHold.ts"
 import { stringify } from "./json.ts"
+import type { Notifier } from "./notify.ts"
 import * as OneStatement from "./oneStatement.ts"
 import { encodeMeta, type Store } from "./store.ts"
 
 /** `append` and `checkpoint` of a write handle, over the store and the hold operations. */
-export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) => {
+export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>, notifier: Notifier) => {
   const { checkpointsT, entriesT, names, rows: rowsOf, sessionsT, signals, sql, storageError } = store
   const { finishHold, isLive, openHold, releaseLater } = hold
   const oneStatement = OneStatement.make(names)
@@ -89,9 +90,8 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
 
   // The compare-and-append as one statement, committed on its own: the session row
   // is advanced only if its tip is `request.after` (created with the batch when
-  // there is none and `after` is the empty tip), the entries are inserted only if
-  // it was, and `pg_notify` is called from the advanced row, so a statement that
-  // finds another tip stores nothing. `ON CONFLICT DO UPDATE` locks the row and
+  // there is none and `after` is the empty tip) and the entries are inserted only
+  // if it was, so a statement that finds another tip stores nothing. `ON CONFLICT DO UPDATE` locks the row and
   // compares its newest committed version, waiting for a writer that holds it. An
   // empty result says only that nothing was stored: why is for `appendTx` to find
   // out, under the lock. The statement's text is one of a few fixed ones
@@ -159,8 +159,8 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
         return { bytes: 0, notify: null }
       }
       const next = stored + request.entries.length
-      // Insert, advance the session row and notify in one statement; PostgreSQL
-      // delivers the notification only if the transaction commits.
+      // Insert and advance the session row in one statement; other instances are
+      // notified once the transaction has committed (`append`).
       const [appended] = yield* sql`WITH inserted AS (
           INSERT INTO ${entriesT} (session_id, sequence, entry_hash, entry)
           SELECT ${id}, t.s, t.h, t.e
@@ -173,7 +173,7 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
         UPDATE ${sessionsT} SET next_sequence = ${next}, head = ${last.entry_hash}, exported_head = ${request.head()},
           entry_bytes = entry_bytes + (SELECT bytes FROM total), updated_at = now() ${setMeta}
         WHERE session_id = ${id}
-        RETURNING (SELECT bytes FROM total) AS bytes, pg_notify(${names.channel}, ${`${id} ${next}`})`.pipe(
+        RETURNING (SELECT bytes FROM total) AS bytes`.pipe(
         Effect.flatMap(rowsOf.appended)
       )
       return { bytes: appended!.bytes, notify: next }
@@ -209,7 +209,9 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
       return yield* Effect.fail(result.failure)
     })
 
-  // The compare-and-append, committed as one transaction. A lost race keeps that
+  // The compare-and-append, committed as one transaction; followers of this process
+  // and, through the notifier, of other instances are told after the commit. A
+  // lost race keeps that
   // transaction open (and with it the session's row lock) for the reload and the
   // retry, which the service makes through the same handle: the retry cannot lose
   // again, so two busy writers take turns instead of one starving the other.
@@ -243,7 +245,10 @@ export const make = (store: Store, hold: ReturnType<typeof ConflictHold.make>) =
             : storageError("append", names.entries)(e)
         )),
       Effect.map((r): Persistence.Appended => {
-        if (r.notify !== null) PubSub.publishUnsafe(signals, { id, next: r.notify })
+        if (r.notify !== null) {
+          PubSub.publishUnsafe(signals, { id, next: r.notify })
+          notifier.mark(id, r.notify)
+        }
         return { bytes: r.bytes }
       })
     )
