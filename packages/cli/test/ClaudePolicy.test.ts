@@ -95,9 +95,14 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("a policy that sees 
         "deny",
         "deny"
       ])
-      // The tokens each decision saw: the fake reports 10 + 5 per answer, so they grow by 15 an answer.
-      const tokens = decisions.map((d) => d["tokens"])
-      assert.deepStrictEqual(tokens, [15, 30, 45, 60, 75, 90, 105, 120])
+      // The tokens each decision saw: the fake reports 10 + 5 per answer, so they grow by 15 an answer. Claude
+      // Code writes its transcript on its own schedule: under load the answer that asked for a call may not be
+      // in it yet when the hook reads it, so a decision sees the total of all answers or of all but the last.
+      const tokens = decisions.map((d) => Number(d["tokens"]))
+      tokens.forEach((t, i) => {
+        assert.include([15 * (i + 1), 15 * i], t, `decision ${i}: ${tokens.join(", ")}`)
+        if (i > 0) assert.isAtLeast(t, tokens[i - 1]!, `decision ${i}: ${tokens.join(", ")}`)
+      })
       assert.isTrue(entries.some((e) => e.kind === "guard.state"))
       const verified = await run(["--dir", journal, "verify", id])
       assert.strictEqual(verified.code, 0, verified.stderr)

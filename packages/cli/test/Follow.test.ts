@@ -221,7 +221,7 @@ describe("serve's live updates check what they send", () => {
         res.on("end", () => (ended = true))
       })
       try {
-        await eventually(() => text.includes("\nid: 99\n"), "entries 0..99 are sent")
+        await eventually(() => text.includes("\nid: 99:"), "entries 0..99 are sent")
         cutAt80(dir, "v")
         assert.strictEqual(
           (await importLines(dir, "v", range(80, 120).map((i) => `new-${i < 100 ? pad(i) : i}`))).code,
@@ -255,7 +255,7 @@ describe("serve's live updates check what they send", () => {
       res.on("end", () => (ended = true))
     })
     try {
-      await eventually(() => text.includes("\nid: 9\n"), "entries 0..9 are sent")
+      await eventually(() => text.includes("\nid: 9:"), "entries 0..9 are sent")
       editInPlace(dir, "w", "\"tool_name\":\"t05\"", "\"tool_name\":\"x05\"")
       assert.strictEqual((await run(["--dir", dir, "repair", "w"])).code, 0)
       await eventually(() => ended, "the stream ends")
