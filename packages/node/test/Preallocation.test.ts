@@ -269,16 +269,28 @@ describe("preallocated segments", () => {
   )
 
   it(
-    "the zero tail is a hole: the bytes handed to the filesystem for a segment are its data, each written once",
+    "zeros are written ahead of the data once, never over data or where an append is in flight; each data byte is written once",
     async () => {
-      const root = tempDir("prealloc-hole")
+      const root = tempDir("prealloc-fill")
       const real = NodePersistence.nodeFs
-      // Bytes passed to write calls, per segment file (by descriptor for the calling
-      // thread's writes, by handle for the pool's).
-      const written = new Map<string, number>()
+      // Every write call to a segment, in issue order: its range, whether its bytes
+      // are all zero (a fill: a record line never holds a zero byte), and the number
+      // of writes issued before it completed (writes issued in between overlapped it).
+      type Call = { file: string; at: number; end: number; zeros: boolean; issued: number; doneBy: number }
+      const calls: Array<Call> = []
       const byFd = new Map<number, string>()
-      const add = (file: string | undefined, n: number) => {
-        if (file !== undefined && /[0-9]{20}\.jsonl$/.test(file)) written.set(file, (written.get(file) ?? 0) + n)
+      const track = (file: string | undefined, b: Uint8Array, o: number, l: number, at: number): Call | null => {
+        if (file === undefined || !/[0-9]{20}\.jsonl$/.test(file)) return null
+        const c = {
+          file,
+          at,
+          end: at + l,
+          zeros: !b.subarray(o, o + l).some((x) => x !== 0),
+          issued: calls.length,
+          doneBy: Number.POSITIVE_INFINITY
+        }
+        calls.push(c)
+        return c
       }
       const counting: NodePersistence.Fs = {
         ...real,
@@ -286,22 +298,30 @@ describe("preallocated segments", () => {
           const fh = await real.open(p, flags, mode)
           byFd.set(fh.fd, p)
           return wrapHandle(fh, {
-            write: (b, o, l, at) => {
-              add(p, l)
-              return fh.write(b, o, l, at)
+            write: async (b, o, l, at) => {
+              const c = track(p, b, o, l, at)
+              try {
+                return await fh.write(b, o, l, at)
+              } finally {
+                if (c !== null) c.doneBy = calls.length
+              }
             }
           })
         },
         writeSync: (fd, buffer, offset, length, position) => {
-          add(byFd.get(fd), length)
-          return real.writeSync!(fd, buffer, offset, length, position)
+          const c = track(byFd.get(fd), buffer, offset, length, position)
+          try {
+            return real.writeSync!(fd, buffer, offset, length, position)
+          } finally {
+            if (c !== null) c.doneBy = calls.length
+          }
         }
       }
       const params = (i: number) => toolParams("t", { server_id: "s", agent_id: "a", bytes_read: i })
       const live = SessionJournal.layer({ checkpointMinBytes: 64 * 1024 }).pipe(
         Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(counting))))
       )
-      // Enough records to grow the first segment past its first stretch and to roll.
+      // Enough records to grow the first segment past several stretches and to roll.
       const sizes = await Effect.runPromise(Effect.provide(
         Effect.gen(function*() {
           const j = yield* SessionJournal.SessionJournal
@@ -316,7 +336,28 @@ describe("preallocated segments", () => {
         live
       ))
       expect(sizes.length).toBeGreaterThan(1)
-      for (const [file, end] of sizes) expect(written.get(file), file).toBe(end)
+      for (const [file, end] of sizes) {
+        const mine = calls.filter((c) => c.file === file)
+        const data = mine.filter((c) => !c.zeros)
+        const fills = mine.filter((c) => c.zeros)
+        // Each data byte once, in order, and nothing else but zeros.
+        expect(data.reduce((n, c) => n + c.end - c.at, 0), file).toBe(end)
+        data.forEach((c, k) => expect(c.at, file).toBe(k === 0 ? 0 : data[k - 1]!.end))
+        // Zeros were written, ahead of the data: each byte at most once, never over
+        // data written before, never over a data write in flight at the same time.
+        expect(fills.length, file).toBeGreaterThan(0)
+        for (const z of fills) {
+          for (const other of fills) if (other !== z) expect(other.end <= z.at || z.end <= other.at, file).toBe(true)
+          for (const d of data) {
+            const before = d.issued < z.issued
+            const overlapping = d.issued < z.doneBy && z.issued < d.doneBy
+            if (before || overlapping) expect(d.end <= z.at || z.end <= d.at, file).toBe(true)
+          }
+        }
+        // The zeros ahead are bounded: at most the data plus one stretch and its gap.
+        const zeroBytes = fills.reduce((n, c) => n + c.end - c.at, 0)
+        expect(zeroBytes, file).toBeLessThanOrEqual(end + 64 * 1024 + 16 * 1024 + 4096)
+      }
       const report = await Effect.runPromise(NodePersistence.inspect({ root }, "h"))
       expect(report.ok).toBe(true)
       expect(report.nextSequence).toBe(700)

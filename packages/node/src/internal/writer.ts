@@ -14,6 +14,7 @@ import {
 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as path from "node:path"
 import * as Durable from "./durable.ts"
 import * as FileOps from "./fileOps.ts"
@@ -61,6 +62,12 @@ export const writerLoad = (caps: JournalState.Caps | undefined, options: WriterO
 export class SegmentWriter {
   view: View | null = null
   private active: { readonly name: string; readonly fh: FileOps.FileHandle } | null = null
+  // The zeros being written ahead of the active segment's data (`Durable.fill`), in
+  // a fiber of their own; appends that would reach `from` wait for it, and nothing
+  // trims, cuts or closes the segment before it is over.
+  private filling: { readonly from: number; readonly fiber: Fiber.Fiber<void> } | null = null
+  // Where the zeros this writer wrote ahead of a segment's data end.
+  private zeroed: { readonly seg: LastSegment; end: number } | null = null
   private readonly ctx: FileOps.Context
   private readonly dir: string
   private readonly id: string
@@ -125,15 +132,55 @@ export class SegmentWriter {
       const trim = last !== null && last.free && last.validEnd < last.size && this.active?.name === last.name
         ? Effect.ignore(Effect.andThen(this.options.lockCheck ?? Effect.void, this.trim(last)))
         : Effect.void
-      return Effect.andThen(trim, this.closeActive())
+      return Effect.andThen(Effect.andThen(this.filled(), trim), this.closeActive())
     })
   }
 
   private closeActive(): Effect.Effect<void> {
+    return Effect.andThen(
+      this.filled(),
+      Effect.suspend(() => {
+        const a = this.active
+        this.active = null
+        this.zeroed = null
+        return a === null ? Effect.void : FileOps.close(a.fh)
+      })
+    )
+  }
+
+  // Waits for the zeros being written ahead of the data, if any (their failure is
+  // no failure of the writer: the space ahead stays as it was).
+  private filled(): Effect.Effect<void> {
     return Effect.suspend(() => {
-      const a = this.active
-      this.active = null
-      return a === null ? Effect.void : FileOps.close(a.fh)
+      const f = this.filling
+      if (f === null) return Effect.void
+      return Effect.map(Fiber.await(f.fiber), () => {
+        if (this.filling === f) this.filling = null
+      })
+    })
+  }
+
+  // After an append to a preallocated segment: when less than half a stretch of
+  // written zeros lies ahead of its data, writes the next stretch in a fiber of its
+  // own (through the thread pool), so the append's caller is answered meanwhile.
+  private fillAhead(seg: LastSegment, fh: FileOps.FileHandle): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      if (!seg.preallocated || this.filling !== null) return Effect.void
+      const zeroed = this.zeroed !== null && this.zeroed.seg === seg ? this.zeroed : { seg, end: 0 }
+      const next = Durable.nextFill(seg.validEnd, zeroed.end)
+      if (next === null) return Effect.void
+      this.zeroed = zeroed
+      const file = path.join(this.dir, seg.name)
+      const work = Durable.fill(fh, file, next.from, next.end).pipe(
+        Effect.andThen(Effect.sync(() => {
+          zeroed.end = next.end
+          seg.size = Math.max(seg.size, next.end)
+        })),
+        Effect.ignore
+      )
+      return Effect.map(Effect.forkDetach(work, { uninterruptible: true }), (fiber) => {
+        this.filling = { from: next.from, fiber }
+      })
     })
   }
 
@@ -286,12 +333,19 @@ export class SegmentWriter {
       seg.preallocated = true
     }
     const used = seg.validEnd + bytes.length
-    const grow = seg.preallocated && used > seg.size ? Durable.preallocatedEnd(used) : 0
+    // Decided when it runs: a fill that ended meanwhile may have made the space.
     const extend = (fh: FileOps.FileHandle) =>
-      grow === 0 ? Effect.void : Effect.map(Durable.extend(fh, file, grow), () => {
-        seg.size = Math.max(seg.size, grow)
+      Effect.suspend(() => {
+        const grow = Durable.preallocatedEnd(used)
+        if (!seg.preallocated || (starts ? grow <= seg.size : used <= seg.size)) return Effect.void
+        return Effect.map(Durable.extend(fh, file, grow), () => {
+          seg.size = Math.max(seg.size, grow)
+        })
       })
+    // Zeros being written where this batch would land: they come first.
+    const fill = this.filling !== null && used > this.filling.from ? this.filled() : Effect.void
     return this.activeHandle(seg.name).pipe(
+      Effect.tap(() => fill),
       Effect.tap((fh) => starts ? Effect.void : extend(fh)),
       Effect.tap((fh) => Durable.write(this.ctx, this, fh, file, bytes, seg.validEnd)),
       Effect.tap(() =>
@@ -305,6 +359,7 @@ export class SegmentWriter {
       ),
       // The records are durable: a failed extension only leaves no space ahead.
       Effect.tap((fh) => starts ? Effect.ignore(extend(fh)) : Effect.void),
+      Effect.tap((fh) => this.fillAhead(seg, fh)),
       Effect.as(bytes.length)
     )
   }
@@ -337,7 +392,9 @@ export class SegmentWriter {
             size = Durable.preallocatedEnd(used)
           }))),
           Effect.andThen(
-            previous !== null && previous.free && previous.validEnd < previous.size ? this.trim(previous) : Effect.void
+            previous !== null && previous.free && previous.validEnd < previous.size
+              ? Effect.andThen(this.filled(), this.trim(previous))
+              : Effect.void
           ),
           Effect.andThen(this.closeActive()),
           Effect.map(() => {
@@ -346,12 +403,24 @@ export class SegmentWriter {
         )
       ),
       Effect.andThen(Effect.suspend(() => {
-        view.last = { name, base, size, validEnd: used, contentNext: base + count, preallocated: true, free: true }
+        const seg: LastSegment = {
+          name,
+          base,
+          size,
+          validEnd: used,
+          contentNext: base + count,
+          preallocated: true,
+          free: true
+        }
+        view.last = seg
         view.next = base + count
         view.rollPending = false
-        return this.options.removeCheckpointedSegments && previous !== null && view.checkpointNext >= base
-          ? this.removeCovered(base)
-          : Effect.void
+        return Effect.andThen(
+          this.active !== null && this.active.name === name ? this.fillAhead(seg, this.active.fh) : Effect.void,
+          this.options.removeCheckpointedSegments && previous !== null && view.checkpointNext >= base
+            ? this.removeCovered(base)
+            : Effect.void
+        )
       })),
       Effect.as(used)
     )
