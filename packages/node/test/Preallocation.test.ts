@@ -365,6 +365,100 @@ describe("preallocated segments", () => {
     60_000
   )
 
+  it.each(["first", "later"] as const)(
+    "SIGKILL while zeros are written ahead of the data (%s segment): the half-written zeros are unused space; nothing acknowledged is lost, nothing is set aside",
+    async (where) => {
+      const root = tempDir(`prealloc-fill-kill-${where}`)
+      const id = "z"
+      const child = spawnFixture("appender", {
+        SJ_ROOT: root,
+        SJ_ID: id,
+        SJ_FIBERS: "1",
+        SJ_SEGMENT_BYTES: "16384",
+        SJ_FILL_PAUSE: where
+      })
+      expect(await child.waitFor((l) => l.startsWith("filling ")), child.lines.join("\n")).toBe(true)
+      // Appends go on before the zeros while they are being written.
+      expect(await child.waitFor((l) => l.startsWith("ack ")), child.lines.join("\n")).toBe(true)
+      await child.kill()
+      expect(child.lines.filter((l) => l.startsWith("error") || l.startsWith("stderr"))).toEqual([])
+      const [, file, from] = child.lines.find((l) => l.startsWith("filling "))!.split(" ")
+      const acked = acks(child.lines)
+      const dir = path.join(root, id)
+      if (where === "later") expect(path.basename(file!)).not.toBe(SEG0)
+      // The data stops before the zeros being written; the file holds some of them.
+      const end = dataEnd(file!)
+      expect(end).toBeLessThanOrEqual(Number(from))
+      expect(fs.statSync(file!).size).toBeGreaterThan(Number(from))
+      for (const n of segments(dir)) expect(holeBefore(path.join(dir, n), dataEnd(path.join(dir, n))), n).toBe(false)
+      const loaded = await run({ root }, loadRead(id))
+      expect(loaded.recovery.stopped).toBeNull()
+      expect(loaded.recovery.tornTail).toBeNull()
+      const stored = (await run({ root }, historyOf(id))).map((e) => e.sequence)
+      for (const n of acked) expect(stored[n]).toBe(n)
+      // The next writer continues where the data ends, sets nothing aside, and
+      // leaves only data when it closes.
+      await appendOne(root, id)
+      const newEnd = dataEnd(file!)
+      expect(newEnd).toBeGreaterThan(end)
+      expect(holeBefore(file!, newEnd)).toBe(false)
+      expect(fs.statSync(file!).size).toBe(newEnd)
+      expect(sideFiles(dir)).toEqual([])
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, id))
+      expect(report.ok, JSON.stringify(report.segments.filter((s) => s.status !== "ok"))).toBe(true)
+      expect(report.nextSequence).toBe(loaded.state.next_sequence + 1)
+    },
+    60_000
+  )
+
+  it(
+    "a failed write of zeros ahead (after half of them) fails no append; the session continues in place and closes with only data",
+    async () => {
+      const root = tempDir("prealloc-fill-fail")
+      const real = NodePersistence.nodeFs
+      let failed = 0
+      const failing: NodePersistence.Fs = {
+        ...real,
+        open: async (p, flags, mode) => {
+          const fh = await real.open(p, flags, mode)
+          return wrapHandle(fh, {
+            write: async (b, o, l, at) => {
+              if (l === 0 || b.subarray(o, o + l).some((x) => x !== 0)) return fh.write(b, o, l, at)
+              failed++
+              await fh.write(b, o, Math.floor(l / 2), at)
+              throw Object.assign(new Error("EIO: injected"), { code: "EIO" })
+            }
+          })
+        }
+      }
+      const params = (i: number) => toolParams("t", { server_id: "s", agent_id: "a", bytes_read: i })
+      const live = SessionJournal.layer({ checkpointMinBytes: 64 * 1024 }).pipe(
+        Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(failing))))
+      )
+      await Effect.runPromise(Effect.provide(
+        Effect.gen(function*() {
+          const j = yield* SessionJournal.SessionJournal
+          for (let i = 0; i < 400; i++) yield* j.record("f", params(i))
+        }),
+        live
+      ))
+      // One failed fill per segment: after it, the segment grows by holes.
+      const dir = path.join(root, "f")
+      expect(failed).toBeGreaterThan(1)
+      expect(failed).toBeLessThanOrEqual(segments(dir).length)
+      for (const n of segments(dir)) {
+        const file = path.join(dir, n)
+        expect(holeBefore(file, dataEnd(file)), n).toBe(false)
+        expect(fs.statSync(file).size, n).toBe(dataEnd(file))
+      }
+      expect(sideFiles(dir)).toEqual([])
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, "f"))
+      expect(report.ok).toBe(true)
+      expect(report.nextSequence).toBe(400)
+    },
+    60_000
+  )
+
   it(
     "a failed first write into a new segment leaves no zeros: the segment reads as empty, and the next writer sets nothing aside",
     async () => {

@@ -66,8 +66,9 @@ export class SegmentWriter {
   // a fiber of their own; appends that would reach `from` wait for it, and nothing
   // trims, cuts or closes the segment before it is over.
   private filling: { readonly from: number; readonly fiber: Fiber.Fiber<void> } | null = null
-  // Where the zeros this writer wrote ahead of a segment's data end.
-  private zeroed: { readonly seg: LastSegment; end: number } | null = null
+  // Where the zeros this writer wrote ahead of a segment's data end; after a failed
+  // fill, none more are written into that segment (it grows by holes, as before).
+  private zeroed: { readonly seg: LastSegment; end: number; failed: boolean } | null = null
   private readonly ctx: FileOps.Context
   private readonly dir: string
   private readonly id: string
@@ -166,8 +167,8 @@ export class SegmentWriter {
   private fillAhead(seg: LastSegment, fh: FileOps.FileHandle): Effect.Effect<void> {
     return Effect.suspend(() => {
       if (!seg.preallocated || this.filling !== null) return Effect.void
-      const zeroed = this.zeroed !== null && this.zeroed.seg === seg ? this.zeroed : { seg, end: 0 }
-      const next = Durable.nextFill(seg.validEnd, zeroed.end)
+      const zeroed = this.zeroed !== null && this.zeroed.seg === seg ? this.zeroed : { seg, end: 0, failed: false }
+      const next = zeroed.failed ? null : Durable.nextFill(seg.validEnd, zeroed.end)
       if (next === null) return Effect.void
       this.zeroed = zeroed
       const file = path.join(this.dir, seg.name)
@@ -176,6 +177,11 @@ export class SegmentWriter {
           zeroed.end = next.end
           seg.size = Math.max(seg.size, next.end)
         })),
+        Effect.tapError(() =>
+          Effect.sync(() => {
+            zeroed.failed = true
+          })
+        ),
         Effect.ignore
       )
       return Effect.map(Effect.forkDetach(work, { uninterruptible: true }), (fiber) => {
