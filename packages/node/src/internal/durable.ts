@@ -64,6 +64,13 @@ export const write = (
 export const FILL_BYTES = 64 * 1024
 
 /**
+ * The append into a segment, by one writer, from which on zeros are written ahead
+ * of the data: a process that appends once or twice and closes (a hook) writes no
+ * zeros it would cut off at close.
+ */
+export const FILL_AFTER = 3
+
+/**
  * Bytes after the end of a segment's data (rounded up to 4 KiB) that a fill
  * leaves to the appends of the moment when it starts from the data's end (a new
  * segment, or after a load): they may land there while the zeros are written,

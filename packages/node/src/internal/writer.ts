@@ -66,9 +66,10 @@ export class SegmentWriter {
   // a fiber of their own; appends that would reach `from` wait for it, and nothing
   // trims, cuts or closes the segment before it is over.
   private filling: { readonly from: number; readonly fiber: Fiber.Fiber<void> } | null = null
-  // Where the zeros this writer wrote ahead of a segment's data end; after a failed
-  // fill, none more are written into that segment (it grows by holes, as before).
-  private zeroed: { readonly seg: LastSegment; end: number; failed: boolean } | null = null
+  // The active segment's appends by this writer, and where the zeros it wrote ahead
+  // of the data end; after a failed fill, none more are written into that segment
+  // (it grows by holes, as before).
+  private zeroed: { readonly seg: LastSegment; appends: number; end: number; failed: boolean } | null = null
   private readonly ctx: FileOps.Context
   private readonly dir: string
   private readonly id: string
@@ -161,16 +162,22 @@ export class SegmentWriter {
     })
   }
 
-  // After an append to a preallocated segment: when less than half a stretch of
-  // written zeros lies ahead of its data, writes the next stretch in a fiber of its
-  // own (through the thread pool), so the append's caller is answered meanwhile.
+  // After an append to a preallocated segment: from the writer's `Durable.FILL_AFTER`th
+  // append into it on, when less than half a stretch of written zeros lies ahead of
+  // its data, writes the next stretch in a fiber of its own (through the thread
+  // pool), so the append's caller is answered meanwhile.
   private fillAhead(seg: LastSegment, fh: FileOps.FileHandle): Effect.Effect<void> {
     return Effect.suspend(() => {
-      if (!seg.preallocated || this.filling !== null) return Effect.void
-      const zeroed = this.zeroed !== null && this.zeroed.seg === seg ? this.zeroed : { seg, end: 0, failed: false }
-      const next = zeroed.failed ? null : Durable.nextFill(seg.validEnd, zeroed.end)
+      if (this.zeroed === null || this.zeroed.seg !== seg) {
+        this.zeroed = { seg, appends: 0, end: 0, failed: false }
+      }
+      const zeroed = this.zeroed
+      zeroed.appends++
+      if (!seg.preallocated || this.filling !== null || zeroed.failed || zeroed.appends < Durable.FILL_AFTER) {
+        return Effect.void
+      }
+      const next = Durable.nextFill(seg.validEnd, zeroed.end)
       if (next === null) return Effect.void
-      this.zeroed = zeroed
       const file = path.join(this.dir, seg.name)
       const work = Durable.fill(fh, file, next.from, next.end).pipe(
         Effect.andThen(Effect.sync(() => {
