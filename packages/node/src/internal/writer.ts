@@ -70,6 +70,7 @@ export class SegmentWriter {
   // of the data end; after a failed fill, none more are written into that segment
   // (it grows by holes, as before).
   private zeroed: { readonly seg: LastSegment; appends: number; end: number; failed: boolean } | null = null
+  private lastPath: { readonly name: string; readonly file: string } | null = null
   private readonly ctx: FileOps.Context
   private readonly dir: string
   private readonly id: string
@@ -178,7 +179,7 @@ export class SegmentWriter {
       }
       const next = Durable.nextFill(seg.validEnd, zeroed.end)
       if (next === null) return Effect.void
-      const file = path.join(this.dir, seg.name)
+      const file = this.pathOf(seg.name)
       const work = Durable.fill(fh, file, next.from, next.end).pipe(
         Effect.andThen(Effect.sync(() => {
           zeroed.end = next.end
@@ -334,7 +335,7 @@ export class SegmentWriter {
     data: Uint8Array,
     count: number
   ): Effect.Effect<number, StorageError> {
-    const file = path.join(this.dir, seg.name)
+    const file = this.pathOf(seg.name)
     let bytes = data
     const starts = seg.validEnd === 0
     if (starts) {
@@ -449,6 +450,15 @@ export class SegmentWriter {
       })),
       Effect.ignore
     )
+  }
+
+  // The path of the segment `name`, the last one kept (an append needs it, and a
+  // writer appends to one segment at a time).
+  private pathOf(name: string): string {
+    if (this.lastPath === null || this.lastPath.name !== name) {
+      this.lastPath = { name, file: path.join(this.dir, name) }
+    }
+    return this.lastPath.file
   }
 
   // The handle of the active segment, opened when it is another one. Uninterruptible,
