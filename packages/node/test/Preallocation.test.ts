@@ -278,6 +278,7 @@ describe("preallocated segments", () => {
       // of writes issued before it completed (writes issued in between overlapped it).
       type Call = { file: string; at: number; end: number; zeros: boolean; issued: number; doneBy: number }
       const calls: Array<Call> = []
+      let cutWhileFilling = 0
       const byFd = new Map<number, string>()
       const track = (file: string | undefined, b: Uint8Array, o: number, l: number, at: number): Call | null => {
         if (file === undefined || !/[0-9]{20}\.jsonl$/.test(file)) return null
@@ -305,6 +306,11 @@ describe("preallocated segments", () => {
               } finally {
                 if (c !== null) c.doneBy = calls.length
               }
+            },
+            truncate: (n) => {
+              // The file is never cut or extended while zeros are being written into it.
+              if (calls.some((c) => c.file === p && c.zeros && c.doneBy === Number.POSITIVE_INFINITY)) cutWhileFilling++
+              return fh.truncate(n)
             }
           })
         },
@@ -336,6 +342,7 @@ describe("preallocated segments", () => {
         live
       ))
       expect(sizes.length).toBeGreaterThan(1)
+      expect(cutWhileFilling).toBe(0)
       for (const [file, end] of sizes) {
         const mine = calls.filter((c) => c.file === file)
         const data = mine.filter((c) => !c.zeros)

@@ -65,7 +65,9 @@ export class SegmentWriter {
   // The zeros being written ahead of the active segment's data (`Durable.fill`), in
   // a fiber of their own; appends that would reach `from` wait for it, and nothing
   // trims, cuts or closes the segment before it is over.
-  private filling: { readonly from: number; readonly fiber: Fiber.Fiber<void> } | null = null
+  private filling: { readonly from: number; readonly fiber: Fiber.Fiber<void>; readonly number: number } | null = null
+  // How many fills this writer started (a fill that ends clears `filling` when it is its own).
+  private fills = 0
   // The active segment's appends by this writer, and where the zeros it wrote ahead
   // of the data end; after a failed fill, none more are written into that segment
   // (it grows by holes, as before).
@@ -174,12 +176,17 @@ export class SegmentWriter {
       }
       const zeroed = this.zeroed
       zeroed.appends++
-      if (!seg.preallocated || this.filling !== null || zeroed.failed || zeroed.appends < Durable.FILL_AFTER) {
+      if (
+        !seg.preallocated || this.filling !== null || zeroed.failed ||
+        zeroed.appends < Durable.FILL_AFTER
+      ) {
         return Effect.void
       }
       const next = Durable.nextFill(seg.validEnd, zeroed.end)
       if (next === null) return Effect.void
       const file = this.pathOf(seg.name)
+      const number = ++this.fills
+      let ended = false
       const work = Durable.fill(fh, file, next.from, next.end).pipe(
         Effect.andThen(Effect.sync(() => {
           zeroed.end = next.end
@@ -190,10 +197,15 @@ export class SegmentWriter {
             zeroed.failed = true
           })
         ),
-        Effect.ignore
+        Effect.ignore,
+        Effect.ensuring(Effect.sync(() => {
+          ended = true
+          if (this.filling !== null && this.filling.number === number) this.filling = null
+        }))
       )
       return Effect.map(Effect.forkDetach(work, { uninterruptible: true }), (fiber) => {
-        this.filling = { from: next.from, fiber }
+        // Unless it is over already (then nothing waits for it).
+        if (!ended) this.filling = { from: next.from, fiber, number }
       })
     })
   }
@@ -356,8 +368,9 @@ export class SegmentWriter {
           seg.size = Math.max(seg.size, grow)
         })
       })
-    // Zeros being written where this batch would land: they come first.
-    const fill = this.filling !== null && used > this.filling.from ? this.filled() : Effect.void
+    // Zeros being written where this batch would land, or while the file must be
+    // extended for it (the extension must not cut them): they come first.
+    const fill = this.filling !== null && (used > this.filling.from || used > seg.size) ? this.filled() : Effect.void
     return this.activeHandle(seg.name).pipe(
       Effect.tap(() => fill),
       Effect.tap((fh) => starts ? Effect.void : extend(fh)),
