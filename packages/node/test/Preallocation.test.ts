@@ -57,6 +57,18 @@ const killedAfter = async (root: string, id: string, count: number) => {
   return acks(child.lines)
 }
 
+type Handle = Awaited<ReturnType<NodePersistence.Fs["open"]>>
+
+// The real filesystem, with the calls of each handle it opens replaced by `over`'s
+// (given the handle and its path).
+const handlesOver = (over: (fh: Handle, p: string) => Partial<Omit<Handle, "fd">>): NodePersistence.Fs => ({
+  ...NodePersistence.nodeFs,
+  open: async (p, flags, mode) => {
+    const fh = await NodePersistence.nodeFs.open(p, flags, mode)
+    return wrapHandle(fh, over(fh, p))
+  }
+})
+
 // Whether any byte of the first `end` bytes of `file` is zero (a hole in the data).
 const holeBefore = (file: string, end: number) => fs.readFileSync(file).subarray(0, end).includes(0)
 
@@ -294,11 +306,9 @@ describe("preallocated segments", () => {
         return c
       }
       const counting: NodePersistence.Fs = {
-        ...real,
-        open: async (p, flags, mode) => {
-          const fh = await real.open(p, flags, mode)
+        ...handlesOver((fh, p) => {
           byFd.set(fh.fd, p)
-          return wrapHandle(fh, {
+          return {
             write: async (b, o, l, at) => {
               const c = track(p, b, o, l, at)
               try {
@@ -312,8 +322,8 @@ describe("preallocated segments", () => {
               if (calls.some((c) => c.file === p && c.zeros && c.doneBy === Number.POSITIVE_INFINITY)) cutWhileFilling++
               return fh.truncate(n)
             }
-          })
-        },
+          }
+        }),
         writeSync: (fd, buffer, offset, length, position) => {
           const c = track(byFd.get(fd), buffer, offset, length, position)
           try {
@@ -422,22 +432,15 @@ describe("preallocated segments", () => {
     "a failed write of zeros ahead (after half of them) fails no append; the session continues in place and closes with only data",
     async () => {
       const root = tempDir("prealloc-fill-fail")
-      const real = NodePersistence.nodeFs
       let failed = 0
-      const failing: NodePersistence.Fs = {
-        ...real,
-        open: async (p, flags, mode) => {
-          const fh = await real.open(p, flags, mode)
-          return wrapHandle(fh, {
-            write: async (b, o, l, at) => {
-              if (l === 0 || b.subarray(o, o + l).some((x) => x !== 0)) return fh.write(b, o, l, at)
-              failed++
-              await fh.write(b, o, Math.floor(l / 2), at)
-              throw Object.assign(new Error("EIO: injected"), { code: "EIO" })
-            }
-          })
+      const failing = handlesOver((fh) => ({
+        write: async (b, o, l, at) => {
+          if (l === 0 || b.subarray(o, o + l).some((x) => x !== 0)) return fh.write(b, o, l, at)
+          failed++
+          await fh.write(b, o, Math.floor(l / 2), at)
+          throw Object.assign(new Error("EIO: injected"), { code: "EIO" })
         }
-      }
+      }))
       const params = (i: number) => toolParams("t", { server_id: "s", agent_id: "a", bytes_read: i })
       const live = SessionJournal.layer({ checkpointMinBytes: 64 * 1024 }).pipe(
         Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(failing))))
