@@ -57,6 +57,18 @@ const killedAfter = async (root: string, id: string, count: number) => {
   return acks(child.lines)
 }
 
+type Handle = Awaited<ReturnType<NodePersistence.Fs["open"]>>
+
+// The real filesystem, with the calls of each handle it opens replaced by `over`'s
+// (given the handle and its path).
+const handlesOver = (over: (fh: Handle, p: string) => Partial<Omit<Handle, "fd">>): NodePersistence.Fs => ({
+  ...NodePersistence.nodeFs,
+  open: async (p, flags, mode) => {
+    const fh = await NodePersistence.nodeFs.open(p, flags, mode)
+    return wrapHandle(fh, over(fh, p))
+  }
+})
+
 // Whether any byte of the first `end` bytes of `file` is zero (a hole in the data).
 const holeBefore = (file: string, end: number) => fs.readFileSync(file).subarray(0, end).includes(0)
 
@@ -269,39 +281,63 @@ describe("preallocated segments", () => {
   )
 
   it(
-    "the zero tail is a hole: the bytes handed to the filesystem for a segment are its data, each written once",
+    "zeros are written ahead of the data once, never over data or where an append is in flight; each data byte is written once",
     async () => {
-      const root = tempDir("prealloc-hole")
+      const root = tempDir("prealloc-fill")
       const real = NodePersistence.nodeFs
-      // Bytes passed to write calls, per segment file (by descriptor for the calling
-      // thread's writes, by handle for the pool's).
-      const written = new Map<string, number>()
+      // Every write call to a segment, in issue order: its range, whether its bytes
+      // are all zero (a fill: a record line never holds a zero byte), and the number
+      // of writes issued before it completed (writes issued in between overlapped it).
+      type Call = { file: string; at: number; end: number; zeros: boolean; issued: number; doneBy: number }
+      const calls: Array<Call> = []
+      let cutWhileFilling = 0
       const byFd = new Map<number, string>()
-      const add = (file: string | undefined, n: number) => {
-        if (file !== undefined && /[0-9]{20}\.jsonl$/.test(file)) written.set(file, (written.get(file) ?? 0) + n)
+      const track = (file: string | undefined, b: Uint8Array, o: number, l: number, at: number): Call | null => {
+        if (file === undefined || !/[0-9]{20}\.jsonl$/.test(file)) return null
+        const c = {
+          file,
+          at,
+          end: at + l,
+          zeros: !b.subarray(o, o + l).some((x) => x !== 0),
+          issued: calls.length,
+          doneBy: Number.POSITIVE_INFINITY
+        }
+        calls.push(c)
+        return c
       }
       const counting: NodePersistence.Fs = {
-        ...real,
-        open: async (p, flags, mode) => {
-          const fh = await real.open(p, flags, mode)
+        ...handlesOver((fh, p) => {
           byFd.set(fh.fd, p)
-          return wrapHandle(fh, {
-            write: (b, o, l, at) => {
-              add(p, l)
-              return fh.write(b, o, l, at)
+          return {
+            write: async (b, o, l, at) => {
+              const c = track(p, b, o, l, at)
+              try {
+                return await fh.write(b, o, l, at)
+              } finally {
+                if (c !== null) c.doneBy = calls.length
+              }
+            },
+            truncate: (n) => {
+              // The file is never cut or extended while zeros are being written into it.
+              if (calls.some((c) => c.file === p && c.zeros && c.doneBy === Number.POSITIVE_INFINITY)) cutWhileFilling++
+              return fh.truncate(n)
             }
-          })
-        },
+          }
+        }),
         writeSync: (fd, buffer, offset, length, position) => {
-          add(byFd.get(fd), length)
-          return real.writeSync!(fd, buffer, offset, length, position)
+          const c = track(byFd.get(fd), buffer, offset, length, position)
+          try {
+            return real.writeSync!(fd, buffer, offset, length, position)
+          } finally {
+            if (c !== null) c.doneBy = calls.length
+          }
         }
       }
       const params = (i: number) => toolParams("t", { server_id: "s", agent_id: "a", bytes_read: i })
       const live = SessionJournal.layer({ checkpointMinBytes: 64 * 1024 }).pipe(
         Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(counting))))
       )
-      // Enough records to grow the first segment past its first stretch and to roll.
+      // Enough records to grow the first segment past several stretches and to roll.
       const sizes = await Effect.runPromise(Effect.provide(
         Effect.gen(function*() {
           const j = yield* SessionJournal.SessionJournal
@@ -316,10 +352,119 @@ describe("preallocated segments", () => {
         live
       ))
       expect(sizes.length).toBeGreaterThan(1)
-      for (const [file, end] of sizes) expect(written.get(file), file).toBe(end)
+      expect(cutWhileFilling).toBe(0)
+      for (const [file, end] of sizes) {
+        const mine = calls.filter((c) => c.file === file)
+        const data = mine.filter((c) => !c.zeros)
+        const fills = mine.filter((c) => c.zeros)
+        // Each data byte once, in order, and nothing else but zeros.
+        expect(data.reduce((n, c) => n + c.end - c.at, 0), file).toBe(end)
+        data.forEach((c, k) => expect(c.at, file).toBe(k === 0 ? 0 : data[k - 1]!.end))
+        // Zeros were written, ahead of the data: each byte at most once, never over
+        // data written before, never over a data write in flight at the same time.
+        expect(fills.length, file).toBeGreaterThan(0)
+        for (const z of fills) {
+          for (const other of fills) if (other !== z) expect(other.end <= z.at || z.end <= other.at, file).toBe(true)
+          for (const d of data) {
+            const before = d.issued < z.issued
+            const overlapping = d.issued < z.doneBy && z.issued < d.doneBy
+            if (before || overlapping) expect(d.end <= z.at || z.end <= d.at, file).toBe(true)
+          }
+        }
+        // The zeros ahead are bounded: at most the data plus one stretch and its gap.
+        const zeroBytes = fills.reduce((n, c) => n + c.end - c.at, 0)
+        expect(zeroBytes, file).toBeLessThanOrEqual(end + 64 * 1024 + 16 * 1024 + 4096)
+      }
       const report = await Effect.runPromise(NodePersistence.inspect({ root }, "h"))
       expect(report.ok).toBe(true)
       expect(report.nextSequence).toBe(700)
+    },
+    60_000
+  )
+
+  it.each(["first", "later"] as const)(
+    "SIGKILL while zeros are written ahead of the data (%s segment): the half-written zeros are unused space; nothing acknowledged is lost, nothing is set aside",
+    async (where) => {
+      const root = tempDir(`prealloc-fill-kill-${where}`)
+      const id = "z"
+      const child = spawnFixture("appender", {
+        SJ_ROOT: root,
+        SJ_ID: id,
+        SJ_FIBERS: "1",
+        SJ_SEGMENT_BYTES: "16384",
+        SJ_FILL_PAUSE: where
+      })
+      expect(await child.waitFor((l) => l.startsWith("filling ")), child.lines.join("\n")).toBe(true)
+      // Appends go on before the zeros while they are being written.
+      expect(await child.waitFor((l) => l.startsWith("ack ")), child.lines.join("\n")).toBe(true)
+      await child.kill()
+      expect(child.lines.filter((l) => l.startsWith("error") || l.startsWith("stderr"))).toEqual([])
+      const [, file, from] = child.lines.find((l) => l.startsWith("filling "))!.split(" ")
+      const acked = acks(child.lines)
+      const dir = path.join(root, id)
+      if (where === "later") expect(path.basename(file!)).not.toBe(SEG0)
+      // The data stops before the zeros being written; the file holds some of them.
+      const end = dataEnd(file!)
+      expect(end).toBeLessThanOrEqual(Number(from))
+      expect(fs.statSync(file!).size).toBeGreaterThan(Number(from))
+      for (const n of segments(dir)) expect(holeBefore(path.join(dir, n), dataEnd(path.join(dir, n))), n).toBe(false)
+      const loaded = await run({ root }, loadRead(id))
+      expect(loaded.recovery.stopped).toBeNull()
+      expect(loaded.recovery.tornTail).toBeNull()
+      const stored = (await run({ root }, historyOf(id))).map((e) => e.sequence)
+      for (const n of acked) expect(stored[n]).toBe(n)
+      // The next writer continues where the data ends, sets nothing aside, and
+      // leaves only data when it closes.
+      await appendOne(root, id)
+      const newEnd = dataEnd(file!)
+      expect(newEnd).toBeGreaterThan(end)
+      expect(holeBefore(file!, newEnd)).toBe(false)
+      expect(fs.statSync(file!).size).toBe(newEnd)
+      expect(sideFiles(dir)).toEqual([])
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, id))
+      expect(report.ok, JSON.stringify(report.segments.filter((s) => s.status !== "ok"))).toBe(true)
+      expect(report.nextSequence).toBe(loaded.state.next_sequence + 1)
+    },
+    60_000
+  )
+
+  it(
+    "a failed write of zeros ahead (after half of them) fails no append; the session continues in place and closes with only data",
+    async () => {
+      const root = tempDir("prealloc-fill-fail")
+      let failed = 0
+      const failing = handlesOver((fh) => ({
+        write: async (b, o, l, at) => {
+          if (l === 0 || b.subarray(o, o + l).some((x) => x !== 0)) return fh.write(b, o, l, at)
+          failed++
+          await fh.write(b, o, Math.floor(l / 2), at)
+          throw Object.assign(new Error("EIO: injected"), { code: "EIO" })
+        }
+      }))
+      const params = (i: number) => toolParams("t", { server_id: "s", agent_id: "a", bytes_read: i })
+      const live = SessionJournal.layer({ checkpointMinBytes: 64 * 1024 }).pipe(
+        Layer.provide(NodePersistence.layer({ root }).pipe(Layer.provide(NodePersistence.layerFs(failing))))
+      )
+      await Effect.runPromise(Effect.provide(
+        Effect.gen(function*() {
+          const j = yield* SessionJournal.SessionJournal
+          for (let i = 0; i < 400; i++) yield* j.record("f", params(i))
+        }),
+        live
+      ))
+      // One failed fill per segment: after it, the segment grows by holes.
+      const dir = path.join(root, "f")
+      expect(failed).toBeGreaterThan(1)
+      expect(failed).toBeLessThanOrEqual(segments(dir).length)
+      for (const n of segments(dir)) {
+        const file = path.join(dir, n)
+        expect(holeBefore(file, dataEnd(file)), n).toBe(false)
+        expect(fs.statSync(file).size, n).toBe(dataEnd(file))
+      }
+      expect(sideFiles(dir)).toEqual([])
+      const report = await Effect.runPromise(NodePersistence.inspect({ root }, "f"))
+      expect(report.ok).toBe(true)
+      expect(report.nextSequence).toBe(400)
     },
     60_000
   )

@@ -1,10 +1,11 @@
 /**
- * How the writer makes its bytes durable (README "Preallocated segments"): segments
- * are opened with `O_DSYNC`, so one write is one durable step; a writer alone in
- * the process writes on the calling thread, others through libuv's thread pool;
- * a preallocated segment grows by stretches of zeros (the file is extended with
- * `ftruncate`, so no zero byte is written), and is trimmed to its data when the
- * writer leaves it.
+ * How the writer makes its bytes durable (docs/DESIGN.md §11): segments are opened
+ * with `O_DSYNC`, so one write is one durable step; a writer alone in the process
+ * writes on the calling thread, others through libuv's thread pool; a preallocated
+ * segment's size runs ahead of its data (`extend`, with `ftruncate`), zeros are
+ * written into the space ahead of the data off the append path (`fill`), so most
+ * appends overwrite blocks that are already allocated and their sync commits no
+ * metadata; the segment is trimmed to its data when the writer leaves it.
  */
 import type { StorageError } from "@session-journal/core"
 import * as Effect from "effect/Effect"
@@ -55,6 +56,61 @@ export const write = (
       })
     )
   })
+
+/**
+ * Bytes of zeros a preallocated segment is given ahead of its data by one `fill`,
+ * written while the appends go on before them.
+ */
+export const FILL_BYTES = 64 * 1024
+
+/**
+ * The append into a segment, by one writer, from which on zeros are written ahead
+ * of the data: a process that appends once or twice and closes (a hook) writes no
+ * zeros it would cut off at close.
+ */
+export const FILL_AFTER = 3
+
+/**
+ * Bytes after the end of a segment's data (rounded up to 4 KiB) that a fill
+ * leaves to the appends of the moment when it starts from the data's end (a new
+ * segment, or after a load): they may land there while the zeros are written,
+ * the fill never writes where an append may be in flight.
+ */
+export const FILL_GAP = 16 * 1024
+
+// The zeros every fill writes: never written to, shared by all writers.
+const zeros = new Uint8Array(FILL_BYTES + FILL_GAP + 4096)
+
+/**
+ * Where the next fill of a preallocated segment whose data ends at `used` goes,
+ * `zeroed` being where the zeros written ahead of the data end (0 when unknown):
+ * null while more than half a `FILL_BYTES` of written zeros lies ahead of the
+ * data. It starts at `zeroed` when that is ahead of the data, otherwise `FILL_GAP`
+ * after the data's 4 KiB boundary, and ends `FILL_BYTES` after that boundary plus
+ * the gap.
+ */
+export const nextFill = (used: number, zeroed: number): { readonly from: number; readonly end: number } | null => {
+  if (zeroed - used >= FILL_BYTES / 2) return null
+  const edge = Math.ceil(used / 4096) * 4096 + FILL_GAP
+  return { from: zeroed >= used ? zeroed : edge, end: edge + FILL_BYTES }
+}
+
+/**
+ * Writes zeros over `[from, end)` of a preallocated segment, through the thread
+ * pool, durably (the handle is opened with `DSYNC`), so the appends that land
+ * there later overwrite allocated blocks and their syncs commit no new size and
+ * no block allocation. The caller guarantees no byte of the range holds data or
+ * is being written: it lies after the data's end, and appends wait for the fill
+ * before they reach `from`. A crash during it leaves zeros after the data: unused
+ * space (DESIGN §11). On failure, any prefix of the zeros may be there, which is
+ * unused space all the same.
+ */
+export const fill = (
+  fh: FileOps.FileHandle,
+  file: string,
+  from: number,
+  end: number
+): Effect.Effect<void, StorageError> => FileOps.writeDurable(fh, file, zeros.subarray(0, end - from), from)
 
 /** Forgets `owner` as the last writer (it closes). */
 export const leave = (owner: object): void => {

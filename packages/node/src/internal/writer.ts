@@ -14,6 +14,7 @@ import {
 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as path from "node:path"
 import * as Durable from "./durable.ts"
 import * as FileOps from "./fileOps.ts"
@@ -61,6 +62,17 @@ export const writerLoad = (caps: JournalState.Caps | undefined, options: WriterO
 export class SegmentWriter {
   view: View | null = null
   private active: { readonly name: string; readonly fh: FileOps.FileHandle } | null = null
+  // The zeros being written ahead of the active segment's data (`Durable.fill`), in
+  // a fiber of their own; appends that would reach `from` wait for it, and nothing
+  // trims, cuts or closes the segment before it is over.
+  private filling: { readonly from: number; readonly fiber: Fiber.Fiber<void>; readonly number: number } | null = null
+  // How many fills this writer started (a fill that ends clears `filling` when it is its own).
+  private fills = 0
+  // The active segment's appends by this writer, and where the zeros it wrote ahead
+  // of the data end; after a failed fill, none more are written into that segment
+  // (it grows by holes, as before).
+  private zeroed: { readonly seg: LastSegment; appends: number; end: number; failed: boolean } | null = null
+  private lastPath: { readonly name: string; readonly file: string } | null = null
   private readonly ctx: FileOps.Context
   private readonly dir: string
   private readonly id: string
@@ -125,15 +137,76 @@ export class SegmentWriter {
       const trim = last !== null && last.free && last.validEnd < last.size && this.active?.name === last.name
         ? Effect.ignore(Effect.andThen(this.options.lockCheck ?? Effect.void, this.trim(last)))
         : Effect.void
-      return Effect.andThen(trim, this.closeActive())
+      return Effect.andThen(Effect.andThen(this.filled(), trim), this.closeActive())
     })
   }
 
   private closeActive(): Effect.Effect<void> {
+    return Effect.andThen(
+      this.filled(),
+      Effect.suspend(() => {
+        const a = this.active
+        this.active = null
+        this.zeroed = null
+        return a === null ? Effect.void : FileOps.close(a.fh)
+      })
+    )
+  }
+
+  // Waits for the zeros being written ahead of the data, if any (their failure is
+  // no failure of the writer: the space ahead stays as it was).
+  private filled(): Effect.Effect<void> {
     return Effect.suspend(() => {
-      const a = this.active
-      this.active = null
-      return a === null ? Effect.void : FileOps.close(a.fh)
+      const f = this.filling
+      if (f === null) return Effect.void
+      return Effect.map(Fiber.await(f.fiber), () => {
+        if (this.filling === f) this.filling = null
+      })
+    })
+  }
+
+  // After an append to a preallocated segment: from the writer's `Durable.FILL_AFTER`th
+  // append into it on, when less than half a stretch of written zeros lies ahead of
+  // its data, writes the next stretch in a fiber of its own (through the thread
+  // pool), so the append's caller is answered meanwhile.
+  private fillAhead(seg: LastSegment, fh: FileOps.FileHandle): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      if (this.zeroed === null || this.zeroed.seg !== seg) {
+        this.zeroed = { seg, appends: 0, end: 0, failed: false }
+      }
+      const zeroed = this.zeroed
+      zeroed.appends++
+      if (
+        !seg.preallocated || this.filling !== null || zeroed.failed ||
+        zeroed.appends < Durable.FILL_AFTER
+      ) {
+        return Effect.void
+      }
+      const next = Durable.nextFill(seg.validEnd, zeroed.end)
+      if (next === null) return Effect.void
+      const file = this.pathOf(seg.name)
+      const number = ++this.fills
+      let ended = false
+      const work = Durable.fill(fh, file, next.from, next.end).pipe(
+        Effect.andThen(Effect.sync(() => {
+          zeroed.end = next.end
+          seg.size = Math.max(seg.size, next.end)
+        })),
+        Effect.tapError(() =>
+          Effect.sync(() => {
+            zeroed.failed = true
+          })
+        ),
+        Effect.ignore,
+        Effect.ensuring(Effect.sync(() => {
+          ended = true
+          if (this.filling !== null && this.filling.number === number) this.filling = null
+        }))
+      )
+      return Effect.map(Effect.forkDetach(work, { uninterruptible: true }), (fiber) => {
+        // Unless it is over already (then nothing waits for it).
+        if (!ended) this.filling = { from: next.from, fiber, number }
+      })
     })
   }
 
@@ -274,7 +347,7 @@ export class SegmentWriter {
     data: Uint8Array,
     count: number
   ): Effect.Effect<number, StorageError> {
-    const file = path.join(this.dir, seg.name)
+    const file = this.pathOf(seg.name)
     let bytes = data
     const starts = seg.validEnd === 0
     if (starts) {
@@ -286,12 +359,20 @@ export class SegmentWriter {
       seg.preallocated = true
     }
     const used = seg.validEnd + bytes.length
-    const grow = seg.preallocated && used > seg.size ? Durable.preallocatedEnd(used) : 0
+    // Decided when it runs: a fill that ended meanwhile may have made the space.
     const extend = (fh: FileOps.FileHandle) =>
-      grow === 0 ? Effect.void : Effect.map(Durable.extend(fh, file, grow), () => {
-        seg.size = Math.max(seg.size, grow)
+      Effect.suspend(() => {
+        const grow = Durable.preallocatedEnd(used)
+        if (!seg.preallocated || (starts ? grow <= seg.size : used <= seg.size)) return Effect.void
+        return Effect.map(Durable.extend(fh, file, grow), () => {
+          seg.size = Math.max(seg.size, grow)
+        })
       })
+    // Zeros being written where this batch would land, or while the file must be
+    // extended for it (the extension must not cut them): they come first.
+    const fill = this.filling !== null && (used > this.filling.from || used > seg.size) ? this.filled() : Effect.void
     return this.activeHandle(seg.name).pipe(
+      Effect.tap(() => fill),
       Effect.tap((fh) => starts ? Effect.void : extend(fh)),
       Effect.tap((fh) => Durable.write(this.ctx, this, fh, file, bytes, seg.validEnd)),
       Effect.tap(() =>
@@ -305,6 +386,7 @@ export class SegmentWriter {
       ),
       // The records are durable: a failed extension only leaves no space ahead.
       Effect.tap((fh) => starts ? Effect.ignore(extend(fh)) : Effect.void),
+      Effect.tap((fh) => this.fillAhead(seg, fh)),
       Effect.as(bytes.length)
     )
   }
@@ -337,7 +419,9 @@ export class SegmentWriter {
             size = Durable.preallocatedEnd(used)
           }))),
           Effect.andThen(
-            previous !== null && previous.free && previous.validEnd < previous.size ? this.trim(previous) : Effect.void
+            previous !== null && previous.free && previous.validEnd < previous.size
+              ? Effect.andThen(this.filled(), this.trim(previous))
+              : Effect.void
           ),
           Effect.andThen(this.closeActive()),
           Effect.map(() => {
@@ -346,12 +430,24 @@ export class SegmentWriter {
         )
       ),
       Effect.andThen(Effect.suspend(() => {
-        view.last = { name, base, size, validEnd: used, contentNext: base + count, preallocated: true, free: true }
+        const seg: LastSegment = {
+          name,
+          base,
+          size,
+          validEnd: used,
+          contentNext: base + count,
+          preallocated: true,
+          free: true
+        }
+        view.last = seg
         view.next = base + count
         view.rollPending = false
-        return this.options.removeCheckpointedSegments && previous !== null && view.checkpointNext >= base
-          ? this.removeCovered(base)
-          : Effect.void
+        return Effect.andThen(
+          this.active !== null && this.active.name === name ? this.fillAhead(seg, this.active.fh) : Effect.void,
+          this.options.removeCheckpointedSegments && previous !== null && view.checkpointNext >= base
+            ? this.removeCovered(base)
+            : Effect.void
+        )
       })),
       Effect.as(used)
     )
@@ -367,6 +463,15 @@ export class SegmentWriter {
       })),
       Effect.ignore
     )
+  }
+
+  // The path of the segment `name`, the last one kept (an append needs it, and a
+  // writer appends to one segment at a time).
+  private pathOf(name: string): string {
+    if (this.lastPath === null || this.lastPath.name !== name) {
+      this.lastPath = { name, file: path.join(this.dir, name) }
+    }
+    return this.lastPath.file
   }
 
   // The handle of the active segment, opened when it is another one. Uninterruptible,
