@@ -466,7 +466,14 @@ const answerOf = (
         : { protect: yield* Effect.promise(() => protect(event.input.cwd, event.input.transcript_path)) }),
       home: process.env["HOME"],
       ...(event.input.agent_id === undefined ? {} : { depth: yield* AgentDepth.of(event.input) }),
-      ...(yield* Effect.promise(() => c.totals(event.input, c.handleOptions.session)).pipe(
+      // The transcript is read once it holds this call: the lines before it are then there too.
+      ...(yield* Effect.promise(async () => {
+        const transcript = event.input.transcript_path
+        if (transcript !== undefined && transcript !== "" && event.input.agent_id === undefined) {
+          await TranscriptScan.awaitCall(transcript, event.input.tool_use_id)
+        }
+        return c.totals(event.input, c.handleOptions.session)
+      }).pipe(
         Effect.map((totals) => ({
           ...(protect === undefined || totals === null ? {} : { allowedByTranscript: totals.allowed }),
           tokens: totals === null ? null : totals.tokens

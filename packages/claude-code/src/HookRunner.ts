@@ -298,6 +298,11 @@ const handled = async (args: Options, io: Io, seen: Seen): Promise<Reply> => {
     if (hookEvent.name === "PreToolUse") {
       seen.stage = "reading in the transcripts the calls the hooks allowed and the tokens used"
       const path = hookEvent.input.transcript_path
+      // The transcript is read once it holds this call: the lines before it are then there too.
+      // (A sub-agent's call is in its own transcript: the main one is read as it is.)
+      if (path !== undefined && path !== "" && hookEvent.input.agent_id === undefined) {
+        await TranscriptScan.awaitCall(path, hookEvent.input.tool_use_id)
+      }
       const totals = path === undefined || path === ""
         ? { allowed: 0, tokens: null }
         : await TranscriptScan.totals(

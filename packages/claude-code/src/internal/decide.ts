@@ -135,7 +135,11 @@ export const make = (options: {
       const path = input.transcript_path
       const totals = path === undefined || path === ""
         ? null
-        : yield* Effect.promise(() => TranscriptScan.totals(path, keeper, options.session))
+        : yield* Effect.promise(async () => {
+          // Read once the transcript holds this call: the lines before it are then there too.
+          if (input.agent_id === undefined) await TranscriptScan.awaitCall(path, input.tool_use_id)
+          return TranscriptScan.totals(path, keeper, options.session)
+        })
       return { ...handleOptions, ...(depth === undefined ? {} : { depth }), tokens: totals?.tokens ?? null }
     })
 

@@ -212,6 +212,64 @@ export const totals = async (transcript: string, keeper: Keeper, session: string
   return { allowed: calls.allowed, tokens }
 }
 
+/** Bytes from the end of a transcript where a call's line is looked for first. */
+const CALL_TAIL = 4 * 1024 * 1024
+
+/**
+ * Waits until the transcript at `transcript` holds the call `toolUseId` (the
+ * `tool_use` block of the answer that asked for it), looking `polls` times,
+ * `everyMs` apart (default: 50 looks, 10 ms apart). Claude Code writes its
+ * transcript in batches on its own schedule: when a PreToolUse hook starts, the
+ * lines of the calls before it (their results, our hooks' runs, the answers'
+ * tokens) may not be there yet; they are written before the line of the call
+ * itself, which comes within tens of milliseconds (Claude Code 2.1.328: 30–75 ms,
+ * none of them there when the hook started). So a door that counts what the
+ * transcript says waits for that line first (for a main agent's call: a
+ * sub-agent's calls are in its own transcript). Resolves whether it came: when it did
+ * not, the totals are what the transcript holds. A transcript that does not exist
+ * yet is not waited for (it holds no earlier call). Looks at the last `CALL_TAIL`
+ * bytes, then only at what is appended.
+ */
+export const awaitCall = async (
+  transcript: string,
+  toolUseId: string,
+  options?: { readonly polls?: number | undefined; readonly everyMs?: number | undefined }
+): Promise<boolean> => {
+  if (!path.isAbsolute(transcript) || !/^[A-Za-z0-9_-]{1,256}$/.test(toolUseId)) return false
+  const needle = Buffer.from(`"${toolUseId}"`, "latin1")
+  const polls = options?.polls ?? 50
+  const everyMs = options?.everyMs ?? 10
+  let from: number | undefined
+  for (let look = 0; look <= polls; look++) {
+    if (look > 0) await new Promise((resolve) => setTimeout(resolve, everyMs))
+    let handle: fs.promises.FileHandle
+    try {
+      handle = await fs.promises.open(transcript, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+    } catch {
+      if (look === 0) return false
+      continue
+    }
+    try {
+      const size = (await handle.stat()).size
+      let position = from === undefined ? Math.max(0, size - CALL_TAIL) : Math.min(from, size)
+      const buffer = Buffer.alloc(Math.min(CHUNK, Math.max(size - position, 1)))
+      while (position < size) {
+        const { bytesRead } = await handle.read(buffer, 0, Math.min(buffer.length, size - position), position)
+        if (bytesRead === 0) break
+        if (buffer.subarray(0, bytesRead).includes(needle)) return true
+        // The next read overlaps this one by the needle's length, so a split needle is found.
+        position += bytesRead <= needle.length ? bytesRead : bytesRead - needle.length + 1
+      }
+      from = Math.max(0, size - needle.length + 1)
+    } catch {
+      // A read that fails is looked at again.
+    } finally {
+      await handle.close()
+    }
+  }
+  return false
+}
+
 /**
  * Where the command hook keeps its scans: `session-journal-scans` beside the
  * user's state directory of journals (the command line's `Storage.userStateDir`),

@@ -1,0 +1,43 @@
+/**
+ * `TranscriptScan.awaitCall`: a door reads the transcript once it holds the call
+ * it decides (Claude Code writes its transcript in batches; the lines before a
+ * call are there once the call's own line is).
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, assert, describe, it } from "vitest"
+import * as TranscriptScan from "../src/internal/transcriptScan.ts"
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sj-await-"))
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
+
+const line = (id: string) =>
+  JSON.stringify({ type: "assistant", message: { content: [{ type: "tool_use", id, name: "Bash", input: {} }] } }) +
+  "\n"
+
+describe("TranscriptScan.awaitCall", () => {
+  it("finds a call already written, and one written while it waits (split across reads too)", async () => {
+    const file = path.join(dir, "a.jsonl")
+    fs.writeFileSync(file, "x".repeat(3 * 1024 * 1024) + line("toolu_first"))
+    assert.isTrue(await TranscriptScan.awaitCall(file, "toolu_first", { polls: 0 }))
+    const written = TranscriptScan.awaitCall(file, "toolu_later", { polls: 1000, everyMs: 1 })
+    // Written in two pieces, the id cut in the middle, while the call waits.
+    const whole = line("toolu_later")
+    const cut = whole.indexOf("later")
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    fs.appendFileSync(file, whole.slice(0, cut))
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    fs.appendFileSync(file, whole.slice(cut))
+    assert.isTrue(await written)
+  })
+
+  it("does not wait for a transcript that does not exist, and gives up on a call that never comes", async () => {
+    assert.isFalse(await TranscriptScan.awaitCall(path.join(dir, "absent.jsonl"), "toolu_x", { polls: 1_000_000 }))
+    const file = path.join(dir, "b.jsonl")
+    fs.writeFileSync(file, line("toolu_other"))
+    assert.isFalse(await TranscriptScan.awaitCall(file, "toolu_never", { polls: 3, everyMs: 1 }))
+    assert.isFalse(await TranscriptScan.awaitCall("relative.jsonl", "toolu_x"))
+    assert.isFalse(await TranscriptScan.awaitCall(file, "bad id with spaces"))
+  })
+})
