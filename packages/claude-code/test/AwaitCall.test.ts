@@ -32,6 +32,21 @@ describe("TranscriptScan.awaitCall", () => {
     assert.isTrue(await written)
   })
 
+  it("finds a call followed by other lines, wherever it stands across the steps it reads back, and not past 4 MiB", async () => {
+    const file = path.join(dir, "c.jsonl")
+    const id = "toolu_back"
+    const needle = `"${id}"`
+    // The needle at offsets around a 64 KiB step boundary from the end, and deep in the tail.
+    for (
+      const after of [0, 1, 64 * 1024 - 5, 64 * 1024 - needle.length + 3, 64 * 1024, 200 * 1024, 4 * 1024 * 1024 - 100]
+    ) {
+      fs.writeFileSync(file, "y".repeat(10_000) + needle + "z".repeat(after))
+      assert.isTrue(await TranscriptScan.awaitCall(file, id, { polls: 0 }), `${after} bytes after it`)
+    }
+    fs.writeFileSync(file, needle + "z".repeat(4 * 1024 * 1024 + 10))
+    assert.isFalse(await TranscriptScan.awaitCall(file, id, { polls: 0 }), "more than 4 MiB back")
+  })
+
   it("does not wait for a transcript that does not exist, and gives up on a call that never comes", async () => {
     assert.isFalse(await TranscriptScan.awaitCall(path.join(dir, "absent.jsonl"), "toolu_x", { polls: 1_000_000 }))
     const file = path.join(dir, "b.jsonl")

@@ -162,26 +162,15 @@ const verifyStored = (id: string) =>
     )
     if (Result.isFailure(verified)) {
       const e = verified.failure
-      if (e._tag === "IntegrityViolation") {
+      if (e._tag === "IntegrityViolation" || e._tag === "CorruptJournal") {
         return {
           id,
           ok: false,
           head: null,
           entries_checked: 0,
           torn_tail: null,
-          corruption: null,
-          violation: violationJson(e)
-        } satisfies Report
-      }
-      if (e._tag === "CorruptJournal") {
-        return {
-          id,
-          ok: false,
-          head: null,
-          entries_checked: 0,
-          torn_tail: null,
-          corruption: corruptionJson(e),
-          violation: null
+          corruption: e._tag === "CorruptJournal" ? corruptionJson(e) : null,
+          violation: e._tag === "IntegrityViolation" ? violationJson(e) : null
         } satisfies Report
       }
       return yield* e

@@ -227,8 +227,8 @@ const CALL_TAIL = 4 * 1024 * 1024
  * transcript says waits for that line first (for a main agent's call: a
  * sub-agent's calls are in its own transcript). Resolves whether it came: when it did
  * not, the totals are what the transcript holds. A transcript that does not exist
- * yet is not waited for (it holds no earlier call). Looks at the last `CALL_TAIL`
- * bytes, then only at what is appended.
+ * yet is not waited for (it holds no earlier call). Looks back from the end over at
+ * most the last `CALL_TAIL` bytes, then only at what is appended.
  */
 export const awaitCall = async (
   transcript: string,
@@ -251,14 +251,8 @@ export const awaitCall = async (
     }
     try {
       const size = (await handle.stat()).size
-      let position = from === undefined ? Math.max(0, size - CALL_TAIL) : Math.min(from, size)
-      const buffer = Buffer.alloc(Math.min(CHUNK, Math.max(size - position, 1)))
-      while (position < size) {
-        const { bytesRead } = await handle.read(buffer, 0, Math.min(buffer.length, size - position), position)
-        if (bytesRead === 0) break
-        if (buffer.subarray(0, bytesRead).includes(needle)) return true
-        // The next read overlaps this one by the needle's length, so a split needle is found.
-        position += bytesRead <= needle.length ? bytesRead : bytesRead - needle.length + 1
+      if (from === undefined ? await inTail(handle, size, needle) : await inRange(handle, from, size, needle)) {
+        return true
       }
       from = Math.max(0, size - needle.length + 1)
     } catch {
@@ -266,6 +260,41 @@ export const awaitCall = async (
     } finally {
       await handle.close()
     }
+  }
+  return false
+}
+
+/** How far back each step of `inTail` reads. */
+const TAIL_STEP = 64 * 1024
+
+// Whether `needle` is in the last `CALL_TAIL` bytes before `size`, read from the end
+// back, a step at a time (a call's line is usually near the end).
+const inTail = async (handle: fs.promises.FileHandle, size: number, needle: Buffer): Promise<boolean> => {
+  const floor = Math.max(0, size - CALL_TAIL)
+  for (let end = size; end > floor;) {
+    const start = Math.max(floor, end - TAIL_STEP)
+    // Each step reaches into the one after it by the needle's length, so a split needle is found.
+    if (await inRange(handle, start, Math.min(size, end + needle.length - 1), needle)) return true
+    end = start
+  }
+  return false
+}
+
+// Whether `needle` is in bytes `[start, end)`, read forward.
+const inRange = async (
+  handle: fs.promises.FileHandle,
+  start: number,
+  end: number,
+  needle: Buffer
+): Promise<boolean> => {
+  let position = Math.min(start, end)
+  const buffer = Buffer.alloc(Math.min(CHUNK, Math.max(end - position, 1)))
+  while (position < end) {
+    const { bytesRead } = await handle.read(buffer, 0, Math.min(buffer.length, end - position), position)
+    if (bytesRead === 0) break
+    if (buffer.subarray(0, bytesRead).includes(needle)) return true
+    // The next read overlaps this one by the needle's length, so a split needle is found.
+    position += bytesRead <= needle.length ? bytesRead : bytesRead - needle.length + 1
   }
   return false
 }

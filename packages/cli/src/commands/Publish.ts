@@ -297,6 +297,14 @@ export const publishOnce = (id: string, options: PublishOptions) =>
     } satisfies Published
   })
 
+// `once`, then again every `everyMillis` until interrupted (a failure ends it); once alone without.
+const repeated = <E, R>(once: Effect.Effect<void, E, R>, everyMillis: number | undefined) =>
+  everyMillis === undefined ? once : Effect.forever(Effect.andThen(once, Effect.sleep(Duration.millis(everyMillis))))
+
+// The lines saying what a run over every session published, each into DIR/<id>.
+const publishedLines = (done: ReadonlyArray<Published>, out: string) =>
+  Output.lines(done.map((p) => publishedText(p, path.join(out, p.id))))
+
 const publishedText = (p: Published, out: string): string =>
   p.tree_size === p.old_size && p.files_written === 0
     ? `${p.id}: ${out} is up to date (${Output.count(p.tree_size, "entry", "entries")}, root ${p.root})`
@@ -321,9 +329,7 @@ export const publish = (
     publishOnce(id, options),
     (p) => options.json ? Output.json(p) : Output.lines([publishedText(p, options.out)])
   )
-  const every = options.everyMillis
-  if (every === undefined) return once
-  return Effect.forever(Effect.andThen(once, Effect.sleep(Duration.millis(every))))
+  return repeated(once, options.everyMillis)
 }
 
 /**
@@ -396,7 +402,7 @@ export const publishAll = (
     Effect.andThen(
       options.json
         ? Output.json(done)
-        : Output.lines(done.map((p) => publishedText(p, path.join(options.out, p.id)))),
+        : publishedLines(done, options.out),
       failed === 0
         ? Effect.void
         : Effect.fail(
@@ -406,9 +412,7 @@ export const publishAll = (
           })
         )
     ))
-  const every = options.everyMillis
-  if (every === undefined) return once
-  return Effect.forever(Effect.andThen(once, Effect.sleep(Duration.millis(every))))
+  return repeated(once, options.everyMillis)
 }
 
 /**
@@ -428,7 +432,7 @@ export const publishAround = <A, E, R>(
   Effect.gen(function*() {
     const published = new Map<string, number>()
     const once = publishChanged(options, published).pipe(
-      Effect.flatMap(({ done }) => Output.lines(done.map((p) => publishedText(p, path.join(options.out, p.id))))),
+      Effect.flatMap(({ done }) => publishedLines(done, options.out)),
       Effect.catch((e) =>
         isRefusal(e)
           ? Effect.fail(e)
@@ -437,7 +441,7 @@ export const publishAround = <A, E, R>(
     )
     const result = yield* Effect.raceFirst(
       door,
-      Effect.forever(Effect.andThen(once, Effect.sleep(Duration.millis(options.everyMillis))))
+      repeated(once, options.everyMillis)
     )
     yield* once
     return result
