@@ -97,39 +97,6 @@ export class SessionLocked extends Schema.TaggedError<SessionLocked>()("SessionL
 }
 
 /**
- * Storage failed. `operation` names the port operation or primitive, `path` the file
- * or table when there is one, `reason` why, as one tagged case of
- * `StorageReason.Reason` (an I/O failure with its code, a refused path, an invalid
- * option, a record too large, a write not made durable, ...), `cause` the
- * underlying error. After a StorageError on a write, the session's in-memory state
- * is dropped and re-read before the next write.
- *
- * @since 0.1.0
- */
-export class StorageError extends Schema.TaggedError<StorageError>()("StorageError", {
-  operation: Schema.String,
-  path: Schema.optionalKey(Schema.String),
-  reason: StorageReason.Reason,
-  cause: Schema.optionalKey(Schema.Defect())
-}) {
-  override get message(): string {
-    const where = this.path === undefined ? "" : ` (${this.path})`
-    return `storage ${this.operation} failed${where}: ${this.reason.message}`
-  }
-
-  /**
-   * The error of a failed underlying call: its reason is `StorageReason.Io`
-   * (the cause's code and message), its cause the error itself.
-   *
-   * @since 0.1.0
-   */
-  static io(operation: string, cause: unknown, path?: string): StorageError {
-    const reason = StorageReason.fromCause(cause)
-    return new StorageError(path === undefined ? { operation, reason, cause } : { operation, path, reason, cause })
-  }
-}
-
-/**
  * Stored bytes are damaged in a way that is not a torn tail: `segment` names the
  * file (or table), `offset` the byte offset (or sequence) where the damage starts,
  * `reason` the kind of damage (`CorruptReason.Reason`).
@@ -158,6 +125,64 @@ export class SequenceConflict extends Schema.TaggedError<SequenceConflict>()("Se
 }) {
   override get message(): string {
     return `session ${this.id}: another writer already stored sequence ${this.sequence}`
+  }
+}
+
+/**
+ * The typed errors of the port a `StorageError` carries as its `reason` when the
+ * operation that met one does not declare it (an invalid session id in a
+ * maintenance call, damage met while mirroring): the error itself, so a caller
+ * matches on its `_tag` and fields as on any `StorageReason` case, and the
+ * `StorageError`'s message ends with the error's own.
+ *
+ * @since 0.1.0
+ */
+export const UndeclaredError = Schema.Union([
+  InvalidSessionId,
+  IntegrityViolation,
+  SessionNotFound,
+  SessionLocked,
+  CorruptJournal,
+  SequenceConflict
+])
+
+/**
+ * A typed error of the port carried as a `StorageError`'s `reason` (see the schema).
+ *
+ * @since 0.1.0
+ */
+export type UndeclaredError = typeof UndeclaredError.Type
+
+/**
+ * Storage failed. `operation` names the port operation or primitive, `path` the file
+ * or table when there is one, `reason` why, as one tagged case of
+ * `StorageReason.Reason` (an I/O failure with its code, a refused path, an invalid
+ * option, a record too large, a write not made durable, ...) or an `UndeclaredError`
+ * the operation met, `cause` the underlying error. After a StorageError on a write, the session's in-memory state
+ * is dropped and re-read before the next write.
+ *
+ * @since 0.1.0
+ */
+export class StorageError extends Schema.TaggedError<StorageError>()("StorageError", {
+  operation: Schema.String,
+  path: Schema.optionalKey(Schema.String),
+  reason: Schema.Union([StorageReason.Reason, UndeclaredError]),
+  cause: Schema.optionalKey(Schema.Defect())
+}) {
+  override get message(): string {
+    const where = this.path === undefined ? "" : ` (${this.path})`
+    return `storage ${this.operation} failed${where}: ${this.reason.message}`
+  }
+
+  /**
+   * The error of a failed underlying call: its reason is `StorageReason.Io`
+   * (the cause's code and message), its cause the error itself.
+   *
+   * @since 0.1.0
+   */
+  static io(operation: string, cause: unknown, path?: string): StorageError {
+    const reason = StorageReason.fromCause(cause)
+    return new StorageError(path === undefined ? { operation, reason, cause } : { operation, path, reason, cause })
   }
 }
 

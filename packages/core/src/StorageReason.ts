@@ -228,18 +228,6 @@ export class Incomplete extends Schema.TaggedClass<Incomplete>()("Incomplete", {
 }) {}
 
 /**
- * Another typed failure (`tag`, `message`) reported as a storage failure by an
- * operation that does not declare it (an invalid session id in a maintenance
- * call, damage met while mirroring).
- *
- * @since 0.1.0
- */
-export class Rejected extends Schema.TaggedClass<Rejected>()("Rejected", {
-  tag: Schema.String,
-  message: Schema.String
-}) {}
-
-/**
  * The writer's lock is no longer its own (removed, or taken by another writer):
  * the writer stopped before its next write. `found` says what stands there now.
  *
@@ -270,7 +258,8 @@ export class NotKept extends Schema.TaggedClass<NotKept>()("NotKept", {
 }
 
 /**
- * Every reason a `StorageError` can have.
+ * Every reason of storage's own a `StorageError` can have (its `reason` may also be
+ * an `UndeclaredError` the failing operation met).
  *
  * @since 0.1.0
  */
@@ -291,12 +280,11 @@ export const Reason = Schema.Union([
   ClockOutOfRange,
   Incomplete,
   NotKept,
-  LockLost,
-  Rejected
+  LockLost
 ])
 
 /**
- * Every reason a `StorageError` can have.
+ * Every reason of storage's own a `StorageError` can have.
  *
  * @since 0.1.0
  */

@@ -5,7 +5,15 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Schema from "effect/Schema"
-import { StorageError, StorageReason } from "../src/index.ts"
+import {
+  CorruptJournal,
+  CorruptReason,
+  InvalidSessionId,
+  SessionLocked,
+  StorageError,
+  StorageReason,
+  UndeclaredError
+} from "../src/index.ts"
 
 describe("StorageReason", () => {
   it("each case's message reads as the adapters' messages did", () => {
@@ -66,5 +74,20 @@ describe("StorageReason", () => {
     const plain = StorageError.io("connect", "refused")
     assert.strictEqual(plain.message, "storage connect failed: refused")
     assert.isFalse("code" in plain.reason)
+  })
+
+  it("an error its operation does not declare is the StorageError's reason itself", () => {
+    const carried = [
+      new InvalidSessionId({ id: "a/b" }),
+      new SessionLocked({ id: "s", holder: "pid 7 on h" }),
+      new CorruptJournal({ segment: "/j/s/seg", offset: 3, reason: new CorruptReason.LineTooLong({ bound: 8 }) })
+    ]
+    for (const reason of carried) {
+      assert.isTrue(Schema.is(UndeclaredError)(reason), reason._tag)
+      assert.isFalse(Schema.is(StorageReason.Reason)(reason), reason._tag)
+      const error = new StorageError({ operation: "inspect", reason, cause: reason })
+      assert.strictEqual(error.reason._tag, reason._tag)
+      assert.strictEqual(error.message, `storage inspect failed: ${reason.message}`)
+    }
   })
 })

@@ -4,7 +4,7 @@
  * group-writable directories are refused, modes are exact under any umask, and
  * reads are bounded.
  */
-import { Checkpoint, JournalState, Persistence } from "@session-journal/core"
+import { Checkpoint, InvalidSessionId, JournalState, Persistence, StorageError } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Stream from "effect/Stream"
@@ -160,6 +160,7 @@ describe("hostile session ids", () => {
           ) {
             const exit = yield* Effect.exit(attempt as Effect.Effect<unknown, { _tag: string; cause?: unknown }>)
             expect(failureTag(exit)).toBe("StorageError")
+            expectCarriesInvalidId(exit, id)
           }
         }
         expect(calls).toBe(before)
@@ -167,7 +168,43 @@ describe("hostile session ids", () => {
     )
     expect(fs.readdirSync(root)).toEqual([])
   })
+
+  it("a maintenance call refuses one with a StorageError whose reason is the InvalidSessionId", async () => {
+    const root = path.join(tempDir("ids-maintenance"), "root")
+    fs.mkdirSync(root, { mode: 0o700 })
+    for (const id of ["a/b", "CON", ""]) {
+      for (
+        const call of [
+          NodePersistence.inspect({ root }, id),
+          NodePersistence.repair({ root }, id),
+          NodePersistence.unlock({ root }, id)
+        ]
+      ) {
+        const exit = await Effect.runPromiseExit(call as Effect.Effect<unknown, unknown>)
+        expect(failureTag(exit)).toBe("StorageError")
+        expectCarriesInvalidId(exit, id)
+      }
+    }
+    expect(fs.readdirSync(root)).toEqual([])
+  })
 })
+
+// The failure is a StorageError whose reason (and cause) is the InvalidSessionId
+// of `id`, matched by its tag and field, and whose message ends with that error's.
+const expectCarriesInvalidId = (exit: Exit.Exit<unknown, unknown>, id: string): void => {
+  const found = Exit.findErrorOption(exit)
+  if (found._tag !== "Some" || !(found.value instanceof StorageError)) {
+    expect.fail(`not a StorageError: ${String(exit)}`)
+    return
+  }
+  const { reason } = found.value
+  expect(reason._tag).toBe("InvalidSessionId")
+  if (reason._tag === "InvalidSessionId") {
+    expect(reason.id).toBe(id)
+    expect(found.value.cause).toBe(reason)
+    expect(found.value.message).toBe(`storage ${found.value.operation} failed: ${new InvalidSessionId({ id }).message}`)
+  }
+}
 
 describe("modes under any umask", () => {
   for (const umask of ["000", "077"]) {

@@ -253,7 +253,7 @@ export const linkStaged = (ctx: Files.Context, from: string, to: string): Effect
   )
 
 // The entry hash a session directory stores at `sequence`; a line over the bound
-// is a storage failure of the mirror.
+// is a storage failure of the mirror, whose reason is the `CorruptJournal`.
 export const entryHashAt = (operation: string, ctx: Files.Context, dir: string, sequence: number) =>
   Effect.catchTag(
     Files.entryHashAt(ctx, dir, sequence),
@@ -263,7 +263,7 @@ export const entryHashAt = (operation: string, ctx: Files.Context, dir: string, 
         new StorageError({
           operation,
           path: dir,
-          reason: new StorageReason.Rejected({ tag: e._tag, message: e.message }),
+          reason: e,
           cause: e
         })
       )

@@ -14,7 +14,7 @@ import {
   SessionLocked,
   SessionNotFound,
   StorageError,
-  StorageReason
+  type UndeclaredError
 } from "@session-journal/core"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -32,11 +32,12 @@ import type * as Session from "./session.ts"
 const WINDOWS_NAMES = /^(?:con|prn|aux|nul|com[0-9]|lpt[0-9])$/i
 
 export const invalidId = (operation: string, id: string): StorageError =>
-  rejected(operation, new InvalidSessionId({ id }))
+  undeclared(operation, new InvalidSessionId({ id }))
 
-// Another typed failure, reported as a storage failure of `operation`.
-const rejected = (operation: string, e: { readonly _tag: string; readonly message: string }): StorageError =>
-  new StorageError({ operation, reason: new StorageReason.Rejected({ tag: e._tag, message: e.message }), cause: e })
+// A typed failure `operation` does not declare, reported as a storage failure of
+// `operation` that carries it as its reason.
+const undeclared = (operation: string, e: UndeclaredError): StorageError =>
+  new StorageError({ operation, reason: e, cause: e })
 
 /**
  * Whether `id` may name a session directory: the session id pattern of docs/DESIGN.md §2,
@@ -126,7 +127,7 @@ export const toDeclaredErrors = <A, E extends AdapterError>(
   Effect.catch(
     effect,
     (e): Effect.Effect<never, E | StorageError> =>
-      isKept<E>(e, keep) ? Effect.fail(e) : Effect.fail(e._tag === "StorageError" ? e : rejected(operation, e))
+      isKept<E>(e, keep) ? Effect.fail(e) : Effect.fail(e._tag === "StorageError" ? e : undeclared(operation, e))
   )
 
 /**
