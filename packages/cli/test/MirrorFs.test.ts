@@ -19,7 +19,7 @@ afterAll(cleanup)
 describe("mirrorFs.entryHashAt", () => {
   it.live("a line above the bound fails with a StorageError whose reason is the CorruptJournal", () =>
     Effect.gen(function*() {
-      const root = path.join(tempDir("mirrorfs"), "journal")
+      const root = path.join(tempDir(), "journal")
       yield* Effect.scoped(Effect.gen(function*() {
         const journal = yield* SessionJournal.SessionJournal
         // Larger than any chunk the reader takes at once.

@@ -98,7 +98,7 @@ export interface Options {
   /** Largest segment line (default 8 MiB); a longer record is refused on append. */
   readonly maxLineBytes?: number | undefined
   /**
-   * Whether a writer alone in the process makes its durable write on the calling
+   * Whether a writer alone in its adapter makes its durable write on the calling
    * thread (default true): one write instead of two thread-pool hand-offs, while the
    * event loop waits for the disk (about as long as one fdatasync). Set false in a
    * host whose event loop must never wait for the disk; writes then always go through
@@ -270,6 +270,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
             new Session.SegmentWriter(ctx, dir, id, caps, {
               removeCheckpointedSegments: r.removeCheckpointedSegments,
               segmentMinBytes: r.segmentMinBytes,
+              turns: r.turns,
               lockCheck: held?.check
             })
           ),

@@ -26,6 +26,7 @@ import type * as Scope from "effect/Scope"
 import * as path from "node:path"
 import * as Lock from "../Lock.ts"
 import type { Options } from "../NodePersistence.ts"
+import * as Durable from "./durable.ts"
 import * as FileOps from "./fileOps.ts"
 import type * as Session from "./session.ts"
 
@@ -57,6 +58,8 @@ export interface Resolved {
   readonly pollInterval: Duration.Duration
   /** How long a writer waits for the lock (`Options.lockWait`), milliseconds; 0: not at all. */
   readonly lockWaitMillis: number
+  /** Which of this adapter's writers is alone (`Durable.write`): made once per resolution, never shared. */
+  readonly turns: Durable.Turns
 }
 
 /**
@@ -101,7 +104,8 @@ const resolve = (
   removeCheckpointedSegments: options.removeCheckpointedSegments ?? false,
   segmentMinBytes: Number.isFinite(options.segmentMinBytes) ? Math.max(0, options.segmentMinBytes!) : 0,
   pollInterval: intervals.pollInterval,
-  lockWaitMillis: Duration.toMillis(intervals.lockWait)
+  lockWaitMillis: Duration.toMillis(intervals.lockWait),
+  turns: new Durable.Turns()
 })
 
 /** Every typed error the adapter's internals fail with, before `toDeclaredErrors`. */

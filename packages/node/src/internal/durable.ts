@@ -1,6 +1,6 @@
 /**
  * How the writer makes its bytes durable (docs/DESIGN.md §11): segments are opened
- * with `O_DSYNC`, so one write is one durable step; a writer alone in the process
+ * with `O_DSYNC`, so one write is one durable step; a writer alone in its adapter
  * writes on the calling thread, others through libuv's thread pool; a preallocated
  * segment's size runs ahead of its data (`extend`, with `ftruncate`), zeros are
  * written into the space ahead of the data off the append path (`fill`), so most
@@ -22,14 +22,22 @@ export const PREALLOCATE_BYTES = 64 * 1024
  */
 export const preallocatedEnd = (used: number): number => Math.ceil(used / 4096) * 4096 + PREALLOCATE_BYTES
 
-// Which writer of this process made the last durable write, and how many durable
-// writes are in the thread pool now.
-const turns: { inFlight: number; last: object | null } = { inFlight: 0, last: null }
+/**
+ * Which writer of one adapter made the last durable write, and how many durable
+ * writes of its writers are in the thread pool now: what `write` asks to know
+ * whether a writer is alone. It belongs to the adapter instance (made with its
+ * resolved options), so two adapters in one process never decide each other's
+ * writes, and it goes with the adapter.
+ */
+export class Turns {
+  inFlight = 0
+  last: object | null = null
+}
 
 /**
  * One durable write for `owner` (a writer) on a handle opened with `DSYNC`. A
- * writer that is alone in the process — it made the last durable write and none
- * is in the thread pool now — writes on the calling thread (`Fs.writeSync`): no
+ * writer that is alone in its adapter (`turns`) — it made the last durable write
+ * and none is in the thread pool now — writes on the calling thread (`Fs.writeSync`): no
  * pool round trip, which is most of what a lone caller's append costs beyond the
  * disk, at the price of the event loop waiting for the disk. Otherwise the write
  * goes through the pool, so the writes of many sessions overlap. On failure any
@@ -37,6 +45,7 @@ const turns: { inFlight: number; last: object | null } = { inFlight: 0, last: nu
  */
 export const write = (
   ctx: FileOps.Context,
+  turns: Turns,
   owner: object,
   fh: FileOps.FileHandle,
   file: string,
@@ -112,8 +121,8 @@ export const fill = (
   end: number
 ): Effect.Effect<void, StorageError> => FileOps.writeDurable(fh, file, zeros.subarray(0, end - from), from)
 
-/** Forgets `owner` as the last writer (it closes). */
-export const leave = (owner: object): void => {
+/** Forgets `owner` as the last writer of `turns` (it closes). */
+export const leave = (turns: Turns, owner: object): void => {
   if (turns.last === owner) turns.last = null
 }
 

@@ -298,6 +298,7 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
     const writer = new Session.SegmentWriter(ctx, dir, id, caps, {
       removeCheckpointedSegments: r.removeCheckpointedSegments,
       segmentMinBytes: r.segmentMinBytes,
+      turns: r.turns,
       lockCheck: held.check
     })
     entry = yield* Effect.ensuring(

@@ -33,6 +33,8 @@ import * as Segment from "./segment.ts"
 /** Options the writer needs. */
 export interface WriterOptions {
   readonly removeCheckpointedSegments: boolean
+  /** Whether the writer is alone in its adapter: the adapter's own (`Resolved.turns`). */
+  readonly turns: Durable.Turns
   /**
    * A checkpoint that covers everything stored completes the active segment only
    * once it holds at least this many bytes (0: always).
@@ -130,7 +132,7 @@ export class SegmentWriter {
    */
   close(): Effect.Effect<void> {
     return Effect.suspend(() => {
-      Durable.leave(this)
+      Durable.leave(this.options.turns, this)
       const last = this.view?.last ?? null
       // Only while the lock is still ours: a writer whose lock was taken must not cut
       // the new holder's records off the segment they share.
@@ -374,7 +376,7 @@ export class SegmentWriter {
     return this.activeHandle(seg.name).pipe(
       Effect.tap(() => fill),
       Effect.tap((fh) => starts ? Effect.void : extend(fh)),
-      Effect.tap((fh) => Durable.write(this.ctx, this, fh, file, bytes, seg.validEnd)),
+      Effect.tap((fh) => Durable.write(this.ctx, this.options.turns, this, fh, file, bytes, seg.validEnd)),
       Effect.tap(() =>
         Effect.sync(() => {
           seg.size = Math.max(seg.size, used)
