@@ -10,6 +10,7 @@
  * @since 0.1.0
  */
 import { Entry, JournalState, Persistence, SessionJournal, StorageError, StorageReason } from "@session-journal/core"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -203,9 +204,10 @@ const pass = (
           ? null
           : walked ?? (yield* Effect.orElseSucceed(Source.stamp(Sync.locationOf(root, t)), () => null))
         const known = cache?.stamps.get(file)
+        const now = yield* Clock.currentTimeMillis
         if (
           !force && known !== undefined && sameStamp(known.stamp, before) &&
-          (known.retryAt === null || known.retryAt > Date.now())
+          (known.retryAt === null || known.retryAt > now)
         ) return undefined
         const resume = cache?.resumes.get(file)
         const result = yield* Sync.syncFile(t, root, limits, parent, resume)
@@ -215,7 +217,7 @@ const pass = (
           // (a lock held by another writer goes away without the file changing).
           if (before === null) cache.stamps.delete(file)
           else {
-            const retryAt = result.report.status === "failed" ? Date.now() + RETRY_MILLIS : null
+            const retryAt = result.report.status === "failed" ? (yield* Clock.currentTimeMillis) + RETRY_MILLIS : null
             cache.stamps.set(file, { stamp: before, retryAt })
           }
           cache.missing.delete(SessionIds.sessionId(t))
@@ -413,7 +415,7 @@ export const follow = <E, R>(
     let lastFull = -Infinity
     let pollDelay = interval
     for (;;) {
-      const now = Date.now()
+      const now = yield* Clock.currentTimeMillis
       for (const [file, at] of retry) {
         if (at > now) continue
         retry.delete(file)
@@ -441,10 +443,11 @@ export const follow = <E, R>(
       const result = yield* pass(options, cache, full ? null : entries, watchDir)
       if (full) {
         // The next full walk is `rescan` after this one ended, however long it took.
-        lastFull = Date.now()
+        lastFull = yield* Clock.currentTimeMillis
         yield* unwatchGone
       }
-      for (const file of result.failed) retry.set(file, Date.now() + RETRY_MILLIS)
+      const ended = yield* Clock.currentTimeMillis
+      for (const file of result.failed) retry.set(file, ended + RETRY_MILLIS)
       const { report } = result
       // A refused path is reported when it first shows up, not on every pass.
       const fresh = report.refused.filter((r) => !reportedRefused.has(r.path))

@@ -341,8 +341,9 @@ export const parseAnswerHead = (
  * close`); the answer taken as `parseAnswerHead` reads its head, with a body of
  * exactly its `Content-Length` or in chunks (at most `MAX_ANSWER_BYTES` either
  * way; anything else fails).
- * No deadline of its own: `signal` aborts it. Resolves with the answer and the
- * nonce the answer's proof must name.
+ * No deadline of its own: `signal` aborts it. `time` is the request's time the
+ * proof signs (milliseconds since the epoch, from the caller's clock). Resolves
+ * with the answer and the nonce the answer's proof must name.
  *
  * `node:http` is not used: loading it and its client costs more than the rest of
  * the exchange, at every hook event.
@@ -352,7 +353,12 @@ export const parseAnswerHead = (
 export const exchange = (
   url: URL,
   token: string,
-  request: { readonly method: "POST" | "GET"; readonly body: Uint8Array; readonly signal: AbortSignal }
+  request: {
+    readonly method: "POST" | "GET"
+    readonly body: Uint8Array
+    readonly signal: AbortSignal
+    readonly time: number
+  }
 ): Promise<{ readonly answer: Exchanged; readonly nonce: string }> =>
   new Promise((resolve, reject) => {
     if (url.protocol !== "http:") return reject(new Error("not an http: URL"))
@@ -361,7 +367,7 @@ export const exchange = (
     const { header, nonce } = GuardAuth.sign(token, {
       method: request.method,
       path: url.pathname,
-      time: Date.now()
+      time: request.time
     }, request.body)
     const head = [
       `${request.method} ${target} HTTP/1.1`,
@@ -511,13 +517,28 @@ export const withDeadline = <A>(
 }
 
 /**
- * Forwards the event `body` to the guard and decides what to print and exit with,
- * all within `leftMs` (default: the options' `timeoutMs`, `DEFAULT_TIMEOUT_MS`
- * without it; `main` passes what reading stdin left of it).
+ * The forwarder's clock: milliseconds since the epoch. The forwarder loads no
+ * Effect (it runs once per hook event), so it has no `Clock` service: the process
+ * that runs it gives it the clock once, at its entry, and a test may give another.
  *
  * @since 0.1.0
  */
-export const forward = async (options: Options, body: Buffer | null, leftMs?: number): Promise<Outcome> => {
+export type Now = () => number
+
+/**
+ * Forwards the event `body` to the guard and decides what to print and exit with,
+ * all within `leftMs` (default: the options' `timeoutMs`, `DEFAULT_TIMEOUT_MS`
+ * without it; `main` passes what reading stdin left of it); the request is dated
+ * by `now`.
+ *
+ * @since 0.1.0
+ */
+export const forward = async (
+  options: Options,
+  body: Buffer | null,
+  now: Now,
+  leftMs?: number
+): Promise<Outcome> => {
   const where = `the session-journal guard at ${options.url}`
   if (body === null) {
     return fallback(null, `the hook event is larger than ${MAX_EVENT_BYTES} bytes; not forwarded to ${where}`)
@@ -542,7 +563,7 @@ export const forward = async (options: Options, body: Buffer | null, leftMs?: nu
     leftMs ?? timeoutMs,
     async (signal) => {
       try {
-        const { answer, nonce } = await exchange(url, token, { method: "POST", body, signal })
+        const { answer, nonce } = await exchange(url, token, { method: "POST", body, signal, time: now() })
         if (!GuardAuth.verifyAnswer(token, nonce, answer.proof, answer.status, answer.body)) {
           return refuse(
             `${where} answered ${answer.status} without proof that it holds the token ` +
@@ -566,19 +587,19 @@ export const forward = async (options: Options, body: Buffer | null, leftMs?: nu
  * Runs the forwarder on the arguments after `claude-code forward` and the event
  * on the process's stdin; resolves with what to write to stdout and stderr and
  * the exit code (the command line writes them). The deadline (`--timeout-ms`)
- * starts here: reading stdin is part of it.
+ * starts here, read on `now`: reading stdin is part of it.
  *
  * @since 0.1.0
  */
-export const outcomeOf = async (args: ReadonlyArray<string>): Promise<Outcome> => {
+export const outcomeOf = async (args: ReadonlyArray<string>, now: Now): Promise<Outcome> => {
   const parsed = parseArgs(args)
   return typeof parsed === "string"
     ? fallback(null, `session-journal claude-code forward: ${parsed}`)
-    : await run(parsed)
+    : await run(parsed, now)
 }
 
-const run = async (options: Options): Promise<Outcome> => {
-  const started = Date.now()
+const run = async (options: Options, now: Now): Promise<Outcome> => {
+  const started = now()
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
   const body = await withDeadline<Buffer | null | "late" | { readonly failed: unknown }>(
     timeoutMs,
@@ -591,5 +612,5 @@ const run = async (options: Options): Promise<Outcome> => {
   if (body !== null && !Buffer.isBuffer(body)) {
     return fallback(null, `the hook event could not be read from stdin: ${messageOf(body.failed)}; not forwarded`)
   }
-  return forward(options, body, Math.max(1, timeoutMs - (Date.now() - started)))
+  return forward(options, body, now, Math.max(1, timeoutMs - (now() - started)))
 }

@@ -40,6 +40,7 @@
  */
 import { Policy } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
 import { DEFAULT_TIMEOUT_MS, exchange, MAX_TOKEN_FILE_BYTES, TOKEN_VAR, withDeadline } from "./Forwarder.ts"
@@ -215,41 +216,45 @@ export const askPolicy = (
   timeoutMs: number = DEFAULT_TIMEOUT_MS
 ): Effect.Effect<GuardPolicy, string> =>
   Effect.flatMap(
-    Effect.promise(() =>
-      withDeadline<GuardPolicy | string>(
-        timeoutMs,
-        async (signal) => {
-          let target: URL
-          try {
-            target = new URL("/policy", url)
-          } catch (e) {
-            return `its URL is not valid (${messageOf(e)})`
-          }
-          try {
-            const { answer, nonce } = await exchange(target, token, {
-              method: "GET",
-              body: new Uint8Array(0),
-              signal
-            })
-            if (!GuardAuth.verifyAnswer(token, nonce, answer.proof, answer.status, answer.body)) {
-              return `it answered ${answer.status} without proof that it holds the token ` +
-                `(a wrong $${TOKEN_VAR}, an older guard, or another program on its port)`
-            }
-            if (answer.status !== 200) return `it answered ${answer.status}`
-            let parsed: unknown
+    Effect.flatMap(Clock.currentTimeMillis, (time) =>
+      Effect.promise(() =>
+        withDeadline<GuardPolicy | string>(
+          timeoutMs,
+          async (signal) => {
+            let target: URL
             try {
-              parsed = JSON.parse(answer.body.toString("utf8"))
-            } catch {
-              parsed = undefined
+              target = new URL("/policy", url)
+            } catch (e) {
+              return `its URL is not valid (${messageOf(e)})`
             }
-            return isGuardPolicy(parsed) ? parsed : "its answer is not a policy report"
-          } catch (e) {
-            return signal.aborted ? `it did not answer within ${timeoutMs} ms` : `it is not reachable: ${messageOf(e)}`
-          }
-        },
-        () => `it did not answer within ${timeoutMs} ms`
-      )
-    ),
+            try {
+              const { answer, nonce } = await exchange(target, token, {
+                method: "GET",
+                body: new Uint8Array(0),
+                signal,
+                time
+              })
+              if (!GuardAuth.verifyAnswer(token, nonce, answer.proof, answer.status, answer.body)) {
+                return `it answered ${answer.status} without proof that it holds the token ` +
+                  `(a wrong $${TOKEN_VAR}, an older guard, or another program on its port)`
+              }
+              if (answer.status !== 200) return `it answered ${answer.status}`
+              let parsed: unknown
+              try {
+                parsed = JSON.parse(answer.body.toString("utf8"))
+              } catch {
+                parsed = undefined
+              }
+              return isGuardPolicy(parsed) ? parsed : "its answer is not a policy report"
+            } catch (e) {
+              return signal.aborted
+                ? `it did not answer within ${timeoutMs} ms`
+                : `it is not reachable: ${messageOf(e)}`
+            }
+          },
+          () => `it did not answer within ${timeoutMs} ms`
+        )
+      )),
     (r) => typeof r === "string" ? Effect.fail(r) : Effect.succeed(r)
   )
 

@@ -36,6 +36,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Random from "effect/Random"
 import * as Result from "effect/Result"
 import * as AgentDepth from "./AgentDepth.ts"
 import * as Hook from "./Hook.ts"
@@ -307,7 +308,8 @@ const handled = async (args: Options, io: Io, seen: Seen): Promise<Reply> => {
         ? { allowed: 0, tokens: null }
         : await TranscriptScan.totals(
           path,
-          TranscriptScan.fileKeeper(TranscriptScan.cacheDir(args.stateDir)),
+          // No fiber runs here: Effect's default generator, the one a fiber would have.
+          TranscriptScan.fileKeeper(TranscriptScan.cacheDir(args.stateDir), Random.Random.defaultValue()),
           options.session ?? Hook.sessionId(hookEvent.input)
         )
       const projectDir = io.env["CLAUDE_PROJECT_DIR"]

@@ -13,6 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
+import * as TestClock from "effect/testing/TestClock"
 import * as fc from "fast-check"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
@@ -629,6 +630,26 @@ describe("Archive", () => {
       ),
     { timeout: 120_000 }
   )
+
+  it.effect("with a cache, a file that failed is left alone for 5 s of the fiber's clock, then looked at again", () =>
+    Effect.gen(function*() {
+      const { source, journal } = setup()
+      yield* inJournal(
+        journal,
+        Effect.gen(function*() {
+          const cache = new Archive.Cache()
+          // Above a tiny file bound, the transcript fails every time it is read.
+          const pass = Archive.archive({ source, limits: { maxFileBytes: 10 } }, cache)
+          assert.strictEqual(statuses(yield* pass)[mainId], "failed")
+          assert.isUndefined(statuses(yield* pass)[mainId])
+          yield* TestClock.adjust("4999 millis")
+          assert.isUndefined(statuses(yield* pass)[mainId])
+          yield* TestClock.adjust("1 millis")
+          assert.strictEqual(statuses(yield* pass)[mainId], "failed")
+          assert.isUndefined(statuses(yield* pass)[mainId])
+        })
+      )
+    }))
 
   it.live("the journaled state is the chio snapshot of the session", () =>
     Effect.gen(function*() {

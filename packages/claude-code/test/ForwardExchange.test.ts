@@ -58,7 +58,8 @@ const post = (url: URL, body: string, ms = 10_000) => {
   return Forward.exchange(url, TOKEN, {
     method: "POST",
     body: new TextEncoder().encode(body),
-    signal: controller.signal
+    signal: controller.signal,
+    time: Date.now()
   }).finally(() => clearTimeout(timer))
 }
 

@@ -4,6 +4,7 @@
  * the door's reading of a session's transcripts (main and sub-agents), kept
  * between events and read on from where it stopped.
  */
+import * as Random from "effect/Random"
 import * as fc from "fast-check"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -98,8 +99,14 @@ describe("TranscriptScan.totals", () => {
     expect((await TranscriptScan.totals(transcript, keeper, "s")).tokens).toBe(15n + 1001n + 2n + 3n)
     // Kept in a file, the same.
     const files = path.join(dir, "scans")
-    expect((await TranscriptScan.totals(transcript, TranscriptScan.fileKeeper(files), "s")).tokens).toBe(1021n)
-    expect((await TranscriptScan.totals(transcript, TranscriptScan.fileKeeper(files), "s")).tokens).toBe(1021n)
+    expect(
+      (await TranscriptScan.totals(transcript, TranscriptScan.fileKeeper(files, Random.Random.defaultValue()), "s"))
+        .tokens
+    ).toBe(1021n)
+    expect(
+      (await TranscriptScan.totals(transcript, TranscriptScan.fileKeeper(files, Random.Random.defaultValue()), "s"))
+        .tokens
+    ).toBe(1021n)
     // A scan kept before tokens were counted claims nothing about them: the transcript is read again.
     const old = TranscriptScan.memoryKeeper()
     await old.write("v", { file: transcript, offset: fs.statSync(transcript).size, allowed: 0, recent: [] })

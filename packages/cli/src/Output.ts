@@ -7,6 +7,7 @@
  */
 import { Entry, JournalState } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
+import * as Clock from "effect/Clock"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { format } from "node:util"
@@ -223,18 +224,19 @@ export interface Progress {
 
 /**
  * Starts a progress bar labelled `label` on the stderr of `streams`; `total` may be
- * unknown (0) at first. Redraws at most every 100 ms.
+ * unknown (0) at first. Redraws at most every 100 ms of `clock` (the bar's methods
+ * are plain callbacks, so the clock is given once, when it starts).
  *
  * @since 0.1.0
  */
-export const progress = (streams: Streams, label: string, total = 0): Progress => {
+export const progress = (streams: Streams, label: string, total: number, clock: Clock.Clock): Progress => {
   if (streams.stderrColumns() === undefined) return { total: () => {}, advance: () => {}, done: () => {} }
   let max = total
   let current = 0
   let last = 0
   let drawn = false
   const draw = (force: boolean) => {
-    const now = Date.now()
+    const now = clock.currentTimeMillisUnsafe()
     if (!force && now - last < 100) return
     last = now
     const columns = Math.max(40, streams.stderrColumns() ?? 80)
@@ -272,7 +274,7 @@ export const withProgress = <A, E, R>(
   f: (p: Progress) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
   Effect.acquireUseRelease(
-    Effect.map(streams, (s) => progress(s, label, total)),
+    Effect.zipWith(streams, Clock.Clock, (s, clock) => progress(s, label, total, clock)),
     f,
     (p) => Effect.sync(() => p.done())
   )

@@ -247,6 +247,9 @@ const cycles = (graph: Map<string, ReadonlyArray<string>>): Array<Array<string>>
   return found
 }
 
+// A read of the process's clock or of `Math.random`.
+const WALL_CLOCK = /\bDate\s*\.\s*now\b|\bperformance\s*\.\s*now\b|\bMath\s*\.\s*random\b|\bnew\s+Date\s*\(\s*\)/g
+
 const shown = (file: string): string => relative(packagesDir, file).split(sep).join("/")
 
 describe("Architecture: the import graph of every package", () => {
@@ -362,6 +365,29 @@ describe("Architecture: the import graph of every package", () => {
         )
       }
     }
+  })
+
+  // Time and chance come from Effect's `Clock` and `Random` (a test moves them with
+  // `TestClock` or a seed). Allowed: the forwarder's process entry, which gives the
+  // Effect-free forwarder the system clock once, and the viewer's page script, which
+  // runs in the browser.
+  it("no package's source reads the process's clock or Math.random", () => {
+    const allowed = new Map([
+      ["cli/src/commands/ForwardProcess.ts", 1],
+      ["cli/src/viewer/ViewerScript.ts", 2]
+    ])
+    const report: Array<string> = []
+    for (const file of graph.keys()) {
+      const found = stripComments(readFileSync(file, "utf8")).match(WALL_CLOCK) ?? []
+      if (found.length > (allowed.get(shown(file)) ?? 0)) report.push(`${shown(file)}: ${found.join(", ")}`)
+    }
+    assert.deepStrictEqual(report, [])
+    assert.deepStrictEqual(
+      ["Date.now()", "Date . now", "performance.now()", "Math.random()", "new Date()", "new Date(now)"].map((c) =>
+        (c.match(WALL_CLOCK) ?? []).length
+      ),
+      [1, 1, 1, 1, 1, 0]
+    )
   })
 
   it("the edge scanner tells runtime imports from type-only ones", () => {

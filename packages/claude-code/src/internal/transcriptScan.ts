@@ -14,6 +14,7 @@
  * Nothing here fails: a main transcript that cannot be read counts no allowed
  * call and no known tokens (null).
  */
+import type * as Random from "effect/Random"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as HookRuns from "../HookRuns.ts"
@@ -54,8 +55,11 @@ export const memoryKeeper = (capacity = 1024): Keeper => {
   }
 }
 
-/** Keeps each session's scan in a file of `dir` (none: nothing kept). */
-export const fileKeeper = (dir: string | undefined): Keeper =>
+/**
+ * Keeps each session's scan in a file of `dir` (none: nothing kept), written through
+ * a temporary file whose name draws on `random`.
+ */
+export const fileKeeper = (dir: string | undefined, random: Random.Random): Keeper =>
   dir === undefined ? noKeeper : {
     read: async (session) => {
       try {
@@ -68,8 +72,8 @@ export const fileKeeper = (dir: string | undefined): Keeper =>
       const file = path.join(dir, `${session}.json`)
       try {
         await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 })
-        // Unique, not secret (created exclusively): no `node:crypto` loaded for it.
-        const temp = `${file}.${process.pid}-${Math.floor(Math.random() * 0x1_0000_0000).toString(16)}.tmp`
+        // Unique, not secret (created exclusively): Effect's `Random`, no `node:crypto` loaded for it.
+        const temp = `${file}.${process.pid}-${Math.floor(random.nextDoubleUnsafe() * 0x1_0000_0000).toString(16)}.tmp`
         await fs.promises.writeFile(temp, JSON.stringify(kept), { flag: "wx", mode: 0o600 })
         await fs.promises.rename(temp, file)
       } catch {

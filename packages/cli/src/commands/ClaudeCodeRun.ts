@@ -33,6 +33,7 @@ import * as Protect from "@session-journal/claude-code/ProtectedPaths"
 import { Entry, Policy } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Argument, Command, Flag } from "effect/cli"
+import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -81,8 +82,13 @@ const flags = {
   )
 }
 
-const defaultSession = (): string =>
-  `claude-code-run-${new Date().toISOString().replace(/[:.]/g, "-")}-${crypto.randomBytes(3).toString("hex")}`
+// A new session's id: the time of the fiber's clock, and three random bytes so two
+// runs in the same millisecond differ.
+const defaultSession: Effect.Effect<string> = Effect.map(
+  Clock.currentTimeMillis,
+  (now) =>
+    `claude-code-run-${new Date(now).toISOString().replace(/[:.]/g, "-")}-${crypto.randomBytes(3).toString("hex")}`
+)
 
 const oneLine = (s: string, max = 160): string => {
   const flat = s.replace(/\s+/g, " ").trim()
@@ -178,7 +184,7 @@ export const run = Command.make("run", flags, (a) =>
         const policy = file === undefined ? undefined : yield* load(file)
         const guard = policy === undefined ? undefined : Policy.compile(policy)
         const policyName = policy === undefined ? undefined : Policy.format(policy)
-        const journalSession = Option.getOrElse(a.session, defaultSession)
+        const journalSession = Option.isSome(a.session) ? a.session.value : yield* defaultSession
         yield* Effect.fromResult(Entry.validateSessionId(journalSession))
         const args: Array<string> = []
         const tools = Option.getOrUndefined(a.tools)

@@ -10,6 +10,7 @@
  */
 import { Guard, SessionJournal } from "@session-journal/core"
 import type { Entry } from "@session-journal/core"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { VerificationFailed } from "../Failure.ts"
 import * as Output from "../Output.ts"
@@ -72,7 +73,7 @@ const script: ReadonlyArray<Step> = [
 export const run = (json: boolean, storage: Storage.Options) =>
   Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
-    const id = `demo-${Date.now()}`
+    const id = `demo-${yield* Clock.currentTimeMillis}`
     yield* journal.setMeta(id, { title: "Demo: fix the parser tests", labels: ["demo", "coding-agent"] })
     const steps: Array<{ readonly entry: Entry.Entry; readonly denied: string | null }> = []
     for (const step of script) {

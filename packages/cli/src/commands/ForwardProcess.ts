@@ -17,7 +17,9 @@ import * as ProcessStreams from "../internal/processStreams.ts"
  * @since 0.1.0
  */
 export const main = async (args: ReadonlyArray<string>): Promise<number> => {
-  const outcome = await outcomeOf(args)
+  // The forwarder loads no Effect, so it has no Clock service: the process's entry
+  // gives it the system clock, once, here.
+  const outcome = await outcomeOf(args, Date.now)
   if (outcome.stderr !== "") ProcessStreams.writeStderr(outcome.stderr)
   await new Promise<void>((resolve) => ProcessStreams.writeStdout(outcome.stdout, () => resolve()))
   return outcome.code

@@ -13,6 +13,7 @@ import type * as GuardServer from "@session-journal/claude-code/GuardServer"
 import * as SecretFile from "@session-journal/claude-code/SecretFile"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Command, Flag } from "effect/cli"
+import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -102,7 +103,7 @@ export const resolveToken = (options: {
       ? path.resolve(options.file)
       : path.join(
         tokenDir({ XDG_STATE_HOME: options.stateHome }),
-        `guard-token-${Date.now().toString(36)}-${process.pid}`
+        `guard-token-${(yield* Clock.currentTimeMillis).toString(36)}-${process.pid}`
       )
     yield* Effect.try({
       try: () => SecretFile.create(file, token + "\n"),

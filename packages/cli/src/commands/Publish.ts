@@ -31,6 +31,7 @@ import { messageOf } from "@session-journal/core/ErrorMessage"
 import { NodeSha256 } from "@session-journal/node"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Random from "effect/Random"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
@@ -56,7 +57,11 @@ const failed = (what: string, file: string, e: unknown) =>
  * @since 0.1.0
  */
 export const writeFile = (file: string, bytes: Uint8Array) =>
-  Effect.tryPromise({ try: () => PublicFile.write(file, bytes), catch: (e) => failed("write", file, e) })
+  Effect.flatMap(
+    Random.Random,
+    (random) =>
+      Effect.tryPromise({ try: () => PublicFile.write(file, bytes, random), catch: (e) => failed("write", file, e) })
+  )
 
 /**
  * The bytes of `file`, or `undefined` when there is none; more than `maxBytes` is a

@@ -9,6 +9,7 @@ import * as SecretFile from "@session-journal/claude-code/SecretFile"
 import { SignedNote, Transparency, TreeHead, Utf8 } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as Effect from "effect/Effect"
+import * as Random from "effect/Random"
 import * as Result from "effect/Result"
 import * as fs from "node:fs"
 import { CheckpointMismatch, InvalidInput, NotAvailable, VerificationFailed, WitnessRefused } from "../Failure.ts"
@@ -338,10 +339,11 @@ export const loadWitnessKeys = (values: ReadonlyArray<string>) =>
   })
 
 const writeFileAtomic = (file: string, text: string) =>
-  Effect.tryPromise({
-    try: () => PublicFile.write(file, text),
-    catch: (e) => new InvalidInput({ field: "--out", reason: `cannot write ${file}: ${describeError(e)}` })
-  })
+  Effect.flatMap(Random.Random, (random) =>
+    Effect.tryPromise({
+      try: () => PublicFile.write(file, text, random),
+      catch: (e) => new InvalidInput({ field: "--out", reason: `cannot write ${file}: ${describeError(e)}` })
+    }))
 
 // ---------------------------------------------------------------------------
 // verify --checkpoint

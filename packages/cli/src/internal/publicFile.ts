@@ -3,6 +3,7 @@
  * whole, crash-safely, mode 0644, and read with a bound. Plain promises; the callers
  * map failures to their own errors.
  */
+import type * as Random from "effect/Random"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
@@ -20,12 +21,14 @@ const syncDir = async (dir: string): Promise<void> => {
  * part: a temporary file beside it (created exclusively, 0644), written and fsynced,
  * renamed over `file`, the directory fsynced so the rename survives a crash too. A crash
  * before the rename can leave the temporary file (`.tmp-…`), which no reader asks for.
- * Missing directories are created (0755).
+ * Missing directories are created (0755). The temporary name is this process's id and
+ * a draw of `random` (the caller's fiber's `Random`): it must be unique, not secret,
+ * since the file is created exclusively and an existing one is never followed.
  */
-export const write = async (file: string, bytes: Uint8Array | string): Promise<void> => {
+export const write = async (file: string, bytes: Uint8Array | string, random: Random.Random): Promise<void> => {
   const dir = path.dirname(file)
   await fs.promises.mkdir(dir, { recursive: true, mode: 0o755 })
-  const temp = path.join(dir, `.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`)
+  const temp = path.join(dir, `.tmp-${process.pid}-${random.nextDoubleUnsafe().toString(36).slice(2)}`)
   const handle = await fs.promises.open(temp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o644)
   try {
     await handle.writeFile(bytes)

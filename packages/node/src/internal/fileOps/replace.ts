@@ -4,6 +4,7 @@
 import { StorageError, StorageReason } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Random from "effect/Random"
 import * as path from "node:path"
 import { call, codeOf, type Context } from "./base.ts"
 import { allZero, boundedSize, readAt, ZERO_CHUNK } from "./lines.ts"
@@ -18,16 +19,18 @@ export const TEMP_PREFIX = ".tmp-"
  * A unique temporary name in `dir` for a file that will become `name`: this
  * process's id, a counter, and a random part against a reused pid. It need not
  * be unguessable (the file is created exclusively, without following links, in a
- * directory only its user may write), so `Math.random` serves, and a process that
- * writes one checkpoint (a hook) does not load `node:crypto` for it.
+ * directory only its user may write), so the fiber's `Random` serves (no CSPRNG),
+ * and a process that writes one checkpoint (a hook) does not load `node:crypto`
+ * for it.
  */
-export const tempName = (dir: string, name: string): string =>
-  path.join(
-    dir,
-    `${TEMP_PREFIX}${name}-${process.pid}-${Math.floor(Math.random() * 0x1_0000_0000).toString(16).padStart(8, "0")}-${
-      (tempCounter++).toString(36)
-    }`
-  )
+export const tempName = (dir: string, name: string): Effect.Effect<string> =>
+  Effect.map(Random.next, (r) =>
+    path.join(
+      dir,
+      `${TEMP_PREFIX}${name}-${process.pid}-${Math.floor(r * 0x1_0000_0000).toString(16).padStart(8, "0")}-${
+        (tempCounter++).toString(36)
+      }`
+    ))
 
 // Removes a temp file, quietly: already gone, or the filesystem is failing, and
 // the next writer clears it.
@@ -55,7 +58,7 @@ export const atomicReplace = (
   bytes: Uint8Array
 ): Effect.Effect<void, StorageError> =>
   // A fresh temp name on every run (the effect may be retried).
-  Effect.suspend(() => atomicReplaceAs(ctx, dir, name, bytes, tempName(dir, name)))
+  Effect.flatMap(tempName(dir, name), (tmp) => atomicReplaceAs(ctx, dir, name, bytes, tmp))
 
 const atomicReplaceAs = (
   ctx: Context,
@@ -145,7 +148,7 @@ export const copyAside = (
   return withHandle(openRead(ctx, src), (fh) =>
     Effect.gen(function*() {
       const size = yield* boundedSize(ctx, fh, src)
-      const tmp = tempName(dir, name)
+      const tmp = yield* tempName(dir, name)
       const target = yield* withHandle(createExclusive(ctx, tmp), (out) =>
         Effect.gen(function*() {
           let pos = from

@@ -41,7 +41,12 @@ export const acquire = (
   id: string,
   options?: AcquireOptions
 ): Effect.Effect<Held, StorageError | SessionLocked> =>
-  Effect.suspend(() => {
+  // The token names this acquisition: it must differ from every other one, of this
+  // process and of any other, and need not be secret (anyone who may read the lock
+  // reads it). The clock's milliseconds, this process's id and a draw of the fiber's
+  // `Random` make it so whatever that generator is (even a seeded one), without
+  // loading `node:crypto` into a hook's process for it.
+  Effect.flatMap(Random.nextInt, (draw) => {
     const lockPath = path.join(dir, LOCK_FILE)
     const claimPath = path.join(dir, CLAIM_FILE)
     const record: LockRecord = {
@@ -50,9 +55,7 @@ export const acquire = (
       start: ownStart,
       boot: ownBoot,
       pidns: ownPidns,
-      token: `${ctx.clock.currentTimeMillisUnsafe().toString(36)}-${Math.random().toString(36).slice(2)}${
-        Math.random().toString(36).slice(2)
-      }`,
+      token: `${ctx.clock.currentTimeMillisUnsafe().toString(36)}-${process.pid.toString(36)}-${draw.toString(36)}`,
       acquired_at: ctx.clock.currentTimeMillisUnsafe()
     }
     const text = `${JSON.stringify(record)}\n`
