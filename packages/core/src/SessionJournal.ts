@@ -38,6 +38,7 @@ import * as Guard from "./Guard.ts"
 import * as Following from "./internal/following.ts"
 import * as Hubs from "./internal/hubs.ts"
 import * as Sessions from "./internal/sessions.ts"
+import * as Writer from "./internal/writer.ts"
 import * as Writes from "./internal/writes.ts"
 import * as JournalState from "./JournalState.ts"
 import * as Persistence from "./Persistence.ts"
@@ -372,10 +373,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         // use the writer's handle meanwhile, but a read handle of its own.
       }
       const loaded = yield* Effect.scoped(
-        Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => Sessions.load(h, "read"))
+        Effect.flatMap(persistence.open(id, { mode: "read", caps }), (h) => Writer.load(h, "read"))
       )
       if (!loaded.exists) return yield* new SessionNotFound({ id })
-      const blocked = Sessions.blockedBy(loaded, id)
+      const blocked = Writer.blockedBy(loaded, id)
       if (blocked !== null) return yield* blocked
       return loaded.state
     })

@@ -315,6 +315,19 @@ describe("Architecture: the import graph of every package", () => {
     assert.deepStrictEqual(report, [])
   })
 
+  // An internal module is imported for what it defines, from where it defines it:
+  // no internal barrel gathers others (a public module may choose what to publish).
+  it("no internal/ module re-exports another module", () => {
+    const report: Array<string> = []
+    for (const file of all.keys()) {
+      if (!file.includes(`${sep}internal${sep}`)) continue
+      for (const m of stripComments(readFileSync(file, "utf8")).matchAll(EXPORT)) {
+        report.push(`${shown(file)} re-exports ${m[4]}`)
+      }
+    }
+    assert.deepStrictEqual(report, [])
+  })
+
   it("internal/ modules are named in lower camel case, public modules in upper camel case", () => {
     const report: Array<string> = []
     for (const pkg of packages) {

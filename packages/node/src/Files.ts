@@ -4,7 +4,7 @@
  * checked opens (O_NOFOLLOW plus a dev/ino check against the lstat), exclusive
  * creation at 0600 whatever the umask, directory creation at 0700 and directory
  * fsyncs. Each function keeps the crash guarantee its adapter twin documents in
- * `internal/fileOps.ts`; this module only chooses what is public.
+ * `internal/fileOps/`; this module only chooses what is public.
  *
  * Also a reader of one stored entry (`entryHashAt`), so a tool can compare two
  * copies of a session at a sequence without loading either.
@@ -20,7 +20,10 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { constants } from "node:fs"
 import * as path from "node:path"
-import * as FileOps from "./internal/fileOps.ts"
+import * as Base from "./internal/fileOps/base.ts"
+import * as Lines from "./internal/fileOps/lines.ts"
+import * as Open from "./internal/fileOps/open.ts"
+import * as Replace from "./internal/fileOps/replace.ts"
 import * as Load from "./internal/load.ts"
 import * as Segment from "./internal/segment.ts"
 
@@ -30,14 +33,14 @@ import * as Segment from "./internal/segment.ts"
  *
  * @since 0.1.0
  */
-export type Context = FileOps.Context
+export type Context = Base.Context
 
 /**
  * An open file.
  *
  * @since 0.1.0
  */
-export type FileHandle = FileOps.FileHandle
+export type FileHandle = Base.FileHandle
 
 /**
  * A context for the real filesystem rooted at `root` (absolute), owned by the
@@ -46,12 +49,12 @@ export type FileHandle = FileOps.FileHandle
  * @since 0.1.0
  */
 export const context = (root: string, clock: Clock.Clock = Clock.Clock.defaultValue()): Context => ({
-  fs: FileOps.nodeFs,
+  fs: Base.nodeFs,
   clock,
   root: path.resolve(root),
   uid: typeof process.getuid === "function" ? process.getuid() : null,
-  maxFileBytes: FileOps.MAX_FILE_BYTES,
-  maxLineBytes: FileOps.MAX_LINE_BYTES
+  maxFileBytes: Base.MAX_FILE_BYTES,
+  maxLineBytes: Base.MAX_LINE_BYTES
 })
 
 /**
@@ -60,7 +63,7 @@ export const context = (root: string, clock: Clock.Clock = Clock.Clock.defaultVa
  * @since 0.1.0
  */
 export const codeOf = (e: unknown): string | undefined =>
-  FileOps.codeOf(e) ?? (e instanceof StorageError ? FileOps.codeOf(e.cause) : undefined)
+  Base.codeOf(e) ?? (e instanceof StorageError ? Base.codeOf(e.cause) : undefined)
 
 /**
  * Runs one filesystem call as an Effect, a failure becoming a `StorageError`
@@ -68,7 +71,7 @@ export const codeOf = (e: unknown): string | undefined =>
  *
  * @since 0.1.0
  */
-export const call = FileOps.call
+export const call = Base.call
 
 /**
  * Runs `use` on the handle `open` yields (opened uninterruptibly) and closes it on
@@ -76,7 +79,7 @@ export const call = FileOps.call
  *
  * @since 0.1.0
  */
-export const withHandle = FileOps.withHandle
+export const withHandle = Open.withHandle
 
 /**
  * Checks a directory: not a symlink, a directory, owned by us, not
@@ -84,7 +87,7 @@ export const withHandle = FileOps.withHandle
  *
  * @since 0.1.0
  */
-export const checkDir = FileOps.checkDir
+export const checkDir = Open.checkDir
 
 /**
  * Fsyncs a directory (opened O_NOFOLLOW), making creations, renames and removals
@@ -92,7 +95,7 @@ export const checkDir = FileOps.checkDir
  *
  * @since 0.1.0
  */
-export const syncDir = FileOps.syncDir
+export const syncDir = Open.syncDir
 
 /**
  * Creates `dir` in an already checked `parent` at 0700 whatever the umask and
@@ -100,7 +103,7 @@ export const syncDir = FileOps.syncDir
  *
  * @since 0.1.0
  */
-export const ensureDir = FileOps.ensureDir
+export const ensureDir = Open.ensureDir
 
 /**
  * Opens an existing regular file for reading, checked (no symlink, ours, the very
@@ -108,7 +111,7 @@ export const ensureDir = FileOps.ensureDir
  *
  * @since 0.1.0
  */
-export const openRead = FileOps.openRead
+export const openRead = Open.openRead
 
 /**
  * Creates a new file exclusively (O_CREAT|O_EXCL|O_NOFOLLOW) at 0600 whatever the
@@ -116,56 +119,56 @@ export const openRead = FileOps.openRead
  *
  * @since 0.1.0
  */
-export const createExclusive = FileOps.createExclusive
+export const createExclusive = Open.createExclusive
 
 /**
  * Writes all of `bytes` at `position`.
  *
  * @since 0.1.0
  */
-export const writeAll = FileOps.writeAll
+export const writeAll = Open.writeAll
 
 /**
  * Reads `length` bytes at `position` (fewer at the end of the file).
  *
  * @since 0.1.0
  */
-export const readAt = FileOps.readAt
+export const readAt = Lines.readAt
 
 /**
  * The size of an opened file, refusing files above the read bound.
  *
  * @since 0.1.0
  */
-export const boundedSize = FileOps.boundedSize
+export const boundedSize = Lines.boundedSize
 
 /**
  * Reads a whole opened file, refusing files above the read bound before reading.
  *
  * @since 0.1.0
  */
-export const readBounded = FileOps.readBounded
+export const readBounded = Lines.readBounded
 
 /**
  * Closes a handle, ignoring errors.
  *
  * @since 0.1.0
  */
-export const close = FileOps.close
+export const close = Replace.close
 
 /**
  * Lists a directory; a missing directory lists as empty.
  *
  * @since 0.1.0
  */
-export const listDir = FileOps.listDir
+export const listDir = Replace.listDir
 
 /**
  * Prefix of the adapter's temporary files; such files are never session data.
  *
  * @since 0.1.0
  */
-export const TEMP_PREFIX = FileOps.TEMP_PREFIX
+export const TEMP_PREFIX = Replace.TEMP_PREFIX
 
 /**
  * The name of a session directory's checkpoint document: `checkpoint.json`.
@@ -195,7 +198,7 @@ export const isSegmentName = (name: string): boolean => Segment.parseName(name) 
  *
  * @since 0.1.0
  */
-export const damagedName: (name: string, offset: number) => string = FileOps.damagedName
+export const damagedName: (name: string, offset: number) => string = Replace.damagedName
 
 /**
  * The first of `base`, `base.1`, `base.2`, ... that `taken` (a listing of the
@@ -203,7 +206,7 @@ export const damagedName: (name: string, offset: number) => string = FileOps.dam
  *
  * @since 0.1.0
  */
-export const freeName: (taken: ReadonlySet<string>, base: string) => string = FileOps.freeName
+export const freeName: (taken: ReadonlySet<string>, base: string) => string = Replace.freeName
 
 /**
  * Makes an existing directory of ours private (0700): lstat-checked (no symlink,
@@ -220,14 +223,14 @@ export const privateDir = Effect.fnUntraced(function*(ctx: Context, dir: string)
   if (st.isSymbolicLink()) return yield* refuse("a symbolic link")
   if (!st.isDirectory()) return yield* refuse("not a directory")
   if (ctx.uid !== null && st.uid !== ctx.uid) return yield* refuse(`owned by uid ${st.uid}, not ${ctx.uid}`)
-  if ((st.mode & 0o777) === FileOps.DIR_MODE) return
+  if ((st.mode & 0o777) === Base.DIR_MODE) return
   yield* withHandle(
     call("open", dir, () => ctx.fs.open(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW)),
     (fh) =>
       Effect.gen(function*() {
         const fst = yield* call("fstat", dir, () => fh.stat())
         if (fst.dev !== st.dev || fst.ino !== st.ino) return yield* refuse("replaced between lstat and open")
-        yield* call("fchmod", dir, () => fh.chmod(FileOps.DIR_MODE))
+        yield* call("fchmod", dir, () => fh.chmod(Base.DIR_MODE))
       })
   )
 })
@@ -255,19 +258,19 @@ export const entryHashAt = (
   sequence: number
 ): Effect.Effect<string | null, StorageError | CorruptJournal> =>
   Effect.gen(function*() {
-    const candidates = Segment.segmentsOf(yield* FileOps.listDir(ctx, dir))
+    const candidates = Segment.segmentsOf(yield* Replace.listDir(ctx, dir))
       .filter((s) => s.base <= sequence)
       .sort((a, b) => b.base - a.base)
     for (const seg of candidates) {
       const file = path.join(dir, seg.name)
-      const found = yield* withHandle(FileOps.openRead(ctx, file), (fh) =>
-        Effect.flatMap(FileOps.boundedSize(ctx, fh, file), (size) => {
-          const reader = new FileOps.LineReader(ctx, fh, file, file, 0, size)
+      const found = yield* withHandle(Open.openRead(ctx, file), (fh) =>
+        Effect.flatMap(Lines.boundedSize(ctx, fh, file), (size) => {
+          const reader = new Lines.LineReader(ctx, fh, file, file, 0, size)
           // Lines are split synchronously; only the reads are Effects.
           const loop: Effect.Effect<string | null, StorageError | CorruptJournal> = Effect.suspend(() => {
             for (;;) {
               const line = reader.poll()
-              if (line === FileOps.NeedIo) {
+              if (line === Lines.NeedIo) {
                 return Effect.flatMap(reader.io(), () =>
                   loop)
               }

@@ -30,10 +30,14 @@ import * as Stream from "effect/Stream"
 import * as path from "node:path"
 import * as Adapter from "./internal/adapter.ts"
 import { invalidId, loadOptions, lockSession, resolveWith, toDeclaredErrors } from "./internal/adapter.ts"
-import * as FileOps from "./internal/fileOps.ts"
+import * as Base from "./internal/fileOps/base.ts"
+import * as Open from "./internal/fileOps/open.ts"
+import * as Replace from "./internal/fileOps/replace.ts"
+import * as Load from "./internal/load.ts"
+import * as Reader from "./internal/reader.ts"
 import * as Segment from "./internal/segment.ts"
-import * as Session from "./internal/session.ts"
 import * as Watch from "./internal/watch.ts"
+import * as Writer from "./internal/writer.ts"
 import * as NodeSha256 from "./NodeSha256.ts"
 
 /**
@@ -124,7 +128,7 @@ export interface Options {
  *
  * @since 0.1.0
  */
-export type Fs = FileOps.Fs
+export type Fs = Base.Fs
 
 /**
  * The filesystem calls as a service, read by `make`, `layer`, `inspect` and
@@ -146,21 +150,21 @@ export const layerFs = (fs: Fs): Layer.Layer<never> => Layer.succeed(Fs, fs)
  *
  * @since 0.1.0
  */
-export const nodeFs: Fs = FileOps.nodeFs
+export const nodeFs: Fs = Base.nodeFs
 
 /**
  * Largest segment line read or written: 8 MiB.
  *
  * @since 0.1.0
  */
-export const MAX_LINE_BYTES = FileOps.MAX_LINE_BYTES
+export const MAX_LINE_BYTES = Base.MAX_LINE_BYTES
 
 /**
  * Largest file read: 1 GiB.
  *
  * @since 0.1.0
  */
-export const MAX_FILE_BYTES = FileOps.MAX_FILE_BYTES
+export const MAX_FILE_BYTES = Base.MAX_FILE_BYTES
 
 /**
  * How often an idle `follow` looks at its session itself where the session
@@ -182,19 +186,19 @@ export const FOLLOW_SAFETY_POLL: Duration.Duration = Duration.seconds(2)
  */
 export const isSafeSessionId = Adapter.isSafeSessionId
 
-const ensureRoot = (ctx: FileOps.Context): Effect.Effect<void, StorageError> =>
+const ensureRoot = (ctx: Base.Context): Effect.Effect<void, StorageError> =>
   Effect.gen(function*() {
-    yield* FileOps.ensureDir(ctx, ctx.root, path.dirname(ctx.root))
+    yield* Open.ensureDir(ctx, ctx.root, path.dirname(ctx.root))
     // Leftovers of a delete interrupted by a crash.
-    for (const n of yield* FileOps.listDir(ctx, ctx.root)) {
+    for (const n of yield* Replace.listDir(ctx, ctx.root)) {
       if (n.startsWith(TRASH_PREFIX)) yield* Effect.ignore(removeTree(ctx, path.join(ctx.root, n)))
     }
   })
 
 const TRASH_PREFIX = ".trash-"
 
-const removeTree = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: string) {
-  const st = yield* FileOps.call("lstat", dir, () => ctx.fs.lstat(dir))
+const removeTree = Effect.fnUntraced(function*(ctx: Base.Context, dir: string) {
+  const st = yield* Base.call("lstat", dir, () => ctx.fs.lstat(dir))
   if (!st.isDirectory() || st.isSymbolicLink()) {
     return yield* new StorageError({
       operation: "delete",
@@ -202,8 +206,8 @@ const removeTree = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: string
       reason: new StorageReason.Io({ code: "ENOTDIR", message: "not a directory" })
     })
   }
-  for (const n of yield* FileOps.listDir(ctx, dir)) yield* FileOps.unlinkIfExists(ctx, path.join(dir, n))
-  yield* FileOps.call("rmdir", dir, () => ctx.fs.rmdir(dir))
+  for (const n of yield* Replace.listDir(ctx, dir)) yield* Replace.unlinkIfExists(ctx, path.join(dir, n))
+  yield* Base.call("rmdir", dir, () => ctx.fs.rmdir(dir))
 })
 
 /**
@@ -218,9 +222,9 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
     const r = yield* resolveWith(options)
     const ctx = r.ctx
     if (options.createRoot === false) {
-      const present = yield* FileOps.checkDir(ctx, ctx.root).pipe(
+      const present = yield* Open.checkDir(ctx, ctx.root).pipe(
         Effect.as(true),
-        Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT"), () => Effect.succeed(false))
+        Effect.catchIf((e) => Base.hasCode(e, "ENOENT"), () => Effect.succeed(false))
       )
       if (!present) return yield* Persistence.makeAbsent(`there is no journal at ${ctx.root}`)
     } else yield* ensureRoot(ctx)
@@ -237,12 +241,12 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
       return {
         id,
         load: toDeclaredErrors<Persistence.Loaded, Persistence.LoadError>(
-          Effect.map(Session.load(ctx, dir, id, loadOptions(r, caps, "load")), (l) => l.loaded),
+          Effect.map(Load.load(ctx, dir, id, loadOptions(r, caps, "load")), (l) => l.loaded),
           loadTags,
           "load"
         ),
         verify: toDeclaredErrors<Persistence.Loaded, Persistence.LoadError>(
-          Effect.map(Session.load(ctx, dir, id, loadOptions(r, caps, "verify")), (l) => l.loaded),
+          Effect.map(Load.load(ctx, dir, id, loadOptions(r, caps, "verify")), (l) => l.loaded),
           loadTags,
           "verify"
         )
@@ -267,7 +271,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
         const held = yield* lockSession(r, id, true)
         const writer = yield* Effect.acquireRelease(
           Effect.sync(() =>
-            new Session.SegmentWriter(ctx, dir, id, caps, {
+            new Writer.SegmentWriter(ctx, dir, id, caps, {
               removeCheckpointedSegments: r.removeCheckpointedSegments,
               segmentMinBytes: r.segmentMinBytes,
               turns: r.turns,
@@ -307,13 +311,13 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
     type ReadError = StorageError | CorruptJournal | SessionNotFound
     const readTags: ReadonlyArray<ReadError["_tag"]> = ["StorageError", "CorruptJournal", "SessionNotFound"]
 
-    const readerFor = (id: string, from: number): Effect.Effect<Session.Reader, ReadError> =>
+    const readerFor = (id: string, from: number): Effect.Effect<Reader.Reader, ReadError> =>
       Effect.gen(function*() {
         const dir = dirOf(id)
-        if (!(yield* FileOps.confineSessionDir(ctx, dir))) return yield* new SessionNotFound({ id })
-        const list = yield* Session.listing(ctx, dir)
+        if (!(yield* Open.confineSessionDir(ctx, dir))) return yield* new SessionNotFound({ id })
+        const list = yield* Load.listing(ctx, dir)
         if (list.segments.length === 0 && !list.hasCheckpoint) return yield* new SessionNotFound({ id })
-        return new Session.Reader(ctx, dir, from)
+        return new Reader.Reader(ctx, dir, from)
       })
 
     const history = (
@@ -323,7 +327,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
       if (!isSafeSessionId(id)) return Stream.fail(invalidId("history", id))
       const limit = historyOptions?.limit ?? Number.POSITIVE_INFINITY
       return Stream.unwrap(Effect.map(
-        toDeclaredErrors<Session.Reader, ReadError>(readerFor(id, historyOptions?.from ?? 0), readTags, "history"),
+        toDeclaredErrors<Reader.Reader, ReadError>(readerFor(id, historyOptions?.from ?? 0), readTags, "history"),
         (reader) => {
           let remaining = limit
           return Stream.paginate(
@@ -358,7 +362,7 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
       const safety = Duration.max(r.pollInterval, FOLLOW_SAFETY_POLL)
       return Stream.unwrap(Effect.gen(function*() {
         const watch = yield* Watch.make(dirOf(id))
-        const reader = yield* toDeclaredErrors<Session.Reader, ReadError>(readerFor(id, from), readTags, "follow")
+        const reader = yield* toDeclaredErrors<Reader.Reader, ReadError>(readerFor(id, from), readTags, "follow")
         // Once a page found the end, the next read waits for a change first.
         let waitFirst = false
         const changes: Effect.Effect<ReadonlySet<string> | null | undefined> = Effect.suspend(() =>
@@ -382,25 +386,25 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
 
     const info = Effect.fnUntraced(function*(id: string) {
       const dir = dirOf(id)
-      const st = yield* Effect.option(FileOps.call("lstat", dir, () => ctx.fs.lstat(dir)))
+      const st = yield* Effect.option(Base.call("lstat", dir, () => ctx.fs.lstat(dir)))
       if (Option.isNone(st) || !st.value.isDirectory() || st.value.isSymbolicLink()) return null
-      const files = yield* Session.listing(ctx, dir)
+      const files = yield* Load.listing(ctx, dir)
       if (files.segments.length === 0 && !files.hasCheckpoint) return null
       let bytes = 0
       let updatedAt = 0
       for (const n of files.names) {
         const fst = yield* Effect.option(
-          FileOps.call("lstat", path.join(dir, n), () => ctx.fs.lstat(path.join(dir, n)))
+          Base.call("lstat", path.join(dir, n), () => ctx.fs.lstat(path.join(dir, n)))
         )
         if (Option.isNone(fst) || !fst.value.isFile()) continue
         bytes += fst.value.size
-        if (n === Session.CHECKPOINT_FILE || Segment.parseName(n) !== null) {
+        if (n === Load.CHECKPOINT_FILE || Segment.parseName(n) !== null) {
           updatedAt = Math.max(updatedAt, fst.value.mtimeMs)
         }
       }
       // A session that does not load cleanly is listed with what is wrong, never
       // as if its checkpoint's claims held.
-      const loaded = yield* Effect.result(Session.load(ctx, dir, id, loadOptions(r, undefined, "load")))
+      const loaded = yield* Effect.result(Load.load(ctx, dir, id, loadOptions(r, undefined, "load")))
       const state = loaded._tag === "Success" ? loaded.success.loaded.state : null
       const stopped = loaded._tag === "Success" ? loaded.success.loaded.recovery.stopped : null
       const session: Persistence.SessionInfo = {
@@ -421,9 +425,9 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
 
     const list = toDeclaredErrors<ReadonlyArray<Persistence.SessionInfo>, StorageError>(
       Effect.gen(function*() {
-        yield* FileOps.checkDir(ctx, ctx.root)
+        yield* Open.checkDir(ctx, ctx.root)
         const out: Array<Persistence.SessionInfo> = []
-        for (const id of (yield* FileOps.listDir(ctx, ctx.root)).sort()) {
+        for (const id of (yield* Replace.listDir(ctx, ctx.root)).sort()) {
           if (!isSafeSessionId(id)) continue
           const one = yield* info(id)
           if (one !== null) out.push(one)
@@ -442,16 +446,16 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
           Effect.scoped(Effect.gen(function*() {
             const held = yield* lockSession(r, id, false)
             if (held === null) return yield* new SessionNotFound({ id })
-            const files = yield* Session.listing(ctx, dir)
+            const files = yield* Load.listing(ctx, dir)
             if (files.segments.length === 0 && !files.hasCheckpoint) return yield* new SessionNotFound({ id })
             // Rename first, so the session disappears at once and a crash half way
             // leaves a trash directory (cleared later), never half a session. The lock
             // file goes with the directory; its release then finds no lock of ours.
             const trash = path.join(ctx.root, `${TRASH_PREFIX}${id}-${held.record.token}`)
-            yield* FileOps.call("rename", dir, () => ctx.fs.rename(dir, trash))
-            yield* FileOps.syncDir(ctx, ctx.root)
+            yield* Base.call("rename", dir, () => ctx.fs.rename(dir, trash))
+            yield* Open.syncDir(ctx, ctx.root)
             yield* removeTree(ctx, trash)
-            yield* FileOps.syncDir(ctx, ctx.root)
+            yield* Open.syncDir(ctx, ctx.root)
           })),
           ["StorageError", "SessionLocked", "SessionNotFound"],
           "delete"

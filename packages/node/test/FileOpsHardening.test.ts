@@ -14,7 +14,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { Lock, NodePersistence } from "../src/index.ts"
-import * as FileOps from "../src/internal/fileOps.ts"
+import * as Base from "../src/internal/fileOps/base.ts"
+import * as Lines from "../src/internal/fileOps/lines.ts"
+import * as Open from "../src/internal/fileOps/open.ts"
+import * as Replace from "../src/internal/fileOps/replace.ts"
 import {
   appendChain,
   asUnpreallocated,
@@ -35,21 +38,21 @@ const MiB = 1024 * 1024
 // The zero-filled tail copied aside in chunks (STRESS=1: 300 MiB).
 const SPARSE_TAIL = (process.env["STRESS"] === "1" ? 300 : 48) * MiB
 
-const context = (root: string, fsImpl: FileOps.Fs = FileOps.nodeFs): FileOps.Context => ({
+const context = (root: string, fsImpl: Base.Fs = Base.nodeFs): Base.Context => ({
   fs: fsImpl,
   clock: Clock.Clock.defaultValue(),
   root,
   uid: typeof process.getuid === "function" ? process.getuid() : null,
-  maxFileBytes: FileOps.MAX_FILE_BYTES,
-  maxLineBytes: FileOps.MAX_LINE_BYTES
+  maxFileBytes: Base.MAX_FILE_BYTES,
+  maxLineBytes: Base.MAX_LINE_BYTES
 })
 
 /** A filesystem whose writes to temp files fail with ENOSPC (a full disk). */
-const fullDisk = (): FileOps.Fs => ({
-  ...FileOps.nodeFs,
+const fullDisk = (): Base.Fs => ({
+  ...Base.nodeFs,
   open: async (p, flags, mode) => {
-    const h = await FileOps.nodeFs.open(p, flags, mode)
-    if (!path.basename(p).startsWith(FileOps.TEMP_PREFIX)) return h
+    const h = await Base.nodeFs.open(p, flags, mode)
+    if (!path.basename(p).startsWith(Replace.TEMP_PREFIX)) return h
     return wrapHandle(h, {
       write: async () => {
         throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" })
@@ -68,18 +71,18 @@ const sessionDir = (prefix: string) => {
 const seed = async (root: string, id: string, n: number) =>
   run({ root }, withWriter(id, (h) => appendChain(h, JournalState.empty(id), n)))
 
-const readAll = async (reader: FileOps.LineReader) => {
-  const out: Array<FileOps.Line> = []
+const readAll = async (reader: Lines.LineReader) => {
+  const out: Array<Lines.Line> = []
   for (let item = await Effect.runPromise(reader.next); item !== null; item = await Effect.runPromise(reader.next)) {
     out.push(item)
   }
   return out
 }
 
-const lineReader = async (ctx: FileOps.Context, file: string) => {
-  const fh = await Effect.runPromise(FileOps.openRead(ctx, file))
+const lineReader = async (ctx: Base.Context, file: string) => {
+  const fh = await Effect.runPromise(Open.openRead(ctx, file))
   const size = (await fh.stat()).size
-  return { fh, reader: new FileOps.LineReader(ctx, fh, file, file, 0, size), size }
+  return { fh, reader: new Lines.LineReader(ctx, fh, file, file, 0, size), size }
 }
 
 describe("copyAside", () => {
@@ -88,13 +91,13 @@ describe("copyAside", () => {
     fs.writeFileSync(path.join(dir, SEG0), "good\ntorn tail bytes", { mode: 0o600 })
     const ctx = context(root, fullDisk())
     for (let i = 0; i < FULL_DISK_RETRIES; i++) {
-      const error = await Effect.runPromise(FileOps.copyAside(ctx, dir, SEG0, 5)).then(() => null, (e: unknown) => e)
+      const error = await Effect.runPromise(Replace.copyAside(ctx, dir, SEG0, 5)).then(() => null, (e: unknown) => e)
       expect(error).toBeInstanceOf(Error)
-      expect(FileOps.codeOf((error as { cause?: unknown }).cause)).toBe("ENOSPC")
+      expect(Base.codeOf((error as { cause?: unknown }).cause)).toBe("ENOSPC")
     }
     expect(fs.readdirSync(dir).sort()).toEqual([SEG0])
     // Once there is space again, the bytes are kept under the first name.
-    const name = await Effect.runPromise(FileOps.copyAside(context(root), dir, SEG0, 5))
+    const name = await Effect.runPromise(Replace.copyAside(context(root), dir, SEG0, 5))
     expect(name).toBe(`${SEG0}.damaged-5`)
     expect(fs.readFileSync(path.join(dir, name), "utf8")).toBe("torn tail bytes")
     expect(fs.statSync(path.join(dir, name)).mode & 0o777).toBe(0o600)
@@ -106,11 +109,11 @@ describe("copyAside", () => {
     fs.writeFileSync(path.join(dir, SEG0), "good\nbad", { mode: 0o600 })
     const taken = [`${SEG0}.damaged-5`, ...Array.from({ length: 150 }, (_, i) => `${SEG0}.damaged-5.${i + 1}`)]
     for (const n of taken) fs.writeFileSync(path.join(dir, n), `old ${n}`, { mode: 0o600 })
-    const name = await Effect.runPromise(FileOps.copyAside(context(root), dir, SEG0, 5))
+    const name = await Effect.runPromise(Replace.copyAside(context(root), dir, SEG0, 5))
     expect(name).toBe(`${SEG0}.damaged-5.151`)
     expect(fs.readFileSync(path.join(dir, name), "utf8")).toBe("bad")
     for (const n of taken) expect(fs.readFileSync(path.join(dir, n), "utf8")).toBe(`old ${n}`)
-    expect(fs.readdirSync(dir).filter((n) => n.startsWith(FileOps.TEMP_PREFIX))).toEqual([])
+    expect(fs.readdirSync(dir).filter((n) => n.startsWith(Replace.TEMP_PREFIX))).toEqual([])
   })
 
   it("copies a large sparse zero-filled tail in bounded chunks, byte for byte", async () => {
@@ -119,7 +122,7 @@ describe("copyAside", () => {
     fs.writeFileSync(file, "head\n", { mode: 0o600 })
     fs.truncateSync(file, 5 + SPARSE_TAIL)
     fs.appendFileSync(file, "end")
-    const name = await Effect.runPromise(FileOps.copyAside(context(root), dir, SEG0, 5))
+    const name = await Effect.runPromise(Replace.copyAside(context(root), dir, SEG0, 5))
     const copy = path.join(dir, name)
     expect(fs.statSync(copy).size).toBe(SPARSE_TAIL + 3)
     const fd = fs.openSync(copy, "r")
@@ -153,7 +156,7 @@ describe("LineReader and zero-filled tails", () => {
         [8, "", false, true]
       ])
     } finally {
-      await Effect.runPromise(FileOps.close(fh))
+      await Effect.runPromise(Replace.close(fh))
     }
   })
 
@@ -182,7 +185,7 @@ describe("LineReader and zero-filled tails", () => {
         expect(items.map((i) => [i.offset, i.line.length, i.complete]), name).toEqual(expected)
         expect(items.some((i) => i.zeros === true), name).toBe(false)
       } finally {
-        await Effect.runPromise(FileOps.close(fh))
+        await Effect.runPromise(Replace.close(fh))
       }
     }
     // A zero run longer than the line bound, followed by other bytes, is still refused at the bound.
@@ -194,7 +197,7 @@ describe("LineReader and zero-filled tails", () => {
     try {
       await expect(readAll(reader)).rejects.toMatchObject({ _tag: "CorruptJournal", offset: 2 })
     } finally {
-      await Effect.runPromise(FileOps.close(fh))
+      await Effect.runPromise(Replace.close(fh))
     }
   })
 
@@ -520,7 +523,7 @@ describe.runIf(Lock.processStat(process.pid) !== null)("lock holders", () => {
     try {
       await zombieSeen(sleeper.zombie)
       const names = [sleeper.pid, sleeper.zombie, deadPid()].map((pid) =>
-        `${Lock.LOCK_FILE}${FileOps.TEMP_PREFIX}${pid}-x`
+        `${Lock.LOCK_FILE}${Replace.TEMP_PREFIX}${pid}-x`
       )
       for (const n of names) fs.writeFileSync(path.join(dir, n), "{}", { mode: 0o600 })
       await Effect.runPromise(Lock.clearStaleTemps(context(root), dir, names))

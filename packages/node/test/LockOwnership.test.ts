@@ -20,7 +20,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { Lock, NodePersistence } from "../src/index.ts"
-import * as FileOps from "../src/internal/fileOps.ts"
+import * as Base from "../src/internal/fileOps/base.ts"
 import * as Process from "../src/internal/process.ts"
 import { appendChain, chain, JournalState, loadRead, requestOf, run, tempDir, withWriter } from "./helpers.ts"
 
@@ -34,13 +34,13 @@ afterAll(() => {
   for (const d of made.splice(0)) fs.rmSync(d, { recursive: true, force: true })
 })
 
-const context = (root: string, fsImpl: FileOps.Fs = FileOps.nodeFs): FileOps.Context => ({
+const context = (root: string, fsImpl: Base.Fs = Base.nodeFs): Base.Context => ({
   fs: fsImpl,
   clock: Clock.Clock.defaultValue(),
   root,
   uid: typeof process.getuid === "function" ? process.getuid() : null,
-  maxFileBytes: FileOps.MAX_FILE_BYTES,
-  maxLineBytes: FileOps.MAX_LINE_BYTES
+  maxFileBytes: Base.MAX_FILE_BYTES,
+  maxLineBytes: Base.MAX_LINE_BYTES
 })
 
 const procAvailable = Lock.processStat(process.pid) !== null
@@ -97,8 +97,8 @@ describe("a lock that changes hands while it is read", () => {
     // (live: the test's parent process) writer takes the lock.
     writeLock(dir, recordOf(deadPid()))
     let swapped = false
-    const swapping: FileOps.Fs = {
-      ...FileOps.nodeFs,
+    const swapping: Base.Fs = {
+      ...Base.nodeFs,
       open: async (p, flags, mode) => {
         if (p === lockPath && !swapped) {
           swapped = true
@@ -108,7 +108,7 @@ describe("a lock that changes hands while it is read", () => {
           fs.linkSync(next, lockPath)
           fs.unlinkSync(next)
         }
-        return FileOps.nodeFs.open(p, flags, mode)
+        return Base.nodeFs.open(p, flags, mode)
       }
     }
     const error = await failureOf(Lock.acquire(context(root, swapping), dir, "s"))
@@ -123,15 +123,15 @@ describe("a lock that changes hands while it is read", () => {
     const lockPath = path.join(dir, Lock.LOCK_FILE)
     writeLock(dir, recordOf(deadPid()))
     let swapped = false
-    const swapping: FileOps.Fs = {
-      ...FileOps.nodeFs,
+    const swapping: Base.Fs = {
+      ...Base.nodeFs,
       open: async (p, flags, mode) => {
         if (p === lockPath && !swapped) {
           swapped = true
           fs.renameSync(lockPath, `${lockPath}.old`)
           writeLock(dir, recordOf(process.ppid))
         }
-        return FileOps.nodeFs.open(p, flags, mode)
+        return Base.nodeFs.open(p, flags, mode)
       }
     }
     const seen = await Effect.runPromise(Lock.inspect(context(root, swapping), dir))

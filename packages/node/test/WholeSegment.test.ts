@@ -17,7 +17,8 @@ import fc from "fast-check"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import * as FileOps from "../src/internal/fileOps.ts"
+import * as Base from "../src/internal/fileOps/base.ts"
+import * as Open from "../src/internal/fileOps/open.ts"
 import * as Segment from "../src/internal/segment.ts"
 import { Ahead, readWhole, scanBytes } from "../src/internal/wholeSegment.ts"
 import { tempDir } from "./helpers.ts"
@@ -25,12 +26,12 @@ import { tempDir } from "./helpers.ts"
 const root = tempDir("whole", true)
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }))
 
-const context = (maxLineBytes = FileOps.MAX_LINE_BYTES): FileOps.Context => ({
-  fs: FileOps.nodeFs,
+const context = (maxLineBytes = Base.MAX_LINE_BYTES): Base.Context => ({
+  fs: Base.nodeFs,
   clock: Clock.Clock.defaultValue(),
   root,
   uid: typeof process.getuid === "function" ? process.getuid() : null,
-  maxFileBytes: FileOps.MAX_FILE_BYTES,
+  maxFileBytes: Base.MAX_FILE_BYTES,
   maxLineBytes
 })
 
@@ -168,7 +169,7 @@ let fileNo = 0
 // `Segment.scan` on a real file holding `bytes`; with `size` larger than the bytes,
 // a file whose stat says `size` (it shrank after the stat).
 const reference = async (
-  ctx: FileOps.Context,
+  ctx: Base.Context,
   bytes: Uint8Array,
   haltAt: number,
   size = bytes.length
@@ -177,8 +178,8 @@ const reference = async (
   fs.writeFileSync(file, bytes, { mode: 0o600 })
   const visits: Array<string> = []
   const exit = await Effect.runPromise(Effect.exit(
-    FileOps.withHandle(FileOps.openRead(ctx, file), (fh) => {
-      const handle: FileOps.FileHandle = size === bytes.length
+    Open.withHandle(Open.openRead(ctx, file), (fh) => {
+      const handle: Base.FileHandle = size === bytes.length
         ? fh
         : {
           ...fh,
@@ -194,7 +195,7 @@ const reference = async (
   return { visits, exit: exitText(exit) }
 }
 
-const fast = async (ctx: FileOps.Context, bytes: Uint8Array, haltAt: number, size = bytes.length): Promise<Seen> => {
+const fast = async (ctx: Base.Context, bytes: Uint8Array, haltAt: number, size = bytes.length): Promise<Seen> => {
   const visits: Array<string> = []
   const exit = await Effect.runPromise(Effect.exit(scanBytes(ctx, bytes, size, "seg", BASE, visitor(haltAt, visits))))
   return { visits, exit: exitText(exit) }
@@ -212,7 +213,7 @@ describe("wholeSegment.scanBytes", () => {
     const seed = seedOf("scanBytes vs Segment.scan")
     await fc.assert(
       fc.asyncProperty(segmentArb, async (s) => {
-        const ctx = context(s.smallLines ? 200 : FileOps.MAX_LINE_BYTES)
+        const ctx = context(s.smallLines ? 200 : Base.MAX_LINE_BYTES)
         const bytes = build(s)
         const want = await reference(ctx, bytes, s.haltAt)
         const got = await fast(ctx, bytes, s.haltAt)
@@ -230,7 +231,7 @@ describe("wholeSegment.scanBytes", () => {
       const body = encoder.encode(Array.from({ length: 900 }, (_, i) => entryLines[i % entryLines.length]!).join(""))
       await fc.assert(
         fc.asyncProperty(segmentArb, fc.integer({ min: 100, max: 600 }), async (s, maxLine) => {
-          const ctx = context(s.smallLines ? maxLine : FileOps.MAX_LINE_BYTES)
+          const ctx = context(s.smallLines ? maxLine : Base.MAX_LINE_BYTES)
           const tail = s.smallLines ? new Uint8Array(0) : build({ ...s, preallocated: false })
           const bytes = concatBytes(
             encoder.encode(Segment.openLine(BASE, s.preallocated)),

@@ -32,13 +32,6 @@ import type * as Persistence from "../Persistence.ts"
 import type * as Hubs from "./hubs.ts"
 import * as Writer from "./writer.ts"
 
-export {
-  /** The damage a load found, as the failure writes and reads report. */
-  blockedBy,
-  /** A handle's `load`, in a span. */
-  load
-} from "./writer.ts"
-
 /** Failures of opening or loading a session for writing. */
 export type OpenError = Writer.OpenError
 

@@ -27,8 +27,10 @@ import * as path from "node:path"
 import * as Lock from "../Lock.ts"
 import type { Options } from "../NodePersistence.ts"
 import * as Durable from "./durable.ts"
-import * as FileOps from "./fileOps.ts"
-import type * as Session from "./session.ts"
+import * as Base from "./fileOps/base.ts"
+import * as Open from "./fileOps/open.ts"
+import * as Replace from "./fileOps/replace.ts"
+import type * as Load from "./load.ts"
 
 const WINDOWS_NAMES = /^(?:con|prn|aux|nul|com[0-9]|lpt[0-9])$/i
 
@@ -50,7 +52,7 @@ const undeclared = (operation: string, e: UndeclaredError): StorageError =>
 export const isSafeSessionId = (id: unknown): id is string => Entry.isSessionId(id) && !WINDOWS_NAMES.test(id)
 
 export interface Resolved {
-  readonly ctx: FileOps.Context
+  readonly ctx: Base.Context
   readonly removeCheckpointedSegments: boolean
   /** `Options.segmentMinBytes`. */
   readonly segmentMinBytes: number
@@ -66,8 +68,8 @@ export interface Resolved {
  * The filesystem calls the adapter makes, as a service with the real filesystem
  * as its default: fault injection provides another one.
  */
-export const Fs: Context.Reference<FileOps.Fs> = Context.Reference<FileOps.Fs>("@session-journal/node/Fs", {
-  defaultValue: () => FileOps.nodeFs
+export const Fs: Context.Reference<Base.Fs> = Context.Reference<Base.Fs>("@session-journal/node/Fs", {
+  defaultValue: () => Base.nodeFs
 })
 
 /**
@@ -83,11 +85,11 @@ export const resolveWith = (options: Options): Effect.Effect<Resolved, StorageEr
     return resolve(options, yield* Fs, yield* Clock.Clock, { pollInterval, lockWait })
   })
 
-const withoutWriteSync = ({ writeSync: _, lstatSync: _l, ...rest }: FileOps.Fs): FileOps.Fs => rest
+const withoutWriteSync = ({ writeSync: _, lstatSync: _l, ...rest }: Base.Fs): Base.Fs => rest
 
 const resolve = (
   options: Options,
-  fs: FileOps.Fs,
+  fs: Base.Fs,
   clock: Clock.Clock,
   intervals: { readonly pollInterval: Duration.Duration; readonly lockWait: Duration.Duration }
 ): Resolved => ({
@@ -98,8 +100,8 @@ const resolve = (
     clock,
     root: path.resolve(options.root),
     uid: typeof process.getuid === "function" ? process.getuid() : null,
-    maxFileBytes: options.maxFileBytes ?? FileOps.MAX_FILE_BYTES,
-    maxLineBytes: options.maxLineBytes ?? FileOps.MAX_LINE_BYTES
+    maxFileBytes: options.maxFileBytes ?? Base.MAX_FILE_BYTES,
+    maxLineBytes: options.maxLineBytes ?? Base.MAX_LINE_BYTES
   },
   removeCheckpointedSegments: options.removeCheckpointedSegments ?? false,
   segmentMinBytes: Number.isFinite(options.segmentMinBytes) ? Math.max(0, options.segmentMinBytes!) : 0,
@@ -152,17 +154,17 @@ export const lockSession = (
   // Uninterruptible: an interruption between creating the directory and fsyncing the
   // root would leave a directory the next open finds existing and never makes durable.
   const exists = Effect.uninterruptible(Effect.andThen(
-    FileOps.checkDir(r.ctx, r.ctx.root),
-    create ? Effect.as(FileOps.ensureDir(r.ctx, dir, r.ctx.root), true) : FileOps.confineSessionDir(r.ctx, dir)
+    Open.checkDir(r.ctx, r.ctx.root),
+    create ? Effect.as(Open.ensureDir(r.ctx, dir, r.ctx.root), true) : Open.confineSessionDir(r.ctx, dir)
   ))
   const take = Effect.flatMap(Lock.acquire(r.ctx, dir, id, options), (held) =>
     Effect.gen(function*() {
       // Which stale lock was taken over, and what proved its holder gone: at debug
       // level, for a host that wants to see it (the command line prints no logs).
       if (held.tookOver !== null) yield* Effect.logDebug(tookOverLine(id, held.tookOver))
-      const names = yield* FileOps.listDir(r.ctx, dir)
+      const names = yield* Replace.listDir(r.ctx, dir)
       for (const n of names) {
-        if (n.startsWith(FileOps.TEMP_PREFIX)) yield* FileOps.unlinkIfExists(r.ctx, path.join(dir, n))
+        if (n.startsWith(Replace.TEMP_PREFIX)) yield* Replace.unlinkIfExists(r.ctx, path.join(dir, n))
       }
       yield* Lock.clearStaleTemps(r.ctx, dir, names)
       return held
@@ -246,5 +248,5 @@ const seconds = (millis: number): string => `${(millis / 1000).toFixed(millis < 
 export const loadOptions = (
   r: Resolved,
   caps: JournalState.Caps | undefined,
-  mode: Session.LoadOptions["mode"]
-): Session.LoadOptions => ({ caps, mode, retention: r.removeCheckpointedSegments })
+  mode: Load.LoadOptions["mode"]
+): Load.LoadOptions => ({ caps, mode, retention: r.removeCheckpointedSegments })

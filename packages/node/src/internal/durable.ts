@@ -9,7 +9,8 @@
  */
 import type { StorageError } from "@session-journal/core"
 import * as Effect from "effect/Effect"
-import * as FileOps from "./fileOps.ts"
+import * as Base from "./fileOps/base.ts"
+import * as Open from "./fileOps/open.ts"
 
 /** Bytes of zeros (a hole) a preallocated segment is given beyond its data when it grows. */
 export const PREALLOCATE_BYTES = 64 * 1024
@@ -41,25 +42,25 @@ export class Turns {
  * pool round trip, which is most of what a lone caller's append costs beyond the
  * disk, at the price of the event loop waiting for the disk. Otherwise the write
  * goes through the pool, so the writes of many sessions overlap. On failure any
- * prefix of the bytes may be on disk (see `FileOps.writeDurable`).
+ * prefix of the bytes may be on disk (see `Open.writeDurable`).
  */
 export const write = (
-  ctx: FileOps.Context,
+  ctx: Base.Context,
   turns: Turns,
   owner: object,
-  fh: FileOps.FileHandle,
+  fh: Base.FileHandle,
   file: string,
   bytes: Uint8Array,
   position: number
 ): Effect.Effect<void, StorageError> =>
   Effect.suspend(() => {
     const writeSync = ctx.fs.writeSync
-    const alone = writeSync !== undefined && FileOps.DSYNC !== 0 && turns.inFlight === 0 && turns.last === owner
+    const alone = writeSync !== undefined && Open.DSYNC !== 0 && turns.inFlight === 0 && turns.last === owner
     turns.last = owner
-    if (alone) return FileOps.writeDurableSync(writeSync, fh, file, bytes, position)
+    if (alone) return Open.writeDurableSync(writeSync, fh, file, bytes, position)
     turns.inFlight++
     return Effect.ensuring(
-      FileOps.writeDurable(fh, file, bytes, position),
+      Open.writeDurable(fh, file, bytes, position),
       Effect.sync(() => {
         turns.inFlight--
       })
@@ -115,11 +116,11 @@ export const nextFill = (used: number, zeroed: number): { readonly from: number;
  * unused space all the same.
  */
 export const fill = (
-  fh: FileOps.FileHandle,
+  fh: Base.FileHandle,
   file: string,
   from: number,
   end: number
-): Effect.Effect<void, StorageError> => FileOps.writeDurable(fh, file, zeros.subarray(0, end - from), from)
+): Effect.Effect<void, StorageError> => Open.writeDurable(fh, file, zeros.subarray(0, end - from), from)
 
 /** Forgets `owner` as the last writer of `turns` (it closes). */
 export const leave = (turns: Turns, owner: object): void => {
@@ -133,13 +134,13 @@ export const leave = (turns: Turns, owner: object): void => {
  * earlier, so a segment is extended only once its open line is durable (its
  * zeros are then unused space, whenever a crash comes).
  */
-export const extend = (fh: FileOps.FileHandle, file: string, end: number): Effect.Effect<void, StorageError> =>
-  FileOps.call("ftruncate", file, () => fh.truncate(end))
+export const extend = (fh: Base.FileHandle, file: string, end: number): Effect.Effect<void, StorageError> =>
+  Base.call("ftruncate", file, () => fh.truncate(end))
 
 /**
  * Cuts `file` back to `end` (its data). Not synced: every byte up to `end` is
  * durable already, so a crash leaves the file cut or with its zero tail, which
  * is unused space (DESIGN §11); the filesystem commits the size when it will.
  */
-export const trim = (fh: FileOps.FileHandle, file: string, end: number): Effect.Effect<void, StorageError> =>
-  FileOps.call("ftruncate", file, () => fh.truncate(end))
+export const trim = (fh: Base.FileHandle, file: string, end: number): Effect.Effect<void, StorageError> =>
+  Base.call("ftruncate", file, () => fh.truncate(end))

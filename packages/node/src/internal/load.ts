@@ -14,7 +14,10 @@ import {
 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
-import * as FileOps from "./fileOps.ts"
+import type * as Base from "./fileOps/base.ts"
+import * as Lines from "./fileOps/lines.ts"
+import * as Open from "./fileOps/open.ts"
+import * as Replace from "./fileOps/replace.ts"
 import * as Segment from "./segment.ts"
 import { Ahead, scanBytes } from "./wholeSegment.ts"
 
@@ -35,8 +38,8 @@ export interface Listing {
 }
 
 /** Lists a session directory (which must be confined already). */
-export const listing = (ctx: FileOps.Context, dir: string): Effect.Effect<Listing, StorageError> =>
-  Effect.map(FileOps.listDir(ctx, dir), (names) => ({
+export const listing = (ctx: Base.Context, dir: string): Effect.Effect<Listing, StorageError> =>
+  Effect.map(Replace.listDir(ctx, dir), (names) => ({
     names,
     segments: Segment.segmentsOf(names),
     hasCheckpoint: names.includes(CHECKPOINT_FILE)
@@ -107,12 +110,12 @@ export interface LoadResult {
 }
 
 /** Reads a whole file of the session directory, checked and bounded. */
-export const readWhole = (ctx: FileOps.Context, file: string): Effect.Effect<Uint8Array, StorageError> =>
-  FileOps.withHandle(FileOps.openRead(ctx, file), (fh) => FileOps.readBounded(ctx, fh, file))
+export const readWhole = (ctx: Base.Context, file: string): Effect.Effect<Uint8Array, StorageError> =>
+  Open.withHandle(Open.openRead(ctx, file), (fh) => Lines.readBounded(ctx, fh, file))
 
 /** Reads the checkpoint file as Recovery's input, with its size. */
 export const readCheckpoint = (
-  ctx: FileOps.Context,
+  ctx: Base.Context,
   dir: string
 ): Effect.Effect<{ readonly input: Recovery.CheckpointInput; readonly size: number }, StorageError> => {
   const file = path.join(dir, CHECKPOINT_FILE)
@@ -150,17 +153,17 @@ export interface LoadOptions {
  * only reads; every rule is the recovery's.
  */
 export const load: (
-  ctx: FileOps.Context,
+  ctx: Base.Context,
   dir: string,
   id: string,
   options: LoadOptions
 ) => Effect.Effect<LoadResult, StorageError | CorruptJournal> = Effect.fnUntraced(function*(
-  ctx: FileOps.Context,
+  ctx: Base.Context,
   dir: string,
   id: string,
   options: LoadOptions
 ) {
-  const exists = yield* FileOps.confineSessionDir(ctx, dir)
+  const exists = yield* Open.confineSessionDir(ctx, dir)
   const list: Listing = exists ? yield* listing(ctx, dir) : { names: [], segments: [], hasCheckpoint: false }
   let checkpointInput: Recovery.CheckpointInput = null
   let checkpointSize = 0
@@ -255,11 +258,11 @@ export const load: (
           recovery.offer({ _tag: "Segment", segment: file, base: seg.base })
           return scanBytes(ctx, whole.bytes!, whole.size, file, seg.base, visit)
         })
-        : yield* FileOps.withHandle(FileOps.openRead(ctx, file), (fh) =>
+        : yield* Open.withHandle(Open.openRead(ctx, file), (fh) =>
           Effect.flatMap(
             i === start && resumeHash !== null
               ? Effect.flatMap(
-                FileOps.boundedSize(ctx, fh, file),
+                Lines.boundedSize(ctx, fh, file),
                 (size) => Segment.lineOf(fh, file, size, cpLast, resumeHash, RESUME_WINDOW)
               )
               : Effect.succeed(null),

@@ -29,16 +29,20 @@ import {
   resolveWith,
   toDeclaredErrors
 } from "./adapter.ts"
-import * as FileOps from "./fileOps.ts"
+import * as Base from "./fileOps/base.ts"
+import * as Open from "./fileOps/open.ts"
+import * as Replace from "./fileOps/replace.ts"
+import * as Load from "./load.ts"
 import * as Segment from "./segment.ts"
 import * as Session from "./session.ts"
+import * as Writer from "./writer.ts"
 
 /**
  * Integrity of one segment file, as `inspect` found it.
  *
  * @since 0.1.0
  */
-export type SegmentReport = Session.SegmentReport
+export type SegmentReport = Load.SegmentReport
 
 /**
  * What `inspect` found: the recovery report of a verify (the whole history
@@ -67,10 +71,10 @@ export interface InspectReport {
 const inspectSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps: JournalState.Caps | undefined) {
   const ctx = r.ctx
   const dir = path.join(ctx.root, id)
-  if (!(yield* FileOps.confineSessionDir(ctx, dir))) return yield* new SessionNotFound({ id })
-  const files = yield* Session.listing(ctx, dir)
+  if (!(yield* Open.confineSessionDir(ctx, dir))) return yield* new SessionNotFound({ id })
+  const files = yield* Load.listing(ctx, dir)
   if (files.segments.length === 0 && !files.hasCheckpoint) return yield* new SessionNotFound({ id })
-  const verified = yield* Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
+  const verified = yield* Load.load(ctx, dir, id, loadOptions(r, caps, "verify"))
   const recovery = verified.loaded.recovery
   const stopped = recovery.stopped
   const cp = verified.checkpoint
@@ -180,8 +184,8 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
   yield* recoveryTimestamp(ctx)
   const setAside: Array<string> = []
   const truncated: Array<{ segment: string; length: number }> = []
-  const before = yield* Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
-  const claimed = yield* Session.load(ctx, dir, id, loadOptions(r, caps, "load"))
+  const before = yield* Load.load(ctx, dir, id, loadOptions(r, caps, "verify"))
+  const claimed = yield* Load.load(ctx, dir, id, loadOptions(r, caps, "load"))
   const previousHead = JournalState.head(claimed.loaded.state)
   const claimedNext = Math.max(claimed.loaded.state.next_sequence, before.checkpoint?.next_sequence ?? 0)
   // The records carry their own proof; the checkpoint is only a claim about them.
@@ -191,15 +195,15 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
   // are replayed under every candidate (the checkpoint's, the given ones, the
   // defaults, entry_cap 0) and the caps under which they verify furthest are used.
   let checkpointCaps = true
-  const recordsOnly = (): Session.LoadOptions => ({
+  const recordsOnly = (): Load.LoadOptions => ({
     ...loadOptions(r, caps, "verify"),
     ignoreCheckpoint: true,
     checkpointCaps
   })
-  let records = yield* Session.load(ctx, dir, id, recordsOnly())
+  let records = yield* Load.load(ctx, dir, id, recordsOnly())
   for (const candidate of [caps, {}, { entry_cap: 0 }]) {
     if (records.loaded.recovery.stopped === null) break
-    const tried = yield* Session.load(ctx, dir, id, {
+    const tried = yield* Load.load(ctx, dir, id, {
       ...loadOptions(r, candidate, "verify"),
       ignoreCheckpoint: true,
       checkpointCaps: false
@@ -224,13 +228,13 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
       stop.segment,
       stop.offset,
       Effect.map(
-        Session.load(ctx, dir, id, recordsOnly()),
+        Load.load(ctx, dir, id, recordsOnly()),
         (again) => again.storedNext > before.storedNext || again.loaded.recovery.stopped === null
       )
     )
     if (kept === null) break
     setAside.push(kept)
-    records = yield* Session.load(ctx, dir, id, recordsOnly())
+    records = yield* Load.load(ctx, dir, id, recordsOnly())
     fullHistory = (records.listing.segments[0]?.base ?? 0) === 0
   }
   const problem = fullHistory
@@ -255,26 +259,26 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
         const highest = yield* Session.highestSequence(ctx, path.join(dir, s.name), s.base === base ? cut.offset : 0)
         if (highest !== null) seenNext = Math.max(seenNext, highest + 1)
       }
-      if (cut.offset === 0) setAside.push(yield* Session.moveAside(ctx, dir, name))
+      if (cut.offset === 0) setAside.push(yield* Writer.moveAside(ctx, dir, name))
       else {
-        setAside.push(yield* FileOps.copyAside(ctx, dir, name, cut.offset))
-        yield* FileOps.withHandle(FileOps.openWrite(ctx, cut.segment), (fh) =>
+        setAside.push(yield* Replace.copyAside(ctx, dir, name, cut.offset))
+        yield* Open.withHandle(Open.openWrite(ctx, cut.segment), (fh) =>
           Effect.andThen(
-            FileOps.call("ftruncate", cut.segment, () => fh.truncate(cut.offset)),
-            FileOps.call("fdatasync", cut.segment, () => fh.datasync())
+            Base.call("ftruncate", cut.segment, () => fh.truncate(cut.offset)),
+            Base.call("fdatasync", cut.segment, () => fh.datasync())
           ))
         truncated.push({ segment: name, length: cut.offset })
       }
       // Everything after the damaged point is past the valid prefix: keep it aside.
       for (const s of records.listing.segments) {
-        if (s.base > base) setAside.push(yield* Session.moveAside(ctx, dir, s.name))
+        if (s.base > base) setAside.push(yield* Writer.moveAside(ctx, dir, s.name))
       }
     }
   }
   let checkpointRebuilt = false
   if (fullHistory) {
-    const remaining = yield* Session.load(ctx, dir, id, recordsOnly())
-    const check = yield* Session.load(ctx, dir, id, loadOptions(r, caps, "verify"))
+    const remaining = yield* Load.load(ctx, dir, id, recordsOnly())
+    const check = yield* Load.load(ctx, dir, id, loadOptions(r, caps, "verify"))
     const state = remaining.loaded.state
     if (
       remaining.loaded.recovery.stopped === null && check.listing.hasCheckpoint &&
@@ -283,8 +287,8 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
       // The records verify and the checkpoint disagrees with them (or is broken):
       // the checkpoint is what is wrong. Keep it aside, write the truth. (A missing
       // checkpoint is no damage: every load rebuilds it from the records.)
-      setAside.push(yield* Session.moveAside(ctx, dir, Session.CHECKPOINT_FILE))
-      yield* Session.writeCheckpointFile(ctx, dir, state)
+      setAside.push(yield* Writer.moveAside(ctx, dir, Load.CHECKPOINT_FILE))
+      yield* Writer.writeCheckpointFile(ctx, dir, state)
       checkpointRebuilt = true
       if (claimedNext > state.next_sequence) lostFrom ??= state.next_sequence
     }
@@ -295,7 +299,7 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
   if (setAside.length > 0 || truncated.length > 0 || checkpointRebuilt) {
     // The chain tells its own history: what was set aside or lost, and the head
     // the session claimed before.
-    const writer = new Session.SegmentWriter(ctx, dir, id, caps, {
+    const writer = new Writer.SegmentWriter(ctx, dir, id, caps, {
       removeCheckpointedSegments: r.removeCheckpointedSegments,
       segmentMinBytes: r.segmentMinBytes,
       turns: r.turns,
@@ -330,7 +334,7 @@ const repairSession = Effect.fnUntraced(function*(r: Resolved, id: string, caps:
       writer.close()
     )
   }
-  const after = yield* Session.load(ctx, dir, id, loadOptions(r, caps, "load"))
+  const after = yield* Load.load(ctx, dir, id, loadOptions(r, caps, "load"))
   return {
     id,
     before: before.loaded.recovery,

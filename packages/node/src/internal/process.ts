@@ -3,7 +3,7 @@
  * dead, a reused pid shows another start time), `kill(pid, 0)` elsewhere.
  */
 import { readdirSync, readFileSync, readlinkSync } from "node:fs"
-import { codeOf } from "./fileOps.ts"
+import { codeOf } from "./fileOps/base.ts"
 
 /**
  * Start time of process `pid` (field 22 of /proc/<pid>/stat), its state letter,

@@ -5,12 +5,14 @@
 import { CorruptJournal, CorruptReason, type Entry, type StorageError } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
-import * as FileOps from "./fileOps.ts"
+import * as Base from "./fileOps/base.ts"
+import * as Open from "./fileOps/open.ts"
+import * as Replace from "./fileOps/replace.ts"
 import { listing } from "./load.ts"
 import * as Segment from "./segment.ts"
 
 /** The `entry_hash` of the stored entries from `from` on, at most `count` of them. */
-export const readRange = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: string, from: number, count: number) {
+export const readRange = Effect.fnUntraced(function*(ctx: Base.Context, dir: string, from: number, count: number) {
   const reader = new Reader(ctx, dir, from)
   const out = new Map<number, string>()
   while (out.size < count) {
@@ -47,9 +49,9 @@ export class Reader {
   private lastStat: { readonly ino: number; readonly size: number; readonly mtimeMs: number } | null = null
   /** Whether to list the directory for a later segment when the current one ends (see `page`). */
   private listAtEnd = true
-  private readonly ctx: FileOps.Context
+  private readonly ctx: Base.Context
   private readonly dir: string
-  constructor(ctx: FileOps.Context, dir: string, from: number) {
+  constructor(ctx: Base.Context, dir: string, from: number) {
     this.ctx = ctx
     this.dir = dir
     this.expected = Math.max(0, from)
@@ -120,8 +122,8 @@ export class Reader {
     const ctx = this.ctx
     const dir = this.dir
     return Effect.gen(function*() {
-      const st = yield* FileOps.call("lstat", file, () => ctx.fs.lstat(file)).pipe(
-        Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT"), () => Effect.succeed(null))
+      const st = yield* Base.call("lstat", file, () => ctx.fs.lstat(file)).pipe(
+        Effect.catchIf((e) => Base.hasCode(e, "ENOENT"), () => Effect.succeed(null))
       )
       if (st === null || st.ino !== known.ino || st.size !== known.size || st.mtimeMs !== known.mtimeMs) return false
       const list = yield* listing(ctx, dir)
@@ -146,14 +148,14 @@ export class Reader {
       let gap: CorruptJournal | null = null
       const fromStart = self.offset === 0 && self.lastInSegment === null
       // A segment removed by retention or a repair while we read: null.
-      const opened = FileOps.openRead(self.ctx, file).pipe(
-        Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT"), () => Effect.succeed(null))
+      const opened = Open.openRead(self.ctx, file).pipe(
+        Effect.catchIf((e) => Base.hasCode(e, "ENOENT"), () => Effect.succeed(null))
       )
       // A segment now shorter than what was read from it was cut under the reader
       // (a repair, or an edit): what it read there is no longer stored, and what is
       // written at the cut would be read from the middle of a line.
-      const cutUnder = (fh: FileOps.FileHandle) =>
-        Effect.flatMap(FileOps.call("fstat", file, () => fh.stat()), (st) => {
+      const cutUnder = (fh: Base.FileHandle) =>
+        Effect.flatMap(Base.call("fstat", file, () => fh.stat()), (st) => {
           self.lastStat = { ino: st.ino, size: st.size, mtimeMs: st.mtimeMs }
           return st.size < self.offset
             ? Effect.fail(
@@ -217,7 +219,7 @@ export class Reader {
                 return true
               })
             ),
-        (fh) => fh === null ? Effect.void : FileOps.close(fh)
+        (fh) => fh === null ? Effect.void : Replace.close(fh)
       )
       if (scanned === null) {
         // Find our place again.

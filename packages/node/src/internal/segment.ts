@@ -8,7 +8,8 @@ import type { CorruptJournal, StorageError } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
-import { boundedSize, type Context, type FileHandle, type Line, LineReader, NeedIo, readAt } from "./fileOps.ts"
+import type { Context, FileHandle } from "./fileOps/base.ts"
+import { boundedSize, type Line, LineReader, NeedIo, readAt } from "./fileOps/lines.ts"
 
 /** Schema version of the records this release writes and reads. */
 export const VERSION = 1

@@ -1,18 +1,17 @@
 /**
- * The session directory as the adapter sees it: loading (`load.ts`), the writer
- * (`writer.ts`), the paged reader (`reader.ts`), and the line surgery `repair`
- * needs (here).
+ * The line surgery `repair` needs on a session directory (how far set-aside bytes
+ * reached, dropping a line the chain continues past). Loading is `load.ts`, the
+ * writer `writer.ts`, the paged reader `reader.ts`.
  */
 import type { CorruptJournal, StorageError } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
-import * as FileOps from "./fileOps.ts"
+import type * as Base from "./fileOps/base.ts"
+import * as Lines from "./fileOps/lines.ts"
+import * as Open from "./fileOps/open.ts"
+import * as Replace from "./fileOps/replace.ts"
 import { readWhole } from "./load.ts"
 import * as Segment from "./segment.ts"
-
-export * from "./load.ts"
-export * from "./reader.ts"
-export * from "./writer.ts"
 
 /**
  * The highest entry sequence that any parseable record of `file` from byte `from`
@@ -21,18 +20,18 @@ export * from "./writer.ts"
  * reading there.
  */
 export const highestSequence = (
-  ctx: FileOps.Context,
+  ctx: Base.Context,
   file: string,
   from: number
 ): Effect.Effect<number | null, StorageError> =>
-  FileOps.withHandle(FileOps.openRead(ctx, file), (fh) =>
-    Effect.flatMap(FileOps.boundedSize(ctx, fh, file), (size) => {
-      const reader = new FileOps.LineReader(ctx, fh, file, file, from, size)
+  Open.withHandle(Open.openRead(ctx, file), (fh) =>
+    Effect.flatMap(Lines.boundedSize(ctx, fh, file), (size) => {
+      const reader = new Lines.LineReader(ctx, fh, file, file, from, size)
       let highest: number | null = null
       const loop: Effect.Effect<number | null> = Effect.suspend(() => {
         for (;;) {
           const item = reader.poll()
-          if (item === FileOps.NeedIo) {
+          if (item === Lines.NeedIo) {
             return reader.io().pipe(
               Effect.matchEffect({ onFailure: () => Effect.succeed(highest), onSuccess: () => loop })
             )
@@ -53,7 +52,7 @@ export const highestSequence = (
  * name, or null when nothing was changed.
  */
 export const dropLineIfChainContinues = Effect.fnUntraced(function*(
-  ctx: FileOps.Context,
+  ctx: Base.Context,
   dir: string,
   file: string,
   offset: number,
@@ -66,15 +65,15 @@ export const dropLineIfChainContinues = Effect.fnUntraced(function*(
   if (offset === 0 || end < 0 || end + 1 >= bytes.length) return null
   const line = bytes.subarray(offset, end + 1)
   if (Segment.parseLine(line.subarray(0, line.length - 1))._tag === "Entry") return null
-  const names = new Set(yield* FileOps.listDir(ctx, dir))
-  const side = FileOps.freeName(names, FileOps.damagedName(name, offset))
-  yield* FileOps.atomicReplace(ctx, dir, side, line)
+  const names = new Set(yield* Replace.listDir(ctx, dir))
+  const side = Replace.freeName(names, Replace.damagedName(name, offset))
+  yield* Replace.atomicReplace(ctx, dir, side, line)
   const without = new Uint8Array(bytes.length - line.length)
   without.set(bytes.subarray(0, offset), 0)
   without.set(bytes.subarray(end + 1), offset)
-  yield* FileOps.atomicReplace(ctx, dir, name, without)
+  yield* Replace.atomicReplace(ctx, dir, name, without)
   if (yield* better) return side
-  yield* FileOps.atomicReplace(ctx, dir, name, bytes)
-  yield* FileOps.unlinkIfExists(ctx, path.join(dir, side))
+  yield* Replace.atomicReplace(ctx, dir, name, bytes)
+  yield* Replace.unlinkIfExists(ctx, path.join(dir, side))
   return null
 })

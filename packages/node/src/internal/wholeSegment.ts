@@ -25,7 +25,9 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import { isAscii } from "node:buffer"
 import type { Stats } from "node:fs"
-import * as FileOps from "./fileOps.ts"
+import * as Base from "./fileOps/base.ts"
+import * as Lines from "./fileOps/lines.ts"
+import * as Open from "./fileOps/open.ts"
 import * as Segment from "./segment.ts"
 
 /** Largest segment read whole; a larger one is scanned in chunks (`Segment.scan`). */
@@ -42,11 +44,11 @@ export interface Whole {
 }
 
 /** Opens (with `openRead`'s checks), sizes (bounded), reads whole and closes one segment. */
-export const readWhole = (ctx: FileOps.Context, file: string): Effect.Effect<Whole, StorageError> =>
-  FileOps.withHandle(
-    FileOps.openRead(ctx, file),
+export const readWhole = (ctx: Base.Context, file: string): Effect.Effect<Whole, StorageError> =>
+  Open.withHandle(
+    Open.openRead(ctx, file),
     (fh) =>
-      Effect.flatMap(FileOps.boundedSize(ctx, fh, file), (size) =>
+      Effect.flatMap(Lines.boundedSize(ctx, fh, file), (size) =>
         size > WHOLE_MAX
           ? Effect.succeed<Whole>({ size, bytes: null })
           : Effect.map(readAll(fh, file, size), (bytes): Whole => ({ size, bytes })))
@@ -54,12 +56,12 @@ export const readWhole = (ctx: FileOps.Context, file: string): Effect.Effect<Who
 
 // Reads `size` bytes from offset 0 (fewer when the file ends first) into a buffer
 // that is not zero-filled first: only the bytes the reads wrote are handed out.
-const readAll = (fh: FileOps.FileHandle, file: string, size: number): Effect.Effect<Uint8Array, StorageError> => {
+const readAll = (fh: Base.FileHandle, file: string, size: number): Effect.Effect<Uint8Array, StorageError> => {
   const buf = Buffer.allocUnsafe(size)
   const from = (done: number): Effect.Effect<Uint8Array, StorageError> =>
     done >= size
       ? Effect.succeed(buf)
-      : Effect.flatMap(FileOps.call("read", file, () => fh.read(buf, done, size - done, done)), ({ bytesRead }) =>
+      : Effect.flatMap(Base.call("read", file, () => fh.read(buf, done, size - done, done)), ({ bytesRead }) =>
         bytesRead === 0 ? Effect.succeed(buf.subarray(0, done)) : from(done + bytesRead))
   return from(0)
 }
@@ -72,9 +74,9 @@ const readAll = (fh: FileOps.FileHandle, file: string, size: number): Effect.Eff
 export class Ahead {
   private readonly running: Array<Fiber.Fiber<Whole, StorageError>> = []
   private next: number
-  private readonly ctx: FileOps.Context
+  private readonly ctx: Base.Context
   private readonly files: ReadonlyArray<string>
-  constructor(ctx: FileOps.Context, files: ReadonlyArray<string>, from: number) {
+  constructor(ctx: Base.Context, files: ReadonlyArray<string>, from: number) {
     this.ctx = ctx
     this.files = files
     this.next = from
@@ -114,7 +116,7 @@ export class Ahead {
 // A read-only `FileHandle` over bytes already read: `size` is the file's size as
 // stat found it; reads return what `bytes` holds (fewer bytes when the file shrank
 // before it was read, as the file itself would have).
-const memoryHandle = (bytes: Uint8Array, size: number): FileOps.FileHandle => {
+const memoryHandle = (bytes: Uint8Array, size: number): Base.FileHandle => {
   const refuse = () => Promise.reject(new Error("read-only snapshot of a segment"))
   return {
     fd: -1,
@@ -143,7 +145,7 @@ const isZeroFrom = (bytes: Buffer, from: number): boolean => {
  * same visits and the same result.
  */
 export const scanBytes = (
-  ctx: FileOps.Context,
+  ctx: Base.Context,
   bytes: Uint8Array,
   size: number,
   file: string,

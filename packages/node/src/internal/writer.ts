@@ -17,7 +17,9 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as path from "node:path"
 import * as Durable from "./durable.ts"
-import * as FileOps from "./fileOps.ts"
+import * as Base from "./fileOps/base.ts"
+import * as Open from "./fileOps/open.ts"
+import * as Replace from "./fileOps/replace.ts"
 import {
   CHECKPOINT_FILE,
   type LastSegment,
@@ -63,7 +65,7 @@ export const writerLoad = (caps: JournalState.Caps | undefined, options: WriterO
  */
 export class SegmentWriter {
   view: View | null = null
-  private active: { readonly name: string; readonly fh: FileOps.FileHandle } | null = null
+  private active: { readonly name: string; readonly fh: Base.FileHandle } | null = null
   // The zeros being written ahead of the active segment's data (`Durable.fill`), in
   // a fiber of their own; appends that would reach `from` wait for it, and nothing
   // trims, cuts or closes the segment before it is over.
@@ -75,13 +77,13 @@ export class SegmentWriter {
   // (it grows by holes, as before).
   private zeroed: { readonly seg: LastSegment; appends: number; end: number; failed: boolean } | null = null
   private lastPath: { readonly name: string; readonly file: string } | null = null
-  private readonly ctx: FileOps.Context
+  private readonly ctx: Base.Context
   private readonly dir: string
   private readonly id: string
   private readonly caps: JournalState.Caps | undefined
   private readonly options: WriterOptions
   constructor(
-    ctx: FileOps.Context,
+    ctx: Base.Context,
     dir: string,
     id: string,
     caps: JournalState.Caps | undefined,
@@ -150,7 +152,7 @@ export class SegmentWriter {
         const a = this.active
         this.active = null
         this.zeroed = null
-        return a === null ? Effect.void : FileOps.close(a.fh)
+        return a === null ? Effect.void : Replace.close(a.fh)
       })
     )
   }
@@ -171,7 +173,7 @@ export class SegmentWriter {
   // append into it on, when less than half a stretch of written zeros lies ahead of
   // its data, writes the next stretch in a fiber of its own (through the thread
   // pool), so the append's caller is answered meanwhile.
-  private fillAhead(seg: LastSegment, fh: FileOps.FileHandle): Effect.Effect<void> {
+  private fillAhead(seg: LastSegment, fh: Base.FileHandle): Effect.Effect<void> {
     return Effect.suspend(() => {
       if (this.zeroed === null || this.zeroed.seg !== seg) {
         this.zeroed = { seg, appends: 0, end: 0, failed: false }
@@ -315,12 +317,12 @@ export class SegmentWriter {
       // A torn tail: keep its bytes in a side file, then cut the segment back to its
       // valid prefix so the next record starts on a line boundary.
       const file = path.join(this.dir, last.name)
-      return FileOps.copyAside(this.ctx, this.dir, last.name, last.validEnd).pipe(
+      return Replace.copyAside(this.ctx, this.dir, last.name, last.validEnd).pipe(
         Effect.andThen(this.activeHandle(last.name)),
         Effect.flatMap((fh) =>
           Effect.andThen(
-            FileOps.call("ftruncate", file, () => fh.truncate(last.validEnd)),
-            FileOps.call("fdatasync", file, () => fh.datasync())
+            Base.call("ftruncate", file, () => fh.truncate(last.validEnd)),
+            Base.call("fdatasync", file, () => fh.datasync())
           )
         ),
         Effect.andThen(Effect.suspend(() => {
@@ -362,7 +364,7 @@ export class SegmentWriter {
     }
     const used = seg.validEnd + bytes.length
     // Decided when it runs: a fill that ended meanwhile may have made the space.
-    const extend = (fh: FileOps.FileHandle) =>
+    const extend = (fh: Base.FileHandle) =>
       Effect.suspend(() => {
         const grow = Durable.preallocatedEnd(used)
         if (!seg.preallocated || (starts ? grow <= seg.size : used <= seg.size)) return Effect.void
@@ -412,11 +414,11 @@ export class SegmentWriter {
     all.set(header, 0)
     all.set(data, header.length)
     let size = used
-    return FileOps.createExclusive(this.ctx, file, FileOps.DSYNC).pipe(
+    return Open.createExclusive(this.ctx, file, Open.DSYNC).pipe(
       Effect.flatMap((fh) =>
-        FileOps.writeDurable(fh, file, all, 0).pipe(
-          Effect.andThen(FileOps.syncDir(this.ctx, this.dir)),
-          Effect.onError(() => FileOps.close(fh)),
+        Open.writeDurable(fh, file, all, 0).pipe(
+          Effect.andThen(Open.syncDir(this.ctx, this.dir)),
+          Effect.onError(() => Replace.close(fh)),
           Effect.andThen(Effect.ignore(Effect.map(Durable.extend(fh, file, Durable.preallocatedEnd(used)), () => {
             size = Durable.preallocatedEnd(used)
           }))),
@@ -478,12 +480,12 @@ export class SegmentWriter {
 
   // The handle of the active segment, opened when it is another one. Uninterruptible,
   // so an opened handle is always kept (and closed by `close`).
-  private activeHandle(name: string): Effect.Effect<FileOps.FileHandle, StorageError> {
+  private activeHandle(name: string): Effect.Effect<Base.FileHandle, StorageError> {
     return Effect.uninterruptible(Effect.suspend(() => {
       if (this.active !== null && this.active.name === name) return Effect.succeed(this.active.fh)
       return Effect.andThen(
         this.closeActive(),
-        Effect.map(FileOps.openWrite(this.ctx, path.join(this.dir, name), FileOps.DSYNC), (fh) => {
+        Effect.map(Open.openWrite(this.ctx, path.join(this.dir, name), Open.DSYNC), (fh) => {
           this.active = { name, fh }
           return fh
         })
@@ -499,9 +501,9 @@ export class SegmentWriter {
     return Effect.gen(function*() {
       const list = yield* listing(ctx, dir)
       for (const s of list.segments) {
-        if (s.base < base) yield* FileOps.unlinkIfExists(ctx, path.join(dir, s.name))
+        if (s.base < base) yield* Replace.unlinkIfExists(ctx, path.join(dir, s.name))
       }
-      yield* FileOps.syncDir(ctx, dir)
+      yield* Open.syncDir(ctx, dir)
     }).pipe(
       // Retention is an optimization; the next rollover tries again.
       Effect.ignore
@@ -580,7 +582,7 @@ export class SegmentWriter {
       // The replace and the view's record of it in one region, so an interruption
       // cannot leave a stored checkpoint the view does not know.
       return yield* Effect.uninterruptible(
-        Effect.map(FileOps.atomicReplace(self.ctx, self.dir, CHECKPOINT_FILE, bytes), () => {
+        Effect.map(Replace.atomicReplace(self.ctx, self.dir, CHECKPOINT_FILE, bytes), () => {
           view.checkpointSize = bytes.length
           view.checkpointNext = next
           if (next === view.next && view.last !== null && view.last.base !== next) view.rollPending = true
@@ -593,7 +595,7 @@ export class SegmentWriter {
 
 /** Atomically replaces the checkpoint of `dir` with one of `state`; succeeds with its size. */
 export const writeCheckpointFile = (
-  ctx: FileOps.Context,
+  ctx: Base.Context,
   dir: string,
   state: JournalState.JournalState
 ): Effect.Effect<number, StorageError> =>
@@ -601,13 +603,13 @@ export const writeCheckpointFile = (
     const sink = Segment.sink()
     Checkpoint.writeJsonText(state, sink.add)
     const bytes = sink.view()
-    return Effect.as(FileOps.atomicReplace(ctx, dir, CHECKPOINT_FILE, bytes), bytes.length).pipe(
+    return Effect.as(Replace.atomicReplace(ctx, dir, CHECKPOINT_FILE, bytes), bytes.length).pipe(
       Effect.ensuring(Effect.sync(() => sink.release()))
     )
   })
 
 // The error refusing an append with a record line of `bytes`, above the line bound.
-const lineTooLong = (ctx: FileOps.Context, bytes: number, dir: string): StorageError =>
+const lineTooLong = (ctx: Base.Context, bytes: number, dir: string): StorageError =>
   new StorageError({
     operation: "append",
     path: dir,
@@ -615,10 +617,10 @@ const lineTooLong = (ctx: FileOps.Context, bytes: number, dir: string): StorageE
   })
 
 /** Renames `dir/name` to a free `name.damaged-0[.n]`, keeping its bytes, and syncs `dir`. */
-export const moveAside = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: string, name: string) {
-  const names = new Set(yield* FileOps.listDir(ctx, dir))
-  const target = FileOps.freeName(names, FileOps.damagedName(name, 0))
-  yield* FileOps.call("rename", path.join(dir, name), () => ctx.fs.rename(path.join(dir, name), path.join(dir, target)))
-  yield* FileOps.syncDir(ctx, dir)
+export const moveAside = Effect.fnUntraced(function*(ctx: Base.Context, dir: string, name: string) {
+  const names = new Set(yield* Replace.listDir(ctx, dir))
+  const target = Replace.freeName(names, Replace.damagedName(name, 0))
+  yield* Base.call("rename", path.join(dir, name), () => ctx.fs.rename(path.join(dir, name), path.join(dir, target)))
+  yield* Open.syncDir(ctx, dir)
   return target
 })

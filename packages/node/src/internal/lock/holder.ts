@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { LockRecord, Verdict } from "../../Lock.ts"
-import * as FileOps from "../fileOps.ts"
+import type * as Base from "../fileOps/base.ts"
 import * as Process from "../process.ts"
 import { ownBoot, ownPidns, ownStart, pidAlive, processStat, validPid } from "../process.ts"
 import { LOCK_FILE, oddLock, readLockFile, type Seen } from "./record.ts"
@@ -121,7 +121,7 @@ export const verdictOf = (seen: Extract<Seen, { _tag: "Found" }>, deep = false):
 export const alive = (seen: Seen): boolean => seen._tag === "Found" && verdictOf(seen).state !== "gone"
 
 export const inspect = (
-  ctx: FileOps.Context,
+  ctx: Base.Context,
   dir: string
 ): Effect.Effect<
   null | {

@@ -9,7 +9,10 @@ import * as Effect from "effect/Effect"
 import type { Stats } from "node:fs"
 import * as path from "node:path"
 import type { LockRecord } from "../../Lock.ts"
-import * as FileOps from "../fileOps.ts"
+import * as Base from "../fileOps/base.ts"
+import * as Lines from "../fileOps/lines.ts"
+import * as Open from "../fileOps/open.ts"
+import * as Replace from "../fileOps/replace.ts"
 import { validPid } from "../process.ts"
 
 /** Name of the lock file inside a session directory. */
@@ -64,7 +67,7 @@ const kindOf = (st: Stats): string =>
     ? "a device"
     : "not a regular file"
 
-const oddOf = (ctx: FileOps.Context, st: Stats): Extract<Seen, { _tag: "Odd" }> | null => {
+const oddOf = (ctx: Base.Context, st: Stats): Extract<Seen, { _tag: "Odd" }> | null => {
   if (!st.isFile() || st.isSymbolicLink()) {
     return { _tag: "Odd", reason: kindOf(st), directory: st.isDirectory(), foreign: true }
   }
@@ -85,17 +88,17 @@ const oddOf = (ctx: FileOps.Context, st: Stats): Extract<Seen, { _tag: "Odd" }> 
 // One read of a lock or claim file without ever following a symlink or blocking:
 // lstat first, and only a regular file of ours is opened (O_NOFOLLOW|O_NONBLOCK,
 // dev/ino checked). Null when the file changed between the lstat and the open.
-const readOnce = (ctx: FileOps.Context, file: string): Effect.Effect<Seen | null, StorageError> =>
-  FileOps.call("lstat", file, () => ctx.fs.lstat(file)).pipe(
+const readOnce = (ctx: Base.Context, file: string): Effect.Effect<Seen | null, StorageError> =>
+  Base.call("lstat", file, () => ctx.fs.lstat(file)).pipe(
     Effect.flatMap((st): Effect.Effect<Seen | null, StorageError> => {
       const odd = oddOf(ctx, st)
       if (odd !== null) return Effect.succeed(odd)
       return Effect.acquireUseRelease(
-        Effect.result(FileOps.openRead(ctx, file)),
+        Effect.result(Open.openRead(ctx, file)),
         (opened): Effect.Effect<Seen | null, StorageError> => {
           if (opened._tag === "Failure") {
             const e = opened.failure
-            const code = FileOps.codeOf(e.cause)
+            const code = Base.codeOf(e.cause)
             // Removed between the lstat and the open: read again, it may be back.
             if (code === "ENOENT") return Effect.succeed(null)
             if (code === "EACCES" || code === "EPERM") {
@@ -112,7 +115,7 @@ const readOnce = (ctx: FileOps.Context, file: string): Effect.Effect<Seen | null
             return Effect.fail(e)
           }
           const fh = opened.success
-          return Effect.flatMap(FileOps.call("fstat", file, () => fh.stat()), (fst) =>
+          return Effect.flatMap(Base.call("fstat", file, () => fh.stat()), (fst) =>
             fst.size > MAX_RECORD_BYTES
               ? Effect.succeed<Seen>({
                 _tag: "Found",
@@ -120,16 +123,16 @@ const readOnce = (ctx: FileOps.Context, file: string): Effect.Effect<Seen | null
                 ino: fst.ino,
                 record: null
               })
-              : Effect.map(FileOps.readAt(fh, file, 0, MAX_RECORD_BYTES), (bytes): Seen => {
+              : Effect.map(Lines.readAt(fh, file, 0, MAX_RECORD_BYTES), (bytes): Seen => {
                 const raw = new TextDecoder().decode(bytes)
                 return { _tag: "Found", raw, ino: fst.ino, record: parseRecord(raw) }
               }))
         },
-        (opened) => opened._tag === "Success" ? FileOps.close(opened.success) : Effect.void
+        (opened) => opened._tag === "Success" ? Replace.close(opened.success) : Effect.void
       )
     }),
     Effect.catchIf(
-      (e) => FileOps.hasCode(e, "ENOENT") && e.operation === "lstat",
+      (e) => Base.hasCode(e, "ENOENT") && e.operation === "lstat",
       () => Effect.succeed<Seen>({ _tag: "Missing" })
     )
   )
@@ -137,7 +140,7 @@ const readOnce = (ctx: FileOps.Context, file: string): Effect.Effect<Seen | null
 // Reads a lock or claim file; a file that changes hands while it is read is read
 // again (at most `READ_ATTEMPTS` times, then reported as `Changing`). Whatever
 // else is there is reported as Odd, never failed with.
-export const readLockFile = (ctx: FileOps.Context, file: string): Effect.Effect<Seen, StorageError> => {
+export const readLockFile = (ctx: Base.Context, file: string): Effect.Effect<Seen, StorageError> => {
   const attempt = (n: number): Effect.Effect<Seen, StorageError> =>
     Effect.flatMap(
       readOnce(ctx, file),

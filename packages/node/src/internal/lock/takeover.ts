@@ -14,7 +14,9 @@ import * as Schedule from "effect/Schedule"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { AcquireOptions, Held, LockRecord, TakenOver, Verdict } from "../../Lock.ts"
-import * as FileOps from "../fileOps.ts"
+import * as Base from "../fileOps/base.ts"
+import * as Open from "../fileOps/open.ts"
+import * as Replace from "../fileOps/replace.ts"
 import { ownBoot, ownPidns, ownStart, pidAlive } from "../process.ts"
 import { alive, describe, heldTokens, verdictOf } from "./holder.ts"
 import { CLAIM_FILE, LOCK_FILE, oddLock, readLockFile, same, type Seen } from "./record.ts"
@@ -29,14 +31,14 @@ export const claimBackoff: Schedule.Schedule<number> = Schedule.spaced("5 millis
 const realClock = Clock.Clock.defaultValue()
 
 // Links `from` to `to`: false when `to` exists.
-const tryLink = (ctx: FileOps.Context, from: string, to: string): Effect.Effect<boolean, StorageError> =>
-  FileOps.call("link", to, () => ctx.fs.link(from, to)).pipe(
+const tryLink = (ctx: Base.Context, from: string, to: string): Effect.Effect<boolean, StorageError> =>
+  Base.call("link", to, () => ctx.fs.link(from, to)).pipe(
     Effect.as(true),
-    Effect.catchIf((e) => FileOps.hasCode(e, "EEXIST"), () => Effect.succeed(false))
+    Effect.catchIf((e) => Base.hasCode(e, "EEXIST"), () => Effect.succeed(false))
   )
 
 export const acquire = (
-  ctx: FileOps.Context,
+  ctx: Base.Context,
   dir: string,
   id: string,
   options?: AcquireOptions
@@ -59,21 +61,21 @@ export const acquire = (
       acquired_at: ctx.clock.currentTimeMillisUnsafe()
     }
     const text = `${JSON.stringify(record)}\n`
-    const tmp = path.join(dir, `${LOCK_FILE}${FileOps.TEMP_PREFIX}${process.pid}-${record.token}`)
+    const tmp = path.join(dir, `${LOCK_FILE}${Replace.TEMP_PREFIX}${process.pid}-${record.token}`)
     heldTokens.add(record.token)
     // The record's file stays open while the lock is held: its inode cannot be freed
     // and reused by another writer's lock, so an lstat alone proves the lock ours.
-    let fh: FileOps.FileHandle | null = null
+    let fh: Base.FileHandle | null = null
     let acquired = false
     let tookOver: TakenOver | null = null
     const takeable = (verdict: Verdict) =>
       verdict.state === "gone" || (verdict.state === "unknown" && options?.force === true)
     return Effect.gen(function*() {
       const claimWait = yield* Schedule.toStep(claimBackoff)
-      fh = yield* FileOps.createExclusive(ctx, tmp)
-      yield* FileOps.writeAll(fh, tmp, new TextEncoder().encode(text), 0)
+      fh = yield* Open.createExclusive(ctx, tmp)
+      yield* Open.writeAll(fh, tmp, new TextEncoder().encode(text), 0)
       // Before the link: once linked, nothing may fail before the lock is returned.
-      const fst = yield* FileOps.call("fstat", tmp, () => fh!.stat())
+      const fst = yield* Base.call("fstat", tmp, () => fh!.stat())
       for (let attempt = 0; attempt < 200; attempt++) {
         if (yield* tryLink(ctx, tmp, lockPath)) {
           acquired = true
@@ -99,9 +101,9 @@ export const acquire = (
             const removal = yield* Effect.exit(Effect.flatMap(readLockFile(ctx, lockPath), (again) => {
               if (!same(seen, again)) return Effect.void
               tookOver = { record: seen.record, verdict }
-              return FileOps.unlinkIfExists(ctx, lockPath)
+              return Replace.unlinkIfExists(ctx, lockPath)
             }))
-            yield* FileOps.unlinkIfExists(ctx, claimPath)
+            yield* Replace.unlinkIfExists(ctx, claimPath)
             if (Exit.isFailure(removal)) return yield* Effect.failCause(removal.cause)
           }))
           continue
@@ -120,43 +122,43 @@ export const acquire = (
         }
         // A claim left by a process that died mid-takeover: move it aside and check
         // that what moved is the dead one; put back a live one moved by mistake.
-        const aside = path.join(dir, `${CLAIM_FILE}${FileOps.TEMP_PREFIX}${process.pid}-${record.token}`)
-        const moved = yield* FileOps.call("rename", claimPath, () => ctx.fs.rename(claimPath, aside)).pipe(
+        const aside = path.join(dir, `${CLAIM_FILE}${Replace.TEMP_PREFIX}${process.pid}-${record.token}`)
+        const moved = yield* Base.call("rename", claimPath, () => ctx.fs.rename(claimPath, aside)).pipe(
           Effect.as(true),
-          Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT"), () => Effect.succeed(false))
+          Effect.catchIf((e) => Base.hasCode(e, "ENOENT"), () => Effect.succeed(false))
         )
         if (!moved) continue
         const movedSeen = yield* readLockFile(ctx, aside)
         if (!same(claim, movedSeen)) yield* tryLink(ctx, aside, claimPath)
-        yield* FileOps.unlinkIfExists(ctx, aside)
+        yield* Replace.unlinkIfExists(ctx, aside)
       }
       return yield* new SessionLocked({ id, holder: "contended: the lock changed hands too often" })
     }).pipe(
       Effect.ensuring(Effect.suspend(() => {
-        const closing = !acquired && fh !== null ? FileOps.close(fh) : Effect.void
+        const closing = !acquired && fh !== null ? Replace.close(fh) : Effect.void
         if (!acquired) heldTokens.delete(record.token)
-        return Effect.andThen(closing, Effect.ignore(FileOps.unlinkIfExists(ctx, tmp)))
+        return Effect.andThen(closing, Effect.ignore(Replace.unlinkIfExists(ctx, tmp)))
       }))
     )
   })
 
 const release = (
-  ctx: FileOps.Context,
+  ctx: Base.Context,
   lockPath: string,
   token: string,
-  fh: FileOps.FileHandle
+  fh: Base.FileHandle
 ): Effect.Effect<void, StorageError> =>
   // The token stays in `heldTokens` until the lock file is gone: until then the lock
   // is live, also for another acquirer of this process, which would otherwise judge
   // it stale and take it over, and this release would then remove the new holder's
   // lock. Only the holder removes a live lock, so the one read decides the unlink.
   Effect.flatMap(readLockFile(ctx, lockPath), (seen) =>
-    seen._tag === "Found" && seen.record?.token === token ? FileOps.unlinkIfExists(ctx, lockPath) : Effect.void).pipe(
+    seen._tag === "Found" && seen.record?.token === token ? Replace.unlinkIfExists(ctx, lockPath) : Effect.void).pipe(
       Effect.ensuring(Effect.andThen(
         Effect.sync(() =>
           heldTokens.delete(token)
         ),
-        FileOps.close(fh)
+        Replace.close(fh)
       ))
     )
 
@@ -164,7 +166,7 @@ const release = (
 // have its number while it is open). Its size and modification time are compared
 // too; only when they changed is the content read and compared with what we wrote.
 const check = (
-  ctx: FileOps.Context,
+  ctx: Base.Context,
   id: string,
   lockPath: string,
   text: string,
@@ -181,9 +183,9 @@ const check = (
   return Effect.gen(function*() {
     const lstatSync = ctx.fs.lstatSync
     const st = yield* (lstatSync !== undefined
-      ? FileOps.callSync("lstat", lockPath, () => lstatSync(lockPath))
-      : FileOps.call("lstat", lockPath, () => ctx.fs.lstat(lockPath))).pipe(
-        Effect.catchIf((e) => FileOps.hasCode(e, "ENOENT"), () => Effect.succeed(null))
+      ? Base.callSync("lstat", lockPath, () => lstatSync(lockPath))
+      : Base.call("lstat", lockPath, () => ctx.fs.lstat(lockPath))).pipe(
+        Effect.catchIf((e) => Base.hasCode(e, "ENOENT"), () => Effect.succeed(null))
       )
     if (st === null) return yield* lost("the lock file was removed")
     if (
@@ -208,16 +210,16 @@ const check = (
 }
 
 export const clearStaleTemps = Effect.fnUntraced(
-  function*(ctx: FileOps.Context, dir: string, names: ReadonlyArray<string>) {
+  function*(ctx: Base.Context, dir: string, names: ReadonlyArray<string>) {
     const pattern = new RegExp(
-      `^(?:${LOCK_FILE}|${CLAIM_FILE.replace(".", "\\.")})${FileOps.TEMP_PREFIX.replace(".", "\\.")}(\\d+)-`
+      `^(?:${LOCK_FILE}|${CLAIM_FILE.replace(".", "\\.")})${Replace.TEMP_PREFIX.replace(".", "\\.")}(\\d+)-`
     )
     for (const n of names) {
       const m = pattern.exec(n)
       if (m === null) continue
       const pid = Number(m[1])
       if (pid === process.pid || pidAlive(pid)) continue
-      yield* FileOps.unlinkIfExists(ctx, path.join(dir, n))
+      yield* Replace.unlinkIfExists(ctx, path.join(dir, n))
     }
   }
 )
