@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+import * as Utf8 from "@session-journal/core/Utf8"
 
 /**
  * A request id: a string or a number (JSON-RPC allows null only in an error
@@ -47,8 +48,6 @@ export type Message =
   }
   | { readonly _tag: "Batch"; readonly ids: ReadonlyArray<Id> }
   | { readonly _tag: "Invalid"; readonly id: Id | null; readonly code: number; readonly message: string }
-
-const strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
 const isRecord = (u: unknown): u is { readonly [key: string]: unknown } =>
   typeof u === "object" && u !== null && !Array.isArray(u)
@@ -109,7 +108,7 @@ const classifyValue = (value: unknown): Message => {
 export const classify = (line: Uint8Array): { readonly message: Message; readonly value: unknown } => {
   let text: string
   try {
-    text = strict.decode(line)
+    text = Utf8.decodeStrict(line, { keepBom: true })
   } catch {
     return { message: invalid(null, ErrorCode.parseError, "the line is not UTF-8"), value: undefined }
   }

@@ -3,7 +3,7 @@
  * the scan that reads a segment's records and tells a torn tail (an incomplete or
  * unparsable last line) from damage followed by more bytes (corruption).
  */
-import { Entry, SessionMeta } from "@session-journal/core"
+import { Entry, SessionMeta, Utf8 } from "@session-journal/core"
 import type { CorruptJournal, StorageError } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
@@ -35,7 +35,6 @@ export const segmentsOf = (names: ReadonlyArray<string>): Array<{ readonly name:
   }).sort((a, b) => a.base - b.base)
 
 const encoder = new TextEncoder()
-const decoder = new TextDecoder("utf-8", { fatal: true })
 const encodeMeta = Schema.encodeSync(SessionMeta.SessionMeta)
 const decodeMeta = Schema.decodeUnknownResult(SessionMeta.SessionMeta)
 
@@ -223,7 +222,7 @@ export type Record =
 export const parseLine = (line: Uint8Array): Record => {
   let text: string
   try {
-    text = decoder.decode(line)
+    text = Utf8.decodeStrict(line)
   } catch {
     return { _tag: "Damaged", reason: "not a JSON line" }
   }
