@@ -9,6 +9,28 @@
 import * as Schema from "effect/Schema"
 
 /**
+ * Why a recovery stopped before the end of what is stored (`Recovery.StopReason`,
+ * where each is described).
+ *
+ * @since 0.1.0
+ */
+export const StopReason = Schema.Literals([
+  "corruption",
+  "gap",
+  "missing",
+  "checkpoint",
+  "unknown_version",
+  "integrity"
+])
+
+/**
+ * Why a recovery stopped before the end of what is stored.
+ *
+ * @since 0.1.0
+ */
+export type StopReason = typeof StopReason.Type
+
+/**
  * A load's recovery stopped before the end of what is stored: `reason` is the
  * recovery's `StopReason` (`corruption`, `gap`, `missing`, `checkpoint`,
  * `unknown_version`, `integrity`), `detail` its words; `advice`, when given, says
@@ -17,7 +39,7 @@ import * as Schema from "effect/Schema"
  * @since 0.1.0
  */
 export class Stopped extends Schema.TaggedClass<Stopped>()("Stopped", {
-  reason: Schema.String,
+  reason: StopReason,
   detail: Schema.String,
   advice: Schema.optionalKey(Schema.String)
 }) {

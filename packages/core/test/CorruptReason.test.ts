@@ -4,6 +4,7 @@
  * the reason was a string.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { CorruptJournal, CorruptReason } from "../src/index.ts"
 
@@ -57,5 +58,20 @@ describe("CorruptReason", () => {
     const back = Schema.decodeUnknownSync(codec)(JSON.parse(JSON.stringify(Schema.encodeSync(codec)(error))))
     assert.strictEqual(back.reason._tag, "OutOfSequence")
     assert.strictEqual(back.message, error.message)
+  })
+
+  it("a Stopped case's reason is one of the recovery's stop reasons, not any text", () => {
+    const codec = Schema.toCodecJson(CorruptJournal)
+    const stopped = new CorruptJournal({
+      segment: "seg",
+      offset: 0,
+      reason: new CorruptReason.Stopped({ reason: "gap", detail: "missing 3" })
+    })
+    const encoded = JSON.parse(JSON.stringify(Schema.encodeSync(codec)(stopped))) as {
+      reason: { reason: string }
+    }
+    assert.strictEqual(Schema.decodeUnknownSync(codec)(encoded).reason._tag, "Stopped")
+    encoded.reason.reason = "whatever"
+    assert.isTrue(Result.isFailure(Schema.decodeUnknownResult(codec)(encoded)))
   })
 })

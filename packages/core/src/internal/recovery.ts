@@ -5,6 +5,7 @@
 import { bytesToHex } from "@noble/hashes/utils.js"
 import * as Result from "effect/Result"
 import * as Checkpoint from "../Checkpoint.ts"
+import type * as CorruptReason from "../CorruptReason.ts"
 import type * as Entry from "../Entry.ts"
 import * as JournalState from "../JournalState.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
@@ -25,7 +26,7 @@ import * as Ring from "./ring.ts"
  *
  * @since 0.1.0
  */
-export type StopReason = "corruption" | "gap" | "missing" | "checkpoint" | "unknown_version" | "integrity"
+export type StopReason = CorruptReason.StopReason
 
 /**
  * Where and why the valid prefix ends. `offset` is a byte offset in `segment` for
