@@ -26,7 +26,9 @@ export const readRange = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: 
  * page at a time (a segment is opened per page, so nothing stays open between
  * pages). A damaged last line of the last segment is where the stored entries end
  * for now (a writer may be completing it); damage followed by more data fails with
- * `CorruptJournal`.
+ * `CorruptJournal`, after the entries stored before it have been read: a page
+ * that meets it ends with them, and the next one fails. A page that is full
+ * stops at its last entry, without looking at the line after it.
  */
 export class Reader {
   private expected: number
@@ -129,6 +131,17 @@ export class Reader {
     })
   }
 
+  // Damage met by a page: the entries read before it are the page (the reader
+  // stays before the damage, so the next page meets it again, with nothing read,
+  // and fails); only a page that read nothing fails. Stored entries that may still
+  // verify are never lost with the damage after them.
+  private failAfter(
+    out: Array<Entry.Entry>,
+    damage: CorruptJournal
+  ): Effect.Effect<{ readonly entries: Array<Entry.Entry>; readonly atEnd: boolean }, CorruptJournal> {
+    return out.length > 0 ? Effect.succeed({ entries: out, atEnd: false }) : Effect.fail(damage)
+  }
+
   // One segment's worth of a page: the page when it is complete, null to go on.
   private pageStep(
     out: Array<Entry.Entry>,
@@ -208,13 +221,13 @@ export class Reader {
                   })
                   return false
                 }
-                if (out.length >= max) return false
                 out.push(e)
                 self.expected++
                 consumed = end
                 self.lastInSegment = e.sequence
                 self.remember(e)
-                return true
+                // A full page stops at its last entry: what follows it (damage too) is the next page's.
+                return out.length < max
               })
             ),
         (fh) => fh === null ? Effect.void : FileOps.close(fh)
@@ -226,15 +239,18 @@ export class Reader {
       }
       self.offset = consumed
       const found = gap as CorruptJournal | null
-      if (found !== null) return yield* found
+      if (found !== null) return yield* self.failAfter(out, found)
       const end = scanned.end
       if (end._tag === "Halted") return { entries: out, atEnd: false }
       if (end._tag === "Damaged" && end.more) {
-        return yield* new CorruptJournal({
+        return yield* self.failAfter(
+          out,
+          new CorruptJournal({
           segment: file,
           offset: end.offset,
-          reason: new CorruptReason.Damaged({ detail: end.reason, followedBy: "more data" })
-        })
+            reason: new CorruptReason.Damaged({ detail: end.reason, followedBy: "more data" })
+          })
+        )
       }
       // The watch named only this segment: no later one appeared (see `page`).
       if (!self.listAtEnd) return { entries: out, atEnd: true }
@@ -246,13 +262,16 @@ export class Reader {
         // the writer finished it after our read, then call it what it is.
         if (self.rescans++ === 0) return null
         if (end._tag === "UnknownVersion") return { entries: out, atEnd: true }
-        return yield* new CorruptJournal({
-          segment: file,
-          offset: end._tag === "Damaged" ? end.offset : self.offset,
-          reason: end._tag === "Damaged"
-            ? new CorruptReason.Damaged({ detail: end.reason, followedBy: `segment ${next.name}` })
-            : new CorruptReason.SegmentGap({ segment: next.name, base: next.base, expected: self.expected })
-        })
+        return yield* self.failAfter(
+          out,
+          new CorruptJournal({
+            segment: file,
+            offset: end._tag === "Damaged" ? end.offset : self.offset,
+            reason: end._tag === "Damaged"
+              ? new CorruptReason.Damaged({ detail: end.reason, followedBy: `segment ${next.name}` })
+              : new CorruptReason.SegmentGap({ segment: next.name, base: next.base, expected: self.expected })
+          })
+        )
       }
       self.rescans = 0
       self.segment = next
