@@ -193,7 +193,8 @@ export const denials = (s: Summary): string => {
 
 /**
  * The entries past a failed verification, apart from the timeline: each row marked
- * unverified, the first (where verification failed) marked as such.
+ * unverified, the first (where verification failed) marked as such, or, when the
+ * entries from there on are missing (a cut), a row saying which, where they stood.
  *
  * @since 0.1.0
  */
@@ -205,6 +206,13 @@ export const unverifiedSection = function*(u: Unverified): Generator<string> {
     } from sequence ${u.from} on. ` +
     `Verification failed at entry ${u.from}; nothing after it is vouched for, so these are shown as stored and ` +
     `counted in no total, chart or denial above.${more}</p>` + Timeline.TABLE_START
+  // Entries missing where it failed (a cut): the gap is shown where it stands.
+  const after = u.entries[0]?.sequence
+  if (after !== undefined && after > u.from) {
+    const range = after - 1 === u.from ? `entry ${u.from} is` : `entries ${u.from}–${after - 1} are`
+    yield `<tr data-verified="false" data-mark="missing" id="missing-${u.from}"><td>${u.from}</td>` +
+      `<td colspan="4"><span class="badge bad">MISSING</span> ${range} not stored: verification failed here</td></tr>\n`
+  }
   for (const e of u.entries) {
     const mark = e.sequence === u.from ? "failed-here" : "unverified"
     yield Timeline.row(e).replace(/^<tr /, `<tr data-verified="false" data-mark="${mark}" `) + "\n"
