@@ -246,8 +246,8 @@ export class Reader {
         return yield* self.failAfter(
           out,
           new CorruptJournal({
-          segment: file,
-          offset: end.offset,
+            segment: file,
+            offset: end.offset,
             reason: new CorruptReason.Damaged({ detail: end.reason, followedBy: "more data" })
           })
         )
