@@ -89,6 +89,22 @@ describe("one story per agent session", () => {
     assert.match(story!, /custody cc-\S+ · \+1 sub-agent · store ccs-\S+/)
   })
 
+  it("the report of any of them names its story and links the others", async () => {
+    const members = (JSON.parse((await run(["--dir", dir, "--json", "list"])).stdout) as {
+      sessions: Array<{ id: string; agent_session?: string }>
+    }).sessions.filter((s) => s.agent_session === SID).map((s) => s.id)
+    for (const id of members) {
+      const file = path.join(tempDir(), `${id}.html`)
+      const r = await run(["--dir", dir, "report", id, "--out", file])
+      assert.strictEqual(r.code, 0, r.stderr)
+      const story = /<dd id="story"[^]*?<\/dd>/.exec(fs.readFileSync(file, "utf8"))?.[0] ?? ""
+      assert.include(story, `data-story="${SID}"`)
+      for (const other of members) {
+        assert.include(story, other === id ? `<b class="mono">${id}</b>` : `href="${other}.html"`, `${id}: ${other}`)
+      }
+    }
+  })
+
   it("stats of any of them names the others", async () => {
     const sessions = (JSON.parse((await run(["--dir", dir, "--json", "list"])).stdout) as {
       sessions: Array<{ id: string; agent_session?: string }>
@@ -135,7 +151,7 @@ describe("one story per agent session", () => {
         // Any id of the story finds all of it, and nothing else; a part of one does too.
         const visible = () =>
           page.locator("#sessions tr[data-id]").evaluateAll((rows) =>
-            rows.filter((r) => (r as HTMLElement).offsetParent !== null).map((r) => r.getAttribute("data-id")).sort()
+            rows.filter((r) => r.getClientRects().length > 0).map((r) => r.getAttribute("data-id")).sort()
           )
         for (const q of [SID, hooked, store, store.slice(4, 14).toUpperCase(), ...members]) {
           await page.locator("#list-filter").fill(q)
@@ -168,6 +184,18 @@ describe("one story per agent session", () => {
         await page.locator("#list-filter").fill("")
         await story.locator(`tr[data-role="store"] a`).first().click()
         await page.waitForURL(/\/sessions\/ccs-/)
+        // A member's page names its story, every other member linked: any of them finds the others.
+        const named = page.locator(`#story[data-story="${SID}"]`)
+        assert.include(await named.innerText(), "(this is its store session)")
+        const linked = await named.locator("a").evaluateAll((links) => links.map((a) => a.textContent ?? ""))
+        const now = (JSON.parse((await run(["--dir", dir, "--json", "list"])).stdout) as {
+          sessions: Array<{ id: string; agent_session?: string }>
+        }).sessions.filter((s) => s.agent_session === SID).map((s) => s.id)
+        assert.strictEqual(now.length, members.length + 1, "the sub-agent's store copy joined")
+        assert.deepStrictEqual(linked.sort(), now.filter((id) => id !== store).sort())
+        await named.locator(`a`, { hasText: hooked }).click()
+        await page.waitForURL(new RegExp(`/sessions/${hooked}$`))
+        assert.include(await page.locator("#story").innerText(), "(this is its hooked session)")
         await page.close()
       } finally {
         await chrome.close()

@@ -15,6 +15,7 @@ import type * as Storage from "../Storage.ts"
 import * as Verify from "../Verify.ts"
 import * as Conversation from "./Conversation.ts"
 import * as Denials from "./Denials.ts"
+import * as Stories from "./Stories.ts"
 
 /**
  * Figures of a session computed in one pass over its entries.
@@ -316,6 +317,18 @@ export interface Model {
   readonly generatedAt: number
   /** The session that counts this one's tool calls, when another does (`countedIn`). */
   readonly countedIn?: string | null | undefined
+  /** The agent session this one is of, with every member of its story (`Stories.storyOf`). */
+  readonly story?: Story | null | undefined
+}
+
+/**
+ * The story a session is part of: its agent session and the members of it.
+ *
+ * @since 0.1.0
+ */
+export interface Story {
+  readonly member: Stories.Member
+  readonly members: ReadonlyArray<Stories.Member>
 }
 
 /**
@@ -398,10 +411,12 @@ export const overview = (
       ) => (damaged && isDamage(e) ? Effect.succeed({ meta: null, head: report.head ?? "" }) : Effect.fail(e)))
     )
     const counted = yield* countedIn(state.meta)
+    const story: Story | null = yield* Stories.storyOf(id, state.meta)
     const result: Overview = {
       id,
       meta: state.meta,
       countedIn: counted,
+      story,
       summary: summary.summary(),
       verify: report,
       unverified: from === null || apartCount === 0 ? null : { from, count: apartCount, entries: apart },
@@ -431,6 +446,7 @@ export const collect = (id: string, storage: Storage.Options, options?: { readon
       unverified: o.unverified,
       head: o.head,
       generatedAt: o.generatedAt,
-      countedIn: o.countedIn
+      countedIn: o.countedIn,
+      story: o.story
     }))
   })

@@ -117,6 +117,22 @@ export const collect = (ids: ReadonlyArray<string>) =>
   })
 
 /**
+ * The story of session `id` from its metadata: what it is of its agent session
+ * and every member of that agent session in the journal (one read of each
+ * session's metadata, done only when `id` is a member); null when it is of none.
+ *
+ * @since 0.1.0
+ */
+export const storyOf = (id: string, meta: SessionMeta.SessionMeta | null) =>
+  Effect.gen(function*() {
+    const member = memberOf(id, meta)
+    if (member === null) return null
+    const journal = yield* SessionJournal.SessionJournal
+    const all = (yield* collect((yield* journal.list).map((s) => s.id))).stories.get(member.agentSession)
+    return { member, members: all ?? [member] }
+  })
+
+/**
  * The roles in the order a story shows its members.
  *
  * @since 0.1.0
