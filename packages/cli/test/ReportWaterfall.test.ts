@@ -415,8 +415,16 @@ describe.skipIf(!hasChromium())("the time axis in Chromium", () => {
         assert.deepStrictEqual(await timelineIds(page), verified, `${c.name}: the verified entries, all of them`)
         await page.close()
 
-        // And the viewer's page.
-        const served = await get(`${await serve(dir, started)}/sessions/${session}`)
+        // And the viewer's page, in Chromium: the verified entries, nothing else, and it does not follow.
+        const url = `${await serve(dir, started)}/sessions/${session}`
+        const shown = await chrome!.context.newPage()
+        await shown.goto(url)
+        assert.strictEqual(await shown.locator("#verification").getAttribute("data-ok"), "false", c.name)
+        assert.deepStrictEqual(await timelineIds(shown), verified, `${c.name}: the page in Chromium`)
+        assert.strictEqual(await shown.locator("[data-verified]").count(), 0, `${c.name}: nothing apart`)
+        assert.strictEqual(await shown.locator("#live-status").count(), 0, `${c.name}: not followed`)
+        await shown.close()
+        const served = await get(url)
         assert.strictEqual(served.status, 200, c.name)
         assert.match(served.body, /data-ok="false"/)
         assert.notInclude(served.body, "appear only apart", `${c.name}: the page shows nothing apart, and says so`)
