@@ -16,7 +16,7 @@ import { afterAll, beforeAll } from "vitest"
 import * as Stories from "../src/viewer/Stories.ts"
 import { hasChromium, launch } from "./Browser.ts"
 import { SID, sub, writeHooked } from "./hookedSession.ts"
-import { cleanup, exited, run, start, tempDir, waitForLine } from "./Run.ts"
+import { cleanup, killAll, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const WAIT = { timeout: 30_000 }
 
@@ -62,12 +62,7 @@ describe("one story per agent session", () => {
   })
   const started: Array<ChildProcess> = []
   afterAll(async () => {
-    for (const child of started) {
-      if (child.exitCode === null) {
-        child.kill("SIGTERM")
-        await exited(child)
-      }
-    }
+    await killAll(started)
     cleanup()
   })
 
