@@ -393,11 +393,18 @@ describe.skipIf(!hasChromium())("the time axis in Chromium", () => {
           `only the entries before sequence ${c.failsAt}, which verified`,
           c.name
         )
-        // The box says where the entries past the failure are: apart, or (when the read stopped) nowhere.
-        const apart = await page.locator("#unverified").count()
-        assert.include(
-          await page.locator("#verification").innerText(),
-          apart === 0 ? "are not shown" : "appear only apart",
+        // The entries stored past the failure are apart, every case (a cut's after the gap, which is
+        // marked where it stands), and the box says so.
+        assert.strictEqual(await page.locator("#unverified").count(), 1, c.name)
+        assert.include(await page.locator("#verification").innerText(), "appear only apart", c.name)
+        assert.strictEqual(
+          await page.locator(`#unverified tr[data-mark="missing"]`).count(),
+          c.name === "cut" ? 1 : 0,
+          c.name
+        )
+        assert.strictEqual(
+          await page.locator(`#unverified tr[data-mark="failed-here"]`).count(),
+          c.name === "cut" ? 0 : 1,
           c.name
         )
         const rows = await wfRows(page)

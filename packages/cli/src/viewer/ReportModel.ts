@@ -379,14 +379,25 @@ export const overview = (
     const from = unverifiedFrom(report)
     const apart: Array<Entry.Entry> = []
     let apartCount = 0
-    yield* Stream.runForEachArray(
-      journal.entries(id).pipe(
+    // Past a gap (entries missing, the first violation being at or before it) the
+    // entries stored after it are read on, for the part apart: never hidden, never
+    // vouched for.
+    const readFrom = (start: number): ReturnType<typeof journal.entries> =>
+      journal.entries(id, { from: start }).pipe(
         Stream.catch((e) => {
           if (e._tag !== "CorruptJournal") return Stream.fail(e)
-          damage = e
-          return Stream.empty
+          damage ??= e
+          const reason = e.reason
+          const after = reason._tag === "OutOfSequence" && reason.found > reason.expected
+            ? reason.found
+            : reason._tag === "SegmentGap" && reason.base > reason.expected
+            ? reason.base
+            : null
+          return from !== null && after !== null && after > start && from <= after ? readFrom(after) : Stream.empty
         })
-      ),
+      )
+    yield* Stream.runForEachArray(
+      readFrom(0),
       (chunk) =>
         Effect.sync(() => {
           for (const e of chunk) {

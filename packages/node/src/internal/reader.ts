@@ -28,7 +28,9 @@ export const readRange = Effect.fnUntraced(function*(ctx: FileOps.Context, dir: 
  * for now (a writer may be completing it); damage followed by more data fails with
  * `CorruptJournal`, after the entries stored before it have been read: a page
  * that meets it ends with them, and the next one fails. A page that is full
- * stops at its last entry, without looking at the line after it.
+ * stops at its last entry, without looking at the line after it. Entries missing
+ * before `from` do not fail a read of the entries from `from` on, stored in
+ * sequence from there (a report reads what is stored after a gap that way).
  */
 export class Reader {
   private expected: number
@@ -43,6 +45,8 @@ export class Reader {
     this.seen.set(e.sequence, e.entry_hash)
     if (this.seen.size > 4096) this.seen.delete(this.seen.keys().next().value!)
   }
+  /** Whether an entry was read: from then on every record must follow the one before it. */
+  private started = false
   /** Whether the last page ended where the stored entries end for now. */
   private atEnd = false
   /** Identity, size and modification time of the current segment when it was last opened. */
@@ -199,7 +203,11 @@ export class Reader {
                   consumed = end
                   return true
                 }
-                if (expectedHere !== null && e.sequence !== expectedHere) {
+                // Entries missing before the first one asked for are no gap of the range
+                // read: the stored entries from `from` on are read from where they run in
+                // sequence again (what is missing before them is for verification to say).
+                const before = !self.started && e.sequence <= self.expected
+                if (expectedHere !== null && e.sequence !== expectedHere && !(before && e.sequence > expectedHere)) {
                   gap = new CorruptJournal({
                     segment: file,
                     offset,
@@ -222,6 +230,7 @@ export class Reader {
                   return false
                 }
                 out.push(e)
+                self.started = true
                 self.expected++
                 consumed = end
                 self.lastInSegment = e.sequence
