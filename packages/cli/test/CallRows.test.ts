@@ -26,7 +26,7 @@ describe.skipIf(!hasChromium())("call rows in Chromium", () => {
     dir = tempDir()
     ;({ session, entries } = await writeHooked(dir))
     chrome = await launch()
-  })
+  }, 60_000)
   let server: ChildProcess | undefined
   let base = ""
   afterAll(async () => {

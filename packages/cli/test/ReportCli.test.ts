@@ -1,6 +1,7 @@
 /**
  * `report` and `serve` as scripts meet them, without a browser: exit codes, the
- * default output file, a report of a damaged session, the viewer's refusals
+ * default output file, a report of a damaged session and of one cut in the
+ * middle (on the filesystem and on PostgreSQL), the viewer's refusals
  * (other methods, foreign Host names), a port in use, and the viewer on
  * PostgreSQL with its live events.
  */
@@ -8,6 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { PgPersistence } from "@session-journal/postgres"
 import * as Pg from "@session-journal/postgres/test/pg"
 import * as Effect from "effect/Effect"
+import * as SqlClient from "effect/sql/SqlClient"
 import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -139,6 +141,82 @@ describe("report", () => {
   })
 })
 
+const url = Pg.url
+const admin = () => Pg.adminLayer("sj-cli-test-admin")
+
+// The sequences in a page's timeline (each entry has its `eN` anchor), the part apart left out.
+const timelineIds = (html: string): Array<number> =>
+  [...html.split(`<section id="unverified"`)[0]!.matchAll(/ id="e([0-9]+)"/g)].map((m) => Number(m[1]))
+    .sort((a, b) => a - b)
+
+// A session of six calls with entry 3 cut out of the middle (`cut` removes it from
+// storage): its report and its page show entries 0–2 as verified, counted and in
+// the timeline, and say the gap is where verification failed; the report shows
+// the gap where it stands and entries 4 and 5 apart, marked not verified.
+const cutSession = async (
+  base: ReadonlyArray<string>,
+  env: NodeJS.ProcessEnv,
+  cut: (id: string) => Promise<void>
+) => {
+  const id = "cut"
+  for (let i = 0; i < 6; i++) assert.strictEqual((await record(base, id, `t${i}`, env)).code, 0)
+  await cut(id)
+  const file = path.join(tempDir(), "cut.html")
+  const r = await run([...base, "report", id, "--out", file], { env })
+  assert.strictEqual(r.code, 1, r.stderr)
+  const html = fs.readFileSync(file, "utf8")
+  assert.include(html, "entries 3..3 are missing")
+  assert.include(html, `<span id="count-entries">3</span>`)
+  assert.include(html, `hold only the entries before sequence 3, which verified`)
+  assert.deepStrictEqual(timelineIds(html), [0, 1, 2], "the entries before the gap, in the timeline")
+  const page = await get(`${await serve(base, env)}/sessions/${id}`)
+  assert.strictEqual(page.status, 200)
+  assert.deepStrictEqual(timelineIds(page.body), [0, 1, 2], "the page's timeline too")
+  assert.include(page.body, `from 3 on are not vouched for: they count in nothing here and are not shown`)
+  // The report shows the gap where it stands and the entries stored after it apart, marked.
+  const apart = html.split(`<section id="unverified"`)[1] ?? ""
+  assert.include(html, "appear only apart, marked not verified")
+  assert.include(apart, `2 stored entries from sequence 3 on`)
+  assert.include(apart, `<tr data-verified="false" data-mark="missing" id="missing-3"`)
+  assert.include(apart, `entry 3 is not stored: verification failed here`)
+  assert.include(apart, `<tr data-verified="false" data-mark="unverified" id="e4"`)
+  assert.include(apart, `<tr data-verified="false" data-mark="unverified" id="e5"`)
+  assert.isBelow(apart.indexOf(`id="missing-3"`), apart.indexOf(`id="e4"`), "the gap where it stands")
+}
+
+describe("report of a session cut in the middle", () => {
+  it("on the filesystem: the entries before the gap as verified, the gap where it stands, those after it apart", async () => {
+    const dir = tempDir()
+    await cutSession(["--dir", dir], {}, async (id) => {
+      const segment = path.join(dir, id, fs.readdirSync(path.join(dir, id)).find((f) => f.endsWith(".jsonl"))!)
+      const rows = fs.readFileSync(segment, "utf8").split("\n").filter((l) => l.length > 0)
+      // Line 0 is the segment's header: entry 3 is on line 4.
+      fs.writeFileSync(segment, rows.filter((_, n) => n !== 4).join("\n") + "\n")
+    })
+  })
+
+  it.skipIf(Pg.skipReason !== null)(
+    "on PostgreSQL: the same",
+    async () => {
+      const cutPrefix = Pg.freshPrefix("cut")
+      try {
+        await cutSession(
+          ["--postgres", url],
+          { SESSION_JOURNAL_PG_TABLE_PREFIX: cutPrefix },
+          (id) =>
+            Effect.runPromise(
+              SqlClient.SqlClient.use((q) =>
+                q`DELETE FROM ${q(`${cutPrefix}entries`)} WHERE session_id = ${id} AND sequence = 3`
+              ).pipe(Effect.provide(admin()), Effect.asVoid) as Effect.Effect<void>
+            )
+        )
+      } finally {
+        await Effect.runPromise(PgPersistence.dropTables(cutPrefix).pipe(Effect.provide(admin())))
+      }
+    }
+  )
+})
+
 describe("serve", () => {
   it("answers GET only, loopback Host names only, and reports a port in use (exit 3)", async () => {
     const dir = tempDir()
@@ -165,8 +243,6 @@ describe("serve", () => {
   })
 })
 
-const url = Pg.url
-const admin = () => Pg.adminLayer("sj-cli-test-admin")
 const reachable = Pg.skipReason === null
 const prefix = Pg.freshPrefix("view")
 const pgEnv = { SESSION_JOURNAL_PG_TABLE_PREFIX: prefix }

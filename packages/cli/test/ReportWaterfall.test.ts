@@ -6,7 +6,9 @@
  * bar from the recorded time of its call to that of its outcome. Tampered
  * copies of the session (an entry edited, an entry cut out, another chain in
  * place of the tail) draw only the calls of the verified entries: a call whose
- * outcome is not verified is drawn open, never with the unverified duration.
+ * outcome is not verified is drawn open, never with the unverified duration;
+ * their timelines hold every entry before the failure (a cut too: the read
+ * yields what it stored before the gap), none from it on.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Entry } from "@session-journal/core"
@@ -61,6 +63,21 @@ const wfRowsOf = (html: string): Array<{ span: string; entry: number; ms: string
       ms: m[3]!,
       name: /<b>([^<]*)<\/b>/.exec(m[4]!)?.[1] ?? ""
     }))
+
+// The sequences of the entries a page's timeline holds (each entry has its `eN`
+// anchor), those shown apart as unverified left out.
+const timelineIds = (page: Page): Promise<Array<number>> =>
+  page.locator("main").evaluate((main) =>
+    [...main.querySelectorAll("[id]")]
+      .filter((el) => /^e[0-9]+$/.test(el.id) && el.closest("#unverified") === null)
+      .map((el) => Number(el.id.slice(1)))
+      .sort((a, b) => a - b)
+  )
+
+// The same from a page's HTML, for a page fetched without a browser.
+const timelineIdsOf = (html: string): Array<number> =>
+  [...html.split(`<section id="unverified"`)[0]!.matchAll(/ id="e([0-9]+)"/g)].map((m) => Number(m[1]))
+    .sort((a, b) => a - b)
 
 const get = (url: string) =>
   new Promise<{ status: number; body: string }>((resolve, reject) => {
@@ -376,11 +393,18 @@ describe.skipIf(!hasChromium())("the time axis in Chromium", () => {
           `only the entries before sequence ${c.failsAt}, which verified`,
           c.name
         )
-        // The box says where the entries past the failure are: apart, or (when the read stopped) nowhere.
-        const apart = await page.locator("#unverified").count()
-        assert.include(
-          await page.locator("#verification").innerText(),
-          apart === 0 ? "are not shown" : "appear only apart",
+        // The entries stored past the failure are apart, every case (a cut's after the gap, which is
+        // marked where it stands), and the box says so.
+        assert.strictEqual(await page.locator("#unverified").count(), 1, c.name)
+        assert.include(await page.locator("#verification").innerText(), "appear only apart", c.name)
+        assert.strictEqual(
+          await page.locator(`#unverified tr[data-mark="missing"]`).count(),
+          c.name === "cut" ? 1 : 0,
+          c.name
+        )
+        assert.strictEqual(
+          await page.locator(`#unverified tr[data-mark="failed-here"]`).count(),
+          c.name === "cut" ? 0 : 1,
           c.name
         )
         const rows = await wfRows(page)
@@ -392,11 +416,22 @@ describe.skipIf(!hasChromium())("the time axis in Chromium", () => {
         for (const x of rows.filter((x) => x.span === "call" && x.text.includes("Agent"))) {
           assert.strictEqual(x.ms, "", `${c.name}: the Agent call's outcome is not verified: drawn open`)
         }
-        if (c.name !== "cut") assert.strictEqual(rows.length, 3, `${c.name}: Bash, Agent and its sub-agent`)
+        assert.strictEqual(rows.length, 3, `${c.name}: Bash, Agent and its sub-agent`)
+        // The timeline holds every entry before the failure, and none from it on.
+        const verified = Array.from({ length: c.failsAt }, (_, n) => n)
+        assert.deepStrictEqual(await timelineIds(page), verified, `${c.name}: the verified entries, all of them`)
         await page.close()
 
-        // And the viewer's page.
-        const served = await get(`${await serve(dir, started)}/sessions/${session}`)
+        // And the viewer's page, in Chromium: the verified entries, nothing else, and it does not follow.
+        const url = `${await serve(dir, started)}/sessions/${session}`
+        const shown = await chrome!.context.newPage()
+        await shown.goto(url)
+        assert.strictEqual(await shown.locator("#verification").getAttribute("data-ok"), "false", c.name)
+        assert.deepStrictEqual(await timelineIds(shown), verified, `${c.name}: the page in Chromium`)
+        assert.strictEqual(await shown.locator("[data-verified]").count(), 0, `${c.name}: nothing apart`)
+        assert.strictEqual(await shown.locator("#live-status").count(), 0, `${c.name}: not followed`)
+        await shown.close()
+        const served = await get(url)
         assert.strictEqual(served.status, 200, c.name)
         assert.match(served.body, /data-ok="false"/)
         assert.notInclude(served.body, "appear only apart", `${c.name}: the page shows nothing apart, and says so`)
@@ -404,6 +439,7 @@ describe.skipIf(!hasChromium())("the time axis in Chromium", () => {
           served.body,
           `from ${c.failsAt} on are not vouched for: they count in nothing here and are not shown`
         )
+        assert.deepStrictEqual(timelineIdsOf(served.body), verified, `${c.name}: the page's timeline too`)
         const drawn = wfRowsOf(served.body)
         assert.deepStrictEqual(drawn.map((x) => [x.span, x.entry, x.ms]), rows.map((x) => [x.span, x.entry, x.ms]))
         for (const x of drawn) assert.notInclude(["Glob", "Read", "Write"], x.name, c.name)

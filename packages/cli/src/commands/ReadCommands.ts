@@ -110,10 +110,9 @@ export const stats = Command.make("stats", {
       const denials = tally.result()
       const related = ReportModel.relatedSessions(state.meta)
       // The other journal sessions of the same agent session, whichever this one is.
-      const member = Stories.memberOf(a.id, state.meta)
-      const story = member === null
-        ? null
-        : (yield* Stories.collect((yield* journal.list).map((s) => s.id))).stories.get(member.agentSession) ?? [member]
+      const found = yield* Stories.storyOf(a.id, state.meta)
+      const member = found?.member ?? null
+      const story = found?.members ?? null
       const countedIn = yield* ReportModel.countedIn(state.meta)
       const custodyExists = related.custody === null ? false : yield* ReportModel.exists(related.custody)
       const hooked = state.meta?.labels?.includes("hooked") === true

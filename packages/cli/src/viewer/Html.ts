@@ -154,4 +154,8 @@ tr.wf-denied em{font-style:normal;font-weight:700;color:var(--bad)}
 .err{color:var(--bad)}
 table.list{border-collapse:collapse;width:100%}
 table.list td,table.list th{border-bottom:1px solid var(--line);padding:4px 8px;text-align:left}
+table.list tbody.story{border-left:3px solid #8250df}
+table.list tr.story-head th{background:var(--soft);font-weight:600}table.list tr.story-head .muted{font-weight:400}
+table.list .badge.role{color:#8250df;margin-left:6px;font-family:system-ui,sans-serif}
+tbody[hidden]{display:none}
 `

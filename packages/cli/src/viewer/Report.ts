@@ -12,7 +12,15 @@
 import type * as Verify from "../Verify.ts"
 import * as Charts from "./Charts.ts"
 import * as Html from "./Html.ts"
-import { type Model, relatedSessions, type Summary, type Unverified, unverifiedFrom } from "./ReportModel.ts"
+import {
+  type Model,
+  relatedSessions,
+  type Story,
+  type Summary,
+  type Unverified,
+  unverifiedFrom
+} from "./ReportModel.ts"
+import * as Stories from "./Stories.ts"
 import * as Timeline from "./Timeline.ts"
 import * as Waterfall from "./Waterfall.ts"
 
@@ -70,8 +78,25 @@ export const verifyBox = (id: string, r: Verify.Report, at: number, apart = fals
     problem + prefix + `</section>`
 }
 
+// The agent session this one is of, and every journal session of its story, each
+// after its role, linked (this one named, not linked).
+const storyFacts = (story: Story, link: (id: string) => string): string =>
+  `<dt>agent session</dt><dd id="story" data-story="${Html.escape(story.member.agentSession)}"><span class="mono">${
+    Html.escape(story.member.agentSession)
+  }</span> <span class="muted">(this is its ${
+    Html.escape(Stories.roleText(story.member))
+  } session)</span> one story: ` +
+  Stories.ordered(story.members).map((m) =>
+    `<span class="story-member" data-role="${m.role}">${Html.escape(Stories.roleText(m))} ${
+      m.id === story.member.id
+        ? `<b class="mono">${Html.escape(m.id)}</b>`
+        : `<a class="mono" href="${Html.escape(link(m.id))}">${Html.escape(m.id)}</a>`
+    }</span>`
+  ).join(" · ") + `</dd>`
+
 /**
- * The header: title, id, labels, time span, counts, related sessions and the
+ * The header: title, id, labels, time span, counts, related sessions, the story
+ * of its agent session and the
  * verification box. `apart` says whether the page shows the entries past a
  * failed verification apart (by default: when the model read any).
  *
@@ -113,7 +138,8 @@ export const header = (
       ? ""
       : `<dt>transcript custody</dt><dd id="custody-session"><a href="${Html.escape(link(related.custody))}">${
         Html.escape(related.custody)
-      }</a></dd>`
+      }</a></dd>`,
+    m.story == null ? "" : storyFacts(m.story, link)
   ].join("")
   return `<header><h1 id="title">${Html.escape(title ?? m.id)}</h1>` +
     `<dl class="facts"><dt>session</dt><dd class="mono" id="session-id">${Html.escape(m.id)}</dd>` +
@@ -193,7 +219,8 @@ export const denials = (s: Summary): string => {
 
 /**
  * The entries past a failed verification, apart from the timeline: each row marked
- * unverified, the first (where verification failed) marked as such.
+ * unverified, the first (where verification failed) marked as such, or, when the
+ * entries from there on are missing (a cut), a row saying which, where they stood.
  *
  * @since 0.1.0
  */
@@ -205,6 +232,13 @@ export const unverifiedSection = function*(u: Unverified): Generator<string> {
     } from sequence ${u.from} on. ` +
     `Verification failed at entry ${u.from}; nothing after it is vouched for, so these are shown as stored and ` +
     `counted in no total, chart or denial above.${more}</p>` + Timeline.TABLE_START
+  // Entries missing where it failed (a cut): the gap is shown where it stands.
+  const after = u.entries[0]?.sequence
+  if (after !== undefined && after > u.from) {
+    const range = after - 1 === u.from ? `entry ${u.from} is` : `entries ${u.from}–${after - 1} are`
+    yield `<tr data-verified="false" data-mark="missing" id="missing-${u.from}"><td>${u.from}</td>` +
+      `<td colspan="4"><span class="badge bad">MISSING</span> ${range} not stored: verification failed here</td></tr>\n`
+  }
   for (const e of u.entries) {
     const mark = e.sequence === u.from ? "failed-here" : "unverified"
     yield Timeline.row(e).replace(/^<tr /, `<tr data-verified="false" data-mark="${mark}" `) + "\n"

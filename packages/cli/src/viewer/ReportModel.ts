@@ -15,6 +15,7 @@ import type * as Storage from "../Storage.ts"
 import * as Verify from "../Verify.ts"
 import * as Conversation from "./Conversation.ts"
 import * as Denials from "./Denials.ts"
+import * as Stories from "./Stories.ts"
 
 /**
  * Figures of a session computed in one pass over its entries.
@@ -316,6 +317,18 @@ export interface Model {
   readonly generatedAt: number
   /** The session that counts this one's tool calls, when another does (`countedIn`). */
   readonly countedIn?: string | null | undefined
+  /** The agent session this one is of, with every member of its story (`Stories.storyOf`). */
+  readonly story?: Story | null | undefined
+}
+
+/**
+ * The story a session is part of: its agent session and the members of it.
+ *
+ * @since 0.1.0
+ */
+export interface Story {
+  readonly member: Stories.Member
+  readonly members: ReadonlyArray<Stories.Member>
 }
 
 /**
@@ -366,14 +379,25 @@ export const overview = (
     const from = unverifiedFrom(report)
     const apart: Array<Entry.Entry> = []
     let apartCount = 0
-    yield* Stream.runForEachArray(
-      journal.entries(id).pipe(
+    // Past a gap (entries missing, the first violation being at or before it) the
+    // entries stored after it are read on, for the part apart: never hidden, never
+    // vouched for.
+    const readFrom = (start: number): ReturnType<typeof journal.entries> =>
+      journal.entries(id, { from: start }).pipe(
         Stream.catch((e) => {
           if (e._tag !== "CorruptJournal") return Stream.fail(e)
-          damage = e
-          return Stream.empty
+          damage ??= e
+          const reason = e.reason
+          const after = reason._tag === "OutOfSequence" && reason.found > reason.expected
+            ? reason.found
+            : reason._tag === "SegmentGap" && reason.base > reason.expected
+            ? reason.base
+            : null
+          return from !== null && after !== null && after > start && from <= after ? readFrom(after) : Stream.empty
         })
-      ),
+      )
+    yield* Stream.runForEachArray(
+      readFrom(0),
       (chunk) =>
         Effect.sync(() => {
           for (const e of chunk) {
@@ -398,10 +422,12 @@ export const overview = (
       ) => (damaged && isDamage(e) ? Effect.succeed({ meta: null, head: report.head ?? "" }) : Effect.fail(e)))
     )
     const counted = yield* countedIn(state.meta)
+    const story: Story | null = yield* Stories.storyOf(id, state.meta)
     const result: Overview = {
       id,
       meta: state.meta,
       countedIn: counted,
+      story,
       summary: summary.summary(),
       verify: report,
       unverified: from === null || apartCount === 0 ? null : { from, count: apartCount, entries: apart },
@@ -431,6 +457,7 @@ export const collect = (id: string, storage: Storage.Options, options?: { readon
       unverified: o.unverified,
       head: o.head,
       generatedAt: o.generatedAt,
-      countedIn: o.countedIn
+      countedIn: o.countedIn,
+      story: o.story
     }))
   })

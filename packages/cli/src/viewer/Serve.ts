@@ -1,8 +1,9 @@
 /**
  * `session-journal serve`: a read-only local web viewer of the journal, on the
  * Effect platform's HTTP server (`HttpRouter` routes served by
- * `NodeHttpServer`). The list of sessions, each session's page as in the
- * report, verification on demand, and new entries appended live through
+ * `NodeHttpServer`). The list of sessions (the journal sessions of one agent
+ * session grouped as one story, as `list` groups them: `Stories`), each
+ * session's page as in the report, verification on demand, and new entries appended live through
  * server-sent events fed by the journal's `follow` (which also sees entries
  * other processes write). Everything above a page's timeline follows too: one
  * live header per followed session (`Snapshot`), shared by its pages, adds each
@@ -27,7 +28,14 @@
  * @since 0.1.0
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Entry, type Follow, InvalidSessionId, JournalState, SessionJournal } from "@session-journal/core"
+import {
+  Entry,
+  type Follow,
+  InvalidSessionId,
+  JournalState,
+  type Persistence,
+  SessionJournal
+} from "@session-journal/core"
 import { NodePersistence } from "@session-journal/node"
 import * as Cache from "effect/Cache"
 import * as Clock from "effect/Clock"
@@ -51,6 +59,7 @@ import * as HostCheck from "./HostCheck.ts"
 import * as Html from "./Html.ts"
 import * as Report from "./Report.ts"
 import * as ReportModel from "./ReportModel.ts"
+import * as Stories from "./Stories.ts"
 import * as Timeline from "./Timeline.ts"
 import { VIEWER_SCRIPT } from "./ViewerScript.ts"
 import * as Waterfall from "./Waterfall.ts"
@@ -167,32 +176,86 @@ export interface SessionList {
   readonly html: string
 }
 
-// The title of a session, read from its state; `key` is the id, its head and when it was updated.
-const titleOf = (key: string) =>
+// What the list shows of a session from its state: its title, and what it is of
+// an agent session's story (`Stories.memberOf`). `key` is the id, its head and
+// when it was updated, so a session is read again only when it changed.
+interface Facts {
+  readonly title: string
+  readonly member: Stories.Member | null
+}
+
+const factsOf = (key: string) =>
   Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
-    const r = yield* Effect.result(journal.state(key.slice(0, key.indexOf("\n"))))
-    return r._tag === "Success" ? r.success.meta?.title ?? "" : ""
+    const id = key.slice(0, key.indexOf("\n"))
+    const r = yield* Effect.result(journal.state(id))
+    const meta = r._tag === "Success" ? r.success.meta : null
+    const facts: Facts = { title: meta?.title ?? "", member: Stories.memberOf(id, meta) }
+    return facts
   })
 
-const sessionList = (titles: Cache.Cache<string, string, never, SessionJournal.SessionJournal>) =>
+const sessionRow = (s: Persistence.SessionInfo, facts: Facts | undefined): string => {
+  const member = facts?.member ?? null
+  const story = member === null
+    ? ""
+    : ` data-story="${Html.escape(member.agentSession)}" data-role="${member.role}"`
+  const role = member === null ? "" : ` <span class="badge role">${Html.escape(Stories.roleText(member))}</span>`
+  return `<tr data-id="${Html.escape(s.id)}" data-entries="${s.entries}"${story}><td class="mono"><a href="${
+    Html.escape(sessionLink(s.id))
+  }">${Html.escape(s.id)}</a>${role}</td>` +
+    `<td>${Html.escape(facts?.title ?? "")}</td><td class="entries">${s.entries}</td>` +
+    `<td class="mono" title="${Html.escape(s.head)}">${Html.escape(s.head.slice(0, 16))}</td>` +
+    `<td>${s.updatedAt === null ? "—" : Html.escape(new Date(s.updatedAt).toISOString())}</td>` +
+    `<td>${s.problem === null ? "" : `<span class="badge bad">DAMAGED</span> ${Html.escape(s.problem)} `}` +
+    `<a href="${Html.escape(sessionLink(s.id))}/verify">verify</a></td></tr>`
+}
+
+// The table's bodies in the journal's order: each agent session's story as one
+// body of its own (its members together, where its first one is listed), the
+// sessions of no story in the bodies between.
+const sessionBodies = (
+  sessions: ReadonlyArray<Persistence.SessionInfo>,
+  facts: ReadonlyArray<Facts>
+): string => {
+  const { byId, stories } = Stories.group(facts.map((f) => f.member))
+  const index = new Map(sessions.map((s, i) => [s.id, i]))
+  const row = (id: string) => sessionRow(sessions[index.get(id)!]!, facts[index.get(id)!])
+  const bodies: Array<string> = []
+  let plain: Array<string> = []
+  const shown = new Set<string>()
+  for (const s of sessions) {
+    const member = byId.get(s.id)
+    if (member === undefined) {
+      plain.push(sessionRow(s, facts[index.get(s.id)!]))
+      continue
+    }
+    if (shown.has(member.agentSession)) continue
+    shown.add(member.agentSession)
+    if (plain.length > 0) bodies.push(`<tbody>${plain.join("\n")}</tbody>`)
+    plain = []
+    const members = stories.get(member.agentSession) ?? [member]
+    bodies.push(
+      `<tbody class="story" data-story="${Html.escape(member.agentSession)}">` +
+        `<tr class="story-head"><th colspan="6" scope="rowgroup">Claude Code session <span class="mono">${
+          Html.escape(member.agentSession)
+        }</span> <span class="muted">one story: ${members.length} journal session${members.length === 1 ? "" : "s"} (${
+          Stories.ROLES.filter((r) => members.some((m) => m.role === r)).join(", ")
+        })</span></th></tr>` +
+        Stories.ordered(members).map((m) => row(m.id)).join("\n") + `</tbody>`
+    )
+  }
+  if (plain.length > 0) bodies.push(`<tbody>${plain.join("\n")}</tbody>`)
+  return bodies.join("\n")
+}
+
+const sessionList = (cache: Cache.Cache<string, Facts, never, SessionJournal.SessionJournal>) =>
   Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
     const sessions = yield* journal.list
-    const names = yield* Effect.forEach(
+    const facts = yield* Effect.forEach(
       sessions,
-      (s) => Cache.get(titles, `${s.id}\n${s.head}\n${s.updatedAt ?? ""}`),
+      (s) => Cache.get(cache, `${s.id}\n${s.head}\n${s.updatedAt ?? ""}`),
       { concurrency: 4 }
-    )
-    const rows = sessions.map((s, i) =>
-      `<tr data-id="${Html.escape(s.id)}" data-entries="${s.entries}"><td class="mono"><a href="${
-        Html.escape(sessionLink(s.id))
-      }">${Html.escape(s.id)}</a></td>` +
-      `<td>${Html.escape(names[i] ?? "")}</td><td class="entries">${s.entries}</td>` +
-      `<td class="mono" title="${Html.escape(s.head)}">${Html.escape(s.head.slice(0, 16))}</td>` +
-      `<td>${s.updatedAt === null ? "—" : Html.escape(new Date(s.updatedAt).toISOString())}</td>` +
-      `<td>${s.problem === null ? "" : `<span class="badge bad">DAMAGED</span> ${Html.escape(s.problem)} `}` +
-      `<a href="${Html.escape(sessionLink(s.id))}/verify">verify</a></td></tr>`
     )
     const list: SessionList = {
       count: sessions.length,
@@ -202,18 +265,26 @@ const sessionList = (titles: Cache.Cache<string, string, never, SessionJournal.S
         }</p>` +
         (sessions.length === 0
           ? `<p>no sessions</p>`
-          : `<table class="list" id="sessions"><thead><tr><th>id</th><th>title</th><th>entries</th><th>head</th><th>updated</th><th>status</th></tr></thead><tbody>` +
-            rows.join("\n") + `</tbody></table>`)
+          : `<table class="list" id="sessions"><thead><tr><th>id</th><th>title</th><th>entries</th><th>head</th><th>updated</th><th>status</th></tr></thead>` +
+            sessionBodies(sessions, facts) + `</table>`)
     }
     return list
   })
 
 const listPage = (viewer: Viewer) =>
   Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const query = (new URL(request.url, "http://localhost").searchParams.get("q") ?? "").slice(0, 200)
     const list = yield* viewer.list
     return page(
       Report.documentStart("sessions · session-journal", true) +
-        `<h1>Sessions</h1><div id="session-list" data-live="/events">${list.html}</div>` +
+        `<h1>Sessions</h1>` +
+        // Filtered by the viewer's script as typed; `?q=` fills it in.
+        `<form class="filters" id="list-filters" method="get" action="/"><input type="search" id="list-filter" name="q" value="${
+          Html.escape(query)
+        }" placeholder="find a session or story by any of its ids" aria-label="find by id" size="48">` +
+        `<span class="muted" id="list-shown"></span></form>` +
+        `<div id="session-list" data-live="/events">${list.html}</div>` +
         `<p class="muted" id="list-status">the list follows the journal while this page is open</p>` +
         `</main><script src="/viewer.js" defer></script></body></html>\n`
     )
@@ -412,12 +483,12 @@ const makeViewer = (storage: Storage.Options) =>
     })
     const fresh = yield* Cache.make({ capacity: 1024, timeToLive: 0, lookup: counted })
     const live = yield* RcMap.make({ lookup: liveOverview(storage), idleTimeToLive: LIVE_IDLE, capacity: MAX_LIVE })
-    const titles = yield* Cache.make({ capacity: 4096, lookup: titleOf })
+    const facts = yield* Cache.make({ capacity: 4096, lookup: factsOf })
     // The list's live events share one read of it per `LIST_POLL`.
-    const lists = yield* Cache.make({ capacity: 1, timeToLive: LIST_POLL, lookup: (_: "") => sessionList(titles) })
+    const lists = yield* Cache.make({ capacity: 1, timeToLive: LIST_POLL, lookup: (_: "") => sessionList(facts) })
     return {
       /** The list of sessions as of now. */
-      list: sessionList(titles),
+      list: sessionList(facts),
       /** The list of sessions, read at most once per `LIST_POLL` for all who ask. */
       sharedList: Cache.get(lists, ""),
       /** The live header of a session, shared by its followers while any follows. */

@@ -5,8 +5,9 @@
  * sub-agent transcript) and the Agent SDK store's copy (`ccs-…`). Each names the
  * agent's own session id in its metadata (`data.claude_code_session`,
  * `data.claude_session_id`, `data.session_store.session_id`); grouped under that
- * id, any of them finds the others. `memberOf` is pure; `collect` reads the
- * metadata of every session once.
+ * id, any of them finds the others. `memberOf` and `group` are pure; `collect`
+ * reads the metadata of every session once. `list` and the viewer's list page
+ * group with them.
  *
  * @since 0.1.0
  */
@@ -68,28 +69,94 @@ export const memberOf = (id: string, meta: SessionMeta.SessionMeta | null): Memb
 }
 
 /**
+ * Journal sessions grouped into stories: the members of each agent session, by
+ * its id, and what each journal session is.
+ *
+ * @since 0.1.0
+ */
+export interface Grouped {
+  readonly stories: Map<string, Array<Member>>
+  readonly byId: Map<string, Member>
+}
+
+/**
+ * Groups members under their agent session, each story's members in the order
+ * given (the journal's); null (a session of no agent session) is skipped.
+ *
+ * @since 0.1.0
+ */
+export const group = (members: Iterable<Member | null>): Grouped => {
+  const stories = new Map<string, Array<Member>>()
+  const byId = new Map<string, Member>()
+  for (const member of members) {
+    if (member === null) continue
+    byId.set(member.id, member)
+    const list = stories.get(member.agentSession)
+    if (list === undefined) stories.set(member.agentSession, [member])
+    else list.push(member)
+  }
+  return { stories, byId }
+}
+
+/**
  * The members of each agent session, by its id, in the order the journal lists
- * them; and what each journal session is. A session whose state cannot be read
- * belongs to none.
+ * them; and what each journal session is (`group`). A session whose state
+ * cannot be read belongs to none.
  *
  * @since 0.1.0
  */
 export const collect = (ids: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const journal = yield* SessionJournal.SessionJournal
-    const stories = new Map<string, Array<Member>>()
-    const byId = new Map<string, Member>()
+    const members: Array<Member | null> = []
     for (const id of ids) {
       const state = yield* Effect.option(journal.state(id))
-      const member = memberOf(id, Option.isSome(state) ? state.value.meta : null)
-      if (member === null) continue
-      byId.set(id, member)
-      const list = stories.get(member.agentSession)
-      if (list === undefined) stories.set(member.agentSession, [member])
-      else list.push(member)
+      members.push(memberOf(id, Option.isSome(state) ? state.value.meta : null))
     }
-    return { stories, byId }
+    return group(members)
   })
+
+/**
+ * The story of session `id` from its metadata: what it is of its agent session
+ * and every member of that agent session in the journal (one read of each
+ * session's metadata, done only when `id` is a member); null when it is of none.
+ *
+ * @since 0.1.0
+ */
+export const storyOf = (id: string, meta: SessionMeta.SessionMeta | null) =>
+  Effect.gen(function*() {
+    const member = memberOf(id, meta)
+    if (member === null) return null
+    const journal = yield* SessionJournal.SessionJournal
+    const all = (yield* collect((yield* journal.list).map((s) => s.id))).stories.get(member.agentSession)
+    return { member, members: all ?? [member] }
+  })
+
+/**
+ * The roles in the order a story shows its members.
+ *
+ * @since 0.1.0
+ */
+export const ROLES: ReadonlyArray<Role> = ["hooked", "custody", "store"]
+
+/**
+ * A story's members in the order it shows them: by role (`ROLES`), the main
+ * session's before its sub-agents', otherwise as given.
+ *
+ * @since 0.1.0
+ */
+export const ordered = (members: ReadonlyArray<Member>): Array<Member> => {
+  const rank = (m: Member) => ROLES.indexOf(m.role) * 2 + (m.subAgent === null ? 0 : 1)
+  return members.map((m, i) => ({ m, i })).sort((a, b) => rank(a.m) - rank(b.m) || a.i - b.i).map((x) => x.m)
+}
+
+/**
+ * What a member is of its story, in a few words: its role, and the sub-agent
+ * whose transcript it holds.
+ *
+ * @since 0.1.0
+ */
+export const roleText = (m: Member): string => m.subAgent === null ? m.role : `${m.role} · sub-agent ${m.subAgent}`
 
 /**
  * A story as one line: each member's id after its role, sub-agents' transcripts
@@ -99,7 +166,7 @@ export const collect = (ids: ReadonlyArray<string>) =>
  */
 export const line = (members: ReadonlyArray<Member>): string => {
   const parts: Array<string> = []
-  for (const role of ["hooked", "custody", "store"] as const) {
+  for (const role of ROLES) {
     const of = members.filter((m) => m.role === role)
     const main = of.filter((m) => m.subAgent === null)
     const subs = of.length - main.length

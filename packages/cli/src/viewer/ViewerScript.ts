@@ -4,7 +4,7 @@
  * the server) to the timeline, puts in the header, charts, denials and time
  * axis the server redraws as entries come (`overview` events), keeps the
  * window's "entries X–Y of N" current, keeps the list of sessions current on
- * the list page, and it adds the
+ * the list page and filters it by id (a story by any of its ids), and it adds the
  * timeline's filters: by tool, by agent, by verdict (the call rows' `data-tool`,
  * `data-agent`, `data-verdict`) and a text search over the rows, applied to live
  * rows as they come. Without it the page is complete as of loading.
@@ -202,6 +202,39 @@ const filters = (() => {
   const list = document.getElementById("session-list");
   const status = document.getElementById("list-status");
   if (list === null || list.dataset.live === undefined) return;
+  // Finds a session by its id, and a story by any of its ids (the agent
+  // session's or any of its journal sessions'): the whole story is shown.
+  const search = document.getElementById("list-filter");
+  const shown = document.getElementById("list-shown");
+  const filter = () => {
+    if (search === null) return;
+    const q = search.value.trim().toLowerCase();
+    const has = (id) => (id || "").toLowerCase().includes(q);
+    let n = 0, total = 0;
+    for (const body of list.querySelectorAll("#sessions > tbody")) {
+      const rows = [...body.querySelectorAll("tr[data-id]")];
+      if (body.classList.contains("story")) {
+        const found = q === "" || has(body.dataset.story) || rows.some((row) => has(row.dataset.id));
+        body.hidden = !found;
+        for (const row of rows) row.hidden = false;
+        total += rows.length;
+        if (found) n += rows.length;
+        continue;
+      }
+      for (const row of rows) {
+        row.hidden = q !== "" && !has(row.dataset.id);
+        total++;
+        if (!row.hidden) n++;
+      }
+    }
+    if (shown !== null) shown.textContent = q === "" ? "" : n + " of " + total + " sessions shown";
+    list.dataset.shown = String(n);
+  };
+  if (search !== null) {
+    search.addEventListener("input", filter);
+    search.form?.addEventListener("submit", (event) => { event.preventDefault(); filter(); });
+  }
+  filter();
   const source = new EventSource(list.dataset.live);
   source.addEventListener("open", () => { if (status !== null) status.textContent = "live: following the journal"; });
   source.addEventListener("sessions", (event) => {
@@ -209,6 +242,7 @@ const filters = (() => {
     // The server rendered the list with every value escaped.
     list.innerHTML = data.html;
     list.dataset.count = String(data.count);
+    filter();
     if (status !== null) status.textContent = "live: list as of " + new Date().toISOString();
   });
   source.addEventListener("failure", (event) => {

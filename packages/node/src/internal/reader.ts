@@ -28,7 +28,11 @@ export const readRange = Effect.fnUntraced(function*(ctx: Base.Context, dir: str
  * page at a time (a segment is opened per page, so nothing stays open between
  * pages). A damaged last line of the last segment is where the stored entries end
  * for now (a writer may be completing it); damage followed by more data fails with
- * `CorruptJournal`.
+ * `CorruptJournal`, after the entries stored before it have been read: a page
+ * that meets it ends with them, and the next one fails. A page that is full
+ * stops at its last entry, without looking at the line after it. Entries missing
+ * before `from` do not fail a read of the entries from `from` on, stored in
+ * sequence from there (a report reads what is stored after a gap that way).
  */
 export class Reader {
   private expected: number
@@ -43,6 +47,8 @@ export class Reader {
     this.seen.set(e.sequence, e.entry_hash)
     if (this.seen.size > 4096) this.seen.delete(this.seen.keys().next().value!)
   }
+  /** Whether an entry was read: from then on every record must follow the one before it. */
+  private started = false
   /** Whether the last page ended where the stored entries end for now. */
   private atEnd = false
   /** Identity, size and modification time of the current segment when it was last opened. */
@@ -131,6 +137,17 @@ export class Reader {
     })
   }
 
+  // Damage met by a page: the entries read before it are the page (the reader
+  // stays before the damage, so the next page meets it again, with nothing read,
+  // and fails); only a page that read nothing fails. Stored entries that may still
+  // verify are never lost with the damage after them.
+  private failAfter(
+    out: Array<Entry.Entry>,
+    damage: CorruptJournal
+  ): Effect.Effect<{ readonly entries: Array<Entry.Entry>; readonly atEnd: boolean }, CorruptJournal> {
+    return out.length > 0 ? Effect.succeed({ entries: out, atEnd: false }) : Effect.fail(damage)
+  }
+
   // One segment's worth of a page: the page when it is complete, null to go on.
   private pageStep(
     out: Array<Entry.Entry>,
@@ -188,7 +205,11 @@ export class Reader {
                   consumed = end
                   return true
                 }
-                if (expectedHere !== null && e.sequence !== expectedHere) {
+                // Entries missing before the first one asked for are no gap of the range
+                // read: the stored entries from `from` on are read from where they run in
+                // sequence again (what is missing before them is for verification to say).
+                const before = !self.started && e.sequence <= self.expected
+                if (expectedHere !== null && e.sequence !== expectedHere && !(before && e.sequence > expectedHere)) {
                   gap = new CorruptJournal({
                     segment: file,
                     offset,
@@ -210,13 +231,14 @@ export class Reader {
                   })
                   return false
                 }
-                if (out.length >= max) return false
                 out.push(e)
+                self.started = true
                 self.expected++
                 consumed = end
                 self.lastInSegment = e.sequence
                 self.remember(e)
-                return true
+                // A full page stops at its last entry: what follows it (damage too) is the next page's.
+                return out.length < max
               })
             ),
         (fh) => fh === null ? Effect.void : Replace.close(fh)
@@ -228,15 +250,18 @@ export class Reader {
       }
       self.offset = consumed
       const found = gap as CorruptJournal | null
-      if (found !== null) return yield* found
+      if (found !== null) return yield* self.failAfter(out, found)
       const end = scanned.end
       if (end._tag === "Halted") return { entries: out, atEnd: false }
       if (end._tag === "Damaged" && end.more) {
-        return yield* new CorruptJournal({
-          segment: file,
-          offset: end.offset,
-          reason: new CorruptReason.Damaged({ detail: end.reason, followedBy: "more data" })
-        })
+        return yield* self.failAfter(
+          out,
+          new CorruptJournal({
+            segment: file,
+            offset: end.offset,
+            reason: new CorruptReason.Damaged({ detail: end.reason, followedBy: "more data" })
+          })
+        )
       }
       // The watch named only this segment: no later one appeared (see `page`).
       if (!self.listAtEnd) return { entries: out, atEnd: true }
@@ -248,13 +273,16 @@ export class Reader {
         // the writer finished it after our read, then call it what it is.
         if (self.rescans++ === 0) return null
         if (end._tag === "UnknownVersion") return { entries: out, atEnd: true }
-        return yield* new CorruptJournal({
-          segment: file,
-          offset: end._tag === "Damaged" ? end.offset : self.offset,
-          reason: end._tag === "Damaged"
-            ? new CorruptReason.Damaged({ detail: end.reason, followedBy: `segment ${next.name}` })
-            : new CorruptReason.SegmentGap({ segment: next.name, base: next.base, expected: self.expected })
-        })
+        return yield* self.failAfter(
+          out,
+          new CorruptJournal({
+            segment: file,
+            offset: end._tag === "Damaged" ? end.offset : self.offset,
+            reason: end._tag === "Damaged"
+              ? new CorruptReason.Damaged({ detail: end.reason, followedBy: `segment ${next.name}` })
+              : new CorruptReason.SegmentGap({ segment: next.name, base: next.base, expected: self.expected })
+          })
+        )
       }
       self.rescans = 0
       self.segment = next
