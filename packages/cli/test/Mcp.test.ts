@@ -189,6 +189,61 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", { timeout: 60
     expect(stats.stdout).toContain("mcp__fs__read_text_file")
   })
 
+  it("server-filesystem: what a scoped tool read counts in its byte limits, windowed too; other tools are not", async () => {
+    const dir = tempDir()
+    const files = path.join(dir, "files")
+    fs.mkdirSync(files)
+    const big = path.join(files, "big.txt")
+    fs.writeFileSync(big, "x".repeat(1000))
+    const policy = path.join(dir, "policy.json")
+    fs.writeFileSync(
+      policy,
+      JSON.stringify([
+        { maxBytesRead: 300, of: "mcp__fs__read_text_file" },
+        { maxBytesRead: 300, of: "mcp__fs__read_multiple_files", per: "1h" }
+      ])
+    )
+    const { client } = await connect([
+      "--dir",
+      dir,
+      "mcp",
+      "proxy",
+      "--policy",
+      policy,
+      "--name",
+      "fs",
+      "--",
+      process.execPath,
+      filesystem(cache!),
+      files
+    ])
+    // Nothing read yet: the first read of each is allowed, and reads 1000 bytes.
+    expect(textOf(await client.callTool({ name: "read_text_file", arguments: { path: big } }))).toContain("xxx")
+    const again = await client.callTool({ name: "read_text_file", arguments: { path: big } })
+    expect(again.isError).toBe(true)
+    expect(textOf(again)).toContain("maxBytesRead(300, of: [\"mcp__fs__read_text_file\"])")
+    // Another tool's reads are not in that limit, but in its own window.
+    const multiple = { name: "read_multiple_files", arguments: { paths: [big] } }
+    expect((await client.callTool(multiple)).isError ?? false).toBe(false)
+    const windowed = await client.callTool(multiple)
+    expect(windowed.isError).toBe(true)
+    expect(textOf(windowed)).toContain("per: \"1h\"")
+    // A tool no limit covers is allowed.
+    expect(textOf(await client.callTool({ name: "list_directory", arguments: { path: files } }))).toContain("big.txt")
+    await client.close()
+
+    // The replay of the connection decides the same, from the recorded outcomes.
+    const { sessions } = await listJson(dir)
+    const replay = await run(["--dir", dir, "--json", "policy", "test", policy, sessions[0]!.id])
+    expect(replay.code, replay.stderr).toBe(5)
+    const lines = replay.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>)
+    expect(lines.filter((l) => l["type"] === "denied").map((l) => [l["tool_name"], l["recorded_allowed"]])).toEqual([
+      ["mcp__fs__read_text_file", false],
+      ["mcp__fs__read_multiple_files", false]
+    ])
+    expect(lines.at(-1)).toMatchObject({ type: "summary", calls: 5, denied: 2, unjudged: 0 })
+  })
+
   it("a policy file that cannot be read denies every call with the reason; tools are still listed", async () => {
     const dir = tempDir()
     const { client } = await connect([
