@@ -13,7 +13,7 @@
  *   `bytes_written` the UTF-8 length of the JSON text of `tool_input`), decided
  *   by the policy, and in the same append a `codex.decision` entry: the fields
  *   of core's `Guard.decisionPayload` plus `tool_use_id`, `turn_id`,
- *   `tool_name`, `tool_input`, `agent_id`, `policy`.
+ *   `tool_name`, `tool_input`, `cwd`, `agent_id`, `policy`.
  * - `PostToolUse`: a `tool.outcome` entry (core's `Entry.OUTCOME_KIND`):
  *   `tool_use_id`, `tool_name`, `agent_id`, `bytes_read` (the UTF-8 length of the
  *   text Codex gives back as `tool_response`, which is what the model sees),
@@ -463,6 +463,8 @@ export const decideCall = (
           turn_id: input.turn_id,
           tool_name: input.tool_name,
           tool_input: input.tool_input,
+          // With the input, the call's cwd: `policy test` replays the call as it came.
+          cwd: input.cwd,
           agent_id: entry.agent_id,
           ...(input.agent_type === undefined ? {} : { agent_type: input.agent_type }),
           policy: options.policy === null ? null : options.policyName ?? "policy"
