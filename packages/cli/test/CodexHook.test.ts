@@ -70,6 +70,25 @@ describe("codex hook", () => {
     assert.include(text.stdout, "(not archived yet: `session-journal codex archive` makes it)")
   })
 
+  it("what a call read counts in the policy's scoped byte limits: the next matching call is denied, another not", async () => {
+    const dir = tempDir()
+    const policy = path.join(dir, "p.json")
+    fs.writeFileSync(policy, JSON.stringify({ maxBytesRead: 300, of: "Bash(cat *)", per: "1h" }))
+    const first = await hook(dir, JSON.stringify(pre("cat big.txt", "c1")), ["--policy", policy])
+    assert.strictEqual(first.stdout, "{}", first.stderr)
+    const post = {
+      ...pre("cat big.txt", "c1"),
+      hook_event_name: "PostToolUse",
+      tool_response: "x".repeat(1000)
+    }
+    const posted = await hook(dir, JSON.stringify(post), ["--policy", policy])
+    assert.strictEqual(posted.code, 0, posted.stderr)
+    const again = await hook(dir, JSON.stringify(pre("cat other.txt", "c2")), ["--policy", policy])
+    assert.include(denial(again.stdout) ?? "", `bytes read of ["Bash(cat *)"] per 1h would exceed 300`)
+    const ls = await hook(dir, JSON.stringify(pre("ls", "c3")), ["--policy", policy])
+    assert.strictEqual(ls.stdout, "{}", ls.stderr)
+  })
+
   it("denies, saying why, whatever it cannot do", async () => {
     const dir = tempDir()
     // Input that is not an event.
