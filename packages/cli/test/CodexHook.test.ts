@@ -89,6 +89,24 @@ describe("codex hook", () => {
     assert.strictEqual(ls.stdout, "{}", ls.stderr)
   })
 
+  it("policy test replays its session: the calls judged with the input and cwd its decisions record", async () => {
+    const dir = tempDir()
+    for (const [command, id] of [["ls", "c1"], ["cd /tmp && rm -rf x", "c2"]] as const) {
+      const hooked = await hook(dir, JSON.stringify(pre(command, id)))
+      assert.strictEqual(hooked.code, 0, hooked.stderr)
+    }
+    const file = path.join(dir, "p.json")
+    fs.writeFileSync(file, `{"deny":"Bash(rm -rf *)"}`)
+    const r = await run(["--dir", dir, "policy", "test", file, Hook.sessionId(SID)])
+    assert.strictEqual(r.code, 5, r.stderr)
+    assert.match(
+      r.stdout,
+      /^#\d+ Bash \(agent main\): the command "rm -rf x" of Bash matches deny pattern Bash\(rm -rf \*\)/
+    )
+    assert.match(r.stdout, /: 1 of 2 calls would be denied/)
+    assert.notInclude(r.stdout, "could not judge")
+  })
+
   it("denies, saying why, whatever it cannot do", async () => {
     const dir = tempDir()
     // Input that is not an event.
