@@ -31,6 +31,12 @@ export interface ToolUse {
   readonly inputBytes: number
   /** The `prompt` of a sub-agent call (`Task` / `Agent`), to recognise its transcript. */
   readonly prompt: string | undefined
+  /**
+   * The call as a policy judges it, its `input` and the line's `cwd`: only from
+   * `parseCalls` (a replay), never in what custody keeps while a call waits for
+   * its result.
+   */
+  readonly call?: { readonly input: unknown; readonly cwd: string | undefined }
 }
 
 /**
@@ -104,7 +110,17 @@ export const SPAWN_TOOLS: ReadonlySet<string> = new Set(["Task", "Agent"])
  *
  * @since 0.1.0
  */
-export const parse = (text: string): LineInfo => {
+export const parse = (text: string): LineInfo => read(text, false)
+
+/**
+ * Reads one line as `parse` does, each `tool_use` also holding its input and the
+ * line's `cwd` (`ToolUse.call`): what a replay judges a call by.
+ *
+ * @since 0.1.0
+ */
+export const parseCalls = (text: string): LineInfo => read(text, true)
+
+const read = (text: string, calls: boolean): LineInfo => {
   // Cheap refusal of what cannot be a record, before JSON.parse.
   if (text.length === 0 || text.charCodeAt(0) !== 0x7b) return EMPTY
   let value: unknown
@@ -134,7 +150,11 @@ export const parse = (text: string): LineInfo => {
         if (id === undefined || name === undefined) continue
         const input = block["input"]
         const prompt = SPAWN_TOOLS.has(name) && isObject(input) ? str(input["prompt"]) : undefined
-        toolUses.push({ id, name, inputBytes: jsonBytes(input ?? {}), prompt })
+        toolUses.push(
+          calls
+            ? { id, name, inputBytes: jsonBytes(input ?? {}), prompt, call: { input, cwd: str(value["cwd"]) } }
+            : { id, name, inputBytes: jsonBytes(input ?? {}), prompt }
+        )
       } else if (block["type"] === "tool_result") {
         const id = str(block["tool_use_id"])
         if (id === undefined) continue
@@ -272,28 +292,54 @@ export const pair = (
   agentId: string,
   depth: number
 ): Array<Entry.ToolParams> => {
-  for (const use of info.toolUses) {
-    if (!pairing.paired.has(use.id) && !pairing.pending.has(use.id)) pairing.pending.set(use.id, use)
-  }
   const calls: Array<Entry.ToolParams> = []
-  for (const result of info.toolResults) {
-    const use = pairing.pending.get(result.toolUseId)
-    if (use === undefined) continue
-    pairing.pending.delete(result.toolUseId)
-    pairing.paired.add(result.toolUseId)
+  pairEach(pairing, info, (use, result) =>
     calls.push({
-      // A name chio would refuse (empty, padded, control characters) is still counted.
-      tool_name: Entry.isIdentity(use.name) ? use.name : "invalid-tool-name",
+      tool_name: toolNameOf(use),
       server_id: serverOf(use.name),
       agent_id: agentId,
       bytes_read: result.contentBytes,
       bytes_written: use.inputBytes,
       delegation_depth: depth,
       allowed: !result.denied
-    })
+    }))
+  return calls
+}
+
+/**
+ * Advances the pairing by one line as `pair` does and returns the `tool_use` of each
+ * call it completes, in the same order: the call of each tool entry `pair` makes
+ * (a replay reads their inputs: `parseCalls`).
+ *
+ * @since 0.1.0
+ */
+export const pairUses = (pairing: Pairing, info: LineInfo): Array<ToolUse> => {
+  const uses: Array<ToolUse> = []
+  pairEach(pairing, info, (use) => uses.push(use))
+  return uses
+}
+
+/**
+ * The tool name of a use's tool entry: its name, or `invalid-tool-name` for one chio
+ * would refuse (empty, padded, control characters), which is still counted.
+ *
+ * @since 0.1.0
+ */
+export const toolNameOf = (use: ToolUse): string => Entry.isIdentity(use.name) ? use.name : "invalid-tool-name"
+
+// The pairing's one step: the line's uses wait, each result completes the use it names.
+const pairEach = (pairing: Pairing, info: LineInfo, f: (use: ToolUse, result: ToolResult) => void): void => {
+  for (const use of info.toolUses) {
+    if (!pairing.paired.has(use.id) && !pairing.pending.has(use.id)) pairing.pending.set(use.id, use)
+  }
+  for (const result of info.toolResults) {
+    const use = pairing.pending.get(result.toolUseId)
+    if (use === undefined) continue
+    pairing.pending.delete(result.toolUseId)
+    pairing.paired.add(result.toolUseId)
+    f(use, result)
   }
   bound(pairing)
-  return calls
 }
 
 /**

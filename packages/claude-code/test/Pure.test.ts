@@ -4,11 +4,14 @@
  * and an architecture test: the pure modules import no `node:*` and no file access.
  */
 import { Entry } from "@session-journal/core"
+import * as fc from "fast-check"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { Planner, ProjectDir, SessionIds, Transcript } from "../src/index.ts"
 import * as F from "./Fixtures.ts"
+
+const SEED = Number(process.env["SEED"] ?? Math.floor(Math.random() * 2 ** 31))
 
 describe("ProjectDir", () => {
   it("replaces every character outside [A-Za-z0-9] by -, without collapsing runs", () => {
@@ -87,6 +90,49 @@ describe("Transcript", () => {
     // A repeated use or result of a paired id adds nothing.
     const again = F.mainLines(2).flatMap((l) => Transcript.pair(pairing, Transcript.parse(l), "main", 0))
     expect(again).toEqual([])
+  })
+
+  it(`pairUses completes the calls pair does, in its order, each with its input and cwd (property, SEED=${SEED})`, () => {
+    // Lines from a few ids, so that uses repeat, results come twice, before their use or never.
+    const id = fc.constantFrom("t1", "t2", "t3", "t4")
+    const line = fc.oneof(
+      fc.record({
+        uses: fc.array(fc.tuple(id, fc.constantFrom("Bash", "Read", "", " Bad"), fc.string()), { maxLength: 3 }),
+        cwd: fc.option(fc.constantFrom("/w", "/w/app"), { nil: undefined })
+      }).map(({ cwd, uses }) =>
+        JSON.stringify({
+          type: "assistant",
+          ...(cwd === undefined ? {} : { cwd }),
+          message: {
+            content: uses.map(([u, name, command]) => ({ type: "tool_use", id: u, name, input: { command } }))
+          }
+        })
+      ),
+      fc.array(id, { maxLength: 3 }).map((ids) =>
+        JSON.stringify({
+          type: "user",
+          message: { content: ids.map((u) => ({ type: "tool_result", tool_use_id: u, content: "ok" })) }
+        })
+      )
+    )
+    fc.assert(
+      fc.property(fc.array(line, { maxLength: 30 }), (lines) => {
+        const a = Transcript.emptyPairing()
+        const b = Transcript.emptyPairing()
+        for (const text of lines) {
+          const calls = Transcript.pair(a, Transcript.parse(text), "main", 0)
+          const uses = Transcript.pairUses(b, Transcript.parseCalls(text))
+          expect(uses.map(Transcript.toolNameOf)).toEqual(calls.map((c) => c.tool_name))
+          expect(uses.map((u) => u.inputBytes)).toEqual(calls.map((c) => c.bytes_written))
+          const value = JSON.parse(text) as { cwd?: string; message: { content: Array<{ input?: unknown }> } }
+          expect(Transcript.parseCalls(text).toolUses.map((u) => u.call)).toEqual(
+            value.message.content.flatMap((c) => c.input === undefined ? [] : [{ input: c.input, cwd: value.cwd }])
+          )
+          expect(Transcript.parse(text).toolUses.every((u) => u.call === undefined)).toBe(true)
+        }
+      }),
+      { seed: SEED }
+    )
   })
 
   it("a pairing stays bounded: the newest waiting uses and the newest paired ids", () => {

@@ -70,6 +70,43 @@ describe("codex hook", () => {
     assert.include(text.stdout, "(not archived yet: `session-journal codex archive` makes it)")
   })
 
+  it("what a call read counts in the policy's scoped byte limits: the next matching call is denied, another not", async () => {
+    const dir = tempDir()
+    const policy = path.join(dir, "p.json")
+    fs.writeFileSync(policy, JSON.stringify({ maxBytesRead: 300, of: "Bash(cat *)", per: "1h" }))
+    const first = await hook(dir, JSON.stringify(pre("cat big.txt", "c1")), ["--policy", policy])
+    assert.strictEqual(first.stdout, "{}", first.stderr)
+    const post = {
+      ...pre("cat big.txt", "c1"),
+      hook_event_name: "PostToolUse",
+      tool_response: "x".repeat(1000)
+    }
+    const posted = await hook(dir, JSON.stringify(post), ["--policy", policy])
+    assert.strictEqual(posted.code, 0, posted.stderr)
+    const again = await hook(dir, JSON.stringify(pre("cat other.txt", "c2")), ["--policy", policy])
+    assert.include(denial(again.stdout) ?? "", `bytes read of ["Bash(cat *)"] per 1h would exceed 300`)
+    const ls = await hook(dir, JSON.stringify(pre("ls", "c3")), ["--policy", policy])
+    assert.strictEqual(ls.stdout, "{}", ls.stderr)
+  })
+
+  it("policy test replays its session: the calls judged with the input and cwd its decisions record", async () => {
+    const dir = tempDir()
+    for (const [command, id] of [["ls", "c1"], ["cd /tmp && rm -rf x", "c2"]] as const) {
+      const hooked = await hook(dir, JSON.stringify(pre(command, id)))
+      assert.strictEqual(hooked.code, 0, hooked.stderr)
+    }
+    const file = path.join(dir, "p.json")
+    fs.writeFileSync(file, `{"deny":"Bash(rm -rf *)"}`)
+    const r = await run(["--dir", dir, "policy", "test", file, Hook.sessionId(SID)])
+    assert.strictEqual(r.code, 5, r.stderr)
+    assert.match(
+      r.stdout,
+      /^#\d+ Bash \(agent main\): the command "rm -rf x" of Bash matches deny pattern Bash\(rm -rf \*\)/
+    )
+    assert.match(r.stdout, /: 1 of 2 calls would be denied/)
+    assert.notInclude(r.stdout, "could not judge")
+  })
+
   it("denies, saying why, whatever it cannot do", async () => {
     const dir = tempDir()
     // Input that is not an event.

@@ -47,10 +47,16 @@ const connect = async (
   return { client, pid: () => transport.pid, transport }
 }
 
-// `mcp proxy` under a policy denying `denied`, journaling into `dir`, then `server` (after -- or --url).
-const proxyArgs = (dir: string, name: string, denied: string, server: ReadonlyArray<string>): Array<string> => {
+// `mcp proxy` under a policy denying `denied` (or the policy given), journaling into `dir`, then `server`
+// (after -- or --url); the policy is the file `policy.json` of `dir`.
+const proxyArgs = (
+  dir: string,
+  name: string,
+  denied: string | { readonly policy: unknown },
+  server: ReadonlyArray<string>
+): Array<string> => {
   const policy = path.join(dir, "policy.json")
-  fs.writeFileSync(policy, JSON.stringify({ denyList: [denied] }))
+  fs.writeFileSync(policy, JSON.stringify(typeof denied === "string" ? { denyList: [denied] } : denied.policy))
   return ["--dir", dir, "mcp", "proxy", "--policy", policy, "--name", name, ...server]
 }
 
@@ -189,6 +195,46 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", { timeout: 60
     expect(stats.stdout).toContain("mcp__fs__read_text_file")
   })
 
+  it("server-filesystem: what a scoped tool read counts in its byte limits, windowed too; other tools are not", async () => {
+    const dir = tempDir()
+    const files = path.join(dir, "files")
+    fs.mkdirSync(files)
+    const big = path.join(files, "big.txt")
+    fs.writeFileSync(big, "x".repeat(1000))
+    const policy = {
+      policy: [
+        { maxBytesRead: 300, of: "mcp__fs__read_text_file" },
+        { maxBytesRead: 300, of: "mcp__fs__read_multiple_files", per: "1h" }
+      ]
+    }
+    const { client } = await connect(proxyArgs(dir, "fs", policy, ["--", process.execPath, filesystem(cache!), files]))
+    // Nothing read yet: the first read of each is allowed, and reads 1000 bytes.
+    expect(textOf(await client.callTool({ name: "read_text_file", arguments: { path: big } }))).toContain("xxx")
+    const again = await client.callTool({ name: "read_text_file", arguments: { path: big } })
+    expect(again.isError).toBe(true)
+    expect(textOf(again)).toContain("maxBytesRead(300, of: [\"mcp__fs__read_text_file\"])")
+    // Another tool's reads are not in that limit, but in its own window.
+    const multiple = { name: "read_multiple_files", arguments: { paths: [big] } }
+    expect((await client.callTool(multiple)).isError ?? false).toBe(false)
+    const windowed = await client.callTool(multiple)
+    expect(windowed.isError).toBe(true)
+    expect(textOf(windowed)).toContain("per: \"1h\"")
+    // A tool no limit covers is allowed.
+    expect(textOf(await client.callTool({ name: "list_directory", arguments: { path: files } }))).toContain("big.txt")
+    await client.close()
+
+    // The replay of the connection decides the same, from the recorded outcomes.
+    const { sessions } = await listJson(dir)
+    const replay = await run(["--dir", dir, "--json", "policy", "test", path.join(dir, "policy.json"), sessions[0]!.id])
+    expect(replay.code, replay.stderr).toBe(5)
+    const lines = replay.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>)
+    expect(lines.filter((l) => l["type"] === "denied").map((l) => [l["tool_name"], l["recorded_allowed"]])).toEqual([
+      ["mcp__fs__read_text_file", false],
+      ["mcp__fs__read_multiple_files", false]
+    ])
+    expect(lines.at(-1)).toMatchObject({ type: "summary", calls: 5, denied: 2, unjudged: 0 })
+  })
+
   it("a policy file that cannot be read denies every call with the reason; tools are still listed", async () => {
     const dir = tempDir()
     const { client } = await connect([
@@ -214,20 +260,9 @@ describe.skipIf(cache === null)("mcp proxy with the SDK's client", { timeout: 60
   it("an edited policy decides the next call; a policy removed denies every call", async () => {
     const dir = tempDir()
     const policy = path.join(dir, "policy.json")
-    fs.writeFileSync(policy, JSON.stringify({ denyList: ["mcp__test__write"] }))
-    const { client } = await connect([
-      "--dir",
-      dir,
-      "mcp",
-      "proxy",
-      "--policy",
-      policy,
-      "--name",
-      "test",
-      "--",
-      process.execPath,
-      FIXTURE_SERVER
-    ])
+    const { client } = await connect(
+      proxyArgs(dir, "test", "mcp__test__write", ["--", process.execPath, FIXTURE_SERVER])
+    )
     expect(textOf(await client.callTool({ name: "echo", arguments: { text: "one" } }))).toBe("one")
     fs.writeFileSync(policy, JSON.stringify({ denyList: ["mcp__test__echo", "mcp__test__write"] }))
     const denied = await client.callTool({ name: "echo", arguments: { text: "two" } })

@@ -5,6 +5,7 @@
  * with its guard, and exits 5 when there is one.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { JournalSessionStore } from "@session-journal/claude-code"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -373,5 +374,141 @@ describe.runIf(nodeAdapter)("policy test with the calls' inputs", () => {
     assert.strictEqual(replayed.code, 5, replayed.stderr)
     assert.match(replayed.stdout, /^#5 Bash \(agent main\): the command "rm -rf tmp" of Bash matches/)
     assert.match(replayed.stdout, /cc1: 1 of 2 calls would be denied \(by deny\("Bash\(rm -rf \*\)"\)\) under /)
+  })
+})
+
+describe.runIf(nodeAdapter)("policy test of a transcript's copy: the Agent SDK store's, custody's", () => {
+  const SID = "5d1c0f7e-0b6a-4c2e-9d3f-2a1b0c9d8e7f"
+  let uuid = 0
+  const assistant = (
+    id: string,
+    tokens: number,
+    uses: ReadonlyArray<readonly [string, string, unknown]>,
+    cwd = "/w"
+  ) => ({
+    type: "assistant",
+    uuid: `a${uuid++}`,
+    sessionId: SID,
+    cwd,
+    message: {
+      id,
+      role: "assistant",
+      content: uses.map(([use, name, input]) => ({ type: "tool_use", id: use, name, input })),
+      usage: { input_tokens: tokens, output_tokens: 0 }
+    }
+  })
+  const results = (...ids: ReadonlyArray<string>) => ({
+    type: "user",
+    uuid: `u${uuid++}`,
+    sessionId: SID,
+    message: { role: "user", content: ids.map((id) => ({ type: "tool_result", tool_use_id: id, content: "ok" })) }
+  })
+  const stored = async (
+    dir: string,
+    key: JournalSessionStore.SessionKey,
+    entries: ReadonlyArray<JournalSessionStore.SessionStoreEntry>
+  ) => {
+    const store = await JournalSessionStore.open({ dir })
+    try {
+      await store.append(key, entries.map((e) => ({ ...e })))
+    } finally {
+      await store.close()
+    }
+    return JournalSessionStore.sessionId(key)
+  }
+
+  it("judges each call with its tool_use's input, cwd and the tokens so far; after a spawn, tokens are unknown", async () => {
+    const dir = tempDir()
+    const key = { projectKey: "-w", sessionId: SID }
+    const id = await stored(dir, key, [
+      { type: "user", uuid: `u${uuid++}`, sessionId: SID, message: { role: "user", content: "go" } },
+      assistant("m1", 100, [["t1", "Bash", { command: "ls &&  rm  -rf build" }]]),
+      results("t1"),
+      // A path that leaves its cwd through `..` is judged where it lands.
+      assistant("m2", 1000, [["t2", "Read", { file_path: "../secret/key" }]], "/w/app"),
+      results("t2"),
+      assistant("m3", 1, [["t3", "Task", { prompt: "review", description: "review" }]]),
+      results("t3"),
+      assistant("m4", 1, [["t4", "Bash", { command: "echo hi" }]]),
+      results("t4")
+    ])
+    const file = write(dir, "p.json", `[{"deny":"Bash(rm -rf *)"},{"deny":"Read(//w/secret/**)"},{"maxTokens":500}]`)
+    const r = await run(["--dir", dir, "policy", "test", file, id])
+    assert.strictEqual(r.code, 5, r.stderr)
+    const lines = r.stdout.trim().split("\n")
+    assert.deepStrictEqual(lines.slice(0, 3), [
+      `#3 Bash (agent main): the command "rm -rf build" of Bash matches deny pattern Bash(rm -rf *) [deny("Bash(rm -rf *)")]`,
+      `#6 Read (agent main): the path "/w/secret/key" of Read matches deny pattern Read(//w/secret/**) [deny("Read(//w/secret/**)")]`,
+      `#9 Task (agent main): the agent used 1101 tokens, the budget is 500 [maxTokens(500)]`
+    ])
+    assert.include(lines, "could not judge 1 call against maxTokens(500): the tokens used were not recorded (#12)")
+    assert.match(lines.at(-1)!, new RegExp(`^${id}: 3 of 4 calls would be denied .*, 1 could not be judged under `))
+  })
+
+  it("a sub-agent's copy: its calls judged by their inputs, its tokens unknown", async () => {
+    const dir = tempDir()
+    const key = { projectKey: "-w", sessionId: SID, subpath: "subagents/agent-abc" }
+    const id = await stored(dir, key, [
+      { type: "user", uuid: `u${uuid++}`, sessionId: SID, isSidechain: true, message: { role: "user", content: "x" } },
+      assistant("s1", 10, [["v1", "Bash", { command: "sh -c 'rm -rf /'" }]]),
+      results("v1")
+    ])
+    const file = write(dir, "p.json", `[{"deny":"Bash(rm -rf *)"},{"maxTokens":500}]`)
+    const r = await run(["--dir", dir, "--json", "policy", "test", file, id])
+    assert.strictEqual(r.code, 5, r.stderr)
+    const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>)
+    assert.deepInclude(lines, { type: "unjudged", rule: "maxTokens(500)", lacking: "tokens", calls: 1, sequences: [3] })
+    assert.strictEqual(lines[0]!["guard"], `deny("Bash(rm -rf *)")`)
+    assert.strictEqual(lines[0]!["agent_id"], "abc")
+  })
+
+  it("pairs a call with its tool_use as the tool entry was made: a repeated, already paired tool_use is skipped", async () => {
+    const dir = tempDir()
+    const key = { projectKey: "-w", sessionId: SID }
+    // t1 comes again beside t2, and both results again: only t2 makes a tool entry, and it is the rm.
+    const id = await stored(dir, key, [
+      assistant("m1", 1, [["t1", "Bash", { command: "ls" }]]),
+      results("t1"),
+      assistant("m2", 1, [["t1", "Bash", { command: "ls" }], ["t2", "Bash", { command: "rm -rf /" }]]),
+      results("t1", "t2")
+    ])
+    const file = write(dir, "p.json", `{"deny":"Bash(rm -rf *)"}`)
+    const r = await run(["--dir", dir, "policy", "test", file, id])
+    assert.strictEqual(r.code, 5, r.stderr)
+    assert.match(r.stdout, /^#5 Bash \(agent main\): the command "rm -rf \/" of Bash matches deny pattern/)
+    assert.match(r.stdout, new RegExp(`${id}: 1 of 2 calls would be denied`))
+  })
+})
+
+describe.runIf(nodeAdapter)("policy test of the other doors' sessions", () => {
+  it("an MCP gateway's: an outcome's bytes count in a limit whose of judges the call's arguments", async () => {
+    const dir = tempDir()
+    const call = (sequence: number, file: string) => [
+      tool("mcp__fs__read", { server_id: "fs" }),
+      JSON.stringify({
+        kind: "mcp.decision",
+        payload: {
+          jsonrpc_id: sequence,
+          tool_sequence: sequence,
+          tool_name: "mcp__fs__read",
+          tool_input: { path: file }
+        }
+      }),
+      JSON.stringify({
+        kind: "tool.outcome",
+        payload: { jsonrpc_id: sequence, tool_sequence: sequence, tool_name: "mcp__fs__read", bytes_read: 100 }
+      })
+    ]
+    const imported = await run(["--dir", dir, "import", "m1", "-"], {
+      input: [...call(0, "secret.txt"), ...call(3, "notes.txt"), ...call(6, "secret.txt")].join("\n") + "\n"
+    })
+    assert.strictEqual(imported.code, 0, imported.stderr)
+    const file = write(dir, "p.json", `{"maxBytesRead":50,"of":"mcp__fs__read(path:secret*)"}`)
+    const r = await run(["--dir", dir, "policy", "test", file, "m1"])
+    assert.strictEqual(r.code, 5, r.stderr)
+    assert.deepStrictEqual(r.stdout.trim().split("\n"), [
+      `#6 mcp__fs__read (agent main): bytes read of ["mcp__fs__read(path:secret*)"] would exceed 50 [maxBytesRead(50, of: ["mcp__fs__read(path:secret*)"])]`,
+      `m1: 1 of 3 calls would be denied (by maxBytesRead(50, of: ["mcp__fs__read(path:secret*)"])) under maxBytesRead(50, of: ["mcp__fs__read(path:secret*)"])`
+    ])
   })
 })

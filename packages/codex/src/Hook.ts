@@ -13,11 +13,13 @@
  *   `bytes_written` the UTF-8 length of the JSON text of `tool_input`), decided
  *   by the policy, and in the same append a `codex.decision` entry: the fields
  *   of core's `Guard.decisionPayload` plus `tool_use_id`, `turn_id`,
- *   `tool_name`, `tool_input`, `agent_id`, `policy`.
+ *   `tool_name`, `tool_input`, `cwd`, `agent_id`, `policy`.
  * - `PostToolUse`: a `tool.outcome` entry (core's `Entry.OUTCOME_KIND`):
  *   `tool_use_id`, `tool_name`, `agent_id`, `bytes_read` (the UTF-8 length of the
  *   text Codex gives back as `tool_response`, which is what the model sees),
- *   `bytes_written` 0, `error` null, and the SHA-256 of the response's JSON text.
+ *   `bytes_written` 0, `error` null, and the SHA-256 of the response's JSON text;
+ *   under a compiled policy, with the policy's next state in the same append when
+ *   its scoped byte limits count the call (`Policy.observePlan`).
  * - every other event: `codex.<event>` with the hook input as payload.
  *
  * Codex treats everything but three outputs as "run the call" (a crash, a
@@ -33,7 +35,7 @@ import { deeperThan } from "@session-journal/claude-code/Hook"
 import * as Refusal from "@session-journal/claude-code/Refusal"
 import { digestPrefix } from "@session-journal/claude-code/SessionIds"
 import { jsonBytes, utf8Length } from "@session-journal/claude-code/Transcript"
-import { Entry, Guard, messageOf, SessionJournal, Utf8 } from "@session-journal/core"
+import { Entry, Guard, messageOf, Policy, SessionJournal, Utf8 } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
@@ -430,8 +432,12 @@ export interface HookAnswer {
  * @since 0.1.0
  */
 export interface HandleOptions {
-  /** The guard every PreToolUse is decided with (`Policy.toGuard`); `null` records only (every call allowed). */
-  readonly policy: Guard.Guard | null
+  /**
+   * The guard every PreToolUse is decided with; `null` records only (every call
+   * allowed). A compiled policy (`Policy.compile`) also counts each PostToolUse's
+   * bytes in its scoped byte limits (`Policy.observePlan`), in the outcome's append.
+   */
+  readonly policy: Guard.Guard | Policy.Compiled | null
   /** The policy's name as denials cite it (`Policy.format`), kept in the decision entry. */
   readonly policyName?: string | undefined
 }
@@ -454,7 +460,7 @@ export const decideCall = (
     journal.decide(
       session,
       toolParams(input),
-      options.policy ?? allowAll,
+      options.policy === null ? allowAll : typeof options.policy === "function" ? options.policy : options.policy.guard,
       (verdict, entry) => [{
         kind: DECISION_KIND,
         payload: {
@@ -463,6 +469,8 @@ export const decideCall = (
           turn_id: input.turn_id,
           tool_name: input.tool_name,
           tool_input: input.tool_input,
+          // With the input, the call's cwd: `policy test` replays the call as it came.
+          cwd: input.cwd,
           agent_id: entry.agent_id,
           ...(input.agent_type === undefined ? {} : { agent_type: input.agent_type }),
           policy: options.policy === null ? null : options.policyName ?? "policy"
@@ -522,7 +530,23 @@ export const handle = (
       answer = { output: verdict._tag === "Allow" ? {} : denyOutput(denialReason(verdict)), session, verdict }
     } else {
       const { kind, payload } = entryOf(event)
-      yield* journal.append(session, kind, payload)
+      const compiled = options.policy !== null && typeof options.policy !== "function" ? options.policy : null
+      if (event.name === "PostToolUse" && compiled !== null) {
+        // As Claude Code's PostToolUse: the outcome's bytes reach the policy's scoped
+        // byte limits in the outcome's own append, from the session's state under its lock.
+        const input = event.input
+        yield* journal.writeFrom(
+          session,
+          Policy.observePlan(
+            compiled,
+            { kind, payload },
+            { tool_name: input.tool_name, tool_input: input.tool_input, cwd: input.cwd },
+            { read: responseBytes(input.tool_response), written: 0 }
+          )
+        )
+      } else {
+        yield* journal.append(session, kind, payload)
+      }
       answer = { output: {}, session, verdict: null }
     }
     const state = yield* journal.state(session)

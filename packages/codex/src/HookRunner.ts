@@ -99,7 +99,7 @@ const handled = async (
       seen.stage = `reading the policy file ${args.policyFile}`
       const policy = await Effect.runPromiseExit(args.loadPolicy(args.policyFile))
       if (Exit.isFailure(policy)) return refuse(describe(Cause.squash(policy.cause)))
-      options = { policy: Policy.toGuard(policy.value), policyName: Policy.format(policy.value) }
+      options = { policy: Policy.compile(policy.value), policyName: Policy.format(policy.value) }
     }
     const journal = await args.journal()
     if (typeof journal === "string") return refuse(journal)

@@ -172,6 +172,7 @@ describe("Hook.handle", () => {
       assert.strictEqual(decision.payload["guard"], "denyList([\"Bash\"])")
       assert.strictEqual(decision.payload["tool_sequence"], tool.sequence)
       assert.strictEqual(decision.payload["tool_use_id"], "c1")
+      assert.strictEqual(decision.payload["cwd"], pre("x", "c").cwd)
     }).pipe(Effect.provide(memory)))
 
   it.effect("patterns see the call as Codex sends it: Bash(rm *) denies rm, not ls; an ask is a denial", () =>

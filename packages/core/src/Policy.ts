@@ -437,9 +437,13 @@ const patternIssues = (
       texts.forEach((t, i) => {
         const r = Pattern.parse(t)
         if (Result.isFailure(r)) {
+          // A tool misspelled in case reads its specifier as another tool's would: say which tool was meant.
+          const tool = t.slice(0, Math.max(0, t.indexOf("(")))
+          const meant = byLowerCase.get(tool.toLowerCase())
           out.push({
             path: formatPath(typeof value === "string" ? [...path, key] : [...path, key, i]),
-            message: `expected a pattern: ${r.failure.reason} at ${r.failure.at}: ${r.failure.detail}`
+            message: `expected a pattern: ${r.failure.reason} at ${r.failure.at}: ${r.failure.detail}` +
+              (meant !== undefined && meant !== tool ? ` (Claude Code's tool is ${JSON.stringify(meant)})` : "")
           })
         }
       })
@@ -1317,8 +1321,18 @@ export interface CheckReport {
 }
 
 // A warning on a tool name, if it deserves one. `exact`: the place takes exact names
-// (the lists), where an MCP server's name names no tool.
+// (the lists), where an MCP server's name names no tool and a pattern is a name no
+// call has.
 const nameWarning = (name: string, exact: boolean): string | undefined => {
+  if (exact && /[*()]/.test(name)) {
+    return `${JSON.stringify(name)} is compared exactly here (a list of tool names), so no call has it: ` +
+      "write it as a pattern in deny, ask or of"
+  }
+  const server = /^mcp__(.*?)(?:__|$)/.exec(name)?.[1]
+  if (server !== undefined && /[^A-Za-z0-9_*-]/.test(server)) {
+    return `no agent calls a tool ${JSON.stringify(name)}: an MCP server's name in tool names has only letters, ` +
+      "digits, _ and - (Claude Code and the gateway write every other character as _)"
+  }
   const known = byLowerCase.get(name.toLowerCase())
   if (known !== undefined && known !== name) {
     return `no agent calls a tool ${JSON.stringify(name)}: Claude Code's is ${JSON.stringify(known)} ` +
@@ -1361,7 +1375,7 @@ const warningsOf = (root: Policy, prefix: ReadonlyArray<PropertyKey> | null): Ar
       if (value === undefined) continue
       textsOf(value).forEach((t, i) => {
         const r = Pattern.parse(t)
-        if (Result.isSuccess(r) && !r.success.tool.includes("*")) {
+        if (Result.isSuccess(r)) {
           warn(typeof value === "string" ? [...path, key] : [...path, key, i], r.success.tool, false)
         }
       })

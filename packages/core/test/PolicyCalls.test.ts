@@ -127,6 +127,29 @@ describe("Policy: the new keys", () => {
     assert.deepStrictEqual(top.issues.map((i) => i.path).slice(0, 1), ["$[0].a"])
   })
 
+  it("warns on a pattern or a wildcard in a list of exact names, and on an MCP server name no tool name can hold", () => {
+    const warned = Policy.check(
+      `[{"denyList":["mcp__github__*","Bash(rm -rf *)"]},{"deny":["mcp__my.server__x","mcp__my.server__*"]},` +
+        `{"allowList":["mcp__a@b__c"]},{"deny":["mcp__my-server_1__*","mcp__github"]}]`
+    )
+    assert.deepStrictEqual(warned.issues, [])
+    assert.deepStrictEqual(warned.warnings.map((w) => w.path), [
+      "$[0].denyList[0]",
+      "$[0].denyList[1]",
+      "$[1].deny[0]",
+      "$[1].deny[1]",
+      "$[2].allowList[0]"
+    ])
+    assert.include(warned.warnings[0]!.message, "is compared exactly here")
+    assert.include(warned.warnings[2]!.message, "has only letters, digits, _ and -")
+  })
+
+  it("a tool misspelled in case, whose specifier then does not parse, is named in the issue", () => {
+    assert.deepStrictEqual(problems(`{"maxInvocations":3,"of":"bash(npm test*)"}`), [
+      "$.of: expected a pattern: Specifier at 5: expected name:value for bash (Claude Code's tool is \"Bash\")"
+    ])
+  })
+
   it("repeated keys are found by their path, past strings, escapes and nesting; JSON text has none", () => {
     const text = `{"a":"}{\\"a\\":1,","b":[{"c":1},{"c":2,"c":3}],"\\u0062":1,"d":{"e":[[{"f":0,"f":1}]]}}`
     assert.deepStrictEqual(duplicateKeys(text), [

@@ -17,7 +17,7 @@ const Journal = SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer(
 const program = Gateway.run({
   name: "everything",
   server: { _tag: "Command", command, args },
-  guard: Policy.toGuard(policy.success),
+  guard: Policy.compile(policy.success),
   policyName: "inline"
 }, {
   input: Stream.fromAsyncIterable(process.stdin, (e) => e),

@@ -8,7 +8,8 @@
  * `isError: true` naming the guard and the reason. A call that cannot be
  * recorded is denied the same way (fail closed). The result of an allowed call
  * is journaled as a `tool.outcome` (its size in bytes as `bytes_read`, its
- * SHA-256) before it is handed on.
+ * SHA-256) before it is handed on; under a compiled policy its bytes reach the
+ * policy's scoped byte limits in the same append (`Journaling.recordOutcome`).
  *
  * One journal session per connection (`Journaling.sessionIdOf`), its metadata naming the
  * server and the client's `clientInfo`. Bounded: a client line over
@@ -25,7 +26,7 @@
  *
  * @since 0.1.0
  */
-import { Guard, type SessionJournal } from "@session-journal/core"
+import { Guard, type Policy, type SessionJournal } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import * as SessionJournalService from "@session-journal/core/SessionJournal"
 import * as Clock from "effect/Clock"
@@ -82,9 +83,13 @@ export interface Options {
    * The guard of every `tools/call`; null records every call and allows it; an
    * effect is run before each call for the guard to decide it with (a policy
    * file read again when it changed). It cannot fail: a guard that cannot be
-   * had is one that denies, saying why.
+   * had is one that denies, saying why. A compiled policy (`Policy.compile`)
+   * decides with its guard and also counts each outcome's bytes in its scoped
+   * byte limits (`Journaling.recordOutcome`); a pending call then keeps its
+   * arguments until its outcome, so that `of` patterns judge them (at most
+   * `maxPending` requests of `maxLineBytes` each).
    */
-  readonly guard: Guard.Guard | null | Effect.Effect<Guard.Guard>
+  readonly guard: Guard.Guard | Policy.Compiled | null | Effect.Effect<Guard.Guard | Policy.Compiled>
   /** The policy's name in decision entries (a file name); null when `guard` is null. */
   readonly policyName?: string | null | undefined
   /** The journal session; default `Journaling.sessionIdOf(name, clientInfo, start)`. */
@@ -137,7 +142,15 @@ const allowAll: Guard.Guard = () => Guard.allow
 interface Pending {
   readonly id: JsonRpc.Id
   readonly method: string
-  readonly call: { readonly tool: string; readonly sequence: number; readonly startedAt: number } | null
+  readonly call:
+    | {
+      readonly tool: string
+      readonly sequence: number
+      readonly startedAt: number
+      readonly input: { readonly [key: string]: unknown }
+      readonly compiled: Policy.Compiled | null
+    }
+    | null
 }
 
 const NEWLINE = new Uint8Array([10])
@@ -165,7 +178,7 @@ export const run = (
     const log = options.log ?? (() => Effect.void)
     const server = Journaling.normalizeName(options.name)
     const given = options.guard
-    const currentGuard: Effect.Effect<Guard.Guard> = given === null
+    const currentGuard: Effect.Effect<Guard.Guard | Policy.Compiled> = given === null
       ? Effect.succeed(allowAll)
       : Effect.isEffect(given)
       ? given
@@ -199,16 +212,12 @@ export const run = (
       Effect.gen(function*() {
         if (p.call === null) return
         const now = yield* Clock.currentTimeMillis
-        const { kind, payload } = Journaling.outcomeEntry(
-          { id: p.id, tool: p.call.tool, sequence: p.call.sequence },
-          outcome,
-          now - p.call.startedAt
-        )
-        yield* journal.append(sessionOf(), kind, payload).pipe(
-          Effect.catch((e) =>
-            log(`session-journal mcp: the outcome of ${p.call?.tool} was not journaled: ${e.message}`)
+        yield* Journaling.recordOutcome(journal, sessionOf(), { id: p.id, ...p.call }, outcome, now - p.call.startedAt)
+          .pipe(
+            Effect.catch((e) =>
+              log(`session-journal mcp: the outcome of ${p.call?.tool} was not journaled: ${e.message}`)
+            )
           )
-        )
       })
 
     const take = (id: JsonRpc.Id | null): Pending | undefined => {
@@ -244,7 +253,9 @@ export const run = (
           agent: Journaling.agentOf(clientInfo),
           policy
         }
-        const guard = yield* currentGuard
+        const current = yield* currentGuard
+        const compiled = typeof current === "function" ? null : current
+        const guard = typeof current === "function" ? current : current.guard
         const decided = yield* Effect.result(Journaling.decideCall(journal, sessionOf(), call, guard))
         if (decided._tag === "Failure") {
           denied++
@@ -267,7 +278,10 @@ export const run = (
           call: {
             tool: call.tool_name,
             sequence: decided.success.entry.sequence,
-            startedAt: yield* Clock.currentTimeMillis
+            startedAt: yield* Clock.currentTimeMillis,
+            // Kept for the policy's scoped byte limits only.
+            input: compiled === null ? {} : call.tool_input,
+            compiled
           }
         })
         yield* upstream.send(line)

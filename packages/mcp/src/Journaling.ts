@@ -6,8 +6,9 @@
  *
  * @since 0.1.0
  */
-import { Entry, Guard, type SessionJournal } from "@session-journal/core"
-import type * as Effect from "effect/Effect"
+import { Entry, Guard, Policy, type SessionJournal } from "@session-journal/core"
+import { jsonBytes } from "@session-journal/core/Utf8"
+import * as Effect from "effect/Effect"
 import type * as Schema from "effect/Schema"
 import * as Lines from "./internal/lines.ts"
 import type * as JsonRpc from "./JsonRpc.ts"
@@ -75,8 +76,6 @@ export interface Call {
   readonly policy: string | null
 }
 
-const utf8Length = (s: string) => new TextEncoder().encode(s).length
-
 /**
  * Decides one call and records it with its decision in one append. The one
  * place the gateway calls `decide`. The guard sees the call (`mcp__<name>__<tool>`
@@ -98,7 +97,7 @@ export const decideCall = (
       server_id: call.server,
       agent_id: call.agent,
       bytes_read: 0,
-      bytes_written: utf8Length(JSON.stringify(call.tool_input)),
+      bytes_written: jsonBytes(call.tool_input),
       delegation_depth: 0
     },
     guard,
@@ -182,6 +181,45 @@ export const outcomeEntry = (
     duration_ms: Math.max(0, durationMs)
   }
 })
+
+/**
+ * Records how an allowed call ended (`outcomeEntry`), the one place the gateway
+ * does. Under a compiled policy (the one that decided the call) the outcome's bytes
+ * also reach the policy's scoped byte limits (`{"maxBytesRead": N, "of": …}`, with
+ * `per` too) in the same append, from the session's state under its lock
+ * (`Policy.observePlan`), as Claude Code's PostToolUse does: the next call a limit
+ * covers is decided on what was read. Without one (a plain guard, or none) the
+ * outcome is appended alone; the session's own counters count its bytes either way.
+ *
+ * @since 0.1.0
+ */
+export const recordOutcome = (
+  journal: SessionJournal.SessionJournal["Service"],
+  session: string,
+  call: {
+    readonly id: JsonRpc.Id
+    readonly tool: string
+    readonly sequence: number
+    /** The call's arguments, as the policy judged them. */
+    readonly input: { readonly [key: string]: unknown }
+    readonly compiled: Policy.Compiled | null
+  },
+  outcome: Outcome,
+  durationMs: number
+): Effect.Effect<void, SessionJournal.WriteError> => {
+  const entry = outcomeEntry(call, outcome, durationMs)
+  return call.compiled === null
+    ? Effect.asVoid(journal.append(session, entry.kind, entry.payload))
+    : Effect.asVoid(journal.writeFrom(
+      session,
+      Policy.observePlan(
+        call.compiled,
+        entry,
+        { tool_name: call.tool, tool_input: call.input },
+        { read: outcome.bytes, written: 0 }
+      )
+    ))
+}
 
 /**
  * The payload of a connection's `INITIALIZE_KIND` entry, also its metadata's `data`.

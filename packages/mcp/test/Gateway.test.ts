@@ -5,7 +5,7 @@
  * result in bounded memory, cancellation, the pending bound, many calls.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Entry, Policy } from "@session-journal/core"
+import { Entry, Guard, Policy } from "@session-journal/core"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as fs from "node:fs"
@@ -113,6 +113,32 @@ describe.skipIf(cache === null)("Gateway with the SDK's server", { timeout: 600_
       assert.include(String(decisions[0]!["guard"]), "denyList")
       // A denied call has no outcome.
       assert.strictEqual(entries.filter((e) => e.kind === Entry.OUTCOME_KIND).length, 1)
+    }).pipe(Effect.scoped, Effect.provide(layer(dir)))
+  })
+
+  it.live("under a compiled policy a result's bytes count in the scoped byte limit whose of judges the arguments", () => {
+    const dir = root()
+    return Effect.gen(function*() {
+      const c = yield* connect({
+        name: "test",
+        server: fixtureServer(cache!),
+        guard: Policy.compile(Result.getOrThrow(Policy.decode({ maxBytesRead: 500, of: "mcp__test__big(bytes:1*)" }))),
+        policyName: "policy.json"
+      })
+      yield* c.initialize
+      assert.strictEqual(textOf(yield* c.call("big", { bytes: 1000 })).length, 1000)
+      // Another call's arguments are not in the limit; a matching one is, once 1000 bytes were read.
+      assert.strictEqual(textOf(yield* c.call("big", { bytes: 20 })).length, 20)
+      const denied = yield* c.call("big", { bytes: 10 })
+      assert.isTrue((denied["result"] as { isError: boolean }).isError)
+      assert.include(textOf(denied), "maxBytesRead(500, of: [\"mcp__test__big(bytes:1*)\"])")
+      yield* c.end
+      const summary = yield* c.summary
+      const entries = yield* entriesOf(summary.session!)
+      // The first outcome and the state it gave, in one append: one after the other.
+      const first = entries.findIndex((e) => e.kind === Entry.OUTCOME_KIND)
+      assert.strictEqual(entries[first + 1]!.kind, Guard.STATE_KIND)
+      assert.strictEqual(entries.filter((e) => e.kind === Guard.STATE_KIND).length, 1)
     }).pipe(Effect.scoped, Effect.provide(layer(dir)))
   })
 

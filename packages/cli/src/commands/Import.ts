@@ -46,10 +46,14 @@ const Identity = Entry.ToolEntry.fields.tool_name.check(
 )
 
 // The kinds a new entry may have (stored entries may carry any kind; new ones
-// are checked by core's `validatePayload`).
+// are checked by core's `validatePayload`, whose payload rules — a `tool.outcome`'s
+// object, a `guard.state` — are for the line's own payload, checked when it is written).
 const NewKind = Entry.OtherEntry.fields.kind.check(
   rule(
-    (k: string) => Result.isSuccess(Entry.validatePayload(k, null)),
+    (k: string) => {
+      const checked = Entry.validatePayload(k, null)
+      return Result.isSuccess(checked) || checked.failure.field !== "kind"
+    },
     "must match ^[A-Za-z0-9_.:-]{1,64}$ and not be \"tool\""
   )
 )

@@ -100,8 +100,9 @@ export const defaultName = (command: ReadonlyArray<string>, url: string | undefi
 }
 
 /**
- * The guard of a policy file, read again before a call whenever the file
- * changed (its inode, size, modification or change time), so an edit takes
+ * The policy of a file, compiled (`Policy.compile`: the gateway decides with it and
+ * counts outcomes in its scoped byte limits), read again before a call whenever the
+ * file changed (its inode, size, modification or change time), so an edit takes
  * effect on the next call without a restart. A file that cannot be read or
  * decoded gives a guard that denies every call with the reason (written to
  * stderr once per change); the first read happens at once, so a bad file is
@@ -112,9 +113,9 @@ export const defaultName = (command: ReadonlyArray<string>, url: string | undefi
 export const policyGuard = (
   file: string,
   note: (line: string) => Effect.Effect<void>
-): Effect.Effect<Effect.Effect<Guard.Guard>> =>
+): Effect.Effect<Effect.Effect<Guard.Guard | Policy.Compiled>> =>
   Effect.gen(function*() {
-    let cached: { readonly key: string; readonly guard: Guard.Guard } | null = null
+    let cached: { readonly key: string; readonly guard: Guard.Guard | Policy.Compiled } | null = null
     let noted: string | null = null
     const current = Effect.gen(function*() {
       // On the calling thread: a stat of a file just read is answered from the
@@ -129,9 +130,9 @@ export const policyGuard = (
       }).pipe(Effect.orElseSucceed(() => null))
       if (key !== null && cached !== null && cached.key === key) return cached.guard
       const loaded = yield* Effect.result(PolicyFile.load(file))
-      let guard: Guard.Guard
+      let guard: Guard.Guard | Policy.Compiled
       if (loaded._tag === "Success") {
-        guard = Policy.toGuard(loaded.success)
+        guard = Policy.compile(loaded.success)
         noted = null
       } else {
         const reason = `the policy cannot be read, so no call is allowed: ${loaded.failure.message}`

@@ -5,14 +5,15 @@
  * says, for one PreToolUse hook input, which rule decides and why and every
  * rule's own verdict, writing nothing; `test FILE ID` replays a stored session's
  * tool calls against it, with the calls' inputs where the session recorded them
- * (the decision entries of the hooks, the driver and the MCP gateway; custody's
- * transcript lines), writing nothing, and lists the calls it would have denied, each with its
- * guard, and per rule the calls it could not judge for lack of their inputs: the
- * what-if a user runs before switching a policy on.
+ * (the decision entries of Claude Code's and Codex's hooks, the driver and the MCP
+ * gateway; the transcript lines of custody and of the Agent SDK store, with their
+ * tokens), writing nothing, and lists the calls it would have denied, each with its
+ * guard, and per rule the calls it could not judge for lack of their inputs or
+ * tokens: the what-if a user runs before switching a policy on.
  *
  * @since 0.1.0
  */
-import { Hook, Planner } from "@session-journal/claude-code"
+import { Hook, Planner, Transcript, Usage } from "@session-journal/claude-code"
 import { Entry, type Guard, JournalState, Pattern, Policy, SessionJournal } from "@session-journal/core"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Clock from "effect/Clock"
@@ -246,56 +247,59 @@ const recordedCall = (
   }
 }
 
-// Custody's sessions hold the transcript's lines, and after the line holding a
-// call's result its tool entry: the call's input is in the assistant line of its
-// `tool_use`, matched by the result's id (in the order the results come, as custody
-// writes the tool entries).
-const custodyCalls = () => {
-  const uses = new Map<string, { readonly name: string; readonly input: Schema.Json; readonly cwd: unknown }>()
-  let queue: Array<string> = []
-  const blocks = (line: unknown): ReadonlyArray<{ readonly [key: string]: unknown }> => {
-    if (!isObject(line) || !isObject(line["message"])) return []
-    const content = line["message"]["content"]
-    return Array.isArray(content) ? content.filter(isObject) : []
-  }
+// Custody's sessions and the Agent SDK store's copies (`JournalSessionStore`) hold a
+// transcript's lines, and after the line holding a call's result its tool entry, as
+// `Transcript.pair` completes them: the replay pairs the lines the same way
+// (`Transcript.pairUses`), so each tool entry gets the `tool_use` it was made from,
+// with its input and the line's `cwd`. The tokens are the transcript's (`Usage`)
+// through the line of the call, known while the transcript is a main agent's that
+// has spawned no sub-agent yet (a sub-agent's tokens are in its own transcript).
+const transcriptCalls = () => {
+  const pairing = Transcript.emptyPairing()
+  const tokensAt = new Map<string, bigint | null>()
+  let queue: Array<Transcript.ToolUse> = []
+  let usage = Usage.empty
+  let spawned = false
   return {
     line: (entry: Entry.Entry): void => {
       const value = Planner.lineOfEntry(entry)
-      if (value === undefined || !("text" in value)) return
-      let line: unknown
-      try {
-        line = JSON.parse(value.text)
-      } catch {
-        return
+      if (value === undefined) return
+      const text = "text" in value ? value.text : ""
+      const info = Transcript.parseCalls(text)
+      if (text !== "") usage = Usage.extend(usage, encoder.encode(`${text}\n`))
+      for (const use of info.toolUses) {
+        tokensAt.delete(use.id)
+        if (tokensAt.size >= MAX_CALLS) tokensAt.delete(tokensAt.keys().next().value!)
+        tokensAt.set(use.id, spawned ? null : Usage.tokensOf(usage))
       }
-      if (!isObject(line)) return
-      if (line["type"] === "assistant") {
-        for (const b of blocks(line)) {
-          if (b["type"] !== "tool_use" || typeof b["id"] !== "string" || typeof b["name"] !== "string") continue
-          if (!isObject(b["input"])) continue
-          uses.delete(b["id"])
-          if (uses.size >= MAX_CALLS) uses.delete(uses.keys().next().value!)
-          uses.set(b["id"], { name: b["name"], input: b["input"], cwd: line["cwd"] })
-        }
-      } else if (line["type"] === "user") {
-        queue = blocks(line).flatMap((b) =>
-          b["type"] === "tool_result" && typeof b["tool_use_id"] === "string" && uses.has(b["tool_use_id"])
-            ? [b["tool_use_id"]]
-            : []
-        )
-      }
+      if (info.toolUses.some((u) => Transcript.SPAWN_TOOLS.has(u.name))) spawned = true
+      queue = Transcript.pairUses(pairing, info)
     },
     call: (entry: Entry.ToolEntry): { readonly call: Pattern.Call; readonly tokens: bigint | null } | null => {
-      const id = queue.shift()
-      const use = id === undefined ? undefined : uses.get(id)
-      if (id === undefined || use === undefined || use.name !== entry.tool_name) return null
-      uses.delete(id)
+      const use = queue.shift()
+      const call = use?.call
+      if (use === undefined || call === undefined || Transcript.toolNameOf(use) !== entry.tool_name) return null
+      const tokens = tokensAt.get(use.id)
+      tokensAt.delete(use.id)
+      if (!isObject(call.input)) return null
       return {
-        call: { tool_name: use.name, tool_input: use.input, ...(typeof use.cwd === "string" ? { cwd: use.cwd } : {}) },
-        tokens: null
+        call: { tool_name: use.name, tool_input: call.input, ...(call.cwd === undefined ? {} : { cwd: call.cwd }) },
+        tokens: entry.delegation_depth === 0 ? tokens ?? null : null
       }
     }
   }
+}
+
+const encoder = new TextEncoder()
+
+// What ties a call's decision to its outcome: the `tool_use_id` of the hooks' entries,
+// else the tool entry's sequence (the MCP gateway's name it as `tool_sequence`).
+const outcomeKey = (payload: unknown): string | undefined => {
+  if (!isObject(payload)) return undefined
+  const id = payload["tool_use_id"]
+  if (typeof id === "string") return id
+  const sequence = payload["tool_sequence"]
+  return typeof sequence === "number" ? `#${sequence}` : undefined
 }
 
 interface Pending {
@@ -336,7 +340,7 @@ const test = Command.make(
         const denying = new Set<string>()
         const unjudged = new Map<string, { what: string; calls: number; sequences: Array<number> }>()
         let pending: Pending | null = null
-        const custody = custodyCalls()
+        const custody = transcriptCalls()
 
         const where = (call: Pattern.Call | null) => {
           const cwd = call !== null && typeof call.cwd === "string" ? call.cwd : projectDir ?? undefined
@@ -420,8 +424,8 @@ const test = Command.make(
                   const found = recordedCall(entry.payload, p.entry)
                   if (found !== null) {
                     p.found = found
-                    const id = isObject(entry.payload) ? entry.payload["tool_use_id"] : undefined
-                    if (typeof id === "string") {
+                    const id = outcomeKey(entry.payload)
+                    if (id !== undefined) {
                       calls.delete(id)
                       if (calls.size >= MAX_CALLS) calls.delete(calls.keys().next().value!)
                       calls.set(id, found.call)
@@ -432,8 +436,8 @@ const test = Command.make(
                   // The outcome's bytes reach the replayed policy's scoped byte limits.
                   if (p !== null) out.push(...judge(p))
                   pending = null
-                  const id = entry.payload["tool_use_id"]
-                  const call = typeof id === "string" ? calls.get(id) : undefined
+                  const id = outcomeKey(entry.payload)
+                  const call = id === undefined ? undefined : calls.get(id)
                   const read = entry.payload["bytes_read"]
                   const next = Policy.observe(
                     compiled,
