@@ -80,6 +80,12 @@ export * as Usage from "./Usage.ts"
  */
 export * as Installer from "./Installer.ts"
 /**
+ * A project's MCP servers (`.mcp.json`) put through the gateway and taken out of it, as text edits.
+ *
+ * @since 0.1.0
+ */
+export * as McpInstaller from "./McpInstaller.ts"
+/**
  * The incremental plan of one transcript (extend, diverge, nothing) and the entries it writes.
  *
  * @since 0.1.0

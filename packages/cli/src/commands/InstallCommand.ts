@@ -6,7 +6,9 @@
  *
  * @since 0.1.0
  */
+import type { SettingsRefused } from "@session-journal/claude-code/Errors"
 import * as Installer from "@session-journal/claude-code/Installer"
+import type { ServerState as McpServerState } from "@session-journal/claude-code/McpInstaller"
 import { StorageError } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
 import { Command, Flag } from "effect/cli"
@@ -14,7 +16,7 @@ import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as path from "node:path"
-import { InvalidInput } from "../Failure.ts"
+import { InvalidInput, NotGuarded } from "../Failure.ts"
 import { Dir, onCommandLine, withoutJournal } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
@@ -86,12 +88,27 @@ export const command = Command.make("install", {
   uninstall: Flag.Boolean("uninstall").pipe(
     Flag.withDefault(false),
     Flag.withDescription("Remove our hooks only (from both project files, or the user's), keeping everything else")
+  ),
+  mcp: Flag.Boolean("mcp").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription(
+      "Instead of hooks: put every MCP server of the project's .mcp.json through the gateway (mcp proxy --name NAME), " +
+        "decided by --policy (inside the project); with --uninstall, take them out"
+    )
+  ),
+  check: Flag.Boolean("check").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription(
+      "With --mcp: show which servers go through the gateway and change nothing (exit 1 if one does not)"
+    )
   )
 }, (a) =>
   Effect.flatMap(Dir, (dir) =>
     withoutJournal(({ json }) =>
       Effect.gen(function*() {
         const project = Option.getOrUndefined(a.project)
+        if (a.mcp) return yield* installMcp(a, onCommandLine(dir), json)
+        if (a.check) return yield* new InvalidInput({ field: "--check", reason: "is for --mcp" })
         if (a.user && project !== undefined) {
           return yield* new InvalidInput({ field: "--user", reason: "give --project DIR or --user, not both" })
         }
@@ -177,6 +194,111 @@ export const command = Command.make("install", {
     ))).pipe(Command.withDescription(
       "Add our hooks to Claude Code's settings (keeping every other byte, with a backup); --uninstall removes only ours"
     ))
+
+// `--mcp`: the project's .mcp.json, its servers through the gateway (`McpInstaller`).
+const installMcp = (
+  a: {
+    readonly project: Option.Option<string>
+    readonly user: boolean
+    readonly shared: boolean
+    readonly policy: Option.Option<string>
+    readonly root: Option.Option<string>
+    readonly guard: Option.Option<string>
+    readonly tokenFile: Option.Option<string>
+    readonly uninstall: boolean
+    readonly check: boolean
+  },
+  globalDir: string | undefined,
+  json: boolean
+) =>
+  Effect.gen(function*() {
+    const m = yield* Effect.promise(() => import("@session-journal/claude-code/McpInstaller"))
+    for (
+      const [given, flag] of [
+        [a.user, "--user"],
+        [a.shared, "--shared"],
+        [Option.isSome(a.guard), "--guard"],
+        [Option.isSome(a.tokenFile), "--token-file"]
+      ] as const
+    ) {
+      if (given) {
+        return yield* new InvalidInput({ field: flag, reason: "is for hooks; --mcp edits the project's .mcp.json" })
+      }
+    }
+    if (a.check && a.uninstall) {
+      return yield* new InvalidInput({ field: "--check", reason: "give --check or --uninstall, not both" })
+    }
+    const projectDir = path.resolve(Option.getOrElse(a.project, () => "."))
+    const file = m.mcpFile(projectDir)
+    const refused = (e: SettingsRefused) =>
+      e.io
+        ? StorageError.io("install", (e.cause as Error).cause ?? e.cause, file)
+        : new InvalidInput({
+          field: file,
+          reason: `cannot use it as an MCP configuration (left unchanged): ${messageOf(e.cause)}`
+        })
+    const stateLine = (s: McpServerState): string =>
+      `${s.name.padEnd(16)} ${
+        s.state === "gateway"
+          ? "through the gateway"
+          : s.state === "direct"
+          ? "direct (install --mcp puts it through the gateway)"
+          : `direct: ${s.why}`
+      }`
+    if (a.check) {
+      const servers = yield* Effect.mapError(m.status(file), refused)
+      if (json) yield* Output.json({ file, servers })
+      else {
+        yield* Output.lines(
+          servers.length === 0 ? [`${file}: no MCP servers`] : [`${file}:`, ...servers.map(stateLine)]
+        )
+      }
+      const direct = servers.filter((s) => s.state !== "gateway").length
+      if (direct > 0) {
+        return yield* new NotGuarded({
+          reason: `${direct} of the MCP servers in ${file} do not go through the gateway: their calls run unguarded`
+        })
+      }
+      return
+    }
+    // .mcp.json is committed: what it names lies inside the project, relative to it.
+    const inside = (flag: string, given: string): Effect.Effect<string, InvalidInput> => {
+      const rel = Installer.insideProject(projectDir, path.resolve(given))
+      return rel === undefined
+        ? Effect.fail(
+          new InvalidInput({
+            field: flag,
+            reason:
+              `${given} is outside the project ${projectDir}: .mcp.json is shared, so what it names must lie inside the project (named relative to it)`
+          })
+        )
+        : Effect.succeed(rel.relative === "" ? "." : rel.relative)
+    }
+    const rootFlag = Option.getOrUndefined(a.root)
+    if (globalDir !== undefined && rootFlag !== undefined) {
+      return yield* new InvalidInput({ field: "--root", reason: "give --root or the global --dir, not both" })
+    }
+    const rootGiven = rootFlag ?? globalDir
+    const root = rootGiven === undefined || rootGiven === "" ? undefined : yield* inside("--root", rootGiven)
+    const policyFile = Option.getOrUndefined(a.policy)
+    if (policyFile !== undefined) yield* load(path.resolve(policyFile))
+    const policy = policyFile === undefined ? undefined : yield* inside("--policy", policyFile)
+    const report = yield* Effect.mapError(
+      m.apply(file, a.uninstall ? null : m.gatewayHead({ root, policy })),
+      refused
+    )
+    if (json) return yield* Output.json(report)
+    const where = report.target === null ? file : `${file} (a link to ${report.target})`
+    yield* Output.lines([
+      report.status === "unchanged"
+        ? `${file}: unchanged`
+        : `${where}: ${
+          report.status === "installed" ? "put its servers through the gateway" : "took its servers out of the gateway"
+        }` +
+          (report.backup === null ? "" : `; the previous content is in ${report.backup}`),
+      ...report.servers.map(stateLine)
+    ])
+  })
 
 // The file as the output names it: with its target when it is a link.
 const named = (report: Installer.Report): string =>
