@@ -4,7 +4,11 @@
  * `session-journal mcp proxy`, registered with `--mcp-config`, under a policy
  * that denies one of the server's tools: the model's call of that tool gets the
  * gateway's denial as its tool result and never reaches the server; the other
- * tool runs; the journal holds both decisions.
+ * tool runs; the journal holds both decisions. Then the same through the
+ * project's own `.mcp.json` as `claude-code install --mcp` leaves it: the
+ * server registered there goes through the gateway (`session-journal` from
+ * PATH, the policy named relative to the project), and `--uninstall` gives the
+ * file back byte for byte.
  */
 import * as Claude from "@session-journal/claude-code/test/claudeCli"
 import * as Fake from "@session-journal/claude-code/test/fakeApi"
@@ -103,6 +107,106 @@ describe.skipIf(Claude.CLAUDE_BIN === null || cache === null)(
         ])
         const init = entries.find((e) => e["kind"] === "mcp.initialize")?.["payload"] as Record<string, unknown>
         expect((init["client_info"] as { name: string }).name).toBe("claude-code")
+      } finally {
+        await api.close()
+      }
+    })
+
+    it("install --mcp: a server of the project's .mcp.json goes through the gateway; a denied tool never reaches it", async () => {
+      const api = await Fake.start(Fake.inOrder([
+        Fake.tools({ name: "mcp__test__echo", input: { text: "through the installed gateway" } }),
+        Fake.tools({ name: "mcp__test__write", input: { path: "/etc/hosts", text: "x" } }),
+        Fake.text("done")
+      ]))
+      try {
+        const root = Claude.tempDir()
+        const work = path.join(root, "work")
+        const journal = path.join(root, "journal")
+        const calls = path.join(root, "calls.log")
+        fs.mkdirSync(work, { recursive: true })
+        fs.writeFileSync(path.join(work, "policy.json"), JSON.stringify({ denyList: ["mcp__test__write"] }))
+        const original = JSON.stringify(
+          {
+            mcpServers: {
+              test: {
+                command: process.execPath,
+                args: [FIXTURE_SERVER],
+                env: { ...fixtureEnv(cache!), MCP_CALL_LOG: calls, ...Claude.sourcesEnv() }
+              }
+            }
+          },
+          null,
+          2
+        ) + "\n"
+        const mcpJson = path.join(work, ".mcp.json")
+        fs.writeFileSync(mcpJson, original)
+        const installed = await run([
+          "claude-code",
+          "install",
+          "--mcp",
+          "--project",
+          work,
+          "--policy",
+          path.join(work, "policy.json")
+        ])
+        expect(installed.code, installed.stderr).toBe(0)
+        // What is committed names nothing of this machine but what was there.
+        const config = JSON.parse(fs.readFileSync(mcpJson, "utf8")) as {
+          mcpServers: { test: { command: string; args: Array<string> } }
+        }
+        expect(config.mcpServers.test.command).toBe("session-journal")
+        expect(config.mcpServers.test.args).toEqual([
+          "mcp",
+          "proxy",
+          "--name",
+          "test",
+          "--policy",
+          "policy.json",
+          "--",
+          process.execPath,
+          FIXTURE_SERVER
+        ])
+        const checked = await run(["claude-code", "install", "--mcp", "--check", "--project", work])
+        expect(checked.code, checked.stderr).toBe(0)
+        expect(checked.stdout).toContain("test             through the gateway")
+        // `session-journal` on PATH, as an installed package puts it.
+        const bin = path.join(root, "bin")
+        fs.mkdirSync(bin)
+        fs.writeFileSync(
+          path.join(bin, "session-journal"),
+          `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} "$@"\n`,
+          { mode: 0o755 }
+        )
+        const r = await Claude.run({
+          api,
+          prompt: "Use the test server.",
+          tools: ["mcp__test__echo", "mcp__test__write"],
+          work,
+          home: path.join(root, "home"),
+          // Project servers run once approved; Claude Code passes its environment to them.
+          settings: { enableAllProjectMcpServers: true },
+          env: { PATH: `${bin}:${process.env["PATH"] ?? "/usr/bin:/bin"}`, SESSION_JOURNAL_DIR: journal }
+        })
+        expect(r.code, r.stderr).toBe(0)
+        const results = api.requests.flatMap((q) => q.toolResults)
+        expect(results).toHaveLength(2)
+        expect(resultText(results[0]!)).toContain("through the installed gateway")
+        expect(resultText(results[1]!)).toContain("session-journal denied mcp__test__write [denyList")
+        expect(results[1]!["is_error"]).toBe(true)
+        expect(fs.readFileSync(calls, "utf8").split("\n").filter((l) => l !== "")).toEqual(["echo"])
+        const listed = await run(["--dir", journal, "--json", "list"])
+        const sessions = (JSON.parse(listed.stdout) as { sessions: Array<{ id: string }> }).sessions
+        expect(sessions).toHaveLength(1)
+        const shown = await run(["--dir", journal, "--json", "show", sessions[0]!.id])
+        const decisions = shown.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>)
+          .filter((e) => e["kind"] === "mcp.decision").map((e) => e["payload"] as Record<string, unknown>)
+        expect(decisions.map((d) => [d["tool_name"], d["verdict"]])).toEqual([
+          ["mcp__test__echo", "allow"],
+          ["mcp__test__write", "deny"]
+        ])
+        const removed = await run(["claude-code", "install", "--mcp", "--uninstall", "--project", work])
+        expect(removed.code, removed.stderr).toBe(0)
+        expect(fs.readFileSync(mcpJson, "utf8")).toBe(original)
       } finally {
         await api.close()
       }
