@@ -159,6 +159,12 @@ export * as Sync from "./Sync.ts"
  */
 export * as Transcript from "./Transcript.ts"
 /**
+ * Transcripts read incrementally before a door decides: bytes after what was counted, the scan kept between events.
+ *
+ * @since 0.1.0
+ */
+export * as TranscriptScan from "./TranscriptScan.ts"
+/**
  * Structured user input of a driven session, with its round-trip law.
  *
  * @since 0.1.0
