@@ -21,19 +21,43 @@ import { Dir, onCommandLine, withoutJournal } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
 
-// The installer's refusal as the command line's failures: an I/O error is a
-// storage error, anything else input it cannot use.
+/**
+ * An installer's refusal of `file` as the command line's failures: an I/O error
+ * is a storage error of `operation`, anything else input it cannot use as `what`.
+ *
+ * @since 0.1.0
+ */
+export const refusal =
+  (file: string, what: string, operation = "install") => (e: SettingsRefused): InvalidInput | StorageError =>
+    e.io
+      ? StorageError.io(operation, (e.cause as Error).cause ?? e.cause, file)
+      : new InvalidInput({ field: file, reason: `cannot use it as ${what} (left unchanged): ${messageOf(e.cause)}` })
+
 const apply = (
   file: string,
   hookFor: ((event: string) => Installer.JsonObject) | Installer.JsonObject | null
 ): Effect.Effect<Installer.Report, InvalidInput | StorageError> =>
-  Effect.mapError(Installer.apply(file, hookFor), (e) =>
-    e.io
-      ? StorageError.io("install", (e.cause as Error).cause ?? e.cause, file)
-      : new InvalidInput({
-        field: file,
-        reason: `cannot use it as Claude Code settings (left unchanged): ${messageOf(e.cause)}`
-      }))
+  Effect.mapError(Installer.apply(file, hookFor), refusal(file, "Claude Code settings"))
+
+// The journal directory (`--root`, else the global `--dir`) and the policy file
+// (read and checked now), each as `place` names it in the installed file.
+const rootAndPolicy = <W>(
+  a: { readonly root: Option.Option<string>; readonly policy: Option.Option<string> },
+  globalDir: string | undefined,
+  place: (flag: string, given: string) => Effect.Effect<W, InvalidInput>
+) =>
+  Effect.gen(function*() {
+    const rootFlag = Option.getOrUndefined(a.root)
+    if (globalDir !== undefined && rootFlag !== undefined) {
+      return yield* new InvalidInput({ field: "--root", reason: "give --root or the global --dir, not both" })
+    }
+    const rootGiven = rootFlag ?? globalDir
+    const root = rootGiven === undefined || rootGiven === "" ? undefined : yield* place("--root", rootGiven)
+    const policyFile = Option.getOrUndefined(a.policy)
+    if (policyFile !== undefined) yield* load(path.resolve(policyFile))
+    const policy = policyFile === undefined ? undefined : yield* place("--policy", policyFile)
+    return { root, policy, policyFile }
+  })
 
 /**
  * The `install` command.
@@ -154,16 +178,7 @@ export const command = Command.make("install", {
             : Effect.succeed(inside)
         }
 
-        const globalDir = onCommandLine(dir)
-        const rootFlag = Option.getOrUndefined(a.root)
-        if (globalDir !== undefined && rootFlag !== undefined) {
-          return yield* new InvalidInput({ field: "--root", reason: "give --root or the global --dir, not both" })
-        }
-        const rootGiven = rootFlag ?? globalDir
-        const root = rootGiven === undefined || rootGiven === "" ? undefined : yield* place("--root", rootGiven)
-        const policyFile = Option.getOrUndefined(a.policy)
-        if (policyFile !== undefined) yield* load(path.resolve(policyFile))
-        const policy = policyFile === undefined ? undefined : yield* place("--policy", policyFile)
+        const { policy, policyFile, root } = yield* rootAndPolicy(a, onCommandLine(dir), place)
         const guard = Option.getOrUndefined(a.guard)
         const url = guard === undefined ? undefined : yield* guardUrl(guard)
         const tokenFileGiven = Option.getOrUndefined(a.tokenFile)
@@ -230,13 +245,7 @@ const installMcp = (
     }
     const projectDir = path.resolve(Option.getOrElse(a.project, () => "."))
     const file = m.mcpFile(projectDir)
-    const refused = (e: SettingsRefused) =>
-      e.io
-        ? StorageError.io("install", (e.cause as Error).cause ?? e.cause, file)
-        : new InvalidInput({
-          field: file,
-          reason: `cannot use it as an MCP configuration (left unchanged): ${messageOf(e.cause)}`
-        })
+    const refused = refusal(file, "an MCP configuration")
     const stateLine = (s: McpServerState): string =>
       `${s.name.padEnd(16)} ${
         s.state === "gateway"
@@ -274,15 +283,7 @@ const installMcp = (
         )
         : Effect.succeed(rel.relative === "" ? "." : rel.relative)
     }
-    const rootFlag = Option.getOrUndefined(a.root)
-    if (globalDir !== undefined && rootFlag !== undefined) {
-      return yield* new InvalidInput({ field: "--root", reason: "give --root or the global --dir, not both" })
-    }
-    const rootGiven = rootFlag ?? globalDir
-    const root = rootGiven === undefined || rootGiven === "" ? undefined : yield* inside("--root", rootGiven)
-    const policyFile = Option.getOrUndefined(a.policy)
-    if (policyFile !== undefined) yield* load(path.resolve(policyFile))
-    const policy = policyFile === undefined ? undefined : yield* inside("--policy", policyFile)
+    const { policy, root } = yield* rootAndPolicy(a, globalDir, inside)
     const report = yield* Effect.mapError(
       m.apply(file, a.uninstall ? null : m.gatewayHead({ root, policy })),
       refused
