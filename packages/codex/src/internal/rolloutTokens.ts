@@ -85,6 +85,8 @@ export const totals = async (
   // A kept scan of another main rollout is not this session's story.
   const rollouts: { [file: string]: Usage.Scan } = kept !== null && kept.main === main ? { ...kept.rollouts } : {}
   let known = true
+  // Written back only when a scan moved or a rollout was added: an event with nothing new writes nothing.
+  let moved = kept === null || kept.main !== main
   const queue = [main, ...(own === main ? [] : [own]), ...Object.keys(rollouts)]
   const done = new Set<string>()
   let total = 0n
@@ -101,6 +103,7 @@ export const totals = async (
       known = false
       continue
     }
+    if (rollouts[file]?.offset !== next.offset) moved = true
     rollouts[file] = next
     total += Usage.tokensOf(next)
     if (next.overflow) known = false
@@ -111,6 +114,6 @@ export const totals = async (
       else queue.push(found)
     }
   }
-  await keeper.write(session, { main, rollouts })
+  if (moved) await keeper.write(session, { main, rollouts })
   return known ? total : null
 }
