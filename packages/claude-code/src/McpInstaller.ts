@@ -12,7 +12,10 @@
  * the gateway with `--url URL` and `--header "NAME: VALUE"` (its `url` and
  * `headers` stay, unused). NAME is the server's key, so the tool names the
  * policy sees are Claude Code's own, `mcp__NAME__tool`. A server of another
- * type (`sse`) is left direct and reported.
+ * type (`sse`) is left direct and reported. `--mcp-server NAME -- COMMAND
+ * [ARGS…]` (or `--url URL`) first adds a server to the file (creating it), then
+ * puts it through the gateway with the others; `--uninstall` takes it out of
+ * the gateway and leaves it registered, direct.
  *
  * `.mcp.json` is committed and shared, so nothing of one machine is written:
  * the gateway is `session-journal` from PATH, and the policy (and a journal
@@ -38,11 +41,20 @@ import * as Effect from "effect/Effect"
 import * as path from "node:path"
 import type { SettingsRefused } from "./Errors.ts"
 import { editFile } from "./Installer.ts"
-import { servers, type ServerState, unwrapText, wrapText } from "./internal/mcpServers.ts"
+import {
+  addServerText,
+  type NewServer,
+  servers,
+  type ServerState,
+  unwrapText,
+  wrapText
+} from "./internal/mcpServers.ts"
 
 export {
+  addServerText,
   GATEWAY_COMMAND,
   McpConfigTextError,
+  type NewServer,
   servers,
   type ServerState,
   unwrapText,
@@ -94,20 +106,39 @@ export interface Report {
 }
 
 /**
+ * A server `apply` adds before it puts every server through the gateway
+ * (`--mcp-server NAME -- COMMAND…`, `--mcp-server NAME --url URL`).
+ *
+ * @since 0.1.0
+ */
+export interface Add {
+  readonly name: string
+  readonly server: NewServer
+}
+
+/**
  * Puts every server of `file` through the gateway with `head` (`gatewayHead`),
- * or, with null, takes every one out of it; a missing file is left missing.
+ * after adding `add` (`addServerText`; the file is created when missing), or,
+ * with null, takes every one out of it (a server added before stays, direct); a
+ * missing file is otherwise left missing.
  *
  * @since 0.1.0
  */
 export const apply = (
   file: string,
-  head: ((name: string) => ReadonlyArray<string>) | null
+  head: ((name: string) => ReadonlyArray<string>) | null,
+  add?: Add | undefined
 ): Effect.Effect<Report, SettingsRefused> =>
   Effect.gen(function*() {
     let after = ""
     const edited = yield* editFile(file, (text) => {
-      if (text === null) return null
-      after = head === null ? unwrapText(text) : wrapText(text, head)
+      if (head === null) {
+        if (text === null) return null
+        after = unwrapText(text)
+      } else {
+        if (text === null && add === undefined) return null
+        after = wrapText(add === undefined ? text! : addServerText(text ?? "", add.name, add.server), head)
+      }
       return after
     })
     return {

@@ -173,6 +173,44 @@ describe("putting a .mcp.json's servers through the gateway (property)", () => {
   })
 })
 
+const isSubsequence = (small: string, big: string): boolean => {
+  let i = 0
+  for (let j = 0; j < big.length && i < small.length; j++) if (big[j] === small[i]) i++
+  return i === small.length
+}
+
+describe("adding a server (property)", () => {
+  it("only inserts, reads as the file with the server, and installs and uninstalls around it", () => {
+    fc.assert(
+      fc.property(
+        mcpJson,
+        fc.oneof(
+          fc.tuple(words, fc.array(words, { maxLength: 3 })).map(([command, args]) => ({ command, args })),
+          words.map((url) => ({ url }))
+        ),
+        (doc, server) => {
+          const value = doc.value as Record<string, unknown>
+          const servers = value["mcpServers"]
+          const name = "added-server"
+          const added = McpInstaller.addServerText(doc.text, name, server)
+          assert.isTrue(isSubsequence(doc.text, added), "a byte of the original is gone")
+          const entry = "url" in server ? { type: "http", url: server.url } : server
+          assert.deepStrictEqual(
+            read(added),
+            JSON.parse(
+              JSON.stringify({ ...value, mcpServers: { ...(isObject(servers) ? servers : {}), [name]: entry } })
+            )
+          )
+          const installed = McpInstaller.wrapText(added, head)
+          assert.strictEqual(McpInstaller.unwrapText(installed), added)
+          assert.throws(() => McpInstaller.addServerText(added, name, server), McpInstaller.McpConfigTextError)
+        }
+      ),
+      { seed, verbose: true, numRuns: runs }
+    )
+  })
+})
+
 describe("putting a .mcp.json's servers through the gateway (examples)", () => {
   it("keeps the file's layout: the command moves behind the gateway's, an HTTP server gets a stdio gateway", () => {
     const text = [

@@ -275,3 +275,38 @@ export const servers = (text: string): ReadonlyArray<ServerState> => {
     return typeof kind === "string" ? { name, state: "direct" } : { name, state: "unsupported", why: kind.why }
   })
 }
+
+/** A server to add: a command and its arguments, or a Streamable HTTP URL. */
+export type NewServer =
+  | { readonly command: string; readonly args: ReadonlyArray<string> }
+  | { readonly url: string }
+
+/**
+ * A `.mcp.json` text with the server `name` added to `mcpServers` (the object,
+ * or the whole file, added when missing) as `{"command", "args"}` or `{"type":
+ * "http", "url"}`, in the file's own indentation; nothing else changes. Throws
+ * `McpConfigTextError`, also when a server of that name is there already.
+ */
+export const addServerText = (text: string, name: string, server: NewServer): string => {
+  const value = "url" in server ? { type: "http", url: server.url } : { command: server.command, args: server.args }
+  if (text.trim() === "") return JsonText.render({ mcpServers: { [name]: value } }, "  ", "", "\n") + "\n"
+  const root = parseRoot(text)
+  const servers = JsonText.member(root, "mcpServers")?.value as JsonText.ObjectNode | undefined
+  if (servers === undefined) {
+    return JsonText.apply(
+      text,
+      JsonText.insertItem(
+        text,
+        root,
+        (base, unit, nl) => JsonText.renderMember("mcpServers", { [name]: value }, unit, base, nl)
+      )
+    )
+  }
+  if (JsonText.member(servers, name) !== undefined) {
+    throw new McpConfigTextError(`it has a server named ${JSON.stringify(name)} already`)
+  }
+  return JsonText.apply(
+    text,
+    JsonText.insertItem(text, servers, (base, unit, nl) => JsonText.renderMember(name, value, unit, base, nl))
+  )
+}

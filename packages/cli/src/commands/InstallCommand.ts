@@ -8,10 +8,11 @@
  */
 import type { SettingsRefused } from "@session-journal/claude-code/Errors"
 import * as Installer from "@session-journal/claude-code/Installer"
+import type * as McpInstaller from "@session-journal/claude-code/McpInstaller"
 import type { ServerState as McpServerState } from "@session-journal/claude-code/McpInstaller"
 import { StorageError } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
-import { Command, Flag } from "effect/cli"
+import { Argument, Command, Flag } from "effect/cli"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -125,13 +126,32 @@ export const command = Command.make("install", {
     Flag.withDescription(
       "With --mcp: show which servers go through the gateway and change nothing (exit 1 if one does not)"
     )
+  ),
+  mcpServer: Flag.String("mcp-server").pipe(
+    Flag.optional,
+    Flag.withMetavar("NAME"),
+    Flag.withDescription(
+      "With --mcp: first add the server NAME to .mcp.json, started by the command after -- (or reached at --url), " +
+        "then put every server through the gateway"
+    )
+  ),
+  url: Flag.String("url").pipe(
+    Flag.optional,
+    Flag.withMetavar("URL"),
+    Flag.withDescription("With --mcp-server: a Streamable HTTP server at URL instead of a command")
+  ),
+  command: Argument.String("command").pipe(
+    Argument.variadic(),
+    Argument.withDescription("With --mcp-server: the server's command and its arguments, after --")
   )
 }, (a) =>
   Effect.flatMap(Dir, (dir) =>
     withoutJournal(({ json }) =>
       Effect.gen(function*() {
         const project = Option.getOrUndefined(a.project)
-        if (a.mcp) return yield* installMcp(a, onCommandLine(dir), json)
+        if (a.mcp || Option.isSome(a.mcpServer)) return yield* installMcp(a, onCommandLine(dir), json)
+        // A server's command or --url belongs to --mcp-server.
+        yield* serverToAdd(a)
         if (a.check) return yield* new InvalidInput({ field: "--check", reason: "is for --mcp" })
         if (a.user && project !== undefined) {
           return yield* new InvalidInput({ field: "--user", reason: "give --project DIR or --user, not both" })
@@ -222,6 +242,9 @@ const installMcp = (
     readonly tokenFile: Option.Option<string>
     readonly uninstall: boolean
     readonly check: boolean
+    readonly mcpServer: Option.Option<string>
+    readonly url: Option.Option<string>
+    readonly command: ReadonlyArray<string>
   },
   globalDir: string | undefined,
   json: boolean
@@ -243,6 +266,7 @@ const installMcp = (
     if (a.check && a.uninstall) {
       return yield* new InvalidInput({ field: "--check", reason: "give --check or --uninstall, not both" })
     }
+    const add = yield* serverToAdd(a)
     const projectDir = path.resolve(Option.getOrElse(a.project, () => "."))
     const file = m.mcpFile(projectDir)
     const refused = refusal(file, "an MCP configuration")
@@ -285,7 +309,7 @@ const installMcp = (
     }
     const { policy, root } = yield* rootAndPolicy(a, globalDir, inside)
     const report = yield* Effect.mapError(
-      m.apply(file, a.uninstall ? null : m.gatewayHead({ root, policy })),
+      m.apply(file, a.uninstall ? null : m.gatewayHead({ root, policy }), add),
       refused
     )
     if (json) return yield* Output.json(report)
@@ -300,6 +324,35 @@ const installMcp = (
       ...report.servers.map(stateLine)
     ])
   })
+
+// `--mcp-server NAME -- COMMAND…` or `--mcp-server NAME --url URL`: the server to add, if any.
+const serverToAdd = (
+  a: {
+    readonly mcpServer: Option.Option<string>
+    readonly url: Option.Option<string>
+    readonly command: ReadonlyArray<string>
+    readonly uninstall: boolean
+    readonly check: boolean
+  }
+): Effect.Effect<McpInstaller.Add | undefined, InvalidInput> => {
+  const url = Option.getOrUndefined(a.url)
+  if (Option.isNone(a.mcpServer)) {
+    return url === undefined && a.command.length === 0
+      ? Effect.succeed(undefined)
+      : Effect.fail(new InvalidInput({ field: "--url", reason: "a server's command or --url is for --mcp-server" }))
+  }
+  const name = a.mcpServer.value
+  const refuse = (reason: string) => Effect.fail(new InvalidInput({ field: "--mcp-server", reason }))
+  if (a.uninstall || a.check) return refuse("adds a server; not with --uninstall or --check")
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(name)) return refuse(`${name}: a server's name is 1 to 64 of [A-Za-z0-9_-]`)
+  if ((url === undefined) === (a.command.length === 0)) {
+    return refuse("give the server's command after --, or --url, not both")
+  }
+  return Effect.succeed({
+    name,
+    server: url !== undefined ? { url } : { command: a.command[0]!, args: a.command.slice(1) }
+  })
+}
 
 // The file as the output names it: with its target when it is a link.
 const named = (report: Installer.Report): string =>
