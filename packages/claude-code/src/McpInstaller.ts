@@ -10,7 +10,8 @@
  * "proxy", "--name", NAME, "--policy", FILE, "--", "npx", "-y", "pkg"]}`; an HTTP
  * server (`"type": "http"`, `url`, `headers`) becomes a stdio server running
  * the gateway with `--url URL` and `--header "NAME: VALUE"` (its `url` and
- * `headers` stay, unused). NAME is the server's key, so the tool names the
+ * `headers` stay, unused; the header values, which Claude Code expands from
+ * `${VAR}`, are then on the gateway's command line). NAME is the server's key, so the tool names the
  * policy sees are Claude Code's own, `mcp__NAME__tool`. A server of another
  * type (`sse`) is left direct and reported. `--mcp-server NAME -- COMMAND
  * [ARGS…]` (or `--url URL`) first adds a server to the file (creating it), then

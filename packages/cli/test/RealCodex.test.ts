@@ -30,10 +30,11 @@ import { baseEnv, BIN } from "./Run.ts"
 const homes: Array<Home> = []
 const apis: Array<Fake.FakeResponses> = []
 
+// Six homes of a real Codex to remove: on a busy machine that takes longer than a hook's default 10 s.
 afterAll(async () => {
   for (const api of apis.splice(0)) await api.close()
   for (const h of homes.splice(0)) fs.rmSync(h.dir, { recursive: true, force: true })
-})
+}, 600_000)
 
 const setup = async (script: Fake.Script) => {
   const api = await Fake.start(script)
