@@ -163,10 +163,45 @@ const refusedAs = (file: string) => (e: unknown): SettingsRefused =>
   new SettingsRefused({ file, io: e instanceof SettingsIo.SettingsFileError && e.reason === "Io", cause: e })
 
 /**
+ * What `editFile` did to a file: whether it changed, the backup of its previous
+ * content, where it leads when it is a symbolic link.
+ *
+ * @since 0.1.0
+ */
+export interface Edited {
+  readonly changed: boolean
+  readonly backup: string | null
+  readonly target: string | null
+}
+
+/**
+ * Edits the text of a settings-like file the careful way every installer here
+ * does (`internal/settingsIo.ts`): reads it through its links (a missing file
+ * reads as null), and only when `change` gives another text (null: nothing to
+ * do) keeps a new backup and replaces the file. `change` may throw; the file is
+ * then left unchanged and the error is the refusal's cause.
+ *
+ * @since 0.1.0
+ */
+export const editFile = (
+  file: string,
+  change: (text: string | null) => string | null
+): Effect.Effect<Edited, SettingsRefused> =>
+  Effect.gen(function*() {
+    const loaded = yield* Effect.try({
+      try: () => SettingsIo.load(file, MAX_SETTINGS_BYTES),
+      catch: refusedAs(file)
+    })
+    const target = loaded.linked ? loaded.target : null
+    const next = yield* Effect.try({ try: () => change(loaded.text), catch: refusedAs(file) })
+    if (next === null || next === loaded.text) return { changed: false, backup: null, target }
+    const { backup } = yield* Effect.try({ try: () => SettingsIo.save(loaded, next), catch: refusedAs(file) })
+    return { changed: true, backup, target }
+  })
+
+/**
  * Installs our hooks in `file` (`hookFor` gives each event's hook; null
- * uninstalls): reads it through its links, edits its text (`installText`,
- * `removeText`), and only when the text changes keeps a new backup and replaces
- * the file (`internal/settingsIo.ts`).
+ * uninstalls): edits its text (`installText`, `removeText`) through `editFile`.
  *
  * @since 0.1.0
  */
@@ -174,27 +209,19 @@ export const apply = (
   file: string,
   hookFor: ((event: string) => JsonObject) | JsonObject | null
 ): Effect.Effect<Report, SettingsRefused> =>
-  Effect.gen(function*() {
-    const loaded = yield* Effect.try({
-      try: () => SettingsIo.load(file, MAX_SETTINGS_BYTES),
-      catch: refusedAs(file)
+  Effect.map(
+    editFile(file, (text) =>
+      hookFor === null
+        ? text === null ? null : removeText(text)
+        : installText(text ?? "", typeof hookFor === "function" ? hookFor : () => hookFor)),
+    ({ backup, changed, target }): Report => ({
+      file,
+      status: !changed ? "unchanged" : hookFor === null ? "uninstalled" : "installed",
+      backup,
+      events: hookFor === null ? 0 : EVENTS.length,
+      target
     })
-    const events = hookFor === null ? 0 : EVENTS.length
-    const target = loaded.linked ? loaded.target : null
-    if (hookFor === null && loaded.text === null) {
-      return { file, status: "unchanged", backup: null, events, target }
-    }
-    const next = yield* Effect.try({
-      try: () =>
-        hookFor === null
-          ? removeText(loaded.text!)
-          : installText(loaded.text ?? "", typeof hookFor === "function" ? hookFor : () => hookFor),
-      catch: refusedAs(file)
-    })
-    if (next === loaded.text) return { file, status: "unchanged", backup: null, events, target }
-    const { backup } = yield* Effect.try({ try: () => SettingsIo.save(loaded, next), catch: refusedAs(file) })
-    return { file, status: hookFor === null ? "uninstalled" : "installed", backup, events, target }
-  })
+  )
 
 /**
  * How an installed hook starts this installation of `session-journal`: the Node

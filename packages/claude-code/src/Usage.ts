@@ -89,7 +89,20 @@ const parseCount = (text: string): bigint => {
  *
  * @since 0.1.0
  */
-export const extend = (scan: Scan, bytes: Uint8Array): Scan => {
+export const extend = (scan: Scan, bytes: Uint8Array): Scan => extendBy(usageOf)(scan, bytes)
+
+/**
+ * `extend` for another agent's lines: `usage` gives the id and the tokens a line
+ * reports (null: none), and each id is counted once, at its largest, as
+ * `extend` counts Claude Code's messages (Codex's rollouts report each model
+ * response once, by its id).
+ *
+ * @since 0.1.0
+ */
+export const extendBy = (
+  usage: (line: string) => { readonly id: string; readonly tokens: bigint } | null
+) =>
+(scan: Scan, bytes: Uint8Array): Scan => {
   const end = bytes.lastIndexOf(0x0a)
   if (end < 0) return scan
   const decoder = new TextDecoder()
@@ -98,7 +111,7 @@ export const extend = (scan: Scan, bytes: Uint8Array): Scan => {
   let start = 0
   while (start <= end) {
     const nl = bytes.indexOf(0x0a, start)
-    const used = usageOf(decoder.decode(bytes.subarray(start, nl)))
+    const used = usage(decoder.decode(bytes.subarray(start, nl)))
     if (used !== null) {
       const at = used.id === "" ? -1 : recent.findIndex(([id]) => id === used.id)
       if (at < 0) {

@@ -80,6 +80,12 @@ export * as Usage from "./Usage.ts"
  */
 export * as Installer from "./Installer.ts"
 /**
+ * A project's MCP servers (`.mcp.json`) put through the gateway and taken out of it, as text edits.
+ *
+ * @since 0.1.0
+ */
+export * as McpInstaller from "./McpInstaller.ts"
+/**
  * The incremental plan of one transcript (extend, diverge, nothing) and the entries it writes.
  *
  * @since 0.1.0
@@ -152,6 +158,12 @@ export * as Sync from "./Sync.ts"
  * @since 0.1.0
  */
 export * as Transcript from "./Transcript.ts"
+/**
+ * Transcripts read incrementally before a door decides: bytes after what was counted, the scan kept between events.
+ *
+ * @since 0.1.0
+ */
+export * as TranscriptScan from "./TranscriptScan.ts"
 /**
  * Structured user input of a driven session, with its round-trip law.
  *

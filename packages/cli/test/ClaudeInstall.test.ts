@@ -267,6 +267,119 @@ describe("claude-code install", () => {
     assert.strictEqual(fs.readFileSync(file, "utf8"), "{}")
   })
 
+  it("--mcp names the policy and the journal relative to the project, refuses what lies outside it, --check says what runs direct", async () => {
+    const dir = tempDir()
+    const project = path.join(dir, "proj")
+    fs.mkdirSync(path.join(project, "conf"), { recursive: true })
+    const file = path.join(project, ".mcp.json")
+    const original =
+      "{\"mcpServers\": {\"fs\": {\"command\": \"npx\", \"args\": [\"srv\"]}, \"old\": {\"type\": \"sse\", \"url\": \"u\"}}}\n"
+    fs.writeFileSync(file, original)
+    fs.writeFileSync(path.join(project, "conf", "policy.json"), "{\"maxStreak\": 3}")
+    fs.writeFileSync(path.join(dir, "outside.json"), "{\"maxStreak\": 3}")
+    const outside = await run([
+      "claude-code",
+      "install",
+      "--mcp",
+      "--project",
+      project,
+      "--policy",
+      path.join(dir, "outside.json")
+    ])
+    assert.strictEqual(outside.code, 2)
+    assert.match(outside.stderr, /is outside the project/)
+    const shared = await run(["claude-code", "install", "--mcp", "--shared", "--project", project])
+    assert.strictEqual(shared.code, 2)
+    assert.match(shared.stderr, /--shared.*is for hooks/)
+    assert.strictEqual(fs.readFileSync(file, "utf8"), original)
+
+    const r = await run([
+      "--dir",
+      path.join(project, "journal"),
+      "claude-code",
+      "install",
+      "--mcp",
+      "--project",
+      project,
+      "--policy",
+      path.join(project, "conf", "policy.json")
+    ])
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.match(r.stdout, /old +direct: its type is "sse"/)
+    const fsServer = JSON.parse(fs.readFileSync(file, "utf8")).mcpServers.fs
+    assert.deepStrictEqual(fsServer, {
+      command: "session-journal",
+      args: ["--dir", "journal", "mcp", "proxy", "--name", "fs", "--policy", "conf/policy.json", "--", "npx", "srv"]
+    })
+    const checked = await run(["--json", "claude-code", "install", "--mcp", "--check", "--project", project])
+    assert.strictEqual(checked.code, 1)
+    assert.deepStrictEqual(JSON.parse(checked.stdout).servers.map((s: { state: string }) => s.state), [
+      "gateway",
+      "unsupported"
+    ])
+    const removed = await run(["claude-code", "install", "--mcp", "--uninstall", "--project", project])
+    assert.strictEqual(removed.code, 0, removed.stderr)
+    assert.strictEqual(fs.readFileSync(file, "utf8"), original)
+  })
+
+  it("--mcp-server adds a server through the gateway (creating .mcp.json), refuses a name taken; --uninstall leaves it direct", async () => {
+    const dir = tempDir()
+    const file = path.join(dir, ".mcp.json")
+    const added = await run([
+      "claude-code",
+      "install",
+      "--mcp-server",
+      "github",
+      "--project",
+      dir,
+      "--",
+      "npx",
+      "-y",
+      "srv"
+    ])
+    assert.strictEqual(added.code, 0, added.stderr)
+    assert.deepStrictEqual(JSON.parse(fs.readFileSync(file, "utf8")), {
+      mcpServers: {
+        github: { command: "session-journal", args: ["mcp", "proxy", "--name", "github", "--", "npx", "-y", "srv"] }
+      }
+    })
+    const remote = await run([
+      "claude-code",
+      "install",
+      "--mcp-server",
+      "remote",
+      "--url",
+      "https://x/mcp",
+      "--project",
+      dir
+    ])
+    assert.strictEqual(remote.code, 0, remote.stderr)
+    assert.deepStrictEqual(JSON.parse(fs.readFileSync(file, "utf8")).mcpServers.remote, {
+      type: "stdio",
+      url: "https://x/mcp",
+      command: "session-journal",
+      args: ["mcp", "proxy", "--name", "remote", "--url", "https://x/mcp"]
+    })
+    const before = fs.readFileSync(file, "utf8")
+    const taken = await run(["claude-code", "install", "--mcp-server", "github", "--project", dir, "--", "other"])
+    assert.strictEqual(taken.code, 2)
+    assert.match(taken.stderr, /a server named "github" already/)
+    const both = await run(["claude-code", "install", "--mcp-server", "x", "--url", "u", "--project", dir, "--", "c"])
+    assert.strictEqual(both.code, 2)
+    const stray = await run(["claude-code", "install", "--project", dir, "--", "npx"])
+    assert.strictEqual(stray.code, 2)
+    assert.match(stray.stderr, /is for --mcp-server/)
+    assert.strictEqual(fs.readFileSync(file, "utf8"), before)
+    const removed = await run(["claude-code", "install", "--mcp", "--uninstall", "--project", dir])
+    assert.strictEqual(removed.code, 0, removed.stderr)
+    assert.deepStrictEqual(JSON.parse(fs.readFileSync(file, "utf8")), {
+      mcpServers: {
+        github: { command: "npx", args: ["-y", "srv"] },
+        remote: { type: "http", url: "https://x/mcp" }
+      }
+    })
+  })
+
   it("--user writes $CLAUDE_CONFIG_DIR/settings.json; a new file gets no backup", async () => {
     const dir = tempDir()
     const r = await run(["--dir", path.join(dir, "j"), "claude-code", "install", "--user"], {

@@ -12,6 +12,9 @@
  * - a project's hooks (`--project`) run once Codex trusts the project, and
  *   install says how until then;
  * - a hook whose program cannot start denies the call (the wrapper's exit 2);
+ * - `maxTokens`: the hook reads the tokens the session used from its rollout,
+ *   records them on each decision, and once the budget is crossed the next call
+ *   is denied; a run without a rollout (`--ephemeral`) is denied, saying why;
  * - `codex status` says whether Codex will run the hooks, as Codex says it.
  *
  * Skipped only when the binary is not installed and no cache holds it.
@@ -27,10 +30,11 @@ import { baseEnv, BIN } from "./Run.ts"
 const homes: Array<Home> = []
 const apis: Array<Fake.FakeResponses> = []
 
+// Six homes of a real Codex to remove: on a busy machine that takes longer than a hook's default 10 s.
 afterAll(async () => {
   for (const api of apis.splice(0)) await api.close()
   for (const h of homes.splice(0)) fs.rmSync(h.dir, { recursive: true, force: true })
-})
+}, 600_000)
 
 const setup = async (script: Fake.Script) => {
   const api = await Fake.start(script)
@@ -226,6 +230,55 @@ describe.skipIf(CODEX_BIN === null)(
       expect(fs.existsSync(path.join(home.work, "ran.txt"))).toBe(false)
       expect(run.stderr).toContain("hook cannot run")
       expect(run.stderr).toContain("(session-journal codex install --uninstall)")
+    })
+
+    it("maxTokens: the rollout's token records decide; a budget crossed denies the next call", async () => {
+      // The second answer crosses the budget: the call of the third is denied whenever its hook runs.
+      const { home, journal } = await setup(Fake.inOrder([
+        { calls: [Fake.shell("echo 1 > one.txt")], tokens: 10 },
+        { calls: [Fake.shell("echo 2 > two.txt")], tokens: 1000 },
+        { calls: [Fake.shell("echo 3 > three.txt")], tokens: 10 },
+        { text: "done" }
+      ]))
+      const installed = sj(home, ["codex", "install", "--policy", policy(home, { maxTokens: 500 }), "--root", journal])
+      expect(installed.status).toBe(0)
+      const run = await exec(home, "spend tokens")
+      expect(run.code).toBe(0)
+      expect(fs.existsSync(path.join(home.work, "one.txt"))).toBe(true)
+      expect(fs.existsSync(path.join(home.work, "three.txt"))).toBe(false)
+      const hooked = sessions(home, journal).find((s) =>
+        s.id.startsWith("codex-") && !s.id.startsWith("codex-rollout-")
+      )!
+      const decisions = entries(home, journal, hooked.id).filter((e) => e.kind === "codex.decision").map((e) =>
+        e.payload!
+      )
+      expect(decisions).toHaveLength(3)
+      // Each decision records the total its hook read: the answers before its own, or its own too.
+      const [first, second, third] = decisions as [
+        Record<string, unknown>,
+        Record<string, unknown>,
+        Record<string, unknown>
+      ]
+      expect([0, 10]).toContain(first["tokens"])
+      expect(first["verdict"]).toBe("allow")
+      expect([10, 1010]).toContain(second["tokens"])
+      expect(second["verdict"]).toBe(second["tokens"] === 10 ? "allow" : "deny")
+      expect(fs.existsSync(path.join(home.work, "two.txt"))).toBe(second["verdict"] === "allow")
+      expect([1010, 1020]).toContain(third["tokens"])
+      expect(third).toMatchObject({ verdict: "deny", guard: "maxTokens(500)" })
+      expect(third["reason"]).toBe(`the agent used ${String(third["tokens"])} tokens, the budget is 500`)
+
+      // Without a rollout the total cannot be known: the call is denied, saying so.
+      const ephemeral = await exec(home, "no rollout", { args: ["--ephemeral"] })
+      expect(ephemeral.code).toBe(0)
+      const unknown = sessions(home, journal).flatMap((s) =>
+        s.id === hooked.id || s.id.startsWith("codex-rollout-") ? [] : entries(home, journal, s.id)
+      ).filter((e) => e.kind === "codex.decision").map((e) => e.payload!)
+      expect(unknown.length).toBeGreaterThan(0)
+      for (const d of unknown) {
+        expect(d).toMatchObject({ verdict: "deny", guard: "maxTokens(500)", tokens: null })
+        expect(d["reason"]).toContain("token use unknown")
+      }
     })
   }
 )

@@ -440,6 +440,12 @@ export interface HandleOptions {
   readonly policy: Guard.Guard | Policy.Compiled | null
   /** The policy's name as denials cite it (`Policy.format`), kept in the decision entry. */
   readonly policyName?: string | undefined
+  /**
+   * The tokens the session used so far, main agent and sub-agents together, as
+   * its rollouts report them (`Usage`); `null`: the hook measures them and does
+   * not know (a `maxTokens` rule then denies); absent: not measured.
+   */
+  readonly tokens?: bigint | null | undefined
 }
 
 const allowAll: Guard.Guard = () => Guard.allow
@@ -447,7 +453,9 @@ const allowAll: Guard.Guard = () => Guard.allow
 /**
  * The decision of one PreToolUse, recorded with the call in one append: the one
  * place a Codex call reaches core's `SessionJournal.decide`, which is given the
- * call (`tool_name`, `tool_input`, `cwd`) for the policy's patterns.
+ * call (`tool_name`, `tool_input`, `cwd`) for the policy's patterns and the
+ * tokens used so far (`options.tokens`), which the decision entry records
+ * (`tokens: null` when the hook could not know them).
  *
  * @since 0.1.0
  */
@@ -464,7 +472,8 @@ export const decideCall = (
       (verdict, entry) => [{
         kind: DECISION_KIND,
         payload: {
-          ...Guard.decisionPayload(verdict, entry.sequence),
+          ...Guard.decisionPayload(verdict, entry.sequence, options.tokens),
+          ...(options.tokens === null ? { tokens: null } : {}),
           tool_use_id: input.tool_use_id,
           turn_id: input.turn_id,
           tool_name: input.tool_name,
@@ -477,7 +486,10 @@ export const decideCall = (
         }
       }],
       // Patterns see the call as Codex sends it; Codex cannot ask, so an ask is a denial.
-      { call: { tool_name: input.tool_name, tool_input: input.tool_input, cwd: input.cwd } }
+      {
+        call: { tool_name: input.tool_name, tool_input: input.tool_input, cwd: input.cwd },
+        tokens: options.tokens ?? null
+      }
     ))
 
 const journalError = (event: HookEvent, e: { readonly message: string; readonly _tag: string }) =>

@@ -15,18 +15,23 @@
  * and the reason on stderr for an input whose event cannot be read).
  * `failOpen` turns every such refusal into exit 1, which Codex reports and
  * ignores. The deadline, the refusals and the reply are Claude Code's hook's own
- * (`HookRunner.answerWithin`, `refuseReply`, `replyOf`).
+ * (`HookRunner.answerWithin`, `refuseReply`, `replyOf`). Before a PreToolUse is
+ * decided, the tokens the session used are read from its rollouts, only their
+ * new lines (`internal/rolloutTokens.ts`), for `maxTokens` and the decision entry.
  *
  * @since 0.1.0
  */
 import * as ClaudeRunner from "@session-journal/claude-code/HookRunner"
+import * as TranscriptScan from "@session-journal/claude-code/TranscriptScan"
 import { Policy, type Policy as PolicyModule, SessionJournal } from "@session-journal/core"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Random from "effect/Random"
 import * as Result from "effect/Result"
 import * as Hook from "./Hook.ts"
+import * as RolloutTokens from "./internal/rolloutTokens.ts"
 
 /**
  * What the command line tells the hook: its flags and what it read from the
@@ -47,6 +52,12 @@ export interface Options {
   readonly loadPolicy: (file: string) => Effect.Effect<PolicyModule.Policy, unknown>
   /** The journal, or why there is none (the refusal's reason); asked once the policy is read. */
   readonly journal: () => Promise<ClaudeRunner.Journal | string>
+  /**
+   * The user's state directory of journals: the rollouts' token scans are kept
+   * beside it (`TranscriptScan.cacheDir`; none: not kept, every call reads the
+   * rollouts whole).
+   */
+  readonly stateDir?: string | undefined
 }
 
 /**
@@ -103,6 +114,15 @@ const handled = async (
     }
     const journal = await args.journal()
     if (typeof journal === "string") return refuse(journal)
+    if (event.name === "PreToolUse") {
+      seen.stage = "reading in the rollouts the tokens used"
+      const tokens = await RolloutTokens.totals(
+        event.input,
+        TranscriptScan.fileKeeper(TranscriptScan.cacheDir(args.stateDir), Random.Random.defaultValue()),
+        Hook.sessionId(event.input.session_id)
+      )
+      options = { ...options, tokens }
+    }
     seen.stage = `recording ${seen.event} in the journal`
     const exit = await Effect.runPromiseExit(
       Hook.handle(event, options).pipe(

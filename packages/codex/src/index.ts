@@ -31,3 +31,9 @@ export * as Rollout from "./Rollout.ts"
  * @since 0.1.0
  */
 export * as HookRunner from "./HookRunner.ts"
+/**
+ * The tokens a Codex session used, from its rollouts' usage records, read incrementally.
+ *
+ * @since 0.1.0
+ */
+export * as Usage from "./Usage.ts"

@@ -17,8 +17,13 @@ export interface Call {
   readonly arguments: Record<string, unknown>
 }
 
-/** One answer of the model: a text, or calls (run in parallel when several). */
-export type Turn = { readonly text: string } | { readonly calls: ReadonlyArray<Call> }
+/**
+ * One answer of the model: a text, or calls (run in parallel when several); with
+ * `tokens`, the total its usage reports (default 110: 100 in, 10 out).
+ */
+export type Turn = ({ readonly text: string } | { readonly calls: ReadonlyArray<Call> }) & {
+  readonly tokens?: number
+}
 
 /** A shell command through `exec_command`. */
 export const shell = (cmd: string): Call => ({ name: "exec_command", arguments: { cmd } })
@@ -82,11 +87,11 @@ export const stream = (turn: Turn): string => {
       response: {
         id,
         usage: {
-          input_tokens: 100,
+          input_tokens: (turn.tokens ?? 110) - 10,
           input_tokens_details: { cached_tokens: 0 },
           output_tokens: 10,
           output_tokens_details: { reasoning_tokens: 0 },
-          total_tokens: 110
+          total_tokens: turn.tokens ?? 110
         }
       }
     })

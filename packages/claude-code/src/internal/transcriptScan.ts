@@ -112,7 +112,7 @@ const claimOf = (kept: unknown, transcript: string): Kept | null => {
  * null when the file cannot be opened; a file shorter than `offset` was cut:
  * `offset` stands.
  */
-const readOn = async (
+export const readOn = async (
   file: string,
   offset: number,
   feed: (bytes: Uint8Array, at: number) => number
@@ -162,11 +162,20 @@ export interface Totals {
   readonly tokens: bigint | null
 }
 
-// The scan of a sub-agent's transcript, extended; skipped lines are counted past.
-const agentScan = async (file: string, scan: Usage.Scan): Promise<Usage.Scan | null> => {
+/**
+ * The usage scan of the file at `file` extended by its bytes after `scan.offset`
+ * (with `extend`: `Usage.extend` for Claude Code's transcripts; lines above the
+ * bound are counted past), or null when the file cannot be opened: a sub-agent's
+ * transcript, a Codex rollout.
+ */
+export const usageScan = async <S extends Usage.Scan>(
+  file: string,
+  scan: S,
+  extend: (scan: S, bytes: Uint8Array) => S
+): Promise<S | null> => {
   let next = scan
   const reached = await readOn(file, scan.offset, (bytes, at) => {
-    next = Usage.extend({ ...next, offset: at }, bytes)
+    next = extend({ ...next, offset: at }, bytes)
     return next.offset
   })
   return reached === null ? null : { ...next, offset: reached }
@@ -202,7 +211,7 @@ export const totals = async (transcript: string, keeper: Keeper, session: string
   if (names.length > MAX_AGENTS) tokens = null
   else {
     for (const name of names) {
-      const scan = await agentScan(path.join(dir, name), kept?.agents?.[name] ?? Usage.empty)
+      const scan = await usageScan(path.join(dir, name), kept?.agents?.[name] ?? Usage.empty, Usage.extend)
       // A sub-agent's transcript listed and then unreadable: its tokens are unknown.
       if (scan === null) {
         tokens = null

@@ -22,6 +22,7 @@
  */
 import { Archive } from "@session-journal/claude-code"
 import { commandLine } from "@session-journal/claude-code/HookWrapper"
+import * as Installer from "@session-journal/claude-code/Installer"
 import { MAX_SETTINGS_BYTES, selfCommand } from "@session-journal/claude-code/Installer"
 import * as SettingsIo from "@session-journal/claude-code/SettingsFile"
 import { Install, Rollout } from "@session-journal/codex"
@@ -39,6 +40,7 @@ import { load } from "../PolicyFile.ts"
 import type { WithJournal } from "./ClaudeCode.ts"
 import { hookSubcommand } from "./ClaudeCode.ts"
 import * as CodexHook from "./CodexHook.ts"
+import { refusal } from "./InstallCommand.ts"
 
 /**
  * The environment variable naming Codex's home (default `~/.codex`).
@@ -90,14 +92,6 @@ export const hookCommand = (
     ...(options.policy === undefined ? [] : ["--policy", options.policy])
   ], { event, settings: file, uninstall: UNINSTALL })
 
-const refusedAs = (file: string) => (e: unknown): InvalidInput | StorageError =>
-  e instanceof SettingsIo.SettingsFileError && e.reason === "Io"
-    ? StorageError.io("codex install", (e as Error).cause ?? e, file)
-    : new InvalidInput({
-      field: file,
-      reason: `cannot use it as Codex's config.toml (left unchanged): ${e instanceof Error ? e.message : String(e)}`
-    })
-
 /**
  * What an edit did to one file.
  *
@@ -112,9 +106,9 @@ export interface Edited {
 }
 
 /**
- * Edits `file` with `edit` (its text, `""` when it does not exist; null leaves a
- * missing file missing): read through its links, and only when the text changes
- * a new backup and a replacement (claude-code's `internal/settingsIo.ts`).
+ * Edits `file` with `edit` (its text, `""` when it does not exist; without
+ * `createMissing` a missing file stays missing) as claude-code's
+ * `Installer.editFile` edits every installer's file.
  *
  * @since 0.1.0
  */
@@ -123,15 +117,13 @@ export const editFile = (
   edit: (text: string) => string,
   createMissing: boolean
 ): Effect.Effect<Edited, InvalidInput | StorageError> =>
-  Effect.gen(function*() {
-    const loaded = yield* Effect.try({ try: () => SettingsIo.load(file, MAX_SETTINGS_BYTES), catch: refusedAs(file) })
-    const target = loaded.linked ? loaded.target : null
-    if (loaded.text === null && !createMissing) return { file, status: "unchanged", backup: null, target }
-    const next = yield* Effect.try({ try: () => edit(loaded.text ?? ""), catch: refusedAs(file) })
-    if (next === (loaded.text ?? "") && loaded.text !== null) return { file, status: "unchanged", backup: null, target }
-    const { backup } = yield* Effect.try({ try: () => SettingsIo.save(loaded, next), catch: refusedAs(file) })
-    return { file, status: "changed", backup, target }
-  })
+  Effect.mapError(
+    Effect.map(
+      Installer.editFile(file, (text) => text === null && !createMissing ? null : edit(text ?? "")),
+      ({ backup, changed, target }): Edited => ({ file, status: changed ? "changed" : "unchanged", backup, target })
+    ),
+    refusal(file, "Codex's config.toml", "codex install")
+  )
 
 const named = (e: Edited): string => e.target === null ? e.file : `${e.file} (a link to ${e.target})`
 

@@ -13,6 +13,7 @@
 import * as HookRunner from "@session-journal/codex/HookRunner"
 import type { HookArgs } from "../internal/hookArgs.ts"
 import { load } from "../PolicyFile.ts"
+import * as Storage from "../Storage.ts"
 import { journalOf, mainOf, POLICY_VAR } from "./HookProcess.ts"
 
 /**
@@ -31,7 +32,8 @@ export const run = (
     deadlineMillis: args.deadlineMillis,
     policyFile: args.policy ?? (io.env[POLICY_VAR] === "" ? undefined : io.env[POLICY_VAR]),
     loadPolicy: load,
-    journal: () => journalOf(args, io.env)
+    journal: () => journalOf(args, io.env),
+    stateDir: Storage.userStateDir(io.env)
   }, io)
 
 /**
