@@ -374,13 +374,54 @@ export class Salvager {
 }
 
 const stringOf = (v: { readonly raw: Uint8Array; readonly string: boolean }): string | null => {
-  if (!v.string) return null
+  const s = TopLevel.textOf(v)
+  return s !== null && Entry.payloadProblem(s) === undefined ? s : null
+}
+
+/**
+ * A bound as people read it (as the command line says its own).
+ *
+ * @since 0.1.0
+ */
+export const describeBytes = (n: number): string =>
+  n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB (${n} bytes)` : `${n} bytes`
+
+/**
+ * Why an input over the bound of `maxBytes` is not journaled as is.
+ *
+ * @since 0.1.0
+ */
+export const overBound = (maxBytes: number): string => `hook input over the bound of ${describeBytes(maxBytes)}`
+
+/**
+ * Decodes what the forwarder sends for an input it could not send whole (over
+ * the bound of `maxBytes`): its scan as JSON (`Wire` of `internal/topLevel.ts`:
+ * the top-level values a salvage reads, the response's size, the input's size
+ * and SHA-256), salvaged as the command hook salvages the input itself
+ * (`Salvager`): an `Unrecorded` PostToolUse or PostToolUseFailure, so its bytes
+ * are counted. A scan of an input within the bound is refused (that input is
+ * sent whole), and so is anything that is not a scan.
+ *
+ * @since 0.1.0
+ */
+export const decodeScan = (bytes: Uint8Array, maxBytes: number): Result.Result<HookEvent, HookError> => {
+  let json: unknown
   try {
-    const s: unknown = JSON.parse(`"${Utf8.decodeStrict(v.raw, { keepBom: true })}"`)
-    return typeof s === "string" && Entry.payloadProblem(s) === undefined ? s : null
+    json = JSON.parse(Utf8.decodeStrict(bytes, { keepBom: true }))
   } catch {
-    return null
+    return fail("NotJson", "the scan of a hook input is not JSON in UTF-8")
   }
+  const found = TopLevel.fromWire(json)
+  if (found === null) return fail("Invalid", "the scan of a hook input is not one")
+  if (found.bytes <= maxBytes) {
+    const name = found.values.get("hook_event_name")
+    return fail(
+      "Invalid",
+      `the scan of a hook input within the bound of ${describeBytes(maxBytes)}: it is sent whole`,
+      name === undefined ? null : stringOf(name)
+    )
+  }
+  return salvage(found, overBound(maxBytes))
 }
 
 const scalarOf = (v: { readonly raw: Uint8Array; readonly string: boolean } | undefined): unknown => {

@@ -154,12 +154,11 @@ interface TooLong {
 }
 
 /**
- * A bound as people read it (as the command line says its own).
+ * A bound as people read it (`Hook.describeBytes`).
  *
  * @since 0.1.0
  */
-export const describeBytes = (n: number): string =>
-  n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB (${n} bytes)` : `${n} bytes`
+export const describeBytes = Hook.describeBytes
 
 /**
  * What a hook knows of its event so far, for a refusal in the event's form.
@@ -229,7 +228,7 @@ const readInput = async (
       })
     }
   }
-  if (size > maxBytes) return salvager.salvage(`hook input over the bound of ${describeBytes(maxBytes)}`)
+  if (size > maxBytes) return salvager.salvage(Hook.overBound(maxBytes))
   const all = new Uint8Array(size)
   let at = 0
   for (const part of parts) {
