@@ -480,12 +480,9 @@ const answerOf = (
         : { protect: yield* Effect.promise(() => protect(event.input.cwd, event.input.transcript_path)) }),
       home: process.env["HOME"],
       ...(event.input.agent_id === undefined ? {} : { depth: yield* AgentDepth.of(event.input) }),
-      // The transcript is read once it holds this call: the lines before it are then there too.
+      // The transcripts are read once the one holding this call holds it: the lines before it are then there too.
       ...(yield* Effect.promise(async () => {
-        const transcript = event.input.transcript_path
-        if (transcript !== undefined && transcript !== "" && event.input.agent_id === undefined) {
-          await TranscriptScan.awaitCall(transcript, event.input.tool_use_id)
-        }
+        await TranscriptScan.awaitCallOf(event.input)
         return c.totals(event.input, c.handleOptions.session)
       }).pipe(
         Effect.map((totals) => ({

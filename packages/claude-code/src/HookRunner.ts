@@ -297,11 +297,8 @@ const handled = async (args: Options, io: Io, seen: Seen): Promise<Reply> => {
     if (hookEvent.name === "PreToolUse") {
       seen.stage = "reading in the transcripts the calls the hooks allowed and the tokens used"
       const path = hookEvent.input.transcript_path
-      // The transcript is read once it holds this call: the lines before it are then there too.
-      // (A sub-agent's call is in its own transcript: the main one is read as it is.)
-      if (path !== undefined && path !== "" && hookEvent.input.agent_id === undefined) {
-        await TranscriptScan.awaitCall(path, hookEvent.input.tool_use_id)
-      }
+      // The transcripts are read once the one holding this call holds it: the lines before it are then there too.
+      await TranscriptScan.awaitCallOf(hookEvent.input)
       const totals = path === undefined || path === ""
         ? { allowed: 0, tokens: null }
         : await TranscriptScan.totals(
