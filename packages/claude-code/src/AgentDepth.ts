@@ -10,6 +10,12 @@
  * most 64 KiB, opened without blocking); ids that are not plain (`[A-Za-z0-9_-]`)
  * are never made into a path.
  *
+ * The file is a claim: the agent runs as the same user and can rewrite it. So a
+ * depth the journal recorded is a floor (`atLeast`, `recordDepth`; `Hook.handle`
+ * keeps the deepest depth recorded per agent in the session's metadata): an agent
+ * is never judged shallower than it was judged before, nor than one more than its
+ * recorded parent.
+ *
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
@@ -23,8 +29,20 @@ import * as Source from "./internal/source.ts"
  * @since 0.1.0
  */
 export type Depth =
-  | { readonly _tag: "Known"; readonly depth: number }
-  | { readonly _tag: "Unknown"; readonly reason: string }
+  | {
+    readonly _tag: "Known"
+    readonly depth: number
+    /** The parent agent its meta file names (`parentAgentId`), when it is a plain id. */
+    readonly parent?: string | undefined
+    /** What its meta file said, when that was below the depth recorded before (`atLeast`). */
+    readonly claimed?: number | undefined
+  }
+  | {
+    readonly _tag: "Unknown"
+    readonly reason: string
+    /** The least depth it can have (default 1): the depth recorded before for it (`atLeast`). */
+    readonly least?: number | undefined
+  }
 
 const PLAIN = /^[A-Za-z0-9_-]{1,128}$/
 const MAX_META_BYTES = 64 * 1024
@@ -60,10 +78,83 @@ export const parse = (text: string): Depth => {
   } catch {
     return unknown("its meta file is not JSON")
   }
-  const depth = typeof meta === "object" && meta !== null ? (meta as Record<string, unknown>)["spawnDepth"] : undefined
-  return typeof depth === "number" && Number.isSafeInteger(depth) && depth >= 1 && depth <= 0xffffffff
-    ? { _tag: "Known", depth }
+  const fields = typeof meta === "object" && meta !== null ? (meta as Record<string, unknown>) : {}
+  const depth = fields["spawnDepth"]
+  const parent = fields["parentAgentId"]
+  return typeof depth === "number" && isDepth(depth)
+    ? { _tag: "Known", depth, ...(typeof parent === "string" && PLAIN.test(parent) ? { parent } : {}) }
     : unknown("its meta file has no spawnDepth")
+}
+
+const isDepth = (n: unknown): n is number =>
+  typeof n === "number" && Number.isSafeInteger(n) && n >= 1 && n <= 0xffffffff
+
+/**
+ * The deepest depth recorded per agent id in one session (`Hook.handle` keeps it
+ * in the session's metadata, `data.agent_depths`).
+ *
+ * @since 0.1.0
+ */
+export type Recorded = { readonly [agent: string]: number }
+
+/**
+ * Most agents whose depth one session keeps (1,024); an agent past them is judged
+ * by its meta file and its recorded parent alone.
+ *
+ * @since 0.1.0
+ */
+export const MAX_RECORDED = 1024
+
+/**
+ * The agents' depths kept in a session's metadata data (`data.agent_depths`),
+ * those that are depths (1 to 2^32 − 1); empty without.
+ *
+ * @since 0.1.0
+ */
+export const recordedOf = (data: unknown): Recorded => {
+  const kept = typeof data === "object" && data !== null && !Array.isArray(data)
+    ? (data as Record<string, unknown>)["agent_depths"]
+    : undefined
+  if (typeof kept !== "object" || kept === null || Array.isArray(kept)) return {}
+  const out: Record<string, number> = {}
+  for (const [agent, depth] of Object.entries(kept)) if (isDepth(depth)) out[agent] = depth
+  return out
+}
+
+/**
+ * The depth `agent` is judged at: what its meta file says (`depth`), but never
+ * less than the depth recorded for it before, nor than one more than the depth
+ * recorded for the parent its meta file names. A claim below that floor is kept
+ * as `claimed`; an unknown depth keeps the floor as the least it can be. Pure.
+ *
+ * @since 0.1.0
+ */
+export const atLeast = (depth: Depth, recorded: Recorded, agent: string): Depth => {
+  const parent = depth._tag === "Known" && depth.parent !== undefined ? recorded[depth.parent] : undefined
+  const floor = Math.max(recorded[agent] ?? 0, parent === undefined ? 0 : parent + 1)
+  if (depth._tag === "Unknown") return floor > (depth.least ?? 1) ? { ...depth, least: floor } : depth
+  return floor > depth.depth ? { ...depth, depth: floor, claimed: depth.claimed ?? depth.depth } : depth
+}
+
+/**
+ * The depth an agent is recorded at: a known depth, or the least an unknown one
+ * can be (1 by default).
+ *
+ * @since 0.1.0
+ */
+export const recordedDepth = (depth: Depth): number => depth._tag === "Known" ? depth.depth : depth.least ?? 1
+
+/**
+ * `recorded` with `agent` at `depth` when that is deeper than what it holds (and
+ * there is room: `MAX_RECORDED`), else null (nothing to record). Pure.
+ *
+ * @since 0.1.0
+ */
+export const recordDepth = (recorded: Recorded, agent: string, depth: Depth): Recorded | null => {
+  const d = recordedDepth(depth)
+  const before = recorded[agent]
+  if (before !== undefined ? before >= d : Object.keys(recorded).length >= MAX_RECORDED) return null
+  return { ...recorded, [agent]: d }
 }
 
 // Read through the transcripts' one file-access module: every directory from the

@@ -7,7 +7,12 @@
  * "HTTP hooks"), so a guard that is down, or killed mid-session, would stop
  * guarding without anyone noticing. This forwarder is installed as a `command`
  * hook instead: it reads the event from stdin (at most `MAX_EVENT_BYTES`),
- * POSTs it to the guard and writes the guard's answer to stdout.
+ * POSTs it to the guard and writes the guard's answer to stdout. A PostToolUse
+ * or PostToolUseFailure over the bound is read on without being kept and
+ * scanned as the command hook scans it; its scan goes to the guard
+ * (`Scanned`), which records it as an outcome marker (its size, its hash) whose
+ * bytes are counted, so a policy's byte limits see it through either door. Any
+ * other event over the bound is refused unread beyond it.
  *
  * It trusts only the guard. Whatever listens on the guard's port is a claim:
  * after the guard died another process may hold it. So the token is never sent;
@@ -56,6 +61,7 @@ import { createRequire } from "node:module"
 import type * as Net from "node:net"
 import * as GuardAuth from "./internal/guardAuth.ts"
 import * as SecretFile from "./internal/secretFile.ts"
+import type * as TopLevel from "./internal/topLevel.ts"
 import * as Refusal from "./Refusal.ts"
 
 // Loaded with `createRequire`, not `import`: an ES module import of a builtin reads
@@ -177,24 +183,51 @@ export const parseArgs = (args: ReadonlyArray<string>): Options | string => {
   return { url, tokenEnv: values["--token-env"], tokenFile: values["--token-file"], timeoutMs }
 }
 
-const readStdin = (max: number): Promise<Buffer | null> =>
-  new Promise((resolve, reject) => {
-    const parts: Array<Buffer> = []
-    let size = 0
-    const stdin = process.stdin
-    stdin.on("data", (chunk: Buffer) => {
-      size += chunk.length
-      if (size > max) {
-        stdin.pause()
-        stdin.removeAllListeners("data")
-        resolve(null)
-        return
-      }
+/**
+ * What the forwarder read of a PostToolUse or PostToolUseFailure over
+ * `MAX_EVENT_BYTES`: its event name and its scan (`internal/topLevel.ts`, the
+ * command hook's scan), sent to the guard's scan route, which salvages it as an
+ * outcome marker (its size, its hash) whose bytes are counted.
+ *
+ * @since 0.1.0
+ */
+export interface Scanned {
+  readonly event: string
+  readonly scan: TopLevel.Wire
+}
+
+// The events whose input can be salvaged past the bound (`Hook.decodeScan`).
+const SALVAGEABLE: ReadonlySet<string | null> = new Set(["PostToolUse", "PostToolUseFailure"])
+
+// Reads stdin: the event whole within `max` bytes; past it, a PostToolUse or
+// PostToolUseFailure is read on unkept, scanned, and any other event is refused
+// (null) unread beyond the bound, as the command hook does (`HookRunner`). The
+// scanner is loaded only then: a hook within the bound loads nothing for it.
+const readStdin = async (max: number): Promise<Buffer | Scanned | null> => {
+  const parts: Array<Buffer> = []
+  let size = 0
+  let scan: { readonly module: typeof TopLevel; readonly scanner: TopLevel.Scanner } | undefined
+  for await (const chunk of process.stdin as AsyncIterable<Buffer>) {
+    size += chunk.length
+    if (scan !== undefined) {
+      scan.scanner.push(chunk)
+      continue
+    }
+    if (size <= max) {
       parts.push(chunk)
-    })
-    stdin.on("end", () => resolve(Buffer.concat(parts)))
-    stdin.on("error", reject)
-  })
+      continue
+    }
+    const module = await import("./internal/topLevel.ts")
+    scan = { module, scanner: new module.Scanner() }
+    for (const part of parts) scan.scanner.push(part)
+    scan.scanner.push(chunk)
+    parts.length = 0
+    if (!SALVAGEABLE.has(module.textOf(scan.scanner.seen("hook_event_name")))) return null
+  }
+  if (scan === undefined) return Buffer.concat(parts)
+  const found = scan.scanner.finish()
+  return { event: scan.module.textOf(found.values.get("hook_event_name"))!, scan: scan.module.toWire(found) }
+}
 
 type Json = { readonly [key: string]: unknown }
 
@@ -535,7 +568,7 @@ export type Now = () => number
  */
 export const forward = async (
   options: Options,
-  body: Buffer | null,
+  body: Buffer | Scanned | null,
   now: Now,
   leftMs?: number
 ): Promise<Outcome> => {
@@ -543,8 +576,13 @@ export const forward = async (
   if (body === null) {
     return fallback(null, `the hook event is larger than ${MAX_EVENT_BYTES} bytes; not forwarded to ${where}`)
   }
-  const input = parseObject(body)
-  const name = typeof input?.["hook_event_name"] === "string" ? input["hook_event_name"] : null
+  const scanned = Buffer.isBuffer(body) ? null : body
+  const input = scanned === null ? parseObject(body as Buffer) : null
+  const name = scanned !== null
+    ? scanned.event
+    : typeof input?.["hook_event_name"] === "string"
+    ? input["hook_event_name"]
+    : null
   if (name === null) {
     return fallback(null, `the hook input is not a JSON hook event in UTF-8; not forwarded to ${where}`)
   }
@@ -553,6 +591,8 @@ export const forward = async (
   try {
     url = new URL(options.url)
     if (url.protocol !== "http:") throw new Error("not an http: URL")
+    // An event too large to send goes to the guard's scan route (`GuardServer.SCAN_PATH`), beside its hook route.
+    if (scanned !== null) url = new URL(`${url.pathname.replace(/\/+$/, "")}/scan`, url)
   } catch (e) {
     return refuse(`${where} cannot be reached: the URL is not valid (${messageOf(e)})`)
   }
@@ -563,7 +603,8 @@ export const forward = async (
     leftMs ?? timeoutMs,
     async (signal) => {
       try {
-        const { answer, nonce } = await exchange(url, token, { method: "POST", body, signal, time: now() })
+        const sent = scanned === null ? body as Buffer : Buffer.from(JSON.stringify(scanned.scan), "utf8")
+        const { answer, nonce } = await exchange(url, token, { method: "POST", body: sent, signal, time: now() })
         if (!GuardAuth.verifyAnswer(token, nonce, answer.proof, answer.status, answer.body)) {
           return refuse(
             `${where} answered ${answer.status} without proof that it holds the token ` +
@@ -601,7 +642,7 @@ export const outcomeOf = async (args: ReadonlyArray<string>, now: Now): Promise<
 const run = async (options: Options, now: Now): Promise<Outcome> => {
   const started = now()
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
-  const body = await withDeadline<Buffer | null | "late" | { readonly failed: unknown }>(
+  const body = await withDeadline<Buffer | Scanned | null | "late" | { readonly failed: unknown }>(
     timeoutMs,
     () => readStdin(MAX_EVENT_BYTES).catch((e: unknown) => ({ failed: e })),
     () => "late"
@@ -609,7 +650,7 @@ const run = async (options: Options, now: Now): Promise<Outcome> => {
   if (body === "late") {
     return fallback(null, `the hook event did not arrive on stdin within ${timeoutMs} ms; not forwarded`)
   }
-  if (body !== null && !Buffer.isBuffer(body)) {
+  if (body !== null && "failed" in body) {
     return fallback(null, `the hook event could not be read from stdin: ${messageOf(body.failed)}; not forwarded`)
   }
   return forward(options, body, now, Math.max(1, timeoutMs - (now() - started)))

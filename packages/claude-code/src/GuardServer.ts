@@ -7,8 +7,9 @@
  * (a guard holds across them: sixteen concurrent calls under `maxInvocations(5)`
  * allow exactly five).
  *
- * Two routes: `POST /hook` takes every event (its name is in the body), and
- * `GET /policy` says which policy the guard decides with (`PolicyReport`:
+ * Three routes: `POST /hook` takes every event (its name is in the body),
+ * `POST /hook/scan` what the forwarder read of an event too large to send whole
+ * (`SCAN_PATH`), and `GET /policy` says which policy the guard decides with (`PolicyReport`:
  * `{"policy": <the policy's canonical JSON text> | null, "sha256": <its hex
  * SHA-256> | null, "name": <Policy.format> | null}`, null: record only), which
  * `install --guard --policy FILE` checks (`GuardInstaller.checkPolicy`). A request
@@ -30,8 +31,8 @@
  *     guard's (a refusal before that is not signed);
  *   - `Authorization: Bearer TOKEN` (Claude Code's own `http` hooks), compared in
  *     constant time (SHA-256 of both sides, `timingSafeEqual`);
- * - it is `POST /hook` or `GET /policy` — else 405 / 404;
- * - for `POST /hook`: its `Content-Type` is `application/json` — else 415;
+ * - it is `POST /hook`, `POST /hook/scan` or `GET /policy` — else 405 / 404;
+ * - for a `POST`: its `Content-Type` is `application/json` — else 415;
  * - its body is at most `MAX_BODY_BYTES` (by `Content-Length` before reading,
  *   and while reading a body without one) — else 413;
  * - its body is strict UTF-8 holding one JSON object with a `hook_event_name`,
@@ -90,6 +91,17 @@ import * as Refusal from "./Refusal.ts"
  * @since 0.1.0
  */
 export const PATH = "/hook"
+
+/**
+ * The path the forwarder posts an event to that it could not send whole (over
+ * `MAX_BODY_BYTES`): its scan (`Hook.decodeScan`), which the guard salvages as
+ * the command hook salvages such an input, so a PostToolUse or
+ * PostToolUseFailure of any size is recorded as an outcome marker (its size, its
+ * hash) whose bytes reach the counters.
+ *
+ * @since 0.1.0
+ */
+export const SCAN_PATH = "/hook/scan"
 
 /**
  * The path that reports the guard's policy.
@@ -403,7 +415,7 @@ const answerOf = (
     if (header !== undefined && c.proof === null) return unproved(unauthorized())
     if (c.proof === null && !c.authorized(request.headers["authorization"])) return unproved(unauthorized())
     const pathname = new URL(request.url, "http://127.0.0.1").pathname
-    const route = pathname === PATH ? "POST" : pathname === POLICY_PATH ? "GET" : null
+    const route = pathname === PATH || pathname === SCAN_PATH ? "POST" : pathname === POLICY_PATH ? "GET" : null
     // Before the body is read, a request with a proof is only known to look like
     // one: routing answers are not signed until the MAC verified.
     if (route === null) return unproved(refuse(404, `hook events go to POST ${PATH}`))
@@ -441,7 +453,9 @@ const answerOf = (
     }
     const proved = (reply: Reply) => ({ reply, proved: true })
     if (route === "GET") return proved(ok(c.report))
-    const decoded = Hook.decode(body, { maxBytes: MAX_BODY_BYTES })
+    const decoded = pathname === SCAN_PATH
+      ? Hook.decodeScan(body, MAX_BODY_BYTES)
+      : Hook.decode(body, { maxBytes: MAX_BODY_BYTES })
     if (Result.isFailure(decoded)) {
       const e = decoded.failure
       // Bytes that are no JSON object at all are a bad request; an event that is
@@ -466,12 +480,9 @@ const answerOf = (
         : { protect: yield* Effect.promise(() => protect(event.input.cwd, event.input.transcript_path)) }),
       home: process.env["HOME"],
       ...(event.input.agent_id === undefined ? {} : { depth: yield* AgentDepth.of(event.input) }),
-      // The transcript is read once it holds this call: the lines before it are then there too.
+      // The transcripts are read once the one holding this call holds it: the lines before it are then there too.
       ...(yield* Effect.promise(async () => {
-        const transcript = event.input.transcript_path
-        if (transcript !== undefined && transcript !== "" && event.input.agent_id === undefined) {
-          await TranscriptScan.awaitCall(transcript, event.input.tool_use_id)
-        }
+        await TranscriptScan.awaitCallOf(event.input)
         return c.totals(event.input, c.handleOptions.session)
       }).pipe(
         Effect.map((totals) => ({

@@ -21,7 +21,8 @@
  *   it; `server_id` `server` for `mcp__server__tool`, else `claude-code`;
  *   `agent_id` `main` or the sub-agent's `agent_id`; `delegation_depth` 0 for the
  *   main agent, a sub-agent's real nesting inside one (`AgentDepth`: 1, 2, …;
- *   1 when it cannot be known, and then a guard that would deny deeper denies); `bytes_written` the UTF-8 length of the
+ *   1 when it cannot be known, and then a guard that would deny deeper denies;
+ *   never below what was recorded for the agent before, `AgentDepth.atLeast`); `bytes_written` the UTF-8 length of the
  *   JSON text of `tool_input`, `bytes_read` 0), decided by the policy, and in the
  *   same append a `claude-code.decision` entry: `tool_use_id`, `tool_name`,
  *   `tool_input`, `cwd`, `agent_id`, `verdict` (`allow` | `ask` | `deny`), `guard`,
@@ -73,7 +74,7 @@ import {
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
-import type * as AgentDepth from "./AgentDepth.ts"
+import * as AgentDepth from "./AgentDepth.ts"
 import * as TopLevel from "./internal/topLevel.ts"
 import * as ProjectDir from "./ProjectDir.ts"
 import * as Refusal from "./Refusal.ts"
@@ -374,13 +375,54 @@ export class Salvager {
 }
 
 const stringOf = (v: { readonly raw: Uint8Array; readonly string: boolean }): string | null => {
-  if (!v.string) return null
+  const s = TopLevel.textOf(v)
+  return s !== null && Entry.payloadProblem(s) === undefined ? s : null
+}
+
+/**
+ * A bound as people read it (as the command line says its own).
+ *
+ * @since 0.1.0
+ */
+export const describeBytes = (n: number): string =>
+  n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB (${n} bytes)` : `${n} bytes`
+
+/**
+ * Why an input over the bound of `maxBytes` is not journaled as is.
+ *
+ * @since 0.1.0
+ */
+export const overBound = (maxBytes: number): string => `hook input over the bound of ${describeBytes(maxBytes)}`
+
+/**
+ * Decodes what the forwarder sends for an input it could not send whole (over
+ * the bound of `maxBytes`): its scan as JSON (`Wire` of `internal/topLevel.ts`:
+ * the top-level values a salvage reads, the response's size, the input's size
+ * and SHA-256), salvaged as the command hook salvages the input itself
+ * (`Salvager`): an `Unrecorded` PostToolUse or PostToolUseFailure, so its bytes
+ * are counted. A scan of an input within the bound is refused (that input is
+ * sent whole), and so is anything that is not a scan.
+ *
+ * @since 0.1.0
+ */
+export const decodeScan = (bytes: Uint8Array, maxBytes: number): Result.Result<HookEvent, HookError> => {
+  let json: unknown
   try {
-    const s: unknown = JSON.parse(`"${Utf8.decodeStrict(v.raw, { keepBom: true })}"`)
-    return typeof s === "string" && Entry.payloadProblem(s) === undefined ? s : null
+    json = JSON.parse(Utf8.decodeStrict(bytes, { keepBom: true }))
   } catch {
-    return null
+    return fail("NotJson", "the scan of a hook input is not JSON in UTF-8")
   }
+  const found = TopLevel.fromWire(json)
+  if (found === null) return fail("Invalid", "the scan of a hook input is not one")
+  if (found.bytes <= maxBytes) {
+    const name = found.values.get("hook_event_name")
+    return fail(
+      "Invalid",
+      `the scan of a hook input within the bound of ${describeBytes(maxBytes)}: it is sent whole`,
+      name === undefined ? null : stringOf(name)
+    )
+  }
+  return salvage(found, overBound(maxBytes))
 }
 
 const scalarOf = (v: { readonly raw: Uint8Array; readonly string: boolean } | undefined): unknown => {
@@ -541,7 +583,8 @@ export const custodySessionId = (input: typeof Common.Type): string =>
 /**
  * The agent of an event: `main` at depth 0, or the sub-agent's `agent_id` (an id
  * chio would refuse is journaled as `invalid-agent-id`) at `depth` when its real
- * depth is known (`AgentDepth`), else at 1, the least a sub-agent can be.
+ * depth is known (`AgentDepth`), else at the least it can be (1, or the depth
+ * recorded for it before: `AgentDepth.atLeast`).
  *
  * @since 0.1.0
  */
@@ -553,7 +596,7 @@ export const agentOf = (
     ? { agent_id: "main", delegation_depth: 0 }
     : {
       agent_id: Entry.isIdentity(input.agent_id) ? input.agent_id : "invalid-agent-id",
-      delegation_depth: depth?._tag === "Known" && depth.depth >= 1 ? depth.depth : 1
+      delegation_depth: depth === undefined ? 1 : Math.max(1, AgentDepth.recordedDepth(depth))
     }
 
 /**
@@ -996,7 +1039,9 @@ export interface HandleOptions {
    * The real delegation depth of the event's agent (`AgentDepth.of`). Without it
    * a sub-agent counts at depth 1; `Unknown` counts at 1 too, and a guard that
    * would deny the call at a greater depth denies it (fails closed), saying the
-   * depth cannot be known.
+   * depth cannot be known. Either way never below the depth recorded for the agent
+   * in this session, nor one more than its recorded parent's (`AgentDepth.atLeast`):
+   * the meta file it comes from is a claim the agent can rewrite.
    */
   readonly depth?: AgentDepth.Depth | undefined
   /**
@@ -1083,16 +1128,42 @@ export const keptProjectDir = (meta: JournalState.JournalState["meta"]): string 
   return typeof cwd === "string" && cwd.startsWith("/") ? cwd : null
 }
 
-// The session's first cwd: the kept one, else this call's, kept in the metadata
-// (with whatever data is there) in the session's writer, so the first one wins.
-const firstCwd = (journal: SessionJournal.SessionJournal["Service"], session: string, cwd: string) =>
+// What a PreToolUse is decided at, from the session's metadata in its writer:
+// the project directory (the door's, else the session's first cwd: the kept one,
+// else this call's, kept so the first one wins) and a sub-agent's depth, never
+// below the depth recorded for it or one more than its recorded parent's
+// (`AgentDepth.atLeast`), the deeper one kept. Stored before the decision: a depth
+// is the agent's whether its call is allowed or not.
+const anchors = (
+  journal: SessionJournal.SessionJournal["Service"],
+  session: string,
+  input: (typeof Inputs)["PreToolUse"]["Type"],
+  options: HandleOptions
+) =>
   Effect.map(
     journal.writeFrom(session, (state) => {
-      const kept = keptProjectDir(state.meta)
-      if (kept !== null) return { items: [], result: kept }
       const data = state.meta?.data
       const base = typeof data === "object" && data !== null && !Array.isArray(data) ? data : {}
-      return { items: [], meta: { data: { ...base, cwd } }, result: cwd }
+      const kept = keptProjectDir(state.meta)
+      const setCwd = options.projectDir === undefined && kept === null
+      const projectDir = options.projectDir ?? kept ?? input.cwd
+      if (input.agent_id === undefined) {
+        const result = { projectDir, depth: options.depth }
+        return setCwd ? { items: [], meta: { data: { ...base, cwd: input.cwd } }, result } : { items: [], result }
+      }
+      const agent = agentOf(input).agent_id
+      const recorded = AgentDepth.recordedOf(base)
+      const depth = AgentDepth.atLeast(options.depth ?? { _tag: "Known", depth: 1 }, recorded, agent)
+      const deeper = AgentDepth.recordDepth(recorded, agent, depth)
+      const result = { projectDir, depth }
+      if (!setCwd && deeper === null) return { items: [], result }
+      return {
+        items: [],
+        meta: {
+          data: { ...base, ...(setCwd ? { cwd: input.cwd } : {}), ...(deeper === null ? {} : { agent_depths: deeper }) }
+        },
+        result
+      }
     }),
     (planned) => planned.result
   )
@@ -1154,8 +1225,7 @@ export const handle = (
       const input = event.input
       const policy = guardOf(options.policy)
       const protection = selfProtection(input, options.protect ?? [], options.home)
-      const depth = options.depth
-      const projectDir = options.projectDir ?? (yield* firstCwd(journal, session, input.cwd))
+      const { depth, projectDir } = yield* anchors(journal, session, input, options)
       const tokens = options.tokens
       const decision = yield* journal.decide(
         session,
@@ -1185,8 +1255,12 @@ export const handle = (
               // A door that measures tokens and does not know them says so.
               ...(tokens === null ? { tokens: null } : {}),
               policy: options.policy === null ? null : options.policyName ?? "policy",
-              ...(options.depth?._tag === "Unknown" && input.agent_id !== undefined
-                ? { delegation_depth_unknown: options.depth.reason }
+              ...(depth?._tag === "Unknown" && input.agent_id !== undefined
+                ? { delegation_depth_unknown: depth.reason }
+                : {}),
+              // A meta file that says less than the journal recorded for the agent.
+              ...(depth?._tag === "Known" && depth.claimed !== undefined
+                ? { delegation_depth_claimed: depth.claimed }
                 : {})
             }
           }]

@@ -155,12 +155,11 @@ interface TooLong {
 }
 
 /**
- * A bound as people read it (as the command line says its own).
+ * A bound as people read it (`Hook.describeBytes`).
  *
  * @since 0.1.0
  */
-export const describeBytes = (n: number): string =>
-  n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB (${n} bytes)` : `${n} bytes`
+export const describeBytes = Hook.describeBytes
 
 /**
  * What a hook knows of its event so far, for a refusal in the event's form.
@@ -230,7 +229,7 @@ const readInput = async (
       })
     }
   }
-  if (size > maxBytes) return salvager.salvage(`hook input over the bound of ${describeBytes(maxBytes)}`)
+  if (size > maxBytes) return salvager.salvage(Hook.overBound(maxBytes))
   const all = new Uint8Array(size)
   let at = 0
   for (const part of parts) {
@@ -299,11 +298,8 @@ const handled = async (args: Options, io: Io, seen: Seen): Promise<Reply> => {
     if (hookEvent.name === "PreToolUse") {
       seen.stage = "reading in the transcripts the calls the hooks allowed and the tokens used"
       const path = hookEvent.input.transcript_path
-      // The transcript is read once it holds this call: the lines before it are then there too.
-      // (A sub-agent's call is in its own transcript: the main one is read as it is.)
-      if (path !== undefined && path !== "" && hookEvent.input.agent_id === undefined) {
-        await TranscriptScan.awaitCall(path, hookEvent.input.tool_use_id)
-      }
+      // The transcripts are read once the one holding this call holds it: the lines before it are then there too.
+      await TranscriptScan.awaitCallOf(hookEvent.input)
       const totals = path === undefined || path === ""
         ? { allowed: 0, tokens: null }
         : await TranscriptScan.totals(

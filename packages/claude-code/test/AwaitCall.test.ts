@@ -55,4 +55,25 @@ describe("TranscriptScan.awaitCall", () => {
     assert.isFalse(await TranscriptScan.awaitCall("relative.jsonl", "toolu_x"))
     assert.isFalse(await TranscriptScan.awaitCall(file, "bad id with spaces"))
   })
+
+  it("waits in the transcript that holds the call: a sub-agent's own, beside the main one", async () => {
+    const main = path.join(dir, "s1.jsonl")
+    fs.writeFileSync(main, line("toolu_main"))
+    const sub = path.join(dir, "s1", "subagents", "agent-a1b2.jsonl")
+    assert.strictEqual(TranscriptScan.callTranscript({ transcript_path: main, agent_id: "a1b2" }), sub)
+    assert.strictEqual(TranscriptScan.callTranscript({ transcript_path: main }), main)
+    assert.isNull(TranscriptScan.callTranscript({ transcript_path: main, agent_id: "../x" }))
+    assert.isNull(TranscriptScan.callTranscript({ transcript_path: "rel.jsonl" }))
+    fs.mkdirSync(path.dirname(sub), { recursive: true })
+    fs.writeFileSync(sub, line("toolu_sub0"))
+    // The sub-agent's call comes in its own transcript while the door waits; the main one never holds it.
+    const waited = TranscriptScan.awaitCallOf({ transcript_path: main, agent_id: "a1b2", tool_use_id: "toolu_sub1" })
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    fs.appendFileSync(sub, line("toolu_sub1"))
+    assert.isTrue(await waited)
+    assert.isFalse(await TranscriptScan.awaitCall(main, "toolu_sub1", { polls: 0 }))
+    assert.isFalse(
+      await TranscriptScan.awaitCallOf({ transcript_path: main, agent_id: "../x", tool_use_id: "toolu_sub1" })
+    )
+  })
 })

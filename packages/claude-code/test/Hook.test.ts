@@ -173,12 +173,13 @@ describe("Hook.handle and a sub-agent's depth", () => {
         depth: { _tag: "Known", depth: 2 }
       })
       assert.strictEqual(known.verdict?._tag, "Deny")
-      const shallow = yield* Hook.handle(decode(pre("Bash", { command: "ls" }, "d2", sub)), {
+      // Other agents: a depth recorded for one is a floor for it (the test below).
+      const shallow = yield* Hook.handle(decode(pre("Bash", { command: "ls" }, "d2", { ...sub, agent_id: "b1" })), {
         policy,
         depth: { _tag: "Known", depth: 1 }
       })
       assert.strictEqual(shallow.verdict?._tag, "Allow")
-      const unknown = yield* Hook.handle(decode(pre("Bash", { command: "ls" }, "d3", sub)), {
+      const unknown = yield* Hook.handle(decode(pre("Bash", { command: "ls" }, "d3", { ...sub, agent_id: "c1" })), {
         policy,
         depth: { _tag: "Unknown", reason: "its meta file cannot be opened (ENOENT)" }
       })
@@ -187,7 +188,7 @@ describe("Hook.handle and a sub-agent's depth", () => {
       assert.match(v?._tag === "Deny" ? v.reason : "", /cannot be known \(its meta file cannot be opened/)
       assert.strictEqual(v?._tag === "Deny" ? v.guard : "", "maxDelegationDepth(1)")
       // Without a guard on depth, an unknown depth decides nothing.
-      const free = yield* Hook.handle(decode(pre("Bash", { command: "ls" }, "d4", sub)), {
+      const free = yield* Hook.handle(decode(pre("Bash", { command: "ls" }, "d4", { ...sub, agent_id: "d1" })), {
         policy: Policy.toGuard({ maxInvocations: 10 }),
         depth: { _tag: "Unknown", reason: "x" }
       })
@@ -197,8 +198,83 @@ describe("Hook.handle and a sub-agent's depth", () => {
       assert.deepStrictEqual(tools.map((t) => t.delegation_depth), [2, 1, 1, 1])
     }).pipe(Effect.provide(layer)))
 
+  it.effect("never lowers a depth it recorded for an agent; a sub-agent is deeper than its recorded parent", () =>
+    Effect.gen(function*() {
+      const policy = Policy.toGuard({ maxDelegationDepth: 1 })
+      const sub = { agent_id: "a1b2", agent_type: "general-purpose" }
+      const call = (id: string, depth: AgentDepth.Depth, agent = sub) =>
+        Hook.handle(decode(pre("Bash", { command: "ls" }, id, agent)), { policy, depth })
+      assert.strictEqual((yield* call("m1", { _tag: "Known", depth: 2 })).verdict?._tag, "Deny")
+      // The agent rewrote its meta file: depth 1 is a claim below what was recorded.
+      const lowered = yield* call("m2", { _tag: "Known", depth: 1 })
+      const v = lowered.verdict
+      assert.strictEqual(v?._tag, "Deny")
+      assert.strictEqual(v?._tag === "Deny" ? v.guard : "", "maxDelegationDepth(1)")
+      // Unknown (the meta file removed): still at least the recorded depth.
+      assert.strictEqual((yield* call("m3", { _tag: "Unknown", reason: "gone" })).verdict?._tag, "Deny")
+      // A sub-agent of a recorded agent is at least one deeper, whatever its own file says.
+      const child = { agent_id: "c3d4", agent_type: "general-purpose" }
+      const deeper = yield* call("m4", { _tag: "Known", depth: 1, parent: "a1b2" }, child)
+      assert.strictEqual(deeper.verdict?._tag, "Deny")
+      // Another agent is not raised by them.
+      const other = yield* call("m5", { _tag: "Known", depth: 1 }, { agent_id: "e5f6", agent_type: "x" })
+      assert.strictEqual(other.verdict?._tag, "Allow")
+      const journal = yield* SessionJournal.SessionJournal
+      const entries = yield* Stream.runCollect(journal.entries(lowered.session))
+      const tools = entries.filter(Entry.isTool)
+      assert.deepStrictEqual(tools.map((t) => t.delegation_depth), [2, 2, 2, 3, 1])
+      const claimed = entries.flatMap((e) =>
+        Entry.isTool(e) || e.kind !== Hook.DECISION_KIND
+          ? []
+          : [(e.payload as Record<string, unknown>)["delegation_depth_claimed"]]
+      )
+      assert.deepStrictEqual(claimed, [undefined, 1, undefined, 1, undefined])
+    }).pipe(Effect.provide(layer)))
+
+  it("AgentDepth.atLeast over any claims: an agent's depth never goes down, a child is below its parent", () => {
+    const claim = fc.record({
+      agent: fc.constantFrom("a", "b", "c"),
+      depth: fc.oneof(
+        fc.record({ _tag: fc.constant("Known" as const), depth: fc.integer({ min: 1, max: 6 }) }),
+        fc.record({
+          _tag: fc.constant("Known" as const),
+          depth: fc.integer({ min: 1, max: 6 }),
+          parent: fc.constantFrom("a", "b", "c")
+        }),
+        fc.record({ _tag: fc.constant("Unknown" as const), reason: fc.constant("gone") })
+      )
+    })
+    fc.assert(
+      fc.property(fc.array(claim, { maxLength: 30 }), (claims) => {
+        let recorded: AgentDepth.Recorded = {}
+        for (const claimed of claims) {
+          const agent = claimed.agent
+          const depth: AgentDepth.Depth = claimed.depth
+          const judged = AgentDepth.atLeast(depth, recorded, agent)
+          const d = AgentDepth.recordedDepth(judged)
+          assert.isAtLeast(d, recorded[agent] ?? 1)
+          assert.isAtLeast(d, AgentDepth.recordedDepth(depth))
+          if (depth._tag === "Known" && depth.parent !== undefined && recorded[depth.parent] !== undefined) {
+            assert.isAbove(d, recorded[depth.parent]!)
+          }
+          recorded = AgentDepth.recordDepth(recorded, agent, judged) ?? recorded
+          assert.strictEqual(recorded[agent], Math.max(d, recorded[agent] ?? 0))
+        }
+      }),
+      { seed: Number(process.env["FC_SEED"] ?? Date.now() % 2 ** 31), verbose: true }
+    )
+  })
+
   it("AgentDepth.parse and metaFile: spawnDepth or why not; ids never make a path", () => {
-    assert.deepStrictEqual(AgentDepth.parse("{\"spawnDepth\":2,\"parentAgentId\":\"a\"}"), { _tag: "Known", depth: 2 })
+    assert.deepStrictEqual(AgentDepth.parse("{\"spawnDepth\":2,\"parentAgentId\":\"a\"}"), {
+      _tag: "Known",
+      depth: 2,
+      parent: "a"
+    })
+    assert.deepStrictEqual(AgentDepth.parse("{\"spawnDepth\":2,\"parentAgentId\":\"../a\"}"), {
+      _tag: "Known",
+      depth: 2
+    })
     assert.strictEqual(AgentDepth.parse("{\"spawnDepth\":0}")._tag, "Unknown")
     assert.strictEqual(AgentDepth.parse("{\"spawnDepth\":\"2\"}")._tag, "Unknown")
     assert.strictEqual(AgentDepth.parse("nope")._tag, "Unknown")

@@ -130,3 +130,87 @@ describe("an outcome that cannot be journaled as is", () => {
     expect(Hook.decode(bytes, { maxBytes: 1000 })._tag).toBe("Success")
   })
 })
+
+describe("a scan sent on (the forwarder to the guard)", () => {
+  const salvaged = (bytes: Uint8Array, maxBytes: number) => {
+    const salvager = new Hook.Salvager()
+    salvager.push(bytes)
+    return salvager.salvage(Hook.overBound(maxBytes))
+  }
+  const sent = (bytes: Uint8Array, maxBytes: number) => {
+    const scanner = new TopLevel.Scanner()
+    scanner.push(bytes)
+    return Hook.decodeScan(encoder.encode(JSON.stringify(TopLevel.toWire(scanner.finish()))), maxBytes)
+  }
+  const same = (a: Result.Result<Hook.HookEvent, Hook.HookError>, b: typeof a) => {
+    expect(a._tag).toBe(b._tag)
+    if (Result.isSuccess(a) && Result.isSuccess(b)) expect(b.success).toEqual(a.success)
+    if (Result.isFailure(a) && Result.isFailure(b)) {
+      expect([b.failure.reason, b.failure.detail, b.failure.event]).toEqual([
+        a.failure.reason,
+        a.failure.detail,
+        a.failure.event
+      ])
+    }
+  }
+
+  it("is salvaged exactly as the input itself would be, whatever the input", () => {
+    const text = fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom("a\ud800b", "\u0000", "x\"y\\z", "😀"))
+    const value = fc.oneof(
+      text,
+      fc.integer(),
+      fc.double(),
+      fc.boolean(),
+      fc.constant(null),
+      fc.jsonValue({ maxDepth: 3 })
+    )
+    const fields = fc.record({
+      session_id: fc.oneof(fc.constant("0b5c9da4-61e6-438c-8641-7d35b2b57c17"), value),
+      cwd: fc.oneof(fc.constant("/w"), value),
+      hook_event_name: fc.oneof(fc.constantFrom("PostToolUse", "PostToolUseFailure", "PreToolUse"), value),
+      tool_name: fc.oneof(fc.constant("Bash"), value),
+      tool_use_id: fc.oneof(fc.constant("toolu_1"), value),
+      transcript_path: value,
+      agent_id: value,
+      duration_ms: value,
+      is_interrupt: value,
+      tool_response: value,
+      error: value,
+      other: value
+    }, { requiredKeys: [] })
+    fc.assert(
+      fc.property(fields, fc.boolean(), (object, cut) => {
+        const whole = encoder.encode(JSON.stringify(object))
+        const bytes = cut ? whole.subarray(0, Math.floor(whole.length / 2)) : whole
+        const maxBytes = Math.max(0, bytes.length - 1)
+        same(salvaged(bytes, maxBytes), sent(bytes, maxBytes))
+      }),
+      { numRuns: 500 }
+    )
+  })
+
+  it("a scan of an input within the bound, or anything that is not a scan, is refused", () => {
+    const bytes = encoder.encode(post(`{"stdout":"${"x".repeat(5000)}","stderr":""}`))
+    expect(Result.isSuccess(sent(bytes, 1000))).toBe(true)
+    expect(Result.isFailure(sent(bytes, bytes.length))).toBe(true)
+    const scanner = new TopLevel.Scanner()
+    scanner.push(bytes)
+    const wire = TopLevel.toWire(scanner.finish())
+    const bad: Array<unknown> = [
+      null,
+      [],
+      { ...wire, extra: 1 },
+      { ...wire, bytes: -1 },
+      { ...wire, sha256: "ABC" },
+      { ...wire, values: { ...wire.values, tool_input: { raw: "", string: true } } },
+      { ...wire, values: { ...wire.values, cwd: { raw: "not base64!", string: true } } },
+      { ...wire, values: { ...wire.values, cwd: { raw: "L3c", string: true } } },
+      { ...wire, sizes: { tool_response: 1.5 } }
+    ]
+    for (const b of bad) {
+      expect(TopLevel.fromWire(b), JSON.stringify(b)).toBeNull()
+      expect(Result.isFailure(Hook.decodeScan(encoder.encode(JSON.stringify(b)), 1000))).toBe(true)
+    }
+    expect(TopLevel.fromWire(JSON.parse(JSON.stringify(wire)))).toEqual(TopLevel.fromWire(wire))
+  })
+})

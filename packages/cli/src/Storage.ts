@@ -53,11 +53,12 @@ export interface Options {
   readonly segmentMinBytes?: number | undefined
   /**
    * Whether `node:crypto`'s SHA-256 is installed (`NodePersistence.Options.nodeSha256`,
-   * default true; the hook, which writes once per process, does without).
+   * default true; the hook, which writes once per process, takes it only for a long
+   * session's tree: `"bulk"`).
    *
    * @since 0.1.0
    */
-  readonly nodeSha256?: boolean | undefined
+  readonly nodeSha256?: boolean | "bulk" | undefined
 }
 
 /**

@@ -5,7 +5,8 @@
  * runs, the model is told which guard denied, and the chain holds the session
  * in order; eight parallel read-only calls under maxInvocations 5 get exactly
  * five allowed; a sub-agent's calls are journaled at depth 1 under its agent id,
- * and its own sub-agent's at depth 2 (denied by maxDelegationDepth(1));
+ * and its own sub-agent's at depth 2 (denied by maxDelegationDepth(1)), still
+ * when it rewrites its meta file to say depth 1;
  * with a journal it cannot write, the hook fails closed and the prompt never
  * reaches the model.
  *
@@ -240,6 +241,61 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
         tools.map((t) => [t["tool_name"], t["delegation_depth"], t["allowed"]]),
         [["Agent", 0, true], ["Agent", 1, true], ["Bash", 2, false]]
       )
+    } finally {
+      await api.close()
+    }
+  }, 180_000)
+
+  it("a meta file rewritten to depth 1 mid-session: the sub-agent is still judged at depth 2", async () => {
+    const { home, journal, work } = await setUp({ maxDelegationDepth: 1 })
+    const agent = (prompt: string) => ({
+      name: "Agent",
+      input: { description: "delegate", prompt, subagent_type: "general-purpose", run_in_background: false }
+    })
+    // Every sub-agent meta file under the home's projects, its spawnDepth lowered to 1.
+    const lower = (dir: string): number => {
+      let n = 0
+      for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+        const p = path.join(dir, entry.name)
+        if (entry.isDirectory()) n += lower(p)
+        else if (entry.name.endsWith(".meta.json")) {
+          const meta = JSON.parse(fs.readFileSync(p, "utf8")) as Record<string, unknown>
+          if (meta["spawnDepth"] === 2) {
+            fs.writeFileSync(p, JSON.stringify({ ...meta, spawnDepth: 1 }))
+            n++
+          }
+        }
+      }
+      return n
+    }
+    let lowered = 0
+    const api = await Fake.start((q) => {
+      if (q.prompt.includes("LEVEL2")) {
+        // After its first call was denied at depth 2, the sub-agent's file says 1.
+        if (q.turn === 1) lowered += lower(path.join(home, ".claude", "projects"))
+        return [
+          Fake.tools(Fake.bash("echo one > one.txt")),
+          Fake.tools(Fake.bash("echo two > two.txt")),
+          Fake.text("level 2 done")
+        ][q.turn]
+      }
+      return (q.prompt.includes("LEVEL1")
+        ? [Fake.tools(agent("LEVEL2: write two files")), Fake.text("level 1 done")]
+        : [Fake.tools(agent("LEVEL1: delegate again")), Fake.text("main done")])[q.turn]
+    })
+    try {
+      const r = await Claude.run({ api, prompt: "Delegate twice.", tools: ["Bash", "Agent"], work, home })
+      assert.isFalse(r.timedOut, r.stderr)
+      assert.strictEqual(lowered, 1, "the depth-2 sub-agent's meta file was rewritten")
+      assert.isFalse(fs.existsSync(path.join(work, "one.txt")), "the depth-2 Bash ran")
+      assert.isFalse(fs.existsSync(path.join(work, "two.txt")), "the Bash after the meta file was lowered ran")
+      const entries = await entriesOf(journal, r.sessionId!, work)
+      const tools = entries.filter((e) => e.kind === "tool")
+      assert.deepStrictEqual(
+        tools.map((t) => [t["tool_name"], t["delegation_depth"], t["allowed"]]),
+        [["Agent", 0, true], ["Agent", 1, true], ["Bash", 2, false], ["Bash", 2, false]]
+      )
+      assert.strictEqual(decisions(entries)[3]!["delegation_depth_claimed"], 1)
     } finally {
       await api.close()
     }

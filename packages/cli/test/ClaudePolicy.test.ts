@@ -137,12 +137,16 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("a policy that sees 
       const r = await Claude.run({ api, prompt: "Delegate.", tools: ["Bash", "Agent"], work, home })
       assert.isFalse(r.timedOut, r.stderr)
       assert.strictEqual(r.code, 0, r.stderr)
-      assert.isTrue(fs.existsSync(path.join(work, "sub.txt")), "the sub-agent's call within the budget did not run")
-      assert.isFalse(fs.existsSync(path.join(work, "after.txt")), "the call past the budget ran")
       const id = Hook.sessionId({ session_id: r.sessionId!, cwd: work, hook_event_name: "x" })
       const shown = await run(["--dir", journal, "--json", "show", id])
       const entries: Array<Entry> = shown.stdout.trim().split("\n").map((l) => JSON.parse(l))
       const decisions = entries.filter((e) => e.kind === Hook.DECISION_KIND).map((e) => e.payload!)
+      const told = JSON.stringify(decisions.map((d) => [d["tool_name"], d["verdict"], d["reason"], d["tokens"]]))
+      assert.isTrue(
+        fs.existsSync(path.join(work, "sub.txt")),
+        `the sub-agent's call within the budget did not run: ${told}`
+      )
+      assert.isFalse(fs.existsSync(path.join(work, "after.txt")), `the call past the budget ran: ${told}`)
       assert.deepStrictEqual(decisions.map((d) => [d["tool_name"], d["verdict"]]), [
         ["Agent", "allow"],
         ["Bash", "allow"],

@@ -666,6 +666,55 @@ const forward = (
 ) => run(["claude-code", "forward", "--url", url, ...extra], { input, env })
 
 describe.skipIf(!nodeAdapter)("claude-code forward", () => {
+  it("an outcome over the bound reaches the guard as a marker (its size, its hash): its bytes still count", async () => {
+    const g = await guard({ policy: { maxBytesRead: 1000 } })
+    const allowed = await forward(g.url, preToolUse(1))
+    assert.deepStrictEqual(JSON.parse(allowed.stdout), {}, allowed.stderr)
+    // As Claude Code writes it, tool_use_id after the response: 5 MiB read by the call.
+    const response = `{"stdout":"${"x".repeat(5 * 1024 * 1024)}","stderr":""}`
+    const base = JSON.parse(preToolUse(1)) as Record<string, unknown>
+    delete base["tool_use_id"]
+    const post = JSON.stringify({ ...base, hook_event_name: "PostToolUse", tool_name: "Bash" }).slice(0, -1) +
+      `,"tool_response":${response},"tool_use_id":"toolu_guardtest0001","duration_ms":5}`
+    const posted = await forward(g.url, post)
+    assert.strictEqual(posted.code, 0, posted.stderr)
+    assert.deepStrictEqual(JSON.parse(posted.stdout), {}, posted.stderr)
+    const next = await forward(g.url, preToolUse(2))
+    assert.match(denial(next.stdout), /\[maxBytesRead\(1000\)\]/)
+    // Any other event over the bound is refused unread (the command hook's rule).
+    const prompt = await forward(
+      g.url,
+      JSON.stringify({
+        session_id: SID,
+        cwd: "/tmp/x",
+        hook_event_name: "UserPromptSubmit",
+        prompt: "y".repeat(MAX_BODY_BYTES)
+      })
+    )
+    assert.strictEqual(prompt.code, 2)
+    assert.include(prompt.stderr, "larger than")
+    await stop(g)
+    const outcomes = await Effect.runPromise(
+      Effect.gen(function*() {
+        const journal = yield* SessionJournal.SessionJournal
+        const out: Array<Record<string, unknown>> = []
+        for (const s of yield* journal.list) {
+          for (const e of yield* Stream.runCollect(journal.entries(s.id))) {
+            if (e.kind === Entry.OUTCOME_KIND) out.push(e.payload as Record<string, unknown>)
+          }
+        }
+        return out
+      }).pipe(Effect.provide(SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root: g.dir })))))
+    )
+    assert.strictEqual(outcomes.length, 1, JSON.stringify(outcomes))
+    const marker = outcomes[0]!
+    // The response's size as written (its JSON text): what is known of it unread.
+    assert.strictEqual(marker["bytes_read"], response.length)
+    assert.strictEqual(marker["input_bytes"], Buffer.byteLength(post))
+    assert.strictEqual(marker["input_sha256"], crypto.createHash("sha256").update(post).digest("hex"))
+    assert.match(String(marker["not_recorded"]), /over the bound of 4 MiB/)
+  })
+
   it("denies by itself when the guard is not reachable, per event", async () => {
     const url = `http://127.0.0.1:${await closedPort()}/hook`
     const pre = await forward(url, preToolUse(1))

@@ -102,6 +102,8 @@ export const runProcess = (args: ReadonlyArray<string>, options?: RunOptions): P
       (code) =>
         resolve({ code, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") })
     )
+    // A command may refuse its input unread past a bound and close its stdin (EPIPE here).
+    child.stdin!.on("error", () => {})
     child.stdin!.end(options?.input ?? "")
   })
 

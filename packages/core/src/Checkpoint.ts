@@ -22,6 +22,7 @@ import * as Window from "./internal/window.ts"
 import * as JournalState from "./JournalState.ts"
 import * as Merkle from "./Merkle.ts"
 import { SessionMeta } from "./SessionMeta.ts"
+import * as Sha256 from "./Sha256.ts"
 
 /**
  * Version of the checkpoint document written by this release.
@@ -266,8 +267,16 @@ const decodeHashes = (input: ReadonlyArray<unknown>, field = "hashes"): Result.R
   return Result.succeed(input as Array<string>)
 }
 
+// Retained hashes from which the tree is rebuilt with the bulk SHA-256, when there
+// is one (`Sha256.bulk`): a short process runs the tree's own compression cold,
+// 4,096 hashes in about 0.3 s of CPU, against about 0.1 s with `node:crypto` loaded
+// for them.
+const BULK_HASHES = 256
+
 // The tree over the hashes of every entry from sequence 0, in order.
 const treeOf = (hashes: ReadonlyArray<string>): Merkle.CompactRange => {
+  const bulk = hashes.length >= BULK_HASHES ? Sha256.bulk() : null
+  if (bulk !== null) return Merkle.fromEntryHashes(hashes, bulk)
   const builder = Merkle.builder()
   for (const h of hashes) builder.appendEntryHash(h)
   return builder.range()

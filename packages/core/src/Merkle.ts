@@ -131,11 +131,22 @@ export const empty: CompactRange = { size: 0, nodes: [] }
  */
 export const appendLeafHash = (range: CompactRange, hash: Uint8Array): CompactRange => {
   const nodes = range.nodes.slice()
-  let node = hash
-  // Each trailing one bit of `size` is a perfect subtree of the height the new node has.
-  for (let s = range.size; s % 2 === 1; s = Math.floor(s / 2)) node = nodeHash(nodes.pop()!, node)
-  nodes.push(node)
+  carry(nodes, range.size, hash, nodeHash)
   return { size: range.size + 1, nodes }
+}
+
+// Appends the leaf hash `hash` to the `nodes` of a tree of `size` leaves, in place,
+// joining nodes with `join`: each trailing one bit of `size` is a perfect subtree of
+// the height the new node has.
+const carry = (
+  nodes: Array<Uint8Array>,
+  size: number,
+  hash: Uint8Array,
+  join: (left: Uint8Array, right: Uint8Array) => Uint8Array
+): void => {
+  let node = hash
+  for (let s = size; s % 2 === 1; s = Math.floor(s / 2)) node = join(nodes.pop()!, node)
+  nodes.push(node)
 }
 
 /**
@@ -226,6 +237,35 @@ export const builder = (from: CompactRange = empty): Builder => {
     range: () => ({ size: words.size, nodes: words.roots() })
   }
 }
+
+/**
+ * The compact range over the entries whose `entry_hash`es are `hashes` (64 lowercase
+ * hex characters each; throws a `TypeError` otherwise), every leaf and node hashed
+ * with `digest` (`Sha256.bulk`): the same range as `builder` gives, for a caller
+ * with many hashes and a faster implementation than the tree's own.
+ *
+ * @since 0.1.0
+ */
+export const fromEntryHashes = (hashes: ReadonlyArray<string>, digest: Sha256.HexDigest): CompactRange => {
+  const nodes: Array<Uint8Array> = []
+  const leaf = new Uint8Array(1 + HASH_BYTES)
+  const node = new Uint8Array(1 + 2 * HASH_BYTES)
+  node[0] = 0x01
+  const join = (left: Uint8Array, right: Uint8Array): Uint8Array => {
+    node.set(left, 1)
+    node.set(right, 1 + HASH_BYTES)
+    return hexToBytes(digest(node))
+  }
+  for (let i = 0; i < hashes.length; i++) {
+    const h = hashes[i]!
+    if (!HEX_HASH.test(h)) throw notAHash(h)
+    leaf.set(hexToBytes(h), 1)
+    carry(nodes, i, hexToBytes(digest(leaf)), join)
+  }
+  return { size: hashes.length, nodes }
+}
+
+const HEX_HASH = /^[0-9a-f]{64}$/
 
 // ---------------------------------------------------------------------------
 // Proofs as ranges of leaves

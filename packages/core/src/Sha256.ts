@@ -205,3 +205,64 @@ export const layerPreferred = (name: string, digest: HexDigest): Layer.Layer<nev
   layer(name, digest).pipe(
     Layer.catchTag("Sha256Mismatch", (mismatch) => Layer.effectDiscard(Effect.logWarning(mismatch.message)))
   )
+
+// Implementations for many digests at once, by live layers (`layerBulk`), oldest
+// first; each loaded and checked on its first use, then kept (`null`: it did not
+// reproduce `@noble/hashes`, or could not be loaded, and is never used).
+interface Bulk {
+  readonly name: string
+  readonly load: () => HexDigest
+  loaded: HexDigest | null | undefined
+}
+const bulks: Array<Bulk> = []
+
+/**
+ * The implementation for many digests at once (a Merkle tree rebuilt over
+ * thousands of hashes), or null when there is none: the installed one when a
+ * platform installed one (`layer`), else the newest bulk one (`layerBulk`),
+ * loaded and checked against `@noble/hashes` (`check`) on its first use here and
+ * used only when it reproduced it.
+ *
+ * @since 0.1.0
+ */
+export const bulk = (): HexDigest | null => {
+  if (active !== noble) return active
+  const newest = bulks.at(-1)
+  if (newest === undefined) return null
+  if (newest.loaded === undefined) {
+    let loaded: HexDigest | null
+    try {
+      const candidate = newest.load()
+      loaded = check(newest.name, candidate) === undefined ? candidate : null
+    } catch {
+      loaded = null
+    }
+    newest.loaded = loaded
+  }
+  return newest.loaded
+}
+
+/**
+ * Offers `load`'s implementation for many digests at once only (`bulk`) while the
+ * layer is alive: nothing is loaded or checked until a caller has many digests to
+ * compute. For a process that hashes a few entries, where loading a faster
+ * implementation costs more than it saves, unless a load meets a long session
+ * (the node package's hook passes `NodeSha256.layerBulk`).
+ *
+ * @since 0.1.0
+ */
+export const layerBulk = (name: string, load: () => HexDigest): Layer.Layer<never> =>
+  Layer.effectDiscard(
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        const own: Bulk = { name, load, loaded: undefined }
+        bulks.push(own)
+        return own
+      }),
+      (own) =>
+        Effect.sync(() => {
+          const at = bulks.indexOf(own)
+          if (at >= 0) bulks.splice(at, 1)
+        })
+    )
+  )

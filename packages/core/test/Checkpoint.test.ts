@@ -5,9 +5,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { bytesToHex } from "@noble/hashes/utils.js"
+import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as fc from "fast-check"
-import { Checkpoint, JournalState, Merkle } from "../src/index.ts"
+import { Checkpoint, JournalState, Merkle, Sha256 } from "../src/index.ts"
 import * as A from "./arbitraries.ts"
 import * as Legacy from "./legacy.ts"
 
@@ -364,4 +365,44 @@ describe("Checkpoint: version 4 holds the policy's state", () => {
     }
     assert.isTrue(Result.isFailure(Checkpoint.decode({ ...doc, v: 3 })))
   })
+})
+
+describe("Checkpoint: a long session's tree with a bulk SHA-256", () => {
+  it("Merkle.fromEntryHashes gives the builder's range for any hashes and any digest that is SHA-256", () => {
+    fc.assert(
+      fc.property(fc.array(fc.uint8Array({ minLength: 32, maxLength: 32 }), { maxLength: 70 }), (leaves) => {
+        const hashes = leaves.map(bytesToHex)
+        const builder = Merkle.builder()
+        for (const h of hashes) builder.appendEntryHash(h)
+        const bulk = Merkle.fromEntryHashes(hashes, Sha256.noble)
+        assert.deepStrictEqual(bulk.nodes.map(bytesToHex), builder.range().nodes.map(bytesToHex))
+        assert.strictEqual(bulk.size, hashes.length)
+      }),
+      { seed: Number(process.env["FC_SEED"] ?? Date.now() % 2 ** 31), verbose: true }
+    )
+    assert.throws(() => Merkle.fromEntryHashes(["A".repeat(64)], Sha256.noble), TypeError)
+  })
+
+  it.effect("a load rebuilds the tree with it, to the same state, and a tree that does not match is still refused", () =>
+    Effect.gen(function*() {
+      const { states } = A.run(
+        { entry_cap: 4096, tool_counts_cap: 4096 },
+        Array.from({ length: 300 }, (_, i) => A.record(`t${i % 7}`))
+      )
+      const doc = JSON.parse(Checkpoint.toJsonText(states.at(-1)!)) as { tree: Array<string> }
+      const plain = Result.getOrThrow(Checkpoint.decode(doc))
+      let bulkCalls = 0
+      const counted: Sha256.HexDigest = (bytes) => {
+        bulkCalls++
+        return Sha256.noble(bytes)
+      }
+      yield* Effect.sync(() => {
+        const loaded = Result.getOrThrow(Checkpoint.decode(doc))
+        assert.isAbove(bulkCalls, 600, "the tree was rebuilt with the bulk SHA-256")
+        assert.deepStrictEqual(flat(loaded), flat(plain))
+        assert.deepStrictEqual(loaded.tree!.nodes.map(bytesToHex), plain.tree!.nodes.map(bytesToHex))
+        const forged = { ...doc, tree: doc.tree.map((h, i) => i === 0 ? "0".repeat(64) : h) }
+        assert.deepStrictEqual(Checkpoint.decode(forged), Result.fail("tree does not match the retained hashes"))
+      }).pipe(Effect.provide(Sha256.layerBulk("counted", () => counted)))
+    }))
 })

@@ -92,3 +92,39 @@ describe("Sha256", () => {
       assert.isDefined(Sha256.check("throwing", throwing))
     }))
 })
+
+describe("Sha256.layerBulk", () => {
+  it.effect("loads and checks its implementation on the first bulk use only; one that differs is never used", () =>
+    Effect.gen(function*() {
+      assert.isNull(Sha256.bulk())
+      let loads = 0
+      let calls = 0
+      const counted: Sha256.HexDigest = (bytes) => {
+        calls++
+        return Sha256.noble(bytes)
+      }
+      yield* Effect.gen(function*() {
+        assert.strictEqual(loads, 0, "nothing loaded before a bulk use")
+        assert.strictEqual(Sha256.implementation(), "@noble/hashes")
+        const bulk = Sha256.bulk()
+        assert.strictEqual(bulk, counted)
+        assert.strictEqual(loads, 1)
+        assert.strictEqual(calls, Sha256.probes.length, "checked against @noble/hashes first")
+        assert.strictEqual(Sha256.bulk(), counted)
+        assert.strictEqual(loads, 1, "loaded once")
+      }).pipe(Effect.provide(Sha256.layerBulk("counted", () => {
+        loads++
+        return counted
+      })))
+      assert.isNull(Sha256.bulk())
+      const wrong: Sha256.HexDigest = (bytes) => Sha256.noble(bytes).replace(/^./, "f")
+      yield* Effect.sync(() => assert.isNull(Sha256.bulk())).pipe(
+        Effect.provide(Sha256.layerBulk("wrong", () => wrong))
+      )
+      yield* Effect.sync(() => assert.isNull(Sha256.bulk())).pipe(
+        Effect.provide(Sha256.layerBulk("throws", () => {
+          throw new Error("no such module")
+        }))
+      )
+    }))
+})

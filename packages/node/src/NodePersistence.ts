@@ -78,11 +78,14 @@ export interface Options {
    * Whether `layer` installs `node:crypto`'s SHA-256 for the process
    * (`NodeSha256.layer`, default true). A process that opens a session to write
    * once (a hook) hashes a few entries, which core's own SHA-256 does in less time
-   * than loading `node:crypto` takes; it passes false. The digests are the same.
+   * than loading `node:crypto` takes; it passes `"bulk"`: `node:crypto` only where
+   * many digests are computed at once (a long session's tree rebuilt as it loads,
+   * `NodeSha256.layerBulk`), loaded then. False: core's own only. The digests are
+   * the same.
    *
    * @since 0.1.0
    */
-  readonly nodeSha256?: boolean | undefined
+  readonly nodeSha256?: boolean | "bulk" | undefined
   /**
    * How often `follow` polls for entries written by other processes where the
    * session directory cannot be watched (default 50 ms); where it is watched, an
@@ -473,7 +476,10 @@ export const make = (options: Options): Effect.Effect<Persistence.Persistence["S
 export const layer = (options: Options): Layer.Layer<Persistence.Persistence, StorageError> =>
   options.nodeSha256 === false
     ? Layer.effect(Persistence.Persistence, make(options))
-    : Layer.merge(Layer.effect(Persistence.Persistence, make(options)), NodeSha256.layer)
+    : Layer.merge(
+      Layer.effect(Persistence.Persistence, make(options)),
+      options.nodeSha256 === "bulk" ? NodeSha256.layerBulk : NodeSha256.layer
+    )
 
 export {
   /**

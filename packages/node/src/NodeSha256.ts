@@ -41,3 +41,13 @@ export const layerStrict: Layer.Layer<never, Sha256.Sha256Mismatch> = Sha256.lay
  * @since 0.1.0
  */
 export const layer: Layer.Layer<never> = Sha256.layerPreferred("node:crypto", digest)
+
+/**
+ * `digest` offered for many digests at once only (`Sha256.layerBulk`): `node:crypto`
+ * is loaded, and checked against `@noble/hashes`, the first time a load rebuilds a
+ * long session's tree (`Checkpoint.decode`), never for the few entries a hook
+ * writes. What the filesystem adapter installs with `nodeSha256: "bulk"`.
+ *
+ * @since 0.1.0
+ */
+export const layerBulk: Layer.Layer<never> = Sha256.layerBulk("node:crypto", () => digest)

@@ -136,8 +136,8 @@ export const make = (options: {
       const totals = path === undefined || path === ""
         ? null
         : yield* Effect.promise(async () => {
-          // Read once the transcript holds this call: the lines before it are then there too.
-          if (input.agent_id === undefined) await TranscriptScan.awaitCall(path, input.tool_use_id)
+          // Read once the transcript holding this call holds it: the lines before it are then there too.
+          await TranscriptScan.awaitCallOf(input)
           return TranscriptScan.totals(path, keeper, options.session)
         })
       return { ...handleOptions, ...(depth === undefined ? {} : { depth }), tokens: totals?.tokens ?? null }

@@ -203,3 +203,121 @@ export class Scanner {
     }
   }
 }
+
+/** The text a kept string value spells (its escapes read), or null: not a string, not UTF-8, a bad escape. */
+export const textOf = (v: { readonly raw: Uint8Array; readonly string: boolean } | undefined): string | null => {
+  if (v === undefined || !v.string) return null
+  try {
+    const s: unknown = JSON.parse(`"${decodeStrict(v.raw, { keepBom: true })}"`)
+    return typeof s === "string" ? s : null
+  } catch {
+    return null
+  }
+}
+
+/**
+ * The top-level keys whose values a salvage reads (`Hook`'s `salvage`), and
+ * those whose sizes it reads: all a scan sent on (`toWire`) keeps.
+ */
+export const SALVAGE_VALUES: ReadonlyArray<string> = [
+  "hook_event_name",
+  "session_id",
+  "cwd",
+  "tool_name",
+  "tool_use_id",
+  "transcript_path",
+  "prompt_id",
+  "permission_mode",
+  "agent_id",
+  "agent_type",
+  "duration_ms",
+  "is_interrupt"
+]
+export const SALVAGE_SIZES: ReadonlyArray<string> = ["tool_response", "error"]
+
+/**
+ * A scan as JSON, for the forwarder to send the guard what it read of an input
+ * too large to send (`Forwarder`, `GuardServer`'s `SCAN_PATH`): the values and
+ * sizes a salvage reads (raw values in base64: they may not be UTF-8), the
+ * input's size and SHA-256, whether it was one whole object. At most
+ * `SALVAGE_VALUES.length` values of `MAX_KEPT` bytes each: about 1 MiB of JSON
+ * at the very most.
+ */
+export interface Wire {
+  readonly values: { readonly [key: string]: { readonly raw: string; readonly string: boolean } }
+  readonly sizes: { readonly [key: string]: number }
+  readonly bytes: number
+  readonly sha256: string
+  readonly complete: boolean
+}
+
+/** A scan's `Wire` form. */
+export const toWire = (found: Found): Wire => {
+  const values: Record<string, { readonly raw: string; readonly string: boolean }> = {}
+  for (const key of SALVAGE_VALUES) {
+    const v = found.values.get(key)
+    if (v !== undefined) values[key] = { raw: toBase64(v.raw), string: v.string }
+  }
+  const sizes: Record<string, number> = {}
+  for (const key of SALVAGE_SIZES) {
+    const n = found.sizes.get(key)
+    if (n !== undefined) sizes[key] = n
+  }
+  return { values, sizes, bytes: found.bytes, sha256: found.sha256, complete: found.complete }
+}
+
+const isRecord = (v: unknown): v is { readonly [key: string]: unknown } =>
+  typeof v === "object" && v !== null && !Array.isArray(v)
+
+const exactly = (o: { readonly [key: string]: unknown }, keys: ReadonlyArray<string>): boolean => {
+  const own = Object.keys(o)
+  return own.length === keys.length && keys.every((k) => Object.hasOwn(o, k))
+}
+
+const isCount = (n: unknown): n is number => typeof n === "number" && Number.isSafeInteger(n) && n >= 0
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
+
+// Base64 with the globals every runtime has (`btoa`, `atob`: over a byte per character).
+const toBase64 = (bytes: Uint8Array): string => {
+  let s = ""
+  for (let i = 0; i < bytes.length; i++) s += String.fromCharCode(bytes[i]!)
+  return btoa(s)
+}
+
+const fromBase64 = (text: string): Uint8Array | null => {
+  try {
+    return Uint8Array.from(atob(text), (c) => c.charCodeAt(0))
+  } catch {
+    return null
+  }
+}
+
+/**
+ * The scan a `Wire` form holds, or null when it is anything else: exactly its
+ * keys, only the keys a salvage reads, each raw value canonical base64 of at most
+ * `MAX_KEPT` bytes, sizes and the byte count non-negative safe integers, the
+ * hash 64 lowercase hex digits.
+ */
+export const fromWire = (json: unknown): Found | null => {
+  if (!isRecord(json) || !exactly(json, ["values", "sizes", "bytes", "sha256", "complete"])) return null
+  const { bytes, complete, sha256: hash, sizes, values } = json
+  if (!isCount(bytes) || typeof complete !== "boolean" || typeof hash !== "string" || !/^[0-9a-f]{64}$/.test(hash)) {
+    return null
+  }
+  if (!isRecord(values) || !isRecord(sizes)) return null
+  const foundValues = new Map<string, { readonly raw: Uint8Array; readonly string: boolean }>()
+  for (const [key, v] of Object.entries(values)) {
+    if (!SALVAGE_VALUES.includes(key) || !isRecord(v) || !exactly(v, ["raw", "string"])) return null
+    if (typeof v["raw"] !== "string" || typeof v["string"] !== "boolean" || !BASE64.test(v["raw"])) return null
+    const raw = fromBase64(v["raw"])
+    if (raw === null || raw.length > MAX_KEPT || toBase64(raw) !== v["raw"]) return null
+    foundValues.set(key, { raw, string: v["string"] })
+  }
+  const foundSizes = new Map<string, number>()
+  for (const [key, n] of Object.entries(sizes)) {
+    if (!SALVAGE_SIZES.includes(key) || !isCount(n)) return null
+    foundSizes.set(key, n)
+  }
+  return { values: foundValues, sizes: foundSizes, bytes, sha256: hash, complete }
+}

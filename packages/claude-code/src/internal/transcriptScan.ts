@@ -237,8 +237,8 @@ const CALL_TAIL = 4 * 1024 * 1024
  * tokens) may not be there yet; they are written before the line of the call
  * itself, which comes within tens of milliseconds (Claude Code 2.1.328: 30–75 ms,
  * none of them there when the hook started). So a door that counts what the
- * transcript says waits for that line first (for a main agent's call: a
- * sub-agent's calls are in its own transcript). Resolves whether it came: when it did
+ * transcript says waits for that line first, in the transcript that holds the
+ * call (`awaitCallOf`: a sub-agent's are in its own). Resolves whether it came: when it did
  * not, the totals are what the transcript holds. A transcript that does not exist
  * yet is not waited for (it holds no earlier call). Looks back from the end over at
  * most the last `CALL_TAIL` bytes, then only at what is appended.
@@ -275,6 +275,38 @@ export const awaitCall = async (
     }
   }
   return false
+}
+
+/**
+ * The transcript that holds an event's call: the main transcript for the main
+ * agent's, the sub-agent's own for a sub-agent's (`subagents/agent-<agent_id>.jsonl`
+ * in the directory named after the main transcript, where `totals` reads its
+ * tokens); null when the path or the id cannot name one.
+ */
+export const callTranscript = (input: {
+  readonly transcript_path?: string | undefined
+  readonly agent_id?: string | undefined
+}): string | null => {
+  const transcript = input.transcript_path
+  if (transcript === undefined || !path.isAbsolute(transcript)) return null
+  if (input.agent_id === undefined) return transcript
+  if (!/^[A-Za-z0-9_-]{1,128}$/.test(input.agent_id)) return null
+  return path.join(transcript.replace(/\.jsonl$/, ""), "subagents", `agent-${input.agent_id}.jsonl`)
+}
+
+/**
+ * `awaitCall` on the transcript that holds the event's call (`callTranscript`): a
+ * door reads the transcripts once it holds the call, the lines written before it
+ * (in that transcript and, written in the same batches, in the others) then there
+ * too. Whether it came.
+ */
+export const awaitCallOf = (input: {
+  readonly transcript_path?: string | undefined
+  readonly agent_id?: string | undefined
+  readonly tool_use_id: string
+}): Promise<boolean> => {
+  const file = callTranscript(input)
+  return file === null ? Promise.resolve(false) : awaitCall(file, input.tool_use_id)
 }
 
 /** How far back each step of `inTail` reads. */

@@ -76,8 +76,9 @@ export const journalOf = async (
     lockWait: Duration.millis(waitMillis),
     // Checkpoints every few events (HookRunner.CHECKPOINT_MIN_BYTES) do not each start a segment.
     segmentMinBytes: Checkpoint.MIN_BYTES,
-    // One event hashes a few entries: not worth loading node:crypto for.
-    nodeSha256: false
+    // One event hashes a few entries: not worth loading node:crypto for, unless the
+    // load rebuilds a long session's tree (thousands of digests).
+    nodeSha256: "bulk"
   }
   return { layer: Storage.layer(storage), dir: Storage.isFilesystem(storage) ? storage.dir : null }
 }
