@@ -19,6 +19,7 @@ import * as Recovery from "../Recovery.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
 import * as StorageReason from "../StorageReason.ts"
 import * as RecordBytes from "./recordBytes.ts"
+import * as TakenEntry from "./takenEntry.ts"
 import * as Ring from "./ring.ts"
 import { tipMatches } from "./tip.ts"
 
@@ -65,7 +66,7 @@ const OTHER_LINE = 200
 const lineBytes = (entry: Entry.Entry): number =>
   Entry.isTool(entry)
     ? TOOL_LINE + entry.tool_name.length + entry.server_id.length + entry.agent_id.length
-    : OTHER_LINE + entry.kind.length + JSON.stringify(entry.payload).length
+    : OTHER_LINE + entry.kind.length + (TakenEntry.payloadText(entry, true) ?? JSON.stringify(entry.payload)).length
 
 // A checkpoint's size, estimated the same way: its retained entries (or their
 // hashes) and counters.
