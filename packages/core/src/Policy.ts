@@ -1079,9 +1079,11 @@ export const compile = (policy: Policy): Compiled => {
   const root = build(policy, b)
   const { gates, keys } = b
   const index = indexOf(gates)
-  // The state this policy made last: given back, or the journal's frozen copy of it
-  // (`SessionJournal.decide` stores that), its slots are known without reading
-  // them. A state is never changed once made, so its copy holds what it holds.
+  // The state this policy made last: given back, its slots are known without
+  // reading them; the journal's frozen copy of it (`SessionJournal.decide` stores
+  // that) has its keys, and each window slot is known for the copy of the one its
+  // rule made (`Slots.Windows`). A state is never changed once made, so its copy
+  // holds what it holds.
   let last: Made | undefined
   const isLast = (state: Guard.GuardState | null): boolean =>
     state !== null && last !== undefined && (state === last.state || copiedFrom(state) === last.state)
@@ -1090,7 +1092,7 @@ export const compile = (policy: Policy): Compiled => {
     where: anchors(context.where),
     context,
     state: context.state,
-    slots: isLast(context.state) ? last!.slots : slotsIn(context.state, keys),
+    slots: context.state !== null && context.state === last?.state ? last.slots : slotsIn(context.state, keys),
     index,
     answers: indexed ? null : undefined,
     matched: undefined

@@ -7,7 +7,7 @@
 import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
 import { InvalidRecordField, RecordFieldReason } from "../src/index.ts"
-import { canonicalize, depthOf, isWellFormed, type Limits, type Problem } from "../src/internal/jcs.ts"
+import { canonicalize, depthOf, type Limits, type Problem } from "../src/internal/jcs.ts"
 import { toJsonText } from "../src/internal/jsonText.ts"
 import {
   GUARD_STATE_KIND,
@@ -19,6 +19,8 @@ import {
   OUTCOME_KIND,
   utf8Length
 } from "../src/internal/validate.ts"
+
+const isWellFormed = (s: string): boolean => !/\p{Cs}/u.test(s)
 
 interface Frame {
   readonly value: object

@@ -18,13 +18,20 @@ export type Json = null | boolean | number | string | ReadonlyArray<Json> | { re
 
 const loneSurrogate = /\p{Cs}/u
 
+// ES2024's `String.prototype.isWellFormed` (Node 20, current browsers; core's
+// ES2022 lib does not declare it): the same answer as the expression, several times
+// faster on long strings.
+const native = (String.prototype as { readonly isWellFormed?: (this: string) => boolean }).isWellFormed
+
 /**
  * Whether a string has a UTF-8 encoding (no lone surrogates). In unicode mode a
  * correctly paired surrogate is one code point, so only a lone surrogate matches Cs.
  *
  * @internal
  */
-export const isWellFormed = (s: string): boolean => !loneSurrogate.test(s)
+export const isWellFormed: (s: string) => boolean = native === undefined
+  ? (s) => !loneSurrogate.test(s)
+  : (s) => native.call(s)
 
 /**
  * Bounds a value must keep. `maxDepth` counts levels of arrays and objects (a scalar
