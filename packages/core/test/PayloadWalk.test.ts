@@ -24,7 +24,9 @@ import { deepArray, nest } from "./Payloads.ts"
 
 const reporter = <T>(details: fc.RunDetails<T>): void => {
   if (details.failed) {
-    throw new Error(`property failed (seed ${details.seed}, path ${details.counterexamplePath}): ${details.errorInstance}`)
+    throw new Error(
+      `property failed (seed ${details.seed}, path ${details.counterexamplePath}): ${details.errorInstance}`
+    )
   }
 }
 
@@ -70,9 +72,10 @@ const leaf: fc.Arbitrary<unknown> = fc.oneof(
       () => 1n,
       () => Symbol("s"),
       () => () => 1,
-      () => new (class Point {
-        x = 1
-      })()
+      () =>
+        new (class Point {
+          x = 1
+        })()
     ).map((make) => make()),
     weight: 1
   }
@@ -275,7 +278,9 @@ describe("frozen copies", () => {
     assert.strictEqual(first._tag, "Owned")
     if (first._tag !== "Owned") return
     const copy = first.value as { readonly w: ReadonlyArray<unknown>; readonly o: object }
-    assert.isTrue(Object.isFrozen(copy) && Object.isFrozen(copy.w) && Object.isFrozen(copy.w[0]) && Object.isFrozen(copy.o))
+    assert.isTrue(
+      Object.isFrozen(copy) && Object.isFrozen(copy.w) && Object.isFrozen(copy.w[0]) && Object.isFrozen(copy.o)
+    )
     assert.deepStrictEqual(taken(copy), first)
     // A value made from it shares its frozen parts: they are not copied again.
     const next = own({ ...copy, n: 2 }, payloadLimits, true)
@@ -303,18 +308,23 @@ describe("frozen copies", () => {
 describe("the entry's text", () => {
   it("property: an entry built from a taken payload has the text of its fresh encoding, taken once", () => {
     fc.assert(
-      fc.property(fc.jsonValue(), fc.nat({ max: 2 ** 40 }), fc.constantFrom("message", "x", "a.b:c-d_e"), (v, seq, k) => {
-        const taken = takePayload(k, v)
-        assert.isTrue(Result.isSuccess(taken))
-        if (Result.isFailure(taken)) return
-        const link = { sequence: seq, prev_hash: Entry.ZERO_HASH, timestamp_secs: seq + 1 }
-        const entry = TakenEntry.makeTaken(link, k, taken.success)
-        assert.deepStrictEqual(entry, Entry.makeOther(link, k, v as never))
-        assert.strictEqual(TakenEntry.payloadText(entry, false), taken.success.text)
-        assert.strictEqual(Entry.jsonText(entry), toJsonText(Entry.encode(entry)))
-        assert.isUndefined(TakenEntry.payloadText(entry, false))
-        assert.strictEqual(Entry.jsonText(entry), toJsonText(Entry.encode(entry)))
-      }),
+      fc.property(
+        fc.jsonValue(),
+        fc.nat({ max: 2 ** 40 }),
+        fc.constantFrom("message", "x", "a.b:c-d_e"),
+        (v, seq, k) => {
+          const taken = takePayload(k, v)
+          assert.isTrue(Result.isSuccess(taken))
+          if (Result.isFailure(taken)) return
+          const link = { sequence: seq, prev_hash: Entry.ZERO_HASH, timestamp_secs: seq + 1 }
+          const entry = TakenEntry.makeTaken(link, k, taken.success)
+          assert.deepStrictEqual(entry, Entry.makeOther(link, k, v as never))
+          assert.strictEqual(TakenEntry.payloadText(entry, false), taken.success.text)
+          assert.strictEqual(Entry.jsonText(entry), toJsonText(Entry.encode(entry)))
+          assert.isUndefined(TakenEntry.payloadText(entry, false))
+          assert.strictEqual(Entry.jsonText(entry), toJsonText(Entry.encode(entry)))
+        }
+      ),
       { numRuns: A.runs(300), reporter }
     )
   })
@@ -323,7 +333,11 @@ describe("the entry's text", () => {
     const taken = takePayload("message", { a: 1 })
     assert.isTrue(Result.isSuccess(taken))
     if (Result.isFailure(taken)) return
-    const entry = TakenEntry.makeTaken({ sequence: 0, prev_hash: Entry.ZERO_HASH, timestamp_secs: 1 }, "message", taken.success)
+    const entry = TakenEntry.makeTaken(
+      { sequence: 0, prev_hash: Entry.ZERO_HASH, timestamp_secs: 1 },
+      "message",
+      taken.success
+    )
     ;(entry as { payload: unknown }).payload = { a: 2 }
     assert.strictEqual(Entry.jsonText(entry), toJsonText(Entry.encode(entry)))
   })

@@ -100,7 +100,9 @@ describe("a policy's state through decide", () => {
         numRuns: A.runs(100),
         reporter: (details) => {
           if (details.failed) {
-            throw new Error(`property failed (seed ${details.seed}, path ${details.counterexamplePath}): ${details.errorInstance}`)
+            throw new Error(
+              `property failed (seed ${details.seed}, path ${details.counterexamplePath}): ${details.errorInstance}`
+            )
           }
         }
       }

@@ -261,7 +261,10 @@ export const validatePayload = (
 export const take = (
   kind: string,
   payload: unknown
-): Result.Result<{ readonly value: Schema.Json; readonly canonical: string; readonly text: string }, InvalidRecordField> =>
+): Result.Result<
+  { readonly value: Schema.Json; readonly canonical: string; readonly text: string },
+  InvalidRecordField
+> =>
   Result.map(validatePayload(kind, payload), (value) => ({
     value,
     canonical: canonicalize(value),

@@ -19,8 +19,8 @@ import * as Recovery from "../Recovery.ts"
 import type { SessionMeta } from "../SessionMeta.ts"
 import * as StorageReason from "../StorageReason.ts"
 import * as RecordBytes from "./recordBytes.ts"
-import * as TakenEntry from "./takenEntry.ts"
 import * as Ring from "./ring.ts"
+import * as TakenEntry from "./takenEntry.ts"
 import { tipMatches } from "./tip.ts"
 
 // A stored checkpoint: a document, or a state kept as it is (states are immutable).
