@@ -306,9 +306,14 @@ const protocolArgs = [
   "stdio"
 ]
 
-const Ended = { _tag: "Ended" } as const
 type Line = Exclude<Event, { _tag: "Missed" }>
-type Published = Line | typeof Ended
+// The end of the events, with the index after the last line published before it,
+// so a subscriber counts the lines it missed at the end too.
+interface Ended {
+  readonly _tag: "Ended"
+  readonly next: number
+}
+type Published = Line | Ended
 
 /** The projects directory of an environment: `$CLAUDE_CONFIG_DIR/projects`, else `$HOME/.claude/projects`. */
 const projectsOf = (env: Readonly<Record<string, string | undefined>>): string => {
@@ -341,6 +346,12 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
 
   const state = yield* SubscriptionRef.make(SessionState.initial)
   const hub = yield* PubSub.sliding<Published>(capacity)
+  // The index after the last line published (set before it is published): where a
+  // new subscriber's lines begin, and where the lines end for the `Ended` marker.
+  let published = 0
+  const willPublish = (index: number): void => {
+    if (index >= published) published = index + 1
+  }
   const initDeferred = yield* Deferred.make<Message.SystemInit, SessionError>()
   // Completes when the CLI has accepted the driver's hooks; user messages wait for it.
   const registered = yield* Deferred.make<void, SessionError>()
@@ -424,7 +435,11 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
       kill
     )
 
-  const publish = (event: Line) => PubSub.publish(hub, event)
+  const publish = (event: Line) =>
+    Effect.suspend(() => {
+      willPublish(event.index)
+      return PubSub.publish(hub, event)
+    })
 
   /**
    * Journals a line of ours, publishes it and queues it for the CLI's stdin, in
@@ -581,7 +596,10 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
         events = []
         return Effect.andThen(
           SubscriptionRef.update(state, (s) => messages.reduce(SessionState.fold, s)),
-          PubSub.publishAll(hub, published)
+          Effect.suspend(() => {
+            willPublish(published[published.length - 1]!.index)
+            return PubSub.publishAll(hub, published)
+          })
         )
       })
       for (const line of decoded) {
@@ -652,26 +670,39 @@ export const make = Effect.fn("ClaudeCodeSession.make")(function*(options: Optio
     )),
     Effect.tap((exit) => SubscriptionRef.update(state, (s) => SessionState.fold(s, { _tag: "Exited", exit }))),
     Effect.tap((exit) => finish(new CliDied(exit))),
-    Effect.andThen(PubSub.publish(hub, Ended)),
+    Effect.andThen(Effect.suspend(() => PubSub.publish(hub, { _tag: "Ended", next: published }))),
     Effect.forkScoped
   )
 
   const subscribe = Effect.map(PubSub.subscribe(hub), (subscription) => {
-    let expected: number | null = null
+    // Lines from here on are this subscriber's: one published while it subscribed
+    // arrives with an index below this, which is no gap.
+    let expected = published
+    let end = -1
     return Stream.fromSubscription(subscription).pipe(
-      Stream.takeWhile((e): e is Line => e !== Ended),
-      // A gap in the indexes is lines the sliding hub dropped for this subscriber.
+      Stream.takeWhile((e): e is Line => {
+        if (e._tag !== "Ended") return true
+        end = e.next
+        return false
+      }),
+      // A gap in the indexes is lines the sliding hub dropped for this subscriber:
+      // before its first line, between two, or (below) after its last.
       Stream.mapArray((lines) => {
         const out: Array<Event> = []
         for (const e of lines) {
-          const missed = expected === null ? 0 : e.index - expected
-          expected = e.index + 1
+          const missed = e.index - expected
+          if (e.index + 1 > expected) expected = e.index + 1
           if (missed > 0) out.push({ _tag: "Missed", count: missed })
           out.push(e)
         }
         // Every line gives at least itself: a chunk of lines is a chunk of events.
         return out as Arr.NonEmptyArray<Event>
-      })
+      }),
+      Stream.concat(
+        Stream.suspend(() =>
+          end > expected ? Stream.make<Array<Event>>({ _tag: "Missed", count: end - expected }) : Stream.empty
+        )
+      )
     )
   })
 

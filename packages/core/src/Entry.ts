@@ -11,6 +11,7 @@ import * as Schema from "effect/Schema"
 import { canonicalize, check, isWellFormed } from "./internal/jcs.ts"
 import { toJsonText } from "./internal/jsonText.ts"
 import { hashOther, hashTool } from "./internal/preimage.ts"
+import * as TakenEntry from "./internal/takenEntry.ts"
 import { isU53, MAX_U32, MAX_U53, payloadLimits, payloadProblem, type ValidToolParams } from "./internal/validate.ts"
 
 export {
@@ -384,15 +385,28 @@ export const encode = (entry: Entry): typeof Entry.Encoded =>
 /**
  * The JSON text of an entry, exactly `toJsonText(encode(entry))`, faster: a tool
  * entry is one flat object, which `JSON.stringify` writes the same way unless one
- * of its numbers is -0. What a filesystem segment's line and the checkpoint that
- * later holds the entry both write (`Checkpoint.writeJsonText`). Not kept: a
- * cache of the texts cost more memory (about 1.2 MB a session with a full ring)
- * than it saved time.
+ * of its numbers is -0; an entry the service just built from a payload it took over
+ * has its payload's text from that walk, until the first call here takes it (the
+ * storage writing the entry). What a filesystem segment's line and the checkpoint
+ * that later holds the entry both write (`Checkpoint.writeJsonText`). Not kept
+ * longer: a cache of the texts cost more memory (about 1.2 MB a session with a full
+ * ring) than it saved time.
  *
  * @since 0.1.0
  */
-export const jsonText = (entry: Entry): string =>
-  isTool(entry) && !hasNegativeZero(entry) ? JSON.stringify(encode(entry)) : toJsonText(encode(entry))
+export const jsonText = (entry: Entry): string => {
+  if (isTool(entry)) return hasNegativeZero(entry) ? toJsonText(encode(entry)) : JSON.stringify(encode(entry))
+  const payload = TakenEntry.payloadText(entry, true)
+  return payload === undefined ? toJsonText(encode(entry)) : otherHead(entry) + payload + "}"
+}
+
+// An entry's text up to its payload's, as `toJsonText(encode(entry))` writes it.
+const otherHead = (entry: OtherEntry): string =>
+  `{"sequence":${numberText(entry.sequence)},"prev_hash":${JSON.stringify(entry.prev_hash)},"entry_hash":${
+    JSON.stringify(entry.entry_hash)
+  },"timestamp_secs":${numberText(entry.timestamp_secs)},"kind":${JSON.stringify(entry.kind)},"payload":`
+
+const numberText = (n: number): string => Object.is(n, -0) ? "-0" : JSON.stringify(n)
 
 const hasNegativeZero = (entry: ToolEntry): boolean =>
   Object.is(entry.sequence, -0) || Object.is(entry.timestamp_secs, -0) || Object.is(entry.bytes_read, -0) ||
@@ -465,11 +479,5 @@ export const makeTool = (link: Link, params: ValidToolParams): ToolEntry => {
  *
  * @since 0.1.0
  */
-export const makeOther = (link: Link, kind: string, payload: Schema.Json): OtherEntry => ({
-  sequence: link.sequence,
-  prev_hash: link.prev_hash,
-  entry_hash: hashOther(link.sequence, link.prev_hash, link.timestamp_secs, kind, canonicalize(payload)),
-  timestamp_secs: link.timestamp_secs,
-  kind,
-  payload
-})
+export const makeOther = (link: Link, kind: string, payload: Schema.Json): OtherEntry =>
+  TakenEntry.make(link, kind, payload, canonicalize(payload))

@@ -39,7 +39,7 @@ import * as Entry from "./Entry.ts"
 import { messageOf } from "./Errors.ts"
 import * as Guard from "./Guard.ts"
 import { duplicateKeys } from "./internal/duplicateKeys.ts"
-import { check as checkJson } from "./internal/jcs.ts"
+import { check as checkJson, copiedFrom } from "./internal/jcs.ts"
 import * as PatternIndex from "./internal/patternIndex.ts"
 import * as Slots from "./internal/slots.ts"
 import { isIdentity, MAX_U53, utf8Length } from "./internal/validate.ts"
@@ -1083,9 +1083,14 @@ export const compile = (policy: Policy): Compiled => {
   const root = build(policy, b)
   const { gates, keys } = b
   const index = indexOf(gates)
-  // The state this policy made last: given back (a session folds it as it is), its
-  // slots are known without reading them. A state is never changed once made.
+  // The state this policy made last: given back, its slots are known without
+  // reading them; the journal's frozen copy of it (`SessionJournal.decide` stores
+  // that) has its keys, and each window slot is known for the copy of the one its
+  // rule made (`Slots.Windows`). A state is never changed once made, so its copy
+  // holds what it holds.
   let last: Made | undefined
+  const isLast = (state: Guard.GuardState | null): boolean =>
+    state !== null && last !== undefined && (state === last.state || copiedFrom(state) === last.state)
   const evalOf = (p: Entry.ValidToolParams, context: Guard.GuardContext, indexed = true): Eval => ({
     call: context.call ?? { tool_name: p.tool_name },
     where: anchors(context.where),
@@ -1105,7 +1110,7 @@ export const compile = (policy: Policy): Compiled => {
       const v = evaluate(root, s, p, x)
       const final = context.canAsk ? v : Guard.unanswered(v)
       if (stateful.length === 0 && context.state === null) return final
-      const made = nextState(stateful, keys, s, p, x, final, context.state !== null && context.state === last?.state)
+      const made = nextState(stateful, keys, s, p, x, final, isLast(context.state))
       if (made === undefined) return final
       last = made
       return { ...final, state: made.state }

@@ -178,7 +178,10 @@ export class NotObject extends Schema.TaggedClass<NotObject>()("NotObject", {
 }
 
 /**
- * A payload `structuredClone` cannot copy as plain JSON.
+ * A payload that cannot be copied as plain JSON. Validation no longer gives it:
+ * the walk that checks a payload copies it (a proxy over JSON included, read
+ * once), so whatever passes the checks is copied; kept so that a value of this
+ * union written before still decodes.
  *
  * @since 0.1.0
  */

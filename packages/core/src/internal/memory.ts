@@ -20,6 +20,7 @@ import type { SessionMeta } from "../SessionMeta.ts"
 import * as StorageReason from "../StorageReason.ts"
 import * as RecordBytes from "./recordBytes.ts"
 import * as Ring from "./ring.ts"
+import * as TakenEntry from "./takenEntry.ts"
 import { tipMatches } from "./tip.ts"
 
 // A stored checkpoint: a document, or a state kept as it is (states are immutable).
@@ -65,7 +66,7 @@ const OTHER_LINE = 200
 const lineBytes = (entry: Entry.Entry): number =>
   Entry.isTool(entry)
     ? TOOL_LINE + entry.tool_name.length + entry.server_id.length + entry.agent_id.length
-    : OTHER_LINE + entry.kind.length + JSON.stringify(entry.payload).length
+    : OTHER_LINE + entry.kind.length + (TakenEntry.payloadText(entry, true) ?? JSON.stringify(entry.payload)).length
 
 // A checkpoint's size, estimated the same way: its retained entries (or their
 // hashes) and counters.

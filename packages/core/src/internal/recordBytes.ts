@@ -4,6 +4,7 @@
  */
 import * as Entry from "../Entry.ts"
 import { utf8Length } from "../Utf8.ts"
+import * as TakenEntry from "./takenEntry.ts"
 
 /** UTF-8 bytes of an entry's JSON text. */
 export const recordBytes = (entry: Entry.Entry): number => utf8Length(Entry.jsonText(entry))
@@ -53,14 +54,22 @@ export const jsonBound = (value: unknown, limit: number): number => {
   return bytes
 }
 
+// An entry's text around its payload's: keys, two hashes, two numbers, the kind
+// (escaped, at most 6 bytes per UTF-16 unit).
+const otherBound = (entry: Entry.OtherEntry): number => 300 + 6 * entry.kind.length
+
 /**
  * An upper bound on `recordBytes(entry)`, or a number above `max` once the bound
- * passes it: a tool entry by the lengths of its names, another entry by
- * `jsonBound` of its encoding (a line's payload is a few fields, so the bound is
- * found without escaping its text).
+ * passes it: a tool entry by the lengths of its names, another entry by its
+ * payload's JSON text when the walk that took the payload over made it (at most 3
+ * UTF-8 bytes per UTF-16 unit), else by `jsonBound` of its encoding (a line's
+ * payload is a few fields, so the bound is found without escaping its text).
  */
-export const bound = (entry: Entry.Entry, max: number): number =>
-  Entry.isTool(entry) ? toolBound(entry) : jsonBound(Entry.encode(entry), max)
+export const bound = (entry: Entry.Entry, max: number): number => {
+  if (Entry.isTool(entry)) return toolBound(entry)
+  const text = TakenEntry.payloadText(entry, false)
+  return text === undefined ? jsonBound(Entry.encode(entry), max) : otherBound(entry) + 3 * text.length
+}
 
 /**
  * The size of `entry` when it is more than `max` bytes, otherwise `undefined`. The

@@ -8,6 +8,7 @@
  * (fail closed).
  */
 import type * as Schema from "effect/Schema"
+import { copiedFrom } from "./jcs.ts"
 
 /** Slots a window keeps: the current one and the 60 before it. */
 export const WINDOW_SLOTS = 61
@@ -54,6 +55,14 @@ export class Windows {
     if (slot === undefined) return undefined
     if (typeof slot !== "object" || slot === null) return "bad"
     if (slot === this.lastSlot) return this.lastWindow
+    if (this.lastWindow !== undefined && this.lastSlot !== undefined && copiedFrom(slot) === this.lastSlot) {
+      // The journal's frozen copy of the slot made last (`SessionJournal.decide`
+      // stores that): the same window, its pairs taken from the copy, so the next
+      // window shares the copy's frozen pairs and the journal walks only what is new.
+      this.lastSlot = slot
+      this.lastWindow = { ...this.lastWindow, w: (slot as { readonly w: ReadonlyArray<Pair> }).w }
+      return this.lastWindow
+    }
     if (slot !== this.readSlot) {
       this.readWindow = parseWindow(slot)
       this.readSlot = slot

@@ -6,7 +6,7 @@ import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
 import { InvalidRecordField, InvalidSessionId } from "../Errors.ts"
 import * as RecordFieldReason from "../RecordFieldReason.ts"
-import { check, isWellFormed, type Problem } from "./jcs.ts"
+import { check, isWellFormed, own, type Owned, type Problem, taken } from "./jcs.ts"
 
 /**
  * Largest value of `bytes_read`, `bytes_written`, `sequence` and `timestamp_secs`
@@ -207,10 +207,6 @@ export const validateToolParams = (params: ToolParams): Result.Result<ValidToolP
 
 const kindPattern = /^[A-Za-z0-9_.:-]{1,64}$/
 
-// A global of every runtime Effect runs on (Node 17+, browsers, Deno, Bun); core's
-// ES2022 lib does not declare it.
-declare const structuredClone: <T>(value: T) => T
-
 /**
  * The kind of an entry that reports the outcome of a tool call after it ran: its
  * payload's `bytes_read` and `bytes_written` (integers in 0..2^53−1, each optional)
@@ -272,13 +268,14 @@ export const MAX_GUARD_STATE_BYTES = 64 * 1024
  * @since 0.1.0
  */
 export const guardStateProblem = (payload: unknown): string | undefined => {
-  if (typeof payload !== "object" || payload === null || Array.isArray(payload)) {
-    return `of kind ${GUARD_STATE_KIND} must be an object`
-  }
+  // A state this journal took over and froze (`takePayload` with `freeze`) is known.
+  const known = taken(payload)
+  if (known !== undefined) return stateProblem(known)
+  if (typeof payload !== "object" || payload === null || Array.isArray(payload)) return NOT_A_STATE
   // Bounded before it is written out: a value of tree size over the bound has a
   // longer text (every value and key costs at least one character).
   if (check(payload, { maxDepth: MAX_PAYLOAD_DEPTH, maxSize: MAX_GUARD_STATE_BYTES }) !== undefined) {
-    return `of kind ${GUARD_STATE_KIND} must be JSON whose text is at most ${MAX_GUARD_STATE_BYTES} bytes`
+    return STATE_TOO_LARGE
   }
   let text: string
   try {
@@ -286,8 +283,23 @@ export const guardStateProblem = (payload: unknown): string | undefined => {
   } catch {
     return `of kind ${GUARD_STATE_KIND} must be JSON`
   }
-  return utf8Length(text) > MAX_GUARD_STATE_BYTES
-    ? `of kind ${GUARD_STATE_KIND} must be JSON whose text is at most ${MAX_GUARD_STATE_BYTES} bytes`
+  return utf8Length(text) > MAX_GUARD_STATE_BYTES ? STATE_TOO_LARGE : undefined
+}
+
+const NOT_A_STATE = `of kind ${GUARD_STATE_KIND} must be an object`
+const STATE_TOO_LARGE = `of kind ${GUARD_STATE_KIND} must be JSON whose text is at most ${MAX_GUARD_STATE_BYTES} bytes`
+
+// Why a value taken over is not a policy's state. Its JSON text has the length of
+// its RFC 8785 text (the same tokens in another order, -0 written "0" by both), and
+// a value of tree size over the bound has a longer text (every value and key costs
+// at least one character); a text of n UTF-16 units has at most 3n UTF-8 bytes.
+const stateProblem = (taken: Owned): string | undefined => {
+  const value = taken.value
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return NOT_A_STATE
+  if (taken.size > MAX_GUARD_STATE_BYTES) return STATE_TOO_LARGE
+  const units = taken.canonical.length
+  return units * 3 > MAX_GUARD_STATE_BYTES && utf8Length(taken.canonical) > MAX_GUARD_STATE_BYTES
+    ? STATE_TOO_LARGE
     : undefined
 }
 
@@ -311,14 +323,29 @@ export const utf8Length = (s: string): number => {
  * canonicalize (finite numbers, well-formed strings, plain objects, no cycles),
  * nested at most `MAX_PAYLOAD_DEPTH` deep and at most `MAX_PAYLOAD_SIZE` large. A
  * payload of kind `OUTCOME_KIND` is an object whose `bytes_read` and
- * `bytes_written`, when present, are integers in 0..2^53−1.
+ * `bytes_written`, when present, are integers in 0..2^53−1. The value given back is
+ * the journal's own copy of the payload, read once (`takePayload`).
  *
  * @since 0.1.0
  */
 export const validatePayload = (
   kind: string,
   payload: unknown
-): Result.Result<Schema.Json, InvalidRecordField> => {
+): Result.Result<Schema.Json, InvalidRecordField> => Result.map(takePayload(kind, payload), (taken) => taken.value)
+
+/**
+ * `validatePayload`, giving the payload taken over in the same walk: the journal's
+ * copy, read once from the caller's value (a caller that changes its object after
+ * the call, or a getter that answers differently the next time, cannot change what
+ * is hashed and stored), with its RFC 8785 text, which the entry's hash is taken
+ * over, and its JSON text, which storage writes. With `freeze` (a policy's state),
+ * the copy is frozen and a frozen copy met again is taken as it is.
+ */
+export const takePayload = (
+  kind: string,
+  payload: unknown,
+  freeze = false
+): Result.Result<Owned, InvalidRecordField> => {
   if (typeof kind !== "string" || !kindPattern.test(kind) || kind === "tool") {
     return Result.fail(
       new InvalidRecordField({ field: "kind", reason: new RecordFieldReason.BadKind() })
@@ -327,25 +354,18 @@ export const validatePayload = (
   if (payload === undefined) {
     return Result.fail(new InvalidRecordField({ field: "payload", reason: new RecordFieldReason.Required() }))
   }
-  const bad = payloadReason(payload)
-  if (bad !== undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: bad }))
+  const taken = own(payload, payloadLimits, freeze)
+  if (taken._tag !== "Owned") return Result.fail(new InvalidRecordField({ field: "payload", reason: reasonOf(taken) }))
   if (kind === OUTCOME_KIND || kind === GUARD_STATE_KIND) {
-    const state = kind === GUARD_STATE_KIND ? guardStateProblem(payload) : undefined
+    const state = kind === GUARD_STATE_KIND ? stateProblem(taken) : undefined
     const wrong = kind === OUTCOME_KIND
-      ? outcomeProblem(payload)
+      ? outcomeProblem(taken.value)
       : state === undefined
       ? undefined
       : new RecordFieldReason.NotGuardState({ problem: state })
     if (wrong !== undefined) return Result.fail(new InvalidRecordField({ field: "payload", reason: wrong }))
   }
-  if (typeof payload !== "object" || payload === null) return Result.succeed(payload as Schema.Json)
-  // The entry keeps its own copy: a caller that changes its object after the call
-  // must not change what was hashed and stored.
-  try {
-    return Result.succeed(structuredClone(payload) as Schema.Json)
-  } catch {
-    return Result.fail(new InvalidRecordField({ field: "payload", reason: new RecordFieldReason.NotCopyable() }))
-  }
+  return Result.succeed(taken)
 }
 
 /**

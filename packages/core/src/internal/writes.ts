@@ -6,7 +6,6 @@
  */
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import type * as Schema from "effect/Schema"
 import * as Entry from "../Entry.ts"
 import { InvalidRecordField } from "../Errors.ts"
 import * as Guard from "../Guard.ts"
@@ -14,7 +13,10 @@ import * as JournalState from "../JournalState.ts"
 import type * as Pattern from "../Pattern.ts"
 import * as RecordFieldReason from "../RecordFieldReason.ts"
 import * as SessionMeta from "../SessionMeta.ts"
+import type { Owned } from "./jcs.ts"
 import type * as Sessions from "./sessions.ts"
+import * as TakenEntry from "./takenEntry.ts"
+import { takePayload } from "./validate.ts"
 
 /** One item of `writeAll`: a tool call or a non-tool entry. */
 export type WriteItem =
@@ -103,6 +105,11 @@ const patchProblem = (patch: SessionMeta.MetaPatch): InvalidRecordField | undefi
   return undefined
 }
 
+// The next non-tool entry of a payload taken over (`takePayload`): hashed over the
+// text the walk made, its JSON text kept for the storage that writes it.
+const nextOther = (state: JournalState.JournalState, ts: number, kind: string, taken: Owned): Entry.OtherEntry =>
+  TakenEntry.makeTaken(JournalState.nextLink(state, ts), kind, taken)
+
 /** The write operations over a session registry's `submit`. */
 export const make = ({ submit, submitNow }: Submit) => {
   const validId = (id: string) => Effect.fromResult(Entry.validateSessionId(id))
@@ -127,11 +134,11 @@ export const make = ({ submit, submitNow }: Submit) => {
     Effect.suspend(() => {
       const checkedId = Entry.validateSessionId(id)
       if (Result.isFailure(checkedId)) return Effect.fail(checkedId.failure)
-      const checked = Entry.validatePayload(kind, payload)
+      const checked = takePayload(kind, payload)
       if (Result.isFailure(checked)) return Effect.fail(checked.failure)
-      const json = checked.success
+      const taken = checked.success
       return submitNow(id, (state, ts) => {
-        const entry = JournalState.nextOther(state, ts, kind, json)
+        const entry = nextOther(state, ts, kind, taken)
         return { entries: [entry], meta: null, result: entry }
       })
     })
@@ -142,7 +149,7 @@ export const make = ({ submit, submitNow }: Submit) => {
       { readonly _tag: "Tool"; readonly params: Entry.ValidToolParams } | {
         readonly _tag: "Other"
         readonly kind: string
-        readonly payload: Schema.Json
+        readonly payload: Owned
       }
     > = []
     for (const item of items) {
@@ -152,7 +159,7 @@ export const make = ({ submit, submitNow }: Submit) => {
           : {
             _tag: "Other",
             kind: item.kind,
-            payload: yield* Effect.fromResult(Entry.validatePayload(item.kind, item.payload))
+            payload: yield* Effect.fromResult(takePayload(item.kind, item.payload))
           }
       )
     }
@@ -164,7 +171,7 @@ export const make = ({ submit, submitNow }: Submit) => {
       for (const v of valid) {
         const e = v._tag === "Tool"
           ? JournalState.nextTool(s, ts, v.params)
-          : JournalState.nextOther(s, ts, v.kind, v.payload)
+          : nextOther(s, ts, v.kind, v.payload)
         out.push(e)
         s = JournalState.fold(s, e)
       }
@@ -213,10 +220,10 @@ export const make = ({ submit, submitNow }: Submit) => {
           const more: Array<Entry.OtherEntry> = []
           let recorded: Entry.OtherEntry | undefined
           for (const item of beside === undefined ? [] : beside(verdict, entry)) {
-            const payload = Entry.validatePayload(item.kind, item.payload)
+            const payload = takePayload(item.kind, item.payload)
             if (Result.isFailure(payload)) return { entries: [], meta: null, result: Result.fail(payload.failure) }
-            const other = JournalState.nextOther(s, ts, item.kind, payload.success)
-            if (recorded === undefined && Guard.recordsDecision(payload.success, verdict, entry.sequence)) {
+            const other = nextOther(s, ts, item.kind, payload.success)
+            if (recorded === undefined && Guard.recordsDecision(other.payload, verdict, entry.sequence)) {
               recorded = other
             }
             more.push(other)
@@ -231,10 +238,12 @@ export const make = ({ submit, submitNow }: Submit) => {
           // when it changed): a guard without state writes what it wrote before.
           const kept: Array<Entry.OtherEntry> = []
           if (verdict.state !== undefined && verdict.state !== state.guard_state) {
-            const payload = Entry.validatePayload(Guard.STATE_KIND, verdict.state)
+            // Taken over frozen: the next state the guard makes from this one shares
+            // most of it, and only what is new is walked again.
+            const payload = takePayload(Guard.STATE_KIND, verdict.state, true)
             if (Result.isFailure(payload)) return { entries: [], meta: null, result: Result.fail(payload.failure) }
             for (const o of own) s = JournalState.fold(s, o)
-            kept.push(JournalState.nextOther(s, ts, Guard.STATE_KIND, payload.success))
+            kept.push(nextOther(s, ts, Guard.STATE_KIND, payload.success))
           }
           return {
             entries: [entry, ...more, ...own, ...kept],
@@ -279,9 +288,9 @@ export const make = ({ submit, submitNow }: Submit) => {
               if (Result.isFailure(checked)) return { entries: [], meta: null, result: Result.fail(checked.failure) }
               e = JournalState.nextTool(s, ts, checked.success)
             } else {
-              const checked = Entry.validatePayload(item.kind, item.payload)
+              const checked = takePayload(item.kind, item.payload)
               if (Result.isFailure(checked)) return { entries: [], meta: null, result: Result.fail(checked.failure) }
-              e = JournalState.nextOther(s, ts, item.kind, checked.success)
+              e = nextOther(s, ts, item.kind, checked.success)
             }
             out.push(e)
             s = JournalState.fold(s, e)
