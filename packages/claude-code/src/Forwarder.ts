@@ -218,7 +218,12 @@ const readStdin = async (max: number): Promise<Buffer | Scanned | null> => {
       continue
     }
     const module = await import("./internal/topLevel.ts")
-    scan = { module, scanner: new module.Scanner() }
+    const { createHash } = await import("node:crypto")
+    const hash = createHash("sha256")
+    scan = {
+      module,
+      scanner: new module.Scanner({ update: (bytes) => hash.update(bytes), hex: () => hash.digest("hex") })
+    }
     for (const part of parts) scan.scanner.push(part)
     scan.scanner.push(chunk)
     parts.length = 0

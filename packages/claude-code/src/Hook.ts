@@ -339,10 +339,16 @@ const orSalvage = (
   bytes: Uint8Array | (() => Uint8Array)
 ): Result.Result<HookEvent, HookError> => {
   if (Result.isSuccess(decoded) || !salvageable(decoded.failure)) return decoded
-  const scanner = new TopLevel.Scanner()
+  const scanner = new TopLevel.Scanner(scanHash())
   scanner.push(typeof bytes === "function" ? bytes() : bytes)
   const found = salvage(scanner.finish(), decoded.failure.detail)
   return Result.isSuccess(found) ? found : decoded
+}
+
+// The scanner's SHA-256, on the implementation this module loads anyway.
+const scanHash = (): TopLevel.Hash => {
+  const hash = sha256.create()
+  return { update: (bytes) => hash.update(bytes), hex: () => bytesToHex(hash.digest()) }
 }
 
 const salvageable = (e: HookError): boolean =>
@@ -358,7 +364,7 @@ const salvageable = (e: HookError): boolean =>
  * @since 0.1.0
  */
 export class Salvager {
-  private readonly scanner = new TopLevel.Scanner()
+  private readonly scanner = new TopLevel.Scanner(scanHash())
   /** Feeds the next bytes. */
   push(bytes: Uint8Array): void {
     this.scanner.push(bytes)

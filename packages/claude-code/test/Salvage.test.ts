@@ -5,12 +5,20 @@
  * decoded as an outcome marker whose bytes still reach the counters, while a
  * PreToolUse is still refused.
  */
+import { sha256 } from "@noble/hashes/sha2.js"
+import { bytesToHex } from "@noble/hashes/utils.js"
 import { Entry } from "@session-journal/core"
 import * as Result from "effect/Result"
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { Hook } from "../src/index.ts"
 import * as TopLevel from "../src/internal/topLevel.ts"
+
+// The scanner's running SHA-256, as the command hook gives it.
+const hash = (): TopLevel.Hash => {
+  const h = sha256.create()
+  return { update: (bytes) => h.update(bytes), hex: () => bytesToHex(h.digest()) }
+}
 
 const encoder = new TextEncoder()
 const utf8 = (s: string) => encoder.encode(s).length
@@ -37,7 +45,7 @@ describe("the top-level scan", () => {
         (object, cuts, pretty) => {
           const text = JSON.stringify(object, null, pretty ? 2 : undefined)
           const bytes = encoder.encode(text)
-          const scanner = new TopLevel.Scanner()
+          const scanner = new TopLevel.Scanner(hash())
           const points = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b)
           let at = 0
           for (const p of [...points, bytes.length]) {
@@ -64,7 +72,7 @@ describe("the top-level scan", () => {
   })
 
   it("keeps the first 256 keys of an input with many more", () => {
-    const s = new TopLevel.Scanner()
+    const s = new TopLevel.Scanner(hash())
     s.push(encoder.encode("{"))
     for (let i = 0; i < 100_000; i++) s.push(encoder.encode(`"k${i}":"v",`))
     s.push(encoder.encode("\"last\":1}"))
@@ -76,7 +84,7 @@ describe("the top-level scan", () => {
 
   it("is not complete for a cut or trailing input", () => {
     for (const text of ["{\"a\":1", "{\"a\":[1,2]", "{} x", "[1]", "{\"a\" 1}"]) {
-      const s = new TopLevel.Scanner()
+      const s = new TopLevel.Scanner(hash())
       s.push(encoder.encode(text))
       expect(s.finish().complete, text).toBe(false)
     }
@@ -138,7 +146,7 @@ describe("a scan sent on (the forwarder to the guard)", () => {
     return salvager.salvage(Hook.overBound(maxBytes))
   }
   const sent = (bytes: Uint8Array, maxBytes: number) => {
-    const scanner = new TopLevel.Scanner()
+    const scanner = new TopLevel.Scanner(hash())
     scanner.push(bytes)
     return Hook.decodeScan(encoder.encode(JSON.stringify(TopLevel.toWire(scanner.finish()))), maxBytes)
   }
@@ -193,7 +201,7 @@ describe("a scan sent on (the forwarder to the guard)", () => {
     const bytes = encoder.encode(post(`{"stdout":"${"x".repeat(5000)}","stderr":""}`))
     expect(Result.isSuccess(sent(bytes, 1000))).toBe(true)
     expect(Result.isFailure(sent(bytes, bytes.length))).toBe(true)
-    const scanner = new TopLevel.Scanner()
+    const scanner = new TopLevel.Scanner(hash())
     scanner.push(bytes)
     const wire = TopLevel.toWire(scanner.finish())
     const bad: Array<unknown> = [

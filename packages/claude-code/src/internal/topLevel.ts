@@ -8,8 +8,6 @@
  * input that cannot be journaled as is (too large, too deep, not well-formed
  * text) still tells.
  */
-import { sha256 } from "@noble/hashes/sha2.js"
-import { bytesToHex } from "@noble/hashes/utils.js"
 import { decodeStrict } from "@session-journal/core/Utf8"
 
 /** Longest key, and longest scalar or string value, kept (in bytes as written). */
@@ -47,8 +45,23 @@ type State =
 
 const isSpace = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09
 
+/**
+ * The running SHA-256 a scanner keeps of what it reads, given by its user: the
+ * command hook's (`@noble/hashes`, which it loads anyway) or the forwarder's
+ * (`node:crypto`, so the forwarder loads no hashing code of its own).
+ */
+export interface Hash {
+  update(bytes: Uint8Array): void
+  /** The digest of every byte given, lowercase hex. */
+  hex(): string
+}
+
 /** The scanner: `push` chunks, then `finish`. */
 export class Scanner {
+  private readonly hash: Hash
+  constructor(hash: Hash) {
+    this.hash = hash
+  }
   private state: State = "start"
   private escape = false
   private nestedInString = false
@@ -60,7 +73,6 @@ export class Scanner {
   private size = 0
   private valueIsString = false
   private total = 0
-  private readonly hash = sha256.create()
   private readonly values = new Map<string, { readonly raw: Uint8Array; readonly string: boolean }>()
   private readonly sizes = new Map<string, number>()
 
@@ -81,7 +93,7 @@ export class Scanner {
       values: this.values,
       sizes: this.sizes,
       bytes: this.total,
-      sha256: bytesToHex(this.hash.digest()),
+      sha256: this.hash.hex(),
       complete: this.state === "done"
     }
   }
