@@ -3,7 +3,7 @@
  * each Claude Code hook event to the resident guard over loopback HTTP and
  * fails closed when it cannot.
  *
- * Claude Code lets a call run when an `http` hook cannot be reached (PROTOCOL.md
+ * Claude Code lets a call run when an `http` hook cannot be reached (docs/claude-code/PROTOCOL.md
  * "HTTP hooks"), so a guard that is down, or killed mid-session, would stop
  * guarding without anyone noticing. This forwarder is installed as a `command`
  * hook instead: it reads the event from stdin (at most `MAX_EVENT_BYTES`),
@@ -57,6 +57,7 @@
  * @since 0.1.0
  */
 import { messageOf } from "@session-journal/core/ErrorMessage"
+import { decodeStrict } from "@session-journal/core/Utf8"
 import { createRequire } from "node:module"
 import type * as Net from "node:net"
 import * as GuardAuth from "./internal/guardAuth.ts"
@@ -240,7 +241,7 @@ const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null 
 
 const parseObject = (bytes: Uint8Array): Json | null => {
   try {
-    const value: unknown = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes))
+    const value: unknown = JSON.parse(decodeStrict(bytes))
     return isObject(value) ? value : null
   } catch {
     return null

@@ -10,7 +10,7 @@
  * fail-closed `sh` wrapper of `install` (one command per event, so the wrapper
  * knows its event and a forwarder that cannot start refuses), not an `http`
  * hook. Claude Code lets a call run when an `http` hook cannot be reached
- * (PROTOCOL.md "HTTP hooks"), so with `http` hooks a guard that is down stops
+ * (docs/claude-code/PROTOCOL.md "HTTP hooks"), so with `http` hooks a guard that is down stops
  * guarding in silence; the forwarder posts the event to the guard over loopback
  * and, when the guard gives no answer it can prove is the guard's, denies a
  * PreToolUse itself with the reason (`the session-journal guard at URL is not

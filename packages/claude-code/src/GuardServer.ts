@@ -62,6 +62,7 @@
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { type Persistence, Policy, SessionJournal } from "@session-journal/core"
+import { decodeStrict } from "@session-journal/core/Utf8"
 import * as ByteSize from "effect/ByteSize"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -275,7 +276,7 @@ const respond = (reply: Reply, sign: ((status: number, body: Uint8Array) => stri
 // The `stop_hook_active` of a body that may not decode as an event.
 const stopActiveOf = (body: Uint8Array): boolean => {
   try {
-    return Refusal.stopHookActive(JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body)))
+    return Refusal.stopHookActive(JSON.parse(decodeStrict(body)))
   } catch {
     return false
   }

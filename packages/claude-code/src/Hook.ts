@@ -1,8 +1,8 @@
 /**
  * Claude Code's hooks, journaled and guarded: the input of every hook event
- * (PROTOCOL.md (a)) as Schemas, decoded from bounded, strictly UTF-8 bytes; the
+ * (docs/claude-code/PROTOCOL.md (a)) as Schemas, decoded from bounded, strictly UTF-8 bytes; the
  * journal session of a Claude Code session; what each event puts on its chain;
- * and the answer Claude Code expects (PROTOCOL.md (b)).
+ * and the answer Claude Code expects (docs/claude-code/PROTOCOL.md (b)).
  *
  * `handle` is the one place a tool call is decided and recorded. Every door
  * calls it and none decides on its own: the command hook (`HookRunner`,
@@ -132,7 +132,7 @@ const event = <Name extends string, Fields extends Schema.Struct.Fields>(name: N
   Schema.Struct({ ...common, hook_event_name: Schema.Literal(name), ...fields })
 
 /**
- * The fields every hook input carries (PROTOCOL.md (a)); `agent_id` and
+ * The fields every hook input carries (docs/claude-code/PROTOCOL.md (a)); `agent_id` and
  * `agent_type` only inside a sub-agent.
  *
  * @since 0.1.0
@@ -140,7 +140,7 @@ const event = <Name extends string, Fields extends Schema.Struct.Fields>(name: N
 export const Common = Schema.Struct({ ...common, hook_event_name: Schema.String })
 
 /**
- * The input of each event PROTOCOL.md (a) describes, by `hook_event_name`. Fields
+ * The input of each event docs/claude-code/PROTOCOL.md (a) describes, by `hook_event_name`. Fields
  * not listed are kept in the event's `raw` input (and journaled), not refused.
  *
  * @since 0.1.0

@@ -1,5 +1,5 @@
 /**
- * The message model of Claude Code's stream-json protocol (PROTOCOL.md (d)): one
+ * The message model of Claude Code's stream-json protocol (docs/claude-code/PROTOCOL.md (d)): one
  * Schema per message type the CLI 2.1.328 writes or reads, each keeping every key
  * it does not name (the CLI adds fields from version to version), and `Unknown`
  * for anything else. Decoding a line is total: a JSON object of a type this model
@@ -672,7 +672,7 @@ export const controlFailure = (requestId: string, error: string): ControlRespons
 
 /**
  * A `hook_callback` request: one of the hooks registered by `initialize`, with
- * the same input a command hook gets on stdin (PROTOCOL.md (d)).
+ * the same input a command hook gets on stdin (docs/claude-code/PROTOCOL.md (d)).
  *
  * @since 0.1.0
  */

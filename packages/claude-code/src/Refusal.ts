@@ -2,7 +2,7 @@
  * How a Claude Code hook refuses, for every door alike (the command hook, the
  * resident guard, the forwarder's own fallback, the stream-json driver's hook
  * callbacks): the output that denies a PreToolUse, the reason a denial gives,
- * and the form a refusal takes per event (PROTOCOL.md (b)). Pure, and it imports
+ * and the form a refusal takes per event (docs/claude-code/PROTOCOL.md (b)). Pure, and it imports
  * nothing, so the forwarder can load it without the rest of the integration.
  *
  * @since 0.1.0
@@ -30,7 +30,7 @@ export const denyOutput = (reason: string): Output => ({
  * The output that asks the person at Claude Code to approve a PreToolUse: Claude
  * Code prompts (its permission dialog, or `can_use_tool` to a host run with
  * `--permission-prompt-tool stdio`); where no one can be prompted (`-p` without a
- * host) the call is refused and the model sees the reason (PROTOCOL.md (b)).
+ * host) the call is refused and the model sees the reason (docs/claude-code/PROTOCOL.md (b)).
  *
  * @since 0.1.0
  */
@@ -74,7 +74,7 @@ export interface Refusal {
 }
 
 /**
- * How a hook that could not be handled refuses, per PROTOCOL.md (b): a PreToolUse
+ * How a hook that could not be handled refuses, per docs/claude-code/PROTOCOL.md (b): a PreToolUse
  * is denied (the reason reaches the model); a PermissionRequest is denied; every
  * other event (and an input whose event is unknown or unreadable, `event` null)
  * ends with exit code 2 and the reason on stderr, which blocks a prompt

@@ -1,7 +1,7 @@
 /**
  * A Claude Code CLI session as an Effect service: the CLI spawned in a `Scope`
  * with stream-json in and out and `--permission-prompt-tool stdio`
- * (PROTOCOL.md (d)), in its own process group, and ended with SIGTERM, then
+ * (docs/claude-code/PROTOCOL.md (d)), in its own process group, and ended with SIGTERM, then
  * SIGKILL after a grace period, when the scope closes.
  *
  * Every tool call is decided. Before anything else the driver sends `initialize`

@@ -51,7 +51,7 @@ export interface ToolResult {
   /**
    * Whether Claude Code refused the call, so that it never ran: its line says
    * `"permissionDecision":{"decision":"reject",…}` or carries a `toolDenialKind`
-   * (a hook's deny and Claude Code's own permission rules alike; PROTOCOL.md (e)).
+   * (a hook's deny and Claude Code's own permission rules alike; docs/claude-code/PROTOCOL.md (e)).
    *
    * @since 0.1.0
    */

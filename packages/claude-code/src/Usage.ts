@@ -5,7 +5,7 @@
  * cache_read_input_tokens` of each message, main agent and sub-agents together
  * (each sub-agent has its own transcript, `<project>/<session_id>/subagents/
  * agent-<id>.jsonl`). Claude Code writes one line per content block, each with
- * the same `message.id` and the message's usage (PROTOCOL.md (e)): a message is
+ * the same `message.id` and the message's usage (docs/claude-code/PROTOCOL.md (e)): a message is
  * counted once, by its id, and a later line of it that reports more adds only
  * the difference (a usage that grows while the message streams is counted at its
  * largest).

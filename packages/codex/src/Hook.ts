@@ -2,7 +2,7 @@
  * Codex CLI's hooks, journaled and guarded: the input of each hook event
  * (docs/codex-PROTOCOL.md (b)) as Schemas, decoded from bounded, strictly UTF-8
  * bytes; the journal session of a Codex session; what each event puts on its
- * chain; and the only answers Codex obeys (PROTOCOL.md (c)). The command hook
+ * chain; and the only answers Codex obeys (docs/codex-PROTOCOL.md (c)). The command hook
  * (`session-journal codex hook`) calls `handle`.
  *
  * What goes on the chain, one journal session per Codex session (`sessionId`):
@@ -89,7 +89,7 @@ const common = {
 }
 
 /**
- * The fields every Codex hook input carries (PROTOCOL.md (b)): `session_id`,
+ * The fields every Codex hook input carries (docs/codex-PROTOCOL.md (b)): `session_id`,
  * `transcript_path` (null for an `--ephemeral` run), `cwd`, `hook_event_name`;
  * `model`, `turn_id` and `permission_mode` on most events; `agent_id` and
  * `agent_type` inside a sub-agent.

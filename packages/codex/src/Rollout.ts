@@ -17,7 +17,7 @@
  * session's has `custody_session`.
  *
  * `follow` reads only what was appended to a file it read before (Codex only
- * appends, PROTOCOL.md (e)), after checking that the last line it read is still
+ * appends, docs/codex-PROTOCOL.md (e)), after checking that the last line it read is still
  * there and the session's head is still the one it wrote.
  *
  * @since 0.1.0

@@ -42,9 +42,10 @@ import { duplicateKeys } from "./internal/duplicateKeys.ts"
 import { check as checkJson, copiedFrom } from "./internal/jcs.ts"
 import * as PatternIndex from "./internal/patternIndex.ts"
 import * as Slots from "./internal/slots.ts"
-import { isIdentity, MAX_U53, utf8Length } from "./internal/validate.ts"
+import { isIdentity, MAX_U53 } from "./internal/validate.ts"
 import * as JournalState from "./JournalState.ts"
 import * as Pattern from "./Pattern.ts"
+import { utf8Length } from "./Utf8.ts"
 
 // ---------------------------------------------------------------------------
 // The data

@@ -16,9 +16,9 @@ import {
   MAX_PAYLOAD_DEPTH,
   MAX_PAYLOAD_SIZE,
   MAX_U53,
-  OUTCOME_KIND,
-  utf8Length
+  OUTCOME_KIND
 } from "../src/internal/validate.ts"
+import { utf8Length } from "../src/Utf8.ts"
 
 const isWellFormed = (s: string): boolean => !/\p{Cs}/u.test(s)
 

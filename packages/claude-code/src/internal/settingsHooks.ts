@@ -7,7 +7,7 @@
 import * as JsonText from "./jsonText.ts"
 
 /**
- * The events our hooks are installed for (PROTOCOL.md (a)): every one whose record
+ * The events our hooks are installed for (docs/claude-code/PROTOCOL.md (a)): every one whose record
  * goes on the chain.
  *
  * @since 0.1.0

@@ -1,7 +1,7 @@
 /**
  * A transcript line as a turn of the conversation: the `claude-code.line`
  * entries of custody and of the Agent SDK's store hold Claude Code's transcript
- * lines as text (docs: PROTOCOL.md (e)); a person reads them as who said what,
+ * lines as text (docs/claude-code/PROTOCOL.md (e)); a person reads them as who said what,
  * when the transcript says it happened. Pure: a line's text in, a `Turn` out.
  *
  * - `user` and `assistant` records are turns of their role, their content as

@@ -6,6 +6,7 @@ import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
 import { InvalidRecordField, InvalidSessionId } from "../Errors.ts"
 import * as RecordFieldReason from "../RecordFieldReason.ts"
+import { utf8Length } from "../Utf8.ts"
 import { check, isWellFormed, own, type Owned, type Problem, taken } from "./jcs.ts"
 
 /**
@@ -301,20 +302,6 @@ const stateProblem = (taken: Owned): string | undefined => {
   return units * 3 > MAX_GUARD_STATE_BYTES && utf8Length(taken.canonical) > MAX_GUARD_STATE_BYTES
     ? STATE_TOO_LARGE
     : undefined
-}
-
-/**
- * The UTF-8 length of well-formed text (a surrogate pair is 4 bytes, 2 per unit).
- *
- * @since 0.1.0
- */
-export const utf8Length = (s: string): number => {
-  let n = 0
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i)
-    n += c < 0x80 ? 1 : c < 0x800 ? 2 : c >= 0xd800 && c <= 0xdfff ? 2 : 3
-  }
-  return n
 }
 
 /**
