@@ -9,7 +9,10 @@
  * answer, no entry and no exit code, and the loss is said once plus a count.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Claude from "@session-journal/claude-code/test/claudeCli"
+import * as Fake from "@session-journal/claude-code/test/fakeApi"
 import { SessionJournal } from "@session-journal/core"
+import { everything, findCache, fixtureEnv, loadSdk } from "@session-journal/mcp/test/mcpCache"
 import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -20,13 +23,15 @@ import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import * as Spans from "../src/otel/Spans.ts"
+import * as ClaudeRun from "./claudeRun.ts"
 import { EVENTS } from "./hookedSession.ts"
 import { listen, load, type Receiver, type Span } from "./otlpReceiver.ts"
-import { cleanup, exited, hasNodeAdapter, killAll, run, start, tempDir, waitForLine } from "./Run.ts"
+import { baseEnv, BIN, cleanup, exited, hasNodeAdapter, killAll, run, start, tempDir, waitForLine } from "./Run.ts"
 
 const otlp = load()
 const G = otlp.semconv
 const nodeAdapter = await hasNodeAdapter()
+const mcpCache = findCache()
 const TOKEN = "otel-live-test-token-0123456789abcdef"
 const started: Array<ChildProcess> = []
 const receivers: Array<Receiver> = []
@@ -48,6 +53,15 @@ const spansOf = (r: Receiver): Array<Span> => r.requests.flatMap((q) => otlp.dec
 // Polls until `check` holds; the test's own timeout bounds it (no assertion on time).
 const until = async (check: () => boolean) => {
   while (!check()) await new Promise((resolve) => setTimeout(resolve, 25))
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
 }
 
 interface Guard {
@@ -244,4 +258,164 @@ describe.skipIf(!nodeAdapter)("live export: the resident guard", () => {
       assert.match(g.stderr(), /\d+ of \d+ spans were not delivered to /)
     })
   }
+})
+
+// What every live span carries, and the tree under the session's span (every parent sent).
+const checkTree = (spans: ReadonlyArray<Span>, session: string) => {
+  const roots = spans.filter((s) => s.parentSpanId === null)
+  assert.strictEqual(roots.length, 1, spans.map((s) => s.name).join(", "))
+  const root = roots[0]!
+  assert.strictEqual(root.spanId, Spans.spanIdOf(session, Spans.SESSION_KEY))
+  assert.strictEqual(root.attributes[G["ATTR_GEN_AI_OPERATION_NAME"] as string], "invoke_agent")
+  const ids = new Set(spans.map((s) => s.spanId))
+  for (const s of spans) {
+    assert.strictEqual(s.traceId, Spans.traceIdOf(session))
+    assert.strictEqual(s.attributes["session_journal.session.id"], session)
+    assert.isNumber(s.attributes["session_journal.entry.sequence"])
+    assert.match(String(s.attributes["session_journal.entry.hash"]), /^[0-9a-f]{64}$/)
+    if (s !== root) assert.isTrue(ids.has(s.parentSpanId!), `${s.name}'s parent was sent`)
+  }
+  return root
+}
+
+describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("live export: the driver (claude-code run)", () => {
+  afterAll(Claude.cleanup)
+
+  const drive = async (otlpUrl: string | null) => {
+    let work = ""
+    const s = await ClaudeRun.setup(
+      (r) =>
+        [
+          Fake.tools(Fake.bash(`echo ran > ${path.join(work, "ran.txt")}`)),
+          Fake.text("the answer")
+        ][r.index],
+      "sj-otel-run-"
+    )
+    work = s.work
+    try {
+      const policy = path.join(s.root, "policy.json")
+      fs.writeFileSync(policy, JSON.stringify({ denyList: ["Bash"] }))
+      const r = await run(
+        [
+          ...ClaudeRun.common(s),
+          "--session",
+          "cc-otel",
+          "--policy",
+          policy,
+          "--tools",
+          "Bash",
+          ...(otlpUrl === null ? [] : ["--otlp", otlpUrl]),
+          "the prompt"
+        ],
+        { env: { ...s.env, OTEL_EXPORTER_OTLP_TIMEOUT: "500" }, process: true }
+      )
+      // What the model was told, but the fake API's own ids.
+      const told = s.api.requests.flatMap((q) => q.toolResults).map((b) => JSON.stringify({ ...b, tool_use_id: null }))
+      return { r, s, told }
+    } finally {
+      await s.api.close()
+    }
+  }
+
+  it("sends the denied call and the session, and a collector that is down changes nothing", async () => {
+    const live = await receiver({ _tag: "accept" })
+    const sent = await drive(live.url)
+    assert.strictEqual(sent.r.code, 0, sent.r.stderr)
+    assert.notInclude(sent.r.stderr, "spans")
+    const spans = spansOf(live)
+    checkTree(spans, "cc-otel")
+    const bash = spans.filter((s) => s.name === "execute_tool Bash")
+    assert.strictEqual(bash.length, 1, spans.map((s) => s.name).join(", "))
+    assert.strictEqual(bash[0]!.status.code, 2)
+    assert.include(bash[0]!.status.message, "denied by")
+    assert.strictEqual(bash[0]!.attributes[G["ATTR_GEN_AI_TOOL_NAME"] as string], "Bash")
+    assert.strictEqual(bash[0]!.parentSpanId, Spans.spanIdOf("cc-otel", Spans.SESSION_KEY))
+
+    const gone = await listen({ _tag: "accept" })
+    await gone.close() // connection refused
+    const down = await drive(gone.url)
+    assert.strictEqual(down.r.code, 0, down.r.stderr)
+    assert.deepStrictEqual(down.told, sent.told)
+    assert.match(down.r.stdout.split("\n").at(-2)!, /^result: success, 1 turn, .*journal session cc-otel$/)
+    assert.match(down.r.stderr, /\d+ of \d+ spans were not delivered to /)
+    const journal = (await journalOf(down.s.journal)) as Array<{ entries: Array<{ kind: string }> }>
+    const kinds = journal.flatMap((x) => x.entries.map((e) => e.kind))
+    assert.include(kinds, "tool")
+  })
+})
+
+describe.skipIf(mcpCache === null || !nodeAdapter)("live export: the MCP gateway (mcp proxy)", () => {
+  const connect = async (dir: string, otlpUrl: string) => {
+    const sdk = await loadSdk(mcpCache!)
+    const policy = path.join(dir, "policy.json")
+    fs.writeFileSync(policy, JSON.stringify({ denyList: ["mcp__everything__get-sum"] }))
+    const transport = new sdk.StdioClientTransport({
+      command: process.execPath,
+      args: [
+        BIN,
+        "--dir",
+        dir,
+        "mcp",
+        "proxy",
+        "--policy",
+        policy,
+        "--name",
+        "everything",
+        "--otlp",
+        otlpUrl,
+        "--",
+        process.execPath,
+        everything(mcpCache!),
+        "stdio"
+      ],
+      env: { ...(baseEnv() as Record<string, string>), ...fixtureEnv(mcpCache!), OTEL_EXPORTER_OTLP_TIMEOUT: "500" },
+      stderr: "pipe"
+    })
+    const client = new sdk.Client({ name: "otel-live-client", version: "1.0.0" })
+    await client.connect(transport)
+    return { client, transport }
+  }
+
+  const calls = async (dir: string, otlpUrl: string, afterEcho: () => Promise<void> = async () => {}) => {
+    const c = await connect(dir, otlpUrl)
+    const echoed = await c.client.callTool({ name: "echo", arguments: { message: "traced" } })
+    await afterEcho()
+    const denied = await c.client.callTool({ name: "get-sum", arguments: { a: 1, b: 2 } })
+    const pid = c.transport.pid
+    await c.client.close()
+    if (pid !== null) await until(() => !alive(pid))
+    return { echoed, denied }
+  }
+
+  it("sends each call as it ends and the connection's session at the end; a collector that never answers changes nothing", async () => {
+    const live = await receiver({ _tag: "accept" })
+    const dir = tempDir()
+    // The echo's span arrives while the connection is open.
+    const sent = await calls(
+      dir,
+      live.url,
+      () => until(() => spansOf(live).some((s) => s.name === "execute_tool mcp__everything__echo"))
+    )
+    assert.isFalse(sent.echoed.isError ?? false)
+    assert.isTrue(sent.denied.isError)
+    const session = fs.readdirSync(dir).find((n) => n.startsWith("mcp-"))
+    assert.isString(session)
+    const spans = spansOf(live)
+    checkTree(spans, session!)
+    const names = spans.map((s) => s.name).sort()
+    assert.deepStrictEqual(names.filter((n) => n.startsWith("execute_tool")), [
+      "execute_tool mcp__everything__echo",
+      "execute_tool mcp__everything__get-sum"
+    ])
+    const sum = spans.find((s) => s.name === "execute_tool mcp__everything__get-sum")!
+    assert.strictEqual(sum.status.code, 2)
+
+    const hang = await receiver({ _tag: "hang" })
+    const other = tempDir()
+    const slow = await calls(other, hang.url)
+    assert.deepStrictEqual(slow.echoed, sent.echoed)
+    assert.deepStrictEqual(slow.denied, sent.denied)
+    const verified = await run(["--dir", other, "verify", fs.readdirSync(other).find((n) => n.startsWith("mcp-"))!])
+    assert.strictEqual(verified.code, 0, verified.stdout + verified.stderr)
+  })
 })
