@@ -419,3 +419,42 @@ describe.skipIf(mcpCache === null || !nodeAdapter)("live export: the MCP gateway
     assert.strictEqual(verified.code, 0, verified.stdout + verified.stderr)
   })
 })
+
+describe.skipIf(!nodeAdapter)("spans from the command hook (claude-code hook)", () => {
+  // Every event of the hooked session through the hook, each its own run; the answers.
+  const hooks = async (env: NodeJS.ProcessEnv) => {
+    const root = tempDir()
+    const dir = path.join(root, "journal")
+    const policy = path.join(root, "policy.json")
+    fs.writeFileSync(policy, JSON.stringify({ denyList: ["Write"] }))
+    const answers: Array<{ code: number; stdout: string }> = []
+    let stderr = ""
+    for (const [, input] of EVENTS) {
+      const r = await run(["claude-code", "hook", "--root", dir, "--policy", policy], {
+        input: JSON.stringify(input),
+        env
+      })
+      answers.push({ code: r.code ?? -1, stdout: r.stdout })
+      stderr += r.stderr
+    }
+    return { dir, answers, stderr }
+  }
+
+  it("SessionEnd's hook sends the session once its answer is written; a collector that is down changes no answer", async () => {
+    const live = await receiver({ _tag: "accept" })
+    const sent = await hooks({ OTEL_EXPORTER_OTLP_ENDPOINT: live.url })
+    assert.notInclude(sent.stderr, "spans")
+    const session = await sessionOf(sent.dir)
+    const spans = spansOf(live)
+    assert.strictEqual(spans.length, 6, spans.map((s) => s.name).join(", "))
+    checkTree(spans.filter((s) => s.name !== "execute_tool Read"), session)
+
+    const gone = await listen({ _tag: "accept" })
+    await gone.close() // connection refused
+    const down = await hooks({ OTEL_EXPORTER_OTLP_ENDPOINT: gone.url })
+    assert.deepStrictEqual(down.answers, sent.answers)
+    assert.deepStrictEqual(await journalOf(down.dir), await journalOf(sent.dir))
+    assert.match(down.stderr, /6 of 6 spans of session \S+ were not delivered to /)
+    assert.strictEqual(down.stderr.match(/not delivered/g)?.length, 1)
+  })
+})

@@ -18,6 +18,18 @@ import { InvalidInput } from "../Failure.ts"
 import type * as Sender from "../otel/Sender.ts"
 import { parseWait } from "./commandKit.ts"
 
+/** The variables read, every one. */
+export const VARS = [
+  "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+  "OTEL_EXPORTER_OTLP_ENDPOINT",
+  "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+  "OTEL_EXPORTER_OTLP_HEADERS",
+  "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+  "OTEL_EXPORTER_OTLP_PROTOCOL",
+  "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+  "OTEL_EXPORTER_OTLP_TIMEOUT"
+] as const
+
 /** The protocols spans can be sent in. */
 export const PROTOCOLS = ["http/protobuf", "http/json"] as const
 
