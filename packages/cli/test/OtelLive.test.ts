@@ -25,8 +25,20 @@ import { afterAll } from "vitest"
 import * as Spans from "../src/otel/Spans.ts"
 import * as ClaudeRun from "./claudeRun.ts"
 import { EVENTS } from "./hookedSession.ts"
-import { listen, load, type Receiver, type Span } from "./otlpReceiver.ts"
-import { baseEnv, BIN, cleanup, exited, hasNodeAdapter, killAll, run, start, tempDir, waitForLine } from "./Run.ts"
+import { hookedTree, listen, load, type Receiver, type Span } from "./otlpReceiver.ts"
+import {
+  alive,
+  baseEnv,
+  BIN,
+  cleanup,
+  exited,
+  hasNodeAdapter,
+  killAll,
+  run,
+  start,
+  tempDir,
+  waitForLine
+} from "./Run.ts"
 
 const otlp = load()
 const G = otlp.semconv
@@ -53,15 +65,6 @@ const spansOf = (r: Receiver): Array<Span> => r.requests.flatMap((q) => otlp.dec
 // Polls until `check` holds; the test's own timeout bounds it (no assertion on time).
 const until = async (check: () => boolean) => {
   while (!check()) await new Promise((resolve) => setTimeout(resolve, 25))
-}
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
 }
 
 interface Guard {
@@ -181,24 +184,7 @@ describe.skipIf(!nodeAdapter)("live export: the resident guard", () => {
 
     const session = await sessionOf(g.dir)
     const spans = spansOf(live)
-    const byName = (name: string): Span => {
-      const found = spans.filter((s) => s.name === name)
-      assert.strictEqual(found.length, 1, `${name} among ${spans.map((s) => s.name).join(", ")}`)
-      return found[0]!
-    }
-    assert.strictEqual(spans.length, 6)
-    const root = byName("invoke_agent claude-code")
-    const bash = byName("execute_tool Bash")
-    const agent = byName("execute_tool Agent")
-    const subagent = byName("invoke_agent general-purpose")
-    const read = byName("execute_tool Read")
-    const write = byName("execute_tool Write")
-    assert.isNull(root.parentSpanId)
-    assert.strictEqual(bash.parentSpanId, root.spanId)
-    assert.strictEqual(agent.parentSpanId, root.spanId)
-    assert.strictEqual(subagent.parentSpanId, agent.spanId)
-    assert.strictEqual(read.parentSpanId, subagent.spanId)
-    assert.strictEqual(write.parentSpanId, root.spanId)
+    const { bash, root, write } = hookedTree(spans)
     assert.strictEqual(write.status.code, 2)
     assert.include(write.status.message, "denied by")
     // Ids derived from the journal: the session's trace, each span's key.

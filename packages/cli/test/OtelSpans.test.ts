@@ -13,12 +13,17 @@ import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
 import * as Spans from "../src/otel/Spans.ts"
 import { entriesOf, HASH, SEED, step } from "./hookEntries.ts"
+// Any hook-like session: its steps, and the gaps between their times.
+const sessions = [
+  fc.array(step, { maxLength: 80 }),
+  fc.array(fc.integer({ min: 0, max: 2 }), { minLength: 1, maxLength: 5 })
+] as const
+
 describe("Spans.fold", () => {
   it("starts each span once, ends it once, after its start, under a parent that is open (property)", () => {
     fc.assert(
       fc.property(
-        fc.array(step, { maxLength: 80 }),
-        fc.array(fc.integer({ min: 0, max: 2 }), { minLength: 1, maxLength: 5 }),
+        ...sessions,
         (steps, gaps) => {
           const entries = entriesOf(steps, gaps)
           const fold = Spans.fold("s1", null)
@@ -56,8 +61,7 @@ describe("Spans.fold", () => {
   it("assembles each span once, its parent among them, the same on a second fold (property)", () => {
     fc.assert(
       fc.property(
-        fc.array(step, { maxLength: 80 }),
-        fc.array(fc.integer({ min: 0, max: 2 }), { minLength: 1, maxLength: 5 }),
+        ...sessions,
         (steps, gaps) => {
           const entries = entriesOf(steps, gaps)
           const assemble = () => {
