@@ -7,6 +7,8 @@
  * differently); every span names its journal session, entry sequence and hash.
  * A collector that is down (connection refused) or never answers changes no
  * answer, no entry and no exit code, and the loss is said once plus a count.
+ * Real processes, started per case: on a busy machine a case takes long, and its
+ * outcome must not depend on how long.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Claude from "@session-journal/claude-code/test/claudeCli"
@@ -166,7 +168,7 @@ const playAll = async (g: Guard) => {
   return answers
 }
 
-describe.skipIf(!nodeAdapter)("live export: the resident guard", () => {
+describe.skipIf(!nodeAdapter)("live export: the resident guard", { timeout: 600_000 }, () => {
   it("sends each span as it ends, in the structure and with the ids otel export gives", async () => {
     const live = await receiver({ _tag: "accept" })
     const g = await guard(["--otlp", live.url])
@@ -264,7 +266,7 @@ const checkTree = (spans: ReadonlyArray<Span>, session: string) => {
   return root
 }
 
-describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("live export: the driver (claude-code run)", () => {
+describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("live export: the driver (claude-code run)", { timeout: 600_000 }, () => {
   afterAll(Claude.cleanup)
 
   const drive = async (otlpUrl: string | null) => {
@@ -330,7 +332,7 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("live export: the dr
   })
 })
 
-describe.skipIf(mcpCache === null || !nodeAdapter)("live export: the MCP gateway (mcp proxy)", () => {
+describe.skipIf(mcpCache === null || !nodeAdapter)("live export: the MCP gateway (mcp proxy)", { timeout: 600_000 }, () => {
   const connect = async (dir: string, otlpUrl: string) => {
     const sdk = await loadSdk(mcpCache!)
     const policy = path.join(dir, "policy.json")
@@ -406,7 +408,7 @@ describe.skipIf(mcpCache === null || !nodeAdapter)("live export: the MCP gateway
   })
 })
 
-describe.skipIf(!nodeAdapter)("spans from the command hook (claude-code hook)", () => {
+describe.skipIf(!nodeAdapter)("spans from the command hook (claude-code hook)", { timeout: 600_000 }, () => {
   // Every event of the hooked session through the hook, each its own run; the answers.
   const hooks = async (env: NodeJS.ProcessEnv) => {
     const root = tempDir()

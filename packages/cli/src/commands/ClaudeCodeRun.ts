@@ -176,126 +176,120 @@ export const run = Command.make("run", flags, (a) =>
   Effect.gen(function*() {
     const spawner = yield* ChildProcessSpawner
     yield* withJournal(({ json, storage }) =>
-      Effect.flatMap(OtlpFlags.resolve({ field: "--otlp", endpoint: a.otlp }), (sending) =>
-        LiveExport.withJournal(
-          sending,
+      Effect.gen(function*() {
+        const file = Option.getOrUndefined(a.policy)
+        const policy = file === undefined ? undefined : yield* load(file)
+        const guard = policy === undefined ? undefined : Policy.compile(policy)
+        const policyName = policy === undefined ? undefined : Policy.format(policy)
+        const journalSession = Option.getOrElse(a.session, defaultSession)
+        yield* Effect.fromResult(Entry.validateSessionId(journalSession))
+        const args: Array<string> = []
+        const tools = Option.getOrUndefined(a.tools)
+        if (tools !== undefined) args.push("--tools", tools)
+        const allowed = Option.getOrUndefined(a.allowedTools)
+        if (allowed !== undefined) args.push("--allowedTools", allowed)
+        const model = Option.getOrUndefined(a.model)
+        if (model !== undefined) args.push("--model", model)
+        args.push(...a.claudeArg)
+
+        const signals = yield* Queue.unbounded<void>()
+        yield* takeSigint(signals)
+        const session = yield* Session.make({
+          journalSession,
+          claude: Option.getOrUndefined(a.claude),
+          cwd: Option.getOrUndefined(a.cwd),
+          guard,
+          policyName,
+          // As the hooks: no call may touch the journal, the policy or hooked settings.
+          protect: yield* Effect.promise(() =>
+            Protect.protectedPaths(
+              path.resolve(Option.getOrElse(a.cwd, () => ".")),
+              process.env,
+              Storage.isFilesystem(storage) ? path.resolve(storage.dir) : null,
+              file === undefined ? undefined : path.resolve(file)
+            )
+          ),
+          args
+        })
+        const events = yield* session.subscribe
+        const printer = yield* events.pipe(
+          Stream.runForEach((e) => json ? Output.write(asJson(e) + "\n") : Output.lines(shown(e))),
+          Effect.forkScoped
+        )
+
+        // Ctrl-C: the first interrupts the running turn, the next (or one between turns) ends the session.
+        let phase: "idle" | "running" | "interrupting" = "idle"
+        // The interrupt in flight: a Ctrl-C that ends the session waits for it to
+        // settle (the CLI's answer journaled, ~150 ms; or, unanswered, the CLI ended
+        // after the interrupt's own 10 s), so its request and answer are on the chain.
+        let interrupting: Fiber.Fiber<void> | undefined
+        const quit = yield* Deferred.make<void>()
+        yield* Queue.take(signals).pipe(
+          Effect.flatMap((): Effect.Effect<unknown, never, Scope.Scope> => {
+            if (phase !== "running") return Deferred.succeed(quit, undefined)
+            phase = "interrupting"
+            return Output.errorLine("session-journal: interrupting the turn (Ctrl-C again ends the session)").pipe(
+              Effect.andThen(Effect.forkScoped(session.interrupt.pipe(
+                Effect.flatMap((o) =>
+                  o._tag === "Closed"
+                    ? Output.errorLine("session-journal: the CLI did not answer the interrupt; it was ended")
+                    : Effect.void
+                ),
+                Effect.catch((e) => Output.errorLine(`session-journal: the interrupt failed: ${e.message}`))
+              ))),
+              Effect.tap((fiber) => Effect.sync(() => (interrupting = fiber)))
+            )
+          }),
+          Effect.forever,
+          Effect.forkScoped
+        )
+
+        let turns = 0
+        let errors = 0
+        const turn = (text: string) =>
           Effect.gen(function*() {
-            const file = Option.getOrUndefined(a.policy)
-            const policy = file === undefined ? undefined : yield* load(file)
-            const guard = policy === undefined ? undefined : Policy.compile(policy)
-            const policyName = policy === undefined ? undefined : Policy.format(policy)
-            const journalSession = Option.getOrElse(a.session, defaultSession)
-            yield* Effect.fromResult(Entry.validateSessionId(journalSession))
-            const args: Array<string> = []
-            const tools = Option.getOrUndefined(a.tools)
-            if (tools !== undefined) args.push("--tools", tools)
-            const allowed = Option.getOrUndefined(a.allowedTools)
-            if (allowed !== undefined) {
-              args.push("--allowedTools", allowed)
-            }
-            const model = Option.getOrUndefined(a.model)
-            if (model !== undefined) args.push("--model", model)
-            args.push(...a.claudeArg)
-
-            const signals = yield* Queue.unbounded<void>()
-            yield* takeSigint(signals)
-            const session = yield* Session.make({
-              journalSession,
-              claude: Option.getOrUndefined(a.claude),
-              cwd: Option.getOrUndefined(a.cwd),
-              guard,
-              policyName,
-              // As the hooks: no call may touch the journal, the policy or hooked settings.
-              protect: yield* Effect.promise(() =>
-                Protect.protectedPaths(
-                  path.resolve(Option.getOrElse(a.cwd, () => ".")),
-                  process.env,
-                  Storage.isFilesystem(storage) ? path.resolve(storage.dir) : null,
-                  file === undefined ? undefined : path.resolve(file)
-                )
-              ),
-              args
-            })
-            const events = yield* session.subscribe
-            const printer = yield* events.pipe(
-              Stream.runForEach((e) => json ? Output.write(asJson(e) + "\n") : Output.lines(shown(e))),
-              Effect.forkScoped
-            )
-
-            // Ctrl-C: the first interrupts the running turn, the next (or one between turns) ends the session.
-            let phase: "idle" | "running" | "interrupting" = "idle"
-            // The interrupt in flight: a Ctrl-C that ends the session waits for it to
-            // settle (the CLI's answer journaled, ~150 ms; or, unanswered, the CLI ended
-            // after the interrupt's own 10 s), so its request and answer are on the chain.
-            let interrupting: Fiber.Fiber<void> | undefined
-            const quit = yield* Deferred.make<void>()
-            yield* Queue.take(signals).pipe(
-              Effect.flatMap((): Effect.Effect<unknown, never, Scope.Scope> => {
-                if (phase !== "running") return Deferred.succeed(quit, undefined)
-                phase = "interrupting"
-                return Output.errorLine("session-journal: interrupting the turn (Ctrl-C again ends the session)").pipe(
-                  Effect.andThen(Effect.forkScoped(session.interrupt.pipe(
-                    Effect.flatMap((o) =>
-                      o._tag === "Closed"
-                        ? Output.errorLine("session-journal: the CLI did not answer the interrupt; it was ended")
-                        : Effect.void
-                    ),
-                    Effect.catch((e) => Output.errorLine(`session-journal: the interrupt failed: ${e.message}`))
-                  ))),
-                  Effect.tap((fiber) => Effect.sync(() => (interrupting = fiber)))
-                )
-              }),
-              Effect.forever,
-              Effect.forkScoped
-            )
-
-            let turns = 0
-            let errors = 0
-            const turn = (text: string) =>
-              Effect.gen(function*() {
-                const before = (yield* SubscriptionRef.get(session.state)).resultsSeen
-                phase = "running"
-                yield* session.send({ text })
-                const result = yield* session.awaitResultAfter(before)
-                phase = "idle"
-                turns++
-                if (result.is_error) errors++
-              })
-            const conversation = Effect.gen(function*() {
-              yield* promptsOf(a.prompts).pipe(Stream.runForEach(turn))
-              yield* session.end
-              // The stream ends after the CLI's last line: everything is shown before the summary.
-              yield* Fiber.join(printer)
-            })
-            const ended = yield* Effect.raceFirst(
-              Effect.as(conversation, "done" as const),
-              Effect.as(Deferred.await(quit), "quit" as const)
-            )
-            if (ended === "quit" && interrupting !== undefined) {
-              yield* Fiber.join(interrupting)
-            }
-
-            const state = yield* SubscriptionRef.get(session.state)
-            const summary = {
-              type: "summary",
-              ended: ended === "quit" ? "ctrl-c" : errors > 0 ? "error" : "success",
-              turns,
-              errors,
-              cost_usd: state.costUsd,
-              claude_session: state.sessionId,
-              journal_session: journalSession
-            }
-            yield* json ? Output.json(summary) : Output.write(
-              `result: ${summary.ended}, ${turns} turn${turns === 1 ? "" : "s"}` +
-                (errors > 0 ? ` (${errors} ended in error)` : "") +
-                `, $${state.costUsd.toFixed(4)}, Claude Code session ${
-                  state.sessionId ?? "-"
-                }, journal session ${journalSession}\n`
-            )
-            if (ended === "quit") return yield* Effect.interrupt
-            if (errors > 0) return yield* new TurnFailed({ errors, turns })
+            const before = (yield* SubscriptionRef.get(session.state)).resultsSeen
+            phase = "running"
+            yield* session.send({ text })
+            const result = yield* session.awaitResultAfter(before)
+            phase = "idle"
+            turns++
+            if (result.is_error) errors++
           })
-        )).pipe(Effect.provideService(ChildProcessSpawner, spawner))
+        const conversation = Effect.gen(function*() {
+          yield* promptsOf(a.prompts).pipe(Stream.runForEach(turn))
+          yield* session.end
+          // The stream ends after the CLI's last line: everything is shown before the summary.
+          yield* Fiber.join(printer)
+        })
+        const ended = yield* Effect.raceFirst(
+          Effect.as(conversation, "done" as const),
+          Effect.as(Deferred.await(quit), "quit" as const)
+        )
+        if (ended === "quit" && interrupting !== undefined) {
+          yield* Fiber.join(interrupting)
+        }
+
+        const state = yield* SubscriptionRef.get(session.state)
+        const summary = {
+          type: "summary",
+          ended: ended === "quit" ? "ctrl-c" : errors > 0 ? "error" : "success",
+          turns,
+          errors,
+          cost_usd: state.costUsd,
+          claude_session: state.sessionId,
+          journal_session: journalSession
+        }
+        yield* json ? Output.json(summary) : Output.write(
+          `result: ${summary.ended}, ${turns} turn${turns === 1 ? "" : "s"}` +
+            (errors > 0 ? ` (${errors} ended in error)` : "") +
+            `, $${state.costUsd.toFixed(4)}, Claude Code session ${
+              state.sessionId ?? "-"
+            }, journal session ${journalSession}\n`
+        )
+        if (ended === "quit") return yield* Effect.interrupt
+        if (errors > 0) return yield* new TurnFailed({ errors, turns })
+      }).pipe(LiveExport.journaled(a.otlp), Effect.provideService(ChildProcessSpawner, spawner))
     )
   })).pipe(Command.withDescription(
     "Run one Claude Code session through the driver, every line journaled and every tool call decided by --policy " +

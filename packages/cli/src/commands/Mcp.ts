@@ -155,77 +155,67 @@ const proxy = Command.make("proxy", flags, (a) =>
     // The server crashed or left requests unanswered (said on stderr): the command fails.
     let crashed = false
     yield* withJournal(() =>
-      Effect.flatMap(OtlpFlags.resolve({ field: "--otlp", endpoint: a.otlp }), (sending) =>
-        LiveExport.withJournal(
-          sending,
-          Effect.gen(function*() {
-            const url = Option.getOrUndefined(a.url)
-            if (url === undefined && a.command.length === 0) {
-              return yield* new InvalidInput({
-                field: "command",
-                reason: "give the server's command after --, or --url"
-              })
-            }
-            if (url !== undefined && a.command.length > 0) {
-              return yield* new InvalidInput({ field: "command", reason: "give either --url or a command, not both" })
-            }
-            if (a.maxLineBytes < 1024 || a.maxPending < 1) {
-              return yield* new InvalidInput({
-                field: "--max-line-bytes",
-                reason: "--max-line-bytes is at least 1024 and --max-pending at least 1"
-              })
-            }
-            const headers: Record<string, string> = {}
-            for (const h of a.header) {
-              const colon = h.indexOf(":")
-              if (colon <= 0) return yield* new InvalidInput({ field: "--header", reason: `${h} is not NAME: VALUE` })
-              headers[h.slice(0, colon).trim()] = h.slice(colon + 1).trim()
-            }
-            const session = Option.getOrUndefined(a.session)
-            if (session !== undefined) yield* Effect.fromResult(Entry.validateSessionId(session))
-            const file = Option.getOrUndefined(a.policy)
-            const streams = yield* Output.streams
-            const note = (line: string) => Effect.sync(() => streams.stderr(`session-journal mcp: ${line}\n`))
-            const guard = file === undefined ? null : yield* policyGuard(file, note)
-            const policyName = file === undefined ? null : path.basename(file)
-            const stdin = yield* Input.Stdin
-            const publishing = yield* PublishFlags.optionsOf(a)
-            const gateway = Gateway.run({
-              name: Option.getOrElse(a.name, () => defaultName(a.command, url)),
-              server: url !== undefined
-                ? { _tag: "Http", url, headers }
-                : { _tag: "Command", command: a.command[0]!, args: a.command.slice(1) },
-              guard,
-              policyName,
-              session,
-              maxLineBytes: a.maxLineBytes,
-              maxPending: a.maxPending,
-              log: (line) => Effect.sync(() => streams.stderr(line + "\n"))
-            }, {
-              input: Stream.fromAsyncIterable(stdin(), (e) => e).pipe(
-                Stream.map((chunk) => typeof chunk === "string" ? new TextEncoder().encode(chunk) : chunk)
-              ),
-              write: (bytes) =>
-                Effect.callback<void, unknown>((resume) => {
-                  streams.stdout(bytes, (error) => resume(error === undefined ? Effect.void : Effect.fail(error)))
-                })
-            }).pipe(
-              Effect.provideService(ChildProcessSpawner, spawner),
-              Effect.catchTag(
-                "ServerEnded",
-                (e) =>
-                  Effect.andThen(
-                    Output.errorLine(`session-journal mcp: ${e.message}`),
-                    Effect.sync(() => (crashed = true))
-                  )
-              ),
-              Effect.mapError((e) => new NotAvailable({ feature: "the MCP server", reason: e.message }))
-            )
-            if (publishing === undefined) return yield* gateway
-            const m = yield* Effect.promise((): Promise<typeof Publish> => import("./Publish.ts"))
-            yield* m.publishAround(gateway, publishing)
+      Effect.gen(function*() {
+        const url = Option.getOrUndefined(a.url)
+        if (url === undefined && a.command.length === 0) {
+          return yield* new InvalidInput({ field: "command", reason: "give the server's command after --, or --url" })
+        }
+        if (url !== undefined && a.command.length > 0) {
+          return yield* new InvalidInput({ field: "command", reason: "give either --url or a command, not both" })
+        }
+        if (a.maxLineBytes < 1024 || a.maxPending < 1) {
+          return yield* new InvalidInput({
+            field: "--max-line-bytes",
+            reason: "--max-line-bytes is at least 1024 and --max-pending at least 1"
           })
-        ))
+        }
+        const headers: Record<string, string> = {}
+        for (const h of a.header) {
+          const colon = h.indexOf(":")
+          if (colon <= 0) return yield* new InvalidInput({ field: "--header", reason: `${h} is not NAME: VALUE` })
+          headers[h.slice(0, colon).trim()] = h.slice(colon + 1).trim()
+        }
+        const session = Option.getOrUndefined(a.session)
+        if (session !== undefined) yield* Effect.fromResult(Entry.validateSessionId(session))
+        const file = Option.getOrUndefined(a.policy)
+        const streams = yield* Output.streams
+        const note = (line: string) => Effect.sync(() => streams.stderr(`session-journal mcp: ${line}\n`))
+        const guard = file === undefined ? null : yield* policyGuard(file, note)
+        const policyName = file === undefined ? null : path.basename(file)
+        const stdin = yield* Input.Stdin
+        const publishing = yield* PublishFlags.optionsOf(a)
+        const gateway = Gateway.run({
+          name: Option.getOrElse(a.name, () => defaultName(a.command, url)),
+          server: url !== undefined
+            ? { _tag: "Http", url, headers }
+            : { _tag: "Command", command: a.command[0]!, args: a.command.slice(1) },
+          guard,
+          policyName,
+          session,
+          maxLineBytes: a.maxLineBytes,
+          maxPending: a.maxPending,
+          log: (line) => Effect.sync(() => streams.stderr(line + "\n"))
+        }, {
+          input: Stream.fromAsyncIterable(stdin(), (e) => e).pipe(
+            Stream.map((chunk) => typeof chunk === "string" ? new TextEncoder().encode(chunk) : chunk)
+          ),
+          write: (bytes) =>
+            Effect.callback<void, unknown>((resume) => {
+              streams.stdout(bytes, (error) => resume(error === undefined ? Effect.void : Effect.fail(error)))
+            })
+        }).pipe(
+          Effect.provideService(ChildProcessSpawner, spawner),
+          Effect.catchTag(
+            "ServerEnded",
+            (e) =>
+              Effect.andThen(Output.errorLine(`session-journal mcp: ${e.message}`), Effect.sync(() => (crashed = true)))
+          ),
+          Effect.mapError((e) => new NotAvailable({ feature: "the MCP server", reason: e.message }))
+        )
+        if (publishing === undefined) return yield* gateway
+        const m = yield* Effect.promise((): Promise<typeof Publish> => import("./Publish.ts"))
+        yield* m.publishAround(gateway, publishing)
+      }).pipe(LiveExport.journaled(a.otlp))
     )
     if (crashed) return yield* new Exit({ code: SERVER_ENDED_EXIT })
   })).pipe(

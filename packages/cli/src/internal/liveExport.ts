@@ -10,9 +10,11 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import type { InvalidInput } from "../Failure.ts"
 import type * as Live from "../otel/Live.ts"
 import type * as Sender from "../otel/Sender.ts"
 import * as Output from "../Output.ts"
+import * as OtlpFlags from "./otlpFlags.ts"
 
 const load = Effect.promise((): Promise<typeof Live> => import("../otel/Live.ts"))
 
@@ -53,3 +55,13 @@ export const withJournal = <A, E, R>(
         )
       ))
   })
+
+/**
+ * `withJournal` for a door's `--otlp` flag as parsed (`OtlpFlags.otlpFlag`): the
+ * endpoint resolved (a bad one is `InvalidInput`), then the door, pipeable.
+ */
+export const journaled = (endpoint: Option.Option<OtlpFlags.Endpoint>) =>
+<A, E, R>(
+  door: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | StorageError | InvalidInput, R | Persistence.Persistence> =>
+  Effect.flatMap(OtlpFlags.resolve({ field: "--otlp", endpoint }), (sending) => withJournal(sending, door))
