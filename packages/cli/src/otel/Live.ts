@@ -204,9 +204,17 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
           )
         )
       }).pipe(
-        // Noted once stored: storage that does not show the session yet will.
-        Effect.retry({ while: (e) => e._tag === "SessionNotFound", schedule: Schedule.spaced("50 millis"), times: 20 }),
-        Effect.catch((e) => Effect.sync(() => problem(`following session ${f.id} failed: ${messageOf(e)}`))),
+        // Noted once stored: storage that does not show the session yet will, and a read
+        // that met a write half done reads again (from the start, the fold afresh).
+        Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 20 }),
+        Effect.catch((e) =>
+          Effect.andThen(
+            Effect.sync(() => problem(`following session ${f.id} failed: ${messageOf(e)}`)),
+            said ? Effect.void : Effect.sync(() => (said = true)).pipe(
+              Effect.andThen(options.note(`spans of session ${f.id} are not sent: ${messageOf(e)}`))
+            )
+          )
+        ),
         Effect.ensuring(Effect.sync(() => {
           if (followed.get(f.id) === f) followed.delete(f.id)
           if (fold !== null && f.next > f.from) enqueue(f.id, assembler.apply(fold.finish()))
