@@ -19,22 +19,13 @@ import * as path from "node:path"
 import { afterAll } from "vitest"
 import * as ClaudeRun from "./claudeRun.ts"
 import { common } from "./claudeRun.ts"
-import { BIN, exited, hasNodeAdapter, runProcess as run, waitForLine } from "./Run.ts"
+import { alive, BIN, exited, hasNodeAdapter, runProcess as run, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 
 afterAll(Claude.cleanup)
 
 const setup = (script: Fake.Script) => ClaudeRun.setup(script, "sj-ccrun-")
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 
 describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("claude-code run against the real CLI", () => {
   it("prompts from arguments with a policy denying Bash: the conversation, the final line, exit 0, all journaled", async () => {

@@ -13,7 +13,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll } from "vitest"
 import * as Spans from "../src/otel/Spans.ts"
 import { SID, sub, T0, writeHooked } from "./hookedSession.ts"
-import { listen, load, type Receiver, type Span } from "./otlpReceiver.ts"
+import { hookedTree, listen, load, type Receiver } from "./otlpReceiver.ts"
 import { cleanup, run, tempDir } from "./Run.ts"
 
 const otlp = load()
@@ -50,28 +50,11 @@ describe("otel export", () => {
       assert.strictEqual(q.contentType, "application/x-protobuf")
     }
     const spans = receiver.requests.flatMap((q) => otlp.decode(new Uint8Array(q.body)))
-    const byName = (name: string): Span => {
-      const found = spans.filter((s) => s.name === name)
-      assert.strictEqual(found.length, 1, `${name} among ${spans.map((s) => s.name).join(", ")}`)
-      return found[0]!
-    }
     const at = (secs: number, ms = 0) => BigInt(T0 + secs) * 1_000_000_000n + BigInt(ms) * 1_000_000n
 
     // One trace; the session at its root; calls under their agent; the sub-agent under the Agent call.
     assert.strictEqual(new Set(spans.map((s) => s.traceId)).size, 1)
-    const root = byName("invoke_agent claude-code")
-    const bash = byName("execute_tool Bash")
-    const agent = byName("execute_tool Agent")
-    const subagent = byName("invoke_agent general-purpose")
-    const read = byName("execute_tool Read")
-    const write = byName("execute_tool Write")
-    assert.strictEqual(spans.length, 6)
-    assert.isNull(root.parentSpanId)
-    assert.strictEqual(bash.parentSpanId, root.spanId)
-    assert.strictEqual(agent.parentSpanId, root.spanId)
-    assert.strictEqual(subagent.parentSpanId, agent.spanId)
-    assert.strictEqual(read.parentSpanId, subagent.spanId)
-    assert.strictEqual(write.parentSpanId, root.spanId)
+    const { agent, bash, read, root, subagent, write } = hookedTree(spans)
 
     // Times are the recorded ones: the tool entry to its outcome (Claude Code's duration_ms when given).
     assert.deepStrictEqual([root.start, root.end], [at(0), at(11)])

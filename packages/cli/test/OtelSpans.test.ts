@@ -3,18 +3,27 @@
  * entries (calls of the main agent and of sub-agents, decisions, outcomes with and
  * without `duration_ms`, sub-agents starting and stopping, unrelated entries):
  * every span started is ended exactly once, a parent is open when its child
- * starts, no span ends before it starts, and the bound on open calls holds.
+ * starts, no span ends before it starts, and the bound on open calls holds; the
+ * spans assembled from the operations are each complete once, their parents among
+ * them, and a second fold of the same entries gives the same spans (so the ids
+ * derived from their keys are the same: what lets a live export and a later
+ * `otel export` agree).
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
 import * as Spans from "../src/otel/Spans.ts"
 import { entriesOf, HASH, SEED, step } from "./hookEntries.ts"
+// Any hook-like session: its steps, and the gaps between their times.
+const sessions = [
+  fc.array(step, { maxLength: 80 }),
+  fc.array(fc.integer({ min: 0, max: 2 }), { minLength: 1, maxLength: 5 })
+] as const
+
 describe("Spans.fold", () => {
   it("starts each span once, ends it once, after its start, under a parent that is open (property)", () => {
     fc.assert(
       fc.property(
-        fc.array(step, { maxLength: 80 }),
-        fc.array(fc.integer({ min: 0, max: 2 }), { minLength: 1, maxLength: 5 }),
+        ...sessions,
         (steps, gaps) => {
           const entries = entriesOf(steps, gaps)
           const fold = Spans.fold("s1", null)
@@ -47,6 +56,39 @@ describe("Spans.fold", () => {
       ),
       { seed: SEED, verbose: true, numRuns: 300 }
     )
+  })
+
+  it("assembles each span once, its parent among them, the same on a second fold (property)", () => {
+    fc.assert(
+      fc.property(
+        ...sessions,
+        (steps, gaps) => {
+          const entries = entriesOf(steps, gaps)
+          const assemble = () => {
+            const fold = Spans.fold("s1", null)
+            const assembler = Spans.assembler()
+            const out = [...entries.flatMap((e) => assembler.apply(fold.add(e))), ...assembler.apply(fold.finish())]
+            assert.strictEqual(assembler.open(), 0)
+            return out
+          }
+          const spans = assemble()
+          const keys = new Set(spans.map((f) => f.key))
+          assert.strictEqual(keys.size, spans.length, "a span assembled twice")
+          for (const f of spans) {
+            if (f.parent === null) assert.strictEqual(f.key, Spans.SESSION_KEY)
+            else assert.isTrue(keys.has(f.parent), `${f.key}'s parent ${f.parent}`)
+            assert.isTrue(f.end >= f.start)
+          }
+          assert.deepStrictEqual(assemble(), spans)
+          const ids = new Set(spans.map((f) => Spans.spanIdOf("s1", f.key)))
+          assert.strictEqual(ids.size, spans.length)
+          for (const id of ids) assert.match(id, /^[0-9a-f]{16}$/)
+        }
+      ),
+      { seed: SEED, verbose: true, numRuns: 200 }
+    )
+    assert.match(Spans.traceIdOf("s1"), /^[0-9a-f]{32}$/)
+    assert.notStrictEqual(Spans.traceIdOf("s1"), Spans.traceIdOf("s2"))
   })
 
   it("keeps at most MAX_OPEN_CALLS calls open, ending the oldest", () => {

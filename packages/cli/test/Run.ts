@@ -134,6 +134,16 @@ export const exited = (child: ChildProcess): Promise<number | null> =>
     ? Promise.resolve(child.exitCode)
     : new Promise((resolve) => child.on("close", (code) => resolve(code)))
 
+/** Whether process `pid` is alive (signal 0 reaches it). */
+export const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
 /** Whether the filesystem adapter is available (the durable commands need it). */
 export const hasNodeAdapter = async (): Promise<boolean> => {
   const mod: Record<string, unknown> = await import("@session-journal/node")

@@ -14,6 +14,7 @@ import { createRequire } from "node:module"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { assert } from "vitest"
 
 const SCRIPT = fileURLToPath(new URL("../../../scripts/otlp-receiver.sh", import.meta.url))
 
@@ -176,3 +177,32 @@ export const listen = (mode: Mode): Promise<Receiver> =>
       })
     })
   })
+
+/**
+ * The spans of the hooked session (`hookedSession.ts`) by role, once their tree
+ * is checked: six spans, one per name; the session at the root, the Bash, Agent
+ * and Write calls under it, the sub-agent under the Agent call, its Read under it.
+ */
+export const hookedTree = (spans: ReadonlyArray<Span>) => {
+  const byName = (name: string): Span => {
+    const found = spans.filter((s) => s.name === name)
+    assert.strictEqual(found.length, 1, `${name} among ${spans.map((s) => s.name).join(", ")}`)
+    return found[0]!
+  }
+  const tree = {
+    root: byName("invoke_agent claude-code"),
+    bash: byName("execute_tool Bash"),
+    agent: byName("execute_tool Agent"),
+    subagent: byName("invoke_agent general-purpose"),
+    read: byName("execute_tool Read"),
+    write: byName("execute_tool Write")
+  }
+  assert.strictEqual(spans.length, 6)
+  assert.isNull(tree.root.parentSpanId)
+  assert.strictEqual(tree.bash.parentSpanId, tree.root.spanId)
+  assert.strictEqual(tree.agent.parentSpanId, tree.root.spanId)
+  assert.strictEqual(tree.subagent.parentSpanId, tree.agent.spanId)
+  assert.strictEqual(tree.read.parentSpanId, tree.subagent.spanId)
+  assert.strictEqual(tree.write.parentSpanId, tree.root.spanId)
+  return tree
+}

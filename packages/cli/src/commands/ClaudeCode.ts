@@ -23,6 +23,7 @@ import { Exit, type Failure, InvalidInput } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { Dir, onCommandLine, Postgres } from "../internal/commandKit.ts"
 import { type HookArgs, parseWaitMillis } from "../internal/hookArgs.ts"
+import * as OtlpFlags from "../internal/otlpFlags.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import * as ClaudeCodeRun from "./ClaudeCodeRun.ts"
@@ -34,7 +35,14 @@ import * as InstallCommand from "./InstallCommand.ts"
 // `ConfigProvider`); the hook itself takes them as a plain record.
 const hookEnvironment = Config.all(
   Object.fromEntries(
-    [HookProcess.POLICY_VAR, Storage.DIR_VAR, Storage.PG_URL_VAR, Storage.TABLE_PREFIX_VAR, Storage.RETENTION_VAR].map((
+    [
+      HookProcess.POLICY_VAR,
+      Storage.DIR_VAR,
+      Storage.PG_URL_VAR,
+      Storage.TABLE_PREFIX_VAR,
+      Storage.RETENTION_VAR,
+      ...OtlpFlags.VARS
+    ].map((
       name
     ) => [name, Config.String(name).pipe(Config.option, Config.map(Option.getOrUndefined))])
   )

@@ -48,6 +48,8 @@ import * as path from "node:path"
 import { InvalidInput, TurnFailed } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { withJournal } from "../internal/commandKit.ts"
+import * as LiveExport from "../internal/liveExport.ts"
+import * as OtlpFlags from "../internal/otlpFlags.ts"
 import * as Output from "../Output.ts"
 import * as Storage from "../Storage.ts"
 import { load } from "./PolicyCommands.ts"
@@ -79,7 +81,8 @@ const flags = {
     Flag.atLeast(0),
     Flag.withMetavar("ARG"),
     Flag.withDescription("One more argument for the CLI (repeatable; --claude-arg=--flag for a flag)")
-  )
+  ),
+  otlp: OtlpFlags.otlpFlag
 }
 
 // A new session's id: the time of the fiber's clock, and three random bytes so two
@@ -292,7 +295,7 @@ export const run = Command.make("run", flags, (a) =>
         )
         if (ended === "quit") return yield* Effect.interrupt
         if (errors > 0) return yield* new TurnFailed({ errors, turns })
-      }).pipe(Effect.provideService(ChildProcessSpawner, spawner))
+      }).pipe(LiveExport.journaled(a.otlp), Effect.provideService(ChildProcessSpawner, spawner))
     )
   })).pipe(Command.withDescription(
     "Run one Claude Code session through the driver, every line journaled and every tool call decided by --policy " +

@@ -24,6 +24,8 @@ import * as path from "node:path"
 import { Exit, InvalidInput, NotAvailable } from "../Failure.ts"
 import { Dir, nonNegative, onCommandLine, waitFlag, withoutJournal } from "../internal/commandKit.ts"
 import { parseWaitMillis } from "../internal/hookArgs.ts"
+import * as LiveExport from "../internal/liveExport.ts"
+import * as OtlpFlags from "../internal/otlpFlags.ts"
 import * as PublishFlags from "../internal/publishFlags.ts"
 import * as Output from "../Output.ts"
 import { load } from "../PolicyFile.ts"
@@ -183,7 +185,8 @@ export const guard = Command.make("guard", {
     Flag.withDefault(false),
     Flag.withDescription("Let calls touch the journal, the policy file and the settings that hold the hooks")
   ),
-  ...PublishFlags.flags
+  ...PublishFlags.flags,
+  otlp: OtlpFlags.otlpFlag
 }, (a) =>
   Effect.flatMap(Dir, (dir) =>
     withoutJournal(({ storage }) =>
@@ -196,6 +199,7 @@ export const guard = Command.make("guard", {
         const file = Option.getOrUndefined(a.policy)
         const policy = file === undefined ? null : yield* load(file)
         const publishing = yield* PublishFlags.optionsOf(a)
+        const sending = yield* OtlpFlags.resolve({ field: "--otlp", endpoint: a.otlp })
         const given = Option.getOrUndefined(yield* Effect.orDie(Config.option(Config.String(GUARD_TOKEN_VAR))))
         const stateHome = Option.getOrUndefined(yield* Effect.orDie(Config.option(Config.String("XDG_STATE_HOME"))))
         // The HTTP server's modules load only for this command.
@@ -240,31 +244,32 @@ export const guard = Command.make("guard", {
         if (tokenProblem !== null) return yield* new InvalidInput({ field: GUARD_TOKEN_VAR, reason: tokenProblem })
         const options: Storage.Options = wait === undefined ? base : { ...base, lockWait: wait }
         const where = Storage.isFilesystem(options) ? options.dir : "PostgreSQL"
-        const serve = module.run({
-          port: a.port,
-          token,
-          policy,
-          handleTimeoutMs,
-          storage: Storage.layer(options),
-          journalDir: Storage.isFilesystem(options) ? options.dir : null,
-          hosts: (port) => {
-            const hosts = HostCheck.policy(port)
-            return { accepted: hosts.accepted, allows: (host) => HostCheck.allows(hosts, host) }
-          },
-          onListening: (port) =>
-            Output.write(
-              `session-journal guard: listening at http://127.0.0.1:${port}${module.PATH}, journal ${where}, ` +
-                (policy === null ? "no policy (record only)" : `policy ${file ?? "given"}`) + "\n"
-            ),
-          policyFile: file === undefined ? undefined : path.resolve(file),
-          noSelfProtection: a.noSelfProtection,
-          acceptBearer: a.acceptBearer,
-          tokenFile: tokenPath ?? undefined,
-          idleTimeToLive: Option.match(a.idleClose, { onNone: () => undefined, onSome: (ms) => Duration.millis(ms) })
-        }).pipe(Effect.catchTag("ServeError", (e) =>
-          Effect.fail(
-            new NotAvailable({ feature: "guard", reason: `cannot listen on 127.0.0.1:${a.port} (${e.message})` })
-          )))
+        const serve = LiveExport.withStorage(sending, Storage.layer(options), (storage) =>
+          module.run({
+            port: a.port,
+            token,
+            policy,
+            handleTimeoutMs,
+            storage,
+            journalDir: Storage.isFilesystem(options) ? options.dir : null,
+            hosts: (port) => {
+              const hosts = HostCheck.policy(port)
+              return { accepted: hosts.accepted, allows: (host) => HostCheck.allows(hosts, host) }
+            },
+            onListening: (port) =>
+              Output.write(
+                `session-journal guard: listening at http://127.0.0.1:${port}${module.PATH}, journal ${where}, ` +
+                  (policy === null ? "no policy (record only)" : `policy ${file ?? "given"}`) + "\n"
+              ),
+            policyFile: file === undefined ? undefined : path.resolve(file),
+            noSelfProtection: a.noSelfProtection,
+            acceptBearer: a.acceptBearer,
+            tokenFile: tokenPath ?? undefined,
+            idleTimeToLive: Option.match(a.idleClose, { onNone: () => undefined, onSome: (ms) => Duration.millis(ms) })
+          })).pipe(Effect.catchTag("ServeError", (e) =>
+            Effect.fail(
+              new NotAvailable({ feature: "guard", reason: `cannot listen on 127.0.0.1:${a.port} (${e.message})` })
+            )))
         if (publishing === undefined) return yield* serve
         // Publishing runs beside the guard, on storage of its own over the same journal;
         // a fork or a witness's refusal ends both (exit 1), as a failed verification does.

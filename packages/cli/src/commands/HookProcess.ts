@@ -5,7 +5,8 @@
  * `--root`/`--dir`/`--postgres`, else the variables, else the per-user state
  * directory), then the command hook of `@session-journal/claude-code`
  * (`HookRunner`, which decides through `Hook.handle`), its answer written and its
- * exit code returned.
+ * exit code returned; after the answer of `SessionEnd`, the session's spans when
+ * the OpenTelemetry variables name a collector (`otel/HookExport`).
  *
  * This module is loaded without the command tree (`main.ts` recognizes the
  * invocation first): a hook runs once per tool call, and its start is most of
@@ -41,17 +42,17 @@ export const POLICY_VAR = "SESSION_JOURNAL_POLICY"
 export const DEFAULT_WAIT_MILLIS = 30_000
 
 /**
- * The journal of a hook's flags and environment (`--root`, `--dir`,
+ * The storage of a hook's flags and environment (`--root`, `--dir`,
  * `--postgres`, else the variables, else the per-user state directory, made on
  * first use readable by its user only), waiting up to `--wait` for a session's
  * lock; or why there is none, the reason to refuse with.
  *
  * @since 0.1.0
  */
-export const journalOf = async (
+export const storageOf = async (
   args: HookArgs,
   env: Readonly<Record<string, string | undefined>>
-): Promise<HookRunner.Journal | string> => {
+): Promise<Storage.Options | string> => {
   // Parallel hooks of one session queue for its lock (the filesystem adapter's
   // `lockWait`: a directory watch and a jittered backoff) rather than fail.
   const waitMillis = args.waitMillis ?? DEFAULT_WAIT_MILLIS
@@ -80,6 +81,21 @@ export const journalOf = async (
     // load rebuilds a long session's tree (thousands of digests).
     nodeSha256: "bulk"
   }
+  return storage
+}
+
+/**
+ * The journal of a hook's flags and environment (`storageOf`), or why there is
+ * none.
+ *
+ * @since 0.1.0
+ */
+export const journalOf = async (
+  args: HookArgs,
+  env: Readonly<Record<string, string | undefined>>
+): Promise<HookRunner.Journal | string> => {
+  const storage = await storageOf(args, env)
+  if (typeof storage === "string") return storage
   return { layer: Storage.layer(storage), dir: Storage.isFilesystem(storage) ? storage.dir : null }
 }
 
@@ -89,8 +105,8 @@ export const journalOf = async (
  *
  * @since 0.1.0
  */
-export const run = (args: HookArgs, io: HookRunner.Io): Promise<HookRunner.Outcome> =>
-  HookRunner.run({
+export const run = async (args: HookArgs, io: HookRunner.Io): Promise<HookRunner.Outcome> => {
+  const outcome = await HookRunner.run({
     failOpen: args.failOpen,
     maxInputBytes: args.maxInputBytes,
     deadlineMillis: args.deadlineMillis,
@@ -100,6 +116,21 @@ export const run = (args: HookArgs, io: HookRunner.Io): Promise<HookRunner.Outco
     journal: () => journalOf(args, io.env),
     stateDir: Storage.userStateDir(io.env)
   }, io)
+  // The answer is written: the session's spans, when a collector is named, at its end (`otel/HookExport`).
+  if (outcome.event === "SessionEnd" && outcome.answer !== null && outcome.late !== true && wantsSpans(io.env)) {
+    const storage = await storageOf(args, io.env)
+    if (typeof storage !== "string") {
+      const { send } = await import("../otel/HookExport.ts")
+      const line = await send(outcome.answer.session, storage, io.env)
+      if (line !== null) await io.stderr(line + "\n").catch(() => undefined)
+    }
+  }
+  return outcome
+}
+
+// Whether the environment names a collector (as `HookExport.wanted`, without loading it).
+const wantsSpans = (env: Readonly<Record<string, string | undefined>>): boolean =>
+  (env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] ?? "") !== "" || (env["OTEL_EXPORTER_OTLP_ENDPOINT"] ?? "") !== ""
 
 /**
  * How a hook process ended: its exit code, and the name of the event it answered

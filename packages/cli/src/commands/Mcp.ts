@@ -21,6 +21,8 @@ import * as path from "node:path"
 import { Exit, ExitCode, InvalidInput, NotAvailable } from "../Failure.ts"
 import * as Input from "../Input.ts"
 import { withJournal } from "../internal/commandKit.ts"
+import * as LiveExport from "../internal/liveExport.ts"
+import * as OtlpFlags from "../internal/otlpFlags.ts"
 import * as PublishFlags from "../internal/publishFlags.ts"
 import * as Output from "../Output.ts"
 import * as PolicyFile from "../PolicyFile.ts"
@@ -69,6 +71,7 @@ const flags = {
     Flag.withDescription("Most requests waiting for the server; more are refused with an error")
   ),
   ...PublishFlags.flags,
+  otlp: OtlpFlags.otlpFlag,
   command: Argument.String("command").pipe(
     Argument.variadic(),
     Argument.withDescription("The server's command and its arguments, after --")
@@ -213,7 +216,7 @@ const proxy = Command.make("proxy", flags, (a) =>
         if (publishing === undefined) return yield* gateway
         const m = yield* Effect.promise((): Promise<typeof Publish> => import("./Publish.ts"))
         yield* m.publishAround(gateway, publishing)
-      })
+      }).pipe(LiveExport.journaled(a.otlp))
     )
     if (crashed) return yield* new Exit({ code: SERVER_ENDED_EXIT })
   })).pipe(

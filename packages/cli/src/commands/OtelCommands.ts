@@ -15,12 +15,11 @@
  */
 import { SessionJournal } from "@session-journal/core"
 import { Argument, Command, Flag } from "effect/cli"
-import * as Config from "effect/Config"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { InvalidInput, SpansLost } from "../Failure.ts"
-import { parseWait, validId, withJournalToRead } from "../internal/commandKit.ts"
+import { validId, withJournalToRead } from "../internal/commandKit.ts"
+import * as OtlpFlags from "../internal/otlpFlags.ts"
 import type * as OtlpExport from "../otel/OtlpExport.ts"
 import * as Output from "../Output.ts"
 import * as ReportModel from "../viewer/ReportModel.ts"
@@ -28,20 +27,9 @@ import * as Stories from "../viewer/Stories.ts"
 
 const load = Effect.promise((): Promise<typeof OtlpExport> => import("../otel/OtlpExport.ts"))
 
-const firstOf = (names: ReadonlyArray<string>): Config.Config<string> =>
-  names.slice(1).reduce(
-    (config, name) => Config.orElse(config, () => Config.String(name)),
-    Config.String(names[0]!)
-  )
-
 const endpoint = Flag.String("endpoint").pipe(
-  Flag.map((value) => ({ value, base: true })),
-  Flag.withFallbackConfig(
-    Config.orElse(
-      Config.map(Config.String("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), (value) => ({ value, base: false })),
-      () => Config.map(Config.String("OTEL_EXPORTER_OTLP_ENDPOINT"), (value) => ({ value, base: true }))
-    )
-  ),
+  Flag.map((value): OtlpFlags.Endpoint => ({ value, base: true })),
+  Flag.withFallbackConfig(OtlpFlags.endpointConfig),
   Flag.optional,
   Flag.withMetavar("URL"),
   Flag.withDescription(
@@ -58,12 +46,8 @@ const headers = Flag.String("header").pipe(
   )
 )
 
-const protocol = Flag.Literals("protocol", ["http/protobuf", "http/json"]).pipe(
-  Flag.withFallbackConfig(
-    Config.Literals(["http/protobuf", "http/json"], "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").pipe(
-      Config.orElse(() => Config.Literals(["http/protobuf", "http/json"], "OTEL_EXPORTER_OTLP_PROTOCOL"))
-    )
-  ),
+const protocol = Flag.Literals("protocol", OtlpFlags.PROTOCOLS).pipe(
+  Flag.withFallbackConfig(OtlpFlags.protocolConfig),
   Flag.withDefault("http/protobuf" as const),
   Flag.withDescription(
     "Encoding (default $OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else $OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)"
@@ -78,13 +62,6 @@ const timeout = Flag.String("timeout").pipe(
       "(default $OTEL_EXPORTER_OTLP_TRACES_TIMEOUT or $OTEL_EXPORTER_OTLP_TIMEOUT in ms, else 10s)"
   )
 )
-
-const envHeaders = Config.option(firstOf(["OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"]))
-const envTimeout = Config.option(
-  Config.Int("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT").pipe(Config.orElse(() => Config.Int("OTEL_EXPORTER_OTLP_TIMEOUT")))
-)
-
-const invalid = (field: string, reason: string) => Effect.fail(new InvalidInput({ field, reason }))
 
 // An id that names no journal session but an agent's session (Claude Code's session
 // id) stands for that session's story: its hooked session, which decided the calls,
@@ -124,38 +101,21 @@ const exportCmd = Command.make("export", {
     Effect.gen(function*() {
       for (const id of a.ids) yield* validId(id)
       const module = yield* load
-      if (Option.isNone(a.endpoint)) {
-        return yield* invalid(
-          "--endpoint",
-          "no collector given (--endpoint URL, or $OTEL_EXPORTER_OTLP_ENDPOINT / $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)"
-        )
+      const sending = yield* OtlpFlags.resolve({
+        field: "--endpoint",
+        endpoint: a.endpoint,
+        headers: a.headers,
+        protocol: a.protocol,
+        timeout: a.timeout
+      })
+      if (Option.isNone(sending)) {
+        return yield* new InvalidInput({
+          field: "--endpoint",
+          reason:
+            "no collector given (--endpoint URL, or $OTEL_EXPORTER_OTLP_ENDPOINT / $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)"
+        })
       }
-      const given = a.endpoint.value
-      let url: string
-      try {
-        url = given.base ? module.tracesUrl(given.value) : new URL(given.value).toString()
-      } catch {
-        return yield* invalid("--endpoint", `not a URL: ${JSON.stringify(given.value)}`)
-      }
-      if (!/^https?:$/.test(new URL(url).protocol)) return yield* invalid("--endpoint", "must be an http or https URL")
-      const fromEnv = yield* envHeaders.pipe(Effect.orElseSucceed(() => Option.none<string>()))
-      const sent: Record<string, string> = {}
-      for (const text of [...Option.toArray(fromEnv), ...a.headers]) {
-        const parsed = module.parseHeaders(text)
-        if (typeof parsed === "string") return yield* invalid("--header", parsed)
-        Object.assign(sent, parsed)
-      }
-      let bound = Duration.seconds(10)
-      if (Option.isSome(a.timeout)) {
-        try {
-          bound = parseWait(a.timeout.value)
-        } catch (e) {
-          return yield* invalid("--timeout", e instanceof Error ? e.message : String(e))
-        }
-      } else {
-        const ms = yield* envTimeout.pipe(Effect.orElseSucceed(() => Option.none<number>()))
-        if (Option.isSome(ms) && ms.value > 0) bound = Duration.millis(ms.value)
-      }
+      const { headers: sent, requestTimeout: bound, url } = sending.value
       const result = yield* module.run(yield* resolve(a.ids), {
         url,
         headers: sent,

@@ -29,6 +29,11 @@
  *   entry it stands for (`session_journal.*`); a call's span also its decision's
  *   and its outcome's.
  *
+ * - Ids are the session's, not chance's (`traceIdOf`, `spanIdOf`): the trace id
+ *   is derived from the journal session id and each span id from the session id
+ *   and the span's key, so a session sent twice (live by a door, then by
+ *   `otel export`) arrives as the same spans, not as two copies.
+ *
  * Memory is bounded whatever the session's length: at most `MAX_OPEN_CALLS` calls
  * and `MAX_OPEN_AGENTS` sub-agents are open at once (the oldest is ended, marked,
  * when a new one would pass the bound). Message contents, tool inputs and outputs
@@ -36,7 +41,7 @@
  *
  * @since 0.1.0
  */
-import { Entry } from "@session-journal/core"
+import { Entry, Sha256 } from "@session-journal/core"
 import type { SessionMeta } from "@session-journal/core"
 import * as Denials from "../viewer/Denials.ts"
 import * as Stories from "../viewer/Stories.ts"
@@ -428,4 +433,109 @@ export const fold = (id: string, meta: SessionMeta.SessionMeta | null): Fold => 
   }
 
   return { add, finish }
+}
+
+const utf8 = new TextEncoder()
+
+/**
+ * The trace id of session `id`: the first 16 bytes of SHA-256 of
+ * `session-journal trace\0<id>`, as 32 lowercase hex digits.
+ *
+ * @since 0.1.0
+ */
+export const traceIdOf = (id: string): string => Sha256.hex(utf8.encode(`session-journal trace\0${id}`)).slice(0, 32)
+
+/**
+ * The span id of the span `key` (an `Op`'s key) of session `id`: the first 8
+ * bytes of SHA-256 of `session-journal span\0<id>\0<key>`, as 16 lowercase hex
+ * digits. A fold's keys depend only on the entries before them, so every fold of
+ * the same history gives every span the same id.
+ *
+ * @since 0.1.0
+ */
+export const spanIdOf = (id: string, key: string): string =>
+  Sha256.hex(utf8.encode(`session-journal span\0${id}\0${key}`)).slice(0, 16)
+
+/**
+ * A span the operations ended: everything it carries, its parent by key (null
+ * for the session's span), and its error when it ended in one.
+ *
+ * @since 0.1.0
+ */
+export interface Finished {
+  readonly key: string
+  readonly parent: string | null
+  readonly name: string
+  readonly start: bigint
+  readonly end: bigint
+  readonly attributes: Attributes
+  readonly events: ReadonlyArray<{ readonly name: string; readonly time: bigint; readonly attributes: Attributes }>
+  readonly error: string | null
+}
+
+/**
+ * Spans put together from the operations of one fold: `apply` takes them in
+ * order and returns the spans they ended, complete; `open` is how many are
+ * started and not ended (bounded by the fold's own bounds).
+ *
+ * @since 0.1.0
+ */
+export interface Assembler {
+  readonly apply: (ops: ReadonlyArray<Op>) => ReadonlyArray<Finished>
+  readonly open: () => number
+}
+
+interface OpenSpan {
+  readonly key: string
+  readonly parent: string | null
+  readonly name: string
+  readonly start: bigint
+  readonly attributes: { [key: string]: Value }
+  readonly events: Array<{ readonly name: string; readonly time: bigint; readonly attributes: Attributes }>
+}
+
+/**
+ * A new assembler. A span's parent is the key its `Start` names when that span
+ * is open, else the session's span.
+ *
+ * @since 0.1.0
+ */
+export const assembler = (): Assembler => {
+  const open = new Map<string, OpenSpan>()
+  const apply = (ops: ReadonlyArray<Op>): ReadonlyArray<Finished> => {
+    const out: Array<Finished> = []
+    for (const op of ops) {
+      switch (op._tag) {
+        case "Start": {
+          const parent = op.parent === null ? null : open.has(op.parent) ? op.parent : SESSION_KEY
+          open.set(op.key, {
+            key: op.key,
+            parent,
+            name: op.name,
+            start: op.time,
+            attributes: { ...op.attributes },
+            events: []
+          })
+          break
+        }
+        case "Annotate": {
+          const span = open.get(op.key)
+          if (span !== undefined) Object.assign(span.attributes, op.attributes)
+          break
+        }
+        case "Event": {
+          open.get(op.key)?.events.push({ name: op.name, time: op.time, attributes: op.attributes })
+          break
+        }
+        case "End": {
+          const span = open.get(op.key)
+          if (span === undefined) break
+          open.delete(op.key)
+          out.push({ ...span, end: op.time, error: op.error })
+        }
+      }
+    }
+    return out
+  }
+  return { apply, open: () => open.size }
 }
