@@ -6,7 +6,8 @@
  * stay in order, and no more than the bound is held back.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Entry } from "@session-journal/core"
+import { Entry, Guard } from "@session-journal/core"
+import { Journaling } from "@session-journal/mcp"
 import * as fc from "fast-check"
 import * as Calls from "../src/viewer/Calls.ts"
 import * as Timeline from "../src/viewer/Timeline.ts"
@@ -76,6 +77,32 @@ describe("Calls", () => {
       `<em>DENIED</em> <i>by</i> <code class="guard">denyList([Write])</code> Write is on the deny list`
     )
     assert.include(write, `class="call tool denied"`)
+  })
+
+  it("an MCP call through the gateway, whose outcome names it by sequence, is one row, on a page and live (failed before)", () => {
+    const result = Journaling.outcomeEntry(
+      { id: 3, tool: "mcp__everything__echo", sequence: 0 },
+      { bytes: 2048, sha256: null, isError: false, error: null },
+      250
+    )
+    const entries = [
+      tool(0, "mcp__everything__echo"),
+      other(1, Journaling.DECISION_KIND, {
+        jsonrpc_id: 3,
+        tool_name: "mcp__everything__echo",
+        tool_input: { message: "hi" },
+        ...Guard.decisionPayload(Guard.allow, 0)
+      }),
+      other(2, result.kind, result.payload, 1)
+    ]
+    const html = render(entries)
+    assert.deepStrictEqual(rowIds(html), [0])
+    assert.include(html, `<span class="took">250 ms</span>`)
+    assert.include(html, `<summary class="muted">entries 0, 1, 2</summary>`)
+    const live = Calls.live(Timeline.row)
+    const sent = entries.map(live.add)
+    assert.deepStrictEqual(sent.map((r) => r.replace), [null, 0, 0])
+    assert.include(sent[2]!.html, `<span class="took">250 ms</span>`)
   })
 
   it("a call whose outcome comes after the bound is written as known, and its outcome links to it", () => {

@@ -151,9 +151,20 @@ describe("otel export", () => {
     assert.strictEqual(receiver.requests[0]!.path, "/custom/traces")
     assert.strictEqual(receiver.requests[0]!.contentType, "application/json")
     const body = JSON.parse(receiver.requests[0]!.body.toString("utf8")) as {
-      resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<unknown> }> }>
+      resourceSpans: Array<{
+        resource: { attributes: Array<{ key: string; value: { stringValue?: string } }> }
+        scopeSpans: Array<{ scope: { name: string }; schemaUrl: string; spans: Array<unknown> }>
+      }>
     }
-    assert.strictEqual(body.resourceSpans[0]!.scopeSpans[0]!.spans.length, 6)
+    const [resource] = body.resourceSpans
+    assert.strictEqual(resource!.scopeSpans[0]!.spans.length, 6)
+    // The scope is ours, and its schema names the conventions' version the attributes follow.
+    assert.strictEqual(resource!.scopeSpans[0]!.scope.name, "session-journal")
+    assert.strictEqual(resource!.scopeSpans[0]!.schemaUrl, `https://opentelemetry.io/schemas/${otlp.semconvVersion}`)
+    assert.strictEqual(
+      resource!.resource.attributes.find((a) => a.key === "service.name")?.value.stringValue,
+      "session-journal"
+    )
   })
 
   it("a collector that is down loses spans, never entries, and says so (exit 7)", async () => {

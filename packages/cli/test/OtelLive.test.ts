@@ -338,6 +338,7 @@ describe.skipIf(mcpCache === null || !nodeAdapter)(
   "live export: the MCP gateway (mcp proxy)",
   { timeout: 600_000 },
   () => {
+    const ECHO = "execute_tool mcp__everything__echo"
     const connect = async (dir: string, otlpUrl: string) => {
       const sdk = await loadSdk(mcpCache!)
       const policy = path.join(dir, "policy.json")
@@ -380,11 +381,11 @@ describe.skipIf(mcpCache === null || !nodeAdapter)(
       return { echoed, denied }
     }
 
-    it("sends every call and the connection's session by the end of the connection; a collector that is down changes nothing", async () => {
+    it("sends each call as it ends, during the connection, and the session at its end; a collector that is down changes nothing", async () => {
       const live = await receiver({ _tag: "accept" })
       const dir = tempDir()
-      // Checked once the gateway ended: spans during the connection were not seen to arrive (see the report).
-      const sent = await calls(dir, live.url)
+      // The echo's span arrives while the connection is open, ended by its outcome.
+      const sent = await calls(dir, live.url, () => until(() => spansOf(live).some((s) => s.name === ECHO)))
       assert.isFalse(sent.echoed.isError ?? false)
       assert.isTrue(sent.denied.isError)
       const session = fs.readdirSync(dir).find((n) => n.startsWith("mcp-"))
@@ -398,6 +399,14 @@ describe.skipIf(mcpCache === null || !nodeAdapter)(
       ])
       const sum = spans.find((s) => s.name === "execute_tool mcp__everything__get-sum")!
       assert.strictEqual(sum.status.code, 2)
+      // The echo's span holds its outcome (its sequence and bytes) and the request's JSON-RPC id.
+      const echo = spans.find((s) => s.name === ECHO)!
+      assert.strictEqual(echo.status.code, 1)
+      assert.isNumber(echo.attributes["session_journal.outcome.sequence"])
+      assert.isAbove(echo.attributes["session_journal.bytes_read"] as number, 0)
+      assert.strictEqual(echo.attributes[G["ATTR_MCP_METHOD_NAME"] as string], "tools/call")
+      assert.isString(echo.attributes[G["ATTR_JSONRPC_REQUEST_ID"] as string])
+      assert.isUndefined(echo.attributes["session_journal.outcome"])
 
       const gone = await listen({ _tag: "accept" })
       await gone.close() // connection refused

@@ -10,6 +10,8 @@
  * `otel export` agree).
  */
 import { assert, describe, it } from "@effect/vitest"
+import { type Entry, Guard } from "@session-journal/core"
+import { Journaling } from "@session-journal/mcp"
 import * as fc from "fast-check"
 import * as Spans from "../src/otel/Spans.ts"
 import { entriesOf, HASH, SEED, step } from "./hookEntries.ts"
@@ -89,6 +91,48 @@ describe("Spans.fold", () => {
     )
     assert.match(Spans.traceIdOf("s1"), /^[0-9a-f]{32}$/)
     assert.notStrictEqual(Spans.traceIdOf("s1"), Spans.traceIdOf("s2"))
+  })
+
+  it("ends an MCP call at its outcome, which names the call by its sequence (failed before: it ended at the session's end)", () => {
+    const at = (sequence: number, kind: string, payload: unknown) =>
+      ({ sequence, prev_hash: HASH, entry_hash: HASH, timestamp_secs: 100 + sequence, kind, payload }) as Entry.Entry
+    const tool = {
+      sequence: 1,
+      prev_hash: HASH,
+      entry_hash: HASH,
+      timestamp_secs: 101,
+      kind: "tool",
+      tool_name: "mcp__everything__echo",
+      server_id: "everything",
+      agent_id: "client",
+      bytes_read: 0,
+      bytes_written: 20,
+      delegation_depth: 0,
+      allowed: true
+    } as const
+    const outcome = Journaling.outcomeEntry(
+      { id: 7, tool: "mcp__everything__echo", sequence: 1 },
+      { bytes: 42, sha256: null, isError: false, error: null },
+      1500
+    )
+    const fold = Spans.fold("mcp-1", null)
+    const assembler = Spans.assembler()
+    assembler.apply(fold.add(at(0, Journaling.INITIALIZE_KIND, {})))
+    assembler.apply(fold.add(tool))
+    assembler.apply(fold.add(at(2, Journaling.DECISION_KIND, {
+      jsonrpc_id: 7,
+      tool_name: "mcp__everything__echo",
+      ...Guard.decisionPayload(Guard.allow, 1)
+    })))
+    const ended = assembler.apply(fold.add(at(3, outcome.kind, outcome.payload)))
+    assert.deepStrictEqual(ended.map((f) => f.key), ["call:1"])
+    const call = ended[0]!
+    assert.strictEqual(call.end - call.start, 1_500_000_000n)
+    assert.strictEqual(call.attributes["session_journal.outcome.sequence"], 3)
+    assert.strictEqual(call.attributes["session_journal.bytes_read"], 42)
+    assert.strictEqual(call.attributes[Spans.Attr.jsonRpcId], "7")
+    assert.strictEqual(call.attributes[Spans.Attr.mcpMethod], "tools/call")
+    assert.isUndefined(call.attributes[Spans.Attr.toolCallId])
   })
 
   it("keeps at most MAX_OPEN_CALLS calls open, ending the oldest", () => {

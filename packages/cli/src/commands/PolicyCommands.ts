@@ -27,6 +27,7 @@ import * as Input from "../Input.ts"
 import { sessionId, validId, withJournalToRead, withoutJournal } from "../internal/commandKit.ts"
 import * as Output from "../Output.ts"
 import { check as checkFile, load } from "../PolicyFile.ts"
+import * as Denials from "../viewer/Denials.ts"
 
 export {
   /**
@@ -292,16 +293,6 @@ const transcriptCalls = () => {
 
 const encoder = new TextEncoder()
 
-// What ties a call's decision to its outcome: the `tool_use_id` of the hooks' entries,
-// else the tool entry's sequence (the MCP gateway's name it as `tool_sequence`).
-const outcomeKey = (payload: unknown): string | undefined => {
-  if (!isObject(payload)) return undefined
-  const id = payload["tool_use_id"]
-  if (typeof id === "string") return id
-  const sequence = payload["tool_sequence"]
-  return typeof sequence === "number" ? `#${sequence}` : undefined
-}
-
 interface Pending {
   readonly entry: Entry.ToolEntry
   readonly before: JournalState.JournalState
@@ -424,8 +415,8 @@ const test = Command.make(
                   const found = recordedCall(entry.payload, p.entry)
                   if (found !== null) {
                     p.found = found
-                    const id = outcomeKey(entry.payload)
-                    if (id !== undefined) {
+                    const id = Denials.callKey(entry.payload)
+                    if (id !== null) {
                       calls.delete(id)
                       if (calls.size >= MAX_CALLS) calls.delete(calls.keys().next().value!)
                       calls.set(id, found.call)
@@ -436,8 +427,8 @@ const test = Command.make(
                   // The outcome's bytes reach the replayed policy's scoped byte limits.
                   if (p !== null) out.push(...judge(p))
                   pending = null
-                  const id = outcomeKey(entry.payload)
-                  const call = id === undefined ? undefined : calls.get(id)
+                  const id = Denials.callKey(entry.payload)
+                  const call = id === null ? undefined : calls.get(id)
                   const read = entry.payload["bytes_read"]
                   const next = Policy.observe(
                     compiled,

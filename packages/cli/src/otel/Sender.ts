@@ -1,11 +1,13 @@
 /**
  * Finished spans (`Spans.Finished`) sent to an OpenTelemetry collector over
- * OTLP/HTTP through Effect's own OTLP tracer and exporter (`effect/observability`:
- * `OtlpTracer`, `OtlpSerialization`, `OtlpExporter`): no encoding of ours. Each
- * span is made by the tracer with its recorded start time and ended with its
- * recorded end time, and carries the ids `Spans.traceIdOf` / `Spans.spanIdOf`
- * give it (its parent is named by id, so a child may be sent before or after its
- * parent). The one sender of `otel export` and of the doors' live export.
+ * OTLP/HTTP through Effect's own OTLP exporter and serialization
+ * (`effect/observability`: `OtlpExporter`, `OtlpSerialization`, `OtlpResource`):
+ * no encoding of ours. Each span is given as OTLP span data (`OtlpTracer.TraceData`)
+ * with the times the journal recorded and the ids `Spans.traceIdOf` /
+ * `Spans.spanIdOf` give it; its parent is named by id, so a child may be sent
+ * before or after its parent. The one sender of `otel export` and of the doors'
+ * live export. The spans are in the instrumentation scope `session-journal`,
+ * whose schema URL names the semantic conventions' version (`Spans.SEMCONV_VERSION`).
  *
  * Nothing is sent on a timer: spans wait in the exporter's buffer until `flush`,
  * which the caller awaits, so what is in flight is bounded by what the caller
@@ -19,13 +21,10 @@
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
-import { FetchHttpClient, type HttpBody, HttpClient } from "effect/http"
+import { FetchHttpClient, HttpClient } from "effect/http"
 import * as Layer from "effect/Layer"
-import { OtlpExporter, OtlpSerialization, OtlpTracer } from "effect/observability"
-import * as Option from "effect/Option"
+import { OtlpExporter, OtlpResource, OtlpSerialization, type OtlpTracer } from "effect/observability"
 import type * as Scope from "effect/Scope"
-import * as Tracer from "effect/Tracer"
 import * as Spans from "./Spans.ts"
 
 /**
@@ -68,30 +67,51 @@ export interface Sender {
   readonly problems: () => ReadonlyArray<string>
 }
 
+/**
+ * One span as OTLP span data, the form Effect's OTLP serialization encodes.
+ *
+ * @since 0.1.0
+ */
+export type SpanData = OtlpTracer.ScopeSpan["spans"][number]
+
 const MAX_PROBLEMS = 5
 
-// What an ended span's status says: an error with the denial or the tool's error.
-class CallError extends Error {
-  constructor(message: string) {
-    super(message)
-    this.name = "ToolCallError"
-    this.stack = `${this.name}: ${message}`
-  }
-}
+// OTLP's span kind INTERNAL and status codes OK and ERROR (trace.proto).
+const KIND_INTERNAL = 1
+const STATUS_OK = 1
+const STATUS_ERROR = 2
 
-const spanCount = (data: OtlpTracer.TraceData): number => {
-  let n = 0
-  for (const r of data.resourceSpans) for (const s of r.scopeSpans) n += s.spans.length
-  return n
-}
+const SCOPE = { name: "session-journal" }
+const SCHEMA_URL = `https://opentelemetry.io/schemas/${Spans.SEMCONV_VERSION}`
 
-const bodyOf = (request: { readonly body: HttpBody.HttpBody }) => request.body
-
-// The ids a span is given: its own, shadowing the tracer's random ones.
-const setIds = (span: Tracer.Span, traceId: string, spanId: string) => {
-  Object.defineProperty(span, "traceId", { value: traceId, enumerable: true })
-  Object.defineProperty(span, "spanId", { value: spanId, enumerable: true })
-}
+/**
+ * A finished span of session `session` as OTLP span data: its ids derived from
+ * the session and its key, its recorded times (an end before the start is the
+ * start), an error status with the denial or the tool's error, OK otherwise.
+ *
+ * @since 0.1.0
+ */
+export const spanData = (session: string, traceId: string, f: Spans.Finished): SpanData => ({
+  traceId,
+  spanId: Spans.spanIdOf(session, f.key),
+  parentSpanId: f.parent === null ? undefined : Spans.spanIdOf(session, f.parent),
+  name: f.name,
+  kind: KIND_INTERNAL,
+  startTimeUnixNano: String(f.start),
+  endTimeUnixNano: String(f.end < f.start ? f.start : f.end),
+  attributes: OtlpResource.entriesToAttributes(Object.entries(f.attributes)),
+  droppedAttributesCount: 0,
+  events: f.events.map((e) => ({
+    name: e.name,
+    timeUnixNano: String(e.time),
+    attributes: OtlpResource.entriesToAttributes(Object.entries(e.attributes)),
+    droppedAttributesCount: 0
+  })),
+  droppedEventsCount: 0,
+  status: f.error === null ? { code: STATUS_OK } : { code: STATUS_ERROR, message: f.error },
+  links: [],
+  droppedLinksCount: 0
+})
 
 /**
  * A sender to `options.url`, for as long as the scope lasts (closing it sends
@@ -101,27 +121,16 @@ const setIds = (span: Tracer.Span, traceId: string, spanId: string) => {
  */
 export const make = (options: Options): Effect.Effect<Sender, never, Scope.Scope> =>
   Effect.gen(function*() {
-    // Which request carried how many spans, and what the collector answered.
-    const carried = new WeakMap<HttpBody.HttpBody, number>()
     let delivered = 0
     let sent = 0
     const problems: Array<string> = []
     const problem = (text: string) => {
       if (problems.length < MAX_PROBLEMS && !problems.includes(text)) problems.push(text)
     }
-    const base = options.protocol === "http/json" ? OtlpSerialization.layerJson : OtlpSerialization.layerProtobuf
-    const serialization = Layer.effect(
-      OtlpSerialization.OtlpSerialization,
-      Effect.map(OtlpSerialization.OtlpSerialization, (inner) =>
-        OtlpSerialization.OtlpSerialization.of({
-          ...inner,
-          traces: (data) => {
-            const body = inner.traces(data)
-            carried.set(body, spanCount(data))
-            return body
-          }
-        }))
-    ).pipe(Layer.provide(base))
+    const serialization = yield* OtlpSerialization.OtlpSerialization.pipe(
+      Effect.provide(options.protocol === "http/json" ? OtlpSerialization.layerJson : OtlpSerialization.layerProtobuf)
+    )
+    const resource = yield* OtlpResource.fromConfig({ serviceName: "session-journal" })
     const timeout = options.requestTimeout
     const client = Layer.effect(
       HttpClient.HttpClient,
@@ -140,23 +149,26 @@ export const make = (options: Options): Effect.Effect<Sender, never, Scope.Scope
           ),
           HttpClient.tap((response) =>
             Effect.sync(() => {
-              if (response.status >= 200 && response.status < 300) {
-                delivered += carried.get(bodyOf(response.request)) ?? 0
-                carried.delete(bodyOf(response.request))
-              } else problem(`the collector answered ${response.status}`)
+              if (response.status < 200 || response.status >= 300) problem(`the collector answered ${response.status}`)
             })
           ),
           HttpClient.tapError((error) => Effect.sync(() => problem(error.message)))
         ))
     ).pipe(Layer.provide(FetchHttpClient.layer))
-    const services = yield* Layer.build(Layer.mergeAll(OtlpExporter.layerFlusher, serialization, client))
-    const tracer = yield* OtlpTracer.make({
+    const services = yield* Layer.build(Layer.mergeAll(OtlpExporter.layerFlusher, client))
+    const exporter = yield* OtlpExporter.make({
+      label: "session-journal",
       url: options.url,
       headers: options.headers,
-      resource: { serviceName: "session-journal" },
-      // Flushed by the caller, awaited; never on a timer.
+      // Flushed by the caller, awaited; never on a timer nor by size.
       exportInterval: Duration.days(1),
-      maxBatchSize: Number.MAX_SAFE_INTEGER,
+      maxBatchSize: "disabled",
+      body: (spans: Array<SpanData>) => {
+        const data: OtlpTracer.TraceData = {
+          resourceSpans: [{ resource, scopeSpans: [{ scope: SCOPE, spans, schemaUrl: SCHEMA_URL }] }]
+        }
+        return [serialization.traces(data), Effect.sync(() => (delivered += spans.length))]
+      },
       shutdownTimeout: Duration.millis(1)
     }).pipe(Effect.provideContext(services))
     const flusher = Context.get(services, OtlpExporter.Flusher)
@@ -164,23 +176,7 @@ export const make = (options: Options): Effect.Effect<Sender, never, Scope.Scope
     const send = (session: string, spans: ReadonlyArray<Spans.Finished>) => {
       const traceId = Spans.traceIdOf(session)
       for (const f of spans) {
-        const parent = f.parent === null
-          ? Option.none<Tracer.AnySpan>()
-          : Option.some(Tracer.externalSpan({ traceId, spanId: Spans.spanIdOf(session, f.parent) }))
-        const span = tracer.span({
-          name: f.name,
-          parent,
-          annotations: Context.empty(),
-          links: [],
-          startTime: f.start,
-          kind: "internal",
-          root: f.parent === null,
-          sampled: true
-        })
-        setIds(span, traceId, Spans.spanIdOf(session, f.key))
-        for (const k in f.attributes) span.attribute(k, f.attributes[k])
-        for (const e of f.events) span.event(e.name, e.time, e.attributes)
-        span.end(f.end < f.start ? f.start : f.end, f.error === null ? Exit.void : Exit.fail(new CallError(f.error)))
+        exporter.push(spanData(session, traceId, f))
         sent++
       }
     }

@@ -10,11 +10,15 @@
  *   when the metadata names it, such as Claude Code's `claude_code_session`,
  *   else the journal session id) from its first entry's time to its last.
  * - Each tool entry is an `execute_tool <tool>` span (`gen_ai.tool.name`, and
- *   `gen_ai.tool.call.id` once its decision entry names it) from the tool entry's
- *   time to its outcome's: the outcome entry's time, or, when the outcome records
- *   `duration_ms` (Claude Code's own measure, finer than the journal's seconds),
- *   the tool entry's time plus that. A denied call ends where it was denied, with
- *   an error status; a call with no outcome recorded ends where it started.
+ *   `gen_ai.tool.call.id` once its decision entry names it; an MCP call through
+ *   the gateway `mcp.method.name` and `jsonrpc.request.id`) from the tool entry's
+ *   time to its outcome's (the outcome paired by `Denials.callKey`, as reports
+ *   pair it): the outcome entry's time, or, when the outcome records
+ *   `duration_ms` (the agent's or the gateway's own measure, finer than the
+ *   journal's seconds), the tool entry's time plus that. A call ends as its
+ *   outcome comes, so a door sends it then. A denied call ends where it was
+ *   denied, with an error status; a call with no outcome recorded ends where it
+ *   started.
  * - Each guard verdict is a `gen_ai.evaluation.result` event on its call's span
  *   (`gen_ai.evaluation.name` the guard, `gen_ai.evaluation.score.label`
  *   `allow` or `deny`, `gen_ai.evaluation.explanation` the reason): the
@@ -132,7 +136,9 @@ export const Attr = {
   evaluationName: "gen_ai.evaluation.name",
   evaluationLabel: "gen_ai.evaluation.score.label",
   evaluationExplanation: "gen_ai.evaluation.explanation",
-  errorType: "error.type"
+  errorType: "error.type",
+  mcpMethod: "mcp.method.name",
+  jsonRpcId: "jsonrpc.request.id"
 } as const
 
 /**
@@ -141,6 +147,14 @@ export const Attr = {
  * @since 0.1.0
  */
 export const EVALUATION_EVENT = "gen_ai.evaluation.result"
+
+// An MCP call as the gateway records its decision: the request's JSON-RPC id.
+const mcpRequest = (payload: Record<string, unknown>): Attributes => {
+  const id = payload["jsonrpc_id"]
+  return typeof id === "string" || typeof id === "number"
+    ? { [Attr.mcpMethod]: "tools/call", [Attr.jsonRpcId]: String(id) }
+    : {}
+}
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 const str = (v: unknown): string | null => (typeof v === "string" && v.length > 0 ? v : null)
@@ -177,6 +191,8 @@ interface Call {
   readonly toolName: string
   readonly sequence: number
   callId: string | null
+  /** What pairs its outcome with it (`Denials.callKey`), once its decision named it. */
+  pair: string | null
   hosts: boolean
 }
 
@@ -204,7 +220,7 @@ export interface Fold {
 export const fold = (id: string, meta: SessionMeta.SessionMeta | null): Fold => {
   const identity = identityOf(id, meta)
   const calls = new Map<number, Call>() // by tool entry sequence, oldest first
-  const byCallId = new Map<string, Call>()
+  const byPair = new Map<string, Call>()
   const agents = new Map<string, Agent>() // sub-agents by agent_id, oldest first
   let started = false
   let last = 0n
@@ -220,7 +236,7 @@ export const fold = (id: string, meta: SessionMeta.SessionMeta | null): Fold => 
 
   const endCall = (out: Array<Op>, call: Call, time: bigint, error: string | null) => {
     calls.delete(call.sequence)
-    if (call.callId !== null) byCallId.delete(call.callId)
+    if (call.pair !== null) byPair.delete(call.pair)
     if (pending === call) pending = null
     out.push({ _tag: "End", key: call.key, time: time < call.start ? call.start : time, error })
   }
@@ -304,6 +320,7 @@ export const fold = (id: string, meta: SessionMeta.SessionMeta | null): Fold => 
         toolName: entry.tool_name,
         sequence: entry.sequence,
         callId: null,
+        pair: null,
         hosts: false
       }
       calls.set(entry.sequence, call)
@@ -334,9 +351,11 @@ export const fold = (id: string, meta: SessionMeta.SessionMeta | null): Fold => 
       if (call === undefined) return out
       pending = null
       const callId = str(payload["tool_use_id"])
-      if (callId !== null && call.callId === null) {
-        call.callId = callId
-        byCallId.set(callId, call)
+      if (callId !== null && call.callId === null) call.callId = callId
+      const pair = Denials.callKey(payload)
+      if (pair !== null && call.pair === null) {
+        call.pair = pair
+        byPair.set(pair, call)
       }
       const agentType = str(payload["agent_type"])
       const agentId = str(payload["agent_id"])
@@ -352,6 +371,7 @@ export const fold = (id: string, meta: SessionMeta.SessionMeta | null): Fold => 
         key: call.key,
         attributes: {
           ...(callId === null ? {} : { [Attr.toolCallId]: callId }),
+          ...mcpRequest(payload),
           "session_journal.verdict": decision.verdict,
           "session_journal.decision.sequence": entry.sequence,
           "session_journal.decision.hash": entry.entry_hash
@@ -376,8 +396,8 @@ export const fold = (id: string, meta: SessionMeta.SessionMeta | null): Fold => 
       return out
     }
     if (entry.kind === Entry.OUTCOME_KIND) {
-      const callId = str(payload["tool_use_id"])
-      const call = callId === null ? undefined : byCallId.get(callId)
+      const pair = Denials.callKey(payload)
+      const call = pair === null ? undefined : byPair.get(pair)
       if (call === undefined) return out
       const ms = payload["duration_ms"]
       const end = typeof ms === "number" && Number.isSafeInteger(ms) && ms >= 0

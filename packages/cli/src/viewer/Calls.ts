@@ -66,11 +66,13 @@ const payloadOf = (e: Entry.Entry | null): Record<string, unknown> =>
   e !== null && !Entry.isTool(e) && isRecord(e.payload) ? e.payload : {}
 
 /**
- * The call's id as the agent named it (`tool_use_id` of its decision), or null.
+ * What pairs the call with its outcome (`Denials.callKey` of its decision: the
+ * agent's call id, else the tool entry's sequence), or null before its decision.
  *
  * @since 0.1.0
  */
-export const useIdOf = (call: Call): string | null => str(payloadOf(call.decision)["tool_use_id"])
+export const useIdOf = (call: Call): string | null =>
+  call.decision === null || Entry.isTool(call.decision) ? null : Denials.callKey(call.decision.payload)
 
 const seconds = (
   ms: number
@@ -173,7 +175,7 @@ const decidedCall = (entry: Entry.Entry, calls: ReadonlyMap<number, Call>): Call
 }
 
 const outcomeUseId = (entry: Entry.Entry): string | null =>
-  entry.kind === Entry.OUTCOME_KIND ? str(payloadOf(entry)["tool_use_id"]) : null
+  entry.kind === Entry.OUTCOME_KIND && !Entry.isTool(entry) ? Denials.callKey(entry.payload) : null
 
 // Ids of the agent's calls, remembered past their rows, to name the call of a late outcome.
 const rememberer = (bound: number) => {

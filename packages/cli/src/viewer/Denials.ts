@@ -52,6 +52,23 @@ export const decisionOf = (entry: Entry.Entry): Decision | null => {
 }
 
 /**
+ * What pairs a call's decision with its outcome, read from either's payload:
+ * the agent's own call id (`tool_use_id`) where the writer names one (Claude
+ * Code's and Codex's hooks), else the sequence of the call's tool entry
+ * (`tool_sequence`, which a decision always records and the MCP gateway's
+ * outcomes record too). Null when the payload names neither.
+ *
+ * @since 0.1.0
+ */
+export const callKey = (payload: unknown): string | null => {
+  if (!isRecord(payload)) return null
+  const id = payload["tool_use_id"]
+  if (typeof id === "string" && id.length > 0) return `id:${id}`
+  const seq = payload["tool_sequence"]
+  return typeof seq === "number" && Number.isSafeInteger(seq) && seq >= 0 ? `seq:${seq}` : null
+}
+
+/**
  * One denied call: its tool entry and, when a decision entry names them, the
  * guard and the reason.
  *
