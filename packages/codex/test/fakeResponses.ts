@@ -15,6 +15,8 @@ import type { AddressInfo } from "node:net"
 export interface Call {
   readonly name: string
   readonly arguments: Record<string, unknown>
+  /** The tool's namespace, for a tool offered in one (`multi_agent_v1`'s `spawn_agent`, `wait_agent`). */
+  readonly namespace?: string
 }
 
 /**
@@ -74,6 +76,7 @@ export const stream = (turn: Turn): string => {
       id: `fc_fake${ids}_${i}`,
       call_id: `call_fake${ids}_${i}`,
       name: c.name,
+      ...(c.namespace === undefined ? {} : { namespace: c.namespace }),
       arguments: JSON.stringify(c.arguments),
       status: "completed"
     }))
