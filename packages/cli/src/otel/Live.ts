@@ -36,6 +36,7 @@
  */
 import { type Entry, Persistence, SessionJournal, type StorageError } from "@session-journal/core"
 import { messageOf } from "@session-journal/core/ErrorMessage"
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -136,7 +137,12 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
     const idleMillis = Duration.toMillis(options.idle ?? Duration.minutes(10))
     const exitTimeout = options.exitTimeout ?? Duration.seconds(2)
     const sender = yield* Sender.make(options)
-    const buffer = yield* Queue.dropping<{ readonly session: string; readonly span: Spans.Finished }>(
+    // The followers' own scope. Made before the door's end is added below, it closes after
+    // it: the end first lets the followers read up to what the door wrote, and only then
+    // are they interrupted (forked into `scope` itself, the scope would interrupt them first).
+    const followers = yield* Scope.fork(scope, "parallel")
+    // Ended at the door's end: the sender then sends what is left and stops.
+    const buffer = yield* Queue.dropping<{ readonly session: string; readonly span: Spans.Finished }, Cause.Done>(
       Math.max(1, options.maxBuffered ?? 4096)
     )
     // Sessions noted and not followed yet; the wake-up carries nothing.
@@ -244,7 +250,7 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
           fiber: null
         }
         followed.set(id, f)
-        f.fiber = yield* Effect.forkIn(follow(f), scope)
+        f.fiber = yield* Effect.forkIn(follow(f), followers)
       }
     })
     const supervisor = Queue.take(wake).pipe(Effect.andThen(startNoted), Effect.forever, Effect.forkScoped)
@@ -275,12 +281,14 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
       for (const [session, spans] of bySession) sender.send(session, spans)
     }
 
+    // Each batch is flushed and its answer awaited before the next; once the buffer is
+    // ended and empty, the loop ends (never interrupted mid-request by the door's end).
     const sending = Effect.gen(function*() {
       const items = yield* Queue.takeBetween(buffer, 1, BATCH_SPANS)
       sendSome(items)
       yield* sender.flush
       yield* sayLoss
-    }).pipe(Effect.forever, Effect.forkScoped)
+    }).pipe(Effect.forever, Effect.catchIf(Cause.isDone, () => Effect.void), Effect.forkScoped)
 
     const [supervisorFiber, sweeperFiber, senderFiber] = [yield* supervisor, yield* sweeper, yield* sending]
 
@@ -299,7 +307,8 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
     )
 
     // The door's end: the followers read up to what the door wrote, every session is
-    // let go, and what is left is sent; all within `exitTimeout`.
+    // let go (ending what is still open), and the sender sends what is left, a batch at a
+    // time, then stops; all within `exitTimeout`.
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         yield* Fiber.interrupt(supervisorFiber)
@@ -307,9 +316,8 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
         yield* startNoted
         yield* caughtUp
         for (const f of followed.values()) yield* letGo(f)
-        yield* Fiber.interrupt(senderFiber)
-        sendSome(yield* Queue.clear(buffer))
-        yield* sender.flush
+        yield* Queue.end(buffer)
+        yield* Fiber.join(senderFiber)
       }).pipe(Effect.timeoutOption(exitTimeout), Effect.asVoid)
     )
 

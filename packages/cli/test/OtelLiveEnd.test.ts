@@ -1,0 +1,91 @@
+/**
+ * A live export at a door's end (`otel/Live`, in process, over the filesystem
+ * adapter in a temp dir, to a receiver that decodes with the OpenTelemetry JS
+ * SDK's own definitions): a door that writes and ends at once, before its
+ * follower read anything, still sends every span of what it wrote: the end lets
+ * the follower read up to the door's last entry first, then sends. Before, the
+ * scope interrupted the follower before the end could catch it up, and the spans
+ * were lost without a word.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Entry, Persistence, SessionJournal } from "@session-journal/core"
+import { NodePersistence } from "@session-journal/node"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as Live from "../src/otel/Live.ts"
+import * as Spans from "../src/otel/Spans.ts"
+import { listen, load } from "./otlpReceiver.ts"
+
+const otlp = load()
+
+const call = (i: number): Entry.ValidToolParams => ({
+  tool_name: i % 2 === 0 ? "Bash" : "Read",
+  server_id: "bench",
+  agent_id: "main",
+  bytes_read: i,
+  bytes_written: 0,
+  delegation_depth: 0,
+  allowed: true
+})
+
+// `n` calls written through a journal over storage tapped by a live export, the door
+// ending right after the last one; what the export came to.
+const door = (root: string, url: string, n: number) =>
+  Effect.gen(function*() {
+    let live: Live.Live | undefined
+    yield* Effect.scoped(Effect.gen(function*() {
+      const storage = Context.get(yield* Layer.build(NodePersistence.layer({ root })), Persistence.Persistence)
+      const reader = yield* Layer.build(
+        SessionJournal.layer().pipe(Layer.provide(Layer.succeed(Persistence.Persistence, storage)))
+      )
+      live = yield* Live.make({
+        url,
+        headers: {},
+        protocol: "http/protobuf",
+        requestTimeout: Duration.seconds(30),
+        exitTimeout: Duration.minutes(5),
+        note: () => Effect.void
+      }).pipe(Effect.provideContext(reader))
+      const writer = yield* Layer.build(
+        SessionJournal.layer().pipe(Layer.provide(Layer.succeed(Persistence.Persistence, live.tap(storage))))
+      )
+      const journal = Context.get(writer, SessionJournal.SessionJournal)
+      for (let i = 0; i < n; i++) yield* journal.record("door-end", call(i))
+    }))
+    return live!.summary()
+  })
+
+describe("live export at the door's end", () => {
+  it(
+    "sends every span of what the door wrote, when the door ends before its follower read anything (failed before)",
+    async () => {
+      const root = fs.mkdtempSync(path.join(os.tmpdir(), "sj-live-end-"))
+      const receiver = await listen({ _tag: "accept" })
+      try {
+        const n = 40
+        const summary = await Effect.runPromise(door(root, receiver.url, n))
+        // Each call (ended by the next entry, or by the end) and the session.
+        assert.deepStrictEqual(
+          { spans: summary.spans, delivered: summary.delivered, lost: summary.lost, dropped: summary.dropped },
+          { spans: n + 1, delivered: n + 1, lost: 0, dropped: 0 },
+          JSON.stringify(summary)
+        )
+        const spans = receiver.requests.flatMap((q) => otlp.decode(new Uint8Array(q.body)))
+        assert.strictEqual(spans.length, n + 1)
+        const session = spans.filter((s) => s.parentSpanId === null)
+        assert.strictEqual(session.length, 1)
+        assert.strictEqual(session[0]!.traceId, Spans.traceIdOf("door-end"))
+        assert.strictEqual(spans.filter((s) => s.name.startsWith("execute_tool")).length, n)
+      } finally {
+        await receiver.close()
+        fs.rmSync(root, { recursive: true, force: true })
+      }
+    },
+    120_000
+  )
+})
