@@ -20,6 +20,7 @@ import { cliVerify, fsHistory } from "./scenarios/history.ts"
 import { mcpProxyCall } from "./scenarios/mcp.ts"
 import { memoryRecord } from "./scenarios/memory.ts"
 import { memoryOpenSessions } from "./scenarios/openSessions.ts"
+import { otelLive } from "./scenarios/otel.ts"
 import { pgManySessions, pgRecord } from "./scenarios/pg.ts"
 import { policyDecide } from "./scenarios/policy.ts"
 import { memoryRss } from "./scenarios/rss.ts"
@@ -54,7 +55,8 @@ const scenarios: ReadonlyArray<Scenario> = [
   pgRecord,
   pgManySessions,
   fsSessionsTouched,
-  mcpProxyCall
+  mcpProxyCall,
+  otelLive
 ]
 
 const args = process.argv.slice(2)

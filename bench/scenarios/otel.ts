@@ -1,0 +1,126 @@
+/**
+ * `otel.live`: what sending spans live costs a door that writes. Records per
+ * second through `SessionJournal.record` on the filesystem adapter, one caller,
+ * with a live export beside it (`otel/Live`, as `--otlp` sets it up: the storage
+ * tapped, a follower reading the session back from storage and folding it into
+ * spans, one sender posting them to a collector on 127.0.0.1 that accepts
+ * everything), against the same journal without it, in the same rounds, each
+ * side on a new session. The goal, ≥ 0.9, is the promise that exporting is off
+ * the write path; the follower and the sender still share the process's one
+ * core with the writer. Only the records are timed, not the export's end; the
+ * note says how many spans reached the collector.
+ */
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import * as path from "node:path"
+import * as Live from "../../packages/cli/src/otel/Live.ts"
+import { Persistence, SessionJournal } from "../../packages/core/src/index.ts"
+import { type FsLayer, loadNode } from "../lib/adapters.ts"
+import { recordSequential, withTempDir } from "../lib/env.ts"
+import { type Figure, interleave, notRun, type RunOptions, type Scenario, throughputFigure } from "../lib/harness.ts"
+
+const NAME = "otel.live"
+const BASELINE = "the same records without live export"
+const GOAL = { op: ">=", target: 0.9 } as const
+
+// A collector that answers every request 200 with an empty body, counting them.
+const collector = (): Promise<{ readonly url: string; readonly requests: () => number; readonly close: () => void }> =>
+  new Promise((resolve) => {
+    let requests = 0
+    const server = http.createServer((req, res) => {
+      req.resume()
+      req.on("end", () => {
+        requests++
+        res.writeHead(200, { "content-type": "application/x-protobuf", "content-length": "0" }).end()
+      })
+    })
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as AddressInfo).port
+      resolve({
+        url: `http://127.0.0.1:${port}/v1/traces`,
+        requests: () => requests,
+        close: () => server.close()
+      })
+    })
+  })
+
+// `n` records on a new session under `root`, with a live export when `url` is given:
+// the time of the records, and what the export came to once its scope closed.
+const side = (layer: FsLayer, root: string, n: number, url: string | null) =>
+  Effect.gen(function*() {
+    let live: Live.Live | null = null
+    const ms = yield* Effect.scoped(Effect.gen(function*() {
+      const storage = Context.get(yield* Layer.build(layer(root)), Persistence.Persistence)
+      let written = storage
+      if (url !== null) {
+        const reader = yield* Layer.build(
+          SessionJournal.layer().pipe(Layer.provide(Layer.succeed(Persistence.Persistence, storage)))
+        )
+        const made = yield* Live.make({
+          url,
+          headers: {},
+          protocol: "http/protobuf",
+          requestTimeout: Duration.seconds(10),
+          exitTimeout: Duration.seconds(60),
+          note: () => Effect.void
+        }).pipe(Effect.provideContext(reader))
+        live = made
+        written = made.tap(storage)
+      }
+      const writer = yield* Layer.build(
+        SessionJournal.layer().pipe(Layer.provide(Layer.succeed(Persistence.Persistence, written)))
+      )
+      return yield* recordSequential(Context.get(writer, SessionJournal.SessionJournal), "bench-otel", n)
+    }))
+    const summary = live === null ? null : (live as Live.Live).summary()
+    return { ms, summary }
+  })
+
+const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
+  const node = await loadNode()
+  if (!node.ok) return [notRun(NAME, "records/s", BASELINE, GOAL, node.why)]
+  const n = options.quick ? 200 : 1500
+  const rounds = options.quick ? 3 : 7
+  const sink = await collector()
+  try {
+    return await withTempDir("otel-live", async (dir) => {
+      let spans = 0
+      let delivered = 0
+      const samples = await interleave(
+        rounds,
+        async (round) => {
+          const r = await Effect.runPromise(side(node.value, path.join(dir, `live-${round}`), n, sink.url))
+          spans += r.summary?.spans ?? 0
+          delivered += r.summary?.delivered ?? 0
+          return { ops: n, ms: r.ms }
+        },
+        async (round) => {
+          const r = await Effect.runPromise(side(node.value, path.join(dir, `plain-${round}`), n, null))
+          return { ops: n, ms: r.ms }
+        },
+        { log: options.log, label: NAME }
+      )
+      return [
+        throughputFigure(
+          NAME,
+          "records/s",
+          BASELINE,
+          samples,
+          GOAL,
+          `${rounds} rounds × ${n.toLocaleString("en-US")} records, one session per side and round; ` +
+            `${delivered.toLocaleString("en-US")} of ${spans.toLocaleString("en-US")} spans delivered in ` +
+            `${sink.requests().toLocaleString("en-US")} requests`
+        )
+      ]
+    })
+  } finally {
+    sink.close()
+  }
+}
+
+/** The scenario. */
+export const otelLive: Scenario = { name: NAME, figures: [NAME], run }
