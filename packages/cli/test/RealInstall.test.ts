@@ -235,11 +235,11 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("install under the r
           assert.isFalse(r.timedOut, r.stderr)
           assert.isTrue(killed, "the session never reached its third turn")
           ids = api.answers.slice(0, 3).map((a) => (a.blocks[0]!.type === "tool_use" ? a.blocks[0]!.id : ""))
-          // The Read ran: the model was sent the PDF.
-          assert.include(JSON.stringify(toolResult(api, ids[0]!)?.["content"]), pdf.toString("base64", 0, 300))
-          // Its bytes counted, though its PostToolUse was never sent whole: the next call is denied by them.
+          // The Read's bytes counted, though its PostToolUse was never sent whole: the next call is denied by them.
           assert.isFalse(fs.existsSync(path.join(work, "two.txt")), "the call the policy denied ran")
           assert.include(JSON.stringify(toolResult(api, ids[1]!)?.["content"]), "[maxBytesRead(1000)]")
+          // The Read ran: the model was sent the PDF.
+          assert.include(JSON.stringify(toolResult(api, ids[0]!)?.["content"]), pdf.toString("base64", 0, 300))
           assert.isFalse(fs.existsSync(path.join(work, "three.txt")), "a call ran while the guard was down")
           assert.include(
             JSON.stringify(toolResult(api, ids[2]!)?.["content"]),
