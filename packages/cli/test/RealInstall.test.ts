@@ -10,13 +10,13 @@
  * `install --guard`: the forwarder, wrapped the same way, passes the guard's
  * answers through and still denies by itself once the guard is killed. Its first
  * call is a Read of a PDF, whose PostToolUse carries the file whole in base64
- * (PROTOCOL.md (d)), over the forwarder's 4 MiB bound: the forwarder sends the
+ * (docs/claude-code/PROTOCOL.md (a)), over the forwarder's 4 MiB bound: the forwarder sends the
  * guard its scan, the guard counts the response's bytes, and `maxBytesRead`
  * denies the next call.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { readText } from "@session-journal/claude-code/Installer"
 import * as Forwarder from "@session-journal/claude-code/Forwarder"
+import { readText } from "@session-journal/claude-code/Installer"
 import * as Claude from "@session-journal/claude-code/test/claudeCli"
 import * as Fake from "@session-journal/claude-code/test/fakeApi"
 import { Entry } from "@session-journal/core"
