@@ -181,8 +181,8 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("install under the r
       const work = path.join(root, "work")
       const journal = path.join(root, "journal")
       fs.mkdirSync(work, { recursive: true })
-      // 3.5 MiB of PDF: its PostToolUse is about 4.9 MB, over the forwarder's bound.
-      const pdf = pdfOf(3.5 * 1024 * 1024)
+      // 3.3 MB of PDF: its PostToolUse is about 4.4 MB (4/3 of it in base64), over the forwarder's 4 MiB bound.
+      const pdf = pdfOf(3_300_000)
       const pdfPath = path.join(work, "doc.pdf")
       fs.writeFileSync(pdfPath, pdf)
       fs.writeFileSync(path.join(root, "policy.json"), JSON.stringify({ maxBytesRead: 1000 }))
