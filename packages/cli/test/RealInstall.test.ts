@@ -8,12 +8,18 @@
  * file does not run, the model sees our line, and the turn still ends (Stop
  * maps the failure to exit 1, which does not keep the turn going). And
  * `install --guard`: the forwarder, wrapped the same way, passes the guard's
- * answers through and still denies by itself once the guard is killed.
+ * answers through and still denies by itself once the guard is killed. Its first
+ * call is a Read of a PDF, whose PostToolUse carries the file whole in base64
+ * (docs/claude-code/PROTOCOL.md (a)), over the forwarder's 4 MiB bound: the forwarder sends the
+ * guard its scan, the guard counts the response's bytes, and `maxBytesRead`
+ * denies the next call.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Forwarder from "@session-journal/claude-code/Forwarder"
 import { readText } from "@session-journal/claude-code/Installer"
 import * as Claude from "@session-journal/claude-code/test/claudeCli"
 import * as Fake from "@session-journal/claude-code/test/fakeApi"
+import { Entry } from "@session-journal/core"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll } from "vitest"
@@ -26,6 +32,19 @@ afterAll(Claude.cleanup)
 const SYSTEM_PATH = "/usr/bin:/bin"
 
 const TOKEN = "real-install-test-token-8d1e2f3a4b5c"
+
+// A PDF of one stream of `size` bytes: enough for the Read tool, which sends the
+// file whole in base64 (a PDF of up to 20 MB).
+const pdfOf = (size: number): Buffer =>
+  Buffer.concat([
+    Buffer.from(
+      "%PDF-1.4\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n" +
+        "2 0 obj\n<< /Type /Pages /Kids [] /Count 0 >>\nendobj\n" +
+        `3 0 obj\n<< /Length ${size} >>\nstream\n`
+    ),
+    Buffer.alloc(size, 0x41),
+    Buffer.from("\nendstream\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF\n")
+  ])
 
 const toolResult = (api: Fake.FakeApi, id: string): Record<string, unknown> | undefined => {
   for (const req of api.requests) {
@@ -156,19 +175,24 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("install under the r
   )
 
   it(
-    "install --guard: the wrapped forwarder passes the guard's decisions through and denies once the guard is killed",
+    "install --guard: the wrapped forwarder passes the guard's decisions through, counts a Read over 4 MiB, and denies once the guard is killed",
     async () => {
       const root = Claude.tempDir()
       const work = path.join(root, "work")
+      const journal = path.join(root, "journal")
       fs.mkdirSync(work, { recursive: true })
-      fs.writeFileSync(path.join(root, "policy.json"), JSON.stringify({ maxInvocations: 1 }))
+      // 3.3 MB of PDF: its PostToolUse is about 4.4 MB (4/3 of it in base64), over the forwarder's 4 MiB bound.
+      const pdf = pdfOf(3_300_000)
+      const pdfPath = path.join(work, "doc.pdf")
+      fs.writeFileSync(pdfPath, pdf)
+      fs.writeFileSync(path.join(root, "policy.json"), JSON.stringify({ maxBytesRead: 1000 }))
       const guard = start([
         "claude-code",
         "guard",
         "--port",
         "0",
         "--root",
-        path.join(root, "journal"),
+        journal,
         "--policy",
         path.join(root, "policy.json")
       ], { env: { SESSION_JOURNAL_GUARD_TOKEN: TOKEN } })
@@ -184,7 +208,7 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("install under the r
 
         let killed = false
         const turns = [
-          Fake.tools(Fake.bash(`echo one > '${work}/one.txt'`, "first")),
+          Fake.tools({ name: "Read", input: { file_path: pdfPath } }),
           Fake.tools(Fake.bash(`echo two > '${work}/two.txt'`, "over the policy")),
           Fake.tools(Fake.bash(`echo three > '${work}/three.txt'`, "after the guard died")),
           Fake.text("done")
@@ -197,11 +221,12 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("install under the r
           }
           return turns[r.turn]
         })
+        let ids: Array<string> = []
         try {
           const r = await Claude.run({
             api,
             prompt: "Three calls.",
-            tools: ["Bash"],
+            tools: ["Bash", "Read"],
             work,
             home: path.join(root, "home"),
             env: { ...Claude.sourcesEnv(), SESSION_JOURNAL_GUARD_TOKEN: TOKEN },
@@ -209,11 +234,13 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("install under the r
           })
           assert.isFalse(r.timedOut, r.stderr)
           assert.isTrue(killed, "the session never reached its third turn")
-          assert.strictEqual(fs.readFileSync(path.join(work, "one.txt"), "utf8"), "one\n")
+          ids = api.answers.slice(0, 3).map((a) => (a.blocks[0]!.type === "tool_use" ? a.blocks[0]!.id : ""))
+          // The Read's bytes counted, though its PostToolUse was never sent whole: the next call is denied by them.
           assert.isFalse(fs.existsSync(path.join(work, "two.txt")), "the call the policy denied ran")
+          assert.include(JSON.stringify(toolResult(api, ids[1]!)?.["content"]), "[maxBytesRead(1000)]")
+          // The Read ran: the model was sent the PDF.
+          assert.include(JSON.stringify(toolResult(api, ids[0]!)?.["content"]), pdf.toString("base64", 0, 300))
           assert.isFalse(fs.existsSync(path.join(work, "three.txt")), "a call ran while the guard was down")
-          const ids = api.answers.slice(0, 3).map((a) => (a.blocks[0]!.type === "tool_use" ? a.blocks[0]!.id : ""))
-          assert.include(JSON.stringify(toolResult(api, ids[1]!)?.["content"]), "maxInvocations(1)")
           assert.include(
             JSON.stringify(toolResult(api, ids[2]!)?.["content"]),
             `the session-journal guard at ${url} is not reachable`
@@ -221,6 +248,29 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("install under the r
         } finally {
           await api.close()
         }
+
+        // The guard's journal verifies and holds the Read's outcome as a marker: the
+        // response's size as Claude Code wrote it (its JSON text), the input's size and hash.
+        const verified = await run(["--dir", journal, "verify"])
+        assert.strictEqual(verified.code, 0, verified.stdout + verified.stderr)
+        const listed = JSON.parse((await run(["--dir", journal, "--json", "list"])).stdout) as {
+          sessions: Array<{ id: string }>
+        }
+        assert.strictEqual(listed.sessions.length, 1)
+        const shown = await run(["--dir", journal, "--json", "show", listed.sessions[0]!.id])
+        const outcomes = shown.stdout.trim().split("\n").map((l) =>
+          JSON.parse(l) as { kind: string; payload?: Record<string, unknown> }
+        ).filter((e) => e.kind === Entry.OUTCOME_KIND)
+        assert.deepStrictEqual(outcomes.map((e) => e.payload?.["tool_use_id"]), [ids[0]])
+        const marker = outcomes[0]!.payload!
+        const response = JSON.stringify({
+          type: "pdf",
+          file: { filePath: pdfPath, base64: pdf.toString("base64"), originalSize: pdf.length }
+        })
+        assert.strictEqual(marker["bytes_read"], response.length)
+        assert.isAbove(Number(marker["input_bytes"]), Forwarder.MAX_EVENT_BYTES)
+        assert.match(String(marker["input_sha256"]), /^[0-9a-f]{64}$/)
+        assert.match(String(marker["not_recorded"]), /over the bound of 4 MiB/)
       } finally {
         if (guard.exitCode === null && guard.signalCode === null) guard.kill("SIGKILL")
       }
