@@ -105,6 +105,25 @@ describe("Calls", () => {
     assert.include(sent[2]!.html, `<span class="took">250 ms</span>`)
   })
 
+  it("a call a door only decided (core's own decision entry: no outcome is ever recorded) has no note of a missing outcome (failed before)", () => {
+    const entries = [
+      tool(0, "Bash"),
+      other(1, Guard.DECISION_KIND, Guard.decisionPayload(Guard.allow, 0)),
+      tool(2, "Read"),
+      other(3, Guard.DECISION_KIND, Guard.decisionPayload(Guard.allow, 2)),
+      other(4, "message", { role: "assistant", content: "done" })
+    ]
+    const html = render(entries)
+    assert.deepStrictEqual(rowIds(html), [0, 2, 4])
+    assert.notInclude(html, "no outcome recorded here")
+    const live = Calls.live(Timeline.row)
+    for (const r of entries.map(live.add)) assert.notInclude(r.html, "no outcome recorded here")
+    // Past the bound too: the row is written as known, with no such note.
+    assert.notInclude(render(entries, 1), "no outcome recorded here")
+    // A hooked call's decision names its call id: until its outcome the note is there.
+    assert.include(render([tool(0, "Bash"), decision(1, 0, "toolu_a", { command: "ls" })]), "no outcome recorded here")
+  })
+
   it("a call whose outcome comes after the bound is written as known, and its outcome links to it", () => {
     const entries = [
       tool(0, "Agent"),

@@ -21,7 +21,7 @@
  *
  * @since 0.1.0
  */
-import { Entry } from "@session-journal/core"
+import { Entry, Guard } from "@session-journal/core"
 import * as CallLine from "./CallLine.ts"
 import * as Denials from "./Denials.ts"
 import * as Html from "./Html.ts"
@@ -73,6 +73,12 @@ const payloadOf = (e: Entry.Entry | null): Record<string, unknown> =>
  */
 export const useIdOf = (call: Call): string | null =>
   call.decision === null || Entry.isTool(call.decision) ? null : Denials.callKey(call.decision.payload)
+
+// Whether the call's door records outcomes: its decision names what pairs one, and is
+// the door's own entry. Core's own decision entry (`Guard.DECISION_KIND`) is written
+// for a door that recorded nothing beside the call: no outcome of its calls is expected.
+const recordsOutcomes = (call: Call): boolean =>
+  call.decision !== null && call.decision.kind !== Guard.DECISION_KIND && useIdOf(call) !== null
 
 const seconds = (
   ms: number
@@ -128,7 +134,7 @@ export const row = (call: Call): string => {
     }
   } else {
     parts.push(`<i>read</i> ${Html.bytes(tool.bytes_read)} · <i>written</i> ${Html.bytes(tool.bytes_written)}`)
-    if (!denied && useIdOf(call) !== null) parts.push(`<span class="muted">no outcome recorded here</span>`)
+    if (!denied && recordsOutcomes(call)) parts.push(`<span class="muted">no outcome recorded here</span>`)
   }
   const entries = [tool, decision, outcome].filter((e): e is Entry.Entry => e !== null)
   const raw = `<details class="raw"><summary class="muted">${entries.length === 1 ? "entry" : "entries"} ${
