@@ -2,12 +2,17 @@
  * `Sender` against a receiver that is not ours (`otlpReceiver.ts`: the
  * OpenTelemetry JS SDK's protobuf decoder): the span data it builds from what a
  * fold gave is what OTLP's trace.proto can hold, in protobuf and in JSON, even
- * when an entry's numbers are as large as the journal accepts.
+ * when an entry's numbers are as large as the journal accepts; a collector that
+ * sends its status and never the rest of its answer is no answer, within the
+ * bound on each request.
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { Entry } from "@session-journal/core"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
 import * as Sender from "../src/otel/Sender.ts"
 import * as Spans from "../src/otel/Spans.ts"
 import { HASH } from "./hookEntries.ts"
@@ -99,4 +104,42 @@ describe("Sender", () => {
       const wire = body.resourceSpans[0]!.scopeSpans[0]!.spans.find((s) => s.name === "execute_tool Bash")!
       assert.strictEqual(wire.endTimeUnixNano, String(MAX_FIXED64))
     }))
+
+  it.live("a collector that answers its status and never the rest of its answer is no answer within the request's bound (failed before: the flush never ended)", () =>
+    Effect.gen(function*() {
+      const url = yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          new Promise<{ url: string; server: http.Server }>((resolve) => {
+            const server = http.createServer((req, res) => {
+              req.resume()
+              req.on("end", () => {
+                res.writeHead(200, { "content-type": "application/x-protobuf", "content-length": "10" })
+                res.write("abc") // and nothing more
+              })
+            })
+            server.listen(0, "127.0.0.1", () =>
+              resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`, server }))
+          })
+        ),
+        ({ server }) =>
+          Effect.promise(() =>
+            new Promise<void>((done) => {
+              server.closeAllConnections()
+              server.close(() => done())
+            })
+          )
+      )
+      const sender = yield* Sender.make({
+        url: url.url,
+        headers: {},
+        protocol: "http/protobuf",
+        requestTimeout: Duration.millis(200)
+      })
+      sender.send("s1", longCall())
+      // Far past the request's bound: the flush ends by the bound, not by this.
+      const ended = yield* sender.flush.pipe(Effect.timeoutOption(Duration.seconds(30)))
+      assert.isTrue(Option.isSome(ended), "the flush ended")
+      assert.strictEqual(sender.delivered(), 0)
+      assert.include(sender.problems().join("; "), "no answer within")
+    }).pipe(Effect.scoped), 90_000)
 })

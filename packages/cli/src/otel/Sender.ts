@@ -146,7 +146,9 @@ export const make = (options: Options): Effect.Effect<Sender, never, Scope.Scope
       Effect.map(HttpClient.HttpClient, (inner) =>
         inner.pipe(
           HttpClient.transform((response) =>
-            Effect.timeoutOrElse(response, {
+            // The answer in full, body too (read once; the exporter reads it again from
+            // memory): a collector that sends its status and never the rest is no answer.
+            Effect.timeoutOrElse(Effect.tap(response, (r) => Effect.ignore(r.arrayBuffer)), {
               duration: timeout,
               // A defect: the exporter does not try it again, it stops sending for 60 s.
               orElse: () =>
