@@ -145,6 +145,30 @@ describe("Calls", () => {
     assert.include(whole, `<span class="took">9.0 s</span>`)
   })
 
+  it("a call held for its outcome counts toward the characters held: a large one is written as known (failed before: only written rows counted)", () => {
+    const result = Journaling.outcomeEntry(
+      { id: 1, tool: "mcp__fs__write", sequence: 0 },
+      { bytes: 2, sha256: null, isError: false, error: null },
+      10
+    )
+    const entries = [
+      tool(0, "mcp__fs__write"),
+      other(1, Journaling.DECISION_KIND, {
+        jsonrpc_id: 1,
+        tool_name: "mcp__fs__write",
+        tool_input: { content: "x".repeat(50_000) },
+        ...Guard.decisionPayload(Guard.allow, 0)
+      }),
+      other(2, "message", { role: "user", content: "m" }),
+      other(3, result.kind, result.payload, 1)
+    ]
+    const g = Calls.grouper(Timeline.row, Calls.MAX_HELD, 10_000)
+    const before = entries.slice(0, 3).map(g.add).join("")
+    assert.deepStrictEqual(rowIds(before), [0, 2], "the large call is not held past the bound on characters")
+    const html = before + g.add(entries[3]!) + g.end()
+    assert.include(html, `↳ outcome of <a href="#e0">call 0</a>`)
+  })
+
   it("for any hooked session every entry is in the page once, rows in order, at most the bound held (property)", () => {
     fc.assert(
       fc.property(

@@ -12,7 +12,8 @@
  * Two ways to feed it, both bounded:
  * - `grouper` for a page written in order (the report, the viewer's window): a
  *   call's row is held until its outcome comes, for at most `MAX_HELD` rows and
- *   `MAX_HELD_CHARS` characters of rows written behind it
+ *   `MAX_HELD_CHARS` characters of rows written behind it and of the payloads of
+ *   the calls held
  *   (then it is written as known so far, and a later outcome gets a row of its
  *   own that links to the call);
  * - `live` for entries arriving one by one (the viewer's live events): a call's
@@ -34,8 +35,9 @@ import * as Html from "./Html.ts"
 export const MAX_HELD = 512
 
 /**
- * Characters of written rows a page holds back behind a call waiting for its
- * outcome (rows can be large: a Write's content is in its entries).
+ * Characters of written rows, and of the payloads of held calls' entries, a page
+ * holds back behind a call waiting for its outcome (rows can be large: a Write's
+ * content is in its entries).
  *
  * @since 0.1.0
  */
@@ -215,7 +217,13 @@ export interface Grouper {
 export const grouper = (rowOf: RowOf, maxHeld: number = MAX_HELD, maxChars: number = MAX_HELD_CHARS): Grouper => {
   // Rows in order: final HTML, or a call that may still get its decision or outcome.
   const held: Array<string | Call> = []
-  let heldChars = 0 // of the written rows held
+  let heldChars = 0 // of the written rows held, and of the entries the held calls hold
+  const charged = new Map<Call, number>() // what each held call adds to heldChars
+  const charge = (call: Call, entry: Entry.Entry) => {
+    const n = Entry.isTool(entry) ? 0 : JSON.stringify(entry.payload).length
+    charged.set(call, (charged.get(call) ?? 0) + n)
+    heldChars += n
+  }
   const open = new Map<number, Call>() // held calls by tool sequence
   const byUseId = new Map<string, Call>()
   const seen = rememberer(MAX_LIVE)
@@ -234,6 +242,8 @@ export const grouper = (rowOf: RowOf, maxHeld: number = MAX_HELD, maxChars: numb
         open.delete(first.tool.sequence)
         const id = useIdOf(first)
         if (id !== null) byUseId.delete(id)
+        heldChars -= charged.get(first) ?? 0
+        charged.delete(first)
       }
       held.shift()
       if (typeof first === "string") heldChars -= first.length
@@ -254,6 +264,7 @@ export const grouper = (rowOf: RowOf, maxHeld: number = MAX_HELD, maxChars: numb
       const decided = decidedCall(entry, open)
       if (decided !== undefined) {
         decided.decision = entry
+        charge(decided, entry)
         const id = useIdOf(decided)
         if (id !== null) {
           byUseId.set(id, decided)
@@ -265,6 +276,7 @@ export const grouper = (rowOf: RowOf, maxHeld: number = MAX_HELD, maxChars: numb
       const call = useId === null ? undefined : byUseId.get(useId)
       if (call !== undefined && call.outcome === null) {
         call.outcome = entry
+        charge(call, entry)
         byUseId.delete(useId!)
         return release(false)
       }
