@@ -169,6 +169,31 @@ describe("Calls", () => {
     assert.include(html, `↳ outcome of <a href="#e0">call 0</a>`)
   })
 
+  it("live: the calls remembered for their outcomes are bounded in characters too, the oldest forgotten (failed before)", () => {
+    const gateway = (sequence: number, id: number) => [
+      tool(sequence, "mcp__fs__write"),
+      other(sequence + 1, Journaling.DECISION_KIND, {
+        jsonrpc_id: id,
+        tool_name: "mcp__fs__write",
+        tool_input: { content: "x".repeat(6_000) },
+        ...Guard.decisionPayload(Guard.allow, sequence)
+      })
+    ]
+    const result = (sequence: number, id: number, call: number) => {
+      const o = Journaling.outcomeEntry(
+        { id, tool: "mcp__fs__write", sequence: call },
+        { bytes: 2, sha256: null, isError: false, error: null },
+        10
+      )
+      return other(sequence, o.kind, o.payload, 1)
+    }
+    const live = Calls.live(Timeline.row, 10_000)
+    for (const e of [...gateway(0, 1), ...gateway(2, 2)]) live.add(e)
+    // The first call's payload was forgotten to keep the second's within the bound.
+    assert.strictEqual(live.add(result(4, 1, 0)).replace, null)
+    assert.strictEqual(live.add(result(5, 2, 2)).replace, 2)
+  })
+
   it("for any hooked session every entry is in the page once, rows in order, at most the bound held (property)", () => {
     fc.assert(
       fc.property(

@@ -18,7 +18,8 @@
  *   own that links to the call);
  * - `live` for entries arriving one by one (the viewer's live events): a call's
  *   row is sent at once and sent again, to replace it, when its decision and
- *   its outcome come; at most `MAX_LIVE` calls are remembered.
+ *   its outcome come; at most `MAX_LIVE` calls are remembered, with at most
+ *   `MAX_HELD_CHARS` characters of decision payloads.
  *
  * @since 0.1.0
  */
@@ -305,13 +306,20 @@ export interface LiveRow {
  *
  * @since 0.1.0
  */
-export const live = (rowOf: RowOf): { readonly add: (entry: Entry.Entry) => LiveRow } => {
+export const live = (
+  rowOf: RowOf,
+  maxChars: number = MAX_HELD_CHARS
+): { readonly add: (entry: Entry.Entry) => LiveRow } => {
   const calls = new Map<number, Call>()
   const byUseId = new Map<string, Call>()
+  let chars = 0 // of the payloads of the decisions remembered
+  const charged = new Map<Call, number>()
   const forget = (call: Call) => {
     calls.delete(call.tool.sequence)
     const id = useIdOf(call)
     if (id !== null) byUseId.delete(id)
+    chars -= charged.get(call) ?? 0
+    charged.delete(call)
   }
   return {
     add: (entry) => {
@@ -325,8 +333,14 @@ export const live = (rowOf: RowOf): { readonly add: (entry: Entry.Entry) => Live
       if (decided !== undefined) {
         decided.decision = entry
         const id = useIdOf(decided)
-        if (id !== null) byUseId.set(id, decided)
-        else forget(decided)
+        if (id !== null) {
+          byUseId.set(id, decided)
+          const n = JSON.stringify(entry.payload).length
+          charged.set(decided, n)
+          chars += n
+          // Past the bound the oldest calls are forgotten: their outcomes get rows of their own.
+          while (chars > maxChars && calls.size > 0) forget(calls.values().next().value!)
+        } else forget(decided)
         return { html: row(decided), replace: decided.tool.sequence }
       }
       const useId = outcomeUseId(entry)
