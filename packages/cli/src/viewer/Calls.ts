@@ -339,7 +339,11 @@ export const live = (
           charged.set(decided, n)
           chars += n
           // Past the bound the oldest calls are forgotten: their outcomes get rows of their own.
-          while (chars > maxChars && calls.size > 0) forget(calls.values().next().value!)
+          // (Deleting the entry being visited is safe in a Map's iteration.)
+          for (const oldest of calls.values()) {
+            if (chars <= maxChars) break
+            forget(oldest)
+          }
         } else forget(decided)
         return { html: row(decided), replace: decided.tool.sequence }
       }
