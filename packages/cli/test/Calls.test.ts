@@ -105,6 +105,25 @@ describe("Calls", () => {
     assert.include(sent[2]!.html, `<span class="took">250 ms</span>`)
   })
 
+  it("a call a door only decided (core's own decision entry: no outcome is ever recorded) has no note of a missing outcome (failed before)", () => {
+    const entries = [
+      tool(0, "Bash"),
+      other(1, Guard.DECISION_KIND, Guard.decisionPayload(Guard.allow, 0)),
+      tool(2, "Read"),
+      other(3, Guard.DECISION_KIND, Guard.decisionPayload(Guard.allow, 2)),
+      other(4, "message", { role: "assistant", content: "done" })
+    ]
+    const html = render(entries)
+    assert.deepStrictEqual(rowIds(html), [0, 2, 4])
+    assert.notInclude(html, "no outcome recorded here")
+    const live = Calls.live(Timeline.row)
+    for (const r of entries.map(live.add)) assert.notInclude(r.html, "no outcome recorded here")
+    // Past the bound too: the row is written as known, with no such note.
+    assert.notInclude(render(entries, 1), "no outcome recorded here")
+    // A hooked call's decision names its call id: until its outcome the note is there.
+    assert.include(render([tool(0, "Bash"), decision(1, 0, "toolu_a", { command: "ls" })]), "no outcome recorded here")
+  })
+
   it("a call whose outcome comes after the bound is written as known, and its outcome links to it", () => {
     const entries = [
       tool(0, "Agent"),
@@ -124,6 +143,55 @@ describe("Calls", () => {
     const whole = render(entries)
     assert.deepStrictEqual(rowIds(whole), [0, 2, 3, 4, 5, 6, 7])
     assert.include(whole, `<span class="took">9.0 s</span>`)
+  })
+
+  it("a call held for its outcome counts toward the characters held: a large one is written as known (failed before: only written rows counted)", () => {
+    const result = Journaling.outcomeEntry(
+      { id: 1, tool: "mcp__fs__write", sequence: 0 },
+      { bytes: 2, sha256: null, isError: false, error: null },
+      10
+    )
+    const entries = [
+      tool(0, "mcp__fs__write"),
+      other(1, Journaling.DECISION_KIND, {
+        jsonrpc_id: 1,
+        tool_name: "mcp__fs__write",
+        tool_input: { content: "x".repeat(50_000) },
+        ...Guard.decisionPayload(Guard.allow, 0)
+      }),
+      other(2, "message", { role: "user", content: "m" }),
+      other(3, result.kind, result.payload, 1)
+    ]
+    const g = Calls.grouper(Timeline.row, Calls.MAX_HELD, 10_000)
+    const before = entries.slice(0, 3).map(g.add).join("")
+    assert.deepStrictEqual(rowIds(before), [0, 2], "the large call is not held past the bound on characters")
+    const html = before + g.add(entries[3]!) + g.end()
+    assert.include(html, `↳ outcome of <a href="#e0">call 0</a>`)
+  })
+
+  it("live: the calls remembered for their outcomes are bounded in characters too, the oldest forgotten (failed before)", () => {
+    const gateway = (sequence: number, id: number) => [
+      tool(sequence, "mcp__fs__write"),
+      other(sequence + 1, Journaling.DECISION_KIND, {
+        jsonrpc_id: id,
+        tool_name: "mcp__fs__write",
+        tool_input: { content: "x".repeat(6_000) },
+        ...Guard.decisionPayload(Guard.allow, sequence)
+      })
+    ]
+    const result = (sequence: number, id: number, call: number) => {
+      const o = Journaling.outcomeEntry(
+        { id, tool: "mcp__fs__write", sequence: call },
+        { bytes: 2, sha256: null, isError: false, error: null },
+        10
+      )
+      return other(sequence, o.kind, o.payload, 1)
+    }
+    const live = Calls.live(Timeline.row, 10_000)
+    for (const e of [...gateway(0, 1), ...gateway(2, 2)]) live.add(e)
+    // The first call's payload was forgotten to keep the second's within the bound.
+    assert.strictEqual(live.add(result(4, 1, 0)).replace, null)
+    assert.strictEqual(live.add(result(5, 2, 2)).replace, 2)
   })
 
   it("for any hooked session every entry is in the page once, rows in order, at most the bound held (property)", () => {

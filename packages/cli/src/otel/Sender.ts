@@ -84,10 +84,19 @@ const STATUS_ERROR = 2
 const SCOPE = { name: "session-journal" }
 const SCHEMA_URL = `https://opentelemetry.io/schemas/${Spans.SEMCONV_VERSION}`
 
+// The largest time trace.proto's fixed64 nanoseconds hold.
+const MAX_NANOS = 2n ** 64n - 1n
+
+// A time as OTLP writes it, decimal nanoseconds, within fixed64 (an outcome's
+// `duration_ms` may be any safe integer: the protobuf encoder would wrap it modulo
+// 2^64, and in JSON it is a value trace.proto cannot hold, which a collector refuses).
+const nanos = (t: bigint): string => String(t < 0n ? 0n : t > MAX_NANOS ? MAX_NANOS : t)
+
 /**
  * A finished span of session `session` as OTLP span data: its ids derived from
  * the session and its key, its recorded times (an end before the start is the
- * start), an error status with the denial or the tool's error, OK otherwise.
+ * start; a time past what OTLP's fixed64 holds is its largest), an error status
+ * with the denial or the tool's error, OK otherwise.
  *
  * @since 0.1.0
  */
@@ -97,13 +106,13 @@ export const spanData = (session: string, traceId: string, f: Spans.Finished): S
   parentSpanId: f.parent === null ? undefined : Spans.spanIdOf(session, f.parent),
   name: f.name,
   kind: KIND_INTERNAL,
-  startTimeUnixNano: String(f.start),
-  endTimeUnixNano: String(f.end < f.start ? f.start : f.end),
+  startTimeUnixNano: nanos(f.start),
+  endTimeUnixNano: nanos(f.end < f.start ? f.start : f.end),
   attributes: OtlpResource.entriesToAttributes(Object.entries(f.attributes)),
   droppedAttributesCount: 0,
   events: f.events.map((e) => ({
     name: e.name,
-    timeUnixNano: String(e.time),
+    timeUnixNano: nanos(e.time),
     attributes: OtlpResource.entriesToAttributes(Object.entries(e.attributes)),
     droppedAttributesCount: 0
   })),
@@ -137,7 +146,9 @@ export const make = (options: Options): Effect.Effect<Sender, never, Scope.Scope
       Effect.map(HttpClient.HttpClient, (inner) =>
         inner.pipe(
           HttpClient.transform((response) =>
-            Effect.timeoutOrElse(response, {
+            // The answer in full, body too (read once; the exporter reads it again from
+            // memory): a collector that sends its status and never the rest is no answer.
+            Effect.timeoutOrElse(Effect.tap(response, (r) => Effect.ignore(r.arrayBuffer)), {
               duration: timeout,
               // A defect: the exporter does not try it again, it stops sending for 60 s.
               orElse: () =>

@@ -12,16 +12,18 @@
  * Two ways to feed it, both bounded:
  * - `grouper` for a page written in order (the report, the viewer's window): a
  *   call's row is held until its outcome comes, for at most `MAX_HELD` rows and
- *   `MAX_HELD_CHARS` characters of rows written behind it
+ *   `MAX_HELD_CHARS` characters of rows written behind it and of the payloads of
+ *   the calls held
  *   (then it is written as known so far, and a later outcome gets a row of its
  *   own that links to the call);
  * - `live` for entries arriving one by one (the viewer's live events): a call's
  *   row is sent at once and sent again, to replace it, when its decision and
- *   its outcome come; at most `MAX_LIVE` calls are remembered.
+ *   its outcome come; at most `MAX_LIVE` calls are remembered, with at most
+ *   `MAX_HELD_CHARS` characters of decision payloads.
  *
  * @since 0.1.0
  */
-import { Entry } from "@session-journal/core"
+import { Entry, Guard } from "@session-journal/core"
 import * as CallLine from "./CallLine.ts"
 import * as Denials from "./Denials.ts"
 import * as Html from "./Html.ts"
@@ -34,8 +36,9 @@ import * as Html from "./Html.ts"
 export const MAX_HELD = 512
 
 /**
- * Characters of written rows a page holds back behind a call waiting for its
- * outcome (rows can be large: a Write's content is in its entries).
+ * Characters of written rows, and of the payloads of held calls' entries, a page
+ * holds back behind a call waiting for its outcome (rows can be large: a Write's
+ * content is in its entries).
  *
  * @since 0.1.0
  */
@@ -73,6 +76,12 @@ const payloadOf = (e: Entry.Entry | null): Record<string, unknown> =>
  */
 export const useIdOf = (call: Call): string | null =>
   call.decision === null || Entry.isTool(call.decision) ? null : Denials.callKey(call.decision.payload)
+
+// Whether the call's door records outcomes: its decision names what pairs one, and is
+// the door's own entry. Core's own decision entry (`Guard.DECISION_KIND`) is written
+// for a door that recorded nothing beside the call: no outcome of its calls is expected.
+const recordsOutcomes = (call: Call): boolean =>
+  call.decision !== null && call.decision.kind !== Guard.DECISION_KIND && useIdOf(call) !== null
 
 const seconds = (
   ms: number
@@ -128,7 +137,7 @@ export const row = (call: Call): string => {
     }
   } else {
     parts.push(`<i>read</i> ${Html.bytes(tool.bytes_read)} · <i>written</i> ${Html.bytes(tool.bytes_written)}`)
-    if (!denied && useIdOf(call) !== null) parts.push(`<span class="muted">no outcome recorded here</span>`)
+    if (!denied && recordsOutcomes(call)) parts.push(`<span class="muted">no outcome recorded here</span>`)
   }
   const entries = [tool, decision, outcome].filter((e): e is Entry.Entry => e !== null)
   const raw = `<details class="raw"><summary class="muted">${entries.length === 1 ? "entry" : "entries"} ${
@@ -209,7 +218,13 @@ export interface Grouper {
 export const grouper = (rowOf: RowOf, maxHeld: number = MAX_HELD, maxChars: number = MAX_HELD_CHARS): Grouper => {
   // Rows in order: final HTML, or a call that may still get its decision or outcome.
   const held: Array<string | Call> = []
-  let heldChars = 0 // of the written rows held
+  let heldChars = 0 // of the written rows held, and of the entries the held calls hold
+  const charged = new Map<Call, number>() // what each held call adds to heldChars
+  const charge = (call: Call, entry: Entry.Entry) => {
+    const n = Entry.isTool(entry) ? 0 : JSON.stringify(entry.payload).length
+    charged.set(call, (charged.get(call) ?? 0) + n)
+    heldChars += n
+  }
   const open = new Map<number, Call>() // held calls by tool sequence
   const byUseId = new Map<string, Call>()
   const seen = rememberer(MAX_LIVE)
@@ -228,6 +243,8 @@ export const grouper = (rowOf: RowOf, maxHeld: number = MAX_HELD, maxChars: numb
         open.delete(first.tool.sequence)
         const id = useIdOf(first)
         if (id !== null) byUseId.delete(id)
+        heldChars -= charged.get(first) ?? 0
+        charged.delete(first)
       }
       held.shift()
       if (typeof first === "string") heldChars -= first.length
@@ -248,6 +265,7 @@ export const grouper = (rowOf: RowOf, maxHeld: number = MAX_HELD, maxChars: numb
       const decided = decidedCall(entry, open)
       if (decided !== undefined) {
         decided.decision = entry
+        charge(decided, entry)
         const id = useIdOf(decided)
         if (id !== null) {
           byUseId.set(id, decided)
@@ -259,6 +277,7 @@ export const grouper = (rowOf: RowOf, maxHeld: number = MAX_HELD, maxChars: numb
       const call = useId === null ? undefined : byUseId.get(useId)
       if (call !== undefined && call.outcome === null) {
         call.outcome = entry
+        charge(call, entry)
         byUseId.delete(useId!)
         return release(false)
       }
@@ -287,13 +306,20 @@ export interface LiveRow {
  *
  * @since 0.1.0
  */
-export const live = (rowOf: RowOf): { readonly add: (entry: Entry.Entry) => LiveRow } => {
+export const live = (
+  rowOf: RowOf,
+  maxChars: number = MAX_HELD_CHARS
+): { readonly add: (entry: Entry.Entry) => LiveRow } => {
   const calls = new Map<number, Call>()
   const byUseId = new Map<string, Call>()
+  let chars = 0 // of the payloads of the decisions remembered
+  const charged = new Map<Call, number>()
   const forget = (call: Call) => {
     calls.delete(call.tool.sequence)
     const id = useIdOf(call)
     if (id !== null) byUseId.delete(id)
+    chars -= charged.get(call) ?? 0
+    charged.delete(call)
   }
   return {
     add: (entry) => {
@@ -307,8 +333,18 @@ export const live = (rowOf: RowOf): { readonly add: (entry: Entry.Entry) => Live
       if (decided !== undefined) {
         decided.decision = entry
         const id = useIdOf(decided)
-        if (id !== null) byUseId.set(id, decided)
-        else forget(decided)
+        if (id !== null) {
+          byUseId.set(id, decided)
+          const n = JSON.stringify(entry.payload).length
+          charged.set(decided, n)
+          chars += n
+          // Past the bound the oldest calls are forgotten: their outcomes get rows of their own.
+          // (Deleting the entry being visited is safe in a Map's iteration.)
+          for (const oldest of calls.values()) {
+            if (chars <= maxChars) break
+            forget(oldest)
+          }
+        } else forget(decided)
         return { html: row(decided), replace: decided.tool.sequence }
       }
       const useId = outcomeUseId(entry)
