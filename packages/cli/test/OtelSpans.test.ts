@@ -135,6 +135,46 @@ describe("Spans.fold", () => {
     assert.isUndefined(call.attributes[Spans.Attr.toolCallId])
   })
 
+  it("a call id used twice: the first call's denial leaves the second paired with its outcome (failed before)", () => {
+    const at = (sequence: number, kind: string, payload: unknown) =>
+      ({ sequence, prev_hash: HASH, entry_hash: HASH, timestamp_secs: 100 + sequence, kind, payload }) as Entry.Entry
+    const tool = (sequence: number, allowed: boolean) =>
+      ({
+        sequence,
+        prev_hash: HASH,
+        entry_hash: HASH,
+        timestamp_secs: 100 + sequence,
+        kind: "tool",
+        tool_name: "Bash",
+        server_id: "claude-code",
+        agent_id: "main",
+        bytes_read: 0,
+        bytes_written: 0,
+        delegation_depth: 0,
+        allowed
+      }) as const
+    const decision = (sequence: number, of: number, verdict: "allow" | "deny") =>
+      at(sequence, "claude-code.decision", {
+        tool_use_id: "toolu_same",
+        tool_sequence: of,
+        verdict,
+        guard: verdict === "deny" ? "denyList([Bash])" : null,
+        reason: null
+      })
+    const fold = Spans.fold("s1", null)
+    const assembler = Spans.assembler()
+    const apply = (e: Entry.Entry) => assembler.apply(fold.add(e))
+    apply(tool(0, true))
+    apply(decision(1, 0, "allow"))
+    apply(tool(2, true))
+    apply(decision(3, 2, "allow"))
+    // A second decision on the first call, a denial, ends it.
+    assert.deepStrictEqual(apply(decision(4, 0, "deny")).map((f) => f.key), ["call:0"])
+    const ended = apply(at(5, "tool.outcome", { tool_use_id: "toolu_same", bytes_read: 7, error: null }))
+    assert.deepStrictEqual(ended.map((f) => f.key), ["call:2"])
+    assert.strictEqual(ended[0]!.attributes["session_journal.bytes_read"], 7)
+  })
+
   it("keeps at most MAX_OPEN_CALLS calls open, ending the oldest", () => {
     const fold = Spans.fold("s1", null)
     let open = 0

@@ -236,7 +236,7 @@ export const fold = (id: string, meta: SessionMeta.SessionMeta | null): Fold => 
 
   const endCall = (out: Array<Op>, call: Call, time: bigint, error: string | null) => {
     calls.delete(call.sequence)
-    if (call.pair !== null) byPair.delete(call.pair)
+    if (call.pair !== null && byPair.get(call.pair) === call) byPair.delete(call.pair)
     if (pending === call) pending = null
     out.push({ _tag: "End", key: call.key, time: time < call.start ? call.start : time, error })
   }
