@@ -8,7 +8,8 @@
  * side on a new session. The goal, ≥ 0.9, is the promise that exporting is off
  * the write path; the follower and the sender still share the process's one
  * core with the writer. Only the records are timed, not the export's end; the
- * note says how many spans reached the collector.
+ * note says how many spans reached the collector. `otel.live.json`: the same with
+ * the spans in OTLP/JSON, in the same rounds (reported, no goal).
  */
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -18,12 +19,21 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import * as Live from "../../packages/cli/src/otel/Live.ts"
+import type * as Sender from "../../packages/cli/src/otel/Sender.ts"
 import { Persistence, SessionJournal } from "../../packages/core/src/index.ts"
 import { type FsLayer, loadNode } from "../lib/adapters.ts"
 import { recordSequential, withTempDir } from "../lib/env.ts"
-import { type Figure, interleave, notRun, type RunOptions, type Scenario, throughputFigure } from "../lib/harness.ts"
+import {
+  type Figure,
+  interleaveMany,
+  notRun,
+  type RunOptions,
+  type Scenario,
+  throughputFigure
+} from "../lib/harness.ts"
 
 const NAME = "otel.live"
+const JSON_NAME = "otel.live.json"
 const BASELINE = "the same records without live export"
 const GOAL = { op: ">=", target: 0.9 } as const
 
@@ -50,7 +60,7 @@ const collector = (): Promise<{ readonly url: string; readonly requests: () => n
 
 // `n` records on a new session under `root`, with a live export when `url` is given:
 // the time of the records, and what the export came to once its scope closed.
-const side = (layer: FsLayer, root: string, n: number, url: string | null) =>
+const side = (layer: FsLayer, root: string, n: number, url: string | null, protocol: Sender.Protocol) =>
   Effect.gen(function*() {
     let live: Live.Live | null = null
     const ms = yield* Effect.scoped(Effect.gen(function*() {
@@ -63,7 +73,7 @@ const side = (layer: FsLayer, root: string, n: number, url: string | null) =>
         const made = yield* Live.make({
           url,
           headers: {},
-          protocol: "http/protobuf",
+          protocol,
           requestTimeout: Duration.seconds(10),
           exitTimeout: Duration.seconds(60),
           note: () => Effect.void
@@ -90,30 +100,43 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
     return await withTempDir("otel-live", async (dir) => {
       let spans = 0
       let delivered = 0
-      const samples = await interleave(
-        rounds,
-        async (round) => {
-          const r = await Effect.runPromise(side(node.value, path.join(dir, `live-${round}`), n, sink.url))
-          spans += r.summary?.spans ?? 0
-          delivered += r.summary?.delivered ?? 0
-          return { ops: n, ms: r.ms }
-        },
-        async (round) => {
-          const r = await Effect.runPromise(side(node.value, path.join(dir, `plain-${round}`), n, null))
-          return { ops: n, ms: r.ms }
-        },
-        { log: options.log, label: NAME }
-      )
+      const live = (protocol: Sender.Protocol) => async (round: number) => {
+        const root = path.join(dir, `${protocol.slice(5)}-${round}`)
+        const r = await Effect.runPromise(side(node.value, root, n, sink.url, protocol))
+        spans += r.summary?.spans ?? 0
+        delivered += r.summary?.delivered ?? 0
+        return { ops: n, ms: r.ms }
+      }
+      const samples = await interleaveMany(rounds, [
+        { name: "protobuf", run: live("http/protobuf") },
+        { name: "json", run: live("http/json") },
+        {
+          name: "plain",
+          run: async (round) => {
+            const r = await Effect.runPromise(side(node.value, path.join(dir, `plain-${round}`), n, null, "http/json"))
+            return { ops: n, ms: r.ms }
+          }
+        }
+      ], { log: options.log, label: NAME })
+      const sizes = `${rounds} rounds × ${n.toLocaleString("en-US")} records, one session per side and round`
       return [
         throughputFigure(
           NAME,
           "records/s",
           BASELINE,
-          samples,
+          { subject: samples["protobuf"]!, baseline: samples["plain"]! },
           GOAL,
-          `${rounds} rounds × ${n.toLocaleString("en-US")} records, one session per side and round; ` +
-            `${delivered.toLocaleString("en-US")} of ${spans.toLocaleString("en-US")} spans delivered in ` +
+          `${sizes}, spans in OTLP's protobuf (the default); ${delivered.toLocaleString("en-US")} of ` +
+            `${spans.toLocaleString("en-US")} spans of both live sides delivered in ` +
             `${sink.requests().toLocaleString("en-US")} requests`
+        ),
+        throughputFigure(
+          JSON_NAME,
+          "records/s",
+          BASELINE,
+          { subject: samples["json"]!, baseline: samples["plain"]! },
+          null,
+          `${sizes}, spans in OTLP/JSON (\`--protocol http/json\`)`
         )
       ]
     })
@@ -123,4 +146,4 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
 }
 
 /** The scenario. */
-export const otelLive: Scenario = { name: NAME, figures: [NAME], run }
+export const otelLive: Scenario = { name: NAME, figures: [NAME, JSON_NAME], run }
