@@ -145,6 +145,9 @@ const shippedCommand = (): string => {
  */
 export const BIN = shippedCommand()
 
+/** The bundle that `BIN` imports as `#main` (the command's one entry file, as `pnpm build` makes it). */
+export const BUNDLE = path.join(path.dirname(BIN), "..", "dist", "bin", "session-journal.js")
+
 /** The workspace's shim, as `pnpm install` creates it. */
 export const SHIM = fileURLToPath(new URL("../../../node_modules/.bin/session-journal", import.meta.url))
 
