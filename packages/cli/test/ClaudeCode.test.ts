@@ -134,7 +134,7 @@ describe("session-journal claude-code", () => {
     const dir = tempDir()
     const source = path.join(dir, "projects")
     fs.mkdirSync(source)
-    const count = process.env["STRESS"] === "1" ? 5_000 : 500
+    const count = process.env["STRESS"] === "1" ? 5_000 : 150
     const files = F.writeWideTree(source, count)
     const journal = path.join(dir, "journal")
     const child = start(["--dir", journal, "--json", "claude-code", "follow", "--source", source])
@@ -165,13 +165,19 @@ describe("session-journal claude-code", () => {
     }
   }, process.env["STRESS"] === "1" ? 1_200_000 : 120_000)
 
+  // A 2 MB transcript and 20 appended lines under STRESS=1; 1 MB and 10 in the normal suite.
+  const followHistory = process.env["STRESS"] === "1" ? { lines: 4_000, bytes: 2_000_000, appends: 20 } : {
+    lines: 2_000,
+    bytes: 1_000_000,
+    appends: 10
+  }
   it("follow reads only what was appended: at most 4 bytes read per byte of each appended line", async () => {
     const dir = tempDir()
     const source = path.join(dir, "projects")
     const project = path.join(source, F.PROJECT)
     fs.mkdirSync(project, { recursive: true })
     const file = path.join(project, `${F.SESSION}.jsonl`)
-    fs.writeFileSync(file, F.longTranscript(4_000, 2_000_000))
+    fs.writeFileSync(file, F.longTranscript(followHistory.lines, followHistory.bytes))
     const journal = path.join(dir, "journal")
     const child = start(["--dir", journal, "--json", "claude-code", "follow", "--source", source])
     try {
@@ -181,7 +187,7 @@ describe("session-journal claude-code", () => {
       const read0 = F.readBytes(child.pid!)
       let appended = 0
       const turn = F.mainTurn(500)
-      for (let i = 0; i < 20; i++) {
+      for (let i = 0; i < followHistory.appends; i++) {
         const line = turn[i % turn.length]! + "\n"
         const before = lines.length
         fs.appendFileSync(file, line)

@@ -219,34 +219,11 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
     }
   }, 180_000)
 
-  it("a sub-agent's sub-agent is at depth 2: maxDelegationDepth(1) keeps its Bash from running", async () => {
-    const { home, journal, work } = await setUp({ maxDelegationDepth: 1 })
-    const agent = (prompt: string) => ({
-      name: "Agent",
-      input: { description: "delegate", prompt, subagent_type: "general-purpose", run_in_background: false }
-    })
-    const api = await Fake.start(Fake.perConversation((q) =>
-      q.prompt.includes("LEVEL2")
-        ? [Fake.tools(Fake.bash("echo deep > deep.txt")), Fake.text("level 2 done")]
-        : q.prompt.includes("LEVEL1")
-        ? [Fake.tools(agent("LEVEL2: write deep.txt")), Fake.text("level 1 done")]
-        : [Fake.tools(agent("LEVEL1: delegate again")), Fake.text("main done")]
-    ))
-    try {
-      const r = await Claude.run({ api, prompt: "Delegate twice.", tools: ["Bash", "Agent"], work, home })
-      assert.isFalse(r.timedOut, r.stderr)
-      assert.isFalse(fs.existsSync(path.join(work, "deep.txt")), "the depth-2 Bash ran")
-      const tools = (await entriesOf(journal, r.sessionId!, work)).filter((e) => e.kind === "tool")
-      assert.deepStrictEqual(
-        tools.map((t) => [t["tool_name"], t["delegation_depth"], t["allowed"]]),
-        [["Agent", 0, true], ["Agent", 1, true], ["Bash", 2, false]]
-      )
-    } finally {
-      await api.close()
-    }
-  }, 180_000)
-
-  it("a meta file rewritten to depth 1 mid-session: the sub-agent is still judged at depth 2", async () => {
+  // One run of the real CLI, a sub-agent's sub-agent at depth 2 whose meta file is lowered
+  // to depth 1 after its first call, serves two cases: its first Bash (the meta file still
+  // true) and its second (the meta file lowered). Whichever case runs first starts it.
+  let depthTwoRun: ReturnType<typeof startDepthTwoRun> | undefined
+  const startDepthTwoRun = async () => {
     const { home, journal, work } = await setUp({ maxDelegationDepth: 1 })
     const agent = (prompt: string) => ({
       name: "Agent",
@@ -285,20 +262,37 @@ describe.skipIf(Claude.CLAUDE_BIN === null || !nodeAdapter)("the command hook in
     })
     try {
       const r = await Claude.run({ api, prompt: "Delegate twice.", tools: ["Bash", "Agent"], work, home })
-      assert.isFalse(r.timedOut, r.stderr)
-      assert.strictEqual(lowered, 1, "the depth-2 sub-agent's meta file was rewritten")
-      assert.isFalse(fs.existsSync(path.join(work, "one.txt")), "the depth-2 Bash ran")
-      assert.isFalse(fs.existsSync(path.join(work, "two.txt")), "the Bash after the meta file was lowered ran")
-      const entries = await entriesOf(journal, r.sessionId!, work)
-      const tools = entries.filter((e) => e.kind === "tool")
-      assert.deepStrictEqual(
-        tools.map((t) => [t["tool_name"], t["delegation_depth"], t["allowed"]]),
-        [["Agent", 0, true], ["Agent", 1, true], ["Bash", 2, false], ["Bash", 2, false]]
-      )
-      assert.strictEqual(decisions(entries)[3]!["delegation_depth_claimed"], 1)
+      const entries = r.timedOut || r.sessionId === undefined ? [] : await entriesOf(journal, r.sessionId, work)
+      return { r, work, lowered, entries }
     } finally {
       await api.close()
     }
+  }
+  const depthTwo = () => (depthTwoRun ??= startDepthTwoRun())
+
+  it("a sub-agent's sub-agent is at depth 2: maxDelegationDepth(1) keeps its Bash from running", async () => {
+    const { r, work, entries } = await depthTwo()
+    assert.isFalse(r.timedOut, r.stderr)
+    assert.isFalse(fs.existsSync(path.join(work, "one.txt")), "the depth-2 Bash ran")
+    const tools = entries.filter((e) => e.kind === "tool")
+    assert.deepStrictEqual(
+      tools.slice(0, 3).map((t) => [t["tool_name"], t["delegation_depth"], t["allowed"]]),
+      [["Agent", 0, true], ["Agent", 1, true], ["Bash", 2, false]]
+    )
+  }, 180_000)
+
+  it("a meta file rewritten to depth 1 mid-session: the sub-agent is still judged at depth 2", async () => {
+    const { r, work, lowered, entries } = await depthTwo()
+    assert.isFalse(r.timedOut, r.stderr)
+    assert.strictEqual(lowered, 1, "the depth-2 sub-agent's meta file was rewritten")
+    assert.isFalse(fs.existsSync(path.join(work, "one.txt")), "the depth-2 Bash ran")
+    assert.isFalse(fs.existsSync(path.join(work, "two.txt")), "the Bash after the meta file was lowered ran")
+    const tools = entries.filter((e) => e.kind === "tool")
+    assert.deepStrictEqual(
+      tools.map((t) => [t["tool_name"], t["delegation_depth"], t["allowed"]]),
+      [["Agent", 0, true], ["Agent", 1, true], ["Bash", 2, false], ["Bash", 2, false]]
+    )
+    assert.strictEqual(decisions(entries)[3]!["delegation_depth_claimed"], 1)
   }, 180_000)
 
   it("a journal deleted mid-session is not started afresh: the transcript says what the hooks allowed", async () => {

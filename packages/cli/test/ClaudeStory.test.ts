@@ -22,7 +22,7 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll, beforeAll } from "vitest"
-import { baseEnv, bundleFromSources, exited, hasNodeAdapter, run as runSources, waitForLine } from "./Run.ts"
+import { baseEnv, BUNDLE, exited, hasNodeAdapter, run as runSources, waitForLine } from "./Run.ts"
 
 const nodeAdapter = await hasNodeAdapter()
 
@@ -31,8 +31,8 @@ const started: Array<ChildProcess> = []
 
 beforeAll(() => {
   if (Claude.CLAUDE_BIN === null || !nodeAdapter) return
-  bundle = bundleFromSources(path.join(Claude.tempDir(), "bin", "session-journal.js"))
-}, 120_000)
+  bundle = BUNDLE
+})
 
 afterAll(async () => {
   for (const child of started) {

@@ -7,10 +7,17 @@
  * every other snippet that can run without a model, runs the installed
  * `session-journal` command, and counts the copies of `effect`.
  *
- * Nothing is reused between runs: the build starts from empty `dist/` directories (in
- * a copy of the workspace, so the test files that run the workspace's own build at the
- * same time are not disturbed) and the host project is new each time (npm's download cache only saves fetching
- * registry packages again; the workspace's own packages come from the tarballs).
+ * Nothing is reused between runs: the host project is new each time (npm's download cache
+ * only saves fetching registry packages again; the workspace's own packages come from the
+ * tarballs), packed from a copy of the workspace (so the test files that run the
+ * workspace's own build at the same time are not disturbed).
+ *
+ * The normal suite packs the `dist/` that `pnpm build` made (the build script always
+ * starts from empty `dist/` directories, so a removed module cannot live on), checks what
+ * is published in the tarballs themselves, and checks the command's tarball for
+ * dependencies rather than installing it globally. STRESS=1 adds the rest: a build from
+ * scratch in the copy, npm's own `pack --dry-run` listing, and the command's tarball
+ * installed alone with `npm install -g` running demo, verify and the installer's help.
  */
 import * as Claude from "@session-journal/claude-code/test/claudeCli"
 import {
@@ -28,6 +35,7 @@ import { fileURLToPath } from "node:url"
 import { afterAll, assert, describe, it } from "vitest"
 
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url))
+const STRESS = process.env["STRESS"] === "1"
 const TSC = path.join(ROOT, "node_modules", ".bin", "tsc")
 /** The workspace's Node 22 (the `node` devDependency), not the `.bin/node` wrapper. */
 const NODE22 = process.execPath
@@ -53,8 +61,8 @@ const work = fs.mkdtempSync(path.join(os.tmpdir(), "sj-install-"))
  * the workspace's.
  */
 const WORKSPACE = path.join(work, "workspace")
-const copyWorkspace = (): void => {
-  const skip = new Set(["dist", ".tsbuild", "test", ".vite-temp", ".session-journal"])
+const copyWorkspace = (withDist: boolean): void => {
+  const skip = new Set([...(withDist ? [] : ["dist"]), ".tsbuild", "test", ".vite-temp", ".session-journal"])
   for (const name of ["package.json", "pnpm-workspace.yaml", "pnpm-lock.yaml", "tsconfig.base.json", "tsconfig.json"]) {
     fs.copyFileSync(path.join(ROOT, name), path.join(WORKSPACE, name))
   }
@@ -247,36 +255,57 @@ describe("the packages installed into a host application", () => {
       }
 
       last = Date.now()
-      // 1. Build from scratch, in a copy of the workspace.
-      copyWorkspace()
-      sh(NODE22, [path.join(WORKSPACE, "scripts", "build.ts")], { cwd: WORKSPACE })
+      // 1. A copy of the workspace: under STRESS=1 built from scratch there; in the normal
+      //    suite with the dist/ of the workspace's own build (`pnpm build`, which always
+      //    starts from empty dist/ directories).
+      copyWorkspace(!STRESS)
+      if (STRESS) {
+        sh(NODE22, [path.join(WORKSPACE, "scripts", "build.ts")], { cwd: WORKSPACE })
+      } else {
+        for (const { dir, manifest } of packages) {
+          assert.isTrue(fs.existsSync(path.join(dir, "dist", "index.js")), `${manifest.name} is built (pnpm build)`)
+        }
+      }
 
       step("build")
 
-      // 2. What npm would publish: no tests, fixtures or benchmark code.
-      // One npm process lists every package (npm takes several folders at once).
-      const listed = JSON.parse(
-        sh("npm", ["pack", "--dry-run", "--json", "--ignore-scripts", ...packages.map((p) => p.dir)], { cwd: work })
-      ) as Array<{ readonly name: string; readonly files: ReadonlyArray<{ readonly path: string }> }>
-      assert.strictEqual(listed.length, packages.length)
-      for (const { manifest } of packages) {
-        const files = listed.find((l) => l.name === manifest.name)!.files.map((f) => f.path)
-        assert.deepStrictEqual(files.filter((f) => NOT_PUBLISHED.test(f)), [], `${manifest.name} would publish these`)
-        assert.include(
-          files,
-          "dist/index.js",
-          `${manifest.name}: dist/index.js is missing (is src/ its tsconfig's rootDir?)`
-        )
-        assert.include(files, "dist/index.d.ts", manifest.name)
+      // What a package publishes: no tests, fixtures or benchmark code; its entry and declarations.
+      const assertPublishable = (name: string, files: ReadonlyArray<string>, what: string): void => {
+        assert.deepStrictEqual(files.filter((f) => NOT_PUBLISHED.test(f)), [], `${name} would publish these (${what})`)
+        assert.include(files, "dist/index.js", `${name}: dist/index.js is missing (is src/ its tsconfig's rootDir?)`)
+        assert.include(files, "dist/index.d.ts", name)
       }
-      step("npm pack --dry-run")
 
-      // 3. The tarballs, as pnpm publishes them (workspace:* becomes the version).
+      // 2. What npm would publish (STRESS=1; the normal suite checks the tarballs pnpm packs, below).
+      //    One npm process lists every package (npm takes several folders at once).
+      if (STRESS) {
+        const listed = JSON.parse(
+          sh("npm", ["pack", "--dry-run", "--json", "--ignore-scripts", ...packages.map((p) => p.dir)], { cwd: work })
+        ) as Array<{ readonly name: string; readonly files: ReadonlyArray<{ readonly path: string }> }>
+        assert.strictEqual(listed.length, packages.length)
+        for (const { manifest } of packages) {
+          const files = listed.find((l) => l.name === manifest.name)!.files.map((f) => f.path)
+          assertPublishable(manifest.name, files, "npm pack --dry-run")
+        }
+        step("npm pack --dry-run")
+      }
+
+      // 3. The tarballs, as pnpm publishes them (workspace:* becomes the version), and
+      //    what each holds.
       const tarballs = path.join(work, "tarballs")
       const p = pnpm()
       sh(p.command, [...p.args, "-r", "--silent", "pack", "--pack-destination", tarballs], { cwd: WORKSPACE })
       const packed = fs.readdirSync(tarballs).filter((f) => f.endsWith(".tgz")).sort()
       assert.strictEqual(packed.length, packages.length, `packed ${packed.join(", ")}`)
+      const tarballOf = (name: string): string =>
+        packed.find((f) => f.startsWith(`${name.replace(/^@/, "").replace("/", "-")}-${version}.tgz`))!
+      for (const { manifest } of packages) {
+        const tarball = tarballOf(manifest.name)
+        assert.isDefined(tarball, `${manifest.name} packed`)
+        const files = sh("tar", ["-tzf", path.join(tarballs, tarball)], { cwd: work }).split("\n")
+          .filter((f) => f !== "").map((f) => f.replace(/^package\//, ""))
+        assertPublishable(manifest.name, files, "pnpm pack")
+      }
 
       step("pnpm pack")
 
@@ -468,37 +497,64 @@ describe("the packages installed into a host application", () => {
       assert.match(sh(bin, ["verify"], { cwd: demoDir, env: onNode20 }), /^ok +s-1:/m)
       step("session-journal demo and verify")
 
-      // 9. The command's tarball alone, installed globally: nothing else is fetched,
-      //    and demo, verify and the Claude Code installer's help run from it.
-      const prefix = path.join(work, "global")
+      // 9. The command's tarball alone: it installs nothing besides itself (no dependency;
+      //    its peers optional), and demo, verify and the Claude Code installer's help run
+      //    from it with no node_modules anywhere above. Under STRESS=1 through
+      //    `npm install -g`, in the normal suite from the unpacked tarball.
       const cliTarball = packed.find((f) => f.startsWith("session-journal-cli-"))!
-      sh("npm", [
-        "install",
-        "-g",
-        "--prefix",
-        prefix,
-        "--no-audit",
-        "--no-fund",
-        "--no-update-notifier",
-        "--loglevel=error",
-        path.join(tarballs, cliTarball)
-      ], { cwd: work })
-      const globalModules = path.join(prefix, "lib", "node_modules")
-      assert.deepStrictEqual(fs.readdirSync(globalModules), ["@session-journal"])
-      assert.deepStrictEqual(fs.readdirSync(path.join(globalModules, "@session-journal")), ["cli"])
-      assert.isFalse(
-        fs.existsSync(path.join(globalModules, "@session-journal", "cli", "node_modules")),
-        "the command installs no dependency"
-      )
-      const globalBin = path.join(prefix, "bin", "session-journal")
+      const cliManifest = JSON.parse(
+        sh("tar", ["-xzOf", path.join(tarballs, cliTarball), "package/package.json"], { cwd: work })
+      ) as Manifest & { readonly peerDependenciesMeta?: Record<string, { readonly optional?: boolean }> }
+      assert.deepStrictEqual(cliManifest.dependencies ?? {}, {}, "the command has no dependency")
+      for (const peer of Object.keys(cliManifest.peerDependencies ?? {})) {
+        assert.isTrue(cliManifest.peerDependenciesMeta?.[peer]?.optional, `the command's peer ${peer} is optional`)
+      }
       const alone = path.join(work, "alone")
       fs.mkdirSync(alone)
-      assert.match(sh(globalBin, ["demo"], { cwd: alone, env: onNode20 }), /^ok +demo-/m)
-      assert.match(sh(globalBin, ["verify"], { cwd: alone, env: onNode20 }), /^ok +demo-/m)
-      assert.include(sh(globalBin, ["claude-code", "install", "--help"], { cwd: alone, env: onNode20 }), "--policy")
-      const installed = bytesUnder(path.join(globalModules, "@session-journal", "cli"))
+      let aloneBin: string
+      let aloneDir: string
+      if (STRESS) {
+        const prefix = path.join(work, "global")
+        sh("npm", [
+          "install",
+          "-g",
+          "--prefix",
+          prefix,
+          "--no-audit",
+          "--no-fund",
+          "--no-update-notifier",
+          "--loglevel=error",
+          path.join(tarballs, cliTarball)
+        ], { cwd: work })
+        const globalModules = path.join(prefix, "lib", "node_modules")
+        assert.deepStrictEqual(fs.readdirSync(globalModules), ["@session-journal"])
+        assert.deepStrictEqual(fs.readdirSync(path.join(globalModules, "@session-journal")), ["cli"])
+        assert.isFalse(
+          fs.existsSync(path.join(globalModules, "@session-journal", "cli", "node_modules")),
+          "the command installs no dependency"
+        )
+        aloneBin = path.join(prefix, "bin", "session-journal")
+        aloneDir = path.join(globalModules, "@session-journal", "cli")
+      } else {
+        const unpacked = path.join(work, "unpacked")
+        fs.mkdirSync(unpacked)
+        sh("tar", ["-xzf", path.join(tarballs, cliTarball), "-C", unpacked], { cwd: work })
+        aloneDir = path.join(unpacked, "package")
+        aloneBin = path.join(aloneDir, "bin", "session-journal.js")
+        fs.chmodSync(aloneBin, 0o755)
+        for (let dir = aloneDir; dir !== path.dirname(dir); dir = path.dirname(dir)) {
+          assert.isFalse(
+            fs.existsSync(path.join(dir, "node_modules")),
+            `no node_modules in or above the command: ${dir}`
+          )
+        }
+      }
+      assert.match(sh(aloneBin, ["demo"], { cwd: alone, env: onNode20 }), /^ok +demo-/m)
+      assert.match(sh(aloneBin, ["verify"], { cwd: alone, env: onNode20 }), /^ok +demo-/m)
+      assert.include(sh(aloneBin, ["claude-code", "install", "--help"], { cwd: alone, env: onNode20 }), "--policy")
+      const installed = bytesUnder(aloneDir)
       process.stdout.write(`the command installed alone: ${(installed / 1024 / 1024).toFixed(1)} MiB\n`)
-      step("the command's tarball alone, global")
+      step(STRESS ? "the command's tarball alone, global" : "the command's tarball alone, unpacked")
       process.stdout.write(`install test steps: ${steps.join(", ")}\n`)
     }
   )

@@ -63,7 +63,7 @@ describe("the command line", () => {
 
 // Separate processes, each its own writer, as the command runs in practice.
 describe("concurrent writers on one session", () => {
-  const n = STRESS ? 64 : 16
+  const n = STRESS ? 64 : 8
 
   it(`${n} concurrent records with --wait 60s all succeed, and the session verifies with ${n} entries`, async () => {
     const dir = tempDir()

@@ -106,9 +106,12 @@ const assertGoodBackup = async (root: string, id: string): Promise<number> => {
   return entries
 }
 
+// Mirror runs against a live writer: 4 in the normal suite, 24 under STRESS=1.
+const LIVE_RUNS = process.env["STRESS"] === "1" ? 24 : 4
+
 describe("session-journal mirror", () => {
   it(
-    "mirrored while a child process appends to the source, every run publishes a verified copy or refuses",
+    `mirrored ${LIVE_RUNS} times while a child process appends to the source, every run publishes a verified copy or refuses`,
     async () => {
       const dir = tempDir()
       const dest = path.join(tempDir(), "backup")
@@ -124,7 +127,7 @@ describe("session-journal mirror", () => {
       let total = await written()
       let published = 0
       let last = 0
-      for (let i = 0; i < 8; i++) {
+      for (let i = 0; i < LIVE_RUNS; i++) {
         writer.stdin!.write("go\n")
         const r = await mirror(dir, dest)
         total = await written()
@@ -149,7 +152,7 @@ describe("session-journal mirror", () => {
       assert.strictEqual(await assertGoodBackup(dest, "live"), total)
       assert.deepStrictEqual(fs.readdirSync(path.join(dest, ".mirror")), [], "no staging left behind")
     },
-    240_000
+    process.env["STRESS"] === "1" ? 900_000 : 240_000
   )
 
   it("a different chain of the same sizes is never skipped: it is refused and the backup kept", async () => {

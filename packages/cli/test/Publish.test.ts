@@ -318,31 +318,37 @@ describe("session-journal publish / verify-remote", () => {
     assert.include(JSON.parse(forked.stdout).detail, "the log forked")
   })
 
-  it(`a publish SIGKILLed at random points leaves a directory that verifies, and the next run completes it (seed ${SEED})`, async () => {
-    const next = random(SEED)
-    const dir = tempDir()
-    const key = await newKey(dir, "journal.example/k")
-    const out = path.join(dir, "out")
-    let earlier: string | undefined
-    for (let round = 0; round < 4; round++) {
-      await record(dir, "k", 3000 + Math.floor(next() * 3000), `r${round}`)
-      const child = start(["--dir", dir, "publish", "k", "--out", out, "--sign", key.file])
-      // Killed after a random share of a run's usual length, or when it ended first.
-      const delay = Math.floor(next() * 1500)
-      const timer = setTimeout(() => child.kill("SIGKILL"), delay)
-      await exited(child)
-      clearTimeout(timer)
-      if (fs.existsSync(path.join(out, "checkpoint"))) {
+  // Publications killed: 2 in the normal suite (one from nothing, one extending), 12 under STRESS=1.
+  const killRounds = process.env["STRESS"] === "1" ? 12 : 2
+  it(
+    `${killRounds} publishes SIGKILLed at random points leave a directory that verifies, and the next run completes each (seed ${SEED})`,
+    async () => {
+      const next = random(SEED)
+      const dir = tempDir()
+      const key = await newKey(dir, "journal.example/k")
+      const out = path.join(dir, "out")
+      let earlier: string | undefined
+      for (let round = 0; round < killRounds; round++) {
+        await record(dir, "k", 3000 + Math.floor(next() * 3000), `r${round}`)
+        const child = start(["--dir", dir, "publish", "k", "--out", out, "--sign", key.file])
+        // Killed after a random share of a run's usual length, or when it ended first.
+        const delay = Math.floor(next() * 1500)
+        const timer = setTimeout(() => child.kill("SIGKILL"), delay)
+        await exited(child)
+        clearTimeout(timer)
+        if (fs.existsSync(path.join(out, "checkpoint"))) {
+          const v = await verifyRemote(out, key.vkey, ...(earlier === undefined ? [] : ["--since", earlier]))
+          assert.strictEqual(v.code, 0, `round ${round}, killed after ${delay} ms: ${v.stdout}${v.stderr}`)
+        }
+        const done = await publish(dir, "k", out, key.file)
+        assert.strictEqual(done.code, 0, `round ${round}: ${done.stderr}`)
         const v = await verifyRemote(out, key.vkey, ...(earlier === undefined ? [] : ["--since", earlier]))
-        assert.strictEqual(v.code, 0, `round ${round}, killed after ${delay} ms: ${v.stdout}${v.stderr}`)
+        assert.strictEqual(v.code, 0, `round ${round}: ${v.stdout}${v.stderr}`)
+        earlier = keep(out, `cp-${round}`)
       }
-      const done = await publish(dir, "k", out, key.file)
-      assert.strictEqual(done.code, 0, `round ${round}: ${done.stderr}`)
-      const v = await verifyRemote(out, key.vkey, ...(earlier === undefined ? [] : ["--since", earlier]))
-      assert.strictEqual(v.code, 0, `round ${round}: ${v.stdout}${v.stderr}`)
-      earlier = keep(out, `cp-${round}`)
-    }
-  })
+    },
+    process.env["STRESS"] === "1" ? 600_000 : 30_000
+  )
 })
 
 describe("session-journal publish --witness", () => {

@@ -86,7 +86,10 @@ describe.skipIf(CODEX_BIN === null)(
   `the real Codex CLI with our hooks${CODEX_BIN === null ? ` (${SKIP_REASON})` : ""}`,
   { timeout: 600_000 },
   () => {
-    it("install trusts the hooks; a denied shell command never runs; the denial is journaled", async () => {
+    // One run of the real CLI serves two cases: the denial (its hooks, its journal) and the
+    // custody of its rollout (archive, export). Whichever case runs first starts it.
+    let deniedRun: ReturnType<typeof startDeniedRun> | undefined
+    const startDeniedRun = async () => {
       const { api, home, journal } = await setup(Fake.inOrder([
         { calls: [Fake.shell("echo ran > denied.txt")] },
         { text: "done" }
@@ -100,19 +103,27 @@ describe.skipIf(CODEX_BIN === null)(
         "--root",
         journal
       ])
+      const config = fs.readFileSync(home.config, "utf8")
+      const status = sj(home, ["codex", "status"])
+      const run = installed.status === 0 ? await exec(home, "deny it") : undefined
+      return { api, home, journal, before, installed, config, status, run }
+    }
+    const denied = () => (deniedRun ??= startDeniedRun())
+
+    it("install trusts the hooks; a denied shell command never runs; the denial is journaled", async () => {
+      const { api, home, journal, before, installed, config, status, run } = await denied()
       expect(installed.stderr).toBe("")
       expect(installed.status).toBe(0)
       expect(installed.stdout).toContain("will run")
       // Every byte that was there is still there, first.
-      expect(fs.readFileSync(home.config, "utf8").startsWith(before)).toBe(true)
+      expect(config.startsWith(before)).toBe(true)
 
-      const status = sj(home, ["codex", "status"])
       expect(status.stdout).toContain("Codex will run our hooks")
       expect(status.status).toBe(0)
 
-      const run = await exec(home, "deny it")
-      expect(run.timedOut).toBe(false)
-      expect(run.code).toBe(0)
+      expect(run).toBeDefined()
+      expect(run!.timedOut).toBe(false)
+      expect(run!.code).toBe(0)
       expect(fs.existsSync(path.join(home.work, "denied.txt"))).toBe(false)
       // The model was told why, in the form Codex gives a blocked command.
       expect(toolOutputs(api)).toEqual([
@@ -161,10 +172,10 @@ describe.skipIf(CODEX_BIN === null)(
     })
 
     it("the rollout is archived and exported byte for byte; its session and the hooked one name each other", async () => {
-      const { home, journal } = await setup(Fake.inOrder([{ calls: [Fake.shell("echo hello")] }, { text: "done" }]))
-      expect(sj(home, ["codex", "install", "--root", journal]).status).toBe(0)
-      const run = await exec(home, "say hello")
-      expect(run.code).toBe(0)
+      // The rollout of the denial's run above: its hooks journaled the session this custody names.
+      const { home, journal, installed, run } = await denied()
+      expect(installed.status).toBe(0)
+      expect(run?.code).toBe(0)
       const [file] = rollouts(home)
       expect(file).toBeDefined()
       const archived = sj(home, ["--dir", journal, "--json", "codex", "archive"])

@@ -2,15 +2,151 @@
  * Runs the `session-journal` command against temporary directories, for the
  * command's tests: in the test's process by default (`src/InProcess.ts`), the
  * real binary in a child process where the process matters (signals, the bin).
+ *
+ * The binary a child process runs is the command as it ships, built from the
+ * workspace's current sources when a test file loads this module: the package's
+ * bin file beside the package's manifest, its `#main` the bundle of `src/main.ts`
+ * (`scripts/bundle.ts`, as `pnpm build` makes it). The build is shared by the test
+ * files and by later runs while the sources stay the same (its directory is named
+ * by a hash of every package's sources and manifest, the bundler and the lockfile),
+ * so a test never runs a stale build, and a child process does not load the
+ * TypeScript sources module by module (seconds of CPU at each start, where the
+ * bundle takes a fraction of one).
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
+import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 
-/** The package's bin file, run with the Node of the test (Node 22). */
-export const BIN = fileURLToPath(new URL("../bin/session-journal.js", import.meta.url))
+const PACKAGE = fileURLToPath(new URL("../", import.meta.url))
+const REPO = fileURLToPath(new URL("../../../", import.meta.url))
+const BUNDLE_SCRIPT = fileURLToPath(new URL("../../../scripts/bundle.ts", import.meta.url))
+/** The package's own bin file (a shell script and an ES module that imports `#main`). */
+const PACKAGE_BIN = fileURLToPath(new URL("../bin/session-journal.js", import.meta.url))
+
+/**
+ * Bundles the command from its TypeScript sources into `output`, as it ships
+ * (`scripts/bundle.ts`), for tests whose hooks must start like the shipped command.
+ */
+export const bundleFromSources = (output: string): string => {
+  const options = JSON.stringify({
+    dir: PACKAGE,
+    input: path.join(PACKAGE, "src", "main.ts"),
+    output,
+    conditions: ["@session-journal/source"]
+  })
+  const env = { ...process.env }
+  delete env["NODE_OPTIONS"]
+  const ran = spawnSync(
+    process.execPath,
+    [
+      "--input-type=module",
+      "-e",
+      `const m = await import(${JSON.stringify(pathToFileURL(BUNDLE_SCRIPT).href)}); await m.bundleCommand(${options})`
+    ],
+    { cwd: PACKAGE, env, encoding: "utf8" }
+  )
+  if (ran.status !== 0) throw new Error(`bundling failed (${ran.status}): ${ran.stderr}`)
+  return output
+}
+
+/** A hash of what the command's build is made of: every package's sources and manifest, the bundler, the lockfile, the bin. */
+const sourcesHash = (): string => {
+  const hash = crypto.createHash("sha256")
+  const add = (file: string) => {
+    hash.update(path.relative(REPO, file))
+    hash.update("\0")
+    hash.update(fs.readFileSync(file))
+    hash.update("\0")
+  }
+  const walk = (dir: string) => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name < b.name ? -1 : 1)) {
+      const p = path.join(dir, entry.name)
+      if (entry.isDirectory()) walk(p)
+      else if (entry.isFile()) add(p)
+    }
+  }
+  for (const name of fs.readdirSync(path.join(REPO, "packages")).sort()) {
+    const dir = path.join(REPO, "packages", name)
+    if (fs.existsSync(path.join(dir, "package.json"))) add(path.join(dir, "package.json"))
+    if (fs.existsSync(path.join(dir, "src"))) walk(path.join(dir, "src"))
+  }
+  add(BUNDLE_SCRIPT)
+  add(path.join(REPO, "pnpm-lock.yaml"))
+  add(PACKAGE_BIN)
+  return hash.digest("hex").slice(0, 24)
+}
+
+const sleepSync = (ms: number): void => {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
+}
+
+/**
+ * The command as it ships, built from the current sources into a directory of its
+ * own (see the module's documentation); returns its bin file. One test file builds
+ * it while the others wait (a lock directory, taken over once it is older than the
+ * longest build); the build is staged and renamed into place whole.
+ */
+const shippedCommand = (): string => {
+  const built = path.join(os.tmpdir(), `sj-command-${sourcesHash()}`)
+  const bin = path.join(built, "bin", "session-journal.js")
+  const complete = path.join(built, "complete")
+  const lock = `${built}.lock`
+  for (;;) {
+    if (fs.existsSync(complete)) return bin
+    try {
+      fs.mkdirSync(lock)
+    } catch {
+      let age = 0
+      try {
+        age = Date.now() - fs.statSync(lock).mtimeMs
+      } catch {
+        continue
+      }
+      if (age > 300_000) fs.rmSync(lock, { recursive: true, force: true })
+      else sleepSync(100)
+      continue
+    }
+    try {
+      if (fs.existsSync(complete)) return bin
+      const staging = fs.mkdtempSync(`${built}.staging-`)
+      try {
+        const manifest = JSON.parse(fs.readFileSync(path.join(PACKAGE, "package.json"), "utf8")) as Record<
+          string,
+          unknown
+        >
+        const main = "./dist/bin/session-journal.js"
+        fs.writeFileSync(
+          path.join(staging, "package.json"),
+          JSON.stringify({ ...manifest, imports: { "#main": main } }, null, 2)
+        )
+        fs.mkdirSync(path.join(staging, "bin"))
+        fs.copyFileSync(PACKAGE_BIN, path.join(staging, "bin", "session-journal.js"))
+        fs.chmodSync(path.join(staging, "bin", "session-journal.js"), 0o755)
+        bundleFromSources(path.join(staging, main))
+        fs.writeFileSync(path.join(staging, "complete"), "")
+        fs.renameSync(staging, built)
+      } catch (e) {
+        fs.rmSync(staging, { recursive: true, force: true })
+        if (!fs.existsSync(complete)) throw e
+      }
+      return bin
+    } finally {
+      fs.rmSync(lock, { recursive: true, force: true })
+    }
+  }
+}
+
+/**
+ * The bin file of the command as it ships, built from the current sources, run with
+ * the Node of the test (Node 22).
+ */
+export const BIN = shippedCommand()
+
+/** The bundle that `BIN` imports as `#main` (the command's one entry file, as `pnpm build` makes it). */
+export const BUNDLE = path.join(path.dirname(BIN), "..", "dist", "bin", "session-journal.js")
 
 /** The workspace's shim, as `pnpm install` creates it. */
 export const SHIM = fileURLToPath(new URL("../../../node_modules/.bin/session-journal", import.meta.url))
@@ -163,35 +299,6 @@ export const filesUnder = (dir: string): Array<string> => {
   }
   visit("")
   return out
-}
-
-const PACKAGE = fileURLToPath(new URL("../", import.meta.url))
-const BUNDLE_SCRIPT = fileURLToPath(new URL("../../../scripts/bundle.ts", import.meta.url))
-
-/**
- * Bundles the command from its TypeScript sources into `output`, as it ships
- * (`scripts/bundle.ts`), for tests whose hooks must start like the shipped command.
- */
-export const bundleFromSources = (output: string): string => {
-  const options = JSON.stringify({
-    dir: PACKAGE,
-    input: path.join(PACKAGE, "src", "main.ts"),
-    output,
-    conditions: ["@session-journal/source"]
-  })
-  const env = { ...process.env }
-  delete env["NODE_OPTIONS"]
-  const ran = spawnSync(
-    process.execPath,
-    [
-      "--input-type=module",
-      "-e",
-      `const m = await import(${JSON.stringify(pathToFileURL(BUNDLE_SCRIPT).href)}); await m.bundleCommand(${options})`
-    ],
-    { cwd: PACKAGE, env, encoding: "utf8" }
-  )
-  if (ran.status !== 0) throw new Error(`bundling failed (${ran.status}): ${ran.stderr}`)
-  return output
 }
 
 /** Blocks until the process is gone or a zombie (a SIGKILLed child no longer answers once this returns). */

@@ -1,24 +1,20 @@
 /**
  * A project with our hooks installed, for the tests that run the real Claude
  * Code CLI with the command hook: the command as it ships, one bundle
- * (`scripts/bundle.ts`) built from the workspace's sources before the file's
- * tests (its start is the hook's, and a hook started from the TypeScript sources
- * takes seconds on a loaded machine), and `setUp` installing it under a policy.
+ * (`scripts/bundle.ts`) built from the workspace's sources (`Run.ts`'s `BUNDLE`,
+ * shared by the test files; its start is the hook's, and a hook started from the
+ * TypeScript sources takes seconds on a loaded machine), and `setUp` installing it
+ * under a policy.
  */
 import { assert } from "@effect/vitest"
 import * as Claude from "@session-journal/claude-code/test/claudeCli"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { beforeAll } from "vitest"
-import { bundleFromSources, run as runSources } from "./Run.ts"
+import { BUNDLE, run as runSources } from "./Run.ts"
 
-/** Registers the bundle's build (when `enabled`) and gives its runner and `setUp`. */
+/** Gives the bundled command's runner and `setUp` (`enabled`: whether the file's tests run). */
 export const hookedProjects = (enabled: boolean) => {
-  let bundle = ""
-  beforeAll(() => {
-    if (!enabled) return
-    bundle = bundleFromSources(path.join(Claude.tempDir(), "bin", "session-journal.js"))
-  }, 120_000)
+  const bundle = enabled ? BUNDLE : ""
 
   /** The bundled command (`install` then names it in the hooks it writes). */
   const run = (args: ReadonlyArray<string>) => runSources([bundle, ...args], { command: process.execPath })

@@ -364,7 +364,7 @@ describe.skipIf(cache === null)("Gateway with the SDK's server", { timeout: 600_
     }).pipe(Effect.scoped, Effect.provide(layer(dir)))
   })
 
-  const many = STRESS ? 10_000 : 1_000
+  const many = STRESS ? 10_000 : 300
   it.live(`${many} calls in a row, each decided, journaled and answered`, () => {
     const dir = root()
     return Effect.gen(function*() {

@@ -14,8 +14,8 @@ import { acks, historyOf, loadRead, run, spawnFixture, tempDir, withWriter } fro
 
 const STRESS = process.env["STRESS"] === "1"
 const LANES = 2
-// 20 kills in the normal suite; STRESS=1 makes 1000.
-const KILLS_PER_LANE = STRESS ? 500 : 10
+// 10 kills in the normal suite; STRESS=1 makes 1000.
+const KILLS_PER_LANE = STRESS ? 500 : 5
 // A lane goes on past its kills until its session has a second segment (a loaded
 // machine acknowledges fewer entries per kill), at most this many rounds.
 const MAX_ROUNDS_PER_LANE = KILLS_PER_LANE * 4
