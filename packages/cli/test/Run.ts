@@ -79,6 +79,22 @@ const sourcesHash = (): string => {
   return hash.digest("hex").slice(0, 24)
 }
 
+// Builds of other states of the sources left a day ago or more (a run of another
+// checkout may still use a newer one); each is a few megabytes.
+const STALE_MILLIS = 24 * 3_600_000
+const removeStale = (kept: string): void => {
+  const dir = path.dirname(kept)
+  for (const name of fs.readdirSync(dir)) {
+    const p = path.join(dir, name)
+    if (!/^sj-command-[0-9a-f]{24}$/.test(name) || p === kept) continue
+    try {
+      if (Date.now() - fs.statSync(p).mtimeMs >= STALE_MILLIS) fs.rmSync(p, { recursive: true, force: true })
+    } catch {
+      // Gone already, or not ours to remove.
+    }
+  }
+}
+
 const sleepSync = (ms: number): void => {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
 }
@@ -128,6 +144,7 @@ const shippedCommand = (): string => {
         bundleFromSources(path.join(staging, main))
         fs.writeFileSync(path.join(staging, "complete"), "")
         fs.renameSync(staging, built)
+        removeStale(built)
       } catch (e) {
         fs.rmSync(staging, { recursive: true, force: true })
         if (!fs.existsSync(complete)) throw e
