@@ -7,7 +7,6 @@
  * bound on each request.
  */
 import { assert, describe, it } from "@effect/vitest"
-import type { Entry } from "@session-journal/core"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -15,7 +14,7 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as Sender from "../src/otel/Sender.ts"
 import * as Spans from "../src/otel/Spans.ts"
-import { HASH } from "./hookEntries.ts"
+import { otherAt, toolAt } from "./hookEntries.ts"
 import { listen, load } from "./otlpReceiver.ts"
 
 const otlp = load()
@@ -28,22 +27,8 @@ const T0 = 1_764_400_000
 // A hooked call whose outcome records the largest `duration_ms` the hooks accept
 // (a safe integer: about 285,000 years past the call's start).
 const longCall = (): ReadonlyArray<Spans.Finished> => {
-  const at = (sequence: number, kind: string, payload: unknown) =>
-    ({ sequence, prev_hash: HASH, entry_hash: HASH, timestamp_secs: T0 + sequence, kind, payload }) as Entry.Entry
-  const tool = {
-    sequence: 0,
-    prev_hash: HASH,
-    entry_hash: HASH,
-    timestamp_secs: T0,
-    kind: "tool",
-    tool_name: "Bash",
-    server_id: "claude-code",
-    agent_id: "main",
-    bytes_read: 0,
-    bytes_written: 0,
-    delegation_depth: 0,
-    allowed: true
-  } as Entry.Entry
+  const at = (sequence: number, kind: string, payload: unknown) => otherAt(sequence, T0 + sequence, kind, payload)
+  const tool = toolAt(0, T0)
   const fold = Spans.fold("s1", null)
   const assembler = Spans.assembler()
   const entries = [

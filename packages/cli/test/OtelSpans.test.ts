@@ -14,7 +14,7 @@ import { type Entry, Guard } from "@session-journal/core"
 import { Journaling } from "@session-journal/mcp"
 import * as fc from "fast-check"
 import * as Spans from "../src/otel/Spans.ts"
-import { entriesOf, HASH, SEED, step } from "./hookEntries.ts"
+import { entriesOf, HASH, otherAt, SEED, step, toolAt } from "./hookEntries.ts"
 // Any hook-like session: its steps, and the gaps between their times.
 const sessions = [
   fc.array(step, { maxLength: 80 }),
@@ -94,22 +94,8 @@ describe("Spans.fold", () => {
   })
 
   it("ends an MCP call at its outcome, which names the call by its sequence (failed before: it ended at the session's end)", () => {
-    const at = (sequence: number, kind: string, payload: unknown) =>
-      ({ sequence, prev_hash: HASH, entry_hash: HASH, timestamp_secs: 100 + sequence, kind, payload }) as Entry.Entry
-    const tool = {
-      sequence: 1,
-      prev_hash: HASH,
-      entry_hash: HASH,
-      timestamp_secs: 101,
-      kind: "tool",
-      tool_name: "mcp__everything__echo",
-      server_id: "everything",
-      agent_id: "client",
-      bytes_read: 0,
-      bytes_written: 20,
-      delegation_depth: 0,
-      allowed: true
-    } as const
+    const at = (sequence: number, kind: string, payload: unknown) => otherAt(sequence, 100 + sequence, kind, payload)
+    const tool = { ...toolAt(1, 101, { tool: "mcp__everything__echo" }), server_id: "everything", agent_id: "client" }
     const outcome = Journaling.outcomeEntry(
       { id: 7, tool: "mcp__everything__echo", sequence: 1 },
       { bytes: 42, sha256: null, isError: false, error: null },
@@ -136,23 +122,8 @@ describe("Spans.fold", () => {
   })
 
   it("a call id used twice: the first call's denial leaves the second paired with its outcome (failed before)", () => {
-    const at = (sequence: number, kind: string, payload: unknown) =>
-      ({ sequence, prev_hash: HASH, entry_hash: HASH, timestamp_secs: 100 + sequence, kind, payload }) as Entry.Entry
-    const tool = (sequence: number, allowed: boolean) =>
-      ({
-        sequence,
-        prev_hash: HASH,
-        entry_hash: HASH,
-        timestamp_secs: 100 + sequence,
-        kind: "tool",
-        tool_name: "Bash",
-        server_id: "claude-code",
-        agent_id: "main",
-        bytes_read: 0,
-        bytes_written: 0,
-        delegation_depth: 0,
-        allowed
-      }) as const
+    const at = (sequence: number, kind: string, payload: unknown) => otherAt(sequence, 100 + sequence, kind, payload)
+    const tool = (sequence: number, allowed: boolean) => toolAt(sequence, 100 + sequence, { allowed })
     const decision = (sequence: number, of: number, verdict: "allow" | "deny") =>
       at(sequence, "claude-code.decision", {
         tool_use_id: "toolu_same",
@@ -180,20 +151,7 @@ describe("Spans.fold", () => {
     let open = 0
     let most = 0
     for (let i = 0; i < Spans.MAX_OPEN_CALLS + 50; i++) {
-      const entry = {
-        sequence: 2 * i,
-        prev_hash: HASH,
-        entry_hash: HASH,
-        timestamp_secs: 1,
-        kind: "tool",
-        tool_name: "Bash",
-        server_id: "claude-code",
-        agent_id: "main",
-        bytes_read: 0,
-        bytes_written: 0,
-        delegation_depth: 0,
-        allowed: true
-      } as const
+      const entry = toolAt(2 * i, 1)
       const decision = {
         sequence: 2 * i + 1,
         prev_hash: HASH,

@@ -14,6 +14,30 @@ export const SEED = Number(process.env["FC_SEED"] ?? Date.now() % 2 ** 31)
 /** The hash every entry carries. */
 export const HASH = "a".repeat(64)
 
+/** A tool entry of the main agent's call of `tool` at `sequence` and time `secs` (hashes not real). */
+export const toolAt = (
+  sequence: number,
+  secs: number,
+  fields?: { readonly tool?: string; readonly allowed?: boolean }
+): Entry.ToolEntry => ({
+  sequence,
+  prev_hash: HASH,
+  entry_hash: HASH,
+  timestamp_secs: secs,
+  kind: "tool",
+  tool_name: fields?.tool ?? "Bash",
+  server_id: "claude-code",
+  agent_id: "main",
+  bytes_read: 0,
+  bytes_written: 0,
+  delegation_depth: 0,
+  allowed: fields?.allowed ?? true
+})
+
+/** An entry of `kind` with `payload` at `sequence` and time `secs` (hashes not real). */
+export const otherAt = (sequence: number, secs: number, kind: string, payload: unknown): Entry.Entry =>
+  ({ sequence, prev_hash: HASH, entry_hash: HASH, timestamp_secs: secs, kind, payload }) as Entry.Entry
+
 /** One step of a hooked session. */
 export type Step =
   | {
