@@ -19,28 +19,18 @@
  *
  * Skipped only when the binary is not installed and no cache holds it.
  */
-import { CODEX_BIN, exec, type Home, makeHome, rollouts, SKIP_REASON } from "@session-journal/codex/test/codexCli"
+import { CODEX_BIN, exec, type Home, rollouts, scratch, SKIP_REASON } from "@session-journal/codex/test/codexCli"
 import * as Fake from "@session-journal/codex/test/fakeResponses"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { baseEnv, BIN } from "./Run.ts"
 
-const homes: Array<Home> = []
-const apis: Array<Fake.FakeResponses> = []
-
-// Six homes of a real Codex to remove: on a busy machine that takes longer than a hook's default 10 s.
-afterAll(async () => {
-  for (const api of apis.splice(0)) await api.close()
-  for (const h of homes.splice(0)) fs.rmSync(h.dir, { recursive: true, force: true })
-}, 600_000)
+const codex = scratch(baseEnv())
 
 const setup = async (script: Fake.Script) => {
-  const api = await Fake.start(script)
-  apis.push(api)
-  const home = makeHome(api, baseEnv())
-  homes.push(home)
+  const { api, home } = await codex.start(script)
   return { api, home, journal: path.join(home.dir, "journal") }
 }
 

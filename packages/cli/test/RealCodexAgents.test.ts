@@ -9,24 +9,18 @@
  *
  * Skipped only when the binary is not installed and no cache holds it.
  */
-import { CODEX_BIN, exec, type Home, makeHome, SKIP_REASON } from "@session-journal/codex/test/codexCli"
+import { CODEX_BIN, exec, type Home, scratch, SKIP_REASON } from "@session-journal/codex/test/codexCli"
 import * as Fake from "@session-journal/codex/test/fakeResponses"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { baseEnv, BIN } from "./Run.ts"
 
 const MULTI_AGENT = "multi_agent_v1"
 const SUBTASK = "SUBTASK: write sub.txt"
 
-const homes: Array<Home> = []
-const apis: Array<Fake.FakeResponses> = []
-
-afterAll(async () => {
-  for (const api of apis.splice(0)) await api.close()
-  for (const h of homes.splice(0)) fs.rmSync(h.dir, { recursive: true, force: true })
-}, 600_000)
+const codex = scratch(baseEnv())
 
 type Item = { readonly type?: unknown; readonly role?: unknown; readonly content?: unknown; readonly output?: unknown }
 
@@ -103,10 +97,7 @@ describe.skipIf(CODEX_BIN === null)(
   { timeout: 600_000 },
   () => {
     it("maxTokens counts the sub-agent's tokens from its own rollout: its spending denies the main agent's next call", async () => {
-      const api = await Fake.start(script())
-      apis.push(api)
-      const home = makeHome(api, baseEnv())
-      homes.push(home)
+      const { api, home } = await codex.start(script())
       // A model whose tools include the multi-agent namespace.
       fs.writeFileSync(
         home.config,

@@ -10,6 +10,8 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { afterAll } from "vitest"
+import * as Fake from "./fakeResponses.ts"
 import type { FakeResponses } from "./fakeResponses.ts"
 
 /** The version `scripts/codex.sh` installs and PROTOCOL.md describes. */
@@ -175,4 +177,28 @@ export const rollouts = (home: Home): Array<string> => {
   }
   walk(path.join(home.codexHome, "sessions"))
   return out.sort()
+}
+
+/**
+ * A test file's fakes and homes: `start` runs a fake of the Responses API with
+ * `script` and makes a home pointing at it (with `base` as its environment); both
+ * are closed and removed after the file's tests (a real Codex's homes take longer to
+ * remove on a busy machine than a hook's default 10 s, hence the long bound).
+ */
+export const scratch = (base: NodeJS.ProcessEnv) => {
+  const homes: Array<Home> = []
+  const apis: Array<FakeResponses> = []
+  afterAll(async () => {
+    for (const api of apis.splice(0)) await api.close()
+    for (const h of homes.splice(0)) fs.rmSync(h.dir, { recursive: true, force: true })
+  }, 600_000)
+  return {
+    start: async (script: Fake.Script): Promise<{ readonly api: FakeResponses; readonly home: Home }> => {
+      const api = await Fake.start(script)
+      apis.push(api)
+      const home = makeHome(api, base)
+      homes.push(home)
+      return { api, home }
+    }
+  }
 }
