@@ -14,6 +14,7 @@ import { type Entry, Guard } from "@session-journal/core"
 import { Journaling } from "@session-journal/mcp"
 import * as fc from "fast-check"
 import * as Spans from "../src/otel/Spans.ts"
+import * as Denials from "../src/viewer/Denials.ts"
 import { entriesOf, HASH, otherAt, SEED, step, toolAt } from "./hookEntries.ts"
 // Any hook-like session: its steps, and the gaps between their times.
 const sessions = [
@@ -144,6 +145,36 @@ describe("Spans.fold", () => {
     const ended = apply(at(5, "tool.outcome", { tool_use_id: "toolu_same", bytes_read: 7, error: null }))
     assert.deepStrictEqual(ended.map((f) => f.key), ["call:2"])
     assert.strictEqual(ended[0]!.attributes["session_journal.bytes_read"], 7)
+  })
+
+  it("an open span holds no more of a payload's strings than the bound, whatever their size (failed before)", () => {
+    const huge = "x".repeat(200_000)
+    const fold = Spans.fold("s1", null)
+    const assembler = Spans.assembler()
+    const apply = (e: Entry.Entry) => assembler.apply(fold.add(e))
+    apply(toolAt(0, 100))
+    apply(otherAt(1, 100, "mcp.decision", {
+      jsonrpc_id: huge,
+      tool_use_id: huge,
+      tool_sequence: 0,
+      verdict: "allow",
+      guard: huge,
+      reason: huge
+    }))
+    const ended = apply(otherAt(2, 101, "tool.outcome", { tool_sequence: 0, bytes_read: 1, error: huge }))
+    assert.deepStrictEqual(ended.map((f) => f.key), ["call:0"])
+    const call = ended[0]!
+    const strings = [
+      ...Object.values(call.attributes),
+      ...call.events.flatMap((e) => Object.values(e.attributes)),
+      call.error
+    ].filter((v): v is string => typeof v === "string")
+    assert.isTrue(strings.length > 0)
+    for (const v of strings) assert.isAtMost(v.length, Spans.MAX_VALUE_CHARS)
+    // A call id longer than any agent's names no call: no call id on the span, pairing by sequence.
+    assert.isUndefined(call.attributes[Spans.Attr.toolCallId])
+    assert.strictEqual(Denials.callKey({ tool_use_id: huge, tool_sequence: 0 }), "seq:0")
+    assert.strictEqual(Denials.callKey({ tool_use_id: "toolu_1", tool_sequence: 0 }), "id:toolu_1")
   })
 
   it("keeps at most MAX_OPEN_CALLS calls open, ending the oldest", () => {

@@ -107,6 +107,15 @@ export type Op =
 export const MAX_OPEN_CALLS = 4096
 
 /**
+ * Characters a span's string attribute, event attribute or status message keeps
+ * at most (longer ones are cut there, as OpenTelemetry's attribute value length
+ * limit cuts them): what an open span holds does not grow with a payload's size.
+ *
+ * @since 0.1.0
+ */
+export const MAX_VALUE_CHARS = 1024
+
+/**
  * Sub-agents open at once; past it the oldest is ended.
  *
  * @since 0.1.0
@@ -350,7 +359,9 @@ export const fold = (id: string, meta: SessionMeta.SessionMeta | null): Fold => 
       const call = calls.get(decision.toolSequence ?? entry.sequence - 1)
       if (call === undefined) return out
       pending = null
-      const callId = str(payload["tool_use_id"])
+      const tool_use_id = str(payload["tool_use_id"])
+      // An id longer than any agent's names no call (`Denials.callKey` takes none either).
+      const callId = tool_use_id !== null && tool_use_id.length <= Denials.MAX_CALL_ID_CHARS ? tool_use_id : null
       if (callId !== null && call.callId === null) call.callId = callId
       const pair = Denials.callKey(payload)
       if (pair !== null && call.pair === null) {
@@ -522,6 +533,15 @@ interface OpenSpan {
  */
 export const assembler = (): Assembler => {
   const open = new Map<string, OpenSpan>()
+  const cut = (v: string): string => (v.length > MAX_VALUE_CHARS ? v.slice(0, MAX_VALUE_CHARS) : v)
+  const bounded = (attributes: Attributes): { [key: string]: Value } => {
+    const out: { [key: string]: Value } = {}
+    for (const k in attributes) {
+      const v = attributes[k]!
+      out[k] = typeof v === "string" ? cut(v) : v
+    }
+    return out
+  }
   const apply = (ops: ReadonlyArray<Op>): ReadonlyArray<Finished> => {
     const out: Array<Finished> = []
     for (const op of ops) {
@@ -533,25 +553,25 @@ export const assembler = (): Assembler => {
             parent,
             name: op.name,
             start: op.time,
-            attributes: { ...op.attributes },
+            attributes: bounded(op.attributes),
             events: []
           })
           break
         }
         case "Annotate": {
           const span = open.get(op.key)
-          if (span !== undefined) Object.assign(span.attributes, op.attributes)
+          if (span !== undefined) Object.assign(span.attributes, bounded(op.attributes))
           break
         }
         case "Event": {
-          open.get(op.key)?.events.push({ name: op.name, time: op.time, attributes: op.attributes })
+          open.get(op.key)?.events.push({ name: op.name, time: op.time, attributes: bounded(op.attributes) })
           break
         }
         case "End": {
           const span = open.get(op.key)
           if (span === undefined) break
           open.delete(op.key)
-          out.push({ ...span, end: op.time, error: op.error })
+          out.push({ ...span, end: op.time, error: op.error === null ? null : cut(op.error) })
         }
       }
     }

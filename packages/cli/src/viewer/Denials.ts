@@ -52,18 +52,28 @@ export const decisionOf = (entry: Entry.Entry): Decision | null => {
 }
 
 /**
+ * The longest call id `callKey` takes (the agents' ids are tens of characters):
+ * a longer one names no call, so what readers keep to pair calls does not grow
+ * with a payload's size.
+ *
+ * @since 0.1.0
+ */
+export const MAX_CALL_ID_CHARS = 256
+
+/**
  * What pairs a call's decision with its outcome, read from either's payload:
  * the agent's own call id (`tool_use_id`) where the writer names one (Claude
  * Code's and Codex's hooks), else the sequence of the call's tool entry
  * (`tool_sequence`, which a decision always records and the MCP gateway's
- * outcomes record too). Null when the payload names neither.
+ * outcomes record too). Null when the payload names neither (an id longer than
+ * `MAX_CALL_ID_CHARS` counts as none).
  *
  * @since 0.1.0
  */
 export const callKey = (payload: unknown): string | null => {
   if (!isRecord(payload)) return null
   const id = payload["tool_use_id"]
-  if (typeof id === "string" && id.length > 0) return `id:${id}`
+  if (typeof id === "string" && id.length > 0 && id.length <= MAX_CALL_ID_CHARS) return `id:${id}`
   const seq = payload["tool_sequence"]
   return typeof seq === "number" && Number.isSafeInteger(seq) && seq >= 0 ? `seq:${seq}` : null
 }
