@@ -81,6 +81,20 @@ const within = <A>(p: Promise<A>, ms: number, what: string): Promise<A> =>
     new Promise<A>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))
   ])
 
+// A live events request, its text as it arrives.
+const events = (url: string) => {
+  const out = { text: "", req: http.get(url, (res) => res.on("data", (b: Buffer) => (out.text += b.toString("utf8")))) }
+  return out
+}
+
+// The data of every overview event in a live events text.
+const overviewsOf = (
+  text: string
+): Array<{ readonly last: number | null; readonly entries: number; readonly stopped: string | null }> =>
+  text.split("\n\n").filter((e) => e.startsWith("event: overview\n")).map((e) =>
+    JSON.parse(e.slice(e.indexOf("data: ") + 6))
+  )
+
 const eventually = async (check: () => boolean, what: string, ms = 15_000) => {
   const until = Date.now() + ms
   while (!check() && Date.now() < until) await new Promise((r) => setTimeout(r, 25))
@@ -239,6 +253,47 @@ describe("serve's live updates check what they send", () => {
       }
     },
     60_000
+  )
+
+  it(
+    "a page of the new history after a cut and new writes never gets the header of the history it replaced",
+    async () => {
+      const dir = tempDir()
+      assert.strictEqual((await importLines(dir, "h", range(0, 100).map((i) => `old-${pad(i)}`))).code, 0)
+      const server = start(["--dir", dir, "serve", "--port", "0"])
+      started.push(server)
+      const line = await waitForLine(server, (l) => l.startsWith("serving "))
+      const base = line.slice(line.indexOf("http://"))
+      const a = events(`${base}/sessions/h/events?from=0`)
+      try {
+        // The session's live header is drawn for the old history.
+        await eventually(() => a.text.includes("\nid: 99:") && overviewsOf(a.text).length > 0, "entries and a header")
+        cutAt80(dir, "h")
+        assert.strictEqual(
+          (await importLines(dir, "h", range(80, 120).map((i) => `new-${i < 100 ? pad(i) : i}`))).code,
+          0
+        )
+        await eventually(() => a.text.includes("event: failure"), "the old page's stream fails")
+      } finally {
+        a.req.destroy()
+      }
+      // Pages opened now are of the new history. The header kept for the old one is
+      // never sent to them (before, it was at once); once it stops, a page gets a new one.
+      let fresh = false
+      for (let attempt = 0; attempt < 40 && !fresh; attempt++) {
+        const b = events(`${base}/sessions/h/events?from=0`)
+        try {
+          await eventually(() => b.text.includes("\nid: 119:"), "the new history's entries")
+          await new Promise((r) => setTimeout(r, 250))
+          for (const o of overviewsOf(b.text)) assert.deepInclude(o, { last: 119, entries: 120, stopped: null })
+          fresh = overviewsOf(b.text).length > 0
+        } finally {
+          b.req.destroy()
+        }
+      }
+      assert.isTrue(fresh, "a page of the new history gets its header")
+    },
+    90_000
   )
 
   it("after a repair that set shown entries aside, the live stream says so in a failure event and ends", async () => {

@@ -116,6 +116,48 @@ export const start = (state: JournalState.JournalState, from: number): Cursor =>
 }
 
 /**
+ * An entry a follower's caller already holds (read or shown before): its
+ * sequence and its `entry_hash`.
+ *
+ * @since 0.1.0
+ */
+export interface Anchor {
+  readonly sequence: number
+  readonly hash: string
+}
+
+/**
+ * Where a loaded state already contradicts an anchor: it holds another hash at
+ * the anchor's sequence (`found`), or ends before it (`found` null).
+ *
+ * @since 0.1.0
+ */
+export interface Contradiction {
+  readonly sequence: number
+  readonly expected: string
+  readonly found: string | null
+}
+
+/**
+ * The cursor of a follower that continues `anchor`, starting from a loaded
+ * (verified) state: it shows entries from the one after the anchor on, and the
+ * first must link to the anchor's hash, whatever the state says is before it.
+ * Fails when the state already contradicts the anchor (an entry older than the
+ * state retains is checked when the first record links to it, or does not).
+ *
+ * @since 0.1.0
+ */
+export const startAfter = (state: JournalState.JournalState, anchor: Anchor): Result.Result<Cursor, Contradiction> => {
+  const contradiction = (found: string | null) =>
+    Result.fail({ sequence: anchor.sequence, expected: anchor.hash, found })
+  if (anchor.sequence < 0 || anchor.sequence >= state.next_sequence) return contradiction(null)
+  const retained = JournalState.retainedHashAt(state, anchor.sequence)
+  if (retained !== undefined && retained !== anchor.hash) return contradiction(retained)
+  const cursor = start(state, anchor.sequence + 1)
+  return Result.succeed(cursor.linked ? { ...cursor, lastHash: anchor.hash } : cursor)
+}
+
+/**
  * Checks one record against the cursor: its sequence, its link, its own hash (with
  * `Chain.verify`), and the confirmed hash when it is that entry. Returns the cursor
  * after it.

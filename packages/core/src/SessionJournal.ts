@@ -271,11 +271,17 @@ export class SessionJournal extends Context.Service<SessionJournal, {
    * set aside) and followed on; an edit, a cut or another chain in place of
    * delivered entries fails the stream with `HistoryDiverged`; damage fails it as
    * `verify` would. `from` as `{ last: n }` starts at the last `n` entries stored
-   * (the state the follower loads anyway says where they start).
+   * (the state the follower loads anyway says where they start). `from` as
+   * `{ after: { sequence, hash } }` continues an entry the caller already holds
+   * (read or shown before): the follow starts after it, and storage must still
+   * hold that entry with that `entry_hash`, as it must every entry delivered;
+   * when it does not (it holds another entry there, or ends before it), the stream
+   * fails with `HistoryDiverged`, so a caller never continues what it holds with
+   * entries of another chain.
    */
   readonly follow: (
     id: string,
-    from?: number | { readonly last: number }
+    from?: number | { readonly last: number } | { readonly after: Follow.Anchor }
   ) => Stream.Stream<Follow.Event, InvalidSessionId | FollowError>
   /**
    * Subscribes to every entry this service commits to the session from now on. The
@@ -408,19 +414,24 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   // Every follower of the service reads through the checks of `Follow`, from the
   // state it loaded.
-  const followFrom = (id: string, current: JournalState.JournalState, from: number) =>
-    Following.follow({ persistence, caps, failureOf }, id, current, from)
+  const followFrom = (
+    id: string,
+    current: JournalState.JournalState,
+    from: number | { readonly after: Follow.Anchor }
+  ) => Following.follow({ persistence, caps, failureOf }, id, current, from)
 
   const follow = (
     id: string,
-    from: number | { readonly last: number } = 0
+    from: number | { readonly last: number } | { readonly after: Follow.Anchor } = 0
   ): Stream.Stream<Follow.Event, InvalidSessionId | FollowError> =>
     Entry.isSessionId(id)
       ? Stream.unwrap(Effect.map(state(id), (current) =>
         followFrom(
           id,
           current,
-          typeof from === "number" ? from : Math.max(0, current.next_sequence - Math.max(0, from.last))
+          typeof from === "number" || "after" in from
+            ? from
+            : Math.max(0, current.next_sequence - Math.max(0, from.last))
         )))
       : Stream.fail(new InvalidSessionId({ id }))
 

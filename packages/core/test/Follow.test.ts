@@ -183,3 +183,43 @@ describe("Follow.reconcile", () => {
     assert.include(Follow.reconcile(shown, [entry], true), { _tag: "Diverged", sequence: 6 })
   })
 })
+
+describe("Follow.startAfter", () => {
+  it("property: the genuine chain passes after any entry a caller holds; another chain's entry is caught at once or at the first record", () => {
+    fc.assert(
+      fc.property(
+        A.caps.filter((c) => c.entry_cap > 0),
+        A.ops(30).filter((l) => l.length >= 2),
+        fc.nat(),
+        fc.nat(),
+        (c, list, a, b) => {
+          const { entries, states } = A.run(c, list)
+          const loaded = states[entries.length]!
+          const at = a % (entries.length - 1)
+          const genuine = Follow.startAfter(loaded, { sequence: at, hash: entries[at]!.entry_hash })
+          assert.isTrue(Result.isSuccess(genuine))
+          if (Result.isSuccess(genuine)) assert.strictEqual(followAll(genuine.success, entries.slice(at + 1)), -1)
+          // The caller holds an entry of another chain at `at` (here: a rehashed edit).
+          const other = rehashed(retimed(entries[at]!)).entry_hash
+          const forged = Follow.startAfter(loaded, { sequence: at, hash: other })
+          if (JournalState.retainedHashAt(loaded, at) !== undefined) {
+            assert.deepStrictEqual(
+              forged,
+              Result.fail({ sequence: at, expected: other, found: entries[at]!.entry_hash })
+            )
+          } else {
+            assert.isTrue(Result.isSuccess(forged))
+            if (Result.isSuccess(forged)) assert.strictEqual(followAll(forged.success, entries.slice(at + 1)), 0)
+          }
+          // An entry storage does not hold (yet, or any more).
+          const beyond = entries.length + (b % 3)
+          assert.deepStrictEqual(
+            Follow.startAfter(loaded, { sequence: beyond, hash: other }),
+            Result.fail({ sequence: beyond, expected: other, found: null })
+          )
+        }
+      ),
+      { numRuns: A.runs(200) }
+    )
+  })
+})

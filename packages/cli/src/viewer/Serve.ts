@@ -57,6 +57,7 @@ import * as Calls from "./Calls.ts"
 import * as Conversation from "./Conversation.ts"
 import * as HostCheck from "./HostCheck.ts"
 import * as Html from "./Html.ts"
+import * as LiveGate from "./LiveGate.ts"
 import * as Report from "./Report.ts"
 import * as ReportModel from "./ReportModel.ts"
 import * as Stories from "./Stories.ts"
@@ -367,28 +368,34 @@ export const LIST_POLL = "400 millis"
 export const LIVE_GATHER = "150 millis"
 
 /**
- * A live header: the session's `#overview` content as of entry `last`, counting
- * `entries`; `stopped` says why it follows the session no further.
+ * A live header (`LiveGate.Snapshot`).
  *
  * @since 0.1.0
  */
-export interface Snapshot {
-  readonly entries: number
-  readonly last: number | null
-  readonly html: string
-  readonly stopped: string | null
+export type Snapshot = LiveGate.Snapshot
+
+// A session's live header and whether its follower has ended: a header that
+// follows no more is not handed to a page that comes later (that page gets a new
+// one, from storage as it is then).
+interface Live {
+  readonly snapshots: PubSub.PubSub<Snapshot>
+  readonly ended: { value: boolean }
 }
 
 // One session's live header: a pass over its history with a verification beside
-// it, then every entry written after, each checked as it comes (`follow`), added
-// to the same counts, charts and waterfall. Every follower reads the newest
-// snapshot; a slow one skips to it.
+// it, then every entry written after it, each checked as it comes (`follow`, from
+// the last entry of the pass), added to the same counts, charts and waterfall.
+// Every follower reads the newest snapshot; a slow one skips to it.
 const liveOverview = (storage: Storage.Options) => (id: string) =>
   Effect.gen(function*() {
     const snapshots = yield* PubSub.sliding<Snapshot>({ capacity: 1, replay: 1 })
     yield* Effect.addFinalizer(() => PubSub.shutdown(snapshots))
-    yield* Effect.forkScoped(followOverview(id, storage, snapshots))
-    return snapshots
+    const ended = { value: false }
+    yield* Effect.forkScoped(
+      followOverview(id, storage, snapshots).pipe(Effect.ensuring(Effect.sync(() => (ended.value = true))))
+    )
+    const live: Live = { snapshots, ended }
+    return live
   })
 
 const stoppedBanner = (reason: string, last: number | null) =>
@@ -402,7 +409,14 @@ const followOverview = (id: string, storage: Storage.Options, snapshots: PubSub.
     const journal = yield* SessionJournal.SessionJournal
     const summary = ReportModel.summarizer()
     const waterfall = Waterfall.builder(id)
-    const o = yield* ReportModel.overview(id, storage, { summarizer: summary, each: waterfall.add })
+    let lastHash: string | null = null
+    const o = yield* ReportModel.overview(id, storage, {
+      summarizer: summary,
+      each: (entry) => {
+        waterfall.add(entry)
+        lastHash = entry.entry_hash
+      }
+    })
     let last = o.last
     let since = 0
     const publish = (stopped: string | null) =>
@@ -414,35 +428,39 @@ const followOverview = (id: string, storage: Storage.Options, snapshots: PubSub.
             since === 1 ? "y" : "ies"
           } written since the verification above, each checked against the one before it as it came</p>`
         const html = overviewBody(o, s, waterfall, note + (stopped === null ? "" : stoppedBanner(stopped, last)))
-        return PubSub.publish(snapshots, { entries: s.entries, last, html, stopped })
+        return PubSub.publish(snapshots, { entries: s.entries, last, lastHash, html, stopped })
       })
     yield* publish(null)
     // A session that did not verify is shown as it verified; nothing after is followed.
     if (o.verify !== null && !o.verify.ok) return
-    yield* journal.follow(id, last === null ? 0 : last + 1).pipe(
-      Stream.takeUntil((event) => event._tag === "Recovered"),
-      Stream.groupedWithin(4096, LIVE_GATHER),
-      Stream.runForEach((events) => {
-        let stopped: string | null = null
-        for (const event of events) {
-          if (event._tag === "Recovered") {
-            stopped = recoveredMessage(event)
-            break
+    // What is followed continues the entries the pass read, or the stream fails.
+    yield* journal.follow(id, last === null || lastHash === null ? 0 : { after: { sequence: last, hash: lastHash } })
+      .pipe(
+        Stream.takeUntil((event) => event._tag === "Recovered"),
+        Stream.groupedWithin(4096, LIVE_GATHER),
+        Stream.runForEach((events) => {
+          let stopped: string | null = null
+          for (const event of events) {
+            if (event._tag === "Recovered") {
+              stopped = recoveredMessage(event)
+              break
+            }
+            summary.add(event.entry)
+            waterfall.add(event.entry)
+            last = event.entry.sequence
+            lastHash = event.entry.entry_hash
+            since++
           }
-          summary.add(event.entry)
-          waterfall.add(event.entry)
-          last = event.entry.sequence
-          since++
-        }
-        return publish(stopped)
-      }),
-      Effect.catch((e) => publish(e.message))
-    )
+          return publish(stopped)
+        }),
+        Effect.catch((e) => publish(e.message))
+      )
   }).pipe(
     Effect.catch((e) =>
       PubSub.publish(snapshots, {
         entries: 0,
         last: null,
+        lastHash: null,
         html: stoppedBanner(e.message, null),
         stopped: e.message
       })
@@ -491,8 +509,18 @@ const makeViewer = (storage: Storage.Options) =>
       list: sessionList(facts),
       /** The list of sessions, read at most once per `LIST_POLL` for all who ask. */
       sharedList: Cache.get(lists, ""),
-      /** The live header of a session, shared by its followers while any follows. */
-      live: (id: string) => RcMap.get(live, id),
+      /**
+       * The live header of a session, shared by its followers while any follows;
+       * a new one when the one kept follows no more.
+       */
+      live: (id: string) =>
+        Effect.flatMap(
+          RcMap.get(live, id),
+          (kept) =>
+            kept.ended.value
+              ? Effect.flatMap(RcMap.invalidate(live, id), () => RcMap.get(live, id))
+              : Effect.succeed(kept)
+        ).pipe(Effect.map((l) => l.snapshots)),
       /** The header of a session page for the session's current state. */
       top: (id: string) => Effect.flatMap(Cache.get(keys, id), (key) => Cache.get(tops, `${id} ${key}`)),
       /** A fresh verification and its ordinal. */
@@ -718,29 +746,42 @@ const eventsRoute = (viewer: Viewer) =>
         })
       }
     }
-    // Every entry is checked against the one sent before it (`SessionJournal.follow`).
-    // The page shows what was sent; when a repair set some of it aside, the page is
-    // no longer the session, so the stream stops and says so, as on damage or on
-    // history replaced.
+    // Every entry is checked against the one sent before it (`SessionJournal.follow`,
+    // after the page's last entry when the page says which it is). The page shows
+    // what was sent; when a repair set some of it aside, the page is no longer the
+    // session, so the stream stops and says so, as on damage or on history replaced.
+    const shown = prev !== null && from > 0 ? { sequence: from - 1, hash: prev } : null
     const calls = Calls.live(Timeline.row)
-    const entries = journal.follow(id, from).pipe(
-      Stream.takeUntil((event) => event._tag === "Recovered"),
-      Stream.map((event) =>
-        event._tag === "Entry"
-          ? entryEvent(event.entry, calls.add(event.entry))
-          : sseEvent("failure", null, { message: recoveredMessage(event) })
-      ),
-      Stream.catch((e) => Stream.succeed(sseEvent("failure", null, { message: e.message })))
-    )
-    // The header, charts, denials and time axis as of the newest entry, redrawn as entries come.
+    const entries = journal.follow(id, shown === null ? from : { after: shown })
+      .pipe(
+        Stream.takeUntil((event) => event._tag === "Recovered"),
+        Stream.map((event): LiveGate.Item =>
+          event._tag === "Entry"
+            ? { _tag: "Entry", entry: event.entry, text: entryEvent(event.entry, calls.add(event.entry)) }
+            : { _tag: "Failure", text: sseEvent("failure", null, { message: recoveredMessage(event) }) }
+        ),
+        Stream.catch((e) =>
+          Stream.succeed<LiveGate.Item>({ _tag: "Failure", text: sseEvent("failure", null, { message: e.message }) })
+        )
+      )
+    // The header, charts, denials and time axis as of the newest entry, redrawn as
+    // entries come; each sent once this stream has sent its last entry (`LiveGate`).
     const overviews = Stream.unwrap(Effect.map(viewer.live(id), (snapshots) => Stream.fromPubSub(snapshots))).pipe(
-      Stream.map((snapshot) => sseEvent("overview", null, snapshot)),
+      Stream.map((snapshot): LiveGate.Item => ({ _tag: "Overview", snapshot })),
       Stream.catch(() => Stream.empty)
     )
+    const gate = LiveGate.gate(shown, (snapshot) => sseEvent("overview", null, snapshot))
     // The stream ends when the entries do (a failure event was the last), heartbeat or not.
     const body = Stream.merge(
       Stream.succeed(": live\n\n"),
-      Stream.merge(Stream.merge(entries, overviews, { haltStrategy: "left" }), heartbeat, { haltStrategy: "left" })
+      Stream.merge(
+        Stream.merge(entries, overviews, { haltStrategy: "left" }).pipe(
+          Stream.map(gate),
+          Stream.filter((text) => text.length > 0)
+        ),
+        heartbeat,
+        { haltStrategy: "left" }
+      )
     )
       .pipe(
         Stream.map((text) => encoder.encode(text))

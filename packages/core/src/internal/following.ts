@@ -90,7 +90,8 @@ const breakFailure = (id: string, cause: Follow.Break | CorruptJournal): Corrupt
 
 /**
  * Follows session `id` from `from` on, starting from `state` (loaded and verified
- * by the caller): every entry is checked before it is delivered; a repair that set
+ * by the caller), or after an entry the caller holds (`Follow.startAfter`): every
+ * entry is checked before it is delivered; a repair that set
  * entries shown aside is delivered as `Recovered`; any other replacement of
  * history shown fails the stream with `HistoryDiverged`, and damage with the
  * failure a verify reports.
@@ -99,12 +100,20 @@ export const follow = (
   deps: Deps,
   id: string,
   state: JournalState.JournalState,
-  from: number
+  from: number | { readonly after: Follow.Anchor }
 ): Stream.Stream<Follow.Event, FollowError> =>
   Stream.suspend(() => {
     const { caps, failureOf, persistence } = deps
-    let cursor = Follow.start(state, from)
-    const showFrom = Math.max(0, from)
+    // Continuing an entry the caller holds: storage must still hold it.
+    const started = typeof from === "number"
+      ? Result.succeed(Follow.start(state, from))
+      : Follow.startAfter(state, from.after)
+    if (Result.isFailure(started)) {
+      const { sequence, expected, found } = started.failure
+      return Stream.fail(new HistoryDiverged({ id, sequence, expected, found, shownTo: sequence }))
+    }
+    let cursor = started.success
+    const showFrom = typeof from === "number" ? Math.max(0, from) : from.after.sequence + 1
     const shown = new Follow.Shown(SHOWN)
     if (cursor.linked && cursor.lastHash !== null && cursor.next > 0) shown.push(cursor.next - 1, cursor.lastHash)
     let intactAt = -1

@@ -1,0 +1,69 @@
+/**
+ * `SessionJournal.follow` after an entry the caller holds: it continues that
+ * entry when storage still holds it, and fails with `HistoryDiverged` when
+ * storage holds another entry there or ends before it, whether the loaded state
+ * still retains that entry (at once) or not (at the first record read).
+ */
+import { assert, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Stream from "effect/Stream"
+import { Persistence, SessionJournal } from "../src/index.ts"
+import { toolParams } from "./fixtures.ts"
+
+const sequences = (events: ReadonlyArray<{ readonly _tag: string; readonly entry: { readonly sequence: number } }>) =>
+  events.map((e) => e.entry.sequence)
+
+it.live("follow after an entry held: continues it, or fails where storage holds another chain", () =>
+  Effect.gen(function*() {
+    const storage = yield* Persistence.makeMemory()
+    const journal = yield* Effect.provideService(SessionJournal.make(), Persistence.Persistence, storage)
+    for (let i = 0; i < 6; i++) yield* journal.record("kept", toolParams(`k${i}`))
+    for (let i = 0; i < 6; i++) yield* journal.record("other", toolParams(`o${i}`))
+    const kept = yield* journal.entries("kept").pipe(Stream.runCollect)
+    const other = yield* journal.entries("other").pipe(Stream.runCollect)
+
+    // The entry held is stored: the follow delivers what comes after it, and new writes.
+    const fiber = yield* journal.follow("kept", { after: { sequence: 3, hash: kept[3]!.entry_hash } }).pipe(
+      Stream.take(3),
+      Stream.runCollect,
+      Effect.forkChild
+    )
+    yield* journal.record("kept", toolParams("k6"))
+    const got = yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds"))
+    assert.deepStrictEqual(sequences(got as never), [4, 5, 6])
+
+    // Another chain's entry at 3: storage holds another, and the follow fails at once.
+    const diverged = yield* journal.follow("kept", { after: { sequence: 3, hash: other[3]!.entry_hash } }).pipe(
+      Stream.runCollect,
+      Effect.flip,
+      Effect.timeout("10 seconds")
+    )
+    assert.strictEqual(diverged._tag, "HistoryDiverged")
+    assert.include(diverged, { sequence: 3, expected: other[3]!.entry_hash, found: kept[3]!.entry_hash })
+
+    // An entry storage does not hold.
+    const beyond = yield* journal.follow("kept", { after: { sequence: 9, hash: other[3]!.entry_hash } }).pipe(
+      Stream.runCollect,
+      Effect.flip,
+      Effect.timeout("10 seconds")
+    )
+    assert.include(beyond, { _tag: "HistoryDiverged", sequence: 9, found: null })
+  }).pipe(Effect.scoped))
+
+it.live("follow after an entry the loaded state no longer retains: another chain's entry fails at the first record", () =>
+  Effect.gen(function*() {
+    const storage = yield* Persistence.makeMemory()
+    const caps = { entry_cap: 2 }
+    const journal = yield* Effect.provideService(SessionJournal.make({ caps }), Persistence.Persistence, storage)
+    for (let i = 0; i < 8; i++) yield* journal.record("kept", toolParams(`k${i}`))
+    for (let i = 0; i < 8; i++) yield* journal.record("other", toolParams(`o${i}`))
+    const other = yield* journal.entries("other").pipe(Stream.runCollect)
+    const diverged = yield* journal.follow("kept", { after: { sequence: 2, hash: other[2]!.entry_hash } }).pipe(
+      Stream.runCollect,
+      Effect.flip,
+      Effect.timeout("10 seconds")
+    )
+    assert.strictEqual(diverged._tag, "HistoryDiverged")
+    assert.include(diverged, { sequence: 2, expected: other[2]!.entry_hash })
+  }).pipe(Effect.scoped))
