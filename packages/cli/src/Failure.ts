@@ -88,6 +88,26 @@ export class VerificationFailed extends Schema.TaggedError<VerificationFailed>()
 }
 
 /**
+ * A session's history read for a page or report did not continue what its
+ * verification had just checked: storage changed between the two reads (an edit,
+ * a cut, new writes in place of old), or was damaged after the verification.
+ * Nothing read is shown; reading again verifies again.
+ *
+ * @since 0.1.0
+ */
+export class ChangedWhileRead extends Schema.TaggedError<ChangedWhileRead>()("ChangedWhileRead", {
+  id: Schema.String,
+  sequence: Schema.Number,
+  what: Schema.String,
+  expected: Schema.String,
+  actual: Schema.String
+}) {
+  override get message(): string {
+    return `session ${this.id} changed while it was read: entry ${this.sequence} does not continue the history verified (${this.what}: expected ${this.expected}, found ${this.actual}); read it again`
+  }
+}
+
+/**
  * `codex install` / `codex status`: Codex will not run (all of) our hooks, so
  * its calls run unguarded; what to do has been printed.
  *
@@ -292,6 +312,7 @@ export type Failure =
   | CorruptJournal
   | HistoryDiverged
   | VerificationFailed
+  | ChangedWhileRead
   | InvalidSessionId
   | InvalidRecordField
   | InvalidInput
@@ -319,6 +340,7 @@ const codeByTag: { readonly [Tag in Failure["_tag"]]: number } = {
   CorruptJournal: ExitCode.verificationFailed,
   HistoryDiverged: ExitCode.verificationFailed,
   VerificationFailed: ExitCode.verificationFailed,
+  ChangedWhileRead: ExitCode.verificationFailed,
   InvalidSessionId: ExitCode.usage,
   InvalidRecordField: ExitCode.usage,
   InvalidInput: ExitCode.usage,

@@ -6,11 +6,13 @@
  *
  * @since 0.1.0
  */
-import { Entry, JournalState, SessionJournal } from "@session-journal/core"
+import { Entry, Follow, JournalState, SessionJournal } from "@session-journal/core"
 import type { CorruptJournal, SessionMeta } from "@session-journal/core"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
+import { ChangedWhileRead } from "../Failure.ts"
 import type * as Storage from "../Storage.ts"
 import * as Verify from "../Verify.ts"
 import * as Conversation from "./Conversation.ts"
@@ -346,7 +348,10 @@ export interface Overview extends Omit<Model, "entries"> {
 /**
  * Reads a session for its report: its state, its full history as a stream
  * (each entry handed to `each` in order, and summarized) and, unless `verify`
- * is false, a verification of the whole stored history. Only what `each` keeps
+ * is false, a verification of the whole stored history. The history read is
+ * checked against what was verified (each entry's sequence, link and hash, up
+ * to the state loaded after the verification); storage that changed between
+ * the reads fails with `ChangedWhileRead`. Only what `each` keeps
  * of the entries stays in memory. With `summarizer`, the summary is that
  * summarizer's, which the caller may go on feeding (the viewer's live header).
  *
@@ -396,31 +401,61 @@ export const overview = (
           return from !== null && after !== null && after > start && from <= after ? readFrom(after) : Stream.empty
         })
       )
+    const damaged = report !== null && !report.ok
+    const loaded = yield* journal.state(id).pipe(
+      Effect.catch((e) => (damaged && isDamage(e) ? Effect.succeed(null) : Effect.fail(e)))
+    )
+    const state = loaded === null
+      ? { meta: null, head: report?.head ?? "" }
+      : { meta: loaded.meta, head: JournalState.head(loaded) }
+    // What is read must be what was verified: each entry counted is checked as a
+    // follower checks it (its sequence, its link to the one before, its own hash),
+    // from the start of the chain to the last entry of the state loaded after the
+    // verification. Storage changed between the reads fails the page, never shows
+    // entries the verification did not see as verified.
+    let cursor = report === null || loaded === null ? null : Follow.start(loaded, 0)
+    const checked = (e: Entry.Entry): ChangedWhileRead | null => {
+      if (cursor === null) return null
+      const r = Follow.check(cursor, e)
+      if (Result.isSuccess(r)) {
+        cursor = r.success
+        return null
+      }
+      const b = r.failure
+      return new ChangedWhileRead({ id, sequence: b.sequence, what: b.what, expected: b.expected, actual: b.actual })
+    }
     yield* Stream.runForEachArray(
       readFrom(0),
       (chunk) =>
-        Effect.sync(() => {
+        Effect.suspend(() => {
           for (const e of chunk) {
             if (from !== null && e.sequence >= from) {
               apartCount++
               if (apart.length < MAX_UNVERIFIED) apart.push(e)
               continue
             }
+            const changed = checked(e)
+            if (changed !== null) return Effect.fail(changed)
             first ??= e.sequence
             last = e.sequence
             summary.add(e)
             each?.(e)
           }
+          return Effect.void
         })
     )
-    const damaged = report !== null && !report.ok
     if (damage !== undefined && !damaged) return yield* Effect.fail(damage)
-    const state = yield* journal.state(id).pipe(
-      Effect.map((s) => ({ meta: s.meta, head: JournalState.head(s) })),
-      Effect.catch((
-        e
-      ) => (damaged && isDamage(e) ? Effect.succeed({ meta: null, head: report.head ?? "" }) : Effect.fail(e)))
-    )
+    // Storage that ends before the entry the state ended with was cut while read.
+    const short = report !== null && report.ok ? cursor?.confirm ?? null : null
+    if (short !== null) {
+      return yield* new ChangedWhileRead({
+        id,
+        sequence: short.sequence,
+        what: "confirmed",
+        expected: short.hash,
+        actual: "no entry"
+      })
+    }
     const counted = yield* countedIn(state.meta)
     const story: Story | null = yield* Stories.storyOf(id, state.meta)
     const result: Overview = {
