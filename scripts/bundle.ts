@@ -50,9 +50,14 @@ export const lazyGraphemes = (): Plugin => {
 /**
  * The modules of a command bundled each into one file of its own by default
  * (`BundleOptions.standalone`), relative to the package's directory, when they
- * exist: the forwarder, which Claude Code starts once per hook event.
+ * exist: the forwarder, which Claude Code starts once per hook event, and the live
+ * export's sender, which runs on a worker thread of its own (the thread loads one
+ * file).
  */
-export const DEFAULT_STANDALONE: ReadonlyArray<string> = ["src/commands/ForwardProcess.ts"]
+export const DEFAULT_STANDALONE: ReadonlyArray<string> = [
+  "src/commands/ForwardProcess.ts",
+  "src/otel/SenderWorker.ts"
+]
 
 /**
  * The modules of a command bundled each into one CommonJS script by default

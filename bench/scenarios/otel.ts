@@ -80,6 +80,8 @@ const side = (layer: FsLayer, root: string, n: number, url: string | null, proto
         }).pipe(Effect.provideContext(reader))
         live = made
         written = made.tap(storage)
+        // The steady state: the sender's thread started before the records are timed.
+        yield* made.ready
       }
       const writer = yield* Layer.build(
         SessionJournal.layer().pipe(Layer.provide(Layer.succeed(Persistence.Persistence, written)))

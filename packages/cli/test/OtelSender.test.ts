@@ -51,13 +51,13 @@ const longCall = (): ReadonlyArray<Spans.Finished> => {
   return [...entries.flatMap((e) => assembler.apply(fold.add(e))), ...assembler.apply(fold.finish())]
 }
 
-const sendAll = (protocol: Sender.Protocol, spans: ReadonlyArray<Spans.Finished>) =>
+const sendAll = (protocol: Sender.Protocol, spans: ReadonlyArray<Spans.Finished>, make = Sender.make) =>
   Effect.gen(function*() {
     const receiver = yield* Effect.acquireRelease(
       Effect.promise(() => listen({ _tag: "accept" })),
       (r) => Effect.promise(() => r.close())
     )
-    const sender = yield* Sender.make({
+    const sender = yield* make({
       url: `${receiver.url}/v1/traces`,
       headers: {},
       protocol,
@@ -133,5 +133,67 @@ describe("Sender", () => {
         assert.include(sender.problems().join("; "), "no answer within")
       }).pipe(Effect.scoped),
     90_000
+  )
+
+  it.live(
+    "on a thread of its own (the doors' live export): the same requests, byte for byte, as on the caller's",
+    () =>
+      Effect.gen(function*() {
+        for (const protocol of ["http/protobuf", "http/json"] as const) {
+          const here = yield* sendAll(protocol, longCall())
+          const threaded = yield* sendAll(protocol, longCall(), Sender.inWorker)
+          assert.strictEqual(threaded.length, here.length)
+          assert.deepStrictEqual(threaded.map((r) => r.body), here.map((r) => r.body), protocol)
+        }
+      }),
+    60_000
+  )
+
+  it.live(
+    "a collector the thread cannot reach is a problem: flushes complete, nothing is counted delivered",
+    () =>
+      Effect.gen(function*() {
+        const sender = yield* Sender.inWorker({
+          url: "not a URL",
+          headers: {},
+          protocol: "http/protobuf",
+          requestTimeout: Duration.seconds(1)
+        })
+        sender.send("s1", longCall())
+        const ended = yield* sender.flush.pipe(Effect.timeoutOption(Duration.seconds(30)))
+        assert.isTrue(Option.isSome(ended), "the flush ended")
+        yield* sender.ready
+        assert.strictEqual(sender.delivered(), 0)
+        assert.isAbove(sender.problems().length, 0)
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live(
+    "a thread that dies (a defect on it) is a problem: pending and later flushes complete at once",
+    () =>
+      Effect.gen(function*() {
+        const receiver = yield* Effect.acquireRelease(
+          Effect.promise(() => listen({ _tag: "accept" })),
+          (r) => Effect.promise(() => r.close())
+        )
+        const sender = yield* Sender.inWorker({
+          url: `${receiver.url}/v1/traces`,
+          headers: {},
+          protocol: "http/protobuf",
+          requestTimeout: Duration.seconds(5)
+        })
+        yield* sender.ready
+        // Span data the thread cannot encode: its handler throws, and the thread ends.
+        const [good] = longCall()
+        sender.send("s1", [{ ...good!, attributes: null as never }])
+        const ended = yield* sender.flush.pipe(Effect.timeoutOption(Duration.seconds(30)))
+        assert.isTrue(Option.isSome(ended), "the flush ended")
+        assert.match(sender.problems().join("; "), /the sender's thread (failed|stopped)/)
+        sender.send("s1", longCall())
+        assert.isTrue(Option.isSome(yield* sender.flush.pipe(Effect.timeoutOption(Duration.seconds(5)))))
+        assert.strictEqual(sender.delivered(), 0)
+      }).pipe(Effect.scoped),
+    60_000
   )
 })

@@ -12,8 +12,9 @@
  * entry checked as `follow` checks it) from its first entry, so its spans nest and
  * are named as `otel export` makes them; spans a follower completes go into a
  * bounded buffer (`maxBuffered`; past it spans are dropped and counted, never
- * waited for), and one sender fiber sends what the buffer holds and awaits the
- * collector's answer (each request bounded) before it sends more. A collector
+ * waited for), and one sender fiber hands what the buffer holds to the sender's
+ * own thread (`Sender.inWorker`: encoding and requests are off the door's thread)
+ * and awaits the collector's answer (each request bounded) before it sends more. A collector
  * that is down or slow holds up only that fiber: decisions, answers, exit codes
  * and entries are what they are without it.
  *
@@ -105,6 +106,12 @@ export interface Summary {
 export interface Live {
   readonly tap: (persistence: Persistence.Persistence["Service"]) => Persistence.Persistence["Service"]
   readonly summary: () => Summary
+  /**
+   * Completes once the sender's thread has started (or failed to): a door does
+   * not wait for it (spans wait in the buffer meanwhile); a measurement of the
+   * steady state does.
+   */
+  readonly ready: Effect.Effect<void>
 }
 
 interface Followed {
@@ -136,7 +143,8 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
     const maxSessions = Math.max(1, options.maxSessions ?? 32)
     const idleMillis = Duration.toMillis(options.idle ?? Duration.minutes(10))
     const exitTimeout = options.exitTimeout ?? Duration.seconds(2)
-    const sender = yield* Sender.make(options)
+    // Encoding and requests on a thread of their own (`Sender.inWorker`).
+    const sender = yield* Sender.inWorker(options)
     // The followers' own scope. Made before the door's end is added below, it closes after
     // it: the end first lets the followers read up to what the door wrote, and only then
     // are they interrupted (forked into `scope` itself, the scope would interrupt them first).
@@ -344,7 +352,7 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
       return Persistence.Persistence.of({ ...persistence, open })
     }
 
-    return { tap, summary }
+    return { tap, summary, ready: sender.ready }
   })
 
 /**

@@ -19,12 +19,15 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import { FetchHttpClient, HttpClient } from "effect/http"
 import * as Layer from "effect/Layer"
 import { OtlpExporter, OtlpResource, OtlpSerialization, type OtlpTracer } from "effect/observability"
 import type * as Scope from "effect/Scope"
+import type * as SenderWorker from "./SenderWorker.ts"
 import * as Spans from "./Spans.ts"
 
 /**
@@ -60,6 +63,8 @@ export interface Options {
 export interface Sender {
   readonly send: (session: string, spans: ReadonlyArray<Spans.Finished>) => void
   readonly flush: Effect.Effect<void>
+  /** Completes once the sender can send (at once, but on a thread still starting). */
+  readonly ready: Effect.Effect<void>
   /** Spans handed to `send`. */
   readonly sent: () => number
   /** Spans the collector accepted. */
@@ -194,6 +199,90 @@ export const make = (options: Options): Effect.Effect<Sender, never, Scope.Scope
     const sender: Sender = {
       send,
       flush: flusher.flush,
+      ready: Effect.void,
+      sent: () => sent,
+      delivered: () => delivered,
+      problems: () => problems
+    }
+    return sender
+  })
+
+/**
+ * A sender whose encoding and requests run on a worker thread (`SenderWorker`),
+ * for as long as the scope lasts: `send` posts the spans to it (never waits),
+ * `flush` completes when the worker answered (the collector answered or the
+ * exporter gave up), or at once when the worker stopped, which is then a problem
+ * and counts what it had not sent as lost. Closing the scope ends the worker.
+ *
+ * @since 0.1.0
+ */
+export const inWorker = (options: Options): Effect.Effect<Sender, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const threads = yield* Effect.promise(() => import("./SenderWorker.ts"))
+    let sent = 0
+    let delivered = 0
+    let problems: ReadonlyArray<string> = []
+    let stopped: string | null = null
+    let asked = 0
+    const waiting = new Map<number, Deferred.Deferred<void>>()
+    const ready = Deferred.makeUnsafe<void>()
+    const stop = (why: string) => {
+      if (stopped !== null) return
+      stopped = why
+      if (!problems.includes(why)) problems = [...problems, why].slice(0, MAX_PROBLEMS)
+      Deferred.doneUnsafe(ready, Exit.void)
+      for (const d of waiting.values()) Deferred.doneUnsafe(d, Exit.void)
+      waiting.clear()
+    }
+    const worker = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        threads.spawn({
+          url: options.url,
+          headers: options.headers,
+          protocol: options.protocol,
+          requestTimeoutMillis: Duration.toMillis(options.requestTimeout)
+        })
+      ),
+      (w) => Effect.promise(() => w.terminate())
+    )
+    // Never what keeps the door's process alive.
+    worker.unref()
+    worker.on("message", (answer: SenderWorker.FromWorker) => {
+      if (answer._tag === "Ready") {
+        Deferred.doneUnsafe(ready, Exit.void)
+        return
+      }
+      delivered = answer.delivered
+      if (stopped === null) problems = answer.problems
+      const d = waiting.get(answer.id)
+      waiting.delete(answer.id)
+      if (d !== undefined) Deferred.doneUnsafe(d, Exit.void)
+    })
+    worker.on("error", (e) => stop(`the sender's thread failed: ${e.message}`))
+    worker.on("exit", (code) => stop(`the sender's thread stopped (exit code ${code})`))
+    const post = (message: SenderWorker.ToWorker) => {
+      if (stopped !== null) return
+      try {
+        // No transfer list: the spans are copied (structured clone).
+        worker.postMessage(message, [])
+      } catch (e) {
+        stop(`the sender's thread could not be reached: ${e instanceof Error ? e.message : String(e)}`)
+      }
+    }
+    const sender: Sender = {
+      send: (session, spans) => {
+        sent += spans.length
+        post({ _tag: "Send", session, spans })
+      },
+      flush: Effect.suspend(() => {
+        if (stopped !== null) return Effect.void
+        const id = ++asked
+        const d = Deferred.makeUnsafe<void>()
+        waiting.set(id, d)
+        post({ _tag: "Flush", id })
+        return Deferred.await(d)
+      }),
+      ready: Deferred.await(ready),
       sent: () => sent,
       delivered: () => delivered,
       problems: () => problems
