@@ -88,4 +88,90 @@ describe("live export at the door's end", () => {
     },
     120_000
   )
+
+  it(
+    "a copy damaged where the follower reads: the loss is said and counted, also when the door ends first, and the door's writes are stored (failed before)",
+    async () => {
+      const root = fs.mkdtempSync(path.join(os.tmpdir(), "sj-live-damaged-"))
+      const receiver = await listen({ _tag: "accept" })
+      const notes: Array<string> = []
+      try {
+        // Ten calls, checkpointed, then entry 2 edited in place: a door that opens the
+        // session loads it from the checkpoint and writes on; the follower reads it from
+        // its first entry and meets the edit.
+        await Effect.runPromise(
+          Effect.gen(function*() {
+            const j = yield* SessionJournal.SessionJournal
+            for (let i = 0; i < 10; i++) yield* j.record("damaged", call(i))
+            yield* j.close("damaged")
+          }).pipe(
+            Effect.provide(
+              SessionJournal.layer({ checkpointMinBytes: 1 }).pipe(Layer.provide(NodePersistence.layer({ root })))
+            )
+          )
+        )
+        assert.isTrue(fs.existsSync(path.join(root, "damaged", "checkpoint.json")), "checkpointed")
+        // The segment that holds entry 2 (a checkpoint starts a new segment).
+        const segment = fs.readdirSync(path.join(root, "damaged")).filter((n) => n.endsWith(".jsonl"))
+          .map((n) => path.join(root, "damaged", n))
+          .find((f) => fs.readFileSync(f, "latin1").includes(`"sequence":2,`))!
+        const text = fs.readFileSync(segment, "latin1")
+        const at = text.indexOf(`"tool_name":"Bash"`, text.indexOf(`"sequence":2,`))
+        assert.isAbove(at, text.indexOf(`"sequence":2,`))
+        fs.writeFileSync(segment, text.slice(0, at) + `"tool_name":"Bush"` + text.slice(at + 18), "latin1")
+
+        // The door, with the live export around it (as `--otlp` sets it up), bound at its end by `exitTimeout`.
+        const doorOn = (exitTimeout: Duration.Duration, from: number) =>
+          Effect.runPromise(
+            Effect.gen(function*() {
+              const storage = yield* NodePersistence.make({ root })
+              yield* Live.around(storage, {
+                url: receiver.url,
+                headers: {},
+                protocol: "http/protobuf",
+                requestTimeout: Duration.seconds(30),
+                exitTimeout,
+                note: (line) => Effect.sync(() => notes.push(line))
+              }, (tapped) =>
+                Effect.gen(function*() {
+                  const journal = yield* SessionJournal.make().pipe(
+                    Effect.provideService(Persistence.Persistence, tapped)
+                  )
+                  for (let i = from; i < from + 3; i++) yield* journal.record("damaged", call(i))
+                }))
+            }).pipe(Effect.scoped)
+          )
+
+        // Given the time to read: said at once, then counted at the end; nothing sent.
+        await doorOn(Duration.minutes(5), 10)
+        assert.strictEqual(notes.length, 2, notes.join("\n"))
+        assert.match(notes[0]!, /^spans of session damaged are not sent: /)
+        assert.match(
+          notes[1]!,
+          /^0 of 0 spans were not delivered to .*, and 1 session was not exported: following session damaged failed: /
+        )
+        assert.strictEqual(receiver.requests.length, 0)
+
+        // Ended before the follower gave up on the damage (it waits for storage to settle
+        // for seconds): counted at the end all the same (before, nothing was said).
+        notes.length = 0
+        await doorOn(Duration.millis(300), 13)
+        assert.strictEqual(notes.length, 1, notes.join("\n"))
+        assert.match(notes[0]!, /, and 1 session was not exported: session damaged was not read to its end within /)
+        assert.strictEqual(receiver.requests.length, 0)
+
+        // The door's writes are stored after the checkpoint.
+        const state = await Effect.runPromise(
+          Effect.flatMap(SessionJournal.SessionJournal, (j) => j.state("damaged")).pipe(
+            Effect.provide(SessionJournal.layer().pipe(Layer.provide(NodePersistence.layer({ root }))))
+          )
+        )
+        assert.strictEqual(state.next_sequence, 16)
+      } finally {
+        await receiver.close()
+        fs.rmSync(root, { recursive: true, force: true })
+      }
+    },
+    120_000
+  )
 })

@@ -94,6 +94,8 @@ export interface Summary {
   readonly delivered: number
   readonly dropped: number
   readonly lost: number
+  /** Sessions whose spans could not all be made: their follower failed, or had not read what the door wrote by its end. */
+  readonly unread: number
   readonly problems: ReadonlyArray<string>
 }
 
@@ -159,6 +161,7 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
     const followed = new Map<string, Followed>()
     let made = 0
     let dropped = 0
+    let unread = 0
     let said = false
     const problems: Array<string> = []
     const problem = (text: string) => {
@@ -219,11 +222,19 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
         )
       }).pipe(
         // Noted once stored: storage that does not show the session yet will, and a read
-        // that met a write half done reads again (from the start, the fold afresh).
-        Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 20 }),
+        // that failed reads again (from the start, the fold afresh). Damage is not
+        // retried: the follow already waited for storage to settle.
+        Effect.retry({
+          schedule: Schedule.spaced("100 millis"),
+          times: 20,
+          while: (e) => e._tag === "SessionNotFound" || e._tag === "StorageError"
+        }),
         Effect.catch((e) =>
           Effect.andThen(
-            Effect.sync(() => problem(`following session ${f.id} failed: ${messageOf(e)}`)),
+            Effect.sync(() => {
+              unread++
+              problem(`following session ${f.id} failed: ${messageOf(e)}`)
+            }),
             said ? Effect.void : Effect.sync(() => (said = true)).pipe(
               Effect.andThen(options.note(`spans of session ${f.id} are not sent: ${messageOf(e)}`))
             )
@@ -305,7 +316,7 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
       const all = [...sender.problems(), ...problems]
       if (dropped > 0) all.push(`${dropped} dropped from a full buffer`)
       if (lost > 0 && all.length === 0) all.push("the collector did not accept every span")
-      return { url: options.url, spans: made, delivered: sender.delivered(), dropped, lost, problems: all }
+      return { url: options.url, spans: made, delivered: sender.delivered(), dropped, lost, unread, problems: all }
     }
 
     const caughtUp: Effect.Effect<void> = Effect.suspend(() =>
@@ -326,7 +337,17 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
         for (const f of followed.values()) yield* letGo(f)
         yield* Queue.end(buffer)
         yield* Fiber.join(senderFiber)
-      }).pipe(Effect.timeoutOption(exitTimeout), Effect.asVoid)
+      }).pipe(
+        Effect.timeoutOption(exitTimeout),
+        // Followers the bound cut off before they read what the door wrote.
+        Effect.andThen(Effect.sync(() => {
+          for (const f of followed.values()) {
+            if (f.next > f.written) continue
+            unread++
+            problem(`session ${f.id} was not read to its end within ${Duration.format(exitTimeout)}`)
+          }
+        }))
+      )
     )
 
     const tap = (persistence: Persistence.Persistence["Service"]): Persistence.Persistence["Service"] => {
@@ -379,7 +400,10 @@ export const around = <A, E, R>(
       })
     ).pipe(Effect.ensuring(Effect.suspend(() => {
       const s = live?.summary()
-      if (s === undefined || s.lost === 0) return Effect.void
-      return options.note(`${s.lost} of ${s.spans} spans were not delivered to ${s.url}: ${s.problems.join("; ")}`)
+      if (s === undefined || (s.lost === 0 && s.unread === 0)) return Effect.void
+      const unread = s.unread === 0 ? "" : `, and ${s.unread} session${s.unread === 1 ? " was" : "s were"} not exported`
+      return options.note(
+        `${s.lost} of ${s.spans} spans were not delivered to ${s.url}${unread}: ${s.problems.join("; ")}`
+      )
     })))
   })

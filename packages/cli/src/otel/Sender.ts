@@ -229,7 +229,7 @@ export const inWorker = (options: Options): Effect.Effect<Sender, never, Scope.S
     const stop = (why: string) => {
       if (stopped !== null) return
       stopped = why
-      if (!problems.includes(why)) problems = [...problems, why].slice(0, MAX_PROBLEMS)
+      if (why !== "closed" && !problems.includes(why)) problems = [...problems, why].slice(0, MAX_PROBLEMS)
       Deferred.doneUnsafe(ready, Exit.void)
       for (const d of waiting.values()) Deferred.doneUnsafe(d, Exit.void)
       waiting.clear()
@@ -243,7 +243,12 @@ export const inWorker = (options: Options): Effect.Effect<Sender, never, Scope.S
           requestTimeoutMillis: Duration.toMillis(options.requestTimeout)
         })
       ),
-      (w) => Effect.promise(() => w.terminate())
+      (w) =>
+        Effect.suspend(() => {
+          // Ended by us: not a problem.
+          stop("closed")
+          return Effect.promise(() => w.terminate())
+        })
     )
     // Never what keeps the door's process alive.
     worker.unref()
