@@ -143,7 +143,9 @@ export interface Contradiction {
  * (verified) state: it shows entries from the one after the anchor on, and the
  * first must link to the anchor's hash, whatever the state says is before it.
  * Fails when the state already contradicts the anchor (an entry older than the
- * state retains is checked when the first record links to it, or does not).
+ * state retains is checked when the first record links to it, or does not; in a
+ * session whose entries do not link, `entry_cap` 0, the follower compares the
+ * stored entry itself).
  *
  * @since 0.1.0
  */

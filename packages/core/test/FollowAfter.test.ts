@@ -67,3 +67,36 @@ it.live("follow after an entry the loaded state no longer retains: another chain
     assert.strictEqual(diverged._tag, "HistoryDiverged")
     assert.include(diverged, { sequence: 2, expected: other[2]!.entry_hash })
   }).pipe(Effect.scoped))
+
+it.live("follow after an entry held in a session whose entries do not link (entry_cap 0): another chain's entry fails", () =>
+  Effect.gen(function*() {
+    const storage = yield* Persistence.makeMemory()
+    const caps = { entry_cap: 0 }
+    const journal = yield* Effect.provideService(SessionJournal.make({ caps }), Persistence.Persistence, storage)
+    for (let i = 0; i < 8; i++) yield* journal.record("kept", toolParams(`k${i}`))
+    for (let i = 0; i < 8; i++) yield* journal.record("other", toolParams(`o${i}`))
+    const kept = yield* journal.entries("kept").pipe(Stream.runCollect)
+    const other = yield* journal.entries("other").pipe(Stream.runCollect)
+    // No entry links to the one before it, and the state retains none: storage itself
+    // must still hold the entry continued, at the first entry, in the middle and at the end.
+    for (const sequence of [0, 3, 7]) {
+      const diverged = yield* journal.follow("kept", { after: { sequence, hash: other[sequence]!.entry_hash } }).pipe(
+        Stream.runCollect,
+        Effect.flip,
+        Effect.timeout("10 seconds")
+      )
+      assert.include(diverged, {
+        _tag: "HistoryDiverged",
+        sequence,
+        expected: other[sequence]!.entry_hash,
+        found: kept[sequence]!.entry_hash
+      })
+    }
+    // The entry held is stored: the follow delivers what comes after it.
+    const got = yield* journal.follow("kept", { after: { sequence: 3, hash: kept[3]!.entry_hash } }).pipe(
+      Stream.take(4),
+      Stream.runCollect,
+      Effect.timeout("10 seconds")
+    )
+    assert.deepStrictEqual(sequences(got as never), [4, 5, 6, 7])
+  }).pipe(Effect.scoped))

@@ -13,7 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
 import { ChangedWhileRead } from "../Failure.ts"
-import type * as Storage from "../Storage.ts"
+import * as Storage from "../Storage.ts"
 import * as Verify from "../Verify.ts"
 import * as Conversation from "./Conversation.ts"
 import * as Denials from "./Denials.ts"
@@ -413,9 +413,15 @@ export const overview = (
     // from the start of the chain to the last entry of the state loaded after the
     // verification. Storage changed between the reads fails the page, never shows
     // entries the verification did not see as verified.
-    let cursor = report === null || loaded === null ? null : Follow.start(loaded, 0)
+    // With retention, history starts at the oldest segment kept, whose first entry
+    // links to one removed (the verification takes its link as the boundary): the
+    // check starts at the first entry read.
+    const verified = report === null ? null : loaded
+    const startsLater = Storage.isFilesystem(storage) && storage.removeCheckpointedSegments === true
+    let cursor: Follow.Cursor | null = verified === null || startsLater ? null : Follow.start(verified, 0)
     const checked = (e: Entry.Entry): ChangedWhileRead | null => {
-      if (cursor === null) return null
+      if (verified === null) return null
+      cursor ??= Follow.start(verified, e.sequence)
       const r = Follow.check(cursor, e)
       if (Result.isSuccess(r)) {
         cursor = r.success
@@ -445,14 +451,19 @@ export const overview = (
         })
     )
     if (damage !== undefined && !damaged) return yield* Effect.fail(damage)
-    // Storage that ends before the entry the state ended with was cut while read.
-    const short = report !== null && report.ok ? cursor?.confirm ?? null : null
-    if (short !== null) {
+    // Storage that ends before the entry the state ended with was cut while read
+    // (whether or not the state retains that entry's hash: entries that do not
+    // link, `entry_cap` 0, retain none).
+    const reached = verified === null ? null : cursor ?? Follow.start(verified, 0)
+    if (
+      report !== null && report.ok && verified !== null && reached !== null && reached.next < verified.next_sequence
+    ) {
+      const lastSequence = verified.next_sequence - 1
       return yield* new ChangedWhileRead({
         id,
-        sequence: short.sequence,
-        what: "confirmed",
-        expected: short.hash,
+        sequence: lastSequence,
+        what: reached.confirm === null ? "sequence" : "confirmed",
+        expected: reached.confirm?.hash ?? String(lastSequence),
         actual: "no entry"
       })
     }

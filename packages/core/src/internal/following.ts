@@ -113,9 +113,11 @@ export const follow = (
       return Stream.fail(new HistoryDiverged({ id, sequence, expected, found, shownTo: sequence }))
     }
     let cursor = started.success
+    const anchor = typeof from === "number" ? null : from.after
     const showFrom = typeof from === "number" ? Math.max(0, from) : from.after.sequence + 1
     const shown = new Follow.Shown(SHOWN)
-    if (cursor.linked && cursor.lastHash !== null && cursor.next > 0) shown.push(cursor.next - 1, cursor.lastHash)
+    if (anchor !== null) shown.push(anchor.sequence, anchor.hash)
+    else if (cursor.linked && cursor.lastHash !== null && cursor.next > 0) shown.push(cursor.next - 1, cursor.lastHash)
     let intactAt = -1
     let intactTries = 0
 
@@ -236,5 +238,27 @@ export const follow = (
             )
         )
       )
-    return loop()
+    // Entries that do not link (`entry_cap` 0) never say which entry they follow,
+    // and the state retains no hash to compare: storage itself must hold the entry
+    // continued (the first record of a linked chain links to it, or breaks).
+    const held: Effect.Effect<void, FollowError> = anchor === null || cursor.linked
+      ? Effect.void
+      : Effect.flatMap(
+        Stream.runCollect(persistence.history(id, { from: anchor.sequence, limit: 1 })),
+        (stored) => {
+          const found = stored[0]?.sequence === anchor.sequence ? stored[0].entry_hash : null
+          return found === anchor.hash
+            ? Effect.void
+            : Effect.fail(
+              new HistoryDiverged({
+                id,
+                sequence: anchor.sequence,
+                expected: anchor.hash,
+                found,
+                shownTo: anchor.sequence
+              })
+            )
+        }
+      )
+    return Stream.unwrap(Effect.as(held, Stream.suspend(loop)))
   })
