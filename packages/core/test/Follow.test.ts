@@ -25,6 +25,10 @@ const followAll = (cursor: Follow.Cursor, entries: ReadonlyArray<Entry.Entry>): 
 const retimed = (e: Entry.Entry): Entry.Entry => ({ ...e, timestamp_secs: e.timestamp_secs + 1 })
 const rehashed = (e: Entry.Entry): Entry.Entry => ({ ...e, entry_hash: Entry.computeHash(e) })
 
+// Sessions whose entries link, and histories of two entries or more.
+const linkedCaps = A.caps.filter((c) => c.entry_cap > 0)
+const twoOrMore = A.ops(30).filter((l) => l.length >= 2)
+
 const chainOf = (n: number, c?: JournalState.Caps) =>
   A.run(c ?? {}, Array.from({ length: n }, (_, i) => ({ op: "record" as const, ts: 100 + i, params: A.call(`t${i}`) })))
 
@@ -45,8 +49,8 @@ describe("Follow.check", () => {
   it("property: a changed record is caught at it; a changed and rehashed one at the next, or at the loaded tip", () => {
     fc.assert(
       fc.property(
-        A.caps.filter((c) => c.entry_cap > 0),
-        A.ops(30).filter((l) => l.length >= 2),
+        linkedCaps,
+        twoOrMore,
         fc.nat(),
         fc.nat(),
         fc.constantFrom("content", "rehashed", "skipped", "repeated"),
@@ -188,8 +192,8 @@ describe("Follow.startAfter", () => {
   it("property: the genuine chain passes after any entry a caller holds; another chain's entry is caught at once or at the first record", () => {
     fc.assert(
       fc.property(
-        A.caps.filter((c) => c.entry_cap > 0),
-        A.ops(30).filter((l) => l.length >= 2),
+        linkedCaps,
+        twoOrMore,
         fc.nat(),
         fc.nat(),
         (c, list, a, b) => {
