@@ -19,10 +19,12 @@ import { NodePersistence } from "@session-journal/node"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
-import type { ChildProcess } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
+import * as os from "node:os"
 import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import { afterAll } from "vitest"
 import * as Spans from "../src/otel/Spans.ts"
 import * as ClaudeRun from "./claudeRun.ts"
@@ -76,11 +78,24 @@ interface Guard {
   readonly stderr: () => string
 }
 
-const guard = async (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = {}): Promise<Guard> => {
+// `node` (Node's own options, then a bin other than the shipped one) runs the guard another way.
+const guard = async (
+  args: ReadonlyArray<string>,
+  env: NodeJS.ProcessEnv = {},
+  node?: ReadonlyArray<string>
+): Promise<Guard> => {
   const root = tempDir()
   const dir = path.join(root, "journal")
   fs.writeFileSync(path.join(root, "policy.json"), JSON.stringify({ denyList: ["Write"] }))
-  const child = start(
+  const how = node === undefined
+    ? start
+    : (argv: ReadonlyArray<string>, options: { readonly env: NodeJS.ProcessEnv }) =>
+      spawn(process.execPath, [...node, ...argv], {
+        cwd: os.tmpdir(),
+        env: { ...baseEnv(), ...options.env },
+        stdio: ["pipe", "pipe", "pipe"]
+      })
+  const child = how(
     [
       "claude-code",
       "guard",
@@ -246,6 +261,45 @@ describe.skipIf(!nodeAdapter)("live export: the resident guard", { timeout: 600_
       assert.match(g.stderr(), /\d+ of \d+ spans were not delivered to /)
     })
   }
+
+  // The sender's thread is a file of its own beside the command's entry, and a Worker
+  // refuses some of Node's options. A thread that cannot start is a loss like any other.
+  const withoutThread = async (name: string, g: Guard) => {
+    const answers = await playAll(g)
+    const plain = await guard([])
+    assert.deepStrictEqual(answers, await playAll(plain))
+    await stop(plain)
+    await stop(g)
+    assert.deepStrictEqual(await journalOf(g.dir), await journalOf(plain.dir))
+    assert.match(g.stderr(), /spans are not reaching .*the sender's thread could not start/, name)
+    assert.match(g.stderr(), /\d+ of \d+ spans were not delivered to /, name)
+  }
+
+  it("the sender's thread missing from the installed command: the same answers, entries and exit code, the loss said (failed before: the guard ended at its start)", async () => {
+    const live = await receiver({ _tag: "accept" })
+    // The shipped command, copied without the thread's file.
+    const copy = path.join(tempDir(), "command")
+    fs.cpSync(path.join(path.dirname(BIN), ".."), copy, { recursive: true })
+    const bundled = path.join(copy, "dist", "bin")
+    const thread = fs.readdirSync(bundled).filter((n) => n.startsWith("SenderWorker-"))
+    assert.isAbove(thread.length, 0, "the bundle has the thread's file")
+    for (const n of thread) fs.rmSync(path.join(bundled, n))
+    await withoutThread(
+      "bundled",
+      await guard(["--otlp", live.url], {}, [path.join(copy, "bin", "session-journal.js")])
+    )
+    assert.strictEqual(live.requests.length, 0)
+  })
+
+  it("from the sources, with an option Node gives no thread: the same answers, entries and exit code, the loss said (failed before: the guard ended at its start)", async () => {
+    const live = await receiver({ _tag: "accept" })
+    // The package's bin runs the sources under the tests' NODE_OPTIONS (their condition);
+    // from the sources, the thread is given the process's own options.
+    const bin = fileURLToPath(new URL("../bin/session-journal.js", import.meta.url))
+    const g = await guard(["--otlp", live.url], {}, ["--max-old-space-size=1024", bin])
+    await withoutThread("sources", g)
+    assert.strictEqual(live.requests.length, 0)
+  })
 })
 
 // What every live span carries, and the tree under the session's span (every parent sent).

@@ -212,13 +212,15 @@ export const make = (options: Options): Effect.Effect<Sender, never, Scope.Scope
  * for as long as the scope lasts: `send` posts the spans to it (never waits),
  * `flush` completes when the worker answered (the collector answered or the
  * exporter gave up), or at once when the worker stopped, which is then a problem
- * and counts what it had not sent as lost. Closing the scope ends the worker.
+ * and counts what it had not sent as lost. A worker that cannot start (its module
+ * missing beside the bundle, an option of the process Node gives no worker) is a
+ * problem too, never a failure: the sender then sends nothing. Closing the scope
+ * ends the worker.
  *
  * @since 0.1.0
  */
 export const inWorker = (options: Options): Effect.Effect<Sender, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const threads = yield* Effect.promise(() => import("./SenderWorker.ts"))
     let sent = 0
     let delivered = 0
     let problems: ReadonlyArray<string> = []
@@ -234,39 +236,53 @@ export const inWorker = (options: Options): Effect.Effect<Sender, never, Scope.S
       for (const d of waiting.values()) Deferred.doneUnsafe(d, Exit.void)
       waiting.clear()
     }
-    const worker = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        threads.spawn({
-          url: options.url,
-          headers: options.headers,
-          protocol: options.protocol,
-          requestTimeoutMillis: Duration.toMillis(options.requestTimeout)
-        })
+    // Heard from as soon as it is made (its events come on later turns of the event loop).
+    const listen = (worker: ReturnType<typeof SenderWorker.spawn>) => {
+      // Never what keeps the door's process alive.
+      worker.unref()
+      worker.on("message", (answer: SenderWorker.FromWorker) => {
+        if (answer._tag === "Ready") {
+          Deferred.doneUnsafe(ready, Exit.void)
+          return
+        }
+        delivered = answer.delivered
+        if (stopped === null) problems = answer.problems
+        const d = waiting.get(answer.id)
+        waiting.delete(answer.id)
+        if (d !== undefined) Deferred.doneUnsafe(d, Exit.void)
+      })
+      worker.on("error", (e) => stop(`the sender's thread failed: ${e.message}`))
+      worker.on("exit", (code) => stop(`the sender's thread stopped (exit code ${code})`))
+      return worker
+    }
+    // The module loaded and the worker made, or why not (a missing file fails the import,
+    // an option of the process Node gives no worker fails the constructor): a problem,
+    // never a failure of the caller.
+    const spawned = yield* Effect.acquireRelease(
+      Effect.promise(() =>
+        import("./SenderWorker.ts").then((threads) =>
+          listen(threads.spawn({
+            url: options.url,
+            headers: options.headers,
+            protocol: options.protocol,
+            requestTimeoutMillis: Duration.toMillis(options.requestTimeout)
+          }))
+        ).then(
+          (worker) => ({ worker, failed: null }),
+          (e: unknown) => ({ worker: null, failed: e instanceof Error ? e.message : String(e) })
+        )
       ),
-      (w) =>
+      ({ worker }) =>
         Effect.suspend(() => {
           // Ended by us: not a problem.
           stop("closed")
-          return Effect.promise(() => w.terminate())
+          return worker === null ? Effect.void : Effect.promise(() => worker.terminate())
         })
     )
-    // Never what keeps the door's process alive.
-    worker.unref()
-    worker.on("message", (answer: SenderWorker.FromWorker) => {
-      if (answer._tag === "Ready") {
-        Deferred.doneUnsafe(ready, Exit.void)
-        return
-      }
-      delivered = answer.delivered
-      if (stopped === null) problems = answer.problems
-      const d = waiting.get(answer.id)
-      waiting.delete(answer.id)
-      if (d !== undefined) Deferred.doneUnsafe(d, Exit.void)
-    })
-    worker.on("error", (e) => stop(`the sender's thread failed: ${e.message}`))
-    worker.on("exit", (code) => stop(`the sender's thread stopped (exit code ${code})`))
+    const worker = spawned.worker
+    if (worker === null) stop(`the sender's thread could not start: ${spawned.failed}`)
     const post = (message: SenderWorker.ToWorker) => {
-      if (stopped !== null) return
+      if (stopped !== null || worker === null) return
       try {
         // No transfer list: the spans are copied (structured clone).
         worker.postMessage(message, [])
