@@ -175,3 +175,59 @@ describe("live export at the door's end", () => {
     120_000
   )
 })
+
+describe("live export past its bound on sessions", () => {
+  it(
+    "more sessions at once than it follows: every session's spans are sent, or the session is counted and said; the door's end is not held up (failed before: a follower let go before it started stayed followed, the end waited its whole bound and sent nothing)",
+    async () => {
+      const root = fs.mkdtempSync(path.join(os.tmpdir(), "sj-live-many-"))
+      const receiver = await listen({ _tag: "accept" })
+      const notes: Array<string> = []
+      const n = 24
+      try {
+        const summary = await Effect.runPromise(Effect.gen(function*() {
+          let live: Live.Live | undefined
+          yield* Effect.scoped(Effect.gen(function*() {
+            const storage = Context.get(yield* Layer.build(NodePersistence.layer({ root })), Persistence.Persistence)
+            const reader = yield* Layer.build(
+              SessionJournal.layer().pipe(Layer.provide(Layer.succeed(Persistence.Persistence, storage)))
+            )
+            live = yield* Live.make({
+              url: `${receiver.url}/v1/traces`,
+              headers: {},
+              protocol: "http/protobuf",
+              requestTimeout: Duration.seconds(30),
+              maxSessions: 4,
+              // Far past what the end needs: reached only when the end waits on nothing.
+              exitTimeout: Duration.seconds(60),
+              note: (line) => Effect.sync(() => notes.push(line))
+            }).pipe(Effect.provideContext(reader))
+            const writer = yield* Layer.build(
+              SessionJournal.layer().pipe(Layer.provide(Layer.succeed(Persistence.Persistence, live.tap(storage))))
+            )
+            const journal = Context.get(writer, SessionJournal.SessionJournal)
+            // One call in each of `n` sessions, written at once.
+            yield* Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) => journal.record(`many-${i}`, call(i)), {
+              concurrency: "unbounded",
+              discard: true
+            })
+          }))
+          return live!.summary()
+        }))
+        const spans = receiver.requests.flatMap((q) => otlp.decode(new Uint8Array(q.body)))
+        // Whatever was made was sent (the collector accepts, the end had its time).
+        assert.strictEqual(summary.lost, 0, JSON.stringify(summary))
+        assert.strictEqual(spans.length, summary.delivered)
+        // Each session: its call's span sent, or the session counted as not exported.
+        const sent = new Set(spans.filter((s) => s.name.startsWith("execute_tool")).map((s) => s.traceId))
+        const counted = Array.from({ length: n }, (_, i) => `many-${i}`).filter((id) => !sent.has(Spans.traceIdOf(id)))
+        assert.strictEqual(counted.length, summary.unread, JSON.stringify(summary))
+        if (summary.unread > 0) assert.match(notes[0] ?? "", /^spans of session many-\d+ are not sent: /)
+      } finally {
+        await receiver.close()
+        fs.rmSync(root, { recursive: true, force: true })
+      }
+    },
+    180_000
+  )
+})

@@ -24,7 +24,8 @@
  * to send, or for `otel export`). The session's span, and the calls still open,
  * when the door lets the session go: Claude Code's `SessionEnd`, no new entry
  * for `idle`, more than `maxSessions` sessions followed (the one idle longest
- * goes), or the door's end (the followers first read up to what the door wrote,
+ * of those that read what the door wrote goes; if none has, the one idle longest,
+ * and that session is counted as not exported), or the door's end (the followers first read up to what the door wrote,
  * then one last flush, all within `exitTimeout`). A session written again later
  * is followed again, its session span sent again with the same id and a later
  * end. A follower that joins a session with history reads that history once
@@ -72,7 +73,10 @@ export const BATCH_SPANS = 512
 export interface Options extends Sender.Options {
   /** Spans waiting to be sent at most (default 4096); past it spans are dropped and counted. */
   readonly maxBuffered?: number | undefined
-  /** Sessions followed at once at most (default 32); past it the one idle longest is let go. */
+  /**
+   * Sessions followed at once at most (default 32); past it the one idle longest is let
+   * go (one that has read what the door wrote first; a session let go unread is counted).
+   */
   readonly maxSessions?: number | undefined
   /** A session with no new entry for this long is let go (default 10 minutes). */
   readonly idle?: Duration.Duration | undefined
@@ -193,6 +197,16 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
       }
     }
 
+    // A session whose spans are not all made: counted, and said the first time a loss is.
+    const notExported = (id: string, text: string, why: string) =>
+      Effect.suspend(() => {
+        unread++
+        problem(text)
+        if (said) return Effect.void
+        said = true
+        return options.note(`spans of session ${id} are not sent: ${why}`)
+      })
+
     // A follower: the session from its first entry, each entry folded; spans ended
     // by the door's entries go to the buffer. However it stops, what is still open is
     // ended and sent when the door wrote anything.
@@ -229,17 +243,7 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
           times: 20,
           while: (e) => e._tag === "SessionNotFound" || e._tag === "StorageError"
         }),
-        Effect.catch((e) =>
-          Effect.andThen(
-            Effect.sync(() => {
-              unread++
-              problem(`following session ${f.id} failed: ${messageOf(e)}`)
-            }),
-            said ? Effect.void : Effect.sync(() => (said = true)).pipe(
-              Effect.andThen(options.note(`spans of session ${f.id} are not sent: ${messageOf(e)}`))
-            )
-          )
-        ),
+        Effect.catch((e) => notExported(f.id, `following session ${f.id} failed: ${messageOf(e)}`, messageOf(e))),
         Effect.ensuring(Effect.sync(() => {
           if (followed.get(f.id) === f) followed.delete(f.id)
           if (fold !== null && f.next > f.from) enqueue(f.id, assembler.apply(fold.finish()))
@@ -248,7 +252,27 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
       )
     }
 
-    const letGo = (f: Followed) => f.fiber === null ? Effect.void : Fiber.interrupt(f.fiber)
+    // A fiber interrupted before it started runs nothing, not even the follower's own
+    // `ensuring`: it is forgotten here as well (else it stays followed for good, past
+    // `maxSessions`, and the door's end waits on it). A follower let go before it read
+    // what the door wrote leaves spans unmade: the session is counted and said.
+    const letGo = (f: Followed) =>
+      Effect.suspend(() => {
+        const behind = f.next <= f.written
+        return Effect.andThen(
+          f.fiber === null ? Effect.void : Fiber.interrupt(f.fiber),
+          Effect.suspend(() => {
+            if (followed.get(f.id) === f) followed.delete(f.id)
+            return behind
+              ? notExported(
+                f.id,
+                `session ${f.id} was let go before it was read to its end`,
+                "it was let go before it was read to its end"
+              )
+              : Effect.void
+          })
+        )
+      })
 
     // Noted sessions become followed ones, within the bound.
     const startNoted = Effect.gen(function*() {
@@ -256,9 +280,18 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
       for (const [id, n] of noted) {
         noted.delete(id)
         if (followed.size >= maxSessions) {
+          // The one idle longest among those that read what the door wrote; only when
+          // none has, the one idle longest of all (a follower not started yet, or still
+          // reading, has been idle since it was made, and letting it go loses spans).
           let idlest: Followed | undefined
-          for (const f of followed.values()) if (idlest === undefined || f.lastActive < idlest.lastActive) idlest = f
-          if (idlest !== undefined) yield* letGo(idlest)
+          let behind: Followed | undefined
+          for (const f of followed.values()) {
+            if (f.next <= f.written) {
+              if (behind === undefined || f.lastActive < behind.lastActive) behind = f
+            } else if (idlest === undefined || f.lastActive < idlest.lastActive) idlest = f
+          }
+          const out = idlest ?? behind
+          if (out !== undefined) yield* letGo(out)
         }
         const f: Followed = {
           id,
