@@ -262,6 +262,18 @@ describe.skipIf(!nodeAdapter)("live export: the resident guard", { timeout: 600_
     })
   }
 
+  it("a collector that has not answered by the door's end: the end's line says so (before: only that spans were not accepted)", async () => {
+    const url = (await receiver({ _tag: "hang" })).url
+    // Each request may wait 30 s; the door's end waits 2 s.
+    const g = await guard(["--otlp", url], { OTEL_EXPORTER_OTLP_TIMEOUT: "30000" })
+    await playAll(g)
+    await stop(g)
+    assert.match(
+      g.stderr(),
+      /\d+ of \d+ spans were not delivered to .*the collector had not answered within 2s of the door's end/
+    )
+  })
+
   // The sender's thread is a file of its own beside the command's entry, and a Worker
   // refuses some of Node's options. A thread that cannot start is a loss like any other.
   const withoutThread = async (name: string, g: Guard) => {

@@ -44,6 +44,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
@@ -372,14 +373,20 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
         yield* Fiber.join(senderFiber)
       }).pipe(
         Effect.timeoutOption(exitTimeout),
-        // Followers the bound cut off before they read what the door wrote.
-        Effect.andThen(Effect.sync(() => {
-          for (const f of followed.values()) {
-            if (f.next > f.written) continue
-            unread++
-            problem(`session ${f.id} was not read to its end within ${Duration.format(exitTimeout)}`)
-          }
-        }))
+        // Followers the bound cut off before they read what the door wrote, and
+        // requests the collector had not answered by then.
+        Effect.flatMap((ended) =>
+          Effect.sync(() => {
+            if (Option.isNone(ended) && sender.sent() > sender.delivered()) {
+              problem(`the collector had not answered within ${Duration.format(exitTimeout)} of the door's end`)
+            }
+            for (const f of followed.values()) {
+              if (f.next > f.written) continue
+              unread++
+              problem(`session ${f.id} was not read to its end within ${Duration.format(exitTimeout)}`)
+            }
+          })
+        )
       )
     )
 
