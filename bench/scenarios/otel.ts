@@ -9,7 +9,10 @@
  * the write path; the follower and the sender still share the process's one
  * core with the writer. Only the records are timed, not the export's end; the
  * note says how many spans reached the collector. `otel.live.json`: the same with
- * the spans in OTLP/JSON, in the same rounds (reported, no goal).
+ * the spans in OTLP/JSON, in the same rounds (reported, no goal). `otel.live.stall`:
+ * the 99th percentile of the door's event loop delay while it wrote, with the
+ * sender on its own thread (the default) against the same with the sender on the
+ * door's thread (`thread: false`), a fourth side in the same rounds (reported).
  */
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -18,6 +21,7 @@ import * as Layer from "effect/Layer"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
+import { monitorEventLoopDelay } from "node:perf_hooks"
 import * as Live from "../../packages/cli/src/otel/Live.ts"
 import type * as Sender from "../../packages/cli/src/otel/Sender.ts"
 import { Persistence, SessionJournal } from "../../packages/core/src/index.ts"
@@ -25,8 +29,11 @@ import { type FsLayer, loadNode } from "../lib/adapters.ts"
 import { recordSequential, withTempDir } from "../lib/env.ts"
 import {
   type Figure,
+  fmt,
   interleaveMany,
+  median,
   notRun,
+  rate,
   type RunOptions,
   type Scenario,
   throughputFigure
@@ -34,6 +41,7 @@ import {
 
 const NAME = "otel.live"
 const JSON_NAME = "otel.live.json"
+const STALL_NAME = "otel.live.stall"
 const BASELINE = "the same records without live export"
 const GOAL = { op: ">=", target: 0.9 } as const
 
@@ -60,9 +68,18 @@ const collector = (): Promise<{ readonly url: string; readonly requests: () => n
 
 // `n` records on a new session under `root`, with a live export when `url` is given:
 // the time of the records, and what the export came to once its scope closed.
-const side = (layer: FsLayer, root: string, n: number, url: string | null, protocol: Sender.Protocol) =>
+const side = (
+  layer: FsLayer,
+  root: string,
+  n: number,
+  url: string | null,
+  protocol: Sender.Protocol,
+  thread = true
+) =>
   Effect.gen(function*() {
     let live: Live.Live | null = null
+    // How long the door's thread was held at once while it wrote (its event loop's delay, p99).
+    const delay = monitorEventLoopDelay({ resolution: 1 })
     const ms = yield* Effect.scoped(Effect.gen(function*() {
       const storage = Context.get(yield* Layer.build(layer(root)), Persistence.Persistence)
       let written = storage
@@ -76,7 +93,8 @@ const side = (layer: FsLayer, root: string, n: number, url: string | null, proto
           protocol,
           requestTimeout: Duration.seconds(10),
           exitTimeout: Duration.seconds(60),
-          note: () => Effect.void
+          note: () => Effect.void,
+          thread
         }).pipe(Effect.provideContext(reader))
         live = made
         written = made.tap(storage)
@@ -86,10 +104,13 @@ const side = (layer: FsLayer, root: string, n: number, url: string | null, proto
       const writer = yield* Layer.build(
         SessionJournal.layer().pipe(Layer.provide(Layer.succeed(Persistence.Persistence, written)))
       )
-      return yield* recordSequential(Context.get(writer, SessionJournal.SessionJournal), "bench-otel", n)
+      delay.enable()
+      const timed = yield* recordSequential(Context.get(writer, SessionJournal.SessionJournal), "bench-otel", n)
+      delay.disable()
+      return timed
     }))
     const summary = live === null ? null : (live as Live.Live).summary()
-    return { ms, summary }
+    return { ms, summary, stallMs: delay.percentile(99) / 1e6 }
   })
 
 const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
@@ -102,16 +123,22 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
     return await withTempDir("otel-live", async (dir) => {
       let spans = 0
       let delivered = 0
-      const live = (protocol: Sender.Protocol) => async (round: number) => {
-        const root = path.join(dir, `${protocol.slice(5)}-${round}`)
-        const r = await Effect.runPromise(side(node.value, root, n, sink.url, protocol))
-        spans += r.summary?.spans ?? 0
-        delivered += r.summary?.delivered ?? 0
+      // Per side, each round's 99th percentile of the door's event loop delay (ms).
+      const stalls: Record<string, Array<number>> = { protobuf: [], inline: [] }
+      const live = (protocol: Sender.Protocol, thread = true) => async (round: number) => {
+        const root = path.join(dir, `${protocol.slice(5)}-${thread ? "thread" : "inline"}-${round}`)
+        const r = await Effect.runPromise(side(node.value, root, n, sink.url, protocol, thread))
+        if (protocol === "http/protobuf") stalls[thread ? "protobuf" : "inline"]!.push(r.stallMs)
+        if (thread) {
+          spans += r.summary?.spans ?? 0
+          delivered += r.summary?.delivered ?? 0
+        }
         return { ops: n, ms: r.ms }
       }
       const samples = await interleaveMany(rounds, [
         { name: "protobuf", run: live("http/protobuf") },
         { name: "json", run: live("http/json") },
+        { name: "inline", run: live("http/protobuf", false) },
         {
           name: "plain",
           run: async (round) => {
@@ -139,7 +166,21 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
           { subject: samples["json"]!, baseline: samples["plain"]! },
           null,
           `${sizes}, spans in OTLP/JSON (\`--protocol http/json\`)`
-        )
+        ),
+        {
+          name: STALL_NAME,
+          value: median(stalls["protobuf"]!),
+          unit: "ms",
+          baseline: "the same with the sender on the door's thread",
+          baseline_value: median(stalls["inline"]!),
+          ratio: median(stalls["protobuf"]!.map((x, i) => x / stalls["inline"]![i]!)),
+          goal: null,
+          met: null,
+          note: `${sizes}: the 99th percentile of the door's event loop delay while it wrote ` +
+            `(monitorEventLoopDelay, 1 ms resolution; a record's synchronous durable write holds the loop too), ` +
+            `median over rounds; the same side with the sender on the door's thread wrote ` +
+            `${fmt(median(samples["inline"]!.map(rate)))} records/s`
+        }
       ]
     })
   } finally {
@@ -148,4 +189,4 @@ const run = async (options: RunOptions): Promise<ReadonlyArray<Figure>> => {
 }
 
 /** The scenario. */
-export const otelLive: Scenario = { name: NAME, figures: [NAME, JSON_NAME], run }
+export const otelLive: Scenario = { name: NAME, figures: [NAME, JSON_NAME, STALL_NAME], run }

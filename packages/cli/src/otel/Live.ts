@@ -85,6 +85,11 @@ export interface Options extends Sender.Options {
   readonly exitTimeout?: Duration.Duration | undefined
   /** Says the loss, once (a line on stderr). */
   readonly note: (line: string) => Effect.Effect<void>
+  /**
+   * Whether encoding and requests run on a thread of their own (default true);
+   * false runs them on the caller's thread, between its own work.
+   */
+  readonly thread?: boolean | undefined
 }
 
 /**
@@ -151,7 +156,7 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
     const idleMillis = Duration.toMillis(options.idle ?? Duration.minutes(10))
     const exitTimeout = options.exitTimeout ?? Duration.seconds(2)
     // Encoding and requests on a thread of their own (`Sender.inWorker`).
-    const sender = yield* Sender.inWorker(options)
+    const sender = yield* (options.thread === false ? Sender.make(options) : Sender.inWorker(options))
     // The followers' own scope. Made before the door's end is added below, it closes after
     // it: the end first lets the followers read up to what the door wrote, and only then
     // are they interrupted (forked into `scope` itself, the scope would interrupt them first).
