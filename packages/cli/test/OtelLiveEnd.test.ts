@@ -35,7 +35,7 @@ const call = (i: number): Entry.ValidToolParams => ({
 
 // `n` calls written through a journal over storage tapped by a live export, the door
 // ending right after the last one; what the export came to.
-const door = (root: string, url: string, n: number) =>
+const door = (root: string, url: string, n: number, thread = true) =>
   Effect.gen(function*() {
     let live: Live.Live | undefined
     yield* Effect.scoped(Effect.gen(function*() {
@@ -49,7 +49,8 @@ const door = (root: string, url: string, n: number) =>
         protocol: "http/protobuf",
         requestTimeout: Duration.seconds(30),
         exitTimeout: Duration.minutes(5),
-        note: () => Effect.void
+        note: () => Effect.void,
+        thread
       }).pipe(Effect.provideContext(reader))
       const writer = yield* Layer.build(
         SessionJournal.layer().pipe(Layer.provide(Layer.succeed(Persistence.Persistence, live.tap(storage))))
@@ -61,14 +62,14 @@ const door = (root: string, url: string, n: number) =>
   })
 
 describe("live export at the door's end", () => {
-  it(
-    "sends every span of what the door wrote, when the door ends before its follower read anything (failed before)",
-    async () => {
+  it.each([["on its own thread", true], ["on the door's thread", false]] as const)(
+    "sends every span of what the door wrote, when the door ends before its follower read anything, the sender %s (failed before)",
+    async (_, thread) => {
       const root = fs.mkdtempSync(path.join(os.tmpdir(), "sj-live-end-"))
       const receiver = await listen({ _tag: "accept" })
       try {
         const n = 40
-        const summary = await Effect.runPromise(door(root, receiver.url, n))
+        const summary = await Effect.runPromise(door(root, receiver.url, n, thread))
         // Each call (ended by the next entry, or by the end) and the session.
         assert.deepStrictEqual(
           { spans: summary.spans, delivered: summary.delivered, lost: summary.lost, dropped: summary.dropped },
