@@ -33,9 +33,13 @@ const call = (i: number): Entry.ValidToolParams => ({
   allowed: true
 })
 
-// `n` calls written through a journal over storage tapped by a live export, the door
-// ending right after the last one; what the export came to.
-const door = (root: string, url: string, n: number, thread = true) =>
+// A door over `root`: a journal writing through storage tapped by a live export made
+// with `options`, `write` what it writes before it ends; what the export came to.
+const liveDoor = <E>(
+  root: string,
+  options: Live.Options,
+  write: (journal: SessionJournal.SessionJournal["Service"]) => Effect.Effect<void, E>
+) =>
   Effect.gen(function*() {
     let live: Live.Live | undefined
     yield* Effect.scoped(Effect.gen(function*() {
@@ -43,23 +47,29 @@ const door = (root: string, url: string, n: number, thread = true) =>
       const reader = yield* Layer.build(
         SessionJournal.layer().pipe(Layer.provide(Layer.succeed(Persistence.Persistence, storage)))
       )
-      live = yield* Live.make({
-        url,
-        headers: {},
-        protocol: "http/protobuf",
-        requestTimeout: Duration.seconds(30),
-        exitTimeout: Duration.minutes(5),
-        note: () => Effect.void,
-        thread
-      }).pipe(Effect.provideContext(reader))
+      live = yield* Live.make(options).pipe(Effect.provideContext(reader))
       const writer = yield* Layer.build(
         SessionJournal.layer().pipe(Layer.provide(Layer.succeed(Persistence.Persistence, live.tap(storage))))
       )
-      const journal = Context.get(writer, SessionJournal.SessionJournal)
-      for (let i = 0; i < n; i++) yield* journal.record("door-end", call(i))
+      yield* write(Context.get(writer, SessionJournal.SessionJournal))
     }))
     return live!.summary()
   })
+
+// `n` calls in one session, the door ending right after the last one.
+const door = (root: string, url: string, n: number, thread = true) =>
+  liveDoor(root, {
+    url,
+    headers: {},
+    protocol: "http/protobuf",
+    requestTimeout: Duration.seconds(30),
+    exitTimeout: Duration.minutes(5),
+    note: () => Effect.void,
+    thread
+  }, (journal) =>
+    Effect.gen(function*() {
+      for (let i = 0; i < n; i++) yield* journal.record("door-end", call(i))
+    }))
 
 describe("live export at the door's end", () => {
   it.each([["on its own thread", true], ["on the door's thread", false]] as const)(
@@ -186,35 +196,21 @@ describe("live export past its bound on sessions", () => {
       const notes: Array<string> = []
       const n = 24
       try {
-        const summary = await Effect.runPromise(Effect.gen(function*() {
-          let live: Live.Live | undefined
-          yield* Effect.scoped(Effect.gen(function*() {
-            const storage = Context.get(yield* Layer.build(NodePersistence.layer({ root })), Persistence.Persistence)
-            const reader = yield* Layer.build(
-              SessionJournal.layer().pipe(Layer.provide(Layer.succeed(Persistence.Persistence, storage)))
-            )
-            live = yield* Live.make({
-              url: `${receiver.url}/v1/traces`,
-              headers: {},
-              protocol: "http/protobuf",
-              requestTimeout: Duration.seconds(30),
-              maxSessions: 4,
-              // Far past what the end needs: reached only when the end waits on nothing.
-              exitTimeout: Duration.seconds(60),
-              note: (line) => Effect.sync(() => notes.push(line))
-            }).pipe(Effect.provideContext(reader))
-            const writer = yield* Layer.build(
-              SessionJournal.layer().pipe(Layer.provide(Layer.succeed(Persistence.Persistence, live.tap(storage))))
-            )
-            const journal = Context.get(writer, SessionJournal.SessionJournal)
-            // One call in each of `n` sessions, written at once.
-            yield* Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) => journal.record(`many-${i}`, call(i)), {
-              concurrency: "unbounded",
-              discard: true
-            })
-          }))
-          return live!.summary()
-        }))
+        const summary = await Effect.runPromise(liveDoor(root, {
+          url: `${receiver.url}/v1/traces`,
+          headers: {},
+          protocol: "http/protobuf",
+          requestTimeout: Duration.seconds(30),
+          maxSessions: 4,
+          // Far past what the end needs: reached only when the end waits on nothing.
+          exitTimeout: Duration.seconds(60),
+          note: (line) => Effect.sync(() => notes.push(line))
+        }, (journal) =>
+          // One call in each of `n` sessions, written at once.
+          Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) => journal.record(`many-${i}`, call(i)), {
+            concurrency: "unbounded",
+            discard: true
+          })))
         const spans = receiver.requests.flatMap((q) => otlp.decode(new Uint8Array(q.body)))
         // Whatever was made was sent (the collector accepts, the end had its time).
         assert.strictEqual(summary.lost, 0, JSON.stringify(summary))
