@@ -296,6 +296,47 @@ describe("serve's live updates check what they send", () => {
     90_000
   )
 
+  it(
+    "a page that joined the shared header of a history replaced under it gets a header of its own history once that one stops",
+    async () => {
+      const dir = tempDir()
+      assert.strictEqual((await importLines(dir, "r", range(0, 100).map((i) => `old-${pad(i)}`))).code, 0)
+      // Another history of the same length, put in place of the first at once (a rename):
+      // the header follower, at the end of the first, sees no new bytes, so it goes on
+      // until the next write.
+      assert.strictEqual((await importLines(dir, "x", range(0, 100).map((i) => `new-${pad(i)}`))).code, 0)
+      const server = start(["--dir", dir, "serve", "--port", "0"])
+      started.push(server)
+      const line = await waitForLine(server, (l) => l.startsWith("serving "))
+      const base = line.slice(line.indexOf("http://"))
+      const a = events(`${base}/sessions/r/events?from=0`)
+      const pages = [a]
+      try {
+        await eventually(() => a.text.includes("\nid: 99:") && overviewsOf(a.text).length > 0, "entries and a header")
+        const segment = segmentOf(dir, "x")
+        assert.strictEqual(fs.statSync(segment).size, fs.statSync(segmentOf(dir, "r")).size)
+        fs.rmSync(path.join(dir, "r", "checkpoint.json"), { force: true })
+        fs.renameSync(segment, segmentOf(dir, "r"))
+        // A page of the new history joins the header kept for the old one.
+        const b = events(`${base}/sessions/r/events?from=0`)
+        pages.push(b)
+        await eventually(() => b.text.includes("\nid: 99:"), "the new history's entries")
+        assert.include(b.text, "new-99")
+        // The next write: the old header stops, and the page gets one of its own history.
+        assert.strictEqual((await importLines(dir, "r", ["new-100"])).code, 0)
+        await eventually(() => b.text.includes("\nid: 100:"), "the new entry")
+        await eventually(
+          () => overviewsOf(b.text).some((o) => o.last === 100 && o.entries === 101),
+          "a header of the page's own history"
+        )
+        for (const o of overviewsOf(b.text)) assert.deepInclude(o, { stopped: null })
+      } finally {
+        for (const p of pages) p.req.destroy()
+      }
+    },
+    60_000
+  )
+
   it("after a repair that set shown entries aside, the live stream says so in a failure event and ends", async () => {
     const dir = tempDir()
     assert.strictEqual((await importLines(dir, "w", range(0, 10).map((i) => `t${pad(i)}`))).code, 0)

@@ -52,26 +52,39 @@ export type Item =
 export const SENT_HASHES = 4096
 
 /**
- * The gate of one page's live events: given what arrives, in order, the text to
- * send now (empty for nothing). `shown` is the page's last entry, when the page
- * says which it is; `render` writes a header's event. Memory is bounded by
- * `SENT_HASHES` and one held header.
+ * What a gate does with a header: send it now, hold it until the rows reach its
+ * last entry, or drop it (of another history, or too far behind to be checked).
  *
  * @since 0.1.0
  */
-export const gate = (shown: Follow.Anchor | null, render: (snapshot: Snapshot) => string) => {
+export type Verdict = "send" | "hold" | "drop"
+
+/**
+ * The gate of one page's live events: given what arrives, in order, the text to
+ * send now (empty for nothing). `shown` is the page's last entry, when the page
+ * says which it is; `render` writes a header's event. `judge` says what the gate
+ * would do with a header as things stand (a header that stopped and is dropped is
+ * of another history: the page's events then take a new one). Memory is bounded
+ * by `SENT_HASHES` and one held header.
+ *
+ * @since 0.1.0
+ */
+export const gate = (
+  shown: Follow.Anchor | null,
+  render: (snapshot: Snapshot) => string
+): ((item: Item) => string) & { readonly judge: (snapshot: Snapshot) => Verdict } => {
   const sent = new Follow.Shown(SENT_HASHES)
   if (shown !== null) sent.push(shown.sequence, shown.hash)
   let any = shown !== null
   let held: Snapshot | null = null
-  const judge = (s: Snapshot): "send" | "hold" | "drop" => {
+  const judge = (s: Snapshot): Verdict => {
     // Nothing counted: only a reason, or the header of an empty session before any row.
     if (s.last === null || s.lastHash === null) return s.stopped !== null || !any ? "send" : "drop"
     const hash = sent.hashAt(s.last)
     if (hash !== undefined) return hash === s.lastHash ? "send" : "drop"
     return s.last >= sent.end ? "hold" : "drop"
   }
-  return (item: Item): string => {
+  const step = (item: Item): string => {
     switch (item._tag) {
       case "Entry": {
         sent.push(item.entry.sequence, item.entry.entry_hash)
@@ -94,4 +107,5 @@ export const gate = (shown: Follow.Anchor | null, render: (snapshot: Snapshot) =
       }
     }
   }
+  return Object.assign(step, { judge })
 }

@@ -353,6 +353,14 @@ export const MAX_LIVE = 256
 export const LIVE_IDLE = "5 seconds"
 
 /**
+ * How many times a page's live events take a new shared header after the one
+ * they followed stopped on another history than the page's.
+ *
+ * @since 0.1.0
+ */
+export const LIVE_RENEWALS = 8
+
+/**
  * How often the list page's live events read the list of sessions.
  *
  * @since 0.1.0
@@ -766,11 +774,22 @@ const eventsRoute = (viewer: Viewer) =>
       )
     // The header, charts, denials and time axis as of the newest entry, redrawn as
     // entries come; each sent once this stream has sent its last entry (`LiveGate`).
-    const overviews = Stream.unwrap(Effect.map(viewer.live(id), (snapshots) => Stream.fromPubSub(snapshots))).pipe(
-      Stream.map((snapshot): LiveGate.Item => ({ _tag: "Overview", snapshot })),
-      Stream.catch(() => Stream.empty)
-    )
     const gate = LiveGate.gate(shown, (snapshot) => sseEvent("overview", null, snapshot))
+    // A shared header that stopped on another history than this page's (replaced
+    // under it after it joined) is followed by a new one, from storage as it is then;
+    // at most `LIVE_RENEWALS` times, so storage replaced over and over cannot keep a
+    // page drawing.
+    const headers = (renewals: number): Stream.Stream<LiveGate.Snapshot> =>
+      Stream.unwrap(Effect.map(viewer.live(id), (snapshots) => {
+        let replaced = false
+        return Stream.fromPubSub(snapshots).pipe(
+          Stream.takeUntil((s) => (replaced = s.stopped !== null && gate.judge(s) === "drop")),
+          Stream.concat(Stream.suspend(() => replaced && renewals > 0 ? headers(renewals - 1) : Stream.empty))
+        )
+      })).pipe(Stream.catch(() => Stream.empty))
+    const overviews = headers(LIVE_RENEWALS).pipe(
+      Stream.map((snapshot): LiveGate.Item => ({ _tag: "Overview", snapshot }))
+    )
     // The stream ends when the entries do (a failure event was the last), heartbeat or not.
     const body = Stream.merge(
       Stream.succeed(": live\n\n"),
