@@ -152,7 +152,10 @@ export interface Contradiction {
 export const startAfter = (state: JournalState.JournalState, anchor: Anchor): Result.Result<Cursor, Contradiction> => {
   const contradiction = (found: string | null) =>
     Result.fail({ sequence: anchor.sequence, expected: anchor.hash, found })
-  if (anchor.sequence < 0 || anchor.sequence >= state.next_sequence) return contradiction(null)
+  // Not a sequence storage can hold (negative, fractional, not a number): held nowhere.
+  if (!Number.isSafeInteger(anchor.sequence) || anchor.sequence < 0 || anchor.sequence >= state.next_sequence) {
+    return contradiction(null)
+  }
   const retained = JournalState.retainedHashAt(state, anchor.sequence)
   if (retained !== undefined && retained !== anchor.hash) return contradiction(retained)
   const cursor = start(state, anchor.sequence + 1)

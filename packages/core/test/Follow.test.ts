@@ -215,6 +215,13 @@ describe("Follow.startAfter", () => {
             assert.isTrue(Result.isSuccess(forged))
             if (Result.isSuccess(forged)) assert.strictEqual(followAll(forged.success, entries.slice(at + 1)), 0)
           }
+          // No sequence at all: held nowhere.
+          for (const sequence of [-1, at + 0.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+            assert.deepStrictEqual(
+              Follow.startAfter(loaded, { sequence, hash: other }),
+              Result.fail({ sequence, expected: other, found: null })
+            )
+          }
           // An entry storage does not hold (yet, or any more).
           const beyond = entries.length + (b % 3)
           assert.deepStrictEqual(
