@@ -14,8 +14,8 @@
  * bounded buffer (`maxBuffered`; past it spans are dropped and counted, never
  * waited for), and one sender fiber hands what the buffer holds to the sender's
  * own thread (`Sender.inWorker`: encoding and requests are off the door's thread)
- * and awaits the collector's answer (each request bounded) before it sends more. A collector
- * that is down or slow holds up only that fiber: decisions, answers, exit codes
+ * and awaits the collector's answer (each request bounded) before it sends more.
+ * A collector that is down or slow holds up only that fiber: decisions, answers, exit codes
  * and entries are what they are without it.
  *
  * What is sent: a span when it ends (a call at its outcome or denial, a
@@ -25,8 +25,9 @@
  * when the door lets the session go: Claude Code's `SessionEnd`, no new entry
  * for `idle`, more than `maxSessions` sessions followed (the one idle longest
  * of those that read what the door wrote goes; if none has, the one idle longest,
- * and that session is counted as not exported), or the door's end (the followers first read up to what the door wrote,
- * then one last flush, all within `exitTimeout`). A session written again later
+ * and that session is counted as not exported), or the door's end (the followers
+ * first read up to what the door wrote, then one last flush, all within
+ * `exitTimeout`). A session written again later
  * is followed again, its session span sent again with the same id and a later
  * end. A follower that joins a session with history reads that history once
  * (to rebuild the fold), which costs a read of the session, off the write path.
@@ -203,11 +204,15 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
       }
     }
 
-    // A session whose spans are not all made: counted, and said the first time a loss is.
+    // A session whose spans are not all made: counted (and said in the end's line).
+    const countUnread = (text: string) => {
+      unread++
+      problem(text)
+    }
+    // The same, also said at once the first time a loss is.
     const notExported = (id: string, text: string, why: string) =>
       Effect.suspend(() => {
-        unread++
-        problem(text)
+        countUnread(text)
         if (said) return Effect.void
         said = true
         return options.note(`spans of session ${id} are not sent: ${why}`)
@@ -386,9 +391,9 @@ export const make = (options: Options): Effect.Effect<Live, never, SessionJourna
               problem(`the collector had not answered within ${Duration.format(exitTimeout)} of the door's end`)
             }
             for (const f of followed.values()) {
-              if (f.next > f.written) continue
-              unread++
-              problem(`session ${f.id} was not read to its end within ${Duration.format(exitTimeout)}`)
+              if (f.next <= f.written) {
+                countUnread(`session ${f.id} was not read to its end within ${Duration.format(exitTimeout)}`)
+              }
             }
           })
         )

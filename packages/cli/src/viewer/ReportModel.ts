@@ -418,10 +418,10 @@ export const overview = (
     // check starts at the first entry read.
     const verified = report === null ? null : loaded
     const startsLater = Storage.isFilesystem(storage) && storage.removeCheckpointedSegments === true
-    let cursor: Follow.Cursor | null = verified === null || startsLater ? null : Follow.start(verified, 0)
+    let cursor: Follow.Cursor | null = null
     const checked = (e: Entry.Entry): ChangedWhileRead | null => {
       if (verified === null) return null
-      cursor ??= Follow.start(verified, e.sequence)
+      cursor ??= Follow.start(verified, startsLater ? e.sequence : 0)
       const r = Follow.check(cursor, e)
       if (Result.isSuccess(r)) {
         cursor = r.success
@@ -454,10 +454,8 @@ export const overview = (
     // Storage that ends before the entry the state ended with was cut while read
     // (whether or not the state retains that entry's hash: entries that do not
     // link, `entry_cap` 0, retain none).
-    const reached = verified === null ? null : cursor ?? Follow.start(verified, 0)
-    if (
-      report !== null && report.ok && verified !== null && reached !== null && reached.next < verified.next_sequence
-    ) {
+    const reached = verified === null || report?.ok !== true ? null : cursor ?? Follow.start(verified, 0)
+    if (verified !== null && reached !== null && reached.next < verified.next_sequence) {
       const lastSequence = verified.next_sequence - 1
       return yield* new ChangedWhileRead({
         id,
