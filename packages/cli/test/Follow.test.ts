@@ -81,6 +81,14 @@ const within = <A>(p: Promise<A>, ms: number, what: string): Promise<A> =>
     new Promise<A>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))
   ])
 
+// `serve` over `dir`, started for the file's tests; its base URL.
+const serve = async (dir: string): Promise<string> => {
+  const server = start(["--dir", dir, "serve", "--port", "0"])
+  started.push(server)
+  const line = await waitForLine(server, (l) => l.startsWith("serving "))
+  return line.slice(line.indexOf("http://"))
+}
+
 // A live events request, its text as it arrives.
 const events = (url: string) => {
   const out = { text: "", req: http.get(url, (res) => res.on("data", (b: Buffer) => (out.text += b.toString("utf8")))) }
@@ -224,10 +232,7 @@ describe("serve's live updates check what they send", () => {
     async () => {
       const dir = tempDir()
       assert.strictEqual((await importLines(dir, "v", range(0, 100).map((i) => `old-${pad(i)}`))).code, 0)
-      const server = start(["--dir", dir, "serve", "--port", "0"])
-      started.push(server)
-      const line = await waitForLine(server, (l) => l.startsWith("serving "))
-      const base = line.slice(line.indexOf("http://"))
+      const base = await serve(dir)
       let text = ""
       let ended = false
       const req = http.get(`${base}/sessions/v/events?from=0`, (res) => {
@@ -260,10 +265,7 @@ describe("serve's live updates check what they send", () => {
     async () => {
       const dir = tempDir()
       assert.strictEqual((await importLines(dir, "h", range(0, 100).map((i) => `old-${pad(i)}`))).code, 0)
-      const server = start(["--dir", dir, "serve", "--port", "0"])
-      started.push(server)
-      const line = await waitForLine(server, (l) => l.startsWith("serving "))
-      const base = line.slice(line.indexOf("http://"))
+      const base = await serve(dir)
       const a = events(`${base}/sessions/h/events?from=0`)
       try {
         // The session's live header is drawn for the old history.
@@ -305,10 +307,7 @@ describe("serve's live updates check what they send", () => {
       // the header follower, at the end of the first, sees no new bytes, so it goes on
       // until the next write.
       assert.strictEqual((await importLines(dir, "x", range(0, 100).map((i) => `new-${pad(i)}`))).code, 0)
-      const server = start(["--dir", dir, "serve", "--port", "0"])
-      started.push(server)
-      const line = await waitForLine(server, (l) => l.startsWith("serving "))
-      const base = line.slice(line.indexOf("http://"))
+      const base = await serve(dir)
       const a = events(`${base}/sessions/r/events?from=0`)
       const pages = [a]
       try {
@@ -340,10 +339,7 @@ describe("serve's live updates check what they send", () => {
   it("after a repair that set shown entries aside, the live stream says so in a failure event and ends", async () => {
     const dir = tempDir()
     assert.strictEqual((await importLines(dir, "w", range(0, 10).map((i) => `t${pad(i)}`))).code, 0)
-    const server = start(["--dir", dir, "serve", "--port", "0"])
-    started.push(server)
-    const line = await waitForLine(server, (l) => l.startsWith("serving "))
-    const base = line.slice(line.indexOf("http://"))
+    const base = await serve(dir)
     let text = ""
     let ended = false
     const req = http.get(`${base}/sessions/w/events?from=0`, (res) => {
